@@ -1,0 +1,223 @@
+//! Flag and constant values of the Linux x86-64 ABI.
+
+use bitflags::bitflags;
+
+bitflags! {
+    /// `open(2)` flags (the access mode lives in the low two bits, see [`O_ACCMODE`]).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct OpenFlags: u32 {
+        const WRONLY = 0o1;
+        const RDWR = 0o2;
+        const CREAT = 0o100;
+        const EXCL = 0o200;
+        const NOCTTY = 0o400;
+        const TRUNC = 0o1000;
+        const APPEND = 0o2000;
+        const NONBLOCK = 0o4000;
+        const DSYNC = 0o10000;
+        const ASYNC = 0o20000;
+        const DIRECT = 0o40000;
+        const LARGEFILE = 0o100000;
+        const DIRECTORY = 0o200000;
+        const NOFOLLOW = 0o400000;
+        const NOATIME = 0o1000000;
+        const CLOEXEC = 0o2000000;
+        const SYNC = 0o4010000;
+        const PATH = 0o10000000;
+        const TMPFILE = 0o20200000;
+        const _ = !0;
+    }
+}
+
+/// Access-mode bits of the open flags.
+pub const O_ACCMODE: u32 = 0o3;
+
+bitflags! {
+    /// `mmap(2)` flags.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct MapFlags: u64 {
+        const SHARED = 0x01;
+        const PRIVATE = 0x02;
+        const SHARED_VALIDATE = 0x03;
+        const FIXED = 0x10;
+        const ANONYMOUS = 0x20;
+        const GROWSDOWN = 0x100;
+        const DENYWRITE = 0x800;
+        const EXECUTABLE = 0x1000;
+        const LOCKED = 0x2000;
+        const NORESERVE = 0x4000;
+        const POPULATE = 0x8000;
+        const NONBLOCK = 0x10000;
+        const STACK = 0x20000;
+        const HUGETLB = 0x40000;
+        const SYNC = 0x80000;
+        const FIXED_NOREPLACE = 0x100000;
+        const _ = !0;
+    }
+}
+
+/// Mask of the mapping type bits of `MapFlags` (`MAP_TYPE`).
+pub const MAP_TYPE: u64 = 0x0f;
+
+/// `dirfd` meaning "the current working directory".
+pub const AT_FDCWD: i32 = -100;
+/// Do not follow a final symlink.
+pub const AT_SYMLINK_NOFOLLOW: u32 = 0x100;
+/// `unlinkat`: remove a directory.
+pub const AT_REMOVEDIR: u32 = 0x200;
+/// `faccessat`: use effective ids.
+pub const AT_EACCESS: u32 = 0x200;
+/// Follow a final symlink (`linkat`).
+pub const AT_SYMLINK_FOLLOW: u32 = 0x400;
+/// Do not automount.
+pub const AT_NO_AUTOMOUNT: u32 = 0x800;
+/// An empty path names `dirfd` itself.
+pub const AT_EMPTY_PATH: u32 = 0x1000;
+/// `statx` sync-type bits.
+pub const AT_STATX_SYNC_TYPE: u32 = 0x6000;
+
+/// File type bits of `st_mode`.
+pub const S_IFMT: u32 = 0o170000;
+/// Socket.
+pub const S_IFSOCK: u32 = 0o140000;
+/// Symbolic link.
+pub const S_IFLNK: u32 = 0o120000;
+/// Regular file.
+pub const S_IFREG: u32 = 0o100000;
+/// Block device.
+pub const S_IFBLK: u32 = 0o060000;
+/// Directory.
+pub const S_IFDIR: u32 = 0o040000;
+/// Character device.
+pub const S_IFCHR: u32 = 0o020000;
+/// FIFO.
+pub const S_IFIFO: u32 = 0o010000;
+
+/// `d_type` values of `getdents64`.
+pub mod dt {
+    /// unknown
+    pub const UNKNOWN: u8 = 0;
+    /// FIFO
+    pub const FIFO: u8 = 1;
+    /// character device
+    pub const CHR: u8 = 2;
+    /// directory
+    pub const DIR: u8 = 4;
+    /// block device
+    pub const BLK: u8 = 6;
+    /// regular file
+    pub const REG: u8 = 8;
+    /// symlink
+    pub const LNK: u8 = 10;
+    /// socket
+    pub const SOCK: u8 = 12;
+
+    /// The `d_type` for an `st_mode`.
+    pub fn from_mode(mode: u32) -> u8 {
+        ((mode & super::S_IFMT) >> 12) as u8
+    }
+}
+
+/// Auxiliary vector keys (`AT_*` of elf.h).
+pub mod auxv {
+    #![allow(missing_docs)]
+    pub const AT_NULL: u64 = 0;
+    pub const AT_PHDR: u64 = 3;
+    pub const AT_PHENT: u64 = 4;
+    pub const AT_PHNUM: u64 = 5;
+    pub const AT_PAGESZ: u64 = 6;
+    pub const AT_BASE: u64 = 7;
+    pub const AT_FLAGS: u64 = 8;
+    pub const AT_ENTRY: u64 = 9;
+    pub const AT_UID: u64 = 11;
+    pub const AT_EUID: u64 = 12;
+    pub const AT_GID: u64 = 13;
+    pub const AT_EGID: u64 = 14;
+    pub const AT_PLATFORM: u64 = 15;
+    pub const AT_HWCAP: u64 = 16;
+    pub const AT_CLKTCK: u64 = 17;
+    pub const AT_SECURE: u64 = 23;
+    pub const AT_RANDOM: u64 = 25;
+    pub const AT_HWCAP2: u64 = 26;
+    pub const AT_EXECFN: u64 = 31;
+    pub const AT_SYSINFO_EHDR: u64 = 33;
+    pub const AT_MINSIGSTKSZ: u64 = 51;
+}
+
+/// ELF constants.
+pub mod elf {
+    #![allow(missing_docs)]
+    pub const MAGIC: [u8; 4] = [0x7f, b'E', b'L', b'F'];
+    pub const CLASS64: u8 = 2;
+    pub const DATA_LSB: u8 = 1;
+    pub const ET_EXEC: u16 = 2;
+    pub const ET_DYN: u16 = 3;
+    pub const EM_X86_64: u16 = 62;
+    pub const PT_LOAD: u32 = 1;
+    pub const PT_INTERP: u32 = 3;
+    pub const PT_PHDR: u32 = 6;
+    pub const PT_GNU_STACK: u32 = 0x6474_e551;
+    pub const PF_X: u32 = 1;
+    pub const PF_W: u32 = 2;
+    pub const PF_R: u32 = 4;
+}
+
+/// Signal numbers.
+pub mod signal {
+    #![allow(missing_docs)]
+    pub const SIGHUP: i32 = 1;
+    pub const SIGINT: i32 = 2;
+    pub const SIGQUIT: i32 = 3;
+    pub const SIGILL: i32 = 4;
+    pub const SIGTRAP: i32 = 5;
+    pub const SIGABRT: i32 = 6;
+    pub const SIGBUS: i32 = 7;
+    pub const SIGFPE: i32 = 8;
+    pub const SIGKILL: i32 = 9;
+    pub const SIGUSR1: i32 = 10;
+    pub const SIGSEGV: i32 = 11;
+    pub const SIGUSR2: i32 = 12;
+    pub const SIGPIPE: i32 = 13;
+    pub const SIGALRM: i32 = 14;
+    pub const SIGTERM: i32 = 15;
+    pub const SIGSTKFLT: i32 = 16;
+    pub const SIGCHLD: i32 = 17;
+    pub const SIGCONT: i32 = 18;
+    pub const SIGSTOP: i32 = 19;
+    pub const SIGTSTP: i32 = 20;
+    pub const SIGTTIN: i32 = 21;
+    pub const SIGTTOU: i32 = 22;
+    pub const SIGURG: i32 = 23;
+    pub const SIGXCPU: i32 = 24;
+    pub const SIGXFSZ: i32 = 25;
+    pub const SIGVTALRM: i32 = 26;
+    pub const SIGPROF: i32 = 27;
+    pub const SIGWINCH: i32 = 28;
+    pub const SIGIO: i32 = 29;
+    pub const SIGPWR: i32 = 30;
+    pub const SIGSYS: i32 = 31;
+    pub const SIGRTMIN: i32 = 32;
+    pub const SIGRTMAX: i32 = 64;
+    pub const SIG_DFL: u64 = 0;
+    pub const SIG_IGN: u64 = 1;
+    pub const SIG_BLOCK: u64 = 0;
+    pub const SIG_UNBLOCK: u64 = 1;
+    pub const SIG_SETMASK: u64 = 2;
+    pub const SS_ONSTACK: i32 = 1;
+    pub const SS_DISABLE: i32 = 2;
+    pub const MINSIGSTKSZ: u64 = 2048;
+}
+
+/// Resource limit numbers (`RLIMIT_*`).
+pub mod rlimit {
+    #![allow(missing_docs)]
+    pub const RLIMIT_CPU: u32 = 0;
+    pub const RLIMIT_FSIZE: u32 = 1;
+    pub const RLIMIT_DATA: u32 = 2;
+    pub const RLIMIT_STACK: u32 = 3;
+    pub const RLIMIT_CORE: u32 = 4;
+    pub const RLIMIT_NOFILE: u32 = 7;
+    pub const RLIMIT_AS: u32 = 9;
+    pub const RLIM_NLIMITS: usize = 16;
+    pub const RLIM_INFINITY: u64 = u64::MAX;
+}

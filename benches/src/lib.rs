@@ -1,0 +1,1 @@
+//! Criterion benchmarks comparing the sandbox with native runs.

@@ -1,0 +1,313 @@
+//! Thin, safe wrappers over the host calls the tracer side of the platform
+//! needs: ptrace requests, `waitpid`, signals to the stub and CPU affinity.
+//!
+//! Every wrapper issues the raw system call (not libc's convenience wrappers,
+//! whose `PEEK*` handling hides errors) and turns a failure into a
+//! [`platform::Error::Host`] naming the operation.
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use platform::{Error, Regs, Result};
+
+/// `PTRACE_SYSEMU` (not in every libc target's constant list).
+const PTRACE_SYSEMU: libc::c_long = 31;
+/// `PTRACE_GET_RSEQ_CONFIGURATION` (Linux 5.13).
+const PTRACE_GET_RSEQ_CONFIGURATION: libc::c_long = 0x420f;
+/// `PIDFD_THREAD` (Linux 6.9): a pidfd for one thread, readable when it exits.
+const PIDFD_THREAD: libc::c_long = libc::O_EXCL as libc::c_long;
+
+/// Byte offset of `rax` in `struct user` (the register block comes first).
+const USER_RAX: usize = std::mem::offset_of!(Regs, rax);
+
+fn check(ret: libc::c_long, op: &'static str) -> Result<libc::c_long> {
+    if ret < 0 {
+        Err(Error::last_os(op))
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Raw `ptrace(2)`.
+fn ptrace(
+    req: libc::c_long,
+    pid: i32,
+    addr: usize,
+    data: usize,
+    op: &'static str,
+) -> Result<libc::c_long> {
+    // SAFETY: every caller passes, for requests that write through `data`, a
+    // pointer to a live, writable buffer of the size the request writes; other
+    // requests take plain integers.
+    let ret = unsafe { libc::syscall(libc::SYS_ptrace, req, pid, addr, data) };
+    check(ret, op)
+}
+
+/// Reads all general-purpose registers of a stopped tracee.
+pub(crate) fn get_regs(pid: i32, regs: &mut Regs) -> Result<()> {
+    // `Regs` is laid out like `struct user_regs_struct`, which is what
+    // PTRACE_GETREGS writes.
+    let p: *mut Regs = regs;
+    ptrace(
+        libc::PTRACE_GETREGS as _,
+        pid,
+        0,
+        p as usize,
+        "ptrace(GETREGS)",
+    )?;
+    Ok(())
+}
+
+/// Writes all general-purpose registers of a stopped tracee.
+pub(crate) fn set_regs(pid: i32, regs: &Regs) -> Result<()> {
+    let p: *const Regs = regs;
+    ptrace(
+        libc::PTRACE_SETREGS as _,
+        pid,
+        0,
+        p as usize,
+        "ptrace(SETREGS)",
+    )?;
+    Ok(())
+}
+
+/// Writes `rax` alone (one word of `struct user`).
+pub(crate) fn poke_rax(pid: i32, value: u64) -> Result<()> {
+    ptrace(
+        libc::PTRACE_POKEUSER as _,
+        pid,
+        USER_RAX,
+        value as usize,
+        "ptrace(POKEUSER rax)",
+    )?;
+    Ok(())
+}
+
+/// Reads `rax` alone.
+pub(crate) fn peek_rax(pid: i32) -> Result<u64> {
+    let mut out: u64 = 0;
+    let p: *mut u64 = &mut out;
+    // The raw PEEKUSER request stores the word at `data`.
+    ptrace(
+        libc::PTRACE_PEEKUSER as _,
+        pid,
+        USER_RAX,
+        p as usize,
+        "ptrace(PEEKUSER rax)",
+    )?;
+    Ok(out)
+}
+
+/// Resumes a stopped tracee until its next system call entry, which is
+/// reported and then skipped (`PTRACE_SYSEMU`); `sig` 0 suppresses the
+/// signal the tracee stopped with.
+pub(crate) fn sysemu(pid: i32, sig: i32) -> Result<()> {
+    ptrace(PTRACE_SYSEMU, pid, 0, sig as usize, "ptrace(SYSEMU)")?;
+    Ok(())
+}
+
+/// Resumes a stopped tracee without syscall tracing.
+pub(crate) fn cont(pid: i32, sig: i32) -> Result<()> {
+    ptrace(libc::PTRACE_CONT as _, pid, 0, sig as usize, "ptrace(CONT)")?;
+    Ok(())
+}
+
+/// `PTRACE_SETOPTIONS`.
+pub(crate) fn set_options(pid: i32, options: libc::c_int) -> Result<()> {
+    ptrace(
+        libc::PTRACE_SETOPTIONS as _,
+        pid,
+        0,
+        options as usize,
+        "ptrace(SETOPTIONS)",
+    )?;
+    Ok(())
+}
+
+/// What `PTRACE_GETSIGINFO` says about the signal a tracee stopped with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SigInfo {
+    pub signo: i32,
+    pub code: i32,
+    pub addr: u64,
+}
+
+/// `PTRACE_GETSIGINFO`.
+pub(crate) fn get_siginfo(pid: i32) -> Result<SigInfo> {
+    // SAFETY: siginfo_t is plain old data; all-zero is a valid value.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let p: *mut libc::siginfo_t = &mut info;
+    ptrace(
+        libc::PTRACE_GETSIGINFO as _,
+        pid,
+        0,
+        p as usize,
+        "ptrace(GETSIGINFO)",
+    )?;
+    // SAFETY: `si_addr` reads the union member at the fault-address offset;
+    // for non-fault signals it yields whatever the kernel stored there (pid
+    // and uid bits), which is only reported, never dereferenced.
+    let addr = unsafe { info.si_addr() } as u64;
+    Ok(SigInfo {
+        signo: info.si_signo,
+        code: info.si_code,
+        addr,
+    })
+}
+
+/// The stub's restartable-sequences registration, as ptrace reports it.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub(crate) struct RseqConfig {
+    pub pointer: u64,
+    pub size: u32,
+    pub signature: u32,
+    pub flags: u32,
+    pad: u32,
+}
+
+/// `PTRACE_GET_RSEQ_CONFIGURATION`.
+pub(crate) fn rseq_config(pid: i32) -> Result<RseqConfig> {
+    let mut cfg = RseqConfig::default();
+    let p: *mut RseqConfig = &mut cfg;
+    ptrace(
+        PTRACE_GET_RSEQ_CONFIGURATION,
+        pid,
+        std::mem::size_of::<RseqConfig>(),
+        p as usize,
+        "ptrace(GET_RSEQ_CONFIGURATION)",
+    )?;
+    Ok(cfg)
+}
+
+/// Decoded `waitpid` status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitStatus {
+    /// ptrace stop; the value is `WSTOPSIG` (with bit 0x80 for syscall stops
+    /// under `PTRACE_O_TRACESYSGOOD`) plus the event in bits 8..16.
+    Stopped(i32),
+    /// exited with this status
+    Exited(i32),
+    /// killed by this signal
+    Signaled(i32),
+}
+
+impl WaitStatus {
+    /// Words for a dead stub, for [`Error::StubDied`].
+    pub(crate) fn describe(self) -> String {
+        match self {
+            WaitStatus::Exited(c) => format!("exited with status {c}"),
+            WaitStatus::Signaled(s) if s == libc::SIGSYS => {
+                "killed by SIGSYS (seccomp filter)".to_string()
+            }
+            WaitStatus::Signaled(s) => format!("killed by signal {s}"),
+            WaitStatus::Stopped(s) => format!("stopped with {s:#x}"),
+        }
+    }
+}
+
+/// `waitpid(pid, __WALL)`, retried on `EINTR` (the Sentry's own signals must
+/// not abort a guest switch).
+pub(crate) fn wait(pid: i32) -> Result<WaitStatus> {
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: `status` is a live c_int the kernel writes.
+        let ret = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        if ret == pid {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if ret < 0 && err.raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return Err(Error::Host {
+            op: "waitpid(stub)",
+            source: err,
+        });
+    }
+    Ok(if libc::WIFSTOPPED(status) {
+        Stopped(status >> 8)
+    } else if libc::WIFEXITED(status) {
+        WaitStatus::Exited(libc::WEXITSTATUS(status))
+    } else {
+        WaitStatus::Signaled(libc::WTERMSIG(status))
+    })
+}
+use WaitStatus::Stopped;
+
+/// `kill(pid, sig)`.
+pub(crate) fn kill(pid: i32, sig: i32) -> Result<()> {
+    // SAFETY: plain integer arguments.
+    let ret = unsafe { libc::kill(pid, sig) };
+    check(ret.into(), "kill(stub)").map(drop)
+}
+
+/// `pidfd_send_signal(pidfd, sig, NULL, 0)`: unlike `kill`, cannot hit a
+/// recycled pid.
+pub(crate) fn pidfd_send_signal(pidfd: RawFd, sig: i32) -> Result<()> {
+    // SAFETY: plain integer arguments and a NULL siginfo.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd,
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    check(ret, "pidfd_send_signal(stub)").map(drop)
+}
+
+/// A pidfd for the calling *thread*, or `None` where the kernel lacks
+/// `PIDFD_THREAD`. The stub polls it to detect a tracer that died before the
+/// stub armed `PR_SET_PDEATHSIG`.
+pub(crate) fn pidfd_open_self_thread() -> Option<OwnedFd> {
+    // SAFETY: plain integer arguments.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, gettid(), PIDFD_THREAD) };
+    if ret < 0 {
+        return None;
+    }
+    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+    Some(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// `dup(fd)` with `O_CLOEXEC`.
+pub(crate) fn dup_cloexec(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
+    // SAFETY: plain integer arguments.
+    let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    check(ret.into(), "fcntl(F_DUPFD_CLOEXEC, memory file)")?;
+    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret) })
+}
+
+thread_local! {
+    static TID: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The calling thread's id, cached per thread (it is checked on every switch).
+pub(crate) fn gettid() -> i32 {
+    TID.with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid has no arguments and cannot fail.
+            t.set(unsafe { libc::syscall(libc::SYS_gettid) } as i32);
+        }
+        t.get()
+    })
+}
+
+/// Pins the calling thread to the CPU it is running on and returns it.
+/// Children created afterwards inherit the mask.
+pub(crate) fn pin_to_current_cpu() -> Result<usize> {
+    // SAFETY: no arguments; reads the vDSO/rseq cpu number.
+    let cpu = unsafe { libc::sched_getcpu() };
+    let cpu = usize::try_from(cpu).map_err(|_| Error::last_os("sched_getcpu"))?;
+    // SAFETY: cpu_set_t is a plain bitmask; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` comes from sched_getcpu, so it is below CPU_SETSIZE.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a live cpu_set_t of the size passed.
+    let ret = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    check(ret.into(), "sched_setaffinity(tracer)")?;
+    Ok(cpu)
+}

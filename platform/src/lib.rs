@@ -1,0 +1,264 @@
+//! The contract between the Sentry and the mechanisms that run guest code.
+//!
+//! A platform only runs guest instructions until something needs deciding (a
+//! system call, a fault, a signal) and then hands control back; every decision
+//! is the Sentry's. The Sentry never names a concrete platform: the binary
+//! picks one and passes it in as `dyn Platform`.
+#![forbid(unsafe_code)]
+
+use std::any::Any;
+use std::fmt;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+/// Page size of the guest (x86-64 base pages).
+pub const PAGE_SIZE: u64 = 4096;
+
+/// Errors a platform reports to the Sentry. These are host failures, never
+/// guest mistakes: a guest mistake is an [`Event`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// a host call the platform needs failed
+    #[error("{op}: {source}")]
+    Host {
+        /// what the platform was doing
+        op: &'static str,
+        /// the host's error
+        source: std::io::Error,
+    },
+    /// the stub process running the guest disappeared
+    #[error("guest stub process died unexpectedly ({0})")]
+    StubDied(String),
+    /// the caller broke the platform's threading contract
+    #[error("platform misuse: {0}")]
+    Misuse(&'static str),
+}
+
+impl Error {
+    /// Wraps the current `errno` as a host error for `op`.
+    pub fn last_os(op: &'static str) -> Self {
+        Error::Host {
+            op,
+            source: std::io::Error::last_os_error(),
+        }
+    }
+}
+
+/// Result of platform operations.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// General-purpose registers of a guest thread, laid out like the kernel's
+/// `struct user_regs_struct` (sys/user.h) so ptrace can fill it directly.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct Regs {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub rbp: u64,
+    pub rbx: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rax: u64,
+    pub rcx: u64,
+    pub rdx: u64,
+    pub rsi: u64,
+    pub rdi: u64,
+    pub orig_rax: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub eflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+    pub fs_base: u64,
+    pub gs_base: u64,
+    pub ds: u64,
+    pub es: u64,
+    pub fs: u64,
+    pub gs: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Regs>() == 27 * 8);
+
+impl Regs {
+    /// System call number at a syscall stop.
+    pub fn syscall_nr(&self) -> u64 {
+        self.orig_rax
+    }
+
+    /// The six system call arguments in ABI order.
+    pub fn syscall_args(&self) -> [u64; 6] {
+        [self.rdi, self.rsi, self.rdx, self.r10, self.r8, self.r9]
+    }
+
+    /// Fresh user-mode registers for a thread starting at `entry` with stack
+    /// pointer `sp` (what `execve` leaves behind: everything else zero).
+    pub fn initial(entry: u64, sp: u64) -> Self {
+        Regs {
+            rip: entry,
+            rsp: sp,
+            cs: 0x33,
+            ss: 0x2b,
+            eflags: 0x202,
+            ..Regs::default()
+        }
+    }
+}
+
+impl fmt::Debug for Regs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Regs {{ rip: {:#x}, rsp: {:#x}, rax: {:#x}, orig_rax: {}, rdi: {:#x}, rsi: {:#x}, rdx: {:#x} }}",
+            self.rip, self.rsp, self.rax, self.orig_rax as i64, self.rdi, self.rsi, self.rdx
+        )
+    }
+}
+
+/// Memory protection of a guest mapping (the `PROT_*` bits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Prot {
+    /// readable
+    pub read: bool,
+    /// writable
+    pub write: bool,
+    /// executable
+    pub exec: bool,
+}
+
+impl Prot {
+    /// No access at all.
+    pub const NONE: Prot = Prot {
+        read: false,
+        write: false,
+        exec: false,
+    };
+    /// Read and write.
+    pub const RW: Prot = Prot {
+        read: true,
+        write: true,
+        exec: false,
+    };
+
+    /// From Linux `PROT_*` bits (`PROT_READ` = 1, `PROT_WRITE` = 2, `PROT_EXEC` = 4).
+    pub fn from_bits(bits: u64) -> Self {
+        Prot {
+            read: bits & 1 != 0,
+            write: bits & 2 != 0,
+            exec: bits & 4 != 0,
+        }
+    }
+
+    /// To Linux `PROT_*` bits.
+    pub fn bits(self) -> u64 {
+        u64::from(self.read) | (u64::from(self.write) << 1) | (u64::from(self.exec) << 2)
+    }
+}
+
+/// Kind of memory access that faulted, when the platform can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// load
+    Read,
+    /// store
+    Write,
+    /// instruction fetch
+    Execute,
+}
+
+/// Why [`Context::switch`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The guest issued a system call: number in `regs.orig_rax`, arguments in
+    /// the ABI registers, `regs.rip` already past the `syscall` instruction.
+    /// The Sentry writes the result to `regs.rax` and switches again.
+    Syscall,
+    /// A memory fault (`SIGSEGV` or `SIGBUS` raised by the CPU or the host
+    /// kernel) at `addr`.
+    Fault {
+        /// the host signal (`SIGSEGV` or `SIGBUS`)
+        signo: i32,
+        /// `si_code` as the host reported it
+        code: i32,
+        /// faulting address (`si_addr`)
+        addr: u64,
+        /// access type, if known
+        access: Option<Access>,
+    },
+    /// Another synchronous signal raised by guest execution (`SIGILL`,
+    /// `SIGFPE`, `SIGTRAP`, ...), with the host's `si_code` and `si_addr`.
+    Signal {
+        /// signal number
+        signo: i32,
+        /// `si_code`
+        code: i32,
+        /// `si_addr`
+        addr: u64,
+    },
+    /// [`Interrupter::interrupt`] was called while the guest ran.
+    Interrupted,
+}
+
+/// Makes a running [`Context::switch`] return [`Event::Interrupted`] promptly.
+/// Callable from any thread.
+pub trait Interrupter: Send + Sync + fmt::Debug {
+    /// Requests the interruption; harmless if the context is not running.
+    fn interrupt(&self);
+}
+
+/// One sandbox's way of running guest code.
+pub trait Platform: Send + Sync + fmt::Debug {
+    /// Short name (`"ptrace"`, ...), for logs.
+    fn name(&self) -> &'static str;
+
+    /// Highest guest address plus one that guest mappings may use; the
+    /// platform keeps what lies above for itself (trampoline pages).
+    fn max_user_address(&self) -> u64;
+
+    /// Creates an empty guest address space whose pages come from the
+    /// memory file the platform was built with. Contexts that will run in it
+    /// must be created and switched on the calling thread.
+    fn new_address_space(&self) -> Result<Box<dyn AddressSpace>>;
+
+    /// Creates the context for one guest thread, bound to the calling host
+    /// thread.
+    fn new_context(&self) -> Result<Box<dyn Context>>;
+}
+
+/// A guest address space: the guest-visible mappings of memory-file pages.
+pub trait AddressSpace: Send + fmt::Debug {
+    /// Maps `len` bytes of the memory file at `file_offset` to guest address
+    /// `addr` with `prot`, replacing whatever was mapped there. Writes by the
+    /// guest land in the memory file (the mapping is shared with the Sentry).
+    fn map(&mut self, addr: u64, len: u64, prot: Prot, file_offset: u64) -> Result<()>;
+
+    /// Removes guest mappings in `[addr, addr + len)`.
+    fn unmap(&mut self, addr: u64, len: u64) -> Result<()>;
+
+    /// Changes the protection of existing mappings in `[addr, addr + len)`.
+    fn protect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<()>;
+
+    /// For the platform's own downcasts in [`Context::switch`].
+    fn as_any(&self) -> &dyn Any;
+
+    /// For the platform's own downcasts in [`Context::switch`].
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// One guest thread's execution context.
+pub trait Context: Send + fmt::Debug {
+    /// Runs the guest with `regs` in `address_space` until an [`Event`];
+    /// `regs` holds the guest's registers afterwards.
+    fn switch(&mut self, address_space: &mut dyn AddressSpace, regs: &mut Regs) -> Result<Event>;
+
+    /// A handle other threads use to interrupt this context.
+    fn interrupter(&self) -> Arc<dyn Interrupter>;
+}
+
+/// The memory file descriptor a platform maps guest pages from, borrowed at
+/// construction time (platforms keep their own duplicate).
+pub type MemoryFileFd<'a> = BorrowedFd<'a>;

@@ -1,0 +1,287 @@
+//! Thin wrappers over the host calls the Sentry's file code makes. Every one
+//! acts on a descriptor the Sentry already holds (`*at()` with `O_NOFOLLOW`,
+//! never a host path by name).
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+fn cvt(r: i64) -> io::Result<i64> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// `openat(dir, name, flags)`; `O_CLOEXEC` and `O_NOFOLLOW` are always added.
+pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is NUL-terminated; the result is a new descriptor we own.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    };
+    cvt(fd.into())?;
+    // SAFETY: `fd` is a fresh, valid descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fstat(fd)`, also for `O_PATH` descriptors.
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: all-zero bytes are a valid `stat`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-pointer; empty path with AT_EMPTY_PATH
+    // names `fd` itself (works for O_PATH descriptors).
+    cvt(unsafe {
+        libc::fstatat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            &mut st,
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+        )
+    }
+    .into())?;
+    Ok(st)
+}
+
+/// `fstatfs(fd)`.
+pub fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<libc::statfs> {
+    // SAFETY: all-zero bytes are a valid `statfs`.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-pointer.
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) }.into())?;
+    Ok(st)
+}
+
+/// `readlinkat(fd, "")` of an `O_PATH` descriptor of a symlink.
+pub fn readlink(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` is valid for its length; an empty path with an O_PATH
+    // symlink descriptor reads that link (readlinkat(2)).
+    let n = cvt(unsafe {
+        libc::readlinkat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    } as i64)?;
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// `getdents64` into `buf`; returns the byte count (0 at the end).
+pub fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for its length.
+    let n = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            fd.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    })?;
+    Ok(n as usize)
+}
+
+/// `pread` into raw memory (guest memory in the memory file).
+///
+/// # Safety
+/// `ptr` must be valid for writes of `len` bytes.
+pub unsafe fn pread_raw(
+    fd: BorrowedFd<'_>,
+    ptr: *mut u8,
+    len: usize,
+    pos: u64,
+) -> io::Result<usize> {
+    // SAFETY: the caller guarantees `ptr`/`len`.
+    let n = cvt(unsafe { libc::pread(fd.as_raw_fd(), ptr.cast(), len, pos as i64) } as i64)?;
+    Ok(n as usize)
+}
+
+/// `read` into raw memory.
+///
+/// # Safety
+/// `ptr` must be valid for writes of `len` bytes.
+pub unsafe fn read_raw(fd: BorrowedFd<'_>, ptr: *mut u8, len: usize) -> io::Result<usize> {
+    // SAFETY: the caller guarantees `ptr`/`len`.
+    let n = cvt(unsafe { libc::read(fd.as_raw_fd(), ptr.cast(), len) } as i64)?;
+    Ok(n as usize)
+}
+
+/// `write` from raw memory.
+///
+/// # Safety
+/// `ptr` must be valid for reads of `len` bytes.
+pub unsafe fn write_raw(fd: BorrowedFd<'_>, ptr: *const u8, len: usize) -> io::Result<usize> {
+    // SAFETY: the caller guarantees `ptr`/`len`.
+    let n = cvt(unsafe { libc::write(fd.as_raw_fd(), ptr.cast(), len) } as i64)?;
+    Ok(n as usize)
+}
+
+/// `lseek`.
+pub fn lseek(fd: BorrowedFd<'_>, off: i64, whence: i32) -> io::Result<u64> {
+    // SAFETY: plain syscall on a descriptor we hold.
+    Ok(cvt(unsafe { libc::lseek(fd.as_raw_fd(), off, whence) })? as u64)
+}
+
+/// `ioctl(fd, TCGETS)`.
+pub fn tcgets(fd: BorrowedFd<'_>) -> io::Result<abi::Termios> {
+    let mut t = <abi::Termios as zerocopy::FromZeros>::new_zeroed();
+    // SAFETY: TCGETS writes a kernel `struct termios` (36 bytes, the size of
+    // `abi::Termios`).
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TCGETS, &mut t as *mut abi::Termios) }.into())?;
+    Ok(t)
+}
+
+/// `ioctl(fd, TIOCGWINSZ)`.
+pub fn get_winsize(fd: BorrowedFd<'_>) -> io::Result<abi::Winsize> {
+    let mut w = <abi::Winsize as zerocopy::FromZeros>::new_zeroed();
+    // SAFETY: TIOCGWINSZ writes a `struct winsize` (8 bytes).
+    cvt(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TIOCGWINSZ,
+            &mut w as *mut abi::Winsize,
+        )
+    }
+    .into())?;
+    Ok(w)
+}
+
+/// `ioctl(fd, FIONREAD)`.
+pub fn fionread(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    let mut n: i32 = 0;
+    // SAFETY: FIONREAD writes an int.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n as *mut i32) }.into())?;
+    Ok(n)
+}
+
+/// `getrandom` filling `buf` completely.
+pub fn getrandom(buf: &mut [u8]) {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the slice tail is valid for writes.
+        let n = unsafe { libc::getrandom(buf[done..].as_mut_ptr().cast(), buf.len() - done, 0) };
+        if n > 0 {
+            done += n as usize;
+        }
+    }
+}
+
+/// A descriptor number we were handed (stdio), borrowed.
+///
+/// # Safety
+/// `fd` must stay open for `'a`.
+pub unsafe fn borrow_raw<'a>(fd: i32) -> BorrowedFd<'a> {
+    // SAFETY: per the caller's guarantee.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
+/// `clock_gettime`.
+pub fn clock_gettime(clock: i32) -> io::Result<abi::Timespec> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    cvt(unsafe { libc::clock_gettime(clock, &mut ts) }.into())?;
+    Ok(abi::Timespec {
+        tv_sec: ts.tv_sec,
+        tv_nsec: ts.tv_nsec,
+    })
+}
+
+/// `clock_getres`.
+pub fn clock_getres(clock: i32) -> io::Result<abi::Timespec> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    cvt(unsafe { libc::clock_getres(clock, &mut ts) }.into())?;
+    Ok(abi::Timespec {
+        tv_sec: ts.tv_sec,
+        tv_nsec: ts.tv_nsec,
+    })
+}
+
+/// `getrlimit` of the host process, to hand the guest the caller's limits.
+pub fn getrlimit(res: u32) -> abi::Rlimit {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid out-pointer.
+    if unsafe { libc::getrlimit(res as _, &mut r) } != 0 {
+        return abi::Rlimit {
+            cur: u64::MAX,
+            max: u64::MAX,
+        };
+    }
+    abi::Rlimit {
+        cur: r.rlim_cur,
+        max: r.rlim_max,
+    }
+}
+
+/// `getauxval` of the Sentry's own process (CPU feature bits for the guest).
+pub fn getauxval(key: u64) -> u64 {
+    // SAFETY: plain libc query.
+    unsafe { libc::getauxval(key) }
+}
+
+/// Host ids of the caller (the guest sees the caller's identity).
+pub fn ids() -> (u32, u32) {
+    // SAFETY: plain syscalls without arguments.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+/// Whether `name` is a valid single path component for the host.
+pub fn c_name(name: &[u8]) -> Option<std::ffi::CString> {
+    std::ffi::CString::new(name).ok()
+}
+
+/// Converts a host `stat` to the guest ABI's.
+pub fn to_abi_stat(st: &libc::stat) -> abi::Stat {
+    abi::Stat {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        nlink: st.st_nlink,
+        mode: st.st_mode,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        pad0: 0,
+        rdev: st.st_rdev,
+        size: st.st_size,
+        blksize: st.st_blksize,
+        blocks: st.st_blocks,
+        atime: st.st_atime,
+        atime_nsec: st.st_atime_nsec,
+        mtime: st.st_mtime,
+        mtime_nsec: st.st_mtime_nsec,
+        ctime: st.st_ctime,
+        ctime_nsec: st.st_ctime_nsec,
+        unused: [0; 3],
+    }
+}
+
+/// A descriptor's status flags (`F_GETFL`).
+pub fn getfl(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    // SAFETY: plain fcntl query.
+    Ok(cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) }.into())? as i32)
+}
+
+/// Total RAM of the host, in bytes (what the guest is told it has).
+pub fn total_memory() -> u64 {
+    // SAFETY: all-zero bytes are a valid `sysinfo`.
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `si` is a valid out-pointer.
+    if unsafe { libc::sysinfo(&mut si) } != 0 {
+        return 1 << 30;
+    }
+    si.totalram * u64::from(si.mem_unit)
+}

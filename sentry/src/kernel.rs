@@ -1,0 +1,266 @@
+//! The sandbox as a whole: platform, memory file, file system, and starting
+//! the first task.
+
+use std::fmt;
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use abi::{Errno, OpenFlags};
+use platform::Platform;
+
+use crate::file::{FdEntry, FdTable, FileDescription, FileKind};
+use crate::loader::{self, ExecRequest};
+use crate::memfile::MemoryFile;
+use crate::mm::MemoryManager;
+use crate::task::{ExitStatus, SignalState, Task};
+use crate::vfs::{FileSystem, Location};
+
+/// Errors starting a sandbox, for the person at the command line.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// the command is not in the guest's PATH
+    #[error("{0}: command not found")]
+    CommandNotFound(String),
+    /// the program exists but cannot be executed
+    #[error("{path}: cannot execute: {reason}")]
+    CannotExecute {
+        /// as given
+        path: String,
+        /// why, in words
+        reason: String,
+    },
+    /// the program does not exist
+    #[error("{0}: no such file or directory")]
+    NotFound(String),
+    /// the memory file could not be created
+    #[error("creating the memory file: {0}")]
+    MemoryFile(std::io::Error),
+    /// the root directory could not be used
+    #[error("opening the root directory: {0}")]
+    Root(std::io::Error),
+    /// the platform failed
+    #[error("platform: {0}")]
+    Platform(#[from] platform::Error),
+}
+
+impl Error {
+    /// The exit status a shell uses for this failure.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::CommandNotFound(_) | Error::NotFound(_) => 127,
+            Error::CannotExecute { .. } => 126,
+            _ => 125,
+        }
+    }
+}
+
+/// What to run and how.
+#[derive(Debug)]
+pub struct SandboxConfig<'a> {
+    /// host directory that becomes the guest's read-only root
+    pub root: BorrowedFd<'a>,
+    /// the command and its arguments (`argv[0]` is looked up in PATH when
+    /// it has no `/`)
+    pub argv: Vec<Vec<u8>>,
+    /// environment
+    pub envp: Vec<Vec<u8>>,
+    /// initial working directory (guest path); `/` when it does not resolve
+    pub cwd: Vec<u8>,
+    /// guest host name
+    pub hostname: String,
+}
+
+/// Sandbox-wide state shared by tasks.
+pub struct Kernel {
+    /// how guest code runs
+    pub platform: Box<dyn Platform>,
+    /// where guest memory lives
+    pub memory: Arc<MemoryFile>,
+    /// the guest's file tree
+    pub fs: FileSystem,
+    /// `uname` node name
+    pub hostname: String,
+    /// CPUs the guest sees
+    pub cpus: usize,
+    /// memory the guest is told exists (bytes)
+    pub total_memory: u64,
+    unsupported_seen: Vec<AtomicBool>,
+}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kernel")
+            .field("platform", &self.platform.name())
+            .finish()
+    }
+}
+
+impl Kernel {
+    /// Logs an unsupported system call the first time it is seen.
+    pub fn report_unsupported(&self, nr: u64, name: &str) {
+        let first = self
+            .unsupported_seen
+            .get(nr as usize)
+            .is_none_or(|seen| !seen.swap(true, Ordering::Relaxed));
+        if first {
+            tracing::warn!("unsupported system call {name} ({nr}): answered ENOSYS");
+        }
+    }
+}
+
+const DEFAULT_PATH: &[u8] = b"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Finds `name` in the guest PATH as a shell would (first executable regular
+/// file).
+fn lookup_path(fs: &FileSystem, cwd: &Location, name: &[u8], envp: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let path = envp
+        .iter()
+        .find_map(|e| e.strip_prefix(b"PATH="))
+        .unwrap_or(DEFAULT_PATH);
+    for dir in path.split(|&b| b == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let mut cand = dir.to_vec();
+        cand.push(b'/');
+        cand.extend_from_slice(name);
+        if let Ok(loc) = fs.resolve(cwd, &cand, true) {
+            if let Ok(st) = loc.node().stat() {
+                if st.mode & abi::S_IFMT == abi::S_IFREG && st.mode & 0o111 != 0 {
+                    return Some(cand);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Builds a sandbox and runs `config.argv` in it to completion.
+///
+/// `make_platform` receives the memory file descriptor and returns the
+/// platform that will run guest code (the caller picks the concrete one).
+pub fn run<F>(config: SandboxConfig<'_>, make_platform: F) -> Result<ExitStatus, Error>
+where
+    F: FnOnce(BorrowedFd<'_>) -> platform::Result<Box<dyn Platform>>,
+{
+    // Counted before the platform pins threads to one CPU.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let memory = Arc::new(MemoryFile::new().map_err(Error::MemoryFile)?);
+    let platform = make_platform(memory.fd())?;
+    let fs = FileSystem::new(config.root).map_err(Error::Root)?;
+    let kernel = Arc::new(Kernel {
+        platform,
+        memory: memory.clone(),
+        fs,
+        hostname: config.hostname,
+        cpus,
+        total_memory: crate::host::total_memory(),
+        unsupported_seen: (0..abi::MAX_SYSCALL)
+            .map(|_| AtomicBool::new(false))
+            .collect(),
+    });
+    let root = kernel.fs.root();
+    let cwd = kernel
+        .fs
+        .resolve(&root, &config.cwd, true)
+        .ok()
+        .filter(|l| l.node().is_dir())
+        .unwrap_or(root);
+
+    let name = config.argv.first().cloned().unwrap_or_default();
+    let shown = String::from_utf8_lossy(&name).into_owned();
+    let path = if name.contains(&b'/') {
+        name.clone()
+    } else {
+        lookup_path(&kernel.fs, &cwd, &name, &config.envp)
+            .ok_or_else(|| Error::CommandNotFound(shown.clone()))?
+    };
+
+    let ids = crate::host::ids();
+    let req = ExecRequest {
+        fs: &kernel.fs,
+        cwd: &cwd,
+        path,
+        argv: config.argv,
+        envp: config.envp,
+        ids,
+    };
+    let prepared = loader::prepare(req).map_err(|e| match e {
+        Errno::ENOENT => Error::NotFound(shown.clone()),
+        Errno::ENOEXEC => Error::CannotExecute {
+            path: shown.clone(),
+            reason: "not an ELF executable or #! script".into(),
+        },
+        Errno::EACCES => Error::CannotExecute {
+            path: shown.clone(),
+            reason: "permission denied".into(),
+        },
+        e => Error::CannotExecute {
+            path: shown.clone(),
+            reason: format!("{e}"),
+        },
+    })?;
+
+    let space = kernel.platform.new_address_space()?;
+    let mut mm = MemoryManager::new(memory, space, kernel.platform.max_user_address());
+    let loaded = loader::commit(&mut mm, prepared).map_err(|e| Error::CannotExecute {
+        path: shown.clone(),
+        reason: format!("loading failed: {e}"),
+    })?;
+    let ctx = kernel.platform.new_context()?;
+
+    let mut fds = FdTable::default();
+    for fd in 0..3 {
+        // The caller's own access mode, so that e.g. a read-write terminal
+        // stays read-write; a standard descriptor the caller closed stays
+        // closed in the guest.
+        let Ok(flags) = crate::host::getfl(FileDescription::stdio_borrow(fd)) else {
+            continue;
+        };
+        let flags =
+            flags as u32 & (abi::O_ACCMODE | OpenFlags::APPEND.bits() | OpenFlags::NONBLOCK.bits());
+        let file = FileDescription::new(FileKind::Stdio(fd), None, flags);
+        let _ = fds.insert_at(
+            fd as usize,
+            FdEntry {
+                file,
+                cloexec: false,
+            },
+            u64::MAX,
+        );
+    }
+
+    let mut rlimits = [abi::Rlimit {
+        cur: u64::MAX,
+        max: u64::MAX,
+    }; abi::rlimit::RLIM_NLIMITS];
+    for (i, r) in rlimits.iter_mut().enumerate() {
+        *r = crate::host::getrlimit(i as u32);
+    }
+
+    let mut task = Task {
+        kernel: kernel.clone(),
+        regs: loaded.regs,
+        mm,
+        ctx,
+        fds,
+        cwd,
+        umask: 0o022,
+        ids,
+        signals: SignalState::default(),
+        rlimits,
+        clear_child_tid: 0,
+        robust_list: (0, 0),
+        comm: loaded
+            .exe
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .bytes()
+            .take(15)
+            .collect(),
+        exe: loaded.exe,
+        exit: None,
+        no_new_privs: false,
+    };
+    Ok(task.run()?)
+}

@@ -1,0 +1,19 @@
+//! The Sentry: ferrovisor's user-space kernel. It answers every system call
+//! of the guest itself, keeps the guest's memory in its own memory file, and
+//! resolves every path inside the sandbox's root.
+
+pub mod file;
+mod host;
+pub mod kernel;
+pub mod loader;
+pub mod memfile;
+pub mod mm;
+pub mod syscalls;
+pub mod task;
+pub mod vfs;
+
+pub use kernel::{run, Error, SandboxConfig};
+pub use task::ExitStatus;
+
+/// Guest page size.
+pub const PAGE_SIZE: u64 = platform::PAGE_SIZE;

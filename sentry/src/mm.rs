@@ -1,0 +1,680 @@
+//! The memory manager: a guest address space's VMAs, backed by ranges of the
+//! memory file and mirrored into the platform's address space.
+//!
+//! Every VMA owns a contiguous range of memory-file offsets, so splitting a
+//! VMA (partial `munmap`/`mprotect`) keeps offsets consistent and freeing a
+//! piece frees exactly its offsets. Guest pages are mapped into the platform's
+//! address space when the VMA is created, so the host kernel resolves the
+//! first touch of a page from the (sparse) memory file without a round trip to
+//! the Sentry; a fault the Sentry does see is a real guest error.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+use abi::Errno;
+use platform::{AddressSpace, Prot};
+
+use crate::memfile::MemoryFile;
+use crate::vfs::HostFile;
+use crate::PAGE_SIZE;
+
+/// Linux's default `vm.max_map_count`.
+const MAX_VMAS: usize = 65530;
+
+/// Offsets reserved for the heap, so `brk` grows in place.
+const HEAP_RESERVE: u64 = 1 << 32;
+
+/// What backs a VMA's contents.
+#[derive(Clone)]
+pub enum Backing {
+    /// zero-filled anonymous memory
+    Anon,
+    /// a private copy of a file's contents
+    File {
+        /// the file
+        file: Arc<HostFile>,
+        /// file position of the VMA's first byte
+        pos: u64,
+        /// how many bytes from `pos` come from the file (the rest is zeros,
+        /// like the tail of an ELF segment's last page)
+        avail: u64,
+        /// guest path, for /proc/self/maps later
+        name: String,
+    },
+}
+
+impl fmt::Debug for Backing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Backing::Anon => f.write_str("Anon"),
+            Backing::File { pos, name, .. } => write!(f, "File({name}@{pos:#x})"),
+        }
+    }
+}
+
+/// A virtual memory area: `[start, end)` with one protection and backing.
+#[derive(Clone, Debug)]
+pub struct Vma {
+    /// first address
+    pub start: u64,
+    /// one past the last address
+    pub end: u64,
+    /// protection
+    pub prot: Prot,
+    /// `MAP_SHARED` (matters for `madvise` and, later, `fork`)
+    pub shared: bool,
+    /// memory-file offset of `start`
+    pub offset: u64,
+    /// contents
+    pub backing: Backing,
+    /// part of the `brk` heap, whose offsets belong to the heap reservation
+    pub heap: bool,
+}
+
+impl Vma {
+    fn split_at(&mut self, at: u64) -> Vma {
+        debug_assert!(at > self.start && at < self.end);
+        let delta = at - self.start;
+        let mut right = self.clone();
+        right.start = at;
+        right.offset += delta;
+        if let Backing::File { pos, avail, .. } = &mut right.backing {
+            *pos += delta;
+            *avail = avail.saturating_sub(delta);
+        }
+        self.end = at;
+        right
+    }
+}
+
+/// Rounds up to a page boundary, `None` on overflow.
+pub fn page_up(x: u64) -> Option<u64> {
+    x.checked_add(PAGE_SIZE - 1).map(|v| v & !(PAGE_SIZE - 1))
+}
+
+/// Rounds down to a page boundary.
+pub fn page_down(x: u64) -> u64 {
+    x & !(PAGE_SIZE - 1)
+}
+
+/// A guest memory region as a pointer into the Sentry's mapping of the
+/// memory file, for host I/O straight into or out of guest memory.
+#[derive(Clone, Copy, Debug)]
+pub struct GuestSlice {
+    /// start in the Sentry's mapping
+    pub ptr: *mut u8,
+    /// length in bytes
+    pub len: usize,
+}
+
+/// One guest address space.
+pub struct MemoryManager {
+    mf: Arc<MemoryFile>,
+    space: Box<dyn AddressSpace>,
+    vmas: BTreeMap<u64, Vma>,
+    /// lowest address handed out by top-down `mmap` searches (exclusive top)
+    mmap_top: u64,
+    max_addr: u64,
+    brk_start: u64,
+    brk: u64,
+    heap_offset: Option<u64>,
+}
+
+impl fmt::Debug for MemoryManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryManager")
+            .field("vmas", &self.vmas.len())
+            .field("brk", &self.brk)
+            .finish()
+    }
+}
+
+/// Lowest address a guest may map (`vm.mmap_min_addr`).
+const MIN_ADDR: u64 = 0x10000;
+
+impl MemoryManager {
+    /// An empty address space with `mmap` searches starting below `mmap_top`.
+    pub fn new(mf: Arc<MemoryFile>, space: Box<dyn AddressSpace>, max_addr: u64) -> Self {
+        MemoryManager {
+            mf,
+            space,
+            vmas: BTreeMap::new(),
+            mmap_top: max_addr,
+            max_addr,
+            brk_start: 0,
+            brk: 0,
+            heap_offset: None,
+        }
+    }
+
+    /// The platform address space, for `Context::switch`.
+    pub fn address_space(&mut self) -> &mut dyn AddressSpace {
+        self.space.as_mut()
+    }
+
+    /// The memory file.
+    pub fn memory_file(&self) -> &Arc<MemoryFile> {
+        &self.mf
+    }
+
+    /// Highest usable address plus one.
+    pub fn max_addr(&self) -> u64 {
+        self.max_addr
+    }
+
+    /// Sets where top-down `mmap` searches begin.
+    pub fn set_mmap_top(&mut self, top: u64) {
+        self.mmap_top = top.min(self.max_addr);
+    }
+
+    /// Removes every mapping (for `execve`).
+    pub fn clear(&mut self) -> Result<(), Errno> {
+        let end = self.max_addr;
+        self.unmap_range(0, end)?;
+        if let Some(off) = self.heap_offset.take() {
+            self.mf.release(off, HEAP_RESERVE);
+        }
+        self.brk_start = 0;
+        self.brk = 0;
+        self.mmap_top = self.max_addr;
+        Ok(())
+    }
+
+    /// The VMAs, in address order.
+    pub fn vmas(&self) -> impl Iterator<Item = &Vma> {
+        self.vmas.values()
+    }
+
+    fn overlaps(&self, start: u64, end: u64) -> bool {
+        self.vmas
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, v)| v.end > start)
+    }
+
+    /// Finds a free range of `len` bytes, the highest one below `mmap_top`.
+    fn find_free(&self, len: u64) -> Option<u64> {
+        let mut top = self.mmap_top;
+        for v in self.vmas.range(..self.mmap_top).rev().map(|(_, v)| v) {
+            if v.end <= top && top - v.end >= len {
+                return Some(top - len);
+            }
+            top = top.min(v.start);
+        }
+        (top >= MIN_ADDR + len).then(|| top - len)
+    }
+
+    /// Picks the address for a new mapping of `len` bytes (page-aligned),
+    /// honouring a hint when the range is free, as `mmap(2)` does.
+    pub fn pick_address(&self, hint: u64, len: u64) -> Result<u64, Errno> {
+        if hint != 0 {
+            let h = page_down(hint);
+            if h >= MIN_ADDR
+                && h.checked_add(len).is_some_and(|e| e <= self.max_addr)
+                && !self.overlaps(h, h + len)
+            {
+                return Ok(h);
+            }
+        }
+        self.find_free(len).ok_or(Errno::ENOMEM)
+    }
+
+    /// Creates a mapping at exactly `[start, start + len)`, replacing what was
+    /// there. `len` must be page-aligned.
+    pub fn map_fixed(
+        &mut self,
+        start: u64,
+        len: u64,
+        prot: Prot,
+        shared: bool,
+        backing: Backing,
+    ) -> Result<(), Errno> {
+        let end = start.checked_add(len).ok_or(Errno::ENOMEM)?;
+        if start < MIN_ADDR && start != 0
+            || end > self.max_addr
+            || !start.is_multiple_of(PAGE_SIZE)
+            || len == 0
+        {
+            return Err(Errno::ENOMEM);
+        }
+        if self.vmas.len() >= MAX_VMAS {
+            return Err(Errno::ENOMEM);
+        }
+        self.unmap_range(start, end)?;
+        let offset = self.mf.allocate(len)?;
+        if let Backing::File {
+            file, pos, avail, ..
+        } = &backing
+        {
+            if let Err(e) = self.fill_from_file(offset, len.min(*avail), file, *pos) {
+                self.mf.release(offset, len);
+                return Err(e);
+            }
+        }
+        self.install(Vma {
+            start,
+            end,
+            prot,
+            shared,
+            offset,
+            backing,
+            heap: false,
+        })
+    }
+
+    fn fill_from_file(
+        &self,
+        offset: u64,
+        len: u64,
+        file: &HostFile,
+        pos: u64,
+    ) -> Result<(), Errno> {
+        self.mf
+            .fill_from_fd(offset, len, file.fd(), pos)
+            .map(|_| ())
+    }
+
+    fn install(&mut self, vma: Vma) -> Result<(), Errno> {
+        if let Err(e) = self
+            .space
+            .map(vma.start, vma.end - vma.start, vma.prot, vma.offset)
+        {
+            tracing::warn!("platform map failed: {e}");
+            if !vma.heap {
+                self.mf.release(vma.offset, vma.end - vma.start);
+            }
+            return Err(Errno::ENOMEM);
+        }
+        self.vmas.insert(vma.start, vma);
+        Ok(())
+    }
+
+    /// Splits VMAs so that `at` is a boundary.
+    fn split(&mut self, at: u64) {
+        let key = match self.vmas.range(..at).next_back() {
+            Some((&k, v)) if v.end > at => k,
+            _ => return,
+        };
+        if let Some(v) = self.vmas.get_mut(&key) {
+            let right = v.split_at(at);
+            self.vmas.insert(at, right);
+        }
+    }
+
+    /// Keys of the VMAs intersecting `[start, end)`, after splitting at both
+    /// ends so each lies entirely inside.
+    fn isolate(&mut self, start: u64, end: u64) -> Vec<u64> {
+        self.split(start);
+        self.split(end);
+        self.vmas.range(start..end).map(|(&k, _)| k).collect()
+    }
+
+    /// Unmaps `[start, end)` (page-aligned); unmapped holes are fine.
+    pub fn unmap_range(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        let keys = self.isolate(start, end);
+        if keys.is_empty() {
+            return Ok(());
+        }
+        for k in keys {
+            if let Some(v) = self.vmas.remove(&k) {
+                if v.heap {
+                    self.mf.punch(v.offset, v.end - v.start);
+                } else {
+                    self.mf.release(v.offset, v.end - v.start);
+                }
+            }
+        }
+        self.space.unmap(start, end - start).map_err(|e| {
+            tracing::warn!("platform unmap failed: {e}");
+            Errno::ENOMEM
+        })
+    }
+
+    /// `mprotect(2)` on a page-aligned range.
+    pub fn protect(&mut self, start: u64, end: u64, prot: Prot) -> Result<(), Errno> {
+        // Every page must be mapped (ENOMEM otherwise), checked before
+        // changing anything.
+        let mut at = start;
+        for v in self
+            .vmas
+            .range(..end)
+            .map(|(_, v)| v)
+            .filter(|v| v.end > start)
+        {
+            if v.start > at {
+                return Err(Errno::ENOMEM);
+            }
+            at = v.end;
+        }
+        if at < end {
+            return Err(Errno::ENOMEM);
+        }
+        for k in self.isolate(start, end) {
+            if let Some(v) = self.vmas.get_mut(&k) {
+                v.prot = prot;
+            }
+        }
+        self.space
+            .protect(start, end - start, prot)
+            .map_err(|_| Errno::ENOMEM)
+    }
+
+    /// `madvise(MADV_DONTNEED)`: private pages revert to their backing
+    /// (zeros, or the file's contents); shared pages keep their data.
+    pub fn dontneed(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        let mut work = Vec::new();
+        for v in self
+            .vmas
+            .range(..end)
+            .map(|(_, v)| v)
+            .filter(|v| v.end > start && !v.shared)
+        {
+            let s = v.start.max(start);
+            let e = v.end.min(end);
+            let off = v.offset + (s - v.start);
+            let file = match &v.backing {
+                Backing::File {
+                    file, pos, avail, ..
+                } => {
+                    let skip = s - v.start;
+                    Some((
+                        file.clone(),
+                        pos + skip,
+                        avail.saturating_sub(skip).min(e - s),
+                    ))
+                }
+                Backing::Anon => None,
+            };
+            work.push((off, e - s, file));
+        }
+        for (off, len, file) in work {
+            self.mf.punch(off, len);
+            if let Some((f, pos, avail)) = file {
+                self.fill_from_file(off, avail, &f, pos)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets up the heap right after the loaded program.
+    pub fn init_brk(&mut self, start: u64) -> Result<(), Errno> {
+        self.brk_start = start;
+        self.brk = start;
+        if self.heap_offset.is_none() {
+            self.heap_offset = Some(self.mf.allocate(HEAP_RESERVE)?);
+        }
+        Ok(())
+    }
+
+    /// `brk(2)`: returns the new break, or the old one when refused.
+    pub fn brk(&mut self, want: u64) -> u64 {
+        let Some(heap_off) = self.heap_offset else {
+            return self.brk;
+        };
+        if want < self.brk_start || want - self.brk_start > HEAP_RESERVE {
+            return self.brk;
+        }
+        let (Some(old_end), Some(new_end)) = (page_up(self.brk), page_up(want)) else {
+            return self.brk;
+        };
+        if new_end > old_end {
+            if self.overlaps(old_end, new_end) || new_end > self.max_addr {
+                return self.brk;
+            }
+            let vma = Vma {
+                start: old_end,
+                end: new_end,
+                prot: Prot::RW,
+                shared: false,
+                offset: heap_off + (old_end - page_down(self.brk_start)),
+                backing: Backing::Anon,
+                heap: true,
+            };
+            if self.install(vma).is_err() {
+                return self.brk;
+            }
+        } else if new_end < old_end && self.unmap_range(new_end, old_end).is_err() {
+            return self.brk;
+        }
+        self.brk = want;
+        self.brk
+    }
+
+    /// `mremap(2)` of `[old, old + old_len)` to `new_len` bytes.
+    pub fn remap(
+        &mut self,
+        old: u64,
+        old_len: u64,
+        new_len: u64,
+        may_move: bool,
+        fixed: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let old_end = old.checked_add(old_len).ok_or(Errno::EFAULT)?;
+        let v = self
+            .vmas
+            .range(..=old)
+            .next_back()
+            .map(|(_, v)| v.clone())
+            .filter(|v| v.end >= old_end && v.start <= old)
+            .ok_or(Errno::EFAULT)?;
+        if v.heap {
+            return Err(Errno::EFAULT);
+        }
+        if fixed.is_none() && new_len <= old_len {
+            self.unmap_range(old + new_len, old_end)?;
+            return Ok(old);
+        }
+        // Grow in place when the following range is free.
+        if fixed.is_none()
+            && !self.overlaps(old_end, old + new_len)
+            && old + new_len <= self.max_addr
+        {
+            let extra = new_len - old_len;
+            let mut vma = v.clone();
+            vma.start = old_end;
+            vma.end = old + new_len;
+            vma.offset = self.mf.allocate(extra)?;
+            if let Backing::File { pos, avail, .. } = &mut vma.backing {
+                *pos += old_end - v.start;
+                *avail = avail.saturating_sub(old_end - v.start);
+            }
+            return self.install(vma).map(|()| old);
+        }
+        if !may_move {
+            return Err(Errno::ENOMEM);
+        }
+        let dest = match fixed {
+            Some(d) => {
+                self.unmap_range(d, d.checked_add(new_len).ok_or(Errno::EINVAL)?)?;
+                d
+            }
+            None => self.find_free(new_len).ok_or(Errno::ENOMEM)?,
+        };
+        let offset = self.mf.allocate(new_len)?;
+        self.mf
+            .copy_within(v.offset + (old - v.start), offset, old_len.min(new_len));
+        let mut backing = v.backing.clone();
+        if let Backing::File { pos, avail, .. } = &mut backing {
+            *pos += old - v.start;
+            *avail = avail.saturating_sub(old - v.start);
+        }
+        self.unmap_range(old, old_end)?;
+        self.install(Vma {
+            start: dest,
+            end: dest + new_len,
+            prot: v.prot,
+            shared: v.shared,
+            offset,
+            backing,
+            heap: false,
+        })?;
+        Ok(dest)
+    }
+
+    /// Whether a fault at `addr` is something the Sentry resolves (it never
+    /// is today: every VMA is mapped when created); `false` means the guest
+    /// gets `SIGSEGV`.
+    pub fn handle_fault(&mut self, addr: u64) -> bool {
+        let _ = addr;
+        false
+    }
+
+    /// The VMA containing `addr`, if any.
+    pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
+        self.vmas
+            .range(..=addr)
+            .next_back()
+            .map(|(_, v)| v)
+            .filter(|v| v.end > addr)
+    }
+
+    /// Guest range `[addr, addr + len)` as pointers into the memory file,
+    /// checking that every byte is mapped with the needed permission
+    /// (`EFAULT` otherwise, as the kernel's user copies do).
+    pub fn slices(&self, addr: u64, len: u64, write: bool) -> Result<Vec<GuestSlice>, Errno> {
+        let mut out = Vec::new();
+        let end = addr.checked_add(len).ok_or(Errno::EFAULT)?;
+        let mut at = addr;
+        while at < end {
+            let v = self.find_vma(at).ok_or(Errno::EFAULT)?;
+            if !(if write { v.prot.write } else { v.prot.read }) {
+                return Err(Errno::EFAULT);
+            }
+            let n = v.end.min(end) - at;
+            out.push(GuestSlice {
+                ptr: self.mf.ptr(v.offset + (at - v.start), n),
+                len: n as usize,
+            });
+            at += n;
+        }
+        Ok(out)
+    }
+
+    /// Copies guest memory at `addr` into `buf`.
+    pub fn copy_in(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        let mut at = addr;
+        let mut done = 0usize;
+        let end = addr.checked_add(buf.len() as u64).ok_or(Errno::EFAULT)?;
+        while at < end {
+            let v = self
+                .find_vma(at)
+                .filter(|v| v.prot.read)
+                .ok_or(Errno::EFAULT)?;
+            let n = (v.end.min(end) - at) as usize;
+            self.mf
+                .read(v.offset + (at - v.start), &mut buf[done..done + n]);
+            done += n;
+            at += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Copies `buf` into guest memory at `addr`.
+    pub fn copy_out(&self, addr: u64, buf: &[u8]) -> Result<(), Errno> {
+        self.copy_out_with(addr, buf, false)
+    }
+
+    /// Copies `buf` into guest memory even where the guest may not write
+    /// (the loader filling read-only pages).
+    pub fn poke(&self, addr: u64, buf: &[u8]) -> Result<(), Errno> {
+        self.copy_out_with(addr, buf, true)
+    }
+
+    fn copy_out_with(&self, addr: u64, buf: &[u8], force: bool) -> Result<(), Errno> {
+        let mut at = addr;
+        let mut done = 0usize;
+        let end = addr.checked_add(buf.len() as u64).ok_or(Errno::EFAULT)?;
+        while at < end {
+            let v = self
+                .find_vma(at)
+                .filter(|v| force || v.prot.write)
+                .ok_or(Errno::EFAULT)?;
+            let n = (v.end.min(end) - at) as usize;
+            self.mf
+                .write(v.offset + (at - v.start), &buf[done..done + n]);
+            done += n;
+            at += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Reads a `#[repr(C)]` value from guest memory.
+    pub fn read_obj<T: zerocopy::FromBytes + zerocopy::IntoBytes>(
+        &self,
+        addr: u64,
+    ) -> Result<T, Errno> {
+        let mut v = T::new_zeroed();
+        self.copy_in(addr, v.as_mut_bytes())?;
+        Ok(v)
+    }
+
+    /// Writes a `#[repr(C)]` value to guest memory.
+    pub fn write_obj<T: zerocopy::IntoBytes + zerocopy::Immutable>(
+        &self,
+        addr: u64,
+        v: &T,
+    ) -> Result<(), Errno> {
+        self.copy_out(addr, v.as_bytes())
+    }
+
+    /// Reads a NUL-terminated string of at most `max` bytes (without the
+    /// NUL); `ENAMETOOLONG` when longer.
+    pub fn read_cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
+        let mut out = Vec::new();
+        let mut at = addr;
+        loop {
+            let v = self
+                .find_vma(at)
+                .filter(|v| v.prot.read)
+                .ok_or(Errno::EFAULT)?;
+            // Read up to the end of the page or the VMA, whichever is first.
+            let chunk_end = v.end.min(page_down(at) + PAGE_SIZE);
+            let n = (chunk_end - at) as usize;
+            let mut buf = vec![0u8; n];
+            self.mf.read(v.offset + (at - v.start), &mut buf);
+            if let Some(i) = buf.iter().position(|&b| b == 0) {
+                out.extend_from_slice(&buf[..i]);
+                if out.len() > max {
+                    return Err(Errno::ENAMETOOLONG);
+                }
+                return Ok(out);
+            }
+            out.extend_from_slice(&buf);
+            if out.len() > max {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            at = chunk_end;
+        }
+    }
+
+    /// Fills guest memory from a host descriptor (the loader's file copies).
+    pub fn fill_from_fd(
+        &self,
+        addr: u64,
+        len: u64,
+        fd: BorrowedFd<'_>,
+        pos: u64,
+    ) -> Result<u64, Errno> {
+        let v = self
+            .find_vma(addr)
+            .filter(|v| v.end >= addr + len)
+            .ok_or(Errno::EFAULT)?;
+        self.mf
+            .fill_from_fd(v.offset + (addr - v.start), len, fd, pos)
+    }
+}
+
+impl Drop for MemoryManager {
+    fn drop(&mut self) {
+        for v in std::mem::take(&mut self.vmas).into_values() {
+            if !v.heap {
+                self.mf.release(v.offset, v.end - v.start);
+            }
+        }
+        if let Some(off) = self.heap_offset.take() {
+            self.mf.release(off, HEAP_RESERVE);
+        }
+    }
+}

@@ -1,0 +1,1087 @@
+//! File system calls: descriptors, reading, metadata, directories, and the
+//! write operations a read-only root refuses with `EROFS`.
+
+use abi::{
+    Errno, Iovec, OpenFlags, Stat, Statx, StatxTimestamp, AT_EMPTY_PATH, AT_FDCWD, AT_NO_AUTOMOUNT,
+    AT_STATX_SYNC_TYPE, AT_SYMLINK_NOFOLLOW,
+};
+use zerocopy::FromZeros;
+
+use super::{dir_arg, path_arg};
+use crate::file::{FdEntry, FileDescription, FileKind};
+use crate::host;
+use crate::mm::GuestSlice;
+use crate::task::Task;
+use crate::vfs::{Location, Lookup, Node};
+
+/// Linux's cap on one read or write (`MAX_RW_COUNT`).
+const MAX_RW_COUNT: u64 = 0x7fff_f000;
+/// `UIO_MAXIOV`.
+const UIO_MAXIOV: u64 = 1024;
+
+fn guest_buf(task: &Task, addr: u64, len: u64, write: bool) -> Result<Vec<GuestSlice>, Errno> {
+    task.mm.slices(addr, len.min(MAX_RW_COUNT), write)
+}
+
+fn iovecs(task: &Task, addr: u64, count: u64, write: bool) -> Result<Vec<GuestSlice>, Errno> {
+    if count > UIO_MAXIOV {
+        return Err(Errno::EINVAL);
+    }
+    let mut out = Vec::new();
+    let mut total: u64 = 0;
+    for i in 0..count {
+        let iov: Iovec = task.mm.read_obj(addr + i * 16)?;
+        if iov.len > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        let len = iov.len.min(MAX_RW_COUNT - total);
+        total += len;
+        if len > 0 {
+            out.extend(task.mm.slices(iov.base, len, write)?);
+        }
+    }
+    Ok(out)
+}
+
+pub fn sys_read(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    if a[2] == 0 {
+        return Ok(0);
+    }
+    file.read(&guest_buf(task, a[1], a[2], true)?, None)
+}
+
+pub fn sys_write(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    if a[2] == 0 {
+        return Ok(0);
+    }
+    file.write(&guest_buf(task, a[1], a[2], false)?, None)
+}
+
+fn offset_arg(off: u64) -> Result<u64, Errno> {
+    if (off as i64) < 0 {
+        Err(Errno::EINVAL)
+    } else {
+        Ok(off)
+    }
+}
+
+fn positional(file: &FileDescription) -> Result<(), Errno> {
+    match file.kind {
+        FileKind::Stdio(_) | FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir => Ok(()),
+        FileKind::Path => Err(Errno::EBADF),
+    }
+}
+
+pub fn sys_pread64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    positional(&file)?;
+    let off = offset_arg(a[3])?;
+    if a[2] == 0 {
+        return Ok(0);
+    }
+    file.read(&guest_buf(task, a[1], a[2], true)?, Some(off))
+}
+
+pub fn sys_pwrite64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    positional(&file)?;
+    let off = offset_arg(a[3])?;
+    if a[2] == 0 {
+        return Ok(0);
+    }
+    file.write(&guest_buf(task, a[1], a[2], false)?, Some(off))
+}
+
+pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    file.read(&iovecs(task, a[1], a[2], true)?, None)
+}
+
+pub fn sys_writev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    file.write(&iovecs(task, a[1], a[2], false)?, None)
+}
+
+pub fn sys_preadv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    let off = offset_arg(a[3])?;
+    file.read(&iovecs(task, a[1], a[2], true)?, Some(off))
+}
+
+pub fn sys_pwritev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    let off = offset_arg(a[3])?;
+    file.write(&iovecs(task, a[1], a[2], false)?, Some(off))
+}
+
+pub fn sys_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    openat(task, AT_FDCWD as u64, a[0], a[1] as u32)
+}
+
+pub fn sys_openat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    openat(task, a[0], a[1], a[2] as u32)
+}
+
+pub fn sys_creat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let flags = OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC;
+    openat(task, AT_FDCWD as u64, a[0], flags.bits())
+}
+
+fn openat(task: &mut Task, dirfd: u64, path_addr: u64, raw_flags: u32) -> Result<u64, Errno> {
+    let path = path_arg(task, path_addr)?;
+    let start = dir_arg(task, dirfd, &path)?;
+    let flags = OpenFlags::from_bits_retain(raw_flags);
+    let path_only = flags.contains(OpenFlags::PATH);
+    let tmpfile = flags.contains(OpenFlags::TMPFILE);
+    let acc = raw_flags & abi::O_ACCMODE;
+    let wants_write = !path_only && (acc != 0 || flags.contains(OpenFlags::TRUNC) || tmpfile);
+    if acc == abi::O_ACCMODE && !path_only {
+        return Err(Errno::EINVAL);
+    }
+    if tmpfile && acc == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let create = flags.contains(OpenFlags::CREAT) && !path_only && !tmpfile;
+    let excl = create && flags.contains(OpenFlags::EXCL);
+    let follow = !flags.contains(OpenFlags::NOFOLLOW) && !excl;
+    let loc = match task.kernel.fs.walk(&start, &path, follow)? {
+        Lookup::Found(l) => l,
+        Lookup::Missing { parent } => {
+            if create && !path.ends_with(b"/") {
+                return Err(ro_error(parent.node()));
+            }
+            return Err(if path.ends_with(b"/") && create {
+                Errno::EISDIR
+            } else {
+                Errno::ENOENT
+            });
+        }
+    };
+    let node = loc.node().clone();
+    if excl {
+        return Err(Errno::EEXIST);
+    }
+    let is_symlink = matches!(&node, Node::Host { mode, .. } if mode & abi::S_IFMT == abi::S_IFLNK);
+    if is_symlink && !path_only {
+        return Err(Errno::ELOOP);
+    }
+    if flags.contains(OpenFlags::DIRECTORY) && !node.is_dir() && !tmpfile {
+        return Err(Errno::ENOTDIR);
+    }
+    if node.is_dir() && (create || (wants_write && !tmpfile)) {
+        return Err(Errno::EISDIR);
+    }
+    if tmpfile && !node.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    let kind = if path_only {
+        FileKind::Path
+    } else {
+        match &node {
+            Node::Host { .. } => {
+                if wants_write {
+                    return Err(Errno::EROFS);
+                }
+                FileKind::Host(task.kernel.fs.open_host(&loc)?)
+            }
+            Node::Dev(d) => FileKind::Dev(*d),
+            Node::DevDir | Node::Masked { .. } => {
+                if wants_write {
+                    return Err(Errno::EROFS);
+                }
+                FileKind::SynthDir
+            }
+        }
+    };
+    let keep = OpenFlags::PATH
+        | OpenFlags::APPEND
+        | OpenFlags::NONBLOCK
+        | OpenFlags::DIRECT
+        | OpenFlags::NOATIME
+        | OpenFlags::DSYNC
+        | OpenFlags::SYNC
+        | OpenFlags::ASYNC
+        | OpenFlags::DIRECTORY
+        | OpenFlags::NOFOLLOW;
+    let status = if path_only {
+        (flags & (OpenFlags::PATH | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW)).bits()
+            | OpenFlags::LARGEFILE.bits()
+    } else {
+        acc | (flags & keep).bits() | OpenFlags::LARGEFILE.bits()
+    };
+    let file = FileDescription::new(kind, Some(loc), status);
+    let cloexec = flags.contains(OpenFlags::CLOEXEC);
+    let limit = task.nofile();
+    task.fds
+        .insert_from(0, FdEntry { file, cloexec }, limit)
+        .map(|fd| fd as u64)
+}
+
+/// The error a write to `parent`'s file system gets.
+fn ro_error(_parent: &Node) -> Errno {
+    Errno::EROFS
+}
+
+pub fn sys_close(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    task.fds.remove(a[0] as i32 as i64).map(|_| 0)
+}
+
+fn stat_path(task: &Task, dirfd: u64, path_addr: u64, flags: u32) -> Result<Stat, Errno> {
+    let path = path_arg(task, path_addr)?;
+    if path.is_empty() {
+        if flags & AT_EMPTY_PATH == 0 {
+            return Err(Errno::ENOENT);
+        }
+        if dirfd as i32 == AT_FDCWD {
+            return task.cwd.node().stat();
+        }
+        return task.fds.file(dirfd as i32 as i64)?.stat();
+    }
+    let start = dir_arg(task, dirfd, &path)?;
+    let loc = task
+        .kernel
+        .fs
+        .resolve(&start, &path, flags & AT_SYMLINK_NOFOLLOW == 0)?;
+    loc.node().stat()
+}
+
+pub fn sys_stat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let st = stat_path(task, AT_FDCWD as u64, a[0], 0)?;
+    task.mm.write_obj(a[1], &st).map(|()| 0)
+}
+
+pub fn sys_lstat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let st = stat_path(task, AT_FDCWD as u64, a[0], AT_SYMLINK_NOFOLLOW)?;
+    task.mm.write_obj(a[1], &st).map(|()| 0)
+}
+
+pub fn sys_fstat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let st = task.fds.file(a[0] as i32 as i64)?.stat()?;
+    task.mm.write_obj(a[1], &st).map(|()| 0)
+}
+
+pub fn sys_newfstatat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let flags = a[3] as u32;
+    if flags & !(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let st = stat_path(task, a[0], a[1], flags)?;
+    task.mm.write_obj(a[2], &st).map(|()| 0)
+}
+
+fn dev_split(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major as u32, minor as u32)
+}
+
+pub fn sys_statx(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let flags = a[2] as u32;
+    let mask = a[3] as u32;
+    if flags & !(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT | AT_STATX_SYNC_TYPE) != 0
+        || flags & AT_STATX_SYNC_TYPE == AT_STATX_SYNC_TYPE
+        || mask & 0x8000_0000 != 0
+    {
+        return Err(Errno::EINVAL);
+    }
+    let st = if a[1] == 0 && flags & AT_EMPTY_PATH != 0 {
+        if a[0] as i32 == AT_FDCWD {
+            task.cwd.node().stat()?
+        } else {
+            task.fds.file(a[0] as i32 as i64)?.stat()?
+        }
+    } else {
+        stat_path(task, a[0], a[1], flags)?
+    };
+    let ts = |sec: i64, nsec: i64| StatxTimestamp {
+        tv_sec: sec,
+        tv_nsec: nsec as u32,
+        reserved: 0,
+    };
+    let (rdev_major, rdev_minor) = dev_split(st.rdev);
+    let (dev_major, dev_minor) = dev_split(st.dev);
+    let mut sx = Statx::new_zeroed();
+    sx.mask = 0x7ff; // STATX_BASIC_STATS
+    sx.blksize = st.blksize as u32;
+    sx.nlink = st.nlink as u32;
+    sx.uid = st.uid;
+    sx.gid = st.gid;
+    sx.mode = st.mode as u16;
+    sx.ino = st.ino;
+    sx.size = st.size as u64;
+    sx.blocks = st.blocks as u64;
+    sx.atime = ts(st.atime, st.atime_nsec);
+    sx.ctime = ts(st.ctime, st.ctime_nsec);
+    sx.mtime = ts(st.mtime, st.mtime_nsec);
+    sx.rdev_major = rdev_major;
+    sx.rdev_minor = rdev_minor;
+    sx.dev_major = dev_major;
+    sx.dev_minor = dev_minor;
+    task.mm.write_obj(a[4], &sx).map(|()| 0)
+}
+
+pub fn sys_lseek(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    let whence = a[2] as u32;
+    match whence {
+        0..=2 => file.seek(a[1] as i64, whence),
+        3 | 4 => {
+            let st = file.stat()?;
+            if !matches!(file.kind, FileKind::Host(_)) || file.is_dir() {
+                return Err(Errno::EINVAL);
+            }
+            let off = a[1] as i64;
+            if off < 0 {
+                return Err(Errno::ENXIO);
+            }
+            if off >= st.size {
+                return Err(Errno::ENXIO);
+            }
+            // The whole file is data, as on a file system without holes.
+            let target = if whence == 3 { off } else { st.size };
+            file.seek(target, 0)
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const TCGETS: u64 = 0x5401;
+    const TIOCGWINSZ: u64 = 0x5413;
+    const FIONREAD: u64 = 0x541b;
+    const FIONBIO: u64 = 0x5421;
+    const FIONCLEX: u64 = 0x5450;
+    const FIOCLEX: u64 = 0x5451;
+    let fd = a[0] as i32 as i64;
+    let file = task.fds.file(fd)?;
+    if matches!(file.kind, FileKind::Path) {
+        return Err(Errno::EBADF);
+    }
+    match a[1] as u32 as u64 {
+        FIOCLEX | FIONCLEX => {
+            task.fds.get_mut(fd)?.cloexec = a[1] as u32 as u64 == FIOCLEX;
+            Ok(0)
+        }
+        FIONBIO => {
+            let on: i32 = task.mm.read_obj(a[2])?;
+            let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
+            if on != 0 {
+                *f |= OpenFlags::NONBLOCK.bits();
+            } else {
+                *f &= !OpenFlags::NONBLOCK.bits();
+            }
+            Ok(0)
+        }
+        // Terminal queries are passed to the caller's own terminal, read-only.
+        TCGETS => {
+            let host = file.stdio().ok_or(Errno::ENOTTY)?;
+            let t = host::tcgets(host)?;
+            task.mm.write_obj(a[2], &t).map(|()| 0)
+        }
+        TIOCGWINSZ => {
+            let host = file.stdio().ok_or(Errno::ENOTTY)?;
+            let w = host::get_winsize(host)?;
+            task.mm.write_obj(a[2], &w).map(|()| 0)
+        }
+        FIONREAD => {
+            let n: i32 = match (&file.kind, file.stdio()) {
+                (_, Some(h)) => host::fionread(h)?,
+                (FileKind::Host(_), _) if !file.is_dir() => {
+                    let size = file.stat()?.size as u64;
+                    let pos = *file.pos.lock().unwrap_or_else(|e| e.into_inner());
+                    size.saturating_sub(pos).min(i32::MAX as u64) as i32
+                }
+                _ => return Err(Errno::ENOTTY),
+            };
+            task.mm.write_obj(a[2], &n).map(|()| 0)
+        }
+        _ => Err(Errno::ENOTTY),
+    }
+}
+
+fn check_access(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
+    if mode & !7 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let st = loc.node().stat()?;
+    let writable_fs = matches!(loc.node(), Node::Dev(_));
+    if mode & 2 != 0 && !writable_fs {
+        return Err(Errno::EROFS);
+    }
+    let (uid, gid) = task.ids;
+    let is_dir = st.mode & abi::S_IFMT == abi::S_IFDIR;
+    if uid == 0 {
+        if mode & 1 != 0 && !is_dir && st.mode & 0o111 == 0 {
+            return Err(Errno::EACCES);
+        }
+        return Ok(0);
+    }
+    let bits = if st.uid == uid {
+        (st.mode >> 6) & 7
+    } else if st.gid == gid {
+        (st.mode >> 3) & 7
+    } else {
+        st.mode & 7
+    };
+    if mode & bits != mode {
+        return Err(Errno::EACCES);
+    }
+    Ok(0)
+}
+
+fn faccess(task: &Task, dirfd: u64, path_addr: u64, mode: u32, flags: u32) -> Result<u64, Errno> {
+    if flags & !(abi::AT_EACCESS | AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if mode & !7 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let path = path_arg(task, path_addr)?;
+    let loc = if path.is_empty() {
+        if flags & AT_EMPTY_PATH == 0 {
+            return Err(Errno::ENOENT);
+        }
+        dir_arg(task, dirfd, &path)?
+    } else {
+        let start = dir_arg(task, dirfd, &path)?;
+        task.kernel
+            .fs
+            .resolve(&start, &path, flags & AT_SYMLINK_NOFOLLOW == 0)?
+    };
+    check_access(task, &loc, mode)
+}
+
+pub fn sys_access(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    faccess(task, AT_FDCWD as u64, a[0], a[1] as u32, 0)
+}
+
+pub fn sys_faccessat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    faccess(task, a[0], a[1], a[2] as u32, 0)
+}
+
+pub fn sys_faccessat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    faccess(task, a[0], a[1], a[2] as u32, a[3] as u32)
+}
+
+pub fn sys_dup(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    let limit = task.nofile();
+    task.fds
+        .insert_from(
+            0,
+            FdEntry {
+                file,
+                cloexec: false,
+            },
+            limit,
+        )
+        .map(|fd| fd as u64)
+}
+
+fn dup_to(task: &mut Task, old: i64, new: u64, cloexec: bool) -> Result<u64, Errno> {
+    let file = task.fds.file(old)?;
+    let new = i32::try_from(new as i64).map_err(|_| Errno::EBADF)?;
+    if new < 0 {
+        return Err(Errno::EBADF);
+    }
+    let limit = task.nofile();
+    task.fds
+        .insert_at(new as usize, FdEntry { file, cloexec }, limit)?;
+    Ok(new as u64)
+}
+
+pub fn sys_dup2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let old = a[0] as i32 as i64;
+    if old == a[1] as i32 as i64 {
+        task.fds.get(old)?;
+        return Ok(old as u64);
+    }
+    dup_to(task, old, a[1] as i32 as i64 as u64, false)
+}
+
+pub fn sys_dup3(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let flags = a[2] as u32;
+    if flags & !OpenFlags::CLOEXEC.bits() != 0 || a[0] as i32 == a[1] as i32 {
+        return Err(Errno::EINVAL);
+    }
+    dup_to(
+        task,
+        a[0] as i32 as i64,
+        a[1] as i32 as i64 as u64,
+        flags != 0,
+    )
+}
+
+pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const F_DUPFD: u32 = 0;
+    const F_GETFD: u32 = 1;
+    const F_SETFD: u32 = 2;
+    const F_GETFL: u32 = 3;
+    const F_SETFL: u32 = 4;
+    const F_GETLK: u32 = 5;
+    const F_SETLK: u32 = 6;
+    const F_SETLKW: u32 = 7;
+    const F_DUPFD_CLOEXEC: u32 = 1030;
+    let fd = a[0] as i32 as i64;
+    let file = task.fds.file(fd)?;
+    let path_only = matches!(file.kind, FileKind::Path);
+    match a[1] as u32 {
+        cmd @ (F_DUPFD | F_DUPFD_CLOEXEC) => {
+            let min = a[2] as i32;
+            if min < 0 || min as u64 >= task.nofile() {
+                return Err(Errno::EINVAL);
+            }
+            let limit = task.nofile();
+            task.fds
+                .insert_from(
+                    min as usize,
+                    FdEntry {
+                        file,
+                        cloexec: cmd == F_DUPFD_CLOEXEC,
+                    },
+                    limit,
+                )
+                .map(|fd| fd as u64)
+        }
+        F_GETFD => Ok(u64::from(task.fds.get(fd)?.cloexec)),
+        F_SETFD => {
+            task.fds.get_mut(fd)?.cloexec = a[2] & 1 != 0;
+            Ok(0)
+        }
+        F_GETFL => Ok(u64::from(file.flags())),
+        F_SETFL => {
+            if path_only {
+                return Err(Errno::EBADF);
+            }
+            let changeable = (OpenFlags::APPEND
+                | OpenFlags::NONBLOCK
+                | OpenFlags::ASYNC
+                | OpenFlags::DIRECT
+                | OpenFlags::NOATIME)
+                .bits();
+            let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
+            *f = (*f & !changeable) | (a[2] as u32 & changeable);
+            Ok(0)
+        }
+        F_GETLK | F_SETLK | F_SETLKW => {
+            if path_only {
+                return Err(Errno::EBADF);
+            }
+            // One process in the sandbox: no lock can conflict. Report
+            // "unlocked" for F_GETLK (l_type is the first short of struct
+            // flock).
+            if a[1] as u32 == F_GETLK {
+                let l_type: i16 = task.mm.read_obj(a[2])?;
+                if !(0..=2).contains(&l_type) {
+                    return Err(Errno::EINVAL);
+                }
+                task.mm.write_obj(a[2], &2i16)?;
+            } else {
+                let _: i16 = task.mm.read_obj(a[2])?;
+            }
+            Ok(0)
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_flock(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    if matches!(file.kind, FileKind::Path) {
+        return Err(Errno::EBADF);
+    }
+    let op = a[1] as u32 & !4; // LOCK_NB
+    if !matches!(op, 1 | 2 | 8) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(0)
+}
+
+pub fn sys_fsync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    if matches!(file.kind, FileKind::Path) {
+        return Err(Errno::EBADF);
+    }
+    Ok(0)
+}
+
+pub fn sys_fadvise64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    if matches!(file.kind, FileKind::Path) {
+        return Err(Errno::EBADF);
+    }
+    if a[3] > 5 || (a[2] as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    if let FileKind::Stdio(fd) = file.kind {
+        let st = host::fstat(FileDescription::stdio_borrow(fd))?;
+        if st.st_mode & abi::S_IFMT == abi::S_IFIFO {
+            return Err(Errno::ESPIPE);
+        }
+    }
+    Ok(0)
+}
+
+pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    if (a[2] as i64) < 0 || (a[3] as i64) <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    match file.kind {
+        FileKind::Host(_) if file.flags() & abi::O_ACCMODE == 0 => Err(Errno::EBADF),
+        FileKind::Path => Err(Errno::EBADF),
+        _ => Err(Errno::EBADF),
+    }
+}
+
+pub fn sys_getdents64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    let count = a[2].min(MAX_RW_COUNT) as usize;
+    let entries = file.dir_entries()?;
+    let entries = entries.as_deref().unwrap_or(&[]);
+    let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = Vec::new();
+    let mut i = *pos as usize;
+    while let Some(e) = entries.get(i) {
+        let reclen = (19 + e.name.len() + 1 + 7) & !7;
+        if out.len() + reclen > count {
+            break;
+        }
+        let start = out.len();
+        out.extend_from_slice(&e.ino.to_ne_bytes());
+        out.extend_from_slice(&((i + 1) as i64).to_ne_bytes());
+        out.extend_from_slice(&(reclen as u16).to_ne_bytes());
+        out.push(e.kind);
+        out.extend_from_slice(&e.name);
+        out.resize(start + reclen, 0);
+        i += 1;
+    }
+    if out.is_empty() && i < entries.len() {
+        return Err(Errno::EINVAL);
+    }
+    task.mm.copy_out(a[1], &out)?;
+    *pos = i as u64;
+    Ok(out.len() as u64)
+}
+
+pub fn sys_getcwd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let mut path = task.cwd.path().into_bytes();
+    path.push(0);
+    if (a[1] as usize) < path.len() {
+        return Err(Errno::ERANGE);
+    }
+    task.mm.copy_out(a[0], &path)?;
+    Ok(path.len() as u64)
+}
+
+pub fn sys_chdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let path = path_arg(task, a[0])?;
+    let loc = task.kernel.fs.resolve(&task.cwd, &path, true)?;
+    if !loc.node().is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    check_access(task, &loc, 1)?;
+    task.cwd = loc;
+    Ok(0)
+}
+
+pub fn sys_fchdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    let loc = file.location.clone().ok_or(Errno::ENOTDIR)?;
+    if !loc.node().is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    task.cwd = loc;
+    Ok(0)
+}
+
+fn readlink(task: &Task, dirfd: u64, path_addr: u64, buf: u64, size: u64) -> Result<u64, Errno> {
+    let path = path_arg(task, path_addr)?;
+    if (size as i32) <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    let loc = if path.is_empty() {
+        // An O_PATH descriptor of a symlink names it with an empty path.
+        let file = task
+            .fds
+            .file(dirfd as i32 as i64)
+            .map_err(|_| Errno::ENOENT)?;
+        file.location.clone().ok_or(Errno::ENOENT)?
+    } else {
+        let start = dir_arg(task, dirfd, &path)?;
+        task.kernel.fs.resolve(&start, &path, false)?
+    };
+    let Node::Host { fd, mode } = loc.node() else {
+        return Err(Errno::EINVAL);
+    };
+    if mode & abi::S_IFMT != abi::S_IFLNK {
+        return Err(Errno::EINVAL);
+    }
+    let target = host::readlink(std::os::fd::AsFd::as_fd(fd.as_ref()))?;
+    let n = target.len().min(size as i32 as usize);
+    task.mm.copy_out(buf, &target[..n])?;
+    Ok(n as u64)
+}
+
+pub fn sys_readlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    readlink(task, AT_FDCWD as u64, a[0], a[1], a[2])
+}
+
+pub fn sys_readlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    readlink(task, a[0], a[1], a[2], a[3])
+}
+
+/// How a refused modification treats the target's existence.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// the call creates it: an existing object is `EEXIST`
+    Create,
+    /// the call changes it: a missing object is `ENOENT`
+    Existing { follow: bool },
+}
+
+/// Resolves the object a write-type call names and refuses the change: a
+/// read-only root answers `EROFS` after the lookup errors Linux would give.
+fn refuse_write(task: &Task, dirfd: u64, path_addr: u64, target: Target) -> Result<u64, Errno> {
+    let path = path_arg(task, path_addr)?;
+    let start = dir_arg(task, dirfd, &path)?;
+    let follow = matches!(target, Target::Existing { follow: true });
+    match (task.kernel.fs.walk(&start, &path, follow)?, target) {
+        (Lookup::Found(_), Target::Create) => Err(Errno::EEXIST),
+        (Lookup::Missing { .. }, Target::Existing { .. }) => Err(Errno::ENOENT),
+        (Lookup::Found(loc), _) => Err(ro_error(loc.node())),
+        (Lookup::Missing { parent }, _) => Err(ro_error(parent.node())),
+    }
+}
+
+pub fn sys_mkdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    refuse_write(task, AT_FDCWD as u64, a[0], Target::Create)
+}
+
+pub fn sys_mkdirat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    refuse_write(task, a[0], a[1], Target::Create)
+}
+
+pub fn sys_symlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    path_arg(task, a[0])?;
+    refuse_write(task, AT_FDCWD as u64, a[1], Target::Create)
+}
+
+pub fn sys_symlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    path_arg(task, a[0])?;
+    refuse_write(task, a[1], a[2], Target::Create)
+}
+
+fn link(
+    task: &Task,
+    olddir: u64,
+    old: u64,
+    newdir: u64,
+    new: u64,
+    follow: bool,
+) -> Result<u64, Errno> {
+    let path = path_arg(task, old)?;
+    let start = dir_arg(task, olddir, &path)?;
+    task.kernel.fs.resolve(&start, &path, follow)?;
+    refuse_write(task, newdir, new, Target::Create)
+}
+
+pub fn sys_link(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    link(task, AT_FDCWD as u64, a[0], AT_FDCWD as u64, a[1], false)
+}
+
+pub fn sys_linkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[4] as u32 & !(abi::AT_SYMLINK_FOLLOW | AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    link(
+        task,
+        a[0],
+        a[1],
+        a[2],
+        a[3],
+        a[4] as u32 & abi::AT_SYMLINK_FOLLOW != 0,
+    )
+}
+
+pub fn sys_unlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    refuse_write(
+        task,
+        AT_FDCWD as u64,
+        a[0],
+        Target::Existing { follow: false },
+    )
+}
+
+pub fn sys_rmdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    refuse_write(
+        task,
+        AT_FDCWD as u64,
+        a[0],
+        Target::Existing { follow: false },
+    )
+}
+
+pub fn sys_unlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[2] as u32 & !abi::AT_REMOVEDIR != 0 {
+        return Err(Errno::EINVAL);
+    }
+    refuse_write(task, a[0], a[1], Target::Existing { follow: false })
+}
+
+pub fn sys_rename(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    path_arg(task, a[1])?;
+    refuse_write(
+        task,
+        AT_FDCWD as u64,
+        a[0],
+        Target::Existing { follow: false },
+    )
+}
+
+pub fn sys_renameat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    path_arg(task, a[3])?;
+    refuse_write(task, a[0], a[1], Target::Existing { follow: false })
+}
+
+pub fn sys_renameat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[4] as u32 & !7 != 0 || a[4] & 3 == 3 {
+        return Err(Errno::EINVAL);
+    }
+    sys_renameat(task, a)
+}
+
+pub fn sys_chmod(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    refuse_write(
+        task,
+        AT_FDCWD as u64,
+        a[0],
+        Target::Existing { follow: true },
+    )
+}
+
+pub fn sys_chown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    refuse_write(
+        task,
+        AT_FDCWD as u64,
+        a[0],
+        Target::Existing { follow: true },
+    )
+}
+
+pub fn sys_lchown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    refuse_write(
+        task,
+        AT_FDCWD as u64,
+        a[0],
+        Target::Existing { follow: false },
+    )
+}
+
+pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if (a[1] as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let path = path_arg(task, a[0])?;
+    let loc = task.kernel.fs.resolve(&task.cwd, &path, true)?;
+    if loc.node().is_dir() {
+        return Err(Errno::EISDIR);
+    }
+    Err(ro_error(loc.node()))
+}
+
+pub fn sys_fchmodat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    refuse_write(task, a[0], a[1], Target::Existing { follow: true })
+}
+
+pub fn sys_fchmodat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[3] as u32 & !(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    refuse_write(
+        task,
+        a[0],
+        a[1],
+        Target::Existing {
+            follow: a[3] as u32 & AT_SYMLINK_NOFOLLOW == 0,
+        },
+    )
+}
+
+pub fn sys_fchownat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let flags = a[4] as u32;
+    if flags & !(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    refuse_write(
+        task,
+        a[0],
+        a[1],
+        Target::Existing {
+            follow: flags & AT_SYMLINK_NOFOLLOW == 0,
+        },
+    )
+}
+
+pub fn sys_futimesat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    refuse_write(task, a[0], a[1], Target::Existing { follow: true })
+}
+
+pub fn sys_utimensat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let flags = a[3] as u32;
+    if flags & !(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if a[1] == 0 {
+        // futimens(fd): the descriptor itself.
+        let file = task.fds.file(a[0] as i32 as i64)?;
+        return Err(file.node().map_or(Errno::EBADF, ro_error));
+    }
+    refuse_write(
+        task,
+        a[0],
+        a[1],
+        Target::Existing {
+            follow: flags & AT_SYMLINK_NOFOLLOW == 0,
+        },
+    )
+}
+
+pub fn sys_fchmod(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    match (&file.kind, file.node()) {
+        (FileKind::Path, _) => Err(Errno::EBADF),
+        (FileKind::Stdio(_), _) => Err(Errno::EPERM),
+        (_, Some(n)) => Err(ro_error(n)),
+        _ => Err(Errno::EBADF),
+    }
+}
+
+pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    if (a[1] as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    match file.kind {
+        FileKind::Path => Err(Errno::EBADF),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_umask(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let old = task.umask;
+    task.umask = a[0] as u32 & 0o777;
+    Ok(old.into())
+}
+
+fn statfs_of(node: &Node) -> Result<abi::Statfs, Errno> {
+    let mut s = abi::Statfs::new_zeroed();
+    match node {
+        Node::Host { fd, .. } => {
+            let h = host::fstatfs(std::os::fd::AsFd::as_fd(fd.as_ref()))?;
+            s.f_type = h.f_type;
+            s.f_bsize = h.f_bsize;
+            s.f_blocks = h.f_blocks;
+            s.f_bfree = h.f_bfree;
+            s.f_bavail = h.f_bavail;
+            s.f_files = h.f_files;
+            s.f_ffree = h.f_ffree;
+            s.f_namelen = h.f_namelen;
+            s.f_frsize = h.f_frsize;
+            s.f_flags = 1; // ST_RDONLY
+        }
+        _ => {
+            s.f_type = 0x0102_1994; // TMPFS_MAGIC
+            s.f_bsize = 4096;
+            s.f_namelen = 255;
+            s.f_frsize = 4096;
+            s.f_flags = 1;
+        }
+    }
+    Ok(s)
+}
+
+pub fn sys_statfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let path = path_arg(task, a[0])?;
+    let loc = task.kernel.fs.resolve(&task.cwd, &path, true)?;
+    let s = statfs_of(loc.node())?;
+    task.mm.write_obj(a[1], &s).map(|()| 0)
+}
+
+pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    let s = match file.node() {
+        Some(n) => statfs_of(n)?,
+        None => statfs_of(&Node::DevDir)?,
+    };
+    task.mm.write_obj(a[1], &s).map(|()| 0)
+}
+
+// Extended attributes: the read-only root exposes none (as a file system
+// mounted without xattr support would for user names), and refuses changes.
+
+fn xattr_target(task: &Task, path_addr: u64, follow: bool) -> Result<Location, Errno> {
+    let path = path_arg(task, path_addr)?;
+    task.kernel.fs.resolve(&task.cwd, &path, follow)
+}
+
+fn xattr_name(task: &Task, addr: u64) -> Result<(), Errno> {
+    let name = task.mm.read_cstr(addr, 255).map_err(|e| {
+        if e == Errno::ENAMETOOLONG {
+            Errno::ERANGE
+        } else {
+            e
+        }
+    })?;
+    if name.is_empty() {
+        return Err(Errno::ERANGE);
+    }
+    Ok(())
+}
+
+pub fn sys_getxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    xattr_target(task, a[0], true)?;
+    xattr_name(task, a[1])?;
+    Err(Errno::ENODATA)
+}
+
+pub fn sys_lgetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    xattr_target(task, a[0], false)?;
+    xattr_name(task, a[1])?;
+    Err(Errno::ENODATA)
+}
+
+pub fn sys_fgetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    task.fds.file(a[0] as i32 as i64)?;
+    xattr_name(task, a[1])?;
+    Err(Errno::ENODATA)
+}
+
+pub fn sys_listxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    xattr_target(task, a[0], true).map(|_| 0)
+}
+
+pub fn sys_llistxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    xattr_target(task, a[0], false).map(|_| 0)
+}
+
+pub fn sys_flistxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    task.fds.file(a[0] as i32 as i64).map(|_| 0)
+}
+
+pub fn sys_setxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let loc = xattr_target(task, a[0], true)?;
+    Err(ro_error(loc.node()))
+}
+
+pub fn sys_lsetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let loc = xattr_target(task, a[0], false)?;
+    Err(ro_error(loc.node()))
+}
+
+pub fn sys_fsetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds.file(a[0] as i32 as i64)?;
+    Err(file.node().map_or(Errno::EBADF, ro_error))
+}

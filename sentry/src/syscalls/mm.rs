@@ -1,0 +1,164 @@
+//! Memory calls: `mmap` and friends, answered by the Sentry's `mm`.
+
+use abi::{Errno, MapFlags, MAP_TYPE};
+use platform::Prot;
+
+use crate::file::FileKind;
+use crate::mm::{page_up, Backing};
+use crate::task::Task;
+use crate::vfs::Device;
+use crate::PAGE_SIZE;
+
+fn prot_arg(bits: u64) -> Result<Prot, Errno> {
+    // PROT_GROWSDOWN/PROT_GROWSUP are accepted and ignored.
+    if bits & !(7 | 0x0100_0000 | 0x0200_0000) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(Prot::from_bits(bits))
+}
+
+pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let [addr, len, prot, flags, fd, off] = *a;
+    let flags = MapFlags::from_bits_retain(flags);
+    let prot = prot_arg(prot)?;
+    let kind = flags.bits() & MAP_TYPE;
+    if kind != MapFlags::SHARED.bits()
+        && kind != MapFlags::PRIVATE.bits()
+        && kind != MapFlags::SHARED_VALIDATE.bits()
+    {
+        return Err(Errno::EINVAL);
+    }
+    let shared = kind != MapFlags::PRIVATE.bits();
+    if len == 0 || off % PAGE_SIZE != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let len = page_up(len).ok_or(Errno::ENOMEM)?;
+    if len > task.mm.max_addr() {
+        return Err(Errno::ENOMEM);
+    }
+    let mut backing = Backing::Anon;
+    if !flags.contains(MapFlags::ANONYMOUS) {
+        let file = task.fds.file(fd as i32 as i64)?;
+        let readable = file.flags() & abi::O_ACCMODE != abi::OpenFlags::WRONLY.bits();
+        match &file.kind {
+            FileKind::Path => return Err(Errno::EBADF),
+            FileKind::Dev(Device::Zero) => {}
+            FileKind::Host(h) if !file.is_dir() => {
+                if !readable || (shared && prot.write) {
+                    // The root is read-only: writable shared mappings need a
+                    // descriptor open for writing, which nothing here has.
+                    return Err(Errno::EACCES);
+                }
+                let name = file.location.as_ref().map(|l| l.path()).unwrap_or_default();
+                backing = Backing::File {
+                    file: h.clone(),
+                    pos: off,
+                    avail: len,
+                    name,
+                };
+            }
+            _ => return Err(Errno::ENODEV),
+        }
+    }
+    let start = if flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) {
+        if addr % PAGE_SIZE != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(MapFlags::FIXED_NOREPLACE) && !flags.contains(MapFlags::FIXED) {
+            let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
+            if task.mm.vmas().any(|v| v.start < end && v.end > addr) {
+                return Err(Errno::EEXIST);
+            }
+        }
+        addr
+    } else {
+        task.mm.pick_address(addr, len)?
+    };
+    task.mm.map_fixed(start, len, prot, shared, backing)?;
+    Ok(start)
+}
+
+fn range(addr: u64, len: u64) -> Result<(u64, u64), Errno> {
+    if !addr.is_multiple_of(PAGE_SIZE) {
+        return Err(Errno::EINVAL);
+    }
+    let end = page_up(addr.checked_add(len).ok_or(Errno::EINVAL)?).ok_or(Errno::EINVAL)?;
+    Ok((addr, end))
+}
+
+pub fn sys_munmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[1] == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let (start, end) = range(a[0], a[1])?;
+    if end > task.mm.max_addr() {
+        return Err(Errno::EINVAL);
+    }
+    task.mm.unmap_range(start, end).map(|()| 0)
+}
+
+pub fn sys_mprotect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let prot = prot_arg(a[2])?;
+    let (start, end) = range(a[0], a[1])?;
+    if start == end {
+        return Ok(0);
+    }
+    task.mm.protect(start, end, prot).map(|()| 0)
+}
+
+pub fn sys_brk(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(task.mm.brk(a[0]))
+}
+
+pub fn sys_madvise(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const MADV_DONTNEED: u64 = 4;
+    const MADV_FREE: u64 = 8;
+    let (start, end) = range(a[0], a[1])?;
+    if start == end {
+        return Ok(0);
+    }
+    // Every page in the range must be mapped (ENOMEM otherwise).
+    let mut at = start;
+    for v in task.mm.vmas().filter(|v| v.end > start && v.start < end) {
+        if v.start > at {
+            return Err(Errno::ENOMEM);
+        }
+        at = v.end;
+    }
+    if at < end {
+        return Err(Errno::ENOMEM);
+    }
+    match a[2] {
+        MADV_DONTNEED | MADV_FREE => task.mm.dontneed(start, end).map(|()| 0),
+        0..=3 | 9..=25 | 100 | 101 => Ok(0),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_mremap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const MREMAP_MAYMOVE: u64 = 1;
+    const MREMAP_FIXED: u64 = 2;
+    let [old, old_len, new_len, flags, new_addr, _] = *a;
+    if flags & !(MREMAP_MAYMOVE | MREMAP_FIXED) != 0 || old % PAGE_SIZE != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if flags & MREMAP_FIXED != 0 && (flags & MREMAP_MAYMOVE == 0 || new_addr % PAGE_SIZE != 0) {
+        return Err(Errno::EINVAL);
+    }
+    let old_len = page_up(old_len).ok_or(Errno::EINVAL)?;
+    let new_len = page_up(new_len).ok_or(Errno::EINVAL)?;
+    if new_len == 0 || old_len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let fixed = (flags & MREMAP_FIXED != 0).then_some(new_addr);
+    task.mm
+        .remap(old, old_len, new_len, flags & MREMAP_MAYMOVE != 0, fixed)
+}
+
+pub fn sys_msync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if !a[0].is_multiple_of(PAGE_SIZE) {
+        return Err(Errno::EINVAL);
+    }
+    let _ = task;
+    Ok(0)
+}

@@ -1,0 +1,512 @@
+//! Process identity, limits, `execve`, `exit`, and other per-task calls. The
+//! sandbox holds one process today, PID 1 in its own numbering.
+
+use abi::{Errno, Rlimit, Rusage, Tms, Utsname};
+use zerocopy::FromZeros;
+
+use super::path_arg;
+use crate::loader::{self, ExecRequest};
+use crate::task::{ExitStatus, Task};
+
+pub fn sys_exit(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    task.exit(ExitStatus::Code(a[0] as i32 & 0xff))
+}
+
+pub fn sys_getpid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(task.tid() as u64)
+}
+
+/// The first process's parent is outside the sandbox, so it reads as 0, as
+/// for init in a PID namespace.
+pub fn sys_getppid(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(0)
+}
+
+fn is_self(task: &Task, pid: u64) -> bool {
+    let pid = pid as i32;
+    pid == 0 || pid == task.tid()
+}
+
+pub fn sys_getpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if !is_self(task, a[0]) {
+        return Err(Errno::ESRCH);
+    }
+    Ok(task.tid() as u64)
+}
+
+pub fn sys_setpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if !is_self(task, a[0]) {
+        return Err(Errno::ESRCH);
+    }
+    if (a[1] as i32) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    if a[1] != 0 && a[1] as i32 != task.tid() {
+        return Err(Errno::EPERM);
+    }
+    // The only process is a session leader: its group cannot change.
+    Err(Errno::EPERM)
+}
+
+pub fn sys_setsid(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    // Already a process group leader.
+    Err(Errno::EPERM)
+}
+
+pub fn sys_getuid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(task.ids.0.into())
+}
+
+pub fn sys_getgid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(task.ids.1.into())
+}
+
+fn write_three(task: &Task, a: &[u64; 6], v: u32) -> Result<u64, Errno> {
+    for &p in &a[..3] {
+        task.mm.write_obj(p, &v)?;
+    }
+    Ok(0)
+}
+
+pub fn sys_getresuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    write_three(task, a, task.ids.0)
+}
+
+pub fn sys_getresgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    write_three(task, a, task.ids.1)
+}
+
+pub fn sys_getgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let size = a[0] as i32;
+    if size < 0 {
+        return Err(Errno::EINVAL);
+    }
+    // The guest belongs to its primary group only.
+    if size == 0 {
+        return Ok(1);
+    }
+    task.mm.write_obj(a[1], &task.ids.1)?;
+    Ok(1)
+}
+
+fn field<const N: usize>(s: &[u8]) -> [u8; N] {
+    let mut f = [0u8; N];
+    let n = s.len().min(N - 1);
+    f[..n].copy_from_slice(&s[..n]);
+    f
+}
+
+pub fn sys_uname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let mut u = Utsname::new_zeroed();
+    u.sysname = field(b"Linux");
+    u.nodename = field(task.kernel.hostname.as_bytes());
+    u.release = field(b"6.1.0-ferrovisor");
+    u.version = field(b"#1 SMP ferrovisor");
+    u.machine = field(b"x86_64");
+    u.domainname = field(b"(none)");
+    task.mm.write_obj(a[0], &u).map(|()| 0)
+}
+
+fn rlimit_index(res: u64) -> Result<usize, Errno> {
+    let i = res as u32 as usize;
+    if i >= abi::rlimit::RLIM_NLIMITS {
+        return Err(Errno::EINVAL);
+    }
+    Ok(i)
+}
+
+pub fn sys_getrlimit(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let i = rlimit_index(a[0])?;
+    task.mm.write_obj(a[1], &task.rlimits[i]).map(|()| 0)
+}
+
+pub fn sys_prlimit64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if !is_self(task, a[0]) {
+        return Err(Errno::ESRCH);
+    }
+    let i = rlimit_index(a[1])?;
+    let new: Option<Rlimit> = if a[2] != 0 {
+        Some(task.mm.read_obj(a[2])?)
+    } else {
+        None
+    };
+    if let Some(n) = &new {
+        if n.cur > n.max {
+            return Err(Errno::EINVAL);
+        }
+        if n.max > task.rlimits[i].max && task.ids.0 != 0 {
+            return Err(Errno::EPERM);
+        }
+        if i == abi::rlimit::RLIMIT_NOFILE as usize && n.max > 1 << 20 {
+            return Err(Errno::EPERM);
+        }
+    }
+    if a[3] != 0 {
+        task.mm.write_obj(a[3], &task.rlimits[i])?;
+    }
+    if let Some(n) = new {
+        task.rlimits[i] = n;
+    }
+    Ok(0)
+}
+
+pub fn sys_getrusage(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let who = a[0] as i32;
+    if !matches!(who, -1..=1) {
+        return Err(Errno::EINVAL);
+    }
+    task.mm.write_obj(a[1], &Rusage::new_zeroed()).map(|()| 0)
+}
+
+pub fn sys_times(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[0] != 0 {
+        task.mm.write_obj(a[0], &Tms::new_zeroed())?;
+    }
+    let t = crate::host::clock_gettime(libc::CLOCK_BOOTTIME)?;
+    Ok((t.tv_sec * 100 + t.tv_nsec / 10_000_000) as u64)
+}
+
+pub fn sys_sysinfo(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let mut s = abi::Sysinfo::new_zeroed();
+    let up = crate::host::clock_gettime(libc::CLOCK_BOOTTIME)?;
+    s.uptime = up.tv_sec;
+    s.totalram = task.kernel.total_memory;
+    s.freeram = task.kernel.total_memory / 2;
+    s.procs = 1;
+    s.mem_unit = 1;
+    task.mm.write_obj(a[0], &s).map(|()| 0)
+}
+
+pub fn sys_sched_yield(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    std::thread::yield_now();
+    Ok(0)
+}
+
+pub fn sys_sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if !is_self(task, a[0]) {
+        return Err(Errno::ESRCH);
+    }
+    let len = a[1] as usize;
+    let cpus = task.kernel.cpus.max(1);
+    let need = cpus.div_ceil(64) * 8;
+    if len < need || !len.is_multiple_of(8) {
+        return Err(Errno::EINVAL);
+    }
+    let mut mask = vec![0u8; need];
+    for c in 0..cpus {
+        mask[c / 8] |= 1 << (c % 8);
+    }
+    task.mm.copy_out(a[2], &mask)?;
+    Ok(need as u64)
+}
+
+pub fn sys_sched_setaffinity(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if !is_self(task, a[0]) {
+        return Err(Errno::ESRCH);
+    }
+    let mut b = vec![0u8; (a[1] as usize).min(128)];
+    task.mm.copy_in(a[2], &mut b)?;
+    if b.iter().all(|&x| x == 0) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(0)
+}
+
+pub fn sys_sched_getparam(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if !is_self(task, a[0]) {
+        return Err(Errno::ESRCH);
+    }
+    task.mm.write_obj(a[1], &0i32).map(|()| 0)
+}
+
+pub fn sys_sched_getscheduler(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if !is_self(task, a[0]) {
+        return Err(Errno::ESRCH);
+    }
+    Ok(0) // SCHED_OTHER
+}
+
+pub fn sys_getpriority(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[0] > 2 {
+        return Err(Errno::EINVAL);
+    }
+    if !is_self(task, a[1]) {
+        return Err(Errno::ESRCH);
+    }
+    Ok(20) // nice 0, as the raw syscall reports it (20 - nice)
+}
+
+pub fn sys_setpriority(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[0] > 2 {
+        return Err(Errno::EINVAL);
+    }
+    if !is_self(task, a[1]) {
+        return Err(Errno::ESRCH);
+    }
+    Ok(0)
+}
+
+pub fn sys_getcpu(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[0] != 0 {
+        task.mm.write_obj(a[0], &0u32)?;
+    }
+    if a[1] != 0 {
+        task.mm.write_obj(a[1], &0u32)?;
+    }
+    Ok(0)
+}
+
+pub fn sys_getrandom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const GRND_NONBLOCK: u64 = 1;
+    const GRND_RANDOM: u64 = 2;
+    const GRND_INSECURE: u64 = 4;
+    let flags = a[2];
+    if flags & !(GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE) != 0
+        || flags & (GRND_RANDOM | GRND_INSECURE) == (GRND_RANDOM | GRND_INSECURE)
+    {
+        return Err(Errno::EINVAL);
+    }
+    let len = a[1].min(32 << 20) as usize;
+    let mut buf = vec![0u8; len];
+    crate::host::getrandom(&mut buf);
+    task.mm.copy_out(a[0], &buf)?;
+    Ok(len as u64)
+}
+
+pub fn sys_set_tid_address(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    task.clear_child_tid = a[0];
+    Ok(task.tid() as u64)
+}
+
+pub fn sys_set_robust_list(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[1] != std::mem::size_of::<abi::RobustListHead>() as u64 {
+        return Err(Errno::EINVAL);
+    }
+    task.robust_list = (a[0], a[1]);
+    Ok(0)
+}
+
+pub fn sys_get_robust_list(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if !is_self(task, a[0]) {
+        return Err(Errno::ESRCH);
+    }
+    task.mm.write_obj(a[1], &task.robust_list.0)?;
+    task.mm.write_obj(a[2], &task.robust_list.1)?;
+    Ok(0)
+}
+
+pub fn sys_arch_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const ARCH_SET_GS: u64 = 0x1001;
+    const ARCH_SET_FS: u64 = 0x1002;
+    const ARCH_GET_FS: u64 = 0x1003;
+    const ARCH_GET_GS: u64 = 0x1004;
+    const ARCH_GET_CPUID: u64 = 0x1011;
+    const ARCH_SET_CPUID: u64 = 0x1012;
+    // Only canonical user addresses can be segment bases.
+    let canonical = |v: u64| v < (1 << 47);
+    match a[0] {
+        ARCH_SET_FS => {
+            if !canonical(a[1]) {
+                return Err(Errno::EPERM);
+            }
+            task.regs.fs_base = a[1];
+            Ok(0)
+        }
+        ARCH_SET_GS => {
+            if !canonical(a[1]) {
+                return Err(Errno::EPERM);
+            }
+            task.regs.gs_base = a[1];
+            Ok(0)
+        }
+        ARCH_GET_FS => task.mm.write_obj(a[1], &task.regs.fs_base).map(|()| 0),
+        ARCH_GET_GS => task.mm.write_obj(a[1], &task.regs.gs_base).map(|()| 0),
+        ARCH_GET_CPUID => Ok(1),
+        ARCH_SET_CPUID => Err(Errno::ENODEV),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const PR_SET_PDEATHSIG: u64 = 1;
+    const PR_GET_PDEATHSIG: u64 = 2;
+    const PR_GET_DUMPABLE: u64 = 3;
+    const PR_SET_DUMPABLE: u64 = 4;
+    const PR_SET_NAME: u64 = 15;
+    const PR_GET_NAME: u64 = 16;
+    const PR_GET_NO_NEW_PRIVS: u64 = 39;
+    const PR_SET_NO_NEW_PRIVS: u64 = 38;
+    match a[0] {
+        PR_SET_NAME => {
+            let mut name = [0u8; 16];
+            task.mm.copy_in(a[1], &mut name[..15]).or_else(|_| {
+                task.mm
+                    .read_cstr(a[1], 15)
+                    .map(|s| name[..s.len()].copy_from_slice(&s))
+            })?;
+            let n = name.iter().position(|&b| b == 0).unwrap_or(15);
+            task.comm = name[..n].to_vec();
+            Ok(0)
+        }
+        PR_GET_NAME => {
+            let mut name = [0u8; 16];
+            name[..task.comm.len().min(15)].copy_from_slice(&task.comm[..task.comm.len().min(15)]);
+            task.mm.copy_out(a[1], &name).map(|()| 0)
+        }
+        PR_SET_PDEATHSIG => {
+            if a[1] > 64 {
+                return Err(Errno::EINVAL);
+            }
+            Ok(0)
+        }
+        PR_GET_PDEATHSIG => task.mm.write_obj(a[1], &0i32).map(|()| 0),
+        PR_GET_DUMPABLE => Ok(1),
+        PR_SET_DUMPABLE => {
+            if a[1] > 1 {
+                return Err(Errno::EINVAL);
+            }
+            Ok(0)
+        }
+        PR_SET_NO_NEW_PRIVS => {
+            if a[1] != 1 || a[2] != 0 || a[3] != 0 || a[4] != 0 {
+                return Err(Errno::EINVAL);
+            }
+            task.no_new_privs = true;
+            Ok(0)
+        }
+        PR_GET_NO_NEW_PRIVS => Ok(u64::from(task.no_new_privs)),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_sync(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(0)
+}
+
+/// Single-threaded futex: a wake finds nobody; a wait either sees a changed
+/// value (`EAGAIN`) or times out, since no other thread could wake it.
+pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const FUTEX_WAIT: u64 = 0;
+    const FUTEX_WAKE: u64 = 1;
+    const FUTEX_WAIT_BITSET: u64 = 9;
+    const FUTEX_WAKE_BITSET: u64 = 10;
+    let op = a[1] & 0x7f;
+    if !a[0].is_multiple_of(4) {
+        return Err(Errno::EINVAL);
+    }
+    match op {
+        FUTEX_WAKE | FUTEX_WAKE_BITSET => {
+            let _: u32 = task.mm.read_obj(a[0])?;
+            Ok(0)
+        }
+        FUTEX_WAIT | FUTEX_WAIT_BITSET => {
+            let v: u32 = task.mm.read_obj(a[0])?;
+            if v != a[2] as u32 {
+                return Err(Errno::EAGAIN);
+            }
+            if a[3] == 0 {
+                // Nothing else in the sandbox can ever wake this wait.
+                return Err(Errno::EDEADLK);
+            }
+            let ts: abi::Timespec = task.mm.read_obj(a[3])?;
+            super::time::sleep_for(
+                task,
+                &ts,
+                op == FUTEX_WAIT_BITSET,
+                if a[1] & 256 != 0 { 0 } else { 1 },
+            )?;
+            Err(Errno::ETIMEDOUT)
+        }
+        _ => Err(Errno::ENOSYS),
+    }
+}
+
+pub fn sys_wait4(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Err(Errno::ECHILD)
+}
+
+/// Reads a NULL-terminated array of string pointers (`argv`, `envp`).
+fn string_array(task: &Task, mut addr: u64) -> Result<Vec<Vec<u8>>, Errno> {
+    const ARG_MAX: usize = 2 << 20;
+    let mut out = Vec::new();
+    let mut total = 0usize;
+    if addr == 0 {
+        return Ok(out);
+    }
+    loop {
+        let p: u64 = task.mm.read_obj(addr)?;
+        if p == 0 {
+            return Ok(out);
+        }
+        let s = task.mm.read_cstr(p, 32 * 4096).map_err(|e| {
+            if e == Errno::ENAMETOOLONG {
+                Errno::E2BIG
+            } else {
+                e
+            }
+        })?;
+        total += s.len() + 1 + 8;
+        if total > ARG_MAX {
+            return Err(Errno::E2BIG);
+        }
+        out.push(s);
+        addr += 8;
+    }
+}
+
+fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> Result<u64, Errno> {
+    let argv = string_array(task, argv)?;
+    let envp = string_array(task, envp)?;
+    let start = super::dir_arg(task, dirfd, &path)?;
+    let kernel = task.kernel.clone();
+    let req = ExecRequest {
+        fs: &kernel.fs,
+        cwd: &start,
+        path,
+        argv,
+        envp,
+        ids: task.ids,
+    };
+    let prepared = loader::prepare(req)?;
+    match loader::commit(&mut task.mm, prepared) {
+        Ok(loaded) => {
+            task.regs = loaded.regs;
+            task.exe = loaded.exe;
+            task.fds.close_on_exec();
+            task.signals.reset_for_exec();
+            Ok(0)
+        }
+        Err(e) => {
+            // The old image is gone: like Linux, kill the process.
+            tracing::debug!("execve failed after the point of no return: {e}");
+            task.exit(ExitStatus::Signal(abi::signal::SIGSEGV))
+        }
+    }
+}
+
+pub fn sys_execve(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let path = path_arg(task, a[0])?;
+    execve(task, abi::AT_FDCWD as u64, path, a[1], a[2])
+}
+
+pub fn sys_execveat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let flags = a[4] as u32;
+    if flags & !(abi::AT_EMPTY_PATH | abi::AT_SYMLINK_NOFOLLOW) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let path = path_arg(task, a[1])?;
+    if path.is_empty() {
+        // fexecve: run the file behind the descriptor.
+        if flags & abi::AT_EMPTY_PATH == 0 {
+            return Err(Errno::ENOENT);
+        }
+        let file = task.fds.file(a[0] as i32 as i64)?;
+        let p = file
+            .location
+            .as_ref()
+            .map(|l| l.path())
+            .ok_or(Errno::EBADF)?;
+        return execve(task, abi::AT_FDCWD as u64, p.into_bytes(), a[2], a[3]);
+    }
+    execve(task, a[0], path, a[2], a[3])
+}

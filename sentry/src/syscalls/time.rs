@@ -1,0 +1,102 @@
+//! Clocks and sleeping.
+
+use std::time::Duration;
+
+use abi::{Errno, Timespec, Timeval};
+
+use crate::host;
+use crate::task::Task;
+
+/// Host clock for a guest clock id, or `EINVAL`.
+fn clock_arg(id: u64) -> Result<i32, Errno> {
+    let id = id as i32;
+    match id {
+        0..=9 | 11 => Ok(id),
+        // CPU-time clocks of this process or thread (`clock_getcpuclockid`
+        // of pid 0 / the caller's own thread).
+        -2 | -6 => Ok(libc::CLOCK_PROCESS_CPUTIME_ID),
+        _ if id < 0 => Err(Errno::EINVAL),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_clock_gettime(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let clock = clock_arg(a[0])?;
+    let ts = host::clock_gettime(clock)?;
+    task.mm.write_obj(a[1], &ts).map(|()| 0)
+}
+
+pub fn sys_clock_getres(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let clock = clock_arg(a[0])?;
+    let ts = host::clock_getres(clock)?;
+    if a[1] != 0 {
+        task.mm.write_obj(a[1], &ts)?;
+    }
+    Ok(0)
+}
+
+pub fn sys_gettimeofday(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[0] != 0 {
+        let ts = host::clock_gettime(libc::CLOCK_REALTIME)?;
+        task.mm.write_obj(
+            a[0],
+            &Timeval {
+                tv_sec: ts.tv_sec,
+                tv_usec: ts.tv_nsec / 1000,
+            },
+        )?;
+    }
+    if a[1] != 0 {
+        task.mm.write_obj(a[1], &[0i32; 2])?;
+    }
+    Ok(0)
+}
+
+pub fn sys_time(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let ts = host::clock_gettime(libc::CLOCK_REALTIME)?;
+    if a[0] != 0 {
+        task.mm.write_obj(a[0], &ts.tv_sec)?;
+    }
+    Ok(ts.tv_sec as u64)
+}
+
+fn valid(ts: &Timespec) -> bool {
+    ts.tv_sec >= 0 && (0..1_000_000_000).contains(&ts.tv_nsec)
+}
+
+/// Sleeps for `ts` (relative) or until `ts` on `clock` (absolute).
+pub fn sleep_for(_task: &Task, ts: &Timespec, absolute: bool, clock: i32) -> Result<(), Errno> {
+    if !valid(ts) {
+        return Err(Errno::EINVAL);
+    }
+    let want = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+    let dur = if absolute {
+        let now = host::clock_gettime(clock)?;
+        let now = Duration::new(
+            now.tv_sec.max(0) as u64,
+            now.tv_nsec.clamp(0, 999_999_999) as u32,
+        );
+        want.saturating_sub(now)
+    } else {
+        want
+    };
+    std::thread::sleep(dur);
+    Ok(())
+}
+
+pub fn sys_nanosleep(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let ts: Timespec = task.mm.read_obj(a[0])?;
+    sleep_for(task, &ts, false, libc::CLOCK_MONOTONIC).map(|()| 0)
+}
+
+pub fn sys_clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let clock = clock_arg(a[0])?;
+    if clock == libc::CLOCK_THREAD_CPUTIME_ID {
+        return Err(Errno::EINVAL);
+    }
+    if a[1] & !1 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let ts: Timespec = task.mm.read_obj(a[2])?;
+    sleep_for(task, &ts, a[1] & 1 != 0, clock).map(|()| 0)
+}

@@ -1,0 +1,504 @@
+//! The guest's file system view for `ferrovisor do`: a read-only host
+//! directory as root, with a synthetic `/dev` and masked `/proc` and `/sys`.
+//!
+//! Paths are resolved by the Sentry one component at a time: each component is
+//! opened `O_PATH | O_NOFOLLOW` relative to its parent's descriptor, symlinks
+//! are read and followed here, and `..` pops the Sentry's own stack of
+//! directories, so no name or link can climb out of the root.
+
+use std::collections::HashMap;
+use std::collections::VecDeque;
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use abi::{Errno, Stat};
+
+use crate::host;
+
+/// Maximum symlinks followed in one walk (Linux's `MAXSYMLINKS`).
+const MAX_SYMLINKS: u32 = 40;
+/// Maximum length of one path component (`NAME_MAX`).
+const NAME_MAX: usize = 255;
+/// Maximum path length (`PATH_MAX`, including the NUL).
+pub const PATH_MAX: usize = 4096;
+
+/// Host file systems whose contents describe the host itself (processes,
+/// devices, kernel state). Even when a root directory contains one of them
+/// mounted, the guest sees an empty directory instead.
+const MASKED_FS_MAGIC: &[i64] = &[
+    0x9fa0,      // proc
+    0x6265_6572, // sysfs
+    0x1cd1,      // devpts
+    0x6462_6720, // debugfs
+    0x7472_6163, // tracefs
+    0x7363_6673, // securityfs
+    0x0027_e0eb, // cgroup
+    0x6367_7270, // cgroup2
+    0xcafe_4a11, // bpf
+    0x6265_6570, // configfs
+    0x6573_5546, // fusectl
+    0x6165_676c, // pstore
+    0xde5e_81e4, // efivarfs
+    0x4249_4e4d, // binfmt_misc
+    0x1980_0202, // mqueue
+    0xf97c_ff8c, // selinuxfs
+    0x6e73_6673, // nsfs
+];
+
+/// A device the Sentry implements itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// `/dev/null`
+    Null,
+    /// `/dev/zero`
+    Zero,
+    /// `/dev/full`
+    Full,
+    /// `/dev/random`
+    Random,
+    /// `/dev/urandom`
+    Urandom,
+}
+
+const DEVICES: &[(&str, Device, u32)] = &[
+    ("full", Device::Full, 7),
+    ("null", Device::Null, 3),
+    ("random", Device::Random, 8),
+    ("urandom", Device::Urandom, 9),
+    ("zero", Device::Zero, 5),
+];
+
+/// Device number of the Sentry's synthetic file systems.
+const SYNTH_DEV: u64 = 0x3_0000_0000;
+
+fn makedev(major: u64, minor: u64) -> u64 {
+    ((major & 0xfff) << 8) | (minor & 0xff) | ((minor & !0xff) << 12)
+}
+
+/// A host file or directory held open by the Sentry.
+pub struct HostFile {
+    fd: OwnedFd,
+}
+
+impl fmt::Debug for HostFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HostFile({:?})", self.fd)
+    }
+}
+
+impl HostFile {
+    /// The host descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// A resolved object in the guest's tree.
+#[derive(Clone, Debug)]
+pub enum Node {
+    /// a host object, held by an `O_PATH` descriptor
+    Host {
+        /// the `O_PATH | O_NOFOLLOW` descriptor
+        fd: Arc<OwnedFd>,
+        /// its `st_mode`
+        mode: u32,
+    },
+    /// the synthetic `/dev`
+    DevDir,
+    /// a synthetic device
+    Dev(Device),
+    /// an empty read-only directory standing in for a masked host one
+    Masked {
+        /// inode number to report
+        ino: u64,
+    },
+}
+
+impl Node {
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        match self {
+            Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFDIR,
+            Node::DevDir | Node::Masked { .. } => true,
+            Node::Dev(_) => false,
+        }
+    }
+
+    fn is_symlink(&self) -> bool {
+        matches!(self, Node::Host { mode, .. } if mode & abi::S_IFMT == abi::S_IFLNK)
+    }
+
+    /// `stat` of this node.
+    pub fn stat(&self) -> Result<Stat, Errno> {
+        let (uid, gid) = host::ids();
+        let synth = |mode: u32, ino: u64, rdev: u64| Stat {
+            dev: SYNTH_DEV,
+            ino,
+            nlink: if mode & abi::S_IFMT == abi::S_IFDIR {
+                2
+            } else {
+                1
+            },
+            mode,
+            uid,
+            gid,
+            pad0: 0,
+            rdev,
+            size: 0,
+            blksize: 4096,
+            blocks: 0,
+            atime: 0,
+            atime_nsec: 0,
+            mtime: 0,
+            mtime_nsec: 0,
+            ctime: 0,
+            ctime_nsec: 0,
+            unused: [0; 3],
+        };
+        match self {
+            Node::Host { fd, .. } => Ok(host::to_abi_stat(&host::fstat(fd.as_fd())?)),
+            Node::DevDir => Ok(synth(abi::S_IFDIR | 0o755, 1, 0)),
+            Node::Masked { ino } => Ok(synth(abi::S_IFDIR | 0o555, *ino, 0)),
+            Node::Dev(d) => {
+                let (_, _, minor) = DEVICES
+                    .iter()
+                    .find(|(_, dv, _)| dv == d)
+                    .copied()
+                    .unwrap_or(("null", Device::Null, 3));
+                Ok(synth(
+                    abi::S_IFCHR | 0o666,
+                    10 + u64::from(minor),
+                    makedev(1, minor.into()),
+                ))
+            }
+        }
+    }
+}
+
+/// A path from the root: the chain of directories down to an object, which
+/// is what lets `..` stop at the root.
+#[derive(Clone, Debug)]
+pub struct Location {
+    chain: Vec<(Vec<u8>, Node)>,
+}
+
+impl Location {
+    /// The object itself.
+    pub fn node(&self) -> &Node {
+        // The chain always holds the root.
+        &self.chain[self.chain.len() - 1].1
+    }
+
+    /// The guest's absolute path of this location.
+    pub fn path(&self) -> String {
+        if self.chain.len() == 1 {
+            return "/".into();
+        }
+        let mut s = Vec::new();
+        for (name, _) in &self.chain[1..] {
+            s.push(b'/');
+            s.extend_from_slice(name);
+        }
+        String::from_utf8_lossy(&s).into_owned()
+    }
+
+    /// The containing directory and this object's name (`None` for the root).
+    pub fn parent(&self) -> Option<(&Node, &[u8])> {
+        let n = self.chain.len();
+        (n >= 2).then(|| (&self.chain[n - 2].1, self.chain[n - 1].0.as_slice()))
+    }
+}
+
+/// What a walk found for the last component.
+#[derive(Debug)]
+pub enum Lookup {
+    /// it exists
+    Found(Location),
+    /// it does not, but its parent directory does (where `O_CREAT` or
+    /// `mkdir` would act)
+    Missing {
+        /// the parent directory
+        parent: Location,
+    },
+}
+
+/// The mount namespace of one sandbox: the root and the device cache used to
+/// recognise masked host file systems.
+pub struct FileSystem {
+    root: Node,
+    masked_devs: Mutex<HashMap<u64, bool>>,
+}
+
+impl fmt::Debug for FileSystem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileSystem")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+fn split(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    path.split(|&b| b == b'/').filter(|c| !c.is_empty())
+}
+
+impl FileSystem {
+    /// A file system rooted at the host directory `root` (any descriptor of
+    /// it; it is reopened `O_PATH`).
+    pub fn new(root: BorrowedFd<'_>) -> std::io::Result<Self> {
+        let fd = host::openat(root, c".", libc::O_PATH | libc::O_DIRECTORY)?;
+        let mode = host::fstat(fd.as_fd())?.st_mode;
+        Ok(FileSystem {
+            root: Node::Host {
+                fd: Arc::new(fd),
+                mode,
+            },
+            masked_devs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> Location {
+        Location {
+            chain: vec![(Vec::new(), self.root.clone())],
+        }
+    }
+
+    fn is_masked_dev(&self, fd: BorrowedFd<'_>, dev: u64) -> bool {
+        let mut cache = self.masked_devs.lock().unwrap_or_else(|e| e.into_inner());
+        *cache.entry(dev).or_insert_with(|| {
+            host::fstatfs(fd)
+                .map(|s| MASKED_FS_MAGIC.contains(&{ s.f_type }))
+                .unwrap_or(true)
+        })
+    }
+
+    /// Looks `name` up in directory `dir` (which sits `depth` levels below
+    /// the root).
+    fn lookup_child(&self, dir: &Node, depth: usize, name: &[u8]) -> Result<Node, Errno> {
+        if name.len() > NAME_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        match dir {
+            Node::Host { fd, .. } => {
+                if depth == 0 {
+                    match name {
+                        b"dev" => return Ok(Node::DevDir),
+                        b"proc" => return Ok(Node::Masked { ino: 2 }),
+                        b"sys" => return Ok(Node::Masked { ino: 3 }),
+                        _ => {}
+                    }
+                }
+                let cname = host::c_name(name).ok_or(Errno::ENOENT)?;
+                let child = host::openat(fd.as_fd(), &cname, libc::O_PATH)?;
+                let st = host::fstat(child.as_fd())?;
+                if st.st_mode & abi::S_IFMT == abi::S_IFDIR
+                    && self.is_masked_dev(child.as_fd(), st.st_dev)
+                {
+                    return Ok(Node::Masked { ino: st.st_ino });
+                }
+                Ok(Node::Host {
+                    fd: Arc::new(child),
+                    mode: st.st_mode,
+                })
+            }
+            Node::DevDir => DEVICES
+                .iter()
+                .find(|(n, _, _)| n.as_bytes() == name)
+                .map(|&(_, d, _)| Node::Dev(d))
+                .ok_or(Errno::ENOENT),
+            Node::Masked { .. } => Err(Errno::ENOENT),
+            Node::Dev(_) => Err(Errno::ENOTDIR),
+        }
+    }
+
+    /// Resolves `path` from `start` (ignored for absolute paths). A final
+    /// symlink is followed when `follow` is set or the path ends in `/`.
+    pub fn walk(&self, start: &Location, path: &[u8], follow: bool) -> Result<Lookup, Errno> {
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if path.len() >= PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        let mut loc = if path[0] == b'/' {
+            self.root()
+        } else {
+            start.clone()
+        };
+        let mut must_be_dir = path.ends_with(b"/");
+        let mut queue: VecDeque<Vec<u8>> = split(path).map(<[u8]>::to_vec).collect();
+        let mut links = 0;
+        while let Some(name) = queue.pop_front() {
+            let last = queue.is_empty();
+            if !loc.node().is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            if name == b"." {
+                continue;
+            }
+            if name == b".." {
+                if loc.chain.len() > 1 {
+                    loc.chain.pop();
+                }
+                continue;
+            }
+            let child = match self.lookup_child(loc.node(), loc.chain.len() - 1, &name) {
+                Ok(c) => c,
+                Err(Errno::ENOENT) if last => return Ok(Lookup::Missing { parent: loc }),
+                Err(e) => return Err(e),
+            };
+            if child.is_symlink() && (!last || follow || must_be_dir) {
+                links += 1;
+                if links > MAX_SYMLINKS {
+                    return Err(Errno::ELOOP);
+                }
+                let Node::Host { fd, .. } = &child else {
+                    return Err(Errno::EIO);
+                };
+                let target = host::readlink(fd.as_fd())?;
+                if target.is_empty() {
+                    return Err(Errno::ENOENT);
+                }
+                if target[0] == b'/' {
+                    loc = self.root();
+                }
+                if target.ends_with(b"/") && last {
+                    must_be_dir = true;
+                }
+                for c in split(&target).collect::<Vec<_>>().into_iter().rev() {
+                    queue.push_front(c.to_vec());
+                }
+                continue;
+            }
+            loc.chain.push((name, child));
+        }
+        if must_be_dir && !loc.node().is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(Lookup::Found(loc))
+    }
+
+    /// Like [`FileSystem::walk`], but a missing object is `ENOENT`.
+    pub fn resolve(&self, start: &Location, path: &[u8], follow: bool) -> Result<Location, Errno> {
+        match self.walk(start, path, follow)? {
+            Lookup::Found(l) => Ok(l),
+            Lookup::Missing { .. } => Err(Errno::ENOENT),
+        }
+    }
+
+    /// Opens the object at `loc` for reading (files and directories only:
+    /// host device nodes, FIFOs and sockets are refused, as on a `nodev`
+    /// mount, so a crafted root cannot reach host devices).
+    pub fn open_host(&self, loc: &Location) -> Result<Arc<HostFile>, Errno> {
+        let Node::Host { mode, .. } = loc.node() else {
+            return Err(Errno::EINVAL);
+        };
+        let kind = mode & abi::S_IFMT;
+        if kind != abi::S_IFREG && kind != abi::S_IFDIR {
+            return Err(Errno::EACCES);
+        }
+        let fd = match loc.parent() {
+            Some((Node::Host { fd: parent, .. }, name)) => {
+                let cname = host::c_name(name).ok_or(Errno::ENOENT)?;
+                host::openat(
+                    parent.as_fd(),
+                    &cname,
+                    libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+                )?
+            }
+            Some(_) => return Err(Errno::EIO),
+            None => {
+                let Node::Host { fd, .. } = &self.root else {
+                    return Err(Errno::EIO);
+                };
+                host::openat(fd.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY)?
+            }
+        };
+        // The object may have changed between the walk and this open.
+        let st = host::fstat(fd.as_fd())?;
+        if st.st_mode & abi::S_IFMT != kind {
+            return Err(Errno::EAGAIN);
+        }
+        Ok(Arc::new(HostFile { fd }))
+    }
+}
+
+/// One directory entry, as `getdents64` reports it.
+#[derive(Clone, Debug)]
+pub struct DirEntry {
+    /// inode number
+    pub ino: u64,
+    /// `d_type`
+    pub kind: u8,
+    /// name
+    pub name: Vec<u8>,
+}
+
+/// Lists a directory node completely (the Sentry serves `getdents64` from
+/// this snapshot, as Linux's own readdir sees a directory at one time).
+pub fn list_dir(node: &Node, file: Option<&HostFile>) -> Result<Vec<DirEntry>, Errno> {
+    let dot = |ino| {
+        vec![
+            DirEntry {
+                ino,
+                kind: abi::dt::DIR,
+                name: b".".to_vec(),
+            },
+            DirEntry {
+                ino: 1,
+                kind: abi::dt::DIR,
+                name: b"..".to_vec(),
+            },
+        ]
+    };
+    match node {
+        Node::DevDir => {
+            let mut v = dot(1);
+            for &(name, _, minor) in DEVICES {
+                v.push(DirEntry {
+                    ino: 10 + u64::from(minor),
+                    kind: abi::dt::CHR,
+                    name: name.as_bytes().to_vec(),
+                });
+            }
+            Ok(v)
+        }
+        Node::Masked { ino } => Ok(dot(*ino)),
+        Node::Dev(_) => Err(Errno::ENOTDIR),
+        Node::Host { .. } => {
+            let f = file.ok_or(Errno::EBADF)?;
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; 32768];
+            host::lseek(f.fd(), 0, libc::SEEK_SET)?;
+            loop {
+                let n = host::getdents64(f.fd(), &mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                let mut at = 0;
+                while at + 19 <= n {
+                    let ino =
+                        u64::from_ne_bytes(buf[at..at + 8].try_into().map_err(|_| Errno::EIO)?);
+                    let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+                    let kind = buf[at + 18];
+                    if reclen == 0 || at + reclen > n {
+                        break;
+                    }
+                    let name_area = &buf[at + 19..at + reclen];
+                    let len = name_area
+                        .iter()
+                        .position(|&b| b == 0)
+                        .unwrap_or(name_area.len());
+                    out.push(DirEntry {
+                        ino,
+                        kind,
+                        name: name_area[..len].to_vec(),
+                    });
+                    at += reclen;
+                }
+            }
+            Ok(out)
+        }
+    }
+}

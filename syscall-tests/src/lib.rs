@@ -1,0 +1,1 @@
+//! Differential syscall tests: guest programs run natively and in the sandbox.
