@@ -270,6 +270,19 @@ impl Errno {
     /// Memory page has hardware error
     pub const EHWPOISON: Errno = Errno(133);
 
+    /// Kernel-internal: restart the call unless a handler without
+    /// `SA_RESTART` runs (then `EINTR`). Never seen by the guest.
+    pub const ERESTARTSYS: Errno = Errno(512);
+    /// Kernel-internal: always restart the call.
+    pub const ERESTARTNOINTR: Errno = Errno(513);
+    /// Kernel-internal: restart unless any handler runs (then `EINTR`).
+    pub const ERESTARTNOHAND: Errno = Errno(514);
+
+    /// Whether this is one of the internal restart codes.
+    pub fn is_restart(self) -> bool {
+        (512..=514).contains(&self.0)
+    }
+
     /// The value a system call returns in `rax` for this error.
     pub fn as_return(self) -> u64 {
         (-i64::from(self.0)) as u64

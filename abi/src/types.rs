@@ -91,3 +91,18 @@ Elf64Ehdr, 64, {
 abi_struct!(
     /// ELF64 program header.
     Elf64Phdr, 56, { kind: u32, flags: u32, offset: u64, vaddr: u64, paddr: u64, filesz: u64, memsz: u64, align: u64 });
+abi_struct!(
+/// `struct sigcontext` (x86-64), the register part of a signal frame.
+SigContext, 256, {
+    r8: u64, r9: u64, r10: u64, r11: u64, r12: u64, r13: u64, r14: u64, r15: u64,
+    rdi: u64, rsi: u64, rbp: u64, rbx: u64, rdx: u64, rax: u64, rcx: u64, rsp: u64, rip: u64, eflags: u64,
+    cs: u16, gs: u16, fs: u16, ss: u16, err: u64, trapno: u64, oldmask: u64, cr2: u64, fpstate: u64, reserved: [u64; 8],
+});
+abi_struct!(
+    /// `struct ucontext` as the kernel writes it into a signal frame.
+    UContext, 304, { flags: u64, link: u64, stack: StackT, mcontext: SigContext, sigmask: u64 });
+abi_struct!(
+    /// `siginfo_t`: the common header, then the union as words. For
+    /// `kill`/`SIGCHLD` the union starts with pid (i32) and uid (u32), then
+    /// status (i32); for faults it starts with the address.
+    SigInfo, 128, { signo: i32, errno: i32, code: i32, pad: i32, fields: [u64; 14] });

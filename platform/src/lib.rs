@@ -257,6 +257,19 @@ pub trait Context: Send + fmt::Debug {
 
     /// A handle other threads use to interrupt this context.
     fn interrupter(&self) -> Arc<dyn Interrupter>;
+
+    /// The guest thread's floating-point/vector state as of the last
+    /// [`Context::switch`], in the `FXSAVE` layout (512 bytes) or a larger
+    /// `XSAVE` layout, for signal frames.
+    fn fpstate(&mut self) -> Result<Vec<u8>> {
+        Err(Error::Misuse("this platform does not expose FPU state"))
+    }
+
+    /// Replaces the floating-point state (same layout as [`Context::fpstate`])
+    /// for the next switch.
+    fn set_fpstate(&mut self, _state: &[u8]) -> Result<()> {
+        Err(Error::Misuse("this platform does not expose FPU state"))
+    }
 }
 
 /// The memory file descriptor a platform maps guest pages from, borrowed at

@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex};
 use abi::{Errno, OpenFlags, Stat};
 
 use crate::host;
+use crate::kernel::EventBus;
 use crate::mm::GuestSlice;
+use crate::pipe::{Attempt, PipeEnd};
+use crate::task::Process;
 use crate::vfs::{self, Device, DirEntry, HostFile, Location, Node};
 
 /// What an open file description refers to.
@@ -22,6 +25,46 @@ pub enum FileKind {
     Stdio(i32),
     /// an `O_PATH` descriptor: only a location
     Path,
+    /// one end of a pipe
+    Pipe(PipeEnd),
+}
+
+/// What a blocking file operation needs to sleep and to notice signals.
+#[derive(Clone, Copy, Debug)]
+pub struct Blocker<'a> {
+    /// the sandbox's wait point
+    pub bus: &'a EventBus,
+    /// the calling process (its pending signals interrupt the wait)
+    pub proc_: &'a Process,
+}
+
+impl Blocker<'_> {
+    /// Retries `attempt` until it makes progress: `EAGAIN` when
+    /// `nonblock`, `ERESTARTSYS` when a signal arrives first. `ready` must
+    /// tell, without side effects, whether an attempt could progress now.
+    pub fn block_on<T>(
+        &self,
+        nonblock: bool,
+        mut attempt: impl FnMut() -> Result<Option<T>, Errno>,
+        ready: impl Fn() -> bool,
+    ) -> Result<T, Errno> {
+        loop {
+            if let Some(v) = attempt()? {
+                return Ok(v);
+            }
+            if nonblock {
+                return Err(Errno::EAGAIN);
+            }
+            let g = self.bus.lock();
+            if ready() {
+                continue;
+            }
+            if self.proc_.interrupted() {
+                return Err(Errno::ERESTARTSYS);
+            }
+            drop(self.bus.wait(g, None));
+        }
+    }
 }
 
 /// An open file description, shared by `dup`ed descriptors.
@@ -91,9 +134,39 @@ impl FileDescription {
 
     /// Reads into guest memory at the description's position (`pos` given:
     /// `pread`, position unchanged).
-    pub fn read(&self, bufs: &[GuestSlice], at: Option<u64>) -> Result<u64, Errno> {
+    pub fn read(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
         if !self.readable() {
             return Err(Errno::EBADF);
+        }
+        if let FileKind::Pipe(end) = &self.kind {
+            if at.is_some() {
+                return Err(Errno::ESPIPE);
+            }
+            if !end.reader {
+                return Err(Errno::EBADF);
+            }
+            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            return blk.block_on(
+                nonblock,
+                || match end.pipe.try_read(bufs)? {
+                    Attempt::Done(n) => Ok(Some(n)),
+                    Attempt::WouldBlock => Ok(None),
+                },
+                || {
+                    let (readable, _, hup, _) = end.pipe.poll_state();
+                    readable || hup
+                },
+            );
+        }
+        if let FileKind::Stdio(fd) = self.kind {
+            if at.is_none() && !self.stdio_ready(fd, blk)? {
+                return Err(Errno::EAGAIN);
+            }
         }
         let mut pos_guard = lock(&self.pos);
         let mut pos = at.unwrap_or(*pos_guard);
@@ -131,7 +204,7 @@ impl FileDescription {
                     }
                 }
                 FileKind::SynthDir => return Err(Errno::EISDIR),
-                FileKind::Path => return Err(Errno::EBADF),
+                FileKind::Path | FileKind::Pipe(_) => return Err(Errno::EBADF),
             };
             total += n as u64;
             pos += n as u64;
@@ -146,9 +219,43 @@ impl FileDescription {
     }
 
     /// Writes guest memory to the file.
-    pub fn write(&self, bufs: &[GuestSlice], at: Option<u64>) -> Result<u64, Errno> {
+    pub fn write(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
         if !self.writable() {
             return Err(Errno::EBADF);
+        }
+        if let FileKind::Pipe(end) = &self.kind {
+            if at.is_some() {
+                return Err(Errno::ESPIPE);
+            }
+            let total_len: u64 = bufs.iter().map(|b| b.len as u64).sum();
+            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            let mut done = 0u64;
+            // Linux writes as much as fits, sleeping until everything is
+            // written; a signal after partial progress returns the count.
+            while done < total_len {
+                let r = blk.block_on(
+                    nonblock,
+                    || match end.pipe.try_write(bufs, done)? {
+                        Attempt::Done(n) => Ok(Some(n)),
+                        Attempt::WouldBlock => Ok(None),
+                    },
+                    || {
+                        let (_, writable, _, no_readers) = end.pipe.poll_state();
+                        writable || no_readers
+                    },
+                );
+                match r {
+                    Ok(n) => done += n,
+                    Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(done);
         }
         let mut total = 0u64;
         for b in bufs {
@@ -156,9 +263,15 @@ impl FileDescription {
                 FileKind::Dev(Device::Full) => return Err(Errno::ENOSPC),
                 FileKind::Dev(_) => b.len,
                 FileKind::Stdio(fd) => {
-                    let _ = at;
+                    let host_fd = Self::stdio_borrow(*fd);
                     // SAFETY: guest slices are valid for `len` bytes.
-                    match unsafe { host::write_raw(Self::stdio_borrow(*fd), b.ptr, b.len) } {
+                    let r = unsafe {
+                        match at {
+                            Some(pos) => host::pwrite_raw(host_fd, b.ptr, b.len, pos + total),
+                            None => host::write_raw(host_fd, b.ptr, b.len),
+                        }
+                    };
+                    match r {
                         Ok(n) => n,
                         Err(e) if total > 0 => {
                             tracing::debug!("short write: {e}");
@@ -177,9 +290,29 @@ impl FileDescription {
         Ok(total)
     }
 
+    /// Waits until the caller's standard descriptor `fd` has input, waking
+    /// up now and then to notice signals (a host read cannot be
+    /// interrupted from here). `false` for a non-blocking descriptor that
+    /// has nothing.
+    fn stdio_ready(&self, fd: i32, blk: Blocker<'_>) -> Result<bool, Errno> {
+        let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+        loop {
+            match host::poll_in(Self::stdio_borrow(fd), if nonblock { 0 } else { 50 }) {
+                Ok(true) => return Ok(true),
+                Ok(false) if nonblock => return Ok(false),
+                Ok(false) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if blk.proc_.interrupted() {
+                return Err(Errno::ERESTARTSYS);
+            }
+        }
+    }
+
     /// `lseek(2)`.
     pub fn seek(&self, off: i64, whence: u32) -> Result<u64, Errno> {
         match &self.kind {
+            FileKind::Pipe(_) => Err(Errno::ESPIPE),
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),
@@ -212,6 +345,7 @@ impl FileDescription {
     /// `fstat(2)`.
     pub fn stat(&self) -> Result<Stat, Errno> {
         match (&self.kind, &self.location) {
+            (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
             (FileKind::Stdio(fd), _) => {
                 Ok(host::to_abi_stat(&host::fstat(Self::stdio_borrow(*fd))?))
             }

@@ -285,3 +285,68 @@ pub fn total_memory() -> u64 {
     }
     si.totalram * u64::from(si.mem_unit)
 }
+
+/// Whether `fd` has input within `timeout_ms` (`poll` for `POLLIN`; hang-up
+/// and errors count as ready so the following read reports them).
+pub fn poll_in(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINTR) {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(n > 0)
+}
+
+/// `poll` of one host descriptor without waiting; returns `revents`.
+pub fn poll_events(fd: BorrowedFd<'_>, events: i16) -> i16 {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    if n <= 0 {
+        0
+    } else {
+        p.revents
+    }
+}
+
+/// The caller's supplementary groups.
+pub fn groups() -> Vec<u32> {
+    // SAFETY: a null list with size 0 only asks for the count.
+    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    let mut v = vec![0 as libc::gid_t; n as usize];
+    // SAFETY: `v` has room for `n` ids.
+    let n = unsafe { libc::getgroups(n, v.as_mut_ptr()) };
+    v.truncate(n.max(0) as usize);
+    v
+}
+
+/// `pwrite` from raw memory.
+///
+/// # Safety
+/// `ptr` must be valid for reads of `len` bytes.
+pub unsafe fn pwrite_raw(
+    fd: BorrowedFd<'_>,
+    ptr: *const u8,
+    len: usize,
+    pos: u64,
+) -> io::Result<usize> {
+    // SAFETY: the caller guarantees `ptr`/`len`.
+    let n = cvt(unsafe { libc::pwrite(fd.as_raw_fd(), ptr.cast(), len, pos as i64) } as i64)?;
+    Ok(n as usize)
+}

@@ -1,10 +1,12 @@
 //! The sandbox as a whole: platform, memory file, file system, and starting
 //! the first task.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
 
 use abi::{Errno, OpenFlags};
 use platform::Platform;
@@ -13,7 +15,7 @@ use crate::file::{FdEntry, FdTable, FileDescription, FileKind};
 use crate::loader::{self, ExecRequest};
 use crate::memfile::MemoryFile;
 use crate::mm::MemoryManager;
-use crate::task::{ExitStatus, SignalState, Task};
+use crate::task::{ExitStatus, Process, ProcessState, SignalState, Task};
 use crate::vfs::{FileSystem, Location};
 
 /// Errors starting a sandbox, for the person at the command line.
@@ -83,9 +85,93 @@ pub struct Kernel {
     pub hostname: String,
     /// CPUs the guest sees
     pub cpus: usize,
+    /// supplementary groups the guest sees (the caller's)
+    pub groups: Vec<u32>,
     /// memory the guest is told exists (bytes)
     pub total_memory: u64,
     unsupported_seen: Vec<AtomicBool>,
+    /// every process, by PID (zombies included until reaped)
+    pub procs: Mutex<ProcTable>,
+    /// wakes blocked tasks when anything they might wait for changes
+    pub bus: Arc<EventBus>,
+}
+
+/// The sandbox's processes.
+#[derive(Debug, Default)]
+pub struct ProcTable {
+    /// live and zombie processes
+    pub map: BTreeMap<i32, Arc<Process>>,
+    next: i32,
+}
+
+/// Most processes a sandbox may hold at once (`fork` answers `EAGAIN`).
+pub const MAX_PROCS: usize = 4096;
+/// PIDs wrap after this, as `pid_max` does.
+const PID_MAX: i32 = 4_194_304;
+
+impl ProcTable {
+    /// Allocates a free PID.
+    pub fn alloc_pid(&mut self) -> Result<i32, Errno> {
+        if self.map.len() >= MAX_PROCS {
+            return Err(Errno::EAGAIN);
+        }
+        loop {
+            self.next = if self.next >= PID_MAX {
+                2
+            } else {
+                self.next + 1
+            };
+            if !self.map.contains_key(&self.next) {
+                return Ok(self.next);
+            }
+        }
+    }
+}
+
+/// A kernel-wide wait/notify point. A blocked task re-checks its condition
+/// under the bus lock each time anything changes; whoever changes state
+/// calls [`EventBus::notify`] after releasing its own locks. One condition
+/// variable for the whole sandbox is simple and cannot lose a wake-up; the
+/// cost is spurious re-checks, which stay cheap at sandbox scale.
+#[derive(Debug, Default)]
+pub struct EventBus {
+    generation: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl EventBus {
+    /// Wakes every waiter to re-check.
+    pub fn notify(&self) {
+        let mut g = self.generation.lock().unwrap_or_else(|e| e.into_inner());
+        *g = g.wrapping_add(1);
+        drop(g);
+        self.cv.notify_all();
+    }
+
+    /// Locks the bus; conditions checked under this guard cannot miss a
+    /// notification.
+    pub fn lock(&self) -> MutexGuard<'_, u64> {
+        self.generation.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for the next notification (or `deadline`).
+    pub fn wait<'a>(
+        &self,
+        guard: MutexGuard<'a, u64>,
+        deadline: Option<Instant>,
+    ) -> MutexGuard<'a, u64> {
+        match deadline {
+            None => self.cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
+            Some(d) => {
+                let now = Instant::now();
+                let dur = d.saturating_duration_since(now);
+                self.cv
+                    .wait_timeout(guard, dur)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            }
+        }
+    }
 }
 
 impl fmt::Debug for Kernel {
@@ -97,6 +183,35 @@ impl fmt::Debug for Kernel {
 }
 
 impl Kernel {
+    /// The process with `pid`.
+    pub fn process(&self, pid: i32) -> Option<Arc<Process>> {
+        self.procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map
+            .get(&pid)
+            .cloned()
+    }
+
+    /// Kills every process but init (when init exits).
+    pub fn kill_all(&self) {
+        let procs: Vec<_> = self.procs().map.values().cloned().collect();
+        for p in procs {
+            if p.pid != 1 {
+                p.send_signal(
+                    self,
+                    abi::signal::SIGKILL,
+                    crate::task::user_info(abi::signal::SIGKILL, 0, 0, crate::task::si::KERNEL),
+                );
+            }
+        }
+    }
+
+    /// Locks the process table.
+    pub fn procs(&self) -> MutexGuard<'_, ProcTable> {
+        self.procs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Logs an unsupported system call the first time it is seen.
     pub fn report_unsupported(&self, nr: u64, name: &str) {
         let first = self
@@ -153,10 +268,13 @@ where
         fs,
         hostname: config.hostname,
         cpus,
+        groups: crate::host::groups(),
         total_memory: crate::host::total_memory(),
         unsupported_seen: (0..abi::MAX_SYSCALL)
             .map(|_| AtomicBool::new(false))
             .collect(),
+        procs: Mutex::new(ProcTable::default()),
+        bus: Arc::new(EventBus::default()),
     });
     let root = kernel.fs.root();
     let cwd = kernel
@@ -237,7 +355,18 @@ where
         *r = crate::host::getrlimit(i as u32);
     }
 
+    let pid = kernel
+        .procs()
+        .alloc_pid()
+        .map_err(|_| Error::Platform(platform::Error::Misuse("no pid")))?;
+    let proc_ = Process::new(
+        pid,
+        ProcessState::new(0, pid, pid, abi::signal::SIGCHLD, SignalState::default()),
+    );
+    kernel.procs().map.insert(pid, proc_.clone());
+    proc_.set_interrupter(Some(ctx.interrupter()));
     let mut task = Task {
+        proc_,
         kernel: kernel.clone(),
         regs: loaded.regs,
         mm,
@@ -246,7 +375,6 @@ where
         cwd,
         umask: 0o022,
         ids,
-        signals: SignalState::default(),
         rlimits,
         clear_child_tid: 0,
         robust_list: (0, 0),
@@ -261,6 +389,12 @@ where
         exe: loaded.exe,
         exit: None,
         no_new_privs: false,
+        restart: None,
+        saved_mask: None,
     };
-    Ok(task.run()?)
+    let status = task.run_to_exit();
+    // Init has exited: like a PID namespace's init, it takes every other
+    // process with it.
+    kernel.kill_all();
+    Ok(status)
 }

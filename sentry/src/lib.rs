@@ -8,6 +8,7 @@ pub mod kernel;
 pub mod loader;
 pub mod memfile;
 pub mod mm;
+pub mod pipe;
 pub mod syscalls;
 pub mod task;
 pub mod vfs;

@@ -167,6 +167,30 @@ impl MemoryFile {
         unsafe { std::ptr::copy(src, dst, len as usize) };
     }
 
+    /// Copies `[from, from + len)` to `to`, touching only the pages that
+    /// hold data (holes stay holes), for `fork`.
+    pub fn copy_populated(&self, from: u64, to: u64, len: u64) {
+        let end = from + len;
+        let mut at = from;
+        while at < end {
+            // SAFETY: plain lseek on our own descriptor.
+            let data = unsafe { libc::lseek(self.fd.as_raw_fd(), at as i64, libc::SEEK_DATA) };
+            if data < 0 || data as u64 >= end {
+                return;
+            }
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(self.fd.as_raw_fd(), data, libc::SEEK_HOLE) };
+            let stop = if hole < 0 {
+                end
+            } else {
+                (hole as u64).min(end)
+            };
+            let data = data as u64;
+            self.copy_within(data, to + (data - from), stop - data);
+            at = stop;
+        }
+    }
+
     /// Reads up to `len` bytes from host descriptor `fd` at file position
     /// `pos` straight into the memory file at `off`; returns the count.
     pub fn fill_from_fd(

@@ -26,11 +26,29 @@ const MAX_VMAS: usize = 65530;
 /// Offsets reserved for the heap, so `brk` grows in place.
 const HEAP_RESERVE: u64 = 1 << 32;
 
+/// Memory-file pages shared by several mappings (`MAP_SHARED` anonymous
+/// memory, which stays shared across `fork`); released when the last
+/// mapping goes.
+#[derive(Debug)]
+pub struct SharedRegion {
+    mf: Arc<MemoryFile>,
+    off: u64,
+    len: u64,
+}
+
+impl Drop for SharedRegion {
+    fn drop(&mut self) {
+        self.mf.release(self.off, self.len);
+    }
+}
+
 /// What backs a VMA's contents.
 #[derive(Clone)]
 pub enum Backing {
     /// zero-filled anonymous memory
     Anon,
+    /// zero-filled memory shared with other mappings
+    Shared(Arc<SharedRegion>),
     /// a private copy of a file's contents
     File {
         /// the file
@@ -49,6 +67,7 @@ impl fmt::Debug for Backing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Backing::Anon => f.write_str("Anon"),
+            Backing::Shared(r) => write!(f, "Shared({:#x})", r.off),
             Backing::File { pos, name, .. } => write!(f, "File({name}@{pos:#x})"),
         }
     }
@@ -71,9 +90,21 @@ pub struct Vma {
     pub backing: Backing,
     /// part of the `brk` heap, whose offsets belong to the heap reservation
     pub heap: bool,
+    /// `mprotect` may add `PROT_WRITE` (false for shared mappings of files
+    /// opened read-only)
+    pub may_write: bool,
+    /// from this address on, pages lie past the end of the mapped file:
+    /// touching them is `SIGBUS`, so they are not mapped into the guest
+    pub sigbus_from: Option<u64>,
 }
 
 impl Vma {
+    /// Whether this VMA's offsets are its own to free (not the heap
+    /// reservation's, not a shared region's).
+    fn owns_offsets(&self) -> bool {
+        !self.heap && !matches!(self.backing, Backing::Shared(_))
+    }
+
     fn split_at(&mut self, at: u64) -> Vma {
         debug_assert!(at > self.start && at < self.end);
         let delta = at - self.start;
@@ -107,6 +138,16 @@ pub struct GuestSlice {
     pub ptr: *mut u8,
     /// length in bytes
     pub len: usize,
+}
+
+/// A copied address space in transit from a `fork` parent to its child.
+#[derive(Debug)]
+pub struct MmSnapshot {
+    vmas: Vec<Vma>,
+    heap_offset: Option<u64>,
+    brk_start: u64,
+    brk: u64,
+    mmap_top: u64,
 }
 
 /// One guest address space.
@@ -243,6 +284,25 @@ impl MemoryManager {
             return Err(Errno::ENOMEM);
         }
         self.unmap_range(start, end)?;
+        if shared && matches!(backing, Backing::Anon) {
+            let off = self.mf.allocate(len)?;
+            let region = Arc::new(SharedRegion {
+                mf: self.mf.clone(),
+                off,
+                len,
+            });
+            return self.install(Vma {
+                start,
+                end,
+                prot,
+                shared,
+                offset: off,
+                backing: Backing::Shared(region),
+                heap: false,
+                may_write: true,
+                sigbus_from: None,
+            });
+        }
         let offset = self.mf.allocate(len)?;
         if let Backing::File {
             file, pos, avail, ..
@@ -261,6 +321,8 @@ impl MemoryManager {
             offset,
             backing,
             heap: false,
+            may_write: true,
+            sigbus_from: None,
         })
     }
 
@@ -276,13 +338,48 @@ impl MemoryManager {
             .map(|_| ())
     }
 
+    /// The part of `v` that is mapped into the guest (pages past a file's
+    /// end stay unmapped so that touching them faults).
+    fn host_end(v: &Vma) -> u64 {
+        v.sigbus_from.map_or(v.end, |b| b.clamp(v.start, v.end))
+    }
+
+    /// Records limits `mmap` learned from the file: whether `mprotect` may
+    /// add write access, and where the file's pages end.
+    pub fn set_limits(&mut self, start: u64, may_write: bool, sigbus_from: Option<u64>) {
+        let Some(v) = self.vmas.get_mut(&start) else {
+            return;
+        };
+        v.may_write = may_write;
+        v.sigbus_from = sigbus_from;
+        if let Some(b) = sigbus_from.filter(|&b| b < v.end) {
+            let end = v.end;
+            let _ = self.space.unmap(b, end - b);
+        }
+    }
+
+    /// The signal a fault at `addr` inside a mapping means, if the mapping
+    /// says (`SIGBUS` past the end of a file).
+    pub fn fault_signal(&self, addr: u64) -> Option<i32> {
+        let v = self.find_vma(addr)?;
+        v.sigbus_from
+            .filter(|&b| addr >= b)
+            .map(|_| abi::signal::SIGBUS)
+    }
+
     fn install(&mut self, vma: Vma) -> Result<(), Errno> {
-        if let Err(e) = self
-            .space
-            .map(vma.start, vma.end - vma.start, vma.prot, vma.offset)
-        {
+        if Self::host_end(&vma) == vma.start {
+            self.vmas.insert(vma.start, vma);
+            return Ok(());
+        }
+        if let Err(e) = self.space.map(
+            vma.start,
+            Self::host_end(&vma) - vma.start,
+            vma.prot,
+            vma.offset,
+        ) {
             tracing::warn!("platform map failed: {e}");
-            if !vma.heap {
+            if vma.owns_offsets() {
                 self.mf.release(vma.offset, vma.end - vma.start);
             }
             return Err(Errno::ENOMEM);
@@ -319,10 +416,10 @@ impl MemoryManager {
         }
         for k in keys {
             if let Some(v) = self.vmas.remove(&k) {
-                if v.heap {
-                    self.mf.punch(v.offset, v.end - v.start);
-                } else {
+                if v.owns_offsets() {
                     self.mf.release(v.offset, v.end - v.start);
+                } else if v.heap {
+                    self.mf.punch(v.offset, v.end - v.start);
                 }
             }
         }
@@ -346,19 +443,27 @@ impl MemoryManager {
             if v.start > at {
                 return Err(Errno::ENOMEM);
             }
+            if prot.write && !v.may_write {
+                return Err(Errno::EACCES);
+            }
             at = v.end;
         }
         if at < end {
             return Err(Errno::ENOMEM);
         }
         for k in self.isolate(start, end) {
-            if let Some(v) = self.vmas.get_mut(&k) {
-                v.prot = prot;
+            let Some(v) = self.vmas.get_mut(&k) else {
+                continue;
+            };
+            v.prot = prot;
+            let (s, e) = (v.start, Self::host_end(v));
+            if e > s {
+                self.space
+                    .protect(s, e - s, prot)
+                    .map_err(|_| Errno::ENOMEM)?;
             }
         }
-        self.space
-            .protect(start, end - start, prot)
-            .map_err(|_| Errno::ENOMEM)
+        Ok(())
     }
 
     /// `madvise(MADV_DONTNEED)`: private pages revert to their backing
@@ -385,7 +490,7 @@ impl MemoryManager {
                         avail.saturating_sub(skip).min(e - s),
                     ))
                 }
-                Backing::Anon => None,
+                Backing::Anon | Backing::Shared(_) => None,
             };
             work.push((off, e - s, file));
         }
@@ -431,6 +536,8 @@ impl MemoryManager {
                 offset: heap_off + (old_end - page_down(self.brk_start)),
                 backing: Backing::Anon,
                 heap: true,
+                may_write: true,
+                sigbus_from: None,
             };
             if self.install(vma).is_err() {
                 return self.brk;
@@ -509,8 +616,94 @@ impl MemoryManager {
             offset,
             backing,
             heap: false,
+            may_write: true,
+            sigbus_from: None,
         })?;
         Ok(dest)
+    }
+
+    /// A private copy of this address space for a `fork` child: private
+    /// pages are copied (only those that hold data), shared regions are
+    /// shared.
+    pub fn fork_copy(&self) -> Result<MmSnapshot, Errno> {
+        let heap_offset = match self.heap_offset {
+            Some(_) => Some(self.mf.allocate(HEAP_RESERVE)?),
+            None => None,
+        };
+        let mut vmas = Vec::with_capacity(self.vmas.len());
+        let undo = |vmas: &Vec<Vma>, mf: &MemoryFile| {
+            for v in vmas {
+                if v.owns_offsets() {
+                    mf.release(v.offset, v.end - v.start);
+                }
+            }
+            if let Some(h) = heap_offset {
+                mf.release(h, HEAP_RESERVE);
+            }
+        };
+        for v in self.vmas.values() {
+            let mut c = v.clone();
+            let len = v.end - v.start;
+            if let (true, Some(old), Some(new)) = (v.heap, self.heap_offset, heap_offset) {
+                c.offset = new + (v.offset - old);
+            } else if v.owns_offsets() {
+                c.offset = match self.mf.allocate(len) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        undo(&vmas, &self.mf);
+                        return Err(e);
+                    }
+                };
+            } else {
+                vmas.push(c);
+                continue;
+            }
+            self.mf.copy_populated(v.offset, c.offset, len);
+            vmas.push(c);
+        }
+        Ok(MmSnapshot {
+            vmas,
+            heap_offset,
+            brk_start: self.brk_start,
+            brk: self.brk,
+            mmap_top: self.mmap_top,
+        })
+    }
+
+    /// Builds an address space from a [`MemoryManager::fork_copy`].
+    pub fn from_snapshot(
+        mf: Arc<MemoryFile>,
+        space: Box<dyn AddressSpace>,
+        max_addr: u64,
+        snap: MmSnapshot,
+    ) -> Result<Self, Errno> {
+        let mut mm = MemoryManager::new(mf, space, max_addr);
+        mm.heap_offset = snap.heap_offset;
+        mm.brk_start = snap.brk_start;
+        mm.brk = snap.brk;
+        mm.mmap_top = snap.mmap_top;
+        let mut vmas = snap.vmas.into_iter();
+        while let Some(v) = vmas.next() {
+            let host_len = Self::host_end(&v) - v.start;
+            if let Err(e) = if host_len > 0 {
+                mm.space.map(v.start, host_len, v.prot, v.offset)
+            } else {
+                Ok(())
+            } {
+                tracing::warn!("platform map failed in fork: {e}");
+                if v.owns_offsets() {
+                    mm.mf.release(v.offset, v.end - v.start);
+                }
+                for rest in vmas {
+                    if rest.owns_offsets() {
+                        mm.mf.release(rest.offset, rest.end - rest.start);
+                    }
+                }
+                return Err(Errno::ENOMEM);
+            }
+            mm.vmas.insert(v.start, v);
+        }
+        Ok(mm)
     }
 
     /// Whether a fault at `addr` is something the Sentry resolves (it never
@@ -669,7 +862,7 @@ impl MemoryManager {
 impl Drop for MemoryManager {
     fn drop(&mut self) {
         for v in std::mem::take(&mut self.vmas).into_values() {
-            if !v.heap {
+            if v.owns_offsets() {
                 self.mf.release(v.offset, v.end - v.start);
             }
         }

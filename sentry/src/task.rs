@@ -1,11 +1,13 @@
-//! Tasks: one guest thread each, run on the host thread that owns its
-//! platform context.
+//! Tasks and processes. A guest process has one task today (threads come
+//! with the platform's support for several stub threads); each task runs on
+//! its own host thread, which owns its platform context.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use abi::{Errno, KSigaction, Rlimit, StackT};
-use platform::{Context, Event, Regs};
+use abi::signal::*;
+use abi::{Errno, KSigaction, Rlimit, SigContext, SigInfo, StackT, UContext};
+use platform::{Context, Event, Interrupter, Regs};
 use zerocopy::FromZeros;
 
 use crate::file::FdTable;
@@ -30,9 +32,90 @@ impl ExitStatus {
             ExitStatus::Signal(s) => 128 + s,
         }
     }
+
+    /// The `wait` status word.
+    pub fn wait_status(self) -> i32 {
+        match self {
+            ExitStatus::Code(c) => (c & 0xff) << 8,
+            ExitStatus::Signal(s) => s | if dumps_core(s) { 0x80 } else { 0 },
+        }
+    }
 }
 
-/// Signal dispositions and masks of a task.
+/// `SA_*` flags.
+pub mod sa {
+    /// no SIGCHLD when children stop
+    pub const NOCLDSTOP: u64 = 1;
+    /// children do not become zombies
+    pub const NOCLDWAIT: u64 = 2;
+    /// three-argument handler
+    pub const SIGINFO: u64 = 4;
+    /// `sa_restorer` is valid
+    pub const RESTORER: u64 = 0x0400_0000;
+    /// run on the alternate stack
+    pub const ONSTACK: u64 = 0x0800_0000;
+    /// restart interrupted calls
+    pub const RESTART: u64 = 0x1000_0000;
+    /// do not block the signal in its handler
+    pub const NODEFER: u64 = 0x4000_0000;
+    /// reset to default after one delivery
+    pub const RESETHAND: u64 = 0x8000_0000;
+}
+
+/// `si_code` values.
+pub mod si {
+    /// sent by `kill`
+    pub const USER: i32 = 0;
+    /// sent by the kernel
+    pub const KERNEL: i32 = 0x80;
+    /// sent by `tkill`/`tgkill`
+    pub const TKILL: i32 = -6;
+    /// child exited
+    pub const CLD_EXITED: i32 = 1;
+    /// child killed
+    pub const CLD_KILLED: i32 = 2;
+    /// child dumped core
+    pub const CLD_DUMPED: i32 = 3;
+    /// child stopped
+    pub const CLD_STOPPED: i32 = 5;
+    /// child continued
+    pub const CLD_CONTINUED: i32 = 6;
+}
+
+fn dumps_core(sig: i32) -> bool {
+    matches!(
+        sig,
+        SIGQUIT
+            | SIGILL
+            | SIGTRAP
+            | SIGABRT
+            | SIGBUS
+            | SIGFPE
+            | SIGSEGV
+            | SIGXCPU
+            | SIGXFSZ
+            | SIGSYS
+    )
+}
+
+/// Whether signal `sig`'s default action is to ignore it.
+pub fn ignored_by_default(sig: i32) -> bool {
+    matches!(sig, SIGCHLD | SIGURG | SIGWINCH | SIGCONT)
+}
+
+/// Whether `sig` stops the process by default.
+pub fn is_stop(sig: i32) -> bool {
+    matches!(sig, SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU)
+}
+
+fn bit(sig: i32) -> u64 {
+    1u64 << (sig - 1)
+}
+
+/// Signals that cannot be caught, blocked or ignored.
+pub const UNBLOCKABLE: u64 = (1 << (SIGKILL - 1)) | (1 << (SIGSTOP - 1));
+
+/// Signal dispositions, mask, pending set and alternate stack of a process.
 #[derive(Clone, Debug)]
 pub struct SignalState {
     /// `rt_sigaction` dispositions, index = signal - 1
@@ -41,36 +124,271 @@ pub struct SignalState {
     pub mask: u64,
     /// `sigaltstack`
     pub altstack: StackT,
+    /// pending signals
+    pub pending: u64,
+    /// information of each pending signal (real-time signals queue,
+    /// standard ones do not)
+    pub info: Vec<std::collections::VecDeque<SigInfo>>,
 }
+
+/// Most queued real-time signals per process (`RLIMIT_SIGPENDING`-like).
+const MAX_QUEUED: usize = 1024;
 
 impl SignalState {
     /// What `execve` keeps: handled signals go back to their default action
-    /// (ignored ones stay ignored), the mask stays, the alternate stack goes.
+    /// (ignored ones stay ignored), the mask and pending set stay, the
+    /// alternate stack goes.
     pub fn reset_for_exec(&mut self) {
         for a in &mut self.actions {
-            if a.handler != abi::signal::SIG_IGN {
+            if a.handler != SIG_IGN {
                 *a = KSigaction::new_zeroed();
             }
         }
         self.altstack = StackT::new_zeroed();
-        self.altstack.flags = abi::signal::SS_DISABLE;
+        self.altstack.flags = SS_DISABLE;
+    }
+
+    /// A copy for a `fork` child: same dispositions and mask, nothing pending.
+    pub fn for_child(&self) -> Self {
+        SignalState {
+            pending: 0,
+            info: vec![Default::default(); 64],
+            ..self.clone()
+        }
+    }
+
+    /// Marks `sig` pending with `info`.
+    pub fn enqueue(&mut self, sig: i32, info: SigInfo) {
+        let q = &mut self.info[sig as usize - 1];
+        if sig >= SIGRTMIN {
+            if self.info.iter().map(|q| q.len()).sum::<usize>() < MAX_QUEUED {
+                self.info[sig as usize - 1].push_back(info);
+            }
+        } else if q.is_empty() {
+            q.push_back(info);
+        }
+        self.pending |= bit(sig);
+    }
+
+    /// Takes one instance of pending `sig`.
+    pub fn dequeue(&mut self, sig: i32) -> SigInfo {
+        let q = &mut self.info[sig as usize - 1];
+        let info = q.pop_front();
+        if q.is_empty() {
+            self.pending &= !bit(sig);
+        }
+        info.unwrap_or_else(|| user_info(sig, 0, 0, si::KERNEL))
+    }
+
+    fn disposition_ignores(&self, sig: i32) -> bool {
+        let h = self.actions[sig as usize - 1].handler;
+        h == SIG_IGN || (h == SIG_DFL && ignored_by_default(sig))
     }
 }
 
 impl Default for SignalState {
     fn default() -> Self {
         let mut altstack = StackT::new_zeroed();
-        altstack.flags = abi::signal::SS_DISABLE;
+        altstack.flags = SS_DISABLE;
         SignalState {
             actions: [KSigaction::new_zeroed(); 64],
             mask: 0,
             altstack,
+            pending: 0,
+            info: vec![Default::default(); 64],
         }
     }
 }
 
+/// Shared, lock-protected state of a process.
+#[derive(Debug)]
+pub struct ProcessState {
+    /// parent PID (0 for the sandbox's first process)
+    pub ppid: i32,
+    /// process group
+    pub pgid: i32,
+    /// session
+    pub sid: i32,
+    /// signal sent to the parent at exit
+    pub exit_signal: i32,
+    /// signals
+    pub signals: SignalState,
+    /// set once the process has exited (a zombie until reaped)
+    pub exit: Option<ExitStatus>,
+    /// the stop signal while stopped
+    pub stopped: Option<i32>,
+    /// a stop (`Some(sig)`) or continue (`None`) not yet reported to `wait`
+    pub wait_report: Option<Option<i32>>,
+    /// a `vfork` parent may go on (the child exec'd or exited)
+    pub vfork_done: bool,
+    /// `SIGKILL` received
+    pub killed: bool,
+    /// host CPU time used, for `getrusage`/`times` (not yet tracked)
+    pub started: std::time::Instant,
+}
+
+impl ProcessState {
+    /// State of a new process.
+    pub fn new(ppid: i32, pgid: i32, sid: i32, exit_signal: i32, signals: SignalState) -> Self {
+        ProcessState {
+            ppid,
+            pgid,
+            sid,
+            exit_signal,
+            signals,
+            exit: None,
+            stopped: None,
+            wait_report: None,
+            vfork_done: false,
+            killed: false,
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+/// A guest process as other processes see it.
+pub struct Process {
+    /// process ID
+    pub pid: i32,
+    state: Mutex<ProcessState>,
+    interrupter: Mutex<Option<Arc<dyn Interrupter>>>,
+}
+
+impl fmt::Debug for Process {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Process({})", self.pid)
+    }
+}
+
+impl Process {
+    /// A new process.
+    pub fn new(pid: i32, state: ProcessState) -> Arc<Process> {
+        Arc::new(Process {
+            pid,
+            state: Mutex::new(state),
+            interrupter: Mutex::new(None),
+        })
+    }
+
+    /// Locks the shared state.
+    pub fn state(&self) -> MutexGuard<'_, ProcessState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets (or clears) the handle that interrupts the running guest.
+    pub fn set_interrupter(&self, i: Option<Arc<dyn Interrupter>>) {
+        *self.interrupter.lock().unwrap_or_else(|e| e.into_inner()) = i;
+    }
+
+    fn kick(&self, kernel: &Kernel) {
+        kernel.bus.notify();
+        if let Some(i) = self
+            .interrupter
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            i.interrupt();
+        }
+    }
+
+    /// Generates signal `sig` for this process, as `kill(2)` does: ignored
+    /// signals are discarded, `SIGCONT` resumes a stopped process, `SIGKILL`
+    /// always ends it.
+    pub fn send_signal(&self, kernel: &Kernel, sig: i32, info: SigInfo) {
+        if sig == 0 {
+            return;
+        }
+        {
+            let mut st = self.state();
+            if st.exit.is_some() {
+                return;
+            }
+            if sig == SIGKILL {
+                st.killed = true;
+                st.stopped = None;
+            } else {
+                if sig == SIGCONT {
+                    for s in [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU] {
+                        st.signals.pending &= !bit(s);
+                        st.signals.info[s as usize - 1].clear();
+                    }
+                    if st.stopped.take().is_some() {
+                        st.wait_report = Some(None);
+                        drop(st);
+                        self.notify_parent_continued(kernel);
+                        st = self.state();
+                    }
+                } else if is_stop(sig) {
+                    st.signals.pending &= !bit(SIGCONT);
+                    st.signals.info[SIGCONT as usize - 1].clear();
+                }
+                let blocked = st.signals.mask & bit(sig) != 0;
+                if !blocked && st.signals.disposition_ignores(sig) {
+                    return;
+                }
+                st.signals.enqueue(sig, info);
+            }
+        }
+        self.kick(kernel);
+    }
+
+    fn notify_parent_continued(&self, kernel: &Kernel) {
+        let ppid = self.state().ppid;
+        if let Some(parent) = kernel.process(ppid) {
+            let nocldstop =
+                parent.state().signals.actions[SIGCHLD as usize - 1].flags & sa::NOCLDSTOP != 0;
+            if !nocldstop {
+                parent.send_signal(
+                    kernel,
+                    SIGCHLD,
+                    chld_info(self.pid, si::CLD_CONTINUED, SIGCONT),
+                );
+            }
+        }
+        kernel.bus.notify();
+    }
+
+    /// Whether a signal is pending that is not blocked (so a blocking call
+    /// should stop waiting), or the process was killed.
+    pub fn interrupted(&self) -> bool {
+        let st = self.state();
+        st.killed || st.signals.pending & !st.signals.mask != 0
+    }
+}
+
+/// `siginfo` of a `SIGCHLD`.
+pub fn chld_info(pid: i32, code: i32, status: i32) -> SigInfo {
+    let mut i = SigInfo::new_zeroed();
+    i.signo = SIGCHLD;
+    i.code = code;
+    i.fields[0] = pid as u32 as u64;
+    i.fields[1] = status as u32 as u64;
+    i
+}
+
+/// `siginfo` of a signal sent by process `pid` with `kill`.
+pub fn user_info(sig: i32, pid: i32, uid: u32, code: i32) -> SigInfo {
+    let mut i = SigInfo::new_zeroed();
+    i.signo = sig;
+    i.code = code;
+    i.fields[0] = (pid as u32 as u64) | (u64::from(uid) << 32);
+    i
+}
+
+/// `siginfo` of a fault.
+pub fn fault_info(sig: i32, code: i32, addr: u64) -> SigInfo {
+    let mut i = SigInfo::new_zeroed();
+    i.signo = sig;
+    i.code = code;
+    i.fields[0] = addr;
+    i
+}
+
 /// A guest thread.
 pub struct Task {
+    /// its process
+    pub proc_: Arc<Process>,
     /// the sandbox
     pub kernel: Arc<Kernel>,
     /// registers while stopped in the Sentry
@@ -87,11 +405,9 @@ pub struct Task {
     pub umask: u32,
     /// (uid, gid) the guest sees
     pub ids: (u32, u32),
-    /// signals
-    pub signals: SignalState,
     /// resource limits, index = `RLIMIT_*`
     pub rlimits: [Rlimit; abi::rlimit::RLIM_NLIMITS],
-    /// `set_tid_address`
+    /// `set_tid_address` / `CLONE_CHILD_CLEARTID`
     pub clear_child_tid: u64,
     /// `set_robust_list` (head, len)
     pub robust_list: (u64, u64),
@@ -103,21 +419,37 @@ pub struct Task {
     pub comm: Vec<u8>,
     /// `PR_SET_NO_NEW_PRIVS`
     pub no_new_privs: bool,
+    /// the last system call asked to be restarted (internal errno)
+    pub restart: Option<Errno>,
+    /// mask to restore after `rt_sigsuspend`'s handler runs
+    pub saved_mask: Option<u64>,
 }
 
 impl fmt::Debug for Task {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Task")
+            .field("pid", &self.proc_.pid)
             .field("exe", &self.exe)
-            .field("regs", &self.regs)
             .finish()
     }
 }
 
+/// The part of a frame Linux calls `struct rt_sigframe`: return address,
+/// ucontext, siginfo.
+const FRAME_SIZE: u64 = 8 + 304 + 128;
+
 impl Task {
     /// The guest thread id (the sandbox's own numbering: the first task is 1).
     pub fn tid(&self) -> i32 {
-        1
+        self.proc_.pid
+    }
+
+    /// What blocking file operations of this task wait with.
+    pub fn blocker(&self) -> crate::file::Blocker<'_> {
+        crate::file::Blocker {
+            bus: &self.kernel.bus,
+            proc_: &self.proc_,
+        }
     }
 
     /// `RLIMIT_NOFILE`'s soft limit.
@@ -125,9 +457,24 @@ impl Task {
         self.rlimits[abi::rlimit::RLIMIT_NOFILE as usize].cur
     }
 
-    /// Runs the task until it exits.
-    pub fn run(&mut self) -> Result<ExitStatus, platform::Error> {
+    /// Runs the task to its end and then turns the process into a zombie.
+    pub fn run_to_exit(&mut self) -> ExitStatus {
+        let status = match self.run() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("task {}: platform failure: {e}", self.tid());
+                ExitStatus::Signal(SIGKILL)
+            }
+        };
+        self.exit_process(status);
+        status
+    }
+
+    fn run(&mut self) -> Result<ExitStatus, platform::Error> {
         loop {
+            if let Some(status) = self.deliver_signals() {
+                return Ok(status);
+            }
             let event = self.ctx.switch(self.mm.address_space(), &mut self.regs)?;
             match event {
                 Event::Syscall => {
@@ -139,30 +486,382 @@ impl Task {
                     }
                     self.regs.rax = match ret {
                         Ok(v) => v,
-                        Err(e) => e.as_return(),
+                        Err(e) => {
+                            if e.is_restart() {
+                                self.restart = Some(e);
+                            }
+                            e.as_return()
+                        }
                     };
                 }
-                Event::Fault { signo, addr, .. } => {
+                Event::Fault {
+                    signo, code, addr, ..
+                } => {
                     if !self.mm.handle_fault(addr) {
                         tracing::debug!(
                             "guest fault at {addr:#x} (signal {signo}), rip {:#x}",
                             self.regs.rip
                         );
-                        return Ok(ExitStatus::Signal(signo));
+                        match self.mm.fault_signal(addr) {
+                            // BUS_ADRERR: past the end of the mapped file.
+                            Some(sig) => self.force_signal(sig, fault_info(sig, 2, addr)),
+                            None => self.force_signal(signo, fault_info(signo, code, addr)),
+                        }
                     }
                 }
-                Event::Signal { signo, .. } => {
+                Event::Signal { signo, code, addr } => {
                     tracing::debug!("guest signal {signo} at rip {:#x}", self.regs.rip);
-                    return Ok(ExitStatus::Signal(signo));
+                    self.force_signal(signo, fault_info(signo, code, addr));
                 }
                 Event::Interrupted => {}
             }
         }
     }
 
-    /// Ends the task with `status`.
+    /// Delivers a synchronous signal caused by the guest's own execution:
+    /// if it is blocked or ignored, Linux resets it to the default action
+    /// (so the process dies rather than loop on the fault).
+    pub fn force_signal(&mut self, sig: i32, info: SigInfo) {
+        {
+            let mut st = self.proc_.state();
+            let idx = sig as usize - 1;
+            if st.signals.mask & bit(sig) != 0 || st.signals.actions[idx].handler == SIG_IGN {
+                st.signals.actions[idx] = KSigaction::new_zeroed();
+                st.signals.mask &= !bit(sig);
+            }
+            st.signals.enqueue(sig, info);
+        }
+    }
+
+    fn restart_syscall(&mut self) {
+        self.regs.rip -= 2;
+        self.regs.rax = self.regs.orig_rax;
+    }
+
+    /// Acts on pending signals before the guest runs again; `Some` when the
+    /// process must end.
+    fn deliver_signals(&mut self) -> Option<ExitStatus> {
+        loop {
+            let mut st = self.proc_.state();
+            if st.killed {
+                return Some(ExitStatus::Signal(SIGKILL));
+            }
+            let deliverable = st.signals.pending & !st.signals.mask;
+            if deliverable == 0 {
+                drop(st);
+                if let Some(e) = self.restart.take() {
+                    // No handler ran: every restart code restarts.
+                    let _ = e;
+                    self.restart_syscall();
+                }
+                if let Some(mask) = self.saved_mask.take() {
+                    self.proc_.state().signals.mask = mask;
+                }
+                return None;
+            }
+            // Synchronous faults first, then the lowest number, as Linux does.
+            let sync = deliverable
+                & (bit(SIGSEGV)
+                    | bit(SIGBUS)
+                    | bit(SIGILL)
+                    | bit(SIGFPE)
+                    | bit(SIGTRAP)
+                    | bit(SIGSYS));
+            let pick = if sync != 0 { sync } else { deliverable };
+            let sig = pick.trailing_zeros() as i32 + 1;
+            let info = st.signals.dequeue(sig);
+            let action = st.signals.actions[sig as usize - 1];
+            match action.handler {
+                SIG_IGN => continue,
+                SIG_DFL => {
+                    if ignored_by_default(sig) {
+                        continue;
+                    }
+                    if is_stop(sig) {
+                        st.stopped = Some(sig);
+                        st.wait_report = Some(Some(sig));
+                        let ppid = st.ppid;
+                        drop(st);
+                        self.notify_parent_stopped(ppid, sig);
+                        self.wait_while_stopped();
+                        continue;
+                    }
+                    return Some(ExitStatus::Signal(sig));
+                }
+                handler => {
+                    let old_mask = self.saved_mask.take().unwrap_or(st.signals.mask);
+                    let mut new_mask = st.signals.mask | action.mask;
+                    if action.flags & sa::NODEFER == 0 {
+                        new_mask |= bit(sig);
+                    }
+                    if action.flags & sa::RESETHAND != 0 {
+                        st.signals.actions[sig as usize - 1] = KSigaction::new_zeroed();
+                    }
+                    st.signals.mask = new_mask & !UNBLOCKABLE;
+                    let altstack = st.signals.altstack;
+                    drop(st);
+                    if let Some(e) = self.restart.take() {
+                        if e == Errno::ERESTARTNOINTR
+                            || (e == Errno::ERESTARTSYS && action.flags & sa::RESTART != 0)
+                        {
+                            self.restart_syscall();
+                        } else {
+                            self.regs.rax = Errno::EINTR.as_return();
+                        }
+                    }
+                    if self
+                        .push_frame(sig, handler, &action, &info, old_mask, altstack)
+                        .is_err()
+                    {
+                        return Some(ExitStatus::Signal(SIGSEGV));
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn notify_parent_stopped(&self, ppid: i32, sig: i32) {
+        if let Some(parent) = self.kernel.process(ppid) {
+            let nocldstop =
+                parent.state().signals.actions[SIGCHLD as usize - 1].flags & sa::NOCLDSTOP != 0;
+            if !nocldstop {
+                parent.send_signal(
+                    &self.kernel,
+                    SIGCHLD,
+                    chld_info(self.tid(), si::CLD_STOPPED, sig),
+                );
+            }
+        }
+        self.kernel.bus.notify();
+    }
+
+    fn wait_while_stopped(&self) {
+        let bus = &self.kernel.bus;
+        let mut g = bus.lock();
+        loop {
+            {
+                let st = self.proc_.state();
+                if st.stopped.is_none() || st.killed {
+                    return;
+                }
+            }
+            g = bus.wait(g, None);
+        }
+    }
+
+    /// Builds a Linux x86-64 signal frame on the guest stack and points the
+    /// registers at the handler.
+    fn push_frame(
+        &mut self,
+        sig: i32,
+        handler: u64,
+        action: &KSigaction,
+        info: &SigInfo,
+        old_mask: u64,
+        altstack: StackT,
+    ) -> Result<(), Errno> {
+        if action.flags & sa::RESTORER == 0 {
+            // x86-64 has no default trampoline: a handler without a restorer
+            // cannot return, and Linux refuses to deliver (SIGSEGV).
+            return Err(Errno::EFAULT);
+        }
+        let rsp = self.regs.rsp;
+        let on_alt = altstack.flags & SS_DISABLE == 0
+            && rsp > altstack.sp
+            && rsp <= altstack.sp + altstack.size;
+        let mut sp = rsp - 128; // the red zone below the interrupted stack pointer
+        let mut stack = altstack;
+        if action.flags & sa::ONSTACK != 0 && altstack.flags & SS_DISABLE == 0 && !on_alt {
+            sp = altstack.sp + altstack.size;
+            stack.flags = SS_ONSTACK;
+        } else if on_alt {
+            stack.flags = SS_ONSTACK;
+        }
+        let fp = self.ctx.fpstate().ok();
+        let mut fp_addr = 0;
+        if let Some(fp) = &fp {
+            sp = (sp - fp.len() as u64) & !63;
+            self.mm.copy_out(sp, fp)?;
+            fp_addr = sp;
+        }
+        let frame = ((sp - FRAME_SIZE) & !15) - 8;
+        let r = &self.regs;
+        let mc = SigContext {
+            r8: r.r8,
+            r9: r.r9,
+            r10: r.r10,
+            r11: r.r11,
+            r12: r.r12,
+            r13: r.r13,
+            r14: r.r14,
+            r15: r.r15,
+            rdi: r.rdi,
+            rsi: r.rsi,
+            rbp: r.rbp,
+            rbx: r.rbx,
+            rdx: r.rdx,
+            rax: r.rax,
+            rcx: r.rcx,
+            rsp: r.rsp,
+            rip: r.rip,
+            eflags: r.eflags,
+            cs: r.cs as u16,
+            gs: 0,
+            fs: 0,
+            ss: r.ss as u16,
+            err: 0,
+            trapno: if matches!(sig, SIGSEGV | SIGBUS) {
+                14
+            } else {
+                0
+            },
+            oldmask: old_mask,
+            cr2: if matches!(sig, SIGSEGV | SIGBUS) {
+                info.fields[0]
+            } else {
+                0
+            },
+            fpstate: fp_addr,
+            reserved: [0; 8],
+        };
+        let uc = UContext {
+            flags: 0x6, // UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS
+            link: 0,
+            stack,
+            mcontext: mc,
+            sigmask: old_mask,
+        };
+        self.mm.write_obj(frame, &action.restorer)?;
+        self.mm.write_obj(frame + 8, &uc)?;
+        self.mm.write_obj(frame + 8 + 304, info)?;
+        let regs = &mut self.regs;
+        regs.rsp = frame;
+        regs.rip = handler;
+        regs.rdi = sig as u64;
+        regs.rsi = frame + 8 + 304;
+        regs.rdx = frame + 8;
+        regs.rax = 0;
+        regs.eflags &= !(0x400 | 0x100 | 0x10000); // DF, TF, RF
+        regs.orig_rax = u64::MAX;
+        Ok(())
+    }
+
+    /// `rt_sigreturn`: restores what [`Task::push_frame`] saved.
+    pub fn sigreturn(&mut self) -> Result<u64, Errno> {
+        let uc: UContext = self.mm.read_obj(self.regs.rsp)?;
+        let mc = uc.mcontext;
+        let r = &mut self.regs;
+        r.r8 = mc.r8;
+        r.r9 = mc.r9;
+        r.r10 = mc.r10;
+        r.r11 = mc.r11;
+        r.r12 = mc.r12;
+        r.r13 = mc.r13;
+        r.r14 = mc.r14;
+        r.r15 = mc.r15;
+        r.rdi = mc.rdi;
+        r.rsi = mc.rsi;
+        r.rbp = mc.rbp;
+        r.rbx = mc.rbx;
+        r.rdx = mc.rdx;
+        r.rax = mc.rax;
+        r.rcx = mc.rcx;
+        r.rsp = mc.rsp;
+        r.rip = mc.rip;
+        // Only the flags user code may change (Linux's FIX_EFLAGS).
+        const FIX_EFLAGS: u64 = 0x0004_0dd5 | 0x0000_0100 | 0x0020_0000 | 0x0001_0000;
+        r.eflags = (r.eflags & !FIX_EFLAGS) | (mc.eflags & FIX_EFLAGS);
+        r.orig_rax = u64::MAX;
+        if mc.fpstate != 0 {
+            let len = self.ctx.fpstate().map(|f| f.len()).unwrap_or(0);
+            if len > 0 {
+                let mut buf = vec![0u8; len];
+                self.mm.copy_in(mc.fpstate, &mut buf)?;
+                // A malformed FP image from the guest is refused by the host.
+                if self.ctx.set_fpstate(&buf).is_err() {
+                    return Err(Errno::EFAULT);
+                }
+            }
+        }
+        {
+            let mut st = self.proc_.state();
+            st.signals.mask = uc.sigmask & !UNBLOCKABLE;
+            let ss = uc.stack;
+            if ss.flags & SS_DISABLE != 0 || ss.size >= MINSIGSTKSZ {
+                st.signals.altstack = StackT {
+                    sp: ss.sp,
+                    flags: ss.flags & SS_DISABLE,
+                    pad: 0,
+                    size: ss.size,
+                };
+            }
+        }
+        Ok(self.regs.rax)
+    }
+
+    /// Ends the task with `status` (the caller returns right after).
     pub fn exit(&mut self, status: ExitStatus) -> Result<u64, Errno> {
         self.exit = Some(status);
         Ok(0)
+    }
+
+    /// Turns the process into a zombie: closes its files, hands its
+    /// children to init, and tells its parent.
+    fn exit_process(&mut self, status: ExitStatus) {
+        self.proc_.set_interrupter(None);
+        self.fds = FdTable::default();
+        let me = self.tid();
+        let kernel = self.kernel.clone();
+        let (ppid, exit_signal) = {
+            let mut st = self.proc_.state();
+            st.exit = Some(status);
+            st.vfork_done = true;
+            (st.ppid, st.exit_signal)
+        };
+        let mut reap_now = false;
+        let mut orphan_zombies = false;
+        {
+            let procs = kernel.procs();
+            for p in procs.map.values() {
+                if p.pid == me {
+                    continue;
+                }
+                let mut st = p.state();
+                if st.ppid == me {
+                    st.ppid = 1;
+                    orphan_zombies |= st.exit.is_some();
+                }
+            }
+            if let Some(parent) = procs.map.get(&ppid) {
+                let pst = parent.state();
+                let a = pst.signals.actions[SIGCHLD as usize - 1];
+                reap_now = a.handler == SIG_IGN || a.flags & sa::NOCLDWAIT != 0;
+            }
+        }
+        if reap_now {
+            kernel.procs().map.remove(&me);
+        } else if exit_signal != 0 {
+            if let Some(parent) = kernel.process(ppid) {
+                let (code, st) = match status {
+                    ExitStatus::Code(c) => (si::CLD_EXITED, c & 0xff),
+                    ExitStatus::Signal(s) => (
+                        if dumps_core(s) {
+                            si::CLD_DUMPED
+                        } else {
+                            si::CLD_KILLED
+                        },
+                        s,
+                    ),
+                };
+                parent.send_signal(&kernel, exit_signal, chld_info(me, code, st));
+            }
+        }
+        if orphan_zombies {
+            if let Some(init) = kernel.process(1) {
+                init.send_signal(&kernel, SIGCHLD, chld_info(0, si::CLD_EXITED, 0));
+            }
+        }
+        kernel.bus.notify();
     }
 }

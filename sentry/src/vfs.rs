@@ -203,6 +203,16 @@ impl Location {
         String::from_utf8_lossy(&s).into_owned()
     }
 
+    /// Moves to the containing directory; `false` at the root.
+    pub fn pop(&mut self) -> bool {
+        if self.chain.len() > 1 {
+            self.chain.pop();
+            true
+        } else {
+            false
+        }
+    }
+
     /// The containing directory and this object's name (`None` for the root).
     pub fn parent(&self) -> Option<(&Node, &[u8])> {
         let n = self.chain.len();
@@ -500,5 +510,30 @@ pub fn list_dir(node: &Node, file: Option<&HostFile>) -> Result<Vec<DirEntry>, E
             }
             Ok(out)
         }
+    }
+}
+
+/// `fstat` of a pipe end: a FIFO owned by the caller.
+pub fn pipe_stat(end: &crate::pipe::PipeEnd) -> Stat {
+    let (uid, gid) = host::ids();
+    Stat {
+        dev: SYNTH_DEV + 1,
+        ino: std::sync::Arc::as_ptr(&end.pipe) as u64 >> 4,
+        nlink: 1,
+        mode: abi::S_IFIFO | 0o600,
+        uid,
+        gid,
+        pad0: 0,
+        rdev: 0,
+        size: 0,
+        blksize: 4096,
+        blocks: 0,
+        atime: 0,
+        atime_nsec: 0,
+        mtime: 0,
+        mtime_nsec: 0,
+        ctime: 0,
+        ctime_nsec: 0,
+        unused: [0; 3],
     }
 }

@@ -37,7 +37,15 @@ fn iovecs(task: &Task, addr: u64, count: u64, write: bool) -> Result<Vec<GuestSl
         let len = iov.len.min(MAX_RW_COUNT - total);
         total += len;
         if len > 0 {
-            out.extend(task.mm.slices(iov.base, len, write)?);
+            match task.mm.slices(iov.base, len, write) {
+                Ok(s) => out.extend(s),
+                // Linux transfers up to the first bad buffer.
+                Err(e) if !out.is_empty() => {
+                    let _ = e;
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
     Ok(out)
@@ -48,7 +56,21 @@ pub fn sys_read(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[2] == 0 {
         return Ok(0);
     }
-    file.read(&guest_buf(task, a[1], a[2], true)?, None)
+    file.read(task.blocker(), &guest_buf(task, a[1], a[2], true)?, None)
+}
+
+/// A write to a pipe with no reader raises `SIGPIPE` as well as failing
+/// with `EPIPE` (pipe(7)).
+fn sigpipe(task: &Task, r: Result<u64, Errno>) -> Result<u64, Errno> {
+    if r == Err(Errno::EPIPE) {
+        let sig = abi::signal::SIGPIPE;
+        task.proc_.send_signal(
+            &task.kernel,
+            sig,
+            crate::task::user_info(sig, 0, 0, crate::task::si::KERNEL),
+        );
+    }
+    r
 }
 
 pub fn sys_write(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -56,7 +78,57 @@ pub fn sys_write(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[2] == 0 {
         return Ok(0);
     }
-    file.write(&guest_buf(task, a[1], a[2], false)?, None)
+    let r = file.write(task.blocker(), &guest_buf(task, a[1], a[2], false)?, None);
+    sigpipe(task, r)
+}
+
+pub fn sys_pipe(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    pipe2(task, a[0], 0)
+}
+
+pub fn sys_pipe2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    pipe2(task, a[0], a[1] as u32)
+}
+
+fn pipe2(task: &mut Task, addr: u64, flags: u32) -> Result<u64, Errno> {
+    let allowed = (OpenFlags::CLOEXEC | OpenFlags::NONBLOCK | OpenFlags::DIRECT).bits();
+    if flags & !allowed != 0 {
+        return Err(Errno::EINVAL);
+    }
+    // Check the destination before creating anything.
+    task.mm.slices(addr, 8, true)?;
+    let pipe = crate::pipe::Pipe::new(task.kernel.bus.clone());
+    let status = flags & (OpenFlags::NONBLOCK | OpenFlags::DIRECT).bits();
+    let cloexec = flags & OpenFlags::CLOEXEC.bits() != 0;
+    let r = FileDescription::new(
+        FileKind::Pipe(crate::pipe::PipeEnd {
+            pipe: pipe.clone(),
+            reader: true,
+        }),
+        None,
+        status,
+    );
+    let w = FileDescription::new(
+        FileKind::Pipe(crate::pipe::PipeEnd {
+            pipe,
+            reader: false,
+        }),
+        None,
+        status | OpenFlags::WRONLY.bits(),
+    );
+    let limit = task.nofile();
+    let rfd = task
+        .fds
+        .insert_from(0, FdEntry { file: r, cloexec }, limit)?;
+    let wfd = match task.fds.insert_from(0, FdEntry { file: w, cloexec }, limit) {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = task.fds.remove(rfd);
+            return Err(e);
+        }
+    };
+    task.mm.write_obj(addr, &[rfd as i32, wfd as i32])?;
+    Ok(0)
 }
 
 fn offset_arg(off: u64) -> Result<u64, Errno> {
@@ -71,6 +143,7 @@ fn positional(file: &FileDescription) -> Result<(), Errno> {
     match file.kind {
         FileKind::Stdio(_) | FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir => Ok(()),
         FileKind::Path => Err(Errno::EBADF),
+        FileKind::Pipe(_) => Err(Errno::ESPIPE),
     }
 }
 
@@ -81,7 +154,11 @@ pub fn sys_pread64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[2] == 0 {
         return Ok(0);
     }
-    file.read(&guest_buf(task, a[1], a[2], true)?, Some(off))
+    file.read(
+        task.blocker(),
+        &guest_buf(task, a[1], a[2], true)?,
+        Some(off),
+    )
 }
 
 pub fn sys_pwrite64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -91,29 +168,36 @@ pub fn sys_pwrite64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[2] == 0 {
         return Ok(0);
     }
-    file.write(&guest_buf(task, a[1], a[2], false)?, Some(off))
+    let r = file.write(
+        task.blocker(),
+        &guest_buf(task, a[1], a[2], false)?,
+        Some(off),
+    );
+    sigpipe(task, r)
 }
 
 pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds.file(a[0] as i32 as i64)?;
-    file.read(&iovecs(task, a[1], a[2], true)?, None)
+    file.read(task.blocker(), &iovecs(task, a[1], a[2], true)?, None)
 }
 
 pub fn sys_writev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds.file(a[0] as i32 as i64)?;
-    file.write(&iovecs(task, a[1], a[2], false)?, None)
+    let r = file.write(task.blocker(), &iovecs(task, a[1], a[2], false)?, None);
+    sigpipe(task, r)
 }
 
 pub fn sys_preadv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds.file(a[0] as i32 as i64)?;
     let off = offset_arg(a[3])?;
-    file.read(&iovecs(task, a[1], a[2], true)?, Some(off))
+    file.read(task.blocker(), &iovecs(task, a[1], a[2], true)?, Some(off))
 }
 
 pub fn sys_pwritev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds.file(a[0] as i32 as i64)?;
     let off = offset_arg(a[3])?;
-    file.write(&iovecs(task, a[1], a[2], false)?, Some(off))
+    let r = file.write(task.blocker(), &iovecs(task, a[1], a[2], false)?, Some(off));
+    sigpipe(task, r)
 }
 
 pub fn sys_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -164,11 +248,11 @@ fn openat(task: &mut Task, dirfd: u64, path_addr: u64, raw_flags: u32) -> Result
         return Err(Errno::EEXIST);
     }
     let is_symlink = matches!(&node, Node::Host { mode, .. } if mode & abi::S_IFMT == abi::S_IFLNK);
-    if is_symlink && !path_only {
-        return Err(Errno::ELOOP);
-    }
     if flags.contains(OpenFlags::DIRECTORY) && !node.is_dir() && !tmpfile {
         return Err(Errno::ENOTDIR);
+    }
+    if is_symlink && !path_only {
+        return Err(Errno::ELOOP);
     }
     if node.is_dir() && (create || (wants_write && !tmpfile)) {
         return Err(Errno::EISDIR);
@@ -207,7 +291,6 @@ fn openat(task: &mut Task, dirfd: u64, path_addr: u64, raw_flags: u32) -> Result
         | OpenFlags::NOFOLLOW;
     let status = if path_only {
         (flags & (OpenFlags::PATH | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW)).bits()
-            | OpenFlags::LARGEFILE.bits()
     } else {
         acc | (flags & keep).bits() | OpenFlags::LARGEFILE.bits()
     };
@@ -388,6 +471,7 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         FIONREAD => {
             let n: i32 = match (&file.kind, file.stdio()) {
                 (_, Some(h)) => host::fionread(h)?,
+                (FileKind::Pipe(end), _) => end.pipe.available() as i32,
                 (FileKind::Host(_), _) if !file.is_dir() => {
                     let size = file.stat()?.size as u64;
                     let pos = *file.pos.lock().unwrap_or_else(|e| e.into_inner());
@@ -524,6 +608,12 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const F_SETLK: u32 = 6;
     const F_SETLKW: u32 = 7;
     const F_DUPFD_CLOEXEC: u32 = 1030;
+    const F_SETOWN: u32 = 8;
+    const F_GETOWN: u32 = 9;
+    const F_SETOWN_EX: u32 = 15;
+    const F_GETOWN_EX: u32 = 16;
+    const F_SETPIPE_SZ: u32 = 1031;
+    const F_GETPIPE_SZ: u32 = 1032;
     let fd = a[0] as i32 as i64;
     let file = task.fds.file(fd)?;
     let path_only = matches!(file.kind, FileKind::Path);
@@ -564,6 +654,21 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
             *f = (*f & !changeable) | (a[2] as u32 & changeable);
             Ok(0)
+        }
+        // No signal-driven I/O yet: no owner, and setting one is accepted.
+        F_SETOWN | F_GETOWN => Ok(0),
+        // struct f_owner_ex { int type; pid_t pid; }: glibc's F_GETOWN uses it.
+        F_GETOWN_EX => task.mm.write_obj(a[2], &[0i32, 0i32]).map(|()| 0),
+        F_SETOWN_EX => task.mm.read_obj::<[i32; 2]>(a[2]).map(|_| 0),
+        F_SETPIPE_SZ | F_GETPIPE_SZ => {
+            let FileKind::Pipe(end) = &file.kind else {
+                return Err(Errno::EBADF);
+            };
+            if a[1] as u32 == F_GETPIPE_SZ {
+                Ok(end.pipe.capacity() as u64)
+            } else {
+                end.pipe.set_capacity(a[2]).map(|n| n as u64)
+            }
         }
         F_GETLK | F_SETLK | F_SETLKW => {
             if path_only {
@@ -614,6 +719,9 @@ pub fn sys_fadvise64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     if a[3] > 5 || (a[2] as i64) < 0 {
         return Err(Errno::EINVAL);
+    }
+    if matches!(file.kind, FileKind::Pipe(_)) {
+        return Err(Errno::ESPIPE);
     }
     if let FileKind::Stdio(fd) = file.kind {
         let st = host::fstat(FileDescription::stdio_borrow(fd))?;
@@ -713,11 +821,17 @@ fn readlink(task: &Task, dirfd: u64, path_addr: u64, buf: u64, size: u64) -> Res
         let start = dir_arg(task, dirfd, &path)?;
         task.kernel.fs.resolve(&start, &path, false)?
     };
+    // readlinkat(fd, "") of something that is not a link: ENOENT.
+    let not_link = if path.is_empty() {
+        Errno::ENOENT
+    } else {
+        Errno::EINVAL
+    };
     let Node::Host { fd, mode } = loc.node() else {
-        return Err(Errno::EINVAL);
+        return Err(not_link);
     };
     if mode & abi::S_IFMT != abi::S_IFLNK {
-        return Err(Errno::EINVAL);
+        return Err(not_link);
     }
     let target = host::readlink(std::os::fd::AsFd::as_fd(fd.as_ref()))?;
     let n = target.len().min(size as i32 as usize);
@@ -740,6 +854,10 @@ enum Target {
     Create,
     /// the call changes it: a missing object is `ENOENT`
     Existing { follow: bool },
+    /// the call removes or renames a name in its parent: Linux takes the
+    /// write reference on the mount before looking at the last component,
+    /// so any name in an existing directory is `EROFS`
+    Entry,
 }
 
 /// Resolves the object a write-type call names and refuses the change: a
@@ -751,6 +869,9 @@ fn refuse_write(task: &Task, dirfd: u64, path_addr: u64, target: Target) -> Resu
     match (task.kernel.fs.walk(&start, &path, follow)?, target) {
         (Lookup::Found(_), Target::Create) => Err(Errno::EEXIST),
         (Lookup::Missing { .. }, Target::Existing { .. }) => Err(Errno::ENOENT),
+        (Lookup::Missing { parent }, Target::Entry) if !parent.node().is_dir() => {
+            Err(Errno::ENOTDIR)
+        }
         (Lookup::Found(loc), _) => Err(ro_error(loc.node())),
         (Lookup::Missing { parent }, _) => Err(ro_error(parent.node())),
     }
@@ -807,43 +928,58 @@ pub fn sys_linkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_unlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(
-        task,
-        AT_FDCWD as u64,
-        a[0],
-        Target::Existing { follow: false },
-    )
+    refuse_write(task, AT_FDCWD as u64, a[0], Target::Entry)
 }
 
 pub fn sys_rmdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(
-        task,
-        AT_FDCWD as u64,
-        a[0],
-        Target::Existing { follow: false },
-    )
+    refuse_write(task, AT_FDCWD as u64, a[0], Target::Entry)
 }
 
 pub fn sys_unlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[2] as u32 & !abi::AT_REMOVEDIR != 0 {
         return Err(Errno::EINVAL);
     }
-    refuse_write(task, a[0], a[1], Target::Existing { follow: false })
+    refuse_write(task, a[0], a[1], Target::Entry)
+}
+
+/// Which "mount" a location is on: the host root or a synthetic file
+/// system (rename across them is `EXDEV`).
+fn mount_of(loc: &Location) -> u8 {
+    match loc.node() {
+        Node::Host { .. } => 0,
+        Node::DevDir | Node::Dev(_) => 1,
+        Node::Masked { .. } => 2,
+    }
+}
+
+fn parent_dir(task: &Task, dirfd: u64, path: &[u8]) -> Result<Location, Errno> {
+    let start = dir_arg(task, dirfd, path)?;
+    match task.kernel.fs.walk(&start, path, false)? {
+        Lookup::Found(l) => {
+            let mut p = l.clone();
+            Ok(if p.pop() { p } else { l })
+        }
+        Lookup::Missing { parent } => Ok(parent),
+    }
+}
+
+fn rename(task: &Task, olddir: u64, old: u64, newdir: u64, new: u64) -> Result<u64, Errno> {
+    let oldp = path_arg(task, old)?;
+    let newp = path_arg(task, new)?;
+    let from = parent_dir(task, olddir, &oldp)?;
+    let to = parent_dir(task, newdir, &newp)?;
+    if mount_of(&from) != mount_of(&to) {
+        return Err(Errno::EXDEV);
+    }
+    Err(ro_error(from.node()))
 }
 
 pub fn sys_rename(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    path_arg(task, a[1])?;
-    refuse_write(
-        task,
-        AT_FDCWD as u64,
-        a[0],
-        Target::Existing { follow: false },
-    )
+    rename(task, AT_FDCWD as u64, a[0], AT_FDCWD as u64, a[1])
 }
 
 pub fn sys_renameat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    path_arg(task, a[3])?;
-    refuse_write(task, a[0], a[1], Target::Existing { follow: false })
+    rename(task, a[0], a[1], a[2], a[3])
 }
 
 pub fn sys_renameat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {

@@ -20,15 +20,41 @@ fn prot_arg(bits: u64) -> Result<Prot, Errno> {
 pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let [addr, len, prot, flags, fd, off] = *a;
     let flags = MapFlags::from_bits_retain(flags);
+    let anonymous = flags.contains(MapFlags::ANONYMOUS);
+    // The descriptor is looked at first, as mmap(2)'s EBADF comes first.
+    let file = if anonymous {
+        None
+    } else {
+        Some(task.fds.file(fd as i32 as i64)?)
+    };
     let prot = prot_arg(prot)?;
     let kind = flags.bits() & MAP_TYPE;
-    if kind != MapFlags::SHARED.bits()
-        && kind != MapFlags::PRIVATE.bits()
-        && kind != MapFlags::SHARED_VALIDATE.bits()
-    {
-        return Err(Errno::EINVAL);
-    }
-    let shared = kind != MapFlags::PRIVATE.bits();
+    let shared = match kind {
+        k if k == MapFlags::PRIVATE.bits() => false,
+        k if k == MapFlags::SHARED.bits() => true,
+        // MAP_SHARED_VALIDATE refuses flags it does not know, for files;
+        // anonymous mappings do not take it at all.
+        k if k == MapFlags::SHARED_VALIDATE.bits() && !anonymous => {
+            const LEGACY: u64 = 0x03
+                | 0x10
+                | 0x20
+                | 0x100
+                | 0x800
+                | 0x1000
+                | 0x2000
+                | 0x4000
+                | 0x8000
+                | 0x10000
+                | 0x20000
+                | 0x40000
+                | 0x0400_0000;
+            if flags.bits() & !LEGACY != 0 {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            true
+        }
+        _ => return Err(Errno::EINVAL),
+    };
     if len == 0 || off % PAGE_SIZE != 0 {
         return Err(Errno::EINVAL);
     }
@@ -37,23 +63,38 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::ENOMEM);
     }
     let mut backing = Backing::Anon;
-    if !flags.contains(MapFlags::ANONYMOUS) {
-        let file = task.fds.file(fd as i32 as i64)?;
+    let mut may_write = true;
+    let mut sigbus_from = None;
+    if let Some(file) = file {
         let readable = file.flags() & abi::O_ACCMODE != abi::OpenFlags::WRONLY.bits();
+        if matches!(file.kind, FileKind::Path) {
+            return Err(Errno::EBADF);
+        }
+        if !readable {
+            return Err(Errno::EACCES);
+        }
         match &file.kind {
-            FileKind::Path => return Err(Errno::EBADF),
             FileKind::Dev(Device::Zero) => {}
             FileKind::Host(h) if !file.is_dir() => {
-                if !readable || (shared && prot.write) {
-                    // The root is read-only: writable shared mappings need a
-                    // descriptor open for writing, which nothing here has.
-                    return Err(Errno::EACCES);
+                // The root is read-only: a shared mapping can never become
+                // writable (mprotect answers EACCES too).
+                if shared {
+                    if prot.write {
+                        return Err(Errno::EACCES);
+                    }
+                    may_write = false;
                 }
+                let size = file.stat()?.size.max(0) as u64;
                 let name = file.location.as_ref().map(|l| l.path()).unwrap_or_default();
+                // Pages wholly past the end of the file raise SIGBUS.
+                let valid = page_up(size.saturating_sub(off)).unwrap_or(u64::MAX);
+                if valid < len {
+                    sigbus_from = Some(valid);
+                }
                 backing = Backing::File {
                     file: h.clone(),
                     pos: off,
-                    avail: len,
+                    avail: len.min(size.saturating_sub(off)),
                     name,
                 };
             }
@@ -75,6 +116,8 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         task.mm.pick_address(addr, len)?
     };
     task.mm.map_fixed(start, len, prot, shared, backing)?;
+    task.mm
+        .set_limits(start, may_write, sigbus_from.map(|v| start + v));
     Ok(start)
 }
 

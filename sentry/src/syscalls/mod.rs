@@ -1,8 +1,10 @@
 //! The system call table: every x86-64 system call with its handler and
 //! support level, and the dispatcher. Handlers live in one file per family.
 
+mod fork;
 mod fs;
 mod mm;
+mod poll;
 mod process;
 mod signal;
 mod time;
@@ -45,6 +47,16 @@ use Support::{Full, Partial};
 
 /// Implemented system calls.
 const IMPLEMENTED: &[(u64, Handler, Support)] = &[
+    (
+        nr::SCHED_GET_PRIORITY_MAX,
+        process::sys_sched_get_priority_max,
+        Full,
+    ),
+    (
+        nr::SCHED_GET_PRIORITY_MIN,
+        process::sys_sched_get_priority_min,
+        Full,
+    ),
     (nr::READ, fs::sys_read, Full),
     (nr::WRITE, fs::sys_write, Full),
     (nr::OPEN, fs::sys_open, Full),
@@ -75,7 +87,22 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::GETPID, process::sys_getpid, Full),
     (nr::EXECVE, process::sys_execve, Partial),
     (nr::EXIT, process::sys_exit, Partial),
-    (nr::WAIT4, process::sys_wait4, Partial),
+    (nr::WAIT4, fork::sys_wait4, Partial),
+    (nr::WAITID, fork::sys_waitid, Partial),
+    (nr::FORK, fork::sys_fork, Full),
+    (nr::VFORK, fork::sys_vfork, Partial),
+    (nr::CLONE, fork::sys_clone, Partial),
+    (nr::CLONE3, fork::sys_clone3, Partial),
+    (nr::PIPE, fs::sys_pipe, Full),
+    (nr::PIPE2, fs::sys_pipe2, Full),
+    (nr::POLL, poll::sys_poll, Partial),
+    (nr::PPOLL, poll::sys_ppoll, Partial),
+    (nr::SELECT, poll::sys_select, Partial),
+    (nr::PSELECT6, poll::sys_pselect6, Partial),
+    (nr::RT_SIGRETURN, signal::sys_rt_sigreturn, Full),
+    (nr::RT_SIGSUSPEND, signal::sys_rt_sigsuspend, Full),
+    (nr::RT_SIGTIMEDWAIT, signal::sys_rt_sigtimedwait, Partial),
+    (nr::PAUSE, signal::sys_pause, Full),
     (nr::KILL, signal::sys_kill, Partial),
     (nr::UNAME, process::sys_uname, Full),
     (nr::FCNTL, fs::sys_fcntl, Partial),
@@ -113,13 +140,13 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::GETEGID, process::sys_getgid, Full),
     (nr::SETPGID, process::sys_setpgid, Partial),
     (nr::GETPPID, process::sys_getppid, Full),
-    (nr::GETPGRP, process::sys_getpid, Full),
+    (nr::GETPGRP, process::sys_getpgrp, Full),
     (nr::SETSID, process::sys_setsid, Partial),
     (nr::GETGROUPS, process::sys_getgroups, Full),
     (nr::GETRESUID, process::sys_getresuid, Full),
     (nr::GETRESGID, process::sys_getresgid, Full),
     (nr::GETPGID, process::sys_getpgid, Full),
-    (nr::GETSID, process::sys_getpgid, Full),
+    (nr::GETSID, process::sys_getsid, Full),
     (nr::RT_SIGPENDING, signal::sys_rt_sigpending, Partial),
     (nr::SIGALTSTACK, signal::sys_sigaltstack, Full),
     (nr::UTIME, fs::sys_chmod, Full),

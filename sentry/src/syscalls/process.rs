@@ -18,8 +18,22 @@ pub fn sys_getpid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
 
 /// The first process's parent is outside the sandbox, so it reads as 0, as
 /// for init in a PID namespace.
-pub fn sys_getppid(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
-    Ok(0)
+pub fn sys_getppid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(task.proc_.state().ppid as u64)
+}
+
+fn target(task: &Task, pid: u64) -> Result<std::sync::Arc<crate::task::Process>, Errno> {
+    let pid = pid as i32;
+    if pid == 0 || pid == task.tid() {
+        return Ok(task.proc_.clone());
+    }
+    if pid < 0 {
+        return Err(Errno::ESRCH);
+    }
+    task.kernel
+        .process(pid)
+        .filter(|p| p.state().exit.is_none())
+        .ok_or(Errno::ESRCH)
 }
 
 fn is_self(task: &Task, pid: u64) -> bool {
@@ -28,29 +42,72 @@ fn is_self(task: &Task, pid: u64) -> bool {
 }
 
 pub fn sys_getpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if !is_self(task, a[0]) {
-        return Err(Errno::ESRCH);
-    }
-    Ok(task.tid() as u64)
+    Ok(target(task, a[0])?.state().pgid as u64)
+}
+
+pub fn sys_getpgrp(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(task.proc_.state().pgid as u64)
+}
+
+pub fn sys_getsid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(target(task, a[0])?.state().sid as u64)
 }
 
 pub fn sys_setpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if !is_self(task, a[0]) {
-        return Err(Errno::ESRCH);
-    }
-    if (a[1] as i32) < 0 {
+    let pgid = a[1] as i32;
+    if pgid < 0 {
         return Err(Errno::EINVAL);
     }
-    if a[1] != 0 && a[1] as i32 != task.tid() {
-        return Err(Errno::EPERM);
+    let me = task.tid();
+    let t = target(task, a[0])?;
+    let my_sid = task.proc_.state().sid;
+    if t.pid != me {
+        let st = t.state();
+        if st.ppid != me {
+            return Err(Errno::ESRCH);
+        }
+        if st.sid != my_sid {
+            return Err(Errno::EPERM);
+        }
     }
-    // The only process is a session leader: its group cannot change.
-    Err(Errno::EPERM)
+    let pgid = if pgid == 0 { t.pid } else { pgid };
+    {
+        let st = t.state();
+        if st.sid == t.pid {
+            // A session leader cannot change its group.
+            return Err(Errno::EPERM);
+        }
+    }
+    if pgid != t.pid {
+        // Joining a group needs a member in the caller's session.
+        let procs = task.kernel.procs();
+        let ok = procs.map.values().any(|p| {
+            let st = p.state();
+            st.exit.is_none() && st.pgid == pgid && st.sid == my_sid
+        });
+        if !ok {
+            return Err(Errno::EPERM);
+        }
+    }
+    t.state().pgid = pgid;
+    Ok(0)
 }
 
-pub fn sys_setsid(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
-    // Already a process group leader.
-    Err(Errno::EPERM)
+pub fn sys_setsid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    let me = task.tid();
+    let leader = task
+        .kernel
+        .procs()
+        .map
+        .values()
+        .any(|p| p.pid != me && p.state().pgid == me);
+    let mut st = task.proc_.state();
+    if st.pgid == me || leader {
+        return Err(Errno::EPERM);
+    }
+    st.pgid = me;
+    st.sid = me;
+    Ok(me as u64)
 }
 
 pub fn sys_getuid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
@@ -81,12 +138,17 @@ pub fn sys_getgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if size < 0 {
         return Err(Errno::EINVAL);
     }
-    // The guest belongs to its primary group only.
+    let groups = &task.kernel.groups;
     if size == 0 {
-        return Ok(1);
+        return Ok(groups.len() as u64);
     }
-    task.mm.write_obj(a[1], &task.ids.1)?;
-    Ok(1)
+    if (size as usize) < groups.len() {
+        return Err(Errno::EINVAL);
+    }
+    for (i, g) in groups.iter().enumerate() {
+        task.mm.write_obj(a[1] + 4 * i as u64, g)?;
+    }
+    Ok(groups.len() as u64)
 }
 
 fn field<const N: usize>(s: &[u8]) -> [u8; N] {
@@ -155,7 +217,17 @@ pub fn sys_getrusage(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if !matches!(who, -1..=1) {
         return Err(Errno::EINVAL);
     }
-    task.mm.write_obj(a[1], &Rusage::new_zeroed()).map(|()| 0)
+    let mut ru = Rusage::new_zeroed();
+    // Peak resident size is approximated by the mapped private memory.
+    let kib: u64 = task
+        .mm
+        .vmas()
+        .filter(|v| v.prot.write && !v.shared)
+        .map(|v| v.end - v.start)
+        .sum::<u64>()
+        / 1024;
+    ru.rest[0] = kib.max(1) as i64;
+    task.mm.write_obj(a[1], &ru).map(|()| 0)
 }
 
 pub fn sys_times(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -217,6 +289,22 @@ pub fn sys_sched_getparam(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::ESRCH);
     }
     task.mm.write_obj(a[1], &0i32).map(|()| 0)
+}
+
+pub fn sys_sched_get_priority_max(_task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    match a[0] as i32 {
+        0 | 3 | 5 | 6 => Ok(0),
+        1 | 2 => Ok(99),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_sched_get_priority_min(_task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    match a[0] as i32 {
+        0 | 3 | 5 | 6 => Ok(0),
+        1 | 2 => Ok(1),
+        _ => Err(Errno::EINVAL),
+    }
 }
 
 pub fn sys_sched_getscheduler(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -421,10 +509,6 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
 }
 
-pub fn sys_wait4(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
-    Err(Errno::ECHILD)
-}
-
 /// Reads a NULL-terminated array of string pointers (`argv`, `envp`).
 fn string_array(task: &Task, mut addr: u64) -> Result<Vec<Vec<u8>>, Errno> {
     const ARG_MAX: usize = 2 << 20;
@@ -473,7 +557,8 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             task.regs = loaded.regs;
             task.exe = loaded.exe;
             task.fds.close_on_exec();
-            task.signals.reset_for_exec();
+            task.proc_.state().signals.reset_for_exec();
+            task.vfork_release();
             Ok(0)
         }
         Err(e) => {

@@ -1,12 +1,10 @@
-//! Signal calls. Dispositions and masks are kept exactly; delivery to guest
-//! handlers arrives with the process issue, so today a signal sent to the
-//! sandbox's only process takes its default action or is dropped when a
-//! handler is installed (logged).
+//! Signal calls: dispositions, masks, the alternate stack, sending, waiting
+//! for signals and returning from handlers.
 
 use abi::signal::*;
 use abi::{Errno, KSigaction, StackT};
 
-use crate::task::{ExitStatus, Task};
+use crate::task::{si, user_info, Task, UNBLOCKABLE};
 
 fn sig_arg(sig: u64) -> Result<usize, Errno> {
     let s = sig as i32;
@@ -15,9 +13,6 @@ fn sig_arg(sig: u64) -> Result<usize, Errno> {
     }
     Ok(s as usize)
 }
-
-/// Signals that cannot be caught, blocked or ignored.
-const UNBLOCKABLE: u64 = (1 << (SIGKILL - 1)) | (1 << (SIGSTOP - 1));
 
 pub fn sys_rt_sigaction(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[3] != 8 {
@@ -32,12 +27,20 @@ pub fn sys_rt_sigaction(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if new.is_some() && (sig as i32 == SIGKILL || sig as i32 == SIGSTOP) {
         return Err(Errno::EINVAL);
     }
+    let old = task.proc_.state().signals.actions[sig - 1];
     if a[2] != 0 {
-        task.mm.write_obj(a[2], &task.signals.actions[sig - 1])?;
+        task.mm.write_obj(a[2], &old)?;
     }
     if let Some(mut n) = new {
         n.mask &= !UNBLOCKABLE;
-        task.signals.actions[sig - 1] = n;
+        let mut st = task.proc_.state();
+        st.signals.actions[sig - 1] = n;
+        // Setting a signal to be ignored discards it if pending (POSIX).
+        let sig = sig as i32;
+        if n.handler == SIG_IGN || (n.handler == SIG_DFL && crate::task::ignored_by_default(sig)) {
+            st.signals.pending &= !(1 << (sig - 1));
+            st.signals.info[sig as usize - 1].clear();
+        }
     }
     Ok(0)
 }
@@ -46,16 +49,20 @@ pub fn sys_rt_sigprocmask(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[3] != 8 {
         return Err(Errno::EINVAL);
     }
-    let old = task.signals.mask;
-    if a[1] != 0 {
-        let set: u64 = task.mm.read_obj(a[1])?;
+    let set: Option<u64> = if a[1] != 0 {
+        Some(task.mm.read_obj(a[1])?)
+    } else {
+        None
+    };
+    let old = task.proc_.state().signals.mask;
+    if let Some(set) = set {
         let new = match a[0] {
             SIG_BLOCK => old | set,
             SIG_UNBLOCK => old & !set,
             SIG_SETMASK => set,
             _ => return Err(Errno::EINVAL),
         };
-        task.signals.mask = new & !UNBLOCKABLE;
+        task.proc_.state().signals.mask = new & !UNBLOCKABLE;
     }
     if a[2] != 0 {
         task.mm.write_obj(a[2], &old)?;
@@ -67,7 +74,10 @@ pub fn sys_rt_sigpending(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[1] > 8 {
         return Err(Errno::EINVAL);
     }
-    task.mm.write_obj(a[0], &0u64).map(|()| 0)
+    let st = task.proc_.state();
+    let pending = st.signals.pending & st.signals.mask;
+    drop(st);
+    task.mm.write_obj(a[0], &pending).map(|()| 0)
 }
 
 pub fn sys_sigaltstack(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -77,20 +87,25 @@ pub fn sys_sigaltstack(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     } else {
         None
     };
-    if let Some(n) = &new {
+    let cur = task.proc_.state().signals.altstack;
+    let rsp = task.regs.rsp;
+    let on_stack = cur.flags & SS_DISABLE == 0 && rsp > cur.sp && rsp <= cur.sp + cur.size;
+    if a[1] != 0 {
+        let mut out = cur;
+        if on_stack {
+            out.flags |= SS_ONSTACK;
+        }
+        task.mm.write_obj(a[1], &out)?;
+    }
+    if let Some(mut n) = new {
+        if on_stack {
+            return Err(Errno::EPERM);
+        }
         let mode = n.flags & !SS_AUTODISARM;
         if mode != 0 && mode != SS_DISABLE && mode != SS_ONSTACK {
             return Err(Errno::EINVAL);
         }
-        if mode != SS_DISABLE && n.size < MINSIGSTKSZ {
-            return Err(Errno::ENOMEM);
-        }
-    }
-    if a[1] != 0 {
-        task.mm.write_obj(a[1], &task.signals.altstack)?;
-    }
-    if let Some(mut n) = new {
-        if n.flags & !SS_AUTODISARM == SS_DISABLE {
+        if mode == SS_DISABLE {
             n = StackT {
                 sp: 0,
                 flags: SS_DISABLE,
@@ -98,80 +113,162 @@ pub fn sys_sigaltstack(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 size: 0,
             };
         } else {
+            if n.size < MINSIGSTKSZ {
+                return Err(Errno::ENOMEM);
+            }
             n.flags &= SS_AUTODISARM;
         }
-        task.signals.altstack = n;
+        task.proc_.state().signals.altstack = n;
     }
     Ok(0)
 }
 
-/// Whether signal `sig`'s default action is to ignore it.
-fn ignored_by_default(sig: i32) -> bool {
-    matches!(sig, SIGCHLD | SIGURG | SIGWINCH | SIGCONT)
-}
-
-fn is_stop(sig: i32) -> bool {
-    matches!(sig, SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU)
-}
-
-/// Sends `sig` to the sandbox's only task.
-fn send_self(task: &mut Task, sig: i32) -> Result<u64, Errno> {
-    if sig == 0 {
-        return Ok(0);
-    }
-    let action = task.signals.actions[sig as usize - 1];
-    let bit = 1u64 << (sig - 1);
-    if sig == SIGKILL {
-        return task.exit(ExitStatus::Signal(sig));
-    }
-    if action.handler == SIG_IGN
-        || (action.handler == SIG_DFL && (ignored_by_default(sig) || is_stop(sig)))
-    {
-        return Ok(0);
-    }
-    if task.signals.mask & bit != 0 {
-        tracing::warn!(
-            "signal {sig} stays pending: blocked (pending signals arrive with the process issue)"
-        );
-        return Ok(0);
-    }
-    if action.handler == SIG_DFL {
-        return task.exit(ExitStatus::Signal(sig));
-    }
-    tracing::warn!("signal {sig} dropped: delivery to guest handlers is not implemented yet");
-    Ok(0)
-}
-
+/// `kill(2)` targets: a process, a process group, or everyone.
 pub fn sys_kill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let sig = a[1] as i32;
     if !(0..=64).contains(&sig) {
         return Err(Errno::EINVAL);
     }
     let pid = a[0] as i32;
-    if pid != task.tid() && pid != 0 && pid != -1 && pid != -task.tid() {
+    let me = task.tid();
+    let my_pgid = task.proc_.state().pgid;
+    let targets: Vec<_> = {
+        let procs = task.kernel.procs();
+        procs
+            .map
+            .values()
+            .filter(|p| {
+                let st = p.state();
+                if st.exit.is_some() {
+                    return false;
+                }
+                match pid {
+                    p_ if p_ > 0 => p.pid == p_,
+                    0 => st.pgid == my_pgid,
+                    -1 => p.pid != 1 && p.pid != me,
+                    g => st.pgid == -g,
+                }
+            })
+            .cloned()
+            .collect()
+    };
+    if targets.is_empty() {
         return Err(Errno::ESRCH);
     }
-    send_self(task, sig)
+    let info = user_info(sig, me, task.ids.0, si::USER);
+    for t in targets {
+        t.send_signal(&task.kernel, sig, info);
+    }
+    Ok(0)
+}
+
+fn thread_kill(task: &mut Task, tgid: Option<i32>, tid: i32, sig: i32) -> Result<u64, Errno> {
+    if !(0..=64).contains(&sig) || tid <= 0 || tgid.is_some_and(|g| g <= 0) {
+        return Err(Errno::EINVAL);
+    }
+    if tgid.is_some_and(|g| g != tid) {
+        return Err(Errno::ESRCH);
+    }
+    let target = task
+        .kernel
+        .process(tid)
+        .filter(|p| p.state().exit.is_none())
+        .ok_or(Errno::ESRCH)?;
+    target.send_signal(
+        &task.kernel,
+        sig,
+        user_info(sig, task.tid(), task.ids.0, si::TKILL),
+    );
+    Ok(0)
 }
 
 pub fn sys_tkill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let sig = a[1] as i32;
-    if !(0..=64).contains(&sig) || (a[0] as i32) <= 0 {
-        return Err(Errno::EINVAL);
-    }
-    if a[0] as i32 != task.tid() {
-        return Err(Errno::ESRCH);
-    }
-    send_self(task, sig)
+    thread_kill(task, None, a[0] as i32, a[1] as i32)
 }
 
 pub fn sys_tgkill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let sig = a[2] as i32;
-    if !(0..=64).contains(&sig) || (a[0] as i32) <= 0 || (a[1] as i32) <= 0 {
+    thread_kill(task, Some(a[0] as i32), a[1] as i32, a[2] as i32)
+}
+
+pub fn sys_rt_sigreturn(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    match task.sigreturn() {
+        Ok(v) => Ok(v),
+        Err(_) => {
+            // A frame the guest corrupted: Linux kills with SIGSEGV.
+            task.force_signal(SIGSEGV, crate::task::fault_info(SIGSEGV, si::KERNEL, 0));
+            Ok(task.regs.rax)
+        }
+    }
+}
+
+/// Blocks until a signal the (temporary) mask lets through is pending.
+fn wait_for_signal(task: &Task) {
+    let bus = &task.kernel.bus;
+    let mut g = bus.lock();
+    while !task.proc_.interrupted() {
+        g = bus.wait(g, None);
+    }
+}
+
+pub fn sys_pause(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    wait_for_signal(task);
+    Err(Errno::ERESTARTNOHAND)
+}
+
+pub fn sys_rt_sigsuspend(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[1] != 8 {
         return Err(Errno::EINVAL);
     }
-    if a[0] as i32 != task.tid() || a[1] as i32 != task.tid() {
-        return Err(Errno::ESRCH);
+    let mask: u64 = task.mm.read_obj(a[0])?;
+    {
+        let mut st = task.proc_.state();
+        task.saved_mask = Some(st.signals.mask);
+        st.signals.mask = mask & !UNBLOCKABLE;
     }
-    send_self(task, sig)
+    wait_for_signal(task);
+    Err(Errno::ERESTARTNOHAND)
+}
+
+pub fn sys_rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[3] != 8 {
+        return Err(Errno::EINVAL);
+    }
+    let set: u64 = task.mm.read_obj::<u64>(a[0])? & !UNBLOCKABLE;
+    let deadline = if a[2] != 0 {
+        let ts: abi::Timespec = task.mm.read_obj(a[2])?;
+        if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+            return Err(Errno::EINVAL);
+        }
+        Some(
+            std::time::Instant::now()
+                + std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32),
+        )
+    } else {
+        None
+    };
+    let bus = task.kernel.bus.clone();
+    let mut g = bus.lock();
+    loop {
+        {
+            let mut st = task.proc_.state();
+            let ready = st.signals.pending & set;
+            if ready != 0 {
+                let sig = ready.trailing_zeros() as i32 + 1;
+                let info = st.signals.dequeue(sig);
+                drop(st);
+                drop(g);
+                if a[1] != 0 {
+                    task.mm.write_obj(a[1], &info)?;
+                }
+                return Ok(sig as u64);
+            }
+            if st.killed || st.signals.pending & !st.signals.mask & !set != 0 {
+                return Err(Errno::EINTR);
+            }
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(Errno::EAGAIN);
+        }
+        g = bus.wait(g, deadline);
+    }
 }

@@ -1,0 +1,560 @@
+//! Real programs (coreutils, busybox applets) run natively and under
+//! `ferrovisor do`, with the same argv, environment and stdin: stdout and exit
+//! status must agree. Also the CLI's own error statuses (127, 126, 2), death
+//! by signal (128+N), and `--root DIR` confinement of absolute symlinks.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug)]
+struct Outcome {
+    stdout: Vec<u8>,
+    stderr: String,
+    /// Exit code, or 128+N after death by signal N.
+    status: i32,
+}
+
+impl Outcome {
+    fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+}
+
+/// A command with a fixed environment, `/` as working directory, and only
+/// descriptors 0-2 (a runner started from a shell may leak others).
+fn command(program: &str, env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_clear().current_dir("/");
+    let defaults = [
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("HOME", "/"),
+        ("LC_ALL", "C"),
+    ];
+    for (k, v) in defaults.iter().chain(env) {
+        cmd.env(k, v);
+    }
+    // SAFETY: runs in the forked child before exec and makes one raw system
+    // call, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            // close_range(3, ~0, CLOSE_RANGE_CLOEXEC)
+            if libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) == 0
+            {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    cmd
+}
+
+fn run(mut cmd: Command, stdin: Option<&[u8]>) -> Outcome {
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let what = format!("{cmd:?}");
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let writer = stdin.map(|data| {
+        let mut pipe = child.stdin.take().expect("piped stdin");
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            // A program may exit without reading everything: ignore EPIPE.
+            let _ = pipe.write_all(&data);
+        })
+    });
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{what}: still running after {TIMEOUT:?}, killed");
+            }
+            Err(e) => panic!("{what}: wait: {e}"),
+        }
+    };
+    if let Some(w) = writer {
+        w.join().expect("stdin writer");
+    }
+    let stdout = t_out.join().expect("stdout reader");
+    let stderr = String::from_utf8_lossy(&t_err.join().expect("stderr reader")).into_owned();
+    let status = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        (None, None) => panic!("{what}: no exit code and no signal"),
+    };
+    Outcome {
+        stdout,
+        stderr,
+        status,
+    }
+}
+
+fn native(argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Outcome {
+    let mut cmd = command(argv[0], env);
+    cmd.args(&argv[1..]);
+    run(cmd, stdin)
+}
+
+fn sandboxed(opts: &[&str], argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Outcome {
+    let mut cmd = command(FERROVISOR, env);
+    cmd.arg("do").args(opts).arg("--").args(argv);
+    run(cmd, stdin)
+}
+
+/// Runs `argv` both ways and asserts equal stdout and status; the native
+/// status must be `native_status` (otherwise the test itself is wrong).
+fn compare_with(argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>, native_status: i32) {
+    let nat = native(argv, env, stdin);
+    assert_eq!(
+        nat.status, native_status,
+        "{argv:?}: the NATIVE run exited {} (stderr: {}), so the test is wrong",
+        nat.status, nat.stderr
+    );
+    let sb = sandboxed(&[], argv, env, stdin);
+    if nat.stdout != sb.stdout || nat.status != sb.status {
+        panic!(
+            "{argv:?}: sandbox differs from native\nexit status: native {} / sandbox {}\n\
+             --- native stdout ---\n{}\n--- sandbox stdout ---\n{}\n--- sandbox stderr ---\n{}",
+            nat.status,
+            sb.status,
+            nat.stdout_text(),
+            sb.stdout_text(),
+            sb.stderr
+        );
+    }
+}
+
+fn compare(argv: &[&str]) {
+    compare_with(argv, &[], None, 0);
+}
+
+fn compare_stdin(argv: &[&str], stdin: &[u8]) {
+    compare_with(argv, &[], Some(stdin), 0);
+}
+
+const UNSORTED: &[u8] = b"pear\napple\nfig\nbanana\napple\ncherry\nfig\nfig\n10\n9\n";
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let p = std::env::temp_dir().join(format!(
+            "ferrovisor-test-{tag}-{}-{}-{nanos}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&p).expect("create temp dir");
+        TempDir(p)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+/// Compiles a small static C program into `dir`.
+fn compile_static(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    let bin = dir.join(name);
+    std::fs::write(&src, source).expect("write C source");
+    let out = Command::new("gcc")
+        .args(["-static", "-O1", "-Wall", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("run gcc");
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
+// ---- coreutils -------------------------------------------------------------
+
+#[test]
+fn echo_hello_world() {
+    compare(&["/bin/echo", "hello", "world"]);
+}
+
+#[test]
+fn true_exits_zero() {
+    compare(&["/bin/true"]);
+}
+
+#[test]
+fn false_exits_one() {
+    compare_with(&["/bin/false"], &[], None, 1);
+}
+
+#[test]
+fn ls_la_usr_bin() {
+    compare(&["/bin/ls", "-la", "/usr/bin"]);
+}
+
+#[test]
+fn cat_os_release() {
+    compare(&["/bin/cat", "/etc/os-release"]);
+}
+
+#[test]
+fn cat_stdin() {
+    compare_stdin(&["/bin/cat"], UNSORTED);
+}
+
+#[test]
+fn sha256sum_ls() {
+    compare(&["/usr/bin/sha256sum", "/usr/bin/ls"]);
+}
+
+#[test]
+fn sort_stdin() {
+    compare_stdin(&["/usr/bin/sort"], UNSORTED);
+}
+
+#[test]
+fn wc_stdin() {
+    compare_stdin(&["/usr/bin/wc"], UNSORTED);
+}
+
+#[test]
+fn head_passwd() {
+    compare(&["/usr/bin/head", "-n", "3", "/etc/passwd"]);
+}
+
+#[test]
+fn env_exact() {
+    compare_with(
+        &["/usr/bin/env"],
+        &[("FERRO_A", "1"), ("FERRO_B", "two words"), ("EMPTY", "")],
+        None,
+        0,
+    );
+}
+
+#[test]
+fn command_found_in_path() {
+    compare(&["echo", "found", "through", "PATH"]);
+}
+
+#[test]
+fn exit_status_of_missing_file() {
+    // cat reports the error on stderr and exits 1 in both worlds.
+    compare_with(&["/bin/cat", "/nonexistent-ferrovisor-file"], &[], None, 1);
+}
+
+// ---- busybox (static) --------------------------------------------------------
+
+fn busybox<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["/bin/busybox"];
+    v.extend_from_slice(args);
+    v
+}
+
+#[test]
+fn busybox_echo() {
+    compare(&busybox(&["echo", "-n", "no newline", "|", "end"]));
+}
+
+#[test]
+fn busybox_cat() {
+    compare(&busybox(&["cat", "/etc/os-release", "/etc/passwd"]));
+}
+
+#[test]
+fn busybox_ls() {
+    compare(&busybox(&["ls", "-la", "/etc"]));
+}
+
+#[test]
+fn busybox_wc() {
+    compare_stdin(&busybox(&["wc", "-l", "-w", "-c"]), UNSORTED);
+}
+
+#[test]
+fn busybox_sort() {
+    compare_stdin(&busybox(&["sort", "-n", "-r"]), UNSORTED);
+}
+
+#[test]
+fn busybox_uniq() {
+    compare_stdin(&busybox(&["uniq", "-c"]), b"a\na\nb\nc\nc\nc\na\n");
+}
+
+#[test]
+fn busybox_head() {
+    compare(&busybox(&["head", "-n", "2", "/etc/passwd"]));
+}
+
+#[test]
+fn busybox_tr() {
+    compare_stdin(&busybox(&["tr", "a-z", "A-Z"]), UNSORTED);
+}
+
+#[test]
+fn busybox_seq() {
+    compare(&busybox(&["seq", "1", "3", "40"]));
+}
+
+#[test]
+fn busybox_sha256sum() {
+    compare(&busybox(&["sha256sum", "/bin/busybox", "/etc/passwd"]));
+}
+
+#[test]
+fn busybox_md5sum() {
+    compare_stdin(&busybox(&["md5sum"]), UNSORTED);
+}
+
+#[test]
+fn busybox_basename() {
+    compare(&busybox(&["basename", "/a/b/c.txt", ".txt"]));
+}
+
+#[test]
+fn busybox_dirname() {
+    compare(&busybox(&["dirname", "/a/b/c.txt"]));
+}
+
+#[test]
+fn busybox_expr() {
+    compare(&busybox(&["expr", "6", "*", "7"]));
+}
+
+#[test]
+fn busybox_expr_false() {
+    // expr prints 0 and exits 1 when the result is null or zero.
+    compare_with(&busybox(&["expr", "3", "-", "3"]), &[], None, 1);
+}
+
+#[test]
+fn busybox_printf() {
+    compare(&busybox(&[
+        "printf",
+        "%s-%05d-%x|%c\\n",
+        "word",
+        "42",
+        "255",
+        "zebra",
+    ]));
+}
+
+// ---- the CLI's own statuses --------------------------------------------------
+
+#[test]
+fn missing_command_is_127() {
+    let out = sandboxed(&[], &["ferrovisor-no-such-command"], &[], None);
+    assert_eq!(out.status, 127, "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("command not found"),
+        "stderr: {}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty());
+    let out = sandboxed(&[], &["/no/such/dir/prog"], &[], None);
+    assert_eq!(out.status, 127, "absolute path: stderr: {}", out.stderr);
+}
+
+#[test]
+fn not_elf_not_script_is_126() {
+    let dir = TempDir::new("notelf");
+    let file = dir.path().join("garbage");
+    std::fs::write(&file, b"this is neither ELF nor a #! script\n").expect("write");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = sandboxed(&[], &[path_str(&file)], &[], None);
+    assert_eq!(out.status, 126, "stderr: {}", out.stderr);
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn nonexistent_root_is_2_with_one_line() {
+    let out = sandboxed(
+        &["--root", "/nonexistent-ferrovisor-root"],
+        &["/bin/true"],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 2, "stderr: {}", out.stderr);
+    assert_eq!(
+        out.stderr.trim_end().lines().count(),
+        1,
+        "stderr: {:?}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn killed_by_sigterm_is_143() {
+    let dir = TempDir::new("sigterm");
+    let bin = compile_static(
+        dir.path(),
+        "selfterm",
+        "#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n\
+         int main(void) { puts(\"before\"); fflush(stdout); kill(getpid(), SIGTERM); puts(\"after\"); return 0; }\n",
+    );
+    compare_with(&[path_str(&bin)], &[], None, 143);
+}
+
+#[test]
+fn exit_status_passes_through() {
+    let dir = TempDir::new("status");
+    let bin = compile_static(dir.path(), "exit77", "int main(void) { return 77; }\n");
+    compare_with(&[path_str(&bin)], &[], None, 77);
+}
+
+// ---- --root confinement ---------------------------------------------------------
+
+/// DIR/bin/busybox (static) and DIR/escape -> /../../etc. Inside the sandbox
+/// the absolute target and the `..` above the root both stay in DIR.
+fn make_root(with_hostname: bool) -> TempDir {
+    let dir = TempDir::new("root");
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
+    std::fs::copy("/bin/busybox", root.join("bin/busybox")).expect("copy busybox");
+    symlink("/../../etc", root.join("escape")).expect("symlink");
+    if with_hostname {
+        std::fs::create_dir_all(root.join("etc")).expect("mkdir etc");
+        std::fs::write(root.join("etc/hostname"), b"inside-the-root\n").expect("write hostname");
+    }
+    dir
+}
+
+#[test]
+fn root_symlink_resolves_inside_root() {
+    let dir = make_root(true);
+    let root = path_str(dir.path());
+    let out = sandboxed(
+        &["--root", root],
+        &["/bin/busybox", "cat", "/escape/hostname"],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    assert_eq!(out.stdout_text(), "inside-the-root\n");
+    // Natively the same thing happens under chroot (we are root here).
+    let nat = native(
+        &[
+            "/usr/sbin/chroot",
+            root,
+            "/bin/busybox",
+            "cat",
+            "/escape/hostname",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(nat.status, 0, "native chroot: {}", nat.stderr);
+    assert_eq!(nat.stdout, out.stdout);
+}
+
+#[test]
+fn root_symlink_does_not_reach_host_files() {
+    let dir = make_root(false);
+    let root = path_str(dir.path());
+    let out = sandboxed(
+        &["--root", root],
+        &["/bin/busybox", "cat", "/escape/hostname"],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    assert!(
+        out.stdout.is_empty(),
+        "host file leaked: {:?}",
+        out.stdout_text()
+    );
+    assert!(
+        out.stderr.contains("No such file or directory"),
+        "stderr: {}",
+        out.stderr
+    );
+    // `..` above the root is the root.
+    let out = sandboxed(
+        &["--root", root],
+        &["/bin/busybox", "ls", "-a", "/../../.."],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let names: Vec<String> = out
+        .stdout_text()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        names,
+        [".", "..", "bin", "escape"],
+        "listing of / inside --root"
+    );
+}
+
+#[test]
+fn root_is_read_only() {
+    let dir = make_root(true);
+    let root = path_str(dir.path());
+    let out = sandboxed(
+        &["--root", root],
+        &["/bin/busybox", "touch", "/new-file"],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("Read-only file system"),
+        "stderr: {}",
+        out.stderr
+    );
+    assert!(
+        !dir.path().join("new-file").exists(),
+        "the guest wrote to the host"
+    );
+}

@@ -1,0 +1,208 @@
+//! Pipes: a bounded byte queue between a read end and a write end, with
+//! Linux's capacity (64 KiB by default) and `PIPE_BUF` atomicity.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use abi::Errno;
+
+use crate::kernel::EventBus;
+use crate::mm::GuestSlice;
+
+/// Default capacity (`/proc/sys/fs/pipe-max-size` bounds `F_SETPIPE_SZ`).
+pub const DEFAULT_CAPACITY: usize = 65536;
+/// Largest capacity `F_SETPIPE_SZ` may ask for (`pipe-max-size`).
+pub const MAX_CAPACITY: usize = 1 << 20;
+/// Writes up to this size are atomic.
+pub const PIPE_BUF: usize = 4096;
+
+/// The shared state of one pipe.
+pub struct Pipe {
+    inner: Mutex<Inner>,
+    bus: Arc<EventBus>,
+}
+
+struct Inner {
+    buf: VecDeque<u8>,
+    capacity: usize,
+    readers: usize,
+    writers: usize,
+}
+
+impl fmt::Debug for Pipe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = self.lock();
+        write!(
+            f,
+            "Pipe({} bytes, {} readers, {} writers)",
+            i.buf.len(),
+            i.readers,
+            i.writers
+        )
+    }
+}
+
+/// Outcome of a non-blocking attempt.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// this many bytes moved
+    Done(u64),
+    /// nothing can move now; try again after the pipe changes
+    WouldBlock,
+}
+
+impl Pipe {
+    /// A new pipe with one reader and one writer.
+    pub fn new(bus: Arc<EventBus>) -> Arc<Pipe> {
+        Arc::new(Pipe {
+            inner: Mutex::new(Inner {
+                buf: VecDeque::new(),
+                capacity: DEFAULT_CAPACITY,
+                readers: 1,
+                writers: 1,
+            }),
+            bus,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads what is available into guest memory.
+    pub fn try_read(&self, bufs: &[GuestSlice]) -> Result<Attempt, Errno> {
+        let total = {
+            let mut i = self.lock();
+            if i.buf.is_empty() {
+                return Ok(if i.writers == 0 {
+                    Attempt::Done(0)
+                } else {
+                    Attempt::WouldBlock
+                });
+            }
+            let mut total = 0usize;
+            for b in bufs {
+                let n = b.len.min(i.buf.len());
+                let (front, back) = i.buf.as_slices();
+                let a = n.min(front.len());
+                // SAFETY: guest slices are valid for `len` bytes of the
+                // memory file mapping; the sources are the pipe's own buffer.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(front.as_ptr(), b.ptr, a);
+                    std::ptr::copy_nonoverlapping(back.as_ptr(), b.ptr.add(a), n - a);
+                }
+                i.buf.drain(..n);
+                total += n;
+                if n < b.len || i.buf.is_empty() {
+                    break;
+                }
+            }
+            total
+        };
+        self.bus.notify();
+        Ok(Attempt::Done(total as u64))
+    }
+
+    /// Writes guest memory into the pipe. `Err(EPIPE)` when no reader is
+    /// left (the caller raises `SIGPIPE`).
+    pub fn try_write(&self, bufs: &[GuestSlice], already: u64) -> Result<Attempt, Errno> {
+        let total_len: usize = bufs.iter().map(|b| b.len).sum();
+        let moved = {
+            let mut i = self.lock();
+            if i.readers == 0 {
+                return Err(Errno::EPIPE);
+            }
+            let room = i.capacity.saturating_sub(i.buf.len());
+            let remaining = total_len - already as usize;
+            // Writes of at most PIPE_BUF bytes go in whole or not at all.
+            if room == 0 || (total_len <= PIPE_BUF && room < remaining) {
+                return Ok(Attempt::WouldBlock);
+            }
+            let mut skip = already as usize;
+            let mut moved = 0usize;
+            for b in bufs {
+                if skip >= b.len {
+                    skip -= b.len;
+                    continue;
+                }
+                let n = (b.len - skip).min(room - moved);
+                // SAFETY: guest slices are valid for `len` bytes.
+                let src = unsafe { std::slice::from_raw_parts(b.ptr.add(skip), n) };
+                i.buf.extend(src);
+                moved += n;
+                skip = 0;
+                if moved == room {
+                    break;
+                }
+            }
+            moved
+        };
+        self.bus.notify();
+        Ok(Attempt::Done(moved as u64))
+    }
+
+    /// Bytes queued (`FIONREAD`).
+    pub fn available(&self) -> usize {
+        self.lock().buf.len()
+    }
+
+    /// `(readable, writable, hung_up)` for poll.
+    pub fn poll_state(&self) -> (bool, bool, bool, bool) {
+        let i = self.lock();
+        (
+            !i.buf.is_empty(),
+            i.buf.len() < i.capacity,
+            i.writers == 0,
+            i.readers == 0,
+        )
+    }
+
+    /// `F_GETPIPE_SZ`.
+    pub fn capacity(&self) -> usize {
+        self.lock().capacity
+    }
+
+    /// `F_SETPIPE_SZ`: rounds up to a power of two of pages; `EBUSY` when
+    /// the queued data would not fit.
+    pub fn set_capacity(&self, want: u64) -> Result<usize, Errno> {
+        if want > MAX_CAPACITY as u64 {
+            return Err(Errno::EPERM);
+        }
+        let size = (want as usize).max(4096).next_power_of_two();
+        let mut i = self.lock();
+        if i.buf.len() > size {
+            return Err(Errno::EBUSY);
+        }
+        i.capacity = size;
+        Ok(size)
+    }
+
+    fn close(&self, reader: bool) {
+        {
+            let mut i = self.lock();
+            if reader {
+                i.readers -= 1;
+            } else {
+                i.writers -= 1;
+            }
+        }
+        self.bus.notify();
+    }
+}
+
+/// One end of a pipe, held by an open file description; dropping the last
+/// description of an end closes that end.
+#[derive(Debug)]
+pub struct PipeEnd {
+    /// the pipe
+    pub pipe: Arc<Pipe>,
+    /// read end (else write end)
+    pub reader: bool,
+}
+
+impl Drop for PipeEnd {
+    fn drop(&mut self) {
+        self.pipe.close(self.reader);
+    }
+}

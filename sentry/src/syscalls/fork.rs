@@ -1,0 +1,504 @@
+//! Creating processes (`fork`, `vfork`, `clone`, `clone3`) and waiting for
+//! them (`wait4`, `waitid`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use abi::signal::SIGCHLD;
+use abi::{Errno, SigInfo};
+use zerocopy::FromZeros;
+
+use crate::kernel::Kernel;
+use crate::mm::MemoryManager;
+use crate::task::{si, ExitStatus, Process, ProcessState, Task};
+
+const CLONE_VM: u64 = 0x100;
+const CLONE_FS: u64 = 0x200;
+const CLONE_FILES: u64 = 0x400;
+const CLONE_SIGHAND: u64 = 0x800;
+const CLONE_PIDFD: u64 = 0x1000;
+const CLONE_PTRACE: u64 = 0x2000;
+const CLONE_VFORK: u64 = 0x4000;
+const CLONE_PARENT: u64 = 0x8000;
+const CLONE_THREAD: u64 = 0x10000;
+const CLONE_NEWNS: u64 = 0x20000;
+const CLONE_SYSVSEM: u64 = 0x40000;
+const CLONE_SETTLS: u64 = 0x80000;
+const CLONE_PARENT_SETTID: u64 = 0x0010_0000;
+const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
+const CLONE_DETACHED: u64 = 0x0040_0000;
+const CLONE_UNTRACED: u64 = 0x0080_0000;
+const CLONE_CHILD_SETTID: u64 = 0x0100_0000;
+const CLONE_IO: u64 = 0x8000_0000;
+/// Namespace flags: accepted by Linux for privileged callers; the sandbox
+/// does not emulate nested namespaces yet.
+const CLONE_NEWS: u64 =
+    0x0200_0000 | 0x0400_0000 | 0x0800_0000 | 0x1000_0000 | 0x2000_0000 | 0x4000_0000 | CLONE_NEWNS;
+
+/// Arguments of the clone family, normalised.
+#[derive(Debug, Default)]
+pub struct CloneArgs {
+    flags: u64,
+    exit_signal: i32,
+    stack: u64,
+    parent_tid: u64,
+    child_tid: u64,
+    tls: u64,
+}
+
+impl Task {
+    /// Lets a `vfork` parent go on (the child exec'd or is exiting).
+    pub fn vfork_release(&mut self) {
+        self.proc_.state().vfork_done = true;
+        self.kernel.bus.notify();
+    }
+}
+
+fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
+    let f = args.flags;
+    if f & CLONE_THREAD != 0 && f & CLONE_SIGHAND == 0
+        || f & CLONE_SIGHAND != 0 && f & CLONE_VM == 0
+    {
+        return Err(Errno::EINVAL);
+    }
+    if f & CLONE_NEWS != 0 {
+        return Err(Errno::EPERM);
+    }
+    if f & CLONE_VM != 0 && f & CLONE_VFORK == 0 {
+        // Threads need several stub threads per address space, which the
+        // platform does not offer yet.
+        tracing::warn!("clone with CLONE_VM (threads) is not supported yet");
+        return Err(Errno::ENOSYS);
+    }
+    let _ = (
+        CLONE_FS,
+        CLONE_FILES,
+        CLONE_PIDFD,
+        CLONE_PTRACE,
+        CLONE_SYSVSEM,
+        CLONE_DETACHED,
+        CLONE_UNTRACED,
+        CLONE_IO,
+    );
+    let kernel = task.kernel.clone();
+
+    // Everything the child inherits, copied while the parent is stopped.
+    let snapshot = task.mm.fork_copy()?;
+    let mut regs = task.regs;
+    regs.rax = 0;
+    if args.stack != 0 {
+        regs.rsp = args.stack;
+    }
+    if f & CLONE_SETTLS != 0 {
+        regs.fs_base = args.tls;
+    }
+    let (ppid, pgid, sid, signals) = {
+        let st = task.proc_.state();
+        let ppid = if f & CLONE_PARENT != 0 {
+            st.ppid
+        } else {
+            task.tid()
+        };
+        (ppid, st.pgid, st.sid, st.signals.for_child())
+    };
+    let pid = {
+        let mut procs = kernel.procs();
+        let pid = procs.alloc_pid()?;
+        let p = Process::new(
+            pid,
+            ProcessState::new(ppid, pgid, sid, args.exit_signal, signals),
+        );
+        procs.map.insert(pid, p);
+        pid
+    };
+    let child_proc = kernel.process(pid).ok_or(Errno::EAGAIN)?;
+    if f & CLONE_PARENT_SETTID != 0 {
+        task.mm.write_obj(args.parent_tid, &pid)?;
+    }
+    let fds = task.fds.clone();
+    let cwd = task.cwd.clone();
+    let (umask, ids, rlimits, exe, comm, no_new_privs) = (
+        task.umask,
+        task.ids,
+        task.rlimits,
+        task.exe.clone(),
+        task.comm.clone(),
+        task.no_new_privs,
+    );
+    let child_tid = args.child_tid;
+    let flags = f;
+    let k = kernel.clone();
+    let spawn = std::thread::Builder::new()
+        .name(format!("task-{pid}"))
+        .spawn(move || {
+            let kernel = k;
+            let setup = || -> Result<(MemoryManager, Box<dyn platform::Context>), String> {
+                let space = kernel
+                    .platform
+                    .new_address_space()
+                    .map_err(|e| e.to_string())?;
+                let mm = MemoryManager::from_snapshot(
+                    kernel.memory.clone(),
+                    space,
+                    kernel.platform.max_user_address(),
+                    snapshot,
+                )
+                .map_err(|e| e.to_string())?;
+                let ctx = kernel.platform.new_context().map_err(|e| e.to_string())?;
+                Ok((mm, ctx))
+            };
+            let (mm, ctx) = match setup() {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::error!("fork: child {pid} could not start: {e}");
+                    fail_child(&kernel, &child_proc);
+                    return;
+                }
+            };
+            child_proc.set_interrupter(Some(ctx.interrupter()));
+            let mut child = Task {
+                proc_: child_proc,
+                kernel: kernel.clone(),
+                regs,
+                mm,
+                ctx,
+                fds,
+                cwd,
+                umask,
+                ids,
+                rlimits,
+                clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 {
+                    child_tid
+                } else {
+                    0
+                },
+                robust_list: (0, 0),
+                exe,
+                exit: None,
+                comm,
+                no_new_privs,
+                restart: None,
+                saved_mask: None,
+            };
+            if flags & CLONE_CHILD_SETTID != 0 {
+                let _ = child.mm.write_obj(child_tid, &pid);
+            }
+            child.run_to_exit();
+        });
+    if let Err(e) = spawn {
+        tracing::error!("fork: no host thread: {e}");
+        kernel.procs().map.remove(&pid);
+        return Err(Errno::EAGAIN);
+    }
+    if f & CLONE_VFORK != 0 {
+        // The parent sleeps until the child execs or exits.
+        let child = kernel.process(pid);
+        let bus = kernel.bus.clone();
+        let mut g = bus.lock();
+        loop {
+            match &child {
+                Some(c) if !c.state().vfork_done && !task.proc_.state().killed => {}
+                _ => break,
+            }
+            g = bus.wait(g, None);
+        }
+    }
+    Ok(pid as u64)
+}
+
+fn fail_child(kernel: &Kernel, p: &Arc<Process>) {
+    let ppid = {
+        let mut st = p.state();
+        st.exit = Some(ExitStatus::Signal(abi::signal::SIGKILL));
+        st.vfork_done = true;
+        st.ppid
+    };
+    if let Some(parent) = kernel.process(ppid) {
+        parent.send_signal(
+            kernel,
+            SIGCHLD,
+            crate::task::chld_info(p.pid, si::CLD_KILLED, abi::signal::SIGKILL),
+        );
+    }
+    kernel.bus.notify();
+}
+
+pub fn sys_fork(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    do_clone(
+        task,
+        CloneArgs {
+            exit_signal: SIGCHLD,
+            ..CloneArgs::default()
+        },
+    )
+}
+
+pub fn sys_vfork(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    do_clone(
+        task,
+        CloneArgs {
+            flags: CLONE_VM | CLONE_VFORK,
+            exit_signal: SIGCHLD,
+            ..CloneArgs::default()
+        },
+    )
+}
+
+/// `clone(flags, stack, parent_tid, child_tid, tls)` (x86-64 argument order).
+pub fn sys_clone(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let exit_signal = (a[0] & 0xff) as i32;
+    if exit_signal > 64 {
+        return Err(Errno::EINVAL);
+    }
+    do_clone(
+        task,
+        CloneArgs {
+            flags: a[0] & !0xff,
+            exit_signal,
+            stack: a[1],
+            parent_tid: a[2],
+            child_tid: a[3],
+            tls: a[4],
+        },
+    )
+}
+
+/// `clone3(struct clone_args *, size)`.
+pub fn sys_clone3(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let size = a[1] as usize;
+    if !(64..=4096).contains(&size) {
+        return Err(Errno::EINVAL);
+    }
+    let mut raw = [0u64; 11];
+    let n = size.min(88) / 8;
+    for (i, w) in raw.iter_mut().enumerate().take(n) {
+        *w = task.mm.read_obj(a[0] + 8 * i as u64)?;
+    }
+    // flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup
+    let [flags, _pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, _set_tid, set_tid_size, _cgroup] =
+        raw;
+    if exit_signal > 64 || set_tid_size != 0 || flags & 0xff != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let stack = if stack != 0 { stack + stack_size } else { 0 };
+    do_clone(
+        task,
+        CloneArgs {
+            flags,
+            exit_signal: exit_signal as i32,
+            stack,
+            parent_tid,
+            child_tid,
+            tls,
+        },
+    )
+}
+
+const WNOHANG: u64 = 1;
+const WUNTRACED: u64 = 2;
+const WSTOPPED: u64 = 2;
+const WEXITED: u64 = 4;
+const WCONTINUED: u64 = 8;
+const WNOWAIT: u64 = 0x0100_0000;
+const WNOTHREAD: u64 = 0x2000_0000;
+const WALL: u64 = 0x4000_0000;
+const WCLONE: u64 = 0x8000_0000;
+
+/// Which children a wait call selects.
+#[derive(Clone, Copy, Debug)]
+enum Which {
+    Any,
+    Pid(i32),
+    Pgid(i32),
+}
+
+/// What a wait found.
+#[derive(Debug)]
+struct Found {
+    pid: i32,
+    code: i32,
+    status: i32,
+    wstatus: i32,
+}
+
+fn wait_common(
+    task: &mut Task,
+    which: Which,
+    options: u64,
+    deadline: Option<Instant>,
+) -> Result<Option<Found>, Errno> {
+    let me = task.tid();
+    let kernel = task.kernel.clone();
+    let bus = kernel.bus.clone();
+    let mut g = bus.lock();
+    loop {
+        {
+            let mut procs = kernel.procs();
+            let mut any = false;
+            let mut found = None;
+            for p in procs.map.values() {
+                if p.pid == me {
+                    continue;
+                }
+                let mut st = p.state();
+                if st.ppid != me {
+                    continue;
+                }
+                let selected = match which {
+                    Which::Any => true,
+                    Which::Pid(pid) => p.pid == pid,
+                    Which::Pgid(g) => st.pgid == g,
+                };
+                if !selected {
+                    continue;
+                }
+                any = true;
+                if let (Some(status), true) = (st.exit, options & WEXITED != 0) {
+                    let (code, s) = match status {
+                        ExitStatus::Code(c) => (si::CLD_EXITED, c & 0xff),
+                        ExitStatus::Signal(s) => (si::CLD_KILLED, s),
+                    };
+                    found = Some((
+                        Found {
+                            pid: p.pid,
+                            code,
+                            status: s,
+                            wstatus: status.wait_status(),
+                        },
+                        options & WNOWAIT == 0,
+                    ));
+                    break;
+                }
+                match st.wait_report {
+                    Some(Some(sig)) if options & WSTOPPED != 0 => {
+                        if options & WNOWAIT == 0 {
+                            st.wait_report = None;
+                        }
+                        found = Some((
+                            Found {
+                                pid: p.pid,
+                                code: si::CLD_STOPPED,
+                                status: sig,
+                                wstatus: 0x7f | (sig << 8),
+                            },
+                            false,
+                        ));
+                        break;
+                    }
+                    Some(None) if options & WCONTINUED != 0 => {
+                        if options & WNOWAIT == 0 {
+                            st.wait_report = None;
+                        }
+                        found = Some((
+                            Found {
+                                pid: p.pid,
+                                code: si::CLD_CONTINUED,
+                                status: abi::signal::SIGCONT,
+                                wstatus: 0xffff,
+                            },
+                            false,
+                        ));
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some((f, reap)) = found {
+                if reap {
+                    procs.map.remove(&f.pid);
+                }
+                return Ok(Some(f));
+            }
+            if !any {
+                return Err(Errno::ECHILD);
+            }
+        }
+        if options & WNOHANG != 0 {
+            return Ok(None);
+        }
+        if task.proc_.interrupted() {
+            return Err(Errno::ERESTARTSYS);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(None);
+        }
+        g = bus.wait(g, deadline);
+    }
+}
+
+pub fn sys_wait4(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let options = a[2];
+    if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WALL | WCLONE) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let pid = a[0] as i32;
+    let which = match pid {
+        -1 => Which::Any,
+        0 => Which::Pgid(task.proc_.state().pgid),
+        p if p > 0 => Which::Pid(p),
+        p => Which::Pgid(-p),
+    };
+    if pid == i32::MIN {
+        return Err(Errno::ESRCH);
+    }
+    match wait_common(
+        task,
+        which,
+        (options & (WNOHANG | WUNTRACED | WCONTINUED)) | WEXITED,
+        None,
+    )? {
+        Some(f) => {
+            if a[1] != 0 {
+                task.mm.write_obj(a[1], &f.wstatus)?;
+            }
+            if a[3] != 0 {
+                task.mm.write_obj(a[3], &abi::Rusage::new_zeroed())?;
+            }
+            Ok(f.pid as u64)
+        }
+        None => Ok(0),
+    }
+}
+
+pub fn sys_waitid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const P_ALL: u64 = 0;
+    const P_PID: u64 = 1;
+    const P_PGID: u64 = 2;
+    let options = a[3];
+    if options & !(WNOHANG | WSTOPPED | WEXITED | WCONTINUED | WNOWAIT | WNOTHREAD | WALL | WCLONE)
+        != 0
+        || options & (WEXITED | WSTOPPED | WCONTINUED) == 0
+    {
+        return Err(Errno::EINVAL);
+    }
+    let which = match a[0] {
+        P_ALL => Which::Any,
+        P_PID => {
+            if (a[1] as i32) <= 0 {
+                return Err(Errno::EINVAL);
+            }
+            Which::Pid(a[1] as i32)
+        }
+        P_PGID => Which::Pgid(if a[1] as i32 == 0 {
+            task.proc_.state().pgid
+        } else {
+            a[1] as i32
+        }),
+        _ => return Err(Errno::EINVAL),
+    };
+    let found = wait_common(task, which, options, None)?;
+    if a[2] != 0 {
+        let mut info = SigInfo::new_zeroed();
+        if let Some(f) = &found {
+            info.signo = SIGCHLD;
+            info.code = f.code;
+            info.fields[0] = (f.pid as u32 as u64) | (u64::from(task.ids.0) << 32);
+            info.fields[1] = f.status as u32 as u64;
+        }
+        task.mm.write_obj(a[2], &info)?;
+    }
+    if a[4] != 0 {
+        task.mm.write_obj(a[4], &abi::Rusage::new_zeroed())?;
+    }
+    Ok(0)
+}

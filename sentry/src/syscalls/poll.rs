@@ -1,0 +1,284 @@
+//! `poll`, `ppoll`, `select` and `pselect6` over the Sentry's descriptors.
+
+use std::time::{Duration, Instant};
+
+use abi::{Errno, Timespec, Timeval};
+
+use crate::file::{FileDescription, FileKind};
+use crate::task::{Task, UNBLOCKABLE};
+
+const POLLIN: i16 = 0x1;
+const POLLPRI: i16 = 0x2;
+const POLLOUT: i16 = 0x4;
+const POLLERR: i16 = 0x8;
+const POLLHUP: i16 = 0x10;
+const POLLNVAL: i16 = 0x20;
+const POLLRDNORM: i16 = 0x40;
+const POLLWRNORM: i16 = 0x100;
+
+/// Readiness of one description for `events` (errors and hang-ups are
+/// always reported, as poll(2) says).
+fn readiness(file: &FileDescription, events: i16) -> i16 {
+    let mask = events | POLLERR | POLLHUP;
+    let ready = match &file.kind {
+        FileKind::Pipe(end) => {
+            let (readable, writable, no_writers, no_readers) = end.pipe.poll_state();
+            if end.reader {
+                (if readable { POLLIN | POLLRDNORM } else { 0 })
+                    | if no_writers { POLLHUP } else { 0 }
+            } else {
+                (if writable { POLLOUT | POLLWRNORM } else { 0 })
+                    | if no_readers { POLLERR } else { 0 }
+            }
+        }
+        FileKind::Stdio(fd) => crate::host::poll_events(FileDescription::stdio_borrow(*fd), events),
+        FileKind::Path => POLLNVAL,
+        _ => POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM,
+    };
+    ready & (mask | POLLNVAL)
+}
+
+/// Waits until `check` reports something or `deadline` passes. Descriptors
+/// the Sentry cannot be told about (the caller's own stdio) are re-checked
+/// every few milliseconds.
+fn wait_ready(
+    task: &Task,
+    deadline: Option<Instant>,
+    polls_host: bool,
+    mut check: impl FnMut() -> Result<u64, Errno>,
+) -> Result<u64, Errno> {
+    let bus = task.kernel.bus.clone();
+    loop {
+        let n = check()?;
+        if n > 0 {
+            return Ok(n);
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(0);
+        }
+        let g = bus.lock();
+        if task.proc_.interrupted() {
+            return Err(Errno::ERESTARTNOHAND);
+        }
+        let slice = polls_host.then(|| now + Duration::from_millis(20));
+        let until = match (deadline, slice) {
+            (Some(d), Some(s)) => Some(d.min(s)),
+            (d, s) => d.or(s),
+        };
+        drop(bus.wait(g, until));
+    }
+}
+
+fn deadline_ms(ms: i32) -> Option<Instant> {
+    (ms >= 0).then(|| Instant::now() + Duration::from_millis(ms as u64))
+}
+
+fn deadline_ts(ts: &Timespec) -> Result<Instant, Errno> {
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(Instant::now() + Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+fn do_poll(task: &mut Task, addr: u64, nfds: u64, deadline: Option<Instant>) -> Result<u64, Errno> {
+    if nfds > task.nofile().max(1024) {
+        return Err(Errno::EINVAL);
+    }
+    let mut raw = vec![0u8; nfds as usize * 8];
+    task.mm.copy_in(addr, &mut raw)?;
+    let entries: Vec<(i32, i16)> = raw
+        .chunks(8)
+        .map(|c| {
+            (
+                i32::from_ne_bytes([c[0], c[1], c[2], c[3]]),
+                i16::from_ne_bytes([c[4], c[5]]),
+            )
+        })
+        .collect();
+    let files: Vec<Option<std::sync::Arc<FileDescription>>> = entries
+        .iter()
+        .map(|&(fd, _)| {
+            if fd < 0 {
+                None
+            } else {
+                task.fds.file(fd.into()).ok()
+            }
+        })
+        .collect();
+    let polls_host = files
+        .iter()
+        .flatten()
+        .any(|f| matches!(f.kind, FileKind::Stdio(_)));
+    let mut revents = vec![0i16; entries.len()];
+    let n = wait_ready(task, deadline, polls_host, || {
+        let mut n = 0;
+        for (i, &(fd, events)) in entries.iter().enumerate() {
+            revents[i] = if fd < 0 {
+                0
+            } else {
+                match &files[i] {
+                    Some(f) => readiness(f, events),
+                    None => POLLNVAL,
+                }
+            };
+            if revents[i] != 0 {
+                n += 1;
+            }
+        }
+        Ok(n)
+    })?;
+    for (i, r) in revents.iter().enumerate() {
+        raw[i * 8 + 6..i * 8 + 8].copy_from_slice(&r.to_ne_bytes());
+    }
+    task.mm.copy_out(addr, &raw)?;
+    Ok(n)
+}
+
+pub fn sys_poll(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    do_poll(task, a[0], a[1], deadline_ms(a[2] as i32))
+}
+
+/// Swaps in a temporary signal mask for `ppoll`/`pselect6`; the old one
+/// comes back when the call returns, or after the handler that interrupted
+/// it.
+fn with_mask(
+    task: &mut Task,
+    mask_addr: u64,
+    size: u64,
+    f: impl FnOnce(&mut Task) -> Result<u64, Errno>,
+) -> Result<u64, Errno> {
+    if mask_addr == 0 {
+        return f(task);
+    }
+    if size != 8 {
+        return Err(Errno::EINVAL);
+    }
+    let mask: u64 = task.mm.read_obj(mask_addr)?;
+    let old = {
+        let mut st = task.proc_.state();
+        std::mem::replace(&mut st.signals.mask, mask & !UNBLOCKABLE)
+    };
+    let r = f(task);
+    if r.as_ref().is_err_and(|e| e.is_restart()) {
+        task.saved_mask = Some(old);
+        return r;
+    }
+    task.proc_.state().signals.mask = old;
+    r
+}
+
+pub fn sys_ppoll(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let deadline = if a[2] != 0 {
+        Some(deadline_ts(&task.mm.read_obj(a[2])?)?)
+    } else {
+        None
+    };
+    let (addr, nfds) = (a[0], a[1]);
+    with_mask(task, a[3], a[4], |t| do_poll(t, addr, nfds, deadline))
+}
+
+fn do_select(
+    task: &mut Task,
+    nfds: u64,
+    sets: [u64; 3],
+    deadline: Option<Instant>,
+) -> Result<u64, Errno> {
+    let nfds = nfds as i32;
+    if nfds < 0 || nfds as u64 > task.nofile().max(1024) {
+        return Err(Errno::EINVAL);
+    }
+    let words = (nfds as usize).div_ceil(64);
+    let mut bits = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
+    for (k, &addr) in sets.iter().enumerate() {
+        if addr != 0 {
+            for (w, word) in bits[k].iter_mut().enumerate() {
+                *word = task.mm.read_obj(addr + 8 * w as u64)?;
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for fd in 0..nfds as usize {
+        let wanted = (0..3).any(|k| bits[k][fd / 64] & (1 << (fd % 64)) != 0);
+        if wanted {
+            files.push((fd, task.fds.file(fd as i64).map_err(|_| Errno::EBADF)?));
+        }
+    }
+    let polls_host = files
+        .iter()
+        .any(|(_, f)| matches!(f.kind, FileKind::Stdio(_)));
+    let mut out = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
+    let n = wait_ready(task, deadline, polls_host, || {
+        let mut n = 0;
+        out = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
+        for (fd, f) in &files {
+            let (w, b) = (fd / 64, 1u64 << (fd % 64));
+            let r = readiness(f, POLLIN | POLLOUT | POLLPRI);
+            let checks = [
+                r & (POLLIN | POLLHUP | POLLERR) != 0,
+                r & (POLLOUT | POLLERR) != 0,
+                r & POLLPRI != 0,
+            ];
+            for k in 0..3 {
+                if bits[k][w] & b != 0 && checks[k] {
+                    out[k][w] |= b;
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
+    })?;
+    for (k, &addr) in sets.iter().enumerate() {
+        if addr != 0 {
+            for (w, word) in out[k].iter().enumerate() {
+                task.mm.write_obj(addr + 8 * w as u64, word)?;
+            }
+        }
+    }
+    Ok(n)
+}
+
+pub fn sys_select(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let deadline = if a[4] != 0 {
+        let tv: Timeval = task.mm.read_obj(a[4])?;
+        if tv.tv_sec < 0 || !(0..1_000_000).contains(&tv.tv_usec) {
+            return Err(Errno::EINVAL);
+        }
+        Some(Instant::now() + Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
+    } else {
+        None
+    };
+    let n = do_select(task, a[0], [a[1], a[2], a[3]], deadline)?;
+    if let (Some(d), true) = (deadline, a[4] != 0) {
+        let left = d.saturating_duration_since(Instant::now());
+        task.mm.write_obj(
+            a[4],
+            &Timeval {
+                tv_sec: left.as_secs() as i64,
+                tv_usec: i64::from(left.subsec_micros()),
+            },
+        )?;
+    }
+    Ok(n)
+}
+
+pub fn sys_pselect6(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let deadline = if a[4] != 0 {
+        Some(deadline_ts(&task.mm.read_obj(a[4])?)?)
+    } else {
+        None
+    };
+    // The sixth argument points at { const sigset_t *ss; size_t ss_len; }.
+    let (mask_addr, size) = if a[5] != 0 {
+        (
+            task.mm.read_obj::<u64>(a[5])?,
+            task.mm.read_obj::<u64>(a[5] + 8)?,
+        )
+    } else {
+        (0, 8)
+    };
+    let (nfds, sets) = (a[0], [a[1], a[2], a[3]]);
+    with_mask(task, mask_addr, size, |t| {
+        do_select(t, nfds, sets, deadline)
+    })
+}

@@ -1,0 +1,15 @@
+/* Touching unmapped memory kills the program with SIGSEGV (exit 139). */
+#include "t.h"
+
+int main(void)
+{
+	volatile char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	EXPECT_TRUE(p != MAP_FAILED);
+	p[0] = 1;
+	EXPECT(munmap((void *)p, 4096), 0);
+	SHOW("touching unmapped page");
+	fflush(stdout);
+	p[0] = 2;
+	SHOW("still alive: wrong");
+	return 1;
+}

@@ -1,0 +1,183 @@
+//! Every guest program, run natively and under `ferrovisor do`, must print
+//! the same stdout and end with the same status.
+//!
+//! One `#[test]` per guest, so a failure names the behaviour. Each entry
+//! gives the status the guest must end with natively (0 unless it is meant
+//! to die or exit otherwise); a native run that disagrees means the test is
+//! wrong, not the sandbox. Guests named `erofs_*` modify the root: natively
+//! they run with `/` remounted read-only in a private mount namespace (root
+//! needed), matching the sandbox's read-only view of the host root.
+//!
+//! Environment knobs: `FERROVISOR_BIN` (binary to test), `FERROVISOR_PLATFORM`
+//! (default `ptrace`), `FERROVISOR_DEBUG_DIR` (keep a debug log per run).
+
+mod harness;
+
+use harness::Native;
+use std::path::{Path, PathBuf};
+
+fn guest_path(name: &str) -> PathBuf {
+    Path::new(syscall_tests::GUEST_DIR).join(name)
+}
+
+fn run_guest(name: &str, native_status: i32) {
+    let native = if name.starts_with("erofs_") {
+        Native::ReadOnlyRoot
+    } else {
+        Native::Plain
+    };
+    harness::compare(name, native, &guest_path(name), &[], native_status);
+}
+
+macro_rules! status {
+    () => {
+        0
+    };
+    ($s:expr) => {
+        $s
+    };
+}
+
+/// `name` or `name => status`: declares the test and records the name so
+/// `every_guest_has_a_test` can check the list against `guests/*.c`.
+macro_rules! guests {
+    ($($name:ident $(=> $status:expr)?),* $(,)?) => {
+        const LISTED: &[&str] = &[$(stringify!($name)),*];
+        $(
+            #[test]
+            fn $name() {
+                run_guest(stringify!($name), status!($($status)?));
+            }
+        )*
+    };
+}
+
+guests! {
+    // files, read-only
+    open_basic,
+    openat_dirfd,
+    open_nofollow,
+    read_basic,
+    pread_readv,
+    lseek,
+    stat_basic,
+    newfstatat,
+    statx,
+    getdents,
+    cwd,
+    readlink,
+    access,
+    dup,
+    fcntl,
+    ioctl,
+    devices,
+    symlinks,
+    path_edge,
+    eloop,
+    stdio_fds,
+    // writes on the read-only root
+    erofs_open,
+    erofs_dirs,
+    erofs_names,
+    erofs_attrs,
+    // memory
+    mmap_anon,
+    mmap_fixed,
+    mmap_hint,
+    mmap_file,
+    munmap,
+    munmap_segv => 128 + 11,
+    mprotect,
+    mprotect_segv => 128 + 11,
+    brk,
+    madvise,
+    mremap,
+    // process, identity, time
+    ids,
+    uname,
+    exit_group => 263 & 0xff,
+    exit_atexit => 42,
+    arch_prctl,
+    set_tid_address,
+    rlimit,
+    umask,
+    sched,
+    getrandom,
+    clocks,
+    nanosleep,
+    sysinfo_times,
+    auxv,
+    enosys,
+    // signals
+    sigaction,
+    sigprocmask,
+    sigaltstack,
+    kill_sigterm => 128 + 15,
+    abort => 128 + 6,
+    segv_null => 128 + 11,
+    sigfpe => 128 + 8,
+    fault_signals => 128 + 4,
+    // execve
+    execve_echo,
+    execve_static => 5,
+    execve_env,
+    execve_errors => 3,
+    execve_state,
+}
+
+#[test]
+fn every_guest_has_a_test() {
+    let mut listed: Vec<&str> = LISTED.to_vec();
+    listed.sort_unstable();
+    assert_eq!(
+        listed,
+        syscall_tests::guest_names(),
+        "the guests! list must name every guests/*.c exactly once"
+    );
+}
+
+/// A `#!/bin/sh` script run directly: the kernel (or Sentry) finds the
+/// interpreter, passes the script path and arguments, and the script's
+/// status is the run's status.
+#[test]
+fn script_sh() {
+    let script = Path::new(syscall_tests::FIXTURES).join("script.sh");
+    harness::compare(
+        "script_sh",
+        Native::Plain,
+        &script,
+        &["one", "two words"],
+        3,
+    );
+}
+
+/// The same with a static interpreter (`#!/bin/busybox sh`).
+#[test]
+fn script_static_interpreter() {
+    let script = Path::new(syscall_tests::FIXTURES).join("script_static.sh");
+    harness::compare(
+        "script_static_interpreter",
+        Native::Plain,
+        &script,
+        &["x", "y"],
+        4,
+    );
+}
+
+/// argv as given on the command line reaches the guest unchanged.
+#[test]
+fn auxv_with_arguments() {
+    harness::compare(
+        "auxv_with_arguments",
+        Native::Plain,
+        &guest_path("auxv"),
+        &["first", "", "with space", "-dash", "--", "ünïcode"],
+        0,
+    );
+}
+
+#[test]
+fn diff_marks_changed_lines() {
+    let d = harness::diff("a\nb\nc\n", "a\nx\nc\nd\n");
+    assert_eq!(d, "  a\n+ x\n- b\n  c\n+ d\n");
+}
