@@ -231,7 +231,10 @@ fn check(b: &[u8]) -> Result<u64, String> {
         }
         match tag {
             DT_RELA | DT_REL | DT_RELR | DT_JMPREL | DT_TEXTREL => {
-                return Err(format!("dynamic tag {tag:#x}: the image has relocations"));
+                return Err(format!(
+                    "dynamic tag {tag:#x} (DT_RELA, DT_REL, DT_RELR, DT_JMPREL or DT_TEXTREL): \
+                     the image has relocations (a global pointer, or a call through the GOT?)"
+                ));
             }
             DT_RELASZ | DT_RELSZ | DT_RELRSZ | DT_PLTRELSZ if val != 0 => {
                 return Err(format!(

@@ -12,9 +12,18 @@ use crate::sys::{self, WaitStatus};
 /// `SIGTRAP` stop (the `int3` after the trampoline's `syscall`).
 const TRAP_STOP: i32 = libc::SIGTRAP;
 
-/// A guest address space backed by a traced stub process.
+/// A guest address space backed by a traced stub process. The stub's
+/// state lives behind a lock because the trait's methods take `&self` (the
+/// Sentry shares an address space between the threads of a process).
 #[derive(Debug)]
 pub struct PtraceAddressSpace {
+    pid: i32,
+    stub: std::sync::Mutex<Stub>,
+}
+
+/// The traced stub process itself.
+#[derive(Debug)]
+pub(crate) struct Stub {
     pid: i32,
     pidfd: OwnedFd,
     /// The only thread allowed to issue ptrace requests to the stub.
@@ -32,13 +41,45 @@ pub struct PtraceAddressSpace {
 impl PtraceAddressSpace {
     /// Forks and prepares a stub (see [`crate::stub`]).
     pub(crate) fn create(memfd: BorrowedFd<'_>, image: &StubImage, pin: bool) -> Result<Self> {
+        let stub = Stub::create(memfd, image, pin)?;
+        Ok(PtraceAddressSpace { pid: stub.pid, stub: std::sync::Mutex::new(stub) })
+    }
+
+    /// The stub's host pid (for tests and diagnostics).
+    pub fn stub_pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Locks the stub.
+    pub(crate) fn stub(&self) -> std::sync::MutexGuard<'_, Stub> {
+        self.stub.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Resumes the stub *without* system call emulation (`PTRACE_CONT`)
+    /// until it stops or dies: only for tests proving that the seccomp
+    /// filter holds when tracing does not.
+    #[doc(hidden)]
+    pub fn run_untraced_for_test(&self, regs: &Regs) -> Result<UntracedOutcome> {
+        self.stub().run_untraced_for_test(regs)
+    }
+
+    /// Cost probe: one injected call (see [`Stub::inject_nop_for_bench`]).
+    #[doc(hidden)]
+    pub fn inject_nop_for_bench(&self) -> Result<()> {
+        self.stub().inject_nop_for_bench()
+    }
+}
+
+impl Stub {
+    /// Forks and prepares a stub (see [`crate::stub`]).
+    pub(crate) fn create(memfd: BorrowedFd<'_>, image: &StubImage, pin: bool) -> Result<Self> {
         if pin {
             // The stub inherits the mask: tracer and stub share a CPU, so
             // every ptrace stop is a same-core hand-off.
             sys::pin_to_current_cpu()?;
         }
         let forked = stub::fork_stub(memfd, image)?;
-        let mut as_ = PtraceAddressSpace {
+        let mut as_ = Stub {
             pid: forked.pid,
             pidfd: forked.pidfd,
             tracer: sys::gettid(),
@@ -73,7 +114,7 @@ impl PtraceAddressSpace {
         // update it on the next preemption and kill the stub with SIGSEGV.
         // Only the task itself can unregister, so inject the call.
         let rseq = sys::rseq_config(self.pid)?;
-        if rseq.pointer != 0 && std::env::var_os("XX_NO_RSEQ_FIX").is_none() {
+        if rseq.pointer != 0 {
             let args = [
                 rseq.pointer,
                 u64::from(rseq.size),
@@ -174,7 +215,20 @@ impl PtraceAddressSpace {
                 WaitStatus::Stopped(TRAP_STOP) => break,
                 // A signal meant for an earlier switch (an interrupt kick
                 // that arrived late) or sent from outside: drop it.
-                WaitStatus::Stopped(_) => sys::cont(self.pid, 0)?,
+                WaitStatus::Stopped(libc::SIGSTOP) => sys::cont(self.pid, 0)?,
+                WaitStatus::Stopped(sig) if sys::get_siginfo(self.pid)?.code <= 0 => {
+                    tracing::debug!(sig, "dropping host-sent signal to stub");
+                    sys::cont(self.pid, 0)?
+                }
+                // The trampoline itself faulted: the stub is broken, and
+                // resuming it would only fault again. Kill it so later calls
+                // fail fast instead of spinning.
+                WaitStatus::Stopped(sig) => {
+                    self.kill_and_reap();
+                    return Err(Error::StubDied(format!(
+                        "{op}: stub trampoline raised signal {sig}"
+                    )));
+                }
                 dead => return Err(Error::StubDied(format!("{op}: {}", dead.describe()))),
             }
         }
@@ -206,11 +260,7 @@ impl PtraceAddressSpace {
         }
     }
 
-    /// Resumes the stub *without* system call emulation (`PTRACE_CONT`)
-    /// until it stops or dies: only for tests proving that the seccomp
-    /// filter holds when tracing does not.
-    #[doc(hidden)]
-    pub fn run_untraced_for_test(&mut self, regs: &Regs) -> Result<UntracedOutcome> {
+    fn run_untraced_for_test(&mut self, regs: &Regs) -> Result<UntracedOutcome> {
         self.check_thread()?;
         self.cached = None;
         sys::set_regs(self.pid, regs)?;
@@ -224,8 +274,7 @@ impl PtraceAddressSpace {
 
     /// Cost probe: one injected `mprotect` of an unmapped page (the stub
     /// answers ENOMEM), i.e. the whole injection round trip.
-    #[doc(hidden)]
-    pub fn inject_nop_for_bench(&mut self) -> Result<()> {
+    fn inject_nop_for_bench(&mut self) -> Result<()> {
         match self.inject(
             libc::SYS_mprotect,
             [0x1000, PAGE_SIZE, 0, 0, 0, 0],
@@ -250,6 +299,24 @@ pub enum UntracedOutcome {
 }
 
 impl AddressSpace for PtraceAddressSpace {
+    fn map(&self, addr: u64, len: u64, prot: Prot, file_offset: u64) -> Result<()> {
+        self.stub().map(addr, len, prot, file_offset)
+    }
+
+    fn unmap(&self, addr: u64, len: u64) -> Result<()> {
+        self.stub().unmap(addr, len)
+    }
+
+    fn protect(&self, addr: u64, len: u64, prot: Prot) -> Result<()> {
+        self.stub().protect(addr, len, prot)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Stub {
     fn map(&mut self, addr: u64, len: u64, prot: Prot, file_offset: u64) -> Result<()> {
         Self::check_range(addr, len)?;
         if !file_offset.is_multiple_of(PAGE_SIZE) {
@@ -288,23 +355,15 @@ impl AddressSpace for PtraceAddressSpace {
         )?;
         Ok(())
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
 }
 
-impl Drop for PtraceAddressSpace {
-    fn drop(&mut self) {
+impl Stub {
+    /// SIGKILLs the stub, if not reaped yet, and waits for its death.
+    fn kill_and_reap(&mut self) {
         if self.reaped {
             return;
         }
-        // Through the pidfd: the process cannot have been replaced by another
-        // with the same pid, but be exact anyway.
+        // Through the pidfd: exact even if the pid were recycled.
         if let Err(e) = sys::pidfd_send_signal(self.pidfd.as_raw_fd(), libc::SIGKILL) {
             tracing::warn!(pid = self.pid, error = %e, "cannot kill stub");
             let _ = sys::kill(self.pid, libc::SIGKILL);
@@ -322,5 +381,12 @@ impl Drop for PtraceAddressSpace {
             }
         }
         self.reaped = true;
+        self.cached = None;
+    }
+}
+
+impl Drop for Stub {
+    fn drop(&mut self) {
+        self.kill_and_reap();
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use platform::{Access, AddressSpace, Context, Error, Event, Interrupter, Regs, Result};
 
-use crate::address_space::PtraceAddressSpace;
+use crate::address_space::{PtraceAddressSpace, Stub};
 use crate::sys::{self, WaitStatus};
 
 /// The signal that kicks a running stub for [`Interrupter::interrupt`].
@@ -76,7 +76,7 @@ impl PtraceContext {
         }
     }
 
-    fn run(&self, as_: &mut PtraceAddressSpace, regs: &mut Regs) -> Result<Event> {
+    fn run(&self, as_: &mut Stub, regs: &mut Regs) -> Result<Event> {
         let pid = as_.stub_pid();
         loop {
             // Only write what the Sentry changed since the last stop.
@@ -142,11 +142,13 @@ fn only_rax_differs(a: &Regs, b: &Regs) -> bool {
 }
 
 impl Context for PtraceContext {
-    fn switch(&mut self, address_space: &mut dyn AddressSpace, regs: &mut Regs) -> Result<Event> {
-        let as_ = address_space
-            .as_any_mut()
-            .downcast_mut::<PtraceAddressSpace>()
+    fn switch(&mut self, address_space: &dyn AddressSpace, regs: &mut Regs) -> Result<Event> {
+        let space = address_space
+            .as_any()
+            .downcast_ref::<PtraceAddressSpace>()
             .ok_or(Error::Misuse("address space of another platform"))?;
+        let mut stub = space.stub();
+        let as_: &mut Stub = &mut stub;
         if sys::gettid() != self.tid || as_.tracer() != self.tid {
             return Err(Error::Misuse(
                 "ptrace context switched from a thread other than its creator's or its address space's",

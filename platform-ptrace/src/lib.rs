@@ -19,6 +19,15 @@
 //!
 //! Unsafe code lives in `sys` (host call wrappers) and `stub` (stub code and
 //! the child side of the fork).
+//!
+//! Contract with the rest of the Sentry process:
+//! * no thread may `wait` for arbitrary children (`waitpid(-1, ..)`): stubs
+//!   are children of the Sentry, and a stolen ptrace stop hangs a switch;
+//! * with [`PtraceOptions::pin_cpu`] (the default) a thread that creates an
+//!   address space stays pinned to the CPU it was running on;
+//! * a guest that calls into the host's `[vsyscall]` page (which cannot be
+//!   unmapped) bypasses ptrace but not seccomp: its stub is killed, and the
+//!   next switch reports [`platform::Error::StubDied`].
 
 mod address_space;
 pub mod bpf;
@@ -100,8 +109,8 @@ impl Platform for PtracePlatform {
         STUB_BASE
     }
 
-    fn new_address_space(&self) -> Result<Box<dyn AddressSpace>> {
-        Ok(Box::new(self.new_ptrace_address_space()?))
+    fn new_address_space(&self) -> Result<Arc<dyn AddressSpace>> {
+        Ok(Arc::new(self.new_ptrace_address_space()?))
     }
 
     fn new_context(&self) -> Result<Box<dyn Context>> {

@@ -390,3 +390,37 @@ unsafe fn stub_child(memfd: RawFd, parent: RawFd, image: *const u8, setup: u64) 
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trampoline_is_syscall_then_int3_at_offset_0() {
+        let (code, layout) = code();
+        assert_eq!(&code[..3], &[0x0f, 0x05, 0xcc]);
+        assert_eq!(code[layout.setup as usize], 0xcc, "setup opens with int3");
+        // The ready stop lands right after an int3, followed by ud2.
+        assert_eq!(code[layout.ready as usize - 1], 0xcc);
+        assert_eq!(&code[layout.ready as usize..][..2], &[0x0f, 0x0b]);
+        assert!(code.len() as u64 <= PAGE_SIZE);
+    }
+
+    #[test]
+    fn image_carries_a_sock_fprog_pointing_at_the_filter() {
+        let image = StubImage::new();
+        let data = &image.bytes[PAGE_SIZE as usize..];
+        let len = u16::from_le_bytes([data[0], data[1]]) as usize;
+        let ptr = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes"));
+        let filter = bpf::stub_filter(TRAMPOLINE_SYSCALL_IP, STUB_MEMFD as u32);
+        assert_eq!(len, filter.len());
+        assert_eq!(ptr, STUB_BASE + PAGE_SIZE + FILTER_OFFSET as u64);
+        let first = &data[FILTER_OFFSET..FILTER_OFFSET + 8];
+        assert_eq!(u16::from_le_bytes([first[0], first[1]]), filter[0].code);
+        assert_eq!(
+            u32::from_le_bytes(first[4..8].try_into().expect("4")),
+            filter[0].k
+        );
+        assert_eq!(&image.bytes[..3], &[0x0f, 0x05, 0xcc]);
+    }
+}

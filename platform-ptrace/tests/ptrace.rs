@@ -525,3 +525,52 @@ fn killed_stub_is_reported_as_died() {
     assert!(matches!(r, Err(Error::StubDied(_))), "{r:?}");
     drop(as_);
 }
+
+#[test]
+fn executing_a_non_executable_page_is_an_execute_fault() {
+    let mem = MemFile::new();
+    let p = mem.platform();
+    let mut as_ = p.new_address_space().expect("address space");
+    map_code_and_data(as_.as_mut());
+    let mut ctx = p.new_context().expect("context");
+    let mut regs = start_regs();
+    regs.rip = DATA;
+    let ev = ctx.switch(as_.as_mut(), &mut regs).expect("switch");
+    assert_eq!(
+        ev,
+        Event::Fault {
+            signo: libc::SIGSEGV,
+            code: SEGV_ACCERR,
+            addr: DATA,
+            access: Some(platform::Access::Execute)
+        }
+    );
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").expect("fd dir").count()
+}
+
+#[test]
+fn address_spaces_come_and_go_without_leaks() {
+    let mem = MemFile::new();
+    let p = mem.platform();
+    // Warm up thread-locals and lazily opened descriptors.
+    drop(p.new_address_space().expect("address space"));
+    let before = open_fds();
+    let mut pids = Vec::new();
+    for _ in 0..10 {
+        let mut as_ = p.new_address_space().expect("address space");
+        map_code_and_data(as_.as_mut());
+        pids.push(pid_of(as_.as_ref()));
+    }
+    // Other tests open descriptors concurrently; allow for their noise but
+    // not for ten leaked pidfds.
+    assert!(open_fds() < before + 5, "{} -> {}", before, open_fds());
+    for pid in pids {
+        assert!(
+            std::fs::metadata(format!("/proc/{pid}")).is_err(),
+            "stub {pid} left"
+        );
+    }
+}

@@ -220,9 +220,10 @@ pub trait Platform: Send + Sync + fmt::Debug {
     fn max_user_address(&self) -> u64;
 
     /// Creates an empty guest address space whose pages come from the
-    /// memory file the platform was built with. Contexts that will run in it
-    /// must be created and switched on the calling thread.
-    fn new_address_space(&self) -> Result<Box<dyn AddressSpace>>;
+    /// memory file the platform was built with. It may be shared by several
+    /// contexts (the threads of one guest process), each switched on its
+    /// own host thread.
+    fn new_address_space(&self) -> Result<Arc<dyn AddressSpace>>;
 
     /// Creates the context for one guest thread, bound to the calling host
     /// thread.
@@ -230,30 +231,30 @@ pub trait Platform: Send + Sync + fmt::Debug {
 }
 
 /// A guest address space: the guest-visible mappings of memory-file pages.
-pub trait AddressSpace: Send + fmt::Debug {
+/// Shared by the contexts running in it; the Sentry serialises changes to
+/// one address space (its memory manager's lock), but calls may come from
+/// any of those contexts' host threads.
+pub trait AddressSpace: Send + Sync + fmt::Debug {
     /// Maps `len` bytes of the memory file at `file_offset` to guest address
     /// `addr` with `prot`, replacing whatever was mapped there. Writes by the
     /// guest land in the memory file (the mapping is shared with the Sentry).
-    fn map(&mut self, addr: u64, len: u64, prot: Prot, file_offset: u64) -> Result<()>;
+    fn map(&self, addr: u64, len: u64, prot: Prot, file_offset: u64) -> Result<()>;
 
     /// Removes guest mappings in `[addr, addr + len)`.
-    fn unmap(&mut self, addr: u64, len: u64) -> Result<()>;
+    fn unmap(&self, addr: u64, len: u64) -> Result<()>;
 
     /// Changes the protection of existing mappings in `[addr, addr + len)`.
-    fn protect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<()>;
+    fn protect(&self, addr: u64, len: u64, prot: Prot) -> Result<()>;
 
     /// For the platform's own downcasts in [`Context::switch`].
     fn as_any(&self) -> &dyn Any;
-
-    /// For the platform's own downcasts in [`Context::switch`].
-    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
 /// One guest thread's execution context.
 pub trait Context: Send + fmt::Debug {
     /// Runs the guest with `regs` in `address_space` until an [`Event`];
     /// `regs` holds the guest's registers afterwards.
-    fn switch(&mut self, address_space: &mut dyn AddressSpace, regs: &mut Regs) -> Result<Event>;
+    fn switch(&mut self, address_space: &dyn AddressSpace, regs: &mut Regs) -> Result<Event>;
 
     /// A handle other threads use to interrupt this context.
     fn interrupter(&self) -> Arc<dyn Interrupter>;

@@ -27,6 +27,14 @@ pub enum FileKind {
     Path,
     /// one end of a pipe
     Pipe(PipeEnd),
+    /// an `eventfd`
+    EventFd(Arc<crate::events::EventFd>),
+    /// a `timerfd`
+    TimerFd(crate::events::TimerFd),
+    /// a `signalfd`
+    SignalFd(crate::events::SignalFd),
+    /// an `epoll` instance
+    Epoll(crate::events::Epoll),
 }
 
 /// What a blocking file operation needs to sleep and to notice signals.
@@ -163,6 +171,9 @@ impl FileDescription {
                 },
             );
         }
+        if let Some(r) = self.read_events(blk, bufs, at) {
+            return r;
+        }
         if let FileKind::Stdio(fd) = self.kind {
             if at.is_none() && !self.stdio_ready(fd, blk)? {
                 return Err(Errno::EAGAIN);
@@ -205,6 +216,10 @@ impl FileDescription {
                 }
                 FileKind::SynthDir => return Err(Errno::EISDIR),
                 FileKind::Path | FileKind::Pipe(_) => return Err(Errno::EBADF),
+                FileKind::EventFd(_)
+                | FileKind::TimerFd(_)
+                | FileKind::SignalFd(_)
+                | FileKind::Epoll(_) => return Err(Errno::EINVAL),
             };
             total += n as u64;
             pos += n as u64;
@@ -257,6 +272,20 @@ impl FileDescription {
             }
             return Ok(done);
         }
+        if let FileKind::EventFd(e) = &self.kind {
+            let mut raw = [0u8; 8];
+            if copy_from_slices(bufs, &mut raw) < 8 {
+                return Err(Errno::EINVAL);
+            }
+            let v = u64::from_ne_bytes(raw);
+            if v == u64::MAX {
+                return Err(Errno::EINVAL);
+            }
+            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            blk.block_on(nonblock, || Ok(e.try_write(v)), || e.state().1)?;
+            blk.bus.notify();
+            return Ok(8);
+        }
         let mut total = 0u64;
         for b in bufs {
             let n = match &self.kind {
@@ -290,6 +319,77 @@ impl FileDescription {
         Ok(total)
     }
 
+    /// Readiness for `poll`/`epoll`: the subset of `events` (plus errors
+    /// and hang-ups, which are always reported) that holds now.
+    pub fn poll_ready(&self, proc_: &Process, events: i16, depth: u32) -> i16 {
+        use crate::events::poll::*;
+        let always = POLLERR | POLLHUP;
+        let ready = match &self.kind {
+            FileKind::Pipe(end) => {
+                let (readable, writable, no_writers, no_readers) = end.pipe.poll_state();
+                if end.reader {
+                    (if readable { POLLIN | POLLRDNORM } else { 0 })
+                        | if no_writers { POLLHUP } else { 0 }
+                } else {
+                    (if writable { POLLOUT | POLLWRNORM } else { 0 })
+                        | if no_readers { POLLERR } else { 0 }
+                }
+            }
+            FileKind::Stdio(fd) => host::poll_events(Self::stdio_borrow(*fd), events),
+            FileKind::Path => POLLNVAL,
+            FileKind::EventFd(e) => {
+                let (r, w) = e.state();
+                (if r { POLLIN | POLLRDNORM } else { 0 }) | if w { POLLOUT | POLLWRNORM } else { 0 }
+            }
+            FileKind::TimerFd(t) => {
+                if t.count.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
+            FileKind::SignalFd(s) => {
+                let mask = *lock(&s.mask);
+                if proc_.state().signals.pending & mask != 0 {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
+            FileKind::Epoll(ep) => {
+                if depth < 5 && ep.any_ready(proc_, depth) {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
+            FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir => {
+                POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
+            }
+        };
+        ready & (events | always | POLLNVAL)
+    }
+
+    /// A number that changes whenever the object's readiness may have
+    /// changed (edge-triggered epoll).
+    pub fn event_generation(&self) -> u64 {
+        match &self.kind {
+            FileKind::Pipe(end) => end.pipe.generation(),
+            FileKind::EventFd(e) => e.generation(),
+            FileKind::TimerFd(t) => t.count.load(std::sync::atomic::Ordering::Relaxed),
+            _ => 0,
+        }
+    }
+
+    /// Whether the object can sit in an epoll set (regular files and
+    /// directories cannot: `EPERM`).
+    pub fn pollable(&self) -> bool {
+        !matches!(
+            self.kind,
+            FileKind::Host(_) | FileKind::SynthDir | FileKind::Path
+        )
+    }
+
     /// Waits until the caller's standard descriptor `fd` has input, waking
     /// up now and then to notice signals (a host read cannot be
     /// interrupted from here). `false` for a non-blocking descriptor that
@@ -309,10 +409,87 @@ impl FileDescription {
         }
     }
 
+    /// Reads of the event descriptors (`eventfd`, `timerfd`, `signalfd`);
+    /// `None` for other kinds.
+    fn read_events(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Option<Result<u64, Errno>> {
+        let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+        let len: usize = bufs.iter().map(|b| b.len).sum();
+        let r = match &self.kind {
+            FileKind::EventFd(e) => {
+                if at.is_some() {
+                    return Some(Err(Errno::ESPIPE));
+                }
+                if len < 8 {
+                    return Some(Err(Errno::EINVAL));
+                }
+                blk.block_on(nonblock, || Ok(e.try_read()), || e.state().0)
+                    .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
+            }
+            FileKind::TimerFd(t) => {
+                if len < 8 {
+                    return Some(Err(Errno::EINVAL));
+                }
+                let count = &t.count;
+                blk.block_on(
+                    nonblock,
+                    || {
+                        let n = count.swap(0, std::sync::atomic::Ordering::Relaxed);
+                        Ok((n > 0).then_some(n))
+                    },
+                    || count.load(std::sync::atomic::Ordering::Relaxed) > 0,
+                )
+                .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
+            }
+            FileKind::SignalFd(sfd) => {
+                const SIZE: usize = 128;
+                if len < SIZE {
+                    return Some(Err(Errno::EINVAL));
+                }
+                let mask = *lock(&sfd.mask);
+                let max = len / SIZE;
+                let proc_ = blk.proc_;
+                blk.block_on(
+                    nonblock,
+                    || {
+                        let mut out = Vec::new();
+                        let mut st = proc_.state();
+                        while out.len() / SIZE < max {
+                            let ready = st.signals.pending & mask;
+                            if ready == 0 {
+                                break;
+                            }
+                            let sig = ready.trailing_zeros() as i32 + 1;
+                            let info = st.signals.dequeue(sig);
+                            out.extend_from_slice(&signalfd_siginfo(&info));
+                        }
+                        Ok((!out.is_empty()).then_some(out))
+                    },
+                    || {
+                        let st = proc_.state();
+                        st.signals.pending & mask != 0
+                    },
+                )
+                .map(|v| copy_to_slices(bufs, &v))
+            }
+            FileKind::Epoll(_) => Err(Errno::EINVAL),
+            _ => return None,
+        };
+        Some(r)
+    }
+
     /// `lseek(2)`.
     pub fn seek(&self, off: i64, whence: u32) -> Result<u64, Errno> {
         match &self.kind {
-            FileKind::Pipe(_) => Err(Errno::ESPIPE),
+            FileKind::Pipe(_)
+            | FileKind::EventFd(_)
+            | FileKind::TimerFd(_)
+            | FileKind::SignalFd(_)
+            | FileKind::Epoll(_) => Err(Errno::ESPIPE),
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),
@@ -476,6 +653,34 @@ impl FdTable {
             .ok_or(Errno::EBADF)
     }
 
+    /// `close_range(2)`: closes (or, with `cloexec`, marks close-on-exec)
+    /// every descriptor in `[first, last]`.
+    pub fn close_range(&mut self, first: usize, last: usize, cloexec: bool) {
+        let end = last.saturating_add(1).min(self.slots.len());
+        for s in self.slots.iter_mut().take(end).skip(first) {
+            if cloexec {
+                if let Some(e) = s {
+                    e.cloexec = true;
+                }
+            } else {
+                *s = None;
+            }
+        }
+    }
+
+    /// Highest open descriptor plus one.
+    pub fn len(&self) -> usize {
+        self.slots
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(0, |i| i + 1)
+    }
+
+    /// Whether no descriptor is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Closes every close-on-exec descriptor (`execve`).
     pub fn close_on_exec(&mut self) {
         for s in &mut self.slots {
@@ -484,4 +689,56 @@ impl FdTable {
             }
         }
     }
+}
+
+/// Copies `data` into guest slices; returns the count copied.
+pub fn copy_to_slices(bufs: &[GuestSlice], data: &[u8]) -> u64 {
+    let mut done = 0;
+    for b in bufs {
+        if done == data.len() {
+            break;
+        }
+        let n = b.len.min(data.len() - done);
+        // SAFETY: guest slices are valid for `len` bytes of the memory file.
+        unsafe { std::ptr::copy_nonoverlapping(data[done..].as_ptr(), b.ptr, n) };
+        done += n;
+    }
+    done as u64
+}
+
+/// Copies from guest slices into `out`; returns the count copied.
+pub fn copy_from_slices(bufs: &[GuestSlice], out: &mut [u8]) -> usize {
+    let mut done = 0;
+    for b in bufs {
+        if done == out.len() {
+            break;
+        }
+        let n = b.len.min(out.len() - done);
+        // SAFETY: guest slices are valid for `len` bytes of the memory file.
+        unsafe { std::ptr::copy_nonoverlapping(b.ptr, out[done..].as_mut_ptr(), n) };
+        done += n;
+    }
+    done
+}
+
+/// `struct signalfd_siginfo` (128 bytes) for one dequeued signal.
+fn signalfd_siginfo(info: &abi::SigInfo) -> [u8; 128] {
+    let mut b = [0u8; 128];
+    let w32 =
+        |b: &mut [u8; 128], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+    w32(&mut b, 0, info.signo as u32);
+    w32(&mut b, 4, info.errno as u32);
+    w32(&mut b, 8, info.code as u32);
+    w32(&mut b, 12, info.fields[0] as u32); // ssi_pid
+    w32(&mut b, 16, (info.fields[0] >> 32) as u32); // ssi_uid
+    if info.signo == abi::signal::SIGCHLD {
+        w32(&mut b, 40, info.fields[1] as u32); // ssi_status
+    }
+    if matches!(
+        info.signo,
+        abi::signal::SIGSEGV | abi::signal::SIGBUS | abi::signal::SIGILL | abi::signal::SIGFPE
+    ) {
+        b[72..80].copy_from_slice(&info.fields[0].to_ne_bytes()); // ssi_addr
+    }
+    b
 }

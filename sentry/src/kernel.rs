@@ -94,6 +94,8 @@ pub struct Kernel {
     pub procs: Mutex<ProcTable>,
     /// wakes blocked tasks when anything they might wait for changes
     pub bus: Arc<EventBus>,
+    /// interval timers of every process
+    pub timers: Arc<crate::timers::TimerService>,
 }
 
 /// The sandbox's processes.
@@ -275,6 +277,7 @@ where
             .collect(),
         procs: Mutex::new(ProcTable::default()),
         bus: Arc::new(EventBus::default()),
+        timers: Default::default(),
     });
     let root = kernel.fs.root();
     let cwd = kernel

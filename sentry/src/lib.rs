@@ -2,6 +2,7 @@
 //! of the guest itself, keeps the guest's memory in its own memory file, and
 //! resolves every path inside the sandbox's root.
 
+pub mod events;
 pub mod file;
 mod host;
 pub mod kernel;
@@ -11,6 +12,8 @@ pub mod mm;
 pub mod pipe;
 pub mod syscalls;
 pub mod task;
+pub mod timers;
+pub mod vdso;
 pub mod vfs;
 
 pub use kernel::{run, Error, SandboxConfig};

@@ -153,7 +153,7 @@ pub struct MmSnapshot {
 /// One guest address space.
 pub struct MemoryManager {
     mf: Arc<MemoryFile>,
-    space: Box<dyn AddressSpace>,
+    space: Arc<dyn AddressSpace>,
     vmas: BTreeMap<u64, Vma>,
     /// lowest address handed out by top-down `mmap` searches (exclusive top)
     mmap_top: u64,
@@ -177,7 +177,7 @@ const MIN_ADDR: u64 = 0x10000;
 
 impl MemoryManager {
     /// An empty address space with `mmap` searches starting below `mmap_top`.
-    pub fn new(mf: Arc<MemoryFile>, space: Box<dyn AddressSpace>, max_addr: u64) -> Self {
+    pub fn new(mf: Arc<MemoryFile>, space: Arc<dyn AddressSpace>, max_addr: u64) -> Self {
         MemoryManager {
             mf,
             space,
@@ -191,8 +191,8 @@ impl MemoryManager {
     }
 
     /// The platform address space, for `Context::switch`.
-    pub fn address_space(&mut self) -> &mut dyn AddressSpace {
-        self.space.as_mut()
+    pub fn address_space(&self) -> Arc<dyn AddressSpace> {
+        self.space.clone()
     }
 
     /// The memory file.
@@ -673,7 +673,7 @@ impl MemoryManager {
     /// Builds an address space from a [`MemoryManager::fork_copy`].
     pub fn from_snapshot(
         mf: Arc<MemoryFile>,
-        space: Box<dyn AddressSpace>,
+        space: Arc<dyn AddressSpace>,
         max_addr: u64,
         snap: MmSnapshot,
     ) -> Result<Self, Errno> {

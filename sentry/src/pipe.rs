@@ -21,6 +21,7 @@ pub const PIPE_BUF: usize = 4096;
 pub struct Pipe {
     inner: Mutex<Inner>,
     bus: Arc<EventBus>,
+    generation: std::sync::atomic::AtomicU64,
 }
 
 struct Inner {
@@ -63,7 +64,19 @@ impl Pipe {
                 writers: 1,
             }),
             bus,
+            generation: Default::default(),
         })
+    }
+
+    /// Changes on every transfer and close (edge-triggered epoll).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn bump(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.bus.notify();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -100,7 +113,7 @@ impl Pipe {
             }
             total
         };
-        self.bus.notify();
+        self.bump();
         Ok(Attempt::Done(total as u64))
     }
 
@@ -138,7 +151,7 @@ impl Pipe {
             }
             moved
         };
-        self.bus.notify();
+        self.bump();
         Ok(Attempt::Done(moved as u64))
     }
 
@@ -187,7 +200,7 @@ impl Pipe {
                 i.writers -= 1;
             }
         }
-        self.bus.notify();
+        self.bump();
     }
 }
 

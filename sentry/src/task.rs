@@ -225,6 +225,10 @@ pub struct ProcessState {
     pub killed: bool,
     /// host CPU time used, for `getrusage`/`times` (not yet tracked)
     pub started: std::time::Instant,
+    /// `ITIMER_REAL`, `ITIMER_VIRTUAL`, `ITIMER_PROF` in the timer service
+    pub itimers: [Option<u64>; 3],
+    /// POSIX timers: guest timer id → (service id, clock)
+    pub posix_timers: std::collections::BTreeMap<i32, (u64, i32)>,
 }
 
 impl ProcessState {
@@ -242,6 +246,8 @@ impl ProcessState {
             vfork_done: false,
             killed: false,
             started: std::time::Instant::now(),
+            itimers: [None; 3],
+            posix_timers: Default::default(),
         }
     }
 }
@@ -475,7 +481,8 @@ impl Task {
             if let Some(status) = self.deliver_signals() {
                 return Ok(status);
             }
-            let event = self.ctx.switch(self.mm.address_space(), &mut self.regs)?;
+            let space = self.mm.address_space();
+            let event = self.ctx.switch(space.as_ref(), &mut self.regs)?;
             match event {
                 Event::Syscall => {
                     let nr = self.regs.orig_rax;
@@ -815,6 +822,12 @@ impl Task {
         let kernel = self.kernel.clone();
         let (ppid, exit_signal) = {
             let mut st = self.proc_.state();
+            for id in st.itimers.iter_mut().filter_map(Option::take) {
+                kernel.timers.delete(id);
+            }
+            for (_, (id, _)) in std::mem::take(&mut st.posix_timers) {
+                kernel.timers.delete(id);
+            }
             st.exit = Some(status);
             st.vfork_done = true;
             (st.ppid, st.exit_signal)

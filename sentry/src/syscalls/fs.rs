@@ -143,7 +143,7 @@ fn positional(file: &FileDescription) -> Result<(), Errno> {
     match file.kind {
         FileKind::Stdio(_) | FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir => Ok(()),
         FileKind::Path => Err(Errno::EBADF),
-        FileKind::Pipe(_) => Err(Errno::ESPIPE),
+        _ => Err(Errno::ESPIPE),
     }
 }
 
@@ -305,6 +305,21 @@ fn openat(task: &mut Task, dirfd: u64, path_addr: u64, raw_flags: u32) -> Result
 /// The error a write to `parent`'s file system gets.
 fn ro_error(_parent: &Node) -> Errno {
     Errno::EROFS
+}
+
+pub fn sys_close_range(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const CLOSE_RANGE_UNSHARE: u64 = 2;
+    const CLOSE_RANGE_CLOEXEC: u64 = 4;
+    let (first, last, flags) = (a[0] as u32, a[1] as u32, a[2]);
+    if flags & !(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC) != 0 || first > last {
+        return Err(Errno::EINVAL);
+    }
+    task.fds.close_range(
+        first as usize,
+        last as usize,
+        flags & CLOSE_RANGE_CLOEXEC != 0,
+    );
+    Ok(0)
 }
 
 pub fn sys_close(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {

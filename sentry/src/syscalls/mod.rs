@@ -1,6 +1,7 @@
 //! The system call table: every x86-64 system call with its handler and
 //! support level, and the dispatcher. Handlers live in one file per family.
 
+mod events;
 mod fork;
 mod fs;
 mod mm;
@@ -47,6 +48,28 @@ use Support::{Full, Partial};
 
 /// Implemented system calls.
 const IMPLEMENTED: &[(u64, Handler, Support)] = &[
+    (nr::EVENTFD, events::sys_eventfd, Full),
+    (nr::EVENTFD2, events::sys_eventfd2, Full),
+    (nr::TIMERFD_CREATE, events::sys_timerfd_create, Full),
+    (nr::TIMERFD_SETTIME, events::sys_timerfd_settime, Partial),
+    (nr::TIMERFD_GETTIME, events::sys_timerfd_gettime, Full),
+    (nr::SIGNALFD, events::sys_signalfd, Full),
+    (nr::SIGNALFD4, events::sys_signalfd4, Full),
+    (nr::EPOLL_CREATE, events::sys_epoll_create, Full),
+    (nr::EPOLL_CREATE1, events::sys_epoll_create1, Full),
+    (nr::EPOLL_CTL, events::sys_epoll_ctl, Full),
+    (nr::EPOLL_WAIT, events::sys_epoll_wait, Full),
+    (nr::EPOLL_PWAIT, events::sys_epoll_pwait, Full),
+    (nr::EPOLL_PWAIT2, events::sys_epoll_pwait2, Full),
+    (nr::ALARM, events::sys_alarm, Full),
+    (nr::SETITIMER, events::sys_setitimer, Partial),
+    (nr::GETITIMER, events::sys_getitimer, Partial),
+    (nr::TIMER_CREATE, events::sys_timer_create, Partial),
+    (nr::TIMER_SETTIME, events::sys_timer_settime, Full),
+    (nr::TIMER_GETTIME, events::sys_timer_gettime, Full),
+    (nr::TIMER_GETOVERRUN, events::sys_timer_getoverrun, Full),
+    (nr::TIMER_DELETE, events::sys_timer_delete, Full),
+    (nr::CLOSE_RANGE, fs::sys_close_range, Full),
     (
         nr::SCHED_GET_PRIORITY_MAX,
         process::sys_sched_get_priority_max,
@@ -312,7 +335,7 @@ mod tests {
         }
         assert_eq!(TABLE[0].map(|e| e.support), Some(Support::Full));
         assert_eq!(
-            TABLE[nr::FORK as usize].map(|e| e.support),
+            TABLE[nr::IO_SETUP as usize].map(|e| e.support),
             Some(Support::Unsupported)
         );
     }

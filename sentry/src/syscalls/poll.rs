@@ -7,35 +7,10 @@ use abi::{Errno, Timespec, Timeval};
 use crate::file::{FileDescription, FileKind};
 use crate::task::{Task, UNBLOCKABLE};
 
-const POLLIN: i16 = 0x1;
-const POLLPRI: i16 = 0x2;
-const POLLOUT: i16 = 0x4;
-const POLLERR: i16 = 0x8;
-const POLLHUP: i16 = 0x10;
-const POLLNVAL: i16 = 0x20;
-const POLLRDNORM: i16 = 0x40;
-const POLLWRNORM: i16 = 0x100;
+use crate::events::poll::*;
 
-/// Readiness of one description for `events` (errors and hang-ups are
-/// always reported, as poll(2) says).
-fn readiness(file: &FileDescription, events: i16) -> i16 {
-    let mask = events | POLLERR | POLLHUP;
-    let ready = match &file.kind {
-        FileKind::Pipe(end) => {
-            let (readable, writable, no_writers, no_readers) = end.pipe.poll_state();
-            if end.reader {
-                (if readable { POLLIN | POLLRDNORM } else { 0 })
-                    | if no_writers { POLLHUP } else { 0 }
-            } else {
-                (if writable { POLLOUT | POLLWRNORM } else { 0 })
-                    | if no_readers { POLLERR } else { 0 }
-            }
-        }
-        FileKind::Stdio(fd) => crate::host::poll_events(FileDescription::stdio_borrow(*fd), events),
-        FileKind::Path => POLLNVAL,
-        _ => POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM,
-    };
-    ready & (mask | POLLNVAL)
+fn readiness(task: &Task, file: &FileDescription, events: i16) -> i16 {
+    file.poll_ready(&task.proc_, events, 0)
 }
 
 /// Waits until `check` reports something or `deadline` passes. Descriptors
@@ -118,7 +93,7 @@ fn do_poll(task: &mut Task, addr: u64, nfds: u64, deadline: Option<Instant>) -> 
                 0
             } else {
                 match &files[i] {
-                    Some(f) => readiness(f, events),
+                    Some(f) => readiness(task, f, events),
                     None => POLLNVAL,
                 }
             };
@@ -213,7 +188,7 @@ fn do_select(
         out = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
         for (fd, f) in &files {
             let (w, b) = (fd / 64, 1u64 << (fd % 64));
-            let r = readiness(f, POLLIN | POLLOUT | POLLPRI);
+            let r = readiness(task, f, POLLIN | POLLOUT | POLLPRI);
             let checks = [
                 r & (POLLIN | POLLHUP | POLLERR) != 0,
                 r & (POLLOUT | POLLERR) != 0,

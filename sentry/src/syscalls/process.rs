@@ -497,13 +497,11 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 return Err(Errno::EDEADLK);
             }
             let ts: abi::Timespec = task.mm.read_obj(a[3])?;
-            super::time::sleep_for(
-                task,
-                &ts,
-                op == FUTEX_WAIT_BITSET,
-                if a[1] & 256 != 0 { 0 } else { 1 },
-            )?;
-            Err(Errno::ETIMEDOUT)
+            let clock = if a[1] & 256 != 0 { 0 } else { 1 };
+            match super::time::sleep_for(task, &ts, op == FUTEX_WAIT_BITSET, clock)? {
+                Ok(()) => Err(Errno::ETIMEDOUT),
+                Err(_) => Err(Errno::EINTR),
+            }
         }
         _ => Err(Errno::ENOSYS),
     }

@@ -1,6 +1,6 @@
 //! Clocks and sleeping.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use abi::{Errno, Timespec, Timeval};
 
@@ -64,8 +64,14 @@ fn valid(ts: &Timespec) -> bool {
     ts.tv_sec >= 0 && (0..1_000_000_000).contains(&ts.tv_nsec)
 }
 
-/// Sleeps for `ts` (relative) or until `ts` on `clock` (absolute).
-pub fn sleep_for(_task: &Task, ts: &Timespec, absolute: bool, clock: i32) -> Result<(), Errno> {
+/// Sleeps for `ts` (relative) or until `ts` on `clock` (absolute). A
+/// signal cuts the sleep short: `Err(time left)` for relative sleeps.
+pub fn sleep_for(
+    task: &Task,
+    ts: &Timespec,
+    absolute: bool,
+    clock: i32,
+) -> Result<Result<(), Duration>, Errno> {
     if !valid(ts) {
         return Err(Errno::EINVAL);
     }
@@ -80,13 +86,43 @@ pub fn sleep_for(_task: &Task, ts: &Timespec, absolute: bool, clock: i32) -> Res
     } else {
         want
     };
-    std::thread::sleep(dur);
+    let deadline = Instant::now() + dur;
+    let bus = &task.kernel.bus;
+    let mut g = bus.lock();
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(Ok(()));
+        }
+        if task.proc_.interrupted() {
+            return Ok(Err(deadline - now));
+        }
+        g = bus.wait(g, Some(deadline));
+    }
+}
+
+fn write_rem(task: &Task, addr: u64, left: Duration) -> Result<(), Errno> {
+    if addr != 0 {
+        task.mm.write_obj(
+            addr,
+            &Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: i64::from(left.subsec_nanos()),
+            },
+        )?;
+    }
     Ok(())
 }
 
 pub fn sys_nanosleep(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let ts: Timespec = task.mm.read_obj(a[0])?;
-    sleep_for(task, &ts, false, libc::CLOCK_MONOTONIC).map(|()| 0)
+    match sleep_for(task, &ts, false, libc::CLOCK_MONOTONIC)? {
+        Ok(()) => Ok(0),
+        Err(left) => {
+            write_rem(task, a[1], left)?;
+            Err(Errno::EINTR)
+        }
+    }
 }
 
 pub fn sys_clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -98,5 +134,20 @@ pub fn sys_clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
         return Err(Errno::EINVAL);
     }
     let ts: Timespec = task.mm.read_obj(a[2])?;
-    sleep_for(task, &ts, a[1] & 1 != 0, clock).map(|()| 0)
+    let absolute = a[1] & 1 != 0;
+    match sleep_for(task, &ts, absolute, clock)? {
+        Ok(()) => Ok(0),
+        Err(left) => {
+            if !absolute {
+                write_rem(task, a[3], left)?;
+            }
+            // An absolute sleep restarts with the same deadline after a
+            // handler with SA_RESTART; a relative one reports EINTR.
+            Err(if absolute {
+                Errno::ERESTARTNOHAND
+            } else {
+                Errno::EINTR
+            })
+        }
+    }
 }
