@@ -345,6 +345,18 @@ pub fn commit(mm: &mut MemoryManager, prepared: Prepared) -> Result<Loaded, Errn
     mm.map_fixed(stack_base, STACK_SIZE, Prot::RW, false, Backing::Anon)?;
     mm.set_mmap_top(stack_base - (1 << 30) - (random_u64() % (1 << 20)) * PAGE_SIZE);
 
+    // The vDSO: the Sentry's own image, read-only and executable, below
+    // the stack (AT_SYSINFO_EHDR).
+    let vdso_len = crate::vdso::size_pages() * PAGE_SIZE;
+    let vdso_base = mm.pick_address(0, vdso_len)?;
+    let rx = Prot {
+        read: true,
+        write: false,
+        exec: true,
+    };
+    mm.map_fixed(vdso_base, vdso_len, rx, false, Backing::Anon)?;
+    mm.poke(vdso_base, crate::vdso::image())?;
+
     let main = map_elf(mm, &elf, true)?;
     let brk_start = main.end + (random_u64() % (1 << 13)) * PAGE_SIZE;
     mm.init_brk(brk_start)?;
@@ -388,6 +400,7 @@ pub fn commit(mm: &mut MemoryManager, prepared: Prepared) -> Result<Loaded, Errn
 
     let (uid, gid) = ids;
     let auxv: Vec<(u64, u64)> = vec![
+        (AT_SYSINFO_EHDR, vdso_base),
         (AT_HWCAP, crate::host::getauxval(AT_HWCAP)),
         (AT_PAGESZ, PAGE_SIZE),
         (AT_CLKTCK, 100),
