@@ -228,6 +228,13 @@ pub trait Platform: Send + Sync + fmt::Debug {
     /// Creates the context for one guest thread, bound to the calling host
     /// thread.
     fn new_context(&self) -> Result<Box<dyn Context>>;
+
+    /// Whether several contexts, on different host threads, may run in one
+    /// address space (guest threads). Without it the Sentry refuses
+    /// `clone(CLONE_VM)` other than `vfork`.
+    fn supports_threads(&self) -> bool {
+        false
+    }
 }
 
 /// A guest address space: the guest-visible mappings of memory-file pages.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use abi::Errno;
 
 use crate::file::FileDescription;
-use crate::task::Process;
+use crate::task::Thread;
 use crate::timers::TimerService;
 
 /// `poll` event bits.
@@ -217,7 +217,7 @@ impl Epoll {
 
     /// Collects up to `max` ready events as `(events, data)`, updating
     /// edge-triggered and one-shot state as reported.
-    pub fn collect(&self, proc_: &Process, max: usize, depth: u32) -> Vec<(u32, u64)> {
+    pub fn collect(&self, thread: &Thread, max: usize, depth: u32) -> Vec<(u32, u64)> {
         let mut out = Vec::new();
         let mut map = lock(&self.interests);
         for i in map.values_mut() {
@@ -231,7 +231,7 @@ impl Epoll {
                 continue;
             };
             let want = (i.events & 0xffff) as i16 | poll::POLLERR | poll::POLLHUP;
-            let ready = file.poll_ready(proc_, want, depth + 1) & want;
+            let ready = file.poll_ready(thread, want, depth + 1) & want;
             if ready == 0 {
                 i.last = None;
                 continue;
@@ -252,13 +252,13 @@ impl Epoll {
     }
 
     /// Whether any interest is ready, without changing state.
-    pub fn any_ready(&self, proc_: &Process, depth: u32) -> bool {
+    pub fn any_ready(&self, thread: &Thread, depth: u32) -> bool {
         let map = lock(&self.interests);
         map.values().any(|i| {
             !i.disabled
                 && i.file.upgrade().is_some_and(|f| {
                     let want = (i.events & 0xffff) as i16 | poll::POLLERR | poll::POLLHUP;
-                    f.poll_ready(proc_, want, depth + 1) & want != 0
+                    f.poll_ready(thread, want, depth + 1) & want != 0
                 })
         })
     }

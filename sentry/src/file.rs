@@ -10,7 +10,7 @@ use crate::host;
 use crate::kernel::EventBus;
 use crate::mm::GuestSlice;
 use crate::pipe::{Attempt, PipeEnd};
-use crate::task::Process;
+use crate::task::Thread;
 use crate::vfs::{self, Device, DirEntry, HostFile, Location, Node};
 
 /// What an open file description refers to.
@@ -42,8 +42,8 @@ pub enum FileKind {
 pub struct Blocker<'a> {
     /// the sandbox's wait point
     pub bus: &'a EventBus,
-    /// the calling process (its pending signals interrupt the wait)
-    pub proc_: &'a Process,
+    /// the calling thread (its pending signals interrupt the wait)
+    pub thread: &'a Thread,
 }
 
 impl Blocker<'_> {
@@ -67,7 +67,7 @@ impl Blocker<'_> {
             if ready() {
                 continue;
             }
-            if self.proc_.interrupted() {
+            if self.thread.interrupted() {
                 return Err(Errno::ERESTARTSYS);
             }
             drop(self.bus.wait(g, None));
@@ -321,7 +321,7 @@ impl FileDescription {
 
     /// Readiness for `poll`/`epoll`: the subset of `events` (plus errors
     /// and hang-ups, which are always reported) that holds now.
-    pub fn poll_ready(&self, proc_: &Process, events: i16, depth: u32) -> i16 {
+    pub fn poll_ready(&self, thread: &Thread, events: i16, depth: u32) -> i16 {
         use crate::events::poll::*;
         let always = POLLERR | POLLHUP;
         let ready = match &self.kind {
@@ -350,14 +350,14 @@ impl FileDescription {
             }
             FileKind::SignalFd(s) => {
                 let mask = *lock(&s.mask);
-                if proc_.state().signals.pending & mask != 0 {
+                if signals_pending(thread) & mask != 0 {
                     POLLIN | POLLRDNORM
                 } else {
                     0
                 }
             }
             FileKind::Epoll(ep) => {
-                if depth < 5 && ep.any_ready(proc_, depth) {
+                if depth < 5 && ep.any_ready(thread, depth) {
                     POLLIN | POLLRDNORM
                 } else {
                     0
@@ -403,7 +403,7 @@ impl FileDescription {
                 Ok(false) => {}
                 Err(e) => return Err(e.into()),
             }
-            if blk.proc_.interrupted() {
+            if blk.thread.interrupted() {
                 return Err(Errno::ERESTARTSYS);
             }
         }
@@ -452,27 +452,29 @@ impl FileDescription {
                 }
                 let mask = *lock(&sfd.mask);
                 let max = len / SIZE;
-                let proc_ = blk.proc_;
+                let thread = blk.thread;
                 blk.block_on(
                     nonblock,
                     || {
                         let mut out = Vec::new();
-                        let mut st = proc_.state();
+                        let mut p = thread.process.state();
+                        let mut t = thread.state();
                         while out.len() / SIZE < max {
-                            let ready = st.signals.pending & mask;
+                            let ready = (t.pending.bits | p.pending.bits) & mask;
                             if ready == 0 {
                                 break;
                             }
                             let sig = ready.trailing_zeros() as i32 + 1;
-                            let info = st.signals.dequeue(sig);
+                            let info = if t.pending.has(sig) {
+                                t.pending.dequeue(sig)
+                            } else {
+                                p.pending.dequeue(sig)
+                            };
                             out.extend_from_slice(&signalfd_siginfo(&info));
                         }
                         Ok((!out.is_empty()).then_some(out))
                     },
-                    || {
-                        let st = proc_.state();
-                        st.signals.pending & mask != 0
-                    },
+                    || signals_pending(thread) & mask != 0,
                 )
                 .map(|v| copy_to_slices(bufs, &v))
             }
@@ -741,4 +743,11 @@ fn signalfd_siginfo(info: &abi::SigInfo) -> [u8; 128] {
         b[72..80].copy_from_slice(&info.fields[0].to_ne_bytes()); // ssi_addr
     }
     b
+}
+
+/// Signals pending for `thread`, its own and its process's.
+fn signals_pending(thread: &Thread) -> u64 {
+    let p = thread.process.state();
+    let t = thread.state();
+    t.pending.bits | p.pending.bits
 }

@@ -10,12 +10,13 @@ use std::time::Instant;
 
 use abi::{Errno, OpenFlags};
 use platform::Platform;
+use zerocopy::FromZeros;
 
 use crate::file::{FdEntry, FdTable, FileDescription, FileKind};
 use crate::loader::{self, ExecRequest};
 use crate::memfile::MemoryFile;
 use crate::mm::MemoryManager;
-use crate::task::{ExitStatus, Process, ProcessState, SignalState, Task};
+use crate::task::{no_altstack, ExitStatus, FsContext, Process, ProcessState, Task, Thread};
 use crate::vfs::{FileSystem, Location};
 
 /// Errors starting a sandbox, for the person at the command line.
@@ -96,6 +97,8 @@ pub struct Kernel {
     pub bus: Arc<EventBus>,
     /// interval timers of every process
     pub timers: Arc<crate::timers::TimerService>,
+    /// futex wait queues
+    pub futexes: crate::futex::FutexTable,
 }
 
 /// The sandbox's processes.
@@ -103,6 +106,8 @@ pub struct Kernel {
 pub struct ProcTable {
     /// live and zombie processes
     pub map: BTreeMap<i32, Arc<Process>>,
+    /// live threads of every process, by thread ID
+    pub threads: BTreeMap<i32, Arc<Thread>>,
     next: i32,
 }
 
@@ -123,7 +128,7 @@ impl ProcTable {
             } else {
                 self.next + 1
             };
-            if !self.map.contains_key(&self.next) {
+            if !self.map.contains_key(&self.next) && !self.threads.contains_key(&self.next) {
                 return Ok(self.next);
             }
         }
@@ -278,6 +283,7 @@ where
         procs: Mutex::new(ProcTable::default()),
         bus: Arc::new(EventBus::default()),
         timers: Default::default(),
+        futexes: Default::default(),
     });
     let root = kernel.fs.root();
     let cwd = kernel
@@ -364,38 +370,64 @@ where
         .map_err(|_| Error::Platform(platform::Error::Misuse("no pid")))?;
     let proc_ = Process::new(
         pid,
-        ProcessState::new(0, pid, pid, abi::signal::SIGCHLD, SignalState::default()),
+        ProcessState::new(
+            0,
+            pid,
+            pid,
+            abi::signal::SIGCHLD,
+            [FromZeros::new_zeroed(); 64],
+        ),
     );
-    kernel.procs().map.insert(pid, proc_.clone());
-    proc_.set_interrupter(Some(ctx.interrupter()));
+    let thread = Thread::new(pid, proc_.clone(), 0);
+    proc_.state().threads.push(thread.clone());
+    {
+        let mut procs = kernel.procs();
+        procs.map.insert(pid, proc_.clone());
+        procs.threads.insert(pid, thread.clone());
+    }
+    thread.set_interrupter(Some(ctx.interrupter()));
+    let comm = loaded
+        .exe
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .bytes()
+        .take(15)
+        .collect();
     let mut task = Task {
-        proc_,
+        thread,
+        proc_: proc_.clone(),
         kernel: kernel.clone(),
         regs: loaded.regs,
-        mm,
+        mm: Arc::new(Mutex::new(mm)),
         ctx,
-        fds,
-        cwd,
-        umask: 0o022,
+        fds: Arc::new(Mutex::new(fds)),
+        fs: Arc::new(Mutex::new(FsContext { cwd, umask: 0o022 })),
         ids,
         rlimits,
         clear_child_tid: 0,
         robust_list: (0, 0),
-        comm: loaded
-            .exe
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .bytes()
-            .take(15)
-            .collect(),
+        comm,
         exe: loaded.exe,
         exit: None,
         no_new_privs: false,
         restart: None,
         saved_mask: None,
+        altstack: no_altstack(),
     };
-    let status = task.run_to_exit();
+    task.run_to_exit();
+    drop(task);
+    // Init's other threads may still run: the sandbox ends when the whole
+    // process has.
+    let bus = kernel.bus.clone();
+    let mut g = bus.lock();
+    let status = loop {
+        if let Some(s) = proc_.state().exit {
+            break s;
+        }
+        g = bus.wait(g, None);
+    };
+    drop(g);
     // Init has exited: like a PID namespace's init, it takes every other
     // process with it.
     kernel.kill_all();

@@ -4,6 +4,7 @@
 
 pub mod events;
 pub mod file;
+pub mod futex;
 mod host;
 pub mod kernel;
 pub mod loader;

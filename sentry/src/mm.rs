@@ -714,6 +714,17 @@ impl MemoryManager {
         false
     }
 
+    /// The memory-file offset (the futex key) and the Sentry's pointer of
+    /// the readable word at `addr`.
+    pub fn futex_word(&self, addr: u64) -> Result<(u64, *const u8), Errno> {
+        let v = self
+            .find_vma(addr)
+            .filter(|v| v.prot.read && addr + 4 <= v.end)
+            .ok_or(Errno::EFAULT)?;
+        let off = v.offset + (addr - v.start);
+        Ok((off, self.mf.ptr(off, 4)))
+    }
+
     /// The VMA containing `addr`, if any.
     pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
         self.vmas

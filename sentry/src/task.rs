@@ -1,6 +1,6 @@
-//! Tasks and processes. A guest process has one task today (threads come
-//! with the platform's support for several stub threads); each task runs on
-//! its own host thread, which owns its platform context.
+//! Tasks, threads and processes. Each guest thread is a [`Task`] run by its
+//! own host thread, which owns its platform context; [`Thread`] and
+//! [`Process`] are the parts other threads see (signals, exit state).
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -115,59 +115,38 @@ fn bit(sig: i32) -> u64 {
 /// Signals that cannot be caught, blocked or ignored.
 pub const UNBLOCKABLE: u64 = (1 << (SIGKILL - 1)) | (1 << (SIGSTOP - 1));
 
-/// Signal dispositions, mask, pending set and alternate stack of a process.
+/// Pending signals with their information: real-time signals queue,
+/// standard ones do not.
 #[derive(Clone, Debug)]
-pub struct SignalState {
-    /// `rt_sigaction` dispositions, index = signal - 1
-    pub actions: [KSigaction; 64],
-    /// blocked signals
-    pub mask: u64,
-    /// `sigaltstack`
-    pub altstack: StackT,
-    /// pending signals
-    pub pending: u64,
-    /// information of each pending signal (real-time signals queue,
-    /// standard ones do not)
-    pub info: Vec<std::collections::VecDeque<SigInfo>>,
+pub struct SigQueue {
+    /// pending signal bits
+    pub bits: u64,
+    info: Vec<std::collections::VecDeque<SigInfo>>,
 }
 
-/// Most queued real-time signals per process (`RLIMIT_SIGPENDING`-like).
+/// Most queued real-time signals per queue (`RLIMIT_SIGPENDING`-like).
 const MAX_QUEUED: usize = 1024;
 
-impl SignalState {
-    /// What `execve` keeps: handled signals go back to their default action
-    /// (ignored ones stay ignored), the mask and pending set stay, the
-    /// alternate stack goes.
-    pub fn reset_for_exec(&mut self) {
-        for a in &mut self.actions {
-            if a.handler != SIG_IGN {
-                *a = KSigaction::new_zeroed();
-            }
-        }
-        self.altstack = StackT::new_zeroed();
-        self.altstack.flags = SS_DISABLE;
-    }
-
-    /// A copy for a `fork` child: same dispositions and mask, nothing pending.
-    pub fn for_child(&self) -> Self {
-        SignalState {
-            pending: 0,
+impl Default for SigQueue {
+    fn default() -> Self {
+        SigQueue {
+            bits: 0,
             info: vec![Default::default(); 64],
-            ..self.clone()
         }
     }
+}
 
+impl SigQueue {
     /// Marks `sig` pending with `info`.
     pub fn enqueue(&mut self, sig: i32, info: SigInfo) {
-        let q = &mut self.info[sig as usize - 1];
         if sig >= SIGRTMIN {
             if self.info.iter().map(|q| q.len()).sum::<usize>() < MAX_QUEUED {
                 self.info[sig as usize - 1].push_back(info);
             }
-        } else if q.is_empty() {
-            q.push_back(info);
+        } else if self.info[sig as usize - 1].is_empty() {
+            self.info[sig as usize - 1].push_back(info);
         }
-        self.pending |= bit(sig);
+        self.bits |= bit(sig);
     }
 
     /// Takes one instance of pending `sig`.
@@ -175,32 +154,24 @@ impl SignalState {
         let q = &mut self.info[sig as usize - 1];
         let info = q.pop_front();
         if q.is_empty() {
-            self.pending &= !bit(sig);
+            self.bits &= !bit(sig);
         }
         info.unwrap_or_else(|| user_info(sig, 0, 0, si::KERNEL))
     }
 
-    fn disposition_ignores(&self, sig: i32) -> bool {
-        let h = self.actions[sig as usize - 1].handler;
-        h == SIG_IGN || (h == SIG_DFL && ignored_by_default(sig))
+    /// Discards every instance of `sig`.
+    pub fn clear(&mut self, sig: i32) {
+        self.info[sig as usize - 1].clear();
+        self.bits &= !bit(sig);
+    }
+
+    /// Whether `sig` is pending.
+    pub fn has(&self, sig: i32) -> bool {
+        self.bits & bit(sig) != 0
     }
 }
 
-impl Default for SignalState {
-    fn default() -> Self {
-        let mut altstack = StackT::new_zeroed();
-        altstack.flags = SS_DISABLE;
-        SignalState {
-            actions: [KSigaction::new_zeroed(); 64],
-            mask: 0,
-            altstack,
-            pending: 0,
-            info: vec![Default::default(); 64],
-        }
-    }
-}
-
-/// Shared, lock-protected state of a process.
+/// Shared, lock-protected state of a process (a thread group).
 #[derive(Debug)]
 pub struct ProcessState {
     /// parent PID (0 for the sandbox's first process)
@@ -211,53 +182,85 @@ pub struct ProcessState {
     pub sid: i32,
     /// signal sent to the parent at exit
     pub exit_signal: i32,
-    /// signals
-    pub signals: SignalState,
-    /// set once the process has exited (a zombie until reaped)
+    /// `rt_sigaction` dispositions, index = signal - 1
+    pub actions: [KSigaction; 64],
+    /// signals sent to the process as a whole
+    pub pending: SigQueue,
+    /// set once the last thread has exited (a zombie until reaped)
     pub exit: Option<ExitStatus>,
+    /// the whole group is exiting (`exit_group`, a fatal signal, `SIGKILL`)
+    pub group_exit: Option<ExitStatus>,
     /// the stop signal while stopped
     pub stopped: Option<i32>,
     /// a stop (`Some(sig)`) or continue (`None`) not yet reported to `wait`
     pub wait_report: Option<Option<i32>>,
     /// a `vfork` parent may go on (the child exec'd or exited)
     pub vfork_done: bool,
-    /// `SIGKILL` received
-    pub killed: bool,
-    /// host CPU time used, for `getrusage`/`times` (not yet tracked)
+    /// when the process started
     pub started: std::time::Instant,
     /// `ITIMER_REAL`, `ITIMER_VIRTUAL`, `ITIMER_PROF` in the timer service
     pub itimers: [Option<u64>; 3],
     /// POSIX timers: guest timer id → (service id, clock)
     pub posix_timers: std::collections::BTreeMap<i32, (u64, i32)>,
+    /// live threads
+    pub threads: Vec<Arc<Thread>>,
 }
 
 impl ProcessState {
     /// State of a new process.
-    pub fn new(ppid: i32, pgid: i32, sid: i32, exit_signal: i32, signals: SignalState) -> Self {
+    pub fn new(
+        ppid: i32,
+        pgid: i32,
+        sid: i32,
+        exit_signal: i32,
+        actions: [KSigaction; 64],
+    ) -> Self {
         ProcessState {
             ppid,
             pgid,
             sid,
             exit_signal,
-            signals,
+            actions,
+            pending: SigQueue::default(),
             exit: None,
+            group_exit: None,
             stopped: None,
             wait_report: None,
             vfork_done: false,
-            killed: false,
             started: std::time::Instant::now(),
             itimers: [None; 3],
             posix_timers: Default::default(),
+            threads: Vec::new(),
         }
+    }
+
+    /// What `execve` keeps of the dispositions: handled signals go back to
+    /// their default action, ignored ones stay ignored.
+    pub fn reset_actions_for_exec(&mut self) {
+        for a in &mut self.actions {
+            if a.handler != SIG_IGN {
+                *a = KSigaction::new_zeroed();
+            }
+        }
+    }
+
+    fn disposition_ignores(&self, sig: i32) -> bool {
+        let h = self.actions[sig as usize - 1].handler;
+        h == SIG_IGN || (h == SIG_DFL && ignored_by_default(sig))
+    }
+
+    /// Whether every thread blocks `sig` (then an ignored signal stays
+    /// pending instead of being discarded).
+    fn all_block(&self, sig: i32) -> bool {
+        !self.threads.is_empty() && self.threads.iter().all(|t| t.state().mask & bit(sig) != 0)
     }
 }
 
-/// A guest process as other processes see it.
+/// A guest process (thread group) as other processes see it.
 pub struct Process {
-    /// process ID
+    /// process ID (thread group ID)
     pub pid: i32,
     state: Mutex<ProcessState>,
-    interrupter: Mutex<Option<Arc<dyn Interrupter>>>,
 }
 
 impl fmt::Debug for Process {
@@ -272,12 +275,138 @@ impl Process {
         Arc::new(Process {
             pid,
             state: Mutex::new(state),
+        })
+    }
+
+    /// Locks the shared state. Lock order: a process's state before any of
+    /// its threads' states.
+    pub fn state(&self) -> MutexGuard<'_, ProcessState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes every thread (blocked in the Sentry or running guest code) so
+    /// it looks at its signals.
+    pub fn kick_all(&self, kernel: &Kernel) {
+        let threads = self.state().threads.clone();
+        kernel.bus.notify();
+        for t in threads {
+            t.interrupt();
+        }
+    }
+
+    /// Makes the whole thread group exit with `status` (the first reason
+    /// wins).
+    pub fn group_exit(&self, kernel: &Kernel, status: ExitStatus) {
+        {
+            let mut st = self.state();
+            if st.group_exit.is_none() {
+                st.group_exit = Some(status);
+            }
+            st.stopped = None;
+        }
+        self.kick_all(kernel);
+    }
+
+    /// Generates signal `sig` for the process, as `kill(2)` does: ignored
+    /// signals are discarded, `SIGCONT` resumes a stopped process, `SIGKILL`
+    /// always ends it.
+    pub fn send_signal(&self, kernel: &Kernel, sig: i32, info: SigInfo) {
+        if sig == 0 {
+            return;
+        }
+        if sig == SIGKILL {
+            if self.state().exit.is_none() {
+                self.group_exit(kernel, ExitStatus::Signal(SIGKILL));
+            }
+            return;
+        }
+        let mut continued = false;
+        {
+            let mut st = self.state();
+            if st.exit.is_some() || st.group_exit.is_some() {
+                return;
+            }
+            if sig == SIGCONT {
+                for s in [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU] {
+                    st.pending.clear(s);
+                    for t in &st.threads {
+                        t.state().pending.clear(s);
+                    }
+                }
+                if st.stopped.take().is_some() {
+                    st.wait_report = Some(None);
+                    continued = true;
+                }
+            } else if is_stop(sig) {
+                st.pending.clear(SIGCONT);
+            }
+            if !st.disposition_ignores(sig) || st.all_block(sig) {
+                st.pending.enqueue(sig, info);
+            }
+        }
+        if continued {
+            self.notify_parent(kernel, si::CLD_CONTINUED, SIGCONT);
+        }
+        self.kick_all(kernel);
+    }
+
+    /// Tells the parent about a stop or continue (`SIGCHLD` unless it asked
+    /// for `SA_NOCLDSTOP`).
+    fn notify_parent(&self, kernel: &Kernel, code: i32, sig: i32) {
+        let ppid = self.state().ppid;
+        if let Some(parent) = kernel.process(ppid) {
+            let nocldstop = parent.state().actions[SIGCHLD as usize - 1].flags & sa::NOCLDSTOP != 0;
+            if !nocldstop {
+                parent.send_signal(kernel, SIGCHLD, chld_info(self.pid, code, sig));
+            }
+        }
+        kernel.bus.notify();
+    }
+}
+
+/// Per-thread signal state other threads may touch.
+#[derive(Debug, Default)]
+pub struct ThreadState {
+    /// blocked signals
+    pub mask: u64,
+    /// signals sent to this thread (`tgkill`, faults)
+    pub pending: SigQueue,
+    /// the thread must exit on its own (another thread is in `execve`)
+    pub exit_now: bool,
+}
+
+/// A guest thread as other threads see it.
+pub struct Thread {
+    /// thread ID
+    pub tid: i32,
+    /// its thread group
+    pub process: Arc<Process>,
+    state: Mutex<ThreadState>,
+    interrupter: Mutex<Option<Arc<dyn Interrupter>>>,
+}
+
+impl fmt::Debug for Thread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Thread({}/{})", self.process.pid, self.tid)
+    }
+}
+
+impl Thread {
+    /// A new thread of `process` with signal mask `mask`.
+    pub fn new(tid: i32, process: Arc<Process>, mask: u64) -> Arc<Thread> {
+        Arc::new(Thread {
+            tid,
+            process,
+            state: Mutex::new(ThreadState {
+                mask,
+                ..ThreadState::default()
+            }),
             interrupter: Mutex::new(None),
         })
     }
 
-    /// Locks the shared state.
-    pub fn state(&self) -> MutexGuard<'_, ProcessState> {
+    /// Locks the per-thread state (after the process state, if both).
+    pub fn state(&self) -> MutexGuard<'_, ThreadState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -286,8 +415,8 @@ impl Process {
         *self.interrupter.lock().unwrap_or_else(|e| e.into_inner()) = i;
     }
 
-    fn kick(&self, kernel: &Kernel) {
-        kernel.bus.notify();
+    /// Makes a running guest thread come back to the Sentry.
+    pub fn interrupt(&self) {
         if let Some(i) = self
             .interrupter
             .lock()
@@ -298,68 +427,39 @@ impl Process {
         }
     }
 
-    /// Generates signal `sig` for this process, as `kill(2)` does: ignored
-    /// signals are discarded, `SIGCONT` resumes a stopped process, `SIGKILL`
-    /// always ends it.
+    /// Sends `sig` to this thread only (`tgkill`).
     pub fn send_signal(&self, kernel: &Kernel, sig: i32, info: SigInfo) {
         if sig == 0 {
             return;
         }
+        if sig == SIGKILL || sig == SIGCONT || is_stop(sig) {
+            // These act on the whole process.
+            self.process.send_signal(kernel, sig, info);
+            return;
+        }
         {
-            let mut st = self.state();
-            if st.exit.is_some() {
+            let st = self.process.state();
+            if st.exit.is_some() || st.group_exit.is_some() {
                 return;
             }
-            if sig == SIGKILL {
-                st.killed = true;
-                st.stopped = None;
-            } else {
-                if sig == SIGCONT {
-                    for s in [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU] {
-                        st.signals.pending &= !bit(s);
-                        st.signals.info[s as usize - 1].clear();
-                    }
-                    if st.stopped.take().is_some() {
-                        st.wait_report = Some(None);
-                        drop(st);
-                        self.notify_parent_continued(kernel);
-                        st = self.state();
-                    }
-                } else if is_stop(sig) {
-                    st.signals.pending &= !bit(SIGCONT);
-                    st.signals.info[SIGCONT as usize - 1].clear();
-                }
-                let blocked = st.signals.mask & bit(sig) != 0;
-                if !blocked && st.signals.disposition_ignores(sig) {
-                    return;
-                }
-                st.signals.enqueue(sig, info);
-            }
-        }
-        self.kick(kernel);
-    }
-
-    fn notify_parent_continued(&self, kernel: &Kernel) {
-        let ppid = self.state().ppid;
-        if let Some(parent) = kernel.process(ppid) {
-            let nocldstop =
-                parent.state().signals.actions[SIGCHLD as usize - 1].flags & sa::NOCLDSTOP != 0;
-            if !nocldstop {
-                parent.send_signal(
-                    kernel,
-                    SIGCHLD,
-                    chld_info(self.pid, si::CLD_CONTINUED, SIGCONT),
-                );
+            let mut t = self.state();
+            if !st.disposition_ignores(sig) || t.mask & bit(sig) != 0 {
+                t.pending.enqueue(sig, info);
             }
         }
         kernel.bus.notify();
+        self.interrupt();
     }
 
-    /// Whether a signal is pending that is not blocked (so a blocking call
-    /// should stop waiting), or the process was killed.
+    /// Whether a blocking call of this thread should stop waiting: an
+    /// unblocked signal is pending, or the thread or its group must exit.
     pub fn interrupted(&self) -> bool {
-        let st = self.state();
-        st.killed || st.signals.pending & !st.signals.mask != 0
+        let p = self.process.state();
+        if p.group_exit.is_some() {
+            return true;
+        }
+        let t = self.state();
+        t.exit_now || (t.pending.bits | p.pending.bits) & !t.mask != 0
     }
 }
 
@@ -391,24 +491,24 @@ pub fn fault_info(sig: i32, code: i32, addr: u64) -> SigInfo {
     i
 }
 
-/// A guest thread.
+/// A guest thread, owned by the host thread that runs it.
 pub struct Task {
+    /// its thread (shared view)
+    pub thread: Arc<Thread>,
     /// its process
     pub proc_: Arc<Process>,
     /// the sandbox
     pub kernel: Arc<Kernel>,
     /// registers while stopped in the Sentry
     pub regs: Regs,
-    /// address space
-    pub mm: MemoryManager,
+    /// address space (shared by `CLONE_VM`)
+    pub mm: Arc<Mutex<MemoryManager>>,
     /// platform context
     pub ctx: Box<dyn Context>,
-    /// descriptors
-    pub fds: FdTable,
-    /// working directory
-    pub cwd: Location,
-    /// file creation mask
-    pub umask: u32,
+    /// descriptors (shared by `CLONE_FILES`)
+    pub fds: Arc<Mutex<FdTable>>,
+    /// working directory and umask (shared by `CLONE_FS`)
+    pub fs: Arc<Mutex<FsContext>>,
     /// (uid, gid) the guest sees
     pub ids: (u32, u32),
     /// resource limits, index = `RLIMIT_*`
@@ -427,17 +527,36 @@ pub struct Task {
     pub no_new_privs: bool,
     /// the last system call asked to be restarted (internal errno)
     pub restart: Option<Errno>,
-    /// mask to restore after `rt_sigsuspend`'s handler runs
+    /// mask to restore after the handler that interrupted `rt_sigsuspend`,
+    /// `ppoll` and friends
     pub saved_mask: Option<u64>,
+    /// `sigaltstack`
+    pub altstack: StackT,
+}
+
+/// Working directory and file creation mask.
+#[derive(Clone, Debug)]
+pub struct FsContext {
+    /// working directory
+    pub cwd: Location,
+    /// file creation mask
+    pub umask: u32,
 }
 
 impl fmt::Debug for Task {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Task")
-            .field("pid", &self.proc_.pid)
+            .field("tid", &self.thread.tid)
             .field("exe", &self.exe)
             .finish()
     }
+}
+
+/// A disabled alternate signal stack.
+pub fn no_altstack() -> StackT {
+    let mut s = StackT::new_zeroed();
+    s.flags = SS_DISABLE;
+    s
 }
 
 /// The part of a frame Linux calls `struct rt_sigframe`: return address,
@@ -447,14 +566,43 @@ const FRAME_SIZE: u64 = 8 + 304 + 128;
 impl Task {
     /// The guest thread id (the sandbox's own numbering: the first task is 1).
     pub fn tid(&self) -> i32 {
+        self.thread.tid
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> i32 {
         self.proc_.pid
+    }
+
+    /// Locks the address space.
+    pub fn mm(&self) -> MutexGuard<'_, MemoryManager> {
+        self.mm.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Locks the descriptor table.
+    pub fn fds(&self) -> MutexGuard<'_, FdTable> {
+        self.fds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The working directory.
+    pub fn cwd(&self) -> Location {
+        self.fs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cwd
+            .clone()
+    }
+
+    /// Locks the working directory and umask.
+    pub fn fs_ctx(&self) -> MutexGuard<'_, FsContext> {
+        self.fs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// What blocking file operations of this task wait with.
     pub fn blocker(&self) -> crate::file::Blocker<'_> {
         crate::file::Blocker {
             bus: &self.kernel.bus,
-            proc_: &self.proc_,
+            thread: &self.thread,
         }
     }
 
@@ -463,17 +611,30 @@ impl Task {
         self.rlimits[abi::rlimit::RLIMIT_NOFILE as usize].cur
     }
 
-    /// Runs the task to its end and then turns the process into a zombie.
+    /// The thread's signal mask.
+    pub fn sigmask(&self) -> u64 {
+        self.thread.state().mask
+    }
+
+    /// Replaces the thread's signal mask (`SIGKILL`/`SIGSTOP` stay
+    /// unblocked); returns the old one.
+    pub fn set_sigmask(&self, mask: u64) -> u64 {
+        std::mem::replace(&mut self.thread.state().mask, mask & !UNBLOCKABLE)
+    }
+
+    /// Runs the task to its end, then leaves its thread group (and, as its
+    /// last thread, turns the process into a zombie).
     pub fn run_to_exit(&mut self) -> ExitStatus {
         let status = match self.run() {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!("task {}: platform failure: {e}", self.tid());
+                self.proc_
+                    .group_exit(&self.kernel, ExitStatus::Signal(SIGKILL));
                 ExitStatus::Signal(SIGKILL)
             }
         };
-        self.exit_process(status);
-        status
+        self.exit_thread(status)
     }
 
     fn run(&mut self) -> Result<ExitStatus, platform::Error> {
@@ -481,8 +642,9 @@ impl Task {
             if let Some(status) = self.deliver_signals() {
                 return Ok(status);
             }
-            let space = self.mm.address_space();
+            let space = self.mm().address_space();
             let event = self.ctx.switch(space.as_ref(), &mut self.regs)?;
+            drop(space);
             match event {
                 Event::Syscall => {
                     let nr = self.regs.orig_rax;
@@ -504,12 +666,16 @@ impl Task {
                 Event::Fault {
                     signo, code, addr, ..
                 } => {
-                    if !self.mm.handle_fault(addr) {
+                    let (handled, bus) = {
+                        let mut mm = self.mm();
+                        (mm.handle_fault(addr), mm.fault_signal(addr))
+                    };
+                    if !handled {
                         tracing::debug!(
                             "guest fault at {addr:#x} (signal {signo}), rip {:#x}",
                             self.regs.rip
                         );
-                        match self.mm.fault_signal(addr) {
+                        match bus {
                             // BUS_ADRERR: past the end of the mapped file.
                             Some(sig) => self.force_signal(sig, fault_info(sig, 2, addr)),
                             None => self.force_signal(signo, fault_info(signo, code, addr)),
@@ -529,15 +695,14 @@ impl Task {
     /// if it is blocked or ignored, Linux resets it to the default action
     /// (so the process dies rather than loop on the fault).
     pub fn force_signal(&mut self, sig: i32, info: SigInfo) {
-        {
-            let mut st = self.proc_.state();
-            let idx = sig as usize - 1;
-            if st.signals.mask & bit(sig) != 0 || st.signals.actions[idx].handler == SIG_IGN {
-                st.signals.actions[idx] = KSigaction::new_zeroed();
-                st.signals.mask &= !bit(sig);
-            }
-            st.signals.enqueue(sig, info);
+        let mut p = self.proc_.state();
+        let mut t = self.thread.state();
+        let idx = sig as usize - 1;
+        if t.mask & bit(sig) != 0 || p.actions[idx].handler == SIG_IGN {
+            p.actions[idx] = KSigaction::new_zeroed();
+            t.mask &= !bit(sig);
         }
+        t.pending.enqueue(sig, info);
     }
 
     fn restart_syscall(&mut self) {
@@ -546,23 +711,32 @@ impl Task {
     }
 
     /// Acts on pending signals before the guest runs again; `Some` when the
-    /// process must end.
+    /// task must end.
     fn deliver_signals(&mut self) -> Option<ExitStatus> {
         loop {
-            let mut st = self.proc_.state();
-            if st.killed {
-                return Some(ExitStatus::Signal(SIGKILL));
+            let mut p = self.proc_.state();
+            if let Some(status) = p.group_exit {
+                return Some(status);
             }
-            let deliverable = st.signals.pending & !st.signals.mask;
+            if p.stopped.is_some() {
+                drop(p);
+                self.wait_while_stopped();
+                continue;
+            }
+            let mut t = self.thread.state();
+            if t.exit_now {
+                return Some(ExitStatus::Code(0));
+            }
+            let deliverable = (t.pending.bits | p.pending.bits) & !t.mask;
             if deliverable == 0 {
-                drop(st);
-                if let Some(e) = self.restart.take() {
-                    // No handler ran: every restart code restarts.
-                    let _ = e;
-                    self.restart_syscall();
-                }
                 if let Some(mask) = self.saved_mask.take() {
-                    self.proc_.state().signals.mask = mask;
+                    t.mask = mask & !UNBLOCKABLE;
+                }
+                drop(t);
+                drop(p);
+                if self.restart.take().is_some() {
+                    // No handler ran: every restart code restarts.
+                    self.restart_syscall();
                 }
                 return None;
             }
@@ -576,8 +750,12 @@ impl Task {
                     | bit(SIGSYS));
             let pick = if sync != 0 { sync } else { deliverable };
             let sig = pick.trailing_zeros() as i32 + 1;
-            let info = st.signals.dequeue(sig);
-            let action = st.signals.actions[sig as usize - 1];
+            let info = if t.pending.has(sig) {
+                t.pending.dequeue(sig)
+            } else {
+                p.pending.dequeue(sig)
+            };
+            let action = p.actions[sig as usize - 1];
             match action.handler {
                 SIG_IGN => continue,
                 SIG_DFL => {
@@ -585,28 +763,32 @@ impl Task {
                         continue;
                     }
                     if is_stop(sig) {
-                        st.stopped = Some(sig);
-                        st.wait_report = Some(Some(sig));
-                        let ppid = st.ppid;
-                        drop(st);
-                        self.notify_parent_stopped(ppid, sig);
-                        self.wait_while_stopped();
+                        p.stopped = Some(sig);
+                        p.wait_report = Some(Some(sig));
+                        drop(t);
+                        drop(p);
+                        self.proc_.notify_parent(&self.kernel, si::CLD_STOPPED, sig);
+                        self.proc_.kick_all(&self.kernel);
                         continue;
                     }
-                    return Some(ExitStatus::Signal(sig));
+                    drop(t);
+                    drop(p);
+                    let status = ExitStatus::Signal(sig);
+                    self.proc_.group_exit(&self.kernel, status);
+                    return Some(status);
                 }
                 handler => {
-                    let old_mask = self.saved_mask.take().unwrap_or(st.signals.mask);
-                    let mut new_mask = st.signals.mask | action.mask;
+                    let old_mask = self.saved_mask.take().unwrap_or(t.mask);
+                    let mut new_mask = t.mask | action.mask;
                     if action.flags & sa::NODEFER == 0 {
                         new_mask |= bit(sig);
                     }
                     if action.flags & sa::RESETHAND != 0 {
-                        st.signals.actions[sig as usize - 1] = KSigaction::new_zeroed();
+                        p.actions[sig as usize - 1] = KSigaction::new_zeroed();
                     }
-                    st.signals.mask = new_mask & !UNBLOCKABLE;
-                    let altstack = st.signals.altstack;
-                    drop(st);
+                    t.mask = new_mask & !UNBLOCKABLE;
+                    drop(t);
+                    drop(p);
                     if let Some(e) = self.restart.take() {
                         if e == Errno::ERESTARTNOINTR
                             || (e == Errno::ERESTARTSYS && action.flags & sa::RESTART != 0)
@@ -617,10 +799,12 @@ impl Task {
                         }
                     }
                     if self
-                        .push_frame(sig, handler, &action, &info, old_mask, altstack)
+                        .push_frame(sig, handler, &action, &info, old_mask)
                         .is_err()
                     {
-                        return Some(ExitStatus::Signal(SIGSEGV));
+                        let status = ExitStatus::Signal(SIGSEGV);
+                        self.proc_.group_exit(&self.kernel, status);
+                        return Some(status);
                     }
                     return None;
                 }
@@ -628,28 +812,13 @@ impl Task {
         }
     }
 
-    fn notify_parent_stopped(&self, ppid: i32, sig: i32) {
-        if let Some(parent) = self.kernel.process(ppid) {
-            let nocldstop =
-                parent.state().signals.actions[SIGCHLD as usize - 1].flags & sa::NOCLDSTOP != 0;
-            if !nocldstop {
-                parent.send_signal(
-                    &self.kernel,
-                    SIGCHLD,
-                    chld_info(self.tid(), si::CLD_STOPPED, sig),
-                );
-            }
-        }
-        self.kernel.bus.notify();
-    }
-
     fn wait_while_stopped(&self) {
         let bus = &self.kernel.bus;
         let mut g = bus.lock();
         loop {
             {
-                let st = self.proc_.state();
-                if st.stopped.is_none() || st.killed {
+                let p = self.proc_.state();
+                if p.stopped.is_none() || p.group_exit.is_some() {
                     return;
                 }
             }
@@ -666,8 +835,8 @@ impl Task {
         action: &KSigaction,
         info: &SigInfo,
         old_mask: u64,
-        altstack: StackT,
     ) -> Result<(), Errno> {
+        let altstack = self.altstack;
         if action.flags & sa::RESTORER == 0 {
             // x86-64 has no default trampoline: a handler without a restorer
             // cannot return, and Linux refuses to deliver (SIGSEGV).
@@ -689,7 +858,7 @@ impl Task {
         let mut fp_addr = 0;
         if let Some(fp) = &fp {
             sp = (sp - fp.len() as u64) & !63;
-            self.mm.copy_out(sp, fp)?;
+            self.mm().copy_out(sp, fp)?;
             fp_addr = sp;
         }
         let frame = ((sp - FRAME_SIZE) & !15) - 8;
@@ -739,9 +908,12 @@ impl Task {
             mcontext: mc,
             sigmask: old_mask,
         };
-        self.mm.write_obj(frame, &action.restorer)?;
-        self.mm.write_obj(frame + 8, &uc)?;
-        self.mm.write_obj(frame + 8 + 304, info)?;
+        {
+            let mm = self.mm();
+            mm.write_obj(frame, &action.restorer)?;
+            mm.write_obj(frame + 8, &uc)?;
+            mm.write_obj(frame + 8 + 304, info)?;
+        }
         let regs = &mut self.regs;
         regs.rsp = frame;
         regs.rip = handler;
@@ -756,7 +928,7 @@ impl Task {
 
     /// `rt_sigreturn`: restores what [`Task::push_frame`] saved.
     pub fn sigreturn(&mut self) -> Result<u64, Errno> {
-        let uc: UContext = self.mm.read_obj(self.regs.rsp)?;
+        let uc: UContext = self.mm().read_obj(self.regs.rsp)?;
         let mc = uc.mcontext;
         let r = &mut self.regs;
         r.r8 = mc.r8;
@@ -784,41 +956,73 @@ impl Task {
             let len = self.ctx.fpstate().map(|f| f.len()).unwrap_or(0);
             if len > 0 {
                 let mut buf = vec![0u8; len];
-                self.mm.copy_in(mc.fpstate, &mut buf)?;
+                self.mm().copy_in(mc.fpstate, &mut buf)?;
                 // A malformed FP image from the guest is refused by the host.
                 if self.ctx.set_fpstate(&buf).is_err() {
                     return Err(Errno::EFAULT);
                 }
             }
         }
-        {
-            let mut st = self.proc_.state();
-            st.signals.mask = uc.sigmask & !UNBLOCKABLE;
-            let ss = uc.stack;
-            if ss.flags & SS_DISABLE != 0 || ss.size >= MINSIGSTKSZ {
-                st.signals.altstack = StackT {
-                    sp: ss.sp,
-                    flags: ss.flags & SS_DISABLE,
-                    pad: 0,
-                    size: ss.size,
-                };
-            }
+        self.set_sigmask(uc.sigmask);
+        let ss = uc.stack;
+        if ss.flags & SS_DISABLE != 0 || ss.size >= MINSIGSTKSZ {
+            self.altstack = StackT {
+                sp: ss.sp,
+                flags: ss.flags & SS_DISABLE,
+                pad: 0,
+                size: ss.size,
+            };
         }
         Ok(self.regs.rax)
     }
 
-    /// Ends the task with `status` (the caller returns right after).
+    /// Ends this thread with `status` (the caller returns right after).
     pub fn exit(&mut self, status: ExitStatus) -> Result<u64, Errno> {
         self.exit = Some(status);
         Ok(0)
     }
 
+    /// Ends the whole thread group with `status` (`exit_group`).
+    pub fn exit_group(&mut self, status: ExitStatus) -> Result<u64, Errno> {
+        self.proc_.group_exit(&self.kernel, status);
+        self.exit = Some(status);
+        Ok(0)
+    }
+
+    /// Leaves the thread group: `CLONE_CHILD_CLEARTID`, robust futexes,
+    /// and, for the last thread, the process's exit. Returns the status the
+    /// process ended with (or this thread's, if others live on).
+    fn exit_thread(&mut self, status: ExitStatus) -> ExitStatus {
+        self.thread.set_interrupter(None);
+        crate::futex::exit_robust_list(self);
+        if self.clear_child_tid != 0 {
+            let addr = self.clear_child_tid;
+            if self.mm().write_obj(addr, &0u32).is_ok() {
+                let _ = crate::futex::wake(self, addr, 1, u32::MAX);
+            }
+        }
+        let (last, group_status) = {
+            let mut p = self.proc_.state();
+            let me = self.thread.tid;
+            p.threads.retain(|t| t.tid != me);
+            (p.threads.is_empty(), p.group_exit.unwrap_or(status))
+        };
+        self.kernel.procs().threads.remove(&self.thread.tid);
+        if last {
+            self.exit_process(group_status);
+        } else {
+            self.kernel.bus.notify();
+        }
+        group_status
+    }
+
     /// Turns the process into a zombie: closes its files, hands its
     /// children to init, and tells its parent.
     fn exit_process(&mut self, status: ExitStatus) {
-        self.proc_.set_interrupter(None);
-        self.fds = FdTable::default();
-        let me = self.tid();
+        // Drop this process's references: files close, and the address
+        // space goes unless another process shares it (vfork).
+        self.fds = Arc::new(Mutex::new(FdTable::default()));
+        let me = self.pid();
         let kernel = self.kernel.clone();
         let (ppid, exit_signal) = {
             let mut st = self.proc_.state();
@@ -848,7 +1052,7 @@ impl Task {
             }
             if let Some(parent) = procs.map.get(&ppid) {
                 let pst = parent.state();
-                let a = pst.signals.actions[SIGCHLD as usize - 1];
+                let a = pst.actions[SIGCHLD as usize - 1];
                 reap_now = a.handler == SIG_IGN || a.flags & sa::NOCLDWAIT != 0;
             }
         }

@@ -15,7 +15,7 @@ fn install(task: &mut Task, kind: FileKind, flags: u32) -> Result<u64, Errno> {
     let status = flags & OpenFlags::NONBLOCK.bits() | OpenFlags::RDWR.bits();
     let file = FileDescription::new(kind, None, status);
     let limit = task.nofile();
-    task.fds
+    task.fds()
         .insert_from(
             0,
             FdEntry {
@@ -114,7 +114,7 @@ fn timerfd(file: &FileDescription) -> Result<&TimerFd, Errno> {
 
 /// `struct itimerspec`: interval then value.
 fn read_itimerspec(task: &Task, addr: u64) -> Result<(Duration, Duration), Errno> {
-    let v: [Timespec; 2] = task.mm.read_obj(addr)?;
+    let v: [Timespec; 2] = task.mm().read_obj(addr)?;
     Ok((duration(&v[0])?, duration(&v[1])?))
 }
 
@@ -123,14 +123,14 @@ fn write_itimerspec(
     addr: u64,
     (left, interval): (Duration, Duration),
 ) -> Result<(), Errno> {
-    task.mm
+    task.mm()
         .write_obj(addr, &[timespec(interval), timespec(left)])
 }
 
 pub fn sys_timerfd_settime(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const TFD_TIMER_ABSTIME: u64 = 1;
     const TFD_TIMER_CANCEL_ON_SET: u64 = 2;
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     let t = timerfd(&file)?;
     if a[1] & !(TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET) != 0 {
         return Err(Errno::EINVAL);
@@ -151,7 +151,7 @@ pub fn sys_timerfd_settime(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
 }
 
 pub fn sys_timerfd_gettime(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     let t = timerfd(&file)?;
     let cur = t.service().get(t.id).ok_or(Errno::EINVAL)?;
     write_itimerspec(task, a[1], cur).map(|()| 0)
@@ -162,9 +162,9 @@ fn signalfd(task: &mut Task, fd: i32, mask_addr: u64, size: u64, flags: u32) -> 
         return Err(Errno::EINVAL);
     }
     check_flags(flags, 0)?;
-    let mask = task.mm.read_obj::<u64>(mask_addr)? & !UNBLOCKABLE;
+    let mask = task.mm().read_obj::<u64>(mask_addr)? & !UNBLOCKABLE;
     if fd != -1 {
-        let file = task.fds.file(fd.into())?;
+        let file = task.fds().file(fd.into())?;
         let FileKind::SignalFd(s) = &file.kind else {
             return Err(Errno::EINVAL);
         };
@@ -204,8 +204,8 @@ pub fn sys_epoll_create(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_epoll_ctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let epfile = task.fds.file(a[0] as i32 as i64)?;
-    let target = task.fds.file(a[2] as i32 as i64)?;
+    let epfile = task.fds().file(a[0] as i32 as i64)?;
+    let target = task.fds().file(a[2] as i32 as i64)?;
     let FileKind::Epoll(ep) = &epfile.kind else {
         return Err(Errno::EINVAL);
     };
@@ -217,7 +217,7 @@ pub fn sys_epoll_ctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     let (events, data) = if a[1] != crate::events::EPOLL_CTL_DEL {
         // struct epoll_event is packed: u32 events, u64 data.
-        let raw: [u8; 12] = task.mm.read_obj(a[3])?;
+        let raw: [u8; 12] = task.mm().read_obj(a[3])?;
         let events = u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]);
         let mut d = [0u8; 8];
         d.copy_from_slice(&raw[4..]);
@@ -239,21 +239,21 @@ fn epoll_wait(
     if max <= 0 || max > (i32::MAX / 12) {
         return Err(Errno::EINVAL);
     }
-    let file = task.fds.file(epfd as i32 as i64)?;
+    let file = task.fds().file(epfd as i32 as i64)?;
     let FileKind::Epoll(ep) = &file.kind else {
         return Err(Errno::EINVAL);
     };
-    task.mm.slices(events, max as u64 * 12, true)?;
+    task.mm().slices(events, max as u64 * 12, true)?;
     let bus = task.kernel.bus.clone();
     loop {
-        let ready = ep.collect(&task.proc_, max as usize, 0);
+        let ready = ep.collect(&task.thread, max as usize, 0);
         if !ready.is_empty() {
             let mut raw = Vec::with_capacity(ready.len() * 12);
             for (ev, data) in &ready {
                 raw.extend_from_slice(&ev.to_ne_bytes());
                 raw.extend_from_slice(&data.to_ne_bytes());
             }
-            task.mm.copy_out(events, &raw)?;
+            task.mm().copy_out(events, &raw)?;
             return Ok(ready.len() as u64);
         }
         let now = Instant::now();
@@ -261,10 +261,10 @@ fn epoll_wait(
             return Ok(0);
         }
         let g = bus.lock();
-        if ep.any_ready(&task.proc_, 0) {
+        if ep.any_ready(&task.thread, 0) {
             continue;
         }
-        if task.proc_.interrupted() {
+        if task.thread.interrupted() {
             return Err(Errno::EINTR);
         }
         // The caller's stdio cannot notify the bus: re-check now and then.
@@ -293,15 +293,15 @@ fn with_mask(
     if size != 8 {
         return Err(Errno::EINVAL);
     }
-    let mask: u64 = task.mm.read_obj(mask_addr)?;
-    let old = std::mem::replace(&mut task.proc_.state().signals.mask, mask & !UNBLOCKABLE);
+    let mask: u64 = task.mm().read_obj(mask_addr)?;
+    let old = task.set_sigmask(mask);
     let r = f(task);
     if r == Err(Errno::EINTR) {
         // The handler runs with the temporary mask; the old one comes back
         // after it.
         task.saved_mask = Some(old);
     } else {
-        task.proc_.state().signals.mask = old;
+        task.set_sigmask(old);
     }
     r
 }
@@ -313,7 +313,7 @@ pub fn sys_epoll_pwait(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_epoll_pwait2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let deadline = if a[3] != 0 {
-        Some(Instant::now() + duration(&task.mm.read_obj(a[3])?)?)
+        Some(Instant::now() + duration(&task.mm().read_obj(a[3])?)?)
     } else {
         None
     };
@@ -369,7 +369,7 @@ pub fn sys_setitimer(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let (interval, value) = if a[1] != 0 {
-        let v: [Timeval; 2] = task.mm.read_obj(a[1])?;
+        let v: [Timeval; 2] = task.mm().read_obj(a[1])?;
         (tv_duration(&v[0])?, tv_duration(&v[1])?)
     } else {
         (Duration::ZERO, Duration::ZERO)
@@ -381,7 +381,7 @@ pub fn sys_setitimer(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         .arm(&task.kernel, id, value, interval)
         .ok_or(Errno::EINVAL)?;
     if a[2] != 0 {
-        task.mm
+        task.mm()
             .write_obj(a[2], &[timeval(old_int), timeval(left)])?;
     }
     Ok(0)
@@ -394,7 +394,7 @@ pub fn sys_getitimer(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     let id = itimer(task, which)?;
     let (left, int) = task.kernel.timers.get(id).ok_or(Errno::EINVAL)?;
-    task.mm
+    task.mm()
         .write_obj(a[1], &[timeval(int), timeval(left)])
         .map(|()| 0)
 }
@@ -439,7 +439,7 @@ pub fn sys_timer_create(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     };
     // struct sigevent: sigev_value (8), sigev_signo (4), sigev_notify (4).
     let (value, signo, notify) = if a[1] != 0 {
-        let raw: [u32; 4] = task.mm.read_obj(a[1])?;
+        let raw: [u32; 4] = task.mm().read_obj(a[1])?;
         (
             u64::from(raw[0]) | (u64::from(raw[1]) << 32),
             raw[2] as i32,
@@ -464,7 +464,7 @@ pub fn sys_timer_create(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         _ => return Err(Errno::EINVAL),
     };
     let id = task.kernel.timers.create(target).ok_or(Errno::EAGAIN)?;
-    if let Err(e) = task.mm.write_obj(a[2], &next_id) {
+    if let Err(e) = task.mm().write_obj(a[2], &next_id) {
         task.kernel.timers.delete(id);
         return Err(e);
     }

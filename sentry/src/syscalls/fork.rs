@@ -1,7 +1,7 @@
 //! Creating processes (`fork`, `vfork`, `clone`, `clone3`) and waiting for
 //! them (`wait4`, `waitid`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use abi::signal::SIGCHLD;
@@ -10,7 +10,7 @@ use zerocopy::FromZeros;
 
 use crate::kernel::Kernel;
 use crate::mm::MemoryManager;
-use crate::task::{si, ExitStatus, Process, ProcessState, Task};
+use crate::task::{si, ExitStatus, Process, ProcessState, Task, Thread};
 
 const CLONE_VM: u64 = 0x100;
 const CLONE_FS: u64 = 0x200;
@@ -64,15 +64,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     if f & CLONE_NEWS != 0 {
         return Err(Errno::EPERM);
     }
-    if f & CLONE_VM != 0 && f & CLONE_VFORK == 0 {
-        // Threads need several stub threads per address space, which the
-        // platform does not offer yet.
-        tracing::warn!("clone with CLONE_VM (threads) is not supported yet");
-        return Err(Errno::ENOSYS);
-    }
     let _ = (
-        CLONE_FS,
-        CLONE_FILES,
         CLONE_PIDFD,
         CLONE_PTRACE,
         CLONE_SYSVSEM,
@@ -81,9 +73,23 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         CLONE_IO,
     );
     let kernel = task.kernel.clone();
+    let thread_mode = f & CLONE_THREAD != 0;
+    // vfork children get a copy of the address space (they only exec or
+    // exit while the parent sleeps); other CLONE_VM children share it,
+    // which needs several guest threads per platform address space.
+    let share_vm = f & CLONE_VM != 0 && f & CLONE_VFORK == 0;
+    if share_vm && !kernel.platform.supports_threads() {
+        tracing::warn!("clone with CLONE_VM: this platform cannot run threads yet");
+        return Err(Errno::ENOSYS);
+    }
 
-    // Everything the child inherits, copied while the parent is stopped.
-    let snapshot = task.mm.fork_copy()?;
+    // Everything the child inherits, taken while the parent is stopped.
+    let snapshot = if share_vm {
+        None
+    } else {
+        Some(task.mm().fork_copy()?)
+    };
+    let shared_mm = share_vm.then(|| task.mm.clone());
     let mut regs = task.regs;
     regs.rax = 0;
     if args.stack != 0 {
@@ -92,79 +98,111 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     if f & CLONE_SETTLS != 0 {
         regs.fs_base = args.tls;
     }
-    let (ppid, pgid, sid, signals) = {
-        let st = task.proc_.state();
-        let ppid = if f & CLONE_PARENT != 0 {
-            st.ppid
-        } else {
-            task.tid()
-        };
-        (ppid, st.pgid, st.sid, st.signals.for_child())
+    let fds = if f & CLONE_FILES != 0 {
+        task.fds.clone()
+    } else {
+        Arc::new(Mutex::new(task.fds().clone()))
     };
-    let pid = {
+    let fs = if f & CLONE_FS != 0 {
+        task.fs.clone()
+    } else {
+        Arc::new(Mutex::new(task.fs_ctx().clone()))
+    };
+    let mask = task.sigmask();
+    let (proc_, thread) = {
         let mut procs = kernel.procs();
-        let pid = procs.alloc_pid()?;
-        let p = Process::new(
-            pid,
-            ProcessState::new(ppid, pgid, sid, args.exit_signal, signals),
-        );
-        procs.map.insert(pid, p);
-        pid
+        let id = procs.alloc_pid()?;
+        let proc_ = if thread_mode {
+            let p = task.proc_.clone();
+            if p.state().group_exit.is_some() {
+                return Err(Errno::EAGAIN);
+            }
+            p
+        } else {
+            let st = task.proc_.state();
+            let ppid = if f & CLONE_PARENT != 0 {
+                st.ppid
+            } else {
+                task.pid()
+            };
+            let p = Process::new(
+                id,
+                ProcessState::new(ppid, st.pgid, st.sid, args.exit_signal, st.actions),
+            );
+            drop(st);
+            procs.map.insert(id, p.clone());
+            p
+        };
+        let thread = Thread::new(id, proc_.clone(), mask);
+        proc_.state().threads.push(thread.clone());
+        procs.threads.insert(id, thread.clone());
+        (proc_, thread)
     };
-    let child_proc = kernel.process(pid).ok_or(Errno::EAGAIN)?;
+    let id = thread.tid;
     if f & CLONE_PARENT_SETTID != 0 {
-        task.mm.write_obj(args.parent_tid, &pid)?;
+        task.mm().write_obj(args.parent_tid, &id)?;
     }
-    let fds = task.fds.clone();
-    let cwd = task.cwd.clone();
-    let (umask, ids, rlimits, exe, comm, no_new_privs) = (
-        task.umask,
+    let (ids, rlimits, exe, comm, no_new_privs) = (
         task.ids,
         task.rlimits,
         task.exe.clone(),
         task.comm.clone(),
         task.no_new_privs,
     );
+    // fork keeps the alternate signal stack; a new thread starts without.
+    let altstack = if f & CLONE_VM != 0 {
+        crate::task::no_altstack()
+    } else {
+        task.altstack
+    };
     let child_tid = args.child_tid;
     let flags = f;
     let k = kernel.clone();
+    let child_thread = thread.clone();
     let spawn = std::thread::Builder::new()
-        .name(format!("task-{pid}"))
+        .name(format!("task-{id}"))
         .spawn(move || {
             let kernel = k;
-            let setup = || -> Result<(MemoryManager, Box<dyn platform::Context>), String> {
-                let space = kernel
-                    .platform
-                    .new_address_space()
-                    .map_err(|e| e.to_string())?;
-                let mm = MemoryManager::from_snapshot(
-                    kernel.memory.clone(),
-                    space,
-                    kernel.platform.max_user_address(),
-                    snapshot,
-                )
-                .map_err(|e| e.to_string())?;
+            let setup = || -> Result<ChildParts, String> {
+                let mm = match (shared_mm, snapshot) {
+                    (Some(mm), _) => mm,
+                    (None, Some(snap)) => {
+                        let space = kernel
+                            .platform
+                            .new_address_space()
+                            .map_err(|e| e.to_string())?;
+                        let mm = MemoryManager::from_snapshot(
+                            kernel.memory.clone(),
+                            space,
+                            kernel.platform.max_user_address(),
+                            snap,
+                        )
+                        .map_err(|e| e.to_string())?;
+                        Arc::new(Mutex::new(mm))
+                    }
+                    (None, None) => return Err("no address space".into()),
+                };
                 let ctx = kernel.platform.new_context().map_err(|e| e.to_string())?;
                 Ok((mm, ctx))
             };
             let (mm, ctx) = match setup() {
                 Ok(v) => v,
                 Err(e) => {
-                    tracing::error!("fork: child {pid} could not start: {e}");
-                    fail_child(&kernel, &child_proc);
+                    tracing::error!("clone: task {id} could not start: {e}");
+                    fail_child(&kernel, &child_thread);
                     return;
                 }
             };
-            child_proc.set_interrupter(Some(ctx.interrupter()));
+            child_thread.set_interrupter(Some(ctx.interrupter()));
             let mut child = Task {
-                proc_: child_proc,
+                proc_: child_thread.process.clone(),
+                thread: child_thread,
                 kernel: kernel.clone(),
                 regs,
                 mm,
                 ctx,
                 fds,
-                cwd,
-                umask,
+                fs,
                 ids,
                 rlimits,
                 clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 {
@@ -179,34 +217,50 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 no_new_privs,
                 restart: None,
                 saved_mask: None,
+                altstack,
             };
             if flags & CLONE_CHILD_SETTID != 0 {
-                let _ = child.mm.write_obj(child_tid, &pid);
+                let _ = child.mm().write_obj(child_tid, &id);
             }
             child.run_to_exit();
         });
     if let Err(e) = spawn {
-        tracing::error!("fork: no host thread: {e}");
-        kernel.procs().map.remove(&pid);
+        tracing::error!("clone: no host thread: {e}");
+        proc_.state().threads.retain(|t| t.tid != id);
+        let mut procs = kernel.procs();
+        procs.threads.remove(&id);
+        if !thread_mode {
+            procs.map.remove(&id);
+        }
         return Err(Errno::EAGAIN);
     }
     if f & CLONE_VFORK != 0 {
         // The parent sleeps until the child execs or exits.
-        let child = kernel.process(pid);
         let bus = kernel.bus.clone();
         let mut g = bus.lock();
-        loop {
-            match &child {
-                Some(c) if !c.state().vfork_done && !task.proc_.state().killed => {}
-                _ => break,
-            }
+        while !proc_.state().vfork_done && task.proc_.state().group_exit.is_none() {
             g = bus.wait(g, None);
         }
     }
-    Ok(pid as u64)
+    Ok(id as u64)
 }
 
-fn fail_child(kernel: &Kernel, p: &Arc<Process>) {
+/// What a child's host thread builds before it runs the guest.
+type ChildParts = (Arc<Mutex<MemoryManager>>, Box<dyn platform::Context>);
+
+/// A child whose host side could not be set up dies as if `SIGKILL`ed.
+fn fail_child(kernel: &Kernel, thread: &Arc<Thread>) {
+    let p = &thread.process;
+    let last = {
+        let mut st = p.state();
+        st.threads.retain(|t| t.tid != thread.tid);
+        st.threads.is_empty()
+    };
+    kernel.procs().threads.remove(&thread.tid);
+    if !last {
+        p.group_exit(kernel, ExitStatus::Signal(abi::signal::SIGKILL));
+        return;
+    }
     let ppid = {
         let mut st = p.state();
         st.exit = Some(ExitStatus::Signal(abi::signal::SIGKILL));
@@ -272,7 +326,7 @@ pub fn sys_clone3(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut raw = [0u64; 11];
     let n = size.min(88) / 8;
     for (i, w) in raw.iter_mut().enumerate().take(n) {
-        *w = task.mm.read_obj(a[0] + 8 * i as u64)?;
+        *w = task.mm().read_obj(a[0] + 8 * i as u64)?;
     }
     // flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup
     let [flags, _pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, _set_tid, set_tid_size, _cgroup] =
@@ -327,7 +381,7 @@ fn wait_common(
     options: u64,
     deadline: Option<Instant>,
 ) -> Result<Option<Found>, Errno> {
-    let me = task.tid();
+    let me = task.pid();
     let kernel = task.kernel.clone();
     let bus = kernel.bus.clone();
     let mut g = bus.lock();
@@ -416,7 +470,7 @@ fn wait_common(
         if options & WNOHANG != 0 {
             return Ok(None);
         }
-        if task.proc_.interrupted() {
+        if task.thread.interrupted() {
             return Err(Errno::ERESTARTSYS);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -449,10 +503,10 @@ pub fn sys_wait4(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     )? {
         Some(f) => {
             if a[1] != 0 {
-                task.mm.write_obj(a[1], &f.wstatus)?;
+                task.mm().write_obj(a[1], &f.wstatus)?;
             }
             if a[3] != 0 {
-                task.mm.write_obj(a[3], &abi::Rusage::new_zeroed())?;
+                task.mm().write_obj(a[3], &abi::Rusage::new_zeroed())?;
             }
             Ok(f.pid as u64)
         }
@@ -495,10 +549,10 @@ pub fn sys_waitid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             info.fields[0] = (f.pid as u32 as u64) | (u64::from(task.ids.0) << 32);
             info.fields[1] = f.status as u32 as u64;
         }
-        task.mm.write_obj(a[2], &info)?;
+        task.mm().write_obj(a[2], &info)?;
     }
     if a[4] != 0 {
-        task.mm.write_obj(a[4], &abi::Rusage::new_zeroed())?;
+        task.mm().write_obj(a[4], &abi::Rusage::new_zeroed())?;
     }
     Ok(0)
 }

@@ -20,7 +20,7 @@ const MAX_RW_COUNT: u64 = 0x7fff_f000;
 const UIO_MAXIOV: u64 = 1024;
 
 fn guest_buf(task: &Task, addr: u64, len: u64, write: bool) -> Result<Vec<GuestSlice>, Errno> {
-    task.mm.slices(addr, len.min(MAX_RW_COUNT), write)
+    task.mm().slices(addr, len.min(MAX_RW_COUNT), write)
 }
 
 fn iovecs(task: &Task, addr: u64, count: u64, write: bool) -> Result<Vec<GuestSlice>, Errno> {
@@ -30,14 +30,14 @@ fn iovecs(task: &Task, addr: u64, count: u64, write: bool) -> Result<Vec<GuestSl
     let mut out = Vec::new();
     let mut total: u64 = 0;
     for i in 0..count {
-        let iov: Iovec = task.mm.read_obj(addr + i * 16)?;
+        let iov: Iovec = task.mm().read_obj(addr + i * 16)?;
         if iov.len > i64::MAX as u64 {
             return Err(Errno::EINVAL);
         }
         let len = iov.len.min(MAX_RW_COUNT - total);
         total += len;
         if len > 0 {
-            match task.mm.slices(iov.base, len, write) {
+            match task.mm().slices(iov.base, len, write) {
                 Ok(s) => out.extend(s),
                 // Linux transfers up to the first bad buffer.
                 Err(e) if !out.is_empty() => {
@@ -52,7 +52,7 @@ fn iovecs(task: &Task, addr: u64, count: u64, write: bool) -> Result<Vec<GuestSl
 }
 
 pub fn sys_read(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     if a[2] == 0 {
         return Ok(0);
     }
@@ -74,7 +74,7 @@ fn sigpipe(task: &Task, r: Result<u64, Errno>) -> Result<u64, Errno> {
 }
 
 pub fn sys_write(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     if a[2] == 0 {
         return Ok(0);
     }
@@ -96,7 +96,7 @@ fn pipe2(task: &mut Task, addr: u64, flags: u32) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     // Check the destination before creating anything.
-    task.mm.slices(addr, 8, true)?;
+    task.mm().slices(addr, 8, true)?;
     let pipe = crate::pipe::Pipe::new(task.kernel.bus.clone());
     let status = flags & (OpenFlags::NONBLOCK | OpenFlags::DIRECT).bits();
     let cloexec = flags & OpenFlags::CLOEXEC.bits() != 0;
@@ -118,16 +118,19 @@ fn pipe2(task: &mut Task, addr: u64, flags: u32) -> Result<u64, Errno> {
     );
     let limit = task.nofile();
     let rfd = task
-        .fds
+        .fds()
         .insert_from(0, FdEntry { file: r, cloexec }, limit)?;
-    let wfd = match task.fds.insert_from(0, FdEntry { file: w, cloexec }, limit) {
+    let wfd = match task
+        .fds()
+        .insert_from(0, FdEntry { file: w, cloexec }, limit)
+    {
         Ok(fd) => fd,
         Err(e) => {
-            let _ = task.fds.remove(rfd);
+            let _ = task.fds().remove(rfd);
             return Err(e);
         }
     };
-    task.mm.write_obj(addr, &[rfd as i32, wfd as i32])?;
+    task.mm().write_obj(addr, &[rfd as i32, wfd as i32])?;
     Ok(0)
 }
 
@@ -148,7 +151,7 @@ fn positional(file: &FileDescription) -> Result<(), Errno> {
 }
 
 pub fn sys_pread64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     positional(&file)?;
     let off = offset_arg(a[3])?;
     if a[2] == 0 {
@@ -162,7 +165,7 @@ pub fn sys_pread64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_pwrite64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     positional(&file)?;
     let off = offset_arg(a[3])?;
     if a[2] == 0 {
@@ -177,24 +180,24 @@ pub fn sys_pwrite64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     file.read(task.blocker(), &iovecs(task, a[1], a[2], true)?, None)
 }
 
 pub fn sys_writev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     let r = file.write(task.blocker(), &iovecs(task, a[1], a[2], false)?, None);
     sigpipe(task, r)
 }
 
 pub fn sys_preadv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     let off = offset_arg(a[3])?;
     file.read(task.blocker(), &iovecs(task, a[1], a[2], true)?, Some(off))
 }
 
 pub fn sys_pwritev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     let off = offset_arg(a[3])?;
     let r = file.write(task.blocker(), &iovecs(task, a[1], a[2], false)?, Some(off));
     sigpipe(task, r)
@@ -297,7 +300,7 @@ fn openat(task: &mut Task, dirfd: u64, path_addr: u64, raw_flags: u32) -> Result
     let file = FileDescription::new(kind, Some(loc), status);
     let cloexec = flags.contains(OpenFlags::CLOEXEC);
     let limit = task.nofile();
-    task.fds
+    task.fds()
         .insert_from(0, FdEntry { file, cloexec }, limit)
         .map(|fd| fd as u64)
 }
@@ -314,7 +317,7 @@ pub fn sys_close_range(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if flags & !(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC) != 0 || first > last {
         return Err(Errno::EINVAL);
     }
-    task.fds.close_range(
+    task.fds().close_range(
         first as usize,
         last as usize,
         flags & CLOSE_RANGE_CLOEXEC != 0,
@@ -323,7 +326,7 @@ pub fn sys_close_range(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_close(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    task.fds.remove(a[0] as i32 as i64).map(|_| 0)
+    task.fds().remove(a[0] as i32 as i64).map(|_| 0)
 }
 
 fn stat_path(task: &Task, dirfd: u64, path_addr: u64, flags: u32) -> Result<Stat, Errno> {
@@ -333,9 +336,9 @@ fn stat_path(task: &Task, dirfd: u64, path_addr: u64, flags: u32) -> Result<Stat
             return Err(Errno::ENOENT);
         }
         if dirfd as i32 == AT_FDCWD {
-            return task.cwd.node().stat();
+            return task.cwd().node().stat();
         }
-        return task.fds.file(dirfd as i32 as i64)?.stat();
+        return task.fds().file(dirfd as i32 as i64)?.stat();
     }
     let start = dir_arg(task, dirfd, &path)?;
     let loc = task
@@ -347,17 +350,17 @@ fn stat_path(task: &Task, dirfd: u64, path_addr: u64, flags: u32) -> Result<Stat
 
 pub fn sys_stat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let st = stat_path(task, AT_FDCWD as u64, a[0], 0)?;
-    task.mm.write_obj(a[1], &st).map(|()| 0)
+    task.mm().write_obj(a[1], &st).map(|()| 0)
 }
 
 pub fn sys_lstat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let st = stat_path(task, AT_FDCWD as u64, a[0], AT_SYMLINK_NOFOLLOW)?;
-    task.mm.write_obj(a[1], &st).map(|()| 0)
+    task.mm().write_obj(a[1], &st).map(|()| 0)
 }
 
 pub fn sys_fstat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let st = task.fds.file(a[0] as i32 as i64)?.stat()?;
-    task.mm.write_obj(a[1], &st).map(|()| 0)
+    let st = task.fds().file(a[0] as i32 as i64)?.stat()?;
+    task.mm().write_obj(a[1], &st).map(|()| 0)
 }
 
 pub fn sys_newfstatat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -366,7 +369,7 @@ pub fn sys_newfstatat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let st = stat_path(task, a[0], a[1], flags)?;
-    task.mm.write_obj(a[2], &st).map(|()| 0)
+    task.mm().write_obj(a[2], &st).map(|()| 0)
 }
 
 fn dev_split(dev: u64) -> (u32, u32) {
@@ -386,9 +389,9 @@ pub fn sys_statx(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     let st = if a[1] == 0 && flags & AT_EMPTY_PATH != 0 {
         if a[0] as i32 == AT_FDCWD {
-            task.cwd.node().stat()?
+            task.cwd().node().stat()?
         } else {
-            task.fds.file(a[0] as i32 as i64)?.stat()?
+            task.fds().file(a[0] as i32 as i64)?.stat()?
         }
     } else {
         stat_path(task, a[0], a[1], flags)?
@@ -417,11 +420,11 @@ pub fn sys_statx(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     sx.rdev_minor = rdev_minor;
     sx.dev_major = dev_major;
     sx.dev_minor = dev_minor;
-    task.mm.write_obj(a[4], &sx).map(|()| 0)
+    task.mm().write_obj(a[4], &sx).map(|()| 0)
 }
 
 pub fn sys_lseek(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     let whence = a[2] as u32;
     match whence {
         0..=2 => file.seek(a[1] as i64, whence),
@@ -453,17 +456,17 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const FIONCLEX: u64 = 0x5450;
     const FIOCLEX: u64 = 0x5451;
     let fd = a[0] as i32 as i64;
-    let file = task.fds.file(fd)?;
+    let file = task.fds().file(fd)?;
     if matches!(file.kind, FileKind::Path) {
         return Err(Errno::EBADF);
     }
     match a[1] as u32 as u64 {
         FIOCLEX | FIONCLEX => {
-            task.fds.get_mut(fd)?.cloexec = a[1] as u32 as u64 == FIOCLEX;
+            task.fds().get_mut(fd)?.cloexec = a[1] as u32 as u64 == FIOCLEX;
             Ok(0)
         }
         FIONBIO => {
-            let on: i32 = task.mm.read_obj(a[2])?;
+            let on: i32 = task.mm().read_obj(a[2])?;
             let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
             if on != 0 {
                 *f |= OpenFlags::NONBLOCK.bits();
@@ -476,12 +479,12 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         TCGETS => {
             let host = file.stdio().ok_or(Errno::ENOTTY)?;
             let t = host::tcgets(host)?;
-            task.mm.write_obj(a[2], &t).map(|()| 0)
+            task.mm().write_obj(a[2], &t).map(|()| 0)
         }
         TIOCGWINSZ => {
             let host = file.stdio().ok_or(Errno::ENOTTY)?;
             let w = host::get_winsize(host)?;
-            task.mm.write_obj(a[2], &w).map(|()| 0)
+            task.mm().write_obj(a[2], &w).map(|()| 0)
         }
         FIONREAD => {
             let n: i32 = match (&file.kind, file.stdio()) {
@@ -494,7 +497,7 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 }
                 _ => return Err(Errno::ENOTTY),
             };
-            task.mm.write_obj(a[2], &n).map(|()| 0)
+            task.mm().write_obj(a[2], &n).map(|()| 0)
         }
         _ => Err(Errno::ENOTTY),
     }
@@ -565,9 +568,9 @@ pub fn sys_faccessat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_dup(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     let limit = task.nofile();
-    task.fds
+    task.fds()
         .insert_from(
             0,
             FdEntry {
@@ -580,13 +583,13 @@ pub fn sys_dup(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 fn dup_to(task: &mut Task, old: i64, new: u64, cloexec: bool) -> Result<u64, Errno> {
-    let file = task.fds.file(old)?;
+    let file = task.fds().file(old)?;
     let new = i32::try_from(new as i64).map_err(|_| Errno::EBADF)?;
     if new < 0 {
         return Err(Errno::EBADF);
     }
     let limit = task.nofile();
-    task.fds
+    task.fds()
         .insert_at(new as usize, FdEntry { file, cloexec }, limit)?;
     Ok(new as u64)
 }
@@ -594,7 +597,7 @@ fn dup_to(task: &mut Task, old: i64, new: u64, cloexec: bool) -> Result<u64, Err
 pub fn sys_dup2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let old = a[0] as i32 as i64;
     if old == a[1] as i32 as i64 {
-        task.fds.get(old)?;
+        task.fds().get(old)?;
         return Ok(old as u64);
     }
     dup_to(task, old, a[1] as i32 as i64 as u64, false)
@@ -630,7 +633,7 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const F_SETPIPE_SZ: u32 = 1031;
     const F_GETPIPE_SZ: u32 = 1032;
     let fd = a[0] as i32 as i64;
-    let file = task.fds.file(fd)?;
+    let file = task.fds().file(fd)?;
     let path_only = matches!(file.kind, FileKind::Path);
     match a[1] as u32 {
         cmd @ (F_DUPFD | F_DUPFD_CLOEXEC) => {
@@ -639,7 +642,7 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 return Err(Errno::EINVAL);
             }
             let limit = task.nofile();
-            task.fds
+            task.fds()
                 .insert_from(
                     min as usize,
                     FdEntry {
@@ -650,9 +653,9 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 )
                 .map(|fd| fd as u64)
         }
-        F_GETFD => Ok(u64::from(task.fds.get(fd)?.cloexec)),
+        F_GETFD => Ok(u64::from(task.fds().get(fd)?.cloexec)),
         F_SETFD => {
-            task.fds.get_mut(fd)?.cloexec = a[2] & 1 != 0;
+            task.fds().get_mut(fd)?.cloexec = a[2] & 1 != 0;
             Ok(0)
         }
         F_GETFL => Ok(u64::from(file.flags())),
@@ -673,8 +676,8 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         // No signal-driven I/O yet: no owner, and setting one is accepted.
         F_SETOWN | F_GETOWN => Ok(0),
         // struct f_owner_ex { int type; pid_t pid; }: glibc's F_GETOWN uses it.
-        F_GETOWN_EX => task.mm.write_obj(a[2], &[0i32, 0i32]).map(|()| 0),
-        F_SETOWN_EX => task.mm.read_obj::<[i32; 2]>(a[2]).map(|_| 0),
+        F_GETOWN_EX => task.mm().write_obj(a[2], &[0i32, 0i32]).map(|()| 0),
+        F_SETOWN_EX => task.mm().read_obj::<[i32; 2]>(a[2]).map(|_| 0),
         F_SETPIPE_SZ | F_GETPIPE_SZ => {
             let FileKind::Pipe(end) = &file.kind else {
                 return Err(Errno::EBADF);
@@ -693,13 +696,13 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             // "unlocked" for F_GETLK (l_type is the first short of struct
             // flock).
             if a[1] as u32 == F_GETLK {
-                let l_type: i16 = task.mm.read_obj(a[2])?;
+                let l_type: i16 = task.mm().read_obj(a[2])?;
                 if !(0..=2).contains(&l_type) {
                     return Err(Errno::EINVAL);
                 }
-                task.mm.write_obj(a[2], &2i16)?;
+                task.mm().write_obj(a[2], &2i16)?;
             } else {
-                let _: i16 = task.mm.read_obj(a[2])?;
+                let _: i16 = task.mm().read_obj(a[2])?;
             }
             Ok(0)
         }
@@ -708,7 +711,7 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_flock(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     if matches!(file.kind, FileKind::Path) {
         return Err(Errno::EBADF);
     }
@@ -720,7 +723,7 @@ pub fn sys_flock(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_fsync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     if matches!(file.kind, FileKind::Path) {
         return Err(Errno::EBADF);
     }
@@ -728,7 +731,7 @@ pub fn sys_fsync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_fadvise64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     if matches!(file.kind, FileKind::Path) {
         return Err(Errno::EBADF);
     }
@@ -748,7 +751,7 @@ pub fn sys_fadvise64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     if (a[2] as i64) < 0 || (a[3] as i64) <= 0 {
         return Err(Errno::EINVAL);
     }
@@ -760,7 +763,7 @@ pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_getdents64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     let count = a[2].min(MAX_RW_COUNT) as usize;
     let entries = file.dir_entries()?;
     let entries = entries.as_deref().unwrap_or(&[]);
@@ -784,39 +787,39 @@ pub fn sys_getdents64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if out.is_empty() && i < entries.len() {
         return Err(Errno::EINVAL);
     }
-    task.mm.copy_out(a[1], &out)?;
+    task.mm().copy_out(a[1], &out)?;
     *pos = i as u64;
     Ok(out.len() as u64)
 }
 
 pub fn sys_getcwd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let mut path = task.cwd.path().into_bytes();
+    let mut path = task.cwd().path().into_bytes();
     path.push(0);
     if (a[1] as usize) < path.len() {
         return Err(Errno::ERANGE);
     }
-    task.mm.copy_out(a[0], &path)?;
+    task.mm().copy_out(a[0], &path)?;
     Ok(path.len() as u64)
 }
 
 pub fn sys_chdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let path = path_arg(task, a[0])?;
-    let loc = task.kernel.fs.resolve(&task.cwd, &path, true)?;
+    let loc = task.kernel.fs.resolve(&task.cwd(), &path, true)?;
     if !loc.node().is_dir() {
         return Err(Errno::ENOTDIR);
     }
     check_access(task, &loc, 1)?;
-    task.cwd = loc;
+    task.fs_ctx().cwd = loc;
     Ok(0)
 }
 
 pub fn sys_fchdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     let loc = file.location.clone().ok_or(Errno::ENOTDIR)?;
     if !loc.node().is_dir() {
         return Err(Errno::ENOTDIR);
     }
-    task.cwd = loc;
+    task.fs_ctx().cwd = loc;
     Ok(0)
 }
 
@@ -828,7 +831,7 @@ fn readlink(task: &Task, dirfd: u64, path_addr: u64, buf: u64, size: u64) -> Res
     let loc = if path.is_empty() {
         // An O_PATH descriptor of a symlink names it with an empty path.
         let file = task
-            .fds
+            .fds()
             .file(dirfd as i32 as i64)
             .map_err(|_| Errno::ENOENT)?;
         file.location.clone().ok_or(Errno::ENOENT)?
@@ -850,7 +853,7 @@ fn readlink(task: &Task, dirfd: u64, path_addr: u64, buf: u64, size: u64) -> Res
     }
     let target = host::readlink(std::os::fd::AsFd::as_fd(fd.as_ref()))?;
     let n = target.len().min(size as i32 as usize);
-    task.mm.copy_out(buf, &target[..n])?;
+    task.mm().copy_out(buf, &target[..n])?;
     Ok(n as u64)
 }
 
@@ -1036,7 +1039,7 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let path = path_arg(task, a[0])?;
-    let loc = task.kernel.fs.resolve(&task.cwd, &path, true)?;
+    let loc = task.kernel.fs.resolve(&task.cwd(), &path, true)?;
     if loc.node().is_dir() {
         return Err(Errno::EISDIR);
     }
@@ -1087,7 +1090,7 @@ pub fn sys_utimensat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     if a[1] == 0 {
         // futimens(fd): the descriptor itself.
-        let file = task.fds.file(a[0] as i32 as i64)?;
+        let file = task.fds().file(a[0] as i32 as i64)?;
         return Err(file.node().map_or(Errno::EBADF, ro_error));
     }
     refuse_write(
@@ -1101,7 +1104,7 @@ pub fn sys_utimensat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_fchmod(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     match (&file.kind, file.node()) {
         (FileKind::Path, _) => Err(Errno::EBADF),
         (FileKind::Stdio(_), _) => Err(Errno::EPERM),
@@ -1111,7 +1114,7 @@ pub fn sys_fchmod(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     if (a[1] as i64) < 0 {
         return Err(Errno::EINVAL);
     }
@@ -1122,8 +1125,9 @@ pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_umask(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let old = task.umask;
-    task.umask = a[0] as u32 & 0o777;
+    let mut fs = task.fs_ctx();
+    let old = fs.umask;
+    fs.umask = a[0] as u32 & 0o777;
     Ok(old.into())
 }
 
@@ -1156,18 +1160,18 @@ fn statfs_of(node: &Node) -> Result<abi::Statfs, Errno> {
 
 pub fn sys_statfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let path = path_arg(task, a[0])?;
-    let loc = task.kernel.fs.resolve(&task.cwd, &path, true)?;
+    let loc = task.kernel.fs.resolve(&task.cwd(), &path, true)?;
     let s = statfs_of(loc.node())?;
-    task.mm.write_obj(a[1], &s).map(|()| 0)
+    task.mm().write_obj(a[1], &s).map(|()| 0)
 }
 
 pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     let s = match file.node() {
         Some(n) => statfs_of(n)?,
         None => statfs_of(&Node::DevDir)?,
     };
-    task.mm.write_obj(a[1], &s).map(|()| 0)
+    task.mm().write_obj(a[1], &s).map(|()| 0)
 }
 
 // Extended attributes: the read-only root exposes none (as a file system
@@ -1175,11 +1179,11 @@ pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 fn xattr_target(task: &Task, path_addr: u64, follow: bool) -> Result<Location, Errno> {
     let path = path_arg(task, path_addr)?;
-    task.kernel.fs.resolve(&task.cwd, &path, follow)
+    task.kernel.fs.resolve(&task.cwd(), &path, follow)
 }
 
 fn xattr_name(task: &Task, addr: u64) -> Result<(), Errno> {
-    let name = task.mm.read_cstr(addr, 255).map_err(|e| {
+    let name = task.mm().read_cstr(addr, 255).map_err(|e| {
         if e == Errno::ENAMETOOLONG {
             Errno::ERANGE
         } else {
@@ -1205,7 +1209,7 @@ pub fn sys_lgetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_fgetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    task.fds.file(a[0] as i32 as i64)?;
+    task.fds().file(a[0] as i32 as i64)?;
     xattr_name(task, a[1])?;
     Err(Errno::ENODATA)
 }
@@ -1219,7 +1223,7 @@ pub fn sys_llistxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_flistxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    task.fds.file(a[0] as i32 as i64).map(|_| 0)
+    task.fds().file(a[0] as i32 as i64).map(|_| 0)
 }
 
 pub fn sys_setxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1233,6 +1237,6 @@ pub fn sys_lsetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_fsetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds.file(a[0] as i32 as i64)?;
+    let file = task.fds().file(a[0] as i32 as i64)?;
     Err(file.node().map_or(Errno::EBADF, ro_error))
 }

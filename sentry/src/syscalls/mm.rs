@@ -25,7 +25,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = if anonymous {
         None
     } else {
-        Some(task.fds.file(fd as i32 as i64)?)
+        Some(task.fds().file(fd as i32 as i64)?)
     };
     let prot = prot_arg(prot)?;
     let kind = flags.bits() & MAP_TYPE;
@@ -59,7 +59,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let len = page_up(len).ok_or(Errno::ENOMEM)?;
-    if len > task.mm.max_addr() {
+    if len > task.mm().max_addr() {
         return Err(Errno::ENOMEM);
     }
     let mut backing = Backing::Anon;
@@ -107,16 +107,16 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         if flags.contains(MapFlags::FIXED_NOREPLACE) && !flags.contains(MapFlags::FIXED) {
             let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
-            if task.mm.vmas().any(|v| v.start < end && v.end > addr) {
+            if task.mm().vmas().any(|v| v.start < end && v.end > addr) {
                 return Err(Errno::EEXIST);
             }
         }
         addr
     } else {
-        task.mm.pick_address(addr, len)?
+        task.mm().pick_address(addr, len)?
     };
-    task.mm.map_fixed(start, len, prot, shared, backing)?;
-    task.mm
+    task.mm().map_fixed(start, len, prot, shared, backing)?;
+    task.mm()
         .set_limits(start, may_write, sigbus_from.map(|v| start + v));
     Ok(start)
 }
@@ -134,10 +134,10 @@ pub fn sys_munmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let (start, end) = range(a[0], a[1])?;
-    if end > task.mm.max_addr() {
+    if end > task.mm().max_addr() {
         return Err(Errno::EINVAL);
     }
-    task.mm.unmap_range(start, end).map(|()| 0)
+    task.mm().unmap_range(start, end).map(|()| 0)
 }
 
 pub fn sys_mprotect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -146,11 +146,11 @@ pub fn sys_mprotect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if start == end {
         return Ok(0);
     }
-    task.mm.protect(start, end, prot).map(|()| 0)
+    task.mm().protect(start, end, prot).map(|()| 0)
 }
 
 pub fn sys_brk(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    Ok(task.mm.brk(a[0]))
+    Ok(task.mm().brk(a[0]))
 }
 
 pub fn sys_madvise(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -162,7 +162,7 @@ pub fn sys_madvise(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     // Every page in the range must be mapped (ENOMEM otherwise).
     let mut at = start;
-    for v in task.mm.vmas().filter(|v| v.end > start && v.start < end) {
+    for v in task.mm().vmas().filter(|v| v.end > start && v.start < end) {
         if v.start > at {
             return Err(Errno::ENOMEM);
         }
@@ -172,7 +172,7 @@ pub fn sys_madvise(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::ENOMEM);
     }
     match a[2] {
-        MADV_DONTNEED | MADV_FREE => task.mm.dontneed(start, end).map(|()| 0),
+        MADV_DONTNEED | MADV_FREE => task.mm().dontneed(start, end).map(|()| 0),
         0..=3 | 9..=25 | 100 | 101 => Ok(0),
         _ => Err(Errno::EINVAL),
     }
@@ -194,7 +194,7 @@ pub fn sys_mremap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let fixed = (flags & MREMAP_FIXED != 0).then_some(new_addr);
-    task.mm
+    task.mm()
         .remap(old, old_len, new_len, flags & MREMAP_MAYMOVE != 0, fixed)
 }
 

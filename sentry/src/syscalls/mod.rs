@@ -189,7 +189,7 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::PRCTL, process::sys_prctl, Partial),
     (nr::ARCH_PRCTL, process::sys_arch_prctl, Partial),
     (nr::SYNC, process::sys_sync, Full),
-    (nr::GETTID, process::sys_getpid, Full),
+    (nr::GETTID, process::sys_gettid, Full),
     (nr::SETXATTR, fs::sys_setxattr, Partial),
     (nr::LSETXATTR, fs::sys_lsetxattr, Partial),
     (nr::FSETXATTR, fs::sys_fsetxattr, Partial),
@@ -213,7 +213,7 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::CLOCK_GETTIME, time::sys_clock_gettime, Full),
     (nr::CLOCK_GETRES, time::sys_clock_getres, Full),
     (nr::CLOCK_NANOSLEEP, time::sys_clock_nanosleep, Full),
-    (nr::EXIT_GROUP, process::sys_exit, Full),
+    (nr::EXIT_GROUP, process::sys_exit_group, Full),
     (nr::TGKILL, signal::sys_tgkill, Partial),
     (nr::UTIMES, fs::sys_chmod, Full),
     (nr::OPENAT, fs::sys_openat, Full),
@@ -297,7 +297,7 @@ pub fn dispatch(task: &mut Task, nr: u64, args: &[u64; 6]) -> Result<u64, Errno>
 
 /// Reads a path argument (`EFAULT`, `ENAMETOOLONG`).
 fn path_arg(task: &Task, addr: u64) -> Result<Vec<u8>, Errno> {
-    task.mm.read_cstr(addr, PATH_MAX - 1)
+    task.mm().read_cstr(addr, PATH_MAX - 1)
 }
 
 /// The directory a `*at()` call's relative paths start from.
@@ -307,9 +307,9 @@ fn dir_arg(task: &Task, dirfd: u64, path: &[u8]) -> Result<Location, Errno> {
     }
     let dirfd = dirfd as i32;
     if dirfd == abi::AT_FDCWD {
-        return Ok(task.cwd.clone());
+        return Ok(task.cwd());
     }
-    let file = task.fds.file(dirfd.into())?;
+    let file = task.fds().file(dirfd.into())?;
     let loc = file.location.clone().ok_or(Errno::ENOTDIR)?;
     if !path.is_empty() && !loc.node().is_dir() {
         return Err(Errno::ENOTDIR);

@@ -5,12 +5,12 @@ use std::time::{Duration, Instant};
 use abi::{Errno, Timespec, Timeval};
 
 use crate::file::{FileDescription, FileKind};
-use crate::task::{Task, UNBLOCKABLE};
+use crate::task::Task;
 
 use crate::events::poll::*;
 
 fn readiness(task: &Task, file: &FileDescription, events: i16) -> i16 {
-    file.poll_ready(&task.proc_, events, 0)
+    file.poll_ready(&task.thread, events, 0)
 }
 
 /// Waits until `check` reports something or `deadline` passes. Descriptors
@@ -33,7 +33,7 @@ fn wait_ready(
             return Ok(0);
         }
         let g = bus.lock();
-        if task.proc_.interrupted() {
+        if task.thread.interrupted() {
             return Err(Errno::ERESTARTNOHAND);
         }
         let slice = polls_host.then(|| now + Duration::from_millis(20));
@@ -61,7 +61,7 @@ fn do_poll(task: &mut Task, addr: u64, nfds: u64, deadline: Option<Instant>) -> 
         return Err(Errno::EINVAL);
     }
     let mut raw = vec![0u8; nfds as usize * 8];
-    task.mm.copy_in(addr, &mut raw)?;
+    task.mm().copy_in(addr, &mut raw)?;
     let entries: Vec<(i32, i16)> = raw
         .chunks(8)
         .map(|c| {
@@ -77,7 +77,7 @@ fn do_poll(task: &mut Task, addr: u64, nfds: u64, deadline: Option<Instant>) -> 
             if fd < 0 {
                 None
             } else {
-                task.fds.file(fd.into()).ok()
+                task.fds().file(fd.into()).ok()
             }
         })
         .collect();
@@ -106,7 +106,7 @@ fn do_poll(task: &mut Task, addr: u64, nfds: u64, deadline: Option<Instant>) -> 
     for (i, r) in revents.iter().enumerate() {
         raw[i * 8 + 6..i * 8 + 8].copy_from_slice(&r.to_ne_bytes());
     }
-    task.mm.copy_out(addr, &raw)?;
+    task.mm().copy_out(addr, &raw)?;
     Ok(n)
 }
 
@@ -129,23 +129,20 @@ fn with_mask(
     if size != 8 {
         return Err(Errno::EINVAL);
     }
-    let mask: u64 = task.mm.read_obj(mask_addr)?;
-    let old = {
-        let mut st = task.proc_.state();
-        std::mem::replace(&mut st.signals.mask, mask & !UNBLOCKABLE)
-    };
+    let mask: u64 = task.mm().read_obj(mask_addr)?;
+    let old = task.set_sigmask(mask);
     let r = f(task);
     if r.as_ref().is_err_and(|e| e.is_restart()) {
         task.saved_mask = Some(old);
         return r;
     }
-    task.proc_.state().signals.mask = old;
+    task.set_sigmask(old);
     r
 }
 
 pub fn sys_ppoll(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let deadline = if a[2] != 0 {
-        Some(deadline_ts(&task.mm.read_obj(a[2])?)?)
+        Some(deadline_ts(&task.mm().read_obj(a[2])?)?)
     } else {
         None
     };
@@ -168,7 +165,7 @@ fn do_select(
     for (k, &addr) in sets.iter().enumerate() {
         if addr != 0 {
             for (w, word) in bits[k].iter_mut().enumerate() {
-                *word = task.mm.read_obj(addr + 8 * w as u64)?;
+                *word = task.mm().read_obj(addr + 8 * w as u64)?;
             }
         }
     }
@@ -176,7 +173,7 @@ fn do_select(
     for fd in 0..nfds as usize {
         let wanted = (0..3).any(|k| bits[k][fd / 64] & (1 << (fd % 64)) != 0);
         if wanted {
-            files.push((fd, task.fds.file(fd as i64).map_err(|_| Errno::EBADF)?));
+            files.push((fd, task.fds().file(fd as i64).map_err(|_| Errno::EBADF)?));
         }
     }
     let polls_host = files
@@ -206,7 +203,7 @@ fn do_select(
     for (k, &addr) in sets.iter().enumerate() {
         if addr != 0 {
             for (w, word) in out[k].iter().enumerate() {
-                task.mm.write_obj(addr + 8 * w as u64, word)?;
+                task.mm().write_obj(addr + 8 * w as u64, word)?;
             }
         }
     }
@@ -215,7 +212,7 @@ fn do_select(
 
 pub fn sys_select(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let deadline = if a[4] != 0 {
-        let tv: Timeval = task.mm.read_obj(a[4])?;
+        let tv: Timeval = task.mm().read_obj(a[4])?;
         if tv.tv_sec < 0 || !(0..1_000_000).contains(&tv.tv_usec) {
             return Err(Errno::EINVAL);
         }
@@ -226,7 +223,7 @@ pub fn sys_select(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let n = do_select(task, a[0], [a[1], a[2], a[3]], deadline)?;
     if let (Some(d), true) = (deadline, a[4] != 0) {
         let left = d.saturating_duration_since(Instant::now());
-        task.mm.write_obj(
+        task.mm().write_obj(
             a[4],
             &Timeval {
                 tv_sec: left.as_secs() as i64,
@@ -239,15 +236,15 @@ pub fn sys_select(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_pselect6(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let deadline = if a[4] != 0 {
-        Some(deadline_ts(&task.mm.read_obj(a[4])?)?)
+        Some(deadline_ts(&task.mm().read_obj(a[4])?)?)
     } else {
         None
     };
     // The sixth argument points at { const sigset_t *ss; size_t ss_len; }.
     let (mask_addr, size) = if a[5] != 0 {
         (
-            task.mm.read_obj::<u64>(a[5])?,
-            task.mm.read_obj::<u64>(a[5] + 8)?,
+            task.mm().read_obj::<u64>(a[5])?,
+            task.mm().read_obj::<u64>(a[5] + 8)?,
         )
     } else {
         (0, 8)

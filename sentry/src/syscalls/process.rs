@@ -12,8 +12,16 @@ pub fn sys_exit(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     task.exit(ExitStatus::Code(a[0] as i32 & 0xff))
 }
 
-pub fn sys_getpid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_exit_group(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    task.exit_group(ExitStatus::Code(a[0] as i32 & 0xff))
+}
+
+pub fn sys_gettid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(task.tid() as u64)
+}
+
+pub fn sys_getpid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(task.pid() as u64)
 }
 
 /// The first process's parent is outside the sandbox, so it reads as 0, as
@@ -24,7 +32,7 @@ pub fn sys_getppid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
 
 fn target(task: &Task, pid: u64) -> Result<std::sync::Arc<crate::task::Process>, Errno> {
     let pid = pid as i32;
-    if pid == 0 || pid == task.tid() {
+    if pid == 0 || pid == task.pid() {
         return Ok(task.proc_.clone());
     }
     if pid < 0 {
@@ -38,7 +46,7 @@ fn target(task: &Task, pid: u64) -> Result<std::sync::Arc<crate::task::Process>,
 
 fn is_self(task: &Task, pid: u64) -> bool {
     let pid = pid as i32;
-    pid == 0 || pid == task.tid()
+    pid == 0 || pid == task.pid()
 }
 
 pub fn sys_getpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -58,7 +66,7 @@ pub fn sys_setpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if pgid < 0 {
         return Err(Errno::EINVAL);
     }
-    let me = task.tid();
+    let me = task.pid();
     let t = target(task, a[0])?;
     let my_sid = task.proc_.state().sid;
     if t.pid != me {
@@ -94,7 +102,7 @@ pub fn sys_setpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_setsid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
-    let me = task.tid();
+    let me = task.pid();
     let leader = task
         .kernel
         .procs()
@@ -120,7 +128,7 @@ pub fn sys_getgid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
 
 fn write_three(task: &Task, a: &[u64; 6], v: u32) -> Result<u64, Errno> {
     for &p in &a[..3] {
-        task.mm.write_obj(p, &v)?;
+        task.mm().write_obj(p, &v)?;
     }
     Ok(0)
 }
@@ -146,7 +154,7 @@ pub fn sys_getgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     for (i, g) in groups.iter().enumerate() {
-        task.mm.write_obj(a[1] + 4 * i as u64, g)?;
+        task.mm().write_obj(a[1] + 4 * i as u64, g)?;
     }
     Ok(groups.len() as u64)
 }
@@ -166,7 +174,7 @@ pub fn sys_uname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     u.version = field(b"#1 SMP ferrovisor");
     u.machine = field(b"x86_64");
     u.domainname = field(b"(none)");
-    task.mm.write_obj(a[0], &u).map(|()| 0)
+    task.mm().write_obj(a[0], &u).map(|()| 0)
 }
 
 fn rlimit_index(res: u64) -> Result<usize, Errno> {
@@ -179,7 +187,7 @@ fn rlimit_index(res: u64) -> Result<usize, Errno> {
 
 pub fn sys_getrlimit(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let i = rlimit_index(a[0])?;
-    task.mm.write_obj(a[1], &task.rlimits[i]).map(|()| 0)
+    task.mm().write_obj(a[1], &task.rlimits[i]).map(|()| 0)
 }
 
 pub fn sys_prlimit64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -188,7 +196,7 @@ pub fn sys_prlimit64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     let i = rlimit_index(a[1])?;
     let new: Option<Rlimit> = if a[2] != 0 {
-        Some(task.mm.read_obj(a[2])?)
+        Some(task.mm().read_obj(a[2])?)
     } else {
         None
     };
@@ -204,7 +212,7 @@ pub fn sys_prlimit64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
     }
     if a[3] != 0 {
-        task.mm.write_obj(a[3], &task.rlimits[i])?;
+        task.mm().write_obj(a[3], &task.rlimits[i])?;
     }
     if let Some(n) = new {
         task.rlimits[i] = n;
@@ -220,19 +228,19 @@ pub fn sys_getrusage(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut ru = Rusage::new_zeroed();
     // Peak resident size is approximated by the mapped private memory.
     let kib: u64 = task
-        .mm
+        .mm()
         .vmas()
         .filter(|v| v.prot.write && !v.shared)
         .map(|v| v.end - v.start)
         .sum::<u64>()
         / 1024;
     ru.rest[0] = kib.max(1) as i64;
-    task.mm.write_obj(a[1], &ru).map(|()| 0)
+    task.mm().write_obj(a[1], &ru).map(|()| 0)
 }
 
 pub fn sys_times(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[0] != 0 {
-        task.mm.write_obj(a[0], &Tms::new_zeroed())?;
+        task.mm().write_obj(a[0], &Tms::new_zeroed())?;
     }
     let t = crate::host::clock_gettime(libc::CLOCK_BOOTTIME)?;
     Ok((t.tv_sec * 100 + t.tv_nsec / 10_000_000) as u64)
@@ -246,7 +254,7 @@ pub fn sys_sysinfo(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     s.freeram = task.kernel.total_memory / 2;
     s.procs = 1;
     s.mem_unit = 1;
-    task.mm.write_obj(a[0], &s).map(|()| 0)
+    task.mm().write_obj(a[0], &s).map(|()| 0)
 }
 
 pub fn sys_sched_yield(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
@@ -268,7 +276,7 @@ pub fn sys_sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
     for c in 0..cpus {
         mask[c / 8] |= 1 << (c % 8);
     }
-    task.mm.copy_out(a[2], &mask)?;
+    task.mm().copy_out(a[2], &mask)?;
     Ok(need as u64)
 }
 
@@ -277,7 +285,7 @@ pub fn sys_sched_setaffinity(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         return Err(Errno::ESRCH);
     }
     let mut b = vec![0u8; (a[1] as usize).min(128)];
-    task.mm.copy_in(a[2], &mut b)?;
+    task.mm().copy_in(a[2], &mut b)?;
     if b.iter().all(|&x| x == 0) {
         return Err(Errno::EINVAL);
     }
@@ -288,7 +296,7 @@ pub fn sys_sched_getparam(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if !is_self(task, a[0]) {
         return Err(Errno::ESRCH);
     }
-    task.mm.write_obj(a[1], &0i32).map(|()| 0)
+    task.mm().write_obj(a[1], &0i32).map(|()| 0)
 }
 
 pub fn sys_sched_get_priority_max(_task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -336,10 +344,10 @@ pub fn sys_setpriority(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_getcpu(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[0] != 0 {
-        task.mm.write_obj(a[0], &0u32)?;
+        task.mm().write_obj(a[0], &0u32)?;
     }
     if a[1] != 0 {
-        task.mm.write_obj(a[1], &0u32)?;
+        task.mm().write_obj(a[1], &0u32)?;
     }
     Ok(0)
 }
@@ -357,7 +365,7 @@ pub fn sys_getrandom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let len = a[1].min(32 << 20) as usize;
     let mut buf = vec![0u8; len];
     crate::host::getrandom(&mut buf);
-    task.mm.copy_out(a[0], &buf)?;
+    task.mm().copy_out(a[0], &buf)?;
     Ok(len as u64)
 }
 
@@ -378,8 +386,8 @@ pub fn sys_get_robust_list(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
     if !is_self(task, a[0]) {
         return Err(Errno::ESRCH);
     }
-    task.mm.write_obj(a[1], &task.robust_list.0)?;
-    task.mm.write_obj(a[2], &task.robust_list.1)?;
+    task.mm().write_obj(a[1], &task.robust_list.0)?;
+    task.mm().write_obj(a[2], &task.robust_list.1)?;
     Ok(0)
 }
 
@@ -407,8 +415,8 @@ pub fn sys_arch_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             task.regs.gs_base = a[1];
             Ok(0)
         }
-        ARCH_GET_FS => task.mm.write_obj(a[1], &task.regs.fs_base).map(|()| 0),
-        ARCH_GET_GS => task.mm.write_obj(a[1], &task.regs.gs_base).map(|()| 0),
+        ARCH_GET_FS => task.mm().write_obj(a[1], &task.regs.fs_base).map(|()| 0),
+        ARCH_GET_GS => task.mm().write_obj(a[1], &task.regs.gs_base).map(|()| 0),
         ARCH_GET_CPUID => Ok(1),
         ARCH_SET_CPUID => Err(Errno::ENODEV),
         _ => Err(Errno::EINVAL),
@@ -427,8 +435,8 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     match a[0] {
         PR_SET_NAME => {
             let mut name = [0u8; 16];
-            task.mm.copy_in(a[1], &mut name[..15]).or_else(|_| {
-                task.mm
+            task.mm().copy_in(a[1], &mut name[..15]).or_else(|_| {
+                task.mm()
                     .read_cstr(a[1], 15)
                     .map(|s| name[..s.len()].copy_from_slice(&s))
             })?;
@@ -439,7 +447,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         PR_GET_NAME => {
             let mut name = [0u8; 16];
             name[..task.comm.len().min(15)].copy_from_slice(&task.comm[..task.comm.len().min(15)]);
-            task.mm.copy_out(a[1], &name).map(|()| 0)
+            task.mm().copy_out(a[1], &name).map(|()| 0)
         }
         PR_SET_PDEATHSIG => {
             if a[1] > 64 {
@@ -447,7 +455,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             }
             Ok(0)
         }
-        PR_GET_PDEATHSIG => task.mm.write_obj(a[1], &0i32).map(|()| 0),
+        PR_GET_PDEATHSIG => task.mm().write_obj(a[1], &0i32).map(|()| 0),
         PR_GET_DUMPABLE => Ok(1),
         PR_SET_DUMPABLE => {
             if a[1] > 1 {
@@ -484,11 +492,11 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     match op {
         FUTEX_WAKE | FUTEX_WAKE_BITSET => {
-            let _: u32 = task.mm.read_obj(a[0])?;
+            let _: u32 = task.mm().read_obj(a[0])?;
             Ok(0)
         }
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
-            let v: u32 = task.mm.read_obj(a[0])?;
+            let v: u32 = task.mm().read_obj(a[0])?;
             if v != a[2] as u32 {
                 return Err(Errno::EAGAIN);
             }
@@ -496,7 +504,7 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 // Nothing else in the sandbox can ever wake this wait.
                 return Err(Errno::EDEADLK);
             }
-            let ts: abi::Timespec = task.mm.read_obj(a[3])?;
+            let ts: abi::Timespec = task.mm().read_obj(a[3])?;
             let clock = if a[1] & 256 != 0 { 0 } else { 1 };
             match super::time::sleep_for(task, &ts, op == FUTEX_WAIT_BITSET, clock)? {
                 Ok(()) => Err(Errno::ETIMEDOUT),
@@ -516,11 +524,11 @@ fn string_array(task: &Task, mut addr: u64) -> Result<Vec<Vec<u8>>, Errno> {
         return Ok(out);
     }
     loop {
-        let p: u64 = task.mm.read_obj(addr)?;
+        let p: u64 = task.mm().read_obj(addr)?;
         if p == 0 {
             return Ok(out);
         }
-        let s = task.mm.read_cstr(p, 32 * 4096).map_err(|e| {
+        let s = task.mm().read_cstr(p, 32 * 4096).map_err(|e| {
             if e == Errno::ENAMETOOLONG {
                 Errno::E2BIG
             } else {
@@ -550,20 +558,107 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
         ids: task.ids,
     };
     let prepared = loader::prepare(req)?;
-    match loader::commit(&mut task.mm, prepared) {
+    kill_other_threads(task);
+    // A fresh address space: the old one may be shared with a vfork
+    // parent, which must keep it.
+    let space = match kernel.platform.new_address_space() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("execve: no address space: {e}");
+            return Err(Errno::ENOMEM);
+        }
+    };
+    let mut mm = crate::mm::MemoryManager::new(
+        kernel.memory.clone(),
+        space,
+        kernel.platform.max_user_address(),
+    );
+    match loader::commit(&mut mm, prepared) {
         Ok(loaded) => {
+            task.mm = std::sync::Arc::new(std::sync::Mutex::new(mm));
             task.regs = loaded.regs;
+            task.comm = loaded
+                .exe
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .bytes()
+                .take(15)
+                .collect();
             task.exe = loaded.exe;
-            task.fds.close_on_exec();
-            task.proc_.state().signals.reset_for_exec();
+            // The descriptor table and fs context stop being shared.
+            let fds = task.fds().clone();
+            task.fds = std::sync::Arc::new(std::sync::Mutex::new(fds));
+            task.fds().close_on_exec();
+            let fs = task.fs_ctx().clone();
+            task.fs = std::sync::Arc::new(std::sync::Mutex::new(fs));
+            task.altstack = crate::task::no_altstack();
+            task.clear_child_tid = 0;
+            task.robust_list = (0, 0);
+            {
+                let mut st = task.proc_.state();
+                st.reset_actions_for_exec();
+                for (_, (id, _)) in std::mem::take(&mut st.posix_timers) {
+                    kernel.timers.delete(id);
+                }
+            }
             task.vfork_release();
             Ok(0)
         }
         Err(e) => {
             // The old image is gone: like Linux, kill the process.
             tracing::debug!("execve failed after the point of no return: {e}");
-            task.exit(ExitStatus::Signal(abi::signal::SIGSEGV))
+            task.exit_group(ExitStatus::Signal(abi::signal::SIGSEGV))
         }
+    }
+}
+
+/// `execve` in a multi-threaded process: every other thread exits first
+/// (their host threads notice `exit_now`), so the caller is alone.
+fn kill_other_threads(task: &mut Task) {
+    let others: Vec<_> = task
+        .proc_
+        .state()
+        .threads
+        .iter()
+        .filter(|t| t.tid != task.tid())
+        .cloned()
+        .collect();
+    if others.is_empty() {
+        return;
+    }
+    for t in &others {
+        t.state().exit_now = true;
+        t.interrupt();
+    }
+    let bus = task.kernel.bus.clone();
+    bus.notify();
+    let mut g = bus.lock();
+    while task.proc_.state().threads.len() > 1 {
+        g = bus.wait(
+            g,
+            Some(std::time::Instant::now() + std::time::Duration::from_millis(50)),
+        );
+    }
+    drop(g);
+    // The surviving thread takes over the thread group ID.
+    let pid = task.pid();
+    if task.tid() != pid {
+        let mask = task.sigmask();
+        let new = crate::task::Thread::new(pid, task.proc_.clone(), mask);
+        let old_tid = task.tid();
+        {
+            let mut st = task.proc_.state();
+            st.threads.retain(|t| t.tid != old_tid);
+            st.threads.push(new.clone());
+        }
+        {
+            let mut procs = task.kernel.procs();
+            procs.threads.remove(&old_tid);
+            procs.threads.insert(pid, new.clone());
+        }
+        new.set_interrupter(Some(task.ctx.interrupter()));
+        task.thread = new;
     }
 }
 
@@ -583,7 +678,7 @@ pub fn sys_execveat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         if flags & abi::AT_EMPTY_PATH == 0 {
             return Err(Errno::ENOENT);
         }
-        let file = task.fds.file(a[0] as i32 as i64)?;
+        let file = task.fds().file(a[0] as i32 as i64)?;
         let p = file
             .location
             .as_ref()

@@ -20,26 +20,28 @@ pub fn sys_rt_sigaction(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     let sig = sig_arg(a[0])?;
     let new: Option<KSigaction> = if a[1] != 0 {
-        Some(task.mm.read_obj(a[1])?)
+        Some(task.mm().read_obj(a[1])?)
     } else {
         None
     };
     if new.is_some() && (sig as i32 == SIGKILL || sig as i32 == SIGSTOP) {
         return Err(Errno::EINVAL);
     }
-    let old = task.proc_.state().signals.actions[sig - 1];
+    let old = task.proc_.state().actions[sig - 1];
     if a[2] != 0 {
-        task.mm.write_obj(a[2], &old)?;
+        task.mm().write_obj(a[2], &old)?;
     }
     if let Some(mut n) = new {
         n.mask &= !UNBLOCKABLE;
         let mut st = task.proc_.state();
-        st.signals.actions[sig - 1] = n;
-        // Setting a signal to be ignored discards it if pending (POSIX).
+        st.actions[sig - 1] = n;
+        // Setting a signal to be ignored discards it where pending (POSIX).
         let sig = sig as i32;
         if n.handler == SIG_IGN || (n.handler == SIG_DFL && crate::task::ignored_by_default(sig)) {
-            st.signals.pending &= !(1 << (sig - 1));
-            st.signals.info[sig as usize - 1].clear();
+            st.pending.clear(sig);
+            for t in &st.threads {
+                t.state().pending.clear(sig);
+            }
         }
     }
     Ok(0)
@@ -50,11 +52,11 @@ pub fn sys_rt_sigprocmask(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let set: Option<u64> = if a[1] != 0 {
-        Some(task.mm.read_obj(a[1])?)
+        Some(task.mm().read_obj(a[1])?)
     } else {
         None
     };
-    let old = task.proc_.state().signals.mask;
+    let old = task.sigmask();
     if let Some(set) = set {
         let new = match a[0] {
             SIG_BLOCK => old | set,
@@ -62,10 +64,10 @@ pub fn sys_rt_sigprocmask(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             SIG_SETMASK => set,
             _ => return Err(Errno::EINVAL),
         };
-        task.proc_.state().signals.mask = new & !UNBLOCKABLE;
+        task.set_sigmask(new);
     }
     if a[2] != 0 {
-        task.mm.write_obj(a[2], &old)?;
+        task.mm().write_obj(a[2], &old)?;
     }
     Ok(0)
 }
@@ -74,20 +76,22 @@ pub fn sys_rt_sigpending(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[1] > 8 {
         return Err(Errno::EINVAL);
     }
-    let st = task.proc_.state();
-    let pending = st.signals.pending & st.signals.mask;
-    drop(st);
-    task.mm.write_obj(a[0], &pending).map(|()| 0)
+    let pending = {
+        let p = task.proc_.state();
+        let t = task.thread.state();
+        (p.pending.bits | t.pending.bits) & t.mask
+    };
+    task.mm().write_obj(a[0], &pending).map(|()| 0)
 }
 
 pub fn sys_sigaltstack(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const SS_AUTODISARM: i32 = 1 << 31;
     let new: Option<StackT> = if a[0] != 0 {
-        Some(task.mm.read_obj(a[0])?)
+        Some(task.mm().read_obj(a[0])?)
     } else {
         None
     };
-    let cur = task.proc_.state().signals.altstack;
+    let cur = task.altstack;
     let rsp = task.regs.rsp;
     let on_stack = cur.flags & SS_DISABLE == 0 && rsp > cur.sp && rsp <= cur.sp + cur.size;
     if a[1] != 0 {
@@ -95,7 +99,7 @@ pub fn sys_sigaltstack(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         if on_stack {
             out.flags |= SS_ONSTACK;
         }
-        task.mm.write_obj(a[1], &out)?;
+        task.mm().write_obj(a[1], &out)?;
     }
     if let Some(mut n) = new {
         if on_stack {
@@ -118,7 +122,7 @@ pub fn sys_sigaltstack(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             }
             n.flags &= SS_AUTODISARM;
         }
-        task.proc_.state().signals.altstack = n;
+        task.altstack = n;
     }
     Ok(0)
 }
@@ -130,7 +134,7 @@ pub fn sys_kill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let pid = a[0] as i32;
-    let me = task.tid();
+    let me = task.pid();
     let my_pgid = task.proc_.state().pgid;
     let targets: Vec<_> = {
         let procs = task.kernel.procs();
@@ -166,18 +170,20 @@ fn thread_kill(task: &mut Task, tgid: Option<i32>, tid: i32, sig: i32) -> Result
     if !(0..=64).contains(&sig) || tid <= 0 || tgid.is_some_and(|g| g <= 0) {
         return Err(Errno::EINVAL);
     }
-    if tgid.is_some_and(|g| g != tid) {
-        return Err(Errno::ESRCH);
-    }
     let target = task
         .kernel
-        .process(tid)
-        .filter(|p| p.state().exit.is_none())
+        .procs()
+        .threads
+        .get(&tid)
+        .cloned()
         .ok_or(Errno::ESRCH)?;
+    if tgid.is_some_and(|g| g != target.process.pid) {
+        return Err(Errno::ESRCH);
+    }
     target.send_signal(
         &task.kernel,
         sig,
-        user_info(sig, task.tid(), task.ids.0, si::TKILL),
+        user_info(sig, task.pid(), task.ids.0, si::TKILL),
     );
     Ok(0)
 }
@@ -205,7 +211,7 @@ pub fn sys_rt_sigreturn(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
 fn wait_for_signal(task: &Task) {
     let bus = &task.kernel.bus;
     let mut g = bus.lock();
-    while !task.proc_.interrupted() {
+    while !task.thread.interrupted() {
         g = bus.wait(g, None);
     }
 }
@@ -219,12 +225,8 @@ pub fn sys_rt_sigsuspend(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[1] != 8 {
         return Err(Errno::EINVAL);
     }
-    let mask: u64 = task.mm.read_obj(a[0])?;
-    {
-        let mut st = task.proc_.state();
-        task.saved_mask = Some(st.signals.mask);
-        st.signals.mask = mask & !UNBLOCKABLE;
-    }
+    let mask: u64 = task.mm().read_obj(a[0])?;
+    task.saved_mask = Some(task.set_sigmask(mask));
     wait_for_signal(task);
     Err(Errno::ERESTARTNOHAND)
 }
@@ -233,9 +235,9 @@ pub fn sys_rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
     if a[3] != 8 {
         return Err(Errno::EINVAL);
     }
-    let set: u64 = task.mm.read_obj::<u64>(a[0])? & !UNBLOCKABLE;
+    let set: u64 = task.mm().read_obj::<u64>(a[0])? & !UNBLOCKABLE;
     let deadline = if a[2] != 0 {
-        let ts: abi::Timespec = task.mm.read_obj(a[2])?;
+        let ts: abi::Timespec = task.mm().read_obj(a[2])?;
         if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
             return Err(Errno::EINVAL);
         }
@@ -250,19 +252,25 @@ pub fn sys_rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
     let mut g = bus.lock();
     loop {
         {
-            let mut st = task.proc_.state();
-            let ready = st.signals.pending & set;
+            let mut p = task.proc_.state();
+            let mut t = task.thread.state();
+            let ready = (t.pending.bits | p.pending.bits) & set;
             if ready != 0 {
                 let sig = ready.trailing_zeros() as i32 + 1;
-                let info = st.signals.dequeue(sig);
-                drop(st);
+                let info = if t.pending.has(sig) {
+                    t.pending.dequeue(sig)
+                } else {
+                    p.pending.dequeue(sig)
+                };
+                drop(t);
+                drop(p);
                 drop(g);
                 if a[1] != 0 {
-                    task.mm.write_obj(a[1], &info)?;
+                    task.mm().write_obj(a[1], &info)?;
                 }
                 return Ok(sig as u64);
             }
-            if st.killed || st.signals.pending & !st.signals.mask & !set != 0 {
+            if p.group_exit.is_some() || (t.pending.bits | p.pending.bits) & !t.mask & !set != 0 {
                 return Err(Errno::EINTR);
             }
         }

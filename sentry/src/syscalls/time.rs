@@ -23,14 +23,14 @@ fn clock_arg(id: u64) -> Result<i32, Errno> {
 pub fn sys_clock_gettime(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let clock = clock_arg(a[0])?;
     let ts = host::clock_gettime(clock)?;
-    task.mm.write_obj(a[1], &ts).map(|()| 0)
+    task.mm().write_obj(a[1], &ts).map(|()| 0)
 }
 
 pub fn sys_clock_getres(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let clock = clock_arg(a[0])?;
     let ts = host::clock_getres(clock)?;
     if a[1] != 0 {
-        task.mm.write_obj(a[1], &ts)?;
+        task.mm().write_obj(a[1], &ts)?;
     }
     Ok(0)
 }
@@ -38,7 +38,7 @@ pub fn sys_clock_getres(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_gettimeofday(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[0] != 0 {
         let ts = host::clock_gettime(libc::CLOCK_REALTIME)?;
-        task.mm.write_obj(
+        task.mm().write_obj(
             a[0],
             &Timeval {
                 tv_sec: ts.tv_sec,
@@ -47,7 +47,7 @@ pub fn sys_gettimeofday(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         )?;
     }
     if a[1] != 0 {
-        task.mm.write_obj(a[1], &[0i32; 2])?;
+        task.mm().write_obj(a[1], &[0i32; 2])?;
     }
     Ok(0)
 }
@@ -55,7 +55,7 @@ pub fn sys_gettimeofday(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_time(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let ts = host::clock_gettime(libc::CLOCK_REALTIME)?;
     if a[0] != 0 {
-        task.mm.write_obj(a[0], &ts.tv_sec)?;
+        task.mm().write_obj(a[0], &ts.tv_sec)?;
     }
     Ok(ts.tv_sec as u64)
 }
@@ -94,7 +94,7 @@ pub fn sleep_for(
         if now >= deadline {
             return Ok(Ok(()));
         }
-        if task.proc_.interrupted() {
+        if task.thread.interrupted() {
             return Ok(Err(deadline - now));
         }
         g = bus.wait(g, Some(deadline));
@@ -103,7 +103,7 @@ pub fn sleep_for(
 
 fn write_rem(task: &Task, addr: u64, left: Duration) -> Result<(), Errno> {
     if addr != 0 {
-        task.mm.write_obj(
+        task.mm().write_obj(
             addr,
             &Timespec {
                 tv_sec: left.as_secs() as i64,
@@ -115,7 +115,7 @@ fn write_rem(task: &Task, addr: u64, left: Duration) -> Result<(), Errno> {
 }
 
 pub fn sys_nanosleep(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let ts: Timespec = task.mm.read_obj(a[0])?;
+    let ts: Timespec = task.mm().read_obj(a[0])?;
     match sleep_for(task, &ts, false, libc::CLOCK_MONOTONIC)? {
         Ok(()) => Ok(0),
         Err(left) => {
@@ -133,7 +133,7 @@ pub fn sys_clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
     if a[1] & !1 != 0 {
         return Err(Errno::EINVAL);
     }
-    let ts: Timespec = task.mm.read_obj(a[2])?;
+    let ts: Timespec = task.mm().read_obj(a[2])?;
     let absolute = a[1] & 1 != 0;
     match sleep_for(task, &ts, absolute, clock)? {
         Ok(()) => Ok(0),
