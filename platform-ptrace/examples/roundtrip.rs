@@ -1,7 +1,8 @@
 //! Syscall round-trip micro-benchmark of the ptrace platform: a guest loop
 //! of `getppid` through `PTRACE_SYSEMU`, answered at once, in ns per call,
 //! for each combination of CPU pinning and rax-only register writes; plus
-//! the cost of one injected syscall and of creating an address space.
+//! the cost of one injected syscall, of creating an address space (control
+//! thread + stub) and of giving a further host thread its own stub thread.
 //!
 //! `cargo run --release -p platform-ptrace --example roundtrip [iterations]`
 
@@ -29,11 +30,11 @@ fn memfd() -> OwnedFd {
     fd
 }
 
-fn bench(options: PtraceOptions, iters: u32) -> (f64, f64, f64) {
+fn bench(options: PtraceOptions, iters: u32) -> (f64, f64, f64, f64) {
     let fd = memfd();
     let p = PtracePlatform::with_options(fd.as_fd(), options).expect("platform");
     let t = Instant::now();
-    let mut as_ = p.new_ptrace_address_space().expect("address space");
+    let as_ = p.new_ptrace_address_space().expect("address space");
     let create_us = t.elapsed().as_secs_f64() * 1e6;
     let rx = Prot {
         read: true,
@@ -44,13 +45,13 @@ fn bench(options: PtraceOptions, iters: u32) -> (f64, f64, f64) {
     let mut ctx = p.new_ptrace_context();
     let mut regs = Regs::initial(CODE, 0);
     for _ in 0..1000 {
-        let ev = ctx.switch(&mut as_, &mut regs).expect("switch");
+        let ev = ctx.switch(&as_, &mut regs).expect("switch");
         assert_eq!(ev, Event::Syscall, "{regs:?}");
         regs.rax = 1;
     }
     let t = Instant::now();
     for _ in 0..iters {
-        let ev = ctx.switch(&mut as_, &mut regs).expect("switch");
+        let ev = ctx.switch(&as_, &mut regs).expect("switch");
         debug_assert_eq!(ev, Event::Syscall);
         regs.rax = 1;
     }
@@ -61,7 +62,26 @@ fn bench(options: PtraceOptions, iters: u32) -> (f64, f64, f64) {
         as_.inject_nop_for_bench().expect("inject");
     }
     let inject_ns = t.elapsed().as_nanos() as f64 / f64::from(n);
-    (rt_ns, inject_ns, create_us)
+    // A further host thread: its first use creates its stub thread (a
+    // request to the control thread, clone, seize, setup) and its end
+    // lets it go; the second use is one plain injection, subtracted.
+    const THREADS: u32 = 20;
+    let mut thread_us = 0.0;
+    for _ in 0..THREADS {
+        thread_us += std::thread::scope(|s| {
+            s.spawn(|| {
+                let t = Instant::now();
+                as_.inject_nop_for_bench().expect("inject");
+                let first = t.elapsed();
+                let t = Instant::now();
+                as_.inject_nop_for_bench().expect("inject");
+                (first.saturating_sub(t.elapsed())).as_secs_f64() * 1e6
+            })
+            .join()
+            .expect("thread")
+        });
+    }
+    (rt_ns, inject_ns, create_us, thread_us / f64::from(THREADS))
 }
 
 fn native_getppid(iters: u32) -> f64 {
@@ -83,12 +103,13 @@ fn main() {
         for poke_rax in [false, true] {
             let options = PtraceOptions { pin_cpu, poke_rax };
             // A fresh thread per run: pinning sticks to the thread.
-            let (rt, inject, create) = std::thread::spawn(move || bench(options, iters))
+            let (rt, inject, create, thread) = std::thread::spawn(move || bench(options, iters))
                 .join()
                 .expect("bench thread");
             println!(
                 "pin_cpu={pin_cpu:<5} poke_rax={poke_rax:<5}  round trip {rt:>6.0} ns/call   \
-                 injected syscall {inject:>6.0} ns   new address space {create:>6.0} µs"
+                 injected syscall {inject:>6.0} ns   new address space {create:>6.0} µs   \
+                 new stub thread {thread:>5.0} µs"
             );
         }
     }

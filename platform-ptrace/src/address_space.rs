@@ -1,288 +1,328 @@
-//! One guest address space = one stub process, traced by the thread that
-//! created it. Mapping changes are system calls injected into the stub
-//! through its trampoline.
+//! One guest address space = one stub process. Every host thread that runs
+//! guest code in it, or changes its mappings, gets a *stub thread* of its
+//! own in that process, traced by that host thread (ptrace binds a tracee
+//! to one tracer thread). The stub's first thread belongs to the control
+//! thread ([`crate::control`]), which makes the others. Mapping changes are
+//! system calls injected through the calling thread's stub thread.
 
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use platform::{AddressSpace, Error, Prot, Regs, Result, PAGE_SIZE};
 
-use crate::stub::{self, StubImage, STUB_BASE, STUB_MEMFD, TRAMPOLINE};
+use crate::control::Control;
+use crate::fpu;
+use crate::stub::{StubImage, STUB_BASE, STUB_MEMFD};
 use crate::sys::{self, WaitStatus};
+use crate::tracee::{event_of, Tracee};
 
-/// `SIGTRAP` stop (the `int3` after the trampoline's `syscall`).
-const TRAP_STOP: i32 = libc::SIGTRAP;
+/// `PTRACE_EVENT_STOP`: the stop `PTRACE_INTERRUPT` produces.
+const EVENT_STOP: i32 = 128;
 
-/// A guest address space backed by a traced stub process. The stub's
-/// state lives behind a lock because the trait's methods take `&self` (the
-/// Sentry shares an address space between the threads of a process).
+/// Options of every seized stub thread. `EXITKILL`: if the tracer thread
+/// ends while still tracing it, the kernel kills the thread — and with it
+/// the whole stub process (a SIGKILL is process-wide). That is the price of
+/// never letting guest code run untraced; the thread-exit hook below makes
+/// it happen only when a host thread dies without unwinding.
+const SEIZE_OPTIONS: libc::c_int = libc::PTRACE_O_EXITKILL | libc::PTRACE_O_TRACESYSGOOD;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A guest address space backed by a stub process; see the module docs.
 #[derive(Debug)]
 pub struct PtraceAddressSpace {
-    pid: i32,
-    stub: std::sync::Mutex<Stub>,
+    shared: Arc<Shared>,
 }
 
-/// The traced stub process itself.
+/// The part of an address space that stub threads' owners (contexts, the
+/// thread-exit hook) may refer to weakly.
 #[derive(Debug)]
-pub(crate) struct Stub {
+pub(crate) struct Shared {
+    /// Unique for the life of the process (pointers may be reused).
+    pub(crate) id: u64,
     pid: i32,
     pidfd: OwnedFd,
-    /// The only thread allowed to issue ptrace requests to the stub.
-    tracer: i32,
-    /// Stub registers as of its last stop, when known exactly; lets
-    /// `switch` skip `PTRACE_SETREGS` when the Sentry changed nothing.
-    pub(crate) cached: Option<Regs>,
     /// Registers of the ready stub: the template for injected calls.
     template: Regs,
-    /// The stub has been waited for after its death; its pid is no longer
-    /// ours to signal.
-    reaped: bool,
+    pin: bool,
+    /// Stub threads by their tracer's host tid.
+    threads: Mutex<HashMap<i32, Arc<StubThread>>>,
+    control: Control,
+    /// Set when the address space is being torn down.
+    dead: AtomicBool,
+}
+
+/// One stub thread and the host thread that traces it.
+#[derive(Debug)]
+pub(crate) struct StubThread {
+    /// Host tid of the stub thread.
+    pub(crate) tid: i32,
+    /// The stub process (for thread-directed signals).
+    pub(crate) tgid: i32,
+    /// The only host thread allowed to issue ptrace requests to it.
+    pub(crate) tracer: i32,
+    state: Mutex<Tracee>,
+}
+
+impl StubThread {
+    /// The ptrace state, for its tracer only.
+    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, Tracee>> {
+        if sys::gettid() != self.tracer {
+            return Err(Error::Misuse(
+                "stub thread used from a host thread other than its tracer",
+            ));
+        }
+        Ok(self.lock_any())
+    }
+
+    fn lock_any(&self) -> MutexGuard<'_, Tracee> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Stub threads the current host thread traces, released when the thread
+/// ends (its Rust thread-local destructors run before the kernel thread
+/// exits, so `EXITKILL` never fires for a thread that ends normally or by
+/// a panic that unwinds).
+struct OwnedStubThreads(RefCell<Vec<(Weak<Shared>, Weak<StubThread>)>>);
+
+impl Drop for OwnedStubThreads {
+    fn drop(&mut self) {
+        for (shared, thread) in self.0.take() {
+            if let (Some(shared), Some(thread)) = (shared.upgrade(), thread.upgrade()) {
+                shared.release(&thread);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static OWNED: OwnedStubThreads = const { OwnedStubThreads(RefCell::new(Vec::new())) };
+}
+
+impl Shared {
+    /// The calling host thread's stub thread, created (and seized) if it
+    /// has none yet.
+    pub(crate) fn thread_for_caller(self: &Arc<Self>) -> Result<Arc<StubThread>> {
+        let me = sys::gettid();
+        if self.dead.load(Ordering::Acquire) {
+            return Err(Error::StubDied("address space shut down".into()));
+        }
+        if let Some(t) = self.lock_threads().get(&me) {
+            return Ok(t.clone());
+        }
+        let cpu = if self.pin {
+            // Tracer and stub thread on one CPU: every ptrace stop becomes a
+            // same-core hand-off.
+            Some(sys::pin_to_current_cpu()?)
+        } else {
+            None
+        };
+        let tid = self.control.new_thread(cpu)?;
+        // Until this succeeds the new thread is untraced, blocked in the
+        // park loop's `pause`; on failure it stays there until the stub ends.
+        sys::seize(tid, SEIZE_OPTIONS)?;
+        let thread = Arc::new(StubThread {
+            tid,
+            tgid: self.pid,
+            tracer: me,
+            state: Mutex::new(Tracee::new(tid, self.template)),
+        });
+        // Registered before anything else can fail: the thread is ours to
+        // reap now.
+        self.lock_threads().insert(me, thread.clone());
+        let _ = OWNED.try_with(|o| {
+            if let Ok(mut v) = o.0.try_borrow_mut() {
+                v.retain(|(s, t)| s.strong_count() > 0 && t.strong_count() > 0);
+                v.push((Arc::downgrade(self), Arc::downgrade(&thread)));
+            }
+        });
+        let mut st = thread.lock()?;
+        if let Err(e) = self.prepare(&mut st, cpu) {
+            st.gone.get_or_insert(crate::tracee::Gone::Died(format!(
+                "stub thread setup failed: {e}"
+            )));
+            return Err(e);
+        }
+        drop(st);
+        tracing::debug!(pid = self.pid, tid, tracer = me, "new stub thread");
+        Ok(thread)
+    }
+
+    /// Stops a freshly seized thread and readies it for switches.
+    fn prepare(&self, st: &mut Tracee, cpu: Option<usize>) -> Result<()> {
+        sys::interrupt(st.tid)?;
+        loop {
+            match st.wait()? {
+                WaitStatus::Stopped(s) if event_of(s) == EVENT_STOP => break,
+                WaitStatus::Stopped(_) => sys::cont(st.tid, 0)?,
+                dead => {
+                    return Err(Error::StubDied(format!(
+                        "new stub thread: {}",
+                        dead.describe()
+                    )))
+                }
+            }
+        }
+        if let Some(cpu) = cpu {
+            sys::set_affinity(st.tid, cpu)?;
+        }
+        fpu::reset(st.tid)?;
+        // The thread stopped inside the park loop's `pause`, whose restart
+        // the kernel would attempt on the next resume if the registers then
+        // looked like an interrupted call. Run one harmless call (munmap of
+        // nothing: EINVAL) so the thread rests at the trampoline's int3.
+        match st.inject(
+            libc::SYS_munmap,
+            [STUB_BASE, 0, 0, 0, 0, 0],
+            "munmap(probe)",
+        ) {
+            Ok(_) | Err(Error::Host { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn lock_threads(&self) -> MutexGuard<'_, HashMap<i32, Arc<StubThread>>> {
+        self.threads.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes `thread` exit (the stub process lives on) if the caller is its
+    /// tracer and the address space is not being torn down; otherwise
+    /// leaves it to its tracer or to the end of the address space.
+    pub(crate) fn release(&self, thread: &Arc<StubThread>) {
+        if sys::gettid() != thread.tracer || self.dead.load(Ordering::Acquire) {
+            return;
+        }
+        {
+            let mut threads = self.lock_threads();
+            match threads.get(&thread.tracer) {
+                Some(t) if Arc::ptr_eq(t, thread) => threads.remove(&thread.tracer),
+                // Already released, or drained by a teardown that reaps it.
+                _ => return,
+            };
+        }
+        if let Err(e) = thread.lock_any().exit_thread() {
+            tracing::warn!(tid = thread.tid, error = %e, "stub thread did not exit cleanly");
+        }
+        let _ = OWNED.try_with(|o| {
+            if let Ok(mut v) = o.0.try_borrow_mut() {
+                v.retain(|(_, t)| !std::ptr::eq(t.as_ptr(), Arc::as_ptr(thread)));
+            }
+        });
+    }
+
+    /// Kills the stub and reaps every thread of it.
+    fn shutdown(&self) {
+        self.dead.store(true, Ordering::Release);
+        // Through the pidfd: exact even if the pid were recycled.
+        if let Err(e) = sys::pidfd_send_signal(self.pidfd.as_raw_fd(), libc::SIGKILL) {
+            tracing::debug!(pid = self.pid, error = %e, "cannot kill stub");
+        }
+        // Any thread of the tracer's process may wait for a tracee; each
+        // thread's lock keeps its own tracer (releasing it concurrently)
+        // out of the way.
+        let threads: Vec<_> = self.lock_threads().drain().map(|(_, t)| t).collect();
+        for t in threads {
+            t.lock_any().reap_after_kill();
+        }
+        // The first thread last: a thread group leader is reaped only once
+        // it is alone.
+        self.control.shutdown();
+    }
 }
 
 impl PtraceAddressSpace {
-    /// Forks and prepares a stub (see [`crate::stub`]).
-    pub(crate) fn create(memfd: BorrowedFd<'_>, image: &StubImage, pin: bool) -> Result<Self> {
-        let stub = Stub::create(memfd, image, pin)?;
-        Ok(PtraceAddressSpace { pid: stub.pid, stub: std::sync::Mutex::new(stub) })
+    /// Starts the control thread, which forks and prepares a stub (see
+    /// [`crate::stub`]).
+    pub(crate) fn create(
+        memfd: std::os::fd::BorrowedFd<'_>,
+        image: &Arc<StubImage>,
+        pin: bool,
+    ) -> Result<Self> {
+        let (control, started) = Control::spawn(memfd, image)?;
+        Ok(PtraceAddressSpace {
+            shared: Arc::new(Shared {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                pid: started.pid,
+                pidfd: started.pidfd,
+                template: started.template,
+                pin,
+                threads: Mutex::new(HashMap::new()),
+                control,
+                dead: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// The stub's host pid (for tests and diagnostics).
     pub fn stub_pid(&self) -> i32 {
-        self.pid
+        self.shared.pid
     }
 
-    /// Locks the stub.
-    pub(crate) fn stub(&self) -> std::sync::MutexGuard<'_, Stub> {
-        self.stub.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Host tid of the calling thread's stub thread, if it has one.
+    pub fn stub_tid_of_current_thread(&self) -> Option<i32> {
+        self.shared
+            .lock_threads()
+            .get(&sys::gettid())
+            .map(|t| t.tid)
     }
 
-    /// Resumes the stub *without* system call emulation (`PTRACE_CONT`)
-    /// until it stops or dies: only for tests proving that the seccomp
-    /// filter holds when tracing does not.
+    /// Lets the calling thread's stub thread go (it exits; the stub and
+    /// the other threads live on). For a host thread that only edited this
+    /// address space (e.g. set up a forked child's memory) and will not run
+    /// it. Harmless if it has none; a later call makes a new one.
+    pub fn release_current_thread(&self) {
+        let t = self.shared.lock_threads().get(&sys::gettid()).cloned();
+        if let Some(t) = t {
+            self.shared.release(&t);
+        }
+    }
+
+    /// Resumes the caller's stub thread *without* system call emulation
+    /// (`PTRACE_CONT`) until it stops or dies: only for tests proving that
+    /// the seccomp filter holds when tracing does not.
     #[doc(hidden)]
     pub fn run_untraced_for_test(&self, regs: &Regs) -> Result<UntracedOutcome> {
-        self.stub().run_untraced_for_test(regs)
-    }
-
-    /// Cost probe: one injected call (see [`Stub::inject_nop_for_bench`]).
-    #[doc(hidden)]
-    pub fn inject_nop_for_bench(&self) -> Result<()> {
-        self.stub().inject_nop_for_bench()
-    }
-}
-
-impl Stub {
-    /// Forks and prepares a stub (see [`crate::stub`]).
-    pub(crate) fn create(memfd: BorrowedFd<'_>, image: &StubImage, pin: bool) -> Result<Self> {
-        if pin {
-            // The stub inherits the mask: tracer and stub share a CPU, so
-            // every ptrace stop is a same-core hand-off.
-            sys::pin_to_current_cpu()?;
-        }
-        let forked = stub::fork_stub(memfd, image)?;
-        let mut as_ = Stub {
-            pid: forked.pid,
-            pidfd: forked.pidfd,
-            tracer: sys::gettid(),
-            cached: None,
-            template: Regs::default(),
-            reaped: false,
-        };
-        // On error, dropping `as_` kills and reaps the stub.
-        as_.finish_setup(image)?;
-        Ok(as_)
-    }
-
-    fn finish_setup(&mut self, image: &StubImage) -> Result<()> {
-        let layout = image.layout();
-        // Stop 1: at the setup entry of the first copy, rdi = its address.
-        self.expect_trap("stub setup (first stop)")?;
-        sys::set_options(
-            self.pid,
-            libc::PTRACE_O_EXITKILL | libc::PTRACE_O_TRACESYSGOOD,
-        )?;
-        let mut regs = Regs::default();
-        sys::get_regs(self.pid, &mut regs)?;
-        let first = regs.rdi;
-        if regs.rip != first + layout.setup + 1 {
-            return Err(Error::StubDied(format!(
-                "stub stopped at unexpected {:#x} during setup",
-                regs.rip
-            )));
-        }
-        // The fork inherited glibc's rseq registration, which points into
-        // memory the stub is about to unmap: the kernel would then fail to
-        // update it on the next preemption and kill the stub with SIGSEGV.
-        // Only the task itself can unregister, so inject the call.
-        let rseq = sys::rseq_config(self.pid)?;
-        if rseq.pointer != 0 {
-            let args = [
-                rseq.pointer,
-                u64::from(rseq.size),
-                1, // RSEQ_FLAG_UNREGISTER
-                u64::from(rseq.signature),
-                0,
-                0,
-            ];
-            self.inject_at(
-                &regs,
-                first,
-                libc::SYS_rseq,
-                args,
-                "rseq(unregister) in stub",
-            )?;
-        }
-        sys::set_regs(self.pid, &regs)?;
-        sys::cont(self.pid, 0)?;
-        // Stop 2: ready at STUB_BASE, filter installed.
-        self.expect_trap("stub setup (ready stop)")?;
-        sys::get_regs(self.pid, &mut regs)?;
-        if regs.rip != STUB_BASE + layout.ready {
-            return Err(Error::StubDied(format!(
-                "stub stopped at unexpected {:#x} when ready",
-                regs.rip
-            )));
-        }
-        self.template = regs;
-        self.cached = Some(regs);
-        Ok(())
-    }
-
-    /// Waits for a `SIGTRAP` stop; anything else during setup is fatal.
-    fn expect_trap(&mut self, what: &'static str) -> Result<()> {
-        match self.wait()? {
-            WaitStatus::Stopped(TRAP_STOP) => Ok(()),
-            other => Err(Error::StubDied(format!("{what}: {}", other.describe()))),
-        }
-    }
-
-    /// The stub's host pid (for tests and diagnostics).
-    pub fn stub_pid(&self) -> i32 {
-        self.pid
-    }
-
-    pub(crate) fn pidfd(&self) -> RawFd {
-        self.pidfd.as_raw_fd()
-    }
-
-    pub(crate) fn tracer(&self) -> i32 {
-        self.tracer
-    }
-
-    pub(crate) fn check_thread(&self) -> Result<()> {
-        if sys::gettid() != self.tracer {
-            return Err(Error::Misuse(
-                "ptrace address space used from a thread other than its creator",
-            ));
-        }
-        if self.reaped {
-            return Err(Error::StubDied("stub already dead".into()));
-        }
-        Ok(())
-    }
-
-    /// `waitpid` on the stub, noting its death.
-    pub(crate) fn wait(&mut self) -> Result<WaitStatus> {
-        let st = sys::wait(self.pid)?;
-        if !matches!(st, WaitStatus::Stopped(_)) {
-            self.reaped = true;
-            self.cached = None;
-        }
-        Ok(st)
-    }
-
-    /// Runs system call `nr` in the stub through the trampoline at
-    /// `trampoline` and returns its result. The stub's registers are left
-    /// clobbered (`cached` is cleared; the next switch sets all of them).
-    fn inject_at(
-        &mut self,
-        template: &Regs,
-        trampoline: u64,
-        nr: libc::c_long,
-        args: [u64; 6],
-        op: &'static str,
-    ) -> Result<u64> {
-        let mut r = *template;
-        r.rip = trampoline;
-        r.rax = nr as u64;
-        // Not in a system call as far as restart logic is concerned.
-        r.orig_rax = u64::MAX;
-        [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9] = args;
-        self.cached = None;
-        sys::set_regs(self.pid, &r)?;
-        sys::cont(self.pid, 0)?;
-        loop {
-            match self.wait()? {
-                WaitStatus::Stopped(TRAP_STOP) => break,
-                // A signal meant for an earlier switch (an interrupt kick
-                // that arrived late) or sent from outside: drop it.
-                WaitStatus::Stopped(libc::SIGSTOP) => sys::cont(self.pid, 0)?,
-                WaitStatus::Stopped(sig) if sys::get_siginfo(self.pid)?.code <= 0 => {
-                    tracing::debug!(sig, "dropping host-sent signal to stub");
-                    sys::cont(self.pid, 0)?
-                }
-                // The trampoline itself faulted: the stub is broken, and
-                // resuming it would only fault again. Kill it so later calls
-                // fail fast instead of spinning.
-                WaitStatus::Stopped(sig) => {
-                    self.kill_and_reap();
-                    return Err(Error::StubDied(format!(
-                        "{op}: stub trampoline raised signal {sig}"
-                    )));
-                }
-                dead => return Err(Error::StubDied(format!("{op}: {}", dead.describe()))),
-            }
-        }
-        let ret = sys::peek_rax(self.pid)?;
-        let sret = ret as i64;
-        if (-4095..0).contains(&sret) {
-            return Err(Error::Host {
-                op,
-                source: std::io::Error::from_raw_os_error(-sret as i32),
-            });
-        }
-        Ok(ret)
-    }
-
-    fn inject(&mut self, nr: libc::c_long, args: [u64; 6], op: &'static str) -> Result<u64> {
-        self.check_thread()?;
-        let t = self.template;
-        self.inject_at(&t, TRAMPOLINE, nr, args, op)
-    }
-
-    /// Guest ranges must be page aligned, non-empty and below the stub.
-    fn check_range(addr: u64, len: u64) -> Result<()> {
-        if !addr.is_multiple_of(PAGE_SIZE) || !len.is_multiple_of(PAGE_SIZE) || len == 0 {
-            return Err(Error::Misuse("guest range not page aligned or empty"));
-        }
-        match addr.checked_add(len) {
-            Some(end) if end <= STUB_BASE => Ok(()),
-            _ => Err(Error::Misuse("guest range reaches the stub's pages")),
-        }
-    }
-
-    fn run_untraced_for_test(&mut self, regs: &Regs) -> Result<UntracedOutcome> {
-        self.check_thread()?;
-        self.cached = None;
-        sys::set_regs(self.pid, regs)?;
-        sys::cont(self.pid, 0)?;
-        Ok(match self.wait()? {
+        let t = self.shared.thread_for_caller()?;
+        let mut st = t.lock()?;
+        Ok(match st.run_untraced(regs)? {
             WaitStatus::Stopped(s) => UntracedOutcome::Stopped(s),
             WaitStatus::Exited(c) => UntracedOutcome::Exited(c),
             WaitStatus::Signaled(s) => UntracedOutcome::Killed(s),
         })
     }
 
-    /// Cost probe: one injected `mprotect` of an unmapped page (the stub
-    /// answers ENOMEM), i.e. the whole injection round trip.
-    fn inject_nop_for_bench(&mut self) -> Result<()> {
-        match self.inject(
+    /// Cost probe: one injected `mprotect` of nothing (length 0, a no-op),
+    /// i.e. the whole injection round trip.
+    #[doc(hidden)]
+    pub fn inject_nop_for_bench(&self) -> Result<()> {
+        let t = self.shared.thread_for_caller()?;
+        let mut st = t.lock()?;
+        st.inject(
             libc::SYS_mprotect,
-            [0x1000, PAGE_SIZE, 0, 0, 0, 0],
+            [0x1000, 0, 0, 0, 0, 0],
             "mprotect(probe)",
-        ) {
-            Err(Error::Host { .. }) | Ok(_) => Ok(()),
-            Err(e) => Err(e),
-        }
+        )?;
+        Ok(())
+    }
+
+    fn with_caller<T>(&self, f: impl FnOnce(&mut Tracee) -> Result<T>) -> Result<T> {
+        let t = self.shared.thread_for_caller()?;
+        let mut st = t.lock()?;
+        f(&mut st)
+    }
+}
+
+impl Drop for PtraceAddressSpace {
+    fn drop(&mut self) {
+        self.shared.shutdown();
     }
 }
 
@@ -298,27 +338,20 @@ pub enum UntracedOutcome {
     Killed(i32),
 }
 
-impl AddressSpace for PtraceAddressSpace {
-    fn map(&self, addr: u64, len: u64, prot: Prot, file_offset: u64) -> Result<()> {
-        self.stub().map(addr, len, prot, file_offset)
+/// Guest ranges must be page aligned, non-empty and below the stub.
+fn check_range(addr: u64, len: u64) -> Result<()> {
+    if !addr.is_multiple_of(PAGE_SIZE) || !len.is_multiple_of(PAGE_SIZE) || len == 0 {
+        return Err(Error::Misuse("guest range not page aligned or empty"));
     }
-
-    fn unmap(&self, addr: u64, len: u64) -> Result<()> {
-        self.stub().unmap(addr, len)
-    }
-
-    fn protect(&self, addr: u64, len: u64, prot: Prot) -> Result<()> {
-        self.stub().protect(addr, len, prot)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    match addr.checked_add(len) {
+        Some(end) if end <= STUB_BASE => Ok(()),
+        _ => Err(Error::Misuse("guest range reaches the stub's pages")),
     }
 }
 
-impl Stub {
-    fn map(&mut self, addr: u64, len: u64, prot: Prot, file_offset: u64) -> Result<()> {
-        Self::check_range(addr, len)?;
+impl AddressSpace for PtraceAddressSpace {
+    fn map(&self, addr: u64, len: u64, prot: Prot, file_offset: u64) -> Result<()> {
+        check_range(addr, len)?;
         if !file_offset.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Misuse("memory file offset not page aligned"));
         }
@@ -331,7 +364,7 @@ impl Stub {
             STUB_MEMFD as u64,
             file_offset,
         ];
-        let got = self.inject(libc::SYS_mmap, args, "mmap in stub")?;
+        let got = self.with_caller(|t| t.inject(libc::SYS_mmap, args, "mmap in stub"))?;
         if got != addr {
             return Err(Error::StubDied(format!(
                 "stub mmap returned {got:#x}, not {addr:#x}"
@@ -340,53 +373,27 @@ impl Stub {
         Ok(())
     }
 
-    fn unmap(&mut self, addr: u64, len: u64) -> Result<()> {
-        Self::check_range(addr, len)?;
-        self.inject(libc::SYS_munmap, [addr, len, 0, 0, 0, 0], "munmap in stub")?;
+    fn unmap(&self, addr: u64, len: u64) -> Result<()> {
+        check_range(addr, len)?;
+        self.with_caller(|t| {
+            t.inject(libc::SYS_munmap, [addr, len, 0, 0, 0, 0], "munmap in stub")
+        })?;
         Ok(())
     }
 
-    fn protect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<()> {
-        Self::check_range(addr, len)?;
-        self.inject(
-            libc::SYS_mprotect,
-            [addr, len, prot.bits(), 0, 0, 0],
-            "mprotect in stub",
-        )?;
+    fn protect(&self, addr: u64, len: u64, prot: Prot) -> Result<()> {
+        check_range(addr, len)?;
+        self.with_caller(|t| {
+            t.inject(
+                libc::SYS_mprotect,
+                [addr, len, prot.bits(), 0, 0, 0],
+                "mprotect in stub",
+            )
+        })?;
         Ok(())
     }
-}
 
-impl Stub {
-    /// SIGKILLs the stub, if not reaped yet, and waits for its death.
-    fn kill_and_reap(&mut self) {
-        if self.reaped {
-            return;
-        }
-        // Through the pidfd: exact even if the pid were recycled.
-        if let Err(e) = sys::pidfd_send_signal(self.pidfd.as_raw_fd(), libc::SIGKILL) {
-            tracing::warn!(pid = self.pid, error = %e, "cannot kill stub");
-            let _ = sys::kill(self.pid, libc::SIGKILL);
-        }
-        // Reap it (any thread of the tracer's process may). A stop reported
-        // before the kill landed is skipped.
-        loop {
-            match sys::wait(self.pid) {
-                Ok(WaitStatus::Stopped(_)) => continue,
-                Ok(_) => break,
-                Err(e) => {
-                    tracing::warn!(pid = self.pid, error = %e, "cannot reap stub");
-                    break;
-                }
-            }
-        }
-        self.reaped = true;
-        self.cached = None;
-    }
-}
-
-impl Drop for Stub {
-    fn drop(&mut self) {
-        self.kill_and_reap();
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -144,22 +144,42 @@ pub fn assemble(ops: &[Op]) -> Result<Vec<SockFilter>, AsmError> {
 /// `MAP_SHARED | MAP_FIXED`: the only mmap flags injection uses.
 pub const INJECTED_MMAP_FLAGS: u32 = (libc::MAP_SHARED | libc::MAP_FIXED) as u32;
 
-/// The stub's filter. `syscall_ip` is the address right after the
-/// trampoline's `syscall` instruction (what the kernel reports as
-/// `instruction_pointer`); `memfd` the stub's memory-file descriptor.
+/// Where the stub's `syscall` instructions are, as the kernel reports them
+/// to seccomp (`instruction_pointer`: the address right after each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StubIps {
+    /// the trampoline used for injected memory calls and thread exit
+    pub trampoline: u64,
+    /// the clone trampoline
+    pub clone: u64,
+    /// the park loop's `pause`
+    pub park: u64,
+}
+
+/// The stub's filter; `memfd` is the stub's memory-file descriptor.
 ///
-/// Allowed from the trampoline, and only from there:
-/// * `mmap` with exactly `MAP_SHARED|MAP_FIXED` on the memory file (so no
-///   anonymous memory, no other descriptor — there are none anyway);
-/// * `munmap`, `mprotect`.
+/// Allowed, each only from its own `syscall` instruction:
+/// * trampoline: `mmap` with exactly `MAP_SHARED|MAP_FIXED` on the memory
+///   file (so no anonymous memory, no other descriptor — there are none
+///   anyway); `munmap`, `mprotect`; `exit` (one thread, never the group);
+/// * clone trampoline: `clone` with exactly
+///   [`crate::stub::STUB_THREAD_CLONE_FLAGS`] (a plain thread: no new
+///   namespaces, no TLS or tid pointers, no exit signal, not traced);
+/// * park loop: `pause`.
 ///
 /// Everything else, including x32 numbers and foreign architectures, kills
-/// the process. A hostile guest can jump to the trampoline with registers of
-/// its choosing, so what passes here is what it could reach; none of it names
-/// a host object other than the memory file.
-pub fn stub_filter(syscall_ip: u64, memfd: u32) -> Vec<SockFilter> {
+/// the process. A hostile guest can jump to any of these instructions with
+/// registers of its choosing, so what passes here is what it could reach;
+/// none of it names a host object other than the memory file.
+pub fn stub_filter(ips: &StubIps, memfd: u32) -> Vec<SockFilter> {
     use Op::*;
     use Target::{Label as L, Next};
+    let high = (ips.trampoline >> 32) as u32;
+    assert!(
+        (ips.clone >> 32) as u32 == high && (ips.park >> 32) as u32 == high,
+        "stub syscalls must share the upper half of their address"
+    );
+    let flags = crate::stub::STUB_THREAD_CLONE_FLAGS;
     let ops = [
         Load(OFF_ARCH),
         JumpEq {
@@ -169,16 +189,27 @@ pub fn stub_filter(syscall_ip: u64, memfd: u32) -> Vec<SockFilter> {
         },
         Load(OFF_IP + 4),
         JumpEq {
-            k: (syscall_ip >> 32) as u32,
+            k: high,
             t: Next,
             f: L("kill"),
         },
         Load(OFF_IP),
         JumpEq {
-            k: syscall_ip as u32,
-            t: Next,
+            k: ips.trampoline as u32,
+            t: L("trampoline"),
+            f: Next,
+        },
+        JumpEq {
+            k: ips.clone as u32,
+            t: L("clone"),
+            f: Next,
+        },
+        JumpEq {
+            k: ips.park as u32,
+            t: L("park"),
             f: L("kill"),
         },
+        Label("trampoline"),
         Load(OFF_NR),
         JumpEq {
             k: libc::SYS_munmap as u32,
@@ -187,6 +218,11 @@ pub fn stub_filter(syscall_ip: u64, memfd: u32) -> Vec<SockFilter> {
         },
         JumpEq {
             k: libc::SYS_mprotect as u32,
+            t: L("allow"),
+            f: Next,
+        },
+        JumpEq {
+            k: libc::SYS_exit as u32,
             t: L("allow"),
             f: Next,
         },
@@ -212,6 +248,34 @@ pub fn stub_filter(syscall_ip: u64, memfd: u32) -> Vec<SockFilter> {
         Load(off_arg(4)),
         JumpEq {
             k: memfd,
+            t: L("allow"),
+            f: L("kill"),
+        },
+        Label("clone"),
+        Load(OFF_NR),
+        JumpEq {
+            k: libc::SYS_clone as u32,
+            t: Next,
+            f: L("kill"),
+        },
+        // The kernel reads only the low half of clone's flags; both halves
+        // are checked anyway.
+        Load(off_arg(0)),
+        JumpEq {
+            k: flags as u32,
+            t: Next,
+            f: L("kill"),
+        },
+        Load(off_arg(0) + 4),
+        JumpEq {
+            k: (flags >> 32) as u32,
+            t: L("allow"),
+            f: L("kill"),
+        },
+        Label("park"),
+        Load(OFF_NR),
+        JumpEq {
+            k: libc::SYS_pause as u32,
             t: L("allow"),
             f: L("kill"),
         },
@@ -256,7 +320,15 @@ mod tests {
     }
 
     const IP: u64 = 0x7fff_ffe0_0002;
+    const CLONE_IP: u64 = 0x7fff_ffe0_0005;
+    const PARK_IP: u64 = 0x7fff_ffe0_0012;
+    const IPS: StubIps = StubIps {
+        trampoline: IP,
+        clone: CLONE_IP,
+        park: PARK_IP,
+    };
     const X86: u32 = AUDIT_ARCH_X86_64;
+    const THREAD: u64 = crate::stub::STUB_THREAD_CLONE_FLAGS;
 
     fn mmap_args(flags: u64, fd: u64) -> [u64; 6] {
         [0x10000, 0x1000, 3, flags, fd, 0]
@@ -264,7 +336,7 @@ mod tests {
 
     #[test]
     fn trampoline_mm_calls_pass() {
-        let p = stub_filter(IP, 3);
+        let p = stub_filter(&IPS, 3);
         let ok = mmap_args(INJECTED_MMAP_FLAGS.into(), 3);
         assert_eq!(run(&p, 9, X86, IP, ok), RET_ALLOW);
         assert_eq!(run(&p, 11, X86, IP, [0; 6]), RET_ALLOW);
@@ -273,7 +345,7 @@ mod tests {
 
     #[test]
     fn calls_outside_the_trampoline_die() {
-        let p = stub_filter(IP, 3);
+        let p = stub_filter(&IPS, 3);
         for ip in [IP - 2, IP + 1, IP + 0x1_0000_0000, 0x401000] {
             assert_eq!(run(&p, 11, X86, ip, [0; 6]), RET_KILL_PROCESS, "{ip:#x}");
         }
@@ -281,8 +353,8 @@ mod tests {
 
     #[test]
     fn other_calls_and_arches_die() {
-        let p = stub_filter(IP, 3);
-        for nr in [0, 1, 39, 57, 59, 60, 62, 231, 257, 317, 9 | 0x4000_0000] {
+        let p = stub_filter(&IPS, 3);
+        for nr in [0, 1, 34, 39, 56, 57, 59, 62, 231, 257, 317, 9 | 0x4000_0000] {
             assert_eq!(run(&p, nr, X86, IP, [0; 6]), RET_KILL_PROCESS, "nr {nr}");
         }
         // i386 (AUDIT_ARCH_I386): number 90 is old_mmap there.
@@ -290,8 +362,58 @@ mod tests {
     }
 
     #[test]
+    fn exit_passes_only_from_the_trampoline() {
+        let p = stub_filter(&IPS, 3);
+        assert_eq!(run(&p, 60, X86, IP, [0; 6]), RET_ALLOW);
+        for ip in [CLONE_IP, PARK_IP, 0x401000] {
+            assert_eq!(run(&p, 60, X86, ip, [0; 6]), RET_KILL_PROCESS, "{ip:#x}");
+        }
+    }
+
+    #[test]
+    fn clone_passes_only_as_a_plain_thread_from_its_trampoline() {
+        let p = stub_filter(&IPS, 3);
+        let args = |flags: u64| [flags, 0, 0, 0, 0, 0];
+        assert_eq!(run(&p, 56, X86, CLONE_IP, args(THREAD)), RET_ALLOW);
+        // From the ordinary trampoline or the park loop: no.
+        assert_eq!(run(&p, 56, X86, IP, args(THREAD)), RET_KILL_PROCESS);
+        assert_eq!(run(&p, 56, X86, PARK_IP, args(THREAD)), RET_KILL_PROCESS);
+        for extra in [
+            libc::CLONE_NEWUSER as u64,
+            libc::CLONE_SETTLS as u64,
+            libc::CLONE_PTRACE as u64,
+            libc::CLONE_CHILD_CLEARTID as u64,
+            libc::SIGCHLD as u64,
+            1 << 40,
+        ] {
+            let a = args(THREAD | extra);
+            assert_eq!(
+                run(&p, 56, X86, CLONE_IP, a),
+                RET_KILL_PROCESS,
+                "{extra:#x}"
+            );
+        }
+        // A fork (no CLONE_VM etc.) and clone3/fork/vfork numbers die.
+        assert_eq!(run(&p, 56, X86, CLONE_IP, args(0)), RET_KILL_PROCESS);
+        for nr in [57, 58, 435] {
+            assert_eq!(run(&p, nr, X86, CLONE_IP, args(THREAD)), RET_KILL_PROCESS);
+        }
+        // Anything else from the clone trampoline dies too.
+        assert_eq!(run(&p, 11, X86, CLONE_IP, [0; 6]), RET_KILL_PROCESS);
+    }
+
+    #[test]
+    fn park_allows_only_pause() {
+        let p = stub_filter(&IPS, 3);
+        assert_eq!(run(&p, 34, X86, PARK_IP, [0; 6]), RET_ALLOW);
+        for nr in [9, 10, 11, 56, 60, 231] {
+            assert_eq!(run(&p, nr, X86, PARK_IP, [0; 6]), RET_KILL_PROCESS, "{nr}");
+        }
+    }
+
+    #[test]
     fn mmap_arguments_are_checked() {
-        let p = stub_filter(IP, 3);
+        let p = stub_filter(&IPS, 3);
         let anon = u64::from(INJECTED_MMAP_FLAGS) | libc::MAP_ANONYMOUS as u64;
         assert_eq!(run(&p, 9, X86, IP, mmap_args(anon, 3)), RET_KILL_PROCESS);
         let private = (libc::MAP_PRIVATE | libc::MAP_FIXED) as u64;

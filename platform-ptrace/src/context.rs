@@ -1,14 +1,15 @@
-//! Running guest code: `PTRACE_SYSEMU` round trips and the classification
-//! of what stopped the stub.
+//! Running guest code: `PTRACE_SYSEMU` round trips on the calling host
+//! thread's stub thread, and the classification of what stopped it.
 
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use platform::{Access, AddressSpace, Context, Error, Event, Interrupter, Regs, Result};
 
-use crate::address_space::{PtraceAddressSpace, Stub};
+use crate::address_space::{PtraceAddressSpace, Shared, StubThread};
+use crate::fpu;
 use crate::sys::{self, WaitStatus};
+use crate::tracee::{event_of, Gone, Tracee};
 
 /// The signal that kicks a running stub for [`Interrupter::interrupt`].
 /// SIGSTOP cannot be blocked or caught, standard signals do not queue (a
@@ -23,15 +24,15 @@ const SYSCALL_STOP: i32 = libc::SIGTRAP | 0x80;
 struct InterruptState {
     /// An interrupt was requested and not yet reported.
     pending: AtomicBool,
-    /// pidfd of the stub while a switch runs it. Guarded by the mutex so the
-    /// descriptor cannot be closed (the address space dropped) while an
-    /// interrupter signals through it.
-    running: Mutex<Option<RawFd>>,
+    /// (stub pid, stub thread tid) while a switch runs that thread. Guarded
+    /// by the mutex: the thread cannot be reaped (its tid reused) before
+    /// the switch clears this.
+    running: Mutex<Option<(i32, i32)>>,
 }
 
 impl InterruptState {
-    fn set_running(&self, pidfd: Option<RawFd>) {
-        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = pidfd;
+    fn set_running(&self, thread: Option<(i32, i32)>) {
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = thread;
     }
 }
 
@@ -49,89 +50,129 @@ impl Interrupter for PtraceInterrupter {
             .running
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(pidfd) = *running {
-            if let Err(e) = sys::pidfd_send_signal(pidfd, INTERRUPT_SIGNAL) {
+        // Thread-directed: a process-directed signal could be taken (and
+        // dropped) by another stub thread of the same address space.
+        if let Some((tgid, tid)) = *running {
+            if let Err(e) = sys::tgkill(tgid, tid, INTERRUPT_SIGNAL) {
                 tracing::debug!(error = %e, "interrupt signal not sent");
             }
         }
     }
 }
 
-/// A guest thread's context; bound to the thread that created it, which must
-/// also be the one that created every address space it switches into.
+/// A guest thread's context. It runs the guest on the calling host thread's
+/// stub thread in whatever address space it is given (made on first use),
+/// so it is meant to be switched from one host thread.
 #[derive(Debug)]
 pub struct PtraceContext {
-    tid: i32,
     /// Resume with `PTRACE_POKEUSER` of rax alone when only rax changed.
     poke_rax: bool,
     interrupt: Arc<InterruptState>,
+    /// The stub thread of the last switch, and its address space's id.
+    current: Option<(u64, Arc<StubThread>)>,
+    /// Every stub thread this context ran on; they exit when it is dropped.
+    used: Vec<(Weak<Shared>, Arc<StubThread>)>,
+    /// FP state fetched since the last switch.
+    fp: Option<Vec<u8>>,
 }
 
 impl PtraceContext {
     pub(crate) fn new(poke_rax: bool) -> Self {
         PtraceContext {
-            tid: sys::gettid(),
             poke_rax,
             interrupt: Arc::default(),
+            current: None,
+            used: Vec::new(),
+            fp: None,
         }
     }
 
-    fn run(&self, as_: &mut Stub, regs: &mut Regs) -> Result<Event> {
-        let pid = as_.stub_pid();
-        loop {
-            // Only write what the Sentry changed since the last stop.
-            match as_.cached {
-                Some(c) if c == *regs => {}
-                Some(c) if self.poke_rax && only_rax_differs(&c, regs) => {
-                    sys::poke_rax(pid, regs.rax)?
-                }
-                _ => sys::set_regs(pid, regs)?,
-            }
-            as_.cached = None;
-            // Signal 0: whatever the stub stopped with last time (a fault, the
-            // interrupt) is never delivered to it.
-            sys::sysemu(pid, 0)?;
-            let st = as_.wait()?;
-            let sig = match st {
-                WaitStatus::Stopped(sig) => sig,
-                dead => return Err(Error::StubDied(dead.describe())),
-            };
-            sys::get_regs(pid, regs)?;
-            as_.cached = Some(*regs);
-            if sig == SYSCALL_STOP {
-                return Ok(Event::Syscall);
-            }
-            if sig == INTERRUPT_SIGNAL {
-                if self.interrupt.pending.swap(false, Ordering::SeqCst) {
-                    return Ok(Event::Interrupted);
-                }
-                // A kick for an interrupt already reported: drop it.
-                continue;
-            }
-            let info = sys::get_siginfo(pid)?;
-            // si_code > 0: raised by the kernel for what the guest executed.
-            // <= 0 (SI_USER, SI_TKILL, SI_QUEUE): sent by some host process;
-            // the guest cannot send host signals, so these are noise.
-            if info.code <= 0 {
-                tracing::debug!(signo = info.signo, "dropping host-sent signal to stub");
-                continue;
-            }
-            return Ok(match sig {
-                libc::SIGSEGV | libc::SIGBUS => Event::Fault {
-                    signo: sig,
-                    code: info.code,
-                    addr: info.addr,
-                    // The page-fault error code is not in siginfo; only an
-                    // instruction fetch is recognisable (fault at rip).
-                    access: (info.addr == regs.rip).then_some(Access::Execute),
-                },
-                _ => Event::Signal {
-                    signo: sig,
-                    code: info.code,
-                    addr: info.addr,
-                },
-            });
+    /// The caller's stub thread in `shared`, remembered for the next switch.
+    fn thread_in(&mut self, shared: &Arc<Shared>) -> Result<Arc<StubThread>> {
+        let t = shared.thread_for_caller()?;
+        if !self.used.iter().any(|(_, u)| Arc::ptr_eq(u, &t)) {
+            self.used.retain(|(s, _)| s.strong_count() > 0);
+            self.used.push((Arc::downgrade(shared), t.clone()));
         }
+        self.current = Some((shared.id, t.clone()));
+        Ok(t)
+    }
+
+    /// The stub thread of the last switch, locked, for FP state.
+    fn last_thread(&self) -> Result<std::sync::MutexGuard<'_, Tracee>> {
+        let (_, t) = self
+            .current
+            .as_ref()
+            .ok_or(Error::Misuse("fpstate before the first switch"))?;
+        let st = t.lock()?;
+        st.check_alive()?;
+        Ok(st)
+    }
+}
+
+/// One `PTRACE_SYSEMU` round trip (or more, skipping noise) on `st`.
+fn run(
+    poke_rax: bool,
+    interrupt: &InterruptState,
+    st: &mut Tracee,
+    regs: &mut Regs,
+) -> Result<Event> {
+    let tid = st.tid;
+    loop {
+        // Only write what the Sentry changed since the last stop.
+        match st.cached {
+            Some(c) if c == *regs => {}
+            Some(c) if poke_rax && only_rax_differs(&c, regs) => sys::poke_rax(tid, regs.rax)?,
+            _ => sys::set_regs(tid, regs)?,
+        }
+        st.cached = None;
+        // Signal 0: whatever the thread stopped with last time (a fault, the
+        // interrupt) is never delivered to it.
+        sys::sysemu(tid, 0)?;
+        let sig = match st.wait()? {
+            WaitStatus::Stopped(sig) => sig,
+            dead => return Err(Error::StubDied(dead.describe())),
+        };
+        sys::get_regs(tid, regs)?;
+        st.cached = Some(*regs);
+        if sig == SYSCALL_STOP {
+            return Ok(Event::Syscall);
+        }
+        // ptrace event stops (a group stop reported as PTRACE_EVENT_STOP to
+        // a seized tracee) are no guest event.
+        if event_of(sig) != 0 {
+            continue;
+        }
+        if sig == INTERRUPT_SIGNAL {
+            if interrupt.pending.swap(false, Ordering::SeqCst) {
+                return Ok(Event::Interrupted);
+            }
+            // A kick for an interrupt already reported: drop it.
+            continue;
+        }
+        let info = sys::get_siginfo(tid)?;
+        // si_code > 0: raised by the kernel for what the guest executed.
+        // <= 0 (SI_USER, SI_TKILL, SI_QUEUE): sent by some host process;
+        // the guest cannot send host signals, so these are noise.
+        if info.code <= 0 {
+            tracing::debug!(signo = info.signo, "dropping host-sent signal to stub");
+            continue;
+        }
+        return Ok(match sig {
+            libc::SIGSEGV | libc::SIGBUS => Event::Fault {
+                signo: sig,
+                code: info.code,
+                addr: info.addr,
+                // The page-fault error code is not in siginfo; only an
+                // instruction fetch is recognisable (fault at rip).
+                access: (info.addr == regs.rip).then_some(Access::Execute),
+            },
+            _ => Event::Signal {
+                signo: sig,
+                code: info.code,
+                addr: info.addr,
+            },
+        });
     }
 }
 
@@ -147,25 +188,69 @@ impl Context for PtraceContext {
             .as_any()
             .downcast_ref::<PtraceAddressSpace>()
             .ok_or(Error::Misuse("address space of another platform"))?;
-        let mut stub = space.stub();
-        let as_: &mut Stub = &mut stub;
-        if sys::gettid() != self.tid || as_.tracer() != self.tid {
-            return Err(Error::Misuse(
-                "ptrace context switched from a thread other than its creator's or its address space's",
-            ));
+        let shared = space.shared();
+        self.fp = None;
+        let me = sys::gettid();
+        // At most twice: a remembered thread that was released meanwhile
+        // (release_current_thread) is replaced by a new one.
+        for _ in 0..2 {
+            let thread = match &self.current {
+                Some((id, t)) if *id == shared.id && t.tracer == me => t.clone(),
+                _ => self.thread_in(shared)?,
+            };
+            let mut st = thread.lock()?;
+            if st.gone == Some(Gone::Released) {
+                self.current = None;
+                continue;
+            }
+            st.check_alive()?;
+            self.interrupt.set_running(Some((thread.tgid, thread.tid)));
+            let ret = if self.interrupt.pending.swap(false, Ordering::SeqCst) {
+                Ok(Event::Interrupted)
+            } else {
+                run(self.poke_rax, &self.interrupt, &mut st, regs)
+            };
+            self.interrupt.set_running(None);
+            return ret;
         }
-        as_.check_thread()?;
-        self.interrupt.set_running(Some(as_.pidfd()));
-        let ret = if self.interrupt.pending.swap(false, Ordering::SeqCst) {
-            Ok(Event::Interrupted)
-        } else {
-            self.run(as_, regs)
-        };
-        self.interrupt.set_running(None);
-        ret
+        Err(Error::StubDied("stub thread released during switch".into()))
     }
 
     fn interrupter(&self) -> Arc<dyn Interrupter> {
         Arc::new(PtraceInterrupter(self.interrupt.clone()))
+    }
+
+    fn fpstate(&mut self) -> Result<Vec<u8>> {
+        if let Some(fp) = &self.fp {
+            return Ok(fp.clone());
+        }
+        let st = self.last_thread()?;
+        let fp = fpu::get(st.tid)?;
+        drop(st);
+        self.fp = Some(fp.clone());
+        Ok(fp)
+    }
+
+    fn set_fpstate(&mut self, state: &[u8]) -> Result<()> {
+        let st = self.last_thread()?;
+        let r = fpu::set(st.tid, state);
+        drop(st);
+        // The kernel may normalise what it took; read it back if asked.
+        self.fp = None;
+        r
+    }
+}
+
+impl Drop for PtraceContext {
+    fn drop(&mut self) {
+        // The guest thread is gone: its stub threads exit (possible only on
+        // their tracer thread; elsewhere they wait for that thread's end or
+        // their address space's).
+        self.current = None;
+        for (shared, thread) in self.used.drain(..) {
+            if let Some(shared) = shared.upgrade() {
+                shared.release(&thread);
+            }
+        }
     }
 }

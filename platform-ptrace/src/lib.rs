@@ -3,28 +3,39 @@
 //! handed to the Sentry as [`platform::Event::Syscall`].
 //!
 //! * [`stub`] holds the stub's machine code and its creation: a fork of the
-//!   calling thread in fresh user/pid/mount/net/ipc/uts namespaces, with
-//!   no_new_privs, nothing mapped but the stub's two pages above
-//!   [`STUB_BASE`], one descriptor (the memory file) and a seccomp filter
-//!   ([`bpf`]) that kills it for any system call not made through its
-//!   trampoline — the isolation that holds even if tracing fails.
+//!   address space's control thread in fresh user/pid/mount/net/ipc/uts
+//!   namespaces, with no_new_privs, nothing mapped but the stub's two pages
+//!   above [`STUB_BASE`], one descriptor (the memory file) and a seccomp
+//!   filter ([`bpf`]) that kills it for any system call not made through its
+//!   trampolines — the isolation that holds even if tracing fails.
+//! * ptrace binds a tracee thread to one tracer *thread*, so every host
+//!   thread that uses an address space gets its own *stub thread* in that
+//!   stub process, traced by it. The stub's first thread stays stopped under
+//!   a small control thread (`control`) that forked it and clones new stub
+//!   threads on request.
 //! * [`PtraceAddressSpace`] maps memory-file ranges by injecting `mmap`,
-//!   `munmap` and `mprotect` into the stopped stub.
-//! * [`PtraceContext`] runs the guest (`PTRACE_SYSEMU` + `waitpid`) and turns
-//!   each stop into an event.
-//!
-//! ptrace binds a tracee to one tracer *thread*: an address space, and every
-//! context switched into it, belong to the thread that created them. Using
-//! them elsewhere is [`platform::Error::Misuse`].
+//!   `munmap` and `mprotect` through the calling thread's stub thread.
+//! * [`PtraceContext`] runs the guest on the calling thread's stub thread
+//!   (`PTRACE_SYSEMU` + `waitpid`) and turns each stop into an event.
 //!
 //! Unsafe code lives in `sys` (host call wrappers) and `stub` (stub code and
 //! the child side of the fork).
 //!
 //! Contract with the rest of the Sentry process:
+//! * any thread may use an address space, but a stub thread belongs to the
+//!   host thread that first used the address space: a context is switched
+//!   from one host thread, and [`Context::fpstate`] is read there too;
+//! * dropping a context on its host thread makes its stub threads exit; a
+//!   host thread that ends releases the stub threads it still has (a
+//!   thread-local destructor). Only a host thread that dies without running
+//!   those (killed, `pthread_exit` from foreign code) takes the whole stub
+//!   process with it (`PTRACE_O_EXITKILL`): other guest threads of that
+//!   address space then get [`platform::Error::StubDied`];
 //! * no thread may `wait` for arbitrary children (`waitpid(-1, ..)`): stubs
 //!   are children of the Sentry, and a stolen ptrace stop hangs a switch;
-//! * with [`PtraceOptions::pin_cpu`] (the default) a thread that creates an
-//!   address space stays pinned to the CPU it was running on;
+//! * with [`PtraceOptions::pin_cpu`] (the default) a thread that gets a stub
+//!   thread stays pinned to the CPU it was running on, and so does its stub
+//!   thread;
 //! * a guest that calls into the host's `[vsyscall]` page (which cannot be
 //!   unmapped) bypasses ptrace but not seccomp: its stub is killed, and the
 //!   next switch reports [`platform::Error::StubDied`].
@@ -32,8 +43,11 @@
 mod address_space;
 pub mod bpf;
 mod context;
+mod control;
+mod fpu;
 mod stub;
 mod sys;
+mod tracee;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -42,14 +56,14 @@ use platform::{AddressSpace, Context, Platform, Result};
 
 pub use address_space::{PtraceAddressSpace, UntracedOutcome};
 pub use context::{PtraceContext, PtraceInterrupter};
-pub use stub::{STUB_BASE, STUB_LEN};
+pub use stub::{CLONE_TRAMPOLINE, PARK, STUB_BASE, STUB_LEN, STUB_THREAD_CLONE_FLAGS, TRAMPOLINE};
 
 /// Tuning knobs of [`PtracePlatform`]. The defaults are the measured-fastest
 /// settings (see the `roundtrip` example).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PtraceOptions {
-    /// Pin the tracer thread, and so the stubs it creates, to the CPU it runs
-    /// on when it creates an address space: every ptrace stop becomes a
+    /// Pin a host thread, and each stub thread it traces, to the CPU it runs
+    /// on when it gets its first stub thread: every ptrace stop becomes a
     /// same-core hand-off instead of a cross-core wake-up.
     pub pin_cpu: bool,
     /// When only `rax` changed since the last stop (the usual syscall
@@ -115,5 +129,9 @@ impl Platform for PtracePlatform {
 
     fn new_context(&self) -> Result<Box<dyn Context>> {
         Ok(Box::new(self.new_ptrace_context()))
+    }
+
+    fn supports_threads(&self) -> bool {
+        true
     }
 }

@@ -29,6 +29,31 @@ pub const STUB_MEMFD: i32 = 3;
 pub const TRAMPOLINE: u64 = STUB_BASE;
 /// `instruction_pointer` seccomp sees for a trampoline syscall.
 pub const TRAMPOLINE_SYSCALL_IP: u64 = TRAMPOLINE + 2;
+/// The clone trampoline: `syscall`, then the parent stops at an `int3`
+/// while the child (rax = 0) falls into the park loop.
+pub const CLONE_TRAMPOLINE: u64 = STUB_BASE + 3;
+/// `instruction_pointer` seccomp sees for the clone trampoline's syscall.
+pub const CLONE_SYSCALL_IP: u64 = CLONE_TRAMPOLINE + 2;
+/// The park loop (`pause` forever) where a new stub thread waits, untraced,
+/// for its tracer to seize it.
+pub const PARK: u64 = STUB_BASE + 11;
+/// `instruction_pointer` seccomp sees for the park loop's `pause`.
+pub const PARK_SYSCALL_IP: u64 = PARK + 7;
+/// The only `clone` flags the filter lets through: a thread sharing
+/// everything, with no TLS, tid pointers, exit signal or new namespaces.
+pub const STUB_THREAD_CLONE_FLAGS: u64 = (libc::CLONE_VM
+    | libc::CLONE_FS
+    | libc::CLONE_FILES
+    | libc::CLONE_SIGHAND
+    | libc::CLONE_THREAD
+    | libc::CLONE_SYSVSEM) as u64;
+
+/// The syscall instruction pointers the filter accepts.
+pub const STUB_IPS: bpf::StubIps = bpf::StubIps {
+    trampoline: TRAMPOLINE_SYSCALL_IP,
+    clone: CLONE_SYSCALL_IP,
+    park: PARK_SYSCALL_IP,
+};
 
 /// `sock_fprog` lives at the start of the data page, the filter after it.
 const FPROG_OFFSET: usize = 0;
@@ -38,7 +63,9 @@ const FILTER_OFFSET: usize = 16;
 // unmapped half-way through). Syscalls preserve every register but rax, rcx
 // and r11, which the code relies on (r12 carries the first copy's address).
 //
-// Layout: offset 0 `syscall; int3` (the trampoline), then the setup code
+// Layout: offset 0 `syscall; int3` (the trampoline); offset 3 the clone
+// trampoline and, at 11, the park loop a new thread spins in (blocked in
+// `pause`, no stack needed) until its tracer seizes it; then the setup code
 // entered with rdi = address of the first copy of the image.
 core::arch::global_asm!(
     ".pushsection .text.ferrovisor_ptrace_stub,\"ax\",@progbits",
@@ -46,10 +73,22 @@ core::arch::global_asm!(
     ".globl ferrovisor_ptrace_stub_setup",
     ".globl ferrovisor_ptrace_stub_ready",
     ".globl ferrovisor_ptrace_stub_end",
+    ".globl ferrovisor_ptrace_stub_clone",
+    ".globl ferrovisor_ptrace_stub_park",
     ".p2align 4",
     "ferrovisor_ptrace_stub_start:",
     "    syscall",
     "    int3",
+    "ferrovisor_ptrace_stub_clone:",
+    "    syscall",
+    "    test %rax, %rax",
+    "    jz 3f",
+    "    int3",
+    "ferrovisor_ptrace_stub_park:",
+    "3:",
+    "    mov $34, %eax",
+    "    syscall",
+    "    jmp 3b",
     "ferrovisor_ptrace_stub_setup:",
     // Stop 1: the tracer unregisters rseq (the registration points into
     // memory about to be unmapped) through this copy's trampoline.
@@ -142,6 +181,8 @@ extern "C" {
     static ferrovisor_ptrace_stub_setup: u8;
     static ferrovisor_ptrace_stub_ready: u8;
     static ferrovisor_ptrace_stub_end: u8;
+    static ferrovisor_ptrace_stub_clone: u8;
+    static ferrovisor_ptrace_stub_park: u8;
 }
 
 /// Offsets of the labels in the stub code.
@@ -151,6 +192,10 @@ pub(crate) struct CodeLayout {
     pub setup: u64,
     /// where the stub stops when ready
     pub ready: u64,
+    /// the clone trampoline
+    pub clone: u64,
+    /// the park loop
+    pub park: u64,
 }
 
 /// The stub's machine code and its label offsets.
@@ -159,12 +204,16 @@ pub(crate) fn code() -> (&'static [u8], CodeLayout) {
     let setup = &raw const ferrovisor_ptrace_stub_setup as usize;
     let ready = &raw const ferrovisor_ptrace_stub_ready as usize;
     let end = &raw const ferrovisor_ptrace_stub_end as usize;
+    let clone = &raw const ferrovisor_ptrace_stub_clone as usize;
+    let park = &raw const ferrovisor_ptrace_stub_park as usize;
     // SAFETY: the four symbols delimit one contiguous run of bytes in this
     // crate's (readable) text section, start <= end.
     let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, end - start) };
     let layout = CodeLayout {
         setup: (setup - start) as u64,
         ready: (ready - start) as u64,
+        clone: (clone - start) as u64,
+        park: (park - start) as u64,
     };
     (bytes, layout)
 }
@@ -181,7 +230,11 @@ impl StubImage {
     pub(crate) fn new() -> Self {
         let (code, layout) = code();
         assert!(code.len() as u64 <= PAGE_SIZE, "stub code exceeds a page");
-        let filter = bpf::stub_filter(TRAMPOLINE_SYSCALL_IP, STUB_MEMFD as u32);
+        // The filter and the injection code use the constants; the assembler
+        // decides. They agree or this crate is broken (tested).
+        assert_eq!(STUB_BASE + layout.clone, CLONE_TRAMPOLINE);
+        assert_eq!(STUB_BASE + layout.park, PARK);
+        let filter = bpf::stub_filter(&STUB_IPS, STUB_MEMFD as u32);
         let filter_bytes = filter.len() * std::mem::size_of::<SockFilter>();
         assert!(FILTER_OFFSET + filter_bytes <= PAGE_SIZE as usize);
         let mut bytes = vec![0u8; STUB_LEN as usize].into_boxed_slice();
@@ -404,6 +457,17 @@ mod tests {
         assert_eq!(code[layout.ready as usize - 1], 0xcc);
         assert_eq!(&code[layout.ready as usize..][..2], &[0x0f, 0x0b]);
         assert!(code.len() as u64 <= PAGE_SIZE);
+        // clone trampoline: syscall; test %rax,%rax; jz park; int3
+        let c = layout.clone as usize;
+        assert_eq!(c as u64, CLONE_TRAMPOLINE - STUB_BASE);
+        assert_eq!(&code[c..c + 2], &[0x0f, 0x05]);
+        assert_eq!(code[layout.park as usize - 1], 0xcc);
+        // park: mov $34,%eax; syscall; jmp park
+        let p = layout.park as usize;
+        assert_eq!(p as u64, PARK - STUB_BASE);
+        assert_eq!(&code[p..p + 5], &[0xb8, 34, 0, 0, 0]);
+        assert_eq!(&code[p + 5..p + 7], &[0x0f, 0x05]);
+        assert_eq!(STUB_BASE + p as u64 + 7, PARK_SYSCALL_IP);
     }
 
     #[test]
@@ -412,7 +476,7 @@ mod tests {
         let data = &image.bytes[PAGE_SIZE as usize..];
         let len = u16::from_le_bytes([data[0], data[1]]) as usize;
         let ptr = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes"));
-        let filter = bpf::stub_filter(TRAMPOLINE_SYSCALL_IP, STUB_MEMFD as u32);
+        let filter = bpf::stub_filter(&STUB_IPS, STUB_MEMFD as u32);
         assert_eq!(len, filter.len());
         assert_eq!(ptr, STUB_BASE + PAGE_SIZE + FILTER_OFFSET as u64);
         let first = &data[FILTER_OFFSET..FILTER_OFFSET + 8];

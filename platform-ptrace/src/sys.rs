@@ -18,6 +18,17 @@ const PTRACE_GET_RSEQ_CONFIGURATION: libc::c_long = 0x420f;
 /// `PIDFD_THREAD` (Linux 6.9): a pidfd for one thread, readable when it exits.
 const PIDFD_THREAD: libc::c_long = libc::O_EXCL as libc::c_long;
 
+/// `PTRACE_SEIZE`, `PTRACE_INTERRUPT` (Linux 3.4).
+const PTRACE_SEIZE: libc::c_long = 0x4206;
+const PTRACE_INTERRUPT: libc::c_long = 0x4207;
+/// `PTRACE_GETREGSET` / `PTRACE_SETREGSET`.
+const PTRACE_GETREGSET: libc::c_long = 0x4204;
+const PTRACE_SETREGSET: libc::c_long = 0x4205;
+/// `NT_X86_XSTATE`: the regset holding the XSAVE area (standard format).
+pub(crate) const NT_X86_XSTATE: usize = 0x202;
+/// Size of the legacy `FXSAVE` area (`struct user_fpregs_struct`).
+pub(crate) const FXSAVE_LEN: usize = 512;
+
 /// Byte offset of `rax` in `struct user` (the register block comes first).
 const USER_RAX: usize = std::mem::offset_of!(Regs, rax);
 
@@ -105,6 +116,108 @@ pub(crate) fn peek_rax(pid: i32) -> Result<u64> {
 pub(crate) fn sysemu(pid: i32, sig: i32) -> Result<()> {
     ptrace(PTRACE_SYSEMU, pid, 0, sig as usize, "ptrace(SYSEMU)")?;
     Ok(())
+}
+
+/// `PTRACE_SEIZE` with `options`: attaches without stopping the tracee.
+pub(crate) fn seize(tid: i32, options: libc::c_int) -> Result<()> {
+    ptrace(PTRACE_SEIZE, tid, 0, options as usize, "ptrace(SEIZE)")?;
+    Ok(())
+}
+
+/// `PTRACE_INTERRUPT`: makes a seized tracee stop (`PTRACE_EVENT_STOP`).
+pub(crate) fn interrupt(tid: i32) -> Result<()> {
+    ptrace(PTRACE_INTERRUPT, tid, 0, 0, "ptrace(INTERRUPT)")?;
+    Ok(())
+}
+
+/// `PTRACE_DETACH`, resuming the tracee with `sig` (0: none).
+pub(crate) fn detach(tid: i32, sig: i32) -> Result<()> {
+    ptrace(
+        libc::PTRACE_DETACH as _,
+        tid,
+        0,
+        sig as usize,
+        "ptrace(DETACH)",
+    )?;
+    Ok(())
+}
+
+/// `PTRACE_GETEVENTMSG`: for `PTRACE_EVENT_CLONE`, the new thread's id in
+/// the tracer's pid namespace.
+pub(crate) fn get_event_msg(tid: i32) -> Result<u64> {
+    let mut out: libc::c_ulong = 0;
+    let p: *mut libc::c_ulong = &mut out;
+    ptrace(
+        libc::PTRACE_GETEVENTMSG as _,
+        tid,
+        0,
+        p as usize,
+        "ptrace(GETEVENTMSG)",
+    )?;
+    Ok(out)
+}
+
+/// `PTRACE_GETREGSET` of note type `nt` into `buf`; returns how many bytes
+/// the kernel filled (its regset size, if `buf` is at least that large).
+pub(crate) fn get_regset(tid: i32, nt: usize, buf: &mut [u8]) -> Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let p: *mut libc::iovec = &mut iov;
+    // `iov` describes `buf`, live and writable for its whole length; the
+    // kernel writes at most `iov_len` bytes and updates `iov_len`.
+    ptrace(PTRACE_GETREGSET, tid, nt, p as usize, "ptrace(GETREGSET)")?;
+    Ok(iov.iov_len)
+}
+
+/// `PTRACE_SETREGSET` of note type `nt` from `buf`.
+pub(crate) fn set_regset(tid: i32, nt: usize, buf: &[u8]) -> Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr().cast_mut().cast(),
+        iov_len: buf.len(),
+    };
+    let p: *mut libc::iovec = &mut iov;
+    // The kernel only reads `buf` (and may rewrite `iov_len`).
+    ptrace(PTRACE_SETREGSET, tid, nt, p as usize, "ptrace(SETREGSET)")?;
+    Ok(())
+}
+
+/// `PTRACE_GETFPREGS`: the 512-byte `FXSAVE` area.
+pub(crate) fn get_fpregs(tid: i32, buf: &mut [u8; FXSAVE_LEN]) -> Result<()> {
+    let p: *mut [u8; FXSAVE_LEN] = buf;
+    ptrace(
+        libc::PTRACE_GETFPREGS as _,
+        tid,
+        0,
+        p as usize,
+        "ptrace(GETFPREGS)",
+    )?;
+    Ok(())
+}
+
+/// `PTRACE_SETFPREGS` from a 512-byte `FXSAVE` area.
+pub(crate) fn set_fpregs(tid: i32, buf: &[u8; FXSAVE_LEN]) -> Result<()> {
+    let p: *const [u8; FXSAVE_LEN] = buf;
+    ptrace(
+        libc::PTRACE_SETFPREGS as _,
+        tid,
+        0,
+        p as usize,
+        "ptrace(SETFPREGS)",
+    )?;
+    Ok(())
+}
+
+/// Largest XSAVE area the CPU can need (CPUID leaf 0xD, sub-leaf 0, ECX),
+/// or 0 without XSAVE.
+pub(crate) fn cpuid_xsave_max_size() -> usize {
+    // CPUID leaf 1 ECX bit 26: XSAVE supported (leaf 0xD is defined).
+    let leaf1 = std::arch::x86_64::__cpuid(1);
+    if leaf1.ecx & (1 << 26) == 0 {
+        return 0;
+    }
+    std::arch::x86_64::__cpuid_count(0xd, 0).ecx as usize
 }
 
 /// Resumes a stopped tracee without syscall tracing.
@@ -236,11 +349,13 @@ pub(crate) fn wait(pid: i32) -> Result<WaitStatus> {
 }
 use WaitStatus::Stopped;
 
-/// `kill(pid, sig)`.
-pub(crate) fn kill(pid: i32, sig: i32) -> Result<()> {
+/// `tgkill(tgid, tid, sig)`: a thread-directed signal (the stub's threads
+/// are told apart by their tracers; a process-directed signal could be
+/// taken by any of them).
+pub(crate) fn tgkill(tgid: i32, tid: i32, sig: i32) -> Result<()> {
     // SAFETY: plain integer arguments.
-    let ret = unsafe { libc::kill(pid, sig) };
-    check(ret.into(), "kill(stub)").map(drop)
+    let ret = unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) };
+    check(ret, "tgkill(stub thread)").map(drop)
 }
 
 /// `pidfd_send_signal(pidfd, sig, NULL, 0)`: unlike `kill`, cannot hit a
@@ -294,6 +409,20 @@ pub(crate) fn gettid() -> i32 {
         }
         t.get()
     })
+}
+
+/// Restricts thread `tid` (0: the caller) to `cpu`.
+pub(crate) fn set_affinity(tid: i32, cpu: usize) -> Result<()> {
+    // SAFETY: cpu_set_t is a plain bitmask; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(Error::Misuse("cpu number beyond CPU_SETSIZE"));
+    }
+    // SAFETY: `cpu` is below CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a live cpu_set_t of the size passed.
+    let ret = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
+    check(ret.into(), "sched_setaffinity").map(drop)
 }
 
 /// Pins the calling thread to the CPU it is running on and returns it.

@@ -167,7 +167,9 @@ fn compare_stdin(argv: &[&str], stdin: &[u8]) {
 
 const UNSORTED: &[u8] = b"pear\napple\nfig\nbanana\napple\ncherry\nfig\nfig\n10\n9\n";
 
-/// A fresh directory under the system temp dir, removed on drop.
+/// A fresh directory under cargo's per-target temp dir, removed on drop.
+/// Not under `/tmp`: the sandbox has its own tmpfs there, so host files in
+/// `/tmp` are (rightly) invisible to the guest.
 struct TempDir(PathBuf);
 
 impl TempDir {
@@ -176,7 +178,7 @@ impl TempDir {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let p = std::env::temp_dir().join(format!(
+        let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
             "ferrovisor-test-{tag}-{}-{}-{nanos}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)

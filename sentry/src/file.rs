@@ -35,6 +35,8 @@ pub enum FileKind {
     SignalFd(crate::events::SignalFd),
     /// an `epoll` instance
     Epoll(crate::events::Epoll),
+    /// a tmpfs file or directory
+    Mem(Arc<crate::tmpfs::MemInode>),
 }
 
 /// What a blocking file operation needs to sleep and to notice signals.
@@ -184,6 +186,15 @@ impl FileDescription {
         let mut total = 0u64;
         for b in bufs {
             let n = match &self.kind {
+                FileKind::Mem(m) => {
+                    if m.is_dir() {
+                        return Err(Errno::EISDIR);
+                    }
+                    let mut tmp = vec![0u8; b.len];
+                    let n = m.read_at(pos, &mut tmp)?;
+                    copy_to_slices(std::slice::from_ref(b), &tmp[..n]);
+                    n
+                }
                 FileKind::Host(f) => {
                     if self.is_dir() {
                         return Err(Errno::EISDIR);
@@ -227,7 +238,7 @@ impl FileDescription {
                 break;
             }
         }
-        if at.is_none() && matches!(self.kind, FileKind::Host(_)) {
+        if at.is_none() && matches!(self.kind, FileKind::Host(_) | FileKind::Mem(_)) {
             *pos_guard = pos;
         }
         Ok(total)
@@ -242,6 +253,18 @@ impl FileDescription {
     ) -> Result<u64, Errno> {
         if !self.writable() {
             return Err(Errno::EBADF);
+        }
+        if let FileKind::Mem(m) = &self.kind {
+            let len: usize = bufs.iter().map(|b| b.len).sum();
+            let mut data = vec![0u8; len];
+            copy_from_slices(bufs, &mut data);
+            let append = self.flags() & OpenFlags::APPEND.bits() != 0;
+            let mut pos = lock(&self.pos);
+            let end = m.write_at(at.unwrap_or(*pos), &data, append && at.is_none())?;
+            if at.is_none() {
+                *pos = end;
+            }
+            return Ok(len as u64);
         }
         if let FileKind::Pipe(end) = &self.kind {
             if at.is_some() {
@@ -363,7 +386,7 @@ impl FileDescription {
                     0
                 }
             }
-            FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir => {
+            FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Mem(_) => {
                 POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
             }
         };
@@ -495,7 +518,7 @@ impl FileDescription {
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),
-            FileKind::Host(_) | FileKind::SynthDir => {
+            FileKind::Host(_) | FileKind::SynthDir | FileKind::Mem(_) => {
                 let mut pos = lock(&self.pos);
                 let base: i64 = match whence {
                     0 => 0,
@@ -525,6 +548,7 @@ impl FileDescription {
     pub fn stat(&self) -> Result<Stat, Errno> {
         match (&self.kind, &self.location) {
             (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
+            (FileKind::Mem(m), _) => Ok(m.stat()),
             (FileKind::Stdio(fd), _) => {
                 Ok(host::to_abi_stat(&host::fstat(Self::stdio_borrow(*fd))?))
             }

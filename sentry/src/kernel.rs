@@ -268,7 +268,7 @@ where
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let memory = Arc::new(MemoryFile::new().map_err(Error::MemoryFile)?);
     let platform = make_platform(memory.fd())?;
-    let fs = FileSystem::new(config.root).map_err(Error::Root)?;
+    let fs = FileSystem::new(config.root, memory.clone()).map_err(Error::Root)?;
     let kernel = Arc::new(Kernel {
         platform,
         memory: memory.clone(),

@@ -14,6 +14,7 @@ pub mod pipe;
 pub mod syscalls;
 pub mod task;
 pub mod timers;
+pub mod tmpfs;
 pub mod vdso;
 pub mod vfs;
 

@@ -36,6 +36,38 @@ pub struct SharedRegion {
     len: u64,
 }
 
+impl SharedRegion {
+    /// Allocates `len` bytes (page-aligned) of the memory file.
+    pub fn new(mf: &Arc<MemoryFile>, len: u64) -> Result<Arc<Self>, Errno> {
+        let off = mf.allocate(len)?;
+        Ok(Arc::new(SharedRegion {
+            mf: mf.clone(),
+            off,
+            len,
+        }))
+    }
+
+    /// Memory-file offset of the region's first byte.
+    pub fn offset(&self) -> u64 {
+        self.off
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The memory file.
+    pub fn memory_file(&self) -> &Arc<MemoryFile> {
+        &self.mf
+    }
+}
+
 impl Drop for SharedRegion {
     fn drop(&mut self) {
         self.mf.release(self.off, self.len);
@@ -386,6 +418,35 @@ impl MemoryManager {
         }
         self.vmas.insert(vma.start, vma);
         Ok(())
+    }
+
+    /// Maps `[start, start + len)` onto `region` from `region_off` on,
+    /// shared (a `MAP_SHARED` mapping of a tmpfs file).
+    pub fn map_region(
+        &mut self,
+        start: u64,
+        len: u64,
+        prot: Prot,
+        region: Arc<SharedRegion>,
+        region_off: u64,
+    ) -> Result<(), Errno> {
+        let end = start.checked_add(len).ok_or(Errno::ENOMEM)?;
+        if end > self.max_addr || region_off.checked_add(len).is_none_or(|e| e > region.len) {
+            return Err(Errno::ENOMEM);
+        }
+        self.unmap_range(start, end)?;
+        let offset = region.off + region_off;
+        self.install(Vma {
+            start,
+            end,
+            prot,
+            shared: true,
+            offset,
+            backing: Backing::Shared(region),
+            heap: false,
+            may_write: true,
+            sigbus_from: None,
+        })
     }
 
     /// Splits VMAs so that `at` is a boundary.

@@ -68,6 +68,34 @@ impl Pipe {
         })
     }
 
+    /// A FIFO's pipe: no ends open until someone opens it.
+    pub fn new_fifo(bus: Arc<EventBus>) -> Arc<Pipe> {
+        let p = Pipe::new(bus);
+        {
+            let mut i = p.lock();
+            i.readers = 0;
+            i.writers = 0;
+        }
+        p
+    }
+
+    /// Opens one more end of the pipe (FIFO `open`).
+    pub fn open_end(self: &Arc<Self>, reader: bool) -> PipeEnd {
+        {
+            let mut i = self.lock();
+            if reader {
+                i.readers += 1;
+            } else {
+                i.writers += 1;
+            }
+        }
+        self.bump();
+        PipeEnd {
+            pipe: self.clone(),
+            reader,
+        }
+    }
+
     /// Changes on every transfer and close (edge-triggered epoll).
     pub fn generation(&self) -> u64 {
         self.generation.load(std::sync::atomic::Ordering::Relaxed)

@@ -113,6 +113,8 @@ pub enum Node {
         /// inode number to report
         ino: u64,
     },
+    /// a tmpfs inode
+    Mem(Arc<crate::tmpfs::MemInode>),
 }
 
 impl Node {
@@ -122,11 +124,36 @@ impl Node {
             Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFDIR,
             Node::DevDir | Node::Masked { .. } => true,
             Node::Dev(_) => false,
+            Node::Mem(m) => m.is_dir(),
         }
     }
 
-    fn is_symlink(&self) -> bool {
-        matches!(self, Node::Host { mode, .. } if mode & abi::S_IFMT == abi::S_IFLNK)
+    /// Whether this is a symbolic link.
+    pub fn is_symlink(&self) -> bool {
+        match self {
+            Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFLNK,
+            Node::Mem(m) => m.readlink().is_some(),
+            _ => false,
+        }
+    }
+
+    /// The target of a symbolic link.
+    pub fn readlink(&self) -> Result<Vec<u8>, Errno> {
+        match self {
+            Node::Host { fd, mode } if mode & abi::S_IFMT == abi::S_IFLNK => {
+                Ok(host::readlink(fd.as_fd())?)
+            }
+            Node::Mem(m) => m.readlink().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// The tmpfs inode, if this is one.
+    pub fn mem(&self) -> Option<&Arc<crate::tmpfs::MemInode>> {
+        match self {
+            Node::Mem(m) => Some(m),
+            _ => None,
+        }
     }
 
     /// `stat` of this node.
@@ -158,6 +185,7 @@ impl Node {
         };
         match self {
             Node::Host { fd, .. } => Ok(host::to_abi_stat(&host::fstat(fd.as_fd())?)),
+            Node::Mem(m) => Ok(m.stat()),
             Node::DevDir => Ok(synth(abi::S_IFDIR | 0o755, 1, 0)),
             Node::Masked { ino } => Ok(synth(abi::S_IFDIR | 0o555, *ino, 0)),
             Node::Dev(d) => {
@@ -203,6 +231,18 @@ impl Location {
         String::from_utf8_lossy(&s).into_owned()
     }
 
+    /// Whether tmpfs inode `m` is on the path to this location.
+    pub fn chain_contains(&self, m: &Arc<crate::tmpfs::MemInode>) -> bool {
+        self.chain
+            .iter()
+            .any(|(_, n)| n.mem().is_some_and(|x| Arc::ptr_eq(x, m)))
+    }
+
+    /// Appends a child (for objects just created).
+    pub fn push(&mut self, name: Vec<u8>, node: Node) {
+        self.chain.push((name, node));
+    }
+
     /// Moves to the containing directory; `false` at the root.
     pub fn pop(&mut self) -> bool {
         if self.chain.len() > 1 {
@@ -238,7 +278,13 @@ pub enum Lookup {
 pub struct FileSystem {
     root: Node,
     masked_devs: Mutex<HashMap<u64, bool>>,
+    tmp: Arc<crate::tmpfs::MemInode>,
+    run: Arc<crate::tmpfs::MemInode>,
+    shm: Arc<crate::tmpfs::MemInode>,
 }
+
+/// Size limit of each tmpfs (`/tmp`, `/run`, `/dev/shm`).
+const TMPFS_LIMIT: u64 = 1 << 30;
 
 impl fmt::Debug for FileSystem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -255,15 +301,19 @@ fn split(path: &[u8]) -> impl Iterator<Item = &[u8]> {
 impl FileSystem {
     /// A file system rooted at the host directory `root` (any descriptor of
     /// it; it is reopened `O_PATH`).
-    pub fn new(root: BorrowedFd<'_>) -> std::io::Result<Self> {
+    pub fn new(root: BorrowedFd<'_>, mf: Arc<crate::memfile::MemoryFile>) -> std::io::Result<Self> {
         let fd = host::openat(root, c".", libc::O_PATH | libc::O_DIRECTORY)?;
         let mode = host::fstat(fd.as_fd())?.st_mode;
+        use crate::tmpfs::MemFs;
         Ok(FileSystem {
             root: Node::Host {
                 fd: Arc::new(fd),
                 mode,
             },
             masked_devs: Mutex::new(HashMap::new()),
+            tmp: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x10, TMPFS_LIMIT, 0o1777),
+            run: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x11, TMPFS_LIMIT, 0o755),
+            shm: MemFs::new_root(mf, SYNTH_DEV + 0x12, TMPFS_LIMIT, 0o1777),
         })
     }
 
@@ -296,6 +346,8 @@ impl FileSystem {
                         b"dev" => return Ok(Node::DevDir),
                         b"proc" => return Ok(Node::Masked { ino: 2 }),
                         b"sys" => return Ok(Node::Masked { ino: 3 }),
+                        b"tmp" => return Ok(Node::Mem(self.tmp.clone())),
+                        b"run" => return Ok(Node::Mem(self.run.clone())),
                         _ => {}
                     }
                 }
@@ -312,6 +364,8 @@ impl FileSystem {
                     mode: st.st_mode,
                 })
             }
+            Node::DevDir if name == b"shm" => Ok(Node::Mem(self.shm.clone())),
+            Node::Mem(m) => m.lookup(name).map(Node::Mem),
             Node::DevDir => DEVICES
                 .iter()
                 .find(|(n, _, _)| n.as_bytes() == name)
@@ -363,10 +417,7 @@ impl FileSystem {
                 if links > MAX_SYMLINKS {
                     return Err(Errno::ELOOP);
                 }
-                let Node::Host { fd, .. } = &child else {
-                    return Err(Errno::EIO);
-                };
-                let target = host::readlink(fd.as_fd())?;
+                let target = child.readlink()?;
                 if target.is_empty() {
                     return Err(Errno::ENOENT);
                 }
@@ -472,9 +523,25 @@ pub fn list_dir(node: &Node, file: Option<&HostFile>) -> Result<Vec<DirEntry>, E
                     name: name.as_bytes().to_vec(),
                 });
             }
+            v.push(DirEntry {
+                ino: 2,
+                kind: abi::dt::DIR,
+                name: b"shm".to_vec(),
+            });
             Ok(v)
         }
         Node::Masked { ino } => Ok(dot(*ino)),
+        Node::Mem(m) => {
+            let mut v = dot(m.ino);
+            for (name, ino, mode) in m.entries()? {
+                v.push(DirEntry {
+                    ino,
+                    kind: abi::dt::from_mode(mode),
+                    name,
+                });
+            }
+            Ok(v)
+        }
         Node::Dev(_) => Err(Errno::ENOTDIR),
         Node::Host { .. } => {
             let f = file.ok_or(Errno::EBADF)?;

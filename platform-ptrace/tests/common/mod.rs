@@ -87,7 +87,7 @@ impl Drop for MemFile {
 }
 
 /// Maps the code page (R-X) and the data page (RW).
-pub fn map_code_and_data(as_: &mut dyn AddressSpace) {
+pub fn map_code_and_data(as_: &dyn AddressSpace) {
     let rx = Prot {
         read: true,
         write: false,
@@ -134,4 +134,26 @@ pub fn exit_call() -> Vec<u8> {
 
 pub fn code(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
+}
+
+/// `inc qword ptr [rbx]`
+pub const INC_AT_RBX: [u8; 3] = [0x48, 0xff, 0x03];
+/// `movabs $v, %rax`
+pub fn movabs_rax(v: u64) -> Vec<u8> {
+    let mut b = vec![0x48, 0xb8];
+    b.extend_from_slice(&v.to_le_bytes());
+    b
+}
+/// `movq %rax, %xmm0`
+pub const MOVQ_RAX_XMM0: [u8; 5] = [0x66, 0x48, 0x0f, 0x6e, 0xc0];
+/// `movq %xmm0, %rax`
+pub const MOVQ_XMM0_RAX: [u8; 5] = [0x66, 0x48, 0x0f, 0x7e, 0xc0];
+/// `mov (%rbx), %rax`
+pub const LOAD_RBX_RAX: [u8; 3] = [0x48, 0x8b, 0x03];
+
+/// Threads of process `pid`.
+pub fn task_count(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task dir")
+        .count()
 }

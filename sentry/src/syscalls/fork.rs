@@ -74,10 +74,11 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     );
     let kernel = task.kernel.clone();
     let thread_mode = f & CLONE_THREAD != 0;
-    // vfork children get a copy of the address space (they only exec or
-    // exit while the parent sleeps); other CLONE_VM children share it,
-    // which needs several guest threads per platform address space.
-    let share_vm = f & CLONE_VM != 0 && f & CLONE_VFORK == 0;
+    // CLONE_VM children share the address space, which needs several
+    // guest threads per platform address space; without that, a vfork
+    // child gets a copy (it only execs or exits while the parent sleeps).
+    let share_vm =
+        f & CLONE_VM != 0 && (f & CLONE_VFORK == 0 || kernel.platform.supports_threads());
     if share_vm && !kernel.platform.supports_threads() {
         tracing::warn!("clone with CLONE_VM: this platform cannot run threads yet");
         return Err(Errno::ENOSYS);

@@ -12,6 +12,7 @@ use crate::file::{FdEntry, FileDescription, FileKind};
 use crate::host;
 use crate::mm::GuestSlice;
 use crate::task::Task;
+use crate::tmpfs::MemKind;
 use crate::vfs::{Location, Lookup, Node};
 
 /// Linux's cap on one read or write (`MAX_RW_COUNT`).
@@ -204,19 +205,25 @@ pub fn sys_pwritev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    openat(task, AT_FDCWD as u64, a[0], a[1] as u32)
+    openat(task, AT_FDCWD as u64, a[0], a[1] as u32, a[2] as u32)
 }
 
 pub fn sys_openat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    openat(task, a[0], a[1], a[2] as u32)
+    openat(task, a[0], a[1], a[2] as u32, a[3] as u32)
 }
 
 pub fn sys_creat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let flags = OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC;
-    openat(task, AT_FDCWD as u64, a[0], flags.bits())
+    openat(task, AT_FDCWD as u64, a[0], flags.bits(), a[1] as u32)
 }
 
-fn openat(task: &mut Task, dirfd: u64, path_addr: u64, raw_flags: u32) -> Result<u64, Errno> {
+fn openat(
+    task: &mut Task,
+    dirfd: u64,
+    path_addr: u64,
+    raw_flags: u32,
+    mode: u32,
+) -> Result<u64, Errno> {
     let path = path_arg(task, path_addr)?;
     let start = dir_arg(task, dirfd, &path)?;
     let flags = OpenFlags::from_bits_retain(raw_flags);
@@ -233,21 +240,32 @@ fn openat(task: &mut Task, dirfd: u64, path_addr: u64, raw_flags: u32) -> Result
     let create = flags.contains(OpenFlags::CREAT) && !path_only && !tmpfile;
     let excl = create && flags.contains(OpenFlags::EXCL);
     let follow = !flags.contains(OpenFlags::NOFOLLOW) && !excl;
+    let mut created = false;
     let loc = match task.kernel.fs.walk(&start, &path, follow)? {
         Lookup::Found(l) => l,
         Lookup::Missing { parent } => {
             if create && !path.ends_with(b"/") {
-                return Err(ro_error(parent.node()));
-            }
-            return Err(if path.ends_with(b"/") && create {
-                Errno::EISDIR
+                let Some(dir) = parent.node().mem().cloned() else {
+                    return Err(ro_error(parent.node()));
+                };
+                may_write_dir(task, &parent)?;
+                let name = last_component(&path).ok_or(Errno::ENOENT)?;
+                let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
+                let node =
+                    dir.create(&name, mode, task.ids, || MemKind::File(Default::default()))?;
+                created = true;
+                child_of(&parent, name, Node::Mem(node))
             } else {
-                Errno::ENOENT
-            });
+                return Err(if path.ends_with(b"/") && create {
+                    Errno::EISDIR
+                } else {
+                    Errno::ENOENT
+                });
+            }
         }
     };
     let node = loc.node().clone();
-    if excl {
+    if excl && !created {
         return Err(Errno::EEXIST);
     }
     let is_symlink = matches!(&node, Node::Host { mode, .. } if mode & abi::S_IFMT == abi::S_IFLNK);
@@ -280,6 +298,28 @@ fn openat(task: &mut Task, dirfd: u64, path_addr: u64, raw_flags: u32) -> Result
                 }
                 FileKind::SynthDir
             }
+            Node::Mem(m) => match &m.kind {
+                MemKind::Fifo(pipe) => {
+                    // O_RDWR is served as the read end (a partial fifo(7)).
+                    let reader = acc != abi::OpenFlags::WRONLY.bits();
+                    FileKind::Pipe(pipe.open_end(reader))
+                }
+                _ => {
+                    if flags.contains(OpenFlags::TRUNC) && wants_write && !created && !m.is_dir() {
+                        m.truncate(0)?;
+                    }
+                    if tmpfile {
+                        let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
+                        FileKind::Mem(crate::tmpfs::MemInode::unlinked_file(
+                            m.fs(),
+                            mode,
+                            task.ids,
+                        )?)
+                    } else {
+                        FileKind::Mem(m.clone())
+                    }
+                }
+            },
         }
     };
     let keep = OpenFlags::PATH
@@ -303,6 +343,40 @@ fn openat(task: &mut Task, dirfd: u64, path_addr: u64, raw_flags: u32) -> Result
     task.fds()
         .insert_from(0, FdEntry { file, cloexec }, limit)
         .map(|fd| fd as u64)
+}
+
+/// The last component of `path` (trailing slashes ignored).
+fn last_component(path: &[u8]) -> Option<Vec<u8>> {
+    path.split(|&b| b == b'/')
+        .rfind(|c| !c.is_empty())
+        .map(<[u8]>::to_vec)
+}
+
+/// The location of `name`, a new child of `parent`.
+fn child_of(parent: &Location, name: Vec<u8>, node: Node) -> Location {
+    let mut l = parent.clone();
+    l.push(name, node);
+    l
+}
+
+/// Whether the task may add or remove names in directory `dir`.
+fn may_write_dir(task: &Task, dir: &Location) -> Result<(), Errno> {
+    let st = dir.node().stat()?;
+    let (uid, gid) = task.ids;
+    if uid == 0 {
+        return Ok(());
+    }
+    let bits = if st.uid == uid {
+        st.mode >> 6
+    } else if st.gid == gid {
+        st.mode >> 3
+    } else {
+        st.mode
+    };
+    if bits & 3 != 3 {
+        return Err(Errno::EACCES);
+    }
+    Ok(())
 }
 
 /// The error a write to `parent`'s file system gets.
@@ -508,7 +582,7 @@ fn check_access(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let st = loc.node().stat()?;
-    let writable_fs = matches!(loc.node(), Node::Dev(_));
+    let writable_fs = matches!(loc.node(), Node::Dev(_) | Node::Mem(_));
     if mode & 2 != 0 && !writable_fs {
         return Err(Errno::EROFS);
     }
@@ -845,13 +919,10 @@ fn readlink(task: &Task, dirfd: u64, path_addr: u64, buf: u64, size: u64) -> Res
     } else {
         Errno::EINVAL
     };
-    let Node::Host { fd, mode } = loc.node() else {
-        return Err(not_link);
-    };
-    if mode & abi::S_IFMT != abi::S_IFLNK {
+    if !loc.node().is_symlink() {
         return Err(not_link);
     }
-    let target = host::readlink(std::os::fd::AsFd::as_fd(fd.as_ref()))?;
+    let target = loc.node().readlink()?;
     let n = target.len().min(size as i32 as usize);
     task.mm().copy_out(buf, &target[..n])?;
     Ok(n as u64)
@@ -865,52 +936,131 @@ pub fn sys_readlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     readlink(task, a[0], a[1], a[2], a[3])
 }
 
-/// How a refused modification treats the target's existence.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Target {
-    /// the call creates it: an existing object is `EEXIST`
-    Create,
-    /// the call changes it: a missing object is `ENOENT`
-    Existing { follow: bool },
-    /// the call removes or renames a name in its parent: Linux takes the
-    /// write reference on the mount before looking at the last component,
-    /// so any name in an existing directory is `EROFS`
-    Entry,
+/// A path split into the directory that holds its last component, that
+/// component, and the object it names if it exists.
+struct Entry {
+    parent: Location,
+    name: Vec<u8>,
+    existing: Option<Location>,
 }
 
-/// Resolves the object a write-type call names and refuses the change: a
-/// read-only root answers `EROFS` after the lookup errors Linux would give.
-fn refuse_write(task: &Task, dirfd: u64, path_addr: u64, target: Target) -> Result<u64, Errno> {
+/// Resolves `path` for a call that adds, removes or changes a name.
+fn entry(task: &Task, dirfd: u64, path_addr: u64, follow: bool) -> Result<Entry, Errno> {
     let path = path_arg(task, path_addr)?;
     let start = dir_arg(task, dirfd, &path)?;
-    let follow = matches!(target, Target::Existing { follow: true });
-    match (task.kernel.fs.walk(&start, &path, follow)?, target) {
-        (Lookup::Found(_), Target::Create) => Err(Errno::EEXIST),
-        (Lookup::Missing { .. }, Target::Existing { .. }) => Err(Errno::ENOENT),
-        (Lookup::Missing { parent }, Target::Entry) if !parent.node().is_dir() => {
-            Err(Errno::ENOTDIR)
+    let name = last_component(&path).unwrap_or_else(|| b".".to_vec());
+    match task.kernel.fs.walk(&start, &path, follow)? {
+        Lookup::Found(loc) => {
+            let mut parent = loc.clone();
+            if !parent.pop() {
+                // The root itself: "/" has no parent to change.
+                return Ok(Entry {
+                    parent: loc.clone(),
+                    name,
+                    existing: Some(loc),
+                });
+            }
+            Ok(Entry {
+                parent,
+                name,
+                existing: Some(loc),
+            })
         }
-        (Lookup::Found(loc), _) => Err(ro_error(loc.node())),
-        (Lookup::Missing { parent }, _) => Err(ro_error(parent.node())),
+        Lookup::Missing { parent } => Ok(Entry {
+            parent,
+            name,
+            existing: None,
+        }),
     }
 }
 
+/// The tmpfs directory an entry's parent is, or the error a read-only or
+/// synthetic parent gives.
+fn mem_dir(e: &Entry) -> Result<&std::sync::Arc<crate::tmpfs::MemInode>, Errno> {
+    e.parent
+        .node()
+        .mem()
+        .ok_or_else(|| ro_error(e.parent.node()))
+}
+
+fn mkdir(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
+    let e = entry(task, dirfd, path, false)?;
+    if e.existing.is_some() {
+        return Err(Errno::EEXIST);
+    }
+    let dir = mem_dir(&e)?;
+    may_write_dir(task, &e.parent)?;
+    let mode = abi::S_IFDIR | (mode & 0o7777 & !task.fs_ctx().umask);
+    dir.create(&e.name, mode, task.ids, || MemKind::Dir(Default::default()))
+        .map(|_| 0)
+}
+
 pub fn sys_mkdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(task, AT_FDCWD as u64, a[0], Target::Create)
+    mkdir(task, AT_FDCWD as u64, a[0], a[1] as u32)
 }
 
 pub fn sys_mkdirat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(task, a[0], a[1], Target::Create)
+    mkdir(task, a[0], a[1], a[2] as u32)
+}
+
+fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
+    let kind = mode & abi::S_IFMT;
+    let e = entry(task, dirfd, path, false)?;
+    if e.existing.is_some() {
+        return Err(Errno::EEXIST);
+    }
+    let dir = mem_dir(&e)?;
+    may_write_dir(task, &e.parent)?;
+    let perm = mode & 0o7777 & !task.fs_ctx().umask;
+    let bus = task.kernel.bus.clone();
+    match kind {
+        0 | abi::S_IFREG => dir.create(&e.name, abi::S_IFREG | perm, task.ids, || {
+            MemKind::File(Default::default())
+        }),
+        abi::S_IFIFO => dir.create(&e.name, abi::S_IFIFO | perm, task.ids, || {
+            MemKind::Fifo(crate::pipe::Pipe::new_fifo(bus))
+        }),
+        // Device nodes would reach host devices: never in a sandbox.
+        abi::S_IFCHR | abi::S_IFBLK => return Err(Errno::EPERM),
+        abi::S_IFSOCK => dir.create(&e.name, abi::S_IFSOCK | perm, task.ids, || {
+            MemKind::File(Default::default())
+        }),
+        _ => return Err(Errno::EINVAL),
+    }
+    .map(|_| 0)
+}
+
+pub fn sys_mknod(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    mknod(task, AT_FDCWD as u64, a[0], a[1] as u32)
+}
+
+pub fn sys_mknodat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    mknod(task, a[0], a[1], a[2] as u32)
+}
+
+fn symlink(task: &Task, target: u64, dirfd: u64, path: u64) -> Result<u64, Errno> {
+    let target = path_arg(task, target)?;
+    if target.is_empty() {
+        return Err(Errno::ENOENT);
+    }
+    let e = entry(task, dirfd, path, false)?;
+    if e.existing.is_some() {
+        return Err(Errno::EEXIST);
+    }
+    let dir = mem_dir(&e)?;
+    may_write_dir(task, &e.parent)?;
+    dir.create(&e.name, abi::S_IFLNK | 0o777, task.ids, || {
+        MemKind::Symlink(target)
+    })
+    .map(|_| 0)
 }
 
 pub fn sys_symlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    path_arg(task, a[0])?;
-    refuse_write(task, AT_FDCWD as u64, a[1], Target::Create)
+    symlink(task, a[0], AT_FDCWD as u64, a[1])
 }
 
 pub fn sys_symlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    path_arg(task, a[0])?;
-    refuse_write(task, a[1], a[2], Target::Create)
+    symlink(task, a[0], a[1], a[2])
 }
 
 fn link(
@@ -923,8 +1073,17 @@ fn link(
 ) -> Result<u64, Errno> {
     let path = path_arg(task, old)?;
     let start = dir_arg(task, olddir, &path)?;
-    task.kernel.fs.resolve(&start, &path, follow)?;
-    refuse_write(task, newdir, new, Target::Create)
+    let src = task.kernel.fs.resolve(&start, &path, follow)?;
+    let e = entry(task, newdir, new, false)?;
+    if e.existing.is_some() {
+        return Err(Errno::EEXIST);
+    }
+    let dir = mem_dir(&e)?;
+    let Some(node) = src.node().mem() else {
+        return Err(Errno::EXDEV);
+    };
+    may_write_dir(task, &e.parent)?;
+    dir.link(&e.name, node).map(|()| 0)
 }
 
 pub fn sys_link(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -945,123 +1104,196 @@ pub fn sys_linkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     )
 }
 
+fn unlink(task: &Task, dirfd: u64, path: u64, dir: bool) -> Result<u64, Errno> {
+    let e = entry(task, dirfd, path, false)?;
+    if e.name == b"." {
+        return Err(if dir { Errno::EINVAL } else { Errno::EISDIR });
+    }
+    if e.name == b".." {
+        return Err(if dir { Errno::ENOTEMPTY } else { Errno::EISDIR });
+    }
+    if !e.parent.node().is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    // A read-only parent refuses before the name is even looked at.
+    let parent = mem_dir(&e)?;
+    let Some(existing) = &e.existing else {
+        return Err(Errno::ENOENT);
+    };
+    if existing.node().mem().is_none() {
+        // A mount point (the root of a tmpfs) cannot be removed.
+        return Err(Errno::EBUSY);
+    }
+    may_write_dir(task, &e.parent)?;
+    parent.unlink(&e.name, dir).map(|()| 0)
+}
+
 pub fn sys_unlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(task, AT_FDCWD as u64, a[0], Target::Entry)
+    unlink(task, AT_FDCWD as u64, a[0], false)
 }
 
 pub fn sys_rmdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(task, AT_FDCWD as u64, a[0], Target::Entry)
+    unlink(task, AT_FDCWD as u64, a[0], true)
 }
 
 pub fn sys_unlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[2] as u32 & !abi::AT_REMOVEDIR != 0 {
         return Err(Errno::EINVAL);
     }
-    refuse_write(task, a[0], a[1], Target::Entry)
+    unlink(task, a[0], a[1], a[2] as u32 & abi::AT_REMOVEDIR != 0)
 }
 
-/// Which "mount" a location is on: the host root or a synthetic file
-/// system (rename across them is `EXDEV`).
-fn mount_of(loc: &Location) -> u8 {
+/// Which "mount" a location is on (rename across them is `EXDEV`).
+fn mount_of(loc: &Location) -> u64 {
     match loc.node() {
         Node::Host { .. } => 0,
         Node::DevDir | Node::Dev(_) => 1,
         Node::Masked { .. } => 2,
+        Node::Mem(m) => 3 + std::sync::Arc::as_ptr(m.fs()) as u64,
     }
 }
 
-fn parent_dir(task: &Task, dirfd: u64, path: &[u8]) -> Result<Location, Errno> {
-    let start = dir_arg(task, dirfd, path)?;
-    match task.kernel.fs.walk(&start, path, false)? {
-        Lookup::Found(l) => {
-            let mut p = l.clone();
-            Ok(if p.pop() { p } else { l })
-        }
-        Lookup::Missing { parent } => Ok(parent),
-    }
-}
-
-fn rename(task: &Task, olddir: u64, old: u64, newdir: u64, new: u64) -> Result<u64, Errno> {
-    let oldp = path_arg(task, old)?;
-    let newp = path_arg(task, new)?;
-    let from = parent_dir(task, olddir, &oldp)?;
-    let to = parent_dir(task, newdir, &newp)?;
-    if mount_of(&from) != mount_of(&to) {
+fn rename(
+    task: &Task,
+    olddir: u64,
+    old: u64,
+    newdir: u64,
+    new: u64,
+    flags: u32,
+) -> Result<u64, Errno> {
+    let from = entry(task, olddir, old, false)?;
+    let to = entry(task, newdir, new, false)?;
+    if mount_of(&from.parent) != mount_of(&to.parent) {
         return Err(Errno::EXDEV);
     }
-    Err(ro_error(from.node()))
+    let src_dir = mem_dir(&from)?;
+    let dst_dir = mem_dir(&to)?;
+    let Some(src) = &from.existing else {
+        return Err(Errno::ENOENT);
+    };
+    if from.name == b"." || from.name == b".." || to.name == b"." || to.name == b".." {
+        return Err(Errno::EBUSY);
+    }
+    // A directory cannot move below itself.
+    if let Some(s) = src.node().mem() {
+        if s.is_dir() && to.parent.chain_contains(s) {
+            return Err(Errno::EINVAL);
+        }
+    }
+    may_write_dir(task, &from.parent)?;
+    may_write_dir(task, &to.parent)?;
+    crate::tmpfs::rename(src_dir, &from.name, dst_dir, &to.name, flags).map(|()| 0)
 }
 
 pub fn sys_rename(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    rename(task, AT_FDCWD as u64, a[0], AT_FDCWD as u64, a[1])
+    rename(task, AT_FDCWD as u64, a[0], AT_FDCWD as u64, a[1], 0)
 }
 
 pub fn sys_renameat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    rename(task, a[0], a[1], a[2], a[3])
+    rename(task, a[0], a[1], a[2], a[3], 0)
 }
 
 pub fn sys_renameat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[4] as u32 & !7 != 0 || a[4] & 3 == 3 {
         return Err(Errno::EINVAL);
     }
-    sys_renameat(task, a)
+    rename(task, a[0], a[1], a[2], a[3], a[4] as u32)
+}
+
+/// The object a metadata change names, which must exist.
+fn target(
+    task: &Task,
+    dirfd: u64,
+    path: u64,
+    follow: bool,
+    empty_ok: bool,
+) -> Result<Location, Errno> {
+    let p = path_arg(task, path)?;
+    if p.is_empty() {
+        if !empty_ok {
+            return Err(Errno::ENOENT);
+        }
+        if dirfd as i32 == AT_FDCWD {
+            return Ok(task.cwd());
+        }
+        return task
+            .fds()
+            .file(dirfd as i32 as i64)?
+            .location
+            .clone()
+            .ok_or(Errno::EBADF);
+    }
+    let start = dir_arg(task, dirfd, &p)?;
+    task.kernel.fs.resolve(&start, &p, follow)
+}
+
+/// Only the owner (or root) may change an inode's metadata.
+fn owner_check(task: &Task, m: &crate::tmpfs::MemInode) -> Result<(), Errno> {
+    if task.ids.0 == 0 || m.meta().uid == task.ids.0 {
+        Ok(())
+    } else {
+        Err(Errno::EPERM)
+    }
+}
+
+fn chmod_loc(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
+    let Some(m) = loc.node().mem() else {
+        return Err(ro_error(loc.node()));
+    };
+    owner_check(task, m)?;
+    m.set_mode(mode);
+    Ok(0)
+}
+
+fn chown_loc(task: &Task, loc: &Location, uid: u32, gid: u32) -> Result<u64, Errno> {
+    let Some(m) = loc.node().mem() else {
+        return Err(ro_error(loc.node()));
+    };
+    if task.ids.0 != 0
+        && (uid != u32::MAX && uid != m.meta().uid || gid != u32::MAX && gid != task.ids.1)
+    {
+        return Err(Errno::EPERM);
+    }
+    m.set_owner(uid, gid);
+    Ok(0)
 }
 
 pub fn sys_chmod(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(
-        task,
-        AT_FDCWD as u64,
-        a[0],
-        Target::Existing { follow: true },
-    )
-}
-
-pub fn sys_chown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(
-        task,
-        AT_FDCWD as u64,
-        a[0],
-        Target::Existing { follow: true },
-    )
-}
-
-pub fn sys_lchown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(
-        task,
-        AT_FDCWD as u64,
-        a[0],
-        Target::Existing { follow: false },
-    )
-}
-
-pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if (a[1] as i64) < 0 {
-        return Err(Errno::EINVAL);
-    }
-    let path = path_arg(task, a[0])?;
-    let loc = task.kernel.fs.resolve(&task.cwd(), &path, true)?;
-    if loc.node().is_dir() {
-        return Err(Errno::EISDIR);
-    }
-    Err(ro_error(loc.node()))
+    let loc = target(task, AT_FDCWD as u64, a[0], true, false)?;
+    chmod_loc(task, &loc, a[1] as u32)
 }
 
 pub fn sys_fchmodat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(task, a[0], a[1], Target::Existing { follow: true })
+    let loc = target(task, a[0], a[1], true, false)?;
+    chmod_loc(task, &loc, a[2] as u32)
 }
 
 pub fn sys_fchmodat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[3] as u32 & !(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
+    let flags = a[3] as u32;
+    if flags & !(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
         return Err(Errno::EINVAL);
     }
-    refuse_write(
+    let loc = target(
         task,
         a[0],
         a[1],
-        Target::Existing {
-            follow: a[3] as u32 & AT_SYMLINK_NOFOLLOW == 0,
-        },
-    )
+        flags & AT_SYMLINK_NOFOLLOW == 0,
+        flags & AT_EMPTY_PATH != 0,
+    )?;
+    if flags & AT_SYMLINK_NOFOLLOW != 0 && loc.node().is_symlink() {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    chmod_loc(task, &loc, a[2] as u32)
+}
+
+pub fn sys_chown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let loc = target(task, AT_FDCWD as u64, a[0], true, false)?;
+    chown_loc(task, &loc, a[1] as u32, a[2] as u32)
+}
+
+pub fn sys_lchown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let loc = target(task, AT_FDCWD as u64, a[0], false, false)?;
+    chown_loc(task, &loc, a[1] as u32, a[2] as u32)
 }
 
 pub fn sys_fchownat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1069,18 +1301,75 @@ pub fn sys_fchownat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if flags & !(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
         return Err(Errno::EINVAL);
     }
-    refuse_write(
+    let loc = target(
         task,
         a[0],
         a[1],
-        Target::Existing {
-            follow: flags & AT_SYMLINK_NOFOLLOW == 0,
-        },
-    )
+        flags & AT_SYMLINK_NOFOLLOW == 0,
+        flags & AT_EMPTY_PATH != 0,
+    )?;
+    chown_loc(task, &loc, a[2] as u32, a[3] as u32)
 }
 
-pub fn sys_futimesat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    refuse_write(task, a[0], a[1], Target::Existing { follow: true })
+fn file_loc(task: &Task, fd: u64) -> Result<Location, Errno> {
+    let file = task.fds().file(fd as i32 as i64)?;
+    match &file.kind {
+        FileKind::Path => Err(Errno::EBADF),
+        FileKind::Stdio(_) | FileKind::Pipe(_) => Err(Errno::EPERM),
+        FileKind::Mem(m) => {
+            // Unlinked files (O_TMPFILE) have no location: give them one.
+            let mut l = task.kernel.fs.root();
+            l.push(Vec::new(), Node::Mem(m.clone()));
+            Ok(file
+                .location
+                .clone()
+                .filter(|l| l.node().mem().is_some_and(|x| std::sync::Arc::ptr_eq(x, m)))
+                .unwrap_or(l))
+        }
+        _ => file.location.clone().ok_or(Errno::EBADF),
+    }
+}
+
+pub fn sys_fchmod(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let loc = file_loc(task, a[0])?;
+    chmod_loc(task, &loc, a[1] as u32)
+}
+
+pub fn sys_fchown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let loc = file_loc(task, a[0])?;
+    chown_loc(task, &loc, a[1] as u32, a[2] as u32)
+}
+
+/// `utimensat` special values.
+const UTIME_NOW: i64 = (1 << 30) - 1;
+const UTIME_OMIT: i64 = (1 << 30) - 2;
+
+fn set_times(task: &Task, loc: &Location, times: Option<[abi::Timespec; 2]>) -> Result<u64, Errno> {
+    let Some(m) = loc.node().mem() else {
+        return Err(ro_error(loc.node()));
+    };
+    let now = crate::host::clock_gettime(libc::CLOCK_REALTIME)?;
+    let pick = |t: abi::Timespec| -> Result<Option<abi::Timespec>, Errno> {
+        match t.tv_nsec {
+            UTIME_NOW => Ok(Some(now)),
+            UTIME_OMIT => Ok(None),
+            n if (0..1_000_000_000).contains(&n) => Ok(Some(t)),
+            _ => Err(Errno::EINVAL),
+        }
+    };
+    let (at, mt) = match times {
+        None => (Some(now), Some(now)),
+        Some([a, b]) => (pick(a)?, pick(b)?),
+    };
+    let explicit = times.is_some_and(|t| {
+        t.iter()
+            .any(|x| x.tv_nsec != UTIME_NOW && x.tv_nsec != UTIME_OMIT)
+    });
+    if explicit {
+        owner_check(task, m)?;
+    }
+    m.set_times(at, mt);
+    Ok(0)
 }
 
 pub fn sys_utimensat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1088,29 +1377,92 @@ pub fn sys_utimensat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if flags & !(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
         return Err(Errno::EINVAL);
     }
-    if a[1] == 0 {
+    let times: Option<[abi::Timespec; 2]> = if a[2] != 0 {
+        Some(task.mm().read_obj(a[2])?)
+    } else {
+        None
+    };
+    let loc = if a[1] == 0 {
         // futimens(fd): the descriptor itself.
-        let file = task.fds().file(a[0] as i32 as i64)?;
-        return Err(file.node().map_or(Errno::EBADF, ro_error));
-    }
-    refuse_write(
-        task,
-        a[0],
-        a[1],
-        Target::Existing {
-            follow: flags & AT_SYMLINK_NOFOLLOW == 0,
-        },
-    )
+        file_loc(task, a[0])?
+    } else {
+        target(
+            task,
+            a[0],
+            a[1],
+            flags & AT_SYMLINK_NOFOLLOW == 0,
+            flags & AT_EMPTY_PATH != 0,
+        )?
+    };
+    set_times(task, &loc, times)
 }
 
-pub fn sys_fchmod(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds().file(a[0] as i32 as i64)?;
-    match (&file.kind, file.node()) {
-        (FileKind::Path, _) => Err(Errno::EBADF),
-        (FileKind::Stdio(_), _) => Err(Errno::EPERM),
-        (_, Some(n)) => Err(ro_error(n)),
-        _ => Err(Errno::EBADF),
+fn timevals(task: &Task, addr: u64) -> Result<Option<[abi::Timespec; 2]>, Errno> {
+    if addr == 0 {
+        return Ok(None);
     }
+    let tv: [abi::Timeval; 2] = task.mm().read_obj(addr)?;
+    let mut out = [abi::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    }; 2];
+    for (o, t) in out.iter_mut().zip(tv) {
+        if !(0..1_000_000).contains(&t.tv_usec) {
+            return Err(Errno::EINVAL);
+        }
+        *o = abi::Timespec {
+            tv_sec: t.tv_sec,
+            tv_nsec: t.tv_usec * 1000,
+        };
+    }
+    Ok(Some(out))
+}
+
+pub fn sys_utimes(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let times = timevals(task, a[1])?;
+    let loc = target(task, AT_FDCWD as u64, a[0], true, false)?;
+    set_times(task, &loc, times)
+}
+
+pub fn sys_futimesat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let times = timevals(task, a[2])?;
+    let loc = target(task, a[0], a[1], true, false)?;
+    set_times(task, &loc, times)
+}
+
+pub fn sys_utime(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let times = if a[1] != 0 {
+        let t: [i64; 2] = task.mm().read_obj(a[1])?;
+        Some([
+            abi::Timespec {
+                tv_sec: t[0],
+                tv_nsec: 0,
+            },
+            abi::Timespec {
+                tv_sec: t[1],
+                tv_nsec: 0,
+            },
+        ])
+    } else {
+        None
+    };
+    let loc = target(task, AT_FDCWD as u64, a[0], true, false)?;
+    set_times(task, &loc, times)
+}
+
+pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if (a[1] as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let loc = target(task, AT_FDCWD as u64, a[0], true, false)?;
+    if loc.node().is_dir() {
+        return Err(Errno::EISDIR);
+    }
+    let Some(m) = loc.node().mem() else {
+        return Err(ro_error(loc.node()));
+    };
+    check_access(task, &loc, 2)?;
+    m.truncate(a[1]).map(|()| 0)
 }
 
 pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1118,8 +1470,9 @@ pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if (a[1] as i64) < 0 {
         return Err(Errno::EINVAL);
     }
-    match file.kind {
+    match &file.kind {
         FileKind::Path => Err(Errno::EBADF),
+        FileKind::Mem(m) if file.flags() & abi::O_ACCMODE != 0 => m.truncate(a[1]).map(|()| 0),
         _ => Err(Errno::EINVAL),
     }
 }
@@ -1146,6 +1499,16 @@ fn statfs_of(node: &Node) -> Result<abi::Statfs, Errno> {
             s.f_namelen = h.f_namelen;
             s.f_frsize = h.f_frsize;
             s.f_flags = 1; // ST_RDONLY
+        }
+        Node::Mem(m) => {
+            let (total, used) = m.fs().usage();
+            s.f_type = 0x0102_1994; // TMPFS_MAGIC
+            s.f_bsize = 4096;
+            s.f_blocks = total / 4096;
+            s.f_bfree = (total - used) / 4096;
+            s.f_bavail = s.f_bfree;
+            s.f_namelen = 255;
+            s.f_frsize = 4096;
         }
         _ => {
             s.f_type = 0x0102_1994; // TMPFS_MAGIC

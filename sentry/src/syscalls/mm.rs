@@ -63,6 +63,8 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::ENOMEM);
     }
     let mut backing = Backing::Anon;
+    let mut mem_content: Option<Vec<u8>> = None;
+    let mut shared_region = None;
     let mut may_write = true;
     let mut sigbus_from = None;
     if let Some(file) = file {
@@ -75,6 +77,18 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         match &file.kind {
             FileKind::Dev(Device::Zero) => {}
+            FileKind::Mem(m) if !m.is_dir() => {
+                if shared {
+                    // The mapping is the file's own pages.
+                    shared_region = Some(m.shared_region(off, len)?);
+                } else {
+                    // A private copy of the contents.
+                    let size = m.size();
+                    let mut data = vec![0u8; size.saturating_sub(off).min(len) as usize];
+                    m.read_at(off, &mut data)?;
+                    mem_content = Some(data);
+                }
+            }
             FileKind::Host(h) if !file.is_dir() => {
                 // The root is read-only: a shared mapping can never become
                 // writable (mprotect answers EACCES too).
@@ -115,9 +129,16 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     } else {
         task.mm().pick_address(addr, len)?
     };
-    task.mm().map_fixed(start, len, prot, shared, backing)?;
-    task.mm()
-        .set_limits(start, may_write, sigbus_from.map(|v| start + v));
+    let mut mm = task.mm();
+    if let Some(region) = shared_region {
+        mm.map_region(start, len, prot, region, off)?;
+        return Ok(start);
+    }
+    mm.map_fixed(start, len, prot, shared, backing)?;
+    if let Some(data) = mem_content {
+        mm.poke(start, &data)?;
+    }
+    mm.set_limits(start, may_write, sigbus_from.map(|v| start + v));
     Ok(start)
 }
 

@@ -479,37 +479,62 @@ pub fn sys_sync(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(0)
 }
 
-/// Single-threaded futex: a wake finds nobody; a wait either sees a changed
-/// value (`EAGAIN`) or times out, since no other thread could wake it.
+/// `futex(2)`: the operations glibc and other runtimes use (no PI futexes).
 pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const FUTEX_WAIT: u64 = 0;
     const FUTEX_WAKE: u64 = 1;
+    const FUTEX_REQUEUE: u64 = 3;
+    const FUTEX_CMP_REQUEUE: u64 = 4;
+    const FUTEX_WAKE_OP: u64 = 5;
     const FUTEX_WAIT_BITSET: u64 = 9;
     const FUTEX_WAKE_BITSET: u64 = 10;
-    let op = a[1] & 0x7f;
-    if !a[0].is_multiple_of(4) {
-        return Err(Errno::EINVAL);
-    }
-    match op {
-        FUTEX_WAKE | FUTEX_WAKE_BITSET => {
-            let _: u32 = task.mm().read_obj(a[0])?;
-            Ok(0)
+    const FUTEX_CLOCK_REALTIME: u64 = 256;
+    let [uaddr, op, val, timeout, uaddr2, val3] = *a;
+    let cmd = op & 0x7f;
+    let val = val as u32;
+    // Relative timeouts for FUTEX_WAIT, absolute ones for WAIT_BITSET.
+    let deadline = |task: &Task, absolute: bool| -> Result<Option<std::time::Instant>, Errno> {
+        if timeout == 0 {
+            return Ok(None);
         }
-        FUTEX_WAIT | FUTEX_WAIT_BITSET => {
-            let v: u32 = task.mm().read_obj(a[0])?;
-            if v != a[2] as u32 {
-                return Err(Errno::EAGAIN);
-            }
-            if a[3] == 0 {
-                // Nothing else in the sandbox can ever wake this wait.
-                return Err(Errno::EDEADLK);
-            }
-            let ts: abi::Timespec = task.mm().read_obj(a[3])?;
-            let clock = if a[1] & 256 != 0 { 0 } else { 1 };
-            match super::time::sleep_for(task, &ts, op == FUTEX_WAIT_BITSET, clock)? {
-                Ok(()) => Err(Errno::ETIMEDOUT),
-                Err(_) => Err(Errno::EINTR),
-            }
+        let ts: abi::Timespec = task.mm().read_obj(timeout)?;
+        if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+            return Err(Errno::EINVAL);
+        }
+        let want = std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+        let rel = if absolute {
+            let clock = if op & FUTEX_CLOCK_REALTIME != 0 {
+                libc::CLOCK_REALTIME
+            } else {
+                libc::CLOCK_MONOTONIC
+            };
+            let now = crate::host::clock_gettime(clock)?;
+            want.saturating_sub(std::time::Duration::new(
+                now.tv_sec.max(0) as u64,
+                now.tv_nsec.clamp(0, 999_999_999) as u32,
+            ))
+        } else {
+            want
+        };
+        Ok(Some(std::time::Instant::now() + rel))
+    };
+    match cmd {
+        FUTEX_WAIT => {
+            let d = deadline(task, false)?;
+            crate::futex::wait(task, uaddr, val, u32::MAX, d)
+        }
+        FUTEX_WAIT_BITSET => {
+            let d = deadline(task, true)?;
+            crate::futex::wait(task, uaddr, val, val3 as u32, d)
+        }
+        FUTEX_WAKE => crate::futex::wake(task, uaddr, val, u32::MAX),
+        FUTEX_WAKE_BITSET => crate::futex::wake(task, uaddr, val, val3 as u32),
+        FUTEX_REQUEUE => crate::futex::requeue(task, uaddr, uaddr2, val, timeout as u32, None),
+        FUTEX_CMP_REQUEUE => {
+            crate::futex::requeue(task, uaddr, uaddr2, val, timeout as u32, Some(val3 as u32))
+        }
+        FUTEX_WAKE_OP => {
+            crate::futex::wake_op(task, uaddr, uaddr2, val, timeout as u32, val3 as u32)
         }
         _ => Err(Errno::ENOSYS),
     }

@@ -1,0 +1,655 @@
+//! tmpfs: directories, files and symlinks kept in the Sentry's memory, for
+//! `/tmp`, `/run` and `/dev/shm`. The whole file system has a size limit;
+//! going past it is `ENOSPC`, never host memory exhaustion.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use abi::{Errno, Stat, Timespec};
+
+use crate::memfile::MemoryFile;
+use crate::mm::SharedRegion;
+use crate::PAGE_SIZE;
+
+/// A regular file's contents: pages of the memory file, so that shared
+/// mappings of the file see `write(2)`s and the reverse.
+#[derive(Debug, Default)]
+pub struct FileData {
+    region: Option<Arc<SharedRegion>>,
+    len: u64,
+}
+
+impl FileData {
+    /// Bytes in the file.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn cap(&self) -> u64 {
+        self.region.as_ref().map_or(0, |r| r.len())
+    }
+
+    /// Makes room for `want` bytes. Growing past the current allocation
+    /// moves the data to a larger one: mappings made earlier keep the old
+    /// pages (a known gap; programs map files after sizing them).
+    fn reserve(&mut self, mf: &Arc<MemoryFile>, want: u64) -> Result<(), Errno> {
+        if want <= self.cap() {
+            return Ok(());
+        }
+        let new_cap = want
+            .max(self.cap() * 2)
+            .max(4 * PAGE_SIZE)
+            .next_multiple_of(PAGE_SIZE);
+        let region = SharedRegion::new(mf, new_cap)?;
+        if let Some(old) = &self.region {
+            mf.copy_populated(
+                old.offset(),
+                region.offset(),
+                self.len.next_multiple_of(PAGE_SIZE).min(old.len()),
+            );
+        }
+        self.region = Some(region);
+        Ok(())
+    }
+
+    /// The region and its length, for a shared mapping of `len` bytes
+    /// from `off`.
+    pub fn region_for(
+        &mut self,
+        mf: &Arc<MemoryFile>,
+        off: u64,
+        len: u64,
+    ) -> Result<Arc<SharedRegion>, Errno> {
+        self.reserve(mf, off.checked_add(len).ok_or(Errno::EOVERFLOW)?)?;
+        self.region.clone().ok_or(Errno::ENOMEM)
+    }
+}
+
+/// One tmpfs instance.
+#[derive(Debug)]
+pub struct MemFs {
+    mf: Arc<MemoryFile>,
+    dev: u64,
+    next_ino: AtomicU64,
+    used: AtomicU64,
+    limit: u64,
+    inodes: AtomicU64,
+}
+
+/// Most inodes one tmpfs holds (`nr_inodes`).
+const MAX_INODES: u64 = 1 << 20;
+
+impl MemFs {
+    /// A new, empty file system with root directory mode `mode`; returns
+    /// its root directory.
+    pub fn new_root(mf: Arc<MemoryFile>, dev: u64, limit: u64, mode: u32) -> Arc<MemInode> {
+        let fs = Arc::new(MemFs {
+            mf,
+            dev,
+            next_ino: AtomicU64::new(2),
+            used: AtomicU64::new(0),
+            limit,
+            inodes: AtomicU64::new(1),
+        });
+        let (uid, gid) = crate::host::ids();
+        Arc::new(MemInode {
+            ino: 1,
+            fs,
+            kind: MemKind::Dir(Mutex::new(BTreeMap::new())),
+            meta: Mutex::new(Meta::new(abi::S_IFDIR | (mode & 0o7777), uid, gid, 2)),
+        })
+    }
+
+    fn charge(&self, bytes: u64) -> Result<(), Errno> {
+        let mut cur = self.used.load(Ordering::Relaxed);
+        loop {
+            let new = cur
+                .checked_add(bytes)
+                .filter(|&n| n <= self.limit)
+                .ok_or(Errno::ENOSPC)?;
+            match self
+                .used
+                .compare_exchange(cur, new, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(()),
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    fn refund(&self, bytes: u64) {
+        self.used.fetch_sub(
+            bytes.min(self.used.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// `(total, used)` bytes, for `statfs`.
+    pub fn usage(&self) -> (u64, u64) {
+        (self.limit, self.used.load(Ordering::Relaxed))
+    }
+}
+
+fn now() -> Timespec {
+    crate::host::clock_gettime(libc::CLOCK_REALTIME).unwrap_or(Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    })
+}
+
+/// Inode metadata.
+#[derive(Clone, Debug)]
+pub struct Meta {
+    /// type and permission bits
+    pub mode: u32,
+    /// owner
+    pub uid: u32,
+    /// group
+    pub gid: u32,
+    /// link count
+    pub nlink: u64,
+    /// access time
+    pub atime: Timespec,
+    /// modification time
+    pub mtime: Timespec,
+    /// change time
+    pub ctime: Timespec,
+}
+
+impl Meta {
+    fn new(mode: u32, uid: u32, gid: u32, nlink: u64) -> Self {
+        let t = now();
+        Meta {
+            mode,
+            uid,
+            gid,
+            nlink,
+            atime: t,
+            mtime: t,
+            ctime: t,
+        }
+    }
+}
+
+/// A directory's entries: name → inode.
+pub type Entries = BTreeMap<Vec<u8>, Arc<MemInode>>;
+
+/// What an inode holds.
+pub enum MemKind {
+    /// a directory: name → inode
+    Dir(Mutex<BTreeMap<Vec<u8>, Arc<MemInode>>>),
+    /// a regular file's bytes
+    File(Mutex<FileData>),
+    /// a symlink's target
+    Symlink(Vec<u8>),
+    /// a FIFO (`mknod S_IFIFO`): one pipe shared by every opener
+    Fifo(Arc<crate::pipe::Pipe>),
+}
+
+/// A tmpfs inode.
+pub struct MemInode {
+    /// inode number
+    pub ino: u64,
+    fs: Arc<MemFs>,
+    /// contents
+    pub kind: MemKind,
+    meta: Mutex<Meta>,
+}
+
+impl fmt::Debug for MemInode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MemInode({})", self.ino)
+    }
+}
+
+impl Drop for MemInode {
+    fn drop(&mut self) {
+        if let MemKind::File(data) = &self.kind {
+            let len = data.lock().map(|d| d.len()).unwrap_or(0);
+            self.fs.refund(len);
+        }
+        self.fs.inodes.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Longest symlink target (`PATH_MAX`).
+const SYMLINK_MAX: usize = 4095;
+
+impl MemInode {
+    /// The file system this inode belongs to.
+    pub fn fs(&self) -> &Arc<MemFs> {
+        &self.fs
+    }
+
+    /// Metadata.
+    pub fn meta(&self) -> Meta {
+        lock(&self.meta).clone()
+    }
+
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        matches!(self.kind, MemKind::Dir(_))
+    }
+
+    /// `stat`.
+    pub fn stat(&self) -> Stat {
+        let m = self.meta();
+        let size = match &self.kind {
+            MemKind::File(d) => lock(d).len() as i64,
+            MemKind::Symlink(t) => t.len() as i64,
+            MemKind::Dir(_) => 4096,
+            MemKind::Fifo(_) => 0,
+        };
+        Stat {
+            dev: self.fs.dev,
+            ino: self.ino,
+            nlink: m.nlink,
+            mode: m.mode,
+            uid: m.uid,
+            gid: m.gid,
+            pad0: 0,
+            rdev: 0,
+            size,
+            blksize: 4096,
+            blocks: (size + 511) / 512,
+            atime: m.atime.tv_sec,
+            atime_nsec: m.atime.tv_nsec,
+            mtime: m.mtime.tv_sec,
+            mtime_nsec: m.mtime.tv_nsec,
+            ctime: m.ctime.tv_sec,
+            ctime_nsec: m.ctime.tv_nsec,
+            unused: [0; 3],
+        }
+    }
+
+    fn dir(&self) -> Result<MutexGuard<'_, Entries>, Errno> {
+        match &self.kind {
+            MemKind::Dir(d) => Ok(lock(d)),
+            _ => Err(Errno::ENOTDIR),
+        }
+    }
+
+    /// A regular file that has no name yet (`O_TMPFILE`).
+    pub fn unlinked_file(
+        fs: &Arc<MemFs>,
+        mode: u32,
+        ids: (u32, u32),
+    ) -> Result<Arc<MemInode>, Errno> {
+        if fs.inodes.fetch_add(1, Ordering::Relaxed) >= MAX_INODES {
+            fs.inodes.fetch_sub(1, Ordering::Relaxed);
+            return Err(Errno::ENOSPC);
+        }
+        let mut meta = Meta::new(mode, ids.0, ids.1, 0);
+        meta.nlink = 0;
+        Ok(Arc::new(MemInode {
+            ino: fs.next_ino.fetch_add(1, Ordering::Relaxed),
+            fs: fs.clone(),
+            kind: MemKind::File(Default::default()),
+            meta: Mutex::new(meta),
+        }))
+    }
+
+    /// Looks `name` up in this directory.
+    pub fn lookup(&self, name: &[u8]) -> Result<Arc<MemInode>, Errno> {
+        self.dir()?.get(name).cloned().ok_or(Errno::ENOENT)
+    }
+
+    /// Directory entries (without `.` and `..`).
+    pub fn entries(&self) -> Result<Vec<(Vec<u8>, u64, u32)>, Errno> {
+        Ok(self
+            .dir()?
+            .iter()
+            .map(|(n, i)| (n.clone(), i.ino, i.meta().mode))
+            .collect())
+    }
+
+    fn touch(&self) {
+        let t = now();
+        let mut m = lock(&self.meta);
+        m.mtime = t;
+        m.ctime = t;
+    }
+
+    /// Creates `name` here. `kind` is built only once the name is known to
+    /// be free.
+    pub fn create(
+        &self,
+        name: &[u8],
+        mode: u32,
+        ids: (u32, u32),
+        kind: impl FnOnce() -> MemKind,
+    ) -> Result<Arc<MemInode>, Errno> {
+        let mut d = self.dir()?;
+        if d.contains_key(name) {
+            return Err(Errno::EEXIST);
+        }
+        if self.fs.inodes.fetch_add(1, Ordering::Relaxed) >= MAX_INODES {
+            self.fs.inodes.fetch_sub(1, Ordering::Relaxed);
+            return Err(Errno::ENOSPC);
+        }
+        let kind = kind();
+        if let MemKind::Symlink(t) = &kind {
+            if t.len() > SYMLINK_MAX {
+                self.fs.inodes.fetch_sub(1, Ordering::Relaxed);
+                return Err(Errno::ENAMETOOLONG);
+            }
+        }
+        let is_dir = matches!(kind, MemKind::Dir(_));
+        // setgid directories pass their group on.
+        let pm = self.meta();
+        let gid = if pm.mode & 0o2000 != 0 { pm.gid } else { ids.1 };
+        let mode = if is_dir && pm.mode & 0o2000 != 0 {
+            mode | 0o2000
+        } else {
+            mode
+        };
+        let node = Arc::new(MemInode {
+            ino: self.fs.next_ino.fetch_add(1, Ordering::Relaxed),
+            fs: self.fs.clone(),
+            kind,
+            meta: Mutex::new(Meta::new(mode, ids.0, gid, if is_dir { 2 } else { 1 })),
+        });
+        d.insert(name.to_vec(), node.clone());
+        drop(d);
+        if is_dir {
+            lock(&self.meta).nlink += 1;
+        }
+        self.touch();
+        Ok(node)
+    }
+
+    /// Removes `name` (`dir` says whether `rmdir` asked).
+    pub fn unlink(&self, name: &[u8], dir: bool) -> Result<(), Errno> {
+        let mut d = self.dir()?;
+        let node = d.get(name).cloned().ok_or(Errno::ENOENT)?;
+        match (&node.kind, dir) {
+            (MemKind::Dir(c), true) if !lock(c).is_empty() => return Err(Errno::ENOTEMPTY),
+            (MemKind::Dir(_), true) => {}
+            (MemKind::Dir(_), false) => return Err(Errno::EISDIR),
+            (_, true) => return Err(Errno::ENOTDIR),
+            _ => {}
+        }
+        d.remove(name);
+        drop(d);
+        if dir {
+            lock(&self.meta).nlink -= 1;
+        }
+        {
+            let mut m = lock(&node.meta);
+            m.nlink = m.nlink.saturating_sub(if dir { 2 } else { 1 });
+            m.ctime = now();
+        }
+        self.touch();
+        Ok(())
+    }
+
+    /// Adds a hard link to `target` as `name`.
+    pub fn link(&self, name: &[u8], target: &Arc<MemInode>) -> Result<(), Errno> {
+        if target.is_dir() {
+            return Err(Errno::EPERM);
+        }
+        if !Arc::ptr_eq(&self.fs, &target.fs) {
+            return Err(Errno::EXDEV);
+        }
+        let mut d = self.dir()?;
+        if d.contains_key(name) {
+            return Err(Errno::EEXIST);
+        }
+        d.insert(name.to_vec(), target.clone());
+        drop(d);
+        lock(&target.meta).nlink += 1;
+        self.touch();
+        Ok(())
+    }
+
+    /// The symlink target.
+    pub fn readlink(&self) -> Option<&[u8]> {
+        match &self.kind {
+            MemKind::Symlink(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Reads at `pos` into `out`; returns the count.
+    pub fn read_at(&self, pos: u64, out: &mut [u8]) -> Result<usize, Errno> {
+        let MemKind::File(d) = &self.kind else {
+            return Err(Errno::EINVAL);
+        };
+        let d = lock(d);
+        let n = (out.len() as u64).min(d.len.saturating_sub(pos)) as usize;
+        if let (Some(r), true) = (&d.region, n > 0) {
+            self.fs.mf.read(r.offset() + pos, &mut out[..n]);
+        }
+        drop(d);
+        lock(&self.meta).atime = now();
+        Ok(n)
+    }
+
+    /// Writes `data` at `pos` (or at the end with `append`); returns the new
+    /// end of the write.
+    pub fn write_at(&self, pos: u64, data: &[u8], append: bool) -> Result<u64, Errno> {
+        let MemKind::File(d) = &self.kind else {
+            return Err(Errno::EINVAL);
+        };
+        let mut d = lock(d);
+        let start = if append { d.len } else { pos };
+        let end = start.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
+        if end > d.len {
+            self.fs.charge(end - d.len)?;
+            if let Err(e) = d.reserve(&self.fs.mf, end) {
+                self.fs.refund(end - d.len);
+                return Err(e);
+            }
+        }
+        if let Some(r) = &d.region {
+            self.fs.mf.write(r.offset() + start, data);
+        }
+        d.len = d.len.max(end);
+        drop(d);
+        self.touch();
+        Ok(end)
+    }
+
+    /// Sets the size (`truncate`).
+    pub fn truncate(&self, size: u64) -> Result<(), Errno> {
+        let MemKind::File(d) = &self.kind else {
+            return Err(if self.is_dir() {
+                Errno::EISDIR
+            } else {
+                Errno::EINVAL
+            });
+        };
+        let mut d = lock(d);
+        let old = d.len;
+        if size > old {
+            self.fs.charge(size - old)?;
+            if let Err(e) = d.reserve(&self.fs.mf, size) {
+                self.fs.refund(size - old);
+                return Err(e);
+            }
+        } else {
+            self.fs.refund(old - size);
+            // Bytes past the new end read as zeros if the file grows again.
+            if let Some(r) = &d.region {
+                let cut = size.next_multiple_of(PAGE_SIZE);
+                if cut > size {
+                    self.fs.mf.write(
+                        r.offset() + size,
+                        &vec![0u8; (cut - size).min(r.len() - size) as usize],
+                    );
+                }
+                if cut < r.len() {
+                    self.fs.mf.punch(r.offset() + cut, r.len() - cut);
+                }
+            }
+        }
+        d.len = size;
+        drop(d);
+        self.touch();
+        Ok(())
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        match &self.kind {
+            MemKind::File(d) => lock(d).len,
+            _ => 0,
+        }
+    }
+
+    /// The memory-file pages behind a shared mapping of `[off, off + len)`.
+    pub fn shared_region(&self, off: u64, len: u64) -> Result<Arc<SharedRegion>, Errno> {
+        let MemKind::File(d) = &self.kind else {
+            return Err(Errno::ENODEV);
+        };
+        lock(d).region_for(&self.fs.mf, off, len)
+    }
+
+    /// `chmod`.
+    pub fn set_mode(&self, mode: u32) {
+        let mut m = lock(&self.meta);
+        m.mode = (m.mode & abi::S_IFMT) | (mode & 0o7777);
+        m.ctime = now();
+    }
+
+    /// `chown` (`u32::MAX` leaves a field unchanged).
+    pub fn set_owner(&self, uid: u32, gid: u32) {
+        let mut m = lock(&self.meta);
+        if uid != u32::MAX {
+            m.uid = uid;
+        }
+        if gid != u32::MAX {
+            m.gid = gid;
+        }
+        m.ctime = now();
+    }
+
+    /// `utimensat`; `None` leaves a time unchanged.
+    pub fn set_times(&self, atime: Option<Timespec>, mtime: Option<Timespec>) {
+        let mut m = lock(&self.meta);
+        if let Some(a) = atime {
+            m.atime = a;
+        }
+        if let Some(t) = mtime {
+            m.mtime = t;
+        }
+        m.ctime = now();
+    }
+}
+
+/// `rename(2)` between two directories of one tmpfs. `RENAME_NOREPLACE`
+/// (1) and `RENAME_EXCHANGE` (2) as renameat2(2) describes.
+pub fn rename(
+    from: &Arc<MemInode>,
+    old: &[u8],
+    to: &Arc<MemInode>,
+    new: &[u8],
+    flags: u32,
+) -> Result<(), Errno> {
+    if !Arc::ptr_eq(&from.fs, &to.fs) {
+        return Err(Errno::EXDEV);
+    }
+    if Arc::ptr_eq(from, to) {
+        let mut d = from.dir()?;
+        let node = d.get(old).cloned().ok_or(Errno::ENOENT)?;
+        let existing = d.get(new).cloned();
+        if flags & 2 != 0 {
+            let other = existing.ok_or(Errno::ENOENT)?;
+            d.insert(new.to_vec(), node);
+            d.insert(old.to_vec(), other);
+        } else {
+            if let Some(e) = &existing {
+                check_replace(&node, e, flags)?;
+                if Arc::ptr_eq(e, &node) {
+                    return Ok(());
+                }
+            }
+            d.remove(old);
+            d.insert(new.to_vec(), node);
+        }
+        drop(d);
+        from.touch();
+        return Ok(());
+    }
+    // Lock both directories in inode order so two renames cannot deadlock.
+    let (mut src, mut dst) = if from.ino < to.ino {
+        let s = from.dir()?;
+        (s, to.dir()?)
+    } else {
+        let d = to.dir()?;
+        (from.dir()?, d)
+    };
+    let node = src.get(old).cloned().ok_or(Errno::ENOENT)?;
+    let existing = dst.get(new).cloned();
+    if flags & 2 != 0 {
+        let other = existing.ok_or(Errno::ENOENT)?;
+        dst.insert(new.to_vec(), node.clone());
+        src.insert(old.to_vec(), other.clone());
+        drop(src);
+        drop(dst);
+        if node.is_dir() != other.is_dir() {
+            let (gain, lose) = if node.is_dir() {
+                (to, from)
+            } else {
+                (from, to)
+            };
+            lock(&gain.meta).nlink += 1;
+            lock(&lose.meta).nlink -= 1;
+        }
+    } else {
+        if let Some(e) = &existing {
+            check_replace(&node, e, flags)?;
+        }
+        src.remove(old);
+        dst.insert(new.to_vec(), node.clone());
+        drop(src);
+        drop(dst);
+        if node.is_dir() {
+            lock(&from.meta).nlink -= 1;
+            if existing.is_none() {
+                lock(&to.meta).nlink += 1;
+            }
+        }
+    }
+    from.touch();
+    to.touch();
+    Ok(())
+}
+
+/// Whether `node` may replace `existing` (and unlinks the latter's count).
+fn check_replace(node: &Arc<MemInode>, existing: &Arc<MemInode>, flags: u32) -> Result<(), Errno> {
+    if flags & 1 != 0 {
+        return Err(Errno::EEXIST);
+    }
+    if Arc::ptr_eq(existing, node) {
+        return Ok(());
+    }
+    match (node.is_dir(), existing.is_dir()) {
+        (true, false) => return Err(Errno::ENOTDIR),
+        (false, true) => return Err(Errno::EISDIR),
+        (true, true) => {
+            if let MemKind::Dir(c) = &existing.kind {
+                if !lock(c).is_empty() {
+                    return Err(Errno::ENOTEMPTY);
+                }
+            }
+        }
+        _ => {}
+    }
+    let mut m = lock(&existing.meta);
+    m.nlink = m
+        .nlink
+        .saturating_sub(if existing.is_dir() { 2 } else { 1 });
+    Ok(())
+}
