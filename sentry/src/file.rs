@@ -37,6 +37,8 @@ pub enum FileKind {
     Epoll(crate::events::Epoll),
     /// a tmpfs file or directory
     Mem(Arc<crate::tmpfs::MemInode>),
+    /// a socket
+    Socket(crate::socket::unix::SocketHandle),
 }
 
 /// What a blocking file operation needs to sleep and to notice signals.
@@ -231,6 +233,7 @@ impl FileDescription {
                 | FileKind::TimerFd(_)
                 | FileKind::SignalFd(_)
                 | FileKind::Epoll(_) => return Err(Errno::EINVAL),
+                FileKind::Socket(_) => return Err(Errno::ENOTCONN),
             };
             total += n as u64;
             pos += n as u64;
@@ -389,6 +392,14 @@ impl FileDescription {
             FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Mem(_) => {
                 POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
             }
+            FileKind::Socket(h) => {
+                let (r, w, hup, rdhup, err) = h.0.readiness();
+                (if r { POLLIN | POLLRDNORM } else { 0 })
+                    | (if w { POLLOUT | POLLWRNORM } else { 0 })
+                    | (if hup { POLLHUP } else { 0 })
+                    | (if rdhup { POLLRDHUP } else { 0 })
+                    | if err { POLLERR } else { 0 }
+            }
         };
         ready & (events | always | POLLNVAL)
     }
@@ -514,6 +525,7 @@ impl FileDescription {
             | FileKind::EventFd(_)
             | FileKind::TimerFd(_)
             | FileKind::SignalFd(_)
+            | FileKind::Socket(_)
             | FileKind::Epoll(_) => Err(Errno::ESPIPE),
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
@@ -549,6 +561,11 @@ impl FileDescription {
         match (&self.kind, &self.location) {
             (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
             (FileKind::Mem(m), _) => Ok(m.stat()),
+            (FileKind::Socket(_), _) => {
+                let mut st = crate::vfs::pipe_stat_like(abi::S_IFSOCK | 0o777);
+                st.ino = self as *const Self as u64 >> 4;
+                Ok(st)
+            }
             (FileKind::Stdio(fd), _) => {
                 Ok(host::to_abi_stat(&host::fstat(Self::stdio_borrow(*fd))?))
             }

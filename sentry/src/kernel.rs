@@ -99,6 +99,8 @@ pub struct Kernel {
     pub timers: Arc<crate::timers::TimerService>,
     /// futex wait queues
     pub futexes: crate::futex::FutexTable,
+    /// abstract Unix socket names
+    pub unix: Arc<crate::socket::unix::Registry>,
 }
 
 /// The sandbox's processes.
@@ -284,6 +286,7 @@ where
         bus: Arc::new(EventBus::default()),
         timers: Default::default(),
         futexes: Default::default(),
+        unix: Default::default(),
     });
     let root = kernel.fs.root();
     let cwd = kernel

@@ -191,6 +191,8 @@ pub enum MemKind {
     Symlink(Vec<u8>),
     /// a FIFO (`mknod S_IFIFO`): one pipe shared by every opener
     Fifo(Arc<crate::pipe::Pipe>),
+    /// a bound Unix socket (or a socket inode nobody listens on)
+    Socket(std::sync::Weak<crate::socket::unix::UnixSocket>),
 }
 
 /// A tmpfs inode.
@@ -249,7 +251,7 @@ impl MemInode {
             MemKind::File(d) => lock(d).len() as i64,
             MemKind::Symlink(t) => t.len() as i64,
             MemKind::Dir(_) => 4096,
-            MemKind::Fifo(_) => 0,
+            MemKind::Fifo(_) | MemKind::Socket(_) => 0,
         };
         Stat {
             dev: self.fs.dev,

@@ -582,12 +582,19 @@ pub fn list_dir(node: &Node, file: Option<&HostFile>) -> Result<Vec<DirEntry>, E
 
 /// `fstat` of a pipe end: a FIFO owned by the caller.
 pub fn pipe_stat(end: &crate::pipe::PipeEnd) -> Stat {
+    let mut st = pipe_stat_like(abi::S_IFIFO | 0o600);
+    st.ino = std::sync::Arc::as_ptr(&end.pipe) as u64 >> 4;
+    st
+}
+
+/// `fstat` of an anonymous object (pipe, socket) with `mode`.
+pub fn pipe_stat_like(mode: u32) -> Stat {
     let (uid, gid) = host::ids();
     Stat {
         dev: SYNTH_DEV + 1,
-        ino: std::sync::Arc::as_ptr(&end.pipe) as u64 >> 4,
+        ino: 0,
         nlink: 1,
-        mode: abi::S_IFIFO | 0o600,
+        mode,
         uid,
         gid,
         pad0: 0,

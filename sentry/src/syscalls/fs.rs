@@ -24,6 +24,16 @@ fn guest_buf(task: &Task, addr: u64, len: u64, write: bool) -> Result<Vec<GuestS
     task.mm().slices(addr, len.min(MAX_RW_COUNT), write)
 }
 
+/// The guest buffers of an iovec array (`EFAULT`, `EINVAL` as readv(2)).
+pub fn iovecs_pub(
+    task: &Task,
+    addr: u64,
+    count: u64,
+    write: bool,
+) -> Result<Vec<GuestSlice>, Errno> {
+    iovecs(task, addr, count, write)
+}
+
 fn iovecs(task: &Task, addr: u64, count: u64, write: bool) -> Result<Vec<GuestSlice>, Errno> {
     if count > UIO_MAXIOV {
         return Err(Errno::EINVAL);
@@ -52,8 +62,27 @@ fn iovecs(task: &Task, addr: u64, count: u64, write: bool) -> Result<Vec<GuestSl
     Ok(out)
 }
 
+/// Reads from a socket into guest buffers.
+fn socket_read(task: &Task, file: &FileDescription, bufs: &[GuestSlice]) -> Result<u64, Errno> {
+    let max: usize = bufs.iter().map(|b| b.len).sum();
+    let data = super::socket::read_socket(task, file, max)?;
+    Ok(crate::file::copy_to_slices(bufs, &data))
+}
+
+/// Writes guest buffers to a socket.
+fn socket_write(task: &Task, file: &FileDescription, bufs: &[GuestSlice]) -> Result<u64, Errno> {
+    let len: usize = bufs.iter().map(|b| b.len).sum();
+    let mut data = vec![0u8; len];
+    crate::file::copy_from_slices(bufs, &mut data);
+    super::socket::write_socket(task, file, &data)
+}
+
 pub fn sys_read(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
+    if matches!(file.kind, FileKind::Socket(_)) {
+        let bufs = guest_buf(task, a[1], a[2], true)?;
+        return socket_read(task, &file, &bufs);
+    }
     if a[2] == 0 {
         return Ok(0);
     }
@@ -76,6 +105,10 @@ fn sigpipe(task: &Task, r: Result<u64, Errno>) -> Result<u64, Errno> {
 
 pub fn sys_write(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
+    if matches!(file.kind, FileKind::Socket(_)) {
+        let bufs = guest_buf(task, a[1], a[2], false)?;
+        return socket_write(task, &file, &bufs);
+    }
     if a[2] == 0 {
         return Ok(0);
     }
@@ -182,11 +215,19 @@ pub fn sys_pwrite64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
+    if matches!(file.kind, FileKind::Socket(_)) {
+        let bufs = iovecs(task, a[1], a[2], true)?;
+        return socket_read(task, &file, &bufs);
+    }
     file.read(task.blocker(), &iovecs(task, a[1], a[2], true)?, None)
 }
 
 pub fn sys_writev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
+    if matches!(file.kind, FileKind::Socket(_)) {
+        let bufs = iovecs(task, a[1], a[2], false)?;
+        return socket_write(task, &file, &bufs);
+    }
     let r = file.write(task.blocker(), &iovecs(task, a[1], a[2], false)?, None);
     sigpipe(task, r)
 }

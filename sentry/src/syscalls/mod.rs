@@ -8,6 +8,7 @@ mod mm;
 mod poll;
 mod process;
 mod signal;
+mod socket;
 mod time;
 
 use std::sync::LazyLock;
@@ -48,6 +49,22 @@ use Support::{Full, Partial};
 
 /// Implemented system calls.
 const IMPLEMENTED: &[(u64, Handler, Support)] = &[
+    (nr::SOCKET, socket::sys_socket, Partial),
+    (nr::SOCKETPAIR, socket::sys_socketpair, Full),
+    (nr::BIND, socket::sys_bind, Partial),
+    (nr::LISTEN, socket::sys_listen, Partial),
+    (nr::ACCEPT, socket::sys_accept, Partial),
+    (nr::ACCEPT4, socket::sys_accept4, Partial),
+    (nr::CONNECT, socket::sys_connect, Partial),
+    (nr::GETSOCKNAME, socket::sys_getsockname, Partial),
+    (nr::GETPEERNAME, socket::sys_getpeername, Partial),
+    (nr::SHUTDOWN, socket::sys_shutdown, Partial),
+    (nr::SENDTO, socket::sys_sendto, Partial),
+    (nr::RECVFROM, socket::sys_recvfrom, Partial),
+    (nr::SENDMSG, socket::sys_sendmsg, Partial),
+    (nr::RECVMSG, socket::sys_recvmsg, Partial),
+    (nr::SETSOCKOPT, socket::sys_setsockopt, Partial),
+    (nr::GETSOCKOPT, socket::sys_getsockopt, Partial),
     (nr::EVENTFD, events::sys_eventfd, Full),
     (nr::EVENTFD2, events::sys_eventfd2, Full),
     (nr::TIMERFD_CREATE, events::sys_timerfd_create, Full),

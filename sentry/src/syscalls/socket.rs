@@ -1,0 +1,703 @@
+//! Socket calls. `AF_UNIX` is implemented in the Sentry; other families are
+//! refused until the netstack is wired in.
+
+use std::sync::Arc;
+
+use abi::{Errno, OpenFlags};
+
+use crate::file::{copy_from_slices, copy_to_slices, FdEntry, FileDescription, FileKind};
+use crate::socket::unix::{Creds, SockType, SocketHandle, UnixAddr, UnixSocket, SCM_MAX_FD};
+use crate::task::Task;
+use crate::tmpfs::MemKind;
+use crate::vfs::{Lookup, Node};
+
+const AF_UNIX: u64 = 1;
+const SOCK_STREAM: u64 = 1;
+const SOCK_DGRAM: u64 = 2;
+const SOCK_SEQPACKET: u64 = 5;
+const SOCK_NONBLOCK: u64 = 0o4000;
+const SOCK_CLOEXEC: u64 = 0o2000000;
+const SOL_SOCKET: i32 = 1;
+const SCM_RIGHTS: i32 = 1;
+const SCM_CREDENTIALS: i32 = 2;
+const MSG_PEEK: u64 = 2;
+const MSG_TRUNC: u64 = 0x20;
+const MSG_CTRUNC: u32 = 0x8;
+const MSG_DONTWAIT: u64 = 0x40;
+const MSG_WAITALL: u64 = 0x100;
+const MSG_NOSIGNAL: u64 = 0x4000;
+const MSG_CMSG_CLOEXEC: u64 = 0x4000_0000;
+/// `sizeof(struct sockaddr_un)`.
+const SUN_LEN: usize = 110;
+
+fn creds(task: &Task) -> Creds {
+    Creds {
+        pid: task.pid(),
+        uid: task.ids.0,
+        gid: task.ids.1,
+    }
+}
+
+fn kind_arg(ty: u64) -> Result<SockType, Errno> {
+    match ty & 0xf {
+        SOCK_STREAM => Ok(SockType::Stream),
+        SOCK_DGRAM => Ok(SockType::Dgram),
+        SOCK_SEQPACKET => Ok(SockType::SeqPacket),
+        _ => Err(Errno::ESOCKTNOSUPPORT),
+    }
+}
+
+fn install(task: &mut Task, sock: Arc<UnixSocket>, flags: u64) -> Result<i64, Errno> {
+    if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let status = OpenFlags::RDWR.bits()
+        | if flags & SOCK_NONBLOCK != 0 {
+            OpenFlags::NONBLOCK.bits()
+        } else {
+            0
+        };
+    let file = FileDescription::new(FileKind::Socket(SocketHandle(sock)), None, status);
+    let limit = task.nofile();
+    task.fds().insert_from(
+        0,
+        FdEntry {
+            file,
+            cloexec: flags & SOCK_CLOEXEC != 0,
+        },
+        limit,
+    )
+}
+
+pub fn sys_socket(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (family, ty, proto) = (a[0] as i32 as i64, a[1], a[2] as i32);
+    if family != AF_UNIX as i64 {
+        // AF_INET/AF_INET6 arrive with the netstack; packet and raw
+        // sockets are never offered.
+        tracing::debug!("socket family {family} refused");
+        return Err(Errno::EAFNOSUPPORT);
+    }
+    let kind = kind_arg(ty)?;
+    if proto != 0 {
+        return Err(Errno::EPROTONOSUPPORT);
+    }
+    let sock = UnixSocket::new(kind, task.kernel.bus.clone(), task.kernel.unix.clone());
+    install(task, sock, ty & !0xf).map(|fd| fd as u64)
+}
+
+pub fn sys_socketpair(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[0] != AF_UNIX {
+        return Err(if a[0] == 2 || a[0] == 10 {
+            Errno::EOPNOTSUPP
+        } else {
+            Errno::EAFNOSUPPORT
+        });
+    }
+    let kind = kind_arg(a[1])?;
+    if a[2] as i32 != 0 {
+        return Err(Errno::EPROTONOSUPPORT);
+    }
+    task.mm().slices(a[3], 8, true)?;
+    let (x, y) = UnixSocket::pair(
+        kind,
+        task.kernel.bus.clone(),
+        task.kernel.unix.clone(),
+        creds(task),
+    );
+    let fx = install(task, x, a[1] & !0xf)?;
+    let fy = match install(task, y, a[1] & !0xf) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = task.fds().remove(fx);
+            return Err(e);
+        }
+    };
+    task.mm().write_obj(a[3], &[fx as i32, fy as i32])?;
+    Ok(0)
+}
+
+fn socket_of(task: &Task, fd: u64) -> Result<(Arc<FileDescription>, Arc<UnixSocket>), Errno> {
+    let file = task.fds().file(fd as i32 as i64)?;
+    let sock = match &file.kind {
+        FileKind::Socket(h) => h.0.clone(),
+        _ => return Err(Errno::ENOTSOCK),
+    };
+    Ok((file, sock))
+}
+
+/// Parses a `sockaddr_un`.
+fn read_addr(task: &Task, addr: u64, len: u64) -> Result<UnixAddr, Errno> {
+    if len < 2 || len as usize > SUN_LEN {
+        return Err(Errno::EINVAL);
+    }
+    let mut raw = vec![0u8; len as usize];
+    task.mm().copy_in(addr, &mut raw)?;
+    if u16::from_ne_bytes([raw[0], raw[1]]) != AF_UNIX as u16 {
+        return Err(Errno::EINVAL);
+    }
+    let path = &raw[2..];
+    Ok(if path.is_empty() {
+        UnixAddr::Unnamed
+    } else if path[0] == 0 {
+        UnixAddr::Abstract(path[1..].to_vec())
+    } else {
+        let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+        UnixAddr::Path(path[..end].to_vec())
+    })
+}
+
+/// Writes a `sockaddr_un` to `addr` with its length at `len_addr`
+/// (truncated to the caller's buffer, full length reported).
+fn write_addr(task: &Task, addr: u64, len_addr: u64, a: &UnixAddr) -> Result<(), Errno> {
+    if addr == 0 {
+        return Ok(());
+    }
+    let mut raw = (AF_UNIX as u16).to_ne_bytes().to_vec();
+    match a {
+        UnixAddr::Unnamed => {}
+        UnixAddr::Path(p) => {
+            raw.extend_from_slice(p);
+            raw.push(0);
+        }
+        UnixAddr::Abstract(n) => {
+            raw.push(0);
+            raw.extend_from_slice(n);
+        }
+    }
+    let have: u32 = task.mm().read_obj(len_addr)?;
+    if (have as i32) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let n = raw.len().min(have as usize);
+    task.mm().copy_out(addr, &raw[..n])?;
+    task.mm().write_obj(len_addr, &(raw.len() as u32))
+}
+
+/// The socket bound at `addr`, for `connect` and `sendto`.
+fn lookup(task: &Task, addr: &UnixAddr) -> Result<Arc<UnixSocket>, Errno> {
+    match addr {
+        UnixAddr::Unnamed => Err(Errno::EINVAL),
+        UnixAddr::Abstract(n) => task.kernel.unix.lookup(n).ok_or(Errno::ECONNREFUSED),
+        UnixAddr::Path(p) => {
+            let loc = task.kernel.fs.resolve(&task.cwd(), p, true)?;
+            match loc.node() {
+                Node::Mem(m) => match &m.kind {
+                    MemKind::Socket(w) => w.upgrade().ok_or(Errno::ECONNREFUSED),
+                    _ => Err(Errno::ECONNREFUSED),
+                },
+                _ => Err(Errno::ECONNREFUSED),
+            }
+        }
+    }
+}
+
+pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (_, sock) = socket_of(task, a[0])?;
+    let addr = read_addr(task, a[1], a[2])?;
+    if let UnixAddr::Path(p) = &addr {
+        if sock.state().addr != UnixAddr::Unnamed {
+            return Err(Errno::EINVAL);
+        }
+        // A pathname socket is an inode in the file system.
+        let start = super::dir_arg(task, abi::AT_FDCWD as u64, p)?;
+        let parent = match task.kernel.fs.walk(&start, p, false)? {
+            Lookup::Found(_) => return Err(Errno::EADDRINUSE),
+            Lookup::Missing { parent } => parent,
+        };
+        let Some(dir) = parent.node().mem() else {
+            return Err(Errno::EROFS);
+        };
+        let name = p
+            .split(|&b| b == b'/')
+            .rfind(|c| !c.is_empty())
+            .ok_or(Errno::EINVAL)?
+            .to_vec();
+        let mode = abi::S_IFSOCK | (0o777 & !task.fs_ctx().umask);
+        let weak = Arc::downgrade(&sock);
+        dir.create(&name, mode, task.ids, || MemKind::Socket(weak))
+            .map_err(|e| {
+                if e == Errno::EEXIST {
+                    Errno::EADDRINUSE
+                } else {
+                    e
+                }
+            })?;
+    }
+    sock.bind(addr).map(|_| 0)
+}
+
+pub fn sys_listen(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (_, sock) = socket_of(task, a[0])?;
+    sock.listen(a[1] as i32).map(|()| 0)
+}
+
+fn nonblocking(file: &FileDescription, flags: u64) -> bool {
+    file.flags() & OpenFlags::NONBLOCK.bits() != 0 || flags & MSG_DONTWAIT != 0
+}
+
+pub fn sys_connect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (file, sock) = socket_of(task, a[0])?;
+    let addr = read_addr(task, a[1], a[2])?;
+    let target = lookup(task, &addr)?;
+    if sock.kind == SockType::Dgram {
+        return sock.connect_dgram(&target).map(|()| 0);
+    }
+    let me = creds(task);
+    let blk = task.blocker();
+    let nonblock = nonblocking(&file, 0);
+    blk.block_on(
+        nonblock,
+        || Ok(sock.connect_to(&target, me, me)?.then_some(())),
+        || {
+            target
+                .state()
+                .listening
+                .as_ref()
+                .is_none_or(|(b, q)| q.len() <= *b)
+        },
+    )
+    .map_err(|e| if e == Errno::EAGAIN { Errno::EAGAIN } else { e })?;
+    Ok(0)
+}
+
+fn accept(task: &mut Task, fd: u64, addr: u64, len_addr: u64, flags: u64) -> Result<u64, Errno> {
+    let (file, sock) = socket_of(task, fd)?;
+    if sock.kind == SockType::Dgram {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let blk = task.blocker();
+    let conn = blk.block_on(
+        nonblocking(&file, 0),
+        || sock.accept(),
+        || sock.readiness().0,
+    )?;
+    let peer_addr = conn.state().peer_addr.clone();
+    let peer_addr = if peer_addr == UnixAddr::Unnamed {
+        conn.state()
+            .peer
+            .as_ref()
+            .and_then(std::sync::Weak::upgrade)
+            .map_or(UnixAddr::Unnamed, |p| p.state().addr.clone())
+    } else {
+        UnixAddr::Unnamed
+    };
+    let fd = install(task, conn, flags)?;
+    if addr != 0 {
+        write_addr(task, addr, len_addr, &peer_addr)?;
+    }
+    Ok(fd as u64)
+}
+
+pub fn sys_accept(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    accept(task, a[0], a[1], a[2], 0)
+}
+
+pub fn sys_accept4(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    accept(task, a[0], a[1], a[2], a[3])
+}
+
+pub fn sys_getsockname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (_, sock) = socket_of(task, a[0])?;
+    let addr = sock.state().addr.clone();
+    write_addr(task, a[1], a[2], &addr).map(|()| 0)
+}
+
+pub fn sys_getpeername(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (_, sock) = socket_of(task, a[0])?;
+    let (peer, saved) = {
+        let st = sock.state();
+        (
+            st.peer.as_ref().and_then(std::sync::Weak::upgrade),
+            st.peer_addr.clone(),
+        )
+    };
+    let Some(peer) = peer else {
+        return Err(Errno::ENOTCONN);
+    };
+    let addr = if saved == UnixAddr::Unnamed {
+        peer.state().addr.clone()
+    } else {
+        saved
+    };
+    write_addr(task, a[1], a[2], &addr).map(|()| 0)
+}
+
+pub fn sys_shutdown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (_, sock) = socket_of(task, a[0])?;
+    sock.shutdown(a[1] as i32).map(|()| 0)
+}
+
+/// Sends `data` (with `rights`) honouring blocking rules; stream sends
+/// loop until everything is queued.
+fn send(
+    task: &Task,
+    file: &FileDescription,
+    sock: &Arc<UnixSocket>,
+    data: &[u8],
+    mut rights: Vec<Arc<FileDescription>>,
+    flags: u64,
+    to: Option<Arc<UnixSocket>>,
+) -> Result<u64, Errno> {
+    let me = creds(task);
+    let blk = task.blocker();
+    let nonblock = nonblocking(file, flags);
+    let ready = || {
+        let (_, w, hup, _, _) = sock.readiness();
+        w || hup || to.is_some()
+    };
+    let mut done = 0usize;
+    loop {
+        let r = blk.block_on(
+            nonblock,
+            || sock.send(&data[done..], std::mem::take(&mut rights), me, to.clone()),
+            ready,
+        );
+        match r {
+            Ok(n) => {
+                done += n;
+                if done >= data.len() || sock.kind != SockType::Stream {
+                    return Ok(done as u64);
+                }
+            }
+            Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => return Ok(done as u64),
+            Err(Errno::EPIPE) => {
+                if flags & MSG_NOSIGNAL == 0 {
+                    let sig = abi::signal::SIGPIPE;
+                    task.thread.send_signal(
+                        &task.kernel,
+                        sig,
+                        crate::task::user_info(sig, 0, 0, crate::task::si::KERNEL),
+                    );
+                }
+                return Err(Errno::EPIPE);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Writes on a socket descriptor (`write`, `writev`).
+pub fn write_socket(task: &Task, file: &FileDescription, data: &[u8]) -> Result<u64, Errno> {
+    let FileKind::Socket(h) = &file.kind else {
+        return Err(Errno::ENOTSOCK);
+    };
+    send(task, file, &h.0, data, Vec::new(), 0, None)
+}
+
+/// Reads on a socket descriptor (`read`, `readv`).
+pub fn read_socket(task: &Task, file: &FileDescription, max: usize) -> Result<Vec<u8>, Errno> {
+    let FileKind::Socket(h) = &file.kind else {
+        return Err(Errno::ENOTSOCK);
+    };
+    let r = recv(task, file, &h.0, max, 0)?;
+    Ok(r.data)
+}
+
+fn recv(
+    task: &Task,
+    file: &FileDescription,
+    sock: &Arc<UnixSocket>,
+    max: usize,
+    flags: u64,
+) -> Result<crate::socket::unix::Received, Errno> {
+    let blk = task.blocker();
+    let peek = flags & MSG_PEEK != 0;
+    let mut first = blk.block_on(
+        nonblocking(file, flags),
+        || sock.recv(max, peek, 0),
+        || sock.readiness().0,
+    )?;
+    // MSG_WAITALL on a stream: keep reading until full or end of file.
+    if flags & MSG_WAITALL != 0 && !peek && sock.kind == SockType::Stream {
+        while first.data.len() < max && !first.data.is_empty() {
+            match blk.block_on(
+                false,
+                || sock.recv(max - first.data.len(), false, 0),
+                || sock.readiness().0,
+            ) {
+                Ok(more) if !more.data.is_empty() => first.data.extend(more.data),
+                _ => break,
+            }
+        }
+        first.full_len = first.data.len();
+    }
+    Ok(first)
+}
+
+/// `struct msghdr`.
+struct MsgHdr {
+    name: u64,
+    namelen: u32,
+    iov: u64,
+    iovlen: u64,
+    control: u64,
+    controllen: u64,
+}
+
+fn read_msghdr(task: &Task, addr: u64) -> Result<MsgHdr, Errno> {
+    let w: [u64; 7] = task.mm().read_obj(addr)?;
+    Ok(MsgHdr {
+        name: w[0],
+        namelen: w[1] as u32,
+        iov: w[2],
+        iovlen: w[3],
+        control: w[4],
+        controllen: w[5],
+    })
+}
+
+fn gather(task: &Task, iov: u64, iovlen: u64) -> Result<Vec<u8>, Errno> {
+    let slices = super::fs::iovecs_pub(task, iov, iovlen, false)?;
+    let len: usize = slices.iter().map(|s| s.len).sum();
+    let mut data = vec![0u8; len];
+    copy_from_slices(&slices, &mut data);
+    Ok(data)
+}
+
+/// Parses `SCM_RIGHTS` control messages into descriptions.
+fn read_rights(task: &Task, control: u64, len: u64) -> Result<Vec<Arc<FileDescription>>, Errno> {
+    let mut out = Vec::new();
+    if control == 0 || len == 0 {
+        return Ok(out);
+    }
+    if len > 65536 {
+        return Err(Errno::ENOBUFS);
+    }
+    let mut raw = vec![0u8; len as usize];
+    task.mm().copy_in(control, &mut raw)?;
+    let mut at = 0usize;
+    while at + 16 <= raw.len() {
+        let clen =
+            u64::from_ne_bytes(raw[at..at + 8].try_into().map_err(|_| Errno::EINVAL)?) as usize;
+        let level = i32::from_ne_bytes(raw[at + 8..at + 12].try_into().map_err(|_| Errno::EINVAL)?);
+        let ty = i32::from_ne_bytes(
+            raw[at + 12..at + 16]
+                .try_into()
+                .map_err(|_| Errno::EINVAL)?,
+        );
+        if clen < 16 || at + clen > raw.len() {
+            return Err(Errno::EINVAL);
+        }
+        if level == SOL_SOCKET && ty == SCM_RIGHTS {
+            for c in raw[at + 16..at + clen].chunks_exact(4) {
+                let fd = i32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+                out.push(task.fds().file(fd.into())?);
+                if out.len() > SCM_MAX_FD {
+                    return Err(Errno::EINVAL);
+                }
+            }
+        } else if level != SOL_SOCKET || ty != SCM_CREDENTIALS {
+            return Err(Errno::EINVAL);
+        }
+        at += (clen + 7) & !7;
+    }
+    Ok(out)
+}
+
+fn do_sendmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Errno> {
+    let (file, sock) = socket_of(task, fd)?;
+    let h = read_msghdr(task, msg)?;
+    let data = gather(task, h.iov, h.iovlen)?;
+    let rights = read_rights(task, h.control, h.controllen)?;
+    let to = if h.name != 0 && h.namelen != 0 {
+        let addr = read_addr(task, h.name, u64::from(h.namelen))?;
+        if sock.kind != SockType::Dgram {
+            if sock.state().peer.is_some() {
+                return Err(Errno::EISCONN);
+            }
+            return Err(Errno::EOPNOTSUPP);
+        }
+        Some(lookup(task, &addr)?)
+    } else {
+        None
+    };
+    send(task, &file, &sock, &data, rights, flags, to)
+}
+
+pub fn sys_sendmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    do_sendmsg(task, a[0], a[1], a[2])
+}
+
+pub fn sys_sendto(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (file, sock) = socket_of(task, a[0])?;
+    let slices = task.mm().slices(a[1], a[2], false)?;
+    let mut data = vec![0u8; a[2] as usize];
+    copy_from_slices(&slices, &mut data);
+    let to = if a[4] != 0 && sock.kind == SockType::Dgram {
+        let addr = read_addr(task, a[4], a[5])?;
+        Some(lookup(task, &addr)?)
+    } else {
+        None
+    };
+    send(task, &file, &sock, &data, Vec::new(), a[3], to)
+}
+
+fn do_recvmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Errno> {
+    let (file, sock) = socket_of(task, fd)?;
+    let h = read_msghdr(task, msg)?;
+    let slices = super::fs::iovecs_pub(task, h.iov, h.iovlen, true)?;
+    let max: usize = slices.iter().map(|s| s.len).sum();
+    let r = recv(task, &file, &sock, max, flags)?;
+    copy_to_slices(&slices, &r.data);
+    let mut out_flags = 0u32;
+    if r.full_len > r.data.len() {
+        out_flags |= MSG_TRUNC as u32;
+    }
+    // Control messages: credentials (SO_PASSCRED), then descriptors.
+    let mut control = Vec::new();
+    let passcred = sock.state().passcred;
+    if passcred {
+        let c = r.creds.unwrap_or_default();
+        control.extend_from_slice(&28u64.to_ne_bytes());
+        control.extend_from_slice(&SOL_SOCKET.to_ne_bytes());
+        control.extend_from_slice(&SCM_CREDENTIALS.to_ne_bytes());
+        control.extend_from_slice(&c.pid.to_ne_bytes());
+        control.extend_from_slice(&c.uid.to_ne_bytes());
+        control.extend_from_slice(&c.gid.to_ne_bytes());
+        control.extend_from_slice(&[0u8; 4]);
+    }
+    if !r.rights.is_empty() {
+        let room = (h.controllen as usize).saturating_sub(control.len() + 16) / 4;
+        let take = room.min(r.rights.len());
+        if take < r.rights.len() {
+            out_flags |= MSG_CTRUNC;
+        }
+        let limit = task.nofile();
+        let cloexec = flags & MSG_CMSG_CLOEXEC != 0;
+        let mut fds = Vec::new();
+        for f in r.rights.into_iter().take(take) {
+            fds.push(
+                task.fds()
+                    .insert_from(0, FdEntry { file: f, cloexec }, limit)? as i32,
+            );
+        }
+        if !fds.is_empty() {
+            let clen = 16 + 4 * fds.len();
+            control.extend_from_slice(&(clen as u64).to_ne_bytes());
+            control.extend_from_slice(&SOL_SOCKET.to_ne_bytes());
+            control.extend_from_slice(&SCM_RIGHTS.to_ne_bytes());
+            for fd in fds {
+                control.extend_from_slice(&fd.to_ne_bytes());
+            }
+            control.resize((control.len() + 7) & !7, 0);
+        }
+    }
+    let clen = control.len().min(h.controllen as usize);
+    if clen < control.len() {
+        out_flags |= MSG_CTRUNC;
+    }
+    if clen > 0 {
+        task.mm().copy_out(h.control, &control[..clen])?;
+    }
+    task.mm().write_obj(msg + 40, &(clen as u64))?;
+    task.mm().write_obj(msg + 48, &out_flags)?;
+    if h.name != 0 {
+        // msg_namelen is updated in place.
+        let len_addr = msg + 8;
+        write_addr(task, h.name, len_addr, &r.from)?;
+    }
+    Ok(if flags & MSG_TRUNC != 0 {
+        r.full_len
+    } else {
+        r.data.len()
+    } as u64)
+}
+
+pub fn sys_recvmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    do_recvmsg(task, a[0], a[1], a[2])
+}
+
+pub fn sys_recvfrom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (file, sock) = socket_of(task, a[0])?;
+    let slices = task.mm().slices(a[1], a[2], true)?;
+    let r = recv(task, &file, &sock, a[2] as usize, a[3])?;
+    copy_to_slices(&slices, &r.data);
+    if a[4] != 0 {
+        write_addr(task, a[4], a[5], &r.from)?;
+    }
+    Ok(if a[3] & MSG_TRUNC != 0 {
+        r.full_len
+    } else {
+        r.data.len()
+    } as u64)
+}
+
+pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const SO_SNDBUF: u64 = 7;
+    const SO_RCVBUF: u64 = 8;
+    const SO_PASSCRED: u64 = 16;
+    let (_, sock) = socket_of(task, a[0])?;
+    if a[1] as i32 != SOL_SOCKET {
+        return Err(Errno::ENOPROTOOPT);
+    }
+    if a[4] < 4 {
+        return Err(Errno::EINVAL);
+    }
+    let v: i32 = task.mm().read_obj(a[3])?;
+    let mut st = sock.state();
+    match a[2] {
+        SO_PASSCRED => st.passcred = v != 0,
+        // Linux doubles the value and bounds it (socket(7)).
+        SO_RCVBUF => st.rcvbuf = (v.max(1152) as usize * 2).min(4 << 20),
+        SO_SNDBUF => st.sndbuf = (v.max(2304) as usize * 2).min(4 << 20),
+        // Accepted and without effect on Unix sockets.
+        2 | 9 | 10 | 13 | 15 | 20 | 21 => {}
+        _ => return Err(Errno::ENOPROTOOPT),
+    }
+    Ok(0)
+}
+
+pub fn sys_getsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const SO_TYPE: u64 = 3;
+    const SO_ERROR: u64 = 4;
+    const SO_SNDBUF: u64 = 7;
+    const SO_RCVBUF: u64 = 8;
+    const SO_PASSCRED: u64 = 16;
+    const SO_PEERCRED: u64 = 17;
+    const SO_ACCEPTCONN: u64 = 30;
+    const SO_DOMAIN: u64 = 39;
+    let (_, sock) = socket_of(task, a[0])?;
+    if a[1] as i32 != SOL_SOCKET {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let len: u32 = task.mm().read_obj(a[4])?;
+    if (len as i32) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let int = |v: i32| v.to_ne_bytes().to_vec();
+    let val: Vec<u8> = {
+        let mut st = sock.state();
+        match a[2] {
+            SO_TYPE => int(match sock.kind {
+                SockType::Stream => 1,
+                SockType::Dgram => 2,
+                SockType::SeqPacket => 5,
+            }),
+            SO_ERROR => int(st.error.take().map_or(0, |e| e.0)),
+            SO_SNDBUF => int(st.sndbuf as i32),
+            SO_RCVBUF => int(st.rcvbuf as i32),
+            SO_PASSCRED => int(i32::from(st.passcred)),
+            SO_ACCEPTCONN => int(i32::from(st.listening.is_some())),
+            SO_DOMAIN => int(AF_UNIX as i32),
+            SO_PEERCRED => {
+                let c = st.peer_creds.unwrap_or(Creds {
+                    pid: 0,
+                    uid: u32::MAX,
+                    gid: u32::MAX,
+                });
+                let mut v = c.pid.to_ne_bytes().to_vec();
+                v.extend_from_slice(&c.uid.to_ne_bytes());
+                v.extend_from_slice(&c.gid.to_ne_bytes());
+                v
+            }
+            _ => return Err(Errno::ENOPROTOOPT),
+        }
+    };
+    let n = val.len().min(len as usize);
+    task.mm().copy_out(a[3], &val[..n])?;
+    task.mm().write_obj(a[4], &(n as u32))?;
+    Ok(0)
+}
