@@ -1,0 +1,322 @@
+//! The Sentry's side of the protocol: typed calls, one request in flight at a
+//! time per connection.
+//!
+//! Every failure is an [`Errno`]: the server's own, or EIO when the
+//! connection broke or the server answered nonsense (after which the client
+//! stays broken: a stream that lost its framing cannot be trusted again).
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Mutex;
+
+use abi::Errno;
+
+use crate::proto::{self, Dirent, Handle, Header, Node, Op, Stat, StatFs, Timespec};
+use crate::{server, sys};
+
+struct Conn {
+    sock: UnixStream,
+    tag: u16,
+    broken: bool,
+}
+
+/// A connection to a gofer.
+pub struct Client {
+    conn: Mutex<Conn>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").finish_non_exhaustive()
+    }
+}
+
+/// Attributes to change with [`Client::set_stat`]; `None` leaves one as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// permissions
+    pub mode: Option<u32>,
+    /// owner
+    pub uid: Option<u32>,
+    /// group
+    pub gid: Option<u32>,
+    /// size
+    pub size: Option<u64>,
+    /// access time (`nsec` may be `UTIME_NOW`)
+    pub atime: Option<Timespec>,
+    /// modification time (`nsec` may be `UTIME_NOW`)
+    pub mtime: Option<Timespec>,
+}
+
+impl Client {
+    /// Wraps a connected socket.
+    pub fn new(sock: UnixStream) -> Client {
+        Client {
+            conn: Mutex::new(Conn {
+                sock,
+                tag: 0,
+                broken: false,
+            }),
+        }
+    }
+
+    /// Sends one request and waits for its reply, with the donated
+    /// descriptor if the operation carries one.
+    pub fn call<O: Op>(&self, req: &O) -> Result<(O::Reply, Option<OwnedFd>), Errno> {
+        let payload = postcard::to_stdvec(req).map_err(|_| Errno::EINVAL)?;
+        if payload.len() > proto::MAX_PAYLOAD as usize {
+            return Err(Errno::E2BIG);
+        }
+        // A poisoned lock means a caller panicked mid-call: the stream may be
+        // mid-frame, so treat it as broken.
+        let mut conn = self.conn.lock().map_err(|_| Errno::EIO)?;
+        if conn.broken {
+            return Err(Errno::EIO);
+        }
+        match exchange::<O>(&mut conn, &payload) {
+            Ok(answer) => answer,
+            Err(Fatal) => {
+                conn.broken = true;
+                Err(Errno::EIO)
+            }
+        }
+    }
+
+    /// A handle on the root and its attributes.
+    pub fn attach(&self) -> Result<Node, Errno> {
+        Ok(self.call(&proto::Attach {})?.0)
+    }
+
+    /// Looks `names` up from `dir`, one handle per name found. A symlink is
+    /// returned as itself (the walk stops there with `NotDir` if names
+    /// remain); a missing name stops it with `Missing`.
+    pub fn walk(&self, dir: Handle, names: &[&[u8]]) -> Result<proto::WalkReply, Errno> {
+        let names = names.iter().map(|n| n.to_vec()).collect();
+        Ok(self.call(&proto::Walk { dir, names })?.0)
+    }
+
+    /// Like [`Client::walk`] but makes no handles.
+    pub fn walk_stat(&self, dir: Handle, names: &[&[u8]]) -> Result<proto::WalkStatReply, Errno> {
+        let names = names.iter().map(|n| n.to_vec()).collect();
+        Ok(self.call(&proto::WalkStat { dir, names })?.0)
+    }
+
+    /// Opens the file for I/O; the host descriptor is returned.
+    pub fn open(&self, handle: Handle, flags: i32) -> Result<OwnedFd, Errno> {
+        let flags = u32::try_from(flags).map_err(|_| Errno::EINVAL)?;
+        let ((), fd) = self.call(&proto::Open { handle, flags })?;
+        fd.ok_or(Errno::EIO)
+    }
+
+    /// Creates a regular file (exclusively) and opens it.
+    pub fn create(
+        &self,
+        dir: Handle,
+        name: &[u8],
+        flags: i32,
+        mode: u32,
+    ) -> Result<(Node, OwnedFd), Errno> {
+        let flags = u32::try_from(flags).map_err(|_| Errno::EINVAL)?;
+        let (node, fd) = self.call(&proto::Create {
+            dir,
+            name: name.to_vec(),
+            flags,
+            mode,
+        })?;
+        Ok((node, fd.ok_or(Errno::EIO)?))
+    }
+
+    /// Makes a directory.
+    pub fn mkdir(&self, dir: Handle, name: &[u8], mode: u32) -> Result<Node, Errno> {
+        let name = name.to_vec();
+        Ok(self.call(&proto::Mkdir { dir, name, mode })?.0)
+    }
+
+    /// Makes a regular file or FIFO.
+    pub fn mknod(&self, dir: Handle, name: &[u8], mode: u32) -> Result<Node, Errno> {
+        let name = name.to_vec();
+        Ok(self.call(&proto::Mknod { dir, name, mode })?.0)
+    }
+
+    /// Makes a symbolic link `name` → `target`.
+    pub fn symlink(&self, dir: Handle, name: &[u8], target: &[u8]) -> Result<Node, Errno> {
+        let (name, target) = (name.to_vec(), target.to_vec());
+        Ok(self.call(&proto::Symlink { dir, name, target })?.0)
+    }
+
+    /// Makes a hard link `name` to `target`.
+    pub fn link(&self, dir: Handle, name: &[u8], target: Handle) -> Result<Node, Errno> {
+        let name = name.to_vec();
+        Ok(self.call(&proto::Link { dir, name, target })?.0)
+    }
+
+    /// Removes a name (`flags`: 0 or `AT_REMOVEDIR`).
+    pub fn unlink(&self, dir: Handle, name: &[u8], flags: u32) -> Result<(), Errno> {
+        let name = name.to_vec();
+        self.call(&proto::Unlink { dir, name, flags })?;
+        Ok(())
+    }
+
+    /// Renames (`flags`: `RENAME_NOREPLACE`, `RENAME_EXCHANGE`).
+    pub fn rename(
+        &self,
+        old_dir: Handle,
+        old_name: &[u8],
+        new_dir: Handle,
+        new_name: &[u8],
+        flags: u32,
+    ) -> Result<(), Errno> {
+        self.call(&proto::Rename {
+            old_dir,
+            old_name: old_name.to_vec(),
+            new_dir,
+            new_name: new_name.to_vec(),
+            flags,
+        })?;
+        Ok(())
+    }
+
+    /// Reads a symbolic link.
+    pub fn readlink(&self, handle: Handle) -> Result<Vec<u8>, Errno> {
+        Ok(self.call(&proto::Readlink { handle })?.0)
+    }
+
+    /// Reads directory entries from `offset`; an empty list is the end.
+    pub fn getdents(&self, handle: Handle, offset: u64, count: u32) -> Result<Vec<Dirent>, Errno> {
+        Ok(self
+            .call(&proto::Getdents {
+                handle,
+                offset,
+                count,
+            })?
+            .0)
+    }
+
+    /// A file's attributes.
+    pub fn stat(&self, handle: Handle) -> Result<Stat, Errno> {
+        Ok(self.call(&proto::GetStat { handle })?.0)
+    }
+
+    /// Changes attributes.
+    pub fn set_stat(&self, handle: Handle, attr: &SetAttr) -> Result<(), Errno> {
+        use proto::setstat as m;
+        let mut mask = 0;
+        let mut bit = |set: bool, b: u32| {
+            if set {
+                mask |= b;
+            }
+        };
+        bit(attr.mode.is_some(), m::MODE);
+        bit(attr.uid.is_some(), m::UID);
+        bit(attr.gid.is_some(), m::GID);
+        bit(attr.size.is_some(), m::SIZE);
+        bit(attr.atime.is_some(), m::ATIME);
+        bit(attr.mtime.is_some(), m::MTIME);
+        self.call(&proto::SetStat {
+            handle,
+            mask,
+            mode: attr.mode.unwrap_or(0),
+            uid: attr.uid.unwrap_or(0),
+            gid: attr.gid.unwrap_or(0),
+            size: attr.size.unwrap_or(0),
+            atime: attr.atime.unwrap_or_default(),
+            mtime: attr.mtime.unwrap_or_default(),
+        })?;
+        Ok(())
+    }
+
+    /// File system attributes.
+    pub fn statfs(&self, handle: Handle) -> Result<StatFs, Errno> {
+        Ok(self.call(&proto::GetStatFs { handle })?.0)
+    }
+
+    /// Flushes a file or directory.
+    pub fn fsync(&self, handle: Handle) -> Result<(), Errno> {
+        self.call(&proto::Fsync { handle })?;
+        Ok(())
+    }
+
+    /// Reads an extended attribute (`user.` only).
+    pub fn get_xattr(&self, handle: Handle, name: &[u8]) -> Result<Vec<u8>, Errno> {
+        let name = name.to_vec();
+        Ok(self.call(&proto::GetXattr { handle, name })?.0)
+    }
+
+    /// Sets an extended attribute.
+    pub fn set_xattr(
+        &self,
+        handle: Handle,
+        name: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> Result<(), Errno> {
+        self.call(&proto::SetXattr {
+            handle,
+            name: name.to_vec(),
+            value: value.to_vec(),
+            flags,
+        })?;
+        Ok(())
+    }
+
+    /// Lists extended attribute names.
+    pub fn list_xattr(&self, handle: Handle) -> Result<Vec<Vec<u8>>, Errno> {
+        Ok(self.call(&proto::ListXattr { handle })?.0)
+    }
+
+    /// Removes an extended attribute.
+    pub fn remove_xattr(&self, handle: Handle, name: &[u8]) -> Result<(), Errno> {
+        let name = name.to_vec();
+        self.call(&proto::RemoveXattr { handle, name })?;
+        Ok(())
+    }
+
+    /// Releases a handle.
+    pub fn close(&self, handle: Handle) -> Result<(), Errno> {
+        self.call(&proto::Close { handle })?;
+        Ok(())
+    }
+}
+
+/// The connection can no longer be used.
+struct Fatal;
+
+type Answer<O> = Result<(<O as Op>::Reply, Option<OwnedFd>), Errno>;
+
+fn exchange<O: Op>(conn: &mut Conn, payload: &[u8]) -> Result<Answer<O>, Fatal> {
+    conn.tag = conn.tag.wrapping_add(1);
+    let tag = conn.tag;
+    let sock = conn.sock.as_fd();
+    server::send_frame(sock, O::KIND, tag, payload, None).map_err(|_| Fatal)?;
+    let mut fds = Vec::new();
+    let mut hdr = [0u8; proto::HEADER_LEN];
+    match sys::recv_exact(sock, &mut hdr, &mut fds) {
+        Ok(true) => {}
+        _ => return Err(Fatal),
+    }
+    let h = Header::decode(&hdr);
+    if h.tag != tag || h.len > proto::MAX_PAYLOAD {
+        return Err(Fatal);
+    }
+    let mut body = vec![0u8; h.len as usize];
+    if h.len > 0 && !matches!(sys::recv_exact(sock, &mut body, &mut fds), Ok(true)) {
+        return Err(Fatal);
+    }
+    if h.kind == proto::KIND_ERROR {
+        return Ok(Err(match proto::decode_exact::<i32>(&body) {
+            Ok(e) if e > 0 => Errno(e),
+            _ => Errno::EIO,
+        }));
+    }
+    if h.kind != O::KIND | proto::REPLY_BIT {
+        return Err(Fatal);
+    }
+    let reply = proto::decode_exact::<O::Reply>(&body).map_err(|_| Fatal)?;
+    // Any descriptor beyond the one expected is closed here.
+    let fd = if O::DONATES_FD {
+        fds.into_iter().next()
+    } else {
+        None
+    };
+    Ok(Ok((reply, fd)))
+}

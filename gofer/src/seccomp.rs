@@ -1,0 +1,515 @@
+//! Seccomp allow-lists as data, and a small compiler from them to classic
+//! BPF.
+//!
+//! A [`Policy`] is a list of [`Rule`]s (a syscall number, argument checks and
+//! the action taken when they hold) and a default action. The compiled
+//! program first kills any call not made with the x86-64 ABI (an x32 or i386
+//! syscall number would otherwise name a different call), then tries the
+//! rules in order. [`evaluate`] runs a program in user space, so policies are
+//! tested without installing them.
+
+use abi::Errno;
+
+/// What the kernel does with a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// let it through
+    Allow,
+    /// fail it with this errno (used where a fallback exists)
+    Errno(i32),
+    /// kill the whole process: a call nobody planned for is a bug or an
+    /// attack, and the gofer must fail loudly
+    KillProcess,
+}
+
+impl Action {
+    /// The `SECCOMP_RET_*` value.
+    pub fn ret(self) -> u32 {
+        match self {
+            Action::Allow => 0x7fff_0000,
+            Action::Errno(e) => 0x0005_0000 | (e as u32 & 0xffff),
+            Action::KillProcess => 0x8000_0000,
+        }
+    }
+}
+
+/// `(args[arg] & mask) == value`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgCheck {
+    /// argument index, 0..6
+    pub arg: u8,
+    /// bits compared
+    pub mask: u64,
+    /// expected value of those bits
+    pub value: u64,
+}
+
+/// One allow-list entry: taken if the number matches and every check holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// x86-64 syscall number
+    pub nr: i64,
+    /// all must hold
+    pub checks: Vec<ArgCheck>,
+    /// what happens then
+    pub action: Action,
+}
+
+impl Rule {
+    /// Allows `nr` whatever its arguments.
+    pub fn allow(nr: i64) -> Rule {
+        Rule {
+            nr,
+            checks: Vec::new(),
+            action: Action::Allow,
+        }
+    }
+
+    /// Allows `nr` when `(args[arg] & mask) == value`.
+    pub fn allow_if(nr: i64, arg: u8, mask: u64, value: u64) -> Rule {
+        Rule {
+            nr,
+            checks: vec![ArgCheck { arg, mask, value }],
+            action: Action::Allow,
+        }
+    }
+}
+
+/// A filter before compilation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// tried in order
+    pub rules: Vec<Rule>,
+    /// for calls no rule matches
+    pub default: Action,
+}
+
+/// A classic BPF instruction (`struct sock_filter`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Insn {
+    /// opcode
+    pub code: u16,
+    /// jump offset if true
+    pub jt: u8,
+    /// jump offset if false
+    pub jf: u8,
+    /// constant
+    pub k: u32,
+}
+
+const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+const AND_K: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
+const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+
+/// `AUDIT_ARCH_X86_64`.
+pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+/// Numbers at or above this are x32 calls.
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+// Offsets in `struct seccomp_data`.
+const OFF_NR: u32 = 0;
+const OFF_ARCH: u32 = 4;
+const OFF_ARGS: u32 = 16;
+/// The kernel's `BPF_MAXINSNS`.
+const MAX_INSNS: usize = 4096;
+
+const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> Insn {
+    Insn { code, jt, jf, k }
+}
+
+/// Why a policy does not compile.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CompileError {
+    /// an argument index over 5
+    #[error("argument index {0} out of range")]
+    BadArg(u8),
+    /// a rule's body is too long for an 8-bit jump
+    #[error("rule for syscall {0} is too long")]
+    RuleTooLong(i64),
+    /// a negative or x32 syscall number
+    #[error("bad syscall number {0}")]
+    BadNr(i64),
+    /// the program exceeds `BPF_MAXINSNS`
+    #[error("program too long")]
+    TooLong,
+}
+
+impl Policy {
+    /// Compiles to classic BPF.
+    pub fn compile(&self) -> Result<Vec<Insn>, CompileError> {
+        let kill = Action::KillProcess.ret();
+        let mut p = vec![
+            insn(LD_ABS, 0, 0, OFF_ARCH),
+            insn(JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+            insn(RET_K, 0, 0, kill),
+            insn(LD_ABS, 0, 0, OFF_NR),
+            insn(JGE_K, 0, 1, X32_SYSCALL_BIT),
+            insn(RET_K, 0, 0, kill),
+        ];
+        for rule in &self.rules {
+            let nr = u32::try_from(rule.nr)
+                .ok()
+                .filter(|&n| n < X32_SYSCALL_BIT)
+                .ok_or(CompileError::BadNr(rule.nr))?;
+            // Body: the argument checks, each of which jumps past the body
+            // on failure, then the action. Built back to front so every jump
+            // knows its distance to the end.
+            let mut body = vec![insn(RET_K, 0, 0, rule.action.ret())];
+            for c in rule.checks.iter().rev() {
+                if c.arg > 5 {
+                    return Err(CompileError::BadArg(c.arg));
+                }
+                let off = OFF_ARGS + 8 * u32::from(c.arg);
+                // Little-endian: low word first.
+                for (half, shift) in [(4, 32), (0, 0)] {
+                    let mask = (c.mask >> shift) as u32;
+                    let value = (c.value >> shift) as u32;
+                    if mask == 0 {
+                        continue;
+                    }
+                    // Distance from after the jump to the end of the body.
+                    let fail =
+                        u8::try_from(body.len()).map_err(|_| CompileError::RuleTooLong(rule.nr))?;
+                    let mut part = vec![insn(LD_ABS, 0, 0, off + half)];
+                    if mask != u32::MAX {
+                        part.push(insn(AND_K, 0, 0, mask));
+                    }
+                    part.push(insn(JEQ_K, 0, fail, value & mask));
+                    part.extend(body);
+                    body = part;
+                }
+            }
+            let skip = u8::try_from(body.len()).map_err(|_| CompileError::RuleTooLong(rule.nr))?;
+            // Every rule reloads the number: argument checks clobber A.
+            p.push(insn(LD_ABS, 0, 0, OFF_NR));
+            p.push(insn(JEQ_K, 0, skip, nr));
+            p.extend(body);
+        }
+        p.push(insn(RET_K, 0, 0, self.default.ret()));
+        if p.len() > MAX_INSNS {
+            return Err(CompileError::TooLong);
+        }
+        Ok(p)
+    }
+
+    /// Compiles and installs the filter on the calling thread (and the
+    /// threads it later creates), setting `no_new_privs` first as the kernel
+    /// requires of an unprivileged caller.
+    pub fn install(&self) -> Result<(), Errno> {
+        let prog = self.compile().map_err(|_| Errno::EINVAL)?;
+        let mut filter: Vec<libc::sock_filter> = prog
+            .iter()
+            .map(|i| libc::sock_filter {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect();
+        let fprog = libc::sock_fprog {
+            len: u16::try_from(filter.len()).map_err(|_| Errno::EINVAL)?,
+            filter: filter.as_mut_ptr(),
+        };
+        crate::sys::set_no_new_privs()?;
+        // SAFETY: `fprog` points at `len` valid instructions, alive for the
+        // call; the kernel copies the program.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &fprog as *const libc::sock_fprog,
+            )
+        };
+        if r < 0 {
+            Err(crate::sys::errno())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A call as the filter sees it (`struct seccomp_data`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SeccompData {
+    /// syscall number
+    pub nr: i32,
+    /// `AUDIT_ARCH_*`
+    pub arch: u32,
+    /// arguments
+    pub args: [u64; 6],
+}
+
+/// Runs a compiled program on one call, as the kernel would, returning the
+/// `SECCOMP_RET_*` value. Only the instructions [`Policy::compile`] emits
+/// are understood; anything else kills.
+pub fn evaluate(prog: &[Insn], d: &SeccompData) -> u32 {
+    let word = |off: u32| -> u32 {
+        match off {
+            OFF_NR => d.nr as u32,
+            OFF_ARCH => d.arch,
+            o if (OFF_ARGS..OFF_ARGS + 48).contains(&o) && o.is_multiple_of(4) => {
+                let i = ((o - OFF_ARGS) / 8) as usize;
+                if (o - OFF_ARGS).is_multiple_of(8) {
+                    d.args[i] as u32
+                } else {
+                    (d.args[i] >> 32) as u32
+                }
+            }
+            _ => 0,
+        }
+    };
+    let mut a = 0u32;
+    let mut pc = 0usize;
+    while let Some(i) = prog.get(pc) {
+        pc += 1;
+        match i.code {
+            LD_ABS => a = word(i.k),
+            AND_K => a &= i.k,
+            JEQ_K => pc += usize::from(if a == i.k { i.jt } else { i.jf }),
+            JGE_K => pc += usize::from(if a >= i.k { i.jt } else { i.jf }),
+            RET_K => return i.k,
+            _ => break,
+        }
+    }
+    Action::KillProcess.ret()
+}
+
+/// The gofer server's allow-list: the file calls of [`crate::server`],
+/// socket I/O on its connection, memory management without `PROT_EXEC`, and
+/// exit. In read-only mode no call that modifies a file is allowed at all,
+/// `openat` only without write access, `O_CREAT` or `O_TRUNC`, and `openat2`
+/// (whose flags a filter cannot see) fails with ENOSYS so the server falls
+/// back to `openat`. `mknodat` can make only regular files and FIFOs.
+pub fn gofer_policy(read_only: bool) -> Policy {
+    use libc::*;
+    const EXEC: u64 = PROT_EXEC as u64;
+    let mut rules = vec![
+        Rule::allow(SYS_recvmsg),
+        Rule::allow(SYS_sendmsg),
+        Rule::allow_if(SYS_write, 0, u64::MAX, 2), // logs to stderr
+        Rule::allow(SYS_close),
+        Rule::allow(SYS_statx),
+        Rule::allow(SYS_fstatfs),
+        Rule::allow(SYS_getdents64),
+        Rule::allow(SYS_lseek),
+        Rule::allow(SYS_readlinkat),
+        Rule::allow(SYS_fgetxattr),
+        Rule::allow(SYS_flistxattr),
+        Rule::allow(SYS_fsync),
+        // F_GETFD: std's descriptor-ownership debug checks.
+        Rule::allow_if(SYS_fcntl, 1, u64::MAX, F_GETFD as u64),
+        Rule::allow_if(SYS_fcntl, 1, u64::MAX, F_GETFL as u64),
+        Rule::allow_if(SYS_fcntl, 1, u64::MAX, F_SETFL as u64),
+        Rule::allow_if(SYS_mmap, 2, EXEC, 0),
+        Rule::allow_if(SYS_mprotect, 2, EXEC, 0),
+        Rule::allow(SYS_munmap),
+        Rule::allow(SYS_mremap),
+        Rule::allow(SYS_madvise),
+        Rule::allow(SYS_brk),
+        Rule::allow(SYS_futex),
+        Rule::allow(SYS_getrandom),
+        Rule::allow(SYS_sched_yield),
+        Rule::allow(SYS_clock_gettime),
+        Rule::allow(SYS_rt_sigreturn),
+        Rule::allow(SYS_rt_sigprocmask),
+        Rule::allow(SYS_sigaltstack),
+        Rule::allow(SYS_exit),
+        Rule::allow(SYS_exit_group),
+    ];
+    if read_only {
+        let forbidden = (O_ACCMODE | O_CREAT | O_TRUNC) as u64;
+        rules.push(Rule::allow_if(SYS_openat, 2, forbidden, 0));
+        rules.push(Rule {
+            nr: SYS_openat2,
+            checks: Vec::new(),
+            action: Action::Errno(ENOSYS),
+        });
+    } else {
+        rules.extend(
+            [
+                SYS_openat,
+                SYS_openat2,
+                SYS_mkdirat,
+                SYS_symlinkat,
+                SYS_linkat,
+                SYS_unlinkat,
+                SYS_renameat2,
+                SYS_fchownat,
+                SYS_fchmodat2,
+                SYS_fchmod,
+                SYS_utimensat,
+                SYS_ftruncate,
+                SYS_fsetxattr,
+                SYS_fremovexattr,
+            ]
+            .map(Rule::allow),
+        );
+        for kind in [S_IFREG, S_IFIFO] {
+            rules.push(Rule::allow_if(
+                SYS_mknodat,
+                2,
+                u64::from(S_IFMT),
+                u64::from(kind),
+            ));
+        }
+    }
+    Policy {
+        rules,
+        default: Action::KillProcess,
+    }
+}
+
+/// The policy of the jail's first process, which only waits for the server
+/// and exits with its status.
+pub fn waiter_policy() -> Policy {
+    use libc::*;
+    Policy {
+        rules: [
+            SYS_wait4,
+            SYS_exit,
+            SYS_exit_group,
+            SYS_rt_sigreturn,
+            SYS_restart_syscall,
+        ]
+        .map(Rule::allow)
+        .to_vec(),
+        default: Action::KillProcess,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(p: &Policy, nr: i64, args: [u64; 6]) -> u32 {
+        let prog = p.compile().expect("compile");
+        evaluate(
+            &prog,
+            &SeccompData {
+                nr: nr as i32,
+                arch: AUDIT_ARCH_X86_64,
+                args,
+            },
+        )
+    }
+
+    const ALLOW: u32 = 0x7fff_0000;
+    const KILL: u32 = 0x8000_0000;
+
+    #[test]
+    fn gofer_policy_allows_file_calls_and_kills_the_rest() {
+        let p = gofer_policy(false);
+        assert_eq!(run(&p, libc::SYS_statx, [0; 6]), ALLOW);
+        assert_eq!(run(&p, libc::SYS_openat2, [0; 6]), ALLOW);
+        for nr in [
+            libc::SYS_execve,
+            libc::SYS_socket,
+            libc::SYS_connect,
+            libc::SYS_ptrace,
+            libc::SYS_open,
+            libc::SYS_mount,
+            libc::SYS_clone,
+            libc::SYS_kill,
+            libc::SYS_ioctl,
+        ] {
+            assert_eq!(run(&p, nr, [0; 6]), KILL, "syscall {nr}");
+        }
+        // Executable memory is refused.
+        let exec = libc::PROT_EXEC as u64;
+        assert_eq!(run(&p, libc::SYS_mmap, [0, 4096, 3, 0, 0, 0]), ALLOW);
+        assert_eq!(run(&p, libc::SYS_mmap, [0, 4096, exec | 1, 0, 0, 0]), KILL);
+        assert_eq!(run(&p, libc::SYS_mprotect, [0, 4096, exec, 0, 0, 0]), KILL);
+        // Only regular files and FIFOs.
+        let m = |t: u32| u64::from(t | 0o644);
+        assert_eq!(
+            run(&p, libc::SYS_mknodat, [0, 0, m(libc::S_IFIFO), 0, 0, 0]),
+            ALLOW
+        );
+        assert_eq!(
+            run(&p, libc::SYS_mknodat, [0, 0, m(libc::S_IFREG), 0, 0, 0]),
+            ALLOW
+        );
+        assert_eq!(
+            run(&p, libc::SYS_mknodat, [0, 0, m(libc::S_IFCHR), 0, 0, 0]),
+            KILL
+        );
+        assert_eq!(
+            run(&p, libc::SYS_mknodat, [0, 0, m(libc::S_IFBLK), 0, 0, 0]),
+            KILL
+        );
+        // Writes only to stderr; fcntl only F_GETFL/F_SETFL.
+        assert_eq!(run(&p, libc::SYS_write, [2, 0, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(run(&p, libc::SYS_write, [1, 0, 0, 0, 0, 0]), KILL);
+        assert_eq!(run(&p, libc::SYS_write, [2 | 1 << 32, 0, 0, 0, 0, 0]), KILL);
+        assert_eq!(
+            run(&p, libc::SYS_fcntl, [3, libc::F_SETFL as u64, 0, 0, 0, 0]),
+            ALLOW
+        );
+        assert_eq!(
+            run(&p, libc::SYS_fcntl, [3, libc::F_SETOWN as u64, 0, 0, 0, 0]),
+            KILL
+        );
+    }
+
+    #[test]
+    fn read_only_policy_refuses_modifications() {
+        let p = gofer_policy(true);
+        let o = |f: i32| [0, 0, f as u64, 0, 0, 0];
+        assert_eq!(
+            run(&p, libc::SYS_openat, o(libc::O_PATH | libc::O_NOFOLLOW)),
+            ALLOW
+        );
+        assert_eq!(
+            run(&p, libc::SYS_openat, o(libc::O_RDONLY | libc::O_DIRECTORY)),
+            ALLOW
+        );
+        assert_eq!(run(&p, libc::SYS_openat, o(libc::O_WRONLY)), KILL);
+        assert_eq!(run(&p, libc::SYS_openat, o(libc::O_RDWR)), KILL);
+        assert_eq!(run(&p, libc::SYS_openat, o(libc::O_CREAT)), KILL);
+        assert_eq!(run(&p, libc::SYS_openat, o(libc::O_TRUNC)), KILL);
+        assert_eq!(
+            run(&p, libc::SYS_openat2, [0; 6]),
+            Action::Errno(libc::ENOSYS).ret()
+        );
+        for nr in [
+            libc::SYS_unlinkat,
+            libc::SYS_renameat2,
+            libc::SYS_mkdirat,
+            libc::SYS_mknodat,
+            libc::SYS_fsetxattr,
+            libc::SYS_ftruncate,
+        ] {
+            assert_eq!(run(&p, nr, [0; 6]), KILL, "syscall {nr}");
+        }
+    }
+
+    #[test]
+    fn foreign_abis_are_killed() {
+        let prog = gofer_policy(false).compile().expect("compile");
+        let mut d = SeccompData {
+            nr: libc::SYS_statx as i32,
+            arch: 0x4000_0003, // AUDIT_ARCH_I386
+            args: [0; 6],
+        };
+        assert_eq!(evaluate(&prog, &d), KILL);
+        d.arch = AUDIT_ARCH_X86_64;
+        d.nr = (X32_SYSCALL_BIT as i32) | libc::SYS_statx as i32;
+        assert_eq!(evaluate(&prog, &d), KILL);
+    }
+
+    #[test]
+    fn compile_rejects_bad_rules() {
+        let p = Policy {
+            rules: vec![Rule::allow_if(1, 6, 1, 1)],
+            default: Action::KillProcess,
+        };
+        assert_eq!(p.compile(), Err(CompileError::BadArg(6)));
+        let p = Policy {
+            rules: vec![Rule::allow(-1)],
+            default: Action::KillProcess,
+        };
+        assert_eq!(p.compile(), Err(CompileError::BadNr(-1)));
+    }
+}
