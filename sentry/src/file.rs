@@ -39,6 +39,8 @@ pub enum FileKind {
     Mem(Arc<crate::tmpfs::MemInode>),
     /// a socket
     Socket(crate::socket::unix::SocketHandle),
+    /// generated, read-only contents (/proc files)
+    Static(Arc<Vec<u8>>),
 }
 
 /// What a blocking file operation needs to sleep and to notice signals.
@@ -188,6 +190,12 @@ impl FileDescription {
         let mut total = 0u64;
         for b in bufs {
             let n = match &self.kind {
+                FileKind::Static(data) => {
+                    let start = (pos as usize).min(data.len());
+                    let n = b.len.min(data.len() - start);
+                    copy_to_slices(std::slice::from_ref(b), &data[start..start + n]);
+                    n
+                }
                 FileKind::Mem(m) => {
                     if m.is_dir() {
                         return Err(Errno::EISDIR);
@@ -241,7 +249,12 @@ impl FileDescription {
                 break;
             }
         }
-        if at.is_none() && matches!(self.kind, FileKind::Host(_) | FileKind::Mem(_)) {
+        if at.is_none()
+            && matches!(
+                self.kind,
+                FileKind::Host(_) | FileKind::Mem(_) | FileKind::Static(_)
+            )
+        {
             *pos_guard = pos;
         }
         Ok(total)
@@ -351,6 +364,7 @@ impl FileDescription {
         use crate::events::poll::*;
         let always = POLLERR | POLLHUP;
         let ready = match &self.kind {
+            FileKind::Static(_) => POLLIN | POLLRDNORM,
             FileKind::Pipe(end) => {
                 let (readable, writable, no_writers, no_readers) = end.pipe.poll_state();
                 if end.reader {
@@ -530,7 +544,7 @@ impl FileDescription {
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),
-            FileKind::Host(_) | FileKind::SynthDir | FileKind::Mem(_) => {
+            FileKind::Host(_) | FileKind::SynthDir | FileKind::Mem(_) | FileKind::Static(_) => {
                 let mut pos = lock(&self.pos);
                 let base: i64 = match whence {
                     0 => 0,
@@ -575,7 +589,10 @@ impl FileDescription {
     }
 
     /// The directory snapshot, taken on first use.
-    pub fn dir_entries(&self) -> Result<std::sync::MutexGuard<'_, Option<Vec<DirEntry>>>, Errno> {
+    pub fn dir_entries(
+        &self,
+        proc: &crate::procfs::ProcFs,
+    ) -> Result<std::sync::MutexGuard<'_, Option<Vec<DirEntry>>>, Errno> {
         let loc = self.location.as_ref().ok_or(Errno::ENOTDIR)?;
         if !loc.node().is_dir() {
             return Err(Errno::ENOTDIR);
@@ -589,7 +606,7 @@ impl FileDescription {
                 FileKind::Host(h) => Some(h.as_ref()),
                 _ => None,
             };
-            *d = Some(vfs::list_dir(loc.node(), host)?);
+            *d = Some(vfs::list_dir(loc.node(), host, Some(proc))?);
         }
         Ok(d)
     }
@@ -722,6 +739,16 @@ impl FdTable {
     /// Whether no descriptor is open.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The open descriptor numbers.
+    pub fn open_fds(&self) -> Vec<usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Closes every close-on-exec descriptor (`execve`).

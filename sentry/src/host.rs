@@ -350,3 +350,80 @@ pub unsafe fn pwrite_raw(
     let n = cvt(unsafe { libc::pwrite(fd.as_raw_fd(), ptr.cast(), len, pos as i64) } as i64)?;
     Ok(n as usize)
 }
+
+fn cpuid(leaf: u32, sub: u32) -> [u32; 4] {
+    // CPUID is available on every x86-64 CPU and only writes registers.
+    let r = std::arch::x86_64::__cpuid_count(leaf, sub);
+    [r.eax, r.ebx, r.ecx, r.edx]
+}
+
+/// The CPU's brand string (CPUID leaves 0x80000002..4).
+pub fn cpu_brand() -> String {
+    if cpuid(0x8000_0000, 0)[0] < 0x8000_0004 {
+        return "unknown".into();
+    }
+    let mut b = Vec::new();
+    for leaf in 0x8000_0002..=0x8000_0004u32 {
+        for r in cpuid(leaf, 0) {
+            b.extend_from_slice(&r.to_le_bytes());
+        }
+    }
+    String::from_utf8_lossy(&b)
+        .trim_matches(char::from(0))
+        .trim()
+        .to_string()
+}
+
+/// The CPU vendor string (CPUID leaf 0).
+pub fn cpu_vendor() -> String {
+    let r = cpuid(0, 0);
+    let mut b = Vec::new();
+    for x in [r[1], r[3], r[2]] {
+        b.extend_from_slice(&x.to_le_bytes());
+    }
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+/// The /proc/cpuinfo flags the guest may rely on, from CPUID.
+pub fn cpu_flags() -> String {
+    let l1 = cpuid(1, 0);
+    let l7 = cpuid(7, 0);
+    let checks: &[(&str, u32, u32)] = &[
+        ("fpu", l1[3], 0),
+        ("tsc", l1[3], 4),
+        ("cx8", l1[3], 8),
+        ("cmov", l1[3], 15),
+        ("mmx", l1[3], 23),
+        ("fxsr", l1[3], 24),
+        ("sse", l1[3], 25),
+        ("sse2", l1[3], 26),
+        ("pni", l1[2], 0),
+        ("pclmulqdq", l1[2], 1),
+        ("ssse3", l1[2], 9),
+        ("fma", l1[2], 12),
+        ("cx16", l1[2], 13),
+        ("sse4_1", l1[2], 19),
+        ("sse4_2", l1[2], 20),
+        ("movbe", l1[2], 22),
+        ("popcnt", l1[2], 23),
+        ("aes", l1[2], 25),
+        ("xsave", l1[2], 26),
+        ("avx", l1[2], 28),
+        ("f16c", l1[2], 29),
+        ("rdrand", l1[2], 30),
+        ("bmi1", l7[1], 3),
+        ("avx2", l7[1], 5),
+        ("bmi2", l7[1], 8),
+        ("erms", l7[1], 9),
+        ("avx512f", l7[1], 16),
+        ("rdseed", l7[1], 18),
+        ("adx", l7[1], 19),
+        ("sha_ni", l7[1], 29),
+    ];
+    checks
+        .iter()
+        .filter(|(_, reg, bit)| reg & (1 << bit) != 0)
+        .map(|(n, _, _)| *n)
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -288,6 +288,7 @@ where
         futexes: Default::default(),
         unix: Default::default(),
     });
+    kernel.fs.proc.attach(&kernel);
     let root = kernel.fs.root();
     let cwd = kernel
         .fs
@@ -306,6 +307,7 @@ where
     };
 
     let ids = crate::host::ids();
+    let (argv_copy, envp_copy) = (config.argv.clone(), config.envp.clone());
     let req = ExecRequest {
         fs: &kernel.fs,
         cwd: &cwd,
@@ -418,6 +420,12 @@ where
         saved_mask: None,
         altstack: no_altstack(),
     };
+    {
+        let mut p = proc_.state();
+        p.info.cmdline = join_nul(&argv_copy);
+        p.info.environ = join_nul(&envp_copy);
+    }
+    task.publish_info();
     task.run_to_exit();
     drop(task);
     // Init's other threads may still run: the sandbox ends when the whole
@@ -435,4 +443,14 @@ where
     // process with it.
     kernel.kill_all();
     Ok(status)
+}
+
+/// `argv`/`envp` as /proc shows them: each string followed by a NUL.
+pub fn join_nul(v: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in v {
+        out.extend_from_slice(s);
+        out.push(0);
+    }
+    out
 }

@@ -11,6 +11,7 @@ pub mod loader;
 pub mod memfile;
 pub mod mm;
 pub mod pipe;
+pub mod procfs;
 pub mod socket;
 pub mod syscalls;
 pub mod task;

@@ -356,6 +356,7 @@ pub fn commit(mm: &mut MemoryManager, prepared: Prepared) -> Result<Loaded, Errn
     };
     mm.map_fixed(vdso_base, vdso_len, rx, false, Backing::Anon)?;
     mm.poke(vdso_base, crate::vdso::image())?;
+    mm.set_special((stack_base, stack_top), vdso_base);
 
     let main = map_elf(mm, &elf, true)?;
     let brk_start = main.end + (random_u64() % (1 << 13)) * PAGE_SIZE;

@@ -175,6 +175,8 @@ pub struct GuestSlice {
 /// A copied address space in transit from a `fork` parent to its child.
 #[derive(Debug)]
 pub struct MmSnapshot {
+    stack: Option<(u64, u64)>,
+    vdso: Option<u64>,
     vmas: Vec<Vma>,
     heap_offset: Option<u64>,
     brk_start: u64,
@@ -193,6 +195,8 @@ pub struct MemoryManager {
     brk_start: u64,
     brk: u64,
     heap_offset: Option<u64>,
+    stack: Option<(u64, u64)>,
+    vdso: Option<u64>,
 }
 
 impl fmt::Debug for MemoryManager {
@@ -219,6 +223,8 @@ impl MemoryManager {
             brk_start: 0,
             brk: 0,
             heap_offset: None,
+            stack: None,
+            vdso: None,
         }
     }
 
@@ -723,6 +729,8 @@ impl MemoryManager {
             vmas.push(c);
         }
         Ok(MmSnapshot {
+            stack: self.stack,
+            vdso: self.vdso,
             vmas,
             heap_offset,
             brk_start: self.brk_start,
@@ -740,6 +748,8 @@ impl MemoryManager {
     ) -> Result<Self, Errno> {
         let mut mm = MemoryManager::new(mf, space, max_addr);
         mm.heap_offset = snap.heap_offset;
+        mm.stack = snap.stack;
+        mm.vdso = snap.vdso;
         mm.brk_start = snap.brk_start;
         mm.brk = snap.brk;
         mm.mmap_top = snap.mmap_top;
@@ -784,6 +794,25 @@ impl MemoryManager {
             .ok_or(Errno::EFAULT)?;
         let off = v.offset + (addr - v.start);
         Ok((off, self.mf.ptr(off, 4)))
+    }
+
+    /// What /proc/[pid]/maps calls an anonymous VMA.
+    pub fn label(&self, v: &Vma) -> &'static str {
+        if v.heap {
+            "[heap]"
+        } else if self.stack.is_some_and(|(s, e)| v.start >= s && v.end <= e) {
+            "[stack]"
+        } else if self.vdso == Some(v.start) {
+            "[vdso]"
+        } else {
+            ""
+        }
+    }
+
+    /// Records where the loader put the stack and the vDSO.
+    pub fn set_special(&mut self, stack: (u64, u64), vdso: u64) {
+        self.stack = Some(stack);
+        self.vdso = Some(vdso);
     }
 
     /// The VMA containing `addr`, if any.

@@ -204,6 +204,26 @@ pub struct ProcessState {
     pub posix_timers: std::collections::BTreeMap<i32, (u64, i32)>,
     /// live threads
     pub threads: Vec<Arc<Thread>>,
+    /// what /proc shows of the process
+    pub info: ProcInfo,
+}
+
+/// What `/proc/[pid]` shows of a process, kept current by `execve`,
+/// `clone` and `prctl`.
+#[derive(Debug, Default)]
+pub struct ProcInfo {
+    /// guest path of the executable
+    pub exe: String,
+    /// `argv` joined by NULs
+    pub cmdline: Vec<u8>,
+    /// `envp` joined by NULs
+    pub environ: Vec<u8>,
+    /// address space
+    pub mm: std::sync::Weak<Mutex<MemoryManager>>,
+    /// descriptor table
+    pub fds: std::sync::Weak<Mutex<FdTable>>,
+    /// working directory and umask
+    pub fs: std::sync::Weak<Mutex<FsContext>>,
 }
 
 impl ProcessState {
@@ -231,6 +251,7 @@ impl ProcessState {
             itimers: [None; 3],
             posix_timers: Default::default(),
             threads: Vec::new(),
+            info: ProcInfo::default(),
         }
     }
 
@@ -637,7 +658,17 @@ impl Task {
         self.exit_thread(status)
     }
 
+    /// Records this task's shared state where /proc finds it.
+    pub fn publish_info(&self) {
+        let mut p = self.proc_.state();
+        p.info.mm = Arc::downgrade(&self.mm);
+        p.info.fds = Arc::downgrade(&self.fds);
+        p.info.fs = Arc::downgrade(&self.fs);
+        p.info.exe = self.exe.clone();
+    }
+
     fn run(&mut self) -> Result<ExitStatus, platform::Error> {
+        set_current(self.pid(), self.tid());
         loop {
             if let Some(status) = self.deliver_signals() {
                 return Ok(status);
@@ -1081,4 +1112,19 @@ impl Task {
         }
         kernel.bus.notify();
     }
+}
+
+thread_local! {
+    /// The (pid, tid) of the task this host thread runs, for `/proc/self`.
+    static CURRENT: std::cell::Cell<(i32, i32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Records which guest task the calling host thread runs.
+pub fn set_current(pid: i32, tid: i32) {
+    CURRENT.with(|c| c.set((pid, tid)));
+}
+
+/// The (pid, tid) of the task the calling host thread runs.
+pub fn current() -> (i32, i32) {
+    CURRENT.with(std::cell::Cell::get)
 }

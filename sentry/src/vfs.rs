@@ -115,6 +115,8 @@ pub enum Node {
     },
     /// a tmpfs inode
     Mem(Arc<crate::tmpfs::MemInode>),
+    /// a /proc node
+    Proc(crate::procfs::ProcNode),
 }
 
 impl Node {
@@ -125,6 +127,7 @@ impl Node {
             Node::DevDir | Node::Masked { .. } => true,
             Node::Dev(_) => false,
             Node::Mem(m) => m.is_dir(),
+            Node::Proc(p) => p.is_dir(),
         }
     }
 
@@ -133,6 +136,10 @@ impl Node {
         match self {
             Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFLNK,
             Node::Mem(m) => m.readlink().is_some(),
+            Node::Proc(p) => matches!(
+                p,
+                crate::procfs::ProcNode::Link(..) | crate::procfs::ProcNode::FdLink(..)
+            ),
             _ => false,
         }
     }
@@ -144,6 +151,9 @@ impl Node {
                 Ok(host::readlink(fd.as_fd())?)
             }
             Node::Mem(m) => m.readlink().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
+            Node::Proc(
+                crate::procfs::ProcNode::Link(_, t) | crate::procfs::ProcNode::FdLink(_, _, t),
+            ) => Ok(t.clone()),
             _ => Err(Errno::EINVAL),
         }
     }
@@ -186,6 +196,12 @@ impl Node {
         match self {
             Node::Host { fd, .. } => Ok(host::to_abi_stat(&host::fstat(fd.as_fd())?)),
             Node::Mem(m) => Ok(m.stat()),
+            Node::Proc(p) => {
+                let (mode, ino) = p.mode_ino();
+                let mut st = synth(mode, ino, 0);
+                st.dev = crate::procfs::PROC_DEV;
+                Ok(st)
+            }
             Node::DevDir => Ok(synth(abi::S_IFDIR | 0o755, 1, 0)),
             Node::Masked { ino } => Ok(synth(abi::S_IFDIR | 0o555, *ino, 0)),
             Node::Dev(d) => {
@@ -281,6 +297,8 @@ pub struct FileSystem {
     tmp: Arc<crate::tmpfs::MemInode>,
     run: Arc<crate::tmpfs::MemInode>,
     shm: Arc<crate::tmpfs::MemInode>,
+    /// the /proc generator
+    pub proc: crate::procfs::ProcFs,
 }
 
 /// Size limit of each tmpfs (`/tmp`, `/run`, `/dev/shm`).
@@ -313,6 +331,7 @@ impl FileSystem {
             masked_devs: Mutex::new(HashMap::new()),
             tmp: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x10, TMPFS_LIMIT, 0o1777),
             run: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x11, TMPFS_LIMIT, 0o755),
+            proc: Default::default(),
             shm: MemFs::new_root(mf, SYNTH_DEV + 0x12, TMPFS_LIMIT, 0o1777),
         })
     }
@@ -344,7 +363,7 @@ impl FileSystem {
                 if depth == 0 {
                     match name {
                         b"dev" => return Ok(Node::DevDir),
-                        b"proc" => return Ok(Node::Masked { ino: 2 }),
+                        b"proc" => return Ok(Node::Proc(crate::procfs::ProcNode::Root)),
                         b"sys" => return Ok(Node::Masked { ino: 3 }),
                         b"tmp" => return Ok(Node::Mem(self.tmp.clone())),
                         b"run" => return Ok(Node::Mem(self.run.clone())),
@@ -365,6 +384,19 @@ impl FileSystem {
                 })
             }
             Node::DevDir if name == b"shm" => Ok(Node::Mem(self.shm.clone())),
+            Node::DevDir if matches!(name, b"fd" | b"stdin" | b"stdout" | b"stderr") => {
+                let target: &[u8] = match name {
+                    b"fd" => b"/proc/self/fd",
+                    b"stdin" => b"/proc/self/fd/0",
+                    b"stdout" => b"/proc/self/fd/1",
+                    _ => b"/proc/self/fd/2",
+                };
+                Ok(Node::Proc(crate::procfs::ProcNode::Link(
+                    20 + name.len() as u64,
+                    target.to_vec(),
+                )))
+            }
+            Node::Proc(p) => self.proc.lookup(p, name).map(Node::Proc),
             Node::Mem(m) => m.lookup(name).map(Node::Mem),
             Node::DevDir => DEVICES
                 .iter()
@@ -412,6 +444,20 @@ impl FileSystem {
                 Err(Errno::ENOENT) if last => return Ok(Lookup::Missing { parent: loc }),
                 Err(e) => return Err(e),
             };
+            // /proc/[pid]/fd/N names the open file itself, not a path.
+            if let Node::Proc(crate::procfs::ProcNode::FdLink(_, file, _)) = &child {
+                if !last || follow || must_be_dir {
+                    if let Some(target) = &file.location {
+                        loc = target.clone();
+                        continue;
+                    }
+                    if !last {
+                        return Err(Errno::ENOTDIR);
+                    }
+                    loc.chain.push((name, child));
+                    continue;
+                }
+            }
             if child.is_symlink() && (!last || follow || must_be_dir) {
                 links += 1;
                 if links > MAX_SYMLINKS {
@@ -498,7 +544,11 @@ pub struct DirEntry {
 
 /// Lists a directory node completely (the Sentry serves `getdents64` from
 /// this snapshot, as Linux's own readdir sees a directory at one time).
-pub fn list_dir(node: &Node, file: Option<&HostFile>) -> Result<Vec<DirEntry>, Errno> {
+pub fn list_dir(
+    node: &Node,
+    file: Option<&HostFile>,
+    fs_proc: Option<&crate::procfs::ProcFs>,
+) -> Result<Vec<DirEntry>, Errno> {
     let dot = |ino| {
         vec![
             DirEntry {
@@ -528,9 +578,17 @@ pub fn list_dir(node: &Node, file: Option<&HostFile>) -> Result<Vec<DirEntry>, E
                 kind: abi::dt::DIR,
                 name: b"shm".to_vec(),
             });
+            for (i, n) in ["fd", "stdin", "stdout", "stderr"].iter().enumerate() {
+                v.push(DirEntry {
+                    ino: 30 + i as u64,
+                    kind: abi::dt::LNK,
+                    name: n.as_bytes().to_vec(),
+                });
+            }
             Ok(v)
         }
         Node::Masked { ino } => Ok(dot(*ino)),
+        Node::Proc(p) => fs_proc.ok_or(Errno::EIO)?.list(p),
         Node::Mem(m) => {
             let mut v = dot(m.ino);
             for (name, ino, mode) in m.entries()? {

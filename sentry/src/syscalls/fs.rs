@@ -339,6 +339,32 @@ fn openat(
                 }
                 FileKind::SynthDir
             }
+            Node::Proc(p) => match p {
+                crate::procfs::ProcNode::FdLink(_, file, _) => {
+                    // Reopening /proc/self/fd/N of an object with no path:
+                    // the same object, in the requested direction.
+                    if let FileKind::Pipe(end) = &file.kind {
+                        FileKind::Pipe(end.pipe.open_end(acc != abi::OpenFlags::WRONLY.bits()))
+                    } else {
+                        let limit = task.nofile();
+                        let cloexec = flags.contains(OpenFlags::CLOEXEC);
+                        return task
+                            .fds()
+                            .insert_from(
+                                0,
+                                FdEntry {
+                                    file: file.clone(),
+                                    cloexec,
+                                },
+                                limit,
+                            )
+                            .map(|fd| fd as u64);
+                    }
+                }
+                _ if wants_write => return Err(Errno::EACCES),
+                crate::procfs::ProcNode::File(_, data) => FileKind::Static(data.clone()),
+                _ => FileKind::SynthDir,
+            },
             Node::Mem(m) => match &m.kind {
                 MemKind::Fifo(pipe) => {
                     // O_RDWR is served as the read end (a partial fifo(7)).
@@ -880,7 +906,7 @@ pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_getdents64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
     let count = a[2].min(MAX_RW_COUNT) as usize;
-    let entries = file.dir_entries()?;
+    let entries = file.dir_entries(&task.kernel.fs.proc)?;
     let entries = entries.as_deref().unwrap_or(&[]);
     let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
     let mut out = Vec::new();
@@ -1190,7 +1216,8 @@ fn mount_of(loc: &Location) -> u64 {
         Node::Host { .. } => 0,
         Node::DevDir | Node::Dev(_) => 1,
         Node::Masked { .. } => 2,
-        Node::Mem(m) => 3 + std::sync::Arc::as_ptr(m.fs()) as u64,
+        Node::Proc(_) => 3,
+        Node::Mem(m) => 4 + std::sync::Arc::as_ptr(m.fs()) as u64,
     }
 }
 

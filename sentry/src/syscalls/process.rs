@@ -572,6 +572,10 @@ fn string_array(task: &Task, mut addr: u64) -> Result<Vec<Vec<u8>>, Errno> {
 fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> Result<u64, Errno> {
     let argv = string_array(task, argv)?;
     let envp = string_array(task, envp)?;
+    let (cmdline, environ) = (
+        crate::kernel::join_nul(&argv),
+        crate::kernel::join_nul(&envp),
+    );
     let start = super::dir_arg(task, dirfd, &path)?;
     let kernel = task.kernel.clone();
     let req = ExecRequest {
@@ -627,6 +631,13 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
                     kernel.timers.delete(id);
                 }
             }
+            {
+                let mut p = task.proc_.state();
+                p.info.cmdline = cmdline;
+                p.info.environ = environ;
+            }
+            task.publish_info();
+            crate::task::set_current(task.pid(), task.tid());
             task.vfork_release();
             Ok(0)
         }
