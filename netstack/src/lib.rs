@@ -1,0 +1,239 @@
+//! TCP/IP for one sandbox, on smoltcp, plus the egress policy.
+//!
+//! The Sentry implements `AF_INET`/`AF_INET6` sockets on top of this crate.
+//! Every operation is non-blocking: where Linux would sleep, it returns
+//! `EAGAIN` (or `EINPROGRESS` for connect), and the Sentry waits for the
+//! stack's notifier to say that readiness may have changed.
+//!
+//! Progress: each operation runs the protocol (smoltcp's `Interface::poll`)
+//! to quiescence before it returns, so on loopback a `send` has put its bytes
+//! in the peer's receive buffer by the time it returns; a background thread
+//! per stack runs the timers (retransmission, delayed ACK, keep-alive,
+//! orphaned connections). See [`Stack`].
+//!
+//! Integration with the Sentry:
+//!
+//! * one [`Stack::new`] per sandbox; [`Stack::set_notifier`] with a function
+//!   that wakes the waiters of the [`SocketId`]s it is given (or all socket
+//!   waiters: ids are a hint, never needed for correctness);
+//! * a guest socket's file description owns a [`Socket`]; dropping it is
+//!   `close`;
+//! * a blocking call is a loop: try the operation; on `EAGAIN` (and for a
+//!   blocking `connect`, after `EINPROGRESS`), sleep until the notifier
+//!   names the socket, a signal arrives, or `SO_RCVTIMEO`/`SO_SNDTIMEO`
+//!   expires, then try again. A blocking connect ends with
+//!   [`Socket::take_error`];
+//! * poll/epoll map [`Readiness`] to poll bits (see its docs) and re-read it
+//!   after each notification;
+//! * `MSG_WAITALL`, `MSG_DONTWAIT`, `SIGPIPE` on `EPIPE`, `O_NONBLOCK` and
+//!   the sockaddr encoding stay in the Sentry.
+
+#![forbid(unsafe_code)]
+
+mod device;
+pub mod policy;
+mod ports;
+mod stack;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use abi::Errno;
+pub use policy::{Decision, IpNet, Policy};
+pub use stack::{Socket, Stack};
+
+/// A socket's identity within its stack, stable for its lifetime and never
+/// reused by the same stack. The notifier reports these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SocketId(pub u64);
+
+/// Called (outside any netstack lock, on whichever thread made progress)
+/// with the sockets whose [`Readiness`] changed. It must not block; it may
+/// call back into the stack.
+pub type Notifier = Arc<dyn Fn(&[SocketId]) + Send + Sync>;
+
+/// What the stack is attached to.
+#[derive(Clone, Debug, Default)]
+pub enum Mode {
+    /// `--network=none`: interface `lo` with 127.0.0.1/8 and ::1/128 and
+    /// nothing else. Connecting anywhere else fails with `ENETUNREACH`.
+    #[default]
+    Loopback,
+    // Extension point: `External { link: Box<dyn Link>, addrs, gateway }`
+    // for a TAP device in the sandbox's netns. The stack then adds an
+    // interface for it and consults `StackConfig::policy` in
+    // `Stack::check_egress` for every non-local destination.
+}
+
+/// Bounds on what one stack (one sandbox) may hold. Every buffer the guest
+/// can fill is bounded by these, as ARCHITECTURE.md requires.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Sockets the guest may hold open (`socket` and `accept` fail with
+    /// `ENOBUFS` beyond it). Internal sockets (listen slots, connections
+    /// closed but still finishing) are bounded by twice this.
+    pub max_sockets: usize,
+    /// Largest accepted `listen` backlog (Linux's `somaxconn`).
+    pub max_backlog: usize,
+    /// Default TCP receive and send buffer, bytes.
+    pub tcp_buffer: usize,
+    /// Largest TCP buffer `SO_RCVBUF`/`SO_SNDBUF` can ask for.
+    pub max_tcp_buffer: usize,
+    /// Default UDP receive and send buffer, bytes.
+    pub udp_buffer: usize,
+    /// Largest UDP buffer.
+    pub max_udp_buffer: usize,
+    /// Sum of all socket buffers of the stack; allocation beyond it fails
+    /// with `ENOBUFS`.
+    pub memory_budget: usize,
+    /// How long a `connect` may wait for the handshake (`ETIMEDOUT`).
+    pub connect_timeout: Duration,
+    /// How long a closed connection may take to finish its FIN exchange
+    /// before it is reset (Linux's `tcp_fin_timeout` plus orphan retries).
+    pub orphan_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_sockets: 1024,
+            max_backlog: 4096,
+            tcp_buffer: 256 << 10,
+            max_tcp_buffer: 4 << 20,
+            udp_buffer: 208 << 10,
+            max_udp_buffer: 4 << 20,
+            memory_budget: 512 << 20,
+            connect_timeout: Duration::from_secs(75),
+            orphan_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Who runs the protocol after an operation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Progress {
+    /// The calling thread, before the operation returns (the default: no
+    /// thread hand-off on the data path); the timer thread only for timers.
+    #[default]
+    Inline,
+    /// Only the stack's thread, woken by each operation. Kept for
+    /// comparison (see the crate README numbers); slower on loopback.
+    Background,
+}
+
+/// How to build a [`Stack`].
+#[derive(Clone, Debug, Default)]
+pub struct StackConfig {
+    pub mode: Mode,
+    pub progress: Progress,
+    /// Egress rules for destinations outside the sandbox.
+    pub policy: Arc<Policy>,
+    pub limits: Limits,
+}
+
+/// Address family of a socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// `AF_INET`
+    Inet,
+    /// `AF_INET6`
+    Inet6,
+}
+
+/// Socket type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketType {
+    /// `SOCK_STREAM` (TCP)
+    Stream,
+    /// `SOCK_DGRAM` (UDP)
+    Datagram,
+}
+
+/// `shutdown(2)`'s `how`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shutdown {
+    Read,
+    Write,
+    Both,
+}
+
+/// Poll state of a socket. The Sentry maps it to poll bits:
+/// `readable` → `POLLIN|POLLRDNORM`, `writable` → `POLLOUT|POLLWRNORM`,
+/// `hup` → `POLLHUP`, `rdhup` → `POLLRDHUP`, `error` → `POLLERR`.
+/// The values follow Linux's `tcp_poll`/`udp_poll`: a fresh TCP socket is
+/// `writable|hup`; a listener is readable when a connection waits; EOF and
+/// errors make a socket readable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Readiness {
+    pub readable: bool,
+    pub writable: bool,
+    pub hup: bool,
+    pub rdhup: bool,
+    pub error: bool,
+}
+
+/// A socket option, with its value. Names are Linux's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SockOpt {
+    /// `SO_REUSEADDR`
+    ReuseAddr(bool),
+    /// `SO_REUSEPORT` (stored and honoured by bind conflicts; no load
+    /// balancing between listeners).
+    ReusePort(bool),
+    /// `SO_KEEPALIVE`
+    KeepAlive(bool),
+    /// `SO_RCVBUF`: as Linux, the value set is doubled and clamped; it takes
+    /// effect for connections made after it is set.
+    RcvBuf(usize),
+    /// `SO_SNDBUF`, as `RcvBuf`.
+    SndBuf(usize),
+    /// `SO_LINGER`: `Some(0)` makes close reset the connection; other
+    /// values behave as a graceful close (no operation here blocks).
+    Linger(Option<Duration>),
+    /// `TCP_NODELAY`
+    NoDelay(bool),
+    /// `TCP_KEEPIDLE`
+    KeepIdle(Duration),
+    /// `IPV6_V6ONLY` (only before bind, only on `AF_INET6`).
+    V6Only(bool),
+}
+
+/// Which option to read with [`Socket::option`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SockOptName {
+    ReuseAddr,
+    ReusePort,
+    KeepAlive,
+    RcvBuf,
+    SndBuf,
+    Linger,
+    NoDelay,
+    KeepIdle,
+    V6Only,
+}
+
+/// What [`Socket::recv_from`] received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvMeta {
+    /// Bytes copied into the caller's buffer.
+    pub len: usize,
+    /// Size of the datagram (UDP); equals `len` for TCP. `full_len > len`
+    /// means the datagram was truncated (`MSG_TRUNC`).
+    pub full_len: usize,
+    /// Sender (TCP: the peer).
+    pub from: SocketAddr,
+}
+
+/// Counters for tests and debugging.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Guest-visible sockets.
+    pub sockets: usize,
+    /// smoltcp sockets, including listen slots and orphans.
+    pub internal_sockets: usize,
+    /// Closed connections still finishing.
+    pub orphans: usize,
+    /// Bytes of socket buffers allocated.
+    pub buffer_bytes: usize,
+}

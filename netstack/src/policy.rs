@@ -1,0 +1,540 @@
+//! Egress policy: which destinations outside the sandbox a guest may reach.
+//!
+//! Default deny. A destination is allowed by a CIDR rule (optionally limited
+//! to one port) or by a host rule (`example.com`, `*.example.com`) matched
+//! against the names the Sentry's DNS helper saw resolve to that address.
+//!
+//! Two classes of addresses get extra protection, because they are how a
+//! guest escapes a sandbox without breaking it:
+//!
+//! * *sensitive* addresses (the host's loopback, link-local, cloud metadata
+//!   endpoints, unspecified, multicast, broadcast) are denied unless a CIDR
+//!   rule names them explicitly, i.e. the rule's network lies inside the
+//!   sensitive range (`169.254.169.254/32` names the metadata server,
+//!   `0.0.0.0/0` does not);
+//! * *internal* addresses (RFC 1918, CGNAT, IPv6 ULA) may be opened by a CIDR
+//!   rule, never by a host rule alone: an allowed name that resolves to
+//!   `10.0.0.5` is DNS rebinding, not permission.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use abi::Errno;
+
+/// How many (name, address) resolutions the policy remembers. Bounded because
+/// the guest drives DNS lookups; the oldest entries are forgotten first.
+pub const MAX_RESOLUTIONS: usize = 4096;
+
+/// An IP network in CIDR notation (`10.0.0.0/8`, `2001:db8::/32`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IpNet {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+/// Why a CIDR string did not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IpNetError {
+    /// the address part is not an IP address
+    #[error("invalid address in {0:?}")]
+    Address(String),
+    /// the prefix length is not a number within the address' width
+    #[error("invalid prefix length in {0:?}")]
+    Prefix(String),
+}
+
+impl IpNet {
+    /// A network from an address and prefix length; host bits are cleared.
+    /// Returns `None` when the prefix is longer than the address.
+    pub fn new(addr: IpAddr, prefix: u8) -> Option<IpNet> {
+        let width = match addr {
+            IpAddr::V4(_) => 32,
+            IpAddr::V6(_) => 128,
+        };
+        if prefix > width {
+            return None;
+        }
+        let addr = match addr {
+            IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask32(prefix))),
+            IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask128(prefix))),
+        };
+        Some(IpNet { addr, prefix })
+    }
+
+    /// A network holding exactly one address.
+    pub fn host(addr: IpAddr) -> IpNet {
+        let prefix = if addr.is_ipv4() { 32 } else { 128 };
+        IpNet { addr, prefix }
+    }
+
+    /// The network address.
+    pub fn addr(&self) -> IpAddr {
+        self.addr
+    }
+
+    /// The prefix length.
+    pub fn prefix(&self) -> u8 {
+        self.prefix
+    }
+
+    /// Whether `ip` lies in this network. IPv4-mapped IPv6 addresses count as
+    /// the IPv4 address they carry.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, canonical(ip)) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                u32::from(ip) & mask32(self.prefix) == u32::from(net)
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                u128::from(ip) & mask128(self.prefix) == u128::from(net)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether every address of `other` lies in this network.
+    pub fn contains_net(&self, other: &IpNet) -> bool {
+        other.prefix >= self.prefix && self.contains(other.addr)
+    }
+}
+
+fn mask32(prefix: u8) -> u32 {
+    match prefix {
+        0 => 0,
+        p => u32::MAX << (32 - u32::from(p.min(32))),
+    }
+}
+
+fn mask128(prefix: u8) -> u128 {
+    match prefix {
+        0 => 0,
+        p => u128::MAX << (128 - u32::from(p.min(128))),
+    }
+}
+
+impl FromStr for IpNet {
+    type Err = IpNetError;
+
+    /// Parses `addr/prefix`, or a bare address as a single-host network.
+    fn from_str(s: &str) -> Result<IpNet, IpNetError> {
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr = IpAddr::from_str(a).map_err(|_| IpNetError::Address(s.to_string()))?;
+        match p {
+            None => Ok(IpNet::host(addr)),
+            Some(p) => {
+                let prefix = p
+                    .parse::<u8>()
+                    .map_err(|_| IpNetError::Prefix(s.to_string()))?;
+                IpNet::new(addr, prefix).ok_or_else(|| IpNetError::Prefix(s.to_string()))
+            }
+        }
+    }
+}
+
+impl fmt::Display for IpNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) as the IPv4 address it is;
+/// everything else unchanged. Rules are written and checked on this form, so
+/// a guest cannot dodge an IPv4 rule by spelling the address in IPv6.
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    }
+}
+
+/// Ranges no rule opens by accident (see the module docs).
+const SENSITIVE: &[(&str, &str)] = &[
+    ("0.0.0.0/8", "unspecified"),
+    ("127.0.0.0/8", "host loopback"),
+    ("169.254.0.0/16", "link-local / metadata"),
+    ("100.100.100.200/32", "metadata (Alibaba)"),
+    ("224.0.0.0/4", "multicast"),
+    ("240.0.0.0/4", "reserved / broadcast"),
+    ("::/128", "unspecified"),
+    ("::1/128", "host loopback"),
+    ("fe80::/10", "link-local"),
+    ("fd00:ec2::254/128", "metadata (AWS)"),
+    ("ff00::/8", "multicast"),
+];
+
+/// Ranges a CIDR rule may open but a host rule may not (rebinding targets).
+const INTERNAL: &[&str] = &[
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "fc00::/7",
+];
+
+fn net(s: &str) -> IpNet {
+    // The tables above are constants checked by `tables_parse` below; a typo
+    // would fall back to a network that matches nothing usable.
+    s.parse().unwrap_or(IpNet {
+        addr: IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        prefix: 128,
+    })
+}
+
+fn sensitive_range(ip: IpAddr) -> Option<(IpNet, &'static str)> {
+    SENSITIVE
+        .iter()
+        .map(|(n, why)| (net(n), *why))
+        .find(|(n, _)| n.contains(ip))
+}
+
+fn is_internal(ip: IpAddr) -> bool {
+    INTERNAL.iter().any(|n| net(n).contains(ip))
+}
+
+/// The outcome of [`Policy::check`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The destination may be reached; `rule` names the rule that allowed it.
+    Allow { rule: String },
+    /// The destination may not be reached.
+    Deny(DenyReason),
+}
+
+/// Why a destination was denied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DenyReason {
+    /// No rule covers the destination (default deny).
+    NoRule,
+    /// A sensitive address (what kind is given) that no rule names explicitly.
+    Sensitive(&'static str),
+    /// A host rule matched, but the name resolved to an internal or sensitive
+    /// address: DNS rebinding.
+    Rebinding { name: String },
+}
+
+impl Decision {
+    /// Whether the connection may proceed.
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Decision::Allow { .. })
+    }
+
+    /// The errno a denied `connect`/`sendto` returns: `EPERM`, what Linux
+    /// returns when a local firewall rule drops the packet (connect(2)).
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Decision::Allow { .. } => None,
+            Decision::Deny(_) => Some(Errno::EPERM),
+        }
+    }
+}
+
+/// The egress policy of one sandbox. Shared (`Arc`) between the stack and the
+/// Sentry's DNS helper; the rule lists are fixed at construction, only the
+/// resolution record changes.
+#[derive(Debug, Default)]
+pub struct Policy {
+    /// Networks that may be reached, each on one port or (`None`) all ports.
+    pub allow_cidrs: Vec<(IpNet, Option<u16>)>,
+    /// Host names (`example.com`) or wildcard suffixes (`*.example.com`).
+    pub allow_hosts: Vec<String>,
+    resolutions: Mutex<Resolutions>,
+}
+
+#[derive(Debug, Default)]
+struct Resolutions {
+    by_addr: HashMap<IpAddr, Vec<String>>,
+    order: VecDeque<(IpAddr, String)>,
+}
+
+impl Policy {
+    /// A policy with the given rules. Host patterns are lower-cased and lose
+    /// a trailing dot.
+    pub fn new(allow_cidrs: Vec<(IpNet, Option<u16>)>, allow_hosts: Vec<String>) -> Policy {
+        Policy {
+            allow_cidrs,
+            allow_hosts: allow_hosts.iter().map(|h| normalize_name(h)).collect(),
+            resolutions: Mutex::default(),
+        }
+    }
+
+    /// The default: nothing leaves the sandbox.
+    pub fn deny_all() -> Policy {
+        Policy::default()
+    }
+
+    /// Whether `name` matches one of the host rules.
+    pub fn host_allowed(&self, name: &str) -> bool {
+        let name = normalize_name(name);
+        self.allow_hosts.iter().any(|p| host_matches(p, &name))
+    }
+
+    /// Records that `name` resolved to `addrs`, so that a later connection to
+    /// one of them counts as a connection to `name`. Names that no host rule
+    /// matches are not recorded (they could never allow anything).
+    pub fn note_resolution(&self, name: &str, addrs: &[IpAddr]) {
+        let name = normalize_name(name);
+        if !self.host_allowed(&name) {
+            return;
+        }
+        let mut r = self.resolutions.lock().unwrap_or_else(|e| e.into_inner());
+        for &addr in addrs {
+            let addr = canonical(addr);
+            let names = r.by_addr.entry(addr).or_default();
+            if names.contains(&name) {
+                continue;
+            }
+            names.push(name.clone());
+            r.order.push_back((addr, name.clone()));
+            while r.order.len() > MAX_RESOLUTIONS {
+                let Some((old_addr, old_name)) = r.order.pop_front() else {
+                    break;
+                };
+                if let Some(v) = r.by_addr.get_mut(&old_addr) {
+                    v.retain(|n| *n != old_name);
+                    if v.is_empty() {
+                        r.by_addr.remove(&old_addr);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides whether the guest may reach `dest`. `resolved_from` is the
+    /// name the caller (the Sentry, never the guest) itself resolved to
+    /// `dest`; without it, names recorded by [`Policy::note_resolution`] for
+    /// this address are used.
+    pub fn check(&self, dest: SocketAddr, resolved_from: Option<&str>) -> Decision {
+        let ip = canonical(dest.ip());
+        let port = dest.port();
+        let sensitive = sensitive_range(ip);
+
+        for (net, rule_port) in &self.allow_cidrs {
+            if !net.contains(ip) || rule_port.is_some_and(|p| p != port) {
+                continue;
+            }
+            // A sensitive address needs a rule that names it: the rule's
+            // network must lie inside the sensitive range.
+            if let Some((range, _)) = &sensitive {
+                if !range.contains_net(net) {
+                    continue;
+                }
+            }
+            let rule = match rule_port {
+                Some(p) => format!("cidr {net} port {p}"),
+                None => format!("cidr {net}"),
+            };
+            return Decision::Allow { rule };
+        }
+
+        let names: Vec<String> = match resolved_from {
+            Some(n) => vec![normalize_name(n)],
+            None => {
+                let r = self.resolutions.lock().unwrap_or_else(|e| e.into_inner());
+                r.by_addr.get(&ip).cloned().unwrap_or_default()
+            }
+        };
+        if let Some(name) = names.into_iter().find(|n| self.host_allowed(n)) {
+            if sensitive.is_some() || is_internal(ip) {
+                return Decision::Deny(DenyReason::Rebinding { name });
+            }
+            return Decision::Allow {
+                rule: format!("host {name}"),
+            };
+        }
+
+        match sensitive {
+            Some((_, why)) => Decision::Deny(DenyReason::Sensitive(why)),
+            None => Decision::Deny(DenyReason::NoRule),
+        }
+    }
+}
+
+fn normalize_name(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// `example.com` matches only itself; `*.example.com` matches any name with
+/// at least one more label (`a.example.com`, `a.b.example.com`), not
+/// `example.com` itself, as in TLS certificates and most egress proxies.
+fn host_matches(pattern: &str, name: &str) -> bool {
+    if name.is_empty() {
+        return false;
+    }
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => name.len() > suffix.len() + 1 && name.ends_with(&format!(".{suffix}")),
+        None => pattern == name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().expect("test address")
+    }
+
+    fn cidr(s: &str, port: Option<u16>) -> (IpNet, Option<u16>) {
+        (s.parse().expect("test cidr"), port)
+    }
+
+    #[test]
+    fn tables_parse() {
+        for (n, _) in SENSITIVE {
+            assert!(n.parse::<IpNet>().is_ok(), "{n}");
+        }
+        for n in INTERNAL {
+            assert!(n.parse::<IpNet>().is_ok(), "{n}");
+        }
+    }
+
+    #[test]
+    fn ipnet_parse_and_contains() {
+        let n: IpNet = "10.1.2.3/8".parse().expect("parse");
+        assert_eq!(n.to_string(), "10.0.0.0/8");
+        assert!(n.contains("10.200.0.1".parse().expect("ip")));
+        assert!(!n.contains("11.0.0.1".parse().expect("ip")));
+        // IPv4-mapped IPv6 is the IPv4 address.
+        assert!(n.contains("::ffff:10.0.0.1".parse().expect("ip")));
+        assert!("10.0.0.0/33".parse::<IpNet>().is_err());
+        assert!("nonsense/8".parse::<IpNet>().is_err());
+        let all: IpNet = "0.0.0.0/0".parse().expect("parse");
+        assert!(all.contains("1.2.3.4".parse().expect("ip")));
+        assert!(!all.contains("::1".parse().expect("ip")));
+        let v6: IpNet = "2001:db8::/32".parse().expect("parse");
+        assert!(v6.contains("2001:db8:1::5".parse().expect("ip")));
+    }
+
+    #[test]
+    fn default_denies_everything() {
+        let p = Policy::deny_all();
+        assert_eq!(
+            p.check(sa("93.184.216.34:443"), None),
+            Decision::Deny(DenyReason::NoRule)
+        );
+        assert_eq!(
+            p.check(sa("[2001:db8::1]:80"), None).errno(),
+            Some(Errno::EPERM)
+        );
+    }
+
+    #[test]
+    fn cidr_with_port() {
+        let p = Policy::new(
+            vec![
+                cidr("93.184.216.0/24", Some(443)),
+                cidr("2001:db8::/32", None),
+            ],
+            vec![],
+        );
+        assert!(p.check(sa("93.184.216.34:443"), None).is_allowed());
+        assert!(!p.check(sa("93.184.216.34:80"), None).is_allowed());
+        assert!(!p.check(sa("93.184.217.1:443"), None).is_allowed());
+        assert!(p.check(sa("[2001:db8::7]:22"), None).is_allowed());
+        // The same IPv4 destination spelled as IPv4-mapped IPv6.
+        assert!(p.check(sa("[::ffff:93.184.216.34]:443"), None).is_allowed());
+    }
+
+    #[test]
+    fn wildcard_host() {
+        let p = Policy::new(vec![], vec!["*.Example.com.".into(), "api.test".into()]);
+        assert!(p.host_allowed("a.example.com"));
+        assert!(p.host_allowed("A.B.EXAMPLE.COM."));
+        assert!(!p.host_allowed("example.com"));
+        assert!(!p.host_allowed("badexample.com"));
+        assert!(p.host_allowed("api.test"));
+        assert!(!p.host_allowed("x.api.test"));
+
+        let ip: IpAddr = "93.184.216.34".parse().expect("ip");
+        // Nothing recorded yet: denied.
+        assert!(!p.check(SocketAddr::new(ip, 443), None).is_allowed());
+        p.note_resolution("www.example.com", &[ip]);
+        assert_eq!(
+            p.check(SocketAddr::new(ip, 443), None),
+            Decision::Allow {
+                rule: "host www.example.com".into()
+            }
+        );
+        // A name the caller resolved itself.
+        assert!(p
+            .check(sa("1.2.3.4:80"), Some("cdn.example.com"))
+            .is_allowed());
+        assert!(!p.check(sa("1.2.3.4:80"), Some("evil.com")).is_allowed());
+        // Names no rule matches are not recorded.
+        p.note_resolution("evil.com", &["5.6.7.8".parse().expect("ip")]);
+        assert!(!p.check(sa("5.6.7.8:80"), None).is_allowed());
+    }
+
+    #[test]
+    fn link_local_and_metadata_denied() {
+        let p = Policy::new(vec![cidr("0.0.0.0/0", None), cidr("::/0", None)], vec![]);
+        assert!(p.check(sa("8.8.8.8:53"), None).is_allowed());
+        for d in [
+            "169.254.169.254:80",
+            "127.0.0.1:22",
+            "[fe80::1]:80",
+            "[::1]:22",
+            "[fd00:ec2::254]:80",
+            "[::ffff:169.254.169.254]:80",
+        ] {
+            assert!(
+                matches!(
+                    p.check(sa(d), None),
+                    Decision::Deny(DenyReason::Sensitive(_))
+                ),
+                "{d}"
+            );
+        }
+        // Named explicitly: allowed.
+        let p = Policy::new(vec![cidr("169.254.169.254/32", Some(80))], vec![]);
+        assert!(p.check(sa("169.254.169.254:80"), None).is_allowed());
+        assert!(!p.check(sa("169.254.169.253:80"), None).is_allowed());
+    }
+
+    #[test]
+    fn rebinding_denied() {
+        let p = Policy::new(vec![], vec!["*.example.com".into()]);
+        let evil: Vec<IpAddr> = ["169.254.169.254", "127.0.0.1", "10.0.0.5", "fd12::1"]
+            .iter()
+            .map(|s| s.parse().expect("ip"))
+            .collect();
+        p.note_resolution("a.example.com", &evil);
+        for ip in evil {
+            assert!(
+                matches!(
+                    p.check(SocketAddr::new(ip, 80), None),
+                    Decision::Deny(DenyReason::Rebinding { .. })
+                ),
+                "{ip}"
+            );
+        }
+        // An internal network opened by CIDR stays reachable.
+        let p = Policy::new(vec![cidr("10.0.0.0/8", None)], vec!["*.example.com".into()]);
+        p.note_resolution("a.example.com", &["10.0.0.5".parse().expect("ip")]);
+        assert!(p.check(sa("10.0.0.5:80"), None).is_allowed());
+    }
+
+    #[test]
+    fn resolutions_are_bounded() {
+        let p = Policy::new(vec![], vec!["*.example.com".into()]);
+        for i in 0..(MAX_RESOLUTIONS as u32 + 10) {
+            let ip = IpAddr::V4(Ipv4Addr::from(0x0101_0000 + i));
+            p.note_resolution("a.example.com", &[ip]);
+        }
+        let r = p.resolutions.lock().expect("lock");
+        assert_eq!(r.order.len(), MAX_RESOLUTIONS);
+        assert_eq!(r.by_addr.len(), MAX_RESOLUTIONS);
+        // The oldest went first.
+        assert!(!r
+            .by_addr
+            .contains_key(&IpAddr::V4(Ipv4Addr::from(0x0101_0000))));
+    }
+}

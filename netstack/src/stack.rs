@@ -1,0 +1,1738 @@
+//! The stack: one smoltcp interface and its sockets behind one lock, the
+//! socket layer the Sentry calls, and the timer thread.
+//!
+//! Progress model. Every operation that can change protocol state runs
+//! [`Inner::pump`] before returning: poll rounds of the interface until no
+//! packet is in flight, so on loopback a `send` has delivered its bytes into
+//! the peer's receive buffer (and the peer's ACK back) before it returns, and
+//! a `recv` that opens the window lets the sender's queued bytes flow at
+//! once. Nothing waits for another thread on the data path. A background
+//! thread per stack sleeps until smoltcp's next timer (`poll_at`; at most
+//! one second) and pumps then, for retransmissions, delayed ACKs,
+//! keep-alives and orphaned connections. After every pump the stack compares
+//! each socket's [`Readiness`] with the last one reported and hands the
+//! changed ids to the notifier, outside the lock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use abi::Errno;
+use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
+use smoltcp::socket::{tcp, udp};
+use smoltcp::time::{Duration as SDuration, Instant as SInstant};
+use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, IpEndpoint, IpListenEndpoint};
+
+use crate::device::{Loopback, SynGate, LOOPBACK_MTU};
+use crate::policy::{canonical, Policy};
+use crate::ports::{Binding, Owner, PortTable, Proto, Scope};
+use crate::{
+    Domain, Limits, Mode, Notifier, Progress, Readiness, RecvMeta, Shutdown, SockOpt, SockOptName,
+    SocketId, SocketType, StackConfig, Stats,
+};
+
+/// Listening smoltcp sockets kept ready per listener at once. smoltcp has no
+/// backlog: each listening socket takes one SYN. The stack keeps a few and
+/// adds more between poll rounds (the SYN gate holds extra SYNs meanwhile),
+/// so a listener with a backlog of 4096 does not cost 4096 sockets.
+const SLOT_BURST: usize = 8;
+
+/// Safety bound on poll rounds in one pump; the timer thread finishes what
+/// is left.
+const MAX_ROUNDS: usize = 10_000;
+
+/// Longest the timer thread sleeps without looking.
+const MAX_TIMER_SLEEP: Duration = Duration::from_secs(1);
+
+/// Linux's `SOCK_MIN_RCVBUF`/`SOCK_MIN_SNDBUF`, near enough.
+const MIN_BUFFER: usize = 4608;
+
+/// Datagrams a UDP socket may queue in each direction.
+const UDP_PACKETS: usize = 1024;
+
+/// Linux's default `TCP_KEEPIDLE`.
+const DEFAULT_KEEPIDLE: Duration = Duration::from_secs(7200);
+
+/// A std duration as smoltcp's, capped at ten years so that adding it to
+/// a timestamp can never overflow.
+fn sdur(d: Duration) -> SDuration {
+    const TEN_YEARS_US: u128 = 10 * 365 * 24 * 3600 * 1_000_000;
+    SDuration::from_micros(d.as_micros().min(TEN_YEARS_US) as u64)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock is a bug, but must not take the whole
+    // sandbox's network with it.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The network stack of one sandbox. See the module docs for how it makes
+/// progress.
+pub struct Stack {
+    inner: Mutex<Inner>,
+    notifier: Mutex<Option<Notifier>>,
+    timer: Arc<Timer>,
+    policy: Arc<Policy>,
+    progress: Progress,
+}
+
+struct Timer {
+    state: Mutex<TimerState>,
+    cond: Condvar,
+}
+
+#[derive(Default)]
+struct TimerState {
+    deadline: Option<std::time::Instant>,
+    kicked: bool,
+    shutdown: bool,
+}
+
+impl Stack {
+    /// Builds the stack and starts its timer thread. The thread holds only
+    /// a weak reference and ends when the stack is dropped.
+    pub fn new(config: StackConfig) -> Arc<Stack> {
+        let timer = Arc::new(Timer {
+            state: Mutex::default(),
+            cond: Condvar::new(),
+        });
+        let stack = Arc::new(Stack {
+            inner: Mutex::new(Inner::new(&config)),
+            notifier: Mutex::new(None),
+            timer: timer.clone(),
+            policy: config.policy.clone(),
+            progress: config.progress,
+        });
+        let weak = Arc::downgrade(&stack);
+        let spawned = std::thread::Builder::new()
+            .name("netstack-timer".into())
+            .spawn(move || timer_loop(weak, timer));
+        if let Err(e) = spawned {
+            // Without the thread, operations still make progress; only
+            // retransmissions wait for the next operation.
+            tracing::warn!(error = %e, "netstack: cannot start timer thread");
+        }
+        stack
+    }
+
+    /// Sets the function called when socket readiness may have changed.
+    pub fn set_notifier(&self, notifier: Notifier) {
+        *lock(&self.notifier) = Some(notifier);
+    }
+
+    /// The egress policy (for the Sentry's DNS helper:
+    /// [`Policy::note_resolution`]).
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
+    }
+
+    /// Creates a socket. `ENOBUFS` beyond [`Limits::max_sockets`].
+    pub fn socket(self: &Arc<Self>, domain: Domain, ty: SocketType) -> Result<Socket, Errno> {
+        let id = lock(&self.inner).new_entry(domain == Domain::Inet6, ty)?;
+        Ok(Socket {
+            stack: self.clone(),
+            id,
+        })
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        let g = lock(&self.inner);
+        Stats {
+            sockets: g.entries.len(),
+            internal_sockets: g.alloc.len(),
+            orphans: g.orphans.len(),
+            buffer_bytes: g.buffer_bytes,
+        }
+    }
+
+    /// Runs `f` on socket `id`, then the protocol, then notifies.
+    fn op<R>(
+        &self,
+        id: SocketId,
+        f: impl FnOnce(&mut Inner, &mut Entry) -> Result<R, Errno>,
+    ) -> Result<R, Errno> {
+        let (r, changed, next) = {
+            let mut g = lock(&self.inner);
+            let r = g.with_entry(id, f);
+            if self.progress == Progress::Inline {
+                g.pump();
+                let changed = g.collect_changes();
+                (r, changed, g.next_poll())
+            } else {
+                (r, g.collect_changes(), Some(std::time::Instant::now()))
+            }
+        };
+        self.kick_timer(next);
+        self.notify(&changed);
+        r
+    }
+
+    /// Runs `f` on socket `id` without running the protocol (queries).
+    fn query<R>(
+        &self,
+        id: SocketId,
+        f: impl FnOnce(&mut Inner, &mut Entry) -> R,
+    ) -> Result<R, Errno> {
+        lock(&self.inner).with_entry(id, |s, e| Ok(f(s, e)))
+    }
+
+    fn notify(&self, changed: &[SocketId]) {
+        if changed.is_empty() {
+            return;
+        }
+        let n = lock(&self.notifier).clone();
+        if let Some(n) = n {
+            n(changed);
+        }
+    }
+
+    fn kick_timer(&self, next: Option<std::time::Instant>) {
+        let next = match (self.progress, next) {
+            (Progress::Background, _) => std::time::Instant::now(),
+            (Progress::Inline, Some(n)) => n,
+            (Progress::Inline, None) => return,
+        };
+        let mut st = lock(&self.timer.state);
+        if st.deadline.is_none_or(|d| next < d) {
+            st.deadline = Some(next);
+            st.kicked = true;
+            self.timer.cond.notify_one();
+        }
+    }
+
+    /// One timer tick: pump, notify, and say when to come back.
+    fn tick(&self) -> Duration {
+        let (changed, next) = {
+            let mut g = lock(&self.inner);
+            g.pump();
+            (g.collect_changes(), g.next_poll())
+        };
+        self.notify(&changed);
+        next.map_or(MAX_TIMER_SLEEP, |t| {
+            t.saturating_duration_since(std::time::Instant::now())
+                .min(MAX_TIMER_SLEEP)
+        })
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let mut st = lock(&self.timer.state);
+        st.shutdown = true;
+        self.timer.cond.notify_all();
+    }
+}
+
+fn timer_loop(stack: Weak<Stack>, timer: Arc<Timer>) {
+    loop {
+        let sleep = match stack.upgrade() {
+            Some(s) => s.tick(),
+            None => return,
+        };
+        let until = std::time::Instant::now() + sleep;
+        let mut st = lock(&timer.state);
+        st.deadline = Some(until);
+        loop {
+            if st.shutdown {
+                return;
+            }
+            if st.kicked {
+                st.kicked = false;
+                break;
+            }
+            let now = std::time::Instant::now();
+            let Some(d) = st.deadline else { break };
+            if now >= d {
+                break;
+            }
+            st = timer
+                .cond
+                .wait_timeout(st, d - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        // While pumping, the next deadline is unknown: operations kick.
+        st.deadline = None;
+    }
+}
+
+/// A socket of a [`Stack`]. Dropping it closes it (`close(2)`: a graceful
+/// FIN, or a RST with `SO_LINGER` 0 or unread data, as Linux does).
+pub struct Socket {
+    stack: Arc<Stack>,
+    id: SocketId,
+}
+
+impl std::fmt::Debug for Socket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Socket({})", self.id.0)
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        let (changed, next) = {
+            let mut g = lock(&self.stack.inner);
+            g.close(self.id);
+            if self.stack.progress == Progress::Inline {
+                g.pump();
+            }
+            (g.collect_changes(), g.next_poll())
+        };
+        self.stack.kick_timer(next);
+        self.stack.notify(&changed);
+    }
+}
+
+impl Socket {
+    /// This socket's id, as the notifier reports it.
+    pub fn id(&self) -> SocketId {
+        self.id
+    }
+
+    /// The stack it belongs to.
+    pub fn stack(&self) -> &Arc<Stack> {
+        &self.stack
+    }
+
+    /// Closes the socket (same as dropping it).
+    pub fn close(self) {}
+
+    /// `bind(2)`. Errors: `EINVAL` (already bound), `EAFNOSUPPORT`,
+    /// `EADDRNOTAVAIL` (not an address of this stack), `EADDRINUSE`.
+    pub fn bind(&self, addr: SocketAddr) -> Result<(), Errno> {
+        self.stack.op(self.id, |s, e| s.bind(e, addr))
+    }
+
+    /// `listen(2)`; binds an ephemeral port first if unbound. The backlog is
+    /// clamped to `[0, max_backlog]`; as Linux, `backlog + 1` connections
+    /// may wait for `accept`, and SYNs beyond that are dropped (the client
+    /// retries).
+    pub fn listen(&self, backlog: i32) -> Result<(), Errno> {
+        self.stack.op(self.id, |s, e| s.listen(e, backlog))
+    }
+
+    /// `accept(2)`: `EAGAIN` when no connection waits, `EINVAL` when not
+    /// listening.
+    pub fn accept(&self) -> Result<(Socket, SocketAddr), Errno> {
+        let (id, peer) = self.stack.op(self.id, |s, e| s.accept(e))?;
+        Ok((
+            Socket {
+                stack: self.stack.clone(),
+                id,
+            },
+            peer,
+        ))
+    }
+
+    /// `connect(2)`. TCP: always non-blocking; returns `EINPROGRESS`, after
+    /// which readiness turns `writable` and [`Socket::take_error`] gives the
+    /// outcome (`None`, `ECONNREFUSED`, `ETIMEDOUT`). Calling it again
+    /// returns `EALREADY` while in progress, `Ok` once after success, then
+    /// `EISCONN`, or the pending error after a failure (Linux's
+    /// `__inet_stream_connect`). UDP: sets the default peer.
+    /// `ENETUNREACH` for destinations outside the sandbox in loopback mode.
+    pub fn connect(&self, addr: SocketAddr) -> Result<(), Errno> {
+        self.stack.op(self.id, |s, e| s.connect(e, addr))
+    }
+
+    /// `connect(2)` with `AF_UNSPEC` on a UDP socket: forget the peer.
+    pub fn disconnect(&self) -> Result<(), Errno> {
+        self.stack.op(self.id, |_, e| match &mut e.state {
+            State::Udp(u) => {
+                u.peer = None;
+                Ok(())
+            }
+            _ => Err(Errno::EOPNOTSUPP),
+        })
+    }
+
+    /// `send(2)`: bytes queued, `EAGAIN` when the send buffer is full,
+    /// `EPIPE` after `shutdown(Write)` or on an unconnected TCP socket
+    /// (the Sentry raises `SIGPIPE` unless `MSG_NOSIGNAL`), a pending
+    /// `ECONNRESET` first after a reset.
+    pub fn send(&self, buf: &[u8]) -> Result<usize, Errno> {
+        self.stack.op(self.id, |s, e| s.send(e, buf, None))
+    }
+
+    /// `sendto(2)`. TCP ignores `addr` (as Linux's `tcp_sendmsg`). UDP
+    /// binds an ephemeral port if needed; `EMSGSIZE` beyond one packet.
+    pub fn send_to(&self, buf: &[u8], addr: SocketAddr) -> Result<usize, Errno> {
+        self.stack.op(self.id, |s, e| s.send(e, buf, Some(addr)))
+    }
+
+    /// `recv(2)`: bytes read; 0 at end of stream; `EAGAIN` when nothing is
+    /// there yet; with `peek`, the data stays (`MSG_PEEK`). UDP: one
+    /// datagram, truncated to `buf` (see [`Socket::recv_from`] for its size).
+    pub fn recv(&self, buf: &mut [u8], peek: bool) -> Result<usize, Errno> {
+        self.recv_from(buf, peek).map(|m| m.len)
+    }
+
+    /// `recvfrom(2)`, with the datagram's full size for `MSG_TRUNC`.
+    pub fn recv_from(&self, buf: &mut [u8], peek: bool) -> Result<RecvMeta, Errno> {
+        self.stack.op(self.id, |s, e| s.recv(e, buf, peek))
+    }
+
+    /// `shutdown(2)`. `ENOTCONN` when not connected.
+    pub fn shutdown(&self, how: Shutdown) -> Result<(), Errno> {
+        self.stack.op(self.id, |s, e| s.shutdown(e, how))
+    }
+
+    /// `getsockname(2)`: the unspecified address and port 0 before bind.
+    pub fn local_addr(&self) -> Result<SocketAddr, Errno> {
+        self.stack.query(self.id, |s, e| s.local_addr(e))
+    }
+
+    /// `getpeername(2)`: `ENOTCONN` unless connected.
+    pub fn peer_addr(&self) -> Result<SocketAddr, Errno> {
+        self.stack.query(self.id, |_, e| e.peer())?
+    }
+
+    /// `setsockopt(2)`. `ENOPROTOOPT` for an option that does not apply
+    /// (TCP options on UDP, `IPV6_V6ONLY` on `AF_INET`).
+    pub fn set_option(&self, opt: SockOpt) -> Result<(), Errno> {
+        self.stack.op(self.id, |s, e| s.set_option(e, opt))
+    }
+
+    /// `getsockopt(2)`.
+    pub fn option(&self, name: SockOptName) -> Result<SockOpt, Errno> {
+        self.stack.query(self.id, |_, e| e.option(name))?
+    }
+
+    /// `SO_ERROR`: the pending error, cleared by reading it (this also ends
+    /// a failed connect attempt: the next `connect` starts a new one).
+    pub fn take_error(&self) -> Result<Option<Errno>, Errno> {
+        self.stack.op(self.id, |_, e| {
+            // Collected: a later connect(2) starts afresh, as after a
+            // blocking connect that failed.
+            e.connect_failed = false;
+            Ok(e.error.take())
+        })
+    }
+
+    /// `FIONREAD`: bytes queued (TCP) or the next datagram's size (UDP).
+    pub fn bytes_readable(&self) -> Result<usize, Errno> {
+        self.stack.query(self.id, |s, e| s.bytes_readable(e))
+    }
+
+    /// Current poll state.
+    pub fn readiness(&self) -> Result<Readiness, Errno> {
+        self.stack.query(self.id, |s, e| s.readiness(e))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The state behind the lock.
+
+struct Inner {
+    iface: Interface,
+    device: Loopback,
+    sockets: SocketSet<'static>,
+    entries: BTreeMap<SocketId, Entry>,
+    listeners: BTreeSet<SocketId>,
+    ports: PortTable,
+    orphans: Vec<Orphan>,
+    /// Buffer bytes of every smoltcp socket we own.
+    alloc: HashMap<SocketHandle, usize>,
+    buffer_bytes: usize,
+    next_id: u64,
+    limits: Limits,
+    mode: Mode,
+    epoch: std::time::Instant,
+}
+
+/// A closed connection still exchanging FINs (or its RST) with the peer.
+struct Orphan {
+    handle: SocketHandle,
+    port: Option<u16>,
+    deadline: SInstant,
+    /// Created (or aborted) since the last pump: it has not had a chance to
+    /// send its last segment yet.
+    fresh: bool,
+}
+
+struct Entry {
+    id: SocketId,
+    ty: SocketType,
+    v6: bool,
+    opts: Opts,
+    /// Bound address, in the socket's own family (IPv4-mapped on a dual
+    /// stack socket).
+    local: Option<SocketAddr>,
+    /// Whether `local` holds a port-table binding (accepted sockets share
+    /// their listener's and hold none).
+    bound: bool,
+    /// Bound by connect/listen/sendto rather than bind(2): released when
+    /// the connection attempt fails.
+    autobound: bool,
+    error: Option<Errno>,
+    /// A failed non-blocking connect not yet collected by connect(2).
+    connect_failed: bool,
+    shut_rd: bool,
+    shut_wr: bool,
+    last: Readiness,
+    state: State,
+}
+
+#[derive(Clone, Debug)]
+struct Opts {
+    reuse_addr: bool,
+    reuse_port: bool,
+    keepalive: bool,
+    keepidle: Duration,
+    rcvbuf: usize,
+    sndbuf: usize,
+    linger: Option<Duration>,
+    nodelay: bool,
+    v6only: bool,
+}
+
+enum State {
+    Idle,
+    Listen(Listener),
+    Conn(Conn),
+    Udp(Udp),
+}
+
+struct Listener {
+    /// Connections that may wait: established in `ready` plus handshakes in
+    /// progress.
+    capacity: usize,
+    /// smoltcp sockets in LISTEN or SYN-RECEIVED.
+    slots: Vec<SocketHandle>,
+    /// Established connections waiting for accept.
+    ready: VecDeque<SocketHandle>,
+}
+
+struct Conn {
+    handle: SocketHandle,
+    peer: SocketAddr,
+    established: bool,
+    /// connect(2) already returned success once.
+    reported: bool,
+    peer_fin: bool,
+    reset: bool,
+    started: SInstant,
+}
+
+struct Udp {
+    handle: Option<SocketHandle>,
+    peer: Option<SocketAddr>,
+}
+
+fn seed() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0x6e65_7473_7461_636b);
+    h.finish()
+}
+
+/// Whether `ip` (canonical) is an address of the loopback interface.
+fn is_local(ip: IpAddr) -> bool {
+    ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
+}
+
+fn to_ip(a: IpAddress) -> IpAddr {
+    match a {
+        IpAddress::Ipv4(a) => IpAddr::V4(a),
+        IpAddress::Ipv6(a) => IpAddr::V6(a),
+    }
+}
+
+/// `addr` as a socket of family `v6` reports it.
+fn family_form(v6: bool, addr: SocketAddr) -> SocketAddr {
+    match (v6, addr.ip()) {
+        (true, IpAddr::V4(a)) => SocketAddr::new(IpAddr::V6(a.to_ipv6_mapped()), addr.port()),
+        _ => addr,
+    }
+}
+
+fn from_endpoint(v6: bool, ep: IpEndpoint) -> SocketAddr {
+    family_form(v6, SocketAddr::new(to_ip(ep.addr), ep.port))
+}
+
+fn unspecified(v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    }
+}
+
+fn listen_endpoint(local: SocketAddr) -> IpListenEndpoint {
+    let ip = canonical(local.ip());
+    IpListenEndpoint {
+        addr: if ip.is_unspecified() {
+            None
+        } else {
+            Some(ip.into())
+        },
+        port: local.port(),
+    }
+}
+
+impl Entry {
+    fn proto(&self) -> Proto {
+        match self.ty {
+            SocketType::Stream => Proto::Tcp,
+            SocketType::Datagram => Proto::Udp,
+        }
+    }
+
+    fn scope(&self, ip: IpAddr) -> Scope {
+        Scope::of(self.v6, self.opts.v6only, ip)
+    }
+
+    /// Checks `addr` against the socket's family and returns it in
+    /// canonical form (IPv4 for an IPv4-mapped address).
+    fn canonical_addr(&self, addr: SocketAddr, connecting: bool) -> Result<SocketAddr, Errno> {
+        match (self.v6, addr) {
+            (false, SocketAddr::V4(_)) => Ok(addr),
+            (false, SocketAddr::V6(_)) | (true, SocketAddr::V4(_)) => Err(Errno::EAFNOSUPPORT),
+            (true, SocketAddr::V6(a)) => match a.ip().to_ipv4_mapped() {
+                Some(v4) if self.opts.v6only => {
+                    let _ = v4;
+                    Err(if connecting {
+                        Errno::ENETUNREACH
+                    } else {
+                        Errno::EINVAL
+                    })
+                }
+                Some(v4) => Ok(SocketAddr::new(IpAddr::V4(v4), a.port())),
+                None => Ok(addr),
+            },
+        }
+    }
+
+    fn peer(&self) -> Result<SocketAddr, Errno> {
+        match &self.state {
+            State::Conn(c) if c.established => Ok(c.peer),
+            State::Udp(Udp { peer: Some(p), .. }) => Ok(*p),
+            _ => Err(Errno::ENOTCONN),
+        }
+    }
+
+    fn option(&self, name: SockOptName) -> Result<SockOpt, Errno> {
+        let o = &self.opts;
+        let tcp_only = |v| {
+            if self.ty == SocketType::Stream {
+                Ok(v)
+            } else {
+                Err(Errno::ENOPROTOOPT)
+            }
+        };
+        match name {
+            SockOptName::ReuseAddr => Ok(SockOpt::ReuseAddr(o.reuse_addr)),
+            SockOptName::ReusePort => Ok(SockOpt::ReusePort(o.reuse_port)),
+            SockOptName::KeepAlive => Ok(SockOpt::KeepAlive(o.keepalive)),
+            SockOptName::RcvBuf => Ok(SockOpt::RcvBuf(o.rcvbuf)),
+            SockOptName::SndBuf => Ok(SockOpt::SndBuf(o.sndbuf)),
+            SockOptName::Linger => Ok(SockOpt::Linger(o.linger)),
+            SockOptName::NoDelay => tcp_only(SockOpt::NoDelay(o.nodelay)),
+            SockOptName::KeepIdle => tcp_only(SockOpt::KeepIdle(o.keepidle)),
+            SockOptName::V6Only if self.v6 => Ok(SockOpt::V6Only(o.v6only)),
+            SockOptName::V6Only => Err(Errno::ENOPROTOOPT),
+        }
+    }
+}
+
+impl Inner {
+    fn new(config: &StackConfig) -> Inner {
+        let mut device = Loopback::new();
+        let seed = seed();
+        let mut cfg = Config::new(HardwareAddress::Ip);
+        cfg.random_seed = seed;
+        let epoch = std::time::Instant::now();
+        let mut iface = Interface::new(cfg, &mut device, SInstant::from_micros(0));
+        iface.update_ip_addrs(|addrs| {
+            // Two addresses fit smoltcp's default table (IFACE_MAX_ADDR_COUNT).
+            let _ = addrs.push(IpCidr::new(IpAddress::v4(127, 0, 0, 1), 8));
+            let _ = addrs.push(IpCidr::new(IpAddress::v6(0, 0, 0, 0, 0, 0, 0, 1), 128));
+        });
+        Inner {
+            iface,
+            device,
+            sockets: SocketSet::new(Vec::new()),
+            entries: BTreeMap::new(),
+            listeners: BTreeSet::new(),
+            ports: PortTable::new(seed),
+            orphans: Vec::new(),
+            alloc: HashMap::new(),
+            buffer_bytes: 0,
+            next_id: 1,
+            limits: config.limits.clone(),
+            mode: config.mode.clone(),
+            epoch,
+        }
+    }
+
+    fn now(&self) -> SInstant {
+        SInstant::from_micros(self.epoch.elapsed().as_micros().min(i64::MAX as u128) as i64)
+    }
+
+    fn new_entry(&mut self, v6: bool, ty: SocketType) -> Result<SocketId, Errno> {
+        if self.entries.len() >= self.limits.max_sockets {
+            return Err(Errno::ENOBUFS);
+        }
+        let buf = match ty {
+            SocketType::Stream => self.limits.tcp_buffer,
+            SocketType::Datagram => self.limits.udp_buffer,
+        };
+        let id = SocketId(self.next_id);
+        self.next_id += 1;
+        let state = match ty {
+            SocketType::Stream => State::Idle,
+            SocketType::Datagram => State::Udp(Udp {
+                handle: None,
+                peer: None,
+            }),
+        };
+        let mut e = Entry {
+            id,
+            ty,
+            v6,
+            opts: Opts {
+                reuse_addr: false,
+                reuse_port: false,
+                keepalive: false,
+                keepidle: DEFAULT_KEEPIDLE,
+                rcvbuf: buf,
+                sndbuf: buf,
+                linger: None,
+                nodelay: false,
+                v6only: false,
+            },
+            local: None,
+            bound: false,
+            autobound: false,
+            error: None,
+            connect_failed: false,
+            shut_rd: false,
+            shut_wr: false,
+            last: Readiness::default(),
+            state,
+        };
+        e.last = self.readiness(&e);
+        self.entries.insert(id, e);
+        Ok(id)
+    }
+
+    fn with_entry<R>(
+        &mut self,
+        id: SocketId,
+        f: impl FnOnce(&mut Inner, &mut Entry) -> Result<R, Errno>,
+    ) -> Result<R, Errno> {
+        let mut e = self.entries.remove(&id).ok_or(Errno::EBADF)?;
+        let r = f(self, &mut e);
+        self.entries.insert(id, e);
+        r
+    }
+
+    // --- smoltcp socket allocation -------------------------------------
+
+    fn reserve(&mut self, bytes: usize) -> Result<(), Errno> {
+        if self.alloc.len() >= self.limits.max_sockets.saturating_mul(2)
+            || self.buffer_bytes.saturating_add(bytes) > self.limits.memory_budget
+        {
+            return Err(Errno::ENOBUFS);
+        }
+        Ok(())
+    }
+
+    fn alloc_tcp(&mut self, opts: &Opts) -> Result<SocketHandle, Errno> {
+        // smoltcp refuses (panics on) receive buffers over 1 GiB, whatever
+        // the configured limits say.
+        let (rcv, snd) = (opts.rcvbuf.min(1 << 30), opts.sndbuf.min(1 << 30));
+        let bytes = rcv + snd;
+        self.reserve(bytes)?;
+        // Zeroed allocations of this size come from fresh mappings: pages
+        // cost memory only once data has passed through them.
+        let mut s = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0u8; rcv]),
+            tcp::SocketBuffer::new(vec![0u8; snd]),
+        );
+        s.set_nagle_enabled(!opts.nodelay);
+        if opts.keepalive {
+            s.set_keep_alive(Some(sdur(opts.keepidle)));
+        }
+        // On loopback an ACK costs one trip through the queue; delaying it
+        // only delays the sender (write-write-read stalls with Nagle).
+        if matches!(self.mode, Mode::Loopback) {
+            s.set_ack_delay(None);
+        }
+        let h = self.sockets.add(s);
+        self.alloc.insert(h, bytes);
+        self.buffer_bytes += bytes;
+        Ok(h)
+    }
+
+    fn alloc_udp(&mut self, opts: &Opts, local: SocketAddr) -> Result<SocketHandle, Errno> {
+        let bytes = opts.rcvbuf + opts.sndbuf;
+        self.reserve(bytes)?;
+        let mut s = udp::Socket::new(
+            udp::PacketBuffer::new(
+                vec![udp::PacketMetadata::EMPTY; UDP_PACKETS],
+                vec![0u8; opts.rcvbuf],
+            ),
+            udp::PacketBuffer::new(
+                vec![udp::PacketMetadata::EMPTY; UDP_PACKETS],
+                vec![0u8; opts.sndbuf],
+            ),
+        );
+        s.bind(listen_endpoint(local)).map_err(|_| Errno::EINVAL)?;
+        let h = self.sockets.add(s);
+        self.alloc.insert(h, bytes);
+        self.buffer_bytes += bytes;
+        Ok(h)
+    }
+
+    fn free(&mut self, h: SocketHandle) {
+        if let Some(bytes) = self.alloc.remove(&h) {
+            self.buffer_bytes -= bytes;
+            self.sockets.remove(h);
+        }
+    }
+
+    fn tcp(&mut self, h: SocketHandle) -> &mut tcp::Socket<'static> {
+        self.sockets.get_mut::<tcp::Socket>(h)
+    }
+
+    fn orphan(&mut self, h: SocketHandle, port: Option<u16>) {
+        let deadline = self.now() + sdur(self.limits.orphan_timeout);
+        self.orphans.push(Orphan {
+            handle: h,
+            port,
+            deadline,
+            fresh: true,
+        });
+    }
+
+    // --- binding ---------------------------------------------------------
+
+    /// Binds `e` to `addr` (canonical form), port 0 meaning ephemeral.
+    fn bind_to(&mut self, e: &mut Entry, addr: SocketAddr) -> Result<(), Errno> {
+        let b = Binding {
+            owner: Owner::Socket(e.id),
+            scope: e.scope(addr.ip()),
+            reuse_addr: e.opts.reuse_addr,
+            reuse_port: e.opts.reuse_port,
+            listening: false,
+        };
+        let port = self.ports.bind(e.proto(), addr.port(), b)?;
+        let local = family_form(e.v6, SocketAddr::new(addr.ip(), port));
+        // A dual-stack wildcard stays "::", not "::ffff:0.0.0.0".
+        let local = if addr.ip().is_unspecified() {
+            SocketAddr::new(unspecified(e.v6), port)
+        } else {
+            local
+        };
+        if let State::Udp(u) = &mut e.state {
+            match self.alloc_udp(&e.opts, SocketAddr::new(addr.ip(), port)) {
+                Ok(h) => u.handle = Some(h),
+                Err(err) => {
+                    self.ports.remove(e.proto(), port, Owner::Socket(e.id));
+                    return Err(err);
+                }
+            }
+        }
+        e.local = Some(local);
+        e.bound = true;
+        Ok(())
+    }
+
+    fn autobind(&mut self, e: &mut Entry) -> Result<(), Errno> {
+        if e.local.is_some() {
+            return Ok(());
+        }
+        self.bind_to(e, SocketAddr::new(unspecified(e.v6), 0))?;
+        e.autobound = true;
+        Ok(())
+    }
+
+    fn unbind(&mut self, e: &mut Entry) {
+        if let (true, Some(local)) = (e.bound, e.local) {
+            self.ports
+                .remove(e.proto(), local.port(), Owner::Socket(e.id));
+        }
+        e.bound = false;
+        e.autobound = false;
+        e.local = None;
+    }
+
+    fn bind(&mut self, e: &mut Entry, addr: SocketAddr) -> Result<(), Errno> {
+        let addr = e.canonical_addr(addr, false)?;
+        let fresh = match &e.state {
+            State::Idle => true,
+            State::Udp(u) => u.handle.is_none(),
+            _ => false,
+        };
+        if e.local.is_some() || !fresh {
+            return Err(Errno::EINVAL);
+        }
+        if !addr.ip().is_unspecified() && !is_local(addr.ip()) {
+            return Err(Errno::EADDRNOTAVAIL);
+        }
+        self.bind_to(e, addr)
+    }
+
+    /// Whether the guest may reach `dest` (canonical). In loopback mode only
+    /// the stack's own addresses exist.
+    fn check_egress(&self, dest: SocketAddr) -> Result<(), Errno> {
+        if is_local(dest.ip()) {
+            return Ok(());
+        }
+        match self.mode {
+            Mode::Loopback => {
+                tracing::debug!(%dest, "netstack: no route outside the sandbox (loopback only)");
+                Err(Errno::ENETUNREACH)
+            }
+        }
+    }
+
+    /// The destination of a connect/sendto, canonical, with the unspecified
+    /// address meaning this host (as Linux does).
+    fn destination(&self, e: &Entry, addr: SocketAddr) -> Result<SocketAddr, Errno> {
+        let mut dest = e.canonical_addr(addr, true)?;
+        if dest.ip().is_unspecified() {
+            dest.set_ip(match dest.ip() {
+                IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            });
+        }
+        self.check_egress(dest)?;
+        Ok(dest)
+    }
+
+    // --- TCP -------------------------------------------------------------
+
+    fn listen(&mut self, e: &mut Entry, backlog: i32) -> Result<(), Errno> {
+        let max = self.limits.max_backlog;
+        let backlog = usize::try_from(backlog).map_or(max, |b| b.min(max));
+        match &mut e.state {
+            State::Udp(_) => return Err(Errno::EOPNOTSUPP),
+            State::Conn(_) => return Err(Errno::EINVAL),
+            State::Listen(l) => {
+                l.capacity = backlog + 1;
+                return Ok(());
+            }
+            State::Idle => {}
+        }
+        if e.shut_rd {
+            e.shut_rd = false;
+            e.shut_wr = false;
+        }
+        self.autobind(e)?;
+        let port = e.local.map_or(0, |l| l.port());
+        if let Err(err) = self
+            .ports
+            .set_listening(Proto::Tcp, port, Owner::Socket(e.id))
+        {
+            if e.autobound {
+                self.unbind(e);
+            }
+            return Err(err);
+        }
+        e.error = None;
+        e.connect_failed = false;
+        e.state = State::Listen(Listener {
+            capacity: backlog + 1,
+            slots: Vec::new(),
+            ready: VecDeque::new(),
+        });
+        self.listeners.insert(e.id);
+        self.refresh_listener(e);
+        Ok(())
+    }
+
+    fn accept(&mut self, e: &mut Entry) -> Result<(SocketId, SocketAddr), Errno> {
+        let State::Listen(l) = &mut e.state else {
+            return Err(Errno::EINVAL);
+        };
+        loop {
+            let Some(h) = l.ready.front().copied() else {
+                return Err(Errno::EAGAIN);
+            };
+            if self.entries.len() + 1 >= self.limits.max_sockets {
+                return Err(Errno::ENOBUFS);
+            }
+            l.ready.pop_front();
+            let s = self.sockets.get::<tcp::Socket>(h);
+            let (Some(remote), Some(local)) = (s.remote_endpoint(), s.local_endpoint()) else {
+                self.sockets.get_mut::<tcp::Socket>(h).abort();
+                self.orphan(h, None);
+                continue;
+            };
+            // smoltcp listens on "any address" for both families; keep each
+            // family to its own sockets.
+            let is_v4 = matches!(remote.addr, IpAddress::Ipv4(_));
+            if (!e.v6 && !is_v4) || (e.v6 && e.opts.v6only && is_v4) {
+                self.sockets.get_mut::<tcp::Socket>(h).abort();
+                self.orphan(h, None);
+                continue;
+            }
+            let peer = from_endpoint(e.v6, remote);
+            let id = SocketId(self.next_id);
+            self.next_id += 1;
+            let mut child = Entry {
+                id,
+                ty: SocketType::Stream,
+                v6: e.v6,
+                opts: e.opts.clone(),
+                local: Some(from_endpoint(e.v6, local)),
+                bound: false,
+                autobound: false,
+                error: None,
+                connect_failed: false,
+                shut_rd: false,
+                shut_wr: false,
+                last: Readiness::default(),
+                state: State::Conn(Conn {
+                    handle: h,
+                    peer,
+                    established: true,
+                    reported: true,
+                    peer_fin: false,
+                    reset: false,
+                    started: self.now(),
+                }),
+            };
+            self.refresh_conn(&mut child);
+            child.last = self.readiness(&child);
+            self.entries.insert(id, child);
+            return Ok((id, peer));
+        }
+    }
+
+    fn connect(&mut self, e: &mut Entry, addr: SocketAddr) -> Result<(), Errno> {
+        if let State::Udp(_) = e.state {
+            return self.udp_connect(e, addr);
+        }
+        match &mut e.state {
+            State::Listen(_) => return Err(Errno::EISCONN),
+            State::Conn(c) if !c.established => return Err(Errno::EALREADY),
+            State::Conn(c) if !c.reported => {
+                c.reported = true;
+                return Ok(());
+            }
+            State::Conn(_) => return Err(Errno::EISCONN),
+            _ => {}
+        }
+        if e.connect_failed {
+            e.connect_failed = false;
+            return Err(e.error.take().unwrap_or(Errno::ECONNABORTED));
+        }
+        let dest = self.destination(e, addr)?;
+        if dest.port() == 0 {
+            return Err(Errno::ECONNREFUSED);
+        }
+        if e.local.is_none() {
+            // Linux's connect(2) says EADDRNOTAVAIL when the ephemeral range
+            // is used up.
+            self.autobind(e).map_err(|err| {
+                if err == Errno::EADDRINUSE {
+                    Errno::EADDRNOTAVAIL
+                } else {
+                    err
+                }
+            })?;
+        }
+        let local = e.local.map_or(SocketAddr::new(unspecified(e.v6), 0), |l| l);
+        let h = match self.alloc_tcp(&e.opts) {
+            Ok(h) => h,
+            Err(err) => {
+                if e.autobound {
+                    self.unbind(e);
+                }
+                return Err(err);
+            }
+        };
+        let timeout = sdur(self.limits.connect_timeout);
+        let cx = self.iface.context();
+        let s = self.sockets.get_mut::<tcp::Socket>(h);
+        s.set_timeout(Some(timeout));
+        if s.connect(cx, IpEndpoint::from(dest), listen_endpoint(local))
+            .is_err()
+        {
+            self.free(h);
+            if e.autobound {
+                self.unbind(e);
+            }
+            return Err(Errno::EINVAL);
+        }
+        e.error = None;
+        e.state = State::Conn(Conn {
+            handle: h,
+            peer: family_form(e.v6, dest),
+            established: false,
+            reported: false,
+            peer_fin: false,
+            reset: false,
+            started: self.now(),
+        });
+        Err(Errno::EINPROGRESS)
+    }
+
+    fn send(&mut self, e: &mut Entry, buf: &[u8], to: Option<SocketAddr>) -> Result<usize, Errno> {
+        let c = match &mut e.state {
+            State::Udp(_) => return self.udp_send(e, buf, to),
+            State::Conn(c) => c,
+            _ => return Err(Errno::EPIPE),
+        };
+        if !c.established {
+            return Err(Errno::EAGAIN);
+        }
+        if c.reset {
+            return Err(e.error.take().unwrap_or(Errno::EPIPE));
+        }
+        if e.shut_wr {
+            return Err(Errno::EPIPE);
+        }
+        let h = c.handle;
+        let s = self.tcp(h);
+        if !s.may_send() {
+            return Err(Errno::EPIPE);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        match s.send_slice(buf) {
+            Ok(0) => Err(Errno::EAGAIN),
+            Ok(n) => Ok(n),
+            Err(_) => Err(Errno::EPIPE),
+        }
+    }
+
+    fn recv(&mut self, e: &mut Entry, buf: &mut [u8], peek: bool) -> Result<RecvMeta, Errno> {
+        let c = match &mut e.state {
+            State::Udp(_) => return self.udp_recv(e, buf, peek),
+            State::Conn(c) => c,
+            _ => return Err(Errno::ENOTCONN),
+        };
+        let peer = c.peer;
+        let meta = |len| RecvMeta {
+            len,
+            full_len: len,
+            from: peer,
+        };
+        if !c.established {
+            return Err(Errno::EAGAIN);
+        }
+        let (h, eof) = (c.handle, c.peer_fin || c.reset || e.shut_rd);
+        if buf.is_empty() {
+            return Ok(meta(0));
+        }
+        let s = self.tcp(h);
+        if s.recv_queue() > 0 {
+            let n = if peek {
+                s.peek_slice(buf).unwrap_or(0)
+            } else {
+                s.recv_slice(buf).unwrap_or(0)
+            };
+            if n > 0 {
+                return Ok(meta(n));
+            }
+        }
+        if let Some(err) = e.error.take() {
+            return Err(err);
+        }
+        if eof || s.state() == tcp::State::Closed {
+            return Ok(meta(0));
+        }
+        Err(Errno::EAGAIN)
+    }
+
+    fn shutdown(&mut self, e: &mut Entry, how: Shutdown) -> Result<(), Errno> {
+        let (rd, wr) = match how {
+            Shutdown::Read => (true, false),
+            Shutdown::Write => (false, true),
+            Shutdown::Both => (true, true),
+        };
+        match &mut e.state {
+            State::Idle => Err(Errno::ENOTCONN),
+            State::Listen(_) => {
+                if rd {
+                    // Linux disconnects a listener on SHUT_RD: pending
+                    // connections are reset, accept fails with EINVAL.
+                    self.stop_listening(e);
+                }
+                Ok(())
+            }
+            State::Conn(c) => {
+                let h = c.handle;
+                if self.tcp(h).state() == tcp::State::Closed {
+                    return Err(Errno::ENOTCONN);
+                }
+                e.shut_rd |= rd;
+                if wr && !e.shut_wr {
+                    e.shut_wr = true;
+                    self.tcp(h).close();
+                }
+                Ok(())
+            }
+            State::Udp(u) => {
+                let connected = u.peer.is_some();
+                e.shut_rd |= rd;
+                e.shut_wr |= wr;
+                if connected {
+                    Ok(())
+                } else {
+                    Err(Errno::ENOTCONN)
+                }
+            }
+        }
+    }
+
+    fn stop_listening(&mut self, e: &mut Entry) {
+        if let State::Listen(l) = std::mem::replace(&mut e.state, State::Idle) {
+            for h in l.slots.into_iter().chain(l.ready) {
+                self.tcp(h).abort();
+                self.orphan(h, None);
+            }
+            if let Some(local) = e.local {
+                // Still bound, no longer listening.
+                self.ports
+                    .remove(Proto::Tcp, local.port(), Owner::Socket(e.id));
+                let b = Binding {
+                    owner: Owner::Socket(e.id),
+                    scope: e.scope(local.ip()),
+                    reuse_addr: e.opts.reuse_addr,
+                    reuse_port: e.opts.reuse_port,
+                    listening: false,
+                };
+                if self.ports.bind(Proto::Tcp, local.port(), b).is_err() {
+                    e.bound = false;
+                }
+            }
+        }
+        self.listeners.remove(&e.id);
+    }
+
+    fn close(&mut self, id: SocketId) {
+        let Some(mut e) = self.entries.remove(&id) else {
+            return;
+        };
+        self.listeners.remove(&id);
+        match std::mem::replace(&mut e.state, State::Idle) {
+            State::Idle => self.unbind(&mut e),
+            State::Listen(l) => {
+                for h in l.slots.into_iter().chain(l.ready) {
+                    self.tcp(h).abort();
+                    self.orphan(h, None);
+                }
+                self.unbind(&mut e);
+            }
+            State::Conn(c) => {
+                let s = self.tcp(c.handle);
+                // Unread data or SO_LINGER 0: reset (RFC 2525, tcp(7)).
+                if e.opts.linger == Some(Duration::ZERO) || s.recv_queue() > 0 {
+                    s.abort();
+                } else {
+                    s.close();
+                }
+                let port = match (e.bound, e.local) {
+                    (true, Some(l)) => {
+                        self.ports.transfer(
+                            Proto::Tcp,
+                            l.port(),
+                            Owner::Socket(id),
+                            Owner::Orphan(c.handle),
+                        );
+                        Some(l.port())
+                    }
+                    _ => None,
+                };
+                self.orphan(c.handle, port);
+            }
+            State::Udp(u) => {
+                if let Some(h) = u.handle {
+                    self.free(h);
+                }
+                self.unbind(&mut e);
+            }
+        }
+    }
+
+    // --- UDP -------------------------------------------------------------
+
+    fn udp_connect(&mut self, e: &mut Entry, addr: SocketAddr) -> Result<(), Errno> {
+        let dest = self.destination(e, addr)?;
+        self.autobind(e).map_err(|_| Errno::EAGAIN)?;
+        if let State::Udp(u) = &mut e.state {
+            u.peer = Some(family_form(e.v6, dest));
+        }
+        Ok(())
+    }
+
+    fn udp_send(
+        &mut self,
+        e: &mut Entry,
+        buf: &[u8],
+        to: Option<SocketAddr>,
+    ) -> Result<usize, Errno> {
+        let State::Udp(u) = &e.state else {
+            return Err(Errno::EINVAL);
+        };
+        let dest = match (to, u.peer) {
+            (Some(a), _) => a,
+            (None, Some(p)) => p,
+            (None, None) => return Err(Errno::EDESTADDRREQ),
+        };
+        if e.shut_wr {
+            return Err(Errno::EPIPE);
+        }
+        let dest = self.destination(e, dest)?;
+        if dest.port() == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let ip_header = if dest.is_ipv4() { 20 } else { 40 };
+        if buf.len() > LOOPBACK_MTU - ip_header - 8 {
+            return Err(Errno::EMSGSIZE);
+        }
+        // Linux answers EAGAIN when autobind finds no free port.
+        self.autobind(e).map_err(|_| Errno::EAGAIN)?;
+        let State::Udp(Udp {
+            handle: Some(h), ..
+        }) = e.state
+        else {
+            return Err(Errno::EINVAL);
+        };
+        let mut meta = udp::UdpMetadata::from(IpEndpoint::from(dest));
+        if let Some(l) = e.local {
+            let ip = canonical(l.ip());
+            if !ip.is_unspecified() {
+                meta.local_address = Some(ip.into());
+            }
+        }
+        let s = self.sockets.get_mut::<udp::Socket>(h);
+        // The buffer was sized when the socket was bound; a larger SO_SNDBUF
+        // set later does not grow it.
+        if buf.len() > s.payload_send_capacity() {
+            return Err(Errno::EMSGSIZE);
+        }
+        match s.send_slice(buf, meta) {
+            Ok(()) => Ok(buf.len()),
+            Err(udp::SendError::BufferFull) => Err(Errno::EAGAIN),
+            Err(udp::SendError::Unaddressable) => Err(Errno::EINVAL),
+        }
+    }
+
+    fn udp_recv(&mut self, e: &mut Entry, buf: &mut [u8], peek: bool) -> Result<RecvMeta, Errno> {
+        let State::Udp(u) = &e.state else {
+            return Err(Errno::EINVAL);
+        };
+        let Some(h) = u.handle else {
+            return Err(Errno::EAGAIN);
+        };
+        let v6 = e.v6;
+        let s = self.sockets.get_mut::<udp::Socket>(h);
+        let (len, full_len, from) = match s.peek() {
+            Ok((payload, meta)) => {
+                let n = payload.len().min(buf.len());
+                buf[..n].copy_from_slice(&payload[..n]);
+                (n, payload.len(), from_endpoint(v6, meta.endpoint))
+            }
+            Err(_) if e.shut_rd => {
+                return Ok(RecvMeta {
+                    len: 0,
+                    full_len: 0,
+                    from: SocketAddr::new(unspecified(v6), 0),
+                })
+            }
+            Err(_) => return Err(Errno::EAGAIN),
+        };
+        if !peek {
+            let _ = s.recv();
+        }
+        Ok(RecvMeta {
+            len,
+            full_len,
+            from,
+        })
+    }
+
+    // --- options and queries ----------------------------------------------
+
+    fn set_option(&mut self, e: &mut Entry, opt: SockOpt) -> Result<(), Errno> {
+        let stream = e.ty == SocketType::Stream;
+        let (max_buf, live) = match &e.state {
+            State::Conn(c) => (self.limits.max_tcp_buffer, Some(c.handle)),
+            _ if stream => (self.limits.max_tcp_buffer, None),
+            _ => (self.limits.max_udp_buffer, None),
+        };
+        // Linux doubles the value for bookkeeping overhead and reports the
+        // doubled value (socket(7)).
+        let buf_size = |v: usize| v.saturating_mul(2).clamp(MIN_BUFFER, max_buf);
+        match opt {
+            SockOpt::ReuseAddr(v) => e.opts.reuse_addr = v,
+            SockOpt::ReusePort(v) => e.opts.reuse_port = v,
+            SockOpt::Linger(v) => e.opts.linger = v,
+            SockOpt::RcvBuf(v) => e.opts.rcvbuf = buf_size(v),
+            SockOpt::SndBuf(v) => e.opts.sndbuf = buf_size(v),
+            SockOpt::KeepAlive(v) => e.opts.keepalive = v,
+            SockOpt::NoDelay(v) if stream => e.opts.nodelay = v,
+            SockOpt::KeepIdle(v) if stream => {
+                if v.is_zero() || v > Duration::from_secs(32767) {
+                    return Err(Errno::EINVAL);
+                }
+                e.opts.keepidle = v;
+            }
+            SockOpt::NoDelay(_) | SockOpt::KeepIdle(_) => return Err(Errno::ENOPROTOOPT),
+            SockOpt::V6Only(_) if !e.v6 => return Err(Errno::ENOPROTOOPT),
+            SockOpt::V6Only(v) => {
+                let fresh = match &e.state {
+                    State::Idle => true,
+                    State::Udp(u) => u.handle.is_none(),
+                    _ => false,
+                };
+                if e.local.is_some() || !fresh {
+                    return Err(Errno::EINVAL);
+                }
+                e.opts.v6only = v;
+            }
+        }
+        if let Some(h) = live {
+            let (nodelay, keepalive, idle) = (e.opts.nodelay, e.opts.keepalive, e.opts.keepidle);
+            let s = self.tcp(h);
+            s.set_nagle_enabled(!nodelay);
+            s.set_keep_alive(keepalive.then(|| sdur(idle)));
+        }
+        Ok(())
+    }
+
+    fn local_addr(&self, e: &Entry) -> SocketAddr {
+        if let State::Conn(c) = &e.state {
+            if let Some(ep) = self.sockets.get::<tcp::Socket>(c.handle).local_endpoint() {
+                return from_endpoint(e.v6, ep);
+            }
+        }
+        e.local.unwrap_or(SocketAddr::new(unspecified(e.v6), 0))
+    }
+
+    fn bytes_readable(&mut self, e: &Entry) -> usize {
+        match &e.state {
+            State::Conn(c) => self.sockets.get::<tcp::Socket>(c.handle).recv_queue(),
+            // FIONREAD on a datagram socket: the size of the next datagram.
+            State::Udp(Udp {
+                handle: Some(h), ..
+            }) => self
+                .sockets
+                .get_mut::<udp::Socket>(*h)
+                .peek()
+                .map_or(0, |(p, _)| p.len()),
+            _ => 0,
+        }
+    }
+
+    fn readiness(&self, e: &Entry) -> Readiness {
+        let error = e.error.is_some();
+        match &e.state {
+            // A fresh or failed TCP socket polls as OUT|HUP (tcp_poll, CLOSE).
+            State::Idle => Readiness {
+                readable: e.shut_rd,
+                writable: true,
+                hup: true,
+                rdhup: e.shut_rd,
+                error,
+            },
+            State::Listen(l) => Readiness {
+                readable: !l.ready.is_empty(),
+                error,
+                ..Readiness::default()
+            },
+            State::Conn(c) if !c.established => Readiness {
+                error,
+                ..Readiness::default()
+            },
+            State::Conn(c) => {
+                let s = self.sockets.get::<tcp::Socket>(c.handle);
+                let closed = s.state() == tcp::State::Closed;
+                let rcv_shut = c.peer_fin || c.reset || e.shut_rd;
+                let snd_shut = e.shut_wr || c.reset || closed;
+                // sk_stream_is_writeable: free space at least half of what
+                // is queued, so a writer is not woken for a few bytes.
+                let queued = s.send_queue();
+                let free = s.send_capacity() - queued;
+                Readiness {
+                    readable: s.recv_queue() > 0 || rcv_shut || error,
+                    writable: snd_shut || (s.may_send() && free > 0 && free >= queued / 2),
+                    hup: (rcv_shut && snd_shut) || closed,
+                    rdhup: rcv_shut,
+                    error,
+                }
+            }
+            State::Udp(u) => {
+                let (readable, writable) = match u.handle {
+                    Some(h) => {
+                        let s = self.sockets.get::<udp::Socket>(h);
+                        (s.can_recv(), s.can_send())
+                    }
+                    None => (false, true),
+                };
+                Readiness {
+                    readable: readable || e.shut_rd || error,
+                    writable,
+                    hup: e.shut_rd && e.shut_wr,
+                    rdhup: e.shut_rd,
+                    error,
+                }
+            }
+        }
+    }
+
+    // --- progress ----------------------------------------------------------
+
+    /// Runs the protocol until no packet is in flight.
+    fn pump(&mut self) {
+        for _ in 0..MAX_ROUNDS {
+            self.refresh_listeners();
+            self.device.start_round();
+            let now = self.now();
+            let r = self.iface.poll(now, &mut self.device, &mut self.sockets);
+            let progressed = r == PollResult::SocketStateChanged || self.device.delivered > 0;
+            let aborted = self.abort_orphans_with_data();
+            if !progressed && !aborted && !self.device.has_pending() {
+                break;
+            }
+        }
+        self.refresh_listeners();
+        let ids: Vec<SocketId> = self.entries.keys().copied().collect();
+        for id in ids {
+            let _ = self.with_entry(id, |s, e| {
+                s.refresh_conn(e);
+                s.refresh_udp(e);
+                Ok(())
+            });
+        }
+        self.reap_orphans();
+    }
+
+    fn refresh_listeners(&mut self) {
+        self.device.gates.clear();
+        let ids: Vec<SocketId> = self.listeners.iter().copied().collect();
+        for id in ids {
+            let _ = self.with_entry(id, |s, e| {
+                s.refresh_listener(e);
+                Ok(())
+            });
+        }
+    }
+
+    /// Moves finished handshakes to the accept queue and keeps enough
+    /// listening sockets for the backlog; sets the port's SYN gate.
+    fn refresh_listener(&mut self, e: &mut Entry) {
+        let Some(local) = e.local else { return };
+        let State::Listen(l) = &mut e.state else {
+            return;
+        };
+        let ep = listen_endpoint(local);
+        let mut slots = std::mem::take(&mut l.slots);
+        let mut listening = 0;
+        let mut handshaking = 0;
+        slots.retain(|&h| {
+            let s = self.sockets.get_mut::<tcp::Socket>(h);
+            match s.state() {
+                tcp::State::Listen => {
+                    listening += 1;
+                    true
+                }
+                tcp::State::SynReceived => {
+                    handshaking += 1;
+                    true
+                }
+                tcp::State::Closed | tcp::State::TimeWait => {
+                    // A handshake that failed: listen again.
+                    s.abort();
+                    if s.listen(ep).is_ok() {
+                        listening += 1;
+                    }
+                    true
+                }
+                _ => {
+                    l.ready.push_back(h);
+                    false
+                }
+            }
+        });
+        let want = l
+            .capacity
+            .saturating_sub(l.ready.len() + handshaking)
+            .min(SLOT_BURST);
+        // More listening sockets than the backlog allows: drop the extras.
+        while listening > want {
+            let Some(i) = slots
+                .iter()
+                .position(|&h| self.sockets.get::<tcp::Socket>(h).state() == tcp::State::Listen)
+            else {
+                break;
+            };
+            let h = slots.swap_remove(i);
+            self.free(h);
+            listening -= 1;
+        }
+        let opts = e.opts.clone();
+        while listening < want {
+            let Ok(h) = self.alloc_tcp(&opts) else { break };
+            if self.tcp(h).listen(ep).is_err() {
+                self.free(h);
+                break;
+            }
+            slots.push(h);
+            listening += 1;
+        }
+        if let State::Listen(l) = &mut e.state {
+            l.slots = slots;
+        }
+        let gate = self.device.gates.entry(local.port()).or_insert(SynGate {
+            budget: 0,
+            full: true,
+        });
+        gate.budget += listening;
+        gate.full &= listening == 0;
+    }
+
+    /// Follows a connection's state: handshake done or failed, peer FIN,
+    /// reset.
+    fn refresh_conn(&mut self, e: &mut Entry) {
+        let State::Conn(c) = &mut e.state else { return };
+        let now = self.now();
+        let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
+        let state = s.state();
+        if !c.established {
+            match state {
+                tcp::State::SynSent | tcp::State::SynReceived => return,
+                tcp::State::Closed => {
+                    let waited = now - c.started;
+                    e.error = Some(if waited >= sdur(self.limits.connect_timeout) {
+                        Errno::ETIMEDOUT
+                    } else {
+                        Errno::ECONNREFUSED
+                    });
+                    e.connect_failed = true;
+                    let h = c.handle;
+                    e.state = State::Idle;
+                    self.free(h);
+                    if e.autobound {
+                        self.unbind(e);
+                    }
+                    return;
+                }
+                _ => {
+                    c.established = true;
+                    s.set_timeout(None);
+                }
+            }
+        }
+        match state {
+            tcp::State::CloseWait
+            | tcp::State::LastAck
+            | tcp::State::Closing
+            | tcp::State::TimeWait => c.peer_fin = true,
+            tcp::State::Closed if !c.peer_fin && !c.reset => {
+                c.reset = true;
+                e.error = Some(Errno::ECONNRESET);
+            }
+            _ => {}
+        }
+    }
+
+    /// Drops datagrams a socket must not see: those of the other family,
+    /// and those not from the connected peer (udp(7)).
+    fn refresh_udp(&mut self, e: &mut Entry) {
+        let State::Udp(Udp {
+            handle: Some(h),
+            peer,
+        }) = &e.state
+        else {
+            return;
+        };
+        let s = self.sockets.get_mut::<udp::Socket>(*h);
+        while let Ok((_, meta)) = s.peek() {
+            let from = SocketAddr::new(to_ip(meta.endpoint.addr), meta.endpoint.port);
+            let wrong_family = match from {
+                SocketAddr::V4(_) => e.v6 && e.opts.v6only,
+                SocketAddr::V6(_) => !e.v6,
+            };
+            let stranger = peer.is_some_and(|p| family_form(e.v6, from) != p);
+            if !(wrong_family || stranger) {
+                break;
+            }
+            let _ = s.recv();
+        }
+    }
+
+    /// A closed socket that receives data answers with a RST, as Linux's
+    /// (tcp_rcv_state_process on an orphan): nobody will ever read it, and
+    /// the writer learns so (EPIPE/ECONNRESET) instead of filling a buffer.
+    fn abort_orphans_with_data(&mut self) -> bool {
+        let mut any = false;
+        for o in &mut self.orphans {
+            let s = self.sockets.get_mut::<tcp::Socket>(o.handle);
+            if s.recv_queue() > 0 && s.state() != tcp::State::Closed {
+                s.abort();
+                o.fresh = true;
+                any = true;
+            }
+        }
+        any
+    }
+
+    fn reap_orphans(&mut self) {
+        let now = self.now();
+        let mut i = 0;
+        while i < self.orphans.len() {
+            let o = &mut self.orphans[i];
+            if o.fresh {
+                o.fresh = false;
+                i += 1;
+                continue;
+            }
+            let h = o.handle;
+            let s = self.sockets.get_mut::<tcp::Socket>(h);
+            // On loopback no segment is ever lost, so TIME-WAIT guards
+            // nothing and would only hold the port.
+            let done = matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait);
+            if done {
+                let o = self.orphans.swap_remove(i);
+                if let Some(port) = o.port {
+                    self.ports.remove(Proto::Tcp, port, Owner::Orphan(h));
+                }
+                self.free(h);
+                continue;
+            }
+            if now >= o.deadline {
+                s.abort();
+                o.fresh = true;
+            }
+            i += 1;
+        }
+    }
+
+    /// Ids whose readiness differs from what was last reported.
+    fn collect_changes(&mut self) -> Vec<SocketId> {
+        let mut changed = Vec::new();
+        let ids: Vec<SocketId> = self.entries.keys().copied().collect();
+        for id in ids {
+            let Some(e) = self.entries.get(&id) else {
+                continue;
+            };
+            let r = self.readiness(e);
+            if r != e.last {
+                changed.push(id);
+                if let Some(e) = self.entries.get_mut(&id) {
+                    e.last = r;
+                }
+            }
+        }
+        changed
+    }
+
+    /// When the timer thread must next run the protocol.
+    fn next_poll(&mut self) -> Option<std::time::Instant> {
+        let now = self.now();
+        let at = self.iface.poll_at(now, &self.sockets)?;
+        let micros = at.total_micros().max(0) as u64;
+        Some(self.epoch + Duration::from_micros(micros))
+    }
+}

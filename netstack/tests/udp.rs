@@ -1,0 +1,130 @@
+//! UDP over the loopback stack.
+
+mod common;
+
+use common::*;
+use netstack::{Errno, Shutdown};
+
+#[test]
+fn round_trip_peek_and_truncation() {
+    for (v6, ip) in [(false, "127.0.0.1"), (true, "[::1]")] {
+        let (stack, _w) = stack();
+        let a = udp(&stack, v6);
+        let b = udp(&stack, v6);
+        a.bind(addr(&format!("{ip}:0"))).expect("bind");
+        let aa = a.local_addr().expect("local");
+        let mut buf = [0u8; 16];
+        assert_eq!(a.recv(&mut buf, false), Err(Errno::EAGAIN));
+        assert!(!a.readiness().expect("r").readable);
+
+        // Unbound sender: bound to an ephemeral port by sendto.
+        assert_eq!(b.send_to(b"hello, datagram!", aa), Ok(16));
+        let ba = b.local_addr().expect("local");
+        assert!(ba.port() >= 32768, "{ba}");
+        assert!(a.readiness().expect("r").readable);
+        assert_eq!(a.bytes_readable(), Ok(16));
+
+        // Peek leaves it; a short buffer truncates and says how much was lost.
+        let mut small = [0u8; 5];
+        let m = a.recv_from(&mut small, true).expect("peek");
+        assert_eq!((m.len, m.full_len), (5, 16));
+        assert_eq!(m.from.port(), ba.port());
+        let m = a.recv_from(&mut small, false).expect("recv");
+        assert_eq!((m.len, m.full_len), (5, 16));
+        assert_eq!(&small, b"hello");
+        // The rest of a truncated datagram is gone.
+        assert_eq!(a.recv(&mut buf, false), Err(Errno::EAGAIN));
+
+        // Reply to the sender; datagram boundaries are kept.
+        assert_eq!(a.send_to(b"one", m.from), Ok(3));
+        assert_eq!(a.send_to(b"two!", m.from), Ok(4));
+        assert_eq!(b.recv(&mut buf, false), Ok(3));
+        assert_eq!(b.recv(&mut buf, false), Ok(4));
+        assert_eq!(&buf[..4], b"two!");
+        // Empty datagrams exist.
+        assert_eq!(b.send_to(b"", aa), Ok(0));
+        assert_eq!(a.recv_from(&mut buf, false).map(|m| m.full_len), Ok(0));
+    }
+}
+
+#[test]
+fn connected_socket_filters_and_defaults() {
+    let (stack, _w) = stack();
+    let a = udp(&stack, false);
+    a.bind(addr("127.0.0.1:0")).expect("bind");
+    let aa = a.local_addr().expect("l");
+    let b = udp(&stack, false);
+    let stranger = udp(&stack, false);
+    assert_eq!(b.send(b"x"), Err(Errno::EDESTADDRREQ));
+    b.connect(aa).expect("connect");
+    assert_eq!(b.peer_addr(), Ok(aa));
+    assert_eq!(b.send(b"ping"), Ok(4));
+    let mut buf = [0u8; 8];
+    let m = a.recv_from(&mut buf, false).expect("recv");
+    // Only the peer's datagrams reach a connected socket.
+    assert_eq!(stranger.send_to(b"spam", b.local_addr().expect("l")), Ok(4));
+    assert_eq!(a.send_to(b"pong", m.from), Ok(4));
+    assert_eq!(b.recv(&mut buf, false), Ok(4));
+    assert_eq!(&buf[..4], b"pong");
+    assert_eq!(b.recv(&mut buf, false), Err(Errno::EAGAIN));
+    b.disconnect().expect("disconnect");
+    assert_eq!(b.peer_addr(), Err(Errno::ENOTCONN));
+    // Limits and errors.
+    assert_eq!(a.send_to(&vec![0u8; 70_000], aa), Err(Errno::EMSGSIZE));
+    assert_eq!(a.send_to(b"x", addr("127.0.0.1:0")), Err(Errno::EINVAL));
+    assert_eq!(a.send_to(b"x", addr("[::1]:53")), Err(Errno::EAFNOSUPPORT));
+    assert_eq!(a.listen(1), Err(Errno::EOPNOTSUPP));
+    b.connect(aa).expect("connect");
+    b.shutdown(Shutdown::Write).expect("shutdown");
+    assert_eq!(b.send(b"x"), Err(Errno::EPIPE));
+}
+
+#[test]
+fn dual_stack_udp() {
+    let (stack, _w) = stack();
+    let six = udp(&stack, true);
+    six.bind(addr("[::]:0")).expect("bind");
+    let port = six.local_addr().expect("l").port();
+    let four = udp(&stack, false);
+    four.send_to(b"v4", addr(&format!("127.0.0.1:{port}")))
+        .expect("send");
+    let mut buf = [0u8; 4];
+    let m = six.recv_from(&mut buf, false).expect("recv");
+    assert_eq!(
+        m.from.to_string(),
+        format!(
+            "[::ffff:127.0.0.1]:{}",
+            four.local_addr().expect("l").port()
+        )
+    );
+    // And back through the mapped address.
+    six.send_to(b"v6", m.from).expect("send");
+    assert_eq!(four.recv(&mut buf, false), Ok(2));
+}
+
+#[test]
+fn bounded_receive_queue() {
+    let (stack, _w) = stack();
+    let a = udp(&stack, false);
+    a.bind(addr("127.0.0.1:0")).expect("bind");
+    let aa = a.local_addr().expect("l");
+    let b = udp(&stack, false);
+    // Far more than the receive buffer holds: the excess is dropped, as
+    // Linux drops datagrams when the socket buffer is full.
+    let payload = vec![7u8; 8192];
+    let mut sent = 0;
+    for _ in 0..200 {
+        if b.send_to(&payload, aa).is_ok() {
+            sent += 1;
+        }
+    }
+    assert!(sent > 0);
+    let mut got = 0;
+    let mut buf = vec![0u8; 8192];
+    while a.recv(&mut buf, false).is_ok() {
+        got += 1;
+    }
+    assert!(got > 0 && got < 200, "got {got}");
+    let stats = stack.stats();
+    assert!(stats.buffer_bytes <= 4 * (208 << 10), "{stats:?}");
+}
