@@ -1,6 +1,7 @@
-//! `ferrovisor`: the command-line front end. Today it has `do`, which runs a
-//! host command inside a sandbox whose root is a read-only view of a host
-//! directory.
+//! `ferrovisor`: the command-line front end. `do` runs a host command inside
+//! a sandbox whose root is a read-only view of a host directory; the other
+//! subcommands are an OCI runtime with runc's command-line contract, a thin
+//! shell over the `runsc_shim` library.
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
@@ -9,20 +10,261 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use runsc_shim::container::{self, CreateOptions, Runtime};
+use runsc_shim::logging::{self, LogFormat};
+use runsc_shim::state::{StateDir, DEFAULT_ROOT};
 
 /// A sandbox for untrusted code: a user-space kernel between the program and
 /// the host.
 #[derive(Debug, Parser)]
 #[command(name = "ferrovisor", version, about)]
 struct Cli {
+    /// Directory for the state of containers (runc's --root).
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_ROOT)]
+    root: PathBuf,
+    /// Append the runtime's log to FILE (default: warnings on stderr).
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Format of log lines.
+    #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
+    log_format: LogFormatArg,
+    /// Log debug detail.
+    #[arg(long)]
+    debug: bool,
+    /// Accepted for runc compatibility; ferrovisor makes no cgroups yet.
+    #[arg(long)]
+    systemd_cgroup: bool,
+    /// Accepted for runc compatibility (true, false or auto); ignored.
+    #[arg(long, value_name = "VALUE", hide = true)]
+    rootless: Option<String>,
+    /// Accepted for runc compatibility; ignored.
+    #[arg(long, value_name = "PATH", hide = true)]
+    criu: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum OutputFormat {
+    Table,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run CMD in a sandbox whose root is a read-only view of a host directory.
     Do(DoArgs),
+    /// Create a container from a bundle; it waits for 'start'.
+    Create(CreateArgs),
+    /// Start the program of a created container.
+    Start(IdArg),
+    /// Create, start and wait for a container, then delete it.
+    Run(RunArgs),
+    /// Print the OCI state of a container as JSON.
+    State(IdArg),
+    /// Send a signal (default TERM) to a container.
+    Kill(KillArgs),
+    /// Delete a container's state (and kill it, with --force).
+    Delete(DeleteArgs),
+    /// Run another process in a running container.
+    Exec(ExecArgs),
+    /// List the host processes of a container.
+    Ps(PsArgs),
+    /// List containers.
+    List(ListArgs),
+    /// Write a template config.json into a bundle.
+    Spec(SpecArgs),
+    /// Print a container's statistics as JSON lines until it stops.
+    Events(EventsArgs),
+    /// Wait for a container to stop and print its exit status as JSON.
+    Wait(IdArg),
+    /// Suspend all processes of a container.
+    Pause(IdArg),
+    /// Resume a paused container.
+    Resume(IdArg),
+    /// Internal: the sandbox process of a container (started by 'create').
+    #[command(hide = true)]
+    Boot(BootArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct IdArg {
+    /// Container id.
+    id: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct CreateArgs {
+    /// Bundle directory (holding config.json).
+    #[arg(long, short = 'b', value_name = "DIR", default_value = ".")]
+    bundle: PathBuf,
+    /// Unix socket to send the terminal's master side to (process.terminal).
+    #[arg(long, value_name = "PATH")]
+    console_socket: Option<PathBuf>,
+    /// Write the container's host pid to FILE.
+    #[arg(long, value_name = "FILE")]
+    pid_file: Option<PathBuf>,
+    /// Pass N descriptors past stdio into the container.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    preserve_fds: u32,
+    /// Accepted for runc compatibility (there is no pivot_root to skip).
+    #[arg(long)]
+    no_pivot: bool,
+    /// Accepted for runc compatibility (no session keyring is made).
+    #[arg(long)]
+    no_new_keyring: bool,
+    /// Container id.
+    id: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    create: CreateArgs,
+    /// Return once started, leaving the container running.
+    #[arg(long, short = 'd')]
+    detach: bool,
+    /// Accepted for runc compatibility: keep is the default only with --detach.
+    #[arg(long)]
+    keep: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct KillArgs {
+    /// Send the signal to all processes of the container (the same, today).
+    #[arg(long, short = 'a')]
+    all: bool,
+    /// Container id.
+    id: String,
+    /// Signal name (TERM, SIGKILL) or number.
+    #[arg(default_value = "TERM")]
+    signal: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct DeleteArgs {
+    /// Kill a running container first; no error if it does not exist.
+    #[arg(long, short = 'f')]
+    force: bool,
+    /// Container id.
+    id: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct ExecArgs {
+    /// JSON file with the process to run (an OCI `process` object).
+    #[arg(long, short = 'p', value_name = "FILE")]
+    process: Option<PathBuf>,
+    /// Allocate a terminal.
+    #[arg(long, short = 't')]
+    tty: bool,
+    /// Return once started.
+    #[arg(long, short = 'd')]
+    detach: bool,
+    /// Write the process's host pid to FILE.
+    #[arg(long, value_name = "FILE")]
+    pid_file: Option<PathBuf>,
+    /// Unix socket to send the terminal's master side to.
+    #[arg(long, value_name = "PATH")]
+    console_socket: Option<PathBuf>,
+    /// Working directory.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Environment variable NAME=VALUE.
+    #[arg(long, short = 'e', value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// UID[:GID] to run as.
+    #[arg(long, short = 'u', value_name = "UID[:GID]")]
+    user: Option<String>,
+    /// Additional group ids.
+    #[arg(long = "additional-gids", short = 'g', value_name = "GID")]
+    additional_gids: Vec<u32>,
+    /// Capability to add.
+    #[arg(long, short = 'c', value_name = "CAP")]
+    cap: Vec<String>,
+    /// Set no_new_privs.
+    #[arg(long)]
+    no_new_privs: bool,
+    /// Pass N descriptors past stdio into the process.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    preserve_fds: u32,
+    /// SELinux label.
+    #[arg(long, value_name = "LABEL")]
+    process_label: Option<String>,
+    /// AppArmor profile.
+    #[arg(long, value_name = "PROFILE")]
+    apparmor: Option<String>,
+    /// Container id.
+    id: String,
+    /// Command and arguments (unless --process).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct PsArgs {
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    format: OutputFormat,
+    /// Container id.
+    id: String,
+    /// ps(1) options (accepted, not used).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    ps_args: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct ListArgs {
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    format: OutputFormat,
+    /// Print only the ids.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct SpecArgs {
+    /// Bundle directory to write config.json into.
+    #[arg(long, short = 'b', value_name = "DIR", default_value = ".")]
+    bundle: PathBuf,
+    /// Accepted for runc compatibility (the template already uses the caller's ids).
+    #[arg(long)]
+    rootless: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct EventsArgs {
+    /// Seconds between records (e.g. 5 or 5s).
+    #[arg(long, value_name = "SECONDS", default_value = "5s")]
+    interval: String,
+    /// Print one record and exit.
+    #[arg(long)]
+    stats: bool,
+    /// Container id.
+    id: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct BootArgs {
+    /// Bundle directory.
+    #[arg(long, value_name = "DIR")]
+    bundle: PathBuf,
+    /// Descriptor on which to report readiness.
+    #[arg(long, value_name = "FD")]
+    ready_fd: i32,
+    /// Container id.
+    id: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -120,14 +362,7 @@ fn run_do(args: DoArgs) -> ExitCode {
             .into_iter()
             .map(OsStringExt::into_vec)
             .collect(),
-        envp: std::env::vars_os()
-            .map(|(k, v)| {
-                let mut e = k.into_vec();
-                e.push(b'=');
-                e.extend(v.into_vec());
-                e
-            })
-            .collect(),
+        envp: container::host_env(),
         cwd,
         hostname: args.hostname,
     };
@@ -160,15 +395,187 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             let text = e.to_string();
+            // The first paragraph, on one line: clap puts the names of
+            // missing arguments on the lines after the first.
             let first = text
                 .lines()
-                .next()
-                .unwrap_or("invalid arguments")
-                .trim_start_matches("error: ");
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ");
+            let first = first.trim_start_matches("error: ");
+            let first = if first.is_empty() {
+                "invalid arguments"
+            } else {
+                first
+            };
             return fail(2, format_args!("{first} (see 'ferrovisor --help')"));
         }
     };
+    let format = match cli.log_format {
+        LogFormatArg::Text => LogFormat::Text,
+        LogFormatArg::Json => LogFormat::Json,
+    };
+    let rt = Runtime {
+        state: StateDir::new(&cli.root),
+        exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("ferrovisor")),
+        log: cli.log.clone(),
+        log_format: format,
+        debug: cli.debug,
+    };
     match cli.command {
         Command::Do(args) => run_do(args),
+        Command::Boot(args) => {
+            if let Err(e) = logging::init(cli.log.as_deref(), format, cli.debug, false) {
+                return fail(1, e);
+            }
+            let code = container::boot(&rt.state, &args.id, &args.bundle, args.ready_fd);
+            ExitCode::from(code as u8)
+        }
+        command => {
+            if let Err(e) = logging::init(cli.log.as_deref(), format, cli.debug, true) {
+                return fail(1, e);
+            }
+            match runtime_command(&rt, command) {
+                Ok(code) => code,
+                Err(e) => {
+                    // Into the log file (containerd's runc shim reads the
+                    // last error there), and always one line on stderr.
+                    if cli.log.is_some() {
+                        tracing::error!("{e}");
+                    }
+                    eprintln!("ferrovisor: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
     }
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<(), container::Error> {
+    let text = serde_json::to_string_pretty(v)
+        .map_err(|e| container::Error::Usage(format!("serializing output: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn create_options(a: &CreateArgs) -> CreateOptions {
+    CreateOptions {
+        bundle: a.bundle.clone(),
+        console_socket: a.console_socket.clone(),
+        pid_file: a.pid_file.clone(),
+        preserve_fds: a.preserve_fds,
+        foreground: false,
+    }
+}
+
+/// Parses runc's `--interval` (a Go duration like `5s`, `500ms`, or plain
+/// seconds).
+fn parse_interval(s: &str) -> Result<std::time::Duration, container::Error> {
+    let bad = || {
+        container::Error::Usage(format!(
+            "--interval {s:?}: give seconds like 5 or 5s, or 500ms"
+        ))
+    };
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs_f64(v * scale))
+}
+
+fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container::Error> {
+    use container::Error;
+    match command {
+        Command::Do(_) | Command::Boot(_) => unreachable!("handled by main"),
+        Command::Create(a) => {
+            rt.create(&a.id, &create_options(&a))?;
+        }
+        Command::Start(a) => rt.start(&a.id)?,
+        Command::Run(a) => {
+            let code = rt.run(&a.create.id, &create_options(&a.create), a.detach)?;
+            return Ok(ExitCode::from(code as u8));
+        }
+        Command::State(a) => print_json(&rt.state(&a.id)?)?,
+        Command::Kill(a) => {
+            let sig = container::parse_signal(&a.signal)?;
+            rt.kill(&a.id, sig)?;
+        }
+        Command::Delete(a) => rt.delete(&a.id, a.force)?,
+        Command::Exec(a) => {
+            // Make sure the container exists before saying what is missing.
+            rt.state(&a.id)?;
+            return Err(Error::NotSupported(
+                "exec (the Sentry cannot yet start a second program in a running sandbox)".into(),
+            ));
+        }
+        Command::Ps(a) => {
+            let pids = rt.ps(&a.id)?;
+            match a.format {
+                OutputFormat::Json => print_json(&pids)?,
+                OutputFormat::Table => {
+                    println!("PID");
+                    for p in pids {
+                        println!("{p}");
+                    }
+                }
+            }
+        }
+        Command::List(a) => {
+            let all = rt.list()?;
+            if a.quiet {
+                for s in &all {
+                    println!("{}", s.id);
+                }
+            } else {
+                match a.format {
+                    OutputFormat::Json => print_json(&all)?,
+                    OutputFormat::Table => {
+                        println!(
+                            "{:<20} {:<8} {:<10} {:<40} CREATED",
+                            "ID", "PID", "STATUS", "BUNDLE"
+                        );
+                        for s in &all {
+                            println!(
+                                "{:<20} {:<8} {:<10} {:<40} {}",
+                                s.id,
+                                s.pid,
+                                s.status,
+                                s.bundle.display(),
+                                s.created
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Command::Spec(a) => {
+            Runtime::spec(&a.bundle)?;
+        }
+        Command::Events(a) => {
+            let interval = parse_interval(&a.interval)?;
+            let mut out = std::io::stdout().lock();
+            rt.events(&a.id, interval, a.stats, &mut out)?;
+        }
+        Command::Wait(a) => {
+            let code = rt.wait(&a.id)?;
+            print_json(&serde_json::json!({ "id": a.id, "exitStatus": code }))?;
+        }
+        Command::Pause(a) | Command::Resume(a) => {
+            rt.state(&a.id)?;
+            return Err(Error::NotSupported(
+                "pause and resume (the Sentry cannot stop all guest tasks yet)".into(),
+            ));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -37,8 +37,10 @@ pub enum FileKind {
     Epoll(crate::events::Epoll),
     /// a tmpfs file or directory
     Mem(Arc<crate::tmpfs::MemInode>),
-    /// a socket
+    /// a Unix socket
     Socket(crate::socket::unix::SocketHandle),
+    /// an Internet socket
+    Inet(crate::socket::inet::InetSocket),
     /// generated, read-only contents (/proc files)
     Static(Arc<Vec<u8>>),
 }
@@ -241,7 +243,7 @@ impl FileDescription {
                 | FileKind::TimerFd(_)
                 | FileKind::SignalFd(_)
                 | FileKind::Epoll(_) => return Err(Errno::EINVAL),
-                FileKind::Socket(_) => return Err(Errno::ENOTCONN),
+                FileKind::Socket(_) | FileKind::Inet(_) => return Err(Errno::ENOTCONN),
             };
             total += n as u64;
             pos += n as u64;
@@ -406,6 +408,14 @@ impl FileDescription {
             FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Mem(_) => {
                 POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
             }
+            FileKind::Inet(s) => {
+                let r = s.sock.readiness().unwrap_or_default();
+                (if r.readable { POLLIN | POLLRDNORM } else { 0 })
+                    | (if r.writable { POLLOUT | POLLWRNORM } else { 0 })
+                    | (if r.hup { POLLHUP } else { 0 })
+                    | (if r.rdhup { POLLRDHUP } else { 0 })
+                    | if r.error { POLLERR } else { 0 }
+            }
             FileKind::Socket(h) => {
                 let (r, w, hup, rdhup, err) = h.0.readiness();
                 (if r { POLLIN | POLLRDNORM } else { 0 })
@@ -424,6 +434,13 @@ impl FileDescription {
         match &self.kind {
             FileKind::Pipe(end) => end.pipe.generation(),
             FileKind::EventFd(e) => e.generation(),
+            FileKind::Inet(s) => {
+                let r = s.sock.readiness().unwrap_or_default();
+                u64::from(r.readable)
+                    | u64::from(r.writable) << 1
+                    | u64::from(r.hup) << 2
+                    | s.sock.bytes_readable().unwrap_or(0) as u64 >> 3 << 3
+            }
             FileKind::TimerFd(t) => t.count.load(std::sync::atomic::Ordering::Relaxed),
             _ => 0,
         }
@@ -540,6 +557,7 @@ impl FileDescription {
             | FileKind::TimerFd(_)
             | FileKind::SignalFd(_)
             | FileKind::Socket(_)
+            | FileKind::Inet(_)
             | FileKind::Epoll(_) => Err(Errno::ESPIPE),
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
@@ -575,7 +593,7 @@ impl FileDescription {
         match (&self.kind, &self.location) {
             (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
             (FileKind::Mem(m), _) => Ok(m.stat()),
-            (FileKind::Socket(_), _) => {
+            (FileKind::Socket(_) | FileKind::Inet(_), _) => {
                 let mut st = crate::vfs::pipe_stat_like(abi::S_IFSOCK | 0o777);
                 st.ino = self as *const Self as u64 >> 4;
                 Ok(st)

@@ -101,6 +101,10 @@ pub struct Kernel {
     pub futexes: crate::futex::FutexTable,
     /// abstract Unix socket names
     pub unix: Arc<crate::socket::unix::Registry>,
+    /// the vDSO's time page, kept current
+    pub timekeeper: crate::vdso_time::TimeKeeper,
+    /// TCP/IP of the sandbox
+    pub net: Arc<netstack::Stack>,
 }
 
 /// The sandbox's processes.
@@ -287,7 +291,17 @@ where
         timers: Default::default(),
         futexes: Default::default(),
         unix: Default::default(),
+        timekeeper: crate::vdso_time::TimeKeeper::new(&memory)
+            .map_err(|e| Error::MemoryFile(std::io::Error::from_raw_os_error(e.0)))?,
+        net: netstack::Stack::new(netstack::StackConfig::default()),
     });
+    {
+        // Socket readiness changes wake blocked tasks.
+        let bus = kernel.bus.clone();
+        kernel
+            .net
+            .set_notifier(Arc::new(move |_ids: &[netstack::SocketId]| bus.notify()));
+    }
     kernel.fs.proc.attach(&kernel);
     let root = kernel.fs.root();
     let cwd = kernel
@@ -334,9 +348,11 @@ where
 
     let space = kernel.platform.new_address_space()?;
     let mut mm = MemoryManager::new(memory, space, kernel.platform.max_user_address());
-    let loaded = loader::commit(&mut mm, prepared).map_err(|e| Error::CannotExecute {
-        path: shown.clone(),
-        reason: format!("loading failed: {e}"),
+    let loaded = loader::commit(&mut mm, prepared, &kernel.timekeeper).map_err(|e| {
+        Error::CannotExecute {
+            path: shown.clone(),
+            reason: format!("loading failed: {e}"),
+        }
     })?;
     let ctx = kernel.platform.new_context()?;
 

@@ -1,4 +1,5 @@
 //! Sockets. Unix domain sockets live entirely in the Sentry; Internet
-//! sockets come with the netstack.
+//! sockets run on the sandbox's netstack.
 
+pub mod inet;
 pub mod unix;

@@ -79,7 +79,7 @@ fn socket_write(task: &Task, file: &FileDescription, bufs: &[GuestSlice]) -> Res
 
 pub fn sys_read(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(file.kind, FileKind::Socket(_)) {
+    if matches!(file.kind, FileKind::Socket(_) | FileKind::Inet(_)) {
         let bufs = guest_buf(task, a[1], a[2], true)?;
         return socket_read(task, &file, &bufs);
     }
@@ -105,7 +105,7 @@ fn sigpipe(task: &Task, r: Result<u64, Errno>) -> Result<u64, Errno> {
 
 pub fn sys_write(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(file.kind, FileKind::Socket(_)) {
+    if matches!(file.kind, FileKind::Socket(_) | FileKind::Inet(_)) {
         let bufs = guest_buf(task, a[1], a[2], false)?;
         return socket_write(task, &file, &bufs);
     }
@@ -215,7 +215,7 @@ pub fn sys_pwrite64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(file.kind, FileKind::Socket(_)) {
+    if matches!(file.kind, FileKind::Socket(_) | FileKind::Inet(_)) {
         let bufs = iovecs(task, a[1], a[2], true)?;
         return socket_read(task, &file, &bufs);
     }
@@ -224,7 +224,7 @@ pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_writev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(file.kind, FileKind::Socket(_)) {
+    if matches!(file.kind, FileKind::Socket(_) | FileKind::Inet(_)) {
         let bufs = iovecs(task, a[1], a[2], false)?;
         return socket_write(task, &file, &bufs);
     }
@@ -631,6 +631,8 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             let n: i32 = match (&file.kind, file.stdio()) {
                 (_, Some(h)) => host::fionread(h)?,
                 (FileKind::Pipe(end), _) => end.pipe.available() as i32,
+                (FileKind::Inet(s), _) => s.sock.bytes_readable().unwrap_or(0) as i32,
+                (FileKind::Socket(h), _) => h.0.available() as i32,
                 (FileKind::Host(_), _) if !file.is_dir() => {
                     let size = file.stat()?.size as u64;
                     let pos = *file.pos.lock().unwrap_or_else(|e| e.into_inner());

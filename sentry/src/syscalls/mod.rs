@@ -4,6 +4,7 @@
 mod events;
 mod fork;
 mod fs;
+mod inet;
 mod mm;
 mod poll;
 mod process;

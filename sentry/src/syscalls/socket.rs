@@ -71,11 +71,16 @@ fn install(task: &mut Task, sock: Arc<UnixSocket>, flags: u64) -> Result<i64, Er
 
 pub fn sys_socket(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let (family, ty, proto) = (a[0] as i32 as i64, a[1], a[2] as i32);
-    if family != AF_UNIX as i64 {
-        // AF_INET/AF_INET6 arrive with the netstack; packet and raw
-        // sockets are never offered.
-        tracing::debug!("socket family {family} refused");
-        return Err(Errno::EAFNOSUPPORT);
+    match family {
+        2 => return super::inet::socket(task, netstack::Domain::Inet, ty, proto),
+        10 => return super::inet::socket(task, netstack::Domain::Inet6, ty, proto),
+        // Packet sockets would see the host's traffic: never.
+        17 => return Err(Errno::EPERM),
+        f if f == AF_UNIX as i64 => {}
+        _ => {
+            tracing::debug!("socket family {family} refused");
+            return Err(Errno::EAFNOSUPPORT);
+        }
     }
     let kind = kind_arg(ty)?;
     if proto != 0 {
@@ -192,6 +197,9 @@ fn lookup(task: &Task, addr: &UnixAddr) -> Result<Arc<UnixSocket>, Errno> {
 }
 
 pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::bind(task, &f, a[1], a[2]);
+    }
     let (_, sock) = socket_of(task, a[0])?;
     let addr = read_addr(task, a[1], a[2])?;
     if let UnixAddr::Path(p) = &addr {
@@ -227,6 +235,9 @@ pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_listen(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::listen(&f, a[1] as i32);
+    }
     let (_, sock) = socket_of(task, a[0])?;
     sock.listen(a[1] as i32).map(|()| 0)
 }
@@ -236,6 +247,9 @@ fn nonblocking(file: &FileDescription, flags: u64) -> bool {
 }
 
 pub fn sys_connect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::connect(task, &f, a[1], a[2]);
+    }
     let (file, sock) = socket_of(task, a[0])?;
     let addr = read_addr(task, a[1], a[2])?;
     let target = lookup(task, &addr)?;
@@ -292,20 +306,32 @@ fn accept(task: &mut Task, fd: u64, addr: u64, len_addr: u64, flags: u64) -> Res
 }
 
 pub fn sys_accept(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::accept(task, &f, a[1], a[2], 0);
+    }
     accept(task, a[0], a[1], a[2], 0)
 }
 
 pub fn sys_accept4(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::accept(task, &f, a[1], a[2], a[3]);
+    }
     accept(task, a[0], a[1], a[2], a[3])
 }
 
 pub fn sys_getsockname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::getsockname(task, &f, a[1], a[2]);
+    }
     let (_, sock) = socket_of(task, a[0])?;
     let addr = sock.state().addr.clone();
     write_addr(task, a[1], a[2], &addr).map(|()| 0)
 }
 
 pub fn sys_getpeername(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::getpeername(task, &f, a[1], a[2]);
+    }
     let (_, sock) = socket_of(task, a[0])?;
     let (peer, saved) = {
         let st = sock.state();
@@ -326,6 +352,9 @@ pub fn sys_getpeername(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_shutdown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::shutdown(&f, a[1]);
+    }
     let (_, sock) = socket_of(task, a[0])?;
     sock.shutdown(a[1] as i32).map(|()| 0)
 }
@@ -381,6 +410,9 @@ fn send(
 
 /// Writes on a socket descriptor (`write`, `writev`).
 pub fn write_socket(task: &Task, file: &FileDescription, data: &[u8]) -> Result<u64, Errno> {
+    if matches!(file.kind, FileKind::Inet(_)) {
+        return super::inet::send(task, file, data, 0, None);
+    }
     let FileKind::Socket(h) = &file.kind else {
         return Err(Errno::ENOTSOCK);
     };
@@ -389,6 +421,9 @@ pub fn write_socket(task: &Task, file: &FileDescription, data: &[u8]) -> Result<
 
 /// Reads on a socket descriptor (`read`, `readv`).
 pub fn read_socket(task: &Task, file: &FileDescription, max: usize) -> Result<Vec<u8>, Errno> {
+    if matches!(file.kind, FileKind::Inet(_)) {
+        return super::inet::read(task, file, max);
+    }
     let FileKind::Socket(h) = &file.kind else {
         return Err(Errno::ENOTSOCK);
     };
@@ -518,10 +553,16 @@ fn do_sendmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Err
 }
 
 pub fn sys_sendmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::sendmsg(task, &f, a[1], a[2]);
+    }
     do_sendmsg(task, a[0], a[1], a[2])
 }
 
 pub fn sys_sendto(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::sendto(task, &f, a);
+    }
     let (file, sock) = socket_of(task, a[0])?;
     let slices = task.mm().slices(a[1], a[2], false)?;
     let mut data = vec![0u8; a[2] as usize];
@@ -607,10 +648,16 @@ fn do_recvmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Err
 }
 
 pub fn sys_recvmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::recvmsg(task, &f, a[1], a[2]);
+    }
     do_recvmsg(task, a[0], a[1], a[2])
 }
 
 pub fn sys_recvfrom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::recvfrom(task, &f, a);
+    }
     let (file, sock) = socket_of(task, a[0])?;
     let slices = task.mm().slices(a[1], a[2], true)?;
     let r = recv(task, &file, &sock, a[2] as usize, a[3])?;
@@ -626,6 +673,9 @@ pub fn sys_recvfrom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::setsockopt(task, &f, a);
+    }
     const SO_SNDBUF: u64 = 7;
     const SO_RCVBUF: u64 = 8;
     const SO_PASSCRED: u64 = 16;
@@ -651,6 +701,9 @@ pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_getsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(f) = super::inet::inet_file(task, a[0])? {
+        return super::inet::getsockopt(task, &f, a);
+    }
     const SO_TYPE: u64 = 3;
     const SO_ERROR: u64 = 4;
     const SO_SNDBUF: u64 = 7;

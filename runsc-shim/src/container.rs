@@ -1,0 +1,810 @@
+//! The container lifecycle of the OCI runtime spec: create, start, state,
+//! kill, delete, plus runc's run, wait, list, ps and events.
+//!
+//! Process model. `create` checks the bundle, makes the state directory and
+//! the `exec.fifo`, and spawns `ferrovisor boot` (in a new session unless
+//! the caller stays in the foreground, as `run` does). The boot process
+//! checks the bundle again, opens the root file system and tells `create`
+//! "ok" over a pipe (descriptor 3); `create` records the container as
+//! created with the boot process's pid and returns. The boot process then
+//! blocks opening `exec.fifo` for writing; `start` opens it for reading,
+//! which releases it. The boot process marks the container running, runs
+//! the Sentry (`sentry::run`) to completion in its own process, records the
+//! exit status and exits with it. The boot process is the container's pid:
+//! signals from `kill` go to it.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::logging::LogFormat;
+use crate::oci;
+use crate::state::{self, Locked, Record, StateDir, Status, EXEC_FIFO};
+use crate::sys;
+
+/// The descriptor on which the boot process reports readiness to `create`.
+pub const READY_FD: i32 = 3;
+
+/// How long `delete` waits for a killed sandbox to go away.
+const KILL_WAIT: Duration = Duration::from_secs(10);
+
+/// Lifecycle errors, one line each.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// the state directory
+    #[error(transparent)]
+    State(#[from] state::Error),
+    /// the bundle
+    #[error(transparent)]
+    Oci(#[from] oci::Error),
+    /// an operation that needs another status
+    #[error("container {id} is {status}, not {wanted}")]
+    WrongStatus {
+        /// container id
+        id: String,
+        /// its status now
+        status: Status,
+        /// what the operation needs
+        wanted: &'static str,
+    },
+    /// delete without --force of a live container
+    #[error("container {0} is running (stop it with 'kill' first, or use 'delete --force')")]
+    Running(String),
+    /// the sandbox process went away before it could be released
+    #[error("container {0}: the sandbox process exited before it was started")]
+    BootDied(String),
+    /// the boot process reported a failure
+    #[error("{0}")]
+    Boot(String),
+    /// the sandbox died without recording its status
+    #[error("container {0}: the sandbox died without recording an exit status")]
+    NoExitStatus(String),
+    /// a signal name or number that is not one
+    #[error("unknown signal {0:?} (give a name like TERM or SIGKILL, or a number 1-64)")]
+    BadSignal(String),
+    /// a command-line option that contradicts the bundle
+    #[error("{0}")]
+    Usage(String),
+    /// a feature this runtime lacks so far
+    #[error("{0}: not supported by ferrovisor yet")]
+    NotSupported(String),
+    /// a host operation failed
+    #[error("{what}: {source}")]
+    Io {
+        /// what was being done
+        what: String,
+        /// the host's answer
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+/// Global options, as given on the command line, that the boot process
+/// needs as well.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    /// the state root
+    pub state: StateDir,
+    /// the `ferrovisor` binary that becomes the boot process
+    pub exe: PathBuf,
+    /// `--log`
+    pub log: Option<PathBuf>,
+    /// `--log-format`
+    pub log_format: LogFormat,
+    /// `--debug`
+    pub debug: bool,
+}
+
+/// `create` options.
+#[derive(Clone, Debug, Default)]
+pub struct CreateOptions {
+    /// the bundle directory
+    pub bundle: PathBuf,
+    /// where to send the terminal's master side when `process.terminal`
+    pub console_socket: Option<PathBuf>,
+    /// where to write the container's pid
+    pub pid_file: Option<PathBuf>,
+    /// descriptors past 2 to pass into the container
+    pub preserve_fds: u32,
+    /// keep the sandbox in the caller's session (for `run`) instead of
+    /// detaching it
+    pub foreground: bool,
+}
+
+/// The state of a container as `state` prints it: the OCI state plus runc's
+/// `rootfs`, `created` and `owner`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OciState {
+    /// runtime spec version
+    pub oci_version: String,
+    /// container id
+    pub id: String,
+    /// creating, created, running or stopped
+    pub status: Status,
+    /// the sandbox's host pid; 0 once stopped
+    pub pid: i32,
+    /// absolute bundle path
+    pub bundle: PathBuf,
+    /// absolute rootfs path
+    pub rootfs: PathBuf,
+    /// creation time, RFC 3339
+    pub created: String,
+    /// uid of the creator, as a string like runc's
+    pub owner: String,
+    /// `annotations` from config.json
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl OciState {
+    fn from_record(r: &Record) -> Self {
+        let status = r.observed();
+        OciState {
+            oci_version: r.oci_version.clone(),
+            id: r.id.clone(),
+            status,
+            pid: if status == Status::Stopped { 0 } else { r.pid },
+            bundle: r.bundle.clone(),
+            rootfs: r.rootfs.clone(),
+            created: r.created.clone(),
+            owner: r.owner.to_string(),
+            annotations: r.annotations.clone(),
+        }
+    }
+
+    fn creating(id: &str) -> Self {
+        OciState {
+            oci_version: oci_spec::runtime::VERSION.to_string(),
+            id: id.to_string(),
+            status: Status::Creating,
+            pid: 0,
+            bundle: PathBuf::new(),
+            rootfs: PathBuf::new(),
+            created: String::new(),
+            owner: String::new(),
+            annotations: BTreeMap::new(),
+        }
+    }
+}
+
+/// A container `create` made.
+#[derive(Debug)]
+pub struct Created {
+    /// the sandbox's host pid
+    pub pid: i32,
+    /// the boot process, when it is the caller's child to wait for
+    /// (foreground creation)
+    pub child: Option<Child>,
+}
+
+/// Parses `TERM`, `SIGTERM`, `sigterm` or `15`.
+pub fn parse_signal(s: &str) -> Result<i32, Error> {
+    const NAMES: &[(&str, i32)] = &[
+        ("HUP", libc::SIGHUP),
+        ("INT", libc::SIGINT),
+        ("QUIT", libc::SIGQUIT),
+        ("ILL", libc::SIGILL),
+        ("TRAP", libc::SIGTRAP),
+        ("ABRT", libc::SIGABRT),
+        ("IOT", libc::SIGIOT),
+        ("BUS", libc::SIGBUS),
+        ("FPE", libc::SIGFPE),
+        ("KILL", libc::SIGKILL),
+        ("USR1", libc::SIGUSR1),
+        ("SEGV", libc::SIGSEGV),
+        ("USR2", libc::SIGUSR2),
+        ("PIPE", libc::SIGPIPE),
+        ("ALRM", libc::SIGALRM),
+        ("TERM", libc::SIGTERM),
+        ("STKFLT", libc::SIGSTKFLT),
+        ("CHLD", libc::SIGCHLD),
+        ("CONT", libc::SIGCONT),
+        ("STOP", libc::SIGSTOP),
+        ("TSTP", libc::SIGTSTP),
+        ("TTIN", libc::SIGTTIN),
+        ("TTOU", libc::SIGTTOU),
+        ("URG", libc::SIGURG),
+        ("XCPU", libc::SIGXCPU),
+        ("XFSZ", libc::SIGXFSZ),
+        ("VTALRM", libc::SIGVTALRM),
+        ("PROF", libc::SIGPROF),
+        ("WINCH", libc::SIGWINCH),
+        ("IO", libc::SIGIO),
+        ("POLL", libc::SIGPOLL),
+        ("PWR", libc::SIGPWR),
+        ("SYS", libc::SIGSYS),
+    ];
+    if let Ok(n) = s.parse::<i32>() {
+        return if (1..=64).contains(&n) {
+            Ok(n)
+        } else {
+            Err(Error::BadSignal(s.into()))
+        };
+    }
+    let up = s.to_ascii_uppercase();
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| Error::BadSignal(s.into()))
+}
+
+/// Writes `contents` to `path` through a temporary file and a rename, so a
+/// reader never sees half of it.
+fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), Error> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, contents).map_err(io(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(io(format!("writing {}", path.display())))
+}
+
+/// Sets up a terminal for the container: a new pty whose master goes to the
+/// console socket; returns the slave, to become the sandbox's stdio.
+fn console(socket: &Path, size: Option<(u16, u16)>) -> Result<OwnedFd, Error> {
+    let what = || format!("--console-socket {}", socket.display());
+    let stream = UnixStream::connect(socket).map_err(io(what()))?;
+    let (master, slave) = sys::open_pty().map_err(io("opening a pseudo-terminal"))?;
+    if let Some((rows, cols)) = size {
+        sys::set_window_size(master.as_fd(), rows, cols).map_err(io("setting the console size"))?;
+    }
+    sys::send_fd(stream.as_fd(), master.as_fd(), b"/dev/ptmx").map_err(io(what()))?;
+    Ok(slave)
+}
+
+impl Runtime {
+    fn boot_command(&self, id: &str, bundle: &Path) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("--root").arg(self.state.root());
+        if let Some(log) = &self.log {
+            cmd.arg("--log").arg(log);
+        }
+        cmd.arg("--log-format").arg(self.log_format.as_str());
+        if self.debug {
+            cmd.arg("--debug");
+        }
+        cmd.arg("boot")
+            .arg("--bundle")
+            .arg(bundle)
+            .arg("--ready-fd")
+            .arg(READY_FD.to_string())
+            .arg(id);
+        cmd
+    }
+
+    /// Creates container `id` from a bundle: returns once the sandbox is
+    /// ready and waiting for `start`.
+    pub fn create(&self, id: &str, opts: &CreateOptions) -> Result<Created, Error> {
+        state::check_id(id)?;
+        let bundle = oci::load(&opts.bundle)?;
+        let plan = oci::plan(&bundle, id)?;
+        if plan.terminal && opts.console_socket.is_none() {
+            return Err(Error::Usage(
+                "process.terminal is true: give --console-socket (or set it to false)".into(),
+            ));
+        }
+        if !plan.terminal && opts.console_socket.is_some() {
+            return Err(Error::Usage(
+                "--console-socket given but process.terminal is false".into(),
+            ));
+        }
+        if opts.preserve_fds > 0 {
+            return Err(Error::NotSupported(
+                "--preserve-fds (the Sentry passes only stdio into the sandbox)".into(),
+            ));
+        }
+        for note in &plan.notes {
+            tracing::warn!("container {id}: {note}");
+        }
+        for note in &plan.ignored {
+            tracing::info!("container {id}: {note}");
+        }
+
+        let locked = self.state.create(id)?;
+        match self.spawn_boot(&locked, &bundle, &plan, opts) {
+            Ok(created) => Ok(created),
+            Err(e) => {
+                let _ = locked.remove();
+                Err(e)
+            }
+        }
+    }
+
+    fn spawn_boot(
+        &self,
+        locked: &Locked,
+        bundle: &oci::Bundle,
+        plan: &oci::Plan,
+        opts: &CreateOptions,
+    ) -> Result<Created, Error> {
+        let id = locked.id();
+        sys::mkfifo(&locked.dir().join(EXEC_FIFO), 0o622).map_err(io("making exec.fifo"))?;
+        let tty = match (&opts.console_socket, plan.terminal) {
+            (Some(sock), true) => Some(console(sock, plan.console_size)?),
+            _ => None,
+        };
+        let (mut ready_r, ready_w) = std::io::pipe().map_err(io("making a pipe"))?;
+        let mut cmd = self.boot_command(id, &bundle.dir);
+        sys::prepare_child(
+            &mut cmd,
+            ready_w.as_raw_fd(),
+            READY_FD,
+            !opts.foreground,
+            tty.as_ref().map(|t| t.as_raw_fd()),
+        );
+        let mut child = cmd
+            .spawn()
+            .map_err(io(format!("starting {}", self.exe.display())))?;
+        drop(ready_w);
+        drop(tty);
+        let pid = child.id() as i32;
+
+        let mut msg = String::new();
+        let _ = ready_r.read_to_string(&mut msg);
+        if msg.trim_end() != "ok" {
+            let _ = child.kill();
+            let _ = child.wait();
+            let msg = msg.trim_end();
+            return Err(if msg.is_empty() {
+                Error::BootDied(id.to_string())
+            } else {
+                Error::Boot(msg.to_string())
+            });
+        }
+        let start = state::process_start_time(pid).map_or(0, |(_, t)| t);
+        let record = Record {
+            oci_version: bundle.spec.version().clone(),
+            id: id.to_string(),
+            status: Status::Created,
+            pid,
+            pid_start_time: start,
+            bundle: bundle.dir.clone(),
+            rootfs: plan.rootfs.clone(),
+            created: state::rfc3339(std::time::SystemTime::now()),
+            owner: sys::ids().0,
+            annotations: plan.annotations.clone(),
+            exit_status: None,
+            kill_signal: None,
+        };
+        if let Err(e) = locked.write(&record) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e.into());
+        }
+        if let Some(p) = &opts.pid_file {
+            if let Err(e) = write_atomic(p, pid.to_string().as_bytes()) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        }
+        tracing::info!("container {id} created, sandbox pid {pid}");
+        Ok(Created {
+            pid,
+            child: opts.foreground.then_some(child),
+        })
+    }
+
+    /// Releases a created container: its program starts running.
+    pub fn start(&self, id: &str) -> Result<(), Error> {
+        let locked = self.state.lock(id)?;
+        let record = locked.record()?;
+        let status = record.observed();
+        if status != Status::Created {
+            return Err(Error::WrongStatus {
+                id: id.into(),
+                status,
+                wanted: "created",
+            });
+        }
+        let fifo_path = locked.dir().join(EXEC_FIFO);
+        // Non-blocking, so that a sandbox that died cannot leave us stuck in
+        // open(); the poll below waits for its byte instead.
+        let mut fifo = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&fifo_path)
+            .map_err(io(format!("opening {}", fifo_path.display())))?;
+        loop {
+            if sys::poll_readable(fifo.as_fd(), 100).map_err(io("waiting on exec.fifo"))? {
+                break;
+            }
+            if !record.sandbox_alive() {
+                return Err(Error::BootDied(id.into()));
+            }
+        }
+        let mut byte = [0u8; 1];
+        match fifo.read(&mut byte) {
+            Ok(1) => {}
+            _ => return Err(Error::BootDied(id.into())),
+        }
+        let _ = std::fs::remove_file(&fifo_path);
+        locked.advance(Status::Running)?;
+        tracing::info!("container {id} started");
+        Ok(())
+    }
+
+    /// The state of container `id`.
+    pub fn state(&self, id: &str) -> Result<OciState, Error> {
+        Ok(match self.state.read(id)? {
+            Some(r) => OciState::from_record(&r),
+            None => OciState::creating(id),
+        })
+    }
+
+    /// Every container's state, sorted by id.
+    pub fn list(&self) -> Result<Vec<OciState>, Error> {
+        let mut out = Vec::new();
+        for id in self.state.ids()? {
+            match self.state(&id) {
+                Ok(s) => out.push(s),
+                // Deleted meanwhile.
+                Err(Error::State(state::Error::NotFound(_))) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sends `signal` to the container's sandbox.
+    ///
+    /// Today the signal goes to the boot process itself (the Sentry has no
+    /// call yet to deliver a signal to the guest's init): signals whose
+    /// default action is to terminate end the whole sandbox, and the
+    /// container's exit status becomes 128+N; a guest's own handler for the
+    /// signal never runs.
+    pub fn kill(&self, id: &str, signal: i32) -> Result<(), Error> {
+        let locked = self.state.lock(id)?;
+        let mut record = locked.record()?;
+        let status = record.observed();
+        if !matches!(status, Status::Created | Status::Running) {
+            return Err(Error::WrongStatus {
+                id: id.into(),
+                status,
+                wanted: "created or running",
+            });
+        }
+        if signal != 0 {
+            record.kill_signal = Some(signal);
+            locked.write(&record)?;
+        }
+        sys::kill(record.pid, signal).map_err(io(format!("signalling container {id}")))?;
+        tracing::info!("container {id}: sent signal {signal}");
+        Ok(())
+    }
+
+    /// Removes container `id`. A created container's sandbox is killed; a
+    /// running one only with `force`. With `force`, a container that does
+    /// not exist is not an error (runc's behaviour).
+    pub fn delete(&self, id: &str, force: bool) -> Result<(), Error> {
+        let locked = match self.state.lock(id) {
+            Ok(l) => l,
+            Err(state::Error::NotFound(_)) if force => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(mut record) = locked.read()? else {
+            // A create that died half-way: nothing runs.
+            return Ok(locked.remove()?);
+        };
+        match record.observed() {
+            Status::Running if !force => return Err(Error::Running(id.into())),
+            Status::Created | Status::Running => {
+                let pidfd = sys::pidfd_open(record.pid).ok();
+                // Checked after opening the pidfd, so the pidfd cannot refer
+                // to a process that reused the pid.
+                if record.sandbox_alive() {
+                    record.kill_signal = Some(libc::SIGKILL);
+                    let _ = locked.write(&record);
+                    let _ = sys::kill(record.pid, libc::SIGKILL);
+                    if let Some(fd) = pidfd {
+                        let _ = sys::poll_readable(fd.as_fd(), KILL_WAIT.as_millis() as i32);
+                    }
+                }
+            }
+            _ => {}
+        }
+        locked.remove()?;
+        tracing::info!("container {id} deleted");
+        Ok(())
+    }
+
+    /// Waits until container `id` stops and returns its exit status (0-255,
+    /// 128+N after signal N).
+    pub fn wait(&self, id: &str) -> Result<i32, Error> {
+        loop {
+            let Some(record) = self.state.read(id)? else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            if record.observed() == Status::Stopped {
+                return record
+                    .exit_code()
+                    .ok_or_else(|| Error::NoExitStatus(id.into()));
+            }
+            match sys::pidfd_open(record.pid) {
+                Ok(fd) if record.sandbox_alive() => {
+                    sys::poll_readable(fd.as_fd(), 1000).map_err(io("waiting for the sandbox"))?;
+                }
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    /// Host processes of the container: the sandbox and its helpers (the
+    /// guest's own processes live inside the Sentry and have no host pid).
+    pub fn ps(&self, id: &str) -> Result<Vec<i32>, Error> {
+        let Some(record) = self.state.read(id)? else {
+            return Ok(Vec::new());
+        };
+        if !record.sandbox_alive() {
+            return Ok(Vec::new());
+        }
+        let mut parents: Vec<(i32, i32)> = Vec::new();
+        if let Ok(rd) = std::fs::read_dir("/proc") {
+            for e in rd.filter_map(Result::ok) {
+                let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                    continue;
+                };
+                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                    continue;
+                };
+                let ppid = stat
+                    .rfind(')')
+                    .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                parents.push((pid, ppid));
+            }
+        }
+        let mut out = vec![record.pid];
+        let mut i = 0;
+        while i < out.len() {
+            let p = out[i];
+            out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+            i += 1;
+        }
+        Ok(out)
+    }
+
+    /// One `events` record: runc's `{"type": "stats", "id", "data"}` with
+    /// the host-side process count and resident memory of the sandbox, or
+    /// `{"type": "exit", ...}` once the container has stopped.
+    pub fn event(&self, id: &str) -> Result<(serde_json::Value, bool), Error> {
+        let record = self
+            .state
+            .read(id)?
+            .ok_or_else(|| state::Error::NotFound(id.into()))?;
+        if record.observed() == Status::Stopped {
+            let v = serde_json::json!({
+                "type": "exit",
+                "id": id,
+                "data": { "exitStatus": record.exit_code() },
+            });
+            return Ok((v, true));
+        }
+        let pids = self.ps(id)?;
+        let rss: u64 = pids
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+            .filter_map(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|kb| kb.parse::<u64>().ok())
+            })
+            .sum::<u64>()
+            * 1024;
+        let v = serde_json::json!({
+            "type": "stats",
+            "id": id,
+            "data": {
+                "pids": { "current": pids.len() },
+                "memory": { "usage": { "usage": rss } },
+            },
+        });
+        Ok((v, false))
+    }
+
+    /// `events`: prints a record every `interval` until the container stops
+    /// (then its exit record), or just one with `once`.
+    pub fn events(
+        &self,
+        id: &str,
+        interval: Duration,
+        once: bool,
+        out: &mut dyn Write,
+    ) -> Result<(), Error> {
+        loop {
+            let (v, stopped) = self.event(id)?;
+            writeln!(out, "{v}").map_err(io("writing events"))?;
+            let _ = out.flush();
+            if stopped || once {
+                return Ok(());
+            }
+            let deadline = Instant::now() + interval;
+            // Poll the state often so that the exit record is prompt.
+            while Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50).min(interval));
+                if let Ok(Some(r)) = self.state.read(id) {
+                    if r.observed() == Status::Stopped {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `run`: create, start and (unless `detach`) wait for the container,
+    /// then delete it; returns its exit status.
+    pub fn run(&self, id: &str, opts: &CreateOptions, detach: bool) -> Result<i32, Error> {
+        let opts = CreateOptions {
+            foreground: !detach,
+            ..opts.clone()
+        };
+        let created = self.create(id, &opts)?;
+        if !detach {
+            // A supervisor's TERM or a terminal's ^C reaches the container
+            // (today: ends its sandbox) while `run` waits and cleans up.
+            sys::forward_signals(created.pid).map_err(io("installing signal handlers"))?;
+        }
+        if let Err(e) = self.start(id) {
+            let _ = self.delete(id, true);
+            return Err(e);
+        }
+        if detach {
+            return Ok(0);
+        }
+        let code = match created.child {
+            Some(mut child) => {
+                let status = child.wait().map_err(io("waiting for the sandbox"))?;
+                use std::os::unix::process::ExitStatusExt;
+                match (status.code(), status.signal()) {
+                    (Some(c), _) => c,
+                    (None, Some(s)) => 128 + s,
+                    _ => 255,
+                }
+            }
+            None => self.wait(id)?,
+        };
+        self.delete(id, true)?;
+        Ok(code)
+    }
+
+    /// Writes a template `config.json` into `bundle`; refuses to overwrite.
+    pub fn spec(bundle: &Path) -> Result<PathBuf, Error> {
+        let path = bundle.join("config.json");
+        if path.exists() {
+            return Err(Error::Usage(format!(
+                "{} exists: remove it first",
+                path.display()
+            )));
+        }
+        let text = serde_json::to_vec_pretty(&oci::template())
+            .map_err(|e| Error::Usage(format!("serializing the template: {e}")))?;
+        std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
+        Ok(path)
+    }
+}
+
+/// The boot process: runs container `id` from `bundle` and returns the exit
+/// status to exit with. Reports readiness (or the reason it cannot run) to
+/// `create` on `ready_fd`.
+pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
+    let mut ready = match sys::inherited_fd(ready_fd) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) => {
+            eprintln!("ferrovisor boot: descriptor {ready_fd}: {e} (boot is started by 'create')");
+            return 1;
+        }
+    };
+    let prepared = prepare(id, bundle);
+    let (plan, root) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(ready, "{e}");
+            return 1;
+        }
+    };
+    let _ = ready.write_all(b"ok\n");
+    drop(ready);
+
+    // Wait for `start`: open() of a FIFO for writing blocks until a reader
+    // opens it.
+    let fifo = state.dir(id).join(EXEC_FIFO);
+    let released = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .and_then(|mut f| f.write_all(b"0"));
+    if let Err(e) = released {
+        tracing::error!("container {id}: waiting for start: {e}");
+        return 1;
+    }
+    if let Ok(l) = state.lock(id) {
+        let _ = l.advance(Status::Running);
+    }
+
+    let config = sentry::SandboxConfig {
+        root: root.as_fd(),
+        argv: plan.argv.into_iter().map(String::into_bytes).collect(),
+        envp: plan.env.into_iter().map(String::into_bytes).collect(),
+        cwd: plan.cwd.into_bytes(),
+        hostname: plan.hostname,
+    };
+    let code = match sentry::run(config, |memfd| {
+        platform_ptrace::PtracePlatform::new(memfd)
+            .map(|p| Box::new(p) as Box<dyn platform::Platform>)
+    }) {
+        Ok(status) => status.shell_code(),
+        Err(e) => {
+            eprintln!("ferrovisor: {e}");
+            tracing::error!("container {id}: {e}");
+            e.exit_code()
+        }
+    };
+    if let Ok(l) = state.lock(id) {
+        if let Ok(mut r) = l.record() {
+            r.exit_status = Some(code);
+            r.status = Status::Stopped;
+            let _ = l.write(&r);
+        }
+    }
+    tracing::info!("container {id} stopped with status {code}");
+    code
+}
+
+/// The boot process's own checks: the bundle (again: it may have changed
+/// since `create` looked), the root directory, `oomScoreAdj`.
+fn prepare(id: &str, bundle: &Path) -> Result<(oci::Plan, std::fs::File), Error> {
+    let b = oci::load(bundle)?;
+    let plan = oci::plan(&b, id)?;
+    let root = std::fs::File::open(&plan.rootfs)
+        .map_err(io(format!("opening root {}", plan.rootfs.display())))?;
+    if let Some(adj) = plan.oom_score_adj {
+        std::fs::write("/proc/self/oom_score_adj", adj.to_string())
+            .map_err(io(format!("process.oomScoreAdj {adj}")))?;
+    }
+    Ok((plan, root))
+}
+
+/// Builds `envp`-style strings from the caller's environment (for `do`).
+pub fn host_env() -> Vec<Vec<u8>> {
+    std::env::vars_os()
+        .map(|(k, v)| {
+            let mut e = k.into_vec();
+            e.push(b'=');
+            e.extend(v.into_vec());
+            e
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_parse_like_runc() {
+        assert_eq!(parse_signal("TERM").ok(), Some(libc::SIGTERM));
+        assert_eq!(parse_signal("SIGKILL").ok(), Some(libc::SIGKILL));
+        assert_eq!(parse_signal("sigusr1").ok(), Some(libc::SIGUSR1));
+        assert_eq!(parse_signal("9").ok(), Some(9));
+        assert!(parse_signal("0").is_err());
+        assert!(parse_signal("65").is_err());
+        assert!(parse_signal("NOPE").is_err());
+    }
+}

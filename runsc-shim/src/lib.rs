@@ -1,0 +1,12 @@
+//! ferrovisor's OCI runtime as a library: bundles (`oci`), the state
+//! directory (`state`), the container lifecycle (`container`) and the log
+//! format (`logging`). The `ferrovisor` binary is a thin command-line shell
+//! over it, in runc's command-line contract.
+
+pub mod container;
+pub mod logging;
+pub mod oci;
+pub mod state;
+mod sys;
+
+pub use container::{CreateOptions, Error, OciState, Runtime};

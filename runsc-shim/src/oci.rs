@@ -1,0 +1,658 @@
+//! OCI bundles: reading `config.json` with the `oci-spec` crate and deciding,
+//! field by field, what the sandbox honours, what it may safely ignore, and
+//! what it must refuse because ignoring it would change what the container
+//! does.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
+
+/// Why a bundle cannot be run. Each message is one line that names the
+/// field (or file) at fault and, where there is one, what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// the bundle directory is missing or unreadable
+    #[error("bundle {path}: {source} (give --bundle a directory holding config.json)")]
+    Bundle {
+        /// as given
+        path: PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// config.json cannot be read
+    #[error("{path}: {source} (make one with 'ferrovisor spec')")]
+    ReadConfig {
+        /// the file
+        path: PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// config.json is not a valid runtime spec
+    #[error("{path}: malformed: {source}")]
+    Malformed {
+        /// the file
+        path: PathBuf,
+        /// what the parser said, with line and column
+        source: serde_json::Error,
+    },
+    /// a field has a value this runtime cannot accept
+    #[error("config.json: {field}: {reason}")]
+    Field {
+        /// the field, in the spec's JSON spelling
+        field: String,
+        /// what is wrong and, where there is one, what to do
+        reason: String,
+    },
+    /// a field asks for something the sandbox does not do yet
+    #[error("config.json: {field}: not supported by ferrovisor yet ({why})")]
+    Unsupported {
+        /// the field, in the spec's JSON spelling
+        field: String,
+        /// what the sandbox would have to do
+        why: String,
+    },
+}
+
+fn field(field: impl Into<String>, reason: impl Into<String>) -> Error {
+    Error::Field {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+fn unsupported(field: impl Into<String>, why: impl Into<String>) -> Error {
+    Error::Unsupported {
+        field: field.into(),
+        why: why.into(),
+    }
+}
+
+/// A bundle read from disk.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    /// the bundle directory, absolute
+    pub dir: PathBuf,
+    /// its parsed `config.json`
+    pub spec: Spec,
+}
+
+/// Reads `DIR/config.json`. `dir` is made absolute so that it stays valid
+/// when recorded in the state directory.
+pub fn load(dir: &Path) -> Result<Bundle, Error> {
+    let abs = std::fs::canonicalize(dir).map_err(|source| Error::Bundle {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    if !abs.is_dir() {
+        return Err(Error::Bundle {
+            path: dir.to_path_buf(),
+            source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
+        });
+    }
+    let path = abs.join("config.json");
+    let bytes = std::fs::read(&path).map_err(|source| Error::ReadConfig {
+        path: path.clone(),
+        source,
+    })?;
+    let spec: Spec =
+        serde_json::from_slice(&bytes).map_err(|source| Error::Malformed { path, source })?;
+    Ok(Bundle { dir: abs, spec })
+}
+
+/// What the sandbox will run, derived from a checked bundle.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// host directory that becomes the guest's root
+    pub rootfs: PathBuf,
+    /// `root.readonly`
+    pub readonly: bool,
+    /// `process.args`
+    pub argv: Vec<String>,
+    /// `process.env`
+    pub env: Vec<String>,
+    /// `process.cwd`
+    pub cwd: String,
+    /// `hostname`, or the container id when absent
+    pub hostname: String,
+    /// `process.terminal`
+    pub terminal: bool,
+    /// `process.consoleSize` as (rows, columns)
+    pub console_size: Option<(u16, u16)>,
+    /// `process.oomScoreAdj`
+    pub oom_score_adj: Option<i32>,
+    /// `annotations`
+    pub annotations: BTreeMap<String, String>,
+    /// fields accepted but not honoured in a way the user may notice, for
+    /// the log at warning level
+    pub notes: Vec<String>,
+    /// fields accepted and ignored because ignoring them is harmless, for
+    /// the log at info level
+    pub ignored: Vec<String>,
+}
+
+/// Mount types the sandbox provides itself, at the places runc's default
+/// spec and container engines put them. The Sentry serves its own view of
+/// each (or the guest simply does not see a host one), so accepting them
+/// never hands the guest a host object.
+const STANDARD_MOUNTS: &[(&str, &[&str])] = &[
+    ("proc", &["/proc"]),
+    ("sysfs", &["/sys"]),
+    ("tmpfs", &["/dev", "/dev/shm", "/tmp", "/run"]),
+    ("devpts", &["/dev/pts"]),
+    ("mqueue", &["/dev/mqueue"]),
+    ("cgroup", &["/sys/fs/cgroup"]),
+    ("cgroup2", &["/sys/fs/cgroup"]),
+];
+
+/// True for JSON that sets nothing: null, false, 0, "", and arrays or
+/// objects of such. Engines send e.g. `"memory": {}` or `"cpu":
+/// {"shares": 0}` for "no limit".
+fn vacuous(v: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.iter().all(vacuous),
+        Value::Object(o) => o.values().all(vacuous),
+    }
+}
+
+fn set<T: serde::Serialize>(v: &Option<T>) -> bool {
+    v.as_ref()
+        .and_then(|v| serde_json::to_value(v).ok())
+        .is_some_and(|v| !vacuous(&v))
+}
+
+/// Checks `ociVersion`: this runtime implements the 1.x runtime spec.
+fn check_version(version: &str) -> Result<(), Error> {
+    if version.is_empty() {
+        return Err(field(
+            "ociVersion",
+            "missing (set it to the runtime spec version, e.g. \"1.1.0\")",
+        ));
+    }
+    let major = version.split('.').next().unwrap_or_default();
+    if major != "1" || version.split('.').count() < 2 {
+        return Err(field(
+            "ociVersion",
+            format!("\"{version}\" is not supported (this runtime implements runtime spec 1.x)"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a bundle and derives what to run. `id` names the container (the
+/// default host name). Refuses, with the field's name, everything that would
+/// change the container's behaviour if ignored.
+pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
+    let spec = &bundle.spec;
+    let mut notes = Vec::new();
+    let mut ignored = Vec::new();
+    check_version(spec.version())?;
+
+    // root
+    let root = spec
+        .root()
+        .as_ref()
+        .ok_or_else(|| field("root", "missing (set root.path to the rootfs directory)"))?;
+    let rootfs = if root.path().is_absolute() {
+        root.path().clone()
+    } else {
+        bundle.dir.join(root.path())
+    };
+    match std::fs::metadata(&rootfs) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(field(
+                "root.path",
+                format!("{} is not a directory", rootfs.display()),
+            ))
+        }
+        Err(e) => {
+            return Err(field(
+                "root.path",
+                format!(
+                    "{}: {e} (create the root file system there)",
+                    rootfs.display()
+                ),
+            ))
+        }
+    }
+    let readonly = root.readonly().unwrap_or(false);
+    if !readonly {
+        notes.push(
+            "root.readonly is false, but the sandbox's root is read-only until the overlay lands: \
+             writes outside /tmp, /run and /dev/shm fail with EROFS"
+                .into(),
+        );
+    }
+
+    // process
+    let process = spec
+        .process()
+        .as_ref()
+        .ok_or_else(|| field("process", "missing (say what to run in process.args)"))?;
+    let argv = process.args().clone().unwrap_or_default();
+    if argv.is_empty() {
+        return Err(field("process.args", "empty (give the program to run)"));
+    }
+    let cwd = process.cwd().to_string_lossy().into_owned();
+    if !cwd.starts_with('/') {
+        return Err(field(
+            "process.cwd",
+            format!("\"{cwd}\" is not an absolute path"),
+        ));
+    }
+    let env = process.env().clone().unwrap_or_default();
+    if let Some(bad) = env.iter().find(|e| !e.contains('=')) {
+        return Err(field(
+            "process.env",
+            format!("\"{bad}\" is not of the form NAME=VALUE"),
+        ));
+    }
+    let user = process.user();
+    let (uid, gid) = crate::sys::ids();
+    // The Sentry shows the guest the caller's ids; a container asking for
+    // other ids would get different permission checks, so it is refused.
+    if user.uid() != uid {
+        return Err(unsupported(
+            "process.user.uid",
+            format!(
+                "uid {} asked, but the guest runs with the caller's uid {uid}",
+                user.uid()
+            ),
+        ));
+    }
+    if user.gid() != gid {
+        return Err(unsupported(
+            "process.user.gid",
+            format!(
+                "gid {} asked, but the guest runs with the caller's gid {gid}",
+                user.gid()
+            ),
+        ));
+    }
+    if let Some(extra) = user.additional_gids().as_ref().filter(|g| !g.is_empty()) {
+        let mut want = extra.clone();
+        want.sort_unstable();
+        want.dedup();
+        let mut have = crate::sys::groups();
+        have.sort_unstable();
+        have.dedup();
+        if want != have {
+            if uid == 0 {
+                // Root passes every permission check regardless of groups.
+                notes.push(format!(
+                    "process.user.additionalGids {want:?} not applied: the guest sees {have:?}"
+                ));
+            } else {
+                return Err(unsupported(
+                    "process.user.additionalGids",
+                    format!("the guest sees the caller's groups {have:?}"),
+                ));
+            }
+        }
+    }
+    if let Some(umask) = user.umask() {
+        if umask != 0o022 {
+            return Err(unsupported(
+                "process.user.umask",
+                format!("{umask:#o} asked; the guest starts with 0o22"),
+            ));
+        }
+    }
+    if process.capabilities().is_some() {
+        ignored.push("process.capabilities not applied: the guest sees the Sentry's own".into());
+    }
+    if process.rlimits().as_ref().is_some_and(|r| !r.is_empty()) {
+        ignored.push("process.rlimits not applied: the guest sees the runtime's limits".into());
+    }
+    if process.apparmor_profile().is_some() || process.selinux_label().is_some() {
+        ignored.push(
+            "process.apparmorProfile/selinuxLabel not applied: the Sentry is the confinement"
+                .into(),
+        );
+    }
+    if process.scheduler().is_some() {
+        return Err(unsupported("process.scheduler", "scheduling policies"));
+    }
+    if process.io_priority().is_some() {
+        return Err(unsupported("process.ioPriority", "I/O priorities"));
+    }
+    if process.exec_cpu_affinity().is_some() {
+        return Err(unsupported("process.execCPUAffinity", "CPU affinity"));
+    }
+    let console_size = process
+        .console_size()
+        .map(|b| (b.height() as u16, b.width() as u16));
+
+    // hostname and domainname
+    let hostname = spec.hostname().clone().unwrap_or_else(|| id.to_string());
+    if spec.domainname().as_ref().is_some_and(|d| !d.is_empty()) {
+        return Err(unsupported("domainname", "a NIS domain name in the guest"));
+    }
+
+    // mounts
+    for (i, m) in spec.mounts().iter().flatten().enumerate() {
+        let dest = m.destination().to_string_lossy();
+        let typ = m.typ().as_deref().unwrap_or("");
+        let options = m.options().as_deref().unwrap_or_default();
+        let bind = typ == "bind" || options.iter().any(|o| o == "bind" || o == "rbind");
+        let standard = !bind
+            && STANDARD_MOUNTS
+                .iter()
+                .any(|(t, places)| *t == typ && places.contains(&dest.trim_end_matches('/')));
+        if !standard {
+            let what = if bind {
+                format!(
+                    "bind mount of {} at {dest}",
+                    m.source().as_deref().unwrap_or(Path::new("?")).display()
+                )
+            } else {
+                format!("{typ} mount at {dest}")
+            };
+            return Err(unsupported(
+                format!("mounts[{i}]"),
+                format!(
+                    "{what}: the Sentry provides only its own proc, sysfs, tmpfs, devpts, \
+                     mqueue and cgroup at their usual places"
+                ),
+            ));
+        }
+    }
+
+    // hooks: every kind runs host code at a defined moment; skipping it would
+    // silently break whatever the engine set up with it.
+    if let Some(h) = spec.hooks() {
+        let kinds = [
+            ("prestart", h.prestart()),
+            ("createRuntime", h.create_runtime()),
+            ("createContainer", h.create_container()),
+            ("startContainer", h.start_container()),
+            ("poststart", h.poststart()),
+            ("poststop", h.poststop()),
+        ];
+        if let Some((name, _)) = kinds
+            .iter()
+            .find(|(_, v)| v.as_ref().is_some_and(|v| !v.is_empty()))
+        {
+            return Err(unsupported(format!("hooks.{name}"), "running hooks"));
+        }
+    }
+
+    if let Some(linux) = spec.linux() {
+        for (i, ns) in linux.namespaces().iter().flatten().enumerate() {
+            if let Some(p) = ns.path() {
+                let kind = if ns.typ() == LinuxNamespaceType::Network {
+                    "network".to_string()
+                } else {
+                    ns.typ().to_string()
+                };
+                return Err(unsupported(
+                    format!("linux.namespaces[{i}].path"),
+                    format!(
+                        "joining the existing {kind} namespace {}; the Sentry emulates namespaces \
+                         of its own",
+                        p.display()
+                    ),
+                ));
+            }
+        }
+        if let Some(r) = linux.resources() {
+            // Device rules are harmless to skip: the Sentry exposes no host
+            // device node to the guest in any case.
+            let limits = [
+                ("memory", set(r.memory())),
+                ("cpu", set(r.cpu())),
+                ("pids", set(r.pids())),
+                ("blockIO", set(r.block_io())),
+                ("hugepageLimits", set(r.hugepage_limits())),
+                ("network", set(r.network())),
+                ("rdma", set(r.rdma())),
+                ("unified", set(r.unified())),
+            ];
+            if let Some((name, _)) = limits.iter().find(|(_, s)| *s) {
+                return Err(unsupported(
+                    format!("linux.resources.{name}"),
+                    "resource limits through the host's cgroup",
+                ));
+            }
+        }
+        if linux.sysctl().as_ref().is_some_and(|s| !s.is_empty()) {
+            return Err(unsupported("linux.sysctl", "per-sandbox sysctls"));
+        }
+        if linux.devices().as_ref().is_some_and(|d| !d.is_empty()) {
+            return Err(unsupported("linux.devices", "device nodes in the guest"));
+        }
+        if linux.seccomp().is_some() {
+            return Err(unsupported(
+                "linux.seccomp",
+                "a seccomp filter applied to the guest's system calls",
+            ));
+        }
+        let refused = [
+            ("linux.intelRdt", linux.intel_rdt().is_some()),
+            ("linux.memoryPolicy", linux.memory_policy().is_some()),
+            ("linux.personality", linux.personality().is_some()),
+            ("linux.timeOffsets", linux.time_offsets().is_some()),
+            ("linux.netDevices", linux.net_devices().is_some()),
+        ];
+        if let Some((name, _)) = refused.iter().find(|(_, s)| *s) {
+            return Err(unsupported(*name, "this setting"));
+        }
+        if linux.masked_paths().is_some() || linux.readonly_paths().is_some() {
+            // They hide and protect host kernel files under /proc and /sys;
+            // the Sentry's /proc and /sys are its own.
+            ignored.push(
+                "linux.maskedPaths/readonlyPaths not applied: /proc and /sys are the Sentry's own"
+                    .into(),
+            );
+        }
+        if linux.cgroups_path().is_some() {
+            ignored.push(
+                "linux.cgroupsPath not used: no cgroup is made while linux.resources are refused"
+                    .into(),
+            );
+        }
+        if linux.uid_mappings().is_some() || linux.gid_mappings().is_some() {
+            ignored.push(
+                "linux.uidMappings/gidMappings not applied: the guest sees the caller's ids".into(),
+            );
+        }
+    }
+    let others = [
+        ("solaris", spec.solaris().is_some()),
+        ("windows", spec.windows().is_some()),
+        ("vm", spec.vm().is_some()),
+        ("zos", spec.zos().is_some()),
+    ];
+    if let Some((name, _)) = others.iter().find(|(_, s)| *s) {
+        return Err(unsupported(*name, "this is a Linux runtime"));
+    }
+
+    Ok(Plan {
+        rootfs,
+        readonly,
+        argv,
+        env,
+        cwd,
+        hostname,
+        terminal: process.terminal().unwrap_or(false),
+        console_size,
+        oom_score_adj: process.oom_score_adj(),
+        ignored,
+        annotations: spec
+            .annotations()
+            .as_ref()
+            .map(|a| a.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default(),
+        notes,
+    })
+}
+
+/// The `config.json` that `ferrovisor spec` writes: runc's template (a shell
+/// in `rootfs`), trimmed to what this runtime accepts and with the caller's
+/// own ids.
+pub fn template() -> Spec {
+    let mut spec = Spec::default();
+    spec.set_version(oci_spec::runtime::VERSION.to_string());
+    spec.set_hostname(Some("ferrovisor".into()));
+    if let Some(process) = spec.process_mut() {
+        let (uid, gid) = crate::sys::ids();
+        process.user_mut().set_uid(uid);
+        process.user_mut().set_gid(gid);
+        process.set_terminal(Some(false));
+    }
+    spec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle_with(
+        edit: impl FnOnce(&mut serde_json::Value),
+    ) -> (tempdir::Dir, Result<Plan, Error>) {
+        let dir = tempdir::Dir::new();
+        std::fs::create_dir(dir.path().join("rootfs")).expect("mkdir rootfs");
+        let mut v = serde_json::to_value(template()).expect("template serializes");
+        edit(&mut v);
+        std::fs::write(dir.path().join("config.json"), v.to_string()).expect("write config");
+        let b = load(dir.path()).expect("load");
+        let r = plan(&b, "c1");
+        (dir, r)
+    }
+
+    mod tempdir {
+        use std::path::{Path, PathBuf};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        static N: AtomicUsize = AtomicUsize::new(0);
+
+        pub struct Dir(PathBuf);
+        impl Dir {
+            pub fn new() -> Self {
+                let p = std::env::temp_dir().join(format!(
+                    "ferrovisor-oci-unit-{}-{}",
+                    std::process::id(),
+                    N.fetch_add(1, Ordering::Relaxed)
+                ));
+                let _ = std::fs::remove_dir_all(&p);
+                std::fs::create_dir_all(&p).expect("temp dir");
+                Dir(p)
+            }
+            pub fn path(&self) -> &Path {
+                &self.0
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    fn err_text(r: Result<Plan, Error>) -> String {
+        match r {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn template_is_accepted() {
+        let (_d, r) = bundle_with(|_| {});
+        let p = r.expect("template accepted");
+        assert_eq!(p.argv, ["sh"]);
+        assert_eq!(p.hostname, "ferrovisor");
+        assert!(p.readonly);
+        assert!(p.rootfs.ends_with("rootfs"));
+    }
+
+    #[test]
+    fn version_is_checked() {
+        let (_d, r) = bundle_with(|v| v["ociVersion"] = "2.0.0".into());
+        assert!(err_text(r).contains("ociVersion"));
+        let (_d, r) = bundle_with(|v| v["ociVersion"] = "1.0.2-dev".into());
+        assert!(r.is_ok());
+    }
+
+    #[test]
+    fn semantic_fields_are_refused_by_name() {
+        type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+        let cases: Vec<(&str, Edit)> = vec![
+            (
+                "mounts[7]",
+                Box::new(|v| {
+                    v["mounts"]
+                        .as_array_mut()
+                        .expect("mounts")
+                        .push(serde_json::json!({
+                        "destination": "/data", "type": "bind", "source": "/etc",
+                        "options": ["rbind"]}))
+                }),
+            ),
+            (
+                "linux.namespaces[1].path",
+                Box::new(|v| v["linux"]["namespaces"][1]["path"] = "/proc/1/ns/net".into()),
+            ),
+            (
+                "hooks.prestart",
+                Box::new(|v| v["hooks"] = serde_json::json!({"prestart": [{"path": "/bin/true"}]})),
+            ),
+            (
+                "linux.resources.memory",
+                Box::new(|v| {
+                    v["linux"]["resources"]["memory"] = serde_json::json!({"limit": 1000000})
+                }),
+            ),
+            (
+                "linux.seccomp",
+                Box::new(|v| {
+                    v["linux"]["seccomp"] = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW"})
+                }),
+            ),
+            (
+                "process.user.uid",
+                Box::new(|v| v["process"]["user"]["uid"] = 4242.into()),
+            ),
+            ("root.path", Box::new(|v| v["root"]["path"] = "nope".into())),
+            (
+                "process.args",
+                Box::new(|v| v["process"]["args"] = serde_json::json!([])),
+            ),
+        ];
+        for (name, edit) in cases {
+            let (_d, r) = bundle_with(|v| edit(v));
+            let text = err_text(r);
+            assert!(text.contains(name), "{name}: {text}");
+            assert!(!text.contains('\n'), "one line: {text}");
+        }
+    }
+
+    #[test]
+    fn harmless_fields_are_accepted() {
+        let (_d, r) = bundle_with(|v| {
+            v["linux"]["resources"] = serde_json::json!({
+                "devices": [{"allow": false, "access": "rwm"}],
+                "memory": {}, "cpu": {"shares": 0}});
+            v["root"]["readonly"] = false.into();
+            v["annotations"] = serde_json::json!({"a": "b"});
+        });
+        let p = r.expect("accepted");
+        assert!(!p.readonly);
+        assert!(p.notes.iter().any(|n| n.contains("root.readonly")));
+        assert_eq!(p.annotations.get("a").map(String::as_str), Some("b"));
+    }
+
+    #[test]
+    fn vacuous_values() {
+        assert!(vacuous(
+            &serde_json::json!({"a": 0, "b": [], "c": {"d": null}})
+        ));
+        assert!(!vacuous(&serde_json::json!({"a": 0, "b": [1]})));
+    }
+}

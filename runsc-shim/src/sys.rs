@@ -1,0 +1,267 @@
+//! The host calls the runtime needs that `std` does not wrap: FIFOs, file
+//! locks, pidfds, signals, pseudo-terminals and descriptor passing. Every
+//! `unsafe` block of the crate lives here.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+/// `mkfifo(path, mode)`.
+pub fn mkfifo(path: &Path, mode: u32) -> io::Result<()> {
+    let p = c_path(path)?;
+    // SAFETY: `p` is a NUL-terminated string that outlives the call.
+    cvt(unsafe { libc::mkfifo(p.as_ptr(), mode as libc::mode_t) }).map(drop)
+}
+
+/// `flock(fd, LOCK_EX)`: blocks until this process holds the lock; it is
+/// released when the descriptor is closed.
+pub fn lock_exclusive(fd: BorrowedFd<'_>) -> io::Result<()> {
+    loop {
+        // SAFETY: `fd` is a live descriptor for the duration of the call.
+        match cvt(unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) }) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r.map(drop),
+        }
+    }
+}
+
+/// `kill(pid, sig)`.
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    if pid <= 0 {
+        // kill(0 or -N) would hit a whole process group: never meant here.
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    // SAFETY: plain system call on integers.
+    cvt(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// `pidfd_open(pid, 0)`: a descriptor that becomes readable when the process
+/// exits, usable by a process that is not its parent.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: plain system call on integers; on success it returns a new
+    // descriptor that nothing else owns.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `ret` is a fresh descriptor owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// Waits up to `timeout_ms` (-1: for ever) for `fd` to become readable (or
+/// hung up); returns whether it did.
+pub fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `p` is one valid pollfd that lives across the call.
+        match cvt(unsafe { libc::poll(&mut p, 1, timeout_ms) }) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+            Ok(n) => return Ok(n > 0),
+        }
+    }
+}
+
+/// The caller's real user and group ids (the ones the Sentry shows the guest).
+pub fn ids() -> (u32, u32) {
+    // SAFETY: plain system calls without arguments.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+/// The caller's supplementary groups (the ones the Sentry shows the guest).
+pub fn groups() -> Vec<u32> {
+    // SAFETY: a null list with size 0 only asks for the count.
+    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    let mut v = vec![0 as libc::gid_t; n as usize];
+    // SAFETY: `v` has room for `n` ids.
+    let n = unsafe { libc::getgroups(n, v.as_mut_ptr()) };
+    v.truncate(n.max(0) as usize);
+    v
+}
+
+/// Prepares `cmd` so that the child gets `fd` as descriptor `target` (without
+/// close-on-exec) and, when `new_session`, becomes a session leader with no
+/// controlling terminal, detached from the caller's job control (runc's
+/// `create` semantics). When `tty` is given the child's standard descriptors
+/// are that terminal and it becomes the controlling terminal.
+pub fn prepare_child(
+    cmd: &mut Command,
+    fd: RawFd,
+    target: RawFd,
+    new_session: bool,
+    tty: Option<RawFd>,
+) {
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe system calls on integers (setsid, dup2, fcntl, ioctl).
+    unsafe {
+        cmd.pre_exec(move || {
+            if new_session || tty.is_some() {
+                cvt(libc::setsid())?;
+            }
+            if let Some(t) = tty {
+                cvt(libc::ioctl(t, libc::TIOCSCTTY, 0))?;
+                for std_fd in 0..3 {
+                    cvt(libc::dup2(t, std_fd))?;
+                }
+            }
+            if fd == target {
+                let flags = cvt(libc::fcntl(fd, libc::F_GETFD))?;
+                cvt(libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC))?;
+            } else {
+                cvt(libc::dup2(fd, target))?;
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Takes ownership of descriptor `fd`, inherited from the parent; fails if it
+/// is not open.
+pub fn inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_GETFD only inspects the descriptor table.
+    cvt(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    // SAFETY: the descriptor is open and, by the boot protocol, handed to
+    // this process alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A new pseudo-terminal pair: (master, slave), both close-on-exec.
+pub fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
+    // SAFETY: plain system call; returns a fresh descriptor on success.
+    let m = cvt(unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) })?;
+    // SAFETY: `m` is a fresh descriptor that nothing else owns.
+    let master = unsafe { OwnedFd::from_raw_fd(m) };
+    // SAFETY: `m` is an open pty master.
+    cvt(unsafe { libc::grantpt(m) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::unlockpt(m) })?;
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: `name` has room for `name.len()` bytes, which is passed.
+    let r = unsafe { libc::ptsname_r(m, name.as_mut_ptr(), name.len()) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    // SAFETY: ptsname_r NUL-terminated `name` on success.
+    let s = cvt(unsafe {
+        libc::open(
+            name.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: `s` is a fresh descriptor that nothing else owns.
+    Ok((master, unsafe { OwnedFd::from_raw_fd(s) }))
+}
+
+/// `ioctl(fd, TIOCSWINSZ)`.
+pub fn set_window_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result<()> {
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `struct winsize`, which `ws` is.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws) }).map(drop)
+}
+
+/// Sends `fd` over the Unix socket `sock` with SCM_RIGHTS, with `name` as
+/// the payload (runc sends the terminal's path; receivers ignore it).
+pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+    let payload: &[u8] = if name.is_empty() { b"/dev/ptmx" } else { name };
+    let mut iov = libc::iovec {
+        iov_base: payload.as_ptr() as *mut libc::c_void,
+        iov_len: payload.len(),
+    };
+    // Room for one cmsghdr carrying one int, 8-byte aligned.
+    let mut control = [0u64; 4];
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    debug_assert!(space <= std::mem::size_of_val(&control));
+    // SAFETY: msghdr is plain data; all-zero is a valid empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = space;
+    // SAFETY: `msg` points at `control`, which has room for one header with
+    // one descriptor (checked above); CMSG_FIRSTHDR/CMSG_DATA stay inside it.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd.as_raw_fd());
+    }
+    loop {
+        // SAFETY: `msg` and everything it points at live across the call.
+        let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        if r >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The process [`forward_signals`] passes signals to.
+static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = FORWARD_TO.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe and takes plain integers.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// Makes the terminating signals a supervisor sends (HUP, INT, QUIT, TERM,
+/// USR1, USR2) go to `pid` instead of ending the caller, so that `run`
+/// outlives its container and can report and clean up. A handler rather
+/// than SIG_IGN, because an ignored disposition would be inherited by
+/// children across exec.
+pub fn forward_signals(pid: i32) -> io::Result<()> {
+    FORWARD_TO.store(pid, std::sync::atomic::Ordering::Relaxed);
+    for sig in [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGTERM,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+    ] {
+        // SAFETY: sigaction is plain data; all-zero is a valid empty value.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = forward as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        // SAFETY: `sa` is a valid sigaction whose handler only makes an
+        // async-signal-safe call; the old action is not asked for.
+        cvt(unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) })?;
+    }
+    Ok(())
+}

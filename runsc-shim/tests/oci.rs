@@ -1,0 +1,560 @@
+//! The OCI runtime CLI end to end: bundles made of a busybox rootfs and a
+//! `config.json` from `ferrovisor spec`, driven through create, start,
+//! state, kill, wait, delete and run with a private `--root`, plus the
+//! one-line errors for bad bundles and flags.
+
+use std::io::Read;
+use std::os::unix::fs::symlink;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
+const TIMEOUT: Duration = Duration::from_secs(120);
+const APPLETS: &[&str] = &["sh", "echo", "sleep", "cat", "true", "hostname", "pwd"];
+
+/// A fresh directory under cargo's per-target temp dir (not `/tmp`, which
+/// the sandbox replaces with its own tmpfs), removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "oci-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("create temp dir");
+        TempDir(p)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[derive(Debug)]
+struct Outcome {
+    stdout: String,
+    stderr: String,
+    status: i32,
+}
+
+fn wait_child(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) => return s,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{what}: still running after {TIMEOUT:?}, killed");
+            }
+            Err(e) => panic!("{what}: wait: {e}"),
+        }
+    }
+}
+
+fn code(s: std::process::ExitStatus) -> i32 {
+    s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
+}
+
+/// A test's world: a bundle and a private state root.
+struct World {
+    dir: TempDir,
+    ids: Vec<String>,
+}
+
+impl World {
+    /// A bundle whose rootfs is busybox and whose `config.json` comes from
+    /// `ferrovisor spec`, then `edit`.
+    fn new(tag: &str, edit: impl FnOnce(&mut Value)) -> World {
+        let dir = TempDir::new(tag);
+        let bundle = dir.path().join("bundle");
+        let bin = bundle.join("rootfs/bin");
+        std::fs::create_dir_all(&bin).expect("mkdir rootfs/bin");
+        std::fs::copy("/bin/busybox", bin.join("busybox")).expect("copy busybox");
+        for a in APPLETS {
+            symlink("busybox", bin.join(a)).expect("applet symlink");
+        }
+        let w = World {
+            dir,
+            ids: Vec::new(),
+        };
+        let out = w.cli(&["spec", "--bundle", &w.bundle_str()]);
+        assert_eq!(out.status, 0, "spec: {}", out.stderr);
+        w.edit_config(edit);
+        w
+    }
+
+    fn bundle(&self) -> PathBuf {
+        self.dir.path().join("bundle")
+    }
+
+    fn bundle_str(&self) -> String {
+        self.bundle().to_string_lossy().into_owned()
+    }
+
+    fn state_root(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn edit_config(&self, edit: impl FnOnce(&mut Value)) {
+        let path = self.bundle().join("config.json");
+        let mut v: Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("read config")).expect("json");
+        edit(&mut v);
+        std::fs::write(&path, v.to_string()).expect("write config");
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(FERROVISOR);
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .current_dir("/")
+            .arg("--root")
+            .arg(self.state_root())
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs a command that leaves nothing behind holding its stdio.
+    fn cli(&self, args: &[&str]) -> Outcome {
+        let mut cmd = self.command(args);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let what = format!("ferrovisor {args:?}");
+        let mut child = cmd.spawn().expect("spawn ferrovisor");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut err = child.stderr.take().expect("stderr");
+        let t_out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        let t_err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        let status = wait_child(child, &what);
+        Outcome {
+            stdout: t_out.join().expect("stdout reader"),
+            stderr: t_err.join().expect("stderr reader"),
+            status: code(status),
+        }
+    }
+
+    /// `create`: the sandbox inherits stdout and stderr, so they go to
+    /// files (`ID.out`, `ID.err`) that stay readable after it exits.
+    fn create(&mut self, id: &str) -> Outcome {
+        self.ids.push(id.to_string());
+        let out_path = self.dir.path().join(format!("{id}.out"));
+        let err_path = self.dir.path().join(format!("{id}.err"));
+        let mut cmd = self.command(&["create", "--bundle", &self.bundle_str(), id]);
+        cmd.stdout(std::fs::File::create(&out_path).expect("out file"))
+            .stderr(std::fs::File::create(&err_path).expect("err file"));
+        let child = cmd.spawn().expect("spawn create");
+        let status = code(wait_child(child, "create"));
+        Outcome {
+            stdout: String::new(),
+            stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+            status,
+        }
+    }
+
+    /// What the container wrote to stdout.
+    fn container_stdout(&self, id: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{id}.out"))).unwrap_or_default()
+    }
+
+    fn state(&self, id: &str) -> Value {
+        let out = self.cli(&["state", id]);
+        assert_eq!(out.status, 0, "state {id}: {}", out.stderr);
+        serde_json::from_str(&out.stdout).expect("state prints JSON")
+    }
+
+    fn status(&self, id: &str) -> String {
+        self.state(id)["status"]
+            .as_str()
+            .expect("status is a string")
+            .to_string()
+    }
+
+    /// `wait`, returning the exit status it reports.
+    fn wait(&self, id: &str) -> i64 {
+        let out = self.cli(&["wait", id]);
+        assert_eq!(out.status, 0, "wait {id}: {}", out.stderr);
+        let v: Value = serde_json::from_str(&out.stdout).expect("wait prints JSON");
+        assert_eq!(v["id"], id);
+        v["exitStatus"].as_i64().expect("exitStatus")
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        // Never leave a sandbox running after a failed test.
+        for id in std::mem::take(&mut self.ids) {
+            let _ = self.cli(&["delete", "--force", &id]);
+        }
+    }
+}
+
+fn set_args(v: &mut Value, args: &[&str]) {
+    v["process"]["args"] = args.iter().map(|a| Value::from(*a)).collect();
+}
+
+fn assert_one_line(out: &Outcome) {
+    assert_ne!(out.status, 0, "should fail: {out:?}");
+    assert_eq!(
+        out.stderr.trim_end().lines().count(),
+        1,
+        "one line on stderr: {:?}",
+        out.stderr
+    );
+}
+
+#[test]
+fn create_start_state_wait_delete() {
+    let mut w = World::new("lifecycle", |v| {
+        set_args(v, &["sh", "-c", "echo hello; exit 0"])
+    });
+    let out = w.create("c1");
+    assert_eq!(out.status, 0, "create: {}", out.stderr);
+
+    let st = w.state("c1");
+    assert_eq!(st["status"], "created", "{st}");
+    assert_eq!(st["id"], "c1");
+    assert!(st["pid"].as_i64().unwrap_or(0) > 0, "{st}");
+    assert_eq!(
+        st["bundle"].as_str().map(PathBuf::from),
+        Some(std::fs::canonicalize(w.bundle()).expect("canonical bundle"))
+    );
+    assert!(
+        st["ociVersion"].is_string() && st["annotations"].is_object(),
+        "{st}"
+    );
+    // Not started: the program has printed nothing.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(w.container_stdout("c1"), "");
+
+    let out = w.cli(&["start", "c1"]);
+    assert_eq!(out.status, 0, "start: {}", out.stderr);
+    let s = w.status("c1");
+    assert!(s == "running" || s == "stopped", "after start: {s}");
+
+    assert_eq!(w.wait("c1"), 0);
+    let st = w.state("c1");
+    assert_eq!(st["status"], "stopped", "{st}");
+    assert_eq!(w.container_stdout("c1"), "hello\n");
+
+    // A second start of a stopped container is refused.
+    let out = w.cli(&["start", "c1"]);
+    assert_one_line(&out);
+
+    let list = w.cli(&["list", "--format", "json"]);
+    let list: Value = serde_json::from_str(&list.stdout).expect("list json");
+    assert_eq!(list[0]["id"], "c1");
+
+    let out = w.cli(&["delete", "c1"]);
+    assert_eq!(out.status, 0, "delete: {}", out.stderr);
+    let out = w.cli(&["state", "c1"]);
+    assert_one_line(&out);
+    assert!(out.stderr.contains("does not exist"), "{}", out.stderr);
+}
+
+#[test]
+fn run_prints_hello_and_returns_the_exit_status() {
+    let w = World::new("run", |v| {
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                "echo hello; echo $GREETING; pwd; hostname; exit 7",
+            ],
+        );
+        v["process"]["env"] = serde_json::json!(["PATH=/bin", "GREETING=hi there"]);
+        v["process"]["cwd"] = "/bin".into();
+        v["hostname"] = "box1".into();
+    });
+    let out = w.cli(&["run", "--bundle", &w.bundle_str(), "r1"]);
+    assert_eq!(out.status, 7, "run: {out:?}");
+    assert_eq!(out.stdout, "hello\nhi there\n/bin\nbox1\n", "{out:?}");
+    // run deletes the container once it has exited.
+    let list = w.cli(&["list", "-q"]);
+    assert_eq!(list.stdout, "", "{list:?}");
+}
+
+#[test]
+fn kill_a_sleeping_container() {
+    let mut w = World::new("kill", |v| set_args(v, &["sleep", "1000"]));
+    assert_eq!(w.create("k1").status, 0);
+    assert_eq!(w.cli(&["start", "k1"]).status, 0);
+    assert_eq!(w.status("k1"), "running");
+    let pid = w.state("k1")["pid"].as_i64().expect("pid");
+
+    // ps lists the sandbox's host processes, the sandbox first.
+    let ps = w.cli(&["ps", "--format", "json", "k1"]);
+    let pids: Vec<i64> = serde_json::from_str(&ps.stdout).expect("ps json");
+    assert_eq!(pids.first(), Some(&pid), "{ps:?}");
+    // events --stats prints one stats record.
+    let ev = w.cli(&["events", "--stats", "k1"]);
+    let ev: Value = serde_json::from_str(ev.stdout.trim()).expect("events json");
+    assert_eq!(ev["type"], "stats");
+    assert!(
+        ev["data"]["pids"]["current"].as_u64().unwrap_or(0) >= 1,
+        "{ev}"
+    );
+
+    // A running container is not deleted without --force.
+    let out = w.cli(&["delete", "k1"]);
+    assert_one_line(&out);
+    assert!(out.stderr.contains("running"), "{}", out.stderr);
+    assert_eq!(w.status("k1"), "running");
+
+    let out = w.cli(&["kill", "k1", "TERM"]);
+    assert_eq!(out.status, 0, "kill: {}", out.stderr);
+    assert_eq!(w.wait("k1"), 128 + 15);
+    assert_eq!(w.status("k1"), "stopped");
+    // Killing a stopped container is an error.
+    assert_one_line(&w.cli(&["kill", "k1", "KILL"]));
+    assert_eq!(w.cli(&["delete", "k1"]).status, 0);
+}
+
+#[test]
+fn delete_force_kills_a_running_container() {
+    let mut w = World::new("force", |v| set_args(v, &["sleep", "1000"]));
+    assert_eq!(w.create("f1").status, 0);
+    assert_eq!(w.cli(&["start", "f1"]).status, 0);
+    let pid = w.state("f1")["pid"].as_i64().expect("pid") as i32;
+    let out = w.cli(&["delete", "--force", "f1"]);
+    assert_eq!(out.status, 0, "delete --force: {}", out.stderr);
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z")),
+        "sandbox {pid} still alive"
+    );
+    assert_one_line(&w.cli(&["state", "f1"]));
+    // --force on a container that does not exist is not an error.
+    assert_eq!(w.cli(&["delete", "--force", "f1"]).status, 0);
+}
+
+#[test]
+fn created_container_can_be_deleted_and_ids_are_unique() {
+    let mut w = World::new("created", |v| set_args(v, &["echo", "never"]));
+    assert_eq!(w.create("d1").status, 0);
+    let out = w.create("d1");
+    assert_one_line(&out);
+    assert!(out.stderr.contains("already exists"), "{}", out.stderr);
+    assert_eq!(w.status("d1"), "created");
+    assert_eq!(w.cli(&["delete", "d1"]).status, 0);
+    assert_eq!(w.container_stdout("d1"), "");
+}
+
+#[test]
+fn bad_bundles_get_one_line_naming_the_problem() {
+    let mut w = World::new("errors", |_| {});
+    // Missing bundle.
+    let out = w.cli(&["create", "--bundle", "/nonexistent-bundle", "e1"]);
+    assert_one_line(&out);
+    assert!(out.stderr.contains("bundle"), "{}", out.stderr);
+
+    // Malformed config.json.
+    std::fs::write(w.bundle().join("config.json"), "{ not json").expect("write");
+    let out = w.create("e2");
+    assert_one_line(&out);
+    assert!(out.stderr.contains("config.json"), "{}", out.stderr);
+
+    // Unsupported fields are refused by name, not ignored.
+    std::fs::remove_file(w.bundle().join("config.json")).expect("rm");
+    let _ = w.cli(&["spec", "--bundle", &w.bundle_str()]);
+    w.edit_config(|v| {
+        v["mounts"]
+            .as_array_mut()
+            .expect("mounts")
+            .push(serde_json::json!({
+                "destination": "/data", "type": "bind", "source": "/etc", "options": ["rbind"]
+            }));
+    });
+    let out = w.create("e3");
+    assert_one_line(&out);
+    assert!(out.stderr.contains("mounts["), "{}", out.stderr);
+
+    w.edit_config(|v| {
+        v["mounts"].as_array_mut().expect("mounts").pop();
+        v["ociVersion"] = "2.0.0".into();
+    });
+    let out = w.create("e4");
+    assert_one_line(&out);
+    assert!(out.stderr.contains("ociVersion"), "{}", out.stderr);
+
+    w.edit_config(|v| {
+        v["ociVersion"] = "1.1.0".into();
+        v["root"]["path"] = "missing-rootfs".into();
+    });
+    let out = w.create("e5");
+    assert_one_line(&out);
+    assert!(out.stderr.contains("root.path"), "{}", out.stderr);
+
+    // Nothing was left behind by the failed creates.
+    assert_eq!(w.cli(&["list", "-q"]).stdout, "");
+
+    // Unknown flag.
+    let out = w.cli(&["create", "--no-such-flag", "e6"]);
+    assert_one_line(&out);
+    assert!(out.stderr.contains("--no-such-flag"), "{}", out.stderr);
+
+    // spec does not overwrite.
+    assert_one_line(&w.cli(&["spec", "--bundle", &w.bundle_str()]));
+}
+
+#[test]
+fn errors_go_to_the_log_as_runc_json() {
+    let w = World::new("log", |_| {});
+    let log = w.dir.path().join("log.json");
+    let log_s = log.to_string_lossy().into_owned();
+    let out = w.cli(&["--log", &log_s, "--log-format", "json", "state", "nope"]);
+    assert_one_line(&out);
+    let text = std::fs::read_to_string(&log).expect("log written");
+    let last: Value =
+        serde_json::from_str(text.lines().last().expect("a line")).expect("json line");
+    assert_eq!(last["level"], "error");
+    assert!(
+        last["msg"].as_str().is_some_and(|m| m.contains("nope")),
+        "{last}"
+    );
+    assert!(last["time"].is_string());
+}
+
+#[test]
+fn runc_global_flags_and_stub_commands_parse() {
+    let w = World::new("flags", |_| {});
+    let out = w.cli(&["--systemd-cgroup", "--debug", "list"]);
+    assert_eq!(out.status, 0, "{out:?}");
+    let out = w.cli(&["pause", "x"]);
+    assert_one_line(&out);
+    let out = w.cli(&["--log-format", "yaml", "list"]);
+    assert_one_line(&out);
+    assert_eq!(out.status, 2);
+}
+
+/// Receives one descriptor sent with SCM_RIGHTS on `sock`.
+fn recv_fd(sock: &std::os::unix::net::UnixStream) -> std::os::fd::OwnedFd {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut buf = [0u8; 256];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain data; all-zero is a valid empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: `msg` points at live buffers of the sizes it states.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    assert!(n >= 0, "recvmsg: {}", std::io::Error::last_os_error());
+    // SAFETY: recvmsg filled `control`; CMSG_FIRSTHDR/CMSG_DATA stay inside
+    // the length it reported, and the kernel installed the descriptor.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        assert!(!cmsg.is_null(), "no descriptor received");
+        assert_eq!((*cmsg).cmsg_type, libc::SCM_RIGHTS);
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const i32);
+        std::os::fd::OwnedFd::from_raw_fd(fd)
+    }
+}
+
+#[test]
+fn terminal_goes_to_the_console_socket() {
+    let mut w = World::new("console", |v| {
+        set_args(v, &["sh", "-c", "[ -t 1 ] && echo tty-hello"]);
+        v["process"]["terminal"] = true.into();
+        v["process"]["consoleSize"] = serde_json::json!({"height": 30, "width": 100});
+    });
+    // Without a console socket, terminal: true is refused.
+    assert_one_line(&w.create("t0"));
+
+    let sock_path = w.dir.path().join("console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock_path).expect("bind");
+    let receiver = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().expect("accept");
+        recv_fd(&conn)
+    });
+    w.ids.push("t1".into());
+    let mut cmd = w.command(&[
+        "create",
+        "--bundle",
+        &w.bundle_str(),
+        "--console-socket",
+        &sock_path.to_string_lossy(),
+        "t1",
+    ]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let out = cmd.output().expect("create");
+    assert!(
+        out.status.success(),
+        "create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let master = receiver.join().expect("receiver");
+    assert_eq!(w.cli(&["start", "t1"]).status, 0);
+    assert_eq!(w.wait("t1"), 0);
+    // Read what the container wrote; EIO once the last slave is closed.
+    let mut master = std::fs::File::from(master);
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = master.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&text);
+    assert!(text.contains("tty-hello"), "{text:?}");
+}
+
+#[test]
+fn run_forwards_term_to_the_container_and_cleans_up() {
+    let w = World::new("runterm", |v| set_args(v, &["sleep", "1000"]));
+    let mut cmd = w.command(&["run", "--bundle", &w.bundle_str(), "s1"]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn run");
+    // Wait until the container runs.
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let out = w.cli(&["state", "s1"]);
+        if out.stdout.contains("\"running\"") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never running: {out:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: plain system call on the pid of our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let mut err = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err);
+    let status = wait_child(child, "run");
+    assert_eq!(code(status), 128 + libc::SIGTERM, "stderr: {err}");
+    assert_eq!(w.cli(&["list", "-q"]).stdout, "", "run left state behind");
+}

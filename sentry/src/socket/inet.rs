@@ -1,0 +1,121 @@
+//! Internet sockets: file descriptions over the sandbox's netstack.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use abi::Errno;
+use netstack::{Domain, SocketType};
+
+/// An `AF_INET`/`AF_INET6` socket.
+#[derive(Debug)]
+pub struct InetSocket {
+    /// the netstack socket (dropping it is `close`)
+    pub sock: netstack::Socket,
+    /// address family
+    pub domain: Domain,
+    /// TCP or UDP
+    pub ty: SocketType,
+    /// `listen` was called
+    pub listening: AtomicBool,
+}
+
+impl InetSocket {
+    /// Wraps a netstack socket.
+    pub fn new(sock: netstack::Socket, domain: Domain, ty: SocketType) -> Self {
+        InetSocket {
+            sock,
+            domain,
+            ty,
+            listening: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether `listen` was called.
+    pub fn is_listening(&self) -> bool {
+        self.listening.load(Ordering::Relaxed)
+    }
+}
+
+/// `AF_INET`.
+pub const AF_INET: u16 = 2;
+/// `AF_INET6`.
+pub const AF_INET6: u16 = 10;
+
+/// Parses a `sockaddr_in`/`sockaddr_in6` for a socket of `domain`.
+pub fn parse_addr(raw: &[u8], domain: Domain) -> Result<SocketAddr, Errno> {
+    if raw.len() < 2 {
+        return Err(Errno::EINVAL);
+    }
+    let family = u16::from_ne_bytes([raw[0], raw[1]]);
+    match (family, domain) {
+        (AF_INET, _) => {
+            if raw.len() < 16 {
+                return Err(Errno::EINVAL);
+            }
+            if domain == Domain::Inet6 {
+                // An AF_INET address on an AF_INET6 socket.
+                return Err(Errno::EAFNOSUPPORT);
+            }
+            let port = u16::from_be_bytes([raw[2], raw[3]]);
+            let ip = Ipv4Addr::new(raw[4], raw[5], raw[6], raw[7]);
+            Ok(SocketAddr::V4(SocketAddrV4::new(ip, port)))
+        }
+        (AF_INET6, Domain::Inet6) => {
+            if raw.len() < 24 {
+                return Err(Errno::EINVAL);
+            }
+            let port = u16::from_be_bytes([raw[2], raw[3]]);
+            let flow = u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]);
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&raw[8..24]);
+            let scope = if raw.len() >= 28 {
+                u32::from_ne_bytes([raw[24], raw[25], raw[26], raw[27]])
+            } else {
+                0
+            };
+            Ok(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a),
+                port,
+                flow,
+                scope,
+            )))
+        }
+        (AF_INET6, Domain::Inet) => Err(Errno::EAFNOSUPPORT),
+        // AF_UNSPEC on connect means "disconnect" (handled by the caller).
+        _ => Err(Errno::EAFNOSUPPORT),
+    }
+}
+
+/// Encodes `addr` as the sockaddr of a socket of `domain` (IPv4 peers of
+/// an IPv6 socket appear v4-mapped).
+pub fn encode_addr(addr: SocketAddr, domain: Domain) -> Vec<u8> {
+    match (addr, domain) {
+        (SocketAddr::V4(a), Domain::Inet) => {
+            let mut v = AF_INET.to_ne_bytes().to_vec();
+            v.extend_from_slice(&a.port().to_be_bytes());
+            v.extend_from_slice(&a.ip().octets());
+            v.extend_from_slice(&[0u8; 8]);
+            v
+        }
+        (a, _) => {
+            let (ip, port, flow, scope) = match a {
+                SocketAddr::V6(a6) => (*a6.ip(), a6.port(), a6.flowinfo(), a6.scope_id()),
+                SocketAddr::V4(a4) => (a4.ip().to_ipv6_mapped(), a4.port(), 0, 0),
+            };
+            let mut v = AF_INET6.to_ne_bytes().to_vec();
+            v.extend_from_slice(&port.to_be_bytes());
+            v.extend_from_slice(&flow.to_be_bytes());
+            v.extend_from_slice(&ip.octets());
+            v.extend_from_slice(&scope.to_ne_bytes());
+            v
+        }
+    }
+}
+
+/// The unspecified address of `domain` (for `getsockname` before bind).
+pub fn unspecified(domain: Domain) -> SocketAddr {
+    match domain {
+        Domain::Inet => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        Domain::Inet6 => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+    }
+}

@@ -1,0 +1,521 @@
+//! The socket calls for `AF_INET`/`AF_INET6` descriptors, over the netstack.
+
+use std::sync::Arc;
+
+use abi::{Errno, OpenFlags};
+use netstack::{Domain, Shutdown, SockOpt, SockOptName, SocketType};
+
+use crate::file::{copy_from_slices, copy_to_slices, FdEntry, FileDescription, FileKind};
+use crate::socket::inet::{encode_addr, parse_addr, unspecified, InetSocket};
+use crate::task::Task;
+
+const SOCK_NONBLOCK: u64 = 0o4000;
+const SOCK_CLOEXEC: u64 = 0o2000000;
+const MSG_PEEK: u64 = 2;
+const MSG_TRUNC: u64 = 0x20;
+const MSG_DONTWAIT: u64 = 0x40;
+const MSG_WAITALL: u64 = 0x100;
+const MSG_NOSIGNAL: u64 = 0x4000;
+
+/// The Internet socket behind `fd`, if it is one.
+pub fn inet_file(task: &Task, fd: u64) -> Result<Option<Arc<FileDescription>>, Errno> {
+    let file = task.fds().file(fd as i32 as i64)?;
+    Ok(matches!(file.kind, FileKind::Inet(_)).then_some(file))
+}
+
+fn sock(file: &FileDescription) -> Result<&InetSocket, Errno> {
+    match &file.kind {
+        FileKind::Inet(s) => Ok(s),
+        _ => Err(Errno::ENOTSOCK),
+    }
+}
+
+fn nonblock(file: &FileDescription, flags: u64) -> bool {
+    file.flags() & OpenFlags::NONBLOCK.bits() != 0 || flags & MSG_DONTWAIT != 0
+}
+
+/// `socket(AF_INET/AF_INET6, ...)`.
+pub fn socket(task: &mut Task, domain: Domain, ty: u64, proto: i32) -> Result<u64, Errno> {
+    let (st, want_proto) = match ty & 0xf {
+        1 => (SocketType::Stream, 6),
+        2 => (SocketType::Datagram, 17),
+        // Raw and packet sockets are never offered to a guest.
+        3 | 10 => return Err(Errno::EPERM),
+        _ => return Err(Errno::ESOCKTNOSUPPORT),
+    };
+    if proto != 0 && proto != want_proto {
+        return Err(Errno::EPROTONOSUPPORT);
+    }
+    let flags = ty & !0xf;
+    if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let s = task.kernel.net.socket(domain, st).map_err(|e| {
+        if e == Errno::ENOBUFS {
+            Errno::EMFILE
+        } else {
+            e
+        }
+    })?;
+    install(task, InetSocket::new(s, domain, st), flags)
+}
+
+fn install(task: &mut Task, s: InetSocket, flags: u64) -> Result<u64, Errno> {
+    let status = OpenFlags::RDWR.bits()
+        | if flags & SOCK_NONBLOCK != 0 {
+            OpenFlags::NONBLOCK.bits()
+        } else {
+            0
+        };
+    let file = FileDescription::new(FileKind::Inet(s), None, status);
+    let limit = task.nofile();
+    task.fds()
+        .insert_from(
+            0,
+            FdEntry {
+                file,
+                cloexec: flags & SOCK_CLOEXEC != 0,
+            },
+            limit,
+        )
+        .map(|fd| fd as u64)
+}
+
+fn read_sockaddr(
+    task: &Task,
+    addr: u64,
+    len: u64,
+    domain: Domain,
+) -> Result<std::net::SocketAddr, Errno> {
+    if len > 128 {
+        return Err(Errno::EINVAL);
+    }
+    let mut raw = vec![0u8; len as usize];
+    task.mm().copy_in(addr, &mut raw)?;
+    parse_addr(&raw, domain)
+}
+
+fn write_sockaddr(
+    task: &Task,
+    addr: u64,
+    len_addr: u64,
+    a: std::net::SocketAddr,
+    domain: Domain,
+) -> Result<(), Errno> {
+    if addr == 0 {
+        return Ok(());
+    }
+    let raw = encode_addr(a, domain);
+    let have: u32 = task.mm().read_obj(len_addr)?;
+    if (have as i32) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let n = raw.len().min(have as usize);
+    task.mm().copy_out(addr, &raw[..n])?;
+    task.mm().write_obj(len_addr, &(raw.len() as u32))
+}
+
+pub fn bind(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    let a = read_sockaddr(task, addr, len, s.domain)?;
+    s.sock.bind(a).map(|()| 0)
+}
+
+pub fn listen(file: &FileDescription, backlog: i32) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    if s.ty != SocketType::Stream {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    s.sock.listen(backlog)?;
+    s.listening
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(0)
+}
+
+pub fn connect(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    // AF_UNSPEC dissolves a datagram socket's association.
+    if len >= 2 {
+        let fam: u16 = task.mm().read_obj(addr)?;
+        if fam == 0 && s.ty == SocketType::Datagram {
+            return s.sock.disconnect().map(|()| 0);
+        }
+    }
+    let a = read_sockaddr(task, addr, len, s.domain)?;
+    match s.sock.connect(a) {
+        Ok(()) => return Ok(0),
+        Err(Errno::EINPROGRESS) if !nonblock(file, 0) => {}
+        Err(e) => return Err(e),
+    }
+    // A blocking connect waits for the handshake, then reports its result.
+    let blk = task.blocker();
+    blk.block_on(
+        false,
+        || {
+            let r = s.sock.readiness()?;
+            Ok((r.writable || r.error || r.hup).then_some(()))
+        },
+        || {
+            s.sock
+                .readiness()
+                .is_ok_and(|r| r.writable || r.error || r.hup)
+        },
+    )?;
+    match s.sock.take_error()? {
+        Some(e) => Err(e),
+        None => match s.sock.connect(a) {
+            Ok(()) | Err(Errno::EISCONN) => Ok(0),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+pub fn accept(
+    task: &mut Task,
+    file: &FileDescription,
+    addr: u64,
+    len_addr: u64,
+    flags: u64,
+) -> Result<u64, Errno> {
+    if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let s = sock(file)?;
+    if s.ty != SocketType::Stream {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if !s.is_listening() {
+        return Err(Errno::EINVAL);
+    }
+    let blk = task.blocker();
+    let (conn, peer) = blk.block_on(
+        nonblock(file, 0),
+        || match s.sock.accept() {
+            Ok(c) => Ok(Some(c)),
+            Err(Errno::EAGAIN) => Ok(None),
+            Err(e) => Err(e),
+        },
+        || s.sock.readiness().is_ok_and(|r| r.readable),
+    )?;
+    let domain = s.domain;
+    let fd = install(
+        task,
+        InetSocket::new(conn, domain, SocketType::Stream),
+        flags,
+    )?;
+    if addr != 0 {
+        write_sockaddr(task, addr, len_addr, peer, domain)?;
+    }
+    Ok(fd)
+}
+
+pub fn getsockname(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    let a = s
+        .sock
+        .local_addr()
+        .unwrap_or_else(|_| unspecified(s.domain));
+    write_sockaddr(task, addr, len, a, s.domain).map(|()| 0)
+}
+
+pub fn getpeername(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    let a = s.sock.peer_addr()?;
+    write_sockaddr(task, addr, len, a, s.domain).map(|()| 0)
+}
+
+pub fn shutdown(file: &FileDescription, how: u64) -> Result<u64, Errno> {
+    let how = match how as i32 {
+        0 => Shutdown::Read,
+        1 => Shutdown::Write,
+        2 => Shutdown::Both,
+        _ => return Err(Errno::EINVAL),
+    };
+    sock(file)?.sock.shutdown(how).map(|()| 0)
+}
+
+/// Sends `data`; stream sends loop until all is queued (or a signal or
+/// `EAGAIN` after partial progress).
+pub fn send(
+    task: &Task,
+    file: &FileDescription,
+    data: &[u8],
+    flags: u64,
+    to: Option<std::net::SocketAddr>,
+) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    let blk = task.blocker();
+    let nb = nonblock(file, flags);
+    let mut done = 0usize;
+    loop {
+        let r = blk.block_on(
+            nb,
+            || {
+                let r = match to {
+                    Some(a) if s.ty == SocketType::Datagram => s.sock.send_to(&data[done..], a),
+                    _ => s.sock.send(&data[done..]),
+                };
+                match r {
+                    Ok(n) => Ok(Some(n)),
+                    Err(Errno::EAGAIN) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            },
+            || {
+                s.sock
+                    .readiness()
+                    .is_ok_and(|r| r.writable || r.error || r.hup)
+            },
+        );
+        match r {
+            Ok(n) => {
+                done += n;
+                if done >= data.len() || s.ty == SocketType::Datagram {
+                    return Ok(done as u64);
+                }
+            }
+            Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => return Ok(done as u64),
+            Err(Errno::EPIPE) => {
+                if flags & MSG_NOSIGNAL == 0 {
+                    let sig = abi::signal::SIGPIPE;
+                    task.thread.send_signal(
+                        &task.kernel,
+                        sig,
+                        crate::task::user_info(sig, 0, 0, crate::task::si::KERNEL),
+                    );
+                }
+                return Err(Errno::EPIPE);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Receives up to `max` bytes: `(data, full length, sender)`.
+pub fn recv(
+    task: &Task,
+    file: &FileDescription,
+    max: usize,
+    flags: u64,
+) -> Result<(Vec<u8>, usize, Option<std::net::SocketAddr>), Errno> {
+    let s = sock(file)?;
+    let blk = task.blocker();
+    let peek = flags & MSG_PEEK != 0;
+    let mut buf = vec![0u8; max];
+    let meta = blk.block_on(
+        nonblock(file, flags),
+        || match s.sock.recv_from(&mut buf, peek) {
+            Ok(m) => Ok(Some(m)),
+            Err(Errno::EAGAIN) => Ok(None),
+            Err(e) => Err(e),
+        },
+        || {
+            s.sock
+                .readiness()
+                .is_ok_and(|r| r.readable || r.error || r.hup)
+        },
+    )?;
+    let mut len = meta.len;
+    if flags & MSG_WAITALL != 0 && !peek && s.ty == SocketType::Stream {
+        while len < max {
+            match blk.block_on(
+                false,
+                || match s.sock.recv(&mut buf[len..], false) {
+                    Ok(0) => Ok(Some(0)),
+                    Ok(n) => Ok(Some(n)),
+                    Err(Errno::EAGAIN) => Ok(None),
+                    Err(e) => Err(e),
+                },
+                || {
+                    s.sock
+                        .readiness()
+                        .is_ok_and(|r| r.readable || r.error || r.hup)
+                },
+            ) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => len += n,
+            }
+        }
+    }
+    buf.truncate(len);
+    let full = if s.ty == SocketType::Datagram {
+        meta.full_len
+    } else {
+        len
+    };
+    Ok((buf, full, Some(meta.from)))
+}
+
+pub fn sendto(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    let slices = task.mm().slices(a[1], a[2], false)?;
+    let mut data = vec![0u8; a[2] as usize];
+    copy_from_slices(&slices, &mut data);
+    let to = if a[4] != 0 {
+        Some(read_sockaddr(task, a[4], a[5], s.domain)?)
+    } else {
+        None
+    };
+    send(task, file, &data, a[3], to)
+}
+
+pub fn recvfrom(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    let slices = task.mm().slices(a[1], a[2], true)?;
+    let (data, full, from) = recv(task, file, a[2] as usize, a[3])?;
+    copy_to_slices(&slices, &data);
+    if let (Some(f), true) = (from, a[4] != 0) {
+        write_sockaddr(task, a[4], a[5], f, s.domain)?;
+    }
+    Ok(if a[3] & MSG_TRUNC != 0 {
+        full
+    } else {
+        data.len()
+    } as u64)
+}
+
+pub fn sendmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    let w: [u64; 7] = task.mm().read_obj(msg)?;
+    let slices = super::fs::iovecs_pub(task, w[2], w[3], false)?;
+    let len: usize = slices.iter().map(|x| x.len).sum();
+    let mut data = vec![0u8; len];
+    copy_from_slices(&slices, &mut data);
+    let to = if w[0] != 0 && w[1] as u32 != 0 {
+        Some(read_sockaddr(task, w[0], u64::from(w[1] as u32), s.domain)?)
+    } else {
+        None
+    };
+    send(task, file, &data, flags, to)
+}
+
+pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    let w: [u64; 7] = task.mm().read_obj(msg)?;
+    let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
+    let max: usize = slices.iter().map(|x| x.len).sum();
+    let (data, full, from) = recv(task, file, max, flags)?;
+    copy_to_slices(&slices, &data);
+    let mut out_flags = 0u32;
+    if full > data.len() {
+        out_flags |= MSG_TRUNC as u32;
+    }
+    task.mm().write_obj(msg + 40, &0u64)?;
+    task.mm().write_obj(msg + 48, &out_flags)?;
+    if let (Some(f), true) = (from, w[0] != 0) {
+        write_sockaddr(task, w[0], msg + 8, f, s.domain)?;
+    }
+    Ok(if flags & MSG_TRUNC != 0 {
+        full
+    } else {
+        data.len()
+    } as u64)
+}
+
+/// `read(2)` on an Internet socket.
+pub fn read(task: &Task, file: &FileDescription, max: usize) -> Result<Vec<u8>, Errno> {
+    recv(task, file, max, 0).map(|(d, _, _)| d)
+}
+
+const SOL_SOCKET: i32 = 1;
+const IPPROTO_TCP: i32 = 6;
+const IPPROTO_IPV6: i32 = 41;
+const IPPROTO_IP: i32 = 0;
+
+pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    let (level, name) = (a[1] as i32, a[2] as i32);
+    if a[4] < 4 {
+        return Err(Errno::EINVAL);
+    }
+    let v: i32 = task.mm().read_obj(a[3])?;
+    let opt = match (level, name) {
+        (SOL_SOCKET, 2) => SockOpt::ReuseAddr(v != 0),
+        (SOL_SOCKET, 15) => SockOpt::ReusePort(v != 0),
+        (SOL_SOCKET, 9) => SockOpt::KeepAlive(v != 0),
+        (SOL_SOCKET, 8) => SockOpt::RcvBuf(v.max(0) as usize),
+        (SOL_SOCKET, 7) => SockOpt::SndBuf(v.max(0) as usize),
+        (SOL_SOCKET, 13) => {
+            let l: [i32; 2] = task.mm().read_obj(a[3])?;
+            SockOpt::Linger((l[0] != 0).then(|| std::time::Duration::from_secs(l[1].max(0) as u64)))
+        }
+        (IPPROTO_TCP, 1) => SockOpt::NoDelay(v != 0),
+        (IPPROTO_TCP, 4) => {
+            if v < 1 {
+                return Err(Errno::EINVAL);
+            }
+            SockOpt::KeepIdle(std::time::Duration::from_secs(v as u64))
+        }
+        (IPPROTO_IPV6, 26) => SockOpt::V6Only(v != 0),
+        // Accepted without effect: timeouts, priorities, TOS and friends.
+        (SOL_SOCKET, 6 | 10 | 12 | 16 | 20 | 21 | 29 | 30)
+        | (IPPROTO_TCP, 2 | 3 | 5 | 6 | 9 | 12 | 18 | 23)
+        | (IPPROTO_IP, _)
+        | (IPPROTO_IPV6, _) => return Ok(0),
+        _ => return Err(Errno::ENOPROTOOPT),
+    };
+    s.sock.set_option(opt).map(|()| 0)
+}
+
+pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    let (level, name) = (a[1] as i32, a[2] as i32);
+    let len: u32 = task.mm().read_obj(a[4])?;
+    if (len as i32) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let b = |v: bool| i32::from(v);
+    let val: Vec<u8> = match (level, name) {
+        (SOL_SOCKET, 3) => (if s.ty == SocketType::Stream { 1i32 } else { 2 })
+            .to_ne_bytes()
+            .to_vec(),
+        (SOL_SOCKET, 4) => s
+            .sock
+            .take_error()?
+            .map_or(0, |e| e.0)
+            .to_ne_bytes()
+            .to_vec(),
+        (SOL_SOCKET, 39) => i32::from(if s.domain == Domain::Inet { 2u16 } else { 10 })
+            .to_ne_bytes()
+            .to_vec(),
+        (SOL_SOCKET, 38) => (if s.ty == SocketType::Stream { 6i32 } else { 17 })
+            .to_ne_bytes()
+            .to_vec(),
+        (SOL_SOCKET, 30) => b(s.is_listening()).to_ne_bytes().to_vec(),
+        (SOL_SOCKET, 13) => {
+            let v = match s.sock.option(SockOptName::Linger)? {
+                SockOpt::Linger(Some(d)) => [1i32, d.as_secs() as i32],
+                _ => [0, 0],
+            };
+            [v[0].to_ne_bytes(), v[1].to_ne_bytes()].concat()
+        }
+        (lvl, nm) => {
+            let which = match (lvl, nm) {
+                (SOL_SOCKET, 2) => SockOptName::ReuseAddr,
+                (SOL_SOCKET, 15) => SockOptName::ReusePort,
+                (SOL_SOCKET, 9) => SockOptName::KeepAlive,
+                (SOL_SOCKET, 8) => SockOptName::RcvBuf,
+                (SOL_SOCKET, 7) => SockOptName::SndBuf,
+                (IPPROTO_TCP, 1) => SockOptName::NoDelay,
+                (IPPROTO_TCP, 4) => SockOptName::KeepIdle,
+                (IPPROTO_IPV6, 26) => SockOptName::V6Only,
+                _ => return Err(Errno::ENOPROTOOPT),
+            };
+            let v: i32 = match s.sock.option(which)? {
+                SockOpt::ReuseAddr(x)
+                | SockOpt::ReusePort(x)
+                | SockOpt::KeepAlive(x)
+                | SockOpt::NoDelay(x)
+                | SockOpt::V6Only(x) => b(x),
+                SockOpt::RcvBuf(n) | SockOpt::SndBuf(n) => n.min(i32::MAX as usize) as i32,
+                SockOpt::KeepIdle(d) => d.as_secs() as i32,
+                SockOpt::Linger(_) => 0,
+            };
+            v.to_ne_bytes().to_vec()
+        }
+    };
+    let n = val.len().min(len as usize);
+    task.mm().copy_out(a[3], &val[..n])?;
+    task.mm().write_obj(a[4], &(n as u32))?;
+    Ok(0)
+}
