@@ -427,3 +427,27 @@ pub fn cpu_flags() -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// An anonymous, sealed-size memory file holding `data` (a snapshot the
+/// loader can `pread` like a host file).
+pub fn memfd_with(data: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: the name is NUL-terminated; the result is a new descriptor.
+    let raw = unsafe { libc::memfd_create(c"ferrovisor-exec".as_ptr(), libc::MFD_CLOEXEC) };
+    cvt(raw.into())?;
+    // SAFETY: `raw` is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut done = 0;
+    while done < data.len() {
+        // SAFETY: the slice tail is valid for reads.
+        let n = unsafe { libc::write(fd.as_raw_fd(), data[done..].as_ptr().cast(), data.len() - done) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        done += n as usize;
+    }
+    Ok(fd)
+}

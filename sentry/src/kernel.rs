@@ -425,6 +425,7 @@ where
         fds: Arc::new(Mutex::new(fds)),
         fs: Arc::new(Mutex::new(FsContext { cwd, umask: 0o022 })),
         ids,
+        creds: crate::task::Creds::new(ids.0, ids.1, kernel.groups.clone()),
         rlimits,
         clear_child_tid: 0,
         robust_list: (0, 0),

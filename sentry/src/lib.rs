@@ -18,6 +18,7 @@ pub mod task;
 pub mod timers;
 pub mod tmpfs;
 pub mod vdso;
+pub mod vdso_time;
 pub mod vfs;
 
 pub use kernel::{run, Error, SandboxConfig};

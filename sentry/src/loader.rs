@@ -80,7 +80,7 @@ fn open_exec(
     if st.mode & 0o111 == 0 {
         return Err(Errno::EACCES);
     }
-    Ok((fs.open_host(&loc)?, loc))
+    Ok((fs.open_exec(&loc)?, loc))
 }
 
 fn pread_exact(file: &HostFile, buf: &mut [u8], pos: u64) -> Result<usize, Errno> {
@@ -306,7 +306,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
             let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
             name.truncate(len);
             let loc = fs.resolve(cwd, &name, true)?;
-            let file = fs.open_host(&loc)?;
+            let file = fs.open_exec(&loc)?;
             let mut head = vec![0u8; BINPRM_BUF_SIZE];
             let n = pread_exact(&file, &mut head, 0)?;
             head.truncate(n);
@@ -328,7 +328,11 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
 /// Replaces everything in `mm` with the prepared program, so that a context
 /// switched to the returned registers starts it. An error here comes after
 /// the old image is gone: the caller must kill the task.
-pub fn commit(mm: &mut MemoryManager, prepared: Prepared) -> Result<Loaded, Errno> {
+pub fn commit(
+    mm: &mut MemoryManager,
+    prepared: Prepared,
+    time: &crate::vdso_time::TimeKeeper,
+) -> Result<Loaded, Errno> {
     let Prepared {
         elf,
         interp,
@@ -345,17 +349,9 @@ pub fn commit(mm: &mut MemoryManager, prepared: Prepared) -> Result<Loaded, Errn
     mm.map_fixed(stack_base, STACK_SIZE, Prot::RW, false, Backing::Anon)?;
     mm.set_mmap_top(stack_base - (1 << 30) - (random_u64() % (1 << 20)) * PAGE_SIZE);
 
-    // The vDSO: the Sentry's own image, read-only and executable, below
-    // the stack (AT_SYSINFO_EHDR).
-    let vdso_len = crate::vdso::size_pages() * PAGE_SIZE;
-    let vdso_base = mm.pick_address(0, vdso_len)?;
-    let rx = Prot {
-        read: true,
-        write: false,
-        exec: true,
-    };
-    mm.map_fixed(vdso_base, vdso_len, rx, false, Backing::Anon)?;
-    mm.poke(vdso_base, crate::vdso::image())?;
+    // The vDSO: the Sentry's own image, read-only and executable, and its
+    // time page below the stack (AT_SYSINFO_EHDR).
+    let vdso_base = crate::vdso::install(mm, time)?;
     mm.set_special((stack_base, stack_top), vdso_base);
 
     let main = map_elf(mm, &elf, true)?;

@@ -530,8 +530,10 @@ pub struct Task {
     pub fds: Arc<Mutex<FdTable>>,
     /// working directory and umask (shared by `CLONE_FS`)
     pub fs: Arc<Mutex<FsContext>>,
-    /// (uid, gid) the guest sees
+    /// effective (uid, gid): file ownership and permission checks
     pub ids: (u32, u32),
+    /// full credentials
+    pub creds: Creds,
     /// resource limits, index = `RLIMIT_*`
     pub rlimits: [Rlimit; abi::rlimit::RLIM_NLIMITS],
     /// `set_tid_address` / `CLONE_CHILD_CLEARTID`
@@ -553,6 +555,24 @@ pub struct Task {
     pub saved_mask: Option<u64>,
     /// `sigaltstack`
     pub altstack: StackT,
+}
+
+/// A task's identity (credentials(7)).
+#[derive(Clone, Debug, Default)]
+pub struct Creds {
+    /// real, effective, saved, filesystem user ids
+    pub uid: [u32; 4],
+    /// real, effective, saved, filesystem group ids
+    pub gid: [u32; 4],
+    /// supplementary groups
+    pub groups: Vec<u32>,
+}
+
+impl Creds {
+    /// Everything `uid`/`gid`, with `groups`.
+    pub fn new(uid: u32, gid: u32, groups: Vec<u32>) -> Self {
+        Creds { uid: [uid; 4], gid: [gid; 4], groups }
+    }
 }
 
 /// Working directory and file creation mask.

@@ -5,16 +5,25 @@
 //! `LINUX_2.6`, see vdso(7)).
 //!
 //! The image is built from `sentry/vdso/` by `build.rs`, which also checks it.
-//! For now each function issues the real `syscall` instruction, which the
-//! platform traps like any other guest syscall; a later step serves the clocks
-//! from a time page without a trap.
+//! `clock_gettime`, `gettimeofday` and `time` compute the time from the TSC
+//! and the time page of [`crate::vdso_time`], which sits one page below the
+//! image; `getcpu` answers CPU 0, node 0, like the Sentry's getcpu(2). What
+//! the page cannot answer (CPU-time clocks, `clock_getres`, a page marked
+//! invalid) issues the real `syscall` instruction, which the platform traps
+//! like any other guest syscall.
 //!
-//! To give it to a guest: allocate [`size_pages`] zeroed pages at a
-//! page-aligned base, copy the whole of [`image`] to the base (its one
-//! PT_LOAD starts at address 0 and file offsets equal addresses, so the file
-//! *is* the memory image, and it needs no relocation), map the pages
-//! read+execute, and put the base in `AT_SYSINFO_EHDR`. The image is the same
-//! for every process and never written, so its pages can be shared.
+//! [`install`] gives both to a guest: the time page read-only, then
+//! [`size_pages`] pages holding the whole of [`image`] (its one PT_LOAD
+//! starts at address 0 and file offsets equal addresses, so the file *is* the
+//! memory image, and it needs no relocation) read+execute. Its base goes in
+//! `AT_SYSINFO_EHDR`.
+
+use abi::Errno;
+use platform::Prot;
+
+use crate::mm::{Backing, MemoryManager};
+use crate::vdso_time::{TimeKeeper, VVAR_SIZE};
+use crate::PAGE_SIZE;
 
 // The layout (`SIZE_PAGES`) is read from the image's program headers by
 // build.rs, which has already rejected an image that breaks the rules above.
@@ -33,6 +42,40 @@ pub fn image() -> &'static [u8] {
 /// which also covers the whole of [`image`].
 pub fn size_pages() -> u64 {
     layout::SIZE_PAGES
+}
+
+/// Maps `time`'s page and, right above it, the vDSO into `mm` at an address
+/// of `mm`'s choosing, and returns the vDSO's base (for `AT_SYSINFO_EHDR`
+/// and [`MemoryManager::set_special`]).
+///
+/// The time page is shared with every other guest and the Sentry, read-only,
+/// and `mprotect(2)` may not make it writable (`EACCES`, as for Linux's
+/// vvar): one guest must not be able to set another's clocks. The image is a
+/// private copy per address space, as before.
+pub fn install(mm: &mut MemoryManager, time: &TimeKeeper) -> Result<u64, Errno> {
+    let image_len = size_pages() * PAGE_SIZE;
+    let start = mm.pick_address(0, VVAR_SIZE + image_len)?;
+    let read_only = Prot {
+        read: true,
+        write: false,
+        exec: false,
+    };
+    mm.map_region(start, VVAR_SIZE, read_only, time.region().clone(), 0)?;
+    mm.set_limits(start, false, None);
+    let base = start + VVAR_SIZE;
+    let rx = Prot {
+        read: true,
+        write: false,
+        exec: true,
+    };
+    let mapped = mm
+        .map_fixed(base, image_len, rx, false, Backing::Anon)
+        .and_then(|()| mm.poke(base, image()));
+    if let Err(e) = mapped {
+        mm.unmap_range(start, base + image_len)?;
+        return Err(e);
+    }
+    Ok(base)
 }
 
 #[cfg(test)]
@@ -388,20 +431,31 @@ mod tests {
     /// the host kernel, to check the code rather than just the tables.
     mod native {
         use super::*;
+        use crate::vdso_time::TimePage;
+        use std::sync::atomic::Ordering;
+        use std::sync::Arc;
+        use std::time::Duration;
 
-        /// The image copied into a private read+execute mapping, as the
-        /// loader will place it in a guest.
+        /// The image copied into a private read+execute mapping with a time
+        /// page right below it, as [`install`] places them in a guest.
         struct Mapped {
-            base: *mut libc::c_void,
+            /// the time page; the image follows it
+            start: *mut libc::c_void,
             len: usize,
+            /// the image's first byte
+            base: usize,
         }
 
         impl Mapped {
+            /// With a zeroed (invalid) time page of its own, which
+            /// [`Mapped::page`] can fill in.
             fn new() -> Mapped {
-                let len = usize::try_from(size_pages() * crate::PAGE_SIZE).expect("size");
+                let vvar = usize::try_from(VVAR_SIZE).expect("size");
+                let image_len = usize::try_from(size_pages() * crate::PAGE_SIZE).expect("size");
+                let len = vvar + image_len;
                 // SAFETY: a fresh anonymous mapping; no existing memory is
                 // affected.
-                let base = unsafe {
+                let start = unsafe {
                     libc::mmap(
                         std::ptr::null_mut(),
                         len,
@@ -411,24 +465,66 @@ mod tests {
                         0,
                     )
                 };
-                assert_ne!(base, libc::MAP_FAILED, "mmap");
-                assert!(image().len() <= len);
-                // SAFETY: `base` is a writable mapping of `len` bytes, at
-                // least the image's length, and cannot overlap the image.
+                assert_ne!(start, libc::MAP_FAILED, "mmap");
+                assert!(image().len() <= image_len);
+                let base = start as usize + vvar;
+                // SAFETY: `base` starts a writable part of the mapping of
+                // `image_len` bytes, at least the image's length, and cannot
+                // overlap the image.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(image().as_ptr(), base.cast(), image().len())
+                    std::ptr::copy_nonoverlapping(image().as_ptr(), base as *mut u8, image().len())
                 };
                 // SAFETY: changes the protection of our own mapping only.
-                let rc = unsafe { libc::mprotect(base, len, libc::PROT_READ | libc::PROT_EXEC) };
+                let rc = unsafe {
+                    libc::mprotect(
+                        base as *mut libc::c_void,
+                        image_len,
+                        libc::PROT_READ | libc::PROT_EXEC,
+                    )
+                };
                 assert_eq!(rc, 0, "mprotect");
-                Mapped { base, len }
+                Mapped { start, len, base }
+            }
+
+            /// With `time`'s own page mapped read-only below the image,
+            /// from the memory file, as a guest sees it.
+            fn with_keeper(time: &TimeKeeper) -> Mapped {
+                use std::os::fd::AsRawFd;
+                let mapped = Mapped::new();
+                let region = time.region();
+                let fd = region.memory_file().fd().as_raw_fd();
+                let off = libc::off_t::try_from(region.offset()).expect("offset");
+                // SAFETY: replaces the first page of our own mapping (the
+                // anonymous time page) with a shared read-only view of the
+                // keeper's page; nothing holds references into the old page.
+                let p = unsafe {
+                    libc::mmap(
+                        mapped.start,
+                        usize::try_from(VVAR_SIZE).expect("size"),
+                        libc::PROT_READ,
+                        libc::MAP_SHARED | libc::MAP_FIXED,
+                        fd,
+                        off,
+                    )
+                };
+                assert_eq!(p, mapped.start, "mmap of the time page");
+                mapped
+            }
+
+            /// The anonymous time page of [`Mapped::new`], to fill in.
+            fn page(&self) -> &TimePage {
+                // SAFETY: `start` is the page-aligned start of a private
+                // read+write page that lives as long as `self`; any bytes
+                // are a valid `TimePage`, and it is only accessed through
+                // its atomics (here) or read by the vDSO's code.
+                unsafe { &*self.start.cast::<TimePage>() }
             }
 
             fn addr(&self, name: &str) -> usize {
                 let index = lookup_gnu(name).unwrap_or_else(|| panic!("{name}"));
                 let value = usize::try_from(sym(index).value).expect("address");
-                assert!(value < self.len);
-                self.base as usize + value
+                assert!(value < self.len - usize::try_from(VVAR_SIZE).expect("size"));
+                self.base + value
             }
         }
 
@@ -436,7 +532,7 @@ mod tests {
             fn drop(&mut self) {
                 // SAFETY: unmaps the mapping made in `new`, which nothing
                 // else refers to once `self` is gone.
-                unsafe { libc::munmap(self.base, self.len) };
+                unsafe { libc::munmap(self.start, self.len) };
             }
         }
 
@@ -558,6 +654,212 @@ mod tests {
             let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
             assert!(i64::from(cpu) < cpus, "cpu {cpu} of {cpus}");
             assert_ne!(node, u32::MAX);
+        }
+
+        fn ns(ts: &libc::timespec) -> i64 {
+            ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+        }
+
+        /// Calls the vDSO's `clock_gettime`; `(return value, nanoseconds)`.
+        fn vdso_now(gettime: TimespecFn, clock: libc::clockid_t) -> (libc::c_int, i64) {
+            let mut ts = libc::timespec {
+                tv_sec: -1,
+                tv_nsec: -1,
+            };
+            // SAFETY: `ts` is a valid, writable timespec.
+            let rc = unsafe { gettime(clock, &mut ts) };
+            (rc, ns(&ts))
+        }
+
+        /// How far the vDSO's reading of `clock` lies outside the host's
+        /// readings of `host_clock` around it (0 if inside).
+        fn outside_host(gettime: TimespecFn, clock: i32, host_clock: i32) -> i64 {
+            let before = ns(&host_now(host_clock));
+            let (rc, ours) = vdso_now(gettime, clock);
+            let after = ns(&host_now(host_clock));
+            assert_eq!(rc, 0, "clock {clock}");
+            if ours < before {
+                ours - before
+            } else {
+                (ours - after).max(0)
+            }
+        }
+
+        fn live_keeper() -> (Arc<crate::memfile::MemoryFile>, TimeKeeper) {
+            let mf = Arc::new(crate::memfile::MemoryFile::new().expect("memory file"));
+            let tk = TimeKeeper::new(&mf).expect("time keeper");
+            assert!(
+                tk.wait_valid(Duration::from_secs(5)),
+                "no valid time page (is the TSC invariant?)"
+            );
+            (mf, tk)
+        }
+
+        /// The vDSO against a live time page (shared with the keeper through
+        /// the memory file, as in a guest) agrees with the host's clocks.
+        #[test]
+        fn vdso_clock_gettime_reads_the_time_page() {
+            let (_mf, tk) = live_keeper();
+            let vdso = Mapped::with_keeper(&tk);
+            let gettime = timespec_fn(&vdso, "__vdso_clock_gettime");
+            let clocks = [
+                (libc::CLOCK_MONOTONIC, libc::CLOCK_MONOTONIC),
+                (libc::CLOCK_REALTIME, libc::CLOCK_REALTIME),
+                (libc::CLOCK_MONOTONIC_RAW, libc::CLOCK_MONOTONIC_RAW),
+                (libc::CLOCK_BOOTTIME, libc::CLOCK_BOOTTIME),
+                (libc::CLOCK_TAI, libc::CLOCK_TAI),
+                // The coarse clocks are as fine as the others here.
+                (libc::CLOCK_MONOTONIC_COARSE, libc::CLOCK_MONOTONIC),
+                (libc::CLOCK_REALTIME_COARSE, libc::CLOCK_REALTIME),
+            ];
+            let mut worst = 0;
+            for (clock, host_clock) in clocks {
+                let mut last = 0;
+                for _ in 0..1000 {
+                    let e = outside_host(gettime, clock, host_clock);
+                    assert!(e.abs() < 50_000, "clock {clock} off the host's by {e} ns");
+                    worst = worst.max(e.abs());
+                    let (_, now) = vdso_now(gettime, clock);
+                    assert!(now >= last || clock == libc::CLOCK_REALTIME);
+                    last = now;
+                }
+            }
+            eprintln!("worst vDSO error against the host clocks: {worst} ns");
+            // The keeper decodes the page as the vDSO does.
+            let (_, ours) = vdso_now(gettime, libc::CLOCK_MONOTONIC);
+            let keeper = tk.now(libc::CLOCK_MONOTONIC).expect("valid page");
+            let keeper = keeper.tv_sec * 1_000_000_000 + keeper.tv_nsec;
+            assert!((0..1_000_000).contains(&(keeper - ours)));
+        }
+
+        #[test]
+        fn vdso_gettimeofday_and_time_read_the_time_page() {
+            let (_mf, tk) = live_keeper();
+            let vdso = Mapped::with_keeper(&tk);
+            type GettimeofdayFn =
+                unsafe extern "C" fn(*mut libc::timeval, *mut libc::c_void) -> libc::c_int;
+            type TimeFn = unsafe extern "C" fn(*mut libc::time_t) -> libc::time_t;
+            // SAFETY: the addresses are entries of functions with the C
+            // signatures of gettimeofday(2) and time(2).
+            let (gettimeofday, time) = unsafe {
+                (
+                    std::mem::transmute::<usize, GettimeofdayFn>(vdso.addr("__vdso_gettimeofday")),
+                    std::mem::transmute::<usize, TimeFn>(vdso.addr("__vdso_time")),
+                )
+            };
+            let before = ns(&host_now(libc::CLOCK_REALTIME));
+            let mut tv = libc::timeval {
+                tv_sec: 0,
+                tv_usec: 0,
+            };
+            let mut tz = [-1i32; 2];
+            let mut stored: libc::time_t = 0;
+            // SAFETY: `tv`, `tz` (two ints, a struct timezone) and `stored`
+            // are valid and writable.
+            let (rc, t) = unsafe {
+                (
+                    gettimeofday(&mut tv, tz.as_mut_ptr().cast()),
+                    time(&mut stored),
+                )
+            };
+            let after = ns(&host_now(libc::CLOCK_REALTIME));
+            assert_eq!(rc, 0);
+            assert_eq!(tz, [0, 0], "UTC, as the Sentry's gettimeofday says");
+            let tv_ns = tv.tv_sec * 1_000_000_000 + tv.tv_usec * 1000;
+            assert!(tv_ns > before - 50_000 && tv_ns < after + 50_000);
+            assert!((before / 1_000_000_000 - 1..=after / 1_000_000_000 + 1).contains(&t));
+            assert_eq!(stored, t);
+        }
+
+        /// Fills `page` (a private test page) with one slot per entry of
+        /// `slots` (clock id, base, nanoseconds per tick times 2^32).
+        fn fill(page: &TimePage, valid: u64, tsc_base: u64, max_delta: u64, slots: &[(i32, u64)]) {
+            page.valid.store(valid, Ordering::Relaxed);
+            page.tsc_base.store(tsc_base, Ordering::Relaxed);
+            page.max_delta.store(max_delta, Ordering::Relaxed);
+            page.shift.store(32, Ordering::Relaxed);
+            for &(clock, base) in slots {
+                let slot = &page.clock[usize::try_from(clock).expect("clock id")];
+                slot.base_ns.store(base, Ordering::Relaxed);
+                // One nanosecond per tick: easy to bound.
+                slot.mult.store(1 << 32, Ordering::Relaxed);
+            }
+        }
+
+        /// Far from any host clock's reading, so a value near it can only
+        /// have come from the page.
+        const FAKE_MONOTONIC: u64 = 123_456_789 * 1_000_000_000;
+        const FAKE_REALTIME: u64 = 987_654_321 * 1_000_000_000;
+
+        #[test]
+        fn vdso_computes_from_the_page_without_the_syscall() {
+            let vdso = Mapped::new();
+            let slots = [
+                (libc::CLOCK_MONOTONIC, FAKE_MONOTONIC),
+                (libc::CLOCK_REALTIME, FAKE_REALTIME),
+            ];
+            fill(
+                vdso.page(),
+                1,
+                crate::vdso_time::rdtsc(),
+                u64::MAX / 2,
+                &slots,
+            );
+            let gettime = timespec_fn(&vdso, "__vdso_clock_gettime");
+            let (rc, mono) = vdso_now(gettime, libc::CLOCK_MONOTONIC);
+            assert_eq!(rc, 0);
+            let mono = u64::try_from(mono).expect("positive");
+            assert!((FAKE_MONOTONIC..FAKE_MONOTONIC + 10_000_000_000).contains(&mono));
+
+            type TimeFn = unsafe extern "C" fn(*mut libc::time_t) -> libc::time_t;
+            // SAFETY: the entry of a function with time(2)'s C signature.
+            let time = unsafe { std::mem::transmute::<usize, TimeFn>(vdso.addr("time")) };
+            // SAFETY: a null pointer is allowed.
+            let t = unsafe { time(std::ptr::null_mut()) };
+            let fake_sec = i64::try_from(FAKE_REALTIME / 1_000_000_000).expect("seconds");
+            assert!((fake_sec..fake_sec + 10).contains(&t), "{t}");
+
+            // A clock without a slot (mult 0) is the host's, through the
+            // syscall.
+            assert_eq!(
+                outside_host(gettime, libc::CLOCK_BOOTTIME, libc::CLOCK_BOOTTIME),
+                0
+            );
+            let (rc, _) = vdso_now(gettime, libc::CLOCK_PROCESS_CPUTIME_ID);
+            assert_eq!(rc, 0);
+            let (rc, _) = vdso_now(gettime, 0x7fff);
+            assert_eq!(rc, -libc::EINVAL);
+        }
+
+        #[test]
+        fn vdso_traps_when_the_page_is_invalid_stale_or_mid_update() {
+            let vdso = Mapped::new();
+            let gettime = timespec_fn(&vdso, "__vdso_clock_gettime");
+            let slots = [(libc::CLOCK_MONOTONIC, FAKE_MONOTONIC)];
+            let host = |what: &str| {
+                assert_eq!(
+                    outside_host(gettime, libc::CLOCK_MONOTONIC, libc::CLOCK_MONOTONIC),
+                    0,
+                    "{what}: not the host's clock"
+                );
+            };
+
+            let tsc = crate::vdso_time::rdtsc();
+            fill(vdso.page(), 0, tsc, u64::MAX / 2, &slots);
+            host("invalid");
+
+            // Last refreshed a million ticks ago, trusted for a thousand.
+            fill(vdso.page(), 1, tsc - 1_000_000, 1000, &slots);
+            host("stale");
+
+            // A writer that never finishes: readers give up and trap.
+            fill(vdso.page(), 1, tsc, u64::MAX / 2, &slots);
+            vdso.page().seq.store(1, Ordering::Relaxed);
+            host("mid-update");
+
+            vdso.page().seq.store(2, Ordering::Relaxed);
+            let (_, mono) = vdso_now(gettime, libc::CLOCK_MONOTONIC);
+            assert!(u64::try_from(mono).expect("positive") >= FAKE_MONOTONIC);
         }
     }
 }

@@ -494,6 +494,21 @@ impl FileSystem {
         }
     }
 
+    /// Opens a file to execute or map: a host file directly; a tmpfs file
+    /// as a private snapshot in an anonymous memory file (never a host
+    /// path), so the loader reads both the same way.
+    pub fn open_exec(&self, loc: &Location) -> Result<Arc<HostFile>, Errno> {
+        let Node::Mem(m) = loc.node() else { return self.open_host(loc) };
+        let size = m.size();
+        if size > 1 << 30 {
+            return Err(Errno::ENOMEM);
+        }
+        let mut data = vec![0u8; size as usize];
+        let n = m.read_at(0, &mut data)?;
+        data.truncate(n);
+        Ok(Arc::new(HostFile { fd: host::memfd_with(&data)? }))
+    }
+
     /// Opens the object at `loc` for reading (files and directories only:
     /// host device nodes, FIFOs and sockets are refused, as on a `nodev`
     /// mount, so a crafted root cannot reach host devices).

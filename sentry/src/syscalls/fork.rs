@@ -130,6 +130,11 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 id,
                 ProcessState::new(ppid, st.pgid, st.sid, args.exit_signal, st.actions),
             );
+            {
+                let mut ps = p.state();
+                ps.info.cmdline = st.info.cmdline.clone();
+                ps.info.environ = st.info.environ.clone();
+            }
             drop(st);
             procs.map.insert(id, p.clone());
             p
@@ -143,6 +148,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     if f & CLONE_PARENT_SETTID != 0 {
         task.mm().write_obj(args.parent_tid, &id)?;
     }
+    let creds = task.creds.clone();
     let (ids, rlimits, exe, comm, no_new_privs) = (
         task.ids,
         task.rlimits,
@@ -205,6 +211,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 fds,
                 fs,
                 ids,
+                creds,
                 rlimits,
                 clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 {
                     child_tid
@@ -222,6 +229,9 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             };
             if flags & CLONE_CHILD_SETTID != 0 {
                 let _ = child.mm().write_obj(child_tid, &id);
+            }
+            if flags & CLONE_THREAD == 0 {
+                child.publish_info();
             }
             child.run_to_exit();
         });

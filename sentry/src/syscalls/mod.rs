@@ -50,6 +50,15 @@ use Support::{Full, Partial};
 
 /// Implemented system calls.
 const IMPLEMENTED: &[(u64, Handler, Support)] = &[
+    (nr::SETUID, process::sys_setuid, Full),
+    (nr::SETGID, process::sys_setgid, Full),
+    (nr::SETREUID, process::sys_setreuid, Full),
+    (nr::SETREGID, process::sys_setregid, Full),
+    (nr::SETRESUID, process::sys_setresuid, Full),
+    (nr::SETRESGID, process::sys_setresgid, Full),
+    (nr::SETFSUID, process::sys_setfsuid, Full),
+    (nr::SETFSGID, process::sys_setfsgid, Full),
+    (nr::SETGROUPS, process::sys_setgroups, Full),
     (nr::SOCKET, socket::sys_socket, Partial),
     (nr::SOCKETPAIR, socket::sys_socketpair, Full),
     (nr::BIND, socket::sys_bind, Partial),
@@ -177,8 +186,8 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::TIMES, process::sys_times, Partial),
     (nr::GETUID, process::sys_getuid, Full),
     (nr::GETGID, process::sys_getgid, Full),
-    (nr::GETEUID, process::sys_getuid, Full),
-    (nr::GETEGID, process::sys_getgid, Full),
+    (nr::GETEUID, process::sys_geteuid, Full),
+    (nr::GETEGID, process::sys_getegid, Full),
     (nr::SETPGID, process::sys_setpgid, Partial),
     (nr::GETPPID, process::sys_getppid, Full),
     (nr::GETPGRP, process::sys_getpgrp, Full),

@@ -119,26 +119,36 @@ pub fn sys_setsid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_getuid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
-    Ok(task.ids.0.into())
+    Ok(task.creds.uid[0].into())
+}
+
+pub fn sys_geteuid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(task.creds.uid[1].into())
 }
 
 pub fn sys_getgid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
-    Ok(task.ids.1.into())
+    Ok(task.creds.gid[0].into())
 }
 
-fn write_three(task: &Task, a: &[u64; 6], v: u32) -> Result<u64, Errno> {
-    for &p in &a[..3] {
-        task.mm().write_obj(p, &v)?;
+pub fn sys_getegid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Ok(task.creds.gid[1].into())
+}
+
+fn write_three(task: &Task, a: &[u64; 6], v: [u32; 3]) -> Result<u64, Errno> {
+    for (&p, x) in a[..3].iter().zip(v) {
+        task.mm().write_obj(p, &x)?;
     }
     Ok(0)
 }
 
 pub fn sys_getresuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    write_three(task, a, task.ids.0)
+    let u = task.creds.uid;
+    write_three(task, a, [u[0], u[1], u[2]])
 }
 
 pub fn sys_getresgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    write_three(task, a, task.ids.1)
+    let g = task.creds.gid;
+    write_three(task, a, [g[0], g[1], g[2]])
 }
 
 pub fn sys_getgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -146,7 +156,7 @@ pub fn sys_getgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if size < 0 {
         return Err(Errno::EINVAL);
     }
-    let groups = &task.kernel.groups;
+    let groups = task.creds.groups.clone();
     if size == 0 {
         return Ok(groups.len() as u64);
     }
@@ -157,6 +167,128 @@ pub fn sys_getgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         task.mm().write_obj(a[1] + 4 * i as u64, g)?;
     }
     Ok(groups.len() as u64)
+}
+
+/// Set-id calls (credentials(7)): a task with effective uid 0 may take
+/// any id; others may only move between their real, effective and saved
+/// ids. `ids` = `[real, effective, saved, fs]`.
+fn set_ids(ids: &mut [u32; 4], privileged: bool, r: Option<u32>, e: Option<u32>, sv: Option<u32>, classic: bool) -> Result<(), Errno> {
+    let old = *ids;
+    let allowed = |x: u32| privileged || x == old[0] || x == old[1] || x == old[2];
+    for x in [r, e, sv].into_iter().flatten() {
+        if !allowed(x) {
+            return Err(Errno::EPERM);
+        }
+    }
+    if let Some(x) = r {
+        ids[0] = x;
+    }
+    if let Some(x) = e {
+        ids[1] = x;
+    }
+    match sv {
+        Some(x) => ids[2] = x,
+        // setreuid: the saved id follows the effective one when the real
+        // id is set or the effective one changes to a non-real value.
+        None if classic && (r.is_some() || e.is_some_and(|x| x != old[0])) => ids[2] = ids[1],
+        None => {}
+    }
+    ids[3] = ids[1];
+    Ok(())
+}
+
+fn id_arg(v: u64) -> Option<u32> {
+    let v = v as u32;
+    (v != u32::MAX).then_some(v)
+}
+
+fn sync_ids(task: &mut Task) {
+    task.ids = (task.creds.uid[1], task.creds.gid[1]);
+}
+
+pub fn sys_setuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let uid = id_arg(a[0]).ok_or(Errno::EINVAL)?;
+    let privileged = task.creds.uid[1] == 0;
+    if privileged {
+        task.creds.uid = [uid; 4];
+    } else {
+        set_ids(&mut task.creds.uid, false, None, Some(uid), None, false)?;
+    }
+    sync_ids(task);
+    Ok(0)
+}
+
+pub fn sys_setgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let gid = id_arg(a[0]).ok_or(Errno::EINVAL)?;
+    if task.creds.uid[1] == 0 {
+        task.creds.gid = [gid; 4];
+    } else {
+        set_ids(&mut task.creds.gid, false, None, Some(gid), None, false)?;
+    }
+    sync_ids(task);
+    Ok(0)
+}
+
+pub fn sys_setreuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let p = task.creds.uid[1] == 0;
+    set_ids(&mut task.creds.uid, p, id_arg(a[0]), id_arg(a[1]), None, true)?;
+    sync_ids(task);
+    Ok(0)
+}
+
+pub fn sys_setregid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let p = task.creds.uid[1] == 0;
+    set_ids(&mut task.creds.gid, p, id_arg(a[0]), id_arg(a[1]), None, true)?;
+    sync_ids(task);
+    Ok(0)
+}
+
+pub fn sys_setresuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let p = task.creds.uid[1] == 0;
+    set_ids(&mut task.creds.uid, p, id_arg(a[0]), id_arg(a[1]), id_arg(a[2]), false)?;
+    sync_ids(task);
+    Ok(0)
+}
+
+pub fn sys_setresgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let p = task.creds.uid[1] == 0;
+    set_ids(&mut task.creds.gid, p, id_arg(a[0]), id_arg(a[1]), id_arg(a[2]), false)?;
+    sync_ids(task);
+    Ok(0)
+}
+
+pub fn sys_setfsuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let old = task.creds.uid[3];
+    let u = a[0] as u32;
+    if task.creds.uid[1] == 0 || task.creds.uid[..3].contains(&u) {
+        task.creds.uid[3] = u;
+    }
+    Ok(old.into())
+}
+
+pub fn sys_setfsgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let old = task.creds.gid[3];
+    let g = a[0] as u32;
+    if task.creds.uid[1] == 0 || task.creds.gid[..3].contains(&g) {
+        task.creds.gid[3] = g;
+    }
+    Ok(old.into())
+}
+
+pub fn sys_setgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let n = a[0] as i32;
+    if !(0..=65536).contains(&n) {
+        return Err(Errno::EINVAL);
+    }
+    if task.creds.uid[1] != 0 {
+        return Err(Errno::EPERM);
+    }
+    let mut v = Vec::with_capacity(n as usize);
+    for i in 0..n as u64 {
+        v.push(task.mm().read_obj::<u32>(a[1] + 4 * i)?);
+    }
+    task.creds.groups = v;
+    Ok(0)
 }
 
 fn field<const N: usize>(s: &[u8]) -> [u8; N] {
@@ -602,7 +734,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
         space,
         kernel.platform.max_user_address(),
     );
-    match loader::commit(&mut mm, prepared) {
+    match loader::commit(&mut mm, prepared, &kernel.timekeeper) {
         Ok(loaded) => {
             task.mm = std::sync::Arc::new(std::sync::Mutex::new(mm));
             task.regs = loaded.regs;
