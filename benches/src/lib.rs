@@ -84,6 +84,9 @@ pub enum Guest {
     /// `open_read_close N`: N rounds of open, read 4 KiB, close of
     /// /etc/os-release.
     OpenReadClose,
+    /// `clock_gettime_loop N`: N `clock_gettime(CLOCK_MONOTONIC)` calls
+    /// through the C library (the vDSO).
+    ClockGettimeLoop,
 }
 
 impl Guest {
@@ -92,6 +95,7 @@ impl Guest {
         let name = match self {
             Guest::GetppidLoop => "getppid_loop",
             Guest::OpenReadClose => "open_read_close",
+            Guest::ClockGettimeLoop => "clock_gettime_loop",
         };
         Path::new(env!("OUT_DIR")).join(name)
     }
@@ -104,6 +108,9 @@ impl Guest {
         match self {
             Guest::GetppidLoop => 10_000,
             Guest::OpenReadClose => 1_000,
+            // Tens of nanoseconds a call: enough calls to dwarf the two
+            // clock reads around the loop and a stray page fault.
+            Guest::ClockGettimeLoop => 100_000,
         }
     }
 }
@@ -573,7 +580,11 @@ mod tests {
 
     #[test]
     fn guests_report_their_loop_time_natively() {
-        for guest in [Guest::GetppidLoop, Guest::OpenReadClose] {
+        for guest in [
+            Guest::GetppidLoop,
+            Guest::OpenReadClose,
+            Guest::ClockGettimeLoop,
+        ] {
             let elapsed = Runner::Native.run_timed(guest, 1000);
             assert!(elapsed.is_ok(), "{guest:?}: {elapsed:?}");
         }
