@@ -62,6 +62,40 @@ pub fn enter(root: &Path) -> Result<OwnedFd, JailError> {
     enter_with(root, &JailOptions::default())
 }
 
+/// Forks: the child unshares `flags` and continues; the parent, still in
+/// the caller's user namespace, writes the child's identity uid/gid maps,
+/// then waits for it and exits with its status (never returns).
+fn identity_mapped_userns(flags: libc::c_int) -> Result<(), JailError> {
+    use std::io::{Read, Write};
+    let (mut parent_end, mut child_end) =
+        std::os::unix::net::UnixStream::pair().step("create the mapping channel")?;
+    // SAFETY: the caller is single-threaded (enter_with's contract).
+    match unsafe { sys::fork() }.step("fork the mapping parent")? {
+        Fork::Child => {
+            drop(parent_end);
+            sys::unshare(flags).step("unshare namespaces")?;
+            child_end.write_all(b"u").step("report the new namespace")?;
+            let mut b = [0u8; 1];
+            child_end.read_exact(&mut b).step("wait for the id maps")?;
+            if b[0] != b'm' {
+                return Err(Errno::EPERM).step("write the id maps");
+            }
+            Ok(())
+        }
+        Fork::Parent(pid) => {
+            drop(child_end);
+            let mut b = [0u8; 1];
+            let ok = parent_end.read_exact(&mut b).is_ok()
+                && std::fs::write(format!("/proc/{pid}/uid_map"), "0 0 4294967295").is_ok()
+                && std::fs::write(format!("/proc/{pid}/gid_map"), "0 0 4294967295").is_ok();
+            let _ = parent_end.write_all(if ok { b"m" } else { b"x" });
+            drop(parent_end);
+            let code = sys::wait_exit(pid).unwrap_or(2);
+            sys::exit_now(code)
+        }
+    }
+}
+
 /// Moves the calling process into new user (the caller's uid and gid mapped
 /// to themselves), mount, PID, IPC, UTS and network namespaces, makes every
 /// mount private, binds `root` onto itself (`nosuid`, `nodev`, and
@@ -79,28 +113,41 @@ pub fn enter_with(root: &Path, opts: &JailOptions) -> Result<OwnedFd, JailError>
         errno: Errno::EINVAL,
     })?;
     let (uid, gid) = sys::ids();
-    sys::unshare(
-        libc::CLONE_NEWUSER
-            | libc::CLONE_NEWNS
-            | libc::CLONE_NEWPID
-            | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS
-            | libc::CLONE_NEWNET,
-    )
-    .step("unshare namespaces")?;
-    // setgroups must be denied before an unprivileged gid_map is written
-    // (user_namespaces(7)); it also stops dropping supplementary groups,
-    // which could grant access that "deny" ACL entries withhold.
-    std::fs::write("/proc/self/setgroups", "deny").step("deny setgroups")?;
-    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).step("write uid_map")?;
-    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).step("write gid_map")?;
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWNET;
+    if uid == 0 && gid == 0 {
+        // Run by root: map every id, so files owned by other users keep
+        // their owners and root's access (the guest must see what a root
+        // process sees). Only a process outside the new namespace may
+        // write such a map, so a parent stays outside and writes it.
+        identity_mapped_userns(flags)?;
+    } else {
+        sys::unshare(flags).step("unshare namespaces")?;
+        // setgroups must be denied before an unprivileged gid_map is
+        // written (user_namespaces(7)); it also stops dropping
+        // supplementary groups, which could grant access that "deny" ACL
+        // entries withhold.
+        std::fs::write("/proc/self/setgroups", "deny").step("deny setgroups")?;
+        std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).step("write uid_map")?;
+        std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).step("write gid_map")?;
+    }
 
     // Nothing done below may propagate back to the host's mounts.
     sys::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE).step("make mounts private")?;
     // A plain bind hides whatever is mounted below the root; the kernel
     // refuses it (EINVAL) when that would uncover locked mounts, and then
     // the recursive bind keeps them.
-    if let Err(e) = sys::mount(Some(&croot), &croot, None, libc::MS_BIND) {
+    // Serving the whole host root: there is nothing outside it to hide, and
+    // pivot_root cannot move "/" onto itself (EINVAL); only the mount
+    // flags below are applied, to the existing root mount.
+    let whole_root = croot.as_bytes() == b"/";
+    if whole_root {
+        // fall through to the remount
+    } else if let Err(e) = sys::mount(Some(&croot), &croot, None, libc::MS_BIND) {
         if e != Errno::EINVAL {
             return Err(e).step("bind the root");
         }
@@ -131,8 +178,10 @@ pub fn enter_with(root: &Path, opts: &JailOptions) -> Result<OwnedFd, JailError>
     // pivot_root(".", ".") stacks the old root on the new one; detaching it
     // leaves the new root alone (pivot_root(2), NOTES).
     sys::chdir(&croot).step("enter the root")?;
-    sys::pivot_root(c".", c".").step("pivot_root")?;
-    sys::umount2(c".", libc::MNT_DETACH).step("detach the old root")?;
+    if !whole_root {
+        sys::pivot_root(c".", c".").step("pivot_root")?;
+        sys::umount2(c".", libc::MNT_DETACH).step("detach the old root")?;
+    }
     sys::chdir(c"/").step("chdir to the new root")?;
     sys::open_path(c"/", libc::O_PATH | libc::O_DIRECTORY).step("open the new root")
 }

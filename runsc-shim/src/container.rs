@@ -738,8 +738,17 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
         let _ = l.advance(Status::Running);
     }
 
+    drop(root);
+    let client = match crate::gofer_proc::spawn(&plan.rootfs) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ferrovisor: {e}");
+            return 125;
+        }
+    };
     let config = sentry::SandboxConfig {
-        root: root.as_fd(),
+        root: client,
+        _marker: std::marker::PhantomData,
         argv: plan.argv.into_iter().map(String::into_bytes).collect(),
         envp: plan.env.into_iter().map(String::into_bytes).collect(),
         cwd: plan.cwd.into_bytes(),

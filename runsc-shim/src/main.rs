@@ -4,7 +4,6 @@
 //! shell over the `runsc_shim` library.
 
 use std::ffi::OsString;
-use std::os::fd::AsFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -91,6 +90,9 @@ enum Command {
     /// Internal: the sandbox process of a container (started by 'create').
     #[command(hide = true)]
     Boot(BootArgs),
+    /// Internal: serve a root directory to a Sentry (started by `do`, `boot`).
+    #[command(hide = true)]
+    Gofer(GoferArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -256,6 +258,19 @@ struct EventsArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct GoferArgs {
+    /// Directory to serve.
+    #[arg(long, value_name = "DIR")]
+    root: PathBuf,
+    /// Inherited socket descriptor.
+    #[arg(long, value_name = "FD")]
+    fd: i32,
+    /// Refuse every modification.
+    #[arg(long)]
+    ro: bool,
+}
+
+#[derive(Debug, clap::Args)]
 struct BootArgs {
     /// Bundle directory.
     #[arg(long, value_name = "DIR")]
@@ -355,8 +370,14 @@ fn run_do(args: DoArgs) -> ExitCode {
         })
         .map(|c| c.as_os_str().as_bytes().to_vec())
         .unwrap_or_else(|| b"/".to_vec());
+    drop(root);
+    let client = match runsc_shim::gofer_proc::spawn(&args.root) {
+        Ok(c) => c,
+        Err(e) => return fail(125, e),
+    };
     let config = sentry::SandboxConfig {
-        root: root.as_fd(),
+        root: client,
+        _marker: std::marker::PhantomData,
         argv: args
             .command
             .into_iter()
@@ -425,6 +446,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Do(args) => run_do(args),
+        Command::Gofer(args) => ferrovisor_lib_gofer(&args.root, args.fd, args.ro),
         Command::Boot(args) => {
             if let Err(e) = logging::init(cli.log.as_deref(), format, cli.debug, false) {
                 return fail(1, e);
@@ -496,7 +518,7 @@ fn parse_interval(s: &str) -> Result<std::time::Duration, container::Error> {
 fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container::Error> {
     use container::Error;
     match command {
-        Command::Do(_) | Command::Boot(_) => unreachable!("handled by main"),
+        Command::Do(_) | Command::Boot(_) | Command::Gofer(_) => unreachable!("handled by main"),
         Command::Create(a) => {
             rt.create(&a.id, &create_options(&a))?;
         }
@@ -578,4 +600,14 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn ferrovisor_lib_gofer(root: &std::path::Path, fd: i32, ro: bool) -> ExitCode {
+    // The gofer's own failures go to stderr: it has no log file.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .init();
+    runsc_shim::gofer_proc::run(root, fd, ro)
 }

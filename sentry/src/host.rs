@@ -1,8 +1,7 @@
-//! Thin wrappers over the host calls the Sentry's file code makes. Every one
-//! acts on a descriptor the Sentry already holds (`*at()` with `O_NOFOLLOW`,
-//! never a host path by name).
+//! Thin wrappers over the host calls the Sentry makes. Every one acts on a
+//! descriptor the Sentry already holds; none names a host path (files come
+//! from the gofer).
 
-use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -12,21 +11,6 @@ fn cvt(r: i64) -> io::Result<i64> {
     } else {
         Ok(r)
     }
-}
-
-/// `openat(dir, name, flags)`; `O_CLOEXEC` and `O_NOFOLLOW` are always added.
-pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> io::Result<OwnedFd> {
-    // SAFETY: `name` is NUL-terminated; the result is a new descriptor we own.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            flags | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-        )
-    };
-    cvt(fd.into())?;
-    // SAFETY: `fd` is a fresh, valid descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// `fstat(fd)`, also for `O_PATH` descriptors.
@@ -45,32 +29,6 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     }
     .into())?;
     Ok(st)
-}
-
-/// `fstatfs(fd)`.
-pub fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<libc::statfs> {
-    // SAFETY: all-zero bytes are a valid `statfs`.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is a valid out-pointer.
-    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) }.into())?;
-    Ok(st)
-}
-
-/// `readlinkat(fd, "")` of an `O_PATH` descriptor of a symlink.
-pub fn readlink(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: `buf` is valid for its length; an empty path with an O_PATH
-    // symlink descriptor reads that link (readlinkat(2)).
-    let n = cvt(unsafe {
-        libc::readlinkat(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    } as i64)?;
-    buf.truncate(n as usize);
-    Ok(buf)
 }
 
 /// `getdents64` into `buf`; returns the byte count (0 at the end).
@@ -238,11 +196,6 @@ pub fn getauxval(key: u64) -> u64 {
 pub fn ids() -> (u32, u32) {
     // SAFETY: plain syscalls without arguments.
     unsafe { (libc::getuid(), libc::getgid()) }
-}
-
-/// Whether `name` is a valid single path component for the host.
-pub fn c_name(name: &[u8]) -> Option<std::ffi::CString> {
-    std::ffi::CString::new(name).ok()
 }
 
 /// Converts a host `stat` to the guest ABI's.
@@ -439,7 +392,13 @@ pub fn memfd_with(data: &[u8]) -> io::Result<OwnedFd> {
     let mut done = 0;
     while done < data.len() {
         // SAFETY: the slice tail is valid for reads.
-        let n = unsafe { libc::write(fd.as_raw_fd(), data[done..].as_ptr().cast(), data.len() - done) };
+        let n = unsafe {
+            libc::write(
+                fd.as_raw_fd(),
+                data[done..].as_ptr().cast(),
+                data.len() - done,
+            )
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EINTR) {

@@ -61,8 +61,11 @@ impl Error {
 /// What to run and how.
 #[derive(Debug)]
 pub struct SandboxConfig<'a> {
-    /// host directory that becomes the guest's read-only root
-    pub root: BorrowedFd<'a>,
+    /// the gofer serving the host directory that becomes the guest's
+    /// read-only root
+    pub root: gofer::client::Client,
+    /// ties the config to the caller's borrows (none today)
+    pub _marker: std::marker::PhantomData<&'a ()>,
     /// the command and its arguments (`argv[0]` is looked up in PATH when
     /// it has no `/`)
     pub argv: Vec<Vec<u8>>,
@@ -274,7 +277,8 @@ where
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let memory = Arc::new(MemoryFile::new().map_err(Error::MemoryFile)?);
     let platform = make_platform(memory.fd())?;
-    let fs = FileSystem::new(config.root, memory.clone()).map_err(Error::Root)?;
+    let fs = FileSystem::new(config.root, memory.clone())
+        .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
     let kernel = Arc::new(Kernel {
         platform,
         memory: memory.clone(),

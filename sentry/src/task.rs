@@ -571,7 +571,11 @@ pub struct Creds {
 impl Creds {
     /// Everything `uid`/`gid`, with `groups`.
     pub fn new(uid: u32, gid: u32, groups: Vec<u32>) -> Self {
-        Creds { uid: [uid; 4], gid: [gid; 4], groups }
+        Creds {
+            uid: [uid; 4],
+            gid: [gid; 4],
+            groups,
+        }
     }
 }
 

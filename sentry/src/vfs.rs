@@ -97,10 +97,10 @@ impl HostFile {
 /// A resolved object in the guest's tree.
 #[derive(Clone, Debug)]
 pub enum Node {
-    /// a host object, held by an `O_PATH` descriptor
+    /// a host object, held by a gofer handle
     Host {
-        /// the `O_PATH | O_NOFOLLOW` descriptor
-        fd: Arc<OwnedFd>,
+        /// the handle
+        h: Arc<GoferRef>,
         /// its `st_mode`
         mode: u32,
     },
@@ -147,8 +147,8 @@ impl Node {
     /// The target of a symbolic link.
     pub fn readlink(&self) -> Result<Vec<u8>, Errno> {
         match self {
-            Node::Host { fd, mode } if mode & abi::S_IFMT == abi::S_IFLNK => {
-                Ok(host::readlink(fd.as_fd())?)
+            Node::Host { h, mode } if mode & abi::S_IFMT == abi::S_IFLNK => {
+                h.client.readlink(h.handle)
             }
             Node::Mem(m) => m.readlink().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
             Node::Proc(
@@ -194,7 +194,7 @@ impl Node {
             unused: [0; 3],
         };
         match self {
-            Node::Host { fd, .. } => Ok(host::to_abi_stat(&host::fstat(fd.as_fd())?)),
+            Node::Host { h, .. } => Ok(h.client.stat(h.handle)?.to_linux()),
             Node::Mem(m) => Ok(m.stat()),
             Node::Proc(p) => {
                 let (mode, ino) = p.mode_ino();
@@ -317,16 +317,22 @@ fn split(path: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 impl FileSystem {
-    /// A file system rooted at the host directory `root` (any descriptor of
-    /// it; it is reopened `O_PATH`).
-    pub fn new(root: BorrowedFd<'_>, mf: Arc<crate::memfile::MemoryFile>) -> std::io::Result<Self> {
-        let fd = host::openat(root, c".", libc::O_PATH | libc::O_DIRECTORY)?;
-        let mode = host::fstat(fd.as_fd())?.st_mode;
+    /// A file system whose root is the host directory the gofer behind
+    /// `client` serves.
+    pub fn new(
+        client: gofer::client::Client,
+        mf: Arc<crate::memfile::MemoryFile>,
+    ) -> Result<Self, Errno> {
+        let client = Arc::new(client);
+        let root = client.attach()?;
         use crate::tmpfs::MemFs;
         Ok(FileSystem {
             root: Node::Host {
-                fd: Arc::new(fd),
-                mode,
+                h: Arc::new(GoferRef {
+                    client,
+                    handle: root.handle,
+                }),
+                mode: root.stat.mode,
             },
             masked_devs: Mutex::new(HashMap::new()),
             tmp: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x10, TMPFS_LIMIT, 0o1777),
@@ -343,11 +349,12 @@ impl FileSystem {
         }
     }
 
-    fn is_masked_dev(&self, fd: BorrowedFd<'_>, dev: u64) -> bool {
+    fn is_masked_dev(&self, h: &GoferRef, dev: u64) -> bool {
         let mut cache = self.masked_devs.lock().unwrap_or_else(|e| e.into_inner());
         *cache.entry(dev).or_insert_with(|| {
-            host::fstatfs(fd)
-                .map(|s| MASKED_FS_MAGIC.contains(&{ s.f_type }))
+            h.client
+                .statfs(h.handle)
+                .map(|s| MASKED_FS_MAGIC.contains(&(s.fs_type as i64)))
                 .unwrap_or(true)
         })
     }
@@ -359,7 +366,7 @@ impl FileSystem {
             return Err(Errno::ENAMETOOLONG);
         }
         match dir {
-            Node::Host { fd, .. } => {
+            Node::Host { h, .. } => {
                 if depth == 0 {
                     match name {
                         b"dev" => return Ok(Node::DevDir),
@@ -370,17 +377,23 @@ impl FileSystem {
                         _ => {}
                     }
                 }
-                let cname = host::c_name(name).ok_or(Errno::ENOENT)?;
-                let child = host::openat(fd.as_fd(), &cname, libc::O_PATH)?;
-                let st = host::fstat(child.as_fd())?;
-                if st.st_mode & abi::S_IFMT == abi::S_IFDIR
-                    && self.is_masked_dev(child.as_fd(), st.st_dev)
-                {
-                    return Ok(Node::Masked { ino: st.st_ino });
+                // The gofer refuses names with `/`, `..` or NUL itself; a
+                // name it cannot walk is simply not there.
+                let reply = h.client.walk(h.handle, &[name])?;
+                let Some(node) = reply.nodes.first() else {
+                    return Err(Errno::ENOENT);
+                };
+                let child = GoferRef {
+                    client: h.client.clone(),
+                    handle: node.handle,
+                };
+                let st = node.stat;
+                if st.is_dir() && self.is_masked_dev(&child, st.dev()) {
+                    return Ok(Node::Masked { ino: st.ino });
                 }
                 Ok(Node::Host {
-                    fd: Arc::new(child),
-                    mode: st.st_mode,
+                    h: Arc::new(child),
+                    mode: st.mode,
                 })
             }
             Node::DevDir if name == b"shm" => Ok(Node::Mem(self.shm.clone())),
@@ -498,7 +511,9 @@ impl FileSystem {
     /// as a private snapshot in an anonymous memory file (never a host
     /// path), so the loader reads both the same way.
     pub fn open_exec(&self, loc: &Location) -> Result<Arc<HostFile>, Errno> {
-        let Node::Mem(m) = loc.node() else { return self.open_host(loc) };
+        let Node::Mem(m) = loc.node() else {
+            return self.open_host(loc);
+        };
         let size = m.size();
         if size > 1 << 30 {
             return Err(Errno::ENOMEM);
@@ -506,43 +521,64 @@ impl FileSystem {
         let mut data = vec![0u8; size as usize];
         let n = m.read_at(0, &mut data)?;
         data.truncate(n);
-        Ok(Arc::new(HostFile { fd: host::memfd_with(&data)? }))
+        Ok(Arc::new(HostFile {
+            fd: host::memfd_with(&data)?,
+        }))
     }
 
     /// Opens the object at `loc` for reading (files and directories only:
     /// host device nodes, FIFOs and sockets are refused, as on a `nodev`
     /// mount, so a crafted root cannot reach host devices).
     pub fn open_host(&self, loc: &Location) -> Result<Arc<HostFile>, Errno> {
-        let Node::Host { mode, .. } = loc.node() else {
+        let Node::Host { h, mode } = loc.node() else {
             return Err(Errno::EINVAL);
         };
         let kind = mode & abi::S_IFMT;
         if kind != abi::S_IFREG && kind != abi::S_IFDIR {
             return Err(Errno::EACCES);
         }
-        let fd = match loc.parent() {
-            Some((Node::Host { fd: parent, .. }, name)) => {
-                let cname = host::c_name(name).ok_or(Errno::ENOENT)?;
-                host::openat(
-                    parent.as_fd(),
-                    &cname,
-                    libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
-                )?
-            }
-            Some(_) => return Err(Errno::EIO),
-            None => {
-                let Node::Host { fd, .. } = &self.root else {
-                    return Err(Errno::EIO);
-                };
-                host::openat(fd.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY)?
-            }
+        let dir = if kind == abi::S_IFDIR {
+            libc::O_DIRECTORY
+        } else {
+            0
         };
+        let fd = h.client.open(
+            h.handle,
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | dir,
+        )?;
         // The object may have changed between the walk and this open.
         let st = host::fstat(fd.as_fd())?;
         if st.st_mode & abi::S_IFMT != kind {
             return Err(Errno::EAGAIN);
         }
         Ok(Arc::new(HostFile { fd }))
+    }
+
+    /// `statfs` of a host object.
+    pub fn statfs_host(&self, node: &Node) -> Result<gofer::proto::StatFs, Errno> {
+        match node {
+            Node::Host { h, .. } => h.client.statfs(h.handle),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+}
+
+/// A handle on a host object, served by the gofer; closed when the last
+/// node holding it goes.
+pub struct GoferRef {
+    client: Arc<gofer::client::Client>,
+    handle: gofer::proto::Handle,
+}
+
+impl fmt::Debug for GoferRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GoferRef({:?})", self.handle)
+    }
+}
+
+impl Drop for GoferRef {
+    fn drop(&mut self) {
+        let _ = self.client.close(self.handle);
     }
 }
 

@@ -1554,20 +1554,20 @@ pub fn sys_umask(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(old.into())
 }
 
-fn statfs_of(node: &Node) -> Result<abi::Statfs, Errno> {
+fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Errno> {
     let mut s = abi::Statfs::new_zeroed();
     match node {
-        Node::Host { fd, .. } => {
-            let h = host::fstatfs(std::os::fd::AsFd::as_fd(fd.as_ref()))?;
-            s.f_type = h.f_type;
-            s.f_bsize = h.f_bsize;
-            s.f_blocks = h.f_blocks;
-            s.f_bfree = h.f_bfree;
-            s.f_bavail = h.f_bavail;
-            s.f_files = h.f_files;
-            s.f_ffree = h.f_ffree;
-            s.f_namelen = h.f_namelen;
-            s.f_frsize = h.f_frsize;
+        Node::Host { .. } => {
+            let h = fs.statfs_host(node)?;
+            s.f_type = h.fs_type as i64;
+            s.f_bsize = h.block_size as i64;
+            s.f_blocks = h.blocks;
+            s.f_bfree = h.blocks_free;
+            s.f_bavail = h.blocks_available;
+            s.f_files = h.files;
+            s.f_ffree = h.files_free;
+            s.f_namelen = h.name_max as i64;
+            s.f_frsize = h.fragment_size as i64;
             s.f_flags = 1; // ST_RDONLY
         }
         Node::Mem(m) => {
@@ -1594,15 +1594,15 @@ fn statfs_of(node: &Node) -> Result<abi::Statfs, Errno> {
 pub fn sys_statfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let path = path_arg(task, a[0])?;
     let loc = task.kernel.fs.resolve(&task.cwd(), &path, true)?;
-    let s = statfs_of(loc.node())?;
+    let s = statfs_of(&task.kernel.fs, loc.node())?;
     task.mm().write_obj(a[1], &s).map(|()| 0)
 }
 
 pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
     let s = match file.node() {
-        Some(n) => statfs_of(n)?,
-        None => statfs_of(&Node::DevDir)?,
+        Some(n) => statfs_of(&task.kernel.fs, n)?,
+        None => statfs_of(&task.kernel.fs, &Node::DevDir)?,
     };
     task.mm().write_obj(a[1], &s).map(|()| 0)
 }

@@ -172,7 +172,14 @@ pub fn sys_getgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// Set-id calls (credentials(7)): a task with effective uid 0 may take
 /// any id; others may only move between their real, effective and saved
 /// ids. `ids` = `[real, effective, saved, fs]`.
-fn set_ids(ids: &mut [u32; 4], privileged: bool, r: Option<u32>, e: Option<u32>, sv: Option<u32>, classic: bool) -> Result<(), Errno> {
+fn set_ids(
+    ids: &mut [u32; 4],
+    privileged: bool,
+    r: Option<u32>,
+    e: Option<u32>,
+    sv: Option<u32>,
+    classic: bool,
+) -> Result<(), Errno> {
     let old = *ids;
     let allowed = |x: u32| privileged || x == old[0] || x == old[1] || x == old[2];
     for x in [r, e, sv].into_iter().flatten() {
@@ -231,28 +238,56 @@ pub fn sys_setgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_setreuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let p = task.creds.uid[1] == 0;
-    set_ids(&mut task.creds.uid, p, id_arg(a[0]), id_arg(a[1]), None, true)?;
+    set_ids(
+        &mut task.creds.uid,
+        p,
+        id_arg(a[0]),
+        id_arg(a[1]),
+        None,
+        true,
+    )?;
     sync_ids(task);
     Ok(0)
 }
 
 pub fn sys_setregid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let p = task.creds.uid[1] == 0;
-    set_ids(&mut task.creds.gid, p, id_arg(a[0]), id_arg(a[1]), None, true)?;
+    set_ids(
+        &mut task.creds.gid,
+        p,
+        id_arg(a[0]),
+        id_arg(a[1]),
+        None,
+        true,
+    )?;
     sync_ids(task);
     Ok(0)
 }
 
 pub fn sys_setresuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let p = task.creds.uid[1] == 0;
-    set_ids(&mut task.creds.uid, p, id_arg(a[0]), id_arg(a[1]), id_arg(a[2]), false)?;
+    set_ids(
+        &mut task.creds.uid,
+        p,
+        id_arg(a[0]),
+        id_arg(a[1]),
+        id_arg(a[2]),
+        false,
+    )?;
     sync_ids(task);
     Ok(0)
 }
 
 pub fn sys_setresgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let p = task.creds.uid[1] == 0;
-    set_ids(&mut task.creds.gid, p, id_arg(a[0]), id_arg(a[1]), id_arg(a[2]), false)?;
+    set_ids(
+        &mut task.creds.gid,
+        p,
+        id_arg(a[0]),
+        id_arg(a[1]),
+        id_arg(a[2]),
+        false,
+    )?;
     sync_ids(task);
     Ok(0)
 }
