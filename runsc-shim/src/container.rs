@@ -749,6 +749,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
     let config = sentry::SandboxConfig {
         root: client,
         _marker: std::marker::PhantomData,
+        writable_root: !plan.readonly,
         argv: plan.argv.into_iter().map(String::into_bytes).collect(),
         envp: plan.env.into_iter().map(String::into_bytes).collect(),
         cwd: plan.cwd.into_bytes(),

@@ -299,6 +299,10 @@ struct DoArgs {
     /// Write the Sentry's debug log (including unsupported system calls) to FILE.
     #[arg(long, value_name = "FILE")]
     debug_log: Option<PathBuf>,
+    /// Let the guest write anywhere: changes go to an in-memory layer over
+    /// the read-only root and vanish with the sandbox.
+    #[arg(long)]
+    overlay: bool,
     /// Host name the guest sees.
     #[arg(long, default_value = "ferrovisor")]
     hostname: String,
@@ -378,6 +382,7 @@ fn run_do(args: DoArgs) -> ExitCode {
     let config = sentry::SandboxConfig {
         root: client,
         _marker: std::marker::PhantomData,
+        writable_root: args.overlay,
         argv: args
             .command
             .into_iter()

@@ -221,14 +221,9 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             ))
         }
     }
+    // readonly: false gives the container an in-memory overlay over the
+    // rootfs: writes stay in the sandbox and vanish with it.
     let readonly = root.readonly().unwrap_or(false);
-    if !readonly {
-        notes.push(
-            "root.readonly is false, but the sandbox's root is read-only until the overlay lands: \
-             writes outside /tmp, /run and /dev/shm fail with EROFS"
-                .into(),
-        );
-    }
 
     // process
     let process = spec
@@ -643,8 +638,9 @@ mod tests {
             v["annotations"] = serde_json::json!({"a": "b"});
         });
         let p = r.expect("accepted");
+        // readonly: false is honoured (an in-memory overlay), no note.
         assert!(!p.readonly);
-        assert!(p.notes.iter().any(|n| n.contains("root.readonly")));
+        assert!(!p.notes.iter().any(|n| n.contains("root.readonly")));
         assert_eq!(p.annotations.get("a").map(String::as_str), Some("b"));
     }
 

@@ -609,7 +609,7 @@ impl FileDescription {
     /// The directory snapshot, taken on first use.
     pub fn dir_entries(
         &self,
-        proc: &crate::procfs::ProcFs,
+        fs: &crate::vfs::FileSystem,
     ) -> Result<std::sync::MutexGuard<'_, Option<Vec<DirEntry>>>, Errno> {
         let loc = self.location.as_ref().ok_or(Errno::ENOTDIR)?;
         if !loc.node().is_dir() {
@@ -624,7 +624,10 @@ impl FileDescription {
                 FileKind::Host(h) => Some(h.as_ref()),
                 _ => None,
             };
-            *d = Some(vfs::list_dir(loc.node(), host, Some(proc))?);
+            *d = Some(match loc.node() {
+                vfs::Node::Ovl(o) => fs.ovl_list(o)?,
+                n => vfs::list_dir(n, host, Some(&fs.proc))?,
+            });
         }
         Ok(d)
     }

@@ -66,6 +66,8 @@ pub struct SandboxConfig<'a> {
     pub root: gofer::client::Client,
     /// ties the config to the caller's borrows (none today)
     pub _marker: std::marker::PhantomData<&'a ()>,
+    /// writes to the root land in an in-memory overlay (else `EROFS`)
+    pub writable_root: bool,
     /// the command and its arguments (`argv[0]` is looked up in PATH when
     /// it has no `/`)
     pub argv: Vec<Vec<u8>>,
@@ -277,7 +279,7 @@ where
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let memory = Arc::new(MemoryFile::new().map_err(Error::MemoryFile)?);
     let platform = make_platform(memory.fd())?;
-    let fs = FileSystem::new(config.root, memory.clone())
+    let fs = FileSystem::new(config.root, memory.clone(), config.writable_root)
         .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
     let kernel = Arc::new(Kernel {
         platform,

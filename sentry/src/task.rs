@@ -693,6 +693,7 @@ impl Task {
 
     fn run(&mut self) -> Result<ExitStatus, platform::Error> {
         set_current(self.pid(), self.tid());
+        self.kernel.fs.enter_thread();
         loop {
             if let Some(status) = self.deliver_signals() {
                 return Ok(status);

@@ -100,6 +100,7 @@ impl MemFs {
         });
         let (uid, gid) = crate::host::ids();
         Arc::new(MemInode {
+            opaque: Default::default(),
             ino: 1,
             fs,
             kind: MemKind::Dir(Mutex::new(BTreeMap::new())),
@@ -193,12 +194,15 @@ pub enum MemKind {
     Fifo(Arc<crate::pipe::Pipe>),
     /// a bound Unix socket (or a socket inode nobody listens on)
     Socket(std::sync::Weak<crate::socket::unix::UnixSocket>),
+    /// an overlay whiteout: the lower entry of this name was deleted
+    Whiteout,
 }
 
 /// A tmpfs inode.
 pub struct MemInode {
     /// inode number
     pub ino: u64,
+    opaque: std::sync::atomic::AtomicBool,
     fs: Arc<MemFs>,
     /// contents
     pub kind: MemKind,
@@ -251,7 +255,7 @@ impl MemInode {
             MemKind::File(d) => lock(d).len() as i64,
             MemKind::Symlink(t) => t.len() as i64,
             MemKind::Dir(_) => 4096,
-            MemKind::Fifo(_) | MemKind::Socket(_) => 0,
+            MemKind::Fifo(_) | MemKind::Socket(_) | MemKind::Whiteout => 0,
         };
         Stat {
             dev: self.fs.dev,
@@ -295,6 +299,7 @@ impl MemInode {
         let mut meta = Meta::new(mode, ids.0, ids.1, 0);
         meta.nlink = 0;
         Ok(Arc::new(MemInode {
+            opaque: Default::default(),
             ino: fs.next_ino.fetch_add(1, Ordering::Relaxed),
             fs: fs.clone(),
             kind: MemKind::File(Default::default()),
@@ -307,13 +312,80 @@ impl MemInode {
         self.dir()?.get(name).cloned().ok_or(Errno::ENOENT)
     }
 
-    /// Directory entries (without `.` and `..`).
+    /// Directory entries (without `.` and `..`, without whiteouts).
     pub fn entries(&self) -> Result<Vec<(Vec<u8>, u64, u32)>, Errno> {
+        Ok(self
+            .entries_all()?
+            .into_iter()
+            .filter(|e| e.2 != abi::S_IFCHR)
+            .collect())
+    }
+
+    /// Directory entries including whiteouts (mode `S_IFCHR`).
+    pub fn entries_all(&self) -> Result<Vec<(Vec<u8>, u64, u32)>, Errno> {
         Ok(self
             .dir()?
             .iter()
-            .map(|(n, i)| (n.clone(), i.ino, i.meta().mode))
+            .map(|(n, i)| {
+                (
+                    n.clone(),
+                    i.ino,
+                    if i.is_whiteout() {
+                        abi::S_IFCHR
+                    } else {
+                        i.meta().mode
+                    },
+                )
+            })
             .collect())
+    }
+
+    /// Whether this is an overlay whiteout.
+    pub fn is_whiteout(&self) -> bool {
+        matches!(self.kind, MemKind::Whiteout)
+    }
+
+    /// Whether this upper directory hides the lower one of its name.
+    pub fn is_opaque(&self) -> bool {
+        self.opaque.load(Ordering::Relaxed)
+    }
+
+    /// Marks this upper directory as hiding the lower one.
+    pub fn set_opaque(&self) {
+        self.opaque.store(true, Ordering::Relaxed);
+    }
+
+    /// Removes `name` whatever it is (an upper directory holding only
+    /// whiteouts included).
+    pub fn unlink_any(&self, name: &[u8]) -> Result<(), Errno> {
+        let node = self.dir()?.remove(name).ok_or(Errno::ENOENT)?;
+        if node.is_dir() {
+            lock(&self.meta).nlink -= 1;
+        }
+        self.touch();
+        Ok(())
+    }
+
+    /// Records that `name` was deleted from the lower layer (replacing any
+    /// upper entry of that name).
+    pub fn whiteout(&self, name: &[u8]) -> Result<(), Errno> {
+        {
+            let mut d = self.dir()?;
+            d.remove(name);
+        }
+        self.create(name, abi::S_IFCHR, (0, 0), || MemKind::Whiteout)
+            .map(|_| ())
+    }
+
+    /// Removes a whiteout of `name`, if there is one; `true` if there was.
+    pub fn clear_whiteout(&self, name: &[u8]) -> bool {
+        let Ok(mut d) = self.dir() else { return false };
+        if d.get(name).is_some_and(|n| n.is_whiteout()) {
+            d.remove(name);
+            true
+        } else {
+            false
+        }
     }
 
     fn touch(&self) {
@@ -357,6 +429,7 @@ impl MemInode {
             mode
         };
         let node = Arc::new(MemInode {
+            opaque: Default::default(),
             ino: self.fs.next_ino.fetch_add(1, Ordering::Relaxed),
             fs: self.fs.clone(),
             kind,
@@ -535,6 +608,14 @@ impl MemInode {
             m.gid = gid;
         }
         m.ctime = now();
+    }
+
+    /// Sets all three times exactly (copy-up keeps the original's times).
+    pub fn restore_times(&self, atime: Timespec, mtime: Timespec, ctime: Timespec) {
+        let mut m = lock(&self.meta);
+        m.atime = atime;
+        m.mtime = mtime;
+        m.ctime = ctime;
     }
 
     /// `utimensat`; `None` leaves a time unchanged.

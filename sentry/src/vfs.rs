@@ -117,6 +117,20 @@ pub enum Node {
     Mem(Arc<crate::tmpfs::MemInode>),
     /// a /proc node
     Proc(crate::procfs::ProcNode),
+    /// a directory of the root overlay: a read-only host directory below,
+    /// the sandbox's own changes (a tmpfs tree) above
+    Ovl(Arc<OvlDir>),
+}
+
+/// A directory of the root overlay, named by its path from the root (its
+/// upper half is looked up by that path each time, so it appears as soon
+/// as anything is written below).
+#[derive(Debug)]
+pub struct OvlDir {
+    /// components from the root
+    pub path: Vec<Vec<u8>>,
+    /// the host directory below, if any
+    pub lower: Option<Node>,
 }
 
 impl Node {
@@ -128,6 +142,7 @@ impl Node {
             Node::Dev(_) => false,
             Node::Mem(m) => m.is_dir(),
             Node::Proc(p) => p.is_dir(),
+            Node::Ovl(_) => true,
         }
     }
 
@@ -196,6 +211,29 @@ impl Node {
         match self {
             Node::Host { h, .. } => Ok(h.client.stat(h.handle)?.to_linux()),
             Node::Mem(m) => Ok(m.stat()),
+            Node::Ovl(d) => {
+                let upper = OVL_UPPER
+                    .with(|u| u.borrow().clone())
+                    .and_then(|root| upper_walk(&root, &d.path));
+                match (upper, &d.lower) {
+                    // A merged directory: the host's identity, with what the
+                    // sandbox changed (mode, owner, times) from the upper one.
+                    (Some(u), Some(l)) => {
+                        let mut st = l.stat()?;
+                        let us = u.stat();
+                        st.mode = us.mode;
+                        st.uid = us.uid;
+                        st.gid = us.gid;
+                        (st.atime, st.atime_nsec) = (us.atime, us.atime_nsec);
+                        (st.mtime, st.mtime_nsec) = (us.mtime, us.mtime_nsec);
+                        (st.ctime, st.ctime_nsec) = (us.ctime, us.ctime_nsec);
+                        Ok(st)
+                    }
+                    (Some(u), None) => Ok(u.stat()),
+                    (None, Some(l)) => l.stat(),
+                    (None, None) => Err(Errno::ENOENT),
+                }
+            }
             Node::Proc(p) => {
                 let (mode, ino) = p.mode_ino();
                 let mut st = synth(mode, ino, 0);
@@ -299,6 +337,32 @@ pub struct FileSystem {
     shm: Arc<crate::tmpfs::MemInode>,
     /// the /proc generator
     pub proc: crate::procfs::ProcFs,
+    /// the root overlay's upper layer
+    pub upper: Arc<crate::tmpfs::MemInode>,
+    /// writes to the root go to the upper layer (else they are `EROFS`)
+    pub overlay: bool,
+}
+
+thread_local! {
+    /// The upper layer of the overlay this host thread's sandbox uses (one
+    /// sandbox per Sentry process; set when a task starts).
+    static OVL_UPPER: std::cell::RefCell<Option<Arc<crate::tmpfs::MemInode>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Walks the upper tree along `path`; `None` if a directory is missing.
+fn upper_walk(
+    root: &Arc<crate::tmpfs::MemInode>,
+    path: &[Vec<u8>],
+) -> Option<Arc<crate::tmpfs::MemInode>> {
+    let mut cur = root.clone();
+    for c in path {
+        let next = cur.lookup(c).ok()?;
+        if !next.is_dir() {
+            return None;
+        }
+        cur = next;
+    }
+    Some(cur)
 }
 
 /// Size limit of each tmpfs (`/tmp`, `/run`, `/dev/shm`).
@@ -322,18 +386,39 @@ impl FileSystem {
     pub fn new(
         client: gofer::client::Client,
         mf: Arc<crate::memfile::MemoryFile>,
+        overlay: bool,
     ) -> Result<Self, Errno> {
         let client = Arc::new(client);
         let root = client.attach()?;
         use crate::tmpfs::MemFs;
+        let upper = MemFs::new_root(
+            mf.clone(),
+            SYNTH_DEV + 0x13,
+            TMPFS_LIMIT * 4,
+            root.stat.mode & 0o7777,
+        );
+        {
+            let st = root.stat.to_linux();
+            upper.set_owner(st.uid, st.gid);
+            upper.restore_times(
+                ts(st.atime, st.atime_nsec),
+                ts(st.mtime, st.mtime_nsec),
+                ts(st.ctime, st.ctime_nsec),
+            );
+        }
         Ok(FileSystem {
-            root: Node::Host {
-                h: Arc::new(GoferRef {
-                    client,
-                    handle: root.handle,
+            root: Node::Ovl(Arc::new(OvlDir {
+                path: Vec::new(),
+                lower: Some(Node::Host {
+                    h: Arc::new(GoferRef {
+                        client,
+                        handle: root.handle,
+                    }),
+                    mode: root.stat.mode,
                 }),
-                mode: root.stat.mode,
-            },
+            })),
+            upper,
+            overlay,
             masked_devs: Mutex::new(HashMap::new()),
             tmp: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x10, TMPFS_LIMIT, 0o1777),
             run: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x11, TMPFS_LIMIT, 0o755),
@@ -366,7 +451,7 @@ impl FileSystem {
             return Err(Errno::ENAMETOOLONG);
         }
         match dir {
-            Node::Host { h, .. } => {
+            Node::Ovl(d) => {
                 if depth == 0 {
                     match name {
                         b"dev" => return Ok(Node::DevDir),
@@ -377,6 +462,9 @@ impl FileSystem {
                         _ => {}
                     }
                 }
+                self.ovl_lookup(d, depth, name)
+            }
+            Node::Host { h, .. } => {
                 // The gofer refuses names with `/`, `..` or NUL itself; a
                 // name it cannot walk is simply not there.
                 let reply = h.client.walk(h.handle, &[name])?;
@@ -554,6 +642,196 @@ impl FileSystem {
         Ok(Arc::new(HostFile { fd }))
     }
 
+    fn ovl_lookup(&self, d: &OvlDir, depth: usize, name: &[u8]) -> Result<Node, Errno> {
+        let mut path = d.path.clone();
+        path.push(name.to_vec());
+        let upper = upper_walk(&self.upper, &d.path).and_then(|u| u.lookup(name).ok());
+        let lower_child = |lower: &Option<Node>| -> Result<Option<Node>, Errno> {
+            match lower {
+                Some(l) => match self.lookup_child(l, depth, name) {
+                    Ok(n) => Ok(Some(n)),
+                    Err(Errno::ENOENT) => Ok(None),
+                    Err(e) => Err(e),
+                },
+                None => Ok(None),
+            }
+        };
+        match upper {
+            Some(u) if u.is_whiteout() => Err(Errno::ENOENT),
+            Some(u) if u.is_dir() => {
+                let lower = if u.is_opaque() {
+                    None
+                } else {
+                    lower_child(&d.lower)?.filter(Node::is_dir)
+                };
+                Ok(Node::Ovl(Arc::new(OvlDir { path, lower })))
+            }
+            Some(u) => Ok(Node::Mem(u)),
+            None => match lower_child(&d.lower)? {
+                Some(n @ Node::Host { .. }) if n.is_dir() => Ok(Node::Ovl(Arc::new(OvlDir {
+                    path,
+                    lower: Some(n),
+                }))),
+                Some(n) => Ok(n),
+                None => Err(Errno::ENOENT),
+            },
+        }
+    }
+
+    /// The upper directory for overlay directory `d`, created (with the
+    /// lower directories' modes and owners) if needed: "copy-up".
+    pub fn ensure_upper(&self, d: &OvlDir) -> Result<Arc<crate::tmpfs::MemInode>, Errno> {
+        if !self.overlay {
+            return Err(Errno::EROFS);
+        }
+        let mut cur = self.upper.clone();
+        let mut lower = self.root.clone();
+        for (i, c) in d.path.iter().enumerate() {
+            let lower_next = match &lower {
+                Node::Ovl(o) => o
+                    .lower
+                    .as_ref()
+                    .and_then(|l| self.lookup_child(l, i, c).ok()),
+                n => self.lookup_child(n, i, c).ok(),
+            };
+            let next = match cur.lookup(c) {
+                Ok(n) if n.is_dir() => n,
+                Ok(_) => return Err(Errno::ENOTDIR),
+                Err(_) => {
+                    let st = lower_next
+                        .as_ref()
+                        .map(Node::stat)
+                        .transpose()?
+                        .ok_or(Errno::ENOENT)?;
+                    let n = cur.create(c, st.mode, (st.uid, st.gid), || {
+                        crate::tmpfs::MemKind::Dir(Default::default())
+                    })?;
+                    n.restore_times(
+                        ts(st.atime, st.atime_nsec),
+                        ts(st.mtime, st.mtime_nsec),
+                        ts(st.ctime, st.ctime_nsec),
+                    );
+                    n
+                }
+            };
+            cur = next;
+            lower = lower_next.unwrap_or(Node::Masked { ino: 0 });
+        }
+        Ok(cur)
+    }
+
+    /// Copies a lower (host) file or symlink at `loc` into the upper layer
+    /// and returns the copy, which then stands for it.
+    pub fn copy_up(&self, loc: &Location) -> Result<Arc<crate::tmpfs::MemInode>, Errno> {
+        if !self.overlay {
+            return Err(Errno::EROFS);
+        }
+        let Some((Node::Ovl(parent), name)) = loc.parent() else {
+            return Err(Errno::EROFS);
+        };
+        let node = loc.node();
+        let st = node.stat()?;
+        let dir = self.ensure_upper(parent)?;
+        let kind = st.mode & abi::S_IFMT;
+        let copy = match kind {
+            abi::S_IFREG => {
+                let src = self.open_host(loc)?;
+                let f = dir.create(name, st.mode, (st.uid, st.gid), || {
+                    crate::tmpfs::MemKind::File(Default::default())
+                })?;
+                let mut buf = vec![0u8; 1 << 20];
+                let mut pos = 0u64;
+                loop {
+                    // SAFETY: `buf` is valid for writes of its length.
+                    let n = unsafe { host::pread_raw(src.fd(), buf.as_mut_ptr(), buf.len(), pos) }?;
+                    if n == 0 {
+                        break;
+                    }
+                    f.write_at(pos, &buf[..n], false)?;
+                    pos += n as u64;
+                }
+                f
+            }
+            abi::S_IFLNK => {
+                let target = node.readlink()?;
+                dir.create(name, st.mode, (st.uid, st.gid), || {
+                    crate::tmpfs::MemKind::Symlink(target)
+                })?
+            }
+            _ => return Err(Errno::EROFS),
+        };
+        copy.restore_times(
+            ts(st.atime, st.atime_nsec),
+            ts(st.mtime, st.mtime_nsec),
+            ts(st.ctime, st.ctime_nsec),
+        );
+        Ok(copy)
+    }
+
+    /// Whether overlay directory `d` has a lower entry `name`.
+    pub fn ovl_lower_has(&self, d: &OvlDir, depth: usize, name: &[u8]) -> bool {
+        d.lower
+            .as_ref()
+            .is_some_and(|l| self.lookup_child(l, depth, name).is_ok())
+    }
+
+    /// Lists an overlay directory: upper entries over lower ones, minus
+    /// whiteouts.
+    pub fn ovl_list(&self, d: &OvlDir) -> Result<Vec<DirEntry>, Errno> {
+        let mut by_name: std::collections::BTreeMap<Vec<u8>, DirEntry> =
+            std::collections::BTreeMap::new();
+        let upper = upper_walk(&self.upper, &d.path);
+        let opaque = upper.as_ref().is_some_and(|u| u.is_opaque());
+        if let (Some(Node::Host { .. }), false) = (&d.lower, opaque) {
+            let lower = d.lower.as_ref().ok_or(Errno::EIO)?;
+            let loc = Location {
+                chain: vec![(Vec::new(), lower.clone())],
+            };
+            let f = self.open_host(&loc)?;
+            for e in list_dir(lower, Some(&f), None)? {
+                if e.name != b"." && e.name != b".." {
+                    by_name.insert(e.name.clone(), e);
+                }
+            }
+        }
+        if let Some(u) = &upper {
+            for (name, ino, mode) in u.entries_all()? {
+                if mode == WHITEOUT_MODE {
+                    by_name.remove(&name);
+                } else {
+                    by_name.insert(
+                        name.clone(),
+                        DirEntry {
+                            ino,
+                            kind: abi::dt::from_mode(mode),
+                            name,
+                        },
+                    );
+                }
+            }
+        }
+        let mut v = vec![
+            DirEntry {
+                ino: 1,
+                kind: abi::dt::DIR,
+                name: b".".to_vec(),
+            },
+            DirEntry {
+                ino: 1,
+                kind: abi::dt::DIR,
+                name: b"..".to_vec(),
+            },
+        ];
+        v.extend(by_name.into_values());
+        Ok(v)
+    }
+
+    /// Makes this host thread's `Node::Ovl` stats see this file system's
+    /// upper layer.
+    pub fn enter_thread(&self) {
+        OVL_UPPER.with(|u| *u.borrow_mut() = Some(self.upper.clone()));
+    }
+
     /// `statfs` of a host object.
     pub fn statfs_host(&self, node: &Node) -> Result<gofer::proto::StatFs, Errno> {
         match node {
@@ -640,6 +918,7 @@ pub fn list_dir(
         }
         Node::Masked { ino } => Ok(dot(*ino)),
         Node::Proc(p) => fs_proc.ok_or(Errno::EIO)?.list(p),
+        Node::Ovl(_) => Err(Errno::EIO),
         Node::Mem(m) => {
             let mut v = dot(m.ino);
             for (name, ino, mode) in m.entries()? {
@@ -720,3 +999,14 @@ pub fn pipe_stat_like(mode: u32) -> Stat {
         unused: [0; 3],
     }
 }
+
+fn ts(sec: i64, nsec: i64) -> abi::Timespec {
+    abi::Timespec {
+        tv_sec: sec,
+        tv_nsec: nsec,
+    }
+}
+
+/// `st_mode` of an overlay whiteout (a 0/0 character device, as overlayfs
+/// marks deletions).
+pub const WHITEOUT_MODE: u32 = abi::S_IFCHR;

@@ -286,11 +286,17 @@ fn openat(
         Lookup::Found(l) => l,
         Lookup::Missing { parent } => {
             if create && !path.ends_with(b"/") {
-                let Some(dir) = parent.node().mem().cloned() else {
-                    return Err(ro_error(parent.node()));
+                let name = last_component(&path).ok_or(Errno::ENOENT)?;
+                let dir = match parent.node() {
+                    Node::Mem(m) => m.clone(),
+                    Node::Ovl(d) => {
+                        let u = task.kernel.fs.ensure_upper(d)?;
+                        u.clear_whiteout(&name);
+                        u
+                    }
+                    n => return Err(ro_error(n)),
                 };
                 may_write_dir(task, &parent)?;
-                let name = last_component(&path).ok_or(Errno::ENOENT)?;
                 let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
                 let node =
                     dir.create(&name, mode, task.ids, || MemKind::File(Default::default()))?;
@@ -326,12 +332,37 @@ fn openat(
         FileKind::Path
     } else {
         match &node {
+            // Writing a host file below the overlay copies it up.
+            Node::Host { .. } if wants_write && matches!(loc.parent(), Some((Node::Ovl(_), _))) => {
+                let m = task.kernel.fs.copy_up(&loc)?;
+                if flags.contains(OpenFlags::TRUNC) {
+                    m.truncate(0)?;
+                }
+                let mut l = loc.clone();
+                l.pop();
+                let l = child_of(
+                    &l,
+                    last_component(&path).unwrap_or_default(),
+                    Node::Mem(m.clone()),
+                );
+                return install_file(task, FileKind::Mem(m), l, acc, flags);
+            }
             Node::Host { .. } => {
                 if wants_write {
                     return Err(Errno::EROFS);
                 }
                 FileKind::Host(task.kernel.fs.open_host(&loc)?)
             }
+            Node::Ovl(d) if tmpfile => {
+                let upper = task.kernel.fs.ensure_upper(d)?;
+                let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
+                FileKind::Mem(crate::tmpfs::MemInode::unlinked_file(
+                    upper.fs(),
+                    mode,
+                    task.ids,
+                )?)
+            }
+            Node::Ovl(_) => FileKind::SynthDir,
             Node::Dev(d) => FileKind::Dev(*d),
             Node::DevDir | Node::Masked { .. } => {
                 if wants_write {
@@ -389,6 +420,18 @@ fn openat(
             },
         }
     };
+    install_file(task, kind, loc, acc, flags)
+}
+
+/// Installs a new description for an `open` that succeeded.
+fn install_file(
+    task: &mut Task,
+    kind: FileKind,
+    loc: Location,
+    acc: u32,
+    flags: OpenFlags,
+) -> Result<u64, Errno> {
+    let path_only = flags.contains(OpenFlags::PATH);
     let keep = OpenFlags::PATH
         | OpenFlags::APPEND
         | OpenFlags::NONBLOCK
@@ -651,7 +694,11 @@ fn check_access(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let st = loc.node().stat()?;
-    let writable_fs = matches!(loc.node(), Node::Dev(_) | Node::Mem(_));
+    let writable_fs = match loc.node() {
+        Node::Dev(_) | Node::Mem(_) => true,
+        Node::Host { .. } | Node::Ovl(_) => task.kernel.fs.overlay,
+        _ => false,
+    };
     if mode & 2 != 0 && !writable_fs {
         return Err(Errno::EROFS);
     }
@@ -908,7 +955,7 @@ pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_getdents64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
     let count = a[2].min(MAX_RW_COUNT) as usize;
-    let entries = file.dir_entries(&task.kernel.fs.proc)?;
+    let entries = file.dir_entries(&task.kernel.fs)?;
     let entries = entries.as_deref().unwrap_or(&[]);
     let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
     let mut out = Vec::new();
@@ -1045,11 +1092,32 @@ fn entry(task: &Task, dirfd: u64, path_addr: u64, follow: bool) -> Result<Entry,
 
 /// The tmpfs directory an entry's parent is, or the error a read-only or
 /// synthetic parent gives.
-fn mem_dir(e: &Entry) -> Result<&std::sync::Arc<crate::tmpfs::MemInode>, Errno> {
-    e.parent
-        .node()
-        .mem()
-        .ok_or_else(|| ro_error(e.parent.node()))
+fn mem_dir(task: &Task, e: &Entry) -> Result<std::sync::Arc<crate::tmpfs::MemInode>, Errno> {
+    match e.parent.node() {
+        // Writing below an overlay directory copies it up first.
+        Node::Ovl(d) => task.kernel.fs.ensure_upper(d),
+        n => n.mem().cloned().ok_or_else(|| ro_error(n)),
+    }
+}
+
+/// The overlay directory an entry's parent is, if it is one.
+fn ovl_parent(e: &Entry) -> Option<&std::sync::Arc<crate::vfs::OvlDir>> {
+    match e.parent.node() {
+        Node::Ovl(d) => Some(d),
+        _ => None,
+    }
+}
+
+/// The upper-layer object standing for `loc`: itself on tmpfs, a copy-up
+/// of a host file below an overlay directory, the upper half of an
+/// overlay directory; `EROFS` elsewhere.
+fn writable(task: &Task, loc: &Location) -> Result<std::sync::Arc<crate::tmpfs::MemInode>, Errno> {
+    match loc.node() {
+        Node::Mem(m) => Ok(m.clone()),
+        Node::Ovl(d) => task.kernel.fs.ensure_upper(d),
+        Node::Host { .. } => task.kernel.fs.copy_up(loc),
+        n => Err(ro_error(n)),
+    }
 }
 
 fn mkdir(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
@@ -1057,11 +1125,17 @@ fn mkdir(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
-    let dir = mem_dir(&e)?;
+    let dir = mem_dir(task, &e)?;
     may_write_dir(task, &e.parent)?;
     let mode = abi::S_IFDIR | (mode & 0o7777 & !task.fs_ctx().umask);
-    dir.create(&e.name, mode, task.ids, || MemKind::Dir(Default::default()))
-        .map(|_| 0)
+    // Over a deleted lower directory, the new one must not show its
+    // old contents: it is opaque.
+    let replaced = dir.clear_whiteout(&e.name);
+    let d = dir.create(&e.name, mode, task.ids, || MemKind::Dir(Default::default()))?;
+    if replaced {
+        d.set_opaque();
+    }
+    Ok(0)
 }
 
 pub fn sys_mkdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1078,8 +1152,9 @@ fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
-    let dir = mem_dir(&e)?;
+    let dir = mem_dir(task, &e)?;
     may_write_dir(task, &e.parent)?;
+    dir.clear_whiteout(&e.name);
     let perm = mode & 0o7777 & !task.fs_ctx().umask;
     let bus = task.kernel.bus.clone();
     match kind {
@@ -1092,7 +1167,7 @@ fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
         // Device nodes would reach host devices: never in a sandbox.
         abi::S_IFCHR | abi::S_IFBLK => return Err(Errno::EPERM),
         abi::S_IFSOCK => dir.create(&e.name, abi::S_IFSOCK | perm, task.ids, || {
-            MemKind::File(Default::default())
+            MemKind::Socket(std::sync::Weak::new())
         }),
         _ => return Err(Errno::EINVAL),
     }
@@ -1116,8 +1191,9 @@ fn symlink(task: &Task, target: u64, dirfd: u64, path: u64) -> Result<u64, Errno
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
-    let dir = mem_dir(&e)?;
+    let dir = mem_dir(task, &e)?;
     may_write_dir(task, &e.parent)?;
+    dir.clear_whiteout(&e.name);
     dir.create(&e.name, abi::S_IFLNK | 0o777, task.ids, || {
         MemKind::Symlink(target)
     })
@@ -1147,12 +1223,18 @@ fn link(
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
-    let dir = mem_dir(&e)?;
-    let Some(node) = src.node().mem() else {
-        return Err(Errno::EXDEV);
+    let dir = mem_dir(task, &e)?;
+    let node = match src.node() {
+        Node::Mem(m) => m.clone(),
+        // A host file below the overlay is copied up, then linked.
+        Node::Host { .. } if matches!(src.parent(), Some((Node::Ovl(_), _))) => {
+            task.kernel.fs.copy_up(&src)?
+        }
+        _ => return Err(Errno::EXDEV),
     };
     may_write_dir(task, &e.parent)?;
-    dir.link(&e.name, node).map(|()| 0)
+    dir.clear_whiteout(&e.name);
+    dir.link(&e.name, &node).map(|()| 0)
 }
 
 pub fn sys_link(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1185,14 +1267,49 @@ fn unlink(task: &Task, dirfd: u64, path: u64, dir: bool) -> Result<u64, Errno> {
         return Err(Errno::ENOTDIR);
     }
     // A read-only parent refuses before the name is even looked at.
-    let parent = mem_dir(&e)?;
+    match e.parent.node() {
+        Node::Ovl(_) if !task.kernel.fs.overlay => return Err(Errno::EROFS),
+        Node::Ovl(_) | Node::Mem(_) => {}
+        n => return Err(ro_error(n)),
+    }
     let Some(existing) = &e.existing else {
         return Err(Errno::ENOENT);
     };
+    if let Some(d) = ovl_parent(&e) {
+        let depth = d.path.len();
+        let in_lower = task.kernel.fs.ovl_lower_has(d, depth, &e.name);
+        match existing.node() {
+            Node::Ovl(sub) => {
+                if !dir {
+                    return Err(Errno::EISDIR);
+                }
+                if task.kernel.fs.ovl_list(sub)?.len() > 2 {
+                    return Err(Errno::ENOTEMPTY);
+                }
+            }
+            Node::Mem(m) if m.is_dir() && !dir => return Err(Errno::EISDIR),
+            Node::Mem(m) if !m.is_dir() && dir => return Err(Errno::ENOTDIR),
+            Node::Host { .. } if dir != existing.node().is_dir() => {
+                return Err(if dir { Errno::ENOTDIR } else { Errno::EISDIR })
+            }
+            Node::Host { .. } | Node::Mem(_) => {}
+            _ => return Err(Errno::EBUSY),
+        }
+        may_write_dir(task, &e.parent)?;
+        let upper = task.kernel.fs.ensure_upper(d)?;
+        if in_lower {
+            // Hide the host's entry.
+            upper.whiteout(&e.name)?;
+        } else {
+            upper.unlink_any(&e.name)?;
+        }
+        return Ok(0);
+    }
     if existing.node().mem().is_none() {
         // A mount point (the root of a tmpfs) cannot be removed.
         return Err(Errno::EBUSY);
     }
+    let parent = mem_dir(task, &e)?;
     may_write_dir(task, &e.parent)?;
     parent.unlink(&e.name, dir).map(|()| 0)
 }
@@ -1215,7 +1332,7 @@ pub fn sys_unlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// Which "mount" a location is on (rename across them is `EXDEV`).
 fn mount_of(loc: &Location) -> u64 {
     match loc.node() {
-        Node::Host { .. } => 0,
+        Node::Host { .. } | Node::Ovl(_) => 0,
         Node::DevDir | Node::Dev(_) => 1,
         Node::Masked { .. } => 2,
         Node::Proc(_) => 3,
@@ -1236,11 +1353,31 @@ fn rename(
     if mount_of(&from.parent) != mount_of(&to.parent) {
         return Err(Errno::EXDEV);
     }
-    let src_dir = mem_dir(&from)?;
-    let dst_dir = mem_dir(&to)?;
+    match from.parent.node() {
+        Node::Ovl(_) if !task.kernel.fs.overlay => return Err(Errno::EROFS),
+        Node::Ovl(_) | Node::Mem(_) => {}
+        n => return Err(ro_error(n)),
+    }
     let Some(src) = &from.existing else {
         return Err(Errno::ENOENT);
     };
+    // Overlay: a host directory cannot move (overlayfs without
+    // redirect_dir answers EXDEV and tools copy instead); a host file is
+    // copied up first; the old name is whited out if the host has it.
+    let mut hide_old = false;
+    if let Some(d) = ovl_parent(&from) {
+        match src.node() {
+            Node::Ovl(sub) if sub.lower.is_some() => return Err(Errno::EXDEV),
+            Node::Host { .. } => {
+                task.kernel.fs.copy_up(src)?;
+            }
+            _ => {}
+        }
+        hide_old = task.kernel.fs.ovl_lower_has(d, d.path.len(), &from.name);
+    }
+    let src_dir = mem_dir(task, &from)?;
+    let dst_dir = mem_dir(task, &to)?;
+    dst_dir.clear_whiteout(&to.name);
     if from.name == b"." || from.name == b".." || to.name == b"." || to.name == b".." {
         return Err(Errno::EBUSY);
     }
@@ -1252,7 +1389,11 @@ fn rename(
     }
     may_write_dir(task, &from.parent)?;
     may_write_dir(task, &to.parent)?;
-    crate::tmpfs::rename(src_dir, &from.name, dst_dir, &to.name, flags).map(|()| 0)
+    crate::tmpfs::rename(&src_dir, &from.name, &dst_dir, &to.name, flags)?;
+    if hide_old && flags & 2 == 0 {
+        src_dir.whiteout(&from.name)?;
+    }
+    Ok(0)
 }
 
 pub fn sys_rename(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1307,18 +1448,14 @@ fn owner_check(task: &Task, m: &crate::tmpfs::MemInode) -> Result<(), Errno> {
 }
 
 fn chmod_loc(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
-    let Some(m) = loc.node().mem() else {
-        return Err(ro_error(loc.node()));
-    };
+    let m = &writable(task, loc)?;
     owner_check(task, m)?;
     m.set_mode(mode);
     Ok(0)
 }
 
 fn chown_loc(task: &Task, loc: &Location, uid: u32, gid: u32) -> Result<u64, Errno> {
-    let Some(m) = loc.node().mem() else {
-        return Err(ro_error(loc.node()));
-    };
+    let m = &writable(task, loc)?;
     if task.ids.0 != 0
         && (uid != u32::MAX && uid != m.meta().uid || gid != u32::MAX && gid != task.ids.1)
     {
@@ -1415,9 +1552,7 @@ const UTIME_NOW: i64 = (1 << 30) - 1;
 const UTIME_OMIT: i64 = (1 << 30) - 2;
 
 fn set_times(task: &Task, loc: &Location, times: Option<[abi::Timespec; 2]>) -> Result<u64, Errno> {
-    let Some(m) = loc.node().mem() else {
-        return Err(ro_error(loc.node()));
-    };
+    let m = &writable(task, loc)?;
     let now = crate::host::clock_gettime(libc::CLOCK_REALTIME)?;
     let pick = |t: abi::Timespec| -> Result<Option<abi::Timespec>, Errno> {
         match t.tv_nsec {
@@ -1528,10 +1663,8 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if loc.node().is_dir() {
         return Err(Errno::EISDIR);
     }
-    let Some(m) = loc.node().mem() else {
-        return Err(ro_error(loc.node()));
-    };
     check_access(task, &loc, 2)?;
+    let m = writable(task, &loc)?;
     m.truncate(a[1]).map(|()| 0)
 }
 
@@ -1556,6 +1689,17 @@ pub fn sys_umask(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Errno> {
     let mut s = abi::Statfs::new_zeroed();
+    let lower;
+    let node = match node {
+        Node::Ovl(d) => match &d.lower {
+            Some(l) => {
+                lower = l.clone();
+                &lower
+            }
+            None => node,
+        },
+        n => n,
+    };
     match node {
         Node::Host { .. } => {
             let h = fs.statfs_host(node)?;
@@ -1659,17 +1803,31 @@ pub fn sys_flistxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     task.fds().file(a[0] as i32 as i64).map(|_| 0)
 }
 
+/// Setting an extended attribute: the writable file systems (tmpfs, the
+/// overlay) do not store them yet (`EOPNOTSUPP`, which tools treat as "no
+/// xattr support"); read-only ones say `EROFS`.
+fn set_xattr_error(task: &Task, node: &Node) -> Errno {
+    match node {
+        Node::Mem(_) => Errno::EOPNOTSUPP,
+        Node::Host { .. } | Node::Ovl(_) if task.kernel.fs.overlay => Errno::EOPNOTSUPP,
+        n => ro_error(n),
+    }
+}
+
 pub fn sys_setxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let loc = xattr_target(task, a[0], true)?;
-    Err(ro_error(loc.node()))
+    Err(set_xattr_error(task, loc.node()))
 }
 
 pub fn sys_lsetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let loc = xattr_target(task, a[0], false)?;
-    Err(ro_error(loc.node()))
+    Err(set_xattr_error(task, loc.node()))
 }
 
 pub fn sys_fsetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    Err(file.node().map_or(Errno::EBADF, ro_error))
+    Err(match file.node() {
+        Some(n) => set_xattr_error(task, n),
+        None => Errno::EOPNOTSUPP,
+    })
 }

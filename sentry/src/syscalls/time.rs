@@ -20,9 +20,19 @@ fn clock_arg(id: u64) -> Result<i32, Errno> {
     }
 }
 
+/// The time on `clock` as the guest sees it: from the vDSO's time page when
+/// it covers the clock (so a call through the vDSO and one that traps
+/// agree and never go backwards relative to each other), else the host's.
+fn now(task: &Task, clock: i32) -> Result<Timespec, Errno> {
+    if let Some(ts) = task.kernel.timekeeper.now(clock) {
+        return Ok(ts);
+    }
+    Ok(host::clock_gettime(clock)?)
+}
+
 pub fn sys_clock_gettime(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let clock = clock_arg(a[0])?;
-    let ts = host::clock_gettime(clock)?;
+    let ts = now(task, clock)?;
     task.mm().write_obj(a[1], &ts).map(|()| 0)
 }
 
@@ -37,7 +47,7 @@ pub fn sys_clock_getres(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_gettimeofday(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[0] != 0 {
-        let ts = host::clock_gettime(libc::CLOCK_REALTIME)?;
+        let ts = now(task, libc::CLOCK_REALTIME)?;
         task.mm().write_obj(
             a[0],
             &Timeval {
@@ -53,7 +63,7 @@ pub fn sys_gettimeofday(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_time(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let ts = host::clock_gettime(libc::CLOCK_REALTIME)?;
+    let ts = now(task, libc::CLOCK_REALTIME)?;
     if a[0] != 0 {
         task.mm().write_obj(a[0], &ts.tv_sec)?;
     }
