@@ -81,6 +81,11 @@ impl EventFd {
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Relaxed)
     }
+
+    /// The counter's value (`/proc/[pid]/fdinfo`).
+    pub fn count(&self) -> u64 {
+        *lock(&self.counter)
+    }
 }
 
 /// A `timerfd`: a timer of the sandbox's timer service counting
@@ -169,6 +174,13 @@ impl Epoll {
         events: u32,
         data: u64,
     ) -> Result<(), Errno> {
+        if let (EPOLL_CTL_ADD, crate::file::FileKind::Epoll(inner)) = (op, &file.kind) {
+            // No cycles, and no deeper nesting than Linux allows (checked
+            // before taking this instance's lock).
+            if inner.reaches(self, 0) {
+                return Err(Errno::ELOOP);
+            }
+        }
         let mut map = lock(&self.interests);
         // Drop interests whose files are gone.
         map.retain(|_, i| i.file.strong_count() > 0);
@@ -249,6 +261,25 @@ impl Epoll {
             out.push((ready as u16 as u32, i.data));
         }
         out
+    }
+
+    /// Whether `target` is this instance or is watched by it, directly or
+    /// through nested instances; chains deeper than Linux's limit count as
+    /// loops too.
+    fn reaches(&self, target: &Epoll, depth: u32) -> bool {
+        const MAX_NESTS: u32 = 4;
+        if std::ptr::eq(self, target) || depth > MAX_NESTS {
+            return true;
+        }
+        let nested: Vec<Arc<FileDescription>> = lock(&self.interests)
+            .values()
+            .filter_map(|i| i.file.upgrade())
+            .filter(|f| matches!(f.kind, crate::file::FileKind::Epoll(_)))
+            .collect();
+        nested.iter().any(|f| match &f.kind {
+            crate::file::FileKind::Epoll(e) => e.reaches(target, depth + 1),
+            _ => false,
+        })
     }
 
     /// Whether any interest is ready, without changing state.

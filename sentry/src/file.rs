@@ -432,7 +432,7 @@ impl FileDescription {
     /// changed (edge-triggered epoll).
     pub fn event_generation(&self) -> u64 {
         match &self.kind {
-            FileKind::Pipe(end) => end.pipe.generation(),
+            FileKind::Pipe(end) => end.pipe.generation(end.reader),
             FileKind::EventFd(e) => e.generation(),
             FileKind::Inet(s) => {
                 let r = s.sock.readiness().unwrap_or_default();
@@ -820,8 +820,18 @@ fn signalfd_siginfo(info: &abi::SigInfo) -> [u8; 128] {
     w32(&mut b, 0, info.signo as u32);
     w32(&mut b, 4, info.errno as u32);
     w32(&mut b, 8, info.code as u32);
-    w32(&mut b, 12, info.fields[0] as u32); // ssi_pid
-    w32(&mut b, 16, (info.fields[0] >> 32) as u32); // ssi_uid
+    if info.code == crate::task::si::TIMER {
+        w32(&mut b, 24, info.fields[0] as u32); // ssi_tid (timer id)
+        w32(&mut b, 32, (info.fields[0] >> 32) as u32); // ssi_overrun
+    } else {
+        w32(&mut b, 12, info.fields[0] as u32); // ssi_pid
+        w32(&mut b, 16, (info.fields[0] >> 32) as u32); // ssi_uid
+    }
+    if info.code < 0 {
+        // Queued and timer signals carry the sender's `sigval`.
+        w32(&mut b, 44, info.fields[1] as u32); // ssi_int
+        b[48..56].copy_from_slice(&info.fields[1].to_ne_bytes()); // ssi_ptr
+    }
     if info.signo == abi::signal::SIGCHLD {
         w32(&mut b, 40, info.fields[1] as u32); // ssi_status
     }

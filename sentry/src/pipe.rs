@@ -22,13 +22,62 @@ pub struct Pipe {
     inner: Mutex<Inner>,
     bus: Arc<EventBus>,
     generation: std::sync::atomic::AtomicU64,
+    drained: std::sync::atomic::AtomicU64,
 }
 
 struct Inner {
     buf: VecDeque<u8>,
+    /// bytes in each page-sized buffer, oldest first (Linux's pipe slots:
+    /// a slot frees only when read empty, and room is counted in slots)
+    slots: VecDeque<usize>,
     capacity: usize,
     readers: usize,
     writers: usize,
+}
+
+/// Size of one pipe buffer (a page).
+const SLOT: usize = 4096;
+
+impl Inner {
+    /// Takes room for a write the way Linux does and returns how many of
+    /// the `remaining` bytes fit now: at the start of a write, its last
+    /// partial page may join the newest buffer if it fits there; the rest
+    /// goes into fresh page buffers while free slots last. A write of at
+    /// most `PIPE_BUF` bytes thus goes in whole or not at all.
+    fn fill(&mut self, total_len: usize, remaining: usize, first: bool) -> usize {
+        let mut taken = 0;
+        let tail = total_len % SLOT;
+        if first && tail != 0 {
+            if let Some(last) = self.slots.back_mut() {
+                if *last + tail <= SLOT {
+                    *last += tail;
+                    taken = tail;
+                }
+            }
+        }
+        while taken < remaining && self.slots.len() < self.capacity / SLOT {
+            let n = (remaining - taken).min(SLOT);
+            self.slots.push_back(n);
+            taken += n;
+        }
+        debug_assert!(total_len > PIPE_BUF || taken == 0 || taken == remaining);
+        taken
+    }
+
+    /// Accounts for `n` bytes read from the front.
+    fn consume(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some(front) = self.slots.front_mut() else {
+                return;
+            };
+            let k = n.min(*front);
+            *front -= k;
+            n -= k;
+            if *front == 0 {
+                self.slots.pop_front();
+            }
+        }
+    }
 }
 
 impl fmt::Debug for Pipe {
@@ -59,12 +108,14 @@ impl Pipe {
         Arc::new(Pipe {
             inner: Mutex::new(Inner {
                 buf: VecDeque::new(),
+                slots: VecDeque::new(),
                 capacity: DEFAULT_CAPACITY,
                 readers: 1,
                 writers: 1,
             }),
             bus,
             generation: Default::default(),
+            drained: Default::default(),
         })
     }
 
@@ -96,12 +147,36 @@ impl Pipe {
         }
     }
 
-    /// Changes on every transfer and close (edge-triggered epoll).
-    pub fn generation(&self) -> u64 {
-        self.generation.load(std::sync::atomic::Ordering::Relaxed)
+    /// Edge-triggered epoll's view of the pipe from one end: for the read
+    /// end it changes when data arrives (or an end closes), for the write
+    /// end when room is made (or an end closes).
+    pub fn generation(&self, reader: bool) -> u64 {
+        let g = self.generation.load(std::sync::atomic::Ordering::Relaxed);
+        let d = self.drained.load(std::sync::atomic::Ordering::Relaxed);
+        if reader {
+            g
+        } else {
+            d
+        }
     }
 
     fn bump(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.drained
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.bus.notify();
+    }
+
+    /// After a read: only writers see an edge.
+    fn bump_drained(&self) {
+        self.drained
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.bus.notify();
+    }
+
+    /// After a write: only readers see an edge.
+    fn bump_filled(&self) {
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.bus.notify();
@@ -134,6 +209,7 @@ impl Pipe {
                     std::ptr::copy_nonoverlapping(back.as_ptr(), b.ptr.add(a), n - a);
                 }
                 i.buf.drain(..n);
+                i.consume(n);
                 total += n;
                 if n < b.len || i.buf.is_empty() {
                     break;
@@ -141,7 +217,7 @@ impl Pipe {
             }
             total
         };
-        self.bump();
+        self.bump_drained();
         Ok(Attempt::Done(total as u64))
     }
 
@@ -154,10 +230,9 @@ impl Pipe {
             if i.readers == 0 {
                 return Err(Errno::EPIPE);
             }
-            let room = i.capacity.saturating_sub(i.buf.len());
             let remaining = total_len - already as usize;
-            // Writes of at most PIPE_BUF bytes go in whole or not at all.
-            if room == 0 || (total_len <= PIPE_BUF && room < remaining) {
+            let room = i.fill(total_len, remaining, already == 0);
+            if room == 0 {
                 return Ok(Attempt::WouldBlock);
             }
             let mut skip = already as usize;
@@ -179,7 +254,7 @@ impl Pipe {
             }
             moved
         };
-        self.bump();
+        self.bump_filled();
         Ok(Attempt::Done(moved as u64))
     }
 
@@ -193,7 +268,7 @@ impl Pipe {
         let i = self.lock();
         (
             !i.buf.is_empty(),
-            i.buf.len() < i.capacity,
+            i.slots.len() < i.capacity / SLOT,
             i.writers == 0,
             i.readers == 0,
         )
@@ -212,7 +287,7 @@ impl Pipe {
         }
         let size = (want as usize).max(4096).next_power_of_two();
         let mut i = self.lock();
-        if i.buf.len() > size {
+        if i.slots.len() > size / SLOT {
             return Err(Errno::EBUSY);
         }
         i.capacity = size;

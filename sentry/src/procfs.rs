@@ -215,13 +215,12 @@ impl ProcFs {
                 if *info {
                     let pos = *file.pos.lock().unwrap_or_else(|e| e.into_inner());
                     let flags = file.flags() | if cloexec { 0o2000000 } else { 0 };
-                    return Ok(ProcNode::File(
-                        ino,
-                        Arc::new(
-                            format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t1\nino:\t0\n")
-                                .into_bytes(),
-                        ),
-                    ));
+                    let mut text =
+                        format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t1\nino:\t0\n");
+                    if let crate::file::FileKind::EventFd(e) = &file.kind {
+                        text += &format!("eventfd-count: {:16x}\n", e.count());
+                    }
+                    return Ok(ProcNode::File(ino, Arc::new(text.into_bytes())));
                 }
                 Ok(ProcNode::FdLink(ino, file.clone(), link_name(&file)))
             }
@@ -276,7 +275,7 @@ impl ProcFs {
             "root" => Ok(ProcNode::Link(ino, b"/".to_vec())),
             "cmdline" => file(st.info.cmdline.clone()),
             "environ" => file(st.info.environ.clone()),
-            "comm" => file(format!("{}\n", comm(&st.info.exe)).into_bytes()),
+            "comm" => file(format!("{}\n", st.info.comm).into_bytes()),
             "stat" => {
                 drop(st);
                 file(self.pid_stat(&p, tid)?.into_bytes())
@@ -335,7 +334,7 @@ impl ProcFs {
             .duration_since(*self.started.get().unwrap_or(&st.started))
             .as_secs_f64()
             * 100.0) as u64;
-        let name = comm(&st.info.exe);
+        let name = st.info.comm.clone();
         drop(st);
         let (vm, rss) = self.vm_pages(p);
         let id = tid.unwrap_or(p.pid);
@@ -375,7 +374,7 @@ impl ProcFs {
             })
             .unwrap_or((0, 0));
         let (name, ppid, nthreads, shd) = (
-            comm(&st.info.exe),
+            st.info.comm.clone(),
             st.ppid,
             st.threads.len().max(1),
             st.pending.bits,
@@ -651,15 +650,6 @@ fn stdio_name(fd: i32) -> Vec<u8> {
         abi::S_IFCHR => b"/dev/tty".to_vec(),
         _ => b"/dev/stdin".to_vec(),
     }
-}
-
-fn comm(exe: &str) -> String {
-    exe.rsplit('/')
-        .next()
-        .unwrap_or_default()
-        .chars()
-        .take(15)
-        .collect()
 }
 
 fn uuid() -> String {

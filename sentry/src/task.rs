@@ -70,6 +70,8 @@ pub mod si {
     pub const KERNEL: i32 = 0x80;
     /// sent by `tkill`/`tgkill`
     pub const TKILL: i32 = -6;
+    /// sent by a POSIX timer
+    pub const TIMER: i32 = -2;
     /// child exited
     pub const CLD_EXITED: i32 = 1;
     /// child killed
@@ -139,6 +141,21 @@ impl Default for SigQueue {
 impl SigQueue {
     /// Marks `sig` pending with `info`.
     pub fn enqueue(&mut self, sig: i32, info: SigInfo) {
+        if info.code == si::TIMER {
+            // A timer whose last signal is still pending does not queue
+            // another: the expiry counts as an overrun of the pending one.
+            let id = info.fields[0] as u32;
+            let missed = (info.fields[0] >> 32) + 1;
+            let q = &mut self.info[sig as usize - 1];
+            if let Some(p) = q
+                .iter_mut()
+                .find(|p| p.code == si::TIMER && p.fields[0] as u32 == id)
+            {
+                let overrun = ((p.fields[0] >> 32) + missed).min(i32::MAX as u64);
+                p.fields[0] = u64::from(id) | (overrun << 32);
+                return;
+            }
+        }
         if sig >= SIGRTMIN {
             if self.info.iter().map(|q| q.len()).sum::<usize>() < MAX_QUEUED {
                 self.info[sig as usize - 1].push_back(info);
@@ -196,6 +213,9 @@ pub struct ProcessState {
     pub wait_report: Option<Option<i32>>,
     /// a `vfork` parent may go on (the child exec'd or exited)
     pub vfork_done: bool,
+    /// the process has called `execve` (its parent may no longer move it
+    /// to another group)
+    pub did_exec: bool,
     /// when the process started
     pub started: std::time::Instant,
     /// `ITIMER_REAL`, `ITIMER_VIRTUAL`, `ITIMER_PROF` in the timer service
@@ -218,6 +238,8 @@ pub struct ProcInfo {
     pub cmdline: Vec<u8>,
     /// `envp` joined by NULs
     pub environ: Vec<u8>,
+    /// the leader thread's name (`prctl(PR_SET_NAME)`, `comm`)
+    pub comm: String,
     /// address space
     pub mm: std::sync::Weak<Mutex<MemoryManager>>,
     /// descriptor table
@@ -247,6 +269,7 @@ impl ProcessState {
             stopped: None,
             wait_report: None,
             vfork_done: false,
+            did_exec: false,
             started: std::time::Instant::now(),
             itimers: [None; 3],
             posix_timers: Default::default(),
@@ -394,6 +417,9 @@ pub struct ThreadState {
     pub pending: SigQueue,
     /// the thread must exit on its own (another thread is in `execve`)
     pub exit_now: bool,
+    /// CPUs the thread may run on (`sched_setaffinity`), bit per CPU;
+    /// 0 means all of them
+    pub affinity: u64,
 }
 
 /// A guest thread as other threads see it.
@@ -689,6 +715,9 @@ impl Task {
         p.info.fds = Arc::downgrade(&self.fds);
         p.info.fs = Arc::downgrade(&self.fs);
         p.info.exe = self.exe.clone();
+        if self.tid() == self.pid() {
+            p.info.comm = String::from_utf8_lossy(&self.comm).into_owned();
+        }
     }
 
     fn run(&mut self) -> Result<ExitStatus, platform::Error> {
@@ -840,7 +869,9 @@ impl Task {
                         new_mask |= bit(sig);
                     }
                     if action.flags & sa::RESETHAND != 0 {
-                        p.actions[sig as usize - 1] = KSigaction::new_zeroed();
+                        // One-shot: back to the default action; the flags
+                        // and mask stay as they were.
+                        p.actions[sig as usize - 1].handler = SIG_DFL;
                     }
                     t.mask = new_mask & !UNBLOCKABLE;
                     drop(t);

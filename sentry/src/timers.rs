@@ -157,6 +157,7 @@ impl TimerService {
                 let mut next = None;
                 if e.interval.is_zero() {
                     e.deadline = None;
+                    e.overrun = 0;
                 } else {
                     // Expirations missed while late count as overruns.
                     let mut n = d + e.interval;
@@ -172,7 +173,7 @@ impl TimerService {
                         c.fetch_add(missed, Ordering::Relaxed);
                     }
                 }
-                due.push(e.target.clone());
+                due.push((e.target.clone(), e.overrun));
                 if let Some(n) = next {
                     i.heap.push(Reverse((n, id, g)));
                 }
@@ -180,8 +181,8 @@ impl TimerService {
             if !due.is_empty() {
                 drop(i);
                 let Some(k) = kernel.upgrade() else { return };
-                for t in due {
-                    fire(&k, t);
+                for (t, overrun) in due {
+                    fire(&k, t, overrun);
                 }
                 k.bus.notify();
                 drop(k);
@@ -206,7 +207,7 @@ impl TimerService {
     }
 }
 
-fn fire(kernel: &Kernel, target: Target) {
+fn fire(kernel: &Kernel, target: Target, overrun: u64) {
     match target {
         Target::Counter(c) => {
             c.fetch_add(1, Ordering::Relaxed);
@@ -221,7 +222,8 @@ fn fire(kernel: &Kernel, target: Target) {
                 let mut info = crate::task::user_info(sig, 0, 0, code);
                 if let Some((tid, value)) = timer {
                     // SI_TIMER layout: si_tid (int), si_overrun (int), si_value.
-                    info.fields[0] = tid as u32 as u64;
+                    let overrun = overrun.min(i32::MAX as u64);
+                    info.fields[0] = tid as u32 as u64 | (overrun << 32);
                     info.fields[1] = value;
                 }
                 p.send_signal(kernel, sig, info);

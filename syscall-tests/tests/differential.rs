@@ -123,6 +123,31 @@ guests! {
     execve_env,
     execve_errors => 3,
     execve_state,
+    // signals in depth (issue 3 point 3)
+    sig_siginfo,
+    sig_restart,
+    sig_flags => 128 + 12,
+    sig_altstack_overflow,
+    sig_fault_info,
+    sigsuspend_wait,
+    sigchld_waitid,
+    stop_cont,
+    // processes, threads and waiting (issue 3 points 1, 4, 8)
+    pgrp_session,
+    futex_wake,
+    robust_mutex,
+    thread_execve,
+    fork_threads,
+    posix_timer,
+    clock_abstime,
+    // descriptors between processes (issue 3 point 5)
+    pipe_caps,
+    dup_range,
+    poll_select,
+    epoll_modes,
+    eventfd_sem,
+    timerfd_periodic,
+    signalfd_read,
 }
 
 #[test]

@@ -140,6 +140,8 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             p
         };
         let thread = Thread::new(id, proc_.clone(), mask);
+        let affinity = task.thread.state().affinity;
+        thread.state().affinity = affinity;
         proc_.state().threads.push(thread.clone());
         procs.threads.insert(id, thread.clone());
         (proc_, thread)
@@ -249,7 +251,12 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         // The parent sleeps until the child execs or exits.
         let bus = kernel.bus.clone();
         let mut g = bus.lock();
-        while !proc_.state().vfork_done && task.proc_.state().group_exit.is_none() {
+        loop {
+            // One process lock at a time.
+            let done = proc_.state().vfork_done;
+            if done || task.proc_.state().group_exit.is_some() {
+                break;
+            }
             g = bus.wait(g, None);
         }
     }

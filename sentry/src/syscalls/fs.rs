@@ -525,10 +525,13 @@ fn stat_path(task: &Task, dirfd: u64, path_addr: u64, flags: u32) -> Result<Stat
         return task.fds().file(dirfd as i32 as i64)?.stat();
     }
     let start = dir_arg(task, dirfd, &path)?;
-    let loc = task
-        .kernel
-        .fs
-        .resolve(&start, &path, flags & AT_SYMLINK_NOFOLLOW == 0)?;
+    let follow = flags & AT_SYMLINK_NOFOLLOW == 0;
+    let loc = task.kernel.fs.resolve(&start, &path, follow)?;
+    // A followed /proc/[pid]/fd/N of an object with no path (a pipe, a
+    // socket) is the object itself.
+    if let (true, Node::Proc(crate::procfs::ProcNode::FdLink(_, file, _))) = (follow, loc.node()) {
+        return file.stat();
+    }
     loc.node().stat()
 }
 

@@ -242,6 +242,12 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::CLOCK_NANOSLEEP, time::sys_clock_nanosleep, Full),
     (nr::EXIT_GROUP, process::sys_exit_group, Full),
     (nr::TGKILL, signal::sys_tgkill, Partial),
+    (nr::RT_SIGQUEUEINFO, signal::sys_rt_sigqueueinfo, Partial),
+    (
+        nr::RT_TGSIGQUEUEINFO,
+        signal::sys_rt_tgsigqueueinfo,
+        Partial,
+    ),
     (nr::UTIMES, fs::sys_utimes, Full),
     (nr::OPENAT, fs::sys_openat, Full),
     (nr::MKDIRAT, fs::sys_mkdirat, Full),

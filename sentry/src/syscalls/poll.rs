@@ -242,15 +242,29 @@ pub fn sys_pselect6(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     };
     // The sixth argument points at { const sigset_t *ss; size_t ss_len; }.
     let (mask_addr, size) = if a[5] != 0 {
-        (
-            task.mm().read_obj::<u64>(a[5])?,
-            task.mm().read_obj::<u64>(a[5] + 8)?,
-        )
+        let pair: [u64; 2] = task.mm().read_obj(a[5])?;
+        (pair[0], pair[1])
     } else {
         (0, 8)
     };
     let (nfds, sets) = (a[0], [a[1], a[2], a[3]]);
-    with_mask(task, mask_addr, size, |t| {
+    let r = with_mask(task, mask_addr, size, |t| {
         do_select(t, nfds, sets, deadline)
-    })
+    });
+    // Like Linux, the time left goes back to the caller (glibc's `select`
+    // is built on this call and relies on it).
+    if let Some(d) = deadline {
+        let left = d.saturating_duration_since(Instant::now());
+        let ts = Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        if r.as_ref().is_err_and(|e| e.is_restart()) {
+            // An interrupted call restarts with what is left.
+            let _ = task.mm().write_obj(a[4], &ts);
+        } else if r.is_ok() {
+            task.mm().write_obj(a[4], &ts)?;
+        }
+    }
+    r
 }

@@ -77,6 +77,9 @@ pub fn sys_setpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         if st.sid != my_sid {
             return Err(Errno::EPERM);
         }
+        if st.did_exec {
+            return Err(Errno::EACCES);
+        }
     }
     let pgid = if pgid == 0 { t.pid } else { pgid };
     {
@@ -440,8 +443,11 @@ pub fn sys_sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         return Err(Errno::EINVAL);
     }
     let mut mask = vec![0u8; need];
+    let allowed = task.thread.state().affinity;
     for c in 0..cpus {
-        mask[c / 8] |= 1 << (c % 8);
+        if allowed == 0 || (c < 64 && allowed & (1 << c) != 0) {
+            mask[c / 8] |= 1 << (c % 8);
+        }
     }
     task.mm().copy_out(a[2], &mask)?;
     Ok(need as u64)
@@ -453,9 +459,23 @@ pub fn sys_sched_setaffinity(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
     }
     let mut b = vec![0u8; (a[1] as usize).min(128)];
     task.mm().copy_in(a[2], &mut b)?;
-    if b.iter().all(|&x| x == 0) {
+    // Only the sandbox's CPUs count; a mask without any of them is invalid.
+    let cpus = task.kernel.cpus.clamp(1, 64);
+    let mut want = 0u64;
+    for c in 0..cpus.min(b.len() * 8) {
+        if b[c / 8] & (1 << (c % 8)) != 0 {
+            want |= 1 << c;
+        }
+    }
+    if want == 0 {
         return Err(Errno::EINVAL);
     }
+    let all = if cpus == 64 {
+        u64::MAX
+    } else {
+        (1 << cpus) - 1
+    };
+    task.thread.state().affinity = if want == all { 0 } else { want };
     Ok(0)
 }
 
@@ -601,14 +621,21 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const PR_SET_NO_NEW_PRIVS: u64 = 38;
     match a[0] {
         PR_SET_NAME => {
-            let mut name = [0u8; 16];
-            task.mm().copy_in(a[1], &mut name[..15]).or_else(|_| {
-                task.mm()
-                    .read_cstr(a[1], 15)
-                    .map(|s| name[..s.len()].copy_from_slice(&s))
-            })?;
-            let n = name.iter().position(|&b| b == 0).unwrap_or(15);
-            task.comm = name[..n].to_vec();
+            // The name may end before a page that is not mapped.
+            let name = task.mm().read_cstr(a[1], 15);
+            let name = match name {
+                Ok(n) => n,
+                Err(Errno::ENAMETOOLONG) => {
+                    let mut b = vec![0u8; 15];
+                    task.mm().copy_in(a[1], &mut b)?;
+                    b
+                }
+                Err(e) => return Err(e),
+            };
+            task.comm = name;
+            if task.tid() == task.pid() {
+                task.publish_info();
+            }
             Ok(0)
         }
         PR_GET_NAME => {
@@ -794,6 +821,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             {
                 let mut st = task.proc_.state();
                 st.reset_actions_for_exec();
+                st.did_exec = true;
                 for (_, (id, _)) in std::mem::take(&mut st.posix_timers) {
                     kernel.timers.delete(id);
                 }
@@ -849,6 +877,8 @@ fn kill_other_threads(task: &mut Task) {
     if task.tid() != pid {
         let mask = task.sigmask();
         let new = crate::task::Thread::new(pid, task.proc_.clone(), mask);
+        let affinity = task.thread.state().affinity;
+        new.state().affinity = affinity;
         let old_tid = task.tid();
         {
             let mut st = task.proc_.state();
