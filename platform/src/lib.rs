@@ -255,6 +255,12 @@ pub trait AddressSpace: Send + Sync + fmt::Debug {
 
     /// For the platform's own downcasts in [`Context::switch`].
     fn as_any(&self) -> &dyn Any;
+
+    /// CPU time guest code has used in this address space so far, when
+    /// the platform can tell (`getrusage`, `times`, `wait4`).
+    fn cpu_time(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// One guest thread's execution context.

@@ -16,6 +16,8 @@ use crate::task::Task;
 struct Waiter {
     woken: AtomicBool,
     bitset: u32,
+    /// the waiting thread, for PI futexes (ownership passes to it)
+    tid: u32,
 }
 
 /// The sandbox's futex wait queues.
@@ -60,6 +62,7 @@ pub fn wait(
     let me = Arc::new(Waiter {
         woken: AtomicBool::new(false),
         bitset,
+        tid: 0,
     });
     {
         let mut q = table.lock();
@@ -247,6 +250,13 @@ pub fn exit_robust_list(task: &Task) {
         }
         if cur & FUTEX_WAITERS != 0 {
             let _ = wake(task, addr, 1, u32::MAX);
+            // A PI waiter finds the word free (owner died) and takes it.
+            if let Ok((key, _)) = word(task, addr) {
+                let woken = wake_key(&mut task.kernel.futexes.lock(), key | PI_KEY, 1, u32::MAX);
+                if woken > 0 {
+                    task.kernel.bus.notify();
+                }
+            }
         }
     };
     let mut entry = read(head).unwrap_or(head);
@@ -262,4 +272,129 @@ pub fn exit_robust_list(task: &Task) {
     if pending != 0 {
         handle(pending);
     }
+}
+
+/// PI futex waiters queue apart from plain ones on the same word (memory
+/// file offsets never reach this bit).
+const PI_KEY: u64 = 1 << 63;
+
+/// `FUTEX_LOCK_PI` / `FUTEX_TRYLOCK_PI`: takes the lock word for the
+/// caller (its TID), or queues until the owner hands it over. Ownership
+/// follows Linux (TID, `FUTEX_WAITERS`, `FUTEX_OWNER_DIED`); the Sentry does
+/// not boost priorities, which it does not model.
+pub fn lock_pi(
+    task: &Task,
+    addr: u64,
+    deadline: Option<Instant>,
+    try_only: bool,
+) -> Result<u64, Errno> {
+    let (key, w) = word(task, addr)?;
+    let key = key | PI_KEY;
+    let tid = task.tid() as u32;
+    let table = &task.kernel.futexes;
+    let me = Arc::new(Waiter {
+        woken: AtomicBool::new(false),
+        bitset: u32::MAX,
+        tid,
+    });
+    loop {
+        {
+            let mut q = table.lock();
+            let cur = w.load(Ordering::SeqCst);
+            let owner = cur & FUTEX_TID_MASK;
+            if owner == tid {
+                return Err(Errno::EDEADLK);
+            }
+            if owner == 0 {
+                let others = q.get(&key).is_some_and(|l| !l.is_empty());
+                let new = tid | (cur & FUTEX_OWNER_DIED) | if others { FUTEX_WAITERS } else { 0 };
+                if w.compare_exchange(cur, new, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                {
+                    return Ok(0);
+                }
+                continue;
+            }
+            if try_only {
+                return Err(Errno::EAGAIN);
+            }
+            if !task.kernel.procs().threads.contains_key(&(owner as i32)) {
+                // The owner is gone without marking the lock.
+                return Err(Errno::ESRCH);
+            }
+            if cur & FUTEX_WAITERS == 0
+                && w.compare_exchange(cur, cur | FUTEX_WAITERS, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_err()
+            {
+                continue;
+            }
+            me.woken.store(false, Ordering::SeqCst);
+            q.entry(key).or_default().push(me.clone());
+        }
+        let bus = &task.kernel.bus;
+        let mut g = bus.lock();
+        loop {
+            if me.woken.load(Ordering::SeqCst) {
+                break;
+            }
+            let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
+            if timed_out || task.thread.interrupted() {
+                let mut q = table.lock();
+                if me.woken.load(Ordering::SeqCst) {
+                    break;
+                }
+                if let Some(l) = q.get_mut(&key) {
+                    l.retain(|x| !Arc::ptr_eq(x, &me));
+                    if l.is_empty() {
+                        q.remove(&key);
+                    }
+                }
+                // Linux restarts an interrupted FUTEX_LOCK_PI.
+                return Err(if timed_out {
+                    Errno::ETIMEDOUT
+                } else {
+                    Errno::ERESTARTNOINTR
+                });
+            }
+            g = bus.wait(g, deadline);
+        }
+        drop(g);
+        if w.load(Ordering::SeqCst) & FUTEX_TID_MASK == tid {
+            return Ok(0);
+        }
+        // Woken without a hand-over (the owner died): try again.
+    }
+}
+
+/// `FUTEX_UNLOCK_PI`: the caller gives the lock to its first waiter, or
+/// frees it.
+pub fn unlock_pi(task: &Task, addr: u64) -> Result<u64, Errno> {
+    let (key, w) = word(task, addr)?;
+    let key = key | PI_KEY;
+    let tid = task.tid() as u32;
+    let mut q = task.kernel.futexes.lock();
+    let cur = w.load(Ordering::SeqCst);
+    if cur & FUTEX_TID_MASK != tid {
+        return Err(Errno::EPERM);
+    }
+    let next = q.get_mut(&key).and_then(|l| {
+        let first = (!l.is_empty()).then(|| l.remove(0));
+        first.map(|f| (f, !l.is_empty()))
+    });
+    if q.get(&key).is_some_and(|l| l.is_empty()) {
+        q.remove(&key);
+    }
+    match next {
+        Some((waiter, more)) => {
+            w.store(
+                waiter.tid | if more { FUTEX_WAITERS } else { 0 },
+                Ordering::SeqCst,
+            );
+            waiter.woken.store(true, Ordering::SeqCst);
+            drop(q);
+            task.kernel.bus.notify();
+        }
+        None => w.store(0, Ordering::SeqCst),
+    }
+    Ok(0)
 }

@@ -407,6 +407,7 @@ where
     );
     let thread = Thread::new(pid, proc_.clone(), 0);
     proc_.state().threads.push(thread.clone());
+    proc_.state().rlimits = rlimits;
     {
         let mut procs = kernel.procs();
         procs.map.insert(pid, proc_.clone());
@@ -432,7 +433,6 @@ where
         fs: Arc::new(Mutex::new(FsContext { cwd, umask: 0o022 })),
         ids,
         creds: crate::task::Creds::new(ids.0, ids.1, kernel.groups.clone()),
-        rlimits,
         clear_child_tid: 0,
         robust_list: (0, 0),
         comm,

@@ -216,6 +216,18 @@ pub struct ProcessState {
     /// the process has called `execve` (its parent may no longer move it
     /// to another group)
     pub did_exec: bool,
+    /// CPU time of address spaces the process has left and of threads
+    /// that have exited
+    pub cpu: CpuTimes,
+    /// the current address space's CPU time when the process began using it
+    pub as_cpu_start: std::time::Duration,
+    /// CPU time of waited-for children (and theirs)
+    pub children_cpu: CpuTimes,
+    /// resource limits, index = `RLIMIT_*` (shared by the threads;
+    /// `prlimit` may change another process's)
+    pub rlimits: [Rlimit; abi::rlimit::RLIM_NLIMITS],
+    /// signal to receive when the parent exits (`PR_SET_PDEATHSIG`)
+    pub pdeathsig: i32,
     /// when the process started
     pub started: std::time::Instant,
     /// `ITIMER_REAL`, `ITIMER_VIRTUAL`, `ITIMER_PROF` in the timer service
@@ -226,6 +238,38 @@ pub struct ProcessState {
     pub threads: Vec<Arc<Thread>>,
     /// what /proc shows of the process
     pub info: ProcInfo,
+}
+
+/// CPU time, split as `getrusage` reports it: guest code (user) and the
+/// Sentry working for it (system).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// time running guest code
+    pub user: std::time::Duration,
+    /// time in the Sentry on the guest's behalf
+    pub sys: std::time::Duration,
+}
+
+impl std::ops::Add for CpuTimes {
+    type Output = CpuTimes;
+    fn add(self, o: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user: self.user + o.user,
+            sys: self.sys + o.sys,
+        }
+    }
+}
+
+/// CPU time the calling host thread has used.
+pub fn host_thread_cpu() -> std::time::Duration {
+    crate::host::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID)
+        .map(|t| {
+            std::time::Duration::new(
+                t.tv_sec.max(0) as u64,
+                t.tv_nsec.clamp(0, 999_999_999) as u32,
+            )
+        })
+        .unwrap_or_default()
 }
 
 /// What `/proc/[pid]` shows of a process, kept current by `execve`,
@@ -270,6 +314,14 @@ impl ProcessState {
             wait_report: None,
             vfork_done: false,
             did_exec: false,
+            cpu: CpuTimes::default(),
+            as_cpu_start: std::time::Duration::ZERO,
+            children_cpu: CpuTimes::default(),
+            rlimits: [Rlimit {
+                cur: u64::MAX,
+                max: u64::MAX,
+            }; abi::rlimit::RLIM_NLIMITS],
+            pdeathsig: 0,
             started: std::time::Instant::now(),
             itimers: [None; 3],
             posix_timers: Default::default(),
@@ -560,8 +612,6 @@ pub struct Task {
     pub ids: (u32, u32),
     /// full credentials
     pub creds: Creds,
-    /// resource limits, index = `RLIMIT_*`
-    pub rlimits: [Rlimit; abi::rlimit::RLIM_NLIMITS],
     /// `set_tid_address` / `CLONE_CHILD_CLEARTID`
     pub clear_child_tid: u64,
     /// `set_robust_list` (head, len)
@@ -679,7 +729,7 @@ impl Task {
 
     /// `RLIMIT_NOFILE`'s soft limit.
     pub fn nofile(&self) -> u64 {
-        self.rlimits[abi::rlimit::RLIMIT_NOFILE as usize].cur
+        self.proc_.state().rlimits[abi::rlimit::RLIMIT_NOFILE as usize].cur
     }
 
     /// The thread's signal mask.
@@ -1079,8 +1129,35 @@ impl Task {
     /// Leaves the thread group: `CLONE_CHILD_CLEARTID`, robust futexes,
     /// and, for the last thread, the process's exit. Returns the status the
     /// process ended with (or this thread's, if others live on).
+    /// Guest CPU time of the current address space so far.
+    pub fn address_space_cpu(&self) -> std::time::Duration {
+        self.mm().address_space().cpu_time().unwrap_or_default()
+    }
+
+    /// CPU time of the process so far: the guest's in its address spaces,
+    /// and the Sentry's for exited threads and the caller.
+    pub fn cpu_times(&self) -> CpuTimes {
+        let space = self.address_space_cpu();
+        let p = self.proc_.state();
+        CpuTimes {
+            user: p.cpu.user + space.saturating_sub(p.as_cpu_start),
+            sys: p.cpu.sys + host_thread_cpu(),
+        }
+    }
+
+    /// Moves the current address space's CPU time into the process's total
+    /// (before it leaves that address space).
+    pub fn settle_address_space_cpu(&self) {
+        let space = self.address_space_cpu();
+        let mut p = self.proc_.state();
+        let used = space.saturating_sub(p.as_cpu_start);
+        p.cpu.user += used;
+        p.as_cpu_start = space;
+    }
+
     fn exit_thread(&mut self, status: ExitStatus) -> ExitStatus {
         self.thread.set_interrupter(None);
+        self.proc_.state().cpu.sys += host_thread_cpu();
         crate::futex::exit_robust_list(self);
         if self.clear_child_tid != 0 {
             let addr = self.clear_child_tid;
@@ -1088,10 +1165,16 @@ impl Task {
                 let _ = crate::futex::wake(self, addr, 1, u32::MAX);
             }
         }
+        let space = self.address_space_cpu();
         let (last, group_status) = {
             let mut p = self.proc_.state();
             let me = self.thread.tid;
             p.threads.retain(|t| t.tid != me);
+            if p.threads.is_empty() {
+                let used = space.saturating_sub(p.as_cpu_start);
+                p.cpu.user += used;
+                p.as_cpu_start = space;
+            }
             (p.threads.is_empty(), p.group_exit.unwrap_or(status))
         };
         self.kernel.procs().threads.remove(&self.thread.tid);
@@ -1125,6 +1208,7 @@ impl Task {
         };
         let mut reap_now = false;
         let mut orphan_zombies = false;
+        let mut orphans_to_signal = Vec::new();
         {
             let procs = kernel.procs();
             for p in procs.map.values() {
@@ -1135,6 +1219,9 @@ impl Task {
                 if st.ppid == me {
                     st.ppid = 1;
                     orphan_zombies |= st.exit.is_some();
+                    if st.pdeathsig != 0 && st.exit.is_none() {
+                        orphans_to_signal.push((p.clone(), st.pdeathsig));
+                    }
                 }
             }
             if let Some(parent) = procs.map.get(&ppid) {
@@ -1142,6 +1229,9 @@ impl Task {
                 let a = pst.actions[SIGCHLD as usize - 1];
                 reap_now = a.handler == SIG_IGN || a.flags & sa::NOCLDWAIT != 0;
             }
+        }
+        for (child, sig) in orphans_to_signal {
+            child.send_signal(&kernel, sig, user_info(sig, me, 0, si::KERNEL));
         }
         if reap_now {
             kernel.procs().map.remove(&me);

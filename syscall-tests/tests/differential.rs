@@ -133,13 +133,16 @@ guests! {
     sigchld_waitid,
     stop_cont,
     // processes, threads and waiting (issue 3 points 1, 4, 8)
+    wait4_nohang,
     pgrp_session,
     futex_wake,
+    pthread_sync,
     robust_mutex,
     thread_execve,
     fork_threads,
     posix_timer,
     clock_abstime,
+    resources,
     // descriptors between processes (issue 3 point 5)
     pipe_caps,
     dup_range,

@@ -110,6 +110,13 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         Arc::new(Mutex::new(task.fs_ctx().clone()))
     };
     let mask = task.sigmask();
+    // A new process sharing the address space (vfork) counts only what
+    // runs there from now on.
+    let vm_cpu = if share_vm {
+        task.address_space_cpu()
+    } else {
+        std::time::Duration::ZERO
+    };
     let (proc_, thread) = {
         let mut procs = kernel.procs();
         let id = procs.alloc_pid()?;
@@ -134,6 +141,8 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 let mut ps = p.state();
                 ps.info.cmdline = st.info.cmdline.clone();
                 ps.info.environ = st.info.environ.clone();
+                ps.as_cpu_start = vm_cpu;
+                ps.rlimits = st.rlimits;
             }
             drop(st);
             procs.map.insert(id, p.clone());
@@ -151,9 +160,8 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         task.mm().write_obj(args.parent_tid, &id)?;
     }
     let creds = task.creds.clone();
-    let (ids, rlimits, exe, comm, no_new_privs) = (
+    let (ids, exe, comm, no_new_privs) = (
         task.ids,
-        task.rlimits,
         task.exe.clone(),
         task.comm.clone(),
         task.no_new_privs,
@@ -214,7 +222,6 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 fs,
                 ids,
                 creds,
-                rlimits,
                 clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 {
                     child_tid
                 } else {
@@ -391,6 +398,8 @@ struct Found {
     code: i32,
     status: i32,
     wstatus: i32,
+    /// CPU time of the child and its waited-for children
+    cpu: crate::task::CpuTimes,
 }
 
 fn wait_common(
@@ -436,6 +445,7 @@ fn wait_common(
                             code,
                             status: s,
                             wstatus: status.wait_status(),
+                            cpu: st.cpu + st.children_cpu,
                         },
                         options & WNOWAIT == 0,
                     ));
@@ -452,6 +462,7 @@ fn wait_common(
                                 code: si::CLD_STOPPED,
                                 status: sig,
                                 wstatus: 0x7f | (sig << 8),
+                                cpu: Default::default(),
                             },
                             false,
                         ));
@@ -467,6 +478,7 @@ fn wait_common(
                                 code: si::CLD_CONTINUED,
                                 status: abi::signal::SIGCONT,
                                 wstatus: 0xffff,
+                                cpu: Default::default(),
                             },
                             false,
                         ));
@@ -478,6 +490,8 @@ fn wait_common(
             if let Some((f, reap)) = found {
                 if reap {
                     procs.map.remove(&f.pid);
+                    let mut me = task.proc_.state();
+                    me.children_cpu = me.children_cpu + f.cpu;
                 }
                 return Ok(Some(f));
             }
@@ -496,6 +510,14 @@ fn wait_common(
         }
         g = bus.wait(g, deadline);
     }
+}
+
+/// The `rusage` a wait reports for the child it found.
+fn rusage(f: &Found) -> abi::Rusage {
+    let mut ru = abi::Rusage::new_zeroed();
+    ru.utime = super::process::timeval(f.cpu.user);
+    ru.stime = super::process::timeval(f.cpu.sys);
+    ru
 }
 
 pub fn sys_wait4(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -524,7 +546,7 @@ pub fn sys_wait4(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 task.mm().write_obj(a[1], &f.wstatus)?;
             }
             if a[3] != 0 {
-                task.mm().write_obj(a[3], &abi::Rusage::new_zeroed())?;
+                task.mm().write_obj(a[3], &rusage(&f))?;
             }
             Ok(f.pid as u64)
         }
@@ -570,7 +592,8 @@ pub fn sys_waitid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         task.mm().write_obj(a[2], &info)?;
     }
     if a[4] != 0 {
-        task.mm().write_obj(a[4], &abi::Rusage::new_zeroed())?;
+        let ru = found.as_ref().map_or_else(abi::Rusage::new_zeroed, rusage);
+        task.mm().write_obj(a[4], &ru)?;
     }
     Ok(0)
 }

@@ -357,24 +357,33 @@ fn rlimit_index(res: u64) -> Result<usize, Errno> {
 
 pub fn sys_getrlimit(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let i = rlimit_index(a[0])?;
-    task.mm().write_obj(a[1], &task.rlimits[i]).map(|()| 0)
+    let r = task.proc_.state().rlimits[i];
+    task.mm().write_obj(a[1], &r).map(|()| 0)
 }
 
 pub fn sys_prlimit64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if !is_self(task, a[0]) {
-        return Err(Errno::ESRCH);
-    }
+    let target = if is_self(task, a[0]) {
+        task.proc_.clone()
+    } else {
+        // Another process of the sandbox (all of its processes run with
+        // the sandbox's one set of credentials).
+        task.kernel
+            .process(a[0] as i32)
+            .filter(|p| p.state().exit.is_none())
+            .ok_or(Errno::ESRCH)?
+    };
     let i = rlimit_index(a[1])?;
     let new: Option<Rlimit> = if a[2] != 0 {
         Some(task.mm().read_obj(a[2])?)
     } else {
         None
     };
+    let old = target.state().rlimits[i];
     if let Some(n) = &new {
         if n.cur > n.max {
             return Err(Errno::EINVAL);
         }
-        if n.max > task.rlimits[i].max && task.ids.0 != 0 {
+        if n.max > old.max && task.ids.0 != 0 {
             return Err(Errno::EPERM);
         }
         if i == abi::rlimit::RLIMIT_NOFILE as usize && n.max > 1 << 20 {
@@ -382,10 +391,10 @@ pub fn sys_prlimit64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
     }
     if a[3] != 0 {
-        task.mm().write_obj(a[3], &task.rlimits[i])?;
+        task.mm().write_obj(a[3], &old)?;
     }
     if let Some(n) = new {
-        task.rlimits[i] = n;
+        target.state().rlimits[i] = n;
     }
     Ok(0)
 }
@@ -395,7 +404,15 @@ pub fn sys_getrusage(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if !matches!(who, -1..=1) {
         return Err(Errno::EINVAL);
     }
+    const RUSAGE_CHILDREN: i32 = -1;
     let mut ru = Rusage::new_zeroed();
+    let cpu = if who == RUSAGE_CHILDREN {
+        task.proc_.state().children_cpu
+    } else {
+        task.cpu_times()
+    };
+    ru.utime = timeval(cpu.user);
+    ru.stime = timeval(cpu.sys);
     // Peak resident size is approximated by the mapped private memory.
     let kib: u64 = task
         .mm()
@@ -408,9 +425,26 @@ pub fn sys_getrusage(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     task.mm().write_obj(a[1], &ru).map(|()| 0)
 }
 
+/// A duration as a `timeval`.
+pub fn timeval(d: std::time::Duration) -> abi::Timeval {
+    abi::Timeval {
+        tv_sec: d.as_secs() as i64,
+        tv_usec: i64::from(d.subsec_micros()),
+    }
+}
+
 pub fn sys_times(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[0] != 0 {
-        task.mm().write_obj(a[0], &Tms::new_zeroed())?;
+        // Clock ticks at USER_HZ (100 per second).
+        let ticks = |d: std::time::Duration| (d.as_millis() / 10) as i64;
+        let me = task.cpu_times();
+        let kids = task.proc_.state().children_cpu;
+        let mut t = Tms::new_zeroed();
+        t.utime = ticks(me.user);
+        t.stime = ticks(me.sys);
+        t.cutime = ticks(kids.user);
+        t.cstime = ticks(kids.sys);
+        task.mm().write_obj(a[0], &t)?;
     }
     let t = crate::host::clock_gettime(libc::CLOCK_BOOTTIME)?;
     Ok((t.tv_sec * 100 + t.tv_nsec / 10_000_000) as u64)
@@ -647,9 +681,13 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             if a[1] > 64 {
                 return Err(Errno::EINVAL);
             }
+            task.proc_.state().pdeathsig = a[1] as i32;
             Ok(0)
         }
-        PR_GET_PDEATHSIG => task.mm().write_obj(a[1], &0i32).map(|()| 0),
+        PR_GET_PDEATHSIG => {
+            let sig = task.proc_.state().pdeathsig;
+            task.mm().write_obj(a[1], &sig).map(|()| 0)
+        }
         PR_GET_DUMPABLE => Ok(1),
         PR_SET_DUMPABLE => {
             if a[1] > 1 {
@@ -673,7 +711,7 @@ pub fn sys_sync(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(0)
 }
 
-/// `futex(2)`: the operations glibc and other runtimes use (no PI futexes).
+/// `futex(2)`: the operations glibc and other runtimes use.
 pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const FUTEX_WAIT: u64 = 0;
     const FUTEX_WAKE: u64 = 1;
@@ -682,12 +720,19 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const FUTEX_WAKE_OP: u64 = 5;
     const FUTEX_WAIT_BITSET: u64 = 9;
     const FUTEX_WAKE_BITSET: u64 = 10;
+    const FUTEX_LOCK_PI: u64 = 6;
+    const FUTEX_UNLOCK_PI: u64 = 7;
+    const FUTEX_TRYLOCK_PI: u64 = 8;
+    const FUTEX_LOCK_PI2: u64 = 13;
     const FUTEX_CLOCK_REALTIME: u64 = 256;
     let [uaddr, op, val, timeout, uaddr2, val3] = *a;
     let cmd = op & 0x7f;
     let val = val as u32;
     // Relative timeouts for FUTEX_WAIT, absolute ones for WAIT_BITSET.
-    let deadline = |task: &Task, absolute: bool| -> Result<Option<std::time::Instant>, Errno> {
+    let deadline = |task: &Task,
+                    absolute: bool,
+                    realtime: bool|
+     -> Result<Option<std::time::Instant>, Errno> {
         if timeout == 0 {
             return Ok(None);
         }
@@ -697,7 +742,7 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         let want = std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
         let rel = if absolute {
-            let clock = if op & FUTEX_CLOCK_REALTIME != 0 {
+            let clock = if realtime || op & FUTEX_CLOCK_REALTIME != 0 {
                 libc::CLOCK_REALTIME
             } else {
                 libc::CLOCK_MONOTONIC
@@ -714,11 +759,11 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     };
     match cmd {
         FUTEX_WAIT => {
-            let d = deadline(task, false)?;
+            let d = deadline(task, false, false)?;
             crate::futex::wait(task, uaddr, val, u32::MAX, d)
         }
         FUTEX_WAIT_BITSET => {
-            let d = deadline(task, true)?;
+            let d = deadline(task, true, false)?;
             crate::futex::wait(task, uaddr, val, val3 as u32, d)
         }
         FUTEX_WAKE => crate::futex::wake(task, uaddr, val, u32::MAX),
@@ -730,6 +775,18 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         FUTEX_WAKE_OP => {
             crate::futex::wake_op(task, uaddr, uaddr2, val, timeout as u32, val3 as u32)
         }
+        // FUTEX_LOCK_PI's timeout is absolute on CLOCK_REALTIME; LOCK_PI2's
+        // on CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME says otherwise.
+        FUTEX_LOCK_PI => {
+            let d = deadline(task, true, true)?;
+            crate::futex::lock_pi(task, uaddr, d, false)
+        }
+        FUTEX_LOCK_PI2 => {
+            let d = deadline(task, true, false)?;
+            crate::futex::lock_pi(task, uaddr, d, false)
+        }
+        FUTEX_TRYLOCK_PI => crate::futex::lock_pi(task, uaddr, None, true),
+        FUTEX_UNLOCK_PI => crate::futex::unlock_pi(task, uaddr),
         _ => Err(Errno::ENOSYS),
     }
 }
@@ -791,6 +848,8 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             return Err(Errno::ENOMEM);
         }
     };
+    task.settle_address_space_cpu();
+    task.proc_.state().as_cpu_start = space.cpu_time().unwrap_or_default();
     let mut mm = crate::mm::MemoryManager::new(
         kernel.memory.clone(),
         space,
