@@ -228,6 +228,9 @@ pub struct ProcessState {
     pub rlimits: [Rlimit; abi::rlimit::RLIM_NLIMITS],
     /// signal to receive when the parent exits (`PR_SET_PDEATHSIG`)
     pub pdeathsig: i32,
+    /// orphaned descendants are reparented here rather than to init
+    /// (`PR_SET_CHILD_SUBREAPER`)
+    pub child_subreaper: bool,
     /// when the process started
     pub started: std::time::Instant,
     /// `ITIMER_REAL`, `ITIMER_VIRTUAL`, `ITIMER_PROF` in the timer service
@@ -322,6 +325,7 @@ impl ProcessState {
                 max: u64::MAX,
             }; abi::rlimit::RLIM_NLIMITS],
             pdeathsig: 0,
+            child_subreaper: false,
             started: std::time::Instant::now(),
             itimers: [None; 3],
             posix_timers: Default::default(),
@@ -1209,15 +1213,27 @@ impl Task {
         let mut reap_now = false;
         let mut orphan_zombies = false;
         let mut orphans_to_signal = Vec::new();
+        let mut reaper = 1;
         {
             let procs = kernel.procs();
+            // Orphans go to the nearest live subreaper ancestor, else init.
+            let mut up = ppid;
+            for _ in 0..procs.map.len() {
+                let Some(a) = procs.map.get(&up) else { break };
+                let st = a.state();
+                if st.child_subreaper && st.exit.is_none() {
+                    reaper = up;
+                    break;
+                }
+                up = st.ppid;
+            }
             for p in procs.map.values() {
                 if p.pid == me {
                     continue;
                 }
                 let mut st = p.state();
                 if st.ppid == me {
-                    st.ppid = 1;
+                    st.ppid = reaper;
                     orphan_zombies |= st.exit.is_some();
                     if st.pdeathsig != 0 && st.exit.is_none() {
                         orphans_to_signal.push((p.clone(), st.pdeathsig));
@@ -1252,7 +1268,7 @@ impl Task {
             }
         }
         if orphan_zombies {
-            if let Some(init) = kernel.process(1) {
+            if let Some(init) = kernel.process(reaper) {
                 init.send_signal(&kernel, SIGCHLD, chld_info(0, si::CLD_EXITED, 0));
             }
         }

@@ -135,6 +135,7 @@ guests! {
     // processes, threads and waiting (issue 3 points 1, 4, 8)
     wait4_nohang,
     pgrp_session,
+    subreaper,
     futex_wake,
     pthread_sync,
     robust_mutex,

@@ -653,6 +653,8 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const PR_GET_NAME: u64 = 16;
     const PR_GET_NO_NEW_PRIVS: u64 = 39;
     const PR_SET_NO_NEW_PRIVS: u64 = 38;
+    const PR_SET_CHILD_SUBREAPER: u64 = 36;
+    const PR_GET_CHILD_SUBREAPER: u64 = 37;
     match a[0] {
         PR_SET_NAME => {
             // The name may end before a page that is not mapped.
@@ -703,6 +705,14 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             Ok(0)
         }
         PR_GET_NO_NEW_PRIVS => Ok(u64::from(task.no_new_privs)),
+        PR_SET_CHILD_SUBREAPER => {
+            task.proc_.state().child_subreaper = a[1] != 0;
+            Ok(0)
+        }
+        PR_GET_CHILD_SUBREAPER => {
+            let on = i32::from(task.proc_.state().child_subreaper);
+            task.mm().write_obj(a[1], &on).map(|()| 0)
+        }
         _ => Err(Errno::EINVAL),
     }
 }
