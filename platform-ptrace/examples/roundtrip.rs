@@ -1,16 +1,16 @@
 //! Syscall round-trip micro-benchmark of the ptrace platform: a guest loop
-//! of `getppid` through `PTRACE_SYSEMU`, answered at once, in ns per call,
-//! for each combination of CPU pinning and rax-only register writes; plus
-//! the cost of one injected syscall, of creating an address space (control
+//! of `getppid`, answered at once, in ns per call, for each mode
+//! (`PTRACE_SYSEMU`, seccomp-trap) and CPU placement; plus, for SYSEMU, the
+//! cost of one injected syscall, of creating an address space (control
 //! thread + stub) and of giving a further host thread its own stub thread.
 //!
-//! `cargo run --release -p platform-ptrace --example roundtrip [iterations]`
+//! `cargo run --release -p platform-ptrace --example roundtrip -- [--mode sysemu|seccomp|all] [iterations]`
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
 use platform::{AddressSpace, Context, Event, Prot, Regs};
-use platform_ptrace::{PtraceOptions, PtracePlatform};
+use platform_ptrace::{Mode, PtraceOptions, PtracePlatform};
 
 const CODE: u64 = 0x10000;
 
@@ -30,7 +30,14 @@ fn memfd() -> OwnedFd {
     fd
 }
 
-fn bench(options: PtraceOptions, iters: u32) -> (f64, f64, f64, f64) {
+struct Figures {
+    round_trip_ns: f64,
+    inject_ns: f64,
+    create_us: f64,
+    thread_us: f64,
+}
+
+fn bench(options: PtraceOptions, iters: u32, extras: bool) -> Figures {
     let fd = memfd();
     let p = PtracePlatform::with_options(fd.as_fd(), options).expect("platform");
     let t = Instant::now();
@@ -47,6 +54,7 @@ fn bench(options: PtraceOptions, iters: u32) -> (f64, f64, f64, f64) {
     for _ in 0..1000 {
         let ev = ctx.switch(&as_, &mut regs).expect("switch");
         assert_eq!(ev, Event::Syscall, "{regs:?}");
+        assert_eq!(regs.syscall_nr(), 110);
         regs.rax = 1;
     }
     let t = Instant::now();
@@ -55,7 +63,15 @@ fn bench(options: PtraceOptions, iters: u32) -> (f64, f64, f64, f64) {
         debug_assert_eq!(ev, Event::Syscall);
         regs.rax = 1;
     }
-    let rt_ns = t.elapsed().as_nanos() as f64 / f64::from(iters);
+    let round_trip_ns = t.elapsed().as_nanos() as f64 / f64::from(iters);
+    if !extras {
+        return Figures {
+            round_trip_ns,
+            inject_ns: f64::NAN,
+            create_us,
+            thread_us: f64::NAN,
+        };
+    }
     let n = iters / 4;
     let t = Instant::now();
     for _ in 0..n {
@@ -81,7 +97,12 @@ fn bench(options: PtraceOptions, iters: u32) -> (f64, f64, f64, f64) {
             .expect("thread")
         });
     }
-    (rt_ns, inject_ns, create_us, thread_us / f64::from(THREADS))
+    Figures {
+        round_trip_ns,
+        inject_ns,
+        create_us,
+        thread_us: thread_us / f64::from(THREADS),
+    }
 }
 
 fn native_getppid(iters: u32) -> f64 {
@@ -94,23 +115,72 @@ fn native_getppid(iters: u32) -> f64 {
 }
 
 fn main() {
-    let iters: u32 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(200_000);
+    let mut iters: u32 = 200_000;
+    let mut modes = vec![Mode::Sysemu, Mode::SeccompTrap];
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--mode" => {
+                modes = match args.next().as_deref() {
+                    Some("sysemu" | "ptrace") => vec![Mode::Sysemu],
+                    Some("seccomp" | "seccomp-trap") => vec![Mode::SeccompTrap],
+                    Some("all") => vec![Mode::Sysemu, Mode::SeccompTrap],
+                    other => panic!("--mode sysemu|seccomp|all, not {other:?}"),
+                }
+            }
+            n => iters = n.parse().expect("iterations"),
+        }
+    }
     println!("native getppid: {:.0} ns/call", native_getppid(iters));
-    for pin_cpu in [false, true] {
-        for poke_rax in [false, true] {
-            let options = PtraceOptions { pin_cpu, poke_rax };
+    let mut results = Vec::new();
+    for &mode in &modes {
+        let placements: &[(bool, u32)] = match mode {
+            // pinned same-core vs free; poke_rax is the default since it won
+            Mode::Sysemu => &[(true, 0), (false, 0)],
+            // pinned same-core (futex hand-off) vs free with spinning
+            Mode::SeccompTrap => &[(true, 0), (false, 2000), (false, 20000)],
+        };
+        for &(pin_cpu, spin) in placements {
+            let options = PtraceOptions {
+                pin_cpu,
+                mode,
+                spin,
+                ..PtraceOptions::default()
+            };
+            let extras = mode == Mode::Sysemu;
             // A fresh thread per run: pinning sticks to the thread.
-            let (rt, inject, create, thread) = std::thread::spawn(move || bench(options, iters))
+            let f = std::thread::spawn(move || bench(options, iters, extras))
                 .join()
                 .expect("bench thread");
             println!(
-                "pin_cpu={pin_cpu:<5} poke_rax={poke_rax:<5}  round trip {rt:>6.0} ns/call   \
-                 injected syscall {inject:>6.0} ns   new address space {create:>6.0} µs   \
-                 new stub thread {thread:>5.0} µs"
+                "{mode:<11?} pin_cpu={pin_cpu:<5} spin={spin:<5}  round trip {:>6.0} ns/call   \
+                 injected syscall {:>6.0} ns   new address space {:>6.0} µs   \
+                 new stub thread {:>5.0} µs",
+                f.round_trip_ns, f.inject_ns, f.create_us, f.thread_us
             );
+            results.push((mode, pin_cpu, f.round_trip_ns));
         }
+    }
+    let best = |m: Mode| {
+        results
+            .iter()
+            .filter(|r| r.0 == m)
+            .map(|r| r.2)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let pinned = |m: Mode| {
+        results
+            .iter()
+            .find(|r| r.0 == m && r.1)
+            .map_or(f64::NAN, |r| r.2)
+    };
+    if modes.len() == 2 {
+        println!(
+            "pinned: sysemu {:.0} ns, seccomp-trap {:.0} ns, ratio {:.2}x; best of each: ratio {:.2}x",
+            pinned(Mode::Sysemu),
+            pinned(Mode::SeccompTrap),
+            pinned(Mode::Sysemu) / pinned(Mode::SeccompTrap),
+            best(Mode::Sysemu) / best(Mode::SeccompTrap)
+        );
     }
 }

@@ -15,9 +15,10 @@ use platform::{AddressSpace, Error, Prot, Regs, Result, PAGE_SIZE};
 
 use crate::control::Control;
 use crate::fpu;
-use crate::stub::{StubImage, STUB_BASE, STUB_MEMFD};
+use crate::stub::{StubImage, TrapConfig, SLOTS_BASE, STUB_BASE, STUB_MEMFD};
 use crate::sys::{self, WaitStatus};
 use crate::tracee::{event_of, Tracee};
+use crate::trap::{Runner, SlotRegion};
 
 /// `PTRACE_EVENT_STOP`: the stop `PTRACE_INTERRUPT` produces.
 const EVENT_STOP: i32 = 128;
@@ -53,6 +54,10 @@ pub(crate) struct Shared {
     control: Control,
     /// Set when the address space is being torn down.
     dead: AtomicBool,
+    /// Seccomp-trap mode: the handler's configuration and the slot region.
+    trap: Option<(TrapConfig, Arc<SlotRegion>)>,
+    /// Guest mappings end here.
+    limit: u64,
 }
 
 /// One stub thread and the host thread that traces it.
@@ -64,6 +69,8 @@ pub(crate) struct StubThread {
     pub(crate) tgid: i32,
     /// The only host thread allowed to issue ptrace requests to it.
     pub(crate) tracer: i32,
+    /// The CPU tracer and stub threads are pinned to, if any.
+    cpu: Option<usize>,
     state: Mutex<Tracee>,
 }
 
@@ -129,6 +136,7 @@ impl Shared {
             tid,
             tgid: self.pid,
             tracer: me,
+            cpu,
             state: Mutex::new(Tracee::new(tid, self.template)),
         });
         // Registered before anything else can fail: the thread is ours to
@@ -185,6 +193,45 @@ impl Shared {
         }
     }
 
+    /// Whether guest code runs on seccomp-trap runners.
+    pub(crate) fn is_trap(&self) -> bool {
+        self.trap.is_some()
+    }
+
+    /// The runner of `thread` (whose state `st` the caller holds locked),
+    /// created on first use.
+    pub(crate) fn runner<'a>(
+        &self,
+        thread: &StubThread,
+        st: &'a mut Tracee,
+    ) -> Result<&'a mut Runner> {
+        let (config, region) = self
+            .trap
+            .as_ref()
+            .ok_or(Error::Misuse("runner in SYSEMU mode"))?;
+        if st.runner.is_none() {
+            let cpu = thread.cpu;
+            let runner = Runner::create(
+                region,
+                self.pid,
+                thread.tid,
+                self.template,
+                config.fsgsbase,
+                config.spin,
+                |sp| {
+                    let tid = self.control.new_runner(cpu, sp)?;
+                    if let Some(cpu) = cpu {
+                        sys::set_affinity(tid, cpu)?;
+                    }
+                    Ok(tid)
+                },
+            )?;
+            tracing::debug!(pid = self.pid, tid = runner.tid, "new runner thread");
+            st.runner = Some(runner);
+        }
+        st.runner.as_mut().ok_or(Error::Misuse("runner vanished"))
+    }
+
     fn lock_threads(&self) -> MutexGuard<'_, HashMap<i32, Arc<StubThread>>> {
         self.threads.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -212,6 +259,13 @@ impl Shared {
                 v.retain(|(_, t)| !std::ptr::eq(t.as_ptr(), Arc::as_ptr(thread)));
             }
         });
+    }
+
+    /// Kills the stub (its threads are reaped by their tracers).
+    pub(crate) fn kill_stub(&self) {
+        if let Err(e) = sys::pidfd_send_signal(self.pidfd.as_raw_fd(), libc::SIGKILL) {
+            tracing::debug!(pid = self.pid, error = %e, "cannot kill stub");
+        }
     }
 
     /// Kills the stub and reaps every thread of it.
@@ -242,7 +296,17 @@ impl PtraceAddressSpace {
         image: &Arc<StubImage>,
         pin: bool,
     ) -> Result<Self> {
-        let (control, started) = Control::spawn(memfd, image)?;
+        let trap = match image.trap() {
+            Some(config) => Some((config, Arc::new(SlotRegion::new()?))),
+            None => None,
+        };
+        let slotfd = trap.as_ref().map(|(_, r)| r.fd());
+        let (control, started) = Control::spawn(memfd, slotfd, image)?;
+        let limit = if trap.is_some() {
+            SLOTS_BASE
+        } else {
+            STUB_BASE
+        };
         Ok(PtraceAddressSpace {
             shared: Arc::new(Shared {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -253,6 +317,8 @@ impl PtraceAddressSpace {
                 threads: Mutex::new(HashMap::new()),
                 control,
                 dead: AtomicBool::new(false),
+                trap,
+                limit,
             }),
         })
     }
@@ -338,20 +404,21 @@ pub enum UntracedOutcome {
     Killed(i32),
 }
 
-/// Guest ranges must be page aligned, non-empty and below the stub.
-fn check_range(addr: u64, len: u64) -> Result<()> {
+/// Guest ranges must be page aligned, non-empty and below the stub's pages
+/// (the slot region in seccomp-trap mode, else the stub code).
+fn check_range(addr: u64, len: u64, limit: u64) -> Result<()> {
     if !addr.is_multiple_of(PAGE_SIZE) || !len.is_multiple_of(PAGE_SIZE) || len == 0 {
         return Err(Error::Misuse("guest range not page aligned or empty"));
     }
     match addr.checked_add(len) {
-        Some(end) if end <= STUB_BASE => Ok(()),
+        Some(end) if end <= limit => Ok(()),
         _ => Err(Error::Misuse("guest range reaches the stub's pages")),
     }
 }
 
 impl AddressSpace for PtraceAddressSpace {
     fn map(&self, addr: u64, len: u64, prot: Prot, file_offset: u64) -> Result<()> {
-        check_range(addr, len)?;
+        check_range(addr, len, self.shared.limit)?;
         if !file_offset.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Misuse("memory file offset not page aligned"));
         }
@@ -374,7 +441,7 @@ impl AddressSpace for PtraceAddressSpace {
     }
 
     fn unmap(&self, addr: u64, len: u64) -> Result<()> {
-        check_range(addr, len)?;
+        check_range(addr, len, self.shared.limit)?;
         self.with_caller(|t| {
             t.inject(libc::SYS_munmap, [addr, len, 0, 0, 0, 0], "munmap in stub")
         })?;
@@ -382,7 +449,7 @@ impl AddressSpace for PtraceAddressSpace {
     }
 
     fn protect(&self, addr: u64, len: u64, prot: Prot) -> Result<()> {
-        check_range(addr, len)?;
+        check_range(addr, len, self.shared.limit)?;
         self.with_caller(|t| {
             t.inject(
                 libc::SYS_mprotect,
@@ -396,6 +463,7 @@ impl AddressSpace for PtraceAddressSpace {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
+
     fn cpu_time(&self) -> Option<std::time::Duration> {
         // The stub process's CPU clock: every thread that has run guest
         // code of this address space (Linux's MAKE_PROCESS_CPUCLOCK with

@@ -27,11 +27,15 @@ const _: () = assert!(std::mem::size_of::<SockFilter>() == 8);
 const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD (0) | BPF_W (0) | BPF_ABS (0x20)
 const BPF_JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
 const BPF_RET_K: u16 = 0x06; // BPF_RET | BPF_K
+const BPF_JGE_K: u16 = 0x05 | 0x30; // BPF_JMP | BPF_JGE | BPF_K
+const BPF_AND_K: u16 = 0x04 | 0x50; // BPF_ALU | BPF_AND | BPF_K
 
 /// `SECCOMP_RET_KILL_PROCESS`: the whole stub dies of SIGSYS.
 pub const RET_KILL_PROCESS: u32 = 0x8000_0000;
 /// `SECCOMP_RET_ALLOW`.
 pub const RET_ALLOW: u32 = 0x7fff_0000;
+/// `SECCOMP_RET_TRAP`: the call is not made; the thread gets SIGSYS.
+pub const RET_TRAP: u32 = 0x0003_0000;
 /// `AUDIT_ARCH_X86_64`.
 pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 
@@ -66,6 +70,17 @@ pub enum Op {
         /// if not
         f: Target,
     },
+    /// `if A >= k goto t else goto f` (unsigned)
+    JumpGe {
+        /// compared value
+        k: u32,
+        /// if greater or equal
+        t: Target,
+        /// if less
+        f: Target,
+    },
+    /// `A &= k`
+    And(u32),
     /// return this action
     Ret(u32),
     /// names the position of the next instruction
@@ -129,6 +144,18 @@ pub fn assemble(ops: &[Op]) -> Result<Vec<SockFilter>, AsmError> {
                 jf: resolve(pc, f)?,
                 k,
             },
+            Op::JumpGe { k, t, f } => SockFilter {
+                code: BPF_JGE_K,
+                jt: resolve(pc, t)?,
+                jf: resolve(pc, f)?,
+                k,
+            },
+            Op::And(k) => SockFilter {
+                code: BPF_AND_K,
+                jt: 0,
+                jf: 0,
+                k,
+            },
             Op::Ret(k) => SockFilter {
                 code: BPF_RET_K,
                 jt: 0,
@@ -172,6 +199,46 @@ pub struct StubIps {
 /// registers of its choosing, so what passes here is what it could reach;
 /// none of it names a host object other than the memory file.
 pub fn stub_filter(ips: &StubIps, memfd: u32) -> Vec<SockFilter> {
+    let ops = filter_ops(ips, None, memfd);
+    // The program is fixed; it assembles or this crate is broken (tested).
+    assemble(&ops).unwrap_or_else(|e| panic!("stub filter does not assemble: {e}"))
+}
+
+/// The seccomp-trap handler's `syscall` instructions, as seccomp sees them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrapIps {
+    /// the runner clone trampoline
+    pub runner_clone: u64,
+    /// the handler's `futex`
+    pub futex: u64,
+    /// the handler's `rt_sigreturn`
+    pub sigreturn: u64,
+    /// the handler's `arch_prctl`
+    pub arch_prctl: u64,
+}
+
+/// The stub's filter in seccomp-trap mode. Like [`stub_filter`] for the
+/// trampolines, except that a call from anywhere but the stub's own
+/// `syscall` instructions *traps* (`SECCOMP_RET_TRAP`: SIGSYS to the
+/// stub's handler, which hands the call to the Sentry; the host never runs
+/// it). Added, each only from its own instruction in the handler:
+/// * runner clone trampoline: `clone` with the same fixed flags;
+/// * `futex` with op `FUTEX_WAIT` (0) or `FUTEX_WAKE` (1) (shared, no
+///   timeout semantics beyond what the guest could get by spinning) on a
+///   slot's state word: inside the slot region, at offset 0 of a slot;
+/// * `rt_sigreturn` (the guest could only forge its own registers, signal
+///   mask and signal stack, all of which it owns);
+/// * `arch_prctl` with `ARCH_SET_FS` or `ARCH_SET_GS` (its own TLS bases).
+///
+/// A call from a stub instruction that breaks its rules kills the stub, as
+/// does any foreign architecture (an `int 0x80` is not trapped: the Sentry
+/// would misread its numbers).
+pub fn trap_filter(ips: &StubIps, trap: &TrapIps, memfd: u32) -> Vec<SockFilter> {
+    let ops = filter_ops(ips, Some(trap), memfd);
+    assemble(&ops).unwrap_or_else(|e| panic!("trap filter does not assemble: {e}"))
+}
+
+fn filter_ops(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Vec<Op> {
     use Op::*;
     use Target::{Label as L, Next};
     let high = (ips.trampoline >> 32) as u32;
@@ -179,8 +246,20 @@ pub fn stub_filter(ips: &StubIps, memfd: u32) -> Vec<SockFilter> {
         (ips.clone >> 32) as u32 == high && (ips.park >> 32) as u32 == high,
         "stub syscalls must share the upper half of their address"
     );
+    if let Some(t) = trap {
+        for ip in [t.runner_clone, t.futex, t.sigreturn, t.arch_prctl] {
+            assert_eq!(
+                (ip >> 32) as u32,
+                high,
+                "stub syscalls share the upper half"
+            );
+        }
+    }
+    // Outside the stub: kill (SYSEMU mode: never reached while traced) or
+    // trap (seccomp-trap mode: the guest's own system calls).
+    let outside = if trap.is_some() { "trap" } else { "kill" };
     let flags = crate::stub::STUB_THREAD_CLONE_FLAGS;
-    let ops = [
+    let mut ops = vec![
         Load(OFF_ARCH),
         JumpEq {
             k: AUDIT_ARCH_X86_64,
@@ -191,7 +270,7 @@ pub fn stub_filter(ips: &StubIps, memfd: u32) -> Vec<SockFilter> {
         JumpEq {
             k: high,
             t: Next,
-            f: L("kill"),
+            f: L(outside),
         },
         Load(OFF_IP),
         JumpEq {
@@ -204,10 +283,36 @@ pub fn stub_filter(ips: &StubIps, memfd: u32) -> Vec<SockFilter> {
             t: L("clone"),
             f: Next,
         },
+    ];
+    if let Some(t) = trap {
+        ops.extend([
+            JumpEq {
+                k: t.runner_clone as u32,
+                t: L("clone"),
+                f: Next,
+            },
+            JumpEq {
+                k: t.futex as u32,
+                t: L("futex"),
+                f: Next,
+            },
+            JumpEq {
+                k: t.sigreturn as u32,
+                t: L("sigreturn"),
+                f: Next,
+            },
+            JumpEq {
+                k: t.arch_prctl as u32,
+                t: L("arch_prctl"),
+                f: Next,
+            },
+        ]);
+    }
+    ops.extend([
         JumpEq {
             k: ips.park as u32,
             t: L("park"),
-            f: L("kill"),
+            f: L(outside),
         },
         Label("trampoline"),
         Load(OFF_NR),
@@ -279,22 +384,107 @@ pub fn stub_filter(ips: &StubIps, memfd: u32) -> Vec<SockFilter> {
             t: L("allow"),
             f: L("kill"),
         },
+    ]);
+    if trap.is_some() {
+        let slots = crate::stub::SLOTS_BASE;
+        let end = slots + crate::stub::SLOTS_LEN;
+        assert_eq!(slots >> 32, (end - 1) >> 32, "slot region crosses 4 GiB");
+        ops.extend([
+            Label("futex"),
+            Load(OFF_NR),
+            JumpEq {
+                k: libc::SYS_futex as u32,
+                t: Next,
+                f: L("kill"),
+            },
+            // op: FUTEX_WAIT or FUTEX_WAKE, nothing in the upper half.
+            Load(off_arg(1) + 4),
+            JumpEq {
+                k: 0,
+                t: Next,
+                f: L("kill"),
+            },
+            Load(off_arg(1)),
+            JumpGe {
+                k: 2,
+                t: L("kill"),
+                f: Next,
+            },
+            // uaddr: a slot's state word.
+            Load(off_arg(0) + 4),
+            JumpEq {
+                k: (slots >> 32) as u32,
+                t: Next,
+                f: L("kill"),
+            },
+            Load(off_arg(0)),
+            JumpGe {
+                k: slots as u32,
+                t: Next,
+                f: L("kill"),
+            },
+            JumpGe {
+                k: end as u32,
+                t: L("kill"),
+                f: Next,
+            },
+            And((crate::stub::SLOT_SIZE - 1) as u32),
+            JumpEq {
+                k: crate::stub::H_STATE as u32,
+                t: L("allow"),
+                f: L("kill"),
+            },
+            Label("sigreturn"),
+            Load(OFF_NR),
+            JumpEq {
+                k: libc::SYS_rt_sigreturn as u32,
+                t: L("allow"),
+                f: L("kill"),
+            },
+            Label("arch_prctl"),
+            Load(OFF_NR),
+            JumpEq {
+                k: libc::SYS_arch_prctl as u32,
+                t: Next,
+                f: L("kill"),
+            },
+            Load(off_arg(0) + 4),
+            JumpEq {
+                k: 0,
+                t: Next,
+                f: L("kill"),
+            },
+            Load(off_arg(0)),
+            JumpEq {
+                k: crate::stub::ARCH_SET_FS as u32,
+                t: L("allow"),
+                f: Next,
+            },
+            JumpEq {
+                k: crate::stub::ARCH_SET_GS as u32,
+                t: L("allow"),
+                f: L("kill"),
+            },
+            Label("trap"),
+            Ret(RET_TRAP),
+        ]);
+    }
+    ops.extend([
         Label("kill"),
         Ret(RET_KILL_PROCESS),
         Label("allow"),
         Ret(RET_ALLOW),
-    ];
-    // The program is fixed; it assembles or this crate is broken (tested).
-    assemble(&ops).unwrap_or_else(|e| panic!("stub filter does not assemble: {e}"))
+    ]);
+    ops
 }
 
 #[cfg(test)]
-mod tests {
+mod tests_support {
     use super::*;
 
     /// Minimal interpreter for the opcodes the assembler emits, over a
     /// `struct seccomp_data` image.
-    fn run(prog: &[SockFilter], nr: u32, arch: u32, ip: u64, args: [u64; 6]) -> u32 {
+    pub(super) fn run(prog: &[SockFilter], nr: u32, arch: u32, ip: u64, args: [u64; 6]) -> u32 {
         let mut data = Vec::new();
         data.extend_from_slice(&nr.to_le_bytes());
         data.extend_from_slice(&arch.to_le_bytes());
@@ -313,11 +503,19 @@ mod tests {
                     acc = u32::from_le_bytes(data[o..o + 4].try_into().expect("4 bytes"));
                 }
                 BPF_JEQ_K => pc += usize::from(if acc == i.k { i.jt } else { i.jf }),
+                BPF_JGE_K => pc += usize::from(if acc >= i.k { i.jt } else { i.jf }),
+                BPF_AND_K => acc &= i.k,
                 BPF_RET_K => return i.k,
                 c => panic!("unexpected opcode {c:#x}"),
             }
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::run;
+    use super::*;
 
     const IP: u64 = 0x7fff_ffe0_0002;
     const CLONE_IP: u64 = 0x7fff_ffe0_0005;
@@ -462,5 +660,100 @@ mod tests {
         assert_eq!((p[1].jt, p[1].jf), (1, 0));
         assert_eq!(run(&p, 1, 0, 0, [0; 6]), 20);
         assert_eq!(run(&p, 0, 0, 0, [0; 6]), 10);
+    }
+}
+#[cfg(test)]
+mod trap_tests {
+    use super::tests_support::run;
+    use super::*;
+    use crate::stub::{self, SLOTS_BASE, SLOT_SIZE, STUB_IPS, STUB_THREAD_CLONE_FLAGS};
+
+    fn filter() -> (Vec<SockFilter>, TrapIps) {
+        let (_, layout) = stub::code();
+        let t = stub::trap_ips(&layout);
+        (trap_filter(&STUB_IPS, &t, 3), t)
+    }
+    const X86: u32 = AUDIT_ARCH_X86_64;
+
+    #[test]
+    fn handler_calls_pass_with_their_arguments() {
+        let (p, t) = filter();
+        let slot = SLOTS_BASE + 5 * SLOT_SIZE;
+        for op in [0, 1] {
+            assert_eq!(
+                run(&p, 202, X86, t.futex, [slot, op, 2, 0, 0, 0]),
+                RET_ALLOW
+            );
+        }
+        assert_eq!(run(&p, 15, X86, t.sigreturn, [0; 6]), RET_ALLOW);
+        let flags = STUB_THREAD_CLONE_FLAGS;
+        assert_eq!(
+            run(
+                &p,
+                56,
+                X86,
+                t.runner_clone,
+                [flags, slot + 0x7000, 0, 0, 0, 0]
+            ),
+            RET_ALLOW
+        );
+        for code in [0x1001, 0x1002] {
+            assert_eq!(
+                run(&p, 158, X86, t.arch_prctl, [code, 0x1234, 0, 0, 0, 0]),
+                RET_ALLOW
+            );
+        }
+    }
+
+    #[test]
+    fn handler_calls_with_other_arguments_die() {
+        let (p, t) = filter();
+        for args in [
+            [0x20000, 0],
+            [SLOTS_BASE + 8, 0],
+            [SLOTS_BASE - SLOT_SIZE, 0],
+            [SLOTS_BASE + crate::stub::SLOTS_LEN, 0],
+            [SLOTS_BASE, 9],
+            [SLOTS_BASE, 1 << 32],
+        ] {
+            let a = [args[0], args[1], 0, 0, 0, 0];
+            assert_eq!(run(&p, 202, X86, t.futex, a), RET_KILL_PROCESS, "{args:x?}");
+        }
+        for (ip, nr) in [
+            (t.futex, 39),
+            (t.sigreturn, 202),
+            (t.arch_prctl, 15),
+            (t.runner_clone, 202),
+        ] {
+            assert_eq!(
+                run(&p, nr, X86, ip, [SLOTS_BASE, 0, 0, 0, 0, 0]),
+                RET_KILL_PROCESS
+            );
+        }
+        assert_eq!(
+            run(&p, 158, X86, t.arch_prctl, [0x3001, 0, 0, 0, 0, 0]),
+            RET_KILL_PROCESS
+        );
+        assert_eq!(
+            run(
+                &p,
+                158,
+                X86,
+                t.arch_prctl,
+                [0x1002 | 1 << 32, 0, 0, 0, 0, 0]
+            ),
+            RET_KILL_PROCESS
+        );
+    }
+
+    #[test]
+    fn guest_calls_trap_and_foreign_arches_die() {
+        let (p, _) = filter();
+        for ip in [0x10002, 0x7fff_0000_1000, crate::stub::STUB_BASE + 0x800] {
+            for nr in [0, 39, 56, 59, 62, 231, 257, 317, 9 | 0x4000_0000] {
+                assert_eq!(run(&p, nr, X86, ip, [0; 6]), RET_TRAP, "{ip:#x} {nr}");
+            }
+        }
+        assert_eq!(run(&p, 20, 0x4000_0003, 0x10002, [0; 6]), RET_KILL_PROCESS);
     }
 }

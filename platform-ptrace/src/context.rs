@@ -10,6 +10,7 @@ use crate::address_space::{PtraceAddressSpace, Shared, StubThread};
 use crate::fpu;
 use crate::sys::{self, WaitStatus};
 use crate::tracee::{event_of, Gone, Tracee};
+use crate::trap;
 
 /// The signal that kicks a running stub for [`Interrupter::interrupt`].
 /// SIGSTOP cannot be blocked or caught, standard signals do not queue (a
@@ -27,12 +28,23 @@ struct InterruptState {
     /// (stub pid, stub thread tid) while a switch runs that thread. Guarded
     /// by the mutex: the thread cannot be reaped (its tid reused) before
     /// the switch clears this.
-    running: Mutex<Option<(i32, i32)>>,
+    /// The third number is the signal that kicks it.
+    running: Mutex<Option<(i32, i32, i32)>>,
 }
 
 impl InterruptState {
-    fn set_running(&self, thread: Option<(i32, i32)>) {
+    fn set_running(&self, thread: Option<(i32, i32, i32)>) {
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) = thread;
+    }
+}
+
+impl crate::trap::Pending for InterruptState {
+    fn take(&self) -> bool {
+        self.pending.swap(false, Ordering::SeqCst)
+    }
+
+    fn peek(&self) -> bool {
+        self.pending.load(Ordering::SeqCst)
     }
 }
 
@@ -52,8 +64,8 @@ impl Interrupter for PtraceInterrupter {
             .unwrap_or_else(PoisonError::into_inner);
         // Thread-directed: a process-directed signal could be taken (and
         // dropped) by another stub thread of the same address space.
-        if let Some((tgid, tid)) = *running {
-            if let Err(e) = sys::tgkill(tgid, tid, INTERRUPT_SIGNAL) {
+        if let Some((tgid, tid, sig)) = *running {
+            if let Err(e) = sys::tgkill(tgid, tid, sig) {
                 tracing::debug!(error = %e, "interrupt signal not sent");
             }
         }
@@ -204,7 +216,29 @@ impl Context for PtraceContext {
                 continue;
             }
             st.check_alive()?;
-            self.interrupt.set_running(Some((thread.tgid, thread.tid)));
+            if shared.is_trap() {
+                let runner = shared.runner(&thread, &mut st)?;
+                self.interrupt
+                    .set_running(Some((thread.tgid, runner.tid, trap::KICK_SIGNAL)));
+                let ret = if self.interrupt.pending.swap(false, Ordering::SeqCst) {
+                    Ok(Event::Interrupted)
+                } else {
+                    runner.run(&*self.interrupt, regs)
+                };
+                self.interrupt.set_running(None);
+                if let Err(Error::StubDied(_)) = &ret {
+                    // A runner only dies with its stub, or when its guest
+                    // misbehaved (e.g. jumped to the trampoline's exit):
+                    // the address space is lost either way. Make sure of
+                    // it, and reap our traced thread (only we can), so
+                    // the stub's first thread can be reaped too.
+                    shared.kill_stub();
+                    st.reap_after_kill();
+                }
+                return ret;
+            }
+            self.interrupt
+                .set_running(Some((thread.tgid, thread.tid, INTERRUPT_SIGNAL)));
             let ret = if self.interrupt.pending.swap(false, Ordering::SeqCst) {
                 Ok(Event::Interrupted)
             } else {
@@ -224,7 +258,10 @@ impl Context for PtraceContext {
         if let Some(fp) = &self.fp {
             return Ok(fp.clone());
         }
-        let st = self.last_thread()?;
+        let mut st = self.last_thread()?;
+        if let Some(runner) = st.runner.as_mut() {
+            return runner.fpstate();
+        }
         let fp = fpu::get(st.tid)?;
         drop(st);
         self.fp = Some(fp.clone());
@@ -232,7 +269,10 @@ impl Context for PtraceContext {
     }
 
     fn set_fpstate(&mut self, state: &[u8]) -> Result<()> {
-        let st = self.last_thread()?;
+        let mut st = self.last_thread()?;
+        if let Some(runner) = st.runner.as_mut() {
+            return runner.set_fpstate(state);
+        }
         let r = fpu::set(st.tid, state);
         drop(st);
         // The kernel may normalise what it took; read it back if asked.

@@ -39,7 +39,9 @@ enum Request {
     /// With a CPU, do it there (the requester's): the hand-offs between
     /// requester, control thread and stub are then same-core, and the new
     /// thread starts on the CPU it will be pinned to.
-    NewThread(Option<usize>, mpsc::SyncSender<Result<i32>>),
+    /// With a stack pointer: a seccomp-trap runner (through the runner
+    /// clone trampoline, starting on that stack in its slot).
+    NewThread(Option<usize>, Option<u64>, mpsc::SyncSender<Result<i32>>),
 }
 
 /// Handle on the control thread.
@@ -59,8 +61,13 @@ impl std::fmt::Debug for Request {
 
 impl Control {
     /// Starts the control thread, which forks and prepares the stub.
-    pub(crate) fn spawn(memfd: BorrowedFd<'_>, image: &Arc<StubImage>) -> Result<(Self, Started)> {
+    pub(crate) fn spawn(
+        memfd: BorrowedFd<'_>,
+        slotfd: Option<BorrowedFd<'_>>,
+        image: &Arc<StubImage>,
+    ) -> Result<(Self, Started)> {
         let memfd = sys::dup_cloexec(memfd)?;
+        let slotfd = slotfd.map(sys::dup_cloexec).transpose()?;
         let image = image.clone();
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<Started>>(1);
         let (tx, rx) = mpsc::channel::<Request>();
@@ -68,7 +75,8 @@ impl Control {
             .name("ptrace-stub-ctl".into())
             .stack_size(256 << 10)
             .spawn(move || {
-                let leader = match Leader::create(memfd.as_fd(), &image) {
+                let slotfd_b = slotfd.as_ref().map(|f| f.as_fd());
+                let leader = match Leader::create(memfd.as_fd(), slotfd_b, &image) {
                     Ok(l) => l,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -76,6 +84,7 @@ impl Control {
                     }
                 };
                 drop(memfd);
+                drop(slotfd);
                 let started = sys::dup_cloexec(leader.pidfd_borrowed()).map(|pidfd| Started {
                     pid: leader.tracee.tid,
                     pidfd,
@@ -114,13 +123,24 @@ impl Control {
     /// Asks the control thread for a new stub thread, parked and untraced;
     /// returns its host tid.
     pub(crate) fn new_thread(&self, cpu: Option<usize>) -> Result<i32> {
+        self.request_thread(cpu, None)
+    }
+
+    /// Asks the control thread for a new runner starting on stack `sp`
+    /// (seccomp-trap mode); returns its host tid. It waits, untraced and
+    /// with every signal blocked, for its first RUN.
+    pub(crate) fn new_runner(&self, cpu: Option<usize>, sp: u64) -> Result<i32> {
+        self.request_thread(cpu, Some(sp))
+    }
+
+    fn request_thread(&self, cpu: Option<usize>, runner_sp: Option<u64>) -> Result<i32> {
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         {
             let requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
             let tx = requests
                 .as_ref()
                 .ok_or_else(|| Error::StubDied("address space shut down".into()))?;
-            tx.send(Request::NewThread(cpu, reply_tx))
+            tx.send(Request::NewThread(cpu, runner_sp, reply_tx))
                 .map_err(|_| Error::StubDied("stub control thread is gone".into()))?;
         }
         reply_rx
@@ -158,17 +178,24 @@ struct Leader {
     /// New threads still traced by us because handing them over failed:
     /// they must be reaped before the leader can be.
     orphans: Vec<i32>,
+    /// The runner clone trampoline (seccomp-trap mode).
+    runner_clone: u64,
 }
 
 impl Leader {
     /// Forks and prepares a stub (see [`crate::stub`]) from the calling
     /// (control) thread.
-    fn create(memfd: BorrowedFd<'_>, image: &StubImage) -> Result<Self> {
-        let forked = stub::fork_stub(memfd, image)?;
+    fn create(
+        memfd: BorrowedFd<'_>,
+        slotfd: Option<BorrowedFd<'_>>,
+        image: &StubImage,
+    ) -> Result<Self> {
+        let forked = stub::fork_stub(memfd, slotfd, image)?;
         let mut leader = Leader {
             tracee: Tracee::new(forked.pid, Regs::default()),
             pidfd: forked.pidfd,
             orphans: Vec::new(),
+            runner_clone: STUB_BASE + image.layout().runner_clone,
         };
         // On error, dropping `leader` kills and reaps the stub.
         leader.finish_setup(image)?;
@@ -248,13 +275,13 @@ impl Leader {
     fn serve(mut self, rx: mpsc::Receiver<Request>) {
         while let Ok(req) = rx.recv() {
             match req {
-                Request::NewThread(cpu, reply) => {
+                Request::NewThread(cpu, runner_sp, reply) => {
                     if let Some(cpu) = cpu {
                         // Best effort: only speed depends on it.
                         let _ = sys::set_affinity(0, cpu);
                         let _ = sys::set_affinity(self.tracee.tid, cpu);
                     }
-                    let r = self.clone_thread();
+                    let r = self.clone_thread(runner_sp);
                     if let Err(e) = &r {
                         tracing::warn!(pid = self.tracee.tid, error = %e, "cannot create stub thread");
                     }
@@ -268,16 +295,22 @@ impl Leader {
     /// Injects `clone` through the clone trampoline. The new thread is
     /// auto-attached to us (TRACECLONE) and stops at once; we detach it, and
     /// it blocks in the park loop's `pause` until its own tracer seizes it.
-    fn clone_thread(&mut self) -> Result<i32> {
+    fn clone_thread(&mut self, runner_sp: Option<u64>) -> Result<i32> {
         let pid = self.tracee.tid;
         self.tracee.check_alive()?;
         let mut r = self.tracee.template;
-        r.rip = CLONE_TRAMPOLINE;
+        r.rip = if runner_sp.is_some() {
+            self.runner_clone
+        } else {
+            CLONE_TRAMPOLINE
+        };
         r.rax = libc::SYS_clone as u64;
         r.orig_rax = u64::MAX;
         // clone(flags, newsp = 0: keep rsp, the stub code needs no stack,
         // parent_tid, child_tid, tls): no pointer is used with these flags.
-        [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9] = [STUB_THREAD_CLONE_FLAGS, 0, 0, 0, 0, 0];
+        // A runner gets its own stack (in its slot) instead.
+        let sp = runner_sp.unwrap_or(0);
+        [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9] = [STUB_THREAD_CLONE_FLAGS, sp, 0, 0, 0, 0];
         sys::set_regs(pid, &r)?;
         sys::cont(pid, 0)?;
         let mut child = None;

@@ -18,8 +18,23 @@
 //! * [`PtraceContext`] runs the guest on the calling thread's stub thread
 //!   (`PTRACE_SYSEMU` + `waitpid`) and turns each stop into an event.
 //!
-//! Unsafe code lives in `sys` (host call wrappers) and `stub` (stub code and
-//! the child side of the fork).
+//! **Seccomp-trap mode** ([`Mode::SeccompTrap`], module `trap`): guest code runs
+//! on an *untraced* runner thread per (host thread, address space) — a
+//! traced thread would enter a ptrace signal-delivery-stop for every
+//! SIGSYS. The filter traps (`SECCOMP_RET_TRAP`) every call not made from
+//! the stub's own instructions; the stub's handler (its code page,
+//! read+exec) takes SIGSYS, the faults and an interrupt kick (`SIGUSR2`)
+//! on a signal stack inside the thread's *slot* (header + stack, a memfd
+//! of this platform mapped shared in the stub below [`STUB_BASE`] and in
+//! the Sentry), posts the event and waits (spin, then futex); the Sentry
+//! reads and rewrites the registers in the frame's `ucontext`, and the
+//! handler `rt_sigreturn`s. fs/gs bases go through `rdfsbase`/`wrfsbase`
+//! (or `arch_prctl` without FSGSBASE). FP state is the frame's XSAVE area.
+//! Mapping calls still go through the traced thread's trampoline. Guest
+//! mappings end at [`SLOTS_BASE`] in this mode.
+//!
+//! Unsafe code lives in `sys` (host call wrappers), `stub` (stub code and
+//! the child side of the fork) and `trap` (the shared slot mapping).
 //!
 //! Contract with the rest of the Sentry process:
 //! * any thread may use an address space, but a stub thread belongs to the
@@ -48,6 +63,7 @@ mod fpu;
 mod stub;
 mod sys;
 mod tracee;
+mod trap;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -56,7 +72,36 @@ use platform::{AddressSpace, Context, Platform, Result};
 
 pub use address_space::{PtraceAddressSpace, UntracedOutcome};
 pub use context::{PtraceContext, PtraceInterrupter};
-pub use stub::{CLONE_TRAMPOLINE, PARK, STUB_BASE, STUB_LEN, STUB_THREAD_CLONE_FLAGS, TRAMPOLINE};
+pub use stub::{
+    CLONE_TRAMPOLINE, MAX_SLOTS, PARK, SLOTS_BASE, SLOTS_LEN, SLOT_SIZE, STUB_BASE, STUB_LEN,
+    STUB_THREAD_CLONE_FLAGS, TRAMPOLINE,
+};
+
+/// Addresses of the seccomp-trap handler's own `syscall` instructions
+/// (`futex`, `rt_sigreturn`, `arch_prctl`), for isolation tests.
+#[doc(hidden)]
+pub fn trap_handler_syscalls_for_test() -> [u64; 3] {
+    let (_, l) = stub::code();
+    [
+        STUB_BASE + l.futex,
+        STUB_BASE + l.sigreturn,
+        STUB_BASE + l.arch_prctl,
+    ]
+}
+
+/// How guest system calls reach the Sentry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Every guest system call is a `PTRACE_SYSEMU` stop of a traced stub
+    /// thread.
+    #[default]
+    Sysemu,
+    /// The stub's seccomp filter traps guest system calls
+    /// (`SECCOMP_RET_TRAP`) to a SIGSYS handler in the stub, which hands
+    /// them to the Sentry through shared memory; no ptrace stop on the hot
+    /// path. See the crate docs.
+    SeccompTrap,
+}
 
 /// Tuning knobs of [`PtracePlatform`]. The defaults are the measured-fastest
 /// settings (see the `roundtrip` example).
@@ -69,6 +114,18 @@ pub struct PtraceOptions {
     /// When only `rax` changed since the last stop (the usual syscall
     /// return), write it with `PTRACE_POKEUSER` instead of `PTRACE_SETREGS`.
     pub poke_rax: bool,
+    /// How guest system calls are caught.
+    pub mode: Mode,
+    /// Seccomp-trap mode: `pause` iterations each side polls the shared
+    /// state word before it sleeps on it (a futex). Useless when both are
+    /// pinned to one CPU (the peer cannot run meanwhile), worth ~µs when
+    /// they run on two.
+    pub spin: u32,
+    /// Seccomp-trap mode: let the stub use `rdfsbase`/`wrfsbase` for the
+    /// guest's fs/gs bases when the host allows it (`HWCAP2_FSGSBASE`);
+    /// without, it sets them with `arch_prctl` and the Sentry remembers
+    /// them. Off only to test that fallback.
+    pub fsgsbase: bool,
 }
 
 impl Default for PtraceOptions {
@@ -76,6 +133,9 @@ impl Default for PtraceOptions {
         PtraceOptions {
             pin_cpu: true,
             poke_rax: true,
+            mode: Mode::Sysemu,
+            spin: 0,
+            fsgsbase: true,
         }
     }
 }
@@ -94,13 +154,33 @@ impl PtracePlatform {
         Self::with_options(memory_file, PtraceOptions::default())
     }
 
+    /// The seccomp-trap mode with otherwise default options.
+    pub fn new_seccomp_trap(memory_file: BorrowedFd<'_>) -> Result<Self> {
+        Self::with_options(
+            memory_file,
+            PtraceOptions {
+                mode: Mode::SeccompTrap,
+                ..PtraceOptions::default()
+            },
+        )
+    }
+
     /// Like [`PtracePlatform::new`], with explicit options.
     pub fn with_options(memory_file: BorrowedFd<'_>, options: PtraceOptions) -> Result<Self> {
+        let trap = (options.mode == Mode::SeccompTrap).then(|| stub::TrapConfig {
+            fsgsbase: options.fsgsbase && stub::host_has_fsgsbase(),
+            spin: options.spin,
+        });
         Ok(PtracePlatform {
             memory_file: sys::dup_cloexec(memory_file)?,
-            image: Arc::new(stub::StubImage::new()),
+            image: Arc::new(stub::StubImage::new(trap)),
             options,
         })
+    }
+
+    /// The options this platform was made with.
+    pub fn options(&self) -> PtraceOptions {
+        self.options
     }
 
     /// Like [`Platform::new_address_space`], with the concrete type.
@@ -116,11 +196,17 @@ impl PtracePlatform {
 
 impl Platform for PtracePlatform {
     fn name(&self) -> &'static str {
-        "ptrace"
+        match self.options.mode {
+            Mode::Sysemu => "ptrace",
+            Mode::SeccompTrap => "seccomp-trap",
+        }
     }
 
     fn max_user_address(&self) -> u64 {
-        STUB_BASE
+        match self.options.mode {
+            Mode::Sysemu => STUB_BASE,
+            Mode::SeccompTrap => SLOTS_BASE,
+        }
     }
 
     fn new_address_space(&self) -> Result<Arc<dyn AddressSpace>> {

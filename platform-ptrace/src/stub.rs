@@ -58,6 +58,64 @@ pub const STUB_IPS: bpf::StubIps = bpf::StubIps {
 /// `sock_fprog` lives at the start of the data page, the filter after it.
 const FPROG_OFFSET: usize = 0;
 const FILTER_OFFSET: usize = 16;
+/// Read-only configuration words of the seccomp-trap handler in the data
+/// page (after the filter): whether the slot region is to be mapped at
+/// setup, whether the handler may use `rdfsbase`/`wrfsbase`, and how many
+/// `pause` iterations it spins before it sleeps on its futex.
+const CONF_MAP_SLOTS: usize = 0xf00;
+const CONF_FSGSBASE: usize = 0xf08;
+const CONF_SPIN: usize = 0xf10;
+
+/// Size of one per-thread slot of the seccomp-trap mode: a header page
+/// (the message the handler and the Sentry exchange) and the thread's
+/// signal stack. 28 KiB of stack hold the largest signal frame this kind of
+/// CPU produces (AT_MINSIGSTKSZ is 11952 with AMX) with room to spare.
+pub const SLOT_SIZE: u64 = 0x8000;
+/// Guest threads per address space in seccomp-trap mode.
+pub const MAX_SLOTS: u64 = 1024;
+/// Length of the slot region.
+pub const SLOTS_LEN: u64 = SLOT_SIZE * MAX_SLOTS;
+/// Where the slot region lives in every seccomp-trap stub: right below the
+/// stub's own pages. Guest mappings end here in that mode.
+pub const SLOTS_BASE: u64 = STUB_BASE - SLOTS_LEN;
+/// The stub's descriptor for the slot region's memfd during setup (closed
+/// before the filter is installed).
+pub const STUB_SLOTFD: i32 = 4;
+/// Offset in a slot of the signal stack's lowest byte.
+pub const SLOT_STACK: u64 = PAGE_SIZE;
+/// Offset in a slot of the `ucontext` a new runner thread enters the guest
+/// through (at the bottom of the stack; real frames go at its top).
+pub const SLOT_INIT_UC: u64 = PAGE_SIZE;
+/// Offset in a slot of a new runner thread's first stack pointer.
+pub const SLOT_START_SP: u64 = SLOT_SIZE - 64;
+
+/// Offsets of the header fields (see `crate::trap::SlotHeader`).
+pub(crate) const H_STATE: u64 = 0;
+pub(crate) const H_STUB_WAITING: u64 = 4;
+pub(crate) const H_SENTRY_WAITING: u64 = 8;
+pub(crate) const H_SIGNO: u64 = 12;
+pub(crate) const H_UC: u64 = 16;
+pub(crate) const H_FS_BASE: u64 = 24;
+pub(crate) const H_GS_BASE: u64 = 32;
+pub(crate) const H_SET: u64 = 40;
+pub(crate) const H_NEW_FS_BASE: u64 = 48;
+pub(crate) const H_NEW_GS_BASE: u64 = 56;
+
+/// Values of the header's `state` word (the futex word).
+pub(crate) const STATE_RUN: u32 = 1;
+pub(crate) const STATE_EVENT: u32 = 2;
+pub(crate) const STATE_EXIT: u32 = 3;
+/// Bits of the header's `set` word: load these bases before returning.
+pub(crate) const SET_FS: u64 = 1;
+pub(crate) const SET_GS: u64 = 2;
+
+/// `SA_RESTORER` (x86 sigaction flag; not in every libc target).
+const SA_RESTORER: libc::c_int = 0x0400_0000;
+
+/// `arch_prctl` codes the handler uses without FSGSBASE.
+pub const ARCH_SET_GS: u64 = 0x1001;
+/// See [`ARCH_SET_GS`].
+pub const ARCH_SET_FS: u64 = 0x1002;
 
 // The stub code. Position independent; never touches the stack (it is
 // unmapped half-way through). Syscalls preserve every register but rax, rcx
@@ -75,6 +133,11 @@ core::arch::global_asm!(
     ".globl ferrovisor_ptrace_stub_end",
     ".globl ferrovisor_ptrace_stub_clone",
     ".globl ferrovisor_ptrace_stub_park",
+    ".globl ferrovisor_ptrace_stub_runner_clone",
+    ".globl ferrovisor_ptrace_stub_handler",
+    ".globl ferrovisor_ptrace_stub_futex",
+    ".globl ferrovisor_ptrace_stub_sigreturn",
+    ".globl ferrovisor_ptrace_stub_arch_prctl",
     ".p2align 4",
     "ferrovisor_ptrace_stub_start:",
     "    syscall",
@@ -89,6 +152,128 @@ core::arch::global_asm!(
     "    mov $34, %eax",
     "    syscall",
     "    jmp 3b",
+    // --- seccomp-trap mode (unused, and unreachable by any allowed call,
+    // in SYSEMU mode) ---
+    // The runner clone trampoline: the parent stops at the int3; the child
+    // starts on the stack pointer given to clone, inside its slot, with
+    // every signal blocked, and waits there for its first RUN.
+    "ferrovisor_ptrace_stub_runner_clone:",
+    "    syscall",
+    "    test %rax, %rax",
+    "    jz 4f",
+    "    int3",
+    "4:",
+    "    mov %rsp, %rbx",
+    "    and ${slot_mask}, %rbx",
+    "    lea {init_uc}(%rbx), %r12",
+    "    jmp 20f",
+    // The signal handler (SIGSYS, faults, the interrupt kick), on the
+    // thread's signal stack inside its slot: rdi = signo, rdx = ucontext.
+    // Posts the event, waits for the Sentry's answer, returns to the guest
+    // through rt_sigreturn of the (possibly rewritten) ucontext. rbx = slot,
+    // r12 = ucontext throughout; no FPU/vector register is touched (the
+    // guest's are in the frame).
+    "ferrovisor_ptrace_stub_handler:",
+    "    mov %rsp, %rbx",
+    "    and ${slot_mask}, %rbx",
+    "    mov %rdx, %r12",
+    "    mov %edi, {h_signo}(%rbx)",
+    "    mov %rdx, {h_uc}(%rbx)",
+    "    movabs ${conf_fsgsbase}, %rax",
+    "    cmpq $0, (%rax)",
+    "    je 11f",
+    "    rdfsbase %rax",
+    "    mov %rax, {h_fs}(%rbx)",
+    "    rdgsbase %rax",
+    "    mov %rax, {h_gs}(%rbx)",
+    "11:",
+    // state = EVENT with a full barrier, then wake the Sentry if it sleeps.
+    "    mov ${event}, %eax",
+    "    xchg %eax, {h_state}(%rbx)",
+    "    cmpl $0, {h_sentry_waiting}(%rbx)",
+    "    je 20f",
+    "    lea {h_state}(%rbx), %rdi",
+    "    mov $1, %esi",
+    "    mov $1, %edx",
+    "    call 40f",
+    // Wait for RUN or EXIT: spin, then sleep on the state word.
+    "20:",
+    "    movabs ${conf_spin}, %rax",
+    "    mov (%rax), %ecx",
+    "21:",
+    "    mov {h_state}(%rbx), %eax",
+    "    cmp ${run}, %eax",
+    "    je 30f",
+    "    cmp ${exit}, %eax",
+    "    je 35f",
+    "    pause",
+    "    sub $1, %ecx",
+    "    jg 21b",
+    "    movl $1, {h_stub_waiting}(%rbx)",
+    "    mfence",
+    "    mov {h_state}(%rbx), %edx",
+    "    cmp ${run}, %edx",
+    "    je 22f",
+    "    cmp ${exit}, %edx",
+    "    je 22f",
+    "    lea {h_state}(%rbx), %rdi",
+    "    xor %esi, %esi",
+    "    call 40f",
+    "22:",
+    "    movl $0, {h_stub_waiting}(%rbx)",
+    "    jmp 20b",
+    // RUN: load the bases the Sentry set, then rt_sigreturn.
+    "30:",
+    "    mov {h_set}(%rbx), %r13",
+    "    movq $0, {h_set}(%rbx)",
+    "    movabs ${conf_fsgsbase}, %rax",
+    "    mov (%rax), %r14",
+    "    test ${set_fs}, %r13",
+    "    jz 32f",
+    "    mov {h_new_fs}(%rbx), %rsi",
+    "    test %r14, %r14",
+    "    jz 31f",
+    "    wrfsbase %rsi",
+    "    jmp 32f",
+    "31:",
+    "    mov ${arch_set_fs}, %edi",
+    "    call 45f",
+    "32:",
+    "    test ${set_gs}, %r13",
+    "    jz 34f",
+    "    mov {h_new_gs}(%rbx), %rsi",
+    "    test %r14, %r14",
+    "    jz 33f",
+    "    wrgsbase %rsi",
+    "    jmp 34f",
+    "33:",
+    "    mov ${arch_set_gs}, %edi",
+    "    call 45f",
+    "34:",
+    "    mov %r12, %rsp",
+    "    mov $15, %eax",
+    "ferrovisor_ptrace_stub_sigreturn:",
+    "    syscall",
+    "    ud2",
+    // EXIT: leave through the trampoline's exit(0) (this thread only).
+    "35:",
+    "    xor %edi, %edi",
+    "    mov $60, %eax",
+    "    movabs ${base}, %rcx",
+    "    jmp *%rcx",
+    // futex(rdi, esi, edx, NULL): the filter checks op and address.
+    "40:",
+    "    xor %r10d, %r10d",
+    "    mov $202, %eax",
+    "ferrovisor_ptrace_stub_futex:",
+    "    syscall",
+    "    ret",
+    // arch_prctl(edi, rsi): the filter allows ARCH_SET_FS/GS only.
+    "45:",
+    "    mov $158, %eax",
+    "ferrovisor_ptrace_stub_arch_prctl:",
+    "    syscall",
+    "    ret",
     "ferrovisor_ptrace_stub_setup:",
     // Stop 1: the tracer unregisters rseq (the registration points into
     // memory about to be unmapped) through this copy's trampoline.
@@ -132,6 +317,25 @@ core::arch::global_asm!(
     "    mov ${len}, %esi",
     "    mov $11, %eax",
     "    syscall",
+    // seccomp-trap mode: mmap(SLOTS_BASE, SLOTS_LEN, RW, MAP_SHARED|
+    // MAP_FIXED, STUB_SLOTFD, 0), then close the descriptor.
+    "    movabs ${conf_map_slots}, %rax",
+    "    cmpq $0, (%rax)",
+    "    je 5f",
+    "    movabs ${slots}, %rdi",
+    "    mov ${slots_len}, %esi",
+    "    mov $3, %edx",
+    "    mov $0x11, %r10d",
+    "    mov ${slotfd}, %r8d",
+    "    xor %r9d, %r9d",
+    "    mov $9, %eax",
+    "    syscall",
+    "    cmp %rdi, %rax",
+    "    jne 9f",
+    "    mov ${slotfd}, %edi",
+    "    mov $3, %eax",
+    "    syscall",
+    "5:",
     // code page read+exec (a guest must not rewrite the trampoline), data
     // page read-only
     "    movabs ${base}, %rdi",
@@ -173,6 +377,31 @@ core::arch::global_asm!(
     base = const STUB_BASE,
     data = const STUB_BASE + PAGE_SIZE,
     page = const PAGE_SIZE,
+    slot_mask = const -(SLOT_SIZE as i64),
+    init_uc = const SLOT_INIT_UC,
+    h_state = const H_STATE,
+    h_stub_waiting = const H_STUB_WAITING,
+    h_sentry_waiting = const H_SENTRY_WAITING,
+    h_signo = const H_SIGNO,
+    h_uc = const H_UC,
+    h_fs = const H_FS_BASE,
+    h_gs = const H_GS_BASE,
+    h_set = const H_SET,
+    h_new_fs = const H_NEW_FS_BASE,
+    h_new_gs = const H_NEW_GS_BASE,
+    run = const STATE_RUN,
+    event = const STATE_EVENT,
+    exit = const STATE_EXIT,
+    set_fs = const SET_FS,
+    set_gs = const SET_GS,
+    arch_set_fs = const ARCH_SET_FS,
+    arch_set_gs = const ARCH_SET_GS,
+    conf_fsgsbase = const STUB_BASE + PAGE_SIZE + CONF_FSGSBASE as u64,
+    conf_spin = const STUB_BASE + PAGE_SIZE + CONF_SPIN as u64,
+    conf_map_slots = const STUB_BASE + PAGE_SIZE + CONF_MAP_SLOTS as u64,
+    slots = const SLOTS_BASE,
+    slots_len = const SLOTS_LEN,
+    slotfd = const STUB_SLOTFD,
     options(att_syntax)
 );
 
@@ -183,6 +412,11 @@ extern "C" {
     static ferrovisor_ptrace_stub_end: u8;
     static ferrovisor_ptrace_stub_clone: u8;
     static ferrovisor_ptrace_stub_park: u8;
+    static ferrovisor_ptrace_stub_runner_clone: u8;
+    static ferrovisor_ptrace_stub_handler: u8;
+    static ferrovisor_ptrace_stub_futex: u8;
+    static ferrovisor_ptrace_stub_sigreturn: u8;
+    static ferrovisor_ptrace_stub_arch_prctl: u8;
 }
 
 /// Offsets of the labels in the stub code.
@@ -196,6 +430,16 @@ pub(crate) struct CodeLayout {
     pub clone: u64,
     /// the park loop
     pub park: u64,
+    /// the runner clone trampoline (seccomp-trap mode)
+    pub runner_clone: u64,
+    /// the signal handler (seccomp-trap mode)
+    pub handler: u64,
+    /// the handler's `futex` syscall instruction
+    pub futex: u64,
+    /// the handler's `rt_sigreturn` syscall instruction
+    pub sigreturn: u64,
+    /// the handler's `arch_prctl` syscall instruction
+    pub arch_prctl: u64,
 }
 
 /// The stub's machine code and its label offsets.
@@ -206,6 +450,11 @@ pub(crate) fn code() -> (&'static [u8], CodeLayout) {
     let end = &raw const ferrovisor_ptrace_stub_end as usize;
     let clone = &raw const ferrovisor_ptrace_stub_clone as usize;
     let park = &raw const ferrovisor_ptrace_stub_park as usize;
+    let runner_clone = &raw const ferrovisor_ptrace_stub_runner_clone as usize;
+    let handler = &raw const ferrovisor_ptrace_stub_handler as usize;
+    let futex = &raw const ferrovisor_ptrace_stub_futex as usize;
+    let sigreturn = &raw const ferrovisor_ptrace_stub_sigreturn as usize;
+    let arch_prctl = &raw const ferrovisor_ptrace_stub_arch_prctl as usize;
     // SAFETY: the four symbols delimit one contiguous run of bytes in this
     // crate's (readable) text section, start <= end.
     let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, end - start) };
@@ -214,6 +463,11 @@ pub(crate) fn code() -> (&'static [u8], CodeLayout) {
         ready: (ready - start) as u64,
         clone: (clone - start) as u64,
         park: (park - start) as u64,
+        runner_clone: (runner_clone - start) as u64,
+        handler: (handler - start) as u64,
+        futex: (futex - start) as u64,
+        sigreturn: (sigreturn - start) as u64,
+        arch_prctl: (arch_prctl - start) as u64,
     };
     (bytes, layout)
 }
@@ -224,17 +478,51 @@ pub(crate) fn code() -> (&'static [u8], CodeLayout) {
 pub(crate) struct StubImage {
     bytes: Box<[u8]>,
     layout: CodeLayout,
+    trap: Option<TrapConfig>,
+}
+
+/// How the seccomp-trap handler of an image behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TrapConfig {
+    /// the handler reads and writes fs/gs bases with `rdfsbase`/`wrfsbase`
+    /// (else: `arch_prctl` to set them; it cannot read them)
+    pub fsgsbase: bool,
+    /// `pause` iterations before the handler sleeps on its futex
+    pub spin: u32,
+}
+
+/// The syscall instructions of the seccomp-trap handler, as seccomp sees
+/// them (the address after each `syscall`).
+pub(crate) fn trap_ips(layout: &CodeLayout) -> bpf::TrapIps {
+    bpf::TrapIps {
+        runner_clone: STUB_BASE + layout.runner_clone + 2,
+        futex: STUB_BASE + layout.futex + 2,
+        sigreturn: STUB_BASE + layout.sigreturn + 2,
+        arch_prctl: STUB_BASE + layout.arch_prctl + 2,
+    }
+}
+
+/// Whether the host lets user code use `rdfsbase` and friends
+/// (`AT_HWCAP2` bit `HWCAP2_FSGSBASE`, Linux 5.9).
+pub(crate) fn host_has_fsgsbase() -> bool {
+    // SAFETY: getauxval only reads the auxiliary vector.
+    let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
+    hwcap2 & 2 != 0
 }
 
 impl StubImage {
-    pub(crate) fn new() -> Self {
+    /// The image for SYSEMU mode (`trap` = `None`) or seccomp-trap mode.
+    pub(crate) fn new(trap: Option<TrapConfig>) -> Self {
         let (code, layout) = code();
         assert!(code.len() as u64 <= PAGE_SIZE, "stub code exceeds a page");
         // The filter and the injection code use the constants; the assembler
         // decides. They agree or this crate is broken (tested).
         assert_eq!(STUB_BASE + layout.clone, CLONE_TRAMPOLINE);
         assert_eq!(STUB_BASE + layout.park, PARK);
-        let filter = bpf::stub_filter(&STUB_IPS, STUB_MEMFD as u32);
+        let filter = match trap {
+            None => bpf::stub_filter(&STUB_IPS, STUB_MEMFD as u32),
+            Some(_) => bpf::trap_filter(&STUB_IPS, &trap_ips(&layout), STUB_MEMFD as u32),
+        };
         let filter_bytes = filter.len() * std::mem::size_of::<SockFilter>();
         assert!(FILTER_OFFSET + filter_bytes <= PAGE_SIZE as usize);
         let mut bytes = vec![0u8; STUB_LEN as usize].into_boxed_slice();
@@ -252,11 +540,28 @@ impl StubImage {
             data[o + 3] = insn.jf;
             data[o + 4..o + 8].copy_from_slice(&insn.k.to_le_bytes());
         }
-        StubImage { bytes, layout }
+        assert!(FILTER_OFFSET + filter_bytes <= CONF_MAP_SLOTS);
+        if let Some(t) = trap {
+            data[CONF_MAP_SLOTS..CONF_MAP_SLOTS + 8].copy_from_slice(&1u64.to_le_bytes());
+            let f = u64::from(t.fsgsbase);
+            data[CONF_FSGSBASE..CONF_FSGSBASE + 8].copy_from_slice(&f.to_le_bytes());
+            let spin = u64::from(t.spin);
+            data[CONF_SPIN..CONF_SPIN + 8].copy_from_slice(&spin.to_le_bytes());
+        }
+        StubImage {
+            bytes,
+            layout,
+            trap,
+        }
     }
 
     pub(crate) fn layout(&self) -> CodeLayout {
         self.layout
+    }
+
+    /// The seccomp-trap configuration, `None` for SYSEMU mode.
+    pub(crate) fn trap(&self) -> Option<TrapConfig> {
+        self.trap
     }
 }
 
@@ -275,10 +580,20 @@ const NAMESPACES: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWUTS;
 
 /// Forks the stub from the calling thread (which becomes its tracer).
-pub(crate) fn fork_stub(memfd: BorrowedFd<'_>, image: &StubImage) -> Result<Forked> {
+pub(crate) fn fork_stub(
+    memfd: BorrowedFd<'_>,
+    slotfd: Option<BorrowedFd<'_>>,
+    image: &StubImage,
+) -> Result<Forked> {
     let parent = sys::pidfd_open_self_thread();
     let parent_raw = parent.as_ref().map_or(-1, |f| f.as_raw_fd());
     let memfd_raw = memfd.as_raw_fd();
+    let slotfd_raw = slotfd.map_or(-1, |f| f.as_raw_fd());
+    let handler = STUB_BASE + image.layout.handler;
+    let trap = image.trap.is_some();
+    if trap != slotfd.is_some() {
+        return Err(Error::Misuse("slot region and stub mode disagree"));
+    }
     let image_ptr = image.bytes.as_ptr();
     let setup = image.layout.setup;
     let mut pidfd: libc::c_int = -1;
@@ -300,7 +615,16 @@ pub(crate) fn fork_stub(memfd: BorrowedFd<'_>, image: &StubImage) -> Result<Fork
     if ret == 0 {
         // SAFETY: we are the freshly forked child; the pointers refer to our
         // private copy of the parent's memory.
-        unsafe { stub_child(memfd_raw, parent_raw, image_ptr, setup) }
+        unsafe {
+            stub_child(
+                memfd_raw,
+                slotfd_raw,
+                trap.then_some(handler),
+                parent_raw,
+                image_ptr,
+                setup,
+            )
+        }
     }
     if ret < 0 {
         return Err(Error::last_os("clone(stub)"));
@@ -318,10 +642,23 @@ pub(crate) fn fork_stub(memfd: BorrowedFd<'_>, image: &StubImage) -> Result<Fork
 /// multithreaded and this is a fork of one thread, so locks held by other
 /// threads (the allocator's among them) stay locked forever here.
 ///
+/// In seccomp-trap mode (`handler` set) the handler takes SIGSYS, the
+/// faults and the interrupt kick on the thread's signal stack, with every
+/// signal blocked while it runs; the first thread blocks the kick, so
+/// threads cloned from it start with it blocked until their first
+/// `rt_sigreturn` into the guest. The slot region's memfd goes to [`STUB_SLOTFD`].
+///
 /// # Safety
 /// Must only be called in the child of the fork in [`fork_stub`], with
 /// `image` pointing to [`STUB_LEN`] readable bytes.
-unsafe fn stub_child(memfd: RawFd, parent: RawFd, image: *const u8, setup: u64) -> ! {
+unsafe fn stub_child(
+    memfd: RawFd,
+    slotfd: RawFd,
+    handler: Option<u64>,
+    parent: RawFd,
+    image: *const u8,
+    setup: u64,
+) -> ! {
     use libc::{c_long, syscall};
     // SAFETY: each call is a raw system call with integer arguments or
     // pointers to live locals of this frame, failures exit; the final copy
@@ -390,11 +727,36 @@ unsafe fn stub_child(memfd: RawFd, parent: RawFd, image: *const u8, setup: u64) 
                 );
             }
         }
-        let empty: u64 = 0;
+        if let Some(handler) = handler {
+            // The kernel's struct sigaction (not libc's): handler, flags,
+            // restorer (never used: the handler leaves through its own
+            // rt_sigreturn), mask (everything blocked while it runs).
+            let act: [u64; 4] = [
+                handler,
+                (libc::SA_SIGINFO | libc::SA_ONSTACK | SA_RESTORER) as u64,
+                handler + 1,
+                u64::MAX,
+            ];
+            for sig in crate::trap::HANDLED_SIGNALS {
+                if syscall(libc::SYS_rt_sigaction, sig, act.as_ptr(), 0usize, 8usize) != 0 {
+                    fail(110);
+                }
+            }
+        }
+        // Trap mode: the kick blocked, so that a runner (which inherits this
+        // mask) cannot take one before its first rt_sigreturn into the
+        // guest. Nothing else: an int3 of the trampolines with SIGTRAP
+        // blocked would make the kernel reset SIGTRAP's handler to the
+        // default for the whole process (force_sig_info_to_task).
+        let mask: u64 = if handler.is_some() {
+            1 << (crate::trap::KICK_SIGNAL - 1)
+        } else {
+            0
+        };
         syscall(
             libc::SYS_rt_sigprocmask,
             libc::SIG_SETMASK,
-            &empty as *const u64,
+            &mask as *const u64,
             0usize,
             8usize,
         );
@@ -408,12 +770,26 @@ unsafe fn stub_child(memfd: RawFd, parent: RawFd, image: *const u8, setup: u64) 
             &no_stack as *const libc::stack_t,
             0usize,
         );
-        // The memory file at a fixed number, nothing else open.
-        if memfd != STUB_MEMFD && syscall(libc::SYS_dup2, memfd, STUB_MEMFD) != STUB_MEMFD.into() {
+        // The memory file at a fixed number, nothing else open (but the
+        // slot region's memfd, which setup maps and closes). Each source is
+        // first moved out of the way of both targets.
+        let memfd = syscall(libc::SYS_fcntl, memfd, libc::F_DUPFD, 10) as RawFd;
+        let slotfd = if slotfd >= 0 {
+            syscall(libc::SYS_fcntl, slotfd, libc::F_DUPFD, 10) as RawFd
+        } else {
+            -1
+        };
+        if memfd < 0 || (handler.is_some() && slotfd < 0) {
             fail(106);
         }
+        if syscall(libc::SYS_dup2, memfd, STUB_MEMFD) != STUB_MEMFD.into()
+            || (slotfd >= 0 && syscall(libc::SYS_dup2, slotfd, STUB_SLOTFD) != STUB_SLOTFD.into())
+        {
+            fail(106);
+        }
+        let last = if slotfd >= 0 { STUB_SLOTFD } else { STUB_MEMFD };
         if syscall(libc::SYS_close_range, 0, STUB_MEMFD - 1, 0) != 0
-            || syscall(libc::SYS_close_range, STUB_MEMFD + 1, u32::MAX, 0) != 0
+            || syscall(libc::SYS_close_range, last + 1, u32::MAX, 0) != 0
         {
             fail(107);
         }
@@ -472,7 +848,7 @@ mod tests {
 
     #[test]
     fn image_carries_a_sock_fprog_pointing_at_the_filter() {
-        let image = StubImage::new();
+        let image = StubImage::new(None);
         let data = &image.bytes[PAGE_SIZE as usize..];
         let len = u16::from_le_bytes([data[0], data[1]]) as usize;
         let ptr = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes"));

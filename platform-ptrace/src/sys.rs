@@ -349,6 +349,26 @@ pub(crate) fn wait(pid: i32) -> Result<WaitStatus> {
 }
 use WaitStatus::Stopped;
 
+/// `waitpid(pid, WNOHANG | __WALL)`: `None` if nothing is to be reported.
+pub(crate) fn wait_nohang(pid: i32) -> Result<Option<WaitStatus>> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a live c_int the kernel writes.
+    let ret = unsafe { libc::waitpid(pid, &mut status, libc::__WALL | libc::WNOHANG) };
+    if ret == 0 {
+        return Ok(None);
+    }
+    if ret != pid {
+        return Err(Error::last_os("waitpid(stub, WNOHANG)"));
+    }
+    Ok(Some(if libc::WIFSTOPPED(status) {
+        Stopped(status >> 8)
+    } else if libc::WIFEXITED(status) {
+        WaitStatus::Exited(libc::WEXITSTATUS(status))
+    } else {
+        WaitStatus::Signaled(libc::WTERMSIG(status))
+    }))
+}
+
 /// `tgkill(tgid, tid, sig)`: a thread-directed signal (the stub's threads
 /// are told apart by their tracers; a process-directed signal could be
 /// taken by any of them).
@@ -439,4 +459,91 @@ pub(crate) fn pin_to_current_cpu() -> Result<usize> {
     let ret = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
     check(ret.into(), "sched_setaffinity(tracer)")?;
     Ok(cpu)
+}
+
+/// `PTRACE_GETSIGMASK` / `PTRACE_SETSIGMASK` (Linux 3.11).
+const PTRACE_GETSIGMASK: libc::c_long = 0x420a;
+const PTRACE_SETSIGMASK: libc::c_long = 0x420b;
+
+/// The blocked-signal mask of a stopped tracee.
+pub(crate) fn get_sigmask(tid: i32) -> Result<u64> {
+    let mut mask: u64 = 0;
+    let p: *mut u64 = &mut mask;
+    ptrace(PTRACE_GETSIGMASK, tid, 8, p as usize, "ptrace(GETSIGMASK)")?;
+    Ok(mask)
+}
+
+/// Replaces the blocked-signal mask of a stopped tracee.
+pub(crate) fn set_sigmask(tid: i32, mask: u64) -> Result<()> {
+    let p: *const u64 = &mask;
+    ptrace(PTRACE_SETSIGMASK, tid, 8, p as usize, "ptrace(SETSIGMASK)")?;
+    Ok(())
+}
+
+/// Whether thread `tid` of process `tgid` still exists (`tgkill` with
+/// signal 0; a reaped thread's id cannot be reused while its thread group
+/// leader, a zombie under our tracing at least, keeps the group).
+pub(crate) fn thread_alive(tgid: i32, tid: i32) -> bool {
+    // SAFETY: plain integer arguments; signal 0 only checks.
+    let ret = unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, 0) };
+    ret == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// `FUTEX_WAIT` (shared: the word lives in a `MAP_SHARED` memfd mapping
+/// the stub maps too) on `word` while it holds `expected`, for at most
+/// `timeout`. Wake-ups, time-outs and a changed word all just return.
+pub(crate) fn futex_wait(
+    word: &std::sync::atomic::AtomicU32,
+    expected: u32,
+    timeout: std::time::Duration,
+) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `word` is a live, aligned u32 for the duration of the call;
+    // `ts` a live timespec. FUTEX_WAIT only reads both.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            &ts as *const libc::timespec,
+        )
+    };
+}
+
+/// `FUTEX_WAKE` of one waiter on `word` (shared, see [`futex_wait`]).
+pub(crate) fn futex_wake(word: &std::sync::atomic::AtomicU32) {
+    // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE does not access it.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, 1) };
+}
+
+/// A fresh, sealed-size memfd of `len` zero bytes.
+pub(crate) fn memfd_of_len(name: &std::ffi::CStr, len: u64) -> Result<OwnedFd> {
+    // SAFETY: a valid NUL-terminated name and flags.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    check(fd.into(), "memfd_create(stub slots)")?;
+    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: plain integer arguments.
+    let ret = unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) };
+    check(ret.into(), "ftruncate(stub slots)")?;
+    Ok(fd)
+}
+
+/// Frees the pages of `[off, off + len)` of memfd `fd` (they read as zero
+/// afterwards).
+pub(crate) fn punch_hole(fd: BorrowedFd<'_>, off: u64, len: u64) -> Result<()> {
+    // SAFETY: plain integer arguments.
+    let ret = unsafe {
+        libc::fallocate(
+            fd.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    check(ret.into(), "fallocate(PUNCH_HOLE, stub slot)").map(drop)
 }

@@ -38,6 +38,9 @@ pub(crate) struct Tracee {
     pub(crate) template: Regs,
     /// Set once the thread has been waited for after its end.
     pub(crate) gone: Option<Gone>,
+    /// Seccomp-trap mode: the untraced thread that runs this host thread's
+    /// guest code in the same stub (this traced one only injects calls).
+    pub(crate) runner: Option<crate::trap::Runner>,
 }
 
 impl Tracee {
@@ -47,6 +50,7 @@ impl Tracee {
             cached: None,
             template,
             gone: None,
+            runner: None,
         }
     }
 
@@ -146,6 +150,8 @@ impl Tracee {
     /// Makes the thread leave with `exit(0)` (the thread only, never its
     /// process) and reaps it. Harmless if it is already gone.
     pub(crate) fn exit_thread(&mut self) -> Result<()> {
+        // The runner leaves by itself (told through its slot).
+        self.runner = None;
         if self.gone.is_some() {
             return Ok(());
         }

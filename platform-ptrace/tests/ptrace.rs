@@ -555,3 +555,20 @@ fn address_spaces_come_and_go_without_leaks() {
         );
     }
 }
+
+seccomp_trap_too!(
+    syscalls_are_reported_and_answered,
+    guest_memory_is_the_memory_file,
+    fault_on_unmapped_page_then_retry_succeeds,
+    write_to_read_only_page_faults,
+    ud2_and_int3_are_signals,
+    fs_base_from_regs_takes_effect,
+    stub_is_namespaced_no_new_privs_and_filtered,
+    interrupt_stops_a_spinning_guest_and_switch_resumes_it,
+    interrupt_before_switch_is_not_lost,
+    dropping_the_address_space_reaps_the_stub,
+    address_space_outlives_the_thread_that_created_it,
+    killed_stub_is_reported_as_died,
+    executing_a_non_executable_page_is_an_execute_fault,
+    address_spaces_come_and_go_without_leaks,
+);

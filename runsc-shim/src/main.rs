@@ -286,6 +286,10 @@ struct BootArgs {
 enum PlatformKind {
     /// every system call stops the guest under PTRACE_SYSEMU
     Ptrace,
+    /// system calls trap to a handler in the stub (seccomp SECCOMP_RET_TRAP)
+    /// that hands them to the Sentry through shared memory; no ptrace stop
+    #[value(alias = "systrap")]
+    Seccomp,
 }
 
 #[derive(Debug, clap::Args)]
@@ -395,6 +399,8 @@ fn run_do(args: DoArgs) -> ExitCode {
     let platform = args.platform;
     let result = sentry::run(config, |memfd| match platform {
         PlatformKind::Ptrace => platform_ptrace::PtracePlatform::new(memfd)
+            .map(|p| Box::new(p) as Box<dyn platform::Platform>),
+        PlatformKind::Seccomp => platform_ptrace::PtracePlatform::new_seccomp_trap(memfd)
             .map(|p| Box::new(p) as Box<dyn platform::Platform>),
     });
     match result {

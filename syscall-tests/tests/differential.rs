@@ -9,7 +9,8 @@
 //! needed), matching the sandbox's read-only view of the host root.
 //!
 //! Environment knobs: `FERROVISOR_BIN` (binary to test), `FERROVISOR_PLATFORM`
-//! (default `ptrace`), `FERROVISOR_DEBUG_DIR` (keep a debug log per run).
+//! (run under that platform only; by default every guest runs under both
+//! `seccomp` and `ptrace`), `FERROVISOR_DEBUG_DIR` (keep a debug log per run).
 
 mod harness;
 

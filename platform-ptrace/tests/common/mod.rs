@@ -5,7 +5,49 @@
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 use platform::{AddressSpace, Prot, Regs};
-use platform_ptrace::{PtraceOptions, PtracePlatform};
+use std::cell::Cell;
+
+use platform_ptrace::{Mode, PtraceOptions, PtracePlatform};
+
+thread_local! {
+    static MODE: Cell<Mode> = const { Cell::new(Mode::Sysemu) };
+}
+
+/// Runs test `f` with platforms made (on this thread) in `mode`.
+pub fn in_mode(mode: Mode, f: fn()) {
+    MODE.with(|m| m.set(mode));
+    f();
+}
+
+/// The mode platforms are made in on this thread.
+pub fn mode() -> Mode {
+    MODE.with(Cell::get)
+}
+
+/// Stub threads a host thread that switches into an address space has
+/// there: its traced one, plus, in seccomp-trap mode, the runner.
+pub fn per_switcher() -> usize {
+    match mode() {
+        Mode::Sysemu => 1,
+        Mode::SeccompTrap => 2,
+    }
+}
+
+/// For each named test, a twin in module `seccomp_trap` that runs it with
+/// the platform in seccomp-trap mode.
+#[macro_export]
+macro_rules! seccomp_trap_too {
+    ($($name:ident),* $(,)?) => {
+        mod seccomp_trap {
+            $(
+                #[test]
+                fn $name() {
+                    super::common::in_mode(platform_ptrace::Mode::SeccompTrap, super::$name)
+                }
+            )*
+        }
+    };
+}
 
 /// Size of the test memory file.
 pub const FILE_LEN: usize = 1 << 20;
@@ -70,11 +112,22 @@ impl MemFile {
         self.write(off, &v.to_le_bytes());
     }
 
+    /// A platform in this thread's [`mode`].
     pub fn platform(&self) -> PtracePlatform {
-        PtracePlatform::new(self.fd.as_fd()).expect("platform")
+        self.platform_with(PtraceOptions::default())
     }
 
+    /// A platform with `options`, in this thread's [`mode`] unless they
+    /// ask for seccomp-trap mode themselves.
     pub fn platform_with(&self, options: PtraceOptions) -> PtracePlatform {
+        let options = PtraceOptions {
+            mode: if options.mode == Mode::SeccompTrap {
+                Mode::SeccompTrap
+            } else {
+                mode()
+            },
+            ..options
+        };
         PtracePlatform::with_options(self.fd.as_fd(), options).expect("platform")
     }
 }

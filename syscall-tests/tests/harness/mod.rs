@@ -120,10 +120,19 @@ pub fn run_native(native: Native, program: &Path, args: &[&str]) -> Outcome {
     out
 }
 
-/// Runs `program args` under `ferrovisor do --platform P` (P from
-/// `$FERROVISOR_PLATFORM`, default ptrace). With `$FERROVISOR_DEBUG_DIR` set,
-/// each run writes its debug log there as `<label>.log`.
-pub fn run_sandboxed(label: &str, program: &Path, args: &[&str]) -> Outcome {
+/// The platforms every sandboxed check runs under: `$FERROVISOR_PLATFORM`
+/// alone when set, else both modes of the ptrace platform.
+pub fn platforms() -> Vec<String> {
+    match std::env::var("FERROVISOR_PLATFORM") {
+        Ok(p) if !p.is_empty() => vec![p],
+        _ => vec!["seccomp".to_owned(), "ptrace".to_owned()],
+    }
+}
+
+/// Runs `program args` under `ferrovisor do --platform P`. With
+/// `$FERROVISOR_DEBUG_DIR` set, each run writes its debug log there as
+/// `<label>-<platform>.log`.
+pub fn run_sandboxed_on(platform: &str, label: &str, program: &Path, args: &[&str]) -> Outcome {
     let bin = ferrovisor_bin();
     assert!(
         bin.is_file(),
@@ -131,12 +140,11 @@ pub fn run_sandboxed(label: &str, program: &Path, args: &[&str]) -> Outcome {
          or run `cargo test --workspace`) or set FERROVISOR_BIN",
         bin.display()
     );
-    let platform = std::env::var("FERROVISOR_PLATFORM").unwrap_or_else(|_| "ptrace".to_owned());
     let mut cmd = base_command(&bin);
-    cmd.args(["do", "--platform", &platform]);
+    cmd.args(["do", "--platform", platform]);
     if let Some(dir) = std::env::var_os("FERROVISOR_DEBUG_DIR") {
         cmd.arg("--debug-log")
-            .arg(Path::new(&dir).join(format!("{label}.log")));
+            .arg(Path::new(&dir).join(format!("{label}-{platform}.log")));
     }
     cmd.arg("--").arg(program).args(args);
     run(cmd, &format!("sandboxed {}", program.display()))
@@ -233,10 +241,13 @@ pub fn compare(label: &str, native: Native, program: &Path, args: &[&str], nativ
         nat.stdout,
         nat.stderr
     );
-    let sb = run_sandboxed(label, program, args);
-    if nat.stdout != sb.stdout || nat.status != sb.status {
+    for platform in platforms() {
+        let sb = run_sandboxed_on(&platform, label, program, args);
+        if nat.stdout == sb.stdout && nat.status == sb.status {
+            continue;
+        }
         panic!(
-            "{label}: sandbox differs from native\n\
+            "{label}: sandbox (--platform {platform}) differs from native\n\
              exit status: native {} / sandbox {}\n\
              --- diff of stdout (- native, + sandbox) ---\n{}\
              --- native stdout ---\n{}\
