@@ -10,7 +10,13 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Guest programs, by file stem; keep in step with `benches::Guest`.
-const GUESTS: &[&str] = &["getppid_loop", "open_read_close", "clock_gettime_loop"];
+const GUESTS: &[&str] = &[
+    "getppid_loop",
+    "open_read_close",
+    "clock_gettime_loop",
+    "fork_exec_wait",
+    "pipe_throughput",
+];
 
 fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -121,7 +121,21 @@ const SYS_FILES: &[(&str, &str)] = &[
     ("net/core/somaxconn", "4096\n"),
 ];
 
+/// The `/sys` tree shares the `/proc/sys` machinery under this prefix.
+pub const SYSFS: &str = "@sys";
+
+/// `/sys` files generated on lookup: what glibc, Python and `nproc` read.
+const SYSFS_FILES: &[&str] = &[
+    "@sys/devices/system/cpu/online",
+    "@sys/devices/system/cpu/possible",
+    "@sys/devices/system/cpu/present",
+];
+
 const SYS_DIRS: &[&str] = &[
+    "@sys",
+    "@sys/devices",
+    "@sys/devices/system",
+    "@sys/devices/system/cpu",
     "",
     "kernel",
     "kernel/random",
@@ -237,6 +251,14 @@ impl ProcFs {
                     "kernel/hostname" => format!("{}\n", self.kernel()?.hostname),
                     "kernel/random/uuid" => uuid(),
                     "kernel/random/boot_id" => self.boot_id(),
+                    p if SYSFS_FILES.contains(&p) => {
+                        let n = self.kernel()?.cpus.max(1);
+                        if n == 1 {
+                            "0\n".to_string()
+                        } else {
+                            format!("0-{}\n", n - 1)
+                        }
+                    }
                     p => SYS_FILES
                         .iter()
                         .find(|(n, _)| *n == p)
@@ -592,7 +614,7 @@ impl ProcFs {
                 for sub in SYS_DIRS
                     .iter()
                     .filter_map(|x| x.strip_prefix(prefix.as_str()))
-                    .filter(|x| !x.is_empty() && !x.contains('/'))
+                    .filter(|x| !x.is_empty() && !x.contains('/') && !x.starts_with('@'))
                 {
                     add(sub.into(), abi::dt::DIR);
                 }
@@ -602,6 +624,7 @@ impl ProcFs {
                     "kernel/random/uuid",
                     "kernel/random/boot_id",
                 ]);
+                files.extend(SYSFS_FILES);
                 for f in files
                     .iter()
                     .filter_map(|x| x.strip_prefix(prefix.as_str()))

@@ -332,6 +332,9 @@ pub enum Lookup {
 pub struct FileSystem {
     root: Node,
     masked_devs: Mutex<HashMap<u64, bool>>,
+    /// host lookups already made: (parent handle's address, name) → the
+    /// child, with the parent kept alive so the address stays its own
+    dcache: Mutex<DentryCache>,
     tmp: Arc<crate::tmpfs::MemInode>,
     run: Arc<crate::tmpfs::MemInode>,
     shm: Arc<crate::tmpfs::MemInode>,
@@ -420,6 +423,7 @@ impl FileSystem {
             upper,
             overlay,
             masked_devs: Mutex::new(HashMap::new()),
+            dcache: Mutex::new(HashMap::new()),
             tmp: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x10, TMPFS_LIMIT, 0o1777),
             run: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x11, TMPFS_LIMIT, 0o755),
             proc: Default::default(),
@@ -444,6 +448,32 @@ impl FileSystem {
         })
     }
 
+    fn lock_dcache(&self) -> std::sync::MutexGuard<'_, DentryCache> {
+        self.dcache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the gofer for `name` in host directory `h`.
+    fn walk_host(&self, h: &Arc<GoferRef>, name: &[u8]) -> Result<Node, Errno> {
+        // The gofer refuses names with `/`, `..` or NUL itself; a name it
+        // cannot walk is simply not there.
+        let reply = h.client.walk(h.handle, &[name])?;
+        let Some(node) = reply.nodes.first() else {
+            return Err(Errno::ENOENT);
+        };
+        let child = GoferRef {
+            client: h.client.clone(),
+            handle: node.handle,
+        };
+        let st = node.stat;
+        if st.is_dir() && self.is_masked_dev(&child, st.dev()) {
+            return Ok(Node::Masked { ino: st.ino });
+        }
+        Ok(Node::Host {
+            h: Arc::new(child),
+            mode: st.mode,
+        })
+    }
+
     /// Looks `name` up in directory `dir` (which sits `depth` levels below
     /// the root).
     fn lookup_child(&self, dir: &Node, depth: usize, name: &[u8]) -> Result<Node, Errno> {
@@ -456,7 +486,11 @@ impl FileSystem {
                     match name {
                         b"dev" => return Ok(Node::DevDir),
                         b"proc" => return Ok(Node::Proc(crate::procfs::ProcNode::Root)),
-                        b"sys" => return Ok(Node::Masked { ino: 3 }),
+                        b"sys" => {
+                            return Ok(Node::Proc(crate::procfs::ProcNode::Sys(
+                                crate::procfs::SYSFS,
+                            )))
+                        }
                         b"tmp" => return Ok(Node::Mem(self.tmp.clone())),
                         b"run" => return Ok(Node::Mem(self.run.clone())),
                         _ => {}
@@ -465,24 +499,22 @@ impl FileSystem {
                 self.ovl_lookup(d, depth, name)
             }
             Node::Host { h, .. } => {
-                // The gofer refuses names with `/`, `..` or NUL itself; a
-                // name it cannot walk is simply not there.
-                let reply = h.client.walk(h.handle, &[name])?;
-                let Some(node) = reply.nodes.first() else {
-                    return Err(Errno::ENOENT);
-                };
-                let child = GoferRef {
-                    client: h.client.clone(),
-                    handle: node.handle,
-                };
-                let st = node.stat;
-                if st.is_dir() && self.is_masked_dev(&child, st.dev()) {
-                    return Ok(Node::Masked { ino: st.ino });
+                // The root the gofer serves is the container's image, which
+                // nobody changes under a running sandbox: a lookup made
+                // once stands (each cached handle is one open descriptor in
+                // the gofer, hence the bound).
+                const DCACHE_MAX: usize = 1024;
+                let key = (Arc::as_ptr(h) as usize, name.to_vec());
+                if let Some((_, n)) = self.lock_dcache().get(&key) {
+                    return Ok(n.clone());
                 }
-                Ok(Node::Host {
-                    h: Arc::new(child),
-                    mode: st.mode,
-                })
+                let child = self.walk_host(h, name)?;
+                let mut cache = self.lock_dcache();
+                if cache.len() >= DCACHE_MAX {
+                    cache.clear();
+                }
+                cache.insert(key, (h.clone(), child.clone()));
+                Ok(child)
             }
             Node::DevDir if name == b"shm" => Ok(Node::Mem(self.shm.clone())),
             Node::DevDir if matches!(name, b"fd" | b"stdin" | b"stdout" | b"stderr") => {
@@ -859,6 +891,9 @@ impl Drop for GoferRef {
         let _ = self.client.close(self.handle);
     }
 }
+
+/// Host lookups made: (parent handle's address, name) → (parent, child).
+type DentryCache = HashMap<(usize, Vec<u8>), (Arc<GoferRef>, Node)>;
 
 /// One directory entry, as `getdents64` reports it.
 #[derive(Clone, Debug)]
