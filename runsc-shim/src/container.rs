@@ -756,7 +756,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
         hostname: plan.hostname,
     };
     let code = match sentry::run(config, |memfd| {
-        platform_ptrace::PtracePlatform::new(memfd)
+        platform_ptrace::PtracePlatform::new_seccomp_trap(memfd)
             .map(|p| Box::new(p) as Box<dyn platform::Platform>)
     }) {
         Ok(status) => status.shell_code(),

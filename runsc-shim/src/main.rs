@@ -298,7 +298,7 @@ struct DoArgs {
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
     /// How guest code runs.
-    #[arg(long, value_enum, default_value = "ptrace")]
+    #[arg(long, value_enum, default_value = "seccomp")]
     platform: PlatformKind,
     /// Write the Sentry's debug log (including unsupported system calls) to FILE.
     #[arg(long, value_name = "FILE")]
