@@ -94,6 +94,22 @@ pub struct FileDescription {
     /// file position
     pub pos: Mutex<u64>,
     dir: Mutex<Option<Vec<DirEntry>>>,
+    /// the lock table and file this description took flock/OFD locks in,
+    /// so that its last close drops them
+    locks: Mutex<Option<(Arc<crate::locks::LockTable>, crate::locks::FileKey)>>,
+}
+
+impl Drop for FileDescription {
+    fn drop(&mut self) {
+        let taken = self
+            .locks
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((table, key)) = taken {
+            table.release_description(key, self.lock_id());
+        }
+    }
 }
 
 impl fmt::Debug for FileDescription {
@@ -118,7 +134,32 @@ impl FileDescription {
             flags: Mutex::new(flags),
             pos: Mutex::new(0),
             dir: Mutex::new(None),
+            locks: Mutex::new(None),
         })
+    }
+
+    /// This description as a lock owner (its address: unique while it
+    /// lives, and its locks go when it does).
+    pub fn lock_id(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Remembers that this description holds locks of `key` in `table`.
+    pub fn note_locks(&self, table: &Arc<crate::locks::LockTable>, key: crate::locks::FileKey) {
+        let mut l = lock(&self.locks);
+        if l.is_none() {
+            *l = Some((table.clone(), key));
+        }
+    }
+
+    /// Whether reads are allowed (lock type checks).
+    pub fn can_read(&self) -> bool {
+        self.readable()
+    }
+
+    /// Whether writes are allowed (lock type checks).
+    pub fn can_write(&self) -> bool {
+        self.writable()
     }
 
     /// The status flags.

@@ -110,6 +110,8 @@ pub struct Kernel {
     pub timekeeper: crate::vdso_time::TimeKeeper,
     /// TCP/IP of the sandbox
     pub net: Arc<netstack::Stack>,
+    /// advisory file locks (`flock`, `fcntl` record locks)
+    pub locks: Arc<crate::locks::LockTable>,
 }
 
 /// The sandbox's processes.
@@ -281,6 +283,7 @@ where
     let platform = make_platform(memory.fd())?;
     let fs = FileSystem::new(config.root, memory.clone(), config.writable_root)
         .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
+    let bus = Arc::new(EventBus::default());
     let kernel = Arc::new(Kernel {
         platform,
         memory: memory.clone(),
@@ -293,7 +296,8 @@ where
             .map(|_| AtomicBool::new(false))
             .collect(),
         procs: Mutex::new(ProcTable::default()),
-        bus: Arc::new(EventBus::default()),
+        locks: Arc::new(crate::locks::LockTable::new(bus.clone())),
+        bus,
         timers: Default::default(),
         futexes: Default::default(),
         unix: Default::default(),

@@ -8,6 +8,7 @@ pub mod futex;
 mod host;
 pub mod kernel;
 pub mod loader;
+pub mod locks;
 pub mod memfile;
 pub mod mm;
 pub mod pipe;

@@ -1197,6 +1197,9 @@ impl Task {
         // space goes unless another process shares it (vfork).
         self.fds = Arc::new(Mutex::new(FdTable::default()));
         let me = self.pid();
+        self.kernel
+            .locks
+            .release_records(None, crate::locks::Owner::Process(me));
         let kernel = self.kernel.clone();
         let (ppid, exit_signal) = {
             let mut st = self.proc_.state();

@@ -69,6 +69,7 @@ guests! {
     readlink,
     access,
     dup,
+    file_locks,
     fcntl,
     ioctl,
     devices,

@@ -1,6 +1,8 @@
 //! File system calls: descriptors, reading, metadata, directories, and the
 //! write operations a read-only root refuses with `EROFS`.
 
+use std::sync::Arc;
+
 use abi::{
     Errno, Iovec, OpenFlags, Stat, Statx, StatxTimestamp, AT_EMPTY_PATH, AT_FDCWD, AT_NO_AUTOMOUNT,
     AT_STATX_SYNC_TYPE, AT_SYMLINK_NOFOLLOW,
@@ -10,6 +12,7 @@ use zerocopy::FromZeros;
 use super::{dir_arg, path_arg};
 use crate::file::{FdEntry, FileDescription, FileKind};
 use crate::host;
+use crate::locks::{FileKey, Owner, RecordLock, OFFSET_MAX};
 use crate::mm::GuestSlice;
 use crate::task::Task;
 use crate::tmpfs::MemKind;
@@ -501,16 +504,29 @@ pub fn sys_close_range(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if flags & !(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC) != 0 || first > last {
         return Err(Errno::EINVAL);
     }
-    task.fds().close_range(
-        first as usize,
-        last as usize,
-        flags & CLOSE_RANGE_CLOEXEC != 0,
-    );
+    let cloexec = flags & CLOSE_RANGE_CLOEXEC != 0;
+    let closing: Vec<Arc<FileDescription>> = if cloexec {
+        Vec::new()
+    } else {
+        let fds = task.fds();
+        fds.open_fds()
+            .into_iter()
+            .filter(|&fd| fd >= first as usize && fd <= last as usize)
+            .filter_map(|fd| fds.file(fd as i64).ok())
+            .collect()
+    };
+    task.fds()
+        .close_range(first as usize, last as usize, cloexec);
+    for f in &closing {
+        close_releases_locks(task, f);
+    }
     Ok(0)
 }
 
 pub fn sys_close(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    task.fds().remove(a[0] as i32 as i64).map(|_| 0)
+    let entry = task.fds().remove(a[0] as i32 as i64)?;
+    close_releases_locks(task, &entry.file);
+    Ok(0)
 }
 
 fn stat_path(task: &Task, dirfd: u64, path_addr: u64, flags: u32) -> Result<Stat, Errno> {
@@ -782,8 +798,12 @@ fn dup_to(task: &mut Task, old: i64, new: u64, cloexec: bool) -> Result<u64, Err
         return Err(Errno::EBADF);
     }
     let limit = task.nofile();
-    task.fds()
+    let old = task
+        .fds()
         .insert_at(new as usize, FdEntry { file, cloexec }, limit)?;
+    if let Some(old) = old {
+        close_releases_locks(task, &old.file);
+    }
     Ok(new as u64)
 }
 
@@ -818,6 +838,9 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const F_GETLK: u32 = 5;
     const F_SETLK: u32 = 6;
     const F_SETLKW: u32 = 7;
+    const F_OFD_GETLK: u32 = 36;
+    const F_OFD_SETLK: u32 = 37;
+    const F_OFD_SETLKW: u32 = 38;
     const F_DUPFD_CLOEXEC: u32 = 1030;
     const F_SETOWN: u32 = 8;
     const F_GETOWN: u32 = 9;
@@ -881,38 +904,245 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 end.pipe.set_capacity(a[2]).map(|n| n as u64)
             }
         }
-        F_GETLK | F_SETLK | F_SETLKW => {
-            if path_only {
-                return Err(Errno::EBADF);
-            }
-            // One process in the sandbox: no lock can conflict. Report
-            // "unlocked" for F_GETLK (l_type is the first short of struct
-            // flock).
-            if a[1] as u32 == F_GETLK {
-                let l_type: i16 = task.mm().read_obj(a[2])?;
-                if !(0..=2).contains(&l_type) {
-                    return Err(Errno::EINVAL);
-                }
-                task.mm().write_obj(a[2], &2i16)?;
-            } else {
-                let _: i16 = task.mm().read_obj(a[2])?;
-            }
-            Ok(0)
+        F_GETLK | F_SETLK | F_SETLKW => record_lock(task, &file, a[1] as u32, a[2], false),
+        F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW => {
+            record_lock(task, &file, a[1] as u32, a[2], true)
         }
         _ => Err(Errno::EINVAL),
     }
 }
 
+/// The lock identity of an open file: its `(st_dev, st_ino)`, which two
+/// separate opens of one file agree on.
+fn lock_key(file: &FileDescription) -> Result<FileKey, Errno> {
+    let st = file.stat()?;
+    Ok((st.dev, st.ino))
+}
+
+/// Retries `attempt` until it succeeds, waiting on the bus in between;
+/// `ERESTARTSYS` when a signal arrives first.
+fn wait_for_lock(
+    task: &Task,
+    mut attempt: impl FnMut() -> Result<bool, Errno>,
+    ready: impl Fn() -> bool,
+) -> Result<(), Errno> {
+    let bus = task.kernel.bus.clone();
+    loop {
+        if attempt()? {
+            return Ok(());
+        }
+        let g = bus.lock();
+        if ready() {
+            continue;
+        }
+        if task.thread.interrupted() {
+            return Err(Errno::ERESTARTSYS);
+        }
+        drop(bus.wait(g, None));
+    }
+}
+
+/// `struct flock` (x86-64): l_type, l_whence, l_start, l_len, l_pid.
+fn read_flock(task: &Task, addr: u64) -> Result<(i16, i16, i64, i64, i32), Errno> {
+    let raw: [u8; 32] = task.mm().read_obj(addr)?;
+    let i16_at = |o: usize| i16::from_ne_bytes([raw[o], raw[o + 1]]);
+    let i64_at = |o: usize| i64::from_ne_bytes(raw[o..o + 8].try_into().unwrap_or([0; 8]));
+    let pid = i32::from_ne_bytes(raw[24..28].try_into().unwrap_or([0; 4]));
+    Ok((i16_at(0), i16_at(2), i64_at(8), i64_at(16), pid))
+}
+
+fn write_flock(task: &Task, addr: u64, l_type: i16, l: Option<&RecordLock>) -> Result<(), Errno> {
+    let mut raw: [u8; 32] = task.mm().read_obj(addr)?;
+    raw[0..2].copy_from_slice(&l_type.to_ne_bytes());
+    if let Some(l) = l {
+        let len = if l.end == OFFSET_MAX {
+            0
+        } else {
+            l.end - l.start + 1
+        };
+        raw[2..4].copy_from_slice(&0i16.to_ne_bytes());
+        raw[8..16].copy_from_slice(&l.start.to_ne_bytes());
+        raw[16..24].copy_from_slice(&len.to_ne_bytes());
+        raw[24..28].copy_from_slice(&l.owner.reported_pid().to_ne_bytes());
+    }
+    task.mm().write_obj(addr, &raw)
+}
+
+/// `fcntl` `F_GETLK`/`F_SETLK`/`F_SETLKW` and their OFD variants.
+fn record_lock(
+    task: &Task,
+    file: &Arc<FileDescription>,
+    cmd: u32,
+    addr: u64,
+    ofd: bool,
+) -> Result<u64, Errno> {
+    const F_RDLCK: i16 = 0;
+    const F_WRLCK: i16 = 1;
+    const F_UNLCK: i16 = 2;
+    let (get, wait) = match cmd {
+        5 | 36 => (true, false),
+        7 | 38 => (false, true),
+        _ => (false, false),
+    };
+    let (l_type, whence, l_start, l_len, l_pid) = read_flock(task, addr)?;
+    if matches!(file.kind, FileKind::Path) {
+        return Err(Errno::EBADF);
+    }
+    if ofd && l_pid != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let write = match l_type {
+        F_RDLCK => Some(false),
+        F_WRLCK => Some(true),
+        F_UNLCK if !get => None,
+        _ => return Err(Errno::EINVAL),
+    };
+    let base = match whence {
+        0 => 0,
+        1 => *file.pos.lock().unwrap_or_else(|e| e.into_inner()) as i64,
+        2 => file.stat()?.size,
+        _ => return Err(Errno::EINVAL),
+    };
+    let start = base.checked_add(l_start).ok_or(Errno::EOVERFLOW)?;
+    let (start, end) = match l_len {
+        0 => (start, OFFSET_MAX),
+        n if n > 0 => (start, start.checked_add(n - 1).ok_or(Errno::EOVERFLOW)?),
+        n => (start.checked_add(n).ok_or(Errno::EINVAL)?, start - 1),
+    };
+    if start < 0 {
+        return Err(Errno::EINVAL);
+    }
+    if !get {
+        match write {
+            Some(false) if !file.can_read() => return Err(Errno::EBADF),
+            Some(true) if !file.can_write() => return Err(Errno::EBADF),
+            _ => {}
+        }
+    }
+    let key = lock_key(file)?;
+    let owner = if ofd {
+        Owner::Description(file.lock_id())
+    } else {
+        Owner::Process(task.pid())
+    };
+    let table = task.kernel.locks.clone();
+    if get {
+        let want = RecordLock {
+            owner,
+            start,
+            end,
+            write: write == Some(true),
+        };
+        return match table.conflict(key, &want) {
+            Some(c) => write_flock(
+                task,
+                addr,
+                if c.write { F_WRLCK } else { F_RDLCK },
+                Some(&c),
+            ),
+            None => write_flock(task, addr, F_UNLCK, None),
+        }
+        .map(|()| 0);
+    }
+    if ofd {
+        file.note_locks(&table, key);
+    }
+    let me = task.pid();
+    let r = wait_for_lock(
+        task,
+        || match table.record_try(key, owner, start, end, write) {
+            Ok(()) => Ok(true),
+            Err(_) if !wait => Err(Errno::EAGAIN),
+            Err(holder) => {
+                table.stop_waiting(me);
+                if let (false, Owner::Process(h)) = (ofd, holder.owner) {
+                    if !table.start_waiting(me, h) {
+                        return Err(Errno::EDEADLK);
+                    }
+                }
+                Ok(false)
+            }
+        },
+        || {
+            write.is_none_or(|w| {
+                table
+                    .conflict(
+                        key,
+                        &RecordLock {
+                            owner,
+                            start,
+                            end,
+                            write: w,
+                        },
+                    )
+                    .is_none()
+            })
+        },
+    );
+    if wait && !ofd {
+        table.stop_waiting(me);
+    }
+    r.map(|()| 0)
+}
+
+/// Drops the calling process's POSIX locks on the file `file` is open on
+/// (closing any descriptor of a file does that).
+pub fn close_releases_locks(task: &Task, file: &FileDescription) {
+    let owner = Owner::Process(task.pid());
+    if !task.kernel.locks.holds_records(owner) {
+        return;
+    }
+    if let Ok(key) = lock_key(file) {
+        task.kernel.locks.release_records(Some(key), owner);
+    }
+}
+
 pub fn sys_flock(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const LOCK_SH: u32 = 1;
+    const LOCK_EX: u32 = 2;
+    const LOCK_NB: u32 = 4;
+    const LOCK_UN: u32 = 8;
     let file = task.fds().file(a[0] as i32 as i64)?;
     if matches!(file.kind, FileKind::Path) {
         return Err(Errno::EBADF);
     }
-    let op = a[1] as u32 & !4; // LOCK_NB
-    if !matches!(op, 1 | 2 | 8) {
+    let cmd = a[1] as u32;
+    let op = cmd & !LOCK_NB;
+    if !matches!(op, LOCK_SH | LOCK_EX | LOCK_UN) {
         return Err(Errno::EINVAL);
     }
-    Ok(0)
+    let key = lock_key(&file)?;
+    let table = task.kernel.locks.clone();
+    let id = file.lock_id();
+    if op == LOCK_UN {
+        table.flock_unlock(key, id);
+        return Ok(0);
+    }
+    let exclusive = op == LOCK_EX;
+    match table.flock_held(key, id) {
+        Some(ex) if ex == exclusive => return Ok(0),
+        // Linux converts by dropping the old lock first.
+        Some(_) => {
+            table.flock_unlock(key, id);
+        }
+        None => {}
+    }
+    file.note_locks(&table, key);
+    let nonblock = cmd & LOCK_NB != 0;
+    wait_for_lock(
+        task,
+        || {
+            if table.flock_try(key, id, exclusive) {
+                Ok(true)
+            } else if nonblock {
+                Err(Errno::EAGAIN)
+            } else {
+                Ok(false)
+            }
+        },
+        || !table.flock_conflicts(key, id, exclusive),
+    )
+    .map(|()| 0)
 }
 
 pub fn sys_fsync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {

@@ -881,7 +881,20 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             // The descriptor table and fs context stop being shared.
             let fds = task.fds().clone();
             task.fds = std::sync::Arc::new(std::sync::Mutex::new(fds));
+            let closing: Vec<_> = {
+                let fds = task.fds();
+                fds.open_fds()
+                    .into_iter()
+                    .filter(|&fd| fds.get(fd as i64).is_ok_and(|e| e.cloexec))
+                    .filter_map(|fd| fds.file(fd as i64).ok())
+                    .collect()
+            };
             task.fds().close_on_exec();
+            // Closing a descriptor drops the process's record locks on
+            // its file.
+            for f in &closing {
+                super::fs::close_releases_locks(task, f);
+            }
             let fs = task.fs_ctx().clone();
             task.fs = std::sync::Arc::new(std::sync::Mutex::new(fs));
             task.altstack = crate::task::no_altstack();
