@@ -7,109 +7,29 @@
 //! attack tests run only in the sandbox: natively the host's network would
 //! answer differently, which is the point.
 
-use std::io::Read;
+mod common;
+
 use std::net::{TcpListener, UdpSocket};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use common::{command, run, Outcome};
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(90);
 const PYTHON: &[&str] = &["/usr/bin/python3", "-I", "-c"];
 
-#[derive(Debug)]
-struct Outcome {
-    stdout: String,
-    stderr: String,
-    /// Exit code, or 128+N after death by signal N.
-    status: i32,
-}
-
-fn command(program: &str) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", "/")
-        .env("LC_ALL", "C")
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: runs in the forked child before exec and makes one raw system
-    // call, which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            ) == 0
-            {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
-    }
-    cmd
-}
-
-fn run(mut cmd: Command) -> Outcome {
-    let what = format!("{cmd:?}");
-    let start = Instant::now();
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
-    let mut out = child.stdout.take().expect("piped stdout");
-    let mut err = child.stderr.take().expect("piped stderr");
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = start + TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{what}: still running after {TIMEOUT:?}, killed");
-            }
-            Err(e) => panic!("{what}: wait: {e}"),
-        }
-    };
-    let stdout = String::from_utf8_lossy(&t_out.join().expect("stdout reader")).into_owned();
-    let stderr = String::from_utf8_lossy(&t_err.join().expect("stderr reader")).into_owned();
-    let status = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        (None, None) => panic!("{what}: no exit code and no signal"),
-    };
-    Outcome {
-        stdout,
-        stderr,
-        status,
-    }
-}
-
 fn native(argv: &[&str]) -> Outcome {
-    let mut cmd = command(argv[0]);
+    let mut cmd = command(argv[0], &[]);
     cmd.args(&argv[1..]);
-    run(cmd)
+    run(cmd, None, TIMEOUT)
 }
 
 fn sandboxed(argv: &[&str]) -> Outcome {
-    let mut cmd = command(FERROVISOR);
+    let mut cmd = command(FERROVISOR, &[]);
     cmd.arg("do").arg("--").args(argv);
-    run(cmd)
+    run(cmd, None, TIMEOUT)
 }
 
 /// Native first (it must exit 0 and print `must_contain`, else the test is

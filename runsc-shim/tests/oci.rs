@@ -3,6 +3,8 @@
 //! state, kill, wait, delete and run with a private `--root`, plus the
 //! one-line errors for bad bundles and flags.
 
+mod common;
+
 use std::io::Read;
 use std::os::unix::fs::symlink;
 use std::os::unix::process::ExitStatusExt;
@@ -11,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::{run, Outcome};
 use serde_json::Value;
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
@@ -42,13 +45,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-#[derive(Debug)]
-struct Outcome {
-    stdout: String,
-    stderr: String,
-    status: i32,
 }
 
 fn wait_child(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
@@ -133,28 +129,7 @@ impl World {
 
     /// Runs a command that leaves nothing behind holding its stdio.
     fn cli(&self, args: &[&str]) -> Outcome {
-        let mut cmd = self.command(args);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let what = format!("ferrovisor {args:?}");
-        let mut child = cmd.spawn().expect("spawn ferrovisor");
-        let mut out = child.stdout.take().expect("stdout");
-        let mut err = child.stderr.take().expect("stderr");
-        let t_out = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = out.read_to_string(&mut s);
-            s
-        });
-        let t_err = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
-        let status = wait_child(child, &what);
-        Outcome {
-            stdout: t_out.join().expect("stdout reader"),
-            stderr: t_err.join().expect("stderr reader"),
-            status: code(status),
-        }
+        run(self.command(args), None, TIMEOUT)
     }
 
     /// `create`: the sandbox inherits stdout and stderr, so they go to
@@ -170,6 +145,7 @@ impl World {
         let status = code(wait_child(child, "create"));
         Outcome {
             stdout: String::new(),
+            stdout_bytes: Vec::new(),
             stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
             status,
         }

@@ -8,10 +8,11 @@
 //! Scripts print relations between PIDs ("distinct", "same"), never the PIDs
 //! themselves, and sort the output of concurrent jobs.
 
-use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
+
+use common::{command, run};
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -19,108 +20,13 @@ const BUSYBOX_SH: &[&str] = &["/bin/busybox", "sh", "-c"];
 const BASH: &[&str] = &["/bin/bash", "-c"];
 const PYTHON: &[&str] = &["/usr/bin/python3", "-I", "-c"];
 
-#[derive(Debug)]
-struct Outcome {
-    stdout: String,
-    stderr: String,
-    /// Exit code, or 128+N after death by signal N.
-    status: i32,
-}
-
-/// A command with a fixed environment, `/` as working directory, stdin from
-/// `/dev/null` and only descriptors 0-2.
-fn command(program: &str) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", "/")
-        .env("LC_ALL", "C")
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: runs in the forked child before exec and makes only raw system
-    // calls (sigaction, sigprocmask, close_range), which are
-    // async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            // A runner started in the background of a shell ignores SIGINT
-            // and SIGQUIT, and ignored signals survive exec: start both runs
-            // from default dispositions and an empty mask, as a login shell
-            // would.
-            for sig in 1..32 {
-                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                    libc::signal(sig, libc::SIG_DFL);
-                }
-            }
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            if libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            ) == 0
-            {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
-    }
-    cmd
-}
-
-fn run(mut cmd: Command) -> Outcome {
-    let what = format!("{cmd:?}");
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
-    let mut out = child.stdout.take().expect("piped stdout");
-    let mut err = child.stderr.take().expect("piped stderr");
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{what}: still running after {TIMEOUT:?}, killed");
-            }
-            Err(e) => panic!("{what}: wait: {e}"),
-        }
-    };
-    let stdout = String::from_utf8_lossy(&t_out.join().expect("stdout reader")).into_owned();
-    let stderr = String::from_utf8_lossy(&t_err.join().expect("stderr reader")).into_owned();
-    let status = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        (None, None) => panic!("{what}: no exit code and no signal"),
-    };
-    Outcome {
-        stdout,
-        stderr,
-        status,
-    }
-}
-
 /// Runs `interp + [script]` natively (which must exit `native_status` and
 /// print `must_contain`, or the test is wrong) and in the sandbox, and
 /// asserts equal stdout and status.
 fn compare(label: &str, interp: &[&str], script: &str, native_status: i32, must_contain: &str) {
-    let mut nat_cmd = command(interp[0]);
+    let mut nat_cmd = command(interp[0], &[]);
     nat_cmd.args(&interp[1..]).arg(script);
-    let nat = run(nat_cmd);
+    let nat = run(nat_cmd, None, TIMEOUT);
     assert_eq!(
         nat.status, native_status,
         "{label}: the NATIVE run exited {} (stderr: {}), so the test is wrong\nstdout:\n{}",
@@ -131,9 +37,9 @@ fn compare(label: &str, interp: &[&str], script: &str, native_status: i32, must_
         "{label}: the NATIVE output lacks {must_contain:?}, so the test is wrong:\n{}",
         nat.stdout
     );
-    let mut sb_cmd = command(FERROVISOR);
+    let mut sb_cmd = command(FERROVISOR, &[]);
     sb_cmd.arg("do").arg("--").args(interp).arg(script);
-    let sb = run(sb_cmd);
+    let sb = run(sb_cmd, None, TIMEOUT);
     if nat.stdout != sb.stdout || nat.status != sb.status {
         panic!(
             "{label}: sandbox differs from native\nexit status: native {} / sandbox {}\n\

@@ -3,135 +3,29 @@
 //! status must agree. Also the CLI's own error statuses (127, 126, 2), death
 //! by signal (128+N), and `--root DIR` confinement of absolute symlinks.
 
-use std::io::{Read, Write};
+mod common;
+
 use std::os::unix::fs::{symlink, PermissionsExt};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use common::{command, run, Outcome};
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-#[derive(Debug)]
-struct Outcome {
-    stdout: Vec<u8>,
-    stderr: String,
-    /// Exit code, or 128+N after death by signal N.
-    status: i32,
-}
-
-impl Outcome {
-    fn stdout_text(&self) -> String {
-        String::from_utf8_lossy(&self.stdout).into_owned()
-    }
-}
-
-/// A command with a fixed environment, `/` as working directory, and only
-/// descriptors 0-2 (a runner started from a shell may leak others).
-fn command(program: &str, env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env_clear().current_dir("/");
-    let defaults = [
-        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        ("HOME", "/"),
-        ("LC_ALL", "C"),
-    ];
-    for (k, v) in defaults.iter().chain(env) {
-        cmd.env(k, v);
-    }
-    // SAFETY: runs in the forked child before exec and makes one raw system
-    // call, which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            // close_range(3, ~0, CLOSE_RANGE_CLOEXEC)
-            if libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            ) == 0
-            {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
-    }
-    cmd
-}
-
-fn run(mut cmd: Command, stdin: Option<&[u8]>) -> Outcome {
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let what = format!("{cmd:?}");
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
-    let writer = stdin.map(|data| {
-        let mut pipe = child.stdin.take().expect("piped stdin");
-        let data = data.to_vec();
-        std::thread::spawn(move || {
-            // A program may exit without reading everything: ignore EPIPE.
-            let _ = pipe.write_all(&data);
-        })
-    });
-    let mut out = child.stdout.take().expect("piped stdout");
-    let mut err = child.stderr.take().expect("piped stderr");
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{what}: still running after {TIMEOUT:?}, killed");
-            }
-            Err(e) => panic!("{what}: wait: {e}"),
-        }
-    };
-    if let Some(w) = writer {
-        w.join().expect("stdin writer");
-    }
-    let stdout = t_out.join().expect("stdout reader");
-    let stderr = String::from_utf8_lossy(&t_err.join().expect("stderr reader")).into_owned();
-    let status = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        (None, None) => panic!("{what}: no exit code and no signal"),
-    };
-    Outcome {
-        stdout,
-        stderr,
-        status,
-    }
-}
-
 fn native(argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Outcome {
     let mut cmd = command(argv[0], env);
     cmd.args(&argv[1..]);
-    run(cmd, stdin)
+    run(cmd, stdin, TIMEOUT)
 }
 
 fn sandboxed(opts: &[&str], argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Outcome {
     let mut cmd = command(FERROVISOR, env);
     cmd.arg("do").args(opts).arg("--").args(argv);
-    run(cmd, stdin)
+    run(cmd, stdin, TIMEOUT)
 }
 
 /// Runs `argv` both ways and asserts equal stdout and status; the native
@@ -144,15 +38,11 @@ fn compare_with(argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>, nativ
         nat.status, nat.stderr
     );
     let sb = sandboxed(&[], argv, env, stdin);
-    if nat.stdout != sb.stdout || nat.status != sb.status {
+    if nat.stdout_bytes != sb.stdout_bytes || nat.status != sb.status {
         panic!(
             "{argv:?}: sandbox differs from native\nexit status: native {} / sandbox {}\n\
              --- native stdout ---\n{}\n--- sandbox stdout ---\n{}\n--- sandbox stderr ---\n{}",
-            nat.status,
-            sb.status,
-            nat.stdout_text(),
-            sb.stdout_text(),
-            sb.stderr
+            nat.status, sb.status, nat.stdout, sb.stdout, sb.stderr
         );
     }
 }
@@ -481,7 +371,7 @@ fn root_symlink_resolves_inside_root() {
         None,
     );
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
-    assert_eq!(out.stdout_text(), "inside-the-root\n");
+    assert_eq!(out.stdout, "inside-the-root\n");
     // Natively the same thing happens under chroot (we are root here).
     let nat = native(
         &[
@@ -495,7 +385,7 @@ fn root_symlink_resolves_inside_root() {
         None,
     );
     assert_eq!(nat.status, 0, "native chroot: {}", nat.stderr);
-    assert_eq!(nat.stdout, out.stdout);
+    assert_eq!(nat.stdout_bytes, out.stdout_bytes);
 }
 
 #[test]
@@ -509,11 +399,7 @@ fn root_symlink_does_not_reach_host_files() {
         None,
     );
     assert_eq!(out.status, 1, "stderr: {}", out.stderr);
-    assert!(
-        out.stdout.is_empty(),
-        "host file leaked: {:?}",
-        out.stdout_text()
-    );
+    assert!(out.stdout.is_empty(), "host file leaked: {:?}", out.stdout);
     assert!(
         out.stderr.contains("No such file or directory"),
         "stderr: {}",
@@ -527,11 +413,7 @@ fn root_symlink_does_not_reach_host_files() {
         None,
     );
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
-    let names: Vec<String> = out
-        .stdout_text()
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
+    let names: Vec<String> = out.stdout.split_whitespace().map(str::to_owned).collect();
     assert_eq!(
         names,
         [".", "..", "bin", "escape"],

@@ -1,0 +1,135 @@
+//! Helpers shared by the integration tests: a command with a fixed
+//! environment, and a run with captured output, optional stdin and a
+//! timeout.
+
+// Each test binary compiles its own copy of this module and uses a different
+// subset of it.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub struct Outcome {
+    /// Stdout as text (invalid UTF-8 replaced).
+    pub stdout: String,
+    /// Stdout exactly as written.
+    pub stdout_bytes: Vec<u8>,
+    pub stderr: String,
+    /// Exit code, or 128+N after death by signal N.
+    pub status: i32,
+}
+
+/// A command with a fixed environment (PATH, HOME, LC_ALL, then `env`), `/`
+/// as working directory, default signal dispositions, an empty signal mask,
+/// and only descriptors 0-2 (a runner started from a shell may leak others).
+pub fn command(program: &str, env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_clear().current_dir("/");
+    let defaults = [
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("HOME", "/"),
+        ("LC_ALL", "C"),
+    ];
+    for (k, v) in defaults.iter().chain(env) {
+        cmd.env(k, v);
+    }
+    // SAFETY: runs in the forked child before exec and makes only raw system
+    // calls (sigaction, sigprocmask, close_range), which are
+    // async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            // A runner started in the background of a shell ignores SIGINT
+            // and SIGQUIT, and ignored signals survive exec: start every run
+            // from default dispositions and an empty mask, as a login shell
+            // would.
+            for sig in 1..32 {
+                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            // close_range(3, ~0, CLOSE_RANGE_CLOEXEC)
+            if libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) == 0
+            {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    cmd
+}
+
+/// Runs `cmd` with `stdin` (or `/dev/null`) as input, capturing stdout and
+/// stderr; kills it and panics if it runs longer than `timeout`.
+pub fn run(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Outcome {
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let what = format!("{cmd:?}");
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let writer = stdin.map(|data| {
+        let mut pipe = child.stdin.take().expect("piped stdin");
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            // A program may exit without reading everything: ignore EPIPE.
+            let _ = pipe.write_all(&data);
+        })
+    });
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{what}: still running after {timeout:?}, killed");
+            }
+            Err(e) => panic!("{what}: wait: {e}"),
+        }
+    };
+    if let Some(w) = writer {
+        w.join().expect("stdin writer");
+    }
+    let stdout_bytes = t_out.join().expect("stdout reader");
+    let stdout = String::from_utf8_lossy(&stdout_bytes).into_owned();
+    let stderr = String::from_utf8_lossy(&t_err.join().expect("stderr reader")).into_owned();
+    let status = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        (None, None) => panic!("{what}: no exit code and no signal"),
+    };
+    Outcome {
+        stdout,
+        stdout_bytes,
+        stderr,
+        status,
+    }
+}
