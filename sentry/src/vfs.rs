@@ -209,7 +209,7 @@ impl Node {
             unused: [0; 3],
         };
         match self {
-            Node::Host { h, .. } => Ok(h.client.stat(h.handle)?.to_linux()),
+            Node::Host { h, .. } => Ok(h.stat.to_linux()),
             Node::Mem(m) => Ok(m.stat()),
             Node::Ovl(d) => {
                 let upper = OVL_UPPER
@@ -416,6 +416,7 @@ impl FileSystem {
                     h: Arc::new(GoferRef {
                         client,
                         handle: root.handle,
+                        stat: root.stat,
                     }),
                     mode: root.stat.mode,
                 }),
@@ -463,6 +464,7 @@ impl FileSystem {
         let child = GoferRef {
             client: h.client.clone(),
             handle: node.handle,
+            stat: node.stat,
         };
         let st = node.stat;
         if st.is_dir() && self.is_masked_dev(&child, st.dev()) {
@@ -506,15 +508,21 @@ impl FileSystem {
                 const DCACHE_MAX: usize = 1024;
                 let key = (Arc::as_ptr(h) as usize, name.to_vec());
                 if let Some((_, n)) = self.lock_dcache().get(&key) {
-                    return Ok(n.clone());
+                    return n.clone().ok_or(Errno::ENOENT);
                 }
-                let child = self.walk_host(h, name)?;
+                // Misses are remembered too: programs probe many paths
+                // that are not there (the loader, Python's imports).
+                let child = match self.walk_host(h, name) {
+                    Ok(n) => Some(n),
+                    Err(Errno::ENOENT) => None,
+                    Err(e) => return Err(e),
+                };
                 let mut cache = self.lock_dcache();
                 if cache.len() >= DCACHE_MAX {
                     cache.clear();
                 }
                 cache.insert(key, (h.clone(), child.clone()));
-                Ok(child)
+                child.ok_or(Errno::ENOENT)
             }
             Node::DevDir if name == b"shm" => Ok(Node::Mem(self.shm.clone())),
             Node::DevDir if matches!(name, b"fd" | b"stdin" | b"stdout" | b"stderr") => {
@@ -878,6 +886,10 @@ impl FileSystem {
 pub struct GoferRef {
     client: Arc<gofer::client::Client>,
     handle: gofer::proto::Handle,
+    /// attributes when looked up: the lower layer is the container's
+    /// image, which nothing changes while the sandbox runs (writes go to
+    /// the overlay's upper layer)
+    stat: gofer::proto::Stat,
 }
 
 impl fmt::Debug for GoferRef {
@@ -892,8 +904,9 @@ impl Drop for GoferRef {
     }
 }
 
-/// Host lookups made: (parent handle's address, name) → (parent, child).
-type DentryCache = HashMap<(usize, Vec<u8>), (Arc<GoferRef>, Node)>;
+/// Host lookups made: (parent handle's address, name) → (parent, child or
+/// `None` when it is not there).
+type DentryCache = HashMap<(usize, Vec<u8>), (Arc<GoferRef>, Option<Node>)>;
 
 /// One directory entry, as `getdents64` reports it.
 #[derive(Clone, Debug)]
