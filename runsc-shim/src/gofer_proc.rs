@@ -17,12 +17,18 @@ pub fn spawn(root: &Path) -> Result<gofer::client::Client, String> {
         .arg("--root")
         .arg(root)
         .args(["--fd", "3", "--ro"]);
-    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    // The gofer prints its server's pid on standard output, then closes it.
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped());
     crate::sys::prepare_child(&mut cmd, theirs.as_raw_fd(), 3, false, None);
-    let child = cmd
+    let mut child = cmd
         .spawn()
         .map_err(|e| format!("starting the gofer: {e}"))?;
     drop(theirs);
+    let server_pid = child.stdout.take().and_then(|out| {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).ok()?;
+        line.trim().parse::<i32>().ok().filter(|&p| p > 0)
+    });
     // The gofer exits when the Sentry's end of the socket closes; reap it
     // in the background so no zombie is left while the sandbox runs.
     std::thread::Builder::new()
@@ -32,7 +38,10 @@ pub fn spawn(root: &Path) -> Result<gofer::client::Client, String> {
             let _ = child.wait();
         })
         .map_err(|e| format!("gofer reaper: {e}"))?;
-    let client = gofer::client::Client::new(ours);
+    let client = match server_pid {
+        Some(pid) => gofer::client::Client::with_server_pid(ours, pid),
+        None => gofer::client::Client::new(ours),
+    };
     Ok(client)
 }
 
