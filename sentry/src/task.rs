@@ -1133,6 +1133,13 @@ impl Task {
     /// Leaves the thread group: `CLONE_CHILD_CLEARTID`, robust futexes,
     /// and, for the last thread, the process's exit. Returns the status the
     /// process ended with (or this thread's, if others live on).
+    /// Raises `SIGPIPE` at this thread, as a write to a pipe or stream
+    /// socket with no reader does (unless `MSG_NOSIGNAL`).
+    pub fn raise_sigpipe(&self) {
+        self.thread
+            .send_signal(&self.kernel, SIGPIPE, user_info(SIGPIPE, 0, 0, si::KERNEL));
+    }
+
     /// Guest CPU time of the current address space so far.
     pub fn address_space_cpu(&self) -> std::time::Duration {
         self.mm().address_space().cpu_time().unwrap_or_default()

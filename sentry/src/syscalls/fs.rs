@@ -96,12 +96,7 @@ pub fn sys_read(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// with `EPIPE` (pipe(7)).
 fn sigpipe(task: &Task, r: Result<u64, Errno>) -> Result<u64, Errno> {
     if r == Err(Errno::EPIPE) {
-        let sig = abi::signal::SIGPIPE;
-        task.proc_.send_signal(
-            &task.kernel,
-            sig,
-            crate::task::user_info(sig, 0, 0, crate::task::si::KERNEL),
-        );
+        task.raise_sigpipe();
     }
     r
 }

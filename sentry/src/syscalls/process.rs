@@ -239,60 +239,44 @@ pub fn sys_setgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(0)
 }
 
-pub fn sys_setreuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let p = task.creds.uid[1] == 0;
-    set_ids(
-        &mut task.creds.uid,
-        p,
-        id_arg(a[0]),
-        id_arg(a[1]),
-        None,
-        true,
-    )?;
+/// The real/effective/saved IDs of `setre[ug]id` and `setres[ug]id`
+/// (`re`: the saved ID follows the effective one as `setre*id` says).
+fn change_ids(task: &mut Task, group: bool, ids: [Option<u32>; 3], re: bool) -> Result<u64, Errno> {
+    let privileged = task.creds.uid[1] == 0;
+    let set = if group {
+        &mut task.creds.gid
+    } else {
+        &mut task.creds.uid
+    };
+    set_ids(set, privileged, ids[0], ids[1], ids[2], re)?;
     sync_ids(task);
     Ok(0)
+}
+
+pub fn sys_setreuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    change_ids(task, false, [id_arg(a[0]), id_arg(a[1]), None], true)
 }
 
 pub fn sys_setregid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let p = task.creds.uid[1] == 0;
-    set_ids(
-        &mut task.creds.gid,
-        p,
-        id_arg(a[0]),
-        id_arg(a[1]),
-        None,
-        true,
-    )?;
-    sync_ids(task);
-    Ok(0)
+    change_ids(task, true, [id_arg(a[0]), id_arg(a[1]), None], true)
 }
 
 pub fn sys_setresuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let p = task.creds.uid[1] == 0;
-    set_ids(
-        &mut task.creds.uid,
-        p,
-        id_arg(a[0]),
-        id_arg(a[1]),
-        id_arg(a[2]),
+    change_ids(
+        task,
         false,
-    )?;
-    sync_ids(task);
-    Ok(0)
+        [id_arg(a[0]), id_arg(a[1]), id_arg(a[2])],
+        false,
+    )
 }
 
 pub fn sys_setresgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let p = task.creds.uid[1] == 0;
-    set_ids(
-        &mut task.creds.gid,
-        p,
-        id_arg(a[0]),
-        id_arg(a[1]),
-        id_arg(a[2]),
+    change_ids(
+        task,
+        true,
+        [id_arg(a[0]), id_arg(a[1]), id_arg(a[2])],
         false,
-    )?;
-    sync_ids(task);
-    Ok(0)
+    )
 }
 
 pub fn sys_setfsuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {

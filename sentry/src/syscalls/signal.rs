@@ -166,10 +166,22 @@ pub fn sys_kill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(0)
 }
 
-fn thread_kill(task: &mut Task, tgid: Option<i32>, tid: i32, sig: i32) -> Result<u64, Errno> {
+/// Sends `sig` to thread `tid` (of thread group `tgid` when given), with
+/// `info`, or a `tkill` siginfo from the caller when `None`.
+fn thread_kill(
+    task: &mut Task,
+    tgid: Option<i32>,
+    tid: i32,
+    sig: i32,
+    info: Option<u64>,
+) -> Result<u64, Errno> {
     if !(0..=64).contains(&sig) || tid <= 0 || tgid.is_some_and(|g| g <= 0) {
         return Err(Errno::EINVAL);
     }
+    let info = match info {
+        Some(uinfo) => queued_info(task, tgid.unwrap_or(tid), sig, uinfo)?,
+        None => user_info(sig, task.pid(), task.ids.0, si::TKILL),
+    };
     let target = task
         .kernel
         .procs()
@@ -180,20 +192,16 @@ fn thread_kill(task: &mut Task, tgid: Option<i32>, tid: i32, sig: i32) -> Result
     if tgid.is_some_and(|g| g != target.process.pid) {
         return Err(Errno::ESRCH);
     }
-    target.send_signal(
-        &task.kernel,
-        sig,
-        user_info(sig, task.pid(), task.ids.0, si::TKILL),
-    );
+    target.send_signal(&task.kernel, sig, info);
     Ok(0)
 }
 
 pub fn sys_tkill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    thread_kill(task, None, a[0] as i32, a[1] as i32)
+    thread_kill(task, None, a[0] as i32, a[1] as i32, None)
 }
 
 pub fn sys_tgkill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    thread_kill(task, Some(a[0] as i32), a[1] as i32, a[2] as i32)
+    thread_kill(task, Some(a[0] as i32), a[1] as i32, a[2] as i32, None)
 }
 
 /// The caller's `siginfo` for `rt_sigqueueinfo`/`rt_tgsigqueueinfo`: the
@@ -217,39 +225,22 @@ pub fn sys_rt_sigqueueinfo(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
     let info = queued_info(task, pid, sig, a[2])?;
     let target = task
         .kernel
-        .procs()
-        .map
-        .get(&pid)
+        .process(pid)
         .filter(|p| p.state().exit.is_none())
-        .cloned()
         .ok_or(Errno::ESRCH)?;
-    if sig != 0 {
-        target.send_signal(&task.kernel, sig, info);
-    }
+    target.send_signal(&task.kernel, sig, info);
     Ok(0)
 }
 
 /// `rt_tgsigqueueinfo(2)`: like `tgkill`, with the caller's data.
 pub fn sys_rt_tgsigqueueinfo(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (tgid, tid, sig) = (a[0] as i32, a[1] as i32, a[2] as i32);
-    if !(0..=64).contains(&sig) || tid <= 0 || tgid <= 0 {
-        return Err(Errno::EINVAL);
-    }
-    let info = queued_info(task, tgid, sig, a[3])?;
-    let target = task
-        .kernel
-        .procs()
-        .threads
-        .get(&tid)
-        .cloned()
-        .ok_or(Errno::ESRCH)?;
-    if target.process.pid != tgid {
-        return Err(Errno::ESRCH);
-    }
-    if sig != 0 {
-        target.send_signal(&task.kernel, sig, info);
-    }
-    Ok(0)
+    thread_kill(
+        task,
+        Some(a[0] as i32),
+        a[1] as i32,
+        a[2] as i32,
+        Some(a[3]),
+    )
 }
 
 pub fn sys_rt_sigreturn(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {

@@ -394,12 +394,7 @@ fn send(
             Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => return Ok(done as u64),
             Err(Errno::EPIPE) => {
                 if flags & MSG_NOSIGNAL == 0 {
-                    let sig = abi::signal::SIGPIPE;
-                    task.thread.send_signal(
-                        &task.kernel,
-                        sig,
-                        crate::task::user_info(sig, 0, 0, crate::task::si::KERNEL),
-                    );
+                    task.raise_sigpipe();
                 }
                 return Err(Errno::EPIPE);
             }
