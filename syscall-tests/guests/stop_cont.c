@@ -24,6 +24,10 @@ int main(void)
 	EXPECT(pipe(p), 0);
 	pid_t c = fork();
 	if (c == 0) {
+		/* A process group of its own, whose parent is in another group of
+		 * the same session: never orphaned, so SIGTSTP stops it wherever
+		 * the test itself was started. */
+		setpgid(0, 0);
 		close(p[0]);
 		/* Count while running: writes one byte every 20 ms. */
 		for (;;) {
@@ -31,6 +35,7 @@ int main(void)
 			usleep(20000);
 		}
 	}
+	setpgid(c, c);
 	close(p[1]);
 	char b;
 	EXPECT(read(p[0], &b, 1), 1);
