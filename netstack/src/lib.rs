@@ -31,8 +31,10 @@
 #![forbid(unsafe_code)]
 
 mod device;
+pub mod dns;
 pub mod policy;
 mod ports;
+mod relay;
 mod stack;
 
 use std::net::SocketAddr;
@@ -41,7 +43,7 @@ use std::time::Duration;
 
 pub use abi::Errno;
 pub use policy::{Decision, IpNet, Policy};
-pub use stack::{Socket, Stack};
+pub use stack::{Socket, Stack, EGRESS_ADDR_V4, EGRESS_ADDR_V6};
 
 /// A socket's identity within its stack, stable for its lifetime and never
 /// reused by the same stack. The notifier reports these.
@@ -60,10 +62,13 @@ pub enum Mode {
     /// nothing else. Connecting anywhere else fails with `ENETUNREACH`.
     #[default]
     Loopback,
-    // Extension point: `External { link: Box<dyn Link>, addrs, gateway }`
-    // for a TAP device in the sandbox's netns. The stack then adds an
-    // interface for it and consults `StackConfig::policy` in
-    // `Stack::check_egress` for every non-local destination.
+    /// `--network=sandbox`: loopback as above, plus a link to the outside
+    /// for what the egress policy allows. The link is a user-space relay
+    /// (see the `relay` module): a TCP connection to an allowed
+    /// destination is carried by a host connection opened only after the
+    /// policy said yes; anything else gets `ECONNREFUSED` at once, and
+    /// UDP leaves only as DNS answered by the Sentry.
+    Egress,
 }
 
 /// Bounds on what one stack (one sandbox) may hold. Every buffer the guest
@@ -130,6 +135,10 @@ pub struct StackConfig {
     /// Egress rules for destinations outside the sandbox.
     pub policy: Arc<Policy>,
     pub limits: Limits,
+    /// Print a line on the Sentry's standard error for every destination
+    /// the policy refuses (the user's view of the egress log; the debug
+    /// log has them either way).
+    pub report_refusals: bool,
 }
 
 /// Address family of a socket.

@@ -142,6 +142,41 @@ impl fmt::Display for IpNet {
     }
 }
 
+/// Parses an `--allow-cidr` rule: `CIDR` or `CIDR:PORT`, where an IPv6
+/// address with a port is written in brackets (`[2001:db8::1]:443`,
+/// `[2001:db8::]/32:443`) or with a prefix (`2001:db8::/32:443`).
+pub fn parse_cidr_rule(s: &str) -> Result<(IpNet, Option<u16>), String> {
+    let bad_port = || format!("{s:?}: the port after the network must be a number from 1 to 65535");
+    let port = |p: &str| -> Result<u16, String> {
+        match p.parse::<u16>() {
+            Ok(0) | Err(_) => Err(bad_port()),
+            Ok(p) => Ok(p),
+        }
+    };
+    let (net, port) = if let Some(rest) = s.strip_prefix('[') {
+        let (addr, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("{s:?}: missing ']'"))?;
+        let (prefix, p) = match after.split_once(':') {
+            Some((prefix, p)) => (prefix, Some(port(p)?)),
+            None => (after, None),
+        };
+        (format!("{addr}{prefix}"), p)
+    } else if let Some((net, prefix_port)) = s.split_once('/') {
+        match prefix_port.split_once(':') {
+            Some((prefix, p)) => (format!("{net}/{prefix}"), Some(port(p)?)),
+            None => (s.to_string(), None),
+        }
+    } else if s.matches(':').count() == 1 {
+        let (a, p) = s.split_once(':').unwrap_or((s, ""));
+        (a.to_string(), Some(port(p)?))
+    } else {
+        (s.to_string(), None)
+    };
+    let net = IpNet::from_str(&net).map_err(|e| format!("{s:?}: {e}"))?;
+    Ok((net, port))
+}
+
 /// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) as the IPv4 address it is;
 /// everything else unchanged. Rules are written and checked on this form, so
 /// a guest cannot dodge an IPv4 rule by spelling the address in IPv6.
@@ -220,18 +255,37 @@ pub enum DenyReason {
     Rebinding { name: String },
 }
 
+impl fmt::Display for DenyReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DenyReason::NoRule => write!(f, "no --allow-cidr or --allow-host rule covers it"),
+            DenyReason::Sensitive(what) => {
+                write!(
+                    f,
+                    "{what} address, reachable only through a rule that names it"
+                )
+            }
+            DenyReason::Rebinding { name } => write!(
+                f,
+                "{name} is allowed but resolved to an internal address (DNS rebinding)"
+            ),
+        }
+    }
+}
+
 impl Decision {
     /// Whether the connection may proceed.
     pub fn is_allowed(&self) -> bool {
         matches!(self, Decision::Allow { .. })
     }
 
-    /// The errno a denied `connect`/`sendto` returns: `EPERM`, what Linux
-    /// returns when a local firewall rule drops the packet (connect(2)).
+    /// The errno a denied `connect`/`sendto` returns: `ECONNREFUSED`, at
+    /// once, as a firewall that rejects (rather than drops) makes Linux
+    /// answer; programs then fail fast with a clear message.
     pub fn errno(&self) -> Option<Errno> {
         match self {
             Decision::Allow { .. } => None,
-            Decision::Deny(_) => Some(Errno::EPERM),
+            Decision::Deny(_) => Some(Errno::ECONNREFUSED),
         }
     }
 }
@@ -378,6 +432,38 @@ fn host_matches(pattern: &str, name: &str) -> bool {
 mod tests {
     use super::*;
 
+    #[test]
+    fn cidr_rules_parse() {
+        let r = |s: &str| parse_cidr_rule(s).map(|(n, p)| (n.to_string(), p));
+        assert_eq!(r("10.0.0.0/8"), Ok(("10.0.0.0/8".into(), None)));
+        assert_eq!(r("10.1.2.3"), Ok(("10.1.2.3/32".into(), None)));
+        assert_eq!(r("10.1.2.3:8080"), Ok(("10.1.2.3/32".into(), Some(8080))));
+        assert_eq!(r("10.0.0.0/8:443"), Ok(("10.0.0.0/8".into(), Some(443))));
+        assert_eq!(r("2001:db8::1"), Ok(("2001:db8::1/128".into(), None)));
+        assert_eq!(
+            r("[2001:db8::1]:443"),
+            Ok(("2001:db8::1/128".into(), Some(443)))
+        );
+        assert_eq!(
+            r("2001:db8::/32:443"),
+            Ok(("2001:db8::/32".into(), Some(443)))
+        );
+        assert_eq!(
+            r("[2001:db8::]/32:443"),
+            Ok(("2001:db8::/32".into(), Some(443)))
+        );
+        for bad in [
+            "10.0.0.0/33",
+            "10.1.2.3:0",
+            "10.1.2.3:http",
+            "example.com",
+            "[::1",
+            "",
+        ] {
+            assert!(r(bad).is_err(), "{bad}");
+        }
+    }
+
     fn sa(s: &str) -> SocketAddr {
         s.parse().expect("test address")
     }
@@ -422,7 +508,7 @@ mod tests {
         );
         assert_eq!(
             p.check(sa("[2001:db8::1]:80"), None).errno(),
-            Some(Errno::EPERM)
+            Some(Errno::ECONNREFUSED)
         );
     }
 

@@ -26,7 +26,7 @@ use smoltcp::time::{Duration as SDuration, Instant as SInstant};
 use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, IpEndpoint, IpListenEndpoint};
 
 use crate::device::{Loopback, SynGate, LOOPBACK_MTU};
-use crate::policy::{canonical, Policy};
+use crate::policy::{canonical, Decision, Policy};
 use crate::ports::{Binding, Owner, PortTable, Proto, Scope};
 use crate::{
     Domain, Limits, Mode, Notifier, Progress, Readiness, RecvMeta, Shutdown, SockOpt, SockOptName,
@@ -73,6 +73,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Stack {
     inner: Mutex<Inner>,
     notifier: Mutex<Option<Notifier>>,
+    /// Threads of the stack's own waiting on its sockets (the DNS server).
+    waiters: Mutex<HashMap<SocketId, Arc<crate::dns::Waiter>>>,
     timer: Arc<Timer>,
     policy: Arc<Policy>,
     progress: Progress,
@@ -98,9 +100,10 @@ impl Stack {
             state: Mutex::default(),
             cond: Condvar::new(),
         });
-        let stack = Arc::new(Stack {
-            inner: Mutex::new(Inner::new(&config)),
+        let stack = Arc::new_cyclic(|me| Stack {
+            inner: Mutex::new(Inner::new(&config, me.clone())),
             notifier: Mutex::new(None),
+            waiters: Mutex::default(),
             timer: timer.clone(),
             policy: config.policy.clone(),
             progress: config.progress,
@@ -170,6 +173,12 @@ impl Stack {
         r
     }
 
+    /// A relayed connection's state changed (called by its threads).
+    fn relay_changed(&self) {
+        let changed = lock(&self.inner).collect_changes();
+        self.notify(&changed);
+    }
+
     /// Runs `f` on socket `id` without running the protocol (queries).
     fn query<R>(
         &self,
@@ -179,9 +188,25 @@ impl Stack {
         lock(&self.inner).with_entry(id, |s, e| Ok(f(s, e)))
     }
 
+    /// Wakes `w` whenever socket `id` (a socket of the stack's own, such
+    /// as the DNS server's) may have changed.
+    pub(crate) fn add_waiter(&self, id: SocketId, w: Arc<crate::dns::Waiter>) {
+        lock(&self.waiters).insert(id, w);
+    }
+
     fn notify(&self, changed: &[SocketId]) {
         if changed.is_empty() {
             return;
+        }
+        {
+            let w = lock(&self.waiters);
+            if !w.is_empty() {
+                for id in changed {
+                    if let Some(w) = w.get(id) {
+                        w.wake();
+                    }
+                }
+            }
         }
         let n = lock(&self.notifier).clone();
         if let Some(n) = n {
@@ -409,6 +434,13 @@ impl Socket {
             // Collected: a later connect(2) starts afresh, as after a
             // blocking connect that failed.
             e.connect_failed = false;
+            if let State::Relay(r) = &e.state {
+                let err = r.take_error();
+                if r.failed() {
+                    e.state = State::Idle;
+                }
+                return Ok(err.or(e.error.take()));
+            }
             Ok(e.error.take())
         })
     }
@@ -442,6 +474,10 @@ struct Inner {
     limits: Limits,
     mode: Mode,
     epoch: std::time::Instant,
+    /// The stack itself, for the wake-ups of relayed connections.
+    me: Weak<Stack>,
+    policy: Arc<Policy>,
+    report_refusals: bool,
 }
 
 /// A closed connection still exchanging FINs (or its RST) with the peer.
@@ -495,6 +531,9 @@ enum State {
     Listen(Listener),
     Conn(Conn),
     Udp(Udp),
+    /// A TCP connection to an allowed destination outside the sandbox,
+    /// carried by a host connection (`Mode::Egress`).
+    Relay(crate::relay::Relay),
 }
 
 struct Listener {
@@ -528,6 +567,12 @@ fn seed() -> u64 {
     h.write_u64(0x6e65_7473_7461_636b);
     h.finish()
 }
+
+/// The sandbox's address on its link to the outside (`Mode::Egress`), as
+/// `getsockname` shows it on a relayed connection.
+pub const EGRESS_ADDR_V4: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 15);
+/// The IPv6 counterpart of [`EGRESS_ADDR_V4`] (a unique local address).
+pub const EGRESS_ADDR_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x15);
 
 /// Whether `ip` (canonical) is an address of the loopback interface.
 fn is_local(ip: IpAddr) -> bool {
@@ -609,6 +654,7 @@ impl Entry {
     fn peer(&self) -> Result<SocketAddr, Errno> {
         match &self.state {
             State::Conn(c) if c.established => Ok(c.peer),
+            State::Relay(r) if r.established() => Ok(family_form(self.v6, r.peer)),
             State::Udp(Udp { peer: Some(p), .. }) => Ok(*p),
             _ => Err(Errno::ENOTCONN),
         }
@@ -639,7 +685,7 @@ impl Entry {
 }
 
 impl Inner {
-    fn new(config: &StackConfig) -> Inner {
+    fn new(config: &StackConfig, me: Weak<Stack>) -> Inner {
         let mut device = Loopback::new();
         let seed = seed();
         let mut cfg = Config::new(HardwareAddress::Ip);
@@ -665,6 +711,9 @@ impl Inner {
             limits: config.limits.clone(),
             mode: config.mode.clone(),
             epoch,
+            me,
+            policy: config.policy.clone(),
+            report_refusals: config.report_refusals,
         }
     }
 
@@ -877,9 +926,11 @@ impl Inner {
         self.bind_to(e, addr)
     }
 
-    /// Whether the guest may reach `dest` (canonical). In loopback mode only
-    /// the stack's own addresses exist.
-    fn check_egress(&self, dest: SocketAddr) -> Result<(), Errno> {
+    /// Whether the guest may reach `dest` (canonical) with a socket of
+    /// type `ty`. In loopback mode only the stack's own addresses exist; in
+    /// egress mode the policy decides, and a refusal is logged with the
+    /// destination before any host socket exists.
+    fn check_egress(&self, dest: SocketAddr, ty: SocketType) -> Result<(), Errno> {
         if is_local(dest.ip()) {
             return Ok(());
         }
@@ -888,6 +939,23 @@ impl Inner {
                 tracing::debug!(%dest, "netstack: no route outside the sandbox (loopback only)");
                 Err(Errno::ENETUNREACH)
             }
+            Mode::Egress => match self.policy.check(dest, None) {
+                Decision::Allow { rule } => {
+                    if ty == SocketType::Datagram {
+                        tracing::warn!(%dest, %rule, "egress: UDP leaves the sandbox only as DNS through the Sentry");
+                        return Err(Errno::ENETUNREACH);
+                    }
+                    tracing::info!(%dest, %rule, "egress: allowed");
+                    Ok(())
+                }
+                Decision::Deny(why) => {
+                    tracing::warn!(%dest, reason = %why, "egress: refused");
+                    if self.report_refusals {
+                        eprintln!("ferrovisor: egress to {dest} refused: {why}");
+                    }
+                    Err(Errno::ECONNREFUSED)
+                }
+            },
         }
     }
 
@@ -901,7 +969,7 @@ impl Inner {
                 IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
             });
         }
-        self.check_egress(dest)?;
+        self.check_egress(dest, e.ty)?;
         Ok(dest)
     }
 
@@ -912,7 +980,7 @@ impl Inner {
         let backlog = usize::try_from(backlog).map_or(max, |b| b.min(max));
         match &mut e.state {
             State::Udp(_) => return Err(Errno::EOPNOTSUPP),
-            State::Conn(_) => return Err(Errno::EINVAL),
+            State::Conn(_) | State::Relay(_) => return Err(Errno::EINVAL),
             State::Listen(l) => {
                 l.capacity = backlog + 1;
                 return Ok(());
@@ -1017,6 +1085,13 @@ impl Inner {
                 return Ok(());
             }
             State::Conn(_) => return Err(Errno::EISCONN),
+            State::Relay(r) => {
+                let r = r.connect_again();
+                if r.is_err() && matches!(&e.state, State::Relay(x) if x.failed()) {
+                    e.state = State::Idle;
+                }
+                return r;
+            }
             _ => {}
         }
         if e.connect_failed {
@@ -1026,6 +1101,9 @@ impl Inner {
         let dest = self.destination(e, addr)?;
         if dest.port() == 0 {
             return Err(Errno::ECONNREFUSED);
+        }
+        if !is_local(dest.ip()) {
+            return self.relay_connect(e, dest);
         }
         if e.local.is_none() {
             // Linux's connect(2) says EADDRNOTAVAIL when the ephemeral range
@@ -1077,6 +1155,7 @@ impl Inner {
     fn send(&mut self, e: &mut Entry, buf: &[u8], to: Option<SocketAddr>) -> Result<usize, Errno> {
         let c = match &mut e.state {
             State::Udp(_) => return self.udp_send(e, buf, to),
+            State::Relay(r) => return r.send(buf),
             State::Conn(c) => c,
             _ => return Err(Errno::EPIPE),
         };
@@ -1107,6 +1186,15 @@ impl Inner {
     fn recv(&mut self, e: &mut Entry, buf: &mut [u8], peek: bool) -> Result<RecvMeta, Errno> {
         let c = match &mut e.state {
             State::Udp(_) => return self.udp_recv(e, buf, peek),
+            State::Relay(r) => {
+                let peer = family_form(e.v6, r.peer);
+                let len = r.recv(buf, peek)?;
+                return Ok(RecvMeta {
+                    len,
+                    full_len: len,
+                    from: peer,
+                });
+            }
             State::Conn(c) => c,
             _ => return Err(Errno::ENOTCONN),
         };
@@ -1169,6 +1257,15 @@ impl Inner {
                     e.shut_wr = true;
                     self.tcp(h).close();
                 }
+                Ok(())
+            }
+            State::Relay(r) => {
+                if !r.established() {
+                    return Err(Errno::ENOTCONN);
+                }
+                e.shut_rd |= rd;
+                e.shut_wr |= wr;
+                r.shutdown(rd, wr);
                 Ok(())
             }
             State::Udp(u) => {
@@ -1251,7 +1348,30 @@ impl Inner {
                 }
                 self.unbind(&mut e);
             }
+            // Dropping the relay sends what is queued, then FIN.
+            State::Relay(_) => self.unbind(&mut e),
         }
+    }
+
+    /// Starts a relayed connection to `dest`, outside the sandbox, which
+    /// the policy allowed (see `check_egress`).
+    fn relay_connect(&mut self, e: &mut Entry, dest: SocketAddr) -> Result<(), Errno> {
+        let me = self.me.clone();
+        let wake: crate::relay::Wake = Arc::new(move || {
+            if let Some(s) = me.upgrade() {
+                s.relay_changed();
+            }
+        });
+        let r = crate::relay::Relay::start(
+            dest,
+            e.opts.rcvbuf,
+            e.opts.sndbuf,
+            self.limits.connect_timeout,
+            wake,
+        )?;
+        e.error = None;
+        e.state = State::Relay(r);
+        Err(Errno::EINPROGRESS)
     }
 
     // --- UDP -------------------------------------------------------------
@@ -1402,6 +1522,14 @@ impl Inner {
     }
 
     fn local_addr(&self, e: &Entry) -> SocketAddr {
+        if let State::Relay(r) = &e.state {
+            // The sandbox's own address on its link, never the host's.
+            let ip = match r.peer.ip() {
+                IpAddr::V4(_) => IpAddr::V4(EGRESS_ADDR_V4),
+                IpAddr::V6(_) => IpAddr::V6(EGRESS_ADDR_V6),
+            };
+            return family_form(e.v6, SocketAddr::new(ip, r.local_port()));
+        }
         if let State::Conn(c) = &e.state {
             if let Some(ep) = self.sockets.get::<tcp::Socket>(c.handle).local_endpoint() {
                 return from_endpoint(e.v6, ep);
@@ -1413,6 +1541,7 @@ impl Inner {
     fn bytes_readable(&mut self, e: &Entry) -> usize {
         match &e.state {
             State::Conn(c) => self.sockets.get::<tcp::Socket>(c.handle).recv_queue(),
+            State::Relay(r) => r.bytes_readable(),
             // FIONREAD on a datagram socket: the size of the next datagram.
             State::Udp(Udp {
                 handle: Some(h), ..
@@ -1461,6 +1590,11 @@ impl Inner {
                     rdhup: rcv_shut,
                     error,
                 }
+            }
+            State::Relay(r) => {
+                let mut rd = r.readiness();
+                rd.error |= error;
+                rd
             }
             State::Udp(u) => {
                 let (readable, writable) = match u.handle {

@@ -279,9 +279,8 @@ impl Shared {
         // thread's lock keeps its own tracer (releasing it concurrently)
         // out of the way.
         let threads: Vec<_> = self.lock_threads().drain().map(|(_, t)| t).collect();
-        for t in threads {
-            t.lock_any().reap_after_kill();
-        }
+        let mut guards: Vec<_> = threads.iter().map(|t| t.lock_any()).collect();
+        crate::tracee::reap_all(&mut guards, |g| &mut **g);
         // The first thread last: a thread group leader is reaped only once
         // it is alone.
         self.control.shutdown();

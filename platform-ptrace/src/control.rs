@@ -381,9 +381,12 @@ impl Drop for Leader {
                 tracing::debug!(pid = self.tracee.tid, error = %e, "cannot kill stub");
             }
         }
-        for tid in self.orphans.drain(..) {
-            Tracee::new(tid, Regs::default()).reap_after_kill();
-        }
+        let mut orphans: Vec<Tracee> = self
+            .orphans
+            .drain(..)
+            .map(|tid| Tracee::new(tid, Regs::default()))
+            .collect();
+        crate::tracee::reap_all(&mut orphans, |t| t);
         self.tracee.reap_after_kill();
     }
 }

@@ -175,18 +175,41 @@ impl Tracee {
         }
     }
 
-    /// After the whole stub was sent `SIGKILL`: waits for this thread's end,
-    /// skipping stops reported before the kill landed.
-    pub(crate) fn reap_after_kill(&mut self) {
-        while self.gone.is_none() {
-            match self.wait() {
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::debug!(tid = self.tid, error = %e, "stub thread not reapable");
-                    break;
-                }
+    /// After the whole stub was sent `SIGKILL`: reaps this thread if it has
+    /// ended (skipping stops reported before the kill landed), without
+    /// waiting. True once it is gone.
+    ///
+    /// Never a blocking wait: a dying thread can depend on *another* thread
+    /// being reaped first (the stub is the init of its PID namespace, and
+    /// its last thread waits in the kernel until every other task of the
+    /// namespace is reaped, including sibling threads traced by other
+    /// Sentry threads), so a blocking wait in the wrong order deadlocks.
+    pub(crate) fn try_reap(&mut self) -> bool {
+        if self.gone.is_some() {
+            return true;
+        }
+        match sys::wait_nohang(self.tid) {
+            Ok(None) | Ok(Some(WaitStatus::Stopped(_))) => false,
+            Ok(Some(st)) => {
+                self.gone = Some(Gone::Died(st.describe()));
+                self.cached = None;
+                true
+            }
+            Err(e) => {
+                // ECHILD: the thread is gone and was reaped elsewhere.
+                tracing::debug!(tid = self.tid, error = %e, "stub thread not reapable");
+                self.gone = Some(Gone::Died(e.to_string()));
+                self.cached = None;
+                true
             }
         }
+    }
+
+    /// After the whole stub was sent `SIGKILL`: waits (polling, see
+    /// [`Tracee::try_reap`]) for this thread's end, for at most
+    /// [`REAP_TIMEOUT`].
+    pub(crate) fn reap_after_kill(&mut self) {
+        reap_all(std::slice::from_mut(self), |t| t);
     }
 
     /// Resumes the thread *without* system call emulation (`PTRACE_CONT`)
@@ -197,5 +220,37 @@ impl Tracee {
         sys::set_regs(self.tid, regs)?;
         sys::cont(self.tid, 0)?;
         self.wait()
+    }
+}
+
+/// How long reaping a killed stub may take before the Sentry gives up on
+/// it (the kernel still ends it: `PTRACE_O_EXITKILL` and the kill).
+pub(crate) const REAP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reaps every thread of `items` (each reached through `tracee`), in
+/// whatever order they end, polling until all are gone or
+/// [`REAP_TIMEOUT`] passed.
+pub(crate) fn reap_all<T>(items: &mut [T], mut tracee: impl FnMut(&mut T) -> &mut Tracee) {
+    let deadline = std::time::Instant::now() + REAP_TIMEOUT;
+    let mut pause = std::time::Duration::from_micros(50);
+    loop {
+        let mut left = 0;
+        for it in items.iter_mut() {
+            if !tracee(it).try_reap() {
+                left += 1;
+            }
+        }
+        if left == 0 {
+            return;
+        }
+        if std::time::Instant::now() >= deadline {
+            tracing::warn!(
+                left,
+                "killed stub threads not reaped in time; leaving them to the kernel"
+            );
+            return;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(5));
     }
 }

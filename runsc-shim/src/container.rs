@@ -754,6 +754,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
         envp: plan.env.into_iter().map(String::into_bytes).collect(),
         cwd: plan.cwd.into_bytes(),
         hostname: plan.hostname,
+        network: Default::default(),
     };
     let code = match sentry::run(config, |memfd| {
         platform_ptrace::PtracePlatform::new_seccomp_trap(memfd)

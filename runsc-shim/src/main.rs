@@ -292,6 +292,63 @@ enum PlatformKind {
     Seccomp,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum NetworkKind {
+    /// loopback only: nothing leaves the sandbox
+    None,
+    /// loopback plus a link out, for what the allow rules allow
+    Sandbox,
+    /// the host's own network stack (not supported: it would expose the
+    /// host kernel's sockets to the guest)
+    Host,
+}
+
+/// The network of a `do` sandbox from its flags.
+fn network_config(args: &DoArgs) -> Result<netstack::StackConfig, String> {
+    let has_rules = !args.allow_cidr.is_empty() || !args.allow_host.is_empty();
+    let kind = args.network.unwrap_or(if has_rules {
+        NetworkKind::Sandbox
+    } else {
+        NetworkKind::None
+    });
+    match kind {
+        NetworkKind::None if has_rules => {
+            return Err("--allow-cidr and --allow-host need --network sandbox (with --network none nothing leaves the sandbox)".into())
+        }
+        NetworkKind::None => return Ok(netstack::StackConfig::default()),
+        NetworkKind::Host => {
+            return Err("--network host is not supported: use --network sandbox with --allow-cidr / --allow-host rules".into())
+        }
+        NetworkKind::Sandbox => {}
+    }
+    let mut cidrs = Vec::new();
+    for c in &args.allow_cidr {
+        cidrs.push(netstack::policy::parse_cidr_rule(c).map_err(|e| format!("--allow-cidr {e}"))?);
+    }
+    for h in &args.allow_host {
+        let name = h.strip_prefix("*.").unwrap_or(h);
+        let ok = !name.is_empty()
+            && name.len() <= 253
+            && name.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            });
+        if !ok {
+            return Err(format!(
+                "--allow-host {h:?}: not a domain name (give example.com or *.example.com)"
+            ));
+        }
+    }
+    Ok(netstack::StackConfig {
+        mode: netstack::Mode::Egress,
+        policy: std::sync::Arc::new(netstack::Policy::new(cidrs, args.allow_host.clone())),
+        report_refusals: true,
+        ..Default::default()
+    })
+}
+
 #[derive(Debug, clap::Args)]
 struct DoArgs {
     /// Host directory to use as the (read-only) root file system.
@@ -310,6 +367,19 @@ struct DoArgs {
     /// Host name the guest sees.
     #[arg(long, default_value = "ferrovisor")]
     hostname: String,
+    /// The guest's network: `none` (loopback only; the default without
+    /// allow rules) or `sandbox` (a link out for what --allow-cidr and
+    /// --allow-host allow; the default with them).
+    #[arg(long, value_enum, value_name = "MODE")]
+    network: Option<NetworkKind>,
+    /// Let the guest connect to CIDR (`10.0.0.0/8`, `192.0.2.7:443`,
+    /// `[2001:db8::1]:443`); repeatable.
+    #[arg(long = "allow-cidr", value_name = "CIDR[:PORT]")]
+    allow_cidr: Vec<String>,
+    /// Let the guest resolve DOMAIN (or any name under `*.DOMAIN`) through
+    /// the sandbox's DNS and connect to what it resolves to; repeatable.
+    #[arg(long = "allow-host", value_name = "DOMAIN")]
+    allow_host: Vec<String>,
     /// The command (looked up in the guest's PATH) and its arguments.
     #[arg(
         required = true,
@@ -345,6 +415,10 @@ fn run_do(args: DoArgs) -> ExitCode {
             return fail(2, e);
         }
     }
+    let network = match network_config(&args) {
+        Ok(n) => n,
+        Err(e) => return fail(2, e),
+    };
     let root = match std::fs::File::open(&args.root) {
         Ok(f) => f,
         Err(e) => {
@@ -395,6 +469,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         envp: container::host_env(),
         cwd,
         hostname: args.hostname,
+        network,
     };
     let platform = args.platform;
     let result = sentry::run(config, |memfd| match platform {

@@ -42,6 +42,9 @@ pub enum Error {
     /// the root directory could not be used
     #[error("opening the root directory: {0}")]
     Root(std::io::Error),
+    /// the sandbox's network could not be set up
+    #[error("setting up the sandbox network: {0}")]
+    Network(std::io::Error),
     /// the platform failed
     #[error("platform: {0}")]
     Platform(#[from] platform::Error),
@@ -77,6 +80,8 @@ pub struct SandboxConfig<'a> {
     pub cwd: Vec<u8>,
     /// guest host name
     pub hostname: String,
+    /// the network: loopback only, or with a link out and its egress policy
+    pub network: netstack::StackConfig,
 }
 
 /// Sandbox-wide state shared by tasks.
@@ -303,8 +308,28 @@ where
         unix: Default::default(),
         timekeeper: crate::vdso_time::TimeKeeper::new(&memory)
             .map_err(|e| Error::MemoryFile(std::io::Error::from_raw_os_error(e.0)))?,
-        net: netstack::Stack::new(netstack::StackConfig::default()),
+        net: netstack::Stack::new(config.network.clone()),
     });
+    if matches!(config.network.mode, netstack::Mode::Egress) {
+        // Names resolve only through the Sentry's DNS server, which the
+        // guest's resolv.conf names; hosts is the sandbox's own.
+        netstack::dns::serve(&kernel.net, netstack::dns::host_resolver())
+            .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
+        let hosts = format!(
+            "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{}\n",
+            kernel.hostname
+        );
+        let resolv = format!(
+            "# ferrovisor: names resolve through the sandbox's DNS server, which\n# answers only what --allow-host rules allow.\nnameserver {}\n",
+            netstack::dns::DNS_ADDR.ip()
+        );
+        for (name, text) in [(&b"hosts"[..], hosts), (&b"resolv.conf"[..], resolv)] {
+            kernel
+                .fs
+                .provide_file(b"etc", name, text.as_bytes())
+                .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
+        }
+    }
     {
         // Socket readiness changes wake blocked tasks.
         let bus = kernel.bus.clone();

@@ -718,6 +718,34 @@ impl FileSystem {
         }
     }
 
+    /// Puts a file of the Sentry's own at `/dir/name` (a top-level
+    /// directory), over whatever the root has there, whether or not the
+    /// root is writable: the sandbox's `/etc/resolv.conf` and `/etc/hosts`.
+    pub fn provide_file(&self, dir: &[u8], name: &[u8], contents: &[u8]) -> Result<(), Errno> {
+        let d = match self.upper.lookup(dir) {
+            Ok(d) if d.is_dir() => d,
+            Ok(_) => return Err(Errno::ENOTDIR),
+            Err(_) => {
+                let (mode, uid, gid) = match self.lookup_child(&self.root, 0, dir) {
+                    Ok(n) => {
+                        let st = n.stat()?;
+                        (st.mode, st.uid, st.gid)
+                    }
+                    Err(_) => (abi::S_IFDIR | 0o755, 0, 0),
+                };
+                self.upper.create(dir, mode, (uid, gid), || {
+                    crate::tmpfs::MemKind::Dir(Default::default())
+                })?
+            }
+        };
+        let _ = d.unlink_any(name);
+        let f = d.create(name, abi::S_IFREG | 0o644, (0, 0), || {
+            crate::tmpfs::MemKind::File(Default::default())
+        })?;
+        f.write_at(0, contents, false)?;
+        Ok(())
+    }
+
     /// The upper directory for overlay directory `d`, created (with the
     /// lower directories' modes and owners) if needed: "copy-up".
     pub fn ensure_upper(&self, d: &OvlDir) -> Result<Arc<crate::tmpfs::MemInode>, Errno> {

@@ -73,6 +73,8 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::RECVFROM, socket::sys_recvfrom, Partial),
     (nr::SENDMSG, socket::sys_sendmsg, Partial),
     (nr::RECVMSG, socket::sys_recvmsg, Partial),
+    (nr::SENDMMSG, socket::sys_sendmmsg, Partial),
+    (nr::RECVMMSG, socket::sys_recvmmsg, Partial),
     (nr::SETSOCKOPT, socket::sys_setsockopt, Partial),
     (nr::GETSOCKOPT, socket::sys_getsockopt, Partial),
     (nr::EVENTFD, events::sys_eventfd, Full),

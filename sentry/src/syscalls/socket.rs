@@ -649,6 +649,59 @@ pub fn sys_recvmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     do_recvmsg(task, a[0], a[1], a[2])
 }
 
+/// Size of `struct mmsghdr`: a `msghdr` (56 bytes), the `msg_len` that
+/// the kernel fills in, and padding.
+const MMSGHDR_SIZE: u64 = 64;
+/// Most messages one `sendmmsg`/`recvmmsg` handles (Linux's `UIO_MAXIOV`).
+const UIO_MAXIOV: u64 = 1024;
+const MSG_WAITFORONE: u64 = 0x10000;
+
+/// `sendmmsg(2)`: `sendmsg` for each message in turn; the count sent, or
+/// the first message's error when none was.
+pub fn sys_sendmmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (fd, vec, vlen, flags) = (a[0], a[1], a[2].min(UIO_MAXIOV), a[3] & 0xffff_ffff);
+    let mut done = 0;
+    while done < vlen {
+        let hdr = vec.wrapping_add(done * MMSGHDR_SIZE);
+        match sys_sendmsg(task, &[fd, hdr, flags, 0, 0, 0]) {
+            Ok(n) => task.mm().copy_out(hdr + 56, &(n as u32).to_ne_bytes())?,
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => break,
+        }
+        done += 1;
+    }
+    Ok(done)
+}
+
+/// `recvmmsg(2)`: `recvmsg` for each message in turn; with
+/// `MSG_WAITFORONE`, only the first may wait. The timeout (checked by
+/// Linux only between messages) is read for `EFAULT` and otherwise not
+/// applied: a blocking call returns after the messages that were there.
+pub fn sys_recvmmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (fd, vec, vlen, mut flags) = (a[0], a[1], a[2].min(UIO_MAXIOV), a[3] & 0xffff_ffff);
+    if a[4] != 0 {
+        let mut ts = [0u8; 16];
+        task.mm().copy_in(a[4], &mut ts)?;
+    }
+    let mut done = 0;
+    while done < vlen {
+        let hdr = vec.wrapping_add(done * MMSGHDR_SIZE);
+        match sys_recvmsg(task, &[fd, hdr, flags, 0, 0, 0]) {
+            Ok(n) => task.mm().copy_out(hdr + 56, &(n as u32).to_ne_bytes())?,
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => break,
+        }
+        done += 1;
+        if flags & MSG_WAITFORONE != 0 {
+            flags |= MSG_DONTWAIT;
+        }
+        if done >= 1 && a[4] != 0 {
+            flags |= MSG_DONTWAIT;
+        }
+    }
+    Ok(done)
+}
+
 pub fn sys_recvfrom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::recvfrom(task, &f, a);
