@@ -41,6 +41,8 @@ pub enum FileKind {
     Socket(crate::socket::unix::SocketHandle),
     /// an Internet socket
     Inet(crate::socket::inet::InetSocket),
+    /// an `AF_NETLINK` route socket
+    Netlink(crate::socket::netlink::NetlinkSocket),
     /// generated, read-only contents (/proc files)
     Static(Arc<Vec<u8>>),
 }
@@ -284,7 +286,9 @@ impl FileDescription {
                 | FileKind::TimerFd(_)
                 | FileKind::SignalFd(_)
                 | FileKind::Epoll(_) => return Err(Errno::EINVAL),
-                FileKind::Socket(_) | FileKind::Inet(_) => return Err(Errno::ENOTCONN),
+                FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_) => {
+                    return Err(Errno::ENOTCONN)
+                }
             };
             total += n as u64;
             pos += n as u64;
@@ -449,6 +453,9 @@ impl FileDescription {
             FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Mem(_) => {
                 POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
             }
+            FileKind::Netlink(s) => {
+                POLLOUT | POLLWRNORM | if s.readable() { POLLIN | POLLRDNORM } else { 0 }
+            }
             FileKind::Inet(s) => {
                 let r = s.sock.readiness().unwrap_or_default();
                 (if r.readable { POLLIN | POLLRDNORM } else { 0 })
@@ -599,6 +606,7 @@ impl FileDescription {
             | FileKind::SignalFd(_)
             | FileKind::Socket(_)
             | FileKind::Inet(_)
+            | FileKind::Netlink(_)
             | FileKind::Epoll(_) => Err(Errno::ESPIPE),
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
@@ -634,7 +642,7 @@ impl FileDescription {
         match (&self.kind, &self.location) {
             (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
             (FileKind::Mem(m), _) => Ok(m.stat()),
-            (FileKind::Socket(_) | FileKind::Inet(_), _) => {
+            (FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_), _) => {
                 let mut st = crate::vfs::pipe_stat_like(abi::S_IFSOCK | 0o777);
                 st.ino = self as *const Self as u64 >> 4;
                 Ok(st)

@@ -96,6 +96,7 @@ guests! {
     mremap,
     // process, identity, time
     ids,
+    net_ifaces,
     uname,
     exit_group => 263 & 0xff,
     exit_atexit => 42,

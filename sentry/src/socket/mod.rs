@@ -2,4 +2,5 @@
 //! sockets run on the sandbox's netstack.
 
 pub mod inet;
+pub mod netlink;
 pub mod unix;

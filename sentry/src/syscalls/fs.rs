@@ -82,7 +82,10 @@ fn socket_write(task: &Task, file: &FileDescription, bufs: &[GuestSlice]) -> Res
 
 pub fn sys_read(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(file.kind, FileKind::Socket(_) | FileKind::Inet(_)) {
+    if matches!(
+        file.kind,
+        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_)
+    ) {
         let bufs = guest_buf(task, a[1], a[2], true)?;
         return socket_read(task, &file, &bufs);
     }
@@ -103,7 +106,10 @@ fn sigpipe(task: &Task, r: Result<u64, Errno>) -> Result<u64, Errno> {
 
 pub fn sys_write(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(file.kind, FileKind::Socket(_) | FileKind::Inet(_)) {
+    if matches!(
+        file.kind,
+        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_)
+    ) {
         let bufs = guest_buf(task, a[1], a[2], false)?;
         return socket_write(task, &file, &bufs);
     }
@@ -213,7 +219,10 @@ pub fn sys_pwrite64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(file.kind, FileKind::Socket(_) | FileKind::Inet(_)) {
+    if matches!(
+        file.kind,
+        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_)
+    ) {
         let bufs = iovecs(task, a[1], a[2], true)?;
         return socket_read(task, &file, &bufs);
     }
@@ -222,7 +231,10 @@ pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_writev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(file.kind, FileKind::Socket(_) | FileKind::Inet(_)) {
+    if matches!(
+        file.kind,
+        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_)
+    ) {
         let bufs = iovecs(task, a[1], a[2], false)?;
         return socket_write(task, &file, &bufs);
     }
@@ -699,7 +711,9 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             };
             task.mm().write_obj(a[2], &n).map(|()| 0)
         }
-        _ => Err(Errno::ENOTTY),
+        cmd => {
+            super::netlink::interface_ioctl(task, &file, cmd, a[2]).unwrap_or(Err(Errno::ENOTTY))
+        }
     }
 }
 

@@ -6,6 +6,7 @@ mod fork;
 mod fs;
 mod inet;
 mod mm;
+mod netlink;
 mod poll;
 mod process;
 mod signal;

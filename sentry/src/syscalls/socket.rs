@@ -74,6 +74,7 @@ pub fn sys_socket(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     match family {
         2 => return super::inet::socket(task, netstack::Domain::Inet, ty, proto),
         10 => return super::inet::socket(task, netstack::Domain::Inet6, ty, proto),
+        16 => return super::netlink::socket(task, ty, proto),
         // Packet sockets would see the host's traffic: never.
         17 => return Err(Errno::EPERM),
         f if f == AF_UNIX as i64 => {}
@@ -200,6 +201,9 @@ pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::bind(task, &f, a[1], a[2]);
     }
+    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
+        return super::netlink::bind(task, &f, a[1], a[2]);
+    }
     let (_, sock) = socket_of(task, a[0])?;
     let addr = read_addr(task, a[1], a[2])?;
     if let UnixAddr::Path(p) = &addr {
@@ -238,6 +242,9 @@ pub fn sys_listen(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::listen(&f, a[1] as i32);
     }
+    if super::netlink::netlink_file(task, a[0])?.is_some() {
+        return Err(Errno::EOPNOTSUPP);
+    }
     let (_, sock) = socket_of(task, a[0])?;
     sock.listen(a[1] as i32).map(|()| 0)
 }
@@ -249,6 +256,9 @@ fn nonblocking(file: &FileDescription, flags: u64) -> bool {
 pub fn sys_connect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::connect(task, &f, a[1], a[2]);
+    }
+    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
+        return super::netlink::connect(task, &f, a[1], a[2]);
     }
     let (file, sock) = socket_of(task, a[0])?;
     let addr = read_addr(task, a[1], a[2])?;
@@ -309,6 +319,9 @@ pub fn sys_accept(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::accept(task, &f, a[1], a[2], 0);
     }
+    if super::netlink::netlink_file(task, a[0])?.is_some() {
+        return Err(Errno::EOPNOTSUPP);
+    }
     accept(task, a[0], a[1], a[2], 0)
 }
 
@@ -316,12 +329,18 @@ pub fn sys_accept4(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::accept(task, &f, a[1], a[2], a[3]);
     }
+    if super::netlink::netlink_file(task, a[0])?.is_some() {
+        return Err(Errno::EOPNOTSUPP);
+    }
     accept(task, a[0], a[1], a[2], a[3])
 }
 
 pub fn sys_getsockname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::getsockname(task, &f, a[1], a[2]);
+    }
+    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
+        return super::netlink::getsockname(task, &f, a[1], a[2]);
     }
     let (_, sock) = socket_of(task, a[0])?;
     let addr = sock.state().addr.clone();
@@ -331,6 +350,9 @@ pub fn sys_getsockname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_getpeername(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::getpeername(task, &f, a[1], a[2]);
+    }
+    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
+        return super::netlink::getpeername(task, &f, a[1], a[2]);
     }
     let (_, sock) = socket_of(task, a[0])?;
     let (peer, saved) = {
@@ -354,6 +376,9 @@ pub fn sys_getpeername(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_shutdown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::shutdown(&f, a[1]);
+    }
+    if super::netlink::netlink_file(task, a[0])?.is_some() {
+        return if a[1] <= 2 { Ok(0) } else { Err(Errno::EINVAL) };
     }
     let (_, sock) = socket_of(task, a[0])?;
     sock.shutdown(a[1] as i32).map(|()| 0)
@@ -408,6 +433,9 @@ pub fn write_socket(task: &Task, file: &FileDescription, data: &[u8]) -> Result<
     if matches!(file.kind, FileKind::Inet(_)) {
         return super::inet::send(task, file, data, 0, None);
     }
+    if matches!(file.kind, FileKind::Netlink(_)) {
+        return super::netlink::send(file, data);
+    }
     let FileKind::Socket(h) = &file.kind else {
         return Err(Errno::ENOTSOCK);
     };
@@ -418,6 +446,9 @@ pub fn write_socket(task: &Task, file: &FileDescription, data: &[u8]) -> Result<
 pub fn read_socket(task: &Task, file: &FileDescription, max: usize) -> Result<Vec<u8>, Errno> {
     if matches!(file.kind, FileKind::Inet(_)) {
         return super::inet::read(task, file, max);
+    }
+    if matches!(file.kind, FileKind::Netlink(_)) {
+        return super::netlink::recv(task, file, max, 0).map(|(d, _)| d);
     }
     let FileKind::Socket(h) = &file.kind else {
         return Err(Errno::ENOTSOCK);
@@ -551,12 +582,18 @@ pub fn sys_sendmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::sendmsg(task, &f, a[1], a[2]);
     }
+    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
+        return super::netlink::sendmsg(task, &f, a[1]);
+    }
     do_sendmsg(task, a[0], a[1], a[2])
 }
 
 pub fn sys_sendto(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::sendto(task, &f, a);
+    }
+    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
+        return super::netlink::sendto(task, &f, a);
     }
     let (file, sock) = socket_of(task, a[0])?;
     let slices = task.mm().slices(a[1], a[2], false)?;
@@ -646,6 +683,9 @@ pub fn sys_recvmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::recvmsg(task, &f, a[1], a[2]);
     }
+    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
+        return super::netlink::recvmsg(task, &f, a[1], a[2]);
+    }
     do_recvmsg(task, a[0], a[1], a[2])
 }
 
@@ -706,6 +746,9 @@ pub fn sys_recvfrom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::recvfrom(task, &f, a);
     }
+    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
+        return super::netlink::recvfrom(task, &f, a);
+    }
     let (file, sock) = socket_of(task, a[0])?;
     let slices = task.mm().slices(a[1], a[2], true)?;
     let r = recv(task, &file, &sock, a[2] as usize, a[3])?;
@@ -723,6 +766,9 @@ pub fn sys_recvfrom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::setsockopt(task, &f, a);
+    }
+    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
+        return super::netlink::setsockopt(task, &f, a);
     }
     const SO_SNDBUF: u64 = 7;
     const SO_RCVBUF: u64 = 8;
@@ -751,6 +797,9 @@ pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_getsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::getsockopt(task, &f, a);
+    }
+    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
+        return super::netlink::getsockopt(task, &f, a);
     }
     const SO_TYPE: u64 = 3;
     const SO_ERROR: u64 = 4;
