@@ -221,3 +221,91 @@ pub mod rlimit {
     pub const RLIM_NLIMITS: usize = 16;
     pub const RLIM_INFINITY: u64 = u64::MAX;
 }
+
+/// Terminal ioctls and termios flags (tty_ioctl(4), termios(3)).
+pub mod tty {
+    #![allow(missing_docs)]
+    pub const TCGETS: u32 = 0x5401;
+    pub const TCSETS: u32 = 0x5402;
+    pub const TCSETSW: u32 = 0x5403;
+    pub const TCSETSF: u32 = 0x5404;
+    pub const TCSBRK: u32 = 0x5409;
+    pub const TCXONC: u32 = 0x540a;
+    pub const TCFLSH: u32 = 0x540b;
+    pub const TIOCEXCL: u32 = 0x540c;
+    pub const TIOCNXCL: u32 = 0x540d;
+    pub const TIOCSCTTY: u32 = 0x540e;
+    pub const TIOCGPGRP: u32 = 0x540f;
+    pub const TIOCSPGRP: u32 = 0x5410;
+    pub const TIOCOUTQ: u32 = 0x5411;
+    pub const TIOCGWINSZ: u32 = 0x5413;
+    pub const TIOCSWINSZ: u32 = 0x5414;
+    pub const FIONREAD: u32 = 0x541b;
+    pub const TIOCNOTTY: u32 = 0x5422;
+    pub const TIOCSETD: u32 = 0x5423;
+    pub const TIOCGETD: u32 = 0x5424;
+    pub const TCSBRKP: u32 = 0x5425;
+    pub const TIOCSBRK: u32 = 0x5427;
+    pub const TIOCCBRK: u32 = 0x5428;
+    pub const TIOCGSID: u32 = 0x5429;
+    pub const TCGETS2: u32 = 0x802c_542a;
+    pub const TCSETS2: u32 = 0x402c_542b;
+    pub const TCSETSW2: u32 = 0x402c_542c;
+    pub const TCSETSF2: u32 = 0x402c_542d;
+    pub const TIOCGPTN: u32 = 0x8004_5430;
+    pub const TIOCSPTLCK: u32 = 0x4004_5431;
+    pub const TIOCGDEV: u32 = 0x8004_5432;
+    pub const TIOCSIG: u32 = 0x4004_5436;
+    pub const TIOCGPTLCK: u32 = 0x8004_5439;
+    pub const TIOCGEXCL: u32 = 0x8004_5440;
+    pub const TIOCGPTPEER: u32 = 0x5441;
+
+    // c_iflag
+    pub const ISTRIP: u32 = 0o40;
+    pub const INLCR: u32 = 0o100;
+    pub const IGNCR: u32 = 0o200;
+    pub const ICRNL: u32 = 0o400;
+    pub const IXON: u32 = 0o2000;
+    pub const IXANY: u32 = 0o4000;
+    pub const IUTF8: u32 = 0o40000;
+    // c_oflag
+    pub const OPOST: u32 = 0o1;
+    pub const ONLCR: u32 = 0o4;
+    pub const OCRNL: u32 = 0o10;
+    pub const ONOCR: u32 = 0o20;
+    pub const ONLRET: u32 = 0o40;
+    pub const TABDLY: u32 = 0o14000;
+    pub const XTABS: u32 = 0o14000;
+    // c_cflag
+    pub const B38400: u32 = 0o17;
+    pub const CS8: u32 = 0o60;
+    pub const CREAD: u32 = 0o200;
+    // c_lflag
+    pub const ISIG: u32 = 0o1;
+    pub const ICANON: u32 = 0o2;
+    pub const ECHO: u32 = 0o10;
+    pub const ECHOE: u32 = 0o20;
+    pub const ECHOK: u32 = 0o40;
+    pub const ECHONL: u32 = 0o100;
+    pub const NOFLSH: u32 = 0o200;
+    pub const TOSTOP: u32 = 0o400;
+    pub const ECHOCTL: u32 = 0o1000;
+    pub const ECHOKE: u32 = 0o4000;
+    pub const IEXTEN: u32 = 0o100000;
+    // c_cc indices
+    pub const VINTR: usize = 0;
+    pub const VQUIT: usize = 1;
+    pub const VERASE: usize = 2;
+    pub const VKILL: usize = 3;
+    pub const VEOF: usize = 4;
+    pub const VTIME: usize = 5;
+    pub const VMIN: usize = 6;
+    pub const VSTART: usize = 8;
+    pub const VSTOP: usize = 9;
+    pub const VSUSP: usize = 10;
+    pub const VEOL: usize = 11;
+    pub const VREPRINT: usize = 12;
+    pub const VWERASE: usize = 14;
+    pub const VLNEXT: usize = 15;
+    pub const VEOL2: usize = 16;
+}

@@ -106,3 +106,10 @@ abi_struct!(
     /// `kill`/`SIGCHLD` the union starts with pid (i32) and uid (u32), then
     /// status (i32); for faults it starts with the address.
     SigInfo, 128, { signo: i32, errno: i32, code: i32, pad: i32, fields: [u64; 14] });
+abi_struct!(
+/// The kernel's `struct termios2` (TCGETS2): `struct termios` plus the
+/// input and output speeds.
+Termios2, 44, {
+    iflag: u32, oflag: u32, cflag: u32, lflag: u32, line: u8, cc: [u8; 19],
+    ispeed: u32, ospeed: u32,
+});

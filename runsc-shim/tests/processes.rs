@@ -428,6 +428,132 @@ p.start(); print(q.get()); p.join(); print("exitcode", p.exitcode)
     compare("python concurrent.futures", PYTHON, script, 0, "exitcode 0");
 }
 
+/// Pseudo-terminals from Python: `os.openpty()` (isatty, ttyname, termios
+/// canonical and raw mode, window size) and `pty.fork()` (a child session
+/// with the slave as controlling terminal and standard streams: its output
+/// through ONLCR, a line typed at the master, ^C as SIGINT, EIO at the
+/// master once the child is gone).
+#[test]
+fn python_pty_openpty_and_fork() {
+    let script = r#"
+import os, pty, termios, tty, signal, select, sys, fcntl, struct
+
+def read_until(fd, marker, n=1 << 16):
+    buf = b""
+    while marker not in buf and len(buf) < n:
+        r, _, _ = select.select([fd], [], [], 5)
+        if not r:
+            break
+        try:
+            d = os.read(fd, 1024)
+        except OSError as e:
+            buf += b"<%s>" % os.strerror(e.errno).encode()
+            break
+        if not d:
+            break
+        buf += d
+    return buf
+
+m, s = os.openpty()
+print("isatty", os.isatty(m), os.isatty(s))
+print("ttyname ok", os.ttyname(s).startswith("/dev/pts/"))
+attrs = termios.tcgetattr(s)
+print("icanon", bool(attrs[3] & termios.ICANON), "echo", bool(attrs[3] & termios.ECHO))
+os.write(m, b"hello\n")
+print("slave read", os.read(s, 100))
+print("echo", read_until(m, b"\n"))
+tty.setraw(s)
+os.write(m, b"raw\x03")
+print("raw read", read_until(s, b"\x03"))
+termios.tcsetattr(s, termios.TCSANOW, attrs)
+fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+print("winsize", struct.unpack("HHHH", fcntl.ioctl(s, termios.TIOCGWINSZ, b"\0" * 8))[:2])
+os.close(s)
+os.close(m)
+
+sys.stdout.flush()
+pid, fd = pty.fork()
+if pid == 0:
+    # stdout's buffering was chosen when it was not a terminal
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    print("child tty", os.isatty(0), os.ttyname(0).startswith("/dev/pts/"))
+    print("child sid is pid", os.getsid(0) == os.getpid())
+    print("fg is me", os.tcgetpgrp(0) == os.getpgrp())
+    print("ctty", os.ttyname(os.open("/dev/tty", os.O_RDWR)))
+    line = sys.stdin.readline()
+    print("got", repr(line))
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    print("waiting", flush=True)
+    print("signal", signal.sigwait({signal.SIGINT}) == signal.SIGINT, flush=True)
+    os._exit(7)
+out = read_until(fd, b"ctty /dev/tty\r\n")
+os.write(fd, b"typed\n")
+out += read_until(fd, b"waiting")
+os.write(fd, b"\x03")
+out += read_until(fd, b"signal")
+_, st = os.waitpid(pid, 0)
+out += read_until(fd, b"never")
+print(out.decode().replace("\r\n", "\n"), end="")
+print("exit", os.waitstatus_to_exitcode(st))
+"#;
+    compare("python pty", PYTHON, script, 0, "exit 7");
+}
+
+/// Interactive `bash` job control on a pseudo-terminal, driven from the
+/// master by Python: ^Z stops the foreground job (SIGTSTP to its group,
+/// bash sees the stop and takes the terminal back), `jobs` lists it, `fg`
+/// hands it the terminal again and continues it, it reads a line typed at
+/// the master, ^C kills it (status 130), and `exit` ends the session.
+#[test]
+fn bash_job_control_on_a_pty() {
+    let script = r#"
+import os, pty, select, sys
+
+def read_until(fd, marker):
+    buf = b""
+    while marker not in buf:
+        r, _, _ = select.select([fd], [], [], 10)
+        if not r:
+            buf += b"<timeout>"
+            break
+        try:
+            d = os.read(fd, 4096)
+        except OSError as e:
+            buf += b"<%s>" % os.strerror(e.errno).encode()
+            break
+        if not d:
+            break
+        buf += d
+    return buf
+
+pid, fd = pty.fork()
+if pid == 0:
+    os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "--noediting", "-i"],
+              {"PS1": "$ ", "PATH": "/usr/bin:/bin", "TERM": "dumb", "LC_ALL": "C"})
+out = read_until(fd, b"$ ")
+os.write(fd, b"sh -c 'echo ready; read x; echo got $x; read y; echo not reached'\n")
+out += read_until(fd, b"ready\r\n")
+os.write(fd, b"\x1a")
+out += read_until(fd, b"$ ")
+os.write(fd, b"jobs\n")
+out += read_until(fd, b"$ ")
+os.write(fd, b"fg\n")
+out += read_until(fd, b"not reached'\r\n")
+os.write(fd, b"line\n")
+out += read_until(fd, b"got line\r\n")
+os.write(fd, b"\x03")
+out += read_until(fd, b"$ ")
+os.write(fd, b"echo status $?\n")
+out += read_until(fd, b"$ ")
+os.write(fd, b"exit 3\n")
+out += read_until(fd, b"<never>")
+_, st = os.waitpid(pid, 0)
+sys.stdout.write(out.decode().replace("\r\n", "\n"))
+print("\nbash exit", os.waitstatus_to_exitcode(st))
+"#;
+    compare("bash job control", PYTHON, script, 0, "status 130");
+}
+
 #[test]
 fn python_subprocess_with_pipes() {
     let script = r#"

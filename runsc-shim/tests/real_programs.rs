@@ -281,6 +281,23 @@ fn busybox_printf() {
 
 // ---- the CLI's own statuses --------------------------------------------------
 
+/// `script` runs a shell under a pseudo-terminal (issue 4 point 6): `tty`
+/// names the slave (its number reduced to `N`, which differs natively when
+/// other terminals are open), `stty -a` shows the new terminal's modes,
+/// `stty` changes them, and `ps` finds the shell's controlling terminal
+/// and sees it in the foreground (`+`).
+#[test]
+fn script_runs_tty_and_stty_under_a_pty() {
+    compare(&[
+        "/usr/bin/script",
+        "-qc",
+        "tty | sed 's/[0-9]*$/N/'; stty -a; stty raw -echo; stty -g; \
+         ps -o tty=,stat= -p $$ | sed 's/[0-9]/N/g'; \
+         test -w \"$(tty)\" && test -r /dev/tty && echo accessible",
+        "/dev/null",
+    ]);
+}
+
 #[test]
 fn missing_command_is_127() {
     let out = sandboxed(&[], &["ferrovisor-no-such-command"], &[], None);

@@ -45,11 +45,15 @@ pub enum FileKind {
     Netlink(crate::socket::netlink::NetlinkSocket),
     /// generated, read-only contents (/proc files)
     Static(Arc<Vec<u8>>),
+    /// one end of a pseudo-terminal
+    Pty(crate::pty::PtyEnd),
 }
 
 /// What a blocking file operation needs to sleep and to notice signals.
 #[derive(Clone, Copy, Debug)]
 pub struct Blocker<'a> {
+    /// the sandbox
+    pub kernel: &'a crate::kernel::Kernel,
     /// the sandbox's wait point
     pub bus: &'a EventBus,
     /// the calling thread (its pending signals interrupt the wait)
@@ -222,6 +226,13 @@ impl FileDescription {
                 },
             );
         }
+        if let FileKind::Pty(end) = &self.kind {
+            if at.is_some() {
+                return Err(Errno::ESPIPE);
+            }
+            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            return crate::pty::read(blk, end, bufs, nonblock);
+        }
         if let Some(r) = self.read_events(blk, bufs, at) {
             return r;
         }
@@ -259,6 +270,8 @@ impl FileDescription {
                     unsafe { host::pread_raw(f.fd(), b.ptr, b.len, pos) }?
                 }
                 FileKind::Dev(Device::Null) => 0,
+                // Never opened as such: opening them yields a pty end.
+                FileKind::Dev(Device::Tty | Device::Ptmx) => return Err(Errno::EIO),
                 FileKind::Dev(Device::Zero | Device::Full) => {
                     // SAFETY: as above.
                     unsafe { std::ptr::write_bytes(b.ptr, 0, b.len) };
@@ -281,7 +294,7 @@ impl FileDescription {
                     }
                 }
                 FileKind::SynthDir => return Err(Errno::EISDIR),
-                FileKind::Path | FileKind::Pipe(_) => return Err(Errno::EBADF),
+                FileKind::Path | FileKind::Pipe(_) | FileKind::Pty(_) => return Err(Errno::EBADF),
                 FileKind::EventFd(_)
                 | FileKind::TimerFd(_)
                 | FileKind::SignalFd(_)
@@ -358,6 +371,13 @@ impl FileDescription {
             }
             return Ok(done);
         }
+        if let FileKind::Pty(end) = &self.kind {
+            if at.is_some() {
+                return Err(Errno::ESPIPE);
+            }
+            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            return crate::pty::write(blk, end, bufs, nonblock);
+        }
         if let FileKind::EventFd(e) = &self.kind {
             let mut raw = [0u8; 8];
             if copy_from_slices(bufs, &mut raw) < 8 {
@@ -423,6 +443,7 @@ impl FileDescription {
                 }
             }
             FileKind::Stdio(fd) => host::poll_events(Self::stdio_borrow(*fd), events),
+            FileKind::Pty(end) => crate::pty::poll_events(end),
             FileKind::Path => POLLNVAL,
             FileKind::EventFd(e) => {
                 let (r, w) = e.state();
@@ -482,6 +503,7 @@ impl FileDescription {
         match &self.kind {
             FileKind::Pipe(end) => end.pipe.generation(end.reader),
             FileKind::EventFd(e) => e.generation(),
+            FileKind::Pty(end) => end.pty.generation(end.master),
             FileKind::Inet(s) => {
                 let r = s.sock.readiness().unwrap_or_default();
                 u64::from(r.readable)
@@ -601,6 +623,7 @@ impl FileDescription {
     pub fn seek(&self, off: i64, whence: u32) -> Result<u64, Errno> {
         match &self.kind {
             FileKind::Pipe(_)
+            | FileKind::Pty(_)
             | FileKind::EventFd(_)
             | FileKind::TimerFd(_)
             | FileKind::SignalFd(_)
@@ -675,6 +698,7 @@ impl FileDescription {
             };
             *d = Some(match loc.node() {
                 vfs::Node::Ovl(o) => fs.ovl_list(o)?,
+                vfs::Node::PtsDir => fs.pts_list(),
                 n => vfs::list_dir(n, host, Some(&fs.proc))?,
             });
         }
@@ -857,6 +881,28 @@ pub fn copy_from_slices(bufs: &[GuestSlice], out: &mut [u8]) -> usize {
         // SAFETY: guest slices are valid for `len` bytes of the memory file.
         unsafe { std::ptr::copy_nonoverlapping(b.ptr, out[done..].as_mut_ptr(), n) };
         done += n;
+    }
+    done
+}
+
+/// Copies from guest slices, starting `skip` bytes in, into `out`;
+/// returns the count copied.
+pub fn copy_from_slices_at(bufs: &[GuestSlice], mut skip: usize, out: &mut [u8]) -> usize {
+    let mut done = 0;
+    for b in bufs {
+        if done == out.len() {
+            break;
+        }
+        if skip >= b.len {
+            skip -= b.len;
+            continue;
+        }
+        let n = (b.len - skip).min(out.len() - done);
+        // SAFETY: guest slices are valid for `len` bytes of the memory
+        // file, and `skip + n <= len`.
+        unsafe { std::ptr::copy_nonoverlapping(b.ptr.add(skip), out[done..].as_mut_ptr(), n) };
+        done += n;
+        skip = 0;
     }
     done
 }

@@ -232,6 +232,112 @@ impl Kernel {
         }
     }
 
+    /// Sends `sig` from the kernel to every live process of group `pgid`
+    /// (`kill_pgrp()`: terminal signals).
+    pub fn signal_pgrp(&self, pgid: i32, sig: i32) {
+        let targets: Vec<_> = self
+            .procs()
+            .map
+            .values()
+            .filter(|p| {
+                let st = p.state();
+                st.exit.is_none() && st.pgid == pgid
+            })
+            .cloned()
+            .collect();
+        let info = crate::task::user_info(sig, 0, 0, crate::task::si::KERNEL);
+        for p in targets {
+            p.send_signal(self, sig, info);
+        }
+    }
+
+    /// Whether process group `pgid` is orphaned (credentials(7)): no
+    /// member has a parent in another group of the same session. A parent
+    /// outside the sandbox counts as such a parent, as for a job started
+    /// by the shell that ran `ferrovisor`.
+    pub fn pgrp_orphaned(&self, pgid: i32) -> bool {
+        let procs = self.procs();
+        let members: Vec<(i32, i32)> = procs
+            .map
+            .values()
+            .filter_map(|p| {
+                let st = p.state();
+                (st.exit.is_none() && st.pgid == pgid).then_some((st.ppid, st.sid))
+            })
+            .collect();
+        for (ppid, sid) in members {
+            if ppid == 0 {
+                return false;
+            }
+            if let Some(parent) = procs.map.get(&ppid) {
+                let pst = parent.state();
+                if pst.exit.is_none() && pst.pgid != pgid && pst.sid == sid {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether a member of group `pgid` is stopped.
+    pub fn pgrp_has_stopped(&self, pgid: i32) -> bool {
+        self.procs().map.values().any(|p| {
+            let st = p.state();
+            st.exit.is_none() && st.pgid == pgid && st.stopped.is_some()
+        })
+    }
+
+    /// After a process's exit: a process group it has just orphaned that
+    /// holds stopped members gets `SIGHUP` then `SIGCONT`, so that it does
+    /// not stay stopped with no one left to continue it (POSIX, Linux's
+    /// kill_orphaned_pgrp()). `groups` are the candidates: the exiting
+    /// process's own group and its children's.
+    pub fn hang_up_orphaned(&self, groups: &[i32]) {
+        let mut done = Vec::new();
+        for &g in groups {
+            if done.contains(&g) {
+                continue;
+            }
+            done.push(g);
+            if self.pgrp_orphaned(g) && self.pgrp_has_stopped(g) {
+                self.signal_pgrp(g, abi::signal::SIGHUP);
+                self.signal_pgrp(g, abi::signal::SIGCONT);
+            }
+        }
+    }
+
+    /// The session of process group `pgid` (of the process `pgid` when
+    /// the group is empty), as `TIOCSPGRP` checks it.
+    pub fn session_of_pgrp(&self, pgid: i32) -> Option<i32> {
+        let procs = self.procs();
+        let member = procs.map.values().find_map(|p| {
+            let st = p.state();
+            (st.exit.is_none() && st.pgid == pgid).then_some(st.sid)
+        });
+        member.or_else(|| {
+            procs
+                .map
+                .get(&pgid)
+                .map(|p| p.state())
+                .filter(|st| st.exit.is_none())
+                .map(|st| st.sid)
+        })
+    }
+
+    /// Drops `tty` as the controlling terminal of every process.
+    pub fn clear_ctty(&self, tty: &crate::pty::Pty) {
+        for p in self.procs().map.values() {
+            let mut st = p.state();
+            if st
+                .ctty
+                .as_ref()
+                .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), tty))
+            {
+                st.ctty = None;
+            }
+        }
+    }
+
     /// Locks the process table.
     pub fn procs(&self) -> MutexGuard<'_, ProcTable> {
         self.procs.lock().unwrap_or_else(|e| e.into_inner())
@@ -338,6 +444,7 @@ where
             .set_notifier(Arc::new(move |_ids: &[netstack::SocketId]| bus.notify()));
     }
     kernel.fs.proc.attach(&kernel);
+    kernel.fs.devpts.attach(&kernel);
     let root = kernel.fs.root();
     let cwd = kernel
         .fs

@@ -13,6 +13,7 @@ pub mod memfile;
 pub mod mm;
 pub mod pipe;
 pub mod procfs;
+pub mod pty;
 pub mod socket;
 pub mod syscalls;
 pub mod task;

@@ -357,11 +357,18 @@ impl ProcFs {
             .as_secs_f64()
             * 100.0) as u64;
         let name = st.info.comm.clone();
+        // The controlling terminal's number and foreground group (what
+        // `ps` shows as TTY).
+        let (tty_nr, tpgid) = st.ctty.as_ref().map_or((0, -1), |t| {
+            let minor = t.rdev_minor();
+            let nr = (minor & 0xff) | (crate::pty::PTS_MAJOR << 8) | ((minor & !0xff) << 12);
+            (nr, t.fg_pgrp().unwrap_or(-1))
+        });
         drop(st);
         let (vm, rss) = self.vm_pages(p);
         let id = tid.unwrap_or(p.pid);
         Ok(format!(
-            "{id} ({name}) {state} {ppid} {pgid} {sid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 {threads} 0 {start} {} {rss} 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+            "{id} ({name}) {state} {ppid} {pgid} {sid} {tty_nr} {tpgid} 4194560 0 0 0 0 0 0 0 0 20 0 {threads} 0 {start} {} {rss} 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
             vm * 4096
         ))
     }

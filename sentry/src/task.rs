@@ -241,6 +241,11 @@ pub struct ProcessState {
     pub threads: Vec<Arc<Thread>>,
     /// what /proc shows of the process
     pub info: ProcInfo,
+    /// the controlling terminal (inherited by `fork`, dropped by `setsid`)
+    pub ctty: Option<Arc<crate::pty::Pty>>,
+    /// a session leader whose terminal hung up: the foreground group then,
+    /// which gets `SIGHUP` when the leader exits (Linux's `tty_old_pgrp`)
+    pub tty_old_pgrp: i32,
 }
 
 /// CPU time, split as `getrusage` reports it: guest code (user) and the
@@ -331,6 +336,8 @@ impl ProcessState {
             posix_timers: Default::default(),
             threads: Vec::new(),
             info: ProcInfo::default(),
+            ctty: None,
+            tty_old_pgrp: 0,
         }
     }
 
@@ -726,6 +733,7 @@ impl Task {
     /// What blocking file operations of this task wait with.
     pub fn blocker(&self) -> crate::file::Blocker<'_> {
         crate::file::Blocker {
+            kernel: &self.kernel,
             bus: &self.kernel.bus,
             thread: &self.thread,
         }
@@ -902,9 +910,22 @@ impl Task {
                         continue;
                     }
                     if is_stop(sig) {
+                        let pgid = p.pgid;
+                        drop(t);
+                        drop(p);
+                        // Job-control stops do nothing in an orphaned
+                        // process group (no one is left to continue it);
+                        // SIGSTOP always stops (signal(7), Linux's
+                        // get_signal()).
+                        if sig != SIGSTOP && self.kernel.pgrp_orphaned(pgid) {
+                            continue;
+                        }
+                        let mut p = self.proc_.state();
+                        if p.group_exit.is_some() {
+                            continue;
+                        }
                         p.stopped = Some(sig);
                         p.wait_report = Some(Some(sig));
-                        drop(t);
                         drop(p);
                         self.proc_.notify_parent(&self.kernel, si::CLD_STOPPED, sig);
                         self.proc_.kick_all(&self.kernel);
@@ -1208,6 +1229,20 @@ impl Task {
             .locks
             .release_records(None, crate::locks::Owner::Process(me));
         let kernel = self.kernel.clone();
+        // The controlling process's exit hangs its terminal up for the
+        // foreground group (disassociate_ctty()).
+        let (ctty, old_pgrp) = {
+            let mut st = self.proc_.state();
+            let leader = st.sid == me;
+            let old = std::mem::take(&mut st.tty_old_pgrp);
+            (st.ctty.take().filter(|_| leader), old)
+        };
+        if let Some(tty) = ctty {
+            tty.leader_exit(&kernel);
+        } else if old_pgrp != 0 {
+            kernel.signal_pgrp(old_pgrp, SIGHUP);
+            kernel.signal_pgrp(old_pgrp, SIGCONT);
+        }
         let (ppid, exit_signal) = {
             let mut st = self.proc_.state();
             for id in st.itimers.iter_mut().filter_map(Option::take) {
@@ -1220,6 +1255,14 @@ impl Task {
             st.vfork_done = true;
             (st.ppid, st.exit_signal)
         };
+        let (my_pgid, my_sid) = {
+            let st = self.proc_.state();
+            (st.pgid, st.sid)
+        };
+        // Process groups this exit may orphan: our own when our parent
+        // linked it to the session, and our children's (their parent was
+        // the link).
+        let mut orphan_candidates = Vec::new();
         let mut reap_now = false;
         let mut orphan_zombies = false;
         let mut orphans_to_signal = Vec::new();
@@ -1243,6 +1286,9 @@ impl Task {
                 }
                 let mut st = p.state();
                 if st.ppid == me {
+                    if st.exit.is_none() && st.pgid != my_pgid && st.sid == my_sid {
+                        orphan_candidates.push(st.pgid);
+                    }
                     st.ppid = reaper;
                     orphan_zombies |= st.exit.is_some();
                     if st.pdeathsig != 0 && st.exit.is_none() {
@@ -1252,10 +1298,14 @@ impl Task {
             }
             if let Some(parent) = procs.map.get(&ppid) {
                 let pst = parent.state();
+                if pst.pgid != my_pgid && pst.sid == my_sid {
+                    orphan_candidates.push(my_pgid);
+                }
                 let a = pst.actions[SIGCHLD as usize - 1];
                 reap_now = a.handler == SIG_IGN || a.flags & sa::NOCLDWAIT != 0;
             }
         }
+        kernel.hang_up_orphaned(&orphan_candidates);
         for (child, sig) in orphans_to_signal {
             child.send_signal(&kernel, sig, user_info(sig, me, 0, si::KERNEL));
         }

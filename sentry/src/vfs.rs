@@ -59,6 +59,10 @@ pub enum Device {
     Random,
     /// `/dev/urandom`
     Urandom,
+    /// `/dev/tty`: the caller's controlling terminal
+    Tty,
+    /// `/dev/ptmx` (and `/dev/pts/ptmx`): opening allocates a pty pair
+    Ptmx,
 }
 
 const DEVICES: &[(&str, Device, u32)] = &[
@@ -67,7 +71,27 @@ const DEVICES: &[(&str, Device, u32)] = &[
     ("random", Device::Random, 8),
     ("urandom", Device::Urandom, 9),
     ("zero", Device::Zero, 5),
+    ("tty", Device::Tty, 0),
+    ("ptmx", Device::Ptmx, 2),
 ];
+
+impl Device {
+    /// `(major, minor)` of the device number: memory devices are major 1,
+    /// the terminal devices major 5 (TTYAUX_MAJOR).
+    pub fn number(self) -> (u64, u64) {
+        let minor = DEVICES
+            .iter()
+            .find(|(_, d, _)| *d == self)
+            .map_or(3, |&(_, _, m)| u64::from(m));
+        match self {
+            Device::Tty | Device::Ptmx => (5, minor),
+            _ => (1, minor),
+        }
+    }
+}
+
+/// Device number (`st_dev`) of the devpts file system.
+const DEVPTS_DEV: u64 = SYNTH_DEV + 0x20;
 
 /// Device number of the Sentry's synthetic file systems.
 const SYNTH_DEV: u64 = 0x3_0000_0000;
@@ -120,6 +144,10 @@ pub enum Node {
     /// a directory of the root overlay: a read-only host directory below,
     /// the sandbox's own changes (a tmpfs tree) above
     Ovl(Arc<OvlDir>),
+    /// `/dev/pts`
+    PtsDir,
+    /// `/dev/pts/N`, a pty slave
+    Pts(u32),
 }
 
 /// A directory of the root overlay, named by its path from the root (its
@@ -138,8 +166,8 @@ impl Node {
     pub fn is_dir(&self) -> bool {
         match self {
             Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFDIR,
-            Node::DevDir | Node::Masked { .. } => true,
-            Node::Dev(_) => false,
+            Node::DevDir | Node::Masked { .. } | Node::PtsDir => true,
+            Node::Dev(_) | Node::Pts(_) => false,
             Node::Mem(m) => m.is_dir(),
             Node::Proc(p) => p.is_dir(),
             Node::Ovl(_) => true,
@@ -243,16 +271,28 @@ impl Node {
             Node::DevDir => Ok(synth(abi::S_IFDIR | 0o755, 1, 0)),
             Node::Masked { ino } => Ok(synth(abi::S_IFDIR | 0o555, *ino, 0)),
             Node::Dev(d) => {
-                let (_, _, minor) = DEVICES
-                    .iter()
-                    .find(|(_, dv, _)| dv == d)
-                    .copied()
-                    .unwrap_or(("null", Device::Null, 3));
+                let (major, minor) = d.number();
                 Ok(synth(
                     abi::S_IFCHR | 0o666,
-                    10 + u64::from(minor),
-                    makedev(1, minor.into()),
+                    10 + (major - 1) * 16 + minor,
+                    makedev(major, minor),
                 ))
+            }
+            Node::PtsDir => {
+                let mut st = synth(abi::S_IFDIR | 0o755, 1, 0);
+                st.dev = DEVPTS_DEV;
+                Ok(st)
+            }
+            // devpts numbers a slave's inode N + 3; `ttyname()` relies on
+            // fstat of the slave and stat of its path agreeing.
+            Node::Pts(n) => {
+                let mut st = synth(
+                    abi::S_IFCHR | 0o620,
+                    u64::from(*n) + 3,
+                    makedev(crate::pty::PTS_MAJOR, u64::from(*n)),
+                );
+                st.dev = DEVPTS_DEV;
+                Ok(st)
             }
         }
     }
@@ -340,6 +380,8 @@ pub struct FileSystem {
     shm: Arc<crate::tmpfs::MemInode>,
     /// the /proc generator
     pub proc: crate::procfs::ProcFs,
+    /// the pseudo-terminals of `/dev/pts`
+    pub devpts: Arc<crate::pty::Devpts>,
     /// the root overlay's upper layer
     pub upper: Arc<crate::tmpfs::MemInode>,
     /// writes to the root go to the upper layer (else they are `EROFS`)
@@ -428,6 +470,7 @@ impl FileSystem {
             tmp: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x10, TMPFS_LIMIT, 0o1777),
             run: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x11, TMPFS_LIMIT, 0o755),
             proc: Default::default(),
+            devpts: Default::default(),
             shm: MemFs::new_root(mf, SYNTH_DEV + 0x12, TMPFS_LIMIT, 0o1777),
         })
     }
@@ -537,6 +580,14 @@ impl FileSystem {
                     target.to_vec(),
                 )))
             }
+            Node::DevDir if name == b"pts" => Ok(Node::PtsDir),
+            Node::PtsDir if name == b"ptmx" => Ok(Node::Dev(Device::Ptmx)),
+            Node::PtsDir => std::str::from_utf8(name)
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok().filter(|n| n.to_string() == s))
+                .filter(|&n| self.devpts.get(n).is_some())
+                .map(Node::Pts)
+                .ok_or(Errno::ENOENT),
             Node::Proc(p) => self.proc.lookup(p, name).map(Node::Proc),
             Node::Mem(m) => m.lookup(name).map(Node::Mem),
             Node::DevDir => DEVICES
@@ -545,7 +596,7 @@ impl FileSystem {
                 .map(|&(_, d, _)| Node::Dev(d))
                 .ok_or(Errno::ENOENT),
             Node::Masked { .. } => Err(Errno::ENOENT),
-            Node::Dev(_) => Err(Errno::ENOTDIR),
+            Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
         }
     }
 
@@ -894,6 +945,35 @@ impl FileSystem {
         Ok(v)
     }
 
+    /// Lists `/dev/pts`: `ptmx` and a node per live pair.
+    pub fn pts_list(&self) -> Vec<DirEntry> {
+        let mut v = vec![
+            DirEntry {
+                ino: 1,
+                kind: abi::dt::DIR,
+                name: b".".to_vec(),
+            },
+            DirEntry {
+                ino: 1,
+                kind: abi::dt::DIR,
+                name: b"..".to_vec(),
+            },
+            DirEntry {
+                ino: 2,
+                kind: abi::dt::CHR,
+                name: b"ptmx".to_vec(),
+            },
+        ];
+        for n in self.devpts.indices() {
+            v.push(DirEntry {
+                ino: u64::from(n) + 3,
+                kind: abi::dt::CHR,
+                name: n.to_string().into_bytes(),
+            });
+        }
+        v
+    }
+
     /// Makes this host thread's `Node::Ovl` stats see this file system's
     /// upper layer.
     pub fn enter_thread(&self) {
@@ -971,9 +1051,10 @@ pub fn list_dir(
     match node {
         Node::DevDir => {
             let mut v = dot(1);
-            for &(name, _, minor) in DEVICES {
+            for &(name, d, _) in DEVICES {
+                let (major, minor) = d.number();
                 v.push(DirEntry {
-                    ino: 10 + u64::from(minor),
+                    ino: 10 + (major - 1) * 16 + minor,
                     kind: abi::dt::CHR,
                     name: name.as_bytes().to_vec(),
                 });
@@ -982,6 +1063,11 @@ pub fn list_dir(
                 ino: 2,
                 kind: abi::dt::DIR,
                 name: b"shm".to_vec(),
+            });
+            v.push(DirEntry {
+                ino: 3,
+                kind: abi::dt::DIR,
+                name: b"pts".to_vec(),
             });
             for (i, n) in ["fd", "stdin", "stdout", "stderr"].iter().enumerate() {
                 v.push(DirEntry {
@@ -993,6 +1079,7 @@ pub fn list_dir(
             Ok(v)
         }
         Node::Masked { ino } => Ok(dot(*ino)),
+        Node::PtsDir => Err(Errno::EIO),
         Node::Proc(p) => fs_proc.ok_or(Errno::EIO)?.list(p),
         Node::Ovl(_) => Err(Errno::EIO),
         Node::Mem(m) => {
@@ -1006,7 +1093,7 @@ pub fn list_dir(
             }
             Ok(v)
         }
-        Node::Dev(_) => Err(Errno::ENOTDIR),
+        Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
         Node::Host { .. } => {
             let f = file.ok_or(Errno::EBADF)?;
             let mut out = Vec::new();

@@ -155,6 +155,9 @@ guests! {
     eventfd_sem,
     timerfd_periodic,
     signalfd_read,
+    // pseudo-terminals (issue 4 point 3, /dev/pts)
+    pty_basic,
+    pty_jobctl,
 }
 
 #[test]

@@ -143,6 +143,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 ps.info.environ = st.info.environ.clone();
                 ps.as_cpu_start = vm_cpu;
                 ps.rlimits = st.rlimits;
+                ps.ctty = st.ctty.clone();
             }
             drop(st);
             procs.map.insert(id, p.clone());

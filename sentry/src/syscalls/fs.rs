@@ -373,8 +373,22 @@ fn openat(
                 )?)
             }
             Node::Ovl(_) => FileKind::SynthDir,
+            Node::Dev(crate::vfs::Device::Ptmx) => FileKind::Pty(task.kernel.fs.devpts.allocate()?),
+            Node::Dev(crate::vfs::Device::Tty) => {
+                // The caller's controlling terminal (ENXIO without one).
+                let ctty = task.proc_.state().ctty.clone().ok_or(Errno::ENXIO)?;
+                FileKind::Pty(ctty.open_slave()?)
+            }
+            Node::Pts(n) => {
+                let pty = task.kernel.fs.devpts.get(*n).ok_or(Errno::ENOENT)?;
+                let end = pty.open_slave()?;
+                if !flags.contains(OpenFlags::NOCTTY) && acc != abi::OpenFlags::WRONLY.bits() {
+                    acquire_ctty(task, &pty);
+                }
+                FileKind::Pty(end)
+            }
             Node::Dev(d) => FileKind::Dev(*d),
-            Node::DevDir | Node::Masked { .. } => {
+            Node::DevDir | Node::Masked { .. } | Node::PtsDir => {
                 if wants_write {
                     return Err(Errno::EROFS);
                 }
@@ -431,6 +445,76 @@ fn openat(
         }
     };
     install_file(task, kind, loc, acc, flags)
+}
+
+/// A session leader without a controlling terminal that opens a terminal
+/// belonging to no session acquires it (tty_open_proc_set_tty()).
+fn acquire_ctty(task: &Task, pty: &Arc<crate::pty::Pty>) {
+    let (leader, has, sid, pgid) = {
+        let p = task.proc_.state();
+        (p.sid == task.pid(), p.ctty.is_some(), p.sid, p.pgid)
+    };
+    if leader && !has && pty.set_controlling(sid, pgid) {
+        task.proc_.state().ctty = Some(pty.clone());
+    }
+}
+
+/// Opens the slave of `pty` as a new descriptor (`TIOCGPTPEER`).
+fn open_peer(task: &mut Task, pty: &Arc<crate::pty::Pty>, raw_flags: u32) -> Result<u64, Errno> {
+    // Linux passes the flags to the open as they are: creation flags mean
+    // nothing for a device and are ignored.
+    let keep =
+        abi::O_ACCMODE | (OpenFlags::NOCTTY | OpenFlags::NONBLOCK | OpenFlags::CLOEXEC).bits();
+    let raw_flags = raw_flags & keep;
+    let fs = &task.kernel.fs;
+    let loc = fs.resolve(
+        &fs.root(),
+        format!("/dev/pts/{}", pty.index).as_bytes(),
+        false,
+    )?;
+    let end = pty.open_slave()?;
+    let flags = OpenFlags::from_bits_retain(raw_flags);
+    if !flags.contains(OpenFlags::NOCTTY)
+        && raw_flags & abi::O_ACCMODE != abi::OpenFlags::WRONLY.bits()
+    {
+        acquire_ctty(task, pty);
+    }
+    install_file(
+        task,
+        FileKind::Pty(end),
+        loc,
+        raw_flags & abi::O_ACCMODE,
+        flags,
+    )
+}
+
+/// Terminal ioctls on a pty end.
+fn pty_ioctl(
+    task: &mut Task,
+    file: &FileDescription,
+    end: &crate::pty::PtyEnd,
+    cmd: u32,
+    arg: u64,
+) -> Result<u64, Errno> {
+    use crate::pty::{IoctlIn, IoctlOut};
+    let input = match crate::pty::ioctl_input(cmd) {
+        Some(read) => read(&task.mm(), arg)?,
+        None => IoctlIn::None,
+    };
+    let ctx = crate::pty::IoctlCtx {
+        kernel: &task.kernel,
+        thread: &task.thread,
+        readable: file.can_read(),
+    };
+    let out = crate::pty::ioctl(&ctx, end, cmd, arg, input)?;
+    match out {
+        IoctlOut::Ret(v) => Ok(v),
+        IoctlOut::Int(v) => task.mm().write_obj(arg, &v).map(|()| 0),
+        IoctlOut::Termios(t) => task.mm().write_obj(arg, &t).map(|()| 0),
+        IoctlOut::Termios2(t) => task.mm().write_obj(arg, &t).map(|()| 0),
+        IoctlOut::Winsize(w) => task.mm().write_obj(arg, &w).map(|()| 0),
+        IoctlOut::OpenPeer(pty, flags) => open_peer(task, &pty, flags),
+    }
 }
 
 /// Installs a new description for an `open` that succeeded.
@@ -685,6 +769,12 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             }
             Ok(0)
         }
+        cmd if matches!(file.kind, FileKind::Pty(_)) => {
+            let FileKind::Pty(end) = &file.kind else {
+                return Err(Errno::ENOTTY);
+            };
+            pty_ioctl(task, &file, end, cmd as u32, a[2])
+        }
         // Terminal queries are passed to the caller's own terminal, read-only.
         TCGETS => {
             let host = file.stdio().ok_or(Errno::ENOTTY)?;
@@ -723,7 +813,7 @@ fn check_access(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
     }
     let st = loc.node().stat()?;
     let writable_fs = match loc.node() {
-        Node::Dev(_) | Node::Mem(_) => true,
+        Node::Dev(_) | Node::Pts(_) | Node::Mem(_) => true,
         Node::Host { .. } | Node::Ovl(_) => task.kernel.fs.overlay,
         _ => false,
     };
@@ -1578,7 +1668,8 @@ fn mount_of(loc: &Location) -> u64 {
         Node::DevDir | Node::Dev(_) => 1,
         Node::Masked { .. } => 2,
         Node::Proc(_) => 3,
-        Node::Mem(m) => 4 + std::sync::Arc::as_ptr(m.fs()) as u64,
+        Node::PtsDir | Node::Pts(_) => 5,
+        Node::Mem(m) => 6 + std::sync::Arc::as_ptr(m.fs()) as u64,
     }
 }
 

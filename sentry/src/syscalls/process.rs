@@ -118,6 +118,8 @@ pub fn sys_setsid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
     }
     st.pgid = me;
     st.sid = me;
+    // A new session starts without a controlling terminal.
+    st.ctty = None;
     Ok(me as u64)
 }
 
