@@ -16,6 +16,9 @@ const GUESTS: &[&str] = &[
     "clock_gettime_loop",
     "fork_exec_wait",
     "pipe_throughput",
+    "tcp_loopback_throughput",
+    "tcp_rr_latency",
+    "connect_accept",
 ];
 
 fn main() {
@@ -23,6 +26,7 @@ fn main() {
     let cc = env::var("BENCH_GUEST_CC").unwrap_or_else(|_| "gcc".to_owned());
     println!("cargo:rerun-if-env-changed=BENCH_GUEST_CC");
     println!("cargo:rerun-if-changed=guests/guest_common.h");
+    println!("cargo:rerun-if-changed=guests/tcp_common.h");
 
     for guest in GUESTS {
         let source = format!("guests/{guest}.c");

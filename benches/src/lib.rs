@@ -93,6 +93,16 @@ pub enum Guest {
     /// `pipe_throughput N`: a forked child writes N MiB through a pipe in
     /// 64 KiB writes, the parent reads and discards them.
     PipeThroughput,
+    /// `tcp_loopback_throughput N`: a forked child connects to the parent
+    /// over TCP on 127.0.0.1 and writes N MiB in 64 KiB writes, the parent
+    /// reads and discards them.
+    TcpLoopbackThroughput,
+    /// `tcp_rr_latency N`: N one-byte requests and one-byte responses over
+    /// one TCP connection (`TCP_NODELAY`) between two processes.
+    TcpRrLatency,
+    /// `connect_accept N`: N rounds of connect, accept and both closes
+    /// between two processes, one connection at a time.
+    ConnectAccept,
 }
 
 impl Guest {
@@ -104,6 +114,9 @@ impl Guest {
             Guest::ClockGettimeLoop => "clock_gettime_loop",
             Guest::ForkExecWait => "fork_exec_wait",
             Guest::PipeThroughput => "pipe_throughput",
+            Guest::TcpLoopbackThroughput => "tcp_loopback_throughput",
+            Guest::TcpRrLatency => "tcp_rr_latency",
+            Guest::ConnectAccept => "connect_accept",
         };
         Path::new(env!("OUT_DIR")).join(name)
     }
@@ -127,6 +140,16 @@ impl Guest {
             // microseconds natively); 16 MiB keeps the go-byte hand-over and
             // the clock reads well below 0.1%.
             Guest::PipeThroughput => 16,
+            // As for the pipe: a MiB an iteration, and the handshake and go
+            // byte stay out of the time.
+            Guest::TcpLoopbackThroughput => 16,
+            // Several microseconds a round trip natively: a thousand make a
+            // few milliseconds, far above the clock reads.
+            Guest::TcpRrLatency => 1_000,
+            // Tens of microseconds a round natively. Each round leaves a
+            // TIME-WAIT entry on the host, so a run's count is kept to what
+            // the measurement needs rather than padded.
+            Guest::ConnectAccept => 100,
         }
     }
 }
@@ -367,6 +390,12 @@ pub enum Unit {
     /// throughput over sandbox throughput: how many times slower, as for
     /// every other unit.
     MibPerSec,
+    /// Microseconds per request/response round trip.
+    UsPerRoundTrip,
+    /// Connections per second, for benches whose iteration is one whole
+    /// connection. As for [`Unit::MibPerSec`], the ratio is still sandbox
+    /// time over native time.
+    ConnPerSec,
 }
 
 impl Unit {
@@ -377,6 +406,8 @@ impl Unit {
             Unit::NsPerIter => format!("{ns:.0} ns/iter"),
             Unit::Ms => format!("{:.2} ms", ns / 1e6),
             Unit::MibPerSec => format!("{:.0} MiB/s", 1e9 / ns),
+            Unit::UsPerRoundTrip => format!("{:.1} µs/round trip", ns / 1e3),
+            Unit::ConnPerSec => format!("{:.0} conn/s", 1e9 / ns),
         }
     }
 }
@@ -597,6 +628,21 @@ mod tests {
     }
 
     #[test]
+    fn round_trips_in_microseconds_and_connections_as_a_rate() {
+        let rr = Comparison::new("tcp_rr_latency", Unit::UsPerRoundTrip);
+        assert_eq!(
+            ratio_lines(&rr, &[("native", 7_300.0), ("seccomp", 73_000.0)]),
+            ["tcp_rr_latency: native 7.3 µs/round trip, seccomp 73.0 µs/round trip, ratio 10x"]
+        );
+        // 25 us per connection is 40000 conn/s; 100 us is 10000 conn/s.
+        let ca = Comparison::new("connect_accept", Unit::ConnPerSec);
+        assert_eq!(
+            ratio_lines(&ca, &[("native", 25e3), ("ptrace", 100e3)]),
+            ["connect_accept: native 40000 conn/s, ptrace 10000 conn/s, ratio 4.0x"]
+        );
+    }
+
+    #[test]
     fn no_ratio_without_native() {
         let cmp = Comparison::new("x", Unit::NsPerIter);
         assert!(ratio_lines(&cmp, &[("ptrace", 1.0)]).is_empty());
@@ -623,6 +669,9 @@ mod tests {
             Guest::ClockGettimeLoop,
             Guest::ForkExecWait,
             Guest::PipeThroughput,
+            Guest::TcpLoopbackThroughput,
+            Guest::TcpRrLatency,
+            Guest::ConnectAccept,
         ] {
             let elapsed = Runner::Native.run_timed(guest, guest.min_iterations());
             assert!(elapsed.is_ok(), "{guest:?}: {elapsed:?}");

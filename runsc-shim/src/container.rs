@@ -21,6 +21,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -121,6 +122,34 @@ pub struct CreateOptions {
     /// keep the sandbox in the caller's session (for `run`) instead of
     /// detaching it
     pub foreground: bool,
+    /// the sandbox's stdin, stdout and stderr; `None`: the caller's own
+    /// (a containerd shim passes the task's FIFOs here)
+    pub stdio: Option<Stdio>,
+}
+
+/// Descriptors to become a sandbox's standard input, output and error.
+#[derive(Clone, Debug)]
+pub struct Stdio {
+    /// standard input
+    pub stdin: Arc<OwnedFd>,
+    /// standard output
+    pub stdout: Arc<OwnedFd>,
+    /// standard error
+    pub stderr: Arc<OwnedFd>,
+}
+
+impl Stdio {
+    fn apply(&self, cmd: &mut Command) -> Result<(), Error> {
+        let dup = |fd: &Arc<OwnedFd>| {
+            fd.try_clone()
+                .map(std::process::Stdio::from)
+                .map_err(io("duplicating a stdio descriptor"))
+        };
+        cmd.stdin(dup(&self.stdin)?)
+            .stdout(dup(&self.stdout)?)
+            .stderr(dup(&self.stderr)?);
+        Ok(())
+    }
 }
 
 /// The state of a container as `state` prints it: the OCI state plus runc's
@@ -340,6 +369,14 @@ impl Runtime {
         };
         let (mut ready_r, ready_w) = std::io::pipe().map_err(io("making a pipe"))?;
         let mut cmd = self.boot_command(id, &bundle.dir);
+        if let Some(stdio) = &opts.stdio {
+            if tty.is_some() {
+                return Err(Error::Usage(
+                    "both a terminal and stdio descriptors given for the sandbox".into(),
+                ));
+            }
+            stdio.apply(&mut cmd)?;
+        }
         sys::prepare_child(
             &mut cmd,
             ready_w.as_raw_fd(),
@@ -790,6 +827,28 @@ fn prepare(id: &str, bundle: &Path) -> Result<(oci::Plan, std::fs::File), Error>
             .map_err(io(format!("process.oomScoreAdj {adj}")))?;
     }
     Ok((plan, root))
+}
+
+/// What `features` prints: runc's features document, saying what this
+/// runtime accepts (see [`oci::plan`]): no hooks, no host cgroup, seccomp,
+/// AppArmor or SELinux applied to the guest; namespaces emulated by the
+/// Sentry.
+pub fn features() -> serde_json::Value {
+    serde_json::json!({
+        "ociVersionMin": "1.0.0",
+        "ociVersionMax": oci_spec::runtime::VERSION,
+        "hooks": [],
+        "mountOptions": [],
+        "linux": {
+            "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "user", "uts"],
+            "cgroup": { "v1": false, "v2": false, "systemd": false, "systemdUser": false },
+            "seccomp": { "enabled": false },
+            "apparmor": { "enabled": false },
+            "selinux": { "enabled": false },
+            "intelRdt": { "enabled": false },
+        },
+        "annotations": {},
+    })
 }
 
 /// Builds `envp`-style strings from the caller's environment (for `do`).

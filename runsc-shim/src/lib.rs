@@ -7,6 +7,8 @@ pub mod container;
 pub mod gofer_proc;
 pub mod logging;
 pub mod oci;
+#[cfg(feature = "containerd-shim")]
+pub mod shim_v2;
 pub mod state;
 mod sys;
 

@@ -87,6 +87,14 @@ enum Command {
     Pause(IdArg),
     /// Resume a paused container.
     Resume(IdArg),
+    /// Print what this runtime supports, as JSON (runc's `features`).
+    Features,
+    /// Change a running container's resource limits (not supported yet).
+    Update(UnsupportedArgs),
+    /// Save a running container to disk (not supported yet).
+    Checkpoint(UnsupportedArgs),
+    /// Restore a container from a checkpoint (not supported yet).
+    Restore(UnsupportedArgs),
     /// Internal: the sandbox process of a container (started by 'create').
     #[command(hide = true)]
     Boot(BootArgs),
@@ -99,6 +107,16 @@ enum Command {
 struct IdArg {
     /// Container id.
     id: String,
+}
+
+/// The arguments of a subcommand ferrovisor does not implement yet: runc's
+/// flags and the container id, all accepted so that the answer is "not
+/// supported" rather than a usage error.
+#[derive(Debug, clap::Args)]
+struct UnsupportedArgs {
+    /// runc's flags, then the container id
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -544,6 +562,8 @@ fn main() -> ExitCode {
             if let Err(e) = logging::init(cli.log.as_deref(), format, cli.debug, true) {
                 return fail(1, e);
             }
+            // What an engine asked for exactly (e.g. containerd's runc shim).
+            tracing::debug!("argv: {:?}", std::env::args_os().collect::<Vec<_>>());
             match runtime_command(&rt, command) {
                 Ok(code) => code,
                 Err(e) => {
@@ -574,6 +594,7 @@ fn create_options(a: &CreateArgs) -> CreateOptions {
         pid_file: a.pid_file.clone(),
         preserve_fds: a.preserve_fds,
         foreground: false,
+        stdio: None,
     }
 }
 
@@ -677,6 +698,15 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
         Command::Wait(a) => {
             let code = rt.wait(&a.id)?;
             print_json(&serde_json::json!({ "id": a.id, "exitStatus": code }))?;
+        }
+        Command::Features => print_json(&container::features())?,
+        Command::Update(_) => {
+            return Err(Error::NotSupported(
+                "update (the sandbox's resource limits cannot change while it runs)".into(),
+            ))
+        }
+        Command::Checkpoint(_) | Command::Restore(_) => {
+            return Err(Error::NotSupported("checkpoint and restore".into()))
         }
         Command::Pause(a) | Command::Resume(a) => {
             rt.state(&a.id)?;

@@ -145,6 +145,9 @@ const STANDARD_MOUNTS: &[(&str, &[&str])] = &[
     ("cgroup2", &["/sys/fs/cgroup"]),
 ];
 
+/// The CPU weight of a cgroup v1 nobody configured (`cpu.shares`).
+const DEFAULT_CPU_SHARES: u64 = 1024;
+
 /// True for JSON that sets nothing: null, false, 0, "", and arrays or
 /// objects of such. Engines send e.g. `"memory": {}` or `"cpu":
 /// {"shares": 0}` for "no limit".
@@ -399,9 +402,24 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         if let Some(r) = linux.resources() {
             // Device rules are harmless to skip: the Sentry exposes no host
             // device node to the guest in any case.
+            // cpu.shares 1024 is the weight a cgroup v1 starts with, and what
+            // `ctr run` sends unless told otherwise: a relative weight equal
+            // to the default limits nothing, so it is accepted (the sandbox
+            // runs at the weight of the cgroup it was started in).
+            let cpu = r.cpu().clone().map(|mut c| {
+                if c.shares() == Some(DEFAULT_CPU_SHARES) {
+                    c.set_shares(None);
+                    ignored.push(
+                        "linux.resources.cpu.shares 1024 (the default weight) not applied: \
+                         no cgroup is made for the sandbox"
+                            .into(),
+                    );
+                }
+                c
+            });
             let limits = [
                 ("memory", set(r.memory())),
-                ("cpu", set(r.cpu())),
+                ("cpu", set(&cpu)),
                 ("pids", set(r.pids())),
                 ("blockIO", set(r.block_io())),
                 ("hugepageLimits", set(r.hugepage_limits())),
@@ -605,6 +623,10 @@ mod tests {
                 }),
             ),
             (
+                "linux.resources.cpu",
+                Box::new(|v| v["linux"]["resources"]["cpu"] = serde_json::json!({"shares": 512})),
+            ),
+            (
                 "linux.seccomp",
                 Box::new(|v| {
                     v["linux"]["seccomp"] = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW"})
@@ -633,7 +655,7 @@ mod tests {
         let (_d, r) = bundle_with(|v| {
             v["linux"]["resources"] = serde_json::json!({
                 "devices": [{"allow": false, "access": "rwm"}],
-                "memory": {}, "cpu": {"shares": 0}});
+                "memory": {}, "cpu": {"shares": 1024}});
             v["root"]["readonly"] = false.into();
             v["annotations"] = serde_json::json!({"a": "b"});
         });

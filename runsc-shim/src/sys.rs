@@ -265,3 +265,98 @@ pub fn forward_signals(pid: i32) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(feature = "containerd-shim")]
+/// Clears `O_NONBLOCK` on `fd` (a FIFO opened without blocking, to be used
+/// by a program that expects blocking I/O).
+pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the caller keeps open; no memory passed.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) }).map(drop)
+}
+
+#[cfg(feature = "containerd-shim")]
+/// Makes this process a child subreaper: orphaned descendants (a
+/// sandbox whose `create` exited, the sandbox's gofer) become its children.
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) takes integers only.
+    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
+}
+
+#[cfg(feature = "containerd-shim")]
+/// Points standard output at standard error (closing what stdout was).
+pub fn stdout_to_stderr() -> io::Result<()> {
+    // SAFETY: dup2 on the process's own standard descriptors.
+    cvt(unsafe { libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) }).map(drop)
+}
+
+#[cfg(feature = "containerd-shim")]
+/// Waits for any child to end: its pid and exit status (0-255, 128+N after
+/// signal N). `ECHILD` when there is none.
+pub fn wait_any() -> io::Result<(i32, i32)> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with a pointer to a local int.
+        let pid = cvt(unsafe { libc::waitpid(-1, &mut status, 0) })?;
+        if libc::WIFEXITED(status) {
+            return Ok((pid, libc::WEXITSTATUS(status)));
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok((pid, 128 + libc::WTERMSIG(status)));
+        }
+    }
+}
+
+#[cfg(feature = "containerd-shim")]
+/// Receives one descriptor sent with SCM_RIGHTS over the Unix socket
+/// `sock` (the terminal master [`send_fd`] sends).
+pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let mut payload = [0u8; 256];
+    let mut iov = libc::iovec {
+        iov_base: payload.as_mut_ptr() as *mut libc::c_void,
+        iov_len: payload.len(),
+    };
+    // Room for one cmsghdr carrying one int, 8-byte aligned.
+    let mut control = [0u64; 4];
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    debug_assert!(space <= std::mem::size_of_val(&control));
+    // SAFETY: msghdr is plain data; all-zero is a valid empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = space;
+    loop {
+        // SAFETY: `msg` and the buffers it points at live across the call;
+        // MSG_CMSG_CLOEXEC makes a received descriptor close-on-exec.
+        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if r >= 0 {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    // SAFETY: recvmsg filled `msg`; CMSG_FIRSTHDR checks msg_controllen and
+    // returns null when there is no header; CMSG_DATA stays inside
+    // `control`.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            || (*cmsg).cmsg_len < libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "no descriptor in the message",
+            ));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
+        // SAFETY: the kernel just installed `fd` in this process for us.
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}

@@ -534,3 +534,31 @@ fn run_forwards_term_to_the_container_and_cleans_up() {
     assert_eq!(code(status), 128 + libc::SIGTERM, "stderr: {err}");
     assert_eq!(w.cli(&["list", "-q"]).stdout, "", "run left state behind");
 }
+
+#[test]
+fn features_and_unsupported_commands() {
+    let w = World::new("features", |_| {});
+    let out = w.cli(&["features"]);
+    assert_eq!(out.status, 0, "features: {out:?}");
+    let v: Value = serde_json::from_str(&out.stdout).expect("features prints JSON");
+    assert_eq!(v["ociVersionMin"], "1.0.0", "{v}");
+    assert!(
+        v["ociVersionMax"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("1.")),
+        "{v}"
+    );
+    assert_eq!(v["hooks"], serde_json::json!([]), "no hooks run: {v}");
+    // What containerd's runc shim may send and the runtime lacks: one line
+    // saying so, not a usage error.
+    for args in [
+        &["update", "--resources", "-", "c1"][..],
+        &["checkpoint", "--image-path", "/nonexistent", "c1"][..],
+        &["restore", "--bundle", "/nonexistent", "c1"][..],
+    ] {
+        let out = w.cli(args);
+        assert_one_line(&out);
+        assert_eq!(out.status, 1, "{args:?}: {out:?}");
+        assert!(out.stderr.contains("not supported"), "{args:?}: {out:?}");
+    }
+}

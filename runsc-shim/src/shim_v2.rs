@@ -1,0 +1,1146 @@
+//! containerd's shim v2 for ferrovisor (`containerd-shim-ferrovisor-v1`,
+//! runtime `io.containerd.ferrovisor.v1`), on the `containerd-shim` crate's
+//! synchronous API.
+//!
+//! The shim drives the same lifecycle library as the `ferrovisor` CLI
+//! ([`crate::container::Runtime`]): `Create` mounts the task's rootfs into
+//! the bundle and calls [`Runtime::create`] with the task's stdio FIFOs as
+//! the sandbox's stdio; `Start`, `Kill`, `Pids` and `Delete` map onto
+//! `start`, `kill`, `ps` and `delete`. The sandbox (the `ferrovisor boot`
+//! process) is the shim's child, and the shim is a subreaper, so its exit
+//! status arrives through the shim's reaper thread and the crate's exit
+//! monitor; the shim turns it into a `/tasks/exit` event and answers `Wait`.
+//!
+//! With `terminal`, the sandbox's stdio is a pseudo-terminal whose master
+//! side `create` passes over a console socket (as runc's `--console-socket`);
+//! the shim copies between it and the FIFOs and resizes it.
+//!
+//! Not supported yet, and answered with a clear error: `Exec` (the Sentry
+//! cannot start a second program in a running sandbox), `Pause`/`Resume`,
+//! checkpoints, `Update`.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use containerd_shim as shim;
+use shim::api;
+use shim::monitor::{monitor_subscribe, Subject, Topic};
+use shim::protos::events::task::{TaskCreate, TaskDelete, TaskExit, TaskIO, TaskStart};
+use shim::protos::protobuf::well_known_types::timestamp::Timestamp;
+use shim::protos::protobuf::{Message, MessageDyn, MessageField};
+use shim::protos::ttrpc::{self, Code};
+use shim::publisher::RemotePublisher;
+use shim::{Config, DeleteResponse, ExitSignal, Flags, TtrpcContext, TtrpcResult};
+
+use crate::container::{CreateOptions, Runtime, Stdio};
+use crate::logging::LogFormat;
+use crate::state::StateDir;
+
+/// The runtime name containerd maps to this binary.
+pub const RUNTIME_ID: &str = "io.containerd.ferrovisor.v1";
+
+/// Where containerd keeps the state of v2 tasks: a bundle is
+/// `STATE/io.containerd.runtime.v2.task/NAMESPACE/ID`.
+const TASK_STATE_DIR: &str = "io.containerd.runtime.v2.task";
+
+/// The runtime's state root when the bundle is not where containerd puts
+/// them: runc's shim uses `/run/containerd/runc/NAMESPACE`.
+const DEFAULT_ROOT: &str = "/run/containerd/ferrovisor";
+
+/// Runs the shim: containerd calls it with `start`, `delete` or (the shim
+/// server) no action.
+///
+/// `start` and the server are ours rather than the crate's, for containerd
+/// before 2.0: it reads the bare socket address from `start` (the crate
+/// prints a JSON answer that containerd 1.6 takes for an address), and it
+/// calls the Task service as `containerd.task.v2.Task` (the crate serves
+/// only `containerd.task.v3.Task`, whose messages are the same).
+pub fn main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let flags = match shim::parse(&args[1..]) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{RUNTIME_ID}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let served = match flags.action.as_str() {
+        "start" if !flags.info && !flags.version => Some(start(&flags)),
+        "" if !flags.info && !flags.version && !flags.socket.is_empty() => Some(serve(&flags)),
+        _ => None,
+    };
+    match served {
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            eprintln!("{RUNTIME_ID}: {e}");
+            std::process::exit(1);
+        }
+        // `delete`, `-info`, `-v`: the crate's own handling.
+        None => shim::run::<Service>(RUNTIME_ID, None),
+    }
+}
+
+/// `start`: launches the shim server and prints its address, bare for
+/// containerd's legacy protocol, as a `BootstrapResult` when containerd
+/// sent `BootstrapParams` on stdin.
+fn start(flags: &Flags) -> Result<(), String> {
+    use std::io::IsTerminal;
+    let mut input = Vec::new();
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        stdin
+            .lock()
+            .take(10 << 20)
+            .read_to_end(&mut input)
+            .map_err(|e| format!("reading stdin: {e}"))?;
+    }
+    let bootstrap = (!input.is_empty())
+        .then(|| shim::bootstrap::BootstrapParams::parse_from_bytes(&input).ok())
+        .flatten()
+        .filter(|p| p.instance_id == flags.id && p.namespace == flags.namespace);
+    let bootstrapped = bootstrap.is_some();
+    let mut opts = match bootstrap {
+        Some(p) => shim::StartOpts::from(p),
+        None => shim::StartOpts {
+            id: flags.id.clone(),
+            publish_binary: flags.publish_binary.clone(),
+            address: flags.address.clone(),
+            ttrpc_address: std::env::var("TTRPC_ADDRESS").unwrap_or_default(),
+            namespace: flags.namespace.clone(),
+            ..Default::default()
+        },
+    };
+    opts.debug |= flags.debug;
+    if opts.ttrpc_address.is_empty() {
+        return Err("TTRPC_ADDRESS is not set (containerd sets it for its shims)".into());
+    }
+    let grouping = opts.id.clone();
+    let (_pid, address) = shim::spawn(opts, &grouping, Vec::new()).map_err(|e| e.to_string())?;
+    let reply = if bootstrapped {
+        shim::bootstrap::BootstrapResult {
+            version: shim::protos::TASK_API_VERSION,
+            address,
+            protocol: "ttrpc".into(),
+            ..Default::default()
+        }
+        .write_to_bytes()
+        .map_err(|e| e.to_string())?
+    } else {
+        address.into_bytes()
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(&reply)
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("writing the address: {e}"))
+}
+
+/// The shim server: the Task service on the socket `start` chose, until
+/// `Shutdown`.
+fn serve(flags: &Flags) -> Result<(), String> {
+    use std::os::fd::IntoRawFd;
+    use std::os::unix::net::UnixListener;
+
+    crate::sys::set_child_subreaper().map_err(|e| format!("becoming a subreaper: {e}"))?;
+    shim::logger::init(flags.debug, "info", &flags.namespace, &flags.id)
+        .map_err(|e| format!("logger: {e}"))?;
+    let ttrpc_address = std::env::var("TTRPC_ADDRESS")
+        .map_err(|_| "TTRPC_ADDRESS is not set (containerd sets it for its shims)".to_string())?;
+    let publisher = RemotePublisher::new(&ttrpc_address).map_err(|e| e.to_string())?;
+    let mut config = Config::default();
+    let mut service = <Service as shim::Shim>::new(RUNTIME_ID, flags, &mut config);
+    let task: Arc<dyn shim::Task + Send + Sync> =
+        Arc::new(shim::Shim::create_task_service(&service, publisher));
+    let mut methods = shim::protos::create_task(Arc::clone(&task));
+    for (name, handler) in shim::protos::create_task(task) {
+        if let Some(method) = name.strip_prefix("/containerd.task.v3.") {
+            methods.insert(format!("/containerd.task.v2.{method}"), handler);
+        }
+    }
+
+    let path = flags
+        .socket
+        .strip_prefix("unix://")
+        .unwrap_or(&flags.socket)
+        .to_string();
+    if let Some(dir) = Path::new(&path).parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let listener = match UnixListener::bind(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            // A socket left by a shim that died: containerd chose this
+            // address for this task, so it is ours to replace.
+            let _ = std::fs::remove_file(&path);
+            UnixListener::bind(&path)
+        }
+        r => r,
+    }
+    .map_err(|e| format!("listening on {path}: {e}"))?;
+    let mut server = ttrpc::Server::new()
+        .add_listener(listener.into_raw_fd())
+        .map_err(|e| e.to_string())?
+        .register_service(methods);
+    server.start().map_err(|e| e.to_string())?;
+    // Release `start`, which reads our stdout until it closes.
+    crate::sys::stdout_to_stderr().map_err(|e| format!("closing stdout: {e}"))?;
+
+    std::thread::Builder::new()
+        .name("reaper".into())
+        .spawn(reap_children)
+        .map_err(|e| format!("reaper thread: {e}"))?;
+    shim::Shim::wait(&mut service);
+    server.shutdown();
+    let _ = std::fs::remove_file(&path);
+    Ok(())
+}
+
+/// Collects every child (the sandboxes, and the gofers and other orphans a
+/// subreaper inherits) and hands their exit statuses to the monitor that
+/// [`Service::watch_exits`] reads.
+fn reap_children() {
+    loop {
+        match crate::sys::wait_any() {
+            Ok((pid, code)) => {
+                if let Err(e) = shim::monitor::monitor_notify_by_pid(pid, code) {
+                    log::warn!("exit of {pid}: {e}");
+                }
+            }
+            // No child right now: one may come with the next Create.
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
+}
+
+fn rpc_error(code: Code, msg: impl Into<String>) -> ttrpc::Error {
+    ttrpc::Error::RpcStatus(ttrpc::get_status(code, msg.into()))
+}
+
+fn internal(e: impl std::fmt::Display) -> ttrpc::Error {
+    rpc_error(Code::INTERNAL, e.to_string())
+}
+
+fn now() -> Timestamp {
+    shim::util::timestamp().unwrap_or_default()
+}
+
+/// The state root for the task in `bundle`: `STATE/ferrovisor/NAMESPACE`
+/// beside containerd's own task state (`/run/containerd/ferrovisor/NS` in a
+/// default installation, like runc's shim), so a private containerd keeps
+/// everything under its own state directory.
+fn state_root(bundle: &Path, namespace: &str) -> PathBuf {
+    let state = bundle
+        .parent()
+        .and_then(Path::parent)
+        .filter(|d| d.file_name().is_some_and(|n| n == TASK_STATE_DIR))
+        .and_then(Path::parent);
+    match state {
+        Some(s) => s.join("ferrovisor").join(namespace),
+        None => Path::new(DEFAULT_ROOT).join(namespace),
+    }
+}
+
+/// The `ferrovisor` binary: beside this shim, else in `PATH`.
+fn ferrovisor_binary() -> Result<PathBuf, String> {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("ferrovisor")));
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    beside
+        .into_iter()
+        .chain(std::env::split_paths(&path).map(|d| d.join("ferrovisor")))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            "no ferrovisor binary beside containerd-shim-ferrovisor-v1 or in PATH".to_string()
+        })
+}
+
+/// The runtime for a task: state under [`state_root`], log in the bundle.
+fn runtime(bundle: &Path, namespace: &str, exe: PathBuf) -> Runtime {
+    Runtime {
+        state: StateDir::new(state_root(bundle, namespace)),
+        exe,
+        log: Some(bundle.join("ferrovisor.log")),
+        log_format: LogFormat::Json,
+        debug: false,
+    }
+}
+
+/// Lifecycle of the task as the shim tracks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Created,
+    Running,
+    Stopped,
+}
+
+struct Task {
+    bundle: PathBuf,
+    runtime: Runtime,
+    pid: u32,
+    phase: Phase,
+    exit: Option<(u32, Timestamp)>,
+    stdin: String,
+    stdout: String,
+    stderr: String,
+    /// the write end of the pipe that feeds the sandbox's stdin from the
+    /// stdin FIFO; dropped by `CloseIO`
+    stdin_pipe: Arc<Mutex<Option<File>>>,
+    /// the terminal's master side, with `terminal`
+    master: Option<Arc<OwnedFd>>,
+}
+
+#[derive(Default)]
+struct Tasks {
+    by_id: HashMap<String, Task>,
+    /// exits of children no task claimed (yet): a sandbox that died
+    /// between `create` returning and the task being recorded; bounded
+    early_exits: Vec<(i32, i32)>,
+}
+
+impl Tasks {
+    /// The task `id`, or containerd's "not found".
+    fn get(&self, id: &str) -> Result<&Task, ttrpc::Error> {
+        self.by_id.get(id).ok_or_else(|| Service::not_found(id))
+    }
+}
+
+/// How many unclaimed exits to remember (gofers, reparented to the shim,
+/// end up there too).
+const EARLY_EXITS: usize = 64;
+
+struct Inner {
+    namespace: String,
+    exit: Arc<ExitSignal>,
+    tasks: Mutex<Tasks>,
+    changed: Condvar,
+    publisher: Mutex<Option<RemotePublisher>>,
+}
+
+/// The shim: the process containerd starts, and its task service.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+impl Service {
+    fn tasks(&self) -> MutexGuard<'_, Tasks> {
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn publish(&self, topic: &str, event: Box<dyn MessageDyn>) {
+        let guard = self
+            .inner
+            .publisher
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(p) = guard.as_ref() {
+            if let Err(e) = p.publish(
+                shim::Context::default(),
+                topic,
+                &self.inner.namespace,
+                event,
+            ) {
+                log::warn!("publishing {topic}: {e}");
+            }
+        }
+    }
+
+    /// Records the exit of the sandbox with host pid `pid`, wakes `Wait`
+    /// and publishes `/tasks/exit`.
+    fn exited(&self, pid: i32, code: i32) {
+        let mut tasks = self.tasks();
+        let Some((id, task)) = tasks
+            .by_id
+            .iter_mut()
+            .find(|(_, t)| t.pid as i32 == pid && t.exit.is_none())
+        else {
+            // A gofer or other orphan this subreaper inherited, or a sandbox
+            // whose task is not recorded yet.
+            if tasks.early_exits.len() >= EARLY_EXITS {
+                tasks.early_exits.remove(0);
+            }
+            tasks.early_exits.push((pid, code));
+            return;
+        };
+        let ts = now();
+        task.exit = Some((code as u32, ts.clone()));
+        task.phase = Phase::Stopped;
+        let event = TaskExit {
+            container_id: id.clone(),
+            id: id.clone(),
+            pid: task.pid,
+            exit_status: code as u32,
+            exited_at: MessageField::some(ts),
+            ..Default::default()
+        };
+        drop(tasks);
+        self.inner.changed.notify_all();
+        self.publish("/tasks/exit", Box::new(event));
+    }
+
+    /// Reads the exit of every child [`reap_children`] collects.
+    fn watch_exits(&self) {
+        let sub = match monitor_subscribe(Topic::Pid) {
+            Ok(s) => s,
+            Err(e) => {
+                log::error!("subscribing to exits: {e}");
+                return;
+            }
+        };
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("exits".into())
+            .spawn(move || {
+                for ev in sub.rx.iter() {
+                    if let Subject::Pid(pid) = ev.subject {
+                        me.exited(pid, ev.exit_code);
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            log::error!("starting the exit watcher: {e}");
+        }
+    }
+
+    fn create_task(&self, req: &api::CreateTaskRequest) -> Result<u32, ttrpc::Error> {
+        if !req.checkpoint.is_empty() || !req.parent_checkpoint.is_empty() {
+            return Err(rpc_error(
+                Code::UNIMPLEMENTED,
+                "checkpoint: not supported by containerd-shim-ferrovisor-v1 yet",
+            ));
+        }
+        let bundle = PathBuf::from(&req.bundle);
+        let mut exe = None;
+        let mut root = None;
+        if let Some(any) = req.options.as_ref() {
+            // containerd's runc options (BinaryName, Root), as a CRI
+            // runtime's `options` table gives them.
+            if any.type_url.ends_with("containerd.runc.v1.Options") {
+                if let Ok(o) = api::Options::parse_from_bytes(&any.value) {
+                    if !o.binary_name.is_empty() {
+                        exe = Some(PathBuf::from(&o.binary_name));
+                    }
+                    if !o.root.is_empty() {
+                        root = Some(PathBuf::from(&o.root).join(&self.inner.namespace));
+                    }
+                }
+            }
+        }
+        let exe = match exe {
+            Some(e) => e,
+            None => ferrovisor_binary().map_err(|e| rpc_error(Code::FAILED_PRECONDITION, e))?,
+        };
+        let mut rt = runtime(&bundle, &self.inner.namespace, exe);
+        if let Some(r) = root {
+            rt.state = StateDir::new(r);
+        }
+
+        let rootfs = bundle.join("rootfs");
+        let mounted = !req.rootfs.is_empty();
+        if mounted {
+            std::fs::create_dir_all(&rootfs)
+                .map_err(|e| internal(format!("mkdir {}: {e}", rootfs.display())))?;
+            for m in &req.rootfs {
+                shim::mount::mount_rootfs(
+                    Some(m.type_.as_str()).filter(|t| !t.is_empty()),
+                    Some(m.source.as_str()).filter(|s| !s.is_empty()),
+                    &m.options,
+                    &rootfs,
+                )
+                .map_err(|e| internal(format!("mounting the rootfs: {e}")))?;
+            }
+        }
+        let unmount = || {
+            if mounted {
+                let _ = shim::mount::umount_recursive(rootfs.to_str(), 0);
+            }
+        };
+
+        let stdin_pipe = Arc::new(Mutex::new(None));
+        let (stdio, console) = if req.terminal {
+            match ConsoleSocket::listen() {
+                Ok(c) => (None, Some(c)),
+                Err(e) => {
+                    unmount();
+                    return Err(internal(e));
+                }
+            }
+        } else {
+            match open_stdio(req, &stdin_pipe) {
+                Ok(s) => (Some(s), None),
+                Err(e) => {
+                    unmount();
+                    return Err(internal(e));
+                }
+            }
+        };
+        let opts = CreateOptions {
+            bundle: bundle.clone(),
+            stdio,
+            console_socket: console.as_ref().map(|c| c.path.clone()),
+            ..CreateOptions::default()
+        };
+        let created = rt.create(&req.id, &opts);
+        // The terminal's master side, which `create` sent to the socket.
+        let master = console.map(ConsoleSocket::finish);
+        let created = match created {
+            Ok(c) => c,
+            Err(e) => {
+                unmount();
+                return Err(rpc_error(Code::FAILED_PRECONDITION, e.to_string()));
+            }
+        };
+        let master = match master {
+            Some(Ok(m)) => {
+                let m = Arc::new(m);
+                if let Err(e) = wire_terminal(req, &m, &stdin_pipe) {
+                    let _ = rt.delete(&req.id, true);
+                    unmount();
+                    return Err(internal(e));
+                }
+                Some(m)
+            }
+            Some(Err(e)) => {
+                let _ = rt.delete(&req.id, true);
+                unmount();
+                return Err(internal(e));
+            }
+            None => None,
+        };
+        // The boot process is our child: the reaper thread collects it, so
+        // nobody may wait on its handle.
+        let pid = created.pid as u32;
+        let mut tasks = self.tasks();
+        let early = tasks
+            .early_exits
+            .iter()
+            .position(|(p, _)| *p == created.pid)
+            .map(|i| tasks.early_exits.remove(i));
+        tasks.by_id.insert(
+            req.id.clone(),
+            Task {
+                bundle,
+                runtime: rt,
+                pid,
+                phase: if early.is_some() {
+                    Phase::Stopped
+                } else {
+                    Phase::Created
+                },
+                exit: early.map(|(_, code)| (code as u32, now())),
+                stdin: req.stdin.clone(),
+                stdout: req.stdout.clone(),
+                stderr: req.stderr.clone(),
+                stdin_pipe,
+                master,
+            },
+        );
+        Ok(pid)
+    }
+
+    fn no_exec(exec_id: &str) -> Result<(), ttrpc::Error> {
+        if exec_id.is_empty() {
+            Ok(())
+        } else {
+            Err(rpc_error(
+                Code::NOT_FOUND,
+                format!("exec {exec_id}: no such process (exec is not supported yet)"),
+            ))
+        }
+    }
+
+    fn not_found(id: &str) -> ttrpc::Error {
+        rpc_error(Code::NOT_FOUND, format!("task {id} not found"))
+    }
+}
+
+/// Opens a stdio FIFO for writing without blocking on a missing reader (the
+/// client opens its end first, but a client that went away must not hang
+/// the shim); with no reader, the FIFO is opened read-write so that it
+/// never blocks, and output is lost like on a closed terminal.
+fn open_output(path: &str) -> std::io::Result<File> {
+    if path.is_empty() {
+        return OpenOptions::new().write(true).open("/dev/null");
+    }
+    let f = match OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)?,
+        Err(e) => return Err(e),
+    };
+    crate::sys::set_blocking(f.as_fd())?;
+    Ok(f)
+}
+
+/// The sandbox's stdio: the stdout and stderr FIFOs themselves, and a pipe
+/// for stdin fed from the stdin FIFO by a thread (the FIFO's writer may
+/// come later than the sandbox's first read, which on the FIFO itself would
+/// be an early end of file).
+fn open_stdio(
+    req: &api::CreateTaskRequest,
+    stdin_pipe: &Arc<Mutex<Option<File>>>,
+) -> Result<Stdio, String> {
+    let stdout = open_output(&req.stdout).map_err(|e| format!("stdout {}: {e}", req.stdout))?;
+    let stderr = if req.stderr.is_empty() || req.stderr == req.stdout {
+        stdout
+            .try_clone()
+            .map_err(|e| format!("stderr {}: {e}", req.stderr))?
+    } else {
+        open_output(&req.stderr).map_err(|e| format!("stderr {}: {e}", req.stderr))?
+    };
+    let stdin: OwnedFd = if req.stdin.is_empty() {
+        File::open("/dev/null")
+            .map_err(|e| format!("/dev/null: {e}"))?
+            .into()
+    } else {
+        let (r, w) = std::io::pipe().map_err(|e| format!("stdin pipe: {e}"))?;
+        *stdin_pipe
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(File::from(OwnedFd::from(w)));
+        let path = req.stdin.clone();
+        let pipe = Arc::clone(stdin_pipe);
+        std::thread::Builder::new()
+            .name("stdin".into())
+            .spawn(move || copy_stdin(&path, &pipe))
+            .map_err(|e| format!("stdin thread: {e}"))?;
+        r.into()
+    };
+    Ok(Stdio {
+        stdin: Arc::new(stdin),
+        stdout: Arc::new(stdout.into()),
+        stderr: Arc::new(stderr.into()),
+    })
+}
+
+/// A private Unix socket on which [`Runtime::create`] hands over the master
+/// side of the container's terminal (runc's `--console-socket`).
+struct ConsoleSocket {
+    dir: PathBuf,
+    path: PathBuf,
+    accept: std::thread::JoinHandle<Result<OwnedFd, String>>,
+}
+
+impl ConsoleSocket {
+    fn listen() -> Result<ConsoleSocket, String> {
+        use std::os::unix::fs::DirBuilderExt;
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        // Under the temp dir rather than the bundle: a socket path must
+        // fit in 108 bytes.
+        let dir = std::env::temp_dir().join(format!(
+            "ferrovisor-pty-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("console socket directory {}: {e}", dir.display()))?;
+        let path = dir.join("pty.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path)
+            .map_err(|e| format!("console socket {}: {e}", path.display()))?;
+        let accept = std::thread::Builder::new()
+            .name("console".into())
+            .spawn(move || {
+                let (conn, _) = listener
+                    .accept()
+                    .map_err(|e| format!("console socket: {e}"))?;
+                crate::sys::recv_fd(conn.as_fd()).map_err(|e| format!("console socket: {e}"))
+            })
+            .map_err(|e| format!("console thread: {e}"))?;
+        Ok(ConsoleSocket { dir, path, accept })
+    }
+
+    /// The master `create` sent; if it sent none (it failed first), the
+    /// accept is released with a connection of our own.
+    fn finish(self) -> Result<OwnedFd, String> {
+        if !self.accept.is_finished() {
+            // A no-op when `create` connected: then the accept is done.
+            let _ = std::os::unix::net::UnixStream::connect(&self.path);
+        }
+        let r = self
+            .accept
+            .join()
+            .unwrap_or_else(|_| Err("console thread panicked".into()));
+        let _ = std::fs::remove_dir_all(&self.dir);
+        r
+    }
+}
+
+/// Wires a terminal to the task's FIFOs: stdin FIFO to the master, the
+/// master to the stdout FIFO (a terminal has no separate stderr).
+fn wire_terminal(
+    req: &api::CreateTaskRequest,
+    master: &Arc<OwnedFd>,
+    stdin_pipe: &Arc<Mutex<Option<File>>>,
+) -> Result<(), String> {
+    let mut out = open_output(&req.stdout).map_err(|e| format!("stdout {}: {e}", req.stdout))?;
+    let mut from_master = File::from(
+        master
+            .try_clone()
+            .map_err(|e| format!("terminal master: {e}"))?,
+    );
+    std::thread::Builder::new()
+        .name("tty-out".into())
+        .spawn(move || {
+            // Ends with EIO once the container's side is closed.
+            let _ = std::io::copy(&mut from_master, &mut out);
+        })
+        .map_err(|e| format!("terminal thread: {e}"))?;
+    if !req.stdin.is_empty() {
+        let to_master = File::from(
+            master
+                .try_clone()
+                .map_err(|e| format!("terminal master: {e}"))?,
+        );
+        *stdin_pipe
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(to_master);
+        let path = req.stdin.clone();
+        let pipe = Arc::clone(stdin_pipe);
+        std::thread::Builder::new()
+            .name("tty-in".into())
+            .spawn(move || copy_stdin(&path, &pipe))
+            .map_err(|e| format!("terminal thread: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Copies the stdin FIFO into the sandbox's stdin pipe until either ends
+/// (or `CloseIO` drops the pipe).
+fn copy_stdin(path: &str, pipe: &Mutex<Option<File>>) {
+    // Blocks until the client opens its end for writing.
+    let Ok(mut fifo) = File::open(path) else {
+        return;
+    };
+    let mut buf = [0u8; 32 * 1024];
+    loop {
+        let n = match fifo.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut guard = pipe
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(w) = guard.as_mut() else { return };
+        if w.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    pipe.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+}
+
+impl shim::Shim for Service {
+    type T = Service;
+
+    fn new(_runtime_id: &str, args: &Flags, _config: &mut Config) -> Self {
+        Service {
+            inner: Arc::new(Inner {
+                namespace: args.namespace.clone(),
+                exit: Arc::new(ExitSignal::default()),
+                tasks: Mutex::new(Tasks::default()),
+                changed: Condvar::new(),
+                publisher: Mutex::new(None),
+            }),
+        }
+    }
+
+    fn start_shim(&mut self, opts: shim::StartOpts) -> Result<String, shim::Error> {
+        let grouping = opts.id.clone();
+        let (_pid, address) = shim::spawn(opts, &grouping, Vec::new())?;
+        Ok(address)
+    }
+
+    /// Cleanup after a shim that died: containerd runs `shim delete` in the
+    /// bundle. Kills and deletes the container, unmounts its rootfs.
+    fn delete_shim(&mut self) -> Result<DeleteResponse, shim::Error> {
+        let bundle = std::env::current_dir().map_err(|e| shim::Error::Other(e.to_string()))?;
+        let id = bundle
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Ok(exe) = ferrovisor_binary() {
+            let rt = runtime(&bundle, &self.inner.namespace, exe);
+            if let Err(e) = rt.delete(&id, true) {
+                log::warn!("deleting {id}: {e}");
+            }
+        }
+        let rootfs = bundle.join("rootfs");
+        let _ = shim::mount::umount_recursive(rootfs.to_str(), 0);
+        Ok(DeleteResponse {
+            exit_status: 128 + libc::SIGKILL as u32,
+            exited_at: MessageField::some(now()),
+            ..Default::default()
+        })
+    }
+
+    fn wait(&mut self) {
+        self.inner.exit.wait();
+    }
+
+    fn create_task_service(&self, publisher: RemotePublisher) -> Self::T {
+        *self
+            .inner
+            .publisher
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(publisher);
+        self.watch_exits();
+        self.clone()
+    }
+}
+
+impl shim::Task for Service {
+    fn create(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::CreateTaskRequest,
+    ) -> TtrpcResult<api::CreateTaskResponse> {
+        if self.tasks().by_id.contains_key(&req.id) {
+            return Err(rpc_error(
+                Code::ALREADY_EXISTS,
+                format!("task {} already exists", req.id),
+            ));
+        }
+        let pid = self.create_task(&req)?;
+        self.publish(
+            "/tasks/create",
+            Box::new(TaskCreate {
+                container_id: req.id.clone(),
+                bundle: req.bundle.clone(),
+                rootfs: req.rootfs.clone(),
+                io: MessageField::some(TaskIO {
+                    stdin: req.stdin.clone(),
+                    stdout: req.stdout.clone(),
+                    stderr: req.stderr.clone(),
+                    terminal: req.terminal,
+                    ..Default::default()
+                }),
+                pid,
+                ..Default::default()
+            }),
+        );
+        Ok(api::CreateTaskResponse {
+            pid,
+            ..Default::default()
+        })
+    }
+
+    fn start(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::StartRequest,
+    ) -> TtrpcResult<api::StartResponse> {
+        Self::no_exec(&req.exec_id)?;
+        let (rt, pid) = {
+            let tasks = self.tasks();
+            let t = tasks.get(&req.id)?;
+            (t.runtime.clone(), t.pid)
+        };
+        rt.start(&req.id)
+            .map_err(|e| rpc_error(Code::FAILED_PRECONDITION, e.to_string()))?;
+        if let Some(t) = self.tasks().by_id.get_mut(&req.id) {
+            if t.phase == Phase::Created {
+                t.phase = Phase::Running;
+            }
+        }
+        self.publish(
+            "/tasks/start",
+            Box::new(TaskStart {
+                container_id: req.id.clone(),
+                pid,
+                ..Default::default()
+            }),
+        );
+        Ok(api::StartResponse {
+            pid,
+            ..Default::default()
+        })
+    }
+
+    fn state(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::StateRequest,
+    ) -> TtrpcResult<api::StateResponse> {
+        Self::no_exec(&req.exec_id)?;
+        let tasks = self.tasks();
+        let t = tasks.get(&req.id)?;
+        let status = match t.phase {
+            Phase::Created => api::Status::CREATED,
+            Phase::Running => api::Status::RUNNING,
+            Phase::Stopped => api::Status::STOPPED,
+        };
+        let mut resp = api::StateResponse {
+            id: req.id.clone(),
+            bundle: t.bundle.to_string_lossy().into_owned(),
+            pid: t.pid,
+            status: status.into(),
+            stdin: t.stdin.clone(),
+            stdout: t.stdout.clone(),
+            stderr: t.stderr.clone(),
+            terminal: t.master.is_some(),
+            ..Default::default()
+        };
+        if let Some((code, ts)) = &t.exit {
+            resp.exit_status = *code;
+            resp.exited_at = MessageField::some(ts.clone());
+        }
+        Ok(resp)
+    }
+
+    fn kill(&self, _ctx: &TtrpcContext, req: api::KillRequest) -> TtrpcResult<api::Empty> {
+        Self::no_exec(&req.exec_id)?;
+        let rt = {
+            let tasks = self.tasks();
+            let t = tasks.get(&req.id)?;
+            if t.exit.is_some() {
+                return Err(rpc_error(
+                    Code::NOT_FOUND,
+                    format!("task {}: process already finished", req.id),
+                ));
+            }
+            t.runtime.clone()
+        };
+        rt.kill(&req.id, req.signal as i32).map_err(|e| match e {
+            crate::Error::WrongStatus { .. } => rpc_error(Code::NOT_FOUND, e.to_string()),
+            e => internal(e),
+        })?;
+        Ok(api::Empty::default())
+    }
+
+    fn delete(&self, _ctx: &TtrpcContext, req: api::DeleteRequest) -> TtrpcResult<DeleteResponse> {
+        Self::no_exec(&req.exec_id)?;
+        let (rt, bundle, pid, phase) = {
+            let tasks = self.tasks();
+            let t = tasks.get(&req.id)?;
+            (t.runtime.clone(), t.bundle.clone(), t.pid, t.phase)
+        };
+        if phase == Phase::Running {
+            return Err(rpc_error(
+                Code::FAILED_PRECONDITION,
+                format!("task {} is running: kill it first", req.id),
+            ));
+        }
+        // A created task's sandbox is killed; a stopped one is only removed.
+        rt.delete(&req.id, true).map_err(internal)?;
+        if phase == Phase::Created {
+            // Its exit arrives from the reaper; wait for it briefly so the
+            // answer carries a status.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let mut tasks = self.tasks();
+            while tasks.by_id.get(&req.id).is_some_and(|t| t.exit.is_none())
+                && std::time::Instant::now() < deadline
+            {
+                tasks = self
+                    .inner
+                    .changed
+                    .wait_timeout(tasks, std::time::Duration::from_millis(100))
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
+            }
+        }
+        let rootfs = bundle.join("rootfs");
+        if let Err(e) = shim::mount::umount_recursive(rootfs.to_str(), 0) {
+            log::warn!("unmounting {}: {e}", rootfs.display());
+        }
+        let task = self.tasks().by_id.remove(&req.id);
+        let (code, ts) = task
+            .and_then(|t| t.exit)
+            .unwrap_or((128 + libc::SIGKILL as u32, now()));
+        self.publish(
+            "/tasks/delete",
+            Box::new(TaskDelete {
+                container_id: req.id.clone(),
+                id: req.id.clone(),
+                pid,
+                exit_status: code,
+                exited_at: MessageField::some(ts.clone()),
+                ..Default::default()
+            }),
+        );
+        Ok(DeleteResponse {
+            pid,
+            exit_status: code,
+            exited_at: MessageField::some(ts),
+            ..Default::default()
+        })
+    }
+
+    fn wait(&self, _ctx: &TtrpcContext, req: api::WaitRequest) -> TtrpcResult<api::WaitResponse> {
+        Self::no_exec(&req.exec_id)?;
+        let mut tasks = self.tasks();
+        loop {
+            let t = tasks.get(&req.id)?;
+            if let Some((code, ts)) = &t.exit {
+                return Ok(api::WaitResponse {
+                    exit_status: *code,
+                    exited_at: MessageField::some(ts.clone()),
+                    ..Default::default()
+                });
+            }
+            tasks = self
+                .inner
+                .changed
+                .wait(tasks)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    fn pids(&self, _ctx: &TtrpcContext, req: api::PidsRequest) -> TtrpcResult<api::PidsResponse> {
+        let rt = {
+            let tasks = self.tasks();
+            let t = tasks.get(&req.id)?;
+            t.runtime.clone()
+        };
+        let pids = rt.ps(&req.id).map_err(internal)?;
+        Ok(api::PidsResponse {
+            processes: pids
+                .into_iter()
+                .map(|pid| shim::protos::types::task::ProcessInfo {
+                    pid: pid as u32,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+    }
+
+    fn close_io(&self, _ctx: &TtrpcContext, req: api::CloseIORequest) -> TtrpcResult<api::Empty> {
+        Self::no_exec(&req.exec_id)?;
+        let tasks = self.tasks();
+        let t = tasks.get(&req.id)?;
+        if req.stdin {
+            // The sandbox reads end of file once the pipe's writer is gone.
+            t.stdin_pipe
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+        }
+        Ok(api::Empty::default())
+    }
+
+    fn connect(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::ConnectRequest,
+    ) -> TtrpcResult<api::ConnectResponse> {
+        let tasks = self.tasks();
+        let pid = tasks.by_id.get(&req.id).map_or(0, |t| t.pid);
+        Ok(api::ConnectResponse {
+            shim_pid: std::process::id(),
+            task_pid: pid,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            ..Default::default()
+        })
+    }
+
+    fn shutdown(&self, _ctx: &TtrpcContext, _req: api::ShutdownRequest) -> TtrpcResult<api::Empty> {
+        // Like runc's shim: stay while a task remains.
+        if self.tasks().by_id.is_empty() {
+            self.inner.exit.signal();
+        }
+        Ok(api::Empty::default())
+    }
+
+    fn stats(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::StatsRequest,
+    ) -> TtrpcResult<api::StatsResponse> {
+        // No cgroup of its own yet: the only honest number is how many host
+        // processes the sandbox has.
+        let rt = {
+            let tasks = self.tasks();
+            let t = tasks.get(&req.id)?;
+            t.runtime.clone()
+        };
+        let n = rt.ps(&req.id).map_err(internal)?.len() as u64;
+        let metrics = shim::protos::cgroups::metrics::Metrics {
+            pids: MessageField::some(shim::protos::cgroups::metrics::PidsStat {
+                current: n,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let any = shim::util::convert_to_any(Box::new(metrics)).map_err(internal)?;
+        Ok(api::StatsResponse {
+            stats: MessageField::some(any),
+            ..Default::default()
+        })
+    }
+
+    fn exec(&self, _ctx: &TtrpcContext, req: api::ExecProcessRequest) -> TtrpcResult<api::Empty> {
+        Err(rpc_error(
+            Code::UNIMPLEMENTED,
+            format!(
+                "exec {} in task {}: not supported by ferrovisor yet (the Sentry cannot start a \
+                 second program in a running sandbox)",
+                req.exec_id, req.id
+            ),
+        ))
+    }
+
+    fn resize_pty(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::ResizePtyRequest,
+    ) -> TtrpcResult<api::Empty> {
+        Self::no_exec(&req.exec_id)?;
+        let tasks = self.tasks();
+        let t = tasks.get(&req.id)?;
+        let master = t.master.as_ref().ok_or_else(|| {
+            rpc_error(
+                Code::FAILED_PRECONDITION,
+                format!("task {} has no terminal", req.id),
+            )
+        })?;
+        let clamp = |v: u32| u16::try_from(v).unwrap_or(u16::MAX);
+        crate::sys::set_window_size(master.as_fd(), clamp(req.height), clamp(req.width))
+            .map_err(internal)?;
+        Ok(api::Empty::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_root_is_beside_containerds_task_state() {
+        assert_eq!(
+            state_root(
+                Path::new("/run/containerd/io.containerd.runtime.v2.task/k8s.io/abc"),
+                "k8s.io"
+            ),
+            Path::new("/run/containerd/ferrovisor/k8s.io")
+        );
+        assert_eq!(
+            state_root(
+                Path::new("/tmp/t/state/io.containerd.runtime.v2.task/default/c1"),
+                "default"
+            ),
+            Path::new("/tmp/t/state/ferrovisor/default")
+        );
+        // A bundle elsewhere: runc's shim's default place.
+        assert_eq!(
+            state_root(Path::new("/srv/bundles/c1"), "default"),
+            Path::new("/run/containerd/ferrovisor/default")
+        );
+    }
+}
