@@ -771,6 +771,11 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
         tracing::error!("container {id}: waiting for start: {e}");
         return 1;
     }
+    // From here on, `kill` reaches the guest's first process (before start
+    // it ends the boot process itself).
+    if let Err(e) = sentry::hostsig::block_forwarded() {
+        tracing::warn!("container {id}: signals will not be forwarded: {e}");
+    }
     if let Ok(l) = state.lock(id) {
         let _ = l.advance(Status::Running);
     }

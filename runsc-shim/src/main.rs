@@ -437,6 +437,11 @@ fn run_do(args: DoArgs) -> ExitCode {
         Ok(n) => n,
         Err(e) => return fail(2, e),
     };
+    // ^C at the terminal, or `kill` of this process, reaches the guest's
+    // first process (before any thread starts, so all inherit the mask).
+    if let Err(e) = sentry::hostsig::block_forwarded() {
+        return fail(125, format_args!("blocking signals: {e}"));
+    }
     let root = match std::fs::File::open(&args.root) {
         Ok(f) => f,
         Err(e) => {

@@ -240,21 +240,15 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
-/// Makes the terminating signals a supervisor sends (HUP, INT, QUIT, TERM,
-/// USR1, USR2) go to `pid` instead of ending the caller, so that `run`
+/// Makes the signals a supervisor sends (HUP, INT, QUIT, TERM, USR1, USR2,
+/// WINCH) go to `pid` instead of ending the caller, so that `run`
 /// outlives its container and can report and clean up. A handler rather
 /// than SIG_IGN, because an ignored disposition would be inherited by
 /// children across exec.
 pub fn forward_signals(pid: i32) -> io::Result<()> {
     FORWARD_TO.store(pid, std::sync::atomic::Ordering::Relaxed);
-    for sig in [
-        libc::SIGHUP,
-        libc::SIGINT,
-        libc::SIGQUIT,
-        libc::SIGTERM,
-        libc::SIGUSR1,
-        libc::SIGUSR2,
-    ] {
+    // The boot process hands the same signals on to the guest.
+    for sig in sentry::hostsig::FORWARDED {
         // SAFETY: sigaction is plain data; all-zero is a valid empty value.
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
         sa.sa_sigaction = forward as *const () as libc::sighandler_t;

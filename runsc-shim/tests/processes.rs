@@ -758,3 +758,65 @@ print("perf_counter monotonic", time.perf_counter() > 0)
         "slept at least 0.25 True",
     );
 }
+
+/// Starts `argv` (natively or under `ferrovisor do`), waits for it to print
+/// `ready`, sends it host signal `sig`, and returns its stdout and status.
+fn signalled(sandboxed: bool, argv: &[&str], sig: i32) -> (String, i32) {
+    use std::io::{BufRead, Read};
+    use std::os::unix::process::ExitStatusExt;
+    let mut cmd = if sandboxed {
+        let mut c = command(FERROVISOR, &[]);
+        c.arg("do").arg("--").args(argv);
+        c
+    } else {
+        let mut c = command(argv[0], &[]);
+        c.args(&argv[1..]);
+        c
+    };
+    cmd.stdout(std::process::Stdio::piped());
+    cmd.stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    out.read_line(&mut first).expect("read ready");
+    assert_eq!(first, "ready\n", "sandboxed={sandboxed}");
+    // SAFETY: kill(2) of our own child, which has not been reaped.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("read rest");
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    eprintln!("stderr of {argv:?}: {err}");
+    let st = child.wait().expect("wait");
+    let code = st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0));
+    (first + &rest, code)
+}
+
+#[test]
+fn host_sigterm_reaches_the_guests_handler() {
+    // What `ferrovisor kill` and container engines send: the guest's own
+    // handler runs, and its exit status is the sandbox's.
+    // The handler writes with os.write: the signal may land while `print`
+    // is still flushing "ready", and print is not reentrant.
+    let script = "import os, signal, sys, time\n\
+        def on_term(s, f):\n    os.write(1, b'got TERM %d\\n' % s)\n    sys.exit(3)\n\
+        signal.signal(signal.SIGTERM, on_term)\n\
+        print('ready', flush=True)\n\
+        time.sleep(60)\n";
+    let argv = [PYTHON[0], PYTHON[1], PYTHON[2], script];
+    let native = signalled(false, &argv, libc::SIGTERM);
+    assert_eq!(native, ("ready\ngot TERM 15\n".to_string(), 3), "native");
+    assert_eq!(signalled(true, &argv, libc::SIGTERM), native, "sandbox");
+}
+
+#[test]
+fn host_sigint_ends_a_guest_without_a_handler() {
+    // ^C at the terminal: a guest with the default action dies of it, and
+    // the sandbox reports it as the shell would (130).
+    let argv = ["/bin/sh", "-c", "echo ready; exec sleep 60"];
+    let native = signalled(false, &argv, libc::SIGINT);
+    assert_eq!(native, ("ready\n".to_string(), 130), "native");
+    assert_eq!(signalled(true, &argv, libc::SIGINT), native, "sandbox");
+}

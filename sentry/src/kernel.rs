@@ -445,6 +445,7 @@ where
     }
     kernel.fs.proc.attach(&kernel);
     kernel.fs.devpts.attach(&kernel);
+    crate::hostsig::start_forwarder(Arc::downgrade(&kernel));
     let root = kernel.fs.root();
     let cwd = kernel
         .fs

@@ -6,6 +6,7 @@ pub mod events;
 pub mod file;
 pub mod futex;
 mod host;
+pub mod hostsig;
 pub mod kernel;
 pub mod loader;
 pub mod locks;

@@ -1,0 +1,97 @@
+//! Signals sent to the Sentry's own host process (by `ferrovisor kill`, a
+//! container engine stopping the container, or the terminal's ^C) go to
+//! the guest's first process, as if sent with `kill(2)` from outside the
+//! sandbox (`si_code` `SI_USER`, sender pid 0), instead of ending the
+//! Sentry under the guest's feet.
+//!
+//! The caller blocks them ([`block_forwarded`]) before it starts any
+//! thread, so that every thread of the process inherits the mask and a
+//! process-directed signal stays pending until the forwarder takes it.
+
+use std::sync::Weak;
+
+use crate::kernel::Kernel;
+
+/// The signals forwarded: the ones people and engines send to stop,
+/// reload or poke a program.
+pub const FORWARDED: [i32; 7] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+];
+
+fn set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data that sigemptyset initialises.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid sigset_t; the signal numbers are valid.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for s in FORWARDED {
+            libc::sigaddset(&mut set, s);
+        }
+    }
+    set
+}
+
+/// Blocks the forwarded signals in the calling thread (and so in every
+/// thread it starts afterwards).
+pub fn block_forwarded() -> std::io::Result<()> {
+    let set = set();
+    // SAFETY: valid sigset; the old mask is not wanted.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(std::io::Error::from_raw_os_error(r));
+    }
+    Ok(())
+}
+
+/// Whether the calling thread blocks every forwarded signal.
+fn all_blocked() -> bool {
+    // SAFETY: plain data, filled by pthread_sigmask.
+    let mut cur: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new set only reads the mask into `cur`.
+    if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur) } != 0 {
+        return false;
+    }
+    // SAFETY: `cur` is a valid sigset_t.
+    FORWARDED
+        .iter()
+        .all(|&s| unsafe { libc::sigismember(&cur, s) } == 1)
+}
+
+/// Starts the thread that hands the forwarded signals to the guest, if the
+/// caller blocked them (else they keep their host meaning).
+pub(crate) fn start_forwarder(kernel: Weak<Kernel>) {
+    if !all_blocked() {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("ferrovisor-signals".into())
+        .spawn(move || {
+            let set = set();
+            loop {
+                // SAFETY: `set` is valid; a null siginfo pointer is allowed.
+                let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+                if sig < 0 {
+                    continue;
+                }
+                let Some(k) = kernel.upgrade() else { return };
+                let init = k.procs().map.get(&1).cloned();
+                match init {
+                    Some(p) => {
+                        tracing::info!(sig, "host signal forwarded to the guest's first process");
+                        let info = crate::task::user_info(sig, 0, 0, crate::task::si::USER);
+                        p.send_signal(&k, sig, info);
+                    }
+                    None => tracing::info!(sig, "host signal dropped: the guest has ended"),
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the signal forwarder");
+    }
+}
