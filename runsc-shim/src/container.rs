@@ -560,6 +560,51 @@ impl Runtime {
         Ok(())
     }
 
+    /// Runs `req` inside running container `id` with the caller's standard
+    /// descriptors, and returns its status. With `detach`, a process of
+    /// ours stands for it (it exits with the program's status) and this
+    /// returns 0 once the program has started. `pid_file` gets the pid of
+    /// the host process that stands for the program.
+    pub fn exec(
+        &self,
+        id: &str,
+        req: &crate::control::ExecRequest,
+        detach: bool,
+        pid_file: Option<&Path>,
+    ) -> Result<i32, Error> {
+        let status = self.state(id)?.status;
+        if status != Status::Running {
+            return Err(Error::WrongStatus {
+                id: id.into(),
+                status,
+                wanted: "running",
+            });
+        }
+        let socket = self.state.dir(id).join(crate::control::SOCKET);
+        let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        let stdio = [i.as_fd(), o.as_fd(), e.as_fd()];
+        if !detach {
+            let started = crate::control::exec(&socket, req, stdio)
+                .map_err(|e| Error::Boot(format!("container {id}: exec {:?}: {e}", req.args)))?;
+            if let Some(p) = pid_file {
+                write_atomic(p, std::process::id().to_string().as_bytes())?;
+            }
+            return started
+                .wait()
+                .map_err(|e| Error::Boot(format!("container {id}: exec: {e}")));
+        }
+        let (child, started) = sys::fork_reporting(|| {
+            let started = crate::control::exec(&socket, req, stdio)?;
+            Ok(move || started.wait().unwrap_or(255))
+        })
+        .map_err(io("starting the exec process"))?;
+        started.map_err(|e| Error::Boot(format!("container {id}: exec {:?}: {e}", req.args)))?;
+        if let Some(p) = pid_file {
+            write_atomic(p, child.to_string().as_bytes())?;
+        }
+        Ok(0)
+    }
+
     /// Waits until container `id` stops and returns its exit status (0-255,
     /// 128+N after signal N).
     pub fn wait(&self, id: &str) -> Result<i32, Error> {
@@ -797,6 +842,15 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
         cwd: plan.cwd.into_bytes(),
         hostname: plan.hostname,
         network: Default::default(),
+        on_start: Some(sentry::StartHook(Box::new({
+            let socket = state.dir(id).join(crate::control::SOCKET);
+            let id = id.to_owned();
+            move |kernel| {
+                if let Err(e) = crate::control::serve(socket, kernel) {
+                    tracing::warn!("container {id}: no control socket, exec will fail: {e}");
+                }
+            }
+        }))),
     };
     let code = match sentry::run(config, |memfd| {
         platform_ptrace::PtracePlatform::new_seccomp_trap(memfd)

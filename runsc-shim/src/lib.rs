@@ -4,6 +4,7 @@
 //! over it, in runc's command-line contract.
 
 pub mod container;
+pub mod control;
 pub mod gofer_proc;
 pub mod logging;
 pub mod oci;

@@ -408,6 +408,66 @@ struct DoArgs {
     command: Vec<OsString>,
 }
 
+/// The program `exec` runs: from `--process` (an OCI `process` object) or
+/// from the command line; what ferrovisor cannot honour is refused.
+fn exec_request(a: &ExecArgs) -> Result<runsc_shim::control::ExecRequest, container::Error> {
+    let unsupported = |what: &str| Err(container::Error::NotSupported(format!("exec {what}")));
+    if a.tty || a.console_socket.is_some() {
+        return unsupported("--tty (a terminal for an exec'd process)");
+    }
+    if a.preserve_fds > 0 {
+        return unsupported("--preserve-fds");
+    }
+    let (mut uid, mut gid) = (0u32, 0u32);
+    let mut req = if let Some(path) = &a.process {
+        let text = std::fs::read(path)
+            .map_err(|e| container::Error::Usage(format!("--process {}: {e}", path.display())))?;
+        let p: oci_spec::runtime::Process = serde_json::from_slice(&text)
+            .map_err(|e| container::Error::Usage(format!("--process {}: {e}", path.display())))?;
+        if p.terminal() == Some(true) {
+            return unsupported("with process.terminal (a terminal for an exec'd process)");
+        }
+        uid = p.user().uid();
+        gid = p.user().gid();
+        runsc_shim::control::ExecRequest {
+            args: p.args().clone().unwrap_or_default(),
+            env: p.env().clone().unwrap_or_default(),
+            cwd: p.cwd().to_string_lossy().into_owned(),
+            uid,
+            gid,
+        }
+    } else {
+        runsc_shim::control::ExecRequest {
+            args: a.command.clone(),
+            env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],
+            cwd: "/".into(),
+            uid,
+            gid,
+        }
+    };
+    if req.args.is_empty() {
+        return Err(container::Error::Usage(
+            "exec: give the command to run, or --process FILE".into(),
+        ));
+    }
+    if let Some(cwd) = &a.cwd {
+        req.cwd = cwd.to_string_lossy().into_owned();
+    }
+    req.env.extend(a.env.iter().cloned());
+    if let Some(u) = &a.user {
+        let (us, gs) = u.split_once(':').unwrap_or((u, "0"));
+        match (us.parse(), gs.parse()) {
+            (Ok(u), Ok(g)) => (req.uid, req.gid) = (u, g),
+            _ => {
+                return Err(container::Error::Usage(format!(
+                    "--user {u:?}: give UID[:GID] as numbers"
+                )))
+            }
+        }
+    }
+    Ok(req)
+}
+
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("ferrovisor: {msg}");
     ExitCode::from(code)
@@ -493,6 +553,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         cwd,
         hostname: args.hostname,
         network,
+        on_start: None,
     };
     let platform = args.platform;
     let result = sentry::run(config, |memfd| match platform {
@@ -646,11 +707,9 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
         }
         Command::Delete(a) => rt.delete(&a.id, a.force)?,
         Command::Exec(a) => {
-            // Make sure the container exists before saying what is missing.
-            rt.state(&a.id)?;
-            return Err(Error::NotSupported(
-                "exec (the Sentry cannot yet start a second program in a running sandbox)".into(),
-            ));
+            let req = exec_request(&a)?;
+            let code = rt.exec(&a.id, &req, a.detach, a.pid_file.as_deref())?;
+            return Ok(ExitCode::from(code as u8));
         }
         Command::Ps(a) => {
             let pids = rt.ps(&a.id)?;

@@ -192,41 +192,116 @@ pub fn set_window_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result<(
 /// the payload (runc sends the terminal's path; receivers ignore it).
 pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
     let payload: &[u8] = if name.is_empty() { b"/dev/ptmx" } else { name };
+    send_with_fds(sock, payload, &[fd])
+}
+
+/// Most descriptors one message carries here.
+const MAX_FDS: usize = 4;
+
+/// Sends `data` with `fds` attached (SCM_RIGHTS) in one message; `data`
+/// must not be empty.
+pub fn send_with_fds(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    if fds.len() > MAX_FDS || data.is_empty() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     let mut iov = libc::iovec {
-        iov_base: payload.as_ptr() as *mut libc::c_void,
-        iov_len: payload.len(),
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
     };
-    // Room for one cmsghdr carrying one int, 8-byte aligned.
-    let mut control = [0u64; 4];
+    // Room for one cmsghdr carrying MAX_FDS ints, 8-byte aligned.
+    let mut control = [0u64; 6];
+    let bytes = std::mem::size_of_val(fds) as u32;
     // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let space = unsafe { libc::CMSG_SPACE(bytes) } as usize;
     debug_assert!(space <= std::mem::size_of_val(&control));
     // SAFETY: msghdr is plain data; all-zero is a valid empty value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = space;
-    // SAFETY: `msg` points at `control`, which has room for one header with
-    // one descriptor (checked above); CMSG_FIRSTHDR/CMSG_DATA stay inside it.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd.as_raw_fd());
+    if !fds.is_empty() {
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = space;
+        // SAFETY: `msg` points at `control`, which has room for one header
+        // with `fds.len()` descriptors (checked above); CMSG_FIRSTHDR and
+        // CMSG_DATA stay inside it.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(bytes) as usize;
+            let data = libc::CMSG_DATA(cmsg) as *mut RawFd;
+            for (i, fd) in fds.iter().enumerate() {
+                std::ptr::write_unaligned(data.add(i), fd.as_raw_fd());
+            }
+        }
     }
-    loop {
+    let mut sent = 0;
+    while sent < data.len() {
         // SAFETY: `msg` and everything it points at live across the call.
         let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        // The descriptors went with the first part; the rest is plain data.
+        sent += r as usize;
+        msg.msg_control = std::ptr::null_mut();
+        msg.msg_controllen = 0;
+        iov.iov_base = data[sent..].as_ptr() as *mut libc::c_void;
+        iov.iov_len = data.len() - sent;
+        msg.msg_iov = &mut iov;
+    }
+    Ok(())
+}
+
+/// Receives one message into `buf`, with the descriptors attached to it
+/// (close-on-exec): `(bytes, descriptors)`.
+pub fn recv_with_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 6];
+    // SAFETY: msghdr is plain data; all-zero is a valid empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    let n = loop {
+        // SAFETY: `msg` and the buffers it points at live across the call;
+        // MSG_CMSG_CLOEXEC makes received descriptors close-on-exec.
+        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
         if r >= 0 {
-            return Ok(());
+            break r as usize;
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
+    };
+    let mut fds = Vec::new();
+    // SAFETY: recvmsg filled `msg`; CMSG_FIRSTHDR/CMSG_NXTHDR check
+    // msg_controllen and return null past the end; CMSG_DATA stays inside
+    // `control`, and the count comes from the header's own length.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let len = (*cmsg).cmsg_len - libc::CMSG_LEN(0) as usize;
+                let data = libc::CMSG_DATA(cmsg) as *const RawFd;
+                for i in 0..len / std::mem::size_of::<RawFd>() {
+                    // SAFETY: the kernel just installed these for us.
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
     }
+    Ok((n, fds))
 }
 
 /// The process [`forward_signals`] passes signals to.
@@ -307,50 +382,47 @@ pub fn wait_any() -> io::Result<(i32, i32)> {
 /// `sock` (the terminal master [`send_fd`] sends).
 pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     let mut payload = [0u8; 256];
-    let mut iov = libc::iovec {
-        iov_base: payload.as_mut_ptr() as *mut libc::c_void,
-        iov_len: payload.len(),
-    };
-    // Room for one cmsghdr carrying one int, 8-byte aligned.
-    let mut control = [0u64; 4];
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    debug_assert!(space <= std::mem::size_of_val(&control));
-    // SAFETY: msghdr is plain data; all-zero is a valid empty value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = space;
-    loop {
-        // SAFETY: `msg` and the buffers it points at live across the call;
-        // MSG_CMSG_CLOEXEC makes a received descriptor close-on-exec.
-        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if r >= 0 {
-            break;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
+    let (_, fds) = recv_with_fds(sock, &mut payload)?;
+    fds.into_iter()
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no descriptor in the message"))
+}
+
+/// Forks (the caller must have no other threads). The child runs `start`:
+/// on success it reports so to the parent, then runs what `start` returned
+/// and exits with its status; on failure it reports the error and exits
+/// 255. The parent gets the child's pid and what the child reported.
+pub fn fork_reporting<F, G>(start: F) -> io::Result<(i32, Result<(), String>)>
+where
+    F: FnOnce() -> Result<G, String>,
+    G: FnOnce() -> i32,
+{
+    let (mut rd, wr) = std::io::pipe()?;
+    // SAFETY: the caller is single-threaded (a command-line process that
+    // started no thread), so the child may run arbitrary code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
     }
-    // SAFETY: recvmsg filled `msg`; CMSG_FIRSTHDR checks msg_controllen and
-    // returns null when there is no header; CMSG_DATA stays inside
-    // `control`.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-            || (*cmsg).cmsg_len < libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "no descriptor in the message",
-            ));
-        }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
-        // SAFETY: the kernel just installed `fd` in this process for us.
-        Ok(OwnedFd::from_raw_fd(fd))
+    if pid == 0 {
+        drop(rd);
+        let mut wr = wr;
+        let code = match start() {
+            Ok(run) => {
+                let _ = std::io::Write::write_all(&mut wr, b"ok");
+                drop(wr);
+                run()
+            }
+            Err(e) => {
+                let _ = std::io::Write::write_all(&mut wr, e.as_bytes());
+                255
+            }
+        };
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) };
     }
+    drop(wr);
+    let mut msg = String::new();
+    std::io::Read::read_to_string(&mut rd, &mut msg)?;
+    Ok((pid, if msg == "ok" { Ok(()) } else { Err(msg) }))
 }

@@ -562,3 +562,84 @@ fn features_and_unsupported_commands() {
         assert!(out.stderr.contains("not supported"), "{args:?}: {out:?}");
     }
 }
+
+#[test]
+fn exec_runs_a_second_program_in_the_running_sandbox() {
+    // The container's first process makes a file in the sandbox's own
+    // /tmp; an exec'd program sees it (same sandbox), gets its arguments,
+    // environment, working directory and stdio, and its status comes back.
+    let mut w = World::new("exec", |v| {
+        set_args(v, &["sh", "-c", "echo inside > /tmp/mark; exec sleep 1000"])
+    });
+    assert_eq!(w.create("e1").status, 0);
+    assert_eq!(w.cli(&["start", "e1"]).status, 0);
+    let mut seen = false;
+    for _ in 0..100 {
+        let out = w.cli(&["exec", "e1", "cat", "/tmp/mark"]);
+        if out.status == 0 {
+            assert_eq!(out.stdout, "inside\n", "{out:?}");
+            seen = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(seen, "exec never saw the first process's file");
+
+    let out = w.cli(&[
+        "exec",
+        "--env",
+        "GREETING=hi",
+        "--cwd",
+        "/bin",
+        "e1",
+        "sh",
+        "-c",
+        "echo $GREETING $(pwd) $$; echo to-stderr >&2; exit 7",
+    ]);
+    assert_eq!(out.status, 7, "{out:?}");
+    let words: Vec<&str> = out.stdout.split_whitespace().collect();
+    assert_eq!(&words[..2], &["hi", "/bin"], "{out:?}");
+    // A pid of the sandbox's own, not the first process's.
+    assert!(words[2].parse::<i32>().is_ok_and(|p| p > 1), "{out:?}");
+    assert_eq!(out.stderr, "to-stderr\n", "{out:?}");
+
+    // --process, as containerd's runc shim sends it; --detach returns at
+    // once and the pid file names the process that stands for the program.
+    let proc_json = w.dir.path().join("process.json");
+    std::fs::write(
+        &proc_json,
+        r#"{"args":["sh","-c","exit 5"],"cwd":"/","env":["PATH=/bin"],"user":{"uid":0,"gid":0}}"#,
+    )
+    .expect("process.json");
+    let pid_file = w.dir.path().join("exec.pid");
+    let out = w.cli(&[
+        "exec",
+        "--process",
+        &proc_json.to_string_lossy(),
+        "--detach",
+        "--pid-file",
+        &pid_file.to_string_lossy(),
+        "e1",
+    ]);
+    assert_eq!(out.status, 0, "{out:?}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
+    assert!(pid > 0);
+
+    // Refusals: a missing program, a terminal, a container not running.
+    let out = w.cli(&["exec", "e1", "/no/such/program"]);
+    assert_one_line(&out);
+    assert_ne!(out.status, 0);
+    assert!(out.stderr.contains("no such file"), "{out:?}");
+    let out = w.cli(&["exec", "--tty", "e1", "sh"]);
+    assert_one_line(&out);
+    assert!(out.stderr.contains("not supported"), "{out:?}");
+    assert_eq!(w.cli(&["kill", "e1", "KILL"]).status, 0);
+    assert_eq!(w.wait("e1"), 128 + 9);
+    let out = w.cli(&["exec", "e1", "true"]);
+    assert_one_line(&out);
+    assert!(out.stderr.contains("stopped"), "{out:?}");
+}

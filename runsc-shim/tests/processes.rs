@@ -820,3 +820,19 @@ fn host_sigint_ends_a_guest_without_a_handler() {
     assert_eq!(native, ("ready\n".to_string(), 130), "native");
     assert_eq!(signalled(true, &argv, libc::SIGINT), native, "sandbox");
 }
+
+#[test]
+fn comm_is_the_name_the_program_was_started_by() {
+    // Linux names a process after the path given to execve, symlinks not
+    // followed (/bin/sh may link to dash; a link named kitty runs cat).
+    let script = r#"cat /proc/$$/comm
+d=$(mktemp -d)
+ln -s /bin/cat "$d/kitty"
+"$d/kitty" /proc/self/comm
+printf '#!/bin/sh\ncat /proc/$$/comm\n' > "$d/a-script"
+chmod +x "$d/a-script"
+"$d/a-script"
+rm -r "$d"
+"#;
+    compare("comm", &["/bin/sh", "-c"], script, 0, "kitty");
+}

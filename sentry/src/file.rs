@@ -115,6 +115,15 @@ impl Drop for FileDescription {
         if let Some((table, key)) = taken {
             table.release_description(key, self.lock_id());
         }
+        // A standard descriptor handed in from outside (`exec`) belongs to
+        // its description; the Sentry's own 0-2 stay open.
+        if let FileKind::Stdio(fd) = self.kind {
+            if fd > 2 {
+                // SAFETY: `fd` was given to this description alone and is
+                // closed once, with it.
+                drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+            }
+        }
     }
 }
 

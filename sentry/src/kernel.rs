@@ -42,6 +42,9 @@ pub enum Error {
     /// the root directory could not be used
     #[error("opening the root directory: {0}")]
     Root(std::io::Error),
+    /// a process could not be started in the running sandbox
+    #[error("starting a process in the sandbox: {0}")]
+    Spawn(String),
     /// the sandbox's network could not be set up
     #[error("setting up the sandbox network: {0}")]
     Network(std::io::Error),
@@ -82,6 +85,18 @@ pub struct SandboxConfig<'a> {
     pub hostname: String,
     /// the network: loopback only, or with a link out and its egress policy
     pub network: netstack::StackConfig,
+    /// called once the sandbox exists, before its first process runs (the
+    /// OCI runtime serves `exec` from it)
+    pub on_start: Option<StartHook>,
+}
+
+/// See [`SandboxConfig::on_start`].
+pub struct StartHook(pub Box<dyn FnOnce(std::sync::Weak<Kernel>) + Send>);
+
+impl fmt::Debug for StartHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StartHook")
+    }
 }
 
 /// Sandbox-wide state shared by tasks.
@@ -446,31 +461,86 @@ where
     kernel.fs.proc.attach(&kernel);
     kernel.fs.devpts.attach(&kernel);
     crate::hostsig::start_forwarder(Arc::downgrade(&kernel));
+    if let Some(StartHook(hook)) = config.on_start {
+        hook(Arc::downgrade(&kernel));
+    }
+    let task = start_process(
+        &kernel,
+        ProcessSpec {
+            argv: config.argv,
+            envp: config.envp,
+            cwd: config.cwd,
+            ids: None,
+            ppid: 0,
+            stdio: Stdio::Inherit,
+        },
+    )?;
+    // Init's other threads may still run: the sandbox ends when the whole
+    // process has.
+    let status = run_process(&kernel, task);
+    // Init has exited: like a PID namespace's init, it takes every other
+    // process with it.
+    kernel.kill_all();
+    Ok(status)
+}
+
+/// A process to start in the sandbox: the first one, or one `exec`
+/// brings in from outside.
+pub struct ProcessSpec {
+    /// the command and its arguments (`argv[0]` looked up in PATH when it
+    /// has no `/`)
+    pub argv: Vec<Vec<u8>>,
+    /// environment
+    pub envp: Vec<Vec<u8>>,
+    /// working directory (guest path); `/` when it does not resolve
+    pub cwd: Vec<u8>,
+    /// real = effective = saved uid and gid; the Sentry's own when `None`
+    pub ids: Option<(u32, u32)>,
+    /// the parent (0: outside the sandbox)
+    pub ppid: i32,
+    /// what becomes descriptors 0-2
+    pub stdio: Stdio,
+}
+
+/// The standard descriptors of a new process.
+#[derive(Debug)]
+pub enum Stdio {
+    /// the Sentry's own 0, 1 and 2
+    Inherit,
+    /// host descriptors handed in (`exec`); they belong to the new
+    /// process's files from then on, and are closed if it cannot start
+    Owned([std::os::fd::OwnedFd; 3]),
+}
+
+/// Creates the process `spec` describes (loaded, registered, not yet
+/// running) on the calling host thread, which is the one that must run
+/// it. Returns its first task.
+pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Error> {
     let root = kernel.fs.root();
     let cwd = kernel
         .fs
-        .resolve(&root, &config.cwd, true)
+        .resolve(&root, &spec.cwd, true)
         .ok()
         .filter(|l| l.node().is_dir())
         .unwrap_or(root);
 
-    let name = config.argv.first().cloned().unwrap_or_default();
+    let name = spec.argv.first().cloned().unwrap_or_default();
     let shown = String::from_utf8_lossy(&name).into_owned();
     let path = if name.contains(&b'/') {
         name.clone()
     } else {
-        lookup_path(&kernel.fs, &cwd, &name, &config.envp)
+        lookup_path(&kernel.fs, &cwd, &name, &spec.envp)
             .ok_or_else(|| Error::CommandNotFound(shown.clone()))?
     };
 
-    let ids = crate::host::ids();
-    let (argv_copy, envp_copy) = (config.argv.clone(), config.envp.clone());
+    let ids = spec.ids.unwrap_or_else(crate::host::ids);
+    let (argv_copy, envp_copy) = (spec.argv.clone(), spec.envp.clone());
     let req = ExecRequest {
         fs: &kernel.fs,
         cwd: &cwd,
         path,
-        argv: config.argv,
-        envp: config.envp,
+        argv: spec.argv,
+        envp: spec.envp,
         ids,
     };
     let prepared = loader::prepare(req).map_err(|e| match e {
@@ -490,7 +560,11 @@ where
     })?;
 
     let space = kernel.platform.new_address_space()?;
-    let mut mm = MemoryManager::new(memory, space, kernel.platform.max_user_address());
+    let mut mm = MemoryManager::new(
+        kernel.memory.clone(),
+        space,
+        kernel.platform.max_user_address(),
+    );
     let loaded = loader::commit(&mut mm, prepared, &kernel.timekeeper).map_err(|e| {
         Error::CannotExecute {
             path: shown.clone(),
@@ -500,7 +574,11 @@ where
     let ctx = kernel.platform.new_context()?;
 
     let mut fds = FdTable::default();
-    for fd in 0..3 {
+    let stdio: [i32; 3] = match spec.stdio {
+        Stdio::Inherit => [0, 1, 2],
+        Stdio::Owned(fds) => fds.map(std::os::fd::IntoRawFd::into_raw_fd),
+    };
+    for (i, fd) in stdio.into_iter().enumerate() {
         // The caller's own access mode, so that e.g. a read-write terminal
         // stays read-write; a standard descriptor the caller closed stays
         // closed in the guest.
@@ -511,7 +589,7 @@ where
             flags as u32 & (abi::O_ACCMODE | OpenFlags::APPEND.bits() | OpenFlags::NONBLOCK.bits());
         let file = FileDescription::new(FileKind::Stdio(fd), None, flags);
         let _ = fds.insert_at(
-            fd as usize,
+            i,
             FdEntry {
                 file,
                 cloexec: false,
@@ -535,7 +613,7 @@ where
     let proc_ = Process::new(
         pid,
         ProcessState::new(
-            0,
+            spec.ppid,
             pid,
             pid,
             abi::signal::SIGCHLD,
@@ -551,15 +629,8 @@ where
         procs.threads.insert(pid, thread.clone());
     }
     thread.set_interrupter(Some(ctx.interrupter()));
-    let comm = loaded
-        .exe
-        .rsplit('/')
-        .next()
-        .unwrap_or_default()
-        .bytes()
-        .take(15)
-        .collect();
-    let mut task = Task {
+    let comm = loaded.comm;
+    let task = Task {
         thread,
         proc_: proc_.clone(),
         kernel: kernel.clone(),
@@ -586,10 +657,15 @@ where
         p.info.environ = join_nul(&envp_copy);
     }
     task.publish_info();
+    Ok(task)
+}
+
+/// Runs `task` (a process's first task) on the calling thread, then waits
+/// until its whole process has ended: its exit status.
+fn run_process(kernel: &Kernel, mut task: Task) -> ExitStatus {
+    let proc_ = task.proc_.clone();
     task.run_to_exit();
     drop(task);
-    // Init's other threads may still run: the sandbox ends when the whole
-    // process has.
     let bus = kernel.bus.clone();
     let mut g = bus.lock();
     let status = loop {
@@ -599,10 +675,42 @@ where
         g = bus.wait(g, None);
     };
     drop(g);
-    // Init has exited: like a PID namespace's init, it takes every other
-    // process with it.
-    kernel.kill_all();
-    Ok(status)
+    status
+}
+
+/// Starts `spec` as a new process of the running sandbox, on a host thread
+/// of its own (`exec` from outside: the parent is 0). Returns its pid, and
+/// a receiver that gets its exit status once it has ended (it is reaped
+/// then: no process inside is its parent).
+pub fn spawn_process(
+    kernel: &Arc<Kernel>,
+    spec: ProcessSpec,
+) -> Result<(i32, std::sync::mpsc::Receiver<ExitStatus>), Error> {
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (exit_tx, exit_rx) = std::sync::mpsc::channel();
+    let k = kernel.clone();
+    std::thread::Builder::new()
+        .name("task-exec".into())
+        .spawn(move || {
+            let task = match start_process(&k, spec) {
+                Ok(t) => t,
+                Err(e) => {
+                    let _ = started_tx.send(Err(e));
+                    return;
+                }
+            };
+            let pid = task.proc_.pid;
+            let _ = started_tx.send(Ok(pid));
+            let status = run_process(&k, task);
+            k.procs().map.remove(&pid);
+            let _ = exit_tx.send(status);
+        })
+        .map_err(|e| Error::Spawn(e.to_string()))?;
+    match started_rx.recv() {
+        Ok(Ok(pid)) => Ok((pid, exit_rx)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::Spawn("its host thread ended early".into())),
+    }
 }
 
 /// `argv`/`envp` as /proc shows them: each string followed by a NUL.

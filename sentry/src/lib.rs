@@ -24,7 +24,7 @@ pub mod vdso;
 pub mod vdso_time;
 pub mod vfs;
 
-pub use kernel::{run, Error, SandboxConfig};
+pub use kernel::{run, spawn_process, Error, ProcessSpec, SandboxConfig, StartHook, Stdio};
 pub use task::ExitStatus;
 
 /// Guest page size.

@@ -51,6 +51,10 @@ pub struct Loaded {
     pub regs: Regs,
     /// the guest path of the executable actually mapped
     pub exe: String,
+    /// the process name (`comm`): the last component of the path the
+    /// caller gave, symlinks unresolved, at most 15 bytes (a `#!` script
+    /// names itself, not its interpreter)
+    pub comm: Vec<u8>,
 }
 
 /// A parsed ELF file ready to map.
@@ -379,6 +383,14 @@ pub fn commit(
         }
         Ok(sp)
     };
+    let comm: Vec<u8> = execfn
+        .rsplit(|&b| b == b'/')
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .copied()
+        .take(15)
+        .collect();
     let execfn_addr = push_bytes(mm, &execfn, true)?;
     let platform_addr = push_bytes(mm, b"x86_64", true)?;
     let mut rand = [0u8; 16];
@@ -442,6 +454,7 @@ pub fn commit(
     Ok(Loaded {
         regs: Regs::initial(entry, sp),
         exe,
+        comm,
     })
 }
 

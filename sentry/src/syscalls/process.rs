@@ -855,14 +855,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
         Ok(loaded) => {
             task.mm = std::sync::Arc::new(std::sync::Mutex::new(mm));
             task.regs = loaded.regs;
-            task.comm = loaded
-                .exe
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .bytes()
-                .take(15)
-                .collect();
+            task.comm = loaded.comm;
             task.exe = loaded.exe;
             // The descriptor table and fs context stop being shared.
             let fds = task.fds().clone();

@@ -1,0 +1,177 @@
+//! The running sandbox's control socket: how `ferrovisor exec` starts a
+//! second program inside it.
+//!
+//! The boot process listens on `control.sock` in the container's state
+//! directory (root-only, like the directory). A client sends one message:
+//! its request as a JSON line, with its standard input, output and error
+//! attached (SCM_RIGHTS). The Sentry starts the process (parent: outside
+//! the sandbox) with those as its descriptors 0-2, answers
+//! `{"started":PID}` (the guest pid) or `{"failed":"why"}`, and, when the
+//! process has ended, `{"exited":STATUS}` (a shell-style status: 128+N
+//! for signal N).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Weak;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys;
+
+/// The socket's name in the state directory.
+pub const SOCKET: &str = "control.sock";
+
+/// Largest request accepted (arguments and environment included).
+const MAX_REQUEST: usize = 1 << 20;
+
+/// What to run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExecRequest {
+    /// the command and its arguments
+    pub args: Vec<String>,
+    /// environment, `NAME=VALUE`
+    pub env: Vec<String>,
+    /// working directory inside the sandbox
+    pub cwd: String,
+    /// user and group
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Reply {
+    Started(i32),
+    Failed(String),
+    Exited(i32),
+}
+
+/// Serves `path` for the sandbox `kernel` on a thread of its own.
+pub fn serve(path: PathBuf, kernel: Weak<sentry::kernel::Kernel>) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path)?;
+    std::thread::Builder::new()
+        .name("control".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let k = kernel.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("control-exec".into())
+                    .spawn(move || {
+                        if let Err(e) = handle(conn, k) {
+                            tracing::warn!("exec request: {e}");
+                        }
+                    });
+                if let Err(e) = spawned {
+                    tracing::warn!("exec request dropped: {e}");
+                }
+            }
+        })?;
+    Ok(())
+}
+
+fn send(conn: &mut UnixStream, r: &Reply) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    conn.write_all(&line)
+}
+
+fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 << 10];
+    let (n, fds) = sys::recv_with_fds(conn.as_fd(), &mut buf)?;
+    let mut data = buf[..n].to_vec();
+    // The rest of the line, if it did not come in one piece.
+    while !data.contains(&b'\n') {
+        let mut more = [0u8; 16 << 10];
+        let got = conn.read(&mut more)?;
+        if got == 0 || data.len() + got > MAX_REQUEST {
+            return send(&mut conn, &Reply::Failed("truncated request".into()));
+        }
+        data.extend_from_slice(&more[..got]);
+    }
+    let req: ExecRequest =
+        match serde_json::from_slice(&data[..data.iter().position(|&b| b == b'\n').unwrap_or(0)]) {
+            Ok(r) => r,
+            Err(e) => return send(&mut conn, &Reply::Failed(format!("bad request: {e}"))),
+        };
+    let Ok(stdio) = <[std::os::fd::OwnedFd; 3]>::try_from(fds) else {
+        return send(
+            &mut conn,
+            &Reply::Failed("the request must carry three descriptors".into()),
+        );
+    };
+    let Some(kernel) = kernel.upgrade() else {
+        return send(&mut conn, &Reply::Failed("the sandbox has ended".into()));
+    };
+    let spec = sentry::ProcessSpec {
+        argv: req.args.into_iter().map(String::into_bytes).collect(),
+        envp: req.env.into_iter().map(String::into_bytes).collect(),
+        cwd: req.cwd.into_bytes(),
+        ids: Some((req.uid, req.gid)),
+        ppid: 0,
+        stdio: sentry::Stdio::Owned(stdio),
+    };
+    let started = sentry::spawn_process(&kernel, spec);
+    drop(kernel);
+    let (pid, exited) = match started {
+        Ok(v) => v,
+        Err(e) => return send(&mut conn, &Reply::Failed(e.to_string())),
+    };
+    tracing::info!(pid, "exec: started");
+    send(&mut conn, &Reply::Started(pid))?;
+    // The sandbox ending (its first process exits) ends this one too.
+    let status = exited
+        .recv()
+        .map_or(128 + libc::SIGKILL, |s| s.shell_code());
+    tracing::info!(pid, status, "exec: exited");
+    send(&mut conn, &Reply::Exited(status))
+}
+
+/// A started `exec`: wait for it with [`Exec::wait`].
+pub struct Exec {
+    reader: BufReader<UnixStream>,
+    /// the guest pid
+    pub pid: i32,
+}
+
+fn read_reply(reader: &mut BufReader<UnixStream>) -> std::io::Result<Reply> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the sandbox closed the control connection",
+        ));
+    }
+    serde_json::from_str(&line).map_err(std::io::Error::other)
+}
+
+/// Asks the sandbox behind `socket` to run `req` with `stdio` as its
+/// standard descriptors.
+pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Result<Exec, String> {
+    let conn = UnixStream::connect(socket)
+        .map_err(|e| format!("connecting to the sandbox ({}): {e}", socket.display()))?;
+    let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    sys::send_with_fds(conn.as_fd(), &line, &stdio)
+        .map_err(|e| format!("sending the request: {e}"))?;
+    let mut reader = BufReader::new(conn);
+    match read_reply(&mut reader).map_err(|e| e.to_string())? {
+        Reply::Started(pid) => Ok(Exec { reader, pid }),
+        Reply::Failed(why) => Err(why),
+        Reply::Exited(s) => Err(format!("exited ({s}) before it started")),
+    }
+}
+
+impl Exec {
+    /// Waits for the process to end: its shell-style status.
+    pub fn wait(mut self) -> Result<i32, String> {
+        match read_reply(&mut self.reader).map_err(|e| e.to_string())? {
+            Reply::Exited(s) => Ok(s),
+            Reply::Failed(why) => Err(why),
+            Reply::Started(_) => Err("unexpected reply from the sandbox".into()),
+        }
+    }
+}
