@@ -293,9 +293,24 @@ struct Task {
     master: Option<Arc<OwnedFd>>,
 }
 
+/// A process `exec` added to a task.
+struct ExecProc {
+    req: crate::control::ExecRequest,
+    stdin: String,
+    stdout: String,
+    stderr: String,
+    /// its pid inside the sandbox, once started
+    pid: u32,
+    phase: Phase,
+    exit: Option<(u32, Timestamp)>,
+    stdin_pipe: Arc<Mutex<Option<File>>>,
+}
+
 #[derive(Default)]
 struct Tasks {
     by_id: HashMap<String, Task>,
+    /// exec'd processes by (task id, exec id)
+    execs: HashMap<(String, String), ExecProc>,
     /// exits of children no task claimed (yet): a sandbox that died
     /// between `create` returning and the task being recorded; bounded
     early_exits: Vec<(i32, i32)>,
@@ -305,6 +320,18 @@ impl Tasks {
     /// The task `id`, or containerd's "not found".
     fn get(&self, id: &str) -> Result<&Task, ttrpc::Error> {
         self.by_id.get(id).ok_or_else(|| Service::not_found(id))
+    }
+
+    /// Exec `exec_id` of task `id`, or containerd's "not found".
+    fn exec(&mut self, id: &str, exec_id: &str) -> Result<&mut ExecProc, ttrpc::Error> {
+        self.execs
+            .get_mut(&(id.to_owned(), exec_id.to_owned()))
+            .ok_or_else(|| {
+                rpc_error(
+                    Code::NOT_FOUND,
+                    format!("exec {exec_id} of task {id} not found"),
+                )
+            })
     }
 }
 
@@ -473,7 +500,10 @@ impl Service {
                 }
             }
         } else {
-            match open_stdio(req, &stdin_pipe) {
+            match open_stdio(
+                StdioPaths::of(&req.stdin, &req.stdout, &req.stderr),
+                &stdin_pipe,
+            ) {
                 Ok(s) => (Some(s), None),
                 Err(e) => {
                     unmount();
@@ -545,13 +575,105 @@ impl Service {
         Ok(pid)
     }
 
-    fn no_exec(exec_id: &str) -> Result<(), ttrpc::Error> {
+    /// `Start` of an exec'd process: its stdio FIFOs opened, the program
+    /// started in the sandbox through its control socket, and a thread
+    /// waiting for its end.
+    fn start_exec(&self, id: &str, exec_id: &str) -> Result<u32, ttrpc::Error> {
+        let (req, paths, pipe, socket) = {
+            let mut tasks = self.tasks();
+            let socket = tasks
+                .get(id)?
+                .runtime
+                .state
+                .dir(id)
+                .join(crate::control::SOCKET);
+            let e = tasks.exec(id, exec_id)?;
+            if e.phase != Phase::Created {
+                return Err(rpc_error(
+                    Code::FAILED_PRECONDITION,
+                    format!("exec {exec_id} already started"),
+                ));
+            }
+            let paths = (e.stdin.clone(), e.stdout.clone(), e.stderr.clone());
+            (e.req.clone(), paths, e.stdin_pipe.clone(), socket)
+        };
+        let stdio =
+            open_stdio(StdioPaths::of(&paths.0, &paths.1, &paths.2), &pipe).map_err(internal)?;
+        let started = crate::control::exec(
+            &socket,
+            &req,
+            [
+                stdio.stdin.as_fd(),
+                stdio.stdout.as_fd(),
+                stdio.stderr.as_fd(),
+            ],
+        )
+        .map_err(|e| rpc_error(Code::FAILED_PRECONDITION, format!("exec {exec_id}: {e}")))?;
+        // The sandbox holds its own copies now.
+        drop(stdio);
+        let pid = started.pid as u32;
+        if let Ok(e) = self.tasks().exec(id, exec_id) {
+            e.pid = pid;
+            e.phase = Phase::Running;
+        }
+        let this = self.clone();
+        let (id, exec_id) = (id.to_owned(), exec_id.to_owned());
+        std::thread::Builder::new()
+            .name("exec-wait".into())
+            .spawn(move || {
+                let code = started.wait().unwrap_or(255) as u32;
+                let ts = now();
+                if let Ok(e) = this.tasks().exec(&id, &exec_id) {
+                    e.exit = Some((code, ts.clone()));
+                    e.phase = Phase::Stopped;
+                }
+                this.inner.changed.notify_all();
+                this.publish(
+                    "/tasks/exit",
+                    Box::new(TaskExit {
+                        container_id: id.clone(),
+                        id: exec_id.clone(),
+                        pid,
+                        exit_status: code,
+                        exited_at: MessageField::some(ts),
+                        ..Default::default()
+                    }),
+                );
+            })
+            .map_err(internal)?;
+        Ok(pid)
+    }
+
+    /// `Wait`: sleeps until `exit` (of the task or an exec) says it ended.
+    fn wait_for(
+        &self,
+        exit: impl Fn(&mut Tasks) -> Result<Option<(u32, Timestamp)>, ttrpc::Error>,
+    ) -> TtrpcResult<api::WaitResponse> {
+        let mut tasks = self.tasks();
+        loop {
+            if let Some((code, ts)) = exit(&mut tasks)? {
+                return Ok(api::WaitResponse {
+                    exit_status: code,
+                    exited_at: MessageField::some(ts),
+                    ..Default::default()
+                });
+            }
+            tasks = self
+                .inner
+                .changed
+                .wait(tasks)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Refuses what an exec'd process does not support here.
+    fn no_exec(exec_id: &str, what: &str) -> Result<(), ttrpc::Error> {
         if exec_id.is_empty() {
             Ok(())
         } else {
             Err(rpc_error(
-                Code::NOT_FOUND,
-                format!("exec {exec_id}: no such process (exec is not supported yet)"),
+                Code::UNIMPLEMENTED,
+                format!("exec {exec_id}: {what} is not supported for exec'd processes yet"),
             ))
         }
     }
@@ -586,21 +708,40 @@ fn open_output(path: &str) -> std::io::Result<File> {
     Ok(f)
 }
 
+/// The FIFOs containerd names for a process's stdio.
+#[derive(Clone, Copy)]
+struct StdioPaths<'a> {
+    stdin: &'a str,
+    stdout: &'a str,
+    stderr: &'a str,
+}
+
+impl<'a> StdioPaths<'a> {
+    fn of(stdin: &'a str, stdout: &'a str, stderr: &'a str) -> Self {
+        StdioPaths {
+            stdin,
+            stdout,
+            stderr,
+        }
+    }
+}
+
 /// The sandbox's stdio: the stdout and stderr FIFOs themselves, and a pipe
 /// for stdin fed from the stdin FIFO by a thread (the FIFO's writer may
 /// come later than the sandbox's first read, which on the FIFO itself would
 /// be an early end of file).
 fn open_stdio(
-    req: &api::CreateTaskRequest,
+    paths: StdioPaths<'_>,
     stdin_pipe: &Arc<Mutex<Option<File>>>,
 ) -> Result<Stdio, String> {
-    let stdout = open_output(&req.stdout).map_err(|e| format!("stdout {}: {e}", req.stdout))?;
+    let req = paths;
+    let stdout = open_output(req.stdout).map_err(|e| format!("stdout {}: {e}", req.stdout))?;
     let stderr = if req.stderr.is_empty() || req.stderr == req.stdout {
         stdout
             .try_clone()
             .map_err(|e| format!("stderr {}: {e}", req.stderr))?
     } else {
-        open_output(&req.stderr).map_err(|e| format!("stderr {}: {e}", req.stderr))?
+        open_output(req.stderr).map_err(|e| format!("stderr {}: {e}", req.stderr))?
     };
     let stdin: OwnedFd = if req.stdin.is_empty() {
         File::open("/dev/null")
@@ -612,7 +753,7 @@ fn open_stdio(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) =
             Some(File::from(OwnedFd::from(w)));
-        let path = req.stdin.clone();
+        let path = req.stdin.to_owned();
         let pipe = Arc::clone(stdin_pipe);
         std::thread::Builder::new()
             .name("stdin".into())
@@ -846,7 +987,13 @@ impl shim::Task for Service {
         _ctx: &TtrpcContext,
         req: api::StartRequest,
     ) -> TtrpcResult<api::StartResponse> {
-        Self::no_exec(&req.exec_id)?;
+        if !req.exec_id.is_empty() {
+            let pid = self.start_exec(&req.id, &req.exec_id)?;
+            return Ok(api::StartResponse {
+                pid,
+                ..Default::default()
+            });
+        }
         let (rt, pid) = {
             let tasks = self.tasks();
             let t = tasks.get(&req.id)?;
@@ -878,7 +1025,30 @@ impl shim::Task for Service {
         _ctx: &TtrpcContext,
         req: api::StateRequest,
     ) -> TtrpcResult<api::StateResponse> {
-        Self::no_exec(&req.exec_id)?;
+        if !req.exec_id.is_empty() {
+            let mut tasks = self.tasks();
+            let e = tasks.exec(&req.id, &req.exec_id)?;
+            let mut resp = api::StateResponse {
+                id: req.exec_id.clone(),
+                pid: e.pid,
+                status: match e.phase {
+                    Phase::Created => api::Status::CREATED,
+                    Phase::Running => api::Status::RUNNING,
+                    Phase::Stopped => api::Status::STOPPED,
+                }
+                .into(),
+                stdin: e.stdin.clone(),
+                stdout: e.stdout.clone(),
+                stderr: e.stderr.clone(),
+                exec_id: req.exec_id.clone(),
+                ..Default::default()
+            };
+            if let Some((code, ts)) = &e.exit {
+                resp.exit_status = *code;
+                resp.exited_at = MessageField::some(ts.clone());
+            }
+            return Ok(resp);
+        }
         let tasks = self.tasks();
         let t = tasks.get(&req.id)?;
         let status = match t.phase {
@@ -905,7 +1075,16 @@ impl shim::Task for Service {
     }
 
     fn kill(&self, _ctx: &TtrpcContext, req: api::KillRequest) -> TtrpcResult<api::Empty> {
-        Self::no_exec(&req.exec_id)?;
+        if !req.exec_id.is_empty() {
+            let mut tasks = self.tasks();
+            if tasks.exec(&req.id, &req.exec_id)?.exit.is_some() {
+                return Err(rpc_error(
+                    Code::NOT_FOUND,
+                    format!("exec {}: process already finished", req.exec_id),
+                ));
+            }
+            Self::no_exec(&req.exec_id, "a signal")?;
+        }
         let rt = {
             let tasks = self.tasks();
             let t = tasks.get(&req.id)?;
@@ -925,7 +1104,25 @@ impl shim::Task for Service {
     }
 
     fn delete(&self, _ctx: &TtrpcContext, req: api::DeleteRequest) -> TtrpcResult<DeleteResponse> {
-        Self::no_exec(&req.exec_id)?;
+        if !req.exec_id.is_empty() {
+            let mut tasks = self.tasks();
+            let e = tasks.exec(&req.id, &req.exec_id)?;
+            if e.phase == Phase::Running {
+                return Err(rpc_error(
+                    Code::FAILED_PRECONDITION,
+                    format!("exec {} is running", req.exec_id),
+                ));
+            }
+            let (pid, exit) = (e.pid, e.exit.clone());
+            tasks.execs.remove(&(req.id.clone(), req.exec_id.clone()));
+            let (code, ts) = exit.unwrap_or((0, now()));
+            return Ok(DeleteResponse {
+                pid,
+                exit_status: code,
+                exited_at: MessageField::some(ts),
+                ..Default::default()
+            });
+        }
         let (rt, bundle, pid, phase) = {
             let tasks = self.tasks();
             let t = tasks.get(&req.id)?;
@@ -983,23 +1180,10 @@ impl shim::Task for Service {
     }
 
     fn wait(&self, _ctx: &TtrpcContext, req: api::WaitRequest) -> TtrpcResult<api::WaitResponse> {
-        Self::no_exec(&req.exec_id)?;
-        let mut tasks = self.tasks();
-        loop {
-            let t = tasks.get(&req.id)?;
-            if let Some((code, ts)) = &t.exit {
-                return Ok(api::WaitResponse {
-                    exit_status: *code,
-                    exited_at: MessageField::some(ts.clone()),
-                    ..Default::default()
-                });
-            }
-            tasks = self
-                .inner
-                .changed
-                .wait(tasks)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !req.exec_id.is_empty() {
+            return self.wait_for(|t| Ok(t.exec(&req.id, &req.exec_id)?.exit.clone()));
         }
+        self.wait_for(|t| Ok(t.get(&req.id)?.exit.clone()))
     }
 
     fn pids(&self, _ctx: &TtrpcContext, req: api::PidsRequest) -> TtrpcResult<api::PidsResponse> {
@@ -1022,7 +1206,15 @@ impl shim::Task for Service {
     }
 
     fn close_io(&self, _ctx: &TtrpcContext, req: api::CloseIORequest) -> TtrpcResult<api::Empty> {
-        Self::no_exec(&req.exec_id)?;
+        if !req.exec_id.is_empty() {
+            let mut tasks = self.tasks();
+            let e = tasks.exec(&req.id, &req.exec_id)?;
+            e.stdin_pipe
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            return Ok(api::Empty::default());
+        }
         let tasks = self.tasks();
         let t = tasks.get(&req.id)?;
         if req.stdin {
@@ -1086,14 +1278,57 @@ impl shim::Task for Service {
     }
 
     fn exec(&self, _ctx: &TtrpcContext, req: api::ExecProcessRequest) -> TtrpcResult<api::Empty> {
-        Err(rpc_error(
-            Code::UNIMPLEMENTED,
-            format!(
-                "exec {} in task {}: not supported by ferrovisor yet (the Sentry cannot start a \
-                 second program in a running sandbox)",
-                req.exec_id, req.id
-            ),
-        ))
+        if req.terminal {
+            return Err(rpc_error(
+                Code::UNIMPLEMENTED,
+                format!(
+                    "exec {}: a terminal for an exec'd process is not supported yet",
+                    req.exec_id
+                ),
+            ));
+        }
+        let process: oci_spec::runtime::Process =
+            serde_json::from_slice(&req.spec.value).map_err(|e| {
+                rpc_error(
+                    Code::INVALID_ARGUMENT,
+                    format!("exec {}: process spec: {e}", req.exec_id),
+                )
+            })?;
+        let exec_req = crate::control::ExecRequest {
+            args: process.args().clone().unwrap_or_default(),
+            env: process.env().clone().unwrap_or_default(),
+            cwd: process.cwd().to_string_lossy().into_owned(),
+            uid: process.user().uid(),
+            gid: process.user().gid(),
+        };
+        let mut tasks = self.tasks();
+        if tasks.get(&req.id)?.phase != Phase::Running {
+            return Err(rpc_error(
+                Code::FAILED_PRECONDITION,
+                format!("task {} is not running", req.id),
+            ));
+        }
+        let key = (req.id.clone(), req.exec_id.clone());
+        if tasks.execs.contains_key(&key) {
+            return Err(rpc_error(
+                Code::ALREADY_EXISTS,
+                format!("exec {} already exists", req.exec_id),
+            ));
+        }
+        tasks.execs.insert(
+            key,
+            ExecProc {
+                req: exec_req,
+                stdin: req.stdin.clone(),
+                stdout: req.stdout.clone(),
+                stderr: req.stderr.clone(),
+                pid: 0,
+                phase: Phase::Created,
+                exit: None,
+                stdin_pipe: Arc::default(),
+            },
+        );
+        Ok(api::Empty::default())
     }
 
     fn resize_pty(
@@ -1101,7 +1336,7 @@ impl shim::Task for Service {
         _ctx: &TtrpcContext,
         req: api::ResizePtyRequest,
     ) -> TtrpcResult<api::Empty> {
-        Self::no_exec(&req.exec_id)?;
+        Self::no_exec(&req.exec_id, "a terminal")?;
         let tasks = self.tasks();
         let t = tasks.get(&req.id)?;
         let master = t.master.as_ref().ok_or_else(|| {

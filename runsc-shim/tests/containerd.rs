@@ -369,10 +369,9 @@ state = "{d}/state"
     }
 
     /// A detached task (`ctr run -d ... sleep`): listed as running, its
-    /// pids listed, `exec` run (its output and status come back) or, where
-    /// `exec_works` is false, refused with a clear error; killed by
-    /// SIGKILL, deleted with its exit status 137.
-    fn detached_kill(&mut self, id: &str, runtime_args: &[&str], exec_works: bool) {
+    /// pids listed, `exec` run (its output and status come back), killed
+    /// by SIGKILL, deleted with its exit status 137.
+    fn detached_kill(&mut self, id: &str, runtime_args: &[&str]) {
         self.ids.push(id.to_string());
         let fifo = self.dir.join("fifo").to_string_lossy().into_owned();
         let mut args = vec!["run", "-d", "--fifo-dir", &fifo];
@@ -402,13 +401,8 @@ state = "{d}/state"
             "-c",
             "echo from-exec; exit 4",
         ]);
-        if exec_works {
-            assert_eq!(out.status, 4, "exec status: {out:?}");
-            assert_eq!(out.stdout, "from-exec\n", "{out:?}");
-        } else {
-            assert_ne!(out.status, 0, "exec is refused: {out:?}");
-            assert!(out.stderr.contains("not supported"), "{out:?}");
-        }
+        assert_eq!(out.status, 4, "exec status: {out:?}");
+        assert_eq!(out.stdout, "from-exec\n", "{out:?}");
         let out = self.ctr(&["tasks", "kill", "--signal", "SIGKILL", id]);
         assert_eq!(out.status, 0, "ctr tasks kill: {out:?}");
         self.wait_stopped(id);
@@ -621,7 +615,7 @@ fn runc_shim_with_ferrovisor_as_binary_name() {
 
     e.run_tty("tty1", &rt);
     // containerd's runc shim runs `ferrovisor exec --process --detach`.
-    e.detached_kill("bg", &rt, true);
+    e.detached_kill("bg", &rt);
     e.refused("refused", &rt);
 
     // ferrovisor really ran them: its state root was used, and is empty
@@ -669,8 +663,7 @@ fn ferrovisor_shim_v2() {
 
     let fifo = e.dir.join("fifo").to_string_lossy().into_owned();
     e.run_tty("tty1", &rt);
-    // The shim refuses exec so far.
-    e.detached_kill("bg", &rt, false);
+    e.detached_kill("bg", &rt);
     e.refused("refused", &rt);
     // Statistics: the sandbox's host processes (no cgroup of its own yet).
     e.ids.push("stats".into());
