@@ -166,9 +166,18 @@ pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Res
 }
 
 impl Exec {
-    /// Waits for the process to end: its shell-style status.
+    /// Waits for the process to end: its shell-style status. A sandbox
+    /// that ends (even killed outright) takes its processes with it, as
+    /// SIGKILL would: 137.
     pub fn wait(mut self) -> Result<i32, String> {
-        match read_reply(&mut self.reader).map_err(|e| e.to_string())? {
+        let reply = match read_reply(&mut self.reader) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Ok(128 + libc::SIGKILL)
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        match reply {
             Reply::Exited(s) => Ok(s),
             Reply::Failed(why) => Err(why),
             Reply::Started(_) => Err("unexpected reply from the sandbox".into()),

@@ -637,8 +637,21 @@ fn exec_runs_a_second_program_in_the_running_sandbox() {
     let out = w.cli(&["exec", "--tty", "e1", "sh"]);
     assert_one_line(&out);
     assert!(out.stderr.contains("not supported"), "{out:?}");
+    // An exec'd program still running when the sandbox is killed ends with
+    // it, as if by SIGKILL.
+    let mut long = w.command(&["exec", "e1", "sh", "-c", "echo started; exec sleep 1000"]);
+    long.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut long = long.spawn().expect("spawn exec");
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(long.stdout.take().expect("stdout")),
+        &mut first,
+    )
+    .expect("read");
+    assert_eq!(first, "started\n");
     assert_eq!(w.cli(&["kill", "e1", "KILL"]).status, 0);
     assert_eq!(w.wait("e1"), 128 + 9);
+    assert_eq!(code(wait_child(long, "exec sleep")), 128 + 9);
     let out = w.cli(&["exec", "e1", "true"]);
     assert_one_line(&out);
     assert!(out.stderr.contains("stopped"), "{out:?}");
