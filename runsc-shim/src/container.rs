@@ -589,12 +589,19 @@ impl Runtime {
             if let Some(p) = pid_file {
                 write_atomic(p, std::process::id().to_string().as_bytes())?;
             }
+            // `kill` of this process (or ^C) reaches the program.
+            if let Err(e) = started.forward_host_signals() {
+                tracing::warn!("container {id}: exec: signals will not be forwarded: {e}");
+            }
             return started
                 .wait()
                 .map_err(|e| Error::Boot(format!("container {id}: exec: {e}")));
         }
         let (child, started) = sys::fork_reporting(|| {
             let started = crate::control::exec(&socket, req, stdio)?;
+            // This process stands for the program: signals to it (what
+            // containerd's runc shim sends to the pid file's pid) reach it.
+            let _ = started.forward_host_signals();
             Ok(move || started.wait().unwrap_or(255))
         })
         .map_err(io("starting the exec process"))?;

@@ -8,7 +8,8 @@
 //! the sandbox) with those as its descriptors 0-2, answers
 //! `{"started":PID}` (the guest pid) or `{"failed":"why"}`, and, when the
 //! process has ended, `{"exited":STATUS}` (a shell-style status: 128+N
-//! for signal N).
+//! for signal N). Meanwhile the client may send `{"signal":N}` lines: the
+//! process gets signal N as from `kill(2)` outside the sandbox.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -38,6 +39,13 @@ pub struct ExecRequest {
     /// user and group
     pub uid: u32,
     pub gid: u32,
+}
+
+/// What a client sends after its request.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Control {
+    Signal(i32),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -103,6 +111,7 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
             &Reply::Failed("the request must carry three descriptors".into()),
         );
     };
+    let kernel_weak = kernel.clone();
     let Some(kernel) = kernel.upgrade() else {
         return send(&mut conn, &Reply::Failed("the sandbox has ended".into()));
     };
@@ -122,12 +131,50 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
     };
     tracing::info!(pid, "exec: started");
     send(&mut conn, &Reply::Started(pid))?;
+    if let Ok(rd) = conn.try_clone() {
+        let k = kernel_weak.clone();
+        let _ = std::thread::Builder::new()
+            .name("control-signals".into())
+            .spawn(move || relay_signals(rd, &k, pid));
+    }
     // The sandbox ending (its first process exits) ends this one too.
     let status = exited
         .recv()
         .map_or(128 + libc::SIGKILL, |s| s.shell_code());
     tracing::info!(pid, status, "exec: exited");
     send(&mut conn, &Reply::Exited(status))
+}
+
+/// Delivers the signals the client asks for to process `pid`, until the
+/// client closes its side.
+fn relay_signals(conn: UnixStream, kernel: &Weak<sentry::kernel::Kernel>, pid: i32) {
+    for line in BufReader::new(conn).lines() {
+        let Ok(line) = line else { return };
+        let Ok(Control::Signal(sig)) = serde_json::from_str(&line) else {
+            continue;
+        };
+        if !(1..=64).contains(&sig) {
+            continue;
+        }
+        let Some(k) = kernel.upgrade() else { return };
+        if let Some(p) = k.process(pid) {
+            let info = sentry::task::user_info(sig, 0, 0, sentry::task::si::USER);
+            p.send_signal(&k, sig, info);
+        }
+    }
+}
+
+/// Sends signals to a started `exec`'s process.
+#[derive(Debug)]
+pub struct Signaller(UnixStream);
+
+impl Signaller {
+    /// Asks the sandbox to send `sig` to the process.
+    pub fn signal(&self, sig: i32) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(&Control::Signal(sig)).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        (&self.0).write_all(&line)
+    }
 }
 
 /// A started `exec`: wait for it with [`Exec::wait`].
@@ -166,6 +213,32 @@ pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Res
 }
 
 impl Exec {
+    /// A handle that signals the process while another thread waits.
+    pub fn signaller(&self) -> std::io::Result<Signaller> {
+        self.reader.get_ref().try_clone().map(Signaller)
+    }
+
+    /// Passes the signals a supervisor sends (those the boot process
+    /// forwards too) on to the process, from a thread of its own, until the
+    /// process ends. Call it before any other thread exists.
+    pub fn forward_host_signals(&self) -> std::io::Result<()> {
+        let sig = self.signaller()?;
+        sentry::hostsig::block_forwarded()?;
+        std::thread::Builder::new()
+            .name("exec-signals".into())
+            .spawn(move || loop {
+                match sentry::hostsig::wait_forwarded() {
+                    Some(n) => {
+                        if sig.signal(n).is_err() {
+                            return;
+                        }
+                    }
+                    None => return,
+                }
+            })?;
+        Ok(())
+    }
+
     /// Waits for the process to end: its shell-style status. A sandbox
     /// that ends (even killed outright) takes its processes with it, as
     /// SIGKILL would: 137.

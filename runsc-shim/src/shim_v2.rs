@@ -304,6 +304,8 @@ struct ExecProc {
     phase: Phase,
     exit: Option<(u32, Timestamp)>,
     stdin_pipe: Arc<Mutex<Option<File>>>,
+    /// signals it, once started
+    signaller: Option<crate::control::Signaller>,
 }
 
 #[derive(Default)]
@@ -615,6 +617,7 @@ impl Service {
         if let Ok(e) = self.tasks().exec(id, exec_id) {
             e.pid = pid;
             e.phase = Phase::Running;
+            e.signaller = started.signaller().ok();
         }
         let this = self.clone();
         let (id, exec_id) = (id.to_owned(), exec_id.to_owned());
@@ -1077,13 +1080,21 @@ impl shim::Task for Service {
     fn kill(&self, _ctx: &TtrpcContext, req: api::KillRequest) -> TtrpcResult<api::Empty> {
         if !req.exec_id.is_empty() {
             let mut tasks = self.tasks();
-            if tasks.exec(&req.id, &req.exec_id)?.exit.is_some() {
+            let e = tasks.exec(&req.id, &req.exec_id)?;
+            if e.exit.is_some() {
                 return Err(rpc_error(
                     Code::NOT_FOUND,
                     format!("exec {}: process already finished", req.exec_id),
                 ));
             }
-            Self::no_exec(&req.exec_id, "a signal")?;
+            let Some(s) = &e.signaller else {
+                return Err(rpc_error(
+                    Code::FAILED_PRECONDITION,
+                    format!("exec {} is not started", req.exec_id),
+                ));
+            };
+            s.signal(req.signal as i32).map_err(internal)?;
+            return Ok(api::Empty::default());
         }
         let rt = {
             let tasks = self.tasks();
@@ -1326,6 +1337,7 @@ impl shim::Task for Service {
                 phase: Phase::Created,
                 exit: None,
                 stdin_pipe: Arc::default(),
+                signaller: None,
             },
         );
         Ok(api::Empty::default())

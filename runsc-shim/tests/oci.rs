@@ -637,6 +637,28 @@ fn exec_runs_a_second_program_in_the_running_sandbox() {
     let out = w.cli(&["exec", "--tty", "e1", "sh"]);
     assert_one_line(&out);
     assert!(out.stderr.contains("not supported"), "{out:?}");
+    // Signals to the exec process reach the program (its trap runs and its
+    // status comes back).
+    let mut trapped = w.command(&[
+        "exec",
+        "e1",
+        "sh",
+        "-c",
+        "trap 'echo got-term; exit 9' TERM; echo ready; while true; do sleep 0.1; done",
+    ]);
+    trapped.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut trapped = trapped.spawn().expect("spawn exec");
+    let mut out = std::io::BufReader::new(trapped.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("read");
+    assert_eq!(line, "ready\n");
+    // SAFETY: kill(2) of our own unreaped child.
+    unsafe { libc::kill(trapped.id() as i32, libc::SIGTERM) };
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("read");
+    assert_eq!(line, "got-term\n");
+    assert_eq!(code(wait_child(trapped, "exec trap")), 9);
+
     // An exec'd program still running when the sandbox is killed ends with
     // it, as if by SIGKILL.
     let mut long = w.command(&["exec", "e1", "sh", "-c", "echo started; exec sleep 1000"]);

@@ -49,6 +49,22 @@ pub fn block_forwarded() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Waits for one of the forwarded signals (blocked by
+/// [`block_forwarded`]) and returns it; `None` if waiting fails.
+pub fn wait_forwarded() -> Option<i32> {
+    let set = set();
+    loop {
+        // SAFETY: `set` is valid; a null siginfo pointer is allowed.
+        let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        if sig > 0 {
+            return Some(sig);
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return None;
+        }
+    }
+}
+
 /// Whether the calling thread blocks every forwarded signal.
 fn all_blocked() -> bool {
     // SAFETY: plain data, filled by pthread_sigmask.
@@ -72,13 +88,7 @@ pub(crate) fn start_forwarder(kernel: Weak<Kernel>) {
     let spawned = std::thread::Builder::new()
         .name("ferrovisor-signals".into())
         .spawn(move || {
-            let set = set();
-            loop {
-                // SAFETY: `set` is valid; a null siginfo pointer is allowed.
-                let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
-                if sig < 0 {
-                    continue;
-                }
+            while let Some(sig) = wait_forwarded() {
                 let Some(k) = kernel.upgrade() else { return };
                 let init = k.procs().map.get(&1).cloned();
                 match init {
