@@ -969,6 +969,15 @@ impl Inner {
                 IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
             });
         }
+        // A socket bound to an address of one family cannot reach the other
+        // (an IPv6 socket bound to ::1 sending to ::ffff:127.0.0.1);
+        // smoltcp would build a packet with mismatched addresses.
+        if let Some(l) = e.local {
+            let lip = canonical(l.ip());
+            if !lip.is_unspecified() && lip.is_ipv4() != dest.ip().is_ipv4() {
+                return Err(Errno::ENETUNREACH);
+            }
+        }
         self.check_egress(dest, e.ty)?;
         Ok(dest)
     }

@@ -128,3 +128,25 @@ fn bounded_receive_queue() {
     let stats = stack.stats();
     assert!(stats.buffer_bytes <= 4 * (208 << 10), "{stats:?}");
 }
+
+#[test]
+fn bound_to_one_family_cannot_reach_the_other() {
+    // Found by the property test: an IPv6 socket bound to ::1 sending to
+    // a v4-mapped address made smoltcp build (and panic on) a packet from
+    // ::1 to 127.0.0.1.
+    let (stack, _w) = stack();
+    let peer = udp(&stack, false);
+    peer.bind(addr("127.0.0.1:0")).expect("bind");
+    let port = peer.local_addr().expect("local").port();
+    let a = udp(&stack, true);
+    a.bind(addr("[::1]:0")).expect("bind");
+    let mapped = addr(&format!("[::ffff:127.0.0.1]:{port}"));
+    assert_eq!(a.send_to(b"x", mapped), Err(Errno::ENETUNREACH));
+    assert_eq!(a.connect(mapped), Err(Errno::ENETUNREACH));
+    let t = tcp(&stack, true);
+    t.bind(addr("[::1]:0")).expect("bind");
+    assert_eq!(t.connect(mapped), Err(Errno::ENETUNREACH));
+    // An unbound dual-stack socket still reaches IPv4 peers.
+    let b = udp(&stack, true);
+    assert_eq!(b.send_to(b"y", mapped), Ok(1));
+}
