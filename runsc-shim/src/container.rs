@@ -583,6 +583,9 @@ impl Runtime {
         let socket = self.state.dir(id).join(crate::control::SOCKET);
         let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
         let stdio = [i.as_fd(), o.as_fd(), e.as_fd()];
+        // Signals for the program that arrive before it has started wait
+        // (blocked) until they can be passed on.
+        sentry::hostsig::block_forwarded().map_err(io("blocking signals"))?;
         if !detach {
             let started = crate::control::exec(&socket, req, stdio)
                 .map_err(|e| Error::Boot(format!("container {id}: exec {:?}: {e}", req.args)))?;

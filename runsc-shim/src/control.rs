@@ -220,7 +220,8 @@ impl Exec {
 
     /// Passes the signals a supervisor sends (those the boot process
     /// forwards too) on to the process, from a thread of its own, until the
-    /// process ends. Call it before any other thread exists.
+    /// process ends. Call it before any other thread exists (and block the
+    /// signals before starting the process, so none is lost meanwhile).
     pub fn forward_host_signals(&self) -> std::io::Result<()> {
         let sig = self.signaller()?;
         sentry::hostsig::block_forwarded()?;

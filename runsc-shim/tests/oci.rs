@@ -573,6 +573,19 @@ fn exec_runs_a_second_program_in_the_running_sandbox() {
     });
     assert_eq!(w.create("e1").status, 0);
     assert_eq!(w.cli(&["start", "e1"]).status, 0);
+    // Reads below wait for exec'd programs; should one hang, killing the
+    // container ends them all (and this test with a failure, not a hang).
+    {
+        let root = w.state_root();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(60));
+            let _ = Command::new(FERROVISOR)
+                .arg("--root")
+                .arg(root)
+                .args(["kill", "e1", "KILL"])
+                .status();
+        });
+    }
     let mut seen = false;
     for _ in 0..100 {
         let out = w.cli(&["exec", "e1", "cat", "/tmp/mark"]);
