@@ -524,18 +524,7 @@ impl ProcFs {
 
     /// Lists directory `dir`.
     pub fn list(&self, dir: &ProcNode) -> Result<Vec<DirEntry>, Errno> {
-        let mut v = vec![
-            DirEntry {
-                ino: dir.mode_ino().1,
-                kind: abi::dt::DIR,
-                name: b".".to_vec(),
-            },
-            DirEntry {
-                ino: 1,
-                kind: abi::dt::DIR,
-                name: b"..".to_vec(),
-            },
-        ];
+        let mut v = crate::vfs::dot_entries(dir.mode_ino().1);
         let mut add = |name: String, kind: u8| {
             v.push(DirEntry {
                 ino: hash(name.as_bytes()),

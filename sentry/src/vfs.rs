@@ -929,41 +929,19 @@ impl FileSystem {
                 }
             }
         }
-        let mut v = vec![
-            DirEntry {
-                ino: 1,
-                kind: abi::dt::DIR,
-                name: b".".to_vec(),
-            },
-            DirEntry {
-                ino: 1,
-                kind: abi::dt::DIR,
-                name: b"..".to_vec(),
-            },
-        ];
+        let mut v = dot_entries(1);
         v.extend(by_name.into_values());
         Ok(v)
     }
 
     /// Lists `/dev/pts`: `ptmx` and a node per live pair.
     pub fn pts_list(&self) -> Vec<DirEntry> {
-        let mut v = vec![
-            DirEntry {
-                ino: 1,
-                kind: abi::dt::DIR,
-                name: b".".to_vec(),
-            },
-            DirEntry {
-                ino: 1,
-                kind: abi::dt::DIR,
-                name: b"..".to_vec(),
-            },
-            DirEntry {
-                ino: 2,
-                kind: abi::dt::CHR,
-                name: b"ptmx".to_vec(),
-            },
-        ];
+        let mut v = dot_entries(1);
+        v.push(DirEntry {
+            ino: 2,
+            kind: abi::dt::CHR,
+            name: b"ptmx".to_vec(),
+        });
         for n in self.devpts.indices() {
             v.push(DirEntry {
                 ino: u64::from(n) + 3,
@@ -1028,26 +1006,29 @@ pub struct DirEntry {
 }
 
 /// Lists a directory node completely (the Sentry serves `getdents64` from
+/// The `.` (inode `ino`) and `..` entries a directory listing starts with.
+pub fn dot_entries(ino: u64) -> Vec<DirEntry> {
+    vec![
+        DirEntry {
+            ino,
+            kind: abi::dt::DIR,
+            name: b".".to_vec(),
+        },
+        DirEntry {
+            ino: 1,
+            kind: abi::dt::DIR,
+            name: b"..".to_vec(),
+        },
+    ]
+}
+
 /// this snapshot, as Linux's own readdir sees a directory at one time).
 pub fn list_dir(
     node: &Node,
     file: Option<&HostFile>,
     fs_proc: Option<&crate::procfs::ProcFs>,
 ) -> Result<Vec<DirEntry>, Errno> {
-    let dot = |ino| {
-        vec![
-            DirEntry {
-                ino,
-                kind: abi::dt::DIR,
-                name: b".".to_vec(),
-            },
-            DirEntry {
-                ino: 1,
-                kind: abi::dt::DIR,
-                name: b"..".to_vec(),
-            },
-        ]
-    };
+    let dot = dot_entries;
     match node {
         Node::DevDir => {
             let mut v = dot(1);
