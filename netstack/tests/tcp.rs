@@ -161,11 +161,12 @@ fn backlog_limits_pending_connections() {
         w.wait(g, Duration::from_millis(100));
     }
     assert_eq!(connected(&clients), 4);
-    let mut accepted = 1;
-    while l.accept().is_ok() {
-        accepted += 1;
+    // The three that waited can be accepted. (Each accept makes room for
+    // another retransmitted SYN, so how many more arrive while accepting
+    // depends on the clients' retransmission timers: not asserted.)
+    for _ in 0..3 {
+        l.accept().expect("a connection that waited in the backlog");
     }
-    assert_eq!(accepted, 4);
 }
 
 #[test]
