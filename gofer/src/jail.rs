@@ -211,6 +211,17 @@ pub fn inherited_socket(fd: RawFd) -> Result<OwnedFd, JailError> {
 /// closes it. Exit status: 0 after a clean end of stream, 1 on a protocol
 /// error, 2 if the jail could not be built.
 pub fn run_gofer_process(root: &Path, socket: OwnedFd, read_only: bool) -> ! {
+    run_gofer_process_for(root, None, socket, read_only)
+}
+
+/// [`run_gofer_process`] serving only the regular file `file` in `root`
+/// when it is given (see [`server::serve_file`]).
+pub fn run_gofer_process_for(
+    root: &Path,
+    file: Option<&[u8]>,
+    socket: OwnedFd,
+    read_only: bool,
+) -> ! {
     sys::close_from(3, socket.as_raw_fd());
     sys::raise_nofile();
     let root_fd = match enter_with(root, &JailOptions { read_only }) {
@@ -254,7 +265,12 @@ pub fn run_gofer_process(root: &Path, socket: OwnedFd, read_only: bool) -> ! {
                 read_only,
                 ..ServerOptions::default()
             };
-            match server::serve(root_fd, UnixStream::from(socket), opts) {
+            let conn = UnixStream::from(socket);
+            let served = match file {
+                Some(name) => server::serve_file(root_fd, name, conn, opts),
+                None => server::serve(root_fd, conn, opts),
+            };
+            match served {
                 Ok(()) => sys::exit_now(0),
                 Err(e) => {
                     tracing::error!(error = %e, "gofer: connection failed");

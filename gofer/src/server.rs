@@ -747,6 +747,32 @@ pub fn serve(root: OwnedFd, conn: UnixStream, opts: ServerOptions) -> Result<(),
     if !stat.is_dir() {
         return Err(ServeError::RootNotDir);
     }
+    serve_inode(root, conn, opts)
+}
+
+/// Serves one regular file, `name` in directory `dir`: `Attach` returns
+/// it, and as no directory handle exists, nothing else is reachable (a
+/// volume that is a single file, such as a container's `/etc/hosts`).
+pub fn serve_file(
+    dir: OwnedFd,
+    name: &[u8],
+    conn: UnixStream,
+    opts: ServerOptions,
+) -> Result<(), ServeError> {
+    proto::check_name(name).map_err(ServeError::Root)?;
+    let cname = std::ffi::CString::new(name).map_err(|_| ServeError::Root(Errno::EINVAL))?;
+    let fd = sys::openat_beneath(dir.as_fd(), &cname, libc::O_PATH, 0).map_err(ServeError::Root)?;
+    // The directory is kept only to reopen the file by name; no handle on
+    // it is ever given out.
+    let (dir, _) = Inode::new(dir, None).map_err(ServeError::Root)?;
+    let (root, stat) = Inode::new(fd, Some((dir, cname))).map_err(ServeError::Root)?;
+    if stat.mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(ServeError::Root(Errno::EINVAL));
+    }
+    serve_inode(root, conn, opts)
+}
+
+fn serve_inode(root: Rc<Inode>, conn: UnixStream, opts: ServerOptions) -> Result<(), ServeError> {
     let mut session = Session {
         root,
         handles: HashMap::new(),

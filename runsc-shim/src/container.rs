@@ -836,6 +836,31 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
     }
 
     drop(root);
+    let mut mounts = Vec::new();
+    for m in &plan.mounts {
+        let made = match m {
+            crate::oci::PlanMount::Bind {
+                source,
+                dest,
+                read_only,
+            } => crate::gofer_proc::volume_mount(source, dest, *read_only),
+            crate::oci::PlanMount::Tmpfs { dest, mode, size } => Ok(sentry::Mount {
+                dest: dest.as_bytes().to_vec(),
+                source: sentry::MountSource::Tmpfs {
+                    mode: *mode,
+                    size: *size,
+                },
+            }),
+        };
+        match made {
+            Ok(m) => mounts.push(m),
+            Err(e) => {
+                eprintln!("ferrovisor: mount: {e}");
+                tracing::error!("container {id}: mount: {e}");
+                return 125;
+            }
+        }
+    }
     let client = match crate::gofer_proc::spawn(&plan.rootfs) {
         Ok(c) => c,
         Err(e) => {
@@ -861,6 +886,8 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
                 }
             }
         }))),
+        mounts,
+        ids: Some((plan.uid, plan.gid)),
     };
     let code = match sentry::run(config, |memfd| {
         platform_ptrace::PtracePlatform::new_seccomp_trap(memfd)

@@ -286,6 +286,9 @@ struct GoferArgs {
     /// Refuse every modification.
     #[arg(long)]
     ro: bool,
+    /// Serve only this regular file of the directory.
+    #[arg(long, value_name = "NAME")]
+    file: Option<OsString>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -398,6 +401,10 @@ struct DoArgs {
     /// the sandbox's DNS and connect to what it resolves to; repeatable.
     #[arg(long = "allow-host", value_name = "DOMAIN")]
     allow_host: Vec<String>,
+    /// Mount host directory or file HOST at GUEST in the sandbox; the
+    /// guest's changes there reach the host unless `:ro`. Repeatable.
+    #[arg(long, short = 'v', value_name = "HOST:GUEST[:ro]")]
+    volume: Vec<String>,
     /// The command (looked up in the guest's PATH) and its arguments.
     #[arg(
         required = true,
@@ -536,6 +543,17 @@ fn run_do(args: DoArgs) -> ExitCode {
         .map(|c| c.as_os_str().as_bytes().to_vec())
         .unwrap_or_else(|| b"/".to_vec());
     drop(root);
+    let mut mounts = Vec::new();
+    for spec in &args.volume {
+        let made = runsc_shim::gofer_proc::parse_volume(spec).and_then(|(host, guest, ro)| {
+            runsc_shim::gofer_proc::volume_mount(&host, &guest, ro)
+                .map_err(|e| format!("--volume {spec}: {e}"))
+        });
+        match made {
+            Ok(m) => mounts.push(m),
+            Err(e) => return fail(2, e),
+        }
+    }
     let client = match runsc_shim::gofer_proc::spawn(&args.root) {
         Ok(c) => c,
         Err(e) => return fail(125, e),
@@ -554,6 +572,8 @@ fn run_do(args: DoArgs) -> ExitCode {
         hostname: args.hostname,
         network,
         on_start: None,
+        mounts,
+        ids: None,
     };
     let platform = args.platform;
     let result = sentry::run(config, |memfd| match platform {
@@ -616,7 +636,9 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Do(args) => run_do(args),
-        Command::Gofer(args) => ferrovisor_lib_gofer(&args.root, args.fd, args.ro),
+        Command::Gofer(args) => {
+            ferrovisor_lib_gofer(&args.root, args.file.as_deref(), args.fd, args.ro)
+        }
         Command::Boot(args) => {
             if let Err(e) = logging::init(cli.log.as_deref(), format, cli.debug, false) {
                 return fail(1, e);
@@ -782,12 +804,17 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
     Ok(ExitCode::SUCCESS)
 }
 
-fn ferrovisor_lib_gofer(root: &std::path::Path, fd: i32, ro: bool) -> ExitCode {
+fn ferrovisor_lib_gofer(
+    root: &std::path::Path,
+    file: Option<&std::ffi::OsStr>,
+    fd: i32,
+    ro: bool,
+) -> ExitCode {
     // The gofer's own failures go to stderr: it has no log file.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_max_level(tracing::Level::WARN)
         .init();
-    runsc_shim::gofer_proc::run(root, fd, ro)
+    runsc_shim::gofer_proc::run(root, file, fd, ro)
 }

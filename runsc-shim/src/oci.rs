@@ -129,6 +129,161 @@ pub struct Plan {
     /// fields accepted and ignored because ignoring them is harmless, for
     /// the log at info level
     pub ignored: Vec<String>,
+    /// bind and tmpfs mounts beyond the sandbox's standard ones, in order
+    pub mounts: Vec<PlanMount>,
+    /// `process.user.uid` and `gid`
+    pub uid: u32,
+    /// see `uid`
+    pub gid: u32,
+}
+
+/// A mount the sandbox makes at boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanMount {
+    /// a host directory or regular file, served by a gofer of its own
+    Bind {
+        /// host path
+        source: PathBuf,
+        /// guest path
+        dest: String,
+        /// `ro` among the options
+        read_only: bool,
+    },
+    /// a tmpfs of the sandbox's own
+    Tmpfs {
+        /// guest path
+        dest: String,
+        /// `mode=` (default 1777)
+        mode: u32,
+        /// `size=` in bytes (default 1 GiB)
+        size: u64,
+    },
+}
+
+/// Options of bind and tmpfs mounts that change nothing in the sandbox
+/// (propagation, and flags the Sentry applies anyway or that only matter
+/// to the host's kernel).
+const HARMLESS_MOUNT_OPTIONS: &[&str] = &[
+    "bind",
+    "rbind",
+    "rw",
+    "private",
+    "rprivate",
+    "slave",
+    "rslave",
+    "shared",
+    "rshared",
+    "unbindable",
+    "runbindable",
+    "nosuid",
+    "nodev",
+    "noexec",
+    "suid",
+    "dev",
+    "exec",
+    "relatime",
+    "norelatime",
+    "strictatime",
+    "noatime",
+    "nodiratime",
+    "Z",
+    "z",
+];
+
+/// `size=` of a tmpfs: bytes with an optional k, m or g suffix.
+fn tmpfs_size(v: &str) -> Option<u64> {
+    let (num, mult) = match v.chars().last()? {
+        'k' | 'K' => (&v[..v.len() - 1], 1u64 << 10),
+        'm' | 'M' => (&v[..v.len() - 1], 1 << 20),
+        'g' | 'G' => (&v[..v.len() - 1], 1 << 30),
+        _ => (v, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// Checks one bind or tmpfs mount and says how to make it.
+fn plan_mount(
+    bundle: &Bundle,
+    i: usize,
+    m: &oci_spec::runtime::Mount,
+    bind: bool,
+) -> Result<PlanMount, Error> {
+    let dest = m.destination().to_string_lossy().into_owned();
+    if !dest.starts_with('/') || dest.split('/').any(|c| c == "..") {
+        return Err(field(
+            format!("mounts[{i}].destination"),
+            format!("\"{dest}\" must be an absolute path without \"..\""),
+        ));
+    }
+    let mut read_only = false;
+    let mut mode = 0o1777;
+    let mut size = 1u64 << 30;
+    for o in m.options().as_deref().unwrap_or_default() {
+        if o == "ro" {
+            read_only = true;
+        } else if let (false, Some(v)) = (bind, o.strip_prefix("mode=")) {
+            mode = u32::from_str_radix(v, 8).map_err(|_| {
+                field(
+                    format!("mounts[{i}].options"),
+                    format!("\"{o}\": not an octal mode"),
+                )
+            })?;
+        } else if let (false, Some(v)) = (bind, o.strip_prefix("size=")) {
+            size = tmpfs_size(v).ok_or_else(|| {
+                field(
+                    format!("mounts[{i}].options"),
+                    format!("\"{o}\": not a size"),
+                )
+            })?;
+        } else if !HARMLESS_MOUNT_OPTIONS.contains(&o.as_str())
+            && !o.starts_with("nr_inodes=")
+            && !o.starts_with("uid=")
+            && !o.starts_with("gid=")
+        {
+            return Err(unsupported(
+                format!("mounts[{i}].options"),
+                format!("mount option \"{o}\" at {dest}"),
+            ));
+        }
+    }
+    if !bind {
+        if read_only {
+            return Err(unsupported(
+                format!("mounts[{i}].options"),
+                "a read-only tmpfs",
+            ));
+        }
+        return Ok(PlanMount::Tmpfs { dest, mode, size });
+    }
+    let Some(source) = m.source() else {
+        return Err(field(
+            format!("mounts[{i}].source"),
+            "missing for a bind mount",
+        ));
+    };
+    // A relative source is relative to the bundle.
+    let source = bundle.dir.join(source);
+    let meta = std::fs::metadata(&source).map_err(|e| {
+        field(
+            format!("mounts[{i}].source"),
+            format!("{}: {e}", source.display()),
+        )
+    })?;
+    if !meta.is_dir() && !meta.is_file() {
+        return Err(unsupported(
+            format!("mounts[{i}].source"),
+            format!(
+                "bind mount of {} at {dest}: only directories and regular files can be \
+                 mounted (a host device, FIFO or socket would be a way out of the sandbox)",
+                source.display()
+            ),
+        ));
+    }
+    Ok(PlanMount::Bind {
+        source,
+        dest,
+        read_only,
+    })
 }
 
 /// Mount types the sandbox provides itself, at the places runc's default
@@ -252,27 +407,8 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         ));
     }
     let user = process.user();
-    let (uid, gid) = crate::sys::ids();
-    // The Sentry shows the guest the caller's ids; a container asking for
-    // other ids would get different permission checks, so it is refused.
-    if user.uid() != uid {
-        return Err(unsupported(
-            "process.user.uid",
-            format!(
-                "uid {} asked, but the guest runs with the caller's uid {uid}",
-                user.uid()
-            ),
-        ));
-    }
-    if user.gid() != gid {
-        return Err(unsupported(
-            "process.user.gid",
-            format!(
-                "gid {} asked, but the guest runs with the caller's gid {gid}",
-                user.gid()
-            ),
-        ));
-    }
+    // The Sentry gives the guest these ids and checks permissions with them.
+    let (uid, gid) = (user.uid(), user.gid());
     if let Some(extra) = user.additional_gids().as_ref().filter(|g| !g.is_empty()) {
         let mut want = extra.clone();
         want.sort_unstable();
@@ -334,6 +470,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
     }
 
     // mounts
+    let mut mounts = Vec::new();
     for (i, m) in spec.mounts().iter().flatten().enumerate() {
         let dest = m.destination().to_string_lossy();
         let typ = m.typ().as_deref().unwrap_or("");
@@ -343,23 +480,20 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             && STANDARD_MOUNTS
                 .iter()
                 .any(|(t, places)| *t == typ && places.contains(&dest.trim_end_matches('/')));
-        if !standard {
-            let what = if bind {
-                format!(
-                    "bind mount of {} at {dest}",
-                    m.source().as_deref().unwrap_or(Path::new("?")).display()
-                )
-            } else {
-                format!("{typ} mount at {dest}")
-            };
-            return Err(unsupported(
-                format!("mounts[{i}]"),
-                format!(
-                    "{what}: the Sentry provides only its own proc, sysfs, tmpfs, devpts, \
-                     mqueue and cgroup at their usual places"
-                ),
-            ));
+        if standard {
+            continue;
         }
+        if bind || typ == "tmpfs" {
+            mounts.push(plan_mount(bundle, i, m, bind)?);
+            continue;
+        }
+        return Err(unsupported(
+            format!("mounts[{i}]"),
+            format!(
+                "{typ} mount at {dest}: the Sentry provides its own proc, sysfs, devpts, mqueue \
+                 and cgroup at their usual places, and bind and tmpfs mounts anywhere"
+            ),
+        ));
     }
 
     // hooks: every kind runs host code at a defined moment; skipping it would
@@ -503,6 +637,9 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             .map(|a| a.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default(),
         notes,
+        mounts,
+        uid,
+        gid,
     })
 }
 
@@ -598,14 +735,35 @@ mod tests {
         type Edit = Box<dyn Fn(&mut serde_json::Value)>;
         let cases: Vec<(&str, Edit)> = vec![
             (
-                "mounts[7]",
+                "mounts[7].source",
+                Box::new(|v| {
+                    v["mounts"]
+                        .as_array_mut()
+                        .expect("mounts")
+                        .push(serde_json::json!({
+                        "destination": "/data", "type": "bind", "source": "/dev/null",
+                        "options": ["rbind"]}))
+                }),
+            ),
+            (
+                "mounts[7].options",
                 Box::new(|v| {
                     v["mounts"]
                         .as_array_mut()
                         .expect("mounts")
                         .push(serde_json::json!({
                         "destination": "/data", "type": "bind", "source": "/etc",
-                        "options": ["rbind"]}))
+                        "options": ["rbind", "idmap"]}))
+                }),
+            ),
+            (
+                "mounts[7]",
+                Box::new(|v| {
+                    v["mounts"]
+                        .as_array_mut()
+                        .expect("mounts")
+                        .push(serde_json::json!({
+                        "destination": "/data", "type": "nfs", "source": "server:/x"}))
                 }),
             ),
             (
@@ -633,8 +791,8 @@ mod tests {
                 }),
             ),
             (
-                "process.user.uid",
-                Box::new(|v| v["process"]["user"]["uid"] = 4242.into()),
+                "process.user.umask",
+                Box::new(|v| v["process"]["user"]["umask"] = 0o077.into()),
             ),
             ("root.path", Box::new(|v| v["root"]["path"] = "nope".into())),
             (

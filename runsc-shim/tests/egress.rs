@@ -8,10 +8,9 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{command, run, Outcome};
+use common::{command, run, Outcome, TempDir};
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -20,30 +19,13 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 const SERVER: &str = "198.51.100.7";
 const INTERNAL: &str = "10.99.0.1";
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("fv-egress-{label}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("temp dir");
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Runs `body` (shell) in private namespaces where `$SERVER` (public) and
 /// `$INTERNAL` serve `$DIR/blob` over HTTP on port 8080 (logs in
 /// `$DIR/server.log`), `$DIR/hosts` is `/etc/hosts`, and `$FV` is the
 /// ferrovisor binary.
 fn scenario(label: &str, hosts: &str, body: &str) -> Outcome {
     let dir = TempDir::new(label);
-    std::fs::write(dir.0.join("hosts"), hosts).expect("hosts");
+    std::fs::write(dir.path().join("hosts"), hosts).expect("hosts");
     let script = format!(
         r#"set -e
 ip link set lo up
@@ -73,7 +55,7 @@ set +e
 "#
     );
     let mut cmd = command("unshare", &[("FV", FERROVISOR)]);
-    cmd.env("DIR", &dir.0);
+    cmd.env("DIR", dir.path());
     cmd.args(["-m", "-n", "--propagation", "private", "sh", "-c", &script]);
     run(cmd, None, TIMEOUT)
 }

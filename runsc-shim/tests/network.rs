@@ -10,11 +10,9 @@
 mod common;
 
 use std::net::{TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{command, run, Outcome};
+use common::{command, run, Outcome, TempDir};
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -63,36 +61,6 @@ fn python(script: &str, args: &[&str]) -> Vec<String> {
 
 fn as_strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
-}
-
-/// A fresh directory under cargo's per-target temp dir (host `/tmp` is not
-/// visible in the sandbox), removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "ferrovisor-net-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("create temp dir");
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-    fn path_str(&self) -> &str {
-        self.0.to_str().expect("utf-8 temp path")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 // ---- real programs over the sandbox's loopback --------------------------------

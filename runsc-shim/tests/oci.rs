@@ -6,46 +6,20 @@
 mod common;
 
 use std::io::Read;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{run, Outcome};
+use common::{run, Outcome, TempDir};
 use serde_json::Value;
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
-const APPLETS: &[&str] = &["sh", "echo", "sleep", "cat", "true", "hostname", "pwd"];
-
-/// A fresh directory under cargo's per-target temp dir (not `/tmp`, which
-/// the sandbox replaces with its own tmpfs), removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "oci-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("create temp dir");
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+const APPLETS: &[&str] = &[
+    "sh", "echo", "sleep", "cat", "true", "hostname", "pwd", "id", "stat", "touch", "grep",
+];
 
 fn wait_child(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
     let deadline = Instant::now() + TIMEOUT;
@@ -275,6 +249,47 @@ fn run_prints_hello_and_returns_the_exit_status() {
 }
 
 #[test]
+fn bind_and_tmpfs_mounts_from_the_config() {
+    let host = TempDir::new("bind-source");
+    std::fs::write(host.path().join("in"), "from the host\n").expect("write");
+    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let src = host.path().to_string_lossy().into_owned();
+    let w = World::new("mounts", |v| {
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                "cat /data/in; echo written > /data/out; id -u; stat -c %u /data/out; \
+                 echo t > /scratch/t && cat /scratch/t; stat -c %a /scratch; \
+                 grep -c ' /scratch tmpfs ' /proc/mounts; \
+                 touch /ro/x 2>&1 | grep -o 'Read-only file system'; cat /ro/in",
+            ],
+        );
+        v["process"]["user"] = serde_json::json!({"uid": 1000, "gid": 1000});
+        let mounts = v["mounts"].as_array_mut().expect("mounts");
+        mounts.push(serde_json::json!({"destination": "/data", "type": "bind",
+            "source": src, "options": ["rbind", "rw", "rprivate"]}));
+        mounts.push(
+            serde_json::json!({"destination": "/scratch", "type": "tmpfs",
+            "source": "tmpfs", "options": ["nosuid", "nodev", "size=1m", "mode=1777"]}),
+        );
+        mounts.push(serde_json::json!({"destination": "/ro", "type": "bind",
+            "source": src, "options": ["rbind", "ro"]}));
+    });
+    let out = w.cli(&["run", "--bundle", &w.bundle_str(), "m1"]);
+    assert_eq!(
+        out.stdout, "from the host\n1000\n1000\nt\n1777\n1\nRead-only file system\nfrom the host\n",
+        "{out:?}"
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+    let made = host.path().join("out");
+    assert_eq!(std::fs::read_to_string(&made).expect("read"), "written\n");
+    assert_eq!(std::fs::metadata(&made).expect("stat").uid(), 1000);
+    assert!(!host.path().join("x").exists());
+}
+
+#[test]
 fn kill_a_sleeping_container() {
     let mut w = World::new("kill", |v| set_args(v, &["sleep", "1000"]));
     assert_eq!(w.create("k1").status, 0);
@@ -363,12 +378,13 @@ fn bad_bundles_get_one_line_naming_the_problem() {
             .as_array_mut()
             .expect("mounts")
             .push(serde_json::json!({
-                "destination": "/data", "type": "bind", "source": "/etc", "options": ["rbind"]
+                "destination": "/data", "type": "bind", "source": "/nonexistent-source",
+                "options": ["rbind"]
             }));
     });
     let out = w.create("e3");
     assert_one_line(&out);
-    assert!(out.stderr.contains("mounts["), "{}", out.stderr);
+    assert!(out.stderr.contains("mounts[7].source"), "{}", out.stderr);
 
     w.edit_config(|v| {
         v["mounts"].as_array_mut().expect("mounts").pop();

@@ -8,10 +8,9 @@ mod common;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{command, run, Outcome};
+use common::{command, run, Outcome, TempDir};
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -56,36 +55,6 @@ fn compare_stdin(argv: &[&str], stdin: &[u8]) {
 }
 
 const UNSORTED: &[u8] = b"pear\napple\nfig\nbanana\napple\ncherry\nfig\nfig\n10\n9\n";
-
-/// A fresh directory under cargo's per-target temp dir, removed on drop.
-/// Not under `/tmp`: the sandbox has its own tmpfs there, so host files in
-/// `/tmp` are (rightly) invisible to the guest.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "ferrovisor-test-{tag}-{}-{}-{nanos}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir(&p).expect("create temp dir");
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")

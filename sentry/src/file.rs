@@ -187,7 +187,8 @@ impl FileDescription {
         f & abi::O_ACCMODE != OpenFlags::WRONLY.bits() && f & OpenFlags::PATH.bits() == 0
     }
 
-    fn writable(&self) -> bool {
+    /// Whether the description was opened for writing.
+    pub fn writable(&self) -> bool {
         let f = self.flags();
         f & abi::O_ACCMODE != 0 && f & OpenFlags::PATH.bits() == 0
     }
@@ -351,6 +352,10 @@ impl FileDescription {
             }
             return Ok(len as u64);
         }
+        if let FileKind::Host(f) = &self.kind {
+            // A volume's file, opened for writing by the gofer.
+            return self.write_host(f, bufs, at);
+        }
         if let FileKind::Pipe(end) = &self.kind {
             if at.is_some() {
                 return Err(Errno::ESPIPE);
@@ -430,6 +435,48 @@ impl FileDescription {
             if n < b.len {
                 break;
             }
+        }
+        Ok(total)
+    }
+
+    fn write_host(
+        &self,
+        f: &crate::vfs::HostFile,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        if self.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        // The host descriptor carries O_APPEND too: its writes land at the
+        // end whatever the offset, as the guest's would.
+        let append = self.flags() & OpenFlags::APPEND.bits() != 0;
+        let mut pos = lock(&self.pos);
+        let mut off = at.unwrap_or(*pos);
+        let mut total = 0u64;
+        for b in bufs {
+            // SAFETY: guest slices are valid for `len` bytes.
+            let r = unsafe { host::pwrite_raw(f.fd(), b.ptr, b.len, off) };
+            let n = match r {
+                Ok(n) => n,
+                Err(e) if total > 0 => {
+                    tracing::debug!("short write: {e}");
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            total += n as u64;
+            off += n as u64;
+            if n < b.len {
+                break;
+            }
+        }
+        if at.is_none() {
+            *pos = if append {
+                host::fstat(f.fd())?.st_size as u64
+            } else {
+                off
+            };
         }
         Ok(total)
     }

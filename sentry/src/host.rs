@@ -86,6 +86,32 @@ pub fn lseek(fd: BorrowedFd<'_>, off: i64, whence: i32) -> io::Result<u64> {
     Ok(cvt(unsafe { libc::lseek(fd.as_raw_fd(), off, whence) })? as u64)
 }
 
+/// `ftruncate`.
+pub fn ftruncate(fd: BorrowedFd<'_>, len: u64) -> io::Result<()> {
+    let len = i64::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: plain syscall on a descriptor we hold.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len) }.into()).map(drop)
+}
+
+/// `fsync` (`fdatasync` when `data_only`).
+pub fn fsync(fd: BorrowedFd<'_>, data_only: bool) -> io::Result<()> {
+    // SAFETY: plain syscalls on a descriptor we hold.
+    let r = unsafe {
+        if data_only {
+            libc::fdatasync(fd.as_raw_fd())
+        } else {
+            libc::fsync(fd.as_raw_fd())
+        }
+    };
+    cvt(r.into()).map(drop)
+}
+
+/// `fallocate`.
+pub fn fallocate(fd: BorrowedFd<'_>, mode: i32, off: i64, len: i64) -> io::Result<()> {
+    // SAFETY: plain syscall on a descriptor we hold.
+    cvt(unsafe { libc::fallocate(fd.as_raw_fd(), mode, off, len) }.into()).map(drop)
+}
+
 /// `ioctl(fd, TCGETS)`.
 pub fn tcgets(fd: BorrowedFd<'_>) -> io::Result<abi::Termios> {
     let mut t = <abi::Termios as zerocopy::FromZeros>::new_zeroed();

@@ -48,6 +48,9 @@ pub enum Error {
     /// the sandbox's network could not be set up
     #[error("setting up the sandbox network: {0}")]
     Network(std::io::Error),
+    /// a mount could not be made
+    #[error("mounting at {0}: {1}")]
+    Mount(String, Errno),
     /// the platform failed
     #[error("platform: {0}")]
     Platform(#[from] platform::Error),
@@ -88,6 +91,38 @@ pub struct SandboxConfig<'a> {
     /// called once the sandbox exists, before its first process runs (the
     /// OCI runtime serves `exec` from it)
     pub on_start: Option<StartHook>,
+    /// file systems mounted over paths of the root, in order
+    pub mounts: Vec<Mount>,
+    /// uid and gid of the first process; the Sentry's own when `None`
+    pub ids: Option<(u32, u32)>,
+}
+
+/// A file system mounted over a guest path.
+#[derive(Debug)]
+pub struct Mount {
+    /// absolute guest path
+    pub dest: Vec<u8>,
+    /// what is mounted there
+    pub source: MountSource,
+}
+
+/// What a [`Mount`] puts in the tree.
+#[derive(Debug)]
+pub enum MountSource {
+    /// a host directory or file, served by its own gofer
+    Volume {
+        /// the gofer
+        client: gofer::client::Client,
+        /// the guest's writes get `EROFS`
+        read_only: bool,
+    },
+    /// a tmpfs of the sandbox's own
+    Tmpfs {
+        /// the root directory's permissions
+        mode: u32,
+        /// size limit in bytes
+        size: u64,
+    },
 }
 
 /// See [`SandboxConfig::on_start`].
@@ -407,8 +442,22 @@ where
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let memory = Arc::new(MemoryFile::new().map_err(Error::MemoryFile)?);
     let platform = make_platform(memory.fd())?;
-    let fs = FileSystem::new(config.root, memory.clone(), config.writable_root)
+    let mut fs = FileSystem::new(config.root, memory.clone(), config.writable_root)
         .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
+    for m in config.mounts {
+        let r = match m.source {
+            MountSource::Volume { client, read_only } => {
+                let kind = if read_only {
+                    crate::vfs::VolumeKind::ReadOnly
+                } else {
+                    crate::vfs::VolumeKind::ReadWrite
+                };
+                fs.mount_volume(&m.dest, client, kind)
+            }
+            MountSource::Tmpfs { mode, size } => fs.mount_tmpfs(&m.dest, mode, size),
+        };
+        r.map_err(|e| Error::Mount(String::from_utf8_lossy(&m.dest).into_owned(), e))?;
+    }
     let bus = Arc::new(EventBus::default());
     let kernel = Arc::new(Kernel {
         platform,
@@ -470,7 +519,7 @@ where
             argv: config.argv,
             envp: config.envp,
             cwd: config.cwd,
-            ids: None,
+            ids: config.ids,
             ppid: 0,
             stdio: Stdio::Inherit,
         },

@@ -24,7 +24,9 @@ pub mod vdso;
 pub mod vdso_time;
 pub mod vfs;
 
-pub use kernel::{run, spawn_process, Error, ProcessSpec, SandboxConfig, StartHook, Stdio};
+pub use kernel::{
+    run, spawn_process, Error, Mount, MountSource, ProcessSpec, SandboxConfig, StartHook, Stdio,
+};
 pub use task::ExitStatus;
 
 /// Guest page size.

@@ -315,8 +315,15 @@ impl ProcFs {
                 drop(st);
                 file(self.maps(&p, name == "smaps").into_bytes())
             }
-            "mounts" => file(MOUNTS.as_bytes().to_vec()),
-            "mountinfo" => file(MOUNTINFO.as_bytes().to_vec()),
+            "mounts" | "mountinfo" => {
+                drop(st);
+                let k = self.kernel()?;
+                let (root_opt, extra) = (
+                    if k.fs.overlay { "rw" } else { "ro" },
+                    k.fs.mount_list(),
+                );
+                file(mount_table(name == "mountinfo", root_opt, &extra).into_bytes())
+            }
             "limits" => file(LIMITS.as_bytes().to_vec()),
             "cgroup" => file(b"0::/\n".to_vec()),
             "oom_score_adj" | "oom_score" | "loginuid" => file(if name == "loginuid" { b"4294967295".to_vec() } else { b"0\n".to_vec() }),
@@ -687,8 +694,49 @@ fn uuid() -> String {
     )
 }
 
-const MOUNTS: &str = "none / ferrovisor ro 0 0\nproc /proc proc rw,nosuid,nodev,noexec 0 0\ntmpfs /dev tmpfs rw,nosuid 0 0\ntmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0\ntmpfs /tmp tmpfs rw,nosuid,nodev 0 0\ntmpfs /run tmpfs rw,nosuid,nodev 0 0\n";
-const MOUNTINFO: &str = "1 0 0:1 / / ro - ferrovisor none ro\n2 1 0:2 / /proc rw,nosuid,nodev,noexec - proc proc rw\n3 1 0:3 / /dev rw,nosuid - tmpfs tmpfs rw\n4 3 0:4 / /dev/shm rw,nosuid,nodev - tmpfs tmpfs rw\n5 1 0:5 / /tmp rw,nosuid,nodev - tmpfs tmpfs rw\n6 1 0:6 / /run rw,nosuid,nodev - tmpfs tmpfs rw\n";
+/// The sandbox's own mounts after the root: (path, type, options).
+const STANDARD_MOUNTS: &[(&str, &str, &str)] = &[
+    ("/proc", "proc", "rw,nosuid,nodev,noexec"),
+    ("/dev", "tmpfs", "rw,nosuid"),
+    ("/dev/shm", "tmpfs", "rw,nosuid,nodev"),
+    ("/tmp", "tmpfs", "rw,nosuid,nodev"),
+    ("/run", "tmpfs", "rw,nosuid,nodev"),
+];
+
+/// `/proc/self/mounts` or `mountinfo`: the root (`root_opt` "ro" or
+/// "rw"), the standard mounts, then `extra` (path, type, read-only) in the
+/// order they were made. A mount's parent is the closest mount above it.
+fn mount_table(info: bool, root_opt: &str, extra: &[(String, &'static str, bool)]) -> String {
+    let mut all: Vec<(String, &str, String)> = vec![("/".into(), "ferrovisor", root_opt.into())];
+    for (p, t, o) in STANDARD_MOUNTS {
+        all.push((p.to_string(), t, o.to_string()));
+    }
+    for (p, t, ro) in extra {
+        let o = if *ro { "ro" } else { "rw" };
+        all.push((p.clone(), t, format!("{o},nosuid,nodev")));
+    }
+    let mut out = String::new();
+    for (i, (path, typ, opts)) in all.iter().enumerate() {
+        let source = if *typ == "ferrovisor" { "none" } else { typ };
+        if !info {
+            out.push_str(&format!("{source} {path} {typ} {opts} 0 0\n"));
+            continue;
+        }
+        let parent = all[..i]
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, (p, _, _))| p == "/" || path.starts_with(&format!("{p}/")))
+            .map_or(0, |(j, _)| j + 1);
+        let rw = opts.split(',').next().unwrap_or("rw");
+        out.push_str(&format!(
+            "{} {parent} 0:{} / {path} {opts} - {typ} {source} {rw}\n",
+            i + 1,
+            i + 1
+        ));
+    }
+    out
+}
 const LIMITS: &str = "Limit                     Soft Limit           Hard Limit           Units     \nMax cpu time              unlimited            unlimited            seconds   \nMax file size             unlimited            unlimited            bytes     \nMax data size             unlimited            unlimited            bytes     \nMax stack size            8388608              unlimited            bytes     \nMax core file size        0                    unlimited            bytes     \nMax processes             4096                 4096                 processes \nMax open files            1024                 1048576              files     \n";
 
 /// `true` when `node` is in /proc (for `statfs`, mounts).

@@ -112,6 +112,11 @@ impl fmt::Debug for HostFile {
 }
 
 impl HostFile {
+    /// Wraps a descriptor the gofer donated.
+    pub fn new(fd: OwnedFd) -> HostFile {
+        HostFile { fd }
+    }
+
     /// The host descriptor.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -237,7 +242,7 @@ impl Node {
             unused: [0; 3],
         };
         match self {
-            Node::Host { h, .. } => Ok(h.stat.to_linux()),
+            Node::Host { h, .. } => h.stat(),
             Node::Mem(m) => Ok(m.stat()),
             Node::Ovl(d) => {
                 let upper = OVL_UPPER
@@ -386,6 +391,17 @@ pub struct FileSystem {
     pub upper: Arc<crate::tmpfs::MemInode>,
     /// writes to the root go to the upper layer (else they are `EROFS`)
     pub overlay: bool,
+    /// volumes and extra tmpfs mounts, covering what their path names
+    mounts: Vec<MountPoint>,
+    mf: Arc<crate::memfile::MemoryFile>,
+}
+
+/// A file system mounted over a path of the tree.
+struct MountPoint {
+    /// components from the root
+    path: Vec<Vec<u8>>,
+    /// what a walk through the path reaches instead
+    root: Node,
 }
 
 thread_local! {
@@ -459,6 +475,7 @@ impl FileSystem {
                         client,
                         handle: root.handle,
                         stat: root.stat,
+                        volume: None,
                     }),
                     mode: root.stat.mode,
                 }),
@@ -471,8 +488,147 @@ impl FileSystem {
             run: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x11, TMPFS_LIMIT, 0o755),
             proc: Default::default(),
             devpts: Default::default(),
-            shm: MemFs::new_root(mf, SYNTH_DEV + 0x12, TMPFS_LIMIT, 0o1777),
+            shm: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x12, TMPFS_LIMIT, 0o1777),
+            mounts: Vec::new(),
+            mf,
         })
+    }
+
+    /// Mounts the host directory (or file) the gofer behind `client`
+    /// serves at guest path `dest`, before the sandbox starts. A mount
+    /// point the tree lacks is made in the sandbox's own layer (the host's
+    /// root is never changed for it).
+    pub fn mount_volume(
+        &mut self,
+        dest: &[u8],
+        client: gofer::client::Client,
+        kind: VolumeKind,
+    ) -> Result<(), Errno> {
+        let client = Arc::new(client);
+        let root = client.attach()?;
+        let node = Node::Host {
+            h: Arc::new(GoferRef {
+                client,
+                handle: root.handle,
+                stat: root.stat,
+                volume: Some(kind),
+            }),
+            mode: root.stat.mode,
+        };
+        self.add_mount(dest, node)
+    }
+
+    /// Mounts a new tmpfs at guest path `dest` (an OCI `tmpfs` mount at a
+    /// place the sandbox does not already serve one).
+    pub fn mount_tmpfs(&mut self, dest: &[u8], mode: u32, size: u64) -> Result<(), Errno> {
+        let dev = SYNTH_DEV + 0x20 + self.mounts.len() as u64;
+        let root = crate::tmpfs::MemFs::new_root(self.mf.clone(), dev, size, mode & 0o7777);
+        self.add_mount(dest, Node::Mem(root))
+    }
+
+    fn add_mount(&mut self, dest: &[u8], root: Node) -> Result<(), Errno> {
+        let path: Vec<Vec<u8>> = split(dest).map(<[u8]>::to_vec).collect();
+        if path.is_empty() || path.iter().any(|c| c == b"." || c == b"..") {
+            return Err(Errno::EINVAL);
+        }
+        self.make_mount_point(&path, root.is_dir())?;
+        // A later mount at the same place hides the earlier one.
+        self.mounts.retain(|m| m.path != path);
+        self.mounts.push(MountPoint { path, root });
+        Ok(())
+    }
+
+    /// Makes the directories (and, for a file, the empty file) that a
+    /// mount at `path` covers, where the tree lacks them, so listings show
+    /// them. Only the sandbox's own layers change: the overlay's upper one
+    /// (even over a read-only root) and tmpfs.
+    fn make_mount_point(&self, path: &[Vec<u8>], dir: bool) -> Result<(), Errno> {
+        let mut loc = self.root();
+        for (i, c) in path.iter().enumerate() {
+            let last = i + 1 == path.len();
+            if !loc.node().is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            let found = match self.mounted_at(&loc, c) {
+                Some(n) => Ok(n),
+                None => self.lookup_child(loc.node(), loc.chain.len() - 1, c),
+            };
+            let node = match found {
+                Ok(n) => n,
+                Err(Errno::ENOENT) => {
+                    let parent = match loc.node() {
+                        Node::Ovl(d) => self.upper_dir(d)?,
+                        Node::Mem(m) => m.clone(),
+                        // Elsewhere (a volume, /proc): the mount still
+                        // works for paths that name it.
+                        _ => return Ok(()),
+                    };
+                    parent.clear_whiteout(c);
+                    let made = if dir || !last {
+                        parent.create(c, abi::S_IFDIR | 0o755, (0, 0), || {
+                            crate::tmpfs::MemKind::Dir(Default::default())
+                        })?
+                    } else {
+                        parent.create(c, abi::S_IFREG | 0o644, (0, 0), || {
+                            crate::tmpfs::MemKind::File(Default::default())
+                        })?
+                    };
+                    // Found again, so an overlay directory is one.
+                    match self.lookup_child(loc.node(), loc.chain.len() - 1, c) {
+                        Ok(n) => n,
+                        Err(_) => Node::Mem(made),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
+            loc.push(c.clone(), node);
+        }
+        Ok(())
+    }
+
+    /// The mounts made over the root's paths: (path, file system type,
+    /// read-only), for `/proc/self/mounts`.
+    pub fn mount_list(&self) -> Vec<(String, &'static str, bool)> {
+        self.mounts
+            .iter()
+            .map(|m| {
+                let path = m.path.iter().fold(String::new(), |mut p, c| {
+                    p.push('/');
+                    p.push_str(&String::from_utf8_lossy(c));
+                    p
+                });
+                let (typ, ro) = match &m.root {
+                    Node::Host { h, .. } => ("bind", h.volume != Some(VolumeKind::ReadWrite)),
+                    _ => ("tmpfs", false),
+                };
+                (path, typ, ro)
+            })
+            .collect()
+    }
+
+    /// Whether `name` in `parent` is a mount point.
+    pub fn is_mount_point(&self, parent: &Location, name: &[u8]) -> bool {
+        self.mounted_at(parent, name).is_some()
+    }
+
+    /// What is mounted at `name` in `parent`, if anything.
+    fn mounted_at(&self, parent: &Location, name: &[u8]) -> Option<Node> {
+        if self.mounts.is_empty() {
+            return None;
+        }
+        let depth = parent.chain.len();
+        self.mounts
+            .iter()
+            .rev()
+            .find(|m| {
+                m.path.len() == depth
+                    && m.path[depth - 1] == name
+                    && m.path[..depth - 1]
+                        .iter()
+                        .zip(&parent.chain[1..])
+                        .all(|(a, (b, _))| a == b)
+            })
+            .map(|m| m.root.clone())
     }
 
     /// The root directory.
@@ -504,11 +660,7 @@ impl FileSystem {
         let Some(node) = reply.nodes.first() else {
             return Err(Errno::ENOENT);
         };
-        let child = GoferRef {
-            client: h.client.clone(),
-            handle: node.handle,
-            stat: node.stat,
-        };
+        let child = h.child(*node);
         let st = node.stat;
         if st.is_dir() && self.is_masked_dev(&child, st.dev()) {
             return Ok(Node::Masked { ino: st.ino });
@@ -543,6 +695,7 @@ impl FileSystem {
                 }
                 self.ovl_lookup(d, depth, name)
             }
+            Node::Host { h, .. } if h.volume.is_some() => self.walk_host(h, name),
             Node::Host { h, .. } => {
                 // The root the gofer serves is the container's image, which
                 // nobody changes under a running sandbox: a lookup made
@@ -631,7 +784,11 @@ impl FileSystem {
                 }
                 continue;
             }
-            let child = match self.lookup_child(loc.node(), loc.chain.len() - 1, &name) {
+            let found = match self.mounted_at(&loc, &name) {
+                Some(n) => Ok(n),
+                None => self.lookup_child(loc.node(), loc.chain.len() - 1, &name),
+            };
+            let child = match found {
                 Ok(c) => c,
                 Err(Errno::ENOENT) if last => return Ok(Lookup::Missing { parent: loc }),
                 Err(e) => return Err(e),
@@ -803,6 +960,12 @@ impl FileSystem {
         if !self.overlay {
             return Err(Errno::EROFS);
         }
+        self.upper_dir(d)
+    }
+
+    /// [`FileSystem::ensure_upper`], also when the guest may not write to
+    /// the root (for what the Sentry itself puts there).
+    fn upper_dir(&self, d: &OvlDir) -> Result<Arc<crate::tmpfs::MemInode>, Errno> {
         let mut cur = self.upper.clone();
         let mut lower = self.root.clone();
         for (i, c) in d.path.iter().enumerate() {
@@ -848,6 +1011,10 @@ impl FileSystem {
         let Some((Node::Ovl(parent), name)) = loc.parent() else {
             return Err(Errno::EROFS);
         };
+        if matches!(loc.node(), Node::Host { h, .. } if h.volume.is_some()) {
+            // A volume mounted over a path of the root is not its lower layer.
+            return Err(Errno::EROFS);
+        }
         let node = loc.node();
         let st = node.stat()?;
         let dir = self.ensure_upper(parent)?;
@@ -974,8 +1141,60 @@ pub struct GoferRef {
     handle: gofer::proto::Handle,
     /// attributes when looked up: the lower layer is the container's
     /// image, which nothing changes while the sandbox runs (writes go to
-    /// the overlay's upper layer)
+    /// the overlay's upper layer); a volume's are asked for each time
     stat: gofer::proto::Stat,
+    /// on a volume (a host directory the user mounted), not the root
+    volume: Option<VolumeKind>,
+}
+
+/// How a volume was mounted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VolumeKind {
+    /// the guest's writes reach the host
+    ReadWrite,
+    /// writes answer `EROFS`
+    ReadOnly,
+}
+
+impl GoferRef {
+    /// The gofer serving this object.
+    pub fn client(&self) -> &gofer::client::Client {
+        &self.client
+    }
+
+    /// The gofer's handle on it.
+    pub fn handle(&self) -> gofer::proto::Handle {
+        self.handle
+    }
+
+    /// The volume it is on, if any.
+    pub fn volume(&self) -> Option<VolumeKind> {
+        self.volume
+    }
+
+    /// Identifies the file system it is on (`rename` across two is
+    /// `EXDEV`).
+    pub fn mount_id(&self) -> usize {
+        Arc::as_ptr(&self.client) as usize
+    }
+
+    /// A handle on a node this gofer just made or walked to.
+    pub fn child(&self, node: gofer::proto::Node) -> GoferRef {
+        GoferRef {
+            client: self.client.clone(),
+            handle: node.handle,
+            stat: node.stat,
+            volume: self.volume,
+        }
+    }
+
+    /// Current attributes (cached for the root's read-only lower layer).
+    pub fn stat(&self) -> Result<Stat, Errno> {
+        match self.volume {
+            None => Ok(self.stat.to_linux()),
+            Some(_) => Ok(self.client.stat(self.handle)?.to_linux()),
+        }
+    }
 }
 
 impl fmt::Debug for GoferRef {

@@ -16,7 +16,7 @@ use crate::locks::{FileKey, Owner, RecordLock, OFFSET_MAX};
 use crate::mm::GuestSlice;
 use crate::task::Task;
 use crate::tmpfs::MemKind;
-use crate::vfs::{Location, Lookup, Node};
+use crate::vfs::{GoferRef, HostFile, Location, Lookup, Node, VolumeKind};
 
 /// Linux's cap on one read or write (`MAX_RW_COUNT`).
 const MAX_RW_COUNT: u64 = 0x7fff_f000;
@@ -297,6 +297,21 @@ fn openat(
         Lookup::Missing { parent } => {
             if create && !path.ends_with(b"/") {
                 let name = last_component(&path).ok_or(Errno::ENOENT)?;
+                if let Some(v) = volume(parent.node()) {
+                    let h = v?;
+                    may_write_dir(task, &parent)?;
+                    let mode = mode & 0o7777 & !task.fs_ctx().umask;
+                    let (node, fd) =
+                        h.client()
+                            .create(h.handle(), &name, host_open_flags(raw_flags), mode)?;
+                    let child = Node::Host {
+                        h: Arc::new(adopt(task, h, node)),
+                        mode: abi::S_IFREG | mode,
+                    };
+                    let loc = child_of(&parent, name, child);
+                    let kind = FileKind::Host(Arc::new(HostFile::new(fd)));
+                    return install_file(task, kind, loc, acc, flags);
+                }
                 let dir = match parent.node() {
                     Node::Mem(m) => m.clone(),
                     Node::Ovl(d) => {
@@ -342,6 +357,38 @@ fn openat(
         FileKind::Path
     } else {
         match &node {
+            Node::Host { h, .. } if h.volume().is_some() => {
+                if let Some(Err(e)) = volume(&node) {
+                    if wants_write {
+                        return Err(e);
+                    }
+                }
+                let kind = node.stat()?.mode & abi::S_IFMT;
+                if !created {
+                    let want = if acc == 0 {
+                        4
+                    } else if acc == abi::OpenFlags::WRONLY.bits() {
+                        2
+                    } else {
+                        6
+                    };
+                    check_access(
+                        task,
+                        &loc,
+                        if flags.contains(OpenFlags::TRUNC) {
+                            want | 2
+                        } else {
+                            want
+                        },
+                    )?;
+                }
+                if kind == abi::S_IFDIR || !wants_write {
+                    FileKind::Host(task.kernel.fs.open_host(&loc)?)
+                } else {
+                    let fd = h.client().open(h.handle(), host_open_flags(raw_flags))?;
+                    FileKind::Host(Arc::new(HostFile::new(fd)))
+                }
+            }
             // Writing a host file below the overlay copies it up.
             Node::Host { .. } if wants_write && matches!(loc.parent(), Some((Node::Ovl(_), _))) => {
                 let m = task.kernel.fs.copy_up(&loc)?;
@@ -588,6 +635,52 @@ fn ro_error(_parent: &Node) -> Errno {
     Errno::EROFS
 }
 
+/// The gofer handle of `node` when it is on a volume: `Some(Ok)` on a
+/// writable one, `Some(Err(EROFS))` on a read-only one, `None` elsewhere.
+fn volume(node: &Node) -> Option<Result<&Arc<GoferRef>, Errno>> {
+    match node {
+        Node::Host { h, .. } => match h.volume()? {
+            VolumeKind::ReadWrite => Some(Ok(h)),
+            VolumeKind::ReadOnly => Some(Err(Errno::EROFS)),
+        },
+        _ => None,
+    }
+}
+
+/// Takes over the gofer's handle on what the guest just made on a volume
+/// (dropping the result closes it), and gives it to the guest's user: the
+/// gofer makes it as its own. Best effort: a host that refuses keeps the
+/// gofer's owner.
+fn adopt(task: &Task, dir: &GoferRef, node: gofer::proto::Node) -> GoferRef {
+    let child = dir.child(node);
+    let (uid, gid) = task.ids;
+    if (uid, gid) != (0, 0) {
+        let attr = gofer::client::SetAttr {
+            uid: Some(uid),
+            gid: Some(gid),
+            ..Default::default()
+        };
+        let _ = child.client().set_stat(child.handle(), &attr);
+    }
+    child
+}
+
+/// `O_*` flags that reach a volume file's host descriptor.
+fn host_open_flags(raw: u32) -> i32 {
+    let pass = abi::O_ACCMODE
+        | (OpenFlags::APPEND | OpenFlags::TRUNC | OpenFlags::DSYNC | OpenFlags::SYNC).bits();
+    (raw & pass) as i32 | libc::O_NONBLOCK | libc::O_NOCTTY
+}
+
+/// A mount point (the root of a volume or tmpfs mounted there) cannot be
+/// removed or renamed.
+fn busy_mount_point(task: &Task, e: &Entry) -> Result<(), Errno> {
+    if task.kernel.fs.is_mount_point(&e.parent, &e.name) {
+        return Err(Errno::EBUSY);
+    }
+    Ok(())
+}
+
 pub fn sys_close_range(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const CLOSE_RANGE_UNSHARE: u64 = 2;
     const CLOSE_RANGE_CLOEXEC: u64 = 4;
@@ -814,6 +907,7 @@ fn check_access(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
     let st = loc.node().stat()?;
     let writable_fs = match loc.node() {
         Node::Dev(_) | Node::Pts(_) | Node::Mem(_) => true,
+        Node::Host { h, .. } if h.volume().is_some() => h.volume() == Some(VolumeKind::ReadWrite),
         Node::Host { .. } | Node::Ovl(_) => task.kernel.fs.overlay,
         _ => false,
     };
@@ -1246,10 +1340,15 @@ pub fn sys_flock(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_fsync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(file.kind, FileKind::Path) {
-        return Err(Errno::EBADF);
+    match &file.kind {
+        FileKind::Path => Err(Errno::EBADF),
+        // A volume's file: the data must reach the host's disk.
+        FileKind::Host(f) if file.flags() & abi::O_ACCMODE != 0 => {
+            host::fsync(f.fd(), false)?;
+            Ok(0)
+        }
+        _ => Ok(0),
     }
-    Ok(0)
 }
 
 pub fn sys_fadvise64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1277,8 +1376,12 @@ pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if (a[2] as i64) < 0 || (a[3] as i64) <= 0 {
         return Err(Errno::EINVAL);
     }
-    match file.kind {
+    match &file.kind {
         FileKind::Host(_) if file.flags() & abi::O_ACCMODE == 0 => Err(Errno::EBADF),
+        FileKind::Host(f) if !file.is_dir() => {
+            host::fallocate(f.fd(), a[1] as i32, a[2] as i64, a[3] as i64)?;
+            Ok(0)
+        }
         FileKind::Path => Err(Errno::EBADF),
         _ => Err(Errno::EBADF),
     }
@@ -1457,6 +1560,14 @@ fn mkdir(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
+    if let Some(v) = volume(e.parent.node()) {
+        let h = v?;
+        may_write_dir(task, &e.parent)?;
+        let mode = mode & 0o7777 & !task.fs_ctx().umask;
+        let node = h.client().mkdir(h.handle(), &e.name, mode)?;
+        adopt(task, h, node);
+        return Ok(0);
+    }
     let dir = mem_dir(task, &e)?;
     may_write_dir(task, &e.parent)?;
     let mode = abi::S_IFDIR | (mode & 0o7777 & !task.fs_ctx().umask);
@@ -1484,10 +1595,25 @@ fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
+    let perm = mode & 0o7777 & !task.fs_ctx().umask;
+    if let Some(v) = volume(e.parent.node()) {
+        let h = v?;
+        let kind = match kind {
+            0 | abi::S_IFREG => abi::S_IFREG,
+            abi::S_IFIFO => abi::S_IFIFO,
+            abi::S_IFCHR | abi::S_IFBLK => return Err(Errno::EPERM),
+            // A socket file on the host would be a way out of the sandbox.
+            abi::S_IFSOCK => return Err(Errno::EPERM),
+            _ => return Err(Errno::EINVAL),
+        };
+        may_write_dir(task, &e.parent)?;
+        let node = h.client().mknod(h.handle(), &e.name, kind | perm)?;
+        adopt(task, h, node);
+        return Ok(0);
+    }
     let dir = mem_dir(task, &e)?;
     may_write_dir(task, &e.parent)?;
     dir.clear_whiteout(&e.name);
-    let perm = mode & 0o7777 & !task.fs_ctx().umask;
     let bus = task.kernel.bus.clone();
     match kind {
         0 | abi::S_IFREG => dir.create(&e.name, abi::S_IFREG | perm, task.ids, || {
@@ -1523,6 +1649,16 @@ fn symlink(task: &Task, target: u64, dirfd: u64, path: u64) -> Result<u64, Errno
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
+    if let Some(v) = volume(e.parent.node()) {
+        let h = v?;
+        may_write_dir(task, &e.parent)?;
+        if target.len() > gofer::proto::SYMLINK_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        let node = h.client().symlink(h.handle(), &e.name, &target)?;
+        adopt(task, h, node);
+        return Ok(0);
+    }
     let dir = mem_dir(task, &e)?;
     may_write_dir(task, &e.parent)?;
     dir.clear_whiteout(&e.name);
@@ -1554,6 +1690,22 @@ fn link(
     let e = entry(task, newdir, new, false)?;
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
+    }
+    if let Some(v) = volume(e.parent.node()) {
+        let h = v?;
+        let Node::Host { h: s, .. } = src.node() else {
+            return Err(Errno::EXDEV);
+        };
+        if s.mount_id() != h.mount_id() {
+            return Err(Errno::EXDEV);
+        }
+        if src.node().is_dir() {
+            return Err(Errno::EPERM);
+        }
+        may_write_dir(task, &e.parent)?;
+        // The reply's handle is closed at once.
+        drop(h.child(h.client().link(h.handle(), &e.name, s.handle())?));
+        return Ok(0);
     }
     let dir = mem_dir(task, &e)?;
     let node = match src.node() {
@@ -1597,6 +1749,20 @@ fn unlink(task: &Task, dirfd: u64, path: u64, dir: bool) -> Result<u64, Errno> {
     }
     if !e.parent.node().is_dir() {
         return Err(Errno::ENOTDIR);
+    }
+    if let Some(v) = volume(e.parent.node()) {
+        let h = v?;
+        if e.existing.is_none() {
+            return Err(Errno::ENOENT);
+        }
+        busy_mount_point(task, &e)?;
+        may_write_dir(task, &e.parent)?;
+        let flags = if dir { abi::AT_REMOVEDIR } else { 0 };
+        h.client().unlink(h.handle(), &e.name, flags)?;
+        return Ok(0);
+    }
+    if e.existing.is_some() {
+        busy_mount_point(task, &e)?;
     }
     // A read-only parent refuses before the name is even looked at.
     match e.parent.node() {
@@ -1664,6 +1830,7 @@ pub fn sys_unlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// Which "mount" a location is on (rename across them is `EXDEV`).
 fn mount_of(loc: &Location) -> u64 {
     match loc.node() {
+        Node::Host { h, .. } if h.volume().is_some() => 4 + h.mount_id() as u64,
         Node::Host { .. } | Node::Ovl(_) => 0,
         Node::DevDir | Node::Dev(_) => 1,
         Node::Masked { .. } => 2,
@@ -1685,6 +1852,26 @@ fn rename(
     let to = entry(task, newdir, new, false)?;
     if mount_of(&from.parent) != mount_of(&to.parent) {
         return Err(Errno::EXDEV);
+    }
+    if from.existing.is_some() {
+        busy_mount_point(task, &from)?;
+    }
+    if to.existing.is_some() {
+        busy_mount_point(task, &to)?;
+    }
+    if let (Some(a), Some(b)) = (volume(from.parent.node()), volume(to.parent.node())) {
+        let (a, b) = (a?, b?);
+        if from.existing.is_none() {
+            return Err(Errno::ENOENT);
+        }
+        if from.name == b"." || from.name == b".." || to.name == b"." || to.name == b".." {
+            return Err(Errno::EBUSY);
+        }
+        may_write_dir(task, &from.parent)?;
+        may_write_dir(task, &to.parent)?;
+        a.client()
+            .rename(a.handle(), &from.name, b.handle(), &to.name, flags)?;
+        return Ok(0);
     }
     match from.parent.node() {
         Node::Ovl(_) if !task.kernel.fs.overlay => return Err(Errno::EROFS),
@@ -1780,7 +1967,29 @@ fn owner_check(task: &Task, m: &crate::tmpfs::MemInode) -> Result<(), Errno> {
     }
 }
 
+/// Changes attributes of a volume object; `owner_only` when only its
+/// owner (or root) may.
+fn volume_set(
+    task: &Task,
+    h: &GoferRef,
+    attr: &gofer::client::SetAttr,
+    owner_only: bool,
+) -> Result<u64, Errno> {
+    if owner_only && task.ids.0 != 0 && h.stat()?.uid != task.ids.0 {
+        return Err(Errno::EPERM);
+    }
+    h.client().set_stat(h.handle(), attr)?;
+    Ok(0)
+}
+
 fn chmod_loc(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
+    if let Some(v) = volume(loc.node()) {
+        let attr = gofer::client::SetAttr {
+            mode: Some(mode & 0o7777),
+            ..Default::default()
+        };
+        return volume_set(task, v?, &attr, true);
+    }
     let m = &writable(task, loc)?;
     owner_check(task, m)?;
     m.set_mode(mode);
@@ -1788,6 +1997,20 @@ fn chmod_loc(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
 }
 
 fn chown_loc(task: &Task, loc: &Location, uid: u32, gid: u32) -> Result<u64, Errno> {
+    if let Some(v) = volume(loc.node()) {
+        let h = v?;
+        if task.ids.0 != 0
+            && (uid != u32::MAX && uid != h.stat()?.uid || gid != u32::MAX && gid != task.ids.1)
+        {
+            return Err(Errno::EPERM);
+        }
+        let attr = gofer::client::SetAttr {
+            uid: (uid != u32::MAX).then_some(uid),
+            gid: (gid != u32::MAX).then_some(gid),
+            ..Default::default()
+        };
+        return volume_set(task, h, &attr, false);
+    }
     let m = &writable(task, loc)?;
     if task.ids.0 != 0
         && (uid != u32::MAX && uid != m.meta().uid || gid != u32::MAX && gid != task.ids.1)
@@ -1885,7 +2108,6 @@ const UTIME_NOW: i64 = (1 << 30) - 1;
 const UTIME_OMIT: i64 = (1 << 30) - 2;
 
 fn set_times(task: &Task, loc: &Location, times: Option<[abi::Timespec; 2]>) -> Result<u64, Errno> {
-    let m = &writable(task, loc)?;
     let now = crate::host::clock_gettime(libc::CLOCK_REALTIME)?;
     let pick = |t: abi::Timespec| -> Result<Option<abi::Timespec>, Errno> {
         match t.tv_nsec {
@@ -1903,6 +2125,22 @@ fn set_times(task: &Task, loc: &Location, times: Option<[abi::Timespec; 2]>) -> 
         t.iter()
             .any(|x| x.tv_nsec != UTIME_NOW && x.tv_nsec != UTIME_OMIT)
     });
+    if let Some(v) = volume(loc.node()) {
+        let h = v?;
+        let ts = |t: Option<abi::Timespec>| {
+            t.map(|t| gofer::proto::Timespec {
+                sec: t.tv_sec,
+                nsec: t.tv_nsec as u32,
+            })
+        };
+        let attr = gofer::client::SetAttr {
+            atime: ts(at),
+            mtime: ts(mt),
+            ..Default::default()
+        };
+        return volume_set(task, h, &attr, explicit);
+    }
+    let m = &writable(task, loc)?;
     if explicit {
         owner_check(task, m)?;
     }
@@ -1997,6 +2235,13 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EISDIR);
     }
     check_access(task, &loc, 2)?;
+    if let Some(v) = volume(loc.node()) {
+        let attr = gofer::client::SetAttr {
+            size: Some(a[1]),
+            ..Default::default()
+        };
+        return volume_set(task, v?, &attr, false);
+    }
     let m = writable(task, &loc)?;
     m.truncate(a[1]).map(|()| 0)
 }
@@ -2009,6 +2254,10 @@ pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     match &file.kind {
         FileKind::Path => Err(Errno::EBADF),
         FileKind::Mem(m) if file.flags() & abi::O_ACCMODE != 0 => m.truncate(a[1]).map(|()| 0),
+        FileKind::Host(f) if file.flags() & abi::O_ACCMODE != 0 && !file.is_dir() => {
+            host::ftruncate(f.fd(), a[1])?;
+            Ok(0)
+        }
         _ => Err(Errno::EINVAL),
     }
 }
@@ -2034,7 +2283,8 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
         n => n,
     };
     match node {
-        Node::Host { .. } => {
+        Node::Host { h: gref, .. } => {
+            let ro = gref.volume() != Some(VolumeKind::ReadWrite);
             let h = fs.statfs_host(node)?;
             s.f_type = h.fs_type as i64;
             s.f_bsize = h.block_size as i64;
@@ -2045,7 +2295,7 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
             s.f_ffree = h.files_free;
             s.f_namelen = h.name_max as i64;
             s.f_frsize = h.fragment_size as i64;
-            s.f_flags = 1; // ST_RDONLY
+            s.f_flags = i64::from(ro); // ST_RDONLY
         }
         Node::Mem(m) => {
             let (total, used) = m.fs().usage();

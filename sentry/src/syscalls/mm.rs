@@ -93,6 +93,11 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 // The root is read-only: a shared mapping can never become
                 // writable (mprotect answers EACCES too).
                 if shared {
+                    if prot.write && file.writable() {
+                        // A volume's file: its pages are the host's, which
+                        // the memory file cannot share (yet).
+                        return Err(Errno::ENODEV);
+                    }
                     if prot.write {
                         return Err(Errno::EACCES);
                     }

@@ -1,0 +1,233 @@
+//! Volumes: host directories and files mounted into the sandbox with
+//! `ferrovisor do --volume HOST:GUEST[:ro]`. The same file operations run
+//! natively on one directory and in the sandbox on another mounted at
+//! `/data`: what they print and what they leave on the host's disk must
+//! agree. A read-only volume leaves the host untouched.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+use common::{command, run, Outcome, TempDir};
+
+const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn sandboxed(opts: &[String], script: &str) -> Outcome {
+    // `$D` names the volume in the sandbox.
+    let mut cmd = command(FERROVISOR, &[("D", "/data")]);
+    cmd.arg("do").args(opts).args(["--", "bash", "-c", script]);
+    run(cmd, None, TIMEOUT)
+}
+
+fn native(dir: &Path, script: &str) -> Outcome {
+    let mut cmd = command("bash", &[]);
+    cmd.args(["-c", script]).env("D", dir);
+    run(cmd, None, TIMEOUT)
+}
+
+/// Every object below `dir`: relative path, type, permissions, link
+/// count, size, and contents or link target.
+fn tree(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        names.sort();
+        for n in names {
+            let p = dir.join(&n);
+            let m = std::fs::symlink_metadata(&p).expect("lstat");
+            let rel = p
+                .strip_prefix(base)
+                .expect("below base")
+                .display()
+                .to_string();
+            let ft = m.file_type();
+            let what = if ft.is_symlink() {
+                format!("-> {}", std::fs::read_link(&p).expect("readlink").display())
+            } else if ft.is_file() {
+                String::from_utf8_lossy(&std::fs::read(&p).expect("read")).into_owned()
+            } else if ft.is_dir() {
+                "dir".into()
+            } else {
+                "other".into()
+            };
+            let mode = m.permissions().mode() & 0o7777;
+            out.push(format!(
+                "{rel} {mode:o} n{} s{} {what}",
+                m.nlink(),
+                if ft.is_dir() { 0 } else { m.size() }
+            ));
+            if ft.is_dir() {
+                walk(base, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// File operations on `$D`, printing what a program would observe.
+const SCRIPT: &str = r#"
+set -u
+cd "$D"
+umask 022
+echo hello > a
+head -c 10000 /dev/zero | tr '\0' x > big
+mkdir -p d1/d2
+echo deep > d1/d2/f
+mv a d1/a2
+ln d1/a2 hard
+ln -s d1/a2 sym
+cat sym
+echo appended >> hard
+cat d1/a2
+stat -c '%a %h %s %F' hard d1 sym
+chmod 640 hard
+stat -c '%a' d1/a2
+truncate -s 3 big
+wc -c < big
+touch -d '2020-01-02 03:04:05 UTC' big
+stat -c '%Y' big
+rmdir d1 2>&1 | sed 's/^[^:]*: //'
+rm -r d1/d2
+rm sym
+ls -1A . d1
+mkfifo fifo
+stat -c '%F' fifo
+rm fifo
+python3 - <<'PY'
+import errno, os
+fd = os.open("o", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+os.write(fd, b"abcdef")
+os.lseek(fd, 0, os.SEEK_SET)
+print(os.read(fd, 4))
+os.pwrite(fd, b"XY", 1)
+print(os.pread(fd, 6, 0))
+os.ftruncate(fd, 2)
+os.fsync(fd)
+print(os.fstat(fd).st_size, oct(os.fstat(fd).st_mode))
+os.close(fd)
+try:
+    os.open("o", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+except OSError as e:
+    print(errno.errorcode[e.errno])
+fd = os.open("o", os.O_WRONLY | os.O_APPEND)
+os.write(fd, b"++")
+print(os.lseek(fd, 0, os.SEEK_CUR))
+os.close(fd)
+os.rename("o", "big")
+print(open("big", "rb").read())
+try:
+    os.rename("d1", "d1/sub")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+os.mkdir("e")
+os.rename("e", "d1/e")
+try:
+    os.unlink("d1")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+print(sorted(os.listdir("d1")))
+PY
+ls -1A
+"#;
+
+#[test]
+fn a_volume_is_changed_as_a_native_directory_would_be() {
+    let nat_dir = TempDir::new("native");
+    let sb_dir = TempDir::new("sandbox");
+    let nat = native(nat_dir.path(), SCRIPT);
+    assert_eq!(nat.status, 0, "the NATIVE run failed: {}", nat.stderr);
+    let sb = sandboxed(
+        &[
+            "--volume".into(),
+            format!("{}:/data", sb_dir.path_str().to_owned()),
+        ],
+        SCRIPT,
+    );
+    assert_eq!(
+        (sb.status, &sb.stdout),
+        (nat.status, &nat.stdout),
+        "sandbox stderr: {}",
+        sb.stderr
+    );
+    assert_eq!(tree(sb_dir.path()), tree(nat_dir.path()));
+    assert!(!tree(sb_dir.path()).is_empty());
+}
+
+#[test]
+fn a_read_only_volume_refuses_writes_and_the_host_is_untouched() {
+    let dir = TempDir::new("ro");
+    std::fs::write(dir.path().join("keep"), "original\n").expect("write");
+    std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+    let before = tree(dir.path());
+    let script = r#"
+        cat /data/keep
+        for op in "touch /data/new" "rm /data/keep" "mkdir /data/x" "rmdir /data/sub" \
+                  "chmod 777 /data/keep" "mv /data/keep /data/k2" "ln -s a /data/l"; do
+            $op 2>&1 | grep -o 'Read-only file system' || echo "$op: not refused"
+        done
+        echo more >> /data/keep || true
+        rmdir /data 2>&1 | grep -o 'busy'
+        grep ' /data ' /proc/mounts | cut -d' ' -f2,4
+    "#;
+    let out = sandboxed(
+        &[
+            "--volume".into(),
+            format!("{}:/data:ro", dir.path_str().to_owned()),
+        ],
+        script,
+    );
+    assert_eq!(
+        out.stdout,
+        "original\n".to_string()
+            + &"Read-only file system\n".repeat(7)
+            + "busy\n/data ro,nosuid,nodev\n",
+        "{out:?}"
+    );
+    assert_eq!(tree(dir.path()), before);
+}
+
+#[test]
+fn a_file_volume_shows_only_that_file() {
+    let dir = TempDir::new("file");
+    std::fs::write(dir.path().join("hosts"), "192.0.2.1 example\n").expect("write");
+    std::fs::write(dir.path().join("secret"), "do not show\n").expect("write");
+    let script = r#"
+        cat /etc/hosts
+        echo "192.0.2.2 other" >> /etc/hosts
+        ls /etc/hosts/x 2>&1 | grep -o 'Not a directory'
+    "#;
+    let vol = format!("{}:/etc/hosts", dir.path().join("hosts").display());
+    let out = sandboxed(&["--volume".into(), vol], script);
+    assert_eq!(
+        out.stdout, "192.0.2.1 example\nNot a directory\n",
+        "{out:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("hosts")).expect("read"),
+        "192.0.2.1 example\n192.0.2.2 other\n"
+    );
+}
+
+#[test]
+fn bad_volumes_get_one_line() {
+    let dir = TempDir::new("bad");
+    let cases = [
+        format!("{}/missing:/x", dir.path_str().to_owned()),
+        "nocolon".to_string(),
+        format!("{}:relative", dir.path_str().to_owned()),
+        "/dev/null:/x".to_string(),
+    ];
+    for spec in cases {
+        let out = sandboxed(&["--volume".into(), spec.clone()], "true");
+        assert_eq!(out.status, 2, "{spec}: {out:?}");
+        assert_eq!(out.stderr.trim_end().lines().count(), 1, "{spec}: {out:?}");
+        assert!(out.stderr.contains("--volume"), "{spec}: {out:?}");
+    }
+}
