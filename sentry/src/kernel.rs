@@ -509,7 +509,6 @@ where
     }
     kernel.fs.proc.attach(&kernel);
     kernel.fs.devpts.attach(&kernel);
-    crate::hostsig::start_forwarder(Arc::downgrade(&kernel));
     if let Some(StartHook(hook)) = config.on_start {
         hook(Arc::downgrade(&kernel));
     }
@@ -524,6 +523,9 @@ where
             stdio: Stdio::Inherit,
         },
     )?;
+    // Only now is there a first process to hand host signals to; those that
+    // came before stay pending (blocked) until the forwarder takes them.
+    crate::hostsig::start_forwarder(Arc::downgrade(&kernel));
     // Init's other threads may still run: the sandbox ends when the whole
     // process has.
     let status = run_process(&kernel, task);
