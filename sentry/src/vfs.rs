@@ -756,14 +756,41 @@ impl FileSystem {
     /// Resolves `path` from `start` (ignored for absolute paths). A final
     /// symlink is followed when `follow` is set or the path ends in `/`.
     pub fn walk(&self, start: &Location, path: &[u8], follow: bool) -> Result<Lookup, Errno> {
+        self.walk_with(start, path, follow, Resolve::default())
+    }
+
+    /// [`FileSystem::walk`] under `openat2`'s restrictions.
+    pub fn walk_with(
+        &self,
+        start: &Location,
+        path: &[u8],
+        follow: bool,
+        how: Resolve,
+    ) -> Result<Lookup, Errno> {
         if path.is_empty() {
             return Err(Errno::ENOENT);
         }
         if path.len() >= PATH_MAX {
             return Err(Errno::ENAMETOOLONG);
         }
+        let scoped = how.beneath || how.in_root;
+        // Where an absolute path or symlink starts over.
+        let jump = |from: &Location| -> Result<Location, Errno> {
+            if how.beneath {
+                return Err(Errno::EXDEV);
+            }
+            let to = if how.in_root {
+                start.clone()
+            } else {
+                self.root()
+            };
+            if how.no_xdev && mount_key(from.node()) != mount_key(to.node()) {
+                return Err(Errno::EXDEV);
+            }
+            Ok(to)
+        };
         let mut loc = if path[0] == b'/' {
-            self.root()
+            jump(start)?
         } else {
             start.clone()
         };
@@ -779,8 +806,20 @@ impl FileSystem {
                 continue;
             }
             if name == b".." {
+                if scoped && loc.chain.len() <= start.chain.len() {
+                    // At the walk's own root: RESOLVE_IN_ROOT stays there,
+                    // RESOLVE_BENEATH refuses to climb out.
+                    if how.beneath {
+                        return Err(Errno::EXDEV);
+                    }
+                    continue;
+                }
                 if loc.chain.len() > 1 {
+                    let below = mount_key(loc.node());
                     loc.chain.pop();
+                    if how.no_xdev && mount_key(loc.node()) != below {
+                        return Err(Errno::EXDEV);
+                    }
                 }
                 continue;
             }
@@ -793,10 +832,25 @@ impl FileSystem {
                 Err(Errno::ENOENT) if last => return Ok(Lookup::Missing { parent: loc }),
                 Err(e) => return Err(e),
             };
+            let followed = !last || follow || must_be_dir;
+            if followed && is_magic_link(loc.node(), &name, &child) {
+                if how.no_magiclinks || how.no_symlinks {
+                    return Err(Errno::ELOOP);
+                }
+                if scoped {
+                    return Err(Errno::EXDEV);
+                }
+            }
+            if how.no_xdev && mount_key(&child) != mount_key(loc.node()) {
+                return Err(Errno::EXDEV);
+            }
             // /proc/[pid]/fd/N names the open file itself, not a path.
             if let Node::Proc(crate::procfs::ProcNode::FdLink(_, file, _)) = &child {
                 if !last || follow || must_be_dir {
                     if let Some(target) = &file.location {
+                        if how.no_xdev && mount_key(target.node()) != mount_key(loc.node()) {
+                            return Err(Errno::EXDEV);
+                        }
                         loc = target.clone();
                         continue;
                     }
@@ -808,6 +862,9 @@ impl FileSystem {
                 }
             }
             if child.is_symlink() && (!last || follow || must_be_dir) {
+                if how.no_symlinks {
+                    return Err(Errno::ELOOP);
+                }
                 links += 1;
                 if links > MAX_SYMLINKS {
                     return Err(Errno::ELOOP);
@@ -817,7 +874,7 @@ impl FileSystem {
                     return Err(Errno::ENOENT);
                 }
                 if target[0] == b'/' {
-                    loc = self.root();
+                    loc = jump(&loc)?;
                 }
                 if target.ends_with(b"/") && last {
                     must_be_dir = true;
@@ -1131,6 +1188,51 @@ impl FileSystem {
             Node::Host { h, .. } => h.client.statfs(h.handle),
             _ => Err(Errno::EINVAL),
         }
+    }
+}
+
+/// `openat2`'s `RESOLVE_*` restrictions on a path walk.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Resolve {
+    /// `RESOLVE_NO_XDEV`: never cross a mount point (`EXDEV`)
+    pub no_xdev: bool,
+    /// `RESOLVE_NO_MAGICLINKS`: `/proc/[pid]/{fd/N,exe,cwd,root}` are not
+    /// followed (`ELOOP`)
+    pub no_magiclinks: bool,
+    /// `RESOLVE_NO_SYMLINKS`: no symlink is followed (`ELOOP`)
+    pub no_symlinks: bool,
+    /// `RESOLVE_BENEATH`: stay below the starting directory (`EXDEV`)
+    pub beneath: bool,
+    /// `RESOLVE_IN_ROOT`: the starting directory is the root for `/`,
+    /// `..` and absolute symlinks
+    pub in_root: bool,
+}
+
+/// Identifies the mount `node` belongs to: objects with different keys are
+/// on different file systems (`rename` between them is `EXDEV`).
+pub fn mount_key(node: &Node) -> usize {
+    match node {
+        Node::Host { h, .. } if h.volume.is_some() => h.mount_id(),
+        Node::Host { .. } | Node::Ovl(_) => 0,
+        Node::DevDir | Node::Dev(_) => 1,
+        Node::Masked { ino } => 2 + ((*ino as usize) << 4),
+        Node::Proc(_) => 3,
+        Node::PtsDir | Node::Pts(_) => 5,
+        Node::Mem(m) => Arc::as_ptr(m.fs()) as usize,
+    }
+}
+
+/// Whether `child`, found as `name` in `parent`, is one of /proc's "magic"
+/// links, which name an object rather than a path.
+fn is_magic_link(parent: &Node, name: &[u8], child: &Node) -> bool {
+    use crate::procfs::ProcNode;
+    match child {
+        Node::Proc(ProcNode::FdLink(..)) => true,
+        Node::Proc(ProcNode::Link(..)) => {
+            matches!(parent, Node::Proc(ProcNode::Pid(..)))
+                && matches!(name, b"exe" | b"cwd" | b"root")
+        }
+        _ => false,
     }
 }
 

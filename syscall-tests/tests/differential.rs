@@ -58,6 +58,7 @@ guests! {
     open_basic,
     openat_dirfd,
     open_nofollow,
+    openat2,
     read_basic,
     pread_readv,
     lseek,

@@ -263,6 +263,88 @@ pub fn sys_openat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     openat(task, a[0], a[1], a[2] as u32, a[3] as u32)
 }
 
+/// `RESOLVE_*` bits of `openat2`.
+mod resolve {
+    pub const NO_XDEV: u64 = 0x01;
+    pub const NO_MAGICLINKS: u64 = 0x02;
+    pub const NO_SYMLINKS: u64 = 0x04;
+    pub const BENEATH: u64 = 0x08;
+    pub const IN_ROOT: u64 = 0x10;
+    pub const CACHED: u64 = 0x20;
+    pub const ALL: u64 = 0x3f;
+}
+
+/// `openat2(dirfd, path, how, size)`: `openat` with strict flag checks and
+/// `RESOLVE_*` limits on the path walk.
+pub fn sys_openat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    // struct open_how { u64 flags, mode, resolve }, extensible: a larger
+    // struct is accepted when what we do not know is zero.
+    const OPEN_HOW_SIZE: u64 = 24;
+    let size = a[3];
+    if size < OPEN_HOW_SIZE {
+        return Err(Errno::EINVAL);
+    }
+    if size > 4096 {
+        return Err(Errno::E2BIG);
+    }
+    let mut raw = vec![0u8; size as usize];
+    task.mm().copy_in(a[2], &mut raw)?;
+    if raw[OPEN_HOW_SIZE as usize..].iter().any(|&b| b != 0) {
+        return Err(Errno::E2BIG);
+    }
+    let word = |i: usize| u64::from_ne_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+    let (flags, mode, how) = (word(0), word(1), word(2));
+    let valid = (abi::O_ACCMODE
+        | (OpenFlags::CREAT
+            | OpenFlags::EXCL
+            | OpenFlags::NOCTTY
+            | OpenFlags::TRUNC
+            | OpenFlags::APPEND
+            | OpenFlags::NONBLOCK
+            | OpenFlags::DSYNC
+            | OpenFlags::ASYNC
+            | OpenFlags::DIRECT
+            | OpenFlags::LARGEFILE
+            | OpenFlags::DIRECTORY
+            | OpenFlags::NOFOLLOW
+            | OpenFlags::NOATIME
+            | OpenFlags::CLOEXEC
+            | OpenFlags::SYNC
+            | OpenFlags::PATH
+            | OpenFlags::TMPFILE)
+            .bits()) as u64;
+    if flags & !valid != 0 || how & !resolve::ALL != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let f = OpenFlags::from_bits_retain(flags as u32);
+    let makes = f.contains(OpenFlags::CREAT) || f.contains(OpenFlags::TMPFILE);
+    if (makes && mode & !0o7777 != 0) || (!makes && mode != 0) {
+        return Err(Errno::EINVAL);
+    }
+    let path_ok = OpenFlags::PATH | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC;
+    if f.contains(OpenFlags::PATH) && !path_ok.contains(f) {
+        return Err(Errno::EINVAL);
+    }
+    if how & resolve::BENEATH != 0 && how & resolve::IN_ROOT != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if how & resolve::CACHED != 0
+        && (f.contains(OpenFlags::CREAT)
+            || f.contains(OpenFlags::TRUNC)
+            || f.contains(OpenFlags::TMPFILE))
+    {
+        return Err(Errno::EAGAIN);
+    }
+    let how = crate::vfs::Resolve {
+        no_xdev: how & resolve::NO_XDEV != 0,
+        no_magiclinks: how & resolve::NO_MAGICLINKS != 0,
+        no_symlinks: how & resolve::NO_SYMLINKS != 0,
+        beneath: how & resolve::BENEATH != 0,
+        in_root: how & resolve::IN_ROOT != 0,
+    };
+    open_with(task, a[0], a[1], flags as u32, mode as u32, how)
+}
+
 pub fn sys_creat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let flags = OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC;
     openat(task, AT_FDCWD as u64, a[0], flags.bits(), a[1] as u32)
@@ -275,8 +357,24 @@ fn openat(
     raw_flags: u32,
     mode: u32,
 ) -> Result<u64, Errno> {
+    open_with(task, dirfd, path_addr, raw_flags, mode, Default::default())
+}
+
+fn open_with(
+    task: &mut Task,
+    dirfd: u64,
+    path_addr: u64,
+    raw_flags: u32,
+    mode: u32,
+    how: crate::vfs::Resolve,
+) -> Result<u64, Errno> {
     let path = path_arg(task, path_addr)?;
-    let start = dir_arg(task, dirfd, &path)?;
+    let start = if how.beneath || how.in_root {
+        // The scope is `dirfd` even for an absolute path.
+        dir_arg(task, dirfd, b".")?
+    } else {
+        dir_arg(task, dirfd, &path)?
+    };
     let flags = OpenFlags::from_bits_retain(raw_flags);
     let path_only = flags.contains(OpenFlags::PATH);
     let tmpfile = flags.contains(OpenFlags::TMPFILE);
@@ -292,7 +390,7 @@ fn openat(
     let excl = create && flags.contains(OpenFlags::EXCL);
     let follow = !flags.contains(OpenFlags::NOFOLLOW) && !excl;
     let mut created = false;
-    let loc = match task.kernel.fs.walk(&start, &path, follow)? {
+    let loc = match task.kernel.fs.walk_with(&start, &path, follow, how)? {
         Lookup::Found(l) => l,
         Lookup::Missing { parent } => {
             if create && !path.ends_with(b"/") {
@@ -1827,17 +1925,9 @@ pub fn sys_unlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     unlink(task, a[0], a[1], a[2] as u32 & abi::AT_REMOVEDIR != 0)
 }
 
-/// Which "mount" a location is on (rename across them is `EXDEV`).
-fn mount_of(loc: &Location) -> u64 {
-    match loc.node() {
-        Node::Host { h, .. } if h.volume().is_some() => 4 + h.mount_id() as u64,
-        Node::Host { .. } | Node::Ovl(_) => 0,
-        Node::DevDir | Node::Dev(_) => 1,
-        Node::Masked { .. } => 2,
-        Node::Proc(_) => 3,
-        Node::PtsDir | Node::Pts(_) => 5,
-        Node::Mem(m) => 6 + std::sync::Arc::as_ptr(m.fs()) as u64,
-    }
+/// Which mount a location is on (rename across them is `EXDEV`).
+fn mount_of(loc: &Location) -> usize {
+    crate::vfs::mount_key(loc.node())
 }
 
 fn rename(

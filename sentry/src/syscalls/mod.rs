@@ -253,6 +253,7 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     ),
     (nr::UTIMES, fs::sys_utimes, Full),
     (nr::OPENAT, fs::sys_openat, Full),
+    (nr::OPENAT2, fs::sys_openat2, Full),
     (nr::MKDIRAT, fs::sys_mkdirat, Full),
     (nr::MKNODAT, fs::sys_mknodat, Full),
     (nr::FCHOWNAT, fs::sys_fchownat, Full),
