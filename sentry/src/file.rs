@@ -35,6 +35,8 @@ pub enum FileKind {
     SignalFd(crate::events::SignalFd),
     /// an `epoll` instance
     Epoll(crate::events::Epoll),
+    /// an `inotify` instance
+    Inotify(Arc<crate::inotify::Inotify>),
     /// a tmpfs file or directory
     Mem(Arc<crate::tmpfs::MemInode>),
     /// a Unix socket
@@ -107,6 +109,13 @@ pub struct FileDescription {
 
 impl Drop for FileDescription {
     fn drop(&mut self) {
+        if crate::inotify::hub().active() && self.flags() & OpenFlags::PATH.bits() == 0 {
+            self.notify(if self.writable() {
+                crate::inotify::mask::CLOSE_WRITE
+            } else {
+                crate::inotify::mask::CLOSE_NOWRITE
+            });
+        }
         let taken = self
             .locks
             .get_mut()
@@ -213,6 +222,26 @@ impl FileDescription {
         bufs: &[GuestSlice],
         at: Option<u64>,
     ) -> Result<u64, Errno> {
+        let n = self.read_inner(blk, bufs, at)?;
+        if n > 0 {
+            self.notify(crate::inotify::mask::ACCESS);
+        }
+        Ok(n)
+    }
+
+    /// inotify: raises `m` on the file this is, if it is one.
+    fn notify(&self, m: u32) {
+        if let (FileKind::Mem(_) | FileKind::Host(_), Some(loc)) = (&self.kind, &self.location) {
+            crate::inotify::on_object(loc, m);
+        }
+    }
+
+    fn read_inner(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
         if !self.readable() {
             return Err(Errno::EBADF);
         }
@@ -308,7 +337,8 @@ impl FileDescription {
                 FileKind::EventFd(_)
                 | FileKind::TimerFd(_)
                 | FileKind::SignalFd(_)
-                | FileKind::Epoll(_) => return Err(Errno::EINVAL),
+                | FileKind::Epoll(_)
+                | FileKind::Inotify(_) => return Err(Errno::EINVAL),
                 FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_) => {
                     return Err(Errno::ENOTCONN)
                 }
@@ -332,6 +362,19 @@ impl FileDescription {
 
     /// Writes guest memory to the file.
     pub fn write(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let n = self.write_inner(blk, bufs, at)?;
+        if n > 0 {
+            self.notify(crate::inotify::mask::MODIFY);
+        }
+        Ok(n)
+    }
+
+    fn write_inner(
         &self,
         blk: Blocker<'_>,
         bufs: &[GuestSlice],
@@ -520,6 +563,13 @@ impl FileDescription {
                     0
                 }
             }
+            FileKind::Inotify(i) => {
+                if i.readable() {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
             FileKind::Epoll(ep) => {
                 if depth < 5 && ep.any_ready(thread, depth) {
                     POLLIN | POLLRDNORM
@@ -568,6 +618,7 @@ impl FileDescription {
                     | s.sock.bytes_readable().unwrap_or(0) as u64 >> 3 << 3
             }
             FileKind::TimerFd(t) => t.count.load(std::sync::atomic::Ordering::Relaxed),
+            FileKind::Inotify(i) => i.generation(),
             _ => 0,
         }
     }
@@ -669,6 +720,13 @@ impl FileDescription {
                 )
                 .map(|v| copy_to_slices(bufs, &v))
             }
+            FileKind::Inotify(i) => {
+                if len == 0 {
+                    return Some(Err(Errno::EINVAL));
+                }
+                blk.block_on(nonblock, || i.take(len), || i.readable())
+                    .map(|v| copy_to_slices(bufs, &v))
+            }
             FileKind::Epoll(_) => Err(Errno::EINVAL),
             _ => return None,
         };
@@ -686,7 +744,8 @@ impl FileDescription {
             | FileKind::Socket(_)
             | FileKind::Inet(_)
             | FileKind::Netlink(_)
-            | FileKind::Epoll(_) => Err(Errno::ESPIPE),
+            | FileKind::Epoll(_)
+            | FileKind::Inotify(_) => Err(Errno::ESPIPE),
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),

@@ -7,6 +7,7 @@ pub mod file;
 pub mod futex;
 mod host;
 pub mod hostsig;
+pub mod inotify;
 pub mod kernel;
 pub mod loader;
 pub mod locks;

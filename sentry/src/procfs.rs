@@ -654,6 +654,7 @@ fn link_name(file: &FileDescription) -> Vec<u8> {
         FileKind::TimerFd(_) => b"anon_inode:[timerfd]".to_vec(),
         FileKind::SignalFd(_) => b"anon_inode:[signalfd]".to_vec(),
         FileKind::Epoll(_) => b"anon_inode:[eventpoll]".to_vec(),
+        FileKind::Inotify(_) => b"anon_inode:inotify".to_vec(),
         FileKind::Stdio(fd) => stdio_name(*fd),
         _ => file
             .location

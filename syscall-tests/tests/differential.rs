@@ -59,6 +59,7 @@ guests! {
     openat_dirfd,
     open_nofollow,
     openat2,
+    inotify,
     read_basic,
     pread_readv,
     lseek,

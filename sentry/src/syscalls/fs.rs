@@ -12,6 +12,7 @@ use zerocopy::FromZeros;
 use super::{dir_arg, path_arg};
 use crate::file::{FdEntry, FileDescription, FileKind};
 use crate::host;
+use crate::inotify::{self, EntryIds};
 use crate::locks::{FileKey, Owner, RecordLock, OFFSET_MAX};
 use crate::mm::GuestSlice;
 use crate::task::Task;
@@ -263,6 +264,58 @@ pub fn sys_openat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     openat(task, a[0], a[1], a[2] as u32, a[3] as u32)
 }
 
+pub fn sys_inotify_init(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    inotify_init(task, 0)
+}
+
+pub fn sys_inotify_init1(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    inotify_init(task, a[0] as u32)
+}
+
+fn inotify_init(task: &mut Task, flags: u32) -> Result<u64, Errno> {
+    let allowed = OpenFlags::CLOEXEC.bits() | OpenFlags::NONBLOCK.bits();
+    if flags & !allowed != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let kind = FileKind::Inotify(inotify::Inotify::new(task.kernel.bus.clone()));
+    let file = FileDescription::new(kind, None, flags & OpenFlags::NONBLOCK.bits());
+    let limit = task.nofile();
+    let entry = FdEntry {
+        file,
+        cloexec: flags & OpenFlags::CLOEXEC.bits() != 0,
+    };
+    task.fds().insert_from(0, entry, limit).map(|fd| fd as u64)
+}
+
+fn inotify_of(task: &Task, fd: u64) -> Result<Arc<inotify::Inotify>, Errno> {
+    match &task.fds().file(fd as i32 as i64)?.kind {
+        FileKind::Inotify(i) => Ok(i.clone()),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_inotify_add_watch(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let ino = inotify_of(task, a[0])?;
+    let m = a[2] as u32;
+    if m & inotify::mask::ALL_EVENTS == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let path = path_arg(task, a[1])?;
+    let start = dir_arg(task, AT_FDCWD as u64, &path)?;
+    let follow = m & inotify::mask::DONT_FOLLOW == 0;
+    let loc = task.kernel.fs.resolve(&start, &path, follow)?;
+    check_access(task, &loc, 4)?;
+    let (key, is_dir) = inotify::identify(loc.node()).ok_or(Errno::ENOENT)?;
+    if m & inotify::mask::ONLYDIR != 0 && !is_dir {
+        return Err(Errno::ENOTDIR);
+    }
+    ino.add_watch(key, m).map(|wd| wd as u64)
+}
+
+pub fn sys_inotify_rm_watch(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    inotify_of(task, a[0])?.rm_watch(a[1] as i32).map(|()| 0)
+}
+
 /// `RESOLVE_*` bits of `openat2`.
 mod resolve {
     pub const NO_XDEV: u64 = 0x01;
@@ -368,6 +421,37 @@ fn open_with(
     mode: u32,
     how: crate::vfs::Resolve,
 ) -> Result<u64, Errno> {
+    let mut created = false;
+    let fd = open_inner(task, dirfd, path_addr, raw_flags, mode, how, &mut created)?;
+    if inotify::hub().active() && raw_flags & OpenFlags::PATH.bits() == 0 {
+        let loc = task
+            .fds()
+            .file(fd as i64)
+            .ok()
+            .and_then(|f| f.location.clone());
+        if let Some(loc) = loc {
+            if created {
+                if let Some((parent, name)) = loc.parent() {
+                    if let Some(ids) = EntryIds::of(parent, Some(loc.node())) {
+                        ids.entry(inotify::mask::CREATE, 0, name);
+                    }
+                }
+            }
+            inotify::on_object(&loc, inotify::mask::OPEN);
+        }
+    }
+    Ok(fd)
+}
+
+fn open_inner(
+    task: &mut Task,
+    dirfd: u64,
+    path_addr: u64,
+    raw_flags: u32,
+    mode: u32,
+    how: crate::vfs::Resolve,
+    made: &mut bool,
+) -> Result<u64, Errno> {
     let path = path_arg(task, path_addr)?;
     let start = if how.beneath || how.in_root {
         // The scope is `dirfd` even for an absolute path.
@@ -408,6 +492,7 @@ fn open_with(
                     };
                     let loc = child_of(&parent, name, child);
                     let kind = FileKind::Host(Arc::new(HostFile::new(fd)));
+                    *made = true;
                     return install_file(task, kind, loc, acc, flags);
                 }
                 let dir = match parent.node() {
@@ -424,6 +509,7 @@ fn open_with(
                 let node =
                     dir.create(&name, mode, task.ids, || MemKind::File(Default::default()))?;
                 created = true;
+                *made = true;
                 child_of(&parent, name, Node::Mem(node))
             } else {
                 return Err(if path.ends_with(b"/") && create {
@@ -983,6 +1069,7 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 (FileKind::Pipe(end), _) => end.pipe.available() as i32,
                 (FileKind::Inet(s), _) => s.sock.bytes_readable().unwrap_or(0) as i32,
                 (FileKind::Socket(h), _) => h.0.available() as i32,
+                (FileKind::Inotify(i), _) => i.queued_bytes() as i32,
                 (FileKind::Host(_), _) if !file.is_dir() => {
                     let size = file.stat()?.size as u64;
                     let pos = *file.pos.lock().unwrap_or_else(|e| e.into_inner());
@@ -1681,10 +1768,11 @@ fn mkdir(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
 
 pub fn sys_mkdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     mkdir(task, AT_FDCWD as u64, a[0], a[1] as u32)
+        .inspect(|_| created(task, AT_FDCWD as u64, a[0]))
 }
 
 pub fn sys_mkdirat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    mkdir(task, a[0], a[1], a[2] as u32)
+    mkdir(task, a[0], a[1], a[2] as u32).inspect(|_| created(task, a[0], a[1]))
 }
 
 fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
@@ -1732,10 +1820,11 @@ fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
 
 pub fn sys_mknod(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     mknod(task, AT_FDCWD as u64, a[0], a[1] as u32)
+        .inspect(|_| created(task, AT_FDCWD as u64, a[0]))
 }
 
 pub fn sys_mknodat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    mknod(task, a[0], a[1], a[2] as u32)
+    mknod(task, a[0], a[1], a[2] as u32).inspect(|_| created(task, a[0], a[1]))
 }
 
 fn symlink(task: &Task, target: u64, dirfd: u64, path: u64) -> Result<u64, Errno> {
@@ -1767,11 +1856,11 @@ fn symlink(task: &Task, target: u64, dirfd: u64, path: u64) -> Result<u64, Errno
 }
 
 pub fn sys_symlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    symlink(task, a[0], AT_FDCWD as u64, a[1])
+    symlink(task, a[0], AT_FDCWD as u64, a[1]).inspect(|_| created(task, AT_FDCWD as u64, a[1]))
 }
 
 pub fn sys_symlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    symlink(task, a[0], a[1], a[2])
+    symlink(task, a[0], a[1], a[2]).inspect(|_| created(task, a[1], a[2]))
 }
 
 fn link(
@@ -1821,6 +1910,24 @@ fn link(
 
 pub fn sys_link(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     link(task, AT_FDCWD as u64, a[0], AT_FDCWD as u64, a[1], false)
+        .inspect(|_| created(task, AT_FDCWD as u64, a[1]))
+}
+
+/// inotify: `IN_CREATE` for what a call just made at `path`.
+fn created(task: &Task, dirfd: u64, path: u64) {
+    if !inotify::hub().active() {
+        return;
+    }
+    if let Ok(Entry {
+        parent,
+        name,
+        existing: Some(obj),
+    }) = entry(task, dirfd, path, false)
+    {
+        if let Some(ids) = EntryIds::of(parent.node(), Some(obj.node())) {
+            ids.entry(inotify::mask::CREATE, 0, &name);
+        }
+    }
 }
 
 pub fn sys_linkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1835,10 +1942,20 @@ pub fn sys_linkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         a[3],
         a[4] as u32 & abi::AT_SYMLINK_FOLLOW != 0,
     )
+    .inspect(|_| created(task, a[2], a[3]))
 }
 
 fn unlink(task: &Task, dirfd: u64, path: u64, dir: bool) -> Result<u64, Errno> {
     let e = entry(task, dirfd, path, false)?;
+    let ids = EntryIds::of(e.parent.node(), e.existing.as_ref().map(Location::node));
+    let r = unlink_entry(task, &e, dir);
+    if let (Ok(_), Some(ids)) = (&r, ids) {
+        ids.removed(&e.name);
+    }
+    r
+}
+
+fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
     if e.name == b"." {
         return Err(if dir { Errno::EINVAL } else { Errno::EISDIR });
     }
@@ -1853,14 +1970,14 @@ fn unlink(task: &Task, dirfd: u64, path: u64, dir: bool) -> Result<u64, Errno> {
         if e.existing.is_none() {
             return Err(Errno::ENOENT);
         }
-        busy_mount_point(task, &e)?;
+        busy_mount_point(task, e)?;
         may_write_dir(task, &e.parent)?;
         let flags = if dir { abi::AT_REMOVEDIR } else { 0 };
         h.client().unlink(h.handle(), &e.name, flags)?;
         return Ok(0);
     }
     if e.existing.is_some() {
-        busy_mount_point(task, &e)?;
+        busy_mount_point(task, e)?;
     }
     // A read-only parent refuses before the name is even looked at.
     match e.parent.node() {
@@ -1871,7 +1988,7 @@ fn unlink(task: &Task, dirfd: u64, path: u64, dir: bool) -> Result<u64, Errno> {
     let Some(existing) = &e.existing else {
         return Err(Errno::ENOENT);
     };
-    if let Some(d) = ovl_parent(&e) {
+    if let Some(d) = ovl_parent(e) {
         let depth = d.path.len();
         let in_lower = task.kernel.fs.ovl_lower_has(d, depth, &e.name);
         match existing.node() {
@@ -1905,7 +2022,7 @@ fn unlink(task: &Task, dirfd: u64, path: u64, dir: bool) -> Result<u64, Errno> {
         // A mount point (the root of a tmpfs) cannot be removed.
         return Err(Errno::EBUSY);
     }
-    let parent = mem_dir(task, &e)?;
+    let parent = mem_dir(task, e)?;
     may_write_dir(task, &e.parent)?;
     parent.unlink(&e.name, dir).map(|()| 0)
 }
@@ -1940,14 +2057,30 @@ fn rename(
 ) -> Result<u64, Errno> {
     let from = entry(task, olddir, old, false)?;
     let to = entry(task, newdir, new, false)?;
+    let ids = EntryIds::of(
+        from.parent.node(),
+        from.existing.as_ref().map(Location::node),
+    );
+    let to_ids = EntryIds::of(to.parent.node(), from.existing.as_ref().map(Location::node));
+    let r = rename_entries(task, &from, &to, flags);
+    if let (Ok(_), Some(a), Some(b)) = (&r, ids, to_ids) {
+        let cookie = inotify::hub().cookie();
+        a.entry(inotify::mask::MOVED_FROM, cookie, &from.name);
+        b.entry(inotify::mask::MOVED_TO, cookie, &to.name);
+        a.object(inotify::mask::MOVE_SELF);
+    }
+    r
+}
+
+fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u64, Errno> {
     if mount_of(&from.parent) != mount_of(&to.parent) {
         return Err(Errno::EXDEV);
     }
     if from.existing.is_some() {
-        busy_mount_point(task, &from)?;
+        busy_mount_point(task, from)?;
     }
     if to.existing.is_some() {
-        busy_mount_point(task, &to)?;
+        busy_mount_point(task, to)?;
     }
     if let (Some(a), Some(b)) = (volume(from.parent.node()), volume(to.parent.node())) {
         let (a, b) = (a?, b?);
@@ -1975,7 +2108,7 @@ fn rename(
     // redirect_dir answers EXDEV and tools copy instead); a host file is
     // copied up first; the old name is whited out if the host has it.
     let mut hide_old = false;
-    if let Some(d) = ovl_parent(&from) {
+    if let Some(d) = ovl_parent(from) {
         match src.node() {
             Node::Ovl(sub) if sub.lower.is_some() => return Err(Errno::EXDEV),
             Node::Host { .. } => {
@@ -1985,8 +2118,8 @@ fn rename(
         }
         hide_old = task.kernel.fs.ovl_lower_has(d, d.path.len(), &from.name);
     }
-    let src_dir = mem_dir(task, &from)?;
-    let dst_dir = mem_dir(task, &to)?;
+    let src_dir = mem_dir(task, from)?;
+    let dst_dir = mem_dir(task, to)?;
     dst_dir.clear_whiteout(&to.name);
     if from.name == b"." || from.name == b".." || to.name == b"." || to.name == b".." {
         return Err(Errno::EBUSY);
@@ -2073,6 +2206,14 @@ fn volume_set(
 }
 
 fn chmod_loc(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
+    let r = chmod_loc_inner(task, loc, mode);
+    if r.is_ok() {
+        inotify::on_object(loc, inotify::mask::ATTRIB);
+    }
+    r
+}
+
+fn chmod_loc_inner(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
     if let Some(v) = volume(loc.node()) {
         let attr = gofer::client::SetAttr {
             mode: Some(mode & 0o7777),
@@ -2087,6 +2228,14 @@ fn chmod_loc(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
 }
 
 fn chown_loc(task: &Task, loc: &Location, uid: u32, gid: u32) -> Result<u64, Errno> {
+    let r = chown_loc_inner(task, loc, uid, gid);
+    if r.is_ok() {
+        inotify::on_object(loc, inotify::mask::ATTRIB);
+    }
+    r
+}
+
+fn chown_loc_inner(task: &Task, loc: &Location, uid: u32, gid: u32) -> Result<u64, Errno> {
     if let Some(v) = volume(loc.node()) {
         let h = v?;
         if task.ids.0 != 0
@@ -2198,6 +2347,18 @@ const UTIME_NOW: i64 = (1 << 30) - 1;
 const UTIME_OMIT: i64 = (1 << 30) - 2;
 
 fn set_times(task: &Task, loc: &Location, times: Option<[abi::Timespec; 2]>) -> Result<u64, Errno> {
+    let r = set_times_inner(task, loc, times);
+    if r.is_ok() {
+        inotify::on_object(loc, inotify::mask::ATTRIB);
+    }
+    r
+}
+
+fn set_times_inner(
+    task: &Task,
+    loc: &Location,
+    times: Option<[abi::Timespec; 2]>,
+) -> Result<u64, Errno> {
     let now = crate::host::clock_gettime(libc::CLOCK_REALTIME)?;
     let pick = |t: abi::Timespec| -> Result<Option<abi::Timespec>, Errno> {
         match t.tv_nsec {
@@ -2330,10 +2491,12 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             size: Some(a[1]),
             ..Default::default()
         };
-        return volume_set(task, v?, &attr, false);
+        volume_set(task, v?, &attr, false)?;
+    } else {
+        writable(task, &loc)?.truncate(a[1])?;
     }
-    let m = writable(task, &loc)?;
-    m.truncate(a[1]).map(|()| 0)
+    inotify::on_object(&loc, inotify::mask::MODIFY);
+    Ok(0)
 }
 
 pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -2342,14 +2505,17 @@ pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     match &file.kind {
-        FileKind::Path => Err(Errno::EBADF),
-        FileKind::Mem(m) if file.flags() & abi::O_ACCMODE != 0 => m.truncate(a[1]).map(|()| 0),
+        FileKind::Path => return Err(Errno::EBADF),
+        FileKind::Mem(m) if file.flags() & abi::O_ACCMODE != 0 => m.truncate(a[1])?,
         FileKind::Host(f) if file.flags() & abi::O_ACCMODE != 0 && !file.is_dir() => {
-            host::ftruncate(f.fd(), a[1])?;
-            Ok(0)
+            host::ftruncate(f.fd(), a[1])?
         }
-        _ => Err(Errno::EINVAL),
+        _ => return Err(Errno::EINVAL),
     }
+    if let Some(loc) = &file.location {
+        inotify::on_object(loc, inotify::mask::MODIFY);
+    }
+    Ok(0)
 }
 
 pub fn sys_umask(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
