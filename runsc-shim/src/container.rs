@@ -46,6 +46,9 @@ pub enum Error {
     /// the bundle
     #[error(transparent)]
     Oci(#[from] oci::Error),
+    /// a prestart or createRuntime hook failed
+    #[error(transparent)]
+    Hook(#[from] crate::hooks::Error),
     /// an operation that needs another status
     #[error("container {id} is {status}, not {wanted}")]
     WrongStatus {
@@ -403,6 +406,37 @@ impl Runtime {
                 Error::Boot(msg.to_string())
             });
         }
+        // prestart (runc runs it at create, as the spec now says) and then
+        // createRuntime, in the runtime's namespaces, once the sandbox
+        // process exists; a failure ends the sandbox.
+        if let Some(h) = &plan.hooks {
+            let state = OciState {
+                pid,
+                bundle: bundle.dir.clone(),
+                rootfs: plan.rootfs.clone(),
+                annotations: plan.annotations.clone(),
+                oci_version: bundle.spec.version().clone(),
+                ..OciState::creating(id)
+            };
+            let state = serde_json::to_value(&state).unwrap_or_default();
+            let ran = crate::hooks::run(
+                "prestart",
+                h.prestart().as_deref().unwrap_or_default(),
+                &state,
+            )
+            .and_then(|()| {
+                crate::hooks::run(
+                    "createRuntime",
+                    h.create_runtime().as_deref().unwrap_or_default(),
+                    &state,
+                )
+            });
+            if let Err(e) = ran {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e.into());
+            }
+        }
         let start = state::process_start_time(pid).map_or(0, |(_, t)| t);
         let record = Record {
             oci_version: bundle.spec.version().clone(),
@@ -473,7 +507,30 @@ impl Runtime {
         let _ = std::fs::remove_file(&fifo_path);
         locked.advance(Status::Running)?;
         tracing::info!("container {id} started");
+        // A failed poststart hook is only logged (runtime spec, "Lifecycle").
+        if let Ok(record) = locked.record() {
+            self.run_hooks(&record, "poststart", |h| h.poststart());
+        }
         Ok(())
+    }
+
+    /// Runs the `kind` hooks of `record`'s bundle, logging a failure.
+    fn run_hooks(
+        &self,
+        record: &Record,
+        kind: &'static str,
+        which: impl Fn(&oci_spec::runtime::Hooks) -> &Option<Vec<oci_spec::runtime::Hook>>,
+    ) {
+        let Ok(bundle) = oci::load(&record.bundle) else {
+            return;
+        };
+        let Some(hooks) = bundle.spec.hooks().as_ref().and_then(|h| which(h).clone()) else {
+            return;
+        };
+        let state = serde_json::to_value(OciState::from_record(record)).unwrap_or_default();
+        if let Err(e) = crate::hooks::run(kind, &hooks, &state) {
+            tracing::warn!("container {}: {e}", record.id);
+        }
     }
 
     /// The state of container `id`.
@@ -555,6 +612,8 @@ impl Runtime {
             }
             _ => {}
         }
+        // A failed poststop hook is only logged (runtime spec, "Lifecycle").
+        self.run_hooks(&record, "poststop", |h| h.poststop());
         locked.remove()?;
         tracing::info!("container {id} deleted");
         Ok(())
@@ -912,7 +971,8 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
 }
 
 /// The boot process's own checks: the bundle (again: it may have changed
-/// since `create` looked), the root directory, `oomScoreAdj`.
+/// since `create` looked), the root directory, `oomScoreAdj`, and the
+/// network namespace.
 fn prepare(id: &str, bundle: &Path) -> Result<(oci::Plan, std::fs::File), Error> {
     let b = oci::load(bundle)?;
     let plan = oci::plan(&b, id)?;
@@ -922,18 +982,36 @@ fn prepare(id: &str, bundle: &Path) -> Result<(oci::Plan, std::fs::File), Error>
         std::fs::write("/proc/self/oom_score_adj", adj.to_string())
             .map_err(io(format!("process.oomScoreAdj {adj}")))?;
     }
+    if plan.network_namespace {
+        // The Sentry's network is its own (loopback only here) and needs
+        // nothing from the host's. But hooks act on "the container's"
+        // network namespace through this process's pid (Docker's moves
+        // interfaces into it and configures them): that must be a new
+        // one, never the host's.
+        let hooks = plan.hooks.as_ref().is_some_and(|h| {
+            h.prestart().as_ref().is_some_and(|v| !v.is_empty())
+                || h.create_runtime().as_ref().is_some_and(|v| !v.is_empty())
+        });
+        match sys::unshare_network() {
+            Ok(()) => {}
+            Err(e) if hooks => {
+                return Err(io("a network namespace for the hooks to set up")(e));
+            }
+            Err(e) => tracing::info!("container {id}: no network namespace of its own: {e}"),
+        }
+    }
     Ok((plan, root))
 }
 
 /// What `features` prints: runc's features document, saying what this
-/// runtime accepts (see [`oci::plan`]): no hooks, no host cgroup, seccomp,
-/// AppArmor or SELinux applied to the guest; namespaces emulated by the
-/// Sentry.
+/// runtime accepts (see [`oci::plan`]): the hooks that run in the runtime's
+/// namespaces; no host cgroup, seccomp, AppArmor or SELinux applied to the
+/// guest; namespaces emulated by the Sentry.
 pub fn features() -> serde_json::Value {
     serde_json::json!({
         "ociVersionMin": "1.0.0",
         "ociVersionMax": oci_spec::runtime::VERSION,
-        "hooks": [],
+        "hooks": ["prestart", "createRuntime", "poststart", "poststop"],
         "mountOptions": [],
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "user", "uts"],

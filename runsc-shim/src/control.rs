@@ -12,7 +12,7 @@
 //! process gets signal N as from `kill(2)` outside the sandbox.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Weak;
@@ -56,10 +56,49 @@ enum Reply {
     Exited(i32),
 }
 
+/// A socket's path in a form `bind` and `connect` accept: a Unix socket
+/// address holds at most 107 bytes of path, and state directories under an
+/// engine's root are longer (Docker's:
+/// `/var/run/docker/runtime-runc/moby/` and a 64-digit id). A longer path is
+/// reached through a descriptor of its directory, `/proc/self/fd/N/NAME`,
+/// valid while `_dir` is open.
+struct Address {
+    _dir: Option<std::fs::File>,
+    path: PathBuf,
+}
+
+/// The longest path a `sockaddr_un` holds (its 108 bytes, less the NUL).
+const SUN_PATH_MAX: usize = 107;
+
+fn address(path: &Path) -> std::io::Result<Address> {
+    if path.as_os_str().len() <= SUN_PATH_MAX {
+        return Ok(Address {
+            _dir: None,
+            path: path.to_path_buf(),
+        });
+    }
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    };
+    let dir = std::fs::File::open(parent)?;
+    let short = Path::new("/proc/self/fd")
+        .join(dir.as_raw_fd().to_string())
+        .join(name);
+    if short.as_os_str().len() > SUN_PATH_MAX {
+        return Err(std::io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    Ok(Address {
+        _dir: Some(dir),
+        path: short,
+    })
+}
+
 /// Serves `path` for the sandbox `kernel` on a thread of its own.
 pub fn serve(path: PathBuf, kernel: Weak<sentry::kernel::Kernel>) -> std::io::Result<()> {
     let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path)?;
+    let addr = address(&path)?;
+    let listener = UnixListener::bind(&addr.path)?;
+    drop(addr);
     std::thread::Builder::new()
         .name("control".into())
         .spawn(move || {
@@ -198,7 +237,8 @@ fn read_reply(reader: &mut BufReader<UnixStream>) -> std::io::Result<Reply> {
 /// Asks the sandbox behind `socket` to run `req` with `stdio` as its
 /// standard descriptors.
 pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Result<Exec, String> {
-    let conn = UnixStream::connect(socket)
+    let conn = address(socket)
+        .and_then(|a| UnixStream::connect(&a.path))
         .map_err(|e| format!("connecting to the sandbox ({}): {e}", socket.display()))?;
     let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
     line.push(b'\n');
@@ -256,5 +296,28 @@ impl Exec {
             Reply::Failed(why) => Err(why),
             Reply::Started(_) => Err("unexpected reply from the sandbox".into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockets_with_long_paths() {
+        let dir = std::env::temp_dir()
+            .join(format!("ferrovisor-control-{}", std::process::id()))
+            .join("d".repeat(120));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let path = dir.join(SOCKET);
+        assert!(path.as_os_str().len() > SUN_PATH_MAX);
+        let addr = address(&path).expect("an address");
+        let listener = UnixListener::bind(&addr.path).expect("bind");
+        drop(addr);
+        let addr = address(&path).expect("an address");
+        let _client = UnixStream::connect(&addr.path).expect("connect");
+        let (_server, _) = listener.accept().expect("accept");
+        assert!(path.exists(), "the socket is where it was asked");
+        let _ = std::fs::remove_dir_all(dir.parent().expect("parent"));
     }
 }

@@ -6,6 +6,7 @@
 pub mod container;
 pub mod control;
 pub mod gofer_proc;
+pub mod hooks;
 pub mod logging;
 pub mod oci;
 #[cfg(feature = "containerd-shim")]

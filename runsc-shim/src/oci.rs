@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use oci_spec::runtime::{Hooks, LinuxNamespaceType, Spec};
 
 /// Why a bundle cannot be run. Each message is one line that names the
 /// field (or file) at fault and, where there is one, what to do.
@@ -123,6 +123,14 @@ pub struct Plan {
     pub oom_score_adj: Option<i32>,
     /// `annotations`
     pub annotations: BTreeMap<String, String>,
+    /// the hooks to run on the host: `prestart`, `createRuntime`,
+    /// `poststart`, `poststop` (the other kinds are refused)
+    pub hooks: Option<Hooks>,
+    /// `linux.namespaces` asks for a new network namespace: the sandbox's
+    /// host process gets one (with nothing in it the Sentry uses), so that
+    /// hooks that set up "the container's" network namespace act on that,
+    /// never on the host's
+    pub network_namespace: bool,
     /// fields accepted but not honoured in a way the user may notice, for
     /// the log at warning level
     pub notes: Vec<String>,
@@ -298,6 +306,22 @@ const STANDARD_MOUNTS: &[(&str, &[&str])] = &[
     ("mqueue", &["/dev/mqueue"]),
     ("cgroup", &["/sys/fs/cgroup"]),
     ("cgroup2", &["/sys/fs/cgroup"]),
+];
+
+/// Sysctls engines set whose values are what the Sentry does anyway, with
+/// why. Docker sets both for every container with a network namespace of
+/// its own.
+const SYSCTLS_AS_IS: &[(&str, &str, &str)] = &[
+    (
+        "net.ipv4.ip_unprivileged_port_start",
+        "0",
+        "the Sentry reserves no port for privileged users",
+    ),
+    (
+        "net.ipv4.ping_group_range",
+        "0 2147483647",
+        "the Sentry has no ICMP sockets to restrict",
+    ),
 ];
 
 /// The CPU weight of a cgroup v1 nobody configured (`cpu.shares`).
@@ -497,26 +521,31 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
     }
 
     // hooks: every kind runs host code at a defined moment; skipping it would
-    // silently break whatever the engine set up with it.
+    // silently break whatever the engine set up with it. The runtime runs
+    // those that run in its own namespaces (see `hooks`); the other two run
+    // inside the container's, which are the Sentry's emulation.
     if let Some(h) = spec.hooks() {
-        let kinds = [
-            ("prestart", h.prestart()),
-            ("createRuntime", h.create_runtime()),
+        let inside = [
             ("createContainer", h.create_container()),
             ("startContainer", h.start_container()),
-            ("poststart", h.poststart()),
-            ("poststop", h.poststop()),
         ];
-        if let Some((name, _)) = kinds
+        if let Some((name, _)) = inside
             .iter()
             .find(|(_, v)| v.as_ref().is_some_and(|v| !v.is_empty()))
         {
-            return Err(unsupported(format!("hooks.{name}"), "running hooks"));
+            return Err(unsupported(
+                format!("hooks.{name}"),
+                "running a host program inside the sandbox's namespaces",
+            ));
         }
     }
+    let mut network_namespace = false;
 
     if let Some(linux) = spec.linux() {
         for (i, ns) in linux.namespaces().iter().flatten().enumerate() {
+            if ns.typ() == LinuxNamespaceType::Network && ns.path().is_none() {
+                network_namespace = true;
+            }
             if let Some(p) = ns.path() {
                 let kind = if ns.typ() == LinuxNamespaceType::Network {
                     "network".to_string()
@@ -568,17 +597,35 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
                 ));
             }
         }
-        if linux.sysctl().as_ref().is_some_and(|s| !s.is_empty()) {
-            return Err(unsupported("linux.sysctl", "per-sandbox sysctls"));
+        for (name, value) in linux.sysctl().iter().flatten() {
+            match SYSCTLS_AS_IS
+                .iter()
+                .find(|(n, v, _)| n == name && v == value)
+            {
+                Some((_, _, why)) => {
+                    ignored.push(format!("linux.sysctl {name}={value} not applied: {why}"))
+                }
+                None => {
+                    return Err(unsupported(
+                        format!("linux.sysctl.{name}"),
+                        "per-sandbox sysctls",
+                    ))
+                }
+            }
         }
         if linux.devices().as_ref().is_some_and(|d| !d.is_empty()) {
             return Err(unsupported("linux.devices", "device nodes in the guest"));
         }
         if linux.seccomp().is_some() {
-            return Err(unsupported(
-                "linux.seccomp",
-                "a seccomp filter applied to the guest's system calls",
-            ));
+            // As gVisor does by default: the profile stands between a
+            // container and the host kernel, and here that place is the
+            // Sentry's (whose own host filter stays as it is). The guest
+            // may make calls the profile would have denied, answered by the
+            // Sentry.
+            notes.push(
+                "linux.seccomp not applied to the guest: the Sentry answers its system calls"
+                    .into(),
+            );
         }
         let refused = [
             ("linux.intelRdt", linux.intel_rdt().is_some()),
@@ -630,6 +677,8 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         terminal: process.terminal().unwrap_or(false),
         console_size,
         oom_score_adj: process.oom_score_adj(),
+        hooks: spec.hooks().clone(),
+        network_namespace,
         ignored,
         annotations: spec
             .annotations()
@@ -771,8 +820,16 @@ mod tests {
                 Box::new(|v| v["linux"]["namespaces"][1]["path"] = "/proc/1/ns/net".into()),
             ),
             (
-                "hooks.prestart",
-                Box::new(|v| v["hooks"] = serde_json::json!({"prestart": [{"path": "/bin/true"}]})),
+                "hooks.createContainer",
+                Box::new(|v| {
+                    v["hooks"] = serde_json::json!({"createContainer": [{"path": "/bin/true"}]})
+                }),
+            ),
+            (
+                "linux.sysctl.net.core.somaxconn",
+                Box::new(|v| {
+                    v["linux"]["sysctl"] = serde_json::json!({"net.core.somaxconn": "16"})
+                }),
             ),
             (
                 "linux.resources.memory",
@@ -783,12 +840,6 @@ mod tests {
             (
                 "linux.resources.cpu",
                 Box::new(|v| v["linux"]["resources"]["cpu"] = serde_json::json!({"shares": 512})),
-            ),
-            (
-                "linux.seccomp",
-                Box::new(|v| {
-                    v["linux"]["seccomp"] = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW"})
-                }),
             ),
             (
                 "process.user.umask",
@@ -822,6 +873,48 @@ mod tests {
         assert!(!p.readonly);
         assert!(!p.notes.iter().any(|n| n.contains("root.readonly")));
         assert_eq!(p.annotations.get("a").map(String::as_str), Some("b"));
+    }
+
+    /// What Docker 20.10 sends for `docker run --network none` (abridged).
+    #[test]
+    fn docker_config_is_accepted() {
+        let files = tempdir::Dir::new();
+        let hosts = files.path().join("hosts");
+        std::fs::write(&hosts, "127.0.0.1\tlocalhost\n").expect("write hosts");
+        let (_d, r) = bundle_with(|v| {
+            v["mounts"]
+                .as_array_mut()
+                .expect("mounts")
+                .push(serde_json::json!({
+                "destination": "/etc/hosts", "type": "bind",
+                "source": hosts, "options": ["rbind", "rprivate"]}));
+            v["hooks"] = serde_json::json!({"prestart": [{
+                "path": "/proc/1/exe", "args": ["libnetwork-setkey", "-exec-root=/x", "c1"]}]});
+            v["linux"]["sysctl"] = serde_json::json!({
+                "net.ipv4.ip_unprivileged_port_start": "0",
+                "net.ipv4.ping_group_range": "0 2147483647"});
+            v["linux"]["seccomp"] = serde_json::json!({
+                "defaultAction": "SCMP_ACT_ERRNO",
+                "syscalls": [{"names": ["read"], "action": "SCMP_ACT_ALLOW"}]});
+            v["linux"]["resources"] = serde_json::json!({
+                "memory": {"disableOOMKiller": false}, "cpu": {"shares": 0},
+                "blockIO": {"weight": 0}});
+            v["linux"]["cgroupsPath"] = "/docker/c1".into();
+        });
+        let p = r.expect("accepted");
+        assert_eq!(
+            p.mounts,
+            vec![PlanMount::Bind {
+                source: hosts,
+                dest: "/etc/hosts".into(),
+                read_only: false
+            }]
+        );
+        assert!(p.network_namespace, "runc's template asks for one");
+        let hooks = p.hooks.expect("hooks kept");
+        assert_eq!(hooks.prestart().as_ref().map(Vec::len), Some(1));
+        assert!(p.notes.iter().any(|n| n.contains("linux.seccomp")));
+        assert!(p.ignored.iter().any(|n| n.contains("ping_group_range")));
     }
 
     #[test]

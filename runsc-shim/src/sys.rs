@@ -52,6 +52,14 @@ pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     cvt(unsafe { libc::kill(pid, sig) }).map(drop)
 }
 
+/// `unshare(CLONE_NEWNET)`: the calling thread (and the threads it starts
+/// from now on) in a new network namespace holding only a loopback device
+/// that is down.
+pub fn unshare_network() -> io::Result<()> {
+    // SAFETY: plain system call on an integer.
+    cvt(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
+}
+
 /// `pidfd_open(pid, 0)`: a descriptor that becomes readable when the process
 /// exits, usable by a process that is not its parent.
 pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {

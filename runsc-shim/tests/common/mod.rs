@@ -6,6 +6,8 @@
 // subset of it.
 #![allow(dead_code)]
 
+pub mod containerd;
+
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,312 @@
+//! Docker end to end: a private `containerd` and a private `dockerd` from
+//! Debian's packages (data, state and sockets under a temp dir, in a mount
+//! namespace of their own, no network), `docker load` of an image built
+//! here from `busybox-static`, then containers run with `--runtime
+//! ferrovisor`: Docker drives containerd's runc shim with the built
+//! `ferrovisor` as its runc binary. Skipped, with a message, when Docker or
+//! containerd is not installed (`apt-get install docker.io`).
+
+mod common;
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::containerd::{build_docker_archive, tools, Engine, Watchdog, FERROVISOR, TIMEOUT};
+use common::{run, Outcome};
+
+/// The programs of Debian's `docker.io` package, named by path: a `docker`
+/// elsewhere in PATH (e.g. a client-only /usr/local/bin/docker) may be of
+/// another version.
+const DOCKERD: &str = "/usr/sbin/dockerd";
+const DOCKER: &str = "/usr/bin/docker";
+const IMAGE: &str = "ferrovisor-busybox:test";
+/// The whole test, engines' start and teardown included.
+const WATCHDOG: Duration = Duration::from_secs(300);
+
+/// A private dockerd over a private containerd, torn down on drop:
+/// containers removed, dockerd stopped, then the containerd [`Engine`]'s own
+/// teardown (every process naming the temp dir killed, mounts undone, the
+/// dir removed).
+struct Docker {
+    child: Option<Child>,
+    /// containers to remove on drop
+    ids: Vec<String>,
+    engine: Engine,
+    /// Dropped last: covers the teardown too.
+    _watchdog: Watchdog,
+}
+
+impl Docker {
+    fn start(tag: &str) -> Option<Docker> {
+        if !Path::new(DOCKERD).is_file() || !Path::new(DOCKER).is_file() {
+            eprintln!("SKIP {tag}: no {DOCKERD} or {DOCKER} (apt-get install docker.io)");
+            return None;
+        }
+        let tools = tools(tag)?;
+        // dockerd's state paths (/etc/docker, /run/docker) are fixed: the
+        // engines get a mount namespace of their own with those under the
+        // temp dir (see `PrivateMounts`).
+        let engine = Engine::start_private(tag, tools);
+        let watchdog = Watchdog::start(&engine.dir, WATCHDOG);
+        let mut d = Docker {
+            child: None,
+            ids: Vec::new(),
+            engine,
+            _watchdog: watchdog,
+        };
+        let dir = d.dir().to_path_buf();
+        std::fs::create_dir_all(dir.join("client")).expect("mkdir client");
+        // An empty configuration: nothing from the host's daemon.json.
+        std::fs::write(dir.join("daemon.json"), "{}\n").expect("write daemon.json");
+        let containerd = d.engine.child.as_ref().expect("containerd runs").id();
+        let mounts: OwnedFd = std::fs::File::open(format!("/proc/{containerd}/ns/mnt"))
+            .expect("containerd's mount namespace")
+            .into();
+        let log = std::fs::File::create(dir.join("dockerd.log")).expect("dockerd log");
+        let mut cmd = Command::new(DOCKERD);
+        cmd.arg("--config-file")
+            .arg(dir.join("daemon.json"))
+            .arg("--pidfile")
+            .arg(dir.join("docker.pid"))
+            .arg("--data-root")
+            .arg(dir.join("data"))
+            .arg("--exec-root")
+            .arg(dir.join("exec"))
+            .arg("-H")
+            .arg(format!("unix://{}", d.sock().display()))
+            .arg("--containerd")
+            .arg(d.engine.sock())
+            .args([
+                "--bridge",
+                "none",
+                "--iptables=false",
+                "--ip6tables=false",
+                "--ip-masq=false",
+                "--userland-proxy=false",
+            ])
+            .arg("--add-runtime")
+            .arg(format!("ferrovisor={FERROVISOR}"))
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("HOME", &dir)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("dup log"))
+            .stderr(log);
+        let ns = mounts.as_raw_fd();
+        // SAFETY: setsid and setns are async-signal-safe system calls; the
+        // child is single-threaded between fork and exec, and `ns` stays
+        // open until spawn returns.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() < 0 || libc::setns(ns, libc::CLONE_NEWNS) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        d.child = Some(cmd.spawn().expect("spawn dockerd"));
+        drop(mounts);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = d.docker(&["version"]);
+            if out.status == 0 {
+                break;
+            }
+            if let Some(Ok(Some(st))) = d.child.as_mut().map(Child::try_wait) {
+                panic!("dockerd exited ({st}) before serving:\n{}", d.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "dockerd did not answer within 60 s:\n{}\n{}",
+                out.stderr,
+                d.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Some(d)
+    }
+
+    fn dir(&self) -> &Path {
+        &self.engine.dir
+    }
+
+    fn sock(&self) -> PathBuf {
+        self.dir().join("docker.sock")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir().join("dockerd.log")).unwrap_or_default()
+    }
+
+    /// The client, talking to this dockerd only, its own configuration
+    /// under the temp dir.
+    fn command(&self, args: &[&str]) -> Command {
+        let host = format!("unix://{}", self.sock().display());
+        let config = self.dir().join("client");
+        let mut cmd = common::command(
+            DOCKER,
+            &[
+                ("DOCKER_HOST", &host),
+                ("DOCKER_CONFIG", &config.to_string_lossy()),
+            ],
+        );
+        cmd.args(args);
+        cmd
+    }
+
+    fn docker(&self, args: &[&str]) -> Outcome {
+        run(self.command(args), None, TIMEOUT)
+    }
+
+    /// `docker` that must succeed; its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.docker(args);
+        assert_eq!(
+            out.status,
+            0,
+            "docker {}: {out:?}\ndockerd:\n{}",
+            args.join(" "),
+            self.log()
+        );
+        out.stdout
+    }
+
+    fn load(&self) {
+        let archive = build_docker_archive(self.dir(), IMAGE);
+        let out = self.ok(&["load", "-i", &archive.to_string_lossy()]);
+        assert!(out.contains(IMAGE), "docker load: {out}");
+    }
+}
+
+impl Drop for Docker {
+    fn drop(&mut self) {
+        // Politely first, while dockerd still answers.
+        for id in std::mem::take(&mut self.ids) {
+            let _ = run(
+                self.command(&["rm", "--force", &id]),
+                None,
+                Duration::from_secs(30),
+            );
+        }
+        if let Some(mut child) = self.child.take() {
+            let pgid = child.id() as i32;
+            // SAFETY: kill(2) on the process group dockerd leads (it was
+            // started with setsid), which holds no process of ours besides.
+            unsafe { libc::kill(-pgid, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // SAFETY: as above.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            let _ = child.wait();
+        }
+        // Then the engine's teardown (containerd, shims, sandboxes).
+    }
+}
+
+#[test]
+fn docker_runs_containers_in_ferrovisor() {
+    let Some(mut d) = Docker::start("docker") else {
+        return;
+    };
+    let info = d.ok(&["info", "--format", "{{json .Runtimes}}"]);
+    assert!(info.contains(FERROVISOR), "ferrovisor registered: {info}");
+    d.load();
+
+    // A container run to completion, output through Docker's logging.
+    let out = d.ok(&[
+        "run",
+        "--rm",
+        "--runtime",
+        "ferrovisor",
+        "--network",
+        "none",
+        IMAGE,
+        "sh",
+        "-c",
+        "echo hi; cat /proc/self/status",
+    ]);
+    assert!(out.starts_with("hi\n"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("Pid:")), "{out}");
+    // Without --network: this dockerd has no bridge (--bridge none), so the
+    // default network is none as well.
+    let out = d.ok(&[
+        "run",
+        "--rm",
+        "--runtime",
+        "ferrovisor",
+        IMAGE,
+        "sh",
+        "-c",
+        "echo hi; cat /proc/self/status",
+    ]);
+    assert!(out.starts_with("hi\n"), "{out}");
+
+    // A detached one: exec, logs, stop, rm.
+    let id = d
+        .ok(&[
+            "run",
+            "-d",
+            "--runtime",
+            "ferrovisor",
+            "--network",
+            "none",
+            IMAGE,
+            "sh",
+            "-c",
+            "echo started; sleep 1000",
+        ])
+        .trim()
+        .to_string();
+    assert!(!id.is_empty(), "docker run -d printed the id");
+    d.ids.push(id.clone());
+    let state = d.ok(&["inspect", "--format", "{{.State.Status}}", &id]);
+    assert_eq!(state.trim(), "running", "{state}");
+    let out = d.ok(&["exec", &id, "sh", "-c", "echo from exec"]);
+    assert_eq!(out, "from exec\n");
+    // The engine's /etc files, as copies: the hostname is the short id.
+    let out = d.ok(&["exec", &id, "cat", "/etc/hostname", "/etc/hosts"]);
+    assert!(out.starts_with(&format!("{}\n", &id[..12])), "{out}");
+    assert!(out.contains("localhost"), "{out}");
+    let out = d.docker(&["exec", &id, "sh", "-c", "exit 3"]);
+    assert_eq!(out.status, 3, "exec status: {out:?}");
+    // The first echo may reach the log file after `run -d` returned.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let logs = d.ok(&["logs", &id]);
+        if logs == "started\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "docker logs: {logs:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The run timeout bounds the whole stop: SIGTERM, then SIGKILL after
+    // 2 s.
+    let out = run(
+        d.command(&["stop", "-t", "2", &id]),
+        None,
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status, 0, "docker stop: {out:?}\n{}", d.log());
+    let state = d.ok(&[
+        "inspect",
+        "--format",
+        "{{.State.Status}} {{.State.ExitCode}}",
+        &id,
+    ]);
+    // Under runc, sh as the first process of a PID namespace ignores
+    // SIGTERM (it has no handler), so SIGKILL ends it: 137. ferrovisor
+    // hands SIGTERM to the guest's first process, which dies of it: 143
+    // (as tests/oci.rs expects of `kill`).
+    let state = state.trim();
+    assert!(state == "exited 143" || state == "exited 137", "{state}");
+    d.ok(&["rm", &id]);
+    d.ids.clear();
+    let left = d.ok(&["ps", "--all", "--quiet"]);
+    assert_eq!(left, "", "no container left");
+}
