@@ -286,6 +286,16 @@ fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), Error> {
     std::fs::rename(&tmp, path).map_err(io(format!("writing {}", path.display())))
 }
 
+/// The terminal an exec'd process gets.
+#[derive(Clone, Debug, Default)]
+pub struct ExecTerminal {
+    /// where to send a new terminal's master side; `None`: the caller's own
+    /// terminal
+    pub console_socket: Option<PathBuf>,
+    /// rows and columns of a new terminal
+    pub size: Option<(u16, u16)>,
+}
+
 /// Sets up a terminal for the container: a new pty whose master goes to the
 /// console socket; returns the slave, to become the sandbox's stdio.
 fn console(socket: &Path, size: Option<(u16, u16)>) -> Result<OwnedFd, Error> {
@@ -628,6 +638,7 @@ impl Runtime {
         &self,
         id: &str,
         req: &crate::control::ExecRequest,
+        terminal: Option<&ExecTerminal>,
         detach: bool,
         pid_file: Option<&Path>,
     ) -> Result<i32, Error> {
@@ -641,7 +652,29 @@ impl Runtime {
         }
         let socket = self.state.dir(id).join(crate::control::SOCKET);
         let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
-        let stdio = [i.as_fd(), o.as_fd(), e.as_fd()];
+        // With a terminal: a new one whose master goes to the console
+        // socket, or the caller's own.
+        let slave = match terminal {
+            Some(ExecTerminal {
+                console_socket: Some(sock),
+                size,
+            }) => Some(console(sock, *size)?),
+            Some(_) if detach => {
+                return Err(Error::Usage(
+                    "exec --detach --tty: give --console-socket for the terminal".into(),
+                ))
+            }
+            Some(_) if !std::io::IsTerminal::is_terminal(&i) => {
+                return Err(Error::Usage(
+                    "exec --tty: standard input is not a terminal; give --console-socket".into(),
+                ))
+            }
+            _ => None,
+        };
+        let stdio = match &slave {
+            Some(t) => [t.as_fd(), t.as_fd(), t.as_fd()],
+            None => [i.as_fd(), o.as_fd(), e.as_fd()],
+        };
         // Signals for the program that arrive before it has started wait
         // (blocked) until they can be passed on.
         sentry::hostsig::block_forwarded().map_err(io("blocking signals"))?;

@@ -417,11 +417,18 @@ struct DoArgs {
 
 /// The program `exec` runs: from `--process` (an OCI `process` object) or
 /// from the command line; what ferrovisor cannot honour is refused.
-fn exec_request(a: &ExecArgs) -> Result<runsc_shim::control::ExecRequest, container::Error> {
+fn exec_request(
+    a: &ExecArgs,
+) -> Result<
+    (
+        runsc_shim::control::ExecRequest,
+        Option<container::ExecTerminal>,
+    ),
+    container::Error,
+> {
     let unsupported = |what: &str| Err(container::Error::NotSupported(format!("exec {what}")));
-    if a.tty || a.console_socket.is_some() {
-        return unsupported("--tty (a terminal for an exec'd process)");
-    }
+    let mut tty = a.tty;
+    let mut size = None;
     if a.preserve_fds > 0 {
         return unsupported("--preserve-fds");
     }
@@ -432,7 +439,10 @@ fn exec_request(a: &ExecArgs) -> Result<runsc_shim::control::ExecRequest, contai
         let p: oci_spec::runtime::Process = serde_json::from_slice(&text)
             .map_err(|e| container::Error::Usage(format!("--process {}: {e}", path.display())))?;
         if p.terminal() == Some(true) {
-            return unsupported("with process.terminal (a terminal for an exec'd process)");
+            tty = true;
+            size = p
+                .console_size()
+                .map(|b| (b.height() as u16, b.width() as u16));
         }
         uid = p.user().uid();
         gid = p.user().gid();
@@ -472,7 +482,19 @@ fn exec_request(a: &ExecArgs) -> Result<runsc_shim::control::ExecRequest, contai
             }
         }
     }
-    Ok(req)
+    let terminal = match (tty, &a.console_socket) {
+        (true, socket) => Some(container::ExecTerminal {
+            console_socket: socket.clone(),
+            size,
+        }),
+        (false, Some(_)) => {
+            return Err(container::Error::Usage(
+                "exec: --console-socket is for --tty (or process.terminal)".into(),
+            ))
+        }
+        (false, None) => None,
+    };
+    Ok((req, terminal))
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
@@ -729,8 +751,14 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
         }
         Command::Delete(a) => rt.delete(&a.id, a.force)?,
         Command::Exec(a) => {
-            let req = exec_request(&a)?;
-            let code = rt.exec(&a.id, &req, a.detach, a.pid_file.as_deref())?;
+            let (req, terminal) = exec_request(&a)?;
+            let code = rt.exec(
+                &a.id,
+                &req,
+                terminal.as_ref(),
+                a.detach,
+                a.pid_file.as_deref(),
+            )?;
             return Ok(ExitCode::from(code as u8));
         }
         Command::Ps(a) => {

@@ -306,6 +306,10 @@ struct ExecProc {
     stdin_pipe: Arc<Mutex<Option<File>>>,
     /// signals it, once started
     signaller: Option<crate::control::Signaller>,
+    /// it runs on a terminal of its own
+    terminal: bool,
+    /// that terminal's master side, once started
+    master: Option<Arc<OwnedFd>>,
 }
 
 #[derive(Default)]
@@ -532,7 +536,7 @@ impl Service {
         let master = match master {
             Some(Ok(m)) => {
                 let m = Arc::new(m);
-                if let Err(e) = wire_terminal(req, &m, &stdin_pipe) {
+                if let Err(e) = wire_terminal(&req.stdin, &req.stdout, &m, &stdin_pipe) {
                     let _ = rt.delete(&req.id, true);
                     unmount();
                     return Err(internal(e));
@@ -581,7 +585,7 @@ impl Service {
     /// started in the sandbox through its control socket, and a thread
     /// waiting for its end.
     fn start_exec(&self, id: &str, exec_id: &str) -> Result<u32, ttrpc::Error> {
-        let (req, paths, pipe, socket) = {
+        let (req, paths, pipe, socket, terminal) = {
             let mut tasks = self.tasks();
             let socket = tasks
                 .get(id)?
@@ -597,27 +601,45 @@ impl Service {
                 ));
             }
             let paths = (e.stdin.clone(), e.stdout.clone(), e.stderr.clone());
-            (e.req.clone(), paths, e.stdin_pipe.clone(), socket)
+            (
+                e.req.clone(),
+                paths,
+                e.stdin_pipe.clone(),
+                socket,
+                e.terminal,
+            )
         };
-        let stdio =
-            open_stdio(StdioPaths::of(&paths.0, &paths.1, &paths.2), &pipe).map_err(internal)?;
-        let started = crate::control::exec(
-            &socket,
-            &req,
-            [
-                stdio.stdin.as_fd(),
-                stdio.stdout.as_fd(),
-                stdio.stderr.as_fd(),
-            ],
-        )
-        .map_err(|e| rpc_error(Code::FAILED_PRECONDITION, format!("exec {exec_id}: {e}")))?;
-        // The sandbox holds its own copies now.
-        drop(stdio);
+        let fail = |e: String| rpc_error(Code::FAILED_PRECONDITION, format!("exec {exec_id}: {e}"));
+        let mut master = None;
+        let started = if terminal {
+            // A terminal of its own: the slave is the program's stdio, the
+            // master is wired to the exec's FIFOs.
+            let (m, slave) = crate::sys::open_pty().map_err(internal)?;
+            let m = Arc::new(m);
+            wire_terminal(&paths.0, &paths.1, &m, &pipe).map_err(internal)?;
+            master = Some(m);
+            crate::control::exec(&socket, &req, [slave.as_fd(), slave.as_fd(), slave.as_fd()])
+        } else {
+            let stdio = open_stdio(StdioPaths::of(&paths.0, &paths.1, &paths.2), &pipe)
+                .map_err(internal)?;
+            // The sandbox holds its own copies once this returns.
+            crate::control::exec(
+                &socket,
+                &req,
+                [
+                    stdio.stdin.as_fd(),
+                    stdio.stdout.as_fd(),
+                    stdio.stderr.as_fd(),
+                ],
+            )
+        }
+        .map_err(|e| fail(e.to_string()))?;
         let pid = started.pid as u32;
         if let Ok(e) = self.tasks().exec(id, exec_id) {
             e.pid = pid;
             e.phase = Phase::Running;
             e.signaller = started.signaller().ok();
+            e.master = master;
         }
         let this = self.clone();
         let (id, exec_id) = (id.to_owned(), exec_id.to_owned());
@@ -670,17 +692,6 @@ impl Service {
     }
 
     /// Refuses what an exec'd process does not support here.
-    fn no_exec(exec_id: &str, what: &str) -> Result<(), ttrpc::Error> {
-        if exec_id.is_empty() {
-            Ok(())
-        } else {
-            Err(rpc_error(
-                Code::UNIMPLEMENTED,
-                format!("exec {exec_id}: {what} is not supported for exec'd processes yet"),
-            ))
-        }
-    }
-
     fn not_found(id: &str) -> ttrpc::Error {
         rpc_error(Code::NOT_FOUND, format!("task {id} not found"))
     }
@@ -828,11 +839,12 @@ impl ConsoleSocket {
 /// Wires a terminal to the task's FIFOs: stdin FIFO to the master, the
 /// master to the stdout FIFO (a terminal has no separate stderr).
 fn wire_terminal(
-    req: &api::CreateTaskRequest,
+    stdin: &str,
+    stdout: &str,
     master: &Arc<OwnedFd>,
     stdin_pipe: &Arc<Mutex<Option<File>>>,
 ) -> Result<(), String> {
-    let mut out = open_output(&req.stdout).map_err(|e| format!("stdout {}: {e}", req.stdout))?;
+    let mut out = open_output(stdout).map_err(|e| format!("stdout {stdout}: {e}"))?;
     let mut from_master = File::from(
         master
             .try_clone()
@@ -845,7 +857,7 @@ fn wire_terminal(
             let _ = std::io::copy(&mut from_master, &mut out);
         })
         .map_err(|e| format!("terminal thread: {e}"))?;
-    if !req.stdin.is_empty() {
+    if !stdin.is_empty() {
         let to_master = File::from(
             master
                 .try_clone()
@@ -854,7 +866,7 @@ fn wire_terminal(
         *stdin_pipe
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(to_master);
-        let path = req.stdin.clone();
+        let path = stdin.to_owned();
         let pipe = Arc::clone(stdin_pipe);
         std::thread::Builder::new()
             .name("tty-in".into())
@@ -1289,15 +1301,6 @@ impl shim::Task for Service {
     }
 
     fn exec(&self, _ctx: &TtrpcContext, req: api::ExecProcessRequest) -> TtrpcResult<api::Empty> {
-        if req.terminal {
-            return Err(rpc_error(
-                Code::UNIMPLEMENTED,
-                format!(
-                    "exec {}: a terminal for an exec'd process is not supported yet",
-                    req.exec_id
-                ),
-            ));
-        }
         let process: oci_spec::runtime::Process =
             serde_json::from_slice(&req.spec.value).map_err(|e| {
                 rpc_error(
@@ -1338,6 +1341,8 @@ impl shim::Task for Service {
                 exit: None,
                 stdin_pipe: Arc::default(),
                 signaller: None,
+                terminal: req.terminal,
+                master: None,
             },
         );
         Ok(api::Empty::default())
@@ -1348,13 +1353,16 @@ impl shim::Task for Service {
         _ctx: &TtrpcContext,
         req: api::ResizePtyRequest,
     ) -> TtrpcResult<api::Empty> {
-        Self::no_exec(&req.exec_id, "a terminal")?;
-        let tasks = self.tasks();
-        let t = tasks.get(&req.id)?;
-        let master = t.master.as_ref().ok_or_else(|| {
+        let mut tasks = self.tasks();
+        let master = if req.exec_id.is_empty() {
+            tasks.get(&req.id)?.master.clone()
+        } else {
+            tasks.exec(&req.id, &req.exec_id)?.master.clone()
+        };
+        let master = master.ok_or_else(|| {
             rpc_error(
                 Code::FAILED_PRECONDITION,
-                format!("task {} has no terminal", req.id),
+                format!("task {} {} has no terminal", req.id, req.exec_id),
             )
         })?;
         let clamp = |v: u32| u16::try_from(v).unwrap_or(u16::MAX);

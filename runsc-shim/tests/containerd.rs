@@ -85,6 +85,21 @@ impl Engine {
         ]);
         assert_eq!(out.status, 4, "exec status: {out:?}");
         assert_eq!(out.stdout, "from-exec\n", "{out:?}");
+        // An exec'd program on a terminal of its own (`exec -t`; ctr needs
+        // a terminal too, which script(1) provides).
+        let script = which("script").expect("script (util-linux) is installed");
+        let cmd = format!(
+            "{} --address {} tasks exec -t --fifo-dir {} --exec-id x2 {id} \
+             sh -c '[ -t 0 ] && [ -t 1 ] && echo tty-exec; exit 5'",
+            self.tools.ctr.display(),
+            self.sock().display(),
+            self.dir.join("fifo").display(),
+        );
+        let mut script_cmd = common::command(&script.to_string_lossy(), &[]);
+        script_cmd.args(["-qec", &cmd, "/dev/null"]);
+        let out = run(script_cmd, None, TIMEOUT);
+        assert_eq!(out.status, 5, "ctr tasks exec -t: {out:?}");
+        assert!(out.stdout.contains("tty-exec\r"), "{out:?}");
         let out = self.ctr(&["tasks", "kill", "--signal", "SIGKILL", id]);
         assert_eq!(out.status, 0, "ctr tasks kill: {out:?}");
         self.wait_stopped(id);

@@ -18,7 +18,7 @@ use serde_json::Value;
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
 const APPLETS: &[&str] = &[
-    "sh", "echo", "sleep", "cat", "true", "hostname", "pwd", "id", "stat", "touch", "grep",
+    "sh", "echo", "sleep", "cat", "true", "hostname", "pwd", "id", "stat", "touch", "grep", "stty",
 ];
 
 fn wait_child(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
@@ -523,6 +523,63 @@ fn terminal_goes_to_the_console_socket() {
 }
 
 #[test]
+fn exec_with_a_terminal() {
+    let mut w = World::new("exectty", |v| set_args(v, &["sleep", "1000"]));
+    assert_eq!(w.create("x1").status, 0);
+    assert_eq!(w.cli(&["start", "x1"]).status, 0);
+    // Without a terminal to use, --tty is refused; a console socket alone too.
+    assert_one_line(&w.cli(&["exec", "--tty", "x1", "true"]));
+    assert_one_line(&w.cli(&["exec", "--console-socket", "/nonexistent", "x1", "true"]));
+
+    let sock_path = w.dir.path().join("exec-console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock_path).expect("bind");
+    let receiver = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().expect("accept");
+        recv_fd(&conn)
+    });
+    let process = w.dir.path().join("process.json");
+    std::fs::write(
+        &process,
+        serde_json::json!({
+            "terminal": true,
+            "consoleSize": {"height": 33, "width": 99},
+            "user": {"uid": 0, "gid": 0},
+            "args": ["sh", "-c", "[ -t 0 ] && [ -t 1 ] && echo is-a-tty; stty size; read x; echo got $x"],
+            "env": ["PATH=/bin"],
+            "cwd": "/"
+        })
+        .to_string(),
+    )
+    .expect("process.json");
+    let mut cmd = w.command(&[
+        "exec",
+        "--process",
+        &process.to_string_lossy(),
+        "--console-socket",
+        &sock_path.to_string_lossy(),
+        "x1",
+    ]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("exec");
+    let master = std::fs::File::from(receiver.join().expect("receiver"));
+    std::io::Write::write_all(&mut &master, b"hello\n").expect("type");
+    let status = wait_child(child, "exec");
+    assert_eq!(code(status), 0);
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = (&master).read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&text).replace("\r\n", "\n");
+    assert!(text.contains("is-a-tty\n33 99\n"), "{text:?}");
+    assert!(text.contains("got hello\n"), "{text:?}");
+    assert_eq!(w.cli(&["delete", "--force", "x1"]).status, 0);
+}
+
+#[test]
 fn run_forwards_term_to_the_container_and_cleans_up() {
     let w = World::new("runterm", |v| set_args(v, &["sleep", "1000"]));
     let mut cmd = w.command(&["run", "--bundle", &w.bundle_str(), "s1"]);
@@ -671,7 +728,7 @@ fn exec_runs_a_second_program_in_the_running_sandbox() {
     assert!(out.stderr.contains("no such file"), "{out:?}");
     let out = w.cli(&["exec", "--tty", "e1", "sh"]);
     assert_one_line(&out);
-    assert!(out.stderr.contains("not supported"), "{out:?}");
+    assert!(out.stderr.contains("not a terminal"), "{out:?}");
     // Signals to the exec process reach the program (its trap runs and its
     // status comes back).
     let mut trapped = w.command(&[
