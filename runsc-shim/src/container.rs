@@ -12,6 +12,12 @@
 //! the Sentry (`sentry::run`) to completion in its own process, records the
 //! exit status and exits with it. The boot process is the container's pid:
 //! signals from `kill` go to it.
+//!
+//! Before the boot process reports ready, `create` moves it into the
+//! sandbox's own host cgroup ([`crate::cgroup`]), which holds the bundle's
+//! memory, CPU and pids limits and serves `pause`/`resume`; everything it
+//! starts later (the gofer, a stub per guest address space) is born inside.
+//! `delete` kills what is left there and removes the cgroup.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -26,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::cgroup::{self, Cgroup};
 use crate::logging::LogFormat;
 use crate::oci;
 use crate::state::{self, Locked, Record, StateDir, Status, EXEC_FIFO};
@@ -49,6 +56,9 @@ pub enum Error {
     /// a prestart or createRuntime hook failed
     #[error(transparent)]
     Hook(#[from] crate::hooks::Error),
+    /// the sandbox's host cgroup
+    #[error(transparent)]
+    Cgroup(#[from] cgroup::Error),
     /// an operation that needs another status
     #[error("container {id} is {status}, not {wanted}")]
     WrongStatus {
@@ -164,7 +174,7 @@ pub struct OciState {
     pub oci_version: String,
     /// container id
     pub id: String,
-    /// creating, created, running or stopped
+    /// creating, created, running, paused or stopped
     pub status: Status,
     /// the sandbox's host pid; 0 once stopped
     pub pid: i32,
@@ -358,9 +368,19 @@ impl Runtime {
         }
 
         let locked = self.state.create(id)?;
-        match self.spawn_boot(&locked, &bundle, &plan, opts) {
+        let cgroup = match sandbox_cgroup(id, &plan) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = locked.remove();
+                return Err(e);
+            }
+        };
+        match self.spawn_boot(&locked, &bundle, &plan, opts, cgroup.as_ref()) {
             Ok(created) => Ok(created),
             Err(e) => {
+                if let Some(cg) = &cgroup {
+                    let _ = cg.destroy();
+                }
                 let _ = locked.remove();
                 Err(e)
             }
@@ -373,6 +393,7 @@ impl Runtime {
         bundle: &oci::Bundle,
         plan: &oci::Plan,
         opts: &CreateOptions,
+        cgroup: Option<&Cgroup>,
     ) -> Result<Created, Error> {
         let id = locked.id();
         sys::mkfifo(&locked.dir().join(EXEC_FIFO), 0o622).map_err(io("making exec.fifo"))?;
@@ -403,6 +424,16 @@ impl Runtime {
         drop(ready_w);
         drop(tty);
         let pid = child.id() as i32;
+        // Into the cgroup before it reports ready, so before the guest (or
+        // the gofer, which it starts later) can run: every process it
+        // forks is born there.
+        if let Some(cg) = cgroup {
+            if let Err(e) = cg.add(pid) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e.into());
+            }
+        }
 
         let mut msg = String::new();
         let _ = ready_r.read_to_string(&mut msg);
@@ -461,6 +492,7 @@ impl Runtime {
             annotations: plan.annotations.clone(),
             exit_status: None,
             kill_signal: None,
+            cgroup: cgroup.cloned(),
         };
         if let Err(e) = locked.write(&record) {
             let _ = child.kill();
@@ -572,15 +604,18 @@ impl Runtime {
     /// default action is to terminate end the whole sandbox, and the
     /// container's exit status becomes 128+N; a guest's own handler for the
     /// signal never runs.
+    ///
+    /// A paused sandbox gets the signal when it resumes, as a frozen Linux
+    /// process does; `SIGKILL` thaws it so that it dies now.
     pub fn kill(&self, id: &str, signal: i32) -> Result<(), Error> {
         let locked = self.state.lock(id)?;
         let mut record = locked.record()?;
         let status = record.observed();
-        if !matches!(status, Status::Created | Status::Running) {
+        if !matches!(status, Status::Created | Status::Running | Status::Paused) {
             return Err(Error::WrongStatus {
                 id: id.into(),
                 status,
-                wanted: "created or running",
+                wanted: "created, running or paused",
             });
         }
         if signal != 0 {
@@ -588,6 +623,11 @@ impl Runtime {
             locked.write(&record)?;
         }
         sys::kill(record.pid, signal).map_err(io(format!("signalling container {id}")))?;
+        if status == Status::Paused && signal == libc::SIGKILL {
+            if let Some(cg) = &record.cgroup {
+                cg.thaw()?;
+            }
+        }
         tracing::info!("container {id}: sent signal {signal}");
         Ok(())
     }
@@ -607,7 +647,14 @@ impl Runtime {
         };
         match record.observed() {
             Status::Running if !force => return Err(Error::Running(id.into())),
-            Status::Created | Status::Running => {
+            status @ Status::Paused if !force => {
+                return Err(Error::WrongStatus {
+                    id: id.into(),
+                    status,
+                    wanted: "stopped (resume and kill it, or use 'delete --force')",
+                })
+            }
+            Status::Created | Status::Running | Status::Paused => {
                 let pidfd = sys::pidfd_open(record.pid).ok();
                 // Checked after opening the pidfd, so the pidfd cannot refer
                 // to a process that reused the pid.
@@ -615,6 +662,10 @@ impl Runtime {
                     record.kill_signal = Some(libc::SIGKILL);
                     let _ = locked.write(&record);
                     let _ = sys::kill(record.pid, libc::SIGKILL);
+                    // A frozen sandbox acts on SIGKILL only once thawed.
+                    if let Some(cg) = &record.cgroup {
+                        let _ = cg.thaw();
+                    }
                     if let Some(fd) = pidfd {
                         let _ = sys::poll_readable(fd.as_fd(), KILL_WAIT.as_millis() as i32);
                     }
@@ -622,10 +673,61 @@ impl Runtime {
             }
             _ => {}
         }
+        // Helpers the sandbox left behind (a stub, the gofer) die with it.
+        if let Some(cg) = &record.cgroup {
+            cg.destroy()?;
+        }
         // A failed poststop hook is only logged (runtime spec, "Lifecycle").
         self.run_hooks(&record, "poststop", |h| h.poststop());
         locked.remove()?;
         tracing::info!("container {id} deleted");
+        Ok(())
+    }
+
+    /// Freezes every host process of running container `id` (Sentry, stubs,
+    /// gofer) with its cgroup's freezer: the guest stops where it is and
+    /// uses no CPU until `resume`.
+    pub fn pause(&self, id: &str) -> Result<(), Error> {
+        let locked = self.state.lock(id)?;
+        let mut record = locked.record()?;
+        let status = record.observed();
+        if status != Status::Running {
+            return Err(Error::WrongStatus {
+                id: id.into(),
+                status,
+                wanted: "running",
+            });
+        }
+        // Frozen while we hold the lock, so the sandbox cannot be frozen
+        // holding it itself.
+        let cg = record.cgroup.clone().ok_or(cgroup::Error::NoFreezer)?;
+        cg.freeze()?;
+        record.status = Status::Paused;
+        if let Err(e) = locked.write(&record) {
+            let _ = cg.thaw();
+            return Err(e.into());
+        }
+        tracing::info!("container {id} paused");
+        Ok(())
+    }
+
+    /// Lets paused container `id` run again.
+    pub fn resume(&self, id: &str) -> Result<(), Error> {
+        let locked = self.state.lock(id)?;
+        let mut record = locked.record()?;
+        let status = record.observed();
+        if status != Status::Paused {
+            return Err(Error::WrongStatus {
+                id: id.into(),
+                status,
+                wanted: "paused",
+            });
+        }
+        let cg = record.cgroup.clone().ok_or(cgroup::Error::NoFreezer)?;
+        cg.thaw()?;
+        record.status = Status::Running;
+        locked.write(&record)?;
+        tracing::info!("container {id} resumed");
         Ok(())
     }
 
@@ -716,9 +818,7 @@ impl Runtime {
                 continue;
             };
             if record.observed() == Status::Stopped {
-                return record
-                    .exit_code()
-                    .ok_or_else(|| Error::NoExitStatus(id.into()));
+                return exit_code(&record).ok_or_else(|| Error::NoExitStatus(id.into()));
             }
             match sys::pidfd_open(record.pid) {
                 Ok(fd) if record.sandbox_alive() => {
@@ -777,7 +877,7 @@ impl Runtime {
             let v = serde_json::json!({
                 "type": "exit",
                 "id": id,
-                "data": { "exitStatus": record.exit_code() },
+                "data": { "exitStatus": exit_code(&record) },
             });
             return Ok((v, true));
         }
@@ -1036,10 +1136,37 @@ fn prepare(id: &str, bundle: &Path) -> Result<(oci::Plan, std::fs::File), Error>
     Ok((plan, root))
 }
 
+/// A stopped container's exit status: the recorded one, else 128+N after
+/// `kill` sent signal N, else 128+SIGKILL when the host's OOM killer ended
+/// the sandbox for going over its memory limit (then nothing could record
+/// a status).
+fn exit_code(record: &Record) -> Option<i32> {
+    record.exit_code().or_else(|| {
+        let oom = record.cgroup.as_ref().is_some_and(Cgroup::oom_killed);
+        oom.then_some(128 + libc::SIGKILL)
+    })
+}
+
+/// The sandbox's host cgroup: required when the bundle sets limits or a
+/// `linux.cgroupsPath`; otherwise made where the host lets us (for
+/// `pause`), and done without where it does not (a caller without rights
+/// on the cgroup file system).
+fn sandbox_cgroup(id: &str, plan: &oci::Plan) -> Result<Option<Cgroup>, Error> {
+    match Cgroup::create(id, plan.cgroups_path.as_deref(), &plan.limits) {
+        Ok(cg) => Ok(Some(cg)),
+        Err(e) if !plan.limits.any() && plan.cgroups_path.is_none() => {
+            tracing::info!("container {id}: no cgroup of its own, pause will not work: {e}");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// What `features` prints: runc's features document, saying what this
 /// runtime accepts (see [`oci::plan`]): the hooks that run in the runtime's
-/// namespaces; no host cgroup, seccomp, AppArmor or SELinux applied to the
-/// guest; namespaces emulated by the Sentry.
+/// namespaces; memory, CPU and pids limits through a cgroupfs cgroup (v1 or
+/// v2, not systemd); no seccomp, AppArmor or SELinux applied to the guest;
+/// namespaces emulated by the Sentry.
 pub fn features() -> serde_json::Value {
     serde_json::json!({
         "ociVersionMin": "1.0.0",
@@ -1048,7 +1175,7 @@ pub fn features() -> serde_json::Value {
         "mountOptions": [],
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "user", "uts"],
-            "cgroup": { "v1": false, "v2": false, "systemd": false, "systemdUser": false },
+            "cgroup": { "v1": true, "v2": true, "systemd": false, "systemdUser": false },
             "seccomp": { "enabled": false },
             "apparmor": { "enabled": false },
             "selinux": { "enabled": false },

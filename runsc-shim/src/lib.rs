@@ -1,8 +1,9 @@
 //! ferrovisor's OCI runtime as a library: bundles (`oci`), the state
-//! directory (`state`), the container lifecycle (`container`) and the log
+//! directory (`state`), the sandbox's host cgroup (`cgroup`), the container lifecycle (`container`) and the log
 //! format (`logging`). The `ferrovisor` binary is a thin command-line shell
 //! over it, in runc's command-line contract.
 
+pub mod cgroup;
 pub mod container;
 pub mod control;
 pub mod gofer_proc;

@@ -30,7 +30,8 @@ struct Cli {
     /// Log debug detail.
     #[arg(long)]
     debug: bool,
-    /// Accepted for runc compatibility; ferrovisor makes no cgroups yet.
+    /// Accepted for runc compatibility; ferrovisor manages cgroupfs itself
+    /// (a systemd slice:prefix:name linux.cgroupsPath is refused).
     #[arg(long)]
     systemd_cgroup: bool,
     /// Accepted for runc compatibility (true, false or auto); ignored.
@@ -822,12 +823,8 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
         Command::Checkpoint(_) | Command::Restore(_) => {
             return Err(Error::NotSupported("checkpoint and restore".into()))
         }
-        Command::Pause(a) | Command::Resume(a) => {
-            rt.state(&a.id)?;
-            return Err(Error::NotSupported(
-                "pause and resume (the Sentry cannot stop all guest tasks yet)".into(),
-            ));
-        }
+        Command::Pause(a) => rt.pause(&a.id)?,
+        Command::Resume(a) => rt.resume(&a.id)?,
     }
     Ok(ExitCode::SUCCESS)
 }

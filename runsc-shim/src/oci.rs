@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::{Hooks, LinuxNamespaceType, Spec};
+use oci_spec::runtime::{Hooks, LinuxNamespaceType, LinuxResources, Spec};
+
+use crate::cgroup::Limits;
 
 /// Why a bundle cannot be run. Each message is one line that names the
 /// field (or file) at fault and, where there is one, what to do.
@@ -131,6 +133,10 @@ pub struct Plan {
     /// hooks that set up "the container's" network namespace act on that,
     /// never on the host's
     pub network_namespace: bool,
+    /// `linux.resources` applied through the sandbox's host cgroup
+    pub limits: Limits,
+    /// `linux.cgroupsPath`
+    pub cgroups_path: Option<PathBuf>,
     /// fields accepted but not honoured in a way the user may notice, for
     /// the log at warning level
     pub notes: Vec<String>,
@@ -324,9 +330,6 @@ const SYSCTLS_AS_IS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The CPU weight of a cgroup v1 nobody configured (`cpu.shares`).
-const DEFAULT_CPU_SHARES: u64 = 1024;
-
 /// True for JSON that sets nothing: null, false, 0, "", and arrays or
 /// objects of such. Engines send e.g. `"memory": {}` or `"cpu":
 /// {"shares": 0}` for "no limit".
@@ -346,6 +349,57 @@ fn set<T: serde::Serialize>(v: &Option<T>) -> bool {
     v.as_ref()
         .and_then(|v| serde_json::to_value(v).ok())
         .is_some_and(|v| !vacuous(&v))
+}
+
+/// Refuses, by name, a field of `linux.resources.GROUP` that is set but
+/// not among `applied`.
+fn only<T: serde::Serialize>(v: &Option<T>, group: &str, applied: &[&str]) -> Result<(), Error> {
+    let Some(serde_json::Value::Object(o)) = v.as_ref().and_then(|v| serde_json::to_value(v).ok())
+    else {
+        return Ok(());
+    };
+    match o
+        .iter()
+        .find(|(k, v)| !applied.contains(&k.as_str()) && !vacuous(v))
+    {
+        Some((k, _)) => Err(unsupported(
+            format!("linux.resources.{group}.{k}"),
+            format!("of {group}, only {} are applied", applied.join(", ")),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A byte count or count where 0 means "not set" and -1 "no limit".
+fn limit(v: Option<i64>, name: &str) -> Result<Option<i64>, Error> {
+    match v {
+        Some(n) if n < -1 => Err(field(
+            format!("linux.resources.{name}"),
+            format!("{n} is not a limit (give a positive number, or -1 for none)"),
+        )),
+        Some(0) | None => Ok(None),
+        Some(n) => Ok(Some(n)),
+    }
+}
+
+/// The memory, CPU and pids limits of `linux.resources`, which the
+/// sandbox's host cgroup applies to all of the sandbox (Sentry, stubs and
+/// gofer together).
+fn resource_limits(r: &LinuxResources) -> Result<Limits, Error> {
+    only(r.memory(), "memory", &["limit", "reservation", "swap"])?;
+    only(r.cpu(), "cpu", &["shares", "quota", "period"])?;
+    only(r.pids(), "pids", &["limit"])?;
+    let memory = r.memory().as_ref();
+    let cpu = r.cpu().as_ref();
+    Ok(Limits {
+        memory: limit(memory.and_then(|m| m.limit()), "memory.limit")?,
+        memory_reservation: limit(memory.and_then(|m| m.reservation()), "memory.reservation")?,
+        memory_swap: limit(memory.and_then(|m| m.swap()), "memory.swap")?,
+        cpu_shares: cpu.and_then(|c| c.shares()).filter(|s| *s != 0),
+        cpu_quota: limit(cpu.and_then(|c| c.quota()), "cpu.quota")?,
+        cpu_period: cpu.and_then(|c| c.period()).filter(|p| *p != 0),
+        pids: limit(r.pids().as_ref().map(|p| p.limit()), "pids.limit")?,
+    })
 }
 
 /// Checks `ociVersion`: this runtime implements the 1.x runtime spec.
@@ -541,6 +595,8 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
     }
     let mut network_namespace = false;
 
+    let mut limits = Limits::default();
+    let mut cgroups_path = None;
     if let Some(linux) = spec.linux() {
         for (i, ns) in linux.namespaces().iter().flatten().enumerate() {
             if ns.typ() == LinuxNamespaceType::Network && ns.path().is_none() {
@@ -565,38 +621,22 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         if let Some(r) = linux.resources() {
             // Device rules are harmless to skip: the Sentry exposes no host
             // device node to the guest in any case.
-            // cpu.shares 1024 is the weight a cgroup v1 starts with, and what
-            // `ctr run` sends unless told otherwise: a relative weight equal
-            // to the default limits nothing, so it is accepted (the sandbox
-            // runs at the weight of the cgroup it was started in).
-            let cpu = r.cpu().clone().map(|mut c| {
-                if c.shares() == Some(DEFAULT_CPU_SHARES) {
-                    c.set_shares(None);
-                    ignored.push(
-                        "linux.resources.cpu.shares 1024 (the default weight) not applied: \
-                         no cgroup is made for the sandbox"
-                            .into(),
-                    );
-                }
-                c
-            });
-            let limits = [
-                ("memory", set(r.memory())),
-                ("cpu", set(&cpu)),
-                ("pids", set(r.pids())),
+            limits = resource_limits(r)?;
+            let others = [
                 ("blockIO", set(r.block_io())),
                 ("hugepageLimits", set(r.hugepage_limits())),
                 ("network", set(r.network())),
                 ("rdma", set(r.rdma())),
                 ("unified", set(r.unified())),
             ];
-            if let Some((name, _)) = limits.iter().find(|(_, s)| *s) {
+            if let Some((name, _)) = others.iter().find(|(_, s)| *s) {
                 return Err(unsupported(
                     format!("linux.resources.{name}"),
-                    "resource limits through the host's cgroup",
+                    "only memory, cpu and pids limits are applied through the host's cgroup",
                 ));
             }
         }
+        cgroups_path = linux.cgroups_path().clone();
         for (name, value) in linux.sysctl().iter().flatten() {
             match SYSCTLS_AS_IS
                 .iter()
@@ -645,12 +685,6 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
                     .into(),
             );
         }
-        if linux.cgroups_path().is_some() {
-            ignored.push(
-                "linux.cgroupsPath not used: no cgroup is made while linux.resources are refused"
-                    .into(),
-            );
-        }
         if linux.uid_mappings().is_some() || linux.gid_mappings().is_some() {
             ignored.push(
                 "linux.uidMappings/gidMappings not applied: the guest sees the caller's ids".into(),
@@ -680,6 +714,8 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         hooks: spec.hooks().clone(),
         network_namespace,
         ignored,
+        limits,
+        cgroups_path,
         annotations: spec
             .annotations()
             .as_ref()
@@ -832,14 +868,25 @@ mod tests {
                 }),
             ),
             (
-                "linux.resources.memory",
+                "linux.resources.memory.swappiness",
                 Box::new(|v| {
-                    v["linux"]["resources"]["memory"] = serde_json::json!({"limit": 1000000})
+                    v["linux"]["resources"]["memory"] =
+                        serde_json::json!({"limit": 1000000, "swappiness": 10})
                 }),
             ),
             (
-                "linux.resources.cpu",
-                Box::new(|v| v["linux"]["resources"]["cpu"] = serde_json::json!({"shares": 512})),
+                "linux.resources.cpu.cpus",
+                Box::new(|v| v["linux"]["resources"]["cpu"] = serde_json::json!({"cpus": "0"})),
+            ),
+            (
+                "linux.resources.blockIO",
+                Box::new(|v| {
+                    v["linux"]["resources"]["blockIO"] = serde_json::json!({"weight": 100})
+                }),
+            ),
+            (
+                "linux.resources.pids.limit",
+                Box::new(|v| v["linux"]["resources"]["pids"] = serde_json::json!({"limit": -5})),
             ),
             (
                 "process.user.umask",
@@ -915,6 +962,33 @@ mod tests {
         assert_eq!(hooks.prestart().as_ref().map(Vec::len), Some(1));
         assert!(p.notes.iter().any(|n| n.contains("linux.seccomp")));
         assert!(p.ignored.iter().any(|n| n.contains("ping_group_range")));
+    }
+
+    #[test]
+    fn memory_cpu_and_pids_limits_are_taken() {
+        let (_d, r) = bundle_with(|v| {
+            v["linux"]["resources"] = serde_json::json!({
+                "memory": {"limit": 67108864, "swap": -1},
+                "cpu": {"shares": 512, "quota": 50000, "period": 100000},
+                "pids": {"limit": 20}});
+            v["linux"]["cgroupsPath"] = "/ferrovisor/x".into();
+        });
+        let p = r.expect("accepted");
+        assert_eq!(
+            p.limits,
+            Limits {
+                memory: Some(64 << 20),
+                memory_reservation: None,
+                memory_swap: Some(-1),
+                cpu_shares: Some(512),
+                cpu_quota: Some(50000),
+                cpu_period: Some(100000),
+                pids: Some(20),
+            }
+        );
+        assert_eq!(p.cgroups_path.as_deref(), Some(Path::new("/ferrovisor/x")));
+        let (_d, r) = bundle_with(|_| {});
+        assert!(!r.expect("template").limits.any());
     }
 
     #[test]

@@ -30,7 +30,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use containerd_shim as shim;
 use shim::api;
 use shim::monitor::{monitor_subscribe, Subject, Topic};
-use shim::protos::events::task::{TaskCreate, TaskDelete, TaskExit, TaskIO, TaskStart};
+use shim::protos::events::task::{
+    TaskCreate, TaskDelete, TaskExit, TaskIO, TaskPaused, TaskResumed, TaskStart,
+};
 use shim::protos::protobuf::well_known_types::timestamp::Timestamp;
 use shim::protos::protobuf::{Message, MessageDyn, MessageField};
 use shim::protos::ttrpc::{self, Code};
@@ -274,6 +276,8 @@ fn runtime(bundle: &Path, namespace: &str, exe: PathBuf) -> Runtime {
 enum Phase {
     Created,
     Running,
+    /// frozen by `Pause` (tasks only; an exec's process pauses with them)
+    Paused,
     Stopped,
 }
 
@@ -365,6 +369,41 @@ impl Service {
             .tasks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `Pause` (`freeze`) or `Resume` of task `id`: the runtime's cgroup
+    /// freezer, then the phase and containerd's event.
+    fn freeze(&self, id: &str, freeze: bool) -> TtrpcResult<api::Empty> {
+        let rt = self.tasks().get(id)?.runtime.clone();
+        let done = if freeze { rt.pause(id) } else { rt.resume(id) };
+        done.map_err(|e| match e {
+            crate::Error::WrongStatus { .. } => rpc_error(Code::FAILED_PRECONDITION, e.to_string()),
+            e => internal(e),
+        })?;
+        if let Some(t) = self.tasks().by_id.get_mut(id) {
+            if t.exit.is_none() {
+                t.phase = if freeze {
+                    Phase::Paused
+                } else {
+                    Phase::Running
+                };
+            }
+        }
+        let container_id = id.to_string();
+        if freeze {
+            let event = TaskPaused {
+                container_id,
+                ..Default::default()
+            };
+            self.publish("/tasks/paused", Box::new(event));
+        } else {
+            let event = TaskResumed {
+                container_id,
+                ..Default::default()
+            };
+            self.publish("/tasks/resumed", Box::new(event));
+        }
+        Ok(api::Empty::default())
     }
 
     fn publish(&self, topic: &str, event: Box<dyn MessageDyn>) {
@@ -1049,6 +1088,7 @@ impl shim::Task for Service {
                 status: match e.phase {
                     Phase::Created => api::Status::CREATED,
                     Phase::Running => api::Status::RUNNING,
+                    Phase::Paused => api::Status::PAUSED,
                     Phase::Stopped => api::Status::STOPPED,
                 }
                 .into(),
@@ -1069,6 +1109,7 @@ impl shim::Task for Service {
         let status = match t.phase {
             Phase::Created => api::Status::CREATED,
             Phase::Running => api::Status::RUNNING,
+            Phase::Paused => api::Status::PAUSED,
             Phase::Stopped => api::Status::STOPPED,
         };
         let mut resp = api::StateResponse {
@@ -1087,6 +1128,14 @@ impl shim::Task for Service {
             resp.exited_at = MessageField::some(ts.clone());
         }
         Ok(resp)
+    }
+
+    fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<api::Empty> {
+        self.freeze(&req.id, true)
+    }
+
+    fn resume(&self, _ctx: &TtrpcContext, req: api::ResumeRequest) -> TtrpcResult<api::Empty> {
+        self.freeze(&req.id, false)
     }
 
     fn kill(&self, _ctx: &TtrpcContext, req: api::KillRequest) -> TtrpcResult<api::Empty> {
@@ -1151,7 +1200,7 @@ impl shim::Task for Service {
             let t = tasks.get(&req.id)?;
             (t.runtime.clone(), t.bundle.clone(), t.pid, t.phase)
         };
-        if phase == Phase::Running {
+        if matches!(phase, Phase::Running | Phase::Paused) {
             return Err(rpc_error(
                 Code::FAILED_PRECONDITION,
                 format!("task {} is running: kill it first", req.id),
@@ -1278,8 +1327,8 @@ impl shim::Task for Service {
         _ctx: &TtrpcContext,
         req: api::StatsRequest,
     ) -> TtrpcResult<api::StatsResponse> {
-        // No cgroup of its own yet: the only honest number is how many host
-        // processes the sandbox has.
+        // How many host processes the sandbox has (its cgroup's counters
+        // are not read yet).
         let rt = {
             let tasks = self.tasks();
             let t = tasks.get(&req.id)?;

@@ -72,6 +72,8 @@ pub enum Status {
     Created,
     /// the user program runs
     Running,
+    /// the whole sandbox is frozen (`pause`) until `resume`
+    Paused,
     /// the user program has exited (or the sandbox died)
     Stopped,
 }
@@ -83,6 +85,7 @@ impl std::fmt::Display for Status {
             Status::Creating => "creating",
             Status::Created => "created",
             Status::Running => "running",
+            Status::Paused => "paused",
             Status::Stopped => "stopped",
         })
     }
@@ -120,6 +123,9 @@ pub struct Record {
     /// status 128+N even though it could not record it itself
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kill_signal: Option<i32>,
+    /// the sandbox's host cgroup, removed by `delete`
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<crate::cgroup::Cgroup>,
 }
 
 /// The host's view of a process, read from `/proc/PID/stat`.
@@ -152,7 +158,9 @@ impl Record {
     /// is gone is stopped, whatever the file says.
     pub fn observed(&self) -> Status {
         match self.status {
-            Status::Created | Status::Running if !self.sandbox_alive() => Status::Stopped,
+            Status::Created | Status::Running | Status::Paused if !self.sandbox_alive() => {
+                Status::Stopped
+            }
             s => s,
         }
     }
@@ -408,7 +416,8 @@ mod tests {
     fn status_only_moves_forward() {
         assert!(Status::Creating < Status::Created);
         assert!(Status::Created < Status::Running);
-        assert!(Status::Running < Status::Stopped);
+        assert!(Status::Running < Status::Paused);
+        assert!(Status::Paused < Status::Stopped);
     }
 
     #[test]

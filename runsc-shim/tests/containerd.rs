@@ -127,19 +127,19 @@ impl Engine {
         }
     }
 
-    /// A container ferrovisor refuses (a CPU weight it cannot apply): `ctr
+    /// A container ferrovisor refuses (a host device in the guest): `ctr
     /// run` fails with the runtime's one-line reason naming the field, and
     /// the task's rootfs is not left mounted.
     fn refused(&mut self, id: &str, runtime_args: &[&str]) {
         self.ids.push(id.to_string());
         let fifo = self.dir.join("fifo").to_string_lossy().into_owned();
-        let mut args = vec!["run", "--rm", "--cpu-shares", "512", "--fifo-dir", &fifo];
+        let mut args = vec!["run", "--rm", "--device", "/dev/null", "--fifo-dir", &fifo];
         args.extend_from_slice(runtime_args);
         args.extend_from_slice(&[IMAGE, id, "true"]);
         let out = self.ctr(&args);
         assert_ne!(out.status, 0, "refused: {out:?}");
         assert!(
-            out.stderr.contains("linux.resources.cpu: not supported"),
+            out.stderr.contains("linux.devices: not supported"),
             "{out:?}"
         );
         let bundle = format!("/io.containerd.runtime.v2.task/default/{id}/");
@@ -254,7 +254,7 @@ fn ferrovisor_shim_v2() {
     e.run_tty("tty1", &rt);
     e.detached_kill("bg", &rt);
     e.refused("refused", &rt);
-    // Statistics: the sandbox's host processes (no cgroup of its own yet).
+    // Statistics: the sandbox's host processes.
     e.ids.push("stats".into());
     let out = e.ctr(&[
         "run",
@@ -278,6 +278,20 @@ fn ferrovisor_shim_v2() {
             .any(|l| l.starts_with("pids.current")),
         "{metrics:?}"
     );
+    // Pause and Resume: the sandbox's cgroup freezer.
+    let status = |e: &Engine| {
+        let ls = e.ctr(&["tasks", "ls"]);
+        ls.stdout
+            .lines()
+            .find(|l| l.starts_with("stats "))
+            .and_then(|l| l.split_whitespace().last())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(e.ctr(&["tasks", "pause", "stats"]).status, 0);
+    assert_eq!(status(&e), "PAUSED");
+    assert_eq!(e.ctr(&["tasks", "resume", "stats"]).status, 0);
+    assert_eq!(status(&e), "RUNNING");
     let out = e.ctr(&["tasks", "kill", "--signal", "SIGKILL", "stats"]);
     assert_eq!(out.status, 0, "ctr tasks kill: {out:?}");
     e.wait_stopped("stats");

@@ -19,6 +19,7 @@ const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
 const APPLETS: &[&str] = &[
     "sh", "echo", "sleep", "cat", "true", "hostname", "pwd", "id", "stat", "touch", "grep", "stty",
+    "dd",
 ];
 
 fn wait_child(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
@@ -628,6 +629,8 @@ fn features_and_unsupported_commands() {
         serde_json::json!(["prestart", "createRuntime", "poststart", "poststop"]),
         "{v}"
     );
+    assert_eq!(v["linux"]["cgroup"]["v1"], true, "{v}");
+    assert_eq!(v["linux"]["cgroup"]["systemd"], false, "{v}");
     // What containerd's runc shim may send and the runtime lacks: one line
     // saying so, not a usage error.
     for args in [
@@ -769,4 +772,290 @@ fn exec_runs_a_second_program_in_the_running_sandbox() {
     let out = w.cli(&["exec", "e1", "true"]);
     assert_one_line(&out);
     assert!(out.stderr.contains("stopped"), "{out:?}");
+}
+
+/// Whether this test can make host cgroups (root, with the cgroup file
+/// system writable); the cgroup tests say so and pass trivially otherwise.
+fn host_cgroups() -> bool {
+    let probe = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        "/sys/fs/cgroup/cgroup.procs"
+    } else {
+        "/sys/fs/cgroup/pids/cgroup.procs"
+    };
+    let c = std::ffi::CString::new(probe).expect("path");
+    // SAFETY: access(2) reads the NUL-terminated path and nothing else.
+    let ok = unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0;
+    if !ok {
+        eprintln!("skipped: {probe} is not writable (run as root for the cgroup tests)");
+    }
+    ok
+}
+
+/// The host cgroup directory process `pid` is in: of `controller` on
+/// cgroup v1, the unified one on v2.
+fn cgroup_dir(pid: i64, controller: &str) -> PathBuf {
+    let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("/proc/PID/cgroup");
+    let path = text
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+            let hit = if v2 {
+                ctrls.is_empty()
+            } else {
+                ctrls.split(',').any(|c| c == controller)
+            };
+            hit.then(|| path.trim_start_matches('/').to_string())
+        })
+        .unwrap_or_else(|| panic!("no {controller} cgroup in {text}"));
+    let base = if v2 {
+        PathBuf::from("/sys/fs/cgroup")
+    } else {
+        Path::new("/sys/fs/cgroup").join(controller)
+    };
+    base.join(path)
+}
+
+fn read_trim(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .to_string()
+}
+
+fn v2() -> bool {
+    Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+}
+
+#[test]
+fn resource_limits_hold_the_whole_sandbox_until_delete() {
+    if !host_cgroups() {
+        return;
+    }
+    let mut w = World::new("limits", |v| {
+        set_args(v, &["sleep", "1000"]);
+        v["linux"]["resources"] = serde_json::json!({
+            "memory": {"limit": 64 << 20},
+            "cpu": {"quota": 50000, "period": 100000},
+            "pids": {"limit": 200}});
+    });
+    let out = w.create("l1");
+    assert_eq!(out.status, 0, "create: {}", out.stderr);
+    let pid = w.state("l1")["pid"].as_i64().expect("pid");
+    let memory = cgroup_dir(pid, "memory");
+    let cpu = cgroup_dir(pid, "cpu");
+    let pids = cgroup_dir(pid, "pids");
+    // The sandbox has a cgroup of its own, not the caller's.
+    assert_ne!(memory, cgroup_dir(i64::from(std::process::id()), "memory"));
+    if v2() {
+        assert_eq!(read_trim(&memory.join("memory.max")), "67108864");
+        assert_eq!(read_trim(&cpu.join("cpu.max")), "50000 100000");
+    } else {
+        assert_eq!(read_trim(&memory.join("memory.limit_in_bytes")), "67108864");
+        assert_eq!(read_trim(&cpu.join("cpu.cfs_quota_us")), "50000");
+        assert_eq!(read_trim(&cpu.join("cpu.cfs_period_us")), "100000");
+    }
+    assert_eq!(read_trim(&pids.join("pids.max")), "200");
+
+    // Running, every host process of the sandbox (Sentry, stubs, gofer)
+    // is inside.
+    assert_eq!(w.cli(&["start", "l1"]).status, 0);
+    let ps = w.cli(&["ps", "--format", "json", "l1"]);
+    let host: Vec<i64> = serde_json::from_str(&ps.stdout).expect("ps json");
+    assert!(host.len() >= 3, "sandbox, gofer and a stub: {host:?}");
+    let inside = read_trim(&memory.join("cgroup.procs"));
+    for p in &host {
+        assert!(
+            inside.lines().any(|l| l == p.to_string()),
+            "host process {p} outside {}: {inside}",
+            memory.display()
+        );
+    }
+
+    let out = w.cli(&["delete", "--force", "l1"]);
+    assert_eq!(out.status, 0, "delete: {}", out.stderr);
+    for d in [&memory, &cpu, &pids] {
+        assert!(!d.exists(), "{} left behind", d.display());
+    }
+}
+
+#[test]
+fn a_memory_limit_holds_the_whole_sandbox() {
+    if !host_cgroups() {
+        return;
+    }
+    // 128 MiB into the guest's /tmp: memory of the Sentry's, so of the
+    // sandbox's cgroup.
+    let fill = [
+        "sh",
+        "-c",
+        "dd if=/dev/zero of=/tmp/big bs=1M count=128 2>/dev/null; echo wrote $?",
+    ];
+    let mut free = World::new("nomemlimit", |v| set_args(v, &fill));
+    assert_eq!(free.create("m0").status, 0);
+    assert_eq!(free.cli(&["start", "m0"]).status, 0);
+    assert_eq!(free.wait("m0"), 0);
+    assert_eq!(free.container_stdout("m0"), "wrote 0\n");
+
+    let mut w = World::new("memlimit", |v| {
+        set_args(v, &fill);
+        v["linux"]["resources"] = serde_json::json!({"memory": {"limit": 64 << 20}});
+    });
+    assert_eq!(w.create("m1").status, 0);
+    let pid = w.state("m1")["pid"].as_i64().expect("pid");
+    let memory = cgroup_dir(pid, "memory");
+    assert_eq!(w.cli(&["start", "m1"]).status, 0);
+    // The host's OOM killer ends the sandbox, not just the guest's dd.
+    assert_eq!(w.wait("m1"), 128 + 9);
+    assert_eq!(w.container_stdout("m1"), "");
+    let events = read_trim(&memory.join(if v2() {
+        "memory.events"
+    } else {
+        "memory.oom_control"
+    }));
+    let kills: u64 = events
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(kills > 0, "{events}");
+    assert_eq!(w.cli(&["delete", "m1"]).status, 0);
+    assert!(!memory.exists(), "{} left behind", memory.display());
+}
+
+#[test]
+fn a_pids_limit_fails_guest_forks_with_eagain() {
+    if !host_cgroups() {
+        return;
+    }
+    // The limit counts host tasks: the Sentry's own threads and, per guest
+    // process, a task thread and a stub. 28 leaves room for a few guest
+    // processes, far fewer than the loop asks for.
+    let mut w = World::new("pids", |v| {
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 100 ]; do sleep 1000 & i=$((i+1)); done; echo all forked",
+            ],
+        );
+        v["linux"]["resources"] = serde_json::json!({"pids": {"limit": 28}});
+    });
+    assert_eq!(w.create("p1").status, 0);
+    let pid = w.state("p1")["pid"].as_i64().expect("pid");
+    let pids = cgroup_dir(pid, "pids");
+    assert_eq!(w.cli(&["start", "p1"]).status, 0);
+    // busybox sh reports the failed fork and exits with 2: the Sentry
+    // answered EAGAIN and lived on to record the status.
+    assert_eq!(w.wait("p1"), 2);
+    let err = std::fs::read_to_string(w.dir.path().join("p1.err")).unwrap_or_default();
+    assert!(
+        err.contains("can't fork: Resource temporarily unavailable"),
+        "{err}"
+    );
+    assert_eq!(w.container_stdout("p1"), "");
+    // The host refused tasks to the cgroup.
+    let events = read_trim(&pids.join("pids.events"));
+    let refused: u64 = events
+        .lines()
+        .find_map(|l| l.strip_prefix("max "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(refused > 0, "pids.events: {events}");
+    assert_eq!(w.cli(&["delete", "p1"]).status, 0);
+    assert!(!pids.exists(), "{} left behind", pids.display());
+}
+
+/// CPU time (user + system, in clock ticks) of processes `pids`.
+fn cpu_ticks(pids: &[i64]) -> u64 {
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+        .filter_map(|s| {
+            let f: Vec<u64> = s[s.rfind(')')? + 2..]
+                .split_whitespace()
+                .map(|x| x.parse().unwrap_or(0))
+                .collect();
+            // proc_pid_stat(5) fields 14 and 15; `f` starts at field 3.
+            Some(f.get(11)? + f.get(12)?)
+        })
+        .sum()
+}
+
+#[test]
+fn pause_freezes_the_sandbox_and_resume_continues_it() {
+    if !host_cgroups() {
+        return;
+    }
+    let mut w = World::new("pause", |v| {
+        set_args(
+            v,
+            &["sh", "-c", "i=0; while :; do i=$((i+1)); echo $i; done"],
+        );
+    });
+    assert_eq!(w.create("z1").status, 0);
+    assert_eq!(w.cli(&["start", "z1"]).status, 0);
+    let lines = |w: &World| w.container_stdout("z1").lines().count();
+    let deadline = Instant::now() + TIMEOUT;
+    while lines(&w) < 10 {
+        assert!(Instant::now() < deadline, "the counter never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Not paused yet: resume is refused.
+    assert_one_line(&w.cli(&["resume", "z1"]));
+
+    let out = w.cli(&["pause", "z1"]);
+    assert_eq!(out.status, 0, "pause: {}", out.stderr);
+    assert_eq!(w.status("z1"), "paused");
+    let ps = w.cli(&["ps", "--format", "json", "z1"]);
+    let host: Vec<i64> = serde_json::from_str(&ps.stdout).expect("ps json");
+    let (n, ticks) = (lines(&w), cpu_ticks(&host));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(lines(&w), n, "the guest ran while paused");
+    assert_eq!(cpu_ticks(&host), ticks, "the sandbox used CPU while paused");
+    // Paused is not stopped: delete without --force and exec are refused.
+    assert_one_line(&w.cli(&["delete", "z1"]));
+    assert_one_line(&w.cli(&["exec", "z1", "true"]));
+
+    let out = w.cli(&["resume", "z1"]);
+    assert_eq!(out.status, 0, "resume: {}", out.stderr);
+    assert_eq!(w.status("z1"), "running");
+    let deadline = Instant::now() + TIMEOUT;
+    while lines(&w) < n + 10 {
+        assert!(Instant::now() < deadline, "no progress after resume");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // A paused container can be killed.
+    assert_eq!(w.cli(&["pause", "z1"]).status, 0);
+    let pid = w.state("z1")["pid"].as_i64().expect("pid");
+    let freezer = cgroup_dir(pid, "freezer");
+    assert_eq!(w.cli(&["kill", "z1", "KILL"]).status, 0);
+    assert_eq!(w.wait("z1"), 128 + 9);
+    assert_eq!(w.status("z1"), "stopped");
+    assert_eq!(w.cli(&["delete", "z1"]).status, 0);
+    assert!(!freezer.exists(), "{} left behind", freezer.display());
+}
+
+#[test]
+fn delete_force_of_a_paused_container() {
+    if !host_cgroups() {
+        return;
+    }
+    let mut w = World::new("pausedel", |v| set_args(v, &["sleep", "1000"]));
+    assert_eq!(w.create("y1").status, 0);
+    assert_eq!(w.cli(&["start", "y1"]).status, 0);
+    let pid = w.state("y1")["pid"].as_i64().expect("pid");
+    let freezer = cgroup_dir(pid, "freezer");
+    assert_eq!(w.cli(&["pause", "y1"]).status, 0);
+    let out = w.cli(&["delete", "--force", "y1"]);
+    assert_eq!(out.status, 0, "delete --force: {}", out.stderr);
+    assert!(
+        !Path::new(&format!("/proc/{pid}/stat")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z")),
+        "sandbox {pid} still alive"
+    );
+    assert!(!freezer.exists(), "{} left behind", freezer.display());
 }

@@ -8,7 +8,6 @@ use abi::signal::SIGCHLD;
 use abi::{Errno, SigInfo};
 use zerocopy::FromZeros;
 
-use crate::kernel::Kernel;
 use crate::mm::MemoryManager;
 use crate::task::{si, ExitStatus, Process, ProcessState, Task, Thread};
 
@@ -177,6 +176,12 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     let flags = f;
     let k = kernel.clone();
     let child_thread = thread.clone();
+    // The child's host side (a stub process, a host thread in it) is made
+    // on the child's own host thread, which must be the one that traces
+    // it; the parent waits for the outcome so that a host out of processes
+    // (a pids cgroup limit, say) fails the clone with EAGAIN, as Linux's
+    // fork(2) does, instead of starting a child that dies at once.
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<bool>(1);
     let spawn = std::thread::Builder::new()
         .name(format!("task-{id}"))
         .spawn(move || {
@@ -206,11 +211,12 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             let (mm, ctx) = match setup() {
                 Ok(v) => v,
                 Err(e) => {
-                    tracing::error!("clone: task {id} could not start: {e}");
-                    fail_child(&kernel, &child_thread);
+                    tracing::warn!("clone: task {id} could not start: {e}");
+                    let _ = ready_tx.send(false);
                     return;
                 }
             };
+            let _ = ready_tx.send(true);
             child_thread.set_interrupter(Some(ctx.interrupter()));
             let mut child = Task {
                 proc_: child_thread.process.clone(),
@@ -245,8 +251,14 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             }
             child.run_to_exit();
         });
-    if let Err(e) = spawn {
-        tracing::error!("clone: no host thread: {e}");
+    let started = match spawn {
+        Ok(_) => ready_rx.recv().unwrap_or(false),
+        Err(e) => {
+            tracing::warn!("clone: no host thread: {e}");
+            false
+        }
+    };
+    if !started {
         proc_.state().threads.retain(|t| t.tid != id);
         let mut procs = kernel.procs();
         procs.threads.remove(&id);
@@ -273,35 +285,6 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
 
 /// What a child's host thread builds before it runs the guest.
 type ChildParts = (Arc<Mutex<MemoryManager>>, Box<dyn platform::Context>);
-
-/// A child whose host side could not be set up dies as if `SIGKILL`ed.
-fn fail_child(kernel: &Kernel, thread: &Arc<Thread>) {
-    let p = &thread.process;
-    let last = {
-        let mut st = p.state();
-        st.threads.retain(|t| t.tid != thread.tid);
-        st.threads.is_empty()
-    };
-    kernel.procs().threads.remove(&thread.tid);
-    if !last {
-        p.group_exit(kernel, ExitStatus::Signal(abi::signal::SIGKILL));
-        return;
-    }
-    let ppid = {
-        let mut st = p.state();
-        st.exit = Some(ExitStatus::Signal(abi::signal::SIGKILL));
-        st.vfork_done = true;
-        st.ppid
-    };
-    if let Some(parent) = kernel.process(ppid) {
-        parent.send_signal(
-            kernel,
-            SIGCHLD,
-            crate::task::chld_info(p.pid, si::CLD_KILLED, abi::signal::SIGKILL),
-        );
-    }
-    kernel.bus.notify();
-}
 
 pub fn sys_fork(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
     do_clone(

@@ -1,0 +1,625 @@
+//! The sandbox's host cgroup: `create` makes one per container, moves the
+//! sandbox process into it (the Sentry, and so every stub and the gofer it
+//! starts, follow), and writes `linux.resources`' memory, CPU and pids
+//! limits there; `pause` and `resume` use its freezer; `delete` kills what
+//! is left in it and removes it. Both the per-controller hierarchies of
+//! cgroup v1 and the unified hierarchy of cgroup v2 are handled.
+//!
+//! Where the cgroup goes follows runc's cgroupfs driver: an absolute
+//! `linux.cgroupsPath` is taken from the root of each hierarchy, a relative
+//! one (and the default, `ferrovisor/ID`) from the cgroup `ferrovisor` itself
+//! runs in, so that limits a supervisor put on the caller still hold. On v2
+//! that is the parent of the caller's cgroup: v2 lets no cgroup that holds
+//! processes hand controllers down to children.
+
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Where the unified (v2) hierarchy is mounted when it is the only one.
+const V2_ROOT: &str = "/sys/fs/cgroup";
+
+/// The v1 controllers a sandbox joins; the freezer serves `pause`.
+const V1_CONTROLLERS: &[&str] = &["memory", "cpu", "pids", "freezer"];
+
+/// How long freezing, or emptying a cgroup with SIGKILL, may take.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// Host cgroup errors, one line each, naming the config field at stake.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// a limit needs a controller this host does not offer
+    #[error(
+        "config.json: {field}: the host has no {controller} cgroup controller to apply it with"
+    )]
+    NoController {
+        /// the field, in the spec's JSON spelling
+        field: &'static str,
+        /// the controller's name
+        controller: &'static str,
+    },
+    /// `linux.cgroupsPath` cannot be used
+    #[error("config.json: linux.cgroupsPath: {0}")]
+    Path(String),
+    /// writing a cgroup file or making a cgroup directory failed
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// what was being done, starting with the field where one is at stake
+        what: String,
+        /// the file or directory
+        path: PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// the freezer did not settle
+    #[error("cgroup {0}: {1}")]
+    Stuck(PathBuf, &'static str),
+    /// pause or resume of a sandbox without a freezer
+    #[error(
+        "the sandbox has no cgroup freezer (the host offers none, or no cgroup could be made)"
+    )]
+    NoFreezer,
+}
+
+fn io(what: impl Into<String>, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+    let (what, path) = (what.into(), path.to_path_buf());
+    move |source| Error::Io { what, path, source }
+}
+
+/// The limits of `linux.resources` the sandbox's cgroup applies. Memory
+/// values are bytes, -1 for no limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// `memory.limit`
+    pub memory: Option<i64>,
+    /// `memory.reservation` (a soft limit)
+    pub memory_reservation: Option<i64>,
+    /// `memory.swap`: memory plus swap, in the spec's (v1) sense
+    pub memory_swap: Option<i64>,
+    /// `cpu.shares`, a relative weight (1024 is v1's default)
+    pub cpu_shares: Option<u64>,
+    /// `cpu.quota` in microseconds per period, -1 for none
+    pub cpu_quota: Option<i64>,
+    /// `cpu.period` in microseconds
+    pub cpu_period: Option<u64>,
+    /// `pids.limit`, -1 for none
+    pub pids: Option<i64>,
+}
+
+impl Limits {
+    fn wants_memory(&self) -> bool {
+        self.memory.is_some() || self.memory_reservation.is_some() || self.memory_swap.is_some()
+    }
+
+    fn wants_cpu(&self) -> bool {
+        self.cpu_shares.is_some() || self.cpu_quota.is_some() || self.cpu_period.is_some()
+    }
+
+    /// Whether any limit is set (then the cgroup is required, not a
+    /// convenience for `pause`).
+    pub fn any(&self) -> bool {
+        self.wants_memory() || self.wants_cpu() || self.pids.is_some()
+    }
+}
+
+/// A sandbox's cgroup, as recorded in the container's state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cgroup {
+    /// the sandbox's directory in each hierarchy (one on v2)
+    pub dirs: Vec<PathBuf>,
+    /// the directories this runtime made, parents first: only these are
+    /// removed
+    pub made: Vec<PathBuf>,
+    /// the directory whose freezer pauses the sandbox
+    pub freezer: Option<PathBuf>,
+    /// cgroup v2 rather than v1
+    pub v2: bool,
+}
+
+/// The cgroup path below a hierarchy's root or the caller's cgroup:
+/// `linux.cgroupsPath` if given, else `ferrovisor/ID`. Returns whether it
+/// is absolute, and its components.
+fn inner_path(given: Option<&Path>, id: &str) -> Result<(bool, PathBuf), Error> {
+    let Some(p) = given else {
+        return Ok((false, Path::new("ferrovisor").join(id)));
+    };
+    let text = p.to_string_lossy();
+    if text.contains(':') {
+        return Err(Error::Path(format!(
+            "\"{text}\" is a systemd slice:prefix:name path; ferrovisor manages cgroupfs \
+             directly (give a path like /ferrovisor/{id})"
+        )));
+    }
+    let mut inner = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::RootDir => {}
+            Component::Normal(n) => inner.push(n),
+            _ => return Err(Error::Path(format!("\"{text}\": no . or .. components"))),
+        }
+    }
+    if inner.as_os_str().is_empty() {
+        return Err(Error::Path(format!(
+            "\"{text}\" names the root cgroup (give a cgroup of the container's own)"
+        )));
+    }
+    Ok((p.is_absolute(), inner))
+}
+
+/// The caller's cgroup in the hierarchy whose `/proc/self/cgroup` line
+/// matches `wanted` (a v1 controller, or `""` for v2's `0::` line).
+fn own_cgroup(wanted: &str) -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+        let hit = if wanted.is_empty() {
+            ctrls.is_empty()
+        } else {
+            ctrls.split(',').any(|c| c == wanted)
+        };
+        hit.then(|| PathBuf::from(path))
+    })
+}
+
+/// The v1 hierarchy of `controller`: its mount point and the cgroup path
+/// its root is (not `/` inside a cgroup namespace's bind mounts).
+fn v1_mount(controller: &str) -> Option<(PathBuf, PathBuf)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|l| {
+        // proc_pid_mountinfo(5): ID PARENT MAJ:MIN ROOT POINT OPTS... - TYPE SOURCE SUPER
+        let (head, tail) = l.split_once(" - ")?;
+        let mut t = tail.split(' ');
+        let (typ, super_opts) = (t.next()?, t.nth(1)?);
+        if typ != "cgroup" || !super_opts.split(',').any(|o| o == controller) {
+            return None;
+        }
+        let h: Vec<&str> = head.split(' ').collect();
+        Some((PathBuf::from(h.get(4)?), PathBuf::from(h.get(3)?)))
+    })
+}
+
+/// `base/inner` where `base` is the hierarchy root for an absolute path,
+/// else the caller's cgroup `own` (seen from a mount whose root is `root`).
+fn place(mount: &Path, root: &Path, own: Option<PathBuf>, absolute: bool, inner: &Path) -> PathBuf {
+    let mut dir = mount.to_path_buf();
+    if !absolute {
+        if let Some(rel) = own.as_deref().and_then(|o| o.strip_prefix(root).ok()) {
+            dir.push(rel);
+        }
+    }
+    dir.join(inner)
+}
+
+/// The first of `controllers` (field, controller) that `dir`'s
+/// `cgroup.controllers` lacks.
+fn missing_v2(dir: &Path, wanted: &[(&'static str, &'static str)]) -> Option<Error> {
+    let have = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+    wanted
+        .iter()
+        .find(|(_, c)| !have.split_whitespace().any(|h| h == *c))
+        .map(|&(field, controller)| Error::NoController { field, controller })
+}
+
+impl Cgroup {
+    /// Makes the cgroup of container `id` at `path` (`linux.cgroupsPath`)
+    /// and writes `limits` into it. On failure nothing is left behind.
+    pub fn create(id: &str, path: Option<&Path>, limits: &Limits) -> Result<Cgroup, Error> {
+        let (absolute, inner) = inner_path(path, id)?;
+        let shared = path.is_none();
+        let mut cg = Cgroup::default();
+        let made = if Path::new(V2_ROOT).join("cgroup.controllers").exists() {
+            cg.v2 = true;
+            cg.make_v2(absolute, &inner, limits, shared)
+        } else {
+            cg.make_v1(absolute, &inner, limits, shared)
+        };
+        match made {
+            Ok(()) => Ok(cg),
+            Err(e) => {
+                let _ = cg.destroy();
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes `dir` and any missing parents, recording what it made. A
+    /// directory that exists must hold no process: `delete` kills
+    /// everything in the sandbox's cgroup. With `shared_parent` (the
+    /// default `ferrovisor/ID`), the parent counts as made here too, so
+    /// that the last sandbox to go removes it.
+    fn make_dir(&mut self, dir: &Path, shared_parent: bool) -> Result<(), Error> {
+        let mut attempts = 0;
+        'again: loop {
+            let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
+            for d in missing.into_iter().rev() {
+                match std::fs::create_dir(d) {
+                    Ok(()) => self.made.push(d.to_path_buf()),
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                    // Another sandbox's delete removed the shared parent
+                    // between our look and our mkdir.
+                    Err(e) if e.kind() == ErrorKind::NotFound && attempts < 3 => {
+                        attempts += 1;
+                        continue 'again;
+                    }
+                    Err(e) => return Err(io("making cgroup", d)(e)),
+                }
+            }
+            break;
+        }
+        if let Some(parent) = dir.parent().filter(|_| shared_parent) {
+            if !self.made.iter().any(|m| m == parent) {
+                let at = self
+                    .made
+                    .iter()
+                    .position(|m| m == dir)
+                    .unwrap_or(self.made.len());
+                self.made.insert(at, parent.to_path_buf());
+            }
+        }
+        if !self.made.iter().any(|m| m == dir) && !procs(dir).is_empty() {
+            return Err(Error::Path(format!(
+                "{} already holds processes (give a cgroup of the container's own)",
+                dir.display()
+            )));
+        }
+        self.dirs.push(dir.to_path_buf());
+        Ok(())
+    }
+
+    fn make_v1(
+        &mut self,
+        absolute: bool,
+        inner: &Path,
+        limits: &Limits,
+        shared: bool,
+    ) -> Result<(), Error> {
+        let mut memory = None;
+        let mut cpu = None;
+        let mut pids = None;
+        for &controller in V1_CONTROLLERS {
+            let (field, needed) = match controller {
+                "memory" => ("linux.resources.memory", limits.wants_memory()),
+                "cpu" => ("linux.resources.cpu", limits.wants_cpu()),
+                "pids" => ("linux.resources.pids", limits.pids.is_some()),
+                _ => ("", false),
+            };
+            let Some((mount, root)) = v1_mount(controller) else {
+                if needed {
+                    return Err(Error::NoController { field, controller });
+                }
+                continue;
+            };
+            let dir = place(&mount, &root, own_cgroup(controller), absolute, inner);
+            // Controllers mounted together (cpu,cpuacct) share a directory.
+            if !self.dirs.contains(&dir) {
+                self.make_dir(&dir, shared)?;
+            }
+            match controller {
+                "memory" => memory = Some(dir),
+                "cpu" => cpu = Some(dir),
+                "pids" => pids = Some(dir),
+                _ => self.freezer = Some(dir),
+            }
+        }
+        if let Some(d) = &memory {
+            // The limit first: memory+swap may never be below it, and both
+            // start unlimited.
+            set(
+                d,
+                "memory.limit_in_bytes",
+                limits.memory,
+                "linux.resources.memory.limit",
+            )?;
+            set(
+                d,
+                "memory.memsw.limit_in_bytes",
+                limits.memory_swap,
+                "linux.resources.memory.swap",
+            )?;
+            set(
+                d,
+                "memory.soft_limit_in_bytes",
+                limits.memory_reservation,
+                "linux.resources.memory.reservation",
+            )?;
+        }
+        if let Some(d) = &cpu {
+            set(
+                d,
+                "cpu.shares",
+                limits.cpu_shares,
+                "linux.resources.cpu.shares",
+            )?;
+            set(
+                d,
+                "cpu.cfs_period_us",
+                limits.cpu_period,
+                "linux.resources.cpu.period",
+            )?;
+            set(
+                d,
+                "cpu.cfs_quota_us",
+                limits.cpu_quota,
+                "linux.resources.cpu.quota",
+            )?;
+        }
+        if let Some(d) = &pids {
+            let max = limits.pids.map(|n| {
+                if n < 0 {
+                    "max".to_string()
+                } else {
+                    n.to_string()
+                }
+            });
+            set(d, "pids.max", max, "linux.resources.pids.limit")?;
+        }
+        Ok(())
+    }
+
+    fn make_v2(
+        &mut self,
+        absolute: bool,
+        inner: &Path,
+        limits: &Limits,
+        shared: bool,
+    ) -> Result<(), Error> {
+        let root = Path::new(V2_ROOT);
+        let own = own_cgroup("").map(|o| o.parent().map(Path::to_path_buf).unwrap_or(o));
+        let dir = place(root, Path::new("/"), own, absolute, inner);
+        let mut wanted = Vec::new();
+        if limits.wants_memory() {
+            wanted.push(("linux.resources.memory", "memory"));
+        }
+        if limits.wants_cpu() {
+            wanted.push(("linux.resources.cpu", "cpu"));
+        }
+        if limits.pids.is_some() {
+            wanted.push(("linux.resources.pids", "pids"));
+        }
+        if let Some(e) = missing_v2(root, &wanted) {
+            return Err(e);
+        }
+        self.make_dir(&dir, shared)?;
+        self.freezer = Some(dir.clone());
+        // Every cgroup between the root and the sandbox's hands the
+        // controllers down.
+        let parents: Vec<&Path> = dir
+            .ancestors()
+            .skip(1)
+            .take_while(|a| a.starts_with(root))
+            .collect();
+        for p in parents.into_iter().rev() {
+            for &(field, controller) in &wanted {
+                if let Some(e) = missing_v2(p, &[(field, controller)]) {
+                    return Err(e);
+                }
+                std::fs::write(p.join("cgroup.subtree_control"), format!("+{controller}"))
+                    .map_err(io(
+                        format!("{field}: enabling the {controller} controller in"),
+                        &p.join("cgroup.subtree_control"),
+                    ))?;
+            }
+        }
+        let unlimited = |v: i64| {
+            if v < 0 {
+                "max".to_string()
+            } else {
+                v.to_string()
+            }
+        };
+        set(
+            &dir,
+            "memory.max",
+            limits.memory.map(unlimited),
+            "linux.resources.memory.limit",
+        )?;
+        set(
+            &dir,
+            "memory.low",
+            limits.memory_reservation.map(unlimited),
+            "linux.resources.memory.reservation",
+        )?;
+        // v2 limits swap alone; the spec's swap is memory plus swap.
+        let swap = match (limits.memory_swap, limits.memory) {
+            (None, _) => None,
+            (Some(s), _) if s < 0 => Some("max".to_string()),
+            (Some(s), Some(m)) if m > 0 && s >= m => Some((s - m).to_string()),
+            (Some(_), _) => {
+                return Err(Error::Path(
+                    "linux.resources.memory.swap: needs a memory.limit no larger than it".into(),
+                ))
+            }
+        };
+        set(&dir, "memory.swap.max", swap, "linux.resources.memory.swap")?;
+        let weight = limits.cpu_shares.map(cpu_weight);
+        set(&dir, "cpu.weight", weight, "linux.resources.cpu.shares")?;
+        let max = match (limits.cpu_quota, limits.cpu_period) {
+            (None, None) => None,
+            (q, p) => {
+                let q = q
+                    .filter(|q| *q > 0)
+                    .map_or("max".to_string(), |q| q.to_string());
+                Some(format!("{q} {}", p.unwrap_or(100_000)))
+            }
+        };
+        set(&dir, "cpu.max", max, "linux.resources.cpu.quota")?;
+        let max = limits.pids.map(unlimited);
+        set(&dir, "pids.max", max, "linux.resources.pids.limit")
+    }
+
+    /// Moves process `pid` (all its threads) into the cgroup.
+    pub fn add(&self, pid: i32) -> Result<(), Error> {
+        for d in &self.dirs {
+            std::fs::write(d.join("cgroup.procs"), pid.to_string())
+                .map_err(io(format!("moving the sandbox (pid {pid}) into"), d))?;
+        }
+        Ok(())
+    }
+
+    /// Stops every process of the sandbox, and returns once all are
+    /// stopped.
+    pub fn freeze(&self) -> Result<(), Error> {
+        let dir = self.freezer.as_deref().ok_or(Error::NoFreezer)?;
+        let (file, value) = self.freeze_file(true);
+        std::fs::write(dir.join(file), value).map_err(io("freezing", dir))?;
+        let deadline = Instant::now() + SETTLE;
+        while !self.frozen(dir) {
+            if Instant::now() > deadline {
+                let _ = self.thaw();
+                return Err(Error::Stuck(dir.into(), "did not freeze (thawed again)"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// Lets a frozen sandbox run again.
+    pub fn thaw(&self) -> Result<(), Error> {
+        let dir = self.freezer.as_deref().ok_or(Error::NoFreezer)?;
+        let (file, value) = self.freeze_file(false);
+        std::fs::write(dir.join(file), value).map_err(io("thawing", dir))
+    }
+
+    fn freeze_file(&self, freeze: bool) -> (&'static str, &'static str) {
+        match (self.v2, freeze) {
+            (true, true) => ("cgroup.freeze", "1"),
+            (true, false) => ("cgroup.freeze", "0"),
+            (false, true) => ("freezer.state", "FROZEN"),
+            (false, false) => ("freezer.state", "THAWED"),
+        }
+    }
+
+    fn frozen(&self, dir: &Path) -> bool {
+        if self.v2 {
+            std::fs::read_to_string(dir.join("cgroup.events"))
+                .is_ok_and(|e| e.lines().any(|l| l == "frozen 1"))
+        } else {
+            // FREEZING until every task has stopped.
+            std::fs::read_to_string(dir.join("freezer.state")).is_ok_and(|s| s.trim() == "FROZEN")
+        }
+    }
+
+    /// Whether the host's OOM killer has killed a process of the sandbox
+    /// for going over its memory limit.
+    pub fn oom_killed(&self) -> bool {
+        self.dirs.iter().any(|d| {
+            ["memory.events", "memory.oom_control"].iter().any(|f| {
+                std::fs::read_to_string(d.join(f)).is_ok_and(|t| {
+                    t.lines()
+                        .filter_map(|l| l.strip_prefix("oom_kill "))
+                        .any(|n| n.trim().parse::<u64>().is_ok_and(|n| n > 0))
+                })
+            })
+        })
+    }
+
+    /// Kills every process left in the cgroup and removes the directories
+    /// this runtime made. Removing a cgroup that is already gone is not an
+    /// error.
+    pub fn destroy(&self) -> Result<(), Error> {
+        // Frozen tasks do not act on SIGKILL (v1) until thawed.
+        if self.freezer.as_deref().is_some_and(Path::exists) {
+            let _ = self.thaw();
+        }
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            let left: Vec<(&PathBuf, i32)> = self
+                .dirs
+                .iter()
+                .flat_map(|d| procs(d).into_iter().map(move |p| (d, p)))
+                .collect();
+            let Some((dir, _)) = left.first() else { break };
+            if Instant::now() > deadline {
+                return Err(Error::Stuck(
+                    dir.to_path_buf(),
+                    "processes outlived SIGKILL",
+                ));
+            }
+            for (_, pid) in &left {
+                let _ = crate::sys::kill(*pid, libc::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for d in self.made.iter().rev() {
+            match std::fs::remove_dir(d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                // A parent shared with other sandboxes stays.
+                Err(_) if !self.dirs.contains(d) => {}
+                Err(e) => return Err(io("removing cgroup", d)(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The v2 `cpu.weight` for v1 `cpu.shares`: the linear map of shares
+/// [2, 262144] onto weights [1, 10000] that runc uses, so that engines
+/// which only speak shares get the same relative weights as under runc.
+fn cpu_weight(shares: u64) -> u64 {
+    1 + (shares.clamp(2, 262_144) - 2) * 9999 / 262_142
+}
+
+/// Writes `value` to `dir/file` when set.
+fn set(dir: &Path, file: &str, value: Option<impl ToString>, field: &str) -> Result<(), Error> {
+    let Some(value) = value else { return Ok(()) };
+    let value = value.to_string();
+    let path = dir.join(file);
+    std::fs::write(&path, &value).map_err(io(format!("{field}: writing {value} to"), &path))
+}
+
+/// The processes in cgroup `dir`.
+fn procs(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_map_onto_weights() {
+        assert_eq!(cpu_weight(2), 1);
+        assert_eq!(cpu_weight(1024), 39);
+        assert_eq!(cpu_weight(262_144), 10_000);
+        assert_eq!(cpu_weight(1 << 30), 10_000);
+    }
+
+    #[test]
+    fn paths_follow_runc() {
+        let p = |s: &str| inner_path(Some(Path::new(s)), "c1");
+        assert_eq!(
+            inner_path(None, "c1").ok(),
+            Some((false, "ferrovisor/c1".into()))
+        );
+        assert_eq!(p("/docker/abc").ok(), Some((true, "docker/abc".into())));
+        assert_eq!(p("a/b").ok(), Some((false, "a/b".into())));
+        for bad in ["/", "/a/../b", "system.slice:docker:abc", "./x"] {
+            let e = p(bad).expect_err(bad).to_string();
+            assert!(e.contains("linux.cgroupsPath") && !e.contains('\n'), "{e}");
+        }
+        let dir = place(
+            Path::new("/sys/fs/cgroup/memory"),
+            Path::new("/"),
+            Some("/user/1".into()),
+            false,
+            Path::new("ferrovisor/c1"),
+        );
+        assert_eq!(dir, Path::new("/sys/fs/cgroup/memory/user/1/ferrovisor/c1"));
+        let dir = place(
+            Path::new("/sys/fs/cgroup/memory"),
+            Path::new("/"),
+            Some("/user/1".into()),
+            true,
+            Path::new("x"),
+        );
+        assert_eq!(dir, Path::new("/sys/fs/cgroup/memory/x"));
+    }
+}
