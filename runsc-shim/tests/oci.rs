@@ -345,6 +345,67 @@ fn delete_force_kills_a_running_container() {
     assert_eq!(w.cli(&["delete", "--force", "f1"]).status, 0);
 }
 
+/// Host processes (other than zombies) whose command line mentions `text`.
+fn processes_mentioning(text: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.starts_with(" Z")));
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(text) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn delete_after_the_sentry_or_the_gofer_died_leaves_nothing() {
+    for victim in ["sentry", "gofer"] {
+        let mut w = World::new(victim, |v| set_args(v, &["sleep", "1000"]));
+        let id = format!("crash-{victim}");
+        assert_eq!(w.create(&id).status, 0);
+        assert_eq!(w.cli(&["start", &id]).status, 0);
+        let bundle = w.bundle_str();
+        let sentry = w.state(&id)["pid"].as_i64().expect("pid") as i32;
+        let running = processes_mentioning(&bundle);
+        assert!(running.contains(&sentry), "{running:?}");
+        let target = if victim == "sentry" {
+            sentry
+        } else {
+            let rootfs = format!("{bundle}/rootfs");
+            *processes_mentioning(&rootfs)
+                .iter()
+                .find(|&&p| {
+                    std::fs::read(format!("/proc/{p}/cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("gofer"))
+                })
+                .expect("a gofer process")
+        };
+        // SAFETY: plain system call on a process this test started.
+        assert_eq!(unsafe { libc::kill(target, libc::SIGKILL) }, 0);
+        let out = w.cli(&["delete", "--force", &id]);
+        assert_eq!(
+            out.status, 0,
+            "delete --force after the {victim} died: {out:?}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !processes_mentioning(&bundle).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            processes_mentioning(&bundle),
+            Vec::<i32>::new(),
+            "left behind after the {victim} died"
+        );
+        assert_eq!(w.cli(&["list", "-q"]).stdout, "");
+        assert!(!w.state_root().join(&id).exists());
+    }
+}
+
 #[test]
 fn created_container_can_be_deleted_and_ids_are_unique() {
     let mut w = World::new("created", |v| set_args(v, &["echo", "never"]));
