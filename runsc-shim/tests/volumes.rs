@@ -231,3 +231,33 @@ fn bad_volumes_get_one_line() {
         assert!(out.stderr.contains("--volume"), "{spec}: {out:?}");
     }
 }
+
+#[test]
+fn nothing_in_a_volume_leads_out_of_the_sandbox() {
+    // A root with busybox and its own /etc/hostname; a volume whose
+    // symlinks point at the host's /etc and above the volume.
+    let root = TempDir::new("root");
+    std::fs::create_dir_all(root.path().join("bin")).expect("mkdir bin");
+    std::fs::copy("/bin/busybox", root.path().join("bin/busybox")).expect("copy busybox");
+    std::fs::create_dir_all(root.path().join("etc")).expect("mkdir etc");
+    std::fs::write(root.path().join("etc/hostname"), "guest-root\n").expect("hostname");
+    let vol = TempDir::new("escape");
+    std::os::unix::fs::symlink("/etc", vol.path().join("abs")).expect("symlink");
+    std::os::unix::fs::symlink("../../../../../../etc", vol.path().join("up")).expect("symlink");
+    let script = "cat /data/abs/hostname /data/up/hostname; \
+                  ln /etc/hostname /data/hard 2>&1 | grep -o 'Invalid cross-device link'; \
+                  mv /data/abs /etc/moved 2>&1 | grep -q . && echo refused; \
+                  cd /data/../..; pwd; cat etc/hostname";
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.arg("do")
+        .args(["--root", root.path_str(), "--volume"])
+        .arg(format!("{}:/data", vol.path_str()))
+        .args(["--", "/bin/busybox", "sh", "-c", script]);
+    let out = run(cmd, None, TIMEOUT);
+    assert_eq!(
+        out.stdout, "guest-root\nguest-root\nInvalid cross-device link\nrefused\n/\nguest-root\n",
+        "{out:?}"
+    );
+    assert!(!vol.path().join("hard").exists());
+    assert!(vol.path().join("abs").is_symlink());
+}
