@@ -35,6 +35,11 @@ pub const DNS_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::
 
 /// Largest answer over UDP without EDNS (RFC 1035).
 const MAX_UDP_ANSWER: usize = 512;
+/// Largest message over TCP (its length prefix is 16 bits).
+const MAX_TCP_MESSAGE: usize = 65535;
+/// Most TCP connections the server keeps; a new one beyond closes the
+/// oldest, so idle connections cannot starve the others.
+const MAX_TCP_CONNS: usize = 16;
 /// Longest name (RFC 1035).
 const MAX_NAME: usize = 255;
 
@@ -111,8 +116,14 @@ fn parse_question(q: &[u8]) -> Option<Question> {
 
 /// An answer to `query`: a header with `rcode`, the question echoed, and
 /// one record per address.
-fn answer(query: &[u8], question: Option<&Question>, rcode: u16, addrs: &[IpAddr]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(MAX_UDP_ANSWER);
+fn answer(
+    query: &[u8],
+    question: Option<&Question>,
+    rcode: u16,
+    addrs: &[IpAddr],
+    max: usize,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(max.min(MAX_UDP_ANSWER));
     out.extend_from_slice(query.get(..2).unwrap_or(&[0, 0]));
     let rd = be16(query, 2).unwrap_or(0) & 0x0100;
     // QR, opcode 0, RD as asked, RA, rcode.
@@ -133,7 +144,9 @@ fn answer(query: &[u8], question: Option<&Question>, rcode: u16, addrs: &[IpAddr
             (IpAddr::V6(v6), TYPE_AAAA) => v6.octets().to_vec(),
             _ => continue,
         };
-        if out.len() + 12 + data.len() > MAX_UDP_ANSWER {
+        if out.len() + 12 + data.len() > max {
+            // TC: the client asks again over TCP for the whole answer.
+            out[2] |= 0x02;
             break;
         }
         // The name: a pointer to the question's (offset 12).
@@ -149,30 +162,31 @@ fn answer(query: &[u8], question: Option<&Question>, rcode: u16, addrs: &[IpAddr
     out
 }
 
-/// The answer to one query, consulting `policy` and `resolve`.
-fn respond(query: &[u8], policy: &Policy, resolve: &Resolver) -> Option<Vec<u8>> {
+/// The answer to one query, consulting `policy` and `resolve`, of at most
+/// `max` bytes.
+fn respond(query: &[u8], policy: &Policy, resolve: &Resolver, max: usize) -> Option<Vec<u8>> {
     if query.len() < 12 {
         return None;
     }
     let Some(q) = parse_question(query) else {
-        return Some(answer(query, None, RCODE_FORMERR, &[]));
+        return Some(answer(query, None, RCODE_FORMERR, &[], max));
     };
     if q.qclass != CLASS_IN {
-        return Some(answer(query, Some(&q), RCODE_NOTIMP, &[]));
+        return Some(answer(query, Some(&q), RCODE_NOTIMP, &[], max));
     }
     if !policy.host_allowed(&q.name) {
         tracing::warn!(name = %q.name, "dns: refused (no --allow-host rule matches)");
-        return Some(answer(query, Some(&q), RCODE_NXDOMAIN, &[]));
+        return Some(answer(query, Some(&q), RCODE_NXDOMAIN, &[], max));
     }
     if q.qtype != TYPE_A && q.qtype != TYPE_AAAA {
         // An allowed name, a record kind we do not forward: no data.
-        return Some(answer(query, Some(&q), 0, &[]));
+        return Some(answer(query, Some(&q), 0, &[], max));
     }
     match resolve(&q.name) {
         Ok(addrs) => {
             policy.note_resolution(&q.name, &addrs);
             tracing::info!(name = %q.name, ?addrs, "dns: resolved");
-            Some(answer(query, Some(&q), 0, &addrs))
+            Some(answer(query, Some(&q), 0, &addrs, max))
         }
         Err(e) => {
             tracing::info!(name = %q.name, error = %e, "dns: host resolver failed");
@@ -183,7 +197,7 @@ fn respond(query: &[u8], policy: &Policy, resolve: &Resolver) -> Option<Vec<u8>>
             } else {
                 RCODE_NXDOMAIN
             };
-            Some(answer(query, Some(&q), rcode, &[]))
+            Some(answer(query, Some(&q), rcode, &[], max))
         }
     }
 }
@@ -214,30 +228,121 @@ impl Waiter {
     }
 }
 
-/// Starts the DNS server of `stack` on [`DNS_ADDR`].
+/// A DNS-over-TCP connection: messages with a 16-bit length prefix each
+/// way (RFC 7766).
+struct TcpConn {
+    sock: crate::Socket,
+    input: Vec<u8>,
+    output: Vec<u8>,
+}
+
+impl TcpConn {
+    /// Reads what has come, answers every whole query, sends what it can.
+    /// `false` once the connection is over.
+    fn progress(&mut self, policy: &Policy, resolve: &Resolver, busy: &mut bool) -> bool {
+        let mut buf = [0u8; 4096];
+        let mut open = true;
+        // Queries are small: more than one whole message waiting unread
+        // is a client not reading its answers; stop reading until it does.
+        while self.output.len() < 2 * (MAX_TCP_MESSAGE + 2) {
+            match self.sock.recv(&mut buf, false) {
+                Ok(0) => {
+                    open = false;
+                    break;
+                }
+                Ok(n) => {
+                    *busy = true;
+                    self.input.extend_from_slice(&buf[..n]);
+                    if self.input.len() > MAX_TCP_MESSAGE + 2 {
+                        break;
+                    }
+                }
+                Err(Errno::EAGAIN) => break,
+                Err(_) => return false,
+            }
+        }
+        while self.input.len() >= 2 {
+            let len = usize::from(u16::from_be_bytes([self.input[0], self.input[1]]));
+            if self.input.len() < 2 + len {
+                break;
+            }
+            let query: Vec<u8> = self.input.drain(..2 + len).skip(2).collect();
+            if let Some(a) = respond(&query, policy, resolve, MAX_TCP_MESSAGE) {
+                self.output
+                    .extend_from_slice(&(a.len() as u16).to_be_bytes());
+                self.output.extend_from_slice(&a);
+            }
+        }
+        while !self.output.is_empty() {
+            match self.sock.send(&self.output) {
+                Ok(n) => {
+                    *busy = true;
+                    self.output.drain(..n);
+                }
+                Err(Errno::EAGAIN) => break,
+                Err(_) => return false,
+            }
+        }
+        open || !self.output.is_empty()
+    }
+}
+
+/// Starts the DNS server of `stack` on [`DNS_ADDR`], over UDP and TCP.
 pub fn serve(stack: &Arc<Stack>, resolve: Resolver) -> Result<(), Errno> {
     let sock = stack.socket(Domain::Inet, SocketType::Datagram)?;
     sock.bind(DNS_ADDR)?;
+    let listener = stack.socket(Domain::Inet, SocketType::Stream)?;
+    listener.bind(DNS_ADDR)?;
+    listener.listen(MAX_TCP_CONNS as i32)?;
     let waiter = Arc::new(Waiter::default());
     stack.add_waiter(sock.id(), waiter.clone());
+    stack.add_waiter(listener.id(), waiter.clone());
     let policy = stack.policy().clone();
+    let stack = Arc::clone(stack);
     std::thread::Builder::new()
         .name("netstack-dns".into())
         .spawn(move || {
             let mut buf = vec![0u8; 4096];
+            let mut conns: std::collections::VecDeque<TcpConn> = Default::default();
             loop {
+                let mut busy = false;
                 match sock.recv_from(&mut buf, false) {
                     Ok(m) => {
+                        busy = true;
                         let q = &buf[..m.len];
-                        if let Some(a) = respond(q, &policy, &resolve) {
+                        if let Some(a) = respond(q, &policy, &resolve, MAX_UDP_ANSWER) {
                             let _ = sock.send_to(&a, m.from);
                         }
                     }
-                    Err(Errno::EAGAIN) => waiter.wait(Duration::from_secs(1)),
+                    Err(Errno::EAGAIN) => {}
                     Err(e) => {
                         tracing::warn!(error = ?e, "dns: server stops");
                         return;
                     }
+                }
+                while let Ok((c, _)) = listener.accept() {
+                    busy = true;
+                    stack.add_waiter(c.id(), waiter.clone());
+                    conns.push_back(TcpConn {
+                        sock: c,
+                        input: Vec::new(),
+                        output: Vec::new(),
+                    });
+                    if conns.len() > MAX_TCP_CONNS {
+                        if let Some(old) = conns.pop_front() {
+                            stack.remove_waiter(old.sock.id());
+                        }
+                    }
+                }
+                conns.retain_mut(|c| {
+                    let keep = c.progress(&policy, &resolve, &mut busy);
+                    if !keep {
+                        stack.remove_waiter(c.sock.id());
+                    }
+                    keep
+                });
+                if !busy {
+                    waiter.wait(Duration::from_secs(1));
                 }
             }
         })
@@ -271,7 +376,7 @@ mod tests {
         let p = Policy::new(vec![], vec!["*.example.com".into()]);
         let ip = IpAddr::V4(Ipv4Addr::new(93, 184, 216, 34));
         let q = query("www.Example.com", TYPE_A);
-        let a = respond(&q, &p, &fixed(vec![ip])).expect("answer");
+        let a = respond(&q, &p, &fixed(vec![ip]), MAX_UDP_ANSWER).expect("answer");
         assert_eq!(&a[..2], &[0x12, 0x34]);
         assert_eq!(be16(&a, 2).expect("answer") & 0x000f, 0, "rcode");
         assert_eq!(be16(&a, 6), Some(1), "one answer");
@@ -288,7 +393,13 @@ mod tests {
             *c.lock().expect("lock") = true;
             Ok(vec![])
         });
-        let a = respond(&query("secret-data.attacker.net", TYPE_A), &p, &r).expect("answer");
+        let a = respond(
+            &query("secret-data.attacker.net", TYPE_A),
+            &p,
+            &r,
+            MAX_UDP_ANSWER,
+        )
+        .expect("answer");
         assert_eq!(be16(&a, 2).expect("answer") & 0x000f, RCODE_NXDOMAIN);
         assert!(!*called.lock().expect("lock"));
     }
@@ -300,7 +411,13 @@ mod tests {
             IpAddr::V4(Ipv4Addr::new(1, 2, 3, 4)),
             "2001:db8::1".parse().expect("address"),
         ];
-        let a = respond(&query("example.com", TYPE_AAAA), &p, &fixed(addrs)).expect("answer");
+        let a = respond(
+            &query("example.com", TYPE_AAAA),
+            &p,
+            &fixed(addrs),
+            MAX_UDP_ANSWER,
+        )
+        .expect("answer");
         assert_eq!(be16(&a, 6), Some(1));
         assert_eq!(
             a.len(),
@@ -313,14 +430,14 @@ mod tests {
     fn malformed_queries_get_formerr_or_nothing() {
         let p = Policy::new(vec![], vec!["example.com".into()]);
         let r = fixed(vec![]);
-        assert!(respond(&[1, 2, 3], &p, &r).is_none());
+        assert!(respond(&[1, 2, 3], &p, &r, MAX_UDP_ANSWER).is_none());
         let mut q = query("example.com", TYPE_A);
         q[12] = 0xc0; // a compression pointer in the question
-        let a = respond(&q, &p, &r).expect("answer");
+        let a = respond(&q, &p, &r, MAX_UDP_ANSWER).expect("answer");
         assert_eq!(be16(&a, 2).expect("answer") & 0x000f, RCODE_FORMERR);
         let mut q = query("example.com", TYPE_A);
         q.truncate(q.len() - 3);
-        let a = respond(&q, &p, &r).expect("answer");
+        let a = respond(&q, &p, &r, MAX_UDP_ANSWER).expect("answer");
         assert_eq!(be16(&a, 2).expect("answer") & 0x000f, RCODE_FORMERR);
         // Random bytes never panic.
         let mut x: u32 = 1;
@@ -331,7 +448,7 @@ mod tests {
                     (x >> 16) as u8
                 })
                 .collect();
-            let _ = respond(&junk, &p, &r);
+            let _ = respond(&junk, &p, &r, MAX_UDP_ANSWER);
         }
     }
 
@@ -341,8 +458,24 @@ mod tests {
         let many: Vec<IpAddr> = (0..200u8)
             .map(|i| IpAddr::V4(Ipv4Addr::new(1, 1, 1, i)))
             .collect();
-        let a = respond(&query("example.com", TYPE_A), &p, &fixed(many)).expect("answer");
+        let a = respond(
+            &query("example.com", TYPE_A),
+            &p,
+            &fixed(many.clone()),
+            MAX_UDP_ANSWER,
+        )
+        .expect("answer");
         assert!(a.len() <= MAX_UDP_ANSWER);
         assert!(be16(&a, 6).expect("answer") > 20);
+        assert_eq!(be16(&a, 2).expect("flags") & 0x0200, 0x0200, "TC set");
+        let whole = respond(
+            &query("example.com", TYPE_A),
+            &p,
+            &fixed(many),
+            MAX_TCP_MESSAGE,
+        )
+        .expect("answer");
+        assert_eq!(be16(&whole, 6), Some(200));
+        assert_eq!(be16(&whole, 2).expect("flags") & 0x0200, 0);
     }
 }

@@ -194,6 +194,10 @@ impl Stack {
         lock(&self.waiters).insert(id, w);
     }
 
+    pub(crate) fn remove_waiter(&self, id: SocketId) {
+        lock(&self.waiters).remove(&id);
+    }
+
     fn notify(&self, changed: &[SocketId]) {
         if changed.is_empty() {
             return;

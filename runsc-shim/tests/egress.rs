@@ -153,6 +153,15 @@ except socket.gaierror as e: print(\"other\", e.errno == socket.EAI_NONAME)"
   python3 -I -c "{fetch}" http://rebind.example.test:8080/blob
   python3 -I -c "{fetch}" http://{SERVER}:8080/blob
   grep -c nameserver /etc/resolv.conf
+  python3 -I -c "import socket, struct
+q = b\"\\x00\\x09\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x05files\\x07example\\x04test\\x00\\x00\\x01\\x00\\x01\"
+s = socket.create_connection((\"127.0.0.1\", 53))
+s.sendall(struct.pack(\"!H\", len(q)) + q)
+n = struct.unpack(\"!H\", s.recv(2))[0]
+a = b\"\"
+while len(a) < n:
+    a += s.recv(n - len(a))
+print(\"tcp-dns\", struct.unpack(\"!H\", a[6:8])[0], socket.inet_ntoa(a[-4:]))"
 '
 echo "requests $(grep -c 'GET /blob' "$DIR/server.log")"
 "#,
@@ -189,6 +198,12 @@ echo "requests $(grep -c 'GET /blob' "$DIR/server.log")"
         show(&o)
     );
     assert!(lines.contains(&"1"), "resolv.conf: {}", show(&o));
+    // The same name over DNS-over-TCP.
+    assert!(
+        lines.contains(&format!("tcp-dns 1 {SERVER}").as_str()),
+        "{}",
+        show(&o)
+    );
     assert!(lines.contains(&"requests 2"), "{}", show(&o));
 }
 
