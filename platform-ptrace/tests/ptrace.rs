@@ -540,14 +540,16 @@ fn address_spaces_come_and_go_without_leaks() {
     drop(p.new_address_space().expect("address space"));
     let before = open_fds();
     let mut pids = Vec::new();
-    for _ in 0..10 {
+    const N: usize = 40;
+    for _ in 0..N {
         let as_ = p.new_address_space().expect("address space");
         map_code_and_data(&*as_);
         pids.push(pid_of(as_.as_ref()));
     }
-    // Other tests open descriptors concurrently; allow for their noise but
-    // not for ten leaked pidfds.
-    assert!(open_fds() < before + 5, "{} -> {}", before, open_fds());
+    // Other tests of this binary open descriptors concurrently (a few
+    // each): allow for that noise, but not for one leaked descriptor per
+    // address space.
+    assert!(open_fds() < before + N / 2, "{} -> {}", before, open_fds());
     for pid in pids {
         assert!(
             std::fs::metadata(format!("/proc/{pid}")).is_err(),
