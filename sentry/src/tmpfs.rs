@@ -101,6 +101,7 @@ impl MemFs {
         let (uid, gid) = crate::host::ids();
         Arc::new(MemInode {
             opaque: Default::default(),
+            xattrs: Default::default(),
             ino: 1,
             fs,
             kind: MemKind::Dir(Mutex::new(BTreeMap::new())),
@@ -207,6 +208,8 @@ pub struct MemInode {
     /// contents
     pub kind: MemKind,
     meta: Mutex<Meta>,
+    /// extended attributes (`user.*`, `trusted.*`)
+    xattrs: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
 }
 
 impl fmt::Debug for MemInode {
@@ -217,6 +220,11 @@ impl fmt::Debug for MemInode {
 
 impl Drop for MemInode {
     fn drop(&mut self) {
+        let xattrs: u64 = lock(&self.xattrs)
+            .iter()
+            .map(|(k, v)| (k.len() + v.len()) as u64)
+            .sum();
+        self.fs.refund(xattrs);
         if let MemKind::File(data) = &self.kind {
             let len = data.lock().map(|d| d.len()).unwrap_or(0);
             self.fs.refund(len);
@@ -300,6 +308,7 @@ impl MemInode {
         meta.nlink = 0;
         Ok(Arc::new(MemInode {
             opaque: Default::default(),
+            xattrs: Default::default(),
             ino: fs.next_ino.fetch_add(1, Ordering::Relaxed),
             fs: fs.clone(),
             kind: MemKind::File(Default::default()),
@@ -430,6 +439,7 @@ impl MemInode {
         };
         let node = Arc::new(MemInode {
             opaque: Default::default(),
+            xattrs: Default::default(),
             ino: self.fs.next_ino.fetch_add(1, Ordering::Relaxed),
             fs: self.fs.clone(),
             kind,
@@ -589,6 +599,48 @@ impl MemInode {
             return Err(Errno::ENODEV);
         };
         lock(d).region_for(&self.fs.mf, off, len)
+    }
+
+    /// An extended attribute's value.
+    pub fn get_xattr(&self, name: &[u8]) -> Result<Vec<u8>, Errno> {
+        lock(&self.xattrs).get(name).cloned().ok_or(Errno::ENODATA)
+    }
+
+    /// Sets an extended attribute (`XATTR_CREATE` 1: it must not exist,
+    /// `XATTR_REPLACE` 2: it must). The value is charged to the file
+    /// system like file data.
+    pub fn set_xattr(&self, name: &[u8], value: &[u8], flags: u32) -> Result<(), Errno> {
+        let mut x = lock(&self.xattrs);
+        let old = x.get(name).map(Vec::len);
+        match old {
+            Some(_) if flags & 1 != 0 => return Err(Errno::EEXIST),
+            None if flags & 2 != 0 => return Err(Errno::ENODATA),
+            _ => {}
+        }
+        let old = old.map_or(0, |l| l + name.len()) as u64;
+        let new = (value.len() + name.len()) as u64;
+        if new > old {
+            self.fs.charge(new - old)?;
+        } else {
+            self.fs.refund(old - new);
+        }
+        x.insert(name.to_vec(), value.to_vec());
+        drop(x);
+        lock(&self.meta).ctime = now();
+        Ok(())
+    }
+
+    /// The names of the extended attributes.
+    pub fn list_xattr(&self) -> Vec<Vec<u8>> {
+        lock(&self.xattrs).keys().cloned().collect()
+    }
+
+    /// Removes an extended attribute.
+    pub fn remove_xattr(&self, name: &[u8]) -> Result<(), Errno> {
+        let v = lock(&self.xattrs).remove(name).ok_or(Errno::ENODATA)?;
+        self.fs.refund((v.len() + name.len()) as u64);
+        lock(&self.meta).ctime = now();
+        Ok(())
     }
 
     /// `chmod`.

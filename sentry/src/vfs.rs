@@ -1011,6 +1011,11 @@ impl FileSystem {
         Ok(())
     }
 
+    /// The upper half of overlay directory `d`, if the sandbox made one.
+    pub fn existing_upper(&self, d: &OvlDir) -> Option<Arc<crate::tmpfs::MemInode>> {
+        upper_walk(&self.upper, &d.path)
+    }
+
     /// The upper directory for overlay directory `d`, created (with the
     /// lower directories' modes and owners) if needed: "copy-up".
     pub fn ensure_upper(&self, d: &OvlDir) -> Result<Arc<crate::tmpfs::MemInode>, Errno> {

@@ -60,6 +60,7 @@ guests! {
     open_nofollow,
     openat2,
     inotify,
+    xattr,
     read_basic,
     pread_readv,
     lseek,

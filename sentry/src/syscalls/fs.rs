@@ -2590,83 +2590,227 @@ pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     task.mm().write_obj(a[1], &s).map(|()| 0)
 }
 
-// Extended attributes: the read-only root exposes none (as a file system
-// mounted without xattr support would for user names), and refuses changes.
+// Extended attributes: `user.*` and `trusted.*` (root only) on the
+// sandbox's own files (tmpfs, the overlay's upper layer, copied up first),
+// every name on a volume through the gofer; the read-only root and the
+// synthetic file systems show none.
+
+/// `XATTR_NAME_MAX`.
+const XATTR_NAME_MAX: usize = 255;
+/// `XATTR_SIZE_MAX`.
+const XATTR_SIZE_MAX: usize = 65536;
 
 fn xattr_target(task: &Task, path_addr: u64, follow: bool) -> Result<Location, Errno> {
     let path = path_arg(task, path_addr)?;
-    task.kernel.fs.resolve(&task.cwd(), &path, follow)
+    let start = dir_arg(task, AT_FDCWD as u64, &path)?;
+    task.kernel.fs.resolve(&start, &path, follow)
 }
 
-fn xattr_name(task: &Task, addr: u64) -> Result<(), Errno> {
-    let name = task.mm().read_cstr(addr, 255).map_err(|e| {
+fn xattr_fd(task: &Task, fd: u64) -> Result<Location, Errno> {
+    file_loc(task, fd)
+}
+
+fn xattr_name(task: &Task, addr: u64) -> Result<Vec<u8>, Errno> {
+    let name = task.mm().read_cstr(addr, XATTR_NAME_MAX + 1).map_err(|e| {
         if e == Errno::ENAMETOOLONG {
             Errno::ERANGE
         } else {
             e
         }
     })?;
-    if name.is_empty() {
+    if name.is_empty() || name.len() > XATTR_NAME_MAX {
         return Err(Errno::ERANGE);
     }
-    Ok(())
+    Ok(name)
+}
+
+/// Whether the caller may see attribute `name` at all, and change it.
+fn xattr_allowed(task: &Task, loc: &Location, name: &[u8], write: bool) -> Result<(), Errno> {
+    if volume(loc.node()).is_some() {
+        // The host's file system decides, as the gofer's owner.
+        return Ok(());
+    }
+    if name.starts_with(b"trusted.") {
+        if task.ids.0 != 0 {
+            return Err(if write { Errno::EPERM } else { Errno::ENODATA });
+        }
+        return Ok(());
+    }
+    if !name.starts_with(b"user.") {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    // user.* lives on regular files and directories only.
+    let kind = loc.node().stat()?.mode & abi::S_IFMT;
+    if kind != abi::S_IFREG && kind != abi::S_IFDIR {
+        return Err(if write { Errno::EPERM } else { Errno::ENODATA });
+    }
+    check_access(task, loc, if write { 2 } else { 4 }).map(drop)
+}
+
+/// The sandbox's own inode holding `loc`'s attributes, if it has one (an
+/// overlay directory's upper half; none for the read-only lower layer).
+fn xattr_inode(task: &Task, loc: &Location) -> Option<Arc<crate::tmpfs::MemInode>> {
+    match loc.node() {
+        Node::Mem(m) => Some(m.clone()),
+        Node::Ovl(d) => task.kernel.fs.existing_upper(d),
+        _ => None,
+    }
+}
+
+/// Copies `value` (of length `len`) out to a buffer of `size` bytes at
+/// `addr`: `size` 0 asks only for the length.
+fn xattr_out(task: &Task, value: &[u8], addr: u64, size: u64) -> Result<u64, Errno> {
+    if size == 0 {
+        return Ok(value.len() as u64);
+    }
+    if (size as usize) < value.len() {
+        return Err(Errno::ERANGE);
+    }
+    task.mm().copy_out(addr, value)?;
+    Ok(value.len() as u64)
+}
+
+fn get_xattr(task: &Task, loc: &Location, a: &[u64; 6]) -> Result<u64, Errno> {
+    let name = xattr_name(task, a[1])?;
+    xattr_allowed(task, loc, &name, false)?;
+    let value = if let Some(v) = volume(loc.node()) {
+        let h = match v {
+            Ok(h) => h,
+            Err(_) => match loc.node() {
+                Node::Host { h, .. } => h,
+                _ => return Err(Errno::ENODATA),
+            },
+        };
+        h.client().get_xattr(h.handle(), &name)?
+    } else {
+        xattr_inode(task, loc)
+            .ok_or(Errno::ENODATA)?
+            .get_xattr(&name)?
+    };
+    xattr_out(task, &value, a[2], a[3])
+}
+
+fn list_xattr(task: &Task, loc: &Location, a: &[u64; 6]) -> Result<u64, Errno> {
+    let names = match loc.node() {
+        Node::Host { h, .. } if h.volume().is_some() => h.client().list_xattr(h.handle())?,
+        _ => xattr_inode(task, loc)
+            .map(|m| m.list_xattr())
+            .unwrap_or_default(),
+    };
+    let mut out = Vec::new();
+    for n in names {
+        if n.starts_with(b"trusted.") && task.ids.0 != 0 && volume(loc.node()).is_none() {
+            continue;
+        }
+        out.extend_from_slice(&n);
+        out.push(0);
+    }
+    xattr_out(task, &out, a[1], a[2])
+}
+
+/// Sets (`value` given) or removes attribute `name` of `loc`.
+fn change_xattr(
+    task: &Task,
+    loc: &Location,
+    name: &[u8],
+    value: Option<(&[u8], u32)>,
+) -> Result<u64, Errno> {
+    xattr_allowed(task, loc, name, true)?;
+    if let Some(v) = volume(loc.node()) {
+        let h = v?;
+        match value {
+            Some((data, flags)) => h.client().set_xattr(h.handle(), name, data, flags)?,
+            None => h.client().remove_xattr(h.handle(), name)?,
+        }
+    } else {
+        let m = match loc.node() {
+            Node::Mem(_) | Node::Ovl(_) | Node::Host { .. } => writable(task, loc)?,
+            _ => return Err(Errno::EOPNOTSUPP),
+        };
+        match value {
+            Some((data, flags)) => m.set_xattr(name, data, flags)?,
+            None => m.remove_xattr(name)?,
+        }
+    }
+    inotify::on_object(loc, inotify::mask::ATTRIB);
+    Ok(0)
+}
+
+fn set_xattr(task: &Task, loc: &Location, a: &[u64; 6]) -> Result<u64, Errno> {
+    let flags = a[4] as u32;
+    if flags & !3 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let name = xattr_name(task, a[1])?;
+    if a[3] as usize > XATTR_SIZE_MAX {
+        return Err(Errno::E2BIG);
+    }
+    let mut value = vec![0u8; a[3] as usize];
+    task.mm().copy_in(a[2], &mut value)?;
+    change_xattr(task, loc, &name, Some((&value, flags)))
+}
+
+fn remove_xattr(task: &Task, loc: &Location, name_addr: u64) -> Result<u64, Errno> {
+    let name = xattr_name(task, name_addr)?;
+    change_xattr(task, loc, &name, None)
 }
 
 pub fn sys_getxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    xattr_target(task, a[0], true)?;
-    xattr_name(task, a[1])?;
-    Err(Errno::ENODATA)
+    let loc = xattr_target(task, a[0], true)?;
+    get_xattr(task, &loc, a)
 }
 
 pub fn sys_lgetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    xattr_target(task, a[0], false)?;
-    xattr_name(task, a[1])?;
-    Err(Errno::ENODATA)
+    let loc = xattr_target(task, a[0], false)?;
+    get_xattr(task, &loc, a)
 }
 
 pub fn sys_fgetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    task.fds().file(a[0] as i32 as i64)?;
-    xattr_name(task, a[1])?;
-    Err(Errno::ENODATA)
+    let loc = xattr_fd(task, a[0])?;
+    get_xattr(task, &loc, a)
 }
 
 pub fn sys_listxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    xattr_target(task, a[0], true).map(|_| 0)
+    let loc = xattr_target(task, a[0], true)?;
+    list_xattr(task, &loc, a)
 }
 
 pub fn sys_llistxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    xattr_target(task, a[0], false).map(|_| 0)
+    let loc = xattr_target(task, a[0], false)?;
+    list_xattr(task, &loc, a)
 }
 
 pub fn sys_flistxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    task.fds().file(a[0] as i32 as i64).map(|_| 0)
-}
-
-/// Setting an extended attribute: the writable file systems (tmpfs, the
-/// overlay) do not store them yet (`EOPNOTSUPP`, which tools treat as "no
-/// xattr support"); read-only ones say `EROFS`.
-fn set_xattr_error(task: &Task, node: &Node) -> Errno {
-    match node {
-        Node::Mem(_) => Errno::EOPNOTSUPP,
-        Node::Host { .. } | Node::Ovl(_) if task.kernel.fs.overlay => Errno::EOPNOTSUPP,
-        n => ro_error(n),
-    }
+    let loc = xattr_fd(task, a[0])?;
+    list_xattr(task, &loc, a)
 }
 
 pub fn sys_setxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let loc = xattr_target(task, a[0], true)?;
-    Err(set_xattr_error(task, loc.node()))
+    set_xattr(task, &loc, a)
 }
 
 pub fn sys_lsetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let loc = xattr_target(task, a[0], false)?;
-    Err(set_xattr_error(task, loc.node()))
+    set_xattr(task, &loc, a)
 }
 
 pub fn sys_fsetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds().file(a[0] as i32 as i64)?;
-    Err(match file.node() {
-        Some(n) => set_xattr_error(task, n),
-        None => Errno::EOPNOTSUPP,
-    })
+    let loc = xattr_fd(task, a[0])?;
+    set_xattr(task, &loc, a)
+}
+
+pub fn sys_removexattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let loc = xattr_target(task, a[0], true)?;
+    remove_xattr(task, &loc, a[1])
+}
+
+pub fn sys_lremovexattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let loc = xattr_target(task, a[0], false)?;
+    remove_xattr(task, &loc, a[1])
+}
+
+pub fn sys_fremovexattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let loc = xattr_fd(task, a[0])?;
+    remove_xattr(task, &loc, a[1])
 }
