@@ -428,3 +428,86 @@ fn root_is_read_only() {
         "the guest wrote to the host"
     );
 }
+
+// ---- programs that work files hard (tar, gcc, git, sqlite3, Python) ---------
+
+/// Runs `script` with bash natively and in the sandbox: same stdout, status 0.
+/// Each script works in a fresh `mktemp -d` (the sandbox's /tmp is its own)
+/// and removes it.
+fn compare_script(script: &str) {
+    compare_with(&["bash", "-c", script], &[], None, 0);
+}
+
+#[test]
+fn tar_gzip_round_trip_of_usr_share_doc() {
+    compare_script(
+        "set -e; d=$(mktemp -d); cd \"$d\"
+         tar czf doc.tgz -C /usr/share doc
+         mkdir x; tar xzf doc.tgz -C x
+         diff -r --no-dereference /usr/share/doc x/doc && echo same
+         tar tzf doc.tgz | LC_ALL=C sort | md5sum
+         cd /; rm -rf \"$d\"",
+    );
+}
+
+#[test]
+fn gcc_compiles_and_runs_a_program() {
+    compare_script(
+        r#"set -e; d=$(mktemp -d); cd "$d"
+         printf '#include <stdio.h>\nint main(void) { printf("%%d\\n", 6 * 7); return 0; }\n' > h.c
+         gcc -O2 -Wall -o h h.c
+         ./h
+         cd /; rm -rf "$d""#,
+    );
+}
+
+#[test]
+fn git_init_add_commit_log() {
+    compare_script(
+        "set -e; d=$(mktemp -d); cd \"$d\"
+         export GIT_AUTHOR_DATE=2020-01-01T00:00:00Z GIT_COMMITTER_DATE=2020-01-01T00:00:00Z
+         git init -q r; cd r
+         git config user.email t@example.test; git config user.name Tester
+         echo one > a; git add a; git commit -q -m first
+         echo two >> a; mkdir -p sub; echo three > sub/b; git add -A; git commit -q -m second
+         git log --format='%H %s'
+         git status --short; git show --stat --format=%s HEAD | tail -3
+         cd /; rm -rf \"$d\"",
+    );
+}
+
+#[test]
+fn sqlite3_creates_and_queries_a_database() {
+    compare_script(
+        r#"set -e; d=$(mktemp -d); cd "$d"
+         sqlite3 db "create table t(a, b); insert into t values (1, 'x'), (2, 'y'); create index i on t(b);"
+         sqlite3 db "pragma journal_mode=wal; insert into t values (3, 'z'); select count(*), sum(a) from t; pragma integrity_check;"
+         sqlite3 db "select b from t where b > 'x' order by b;"
+         cd /; rm -rf "$d""#,
+    );
+}
+
+#[test]
+fn python_tempfile_copytree_walk_flock_mmap() {
+    compare_script(
+        r#"python3 - <<'PY'
+import fcntl, mmap, os, shutil, tempfile
+with tempfile.TemporaryDirectory() as d:
+    src = os.path.join(d, "src")
+    os.makedirs(os.path.join(src, "a", "b"))
+    for i in range(5):
+        with open(os.path.join(src, "a", "b", "f%d" % i), "w") as f:
+            f.write(str(i) * 1000)
+    shutil.copytree(src, os.path.join(d, "dst"))
+    print(sorted((os.path.relpath(r, d), sorted(fs)) for r, _, fs in os.walk(os.path.join(d, "dst"))))
+    fd = os.open(os.path.join(d, "lock"), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("locked")
+    os.ftruncate(fd, 4096)
+    m = mmap.mmap(fd, 4096)
+    m[:5] = b"hello"
+    m.flush()
+    print(os.pread(fd, 5, 0))
+PY"#,
+    );
+}

@@ -183,7 +183,12 @@ fn offset_arg(off: u64) -> Result<u64, Errno> {
 
 fn positional(file: &FileDescription) -> Result<(), Errno> {
     match file.kind {
-        FileKind::Stdio(_) | FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir => Ok(()),
+        FileKind::Stdio(_)
+        | FileKind::Host(_)
+        | FileKind::Mem(_)
+        | FileKind::Static(_)
+        | FileKind::Dev(_)
+        | FileKind::SynthDir => Ok(()),
         FileKind::Path => Err(Errno::EBADF),
         _ => Err(Errno::ESPIPE),
     }
