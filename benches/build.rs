@@ -19,6 +19,8 @@ const GUESTS: &[&str] = &[
     "tcp_loopback_throughput",
     "tcp_rr_latency",
     "connect_accept",
+    "stat_loop",
+    "readdir",
 ];
 
 fn main() {

@@ -103,6 +103,10 @@ pub enum Guest {
     /// `connect_accept N`: N rounds of connect, accept and both closes
     /// between two processes, one connection at a time.
     ConnectAccept,
+    /// `stat_loop N`: N `stat`s of /usr/bin/env.
+    StatLoop,
+    /// `readdir N`: N listings (open, every entry, close) of /usr/bin.
+    Readdir,
 }
 
 impl Guest {
@@ -117,6 +121,8 @@ impl Guest {
             Guest::TcpLoopbackThroughput => "tcp_loopback_throughput",
             Guest::TcpRrLatency => "tcp_rr_latency",
             Guest::ConnectAccept => "connect_accept",
+            Guest::StatLoop => "stat_loop",
+            Guest::Readdir => "readdir",
         };
         Path::new(env!("OUT_DIR")).join(name)
     }
@@ -150,6 +156,10 @@ impl Guest {
             // TIME-WAIT entry on the host, so a run's count is kept to what
             // the measurement needs rather than padded.
             Guest::ConnectAccept => 100,
+            // A microsecond or so natively: as for getppid, many calls.
+            Guest::StatLoop => 10_000,
+            // Tens of microseconds natively (a thousand entries).
+            Guest::Readdir => 100,
         }
     }
 }
@@ -672,6 +682,8 @@ mod tests {
             Guest::TcpLoopbackThroughput,
             Guest::TcpRrLatency,
             Guest::ConnectAccept,
+            Guest::StatLoop,
+            Guest::Readdir,
         ] {
             let elapsed = Runner::Native.run_timed(guest, guest.min_iterations());
             assert!(elapsed.is_ok(), "{guest:?}: {elapsed:?}");
