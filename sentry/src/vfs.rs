@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use abi::{Errno, Stat};
@@ -476,6 +477,7 @@ impl FileSystem {
                         handle: root.handle,
                         stat: root.stat,
                         volume: None,
+                        file: Default::default(),
                     }),
                     mode: root.stat.mode,
                 }),
@@ -512,6 +514,7 @@ impl FileSystem {
                 handle: root.handle,
                 stat: root.stat,
                 volume: Some(kind),
+                file: Default::default(),
             }),
             mode: root.stat.mode,
         };
@@ -935,6 +938,15 @@ impl FileSystem {
         } else {
             0
         };
+        // A regular file of the root's read-only image: every description
+        // reads it at its own offset (pread), so one host descriptor serves
+        // them all, and opening it again costs no gofer round trip.
+        let shared = kind == abi::S_IFREG && h.volume.is_none();
+        if shared {
+            if let Some(f) = h.file.get() {
+                return Ok(f.clone());
+            }
+        }
         let fd = h.client.open(
             h.handle,
             libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | dir,
@@ -944,7 +956,15 @@ impl FileSystem {
         if st.st_mode & abi::S_IFMT != kind {
             return Err(Errno::EAGAIN);
         }
-        Ok(Arc::new(HostFile { fd }))
+        let f = Arc::new(HostFile { fd });
+        if shared && OPEN_FILES_KEPT.fetch_add(1, Ordering::Relaxed) < MAX_OPEN_FILES_KEPT {
+            if h.file.set(f.clone()).is_err() {
+                OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);
+            }
+        } else if shared {
+            OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);
+        }
+        Ok(f)
     }
 
     fn ovl_lookup(&self, d: &OvlDir, depth: usize, name: &[u8]) -> Result<Node, Errno> {
@@ -1246,6 +1266,9 @@ fn is_magic_link(parent: &Node, name: &[u8], child: &Node) -> bool {
 pub struct GoferRef {
     client: Arc<gofer::client::Client>,
     handle: gofer::proto::Handle,
+    /// a read-only regular file of the root, once opened: kept for the
+    /// next open (see [`FileSystem::open_host`])
+    file: std::sync::OnceLock<Arc<HostFile>>,
     /// attributes when looked up: the lower layer is the container's
     /// image, which nothing changes while the sandbox runs (writes go to
     /// the overlay's upper layer); a volume's are asked for each time
@@ -1292,6 +1315,7 @@ impl GoferRef {
             handle: node.handle,
             stat: node.stat,
             volume: self.volume,
+            file: Default::default(),
         }
     }
 
@@ -1310,8 +1334,16 @@ impl fmt::Debug for GoferRef {
     }
 }
 
+/// Host descriptors of root files kept open for reuse, and the most kept
+/// (a sandbox's descriptor limit may be as low as 1024).
+static OPEN_FILES_KEPT: AtomicUsize = AtomicUsize::new(0);
+const MAX_OPEN_FILES_KEPT: usize = 256;
+
 impl Drop for GoferRef {
     fn drop(&mut self) {
+        if self.file.get().is_some() {
+            OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);
+        }
         let _ = self.client.close(self.handle);
     }
 }
