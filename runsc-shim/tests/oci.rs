@@ -278,7 +278,7 @@ fn bind_and_tmpfs_mounts_from_the_config() {
         mounts.push(serde_json::json!({"destination": "/ro", "type": "bind",
             "source": src, "options": ["rbind", "ro"]}));
     });
-    let out = w.cli(&["run", "--bundle", &w.bundle_str(), "m1"]);
+    let out = w.cli(&["run", "--bundle", &w.bundle_str(), "binds1"]);
     assert_eq!(
         out.stdout, "from the host\n1000\n1000\nt\n1777\n1\nRead-only file system\nfrom the host\n",
         "{out:?}"
@@ -922,8 +922,16 @@ fn resource_limits_hold_the_whole_sandbox_until_delete() {
     // Running, every host process of the sandbox (Sentry, stubs, gofer)
     // is inside.
     assert_eq!(w.cli(&["start", "l1"]).status, 0);
-    let ps = w.cli(&["ps", "--format", "json", "l1"]);
-    let host: Vec<i64> = serde_json::from_str(&ps.stdout).expect("ps json");
+    // The first guest process's stub may still be starting.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let host = loop {
+        let ps = w.cli(&["ps", "--format", "json", "l1"]);
+        let host: Vec<i64> = serde_json::from_str(&ps.stdout).expect("ps json");
+        if host.len() >= 3 || Instant::now() > deadline {
+            break host;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert!(host.len() >= 3, "sandbox, gofer and a stub: {host:?}");
     let inside = read_trim(&memory.join("cgroup.procs"));
     for p in &host {
@@ -956,14 +964,20 @@ fn a_memory_limit_holds_the_whole_sandbox() {
     let mut free = World::new("nomemlimit", |v| set_args(v, &fill));
     assert_eq!(free.create("m0").status, 0);
     assert_eq!(free.cli(&["start", "m0"]).status, 0);
-    assert_eq!(free.wait("m0"), 0);
+    assert_eq!(
+        free.wait("m0"),
+        0,
+        "{}",
+        std::fs::read_to_string(free.dir.path().join("m0.err")).unwrap_or_default()
+    );
     assert_eq!(free.container_stdout("m0"), "wrote 0\n");
 
     let mut w = World::new("memlimit", |v| {
         set_args(v, &fill);
         v["linux"]["resources"] = serde_json::json!({"memory": {"limit": 64 << 20}});
     });
-    assert_eq!(w.create("m1").status, 0);
+    let created = w.create("m1");
+    assert_eq!(created.status, 0, "{created:?}");
     let pid = w.state("m1")["pid"].as_i64().expect("pid");
     let memory = cgroup_dir(pid, "memory");
     assert_eq!(w.cli(&["start", "m1"]).status, 0);
