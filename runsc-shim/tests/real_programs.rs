@@ -511,3 +511,40 @@ with tempfile.TemporaryDirectory() as d:
 PY"#,
     );
 }
+
+#[test]
+fn ps_aux_and_proc_self_list_the_sandbox_itself() {
+    // Nothing to compare with natively (other processes, other pids): the
+    // sandbox's own view must be complete and consistent.
+    let out = sandboxed(
+        &[],
+        &["bash", "-c", "ps aux; echo ---; ls -la /proc/self/"],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+    let (ps, ls) = out.stdout.split_once("---\n").expect("both parts");
+    let lines: Vec<&str> = ps.lines().collect();
+    assert!(
+        lines[0].starts_with("USER") && lines[0].ends_with("COMMAND"),
+        "{ps}"
+    );
+    let pid_of = |l: &str| l.split_whitespace().nth(1).map(str::to_owned);
+    let init = lines
+        .iter()
+        .find(|l| l.contains("bash -c ps aux"))
+        .expect("init");
+    assert_eq!(pid_of(init).as_deref(), Some("1"), "{ps}");
+    assert!(lines.iter().any(|l| l.ends_with(" ps aux")), "{ps}");
+    assert_eq!(lines.len(), 3, "the header, bash and ps: {ps}");
+    for want in [
+        "exe -> /usr/bin/ls",
+        "cwd -> /",
+        "root -> /",
+        " status",
+        " maps",
+        " fd",
+    ] {
+        assert!(ls.contains(want), "{want:?} in {ls}");
+    }
+}
