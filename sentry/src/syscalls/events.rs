@@ -12,7 +12,18 @@ use crate::task::{Task, UNBLOCKABLE};
 use crate::timers::Target;
 
 fn install(task: &mut Task, kind: FileKind, flags: u32) -> Result<u64, Errno> {
-    let status = flags & OpenFlags::NONBLOCK.bits() | OpenFlags::RDWR.bits();
+    install_with(task, kind, flags, OpenFlags::RDWR.bits())
+}
+
+/// Installs an event descriptor opened with `access` (`O_RDONLY` or
+/// `O_RDWR`); `flags` may hold `O_NONBLOCK` and `O_CLOEXEC`.
+pub(super) fn install_with(
+    task: &mut Task,
+    kind: FileKind,
+    flags: u32,
+    access: u32,
+) -> Result<u64, Errno> {
+    let status = flags & OpenFlags::NONBLOCK.bits() | access;
     let file = FileDescription::new(kind, None, status);
     let limit = task.nofile();
     task.fds()

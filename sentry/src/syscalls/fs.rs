@@ -262,11 +262,25 @@ pub fn sys_pwritev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    openat(task, AT_FDCWD as u64, a[0], a[1] as u32, a[2] as u32)
+    open_with(
+        task,
+        AT_FDCWD as u64,
+        a[0],
+        a[1] as u32,
+        a[2] as u32,
+        Default::default(),
+    )
 }
 
 pub fn sys_openat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    openat(task, a[0], a[1], a[2] as u32, a[3] as u32)
+    open_with(
+        task,
+        a[0],
+        a[1],
+        a[2] as u32,
+        a[3] as u32,
+        Default::default(),
+    )
 }
 
 pub fn sys_inotify_init(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
@@ -283,13 +297,8 @@ fn inotify_init(task: &mut Task, flags: u32) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let kind = FileKind::Inotify(inotify::Inotify::new(task.kernel.bus.clone()));
-    let file = FileDescription::new(kind, None, flags & OpenFlags::NONBLOCK.bits());
-    let limit = task.nofile();
-    let entry = FdEntry {
-        file,
-        cloexec: flags & OpenFlags::CLOEXEC.bits() != 0,
-    };
-    task.fds().insert_from(0, entry, limit).map(|fd| fd as u64)
+    // An inotify descriptor is read-only (O_RDONLY is 0).
+    super::events::install_with(task, kind, flags, 0)
 }
 
 fn inotify_of(task: &Task, fd: u64) -> Result<Arc<inotify::Inotify>, Errno> {
@@ -405,17 +414,14 @@ pub fn sys_openat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_creat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let flags = OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC;
-    openat(task, AT_FDCWD as u64, a[0], flags.bits(), a[1] as u32)
-}
-
-fn openat(
-    task: &mut Task,
-    dirfd: u64,
-    path_addr: u64,
-    raw_flags: u32,
-    mode: u32,
-) -> Result<u64, Errno> {
-    open_with(task, dirfd, path_addr, raw_flags, mode, Default::default())
+    open_with(
+        task,
+        AT_FDCWD as u64,
+        a[0],
+        flags.bits(),
+        a[1] as u32,
+        Default::default(),
+    )
 }
 
 fn open_with(
@@ -2047,11 +2053,6 @@ pub fn sys_unlinkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     unlink(task, a[0], a[1], a[2] as u32 & abi::AT_REMOVEDIR != 0)
 }
 
-/// Which mount a location is on (rename across them is `EXDEV`).
-fn mount_of(loc: &Location) -> usize {
-    crate::vfs::mount_key(loc.node())
-}
-
 fn rename(
     task: &Task,
     olddir: u64,
@@ -2078,7 +2079,7 @@ fn rename(
 }
 
 fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u64, Errno> {
-    if mount_of(&from.parent) != mount_of(&to.parent) {
+    if crate::vfs::mount_key(from.parent.node()) != crate::vfs::mount_key(to.parent.node()) {
         return Err(Errno::EXDEV);
     }
     if from.existing.is_some() {
@@ -2605,16 +2606,6 @@ const XATTR_NAME_MAX: usize = 255;
 /// `XATTR_SIZE_MAX`.
 const XATTR_SIZE_MAX: usize = 65536;
 
-fn xattr_target(task: &Task, path_addr: u64, follow: bool) -> Result<Location, Errno> {
-    let path = path_arg(task, path_addr)?;
-    let start = dir_arg(task, AT_FDCWD as u64, &path)?;
-    task.kernel.fs.resolve(&start, &path, follow)
-}
-
-fn xattr_fd(task: &Task, fd: u64) -> Result<Location, Errno> {
-    file_loc(task, fd)
-}
-
 fn xattr_name(task: &Task, addr: u64) -> Result<Vec<u8>, Errno> {
     let name = task.mm().read_cstr(addr, XATTR_NAME_MAX + 1).map_err(|e| {
         if e == Errno::ENAMETOOLONG {
@@ -2761,61 +2752,61 @@ fn remove_xattr(task: &Task, loc: &Location, name_addr: u64) -> Result<u64, Errn
 }
 
 pub fn sys_getxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_target(task, a[0], true)?;
+    let loc = target(task, AT_FDCWD as u64, a[0], true, false)?;
     get_xattr(task, &loc, a)
 }
 
 pub fn sys_lgetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_target(task, a[0], false)?;
+    let loc = target(task, AT_FDCWD as u64, a[0], false, false)?;
     get_xattr(task, &loc, a)
 }
 
 pub fn sys_fgetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_fd(task, a[0])?;
+    let loc = file_loc(task, a[0])?;
     get_xattr(task, &loc, a)
 }
 
 pub fn sys_listxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_target(task, a[0], true)?;
+    let loc = target(task, AT_FDCWD as u64, a[0], true, false)?;
     list_xattr(task, &loc, a)
 }
 
 pub fn sys_llistxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_target(task, a[0], false)?;
+    let loc = target(task, AT_FDCWD as u64, a[0], false, false)?;
     list_xattr(task, &loc, a)
 }
 
 pub fn sys_flistxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_fd(task, a[0])?;
+    let loc = file_loc(task, a[0])?;
     list_xattr(task, &loc, a)
 }
 
 pub fn sys_setxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_target(task, a[0], true)?;
+    let loc = target(task, AT_FDCWD as u64, a[0], true, false)?;
     set_xattr(task, &loc, a)
 }
 
 pub fn sys_lsetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_target(task, a[0], false)?;
+    let loc = target(task, AT_FDCWD as u64, a[0], false, false)?;
     set_xattr(task, &loc, a)
 }
 
 pub fn sys_fsetxattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_fd(task, a[0])?;
+    let loc = file_loc(task, a[0])?;
     set_xattr(task, &loc, a)
 }
 
 pub fn sys_removexattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_target(task, a[0], true)?;
+    let loc = target(task, AT_FDCWD as u64, a[0], true, false)?;
     remove_xattr(task, &loc, a[1])
 }
 
 pub fn sys_lremovexattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_target(task, a[0], false)?;
+    let loc = target(task, AT_FDCWD as u64, a[0], false, false)?;
     remove_xattr(task, &loc, a[1])
 }
 
 pub fn sys_fremovexattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let loc = xattr_fd(task, a[0])?;
+    let loc = file_loc(task, a[0])?;
     remove_xattr(task, &loc, a[1])
 }
