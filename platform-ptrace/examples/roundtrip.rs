@@ -51,10 +51,29 @@ fn bench(options: PtraceOptions, iters: u32, extras: bool) -> Figures {
     as_.map(CODE, 0x1000, rx, 0).expect("map");
     let mut ctx = p.new_ptrace_context();
     let mut regs = Regs::initial(CODE, 0);
-    for _ in 0..1000 {
+    for i in 0..1000 {
         let ev = ctx.switch(&as_, &mut regs).expect("switch");
         assert_eq!(ev, Event::Syscall, "{regs:?}");
         assert_eq!(regs.syscall_nr(), 110);
+        if i == 0 {
+            // Patch the site as the Sentry would (when the platform can).
+            let code = [0xb8, 110, 0, 0, 0, 0x0f, 0x05];
+            if let Some(patch) = as_.syscall_patch(code, 110, regs.rip) {
+                let at = regs.rip - 7 - CODE;
+                platform::write_syscall_patch(patch, |i, b| {
+                    // SAFETY: writes one byte from a live local into our memfd.
+                    let n = unsafe {
+                        libc::pwrite(
+                            fd.as_raw_fd(),
+                            (&b as *const u8).cast(),
+                            1,
+                            (at + i as u64) as i64,
+                        )
+                    };
+                    assert_eq!(n, 1);
+                });
+            }
+        }
         regs.rax = 1;
     }
     let t = Instant::now();
@@ -134,17 +153,26 @@ fn main() {
     println!("native getppid: {:.0} ns/call", native_getppid(iters));
     let mut results = Vec::new();
     for &mode in &modes {
-        let placements: &[(bool, u32)] = match mode {
+        let placements: &[(bool, u32, bool)] = match mode {
             // pinned same-core vs free; poke_rax is the default since it won
-            Mode::Sysemu => &[(true, 0), (false, 0)],
-            // pinned same-core (futex hand-off) vs free with spinning
-            Mode::SeccompTrap => &[(true, 0), (false, 2000), (false, 20000)],
+            Mode::Sysemu => &[(true, 0, false), (false, 0, false)],
+            // pinned same-core (futex hand-off) vs free with spinning, each
+            // with the call site patched and not
+            Mode::SeccompTrap => &[
+                (true, 0, false),
+                (true, 0, true),
+                (false, 2000, false),
+                (false, 2000, true),
+                (false, 20000, false),
+                (false, 20000, true),
+            ],
         };
-        for &(pin_cpu, spin) in placements {
+        for &(pin_cpu, spin, patch_syscalls) in placements {
             let options = PtraceOptions {
                 pin_cpu,
                 mode,
                 spin,
+                patch_syscalls,
                 ..PtraceOptions::default()
             };
             let extras = mode == Mode::Sysemu;
@@ -153,7 +181,7 @@ fn main() {
                 .join()
                 .expect("bench thread");
             println!(
-                "{mode:<11?} pin_cpu={pin_cpu:<5} spin={spin:<5}  round trip {:>6.0} ns/call   \
+                "{mode:<11?} pin_cpu={pin_cpu:<5} spin={spin:<5} patched={patch_syscalls:<5}  round trip {:>6.0} ns/call   \
                  injected syscall {:>6.0} ns   new address space {:>6.0} µs   \
                  new stub thread {:>5.0} µs",
                 f.round_trip_ns, f.inject_ns, f.create_us, f.thread_us

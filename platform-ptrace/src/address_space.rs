@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     trap: Option<(TrapConfig, Arc<SlotRegion>)>,
     /// Guest mappings end here.
     limit: u64,
+    /// The image, for its patched-site tables.
+    image: Arc<StubImage>,
 }
 
 /// One stub thread and the host thread that traces it.
@@ -218,6 +220,9 @@ impl Shared {
                 self.template,
                 config.fsgsbase,
                 config.spin,
+                self.image
+                    .fast()
+                    .map(|_| crate::trap::FastIps::of(&self.image.layout())),
                 |sp| {
                     let tid = self.control.new_runner(cpu, sp)?;
                     if let Some(cpu) = cpu {
@@ -301,7 +306,9 @@ impl PtraceAddressSpace {
         };
         let slotfd = trap.as_ref().map(|(_, r)| r.fd());
         let (control, started) = Control::spawn(memfd, slotfd, image)?;
-        let limit = if trap.is_some() {
+        let limit = if image.fast().is_some() {
+            crate::fast::FAST_CODE
+        } else if trap.is_some() {
             SLOTS_BASE
         } else {
             STUB_BASE
@@ -318,6 +325,7 @@ impl PtraceAddressSpace {
                 dead: AtomicBool::new(false),
                 trap,
                 limit,
+                image: image.clone(),
             }),
         })
     }
@@ -405,19 +413,19 @@ pub enum UntracedOutcome {
 
 /// Guest ranges must be page aligned, non-empty and below the stub's pages
 /// (the slot region in seccomp-trap mode, else the stub code).
-fn check_range(addr: u64, len: u64, limit: u64) -> Result<()> {
+fn check_range(addr: u64, len: u64, (low, limit): (u64, u64)) -> Result<()> {
     if !addr.is_multiple_of(PAGE_SIZE) || !len.is_multiple_of(PAGE_SIZE) || len == 0 {
         return Err(Error::Misuse("guest range not page aligned or empty"));
     }
     match addr.checked_add(len) {
-        Some(end) if end <= limit => Ok(()),
+        Some(end) if end <= limit && (addr >= low || end <= crate::fast::FAST_TABLE) => Ok(()),
         _ => Err(Error::Misuse("guest range reaches the stub's pages")),
     }
 }
 
 impl AddressSpace for PtraceAddressSpace {
     fn map(&self, addr: u64, len: u64, prot: Prot, file_offset: u64) -> Result<()> {
-        check_range(addr, len, self.shared.limit)?;
+        check_range(addr, len, (self.min_user_address(), self.shared.limit))?;
         if !file_offset.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Misuse("memory file offset not page aligned"));
         }
@@ -440,7 +448,7 @@ impl AddressSpace for PtraceAddressSpace {
     }
 
     fn unmap(&self, addr: u64, len: u64) -> Result<()> {
-        check_range(addr, len, self.shared.limit)?;
+        check_range(addr, len, (self.min_user_address(), self.shared.limit))?;
         self.with_caller(|t| {
             t.inject(libc::SYS_munmap, [addr, len, 0, 0, 0, 0], "munmap in stub")
         })?;
@@ -448,7 +456,7 @@ impl AddressSpace for PtraceAddressSpace {
     }
 
     fn protect(&self, addr: u64, len: u64, prot: Prot) -> Result<()> {
-        check_range(addr, len, self.shared.limit)?;
+        check_range(addr, len, (self.min_user_address(), self.shared.limit))?;
         self.with_caller(|t| {
             t.inject(
                 libc::SYS_mprotect,
@@ -475,5 +483,16 @@ impl AddressSpace for PtraceAddressSpace {
         // SAFETY: `ts` is a valid out-pointer; an unknown clock only fails.
         let r = unsafe { libc::clock_gettime(clock, &mut ts) };
         (r == 0).then(|| std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+
+    fn min_user_address(&self) -> u64 {
+        match self.shared.image.fast() {
+            Some(_) => crate::fast::FAST_MIN_ADDR,
+            None => 0x10000,
+        }
+    }
+
+    fn syscall_patch(&self, code: [u8; 7], nr: u64, ret: u64) -> Option<[u8; 7]> {
+        self.shared.image.fast()?.site(code, nr, ret)
     }
 }

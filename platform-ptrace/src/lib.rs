@@ -59,6 +59,7 @@ mod address_space;
 pub mod bpf;
 mod context;
 mod control;
+mod fast;
 mod fpu;
 mod stub;
 mod sys;
@@ -72,6 +73,7 @@ use platform::{AddressSpace, Context, Platform, Result};
 
 pub use address_space::{PtraceAddressSpace, UntracedOutcome};
 pub use context::{PtraceContext, PtraceInterrupter};
+pub use fast::{FAST_CODE, FAST_CODE_LEN, FAST_MIN_ADDR, FAST_TABLE, FAST_TABLE_LEN};
 pub use stub::{
     CLONE_TRAMPOLINE, MAX_SLOTS, PARK, SLOTS_BASE, SLOTS_LEN, SLOT_SIZE, STUB_BASE, STUB_LEN,
     STUB_THREAD_CLONE_FLAGS, TRAMPOLINE,
@@ -126,6 +128,10 @@ pub struct PtraceOptions {
     /// without, it sets them with `arch_prctl` and the Sentry remembers
     /// them. Off only to test that fallback.
     pub fsgsbase: bool,
+    /// Seccomp-trap mode: rewrite each guest `mov $nr, %eax; syscall` the
+    /// Sentry sees into a jump to the stub's fast path, so that later
+    /// calls from there skip the kernel's signal delivery (module `fast`).
+    pub patch_syscalls: bool,
 }
 
 impl Default for PtraceOptions {
@@ -136,6 +142,7 @@ impl Default for PtraceOptions {
             mode: Mode::Sysemu,
             spin: 0,
             fsgsbase: true,
+            patch_syscalls: true,
         }
     }
 }
@@ -170,10 +177,11 @@ impl PtracePlatform {
         let trap = (options.mode == Mode::SeccompTrap).then(|| stub::TrapConfig {
             fsgsbase: options.fsgsbase && stub::host_has_fsgsbase(),
             spin: options.spin,
+            patch: options.patch_syscalls,
         });
         Ok(PtracePlatform {
             memory_file: sys::dup_cloexec(memory_file)?,
-            image: Arc::new(stub::StubImage::new(trap)),
+            image: Arc::new(stub::StubImage::new(trap)?),
             options,
         })
     }
@@ -205,6 +213,7 @@ impl Platform for PtracePlatform {
     fn max_user_address(&self) -> u64 {
         match self.options.mode {
             Mode::Sysemu => STUB_BASE,
+            Mode::SeccompTrap if self.image.fast().is_some() => fast::FAST_CODE,
             Mode::SeccompTrap => SLOTS_BASE,
         }
     }

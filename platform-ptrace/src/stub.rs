@@ -65,6 +65,8 @@ const FILTER_OFFSET: usize = 16;
 const CONF_MAP_SLOTS: usize = 0xf00;
 const CONF_FSGSBASE: usize = 0xf08;
 const CONF_SPIN: usize = 0xf10;
+/// Whether setup maps the patched-site tables (see `crate::fast`).
+const CONF_MAP_FAST: usize = 0xf18;
 
 /// Size of one per-thread slot of the seccomp-trap mode: a header page
 /// (the message the handler and the Sentry exchange) and the thread's
@@ -81,6 +83,9 @@ pub const SLOTS_BASE: u64 = STUB_BASE - SLOTS_LEN;
 /// The stub's descriptor for the slot region's memfd during setup (closed
 /// before the filter is installed).
 pub const STUB_SLOTFD: i32 = 4;
+/// The stub's descriptor for the patched-site tables' memfd during setup
+/// (closed before the filter is installed).
+pub const STUB_FASTFD: i32 = 5;
 /// Offset in a slot of the signal stack's lowest byte.
 pub const SLOT_STACK: u64 = PAGE_SIZE;
 /// Offset in a slot of the `ucontext` a new runner thread enters the guest
@@ -100,6 +105,32 @@ pub(crate) const H_GS_BASE: u64 = 32;
 pub(crate) const H_SET: u64 = 40;
 pub(crate) const H_NEW_FS_BASE: u64 = 48;
 pub(crate) const H_NEW_GS_BASE: u64 = 56;
+/// The slot's own stub address: where a patched site's fast path finds its
+/// slot (`%gs` points at it while the guest's gs base is 0).
+pub(crate) const H_SELF: u64 = 64;
+/// The fast path's record of a call: number, conversion request, return
+/// address, flags, stack pointer, result, and the registers it saves.
+pub(crate) const F_NR: u64 = 0x100;
+pub(crate) const F_CONVERT: u64 = 0x188;
+pub(crate) const F_RIP: u64 = 0x108;
+pub(crate) const F_FLAGS: u64 = 0x110;
+pub(crate) const F_RSP: u64 = 0x118;
+pub(crate) const F_RAX: u64 = 0x120;
+pub(crate) const F_RBX: u64 = 0x128;
+pub(crate) const F_RDX: u64 = 0x130;
+pub(crate) const F_RSI: u64 = 0x138;
+pub(crate) const F_RDI: u64 = 0x140;
+pub(crate) const F_RBP: u64 = 0x148;
+pub(crate) const F_R8: u64 = 0x150;
+pub(crate) const F_R9: u64 = 0x158;
+pub(crate) const F_R10: u64 = 0x160;
+pub(crate) const F_R12: u64 = 0x168;
+pub(crate) const F_R13: u64 = 0x170;
+pub(crate) const F_R14: u64 = 0x178;
+pub(crate) const F_R15: u64 = 0x180;
+/// Top of the fast path's own small stack (in the header page, below the
+/// signal stack, so a signal taken there still switches stacks).
+pub(crate) const F_STACK: u64 = 0x800;
 
 /// Values of the header's `state` word (the futex word).
 pub(crate) const STATE_RUN: u32 = 1;
@@ -138,6 +169,12 @@ core::arch::global_asm!(
     ".globl ferrovisor_ptrace_stub_futex",
     ".globl ferrovisor_ptrace_stub_sigreturn",
     ".globl ferrovisor_ptrace_stub_arch_prctl",
+    ".globl ferrovisor_ptrace_stub_fast_entry",
+    ".globl ferrovisor_ptrace_stub_fast_gs",
+    ".globl ferrovisor_ptrace_stub_fast_check",
+    ".globl ferrovisor_ptrace_stub_fast_convert",
+    ".globl ferrovisor_ptrace_stub_fast_fallback",
+    ".globl ferrovisor_ptrace_stub_fast_end",
     ".p2align 4",
     "ferrovisor_ptrace_stub_start:",
     "    syscall",
@@ -174,6 +211,25 @@ core::arch::global_asm!(
     // r12 = ucontext throughout; no FPU/vector register is touched (the
     // guest's are in the frame).
     "ferrovisor_ptrace_stub_handler:",
+    // A kick that lands in the fast path (a patched site's entry or the
+    // stub's fast code) is dropped: that thread is on its way to the Sentry
+    // anyway, which checks for interrupts before it lets the thread go.
+    "    cmp ${kick}, %edi",
+    "    jne 12f",
+    "    mov {uc_rip}(%rdx), %rax",
+    "    movabs ${fast_code}, %rcx",
+    "    sub %rcx, %rax",
+    "    cmp ${fast_code_len}, %rax",
+    "    jb 13f",
+    "    add %rcx, %rax",
+    "    lea ferrovisor_ptrace_stub_fast_start(%rip), %rcx",
+    "    sub %rcx, %rax",
+    "    cmp $(ferrovisor_ptrace_stub_fast_end - ferrovisor_ptrace_stub_fast_start), %rax",
+    "    jae 12f",
+    "13:",
+    "    mov %rdx, %r12",
+    "    jmp 34f",
+    "12:",
     "    mov %rsp, %rbx",
     "    and ${slot_mask}, %rbx",
     "    mov %rdx, %r12",
@@ -261,7 +317,10 @@ core::arch::global_asm!(
     "    mov $60, %eax",
     "    movabs ${base}, %rcx",
     "    jmp *%rcx",
-    // futex(rdi, esi, edx, NULL): the filter checks op and address.
+    // futex(rdi, esi, edx, NULL): the filter checks op and address. The
+    // fast path sleeps here too, so this is where its region (in which a
+    // kick is dropped) starts.
+    "ferrovisor_ptrace_stub_fast_start:",
     "40:",
     "    xor %r10d, %r10d",
     "    mov $202, %eax",
@@ -274,6 +333,125 @@ core::arch::global_asm!(
     "ferrovisor_ptrace_stub_arch_prctl:",
     "    syscall",
     "    ret",
+    // --- the fast path of a patched site (see `crate::fast`): entered from
+    // its entry with eax = nr << 16, rcx = the return address, every other
+    // register the guest's. Finds its slot through %gs, saves what the
+    // Sentry needs in the slot header, posts the call like the handler does
+    // and returns straight to the guest when the Sentry only set rax. Until
+    // the stack switch nothing but rax/r11 changes and flags live in ax
+    // (lahf/seto), so a fault there or the fallback's ud2 leave a frame the
+    // Sentry reads as the call itself.
+    "ferrovisor_ptrace_stub_fast_entry:",
+    "    lahf",
+    "    seto %al",
+    "ferrovisor_ptrace_stub_fast_gs:",
+    "    mov %gs:{h_self}, %r11",
+    "ferrovisor_ptrace_stub_fast_check:",
+    "    cmp %r11, {h_self}(%r11)",
+    "    jne 58f",
+    "    mov %rsp, {f_rsp}(%r11)",
+    "    lea {f_stack}(%r11), %rsp",
+    "    add $0x7f, %al",
+    "    sahf",
+    "    pushfq",
+    "    popq {f_flags}(%r11)",
+    "    shr $16, %rax",
+    "    mov %rax, {f_nr}(%r11)",
+    "    mov %rcx, {f_rip}(%r11)",
+    "    mov %rbx, {f_rbx}(%r11)",
+    "    mov %rdx, {f_rdx}(%r11)",
+    "    mov %rsi, {f_rsi}(%r11)",
+    "    mov %rdi, {f_rdi}(%r11)",
+    "    mov %rbp, {f_rbp}(%r11)",
+    "    mov %r8, {f_r8}(%r11)",
+    "    mov %r9, {f_r9}(%r11)",
+    "    mov %r10, {f_r10}(%r11)",
+    "    mov %r12, {f_r12}(%r11)",
+    "    mov %r13, {f_r13}(%r11)",
+    "    mov %r14, {f_r14}(%r11)",
+    "    mov %r15, {f_r15}(%r11)",
+    "    mov %r11, %rbx",
+    "    movabs ${conf_fsgsbase}, %rax",
+    "    cmpq $0, (%rax)",
+    "    je 51f",
+    "    rdfsbase %rax",
+    "    mov %rax, {h_fs}(%rbx)",
+    "    rdgsbase %rax",
+    "    mov %rax, {h_gs}(%rbx)",
+    "51:",
+    "    movl $0, {h_signo}(%rbx)",
+    "    mov ${event}, %eax",
+    "    xchg %eax, {h_state}(%rbx)",
+    "    cmpl $0, {h_sentry_waiting}(%rbx)",
+    "    je 52f",
+    "    lea {h_state}(%rbx), %rdi",
+    "    mov $1, %esi",
+    "    mov $1, %edx",
+    "    call 40b",
+    "52:",
+    "    movabs ${conf_spin}, %rax",
+    "    mov (%rax), %ecx",
+    "53:",
+    "    mov {h_state}(%rbx), %eax",
+    "    cmp ${run}, %eax",
+    "    je 55f",
+    "    cmp ${exit}, %eax",
+    "    je 35b",
+    "    pause",
+    "    sub $1, %ecx",
+    "    jg 53b",
+    "    movl $1, {h_stub_waiting}(%rbx)",
+    "    mfence",
+    "    mov {h_state}(%rbx), %edx",
+    "    cmp ${run}, %edx",
+    "    je 54f",
+    "    cmp ${exit}, %edx",
+    "    je 54f",
+    "    lea {h_state}(%rbx), %rdi",
+    "    xor %esi, %esi",
+    "    call 40b",
+    "54:",
+    "    movl $0, {h_stub_waiting}(%rbx)",
+    "    jmp 52b",
+    "55:",
+    "    mov {f_rax}(%rbx), %rax",
+    "    mov {f_rdx}(%rbx), %rdx",
+    "    mov {f_rsi}(%rbx), %rsi",
+    "    mov {f_rdi}(%rbx), %rdi",
+    "    mov {f_rbp}(%rbx), %rbp",
+    "    mov {f_r8}(%rbx), %r8",
+    "    mov {f_r9}(%rbx), %r9",
+    "    mov {f_r10}(%rbx), %r10",
+    "    mov {f_r12}(%rbx), %r12",
+    "    mov {f_r13}(%rbx), %r13",
+    "    mov {f_r14}(%rbx), %r14",
+    "    mov {f_r15}(%rbx), %r15",
+    "    mov {f_rip}(%rbx), %rcx",
+    "    mov {f_flags}(%rbx), %r11",
+    "    cmpl $0, {f_convert}(%rbx)",
+    "    jne 56f",
+    "    push %r11",
+    "    popfq",
+    "    mov {f_rsp}(%rbx), %rsp",
+    "    mov {f_rbx}(%rbx), %rbx",
+    "    jmp *%rcx",
+    // The Sentry needs a full frame (other registers, FP state): fault with
+    // every register as at the call; the handler reports it.
+    "56:",
+    "    movl $0, {f_convert}(%rbx)",
+    "    push %r11",
+    "    popfq",
+    "    mov {f_rsp}(%rbx), %rsp",
+    "    mov {f_rbx}(%rbx), %rbx",
+    "ferrovisor_ptrace_stub_fast_convert:",
+    "    ud2",
+    // %gs does not lead to a slot: make the call the slow way.
+    "58:",
+    "    add $0x7f, %al",
+    "    sahf",
+    "ferrovisor_ptrace_stub_fast_fallback:",
+    "    ud2",
+    "ferrovisor_ptrace_stub_fast_end:",
     "ferrovisor_ptrace_stub_setup:",
     // Stop 1: the tracer unregisters rseq (the registration points into
     // memory about to be unmapped) through this copy's trampoline.
@@ -333,6 +511,34 @@ core::arch::global_asm!(
     "    cmp %rdi, %rax",
     "    jne 9f",
     "    mov ${slotfd}, %edi",
+    "    mov $3, %eax",
+    "    syscall",
+    // With patched sites: mmap(FAST_TABLE, len, R, MAP_SHARED|MAP_FIXED,
+    // STUB_FASTFD, 0), mmap(FAST_CODE, len, RX, .., table len), close.
+    "    movabs ${conf_map_fast}, %rax",
+    "    cmpq $0, (%rax)",
+    "    je 5f",
+    "    mov ${fast_table}, %edi",
+    "    mov ${fast_table_len}, %esi",
+    "    mov $1, %edx",
+    "    mov $0x11, %r10d",
+    "    mov ${fastfd}, %r8d",
+    "    xor %r9d, %r9d",
+    "    mov $9, %eax",
+    "    syscall",
+    "    cmp %rdi, %rax",
+    "    jne 9f",
+    "    movabs ${fast_code}, %rdi",
+    "    mov ${fast_code_len}, %esi",
+    "    mov $5, %edx",
+    "    mov $0x11, %r10d",
+    "    mov ${fastfd}, %r8d",
+    "    mov ${fast_table_len}, %r9d",
+    "    mov $9, %eax",
+    "    syscall",
+    "    cmp %rdi, %rax",
+    "    jne 9f",
+    "    mov ${fastfd}, %edi",
     "    mov $3, %eax",
     "    syscall",
     "5:",
@@ -402,6 +608,34 @@ core::arch::global_asm!(
     slots = const SLOTS_BASE,
     slots_len = const SLOTS_LEN,
     slotfd = const STUB_SLOTFD,
+    fastfd = const STUB_FASTFD,
+    conf_map_fast = const STUB_BASE + PAGE_SIZE + CONF_MAP_FAST as u64,
+    fast_table = const crate::fast::FAST_TABLE,
+    fast_table_len = const crate::fast::FAST_TABLE_LEN,
+    fast_code = const crate::fast::FAST_CODE,
+    fast_code_len = const crate::fast::FAST_CODE_LEN,
+    kick = const crate::trap::KICK_SIGNAL,
+    uc_rip = const crate::trap::UC_RIP,
+    h_self = const H_SELF,
+    f_nr = const F_NR,
+    f_convert = const F_CONVERT,
+    f_rip = const F_RIP,
+    f_flags = const F_FLAGS,
+    f_rsp = const F_RSP,
+    f_rax = const F_RAX,
+    f_rbx = const F_RBX,
+    f_rdx = const F_RDX,
+    f_rsi = const F_RSI,
+    f_rdi = const F_RDI,
+    f_rbp = const F_RBP,
+    f_r8 = const F_R8,
+    f_r9 = const F_R9,
+    f_r10 = const F_R10,
+    f_r12 = const F_R12,
+    f_r13 = const F_R13,
+    f_r14 = const F_R14,
+    f_r15 = const F_R15,
+    f_stack = const F_STACK,
     options(att_syntax)
 );
 
@@ -417,6 +651,11 @@ extern "C" {
     static ferrovisor_ptrace_stub_futex: u8;
     static ferrovisor_ptrace_stub_sigreturn: u8;
     static ferrovisor_ptrace_stub_arch_prctl: u8;
+    static ferrovisor_ptrace_stub_fast_entry: u8;
+    static ferrovisor_ptrace_stub_fast_gs: u8;
+    static ferrovisor_ptrace_stub_fast_check: u8;
+    static ferrovisor_ptrace_stub_fast_convert: u8;
+    static ferrovisor_ptrace_stub_fast_fallback: u8;
 }
 
 /// Offsets of the labels in the stub code.
@@ -440,6 +679,16 @@ pub(crate) struct CodeLayout {
     pub sigreturn: u64,
     /// the handler's `arch_prctl` syscall instruction
     pub arch_prctl: u64,
+    /// the fast path's entry (patched sites jump here)
+    pub fast_entry: u64,
+    /// its load through %gs, and the check of what it loaded (a fault at
+    /// either stands for the call)
+    pub fast_gs: u64,
+    pub fast_check: u64,
+    /// its `ud2` that turns a fast call into a full frame
+    pub fast_convert: u64,
+    /// its `ud2` when %gs does not lead to a slot
+    pub fast_fallback: u64,
 }
 
 /// The stub's machine code and its label offsets.
@@ -455,6 +704,11 @@ pub(crate) fn code() -> (&'static [u8], CodeLayout) {
     let futex = &raw const ferrovisor_ptrace_stub_futex as usize;
     let sigreturn = &raw const ferrovisor_ptrace_stub_sigreturn as usize;
     let arch_prctl = &raw const ferrovisor_ptrace_stub_arch_prctl as usize;
+    let fast_entry = &raw const ferrovisor_ptrace_stub_fast_entry as usize;
+    let fast_gs = &raw const ferrovisor_ptrace_stub_fast_gs as usize;
+    let fast_check = &raw const ferrovisor_ptrace_stub_fast_check as usize;
+    let fast_convert = &raw const ferrovisor_ptrace_stub_fast_convert as usize;
+    let fast_fallback = &raw const ferrovisor_ptrace_stub_fast_fallback as usize;
     // SAFETY: the four symbols delimit one contiguous run of bytes in this
     // crate's (readable) text section, start <= end.
     let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, end - start) };
@@ -468,6 +722,11 @@ pub(crate) fn code() -> (&'static [u8], CodeLayout) {
         futex: (futex - start) as u64,
         sigreturn: (sigreturn - start) as u64,
         arch_prctl: (arch_prctl - start) as u64,
+        fast_entry: (fast_entry - start) as u64,
+        fast_gs: (fast_gs - start) as u64,
+        fast_check: (fast_check - start) as u64,
+        fast_convert: (fast_convert - start) as u64,
+        fast_fallback: (fast_fallback - start) as u64,
     };
     (bytes, layout)
 }
@@ -479,6 +738,9 @@ pub(crate) struct StubImage {
     bytes: Box<[u8]>,
     layout: CodeLayout,
     trap: Option<TrapConfig>,
+    /// The patched-site tables every stub maps (seccomp-trap mode with
+    /// [`TrapConfig::patch`]).
+    fast: Option<crate::fast::FastTable>,
 }
 
 /// How the seccomp-trap handler of an image behaves.
@@ -489,6 +751,9 @@ pub(crate) struct TrapConfig {
     pub fsgsbase: bool,
     /// `pause` iterations before the handler sleeps on its futex
     pub spin: u32,
+    /// guest `mov $nr, %eax; syscall` sites are patched into jumps to the
+    /// stub's fast path (see `crate::fast`)
+    pub patch: bool,
 }
 
 /// The syscall instructions of the seccomp-trap handler, as seccomp sees
@@ -512,7 +777,7 @@ pub(crate) fn host_has_fsgsbase() -> bool {
 
 impl StubImage {
     /// The image for SYSEMU mode (`trap` = `None`) or seccomp-trap mode.
-    pub(crate) fn new(trap: Option<TrapConfig>) -> Self {
+    pub(crate) fn new(trap: Option<TrapConfig>) -> Result<Self> {
         let (code, layout) = code();
         assert!(code.len() as u64 <= PAGE_SIZE, "stub code exceeds a page");
         // The filter and the injection code use the constants; the assembler
@@ -548,11 +813,24 @@ impl StubImage {
             let spin = u64::from(t.spin);
             data[CONF_SPIN..CONF_SPIN + 8].copy_from_slice(&spin.to_le_bytes());
         }
-        StubImage {
+        let fast = match trap {
+            Some(t) if t.patch => {
+                data[CONF_MAP_FAST..CONF_MAP_FAST + 8].copy_from_slice(&1u64.to_le_bytes());
+                Some(crate::fast::FastTable::new(STUB_BASE + layout.fast_entry)?)
+            }
+            _ => None,
+        };
+        Ok(StubImage {
             bytes,
             layout,
             trap,
-        }
+            fast,
+        })
+    }
+
+    /// The patched-site tables, when sites are patched.
+    pub(crate) fn fast(&self) -> Option<&crate::fast::FastTable> {
+        self.fast.as_ref()
     }
 
     pub(crate) fn layout(&self) -> CodeLayout {
@@ -589,6 +867,7 @@ pub(crate) fn fork_stub(
     let parent_raw = parent.as_ref().map_or(-1, |f| f.as_raw_fd());
     let memfd_raw = memfd.as_raw_fd();
     let slotfd_raw = slotfd.map_or(-1, |f| f.as_raw_fd());
+    let fastfd_raw = image.fast.as_ref().map_or(-1, |f| f.fd().as_raw_fd());
     let handler = STUB_BASE + image.layout.handler;
     let trap = image.trap.is_some();
     if trap != slotfd.is_some() {
@@ -619,6 +898,7 @@ pub(crate) fn fork_stub(
             stub_child(
                 memfd_raw,
                 slotfd_raw,
+                fastfd_raw,
                 trap.then_some(handler),
                 parent_raw,
                 image_ptr,
@@ -654,6 +934,7 @@ pub(crate) fn fork_stub(
 unsafe fn stub_child(
     memfd: RawFd,
     slotfd: RawFd,
+    fastfd: RawFd,
     handler: Option<u64>,
     parent: RawFd,
     image: *const u8,
@@ -779,15 +1060,27 @@ unsafe fn stub_child(
         } else {
             -1
         };
+        let fastfd = if fastfd >= 0 {
+            syscall(libc::SYS_fcntl, fastfd, libc::F_DUPFD, 10) as RawFd
+        } else {
+            -1
+        };
         if memfd < 0 || (handler.is_some() && slotfd < 0) {
             fail(106);
         }
         if syscall(libc::SYS_dup2, memfd, STUB_MEMFD) != STUB_MEMFD.into()
             || (slotfd >= 0 && syscall(libc::SYS_dup2, slotfd, STUB_SLOTFD) != STUB_SLOTFD.into())
+            || (fastfd >= 0 && syscall(libc::SYS_dup2, fastfd, STUB_FASTFD) != STUB_FASTFD.into())
         {
             fail(106);
         }
-        let last = if slotfd >= 0 { STUB_SLOTFD } else { STUB_MEMFD };
+        let last = if fastfd >= 0 {
+            STUB_FASTFD
+        } else if slotfd >= 0 {
+            STUB_SLOTFD
+        } else {
+            STUB_MEMFD
+        };
         if syscall(libc::SYS_close_range, 0, STUB_MEMFD - 1, 0) != 0
             || syscall(libc::SYS_close_range, last + 1, u32::MAX, 0) != 0
         {
@@ -848,7 +1141,7 @@ mod tests {
 
     #[test]
     fn image_carries_a_sock_fprog_pointing_at_the_filter() {
-        let image = StubImage::new(None);
+        let image = StubImage::new(None).expect("image");
         let data = &image.bytes[PAGE_SIZE as usize..];
         let len = u16::from_le_bytes([data[0], data[1]]) as usize;
         let ptr = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes"));

@@ -26,9 +26,11 @@ use std::time::{Duration, Instant};
 use platform::{Access, Error, Event, Regs, Result, PAGE_SIZE};
 
 use crate::stub::{
-    H_FS_BASE, H_GS_BASE, H_NEW_FS_BASE, H_NEW_GS_BASE, H_SENTRY_WAITING, H_SET, H_SIGNO, H_STATE,
-    H_STUB_WAITING, H_UC, SET_FS, SET_GS, SLOTS_BASE, SLOTS_LEN, SLOT_INIT_UC, SLOT_SIZE,
-    SLOT_STACK, STATE_EVENT, STATE_EXIT, STATE_RUN, STUB_BASE,
+    CodeLayout, F_CONVERT, F_FLAGS, F_NR, F_R10, F_R12, F_R13, F_R14, F_R15, F_R8, F_R9, F_RAX,
+    F_RBP, F_RBX, F_RDI, F_RDX, F_RIP, F_RSI, F_RSP, H_FS_BASE, H_GS_BASE, H_NEW_FS_BASE,
+    H_NEW_GS_BASE, H_SELF, H_SENTRY_WAITING, H_SET, H_SIGNO, H_STATE, H_STUB_WAITING, H_UC, SET_FS,
+    SET_GS, SLOTS_BASE, SLOTS_LEN, SLOT_INIT_UC, SLOT_SIZE, SLOT_STACK, STATE_EVENT, STATE_EXIT,
+    STATE_RUN, STUB_BASE,
 };
 use crate::sys::{self, WaitStatus};
 use crate::tracee::event_of;
@@ -73,6 +75,8 @@ const UC_STACK_SP: usize = 16;
 const UC_STACK_FLAGS: usize = 24;
 const UC_STACK_SIZE: usize = 32;
 const UC_MCONTEXT: usize = 40;
+/// Where `rip` is in a `ucontext` (greg 16 of the sigcontext).
+pub(crate) const UC_RIP: usize = UC_MCONTEXT + 16 * 8;
 const UC_SIGMASK: usize = 296;
 /// Size of `struct ucontext` with the kernel's 8-byte sigset.
 const UC_LEN: usize = 304;
@@ -247,6 +251,9 @@ enum Frame {
     Initial,
     /// Waiting in its handler; the ucontext at this slot offset (checked).
     At(u64),
+    /// Waiting in the fast path of a patched site, its registers in the
+    /// slot header (`F_*`); no signal frame.
+    Fast,
     /// Running guest code.
     Running,
 }
@@ -271,6 +278,40 @@ pub(crate) struct Runner {
     /// FP image fetched since the last event.
     fp: Option<Vec<u8>>,
     exited: bool,
+    /// With patched sites: where the fast path's instructions are.
+    fast: Option<FastIps>,
+}
+
+/// The stub's fast-path instructions a frame can stop at (absolute).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FastIps {
+    gs: u64,
+    check: u64,
+    convert: u64,
+    fallback: u64,
+}
+
+impl FastIps {
+    pub(crate) fn of(layout: &CodeLayout) -> Self {
+        FastIps {
+            gs: STUB_BASE + layout.fast_gs,
+            check: STUB_BASE + layout.fast_check,
+            convert: STUB_BASE + layout.fast_convert,
+            fallback: STUB_BASE + layout.fast_fallback,
+        }
+    }
+}
+
+/// No interrupts to watch (a conversion, which the guest cannot delay).
+struct NoPending;
+
+impl Pending for NoPending {
+    fn take(&self) -> bool {
+        false
+    }
+    fn peek(&self) -> bool {
+        false
+    }
 }
 
 /// What a switch needs to know about interrupts.
@@ -292,9 +333,11 @@ impl Runner {
         template: Regs,
         fsgsbase: bool,
         spin: u32,
+        fast: Option<FastIps>,
         make: impl FnOnce(u64) -> Result<i32>,
     ) -> Result<Self> {
         let slot = region.alloc(pid)?;
+        region.write_u64(slot, H_SELF, SLOTS_BASE + slot * SLOT_SIZE);
         let sp = SLOTS_BASE + slot * SLOT_SIZE + crate::stub::SLOT_START_SP;
         let tid = match make(sp) {
             Ok(t) => t,
@@ -317,7 +360,28 @@ impl Runner {
             spin,
             fp: None,
             exited: false,
+            fast,
         })
+    }
+
+    /// The gs base the runner really has for a guest gs base: with patched
+    /// sites a guest base of 0 (the usual) is the slot, which the fast path
+    /// finds through `%gs`.
+    fn real_gs(&self, guest: u64) -> u64 {
+        if self.fast.is_some() && guest == 0 {
+            self.stub_addr(0)
+        } else {
+            guest
+        }
+    }
+
+    /// The guest's view of a real gs base (see [`Runner::real_gs`]).
+    fn guest_gs(&self, real: u64) -> u64 {
+        if self.fast.is_some() && real == self.stub_addr(0) {
+            0
+        } else {
+            real
+        }
     }
 
     fn stub_addr(&self, off: u64) -> u64 {
@@ -330,6 +394,11 @@ impl Runner {
             return Err(Error::StubDied("guest thread already released".into()));
         }
         loop {
+            // A kick that met the fast path was dropped there (see the
+            // stub's handler): honour it before the guest runs on.
+            if self.frame != Frame::Initial && pending.take() {
+                return Ok(Event::Interrupted);
+            }
             self.resume(regs)?;
             self.wait_event(pending)?;
             if let Some(ev) = self.take_event(pending, regs)? {
@@ -345,6 +414,14 @@ impl Runner {
         let mut set = 0;
         match self.frame {
             Frame::Running => return Err(Error::Misuse("runner resumed while running")),
+            Frame::Fast => {
+                if !only_rax_differs(&self.reported, regs) {
+                    // More than the result changed: go through a frame.
+                    self.convert()?;
+                    return self.resume(regs);
+                }
+                r.write_u64(s, F_RAX, regs.rax);
+            }
             Frame::Initial => {
                 let mut uc = [0u8; UC_LEN];
                 uc[0..8].copy_from_slice(&UC_FLAGS_SS.to_le_bytes());
@@ -385,7 +462,7 @@ impl Runner {
         }
         if set != 0 {
             r.write_u64(s, H_NEW_FS_BASE, regs.fs_base);
-            r.write_u64(s, H_NEW_GS_BASE, regs.gs_base);
+            r.write_u64(s, H_NEW_GS_BASE, self.real_gs(regs.gs_base));
             r.write_u64(s, H_SET, set);
         }
         self.reported = *regs;
@@ -509,8 +586,40 @@ impl Runner {
         self.exited = true;
     }
 
-    /// Reads the posted event into `regs`; `None` for noise (resume).
-    fn take_event(&mut self, pending: &dyn Pending, regs: &mut Regs) -> Result<Option<Event>> {
+    /// Lets a runner waiting in the fast path go on to a fault that gives
+    /// a full frame of the same registers (the Sentry wants to change more
+    /// than the result, or the FP state), and makes that frame the current
+    /// one.
+    fn convert(&mut self) -> Result<()> {
+        let Some(fast) = self.fast else {
+            return Err(Error::Misuse("fast frame without a fast path"));
+        };
+        let r = self.region.clone();
+        let s = self.slot;
+        r.word(s, F_CONVERT).store(1, Ordering::Relaxed);
+        self.frame = Frame::Running;
+        r.word(s, H_STATE).swap(STATE_RUN, Ordering::SeqCst);
+        if r.word(s, H_STUB_WAITING).load(Ordering::SeqCst) != 0 {
+            sys::futex_wake(r.word(s, H_STATE));
+        }
+        self.wait_event(&NoPending)?;
+        let (signo, uc) = self.posted()?;
+        let rip = r.read_u64(s, uc + UC_RIP as u64);
+        if signo != libc::SIGILL || rip != fast.convert {
+            self.kill("fast path did not convert");
+            return Err(Error::StubDied("guest corrupted its platform page".into()));
+        }
+        let mut mc = [0u8; SC_FPSTATE];
+        r.read(s, uc + UC_MCONTEXT as u64, &mut mc);
+        encode_gregs(&mut mc, &self.reported);
+        r.write(s, uc + UC_MCONTEXT as u64, &mc);
+        self.frame = Frame::At(uc);
+        self.fp = None;
+        Ok(())
+    }
+
+    /// The posted signal and the slot offset of its ucontext, checked.
+    fn posted(&mut self) -> Result<(i32, u64)> {
         let r = &self.region;
         let s = self.slot;
         let signo = r.word(s, H_SIGNO).load(Ordering::Relaxed) as i32;
@@ -527,7 +636,62 @@ impl Runner {
             self.kill("guest forged its platform page");
             return Err(Error::StubDied("guest corrupted its platform page".into()));
         }
-        let uc = uc_addr - self.stub_addr(0);
+        Ok((signo, uc_addr - self.stub_addr(0)))
+    }
+
+    /// A call posted by the fast path: its registers from the slot header.
+    fn take_fast(&mut self, regs: &mut Regs) -> Event {
+        let r = &self.region;
+        let s = self.slot;
+        let mut out = self.template;
+        let get = |off| r.read_u64(s, off);
+        out.orig_rax = get(F_NR);
+        out.rax = ENOSYS_RAX;
+        out.rip = get(F_RIP);
+        out.rcx = out.rip;
+        out.eflags = get(F_FLAGS);
+        out.r11 = out.eflags;
+        out.rsp = get(F_RSP);
+        out.rbx = get(F_RBX);
+        out.rdx = get(F_RDX);
+        out.rsi = get(F_RSI);
+        out.rdi = get(F_RDI);
+        out.rbp = get(F_RBP);
+        out.r8 = get(F_R8);
+        out.r9 = get(F_R9);
+        out.r10 = get(F_R10);
+        out.r12 = get(F_R12);
+        out.r13 = get(F_R13);
+        out.r14 = get(F_R14);
+        out.r15 = get(F_R15);
+        self.bases_into(&mut out);
+        self.frame = Frame::Fast;
+        self.reported = out;
+        *regs = out;
+        Event::Syscall
+    }
+
+    /// The fs/gs bases the runner had at its last event.
+    fn bases_into(&self, out: &mut Regs) {
+        if self.fsgsbase {
+            out.fs_base = self.region.read_u64(self.slot, H_FS_BASE);
+            out.gs_base = self.guest_gs(self.region.read_u64(self.slot, H_GS_BASE));
+        } else {
+            // Without FSGSBASE the guest cannot change them but through the
+            // Sentry: they are what the Sentry last set.
+            out.fs_base = self.reported.fs_base;
+            out.gs_base = self.reported.gs_base;
+        }
+    }
+
+    /// Reads the posted event into `regs`; `None` for noise (resume).
+    fn take_event(&mut self, pending: &dyn Pending, regs: &mut Regs) -> Result<Option<Event>> {
+        let s = self.slot;
+        if self.fast.is_some() && self.region.word(s, H_SIGNO).load(Ordering::Relaxed) == 0 {
+            return Ok(Some(self.take_fast(regs)));
+        }
+        let (signo, uc) = self.posted()?;
+        let r = &self.region;
         let mut buf = [0u8; UC_LEN + INFO_LEN];
         r.read(s, uc, &mut buf);
         fence(Ordering::Acquire);
@@ -536,19 +700,35 @@ impl Runner {
         let mc = &buf[UC_MCONTEXT..];
         out.cs = u64::from(u16::from_le_bytes([mc[SC_CS], mc[SC_CS + 1]]));
         out.ss = u64::from(u16::from_le_bytes([mc[SC_SS], mc[SC_SS + 1]]));
-        if self.fsgsbase {
-            out.fs_base = r.read_u64(s, H_FS_BASE);
-            out.gs_base = r.read_u64(s, H_GS_BASE);
-        } else {
-            // Without FSGSBASE the guest cannot change them but through the
-            // Sentry: they are what the Sentry last set.
-            out.fs_base = self.reported.fs_base;
-            out.gs_base = self.reported.gs_base;
-        }
+        self.bases_into(&mut out);
         let info = &buf[UC_LEN..];
         let code = i32::from_le_bytes(info[8..12].try_into().expect("4 bytes"));
         let addr = u64::from_le_bytes(info[16..24].try_into().expect("8 bytes"));
         out.orig_rax = u64::MAX;
+        if let Some(fast) = self.fast {
+            let stands_for_call = match signo {
+                libc::SIGILL => out.rip == fast.fallback,
+                libc::SIGSEGV | libc::SIGBUS => out.rip == fast.gs || out.rip == fast.check,
+                _ => false,
+            };
+            if stands_for_call {
+                // The fast path could not find its slot: the frame is the
+                // call itself (ax holds nr << 16 and the saved flags, rcx
+                // the return address; see the stub).
+                out.orig_rax = out.rax >> 16;
+                out.rax = ENOSYS_RAX;
+                out.rip = out.rcx;
+                out.r11 = out.eflags;
+                let mut mc = [0u8; SC_FPSTATE];
+                r.read(s, uc + UC_MCONTEXT as u64, &mut mc);
+                encode_gregs(&mut mc, &out);
+                r.write(s, uc + UC_MCONTEXT as u64, &mc);
+                self.frame = Frame::At(uc);
+                self.reported = out;
+                *regs = out;
+                return Ok(Some(Event::Syscall));
+            }
+        }
         let ev = match signo {
             libc::SIGSYS if code == SYS_SECCOMP => {
                 // The kernel rolled rax back to the number; report it as a
@@ -620,6 +800,9 @@ impl Runner {
         if let Some(fp) = &self.fp {
             return Ok(fp.clone());
         }
+        if self.frame == Frame::Fast {
+            self.convert()?;
+        }
         let (off, len) = self.fp_area()?;
         let mut fp = vec![0u8; len];
         self.region.read(self.slot, off, &mut fp);
@@ -642,6 +825,9 @@ impl Runner {
     /// Replaces the FP state the frame will restore, after the checks the
     /// kernel's `rt_sigreturn` would otherwise fail on (and kill for).
     pub(crate) fn set_fpstate(&mut self, state: &[u8]) -> Result<()> {
+        if self.frame == Frame::Fast {
+            self.convert()?;
+        }
         let (off, len) = self.fp_area()?;
         let invalid = |what: &'static str| Error::Host {
             op: what,

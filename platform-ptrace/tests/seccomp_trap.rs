@@ -7,7 +7,10 @@ mod common;
 
 use common::*;
 use platform::{AddressSpace, Error, Event, Platform, Regs};
-use platform_ptrace::{Mode, PtraceAddressSpace, PtraceOptions, SLOTS_BASE, SLOTS_LEN, STUB_BASE};
+use platform_ptrace::{
+    Mode, PtraceAddressSpace, PtraceOptions, FAST_CODE, FAST_CODE_LEN, FAST_MIN_ADDR, FAST_TABLE,
+    FAST_TABLE_LEN, SLOTS_BASE, SLOTS_LEN, STUB_BASE,
+};
 
 fn trap() -> PtraceOptions {
     PtraceOptions {
@@ -262,8 +265,10 @@ fn stub_maps_only_guest_memory_and_platform_pages() {
     let mem = MemFile::new();
     mem.write(0, &code(&[&mov_eax(39), &SYSCALL]));
     let p = mem.platform_with(trap());
-    assert_eq!(p.max_user_address(), SLOTS_BASE);
+    assert_eq!(p.max_user_address(), FAST_CODE);
+    assert_eq!(FAST_CODE + FAST_CODE_LEN, SLOTS_BASE);
     let as_ = p.new_address_space().expect("address space");
+    assert_eq!(as_.min_user_address(), FAST_MIN_ADDR);
     map_code_and_data(&*as_);
     let mut ctx = p.new_context().expect("context");
     let mut regs = start_regs();
@@ -288,17 +293,182 @@ fn stub_maps_only_guest_memory_and_platform_pages() {
             assert_eq!(perms, "rw-s", "slots: shared, never executable: {line}");
             continue;
         }
+        if s == FAST_TABLE && e == FAST_TABLE + FAST_TABLE_LEN {
+            assert_eq!(perms, "r--s", "patched-site pointers: read-only: {line}");
+            continue;
+        }
+        if s == FAST_CODE && e == FAST_CODE + FAST_CODE_LEN {
+            assert_eq!(
+                perms, "r-xs",
+                "patched-site entries: never writable: {line}"
+            );
+            continue;
+        }
         assert!(
             s >= STUB_BASE && e <= STUB_BASE + 0x2000,
             "unexpected: {line}\n{maps}"
         );
         assert!(!perms.contains('w'), "stub code/filter writable: {line}");
     }
-    // Guest mappings may not reach the slots.
-    assert!(matches!(
-        as_.map(SLOTS_BASE - 0x1000, 0x2000, platform::Prot::RW, 0),
-        Err(Error::Misuse(_))
-    ));
+    // Guest mappings may not reach the slots, the patched-site entries or
+    // their pointers.
+    for (at, len) in [
+        (SLOTS_BASE - 0x1000, 0x2000),
+        (FAST_CODE - 0x1000, 0x2000),
+        (FAST_TABLE, 0x1000),
+        (FAST_TABLE - 0x1000, 0x2000),
+    ] {
+        assert!(
+            matches!(
+                as_.map(at, len, platform::Prot::RW, 0),
+                Err(Error::Misuse(_))
+            ),
+            "{at:#x}+{len:#x}"
+        );
+    }
+    as_.map(FAST_TABLE - 0x1000, 0x1000, platform::Prot::RW, 0)
+        .expect("below the table is the guest's");
+}
+
+/// Writes `patch` over the site at `at` in the code page the way the
+/// Sentry does.
+fn patch_site(mem: &MemFile, at: u64, patch: [u8; 7]) {
+    platform::write_syscall_patch(patch, |i, b| mem.write(at - CODE + i as u64, &[b]));
+}
+
+/// A patched `mov $nr, %eax; syscall` reaches the Sentry without a trap,
+/// with every register as the trap would show it; results, register
+/// changes, the FP state and a jump to the old `syscall` instruction all
+/// behave as before the patch.
+#[test]
+fn patched_sites_behave_like_trapped_ones() {
+    let mem = MemFile::new();
+    // 0: mov $39,%eax; syscall   7: mov %rax,%rdi   10: mov $60,%eax; syscall
+    mem.write(
+        0,
+        &code(&[&mov_eax(39), &SYSCALL, &MOV_RAX_RDI, &exit_call()]),
+    );
+    let p = mem.platform_with(trap());
+    let as_ = p.new_address_space().expect("address space");
+    map_code_and_data(&*as_);
+    let mut ctx = p.new_context().expect("context");
+    let mut regs = start_regs();
+    assert_eq!(
+        ctx.switch(&*as_, &mut regs).expect("switch"),
+        Event::Syscall
+    );
+    let trapped = regs;
+    let original = [0xb8, 39, 0, 0, 0, 0x0f, 0x05];
+    assert_eq!(
+        as_.syscall_patch(original, 110, CODE + 7),
+        None,
+        "reached by a jump"
+    );
+    let patch = as_
+        .syscall_patch(original, 39, CODE + 7)
+        .expect("patchable");
+    patch_site(&mem, CODE, patch);
+    regs.rax = 5;
+    assert_eq!(
+        ctx.switch(&*as_, &mut regs).expect("switch"),
+        Event::Syscall
+    );
+    assert_eq!(regs.syscall_nr(), 60);
+    assert_eq!(regs.syscall_args()[0], 5);
+    // Through the patched site: the same registers as the trap gave.
+    let mut fast = start_regs();
+    fast.rbx = 0x1234;
+    fast.r12 = 0x5678;
+    fast.r15 = u64::MAX;
+    fast.rdx = 3;
+    assert_eq!(
+        ctx.switch(&*as_, &mut fast).expect("switch"),
+        Event::Syscall
+    );
+    assert_eq!(fast.syscall_nr(), 39);
+    assert_eq!(fast.rax as i64, -(libc::ENOSYS as i64));
+    assert_eq!(fast.rip, CODE + 7);
+    assert_eq!(fast.rcx, CODE + 7, "rcx holds the return address");
+    assert_eq!(fast.r11, fast.eflags, "r11 holds the flags");
+    assert_eq!(fast.eflags & 0x2, 0x2);
+    assert_eq!(
+        (fast.rbx, fast.r12, fast.r15, fast.rdx),
+        (0x1234, 0x5678, u64::MAX, 3)
+    );
+    assert_eq!((fast.rsp, fast.fs_base, fast.gs_base), (trapped.rsp, 0, 0));
+    // The FP state of a fast call is there (through a full frame).
+    assert!(ctx.fpstate().expect("fpstate").len() >= 512);
+    fast.rax = 77;
+    assert_eq!(
+        ctx.switch(&*as_, &mut fast).expect("switch"),
+        Event::Syscall
+    );
+    assert_eq!((fast.syscall_nr(), fast.syscall_args()[0]), (60, 77));
+    // Many rax-only round trips, then one where the Sentry moves rip (a
+    // restart: back to the old `syscall`, now an invalid opcode).
+    for i in 0..1000 {
+        let mut r = start_regs();
+        assert_eq!(ctx.switch(&*as_, &mut r).expect("switch"), Event::Syscall);
+        assert_eq!(r.syscall_nr(), 39);
+        r.rax = i;
+        assert_eq!(ctx.switch(&*as_, &mut r).expect("switch"), Event::Syscall);
+        assert_eq!(r.syscall_args()[0], i);
+    }
+    let mut r = start_regs();
+    assert_eq!(ctx.switch(&*as_, &mut r).expect("switch"), Event::Syscall);
+    r.rip -= 2;
+    r.rax = r.orig_rax;
+    let ev = ctx.switch(&*as_, &mut r).expect("switch");
+    assert!(
+        matches!(
+            ev,
+            Event::Signal {
+                signo: libc::SIGILL,
+                ..
+            }
+        ),
+        "{ev:?}"
+    );
+    assert_eq!(r.rip, CODE + 5, "the old syscall instruction faults");
+}
+
+/// A guest that moved its gs base away from the platform's still makes
+/// its calls from a patched site (the slow way).
+#[test]
+fn patched_sites_work_with_a_foreign_gs_base() {
+    let mem = MemFile::new();
+    mem.write(
+        0,
+        &code(&[&mov_eax(39), &SYSCALL, &MOV_RAX_RDI, &exit_call()]),
+    );
+    let p = mem.platform_with(trap());
+    let as_ = p.new_address_space().expect("address space");
+    map_code_and_data(&*as_);
+    let mut ctx = p.new_context().expect("context");
+    let mut regs = start_regs();
+    assert_eq!(
+        ctx.switch(&*as_, &mut regs).expect("switch"),
+        Event::Syscall
+    );
+    let patch = as_
+        .syscall_patch([0xb8, 39, 0, 0, 0, 0x0f, 0x05], 39, CODE + 7)
+        .expect("patchable");
+    patch_site(&mem, CODE, patch);
+    // gs at the data page (whose word at 64 is not a slot), then at 0
+    // (unmapped): both fall back to a full frame of the same call.
+    for gs in [DATA, 0x1000_0000] {
+        let mut r = start_regs();
+        r.gs_base = gs;
+        r.rbx = 42;
+        assert_eq!(ctx.switch(&*as_, &mut r).expect("switch"), Event::Syscall);
+        assert_eq!(
+            (r.syscall_nr(), r.rip, r.rbx, r.gs_base),
+            (39, CODE + 7, 42, gs)
+        );
+        r.rax = 9;
+        assert_eq!(ctx.switch(&*as_, &mut r).expect("switch"), Event::Syscall);
+        assert_eq!((r.syscall_nr(), r.syscall_args()[0]), (60, 9));
+    }
 }
 
 /// The stub's `Seccomp:` is on and the handler's slot page is the only

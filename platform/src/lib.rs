@@ -261,6 +261,47 @@ pub trait AddressSpace: Send + Sync + fmt::Debug {
     fn cpu_time(&self) -> Option<std::time::Duration> {
         None
     }
+
+    /// Lowest address a guest mapping may start at (the platform may keep
+    /// low memory for itself; `vm.mmap_min_addr` is 64 KiB).
+    fn min_user_address(&self) -> u64 {
+        0x10000
+    }
+
+    /// Seven bytes that may replace `code`, the seven bytes of guest code
+    /// that end at `ret` (the address after a `syscall` instruction the
+    /// guest just made call `nr` with), so that later calls from there
+    /// reach the Sentry without a trap, when the platform can do that for
+    /// this code; `None` otherwise. The replacement is valid in every
+    /// address space of the platform. Write it with [`write_syscall_patch`],
+    /// which also says what a `SIGILL` at a patched site means.
+    fn syscall_patch(&self, code: [u8; 7], nr: u64, ret: u64) -> Option<[u8; 7]> {
+        let _ = (code, nr, ret);
+        None
+    }
+}
+
+/// An invalid opcode in 64-bit mode (`push %es` of 32-bit code).
+pub const INVALID_OPCODE: u8 = 0x06;
+
+/// Writes a [`AddressSpace::syscall_patch`] replacement over the live
+/// code it replaces (an instruction, then `syscall`) one byte at a time (`write(i, byte)` stores
+/// byte `i` of the site; each store must be a single, visible byte store)
+/// in an order that keeps every intermediate state safe for a thread
+/// running there: byte 0 becomes [`INVALID_OPCODE`] first, then byte 5
+/// (which is [`INVALID_OPCODE`] in every patch), byte 6, bytes 1 to 4, and
+/// last the real byte 0. A thread that meets the site meanwhile faults with
+/// `SIGILL` at the site (run it there again) or at offset 5 (it had done
+/// the `mov`: the fault stands for the `syscall`, with `rax` as the
+/// number). Offset 5 of a finished patch faults the same way, so a jump
+/// to the old `syscall` instruction (a restarted call: `rip -= 2`) still
+/// makes the call.
+pub fn write_syscall_patch(patch: [u8; 7], mut write: impl FnMut(usize, u8)) {
+    debug_assert_eq!(patch[5], INVALID_OPCODE);
+    write(0, INVALID_OPCODE);
+    for i in [5, 6, 1, 2, 3, 4, 0] {
+        write(i, patch[i]);
+    }
 }
 
 /// One guest thread's execution context.

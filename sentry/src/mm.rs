@@ -197,6 +197,8 @@ pub struct MemoryManager {
     heap_offset: Option<u64>,
     stack: Option<(u64, u64)>,
     vdso: Option<u64>,
+    /// lowest address a mapping may start at (the platform's)
+    min_addr: u64,
 }
 
 impl fmt::Debug for MemoryManager {
@@ -208,15 +210,28 @@ impl fmt::Debug for MemoryManager {
     }
 }
 
-/// Lowest address a guest may map (`vm.mmap_min_addr`).
-const MIN_ADDR: u64 = 0x10000;
+/// What a `SIGILL` at a patched system call site means (see
+/// [`platform::write_syscall_patch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchedSiteFault {
+    /// The thread met the site while it was being patched: run it again.
+    Rerun,
+    /// The thread ran the old `syscall` instruction's place: the call, with
+    /// `rax` as its number.
+    Syscall,
+}
+
+/// Whether `b` is a finished patch: `jmp *abs32` through the platform's
+/// table, whose addresses all end in `0x06`, `0x00` (see the platform).
+fn is_patch(b: &[u8; 7]) -> bool {
+    b[..3] == [0xff, 0x24, 0x25] && b[5] == platform::INVALID_OPCODE && b[6] == 0
+}
 
 impl MemoryManager {
     /// An empty address space with `mmap` searches starting below `mmap_top`.
     pub fn new(mf: Arc<MemoryFile>, space: Arc<dyn AddressSpace>, max_addr: u64) -> Self {
         MemoryManager {
             mf,
-            space,
             vmas: BTreeMap::new(),
             mmap_top: max_addr,
             max_addr,
@@ -225,6 +240,8 @@ impl MemoryManager {
             heap_offset: None,
             stack: None,
             vdso: None,
+            min_addr: space.min_user_address(),
+            space,
         }
     }
 
@@ -282,7 +299,7 @@ impl MemoryManager {
             }
             top = top.min(v.start);
         }
-        (top >= MIN_ADDR + len).then(|| top - len)
+        (top >= self.min_addr + len).then(|| top - len)
     }
 
     /// Picks the address for a new mapping of `len` bytes (page-aligned),
@@ -290,7 +307,7 @@ impl MemoryManager {
     pub fn pick_address(&self, hint: u64, len: u64) -> Result<u64, Errno> {
         if hint != 0 {
             let h = page_down(hint);
-            if h >= MIN_ADDR
+            if h >= self.min_addr
                 && h.checked_add(len).is_some_and(|e| e <= self.max_addr)
                 && !self.overlaps(h, h + len)
             {
@@ -311,7 +328,7 @@ impl MemoryManager {
         backing: Backing,
     ) -> Result<(), Errno> {
         let end = start.checked_add(len).ok_or(Errno::ENOMEM)?;
-        if start < MIN_ADDR && start != 0
+        if start < self.min_addr && start != 0
             || end > self.max_addr
             || !start.is_multiple_of(PAGE_SIZE)
             || len == 0
@@ -794,6 +811,63 @@ impl MemoryManager {
             .ok_or(Errno::EFAULT)?;
         let off = v.offset + (addr - v.start);
         Ok((off, self.mf.ptr(off, 4)))
+    }
+
+    /// The seven bytes at `site` when they lie in one private executable
+    /// VMA, with the Sentry's pointer to them.
+    fn code_at(&self, site: u64) -> Option<([u8; 7], *mut u8)> {
+        let v = self.find_vma(site)?;
+        if v.shared || !v.prot.exec || site.checked_add(7)? > v.end {
+            return None;
+        }
+        let ptr = self.mf.ptr(v.offset + (site - v.start), 7);
+        let mut b = [0u8; 7];
+        for (i, x) in b.iter_mut().enumerate() {
+            // SAFETY: 7 bytes of this VMA's memory-file range; volatile
+            // because guest threads may write them concurrently.
+            *x = unsafe { ptr.add(i).read_volatile() };
+        }
+        Some((b, ptr))
+    }
+
+    /// After a trapped system call `nr` that returns to `ret`: when the
+    /// `syscall` instruction and the one before it lie in private code and
+    /// the platform has a faster entry for them (a `mov $nr, %eax; syscall`
+    /// typically), rewrites them into it, so later calls from there do not
+    /// trap. Only this address space's copy of the code changes (and what
+    /// `fork` copies from it).
+    pub fn patch_syscall_site(&self, ret: u64, nr: u64) {
+        let Some(site) = ret.checked_sub(7) else {
+            return;
+        };
+        let Some((bytes, ptr)) = self.code_at(site) else {
+            return;
+        };
+        if bytes[5..] != [0x0f, 0x05] {
+            return;
+        }
+        let Some(patch) = self.space.syscall_patch(bytes, nr, ret) else {
+            return;
+        };
+        platform::write_syscall_patch(patch, |i, b| {
+            // SAFETY: `i` < 7, inside the range `code_at` checked; a
+            // volatile byte store, in the order the platform asks for.
+            unsafe { ptr.add(i).write_volatile(b) }
+        });
+    }
+
+    /// Whether a `SIGILL` at `rip` comes from a patched system call site
+    /// (see [`platform::write_syscall_patch`]), and what it stands for.
+    pub fn patched_site_fault(&self, rip: u64) -> Option<PatchedSiteFault> {
+        if let Some((b, _)) = rip.checked_sub(5).and_then(|s| self.code_at(s)) {
+            if is_patch(&b) {
+                return Some(PatchedSiteFault::Syscall);
+            }
+        }
+        match self.code_at(rip) {
+            Some((b, _)) if is_patch(&b) => Some(PatchedSiteFault::Rerun),
+            _ => None,
+        }
     }
 
     /// What /proc/[pid]/maps calls an anonymous VMA.

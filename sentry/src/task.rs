@@ -12,7 +12,7 @@ use zerocopy::FromZeros;
 
 use crate::file::FdTable;
 use crate::kernel::Kernel;
-use crate::mm::MemoryManager;
+use crate::mm::{MemoryManager, PatchedSiteFault};
 use crate::vfs::Location;
 
 /// How a task (and, for now, its whole sandbox) ended.
@@ -794,21 +794,11 @@ impl Task {
             drop(space);
             match event {
                 Event::Syscall => {
-                    let nr = self.regs.orig_rax;
-                    let args = self.regs.syscall_args();
-                    let ret = crate::syscalls::dispatch(self, nr, &args);
-                    if let Some(status) = self.exit {
+                    self.mm()
+                        .patch_syscall_site(self.regs.rip, self.regs.orig_rax);
+                    if let Some(status) = self.syscall() {
                         return Ok(status);
                     }
-                    self.regs.rax = match ret {
-                        Ok(v) => v,
-                        Err(e) => {
-                            if e.is_restart() {
-                                self.restart = Some(e);
-                            }
-                            e.as_return()
-                        }
-                    };
                 }
                 Event::Fault {
                     signo, code, addr, ..
@@ -830,12 +820,54 @@ impl Task {
                     }
                 }
                 Event::Signal { signo, code, addr } => {
-                    tracing::debug!("guest signal {signo} at rip {:#x}", self.regs.rip);
-                    self.force_signal(signo, fault_info(signo, code, addr));
+                    let patched = if signo == SIGILL {
+                        self.mm().patched_site_fault(self.regs.rip)
+                    } else {
+                        None
+                    };
+                    match patched {
+                        Some(PatchedSiteFault::Rerun) => {}
+                        Some(PatchedSiteFault::Syscall) => {
+                            // What the old `syscall` instruction would have
+                            // done (see `platform::write_syscall_patch`).
+                            self.regs.orig_rax = self.regs.rax;
+                            self.regs.rip += 2;
+                            self.regs.rcx = self.regs.rip;
+                            self.regs.r11 = self.regs.eflags;
+                            if let Some(status) = self.syscall() {
+                                return Ok(status);
+                            }
+                        }
+                        None => {
+                            tracing::debug!("guest signal {signo} at rip {:#x}", self.regs.rip);
+                            self.force_signal(signo, fault_info(signo, code, addr));
+                        }
+                    }
                 }
                 Event::Interrupted => {}
             }
         }
+    }
+
+    /// Answers the system call the registers describe; `Some` when the
+    /// task is to exit.
+    fn syscall(&mut self) -> Option<ExitStatus> {
+        let nr = self.regs.orig_rax;
+        let args = self.regs.syscall_args();
+        let ret = crate::syscalls::dispatch(self, nr, &args);
+        if let Some(status) = self.exit {
+            return Some(status);
+        }
+        self.regs.rax = match ret {
+            Ok(v) => v,
+            Err(e) => {
+                if e.is_restart() {
+                    self.restart = Some(e);
+                }
+                e.as_return()
+            }
+        };
+        None
     }
 
     /// Delivers a synchronous signal caused by the guest's own execution:
