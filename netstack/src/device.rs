@@ -89,6 +89,19 @@ impl Loopback {
         self.delivered = 0;
     }
 
+    /// Queues `packet` as received from the link (a datagram the UDP relay
+    /// brought back from outside). Dropped, as a full link drops it, when
+    /// the queue is at its bound; returns whether it was queued.
+    pub(crate) fn inject(&mut self, packet: Vec<u8>) -> bool {
+        let q = self.queues.get_mut();
+        if q.queued_bytes.saturating_add(packet.len()) > MAX_QUEUED_BYTES {
+            return false;
+        }
+        q.queued_bytes += packet.len();
+        q.rx.push_back(packet);
+        true
+    }
+
     /// Whether packets are waiting.
     pub(crate) fn has_pending(&self) -> bool {
         !self.queues.borrow().rx.is_empty() || !self.deferred.is_empty()

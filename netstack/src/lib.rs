@@ -36,6 +36,10 @@ pub mod policy;
 mod ports;
 mod relay;
 mod stack;
+mod udp_relay;
+
+#[cfg(test)]
+mod link_tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -66,8 +70,12 @@ pub enum Mode {
     /// for what the egress policy allows. The link is a user-space relay
     /// (see the `relay` module): a TCP connection to an allowed
     /// destination is carried by a host connection opened only after the
-    /// policy said yes; anything else gets `ECONNREFUSED` at once, and
-    /// UDP leaves only as DNS answered by the Sentry.
+    /// policy said yes; anything else gets `ECONNREFUSED` at once. UDP
+    /// datagrams to an allowed destination go out through a host UDP
+    /// socket opened for the guest's socket, and replies from that
+    /// destination come back to it (see the `udp_relay` module); a refused
+    /// destination gets `EPERM` from sendto and `ECONNREFUSED` from
+    /// connect. DNS to the sandbox's own resolver is answered by the Sentry.
     Egress,
 }
 

@@ -8,10 +8,12 @@
 //! guest escapes a sandbox without breaking it:
 //!
 //! * *sensitive* addresses (the host's loopback, link-local, cloud metadata
-//!   endpoints, unspecified, multicast, broadcast) are denied unless a CIDR
-//!   rule names them explicitly, i.e. the rule's network lies inside the
-//!   sensitive range (`169.254.169.254/32` names the metadata server,
-//!   `0.0.0.0/0` does not);
+//!   endpoints, unspecified, multicast, broadcast, and the host's own
+//!   addresses given by [`Policy::with_host_addresses`]) are denied unless a
+//!   CIDR rule names them explicitly, i.e. the rule's network lies inside
+//!   the sensitive range (`169.254.169.254/32` names the metadata server,
+//!   `0.0.0.0/0` does not; a host address is named only by its own `/32`
+//!   or `/128`);
 //! * *internal* addresses (RFC 1918, CGNAT, IPv6 ULA) may be opened by a CIDR
 //!   rule, never by a host rule alone: an allowed name that resolves to
 //!   `10.0.0.5` is DNS rebinding, not permission.
@@ -299,6 +301,9 @@ pub struct Policy {
     pub allow_cidrs: Vec<(IpNet, Option<u16>)>,
     /// Host names (`example.com`) or wildcard suffixes (`*.example.com`).
     pub allow_hosts: Vec<String>,
+    /// The host's own addresses (canonical): services listening on them
+    /// are the host's, not the network's.
+    host_addrs: Vec<IpAddr>,
     resolutions: Mutex<Resolutions>,
 }
 
@@ -315,8 +320,21 @@ impl Policy {
         Policy {
             allow_cidrs,
             allow_hosts: allow_hosts.iter().map(|h| normalize_name(h)).collect(),
+            host_addrs: Vec::new(),
             resolutions: Mutex::default(),
         }
+    }
+
+    /// The policy, with `addrs` (the host's interface addresses) closed
+    /// unless a rule names each one exactly.
+    pub fn with_host_addresses(mut self, addrs: impl IntoIterator<Item = IpAddr>) -> Policy {
+        for a in addrs {
+            let a = canonical(a);
+            if !self.host_addrs.contains(&a) {
+                self.host_addrs.push(a);
+            }
+        }
+        self
     }
 
     /// The default: nothing leaves the sandbox.
@@ -368,7 +386,11 @@ impl Policy {
     pub fn check(&self, dest: SocketAddr, resolved_from: Option<&str>) -> Decision {
         let ip = canonical(dest.ip());
         let port = dest.port();
-        let sensitive = sensitive_range(ip);
+        let sensitive = sensitive_range(ip).or_else(|| {
+            self.host_addrs
+                .contains(&ip)
+                .then(|| (IpNet::host(ip), "the host's own"))
+        });
 
         for (net, rule_port) in &self.allow_cidrs {
             if !net.contains(ip) || rule_port.is_some_and(|p| p != port) {
@@ -583,6 +605,41 @@ mod tests {
         let p = Policy::new(vec![cidr("169.254.169.254/32", Some(80))], vec![]);
         assert!(p.check(sa("169.254.169.254:80"), None).is_allowed());
         assert!(!p.check(sa("169.254.169.253:80"), None).is_allowed());
+    }
+
+    #[test]
+    fn host_addresses_need_a_rule_that_names_them() {
+        let host: IpAddr = "192.0.2.10".parse().expect("ip");
+        let host6: IpAddr = "2001:db8::10".parse().expect("ip");
+        let wide = Policy::new(
+            vec![cidr("0.0.0.0/0", None), cidr("2001:db8::/32", None)],
+            vec!["*.example.com".into()],
+        )
+        .with_host_addresses([host, host6]);
+        for d in [
+            "192.0.2.10:22",
+            "[::ffff:192.0.2.10]:22",
+            "[2001:db8::10]:22",
+        ] {
+            assert_eq!(
+                wide.check(sa(d), None),
+                Decision::Deny(DenyReason::Sensitive("the host's own")),
+                "{d}"
+            );
+        }
+        // Its neighbours are not the host.
+        assert!(wide.check(sa("192.0.2.11:22"), None).is_allowed());
+        // A name that resolves to the host is rebinding.
+        wide.note_resolution("a.example.com", &[host]);
+        assert!(matches!(
+            wide.check(sa("192.0.2.10:80"), None),
+            Decision::Deny(DenyReason::Rebinding { .. })
+        ));
+        // Named exactly: allowed (on the rule's port only).
+        let named =
+            Policy::new(vec![cidr("192.0.2.10/32", Some(80))], vec![]).with_host_addresses([host]);
+        assert!(named.check(sa("192.0.2.10:80"), None).is_allowed());
+        assert!(!named.check(sa("192.0.2.10:22"), None).is_allowed());
     }
 
     #[test]

@@ -81,7 +81,7 @@ pub(crate) struct Relay {
 }
 
 /// Maps a host I/O error to what the guest's socket reports.
-fn errno_of(e: &std::io::Error) -> Errno {
+pub(crate) fn errno_of(e: &std::io::Error) -> Errno {
     use std::io::ErrorKind as K;
     match e.kind() {
         K::ConnectionRefused => Errno::ECONNREFUSED,

@@ -52,6 +52,20 @@ const MIN_BUFFER: usize = 4608;
 /// Datagrams a UDP socket may queue in each direction.
 const UDP_PACKETS: usize = 1024;
 
+/// How long a handshake may stay half-open (SYN received, our SYN-ACK
+/// unanswered) before its slot listens again: Linux gives up after
+/// `tcp_synack_retries` (5) retransmissions, about 63 seconds.
+const SYN_RECV_TIMEOUT: Duration = Duration::from_secs(63);
+
+/// When every slot of a listener's backlog is a half-open handshake, the
+/// oldest one at least this old makes room for a new SYN (FreeBSD's
+/// syncache drops its oldest entry on overflow; Linux answers with SYN
+/// cookies). A peer on the sandbox's loopback completes its handshake in
+/// microseconds, so only peers that never answer (a SYN flood from spoofed
+/// addresses) lose their slot; one second is Linux's first SYN-ACK
+/// retransmission.
+const SYN_RECV_EVICT_AGE: Duration = Duration::from_secs(1);
+
 /// Linux's default `TCP_KEEPIDLE`.
 const DEFAULT_KEEPIDLE: Duration = Duration::from_secs(7200);
 
@@ -171,6 +185,39 @@ impl Stack {
         self.kick_timer(next);
         self.notify(&changed);
         r
+    }
+
+    /// A reply from outside for UDP socket `id` (called by its relay's
+    /// reader thread): it enters the stack as a packet on the link.
+    fn udp_relay_deliver(&self, id: SocketId, from: SocketAddr, payload: &[u8]) {
+        let (changed, next) = {
+            let mut g = lock(&self.inner);
+            if !g.inject_udp(id, from, payload) {
+                return;
+            }
+            if self.progress == Progress::Inline {
+                g.pump();
+                (g.collect_changes(), g.next_poll())
+            } else {
+                (g.collect_changes(), Some(std::time::Instant::now()))
+            }
+        };
+        self.kick_timer(next);
+        self.notify(&changed);
+    }
+
+    /// Feeds `packet` to the interface as if the link had received it
+    /// (tests of what arrives from outside), then runs the protocol.
+    #[cfg(test)]
+    pub(crate) fn receive_from_link(&self, packet: Vec<u8>) {
+        let (changed, next) = {
+            let mut g = lock(&self.inner);
+            g.device.inject(packet);
+            g.pump();
+            (g.collect_changes(), g.next_poll())
+        };
+        self.kick_timer(next);
+        self.notify(&changed);
     }
 
     /// A relayed connection's state changed (called by its threads).
@@ -384,13 +431,26 @@ impl Socket {
     /// (the Sentry raises `SIGPIPE` unless `MSG_NOSIGNAL`), a pending
     /// `ECONNRESET` first after a reset.
     pub fn send(&self, buf: &[u8]) -> Result<usize, Errno> {
-        self.stack.op(self.id, |s, e| s.send(e, buf, None))
+        self.send_inner(buf, None)
     }
 
     /// `sendto(2)`. TCP ignores `addr` (as Linux's `tcp_sendmsg`). UDP
     /// binds an ephemeral port if needed; `EMSGSIZE` beyond one packet.
+    /// In `Mode::Egress`, a datagram to a destination outside the sandbox
+    /// goes out through a host socket if the policy allows it, and fails
+    /// with `EPERM` at once if not (what Linux's `sendto` answers when a
+    /// firewall's OUTPUT rule drops the datagram); replies come back to
+    /// this socket.
     pub fn send_to(&self, buf: &[u8], addr: SocketAddr) -> Result<usize, Errno> {
-        self.stack.op(self.id, |s, e| s.send(e, buf, Some(addr)))
+        self.send_inner(buf, Some(addr))
+    }
+
+    fn send_inner(&self, buf: &[u8], to: Option<SocketAddr>) -> Result<usize, Errno> {
+        match self.stack.op(self.id, |s, e| s.send(e, buf, to))? {
+            Sent::Queued(n) => Ok(n),
+            // The host send may wait for buffer room: never under the lock.
+            Sent::Outside(sock, dest) => crate::udp_relay::send(&sock, buf, dest),
+        }
     }
 
     /// `recv(2)`: bytes read; 0 at end of stream; `EAGAIN` when nothing is
@@ -546,6 +606,8 @@ struct Listener {
     capacity: usize,
     /// smoltcp sockets in LISTEN or SYN-RECEIVED.
     slots: Vec<SocketHandle>,
+    /// When each slot in SYN-RECEIVED was first seen there.
+    half_open: HashMap<SocketHandle, SInstant>,
     /// Established connections waiting for accept.
     ready: VecDeque<SocketHandle>,
 }
@@ -564,6 +626,18 @@ struct Conn {
 struct Udp {
     handle: Option<SocketHandle>,
     peer: Option<SocketAddr>,
+    /// Host sockets for destinations outside the sandbox (`Mode::Egress`),
+    /// opened by the first allowed datagram.
+    relay: Option<crate::udp_relay::UdpRelay>,
+}
+
+/// What [`Inner::send`] did.
+enum Sent {
+    /// Bytes queued in the stack.
+    Queued(usize),
+    /// A datagram for outside the sandbox, allowed: the caller sends it
+    /// through this host socket once the lock is released.
+    Outside(Arc<std::net::UdpSocket>, SocketAddr),
 }
 
 fn seed() -> u64 {
@@ -740,6 +814,7 @@ impl Inner {
             SocketType::Datagram => State::Udp(Udp {
                 handle: None,
                 peer: None,
+                relay: None,
             }),
         };
         let mut e = Entry {
@@ -930,11 +1005,12 @@ impl Inner {
         self.bind_to(e, addr)
     }
 
-    /// Whether the guest may reach `dest` (canonical) with a socket of
-    /// type `ty`. In loopback mode only the stack's own addresses exist; in
-    /// egress mode the policy decides, and a refusal is logged with the
-    /// destination before any host socket exists.
-    fn check_egress(&self, dest: SocketAddr, ty: SocketType) -> Result<(), Errno> {
+    /// Whether the guest may reach `dest` (canonical). In loopback mode
+    /// only the stack's own addresses exist; in egress mode the policy
+    /// decides, and a refusal is logged with the destination before any
+    /// host socket exists and answered with `refused` (`ECONNREFUSED` for
+    /// connect(2), `EPERM` for a datagram's sendto(2)).
+    fn check_egress(&self, dest: SocketAddr, ty: SocketType, refused: Errno) -> Result<(), Errno> {
         if is_local(dest.ip()) {
             return Ok(());
         }
@@ -945,11 +1021,14 @@ impl Inner {
             }
             Mode::Egress => match self.policy.check(dest, None) {
                 Decision::Allow { rule } => {
-                    if ty == SocketType::Datagram {
-                        tracing::warn!(%dest, %rule, "egress: UDP leaves the sandbox only as DNS through the Sentry");
-                        return Err(Errno::ENETUNREACH);
+                    // A connection is logged once; datagrams are checked
+                    // one by one, so only at debug level.
+                    match ty {
+                        SocketType::Stream => tracing::info!(%dest, %rule, "egress: allowed"),
+                        SocketType::Datagram => {
+                            tracing::debug!(%dest, %rule, "egress: datagram allowed");
+                        }
                     }
-                    tracing::info!(%dest, %rule, "egress: allowed");
                     Ok(())
                 }
                 Decision::Deny(why) => {
@@ -957,15 +1036,21 @@ impl Inner {
                     if self.report_refusals {
                         eprintln!("ferrovisor: egress to {dest} refused: {why}");
                     }
-                    Err(Errno::ECONNREFUSED)
+                    Err(refused)
                 }
             },
         }
     }
 
     /// The destination of a connect/sendto, canonical, with the unspecified
-    /// address meaning this host (as Linux does).
-    fn destination(&self, e: &Entry, addr: SocketAddr) -> Result<SocketAddr, Errno> {
+    /// address meaning this host (as Linux does). `refused` is the errno of
+    /// a destination the policy refuses.
+    fn destination(
+        &self,
+        e: &Entry,
+        addr: SocketAddr,
+        refused: Errno,
+    ) -> Result<SocketAddr, Errno> {
         let mut dest = e.canonical_addr(addr, true)?;
         if dest.ip().is_unspecified() {
             dest.set_ip(match dest.ip() {
@@ -982,7 +1067,7 @@ impl Inner {
                 return Err(Errno::ENETUNREACH);
             }
         }
-        self.check_egress(dest, e.ty)?;
+        self.check_egress(dest, e.ty, refused)?;
         Ok(dest)
     }
 
@@ -1020,6 +1105,7 @@ impl Inner {
         e.state = State::Listen(Listener {
             capacity: backlog + 1,
             slots: Vec::new(),
+            half_open: HashMap::new(),
             ready: VecDeque::new(),
         });
         self.listeners.insert(e.id);
@@ -1111,7 +1197,7 @@ impl Inner {
             e.connect_failed = false;
             return Err(e.error.take().unwrap_or(Errno::ECONNABORTED));
         }
-        let dest = self.destination(e, addr)?;
+        let dest = self.destination(e, addr, Errno::ECONNREFUSED)?;
         if dest.port() == 0 {
             return Err(Errno::ECONNREFUSED);
         }
@@ -1165,10 +1251,10 @@ impl Inner {
         Err(Errno::EINPROGRESS)
     }
 
-    fn send(&mut self, e: &mut Entry, buf: &[u8], to: Option<SocketAddr>) -> Result<usize, Errno> {
+    fn send(&mut self, e: &mut Entry, buf: &[u8], to: Option<SocketAddr>) -> Result<Sent, Errno> {
         let c = match &mut e.state {
             State::Udp(_) => return self.udp_send(e, buf, to),
-            State::Relay(r) => return r.send(buf),
+            State::Relay(r) => return r.send(buf).map(Sent::Queued),
             State::Conn(c) => c,
             _ => return Err(Errno::EPIPE),
         };
@@ -1187,11 +1273,11 @@ impl Inner {
             return Err(Errno::EPIPE);
         }
         if buf.is_empty() {
-            return Ok(0);
+            return Ok(Sent::Queued(0));
         }
         match s.send_slice(buf) {
             Ok(0) => Err(Errno::EAGAIN),
-            Ok(n) => Ok(n),
+            Ok(n) => Ok(Sent::Queued(n)),
             Err(_) => Err(Errno::EPIPE),
         }
     }
@@ -1390,7 +1476,7 @@ impl Inner {
     // --- UDP -------------------------------------------------------------
 
     fn udp_connect(&mut self, e: &mut Entry, addr: SocketAddr) -> Result<(), Errno> {
-        let dest = self.destination(e, addr)?;
+        let dest = self.destination(e, addr, Errno::ECONNREFUSED)?;
         self.autobind(e).map_err(|_| Errno::EAGAIN)?;
         if let State::Udp(u) = &mut e.state {
             u.peer = Some(family_form(e.v6, dest));
@@ -1403,7 +1489,7 @@ impl Inner {
         e: &mut Entry,
         buf: &[u8],
         to: Option<SocketAddr>,
-    ) -> Result<usize, Errno> {
+    ) -> Result<Sent, Errno> {
         let State::Udp(u) = &e.state else {
             return Err(Errno::EINVAL);
         };
@@ -1415,13 +1501,16 @@ impl Inner {
         if e.shut_wr {
             return Err(Errno::EPIPE);
         }
-        let dest = self.destination(e, dest)?;
+        let dest = self.destination(e, dest, Errno::EPERM)?;
         if dest.port() == 0 {
             return Err(Errno::EINVAL);
         }
         let ip_header = if dest.is_ipv4() { 20 } else { 40 };
         if buf.len() > LOOPBACK_MTU - ip_header - 8 {
             return Err(Errno::EMSGSIZE);
+        }
+        if !is_local(dest.ip()) {
+            return self.udp_send_outside(e, dest);
         }
         // Linux answers EAGAIN when autobind finds no free port.
         self.autobind(e).map_err(|_| Errno::EAGAIN)?;
@@ -1445,9 +1534,62 @@ impl Inner {
             return Err(Errno::EMSGSIZE);
         }
         match s.send_slice(buf, meta) {
-            Ok(()) => Ok(buf.len()),
+            Ok(()) => Ok(Sent::Queued(buf.len())),
             Err(udp::SendError::BufferFull) => Err(Errno::EAGAIN),
             Err(udp::SendError::Unaddressable) => Err(Errno::EINVAL),
+        }
+    }
+
+    /// A datagram to `dest`, outside the sandbox, which the policy allowed:
+    /// opens the socket's host socket for that family if need be (only now,
+    /// never for a refused destination) and hands it to the caller.
+    fn udp_send_outside(&mut self, e: &mut Entry, dest: SocketAddr) -> Result<Sent, Errno> {
+        // A socket bound to a loopback address has no route out (Linux's
+        // ip_route_output_key refuses a loopback source with EINVAL).
+        if e.local.is_some_and(|l| is_local(canonical(l.ip()))) {
+            return Err(Errno::EINVAL);
+        }
+        // The guest's socket needs its port in the sandbox: replies enter
+        // the stack addressed to it.
+        self.autobind(e).map_err(|_| Errno::EAGAIN)?;
+        let (me, id) = (self.me.clone(), e.id);
+        let State::Udp(u) = &mut e.state else {
+            return Err(Errno::EINVAL);
+        };
+        let relay = u.relay.get_or_insert_with(|| {
+            crate::udp_relay::UdpRelay::new(Arc::new(move |from, payload: &[u8]| {
+                if let Some(s) = me.upgrade() {
+                    s.udp_relay_deliver(id, from, payload);
+                }
+            }))
+        });
+        let sock = relay.route(dest)?;
+        Ok(Sent::Outside(sock, dest))
+    }
+
+    /// Puts a datagram that came back from outside on the link, addressed
+    /// to UDP socket `id`'s port on the loopback address of its family.
+    /// Returns whether a packet was queued.
+    fn inject_udp(&mut self, id: SocketId, from: SocketAddr, payload: &[u8]) -> bool {
+        let Some(e) = self.entries.get(&id) else {
+            return false;
+        };
+        let (
+            State::Udp(Udp {
+                handle: Some(_), ..
+            }),
+            Some(local),
+        ) = (&e.state, e.local)
+        else {
+            return false;
+        };
+        let to = match from.ip() {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        };
+        match crate::udp_relay::udp_packet(from, SocketAddr::new(to, local.port()), payload) {
+            Some(p) => self.device.inject(p),
+            None => false,
         }
     }
 
@@ -1674,22 +1816,36 @@ impl Inner {
             return;
         };
         let ep = listen_endpoint(local);
+        let now = self.now();
         let mut slots = std::mem::take(&mut l.slots);
+        let mut half_open = std::mem::take(&mut l.half_open);
         let mut listening = 0;
         let mut handshaking = 0;
         slots.retain(|&h| {
             let s = self.sockets.get_mut::<tcp::Socket>(h);
             match s.state() {
                 tcp::State::Listen => {
+                    half_open.remove(&h);
                     listening += 1;
                     true
                 }
                 tcp::State::SynReceived => {
-                    handshaking += 1;
+                    let since = *half_open.entry(h).or_insert(now);
+                    if now - since >= sdur(SYN_RECV_TIMEOUT) {
+                        // The peer never answered: forget it, listen again.
+                        half_open.remove(&h);
+                        s.abort();
+                        if s.listen(ep).is_ok() {
+                            listening += 1;
+                        }
+                    } else {
+                        handshaking += 1;
+                    }
                     true
                 }
                 tcp::State::Closed | tcp::State::TimeWait => {
                     // A handshake that failed: listen again.
+                    half_open.remove(&h);
                     s.abort();
                     if s.listen(ep).is_ok() {
                         listening += 1;
@@ -1697,11 +1853,31 @@ impl Inner {
                     true
                 }
                 _ => {
+                    half_open.remove(&h);
                     l.ready.push_back(h);
                     false
                 }
             }
         });
+        // The backlog is all half-open handshakes: the oldest one that has
+        // waited long enough gives way (see SYN_RECV_EVICT_AGE).
+        if listening == 0 && handshaking > 0 && l.ready.len() + handshaking >= l.capacity {
+            let oldest = half_open
+                .iter()
+                .filter(|(_, &since)| now - since >= sdur(SYN_RECV_EVICT_AGE))
+                .min_by_key(|(_, &since)| since)
+                .map(|(&h, _)| h);
+            if let Some(h) = oldest {
+                half_open.remove(&h);
+                let s = self.sockets.get_mut::<tcp::Socket>(h);
+                s.abort();
+                if s.listen(ep).is_ok() {
+                    listening += 1;
+                }
+                handshaking -= 1;
+            }
+        }
+        l.half_open = half_open;
         let want = l
             .capacity
             .saturating_sub(l.ready.len() + handshaking)
@@ -1790,6 +1966,7 @@ impl Inner {
         let State::Udp(Udp {
             handle: Some(h),
             peer,
+            ..
         }) = &e.state
         else {
             return;

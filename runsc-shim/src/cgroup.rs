@@ -7,7 +7,8 @@
 //!
 //! Where the cgroup goes follows runc's cgroupfs driver: an absolute
 //! `linux.cgroupsPath` is taken from the root of each hierarchy, a relative
-//! one (and the default, `ferrovisor/ID`) from the cgroup `ferrovisor` itself
+//! one (and the default, `ferrovisor/ID-HASH`, HASH naming the state root
+//! so that two `--root`s may use one id) from the cgroup `ferrovisor` itself
 //! runs in, so that limits a supervisor put on the caller still hold. On v2
 //! that is the parent of the caller's cgroup: v2 lets no cgroup that holds
 //! processes hand controllers down to children.
@@ -21,8 +22,10 @@ use serde::{Deserialize, Serialize};
 /// Where the unified (v2) hierarchy is mounted when it is the only one.
 const V2_ROOT: &str = "/sys/fs/cgroup";
 
-/// The v1 controllers a sandbox joins; the freezer serves `pause`.
-const V1_CONTROLLERS: &[&str] = &["memory", "cpu", "pids", "freezer"];
+/// The v1 controllers a sandbox joins; the freezer serves `pause`,
+/// cpuacct the CPU time `stats` reports (often mounted with cpu, then the
+/// two share a directory).
+const V1_CONTROLLERS: &[&str] = &["memory", "cpu", "cpuacct", "pids", "freezer"];
 
 /// How long freezing, or emptying a cgroup with SIGKILL, may take.
 const SETTLE: Duration = Duration::from_secs(10);
@@ -119,11 +122,11 @@ pub struct Cgroup {
 }
 
 /// The cgroup path below a hierarchy's root or the caller's cgroup:
-/// `linux.cgroupsPath` if given, else `ferrovisor/ID`. Returns whether it
-/// is absolute, and its components.
-fn inner_path(given: Option<&Path>, id: &str) -> Result<(bool, PathBuf), Error> {
+/// `linux.cgroupsPath` if given, else `ferrovisor/ID-SCOPE`. Returns whether
+/// it is absolute, and its components.
+fn inner_path(given: Option<&Path>, id: &str, scope: &str) -> Result<(bool, PathBuf), Error> {
     let Some(p) = given else {
-        return Ok((false, Path::new("ferrovisor").join(id)));
+        return Ok((false, Path::new("ferrovisor").join(format!("{id}-{scope}"))));
     };
     let text = p.to_string_lossy();
     if text.contains(':') {
@@ -146,6 +149,19 @@ fn inner_path(given: Option<&Path>, id: &str) -> Result<(bool, PathBuf), Error> 
         )));
     }
     Ok((p.is_absolute(), inner))
+}
+
+/// A short name for state root `root` (FNV-1a of its canonical path, 12 hex
+/// digits): the default cgroups of two state roots' same-named containers
+/// differ, since `delete` kills everything in its container's cgroup.
+pub fn scope_of(root: &Path) -> String {
+    let canonical = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in canonical.as_os_str().as_encoded_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{:012x}", h >> 16)
 }
 
 /// The caller's cgroup in the hierarchy whose `/proc/self/cgroup` line
@@ -204,10 +220,16 @@ fn missing_v2(dir: &Path, wanted: &[(&'static str, &'static str)]) -> Option<Err
 }
 
 impl Cgroup {
-    /// Makes the cgroup of container `id` at `path` (`linux.cgroupsPath`)
-    /// and writes `limits` into it. On failure nothing is left behind.
-    pub fn create(id: &str, path: Option<&Path>, limits: &Limits) -> Result<Cgroup, Error> {
-        let (absolute, inner) = inner_path(path, id)?;
+    /// Makes the cgroup of container `id` of the state root named `scope`
+    /// ([`scope_of`]) at `path` (`linux.cgroupsPath`) and writes `limits`
+    /// into it. On failure nothing is left behind.
+    pub fn create(
+        id: &str,
+        scope: &str,
+        path: Option<&Path>,
+        limits: &Limits,
+    ) -> Result<Cgroup, Error> {
+        let (absolute, inner) = inner_path(path, id, scope)?;
         let shared = path.is_none();
         let mut cg = Cgroup::default();
         let made = if Path::new(V2_ROOT).join("cgroup.controllers").exists() {
@@ -228,7 +250,7 @@ impl Cgroup {
     /// Makes `dir` and any missing parents, recording what it made. A
     /// directory that exists must hold no process: `delete` kills
     /// everything in the sandbox's cgroup. With `shared_parent` (the
-    /// default `ferrovisor/ID`), the parent counts as made here too, so
+    /// default `ferrovisor/ID-SCOPE`), the parent counts as made here too, so
     /// that the last sandbox to go removes it.
     fn make_dir(&mut self, dir: &Path, shared_parent: bool) -> Result<(), Error> {
         let mut attempts = 0;
@@ -301,7 +323,8 @@ impl Cgroup {
                 "memory" => memory = Some(dir),
                 "cpu" => cpu = Some(dir),
                 "pids" => pids = Some(dir),
-                _ => self.freezer = Some(dir),
+                "freezer" => self.freezer = Some(dir),
+                _ => {}
             }
         }
         if let Some(d) = &memory {
@@ -347,13 +370,7 @@ impl Cgroup {
             )?;
         }
         if let Some(d) = &pids {
-            let max = limits.pids.map(|n| {
-                if n < 0 {
-                    "max".to_string()
-                } else {
-                    n.to_string()
-                }
-            });
+            let max = limits.pids.map(host_pids_max);
             set(d, "pids.max", max, "linux.resources.pids.limit")?;
         }
         Ok(())
@@ -446,7 +463,7 @@ impl Cgroup {
             }
         };
         set(&dir, "cpu.max", max, "linux.resources.cpu.quota")?;
-        let max = limits.pids.map(unlimited);
+        let max = limits.pids.map(host_pids_max);
         set(&dir, "pids.max", max, "linux.resources.pids.limit")
     }
 
@@ -499,6 +516,14 @@ impl Cgroup {
         } else {
             // FREEZING until every task has stopped.
             std::fs::read_to_string(dir.join("freezer.state")).is_ok_and(|s| s.trim() == "FROZEN")
+        }
+    }
+
+    /// What the cgroup has counted so far.
+    pub fn stats(&self) -> Stats {
+        match (self.v2, self.dirs.first()) {
+            (true, Some(dir)) => stats_v2(dir),
+            _ => stats_v1(&self.dirs),
         }
     }
 
@@ -556,6 +581,110 @@ impl Cgroup {
     }
 }
 
+/// What the sandbox's cgroup has counted, for `stats` (containerd's
+/// metrics): every host process of the sandbox, the Sentry included.
+/// `None` where the host offers no such counter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// memory in use, bytes (v1 `memory.usage_in_bytes`, v2 `memory.current`)
+    pub memory_usage: Option<u64>,
+    /// the memory limit, bytes (`u64::MAX` for none, as v1 spells it)
+    pub memory_limit: Option<u64>,
+    /// the most memory ever in use, bytes (v1 `memory.max_usage_in_bytes`,
+    /// v2 `memory.peak`)
+    pub memory_max_usage: Option<u64>,
+    /// CPU time, nanoseconds: total, user, kernel
+    pub cpu_total_ns: Option<u64>,
+    /// CPU time in user mode, nanoseconds
+    pub cpu_user_ns: Option<u64>,
+    /// CPU time in the kernel, nanoseconds
+    pub cpu_kernel_ns: Option<u64>,
+    /// host tasks (threads) in the cgroup
+    pub pids_current: Option<u64>,
+    /// the host tasks limit (0 for none, as containerd reports it)
+    pub pids_limit: Option<u64>,
+}
+
+/// Reads a file of one number (or `max`, read as `max_as`).
+fn read_number(path: &Path, max_as: u64) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    match text.trim() {
+        "max" => Some(max_as),
+        n => n.parse().ok(),
+    }
+}
+
+/// The value of `key` in a flat keyed file (`cpu.stat`, `cpuacct.stat`).
+fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// USER_HZ: the unit of v1's `cpuacct.stat` (fixed at 100 on Linux,
+/// whatever the kernel's HZ).
+const USER_HZ_NS: u64 = 10_000_000;
+
+/// The counters of a v1 sandbox, whose directories are `dirs` (one per
+/// hierarchy; each file is read where its controller put it).
+fn stats_v1(dirs: &[PathBuf]) -> Stats {
+    let first =
+        |file: &str, max_as: u64| dirs.iter().find_map(|d| read_number(&d.join(file), max_as));
+    let cpu_stat = dirs
+        .iter()
+        .find_map(|d| std::fs::read_to_string(d.join("cpuacct.stat")).ok())
+        .unwrap_or_default();
+    // v1 reports "no limit" as the largest page-aligned value; say u64::MAX.
+    let limit =
+        first("memory.limit_in_bytes", u64::MAX).map(|l| if l >= (1 << 62) { u64::MAX } else { l });
+    Stats {
+        memory_usage: first("memory.usage_in_bytes", 0),
+        memory_limit: limit,
+        memory_max_usage: first("memory.max_usage_in_bytes", 0),
+        cpu_total_ns: first("cpuacct.usage", 0),
+        cpu_user_ns: keyed(&cpu_stat, "user").map(|t| t * USER_HZ_NS),
+        cpu_kernel_ns: keyed(&cpu_stat, "system").map(|t| t * USER_HZ_NS),
+        pids_current: first("pids.current", 0),
+        pids_limit: first("pids.max", 0),
+    }
+}
+
+/// The counters of a v2 sandbox whose cgroup is `dir`.
+fn stats_v2(dir: &Path) -> Stats {
+    let cpu_stat = std::fs::read_to_string(dir.join("cpu.stat")).unwrap_or_default();
+    let usec = |key: &str| keyed(&cpu_stat, key).map(|us| us * 1000);
+    Stats {
+        memory_usage: read_number(&dir.join("memory.current"), 0),
+        memory_limit: read_number(&dir.join("memory.max"), u64::MAX),
+        memory_max_usage: read_number(&dir.join("memory.peak"), 0),
+        cpu_total_ns: usec("usage_usec"),
+        cpu_user_ns: usec("user_usec"),
+        cpu_kernel_ns: usec("system_usec"),
+        pids_current: read_number(&dir.join("pids.current"), 0),
+        pids_limit: read_number(&dir.join("pids.max"), 0),
+    }
+}
+
+/// Host tasks of a sandbox beyond those its guest tasks need: the Sentry's
+/// own threads (about 13 idle), the gofers, the first stub, with room to
+/// spare.
+const SANDBOX_HOST_TASKS: i64 = 64;
+
+/// The host cgroup's `pids.max` for a guest `pids.limit` of `n` (-1: none).
+/// The Sentry enforces `n` on guest tasks itself (runc's semantics); the
+/// host limit is a backstop that a correct Sentry never reaches: each guest
+/// task runs on a Sentry thread, and each guest process has a stub.
+fn host_pids_max(n: i64) -> String {
+    if n < 0 {
+        "max".to_string()
+    } else {
+        n.saturating_mul(2)
+            .saturating_add(SANDBOX_HOST_TASKS)
+            .to_string()
+    }
+}
+
 /// The v2 `cpu.weight` for v1 `cpu.shares`: the linear map of shares
 /// [2, 262144] onto weights [1, 10000] that runc uses, so that engines
 /// which only speak shares get the same relative weights as under runc.
@@ -593,11 +722,89 @@ mod tests {
     }
 
     #[test]
-    fn paths_follow_runc() {
-        let p = |s: &str| inner_path(Some(Path::new(s)), "c1");
+    fn v2_counters_are_read_like_containerd_reports_them() {
+        let dir = std::env::temp_dir().join(format!("ferrovisor-cg-v2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let files = [
+            ("cgroup.controllers", "cpu memory pids\n"),
+            ("memory.current", "48205824\n"),
+            ("memory.max", "max\n"),
+            ("memory.peak", "50331648\n"),
+            (
+                "cpu.stat",
+                "usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n\
+                 nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n",
+            ),
+            ("pids.current", "14\n"),
+            ("pids.max", "64\n"),
+        ];
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).expect("write");
+        }
+        let got = stats_v2(&dir);
         assert_eq!(
-            inner_path(None, "c1").ok(),
-            Some((false, "ferrovisor/c1".into()))
+            got,
+            Stats {
+                memory_usage: Some(48_205_824),
+                memory_limit: Some(u64::MAX),
+                memory_max_usage: Some(50_331_648),
+                cpu_total_ns: Some(1_234_567_000),
+                cpu_user_ns: Some(1_000_000_000),
+                cpu_kernel_ns: Some(234_567_000),
+                pids_current: Some(14),
+                pids_limit: Some(64),
+            }
+        );
+        // A limit, and controllers the host does not offer.
+        std::fs::write(dir.join("memory.max"), "268435456\n").expect("write");
+        for gone in ["cpu.stat", "pids.current", "pids.max", "memory.peak"] {
+            std::fs::remove_file(dir.join(gone)).expect("rm");
+        }
+        let got = stats_v2(&dir);
+        assert_eq!(got.memory_limit, Some(268_435_456));
+        assert_eq!((got.cpu_total_ns, got.pids_current), (None, None));
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn v1_counters_come_from_each_hierarchy() {
+        let base = std::env::temp_dir().join(format!("ferrovisor-cg-v1-{}", std::process::id()));
+        let (mem, acct, pids) = (base.join("memory"), base.join("cpuacct"), base.join("pids"));
+        for d in [&mem, &acct, &pids] {
+            std::fs::create_dir_all(d).expect("temp dir");
+        }
+        std::fs::write(mem.join("memory.usage_in_bytes"), "4096000\n").expect("write");
+        std::fs::write(mem.join("memory.limit_in_bytes"), "9223372036854771712\n").expect("w");
+        std::fs::write(acct.join("cpuacct.usage"), "987654321\n").expect("write");
+        std::fs::write(acct.join("cpuacct.stat"), "user 70\nsystem 25\n").expect("write");
+        std::fs::write(pids.join("pids.current"), "13\n").expect("write");
+        std::fs::write(pids.join("pids.max"), "max\n").expect("write");
+        let got = stats_v1(&[mem, acct, pids]);
+        assert_eq!(got.memory_usage, Some(4_096_000));
+        assert_eq!(got.memory_limit, Some(u64::MAX));
+        assert_eq!(got.cpu_total_ns, Some(987_654_321));
+        assert_eq!(got.cpu_user_ns, Some(700_000_000));
+        assert_eq!(got.cpu_kernel_ns, Some(250_000_000));
+        assert_eq!((got.pids_current, got.pids_limit), (Some(13), Some(0)));
+        std::fs::remove_dir_all(&base).expect("cleanup");
+    }
+
+    #[test]
+    fn state_roots_name_different_scopes() {
+        let a = scope_of(Path::new("/run/ferrovisor-a"));
+        let b = scope_of(Path::new("/run/ferrovisor-b"));
+        assert_ne!(a, b);
+        assert_eq!(a, scope_of(Path::new("/run/ferrovisor-a")));
+        assert_eq!(a.len(), 12);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+    }
+
+    #[test]
+    fn paths_follow_runc() {
+        let p = |s: &str| inner_path(Some(Path::new(s)), "c1", "0123456789ab");
+        assert_eq!(
+            inner_path(None, "c1", "0123456789ab").ok(),
+            Some((false, "ferrovisor/c1-0123456789ab".into()))
         );
         assert_eq!(p("/docker/abc").ok(), Some((true, "docker/abc".into())));
         assert_eq!(p("a/b").ok(), Some((false, "a/b".into())));

@@ -368,7 +368,8 @@ impl Runtime {
         }
 
         let locked = self.state.create(id)?;
-        let cgroup = match sandbox_cgroup(id, &plan) {
+        let scope = crate::cgroup::scope_of(self.state.root());
+        let cgroup = match sandbox_cgroup(id, &scope, &plan) {
             Ok(c) => c,
             Err(e) => {
                 let _ = locked.remove();
@@ -599,11 +600,11 @@ impl Runtime {
 
     /// Sends `signal` to the container's sandbox.
     ///
-    /// Today the signal goes to the boot process itself (the Sentry has no
-    /// call yet to deliver a signal to the guest's init): signals whose
-    /// default action is to terminate end the whole sandbox, and the
-    /// container's exit status becomes 128+N; a guest's own handler for the
-    /// signal never runs.
+    /// The signal goes to the boot process, which hands it to the guest's
+    /// init as `kill(2)` from outside the container's PID namespace: init's
+    /// handler runs if it has one, else the signal is dropped, as with runc
+    /// (pid_namespaces(7)). `SIGKILL` ends the boot process itself, and
+    /// with it the sandbox; the exit status is then 128+9.
     ///
     /// A paused sandbox gets the signal when it resumes, as a frozen Linux
     /// process does; `SIGKILL` thaws it so that it dies now.
@@ -865,8 +866,20 @@ impl Runtime {
         Ok(out)
     }
 
+    /// What the container's host cgroup has counted (memory, CPU time,
+    /// tasks of the whole sandbox); `None` for a sandbox without a cgroup
+    /// of its own.
+    pub fn cgroup_stats(&self, id: &str) -> Result<Option<crate::cgroup::Stats>, Error> {
+        let record = self
+            .state
+            .read(id)?
+            .ok_or_else(|| state::Error::NotFound(id.into()))?;
+        Ok(record.cgroup.as_ref().map(Cgroup::stats))
+    }
+
     /// One `events` record: runc's `{"type": "stats", "id", "data"}` with
-    /// the host-side process count and resident memory of the sandbox, or
+    /// the sandbox cgroup's counters (without a cgroup, the host-side
+    /// process count and resident memory of the sandbox), or
     /// `{"type": "exit", ...}` once the container has stopped.
     pub fn event(&self, id: &str) -> Result<(serde_json::Value, bool), Error> {
         let record = self
@@ -880,6 +893,30 @@ impl Runtime {
                 "data": { "exitStatus": exit_code(&record) },
             });
             return Ok((v, true));
+        }
+        if let Some(s) = record.cgroup.as_ref().map(Cgroup::stats) {
+            // runc's fields, from the sandbox cgroup's counters.
+            let v = serde_json::json!({
+                "type": "stats",
+                "id": id,
+                "data": {
+                    "cpu": { "usage": {
+                        "total": s.cpu_total_ns.unwrap_or_default(),
+                        "user": s.cpu_user_ns.unwrap_or_default(),
+                        "kernel": s.cpu_kernel_ns.unwrap_or_default(),
+                    } },
+                    "memory": { "usage": {
+                        "usage": s.memory_usage.unwrap_or_default(),
+                        "limit": s.memory_limit.unwrap_or(u64::MAX),
+                        "max": s.memory_max_usage.unwrap_or_default(),
+                    } },
+                    "pids": {
+                        "current": s.pids_current.unwrap_or_default(),
+                        "limit": s.pids_limit.unwrap_or_default(),
+                    },
+                },
+            });
+            return Ok((v, false));
         }
         let pids = self.ps(id)?;
         let rss: u64 = pids
@@ -1080,6 +1117,23 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
         }))),
         mounts,
         ids: Some((plan.uid, plan.gid)),
+        // The cgroup holds the Sentry to this; the guest learns it too, so
+        // its tmpfs fill up (ENOSPC) before the sandbox is killed.
+        memory_limit: plan
+            .limits
+            .memory
+            .filter(|&m| m > 0)
+            .and_then(|m| u64::try_from(m).ok()),
+        // `kill` is kill(2) from outside the container's PID namespace, as
+        // with runc: init gets only what it handles (and SIGKILL).
+        host_signals: sentry::hostsig::HostSignals::FromOutside,
+        // runc's `pids.limit` counts the container's tasks; the guest's are
+        // the Sentry's to count (the host cgroup holds a larger backstop).
+        max_tasks: plan
+            .limits
+            .pids
+            .filter(|n| *n > 0)
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
     };
     let code = match sentry::run(config, |memfd| {
         platform_ptrace::PtracePlatform::new_seccomp_trap(memfd)
@@ -1151,8 +1205,8 @@ fn exit_code(record: &Record) -> Option<i32> {
 /// `linux.cgroupsPath`; otherwise made where the host lets us (for
 /// `pause`), and done without where it does not (a caller without rights
 /// on the cgroup file system).
-fn sandbox_cgroup(id: &str, plan: &oci::Plan) -> Result<Option<Cgroup>, Error> {
-    match Cgroup::create(id, plan.cgroups_path.as_deref(), &plan.limits) {
+fn sandbox_cgroup(id: &str, scope: &str, plan: &oci::Plan) -> Result<Option<Cgroup>, Error> {
+    match Cgroup::create(id, scope, plan.cgroups_path.as_deref(), &plan.limits) {
         Ok(cg) => Ok(Some(cg)),
         Err(e) if !plan.limits.any() && plan.cgroups_path.is_none() => {
             tracing::info!("container {id}: no cgroup of its own, pause will not work: {e}");
@@ -1183,6 +1237,12 @@ pub fn features() -> serde_json::Value {
         },
         "annotations": {},
     })
+}
+
+/// The host's interface addresses, which the egress policy of a
+/// `--network sandbox` sandbox closes unless a rule names them.
+pub fn host_addresses() -> std::io::Result<Vec<std::net::IpAddr>> {
+    sys::host_addresses()
 }
 
 /// Builds `envp`-style strings from the caller's environment (for `do`).

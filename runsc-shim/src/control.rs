@@ -198,7 +198,7 @@ fn relay_signals(conn: UnixStream, kernel: &Weak<sentry::kernel::Kernel>, pid: i
         let Some(k) = kernel.upgrade() else { return };
         if let Some(p) = k.process(pid) {
             let info = sentry::task::user_info(sig, 0, 0, sentry::task::si::USER);
-            p.send_signal(&k, sig, info);
+            p.send_signal_from_outside(&k, sig, info);
         }
     }
 }

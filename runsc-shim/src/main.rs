@@ -363,9 +363,15 @@ fn network_config(args: &DoArgs) -> Result<netstack::StackConfig, String> {
             ));
         }
     }
+    // The host's own addresses stay closed unless a rule names them: a
+    // wide rule (0.0.0.0/0) opens the network, not the host's services.
+    let host_addrs = container::host_addresses()
+        .map_err(|e| format!("cannot list the host's addresses for the egress policy: {e}"))?;
     Ok(netstack::StackConfig {
         mode: netstack::Mode::Egress,
-        policy: std::sync::Arc::new(netstack::Policy::new(cidrs, args.allow_host.clone())),
+        policy: std::sync::Arc::new(
+            netstack::Policy::new(cidrs, args.allow_host.clone()).with_host_addresses(host_addrs),
+        ),
         report_refusals: true,
         ..Default::default()
     })
@@ -406,6 +412,12 @@ struct DoArgs {
     /// guest's changes there reach the host unless `:ro`. Repeatable.
     #[arg(long, short = 'v', value_name = "HOST:GUEST[:ro]")]
     volume: Vec<String>,
+    /// Mount a tmpfs of the sandbox's own at PATH (over the standard one
+    /// at /tmp, /run or /dev/shm too). OPTIONS: `size=` (bytes, or with a
+    /// k, m or g suffix; default half the memory, as Linux) and `mode=`
+    /// (octal, default 1777), comma-separated. Repeatable.
+    #[arg(long, value_name = "PATH[:OPTIONS]")]
+    tmpfs: Vec<String>,
     /// The command (looked up in the guest's PATH) and its arguments.
     #[arg(
         required = true,
@@ -577,6 +589,15 @@ fn run_do(args: DoArgs) -> ExitCode {
             Err(e) => return fail(2, e),
         }
     }
+    for spec in &args.tmpfs {
+        match runsc_shim::oci::parse_tmpfs(spec) {
+            Ok((dest, mode, size)) => mounts.push(sentry::Mount {
+                dest: dest.into_bytes(),
+                source: sentry::MountSource::Tmpfs { mode, size },
+            }),
+            Err(e) => return fail(2, e),
+        }
+    }
     let client = match runsc_shim::gofer_proc::spawn(&args.root) {
         Ok(c) => c,
         Err(e) => return fail(125, e),
@@ -597,6 +618,12 @@ fn run_do(args: DoArgs) -> ExitCode {
         on_start: None,
         mounts,
         ids: None,
+        memory_limit: None,
+        // The guest's first process is the sandbox's init, which would
+        // drop a ^C it has no handler for; `do` stands for the command at
+        // the user's terminal, so such a signal ends it as it would natively.
+        host_signals: sentry::hostsig::HostSignals::Terminate,
+        max_tasks: None,
     };
     let platform = args.platform;
     let result = sentry::run(config, |memfd| match platform {

@@ -169,8 +169,8 @@ pub enum PlanMount {
         dest: String,
         /// `mode=` (default 1777)
         mode: u32,
-        /// `size=` in bytes (default 1 GiB)
-        size: u64,
+        /// `size=` in bytes; `None`: half the sandbox's memory, as Linux
+        size: Option<u64>,
     },
 }
 
@@ -215,6 +215,37 @@ fn tmpfs_size(v: &str) -> Option<u64> {
     num.parse::<u64>().ok()?.checked_mul(mult)
 }
 
+/// Parses `do`'s `--tmpfs PATH[:OPTIONS]`, OPTIONS being `size=` and
+/// `mode=` separated by commas (as `docker run --tmpfs`); returns the path,
+/// the mode and the size (`None`: the default).
+pub fn parse_tmpfs(spec: &str) -> Result<(String, u32, Option<u64>), String> {
+    let (dest, opts) = spec.split_once(':').unwrap_or((spec, ""));
+    if !dest.starts_with('/') || dest.split('/').any(|c| c == "..") {
+        return Err(format!(
+            "--tmpfs {spec}: the path in the sandbox must be absolute, without \"..\""
+        ));
+    }
+    let (mut mode, mut size) = (0o1777, None);
+    for o in opts.split(',').filter(|o| !o.is_empty()) {
+        if let Some(v) = o.strip_prefix("size=") {
+            size =
+                Some(tmpfs_size(v).filter(|&s| s > 0).ok_or_else(|| {
+                    format!("--tmpfs {spec}: \"{o}\" is not a size (e.g. size=64m)")
+                })?);
+        } else if let Some(v) = o.strip_prefix("mode=") {
+            mode = u32::from_str_radix(v, 8)
+                .ok()
+                .filter(|m| m & !0o7777 == 0)
+                .ok_or_else(|| format!("--tmpfs {spec}: \"{o}\" is not an octal mode"))?;
+        } else {
+            return Err(format!(
+                "--tmpfs {spec}: unknown option \"{o}\" (size= and mode= are known)"
+            ));
+        }
+    }
+    Ok((dest.to_owned(), mode, size))
+}
+
 /// Checks one bind or tmpfs mount and says how to make it.
 fn plan_mount(
     bundle: &Bundle,
@@ -231,7 +262,7 @@ fn plan_mount(
     }
     let mut read_only = false;
     let mut mode = 0o1777;
-    let mut size = 1u64 << 30;
+    let mut size = None;
     for o in m.options().as_deref().unwrap_or_default() {
         if o == "ro" {
             read_only = true;
@@ -243,12 +274,12 @@ fn plan_mount(
                 )
             })?;
         } else if let (false, Some(v)) = (bind, o.strip_prefix("size=")) {
-            size = tmpfs_size(v).ok_or_else(|| {
+            size = Some(tmpfs_size(v).ok_or_else(|| {
                 field(
                     format!("mounts[{i}].options"),
                     format!("\"{o}\": not a size"),
                 )
-            })?;
+            })?);
         } else if !HARMLESS_MOUNT_OPTIONS.contains(&o.as_str())
             && !o.starts_with("nr_inodes=")
             && !o.starts_with("uid=")
@@ -997,5 +1028,36 @@ mod tests {
             &serde_json::json!({"a": 0, "b": [], "c": {"d": null}})
         ));
         assert!(!vacuous(&serde_json::json!({"a": 0, "b": [1]})));
+    }
+
+    #[test]
+    fn tmpfs_specs_of_do() {
+        assert_eq!(parse_tmpfs("/tmp"), Ok(("/tmp".into(), 0o1777, None)));
+        assert_eq!(
+            parse_tmpfs("/tmp:size=64m"),
+            Ok(("/tmp".into(), 0o1777, Some(64 << 20)))
+        );
+        assert_eq!(
+            parse_tmpfs("/scratch:mode=700,size=2g"),
+            Ok(("/scratch".into(), 0o700, Some(2 << 30)))
+        );
+        assert_eq!(
+            parse_tmpfs("/x:size=4096"),
+            Ok(("/x".into(), 0o1777, Some(4096)))
+        );
+        for bad in [
+            "tmp",
+            "/a/../b",
+            "/tmp:size=",
+            "/tmp:size=0",
+            "/tmp:size=lots",
+            "/tmp:size=99999999999g",
+            "/tmp:mode=9",
+            "/tmp:mode=17777",
+            "/tmp:uid=0",
+        ] {
+            let e = parse_tmpfs(bad).expect_err(bad);
+            assert!(e.starts_with("--tmpfs "), "{bad}: {e}");
+        }
     }
 }

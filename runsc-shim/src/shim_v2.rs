@@ -30,6 +30,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use containerd_shim as shim;
 use shim::api;
 use shim::monitor::{monitor_subscribe, Subject, Topic};
+use shim::protos::cgroups::metrics as cgroup_metrics;
 use shim::protos::events::task::{
     TaskCreate, TaskDelete, TaskExit, TaskIO, TaskPaused, TaskResumed, TaskStart,
 };
@@ -1327,20 +1328,24 @@ impl shim::Task for Service {
         _ctx: &TtrpcContext,
         req: api::StatsRequest,
     ) -> TtrpcResult<api::StatsResponse> {
-        // How many host processes the sandbox has (its cgroup's counters
-        // are not read yet).
+        // The sandbox cgroup's counters, in cgroup v1's metric types on
+        // either host version (the Sentry and its helpers count with the
+        // guest: they are what the container costs the host).
         let rt = {
             let tasks = self.tasks();
             let t = tasks.get(&req.id)?;
             t.runtime.clone()
         };
-        let n = rt.ps(&req.id).map_err(internal)?.len() as u64;
-        let metrics = shim::protos::cgroups::metrics::Metrics {
-            pids: MessageField::some(shim::protos::cgroups::metrics::PidsStat {
-                current: n,
+        let metrics = match rt.cgroup_stats(&req.id).map_err(internal)? {
+            Some(s) => metrics_of(&s),
+            // No cgroup of its own: the host processes are all there is.
+            None => cgroup_metrics::Metrics {
+                pids: MessageField::some(cgroup_metrics::PidsStat {
+                    current: rt.ps(&req.id).map_err(internal)?.len() as u64,
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
-            ..Default::default()
+            },
         };
         let any = shim::util::convert_to_any(Box::new(metrics)).map_err(internal)?;
         Ok(api::StatsResponse {
@@ -1419,6 +1424,42 @@ impl shim::Task for Service {
             .map_err(internal)?;
         Ok(api::Empty::default())
     }
+}
+
+/// containerd's (cgroup v1) metrics for the counters `stats` read;
+/// counters the host lacks are left out.
+fn metrics_of(s: &crate::cgroup::Stats) -> cgroup_metrics::Metrics {
+    let mut m = cgroup_metrics::Metrics::default();
+    if let Some(usage) = s.memory_usage {
+        m.memory = MessageField::some(cgroup_metrics::MemoryStat {
+            usage: MessageField::some(cgroup_metrics::MemoryEntry {
+                usage,
+                limit: s.memory_limit.unwrap_or(u64::MAX),
+                max: s.memory_max_usage.unwrap_or_default(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    if let Some(total) = s.cpu_total_ns {
+        m.cpu = MessageField::some(cgroup_metrics::CPUStat {
+            usage: MessageField::some(cgroup_metrics::CPUUsage {
+                total,
+                user: s.cpu_user_ns.unwrap_or_default(),
+                kernel: s.cpu_kernel_ns.unwrap_or_default(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    if let Some(current) = s.pids_current {
+        m.pids = MessageField::some(cgroup_metrics::PidsStat {
+            current,
+            limit: s.pids_limit.unwrap_or_default(),
+            ..Default::default()
+        });
+    }
+    m
 }
 
 #[cfg(test)]

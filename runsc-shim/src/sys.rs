@@ -434,3 +434,40 @@ where
     std::io::Read::read_to_string(&mut rd, &mut msg)?;
     Ok((pid, if msg == "ok" { Ok(()) } else { Err(msg) }))
 }
+
+/// The addresses of the host's network interfaces (`getifaddrs(3)`), IPv4
+/// and IPv6, as the egress policy closes them.
+pub fn host_addresses() -> io::Result<Vec<std::net::IpAddr>> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a pointer to a list it allocated into
+    // `list`, which is freed below with freeifaddrs.
+    cvt(unsafe { libc::getifaddrs(&mut list) })?;
+    let mut out = Vec::new();
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, alive
+        // until freeifaddrs.
+        let ifa = unsafe { &*cur };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: a non-null ifa_addr points to a sockaddr whose family
+            // field says which sockaddr it is.
+            let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+            if family == libc::AF_INET {
+                // SAFETY: AF_INET: the address is a sockaddr_in.
+                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                out.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                    sin.sin_addr.s_addr,
+                ))));
+            } else if family == libc::AF_INET6 {
+                // SAFETY: AF_INET6: the address is a sockaddr_in6.
+                let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                out.push(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: `list` came from getifaddrs and is not used afterwards.
+    unsafe { libc::freeifaddrs(list) };
+    Ok(out)
+}

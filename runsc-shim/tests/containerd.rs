@@ -269,15 +269,26 @@ fn ferrovisor_shim_v2() {
         "1000",
     ]);
     assert_eq!(out.status, 0, "ctr run -d: {out:?}");
+    // The shim reports the sandbox cgroup's own counters: memory in use
+    // (the Sentry's at least), its CPU time, and its host tasks.
     let metrics = e.ctr(&["tasks", "metrics", "stats"]);
     assert_eq!(metrics.status, 0, "ctr tasks metrics: {metrics:?}");
-    assert!(
+    let metric = |name: &str| -> u64 {
         metrics
             .stdout
             .lines()
-            .any(|l| l.starts_with("pids.current")),
-        "{metrics:?}"
-    );
+            .find_map(|l| {
+                let mut f = l.split_whitespace();
+                (f.next() == Some(name)).then(|| f.next()).flatten()
+            })
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {metrics:?}"))
+    };
+    assert!(metric("memory.usage_in_bytes") > 0, "{metrics:?}");
+    assert!(metric("cpuacct.usage") > 0, "{metrics:?}");
+    // The Sentry alone runs several host threads; a stub and the gofer
+    // come on top.
+    assert!(metric("pids.current") >= 3, "{metrics:?}");
     // Pause and Resume: the sandbox's cgroup freezer.
     let status = |e: &Engine| {
         let ls = e.ctr(&["tasks", "ls"]);

@@ -1,8 +1,9 @@
 //! `--network sandbox` and the egress policy (issue 7, points 3 to 6).
 //!
 //! Each test runs in network and mount namespaces of its own (`unshare -m -n
-//! --propagation private`): a veth interface carries a test address, a
-//! Python HTTP server listens on it and logs every request it gets, and
+//! --propagation private`), where ferrovisor runs. A second network
+//! namespace, the "outside", is joined to it by a veth pair: Python servers
+//! there listen on the test addresses and log every request they get.
 //! `/etc/hosts` is bind-mounted so that the Sentry's DNS server (which asks
 //! the host's resolver) has names to find. Nothing changes on the host.
 
@@ -15,37 +16,59 @@ use common::{command, run, Outcome, TempDir};
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A public-looking test address (TEST-NET-2) and an internal one.
+/// A public-looking test address (TEST-NET-2) and an internal one, both
+/// outside; and the address of ferrovisor's own side of the link: to the
+/// sandbox, one of the host's own addresses.
 const SERVER: &str = "198.51.100.7";
 const INTERNAL: &str = "10.99.0.1";
+const HOST_SIDE: &str = "198.51.100.1";
+/// The outside's IPv6 address.
+const SERVER6: &str = "2001:db8::7";
 
 /// Runs `body` (shell) in private namespaces where `$SERVER` (public) and
-/// `$INTERNAL` serve `$DIR/blob` over HTTP on port 8080 (logs in
-/// `$DIR/server.log`), `$DIR/hosts` is `/etc/hosts`, and `$FV` is the
-/// ferrovisor binary.
+/// `$INTERNAL` serve `$DIR/blob` over HTTP on port 8080 from the outside
+/// namespace (run a command there with `outside CMD...`), and the host's
+/// own `127.0.0.1` and `HOST_SIDE` do too (all log in `$DIR/server.log`);
+/// `$DIR/hosts` is `/etc/hosts`, and `$FV` is the ferrovisor binary.
 fn scenario(label: &str, hosts: &str, body: &str) -> Outcome {
     let dir = TempDir::new(label);
     std::fs::write(dir.path().join("hosts"), hosts).expect("hosts");
     let script = format!(
         r#"set -e
 ip link set lo up
+# The outside: a network namespace held by a sleeping process.
+unshare -n sleep 600 &
+OUT=$!
+PIDS=$OUT
+trap 'kill $PIDS 2>/dev/null' EXIT
+while [ "$(readlink /proc/$OUT/ns/net)" = "$(readlink /proc/self/ns/net)" ]; do sleep 0.01; done
+# (Background servers are started with nsenter itself, not through this
+# function, so that $! is the server and the trap ends it.)
+outside() {{ nsenter -t $OUT -n "$@"; }}
 ip link add fv0 type veth peer name fv1
+ip link set fv0 netns $OUT
+outside ip link set lo up
+outside ip addr add {SERVER}/24 dev fv0
+outside ip addr add {INTERNAL}/24 dev fv0
+outside ip addr add {SERVER6}/64 dev fv0 nodad
+outside ip link set fv0 up
+ip addr add {HOST_SIDE}/24 dev fv1
+ip addr add 10.99.0.2/24 dev fv1
+ip addr add 2001:db8::1/64 dev fv1 nodad
 ip link set fv1 up
-ip addr add {SERVER}/24 dev fv0
-ip addr add {INTERNAL}/24 dev fv0
-ip link set fv0 up
 mount --bind "$DIR/hosts" /etc/hosts
 head -c 3000000 /dev/urandom > "$DIR/blob"
 cd "$DIR"
-python3 -m http.server --bind {SERVER} 8080 2>>"$DIR/server.log" >/dev/null &
-S1=$!
-python3 -m http.server --bind {INTERNAL} 8080 2>>"$DIR/server.log" >/dev/null &
-S2=$!
+nsenter -t $OUT -n python3 -m http.server --bind {SERVER} 8080 2>>"$DIR/server.log" >/dev/null &
+PIDS="$PIDS $!"
+nsenter -t $OUT -n python3 -m http.server --bind {INTERNAL} 8080 2>>"$DIR/server.log" >/dev/null &
+PIDS="$PIDS $!"
 python3 -m http.server --bind 127.0.0.1 8080 2>>"$DIR/server.log" >/dev/null &
-S3=$!
-trap 'kill $S1 $S2 $S3 2>/dev/null' EXIT
+PIDS="$PIDS $!"
+python3 -m http.server --bind {HOST_SIDE} 8080 2>>"$DIR/server.log" >/dev/null &
+PIDS="$PIDS $!"
 for i in $(seq 100); do
-  python3 -c "import socket; [socket.create_connection((a, 8080)).close() for a in ('{SERVER}', '{INTERNAL}', '127.0.0.1')]" 2>/dev/null && break
+  python3 -c "import socket; [socket.create_connection((a, 8080)).close() for a in ('{SERVER}', '{INTERNAL}', '127.0.0.1', '{HOST_SIDE}')]" 2>/dev/null && break
   sleep 0.1
 done
 : > "$DIR/server.log"
@@ -210,19 +233,37 @@ echo "requests $(grep -c 'GET /blob' "$DIR/server.log")"
 #[test]
 fn sensitive_destinations_stay_closed_under_a_wide_rule() {
     // 0.0.0.0/0 does not open the metadata address, the host's loopback
-    // (the guest's 127.0.0.1 is its own) or the unspecified address.
+    // (the guest's 127.0.0.1 is its own), the unspecified address, or the
+    // host's own address on its link; UDP neither.
     let body = format!(
         r#"$FV do --allow-cidr 0.0.0.0/0 -- sh -c '
   python3 -I -c "{fetch}" http://169.254.169.254:8080/latest
   python3 -I -c "{fetch}" http://127.0.0.1:8080/blob
   python3 -I -c "{fetch}" http://127.0.0.2:8080/blob
-'
+  python3 -I -c "{fetch}" http://{HOST_SIDE}:8080/blob
+  python3 -I -c "$1" {HOST_SIDE} 5353
+' sh '{UDP_CLIENT}'
 echo "log: $(wc -c < "$DIR/server.log")"
+# A rule that names the host's address opens it.
+$FV do --allow-cidr {HOST_SIDE}/32:8080 -- python3 -I -c '{FETCH}' http://{HOST_SIDE}:8080/blob
 "#,
         fetch = FETCH.replace('"', "\\\""),
     );
     let o = scenario("sensitive", "127.0.0.1 localhost\n", &body);
-    assert_refused_unseen(&o, 3);
+    assert_refused_unseen(&o, 4);
+    assert!(
+        o.stdout.contains("sendto EPERM\nconnect ECONNREFUSED\n"),
+        "{}",
+        show(&o)
+    );
+    assert!(
+        o.stderr.contains(&format!(
+            "egress to {HOST_SIDE}:8080 refused: the host's own address"
+        )),
+        "{}",
+        show(&o)
+    );
+    assert!(o.stdout.contains("got 3000000 "), "{}", show(&o));
 }
 
 #[test]
@@ -251,4 +292,171 @@ fn network_flags_are_checked() {
             show(&o)
         );
     }
+}
+
+/// A UDP echo server on the test's side: `udp_echo.py ADDR PORT LOG` answers
+/// every datagram with itself and logs its sender and size.
+const UDP_ECHO: &str = r#"
+import socket, sys
+host, port, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((host, port))
+with open(log, "a") as f:
+    while True:
+        d, a = s.recvfrom(65536)
+        f.write("%s %d\n" % (a[0], len(d)))
+        f.flush()
+        s.sendto(d, a)
+"#;
+
+/// Python in the sandbox: UDP to `HOST PORT` with sendto/recvfrom (twenty
+/// random datagrams of growing size, each checked byte for byte and by
+/// sender) and with connect/send/recv; prints the verdicts, or the errno
+/// of each step that failed.
+const UDP_CLIENT: &str = r#"
+import errno, os, socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+def name(e):
+    return errno.errorcode.get(e.errno, str(e.errno))
+s = socket.socket(fam, socket.SOCK_DGRAM)
+s.settimeout(10)
+try:
+    ok = 0
+    for i in range(20):
+        d = os.urandom(1 + i * 3000)
+        s.sendto(d, (host, port))
+        r, a = s.recvfrom(65536)
+        ok += r == d and a[0] == host and a[1] == port
+    print("sendto echoed", ok)
+except OSError as e:
+    print("sendto", name(e))
+c = socket.socket(fam, socket.SOCK_DGRAM)
+c.settimeout(10)
+try:
+    c.connect((host, port))
+    c.send(b"ping over connect")
+    print("connect echoed", c.recv(100), c.getpeername()[:2] == (host, port))
+except OSError as e:
+    print("connect", name(e))
+sys.stdout.flush()
+time.sleep(float(os.environ.get("LINGER", "0")))
+"#;
+
+/// Starts the UDP echo servers (`SERVER` and `SERVER6`, port 5353, log
+/// `$DIR/udp.log`) in the scenario's outside.
+fn udp_servers() -> String {
+    format!(
+        r#"cat > "$DIR/udp_echo.py" <<'PY'
+{UDP_ECHO}
+PY
+nsenter -t $OUT -n python3 -I "$DIR/udp_echo.py" {SERVER} 5353 "$DIR/udp.log" >/dev/null 2>&1 &
+PIDS="$PIDS $!"
+nsenter -t $OUT -n python3 -I "$DIR/udp_echo.py" {SERVER6} 5353 "$DIR/udp.log" >/dev/null 2>&1 &
+PIDS="$PIDS $!"
+for i in $(seq 100); do
+  [ "$(outside ss -Huan | wc -l)" -ge 2 ] && break
+  sleep 0.1
+done
+: > "$DIR/udp.log"
+"#
+    )
+}
+
+#[test]
+fn udp_to_an_allowed_cidr_is_relayed_both_ways() {
+    let body = format!(
+        r#"{servers}
+$FV do --allow-cidr {SERVER}/32:5353 --allow-cidr 2001:db8::/64 -- sh -c '
+  python3 -I -c "$1" {SERVER} 5353
+  python3 -I -c "$1" {SERVER6} 5353
+' sh '{UDP_CLIENT}'
+echo "datagrams $(wc -l < "$DIR/udp.log")"
+"#,
+        servers = udp_servers()
+    );
+    let o = scenario("udp", "127.0.0.1 localhost\n", &body);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(
+        lines.iter().filter(|l| **l == "sendto echoed 20").count(),
+        2,
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| **l == "connect echoed b'ping over connect' True")
+            .count(),
+        2,
+        "{}",
+        show(&o)
+    );
+    // Every datagram crossed the host once: 2 x (20 + 1).
+    assert!(lines.contains(&"datagrams 42"), "{}", show(&o));
+}
+
+#[test]
+fn udp_without_a_rule_is_refused_without_a_host_socket() {
+    // A rule for another port, and none at all. While the guest lingers
+    // after its refused attempts, ferrovisor's namespace holds no UDP
+    // socket: none was opened for the refused destination.
+    let body = format!(
+        r#"{servers}
+for flags in "--allow-cidr {SERVER}/32:9999" "--network sandbox"; do
+  LINGER=3 $FV do $flags -- python3 -I -c '{UDP_CLIENT}' {SERVER} 5353 > "$DIR/out" &
+  F=$!
+  for i in $(seq 200); do grep -q '^connect' "$DIR/out" && break; sleep 0.05; done
+  echo "udp sockets $(ss -Huan | wc -l)"
+  wait $F
+  cat "$DIR/out"
+done
+echo "datagrams refused $(wc -l < "$DIR/udp.log")"
+# The measure works: an allowed guest holds a host UDP socket for each of
+# its two sockets.
+LINGER=3 $FV do --allow-cidr {SERVER}/32:5353 -- python3 -I -c '{UDP_CLIENT}' {SERVER} 5353 > "$DIR/out" &
+F=$!
+for i in $(seq 200); do grep -q '^connect' "$DIR/out" && break; sleep 0.05; done
+echo "allowed: udp sockets $(ss -Huan | wc -l)"
+wait $F
+cat "$DIR/out"
+"#,
+        servers = udp_servers()
+    );
+    let o = scenario("udpdeny", "127.0.0.1 localhost\n", &body);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(
+        lines.iter().filter(|l| **l == "sendto EPERM").count(),
+        2,
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| **l == "connect ECONNREFUSED")
+            .count(),
+        2,
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        lines.iter().filter(|l| **l == "udp sockets 0").count(),
+        2,
+        "{}",
+        show(&o)
+    );
+    assert!(lines.contains(&"datagrams refused 0"), "{}", show(&o));
+    assert!(lines.contains(&"allowed: udp sockets 2"), "{}", show(&o));
+    assert!(lines.contains(&"sendto echoed 20"), "{}", show(&o));
+    // Each refusal is on stderr with the destination: sendto and connect,
+    // twice.
+    assert_eq!(
+        o.stderr
+            .matches(&format!("egress to {SERVER}:5353 refused"))
+            .count(),
+        4,
+        "{}",
+        show(&o)
+    );
 }

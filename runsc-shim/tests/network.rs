@@ -462,3 +462,69 @@ fn socket_exhaustion_gives_emfile_and_the_sandbox_survives() {
     let again = sandboxed(&["/bin/busybox", "echo", "alive"]);
     assert_eq!((again.status, again.stdout.as_str()), (0, "alive\n"));
 }
+
+const FLOOD_AND_CHURN: &str = r#"
+import errno, socket, time
+def name(e):
+    return errno.errorcode.get(e.errno, str(e.errno))
+# A port that is taken stays taken: EADDRINUSE, as Linux says.
+a = socket.socket(); a.bind(("127.0.0.1", 0)); a.listen(1)
+b = socket.socket()
+try:
+    b.bind(a.getsockname()); print("rebind OK")
+except OSError as e:
+    print("rebind", name(e))
+b.close(); a.close()
+# 600 non-blocking connects at a listener with a backlog of 1: each is
+# pending or connected, none is an error, nothing hangs.
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+flood = []
+for i in range(600):
+    c = socket.socket(); c.setblocking(False)
+    flood.append((c, c.connect_ex(srv.getsockname())))
+print("flood: every connect pending or done", all(r in (0, errno.EINPROGRESS) for _, r in flood))
+for c, _ in flood:
+    c.close()
+# The listener still accepts: a new client gets through once the queue
+# drains (connections from the flood that made it in come first, dead or
+# alive).
+c = socket.socket(); c.setblocking(False); c.connect_ex(srv.getsockname())
+srv.settimeout(20)
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    s, peer = srv.accept()
+    if peer == c.getsockname():
+        break
+    s.close()
+c.settimeout(20)
+c.sendall(b"after the flood")
+print("listener accepts after the flood", s.recv(100))
+s.close(); c.close()
+# Churn through ephemeral ports: 3000 connections opened and closed one
+# after the other; every one works or fails with a clean resource error.
+done, err = 0, None
+for i in range(3000):
+    try:
+        c = socket.create_connection(srv.getsockname(), timeout=20)
+        s, _ = srv.accept()
+        c.close(); s.close()
+        done += 1
+    except OSError as e:
+        err = name(e); break
+print("churn clean", done == 3000 or err in ("EADDRNOTAVAIL", "EADDRINUSE", "EAGAIN", "ENOBUFS"))
+c = socket.create_connection(srv.getsockname(), timeout=20); s, _ = srv.accept()
+c.sendall(b"still alive"); print("after churn", s.recv(100))
+print("done")
+"#;
+
+/// Attacks on the sandbox's own sockets (issue 7, point 6): a taken port
+/// stays taken, a flood of non-blocking connects at a listener with a small
+/// backlog, and thousands of connections churning through ephemeral ports.
+/// Output identical to native; the Sentry lives on for the next sandbox.
+#[test]
+fn connect_flood_and_port_churn_leave_the_sandbox_working() {
+    let argv = python(FLOOD_AND_CHURN, &[]);
+    compare("flood and churn", &as_strs(&argv), "done");
+    let again = sandboxed(&["/bin/busybox", "echo", "alive"]);
+    assert_eq!((again.status, again.stdout.as_str()), (0, "alive\n"));
+}

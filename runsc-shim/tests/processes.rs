@@ -821,6 +821,70 @@ fn host_sigint_ends_a_guest_without_a_handler() {
     assert_eq!(signalled(true, &argv, libc::SIGINT), native, "sandbox");
 }
 
+/// Signals a PID namespace's init sends itself or gets from its own
+/// processes: only the ones it has a handler for arrive, even SIGKILL and
+/// SIGSTOP (pid_namespaces(7)); a child is an ordinary process.
+const INIT_SIGNALS: &str = r#"echo "pid $$"
+kill -TERM 1; echo "TERM: $?"
+kill -KILL 1; echo "KILL: $?"
+kill -STOP 1; echo "STOP: $?"
+kill -USR1 1; echo "USR1: $?"
+trap 'echo caught USR2' USR2
+kill -USR2 1; echo "USR2 sent"
+/bin/busybox sh -c 'kill -TERM $$; echo child survived'; echo "child status $?"
+echo alive
+"#;
+
+#[test]
+fn init_gets_only_the_signals_it_handles_from_inside() {
+    // Natively the shell is PID 1 of a new PID namespace (needs root); in
+    // the sandbox it is the guest's first process, PID 1 as well.
+    let mut nat_cmd = command("/usr/bin/unshare", &[]);
+    nat_cmd
+        .args(["--pid", "--fork", "--mount-proc", "--"])
+        .args(BUSYBOX_SH)
+        .arg(INIT_SIGNALS);
+    let nat = run(nat_cmd, None, TIMEOUT);
+    let expected = "pid 1\nTERM: 0\nKILL: 0\nSTOP: 0\nUSR1: 0\ncaught USR2\nUSR2 sent\n\
+                    child status 143\nalive\n";
+    assert_eq!(
+        (nat.stdout.as_str(), nat.status),
+        (expected, 0),
+        "the NATIVE run differs, so the test is wrong (stderr: {})",
+        nat.stderr
+    );
+    let mut sb_cmd = command(FERROVISOR, &[]);
+    sb_cmd
+        .arg("do")
+        .arg("--")
+        .args(BUSYBOX_SH)
+        .arg(INIT_SIGNALS);
+    let sb = run(sb_cmd, None, TIMEOUT);
+    assert_eq!(
+        (sb.stdout.as_str(), sb.status),
+        (expected, 0),
+        "sandbox stderr: {}",
+        sb.stderr
+    );
+}
+
+#[test]
+fn host_sigterm_ends_a_do_guest_that_ignores_it_only_as_init() {
+    // `ferrovisor do` stands for the command: SIGTERM to it ends a guest
+    // init that keeps the default action (it would drop the signal coming
+    // from its own processes), and a trap still runs.
+    let argv = [
+        "/bin/busybox",
+        "sh",
+        "-c",
+        "kill -TERM 1; echo ready; exec sleep 60",
+    ];
+    assert_eq!(
+        signalled(true, &argv, libc::SIGTERM),
+        ("ready\n".to_string(), 128 + libc::SIGTERM)
+    );
+}
+
 #[test]
 fn comm_is_the_name_the_program_was_started_by() {
     // Linux names a process after the path given to execve, symlinks not

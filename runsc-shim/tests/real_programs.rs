@@ -1,7 +1,10 @@
 //! Real programs (coreutils, busybox applets) run natively and under
 //! `ferrovisor do`, with the same argv, environment and stdin: stdout and exit
 //! status must agree. Also the CLI's own error statuses (127, 126, 2), death
-//! by signal (128+N), and `--root DIR` confinement of absolute symlinks.
+//! by signal (128+N), `--root DIR` confinement of absolute symlinks, attacks
+//! that must not get out of `--root DIR` (file handles, chroot, pivot_root,
+//! mount, a rename race; `no_way_out.c`), tmpfs limits, and what programs
+//! learn about the machine (CPU counts, start times).
 
 mod common;
 
@@ -313,11 +316,16 @@ fn nonexistent_root_is_2_with_one_line() {
 #[test]
 fn killed_by_sigterm_is_143() {
     let dir = TempDir::new("sigterm");
+    // In a child: the guest's first process is the sandbox's init, which
+    // drops signals from inside that it has no handler for
+    // (pid_namespaces(7)). The parent passes the death on as a shell does.
     let bin = compile_static(
         dir.path(),
         "selfterm",
-        "#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n\
-         int main(void) { puts(\"before\"); fflush(stdout); kill(getpid(), SIGTERM); puts(\"after\"); return 0; }\n",
+        "#include <signal.h>\n#include <stdio.h>\n#include <sys/wait.h>\n#include <unistd.h>\n\
+         int main(void) { int st; puts(\"before\"); fflush(stdout);\n\
+         if (fork() == 0) { kill(getpid(), SIGTERM); puts(\"after\"); return 0; }\n\
+         wait(&st); return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1; }\n",
     );
     compare_with(&[path_str(&bin)], &[], None, 143);
 }
@@ -426,6 +434,377 @@ fn root_is_read_only() {
     assert!(
         !dir.path().join("new-file").exists(),
         "the guest wrote to the host"
+    );
+}
+
+// ---- no way out (issue 4 point 7) ----------------------------------------------
+
+/// A host directory holding `secret` ("HOST-SECRET ...") and `root/`, the
+/// sandbox's root, with busybox, the attack program `no_way_out.c`, and a
+/// decoy ("inside-decoy") at the secret's own absolute path below the root:
+/// a guest that opens the secret's path finds the decoy, so whatever reads
+/// "HOST-SECRET" got out.
+struct EscapeRoot {
+    dir: TempDir,
+    secret: String,
+}
+
+impl EscapeRoot {
+    fn new() -> EscapeRoot {
+        let dir = TempDir::new("noescape");
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
+        std::fs::copy("/bin/busybox", root.join("bin/busybox")).expect("copy busybox");
+        let bin = compile_static(dir.path(), "no_way_out", include_str!("no_way_out.c"));
+        std::fs::copy(&bin, root.join("bin/no_way_out")).expect("copy attack");
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"HOST-SECRET outside the root\n").expect("write secret");
+        let secret = path_str(&secret).to_owned();
+        let decoy = root.join(secret.trim_start_matches('/'));
+        std::fs::create_dir_all(decoy.parent().expect("parent")).expect("mkdir decoy dir");
+        std::fs::write(&decoy, b"inside-decoy\n").expect("write decoy");
+        EscapeRoot { dir, secret }
+    }
+
+    fn root(&self) -> String {
+        path_str(&self.dir.path().join("root")).to_owned()
+    }
+
+    /// Runs the attack program in the sandbox, under each platform;
+    /// asserts it exited 0 and never read the secret; returns its stdout
+    /// of each run.
+    fn attack(&self, args: &[&str]) -> Vec<String> {
+        let root = self.root();
+        let mut argv = vec!["/bin/no_way_out"];
+        argv.extend_from_slice(args);
+        ["seccomp", "ptrace"]
+            .into_iter()
+            .map(|platform| {
+                let out = sandboxed(&["--root", &root, "--platform", platform], &argv, &[], None);
+                assert_eq!(out.status, 0, "{platform}: {args:?}: {out:?}");
+                assert!(
+                    !out.stdout.contains("HOST-SECRET"),
+                    "{platform}: {args:?}: the guest read a host file outside its root:\n{}",
+                    out.stdout
+                );
+                out.stdout
+            })
+            .collect()
+    }
+}
+
+/// Asserts that `out` has each of the lines `want`.
+fn has_lines(out: &str, want: &[&str]) {
+    for line in want {
+        assert!(
+            out.lines().any(|l| l == *line),
+            "missing line {line:?} in:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn no_way_out_through_file_handles() {
+    let r = EscapeRoot::new();
+    // The secret's real handle, as the host's kernel would take it back.
+    let nat = native(
+        &[
+            &format!("{}/no_way_out", r.dir.path_str()),
+            "mkhandle",
+            &r.secret,
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(nat.status, 0, "native name_to_handle_at: {nat:?}");
+    let handle = nat.stdout.trim();
+    for out in r.attack(&["handles", &r.secret, handle]) {
+        has_lines(
+            &out,
+            &[
+                "name_to_handle_at(secret): EOPNOTSUPP",
+                "name_to_handle_at(/bin/busybox): EOPNOTSUPP",
+                "name_to_handle_at(/, AT_EMPTY_PATH): EOPNOTSUPP",
+                "open_by_handle_at(host handle of the secret): EPERM",
+                "guessed handles opened: 0, refused with EPERM: 1020",
+                "secret by path: read: inside-decoy",
+            ],
+        );
+    }
+}
+
+#[test]
+fn no_way_out_through_chroot_and_a_held_directory() {
+    let r = EscapeRoot::new();
+    for out in r.attack(&["chroot", &r.secret]) {
+        has_lines(
+            &out,
+            &[
+                "chroot(/tmp/jail): EPERM",
+                "chroot(.): EPERM",
+                "fchdir(held /): ok",
+                "cwd after 64 x ..: /",
+                "chroot(.) after ..: EPERM",
+                "secret by .. chain: read: inside-decoy",
+                "secret by path: read: inside-decoy",
+                "secret from the held descriptor: read: inside-decoy",
+                // The top of every `..` chain is the root given: its names
+                // only.
+                "top directory: . .. bin work",
+            ],
+        );
+    }
+    let mut top: Vec<String> = std::fs::read_dir(r.root())
+        .expect("read root")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    top.sort();
+    assert_eq!(top, ["bin", "work"], "the test's own root changed");
+}
+
+#[test]
+fn no_way_out_through_pivot_root() {
+    let r = EscapeRoot::new();
+    for out in r.attack(&["pivot", &r.secret]) {
+        has_lines(
+            &out,
+            &[
+                "pivot_root(/tmp/new, /tmp/new/old): EPERM",
+                "pivot_root(., .): EPERM",
+                "umount2(., MNT_DETACH): EPERM",
+                "secret by path: read: inside-decoy",
+                "secret by .. chain: read: inside-decoy",
+            ],
+        );
+    }
+}
+
+#[test]
+fn no_way_out_through_mount() {
+    let r = EscapeRoot::new();
+    for out in r.attack(&["mount", &r.secret]) {
+        has_lines(
+            &out,
+            &[
+                "mount(proc): EPERM",
+                "mount(tmpfs): EPERM",
+                "mount(bind /): EPERM",
+                "mount(bind of the secret's directory): EPERM",
+                "mount(remount / rw): EPERM",
+                "mount(move /proc): EPERM",
+                "umount2(/proc): EPERM",
+                "umount2(/tmp): EPERM",
+                "/tmp/m entries: 2",
+                "secret through /tmp/m: ENOENT",
+                "secret's name in /tmp/m: ENOENT",
+            ],
+        );
+        // The new mount API is not there at all (ENOSYS, as gVisor
+        // answers); whatever the errno, none of it may work.
+        for call in [
+            "fsopen(tmpfs)",
+            "open_tree(/)",
+            "move_mount",
+            "mount_setattr",
+        ] {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(&format!("{call}: ")))
+                .unwrap_or_else(|| panic!("no {call} line in:\n{out}"));
+            assert!(!line.ends_with(": ok"), "{line}");
+        }
+    }
+}
+
+/// One guest process swaps a directory and a symlink to `/` (RENAME_EXCHANGE
+/// in a loop) while another opens the secret's path through them 4000
+/// times: through the symlink it must find the decoy inside the root,
+/// through the directory nothing, and never the host's file.
+#[test]
+fn no_way_out_through_a_rename_race_against_a_symlink_swap() {
+    let r = EscapeRoot::new();
+    for out in r.attack(&["race", &r.secret, "4000"]) {
+        has_lines(&out, &["swapper still swapping at the end: yes"]);
+        let counts = |label: &str| -> [u32; 4] {
+            let line = out
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{label}: ")))
+                .unwrap_or_else(|| panic!("no {label} line in:\n{out}"));
+            let v: Vec<u32> = line
+                .split_whitespace()
+                .map(|kv| kv.split_once('=').expect("k=v").1.parse().expect("count"))
+                .collect();
+            [v[0], v[1], v[2], v[3]]
+        };
+        let [leaked, decoy, missing, other] = counts("via d");
+        assert_eq!((leaked, other), (0, 0), "{out}");
+        assert_eq!(decoy + missing, 2000, "{out}");
+        // Both shapes were met, so the opens really raced the swaps.
+        assert!(decoy > 0 && missing > 0, "the race never happened: {out}");
+        // `..` from either shape climbs to the root and no further.
+        assert_eq!(counts("via .."), [0, 2000, 0, 0], "{out}");
+    }
+}
+
+/// Linux's tmpfs with `size=8m`, natively (in a mount namespace of its
+/// own) and in the sandbox (`--tmpfs /tmp:size=8m`): a write that does not
+/// fit writes what fits, the next one is ENOSPC, statfs shows the limit
+/// and no room, and after a delete the space is back and the sandbox goes
+/// on working.
+#[test]
+fn filling_a_tmpfs_past_its_size_is_enospc_and_the_sandbox_lives_on() {
+    const FILL: &str = r#"
+import errno, os
+M = 1 << 20
+fd = os.open("/tmp/fill", os.O_WRONLY | os.O_CREAT, 0o644)
+print("first write", os.write(fd, b"x" * (6 * M)) / M)
+print("second write", os.write(fd, b"y" * (6 * M)) / M)
+try:
+    os.write(fd, b"z")
+    print("third write worked")
+except OSError as e:
+    print("third write", errno.errorcode[e.errno])
+st = os.statvfs("/tmp")
+print("size", st.f_blocks * st.f_frsize / M, "free", st.f_bavail * st.f_frsize)
+print("file", os.fstat(fd).st_size / M)
+os.close(fd)
+os.unlink("/tmp/fill")
+st = os.statvfs("/tmp")
+print("free after unlink", st.f_bavail * st.f_frsize / M)
+with open("/tmp/ok", "w") as f:
+    f.write("still writable\n")
+print(open("/tmp/ok").read(), end="")
+"#;
+    let nat = native(
+        &[
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "bash",
+            "-c",
+            "mount -t tmpfs -o size=8m tmpfs /tmp && exec python3 -c \"$FILL\"",
+        ],
+        &[("FILL", FILL)],
+        None,
+    );
+    assert_eq!(nat.status, 0, "native: {nat:?}");
+    assert_eq!(
+        nat.stdout,
+        "first write 6.0\nsecond write 2.0\nthird write ENOSPC\nsize 8.0 free 0\nfile 8.0\n\
+         free after unlink 8.0\nstill writable\n",
+        "the native run disagrees with what the test expects"
+    );
+    let sb = sandboxed(
+        &["--tmpfs", "/tmp:size=8m"],
+        &["python3", "-c", FILL],
+        &[],
+        None,
+    );
+    assert_eq!((sb.status, &sb.stdout), (0, &nat.stdout), "{sb:?}");
+    // Without --tmpfs, /tmp holds at most half the memory, as Linux sizes
+    // a tmpfs by default.
+    let sb = sandboxed(
+        &[],
+        &[
+            "python3",
+            "-c",
+            "import os; st = os.statvfs('/tmp'); \
+             kb = int(open('/proc/meminfo').read().split()[1]); \
+             print(abs(st.f_blocks * st.f_frsize - kb * 1024 // 2) <= 4096)",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!((sb.status, sb.stdout.as_str()), (0, "True\n"), "{sb:?}");
+    let bad = sandboxed(&["--tmpfs", "/tmp:size=lots"], &["true"], &[], None);
+    assert_eq!(bad.status, 2, "{bad:?}");
+    assert_eq!(bad.stderr.trim_end().lines().count(), 1, "{bad:?}");
+}
+
+// ---- what programs learn about the machine -------------------------------------
+
+/// nproc, Python and getconf count the CPUs as natively (issue 4 point 3,
+/// /sys): glibc reads /sys/devices/system/cpu, Python and nproc
+/// sched_getaffinity.
+#[test]
+fn cpu_counts_agree_with_native() {
+    compare_script(
+        "nproc; nproc --all
+         python3 -c 'import os; print(os.cpu_count(), len(os.sched_getaffinity(0)))'
+         getconf _NPROCESSORS_CONF; getconf _NPROCESSORS_ONLN
+         cat /sys/devices/system/cpu/online",
+    );
+    // One cpuN directory per CPU, each but cpu0 on line.
+    let out = sandboxed(
+        &[],
+        &[
+            "bash",
+            "-c",
+            "getconf _NPROCESSORS_CONF; ls /sys/devices/system/cpu | grep -c '^cpu[0-9]'; \
+             cat /sys/devices/system/cpu/cpu[1-9]*/online 2>/dev/null | sort -u; \
+             test -e /sys/devices/system/cpu/cpu0/online || echo cpu0 fixed",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines[0], lines[1], "{}", out.stdout);
+    assert_eq!(lines.last(), Some(&"cpu0 fixed"), "{}", out.stdout);
+    if lines[0] != "1" {
+        assert_eq!(lines[2], "1", "{}", out.stdout);
+    }
+}
+
+/// `ps` computes a start date from /proc/[pid]/stat's start time and
+/// /proc/stat's btime, and an elapsed time from /proc/uptime: the sandbox's
+/// first process started today, moments ago, not in 1970.
+#[test]
+fn ps_shows_a_real_start_date_and_a_small_elapsed_time() {
+    let out = sandboxed(
+        &[],
+        &[
+            "bash",
+            "-c",
+            "ps -o lstart= -p 1; date -d \"$(ps -o lstart= -p 1)\" +%s; date +%s; \
+             ps -o etimes= -p 1; ps -o pid,lstart,etime,cmd -p 1 | tail -1; \
+             grep btime /proc/stat | cut -d' ' -f2; cut -d' ' -f1 /proc/uptime",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
+    assert_eq!(lines.len(), 7, "{}", out.stdout);
+    let year = native(&["date", "+%Y"], &[], None).stdout.trim().to_owned();
+    assert!(
+        lines[0].ends_with(&year),
+        "lstart {:?} is not this year ({year})",
+        lines[0]
+    );
+    let num = |s: &str| -> f64 {
+        s.parse()
+            .unwrap_or_else(|_| panic!("{s:?}: {}", out.stdout))
+    };
+    let (started, now) = (num(lines[1]), num(lines[2]));
+    assert!(
+        (0.0..60.0).contains(&(now - started)),
+        "started {started}, now {now}: {}",
+        out.stdout
+    );
+    assert!(num(lines[3]) < 60.0, "etimes: {}", out.stdout);
+    assert!(
+        lines[4].starts_with("1 ") && lines[4].contains(&year),
+        "{}",
+        out.stdout
+    );
+    // btime + uptime is now.
+    let (btime, uptime) = (num(lines[5]), num(lines[6]));
+    assert!(
+        (btime + uptime - now).abs() <= 2.0,
+        "btime {btime} + uptime {uptime} vs now {now}"
     );
 }
 

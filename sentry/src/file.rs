@@ -389,11 +389,11 @@ impl FileDescription {
             copy_from_slices(bufs, &mut data);
             let append = self.flags() & OpenFlags::APPEND.bits() != 0;
             let mut pos = lock(&self.pos);
-            let end = m.write_at(at.unwrap_or(*pos), &data, append && at.is_none())?;
+            let (end, written) = m.write_at(at.unwrap_or(*pos), &data, append && at.is_none())?;
             if at.is_none() {
                 *pos = end;
             }
-            return Ok(len as u64);
+            return Ok(written as u64);
         }
         if let FileKind::Host(f) = &self.kind {
             // A volume's file, opened for writing by the gofer.

@@ -4,6 +4,12 @@
 //! sandbox (`si_code` `SI_USER`, sender pid 0), instead of ending the
 //! Sentry under the guest's feet.
 //!
+//! The guest's first process is the init of the sandbox's PID namespace,
+//! which gets only the signals it has a handler for. For a container that
+//! is the contract (runc's `kill TERM` leaves a shell without a trap
+//! running); for `ferrovisor do`, which stands for the program at the
+//! user's terminal, see [`HostSignals::Terminate`].
+//!
 //! The caller blocks them ([`block_forwarded`]) before it starts any
 //! thread, so that every thread of the process inherits the mask and a
 //! process-directed signal stays pending until the forwarder takes it.
@@ -11,6 +17,21 @@
 use std::sync::Weak;
 
 use crate::kernel::Kernel;
+
+/// What a forwarded host signal means to the guest's first process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HostSignals {
+    /// `kill(2)` from outside the sandbox's PID namespace: init's handler
+    /// runs if it has one, else the signal is dropped (the OCI runtime).
+    #[default]
+    FromOutside,
+    /// As [`HostSignals::FromOutside`], except that a signal whose default
+    /// action would end the program, and that init would drop only for
+    /// being init, ends the sandbox with that signal (`ferrovisor do`:
+    /// ^C or `kill` of the command must stop it, as they would stop the
+    /// program run natively).
+    Terminate,
+}
 
 /// The signals forwarded: the ones people and engines send to stop,
 /// reload or poke a program.
@@ -81,7 +102,7 @@ fn all_blocked() -> bool {
 
 /// Starts the thread that hands the forwarded signals to the guest, if the
 /// caller blocked them (else they keep their host meaning).
-pub(crate) fn start_forwarder(kernel: Weak<Kernel>) {
+pub(crate) fn start_forwarder(kernel: Weak<Kernel>, mode: HostSignals) {
     if !all_blocked() {
         return;
     }
@@ -92,10 +113,14 @@ pub(crate) fn start_forwarder(kernel: Weak<Kernel>) {
                 let Some(k) = kernel.upgrade() else { return };
                 let init = k.procs().map.get(&1).cloned();
                 match init {
+                    Some(p) if mode == HostSignals::Terminate && ends_unhandled(&p, sig) => {
+                        tracing::info!(sig, "host signal ends the sandbox (no guest handler)");
+                        p.group_exit(&k, crate::task::ExitStatus::Signal(sig));
+                    }
                     Some(p) => {
                         tracing::info!(sig, "host signal forwarded to the guest's first process");
                         let info = crate::task::user_info(sig, 0, 0, crate::task::si::USER);
-                        p.send_signal(&k, sig, info);
+                        p.send_signal_from_outside(&k, sig, info);
                     }
                     None => tracing::info!(sig, "host signal dropped: the guest has ended"),
                 }
@@ -104,4 +129,19 @@ pub(crate) fn start_forwarder(kernel: Weak<Kernel>) {
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "cannot start the signal forwarder");
     }
+}
+
+/// Whether `sig` would end process `p` by its default action were `p` not
+/// init: the disposition is the default, the default terminates, and no
+/// thread blocks it (a blocked signal waits, as it would natively; init
+/// then drops it at delivery).
+fn ends_unhandled(p: &crate::task::Process, sig: i32) -> bool {
+    let st = p.state();
+    st.actions[sig as usize - 1].handler == abi::signal::SIG_DFL
+        && !crate::task::ignored_by_default(sig)
+        && !crate::task::is_stop(sig)
+        && st
+            .threads
+            .iter()
+            .any(|t| t.state().mask & (1u64 << (sig - 1)) == 0)
 }

@@ -95,6 +95,16 @@ pub struct SandboxConfig<'a> {
     pub mounts: Vec<Mount>,
     /// uid and gid of the first process; the Sentry's own when `None`
     pub ids: Option<(u32, u32)>,
+    /// the sandbox's memory limit (an OCI `linux.resources.memory.limit`):
+    /// what `/proc/meminfo` and `sysinfo` report when smaller than the
+    /// host's memory, and what default tmpfs sizes are half of
+    pub memory_limit: Option<u64>,
+    /// what host signals forwarded to the guest's first process mean
+    pub host_signals: crate::hostsig::HostSignals,
+    /// most tasks (threads and processes, zombies included) the guest may
+    /// hold at once: the container's `pids.limit`, counted in the Sentry
+    /// so that the guest sees runc's limit, not the sandbox's host tasks
+    pub max_tasks: Option<usize>,
 }
 
 /// A file system mounted over a guest path.
@@ -120,8 +130,9 @@ pub enum MountSource {
     Tmpfs {
         /// the root directory's permissions
         mode: u32,
-        /// size limit in bytes
-        size: u64,
+        /// size limit in bytes; `None`: half the sandbox's memory, as
+        /// Linux sizes a tmpfs mounted without `size=`
+        size: Option<u64>,
     },
 }
 
@@ -177,6 +188,9 @@ pub struct ProcTable {
     /// live threads of every process, by thread ID
     pub threads: BTreeMap<i32, Arc<Thread>>,
     next: i32,
+    /// most tasks the guest may hold at once (the container's
+    /// `pids.limit`), `None` for no limit of its own
+    pub task_limit: Option<usize>,
 }
 
 /// Most processes a sandbox may hold at once (`fork` answers `EAGAIN`).
@@ -185,9 +199,26 @@ pub const MAX_PROCS: usize = 4096;
 const PID_MAX: i32 = 4_194_304;
 
 impl ProcTable {
-    /// Allocates a free PID.
+    /// Tasks as the pids cgroup controller counts them: every live
+    /// thread, and every process that has not been reaped (a zombie's
+    /// task is released only by `wait`).
+    pub fn task_count(&self) -> usize {
+        let zombies = self
+            .map
+            .values()
+            .filter(|p| p.state().threads.is_empty())
+            .count();
+        self.threads.len() + zombies
+    }
+
+    /// Allocates a free PID for a new task (process or thread). `EAGAIN`
+    /// once the guest holds its `pids.limit` of tasks, as `fork(2)` and
+    /// `clone(2)` answer when a pids cgroup is full.
     pub fn alloc_pid(&mut self) -> Result<i32, Errno> {
         if self.map.len() >= MAX_PROCS {
+            return Err(Errno::EAGAIN);
+        }
+        if self.task_limit.is_some_and(|max| self.task_count() >= max) {
             return Err(Errno::EAGAIN);
         }
         loop {
@@ -442,8 +473,17 @@ where
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let memory = Arc::new(MemoryFile::new().map_err(Error::MemoryFile)?);
     let platform = make_platform(memory.fd())?;
-    let mut fs = FileSystem::new(config.root, memory.clone(), config.writable_root)
-        .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
+    let host_memory = crate::host::total_memory();
+    let total_memory = config
+        .memory_limit
+        .map_or(host_memory, |l| l.min(host_memory));
+    let mut fs = FileSystem::new(
+        config.root,
+        memory.clone(),
+        config.writable_root,
+        total_memory,
+    )
+    .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
     for m in config.mounts {
         let r = match m.source {
             MountSource::Volume { client, read_only } => {
@@ -466,11 +506,14 @@ where
         hostname: config.hostname,
         cpus,
         groups: crate::host::groups(),
-        total_memory: crate::host::total_memory(),
+        total_memory,
         unsupported_seen: (0..abi::MAX_SYSCALL)
             .map(|_| AtomicBool::new(false))
             .collect(),
-        procs: Mutex::new(ProcTable::default()),
+        procs: Mutex::new(ProcTable {
+            task_limit: config.max_tasks,
+            ..ProcTable::default()
+        }),
         locks: Arc::new(crate::locks::LockTable::new(bus.clone())),
         bus,
         timers: Default::default(),
@@ -512,6 +555,7 @@ where
     if let Some(StartHook(hook)) = config.on_start {
         hook(Arc::downgrade(&kernel));
     }
+    let host_signals = config.host_signals;
     let task = start_process(
         &kernel,
         ProcessSpec {
@@ -525,7 +569,7 @@ where
     )?;
     // Only now is there a first process to hand host signals to; those that
     // came before stay pending (blocked) until the forwarder takes them.
-    crate::hostsig::start_forwarder(Arc::downgrade(&kernel));
+    crate::hostsig::start_forwarder(Arc::downgrade(&kernel), host_signals);
     // Init's other threads may still run: the sandbox ends when the whole
     // process has.
     let status = run_process(&kernel, task);
@@ -660,7 +704,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
     let pid = kernel
         .procs()
         .alloc_pid()
-        .map_err(|_| Error::Platform(platform::Error::Misuse("no pid")))?;
+        .map_err(|e| Error::Spawn(format!("no task for it ({e}: the sandbox's task limit)")))?;
     let proc_ = Process::new(
         pid,
         ProcessState::new(
@@ -672,8 +716,13 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         ),
     );
     let thread = Thread::new(pid, proc_.clone(), 0);
-    proc_.state().threads.push(thread.clone());
-    proc_.state().rlimits = rlimits;
+    {
+        let mut st = proc_.state();
+        st.threads.push(thread.clone());
+        st.rlimits = rlimits;
+        // The first process is the init of the sandbox's PID namespace.
+        st.unkillable = pid == 1;
+    }
     {
         let mut procs = kernel.procs();
         procs.map.insert(pid, proc_.clone());

@@ -126,10 +126,33 @@ pub const SYSFS: &str = "@sys";
 
 /// `/sys` files generated on lookup: what glibc, Python and `nproc` read.
 const SYSFS_FILES: &[&str] = &[
+    "@sys/devices/system/cpu/offline",
     "@sys/devices/system/cpu/online",
     "@sys/devices/system/cpu/possible",
     "@sys/devices/system/cpu/present",
 ];
+
+/// `/sys/devices/system/cpu`, which holds a `cpuN` directory per CPU.
+const SYSFS_CPU: &str = "@sys/devices/system/cpu";
+
+/// Most `cpuN` directories /sys shows (Linux's `NR_CPUS` on x86-64 distros
+/// is 8192; a sandbox never reports more CPUs than its host has).
+const MAX_CPU_DIRS: usize = 8192;
+
+/// The paths of the `cpuN` directories, made once so that `ProcNode::Sys`
+/// can name them with a `&'static str`.
+static CPU_DIRS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    (0..MAX_CPU_DIRS)
+        .map(|n| format!("{SYSFS_CPU}/cpu{n}"))
+        .collect()
+});
+
+/// CPU `n` of `cpus` as a /sys directory path, if there is such a CPU.
+fn cpu_dir(name: &str, cpus: usize) -> Option<&'static str> {
+    let n = name.strip_prefix("cpu")?;
+    let n: usize = n.parse().ok().filter(|v: &usize| v.to_string() == n)?;
+    (n < cpus.min(MAX_CPU_DIRS)).then(|| CPU_DIRS[n].as_str())
+}
 
 const SYS_DIRS: &[&str] = &[
     "@sys",
@@ -247,7 +270,26 @@ impl ProcFs {
                 if let Some(&dir) = SYS_DIRS.iter().find(|&&x| x == path) {
                     return Ok(ProcNode::Sys(dir));
                 }
+                if *d == SYSFS_CPU {
+                    if let Some(dir) = cpu_dir(name_s, self.kernel()?.cpus.max(1)) {
+                        return Ok(ProcNode::Sys(dir));
+                    }
+                }
+                // Each CPU but the boot CPU can be taken off line, so Linux
+                // gives it an `online` file (as on x86-64 without
+                // CONFIG_BOOTPARAM_HOTPLUG_CPU0).
+                if d.starts_with(SYSFS_CPU) && *d != SYSFS_CPU && !d.ends_with("/cpu0") {
+                    return if name_s == "online" {
+                        Ok(ProcNode::File(
+                            hash(path.as_bytes()),
+                            Arc::new(b"1\n".to_vec()),
+                        ))
+                    } else {
+                        Err(Errno::ENOENT)
+                    };
+                }
                 let content = match path.as_str() {
+                    "@sys/devices/system/cpu/offline" => "\n".to_string(),
                     "kernel/hostname" => format!("{}\n", self.kernel()?.hostname),
                     "kernel/random/uuid" => uuid(),
                     "kernel/random/boot_id" => self.boot_id(),
@@ -620,6 +662,16 @@ impl ProcFs {
                     .filter(|x| !x.is_empty() && !x.contains('/') && !x.starts_with('@'))
                 {
                     add(sub.into(), abi::dt::DIR);
+                }
+                if *d == SYSFS_CPU {
+                    for n in 0..self.kernel()?.cpus.clamp(1, MAX_CPU_DIRS) {
+                        add(format!("cpu{n}"), abi::dt::DIR);
+                    }
+                } else if d.starts_with(SYSFS_CPU) {
+                    if !d.ends_with("/cpu0") {
+                        add("online".into(), abi::dt::REG);
+                    }
+                    return Ok(v);
                 }
                 let mut files: Vec<&str> = SYS_FILES.iter().map(|(n, _)| *n).collect();
                 files.extend([

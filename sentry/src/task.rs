@@ -114,6 +114,11 @@ fn bit(sig: i32) -> u64 {
     1u64 << (sig - 1)
 }
 
+/// `SIGKILL` and `SIGSTOP`: the signals only the kernel acts on.
+fn kernel_only(sig: i32) -> bool {
+    sig == SIGKILL || sig == SIGSTOP
+}
+
 /// Signals that cannot be caught, blocked or ignored.
 pub const UNBLOCKABLE: u64 = (1 << (SIGKILL - 1)) | (1 << (SIGSTOP - 1));
 
@@ -246,6 +251,9 @@ pub struct ProcessState {
     /// a session leader whose terminal hung up: the foreground group then,
     /// which gets `SIGHUP` when the leader exits (Linux's `tty_old_pgrp`)
     pub tty_old_pgrp: i32,
+    /// the sandbox's init (Linux's `SIGNAL_UNKILLABLE`): signals it has no
+    /// handler for are dropped, see [`ProcessState::init_drops`]
+    pub unkillable: bool,
 }
 
 /// CPU time, split as `getrusage` reports it: guest code (user) and the
@@ -338,6 +346,7 @@ impl ProcessState {
             info: ProcInfo::default(),
             ctty: None,
             tty_old_pgrp: 0,
+            unkillable: false,
         }
     }
 
@@ -354,6 +363,18 @@ impl ProcessState {
     fn disposition_ignores(&self, sig: i32) -> bool {
         let h = self.actions[sig as usize - 1].handler;
         h == SIG_IGN || (h == SIG_DFL && ignored_by_default(sig))
+    }
+
+    /// Whether `sig`, just generated, is dropped because this process is
+    /// the sandbox's init and keeps the default action for it
+    /// (pid_namespaces(7), Linux's `sig_task_ignored()`): init gets only
+    /// the signals it has a handler for, except that `SIGKILL` and
+    /// `SIGSTOP` sent from outside the sandbox (an ancestor namespace)
+    /// always arrive.
+    pub fn init_drops(&self, sig: i32, from_outside: bool) -> bool {
+        self.unkillable
+            && self.actions[sig as usize - 1].handler == SIG_DFL
+            && !(from_outside && kernel_only(sig))
     }
 
     /// Whether every thread blocks `sig` (then an ignored signal stays
@@ -414,15 +435,30 @@ impl Process {
         self.kick_all(kernel);
     }
 
-    /// Generates signal `sig` for the process, as `kill(2)` does: ignored
-    /// signals are discarded, `SIGCONT` resumes a stopped process, `SIGKILL`
-    /// always ends it.
+    /// Generates signal `sig` for the process, as `kill(2)` from inside the
+    /// sandbox does: ignored signals are discarded, `SIGCONT` resumes a
+    /// stopped process, `SIGKILL` ends it (unless it is init).
     pub fn send_signal(&self, kernel: &Kernel, sig: i32, info: SigInfo) {
+        self.generate(kernel, sig, info, false);
+    }
+
+    /// Generates signal `sig` as sent from outside the sandbox (the
+    /// runtime's `kill`, a container engine): for init, `SIGKILL` and
+    /// `SIGSTOP` then always arrive, as from an ancestor PID namespace.
+    pub fn send_signal_from_outside(&self, kernel: &Kernel, sig: i32, info: SigInfo) {
+        self.generate(kernel, sig, info, true);
+    }
+
+    fn generate(&self, kernel: &Kernel, sig: i32, info: SigInfo, from_outside: bool) {
         if sig == 0 {
             return;
         }
         if sig == SIGKILL {
-            if self.state().exit.is_none() {
+            let ends = {
+                let st = self.state();
+                st.exit.is_none() && !st.init_drops(sig, from_outside)
+            };
+            if ends {
                 self.group_exit(kernel, ExitStatus::Signal(SIGKILL));
             }
             return;
@@ -447,7 +483,10 @@ impl Process {
             } else if is_stop(sig) {
                 st.pending.clear(SIGCONT);
             }
-            if !st.disposition_ignores(sig) || st.all_block(sig) {
+            // Blocked signals are kept whatever the disposition: it may
+            // change before they are unblocked (Linux's sig_ignored()).
+            let blocked = st.all_block(sig);
+            if blocked || !(st.disposition_ignores(sig) || st.init_drops(sig, from_outside)) {
                 st.pending.enqueue(sig, info);
             }
         }
@@ -553,7 +592,8 @@ impl Thread {
                 return;
             }
             let mut t = self.state();
-            if !st.disposition_ignores(sig) || t.mask & bit(sig) != 0 {
+            if t.mask & bit(sig) != 0 || !(st.disposition_ignores(sig) || st.init_drops(sig, false))
+            {
                 t.pending.enqueue(sig, info);
             }
         }
@@ -881,6 +921,11 @@ impl Task {
             p.actions[idx] = KSigaction::new_zeroed();
             t.mask &= !bit(sig);
         }
+        // A fault init does not handle kills even init (Linux's
+        // force_sig_info_to_task() clears SIGNAL_UNKILLABLE).
+        if p.actions[idx].handler == SIG_DFL {
+            p.unkillable = false;
+        }
         t.pending.enqueue(sig, info);
     }
 
@@ -938,7 +983,10 @@ impl Task {
             match action.handler {
                 SIG_IGN => continue,
                 SIG_DFL => {
-                    if ignored_by_default(sig) {
+                    // Init drops what it does not handle at delivery too
+                    // (a signal that was blocked when sent); SIGSTOP here
+                    // came from outside (Linux's get_signal()).
+                    if ignored_by_default(sig) || (p.unkillable && !kernel_only(sig)) {
                         continue;
                     }
                     if is_stop(sig) {
@@ -1381,4 +1429,37 @@ pub fn set_current(pid: i32, tid: i32) {
 /// The (pid, tid) of the task the calling host thread runs.
 pub fn current() -> (i32, i32) {
     CURRENT.with(std::cell::Cell::get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(unkillable: bool) -> ProcessState {
+        let mut st = ProcessState::new(0, 1, 1, SIGCHLD, [KSigaction::new_zeroed(); 64]);
+        st.unkillable = unkillable;
+        st
+    }
+
+    #[test]
+    fn init_drops_what_it_does_not_handle() {
+        let mut init = state(true);
+        // From inside: every default disposition, SIGKILL and SIGSTOP too.
+        for sig in [SIGTERM, SIGINT, SIGKILL, SIGSTOP, SIGUSR1] {
+            assert!(init.init_drops(sig, false), "{sig} from inside");
+        }
+        // From outside: SIGKILL and SIGSTOP arrive, the rest does not.
+        assert!(!init.init_drops(SIGKILL, true));
+        assert!(!init.init_drops(SIGSTOP, true));
+        assert!(init.init_drops(SIGTERM, true));
+        // A handled signal arrives from anywhere.
+        init.actions[SIGTERM as usize - 1].handler = 0x1000;
+        assert!(!init.init_drops(SIGTERM, false));
+        assert!(!init.init_drops(SIGTERM, true));
+        // Another process drops nothing for being what it is.
+        let other = state(false);
+        for sig in [SIGTERM, SIGKILL, SIGSTOP] {
+            assert!(!other.init_drops(sig, false));
+        }
+    }
 }

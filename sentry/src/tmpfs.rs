@@ -72,43 +72,23 @@ impl FileData {
     }
 }
 
-/// One tmpfs instance.
+/// A count of bytes against a limit, shared by whoever charges it.
 #[derive(Debug)]
-pub struct MemFs {
-    mf: Arc<MemoryFile>,
-    dev: u64,
-    next_ino: AtomicU64,
+pub struct Quota {
     used: AtomicU64,
     limit: u64,
-    inodes: AtomicU64,
 }
 
-/// Most inodes one tmpfs holds (`nr_inodes`).
-const MAX_INODES: u64 = 1 << 20;
-
-impl MemFs {
-    /// A new, empty file system with root directory mode `mode`; returns
-    /// its root directory.
-    pub fn new_root(mf: Arc<MemoryFile>, dev: u64, limit: u64, mode: u32) -> Arc<MemInode> {
-        let fs = Arc::new(MemFs {
-            mf,
-            dev,
-            next_ino: AtomicU64::new(2),
+impl Quota {
+    /// A quota of `limit` bytes, none used.
+    pub fn new(limit: u64) -> Arc<Quota> {
+        Arc::new(Quota {
             used: AtomicU64::new(0),
             limit,
-            inodes: AtomicU64::new(1),
-        });
-        let (uid, gid) = crate::host::ids();
-        Arc::new(MemInode {
-            opaque: Default::default(),
-            xattrs: Default::default(),
-            ino: 1,
-            fs,
-            kind: MemKind::Dir(Mutex::new(BTreeMap::new())),
-            meta: Mutex::new(Meta::new(abi::S_IFDIR | (mode & 0o7777), uid, gid, 2)),
         })
     }
 
+    /// Takes `bytes`, or nothing and `ENOSPC` if they do not fit.
     fn charge(&self, bytes: u64) -> Result<(), Errno> {
         let mut cur = self.used.load(Ordering::Relaxed);
         loop {
@@ -127,15 +107,109 @@ impl MemFs {
     }
 
     fn refund(&self, bytes: u64) {
-        self.used.fetch_sub(
-            bytes.min(self.used.load(Ordering::Relaxed)),
-            Ordering::Relaxed,
-        );
+        let _ = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                Some(u.saturating_sub(bytes))
+            });
     }
 
-    /// `(total, used)` bytes, for `statfs`.
+    fn available(&self) -> u64 {
+        self.limit.saturating_sub(self.used.load(Ordering::Relaxed))
+    }
+
+    /// Bytes it holds at most.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Bytes taken.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
+/// One tmpfs instance.
+#[derive(Debug)]
+pub struct MemFs {
+    mf: Arc<MemoryFile>,
+    dev: u64,
+    next_ino: AtomicU64,
+    /// this file system's `size=`
+    quota: Quota,
+    /// what all of the sandbox's in-memory file systems may hold together
+    pool: Arc<Quota>,
+    inodes: AtomicU64,
+}
+
+/// Most inodes one tmpfs holds (`nr_inodes`).
+const MAX_INODES: u64 = 1 << 20;
+
+impl MemFs {
+    /// A new, empty file system of at most `limit` bytes, drawn from
+    /// `pool`, with root directory mode `mode`; returns its root directory.
+    pub fn new_root(
+        mf: Arc<MemoryFile>,
+        pool: &Arc<Quota>,
+        dev: u64,
+        limit: u64,
+        mode: u32,
+    ) -> Arc<MemInode> {
+        let fs = Arc::new(MemFs {
+            mf,
+            dev,
+            next_ino: AtomicU64::new(2),
+            quota: Quota {
+                used: AtomicU64::new(0),
+                limit,
+            },
+            pool: pool.clone(),
+            inodes: AtomicU64::new(1),
+        });
+        let (uid, gid) = crate::host::ids();
+        Arc::new(MemInode {
+            opaque: Default::default(),
+            xattrs: Default::default(),
+            ino: 1,
+            fs,
+            kind: MemKind::Dir(Mutex::new(BTreeMap::new())),
+            meta: Mutex::new(Meta::new(abi::S_IFDIR | (mode & 0o7777), uid, gid, 2)),
+        })
+    }
+
+    /// Takes `bytes` from this file system and the sandbox's pool, or
+    /// nothing (`ENOSPC`).
+    fn charge(&self, bytes: u64) -> Result<(), Errno> {
+        self.quota.charge(bytes)?;
+        if let Err(e) = self.pool.charge(bytes) {
+            self.quota.refund(bytes);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Takes as much of `bytes` as fits (Linux writes what fits and
+    /// returns the short count); returns what it took.
+    fn charge_up_to(&self, bytes: u64) -> u64 {
+        let fits = bytes.min(self.quota.available()).min(self.pool.available());
+        if fits > 0 && self.charge(fits).is_ok() {
+            fits
+        } else {
+            0
+        }
+    }
+
+    fn refund(&self, bytes: u64) {
+        self.quota.refund(bytes);
+        self.pool.refund(bytes);
+    }
+
+    /// `(total, used)` bytes, for `statfs`: a full pool leaves no room
+    /// here either.
     pub fn usage(&self) -> (u64, u64) {
-        (self.limit, self.used.load(Ordering::Relaxed))
+        let used = self.quota.used();
+        let free = self.quota.available().min(self.pool.available());
+        (used + free, used)
     }
 }
 
@@ -522,28 +596,52 @@ impl MemInode {
     }
 
     /// Writes `data` at `pos` (or at the end with `append`); returns the new
-    /// end of the write.
-    pub fn write_at(&self, pos: u64, data: &[u8], append: bool) -> Result<u64, Errno> {
+    /// end of the write and how many bytes it wrote (fewer than asked when
+    /// the file system is full).
+    pub fn write_at(&self, pos: u64, data: &[u8], append: bool) -> Result<(u64, usize), Errno> {
         let MemKind::File(d) = &self.kind else {
             return Err(Errno::EINVAL);
         };
         let mut d = lock(d);
         let start = if append { d.len } else { pos };
-        let end = start.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
-        if end > d.len {
-            self.fs.charge(end - d.len)?;
+        if data.is_empty() {
+            return Ok((start, 0));
+        }
+        let mut end = start.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
+        let old_len = d.len;
+        if end > old_len {
+            // Past the limit, the bytes that fit are written and the count
+            // is short; with no room at all the write is `ENOSPC`
+            // (write(2), as tmpfs answers). A hole before `start` is
+            // charged like data.
+            let granted = self.fs.charge_up_to(end - old_len);
+            if old_len + granted <= start {
+                self.fs.refund(granted);
+                return Err(Errno::ENOSPC);
+            }
+            end = old_len + granted;
             if let Err(e) = d.reserve(&self.fs.mf, end) {
-                self.fs.refund(end - d.len);
+                self.fs.refund(granted);
                 return Err(e);
             }
         }
+        let n = (end - start) as usize;
         if let Some(r) = &d.region {
-            self.fs.mf.write(r.offset() + start, data);
+            self.fs.mf.write(r.offset() + start, &data[..n]);
         }
         d.len = d.len.max(end);
         drop(d);
         self.touch();
-        Ok(end)
+        Ok((end, n))
+    }
+
+    /// Writes all of `data` at `pos`, or fails (`ENOSPC` when it does not
+    /// fit).
+    pub fn write_all_at(&self, pos: u64, data: &[u8]) -> Result<(), Errno> {
+        match self.write_at(pos, data, false)? {
+            (_, n) if n == data.len() => Ok(()),
+            _ => Err(Errno::ENOSPC),
+        }
     }
 
     /// Sets the size (`truncate`).
@@ -787,4 +885,61 @@ fn check_replace(node: &Arc<MemInode>, existing: &Arc<MemInode>, flags: u32) -> 
         .nlink
         .saturating_sub(if existing.is_dir() { 2 } else { 1 });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(dir: &Arc<MemInode>, name: &[u8]) -> Arc<MemInode> {
+        dir.create(name, abi::S_IFREG | 0o644, (0, 0), || {
+            MemKind::File(Default::default())
+        })
+        .expect("create")
+    }
+
+    #[test]
+    fn a_full_tmpfs_writes_what_fits_then_refuses_and_frees_on_unlink() {
+        let mf = Arc::new(MemoryFile::new().expect("memory file"));
+        let pool = Quota::new(1 << 20);
+        let root = MemFs::new_root(mf, &pool, 1, 10_000, 0o1777);
+        let f = file(&root, b"f");
+        assert_eq!(f.write_at(0, &[7u8; 6000], false), Ok((6000, 6000)));
+        // 4000 bytes are left: a write of 6000 at the end writes 4000.
+        assert_eq!(f.write_at(0, &[8u8; 6000], true), Ok((10_000, 4000)));
+        assert_eq!(f.write_at(0, b"x", true), Err(Errno::ENOSPC));
+        // Rewriting bytes that exist needs no room.
+        assert_eq!(f.write_at(0, b"abc", false), Ok((3, 3)));
+        assert_eq!(root.fs().usage(), (10_000, 10_000));
+        let mut tail = [0u8; 2];
+        assert_eq!(f.read_at(9998, &mut tail), Ok(2));
+        assert_eq!(tail, [8, 8]);
+        // Growing by truncate is refused the same way; shrinking frees.
+        assert_eq!(f.truncate(10_001), Err(Errno::ENOSPC));
+        root.unlink(b"f", false).expect("unlink");
+        drop(f);
+        assert_eq!(root.fs().usage(), (10_000, 0));
+        assert_eq!(pool.used(), 0);
+        let g = file(&root, b"g");
+        assert_eq!(g.write_at(0, &[1u8; 10_000], false), Ok((10_000, 10_000)));
+    }
+
+    #[test]
+    fn tmpfs_instances_share_the_sandbox_pool() {
+        let mf = Arc::new(MemoryFile::new().expect("memory file"));
+        let pool = Quota::new(12_000);
+        let a = MemFs::new_root(mf.clone(), &pool, 1, 10_000, 0o1777);
+        let b = MemFs::new_root(mf, &pool, 2, 10_000, 0o1777);
+        let fa = file(&a, b"fa");
+        let fb = file(&b, b"fb");
+        assert_eq!(fa.write_at(0, &[1u8; 8000], false), Ok((8000, 8000)));
+        // `b` has 10000 of its own but the pool only 4000 more.
+        assert_eq!(fb.write_at(0, &[2u8; 8000], false), Ok((4000, 4000)));
+        assert_eq!(fb.write_at(4000, b"y", false), Err(Errno::ENOSPC));
+        // statfs of `b` shows no room left.
+        assert_eq!(b.fs().usage(), (4000, 4000));
+        fa.truncate(0).expect("truncate");
+        assert_eq!(fb.write_at(4000, &[2u8; 6000], false), Ok((10_000, 6000)));
+        assert_eq!(pool.used(), 10_000);
+    }
 }

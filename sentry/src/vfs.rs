@@ -395,6 +395,8 @@ pub struct FileSystem {
     /// volumes and extra tmpfs mounts, covering what their path names
     mounts: Vec<MountPoint>,
     mf: Arc<crate::memfile::MemoryFile>,
+    /// what all the in-memory file systems may hold together
+    pool: Arc<crate::tmpfs::Quota>,
 }
 
 /// A file system mounted over a path of the tree.
@@ -427,8 +429,16 @@ fn upper_walk(
     Some(cur)
 }
 
-/// Size limit of each tmpfs (`/tmp`, `/run`, `/dev/shm`).
-const TMPFS_LIMIT: u64 = 1 << 30;
+/// The default size of a tmpfs, and of all the sandbox's in-memory file
+/// systems together (`/tmp`, `/run`, `/dev/shm`, the overlay's upper layer,
+/// tmpfs mounts), for a sandbox of `total_memory` bytes: half, as Linux
+/// sizes a tmpfs mounted without `size=` (Documentation/filesystems/
+/// tmpfs.rst). The shared bound keeps a guest that fills several of them
+/// at once from taking more than that: it gets `ENOSPC`, where it would
+/// otherwise push the sandbox past its memory limit and be killed whole.
+pub fn default_tmpfs_size(total_memory: u64) -> u64 {
+    (total_memory / 2).max(16 << 20)
+}
 
 impl fmt::Debug for FileSystem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -449,14 +459,18 @@ impl FileSystem {
         client: gofer::client::Client,
         mf: Arc<crate::memfile::MemoryFile>,
         overlay: bool,
+        total_memory: u64,
     ) -> Result<Self, Errno> {
         let client = Arc::new(client);
         let root = client.attach()?;
-        use crate::tmpfs::MemFs;
+        use crate::tmpfs::{MemFs, Quota};
+        let size = default_tmpfs_size(total_memory);
+        let pool = Quota::new(size);
         let upper = MemFs::new_root(
             mf.clone(),
+            &pool,
             SYNTH_DEV + 0x13,
-            TMPFS_LIMIT * 4,
+            size,
             root.stat.mode & 0o7777,
         );
         {
@@ -486,13 +500,14 @@ impl FileSystem {
             overlay,
             masked_devs: Mutex::new(HashMap::new()),
             dcache: Mutex::new(HashMap::new()),
-            tmp: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x10, TMPFS_LIMIT, 0o1777),
-            run: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x11, TMPFS_LIMIT, 0o755),
+            tmp: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x10, size, 0o1777),
+            run: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x11, size, 0o755),
             proc: Default::default(),
             devpts: Default::default(),
-            shm: MemFs::new_root(mf.clone(), SYNTH_DEV + 0x12, TMPFS_LIMIT, 0o1777),
+            shm: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x12, size, 0o1777),
             mounts: Vec::new(),
             mf,
+            pool,
         })
     }
 
@@ -523,9 +538,12 @@ impl FileSystem {
 
     /// Mounts a new tmpfs at guest path `dest` (an OCI `tmpfs` mount at a
     /// place the sandbox does not already serve one).
-    pub fn mount_tmpfs(&mut self, dest: &[u8], mode: u32, size: u64) -> Result<(), Errno> {
+    pub fn mount_tmpfs(&mut self, dest: &[u8], mode: u32, size: Option<u64>) -> Result<(), Errno> {
         let dev = SYNTH_DEV + 0x20 + self.mounts.len() as u64;
-        let root = crate::tmpfs::MemFs::new_root(self.mf.clone(), dev, size, mode & 0o7777);
+        // The pool's limit is the default size.
+        let size = size.unwrap_or(self.pool.limit());
+        let root =
+            crate::tmpfs::MemFs::new_root(self.mf.clone(), &self.pool, dev, size, mode & 0o7777);
         self.add_mount(dest, Node::Mem(root))
     }
 
@@ -1027,7 +1045,7 @@ impl FileSystem {
         let f = d.create(name, abi::S_IFREG | 0o644, (0, 0), || {
             crate::tmpfs::MemKind::File(Default::default())
         })?;
-        f.write_at(0, contents, false)?;
+        f.write_all_at(0, contents)?;
         Ok(())
     }
 
@@ -1115,7 +1133,7 @@ impl FileSystem {
                     if n == 0 {
                         break;
                     }
-                    f.write_at(pos, &buf[..n], false)?;
+                    f.write_all_at(pos, &buf[..n])?;
                     pos += n as u64;
                 }
                 f

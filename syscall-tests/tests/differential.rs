@@ -161,6 +161,8 @@ guests! {
     // pseudo-terminals (issue 4 point 3, /dev/pts)
     pty_basic,
     pty_jobctl,
+    // no way out: what would change the file system view (issue 4 point 7)
+    privileged_refused,
 }
 
 #[test]

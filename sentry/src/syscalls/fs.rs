@@ -1096,7 +1096,7 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
 }
 
-fn check_access(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
+pub(super) fn check_access(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
     if mode & !7 != 0 {
         return Err(Errno::EINVAL);
     }

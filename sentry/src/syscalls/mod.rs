@@ -6,6 +6,7 @@ mod fork;
 mod fs;
 mod inet;
 mod mm;
+mod mount;
 mod netlink;
 mod poll;
 mod process;
@@ -289,6 +290,12 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::STATX, fs::sys_statx, Full),
     (nr::FACCESSAT2, fs::sys_faccessat2, Full),
     (nr::FCHMODAT2, fs::sys_fchmodat2, Full),
+    (nr::MOUNT, mount::sys_mount, Partial),
+    (nr::UMOUNT2, mount::sys_umount2, Partial),
+    (nr::PIVOT_ROOT, mount::sys_pivot_root, Partial),
+    (nr::CHROOT, mount::sys_chroot, Partial),
+    (nr::NAME_TO_HANDLE_AT, mount::sys_name_to_handle_at, Partial),
+    (nr::OPEN_BY_HANDLE_AT, mount::sys_open_by_handle_at, Partial),
 ];
 
 /// The table, indexed by number; every x86-64 system call has a row.

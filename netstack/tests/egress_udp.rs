@@ -1,0 +1,140 @@
+//! UDP to allowed destinations outside the sandbox (`Mode::Egress`), against
+//! a real host UDP echo server on 127.0.0.2: outside the sandbox (whose
+//! loopback address is 127.0.0.1 only) and a host-loopback address, which
+//! only a rule that names it opens.
+
+mod common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::{addr, blocking, udp, Waiter};
+use netstack::policy::parse_cidr_rule;
+use netstack::{Errno, Mode, Policy, Stack, StackConfig};
+
+fn egress_stack(rules: &[&str]) -> (Arc<Stack>, Arc<Waiter>) {
+    let cidrs = rules
+        .iter()
+        .map(|r| parse_cidr_rule(r).expect("rule"))
+        .collect();
+    let stack = Stack::new(StackConfig {
+        mode: Mode::Egress,
+        policy: Arc::new(Policy::new(cidrs, vec![])),
+        ..StackConfig::default()
+    });
+    let waiter = Arc::new(Waiter::default());
+    let w = waiter.clone();
+    stack.set_notifier(Arc::new(move |_ids| w.bump()));
+    (stack, waiter)
+}
+
+/// A host UDP echo server on 127.0.0.2 that answers `n` datagrams, then
+/// returns the senders it saw (the relay's host sockets).
+fn echo_server(n: usize) -> (SocketAddr, JoinHandle<Vec<SocketAddr>>) {
+    let s = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let at = s.local_addr().expect("addr");
+    let h = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..n {
+            let Ok((k, from)) = s.recv_from(&mut buf) else {
+                break;
+            };
+            seen.push(from);
+            s.send_to(&buf[..k], from).expect("echo");
+        }
+        seen
+    });
+    (at, h)
+}
+
+fn recv_from(w: &Waiter, s: &netstack::Socket) -> Result<(Vec<u8>, SocketAddr), Errno> {
+    let mut buf = vec![0u8; 65536];
+    let m = blocking(w, Duration::from_secs(5), || s.recv_from(&mut buf, false))?;
+    Ok((buf[..m.len].to_vec(), m.from))
+}
+
+#[test]
+fn datagrams_to_an_allowed_destination_are_echoed_back() {
+    let (srv, h) = echo_server(3);
+    let (stack, w) = egress_stack(&[&format!("127.0.0.2/32:{}", srv.port())]);
+    // sendto on an unconnected socket; the reply names the real peer.
+    let u = udp(&stack, false);
+    assert_eq!(u.send_to(b"first", srv), Ok(5));
+    assert_eq!(recv_from(&w, &u), Ok((b"first".to_vec(), srv)));
+    // The socket got a port of the sandbox, shown with the wildcard
+    // address as Linux shows an autobound socket.
+    let local = u.local_addr().expect("local");
+    assert!(local.ip().is_unspecified() && local.port() != 0, "{local}");
+    // A large datagram arrives whole.
+    let big: Vec<u8> = (0..60_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    assert_eq!(u.send_to(&big, srv), Ok(big.len()));
+    assert_eq!(recv_from(&w, &u), Ok((big, srv)));
+    // connect + send on a dual-stack socket: the peer appears v4-mapped.
+    let u6 = udp(&stack, true);
+    let mapped = addr(&format!("[::ffff:127.0.0.2]:{}", srv.port()));
+    assert_eq!(u6.connect(mapped), Ok(()));
+    assert_eq!(u6.send(b"third"), Ok(5));
+    assert_eq!(recv_from(&w, &u6), Ok((b"third".to_vec(), mapped)));
+    assert_eq!(h.join().expect("server").len(), 3);
+}
+
+#[test]
+fn refused_destinations_fail_at_once_and_reach_nobody() {
+    let (srv, h) = echo_server(1);
+    // A rule for another port of the same address, and a wide rule that
+    // does not name the host's loopback.
+    let (stack, _w) = egress_stack(&["127.0.0.2/32:9", "0.0.0.0/0"]);
+    let u = udp(&stack, false);
+    assert_eq!(u.send_to(b"x", srv), Err(Errno::EPERM));
+    assert_eq!(
+        u.send_to(b"x", addr("169.254.169.254:53")),
+        Err(Errno::EPERM)
+    );
+    assert_eq!(u.connect(srv), Err(Errno::ECONNREFUSED));
+    assert_eq!(u.send(b"x"), Err(Errno::EDESTADDRREQ));
+    let u6 = udp(&stack, true);
+    let mapped = addr(&format!("[::ffff:127.0.0.2]:{}", srv.port()));
+    assert_eq!(u6.send_to(b"x", mapped), Err(Errno::EPERM));
+    assert_eq!(u6.connect(mapped), Err(Errno::ECONNREFUSED));
+    // Loopback-only stacks: no route at all.
+    let (lo, _w) = common::stack();
+    let u = udp(&lo, false);
+    assert_eq!(u.send_to(b"x", srv), Err(Errno::ENETUNREACH));
+    // The server never got a datagram.
+    assert_eq!(h.join().expect("server"), Vec::<SocketAddr>::new());
+}
+
+#[test]
+fn replies_only_from_peers_the_socket_sent_to() {
+    let (srv, h) = echo_server(1);
+    let (stack, w) = egress_stack(&["127.0.0.2/32"]);
+    let u = udp(&stack, false);
+    assert_eq!(u.send_to(b"hello", srv), Ok(5));
+    assert_eq!(recv_from(&w, &u), Ok((b"hello".to_vec(), srv)));
+    let relay_port = h.join().expect("server")[0];
+    // Another host socket, never sent to, aims at the relay's host port:
+    // dropped. Then the real peer's datagram arrives, and is the only one.
+    let stranger = UdpSocket::bind("127.0.0.2:0").expect("stranger");
+    stranger
+        .send_to(b"spoof", relay_port)
+        .expect("stranger send");
+    std::thread::sleep(Duration::from_millis(300));
+    let peer = UdpSocket::bind(srv).expect("rebind server address");
+    peer.send_to(b"genuine", relay_port).expect("peer send");
+    assert_eq!(recv_from(&w, &u), Ok((b"genuine".to_vec(), srv)));
+    let mut buf = [0u8; 16];
+    assert_eq!(u.recv_from(&mut buf, false), Err(Errno::EAGAIN));
+}
+
+#[test]
+fn a_socket_bound_to_loopback_has_no_route_out() {
+    let (stack, _w) = egress_stack(&["127.0.0.2/32"]);
+    let u = udp(&stack, false);
+    u.bind(addr("127.0.0.1:0")).expect("bind");
+    assert_eq!(u.send_to(b"x", addr("127.0.0.2:7")), Err(Errno::EINVAL));
+}
