@@ -33,6 +33,17 @@
 //! Mapping calls still go through the traced thread's trampoline. Guest
 //! mappings end at [`SLOTS_BASE`] in this mode.
 //!
+//! **Patched sites** (module `fast`, [`PtraceOptions::patch_syscalls`]):
+//! the Sentry rewrites a trapped `mov $nr, %eax; syscall` into a jump
+//! through a platform-wide table (mapped read-only in every stub at
+//! [`FAST_TABLE`], entries at [`FAST_CODE`]) to the stub's *fast path*,
+//! which finds the thread's slot through `%gs` (the slot while the guest's
+//! gs base is 0), saves the registers in the slot header and hands the call
+//! over like the handler does, without a signal frame. When the Sentry
+//! changes more than rax, or wants the FP state, the fast path turns the
+//! call into a frame (a `ud2` the handler reports). Guest mappings then
+//! end at [`FAST_CODE`] and start at [`FAST_MIN_ADDR`].
+//!
 //! Unsafe code lives in `sys` (host call wrappers), `stub` (stub code and
 //! the child side of the fork) and `trap` (the shared slot mapping).
 //!

@@ -750,6 +750,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         restart: None,
         saved_mask: None,
         altstack: no_altstack(),
+        patch_checked: 0,
     };
     {
         let mut p = proc_.state();

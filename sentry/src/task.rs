@@ -682,6 +682,9 @@ pub struct Task {
     pub saved_mask: Option<u64>,
     /// `sigaltstack`
     pub altstack: StackT,
+    /// return address of the last call whose site was looked at for
+    /// patching (calls from there again need no second look)
+    pub patch_checked: u64,
 }
 
 /// A task's identity (credentials(7)).
@@ -834,8 +837,11 @@ impl Task {
             drop(space);
             match event {
                 Event::Syscall => {
-                    self.mm()
-                        .patch_syscall_site(self.regs.rip, self.regs.orig_rax);
+                    if self.regs.rip != self.patch_checked {
+                        self.patch_checked = self.regs.rip;
+                        self.mm()
+                            .patch_syscall_site(self.regs.rip, self.regs.orig_rax);
+                    }
                     if let Some(status) = self.syscall() {
                         return Ok(status);
                     }
