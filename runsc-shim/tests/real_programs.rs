@@ -1,6 +1,6 @@
 //! Real programs (coreutils, busybox applets) run natively and under
-//! `ferrovisor do`, with the same argv, environment and stdin: stdout and exit
-//! status must agree. Also the CLI's own error statuses (127, 126, 2), death
+//! `ferrovisor do` on each platform, with the same argv, environment and
+//! stdin: stdout and exit status must agree. Also the CLI's own error statuses (127, 126, 2), death
 //! by signal (128+N), `--root DIR` confinement of absolute symlinks, attacks
 //! that must not get out of `--root DIR` (file handles, chroot, pivot_root,
 //! mount, a rename race; `no_way_out.c`), tmpfs limits, and what programs
@@ -39,15 +39,21 @@ fn compare_with(argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>, nativ
         "{argv:?}: the NATIVE run exited {} (stderr: {}), so the test is wrong",
         nat.status, nat.stderr
     );
-    let sb = sandboxed(&[], argv, env, stdin);
-    if nat.stdout_bytes != sb.stdout_bytes || nat.status != sb.status {
-        panic!(
-            "{argv:?}: sandbox differs from native\nexit status: native {} / sandbox {}\n\
-             --- native stdout ---\n{}\n--- sandbox stdout ---\n{}\n--- sandbox stderr ---\n{}",
-            nat.status, sb.status, nat.stdout, sb.stdout, sb.stderr
-        );
+    for platform in PLATFORMS {
+        let sb = sandboxed(&["--platform", platform], argv, env, stdin);
+        if nat.stdout_bytes != sb.stdout_bytes || nat.status != sb.status {
+            panic!(
+                "{argv:?}: sandbox (--platform {platform}) differs from native\n\
+                 exit status: native {} / sandbox {}\n--- native stdout ---\n{}\n\
+                 --- sandbox stdout ---\n{}\n--- sandbox stderr ---\n{}",
+                nat.status, sb.status, nat.stdout, sb.stdout, sb.stderr
+            );
+        }
     }
 }
+
+/// Every comparison runs under both platforms.
+const PLATFORMS: [&str; 2] = ["seccomp", "ptrace"];
 
 fn compare(argv: &[&str]) {
     compare_with(argv, &[], None, 0);
@@ -477,7 +483,7 @@ impl EscapeRoot {
         let root = self.root();
         let mut argv = vec!["/bin/no_way_out"];
         argv.extend_from_slice(args);
-        ["seccomp", "ptrace"]
+        PLATFORMS
             .into_iter()
             .map(|platform| {
                 let out = sandboxed(&["--root", &root, "--platform", platform], &argv, &[], None);
