@@ -327,53 +327,7 @@ impl Cgroup {
                 _ => {}
             }
         }
-        if let Some(d) = &memory {
-            // The limit first: memory+swap may never be below it, and both
-            // start unlimited.
-            set(
-                d,
-                "memory.limit_in_bytes",
-                limits.memory,
-                "linux.resources.memory.limit",
-            )?;
-            set(
-                d,
-                "memory.memsw.limit_in_bytes",
-                limits.memory_swap,
-                "linux.resources.memory.swap",
-            )?;
-            set(
-                d,
-                "memory.soft_limit_in_bytes",
-                limits.memory_reservation,
-                "linux.resources.memory.reservation",
-            )?;
-        }
-        if let Some(d) = &cpu {
-            set(
-                d,
-                "cpu.shares",
-                limits.cpu_shares,
-                "linux.resources.cpu.shares",
-            )?;
-            set(
-                d,
-                "cpu.cfs_period_us",
-                limits.cpu_period,
-                "linux.resources.cpu.period",
-            )?;
-            set(
-                d,
-                "cpu.cfs_quota_us",
-                limits.cpu_quota,
-                "linux.resources.cpu.quota",
-            )?;
-        }
-        if let Some(d) = &pids {
-            let max = limits.pids.map(host_pids_max);
-            set(d, "pids.max", max, "linux.resources.pids.limit")?;
-        }
-        Ok(())
+        write_v1(memory.as_deref(), cpu.as_deref(), pids.as_deref(), limits)
     }
 
     fn make_v2(
@@ -386,85 +340,57 @@ impl Cgroup {
         let root = Path::new(V2_ROOT);
         let own = own_cgroup("").map(|o| o.parent().map(Path::to_path_buf).unwrap_or(o));
         let dir = place(root, Path::new("/"), own, absolute, inner);
-        let mut wanted = Vec::new();
-        if limits.wants_memory() {
-            wanted.push(("linux.resources.memory", "memory"));
-        }
-        if limits.wants_cpu() {
-            wanted.push(("linux.resources.cpu", "cpu"));
-        }
-        if limits.pids.is_some() {
-            wanted.push(("linux.resources.pids", "pids"));
-        }
+        let wanted = wanted_v2(limits);
         if let Some(e) = missing_v2(root, &wanted) {
             return Err(e);
         }
         self.make_dir(&dir, shared)?;
         self.freezer = Some(dir.clone());
-        // Every cgroup between the root and the sandbox's hands the
-        // controllers down.
-        let parents: Vec<&Path> = dir
-            .ancestors()
-            .skip(1)
-            .take_while(|a| a.starts_with(root))
-            .collect();
-        for p in parents.into_iter().rev() {
-            for &(field, controller) in &wanted {
-                if let Some(e) = missing_v2(p, &[(field, controller)]) {
-                    return Err(e);
-                }
-                std::fs::write(p.join("cgroup.subtree_control"), format!("+{controller}"))
-                    .map_err(io(
-                        format!("{field}: enabling the {controller} controller in"),
-                        &p.join("cgroup.subtree_control"),
-                    ))?;
+        enable_v2(root, &dir, &wanted)?;
+        write_v2(&dir, limits)
+    }
+
+    /// Changes the limits of a sandbox's cgroup (`update`): those set in
+    /// `limits` are written, the others left as they are.
+    pub fn update(&self, limits: &Limits) -> Result<(), Error> {
+        if self.v2 {
+            let dir = self.dirs.first().ok_or(Error::NoController {
+                field: "linux.resources",
+                controller: "any",
+            })?;
+            let wanted = wanted_v2(limits);
+            enable_v2(Path::new(V2_ROOT), dir, &wanted)?;
+            if let Some(e) = missing_v2(dir, &wanted) {
+                return Err(e);
+            }
+            return write_v2(dir, limits);
+        }
+        // Each v1 hierarchy's directory is known by the files of its
+        // controller.
+        let with = |file: &str| self.dirs.iter().find(|d| d.join(file).exists());
+        let memory = with("memory.limit_in_bytes");
+        let cpu = with("cpu.shares");
+        let pids = with("pids.max");
+        for (needed, found, field, controller) in [
+            (
+                limits.wants_memory(),
+                memory,
+                "linux.resources.memory",
+                "memory",
+            ),
+            (limits.wants_cpu(), cpu, "linux.resources.cpu", "cpu"),
+            (limits.pids.is_some(), pids, "linux.resources.pids", "pids"),
+        ] {
+            if needed && found.is_none() {
+                return Err(Error::NoController { field, controller });
             }
         }
-        let unlimited = |v: i64| {
-            if v < 0 {
-                "max".to_string()
-            } else {
-                v.to_string()
-            }
-        };
-        set(
-            &dir,
-            "memory.max",
-            limits.memory.map(unlimited),
-            "linux.resources.memory.limit",
-        )?;
-        set(
-            &dir,
-            "memory.low",
-            limits.memory_reservation.map(unlimited),
-            "linux.resources.memory.reservation",
-        )?;
-        // v2 limits swap alone; the spec's swap is memory plus swap.
-        let swap = match (limits.memory_swap, limits.memory) {
-            (None, _) => None,
-            (Some(s), _) if s < 0 => Some("max".to_string()),
-            (Some(s), Some(m)) if m > 0 && s >= m => Some((s - m).to_string()),
-            (Some(_), _) => {
-                return Err(Error::Path(
-                    "linux.resources.memory.swap: needs a memory.limit no larger than it".into(),
-                ))
-            }
-        };
-        set(&dir, "memory.swap.max", swap, "linux.resources.memory.swap")?;
-        let weight = limits.cpu_shares.map(cpu_weight);
-        set(&dir, "cpu.weight", weight, "linux.resources.cpu.shares")?;
-        let max = match (limits.cpu_quota, limits.cpu_period) {
-            (None, None) => None,
-            (q, p) => {
-                let q = q
-                    .filter(|q| *q > 0)
-                    .map_or("max".to_string(), |q| q.to_string());
-                Some(format!("{q} {}", p.unwrap_or(100_000)))
-            }
-        };
-        set(&dir, "cpu.max", max, "linux.resources.cpu.quota")?;
-        let max = limits.pids.map(host_pids_max);
-        set(&dir, "pids.max", max, "linux.resources.pids.limit")
+        write_v1(
+            memory.map(PathBuf::as_path),
+            cpu.map(PathBuf::as_path),
+            pids.map(PathBuf::as_path),
+            limits,
+        )
     }
 
     /// Moves process `pid` (all its threads) into the cgroup.
@@ -700,6 +626,183 @@ fn set(dir: &Path, file: &str, value: Option<impl ToString>, field: &str) -> Res
     std::fs::write(&path, &value).map_err(io(format!("{field}: writing {value} to"), &path))
 }
 
+/// The v2 controllers (field, controller) that `limits` need.
+fn wanted_v2(limits: &Limits) -> Vec<(&'static str, &'static str)> {
+    let mut wanted = Vec::new();
+    if limits.wants_memory() {
+        wanted.push(("linux.resources.memory", "memory"));
+    }
+    if limits.wants_cpu() {
+        wanted.push(("linux.resources.cpu", "cpu"));
+    }
+    if limits.pids.is_some() {
+        wanted.push(("linux.resources.pids", "pids"));
+    }
+    wanted
+}
+
+/// Has every cgroup between v2 root `root` and `dir` hand the `wanted`
+/// controllers down, so that `dir` has their files.
+fn enable_v2(
+    root: &Path,
+    dir: &Path,
+    wanted: &[(&'static str, &'static str)],
+) -> Result<(), Error> {
+    let parents: Vec<&Path> = dir
+        .ancestors()
+        .skip(1)
+        .take_while(|a| a.starts_with(root))
+        .collect();
+    for p in parents.into_iter().rev() {
+        for &(field, controller) in wanted {
+            if let Some(e) = missing_v2(p, &[(field, controller)]) {
+                return Err(e);
+            }
+            let file = p.join("cgroup.subtree_control");
+            let on = std::fs::read_to_string(&file)
+                .is_ok_and(|t| t.split_whitespace().any(|c| c == controller));
+            if !on {
+                std::fs::write(&file, format!("+{controller}")).map_err(io(
+                    format!("{field}: enabling the {controller} controller in"),
+                    &file,
+                ))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `limits` into v1 directories of the memory, cpu and pids
+/// hierarchies (those the host has); unset limits are left as they are.
+fn write_v1(
+    memory: Option<&Path>,
+    cpu: Option<&Path>,
+    pids: Option<&Path>,
+    limits: &Limits,
+) -> Result<(), Error> {
+    if let Some(d) = memory {
+        // memory+swap may never be below the memory limit: raising both
+        // needs memsw first, lowering both the limit first.
+        let limit = || {
+            set(
+                d,
+                "memory.limit_in_bytes",
+                limits.memory,
+                "linux.resources.memory.limit",
+            )
+        };
+        let swap = || {
+            set(
+                d,
+                "memory.memsw.limit_in_bytes",
+                limits.memory_swap,
+                "linux.resources.memory.swap",
+            )
+        };
+        if limit().is_err() {
+            swap()?;
+            limit()?;
+        } else {
+            swap()?;
+        }
+        set(
+            d,
+            "memory.soft_limit_in_bytes",
+            limits.memory_reservation,
+            "linux.resources.memory.reservation",
+        )?;
+    }
+    if let Some(d) = cpu {
+        set(
+            d,
+            "cpu.shares",
+            limits.cpu_shares,
+            "linux.resources.cpu.shares",
+        )?;
+        set(
+            d,
+            "cpu.cfs_period_us",
+            limits.cpu_period,
+            "linux.resources.cpu.period",
+        )?;
+        set(
+            d,
+            "cpu.cfs_quota_us",
+            limits.cpu_quota,
+            "linux.resources.cpu.quota",
+        )?;
+    }
+    if let Some(d) = pids {
+        let max = limits.pids.map(host_pids_max);
+        set(d, "pids.max", max, "linux.resources.pids.limit")?;
+    }
+    Ok(())
+}
+
+/// Writes `limits` into v2 cgroup `dir`; unset limits are left as they
+/// are (a memory+swap limit is figured against the memory limit already
+/// there when no new one is given, a CPU period against the quota there).
+fn write_v2(dir: &Path, limits: &Limits) -> Result<(), Error> {
+    let unlimited = |v: i64| {
+        if v < 0 {
+            "max".to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    set(
+        dir,
+        "memory.max",
+        limits.memory.map(unlimited),
+        "linux.resources.memory.limit",
+    )?;
+    set(
+        dir,
+        "memory.low",
+        limits.memory_reservation.map(unlimited),
+        "linux.resources.memory.reservation",
+    )?;
+    // v2 limits swap alone; the spec's swap is memory plus swap.
+    let memory = limits.memory.or_else(|| {
+        std::fs::read_to_string(dir.join("memory.max"))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+    });
+    let swap = match (limits.memory_swap, memory) {
+        (None, _) => None,
+        (Some(s), _) if s < 0 => Some("max".to_string()),
+        (Some(s), Some(m)) if m > 0 && s >= m => Some((s - m).to_string()),
+        (Some(_), _) => {
+            return Err(Error::Path(
+                "linux.resources.memory.swap: needs a memory.limit no larger than it".into(),
+            ))
+        }
+    };
+    set(dir, "memory.swap.max", swap, "linux.resources.memory.swap")?;
+    let weight = limits.cpu_shares.map(cpu_weight);
+    set(dir, "cpu.weight", weight, "linux.resources.cpu.shares")?;
+    // cpu.max is "QUOTA PERIOD" (QUOTA "max" for none); what is not
+    // given stays as it is.
+    let now = std::fs::read_to_string(dir.join("cpu.max")).unwrap_or_default();
+    let mut now = now.split_whitespace();
+    let (now_quota, now_period) = (now.next().unwrap_or("max"), now.next().unwrap_or("100000"));
+    let max = match (limits.cpu_quota, limits.cpu_period) {
+        (None, None) => None,
+        (q, p) => {
+            let q = match q {
+                Some(q) if q > 0 => q.to_string(),
+                Some(_) => "max".to_string(),
+                None => now_quota.to_string(),
+            };
+            let p = p.map_or(now_period.to_string(), |p| p.to_string());
+            Some(format!("{q} {p}"))
+        }
+    };
+    set(dir, "cpu.max", max, "linux.resources.cpu.quota")?;
+    let max = limits.pids.map(host_pids_max);
+    set(dir, "pids.max", max, "linux.resources.pids.limit")
+}
+
 /// The processes in cgroup `dir`.
 fn procs(dir: &Path) -> Vec<i32> {
     std::fs::read_to_string(dir.join("cgroup.procs"))
@@ -828,5 +931,72 @@ mod tests {
             Path::new("x"),
         );
         assert_eq!(dir, Path::new("/sys/fs/cgroup/memory/x"));
+    }
+    #[test]
+    fn v2_updates_write_only_what_changes() {
+        let dir = std::env::temp_dir().join(format!("ferrovisor-cg-upd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect(f);
+        // What a fresh v2 cgroup holds, and a memory limit from create.
+        for (name, text) in [
+            ("memory.max", "268435456\n"),
+            ("memory.swap.max", "max\n"),
+            ("cpu.max", "max 100000\n"),
+            ("cpu.weight", "100\n"),
+            ("pids.max", "max\n"),
+        ] {
+            std::fs::write(dir.join(name), text).expect("write");
+        }
+        let pids = Limits {
+            pids: Some(5),
+            ..Limits::default()
+        };
+        write_v2(&dir, &pids).expect("pids");
+        assert_eq!(read("pids.max"), host_pids_max(5));
+        assert_eq!(read("memory.max"), "268435456\n", "memory untouched");
+        assert_eq!(read("cpu.max"), "max 100000\n", "cpu untouched");
+
+        // Swap alone is figured against the memory limit already there.
+        let swap = Limits {
+            memory_swap: Some(300 << 20),
+            ..Limits::default()
+        };
+        write_v2(&dir, &swap).expect("swap");
+        assert_eq!(
+            read("memory.swap.max"),
+            ((300 << 20) - 268_435_456).to_string()
+        );
+
+        let both = Limits {
+            memory: Some(64 << 20),
+            cpu_quota: Some(50_000),
+            cpu_shares: Some(1024),
+            ..Limits::default()
+        };
+        write_v2(&dir, &both).expect("memory and cpu");
+        assert_eq!(read("memory.max"), (64u64 << 20).to_string());
+        assert_eq!(read("cpu.max"), "50000 100000");
+        assert_eq!(read("cpu.weight"), "39");
+        // A new period keeps the quota; -1 lifts limits.
+        let period = Limits {
+            cpu_period: Some(200_000),
+            memory: Some(-1),
+            pids: Some(-1),
+            ..Limits::default()
+        };
+        write_v2(&dir, &period).expect("period");
+        assert_eq!(read("cpu.max"), "50000 200000");
+        assert_eq!(read("memory.max"), "max");
+        assert_eq!(read("pids.max"), "max");
+
+        // memory+swap below memory is refused, naming the field.
+        std::fs::write(dir.join("memory.max"), "max\n").expect("write");
+        let bad = Limits {
+            memory_swap: Some(1 << 20),
+            ..Limits::default()
+        };
+        let e = write_v2(&dir, &bad).expect_err("swap without a limit");
+        assert!(e.to_string().contains("linux.resources.memory.swap"), "{e}");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 }

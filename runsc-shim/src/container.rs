@@ -90,6 +90,15 @@ pub enum Error {
     /// a feature this runtime lacks so far
     #[error("{0}: not supported by ferrovisor yet")]
     NotSupported(String),
+    /// checkpoint and restore: the Sentry cannot save a sandbox
+    #[error("{0} is not supported by ferrovisor")]
+    NoCheckpoint(&'static str),
+    /// `update` of a container whose sandbox has no cgroup of its own
+    #[error(
+        "container {0} has no cgroup of its own (the host gave none at create), so its \
+         limits cannot change"
+    )]
+    NoCgroup(String),
     /// a host operation failed
     #[error("{what}: {source}")]
     Io {
@@ -494,6 +503,7 @@ impl Runtime {
             exit_status: None,
             kill_signal: None,
             cgroup: cgroup.cloned(),
+            guest_limits: None,
         };
         if let Err(e) = locked.write(&record) {
             let _ = child.kill();
@@ -729,6 +739,65 @@ impl Runtime {
         record.status = Status::Running;
         locked.write(&record)?;
         tracing::info!("container {id} resumed");
+        Ok(())
+    }
+
+    /// Changes the resource limits of created or running container `id`
+    /// (runc's `update`): those set in `limits` are written to the
+    /// sandbox's host cgroup, and the memory and pids limits reach the
+    /// guest too (`/proc/meminfo`, `fork` failing with `EAGAIN`), through
+    /// the Sentry's control socket, or as the sandbox starts. A paused
+    /// sandbox is refused: its Sentry cannot answer until it resumes.
+    pub fn update(&self, id: &str, limits: &cgroup::Limits) -> Result<(), Error> {
+        let locked = self.state.lock(id)?;
+        let mut record = locked.record()?;
+        let status = record.observed();
+        if !matches!(status, Status::Created | Status::Running) {
+            return Err(Error::WrongStatus {
+                id: id.into(),
+                status,
+                wanted: "created or running",
+            });
+        }
+        if !limits.any() {
+            return Ok(());
+        }
+        let cg = record
+            .cgroup
+            .clone()
+            .ok_or_else(|| Error::NoCgroup(id.into()))?;
+        cg.update(limits)?;
+        let guest = crate::control::GuestLimits {
+            memory: limits.memory,
+            pids: limits.pids,
+        };
+        if !guest.any() {
+            tracing::info!("container {id}: limits updated");
+            return Ok(());
+        }
+        // Recorded first: a sandbox that has not served its control socket
+        // yet applies them as it does (see `boot`).
+        record.guest_limits = Some(record.guest_limits.unwrap_or_default().merged(guest));
+        locked.write(&record)?;
+        if status == Status::Running {
+            let socket = self.state.dir(id).join(crate::control::SOCKET);
+            // Just after `start` the socket may not be there yet.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                match crate::control::update(&socket, &guest) {
+                    Ok(()) => break,
+                    Err(_) if Instant::now() < deadline && record.sandbox_alive() => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(why) => {
+                        return Err(Error::Boot(format!(
+                            "container {id}: the sandbox did not take the new limits: {why}"
+                        )))
+                    }
+                }
+            }
+        }
+        tracing::info!("container {id}: limits updated");
         Ok(())
     }
 
@@ -1109,9 +1178,17 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
         on_start: Some(sentry::StartHook(Box::new({
             let socket = state.dir(id).join(crate::control::SOCKET);
             let id = id.to_owned();
+            let state = state.clone();
             move |kernel| {
-                if let Err(e) = crate::control::serve(socket, kernel) {
+                if let Err(e) = crate::control::serve(socket, kernel.clone()) {
                     tracing::warn!("container {id}: no control socket, exec will fail: {e}");
+                }
+                // What `update` changed before the control socket was
+                // there to hear it (read after binding the socket: an
+                // update that found no socket recorded its limits first).
+                let updated = state.read(&id).ok().flatten().and_then(|r| r.guest_limits);
+                if let (Some(limits), Some(k)) = (updated, kernel.upgrade()) {
+                    limits.apply(&k);
                 }
             }
         }))),
@@ -1155,6 +1232,23 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
     }
     tracing::info!("container {id} stopped with status {code}");
     code
+}
+
+/// The limits of an `update --resources` document: runtime-spec
+/// `linux.resources` JSON, as runc takes it. Fields the sandbox cannot
+/// apply are refused by name.
+pub fn update_resources(json: &[u8]) -> Result<cgroup::Limits, Error> {
+    let r: oci_spec::runtime::LinuxResources = serde_json::from_slice(json)
+        .map_err(|e| Error::Usage(format!("resources: malformed: {e}")))?;
+    oci::resources(&r).map_err(|e| match e {
+        oci::Error::Field { field, reason } => {
+            Error::Usage(format!("resources: {field}: {reason}"))
+        }
+        oci::Error::Unsupported { field, why } => {
+            Error::Usage(format!("{field}: not supported by ferrovisor yet ({why})"))
+        }
+        e => e.into(),
+    })
 }
 
 /// The boot process's own checks: the bundle (again: it may have changed

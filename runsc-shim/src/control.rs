@@ -10,6 +10,11 @@
 //! process has ended, `{"exited":STATUS}` (a shell-style status: 128+N
 //! for signal N). Meanwhile the client may send `{"signal":N}` lines: the
 //! process gets signal N as from `kill(2)` outside the sandbox.
+//!
+//! `ferrovisor update` sends `{"update":{"memory":M,"pids":N}}` instead,
+//! with no descriptors: the Sentry tells the guest of the new memory limit
+//! and counts its tasks against the new `pids.limit`, and answers
+//! `"updated"` or `{"failed":"why"}`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -41,6 +46,51 @@ pub struct ExecRequest {
     pub gid: u32,
 }
 
+/// The limits the Sentry itself applies to the guest, as `update` changes
+/// them: `None` leaves one as it is, -1 lifts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestLimits {
+    /// memory limit in bytes (what `/proc/meminfo` reports)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<i64>,
+    /// most tasks the guest may hold (`pids.limit`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<i64>,
+}
+
+impl GuestLimits {
+    /// Whether either limit is given.
+    pub fn any(&self) -> bool {
+        self.memory.is_some() || self.pids.is_some()
+    }
+
+    /// These limits, then those of `newer` over them.
+    pub fn merged(self, newer: GuestLimits) -> GuestLimits {
+        GuestLimits {
+            memory: newer.memory.or(self.memory),
+            pids: newer.pids.or(self.pids),
+        }
+    }
+
+    /// Applies the limits to the sandbox `kernel`.
+    pub fn apply(&self, kernel: &sentry::kernel::Kernel) {
+        if let Some(m) = self.memory {
+            kernel.set_memory_limit(u64::try_from(m).ok().filter(|m| *m > 0));
+        }
+        if let Some(n) = self.pids {
+            let limit = (n > 0).then(|| usize::try_from(n).unwrap_or(usize::MAX));
+            kernel.set_task_limit(limit);
+        }
+    }
+}
+
+/// A request that is not an `exec`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Request {
+    Update(GuestLimits),
+}
+
 /// What a client sends after its request.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -54,6 +104,7 @@ enum Reply {
     Started(i32),
     Failed(String),
     Exited(i32),
+    Updated,
 }
 
 /// A socket's path in a form `bind` and `connect` accept: a Unix socket
@@ -139,11 +190,19 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
         }
         data.extend_from_slice(&more[..got]);
     }
-    let req: ExecRequest =
-        match serde_json::from_slice(&data[..data.iter().position(|&b| b == b'\n').unwrap_or(0)]) {
-            Ok(r) => r,
-            Err(e) => return send(&mut conn, &Reply::Failed(format!("bad request: {e}"))),
+    let line = &data[..data.iter().position(|&b| b == b'\n').unwrap_or(0)];
+    if let Ok(Request::Update(limits)) = serde_json::from_slice(line) {
+        let Some(kernel) = kernel.upgrade() else {
+            return send(&mut conn, &Reply::Failed("the sandbox has ended".into()));
         };
+        limits.apply(&kernel);
+        tracing::info!(?limits, "update: applied");
+        return send(&mut conn, &Reply::Updated);
+    }
+    let req: ExecRequest = match serde_json::from_slice(line) {
+        Ok(r) => r,
+        Err(e) => return send(&mut conn, &Reply::Failed(format!("bad request: {e}"))),
+    };
     let Ok(stdio) = <[std::os::fd::OwnedFd; 3]>::try_from(fds) else {
         return send(
             &mut conn,
@@ -249,6 +308,24 @@ pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Res
         Reply::Started(pid) => Ok(Exec { reader, pid }),
         Reply::Failed(why) => Err(why),
         Reply::Exited(s) => Err(format!("exited ({s}) before it started")),
+        Reply::Updated => Err("unexpected reply from the sandbox".into()),
+    }
+}
+
+/// Asks the sandbox behind `socket` to apply `limits` to its guest.
+pub fn update(socket: &Path, limits: &GuestLimits) -> Result<(), String> {
+    let conn = address(socket)
+        .and_then(|a| UnixStream::connect(&a.path))
+        .map_err(|e| format!("connecting to the sandbox ({}): {e}", socket.display()))?;
+    let mut line = serde_json::to_vec(&Request::Update(*limits)).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    (&conn)
+        .write_all(&line)
+        .map_err(|e| format!("sending the update: {e}"))?;
+    match read_reply(&mut BufReader::new(conn)).map_err(|e| e.to_string())? {
+        Reply::Updated => Ok(()),
+        Reply::Failed(why) => Err(why),
+        _ => Err("unexpected reply from the sandbox".into()),
     }
 }
 
@@ -294,7 +371,7 @@ impl Exec {
         match reply {
             Reply::Exited(s) => Ok(s),
             Reply::Failed(why) => Err(why),
-            Reply::Started(_) => Err("unexpected reply from the sandbox".into()),
+            Reply::Started(_) | Reply::Updated => Err("unexpected reply from the sandbox".into()),
         }
     }
 }

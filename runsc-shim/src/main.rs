@@ -90,11 +90,11 @@ enum Command {
     Resume(IdArg),
     /// Print what this runtime supports, as JSON (runc's `features`).
     Features,
-    /// Change a running container's resource limits (not supported yet).
-    Update(UnsupportedArgs),
-    /// Save a running container to disk (not supported yet).
+    /// Change a created or running container's resource limits.
+    Update(UpdateArgs),
+    /// Save a running container to disk (not supported by ferrovisor).
     Checkpoint(UnsupportedArgs),
-    /// Restore a container from a checkpoint (not supported yet).
+    /// Restore a container from a checkpoint (not supported by ferrovisor).
     Restore(UnsupportedArgs),
     /// Internal: the sandbox process of a container (started by 'create').
     #[command(hide = true)]
@@ -232,6 +232,136 @@ struct ExecArgs {
     command: Vec<String>,
 }
 
+/// runc's `update` flags. Byte counts take a k, m, g or t suffix (powers of
+/// 1024); -1 lifts a limit.
+#[derive(Debug, clap::Args)]
+struct UpdateArgs {
+    /// Read the new limits from FILE ('-' for standard input), runtime-spec
+    /// linux.resources JSON; no other limit flags with it.
+    #[arg(long, short = 'r', value_name = "FILE")]
+    resources: Option<PathBuf>,
+    /// Memory limit.
+    #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
+    memory: Option<String>,
+    /// Memory plus swap limit.
+    #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
+    memory_swap: Option<String>,
+    /// Memory soft limit.
+    #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
+    memory_reservation: Option<String>,
+    /// CPU time allowed per period, microseconds (-1 for none).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    cpu_quota: Option<i64>,
+    /// CPU period, microseconds.
+    #[arg(long, value_name = "N")]
+    cpu_period: Option<u64>,
+    /// CPU shares, a relative weight.
+    #[arg(long, alias = "cpu-shares", value_name = "N")]
+    cpu_share: Option<u64>,
+    /// Most tasks the container may hold (-1 for none).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pids_limit: Option<i64>,
+    /// CPUs the container may use (refused: not applied by ferrovisor).
+    #[arg(long, value_name = "LIST")]
+    cpuset_cpus: Option<String>,
+    /// Memory nodes the container may use (refused: not applied by ferrovisor).
+    #[arg(long, value_name = "LIST")]
+    cpuset_mems: Option<String>,
+    /// Block I/O weight (refused: not applied by ferrovisor).
+    #[arg(long, value_name = "N")]
+    blkio_weight: Option<u16>,
+    /// Container id.
+    id: String,
+}
+
+/// runc's byte counts: a number with an optional k, m, g or t suffix
+/// (powers of 1024, an optional trailing b), or -1 for no limit.
+fn parse_bytes(flag: &str, s: &str) -> Result<i64, container::Error> {
+    let bad = || {
+        container::Error::Usage(format!(
+            "--{flag} {s:?}: give bytes like 268435456 or 256m, or -1 for no limit"
+        ))
+    };
+    if s == "-1" {
+        return Ok(-1);
+    }
+    let lower = s.trim().to_ascii_lowercase();
+    let lower = lower.strip_suffix('b').unwrap_or(&lower);
+    let (num, shift) = match lower.char_indices().last() {
+        Some((i, 'k')) => (&lower[..i], 10),
+        Some((i, 'm')) => (&lower[..i], 20),
+        Some((i, 'g')) => (&lower[..i], 30),
+        Some((i, 't')) => (&lower[..i], 40),
+        _ => (lower, 0),
+    };
+    let n: i64 = num.trim().parse().map_err(|_| bad())?;
+    if n < 0 {
+        return Err(bad());
+    }
+    n.checked_mul(1 << shift).ok_or_else(bad)
+}
+
+/// The limits `update` was given: the --resources document, or the flags
+/// as one (so both are checked, and refused by field name, alike).
+fn update_limits(a: &UpdateArgs) -> Result<runsc_shim::cgroup::Limits, container::Error> {
+    use serde_json::{json, Map, Value};
+    let mut memory = Map::new();
+    for (flag, key, v) in [
+        ("memory", "limit", &a.memory),
+        ("memory-swap", "swap", &a.memory_swap),
+        ("memory-reservation", "reservation", &a.memory_reservation),
+    ] {
+        if let Some(v) = v {
+            memory.insert(key.into(), json!(parse_bytes(flag, v)?));
+        }
+    }
+    let mut cpu = Map::new();
+    let cpu_flags = [
+        ("quota", a.cpu_quota.map(|v| json!(v))),
+        ("period", a.cpu_period.map(|v| json!(v))),
+        ("shares", a.cpu_share.map(|v| json!(v))),
+        ("cpus", a.cpuset_cpus.as_ref().map(|v| json!(v))),
+        ("mems", a.cpuset_mems.as_ref().map(|v| json!(v))),
+    ];
+    for (key, v) in cpu_flags {
+        if let Some(v) = v {
+            cpu.insert(key.into(), v);
+        }
+    }
+    let mut doc = Map::new();
+    if !memory.is_empty() {
+        doc.insert("memory".into(), Value::Object(memory));
+    }
+    if !cpu.is_empty() {
+        doc.insert("cpu".into(), Value::Object(cpu));
+    }
+    if let Some(n) = a.pids_limit {
+        doc.insert("pids".into(), json!({ "limit": n }));
+    }
+    if let Some(w) = a.blkio_weight {
+        doc.insert("blockIO".into(), json!({ "weight": w }));
+    }
+    let text = match &a.resources {
+        Some(_) if !doc.is_empty() => {
+            return Err(container::Error::Usage(
+                "update: give either --resources or limit flags, not both".into(),
+            ))
+        }
+        Some(path) if path.as_os_str() == "-" => {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf).map_err(|e| {
+                container::Error::Usage(format!("--resources -: reading standard input: {e}"))
+            })?;
+            buf
+        }
+        Some(path) => std::fs::read(path)
+            .map_err(|e| container::Error::Usage(format!("--resources {}: {e}", path.display())))?,
+        None => serde_json::to_vec(&Value::Object(doc))
+            .map_err(|e| container::Error::Usage(format!("update: {e}")))?,
+    };
+    container::update_resources(&text)
+}
+
 #[derive(Debug, clap::Args)]
 struct PsArgs {
     /// Output format.
@@ -239,7 +369,8 @@ struct PsArgs {
     format: OutputFormat,
     /// Container id.
     id: String,
-    /// ps(1) options (accepted, not used).
+    /// ps(1) options for the table format (default -ef), as runc: ps's
+    /// lines for the container's host processes are shown.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     ps_args: Vec<String>,
 }
@@ -790,15 +921,15 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
             return Ok(ExitCode::from(code as u8));
         }
         Command::Ps(a) => {
+            if a.format == OutputFormat::Json && !a.ps_args.is_empty() {
+                return Err(Error::Usage(
+                    "ps: ps(1) options go with the table format, not --format json".into(),
+                ));
+            }
             let pids = rt.ps(&a.id)?;
             match a.format {
                 OutputFormat::Json => print_json(&pids)?,
-                OutputFormat::Table => {
-                    println!("PID");
-                    for p in pids {
-                        println!("{p}");
-                    }
-                }
+                OutputFormat::Table => print!("{}", ps_table(&pids, &a.ps_args)?),
             }
         }
         Command::List(a) => {
@@ -842,18 +973,56 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
             print_json(&serde_json::json!({ "id": a.id, "exitStatus": code }))?;
         }
         Command::Features => print_json(&container::features())?,
-        Command::Update(_) => {
-            return Err(Error::NotSupported(
-                "update (the sandbox's resource limits cannot change while it runs)".into(),
-            ))
-        }
-        Command::Checkpoint(_) | Command::Restore(_) => {
-            return Err(Error::NotSupported("checkpoint and restore".into()))
-        }
+        Command::Update(a) => rt.update(&a.id, &update_limits(&a)?)?,
+        Command::Checkpoint(_) => return Err(Error::NoCheckpoint("checkpoint")),
+        Command::Restore(_) => return Err(Error::NoCheckpoint("restore")),
         Command::Pause(a) => rt.pause(&a.id)?,
         Command::Resume(a) => rt.resume(&a.id)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// runc's `ps` table: ps(1) run with `args` (default `-ef`), its header,
+/// then its lines whose PID column is one of `pids`.
+fn ps_table(pids: &[i32], args: &[String]) -> Result<String, container::Error> {
+    use container::Error;
+    let default = ["-ef".to_string()];
+    let args = if args.is_empty() { &default[..] } else { args };
+    let out = std::process::Command::new("ps")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::Usage(format!("ps: running ps(1): {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        let why = why.lines().next().unwrap_or("no reason given");
+        return Err(Error::Usage(format!(
+            "ps {}: {}: {why}",
+            args.join(" "),
+            out.status
+        )));
+    }
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    let Some(column) = header.split_whitespace().position(|f| f == "PID") else {
+        return Err(Error::Usage(format!(
+            "ps {}: its output has no PID column (add -o pid or use -ef)",
+            args.join(" ")
+        )));
+    };
+    let mut table = format!("{header}\n");
+    for line in lines {
+        let pid = line
+            .split_whitespace()
+            .nth(column)
+            .and_then(|p| p.parse().ok());
+        if pid.is_some_and(|p: i32| pids.contains(&p)) {
+            table.push_str(line);
+            table.push('\n');
+        }
+    }
+    Ok(table)
 }
 
 fn ferrovisor_lib_gofer(

@@ -433,6 +433,26 @@ fn resource_limits(r: &LinuxResources) -> Result<Limits, Error> {
     })
 }
 
+/// The limits of `linux.resources` (at `create`, or given to `update`),
+/// refusing by name any field the sandbox would not apply.
+pub fn resources(r: &LinuxResources) -> Result<Limits, Error> {
+    let limits = resource_limits(r)?;
+    let others = [
+        ("blockIO", set(r.block_io())),
+        ("hugepageLimits", set(r.hugepage_limits())),
+        ("network", set(r.network())),
+        ("rdma", set(r.rdma())),
+        ("unified", set(r.unified())),
+    ];
+    if let Some((name, _)) = others.iter().find(|(_, s)| *s) {
+        return Err(unsupported(
+            format!("linux.resources.{name}"),
+            "only memory, cpu and pids limits are applied through the host's cgroup",
+        ));
+    }
+    Ok(limits)
+}
+
 /// Checks `ociVersion`: this runtime implements the 1.x runtime spec.
 fn check_version(version: &str) -> Result<(), Error> {
     if version.is_empty() {
@@ -652,20 +672,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         if let Some(r) = linux.resources() {
             // Device rules are harmless to skip: the Sentry exposes no host
             // device node to the guest in any case.
-            limits = resource_limits(r)?;
-            let others = [
-                ("blockIO", set(r.block_io())),
-                ("hugepageLimits", set(r.hugepage_limits())),
-                ("network", set(r.network())),
-                ("rdma", set(r.rdma())),
-                ("unified", set(r.unified())),
-            ];
-            if let Some((name, _)) = others.iter().find(|(_, s)| *s) {
-                return Err(unsupported(
-                    format!("linux.resources.{name}"),
-                    "only memory, cpu and pids limits are applied through the host's cgroup",
-                ));
-            }
+            limits = resources(r)?;
         }
         cgroups_path = linux.cgroups_path().clone();
         for (name, value) in linux.sysctl().iter().flatten() {

@@ -15,9 +15,11 @@
 //! side `create` passes over a console socket (as runc's `--console-socket`);
 //! the shim copies between it and the FIFOs and resizes it.
 //!
-//! Not supported yet, and answered with a clear error: `Exec` (the Sentry
-//! cannot start a second program in a running sandbox), `Pause`/`Resume`,
-//! checkpoints, `Update`.
+//! `Update` applies the task's new `linux.resources` through
+//! [`Runtime::update`], as `ferrovisor update -r` does.
+//!
+//! Not supported, and answered with a clear error: checkpoints (the Sentry
+//! cannot save a sandbox).
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -43,6 +45,9 @@ use shim::{Config, DeleteResponse, ExitSignal, Flags, TtrpcContext, TtrpcResult}
 use crate::container::{CreateOptions, Runtime, Stdio};
 use crate::logging::LogFormat;
 use crate::state::StateDir;
+
+/// The answer to a checkpoint, or a create from one.
+const CHECKPOINT_UNSUPPORTED: &str = "checkpoint is not supported by ferrovisor";
 
 /// The runtime name containerd maps to this binary.
 pub const RUNTIME_ID: &str = "io.containerd.ferrovisor.v1";
@@ -407,6 +412,29 @@ impl Service {
         Ok(api::Empty::default())
     }
 
+    /// `Update`: the task's new `linux.resources` (runtime-spec JSON, as
+    /// containerd sends it), applied to the sandbox's cgroup and Sentry.
+    fn update_task(&self, req: &api::UpdateTaskRequest) -> TtrpcResult<api::Empty> {
+        let rt = self.tasks().get(&req.id)?.runtime.clone();
+        let json = req.resources.as_ref().map_or(&[][..], |a| &a.value[..]);
+        if json.is_empty() {
+            return Err(rpc_error(
+                Code::INVALID_ARGUMENT,
+                "update: no resources given",
+            ));
+        }
+        let limits = crate::container::update_resources(json)
+            .map_err(|e| rpc_error(Code::INVALID_ARGUMENT, e.to_string()))?;
+        rt.update(&req.id, &limits).map_err(|e| match e {
+            crate::Error::WrongStatus { .. } => rpc_error(Code::FAILED_PRECONDITION, e.to_string()),
+            crate::Error::Usage(_) | crate::Error::NoCgroup(_) => {
+                rpc_error(Code::INVALID_ARGUMENT, e.to_string())
+            }
+            e => internal(e),
+        })?;
+        Ok(api::Empty::default())
+    }
+
     fn publish(&self, topic: &str, event: Box<dyn MessageDyn>) {
         let guard = self
             .inner
@@ -484,10 +512,7 @@ impl Service {
 
     fn create_task(&self, req: &api::CreateTaskRequest) -> Result<u32, ttrpc::Error> {
         if !req.checkpoint.is_empty() || !req.parent_checkpoint.is_empty() {
-            return Err(rpc_error(
-                Code::UNIMPLEMENTED,
-                "checkpoint: not supported by containerd-shim-ferrovisor-v1 yet",
-            ));
+            return Err(rpc_error(Code::UNIMPLEMENTED, CHECKPOINT_UNSUPPORTED));
         }
         let bundle = PathBuf::from(&req.bundle);
         let mut exe = None;
@@ -1131,6 +1156,18 @@ impl shim::Task for Service {
         Ok(resp)
     }
 
+    fn update(&self, _ctx: &TtrpcContext, req: api::UpdateTaskRequest) -> TtrpcResult<api::Empty> {
+        self.update_task(&req)
+    }
+
+    fn checkpoint(
+        &self,
+        _ctx: &TtrpcContext,
+        _req: api::CheckpointTaskRequest,
+    ) -> TtrpcResult<api::Empty> {
+        Err(rpc_error(Code::UNIMPLEMENTED, CHECKPOINT_UNSUPPORTED))
+    }
+
     fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<api::Empty> {
         self.freeze(&req.id, true)
     }
@@ -1487,5 +1524,164 @@ mod tests {
             state_root(Path::new("/srv/bundles/c1"), "default"),
             Path::new("/run/containerd/ferrovisor/default")
         );
+    }
+
+    fn service() -> Service {
+        Service {
+            inner: Arc::new(Inner {
+                namespace: "default".into(),
+                exit: Arc::new(ExitSignal::default()),
+                tasks: Mutex::new(Tasks::default()),
+                changed: Condvar::new(),
+                publisher: Mutex::new(None),
+            }),
+        }
+    }
+
+    fn update_request(id: &str, resources: serde_json::Value) -> api::UpdateTaskRequest {
+        api::UpdateTaskRequest {
+            id: id.into(),
+            resources: MessageField::some(shim::protos::protobuf::well_known_types::any::Any {
+                type_url: "types.containerd.io/opencontainers/runtime-spec/1/LinuxResources".into(),
+                value: serde_json::to_vec(&resources).expect("json"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// `Update` of a running task writes its cgroup (v1 layout, here in a
+    /// temp dir) and sends the Sentry its new guest limits over the control
+    /// socket (a stand-in for the Sentry answers); checkpoints are refused.
+    #[test]
+    fn update_reaches_cgroup_and_sentry() {
+        use std::io::{BufRead, BufReader};
+        let base = std::env::temp_dir().join(format!("ferrovisor-shim-upd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let cg_dir = base.join("cg");
+        std::fs::create_dir_all(&cg_dir).expect("mkdir");
+        for (f, v) in [
+            ("memory.limit_in_bytes", "9223372036854771712"),
+            ("memory.memsw.limit_in_bytes", "9223372036854771712"),
+            ("cpu.shares", "1024"),
+            ("pids.max", "max"),
+        ] {
+            std::fs::write(cg_dir.join(f), v).expect("write");
+        }
+        let rt = Runtime {
+            state: StateDir::new(base.join("state")),
+            exe: PathBuf::from("/nonexistent"),
+            log: None,
+            log_format: LogFormat::Text,
+            debug: false,
+        };
+        let id = "shim-update-unit";
+        // A "running" container whose sandbox is this test process.
+        let me = std::process::id() as i32;
+        let locked = rt.state.create(id).expect("state");
+        locked
+            .write(&crate::state::Record {
+                oci_version: "1.1.0".into(),
+                id: id.into(),
+                status: crate::state::Status::Running,
+                pid: me,
+                pid_start_time: crate::state::process_start_time(me).expect("stat").1,
+                bundle: base.clone(),
+                rootfs: base.clone(),
+                created: String::new(),
+                owner: 0,
+                annotations: Default::default(),
+                exit_status: None,
+                kill_signal: None,
+                cgroup: Some(crate::cgroup::Cgroup {
+                    dirs: vec![cg_dir.clone()],
+                    ..Default::default()
+                }),
+                guest_limits: None,
+            })
+            .expect("record");
+        drop(locked);
+        let listener =
+            std::os::unix::net::UnixListener::bind(rt.state.dir(id).join(crate::control::SOCKET))
+                .expect("bind");
+        let sentry = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().expect("accept");
+            let mut line = String::new();
+            BufReader::new(&conn).read_line(&mut line).expect("read");
+            (&conn).write_all(b"\"updated\"\n").expect("reply");
+            line
+        });
+        let svc = service();
+        svc.tasks().by_id.insert(
+            id.into(),
+            Task {
+                bundle: base.clone(),
+                runtime: rt.clone(),
+                pid: me as u32,
+                phase: Phase::Running,
+                exit: None,
+                stdin: String::new(),
+                stdout: String::new(),
+                stderr: String::new(),
+                stdin_pipe: Arc::new(Mutex::new(None)),
+                master: None,
+            },
+        );
+        let req = update_request(
+            id,
+            serde_json::json!({
+                "memory": {"limit": 67108864},
+                "cpu": {"shares": 512},
+                "pids": {"limit": 5},
+            }),
+        );
+        svc.update_task(&req).expect("update");
+        let read = |f: &str| std::fs::read_to_string(cg_dir.join(f)).expect(f);
+        assert_eq!(read("memory.limit_in_bytes"), "67108864");
+        assert_eq!(read("cpu.shares"), "512");
+        let pids_max: i64 = read("pids.max").parse().expect("a number");
+        assert!(pids_max >= 5, "host backstop {pids_max} below the limit");
+        let sent: serde_json::Value =
+            serde_json::from_str(&sentry.join().expect("sentry")).expect("json");
+        assert_eq!(
+            sent,
+            serde_json::json!({"update": {"memory": 67108864, "pids": 5}})
+        );
+        let record = rt.state.read(id).expect("read").expect("record");
+        assert_eq!(
+            record.guest_limits,
+            Some(crate::control::GuestLimits {
+                memory: Some(67_108_864),
+                pids: Some(5),
+            })
+        );
+
+        // Fields the sandbox cannot apply are refused by name, and nothing
+        // is written.
+        let bad = update_request(id, serde_json::json!({"blockIO": {"weight": 100}}));
+        let e = svc.update_task(&bad).expect_err("blockIO");
+        let text = format!("{e:?}");
+        assert!(text.contains("linux.resources.blockIO"), "{text}");
+        assert!(text.contains("INVALID_ARGUMENT"), "{text}");
+        let e = svc
+            .update_task(&update_request("no-such-task", serde_json::json!({})))
+            .expect_err("unknown task");
+        assert!(format!("{e:?}").contains("NOT_FOUND"), "{e:?}");
+
+        // Checkpoints: refused, with the one line people see.
+        let e = svc
+            .create_task(&api::CreateTaskRequest {
+                id: "from-checkpoint".into(),
+                checkpoint: "/tmp/cp".into(),
+                ..Default::default()
+            })
+            .expect_err("checkpoint");
+        let text = format!("{e:?}");
+        assert!(
+            text.contains("checkpoint is not supported by ferrovisor"),
+            "{text}"
+        );
+        assert!(text.contains("UNIMPLEMENTED"), "{text}");
+        std::fs::remove_dir_all(&base).expect("cleanup");
     }
 }

@@ -126,6 +126,10 @@ pub struct Record {
     /// the sandbox's host cgroup, removed by `delete`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<crate::cgroup::Cgroup>,
+    /// limits `update` changed that the Sentry applies to the guest: a
+    /// sandbox started later applies them as it starts
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_limits: Option<crate::control::GuestLimits>,
 }
 
 /// The host's view of a process, read from `/proc/PID/stat`.

@@ -644,11 +644,14 @@ fn exec_with_a_terminal() {
         "x1",
     ]);
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let child = cmd.spawn().expect("exec");
+    let mut child = cmd.spawn().expect("exec");
     let master = std::fs::File::from(receiver.join().expect("receiver"));
     std::io::Write::write_all(&mut &master, b"hello\n").expect("type");
+    let mut stderr = child.stderr.take().expect("stderr");
     let status = wait_child(child, "exec");
-    assert_eq!(code(status), 0);
+    let mut why = String::new();
+    let _ = stderr.read_to_string(&mut why);
+    assert_eq!(code(status), 0, "exec: {why}");
     let mut text = Vec::new();
     let mut buf = [0u8; 4096];
     while let Ok(n) = (&master).read(&mut buf) {
@@ -722,16 +725,26 @@ fn features_and_unsupported_commands() {
     assert_eq!(v["linux"]["cgroup"]["v1"], true, "{v}");
     assert_eq!(v["linux"]["cgroup"]["systemd"], false, "{v}");
     // What containerd's runc shim may send and the runtime lacks: one line
-    // saying so, not a usage error.
-    for args in [
-        &["update", "--resources", "-", "c1"][..],
-        &["checkpoint", "--image-path", "/nonexistent", "c1"][..],
-        &["restore", "--bundle", "/nonexistent", "c1"][..],
+    // saying so, with runc's flags accepted rather than a usage error.
+    for (args, what) in [
+        (
+            &["checkpoint", "--image-path", "/nonexistent", "c1"][..],
+            "checkpoint",
+        ),
+        (
+            &["restore", "--bundle", "/nonexistent", "c1"][..],
+            "restore",
+        ),
+        (&["checkpoint", "feat-cp"][..], "checkpoint"),
     ] {
         let out = w.cli(args);
         assert_one_line(&out);
         assert_eq!(out.status, 1, "{args:?}: {out:?}");
-        assert!(out.stderr.contains("not supported"), "{args:?}: {out:?}");
+        assert_eq!(
+            out.stderr,
+            format!("ferrovisor: {what} is not supported by ferrovisor\n"),
+            "{args:?}"
+        );
     }
 }
 
@@ -1232,6 +1245,10 @@ fn pause_freezes_the_sandbox_and_resume_continues_it() {
     let out = w.cli(&["pause", "z1"]);
     assert_eq!(out.status, 0, "pause: {}", out.stderr);
     assert_eq!(w.status("z1"), "paused");
+    // A frozen Sentry cannot take new limits: refused, in one line.
+    let out = w.cli(&["update", "--pids-limit", "50", "z1"]);
+    assert_one_line(&out);
+    assert!(out.stderr.contains("paused"), "{out:?}");
     let ps = w.cli(&["ps", "--format", "json", "z1"]);
     let host: Vec<i64> = serde_json::from_str(&ps.stdout).expect("ps json");
     let (n, ticks) = (lines(&w), cpu_ticks(&host));
@@ -1282,4 +1299,255 @@ fn delete_force_of_a_paused_container() {
         "sandbox {pid} still alive"
     );
     assert!(!freezer.exists(), "{} left behind", freezer.display());
+}
+
+/// The host cgroup file holding `v1`'s (or, on cgroup v2, `v2`'s) limit
+/// for the sandbox `pid`.
+fn limit_file(pid: i64, controller: &str, v1: &str, v2_file: &str) -> PathBuf {
+    cgroup_dir(pid, controller).join(if v2() { v2_file } else { v1 })
+}
+
+#[test]
+fn update_changes_a_running_containers_limits() {
+    if !host_cgroups() {
+        return;
+    }
+    // PIDS_SCRIPT under a pids.limit of 5 natively: the shell, its
+    // subshell and 3 sleepers.
+    let expected_forks = (1..=3)
+        .map(|i| format!("started {i}\n"))
+        .collect::<String>()
+        + "subshell status 2\nstill works\n";
+    let native = pids_script_natively(5);
+    assert_eq!(
+        (native.stdout.as_str(), native.status),
+        (expected_forks.as_str(), 0),
+        "the NATIVE run differs, so the test is wrong (stderr: {})",
+        native.stderr
+    );
+
+    // The guest reports its memory, waits for /tmp/go (made by `exec`
+    // once the limits are updated), reports it again and forks until
+    // fork fails.
+    let script = format!(
+        "grep MemTotal /proc/meminfo; while [ ! -e /tmp/go ]; do sleep 0.1; done; \
+         grep MemTotal /proc/meminfo; {PIDS_SCRIPT}"
+    );
+    let mut w = World::new("update", |v| {
+        set_args(v, &["sh", "-c", &script]);
+        v["linux"]["resources"] = serde_json::json!({
+            "memory": {"limit": 256 << 20},
+            "pids": {"limit": 100}});
+    });
+    let id = "upd-running";
+    assert_eq!(w.create(id).status, 0);
+    let pid = w.state(id)["pid"].as_i64().expect("pid");
+    let memory = limit_file(pid, "memory", "memory.limit_in_bytes", "memory.max");
+    let quota = limit_file(pid, "cpu", "cpu.cfs_quota_us", "cpu.max");
+    let host_pids = limit_file(pid, "pids", "pids.max", "pids.max");
+    assert_eq!(read_trim(&memory), (256u64 << 20).to_string());
+    assert_eq!(w.cli(&["start", id]).status, 0);
+    // The guest has looked at its memory once before anything changes.
+    let deadline = Instant::now() + TIMEOUT;
+    while !w.container_stdout(id).contains("MemTotal") {
+        assert!(
+            Instant::now() < deadline,
+            "the guest never printed MemTotal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // --memory, in runc's units: the cgroup file holds it.
+    let out = w.cli(&["update", "--memory", "128m", id]);
+    assert_eq!(out.status, 0, "update --memory: {out:?}");
+    assert_eq!(read_trim(&memory), (128u64 << 20).to_string());
+
+    // -r: linux.resources JSON from a file.
+    let file = w.dir.path().join("resources.json");
+    std::fs::write(&file, r#"{"cpu": {"quota": 20000, "period": 100000}}"#)
+        .expect("write resources");
+    let out = w.cli(&["update", "-r", &file.to_string_lossy(), id]);
+    assert_eq!(out.status, 0, "update -r: {out:?}");
+    let want = if v2() { "20000 100000" } else { "20000" };
+    assert_eq!(read_trim(&quota), want);
+    assert_eq!(read_trim(&memory), (128u64 << 20).to_string(), "unchanged");
+    // -r -: the document on standard input, as containerd's runc shim
+    // sends it.
+    let out = run(
+        w.command(&["update", "--resources", "-", id]),
+        Some(br#"{"memory": {"reservation": 67108864}, "cpu": {"cpus": ""}}"#),
+        TIMEOUT,
+    );
+    assert_eq!(out.status, 0, "update -r -: {out:?}");
+    let soft = limit_file(pid, "memory", "memory.soft_limit_in_bytes", "memory.low");
+    assert_eq!(read_trim(&soft), "67108864");
+
+    // What the sandbox does not apply is refused by field name, and
+    // nothing changes.
+    std::fs::write(&file, r#"{"blockIO": {"weight": 100}}"#).expect("write resources");
+    let r = file.to_string_lossy().into_owned();
+    let before_pids = read_trim(&host_pids);
+    for (args, says) in [
+        (
+            vec!["update", "-r", r.as_str(), id],
+            "linux.resources.blockIO",
+        ),
+        (
+            vec!["update", "--cpuset-cpus", "0", id],
+            "linux.resources.cpu.cpus",
+        ),
+        (
+            vec!["update", "--blkio-weight", "100", id],
+            "linux.resources.blockIO",
+        ),
+        (vec!["update", "--memory", "lots", id], "--memory"),
+        (
+            vec!["update", "--pids-limit", "-7", id],
+            "linux.resources.pids.limit",
+        ),
+        (
+            vec!["update", "-r", r.as_str(), "--pids-limit", "5", id],
+            "not both",
+        ),
+        (
+            vec!["update", "--pids-limit", "5", "upd-nonexistent"],
+            "upd-nonexistent",
+        ),
+    ] {
+        let out = w.cli(&args);
+        assert_one_line(&out);
+        assert!(out.stderr.contains(says), "{args:?}: {out:?}");
+    }
+    assert_eq!(read_trim(&host_pids), before_pids);
+    assert_eq!(read_trim(&memory), (128u64 << 20).to_string());
+
+    // --pids-limit: the guest may now hold 5 tasks, counted by the Sentry;
+    // the host backstop follows.
+    let out = w.cli(&["update", "--pids-limit", "5", id]);
+    assert_eq!(out.status, 0, "update --pids-limit: {out:?}");
+    assert_ne!(read_trim(&host_pids), before_pids);
+    let out = w.cli(&["exec", id, "touch", "/tmp/go"]);
+    assert_eq!(out.status, 0, "exec: {out:?}");
+    assert_eq!(w.wait(id), 0);
+    assert_eq!(
+        w.container_stdout(id),
+        format!("MemTotal:         262144 kB\nMemTotal:         131072 kB\n{expected_forks}")
+    );
+    let err = std::fs::read_to_string(w.dir.path().join(format!("{id}.err"))).unwrap_or_default();
+    assert!(
+        err.contains("can't fork: Resource temporarily unavailable"),
+        "{err}"
+    );
+
+    // A stopped container: one line, non-zero.
+    let out = w.cli(&["update", "--pids-limit", "10", id]);
+    assert_one_line(&out);
+    assert!(out.stderr.contains("stopped"), "{out:?}");
+    assert_eq!(w.cli(&["delete", id]).status, 0);
+}
+
+#[test]
+fn update_of_a_created_container_holds_from_the_start() {
+    if !host_cgroups() {
+        return;
+    }
+    // Limits changed between create and start: the Sentry learns them as
+    // it starts (there is no control socket to tell it before).
+    let script = format!("grep MemTotal /proc/meminfo; {PIDS_SCRIPT}");
+    let mut w = World::new("update-created", |v| {
+        set_args(v, &["sh", "-c", &script]);
+        v["linux"]["resources"] = serde_json::json!({"memory": {"limit": 256 << 20}});
+    });
+    let id = "upd-created";
+    assert_eq!(w.create(id).status, 0);
+    let out = w.cli(&["update", "--memory", "96m", "--pids-limit", "5", id]);
+    assert_eq!(out.status, 0, "update: {out:?}");
+    assert_eq!(w.status(id), "created");
+    assert_eq!(w.cli(&["start", id]).status, 0);
+    assert_eq!(w.wait(id), 0);
+    let forks = (1..=3)
+        .map(|i| format!("started {i}\n"))
+        .collect::<String>();
+    assert_eq!(
+        w.container_stdout(id),
+        format!("MemTotal:          98304 kB\n{forks}subshell status 2\nstill works\n")
+    );
+    assert_eq!(w.cli(&["delete", id]).status, 0);
+}
+
+#[test]
+fn ps_shows_ps1_lines_of_the_sandbox_like_runc() {
+    let mut w = World::new("ps-args", |v| set_args(v, &["sleep", "1000"]));
+    let id = "ps-args-c1";
+    assert_eq!(w.create(id).status, 0);
+    assert_eq!(w.cli(&["start", id]).status, 0);
+    // Once the sandbox has started its helpers (the gofer, the first
+    // guest process's stub), its host processes stay the same.
+    let json_pids = || -> Vec<i64> {
+        let json = w.cli(&["ps", "--format", "json", id]);
+        serde_json::from_str(&json.stdout).expect("ps json")
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut pids = json_pids();
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let again = json_pids();
+        if again == pids || Instant::now() > deadline {
+            break;
+        }
+        pids = again;
+    }
+    // Default: `ps -ef`'s header, then only the sandbox's lines.
+    let table = w.cli(&["ps", id]);
+    assert_eq!(table.status, 0, "{table:?}");
+    let mut lines = table.stdout.lines();
+    let header = lines.next().expect("header");
+    assert!(
+        header
+            .split_whitespace()
+            .eq(["UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD"]),
+        "{header}"
+    );
+    let shown: Vec<i64> = lines
+        .map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .expect("pid")
+                .parse()
+                .expect("a pid")
+        })
+        .collect();
+    assert!(shown.contains(&pids[0]), "the sandbox itself: {table:?}");
+    assert!(
+        shown.iter().all(|p| pids.contains(p)),
+        "{shown:?} vs {pids:?}"
+    );
+    // Options after `--` go to ps(1).
+    let custom = w.cli(&["ps", id, "--", "-o", "pid,comm"]);
+    assert_eq!(custom.status, 0, "{custom:?}");
+    let mut lines = custom.stdout.lines();
+    assert!(
+        lines
+            .next()
+            .expect("header")
+            .split_whitespace()
+            .eq(["PID", "COMMAND"]),
+        "{custom:?}"
+    );
+    let first = lines.next().expect("a line");
+    assert_eq!(
+        first.split_whitespace().next(),
+        Some(pids[0].to_string().as_str()),
+        "{custom:?}"
+    );
+    // ps(1)'s own refusal, and no PID column: one line each.
+    for args in [
+        &["ps", id, "--", "--no-such-option"][..],
+        &["ps", id, "--", "-o", "comm"][..],
+        &["ps", "--format", "json", id, "--", "-ef"][..],
+    ] {
+        let out = w.cli(args);
+        assert_one_line(&out);
+    }
+    assert_eq!(w.cli(&["delete", "--force", id]).status, 0);
 }

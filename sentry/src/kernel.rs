@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -159,8 +159,11 @@ pub struct Kernel {
     pub cpus: usize,
     /// supplementary groups the guest sees (the caller's)
     pub groups: Vec<u32>,
-    /// memory the guest is told exists (bytes)
-    pub total_memory: u64,
+    /// memory the guest is told exists (bytes): the host's, or the
+    /// sandbox's limit when smaller; `update` may change it
+    total_memory: AtomicU64,
+    /// the host's memory (bytes), which no limit raises the guest's above
+    host_memory: u64,
     unsupported_seen: Vec<AtomicBool>,
     /// every process, by PID (zombies included until reaped)
     pub procs: Mutex<ProcTable>,
@@ -289,6 +292,31 @@ impl fmt::Debug for Kernel {
 }
 
 impl Kernel {
+    /// Memory the guest is told exists (bytes): what `/proc/meminfo`'s
+    /// `MemTotal` and `sysinfo(2)`'s `totalram` report.
+    pub fn total_memory(&self) -> u64 {
+        self.total_memory.load(Ordering::Relaxed)
+    }
+
+    /// Sets the sandbox's memory limit (an OCI runtime's `update
+    /// --memory`), `None` for none: the guest is told of the smaller of it
+    /// and the host's memory from now on. tmpfs sizes already chosen stay.
+    pub fn set_memory_limit(&self, limit: Option<u64>) {
+        let total = limit.map_or(self.host_memory, |l| l.min(self.host_memory));
+        self.total_memory.store(total, Ordering::Relaxed);
+    }
+
+    /// Sets the most tasks the guest may hold at once (`pids.limit`),
+    /// `None` for no limit of its own. Lowering it below what the guest
+    /// holds kills nothing: new tasks fail with `EAGAIN` until enough have
+    /// gone, as a pids cgroup whose `pids.max` is lowered behaves.
+    pub fn set_task_limit(&self, limit: Option<usize>) {
+        self.procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .task_limit = limit;
+    }
+
     /// The process with `pid`.
     pub fn process(&self, pid: i32) -> Option<Arc<Process>> {
         self.procs
@@ -506,7 +534,8 @@ where
         hostname: config.hostname,
         cpus,
         groups: crate::host::groups(),
-        total_memory,
+        total_memory: AtomicU64::new(total_memory),
+        host_memory,
         unsupported_seen: (0..abi::MAX_SYSCALL)
             .map(|_| AtomicBool::new(false))
             .collect(),

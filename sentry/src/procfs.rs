@@ -541,7 +541,7 @@ impl ProcFs {
 
     fn meminfo(&self) -> Result<String, Errno> {
         let k = self.kernel()?;
-        let total = k.total_memory / 1024;
+        let total = k.total_memory() / 1024;
         let free = total / 2;
         Ok(format!(
             "MemTotal:       {total:>8} kB\nMemFree:        {free:>8} kB\nMemAvailable:   {free:>8} kB\nBuffers:               0 kB\nCached:                0 kB\nSwapCached:            0 kB\nShmem:                 0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\nHugePages_Total:       0\nHugepagesize:       2048 kB\n"

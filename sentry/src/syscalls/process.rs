@@ -440,8 +440,8 @@ pub fn sys_sysinfo(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut s = abi::Sysinfo::new_zeroed();
     let up = crate::host::clock_gettime(libc::CLOCK_BOOTTIME)?;
     s.uptime = up.tv_sec;
-    s.totalram = task.kernel.total_memory;
-    s.freeram = task.kernel.total_memory / 2;
+    s.totalram = task.kernel.total_memory();
+    s.freeram = s.totalram / 2;
     s.procs = 1;
     s.mem_unit = 1;
     task.mm().write_obj(a[0], &s).map(|()| 0)
