@@ -1175,6 +1175,8 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
         cwd: plan.cwd.into_bytes(),
         hostname: plan.hostname,
         network: Default::default(),
+        // OCI containers never share the host's network.
+        host_network: false,
         on_start: Some(sentry::StartHook(Box::new({
             let socket = state.dir(id).join(crate::control::SOCKET);
             let id = id.to_owned();

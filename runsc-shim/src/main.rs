@@ -451,13 +451,18 @@ enum NetworkKind {
     None,
     /// loopback plus a link out, for what the allow rules allow
     Sandbox,
-    /// the host's own network stack (not supported: it would expose the
-    /// host kernel's sockets to the guest)
+    /// the host's network, shared: TCP and UDP sockets become host sockets
+    /// owned by the Sentry, with no egress policy (explicitly weaker)
     Host,
 }
 
-/// The network of a `do` sandbox from its flags.
-fn network_config(args: &DoArgs) -> Result<netstack::StackConfig, String> {
+/// The line `--network host` prints on standard error before the guest
+/// starts, so that nobody mistakes it for a sandboxed network.
+const HOST_NETWORK_WARNING: &str = "ferrovisor: warning: --network host: the sandbox shares the host's network (no egress policy; the guest can reach and serve anything the host can)";
+
+/// The network of a `do` sandbox from its flags: the netstack's
+/// configuration, and whether TCP/UDP sockets are host sockets instead.
+fn network_config(args: &DoArgs) -> Result<(netstack::StackConfig, bool), String> {
     let has_rules = !args.allow_cidr.is_empty() || !args.allow_host.is_empty();
     let kind = args.network.unwrap_or(if has_rules {
         NetworkKind::Sandbox
@@ -468,10 +473,13 @@ fn network_config(args: &DoArgs) -> Result<netstack::StackConfig, String> {
         NetworkKind::None if has_rules => {
             return Err("--allow-cidr and --allow-host need --network sandbox (with --network none nothing leaves the sandbox)".into())
         }
-        NetworkKind::None => return Ok(netstack::StackConfig::default()),
-        NetworkKind::Host => {
-            return Err("--network host is not supported: use --network sandbox with --allow-cidr / --allow-host rules".into())
+        NetworkKind::None => return Ok((netstack::StackConfig::default(), false)),
+        NetworkKind::Host if has_rules => {
+            return Err("--allow-cidr and --allow-host do not apply to --network host, which has no egress policy (use --network sandbox for rules)".into())
         }
+        // The netstack stays loopback-only and unused for Internet
+        // sockets: every one is a host socket.
+        NetworkKind::Host => return Ok((netstack::StackConfig::default(), true)),
         NetworkKind::Sandbox => {}
     }
     let mut cidrs = Vec::new();
@@ -498,14 +506,18 @@ fn network_config(args: &DoArgs) -> Result<netstack::StackConfig, String> {
     // wide rule (0.0.0.0/0) opens the network, not the host's services.
     let host_addrs = container::host_addresses()
         .map_err(|e| format!("cannot list the host's addresses for the egress policy: {e}"))?;
-    Ok(netstack::StackConfig {
-        mode: netstack::Mode::Egress,
-        policy: std::sync::Arc::new(
-            netstack::Policy::new(cidrs, args.allow_host.clone()).with_host_addresses(host_addrs),
-        ),
-        report_refusals: true,
-        ..Default::default()
-    })
+    Ok((
+        netstack::StackConfig {
+            mode: netstack::Mode::Egress,
+            policy: std::sync::Arc::new(
+                netstack::Policy::new(cidrs, args.allow_host.clone())
+                    .with_host_addresses(host_addrs),
+            ),
+            report_refusals: true,
+            ..Default::default()
+        },
+        false,
+    ))
 }
 
 #[derive(Debug, clap::Args)]
@@ -527,8 +539,9 @@ struct DoArgs {
     #[arg(long, default_value = "ferrovisor")]
     hostname: String,
     /// The guest's network: `none` (loopback only; the default without
-    /// allow rules) or `sandbox` (a link out for what --allow-cidr and
-    /// --allow-host allow; the default with them).
+    /// allow rules), `sandbox` (a link out for what --allow-cidr and
+    /// --allow-host allow; the default with them) or `host` (the host's
+    /// network, shared, with no egress policy: explicitly weaker).
     #[arg(long, value_enum, value_name = "MODE")]
     network: Option<NetworkKind>,
     /// Let the guest connect to CIDR (`10.0.0.0/8`, `192.0.2.7:443`,
@@ -666,10 +679,13 @@ fn run_do(args: DoArgs) -> ExitCode {
             return fail(2, e);
         }
     }
-    let network = match network_config(&args) {
+    let (network, host_network) = match network_config(&args) {
         Ok(n) => n,
         Err(e) => return fail(2, e),
     };
+    if host_network {
+        eprintln!("{HOST_NETWORK_WARNING}");
+    }
     // ^C at the terminal, or `kill` of this process, reaches the guest's
     // first process (before any thread starts, so all inherit the mask).
     if let Err(e) = sentry::hostsig::block_forwarded() {
@@ -746,6 +762,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         cwd,
         hostname: args.hostname,
         network,
+        host_network,
         on_start: None,
         mounts,
         ids: None,

@@ -528,3 +528,424 @@ fn connect_flood_and_port_churn_leave_the_sandbox_working() {
     let again = sandboxed(&["/bin/busybox", "echo", "alive"]);
     assert_eq!((again.status, again.stdout.as_str()), (0, "alive\n"));
 }
+
+// ---- --network host: the host's network, shared ---------------------------
+
+/// Runs `body` (shell) as root in a network namespace of its own (`unshare
+/// -n`, loopback up), so that "the host's network" is one the test owns and
+/// nothing changes on the machine. `$FV` is ferrovisor, `$DIR` a scratch
+/// directory holding `server.py` (started first: a TCP service on
+/// 127.0.0.1 and ::1 port 7001 answering each connection, after the
+/// client's EOF, with the size and SHA-256 of what it sent; a UDP echo on
+/// 127.0.0.1 port 7002; one line per TCP connection in `$DIR/server.log`),
+/// `client.py` and `guest_server.py`. 10.9.9.2 is an address nobody
+/// answers (a veth pair with no one behind it): a connection to it hangs.
+fn in_private_netns(label: &str, body: &str) -> Outcome {
+    let dir = TempDir::new(label);
+    for (name, text) in [
+        ("server.py", HOST_SERVER),
+        ("client.py", HOST_CLIENT),
+        ("guest_server.py", GUEST_SERVER),
+        ("reach_guest.py", REACH_GUEST),
+    ] {
+        std::fs::write(dir.path().join(name), text).expect("script");
+    }
+    let script = format!(
+        r#"set -e
+ip link set lo up
+ip link add fvh0 type veth peer name fvh1
+ip addr add 10.9.9.1/24 dev fvh0
+ip link set fvh0 up
+ip link set fvh1 up
+/usr/bin/python3 -I "$DIR/server.py" "$DIR/server.log" &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null' EXIT
+for i in $(seq 100); do
+  /usr/bin/python3 -I -c "import socket; socket.create_connection(('127.0.0.1', 7001)).close()" 2>/dev/null && break
+  sleep 0.1
+done
+: > "$DIR/server.log"
+set +e
+{body}
+"#
+    );
+    let mut cmd = command(
+        "unshare",
+        &[("FV", FERROVISOR), ("REFUSED", REFUSED_OPTIONS)],
+    );
+    cmd.env("DIR", dir.path());
+    cmd.args(["-n", "sh", "-c", &script]);
+    run(cmd, None, TIMEOUT)
+}
+
+fn show(o: &Outcome) -> String {
+    format!(
+        "exit {}\n--- stdout ---\n{}--- stderr ---\n{}",
+        o.status, o.stdout, o.stderr
+    )
+}
+
+const HOST_SERVER: &str = r#"
+import hashlib, socket, sys, threading
+log = sys.argv[1]
+def serve_tcp(fam, host):
+    l = socket.socket(fam, socket.SOCK_STREAM)
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((host, 7001)); l.listen(64)
+    while True:
+        c, a = l.accept()
+        threading.Thread(target=answer, args=(c, a), daemon=True).start()
+def answer(c, a):
+    with open(log, "a") as f:
+        f.write("tcp from %s\n" % a[0])
+    h, n = hashlib.sha256(), 0
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        h.update(d); n += len(d)
+    c.sendall(b"%d %s" % (n, h.hexdigest().encode()))
+    c.close()
+def serve_udp():
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind(("127.0.0.1", 7002))
+    while True:
+        d, a = u.recvfrom(65536)
+        u.sendto(d, a)
+threading.Thread(target=serve_tcp, args=(socket.AF_INET6, "::1"), daemon=True).start()
+threading.Thread(target=serve_udp, daemon=True).start()
+serve_tcp(socket.AF_INET, "127.0.0.1")
+"#;
+
+/// The client: only deterministic facts, so that the native run and the
+/// sandboxed one print the same.
+const HOST_CLIENT: &str = r#"
+import errno, fcntl, hashlib, os, select, signal, socket, struct, termios, time
+def name(e):
+    return errno.errorcode.get(e, str(e))
+for fam, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 77)
+    print(host, "options", s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0,
+          s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+          s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+          s.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE) == socket.SOCK_STREAM)
+    s.connect((host, 7001))
+    print(host, "peer", s.getpeername()[:2], "local", s.getsockname()[0])
+    data = os.urandom(3 << 20)
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    select.select([s], [], [], 10)
+    time.sleep(0.2)
+    avail = struct.unpack("i", fcntl.ioctl(s, termios.FIONREAD, b"\0\0\0\0"))[0]
+    reply = b""
+    while True:
+        d = s.recv(4096)
+        if not d:
+            break
+        reply += d
+    print(host, "fionread", avail == len(reply),
+          "reply", reply.decode() == "%d %s" % (len(data), hashlib.sha256(data).hexdigest()))
+    s.close()
+# Non-blocking connect: EINPROGRESS (or at once), then epoll says writable.
+s = socket.socket()
+s.setblocking(False)
+r = s.connect_ex(("127.0.0.1", 7001))
+ep = select.epoll(); ep.register(s.fileno(), select.EPOLLOUT)
+ev = ep.poll(10)
+print("nonblocking connect", r in (0, errno.EINPROGRESS), "epoll", ev == [(s.fileno(), select.EPOLLOUT)],
+      "so_error", s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+s.close()
+# ... and to a closed port: the refusal comes through poll and SO_ERROR.
+s = socket.socket()
+s.setblocking(False)
+r = s.connect_ex(("127.0.0.1", 7009))
+if r == errno.EINPROGRESS:
+    p = select.poll(); p.register(s, select.POLLOUT)
+    p.poll(10000)
+    r = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+print("nonblocking connect to a closed port", name(r))
+try:
+    socket.create_connection(("127.0.0.1", 7009), timeout=10)
+except OSError as e:
+    print("blocking connect to a closed port", name(e.errno))
+# UDP.
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+ok = 0
+for i in range(10):
+    d = os.urandom(1 + 5000 * i)
+    u.sendto(d, ("127.0.0.1", 7002))
+    r, a = u.recvfrom(65536)
+    ok += r == d and a == ("127.0.0.1", 7002)
+print("udp echoed", ok)
+u.connect(("127.0.0.1", 7002)); u.send(b"x" * 100)
+select.select([u], [], [], 10)
+print("udp peek", len(u.recv(10, socket.MSG_PEEK)), "then", len(u.recv(1000)))
+# Blocking calls end with EINTR when a signal's handler (no SA_RESTART) runs.
+class Alarm(Exception):
+    pass
+def ring(*a):
+    raise Alarm()
+signal.signal(signal.SIGALRM, ring)
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+c = socket.socket()
+for what, call in (("accept", l.accept), ("recvfrom", lambda: u.recvfrom(10)),
+                   ("connect", lambda: c.connect(("10.9.9.2", 80)))):
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        call()
+        print(what, "returned")
+    except Alarm:
+        print(what, "interrupted")
+try:
+    socket.socket().bind(("203.0.113.9", 0))
+except OSError as e:
+    print("bind to a foreign address", name(e.errno))
+"#;
+
+/// Options that would reach beyond the socket, and raw and packet sockets,
+/// stay refused even in host mode (natively root could have them: this runs
+/// in the sandbox only).
+const REFUSED_OPTIONS: &str = r#"
+import errno, socket
+for fam, ty, proto in ((socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
+                       (socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6),
+                       (socket.AF_PACKET, socket.SOCK_RAW, 0)):
+    try:
+        socket.socket(fam, ty, proto)
+        print("raw", fam, "opened")
+    except OSError as e:
+        print("raw", fam, errno.errorcode.get(e.errno, str(e.errno)))
+for opt, val in ((25, b"lo\0"), (36, b"\1\0\0\0")):
+    try:
+        socket.socket().setsockopt(socket.SOL_SOCKET, opt, val)
+        print("option", opt, "set")
+    except OSError as e:
+        print("option", opt, errno.errorcode.get(e.errno, str(e.errno)))
+"#;
+
+#[test]
+fn host_network_reaches_a_host_server_like_native_and_warns_once() {
+    let o = in_private_netns(
+        "hostnet-client",
+        r#"echo "== native"
+/usr/bin/python3 -I "$DIR/client.py"
+echo "== sandbox"
+"$FV" do --network host -- /usr/bin/python3 -I "$DIR/client.py"
+echo "== status $?"
+echo "log: $(grep -c 'tcp from' "$DIR/server.log")"
+"$FV" do --network host -- /usr/bin/python3 -I -c "$REFUSED" 2>/dev/null
+"#,
+    );
+    let (native, rest) = o
+        .stdout
+        .split_once("== sandbox\n")
+        .unwrap_or_else(|| panic!("{}", show(&o)));
+    let native = native.trim_start_matches("== native\n");
+    let sandbox = rest.split("== status").next().unwrap_or_default();
+    for must in [
+        "127.0.0.1 fionread True reply True",
+        "::1 fionread True reply True",
+        "127.0.0.1 options True 1 77 True",
+        "nonblocking connect True epoll True so_error 0",
+        "to a closed port ECONNREFUSED",
+        "udp echoed 10",
+        "udp peek 10 then 100",
+        "accept interrupted",
+        "recvfrom interrupted",
+        "connect interrupted",
+        "bind to a foreign address EADDRNOTAVAIL",
+    ] {
+        assert!(
+            native.contains(must),
+            "the NATIVE run lacks {must:?}, so the test is wrong\n{}",
+            show(&o)
+        );
+    }
+    assert_eq!(native, sandbox, "sandbox differs from native\n{}", show(&o));
+    assert!(o.stdout.contains("== status 0"), "{}", show(&o));
+    // Both runs reached the host's server: two TCP connections each
+    // (v4 and v6) plus the non-blocking one.
+    assert!(o.stdout.contains("log: 6"), "{}", show(&o));
+    // Raw and packet sockets, SO_BINDTODEVICE and SO_MARK never reach the host.
+    assert!(
+        o.stdout.contains(
+            "raw 2 EPERM\nraw 10 EPERM\nraw 17 EPERM\noption 25 ENOPROTOOPT\noption 36 ENOPROTOOPT"
+        ),
+        "{}",
+        show(&o)
+    );
+    let warnings: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.contains("shares the host's network"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", show(&o));
+    assert!(
+        o.stderr.lines().next() == Some(warnings[0])
+            && warnings[0].starts_with("ferrovisor: warning: --network host"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// A guest server on 127.0.0.1: TCP port 7003 and UDP port 7004, waiting
+/// with `selectors` (epoll) for one connection and one datagram, at most
+/// ten seconds.
+const GUEST_SERVER: &str = r#"
+import selectors, socket, sys
+t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+t.bind(("127.0.0.1", 7003)); t.listen(8); t.setblocking(False)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 7004)); u.setblocking(False)
+sel = selectors.DefaultSelector()
+sel.register(t, selectors.EVENT_READ); sel.register(u, selectors.EVENT_READ)
+print("listening", flush=True)
+todo = {t, u}
+while todo:
+    ev = sel.select(10)
+    if not ev:
+        print("no client"); sys.exit(1)
+    for key, _ in ev:
+        if key.fileobj is t:
+            c, a = t.accept()
+            c.setblocking(True)
+            d = c.recv(100)
+            c.sendall(b"guest saw " + d + b" from " + a[0].encode())
+            c.close()
+        else:
+            d, a = u.recvfrom(100)
+            u.sendto(b"guest echo " + d, a)
+        sel.unregister(key.fileobj); todo.discard(key.fileobj)
+print("served")
+"#;
+
+/// The host side: connects to the guest server (retrying while it starts)
+/// and prints what it answered, or that it was refused throughout.
+const REACH_GUEST: &str = r#"
+import socket, time
+for i in range(60):
+    try:
+        c = socket.create_connection(("127.0.0.1", 7003), timeout=5)
+        break
+    except ConnectionRefusedError:
+        time.sleep(0.1)
+else:
+    print("host: refused"); raise SystemExit
+c.sendall(b"hello"); print("host got", c.recv(100).decode())
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(5)
+u.sendto(b"ping", ("127.0.0.1", 7004)); print("host got", u.recv(100).decode())
+"#;
+
+#[test]
+fn host_network_guest_server_is_reached_from_the_host() {
+    let o = in_private_netns(
+        "hostnet-server",
+        r#""$FV" do --network host -- /usr/bin/python3 -I "$DIR/guest_server.py" > "$DIR/guest.out" &
+GUEST=$!
+/usr/bin/python3 -I "$DIR/reach_guest.py"
+wait $GUEST
+echo "guest exit $?"
+cat "$DIR/guest.out"
+"#,
+    );
+    for must in [
+        "host got guest saw hello from 127.0.0.1",
+        "host got guest echo ping",
+        "guest exit 0",
+        "listening\nserved",
+    ] {
+        assert!(o.stdout.contains(must), "missing {must:?}\n{}", show(&o));
+    }
+}
+
+/// A guest connection to the host's server, printing the outcome.
+const TRY_HOST: &str = r#"
+import errno, socket
+try:
+    socket.create_connection(("127.0.0.1", 7001), timeout=10).close()
+    print("connected")
+except OSError as e:
+    print("connect", errno.errorcode.get(e.errno, str(e.errno)))
+"#;
+
+#[test]
+fn without_network_host_the_same_connections_are_refused() {
+    let o = in_private_netns(
+        "hostnet-refused",
+        &format!(
+            r#"cat > "$DIR/try_host.py" <<'PY'
+{TRY_HOST}
+PY
+for mode in "" "--network none" "--network sandbox --allow-cidr 192.0.2.0/24"; do
+  echo "mode [$mode]: $("$FV" do $mode -- /usr/bin/python3 -I "$DIR/try_host.py")"
+done
+echo "log: $(grep -c 'tcp from' "$DIR/server.log")"
+echo "host mode: $("$FV" do --network host -- /usr/bin/python3 -I "$DIR/try_host.py" 2>/dev/null)"
+# A guest server without host networking is out of the host's reach.
+"$FV" do -- /usr/bin/python3 -I "$DIR/guest_server.py" > "$DIR/guest.out" &
+GUEST=$!
+/usr/bin/python3 -I "$DIR/reach_guest.py"
+wait $GUEST
+echo "guest exit $?"
+cat "$DIR/guest.out"
+"#
+        ),
+    );
+    for mode in [
+        "mode []: connect ECONNREFUSED",
+        "mode [--network none]: connect ECONNREFUSED",
+        "mode [--network sandbox --allow-cidr 192.0.2.0/24]: connect ECONNREFUSED",
+        // Nothing reached the host's server before host mode was asked for,
+        // and then it did: the refusals are the sandbox's, not the server's.
+        "log: 0",
+        "host mode: connected",
+        "host: refused",
+        "guest exit 1",
+        "no client",
+    ] {
+        assert!(o.stdout.contains(mode), "missing {mode:?}\n{}", show(&o));
+    }
+    // Only --network host warns (its stderr went to /dev/null above).
+    assert!(
+        !o.stderr.contains("shares the host's network"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// 100 MB from busybox nc in the sandbox to a busybox nc listening on the
+/// (private) host loopback, outside the sandbox.
+const NC_100MB_TO_HOST: &str = r#"
+set -e
+ip link set lo up
+d=$(mktemp -d)
+trap 'rm -rf $d' EXIT
+head -c 100000000 /dev/urandom > $d/in
+/bin/busybox nc -l -p 7200 -e /bin/busybox sh -c "cat > $d/out" &
+listener=$!
+i=0
+until "$FV" do --network host -- /bin/busybox nc 127.0.0.1 7200 < $d/in 2>/dev/null; do
+  i=$((i + 1)); [ $i -lt 100 ] || { echo "never connected"; exit 1; }
+  sleep 0.05
+done
+wait $listener
+echo "listener exit $?"
+a=$(sha256sum < $d/in); b=$(sha256sum < $d/out)
+[ "$a" = "$b" ] && echo "checksum unchanged" || echo "checksum CHANGED"
+wc -c < $d/out
+"#;
+
+#[test]
+fn host_network_busybox_nc_pipes_100mb_to_a_host_listener() {
+    let mut cmd = command("unshare", &[("FV", FERROVISOR)]);
+    cmd.args(["-n", "sh", "-c", NC_100MB_TO_HOST]);
+    let o = run(cmd, None, TIMEOUT);
+    assert_eq!(
+        (o.status, o.stdout.as_str()),
+        (0, "listener exit 0\nchecksum unchanged\n100000000\n"),
+        "{}",
+        show(&o)
+    );
+}

@@ -43,6 +43,8 @@ pub enum FileKind {
     Socket(crate::socket::unix::SocketHandle),
     /// an Internet socket
     Inet(crate::socket::inet::InetSocket),
+    /// an Internet socket that is a host socket (`--network host`)
+    HostInet(crate::socket::host_inet::HostInetSocket),
     /// an `AF_NETLINK` route socket
     Netlink(crate::socket::netlink::NetlinkSocket),
     /// generated, read-only contents (/proc files)
@@ -339,9 +341,10 @@ impl FileDescription {
                 | FileKind::SignalFd(_)
                 | FileKind::Epoll(_)
                 | FileKind::Inotify(_) => return Err(Errno::EINVAL),
-                FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_) => {
-                    return Err(Errno::ENOTCONN)
-                }
+                FileKind::Socket(_)
+                | FileKind::Inet(_)
+                | FileKind::HostInet(_)
+                | FileKind::Netlink(_) => return Err(Errno::ENOTCONN),
             };
             total += n as u64;
             pos += n as u64;
@@ -591,6 +594,8 @@ impl FileDescription {
                     | (if r.rdhup { POLLRDHUP } else { 0 })
                     | if r.error { POLLERR } else { 0 }
             }
+            // The host's poll bits have Linux's values, which the guest's are.
+            FileKind::HostInet(s) => s.poll(events | always),
             FileKind::Socket(h) => {
                 let (r, w, hup, rdhup, err) = h.0.readiness();
                 (if r { POLLIN | POLLRDNORM } else { 0 })
@@ -617,6 +622,7 @@ impl FileDescription {
                     | u64::from(r.hup) << 2
                     | s.sock.bytes_readable().unwrap_or(0) as u64 >> 3 << 3
             }
+            FileKind::HostInet(s) => s.generation(),
             FileKind::TimerFd(t) => t.count.load(std::sync::atomic::Ordering::Relaxed),
             FileKind::Inotify(i) => i.generation(),
             _ => 0,
@@ -743,6 +749,7 @@ impl FileDescription {
             | FileKind::SignalFd(_)
             | FileKind::Socket(_)
             | FileKind::Inet(_)
+            | FileKind::HostInet(_)
             | FileKind::Netlink(_)
             | FileKind::Epoll(_)
             | FileKind::Inotify(_) => Err(Errno::ESPIPE),
@@ -780,7 +787,13 @@ impl FileDescription {
         match (&self.kind, &self.location) {
             (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
             (FileKind::Mem(m), _) => Ok(m.stat()),
-            (FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_), _) => {
+            (
+                FileKind::Socket(_)
+                | FileKind::Inet(_)
+                | FileKind::HostInet(_)
+                | FileKind::Netlink(_),
+                _,
+            ) => {
                 let mut st = crate::vfs::pipe_stat_like(abi::S_IFSOCK | 0o777);
                 st.ino = self as *const Self as u64 >> 4;
                 Ok(st)

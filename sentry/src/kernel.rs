@@ -88,6 +88,11 @@ pub struct SandboxConfig<'a> {
     pub hostname: String,
     /// the network: loopback only, or with a link out and its egress policy
     pub network: netstack::StackConfig,
+    /// `--network host`: the guest's `AF_INET`/`AF_INET6` TCP and UDP
+    /// sockets become host sockets in the Sentry's network namespace, with
+    /// no egress policy (explicitly weaker; `network` must then be
+    /// loopback-only, and serves nothing)
+    pub host_network: bool,
     /// called once the sandbox exists, before its first process runs (the
     /// OCI runtime serves `exec` from it)
     pub on_start: Option<StartHook>,
@@ -179,6 +184,9 @@ pub struct Kernel {
     pub timekeeper: crate::vdso_time::TimeKeeper,
     /// TCP/IP of the sandbox
     pub net: Arc<netstack::Stack>,
+    /// `--network host`: the guest's TCP and UDP sockets are host sockets
+    /// the Sentry owns (the netstack then serves nothing Internet-facing)
+    pub host_net: Option<Arc<crate::socket::host_inet::HostNet>>,
     /// advisory file locks (`flock`, `fcntl` record locks)
     pub locks: Arc<crate::locks::LockTable>,
 }
@@ -527,6 +535,11 @@ where
         r.map_err(|e| Error::Mount(String::from_utf8_lossy(&m.dest).into_owned(), e))?;
     }
     let bus = Arc::new(EventBus::default());
+    let host_net = if config.host_network {
+        Some(crate::socket::host_inet::HostNet::new(bus.clone()).map_err(Error::Network)?)
+    } else {
+        None
+    };
     let kernel = Arc::new(Kernel {
         platform,
         memory: memory.clone(),
@@ -551,6 +564,7 @@ where
         timekeeper: crate::vdso_time::TimeKeeper::new(&memory)
             .map_err(|e| Error::MemoryFile(std::io::Error::from_raw_os_error(e.0)))?,
         net: netstack::Stack::new(config.network.clone()),
+        host_net,
     });
     if matches!(config.network.mode, netstack::Mode::Egress) {
         // Names resolve only through the Sentry's DNS server, which the

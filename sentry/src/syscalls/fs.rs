@@ -85,7 +85,7 @@ pub fn sys_read(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
     if matches!(
         file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_)
+        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
     ) {
         let bufs = guest_buf(task, a[1], a[2], true)?;
         return socket_read(task, &file, &bufs);
@@ -109,7 +109,7 @@ pub fn sys_write(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
     if matches!(
         file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_)
+        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
     ) {
         let bufs = guest_buf(task, a[1], a[2], false)?;
         return socket_write(task, &file, &bufs);
@@ -227,7 +227,7 @@ pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
     if matches!(
         file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_)
+        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
     ) {
         let bufs = iovecs(task, a[1], a[2], true)?;
         return socket_read(task, &file, &bufs);
@@ -239,7 +239,7 @@ pub fn sys_writev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
     if matches!(
         file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_)
+        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
     ) {
         let bufs = iovecs(task, a[1], a[2], false)?;
         return socket_write(task, &file, &bufs);
@@ -1079,6 +1079,7 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 (_, Some(h)) => host::fionread(h)?,
                 (FileKind::Pipe(end), _) => end.pipe.available() as i32,
                 (FileKind::Inet(s), _) => s.sock.bytes_readable().unwrap_or(0) as i32,
+                (FileKind::HostInet(s), _) => s.bytes_readable()?,
                 (FileKind::Socket(h), _) => h.0.available() as i32,
                 (FileKind::Inotify(i), _) => i.queued_bytes() as i32,
                 (FileKind::Host(_), _) if !file.is_dir() => {

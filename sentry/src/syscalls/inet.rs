@@ -1,4 +1,5 @@
-//! The socket calls for `AF_INET`/`AF_INET6` descriptors, over the netstack.
+//! The socket calls for `AF_INET`/`AF_INET6` descriptors, over the netstack
+//! (or, under `--network host`, handed to `host_inet`).
 
 use std::sync::Arc;
 
@@ -6,8 +7,11 @@ use abi::{Errno, OpenFlags};
 use netstack::{Domain, Shutdown, SockOpt, SockOptName, SocketType};
 
 use crate::file::{copy_from_slices, copy_to_slices, FdEntry, FileDescription, FileKind};
+use crate::socket::host_inet::HostInetSocket;
 use crate::socket::inet::{encode_addr, parse_addr, unspecified, InetSocket};
 use crate::task::Task;
+
+use super::host_inet as hostnet;
 
 const SOCK_NONBLOCK: u64 = 0o4000;
 const SOCK_CLOEXEC: u64 = 0o2000000;
@@ -20,7 +24,15 @@ const MSG_NOSIGNAL: u64 = 0x4000;
 /// The Internet socket behind `fd`, if it is one.
 pub fn inet_file(task: &Task, fd: u64) -> Result<Option<Arc<FileDescription>>, Errno> {
     let file = task.fds().file(fd as i32 as i64)?;
-    Ok(matches!(file.kind, FileKind::Inet(_)).then_some(file))
+    Ok(matches!(file.kind, FileKind::Inet(_) | FileKind::HostInet(_)).then_some(file))
+}
+
+/// The host socket behind `file` (`--network host`), if it is one.
+fn host(file: &FileDescription) -> Option<&HostInetSocket> {
+    match &file.kind {
+        FileKind::HostInet(h) => Some(h),
+        _ => None,
+    }
 }
 
 fn sock(file: &FileDescription) -> Result<&InetSocket, Errno> {
@@ -49,6 +61,9 @@ pub fn socket(task: &mut Task, domain: Domain, ty: u64, proto: i32) -> Result<u6
     let flags = ty & !0xf;
     if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
         return Err(Errno::EINVAL);
+    }
+    if task.kernel.host_net.is_some() {
+        return hostnet::socket(task, domain, st, flags);
     }
     let s = task.kernel.net.socket(domain, st).map_err(|e| {
         if e == Errno::ENOBUFS {
@@ -116,12 +131,18 @@ fn write_sockaddr(
 }
 
 pub fn bind(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::bind(task, h, addr, len);
+    }
     let s = sock(file)?;
     let a = read_sockaddr(task, addr, len, s.domain)?;
     s.sock.bind(a).map(|()| 0)
 }
 
 pub fn listen(file: &FileDescription, backlog: i32) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::listen(h, backlog);
+    }
     let s = sock(file)?;
     if s.ty != SocketType::Stream {
         return Err(Errno::EOPNOTSUPP);
@@ -133,6 +154,9 @@ pub fn listen(file: &FileDescription, backlog: i32) -> Result<u64, Errno> {
 }
 
 pub fn connect(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::connect(task, file, h, addr, len);
+    }
     let s = sock(file)?;
     // AF_UNSPEC dissolves a datagram socket's association.
     if len >= 2 {
@@ -177,6 +201,9 @@ pub fn accept(
     len_addr: u64,
     flags: u64,
 ) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::accept(task, file, h, addr, len_addr, flags);
+    }
     if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
         return Err(Errno::EINVAL);
     }
@@ -210,6 +237,9 @@ pub fn accept(
 }
 
 pub fn getsockname(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::name(task, h, addr, len, false);
+    }
     let s = sock(file)?;
     let a = s
         .sock
@@ -219,12 +249,18 @@ pub fn getsockname(task: &Task, file: &FileDescription, addr: u64, len: u64) -> 
 }
 
 pub fn getpeername(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::name(task, h, addr, len, true);
+    }
     let s = sock(file)?;
     let a = s.sock.peer_addr()?;
     write_sockaddr(task, addr, len, a, s.domain).map(|()| 0)
 }
 
 pub fn shutdown(file: &FileDescription, how: u64) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::shutdown(h, how);
+    }
     let how = match how as i32 {
         0 => Shutdown::Read,
         1 => Shutdown::Write,
@@ -243,6 +279,9 @@ pub fn send(
     flags: u64,
     to: Option<std::net::SocketAddr>,
 ) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::send(task, file, h, data, flags, None);
+    }
     let s = sock(file)?;
     let blk = task.blocker();
     let nb = nonblock(file, flags);
@@ -342,6 +381,9 @@ pub fn recv(
 }
 
 pub fn sendto(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::sendto(task, file, h, a);
+    }
     let s = sock(file)?;
     let slices = task.mm().slices(a[1], a[2], false)?;
     let mut data = vec![0u8; a[2] as usize];
@@ -355,6 +397,9 @@ pub fn sendto(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, 
 }
 
 pub fn recvfrom(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::recvfrom(task, file, h, a);
+    }
     let s = sock(file)?;
     let slices = task.mm().slices(a[1], a[2], true)?;
     let (data, full, from) = recv(task, file, a[2] as usize, a[3])?;
@@ -370,6 +415,9 @@ pub fn recvfrom(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64
 }
 
 pub fn sendmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::sendmsg(task, file, h, msg, flags);
+    }
     let s = sock(file)?;
     let w: [u64; 7] = task.mm().read_obj(msg)?;
     let slices = super::fs::iovecs_pub(task, w[2], w[3], false)?;
@@ -385,6 +433,9 @@ pub fn sendmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Res
 }
 
 pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::recvmsg(task, file, h, msg, flags);
+    }
     let s = sock(file)?;
     let w: [u64; 7] = task.mm().read_obj(msg)?;
     let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
@@ -409,6 +460,9 @@ pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Res
 
 /// `read(2)` on an Internet socket.
 pub fn read(task: &Task, file: &FileDescription, max: usize) -> Result<Vec<u8>, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::read(task, file, h, max);
+    }
     recv(task, file, max, 0).map(|(d, _, _)| d)
 }
 
@@ -418,6 +472,9 @@ const IPPROTO_IPV6: i32 = 41;
 const IPPROTO_IP: i32 = 0;
 
 pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::setsockopt(task, h, a);
+    }
     let s = sock(file)?;
     let (level, name) = (a[1] as i32, a[2] as i32);
     if a[4] < 4 {
@@ -453,6 +510,9 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
 }
 
 pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+    if let Some(h) = host(file) {
+        return hostnet::getsockopt(task, h, a);
+    }
     let s = sock(file)?;
     let (level, name) = (a[1] as i32, a[2] as i32);
     let len: u32 = task.mm().read_obj(a[4])?;

@@ -4,6 +4,7 @@
 mod events;
 mod fork;
 mod fs;
+mod host_inet;
 mod inet;
 mod mm;
 mod mount;

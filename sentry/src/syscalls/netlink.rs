@@ -310,7 +310,7 @@ pub fn interface_ioctl(
     }
     if !matches!(
         file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::Netlink(_)
+        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
     ) {
         return Some(Err(Errno::ENOTTY));
     }

@@ -430,7 +430,7 @@ fn send(
 
 /// Writes on a socket descriptor (`write`, `writev`).
 pub fn write_socket(task: &Task, file: &FileDescription, data: &[u8]) -> Result<u64, Errno> {
-    if matches!(file.kind, FileKind::Inet(_)) {
+    if matches!(file.kind, FileKind::Inet(_) | FileKind::HostInet(_)) {
         return super::inet::send(task, file, data, 0, None);
     }
     if matches!(file.kind, FileKind::Netlink(_)) {
@@ -444,7 +444,7 @@ pub fn write_socket(task: &Task, file: &FileDescription, data: &[u8]) -> Result<
 
 /// Reads on a socket descriptor (`read`, `readv`).
 pub fn read_socket(task: &Task, file: &FileDescription, max: usize) -> Result<Vec<u8>, Errno> {
-    if matches!(file.kind, FileKind::Inet(_)) {
+    if matches!(file.kind, FileKind::Inet(_) | FileKind::HostInet(_)) {
         return super::inet::read(task, file, max);
     }
     if matches!(file.kind, FileKind::Netlink(_)) {

@@ -1,0 +1,199 @@
+//! `--network host`: Internet sockets that are host sockets owned by the
+//! Sentry, in the host's network namespace, with no egress policy.
+//!
+//! The guest never holds a host descriptor: each guest socket is a file
+//! description whose host socket the Sentry created non-blocking and uses
+//! on the guest's behalf. Blocking is the Sentry's: a call that would block
+//! sleeps on the kernel's event bus, which a watcher thread notifies
+//! whenever the host reports a readiness edge on any of these sockets (one
+//! host epoll instance, edge-triggered), so signals interrupt the wait as
+//! they do for every other blocking call.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use abi::Errno;
+use netstack::{Domain, SocketType};
+
+use super::host_sys;
+use crate::kernel::EventBus;
+
+/// The host sockets of one sandbox and the thread watching them.
+pub struct HostNet {
+    epoll: OwnedFd,
+    /// per-socket edge counters, by key (for edge-triggered guest epoll)
+    edges: Mutex<HashMap<u64, Arc<AtomicU64>>>,
+    next_key: AtomicU64,
+}
+
+impl std::fmt::Debug for HostNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostNet").finish_non_exhaustive()
+    }
+}
+
+impl HostNet {
+    /// Creates the watcher; readiness edges notify `bus`.
+    pub fn new(bus: Arc<EventBus>) -> std::io::Result<Arc<HostNet>> {
+        let net = Arc::new(HostNet {
+            epoll: host_sys::epoll_create()?,
+            edges: Mutex::new(HashMap::new()),
+            next_key: AtomicU64::new(1),
+        });
+        // The watcher lives as long as the Sentry process (one sandbox).
+        let watched = net.clone();
+        std::thread::Builder::new()
+            .name("host-net".into())
+            .spawn(move || {
+                let net = watched;
+                let mut keys = [0u64; 64];
+                loop {
+                    let n = match host_sys::epoll_wait(net.epoll.as_fd(), &mut keys) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            tracing::warn!("host network watcher stopped: {e}");
+                            return;
+                        }
+                    };
+                    if n == 0 {
+                        continue;
+                    }
+                    {
+                        let edges = net.edges.lock().unwrap_or_else(|e| e.into_inner());
+                        for k in &keys[..n] {
+                            if let Some(c) = edges.get(k) {
+                                c.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    bus.notify();
+                }
+            })?;
+        Ok(net)
+    }
+
+    fn adopt(self: &Arc<Self>, fd: OwnedFd) -> Result<(u64, Arc<AtomicU64>, OwnedFd), Errno> {
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        let edges = Arc::new(AtomicU64::new(0));
+        self.edges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, edges.clone());
+        if let Err(e) = host_sys::epoll_watch(self.epoll.as_fd(), fd.as_fd(), key) {
+            self.forget(key);
+            return Err(e.into());
+        }
+        Ok((key, edges, fd))
+    }
+
+    fn forget(&self, key: u64) {
+        self.edges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+    }
+}
+
+/// A guest `AF_INET`/`AF_INET6` TCP or UDP socket backed by a host socket.
+pub struct HostInetSocket {
+    fd: OwnedFd,
+    /// address family
+    pub domain: Domain,
+    /// TCP or UDP
+    pub ty: SocketType,
+    key: u64,
+    edges: Arc<AtomicU64>,
+    net: Arc<HostNet>,
+}
+
+impl std::fmt::Debug for HostInetSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostInetSocket")
+            .field("domain", &self.domain)
+            .field("ty", &self.ty)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for HostInetSocket {
+    fn drop(&mut self) {
+        // Closing the descriptor (after this) removes it from the epoll set.
+        self.net.forget(self.key);
+    }
+}
+
+impl HostInetSocket {
+    /// A new host socket (non-blocking and close-on-exec on the host: the
+    /// guest's blocking mode is the file description's, kept by the Sentry).
+    pub fn new(net: &Arc<HostNet>, domain: Domain, ty: SocketType) -> Result<Self, Errno> {
+        let (d, t, p) = (
+            match domain {
+                Domain::Inet => libc::AF_INET,
+                Domain::Inet6 => libc::AF_INET6,
+            },
+            match ty {
+                SocketType::Stream => libc::SOCK_STREAM,
+                SocketType::Datagram => libc::SOCK_DGRAM,
+            },
+            match ty {
+                SocketType::Stream => libc::IPPROTO_TCP,
+                SocketType::Datagram => libc::IPPROTO_UDP,
+            },
+        );
+        let fd = host_sys::socket(d, t | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, p)?;
+        Self::wrap(net, fd, domain, ty)
+    }
+
+    fn wrap(
+        net: &Arc<HostNet>,
+        fd: OwnedFd,
+        domain: Domain,
+        ty: SocketType,
+    ) -> Result<Self, Errno> {
+        let (key, edges, fd) = net.adopt(fd)?;
+        Ok(HostInetSocket {
+            fd,
+            domain,
+            ty,
+            key,
+            edges,
+            net: net.clone(),
+        })
+    }
+
+    /// The host socket, for the calls in `host_sys`.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// `accept` without waiting: the connection and its peer's address.
+    pub fn accept(&self) -> Result<(HostInetSocket, Vec<u8>), Errno> {
+        let (c, peer) = host_sys::accept(self.fd())?;
+        Ok((
+            Self::wrap(&self.net, c, self.domain, SocketType::Stream)?,
+            peer,
+        ))
+    }
+
+    /// The host's poll bits for `events` (plus errors and hang-ups), now.
+    pub fn poll(&self, events: i16) -> i16 {
+        crate::host::poll_events(self.fd(), events)
+    }
+
+    /// Whether the host reports any of `events` (or an error or hang-up).
+    pub fn ready(&self, events: i16) -> bool {
+        self.poll(events) & (events | libc::POLLERR | libc::POLLHUP) != 0
+    }
+
+    /// Changes with every readiness edge the host reported.
+    pub fn generation(&self) -> u64 {
+        self.edges.load(Ordering::Relaxed)
+    }
+
+    /// `FIONREAD`.
+    pub fn bytes_readable(&self) -> Result<i32, Errno> {
+        Ok(crate::host::fionread(self.fd())?)
+    }
+}
