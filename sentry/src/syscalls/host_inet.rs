@@ -10,7 +10,7 @@ use std::os::fd::BorrowedFd;
 use abi::{Errno, OpenFlags};
 use netstack::{Domain, SocketType};
 
-use crate::file::{copy_from_slices, copy_to_slices, FdEntry, FileDescription, FileKind};
+use crate::file::{copy_from_slices, copy_to_slices, FileDescription, FileKind};
 use crate::socket::host_inet::HostInetSocket;
 use crate::socket::host_sys;
 use crate::task::Task;
@@ -60,24 +60,7 @@ pub fn socket(task: &mut Task, domain: Domain, ty: SocketType, flags: u64) -> Re
 }
 
 fn install(task: &mut Task, s: HostInetSocket, flags: u64) -> Result<u64, Errno> {
-    let status = OpenFlags::RDWR.bits()
-        | if flags & SOCK_NONBLOCK != 0 {
-            OpenFlags::NONBLOCK.bits()
-        } else {
-            0
-        };
-    let file = FileDescription::new(FileKind::HostInet(s), None, status);
-    let limit = task.nofile();
-    task.fds()
-        .insert_from(
-            0,
-            FdEntry {
-                file,
-                cloexec: flags & SOCK_CLOEXEC != 0,
-            },
-            limit,
-        )
-        .map(|fd| fd as u64)
+    super::inet::install_socket(task, FileKind::HostInet(s), flags)
 }
 
 /// The guest's `sockaddr` bytes, for the host kernel to judge.

@@ -76,13 +76,19 @@ pub fn socket(task: &mut Task, domain: Domain, ty: u64, proto: i32) -> Result<u6
 }
 
 fn install(task: &mut Task, s: InetSocket, flags: u64) -> Result<u64, Errno> {
+    install_socket(task, FileKind::Inet(s), flags)
+}
+
+/// Installs a new socket description at the lowest free descriptor, with
+/// `SOCK_NONBLOCK`/`SOCK_CLOEXEC` from `flags` (the type argument's).
+pub(crate) fn install_socket(task: &mut Task, kind: FileKind, flags: u64) -> Result<u64, Errno> {
     let status = OpenFlags::RDWR.bits()
         | if flags & SOCK_NONBLOCK != 0 {
             OpenFlags::NONBLOCK.bits()
         } else {
             0
         };
-    let file = FileDescription::new(FileKind::Inet(s), None, status);
+    let file = FileDescription::new(kind, None, status);
     let limit = task.nofile();
     task.fds()
         .insert_from(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use abi::{Errno, OpenFlags};
 
-use crate::file::{copy_from_slices, copy_to_slices, FdEntry, FileDescription, FileKind};
+use crate::file::{copy_from_slices, copy_to_slices, FileDescription, FileKind};
 use crate::socket::netlink::{Interface, NetlinkSocket, INTERFACES, NETLINK_ROUTE};
 use crate::task::Task;
 
@@ -47,24 +47,7 @@ pub fn socket(task: &mut Task, ty: u64, proto: i32) -> Result<u64, Errno> {
         tracing::debug!(proto, "netlink protocol refused");
         return Err(Errno::EPROTONOSUPPORT);
     }
-    let status = OpenFlags::RDWR.bits()
-        | if ty & SOCK_NONBLOCK != 0 {
-            OpenFlags::NONBLOCK.bits()
-        } else {
-            0
-        };
-    let file = FileDescription::new(FileKind::Netlink(NetlinkSocket::new()), None, status);
-    let limit = task.nofile();
-    task.fds()
-        .insert_from(
-            0,
-            FdEntry {
-                file,
-                cloexec: ty & SOCK_CLOEXEC != 0,
-            },
-            limit,
-        )
-        .map(|fd| fd as u64)
+    super::inet::install_socket(task, FileKind::Netlink(NetlinkSocket::new()), ty)
 }
 
 /// Reads a `sockaddr_nl`: its `nl_pid`.
