@@ -130,22 +130,34 @@ static int handles(const char *secret, const char *hex)
 	return 0;
 }
 
+static void show_cwd(const char *label)
+{
+	char cwd[4096];
+	/* The system call: glibc's getcwd() refuses "(unreachable)/...". */
+	long n = syscall(SYS_getcwd, cwd, sizeof cwd);
+	printf("%s: %s\n", label, n > 0 ? cwd : strerrorname_np(errno));
+}
+
 static int do_chroot(const char *secret)
 {
 	mkdir("/tmp/jail", 0755);
 	mkdir("/tmp/jail/inner", 0755);
 	int outside = open("/", O_RDONLY | O_DIRECTORY);
-	say("chroot(/tmp/jail)", chroot("/tmp/jail"));
 	say("chdir(/tmp/jail/inner)", chdir("/tmp/jail/inner"));
+	say("chroot(/tmp/jail)", chroot("/tmp/jail"));
+	show_cwd("cwd in the jail");
 	say("chroot(.)", chroot("."));
+	show_cwd("cwd in the inner jail");
+	say("secret in the jail", access(secret, F_OK));
 	/* The classic escape: a descriptor held from before the chroot, then
-	 * `..` until the top. */
+	 * `..` until the top: out of the chroot, as on Linux, but the top is
+	 * the sandbox's root. */
 	say("fchdir(held /)", fchdir(outside));
 	for (int i = 0; i < 64; i++)
 		chdir("..");
-	char cwd[4096];
-	printf("cwd after 64 x ..: %s\n", getcwd(cwd, sizeof cwd) ? cwd : strerrorname_np(errno));
+	show_cwd("cwd after 64 x ..");
 	say("chroot(.) after ..", chroot("."));
+	show_cwd("cwd after chroot(.)");
 	try_dotdots("secret by .. chain", secret);
 	try_read("secret by path", AT_FDCWD, secret);
 	try_read("secret from the held descriptor", outside, secret + 1);

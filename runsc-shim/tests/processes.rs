@@ -814,8 +814,18 @@ fn host_sigterm_reaches_the_guests_handler() {
 #[test]
 fn host_sigint_ends_a_guest_without_a_handler() {
     // ^C at the terminal: a guest with the default action dies of it, and
-    // the sandbox reports it as the shell would (130).
-    let argv = ["/bin/sh", "-c", "echo ready; exec sleep 60"];
+    // the sandbox reports it as the shell would (130). (Not dash: it
+    // catches SIGINT and re-raises it, which the sandbox's init drops, as
+    // Linux does for a PID namespace's init; a ^C landing before its
+    // `exec` would then be lost.)
+    let argv = [
+        "/usr/bin/python3",
+        "-c",
+        "import signal, time\n\
+         signal.signal(signal.SIGINT, signal.SIG_DFL)\n\
+         print('ready', flush=True)\n\
+         time.sleep(60)",
+    ];
     let native = signalled(false, &argv, libc::SIGINT);
     assert_eq!(native, ("ready\n".to_string(), 130), "native");
     assert_eq!(signalled(true, &argv, libc::SIGINT), native, "sandbox");

@@ -546,11 +546,18 @@ fn no_way_out_through_chroot_and_a_held_directory() {
         has_lines(
             &out,
             &[
-                "chroot(/tmp/jail): EPERM",
-                "chroot(.): EPERM",
+                "chdir(/tmp/jail/inner): ok",
+                "chroot(/tmp/jail): ok",
+                "cwd in the jail: /inner",
+                "chroot(.): ok",
+                "cwd in the inner jail: /",
+                "secret in the jail: ENOENT",
                 "fchdir(held /): ok",
-                "cwd after 64 x ..: /",
-                "chroot(.) after ..: EPERM",
+                // Out of the chroot (unreachable from its root), at the
+                // top of the sandbox, and no higher.
+                "cwd after 64 x ..: (unreachable)/",
+                "chroot(.) after ..: ok",
+                "cwd after chroot(.): /",
                 "secret by .. chain: read: inside-decoy",
                 "secret by path: read: inside-decoy",
                 "secret from the held descriptor: read: inside-decoy",
@@ -605,20 +612,18 @@ fn no_way_out_through_mount() {
                 "secret's name in /tmp/m: ENOENT",
             ],
         );
-        // The new mount API is not there at all (ENOSYS, as gVisor
-        // answers); whatever the errno, none of it may work.
-        for call in [
-            "fsopen(tmpfs)",
-            "open_tree(/)",
-            "move_mount",
-            "mount_setattr",
-        ] {
-            let line = out
-                .lines()
-                .find(|l| l.starts_with(&format!("{call}: ")))
-                .unwrap_or_else(|| panic!("no {call} line in:\n{out}"));
-            assert!(!line.ends_with(": ok"), "{line}");
-        }
+        // The new mount API is refused like mount(2), root or not: the
+        // calls that need the privilege are EPERM (mount_setattr checks
+        // its attribute size, here 0, first: EINVAL, as Linux does).
+        has_lines(
+            &out,
+            &[
+                "fsopen(tmpfs): EPERM",
+                "open_tree(/): EPERM",
+                "move_mount: EPERM",
+                "mount_setattr: EINVAL",
+            ],
+        );
     }
 }
 

@@ -673,8 +673,10 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
 
     let ids = spec.ids.unwrap_or_else(crate::host::ids);
     let (argv_copy, envp_copy) = (spec.argv.clone(), spec.envp.clone());
+    let sandbox_root = kernel.fs.root();
     let req = ExecRequest {
         fs: &kernel.fs,
+        root: &sandbox_root,
         cwd: &cwd,
         path,
         argv: spec.argv,
@@ -781,7 +783,11 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         mm: Arc::new(Mutex::new(mm)),
         ctx,
         fds: Arc::new(Mutex::new(fds)),
-        fs: Arc::new(Mutex::new(FsContext { cwd, umask: 0o022 })),
+        fs: Arc::new(Mutex::new(FsContext {
+            cwd,
+            root: kernel.fs.root(),
+            umask: 0o022,
+        })),
         ids,
         creds: crate::task::Creds::new(ids.0, ids.1, kernel.groups.clone()),
         clear_child_tid: 0,

@@ -32,6 +32,9 @@ const ET_DYN_BASE: u64 = 0x5555_5555_4000;
 pub struct ExecRequest<'a> {
     /// the file system
     pub fs: &'a FileSystem,
+    /// the caller's root directory (`chroot`): the program, its `#!`
+    /// interpreter and its ELF interpreter are found from there
+    pub root: &'a Location,
     /// the caller's working directory
     pub cwd: &'a Location,
     /// the path as given
@@ -73,10 +76,11 @@ fn random_u64() -> u64 {
 
 fn open_exec(
     fs: &FileSystem,
+    root: &Location,
     cwd: &Location,
     path: &[u8],
 ) -> Result<(Arc<HostFile>, Location), Errno> {
-    let loc = fs.resolve(cwd, path, true)?;
+    let loc = fs.resolve_in(root, cwd, path, true)?;
     let st = loc.node().stat()?;
     if st.mode & abi::S_IFMT != abi::S_IFREG {
         return Err(Errno::EACCES);
@@ -266,6 +270,7 @@ impl std::fmt::Debug for Elf {
 pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
     let ExecRequest {
         fs,
+        root,
         cwd,
         mut path,
         mut argv,
@@ -280,7 +285,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
     }
     let mut depth = 0;
     let (elf, exe) = loop {
-        let (file, loc) = open_exec(fs, cwd, &path)?;
+        let (file, loc) = open_exec(fs, root, cwd, &path)?;
         let mut head = vec![0u8; BINPRM_BUF_SIZE];
         let n = pread_exact(&file, &mut head, 0)?;
         head.truncate(n);
@@ -309,7 +314,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
             pread_exact(&elf.file, &mut name, p.offset)?;
             let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
             name.truncate(len);
-            let loc = fs.resolve(cwd, &name, true)?;
+            let loc = fs.resolve_in(root, cwd, &name, true)?;
             let file = fs.open_exec(&loc)?;
             let mut head = vec![0u8; BINPRM_BUF_SIZE];
             let n = pread_exact(&file, &mut head, 0)?;

@@ -128,6 +128,9 @@ pub struct Vma {
     /// from this address on, pages lie past the end of the mapped file:
     /// touching them is `SIGBUS`, so they are not mapped into the guest
     pub sigbus_from: Option<u64>,
+    /// for a shared mapping that may write a tmpfs file: the pin that
+    /// keeps `F_SEAL_WRITE` off the file while the mapping lives
+    pub writer: Option<crate::tmpfs::WritableMapping>,
 }
 
 impl Vma {
@@ -356,6 +359,7 @@ impl MemoryManager {
                 heap: false,
                 may_write: true,
                 sigbus_from: None,
+                writer: None,
             });
         }
         let offset = self.mf.allocate(len)?;
@@ -378,6 +382,7 @@ impl MemoryManager {
             heap: false,
             may_write: true,
             sigbus_from: None,
+            writer: None,
         })
     }
 
@@ -410,6 +415,22 @@ impl MemoryManager {
         if let Some(b) = sigbus_from.filter(|&b| b < v.end) {
             let end = v.end;
             let _ = self.space.unmap(b, end - b);
+        }
+    }
+
+    /// Attaches `writer` to the VMA at `start` (a writable shared
+    /// mapping of a tmpfs file, just made).
+    pub fn set_writer(&mut self, start: u64, writer: Option<crate::tmpfs::WritableMapping>) {
+        if let Some(v) = self.vmas.get_mut(&start) {
+            v.writer = writer;
+        }
+    }
+
+    /// Lets go of every tmpfs file this address space pins through
+    /// writable shared mappings (its owner is exiting).
+    pub fn drop_file_pins(&mut self) {
+        for v in self.vmas.values_mut() {
+            v.writer = None;
         }
     }
 
@@ -469,6 +490,7 @@ impl MemoryManager {
             heap: false,
             may_write: true,
             sigbus_from: None,
+            writer: None,
         })
     }
 
@@ -622,6 +644,7 @@ impl MemoryManager {
                 heap: true,
                 may_write: true,
                 sigbus_from: None,
+                writer: None,
             };
             if self.install(vma).is_err() {
                 return self.brk;
@@ -702,6 +725,7 @@ impl MemoryManager {
             heap: false,
             may_write: true,
             sigbus_from: None,
+            writer: None,
         })?;
         Ok(dest)
     }

@@ -336,7 +336,13 @@ impl ProcFs {
                 let cwd = fs.lock().unwrap_or_else(|e| e.into_inner()).cwd.path();
                 Ok(ProcNode::Link(ino, cwd.into_bytes()))
             }
-            "root" => Ok(ProcNode::Link(ino, b"/".to_vec())),
+            // The process's root (chroot(2)), named from the sandbox's
+            // root: /proc itself is only reachable by name from there.
+            "root" => {
+                let fs = st.info.fs.upgrade().ok_or(Errno::ENOENT)?;
+                let root = fs.lock().unwrap_or_else(|e| e.into_inner()).root.path();
+                Ok(ProcNode::Link(ino, root.into_bytes()))
+            }
             "cmdline" => file(st.info.cmdline.clone()),
             "environ" => file(st.info.environ.clone()),
             "comm" => file(format!("{}\n", st.info.comm).into_bytes()),
@@ -708,6 +714,13 @@ fn link_name(file: &FileDescription) -> Vec<u8> {
         FileKind::Epoll(_) => b"anon_inode:[eventpoll]".to_vec(),
         FileKind::Inotify(_) => b"anon_inode:inotify".to_vec(),
         FileKind::Stdio(fd) => stdio_name(*fd),
+        // As Linux names a memfd: its file on the internal tmpfs, unlinked.
+        FileKind::Mem(m) if m.memfd_name().is_some() => {
+            let mut name = b"/memfd:".to_vec();
+            name.extend_from_slice(m.memfd_name().unwrap_or_default());
+            name.extend_from_slice(b" (deleted)");
+            name
+        }
         _ => file
             .location
             .as_ref()

@@ -714,6 +714,9 @@ impl Creds {
 pub struct FsContext {
     /// working directory
     pub cwd: Location,
+    /// root directory (`chroot(2)`): where absolute paths start and `..`
+    /// stops; the sandbox's root unless narrowed
+    pub root: Location,
     /// file creation mask
     pub umask: u32,
 }
@@ -768,6 +771,43 @@ impl Task {
             .clone()
     }
 
+    /// The root directory (`chroot(2)`).
+    pub fn root(&self) -> Location {
+        self.fs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .root
+            .clone()
+    }
+
+    /// Walks `path` from `start` (absolute paths from this task's root).
+    pub fn walk(
+        &self,
+        start: &Location,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<crate::vfs::Lookup, Errno> {
+        self.walk_with(start, path, follow, Default::default())
+    }
+
+    /// [`Task::walk`] under `openat2`'s restrictions.
+    pub fn walk_with(
+        &self,
+        start: &Location,
+        path: &[u8],
+        follow: bool,
+        how: crate::vfs::Resolve,
+    ) -> Result<crate::vfs::Lookup, Errno> {
+        self.kernel
+            .fs
+            .walk_in(&self.root(), start, path, follow, how)
+    }
+
+    /// [`Task::walk`], a missing object being `ENOENT`.
+    pub fn resolve(&self, start: &Location, path: &[u8], follow: bool) -> Result<Location, Errno> {
+        self.kernel.fs.resolve_in(&self.root(), start, path, follow)
+    }
+
     /// Locks the working directory and umask.
     pub fn fs_ctx(&self) -> MutexGuard<'_, FsContext> {
         self.fs.lock().unwrap_or_else(|e| e.into_inner())
@@ -785,6 +825,18 @@ impl Task {
     /// `RLIMIT_NOFILE`'s soft limit.
     pub fn nofile(&self) -> u64 {
         self.proc_.state().rlimits[abi::rlimit::RLIMIT_NOFILE as usize].cur
+    }
+
+    /// Puts `file` at the lowest free descriptor (below `RLIMIT_NOFILE`).
+    pub fn install_fd(
+        &self,
+        file: Arc<crate::file::FileDescription>,
+        cloexec: bool,
+    ) -> Result<u64, Errno> {
+        let limit = self.nofile();
+        self.fds()
+            .insert_from(0, crate::file::FdEntry { file, cloexec }, limit)
+            .map(|fd| fd as u64)
     }
 
     /// The thread's signal mask.
@@ -1310,6 +1362,13 @@ impl Task {
         // Drop this process's references: files close, and the address
         // space goes unless another process shares it (vfork).
         self.fds = Arc::new(Mutex::new(FdTable::default()));
+        // The address space itself lives until this host thread ends, which
+        // may be after the parent reaps us; what it pins in tmpfs files
+        // (F_SEAL_WRITE's "no writable mapping") must go before the parent
+        // hears of the exit, as Linux's exit_mm() comes before the notice.
+        if Arc::strong_count(&self.mm) == 1 {
+            self.mm().drop_file_pins();
+        }
         let me = self.pid();
         self.kernel
             .locks

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use abi::{Errno, Stat, Timespec};
 
@@ -174,6 +174,7 @@ impl MemFs {
             fs,
             kind: MemKind::Dir(Mutex::new(BTreeMap::new())),
             meta: Mutex::new(Meta::new(abi::S_IFDIR | (mode & 0o7777), uid, gid, 2)),
+            sealing: Sealing::default(),
         })
     }
 
@@ -284,6 +285,56 @@ pub struct MemInode {
     meta: Mutex<Meta>,
     /// extended attributes (`user.*`, `trusted.*`)
     xattrs: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    /// file seals, and the name of a `memfd_create` file
+    sealing: Sealing,
+}
+
+/// File seals (`fcntl(2)`, "File Sealing"): the `F_SEAL_*` bits.
+pub mod seal {
+    /// no more seals may be added
+    pub const SEAL: u32 = 0x1;
+    /// the file may not shrink
+    pub const SHRINK: u32 = 0x2;
+    /// the file may not grow
+    pub const GROW: u32 = 0x4;
+    /// the contents may not change (no writable shared mapping may exist)
+    pub const WRITE: u32 = 0x8;
+    /// like `WRITE`, but mappings that already exist stay writable
+    pub const FUTURE_WRITE: u32 = 0x10;
+    /// the mode's execute bits may not change
+    pub const EXEC: u32 = 0x20;
+    /// every seal Linux knows (`F_ALL_SEALS`)
+    pub const ALL: u32 = SEAL | SHRINK | GROW | WRITE | FUTURE_WRITE | EXEC;
+}
+
+/// Held by every VMA that maps a tmpfs file shared and may write it
+/// (`VM_SHARED | VM_MAYWRITE`): while one lives, `F_SEAL_WRITE` is
+/// refused with `EBUSY` (Linux's `mapping_deny_writable`). Clones go with
+/// VMA splits and `fork`; the last drop ends the pin.
+#[derive(Clone, Debug)]
+pub struct WritableMapping(#[allow(dead_code)] Arc<()>);
+
+/// An inode's seals and what they depend on.
+#[derive(Debug)]
+struct Sealing {
+    /// `F_SEAL_*` bits. Every tmpfs file starts with `F_SEAL_SEAL` (so
+    /// `F_ADD_SEALS` is `EPERM`), as Linux's shmem does; only
+    /// `memfd_create(MFD_ALLOW_SEALING)` files start without it.
+    seals: AtomicU32,
+    /// the name given to `memfd_create`, for `/proc/self/fd` links
+    memfd_name: Option<Vec<u8>>,
+    /// the pin of writable shared mappings, while any exists
+    writable_maps: Mutex<Weak<()>>,
+}
+
+impl Default for Sealing {
+    fn default() -> Self {
+        Sealing {
+            seals: AtomicU32::new(seal::SEAL),
+            memfd_name: None,
+            writable_maps: Mutex::new(Weak::new()),
+        }
+    }
 }
 
 impl fmt::Debug for MemInode {
@@ -387,7 +438,89 @@ impl MemInode {
             fs: fs.clone(),
             kind: MemKind::File(Default::default()),
             meta: Mutex::new(meta),
+            sealing: Sealing::default(),
         }))
+    }
+
+    /// An anonymous file for `memfd_create(2)`: no link, mode 0777 (as
+    /// Linux's `shmem_file_setup` makes it), `name` kept for
+    /// `/proc/self/fd`; `allow_sealing` starts it without `F_SEAL_SEAL`.
+    pub fn memfd(
+        fs: &Arc<MemFs>,
+        name: Vec<u8>,
+        allow_sealing: bool,
+        ids: (u32, u32),
+    ) -> Result<Arc<MemInode>, Errno> {
+        let node = Self::unlinked_file(fs, abi::S_IFREG | 0o777, ids)?;
+        let mut node = Arc::into_inner(node).ok_or(Errno::ENOMEM)?;
+        node.sealing.memfd_name = Some(name);
+        if allow_sealing {
+            *node.sealing.seals.get_mut() = 0;
+        }
+        Ok(Arc::new(node))
+    }
+
+    /// The name a `memfd_create` file was given, if it is one.
+    pub fn memfd_name(&self) -> Option<&[u8]> {
+        self.sealing.memfd_name.as_deref()
+    }
+
+    /// The seals (`F_GET_SEALS`); `EINVAL` for what is not a regular file.
+    pub fn seals(&self) -> Result<u32, Errno> {
+        match self.kind {
+            MemKind::File(_) => Ok(self.sealing.seals.load(Ordering::Relaxed)),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// Adds `seals` (`F_ADD_SEALS`, after the caller checked the
+    /// description is writable and the bits are known): `EPERM` once
+    /// `F_SEAL_SEAL` is set, `EBUSY` for `F_SEAL_WRITE` while a writable
+    /// shared mapping exists (memfd_add_seals() in mm/memfd.c).
+    pub fn add_seals(&self, seals: u32) -> Result<(), Errno> {
+        let MemKind::File(d) = &self.kind else {
+            return Err(Errno::EINVAL);
+        };
+        // The data lock orders this against writes and mappings.
+        let _d = lock(d);
+        let maps = lock(&self.sealing.writable_maps);
+        let cur = self.sealing.seals.load(Ordering::Relaxed);
+        if cur & seal::SEAL != 0 {
+            return Err(Errno::EPERM);
+        }
+        // F_SEAL_EXEC on an executable file seals the contents too (W^X
+        // from then on), as memfd_add_seals() does.
+        let mut seals = seals;
+        if seals & seal::EXEC != 0 && self.meta().mode & 0o111 != 0 {
+            seals |= seal::SHRINK | seal::GROW | seal::WRITE | seal::FUTURE_WRITE;
+        }
+        if seals & seal::WRITE != 0 && cur & seal::WRITE == 0 && maps.strong_count() > 0 {
+            return Err(Errno::EBUSY);
+        }
+        self.sealing.seals.store(cur | seals, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A pin for a new shared mapping that may write the file, or `EPERM`
+    /// when `F_SEAL_WRITE` or `F_SEAL_FUTURE_WRITE` forbids one.
+    pub fn writable_mapping(&self) -> Result<WritableMapping, Errno> {
+        let mut maps = lock(&self.sealing.writable_maps);
+        if self.sealing.seals.load(Ordering::Relaxed) & (seal::WRITE | seal::FUTURE_WRITE) != 0 {
+            return Err(Errno::EPERM);
+        }
+        let pin = maps.upgrade().unwrap_or_else(|| {
+            let pin = Arc::new(());
+            *maps = Arc::downgrade(&pin);
+            pin
+        });
+        Ok(WritableMapping(pin))
+    }
+
+    /// Whether a shared mapping made now could later be given write
+    /// access by `mprotect` (not once a write seal is set: Linux clears
+    /// `VM_MAYWRITE` for those).
+    pub fn write_sealed(&self) -> bool {
+        self.sealing.seals.load(Ordering::Relaxed) & (seal::WRITE | seal::FUTURE_WRITE) != 0
     }
 
     /// Looks `name` up in this directory.
@@ -518,6 +651,7 @@ impl MemInode {
             fs: self.fs.clone(),
             kind,
             meta: Mutex::new(Meta::new(mode, ids.0, gid, if is_dir { 2 } else { 1 })),
+            sealing: Sealing::default(),
         });
         d.insert(name.to_vec(), node.clone());
         drop(d);
@@ -609,6 +743,20 @@ impl MemInode {
         }
         let mut end = start.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         let old_len = d.len;
+        let seals = self.sealing.seals.load(Ordering::Relaxed);
+        if seals & (seal::WRITE | seal::FUTURE_WRITE) != 0 {
+            return Err(Errno::EPERM);
+        }
+        if seals & seal::GROW != 0 && end > old_len {
+            // shmem_write_begin() refuses, page by page, each piece that
+            // would end past the size: the pages wholly inside are written
+            // and the count is short, or nothing is and the write is EPERM.
+            let inside = (old_len - old_len % PAGE_SIZE).saturating_sub(start);
+            if inside == 0 {
+                return Err(Errno::EPERM);
+            }
+            end = start + inside;
+        }
         if end > old_len {
             // Past the limit, the bytes that fit are written and the count
             // is short; with no room at all the write is `ENOSPC`
@@ -655,6 +803,11 @@ impl MemInode {
         };
         let mut d = lock(d);
         let old = d.len;
+        // shmem_setattr(): the size seals.
+        let seals = self.sealing.seals.load(Ordering::Relaxed);
+        if (size < old && seals & seal::SHRINK != 0) || (size > old && seals & seal::GROW != 0) {
+            return Err(Errno::EPERM);
+        }
         if size > old {
             self.fs.charge(size - old)?;
             if let Err(e) = d.reserve(&self.fs.mf, size) {
@@ -680,6 +833,56 @@ impl MemInode {
         d.len = size;
         drop(d);
         self.touch();
+        Ok(())
+    }
+
+    /// `fallocate(2)` on a regular file, as tmpfs does it (shmem_fallocate()):
+    /// `punch` zeroes `[off, off + len)` inside the file (refused under a
+    /// write seal); otherwise the file grows to cover the range unless
+    /// `keep_size` (refused under `F_SEAL_GROW` when it reaches past the
+    /// end). Space is charged when the size grows, as for `ftruncate`.
+    pub fn fallocate(&self, punch: bool, keep_size: bool, off: u64, len: u64) -> Result<(), Errno> {
+        let MemKind::File(d) = &self.kind else {
+            return Err(Errno::ENODEV);
+        };
+        let end = off.checked_add(len).ok_or(Errno::EFBIG)?;
+        let seals = self.sealing.seals.load(Ordering::Relaxed);
+        if punch {
+            if seals & (seal::WRITE | seal::FUTURE_WRITE) != 0 {
+                return Err(Errno::EPERM);
+            }
+            let d = lock(d);
+            let stop = end.min(d.len);
+            if let (Some(r), true) = (&d.region, off < stop) {
+                let stop = stop.min(r.len());
+                // Whole pages are given back; the partial ones at either
+                // edge are zeroed.
+                let first = off.next_multiple_of(PAGE_SIZE).min(stop);
+                let last = (stop - stop % PAGE_SIZE).max(first);
+                let zero = |from: u64, to: u64| {
+                    if to > from {
+                        self.fs
+                            .mf
+                            .write(r.offset() + from, &vec![0u8; (to - from) as usize]);
+                    }
+                };
+                zero(off, first);
+                zero(last, stop);
+                if last > first {
+                    self.fs.mf.punch(r.offset() + first, last - first);
+                }
+            }
+            drop(d);
+            self.touch();
+            return Ok(());
+        }
+        let size = self.size();
+        if end > size && seals & seal::GROW != 0 {
+            return Err(Errno::EPERM);
+        }
+        if end > size && !keep_size {
+            self.truncate(end)?;
+        }
         Ok(())
     }
 
@@ -941,5 +1144,79 @@ mod tests {
         fa.truncate(0).expect("truncate");
         assert_eq!(fb.write_at(4000, &[2u8; 6000], false), Ok((10_000, 6000)));
         assert_eq!(pool.used(), 10_000);
+    }
+
+    #[test]
+    fn memfds_draw_on_the_shared_pool_and_are_freed_with_their_last_reference() {
+        let mf = Arc::new(MemoryFile::new().expect("memory file"));
+        let pool = Quota::new(12_000);
+        let tmp = MemFs::new_root(mf.clone(), &pool, 1, 12_000, 0o1777);
+        let memfds = MemFs::new_root(mf, &pool, 2, 12_000, 0o1777);
+        let m = MemInode::memfd(memfds.fs(), b"m".to_vec(), false, (0, 0)).expect("memfd");
+        assert_eq!(m.memfd_name(), Some(&b"m"[..]));
+        assert_eq!(m.stat().mode, abi::S_IFREG | 0o777);
+        assert_eq!(m.stat().nlink, 0);
+        m.truncate(10_000).expect("truncate");
+        // What the memfd holds is gone from /tmp's room as well.
+        let f = file(&tmp, b"f");
+        assert_eq!(f.write_at(0, &[1u8; 4000], false), Ok((2000, 2000)));
+        drop(m);
+        assert_eq!(pool.used(), 2000);
+    }
+
+    #[test]
+    fn seals_refuse_what_they_name_with_eperm() {
+        let mf = Arc::new(MemoryFile::new().expect("memory file"));
+        let pool = Quota::new(1 << 20);
+        let root = MemFs::new_root(mf, &pool, 1, 1 << 20, 0o1777);
+        // A named tmpfs file and a memfd made without MFD_ALLOW_SEALING:
+        // F_SEAL_SEAL from the start.
+        let named = file(&root, b"f");
+        assert_eq!(named.seals(), Ok(seal::SEAL));
+        assert_eq!(named.add_seals(seal::WRITE), Err(Errno::EPERM));
+        assert_eq!(root.seals(), Err(Errno::EINVAL));
+        let m = MemInode::memfd(root.fs(), Vec::new(), true, (0, 0)).expect("memfd");
+        assert_eq!(m.seals(), Ok(0));
+        m.truncate(8192).expect("truncate");
+        m.add_seals(seal::SHRINK | seal::GROW).expect("seal");
+        assert_eq!(m.truncate(4096), Err(Errno::EPERM));
+        assert_eq!(m.truncate(8193), Err(Errno::EPERM));
+        assert_eq!(m.truncate(8192), Ok(()));
+        // Growing writes: the whole pages inside the size go in, the rest
+        // is refused (a short count), none at all is EPERM.
+        assert_eq!(m.write_at(4000, &[1u8; 8192], false), Ok((8192, 4192)));
+        assert_eq!(m.write_at(8190, b"abc", false), Ok((8192, 2)));
+        assert_eq!(m.write_at(0, b"x", true), Err(Errno::EPERM));
+        assert_eq!(m.write_at(8000, b"inside", false), Ok((8006, 6)));
+        m.add_seals(seal::FUTURE_WRITE).expect("seal");
+        assert_eq!(m.write_at(0, b"x", false), Err(Errno::EPERM));
+        assert!(m.write_sealed());
+        assert_eq!(m.writable_mapping().err(), Some(Errno::EPERM));
+    }
+
+    #[test]
+    fn seal_write_waits_for_every_writable_mapping_to_go() {
+        let mf = Arc::new(MemoryFile::new().expect("memory file"));
+        let pool = Quota::new(1 << 20);
+        let root = MemFs::new_root(mf, &pool, 1, 1 << 20, 0o1777);
+        let m = MemInode::memfd(root.fs(), Vec::new(), true, (0, 0)).expect("memfd");
+        let first = m.writable_mapping().expect("mapping");
+        // A split VMA or a fork holds a clone of the pin.
+        let split = first.clone();
+        drop(first);
+        assert_eq!(m.add_seals(seal::WRITE), Err(Errno::EBUSY));
+        assert_eq!(m.seals(), Ok(0));
+        drop(split);
+        assert_eq!(m.add_seals(seal::WRITE), Ok(()));
+        assert_eq!(m.writable_mapping().err(), Some(Errno::EPERM));
+        // F_SEAL_EXEC on a file with execute bits seals the contents too.
+        let x = MemInode::memfd(root.fs(), Vec::new(), true, (0, 0)).expect("memfd");
+        x.add_seals(seal::EXEC).expect("seal");
+        assert_eq!(
+            x.seals(),
+            Ok(seal::EXEC | seal::SHRINK | seal::GROW | seal::WRITE | seal::FUTURE_WRITE)
+        );
+        x.add_seals(seal::SEAL).expect("seal");
+        assert_eq!(x.add_seals(0), Err(Errno::EPERM));
     }
 }

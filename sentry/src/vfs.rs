@@ -331,6 +331,41 @@ impl Location {
         String::from_utf8_lossy(&s).into_owned()
     }
 
+    /// Whether this and `other` name the same place: the same names from
+    /// the sandbox's root down. (Locations are always built by walking
+    /// from that root, so the names say where they are.)
+    pub fn same_place(&self, other: &Location) -> bool {
+        self.chain.len() == other.chain.len()
+            && self
+                .chain
+                .iter()
+                .zip(&other.chain)
+                .all(|((a, _), (b, _))| a == b)
+    }
+
+    /// This location's path as seen from `root` (a process's root after
+    /// `chroot`), or `None` when it is not at or below `root`.
+    pub fn path_from(&self, root: &Location) -> Option<String> {
+        let depth = root.chain.len();
+        if self.chain.len() < depth
+            || !self.chain[..depth]
+                .iter()
+                .zip(&root.chain)
+                .all(|((a, _), (b, _))| a == b)
+        {
+            return None;
+        }
+        if self.chain.len() == depth {
+            return Some("/".into());
+        }
+        let mut s = Vec::new();
+        for (name, _) in &self.chain[depth..] {
+            s.push(b'/');
+            s.extend_from_slice(name);
+        }
+        Some(String::from_utf8_lossy(&s).into_owned())
+    }
+
     /// Whether tmpfs inode `m` is on the path to this location.
     pub fn chain_contains(&self, m: &Arc<crate::tmpfs::MemInode>) -> bool {
         self.chain
@@ -384,6 +419,9 @@ pub struct FileSystem {
     tmp: Arc<crate::tmpfs::MemInode>,
     run: Arc<crate::tmpfs::MemInode>,
     shm: Arc<crate::tmpfs::MemInode>,
+    /// the internal tmpfs `memfd_create` files live in (Linux's `shm_mnt`):
+    /// never mounted, bounded by the shared pool
+    memfd: Arc<crate::tmpfs::MemInode>,
     /// the /proc generator
     pub proc: crate::procfs::ProcFs,
     /// the pseudo-terminals of `/dev/pts`
@@ -505,6 +543,7 @@ impl FileSystem {
             proc: Default::default(),
             devpts: Default::default(),
             shm: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x12, size, 0o1777),
+            memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
             mounts: Vec::new(),
             mf,
             pool,
@@ -534,6 +573,11 @@ impl FileSystem {
             mode: root.stat.mode,
         };
         self.add_mount(dest, node)
+    }
+
+    /// The file system `memfd_create` files are made in.
+    pub fn memfd_fs(&self) -> &Arc<crate::tmpfs::MemFs> {
+        self.memfd.fs()
     }
 
     /// Mounts a new tmpfs at guest path `dest` (an OCI `tmpfs` mount at a
@@ -788,6 +832,23 @@ impl FileSystem {
         follow: bool,
         how: Resolve,
     ) -> Result<Lookup, Errno> {
+        self.walk_in(&self.root(), start, path, follow, how)
+    }
+
+    /// [`FileSystem::walk_with`] for a process whose root is `root` (its
+    /// `chroot`): absolute paths and symlinks start there and `..` stops
+    /// there. `root` is itself a location below the sandbox's root, and
+    /// `..` never climbs above that one either, whatever `root` is: a
+    /// process that gets outside its `chroot` (a directory held open, as
+    /// on Linux) is still inside the sandbox.
+    pub fn walk_in(
+        &self,
+        root: &Location,
+        start: &Location,
+        path: &[u8],
+        follow: bool,
+        how: Resolve,
+    ) -> Result<Lookup, Errno> {
         if path.is_empty() {
             return Err(Errno::ENOENT);
         }
@@ -803,7 +864,7 @@ impl FileSystem {
             let to = if how.in_root {
                 start.clone()
             } else {
-                self.root()
+                root.clone()
             };
             if how.no_xdev && mount_key(from.node()) != mount_key(to.node()) {
                 return Err(Errno::EXDEV);
@@ -833,6 +894,10 @@ impl FileSystem {
                     if how.beneath {
                         return Err(Errno::EXDEV);
                     }
+                    continue;
+                }
+                // At the process's root (chroot(2)): `..` stays.
+                if loc.same_place(root) {
                     continue;
                 }
                 if loc.chain.len() > 1 {
@@ -916,6 +981,20 @@ impl FileSystem {
     /// Like [`FileSystem::walk`], but a missing object is `ENOENT`.
     pub fn resolve(&self, start: &Location, path: &[u8], follow: bool) -> Result<Location, Errno> {
         match self.walk(start, path, follow)? {
+            Lookup::Found(l) => Ok(l),
+            Lookup::Missing { .. } => Err(Errno::ENOENT),
+        }
+    }
+
+    /// [`FileSystem::resolve`] for a process whose root is `root`.
+    pub fn resolve_in(
+        &self,
+        root: &Location,
+        start: &Location,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<Location, Errno> {
+        match self.walk_in(root, start, path, follow, Resolve::default())? {
             Lookup::Found(l) => Ok(l),
             Lookup::Missing { .. } => Err(Errno::ENOENT),
         }

@@ -163,6 +163,10 @@ guests! {
     pty_jobctl,
     // no way out: what would change the file system view (issue 4 point 7)
     privileged_refused,
+    // memfd_create and file seals (issue 4 point 3)
+    memfd,
+    // chroot: a narrower root per process (issue 4 point 7)
+    chroot,
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use abi::{Errno, OpenFlags, Timespec, Timeval};
 
 use crate::events::{EventFd, SignalFd, TimerFd};
-use crate::file::{FdEntry, FileDescription, FileKind};
+use crate::file::{FileDescription, FileKind};
 use crate::task::{Task, UNBLOCKABLE};
 use crate::timers::Target;
 
@@ -25,17 +25,7 @@ pub(super) fn install_with(
 ) -> Result<u64, Errno> {
     let status = flags & OpenFlags::NONBLOCK.bits() | access;
     let file = FileDescription::new(kind, None, status);
-    let limit = task.nofile();
-    task.fds()
-        .insert_from(
-            0,
-            FdEntry {
-                file,
-                cloexec: flags & OpenFlags::CLOEXEC.bits() != 0,
-            },
-            limit,
-        )
-        .map(|fd| fd as u64)
+    task.install_fd(file, flags & OpenFlags::CLOEXEC.bits() != 0)
 }
 
 fn check_flags(flags: u32, extra: u32) -> Result<(), Errno> {

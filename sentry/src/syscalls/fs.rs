@@ -317,7 +317,7 @@ pub fn sys_inotify_add_watch(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
     let path = path_arg(task, a[1])?;
     let start = dir_arg(task, AT_FDCWD as u64, &path)?;
     let follow = m & inotify::mask::DONT_FOLLOW == 0;
-    let loc = task.kernel.fs.resolve(&start, &path, follow)?;
+    let loc = task.resolve(&start, &path, follow)?;
     check_access(task, &loc, 4)?;
     let (key, is_dir) = inotify::identify(loc.node()).ok_or(Errno::ENOENT)?;
     if m & inotify::mask::ONLYDIR != 0 && !is_dir {
@@ -424,7 +424,7 @@ pub fn sys_creat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     )
 }
 
-fn open_with(
+pub(super) fn open_with(
     task: &mut Task,
     dirfd: u64,
     path_addr: u64,
@@ -485,7 +485,7 @@ fn open_inner(
     let excl = create && flags.contains(OpenFlags::EXCL);
     let follow = !flags.contains(OpenFlags::NOFOLLOW) && !excl;
     let mut created = false;
-    let loc = match task.kernel.fs.walk_with(&start, &path, follow, how)? {
+    let loc = match task.walk_with(&start, &path, follow, how)? {
         Lookup::Found(l) => l,
         Lookup::Missing { parent } => {
             if create && !path.ends_with(b"/") {
@@ -642,20 +642,26 @@ fn open_inner(
                     // the same object, in the requested direction.
                     if let FileKind::Pipe(end) = &file.kind {
                         FileKind::Pipe(end.pipe.open_end(acc != abi::OpenFlags::WRONLY.bits()))
-                    } else {
-                        let limit = task.nofile();
+                    } else if let Some(m) = reopenable_mem(file) {
+                        // A tmpfs file (a memfd, an O_TMPFILE file): a new
+                        // description of the same inode, in the requested
+                        // mode, as Linux reopens it.
+                        if flags.contains(OpenFlags::TRUNC) && wants_write {
+                            m.truncate(0)?;
+                        }
+                        let status = acc
+                            | (flags & (OpenFlags::APPEND | OpenFlags::NONBLOCK)).bits()
+                            | OpenFlags::LARGEFILE.bits();
+                        let reopened = FileDescription::new(
+                            FileKind::Mem(m.clone()),
+                            file.location.clone(),
+                            status,
+                        );
                         let cloexec = flags.contains(OpenFlags::CLOEXEC);
-                        return task
-                            .fds()
-                            .insert_from(
-                                0,
-                                FdEntry {
-                                    file: file.clone(),
-                                    cloexec,
-                                },
-                                limit,
-                            )
-                            .map(|fd| fd as u64);
+                        return task.install_fd(reopened, cloexec);
+                    } else {
+                        let cloexec = flags.contains(OpenFlags::CLOEXEC);
+                        return task.install_fd(file.clone(), cloexec);
                     }
                 }
                 _ if wants_write => return Err(Errno::EACCES),
@@ -687,6 +693,14 @@ fn open_inner(
         }
     };
     install_file(task, kind, loc, acc, flags)
+}
+
+/// The tmpfs file (not directory) an open description is of.
+fn reopenable_mem(file: &FileDescription) -> Option<&Arc<crate::tmpfs::MemInode>> {
+    match &file.kind {
+        FileKind::Mem(m) if !m.is_dir() => Some(m),
+        _ => None,
+    }
 }
 
 /// A session leader without a controlling terminal that opens a terminal
@@ -785,10 +799,7 @@ fn install_file(
     };
     let file = FileDescription::new(kind, Some(loc), status);
     let cloexec = flags.contains(OpenFlags::CLOEXEC);
-    let limit = task.nofile();
-    task.fds()
-        .insert_from(0, FdEntry { file, cloexec }, limit)
-        .map(|fd| fd as u64)
+    task.install_fd(file, cloexec)
 }
 
 /// The last component of `path` (trailing slashes ignored).
@@ -921,7 +932,7 @@ fn stat_path(task: &Task, dirfd: u64, path_addr: u64, flags: u32) -> Result<Stat
     }
     let start = dir_arg(task, dirfd, &path)?;
     let follow = flags & AT_SYMLINK_NOFOLLOW == 0;
-    let loc = task.kernel.fs.resolve(&start, &path, follow)?;
+    let loc = task.resolve(&start, &path, follow)?;
     // A followed /proc/[pid]/fd/N of an object with no path (a pipe, a
     // socket) is the object itself.
     if let (true, Node::Proc(crate::procfs::ProcNode::FdLink(_, file, _))) = (follow, loc.node()) {
@@ -1147,9 +1158,7 @@ fn faccess(task: &Task, dirfd: u64, path_addr: u64, mode: u32, flags: u32) -> Re
         dir_arg(task, dirfd, &path)?
     } else {
         let start = dir_arg(task, dirfd, &path)?;
-        task.kernel
-            .fs
-            .resolve(&start, &path, flags & AT_SYMLINK_NOFOLLOW == 0)?
+        task.resolve(&start, &path, flags & AT_SYMLINK_NOFOLLOW == 0)?
     };
     check_access(task, &loc, mode)
 }
@@ -1168,17 +1177,7 @@ pub fn sys_faccessat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_dup(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    let limit = task.nofile();
-    task.fds()
-        .insert_from(
-            0,
-            FdEntry {
-                file,
-                cloexec: false,
-            },
-            limit,
-        )
-        .map(|fd| fd as u64)
+    task.install_fd(file, false)
 }
 
 fn dup_to(task: &mut Task, old: i64, new: u64, cloexec: bool) -> Result<u64, Errno> {
@@ -1238,6 +1237,8 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const F_GETOWN_EX: u32 = 16;
     const F_SETPIPE_SZ: u32 = 1031;
     const F_GETPIPE_SZ: u32 = 1032;
+    const F_ADD_SEALS: u32 = 1033;
+    const F_GET_SEALS: u32 = 1034;
     let fd = a[0] as i32 as i64;
     let file = task.fds().file(fd)?;
     let path_only = matches!(file.kind, FileKind::Path);
@@ -1294,6 +1295,9 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 end.pipe.set_capacity(a[2]).map(|n| n as u64)
             }
         }
+        F_ADD_SEALS | F_GET_SEALS if path_only => Err(Errno::EBADF),
+        F_ADD_SEALS => super::memfd::add_seals(task, &file, a[2]),
+        F_GET_SEALS => super::memfd::get_seals(task, &file),
         F_GETLK | F_SETLK | F_SETLKW => record_lock(task, &file, a[1] as u32, a[2], false),
         F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW => {
             record_lock(task, &file, a[1] as u32, a[2], true)
@@ -1579,6 +1583,31 @@ pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             host::fallocate(f.fd(), a[1] as i32, a[2] as i64, a[3] as i64)?;
             Ok(0)
         }
+        FileKind::Mem(m) => {
+            const KEEP_SIZE: u64 = 0x1;
+            const PUNCH_HOLE: u64 = 0x2;
+            let mode = a[1] & 0xffff_ffff;
+            // tmpfs knows these two modes only; a hole keeps the size.
+            if mode & !(KEEP_SIZE | PUNCH_HOLE) != 0
+                || (mode & PUNCH_HOLE != 0 && mode & KEEP_SIZE == 0)
+            {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            if !file.writable() {
+                return Err(Errno::EBADF);
+            }
+            if m.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            if (a[2] as i64).checked_add(a[3] as i64).is_none() {
+                return Err(Errno::EFBIG);
+            }
+            m.fallocate(mode & PUNCH_HOLE != 0, mode & KEEP_SIZE != 0, a[2], a[3])?;
+            if let Some(loc) = &file.location {
+                inotify::on_object(loc, inotify::mask::MODIFY);
+            }
+            Ok(0)
+        }
         FileKind::Path => Err(Errno::EBADF),
         _ => Err(Errno::EBADF),
     }
@@ -1615,7 +1644,14 @@ pub fn sys_getdents64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_getcwd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let mut path = task.cwd().path().into_bytes();
+    // Seen from the caller's root; a working directory outside it (left
+    // there by chroot(2)) is shown as Linux shows it, "(unreachable)"
+    // before the path.
+    let cwd = task.cwd();
+    let mut path = match cwd.path_from(&task.root()) {
+        Some(p) => p.into_bytes(),
+        None => format!("(unreachable){}", cwd.path()).into_bytes(),
+    };
     path.push(0);
     if (a[1] as usize) < path.len() {
         return Err(Errno::ERANGE);
@@ -1626,7 +1662,7 @@ pub fn sys_getcwd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_chdir(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let path = path_arg(task, a[0])?;
-    let loc = task.kernel.fs.resolve(&task.cwd(), &path, true)?;
+    let loc = task.resolve(&task.cwd(), &path, true)?;
     if !loc.node().is_dir() {
         return Err(Errno::ENOTDIR);
     }
@@ -1659,7 +1695,7 @@ fn readlink(task: &Task, dirfd: u64, path_addr: u64, buf: u64, size: u64) -> Res
         file.location.clone().ok_or(Errno::ENOENT)?
     } else {
         let start = dir_arg(task, dirfd, &path)?;
-        task.kernel.fs.resolve(&start, &path, false)?
+        task.resolve(&start, &path, false)?
     };
     // readlinkat(fd, "") of something that is not a link: ENOENT.
     let not_link = if path.is_empty() {
@@ -1697,7 +1733,7 @@ fn entry(task: &Task, dirfd: u64, path_addr: u64, follow: bool) -> Result<Entry,
     let path = path_arg(task, path_addr)?;
     let start = dir_arg(task, dirfd, &path)?;
     let name = last_component(&path).unwrap_or_else(|| b".".to_vec());
-    match task.kernel.fs.walk(&start, &path, follow)? {
+    match task.walk(&start, &path, follow)? {
         Lookup::Found(loc) => {
             let mut parent = loc.clone();
             if !parent.pop() {
@@ -1885,7 +1921,7 @@ fn link(
 ) -> Result<u64, Errno> {
     let path = path_arg(task, old)?;
     let start = dir_arg(task, olddir, &path)?;
-    let src = task.kernel.fs.resolve(&start, &path, follow)?;
+    let src = task.resolve(&start, &path, follow)?;
     let e = entry(task, newdir, new, false)?;
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
@@ -2185,7 +2221,7 @@ fn target(
             .ok_or(Errno::EBADF);
     }
     let start = dir_arg(task, dirfd, &p)?;
-    task.kernel.fs.resolve(&start, &p, follow)
+    task.resolve(&start, &p, follow)
 }
 
 /// Only the owner (or root) may change an inode's metadata.
@@ -2230,6 +2266,11 @@ fn chmod_loc_inner(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno>
     }
     let m = &writable(task, loc)?;
     owner_check(task, m)?;
+    // F_SEAL_EXEC freezes the execute bits (shmem_setattr()).
+    if m.seals().unwrap_or(0) & crate::tmpfs::seal::EXEC != 0 && (m.meta().mode ^ mode) & 0o111 != 0
+    {
+        return Err(Errno::EPERM);
+    }
     m.set_mode(mode);
     Ok(0)
 }
@@ -2583,16 +2624,18 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
 
 pub fn sys_statfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let path = path_arg(task, a[0])?;
-    let loc = task.kernel.fs.resolve(&task.cwd(), &path, true)?;
+    let loc = task.resolve(&task.cwd(), &path, true)?;
     let s = statfs_of(&task.kernel.fs, loc.node())?;
     task.mm().write_obj(a[1], &s).map(|()| 0)
 }
 
 pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    let s = match file.node() {
-        Some(n) => statfs_of(&task.kernel.fs, n)?,
-        None => statfs_of(&task.kernel.fs, &Node::DevDir)?,
+    let s = match (file.node(), &file.kind) {
+        (Some(n), _) => statfs_of(&task.kernel.fs, n)?,
+        // A memfd: the internal tmpfs it lives in.
+        (None, FileKind::Mem(m)) => statfs_of(&task.kernel.fs, &Node::Mem(m.clone()))?,
+        (None, _) => statfs_of(&task.kernel.fs, &Node::DevDir)?,
     };
     task.mm().write_obj(a[1], &s).map(|()| 0)
 }

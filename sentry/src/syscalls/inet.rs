@@ -6,7 +6,7 @@ use std::sync::Arc;
 use abi::{Errno, OpenFlags};
 use netstack::{Domain, Shutdown, SockOpt, SockOptName, SocketType};
 
-use crate::file::{copy_from_slices, copy_to_slices, FdEntry, FileDescription, FileKind};
+use crate::file::{copy_from_slices, copy_to_slices, FileDescription, FileKind};
 use crate::socket::host_inet::HostInetSocket;
 use crate::socket::inet::{encode_addr, parse_addr, unspecified, InetSocket};
 use crate::task::Task;
@@ -89,17 +89,7 @@ pub(crate) fn install_socket(task: &mut Task, kind: FileKind, flags: u64) -> Res
             0
         };
     let file = FileDescription::new(kind, None, status);
-    let limit = task.nofile();
-    task.fds()
-        .insert_from(
-            0,
-            FdEntry {
-                file,
-                cloexec: flags & SOCK_CLOEXEC != 0,
-            },
-            limit,
-        )
-        .map(|fd| fd as u64)
+    task.install_fd(file, flags & SOCK_CLOEXEC != 0)
 }
 
 fn read_sockaddr(

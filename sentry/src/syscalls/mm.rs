@@ -66,6 +66,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut mem_content: Option<Vec<u8>> = None;
     let mut shared_region = None;
     let mut may_write = true;
+    let mut writer = None;
     let mut sigbus_from = None;
     if let Some(file) = file {
         let readable = file.flags() & abi::O_ACCMODE != abi::OpenFlags::WRONLY.bits();
@@ -79,6 +80,18 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             FileKind::Dev(Device::Zero) => {}
             FileKind::Mem(m) if !m.is_dir() => {
                 if shared {
+                    // A shared mapping writes the file: only through a
+                    // description open for writing (EACCES), and never
+                    // once a write seal is set (EPERM, memfd_check_seals_mmap()).
+                    // Mappings that may become writable pin the file
+                    // against F_SEAL_WRITE (VM_SHARED | VM_MAYWRITE).
+                    may_write = file.writable() && !m.write_sealed();
+                    if prot.write && !file.writable() {
+                        return Err(Errno::EACCES);
+                    }
+                    if prot.write || may_write {
+                        writer = Some(m.writable_mapping()?);
+                    }
                     // The mapping is the file's own pages.
                     shared_region = Some(m.shared_region(off, len)?);
                 } else {
@@ -137,6 +150,8 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut mm = task.mm();
     if let Some(region) = shared_region {
         mm.map_region(start, len, prot, region, off)?;
+        mm.set_limits(start, may_write, None);
+        mm.set_writer(start, writer);
         return Ok(start);
     }
     mm.map_fixed(start, len, prot, shared, backing)?;

@@ -6,6 +6,7 @@ mod fork;
 mod fs;
 mod host_inet;
 mod inet;
+mod memfd;
 mod mm;
 mod mount;
 mod netlink;
@@ -297,6 +298,14 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::CHROOT, mount::sys_chroot, Partial),
     (nr::NAME_TO_HANDLE_AT, mount::sys_name_to_handle_at, Partial),
     (nr::OPEN_BY_HANDLE_AT, mount::sys_open_by_handle_at, Partial),
+    (nr::MEMFD_CREATE, memfd::sys_memfd_create, Full),
+    (nr::OPEN_TREE, mount::sys_open_tree, Partial),
+    (nr::MOVE_MOUNT, mount::sys_move_mount, Partial),
+    (nr::FSOPEN, mount::sys_fsopen, Partial),
+    (nr::FSCONFIG, mount::sys_fsconfig, Partial),
+    (nr::FSMOUNT, mount::sys_fsmount, Partial),
+    (nr::FSPICK, mount::sys_fspick, Partial),
+    (nr::MOUNT_SETATTR, mount::sys_mount_setattr, Partial),
 ];
 
 /// The table, indexed by number; every x86-64 system call has a row.
@@ -355,7 +364,7 @@ fn path_arg(task: &Task, addr: u64) -> Result<Vec<u8>, Errno> {
 /// The directory a `*at()` call's relative paths start from.
 fn dir_arg(task: &Task, dirfd: u64, path: &[u8]) -> Result<Location, Errno> {
     if path.first() == Some(&b'/') {
-        return Ok(task.kernel.fs.root());
+        return Ok(task.root());
     }
     let dirfd = dirfd as i32;
     if dirfd == abi::AT_FDCWD {

@@ -1,19 +1,38 @@
 //! Calls that would change or step around the sandbox's file system view:
-//! `mount`, `umount2`, `pivot_root`, `chroot`, and file handles
-//! (`name_to_handle_at`, `open_by_handle_at`).
+//! `mount`, `umount2`, `pivot_root`, `chroot`, the new mount API (`fsopen`,
+//! `fsconfig`, `fsmount`, `fspick`, `open_tree`, `move_mount`,
+//! `mount_setattr`), and file handles (`name_to_handle_at`,
+//! `open_by_handle_at`).
 //!
-//! The mount tree is fixed when the sandbox boots and the Sentry keeps one
-//! root for every task, so these answer as Linux answers a process without
-//! the capability each needs (`EPERM`), after the argument checks Linux
-//! makes first. File handles are refused outright: a handle names an inode
-//! by number, past every path check, which is exactly what the
-//! `open_by_handle_at` container escape ("shocker") used; gVisor's own file
-//! systems do not export handles either (`EOPNOTSUPP`).
+//! The mount tree is fixed when the sandbox boots, so the mount calls
+//! answer as Linux answers a process without the capability each needs
+//! (`EPERM`), after the argument checks Linux makes first. `chroot` works
+//! for the guest's root user, and only ever narrows a process's view of
+//! the sandbox's tree.
+//!
+//! File handles are refused outright: a handle names an inode by number,
+//! past every path check, which is exactly what the `open_by_handle_at`
+//! container escape ("shocker") used; gVisor's own file systems do not
+//! export handles either (`EOPNOTSUPP`).
 
-use abi::Errno;
+use abi::{Errno, OpenFlags};
 
 use super::{dir_arg, path_arg};
+use crate::file::{FileDescription, FileKind};
 use crate::task::Task;
+
+/// `AT_SYMLINK_NOFOLLOW`.
+const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
+/// `AT_NO_AUTOMOUNT`.
+const AT_NO_AUTOMOUNT: u64 = 0x800;
+/// `AT_EMPTY_PATH`.
+const AT_EMPTY_PATH: u64 = 0x1000;
+/// `AT_RECURSIVE`.
+const AT_RECURSIVE: u64 = 0x8000;
+/// `OPEN_TREE_CLONE`: a detached copy of the mount tree.
+const OPEN_TREE_CLONE: u64 = 1;
+/// `OPEN_TREE_CLOEXEC` (`O_CLOEXEC`).
+const OPEN_TREE_CLOEXEC: u64 = 0o2_000_000;
 
 /// `AT_SYMLINK_FOLLOW`, `AT_EMPTY_PATH` and `AT_HANDLE_FID`: the flags
 /// `name_to_handle_at(2)` knows.
@@ -41,17 +60,28 @@ pub fn sys_pivot_root(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// `chroot(2)`: the path is resolved and must be a searchable directory
-/// (`ENOENT`, `ENOTDIR`, `EACCES` as usual); changing the root then needs
-/// `CAP_SYS_CHROOT`, which the Sentry does not grant: every task keeps the
-/// sandbox's root.
+/// (`ENOENT`, `ENOTDIR`, `EACCES` as usual); then `CAP_SYS_CHROOT` (an
+/// effective uid of 0 here) is needed. The new root is where this
+/// process's absolute paths start and its `..` stops; it is shared with
+/// `CLONE_FS` threads, inherited by `fork`, kept across `execve`.
+///
+/// The root can only narrow the view: it is a place inside the sandbox's
+/// tree, and every walk still stops `..` at the sandbox's own root. As on
+/// Linux, a process holding a directory outside its new root (an open
+/// descriptor, its working directory) can climb out of the `chroot` with
+/// `..`, but never out of the sandbox.
 pub fn sys_chroot(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let path = path_arg(task, a[0])?;
-    let loc = task.kernel.fs.resolve(&task.cwd(), &path, true)?;
+    let loc = task.resolve(&task.cwd(), &path, true)?;
     if !loc.node().is_dir() {
         return Err(Errno::ENOTDIR);
     }
     super::fs::check_access(task, &loc, 1)?;
-    Err(Errno::EPERM)
+    if task.creds.uid[1] != 0 {
+        return Err(Errno::EPERM);
+    }
+    task.fs_ctx().root = loc;
+    Ok(0)
 }
 
 /// `name_to_handle_at(2)`: the flags and the path are checked as Linux
@@ -71,7 +101,7 @@ pub fn sys_name_to_handle_at(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         }
     } else {
         let start = dir_arg(task, a[0], &path)?;
-        task.kernel.fs.resolve(&start, &path, flags & 0x400 != 0)?;
+        task.resolve(&start, &path, flags & 0x400 != 0)?;
     }
     Err(Errno::EOPNOTSUPP)
 }
@@ -83,4 +113,118 @@ pub fn sys_open_by_handle_at(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         task.fds().file(a[0] as i32 as i64)?;
     }
     Err(Errno::EPERM)
+}
+
+/// `fsopen(2)`: `CAP_SYS_ADMIN` is checked before anything else.
+pub fn sys_fsopen(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Err(Errno::EPERM)
+}
+
+/// `fspick(2)`: `CAP_SYS_ADMIN` first, as for `fsopen`.
+pub fn sys_fspick(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Err(Errno::EPERM)
+}
+
+/// `fsmount(2)`: `may_mount()` comes first.
+pub fn sys_fsmount(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Err(Errno::EPERM)
+}
+
+/// `move_mount(2)`: `may_mount()` comes first.
+pub fn sys_move_mount(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Err(Errno::EPERM)
+}
+
+/// `fsconfig(2)` needs no capability of its own: it works on a file system
+/// context descriptor, which only `fsopen`/`fspick` make and which the
+/// sandbox never hands out. So, as Linux checks: a negative descriptor or
+/// arguments that do not fit the command are `EINVAL`, an unknown command
+/// `EOPNOTSUPP`, a closed descriptor `EBADF`, and any open one is not a
+/// context (`EINVAL`).
+pub fn sys_fsconfig(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let fd = a[0] as i32;
+    let (key, value, aux) = (a[2] != 0, a[3] != 0, a[4] as i32);
+    if fd < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let fits = match a[1] as u32 {
+        // FSCONFIG_SET_FLAG
+        0 => key && !value && aux == 0,
+        // FSCONFIG_SET_STRING
+        1 => key && value && aux == 0,
+        // FSCONFIG_SET_BINARY: 1 byte to 1 MiB
+        2 => key && value && aux > 0 && aux <= 1 << 20,
+        // FSCONFIG_SET_PATH, FSCONFIG_SET_PATH_EMPTY
+        3 | 4 => key && value && (aux == abi::AT_FDCWD || aux >= 0),
+        // FSCONFIG_SET_FD
+        5 => key && !value && aux >= 0,
+        // FSCONFIG_CMD_CREATE, _RECONFIGURE, _CREATE_EXCL
+        6..=8 => !key && !value && aux == 0,
+        _ => return Err(Errno::EOPNOTSUPP),
+    };
+    if !fits {
+        return Err(Errno::EINVAL);
+    }
+    task.fds().file(fd.into())?;
+    Err(Errno::EINVAL)
+}
+
+/// `mount_setattr(2)`: unknown flags are `EINVAL`, the size of `struct
+/// mount_attr` is checked (`E2BIG` past a page, `EINVAL` below version 0),
+/// then `may_mount()` refuses.
+pub fn sys_mount_setattr(_task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    /// `MOUNT_ATTR_SIZE_VER0`
+    const SIZE_VER0: u64 = 32;
+    let flags = a[2] & 0xffff_ffff;
+    if flags & !(AT_EMPTY_PATH | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if a[4] > crate::PAGE_SIZE {
+        return Err(Errno::E2BIG);
+    }
+    if a[4] < SIZE_VER0 {
+        return Err(Errno::EINVAL);
+    }
+    Err(Errno::EPERM)
+}
+
+/// `open_tree(2)`. Without `OPEN_TREE_CLONE` it only opens the path as an
+/// `O_PATH` descriptor, which any process may do; a clone of the mount tree
+/// needs `may_mount()` (`EPERM`), checked after the flags and before the
+/// path, as in Linux.
+pub fn sys_open_tree(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let flags = a[2] & 0xffff_ffff;
+    let known = AT_EMPTY_PATH
+        | AT_NO_AUTOMOUNT
+        | AT_RECURSIVE
+        | AT_SYMLINK_NOFOLLOW
+        | OPEN_TREE_CLONE
+        | OPEN_TREE_CLOEXEC;
+    if flags & !known != 0 || flags & (AT_RECURSIVE | OPEN_TREE_CLONE) == AT_RECURSIVE {
+        return Err(Errno::EINVAL);
+    }
+    if flags & OPEN_TREE_CLONE != 0 {
+        return Err(Errno::EPERM);
+    }
+    let cloexec = flags & OPEN_TREE_CLOEXEC != 0;
+    let path = path_arg(task, a[1])?;
+    if path.is_empty() && flags & AT_EMPTY_PATH != 0 {
+        // The descriptor's own place, reopened as O_PATH.
+        let loc = if a[0] as i32 == abi::AT_FDCWD {
+            task.cwd()
+        } else {
+            let file = task.fds().file(a[0] as i32 as i64)?;
+            file.location.clone().ok_or(Errno::ENOENT)?
+        };
+        let file = FileDescription::new(FileKind::Path, Some(loc), OpenFlags::PATH.bits());
+        return task.install_fd(file, cloexec);
+    }
+    let mut open = OpenFlags::PATH;
+    if flags & AT_SYMLINK_NOFOLLOW != 0 {
+        open |= OpenFlags::NOFOLLOW;
+    }
+    if cloexec {
+        open |= OpenFlags::CLOEXEC;
+    }
+    super::fs::open_with(task, a[0], a[1], open.bits(), 0, Default::default())
 }

@@ -825,8 +825,10 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
     );
     let start = super::dir_arg(task, dirfd, &path)?;
     let kernel = task.kernel.clone();
+    let root = task.root();
     let req = ExecRequest {
         fs: &kernel.fs,
+        root: &root,
         cwd: &start,
         path,
         argv,

@@ -185,7 +185,7 @@ fn lookup(task: &Task, addr: &UnixAddr) -> Result<Arc<UnixSocket>, Errno> {
         UnixAddr::Unnamed => Err(Errno::EINVAL),
         UnixAddr::Abstract(n) => task.kernel.unix.lookup(n).ok_or(Errno::ECONNREFUSED),
         UnixAddr::Path(p) => {
-            let loc = task.kernel.fs.resolve(&task.cwd(), p, true)?;
+            let loc = task.resolve(&task.cwd(), p, true)?;
             match loc.node() {
                 Node::Mem(m) => match &m.kind {
                     MemKind::Socket(w) => w.upgrade().ok_or(Errno::ECONNREFUSED),
@@ -212,7 +212,7 @@ pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         // A pathname socket is an inode in the file system.
         let start = super::dir_arg(task, abi::AT_FDCWD as u64, p)?;
-        let parent = match task.kernel.fs.walk(&start, p, false)? {
+        let parent = match task.walk(&start, p, false)? {
             Lookup::Found(_) => return Err(Errno::EADDRINUSE),
             Lookup::Missing { parent } => parent,
         };
