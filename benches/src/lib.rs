@@ -20,7 +20,7 @@ use criterion::{Criterion, SamplingMode};
 
 /// Platforms every comparison runs under, as given to `ferrovisor do
 /// --platform`. Adding a platform here adds it to every bench.
-pub const PLATFORMS: &[&str] = &["seccomp", "ptrace"];
+pub const PLATFORMS: &[&str] = &["seccomp", "seccomp-spin", "ptrace"];
 
 /// Overrides where the `ferrovisor` binary is looked for.
 pub const BIN_ENV: &str = "FERROVISOR_BIN";

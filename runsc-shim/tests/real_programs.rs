@@ -53,7 +53,7 @@ fn compare_with(argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>, nativ
 }
 
 /// Every comparison runs under both platforms.
-const PLATFORMS: [&str; 2] = ["seccomp", "ptrace"];
+const PLATFORMS: [&str; 3] = ["seccomp", "seccomp-spin", "ptrace"];
 
 fn compare(argv: &[&str]) {
     compare_with(argv, &[], None, 0);

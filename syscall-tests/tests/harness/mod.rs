@@ -121,11 +121,13 @@ pub fn run_native(native: Native, program: &Path, args: &[&str]) -> Outcome {
 }
 
 /// The platforms every sandboxed check runs under: `$FERROVISOR_PLATFORM`
-/// alone when set, else both modes of the ptrace platform.
+/// alone when set, else every platform `ferrovisor do` offers.
 pub fn platforms() -> Vec<String> {
     match std::env::var("FERROVISOR_PLATFORM") {
         Ok(p) if !p.is_empty() => vec![p],
-        _ => vec!["seccomp".to_owned(), "ptrace".to_owned()],
+        _ => ["seccomp", "seccomp-spin", "ptrace"]
+            .map(str::to_owned)
+            .to_vec(),
     }
 }
 
