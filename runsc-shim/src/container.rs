@@ -128,7 +128,16 @@ pub struct Runtime {
     pub log_format: LogFormat,
     /// `--debug`
     pub debug: bool,
+    /// `--network host`: the guest's TCP and UDP sockets are host sockets
+    /// in the container's network namespace (the one `linux.namespaces`
+    /// makes or names), with no egress policy; otherwise loopback only
+    pub host_network: bool,
 }
+
+/// The log line of a container with `--network host`.
+const HOST_NETWORK_WARNING: &str = "--network host: the guest's TCP and UDP sockets are host \
+     sockets in the container's network namespace, with no egress policy (the guest can reach \
+     and serve anything that namespace can)";
 
 /// `create` options.
 #[derive(Clone, Debug, Default)]
@@ -339,6 +348,9 @@ impl Runtime {
         if self.debug {
             cmd.arg("--debug");
         }
+        if self.host_network {
+            cmd.arg("--network").arg("host");
+        }
         cmd.arg("boot")
             .arg("--bundle")
             .arg(bundle)
@@ -371,6 +383,17 @@ impl Runtime {
         }
         for note in &plan.notes {
             tracing::warn!("container {id}: {note}");
+        }
+        if self.host_network {
+            tracing::warn!("container {id}: {HOST_NETWORK_WARNING}");
+            if !plan.network_namespace && plan.network_namespace_path.is_none() {
+                // runc's meaning of a spec without a network namespace
+                // (Docker's `--network host`): the runtime's own.
+                tracing::warn!(
+                    "container {id}: config.json has no linux.namespaces network entry: the \
+                     container shares the runtime's network namespace"
+                );
+            }
         }
         for note in &plan.ignored {
             tracing::info!("container {id}: {note}");
@@ -1094,7 +1117,7 @@ impl Runtime {
 /// The boot process: runs container `id` from `bundle` and returns the exit
 /// status to exit with. Reports readiness (or the reason it cannot run) to
 /// `create` on `ready_fd`.
-pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
+pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, host_network: bool) -> i32 {
     let mut ready = match sys::inherited_fd(ready_fd) {
         Ok(fd) => std::fs::File::from(fd),
         Err(e) => {
@@ -1102,7 +1125,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
             return 1;
         }
     };
-    let prepared = prepare(id, bundle);
+    let prepared = prepare(id, bundle, host_network);
     let (plan, root) = match prepared {
         Ok(p) => p,
         Err(e) => {
@@ -1174,9 +1197,11 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32) -> i32 {
         envp: plan.env.into_iter().map(String::into_bytes).collect(),
         cwd: plan.cwd.into_bytes(),
         hostname: plan.hostname,
+        // Loopback only, inside the Sentry, unless `--network host` was
+        // given: then TCP and UDP go through host sockets in this process's
+        // network namespace, which `prepare` made or joined.
         network: Default::default(),
-        // OCI containers never share the host's network.
-        host_network: false,
+        host_network,
         on_start: Some(sentry::StartHook(Box::new({
             let socket = state.dir(id).join(crate::control::SOCKET);
             let id = id.to_owned();
@@ -1255,8 +1280,13 @@ pub fn update_resources(json: &[u8]) -> Result<cgroup::Limits, Error> {
 
 /// The boot process's own checks: the bundle (again: it may have changed
 /// since `create` looked), the root directory, `oomScoreAdj`, and the
-/// network namespace.
-fn prepare(id: &str, bundle: &Path) -> Result<(oci::Plan, std::fs::File), Error> {
+/// network namespace (joined when `linux.namespaces` names one, else made
+/// when it asks for one).
+fn prepare(
+    id: &str,
+    bundle: &Path,
+    host_network: bool,
+) -> Result<(oci::Plan, std::fs::File), Error> {
     let b = oci::load(bundle)?;
     let plan = oci::plan(&b, id)?;
     let root = std::fs::File::open(&plan.rootfs)
@@ -1265,12 +1295,29 @@ fn prepare(id: &str, bundle: &Path) -> Result<(oci::Plan, std::fs::File), Error>
         std::fs::write("/proc/self/oom_score_adj", adj.to_string())
             .map_err(io(format!("process.oomScoreAdj {adj}")))?;
     }
-    if plan.network_namespace {
-        // The Sentry's network is its own (loopback only here) and needs
-        // nothing from the host's. But hooks act on "the container's"
-        // network namespace through this process's pid (Docker's moves
-        // interfaces into it and configures them): that must be a new
-        // one, never the host's.
+    if let Some(ns) = &plan.network_namespace_path {
+        // Before any thread of the Sentry exists: they all inherit it, and
+        // so do the gofer and the stubs. Hooks that act through this
+        // process's pid find the same namespace.
+        sys::join_network(&ns.path).map_err(|e| {
+            let why = if e.raw_os_error() == Some(libc::EINVAL) {
+                "not a network namespace".to_string()
+            } else {
+                e.to_string()
+            };
+            Error::Usage(format!(
+                "config.json: {}: joining network namespace {}: {why}",
+                ns.field,
+                ns.path.display()
+            ))
+        })?;
+    } else if plan.network_namespace {
+        // Without `--network host` the Sentry's network is its own
+        // (loopback only) and needs nothing from the host's. But hooks act
+        // on "the container's" network namespace through this process's
+        // pid (Docker's moves interfaces into it and configures them):
+        // that must be a new one, never the host's. With `--network host`
+        // the guest's sockets live in it, so it must exist.
         let hooks = plan.hooks.as_ref().is_some_and(|h| {
             h.prestart().as_ref().is_some_and(|v| !v.is_empty())
                 || h.create_runtime().as_ref().is_some_and(|v| !v.is_empty())
@@ -1280,7 +1327,17 @@ fn prepare(id: &str, bundle: &Path) -> Result<(oci::Plan, std::fs::File), Error>
             Err(e) if hooks => {
                 return Err(io("a network namespace for the hooks to set up")(e));
             }
+            Err(e) if host_network => {
+                return Err(io("--network host: a network namespace for the container")(
+                    e,
+                ));
+            }
             Err(e) => tracing::info!("container {id}: no network namespace of its own: {e}"),
+        }
+        if host_network {
+            // A new namespace's loopback is down; the guest's 127.0.0.1
+            // and ::1 are host sockets there now.
+            sys::loopback_up().map_err(io("--network host: bringing up lo"))?;
         }
     }
     Ok((plan, root))

@@ -40,8 +40,25 @@ struct Cli {
     /// Accepted for runc compatibility; ignored.
     #[arg(long, value_name = "PATH", hide = true)]
     criu: Option<PathBuf>,
+    /// Containers' network (as runsc's --network): none (loopback only,
+    /// the default) or host (TCP and UDP through host sockets in the
+    /// container's network namespace, no egress policy). For 'do', give
+    /// --network after 'do'.
+    #[arg(long, value_enum, value_name = "MODE")]
+    network: Option<OciNetwork>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The global `--network` of the OCI runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum OciNetwork {
+    /// loopback only, inside the sandbox: nothing leaves it
+    None,
+    /// the guest's TCP and UDP sockets are host sockets in the container's
+    /// network namespace (the one config.json makes or names), with no
+    /// egress policy (explicitly weaker)
+    Host,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -849,8 +866,13 @@ fn main() -> ExitCode {
         log: cli.log.clone(),
         log_format: format,
         debug: cli.debug,
+        host_network: cli.network == Some(OciNetwork::Host),
     };
     match cli.command {
+        Command::Do(_) if cli.network.is_some() => fail(
+            2,
+            "--network before 'do' is the OCI runtime's: give it after 'do' (ferrovisor do --network ...)",
+        ),
         Command::Do(args) => run_do(args),
         Command::Gofer(args) => {
             ferrovisor_lib_gofer(&args.root, args.file.as_deref(), args.fd, args.ro)
@@ -859,7 +881,13 @@ fn main() -> ExitCode {
             if let Err(e) = logging::init(cli.log.as_deref(), format, cli.debug, false) {
                 return fail(1, e);
             }
-            let code = container::boot(&rt.state, &args.id, &args.bundle, args.ready_fd);
+            let code = container::boot(
+                &rt.state,
+                &args.id,
+                &args.bundle,
+                args.ready_fd,
+                rt.host_network,
+            );
             ExitCode::from(code as u8)
         }
         command => {

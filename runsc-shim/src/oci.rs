@@ -133,6 +133,10 @@ pub struct Plan {
     /// hooks that set up "the container's" network namespace act on that,
     /// never on the host's
     pub network_namespace: bool,
+    /// `linux.namespaces` names an existing network namespace by `path`
+    /// (a Kubernetes pod's, one `ip netns add` made): the sandbox's host
+    /// process joins it instead of making one
+    pub network_namespace_path: Option<NamespacePath>,
     /// `linux.resources` applied through the sandbox's host cgroup
     pub limits: Limits,
     /// `linux.cgroupsPath`
@@ -149,6 +153,15 @@ pub struct Plan {
     pub uid: u32,
     /// see `uid`
     pub gid: u32,
+}
+
+/// An existing namespace the sandbox's host process joins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespacePath {
+    /// the field that named it (`linux.namespaces[N].path`), for errors
+    pub field: String,
+    /// the namespace file
+    pub path: PathBuf,
 }
 
 /// A mount the sandbox makes at boot.
@@ -645,28 +658,64 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         }
     }
     let mut network_namespace = false;
+    let mut network_namespace_path = None;
 
     let mut limits = Limits::default();
     let mut cgroups_path = None;
     if let Some(linux) = spec.linux() {
+        let mut network_seen = false;
         for (i, ns) in linux.namespaces().iter().flatten().enumerate() {
-            if ns.typ() == LinuxNamespaceType::Network && ns.path().is_none() {
-                network_namespace = true;
+            let is_network = ns.typ() == LinuxNamespaceType::Network;
+            if is_network {
+                // Two entries would leave it unclear which network the
+                // container has (runtime-spec: a type appears at most once).
+                if network_seen {
+                    return Err(field(
+                        format!("linux.namespaces[{i}]"),
+                        "a second network namespace entry (give one)",
+                    ));
+                }
+                network_seen = true;
             }
-            if let Some(p) = ns.path() {
-                let kind = if ns.typ() == LinuxNamespaceType::Network {
-                    "network".to_string()
-                } else {
-                    ns.typ().to_string()
-                };
-                return Err(unsupported(
-                    format!("linux.namespaces[{i}].path"),
-                    format!(
-                        "joining the existing {kind} namespace {}; the Sentry emulates namespaces \
-                         of its own",
-                        p.display()
-                    ),
-                ));
+            match ns.path() {
+                None if is_network => network_namespace = true,
+                None => {}
+                // The network namespace is the one a host process of the
+                // sandbox lives in, and the Sentry only uses it under
+                // `--network host`: joining an engine's (a pod's) is what
+                // runc does with it. Every other kind is the Sentry's to
+                // emulate, so a host namespace of that kind cannot be
+                // shared with the container.
+                Some(p) if is_network => {
+                    let name = format!("linux.namespaces[{i}].path");
+                    if !p.is_absolute() {
+                        return Err(field(
+                            name,
+                            format!("{}: give an absolute path", p.display()),
+                        ));
+                    }
+                    if let Err(e) = std::fs::metadata(p) {
+                        return Err(field(
+                            name,
+                            format!("network namespace {}: {e}", p.display()),
+                        ));
+                    }
+                    network_namespace_path = Some(NamespacePath {
+                        field: name,
+                        path: p.clone(),
+                    });
+                }
+                Some(p) => {
+                    return Err(unsupported(
+                        format!("linux.namespaces[{i}].path"),
+                        format!(
+                            "joining the existing {} namespace {}; the Sentry emulates \
+                             namespaces of its own (only a network namespace can be joined)",
+                            ns.typ(),
+                            p.display()
+                        ),
+                    ));
+                }
             }
         }
         if let Some(r) = linux.resources() {
@@ -751,6 +800,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         oom_score_adj: process.oom_score_adj(),
         hooks: spec.hooks().clone(),
         network_namespace,
+        network_namespace_path,
         ignored,
         limits,
         cgroups_path,
@@ -890,8 +940,25 @@ mod tests {
                 }),
             ),
             (
+                "linux.namespaces[0].path",
+                Box::new(|v| v["linux"]["namespaces"][0]["path"] = "/proc/1/ns/pid".into()),
+            ),
+            (
                 "linux.namespaces[1].path",
-                Box::new(|v| v["linux"]["namespaces"][1]["path"] = "/proc/1/ns/net".into()),
+                Box::new(|v| v["linux"]["namespaces"][1]["path"] = "/nonexistent/netns".into()),
+            ),
+            (
+                "linux.namespaces[1].path",
+                Box::new(|v| v["linux"]["namespaces"][1]["path"] = "proc/1/ns/net".into()),
+            ),
+            (
+                "linux.namespaces[6]",
+                Box::new(|v| {
+                    v["linux"]["namespaces"]
+                        .as_array_mut()
+                        .expect("namespaces")
+                        .push(serde_json::json!({"type": "network"}))
+                }),
             ),
             (
                 "hooks.createContainer",
@@ -942,6 +1009,25 @@ mod tests {
             assert!(text.contains(name), "{name}: {text}");
             assert!(!text.contains('\n'), "one line: {text}");
         }
+    }
+
+    #[test]
+    fn a_network_namespace_path_is_joined_not_refused() {
+        let (_d, r) = bundle_with(|v| {
+            assert_eq!(v["linux"]["namespaces"][1]["type"], "network");
+            v["linux"]["namespaces"][1]["path"] = "/proc/self/ns/net".into();
+        });
+        let p = r.expect("a network namespace path is accepted");
+        assert!(!p.network_namespace, "joined, not made");
+        assert_eq!(
+            p.network_namespace_path,
+            Some(NamespacePath {
+                field: "linux.namespaces[1].path".into(),
+                path: "/proc/self/ns/net".into(),
+            })
+        );
+        let (_d, r) = bundle_with(|_| {});
+        assert_eq!(r.expect("template").network_namespace_path, None);
     }
 
     #[test]

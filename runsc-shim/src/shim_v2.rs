@@ -274,6 +274,9 @@ fn runtime(bundle: &Path, namespace: &str, exe: PathBuf) -> Runtime {
         log: Some(bundle.join("ferrovisor.log")),
         log_format: LogFormat::Json,
         debug: false,
+        // containerd's runc options carry no runtime flags: a BinaryName
+        // wrapper that adds `--network host` is the way to ask for it.
+        host_network: false,
     }
 }
 
@@ -1574,6 +1577,7 @@ mod tests {
             log: None,
             log_format: LogFormat::Text,
             debug: false,
+            host_network: false,
         };
         let id = "shim-update-unit";
         // A "running" container whose sandbox is this test process.

@@ -60,6 +60,41 @@ pub fn unshare_network() -> io::Result<()> {
     cvt(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
 }
 
+/// `setns(open(path), CLONE_NEWNET)`: the calling thread (and the threads
+/// it starts from now on) joins the network namespace `path` names (a
+/// `/proc/PID/ns/net` or a bind mount of one, as `ip netns add` makes).
+/// A file that is not a network namespace fails with `EINVAL`.
+pub fn join_network(path: &Path) -> io::Result<()> {
+    // std opens with O_CLOEXEC: the descriptor dies with this call.
+    let ns = std::fs::File::open(path)?;
+    // SAFETY: `ns` is a live descriptor for the duration of the call; the
+    // nstype argument makes the kernel refuse any other kind of namespace.
+    cvt(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// Brings the loopback device of the calling thread's network namespace
+/// up (a new namespace has it down), as `ip link set lo up` does, through
+/// `SIOCSIFFLAGS` (netdevice(7)).
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: plain system call on integers; on success it returns a new
+    // descriptor that nothing else owns.
+    let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `fd` is a fresh descriptor owned by no one else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: `ifreq` is plain old data for which all-zero bytes are valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: `sock` is live and `req` a valid ifreq the call fills in.
+    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) })?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    req.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
+    // SAFETY: as above; the call only reads `req`.
+    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) }).map(drop)
+}
+
 /// `pidfd_open(pid, 0)`: a descriptor that becomes readable when the process
 /// exits, usable by a process that is not its parent.
 pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {

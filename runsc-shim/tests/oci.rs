@@ -110,10 +110,18 @@ impl World {
     /// `create`: the sandbox inherits stdout and stderr, so they go to
     /// files (`ID.out`, `ID.err`) that stay readable after it exits.
     fn create(&mut self, id: &str) -> Outcome {
+        self.create_with(&[], id)
+    }
+
+    /// `create` after the global flags `global`.
+    fn create_with(&mut self, global: &[&str], id: &str) -> Outcome {
         self.ids.push(id.to_string());
         let out_path = self.dir.path().join(format!("{id}.out"));
         let err_path = self.dir.path().join(format!("{id}.err"));
-        let mut cmd = self.command(&["create", "--bundle", &self.bundle_str(), id]);
+        let bundle = self.bundle_str();
+        let mut args = global.to_vec();
+        args.extend(["create", "--bundle", &bundle, id]);
+        let mut cmd = self.command(&args);
         cmd.stdout(std::fs::File::create(&out_path).expect("out file"))
             .stderr(std::fs::File::create(&err_path).expect("err file"));
         let child = cmd.spawn().expect("spawn create");
@@ -1550,4 +1558,303 @@ fn ps_shows_ps1_lines_of_the_sandbox_like_runc() {
         assert_one_line(&out);
     }
     assert_eq!(w.cli(&["delete", "--force", id]).status, 0);
+}
+
+// ---- --network host: the container's network namespace ----------------
+
+/// Named network namespaces (`ip netns add`), deleted on drop, so that a
+/// failing test leaves nothing behind on the machine.
+struct NamedNetns(Vec<String>);
+
+impl Drop for NamedNetns {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = Command::new("ip")
+                .args(["netns", "del", name])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// A child process killed (and reaped) on drop.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An HTTP server on port 8080 answering every GET with a line naming the
+/// client's address, then 64 KiB of a fixed pattern; it logs each client's
+/// address to `argv[1]` and prints "ready" once listening.
+const NETNS_SERVER: &str = r#"
+import http.server, sys
+log = sys.argv[1]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(log, "a") as f:
+            f.write(self.client_address[0] + "\n")
+        body = ("you are %s\n" % self.client_address[0]).encode() + b"0123456789abcdef" * 4096
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("0.0.0.0", 8080), H)
+print("ready", flush=True)
+s.serve_forever()
+"#;
+
+/// Two named network namespaces joined by a veth pair: the container's
+/// (`.1`) and the server's (`.2`, running [`NETNS_SERVER`]). The host's own
+/// namespace has no route to either address.
+struct NetnsPair {
+    /// the server, killed before the namespaces go
+    _server: KillOnDrop,
+    _netns: NamedNetns,
+    /// `/run/netns/NAME` of the container's namespace
+    container_ns: String,
+    client_ip: String,
+    server_ip: String,
+    log: PathBuf,
+}
+
+fn netns_pair(dir: &Path, tag: &str) -> NetnsPair {
+    let base = format!("fv-oci-{}-{tag}", std::process::id());
+    let (c, s) = (format!("{base}-c"), format!("{base}-s"));
+    let mut netns = NamedNetns(Vec::new());
+    for name in [&c, &s] {
+        ip(&["netns", "add", name]);
+        netns.0.push(name.clone());
+    }
+    let subnet = format!("10.77.{}", std::process::id() % 250);
+    let (client_ip, server_ip) = (format!("{subnet}.1"), format!("{subnet}.2"));
+    ip(&[
+        "-n", &c, "link", "add", "fvc0", "type", "veth", "peer", "name", "fvs0", "netns", &s,
+    ]);
+    for (ns, dev, addr) in [(&c, "fvc0", &client_ip), (&s, "fvs0", &server_ip)] {
+        ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
+        ip(&["-n", ns, "link", "set", dev, "up"]);
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+    }
+    let log = dir.join(format!("{tag}-server.log"));
+    std::fs::write(&log, "").expect("server log");
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &s,
+            "/usr/bin/python3",
+            "-I",
+            "-c",
+            NETNS_SERVER,
+        ])
+        .arg(&log)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let mut stdout = child.stdout.take().expect("server stdout");
+    let server = KillOnDrop(child);
+    let mut ready = [0u8; 6];
+    stdout
+        .read_exact(&mut ready)
+        .expect("the server says it is ready");
+    assert_eq!(&ready, b"ready\n");
+    NetnsPair {
+        _server: server,
+        _netns: netns,
+        container_ns: format!("/run/netns/{c}"),
+        client_ip,
+        server_ip,
+        log,
+    }
+}
+
+fn expected_body(client_ip: &str) -> String {
+    format!("you are {client_ip}\n{}", "0123456789abcdef".repeat(4096))
+}
+
+#[test]
+fn network_host_uses_the_network_namespace_config_json_names() {
+    let mut w = World::new("netns-host", |_| {});
+    let net = netns_pair(w.dir.path(), "host");
+    let url = format!("http://{}:8080/", net.server_ip);
+    let ns_path = net.container_ns.clone();
+    w.edit_config(|v| {
+        set_args(v, &["/bin/busybox", "wget", "-q", "-O", "-", &url]);
+        let nss = v["linux"]["namespaces"].as_array_mut().expect("namespaces");
+        let netns = nss
+            .iter_mut()
+            .find(|n| n["type"] == "network")
+            .expect("a network entry");
+        netns["path"] = ns_path.into();
+    });
+    let bundle = w.bundle_str();
+
+    // With --network host the guest's connection leaves from the
+    // namespace's own address, over its veth, and the bytes arrive intact.
+    w.ids.push("nh1".into());
+    let out = w.cli(&["--network", "host", "run", "--bundle", &bundle, "nh1"]);
+    assert_eq!(out.status, 0, "run --network host: {out:?}");
+    assert!(
+        out.stdout == expected_body(&net.client_ip),
+        "the body, as the server sent it, naming {} as the client: got {} bytes: {:?}",
+        net.client_ip,
+        out.stdout.len(),
+        out.stdout.lines().next()
+    );
+    let log = std::fs::read_to_string(&net.log).expect("server log");
+    assert_eq!(
+        log,
+        format!("{}\n", net.client_ip),
+        "one request, from the namespace"
+    );
+
+    // Nothing extra on stdout for the engine to parse: the warning is in
+    // the log (stderr here, there being no --log).
+    assert!(out.stderr.contains("--network host"), "{out:?}");
+
+    // The same bundle without --network host (the default, and --network
+    // none): loopback only, the connection is refused at once and nothing
+    // reaches the server.
+    for (id, global) in [("nh2", None), ("nh3", Some("none"))] {
+        w.ids.push(id.into());
+        let mut args = Vec::new();
+        if let Some(mode) = global {
+            args.extend(["--network", mode]);
+        }
+        args.extend(["run", "--bundle", &bundle, id]);
+        let out = w.cli(&args);
+        assert_ne!(out.status, 0, "{id}: the connection should fail: {out:?}");
+        assert_eq!(out.stdout, "", "{id}: {out:?}");
+        let why = out.stderr.to_lowercase();
+        assert!(
+            why.contains("unreachable") || why.contains("refused"),
+            "{id}: ENETUNREACH or ECONNREFUSED: {out:?}"
+        );
+        let log = std::fs::read_to_string(&net.log).expect("server log");
+        assert_eq!(log.lines().count(), 1, "{id}: the server saw nothing new");
+    }
+}
+
+#[test]
+fn network_host_without_a_path_gets_a_fresh_namespace_with_loopback() {
+    // The template asks for a new network namespace: under --network host
+    // the guest's sockets are host sockets there. A guest server on
+    // 127.0.0.1 is reached from that namespace (lo is up), that namespace
+    // is not the host's, and the server of another namespace is out of
+    // reach.
+    let mut w = World::new("netns-fresh", |_| {});
+    let net = netns_pair(w.dir.path(), "fresh");
+    let url = format!("http://{}:8080/", net.server_ip);
+    std::fs::create_dir_all(w.bundle().join("rootfs/www")).expect("mkdir www");
+    std::fs::write(w.bundle().join("rootfs/www/x"), "served on loopback\n").expect("write");
+    let script = format!(
+        "/bin/busybox wget -q -O - {url} || echo server unreachable; \
+         exec /bin/busybox httpd -f -p 127.0.0.1:8000 -h /www"
+    );
+    w.edit_config(|v| set_args(v, &["sh", "-c", &script]));
+    let out = w.create_with(&["--network", "host"], "nf1");
+    assert_eq!(out.status, 0, "create: {out:?}");
+    let out = w.cli(&["start", "nf1"]);
+    assert_eq!(out.status, 0, "start: {out:?}");
+    let pid = w.state("nf1")["pid"].as_i64().expect("pid");
+    let ns = format!("/proc/{pid}/ns/net");
+    let theirs = std::fs::metadata(&ns).expect("the sandbox's netns").ino();
+    let ours = std::fs::metadata("/proc/self/ns/net")
+        .expect("our netns")
+        .ino();
+    assert_ne!(
+        theirs, ours,
+        "the container is not in the host's network namespace"
+    );
+
+    // From inside that namespace (and only there) the guest's listener
+    // answers (within seconds: the guest has nothing else to do).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let fetched = loop {
+        let out = Command::new("nsenter")
+            .arg(format!("--net={ns}"))
+            .args(["busybox", "wget", "-q", "-O", "-"])
+            .arg("http://127.0.0.1:8000/x")
+            .stdin(Stdio::null())
+            .output()
+            .expect("nsenter");
+        if out.status.success() || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&fetched.stdout),
+        "served on loopback\n",
+        "{}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
+    let out = w.cli(&["kill", "nf1", "KILL"]);
+    assert_eq!(out.status, 0, "kill: {out:?}");
+    let _ = w.wait("nf1");
+    assert_eq!(w.container_stdout("nf1"), "server unreachable\n");
+    let log = std::fs::read_to_string(&net.log).expect("server log");
+    assert_eq!(log, "", "nothing reached the other namespace's server");
+}
+
+#[test]
+fn namespace_paths_are_refused_by_field_unless_a_joinable_network() {
+    let mut w = World::new("netns-errors", |_| {});
+    // Another kind of namespace: the Sentry emulates those itself.
+    w.edit_config(|v| v["linux"]["namespaces"][0]["path"] = "/proc/1/ns/pid".into());
+    let out = w.create("ne1");
+    assert_one_line(&out);
+    assert!(out.stderr.contains("linux.namespaces[0].path"), "{out:?}");
+
+    // A network namespace that does not exist.
+    w.edit_config(|v| {
+        v["linux"]["namespaces"][0]
+            .as_object_mut()
+            .expect("entry")
+            .remove("path");
+        v["linux"]["namespaces"][1]["path"] = "/run/netns/fv-oci-no-such-namespace".into();
+    });
+    for global in [&[][..], &["--network", "host"][..]] {
+        let mut args = global.to_vec();
+        let bundle = w.bundle_str();
+        args.extend(["run", "--bundle", &bundle, "ne2"]);
+        w.ids.push("ne2".into());
+        let out = w.cli(&args);
+        assert_one_line(&out);
+        assert!(out.stderr.contains("linux.namespaces[1].path"), "{out:?}");
+        assert!(out.stderr.contains("fv-oci-no-such-namespace"), "{out:?}");
+    }
+
+    // A namespace file of another kind where a network one belongs: the
+    // boot process's setns refuses it, and the message still names the
+    // field.
+    w.edit_config(|v| v["linux"]["namespaces"][1]["path"] = "/proc/self/ns/uts".into());
+    let out = w.create("ne3");
+    assert_one_line(&out);
+    assert!(out.stderr.contains("linux.namespaces[1].path"), "{out:?}");
+    assert!(out.stderr.contains("not a network namespace"), "{out:?}");
+    // Nothing was left behind by the failed creates.
+    assert_eq!(w.cli(&["list", "-q"]).stdout, "");
 }
