@@ -112,6 +112,8 @@ pub(crate) const H_SELF: u64 = 64;
 /// address, flags, stack pointer, result, and the registers it saves.
 pub(crate) const F_NR: u64 = 0x100;
 pub(crate) const F_CONVERT: u64 = 0x188;
+/// Set by the handler when it drops a kick in the fast path (see there).
+pub(crate) const H_KICK_DROPPED: u64 = 0x18c;
 pub(crate) const F_RIP: u64 = 0x108;
 pub(crate) const F_FLAGS: u64 = 0x110;
 pub(crate) const F_RSP: u64 = 0x118;
@@ -226,8 +228,18 @@ core::arch::global_asm!(
     "    sub %rcx, %rax",
     "    cmp $(ferrovisor_ptrace_stub_fast_end - ferrovisor_ptrace_stub_fast_start), %rax",
     "    jae 12f",
+    // The thread may be on its way back to the guest, where nothing would
+    // bring it to the Sentry soon: say so and wake the Sentry, which sends
+    // the kick again.
     "13:",
     "    mov %rdx, %r12",
+    "    mov %rsp, %rbx",
+    "    and ${slot_mask}, %rbx",
+    "    movl $1, {h_kick_dropped}(%rbx)",
+    "    lea {h_state}(%rbx), %rdi",
+    "    mov $1, %esi",
+    "    mov $1, %edx",
+    "    call 40f",
     "    jmp 34f",
     "12:",
     "    mov %rsp, %rbx",
@@ -617,6 +629,7 @@ core::arch::global_asm!(
     kick = const crate::trap::KICK_SIGNAL,
     uc_rip = const crate::trap::UC_RIP,
     h_self = const H_SELF,
+    h_kick_dropped = const H_KICK_DROPPED,
     f_nr = const F_NR,
     f_convert = const F_CONVERT,
     f_rip = const F_RIP,

@@ -27,10 +27,10 @@ use platform::{Access, Error, Event, Regs, Result, PAGE_SIZE};
 
 use crate::stub::{
     CodeLayout, F_CONVERT, F_FLAGS, F_NR, F_R10, F_R12, F_R13, F_R14, F_R15, F_R8, F_R9, F_RAX,
-    F_RBP, F_RBX, F_RDI, F_RDX, F_RIP, F_RSI, F_RSP, H_FS_BASE, H_GS_BASE, H_NEW_FS_BASE,
-    H_NEW_GS_BASE, H_SELF, H_SENTRY_WAITING, H_SET, H_SIGNO, H_STATE, H_STUB_WAITING, H_UC, SET_FS,
-    SET_GS, SLOTS_BASE, SLOTS_LEN, SLOT_INIT_UC, SLOT_SIZE, SLOT_STACK, STATE_EVENT, STATE_EXIT,
-    STATE_RUN, STUB_BASE,
+    F_RBP, F_RBX, F_RDI, F_RDX, F_RIP, F_RSI, F_RSP, H_FS_BASE, H_GS_BASE, H_KICK_DROPPED,
+    H_NEW_FS_BASE, H_NEW_GS_BASE, H_SELF, H_SENTRY_WAITING, H_SET, H_SIGNO, H_STATE,
+    H_STUB_WAITING, H_UC, SET_FS, SET_GS, SLOTS_BASE, SLOTS_LEN, SLOT_INIT_UC, SLOT_SIZE,
+    SLOT_STACK, STATE_EVENT, STATE_EXIT, STATE_RUN, STUB_BASE,
 };
 use crate::sys::{self, WaitStatus};
 use crate::tracee::event_of;
@@ -521,6 +521,13 @@ impl Runner {
             }
             if !pending.peek() {
                 kicked = None;
+                continue;
+            }
+            if r.word(self.slot, H_KICK_DROPPED).swap(0, Ordering::SeqCst) != 0 {
+                // The handler dropped the kick in the fast path (the thread
+                // may have been returning to the guest): kick again.
+                let _ = sys::tgkill(self.pid, self.tid, KICK_SIGNAL);
+                kicked = Some(Instant::now());
                 continue;
             }
             let since = *kicked.get_or_insert_with(Instant::now);
