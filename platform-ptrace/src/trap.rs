@@ -651,7 +651,13 @@ impl Runner {
         let r = &self.region;
         let s = self.slot;
         let mut out = self.template;
-        let get = |off| r.read_u64(s, off);
+        // The record in one copy (F_NR..=F_R15), then its words.
+        let mut rec = [0u8; (F_R15 + 8 - F_NR) as usize];
+        r.read(s, F_NR, &mut rec);
+        let get = |off: u64| {
+            let at = (off - F_NR) as usize;
+            u64::from_le_bytes(rec[at..at + 8].try_into().expect("8 bytes"))
+        };
         out.orig_rax = get(F_NR);
         out.rax = ENOSYS_RAX;
         out.rip = get(F_RIP);

@@ -336,14 +336,17 @@ fn patch_site(mem: &MemFile, at: u64, patch: [u8; 7]) {
     platform::write_syscall_patch(patch, |i, b| mem.write(at - CODE + i as u64, &[b]));
 }
 
-/// A patched `mov $nr, %eax; syscall` reaches the Sentry without a trap,
-/// with every register as the trap would show it; results, register
-/// changes, the FP state and a jump to the old `syscall` instruction all
-/// behave as before the patch.
-#[test]
-fn patched_sites_behave_like_trapped_ones() {
+/// `mov $39,%eax; syscall` (0), `mov %rax,%rdi` (7), `mov $60,%eax;
+/// syscall` (10) in seccomp-trap mode, run up to its first (trapped) call:
+/// the memory, platform, address space, context and registers.
+fn getpid_then_exit() -> (
+    MemFile,
+    platform_ptrace::PtracePlatform,
+    std::sync::Arc<dyn AddressSpace>,
+    Box<dyn platform::Context>,
+    Regs,
+) {
     let mem = MemFile::new();
-    // 0: mov $39,%eax; syscall   7: mov %rax,%rdi   10: mov $60,%eax; syscall
     mem.write(
         0,
         &code(&[&mov_eax(39), &SYSCALL, &MOV_RAX_RDI, &exit_call()]),
@@ -357,6 +360,16 @@ fn patched_sites_behave_like_trapped_ones() {
         ctx.switch(&*as_, &mut regs).expect("switch"),
         Event::Syscall
     );
+    (mem, p, as_, ctx, regs)
+}
+
+/// A patched `mov $nr, %eax; syscall` reaches the Sentry without a trap,
+/// with every register as the trap would show it; results, register
+/// changes, the FP state and a jump to the old `syscall` instruction all
+/// behave as before the patch.
+#[test]
+fn patched_sites_behave_like_trapped_ones() {
+    let (mem, _p, as_, mut ctx, mut regs) = getpid_then_exit();
     let trapped = regs;
     let original = [0xb8, 39, 0, 0, 0, 0x0f, 0x05];
     assert_eq!(
@@ -436,20 +449,7 @@ fn patched_sites_behave_like_trapped_ones() {
 /// its calls from a patched site (the slow way).
 #[test]
 fn patched_sites_work_with_a_foreign_gs_base() {
-    let mem = MemFile::new();
-    mem.write(
-        0,
-        &code(&[&mov_eax(39), &SYSCALL, &MOV_RAX_RDI, &exit_call()]),
-    );
-    let p = mem.platform_with(trap());
-    let as_ = p.new_address_space().expect("address space");
-    map_code_and_data(&*as_);
-    let mut ctx = p.new_context().expect("context");
-    let mut regs = start_regs();
-    assert_eq!(
-        ctx.switch(&*as_, &mut regs).expect("switch"),
-        Event::Syscall
-    );
+    let (mem, _p, as_, mut ctx, _) = getpid_then_exit();
     let patch = as_
         .syscall_patch([0xb8, 39, 0, 0, 0, 0x0f, 0x05], 39, CODE + 7)
         .expect("patchable");

@@ -25,7 +25,6 @@ const MSG_DONTWAIT: u64 = 0x40;
 const MSG_EOR: u64 = 0x80;
 const MSG_WAITALL: u64 = 0x100;
 const MSG_CONFIRM: u64 = 0x800;
-const MSG_NOSIGNAL: u64 = 0x4000;
 const MSG_MORE: u64 = 0x8000;
 
 /// Guest send flags passed on to the host; the Sentry adds `MSG_DONTWAIT`
@@ -190,36 +189,19 @@ pub fn send(
     to: Option<&[u8]>,
 ) -> Result<u64, Errno> {
     let host_flags = (flags & SEND_FLAGS) as i32 | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-    let nb = nonblock(file, flags);
-    let blk = task.blocker();
-    let mut done = 0usize;
-    loop {
-        let r = blk.block_on(
-            nb,
-            || match host_sys::send_to(s.fd(), &data[done..], host_flags, to).map_err(err) {
-                Ok(n) => Ok(Some(n)),
-                Err(Errno::EAGAIN) => Ok(None),
-                Err(e) => Err(e),
-            },
-            || s.ready(POLLOUT),
-        );
-        match r {
-            Ok(n) => {
-                done += n;
-                if done >= data.len() || s.ty == SocketType::Datagram {
-                    return Ok(done as u64);
-                }
-            }
-            Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => return Ok(done as u64),
-            Err(Errno::EPIPE) => {
-                if flags & MSG_NOSIGNAL == 0 {
-                    task.raise_sigpipe();
-                }
-                return Err(Errno::EPIPE);
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    super::socket::send_loop(
+        task,
+        nonblock(file, flags),
+        data.len(),
+        s.ty != SocketType::Datagram,
+        flags,
+        |done| match host_sys::send_to(s.fd(), &data[done..], host_flags, to).map_err(err) {
+            Ok(n) => Ok(Some(n)),
+            Err(Errno::EAGAIN) => Ok(None),
+            Err(e) => Err(e),
+        },
+        || s.ready(POLLOUT),
+    )
 }
 
 /// What [`recv`] got: the bytes, the call's result (a datagram's full

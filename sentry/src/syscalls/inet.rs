@@ -19,7 +19,6 @@ const MSG_PEEK: u64 = 2;
 const MSG_TRUNC: u64 = 0x20;
 const MSG_DONTWAIT: u64 = 0x40;
 const MSG_WAITALL: u64 = 0x100;
-const MSG_NOSIGNAL: u64 = 0x4000;
 
 /// The Internet socket behind `fd`, if it is one.
 pub fn inet_file(task: &Task, fd: u64) -> Result<Option<Arc<FileDescription>>, Errno> {
@@ -279,46 +278,29 @@ pub fn send(
         return hostnet::send(task, file, h, data, flags, None);
     }
     let s = sock(file)?;
-    let blk = task.blocker();
-    let nb = nonblock(file, flags);
-    let mut done = 0usize;
-    loop {
-        let r = blk.block_on(
-            nb,
-            || {
-                let r = match to {
-                    Some(a) if s.ty == SocketType::Datagram => s.sock.send_to(&data[done..], a),
-                    _ => s.sock.send(&data[done..]),
-                };
-                match r {
-                    Ok(n) => Ok(Some(n)),
-                    Err(Errno::EAGAIN) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            },
-            || {
-                s.sock
-                    .readiness()
-                    .is_ok_and(|r| r.writable || r.error || r.hup)
-            },
-        );
-        match r {
-            Ok(n) => {
-                done += n;
-                if done >= data.len() || s.ty == SocketType::Datagram {
-                    return Ok(done as u64);
-                }
+    super::socket::send_loop(
+        task,
+        nonblock(file, flags),
+        data.len(),
+        s.ty != SocketType::Datagram,
+        flags,
+        |done| {
+            let r = match to {
+                Some(a) if s.ty == SocketType::Datagram => s.sock.send_to(&data[done..], a),
+                _ => s.sock.send(&data[done..]),
+            };
+            match r {
+                Ok(n) => Ok(Some(n)),
+                Err(Errno::EAGAIN) => Ok(None),
+                Err(e) => Err(e),
             }
-            Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => return Ok(done as u64),
-            Err(Errno::EPIPE) => {
-                if flags & MSG_NOSIGNAL == 0 {
-                    task.raise_sigpipe();
-                }
-                return Err(Errno::EPIPE);
-            }
-            Err(e) => return Err(e),
-        }
-    }
+        },
+        || {
+            s.sock
+                .readiness()
+                .is_ok_and(|r| r.writable || r.error || r.hup)
+        },
+    )
 }
 
 /// Receives up to `max` bytes: `(data, full length, sender)`.

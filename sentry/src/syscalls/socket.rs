@@ -396,23 +396,43 @@ fn send(
     to: Option<Arc<UnixSocket>>,
 ) -> Result<u64, Errno> {
     let me = creds(task);
-    let blk = task.blocker();
-    let nonblock = nonblocking(file, flags);
     let ready = || {
         let (_, w, hup, _, _) = sock.readiness();
         w || hup || to.is_some()
     };
+    send_loop(
+        task,
+        nonblocking(file, flags),
+        data.len(),
+        sock.kind == SockType::Stream,
+        flags,
+        |done| sock.send(&data[done..], std::mem::take(&mut rights), me, to.clone()),
+        ready,
+    )
+}
+
+/// The socket send loop: `attempt(done)` tries once to send from byte
+/// `done` (`Some(n)`: sent, `None`: it would block), waiting on `ready`
+/// unless `nonblock`. A stream send goes on until all `len` bytes are
+/// queued, a datagram is one attempt; a signal or `EAGAIN` after partial
+/// progress returns what went (Linux's `tcp_sendmsg`); `EPIPE` raises
+/// `SIGPIPE` unless `MSG_NOSIGNAL`.
+pub(super) fn send_loop(
+    task: &Task,
+    nonblock: bool,
+    len: usize,
+    stream: bool,
+    flags: u64,
+    mut attempt: impl FnMut(usize) -> Result<Option<usize>, Errno>,
+    ready: impl Fn() -> bool,
+) -> Result<u64, Errno> {
+    let blk = task.blocker();
     let mut done = 0usize;
     loop {
-        let r = blk.block_on(
-            nonblock,
-            || sock.send(&data[done..], std::mem::take(&mut rights), me, to.clone()),
-            ready,
-        );
-        match r {
+        match blk.block_on(nonblock, || attempt(done), &ready) {
             Ok(n) => {
                 done += n;
-                if done >= data.len() || sock.kind != SockType::Stream {
+                if done >= len || !stream {
                     return Ok(done as u64);
                 }
             }
