@@ -20,6 +20,13 @@ pub enum Action {
     /// kill the whole process: a call nobody planned for is a bug or an
     /// attack, and the gofer must fail loudly
     KillProcess,
+    /// deliver `SIGSYS` (the call does not happen); unlike a kill, this
+    /// ranks below nothing a stacked filter of a child process asks for
+    /// but a kill, so a child's own trap handler still sees its calls
+    Trap,
+    /// let it through and log it to the kernel log (for finding out what a
+    /// process calls, never in a policy that enforces)
+    Log,
 }
 
 impl Action {
@@ -29,6 +36,8 @@ impl Action {
             Action::Allow => 0x7fff_0000,
             Action::Errno(e) => 0x0005_0000 | (e as u32 & 0xffff),
             Action::KillProcess => 0x8000_0000,
+            Action::Trap => 0x0003_0000,
+            Action::Log => 0x7ffc_0000,
         }
     }
 }
@@ -197,6 +206,16 @@ impl Policy {
     /// threads it later creates), setting `no_new_privs` first as the kernel
     /// requires of an unprivileged caller.
     pub fn install(&self) -> Result<(), Errno> {
+        self.install_with(0)
+    }
+
+    /// As [`Policy::install`], on every thread of the process at once
+    /// (`SECCOMP_FILTER_FLAG_TSYNC`): no thread is left unfiltered.
+    pub fn install_all_threads(&self) -> Result<(), Errno> {
+        self.install_with(libc::SECCOMP_FILTER_FLAG_TSYNC)
+    }
+
+    fn install_with(&self, flags: libc::c_ulong) -> Result<(), Errno> {
         let prog = self.compile().map_err(|_| Errno::EINVAL)?;
         let mut filter: Vec<libc::sock_filter> = prog
             .iter()
@@ -218,15 +237,33 @@ impl Policy {
             libc::syscall(
                 libc::SYS_seccomp,
                 libc::SECCOMP_SET_MODE_FILTER,
-                0,
+                flags,
                 &fprog as *const libc::sock_fprog,
             )
         };
-        if r < 0 {
-            Err(crate::sys::errno())
-        } else {
-            Ok(())
+        match r {
+            0 => Ok(()),
+            // With TSYNC, a positive value is a thread that could not take
+            // the filter (it has a diverging one of its own).
+            r if r > 0 => Err(Errno::EBUSY),
+            _ => Err(crate::sys::errno()),
         }
+    }
+}
+
+impl Policy {
+    /// What the compiled filter answers to x86-64 call `nr` with `args`
+    /// (a `SECCOMP_RET_*` value), worked out in user space.
+    pub fn decide(&self, nr: i64, args: [u64; 6]) -> Result<u32, CompileError> {
+        let prog = self.compile()?;
+        Ok(evaluate(
+            &prog,
+            &SeccompData {
+                nr: nr as i32,
+                arch: AUDIT_ARCH_X86_64,
+                args,
+            },
+        ))
     }
 }
 
@@ -384,15 +421,7 @@ mod tests {
     use super::*;
 
     fn run(p: &Policy, nr: i64, args: [u64; 6]) -> u32 {
-        let prog = p.compile().expect("compile");
-        evaluate(
-            &prog,
-            &SeccompData {
-                nr: nr as i32,
-                arch: AUDIT_ARCH_X86_64,
-                args,
-            },
-        )
+        p.decide(nr, args).expect("compile")
     }
 
     const ALLOW: u32 = 0x7fff_0000;

@@ -214,6 +214,10 @@ impl PtracePlatform {
 }
 
 impl Platform for PtracePlatform {
+    fn host_clone_flags(&self) -> &'static [u64] {
+        &[stub::STUB_THREAD_CLONE_FLAGS, stub::STUB_FORK_CLONE_FLAGS]
+    }
+
     fn name(&self) -> &'static str {
         match self.options.mode {
             Mode::Sysemu => "ptrace",

@@ -870,6 +870,9 @@ const NAMESPACES: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS;
 
+/// The `clone` flags of a new stub: fresh namespaces, a pidfd, `SIGCHLD`.
+pub const STUB_FORK_CLONE_FLAGS: u64 = (NAMESPACES | libc::CLONE_PIDFD | libc::SIGCHLD) as u64;
+
 /// Forks the stub from the calling thread (which becomes its tracer).
 pub(crate) fn fork_stub(
     memfd: BorrowedFd<'_>,
@@ -889,7 +892,7 @@ pub(crate) fn fork_stub(
     let image_ptr = image.bytes.as_ptr();
     let setup = image.layout.setup;
     let mut pidfd: libc::c_int = -1;
-    let flags = NAMESPACES | libc::CLONE_PIDFD | libc::SIGCHLD;
+    let flags = STUB_FORK_CLONE_FLAGS;
     // SAFETY: a fork-like clone (no CLONE_VM, no new stack): the child gets a
     // private copy of this thread's memory and continues in `stub_child`,
     // which never returns and only issues raw system calls. `pidfd` is a live

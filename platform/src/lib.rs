@@ -235,6 +235,14 @@ pub trait Platform: Send + Sync + fmt::Debug {
     fn supports_threads(&self) -> bool {
         false
     }
+
+    /// The `clone(2)` flag sets the platform's host processes and threads
+    /// use once it runs guests (a new stub, a stub's thread): the Sentry's
+    /// own seccomp filter, which those processes inherit, allows exactly
+    /// these besides ordinary threads.
+    fn host_clone_flags(&self) -> &'static [u64] {
+        &[]
+    }
 }
 
 /// A guest address space: the guest-visible mappings of memory-file pages.

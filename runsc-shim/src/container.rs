@@ -1189,6 +1189,16 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, host_netwo
             return 125;
         }
     };
+    // The Sentry's seccomp filter leaves it no way to open or rename files
+    // by path once the guest runs: the exit status goes through a file
+    // opened now.
+    let exit_file = match crate::state::ExitFile::create(&state.dir(id)) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("ferrovisor: {e}");
+            return 125;
+        }
+    };
     let config = sentry::SandboxConfig {
         root: client,
         _marker: std::marker::PhantomData,
@@ -1250,12 +1260,10 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, host_netwo
             e.exit_code()
         }
     };
-    if let Ok(l) = state.lock(id) {
-        if let Ok(mut r) = l.record() {
-            r.exit_status = Some(code);
-            r.status = Status::Stopped;
-            let _ = l.write(&r);
-        }
+    // `state` reads this process's end as "stopped" and the status from
+    // the file.
+    if let Err(e) = exit_file.record(code) {
+        tracing::error!("container {id}: recording exit status {code}: {e}");
     }
     tracing::info!("container {id} stopped with status {code}");
     code

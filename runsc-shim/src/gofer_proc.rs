@@ -98,13 +98,20 @@ fn spawn_gofer(
     });
     // The gofer exits when the Sentry's end of the socket closes; reap it
     // in the background so no zombie is left while the sandbox runs.
+    let (dropped, caps_gone) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("gofer-reaper".into())
         .spawn(move || {
+            // Like the Sentry's own threads, this one needs no privilege;
+            // it gives it up before the spawner goes on (and so before the
+            // Sentry's seccomp filter, which refuses that call, reaches it).
+            let _ = sentry::host_filter::drop_capabilities(&[]);
+            let _ = dropped.send(());
             let mut child = child;
             let _ = child.wait();
         })
         .map_err(|e| format!("gofer reaper: {e}"))?;
+    let _ = caps_gone.recv();
     let client = match server_pid {
         Some(pid) => gofer::client::Client::with_server_pid(ours, pid),
         None => gofer::client::Client::new(ours),

@@ -24,6 +24,11 @@ pub const EXEC_FIFO: &str = "exec.fifo";
 
 const STATE_FILE: &str = "state.json";
 
+/// Where the sandbox process leaves its exit status: it opens this file
+/// before its seccomp filter goes on, and from then on can only write to
+/// descriptors it holds (no renames of `state.json`).
+pub const EXIT_FILE: &str = "exit_status";
+
 /// State directory errors.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -282,12 +287,47 @@ impl StateDir {
 
 fn read_record(dir: &Path) -> Result<Option<Record>, Error> {
     let path = dir.join(STATE_FILE);
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|source| Error::Corrupt { path, source }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io(&path)(e)),
+    let mut record: Record = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| Error::Corrupt {
+            path: path.clone(),
+            source,
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(&path)(e)),
+    };
+    if record.exit_status.is_none() {
+        // What the sandbox process wrote as it ended (a partial write reads
+        // as nothing).
+        record.exit_status = std::fs::read_to_string(dir.join(EXIT_FILE))
+            .ok()
+            .and_then(|s| s.strip_suffix('\n').and_then(|n| n.parse().ok()));
+    }
+    Ok(Some(record))
+}
+
+/// The sandbox process's side of [`EXIT_FILE`]: opened (empty) before the
+/// Sentry starts, written once when it ends.
+#[derive(Debug)]
+pub struct ExitFile(std::fs::File);
+
+impl ExitFile {
+    /// Creates (or empties) the container's exit status file.
+    pub fn create(dir: &Path) -> Result<ExitFile, Error> {
+        let path = dir.join(EXIT_FILE);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .map(ExitFile)
+            .map_err(io(&path))
+    }
+
+    /// Records `code` (one `write` and an `fsync` on the held descriptor).
+    pub fn record(mut self, code: i32) -> std::io::Result<()> {
+        self.0.write_all(format!("{code}\n").as_bytes())?;
+        self.0.sync_all()
     }
 }
 

@@ -443,6 +443,68 @@ fn root_is_read_only() {
     );
 }
 
+/// The Sentry's own host seccomp filter (ARCHITECTURE.md): once the guest
+/// runs, every thread of the `ferrovisor` process is in seccomp filter mode
+/// with no_new_privs, under each platform; the guest runs as usual.
+#[test]
+fn the_sentry_runs_under_its_own_seccomp_filter() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    for platform in PLATFORMS {
+        let mut cmd = command(FERROVISOR, &[]);
+        cmd.args(["do", "--platform", platform, "--", "/bin/sh", "-c"])
+            .arg("echo ready; read line; echo \"got $line\"")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn ferrovisor");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read the guest's line");
+        assert_eq!(line, "ready\n", "{platform}");
+        let tasks = format!("/proc/{}/task", child.id());
+        let mut seen = 0;
+        for task in std::fs::read_dir(&tasks).expect("the Sentry's threads") {
+            let path = task.expect("task").path().join("status");
+            let Ok(status) = std::fs::read_to_string(&path) else {
+                continue; // a thread that just ended
+            };
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(str::trim)
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            assert_eq!(field("Seccomp:"), "2", "{platform}: {path:?}:\n{status}");
+            assert_eq!(field("NoNewPrivs:"), "1", "{platform}: {path:?}");
+            // Root's powers are gone too (this is a run without
+            // `--network host`).
+            for caps in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+                assert_eq!(
+                    field(caps),
+                    "0000000000000000",
+                    "{platform}: {path:?}: {caps}\n{status}"
+                );
+            }
+            seen += 1;
+        }
+        assert!(seen >= 2, "{platform}: only {seen} threads in {tasks}");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"fine\n")
+            .expect("write");
+        line.clear();
+        out.read_line(&mut line).expect("read");
+        assert_eq!(line, "got fine\n", "{platform}");
+        let st = child.wait().expect("wait");
+        assert!(st.success(), "{platform}: {st:?}");
+    }
+}
+
 // ---- no way out (issue 4 point 7) ----------------------------------------------
 
 /// A host directory holding `secret` ("HOST-SECRET ...") and `root/`, the
@@ -551,7 +613,7 @@ fn no_way_out_through_chroot_and_a_held_directory() {
         .next()
         .expect("absolute path")
         .to_owned();
-    let mut want_top = vec![".".to_owned(), "..".to_owned(), "bin".to_owned(), first];
+    let mut want_top = [".".to_owned(), "..".to_owned(), "bin".to_owned(), first];
     want_top[2..].sort();
     let top_line = format!("top directory: {}", want_top.join(" "));
     for out in r.attack(&["chroot", &r.secret]) {

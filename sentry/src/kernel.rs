@@ -54,6 +54,12 @@ pub enum Error {
     /// the platform failed
     #[error("platform: {0}")]
     Platform(#[from] platform::Error),
+    /// the Sentry could not give up its capabilities
+    #[error("dropping the Sentry's capabilities: {0}")]
+    Capabilities(Errno),
+    /// the Sentry's own seccomp filter could not be installed
+    #[error("installing the Sentry's seccomp filter: {0}")]
+    HostFilter(Errno),
 }
 
 impl Error {
@@ -507,6 +513,13 @@ where
 {
     // Counted before the platform pins threads to one CPU.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Before the Sentry starts any thread of its own: they all inherit it.
+    let keep: &[u32] = if config.host_network {
+        &[crate::host_filter::CAP_NET_BIND_SERVICE]
+    } else {
+        &[]
+    };
+    crate::host_filter::drop_capabilities(keep).map_err(Error::Capabilities)?;
     let memory = Arc::new(MemoryFile::new().map_err(Error::MemoryFile)?);
     let platform = make_platform(memory.fd())?;
     let host_memory = crate::host::total_memory();
@@ -599,6 +612,18 @@ where
         hook(Arc::downgrade(&kernel));
     }
     let host_signals = config.host_signals;
+    // From here on the Sentry works on descriptors it holds: every host
+    // path it needed has been opened. Its threads take the filter now;
+    // those it starts later (and the stubs) inherit it.
+    let egress = matches!(config.network.mode, netstack::Mode::Egress);
+    // Asked of the host now: the filter leaves getuid/getgid out.
+    crate::host::ids();
+    crate::host_filter::install(crate::host_filter::Needs {
+        host_sockets: config.host_network || egress,
+        host_resolver: egress,
+        platform_clone_flags: kernel.platform.host_clone_flags(),
+    })
+    .map_err(Error::HostFilter)?;
     let task = start_process(
         &kernel,
         ProcessSpec {

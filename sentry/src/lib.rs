@@ -6,6 +6,7 @@ pub mod events;
 pub mod file;
 pub mod futex;
 mod host;
+pub mod host_filter;
 pub mod hostsig;
 pub mod inotify;
 pub mod kernel;

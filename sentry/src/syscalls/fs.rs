@@ -1545,7 +1545,7 @@ pub fn sys_fsync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         FileKind::Path => Err(Errno::EBADF),
         // A volume's file: the data must reach the host's disk.
         FileKind::Host(f) if file.flags() & abi::O_ACCMODE != 0 => {
-            host::fsync(f.fd(), false)?;
+            host::fsync(f.fd())?;
             Ok(0)
         }
         _ => Ok(0),
