@@ -259,6 +259,14 @@ pub mod tty {
     pub const TIOCGPTLCK: u32 = 0x8004_5439;
     pub const TIOCGEXCL: u32 = 0x8004_5440;
     pub const TIOCGPTPEER: u32 = 0x5441;
+    pub const TCGETA: u32 = 0x5405;
+    pub const TCSETA: u32 = 0x5406;
+    pub const TCSETAW: u32 = 0x5407;
+    pub const TCSETAF: u32 = 0x5408;
+    pub const TIOCSTI: u32 = 0x5412;
+    pub const TIOCPKT: u32 = 0x5420;
+    pub const TIOCGPKT: u32 = 0x8004_5438;
+    pub const FIOASYNC: u32 = 0x5452;
 
     // c_iflag
     pub const ISTRIP: u32 = 0o40;
@@ -280,6 +288,8 @@ pub mod tty {
     pub const B38400: u32 = 0o17;
     pub const CS8: u32 = 0o60;
     pub const CREAD: u32 = 0o200;
+    pub const CSIZE: u32 = 0o60;
+    pub const PARENB: u32 = 0o400;
     // c_lflag
     pub const ISIG: u32 = 0o1;
     pub const ICANON: u32 = 0o2;
@@ -292,6 +302,7 @@ pub mod tty {
     pub const ECHOCTL: u32 = 0o1000;
     pub const ECHOKE: u32 = 0o4000;
     pub const IEXTEN: u32 = 0o100000;
+    pub const EXTPROC: u32 = 0o200000;
     // c_cc indices
     pub const VINTR: usize = 0;
     pub const VQUIT: usize = 1;

@@ -33,6 +33,10 @@ abi_struct!(
     /// `struct winsize` (TIOCGWINSZ).
     Winsize, 8, { row: u16, col: u16, xpixel: u16, ypixel: u16 });
 abi_struct!(
+    /// The old `struct termio` (TCGETA): 16-bit flags and `NCC` (8)
+    /// control characters, padded to an even size.
+    Termio, 18, { iflag: u16, oflag: u16, cflag: u16, lflag: u16, line: u8, cc: [u8; 8], pad: u8 });
+abi_struct!(
     /// The kernel's `struct termios` (TCGETS), not glibc's larger one.
     Termios, 36, { iflag: u32, oflag: u32, cflag: u32, lflag: u32, line: u8, cc: [u8; 19] });
 abi_struct!(

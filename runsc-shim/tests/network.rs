@@ -564,6 +564,12 @@ for i in $(seq 100); do
   /usr/bin/python3 -I -c "import socket; socket.create_connection(('127.0.0.1', 7001)).close()" 2>/dev/null && break
   sleep 0.1
 done
+# The server logs that probe from a thread of its own: wait for the line
+# before emptying the log, or it could land after and count.
+for i in $(seq 100); do
+  grep -q 'tcp from' "$DIR/server.log" 2>/dev/null && break
+  sleep 0.05
+done
 : > "$DIR/server.log"
 set +e
 {body}

@@ -274,6 +274,7 @@ fn bind_and_tmpfs_mounts_from_the_config() {
                  dd if=/dev/zero of=/scratch/big bs=4096 count=512 2>&1 | grep -o 'No space left on device'; \
                  stat -c %s /scratch/big; rm /scratch/big; \
                  grep -c ' /scratch tmpfs ' /proc/mounts; \
+                 stat -c %d /scratch /dev/pts /proc | sort -u | wc -l; \
                  touch /ro/x 2>&1 | grep -o 'Read-only file system'; cat /ro/in",
             ],
         );
@@ -291,7 +292,7 @@ fn bind_and_tmpfs_mounts_from_the_config() {
     let out = w.cli(&["run", "--bundle", &w.bundle_str(), "binds1"]);
     assert_eq!(
         out.stdout,
-        "from the host\n1000\n1000\nt\n1777\nNo space left on device\n1048574\n1\n\
+        "from the host\n1000\n1000\nt\n1777\nNo space left on device\n1048574\n1\n3\n\
          Read-only file system\nfrom the host\n",
         "{out:?}"
     );
@@ -1088,6 +1089,60 @@ fn a_memory_limit_holds_the_whole_sandbox() {
     assert!(kills > 0, "{events}");
     assert_eq!(w.cli(&["delete", "m2"]).status, 0);
     assert!(!memory.exists(), "{} left behind", memory.display());
+}
+
+/// What the guest reads in its /sys/fs/cgroup (the sandbox's own cgroup v2
+/// view, whatever the host's cgroups are): the container's memory and pids
+/// limits as `memory.max` and `pids.max`, "max" without them; the Sentry's
+/// own task count and memory use; `0::/` as its cgroup; the cgroup2 mount,
+/// read-only, in its mount table and to `statfs`.
+const CGROUP_SCRIPT: &str = "cd /sys/fs/cgroup; cat memory.max pids.max cpu.max cpu.weight \
+     cgroup.controllers /proc/self/cgroup; \
+     c=$(cat memory.current); [ \"$c\" -gt 0 ] && echo memory.current positive; \
+     [ \"$(cat pids.current)\" -ge 2 ] && echo pids.current counts; \
+     grep -c ' / /sys/fs/cgroup ro,nosuid,nodev,noexec - cgroup2 ' /proc/self/mountinfo; \
+     stat -f -c %t /sys/fs/cgroup";
+
+#[test]
+fn the_guest_reads_its_limits_in_sys_fs_cgroup() {
+    if !host_cgroups() {
+        return;
+    }
+    // 63677270: CGROUP2_SUPER_MAGIC
+    let common = "memory.current positive\npids.current counts\n1\n63677270\n";
+    let mut w = World::new("cgroupview", |v| {
+        set_args(v, &["sh", "-c", CGROUP_SCRIPT]);
+        v["linux"]["resources"] =
+            serde_json::json!({"memory": {"limit": 64 << 20}, "pids": {"limit": 50}});
+    });
+    assert_eq!(w.create("g1").status, 0);
+    assert_eq!(w.cli(&["start", "g1"]).status, 0);
+    assert_eq!(
+        w.wait("g1"),
+        0,
+        "{}",
+        std::fs::read_to_string(w.dir.path().join("g1.err")).unwrap_or_default()
+    );
+    assert_eq!(
+        w.container_stdout("g1"),
+        format!(
+            "{}\n50\nmax 100000\n100\ncpuset cpu memory pids\n0::/\n{common}",
+            64 << 20
+        )
+    );
+    assert_eq!(w.cli(&["delete", "g1"]).status, 0);
+
+    let mut free = World::new("cgroupview-free", |v| {
+        set_args(v, &["sh", "-c", CGROUP_SCRIPT]);
+    });
+    assert_eq!(free.create("g2").status, 0);
+    assert_eq!(free.cli(&["start", "g2"]).status, 0);
+    assert_eq!(free.wait("g2"), 0);
+    assert_eq!(
+        free.container_stdout("g2"),
+        format!("max\nmax\nmax 100000\n100\ncpuset cpu memory pids\n0::/\n{common}")
+    );
+    assert_eq!(free.cli(&["delete", "g2"]).status, 0);
 }
 
 /// A shell (itself one task) whose subshell (another) forks short sleepers

@@ -645,6 +645,53 @@ print("exit after continue", os.WEXITSTATUS(status))
     compare("python fork", PYTHON, script, 0, "exit after continue 1");
 }
 
+/// Process descriptors from Python (test_signal's `pidfd_send_signal`
+/// case, and asyncio's `PidfdChildWatcher`): `os.pidfd_open`, poll
+/// readiness when the child dies, `signal.pidfd_send_signal` (also through
+/// a `/proc/[pid]` directory), `os.waitid(P_PIDFD)`, and an asyncio
+/// subprocess watched through a pidfd in the event loop's epoll set.
+#[test]
+fn python_pidfd_and_asyncio_pidfd_child_watcher() {
+    let script = r#"
+import asyncio, os, select, signal, subprocess, sys
+p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+fd = os.pidfd_open(p.pid)
+po = select.poll()
+po.register(fd, select.POLLIN)
+print("ready while running", po.poll(0))
+signal.pidfd_send_signal(fd, signal.SIGTERM)
+print("ready after SIGTERM", [e for _, e in po.poll(5000)])
+r = os.waitid(os.P_PIDFD, fd, os.WEXITED)
+print("waitid", r.si_pid == p.pid, r.si_code == os.CLD_KILLED, r.si_status)
+try:
+    signal.pidfd_send_signal(fd, signal.SIGTERM)
+except ProcessLookupError:
+    print("reaped: ESRCH")
+os.close(fd)
+me = os.open(f"/proc/{os.getpid()}", os.O_DIRECTORY)
+try:
+    signal.pidfd_send_signal(me, signal.SIGINT)
+except KeyboardInterrupt:
+    print("SIGINT through /proc/pid")
+async def main():
+    watcher = asyncio.PidfdChildWatcher()
+    asyncio.set_child_watcher(watcher)
+    watcher.attach_loop(asyncio.get_running_loop())
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "print('child')", stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    print("asyncio child", out, "exit", await proc.wait())
+asyncio.run(main())
+"#;
+    compare(
+        "python pidfd",
+        PYTHON,
+        script,
+        0,
+        "asyncio child b'child\\n' exit 0",
+    );
+}
+
 #[test]
 fn python_signal_alarm_with_handler() {
     let script = r#"

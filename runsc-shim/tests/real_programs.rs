@@ -9,11 +9,10 @@
 mod common;
 
 use std::os::unix::fs::{symlink, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
-use common::{command, run, Outcome, TempDir};
+use common::{command, compile_static, run, Outcome, TempDir};
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -67,25 +66,6 @@ const UNSORTED: &[u8] = b"pear\napple\nfig\nbanana\napple\ncherry\nfig\nfig\n10\
 
 fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
-}
-
-/// Compiles a small static C program into `dir`.
-fn compile_static(dir: &Path, name: &str, source: &str) -> PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    let bin = dir.join(name);
-    std::fs::write(&src, source).expect("write C source");
-    let out = Command::new("gcc")
-        .args(["-static", "-O1", "-Wall", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("run gcc");
-    assert!(
-        out.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    bin
 }
 
 // ---- coreutils -------------------------------------------------------------
@@ -818,7 +798,10 @@ fn cpu_counts_agree_with_native() {
         "nproc; nproc --all
          python3 -c 'import os; print(os.cpu_count(), len(os.sched_getaffinity(0)))'
          getconf _NPROCESSORS_CONF; getconf _NPROCESSORS_ONLN
-         cat /sys/devices/system/cpu/online",
+         cat /sys/devices/system/cpu/online
+         if command -v node >/dev/null; then
+             node -e 'const os = require(\"os\"); console.log(os.availableParallelism(), os.cpus().length)'
+         fi",
     );
     // One cpuN directory per CPU, each but cpu0 on line.
     let out = sandboxed(
@@ -840,6 +823,98 @@ fn cpu_counts_agree_with_native() {
     if lines[0] != "1" {
         assert_eq!(lines[2], "1", "{}", out.stdout);
     }
+}
+
+/// /sys/class/net/lo, which tools read for the loopback, says what the
+/// host's loopback says (and what the sandbox's netlink says of it).
+#[test]
+fn sys_class_net_lo_agrees_with_native() {
+    compare_script(
+        "cd /sys/class/net/lo && cat address broadcast mtu flags operstate ifindex iflink \
+         type carrier addr_len tx_queue_len
+         readlink /sys/class/net/lo; test -d /sys/class/net/lo/ && echo a directory
+         ls /sys/class/net | grep -x lo
+         python3 -c 'import socket; print(socket.if_nametoindex(\"lo\"))'",
+    );
+}
+
+/// The rest of /sys a program reads to size itself is the sandbox's own
+/// view (so not compared with the host's): one NUMA node with every CPU
+/// and all the memory /proc/meminfo reports, transparent huge pages off
+/// (guest memory never uses them), and the sandbox's cgroup v2 files, with
+/// no limits under `do`.
+#[test]
+fn sys_is_the_sandboxs_own_view() {
+    let out = sandboxed(
+        &[],
+        &[
+            "bash",
+            "-c",
+            "cd /sys/devices/system/node; cat online possible has_cpu
+             cmp node0/cpulist ../cpu/online && echo node0 has every CPU
+             [ \"$(grep MemTotal node0/meminfo | tr -s ' ' | cut -d' ' -f4)\" = \
+               \"$(grep MemTotal /proc/meminfo | tr -s ' ' | cut -d' ' -f2)\" ] && echo same MemTotal
+             ls /sys/devices/system/node | tr '\\n' ' '; echo
+             cat /sys/kernel/mm/transparent_hugepage/enabled
+             cd /sys/fs/cgroup; cat cgroup.controllers cpu.max memory.max pids.max /proc/self/cgroup
+             cmp cpuset.cpus.effective ../../devices/system/cpu/online && echo cpuset every CPU
+             grep -qx $$ cgroup.procs && echo the shell is in cgroup.procs
+             grep ' /sys' /proc/mounts
+             stat -f -c %T /sys /sys/fs/cgroup
+             echo x > memory.max 2>/dev/null || echo memory.max is read-only",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        out.stdout,
+        "0\n0\n0\nnode0 has every CPU\nsame MemTotal\n\
+         has_cpu has_memory has_normal_memory node0 online possible \n\
+         always madvise [never]\n\
+         cpuset cpu memory pids\nmax 100000\nmax\nmax\n0::/\n\
+         cpuset every CPU\nthe shell is in cgroup.procs\n\
+         sysfs /sys sysfs ro,nosuid,nodev,noexec 0 0\n\
+         cgroup2 /sys/fs/cgroup cgroup2 ro,nosuid,nodev,noexec 0 0\n\
+         sysfs\ncgroup2fs\nmemory.max is read-only\n",
+        "{}",
+        out.stderr
+    );
+}
+
+/// The JVM sizes itself from the sandbox's cgroup v2 view (/proc/cgroups,
+/// the cgroup2 line of mountinfo, /proc/self/cgroup, then
+/// /sys/fs/cgroup): it finds it, with the sandbox's CPUs and no limits
+/// under `do`. (Its threads also ask `sched_getaffinity` about themselves
+/// by thread ID, through `pthread_getattr_np`.)
+#[test]
+fn the_jvm_reads_the_sandboxs_cgroup() {
+    assert!(
+        Path::new("/usr/bin/java").exists(),
+        "no /usr/bin/java: install openjdk-17-jre-headless (.ci/run does)"
+    );
+    let out = sandboxed(
+        &[],
+        &[
+            "bash",
+            "-c",
+            "nproc; java -XshowSettings:system -version 2>&1 | \
+             grep -E 'Provider|Effective CPU Count|Memory Limit|Processes Limit' | tr -s ' '",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+    let cpus = out.stdout.lines().next().unwrap_or_default();
+    assert_eq!(
+        out.stdout,
+        format!(
+            "{cpus}\n Provider: cgroupv2\n Effective CPU Count: {cpus}\n \
+             Memory Limit: Unlimited\n Maximum Processes Limit: Unlimited\n"
+        ),
+        "{}",
+        out.stderr
+    );
 }
 
 /// `ps` computes a start date from /proc/[pid]/stat's start time and

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use abi::{Errno, OpenFlags, Stat};
 
+use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::host;
 use crate::kernel::EventBus;
 use crate::mm::GuestSlice;
@@ -51,6 +52,10 @@ pub enum FileKind {
     Static(Arc<Vec<u8>>),
     /// one end of a pseudo-terminal
     Pty(crate::pty::PtyEnd),
+    /// a process descriptor (`pidfd_open`, `CLONE_PIDFD`): names the
+    /// thread group itself, so it stays valid after the process dies and
+    /// its ID is reused
+    PidFd(Arc<crate::task::Process>),
 }
 
 /// What a blocking file operation needs to sleep and to notice signals.
@@ -107,6 +112,8 @@ pub struct FileDescription {
     /// the lock table and file this description took flock/OFD locks in,
     /// so that its last close drops them
     locks: Mutex<Option<(Arc<crate::locks::LockTable>, crate::locks::FileKey)>>,
+    /// who gets its I/O signals (`F_SETOWN`, `F_SETSIG`)
+    owner: Mutex<crate::fasync::Owner>,
 }
 
 impl Drop for FileDescription {
@@ -161,7 +168,42 @@ impl FileDescription {
             pos: Mutex::new(0),
             dir: Mutex::new(None),
             locks: Mutex::new(None),
+            owner: Mutex::new(crate::fasync::Owner::default()),
         })
+    }
+
+    /// The owner of its I/O signals.
+    pub fn owner(&self) -> crate::fasync::Owner {
+        *lock(&self.owner)
+    }
+
+    /// Sets the owner of its I/O signals; with `only_if_none`, only when
+    /// there is none yet (`__f_setown()` without `force`).
+    pub fn set_owner(&self, kind: crate::fasync::OwnerKind, id: i32, only_if_none: bool) {
+        let mut o = lock(&self.owner);
+        if only_if_none && o.id != 0 {
+            return;
+        }
+        o.kind = kind;
+        o.id = id;
+    }
+
+    /// Sets the signal of `F_SETSIG`.
+    pub fn set_sigio_signal(&self, sig: i32) {
+        lock(&self.owner).signum = sig;
+    }
+
+    /// The lists of descriptions to signal when this object becomes
+    /// readable and writable, for the kinds that support `O_ASYNC`
+    /// (`None`: Linux has no `fasync` operation for it, or the sandbox
+    /// does not signal it yet).
+    pub fn fasync_lists(&self) -> Option<[Option<&crate::fasync::Fasync>; 2]> {
+        match &self.kind {
+            FileKind::Pipe(end) => Some(end.fasync_lists()),
+            FileKind::Pty(end) => Some([Some(end.fasync()), None]),
+            FileKind::Socket(h) => Some([Some(&h.0.fasync), None]),
+            _ => None,
+        }
     }
 
     /// This description as a lock owner (its address: unique while it
@@ -255,17 +297,30 @@ impl FileDescription {
                 return Err(Errno::EBADF);
             }
             let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
-            return blk.block_on(
+            if bufs.iter().all(|b| b.len == 0) {
+                return Ok(0);
+            }
+            // Linux signals the writers' owners (O_ASYNC) before each
+            // sleep and once when the read ends, whatever its outcome.
+            let writers = &end.pipe.writers_async;
+            let r = blk.block_on(
                 nonblock,
                 || match end.pipe.try_read(bufs)? {
                     Attempt::Done(n) => Ok(Some(n)),
-                    Attempt::WouldBlock => Ok(None),
+                    Attempt::WouldBlock => {
+                        if !nonblock {
+                            writers.kill(blk.kernel, crate::fasync::Reason::Out);
+                        }
+                        Ok(None)
+                    }
                 },
                 || {
                     let (readable, _, hup, _) = end.pipe.poll_state();
                     readable || hup
                 },
             );
+            writers.kill(blk.kernel, crate::fasync::Reason::Out);
+            return r;
         }
         if let FileKind::Pty(end) = &self.kind {
             if at.is_some() {
@@ -297,10 +352,7 @@ impl FileDescription {
                     if m.is_dir() {
                         return Err(Errno::EISDIR);
                     }
-                    let mut tmp = vec![0u8; b.len];
-                    let n = m.read_at(pos, &mut tmp)?;
-                    copy_to_slices(std::slice::from_ref(b), &tmp[..n]);
-                    n
+                    m.read_to_guest(pos, &GuestBufs::new(std::slice::from_ref(b)))?
                 }
                 FileKind::Host(f) => {
                     if self.is_dir() {
@@ -319,10 +371,7 @@ impl FileDescription {
                     b.len
                 }
                 FileKind::Dev(Device::Random | Device::Urandom) => {
-                    let mut tmp = vec![0u8; b.len];
-                    host::getrandom(&mut tmp);
-                    // SAFETY: as above; `tmp` is Sentry memory.
-                    unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), b.ptr, b.len) };
+                    fill_random(&GuestBufs::new(std::slice::from_ref(b)));
                     b.len
                 }
                 FileKind::Stdio(fd) => {
@@ -340,7 +389,8 @@ impl FileDescription {
                 | FileKind::TimerFd(_)
                 | FileKind::SignalFd(_)
                 | FileKind::Epoll(_)
-                | FileKind::Inotify(_) => return Err(Errno::EINVAL),
+                | FileKind::Inotify(_)
+                | FileKind::PidFd(_) => return Err(Errno::EINVAL),
                 FileKind::Socket(_)
                 | FileKind::Inet(_)
                 | FileKind::HostInet(_)
@@ -387,12 +437,13 @@ impl FileDescription {
             return Err(Errno::EBADF);
         }
         if let FileKind::Mem(m) = &self.kind {
-            let len: usize = bufs.iter().map(|b| b.len).sum();
-            let mut data = vec![0u8; len];
-            copy_from_slices(bufs, &mut data);
             let append = self.flags() & OpenFlags::APPEND.bits() != 0;
             let mut pos = lock(&self.pos);
-            let (end, written) = m.write_at(at.unwrap_or(*pos), &data, append && at.is_none())?;
+            let (end, written) = m.write_from(
+                at.unwrap_or(*pos),
+                &GuestBufs::new(bufs),
+                append && at.is_none(),
+            )?;
             if at.is_none() {
                 *pos = end;
             }
@@ -409,6 +460,10 @@ impl FileDescription {
             let total_len: u64 = bufs.iter().map(|b| b.len as u64).sum();
             let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
             let mut done = 0u64;
+            // Linux signals the readers' owners (O_ASYNC) before each
+            // sleep and once when the write ends, whatever its outcome.
+            let readers = &end.pipe.readers_async;
+            let mut result = Ok(0);
             // Linux writes as much as fits, sleeping until everything is
             // written; a signal after partial progress returns the count.
             while done < total_len {
@@ -416,7 +471,12 @@ impl FileDescription {
                     nonblock,
                     || match end.pipe.try_write(bufs, done)? {
                         Attempt::Done(n) => Ok(Some(n)),
-                        Attempt::WouldBlock => Ok(None),
+                        Attempt::WouldBlock => {
+                            if !nonblock {
+                                readers.kill(blk.kernel, crate::fasync::Reason::In);
+                            }
+                            Ok(None)
+                        }
                     },
                     || {
                         let (_, writable, _, no_readers) = end.pipe.poll_state();
@@ -426,10 +486,16 @@ impl FileDescription {
                 match r {
                     Ok(n) => done += n,
                     Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => break,
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
                 }
             }
-            return Ok(done);
+            if total_len > 0 {
+                readers.kill(blk.kernel, crate::fasync::Reason::In);
+            }
+            return result.map(|_: u64| done);
         }
         if let FileKind::Pty(end) = &self.kind {
             if at.is_some() {
@@ -568,6 +634,14 @@ impl FileDescription {
             }
             FileKind::Inotify(i) => {
                 if i.readable() {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
+            // pidfd_open(2): readable once the process has terminated.
+            FileKind::PidFd(p) => {
+                if p.state().exit.is_some() {
                     POLLIN | POLLRDNORM
                 } else {
                     0
@@ -752,7 +826,8 @@ impl FileDescription {
             | FileKind::HostInet(_)
             | FileKind::Netlink(_)
             | FileKind::Epoll(_)
-            | FileKind::Inotify(_) => Err(Errno::ESPIPE),
+            | FileKind::Inotify(_)
+            | FileKind::PidFd(_) => Err(Errno::ESPIPE),
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),
@@ -800,6 +875,12 @@ impl FileDescription {
             }
             (FileKind::Stdio(fd), _) => {
                 Ok(host::to_abi_stat(&host::fstat(Self::stdio_borrow(*fd))?))
+            }
+            // An anonymous inode, as Linux gives a pidfd: no file type, 0600.
+            (FileKind::PidFd(_), _) => {
+                let mut st = crate::vfs::pipe_stat_like(0o600);
+                st.ino = self as *const Self as u64 >> 4;
+                Ok(st)
             }
             (_, Some(l)) => l.node().stat(),
             _ => Err(Errno::EBADF),
@@ -996,6 +1077,39 @@ pub fn copy_to_slices(bufs: &[GuestSlice], data: &[u8]) -> u64 {
         done += n;
     }
     done as u64
+}
+
+/// Fills guest buffers with random bytes, [`IO_CHUNK`] at a time.
+pub fn fill_random(dst: &GuestBufs<'_>) {
+    let mut stage = Stage::new();
+    let mut done = 0;
+    while done < dst.len() {
+        let piece = stage.space(IO_CHUNK.min(dst.len() - done));
+        host::getrandom(piece);
+        done += dst.write_at(done, piece);
+    }
+}
+
+/// Copies `data` into guest slices, starting `skip` bytes in; returns the
+/// count copied.
+pub fn copy_to_slices_at(bufs: &[GuestSlice], mut skip: usize, data: &[u8]) -> usize {
+    let mut done = 0;
+    for b in bufs {
+        if done == data.len() {
+            break;
+        }
+        if skip >= b.len {
+            skip -= b.len;
+            continue;
+        }
+        let n = (b.len - skip).min(data.len() - done);
+        // SAFETY: guest slices are valid for `len` bytes of the memory
+        // file, and `skip + n <= len`; `data` is Sentry memory.
+        unsafe { std::ptr::copy_nonoverlapping(data[done..].as_ptr(), b.ptr.add(skip), n) };
+        done += n;
+        skip = 0;
+    }
+    done
 }
 
 /// Copies from guest slices into `out`; returns the count copied.

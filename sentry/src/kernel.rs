@@ -175,6 +175,9 @@ pub struct Kernel {
     total_memory: AtomicU64,
     /// the host's memory (bytes), which no limit raises the guest's above
     host_memory: u64,
+    /// the sandbox's memory limit as set (bytes), `u64::MAX` for none:
+    /// what `/sys/fs/cgroup/memory.max` says
+    memory_limit: AtomicU64,
     unsupported_seen: Vec<AtomicBool>,
     /// every process, by PID (zombies included until reaped)
     pub procs: Mutex<ProcTable>,
@@ -318,6 +321,23 @@ impl Kernel {
     pub fn set_memory_limit(&self, limit: Option<u64>) {
         let total = limit.map_or(self.host_memory, |l| l.min(self.host_memory));
         self.total_memory.store(total, Ordering::Relaxed);
+        self.memory_limit
+            .store(limit.unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// The sandbox's memory limit (bytes), `None` for none: the cgroup's
+    /// `memory.max` as the guest reads it.
+    pub fn memory_limit(&self) -> Option<u64> {
+        Some(self.memory_limit.load(Ordering::Relaxed)).filter(|&l| l != u64::MAX)
+    }
+
+    /// The most tasks the guest may hold at once, `None` for no limit of
+    /// its own: the cgroup's `pids.max` as the guest reads it.
+    pub fn task_limit(&self) -> Option<usize> {
+        self.procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .task_limit
     }
 
     /// Sets the most tasks the guest may hold at once (`pids.limit`),
@@ -562,6 +582,7 @@ where
         groups: crate::host::groups(),
         total_memory: AtomicU64::new(total_memory),
         host_memory,
+        memory_limit: AtomicU64::new(config.memory_limit.unwrap_or(u64::MAX)),
         unsupported_seen: (0..abi::MAX_SYSCALL)
             .map(|_| AtomicBool::new(false))
             .collect(),

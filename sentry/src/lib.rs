@@ -3,8 +3,10 @@
 //! resolves every path inside the sandbox's root.
 
 pub mod events;
+pub mod fasync;
 pub mod file;
 pub mod futex;
+pub mod guestio;
 mod host;
 pub mod host_filter;
 pub mod hostsig;

@@ -23,6 +23,10 @@ pub struct Pipe {
     bus: Arc<EventBus>,
     generation: std::sync::atomic::AtomicU64,
     drained: std::sync::atomic::AtomicU64,
+    /// read-end descriptions with `O_ASYNC` (signalled by every write)
+    pub readers_async: crate::fasync::Fasync,
+    /// write-end descriptions with `O_ASYNC` (signalled by every read)
+    pub writers_async: crate::fasync::Fasync,
 }
 
 struct Inner {
@@ -116,6 +120,8 @@ impl Pipe {
             bus,
             generation: Default::default(),
             drained: Default::default(),
+            readers_async: Default::default(),
+            writers_async: Default::default(),
         })
     }
 
@@ -315,6 +321,17 @@ pub struct PipeEnd {
     pub pipe: Arc<Pipe>,
     /// read end (else write end)
     pub reader: bool,
+}
+
+impl PipeEnd {
+    /// The `O_ASYNC` list this end's descriptions join.
+    pub fn fasync_lists(&self) -> [Option<&crate::fasync::Fasync>; 2] {
+        if self.reader {
+            [Some(&self.pipe.readers_async), None]
+        } else {
+            [None, Some(&self.pipe.writers_async)]
+        }
+    }
 }
 
 impl Drop for PipeEnd {

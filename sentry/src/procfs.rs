@@ -119,18 +119,106 @@ const SYS_FILES: &[(&str, &str)] = &[
     ("fs/nr_open", "1048576\n"),
     ("fs/file-max", "9223372036854775807\n"),
     ("net/core/somaxconn", "4096\n"),
+    // TIOCSTI is refused to the guest (Linux 6.2+ with this sysctl at 0).
+    ("dev/tty/legacy_tiocsti", "0\n"),
 ];
+
+/// `/proc/cgroups` on a host with only the unified hierarchy.
+const PROC_CGROUPS: &str = "#subsys_name\thierarchy\tnum_cgroups\tenabled\n\
+cpuset\t0\t1\t1\ncpu\t0\t1\t1\ncpuacct\t0\t1\t1\nblkio\t0\t1\t1\nmemory\t0\t1\t1\n\
+devices\t0\t1\t1\nfreezer\t0\t1\t1\nnet_cls\t0\t1\t1\nperf_event\t0\t1\t1\n\
+net_prio\t0\t1\t1\nhugetlb\t0\t1\t1\npids\t0\t1\t1\nrdma\t0\t1\t1\nmisc\t0\t1\t1\n";
 
 /// The `/sys` tree shares the `/proc/sys` machinery under this prefix.
 pub const SYSFS: &str = "@sys";
 
-/// `/sys` files generated on lookup: what glibc, Python and `nproc` read.
+/// `/sys` files generated on lookup (by [`ProcFs::sysfs_file`]): the CPU
+/// lists glibc, Python and `nproc` read; the cgroup v2 files runtimes size
+/// themselves by (Go, the JVM, .NET, Node); the NUMA and transparent huge
+/// page files libnuma and jemalloc read.
 const SYSFS_FILES: &[&str] = &[
     "@sys/devices/system/cpu/offline",
     "@sys/devices/system/cpu/online",
     "@sys/devices/system/cpu/possible",
     "@sys/devices/system/cpu/present",
+    "@sys/devices/system/node/has_cpu",
+    "@sys/devices/system/node/has_memory",
+    "@sys/devices/system/node/has_normal_memory",
+    "@sys/devices/system/node/online",
+    "@sys/devices/system/node/possible",
+    "@sys/devices/system/node/node0/cpulist",
+    "@sys/devices/system/node/node0/cpumap",
+    "@sys/devices/system/node/node0/distance",
+    "@sys/devices/system/node/node0/meminfo",
+    "@sys/fs/cgroup/cgroup.controllers",
+    "@sys/fs/cgroup/cgroup.events",
+    "@sys/fs/cgroup/cgroup.max.depth",
+    "@sys/fs/cgroup/cgroup.max.descendants",
+    "@sys/fs/cgroup/cgroup.procs",
+    "@sys/fs/cgroup/cgroup.subtree_control",
+    "@sys/fs/cgroup/cgroup.threads",
+    "@sys/fs/cgroup/cgroup.type",
+    "@sys/fs/cgroup/cpu.max",
+    "@sys/fs/cgroup/cpu.weight",
+    "@sys/fs/cgroup/cpuset.cpus",
+    "@sys/fs/cgroup/cpuset.cpus.effective",
+    "@sys/fs/cgroup/cpuset.mems",
+    "@sys/fs/cgroup/cpuset.mems.effective",
+    "@sys/fs/cgroup/memory.current",
+    "@sys/fs/cgroup/memory.high",
+    "@sys/fs/cgroup/memory.low",
+    "@sys/fs/cgroup/memory.max",
+    "@sys/fs/cgroup/memory.min",
+    "@sys/fs/cgroup/memory.swap.current",
+    "@sys/fs/cgroup/memory.swap.max",
+    "@sys/fs/cgroup/pids.current",
+    "@sys/fs/cgroup/pids.max",
+    "@sys/kernel/mm/transparent_hugepage/defrag",
+    "@sys/kernel/mm/transparent_hugepage/enabled",
+    "@sys/kernel/mm/transparent_hugepage/hpage_pmd_size",
 ];
+
+/// The attribute files of each network interface's /sys directory.
+const NET_FILES: &[&str] = &[
+    "addr_len",
+    "address",
+    "broadcast",
+    "carrier",
+    "flags",
+    "ifindex",
+    "iflink",
+    "mtu",
+    "operstate",
+    "tx_queue_len",
+    "type",
+];
+
+/// `/sys/class/net`, which holds a link per interface.
+const SYSFS_CLASS_NET: &str = "@sys/class/net";
+
+/// `/sys/devices/virtual/net`, where the interfaces' directories are.
+const SYSFS_VIRTUAL_NET: &str = "@sys/devices/virtual/net";
+
+/// The interfaces' directories, made once so that `ProcNode::Sys` can name
+/// them with a `&'static str`.
+static NET_DIRS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    crate::socket::netlink::INTERFACES
+        .iter()
+        .map(|i| format!("{SYSFS_VIRTUAL_NET}/{}", i.name))
+        .collect()
+});
+
+/// The interface named `name`, by its place in the table.
+fn interface(name: &str) -> Option<(usize, &'static crate::socket::netlink::Interface)> {
+    crate::socket::netlink::INTERFACES
+        .iter()
+        .enumerate()
+        .find(|(_, i)| i.name == name)
+}
+
+/// `/sys/fs/cgroup`: the sandbox's cgroup v2 view (a cgroup namespace
+/// whose root is the sandbox's cgroup, as a container sees its own).
+pub const SYSFS_CGROUP: &str = "@sys/fs/cgroup";
 
 /// `/sys/devices/system/cpu`, which holds a `cpuN` directory per CPU.
 const SYSFS_CPU: &str = "@sys/devices/system/cpu";
@@ -154,11 +242,68 @@ fn cpu_dir(name: &str, cpus: usize) -> Option<&'static str> {
     (n < cpus.min(MAX_CPU_DIRS)).then(|| CPU_DIRS[n].as_str())
 }
 
+/// A CPU mask as /sys prints one (`%*pb`): 32-bit words in hex, most
+/// significant first, separated by commas; the first word only as wide as
+/// the bits it holds.
+fn cpu_mask(cpus: usize) -> String {
+    let words = cpus.div_ceil(32).max(1);
+    let mut out = String::new();
+    for w in (0..words).rev() {
+        let bits = (cpus - w * 32).min(32);
+        let value = if bits == 32 {
+            u32::MAX
+        } else {
+            (1u32 << bits) - 1
+        };
+        if w + 1 == words {
+            let _ = write!(out, "{value:0width$x}", width = bits.div_ceil(4));
+        } else {
+            let _ = write!(out, ",{value:08x}");
+        }
+    }
+    out
+}
+
+/// Attribute `name` of interface `i` under /sys/class/net: the values
+/// netlink reports for it (only the loopback exists, hence its type and
+/// hardware address).
+fn net_file(i: &crate::socket::netlink::Interface, name: &str) -> Option<String> {
+    /// `IFF_RUNNING | IFF_LOWER_UP | IFF_DORMANT`: netlink adds these from
+    /// the link state; /sys shows the device's own flags without them.
+    const STATE_FLAGS: u32 = 0x40 | 0x1_0000 | 0x2_0000;
+    let text = match name {
+        "addr_len" => "6".to_string(),
+        "address" | "broadcast" => "00:00:00:00:00:00".into(),
+        "carrier" => "1".into(),
+        "flags" => format!("{:#x}", i.flags & !STATE_FLAGS),
+        "ifindex" | "iflink" => i.index.to_string(),
+        "mtu" => i.mtu.to_string(),
+        // IF_OPER_UNKNOWN, as netlink says for the loopback.
+        "operstate" => "unknown".into(),
+        "tx_queue_len" => "1000".into(),
+        // ARPHRD_LOOPBACK
+        "type" => "772".into(),
+        _ => return None,
+    };
+    Some(text + "\n")
+}
+
 const SYS_DIRS: &[&str] = &[
     "@sys",
     "@sys/devices",
     "@sys/devices/system",
     "@sys/devices/system/cpu",
+    "@sys/devices/system/node",
+    "@sys/devices/system/node/node0",
+    "@sys/devices/virtual",
+    "@sys/devices/virtual/net",
+    "@sys/class",
+    "@sys/class/net",
+    "@sys/fs",
+    "@sys/fs/cgroup",
+    "@sys/kernel",
+    "@sys/kernel/mm",
+    "@sys/kernel/mm/transparent_hugepage",
     "",
     "kernel",
     "kernel/random",
@@ -167,6 +312,8 @@ const SYS_DIRS: &[&str] = &[
     "fs",
     "net",
     "net/core",
+    "dev",
+    "dev/tty",
 ];
 
 impl ProcFs {
@@ -224,9 +371,13 @@ impl ProcFs {
                         file("Linux version 6.1.0-ferrovisor (ferrovisor) #1 SMP\n".into())
                     }
                     "filesystems" => file(
-                        "nodev\tproc\nnodev\ttmpfs\nnodev\tdevpts\nnodev\tsysfs\n\text4\n".into(),
+                        "nodev\tproc\nnodev\ttmpfs\nnodev\tdevpts\nnodev\tsysfs\nnodev\tcgroup2\n\text4\n".into(),
                     ),
                     "mounts" => Ok(ProcNode::Link(4, b"self/mounts".to_vec())),
+                    // Every controller on the unified (v2) hierarchy, which
+                    // /proc/cgroups says with hierarchy 0: what the JVM
+                    // checks before it reads /sys/fs/cgroup.
+                    "cgroups" => file(PROC_CGROUPS.into()),
                     _ => Err(Errno::ENOENT),
                 }
             }
@@ -254,8 +405,15 @@ impl ProcFs {
                     let flags = file.flags() | if cloexec { 0o2000000 } else { 0 };
                     let mut text =
                         format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t1\nino:\t0\n");
-                    if let crate::file::FileKind::EventFd(e) = &file.kind {
-                        text += &format!("eventfd-count: {:16x}\n", e.count());
+                    match &file.kind {
+                        crate::file::FileKind::EventFd(e) => {
+                            text += &format!("eventfd-count: {:16x}\n", e.count());
+                        }
+                        // What tools read to map a pidfd back to its process.
+                        crate::file::FileKind::PidFd(p) => {
+                            text += &format!("Pid:\t{0}\nNSpid:\t{0}\n", p.pid);
+                        }
+                        _ => {}
                     }
                     return Ok(ProcNode::File(ino, Arc::new(text.into_bytes())));
                 }
@@ -275,6 +433,30 @@ impl ProcFs {
                         return Ok(ProcNode::Sys(dir));
                     }
                 }
+                // As on Linux, /sys/class/net/NAME is a link to the
+                // interface's device directory.
+                if *d == SYSFS_VIRTUAL_NET {
+                    if let Some((i, _)) = interface(name_s) {
+                        return Ok(ProcNode::Sys(NET_DIRS[i].as_str()));
+                    }
+                }
+                if *d == SYSFS_CLASS_NET && interface(name_s).is_some() {
+                    return Ok(ProcNode::Link(
+                        hash(path.as_bytes()),
+                        format!("../../devices/virtual/net/{name_s}").into_bytes(),
+                    ));
+                }
+                if let Some(ifname) = d
+                    .strip_prefix(SYSFS_VIRTUAL_NET)
+                    .and_then(|r| r.strip_prefix('/'))
+                {
+                    let (_, i) = interface(ifname).ok_or(Errno::ENOENT)?;
+                    let content = net_file(i, name_s).ok_or(Errno::ENOENT)?;
+                    return Ok(ProcNode::File(
+                        hash(path.as_bytes()),
+                        Arc::new(content.into_bytes()),
+                    ));
+                }
                 // Each CPU but the boot CPU can be taken off line, so Linux
                 // gives it an `online` file (as on x86-64 without
                 // CONFIG_BOOTPARAM_HOTPLUG_CPU0).
@@ -293,14 +475,7 @@ impl ProcFs {
                     "kernel/hostname" => format!("{}\n", self.kernel()?.hostname),
                     "kernel/random/uuid" => uuid(),
                     "kernel/random/boot_id" => self.boot_id(),
-                    p if SYSFS_FILES.contains(&p) => {
-                        let n = self.kernel()?.cpus.max(1);
-                        if n == 1 {
-                            "0\n".to_string()
-                        } else {
-                            format!("0-{}\n", n - 1)
-                        }
-                    }
+                    p if SYSFS_FILES.contains(&p) => self.sysfs_file(p)?,
                     p => SYS_FILES
                         .iter()
                         .find(|(n, _)| *n == p)
@@ -314,6 +489,99 @@ impl ProcFs {
             }
             _ => Err(Errno::ENOTDIR),
         }
+    }
+
+    /// The contents of /sys file `path` (one of [`SYSFS_FILES`]): the
+    /// sandbox's own view, consistent with what /proc says (its CPUs, its
+    /// memory, its tasks), never the host's.
+    fn sysfs_file(&self, path: &str) -> Result<String, Errno> {
+        let k = self.kernel()?;
+        let cpus = k.cpus.max(1);
+        let cpu_list = if cpus == 1 {
+            "0".to_string()
+        } else {
+            format!("0-{}", cpus - 1)
+        };
+        let or_max = |v: Option<u64>| v.map_or("max".to_string(), |v| v.to_string());
+        let name = path.strip_prefix("@sys/").ok_or(Errno::ENOENT)?;
+        let text = match name {
+            "devices/system/cpu/offline" => String::new(),
+            "devices/system/cpu/online"
+            | "devices/system/cpu/possible"
+            | "devices/system/cpu/present"
+            | "devices/system/node/node0/cpulist"
+            | "fs/cgroup/cpuset.cpus.effective" => cpu_list,
+            // One NUMA node holds every CPU and all the memory.
+            "devices/system/node/has_cpu"
+            | "devices/system/node/has_memory"
+            | "devices/system/node/has_normal_memory"
+            | "devices/system/node/online"
+            | "devices/system/node/possible"
+            | "fs/cgroup/cpuset.mems.effective" => "0".into(),
+            "devices/system/node/node0/cpumap" => cpu_mask(cpus),
+            "devices/system/node/node0/distance" => "10".into(),
+            "devices/system/node/node0/meminfo" => {
+                let (total, free) = self.memory_kb()?;
+                let used = total - free;
+                format!(
+                    "Node 0 MemTotal:       {total:>8} kB\nNode 0 MemFree:        {free:>8} kB\nNode 0 MemUsed:        {used:>8} kB\nNode 0 HugePages_Total:     0\nNode 0 HugePages_Free:      0\nNode 0 HugePages_Surp:      0"
+                )
+            }
+            // The sandbox's cgroup, seen from inside its cgroup namespace
+            // (a non-root cgroup, so it has the limit files).
+            "fs/cgroup/cgroup.controllers" => "cpuset cpu memory pids".into(),
+            "fs/cgroup/cgroup.events" => "populated 1\nfrozen 0".into(),
+            "fs/cgroup/cgroup.max.depth" | "fs/cgroup/cgroup.max.descendants" => "max".into(),
+            "fs/cgroup/cgroup.procs" | "fs/cgroup/cgroup.threads" => {
+                let procs = k.procs();
+                let ids: Vec<String> = if name.ends_with("procs") {
+                    procs
+                        .map
+                        .iter()
+                        .filter(|(_, p)| !p.state().threads.is_empty())
+                        .map(|(pid, _)| pid.to_string())
+                        .collect()
+                } else {
+                    procs.threads.keys().map(i32::to_string).collect()
+                };
+                return Ok(ids.iter().map(|i| format!("{i}\n")).collect());
+            }
+            "fs/cgroup/cgroup.subtree_control"
+            | "fs/cgroup/cpuset.cpus"
+            | "fs/cgroup/cpuset.mems" => String::new(),
+            "fs/cgroup/cgroup.type" => "domain".into(),
+            // The Sentry knows no CPU quota of its own: its CPU count is
+            // what the host grants it.
+            "fs/cgroup/cpu.max" => "max 100000".into(),
+            "fs/cgroup/cpu.weight" => "100".into(),
+            "fs/cgroup/memory.max" => or_max(k.memory_limit()),
+            "fs/cgroup/memory.high" => "max".into(),
+            "fs/cgroup/memory.low" | "fs/cgroup/memory.min" => "0".into(),
+            // The guest's memory pages in use: the memory file's allocated
+            // blocks (it is sparse).
+            "fs/cgroup/memory.current" => crate::host::fstat(k.memory.fd())
+                .map_or(0, |st| st.st_blocks as u64 * 512)
+                .to_string(),
+            // /proc/meminfo's SwapTotal is 0: the sandbox has no swap.
+            "fs/cgroup/memory.swap.current" | "fs/cgroup/memory.swap.max" => "0".into(),
+            "fs/cgroup/pids.current" => k.procs().task_count().to_string(),
+            "fs/cgroup/pids.max" => or_max(k.task_limit().map(|n| n as u64)),
+            // Guest memory is never backed by huge pages (MADV_HUGEPAGE is
+            // accepted and ignored), so THP is off, as Linux says it.
+            "kernel/mm/transparent_hugepage/enabled" => "always madvise [never]".into(),
+            "kernel/mm/transparent_hugepage/defrag" => {
+                "always defer defer+madvise madvise [never]".into()
+            }
+            "kernel/mm/transparent_hugepage/hpage_pmd_size" => "2097152".into(),
+            _ => return Err(Errno::ENOENT),
+        };
+        Ok(text + "\n")
+    }
+
+    /// `MemTotal` and `MemFree` of /proc/meminfo, in kB.
+    fn memory_kb(&self) -> Result<(u64, u64), Errno> {
+        let total = self.kernel()?.total_memory() / 1024;
+        Ok((total, total / 2))
     }
 
     fn boot_id(&self) -> String {
@@ -363,14 +631,18 @@ impl ProcFs {
                 drop(st);
                 file(self.maps(&p, name == "smaps").into_bytes())
             }
+            // As the process sees them: from its root (`chroot`), as
+            // Linux's show_mountinfo() does.
             "mounts" | "mountinfo" => {
+                let fs = st.info.fs.upgrade().ok_or(Errno::ENOENT)?;
                 drop(st);
+                let root = fs.lock().unwrap_or_else(|e| e.into_inner()).root.path();
                 let k = self.kernel()?;
                 let (root_opt, extra) = (
                     if k.fs.overlay { "rw" } else { "ro" },
                     k.fs.mount_list(),
                 );
-                file(mount_table(name == "mountinfo", root_opt, &extra).into_bytes())
+                file(mount_table(name == "mountinfo", root_opt, &extra, &root).into_bytes())
             }
             "limits" => file(LIMITS.as_bytes().to_vec()),
             "cgroup" => file(b"0::/\n".to_vec()),
@@ -546,9 +818,7 @@ impl ProcFs {
     }
 
     fn meminfo(&self) -> Result<String, Errno> {
-        let k = self.kernel()?;
-        let total = k.total_memory() / 1024;
-        let free = total / 2;
+        let (total, free) = self.memory_kb()?;
         Ok(format!(
             "MemTotal:       {total:>8} kB\nMemFree:        {free:>8} kB\nMemAvailable:   {free:>8} kB\nBuffers:               0 kB\nCached:                0 kB\nSwapCached:            0 kB\nShmem:                 0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\nHugePages_Total:       0\nHugepagesize:       2048 kB\n"
         ))
@@ -590,6 +860,7 @@ impl ProcFs {
         match dir {
             ProcNode::Root => {
                 for n in [
+                    "cgroups",
                     "cpuinfo",
                     "meminfo",
                     "stat",
@@ -669,6 +940,23 @@ impl ProcFs {
                 {
                     add(sub.into(), abi::dt::DIR);
                 }
+                if *d == SYSFS_VIRTUAL_NET || *d == SYSFS_CLASS_NET {
+                    let kind = if *d == SYSFS_CLASS_NET {
+                        abi::dt::LNK
+                    } else {
+                        abi::dt::DIR
+                    };
+                    for i in crate::socket::netlink::INTERFACES {
+                        add(i.name.into(), kind);
+                    }
+                    return Ok(v);
+                }
+                if d.starts_with(SYSFS_VIRTUAL_NET) {
+                    for f in NET_FILES {
+                        add((*f).into(), abi::dt::REG);
+                    }
+                    return Ok(v);
+                }
                 if *d == SYSFS_CPU {
                     for n in 0..self.kernel()?.cpus.clamp(1, MAX_CPU_DIRS) {
                         add(format!("cpu{n}"), abi::dt::DIR);
@@ -713,6 +1001,7 @@ fn link_name(file: &FileDescription) -> Vec<u8> {
         FileKind::SignalFd(_) => b"anon_inode:[signalfd]".to_vec(),
         FileKind::Epoll(_) => b"anon_inode:[eventpoll]".to_vec(),
         FileKind::Inotify(_) => b"anon_inode:inotify".to_vec(),
+        FileKind::PidFd(_) => b"anon_inode:[pidfd]".to_vec(),
         FileKind::Stdio(fd) => stdio_name(*fd),
         // As Linux names a memfd: its file on the internal tmpfs, unlinked.
         FileKind::Mem(m) if m.memfd_name().is_some() => {
@@ -760,19 +1049,60 @@ fn uuid() -> String {
     )
 }
 
-/// The sandbox's own mounts after the root: (path, type, options).
+/// The sandbox's own mounts after the root: (path, type, options). /sys
+/// and its cgroup file system are read-only, as an OCI runtime mounts them
+/// for an unprivileged container.
 const STANDARD_MOUNTS: &[(&str, &str, &str)] = &[
     ("/proc", "proc", "rw,nosuid,nodev,noexec"),
+    ("/sys", "sysfs", "ro,nosuid,nodev,noexec"),
+    ("/sys/fs/cgroup", "cgroup2", "ro,nosuid,nodev,noexec"),
     ("/dev", "tmpfs", "rw,nosuid"),
     ("/dev/shm", "tmpfs", "rw,nosuid,nodev"),
     ("/tmp", "tmpfs", "rw,nosuid,nodev"),
     ("/run", "tmpfs", "rw,nosuid,nodev"),
 ];
 
-/// `/proc/self/mounts` or `mountinfo`: the root (`root_opt` "ro" or
-/// "rw"), the standard mounts, then `extra` (path, type, read-only) in the
-/// order they were made. A mount's parent is the closest mount above it.
-fn mount_table(info: bool, root_opt: &str, extra: &[(String, &'static str, bool)]) -> String {
+/// Mount point `path` as a process whose root is `root` sees it (`root`
+/// becomes `/`), or `None` when it is outside that root: Linux leaves such
+/// mounts out of the process's mount table (`seq_path_root` fails).
+fn path_from_root(path: &str, root: &str) -> Option<String> {
+    if root == "/" {
+        return Some(path.to_string());
+    }
+    if path == root {
+        return Some("/".into());
+    }
+    path.strip_prefix(root)
+        .filter(|rest| rest.starts_with('/'))
+        .map(str::to_string)
+}
+
+/// A path as the mount tables print it: space, tab, newline and backslash
+/// as octal escapes, as Linux's `mangle()` writes them.
+fn mangle(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        match c {
+            ' ' | '\t' | '\n' | '\\' => {
+                let _ = write!(out, "\\{:03o}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `/proc/[pid]/mounts` or `mountinfo` for a process whose root is `root`:
+/// the sandbox's root (`root_opt` "ro" or "rw"), the standard mounts, then
+/// `extra` (path, type, read-only) in the order they were made, leaving out
+/// those outside `root` and naming the others from it. A mount's parent is
+/// the closest mount above it (shown or not, as Linux's IDs are).
+fn mount_table(
+    info: bool,
+    root_opt: &str,
+    extra: &[(String, &'static str, bool)],
+    root: &str,
+) -> String {
     let mut all: Vec<(String, &str, String)> = vec![("/".into(), "ferrovisor", root_opt.into())];
     for (p, t, o) in STANDARD_MOUNTS {
         all.push((p.to_string(), t, o.to_string()));
@@ -784,8 +1114,12 @@ fn mount_table(info: bool, root_opt: &str, extra: &[(String, &'static str, bool)
     let mut out = String::new();
     for (i, (path, typ, opts)) in all.iter().enumerate() {
         let source = if *typ == "ferrovisor" { "none" } else { typ };
+        let Some(shown) = path_from_root(path, root) else {
+            continue;
+        };
+        let shown = mangle(&shown);
         if !info {
-            out.push_str(&format!("{source} {path} {typ} {opts} 0 0\n"));
+            out.push_str(&format!("{source} {shown} {typ} {opts} 0 0\n"));
             continue;
         }
         let parent = all[..i]
@@ -796,7 +1130,7 @@ fn mount_table(info: bool, root_opt: &str, extra: &[(String, &'static str, bool)
             .map_or(0, |(j, _)| j + 1);
         let rw = opts.split(',').next().unwrap_or("rw");
         out.push_str(&format!(
-            "{} {parent} 0:{} / {path} {opts} - {typ} {source} {rw}\n",
+            "{} {parent} 0:{} / {shown} {opts} - {typ} {source} {rw}\n",
             i + 1,
             i + 1
         ));
@@ -808,4 +1142,60 @@ const LIMITS: &str = "Limit                     Soft Limit           Hard Limit 
 /// `true` when `node` is in /proc (for `statfs`, mounts).
 pub fn is_proc(node: &Node) -> bool {
     matches!(node, Node::Proc(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_masks_print_like_linux() {
+        assert_eq!(cpu_mask(1), "1");
+        assert_eq!(cpu_mask(2), "3");
+        assert_eq!(cpu_mask(8), "ff");
+        assert_eq!(cpu_mask(32), "ffffffff");
+        assert_eq!(cpu_mask(40), "ff,ffffffff");
+        assert_eq!(cpu_mask(64), "ffffffff,ffffffff");
+    }
+
+    #[test]
+    fn a_chroot_sees_only_the_mounts_at_or_below_its_root() {
+        let extra = vec![("/srv/data".to_string(), "bind", true)];
+        let all = mount_table(true, "ro", &extra, "/");
+        assert!(all.contains(" / / ro - ferrovisor none ro\n"), "{all}");
+        assert!(all.contains(" /sys/fs/cgroup ro,nosuid,nodev,noexec - cgroup2 cgroup2 ro\n"));
+        // Rooted at a mount point: that mount is "/", the parent IDs stay.
+        let dev = mount_table(true, "ro", &extra, "/dev");
+        let lines: Vec<&str> = dev.lines().collect();
+        assert_eq!(lines.len(), 2, "{dev}");
+        let root_id = lines[0].split(' ').next().unwrap_or_default();
+        assert!(lines[0].contains(" / / rw,nosuid - tmpfs"), "{dev}");
+        assert_eq!(lines[1].split(' ').nth(1), Some(root_id), "{dev}");
+        assert!(lines[1].contains(" / /shm "), "{dev}");
+        // Below a mount point, with one mount further down.
+        assert_eq!(
+            mount_table(false, "ro", &extra, "/srv"),
+            "bind /data bind ro,nosuid,nodev 0 0\n"
+        );
+        // Nothing at or below: an empty table; a name that only starts
+        // like a mount point is not below it.
+        assert_eq!(mount_table(true, "ro", &extra, "/srv/data/x"), "");
+        assert_eq!(mount_table(false, "ro", &extra, "/sr"), "");
+    }
+
+    #[test]
+    fn mount_points_are_mangled() {
+        assert_eq!(mangle("/a b\tc\\d\ne"), "/a\\040b\\011c\\134d\\012e");
+        assert_eq!(path_from_root("/tmpx", "/tmp"), None);
+        assert_eq!(path_from_root("/tmp/x", "/tmp").as_deref(), Some("/x"));
+    }
+
+    #[test]
+    fn loopback_attributes_match_netlink() {
+        let (_, lo) = interface("lo").expect("lo");
+        assert_eq!(net_file(lo, "flags").as_deref(), Some("0x9\n"));
+        assert_eq!(net_file(lo, "mtu").as_deref(), Some("65536\n"));
+        assert_eq!(net_file(lo, "ifindex").as_deref(), Some("1\n"));
+        assert_eq!(net_file(lo, "nope"), None);
+    }
 }

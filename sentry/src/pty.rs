@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use abi::signal::{SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGWINCH};
 use abi::tty::*;
-use abi::{Errno, Termios, Termios2, Winsize};
+use abi::{Errno, Termio, Termios, Termios2, Winsize};
 
 use crate::file::Blocker;
 use crate::kernel::{EventBus, Kernel};
@@ -76,6 +76,7 @@ impl Devpts {
             kernel,
             bus,
             inner: Mutex::new(Inner::new()),
+            fasync: Default::default(),
         });
         map.insert(index, pty.clone());
         Ok(PtyEnd { pty, master: true })
@@ -100,6 +101,8 @@ pub struct Pty {
     kernel: Weak<Kernel>,
     bus: Arc<EventBus>,
     inner: Mutex<Inner>,
+    /// descriptions of the slave (0) and of the master (1) with `O_ASYNC`
+    fasync: [crate::fasync::Fasync; 2],
 }
 
 impl fmt::Debug for Pty {
@@ -143,12 +146,49 @@ struct Inner {
     edit_col: u32,
     /// the previous input byte was `VLNEXT`
     lnext: bool,
-    /// output stopped by `VSTOP` (`IXON`)
+    /// output stopped by `VSTOP` (`IXON`) or `TCOOFF`
     stopped: bool,
+    /// output stopped by `TCOOFF`: only `TCOON` restarts it
+    tco_stopped: bool,
+    /// the master's output (its writes) stopped by `TCOOFF` on it
+    master_stopped: bool,
     /// output column (`ONOCR`, tab erasure)
     column: u32,
     /// written to the slave (and echoes), for the master to read
     output: VecDeque<u8>,
+    /// `TIOCPKT`: master reads begin with a control byte
+    packet: bool,
+    /// packet mode's pending status (`TIOCPKT_FLUSHREAD`, ...): the
+    /// master's next read returns it alone
+    pktstatus: u8,
+    /// what became readable since the last look (`WAKE_SLAVE`,
+    /// `WAKE_MASTER`), for `O_ASYNC` signals
+    wake: u8,
+}
+
+/// The slave got something to read (`wake`).
+const WAKE_SLAVE: u8 = 1;
+/// The master got something to read (`wake`).
+const WAKE_MASTER: u8 = 2;
+
+/// Packet mode's control bytes (ioctl_tty(2) `TIOCPKT`).
+pub mod pkt {
+    /// data follows
+    pub const DATA: u8 = 0;
+    /// the slave's input queue was flushed
+    pub const FLUSHREAD: u8 = 1;
+    /// the slave's output queue was flushed
+    pub const FLUSHWRITE: u8 = 2;
+    /// output to the terminal was stopped
+    pub const STOP: u8 = 4;
+    /// output was restarted
+    pub const START: u8 = 8;
+    /// the stop and start characters are no longer `^S`/`^Q` with `IXON`
+    pub const NOSTOP: u8 = 16;
+    /// they are again
+    pub const DOSTOP: u8 = 32;
+    /// the termios changed under `EXTPROC`
+    pub const IOCTL: u8 = 64;
 }
 
 /// Signals the line discipline raised, for the foreground group, sent once
@@ -207,8 +247,37 @@ impl Inner {
             edit_col: 0,
             lnext: false,
             stopped: false,
+            tco_stopped: false,
+            master_stopped: false,
             column: 0,
             output: VecDeque::new(),
+            packet: false,
+            pktstatus: 0,
+            wake: 0,
+        }
+    }
+
+    /// Records a status change for a master in packet mode (the slave's
+    /// `ctrl.pktstatus`, which only changes while the master asked).
+    fn pkt_status(&mut self, set: u8, clear: u8) {
+        if self.packet {
+            self.pktstatus = (self.pktstatus & !clear) | set;
+        }
+    }
+
+    /// `stop_tty()` of the slave: output stops (pty_stop()).
+    fn stop(&mut self) {
+        if !self.stopped {
+            self.stopped = true;
+            self.pkt_status(pkt::STOP, pkt::START);
+        }
+    }
+
+    /// `start_tty()` of the slave: output restarts (pty_start()).
+    fn start(&mut self) {
+        if self.stopped && !self.tco_stopped {
+            self.stopped = false;
+            self.pkt_status(pkt::START, pkt::STOP);
         }
     }
 
@@ -300,15 +369,15 @@ impl Inner {
         }
         if self.i(IXON) {
             if self.is_cc(c, VSTART) {
-                self.stopped = false;
+                self.start();
                 return None;
             }
             if self.is_cc(c, VSTOP) {
-                self.stopped = true;
+                self.stop();
                 return None;
             }
-            if self.stopped && self.i(IXANY) {
-                self.stopped = false;
+            if self.stopped && !self.tco_stopped && self.i(IXANY) {
+                self.start();
             }
         }
         if self.l(ISIG) {
@@ -323,10 +392,13 @@ impl Inner {
             };
             if let Some(sig) = sig {
                 if !self.l(NOFLSH) {
+                    // isig(): the slave's output and input are flushed,
+                    // which a master in packet mode hears of.
                     self.reset_ldisc();
+                    self.pkt_status(pkt::FLUSHREAD | pkt::FLUSHWRITE, 0);
                 }
                 if self.i(IXON) {
-                    self.stopped = false;
+                    self.start();
                 }
                 if self.l(ECHO) {
                     self.echo_char(c);
@@ -419,6 +491,7 @@ impl Inner {
             self.edit.push(c);
         } else if self.ready.len() < N_TTY_BUF_SIZE {
             self.ready.push_back(c);
+            self.wake |= WAKE_SLAVE;
         }
     }
 
@@ -427,6 +500,7 @@ impl Inner {
         let n = self.edit.len();
         self.ready.extend(self.edit.drain(..));
         self.lines.push_back(n);
+        self.wake |= WAKE_SLAVE;
     }
 
     /// `VERASE`, `VWERASE`, `VKILL` with their echoes (n_tty's eraser()).
@@ -532,6 +606,7 @@ impl Inner {
     fn put_raw(&mut self, b: &[u8]) {
         if self.output.len() + b.len() <= OUTPUT_CAP {
             self.output.extend(b);
+            self.wake |= WAKE_MASTER;
         }
     }
 
@@ -541,6 +616,7 @@ impl Inner {
         if self.output.len() + 2 > OUTPUT_CAP {
             return false;
         }
+        self.wake |= WAKE_MASTER;
         if !self.o(OPOST) {
             self.output.push_back(c);
             return true;
@@ -619,10 +695,24 @@ impl Inner {
     /// mode had queued becomes one readable line in canonical mode).
     fn set_termios(&mut self, t: Termios) {
         let was_canon = self.canonical();
+        let old = self.termios;
         self.termios = Termios {
             line: self.termios.line,
             ..t
         };
+        // pty_set_termios(): a master in packet mode learns whether ^S/^Q
+        // flow control is in force, and of any change under EXTPROC.
+        let flow = |t: &Termios| t.iflag & IXON != 0 && t.cc[VSTOP] == 0x13 && t.cc[VSTART] == 0x11;
+        let (old_flow, new_flow) = (flow(&old), flow(&self.termios));
+        if old_flow != new_flow {
+            let set = if new_flow { pkt::DOSTOP } else { pkt::NOSTOP };
+            self.pkt_status(set, pkt::DOSTOP | pkt::NOSTOP);
+        }
+        if (old.lflag | self.termios.lflag) & EXTPROC != 0 {
+            self.pkt_status(pkt::IOCTL, 0);
+        }
+        // A pty's "line" always has 8 data bits, no parity, a receiver.
+        self.termios.cflag = (self.termios.cflag & !(CSIZE | PARENB)) | CS8 | CREAD;
         let canon = self.canonical();
         if was_canon && !canon {
             self.ready.extend(self.edit.drain(..));
@@ -633,8 +723,8 @@ impl Inner {
                 self.lines.push_back(self.ready.len());
             }
         }
-        if !self.i(IXON) {
-            self.stopped = false;
+        if !self.i(IXON) && old.iflag & IXON != 0 {
+            self.start();
         }
     }
 
@@ -676,6 +766,13 @@ pub struct PtyEnd {
     pub pty: Arc<Pty>,
     /// the master (`/dev/ptmx`), else the slave
     pub master: bool,
+}
+
+impl PtyEnd {
+    /// The `O_ASYNC` list of this end.
+    pub fn fasync(&self) -> &crate::fasync::Fasync {
+        &self.pty.fasync[usize::from(self.master)]
+    }
 }
 
 impl Drop for PtyEnd {
@@ -829,8 +926,8 @@ impl Pty {
         let i = self.lock();
         if master {
             (
-                !i.output.is_empty(),
-                i.pending.len() < INPUT_CAP,
+                !i.output.is_empty() || (i.packet && i.pktstatus != 0),
+                i.pending.len() < INPUT_CAP && !i.master_stopped,
                 i.slave_closed,
             )
         } else if !i.master_open {
@@ -853,7 +950,30 @@ impl Pty {
         } else {
             (i.ready.len() + i.lines.len(), i.output.len())
         };
-        (a as u64) << 32 | (b as u64) << 1 | u64::from(!i.master_open || i.slave_closed)
+        (a as u64) << 32
+            | u64::from(if master { i.pktstatus } else { 0 }) << 24
+            | (b as u64) << 1
+            | u64::from(!i.master_open || i.slave_closed)
+    }
+
+    /// Whether a master in packet mode has a status byte to read.
+    fn packet_status_pending(&self) -> bool {
+        let i = self.lock();
+        i.packet && i.pktstatus != 0
+    }
+
+    /// After a change: wakes sleepers and signals the `O_ASYNC` owners of
+    /// the ends that got something to read (n_tty's `kill_fasync(POLL_IN)`
+    /// when input arrives: in canonical mode once a line is complete).
+    fn wake_up(&self, kernel: &Kernel) {
+        let wake = std::mem::take(&mut self.lock().wake);
+        self.bus.notify();
+        if wake & WAKE_SLAVE != 0 {
+            self.fasync[0].kill(kernel, crate::fasync::Reason::In);
+        }
+        if wake & WAKE_MASTER != 0 {
+            self.fasync[1].kill(kernel, crate::fasync::Reason::In);
+        }
     }
 
     /// `fstat` minor number and `TIOCGPTN`.
@@ -936,11 +1056,22 @@ pub fn read(
         loop {
             let r = {
                 let mut i = pty.lock();
-                if i.output.is_empty() {
+                if i.packet && i.pktstatus != 0 {
+                    // A status byte comes alone, before any data.
+                    let status = std::mem::take(&mut i.pktstatus);
+                    Some(copy_out(bufs, &[status]))
+                } else if i.output.is_empty() {
                     if i.slave_closed {
                         return Err(Errno::EIO);
                     }
                     None
+                } else if i.packet {
+                    // TIOCPKT_DATA, then as much data as fits after it.
+                    let n = i.output.len().min(want - 1);
+                    let mut data = Vec::with_capacity(n + 1);
+                    data.push(pkt::DATA);
+                    data.extend(i.output.drain(..n));
+                    Some(copy_out(bufs, &data))
                 } else {
                     let n = i.output.len().min(want);
                     let data: Vec<u8> = i.output.drain(..n).collect();
@@ -956,7 +1087,7 @@ pub fn read(
             }
             wait(blk, None, || {
                 let i = pty.lock();
-                !i.output.is_empty() || i.slave_closed
+                !i.output.is_empty() || i.slave_closed || (i.packet && i.pktstatus != 0)
             })?;
         }
     }
@@ -1007,7 +1138,7 @@ pub fn read(
         };
         first = false;
         pty.raise(raised);
-        pty.bus.notify();
+        pty.wake_up(blk.kernel);
         if done {
             return Ok(copy_out(bufs, &got));
         }
@@ -1051,7 +1182,12 @@ pub fn write(
             // Only what fits is copied from the guest: a huge write never
             // makes the Sentry hold more than one queue's worth.
             if end.master {
-                let mut chunk = vec![0u8; (INPUT_CAP - i.pending.len()).min(total - done)];
+                let room = if i.master_stopped {
+                    0
+                } else {
+                    INPUT_CAP - i.pending.len()
+                };
+                let mut chunk = vec![0u8; room.min(total - done)];
                 let n = crate::file::copy_from_slices_at(bufs, done, &mut chunk);
                 i.pending.extend(&chunk[..n]);
                 (n, i.feed())
@@ -1076,7 +1212,7 @@ pub fn write(
         done += n;
         pty.raise(raised);
         if n > 0 {
-            pty.bus.notify();
+            pty.wake_up(blk.kernel);
         }
         if done == total {
             return Ok(done as u64);
@@ -1118,6 +1254,8 @@ pub enum IoctlOut {
     Termios(Termios),
     /// write this termios2 to the argument, return 0
     Termios2(Termios2),
+    /// write this termio to the argument, return 0
+    Termio(Termio),
     /// write this winsize to the argument, return 0
     Winsize(Winsize),
     /// open the slave as a new descriptor with these flags (`TIOCGPTPEER`)
@@ -1135,6 +1273,8 @@ pub enum IoctlIn {
     Termios(Termios),
     /// a termios2
     Termios2(Termios2),
+    /// an old termio
+    Termio(Termio),
     /// a winsize
     Winsize(Winsize),
 }
@@ -1147,8 +1287,9 @@ pub fn ioctl_input(cmd: u32) -> Option<ArgReader> {
     Some(match cmd {
         TCSETS | TCSETSW | TCSETSF => |mm, a| mm.read_obj(a).map(IoctlIn::Termios),
         TCSETS2 | TCSETSW2 | TCSETSF2 => |mm, a| mm.read_obj(a).map(IoctlIn::Termios2),
+        TCSETA | TCSETAW | TCSETAF => |mm, a| mm.read_obj(a).map(IoctlIn::Termio),
         TIOCSWINSZ => |mm, a| mm.read_obj(a).map(IoctlIn::Winsize),
-        TIOCSPGRP | TIOCSPTLCK | TIOCSETD => |mm, a| mm.read_obj(a).map(IoctlIn::Int),
+        TIOCSPGRP | TIOCSPTLCK | TIOCSETD | TIOCPKT => |mm, a| mm.read_obj(a).map(IoctlIn::Int),
         _ => return None,
     })
 }
@@ -1185,6 +1326,22 @@ pub fn ioctl(
     let check_change = || job_check(ctx.kernel, ctx.thread, pty, SIGTTOU);
     match cmd {
         TCGETS => Ok(IoctlOut::Termios(pty.lock().termios)),
+        // The old termio: the low 16 bits of each flag word and the first
+        // NCC control characters (kernel_termios_to_user_termio()).
+        TCGETA => {
+            let t = pty.lock().termios;
+            let mut cc = [0u8; 8];
+            cc.copy_from_slice(&t.cc[..8]);
+            Ok(IoctlOut::Termio(Termio {
+                iflag: t.iflag as u16,
+                oflag: t.oflag as u16,
+                cflag: t.cflag as u16,
+                lflag: t.lflag as u16,
+                line: t.line,
+                cc,
+                pad: 0,
+            }))
+        }
         TCGETS2 => {
             let i = pty.lock();
             let t = i.termios;
@@ -1199,15 +1356,30 @@ pub fn ioctl(
                 ospeed: i.ospeed,
             }))
         }
-        TCSETS | TCSETSW | TCSETSF | TCSETS2 | TCSETSW2 | TCSETSF2 => {
+        TCSETS | TCSETSW | TCSETSF | TCSETS2 | TCSETSW2 | TCSETSF2 | TCSETA | TCSETAW | TCSETAF => {
             check_change()?;
             let raised = {
                 let mut i = pty.lock();
-                if matches!(cmd, TCSETSF | TCSETSF2) {
+                if matches!(cmd, TCSETSF | TCSETSF2 | TCSETAF) {
+                    // The slave's line discipline is flushed, whichever end
+                    // asked (n_tty_flush_buffer()).
                     i.flush_input();
+                    i.pkt_status(pkt::FLUSHREAD, 0);
                 }
                 match input {
                     IoctlIn::Termios(t) => i.set_termios(t),
+                    // user_termio_to_kernel_termios(): the upper halves of
+                    // the flag words stay as they were.
+                    IoctlIn::Termio(t) => {
+                        let mut new = i.termios;
+                        let low = |old: u32, v: u16| (old & 0xffff_0000) | u32::from(v);
+                        new.iflag = low(new.iflag, t.iflag);
+                        new.oflag = low(new.oflag, t.oflag);
+                        new.cflag = low(new.cflag, t.cflag);
+                        new.lflag = low(new.lflag, t.lflag);
+                        new.cc[..8].copy_from_slice(&t.cc);
+                        i.set_termios(new);
+                    }
                     IoctlIn::Termios2(t) => {
                         i.set_termios(Termios {
                             iflag: t.iflag,
@@ -1225,19 +1397,36 @@ pub fn ioctl(
                 i.feed()
             };
             pty.raise(raised);
-            pty.bus.notify();
+            pty.wake_up(ctx.kernel);
             Ok(IoctlOut::Ret(0))
         }
         // A pty sends everything at once: draining and breaks are instant.
         TCSBRK | TCSBRKP | TIOCSBRK | TIOCCBRK => Ok(IoctlOut::Ret(0)),
         TCXONC => {
             check_change()?;
+            let mut i = pty.lock();
             match arg {
-                0 => pty.lock().stopped = true,
-                1 => pty.lock().stopped = false,
+                // TCOOFF, TCOON: the slave's output (pty_stop(), which a
+                // master in packet mode hears of) ...
+                0 if !end.master => {
+                    if !i.tco_stopped {
+                        i.tco_stopped = true;
+                        i.stop();
+                    }
+                }
+                1 if !end.master => {
+                    if i.tco_stopped {
+                        i.tco_stopped = false;
+                        i.start();
+                    }
+                }
+                // ... or, on the master, the master's own: its writes wait
+                // (pty_write() of a stopped tty takes nothing).
+                0 | 1 => i.master_stopped = arg == 0,
                 2 | 3 => {}
                 _ => return Err(Errno::EINVAL),
             }
+            drop(i);
             pty.bus.notify();
             Ok(IoctlOut::Ret(0))
         }
@@ -1263,9 +1452,11 @@ pub fn ioctl(
                 } else {
                     if input {
                         i.flush_input();
+                        i.pkt_status(pkt::FLUSHREAD, 0);
                     }
                     if output {
                         i.output.clear();
+                        i.pkt_status(pkt::FLUSHWRITE, 0);
                     }
                 }
             }
@@ -1402,6 +1593,28 @@ pub fn ioctl(
             Ok(IoctlOut::Ret(0))
         }
         TIOCGPTLCK if end.master => Ok(IoctlOut::Int(i32::from(pty.lock().locked))),
+        // pty_set_pktmode(): turning packet mode on forgets old status.
+        TIOCPKT if end.master => {
+            let IoctlIn::Int(v) = input else {
+                return Err(Errno::EFAULT);
+            };
+            let mut i = pty.lock();
+            if v != 0 {
+                if !i.packet {
+                    i.pktstatus = 0;
+                    i.packet = true;
+                }
+            } else {
+                i.packet = false;
+            }
+            Ok(IoctlOut::Ret(0))
+        }
+        TIOCGPKT if end.master => Ok(IoctlOut::Int(i32::from(pty.lock().packet))),
+        // Faking input needs CAP_SYS_ADMIN unless the sysctl
+        // dev.tty.legacy_tiocsti is 1 (Linux 6.2+); the guest never has
+        // that capability and the sandbox's sysctl is 0, so a guest can
+        // never type into a terminal it shares with another program.
+        TIOCSTI => Err(Errno::EIO),
         TIOCGPTPEER => {
             if !end.master {
                 return Err(Errno::EIO);
@@ -1423,7 +1636,12 @@ pub fn poll_events(end: &PtyEnd) -> i16 {
     use crate::events::poll::*;
     let (r, w, hup) = end.pty.poll_state(end.master);
     let mut ev = 0;
-    if r {
+    let status = end.master && end.pty.packet_status_pending();
+    if status {
+        // n_tty_poll(): pending packet status is urgent data.
+        ev |= POLLIN | POLLPRI;
+    }
+    if r && !(status && end.pty.lock().output.is_empty()) {
         ev |= POLLIN | POLLRDNORM;
     }
     if w {
@@ -1571,6 +1789,62 @@ mod tests {
             echo.ends_with(b"\x08\x08\x08\x08\x08\x08\x08\r\n"),
             "{echo:?}"
         );
+    }
+
+    #[test]
+    fn packet_status_follows_flow_control_and_flushes() {
+        let mut i = Inner::new();
+        // Without packet mode nothing is recorded.
+        feed(&mut i, b"\x13");
+        assert_eq!(i.pktstatus, 0);
+        feed(&mut i, b"\x11");
+        i.packet = true;
+        feed(&mut i, b"\x13");
+        assert_eq!(i.pktstatus, pkt::STOP);
+        // START replaces STOP.
+        feed(&mut i, b"\x11");
+        assert_eq!(i.pktstatus, pkt::START);
+        i.pktstatus = 0;
+        // IXON off while stopped: flow control gone, output restarted.
+        feed(&mut i, b"\x13");
+        let mut t = i.termios;
+        t.iflag &= !IXON;
+        i.set_termios(t);
+        assert_eq!(i.pktstatus, pkt::NOSTOP | pkt::START);
+        t.iflag |= IXON;
+        i.set_termios(t);
+        assert_eq!(i.pktstatus, pkt::DOSTOP | pkt::START);
+        i.pktstatus = 0;
+        // An ISIG character flushes both queues.
+        feed(&mut i, b"ab\x03");
+        assert_eq!(i.pktstatus, pkt::FLUSHREAD | pkt::FLUSHWRITE);
+        i.pktstatus = 0;
+        i.termios.lflag |= NOFLSH;
+        feed(&mut i, b"\x03");
+        assert_eq!(i.pktstatus, 0);
+    }
+
+    #[test]
+    fn tco_stopped_output_ignores_vstart() {
+        let mut i = Inner::new();
+        i.tco_stopped = true;
+        i.stop();
+        feed(&mut i, b"\x11");
+        assert!(i.stopped);
+    }
+
+    #[test]
+    fn wake_flags_mark_complete_lines_only() {
+        let mut i = Inner::new();
+        i.termios.lflag &= !ECHO;
+        feed(&mut i, b"ab");
+        assert_eq!(i.wake, 0);
+        feed(&mut i, b"\n");
+        assert_eq!(i.wake, WAKE_SLAVE);
+        i.wake = 0;
+        i.termios.lflag &= !ICANON;
+        feed(&mut i, b"x");
+        assert_eq!(i.wake, WAKE_SLAVE);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use abi::{Errno, Stat, Timespec};
 
+use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::memfile::MemoryFile;
 use crate::mm::SharedRegion;
 use crate::PAGE_SIZE;
@@ -729,10 +730,48 @@ impl MemInode {
         Ok(n)
     }
 
+    /// Reads from `pos` into guest buffers, through a Sentry buffer of at
+    /// most [`IO_CHUNK`] bytes whatever their length; returns the count
+    /// read (short at the end of the file).
+    pub fn read_to_guest(&self, pos: u64, dst: &GuestBufs<'_>) -> Result<usize, Errno> {
+        let MemKind::File(d) = &self.kind else {
+            return Err(Errno::EINVAL);
+        };
+        let d = lock(d);
+        let n = (dst.len() as u64).min(d.len.saturating_sub(pos)) as usize;
+        if let (Some(r), true) = (&d.region, n > 0) {
+            // The guest buffer may be a mapping of this very file: staging
+            // in Sentry memory keeps the two copies apart.
+            let mut stage = Stage::new();
+            let mut done = 0;
+            while done < n {
+                let piece = stage.space(IO_CHUNK.min(n - done));
+                self.fs.mf.read(r.offset() + pos + done as u64, piece);
+                done += dst.write_at(done, piece);
+            }
+        }
+        drop(d);
+        lock(&self.meta).atime = now();
+        Ok(n)
+    }
+
     /// Writes `data` at `pos` (or at the end with `append`); returns the new
     /// end of the write and how many bytes it wrote (fewer than asked when
     /// the file system is full).
     pub fn write_at(&self, pos: u64, data: &[u8], append: bool) -> Result<(u64, usize), Errno> {
+        self.write_from(pos, data, append)
+    }
+
+    /// [`MemInode::write_at`] from any source, guest buffers included: the
+    /// bytes go through a Sentry buffer of at most [`IO_CHUNK`] bytes, all
+    /// under the file's lock, so the write stays one write (`O_APPEND`
+    /// writers do not interleave) however long it is.
+    pub fn write_from<S: ByteSource + ?Sized>(
+        &self,
+        pos: u64,
+        data: &S,
+        append: bool,
+    ) -> Result<(u64, usize), Errno> {
         let MemKind::File(d) = &self.kind else {
             return Err(Errno::EINVAL);
         };
@@ -775,7 +814,16 @@ impl MemInode {
         }
         let n = (end - start) as usize;
         if let Some(r) = &d.region {
-            self.fs.mf.write(r.offset() + start, &data[..n]);
+            let mut stage = Stage::new();
+            let mut done = 0;
+            while done < n {
+                let piece = stage.load(data, done, IO_CHUNK.min(n - done));
+                if piece.is_empty() {
+                    break;
+                }
+                self.fs.mf.write(r.offset() + start + done as u64, piece);
+                done += piece.len();
+            }
         }
         d.len = d.len.max(end);
         drop(d);

@@ -91,8 +91,13 @@ impl Device {
     }
 }
 
-/// Device number (`st_dev`) of the devpts file system.
-const DEVPTS_DEV: u64 = SYNTH_DEV + 0x20;
+/// Device number (`st_dev`) of the devpts file system: its own, as on
+/// Linux, where every mount has one (`SYNTH_DEV + 0x20` is /proc's).
+const DEVPTS_DEV: u64 = SYNTH_DEV + 0x21;
+
+/// Device number of the first extra tmpfs mount; each later one takes the
+/// next, never one a file system above has.
+const EXTRA_TMPFS_DEV: u64 = SYNTH_DEV + 0x100;
 
 /// Device number of the Sentry's synthetic file systems.
 const SYNTH_DEV: u64 = 0x3_0000_0000;
@@ -432,6 +437,9 @@ pub struct FileSystem {
     pub overlay: bool,
     /// volumes and extra tmpfs mounts, covering what their path names
     mounts: Vec<MountPoint>,
+    /// extra tmpfs mounts made so far (each takes its own device number,
+    /// even where a later mount replaces an earlier one)
+    tmpfs_mounts: u64,
     mf: Arc<crate::memfile::MemoryFile>,
     /// what all the in-memory file systems may hold together
     pool: Arc<crate::tmpfs::Quota>,
@@ -545,6 +553,7 @@ impl FileSystem {
             shm: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x12, size, 0o1777),
             memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
             mounts: Vec::new(),
+            tmpfs_mounts: 0,
             mf,
             pool,
         })
@@ -583,7 +592,8 @@ impl FileSystem {
     /// Mounts a new tmpfs at guest path `dest` (an OCI `tmpfs` mount at a
     /// place the sandbox does not already serve one).
     pub fn mount_tmpfs(&mut self, dest: &[u8], mode: u32, size: Option<u64>) -> Result<(), Errno> {
-        let dev = SYNTH_DEV + 0x20 + self.mounts.len() as u64;
+        let dev = EXTRA_TMPFS_DEV + self.tmpfs_mounts;
+        self.tmpfs_mounts += 1;
         // The pool's limit is the default size.
         let size = size.unwrap_or(self.pool.limit());
         let root =

@@ -1,6 +1,22 @@
-/* sched_getaffinity, sched_yield, scheduler policy, getcpu. */
+/* sched_getaffinity, sched_yield, scheduler policy, getcpu; a thread asks
+ * about itself by its own thread ID, as pthread_getattr_np does. */
 #include "t.h"
+#include <pthread.h>
 #include <sched.h>
+
+static void *by_tid(void *arg)
+{
+	(void)arg;
+	cpu_set_t set;
+	pid_t tid = gettid();
+	EXPECT_TRUE(tid != getpid());
+	EXPECT(sched_getaffinity(tid, sizeof set, &set), 0);
+	EXPECT(sched_getscheduler(tid), SCHED_OTHER);
+	pthread_attr_t attr;
+	EXPECT_RC(pthread_getattr_np(pthread_self(), &attr), 0);
+	pthread_attr_destroy(&attr);
+	return NULL;
+}
 
 int main(void)
 {
@@ -25,5 +41,10 @@ int main(void)
 	EXPECT(getcpu(&cpu, &node), 0);
 	EXPECT_TRUE(CPU_ISSET(cpu, &set));
 	EXPECT_TRUE(sysconf(_SC_NPROCESSORS_ONLN) >= 1);
+	pthread_t t;
+	/* Silently: the thread prints next. */
+	if (pthread_create(&t, NULL, by_tid, NULL) != 0)
+		t_fail("pthread_create");
+	EXPECT_RC(pthread_join(t, NULL), 0);
 	return t_done();
 }

@@ -210,4 +210,18 @@ T_UNUSED static long t_slurp(const char *path, char *buf, size_t cap)
 	return (long)n;
 }
 
+/* Opens a pseudo-terminal pair without making either the controlling
+ * terminal; exits 125 (the test cannot run) when there is none. */
+static inline void open_pty(int *master, int *slave)
+{
+	int m = posix_openpt(O_RDWR | O_NOCTTY);
+	if (m < 0 || grantpt(m) || unlockpt(m))
+		exit(125);
+	int s = open(ptsname(m), O_RDWR | O_NOCTTY);
+	if (s < 0)
+		exit(125);
+	*master = m;
+	*slave = s;
+}
+
 #endif

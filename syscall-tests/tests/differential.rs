@@ -140,6 +140,7 @@ guests! {
     stop_cont,
     // processes, threads and waiting (issue 3 points 1, 4, 8)
     wait4_nohang,
+    pidfd,
     pgrp_session,
     subreaper,
     futex_wake,
@@ -158,15 +159,28 @@ guests! {
     eventfd_sem,
     timerfd_periodic,
     signalfd_read,
+    // large single transfers staged in bounded pieces (no Sentry buffer
+    // as large as the guest's)
+    big_transfers,
     // pseudo-terminals (issue 4 point 3, /dev/pts)
     pty_basic,
     pty_jobctl,
+    // packet mode, termio ioctls and TIOCSTI; signal-driven I/O on pipes
+    // and ptys (issue 4 leftovers)
+    pty_packet,
+    pty_termio,
+    sigio,
     // no way out: what would change the file system view (issue 4 point 7)
     privileged_refused,
     // memfd_create and file seals (issue 4 point 3)
     memfd,
     // chroot: a narrower root per process (issue 4 point 7)
     chroot,
+    // the mount table a chroot sees (issue 4 leftovers)
+    mountinfo_chroot,
+    // open_tree_attr refused like the other mount calls (needs Linux 6.15
+    // natively)
+    open_tree_attr,
 }
 
 #[test]

@@ -169,3 +169,22 @@ pub fn run(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Outcome
         status,
     }
 }
+
+/// Compiles a small static C program `source` into `dir/name`.
+pub fn compile_static(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    let bin = dir.join(name);
+    std::fs::write(&src, source).expect("write C source");
+    let out = Command::new("gcc")
+        .args(["-static", "-O1", "-Wall", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("run gcc");
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}

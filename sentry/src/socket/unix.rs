@@ -113,6 +113,9 @@ pub struct UnixSocket {
     state: Mutex<State>,
     bus: Arc<EventBus>,
     registry: Arc<Registry>,
+    /// descriptions with `O_ASYNC`, signalled when data or a connection
+    /// arrives (sock_def_readable())
+    pub fasync: crate::fasync::Fasync,
 }
 
 impl fmt::Debug for UnixSocket {
@@ -180,6 +183,7 @@ impl UnixSocket {
             }),
             bus,
             registry,
+            fasync: Default::default(),
         })
     }
 
@@ -272,6 +276,7 @@ impl UnixSocket {
     /// server side on the listener. `Ok(false)` when its backlog is full.
     pub fn connect_to(
         self: &Arc<Self>,
+        kernel: &crate::kernel::Kernel,
         target: &Arc<UnixSocket>,
         creds: Creds,
         target_creds: Creds,
@@ -304,6 +309,7 @@ impl UnixSocket {
             queue.push_back(server);
         }
         self.bus.notify();
+        target.fasync.kill(kernel, crate::fasync::Reason::In);
         Ok(true)
     }
 
@@ -338,6 +344,7 @@ impl UnixSocket {
     /// (the caller raises `SIGPIPE` unless `MSG_NOSIGNAL`).
     pub fn send(
         &self,
+        kernel: &crate::kernel::Kernel,
         data: &[u8],
         rights: Vec<Arc<FileDescription>>,
         creds: Creds,
@@ -397,6 +404,7 @@ impl UnixSocket {
         });
         drop(ps);
         self.bus.notify();
+        peer.fasync.kill(kernel, crate::fasync::Reason::In);
         Ok(Some(n))
     }
 

@@ -5,9 +5,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use abi::signal::SIGCHLD;
-use abi::{Errno, SigInfo};
+use abi::{Errno, OpenFlags, SigInfo};
 use zerocopy::FromZeros;
 
+use crate::file::{FileDescription, FileKind};
 use crate::mm::MemoryManager;
 use crate::task::{si, ExitStatus, Process, ProcessState, Task, Thread};
 
@@ -43,6 +44,8 @@ pub struct CloneArgs {
     parent_tid: u64,
     child_tid: u64,
     tls: u64,
+    /// where `CLONE_PIDFD` stores the child's pidfd
+    pidfd: u64,
 }
 
 impl Task {
@@ -60,11 +63,15 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     {
         return Err(Errno::EINVAL);
     }
+    // clone(2): a pidfd names a thread group, and is not given with the
+    // legacy CLONE_DETACHED.
+    if f & CLONE_PIDFD != 0 && f & (CLONE_THREAD | CLONE_DETACHED) != 0 {
+        return Err(Errno::EINVAL);
+    }
     if f & CLONE_NEWS != 0 {
         return Err(Errno::EPERM);
     }
     let _ = (
-        CLONE_PIDFD,
         CLONE_PTRACE,
         CLONE_SYSVSEM,
         CLONE_DETACHED,
@@ -156,8 +163,32 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         (proc_, thread)
     };
     let id = thread.tid;
+    // Takes the child out of the tables again when it cannot start.
+    let unregister = || {
+        proc_.state().threads.retain(|t| t.tid != id);
+        let mut procs = kernel.procs();
+        procs.threads.remove(&id);
+        if !thread_mode {
+            procs.map.remove(&id);
+        }
+    };
     if f & CLONE_PARENT_SETTID != 0 {
         task.mm().write_obj(args.parent_tid, &id)?;
+    }
+    // Linux stores the pidfd before the child runs, and fails the whole
+    // clone (closing the descriptor) when it cannot.
+    if f & CLONE_PIDFD != 0 {
+        let stored = install_pidfd(task, proc_.clone(), 0).and_then(|fd| {
+            task.mm()
+                .write_obj(args.pidfd, &(fd as i32))
+                .inspect_err(|_| {
+                    let _ = task.fds().remove(fd as i64);
+                })
+        });
+        if let Err(e) = stored {
+            unregister();
+            return Err(e);
+        }
     }
     let creds = task.creds.clone();
     let (ids, exe, comm, no_new_privs) = (
@@ -260,12 +291,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         }
     };
     if !started {
-        proc_.state().threads.retain(|t| t.tid != id);
-        let mut procs = kernel.procs();
-        procs.threads.remove(&id);
-        if !thread_mode {
-            procs.map.remove(&id);
-        }
+        unregister();
         return Err(Errno::EAGAIN);
     }
     if f & CLONE_VFORK != 0 {
@@ -314,6 +340,11 @@ pub fn sys_clone(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if exit_signal > 64 {
         return Err(Errno::EINVAL);
     }
+    // clone(2) returns the pidfd through `parent_tid`, so it cannot also
+    // store the child's ID there.
+    if a[0] & CLONE_PIDFD != 0 && a[0] & CLONE_PARENT_SETTID != 0 {
+        return Err(Errno::EINVAL);
+    }
     do_clone(
         task,
         CloneArgs {
@@ -323,6 +354,7 @@ pub fn sys_clone(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             parent_tid: a[2],
             child_tid: a[3],
             tls: a[4],
+            pidfd: a[2],
         },
     )
 }
@@ -339,7 +371,7 @@ pub fn sys_clone3(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         *w = task.mm().read_obj(a[0] + 8 * i as u64)?;
     }
     // flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup
-    let [flags, _pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, _set_tid, set_tid_size, _cgroup] =
+    let [flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, _set_tid, set_tid_size, _cgroup] =
         raw;
     if exit_signal > 64 || set_tid_size != 0 || flags & 0xff != 0 {
         return Err(Errno::EINVAL);
@@ -354,6 +386,7 @@ pub fn sys_clone3(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             parent_tid,
             child_tid,
             tls,
+            pidfd,
         },
     )
 }
@@ -543,7 +576,8 @@ pub fn sys_waitid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const P_ALL: u64 = 0;
     const P_PID: u64 = 1;
     const P_PGID: u64 = 2;
-    let options = a[3];
+    const P_PIDFD: u64 = 3;
+    let mut options = a[3];
     if options & !(WNOHANG | WSTOPPED | WEXITED | WCONTINUED | WNOWAIT | WNOTHREAD | WALL | WCLONE)
         != 0
         || options & (WEXITED | WSTOPPED | WCONTINUED) == 0
@@ -563,6 +597,30 @@ pub fn sys_waitid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         } else {
             a[1] as i32
         }),
+        P_PIDFD => {
+            let file = task.fds().file(a[1] as i32 as i64)?;
+            let FileKind::PidFd(target) = &file.kind else {
+                return Err(Errno::EBADF);
+            };
+            // Reaped, its ID perhaps reused: no longer a child to wait for.
+            if !task
+                .kernel
+                .process(target.pid)
+                .is_some_and(|p| Arc::ptr_eq(&p, target))
+            {
+                return Err(Errno::ECHILD);
+            }
+            // waitid(2): a non-blocking pidfd makes the wait for a child
+            // that has not changed state fail with EAGAIN.
+            if file.flags() & OpenFlags::NONBLOCK.bits() != 0 && options & WNOHANG == 0 {
+                options |= WNOHANG;
+                if wait_common(task, Which::Pid(target.pid), options | WNOWAIT, None)?.is_none() {
+                    return Err(Errno::EAGAIN);
+                }
+                options &= !WNOHANG;
+            }
+            Which::Pid(target.pid)
+        }
         _ => return Err(Errno::EINVAL),
     };
     let found = wait_common(task, which, options, None)?;
@@ -581,4 +639,39 @@ pub fn sys_waitid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         task.mm().write_obj(a[4], &ru)?;
     }
     Ok(0)
+}
+
+/// `PIDFD_NONBLOCK`: `O_NONBLOCK`, the only flag `pidfd_open` takes.
+const PIDFD_NONBLOCK: u32 = 0o4000;
+
+/// Opens a pidfd for `target` (close-on-exec, as every pidfd is);
+/// `nonblock` is `0` or `O_NONBLOCK`.
+fn install_pidfd(task: &Task, target: Arc<Process>, nonblock: u32) -> Result<u64, Errno> {
+    let file = FileDescription::new(
+        FileKind::PidFd(target),
+        None,
+        OpenFlags::RDWR.bits() | nonblock,
+    );
+    task.install_fd(file, true)
+}
+
+/// `pidfd_open(pid, flags)`: a descriptor for the process `pid`, which
+/// must be a thread-group leader (`ENOENT` for another thread: thread
+/// pidfds, `PIDFD_THREAD`, are not supported; `ESRCH` once the process has
+/// been reaped, while a zombie still has one).
+pub fn sys_pidfd_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (pid, flags) = (a[0] as i32, a[1] as u32);
+    if flags & !PIDFD_NONBLOCK != 0 || pid <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    let target = {
+        let procs = task.kernel.procs();
+        match procs.map.get(&pid) {
+            Some(p) => p.clone(),
+            // Linux 6.9 and later (older kernels said EINVAL).
+            None if procs.threads.contains_key(&pid) => return Err(Errno::ENOENT),
+            None => return Err(Errno::ESRCH),
+        }
+    };
+    install_pidfd(task, target, flags & PIDFD_NONBLOCK)
 }

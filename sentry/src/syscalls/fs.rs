@@ -10,14 +10,16 @@ use abi::{
 use zerocopy::FromZeros;
 
 use super::{dir_arg, path_arg};
+use crate::fasync::OwnerKind;
 use crate::file::{FdEntry, FileDescription, FileKind};
+use crate::guestio::GuestBufs;
 use crate::host;
 use crate::inotify::{self, EntryIds};
 use crate::locks::{FileKey, Owner, RecordLock, OFFSET_MAX};
 use crate::mm::GuestSlice;
 use crate::task::Task;
 use crate::tmpfs::MemKind;
-use crate::vfs::{GoferRef, HostFile, Location, Lookup, Node, VolumeKind};
+use crate::vfs::{Device, GoferRef, HostFile, Location, Lookup, Node, VolumeKind};
 
 /// Linux's cap on one read or write (`MAX_RW_COUNT`).
 const MAX_RW_COUNT: u64 = 0x7fff_f000;
@@ -68,17 +70,12 @@ fn iovecs(task: &Task, addr: u64, count: u64, write: bool) -> Result<Vec<GuestSl
 
 /// Reads from a socket into guest buffers.
 fn socket_read(task: &Task, file: &FileDescription, bufs: &[GuestSlice]) -> Result<u64, Errno> {
-    let max: usize = bufs.iter().map(|b| b.len).sum();
-    let data = super::socket::read_socket(task, file, max)?;
-    Ok(crate::file::copy_to_slices(bufs, &data))
+    super::socket::read_socket(task, file, &GuestBufs::new(bufs))
 }
 
 /// Writes guest buffers to a socket.
 fn socket_write(task: &Task, file: &FileDescription, bufs: &[GuestSlice]) -> Result<u64, Errno> {
-    let len: usize = bufs.iter().map(|b| b.len).sum();
-    let mut data = vec![0u8; len];
-    crate::file::copy_from_slices(bufs, &mut data);
-    super::socket::write_socket(task, file, &data)
+    super::socket::write_socket(task, file, &GuestBufs::new(bufs))
 }
 
 pub fn sys_read(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -768,6 +765,7 @@ fn pty_ioctl(
         IoctlOut::Int(v) => task.mm().write_obj(arg, &v).map(|()| 0),
         IoctlOut::Termios(t) => task.mm().write_obj(arg, &t).map(|()| 0),
         IoctlOut::Termios2(t) => task.mm().write_obj(arg, &t).map(|()| 0),
+        IoctlOut::Termio(t) => task.mm().write_obj(arg, &t).map(|()| 0),
         IoctlOut::Winsize(w) => task.mm().write_obj(arg, &w).map(|()| 0),
         IoctlOut::OpenPeer(pty, flags) => open_peer(task, &pty, flags),
     }
@@ -1048,6 +1046,7 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const FIONBIO: u64 = 0x5421;
     const FIONCLEX: u64 = 0x5450;
     const FIOCLEX: u64 = 0x5451;
+    const FIOASYNC: u64 = abi::tty::FIOASYNC as u64;
     let fd = a[0] as i32 as i64;
     let file = task.fds().file(fd)?;
     if matches!(file.kind, FileKind::Path) {
@@ -1067,6 +1066,10 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 *f &= !OpenFlags::NONBLOCK.bits();
             }
             Ok(0)
+        }
+        FIOASYNC => {
+            let on: i32 = task.mm().read_obj(a[2])?;
+            set_async(task, fd as i32, &file, on != 0, true).map(|()| 0)
         }
         cmd if matches!(file.kind, FileKind::Pty(_)) => {
             let FileKind::Pty(end) = &file.kind else {
@@ -1235,6 +1238,8 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const F_GETOWN: u32 = 9;
     const F_SETOWN_EX: u32 = 15;
     const F_GETOWN_EX: u32 = 16;
+    const F_SETSIG: u32 = 10;
+    const F_GETSIG: u32 = 11;
     const F_SETPIPE_SZ: u32 = 1031;
     const F_GETPIPE_SZ: u32 = 1032;
     const F_ADD_SEALS: u32 = 1033;
@@ -1270,21 +1275,66 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             if path_only {
                 return Err(Errno::EBADF);
             }
-            let changeable = (OpenFlags::APPEND
-                | OpenFlags::NONBLOCK
-                | OpenFlags::ASYNC
-                | OpenFlags::DIRECT
-                | OpenFlags::NOATIME)
-                .bits();
+            // O_ASYNC is the fasync operation's to set (set_async()).
+            let changeable =
+                (OpenFlags::APPEND | OpenFlags::NONBLOCK | OpenFlags::DIRECT | OpenFlags::NOATIME)
+                    .bits();
+            let want_async = a[2] as u32 & OpenFlags::ASYNC.bits() != 0;
+            set_async(task, fd as i32, &file, want_async, false)?;
             let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
             *f = (*f & !changeable) | (a[2] as u32 & changeable);
             Ok(0)
         }
-        // No signal-driven I/O yet: no owner, and setting one is accepted.
-        F_SETOWN | F_GETOWN => Ok(0),
+        // An O_PATH descriptor has no owner (check_fcntl_cmd()).
+        F_SETOWN | F_GETOWN | F_SETOWN_EX | F_GETOWN_EX | F_SETSIG | F_GETSIG if path_only => {
+            Err(Errno::EBADF)
+        }
+        F_SETOWN => {
+            let who = a[2] as i32;
+            if who == i32::MIN {
+                return Err(Errno::EINVAL);
+            }
+            let (kind, id) = if who < 0 {
+                (OwnerKind::Pgrp, -who)
+            } else {
+                (OwnerKind::Pid, who)
+            };
+            check_owner(task, kind, id)?;
+            file.set_owner(kind, id, false);
+            Ok(0)
+        }
+        F_GETOWN => {
+            let o = file.owner();
+            Ok(if o.kind == OwnerKind::Pgrp {
+                -o.id
+            } else {
+                o.id
+            } as i64 as u64)
+        }
         // struct f_owner_ex { int type; pid_t pid; }: glibc's F_GETOWN uses it.
-        F_GETOWN_EX => task.mm().write_obj(a[2], &[0i32, 0i32]).map(|()| 0),
-        F_SETOWN_EX => task.mm().read_obj::<[i32; 2]>(a[2]).map(|_| 0),
+        F_GETOWN_EX => {
+            let o = file.owner();
+            task.mm()
+                .write_obj(a[2], &[o.kind.ex_type(), o.id])
+                .map(|()| 0)
+        }
+        F_SETOWN_EX => {
+            let [t, id] = task.mm().read_obj::<[i32; 2]>(a[2])?;
+            let kind = OwnerKind::from_ex_type(t).ok_or(Errno::EINVAL)?;
+            check_owner(task, kind, id)?;
+            file.set_owner(kind, id, false);
+            Ok(0)
+        }
+        F_SETSIG => {
+            // The argument is taken as an int (do_fcntl()'s `argi`).
+            let sig = a[2] as i32;
+            if !(0..=64).contains(&sig) {
+                return Err(Errno::EINVAL);
+            }
+            file.set_sigio_signal(sig);
+            Ok(0)
+        }
+        F_GETSIG => Ok(file.owner().signum as u64),
         F_SETPIPE_SZ | F_GETPIPE_SZ => {
             let FileKind::Pipe(end) = &file.kind else {
                 return Err(Errno::EBADF);
@@ -1304,6 +1354,84 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         _ => Err(Errno::EINVAL),
     }
+}
+
+/// Whether `id` names a live thread, process or process group for
+/// `F_SETOWN` (`ESRCH` otherwise; 0 removes the owner).
+fn check_owner(task: &Task, kind: OwnerKind, id: i32) -> Result<(), Errno> {
+    if id == 0 {
+        return Ok(());
+    }
+    if id < 0 {
+        return Err(Errno::ESRCH);
+    }
+    let procs = task.kernel.procs();
+    let found = match kind {
+        OwnerKind::Tid => procs.threads.contains_key(&id),
+        // Linux looks the number up as any kind of ID (find_vpid()).
+        OwnerKind::Pid => procs.threads.contains_key(&id) || procs.map.contains_key(&id),
+        OwnerKind::Pgrp => procs.map.values().any(|p| p.state().pgid == id),
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(Errno::ESRCH)
+    }
+}
+
+/// Turns signal-driven I/O on or off for a description (`O_ASYNC` through
+/// `F_SETFL`, or `FIOASYNC`), calling the object's `fasync` operation when
+/// the flag changes; that operation alone sets or clears `O_ASYNC`. For a
+/// file Linux has no such operation for, `FIOASYNC` answers `ENOTTY` and
+/// `F_SETFL` leaves the flag as it is.
+fn set_async(
+    task: &Task,
+    fd: i32,
+    file: &Arc<FileDescription>,
+    on: bool,
+    ioctl: bool,
+) -> Result<(), Errno> {
+    let had = file.flags() & OpenFlags::ASYNC.bits() != 0;
+    if had == on {
+        return Ok(());
+    }
+    match file.fasync_lists() {
+        Some(lists) => {
+            for l in lists.into_iter().flatten() {
+                l.set(fd, file, on)?;
+            }
+            if let (true, FileKind::Pty(end)) = (on, &file.kind) {
+                // __tty_fasync(): with no owner yet, the terminal's
+                // foreground group (only a slave has one), else the caller.
+                match end.pty.fg_pgrp().filter(|_| !end.master) {
+                    Some(pgrp) => file.set_owner(OwnerKind::Pgrp, pgrp, true),
+                    None => file.set_owner(OwnerKind::Pid, task.pid(), true),
+                }
+            }
+        }
+        // Kinds Linux signals that the sandbox does not yet (Internet and
+        // netlink sockets, inotify, /dev/random): the flag is kept, no
+        // signal comes.
+        None if matches!(
+            file.kind,
+            FileKind::Inet(_)
+                | FileKind::HostInet(_)
+                | FileKind::Netlink(_)
+                | FileKind::Inotify(_)
+                | FileKind::Dev(Device::Random | Device::Urandom)
+        ) => {}
+        None if ioctl => return Err(Errno::ENOTTY),
+        None => return Ok(()),
+    }
+    {
+        let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
+        if on {
+            *f |= OpenFlags::ASYNC.bits();
+        } else {
+            *f &= !OpenFlags::ASYNC.bits();
+        }
+    }
+    Ok(())
 }
 
 /// The lock identity of an open file: its `(st_dev, st_ino)`, which two
@@ -2610,6 +2738,19 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
             s.f_bavail = s.f_bfree;
             s.f_namelen = 255;
             s.f_frsize = 4096;
+        }
+        // /sys and its cgroup file system (what runtimes check to tell
+        // cgroup v2 from v1), both read-only.
+        Node::Proc(crate::procfs::ProcNode::Sys(d)) if d.starts_with(crate::procfs::SYSFS) => {
+            s.f_type = if d.starts_with(crate::procfs::SYSFS_CGROUP) {
+                0x6367_7270 // CGROUP2_SUPER_MAGIC
+            } else {
+                0x6265_6572 // SYSFS_MAGIC
+            };
+            s.f_bsize = 4096;
+            s.f_namelen = 255;
+            s.f_frsize = 4096;
+            s.f_flags = 1 | 2 | 4 | 8; // ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC
         }
         _ => {
             s.f_type = 0x0102_1994; // TMPFS_MAGIC

@@ -10,7 +10,8 @@ use std::os::fd::BorrowedFd;
 use abi::{Errno, OpenFlags};
 use netstack::{Domain, SocketType};
 
-use crate::file::{copy_from_slices, copy_to_slices, FileDescription, FileKind};
+use crate::file::{copy_to_slices, FileDescription, FileKind};
+use crate::guestio::{ByteSource, GuestBufs, Stage};
 use crate::socket::host_inet::HostInetSocket;
 use crate::socket::host_sys;
 use crate::task::Task;
@@ -179,26 +180,35 @@ pub fn shutdown(s: &HostInetSocket, how: u64) -> Result<u64, Errno> {
 
 /// Sends `data` (to `to`, raw `sockaddr` bytes, if given); a stream send
 /// waits until all of it is queued, unless a signal or `EAGAIN` comes
-/// after partial progress (Linux's `tcp_sendmsg`).
+/// after partial progress (Linux's `tcp_sendmsg`), and is staged
+/// [`crate::guestio::IO_CHUNK`] bytes at a time; a datagram goes whole, so one above
+/// [`crate::guestio::MAX_INET_DATAGRAM`] is `EMSGSIZE` (as the host would answer) before
+/// it is copied.
 pub fn send(
     task: &Task,
     file: &FileDescription,
     s: &HostInetSocket,
-    data: &[u8],
+    data: &GuestBufs<'_>,
     flags: u64,
     to: Option<&[u8]>,
 ) -> Result<u64, Errno> {
     let host_flags = (flags & SEND_FLAGS) as i32 | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+    let stream = s.ty != SocketType::Datagram;
+    let piece = crate::guestio::inet_send_piece(stream, data.len())?;
+    let mut stage = Stage::new();
     super::socket::send_loop(
         task,
         nonblock(file, flags),
         data.len(),
-        s.ty != SocketType::Datagram,
+        stream,
         flags,
-        |done| match host_sys::send_to(s.fd(), &data[done..], host_flags, to).map_err(err) {
-            Ok(n) => Ok(Some(n)),
-            Err(Errno::EAGAIN) => Ok(None),
-            Err(e) => Err(e),
+        |done| {
+            let chunk = stage.load(data, done, piece);
+            match host_sys::send_to(s.fd(), chunk, host_flags, to).map_err(err) {
+                Ok(n) => Ok(Some(n)),
+                Err(Errno::EAGAIN) => Ok(None),
+                Err(e) => Err(e),
+            }
         },
         || s.ready(POLLOUT),
     )
@@ -283,15 +293,12 @@ pub fn sendto(
     a: &[u64; 6],
 ) -> Result<u64, Errno> {
     let slices = task.mm().slices(a[1], a[2], false)?;
-    let len: usize = slices.iter().map(|x| x.len).sum();
-    let mut data = vec![0u8; len];
-    copy_from_slices(&slices, &mut data);
     let to = if a[4] != 0 {
         Some(read_addr(task, a[4], a[5])?)
     } else {
         None
     };
-    send(task, file, s, &data, a[3], to.as_deref())
+    send(task, file, s, &GuestBufs::new(&slices), a[3], to.as_deref())
 }
 
 pub fn recvfrom(
@@ -320,15 +327,19 @@ pub fn sendmsg(
     // struct msghdr: name, namelen (u32), iov, iovlen, control, controllen, flags.
     let w: [u64; 7] = task.mm().read_obj(msg)?;
     let slices = super::fs::iovecs_pub(task, w[2], w[3], false)?;
-    let len: usize = slices.iter().map(|x| x.len).sum();
-    let mut data = vec![0u8; len];
-    copy_from_slices(&slices, &mut data);
     let to = if w[0] != 0 && w[1] as u32 != 0 {
         Some(read_addr(task, w[0], u64::from(w[1] as u32))?)
     } else {
         None
     };
-    send(task, file, s, &data, flags, to.as_deref())
+    send(
+        task,
+        file,
+        s,
+        &GuestBufs::new(&slices),
+        flags,
+        to.as_deref(),
+    )
 }
 
 pub fn recvmsg(
@@ -361,9 +372,10 @@ pub fn read(
     task: &Task,
     file: &FileDescription,
     s: &HostInetSocket,
-    max: usize,
-) -> Result<Vec<u8>, Errno> {
-    recv(task, file, s, max, 0).map(|g| g.data)
+    dst: &GuestBufs<'_>,
+) -> Result<u64, Errno> {
+    let got = recv(task, file, s, dst.len(), 0)?;
+    Ok(dst.write_at(0, &got.data) as u64)
 }
 
 /// What the guest may do with a socket option: hand it to the host, or

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use abi::{Errno, OpenFlags};
 use netstack::{Domain, Shutdown, SockOpt, SockOptName, SocketType};
 
-use crate::file::{copy_from_slices, copy_to_slices, FileDescription, FileKind};
+use crate::file::{FileDescription, FileKind};
+use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK, MAX_INET_DATAGRAM};
 use crate::socket::host_inet::HostInetSocket;
 use crate::socket::inet::{encode_addr, parse_addr, unspecified, InetSocket};
 use crate::task::Task;
@@ -266,11 +267,13 @@ pub fn shutdown(file: &FileDescription, how: u64) -> Result<u64, Errno> {
 }
 
 /// Sends `data`; stream sends loop until all is queued (or a signal or
-/// `EAGAIN` after partial progress).
+/// `EAGAIN` after partial progress), [`IO_CHUNK`] bytes at a time; a
+/// datagram goes whole, so one above [`MAX_INET_DATAGRAM`] is `EMSGSIZE`
+/// before it is copied (`udp_sendmsg`).
 pub fn send(
     task: &Task,
     file: &FileDescription,
-    data: &[u8],
+    data: &GuestBufs<'_>,
     flags: u64,
     to: Option<std::net::SocketAddr>,
 ) -> Result<u64, Errno> {
@@ -278,16 +281,20 @@ pub fn send(
         return hostnet::send(task, file, h, data, flags, None);
     }
     let s = sock(file)?;
+    let stream = s.ty != SocketType::Datagram;
+    let piece = crate::guestio::inet_send_piece(stream, data.len())?;
+    let mut stage = Stage::new();
     super::socket::send_loop(
         task,
         nonblock(file, flags),
         data.len(),
-        s.ty != SocketType::Datagram,
+        stream,
         flags,
         |done| {
+            let chunk = stage.load(data, done, piece);
             let r = match to {
-                Some(a) if s.ty == SocketType::Datagram => s.sock.send_to(&data[done..], a),
-                _ => s.sock.send(&data[done..]),
+                Some(a) if s.ty == SocketType::Datagram => s.sock.send_to(chunk, a),
+                _ => s.sock.send(chunk),
             };
             match r {
                 Ok(n) => Ok(Some(n)),
@@ -303,59 +310,77 @@ pub fn send(
     )
 }
 
-/// Receives up to `max` bytes: `(data, full length, sender)`.
+/// Receives into `dst`: `(bytes copied, full length, sender)`. The bytes
+/// pass through a Sentry buffer of at most [`IO_CHUNK`] (a stream: further
+/// pieces follow while data is there, or until full under `MSG_WAITALL`)
+/// or [`MAX_INET_DATAGRAM`] bytes (no datagram is longer), whatever the
+/// guest's length. A stream's `MSG_PEEK` sees at most one piece: a short
+/// read, which is a stream's right.
 pub fn recv(
     task: &Task,
     file: &FileDescription,
-    max: usize,
+    dst: &GuestBufs<'_>,
     flags: u64,
-) -> Result<(Vec<u8>, usize, Option<std::net::SocketAddr>), Errno> {
+) -> Result<(usize, usize, Option<std::net::SocketAddr>), Errno> {
     let s = sock(file)?;
     let blk = task.blocker();
     let peek = flags & MSG_PEEK != 0;
-    let mut buf = vec![0u8; max];
+    let stream = s.ty == SocketType::Stream;
+    let max = dst.len();
+    let ready = || {
+        s.sock
+            .readiness()
+            .is_ok_and(|r| r.readable || r.error || r.hup)
+    };
+    let mut stage = Stage::new();
+    let cap = if stream { IO_CHUNK } else { MAX_INET_DATAGRAM };
+    let buf = stage.space(max.min(cap));
     let meta = blk.block_on(
         nonblock(file, flags),
-        || match s.sock.recv_from(&mut buf, peek) {
+        || match s.sock.recv_from(buf, peek) {
             Ok(m) => Ok(Some(m)),
             Err(Errno::EAGAIN) => Ok(None),
             Err(e) => Err(e),
         },
-        || {
-            s.sock
-                .readiness()
-                .is_ok_and(|r| r.readable || r.error || r.hup)
-        },
+        ready,
     )?;
-    let mut len = meta.len;
-    if flags & MSG_WAITALL != 0 && !peek && s.ty == SocketType::Stream {
-        while len < max {
-            match blk.block_on(
-                false,
-                || match s.sock.recv(&mut buf[len..], false) {
-                    Ok(0) => Ok(Some(0)),
-                    Ok(n) => Ok(Some(n)),
-                    Err(Errno::EAGAIN) => Ok(None),
-                    Err(e) => Err(e),
-                },
-                || {
-                    s.sock
-                        .readiness()
-                        .is_ok_and(|r| r.readable || r.error || r.hup)
-                },
-            ) {
+    let mut full_piece = meta.len == buf.len();
+    let mut len = dst.write_at(0, &buf[..meta.len]);
+    let waitall = flags & MSG_WAITALL != 0 && !peek && stream;
+    if stream && !peek {
+        // Without MSG_WAITALL, what is already there (no waiting); with
+        // it, until the buffer is full, end of file, an error or a signal
+        // (which ends it with what arrived).
+        while len < max && meta.len > 0 && (waitall || full_piece) {
+            let piece = stage.space((max - len).min(IO_CHUNK));
+            let r = if waitall {
+                blk.block_on(
+                    false,
+                    || match s.sock.recv(piece, false) {
+                        Ok(n) => Ok(Some(n)),
+                        Err(Errno::EAGAIN) => Ok(None),
+                        Err(e) => Err(e),
+                    },
+                    ready,
+                )
+            } else {
+                s.sock.recv(piece, false)
+            };
+            match r {
                 Ok(0) | Err(_) => break,
-                Ok(n) => len += n,
+                Ok(n) => {
+                    full_piece = n == piece.len();
+                    len += dst.write_at(len, &piece[..n]);
+                }
             }
         }
     }
-    buf.truncate(len);
     let full = if s.ty == SocketType::Datagram {
         meta.full_len
     } else {
         len
     };
-    Ok((buf, full, Some(meta.from)))
+    Ok((len, full, Some(meta.from)))
 }
 
 pub fn sendto(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -364,14 +389,12 @@ pub fn sendto(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, 
     }
     let s = sock(file)?;
     let slices = task.mm().slices(a[1], a[2], false)?;
-    let mut data = vec![0u8; a[2] as usize];
-    copy_from_slices(&slices, &mut data);
     let to = if a[4] != 0 {
         Some(read_sockaddr(task, a[4], a[5], s.domain)?)
     } else {
         None
     };
-    send(task, file, &data, a[3], to)
+    send(task, file, &GuestBufs::new(&slices), a[3], to)
 }
 
 pub fn recvfrom(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -380,16 +403,11 @@ pub fn recvfrom(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64
     }
     let s = sock(file)?;
     let slices = task.mm().slices(a[1], a[2], true)?;
-    let (data, full, from) = recv(task, file, a[2] as usize, a[3])?;
-    copy_to_slices(&slices, &data);
+    let (n, full, from) = recv(task, file, &GuestBufs::new(&slices), a[3])?;
     if let (Some(f), true) = (from, a[4] != 0) {
         write_sockaddr(task, a[4], a[5], f, s.domain)?;
     }
-    Ok(if a[3] & MSG_TRUNC != 0 {
-        full
-    } else {
-        data.len()
-    } as u64)
+    Ok(if a[3] & MSG_TRUNC != 0 { full } else { n } as u64)
 }
 
 pub fn sendmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Result<u64, Errno> {
@@ -399,15 +417,12 @@ pub fn sendmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Res
     let s = sock(file)?;
     let w: [u64; 7] = task.mm().read_obj(msg)?;
     let slices = super::fs::iovecs_pub(task, w[2], w[3], false)?;
-    let len: usize = slices.iter().map(|x| x.len).sum();
-    let mut data = vec![0u8; len];
-    copy_from_slices(&slices, &mut data);
     let to = if w[0] != 0 && w[1] as u32 != 0 {
         Some(read_sockaddr(task, w[0], u64::from(w[1] as u32), s.domain)?)
     } else {
         None
     };
-    send(task, file, &data, flags, to)
+    send(task, file, &GuestBufs::new(&slices), flags, to)
 }
 
 pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Result<u64, Errno> {
@@ -417,11 +432,9 @@ pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Res
     let s = sock(file)?;
     let w: [u64; 7] = task.mm().read_obj(msg)?;
     let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
-    let max: usize = slices.iter().map(|x| x.len).sum();
-    let (data, full, from) = recv(task, file, max, flags)?;
-    copy_to_slices(&slices, &data);
+    let (n, full, from) = recv(task, file, &GuestBufs::new(&slices), flags)?;
     let mut out_flags = 0u32;
-    if full > data.len() {
+    if full > n {
         out_flags |= MSG_TRUNC as u32;
     }
     task.mm().write_obj(msg + 40, &0u64)?;
@@ -429,19 +442,15 @@ pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Res
     if let (Some(f), true) = (from, w[0] != 0) {
         write_sockaddr(task, w[0], msg + 8, f, s.domain)?;
     }
-    Ok(if flags & MSG_TRUNC != 0 {
-        full
-    } else {
-        data.len()
-    } as u64)
+    Ok(if flags & MSG_TRUNC != 0 { full } else { n } as u64)
 }
 
 /// `read(2)` on an Internet socket.
-pub fn read(task: &Task, file: &FileDescription, max: usize) -> Result<Vec<u8>, Errno> {
+pub fn read(task: &Task, file: &FileDescription, dst: &GuestBufs<'_>) -> Result<u64, Errno> {
     if let Some(h) = host(file) {
-        return hostnet::read(task, file, h, max);
+        return hostnet::read(task, file, h, dst);
     }
-    recv(task, file, max, 0).map(|(d, _, _)| d)
+    recv(task, file, dst, 0).map(|(n, _, _)| n as u64)
 }
 
 const SOL_SOCKET: i32 = 1;

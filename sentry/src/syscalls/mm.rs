@@ -1,9 +1,12 @@
 //! Memory calls: `mmap` and friends, answered by the Sentry's `mm`.
 
+use std::sync::Arc;
+
 use abi::{Errno, MapFlags, MAP_TYPE};
 use platform::Prot;
 
 use crate::file::FileKind;
+use crate::guestio::{Stage, IO_CHUNK};
 use crate::mm::{page_up, Backing};
 use crate::task::Task;
 use crate::vfs::Device;
@@ -63,7 +66,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::ENOMEM);
     }
     let mut backing = Backing::Anon;
-    let mut mem_content: Option<Vec<u8>> = None;
+    let mut mem_content: Option<(Arc<crate::tmpfs::MemInode>, u64, u64)> = None;
     let mut shared_region = None;
     let mut may_write = true;
     let mut writer = None;
@@ -97,9 +100,10 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 } else {
                     // A private copy of the contents.
                     let size = m.size();
-                    let mut data = vec![0u8; size.saturating_sub(off).min(len) as usize];
-                    m.read_at(off, &mut data)?;
-                    mem_content = Some(data);
+                    // An empty read refuses what is not a regular file
+                    // before anything is mapped.
+                    m.read_at(off, &mut [])?;
+                    mem_content = Some((m.clone(), off, size.saturating_sub(off).min(len)));
                 }
             }
             FileKind::Host(h) if !file.is_dir() => {
@@ -155,8 +159,20 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Ok(start);
     }
     mm.map_fixed(start, len, prot, shared, backing)?;
-    if let Some(data) = mem_content {
-        mm.poke(start, &data)?;
+    if let Some((m, off, n)) = mem_content {
+        // Copied a piece at a time: the Sentry never holds the file's
+        // length (a private mapping of a large tmpfs file).
+        let mut stage = Stage::new();
+        let mut done = 0u64;
+        while done < n {
+            let piece = stage.space(IO_CHUNK.min((n - done) as usize));
+            let got = m.read_at(off + done, piece)?;
+            if got == 0 {
+                break;
+            }
+            mm.poke(start + done, &piece[..got])?;
+            done += got as u64;
+        }
     }
     mm.set_limits(start, may_write, sigbus_from.map(|v| start + v));
     Ok(start)

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use abi::{Errno, OpenFlags};
 
-use crate::file::{copy_from_slices, copy_to_slices, FileDescription, FileKind};
+use crate::file::{copy_to_slices, FileDescription, FileKind};
+use crate::guestio::{ByteSource, GuestBufs, Stage};
 use crate::socket::netlink::{Interface, NetlinkSocket, INTERFACES, NETLINK_ROUTE};
 use crate::task::Task;
 
@@ -107,18 +108,28 @@ pub fn getpeername(task: &Task, file: &FileDescription, addr: u64, len: u64) -> 
 
 /// Sends one datagram of requests to the kernel (`addr`, when given, must
 /// name it).
-pub fn send(file: &FileDescription, data: &[u8]) -> Result<u64, Errno> {
-    sock(file)?.send(data).map(|n| n as u64)
+pub fn send(file: &FileDescription, data: &GuestBufs<'_>) -> Result<u64, Errno> {
+    let s = sock(file)?;
+    // A netlink message is handled whole, so it is copied whole: Linux
+    // refuses one above the send buffer (`netlink_sendmsg`: `len >
+    // sk_sndbuf - 32` is `EMSGSIZE`), which bounds the copy.
+    if data.len() > NETLINK_SNDBUF - 32 {
+        return Err(Errno::EMSGSIZE);
+    }
+    let mut stage = Stage::new();
+    s.send(stage.load(data, 0, data.len())).map(|n| n as u64)
 }
+
+/// A netlink socket's send buffer (`net.core.wmem_default`); `SO_SNDBUF`
+/// is not modelled on these sockets.
+const NETLINK_SNDBUF: usize = 212_992;
 
 pub fn sendto(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[4] != 0 && read_addr(task, a[4], a[5])? != 0 {
         return Err(Errno::ECONNREFUSED);
     }
     let slices = task.mm().slices(a[1], a[2], false)?;
-    let mut data = vec![0u8; a[2] as usize];
-    copy_from_slices(&slices, &mut data);
-    send(file, &data)
+    send(file, &GuestBufs::new(&slices))
 }
 
 pub fn sendmsg(task: &Task, file: &FileDescription, msg: u64) -> Result<u64, Errno> {
@@ -127,10 +138,7 @@ pub fn sendmsg(task: &Task, file: &FileDescription, msg: u64) -> Result<u64, Err
         return Err(Errno::ECONNREFUSED);
     }
     let slices = super::fs::iovecs_pub(task, w[2], w[3], false)?;
-    let len: usize = slices.iter().map(|x| x.len).sum();
-    let mut data = vec![0u8; len];
-    copy_from_slices(&slices, &mut data);
-    send(file, &data)
+    send(file, &GuestBufs::new(&slices))
 }
 
 /// Receives the next reply: `(bytes, full length)`, sleeping while none

@@ -44,9 +44,13 @@ fn target(task: &Task, pid: u64) -> Result<std::sync::Arc<crate::task::Process>,
         .ok_or(Errno::ESRCH)
 }
 
+/// Whether `pid` names the caller: 0, its process, or its own thread ID
+/// (the scheduling and robust-list calls take a thread ID; glibc's
+/// `pthread_getattr_np` asks `sched_getaffinity` about the calling thread
+/// by its TID, which the JVM does for every thread it starts).
 fn is_self(task: &Task, pid: u64) -> bool {
     let pid = pid as i32;
-    pid == 0 || pid == task.pid()
+    pid == 0 || pid == task.pid() || pid == task.tid()
 }
 
 pub fn sys_getpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -570,9 +574,12 @@ pub fn sys_getrandom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let len = a[1].min(32 << 20) as usize;
-    let mut buf = vec![0u8; len];
-    crate::host::getrandom(&mut buf);
-    task.mm().copy_out(a[0], &buf)?;
+    if len == 0 {
+        return Ok(0);
+    }
+    // Filled a piece at a time: the Sentry never holds the guest's length.
+    let bufs = task.mm().slices(a[0], len as u64, true)?;
+    crate::file::fill_random(&crate::guestio::GuestBufs::new(&bufs));
     Ok(len as u64)
 }
 

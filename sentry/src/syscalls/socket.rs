@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use abi::{Errno, OpenFlags};
 
-use crate::file::{copy_from_slices, copy_to_slices, FdEntry, FileDescription, FileKind};
+use crate::file::{FdEntry, FileDescription, FileKind};
+use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::socket::unix::{Creds, SockType, SocketHandle, UnixAddr, UnixSocket, SCM_MAX_FD};
 use crate::task::Task;
 use crate::tmpfs::MemKind;
@@ -271,7 +272,11 @@ pub fn sys_connect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let nonblock = nonblocking(&file, 0);
     blk.block_on(
         nonblock,
-        || Ok(sock.connect_to(&target, me, me)?.then_some(())),
+        || {
+            Ok(sock
+                .connect_to(&task.kernel, &target, me, me)?
+                .then_some(()))
+        },
         || {
             target
                 .state()
@@ -385,28 +390,50 @@ pub fn sys_shutdown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// Sends `data` (with `rights`) honouring blocking rules; stream sends
-/// loop until everything is queued.
+/// loop until everything is queued, [`IO_CHUNK`] bytes at a time.
 fn send(
     task: &Task,
     file: &FileDescription,
     sock: &Arc<UnixSocket>,
-    data: &[u8],
+    data: &GuestBufs<'_>,
     mut rights: Vec<Arc<FileDescription>>,
     flags: u64,
     to: Option<Arc<UnixSocket>>,
 ) -> Result<u64, Errno> {
     let me = creds(task);
+    let stream = sock.kind == SockType::Stream;
+    let piece = if stream {
+        IO_CHUNK
+    } else {
+        // A datagram or seqpacket message goes whole or not at all, so it
+        // is staged whole: Linux refuses one larger than the send buffer
+        // (`unix_dgram_sendmsg`: `len > sk_sndbuf - 32` is `EMSGSIZE`),
+        // and `SO_SNDBUF` is capped, which bounds the copy.
+        if data.len() > sock.state().sndbuf.saturating_sub(32) {
+            return Err(Errno::EMSGSIZE);
+        }
+        data.len()
+    };
     let ready = || {
         let (_, w, hup, _, _) = sock.readiness();
         w || hup || to.is_some()
     };
+    let mut stage = Stage::new();
     send_loop(
         task,
         nonblocking(file, flags),
         data.len(),
-        sock.kind == SockType::Stream,
+        stream,
         flags,
-        |done| sock.send(&data[done..], std::mem::take(&mut rights), me, to.clone()),
+        |done| {
+            sock.send(
+                &task.kernel,
+                stage.load(data, done, piece),
+                std::mem::take(&mut rights),
+                me,
+                to.clone(),
+            )
+        },
         ready,
     )
 }
@@ -449,7 +476,11 @@ pub(super) fn send_loop(
 }
 
 /// Writes on a socket descriptor (`write`, `writev`).
-pub fn write_socket(task: &Task, file: &FileDescription, data: &[u8]) -> Result<u64, Errno> {
+pub fn write_socket(
+    task: &Task,
+    file: &FileDescription,
+    data: &GuestBufs<'_>,
+) -> Result<u64, Errno> {
     if matches!(file.kind, FileKind::Inet(_) | FileKind::HostInet(_)) {
         return super::inet::send(task, file, data, 0, None);
     }
@@ -462,50 +493,57 @@ pub fn write_socket(task: &Task, file: &FileDescription, data: &[u8]) -> Result<
     send(task, file, &h.0, data, Vec::new(), 0, None)
 }
 
-/// Reads on a socket descriptor (`read`, `readv`).
-pub fn read_socket(task: &Task, file: &FileDescription, max: usize) -> Result<Vec<u8>, Errno> {
+/// Reads on a socket descriptor (`read`, `readv`) into `dst`.
+pub fn read_socket(task: &Task, file: &FileDescription, dst: &GuestBufs<'_>) -> Result<u64, Errno> {
     if matches!(file.kind, FileKind::Inet(_) | FileKind::HostInet(_)) {
-        return super::inet::read(task, file, max);
+        return super::inet::read(task, file, dst);
     }
     if matches!(file.kind, FileKind::Netlink(_)) {
-        return super::netlink::recv(task, file, max, 0).map(|(d, _)| d);
+        let (d, _) = super::netlink::recv(task, file, dst.len(), 0)?;
+        return Ok(dst.write_at(0, &d) as u64);
     }
     let FileKind::Socket(h) = &file.kind else {
         return Err(Errno::ENOTSOCK);
     };
-    let r = recv(task, file, &h.0, max, 0)?;
-    Ok(r.data)
+    let (_, n) = recv(task, file, &h.0, dst, 0)?;
+    Ok(n as u64)
 }
 
+/// Receives into `dst`: what came, and how many bytes of it `dst` got. What
+/// one receive takes is bounded by the queue (`SO_RCVBUF`), and
+/// `MSG_WAITALL`'s further receives are copied out as they come, so the
+/// Sentry never holds the guest's length.
 fn recv(
     task: &Task,
     file: &FileDescription,
     sock: &Arc<UnixSocket>,
-    max: usize,
+    dst: &GuestBufs<'_>,
     flags: u64,
-) -> Result<crate::socket::unix::Received, Errno> {
+) -> Result<(crate::socket::unix::Received, usize), Errno> {
     let blk = task.blocker();
     let peek = flags & MSG_PEEK != 0;
+    let max = dst.len();
     let mut first = blk.block_on(
         nonblocking(file, flags),
         || sock.recv(max, peek, 0),
         || sock.readiness().0,
     )?;
+    let mut n = dst.write_at(0, &first.data);
     // MSG_WAITALL on a stream: keep reading until full or end of file.
     if flags & MSG_WAITALL != 0 && !peek && sock.kind == SockType::Stream {
-        while first.data.len() < max && !first.data.is_empty() {
+        while n < max && !first.data.is_empty() {
             match blk.block_on(
                 false,
-                || sock.recv(max - first.data.len(), false, 0),
+                || sock.recv(max - n, false, 0),
                 || sock.readiness().0,
             ) {
-                Ok(more) if !more.data.is_empty() => first.data.extend(more.data),
+                Ok(more) if !more.data.is_empty() => n += dst.write_at(n, &more.data),
                 _ => break,
             }
         }
-        first.full_len = first.data.len();
+        first.full_len = n;
     }
-    Ok(first)
+    Ok((first, n))
 }
 
 /// `struct msghdr`.
@@ -528,14 +566,6 @@ fn read_msghdr(task: &Task, addr: u64) -> Result<MsgHdr, Errno> {
         control: w[4],
         controllen: w[5],
     })
-}
-
-fn gather(task: &Task, iov: u64, iovlen: u64) -> Result<Vec<u8>, Errno> {
-    let slices = super::fs::iovecs_pub(task, iov, iovlen, false)?;
-    let len: usize = slices.iter().map(|s| s.len).sum();
-    let mut data = vec![0u8; len];
-    copy_from_slices(&slices, &mut data);
-    Ok(data)
 }
 
 /// Parses `SCM_RIGHTS` control messages into descriptions.
@@ -581,7 +611,7 @@ fn read_rights(task: &Task, control: u64, len: u64) -> Result<Vec<Arc<FileDescri
 fn do_sendmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Errno> {
     let (file, sock) = socket_of(task, fd)?;
     let h = read_msghdr(task, msg)?;
-    let data = gather(task, h.iov, h.iovlen)?;
+    let slices = super::fs::iovecs_pub(task, h.iov, h.iovlen, false)?;
     let rights = read_rights(task, h.control, h.controllen)?;
     let to = if h.name != 0 && h.namelen != 0 {
         let addr = read_addr(task, h.name, u64::from(h.namelen))?;
@@ -595,7 +625,15 @@ fn do_sendmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Err
     } else {
         None
     };
-    send(task, &file, &sock, &data, rights, flags, to)
+    send(
+        task,
+        &file,
+        &sock,
+        &GuestBufs::new(&slices),
+        rights,
+        flags,
+        to,
+    )
 }
 
 pub fn sys_sendmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -617,26 +655,30 @@ pub fn sys_sendto(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     let (file, sock) = socket_of(task, a[0])?;
     let slices = task.mm().slices(a[1], a[2], false)?;
-    let mut data = vec![0u8; a[2] as usize];
-    copy_from_slices(&slices, &mut data);
     let to = if a[4] != 0 && sock.kind == SockType::Dgram {
         let addr = read_addr(task, a[4], a[5])?;
         Some(lookup(task, &addr)?)
     } else {
         None
     };
-    send(task, &file, &sock, &data, Vec::new(), a[3], to)
+    send(
+        task,
+        &file,
+        &sock,
+        &GuestBufs::new(&slices),
+        Vec::new(),
+        a[3],
+        to,
+    )
 }
 
 fn do_recvmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Errno> {
     let (file, sock) = socket_of(task, fd)?;
     let h = read_msghdr(task, msg)?;
     let slices = super::fs::iovecs_pub(task, h.iov, h.iovlen, true)?;
-    let max: usize = slices.iter().map(|s| s.len).sum();
-    let r = recv(task, &file, &sock, max, flags)?;
-    copy_to_slices(&slices, &r.data);
+    let (r, n) = recv(task, &file, &sock, &GuestBufs::new(&slices), flags)?;
     let mut out_flags = 0u32;
-    if r.full_len > r.data.len() {
+    if r.full_len > n {
         out_flags |= MSG_TRUNC as u32;
     }
     // Control messages: credentials (SO_PASSCRED), then descriptors.
@@ -695,7 +737,7 @@ fn do_recvmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Err
     Ok(if flags & MSG_TRUNC != 0 {
         r.full_len
     } else {
-        r.data.len()
+        n
     } as u64)
 }
 
@@ -771,16 +813,11 @@ pub fn sys_recvfrom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     let (file, sock) = socket_of(task, a[0])?;
     let slices = task.mm().slices(a[1], a[2], true)?;
-    let r = recv(task, &file, &sock, a[2] as usize, a[3])?;
-    copy_to_slices(&slices, &r.data);
+    let (r, n) = recv(task, &file, &sock, &GuestBufs::new(&slices), a[3])?;
     if a[4] != 0 {
         write_addr(task, a[4], a[5], &r.from)?;
     }
-    Ok(if a[3] & MSG_TRUNC != 0 {
-        r.full_len
-    } else {
-        r.data.len()
-    } as u64)
+    Ok(if a[3] & MSG_TRUNC != 0 { r.full_len } else { n } as u64)
 }
 
 pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
