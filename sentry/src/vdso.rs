@@ -617,7 +617,9 @@ mod tests {
                     std::mem::transmute::<usize, TimeFn>(vdso.addr("__vdso_time")),
                 )
             };
-            let before = host_now(libc::CLOCK_REALTIME).tv_sec;
+            // time(2) may be a coarse clock, a tick behind the fine one:
+            // the earliest it may read is the coarse clock's now.
+            let before = host_now(libc::CLOCK_REALTIME_COARSE).tv_sec;
             let mut tv = libc::timeval {
                 tv_sec: 0,
                 tv_usec: 0,

@@ -70,7 +70,10 @@ int main(void)
 		stop = 0;
 		pthread_t ct;
 		ok = ok && pthread_create(&ct, NULL, ticker, NULL) == 0;
-		usleep(20000);
+		/* Until the new thread has ticked (a loaded machine may take a
+		 * while to run it), at most 10 s. */
+		for (int i = 0; i < 1000 && ticks == before; i++)
+			usleep(10000);
 		stop = 1;
 		ok = ok && pthread_join(ct, NULL) == 0 && ticks > before;
 		char r = ok ? 'y' : 'n';
