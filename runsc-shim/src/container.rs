@@ -527,6 +527,7 @@ impl Runtime {
             kill_signal: None,
             cgroup: cgroup.cloned(),
             guest_limits: None,
+            guest_limits_pending: false,
         };
         if let Err(e) = locked.write(&record) {
             let _ = child.kill();
@@ -745,7 +746,8 @@ impl Runtime {
         Ok(())
     }
 
-    /// Lets paused container `id` run again.
+    /// Lets paused container `id` run again. Guest limits `update` changed
+    /// meanwhile reach the Sentry now, as it thaws.
     pub fn resume(&self, id: &str) -> Result<(), Error> {
         let locked = self.state.lock(id)?;
         let mut record = locked.record()?;
@@ -762,24 +764,60 @@ impl Runtime {
         record.status = Status::Running;
         locked.write(&record)?;
         tracing::info!("container {id} resumed");
+        if record.guest_limits_pending {
+            let limits = record.guest_limits.unwrap_or_default();
+            self.send_guest_limits(id, &record, &limits)?;
+            record.guest_limits_pending = false;
+            locked.write(&record)?;
+            tracing::info!("container {id}: limits updated while paused applied");
+        }
         Ok(())
     }
 
-    /// Changes the resource limits of created or running container `id`
-    /// (runc's `update`): those set in `limits` are written to the
-    /// sandbox's host cgroup, and the memory and pids limits reach the
-    /// guest too (`/proc/meminfo`, `fork` failing with `EAGAIN`), through
-    /// the Sentry's control socket, or as the sandbox starts. A paused
-    /// sandbox is refused: its Sentry cannot answer until it resumes.
+    /// Tells the Sentry of running container `id` its new guest limits
+    /// over the control socket, waiting a little for a sandbox that has
+    /// just started to serve it.
+    fn send_guest_limits(
+        &self,
+        id: &str,
+        record: &state::Record,
+        limits: &crate::control::GuestLimits,
+    ) -> Result<(), Error> {
+        let socket = self.state.dir(id).join(crate::control::SOCKET);
+        // Just after `start` the socket may not be there yet.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match crate::control::update(&socket, limits) {
+                Ok(()) => return Ok(()),
+                Err(_) if Instant::now() < deadline && record.sandbox_alive() => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(why) => {
+                    return Err(Error::Boot(format!(
+                        "container {id}: the sandbox did not take the new limits: {why}"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Changes the resource limits of created, running or paused container
+    /// `id` (runc's `update`): those set in `limits` are written to the
+    /// sandbox's host cgroup at once (a frozen cgroup's limits change as
+    /// any other's), and the memory and pids limits reach the guest too
+    /// (`/proc/meminfo`, `/sys/fs/cgroup`, `fork` failing with `EAGAIN`):
+    /// through the Sentry's control socket, or, for a sandbox not started
+    /// yet or frozen, recorded in its state and applied as it starts or
+    /// resumes.
     pub fn update(&self, id: &str, limits: &cgroup::Limits) -> Result<(), Error> {
         let locked = self.state.lock(id)?;
         let mut record = locked.record()?;
         let status = record.observed();
-        if !matches!(status, Status::Created | Status::Running) {
+        if !matches!(status, Status::Created | Status::Running | Status::Paused) {
             return Err(Error::WrongStatus {
                 id: id.into(),
                 status,
-                wanted: "created or running",
+                wanted: "created, running or paused",
             });
         }
         if !limits.any() {
@@ -799,25 +837,24 @@ impl Runtime {
             return Ok(());
         }
         // Recorded first: a sandbox that has not served its control socket
-        // yet applies them as it does (see `boot`).
+        // yet applies them as it does (see `boot`); a frozen one cannot
+        // answer, and `resume` delivers them (the lock we hold keeps
+        // `resume` from thawing it meanwhile).
         record.guest_limits = Some(record.guest_limits.unwrap_or_default().merged(guest));
+        record.guest_limits_pending |= status == Status::Paused;
         locked.write(&record)?;
         if status == Status::Running {
-            let socket = self.state.dir(id).join(crate::control::SOCKET);
-            // Just after `start` the socket may not be there yet.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                match crate::control::update(&socket, &guest) {
-                    Ok(()) => break,
-                    Err(_) if Instant::now() < deadline && record.sandbox_alive() => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    Err(why) => {
-                        return Err(Error::Boot(format!(
-                            "container {id}: the sandbox did not take the new limits: {why}"
-                        )))
-                    }
-                }
+            // Limits a failed `resume` could not deliver go along.
+            let pending = record.guest_limits_pending;
+            let send = if pending {
+                record.guest_limits.unwrap_or_default()
+            } else {
+                guest
+            };
+            self.send_guest_limits(id, &record, &send)?;
+            if pending {
+                record.guest_limits_pending = false;
+                locked.write(&record)?;
             }
         }
         tracing::info!("container {id}: limits updated");
@@ -958,15 +995,42 @@ impl Runtime {
         Ok(out)
     }
 
-    /// What the container's host cgroup has counted (memory, CPU time,
-    /// tasks of the whole sandbox); `None` for a sandbox without a cgroup
-    /// of its own.
+    /// What the container's host cgroup has counted (memory, CPU time),
+    /// with the guest's tasks and task limit as the Sentry counts them
+    /// (the host's `pids.current` counts the Sentry's threads and stubs,
+    /// not the guest's processes; it stands in when the Sentry does not
+    /// answer); `None` for a sandbox without a cgroup of its own.
     pub fn cgroup_stats(&self, id: &str) -> Result<Option<crate::cgroup::Stats>, Error> {
         let record = self
             .state
             .read(id)?
             .ok_or_else(|| state::Error::NotFound(id.into()))?;
-        Ok(record.cgroup.as_ref().map(Cgroup::stats))
+        let Some(mut stats) = record.cgroup.as_ref().map(Cgroup::stats) else {
+            return Ok(None);
+        };
+        if let Some(guest) = self.guest_stats(id, &record) {
+            stats.pids_current = Some(guest.tasks);
+            stats.pids_limit = Some(guest.task_limit.unwrap_or(0));
+        }
+        Ok(Some(stats))
+    }
+
+    /// The guest's task count and limit, from the Sentry of running
+    /// container `id`; `None` if it does not answer (a frozen Sentry
+    /// cannot, and is not asked).
+    pub fn guest_stats(&self, id: &str, record: &Record) -> Option<crate::control::GuestStats> {
+        if record.observed() != Status::Running {
+            return None;
+        }
+        let socket = self.state.dir(id).join(crate::control::SOCKET);
+        let mut stats = crate::control::stats(&socket)
+            .map_err(|e| tracing::info!("container {id}: no task count from the sandbox: {e}"))
+            .ok()?;
+        // Just after `start` the Sentry may not have made the init's task
+        // yet; under runc the container's init exists from `create` on
+        // and is counted.
+        stats.tasks = stats.tasks.max(1);
+        Some(stats)
     }
 
     /// One `events` record: runc's `{"type": "stats", "id", "data"}` with
@@ -986,8 +1050,9 @@ impl Runtime {
             });
             return Ok((v, true));
         }
-        if let Some(s) = record.cgroup.as_ref().map(Cgroup::stats) {
-            // runc's fields, from the sandbox cgroup's counters.
+        if let Some(s) = self.cgroup_stats(id)? {
+            // runc's fields, from the sandbox cgroup's counters and the
+            // Sentry's task count.
             let v = serde_json::json!({
                 "type": "stats",
                 "id": id,
@@ -1022,11 +1087,14 @@ impl Runtime {
             })
             .sum::<u64>()
             * 1024;
+        let tasks = self
+            .guest_stats(id, &record)
+            .map_or(pids.len() as u64, |g| g.tasks);
         let v = serde_json::json!({
             "type": "stats",
             "id": id,
             "data": {
-                "pids": { "current": pids.len() },
+                "pids": { "current": tasks },
                 "memory": { "usage": { "usage": rss } },
             },
         });

@@ -14,7 +14,9 @@
 //! `ferrovisor update` sends `{"update":{"memory":M,"pids":N}}` instead,
 //! with no descriptors: the Sentry tells the guest of the new memory limit
 //! and counts its tasks against the new `pids.limit`, and answers
-//! `"updated"` or `{"failed":"why"}`.
+//! `"updated"` or `{"failed":"why"}`. `"stats"` asks for the guest's
+//! task count as the pids controller would count it, and its task limit:
+//! `{"stats":{"tasks":N,"task_limit":L}}`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -84,11 +86,23 @@ impl GuestLimits {
     }
 }
 
+/// What the Sentry counts of its guest, for `events --stats` and the
+/// shim's `Stats`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestStats {
+    /// live threads and unreaped processes: the tasks a pids cgroup would
+    /// count for the same process tree
+    pub tasks: u64,
+    /// the guest's `pids.max`, `None` for none
+    pub task_limit: Option<u64>,
+}
+
 /// A request that is not an `exec`.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Request {
     Update(GuestLimits),
+    Stats,
 }
 
 /// What a client sends after its request.
@@ -105,6 +119,7 @@ enum Reply {
     Failed(String),
     Exited(i32),
     Updated,
+    Stats(GuestStats),
 }
 
 /// A socket's path in a form `bind` and `connect` accept: a Unix socket
@@ -191,13 +206,26 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
         data.extend_from_slice(&more[..got]);
     }
     let line = &data[..data.iter().position(|&b| b == b'\n').unwrap_or(0)];
-    if let Ok(Request::Update(limits)) = serde_json::from_slice(line) {
+    if let Ok(req) = serde_json::from_slice::<Request>(line) {
         let Some(kernel) = kernel.upgrade() else {
             return send(&mut conn, &Reply::Failed("the sandbox has ended".into()));
         };
-        limits.apply(&kernel);
-        tracing::info!(?limits, "update: applied");
-        return send(&mut conn, &Reply::Updated);
+        return match req {
+            Request::Update(limits) => {
+                limits.apply(&kernel);
+                tracing::info!(?limits, "update: applied");
+                send(&mut conn, &Reply::Updated)
+            }
+            Request::Stats => {
+                let procs = kernel.procs();
+                let stats = GuestStats {
+                    tasks: procs.task_count() as u64,
+                    task_limit: procs.task_limit.map(|n| n as u64),
+                };
+                drop(procs);
+                send(&mut conn, &Reply::Stats(stats))
+            }
+        };
     }
     let req: ExecRequest = match serde_json::from_slice(line) {
         Ok(r) => r,
@@ -308,7 +336,32 @@ pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Res
         Reply::Started(pid) => Ok(Exec { reader, pid }),
         Reply::Failed(why) => Err(why),
         Reply::Exited(s) => Err(format!("exited ({s}) before it started")),
-        Reply::Updated => Err("unexpected reply from the sandbox".into()),
+        Reply::Updated | Reply::Stats(_) => Err("unexpected reply from the sandbox".into()),
+    }
+}
+
+/// How long `stats` waits for the Sentry's answer: a sandbox that does not
+/// answer in this time (frozen, overloaded) is reported from the host's
+/// counters instead.
+const STATS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Asks the sandbox behind `socket` what it counts of its guest.
+pub fn stats(socket: &Path) -> Result<GuestStats, String> {
+    let conn = address(socket)
+        .and_then(|a| UnixStream::connect(&a.path))
+        .map_err(|e| format!("connecting to the sandbox ({}): {e}", socket.display()))?;
+    conn.set_read_timeout(Some(STATS_TIMEOUT))
+        .and_then(|()| conn.set_write_timeout(Some(STATS_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_vec(&Request::Stats).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    (&conn)
+        .write_all(&line)
+        .map_err(|e| format!("asking for stats: {e}"))?;
+    match read_reply(&mut BufReader::new(conn)).map_err(|e| e.to_string())? {
+        Reply::Stats(s) => Ok(s),
+        Reply::Failed(why) => Err(why),
+        _ => Err("unexpected reply from the sandbox".into()),
     }
 }
 
@@ -371,7 +424,9 @@ impl Exec {
         match reply {
             Reply::Exited(s) => Ok(s),
             Reply::Failed(why) => Err(why),
-            Reply::Started(_) | Reply::Updated => Err("unexpected reply from the sandbox".into()),
+            Reply::Started(_) | Reply::Updated | Reply::Stats(_) => {
+                Err("unexpected reply from the sandbox".into())
+            }
         }
     }
 }

@@ -18,6 +18,10 @@
 //! `Update` applies the task's new `linux.resources` through
 //! [`Runtime::update`], as `ferrovisor update -r` does.
 //!
+//! Runtime flags come from a TOML file named by `ConfigPath` in the task's
+//! runtime options (containerd's `runtimeoptions.v1.Options`), as gVisor's
+//! shim reads runsc's: `network = "host" | "none"` only, for now.
+//!
 //! Not supported, and answered with a clear error: checkpoints (the Sentry
 //! cannot save a sandbox).
 
@@ -274,9 +278,89 @@ fn runtime(bundle: &Path, namespace: &str, exe: PathBuf) -> Runtime {
         log: Some(bundle.join("ferrovisor.log")),
         log_format: LogFormat::Json,
         debug: false,
-        // containerd's runc options carry no runtime flags: a BinaryName
-        // wrapper that adds `--network host` is the way to ask for it.
+        // `network = "host"` in the runtime config file sets it (see
+        // `RuntimeConfig`).
         host_network: false,
+    }
+}
+
+/// The type of containerd's generic runtime options message
+/// (`runtimeoptions.v1.Options`: `type_url`, `config_path`, `config_root`),
+/// which carries `ConfigPath` for runtimes other than runc.
+const RUNTIME_OPTIONS: &str = "runtimeoptions.v1.Options";
+
+/// The `config_path` of an encoded `runtimeoptions.v1.Options`, `None` if
+/// empty. The message is not among the shim crate's generated types; it
+/// has three string fields, read here from the wire format.
+fn config_path_of(encoded: &[u8]) -> Result<Option<PathBuf>, String> {
+    use shim::protos::protobuf::{rt::skip_field_for_tag, CodedInputStream};
+    /// `config_path`: field 2, length-delimited (wire type 2).
+    const CONFIG_PATH_TAG: u32 = (2 << 3) | 2;
+    let mut input = CodedInputStream::from_bytes(encoded);
+    let mut path = String::new();
+    let bad = |e: shim::protos::protobuf::Error| format!("runtime options: {e}");
+    while let Some(tag) = input.read_raw_tag_or_eof().map_err(bad)? {
+        if tag == CONFIG_PATH_TAG {
+            path = input.read_string().map_err(bad)?;
+        } else {
+            skip_field_for_tag(tag, &mut input).map_err(bad)?;
+        }
+    }
+    Ok((!path.is_empty()).then(|| PathBuf::from(path)))
+}
+
+/// The runtime flags a task's runtime config file sets: the TOML file its
+/// runtime options' `ConfigPath` names, as gVisor's shim reads one of
+/// runsc flags. Only `network = "host" | "none"` (the global
+/// `--network`) for now; any other key is refused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RuntimeConfig {
+    /// `network = "host"`: the guest's TCP and UDP go through host sockets
+    /// in the container's network namespace
+    host_network: bool,
+}
+
+impl RuntimeConfig {
+    /// Reads and parses the file at `path`; errors are one line naming it.
+    fn load(path: &Path) -> Result<RuntimeConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("runtime config {}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("runtime config {}: {e}", path.display()))
+    }
+
+    fn parse(text: &str) -> Result<RuntimeConfig, String> {
+        let doc = toml_edit::Document::parse(text).map_err(|e| {
+            let before = e.span().and_then(|s| text.get(..s.start)).unwrap_or("");
+            let line = before.matches('\n').count() + 1;
+            // The message alone: the error's display spans several lines.
+            let message = e.message().lines().next().unwrap_or("").trim();
+            format!("line {line}: {message}")
+        })?;
+        let mut config = RuntimeConfig::default();
+        for (key, item) in doc.as_table().iter() {
+            match key {
+                "network" => {
+                    config.host_network = match item.as_str() {
+                        Some("host") => true,
+                        Some("none") => false,
+                        _ => {
+                            let got = item
+                                .as_str()
+                                .map_or_else(|| item.type_name().to_string(), |v| format!("{v:?}"));
+                            return Err(format!(
+                                "network: must be \"host\" or \"none\", not {got}"
+                            ));
+                        }
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "unknown key `{other}` (only `network` is supported)"
+                    ))
+                }
+            }
+        }
+        Ok(config)
     }
 }
 
@@ -520,6 +604,7 @@ impl Service {
         let bundle = PathBuf::from(&req.bundle);
         let mut exe = None;
         let mut root = None;
+        let mut config = RuntimeConfig::default();
         if let Some(any) = req.options.as_ref() {
             // containerd's runc options (BinaryName, Root), as a CRI
             // runtime's `options` table gives them.
@@ -533,6 +618,17 @@ impl Service {
                     }
                 }
             }
+            // containerd's generic runtime options (`ConfigPath`, as a CRI
+            // runtime's `options` table or `ctr run --runtime-config-path`
+            // gives it): the runtime flags, as gVisor's shim takes them.
+            if any.type_url.ends_with(RUNTIME_OPTIONS) {
+                let path =
+                    config_path_of(&any.value).map_err(|e| rpc_error(Code::INVALID_ARGUMENT, e))?;
+                if let Some(path) = path {
+                    config = RuntimeConfig::load(&path)
+                        .map_err(|e| rpc_error(Code::INVALID_ARGUMENT, e))?;
+                }
+            }
         }
         let exe = match exe {
             Some(e) => e,
@@ -542,6 +638,7 @@ impl Service {
         if let Some(r) = root {
             rt.state = StateDir::new(r);
         }
+        rt.host_network = config.host_network;
 
         let rootfs = bundle.join("rootfs");
         let mounted = !req.rootfs.is_empty();
@@ -1370,7 +1467,9 @@ impl shim::Task for Service {
     ) -> TtrpcResult<api::StatsResponse> {
         // The sandbox cgroup's counters, in cgroup v1's metric types on
         // either host version (the Sentry and its helpers count with the
-        // guest: they are what the container costs the host).
+        // guest for memory and CPU: they are what the container costs the
+        // host), with the guest's own task count (see
+        // `Runtime::cgroup_stats`).
         let rt = {
             let tasks = self.tasks();
             let t = tasks.get(&req.id)?;
@@ -1378,14 +1477,22 @@ impl shim::Task for Service {
         };
         let metrics = match rt.cgroup_stats(&req.id).map_err(internal)? {
             Some(s) => metrics_of(&s),
-            // No cgroup of its own: the host processes are all there is.
-            None => cgroup_metrics::Metrics {
-                pids: MessageField::some(cgroup_metrics::PidsStat {
-                    current: rt.ps(&req.id).map_err(internal)?.len() as u64,
+            // No cgroup of its own: the guest's tasks as the Sentry counts
+            // them, else the host processes.
+            None => {
+                let record = rt.state.read(&req.id).ok().flatten();
+                let current = match record.and_then(|r| rt.guest_stats(&req.id, &r)) {
+                    Some(g) => g.tasks,
+                    None => rt.ps(&req.id).map_err(internal)?.len() as u64,
+                };
+                cgroup_metrics::Metrics {
+                    pids: MessageField::some(cgroup_metrics::PidsStat {
+                        current,
+                        ..Default::default()
+                    }),
                     ..Default::default()
-                }),
-                ..Default::default()
-            },
+                }
+            }
         };
         let any = shim::util::convert_to_any(Box::new(metrics)).map_err(internal)?;
         Ok(api::StatsResponse {
@@ -1506,6 +1613,68 @@ fn metrics_of(s: &crate::cgroup::Stats) -> cgroup_metrics::Metrics {
 mod tests {
     use super::*;
 
+    /// `runtimeoptions.v1.Options` as containerd encodes it.
+    fn runtime_options(type_url: &str, config_path: &str, config_root: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut os = shim::protos::protobuf::CodedOutputStream::vec(&mut out);
+        for (field, v) in [(1, type_url), (2, config_path), (3, config_root)] {
+            if !v.is_empty() {
+                os.write_string(field, v).expect("encode");
+            }
+        }
+        os.flush().expect("flush");
+        drop(os);
+        out
+    }
+
+    #[test]
+    fn config_path_from_runtime_options() {
+        let enc = runtime_options("io.containerd.ferrovisor.v1.options", "/etc/f.toml", "/x");
+        assert_eq!(config_path_of(&enc), Ok(Some(PathBuf::from("/etc/f.toml"))));
+        assert_eq!(config_path_of(&runtime_options("t", "", "/x")), Ok(None));
+        assert_eq!(config_path_of(&[]), Ok(None));
+        // A truncated message is an error, not an empty path.
+        let e = config_path_of(&enc[..enc.len() - 3]).expect_err("truncated");
+        assert!(e.starts_with("runtime options:"), "{e}");
+    }
+
+    #[test]
+    fn runtime_config_takes_network_only() {
+        let host = RuntimeConfig { host_network: true };
+        assert_eq!(RuntimeConfig::parse("network = \"host\"\n"), Ok(host));
+        assert_eq!(
+            RuntimeConfig::parse("# flags\nnetwork = 'none'"),
+            Ok(RuntimeConfig::default())
+        );
+        assert_eq!(RuntimeConfig::parse(""), Ok(RuntimeConfig::default()));
+        for (text, says) in [
+            (
+                "network = \"host\"\nplatform = \"systrap\"",
+                "unknown key `platform`",
+            ),
+            (
+                "[runsc_config]\nnetwork = \"host\"",
+                "unknown key `runsc_config`",
+            ),
+            ("network = \"sandbox\"", "not \"sandbox\""),
+            ("network = true", "not boolean"),
+            ("network = \"host\"\nnetwork = \"none\"", "line 2:"),
+            ("network = ", "line 1:"),
+        ] {
+            let e = RuntimeConfig::parse(text).expect_err(text);
+            assert!(e.contains(says), "{text:?}: {e}");
+            assert!(!e.contains('\n'), "one line: {e:?}");
+        }
+        let dir = std::env::temp_dir().join(format!("ferrovisor-rtcfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let file = dir.join("ferrovisor.toml");
+        std::fs::write(&file, "network = \"host\"\n").expect("write");
+        assert_eq!(RuntimeConfig::load(&file), Ok(host));
+        let e = RuntimeConfig::load(&dir.join("missing.toml")).expect_err("missing");
+        assert!(e.contains("missing.toml"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn state_root_is_beside_containerds_task_state() {
         assert_eq!(
@@ -1602,6 +1771,7 @@ mod tests {
                     ..Default::default()
                 }),
                 guest_limits: None,
+                guest_limits_pending: false,
             })
             .expect("record");
         drop(locked);

@@ -135,6 +135,10 @@ pub struct Record {
     /// sandbox started later applies them as it starts
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest_limits: Option<crate::control::GuestLimits>,
+    /// `guest_limits` changed while the sandbox was paused, when its frozen
+    /// Sentry could not hear them: `resume` delivers them
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub guest_limits_pending: bool,
 }
 
 /// The host's view of a process, read from `/proc/PID/stat`.

@@ -265,14 +265,28 @@ fn ferrovisor_shim_v2() {
         rt[1],
         IMAGE,
         "stats",
-        "sleep",
-        "1000",
+        "sh",
+        "-c",
+        "sleep 1000 & sleep 1000 & wait",
     ]);
     assert_eq!(out.status, 0, "ctr run -d: {out:?}");
     // The shim reports the sandbox cgroup's own counters: memory in use
-    // (the Sentry's at least), its CPU time, and its host tasks.
-    let metrics = e.ctr(&["tasks", "metrics", "stats"]);
-    assert_eq!(metrics.status, 0, "ctr tasks metrics: {metrics:?}");
+    // (the Sentry's at least) and its CPU time; and the guest's tasks as
+    // runc's cgroup would count them: the shell and two sleepers (the
+    // host cgroup counts the Sentry's threads, stubs and gofer instead).
+    let deadline = Instant::now() + TIMEOUT;
+    let metrics = loop {
+        let m = e.ctr(&["tasks", "metrics", "stats"]);
+        assert_eq!(m.status, 0, "ctr tasks metrics: {m:?}");
+        if m.stdout
+            .lines()
+            .any(|l| l.split_whitespace().eq(["pids.current", "3"]))
+        {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "never 3 tasks: {m:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let metric = |name: &str| -> u64 {
         metrics
             .stdout
@@ -286,9 +300,7 @@ fn ferrovisor_shim_v2() {
     };
     assert!(metric("memory.usage_in_bytes") > 0, "{metrics:?}");
     assert!(metric("cpuacct.usage") > 0, "{metrics:?}");
-    // The Sentry alone runs several host threads; a stub and the gofer
-    // come on top.
-    assert!(metric("pids.current") >= 3, "{metrics:?}");
+    assert_eq!(metric("pids.current"), 3, "{metrics:?}");
     // Pause and Resume: the sandbox's cgroup freezer.
     let status = |e: &Engine| {
         let ls = e.ctr(&["tasks", "ls"]);
@@ -316,5 +328,80 @@ fn ferrovisor_shim_v2() {
         std::fs::read_dir(&root).map(|d| d.count()).unwrap_or(1),
         0,
         "containers deleted"
+    );
+}
+
+/// The shim's runtime config file (`ConfigPath` in containerd's runtime
+/// options, here from `ctr run --runtime-config-path`): `network = "host"`
+/// gives the guest the host's network (the container shares the test's
+/// network namespace, `--net-host`), where a server of the test's listens;
+/// without it the guest has its own loopback only. An unknown key is
+/// refused in one line.
+#[cfg(feature = "containerd-shim")]
+#[test]
+fn shim_v2_runtime_config_sets_the_network() {
+    use std::io::{Read, Write};
+
+    let Some(tools) = tools("shim_v2_runtime_config_sets_the_network") else {
+        return;
+    };
+    let mut e = Engine::start("shimcfg", tools);
+    let archive = build_image(&e.dir);
+    e.import(&archive);
+
+    // A one-line HTTP server on the test's loopback.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut req = [0u8; 1024];
+            let _ = conn.read(&mut req);
+            let _ = conn.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 14\r\n\r\nfrom-the-host\n");
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    let fetch = ["busybox", "wget", "-q", "-O", "-", url.as_str()];
+
+    let host = e.dir.join("host.toml");
+    std::fs::write(&host, "# runtime flags\nnetwork = \"host\"\n").expect("write config");
+    let host = host.to_string_lossy().into_owned();
+    let rt = [
+        "--runtime",
+        "io.containerd.ferrovisor.v1",
+        "--net-host",
+        "--runtime-config-path",
+        host.as_str(),
+    ];
+    let out = e.run("cfg-host", &rt, &fetch);
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, "from-the-host\n"),
+        "with network = \"host\": {out:?}\n{}",
+        e.containerd_log()
+    );
+
+    // The same container without the config file: the Sentry's own
+    // loopback, where nothing listens.
+    let rt = ["--runtime", "io.containerd.ferrovisor.v1", "--net-host"];
+    let out = e.run("cfg-none", &rt, &fetch);
+    assert_ne!(out.status, 0, "without the config: {out:?}");
+    assert!(!out.stdout.contains("from-the-host"), "{out:?}");
+
+    let bad = e.dir.join("bad.toml");
+    std::fs::write(&bad, "network = \"host\"\nplatform = \"kvm\"\n").expect("write config");
+    let bad = bad.to_string_lossy().into_owned();
+    let rt = [
+        "--runtime",
+        "io.containerd.ferrovisor.v1",
+        "--runtime-config-path",
+        bad.as_str(),
+    ];
+    let out = e.run("cfg-bad", &rt, &["true"]);
+    assert_ne!(out.status, 0, "unknown key accepted: {out:?}");
+    assert!(
+        out.stderr
+            .contains("unknown key `platform` (only `network` is supported)"),
+        "{out:?}"
     );
 }

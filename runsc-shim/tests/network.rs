@@ -689,6 +689,55 @@ print("udp echoed", ok)
 u.connect(("127.0.0.1", 7002)); u.send(b"x" * 100)
 select.select([u], [], [], 10)
 print("udp peek", len(u.recv(10, socket.MSG_PEEK)), "then", len(u.recv(1000)))
+# SO_RCVTIMEO / SO_SNDTIMEO set with setsockopt (no settimeout, so the
+# calls block): each wait ends after about 0.3 s.
+def tv(sec, usec):
+    return struct.pack("ll", sec, usec)
+def got(s, opt):
+    return struct.unpack("ll", s.getsockopt(socket.SOL_SOCKET, opt, 16))
+def waited(t0):
+    return 0.2 <= time.monotonic() - t0 < 2
+def timed(what, call):
+    t0 = time.monotonic()
+    try:
+        print(what, "returned", call())
+    except OSError as e:
+        print(what, "timeout", name(e.errno), waited(t0))
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(0)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv(0, 300000))
+l.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv(1, 500000))
+print("timeouts", got(l, socket.SO_RCVTIMEO), got(l, socket.SO_SNDTIMEO))
+timed("accept", l.accept)
+c = socket.create_connection(l.getsockname())
+a, _ = l.accept()
+print("accepted inherits", got(a, socket.SO_RCVTIMEO), got(a, socket.SO_SNDTIMEO))
+timed("recv", lambda: a.recv(10))
+c.sendall(b"hello"); time.sleep(0.05)
+t0 = time.monotonic()
+print("waitall partial", len(a.recv(100, socket.MSG_WAITALL)), waited(t0))
+c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv(0, 300000))
+t0 = time.monotonic()
+n = c.send(b"x" * (64 << 20))
+print("send partial", 0 < n < 64 << 20, waited(t0))
+try:
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv(0, 1000000))
+except OSError as e:
+    print("usec out of range", name(e.errno))
+c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv(-1, 0))
+t0 = time.monotonic()
+try:
+    c.recv(10)
+except OSError as e:
+    print("negative timeout", name(e.errno), time.monotonic() - t0 < 0.15, got(c, socket.SO_RCVTIMEO))
+d = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); d.bind(("127.0.0.1", 0))
+d.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv(0, 300000))
+timed("udp recvfrom", lambda: d.recvfrom(10))
+w = socket.socket()
+w.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv(0, 300000))
+t0 = time.monotonic()
+print("connect timeout", name(w.connect_ex(("10.9.9.2", 80))), waited(t0))
+for s in (l, a, c, d, w):
+    s.close()
 # Blocking calls end with EINTR when a signal's handler (no SA_RESTART) runs.
 class Alarm(Exception):
     pass
@@ -763,6 +812,16 @@ echo "log: $(grep -c 'tcp from' "$DIR/server.log")"
         "recvfrom interrupted",
         "connect interrupted",
         "bind to a foreign address EADDRNOTAVAIL",
+        "timeouts (0, 300000) (1, 500000)",
+        "accept timeout EAGAIN True",
+        "accepted inherits (0, 300000) (1, 500000)",
+        "recv timeout EAGAIN True",
+        "waitall partial 5 True",
+        "send partial True True",
+        "usec out of range EDOM",
+        "negative timeout EAGAIN True (0, 0)",
+        "udp recvfrom timeout EAGAIN True",
+        "connect timeout EINPROGRESS True",
     ] {
         assert!(
             native.contains(must),

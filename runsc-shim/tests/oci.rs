@@ -1308,10 +1308,6 @@ fn pause_freezes_the_sandbox_and_resume_continues_it() {
     let out = w.cli(&["pause", "z1"]);
     assert_eq!(out.status, 0, "pause: {}", out.stderr);
     assert_eq!(w.status("z1"), "paused");
-    // A frozen Sentry cannot take new limits: refused, in one line.
-    let out = w.cli(&["update", "--pids-limit", "50", "z1"]);
-    assert_one_line(&out);
-    assert!(out.stderr.contains("paused"), "{out:?}");
     let ps = w.cli(&["ps", "--format", "json", "z1"]);
     let host: Vec<i64> = serde_json::from_str(&ps.stdout).expect("ps json");
     let (n, ticks) = (lines(&w), cpu_ticks(&host));
@@ -1366,6 +1362,17 @@ fn delete_force_of_a_paused_container() {
 
 /// The host cgroup file holding `v1`'s (or, on cgroup v2, `v2`'s) limit
 /// for the sandbox `pid`.
+/// A bundle running `sh -c script` with a 256 MiB memory limit and a pids
+/// limit of 100, for the `update` tests.
+fn limited_world(tag: &str, script: &str) -> World {
+    World::new(tag, |v| {
+        set_args(v, &["sh", "-c", script]);
+        v["linux"]["resources"] = serde_json::json!({
+            "memory": {"limit": 256 << 20},
+            "pids": {"limit": 100}});
+    })
+}
+
 fn limit_file(pid: i64, controller: &str, v1: &str, v2_file: &str) -> PathBuf {
     cgroup_dir(pid, controller).join(if v2() { v2_file } else { v1 })
 }
@@ -1396,12 +1403,7 @@ fn update_changes_a_running_containers_limits() {
         "grep MemTotal /proc/meminfo; while [ ! -e /tmp/go ]; do sleep 0.1; done; \
          grep MemTotal /proc/meminfo; {PIDS_SCRIPT}"
     );
-    let mut w = World::new("update", |v| {
-        set_args(v, &["sh", "-c", &script]);
-        v["linux"]["resources"] = serde_json::json!({
-            "memory": {"limit": 256 << 20},
-            "pids": {"limit": 100}});
-    });
+    let mut w = limited_world("update", &script);
     let id = "upd-running";
     assert_eq!(w.create(id).status, 0);
     let pid = w.state(id)["pid"].as_i64().expect("pid");
@@ -1535,6 +1537,124 @@ fn update_of_a_created_container_holds_from_the_start() {
         w.container_stdout(id),
         format!("MemTotal:          98304 kB\n{forks}subshell status 2\nstill works\n")
     );
+    assert_eq!(w.cli(&["delete", id]).status, 0);
+}
+
+#[test]
+fn update_of_a_paused_container_reaches_the_guest_on_resume() {
+    if !host_cgroups() {
+        return;
+    }
+    // The guest shows its limits as the Sentry knows them, waits for
+    // /tmp/go (made by `exec` after the resume), shows them again, then
+    // forks until fork fails.
+    let show = "cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max; \
+                grep MemTotal /proc/meminfo";
+    let script =
+        format!("{show}; while [ ! -e /tmp/go ]; do sleep 0.1; done; {show}; {PIDS_SCRIPT}");
+    let mut w = limited_world("update-paused", &script);
+    let id = "upd-paused";
+    assert_eq!(w.create(id).status, 0);
+    let pid = w.state(id)["pid"].as_i64().expect("pid");
+    let memory = limit_file(pid, "memory", "memory.limit_in_bytes", "memory.max");
+    let host_pids = limit_file(pid, "pids", "pids.max", "pids.max");
+    assert_eq!(w.cli(&["start", id]).status, 0);
+    let deadline = Instant::now() + TIMEOUT;
+    while !w.container_stdout(id).contains("MemTotal") {
+        assert!(
+            Instant::now() < deadline,
+            "the guest never printed MemTotal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = "268435456\n100\nMemTotal:         262144 kB\n";
+    assert_eq!(w.container_stdout(id), before);
+
+    let out = w.cli(&["pause", id]);
+    assert_eq!(out.status, 0, "pause: {out:?}");
+    let before_pids = read_trim(&host_pids);
+    let out = w.cli(&["update", "--memory", "96m", "--pids-limit", "5", id]);
+    assert_eq!(out.status, 0, "update of a paused container: {out:?}");
+    assert_eq!(w.status(id), "paused", "update thawed the sandbox");
+    // The host cgroup has the new limits while the sandbox is frozen.
+    assert_eq!(read_trim(&memory), (96u64 << 20).to_string());
+    assert_ne!(read_trim(&host_pids), before_pids);
+    // What the Sentry holds is recorded for the resume.
+    let record: Value = serde_json::from_slice(
+        &std::fs::read(w.state_root().join(id).join("state.json")).expect("state.json"),
+    )
+    .expect("state json");
+    assert_eq!(record["guestLimitsPending"], Value::Bool(true), "{record}");
+
+    let out = w.cli(&["resume", id]);
+    assert_eq!(out.status, 0, "resume: {out:?}");
+    assert_eq!(w.status(id), "running");
+    let out = w.cli(&["exec", id, "touch", "/tmp/go"]);
+    assert_eq!(out.status, 0, "exec: {out:?}");
+    assert_eq!(w.wait(id), 0);
+    // PIDS_SCRIPT under a pids.limit of 5, as natively (see
+    // update_changes_a_running_containers_limits).
+    let forks = (1..=3)
+        .map(|i| format!("started {i}\n"))
+        .collect::<String>();
+    assert_eq!(
+        w.container_stdout(id),
+        format!(
+            "{before}100663296\n5\nMemTotal:          98304 kB\n\
+             {forks}subshell status 2\nstill works\n"
+        )
+    );
+    assert_eq!(w.cli(&["delete", id]).status, 0);
+}
+
+#[test]
+fn events_stats_count_the_guests_tasks_like_runc() {
+    // Under runc the container's pids cgroup holds the shell and its two
+    // sleepers: 3 tasks (each single-threaded). The host cgroup of a
+    // sandbox counts the Sentry's threads, its stubs and the gofer
+    // instead; the guest's own count is what `events` reports.
+    let mut w = World::new("stats-tasks", |v| {
+        set_args(v, &["sh", "-c", "sleep 100 & sleep 100 & wait"]);
+        v["linux"]["resources"] = serde_json::json!({"pids": {"limit": 40}});
+    });
+    let id = "stats-tasks";
+    assert_eq!(w.create(id).status, 0);
+    assert_eq!(w.cli(&["start", id]).status, 0);
+    let stats = |w: &World| -> Value {
+        let ev = w.cli(&["events", "--stats", id]);
+        assert_eq!(ev.status, 0, "events --stats: {ev:?}");
+        serde_json::from_str(ev.stdout.trim()).expect("events json")
+    };
+    // Both sleepers forked: the count rises to 3 and stays there.
+    let deadline = Instant::now() + TIMEOUT;
+    let mut ev = stats(&w);
+    while ev["data"]["pids"]["current"] != 3 {
+        assert!(Instant::now() < deadline, "never 3 tasks: {ev}");
+        std::thread::sleep(Duration::from_millis(50));
+        ev = stats(&w);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let ev = stats(&w);
+    assert_eq!(ev["type"], "stats", "{ev}");
+    assert_eq!(ev["data"]["pids"]["current"], 3, "{ev}");
+    if host_cgroups() {
+        // The container's limit, as the guest counts against it.
+        assert_eq!(ev["data"]["pids"]["limit"], 40, "{ev}");
+        // Paused, the Sentry cannot answer: the host's figure stands in,
+        // and events does not hang. The host's count is of other things:
+        // more than the guest's.
+        assert_eq!(w.cli(&["pause", id]).status, 0);
+        let pid = w.state(id)["pid"].as_i64().expect("pid");
+        let host: u64 = read_trim(&cgroup_dir(pid, "pids").join("pids.current"))
+            .parse()
+            .expect("pids.current");
+        assert!(host > 3, "host pids.current {host}");
+        let ev = stats(&w);
+        assert_eq!(ev["data"]["pids"]["current"], host, "{ev}");
+        assert_eq!(w.cli(&["resume", id]).status, 0);
+    }
+    assert_eq!(w.cli(&["kill", id, "KILL"]).status, 0);
+    assert_eq!(w.wait(id), 128 + 9);
     assert_eq!(w.cli(&["delete", id]).status, 0);
 }
 

@@ -1025,6 +1025,20 @@ fn sqlite3_creates_and_queries_a_database() {
     );
 }
 
+/// `cp` copies with `copy_file_range` and `shutil.copyfile` with
+/// `sendfile`: both must copy whole files, within /tmp and from the root.
+#[test]
+fn cp_and_shutil_copyfile_copy_whole_files() {
+    compare_script(
+        r#"set -e; d=$(mktemp -d); cd "$d"
+         seq 1 500000 > big; cp big big.cp; cp /usr/bin/ls ls.cp
+         python3 -c 'import shutil; shutil.copyfile("big", "big.py"); shutil.copyfile("/usr/bin/ls", "ls.py")'
+         cmp big big.cp; cmp big big.py; cmp /usr/bin/ls ls.cp; cmp /usr/bin/ls ls.py
+         wc -c < big.cp; wc -c < big.py; sha256sum big.cp big.py | cut -c1-64 | uniq -c
+         cd /; rm -rf "$d""#,
+    );
+}
+
 #[test]
 fn python_tempfile_copytree_walk_flock_mmap() {
     compare_script(

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use abi::{Errno, OpenFlags, Stat};
 
@@ -76,6 +77,21 @@ impl Blocker<'_> {
     pub fn block_on<T>(
         &self,
         nonblock: bool,
+        attempt: impl FnMut() -> Result<Option<T>, Errno>,
+        ready: impl Fn() -> bool,
+    ) -> Result<T, Errno> {
+        self.block_until(nonblock, None, attempt, ready)
+    }
+
+    /// [`Blocker::block_on`] that gives up at `deadline` with `EAGAIN`
+    /// (a socket's `SO_RCVTIMEO`/`SO_SNDTIMEO`). A signal during a wait
+    /// with a deadline is `EINTR`, never restarted: Linux's
+    /// `sock_intr_errno` (signal(7): "interface is a socket with a
+    /// timeout").
+    pub fn block_until<T>(
+        &self,
+        nonblock: bool,
+        deadline: Option<Instant>,
         mut attempt: impl FnMut() -> Result<Option<T>, Errno>,
         ready: impl Fn() -> bool,
     ) -> Result<T, Errno> {
@@ -86,14 +102,23 @@ impl Blocker<'_> {
             if nonblock {
                 return Err(Errno::EAGAIN);
             }
+            // Checked before `ready`, which may say yes to an attempt
+            // that still cannot progress (room for a smaller message).
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(Errno::EAGAIN);
+            }
             let g = self.bus.lock();
             if ready() {
                 continue;
             }
             if self.thread.interrupted() {
-                return Err(Errno::ERESTARTSYS);
+                return Err(if deadline.is_some() {
+                    Errno::EINTR
+                } else {
+                    Errno::ERESTARTSYS
+                });
             }
-            drop(self.bus.wait(g, None));
+            drop(self.bus.wait(g, deadline));
         }
     }
 }

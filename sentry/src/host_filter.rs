@@ -11,10 +11,13 @@
 //! The filter is inherited by the stub processes the platform forks later,
 //! stacked under their own. A call of guest code there is trapped by the
 //! stub's filter; this one must then not rank higher than that trap, so its
-//! default action is [`Action::Trap`] (`SIGSYS`, which kills the Sentry, as
-//! it has no handler for it), never a kill. What the stubs themselves call
-//! from the platform's code (their set-up, and the memory and thread calls
-//! the Sentry injects) is in the list.
+//! default action is [`Action::Trap`] (`SIGSYS`, whose handler in the Sentry
+//! names the call in one line and ends the sandbox), never a kill. What the
+//! stubs themselves call from the platform's code (their set-up, and the
+//! memory and thread calls the Sentry injects) is in the list.
+//!
+//! [`drop_capabilities`] gives up root's powers, which the Sentry does not
+//! need either once set up.
 
 use gofer::seccomp::{Action, ArgCheck, Policy, Rule};
 

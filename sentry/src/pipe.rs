@@ -264,6 +264,65 @@ impl Pipe {
         Ok(Attempt::Done(moved as u64))
     }
 
+    /// Bytes a splice may add now: whole free page buffers, since
+    /// `splice`, `tee` and `vmsplice` fill fresh buffers and never join the
+    /// newest partly filled one as `write` does. `EPIPE` with no reader.
+    pub fn splice_room(&self) -> Result<usize, Errno> {
+        let i = self.lock();
+        if i.readers == 0 {
+            return Err(Errno::EPIPE);
+        }
+        Ok((i.capacity / SLOT).saturating_sub(i.slots.len()) * SLOT)
+    }
+
+    /// Appends `data` in fresh page buffers while free ones last (the way
+    /// splice fills a pipe); returns how much went in. `EPIPE` with no
+    /// reader.
+    pub fn push_pages(&self, data: &[u8]) -> Result<usize, Errno> {
+        let moved = {
+            let mut i = self.lock();
+            if i.readers == 0 {
+                return Err(Errno::EPIPE);
+            }
+            let mut moved = 0;
+            while moved < data.len() && i.slots.len() < i.capacity / SLOT {
+                let n = (data.len() - moved).min(SLOT);
+                i.slots.push_back(n);
+                i.buf.extend(&data[moved..moved + n]);
+                moved += n;
+            }
+            moved
+        };
+        if moved > 0 {
+            self.bump_filled();
+        }
+        Ok(moved)
+    }
+
+    /// Copies queued bytes from `skip` bytes in into `out` without taking
+    /// them (`tee`, and splice's look before it knows how much the other
+    /// side accepts); returns the count copied.
+    pub fn peek(&self, skip: usize, out: &mut [u8]) -> usize {
+        let i = self.lock();
+        let avail = i.buf.len().saturating_sub(skip);
+        let n = avail.min(out.len());
+        for (o, b) in out[..n].iter_mut().zip(i.buf.range(skip..skip + n)) {
+            *o = *b;
+        }
+        n
+    }
+
+    /// Drops `n` bytes from the front, once a splice has delivered them.
+    pub fn discard(&self, n: usize) {
+        {
+            let mut i = self.lock();
+            let n = n.min(i.buf.len());
+            i.buf.drain(..n);
+            i.consume(n);
+        }
+        self.bump_drained();
+    }
+
     /// Bytes queued (`FIONREAD`).
     pub fn available(&self) -> usize {
         self.lock().buf.len()

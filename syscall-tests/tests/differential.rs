@@ -162,6 +162,8 @@ guests! {
     // large single transfers staged in bounded pieces (no Sentry buffer
     // as large as the guest's)
     big_transfers,
+    // SO_RCVTIMEO / SO_SNDTIMEO on Unix, TCP and UDP sockets (issue 7)
+    sock_timeouts,
     // pseudo-terminals (issue 4 point 3, /dev/pts)
     pty_basic,
     pty_jobctl,
@@ -181,6 +183,11 @@ guests! {
     // open_tree_attr refused like the other mount calls (needs Linux 6.15
     // natively)
     open_tree_attr,
+    // sendfile, copy_file_range, splice, tee, vmsplice (issue 4
+    // acceptance 4)
+    sendfile,
+    copy_file_range,
+    splice,
 }
 
 #[test]

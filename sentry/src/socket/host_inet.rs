@@ -106,6 +106,9 @@ pub struct HostInetSocket {
     key: u64,
     edges: Arc<AtomicU64>,
     net: Arc<HostNet>,
+    /// `SO_RCVTIMEO`/`SO_SNDTIMEO` as the host set them (the host socket
+    /// itself never blocks, so the Sentry's waits apply them)
+    pub timeouts: super::SockTimeouts,
 }
 
 impl std::fmt::Debug for HostInetSocket {
@@ -160,6 +163,7 @@ impl HostInetSocket {
             key,
             edges,
             net: net.clone(),
+            timeouts: super::SockTimeouts::default(),
         })
     }
 
@@ -171,10 +175,11 @@ impl HostInetSocket {
     /// `accept` without waiting: the connection and its peer's address.
     pub fn accept(&self) -> Result<(HostInetSocket, Vec<u8>), Errno> {
         let (c, peer) = host_sys::accept(self.fd())?;
-        Ok((
-            Self::wrap(&self.net, c, self.domain, SocketType::Stream)?,
-            peer,
-        ))
+        let mut conn = Self::wrap(&self.net, c, self.domain, SocketType::Stream)?;
+        // The host's accepted socket inherits the listener's timeouts
+        // (`sk_clone_lock`); so does the Sentry's record of them.
+        conn.timeouts = self.timeouts.clone();
+        Ok((conn, peer))
     }
 
     /// The host's poll bits for `events` (plus errors and hang-ups), now.

@@ -17,6 +17,8 @@ pub struct InetSocket {
     pub ty: SocketType,
     /// `listen` was called
     pub listening: AtomicBool,
+    /// `SO_RCVTIMEO`/`SO_SNDTIMEO`
+    pub timeouts: super::SockTimeouts,
 }
 
 impl InetSocket {
@@ -27,6 +29,7 @@ impl InetSocket {
             domain,
             ty,
             listening: AtomicBool::new(false),
+            timeouts: super::SockTimeouts::default(),
         }
     }
 

@@ -7,3 +7,190 @@ pub(crate) mod host_sys;
 pub mod inet;
 pub mod netlink;
 pub mod unix;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use abi::Errno;
+
+/// `SO_RCVTIMEO` (`SO_RCVTIMEO_OLD`; the 64-bit `_NEW` has the same layout
+/// on x86-64).
+pub const SO_RCVTIMEO: i32 = 20;
+/// `SO_SNDTIMEO`.
+pub const SO_SNDTIMEO: i32 = 21;
+/// `SO_RCVTIMEO_NEW`.
+pub const SO_RCVTIMEO_NEW: i32 = 66;
+/// `SO_SNDTIMEO_NEW`.
+pub const SO_SNDTIMEO_NEW: i32 = 67;
+
+/// Whether `name` (at `SOL_SOCKET`) is one of the four timeout options,
+/// and if so whether it is a receive timeout.
+pub fn timeout_option(name: i32) -> Option<bool> {
+    match name {
+        SO_RCVTIMEO | SO_RCVTIMEO_NEW => Some(true),
+        SO_SNDTIMEO | SO_SNDTIMEO_NEW => Some(false),
+        _ => None,
+    }
+}
+
+/// Linux counts socket timeouts in jiffies; `CONFIG_HZ=250` is the common
+/// distribution setting (and the test machines'), so a set value rounds up
+/// to 4 ms as it does natively (`sock_set_timeout`).
+const HZ: u64 = 250;
+const NONE: u64 = u64::MAX;
+
+/// A socket's `SO_RCVTIMEO` and `SO_SNDTIMEO`: how long a blocking receive
+/// (and `accept`) or send (and `connect`) may wait. Shared by every
+/// descriptor of the socket.
+#[derive(Debug)]
+pub struct SockTimeouts {
+    /// nanoseconds; [`NONE`] is "wait for ever" (Linux's
+    /// `MAX_SCHEDULE_TIMEOUT`), 0 "do not wait"
+    rcv: AtomicU64,
+    snd: AtomicU64,
+}
+
+impl Default for SockTimeouts {
+    fn default() -> Self {
+        SockTimeouts {
+            rcv: AtomicU64::new(NONE),
+            snd: AtomicU64::new(NONE),
+        }
+    }
+}
+
+impl Clone for SockTimeouts {
+    /// What an accepted socket inherits from its listener (`sk_clone_lock`
+    /// copies the whole `struct sock`).
+    fn clone(&self) -> Self {
+        SockTimeouts {
+            rcv: AtomicU64::new(self.rcv.load(Ordering::Relaxed)),
+            snd: AtomicU64::new(self.snd.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+impl SockTimeouts {
+    fn slot(&self, rcv: bool) -> &AtomicU64 {
+        if rcv {
+            &self.rcv
+        } else {
+            &self.snd
+        }
+    }
+
+    /// `setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)` with the guest's `struct
+    /// timeval` bytes, as Linux's `sock_set_timeout`: shorter than a
+    /// timeval is `EINVAL`, `tv_usec` outside `0..1000000` is `EDOM`, a
+    /// negative `tv_sec` sets "do not wait" (0 jiffies), zero is "no
+    /// timeout", anything else rounds up to whole jiffies.
+    pub fn set(&self, rcv: bool, val: &[u8]) -> Result<(), Errno> {
+        let (Some(s), Some(u)) = (val.get(..8), val.get(8..16)) else {
+            return Err(Errno::EINVAL);
+        };
+        let sec = i64::from_ne_bytes(s.try_into().map_err(|_| Errno::EINVAL)?);
+        let usec = i64::from_ne_bytes(u.try_into().map_err(|_| Errno::EINVAL)?);
+        if !(0..1_000_000).contains(&usec) {
+            return Err(Errno::EDOM);
+        }
+        let nanos = if sec < 0 {
+            0
+        } else if sec == 0 && usec == 0 || sec as u64 >= i64::MAX as u64 / HZ - 1 {
+            NONE
+        } else {
+            let jiffies = sec as u64 * HZ + (usec as u64).div_ceil(1_000_000 / HZ);
+            jiffies.saturating_mul(1_000_000_000 / HZ).min(NONE - 1)
+        };
+        self.slot(rcv).store(nanos, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Stores a value the host already judged and rounded (a host
+    /// socket's, read back as a `struct timeval`).
+    pub fn set_exact(&self, rcv: bool, val: &[u8]) {
+        let word = |r: std::ops::Range<usize>| {
+            val.get(r)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, i64::from_ne_bytes)
+        };
+        let (sec, usec) = (word(0..8), word(8..16));
+        let nanos = if sec <= 0 && usec <= 0 {
+            // The host reports both "no timeout" and "do not wait" as
+            // zero; only a negative `tv_sec` sets the latter, which the
+            // caller saw.
+            NONE
+        } else {
+            (sec as u64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(usec as u64 * 1000)
+                .min(NONE - 1)
+        };
+        self.slot(rcv).store(nanos, Ordering::Relaxed);
+    }
+
+    /// Marks a timeout "do not wait" (a negative `tv_sec`).
+    pub fn set_no_wait(&self, rcv: bool) {
+        self.slot(rcv).store(0, Ordering::Relaxed);
+    }
+
+    /// `getsockopt`: the value as a `struct timeval` (`sock_get_timeout`).
+    pub fn get(&self, rcv: bool) -> [u8; 16] {
+        let n = self.slot(rcv).load(Ordering::Relaxed);
+        let (sec, usec) = if n == NONE {
+            (0, 0)
+        } else {
+            (
+                (n / 1_000_000_000) as i64,
+                (n % 1_000_000_000 / 1000) as i64,
+            )
+        };
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&sec.to_ne_bytes());
+        out[8..].copy_from_slice(&usec.to_ne_bytes());
+        out
+    }
+
+    /// When a call starting now must give up waiting: `None` without a
+    /// timeout.
+    pub fn deadline(&self, rcv: bool) -> Option<Instant> {
+        let n = self.slot(rcv).load(Ordering::Relaxed);
+        (n != NONE).then(|| {
+            let now = Instant::now();
+            now.checked_add(Duration::from_nanos(n))
+                .unwrap_or(now + Duration::from_secs(1 << 32))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tv(sec: i64, usec: i64) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&sec.to_ne_bytes());
+        b[8..].copy_from_slice(&usec.to_ne_bytes());
+        b
+    }
+
+    #[test]
+    fn timeouts_round_to_jiffies_and_validate_as_linux() {
+        let t = SockTimeouts::default();
+        assert_eq!(t.get(true), tv(0, 0));
+        assert!(t.deadline(true).is_none());
+        t.set(true, &tv(1, 500_000)).expect("valid timeval");
+        assert_eq!(t.get(true), tv(1, 500_000));
+        t.set(true, &tv(0, 1)).expect("valid timeval");
+        assert_eq!(t.get(true), tv(0, 4000));
+        assert_eq!(t.set(true, &tv(0, 1_000_000)), Err(Errno::EDOM));
+        assert_eq!(t.set(true, &tv(0, -1)), Err(Errno::EDOM));
+        assert_eq!(t.set(true, &tv(0, 1)[..12]), Err(Errno::EINVAL));
+        t.set(false, &tv(-5, 0)).expect("valid timeval");
+        assert_eq!(t.get(false), tv(0, 0));
+        assert!(t.deadline(false).is_some_and(|d| d <= Instant::now()));
+        t.set(false, &tv(0, 0)).expect("valid timeval");
+        assert!(t.deadline(false).is_none());
+        t.set(false, &tv(i64::MAX, 0)).expect("valid timeval");
+        assert!(t.deadline(false).is_none());
+    }
+}

@@ -116,6 +116,9 @@ pub struct UnixSocket {
     /// descriptions with `O_ASYNC`, signalled when data or a connection
     /// arrives (sock_def_readable())
     pub fasync: crate::fasync::Fasync,
+    /// `SO_RCVTIMEO`/`SO_SNDTIMEO` (an accepted socket starts without:
+    /// `unix_stream_connect` makes it with `sock_init_data`)
+    pub timeouts: super::SockTimeouts,
 }
 
 impl fmt::Debug for UnixSocket {
@@ -184,6 +187,7 @@ impl UnixSocket {
             bus,
             registry,
             fasync: Default::default(),
+            timeouts: Default::default(),
         })
     }
 

@@ -110,19 +110,25 @@ pub fn connect(
     len: u64,
 ) -> Result<u64, Errno> {
     let raw = read_addr(task, addr, len)?;
-    match host_sys::connect(s.fd(), &raw).map_err(err) {
+    let pending = match host_sys::connect(s.fd(), &raw).map_err(err) {
         Ok(()) => return Ok(0),
         // A blocking connect waits for the handshake; after a signal
         // restarted it, the host says EALREADY and the wait goes on
         // (Linux's __inet_stream_connect).
-        Err(Errno::EINPROGRESS | Errno::EALREADY) if !nonblock(file, 0) => {}
+        Err(e @ (Errno::EINPROGRESS | Errno::EALREADY)) if !nonblock(file, 0) => e,
         Err(e) => return Err(e),
-    }
-    task.blocker().block_on(
-        false,
-        || Ok(s.ready(POLLOUT).then_some(())),
-        || s.ready(POLLOUT),
-    )?;
+    };
+    // Past `SO_SNDTIMEO` the wait ends with what the host said first
+    // (`EINPROGRESS`, or `EALREADY` for a connect already under way), the
+    // handshake going on (`__inet_stream_connect`).
+    task.blocker()
+        .block_until(
+            false,
+            super::socket::deadline(file, false),
+            || Ok(s.ready(POLLOUT).then_some(())),
+            || s.ready(POLLOUT),
+        )
+        .map_err(|e| if e == Errno::EAGAIN { pending } else { e })?;
     let e = so_error(s.fd())?;
     if e != 0 {
         return Err(Errno(e));
@@ -147,8 +153,9 @@ pub fn accept(
     if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
         return Err(Errno::EINVAL);
     }
-    let (conn, peer) = task.blocker().block_on(
+    let (conn, peer) = task.blocker().block_until(
         nonblock(file, 0),
+        super::socket::deadline(file, true),
         || match s.accept() {
             Ok(c) => Ok(Some(c)),
             Err(Errno::EAGAIN) => Ok(None),
@@ -199,6 +206,7 @@ pub fn send(
     super::socket::send_loop(
         task,
         nonblock(file, flags),
+        super::socket::deadline(file, false),
         data.len(),
         stream,
         flags,
@@ -234,8 +242,11 @@ pub fn recv(
     let host_flags = (flags & RECV_FLAGS) as i32 | libc::MSG_DONTWAIT;
     let blk = task.blocker();
     let mut buf = vec![0u8; max.min(RECV_CHUNK)];
-    let first = blk.block_on(
+    // One deadline for the whole call, MSG_WAITALL's further waits too.
+    let until = super::socket::deadline(file, true);
+    let first = blk.block_until(
         nonblock(file, flags),
+        until,
         || match host_sys::recv_from(s.fd(), &mut buf, host_flags).map_err(err) {
             Ok(r) => Ok(Some(r)),
             Err(Errno::EAGAIN) => Ok(None),
@@ -249,8 +260,9 @@ pub fn recv(
         // MSG_WAITALL: keep reading until the buffer is full, EOF, an error
         // or a signal (which ends it with what arrived).
         while len < buf.len() && first.len > 0 {
-            let more = blk.block_on(
+            let more = blk.block_until(
                 false,
+                until,
                 || match host_sys::recv_from(s.fd(), &mut buf[len..], libc::MSG_DONTWAIT)
                     .map_err(err)
                 {
@@ -403,8 +415,8 @@ fn opt_rule(level: i32, name: i32) -> OptRule {
     match (level, name) {
         // REUSEADDR TYPE ERROR DONTROUTE BROADCAST SNDBUF RCVBUF KEEPALIVE
         // OOBINLINE PRIORITY LINGER REUSEPORT RCVLOWAT SNDLOWAT RCVTIMEO
-        // SNDTIMEO ACCEPTCONN PROTOCOL DOMAIN
-        (SOL_SOCKET, 2..=10 | 12 | 13 | 15 | 18..=21 | 30 | 38 | 39) => OptRule::Host,
+        // SNDTIMEO ACCEPTCONN PROTOCOL DOMAIN RCVTIMEO_NEW SNDTIMEO_NEW
+        (SOL_SOCKET, 2..=10 | 12 | 13 | 15 | 18..=21 | 30 | 38 | 39 | 66 | 67) => OptRule::Host,
         // PASSCRED TIMESTAMP
         (SOL_SOCKET, 16 | 29) => OptRule::Ignore,
         // NODELAY MAXSEG CORK KEEPIDLE KEEPINTVL KEEPCNT SYNCNT LINGER2
@@ -436,9 +448,31 @@ pub fn setsockopt(task: &Task, s: &HostInetSocket, a: &[u64; 6]) -> Result<u64, 
     }
     let mut val = vec![0u8; (len as usize).min(OPT_MAX)];
     task.mm().copy_in(a[3], &mut val)?;
-    host_sys::set_opt(s.fd(), level, name, &val)
-        .map_err(err)
-        .map(|()| 0)
+    host_sys::set_opt(s.fd(), level, name, &val).map_err(err)?;
+    // The host socket never blocks, so its timeouts act through the
+    // Sentry's waits: keep them as the host judged and rounded them.
+    if let Some(rcv) = (level == SOL_SOCKET)
+        .then(|| crate::socket::timeout_option(name))
+        .flatten()
+    {
+        let negative = val
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .is_some_and(|b| i64::from_ne_bytes(b) < 0);
+        if negative {
+            // "Do not wait", which the host reads back as zero.
+            s.timeouts.set_no_wait(rcv);
+        } else {
+            let opt = if rcv {
+                crate::socket::SO_RCVTIMEO
+            } else {
+                crate::socket::SO_SNDTIMEO
+            };
+            let tv = host_sys::get_opt(s.fd(), SOL_SOCKET, opt, 16).map_err(err)?;
+            s.timeouts.set_exact(rcv, &tv);
+        }
+    }
+    Ok(0)
 }
 
 pub fn getsockopt(task: &Task, s: &HostInetSocket, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -468,6 +502,7 @@ mod tests {
         assert_eq!(opt_rule(SOL_SOCKET, 36), OptRule::Refuse); // SO_MARK
         assert_eq!(opt_rule(IPPROTO_IP, 19), OptRule::Ignore); // IP_TRANSPARENT
         assert_eq!(opt_rule(SOL_SOCKET, 2), OptRule::Host); // SO_REUSEADDR
+        assert_eq!(opt_rule(SOL_SOCKET, 66), OptRule::Host); // SO_RCVTIMEO_NEW
         assert_eq!(opt_rule(IPPROTO_TCP, 1), OptRule::Host); // TCP_NODELAY
         assert_eq!(opt_rule(IPPROTO_IPV6, 26), OptRule::Host); // IPV6_V6ONLY
     }

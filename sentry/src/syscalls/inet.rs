@@ -10,6 +10,7 @@ use crate::file::{FileDescription, FileKind};
 use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK, MAX_INET_DATAGRAM};
 use crate::socket::host_inet::HostInetSocket;
 use crate::socket::inet::{encode_addr, parse_addr, unspecified, InetSocket};
+use crate::socket::{SO_RCVTIMEO, SO_RCVTIMEO_NEW, SO_SNDTIMEO, SO_SNDTIMEO_NEW};
 use crate::task::Task;
 
 use super::host_inet as hostnet;
@@ -162,15 +163,20 @@ pub fn connect(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Resu
         }
     }
     let a = read_sockaddr(task, addr, len, s.domain)?;
-    match s.sock.connect(a) {
+    let pending = match s.sock.connect(a) {
         Ok(()) => return Ok(0),
-        Err(Errno::EINPROGRESS) if !nonblock(file, 0) => {}
+        // A connect already under way (one that timed out or was
+        // interrupted) is waited for again (`__inet_stream_connect`).
+        Err(e @ (Errno::EINPROGRESS | Errno::EALREADY)) if !nonblock(file, 0) => e,
         Err(e) => return Err(e),
-    }
-    // A blocking connect waits for the handshake, then reports its result.
+    };
+    // A blocking connect waits for the handshake, then reports its
+    // result; past `SO_SNDTIMEO` it gives up with what `connect` said
+    // first (`EINPROGRESS`, or `EALREADY`), the handshake going on.
     let blk = task.blocker();
-    blk.block_on(
+    blk.block_until(
         false,
+        super::socket::deadline(file, false),
         || {
             let r = s.sock.readiness()?;
             Ok((r.writable || r.error || r.hup).then_some(()))
@@ -180,7 +186,8 @@ pub fn connect(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Resu
                 .readiness()
                 .is_ok_and(|r| r.writable || r.error || r.hup)
         },
-    )?;
+    )
+    .map_err(|e| if e == Errno::EAGAIN { pending } else { e })?;
     match s.sock.take_error()? {
         Some(e) => Err(e),
         None => match s.sock.connect(a) {
@@ -211,8 +218,9 @@ pub fn accept(
         return Err(Errno::EINVAL);
     }
     let blk = task.blocker();
-    let (conn, peer) = blk.block_on(
+    let (conn, peer) = blk.block_until(
         nonblock(file, 0),
+        super::socket::deadline(file, true),
         || match s.sock.accept() {
             Ok(c) => Ok(Some(c)),
             Err(Errno::EAGAIN) => Ok(None),
@@ -221,11 +229,11 @@ pub fn accept(
         || s.sock.readiness().is_ok_and(|r| r.readable),
     )?;
     let domain = s.domain;
-    let fd = install(
-        task,
-        InetSocket::new(conn, domain, SocketType::Stream),
-        flags,
-    )?;
+    let mut conn = InetSocket::new(conn, domain, SocketType::Stream);
+    // An accepted socket inherits the listener's timeouts (`sk_clone_lock`
+    // copies the whole `struct sock`).
+    conn.timeouts = s.timeouts.clone();
+    let fd = install(task, conn, flags)?;
     if addr != 0 {
         write_sockaddr(task, addr, len_addr, peer, domain)?;
     }
@@ -287,6 +295,7 @@ pub fn send(
     super::socket::send_loop(
         task,
         nonblock(file, flags),
+        super::socket::deadline(file, false),
         data.len(),
         stream,
         flags,
@@ -335,8 +344,11 @@ pub fn recv(
     let mut stage = Stage::new();
     let cap = if stream { IO_CHUNK } else { MAX_INET_DATAGRAM };
     let buf = stage.space(max.min(cap));
-    let meta = blk.block_on(
+    // One deadline for the whole call, MSG_WAITALL's further waits too.
+    let until = super::socket::deadline(file, true);
+    let meta = blk.block_until(
         nonblock(file, flags),
+        until,
         || match s.sock.recv_from(buf, peek) {
             Ok(m) => Ok(Some(m)),
             Err(Errno::EAGAIN) => Ok(None),
@@ -354,8 +366,9 @@ pub fn recv(
         while len < max && meta.len > 0 && (waitall || full_piece) {
             let piece = stage.space((max - len).min(IO_CHUNK));
             let r = if waitall {
-                blk.block_on(
+                blk.block_until(
                     false,
+                    until,
                     || match s.sock.recv(piece, false) {
                         Ok(n) => Ok(Some(n)),
                         Err(Errno::EAGAIN) => Ok(None),
@@ -464,6 +477,11 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
     }
     let s = sock(file)?;
     let (level, name) = (a[1] as i32, a[2] as i32);
+    if level == SOL_SOCKET {
+        if let Some(r) = super::socket::set_timeout(task, &s.timeouts, name, a[3], a[4]) {
+            return r;
+        }
+    }
     if a[4] < 4 {
         return Err(Errno::EINVAL);
     }
@@ -487,7 +505,7 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
         }
         (IPPROTO_IPV6, 26) => SockOpt::V6Only(v != 0),
         // Accepted without effect: timeouts, priorities, TOS and friends.
-        (SOL_SOCKET, 6 | 10 | 12 | 16 | 20 | 21 | 29 | 30)
+        (SOL_SOCKET, 6 | 10 | 12 | 16 | 29 | 30)
         | (IPPROTO_TCP, 2 | 3 | 5 | 6 | 9 | 12 | 18 | 23)
         | (IPPROTO_IP, _)
         | (IPPROTO_IPV6, _) => return Ok(0),
@@ -508,6 +526,9 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
     }
     let b = |v: bool| i32::from(v);
     let val: Vec<u8> = match (level, name) {
+        (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO | SO_RCVTIMEO_NEW | SO_SNDTIMEO_NEW) => {
+            super::socket::get_timeout(&s.timeouts, name).unwrap_or_default()
+        }
         (SOL_SOCKET, 3) => (if s.ty == SocketType::Stream { 1i32 } else { 2 })
             .to_ne_bytes()
             .to_vec(),

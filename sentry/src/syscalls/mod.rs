@@ -14,6 +14,7 @@ mod poll;
 mod process;
 mod signal;
 mod socket;
+mod splice;
 mod time;
 
 use std::sync::LazyLock;
@@ -152,6 +153,11 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::PIDFD_OPEN, fork::sys_pidfd_open, Full),
     (nr::PIDFD_SEND_SIGNAL, signal::sys_pidfd_send_signal, Full),
     (nr::PIPE, fs::sys_pipe, Full),
+    (nr::SENDFILE, splice::sys_sendfile, Full),
+    (nr::COPY_FILE_RANGE, splice::sys_copy_file_range, Full),
+    (nr::SPLICE, splice::sys_splice, Full),
+    (nr::TEE, splice::sys_tee, Full),
+    (nr::VMSPLICE, splice::sys_vmsplice, Full),
     (nr::PIPE2, fs::sys_pipe2, Full),
     (nr::POLL, poll::sys_poll, Partial),
     (nr::PPOLL, poll::sys_ppoll, Partial),

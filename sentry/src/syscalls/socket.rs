@@ -2,12 +2,14 @@
 //! refused until the netstack is wired in.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use abi::{Errno, OpenFlags};
 
 use crate::file::{FdEntry, FileDescription, FileKind};
 use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::socket::unix::{Creds, SockType, SocketHandle, UnixAddr, UnixSocket, SCM_MAX_FD};
+use crate::socket::SockTimeouts;
 use crate::task::Task;
 use crate::tmpfs::MemKind;
 use crate::vfs::{Lookup, Node};
@@ -254,6 +256,49 @@ fn nonblocking(file: &FileDescription, flags: u64) -> bool {
     file.flags() & OpenFlags::NONBLOCK.bits() != 0 || flags & MSG_DONTWAIT != 0
 }
 
+/// The timeouts of the socket behind `file`, whatever its family.
+fn timeouts(file: &FileDescription) -> Option<&SockTimeouts> {
+    match &file.kind {
+        FileKind::Socket(h) => Some(&h.0.timeouts),
+        FileKind::Inet(s) => Some(&s.timeouts),
+        FileKind::HostInet(h) => Some(&h.timeouts),
+        _ => None,
+    }
+}
+
+/// When a blocking call on `file` starting now gives up waiting: its
+/// `SO_RCVTIMEO` (`rcv`: receives and `accept`) or `SO_SNDTIMEO` (sends
+/// and `connect`); `None` without one.
+pub(super) fn deadline(file: &FileDescription, rcv: bool) -> Option<Instant> {
+    timeouts(file).and_then(|t| t.deadline(rcv))
+}
+
+/// `setsockopt(SOL_SOCKET, SO_RCVTIMEO/SO_SNDTIMEO[_NEW])` on a Sentry
+/// socket: `Some` when `name` is one of them.
+pub(super) fn set_timeout(
+    task: &Task,
+    t: &SockTimeouts,
+    name: i32,
+    val: u64,
+    len: u64,
+) -> Option<Result<u64, Errno>> {
+    let rcv = crate::socket::timeout_option(name)?;
+    Some((|| {
+        if (len as u32 as i32) < 16 {
+            return Err(Errno::EINVAL);
+        }
+        let mut tv = [0u8; 16];
+        task.mm().copy_in(val, &mut tv)?;
+        t.set(rcv, &tv).map(|()| 0)
+    })())
+}
+
+/// `getsockopt(SOL_SOCKET, SO_RCVTIMEO/SO_SNDTIMEO[_NEW])`: `Some` when
+/// `name` is one of them; the value is a `struct timeval`.
+pub(super) fn get_timeout(t: &SockTimeouts, name: i32) -> Option<Vec<u8>> {
+    crate::socket::timeout_option(name).map(|rcv| t.get(rcv).to_vec())
+}
+
 pub fn sys_connect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(f) = super::inet::inet_file(task, a[0])? {
         return super::inet::connect(task, &f, a[1], a[2]);
@@ -270,8 +315,11 @@ pub fn sys_connect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let me = creds(task);
     let blk = task.blocker();
     let nonblock = nonblocking(&file, 0);
-    blk.block_on(
+    // A full backlog is waited out for at most `SO_SNDTIMEO`, then
+    // `EAGAIN` (`unix_stream_connect`).
+    blk.block_until(
         nonblock,
+        deadline(&file, false),
         || {
             Ok(sock
                 .connect_to(&task.kernel, &target, me, me)?
@@ -298,8 +346,9 @@ fn accept(task: &mut Task, fd: u64, addr: u64, len_addr: u64, flags: u64) -> Res
         return Err(Errno::EINVAL);
     }
     let blk = task.blocker();
-    let conn = blk.block_on(
+    let conn = blk.block_until(
         nonblocking(&file, 0),
+        deadline(&file, true),
         || sock.accept(),
         || sock.readiness().0,
     )?;
@@ -422,6 +471,7 @@ fn send(
     send_loop(
         task,
         nonblocking(file, flags),
+        deadline(file, false),
         data.len(),
         stream,
         flags,
@@ -440,13 +490,16 @@ fn send(
 
 /// The socket send loop: `attempt(done)` tries once to send from byte
 /// `done` (`Some(n)`: sent, `None`: it would block), waiting on `ready`
-/// unless `nonblock`. A stream send goes on until all `len` bytes are
-/// queued, a datagram is one attempt; a signal or `EAGAIN` after partial
-/// progress returns what went (Linux's `tcp_sendmsg`); `EPIPE` raises
-/// `SIGPIPE` unless `MSG_NOSIGNAL`.
+/// unless `nonblock`, until `deadline` (`SO_SNDTIMEO`: then `EAGAIN`). A
+/// stream send goes on until all `len` bytes are queued, a datagram is
+/// one attempt; a signal, the timeout or `EAGAIN` after partial progress
+/// returns what went (Linux's `tcp_sendmsg`); `EPIPE` raises `SIGPIPE`
+/// unless `MSG_NOSIGNAL`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn send_loop(
     task: &Task,
     nonblock: bool,
+    deadline: Option<Instant>,
     len: usize,
     stream: bool,
     flags: u64,
@@ -456,14 +509,16 @@ pub(super) fn send_loop(
     let blk = task.blocker();
     let mut done = 0usize;
     loop {
-        match blk.block_on(nonblock, || attempt(done), &ready) {
+        match blk.block_until(nonblock, deadline, || attempt(done), &ready) {
             Ok(n) => {
                 done += n;
                 if done >= len || !stream {
                     return Ok(done as u64);
                 }
             }
-            Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => return Ok(done as u64),
+            Err(e) if done > 0 && (e == Errno::EAGAIN || e == Errno::EINTR || e.is_restart()) => {
+                return Ok(done as u64)
+            }
             Err(Errno::EPIPE) => {
                 if flags & MSG_NOSIGNAL == 0 {
                     task.raise_sigpipe();
@@ -523,8 +578,11 @@ fn recv(
     let blk = task.blocker();
     let peek = flags & MSG_PEEK != 0;
     let max = dst.len();
-    let mut first = blk.block_on(
+    // One deadline for the whole call, MSG_WAITALL's further waits too.
+    let until = deadline(file, true);
+    let mut first = blk.block_until(
         nonblocking(file, flags),
+        until,
         || sock.recv(max, peek, 0),
         || sock.readiness().0,
     )?;
@@ -532,8 +590,9 @@ fn recv(
     // MSG_WAITALL on a stream: keep reading until full or end of file.
     if flags & MSG_WAITALL != 0 && !peek && sock.kind == SockType::Stream {
         while n < max && !first.data.is_empty() {
-            match blk.block_on(
+            match blk.block_until(
                 false,
+                until,
                 || sock.recv(max - n, false, 0),
                 || sock.readiness().0,
             ) {
@@ -834,6 +893,9 @@ pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[1] as i32 != SOL_SOCKET {
         return Err(Errno::ENOPROTOOPT);
     }
+    if let Some(r) = set_timeout(task, &sock.timeouts, a[2] as i32, a[3], a[4]) {
+        return r;
+    }
     if a[4] < 4 {
         return Err(Errno::EINVAL);
     }
@@ -845,7 +907,7 @@ pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         SO_RCVBUF => st.rcvbuf = (v.max(1152) as usize * 2).min(4 << 20),
         SO_SNDBUF => st.sndbuf = (v.max(2304) as usize * 2).min(4 << 20),
         // Accepted and without effect on Unix sockets.
-        2 | 9 | 10 | 13 | 15 | 20 | 21 => {}
+        2 | 9 | 10 | 13 | 15 => {}
         _ => return Err(Errno::ENOPROTOOPT),
     }
     Ok(0)
@@ -875,7 +937,9 @@ pub fn sys_getsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let int = |v: i32| v.to_ne_bytes().to_vec();
-    let val: Vec<u8> = {
+    let val: Vec<u8> = if let Some(v) = get_timeout(&sock.timeouts, a[2] as i32) {
+        v
+    } else {
         let mut st = sock.state();
         match a[2] {
             SO_TYPE => int(match sock.kind {
