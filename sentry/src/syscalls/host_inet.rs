@@ -7,11 +7,11 @@
 
 use std::os::fd::BorrowedFd;
 
-use abi::{Errno, OpenFlags};
+use abi::Errno;
 use netstack::{Domain, SocketType};
 
 use crate::file::{copy_to_slices, FileDescription, FileKind};
-use crate::guestio::{ByteSource, GuestBufs, Stage};
+use crate::guestio::{ByteSource, GuestBufs};
 use crate::socket::host_inet::HostInetSocket;
 use crate::socket::host_sys;
 use crate::task::Task;
@@ -22,7 +22,6 @@ const MSG_OOB: u64 = 1;
 const MSG_PEEK: u64 = 2;
 const MSG_DONTROUTE: u64 = 4;
 const MSG_TRUNC: u64 = 0x20;
-const MSG_DONTWAIT: u64 = 0x40;
 const MSG_EOR: u64 = 0x80;
 const MSG_WAITALL: u64 = 0x100;
 const MSG_CONFIRM: u64 = 0x800;
@@ -46,10 +45,6 @@ const OPT_MAX: usize = 256;
 
 fn err(e: std::io::Error) -> Errno {
     e.into()
-}
-
-fn nonblock(file: &FileDescription, flags: u64) -> bool {
-    file.flags() & OpenFlags::NONBLOCK.bits() != 0 || flags & MSG_DONTWAIT != 0
 }
 
 /// `socket(AF_INET/AF_INET6, ...)` as a host socket.
@@ -115,7 +110,9 @@ pub fn connect(
         // A blocking connect waits for the handshake; after a signal
         // restarted it, the host says EALREADY and the wait goes on
         // (Linux's __inet_stream_connect).
-        Err(e @ (Errno::EINPROGRESS | Errno::EALREADY)) if !nonblock(file, 0) => e,
+        Err(e @ (Errno::EINPROGRESS | Errno::EALREADY)) if !super::socket::nonblocking(file, 0) => {
+            e
+        }
         Err(e) => return Err(e),
     };
     // Past `SO_SNDTIMEO` the wait ends with what the host said first
@@ -154,7 +151,7 @@ pub fn accept(
         return Err(Errno::EINVAL);
     }
     let (conn, peer) = task.blocker().block_until(
-        nonblock(file, 0),
+        super::socket::nonblocking(file, 0),
         super::socket::deadline(file, true),
         || match s.accept() {
             Ok(c) => Ok(Some(c)),
@@ -202,21 +199,17 @@ pub fn send(
     let host_flags = (flags & SEND_FLAGS) as i32 | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
     let stream = s.ty != SocketType::Datagram;
     let piece = crate::guestio::inet_send_piece(stream, data.len())?;
-    let mut stage = Stage::new();
     super::socket::send_loop(
         task,
-        nonblock(file, flags),
-        super::socket::deadline(file, false),
-        data.len(),
-        stream,
+        file,
         flags,
-        |done| {
-            let chunk = stage.load(data, done, piece);
-            match host_sys::send_to(s.fd(), chunk, host_flags, to).map_err(err) {
-                Ok(n) => Ok(Some(n)),
-                Err(Errno::EAGAIN) => Ok(None),
-                Err(e) => Err(e),
-            }
+        data,
+        piece,
+        stream,
+        |chunk| match host_sys::send_to(s.fd(), chunk, host_flags, to).map_err(err) {
+            Ok(n) => Ok(Some(n)),
+            Err(Errno::EAGAIN) => Ok(None),
+            Err(e) => Err(e),
         },
         || s.ready(POLLOUT),
     )
@@ -245,7 +238,7 @@ pub fn recv(
     // One deadline for the whole call, MSG_WAITALL's further waits too.
     let until = super::socket::deadline(file, true);
     let first = blk.block_until(
-        nonblock(file, flags),
+        super::socket::nonblocking(file, flags),
         until,
         || match host_sys::recv_from(s.fd(), &mut buf, host_flags).map_err(err) {
             Ok(r) => Ok(Some(r)),
@@ -256,7 +249,7 @@ pub fn recv(
     )?;
     let mut len = first.len.min(buf.len());
     let waitall = flags & (MSG_WAITALL | MSG_PEEK | MSG_TRUNC) == MSG_WAITALL;
-    if waitall && s.ty == SocketType::Stream && !nonblock(file, flags) {
+    if waitall && s.ty == SocketType::Stream && !super::socket::nonblocking(file, flags) {
         // MSG_WAITALL: keep reading until the buffer is full, EOF, an error
         // or a signal (which ends it with what arrived).
         while len < buf.len() && first.len > 0 {

@@ -19,7 +19,6 @@ const SOCK_NONBLOCK: u64 = 0o4000;
 const SOCK_CLOEXEC: u64 = 0o2000000;
 const MSG_PEEK: u64 = 2;
 const MSG_TRUNC: u64 = 0x20;
-const MSG_DONTWAIT: u64 = 0x40;
 const MSG_WAITALL: u64 = 0x100;
 
 /// The Internet socket behind `fd`, if it is one.
@@ -41,10 +40,6 @@ fn sock(file: &FileDescription) -> Result<&InetSocket, Errno> {
         FileKind::Inet(s) => Ok(s),
         _ => Err(Errno::ENOTSOCK),
     }
-}
-
-fn nonblock(file: &FileDescription, flags: u64) -> bool {
-    file.flags() & OpenFlags::NONBLOCK.bits() != 0 || flags & MSG_DONTWAIT != 0
 }
 
 /// `socket(AF_INET/AF_INET6, ...)`.
@@ -167,7 +162,9 @@ pub fn connect(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Resu
         Ok(()) => return Ok(0),
         // A connect already under way (one that timed out or was
         // interrupted) is waited for again (`__inet_stream_connect`).
-        Err(e @ (Errno::EINPROGRESS | Errno::EALREADY)) if !nonblock(file, 0) => e,
+        Err(e @ (Errno::EINPROGRESS | Errno::EALREADY)) if !super::socket::nonblocking(file, 0) => {
+            e
+        }
         Err(e) => return Err(e),
     };
     // A blocking connect waits for the handshake, then reports its
@@ -219,7 +216,7 @@ pub fn accept(
     }
     let blk = task.blocker();
     let (conn, peer) = blk.block_until(
-        nonblock(file, 0),
+        super::socket::nonblocking(file, 0),
         super::socket::deadline(file, true),
         || match s.sock.accept() {
             Ok(c) => Ok(Some(c)),
@@ -291,16 +288,14 @@ pub fn send(
     let s = sock(file)?;
     let stream = s.ty != SocketType::Datagram;
     let piece = crate::guestio::inet_send_piece(stream, data.len())?;
-    let mut stage = Stage::new();
     super::socket::send_loop(
         task,
-        nonblock(file, flags),
-        super::socket::deadline(file, false),
-        data.len(),
-        stream,
+        file,
         flags,
-        |done| {
-            let chunk = stage.load(data, done, piece);
+        data,
+        piece,
+        stream,
+        |chunk| {
             let r = match to {
                 Some(a) if s.ty == SocketType::Datagram => s.sock.send_to(chunk, a),
                 _ => s.sock.send(chunk),
@@ -347,7 +342,7 @@ pub fn recv(
     // One deadline for the whole call, MSG_WAITALL's further waits too.
     let until = super::socket::deadline(file, true);
     let meta = blk.block_until(
-        nonblock(file, flags),
+        super::socket::nonblocking(file, flags),
         until,
         || match s.sock.recv_from(buf, peek) {
             Ok(m) => Ok(Some(m)),

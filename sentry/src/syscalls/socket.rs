@@ -252,7 +252,9 @@ pub fn sys_listen(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     sock.listen(a[1] as i32).map(|()| 0)
 }
 
-fn nonblocking(file: &FileDescription, flags: u64) -> bool {
+/// Whether a call on `file` with `flags` must not block (`O_NONBLOCK` or
+/// `MSG_DONTWAIT`).
+pub(super) fn nonblocking(file: &FileDescription, flags: u64) -> bool {
     file.flags() & OpenFlags::NONBLOCK.bits() != 0 || flags & MSG_DONTWAIT != 0
 }
 
@@ -467,18 +469,17 @@ fn send(
         let (_, w, hup, _, _) = sock.readiness();
         w || hup || to.is_some()
     };
-    let mut stage = Stage::new();
     send_loop(
         task,
-        nonblocking(file, flags),
-        deadline(file, false),
-        data.len(),
-        stream,
+        file,
         flags,
-        |done| {
+        data,
+        piece,
+        stream,
+        |chunk| {
             sock.send(
                 &task.kernel,
-                stage.load(data, done, piece),
+                chunk,
                 std::mem::take(&mut rights),
                 me,
                 to.clone(),
@@ -488,28 +489,38 @@ fn send(
     )
 }
 
-/// The socket send loop: `attempt(done)` tries once to send from byte
-/// `done` (`Some(n)`: sent, `None`: it would block), waiting on `ready`
-/// unless `nonblock`, until `deadline` (`SO_SNDTIMEO`: then `EAGAIN`). A
-/// stream send goes on until all `len` bytes are queued, a datagram is
-/// one attempt; a signal, the timeout or `EAGAIN` after partial progress
-/// returns what went (Linux's `tcp_sendmsg`); `EPIPE` raises `SIGPIPE`
-/// unless `MSG_NOSIGNAL`.
+/// The socket send loop: `attempt(chunk)` tries once to send `chunk`, the
+/// next at most `piece` bytes of `data` staged in a Sentry buffer
+/// (`Some(n)`: sent, `None`: it would block), waiting on `ready` unless
+/// `file` or `flags` say not to block, until `SO_SNDTIMEO` runs out (then
+/// `EAGAIN`). A stream send goes on until all of `data` is queued, a
+/// datagram is one attempt; a signal, the timeout or `EAGAIN` after partial
+/// progress returns what went (Linux's `tcp_sendmsg`); `EPIPE` raises
+/// `SIGPIPE` unless `MSG_NOSIGNAL`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn send_loop(
     task: &Task,
-    nonblock: bool,
-    deadline: Option<Instant>,
-    len: usize,
-    stream: bool,
+    file: &FileDescription,
     flags: u64,
-    mut attempt: impl FnMut(usize) -> Result<Option<usize>, Errno>,
+    data: &GuestBufs<'_>,
+    piece: usize,
+    stream: bool,
+    mut attempt: impl FnMut(&[u8]) -> Result<Option<usize>, Errno>,
     ready: impl Fn() -> bool,
 ) -> Result<u64, Errno> {
     let blk = task.blocker();
+    let nonblock = nonblocking(file, flags);
+    let deadline = deadline(file, false);
+    let len = data.len();
+    let mut stage = Stage::new();
     let mut done = 0usize;
     loop {
-        match blk.block_until(nonblock, deadline, || attempt(done), &ready) {
+        match blk.block_until(
+            nonblock,
+            deadline,
+            || attempt(stage.load(data, done, piece)),
+            &ready,
+        ) {
             Ok(n) => {
                 done += n;
                 if done >= len || !stream {
