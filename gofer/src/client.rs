@@ -24,10 +24,10 @@ struct Conn {
 /// A connection to a gofer.
 pub struct Client {
     conn: Mutex<Conn>,
-    /// the serving process's pid, when known: it is moved to the CPU of
-    /// whoever calls, so a round trip wakes no other core
-    server: Option<libc::pid_t>,
-    /// the CPU the server was last moved to (-1: none yet)
+    /// whether the server is asked to follow its callers between CPUs
+    /// ([`proto::Follow`])
+    follow: bool,
+    /// the CPU the server was last asked to run on (-1: none yet)
     server_cpu: AtomicI32,
 }
 
@@ -63,38 +63,34 @@ impl Client {
                 tag: 0,
                 broken: false,
             }),
-            server: None,
+            follow: false,
             server_cpu: AtomicI32::new(-1),
         }
     }
 
-    /// Like [`Client::new`], for a server process `pid` (in the caller's
-    /// PID namespace) that may be moved between CPUs to follow its callers:
-    /// a cross-core wake-up costs tens of microseconds on some machines,
-    /// several times the rest of a round trip.
-    pub fn with_server_pid(sock: UnixStream, pid: libc::pid_t) -> Client {
+    /// Like [`Client::new`], for a server that follows its callers
+    /// between CPUs: when a call comes from another CPU than the last, the
+    /// server is first asked to move there ([`proto::Follow`]), so that
+    /// round trips wake no other core (tens of microseconds on some
+    /// machines, several times the rest of a round trip).
+    pub fn following(sock: UnixStream) -> Client {
         Client {
-            server: Some(pid),
+            follow: true,
             ..Client::new(sock)
         }
     }
 
-    /// Moves the server to the calling thread's CPU if it is elsewhere.
-    fn follow_caller(&self) {
-        let Some(pid) = self.server else { return };
+    /// The caller's CPU, if the server should move there first.
+    fn caller_moved(&self) -> Option<u32> {
+        if !self.follow {
+            return None;
+        }
         // SAFETY: no arguments; reads the calling thread's CPU.
         let cpu = unsafe { libc::sched_getcpu() };
         if cpu < 0 || self.server_cpu.swap(cpu, Ordering::Relaxed) == cpu {
-            return;
+            return None;
         }
-        // SAFETY: cpu_set_t is plain old data; all-zero is the empty set,
-        // and the set is passed with its own size.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu as usize, &mut set);
-            // Best effort: without the right to move it, it stays put.
-            libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
+        u32::try_from(cpu).ok()
     }
 
     /// Sends one request and waits for its reply, with the donated
@@ -110,7 +106,15 @@ impl Client {
         if conn.broken {
             return Err(Errno::EIO);
         }
-        self.follow_caller();
+        if let Some(cpu) = self.caller_moved() {
+            let follow = postcard::to_stdvec(&proto::Follow { cpu }).map_err(|_| Errno::EINVAL)?;
+            // Best effort: a server that cannot move answers an errno and
+            // stays where it is.
+            if exchange::<proto::Follow>(&mut conn, &follow).is_err() {
+                conn.broken = true;
+                return Err(Errno::EIO);
+            }
+        }
         match exchange::<O>(&mut conn, &payload) {
             Ok(answer) => answer,
             Err(Fatal) => {

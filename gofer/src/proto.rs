@@ -502,6 +502,13 @@ ops! {
         /// the handle
         handle: Handle,
     } -> ();
+    /// Moves the thread serving this connection to `cpu`, where its caller
+    /// now runs: a round trip then wakes no other core, which costs tens
+    /// of microseconds on some machines. `EINVAL` past the host's CPUs.
+    23 Follow {
+        /// the caller's CPU
+        cpu: u32,
+    } -> ();
 }
 
 /// Reply to `Walk`.

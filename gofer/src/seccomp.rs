@@ -348,6 +348,8 @@ pub fn gofer_policy(read_only: bool) -> Policy {
         Rule::allow(SYS_futex),
         Rule::allow(SYS_getrandom),
         Rule::allow(SYS_sched_yield),
+        // Follow: the serving thread itself (pid 0), never another.
+        Rule::allow_if(SYS_sched_setaffinity, 0, u64::MAX, 0),
         Rule::allow(SYS_clock_gettime),
         Rule::allow(SYS_rt_sigreturn),
         Rule::allow(SYS_rt_sigprocmask),

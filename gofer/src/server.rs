@@ -562,6 +562,10 @@ impl Session {
                 self.handles.remove(&r.handle.0).ok_or(Errno::EBADF)?;
                 reply(&())
             }
+            Request::Follow(r) => {
+                sys::run_on_cpu(r.cpu)?;
+                reply(&())
+            }
         }
     }
 

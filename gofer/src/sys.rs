@@ -579,6 +579,25 @@ pub fn open_path(path: &CStr, flags: i32) -> Result<OwnedFd, Errno> {
     check_fd(r.into())
 }
 
+/// Moves the calling thread to CPU `cpu` alone.
+pub fn run_on_cpu(cpu: u32) -> Result<(), Errno> {
+    let cpu = usize::try_from(cpu).map_err(|_| Errno::EINVAL)?;
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: cpu_set_t is plain data (all-zero is the empty set); the set
+    // is passed with its own size and `cpu` is within it.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
 /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
 pub fn set_no_new_privs() -> Result<(), Errno> {
     // SAFETY: prctl with integer arguments only.

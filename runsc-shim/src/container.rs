@@ -34,6 +34,7 @@ use serde::Serialize;
 
 use crate::cgroup::{self, Cgroup};
 use crate::logging::LogFormat;
+use crate::network::Network;
 use crate::oci;
 use crate::state::{self, Locked, Record, StateDir, Status, EXEC_FIFO};
 use crate::sys;
@@ -128,10 +129,12 @@ pub struct Runtime {
     pub log_format: LogFormat,
     /// `--debug`
     pub debug: bool,
-    /// `--network host`: the guest's TCP and UDP sockets are host sockets
-    /// in the container's network namespace (the one `linux.namespaces`
-    /// makes or names), with no egress policy; otherwise loopback only
-    pub host_network: bool,
+    /// `--network` and its allow rules. `host`: the guest's TCP and UDP
+    /// sockets are host sockets in the container's network namespace (the
+    /// one `linux.namespaces` makes or names), with no egress policy.
+    /// `sandbox`: the netstack, whose relays reach what the rules allow
+    /// from that namespace. `none`: loopback only.
+    pub network: Network,
 }
 
 /// The log line of a container with `--network host`.
@@ -348,9 +351,8 @@ impl Runtime {
         if self.debug {
             cmd.arg("--debug");
         }
-        if self.host_network {
-            cmd.arg("--network").arg("host");
-        }
+        // The boot process checks them again, as it does the bundle.
+        cmd.args(self.network.to_args());
         cmd.arg("boot")
             .arg("--bundle")
             .arg(bundle)
@@ -384,16 +386,19 @@ impl Runtime {
         for note in &plan.notes {
             tracing::warn!("container {id}: {note}");
         }
-        if self.host_network {
+        if self.network.is_host() {
             tracing::warn!("container {id}: {HOST_NETWORK_WARNING}");
-            if !plan.network_namespace && plan.network_namespace_path.is_none() {
-                // runc's meaning of a spec without a network namespace
-                // (Docker's `--network host`): the runtime's own.
-                tracing::warn!(
-                    "container {id}: config.json has no linux.namespaces network entry: the \
-                     container shares the runtime's network namespace"
-                );
-            }
+        }
+        if self.network.host_sockets()
+            && !plan.network_namespace
+            && plan.network_namespace_path.is_none()
+        {
+            // runc's meaning of a spec without a network namespace
+            // (Docker's `--network host`): the runtime's own.
+            tracing::warn!(
+                "container {id}: config.json has no linux.namespaces network entry: the \
+                 container shares the runtime's network namespace"
+            );
         }
         for note in &plan.ignored {
             tracing::info!("container {id}: {note}");
@@ -1185,7 +1190,7 @@ impl Runtime {
 /// The boot process: runs container `id` from `bundle` and returns the exit
 /// status to exit with. Reports readiness (or the reason it cannot run) to
 /// `create` on `ready_fd`.
-pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, host_network: bool) -> i32 {
+pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &Network) -> i32 {
     let mut ready = match sys::inherited_fd(ready_fd) {
         Ok(fd) => std::fs::File::from(fd),
         Err(e) => {
@@ -1193,8 +1198,8 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, host_netwo
             return 1;
         }
     };
-    let prepared = prepare(id, bundle, host_network);
-    let (plan, root) = match prepared {
+    let prepared = prepare(id, bundle, network);
+    let (plan, root, stack) = match prepared {
         Ok(p) => p,
         Err(e) => {
             let _ = writeln!(ready, "{e}");
@@ -1220,6 +1225,17 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, host_netwo
     if let Err(e) = sentry::hostsig::block_forwarded() {
         tracing::warn!("container {id}: signals will not be forwarded: {e}");
     }
+    // The control socket, bound while this process may still write the
+    // state directory (the Sentry's ids will not), and as soon as `start`
+    // has let it go: `exec` and `update` requests wait in its backlog until
+    // the Sentry serves it.
+    let control = match crate::control::bind(&state.dir(id).join(crate::control::SOCKET)) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            tracing::warn!("container {id}: no control socket, exec will fail: {e}");
+            None
+        }
+    };
     if let Ok(l) = state.lock(id) {
         let _ = l.advance(Status::Running);
     }
@@ -1267,6 +1283,10 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, host_netwo
             return 125;
         }
     };
+    // What `update` changed before the control socket was there to hear
+    // it (read after binding: an update that found no socket recorded its
+    // limits first).
+    let updated = state.read(id).ok().flatten().and_then(|r| r.guest_limits);
     let config = sentry::SandboxConfig {
         root: client,
         _marker: std::marker::PhantomData,
@@ -1275,23 +1295,20 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, host_netwo
         envp: plan.env.into_iter().map(String::into_bytes).collect(),
         cwd: plan.cwd.into_bytes(),
         hostname: plan.hostname,
-        // Loopback only, inside the Sentry, unless `--network host` was
-        // given: then TCP and UDP go through host sockets in this process's
-        // network namespace, which `prepare` made or joined.
-        network: Default::default(),
-        host_network,
+        // Loopback only, inside the Sentry, unless `--network` says
+        // otherwise: with `host` TCP and UDP go through host sockets in
+        // this process's network namespace, which `prepare` made or
+        // joined; with `sandbox` the relays of the allow rules do.
+        network: stack,
+        host_network: network.is_host(),
         on_start: Some(sentry::StartHook(Box::new({
-            let socket = state.dir(id).join(crate::control::SOCKET);
             let id = id.to_owned();
-            let state = state.clone();
             move |kernel| {
-                if let Err(e) = crate::control::serve(socket, kernel.clone()) {
-                    tracing::warn!("container {id}: no control socket, exec will fail: {e}");
+                if let Some(listener) = control {
+                    if let Err(e) = crate::control::serve(listener, kernel.clone()) {
+                        tracing::warn!("container {id}: no control socket, exec will fail: {e}");
+                    }
                 }
-                // What `update` changed before the control socket was
-                // there to hear it (read after binding the socket: an
-                // update that found no socket recorded its limits first).
-                let updated = state.read(&id).ok().flatten().and_then(|r| r.guest_limits);
                 if let (Some(limits), Some(k)) = (updated, kernel.upgrade()) {
                     limits.apply(&k);
                 }
@@ -1317,6 +1334,18 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, host_netwo
             .filter(|n| *n > 0)
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
     };
+    // Last, with the gofers started and every host path opened: the
+    // Sentry's own process in new namespaces, as an unprivileged user.
+    // The relays of `--network sandbox` are host sockets too: the Sentry
+    // stays in the container's network namespace for them.
+    if let Err(e) = crate::confine::split(crate::confine::Confinement {
+        host_sockets: network.host_sockets(),
+        host_network: network.is_host(),
+    }) {
+        eprintln!("ferrovisor: {e}");
+        tracing::error!("container {id}: {e}");
+        return 125;
+    }
     let code = match sentry::run(config, |memfd| {
         platform_ptrace::PtracePlatform::new_seccomp_trap(memfd)
             .map(|p| Box::new(p) as Box<dyn platform::Platform>)
@@ -1357,12 +1386,27 @@ pub fn update_resources(json: &[u8]) -> Result<cgroup::Limits, Error> {
 /// The boot process's own checks: the bundle (again: it may have changed
 /// since `create` looked), the root directory, `oomScoreAdj`, and the
 /// network namespace (joined when `linux.namespaces` names one, else made
-/// when it asks for one).
+/// when it asks for one). Returns the netstack's configuration too.
 fn prepare(
     id: &str,
     bundle: &Path,
-    host_network: bool,
-) -> Result<(oci::Plan, std::fs::File), Error> {
+    network: &Network,
+) -> Result<(oci::Plan, std::fs::File, netstack::StackConfig), Error> {
+    let host_network = network.is_host();
+    // With `--network sandbox`, "the host's own addresses", which stay
+    // closed unless a rule names them, are those of the runtime's
+    // namespace (the host's, where the engine runs: a bridged container
+    // reaches them through its gateway) and of the container's own.
+    let mut own_addresses = Vec::new();
+    let mut note_addresses = || -> Result<(), Error> {
+        if network.egress().is_some() {
+            let found =
+                host_addresses().map_err(io("--network sandbox: listing the host's addresses"))?;
+            own_addresses.extend(found);
+        }
+        Ok(())
+    };
+    note_addresses()?;
     let b = oci::load(bundle)?;
     let plan = oci::plan(&b, id)?;
     let root = std::fs::File::open(&plan.rootfs)
@@ -1403,12 +1447,22 @@ fn prepare(
             Err(e) if hooks => {
                 return Err(io("a network namespace for the hooks to set up")(e));
             }
-            Err(e) if host_network => {
-                return Err(io("--network host: a network namespace for the container")(
-                    e,
-                ));
+            // The guest's host sockets (or the relays) must not land in
+            // the runtime's namespace when the container asked for its own.
+            Err(e) if network.host_sockets() => {
+                return Err(io(format!(
+                    "--network {}: a network namespace for the container",
+                    if host_network { "host" } else { "sandbox" }
+                ))(e));
             }
             Err(e) => tracing::info!("container {id}: no network namespace of its own: {e}"),
+        }
+        if network.egress().is_some() && !hooks {
+            // Only an engine's hooks would give it an interface.
+            tracing::warn!(
+                "container {id}: --network sandbox: the container's network namespace is new \
+                 and no hook sets it up: the allow rules have nothing to reach"
+            );
         }
         if host_network {
             // A new namespace's loopback is down; the guest's 127.0.0.1
@@ -1416,7 +1470,14 @@ fn prepare(
             sys::loopback_up().map_err(io("--network host: bringing up lo"))?;
         }
     }
-    Ok((plan, root))
+    note_addresses()?;
+    own_addresses.sort_unstable();
+    own_addresses.dedup();
+    // The refusals go to the log, and as with `do` one line each on the
+    // sandbox's stderr (the container's), where the user of the failing
+    // program looks.
+    let stack = network.stack_config(own_addresses, true);
+    Ok((plan, root, stack))
 }
 
 /// A stopped container's exit status: the recorded one, else 128+N after

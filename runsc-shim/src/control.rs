@@ -159,12 +159,18 @@ fn address(path: &Path) -> std::io::Result<Address> {
     })
 }
 
-/// Serves `path` for the sandbox `kernel` on a thread of its own.
-pub fn serve(path: PathBuf, kernel: Weak<sentry::kernel::Kernel>) -> std::io::Result<()> {
-    let _ = std::fs::remove_file(&path);
-    let addr = address(&path)?;
-    let listener = UnixListener::bind(&addr.path)?;
-    drop(addr);
+/// Binds the control socket at `path` (replacing a stale one). Done by
+/// the boot process before the Sentry gives up its ids: the state
+/// directory is root's.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    let _ = std::fs::remove_file(path);
+    let addr = address(path)?;
+    UnixListener::bind(&addr.path)
+}
+
+/// Serves `listener` (from [`bind`]) for the sandbox `kernel` on a thread
+/// of its own.
+pub fn serve(listener: UnixListener, kernel: Weak<sentry::kernel::Kernel>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("control".into())
         .spawn(move || {
@@ -321,12 +327,37 @@ fn read_reply(reader: &mut BufReader<UnixStream>) -> std::io::Result<Reply> {
     serde_json::from_str(&line).map_err(std::io::Error::other)
 }
 
+/// How long a request waits for the control socket of a sandbox that has
+/// just started: its boot process binds it after `start` has returned.
+const STARTING: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Connects to the control socket at `socket`, waiting up to [`STARTING`]
+/// for it to appear and listen.
+fn connect(socket: &Path) -> Result<UnixStream, String> {
+    let deadline = std::time::Instant::now() + STARTING;
+    loop {
+        match address(socket).and_then(|a| UnixStream::connect(&a.path)) {
+            Ok(conn) => return Ok(conn),
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ECONNREFUSED))
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "connecting to the sandbox ({}): {e}",
+                    socket.display()
+                ))
+            }
+        }
+    }
+}
+
 /// Asks the sandbox behind `socket` to run `req` with `stdio` as its
 /// standard descriptors.
 pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Result<Exec, String> {
-    let conn = address(socket)
-        .and_then(|a| UnixStream::connect(&a.path))
-        .map_err(|e| format!("connecting to the sandbox ({}): {e}", socket.display()))?;
+    let conn = connect(socket)?;
     let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
     line.push(b'\n');
     sys::send_with_fds(conn.as_fd(), &line, &stdio)
@@ -347,9 +378,7 @@ const STATS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Asks the sandbox behind `socket` what it counts of its guest.
 pub fn stats(socket: &Path) -> Result<GuestStats, String> {
-    let conn = address(socket)
-        .and_then(|a| UnixStream::connect(&a.path))
-        .map_err(|e| format!("connecting to the sandbox ({}): {e}", socket.display()))?;
+    let conn = connect(socket)?;
     conn.set_read_timeout(Some(STATS_TIMEOUT))
         .and_then(|()| conn.set_write_timeout(Some(STATS_TIMEOUT)))
         .map_err(|e| e.to_string())?;
@@ -367,9 +396,7 @@ pub fn stats(socket: &Path) -> Result<GuestStats, String> {
 
 /// Asks the sandbox behind `socket` to apply `limits` to its guest.
 pub fn update(socket: &Path, limits: &GuestLimits) -> Result<(), String> {
-    let conn = address(socket)
-        .and_then(|a| UnixStream::connect(&a.path))
-        .map_err(|e| format!("connecting to the sandbox ({}): {e}", socket.display()))?;
+    let conn = connect(socket)?;
     let mut line = serde_json::to_vec(&Request::Update(*limits)).map_err(|e| e.to_string())?;
     line.push(b'\n');
     (&conn)

@@ -84,38 +84,25 @@ fn spawn_gofer(
     if read_only {
         cmd.arg("--ro");
     }
-    // The gofer prints its server's pid on standard output, then closes it.
+    // The gofer prints its server's pid on standard output once it
+    // serves, then closes it. The pid itself means nothing to the Sentry,
+    // which will not share the caller's PID namespace (the server moves
+    // between CPUs itself when asked): the line only says it is up.
     cmd.stdin(Stdio::null()).stdout(Stdio::piped());
     crate::sys::prepare_child(&mut cmd, theirs.as_raw_fd(), 3, false, None);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("starting the gofer: {e}"))?;
     drop(theirs);
-    let server_pid = child.stdout.take().and_then(|out| {
+    if let Some(out) = child.stdout.take() {
         let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).ok()?;
-        line.trim().parse::<i32>().ok().filter(|&p| p > 0)
-    });
-    // The gofer exits when the Sentry's end of the socket closes; reap it
-    // in the background so no zombie is left while the sandbox runs.
-    let (dropped, caps_gone) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("gofer-reaper".into())
-        .spawn(move || {
-            // Like the Sentry's own threads, this one needs no privilege;
-            // it gives it up before the spawner goes on (and so before the
-            // Sentry's seccomp filter, which refuses that call, reaches it).
-            let _ = sentry::host_filter::drop_capabilities(&[]);
-            let _ = dropped.send(());
-            let mut child = child;
-            let _ = child.wait();
-        })
-        .map_err(|e| format!("gofer reaper: {e}"))?;
-    let _ = caps_gone.recv();
-    let client = match server_pid {
-        Some(pid) => gofer::client::Client::with_server_pid(ours, pid),
-        None => gofer::client::Client::new(ours),
-    };
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line);
+    }
+    // The gofer exits when the Sentry's end of the socket closes. The
+    // process that stays outside the Sentry's namespaces reaps it
+    // (crate::confine).
+    drop(child);
+    let client = gofer::client::Client::following(ours);
     Ok(client)
 }
 

@@ -1,14 +1,17 @@
 //! ferrovisor's OCI runtime as a library: bundles (`oci`), the state
-//! directory (`state`), the sandbox's host cgroup (`cgroup`), the container lifecycle (`container`) and the log
-//! format (`logging`). The `ferrovisor` binary is a thin command-line shell
-//! over it, in runc's command-line contract.
+//! directory (`state`), the sandbox's host cgroup (`cgroup`), the container
+//! lifecycle (`container`), the guest's network and its egress rules
+//! (`network`) and the log format (`logging`). The `ferrovisor` binary is a
+//! thin command-line shell over it, in runc's command-line contract.
 
 pub mod cgroup;
+pub mod confine;
 pub mod container;
 pub mod control;
 pub mod gofer_proc;
 pub mod hooks;
 pub mod logging;
+pub mod network;
 pub mod oci;
 #[cfg(feature = "containerd-shim")]
 pub mod shim_v2;

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use runsc_shim::container::{self, CreateOptions, Runtime};
 use runsc_shim::logging::{self, LogFormat};
+use runsc_shim::network::{self, Network, Spelling};
 use runsc_shim::state::{StateDir, DEFAULT_ROOT};
 
 /// A sandbox for untrusted code: a user-space kernel between the program and
@@ -40,25 +41,26 @@ struct Cli {
     /// Accepted for runc compatibility; ignored.
     #[arg(long, value_name = "PATH", hide = true)]
     criu: Option<PathBuf>,
-    /// Containers' network (as runsc's --network): none (loopback only,
-    /// the default) or host (TCP and UDP through host sockets in the
-    /// container's network namespace, no egress policy). For 'do', give
-    /// --network after 'do'.
+    /// Containers' network (as runsc's --network): none (loopback only;
+    /// the default without allow rules), sandbox (the netstack, with a way
+    /// out from the container's network namespace for what --allow-cidr
+    /// and --allow-host allow; the default with them; without rules every
+    /// destination is refused) or host (TCP and UDP through host sockets
+    /// in the container's network namespace, no egress policy). For 'do',
+    /// give --network and the rules after 'do'.
     #[arg(long, value_enum, value_name = "MODE")]
-    network: Option<OciNetwork>,
+    network: Option<NetworkKind>,
+    /// Let containers reach CIDR (on PORT only, when given) over TCP and
+    /// UDP, from their network namespace; repeatable.
+    #[arg(long = "allow-cidr", value_name = "CIDR[:PORT]")]
+    allow_cidr: Vec<String>,
+    /// Let containers resolve DOMAIN (or any name under `*.DOMAIN`)
+    /// through the sandbox's DNS and connect to what it resolves to;
+    /// repeatable.
+    #[arg(long = "allow-host", value_name = "DOMAIN")]
+    allow_host: Vec<String>,
     #[command(subcommand)]
     command: Command,
-}
-
-/// The global `--network` of the OCI runtime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum OciNetwork {
-    /// loopback only, inside the sandbox: nothing leaves it
-    None,
-    /// the guest's TCP and UDP sockets are host sockets in the container's
-    /// network namespace (the one config.json makes or names), with no
-    /// egress policy (explicitly weaker)
-    Host,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -470,15 +472,27 @@ enum PlatformKind {
     SeccompSpin,
 }
 
+/// `--network`, of `do` and of the OCI runtime.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum NetworkKind {
     /// loopback only: nothing leaves the sandbox
     None,
     /// loopback plus a link out, for what the allow rules allow
     Sandbox,
-    /// the host's network, shared: TCP and UDP sockets become host sockets
-    /// owned by the Sentry, with no egress policy (explicitly weaker)
+    /// the host's network, shared (OCI mode: the container's network
+    /// namespace): TCP and UDP sockets become host sockets owned by the
+    /// Sentry, with no egress policy (explicitly weaker)
     Host,
+}
+
+impl NetworkKind {
+    fn mode(self) -> network::Mode {
+        match self {
+            NetworkKind::None => network::Mode::None,
+            NetworkKind::Sandbox => network::Mode::Sandbox,
+            NetworkKind::Host => network::Mode::Host,
+        }
+    }
 }
 
 /// The line `--network host` prints on standard error before the guest
@@ -488,61 +502,19 @@ const HOST_NETWORK_WARNING: &str = "ferrovisor: warning: --network host: the san
 /// The network of a `do` sandbox from its flags: the netstack's
 /// configuration, and whether TCP/UDP sockets are host sockets instead.
 fn network_config(args: &DoArgs) -> Result<(netstack::StackConfig, bool), String> {
-    let has_rules = !args.allow_cidr.is_empty() || !args.allow_host.is_empty();
-    let kind = args.network.unwrap_or(if has_rules {
-        NetworkKind::Sandbox
-    } else {
-        NetworkKind::None
-    });
-    match kind {
-        NetworkKind::None if has_rules => {
-            return Err("--allow-cidr and --allow-host need --network sandbox (with --network none nothing leaves the sandbox)".into())
-        }
-        NetworkKind::None => return Ok((netstack::StackConfig::default(), false)),
-        NetworkKind::Host if has_rules => {
-            return Err("--allow-cidr and --allow-host do not apply to --network host, which has no egress policy (use --network sandbox for rules)".into())
-        }
-        // The netstack stays loopback-only and unused for Internet
-        // sockets: every one is a host socket.
-        NetworkKind::Host => return Ok((netstack::StackConfig::default(), true)),
-        NetworkKind::Sandbox => {}
-    }
-    let mut cidrs = Vec::new();
-    for c in &args.allow_cidr {
-        cidrs.push(netstack::policy::parse_cidr_rule(c).map_err(|e| format!("--allow-cidr {e}"))?);
-    }
-    for h in &args.allow_host {
-        let name = h.strip_prefix("*.").unwrap_or(h);
-        let ok = !name.is_empty()
-            && name.len() <= 253
-            && name.split('.').all(|l| {
-                !l.is_empty()
-                    && l.len() <= 63
-                    && l.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            });
-        if !ok {
-            return Err(format!(
-                "--allow-host {h:?}: not a domain name (give example.com or *.example.com)"
-            ));
-        }
-    }
-    // The host's own addresses stay closed unless a rule names them: a
-    // wide rule (0.0.0.0/0) opens the network, not the host's services.
-    let host_addrs = container::host_addresses()
-        .map_err(|e| format!("cannot list the host's addresses for the egress policy: {e}"))?;
-    Ok((
-        netstack::StackConfig {
-            mode: netstack::Mode::Egress,
-            policy: std::sync::Arc::new(
-                netstack::Policy::new(cidrs, args.allow_host.clone())
-                    .with_host_addresses(host_addrs),
-            ),
-            report_refusals: true,
-            ..Default::default()
-        },
-        false,
-    ))
+    let net = Network::new(
+        args.network.map(NetworkKind::mode),
+        args.allow_cidr.clone(),
+        args.allow_host.clone(),
+        Spelling::Flags,
+    )?;
+    // The host's own addresses stay closed unless a rule names them.
+    let host_addrs = match net.egress() {
+        Some(_) => container::host_addresses()
+            .map_err(|e| format!("cannot list the host's addresses for the egress policy: {e}"))?,
+        None => Vec::new(),
+    };
+    Ok((net.stack_config(host_addrs, true), net.is_host()))
 }
 
 #[derive(Debug, clap::Args)]
@@ -798,6 +770,14 @@ fn run_do(args: DoArgs) -> ExitCode {
         host_signals: sentry::hostsig::HostSignals::Terminate,
         max_tasks: None,
     };
+    // Last, with the gofers started: the Sentry's own process in new
+    // namespaces, as an unprivileged user.
+    if let Err(e) = runsc_shim::confine::split(runsc_shim::confine::Confinement {
+        host_sockets: config.host_network || matches!(config.network.mode, netstack::Mode::Egress),
+        host_network: config.host_network,
+    }) {
+        return fail(125, e);
+    }
     let platform = args.platform;
     let result = sentry::run(config, |memfd| match platform {
         PlatformKind::Ptrace => platform_ptrace::PtracePlatform::new(memfd)
@@ -860,19 +840,32 @@ fn main() -> ExitCode {
         LogFormatArg::Text => LogFormat::Text,
         LogFormatArg::Json => LogFormat::Json,
     };
+    if matches!(cli.command, Command::Do(_))
+        && (cli.network.is_some() || !cli.allow_cidr.is_empty() || !cli.allow_host.is_empty())
+    {
+        return fail(
+            2,
+            "--network, --allow-cidr and --allow-host before 'do' are the OCI runtime's: give them after 'do' (ferrovisor do --network ...)",
+        );
+    }
+    let network = match Network::new(
+        cli.network.map(NetworkKind::mode),
+        cli.allow_cidr,
+        cli.allow_host,
+        Spelling::Flags,
+    ) {
+        Ok(n) => n,
+        Err(e) => return fail(2, e),
+    };
     let rt = Runtime {
         state: StateDir::new(&cli.root),
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("ferrovisor")),
         log: cli.log.clone(),
         log_format: format,
         debug: cli.debug,
-        host_network: cli.network == Some(OciNetwork::Host),
+        network,
     };
     match cli.command {
-        Command::Do(_) if cli.network.is_some() => fail(
-            2,
-            "--network before 'do' is the OCI runtime's: give it after 'do' (ferrovisor do --network ...)",
-        ),
         Command::Do(args) => run_do(args),
         Command::Gofer(args) => {
             ferrovisor_lib_gofer(&args.root, args.file.as_deref(), args.fd, args.ro)
@@ -886,7 +879,7 @@ fn main() -> ExitCode {
                 &args.id,
                 &args.bundle,
                 args.ready_fd,
-                rt.host_network,
+                &rt.network,
             );
             ExitCode::from(code as u8)
         }

@@ -606,7 +606,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         .map(|b| (b.height() as u16, b.width() as u16));
 
     // hostname and domainname
-    let hostname = spec.hostname().clone().unwrap_or_else(|| id.to_string());
+    let mut hostname = spec.hostname().clone().unwrap_or_else(|| id.to_string());
     if spec.domainname().as_ref().is_some_and(|d| !d.is_empty()) {
         return Err(unsupported("domainname", "a NIS domain name in the guest"));
     }
@@ -705,12 +705,62 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
                         path: p.clone(),
                     });
                 }
+                // A Kubernetes pod's other containers name its pause
+                // container's UTS and IPC namespaces. The UTS one carries
+                // the pod's hostname, which the guest is shown.
+                Some(p) if ns.typ() == LinuxNamespaceType::Uts => {
+                    let name = format!("linux.namespaces[{i}].path");
+                    if spec.hostname().as_ref().is_some_and(|h| !h.is_empty()) {
+                        return Err(field(
+                            "hostname",
+                            format!(
+                                "set while {name} joins the existing UTS namespace {}, \
+                                 whose hostname the container has (drop one of them)",
+                                p.display()
+                            ),
+                        ));
+                    }
+                    hostname = crate::sys::uts_nodename(p).map_err(|e| {
+                        let why = if e.raw_os_error() == Some(libc::EINVAL) {
+                            "not a UTS namespace".to_string()
+                        } else {
+                            e.to_string()
+                        };
+                        field(name, format!("UTS namespace {}: {why}", p.display()))
+                    })?;
+                }
+                // System V IPC and POSIX message queues are the Sentry's
+                // own: the pod's are not shared, which few programs notice
+                // (the log says so).
+                Some(p) if ns.typ() == LinuxNamespaceType::Ipc => {
+                    let name = format!("linux.namespaces[{i}].path");
+                    if let Err(e) = std::fs::metadata(p) {
+                        return Err(field(name, format!("IPC namespace {}: {e}", p.display())));
+                    }
+                    notes.push(format!(
+                        "{name}: the IPC namespace {} is not shared: the container's System V \
+                         IPC objects and POSIX message queues are its sandbox's own",
+                        p.display()
+                    ));
+                }
+                Some(p) if ns.typ() == LinuxNamespaceType::Pid => {
+                    return Err(unsupported(
+                        format!("linux.namespaces[{i}].path"),
+                        format!(
+                            "sharing the process namespace {} with other containers (a \
+                             pod's shareProcessNamespace): each ferrovisor sandbox has \
+                             processes of its own",
+                            p.display()
+                        ),
+                    ));
+                }
                 Some(p) => {
                     return Err(unsupported(
                         format!("linux.namespaces[{i}].path"),
                         format!(
                             "joining the existing {} namespace {}; the Sentry emulates \
-                             namespaces of its own (only a network namespace can be joined)",
+                             namespaces of its own (only network, UTS and IPC namespaces \
+                             can be named)",
                             ns.typ(),
                             p.display()
                         ),

@@ -20,7 +20,9 @@
 //!
 //! Runtime flags come from a TOML file named by `ConfigPath` in the task's
 //! runtime options (containerd's `runtimeoptions.v1.Options`), as gVisor's
-//! shim reads runsc's: `network = "host" | "none"` only, for now.
+//! shim reads runsc's: `network = "none" | "sandbox" | "host"` and, for
+//! `sandbox`, `allow_cidr = [...]` and `allow_host = [...]` (the global
+//! `--network`, `--allow-cidr` and `--allow-host`), nothing else for now.
 //!
 //! Not supported, and answered with a clear error: checkpoints (the Sentry
 //! cannot save a sandbox).
@@ -48,6 +50,7 @@ use shim::{Config, DeleteResponse, ExitSignal, Flags, TtrpcContext, TtrpcResult}
 
 use crate::container::{CreateOptions, Runtime, Stdio};
 use crate::logging::LogFormat;
+use crate::network::{self, Network, Spelling};
 use crate::state::StateDir;
 
 /// The answer to a checkpoint, or a create from one.
@@ -278,9 +281,9 @@ fn runtime(bundle: &Path, namespace: &str, exe: PathBuf) -> Runtime {
         log: Some(bundle.join("ferrovisor.log")),
         log_format: LogFormat::Json,
         debug: false,
-        // `network = "host"` in the runtime config file sets it (see
+        // The runtime config file's `network` and allow rules set it (see
         // `RuntimeConfig`).
-        host_network: false,
+        network: Network::None,
     }
 }
 
@@ -311,14 +314,18 @@ fn config_path_of(encoded: &[u8]) -> Result<Option<PathBuf>, String> {
 
 /// The runtime flags a task's runtime config file sets: the TOML file its
 /// runtime options' `ConfigPath` names, as gVisor's shim reads one of
-/// runsc flags. Only `network = "host" | "none"` (the global
-/// `--network`) for now; any other key is refused.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// runsc flags. Only `network = "none" | "sandbox" | "host"`,
+/// `allow_cidr = ["CIDR[:PORT]", ...]` and `allow_host = ["DOMAIN", ...]`
+/// (the global `--network`, `--allow-cidr` and `--allow-host`, with their
+/// checks and meaning) for now; any other key is refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct RuntimeConfig {
-    /// `network = "host"`: the guest's TCP and UDP go through host sockets
-    /// in the container's network namespace
-    host_network: bool,
+    /// the containers' network and its allow rules
+    network: Network,
 }
+
+/// The keys [`RuntimeConfig`] takes.
+const RUNTIME_CONFIG_KEYS: &str = "`network`, `allow_cidr` and `allow_host`";
 
 impl RuntimeConfig {
     /// Reads and parses the file at `path`; errors are one line naming it.
@@ -336,31 +343,50 @@ impl RuntimeConfig {
             let message = e.message().lines().next().unwrap_or("").trim();
             format!("line {line}: {message}")
         })?;
-        let mut config = RuntimeConfig::default();
+        let what = |item: &toml_edit::Item| {
+            item.as_str()
+                .map_or_else(|| item.type_name().to_string(), |v| format!("{v:?}"))
+        };
+        let mut mode = None;
+        let (mut allow_cidr, mut allow_host) = (Vec::new(), Vec::new());
         for (key, item) in doc.as_table().iter() {
             match key {
                 "network" => {
-                    config.host_network = match item.as_str() {
-                        Some("host") => true,
-                        Some("none") => false,
-                        _ => {
-                            let got = item
-                                .as_str()
-                                .map_or_else(|| item.type_name().to_string(), |v| format!("{v:?}"));
-                            return Err(format!(
-                                "network: must be \"host\" or \"none\", not {got}"
-                            ));
-                        }
+                    mode = Some(
+                        item.as_str()
+                            .and_then(network::Mode::parse)
+                            .ok_or_else(|| {
+                                format!(
+                                    "network: must be \"none\", \"sandbox\" or \"host\", not {}",
+                                    what(item)
+                                )
+                            })?,
+                    );
+                }
+                "allow_cidr" | "allow_host" => {
+                    let bad = || format!("{key}: must be an array of strings, not {}", what(item));
+                    let list = item
+                        .as_array()
+                        .ok_or_else(bad)?
+                        .iter()
+                        .map(|v| v.as_str().map(str::to_string))
+                        .collect::<Option<Vec<String>>>()
+                        .ok_or_else(bad)?;
+                    if key == "allow_cidr" {
+                        allow_cidr = list;
+                    } else {
+                        allow_host = list;
                     }
                 }
                 other => {
                     return Err(format!(
-                        "unknown key `{other}` (only `network` is supported)"
+                        "unknown key `{other}` (only {RUNTIME_CONFIG_KEYS} are supported)"
                     ))
                 }
             }
         }
-        Ok(config)
+        let network = Network::new(mode, allow_cidr, allow_host, Spelling::ConfigFile)?;
+        Ok(RuntimeConfig { network })
     }
 }
 
@@ -638,7 +664,7 @@ impl Service {
         if let Some(r) = root {
             rt.state = StateDir::new(r);
         }
-        rt.host_network = config.host_network;
+        rt.network = config.network;
 
         let rootfs = bundle.join("rootfs");
         let mounted = !req.rootfs.is_empty();
@@ -1639,14 +1665,45 @@ mod tests {
     }
 
     #[test]
-    fn runtime_config_takes_network_only() {
-        let host = RuntimeConfig { host_network: true };
-        assert_eq!(RuntimeConfig::parse("network = \"host\"\n"), Ok(host));
+    fn runtime_config_takes_network_and_allow_rules_only() {
+        let host = RuntimeConfig {
+            network: Network::Host,
+        };
+        assert_eq!(
+            RuntimeConfig::parse("network = \"host\"\n"),
+            Ok(host.clone())
+        );
         assert_eq!(
             RuntimeConfig::parse("# flags\nnetwork = 'none'"),
             Ok(RuntimeConfig::default())
         );
         assert_eq!(RuntimeConfig::parse(""), Ok(RuntimeConfig::default()));
+        let rules = |cidr: &[&str], host: &[&str]| RuntimeConfig {
+            network: Network::Sandbox(network::EgressRules {
+                allow_cidr: cidr.iter().map(|s| s.to_string()).collect(),
+                allow_host: host.iter().map(|s| s.to_string()).collect(),
+            }),
+        };
+        assert_eq!(
+            RuntimeConfig::parse(
+                "network = \"sandbox\"\nallow_cidr = [\"192.0.2.0/24:443\", \"2001:db8::/32\"]\n\
+                 allow_host = [\"*.example.com\"]\n"
+            ),
+            Ok(rules(
+                &["192.0.2.0/24:443", "2001:db8::/32"],
+                &["*.example.com"]
+            ))
+        );
+        // As with the flags: rules alone mean `sandbox`, and `sandbox`
+        // alone refuses every destination.
+        assert_eq!(
+            RuntimeConfig::parse("allow_host = [\"example.com\"]"),
+            Ok(rules(&[], &["example.com"]))
+        );
+        assert_eq!(
+            RuntimeConfig::parse("network = \"sandbox\""),
+            Ok(rules(&[], &[]))
+        );
         for (text, says) in [
             (
                 "network = \"host\"\nplatform = \"systrap\"",
@@ -1656,10 +1713,34 @@ mod tests {
                 "[runsc_config]\nnetwork = \"host\"",
                 "unknown key `runsc_config`",
             ),
-            ("network = \"sandbox\"", "not \"sandbox\""),
+            ("network = \"bridge\"", "not \"bridge\""),
             ("network = true", "not boolean"),
             ("network = \"host\"\nnetwork = \"none\"", "line 2:"),
             ("network = ", "line 1:"),
+            (
+                "allow_cidr = \"10.0.0.0/8\"",
+                "allow_cidr: must be an array of strings",
+            ),
+            (
+                "allow_host = [1]",
+                "allow_host: must be an array of strings",
+            ),
+            (
+                "allow_cidr = [\"10.0.0.0/33\"]",
+                "allow_cidr \"10.0.0.0/33\"",
+            ),
+            (
+                "allow_host = [\"a b\"]",
+                "allow_host \"a b\": not a domain name",
+            ),
+            (
+                "network = \"host\"\nallow_cidr = [\"10.0.0.0/8\"]",
+                "do not apply to network = \"host\"",
+            ),
+            (
+                "network = \"none\"\nallow_host = [\"example.com\"]",
+                "need network = \"sandbox\"",
+            ),
         ] {
             let e = RuntimeConfig::parse(text).expect_err(text);
             assert!(e.contains(says), "{text:?}: {e}");
@@ -1746,7 +1827,7 @@ mod tests {
             log: None,
             log_format: LogFormat::Text,
             debug: false,
-            host_network: false,
+            network: Network::None,
         };
         let id = "shim-update-unit";
         // A "running" container whose sandbox is this test process.

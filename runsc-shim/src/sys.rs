@@ -52,6 +52,30 @@ pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     cvt(unsafe { libc::kill(pid, sig) }).map(drop)
 }
 
+/// The host name (`uname`'s node name) of the UTS namespace at `path` (a
+/// `/proc/PID/ns/uts` file, or a bind mount of one). A short-lived thread
+/// of this process joins it to ask: nothing else moves. `EINVAL` when
+/// `path` is another kind of namespace or none.
+pub fn uts_nodename(path: &Path) -> io::Result<String> {
+    let ns = std::fs::File::open(path)?;
+    let asked = std::thread::scope(|s| {
+        s.spawn(|| -> io::Result<String> {
+            // SAFETY: setns on a descriptor this function holds; it moves
+            // only this thread, which ends right after.
+            cvt(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWUTS) })?;
+            // SAFETY: utsname is plain data that uname fills.
+            let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+            // SAFETY: `u` is a valid utsname.
+            cvt(unsafe { libc::uname(&mut u) })?;
+            // SAFETY: the kernel NUL-terminates nodename within its size.
+            let name = unsafe { std::ffi::CStr::from_ptr(u.nodename.as_ptr()) };
+            Ok(name.to_string_lossy().into_owned())
+        })
+        .join()
+    });
+    asked.map_err(|_| io::Error::other("the namespace-reading thread panicked"))?
+}
+
 /// `unshare(CLONE_NEWNET)`: the calling thread (and the threads it starts
 /// from now on) in a new network namespace holding only a loopback device
 /// that is down.
@@ -505,4 +529,161 @@ pub fn host_addresses() -> io::Result<Vec<std::net::IpAddr>> {
     // SAFETY: `list` came from getifaddrs and is not used afterwards.
     unsafe { libc::freeifaddrs(list) };
     Ok(out)
+}
+
+/// A fork-like `clone(flags | SIGCHLD)`: the child gets a copy of the
+/// caller's memory and continues from the call, in the new namespaces
+/// `flags` asks for. `Ok(None)` in the child, `Ok(Some(pid))` in the parent.
+///
+/// # Safety
+///
+/// The caller must have no other thread: the child would inherit locks
+/// they hold (this bypasses the C library's fork handlers).
+pub unsafe fn fork_into(flags: libc::c_int) -> io::Result<Option<i32>> {
+    let flags = (flags | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: without CLONE_VM or a new stack, clone duplicates the
+    // process as fork does; the caller vouches that no other thread exists.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    match pid {
+        p if p < 0 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        p => Ok(Some(p as i32)),
+    }
+}
+
+/// How many threads the calling process has.
+pub fn thread_count() -> io::Result<usize> {
+    Ok(std::fs::read_dir("/proc/self/task")?.count())
+}
+
+/// `prctl(PR_SET_PDEATHSIG, sig)`: `sig` comes when the parent ends.
+pub fn set_parent_death_signal(sig: i32) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+/// Empties the capability bounding set, then takes `uid` and `gid` (not 0)
+/// as real, effective and saved ids, with no supplementary groups, which
+/// clears every other capability set. Stays dumpable, which a change of
+/// ids would otherwise undo (the process goes on tracing its own children,
+/// which inherit the flag).
+pub fn become_unprivileged(uid: u32, gid: u32) -> io::Result<()> {
+    // While CAP_SETPCAP is still there.
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                break; // past the kernel's last capability
+            }
+            return Err(e);
+        }
+    }
+    // SAFETY: setgroups with an empty list; setresgid/setresuid and prctl
+    // take integers.
+    unsafe {
+        cvt(libc::setgroups(0, std::ptr::null()))?;
+        cvt(libc::setresgid(gid, gid, gid))?;
+        cvt(libc::setresuid(uid, uid, uid))?;
+        cvt(libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0))?;
+    }
+    Ok(())
+}
+
+/// `no_new_privs` for the calling thread and its future children.
+pub fn no_new_privs() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    cvt(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
+}
+
+/// Changes the calling thread's mask: blocks (`block`) or unblocks `sigs`;
+/// returns the previous mask.
+pub fn mask_signals(sigs: &[i32], block: bool) -> io::Result<libc::sigset_t> {
+    // SAFETY: sigset_t is plain data that sigemptyset initialises; the
+    // signal numbers are the caller's valid constants.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid sigset_t pointers for the duration of the calls.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for &s in sigs {
+            libc::sigaddset(&mut set, s);
+        }
+        let how = if block {
+            libc::SIG_BLOCK
+        } else {
+            libc::SIG_UNBLOCK
+        };
+        let r = libc::pthread_sigmask(how, &set, &mut old);
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+    }
+    Ok(old)
+}
+
+/// Puts back a mask [`mask_signals`] returned.
+pub fn restore_mask(old: &libc::sigset_t) -> io::Result<()> {
+    // SAFETY: `old` is a valid sigset_t.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    Ok(())
+}
+
+/// Waits for one of `sigs` (blocked by the caller): the signal and its
+/// `si_code`.
+pub fn wait_signal(sigs: &[i32]) -> io::Result<(i32, i32)> {
+    // SAFETY: as in mask_signals.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: plain data that sigwaitinfo fills.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers for the duration of the calls.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for &s in sigs {
+            libc::sigaddset(&mut set, s);
+        }
+    }
+    loop {
+        // SAFETY: as above.
+        let sig = unsafe { libc::sigwaitinfo(&set, &mut info) };
+        if sig > 0 {
+            return Ok((sig, info.si_code));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// How a child ended, as `waitpid` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// `exit(code)`
+    Exited(i32),
+    /// killed by this signal
+    Signaled(i32),
+}
+
+/// Reaps one ended child without waiting: `None` when none has ended (or
+/// there is no child).
+pub fn reap_any() -> Option<(i32, Ended)> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with a pointer to a local int.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return None;
+        }
+        if libc::WIFEXITED(status) {
+            return Some((pid, Ended::Exited(libc::WEXITSTATUS(status))));
+        }
+        if libc::WIFSIGNALED(status) {
+            return Some((pid, Ended::Signaled(libc::WTERMSIG(status))));
+        }
+    }
 }

@@ -335,8 +335,11 @@ fn ferrovisor_shim_v2() {
 /// options, here from `ctr run --runtime-config-path`): `network = "host"`
 /// gives the guest the host's network (the container shares the test's
 /// network namespace, `--net-host`), where a server of the test's listens;
-/// without it the guest has its own loopback only. An unknown key is
-/// refused in one line.
+/// without it the guest has its own loopback only. `network = "sandbox"`
+/// with an `allow_cidr` rule naming a server of the test's on one of the
+/// host's addresses reaches it through the Sentry's relay; without the
+/// rule the connection is refused and the refusal named. An unknown key,
+/// and a bad rule, are refused in one line.
 #[cfg(feature = "containerd-shim")]
 #[test]
 fn shim_v2_runtime_config_sets_the_network() {
@@ -388,20 +391,109 @@ fn shim_v2_runtime_config_sets_the_network() {
     assert_ne!(out.status, 0, "without the config: {out:?}");
     assert!(!out.stdout.contains("from-the-host"), "{out:?}");
 
-    let bad = e.dir.join("bad.toml");
-    std::fs::write(&bad, "network = \"host\"\nplatform = \"kvm\"\n").expect("write config");
-    let bad = bad.to_string_lossy().into_owned();
-    let rt = [
-        "--runtime",
-        "io.containerd.ferrovisor.v1",
-        "--runtime-config-path",
-        bad.as_str(),
-    ];
-    let out = e.run("cfg-bad", &rt, &["true"]);
-    assert_ne!(out.status, 0, "unknown key accepted: {out:?}");
-    assert!(
-        out.stderr
-            .contains("unknown key `platform` (only `network` is supported)"),
-        "{out:?}"
-    );
+    // `network = "sandbox"`: a server on one of the host's own addresses
+    // (closed unless a rule names it, as with the flags).
+    match host_address() {
+        None => eprintln!("no global IPv4 address on this host: the sandbox part is skipped"),
+        Some(addr) => {
+            let listener = std::net::TcpListener::bind((addr, 0)).expect("bind");
+            let port = listener.local_addr().expect("addr").port();
+            let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let counter = seen.clone();
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    let Ok(mut conn) = conn else { continue };
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let mut req = [0u8; 1024];
+                    let _ = conn.read(&mut req);
+                    let _ = conn
+                        .write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 14\r\n\r\nfrom-the-host\n");
+                }
+            });
+            let url = format!("http://{addr}:{port}/");
+            let fetch = ["busybox", "wget", "-q", "-O", "-", url.as_str()];
+            for (id, config, allowed) in [
+                (
+                    "cfg-sbx",
+                    format!("network = \"sandbox\"\nallow_cidr = [\"{addr}/32:{port}\"]\n"),
+                    true,
+                ),
+                ("cfg-sbx-none", "network = \"sandbox\"\n".to_string(), false),
+            ] {
+                let file = e.dir.join(format!("{id}.toml"));
+                std::fs::write(&file, config).expect("write config");
+                let file = file.to_string_lossy().into_owned();
+                let rt = [
+                    "--runtime",
+                    "io.containerd.ferrovisor.v1",
+                    "--net-host",
+                    "--runtime-config-path",
+                    file.as_str(),
+                ];
+                let before = seen.load(std::sync::atomic::Ordering::SeqCst);
+                let out = e.run(id, &rt, &fetch);
+                let after = seen.load(std::sync::atomic::Ordering::SeqCst);
+                if allowed {
+                    assert_eq!(
+                        (out.status, out.stdout.as_str(), after - before),
+                        (0, "from-the-host\n", 1),
+                        "{id}: {out:?}\n{}",
+                        e.containerd_log()
+                    );
+                } else {
+                    assert_ne!(out.status, 0, "{id}: {out:?}");
+                    assert_eq!(after, before, "{id}: the server saw nothing");
+                    assert!(out.stderr.contains("Connection refused"), "{id}: {out:?}");
+                    assert!(
+                        out.stderr
+                            .contains(&format!("ferrovisor: egress to {addr}:{port} refused")),
+                        "{id}: {out:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    for (id, config, says) in [
+        (
+            "cfg-bad",
+            "network = \"host\"\nplatform = \"kvm\"\n",
+            "unknown key `platform` (only `network`, `allow_cidr` and `allow_host` are supported)",
+        ),
+        (
+            "cfg-bad-rule",
+            "network = \"sandbox\"\nallow_cidr = [\"10.0.0.0/33\"]\n",
+            "allow_cidr \"10.0.0.0/33\": invalid prefix length",
+        ),
+    ] {
+        let bad = e.dir.join(format!("{id}.toml"));
+        std::fs::write(&bad, config).expect("write config");
+        let bad = bad.to_string_lossy().into_owned();
+        let rt = [
+            "--runtime",
+            "io.containerd.ferrovisor.v1",
+            "--runtime-config-path",
+            bad.as_str(),
+        ];
+        let out = e.run(id, &rt, &["true"]);
+        assert_ne!(out.status, 0, "{id}: accepted: {out:?}");
+        assert!(out.stderr.contains(says), "{id}: {out:?}");
+    }
+}
+
+/// A global IPv4 address of this host (`ip -4 addr`), if it has one.
+#[cfg(feature = "containerd-shim")]
+fn host_address() -> Option<std::net::Ipv4Addr> {
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
 }

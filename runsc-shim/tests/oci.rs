@@ -2033,3 +2033,308 @@ fn namespace_paths_are_refused_by_field_unless_a_joinable_network() {
     // Nothing was left behind by the failed creates.
     assert_eq!(w.cli(&["list", "-q"]).stdout, "");
 }
+
+/// A Kubernetes pod's app container names its pause container's UTS and
+/// IPC namespaces by path (CRI leaves `hostname` out then): it runs, with
+/// the pod's hostname, and the log says the IPC namespace is not shared.
+/// A hostname beside a joined UTS namespace, a UTS path that is another
+/// kind of namespace, and a shared process namespace (a pod's
+/// shareProcessNamespace) are each refused in one line naming the field.
+#[test]
+fn pod_containers_name_the_pods_uts_and_ipc_namespaces() {
+    use std::io::BufRead;
+    let mut w = World::new("pod-ns", |_| {});
+    // The pod's namespaces, held by a process of the test's own (killed at
+    // the end); its hostname is set inside its new UTS namespace only.
+    let mut holder = Command::new("unshare")
+        .args(["--uts", "--ipc", "sh", "-c"])
+        .arg("hostname pod-fv-7 && echo up && exec sleep 600")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the namespace holder");
+    let mut up = String::new();
+    std::io::BufReader::new(holder.stdout.take().expect("stdout"))
+        .read_line(&mut up)
+        .expect("holder's line");
+    assert_eq!(up, "up\n");
+    let pid = holder.id();
+    let join = |v: &mut Value, pid_path: bool| {
+        set_args(v, &["/bin/busybox", "hostname"]);
+        v.as_object_mut().expect("config").remove("hostname");
+        let nss = v["linux"]["namespaces"].as_array_mut().expect("namespaces");
+        nss.retain(|n| !["uts", "ipc", "pid"].contains(&n["type"].as_str().unwrap_or("")));
+        for kind in ["uts", "ipc"] {
+            nss.push(serde_json::json!({"type": kind, "path": format!("/proc/{pid}/ns/{kind}")}));
+        }
+        if pid_path {
+            nss.push(serde_json::json!({"type": "pid", "path": format!("/proc/{pid}/ns/pid")}));
+        } else {
+            nss.push(serde_json::json!({"type": "pid"}));
+        }
+    };
+    w.edit_config(|v| join(v, false));
+    let bundle = w.bundle_str();
+    w.ids.push("pod1".into());
+    let out = w.cli(&["run", "--bundle", &bundle, "pod1"]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(out.stdout, "pod-fv-7\n", "{out:?}");
+    assert!(
+        out.stderr.contains("is not shared"),
+        "the IPC note: {out:?}"
+    );
+
+    w.edit_config(|v| v["hostname"] = "mine".into());
+    let out = w.create("pod2");
+    assert_one_line(&out);
+    assert!(out.stderr.contains("hostname"), "{out:?}");
+
+    w.edit_config(|v| {
+        v.as_object_mut().expect("config").remove("hostname");
+        let nss = v["linux"]["namespaces"].as_array_mut().expect("namespaces");
+        let uts = nss
+            .iter_mut()
+            .find(|n| n["type"] == "uts")
+            .expect("uts entry");
+        uts["path"] = format!("/proc/{pid}/ns/ipc").into();
+    });
+    let out = w.create("pod3");
+    assert_one_line(&out);
+    assert!(out.stderr.contains("not a UTS namespace"), "{out:?}");
+
+    w.edit_config(|v| join(v, true));
+    let out = w.create("pod4");
+    assert_one_line(&out);
+    assert!(out.stderr.contains("shareProcessNamespace"), "{out:?}");
+
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
+// ---- --network sandbox: egress rules as global flags -------------------
+
+/// A bundle whose `linux.namespaces` network entry names `ns`, running
+/// `args`.
+fn in_netns(w: &World, ns: &str, args: &[&str]) {
+    let ns = ns.to_owned();
+    w.edit_config(|v| {
+        set_args(v, args);
+        let nss = v["linux"]["namespaces"].as_array_mut().expect("namespaces");
+        let netns = nss
+            .iter_mut()
+            .find(|n| n["type"] == "network")
+            .expect("a network entry");
+        netns["path"] = ns.into();
+    });
+}
+
+#[test]
+fn network_sandbox_reaches_only_what_the_rules_allow() {
+    let mut w = World::new("netns-sandbox", |_| {});
+    let net = netns_pair(w.dir.path(), "sbx");
+    let url = format!("http://{}:8080/", net.server_ip);
+    in_netns(
+        &w,
+        &net.container_ns,
+        &["/bin/busybox", "wget", "-q", "-O", "-", &url],
+    );
+    let bundle = w.bundle_str();
+    let allowed = format!("{}/32:8080", net.server_ip);
+
+    // The rule for the server's port: the Sentry's relay connects from the
+    // container's namespace (the server names its address), and the bytes
+    // arrive intact.
+    w.ids.push("sb1".into());
+    let out = w.cli(&[
+        "--network",
+        "sandbox",
+        "--allow-cidr",
+        &allowed,
+        "run",
+        "--bundle",
+        &bundle,
+        "sb1",
+    ]);
+    assert_eq!(out.status, 0, "run --allow-cidr {allowed}: {out:?}");
+    assert!(
+        out.stdout == expected_body(&net.client_ip),
+        "the body, as the server sent it, naming {} as the client: got {} bytes: {:?}",
+        net.client_ip,
+        out.stdout.len(),
+        out.stdout.lines().next()
+    );
+    let log = std::fs::read_to_string(&net.log).expect("server log");
+    assert_eq!(log, format!("{}\n", net.client_ip), "one request");
+
+    // A rule for another port (which implies --network sandbox), and
+    // --network sandbox without rules: refused at once (ECONNREFUSED),
+    // one line naming the destination, and the server sees nothing.
+    let other_port = format!("{}/32:9999", net.server_ip);
+    let cases: [(&str, &[&str]); 2] = [
+        ("sb2", &["--allow-cidr", &other_port]),
+        ("sb3", &["--network", "sandbox"]),
+    ];
+    for (id, global) in cases {
+        w.ids.push(id.into());
+        let mut args = global.to_vec();
+        args.extend(["run", "--bundle", &bundle, id]);
+        let out = w.cli(&args);
+        assert_ne!(out.status, 0, "{id}: the connection should fail: {out:?}");
+        assert_eq!(out.stdout, "", "{id}: {out:?}");
+        assert!(
+            out.stderr.contains("Connection refused"),
+            "{id}: ECONNREFUSED: {out:?}"
+        );
+        assert_eq!(
+            out.stderr
+                .matches(&format!(
+                    "ferrovisor: egress to {}:8080 refused",
+                    net.server_ip
+                ))
+                .count(),
+            1,
+            "{id}: {out:?}"
+        );
+        let log = std::fs::read_to_string(&net.log).expect("server log");
+        assert_eq!(log.lines().count(), 1, "{id}: the server saw nothing new");
+    }
+
+    // The container's own address is one of "the host's own", closed under
+    // a wide rule unless named (the refusal goes to the log file too).
+    let log_file = w.dir.path().join("runtime.log");
+    let log_str = log_file.to_string_lossy().into_owned();
+    let own = format!("http://{}:8080/", net.client_ip);
+    in_netns(
+        &w,
+        &net.container_ns,
+        &["/bin/busybox", "wget", "-q", "-O", "-", &own],
+    );
+    w.ids.push("sb4".into());
+    let out = w.cli(&[
+        "--log",
+        &log_str,
+        "--allow-cidr",
+        "0.0.0.0/0",
+        "run",
+        "--bundle",
+        &bundle,
+        "sb4",
+    ]);
+    assert_ne!(out.status, 0, "sb4: {out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "egress to {}:8080 refused: the host's own address",
+            net.client_ip
+        )),
+        "sb4: {out:?}"
+    );
+    let logged = std::fs::read_to_string(&log_file).expect("runtime log");
+    assert!(
+        logged.contains("egress: refused") && logged.contains(&net.client_ip),
+        "the runtime's log names the refusal: {logged}"
+    );
+}
+
+#[test]
+fn network_sandbox_allow_host_resolves_through_the_sentry() {
+    // The Sentry's DNS server asks the host's resolver (here: a private
+    // mount namespace's /etc/hosts) from the confined Sentry; the guest
+    // resolves the allowed name and nothing else. The rootfs is the host's
+    // (read-only), for Python's resolver and HTTP client.
+    let mut w = World::new("netns-dns", |v| v["root"]["path"] = "/".into());
+    let net = netns_pair(w.dir.path(), "dns");
+    let script = "import socket, sys, urllib.request\n\
+         try: socket.getaddrinfo('other.example.test', 80); print('other resolved')\n\
+         except socket.gaierror as e: print('other', e.errno == socket.EAI_NONAME)\n\
+         d = urllib.request.urlopen('http://files.example.test:8080/', timeout=20).read()\n\
+         sys.stdout.write(d.decode())\n";
+    in_netns(
+        &w,
+        &net.container_ns,
+        &["/usr/bin/python3", "-I", "-c", script],
+    );
+    let hosts = w.dir.path().join("hosts");
+    std::fs::write(
+        &hosts,
+        format!(
+            "127.0.0.1 localhost\n{s} files.example.test\n{s} other.example.test\n",
+            s = net.server_ip
+        ),
+    )
+    .expect("hosts");
+    // The server's address is internal (10.77.0.0/16): a host rule alone
+    // would be DNS rebinding; the CIDR rule opens it, the host rule gives
+    // the name.
+    let rule = format!("{}/32:8080", net.server_ip);
+    let wrapper = r#"mount --bind "$1" /etc/hosts && shift && exec "$@""#;
+    let mut cmd = common::command("unshare", &[]);
+    cmd.args(["-m", "--propagation", "private", "sh", "-c", wrapper, "sh"])
+        .arg(&hosts)
+        .arg(FERROVISOR)
+        .arg("--root")
+        .arg(w.state_root())
+        .args([
+            "--allow-host",
+            "files.example.test",
+            "--allow-cidr",
+            &rule,
+            "run",
+            "--bundle",
+            &w.bundle_str(),
+            "dn1",
+        ]);
+    w.ids.push("dn1".into());
+    let out = run(cmd, None, TIMEOUT);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        out.stdout,
+        format!("other True\n{}", expected_body(&net.client_ip)),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn network_flags_are_checked_in_one_line() {
+    let mut w = World::new("netns-flags", |_| {});
+    let bundle = w.bundle_str();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--network", "host", "--allow-cidr", "10.0.0.0/8"],
+            "--allow-cidr and --allow-host do not apply to --network host",
+        ),
+        (
+            &["--network", "none", "--allow-host", "example.com"],
+            "need --network sandbox",
+        ),
+        (
+            &["--allow-cidr", "10.0.0.0/33"],
+            "--allow-cidr \"10.0.0.0/33\"",
+        ),
+        (
+            &["--network", "sandbox", "--allow-cidr", "1.2.3.4:0"],
+            "port after the network",
+        ),
+        (
+            &["--allow-host", "exa mple.com"],
+            "--allow-host \"exa mple.com\": not a domain name",
+        ),
+        (&["--network", "bridge"], "--network"),
+    ];
+    for (flags, says) in cases {
+        for command in [
+            &["run", "--bundle", &bundle, "nf9"][..],
+            &["create", "--bundle", &bundle, "nf9"],
+        ] {
+            w.ids.push("nf9".into());
+            let mut args = flags.to_vec();
+            args.extend(command);
+            let out = w.cli(&args);
+            assert_one_line(&out);
+            assert!(out.stderr.contains(says), "{args:?}: {out:?}");
+        }
+    }
+    // The runtime's rules before 'do' are refused, not ignored.
+    let out = w.cli(&["--allow-cidr", "10.0.0.0/8", "do", "--", "/bin/true"]);
+    assert_one_line(&out);
+    assert!(out.stderr.contains("give them after 'do'"), "{out:?}");
+    assert_eq!(w.cli(&["list", "-q"]).stdout, "", "nothing was created");
+}

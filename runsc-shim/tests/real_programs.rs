@@ -423,17 +423,54 @@ fn root_is_read_only() {
     );
 }
 
-/// The Sentry's own host seccomp filter (ARCHITECTURE.md): once the guest
-/// runs, every thread of the `ferrovisor` process is in seccomp filter mode
-/// with no_new_privs, under each platform; the guest runs as usual.
+/// A field of a `/proc/PID/status` text.
+fn status_field(status: &str, name: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(str::trim)
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{child}/status")) else {
+            continue;
+        };
+        if status_field(&status, "PPid:") == pid.to_string() {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// The Sentry's own host process (ARCHITECTURE.md, "Processes on the
+/// host"), under each platform, while the guest runs:
+/// * it is a child of the `ferrovisor` process, PID 1 of a PID namespace
+///   of its own, in new user, mount, IPC, UTS and network namespaces, and
+///   runs as the host's `nobody` (65534), while the guest still sees uid 0;
+/// * every thread of it is in seccomp filter mode with no_new_privs and no
+///   capability at all;
+/// * the `ferrovisor` process the caller started only waits: one thread,
+///   no_new_privs, and no capability but `CAP_KILL`.
 #[test]
-fn the_sentry_runs_under_its_own_seccomp_filter() {
+fn the_sentry_runs_unprivileged_in_its_own_namespaces_under_its_own_filter() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
     for platform in PLATFORMS {
         let mut cmd = command(FERROVISOR, &[]);
         cmd.args(["do", "--platform", platform, "--", "/bin/sh", "-c"])
-            .arg("echo ready; read line; echo \"got $line\"")
+            .arg("echo ready $(id -u); read line; echo \"got $line\"")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -441,24 +478,69 @@ fn the_sentry_runs_under_its_own_seccomp_filter() {
         let mut out = BufReader::new(child.stdout.take().expect("stdout"));
         let mut line = String::new();
         out.read_line(&mut line).expect("read the guest's line");
-        assert_eq!(line, "ready\n", "{platform}");
-        let tasks = format!("/proc/{}/task", child.id());
+        assert_eq!(line, "ready 0\n", "{platform}");
+
+        let monitor = child.id();
+        let status = std::fs::read_to_string(format!("/proc/{monitor}/status")).expect("status");
+        assert_eq!(
+            status_field(&status, "Threads:"),
+            "1",
+            "{platform}:\n{status}"
+        );
+        assert_eq!(status_field(&status, "NoNewPrivs:"), "1", "{platform}");
+        for (caps, want) in [
+            ("CapInh:", "0000000000000000"),
+            ("CapPrm:", "0000000000000020"),
+            ("CapEff:", "0000000000000020"),
+            ("CapBnd:", "0000000000000020"),
+            ("CapAmb:", "0000000000000000"),
+        ] {
+            assert_eq!(
+                status_field(&status, caps),
+                want,
+                "{platform}: monitor {caps}"
+            );
+        }
+
+        let sentries: Vec<u32> = children_of(monitor)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/status"))
+                    .is_ok_and(|s| status_field(&s, "NSpid:").ends_with("\t1"))
+            })
+            .collect();
+        assert_eq!(
+            sentries.len(),
+            1,
+            "{platform}: the Sentry among {:?}",
+            children_of(monitor)
+        );
+        let sentry = sentries[0];
+        for ns in ["user", "pid", "mnt", "ipc", "uts", "net"] {
+            let theirs = std::fs::read_link(format!("/proc/{sentry}/ns/{ns}")).expect("ns link");
+            let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).expect("our ns link");
+            assert_ne!(
+                theirs, ours,
+                "{platform}: the Sentry shares the host's {ns} namespace"
+            );
+        }
+        let tasks = format!("/proc/{sentry}/task");
         let mut seen = 0;
         for task in std::fs::read_dir(&tasks).expect("the Sentry's threads") {
             let path = task.expect("task").path().join("status");
             let Ok(status) = std::fs::read_to_string(&path) else {
                 continue; // a thread that just ended
             };
-            let field = |name: &str| {
-                status
-                    .lines()
-                    .find_map(|l| l.strip_prefix(name))
-                    .map(str::trim)
-                    .unwrap_or("")
-                    .to_owned()
-            };
+            let field = |name| status_field(&status, name);
             assert_eq!(field("Seccomp:"), "2", "{platform}: {path:?}:\n{status}");
             assert_eq!(field("NoNewPrivs:"), "1", "{platform}: {path:?}");
+            for ids in ["Uid:", "Gid:"] {
+                assert_eq!(
+                    field(ids).split_whitespace().collect::<Vec<_>>(),
+                    ["65534"; 4],
+                    "{platform}: {path:?}: {ids}"
+                );
+            }
             // Root's powers are gone too (this is a run without
             // `--network host`).
             for caps in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {

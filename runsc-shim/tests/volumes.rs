@@ -261,3 +261,184 @@ fn nothing_in_a_volume_leads_out_of_the_sandbox() {
     assert!(!vol.path().join("hard").exists());
     assert!(vol.path().join("abs").is_symlink());
 }
+
+/// SQLite in WAL mode on `$D`: its `-shm` index is a file mapped
+/// `MAP_SHARED` read-write by every connection. One process keeps a
+/// connection open while another writes (so the index is live and shared
+/// between two processes), then a last one exits without closing, leaving
+/// the WAL and its index on disk for the next reader to recover.
+const SQLITE_WAL: &str = r#"
+set -eu
+cd "$D"
+python3 - <<'PY'
+import sqlite3, subprocess
+c = sqlite3.connect("db")
+print(c.execute("pragma journal_mode=wal").fetchone()[0])
+c.execute("create table t(a integer primary key, b text)")
+c.executemany("insert into t(b) values (?)", [("row %d" % i,) for i in range(2000)])
+c.commit()
+print(c.execute("select count(*) from t").fetchone())
+subprocess.run(["sqlite3", "db",
+    "insert into t(b) select 'other ' || a from t where a <= 700; select count(*) from t;"],
+    check=True)
+print(c.execute("select count(*), sum(length(b)), max(b) from t").fetchone())
+c.execute("update t set b = b || '+' where a % 3 = 0")
+c.commit()
+print(c.execute("pragma integrity_check").fetchone()[0])
+c.close()
+PY
+sqlite3 db "select count(*), sum(length(b)) from t; pragma journal_mode;"
+python3 - <<'PY'
+import os, sqlite3
+c = sqlite3.connect("db")
+c.execute("insert into t(b) values ('left in the wal')")
+c.commit()
+os._exit(0)
+PY
+ls
+"#;
+
+/// What a native `sqlite3` makes of the database in `dir` afterwards.
+fn query_db(dir: &Path) -> String {
+    let mut cmd = command("sqlite3", &[]);
+    cmd.arg(dir.join("db")).arg(
+        "select count(*), sum(length(b)), max(a), max(b) from t; \
+         select b from t where a in (1, 2001, 2701); pragma integrity_check;",
+    );
+    let out = run(cmd, None, TIMEOUT);
+    assert_eq!(out.status, 0, "sqlite3 on the host: {}", out.stderr);
+    out.stdout
+}
+
+#[test]
+fn sqlite_in_wal_mode_on_a_volume_works_and_the_host_reads_its_database() {
+    let nat_dir = TempDir::new("sqlite-native");
+    let sb_dir = TempDir::new("sqlite-sandbox");
+    let nat = native(nat_dir.path(), SQLITE_WAL);
+    assert_eq!(nat.status, 0, "the NATIVE run failed: {}", nat.stderr);
+    assert!(nat.stdout.contains("db-shm"), "{}", nat.stdout);
+    let sb = sandboxed(
+        &[
+            "--volume".into(),
+            format!("{}:/data", sb_dir.path_str().to_owned()),
+        ],
+        SQLITE_WAL,
+    );
+    assert_eq!(
+        (sb.status, &sb.stdout),
+        (nat.status, &nat.stdout),
+        "sandbox stderr: {}",
+        sb.stderr
+    );
+    // What reached the host's disk: the same database, the last row (in
+    // the WAL the sandbox left behind) included.
+    let host_view = query_db(sb_dir.path());
+    assert_eq!(host_view, query_db(nat_dir.path()));
+    assert!(host_view.contains("left in the wal"), "{host_view}");
+}
+
+/// While the sandbox still runs: what a shared mapping of a volume file
+/// holds is on the host's disk once `msync(MS_SYNC)` returns, and once the
+/// mapping is unmapped; what `fsync` is asked for too.
+#[test]
+fn msync_munmap_and_fsync_put_mapped_stores_on_the_host_while_the_sandbox_runs() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let dir = TempDir::new("msync");
+    let script = r#"
+import mmap, os, sys
+def step(name):
+    print(name, flush=True)
+    sys.stdin.readline()
+fd = os.open("/data/f", os.O_RDWR | os.O_CREAT, 0o644)
+os.ftruncate(fd, 8192)
+m = mmap.mmap(fd, 8192)
+m[0:6] = b"synced"
+m.flush()
+step("msync")
+m[4096:4104] = b"unmapped"
+m.close()
+step("munmap")
+m = mmap.mmap(fd, 8192)
+m[100:106] = b"fsyncd"
+os.fsync(fd)
+step("fsync")
+"#;
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.arg("do")
+        .arg("--volume")
+        .arg(format!("{}:/data", dir.path_str()))
+        .args(["--", "python3", "-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = cmd.spawn().expect("spawn ferrovisor");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let host = dir.path().join("f");
+    for (step, at, want) in [
+        ("msync", 0, &b"synced"[..]),
+        ("munmap", 4096, b"unmapped"),
+        ("fsync", 100, b"fsyncd"),
+    ] {
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read a step");
+        assert_eq!(line.trim(), step);
+        let bytes = std::fs::read(&host).expect("read the host file");
+        assert_eq!(bytes.len(), 8192, "{step}");
+        assert_eq!(&bytes[at..at + want.len()], want, "after {step}");
+        stdin.write_all(b"go\n").expect("let the guest go on");
+    }
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+}
+
+/// Four processes writing one WAL-mode database on `$D` at once: they
+/// coordinate through the `-shm` index every one of them maps shared (and
+/// through locks on it), so none of their rows may be lost.
+#[test]
+fn concurrent_sqlite_writers_on_a_volume_lose_no_row() {
+    let script = r#"
+set -eu
+cd "$D"
+sqlite3 db "pragma journal_mode=wal; create table t(p, i);" >/dev/null
+for p in 1 2 3 4; do
+  python3 - "$p" <<'PY' &
+import sqlite3, sys
+p = int(sys.argv[1])
+c = sqlite3.connect("db", timeout=60)
+for i in range(100):
+    c.execute("insert into t values (?, ?)", (p, i))
+    c.commit()
+    if i % 25 == 0:
+        c.execute("select count(*) from t").fetchone()
+c.close()
+PY
+done
+wait
+sqlite3 db "select p, count(*), sum(i) from t group by p; pragma integrity_check;"
+"#;
+    let nat_dir = TempDir::new("sqlite-conc-native");
+    let sb_dir = TempDir::new("sqlite-conc-sandbox");
+    let nat = native(nat_dir.path(), script);
+    assert_eq!(nat.status, 0, "the NATIVE run failed: {}", nat.stderr);
+    let sb = sandboxed(
+        &[
+            "--volume".into(),
+            format!("{}:/data", sb_dir.path_str().to_owned()),
+        ],
+        script,
+    );
+    assert_eq!(
+        (sb.status, &sb.stdout),
+        (nat.status, &nat.stdout),
+        "sandbox stderr: {}",
+        sb.stderr
+    );
+    let mut cmd = command("sqlite3", &[]);
+    cmd.arg(sb_dir.path().join("db"))
+        .arg("select count(*) from t; pragma integrity_check;");
+    let host = run(cmd, None, TIMEOUT);
+    assert_eq!(host.stdout, "400\nok\n", "{}", host.stderr);
+}

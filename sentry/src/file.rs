@@ -362,6 +362,22 @@ impl FileDescription {
                 return Err(Errno::EAGAIN);
             }
         }
+        if let FileKind::Host(f) = &self.kind {
+            // A volume file that is mapped shared: what the mappings hold
+            // counts, written back or not.
+            if let Some(cache) = blk.kernel.fs.page_caches.lookup(f) {
+                if self.is_dir() {
+                    return Err(Errno::EISDIR);
+                }
+                let mut pos_guard = lock(&self.pos);
+                let pos = at.unwrap_or(*pos_guard);
+                let n = cache.read(f, pos, &GuestBufs::new(bufs))? as u64;
+                if at.is_none() {
+                    *pos_guard = pos + n;
+                }
+                return Ok(n);
+            }
+        }
         let mut pos_guard = lock(&self.pos);
         let mut pos = at.unwrap_or(*pos_guard);
         let mut total = 0u64;
@@ -476,7 +492,7 @@ impl FileDescription {
         }
         if let FileKind::Host(f) = &self.kind {
             // A volume's file, opened for writing by the gofer.
-            return self.write_host(f, bufs, at);
+            return self.write_host(blk, f, bufs, at);
         }
         if let FileKind::Pipe(end) = &self.kind {
             if at.is_some() {
@@ -578,6 +594,7 @@ impl FileDescription {
 
     fn write_host(
         &self,
+        blk: Blocker<'_>,
         f: &crate::vfs::HostFile,
         bufs: &[GuestSlice],
         at: Option<u64>,
@@ -589,6 +606,19 @@ impl FileDescription {
         // end whatever the offset, as the guest's would.
         let append = self.flags() & OpenFlags::APPEND.bits() != 0;
         let mut pos = lock(&self.pos);
+        if let Some(cache) = blk.kernel.fs.page_caches.lookup(f) {
+            // Mapped shared: the mappings see the write too.
+            let from = if append {
+                None
+            } else {
+                Some(at.unwrap_or(*pos))
+            };
+            let (n, end) = cache.write(f, from, &GuestBufs::new(bufs))?;
+            if at.is_none() {
+                *pos = end;
+            }
+            return Ok(n);
+        }
         let mut off = at.unwrap_or(*pos);
         let mut total = 0u64;
         for b in bufs {

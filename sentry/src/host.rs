@@ -299,8 +299,14 @@ pub fn poll_events(fd: BorrowedFd<'_>, events: i16) -> i16 {
     }
 }
 
-/// The caller's supplementary groups.
+/// The caller's supplementary groups, asked of the host once (the Sentry
+/// may give up its own before it starts).
 pub fn groups() -> Vec<u32> {
+    static GROUPS: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    GROUPS.get_or_init(host_groups).clone()
+}
+
+fn host_groups() -> Vec<u32> {
     // SAFETY: a null list with size 0 only asks for the count.
     let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
     if n <= 0 {
@@ -326,6 +332,18 @@ pub unsafe fn pwrite_raw(
     // SAFETY: the caller guarantees `ptr`/`len`.
     let n = cvt(unsafe { libc::pwrite(fd.as_raw_fd(), ptr.cast(), len, pos as i64) } as i64)?;
     Ok(n as usize)
+}
+
+/// `pread` into a Sentry buffer.
+pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of its length.
+    unsafe { pread_raw(fd, buf.as_mut_ptr(), buf.len(), pos) }
+}
+
+/// `pwrite` from a Sentry buffer.
+pub fn pwrite(fd: BorrowedFd<'_>, buf: &[u8], pos: u64) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of its length.
+    unsafe { pwrite_raw(fd, buf.as_ptr(), buf.len(), pos) }
 }
 
 fn cpuid(leaf: u32, sub: u32) -> [u32; 4] {

@@ -27,6 +27,8 @@ pub struct Needs {
     /// guest sockets are host sockets (`--network host`), or egress relays
     /// connect out: TCP and UDP sockets of the host's families
     pub host_sockets: bool,
+    /// guest servers listen on host sockets (`--network host`)
+    pub host_listen: bool,
     /// names resolve through the host's resolver (`--allow-host`): the C
     /// library reads `/etc/resolv.conf`, `/etc/hosts` and `nsswitch.conf`
     /// by path, read-only
@@ -105,6 +107,8 @@ pub fn policy(needs: Needs) -> Policy {
         SYS_poll,
         SYS_clock_gettime,
         SYS_clock_nanosleep,
+        // a sleep or wait the host stopped and continued (^Z, `fg`)
+        SYS_restart_syscall,
         SYS_sched_yield,
         SYS_getrandom,
         // memory: the Sentry's own heap and its views of the memory file;
@@ -218,7 +222,6 @@ pub fn policy(needs: Needs) -> Policy {
             [
                 SYS_connect,
                 SYS_bind,
-                SYS_listen,
                 SYS_shutdown,
                 SYS_getsockopt,
                 SYS_setsockopt,
@@ -231,6 +234,9 @@ pub fn policy(needs: Needs) -> Policy {
             ]
             .map(Rule::allow),
         );
+    }
+    if needs.host_listen {
+        rules.push(Rule::allow(SYS_listen));
     }
     if needs.host_resolver {
         // Read-only opens: the resolver's files. No O_CREAT, O_TRUNC,
@@ -552,6 +558,13 @@ mod tests {
         }
         assert_eq!(sock(needs(), AF_INET, SOCK_STREAM), TRAP);
         assert_eq!(call(SYS_connect, &[]), TRAP);
+        // Only guest servers on host sockets listen there.
+        assert_eq!(run(host, SYS_listen, [0; 6]), TRAP);
+        let listening = Needs {
+            host_listen: true,
+            ..host
+        };
+        assert_eq!(run(listening, SYS_listen, [0; 6]), ALLOW);
         assert_eq!(sock(host, AF_INET, SOCK_STREAM | SOCK_NONBLOCK), ALLOW);
         assert_eq!(sock(host, AF_INET6, SOCK_DGRAM), ALLOW);
         assert_eq!(run(host, SYS_connect, [0; 6]), ALLOW);
@@ -602,6 +615,7 @@ mod tests {
                 "host",
                 Needs {
                     host_sockets: true,
+                    host_listen: true,
                     ..needs()
                 },
             ),

@@ -641,6 +641,7 @@ where
     crate::host::ids();
     crate::host_filter::install(crate::host_filter::Needs {
         host_sockets: config.host_network || egress,
+        host_listen: config.host_network,
         host_resolver: egress,
         platform_clone_flags: kernel.platform.host_clone_flags(),
     })
@@ -665,6 +666,14 @@ where
     // Init has exited: like a PID namespace's init, it takes every other
     // process with it.
     kernel.kill_all();
+    // The processes just killed may still hold shared mappings of volume
+    // files, which would be written back when their address spaces go:
+    // the Sentry may end first, so what they hold goes to the host now.
+    for cache in kernel.fs.page_caches.all() {
+        if let Err(e) = cache.writeback(None) {
+            tracing::warn!("page cache writeback at the sandbox's end failed: {e:?}");
+        }
+    }
     Ok(status)
 }
 

@@ -8,6 +8,14 @@ pub mod file;
 pub mod futex;
 pub mod guestio;
 mod host;
+
+/// Asks the host now for the caller's ids and supplementary groups, which
+/// the guest is shown: the process may give up its own before the Sentry
+/// starts (the `runsc-shim` crate's `confine`).
+pub fn remember_caller_ids() {
+    host::ids();
+    host::groups();
+}
 pub mod host_filter;
 pub mod hostsig;
 pub mod inotify;
@@ -16,6 +24,7 @@ pub mod loader;
 pub mod locks;
 pub mod memfile;
 pub mod mm;
+pub mod pagecache;
 pub mod pipe;
 pub mod procfs;
 pub mod pty;

@@ -28,12 +28,17 @@ const HEAP_RESERVE: u64 = 1 << 32;
 
 /// Memory-file pages shared by several mappings (`MAP_SHARED` anonymous
 /// memory, which stays shared across `fork`); released when the last
-/// mapping goes.
+/// mapping goes. A region may instead be a view of a volume file's page
+/// cache, whose pages are the cache's: the last mapping going writes them
+/// back to the host (see [`crate::pagecache`]).
 #[derive(Debug)]
 pub struct SharedRegion {
     mf: Arc<MemoryFile>,
     off: u64,
     len: u64,
+    /// for a view of a page cache: the cache and the file offset of the
+    /// region's first byte
+    file: Option<(crate::pagecache::CachePin, u64)>,
 }
 
 impl SharedRegion {
@@ -44,7 +49,33 @@ impl SharedRegion {
             mf: mf.clone(),
             off,
             len,
+            file: None,
         }))
+    }
+
+    /// A view of `len` bytes of a page cache's pages at memory-file offset
+    /// `off`, which hold the file's bytes from `pos` on.
+    pub fn file_view(
+        mf: &Arc<MemoryFile>,
+        off: u64,
+        len: u64,
+        pin: crate::pagecache::CachePin,
+        pos: u64,
+    ) -> Arc<Self> {
+        Arc::new(SharedRegion {
+            mf: mf.clone(),
+            off,
+            len,
+            file: Some((pin, pos)),
+        })
+    }
+
+    /// For a view of a page cache: the cache and the file offset of the
+    /// memory-file offset `off` (inside the region).
+    pub fn file_at(&self, off: u64) -> Option<(&Arc<crate::pagecache::FileCache>, u64)> {
+        self.file
+            .as_ref()
+            .map(|(pin, pos)| (pin.cache(), pos + off.saturating_sub(self.off)))
     }
 
     /// Memory-file offset of the region's first byte.
@@ -70,7 +101,16 @@ impl SharedRegion {
 
 impl Drop for SharedRegion {
     fn drop(&mut self) {
-        self.mf.release(self.off, self.len);
+        match &self.file {
+            // The cache's pages: written back now that no mapping of this
+            // piece is left; the pin's drop frees them with the last one.
+            Some((pin, pos)) => {
+                if let Err(e) = pin.cache().writeback(Some((*pos, pos + self.len))) {
+                    tracing::warn!("page cache writeback failed: {e:?}");
+                }
+            }
+            None => self.mf.release(self.off, self.len),
+        }
     }
 }
 
@@ -348,6 +388,7 @@ impl MemoryManager {
                 mf: self.mf.clone(),
                 off,
                 len,
+                file: None,
             });
             return self.install(Vma {
                 start,
@@ -680,6 +721,13 @@ impl MemoryManager {
             self.unmap_range(old + new_len, old_end)?;
             return Ok(old);
         }
+        if let Backing::Shared(region) = &v.backing {
+            if let Some(r) =
+                self.remap_shared(&v, region.clone(), old, old_len, new_len, may_move, fixed)
+            {
+                return r;
+            }
+        }
         // Grow in place when the following range is free.
         if fixed.is_none()
             && !self.overlaps(old_end, old + new_len)
@@ -728,6 +776,70 @@ impl MemoryManager {
             writer: None,
         })?;
         Ok(dest)
+    }
+
+    /// `mremap` of part of a shared VMA `v`: the new range maps the same
+    /// pages (and, for a page cache's view grown past its region, more of
+    /// the file), never a copy, so it stays shared. `None` when the region
+    /// has no room and is no view (the caller's general path).
+    #[allow(clippy::too_many_arguments)]
+    fn remap_shared(
+        &mut self,
+        v: &Vma,
+        region: Arc<SharedRegion>,
+        old: u64,
+        old_len: u64,
+        new_len: u64,
+        may_move: bool,
+        fixed: Option<u64>,
+    ) -> Option<Result<u64, Errno>> {
+        let off = v.offset + (old - v.start);
+        let room = region.off + region.len - off;
+        let pieces = if room >= new_len {
+            vec![(0, region.clone(), off - region.off, new_len)]
+        } else {
+            let (cache, pos) = region.file_at(off)?;
+            match cache.map_more(pos, new_len) {
+                Ok(p) => p
+                    .into_iter()
+                    .map(|(at, r)| {
+                        let n = r.len;
+                        (at, r, 0, n)
+                    })
+                    .collect(),
+                Err(e) => return Some(Err(e)),
+            }
+        };
+        let old_end = old + old_len;
+        let dest = if fixed.is_none()
+            && !self.overlaps(old_end, old + new_len)
+            && old.checked_add(new_len).is_some_and(|e| e <= self.max_addr)
+        {
+            old
+        } else if !may_move {
+            return Some(Err(Errno::ENOMEM));
+        } else {
+            match fixed {
+                Some(d) if d.checked_add(new_len).is_some_and(|e| e <= self.max_addr) => d,
+                Some(_) => return Some(Err(Errno::EINVAL)),
+                None => match self.find_free(new_len) {
+                    Some(d) => d,
+                    None => return Some(Err(Errno::ENOMEM)),
+                },
+            }
+        };
+        if let Err(e) = self.unmap_range(old, old_end) {
+            return Some(Err(e));
+        }
+        for (at, r, r_off, n) in pieces {
+            if let Err(e) = self.map_region(dest + at, n, v.prot, r, r_off) {
+                let _ = self.unmap_range(dest, dest + at);
+                return Some(Err(e));
+            }
+            self.set_limits(dest + at, v.may_write, None);
+            self.set_writer(dest + at, v.writer.clone());
+        }
+        Some(Ok(dest))
     }
 
     /// A private copy of this address space for a `fork` child: private

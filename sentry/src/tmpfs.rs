@@ -90,7 +90,7 @@ impl Quota {
     }
 
     /// Takes `bytes`, or nothing and `ENOSPC` if they do not fit.
-    fn charge(&self, bytes: u64) -> Result<(), Errno> {
+    pub(crate) fn charge(&self, bytes: u64) -> Result<(), Errno> {
         let mut cur = self.used.load(Ordering::Relaxed);
         loop {
             let new = cur
@@ -107,7 +107,8 @@ impl Quota {
         }
     }
 
-    fn refund(&self, bytes: u64) {
+    /// Gives `bytes` back.
+    pub(crate) fn refund(&self, bytes: u64) {
         let _ = self
             .used
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {

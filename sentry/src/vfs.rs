@@ -109,6 +109,9 @@ fn makedev(major: u64, minor: u64) -> u64 {
 /// A host file or directory held open by the Sentry.
 pub struct HostFile {
     fd: OwnedFd,
+    /// the host's `(st_dev, st_ino)`, asked for once when first needed
+    /// (the page cache of volume files is keyed by it)
+    identity: std::sync::OnceLock<(u64, u64)>,
 }
 
 impl fmt::Debug for HostFile {
@@ -120,7 +123,20 @@ impl fmt::Debug for HostFile {
 impl HostFile {
     /// Wraps a descriptor the gofer donated.
     pub fn new(fd: OwnedFd) -> HostFile {
-        HostFile { fd }
+        HostFile {
+            fd,
+            identity: Default::default(),
+        }
+    }
+
+    /// The host file's identity, `(st_dev, st_ino)`: every open of one
+    /// file, through any name or link, has the same.
+    pub fn identity(&self) -> Result<(u64, u64), Errno> {
+        if let Some(&id) = self.identity.get() {
+            return Ok(id);
+        }
+        let st = host::fstat(self.fd.as_fd())?;
+        Ok(*self.identity.get_or_init(|| (st.st_dev, st.st_ino)))
     }
 
     /// The host descriptor.
@@ -443,6 +459,8 @@ pub struct FileSystem {
     mf: Arc<crate::memfile::MemoryFile>,
     /// what all the in-memory file systems may hold together
     pool: Arc<crate::tmpfs::Quota>,
+    /// pages of volume files mapped `MAP_SHARED`
+    pub page_caches: Arc<crate::pagecache::PageCaches>,
 }
 
 /// A file system mounted over a path of the tree.
@@ -554,6 +572,8 @@ impl FileSystem {
             memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
             mounts: Vec::new(),
             tmpfs_mounts: 0,
+            // As much as a tmpfs may hold: half the sandbox's memory.
+            page_caches: crate::pagecache::PageCaches::new(mf.clone(), size),
             mf,
             pool,
         })
@@ -1024,9 +1044,7 @@ impl FileSystem {
         let mut data = vec![0u8; size as usize];
         let n = m.read_at(0, &mut data)?;
         data.truncate(n);
-        Ok(Arc::new(HostFile {
-            fd: host::memfd_with(&data)?,
-        }))
+        Ok(Arc::new(HostFile::new(host::memfd_with(&data)?)))
     }
 
     /// Opens the object at `loc` for reading (files and directories only:
@@ -1063,7 +1081,7 @@ impl FileSystem {
         if st.st_mode & abi::S_IFMT != kind {
             return Err(Errno::EAGAIN);
         }
-        let f = Arc::new(HostFile { fd });
+        let f = Arc::new(HostFile::new(fd));
         if shared && OPEN_FILES_KEPT.fetch_add(1, Ordering::Relaxed) < MAX_OPEN_FILES_KEPT {
             if h.file.set(f.clone()).is_err() {
                 OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);

@@ -7,6 +7,9 @@
 //! wrong, not the sandbox. Guests named `erofs_*` modify the root: natively
 //! they run with `/` remounted read-only in a private mount namespace (root
 //! needed), matching the sandbox's read-only view of the host root.
+//! Guests named `*_volume` work in a directory they are given: natively a
+//! scratch directory, in the sandbox another one mounted as a volume; the
+//! files both runs leave there must agree as well.
 //!
 //! Environment knobs: `FERROVISOR_BIN` (binary to test), `FERROVISOR_PLATFORM`
 //! (run under that platform only; by default every guest runs under both
@@ -22,6 +25,12 @@ fn guest_path(name: &str) -> PathBuf {
 }
 
 fn run_guest(name: &str, native_status: i32) {
+    if name.ends_with("_volume") {
+        // Works in a directory given as its argument: a volume in the
+        // sandbox, whose host files are compared too.
+        harness::compare_on_volume(name, &guest_path(name), native_status);
+        return;
+    }
     let native = if name.starts_with("erofs_") {
         Native::ReadOnlyRoot
     } else {
@@ -188,6 +197,10 @@ guests! {
     sendfile,
     copy_file_range,
     splice,
+    // shared writable mappings of volume files: coherent with read and
+    // write, shared across opens and fork, written back to the host
+    // (issue 4 acceptance 4)
+    mmap_shared_volume,
 }
 
 #[test]

@@ -578,7 +578,14 @@ fn open_inner(
                     FileKind::Host(task.kernel.fs.open_host(&loc)?)
                 } else {
                     let fd = h.client().open(h.handle(), host_open_flags(raw_flags))?;
-                    FileKind::Host(Arc::new(HostFile::new(fd)))
+                    let f = Arc::new(HostFile::new(fd));
+                    if flags.contains(OpenFlags::TRUNC) {
+                        // The host emptied the file: so do its mappings.
+                        if let Some(cache) = task.kernel.fs.page_caches.lookup(&f) {
+                            cache.reload()?;
+                        }
+                    }
+                    FileKind::Host(f)
                 }
             }
             // Writing a host file below the overlay copies it up.
@@ -849,6 +856,17 @@ fn volume(node: &Node) -> Option<Result<&Arc<GoferRef>, Errno>> {
         },
         _ => None,
     }
+}
+
+/// The page cache of the volume file `h`, if it is mapped shared (asks the
+/// gofer for its identity only while some file is).
+fn cache_of(task: &Task, h: &GoferRef) -> Option<Arc<crate::pagecache::FileCache>> {
+    let caches = &task.kernel.fs.page_caches;
+    if !caches.any() {
+        return None;
+    }
+    let st = h.stat().ok()?;
+    caches.lookup_key((st.dev, st.ino))
 }
 
 /// Takes over the gofer's handle on what the guest just made on a volume
@@ -1671,9 +1689,17 @@ pub fn sys_fsync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
     match &file.kind {
         FileKind::Path => Err(Errno::EBADF),
-        // A volume's file: the data must reach the host's disk.
-        FileKind::Host(f) if file.flags() & abi::O_ACCMODE != 0 => {
-            host::fsync(f.fd())?;
+        // A volume's file: the data must reach the host's disk, what its
+        // shared mappings hold included (through any description, as
+        // Linux's fsync writes the file's dirty pages whoever made them).
+        FileKind::Host(f) if !file.is_dir() => {
+            let cache = task.kernel.fs.page_caches.lookup(f);
+            if let Some(c) = &cache {
+                c.writeback(None)?;
+            }
+            if file.flags() & abi::O_ACCMODE != 0 || cache.is_some() {
+                host::fsync(f.fd())?;
+            }
             Ok(0)
         }
         _ => Ok(0),
@@ -1708,7 +1734,13 @@ pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     match &file.kind {
         FileKind::Host(_) if file.flags() & abi::O_ACCMODE == 0 => Err(Errno::EBADF),
         FileKind::Host(f) if !file.is_dir() => {
-            host::fallocate(f.fd(), a[1] as i32, a[2] as i64, a[3] as i64)?;
+            let change = || {
+                host::fallocate(f.fd(), a[1] as i32, a[2] as i64, a[3] as i64).map_err(Errno::from)
+            };
+            match task.kernel.fs.page_caches.lookup(f) {
+                Some(cache) => cache.around_host_change(change)?,
+                None => change()?,
+            }
             Ok(0)
         }
         FileKind::Mem(m) => {
@@ -2667,7 +2699,11 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             size: Some(a[1]),
             ..Default::default()
         };
-        volume_set(task, v?, &attr, false)?;
+        let h = v?;
+        match cache_of(task, h) {
+            Some(cache) => cache.around_host_change(|| volume_set(task, h, &attr, false))?,
+            None => volume_set(task, h, &attr, false)?,
+        };
     } else {
         writable(task, &loc)?.truncate(a[1])?;
     }
@@ -2684,7 +2720,11 @@ pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         FileKind::Path => return Err(Errno::EBADF),
         FileKind::Mem(m) if file.flags() & abi::O_ACCMODE != 0 => m.truncate(a[1])?,
         FileKind::Host(f) if file.flags() & abi::O_ACCMODE != 0 && !file.is_dir() => {
-            host::ftruncate(f.fd(), a[1])?
+            let cut = || host::ftruncate(f.fd(), a[1]).map_err(Errno::from);
+            match task.kernel.fs.page_caches.lookup(f) {
+                Some(cache) => cache.around_host_change(cut)?,
+                None => cut()?,
+            }
         }
         _ => return Err(Errno::EINVAL),
     }

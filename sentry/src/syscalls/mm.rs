@@ -71,6 +71,8 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut may_write = true;
     let mut writer = None;
     let mut sigbus_from = None;
+    let mut cached: Option<Arc<crate::vfs::HostFile>> = None;
+    let mut private_of = None;
     if let Some(file) = file {
         let readable = file.flags() & abi::O_ACCMODE != abi::OpenFlags::WRONLY.bits();
         if matches!(file.kind, FileKind::Path) {
@@ -106,21 +108,44 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                     mem_content = Some((m.clone(), off, size.saturating_sub(off).min(len)));
                 }
             }
+            FileKind::Host(h) if !file.is_dir() && shared && on_writable_volume(&file) => {
+                // A writable volume's file: the mapping is its page cache's
+                // pages, shared with every other mapping of it and written
+                // back to the host (see crate::pagecache).
+                if prot.write && !file.writable() {
+                    return Err(Errno::EACCES);
+                }
+                // The host descriptor of an O_APPEND description writes
+                // at the end whatever the offset, so it cannot write pages
+                // back: such a mapping stays read-only.
+                let append = file.flags() & abi::OpenFlags::APPEND.bits() != 0;
+                may_write = file.writable() && !append;
+                if prot.write && !may_write {
+                    return Err(Errno::EACCES);
+                }
+                cached = Some(h.clone());
+            }
             FileKind::Host(h) if !file.is_dir() => {
                 // The root is read-only: a shared mapping can never become
-                // writable (mprotect answers EACCES too).
+                // writable (mprotect answers EACCES too); so is a read-only
+                // volume.
                 if shared {
-                    if prot.write && file.writable() {
-                        // A volume's file: its pages are the host's, which
-                        // the memory file cannot share (yet).
-                        return Err(Errno::ENODEV);
-                    }
                     if prot.write {
                         return Err(Errno::EACCES);
                     }
                     may_write = false;
                 }
                 let size = file.stat()?.size.max(0) as u64;
+                if !shared {
+                    // A private copy starts from what shared mappings of
+                    // the file hold, not yet written back.
+                    private_of = task
+                        .kernel
+                        .fs
+                        .page_caches
+                        .lookup(h)
+                        .map(|c| (c, off, len.min(size.saturating_sub(off))));
+                }
                 let name = file.location.as_ref().map(|l| l.path()).unwrap_or_default();
                 // Pages wholly past the end of the file raise SIGBUS.
                 let valid = page_up(size.saturating_sub(off)).unwrap_or(u64::MAX);
@@ -151,6 +176,22 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     } else {
         task.mm().pick_address(addr, len)?
     };
+    if let Some(h) = cached {
+        // The pages are read from the host before the address space is
+        // locked.
+        let pin = task.kernel.fs.page_caches.pin(&h)?;
+        let pieces = crate::pagecache::FileCache::map(pin, &h, may_write, off, len)?;
+        let mut mm = task.mm();
+        for (at, region) in pieces {
+            let n = region.len();
+            if let Err(e) = mm.map_region(start + at, n, prot, region, 0) {
+                let _ = mm.unmap_range(start, start + at);
+                return Err(e);
+            }
+            mm.set_limits(start + at, may_write, None);
+        }
+        return Ok(start);
+    }
     let mut mm = task.mm();
     if let Some(region) = shared_region {
         mm.map_region(start, len, prot, region, off)?;
@@ -159,6 +200,9 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Ok(start);
     }
     mm.map_fixed(start, len, prot, shared, backing)?;
+    if let (Some((cache, pos, n)), Some(v)) = (private_of, mm.find_vma(start)) {
+        cache.copy_present(pos, n, v.offset);
+    }
     if let Some((m, off, n)) = mem_content {
         // Copied a piece at a time: the Sentry never holds the file's
         // length (a private mapping of a large tmpfs file).
@@ -176,6 +220,15 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     mm.set_limits(start, may_write, sigbus_from.map(|v| start + v));
     Ok(start)
+}
+
+/// Whether `file` is on a volume mounted writable (its shared mappings
+/// go through the page cache).
+fn on_writable_volume(file: &crate::file::FileDescription) -> bool {
+    matches!(
+        file.node(),
+        Some(crate::vfs::Node::Host { h, .. }) if h.volume() == Some(crate::vfs::VolumeKind::ReadWrite)
+    )
 }
 
 fn range(addr: u64, len: u64) -> Result<(u64, u64), Errno> {
@@ -255,7 +308,50 @@ pub fn sys_mremap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         .remap(old, old_len, new_len, flags & MREMAP_MAYMOVE != 0, fixed)
 }
 
+/// `msync(2)`: writes back what shared mappings of volume files in the
+/// range hold (whatever the flags: `MS_ASYNC` too, the host has no other
+/// way to see the pages); other mappings have nothing to write. `ENOMEM`
+/// when part of the range is unmapped, after the mapped parts are synced,
+/// as Linux does.
 pub fn sys_msync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const MS_ASYNC: u64 = 1;
+    const MS_INVALIDATE: u64 = 2;
+    const MS_SYNC: u64 = 4;
+    let flags = a[2];
+    if flags & !(MS_ASYNC | MS_INVALIDATE | MS_SYNC) != 0
+        || flags & (MS_ASYNC | MS_SYNC) == MS_ASYNC | MS_SYNC
+    {
+        return Err(Errno::EINVAL);
+    }
+    let (start, end) = range(a[0], a[1])?;
+    let mut todo = Vec::new();
+    let mut at = start;
+    let mut hole = false;
+    {
+        let mm = task.mm();
+        for v in mm.vmas().filter(|v| v.end > start && v.start < end) {
+            hole |= v.start > at;
+            at = v.end;
+            if let Backing::Shared(r) = &v.backing {
+                let (s, e) = (v.start.max(start), v.end.min(end));
+                if let Some((cache, pos)) = r.file_at(v.offset + (s - v.start)) {
+                    todo.push((cache.clone(), pos, pos + (e - s)));
+                }
+            }
+        }
+    }
+    hole |= at < end;
+    for (cache, s, e) in todo {
+        cache.writeback(Some((s, e)))?;
+    }
+    if hole {
+        return Err(Errno::ENOMEM);
+    }
+    Ok(0)
+}
+
+/// `mlock(2)`, `munlock(2)`: every page is resident already.
+pub fn sys_mlock(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if !a[0].is_multiple_of(PAGE_SIZE) {
         return Err(Errno::EINVAL);
     }

@@ -710,7 +710,14 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
 }
 
-pub fn sys_sync(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+/// `sync(2)`: what shared mappings of volume files hold goes to the host
+/// (the host's own caches are the host's business).
+pub fn sys_sync(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    for cache in task.kernel.fs.page_caches.all() {
+        if let Err(e) = cache.writeback(None) {
+            tracing::debug!("sync: writeback failed: {e:?}");
+        }
+    }
     Ok(0)
 }
 

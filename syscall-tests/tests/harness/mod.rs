@@ -135,6 +135,17 @@ pub fn platforms() -> Vec<String> {
 /// `$FERROVISOR_DEBUG_DIR` set, each run writes its debug log there as
 /// `<label>-<platform>.log`.
 pub fn run_sandboxed_on(platform: &str, label: &str, program: &Path, args: &[&str]) -> Outcome {
+    run_sandboxed_with(platform, label, &[], program, args)
+}
+
+/// [`run_sandboxed_on`] with more options for `ferrovisor do` (`--volume`).
+pub fn run_sandboxed_with(
+    platform: &str,
+    label: &str,
+    opts: &[String],
+    program: &Path,
+    args: &[&str],
+) -> Outcome {
     let bin = ferrovisor_bin();
     assert!(
         bin.is_file(),
@@ -148,7 +159,7 @@ pub fn run_sandboxed_on(platform: &str, label: &str, program: &Path, args: &[&st
         cmd.arg("--debug-log")
             .arg(Path::new(&dir).join(format!("{label}-{platform}.log")));
     }
-    cmd.arg("--").arg(program).args(args);
+    cmd.args(opts).arg("--").arg(program).args(args);
     run(cmd, &format!("sandboxed {}", program.display()))
 }
 
@@ -262,5 +273,111 @@ pub fn compare(label: &str, native: Native, program: &Path, args: &[&str], nativ
             sb.stdout,
             sb.stderr
         );
+    }
+}
+
+/// A fresh empty directory under the host's `/tmp`, removed when dropped.
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    pub fn new(label: &str) -> ScratchDir {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("ferrovisor-{label}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).expect("create scratch directory");
+        ScratchDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn arg(&self) -> &str {
+        self.0.to_str().expect("temp paths are UTF-8")
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The regular files directly in `dir`, sorted: name, mode, contents.
+pub fn files_in(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| {
+            let e = e.expect("entry");
+            let m = e.metadata().expect("stat");
+            let bytes = if m.is_file() {
+                std::fs::read(e.path()).expect("read")
+            } else {
+                Vec::new()
+            };
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                m.permissions().mode(),
+                bytes,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The differential check for a program that works in a writable
+/// directory named by its only argument: natively a scratch directory;
+/// in the sandbox another one, mounted as a volume at `/vol`. Beyond
+/// stdout and status, the files each run leaves in its directory (what
+/// reached the host) must be the same.
+pub fn compare_on_volume(label: &str, program: &Path, native_status: i32) {
+    let nat_dir = ScratchDir::new(label);
+    let nat = run_native(Native::Plain, program, &[nat_dir.arg()]);
+    assert!(
+        nat.status == native_status,
+        "{label}: the NATIVE run exited {} instead of {native_status}, so the test is wrong.\n\
+         --- native stdout ---\n{}--- native stderr ---\n{}",
+        nat.status,
+        nat.stdout,
+        nat.stderr
+    );
+    let nat_files = files_in(nat_dir.path());
+    for platform in platforms() {
+        let sb_dir = ScratchDir::new(label);
+        let opts = ["--volume".to_owned(), format!("{}:/vol", sb_dir.arg())];
+        let sb = run_sandboxed_with(&platform, label, &opts, program, &["/vol"]);
+        assert!(
+            nat.stdout == sb.stdout && nat.status == sb.status,
+            "{label}: sandbox (--platform {platform}) differs from native\n\
+             exit status: native {} / sandbox {}\n\
+             --- diff of stdout (- native, + sandbox) ---\n{}\
+             --- sandbox stderr ---\n{}",
+            nat.status,
+            sb.status,
+            diff(&nat.stdout, &sb.stdout),
+            sb.stderr
+        );
+        let sb_files = files_in(sb_dir.path());
+        let names = |f: &[(String, u32, Vec<u8>)]| {
+            f.iter()
+                .map(|(n, m, b)| format!("{n} {m:o} {} bytes", b.len()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(&nat_files),
+            names(&sb_files),
+            "{label}: the files left on the host differ (--platform {platform})"
+        );
+        for ((name, _, a), (_, _, b)) in nat_files.iter().zip(&sb_files) {
+            let first = a.iter().zip(b).position(|(x, y)| x != y);
+            assert!(
+                first.is_none(),
+                "{label}: host file {name} differs at byte {first:?} (--platform {platform})"
+            );
+        }
     }
 }

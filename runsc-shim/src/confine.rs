@@ -1,0 +1,252 @@
+//! The Sentry's host process in namespaces of its own (ARCHITECTURE.md,
+//! "Processes on the host": the Sentry, like the gofer and the stubs, runs in
+//! fresh user, mount, PID, IPC, UTS and network namespaces).
+//!
+//! The command-line process (`do`, or `boot` in OCI mode) splits in two once
+//! its root, volumes and gofers are ready, and before the Sentry starts:
+//!
+//! * The child becomes the Sentry. It is PID 1 of a new PID namespace, so
+//!   the only processes it can signal or trace are its own stubs. In a new
+//!   user namespace (which maps every id to itself, so that the owners of
+//!   host files read the same inside) it takes the host's `nobody` and
+//!   `nogroup` ids: it owns no host process or file, and the caller's root
+//!   privileges are gone for good, not only dropped. Its mount, IPC and UTS
+//!   namespaces are new, and so is its network namespace, unless the
+//!   guest's sockets are host sockets (`--network host`, allow rules'
+//!   relays).
+//! * The parent stays where it was, with the pid the caller or the engine
+//!   knows. It only waits: it hands the signals a process sends it to the
+//!   Sentry (the terminal's own signals reach the Sentry directly, which is
+//!   in the same process group), stops and continues the Sentry with
+//!   itself (^Z, `fg`), reaps the gofers (its children), and exits with the
+//!   Sentry's status.
+//!
+//! The guest still sees the caller's ids and groups (read before the split).
+//!
+//! With `--network host` the Sentry stays in root's user namespace and ids:
+//! binding the host's ports below 1024 for the guest takes
+//! `CAP_NET_BIND_SERVICE` in the namespace that owns the host's network.
+//! It still gets the PID, mount, IPC and UTS namespaces.
+//!
+//! A caller that is not root keeps its process as it is: the only user
+//! namespace it could make maps its own ids alone, and every other owner of
+//! a host file would then read as `nobody` inside.
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+
+use crate::sys;
+
+/// What the Sentry keeps of the caller's host.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Confinement {
+    /// The guest's TCP and UDP go through host sockets the Sentry opens
+    /// (`--network host`, or the relays of allow rules): the Sentry stays
+    /// in the caller's network namespace.
+    pub host_sockets: bool,
+    /// `--network host`: see the module's documentation.
+    pub host_network: bool,
+}
+
+/// The host uid and gid the Sentry of a root caller runs as: Debian's
+/// `nobody` and `nogroup`, which own nothing.
+pub const SENTRY_HOST_ID: u32 = 65534;
+
+/// Splits the calling process (which must have no other thread) as the
+/// module's documentation says. Returns in the child, the Sentry-to-be,
+/// once its namespaces and ids are in place; the parent never returns.
+/// Returns at once, without a split, when the caller is not root.
+///
+/// An error means nothing was split: the caller is still the only process.
+pub fn split(c: Confinement) -> Result<(), String> {
+    let (uid, _) = sys::ids();
+    if uid != 0 {
+        return Ok(());
+    }
+    single_threaded()?;
+    // What the guest is shown, asked while they are still the caller's.
+    sentry::remember_caller_ids();
+    let user_ns = !c.host_network;
+    let mut flags =
+        libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    if user_ns {
+        flags |= libc::CLONE_NEWUSER;
+    }
+    if !c.host_sockets {
+        flags |= libc::CLONE_NEWNET;
+    }
+    let (mut parent_end, mut child_end) = std::os::unix::net::UnixStream::pair()
+        .map_err(|e| format!("a channel to the Sentry's process: {e}"))?;
+    // Blocked before the split: a child that ended before the parent
+    // blocked it would be a SIGCHLD lost (its default action discards it).
+    let old_mask =
+        sys::mask_signals(&[libc::SIGCHLD], true).map_err(|e| format!("blocking SIGCHLD: {e}"))?;
+    // SAFETY: checked above: this process has a single thread.
+    let forked = unsafe { sys::fork_into(flags) };
+    match forked {
+        Err(e) => {
+            let _ = sys::restore_mask(&old_mask);
+            Err(format!(
+                "creating the Sentry's namespaces: {e} (ferrovisor needs user namespaces, or root)"
+            ))
+        }
+        Ok(None) => {
+            drop(parent_end);
+            let _ = sys::restore_mask(&old_mask);
+            let ready = (|| -> Result<(), String> {
+                let mut b = [0u8; 1];
+                child_end
+                    .read_exact(&mut b)
+                    .map_err(|e| format!("waiting for the Sentry's id maps: {e}"))?;
+                if b[0] != b'm' {
+                    return Err("the Sentry's id maps could not be written".into());
+                }
+                if user_ns {
+                    sys::become_unprivileged(SENTRY_HOST_ID, SENTRY_HOST_ID)
+                        .map_err(|e| format!("taking the Sentry's ids: {e}"))?;
+                }
+                // The parent is outside this PID namespace: if it dies, no
+                // one outside would end this process. (Set after the change
+                // of ids, which clears it.) A parent that died before is
+                // seen as the end of its channel, which it holds for life.
+                sys::set_parent_death_signal(libc::SIGKILL)
+                    .map_err(|e| format!("parent-death signal: {e}"))?;
+                if sys::poll_readable(child_end.as_fd(), 0).unwrap_or(true) {
+                    return Err("the process that started the Sentry has ended".into());
+                }
+                Ok(())
+            })();
+            if let Err(e) = ready {
+                eprintln!("ferrovisor: {e}");
+                std::process::exit(125);
+            }
+            Ok(())
+        }
+        Ok(Some(pid)) => {
+            drop(child_end);
+            let mapped = if user_ns { write_maps(pid) } else { Ok(()) };
+            let _ = parent_end.write_all(if mapped.is_ok() { b"m" } else { b"x" });
+            if let Err(e) = mapped {
+                eprintln!("ferrovisor: the Sentry's user namespace: {e}");
+            }
+            monitor(pid, parent_end)
+        }
+    }
+}
+
+/// Checks that this process has one thread. A helper thread that was
+/// joined (`sys::uts_nodename`) can stay listed for a moment after: the
+/// kernel releases it just after waking its joiner.
+fn single_threaded() -> Result<(), String> {
+    let mut tries = 0;
+    loop {
+        match sys::thread_count() {
+            Ok(1) => return Ok(()),
+            Ok(_) if tries < 200 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Ok(n) => {
+                return Err(format!(
+                    "internal error: {n} threads before the Sentry's namespaces (must be 1)"
+                ))
+            }
+            Err(e) => return Err(format!("counting this process's threads: {e}")),
+        }
+    }
+}
+
+/// The id maps of the Sentry's user namespace: every id to itself.
+fn write_maps(pid: i32) -> Result<(), String> {
+    for file in ["uid_map", "gid_map"] {
+        std::fs::write(format!("/proc/{pid}/{file}"), "0 0 4294967295")
+            .map_err(|e| format!("{file}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The parent's life after the split: hands signals on to the Sentry
+/// (`pid`), reaps children, and exits as the Sentry did. It holds its end
+/// of the channel to the Sentry until then (see `split`).
+fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
+    // Only signalling the Sentry is left to do: CAP_KILL, because the
+    // Sentry is another host user.
+    let _ = sentry::host_filter::drop_capabilities(&[CAP_KILL]);
+    let _ = sys::no_new_privs();
+    let mut waited: Vec<i32> = sentry::hostsig::FORWARDED.to_vec();
+    waited.push(libc::SIGCHLD);
+    waited.extend(JOB_CONTROL);
+    waited.push(libc::SIGCONT);
+    // Blocked here only: the Sentry keeps its own dispositions of these.
+    let _ = sys::mask_signals(
+        &[
+            JOB_CONTROL[0],
+            JOB_CONTROL[1],
+            JOB_CONTROL[2],
+            libc::SIGCONT,
+        ],
+        true,
+    );
+    // The forwarded signals are blocked by the caller (block_forwarded);
+    // if not, a default action may end this process, and the pdeath
+    // signal then ends the Sentry: still no orphan.
+    loop {
+        let (sig, code) = match sys::wait_signal(&waited) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("ferrovisor: waiting for the Sentry: {e}");
+                let _ = sys::kill(pid, libc::SIGKILL);
+                std::process::exit(125);
+            }
+        };
+        if sig == libc::SIGCHLD {
+            while let Some((child, ended)) = sys::reap_any() {
+                if child == pid {
+                    std::process::exit(exit_code(ended));
+                }
+            }
+            continue;
+        }
+        if JOB_CONTROL.contains(&sig) {
+            // The terminal's ^Z (or a background read or write): the
+            // Sentry is its PID namespace's init, which only a stop from
+            // outside the namespace reaches. It stops with this process,
+            // as the program run natively would.
+            let _ = sys::kill(pid, libc::SIGSTOP);
+            let _ = sys::kill(std::process::id() as i32, libc::SIGSTOP);
+            continue;
+        }
+        if sig == libc::SIGCONT {
+            // `fg`/`bg`, or `kill -CONT` of this pid.
+            let _ = sys::kill(pid, libc::SIGCONT);
+            continue;
+        }
+        // A signal the kernel sent (the terminal's ^C, ^\ or window
+        // change to the foreground process group) reached the Sentry too;
+        // one a process sent to this pid did not.
+        if code != libc::SI_KERNEL {
+            let _ = sys::kill(pid, sig);
+        }
+    }
+}
+
+/// The stop signals of job control, which stop both processes.
+const JOB_CONTROL: [i32; 3] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+
+/// `CAP_KILL` (linux/capability.h).
+const CAP_KILL: u32 = 5;
+
+/// The status to exit with for the Sentry's end.
+fn exit_code(ended: sys::Ended) -> i32 {
+    match ended {
+        sys::Ended::Exited(code) => code,
+        sys::Ended::Signaled(sig) => {
+            if sig != libc::SIGKILL {
+                // SIGKILL is an engine's or the OOM killer's; anything else
+                // is the Sentry failing.
+                eprintln!("ferrovisor: the Sentry was killed by signal {sig}");
+            }
+            128 + sig
+        }
+    }
+}

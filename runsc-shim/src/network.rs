@@ -1,0 +1,367 @@
+//! The guest's network as a user asks for it: `--network none|sandbox|host`
+//! with the allow rules (`--allow-cidr`, `--allow-host`) of `do` and of the
+//! OCI runtime's global flags, or the same keys in the containerd shim's
+//! runtime config file. One set of checks and one meaning for all three
+//! (ARCHITECTURE.md, "Networking"):
+//!
+//! * `none`: loopback only, inside the netstack; the default without rules.
+//! * `sandbox`: the netstack plus a way out for what the rules allow
+//!   (relays through host sockets the Sentry opens, DNS through the
+//!   Sentry); every other destination is refused at once. The default when
+//!   rules are given. Without rules it is default deny made visible: the
+//!   guest's connections out are refused (`ECONNREFUSED`) and logged, and
+//!   its DNS answers `NXDOMAIN`, rather than `none`'s silent
+//!   `ENETUNREACH`.
+//! * `host`: TCP and UDP as host sockets, no egress policy (explicitly
+//!   weaker); rules do not apply to it.
+
+/// How the command line or the config file names things, for messages
+/// that point at what the user wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spelling {
+    /// `--network`, `--allow-cidr`, `--allow-host`
+    Flags,
+    /// the containerd shim's runtime config: `network`, `allow_cidr`,
+    /// `allow_host`
+    ConfigFile,
+}
+
+impl Spelling {
+    fn allow_cidr(self) -> &'static str {
+        match self {
+            Spelling::Flags => "--allow-cidr",
+            Spelling::ConfigFile => "allow_cidr",
+        }
+    }
+
+    fn allow_host(self) -> &'static str {
+        match self {
+            Spelling::Flags => "--allow-host",
+            Spelling::ConfigFile => "allow_host",
+        }
+    }
+
+    fn network(self, mode: Mode) -> String {
+        match self {
+            Spelling::Flags => format!("--network {}", mode.as_str()),
+            Spelling::ConfigFile => format!("network = \"{}\"", mode.as_str()),
+        }
+    }
+}
+
+/// The network mode, without its rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// loopback only
+    None,
+    /// a link out for what the allow rules allow
+    Sandbox,
+    /// host sockets, no policy
+    Host,
+}
+
+impl Mode {
+    /// The spelling of the mode on the command line and in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::None => "none",
+            Mode::Sandbox => "sandbox",
+            Mode::Host => "host",
+        }
+    }
+
+    /// The mode a word names (`none`, `sandbox` or `host`).
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "none" => Some(Mode::None),
+            "sandbox" => Some(Mode::Sandbox),
+            "host" => Some(Mode::Host),
+            _ => None,
+        }
+    }
+}
+
+/// Allow rules, as given (and checked by [`Network::new`]): kept as text
+/// so that `create` can hand them to the boot process on its command line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EgressRules {
+    /// `CIDR[:PORT]` rules
+    pub allow_cidr: Vec<String>,
+    /// `DOMAIN` or `*.DOMAIN` rules
+    pub allow_host: Vec<String>,
+}
+
+/// A checked network choice.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Network {
+    /// loopback only (the default)
+    #[default]
+    None,
+    /// the egress policy of these rules (none: everything refused)
+    Sandbox(EgressRules),
+    /// host sockets, no egress policy
+    Host,
+}
+
+impl Network {
+    /// Checks a mode (`None`: not given) and rules together; the error is
+    /// one line naming the flag or key at fault, in `spelling`.
+    pub fn new(
+        mode: Option<Mode>,
+        allow_cidr: Vec<String>,
+        allow_host: Vec<String>,
+        spelling: Spelling,
+    ) -> Result<Network, String> {
+        let has_rules = !allow_cidr.is_empty() || !allow_host.is_empty();
+        let (cidr, host) = (spelling.allow_cidr(), spelling.allow_host());
+        let sandbox = spelling.network(Mode::Sandbox);
+        let mode = mode.unwrap_or(if has_rules { Mode::Sandbox } else { Mode::None });
+        match mode {
+            Mode::None if has_rules => {
+                return Err(format!(
+                    "{cidr} and {host} need {sandbox} (with {} nothing leaves the sandbox)",
+                    spelling.network(Mode::None)
+                ))
+            }
+            Mode::None => return Ok(Network::None),
+            Mode::Host if has_rules => {
+                return Err(format!(
+                    "{cidr} and {host} do not apply to {}, which has no egress policy (use {sandbox} for rules)",
+                    spelling.network(Mode::Host)
+                ))
+            }
+            Mode::Host => return Ok(Network::Host),
+            Mode::Sandbox => {}
+        }
+        for c in &allow_cidr {
+            netstack::policy::parse_cidr_rule(c).map_err(|e| format!("{cidr} {e}"))?;
+        }
+        for h in &allow_host {
+            if !is_domain_rule(h) {
+                return Err(format!(
+                    "{host} {h:?}: not a domain name (give example.com or *.example.com)"
+                ));
+            }
+        }
+        Ok(Network::Sandbox(EgressRules {
+            allow_cidr,
+            allow_host,
+        }))
+    }
+
+    /// Whether the guest's TCP and UDP are host sockets.
+    pub fn is_host(&self) -> bool {
+        matches!(self, Network::Host)
+    }
+
+    /// The rules of `sandbox`, `None` for the other modes.
+    pub fn egress(&self) -> Option<&EgressRules> {
+        match self {
+            Network::Sandbox(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Whether the Sentry opens host sockets for the guest: its own
+    /// (`host`) or the relays of `sandbox`. The Sentry then stays in the
+    /// network namespace they belong in.
+    pub fn host_sockets(&self) -> bool {
+        !matches!(self, Network::None)
+    }
+
+    /// The flags that give this network on a command line (the OCI
+    /// runtime's global flags, for the boot process).
+    pub fn to_args(&self) -> Vec<String> {
+        match self {
+            Network::None => Vec::new(),
+            Network::Host => vec!["--network".into(), "host".into()],
+            Network::Sandbox(r) => {
+                let mut v = vec!["--network".to_string(), "sandbox".to_string()];
+                for c in &r.allow_cidr {
+                    v.push(format!("--allow-cidr={c}"));
+                }
+                for h in &r.allow_host {
+                    v.push(format!("--allow-host={h}"));
+                }
+                v
+            }
+        }
+    }
+
+    /// The netstack's configuration. `host_addresses` are the host's own
+    /// addresses, closed unless a rule names them (a wide rule such as
+    /// `0.0.0.0/0` opens the network, not the host's services).
+    /// `report_refusals` prints a line on the Sentry's standard error for
+    /// every refused destination besides the log's.
+    pub fn stack_config(
+        &self,
+        host_addresses: Vec<std::net::IpAddr>,
+        report_refusals: bool,
+    ) -> netstack::StackConfig {
+        let Network::Sandbox(rules) = self else {
+            // `host`: the netstack stays loopback-only and unused for
+            // Internet sockets, every one being a host socket.
+            return netstack::StackConfig::default();
+        };
+        let cidrs = rules
+            .allow_cidr
+            .iter()
+            // Checked by `new`.
+            .filter_map(|c| netstack::policy::parse_cidr_rule(c).ok())
+            .collect();
+        netstack::StackConfig {
+            mode: netstack::Mode::Egress,
+            policy: std::sync::Arc::new(
+                netstack::Policy::new(cidrs, rules.allow_host.clone())
+                    .with_host_addresses(host_addresses),
+            ),
+            report_refusals,
+            ..Default::default()
+        }
+    }
+}
+
+/// `example.com` or `*.example.com`: labels of letters, digits, `-` and
+/// `_`, at most 63 bytes each and 253 in all.
+fn is_domain_rule(h: &str) -> bool {
+    let name = h.strip_prefix("*.").unwrap_or(h);
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn rules_imply_sandbox_and_need_it() {
+        assert_eq!(
+            Network::new(None, vec![], vec![], Spelling::Flags),
+            Ok(Network::None)
+        );
+        let n = Network::new(None, s(&["10.0.0.0/8:443"]), vec![], Spelling::Flags);
+        assert_eq!(
+            n,
+            Ok(Network::Sandbox(EgressRules {
+                allow_cidr: s(&["10.0.0.0/8:443"]),
+                allow_host: vec![],
+            }))
+        );
+        // `sandbox` alone: everything refused, but a sandbox network.
+        let n = Network::new(Some(Mode::Sandbox), vec![], vec![], Spelling::Flags);
+        assert_eq!(n, Ok(Network::Sandbox(EgressRules::default())));
+        let n = n.expect("sandbox");
+        assert!(n.host_sockets() && !n.is_host());
+        assert!(matches!(
+            n.stack_config(vec![], false).mode,
+            netstack::Mode::Egress
+        ));
+        assert!(!Network::None.host_sockets());
+        assert!(Network::Host.host_sockets());
+    }
+
+    #[test]
+    fn errors_name_the_flag_or_the_key() {
+        /// mode, CIDR rules, host rules, spelling, what the error says
+        type Case = (
+            Option<Mode>,
+            &'static [&'static str],
+            &'static [&'static str],
+            Spelling,
+            &'static str,
+        );
+        let cases: &[Case] = &[
+            (
+                Some(Mode::Host),
+                &["10.0.0.0/8"],
+                &[],
+                Spelling::Flags,
+                "--allow-cidr and --allow-host do not apply to --network host",
+            ),
+            (
+                Some(Mode::None),
+                &[],
+                &["example.com"],
+                Spelling::Flags,
+                "need --network sandbox (with --network none",
+            ),
+            (
+                Some(Mode::None),
+                &[],
+                &["example.com"],
+                Spelling::ConfigFile,
+                "allow_cidr and allow_host need network = \"sandbox\"",
+            ),
+            (
+                None,
+                &["10.0.0.0/33"],
+                &[],
+                Spelling::Flags,
+                "--allow-cidr \"10.0.0.0/33\"",
+            ),
+            (
+                None,
+                &["1.2.3.4:0"],
+                &[],
+                Spelling::ConfigFile,
+                "allow_cidr \"1.2.3.4:0\": the port after the network",
+            ),
+            (
+                None,
+                &[],
+                &["exa mple.com"],
+                Spelling::Flags,
+                "--allow-host \"exa mple.com\": not a domain name",
+            ),
+            (
+                None,
+                &[],
+                &["*."],
+                Spelling::ConfigFile,
+                "allow_host \"*.\": not a domain name",
+            ),
+        ];
+        for (mode, cidr, host, spelling, says) in cases {
+            let e = Network::new(*mode, s(cidr), s(host), *spelling).expect_err(says);
+            assert!(e.contains(says), "{says:?}: {e}");
+            assert!(!e.contains('\n'), "{e:?}");
+        }
+        assert!(Network::new(
+            None,
+            vec![],
+            s(&["*.example.com", "a-b_c.d"]),
+            Spelling::Flags
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn arguments_round_trip() {
+        let n = Network::Sandbox(EgressRules {
+            allow_cidr: s(&["192.0.2.7:443", "[2001:db8::]/32:53"]),
+            allow_host: s(&["*.example.com"]),
+        });
+        assert_eq!(
+            n.to_args(),
+            s(&[
+                "--network",
+                "sandbox",
+                "--allow-cidr=192.0.2.7:443",
+                "--allow-cidr=[2001:db8::]/32:53",
+                "--allow-host=*.example.com"
+            ])
+        );
+        assert_eq!(Network::Host.to_args(), s(&["--network", "host"]));
+        assert!(Network::None.to_args().is_empty());
+    }
+}
