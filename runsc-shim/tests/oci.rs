@@ -1869,6 +1869,18 @@ fn expected_body(client_ip: &str) -> String {
     format!("you are {client_ip}\n{}", "0123456789abcdef".repeat(4096))
 }
 
+/// The container printed the whole body the server in `net` sent, naming
+/// the container's namespace as the client.
+fn assert_got_the_body(out: &Outcome, net: &NetnsPair) {
+    assert!(
+        out.stdout == expected_body(&net.client_ip),
+        "the body, as the server sent it, naming {} as the client: got {} bytes: {:?}",
+        net.client_ip,
+        out.stdout.len(),
+        out.stdout.lines().next()
+    );
+}
+
 #[test]
 fn network_host_uses_the_network_namespace_config_json_names() {
     let mut w = World::new("netns-host", |_| {});
@@ -1891,13 +1903,7 @@ fn network_host_uses_the_network_namespace_config_json_names() {
     w.ids.push("nh1".into());
     let out = w.cli(&["--network", "host", "run", "--bundle", &bundle, "nh1"]);
     assert_eq!(out.status, 0, "run --network host: {out:?}");
-    assert!(
-        out.stdout == expected_body(&net.client_ip),
-        "the body, as the server sent it, naming {} as the client: got {} bytes: {:?}",
-        net.client_ip,
-        out.stdout.len(),
-        out.stdout.lines().next()
-    );
+    assert_got_the_body(&out, &net);
     let log = std::fs::read_to_string(&net.log).expect("server log");
     assert_eq!(
         log,
@@ -2155,13 +2161,7 @@ fn network_sandbox_reaches_only_what_the_rules_allow() {
         "sb1",
     ]);
     assert_eq!(out.status, 0, "run --allow-cidr {allowed}: {out:?}");
-    assert!(
-        out.stdout == expected_body(&net.client_ip),
-        "the body, as the server sent it, naming {} as the client: got {} bytes: {:?}",
-        net.client_ip,
-        out.stdout.len(),
-        out.stdout.lines().next()
-    );
+    assert_got_the_body(&out, &net);
     let log = std::fs::read_to_string(&net.log).expect("server log");
     assert_eq!(log, format!("{}\n", net.client_ip), "one request");
 

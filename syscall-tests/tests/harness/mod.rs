@@ -242,9 +242,15 @@ pub fn diff(a: &str, b: &str) -> String {
 
 /// The whole differential check for one program.
 ///
-/// `native_status` is what the native run must exit with: when the native run
-/// disagrees, the test itself is wrong and the message says so.
-pub fn compare(label: &str, native: Native, program: &Path, args: &[&str], native_status: i32) {
+/// Runs `program` natively, which must exit with `native_status`: when it
+/// does not, the test itself is wrong and the message says so.
+fn run_native_expecting(
+    label: &str,
+    native: Native,
+    program: &Path,
+    args: &[&str],
+    native_status: i32,
+) -> Outcome {
     let nat = run_native(native, program, args);
     assert!(
         nat.status == native_status,
@@ -254,6 +260,13 @@ pub fn compare(label: &str, native: Native, program: &Path, args: &[&str], nativ
         nat.stdout,
         nat.stderr
     );
+    nat
+}
+
+/// `native_status` is what the native run must exit with: when the native run
+/// disagrees, the test itself is wrong and the message says so.
+pub fn compare(label: &str, native: Native, program: &Path, args: &[&str], native_status: i32) {
+    let nat = run_native_expecting(label, native, program, args, native_status);
     for platform in platforms() {
         let sb = run_sandboxed_on(&platform, label, program, args);
         if nat.stdout == sb.stdout && nat.status == sb.status {
@@ -336,14 +349,12 @@ pub fn files_in(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
 /// reached the host) must be the same.
 pub fn compare_on_volume(label: &str, program: &Path, native_status: i32) {
     let nat_dir = ScratchDir::new(label);
-    let nat = run_native(Native::Plain, program, &[nat_dir.arg()]);
-    assert!(
-        nat.status == native_status,
-        "{label}: the NATIVE run exited {} instead of {native_status}, so the test is wrong.\n\
-         --- native stdout ---\n{}--- native stderr ---\n{}",
-        nat.status,
-        nat.stdout,
-        nat.stderr
+    let nat = run_native_expecting(
+        label,
+        Native::Plain,
+        program,
+        &[nat_dir.arg()],
+        native_status,
     );
     let nat_files = files_in(nat_dir.path());
     for platform in platforms() {
