@@ -6,11 +6,13 @@
 //! its root, volumes and gofers are ready, and before the Sentry starts:
 //!
 //! * The child becomes the Sentry. It is PID 1 of a new PID namespace, so
-//!   the only processes it can signal or trace are its own stubs. In a new
-//!   user namespace (which maps every id to itself, so that the owners of
-//!   host files read the same inside) it takes the host's `nobody` and
-//!   `nogroup` ids: it owns no host process or file, and the caller's root
-//!   privileges are gone for good, not only dropped. Its mount, IPC and UTS
+//!   the only processes it can signal or trace are its own stubs. Under
+//!   root, in a new user namespace (which maps every id to itself, so that
+//!   the owners of host files read the same inside) it takes the host's
+//!   `nobody` and `nogroup` ids: it owns no host process or file, and the
+//!   caller's root privileges are gone for good, not only dropped. (A
+//!   caller that is not root keeps its ids, in a user namespace that maps
+//!   them alone, as the gofer's does.) Its mount, IPC and UTS
 //!   namespaces are new, and so is its network namespace, unless the
 //!   guest's sockets are host sockets (`--network host`, allow rules'
 //!   relays).
@@ -23,14 +25,10 @@
 //!
 //! The guest still sees the caller's ids and groups (read before the split).
 //!
-//! With `--network host` the Sentry stays in root's user namespace and ids:
-//! binding the host's ports below 1024 for the guest takes
-//! `CAP_NET_BIND_SERVICE` in the namespace that owns the host's network.
-//! It still gets the PID, mount, IPC and UTS namespaces.
-//!
-//! A caller that is not root keeps its process as it is: the only user
-//! namespace it could make maps its own ids alone, and every other owner of
-//! a host file would then read as `nobody` inside.
+//! With `--network host` under root the Sentry stays in root's user
+//! namespace and ids: binding the host's ports below 1024 for the guest
+//! takes `CAP_NET_BIND_SERVICE` in the namespace that owns the host's
+//! network. It still gets the PID, mount, IPC and UTS namespaces.
 
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
@@ -55,18 +53,15 @@ pub const SENTRY_HOST_ID: u32 = 65534;
 /// Splits the calling process (which must have no other thread) as the
 /// module's documentation says. Returns in the child, the Sentry-to-be,
 /// once its namespaces and ids are in place; the parent never returns.
-/// Returns at once, without a split, when the caller is not root.
 ///
 /// An error means nothing was split: the caller is still the only process.
 pub fn split(c: Confinement) -> Result<(), String> {
-    let (uid, _) = sys::ids();
-    if uid != 0 {
-        return Ok(());
-    }
+    let (uid, gid) = sys::ids();
     single_threaded()?;
     // What the guest is shown, asked while they are still the caller's.
     sentry::remember_caller_ids();
-    let user_ns = !c.host_network;
+    // Without root, the other namespaces need a user namespace.
+    let user_ns = uid != 0 || !c.host_network;
     let mut flags =
         libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
     if user_ns {
@@ -101,7 +96,7 @@ pub fn split(c: Confinement) -> Result<(), String> {
                 if b[0] != b'm' {
                     return Err("the Sentry's id maps could not be written".into());
                 }
-                if user_ns {
+                if user_ns && uid == 0 {
                     sys::become_unprivileged(SENTRY_HOST_ID, SENTRY_HOST_ID)
                         .map_err(|e| format!("taking the Sentry's ids: {e}"))?;
                 }
@@ -124,7 +119,11 @@ pub fn split(c: Confinement) -> Result<(), String> {
         }
         Ok(Some(pid)) => {
             drop(child_end);
-            let mapped = if user_ns { write_maps(pid) } else { Ok(()) };
+            let mapped = if user_ns {
+                write_maps(pid, uid, gid)
+            } else {
+                Ok(())
+            };
             let _ = parent_end.write_all(if mapped.is_ok() { b"m" } else { b"x" });
             if let Err(e) = mapped {
                 eprintln!("ferrovisor: the Sentry's user namespace: {e}");
@@ -156,13 +155,21 @@ fn single_threaded() -> Result<(), String> {
     }
 }
 
-/// The id maps of the Sentry's user namespace: every id to itself.
-fn write_maps(pid: i32) -> Result<(), String> {
-    for file in ["uid_map", "gid_map"] {
-        std::fs::write(format!("/proc/{pid}/{file}"), "0 0 4294967295")
-            .map_err(|e| format!("{file}: {e}"))?;
+/// The id maps of the Sentry's user namespace: every id to itself under
+/// root; the caller's own ids otherwise (all an unprivileged process may
+/// map, after giving up `setgroups`, user_namespaces(7)).
+fn write_maps(pid: i32, uid: u32, gid: u32) -> Result<(), String> {
+    let write = |file: &str, text: String| {
+        std::fs::write(format!("/proc/{pid}/{file}"), text).map_err(|e| format!("{file}: {e}"))
+    };
+    if uid == 0 {
+        write("uid_map", "0 0 4294967295".into())?;
+        write("gid_map", "0 0 4294967295".into())
+    } else {
+        write("setgroups", "deny".into())?;
+        write("uid_map", format!("{uid} {uid} 1"))?;
+        write("gid_map", format!("{gid} {gid} 1"))
     }
-    Ok(())
 }
 
 /// The parent's life after the split: hands signals on to the Sentry

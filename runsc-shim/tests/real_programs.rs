@@ -465,106 +465,142 @@ fn children_of(pid: u32) -> Vec<u32> {
 ///   no_new_privs, and no capability but `CAP_KILL`.
 #[test]
 fn the_sentry_runs_unprivileged_in_its_own_namespaces_under_its_own_filter() {
+    for platform in PLATFORMS {
+        check_the_sentrys_process(platform, false);
+    }
+}
+
+/// As above for a caller that is not root (`nobody`): the Sentry gets the
+/// same namespaces, with the caller's ids, which the guest sees too.
+#[test]
+fn a_callers_sentry_without_root_gets_its_own_namespaces_too() {
+    check_the_sentrys_process("seccomp", true);
+}
+
+/// Runs a guest that waits on stdin and checks the processes of
+/// `ferrovisor do` while it does (see the tests above).
+fn check_the_sentrys_process(platform: &str, as_nobody: bool) {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
-    for platform in PLATFORMS {
-        let mut cmd = command(FERROVISOR, &[]);
-        cmd.args(["do", "--platform", platform, "--", "/bin/sh", "-c"])
-            .arg("echo ready $(id -u); read line; echo \"got $line\"")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn ferrovisor");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("read the guest's line");
-        assert_eq!(line, "ready 0\n", "{platform}");
+    let mut cmd = if as_nobody {
+        let mut c = command("setpriv", &[]);
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            FERROVISOR,
+        ]);
+        c
+    } else {
+        command(FERROVISOR, &[])
+    };
+    cmd.args(["do", "--platform", platform, "--", "/bin/sh", "-c"])
+        .arg("echo ready $(id -u); read line; echo \"got $line\"")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn ferrovisor");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read the guest's line");
+    let guest_uid = if as_nobody { "65534" } else { "0" };
+    assert_eq!(line, format!("ready {guest_uid}\n"), "{platform}");
 
-        let monitor = child.id();
-        let status = std::fs::read_to_string(format!("/proc/{monitor}/status")).expect("status");
-        assert_eq!(
-            status_field(&status, "Threads:"),
-            "1",
-            "{platform}:\n{status}"
-        );
-        assert_eq!(status_field(&status, "NoNewPrivs:"), "1", "{platform}");
-        for (caps, want) in [
-            ("CapInh:", "0000000000000000"),
-            ("CapPrm:", "0000000000000020"),
-            ("CapEff:", "0000000000000020"),
-            ("CapBnd:", "0000000000000020"),
-            ("CapAmb:", "0000000000000000"),
-        ] {
-            assert_eq!(
-                status_field(&status, caps),
-                want,
-                "{platform}: monitor {caps}"
-            );
-        }
-
-        let sentries: Vec<u32> = children_of(monitor)
-            .into_iter()
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/status"))
-                    .is_ok_and(|s| status_field(&s, "NSpid:").ends_with("\t1"))
-            })
-            .collect();
-        assert_eq!(
-            sentries.len(),
-            1,
-            "{platform}: the Sentry among {:?}",
-            children_of(monitor)
-        );
-        let sentry = sentries[0];
-        for ns in ["user", "pid", "mnt", "ipc", "uts", "net"] {
-            let theirs = std::fs::read_link(format!("/proc/{sentry}/ns/{ns}")).expect("ns link");
-            let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).expect("our ns link");
-            assert_ne!(
-                theirs, ours,
-                "{platform}: the Sentry shares the host's {ns} namespace"
-            );
-        }
-        let tasks = format!("/proc/{sentry}/task");
-        let mut seen = 0;
-        for task in std::fs::read_dir(&tasks).expect("the Sentry's threads") {
-            let path = task.expect("task").path().join("status");
-            let Ok(status) = std::fs::read_to_string(&path) else {
-                continue; // a thread that just ended
-            };
-            let field = |name| status_field(&status, name);
-            assert_eq!(field("Seccomp:"), "2", "{platform}: {path:?}:\n{status}");
-            assert_eq!(field("NoNewPrivs:"), "1", "{platform}: {path:?}");
-            for ids in ["Uid:", "Gid:"] {
-                assert_eq!(
-                    field(ids).split_whitespace().collect::<Vec<_>>(),
-                    ["65534"; 4],
-                    "{platform}: {path:?}: {ids}"
-                );
-            }
-            // Root's powers are gone too (this is a run without
-            // `--network host`).
-            for caps in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
-                assert_eq!(
-                    field(caps),
-                    "0000000000000000",
-                    "{platform}: {path:?}: {caps}\n{status}"
-                );
-            }
-            seen += 1;
-        }
-        assert!(seen >= 2, "{platform}: only {seen} threads in {tasks}");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(b"fine\n")
-            .expect("write");
-        line.clear();
-        out.read_line(&mut line).expect("read");
-        assert_eq!(line, "got fine\n", "{platform}");
-        let st = child.wait().expect("wait");
-        assert!(st.success(), "{platform}: {st:?}");
+    // setpriv execs ferrovisor: same pid.
+    let monitor = child.id();
+    let status = std::fs::read_to_string(format!("/proc/{monitor}/status")).expect("status");
+    assert_eq!(status_field(&status, "Name:"), "ferrovisor", "{platform}");
+    assert_eq!(
+        status_field(&status, "Threads:"),
+        "1",
+        "{platform}:\n{status}"
+    );
+    assert_eq!(status_field(&status, "NoNewPrivs:"), "1", "{platform}");
+    let kill_only = if as_nobody {
+        "0000000000000000"
+    } else {
+        "0000000000000020"
+    };
+    let mut monitor_caps = vec![
+        ("CapInh:", "0000000000000000"),
+        ("CapPrm:", kill_only),
+        ("CapEff:", kill_only),
+        ("CapAmb:", "0000000000000000"),
+    ];
+    if !as_nobody {
+        // (a caller without root cannot change its bounding set)
+        monitor_caps.push(("CapBnd:", kill_only));
     }
+    for (caps, want) in monitor_caps {
+        assert_eq!(
+            status_field(&status, caps),
+            want,
+            "{platform}: monitor {caps}"
+        );
+    }
+
+    let sentries: Vec<u32> = children_of(monitor)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/status"))
+                .is_ok_and(|s| status_field(&s, "NSpid:").ends_with("\t1"))
+        })
+        .collect();
+    assert_eq!(
+        sentries.len(),
+        1,
+        "{platform}: the Sentry among {:?}",
+        children_of(monitor)
+    );
+    let sentry = sentries[0];
+    for ns in ["user", "pid", "mnt", "ipc", "uts", "net"] {
+        let theirs = std::fs::read_link(format!("/proc/{sentry}/ns/{ns}")).expect("ns link");
+        let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).expect("our ns link");
+        assert_ne!(
+            theirs, ours,
+            "{platform}: the Sentry shares the host's {ns} namespace"
+        );
+    }
+    let tasks = format!("/proc/{sentry}/task");
+    let mut seen = 0;
+    for task in std::fs::read_dir(&tasks).expect("the Sentry's threads") {
+        let path = task.expect("task").path().join("status");
+        let Ok(status) = std::fs::read_to_string(&path) else {
+            continue; // a thread that just ended
+        };
+        let field = |name| status_field(&status, name);
+        assert_eq!(field("Seccomp:"), "2", "{platform}: {path:?}:\n{status}");
+        assert_eq!(field("NoNewPrivs:"), "1", "{platform}: {path:?}");
+        for ids in ["Uid:", "Gid:"] {
+            assert_eq!(
+                field(ids).split_whitespace().collect::<Vec<_>>(),
+                ["65534"; 4],
+                "{platform}: {path:?}: {ids}"
+            );
+        }
+        // Root's powers are gone too, and so are those the Sentry had in
+        // its own user namespace (this is a run without `--network host`).
+        for caps in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+            assert_eq!(
+                field(caps),
+                "0000000000000000",
+                "{platform}: {path:?}: {caps}\n{status}"
+            );
+        }
+        seen += 1;
+    }
+    assert!(seen >= 2, "{platform}: only {seen} threads in {tasks}");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"fine\n")
+        .expect("write");
+    line.clear();
+    out.read_line(&mut line).expect("read");
+    assert_eq!(line, "got fine\n", "{platform}");
+    let st = child.wait().expect("wait");
+    assert!(st.success(), "{platform}: {st:?}");
 }
 
 // ---- no way out (issue 4 point 7) ----------------------------------------------
