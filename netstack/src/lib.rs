@@ -190,6 +190,38 @@ pub struct Readiness {
     pub error: bool,
 }
 
+/// What happened to a socket since its wake-ups were last taken
+/// ([`Stack::take_wakeups`]), for signal-driven I/O (`O_ASYNC`): the
+/// moments Linux's socket callbacks call `sk_wake_async()`. Readiness is a
+/// level; these are edges, and more data arriving on a socket that was
+/// already readable is one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wakeups {
+    /// data, a datagram or (on a listener) a connection arrived
+    /// (`sk_data_ready`: `POLL_IN`)
+    pub data: bool,
+    /// an active connect completed (`tcp_finish_connect`: `POLL_OUT`)
+    pub connected: bool,
+    /// the peer's FIN arrived (`tcp_fin`: `POLL_HUP` when this side had
+    /// shut down writing already, else `POLL_IN`)
+    pub fin: bool,
+    /// with `fin`: this side had shut down writing
+    pub fin_both: bool,
+    /// a reset or a refused or timed-out connect (`sk_error_report`:
+    /// `POLL_ERR`)
+    pub error: bool,
+    /// room to send again after a send found none (`sk_stream_write_space`
+    /// with `SOCKWQ_ASYNC_NOSPACE` set: `POLL_OUT`)
+    pub space: bool,
+}
+
+impl Wakeups {
+    /// Whether nothing happened.
+    pub fn is_empty(&self) -> bool {
+        *self == Wakeups::default()
+    }
+}
+
 /// A socket option, with its value. Names are Linux's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SockOpt {
@@ -240,7 +272,18 @@ pub struct RecvMeta {
     pub full_len: usize,
     /// Sender (TCP: the peer).
     pub from: SocketAddr,
+    /// The address a datagram was sent to (`IP_PKTINFO`); `None` for TCP.
+    pub local: Option<std::net::IpAddr>,
 }
+
+/// The TTL (hop limit) of every packet the netstack carries: its own
+/// sockets send with smoltcp's default, and datagrams relayed from outside
+/// are injected with the same (`IP_RECVTTL`, `IPV6_RECVHOPLIMIT`).
+pub const HOP_LIMIT: u8 = 64;
+
+/// The TOS (traffic class) byte of every packet the netstack carries: it
+/// never sets one, `IP_TOS` being accepted without effect (`IP_RECVTOS`).
+pub const TOS: u8 = 0;
 
 /// Counters for tests and debugging.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -30,7 +30,7 @@ use crate::policy::{canonical, Decision, Policy};
 use crate::ports::{Binding, Owner, PortTable, Proto, Scope};
 use crate::{
     Domain, Limits, Mode, Notifier, Progress, Readiness, RecvMeta, Shutdown, SockOpt, SockOptName,
-    SocketId, SocketType, StackConfig, Stats,
+    SocketId, SocketType, StackConfig, Stats, Wakeups,
 };
 
 /// Listening smoltcp sockets kept ready per listener at once. smoltcp has no
@@ -154,6 +154,32 @@ impl Stack {
         })
     }
 
+    /// Takes what happened to socket `id` since the last call (for a socket
+    /// the notifier named). Nothing for an unknown id.
+    pub fn take_wakeups(&self, id: SocketId) -> Wakeups {
+        lock(&self.inner)
+            .entries
+            .get_mut(&id)
+            .map(|e| std::mem::take(&mut e.wake))
+            .unwrap_or_default()
+    }
+
+    /// Whether the guest wants signals for socket `id` (`O_ASYNC`, Linux's
+    /// `SOCK_FASYNC`): a send that finds no room marks the socket only
+    /// then, so that room again is a wake-up. Turning it on forgets the
+    /// wake-ups so far.
+    pub fn set_async(&self, id: SocketId, on: bool) {
+        if let Some(e) = lock(&self.inner).entries.get_mut(&id) {
+            e.fasync = on;
+            if on {
+                e.wake = Wakeups::default();
+                e.woken = false;
+            } else {
+                e.nospace = false;
+            }
+        }
+    }
+
     /// Counters.
     pub fn stats(&self) -> Stats {
         let g = lock(&self.inner);
@@ -174,6 +200,9 @@ impl Stack {
         let (r, changed, next) = {
             let mut g = lock(&self.inner);
             let r = g.with_entry(id, f);
+            // What the operation consumed is not an arrival: the level
+            // comes down before the protocol may bring more.
+            g.lower_rx_level(id);
             if self.progress == Progress::Inline {
                 g.pump();
                 let changed = g.collect_changes();
@@ -574,6 +603,19 @@ struct Entry {
     shut_rd: bool,
     shut_wr: bool,
     last: Readiness,
+    /// bytes (or, on a listener, connections) waiting to be read when the
+    /// changes were last collected: a higher level later is an arrival
+    rx_level: usize,
+    /// a send found no room (`SOCKWQ_ASYNC_NOSPACE`): room again is a
+    /// wake-up
+    nospace: bool,
+    /// the guest asked for signals (`SOCK_FASYNC`): only then does a
+    /// send out of room set `nospace`
+    fasync: bool,
+    /// wake-ups not yet taken
+    wake: Wakeups,
+    /// `wake` gained something since the changes were last collected
+    woken: bool,
     state: State,
 }
 
@@ -840,6 +882,11 @@ impl Inner {
             shut_rd: false,
             shut_wr: false,
             last: Readiness::default(),
+            rx_level: 0,
+            nospace: false,
+            fasync: false,
+            wake: Wakeups::default(),
+            woken: false,
             state,
         };
         e.last = self.readiness(&e);
@@ -1155,6 +1202,11 @@ impl Inner {
                 shut_rd: false,
                 shut_wr: false,
                 last: Readiness::default(),
+                rx_level: 0,
+                nospace: false,
+                fasync: false,
+                wake: Wakeups::default(),
+                woken: false,
                 state: State::Conn(Conn {
                     handle: h,
                     peer,
@@ -1167,6 +1219,11 @@ impl Inner {
             };
             self.refresh_conn(&mut child);
             child.last = self.readiness(&child);
+            child.rx_level = self.rx_level(&child);
+            // A passively opened connection wakes no one for what
+            // happened before accept (tcp_rcv_state_process's note).
+            child.wake = Wakeups::default();
+            child.woken = false;
             self.entries.insert(id, child);
             return Ok((id, peer));
         }
@@ -1275,9 +1332,19 @@ impl Inner {
         if buf.is_empty() {
             return Ok(Sent::Queued(0));
         }
+        // Whatever did not fit marks the socket as out of room
+        // (sk_stream_wait_memory sets SOCKWQ_ASYNC_NOSPACE, blocking or not).
         match s.send_slice(buf) {
-            Ok(0) => Err(Errno::EAGAIN),
-            Ok(n) => Ok(Sent::Queued(n)),
+            Ok(0) => {
+                e.nospace |= e.fasync;
+                Err(Errno::EAGAIN)
+            }
+            Ok(n) => {
+                if n < buf.len() {
+                    e.nospace |= e.fasync;
+                }
+                Ok(Sent::Queued(n))
+            }
             Err(_) => Err(Errno::EPIPE),
         }
     }
@@ -1292,6 +1359,7 @@ impl Inner {
                     len,
                     full_len: len,
                     from: peer,
+                    local: None,
                 });
             }
             State::Conn(c) => c,
@@ -1302,6 +1370,7 @@ impl Inner {
             len,
             full_len: len,
             from: peer,
+            local: None,
         };
         if !c.established {
             return Err(Errno::EAGAIN);
@@ -1602,17 +1671,21 @@ impl Inner {
         };
         let v6 = e.v6;
         let s = self.sockets.get_mut::<udp::Socket>(h);
-        let (len, full_len, from) = match s.peek() {
+        let (len, full_len, from, local) = match s.peek() {
             Ok((payload, meta)) => {
                 let n = payload.len().min(buf.len());
                 buf[..n].copy_from_slice(&payload[..n]);
-                (n, payload.len(), from_endpoint(v6, meta.endpoint))
+                let local = meta
+                    .local_address
+                    .map(|a| from_endpoint(v6, IpEndpoint::new(a, 0)).ip());
+                (n, payload.len(), from_endpoint(v6, meta.endpoint), local)
             }
             Err(_) if e.shut_rd => {
                 return Ok(RecvMeta {
                     len: 0,
                     full_len: 0,
                     from: SocketAddr::new(unspecified(v6), 0),
+                    local: None,
                 })
             }
             Err(_) => return Err(Errno::EAGAIN),
@@ -1624,6 +1697,7 @@ impl Inner {
             len,
             full_len,
             from,
+            local,
         })
     }
 
@@ -1933,6 +2007,8 @@ impl Inner {
                         Errno::ECONNREFUSED
                     });
                     e.connect_failed = true;
+                    e.wake.error = true;
+                    e.woken = true;
                     let h = c.handle;
                     e.state = State::Idle;
                     self.free(h);
@@ -1944,6 +2020,8 @@ impl Inner {
                 _ => {
                     c.established = true;
                     s.set_timeout(None);
+                    e.wake.connected = true;
+                    e.woken = true;
                 }
             }
         }
@@ -1951,10 +2029,20 @@ impl Inner {
             tcp::State::CloseWait
             | tcp::State::LastAck
             | tcp::State::Closing
-            | tcp::State::TimeWait => c.peer_fin = true,
+            | tcp::State::TimeWait
+                if !c.peer_fin =>
+            {
+                c.peer_fin = true;
+                e.wake.fin = true;
+                // tcp_fin: no POLL_HUP for a half-duplex close.
+                e.wake.fin_both |= e.shut_wr;
+                e.woken = true;
+            }
             tcp::State::Closed if !c.peer_fin && !c.reset => {
                 c.reset = true;
                 e.error = Some(Errno::ECONNRESET);
+                e.wake.error = true;
+                e.woken = true;
             }
             _ => {}
         }
@@ -2042,14 +2130,69 @@ impl Inner {
                 continue;
             };
             let r = self.readiness(e);
-            if r != e.last {
-                changed.push(id);
-                if let Some(e) = self.entries.get_mut(&id) {
-                    e.last = r;
+            let level = self.rx_level(e);
+            let Some(e) = self.entries.get_mut(&id) else {
+                continue;
+            };
+            if level > e.rx_level {
+                e.wake.data = true;
+                e.woken = true;
+            }
+            e.rx_level = level;
+            if let State::Relay(_) = e.state {
+                // A relayed connection's FIN and errors show as readiness.
+                if r.rdhup && !e.last.rdhup {
+                    e.wake.fin = true;
+                    e.wake.fin_both |= e.shut_wr;
+                    e.woken = true;
                 }
+                if r.error && !e.last.error {
+                    e.wake.error = true;
+                    e.woken = true;
+                }
+            }
+            if e.nospace && r.writable {
+                e.nospace = false;
+                // sk_stream_write_space: not once writing is shut down.
+                if !e.shut_wr {
+                    e.wake.space = true;
+                    e.woken = true;
+                }
+            }
+            // New wake-ups are news only to a socket that wants signals:
+            // others are not reported for more data arriving while they
+            // were readable already.
+            if r != e.last || (e.woken && e.fasync) {
+                changed.push(id);
+                e.last = r;
+                e.woken = false;
             }
         }
         changed
+    }
+
+    /// Bytes waiting to be read (a listener: connections waiting to be
+    /// accepted), for telling arrivals apart.
+    fn rx_level(&self, e: &Entry) -> usize {
+        match &e.state {
+            State::Listen(l) => l.ready.len(),
+            State::Conn(c) => self.sockets.get::<tcp::Socket>(c.handle).recv_queue(),
+            State::Relay(r) => r.bytes_readable(),
+            State::Udp(Udp {
+                handle: Some(h), ..
+            }) => self.sockets.get::<udp::Socket>(*h).recv_queue(),
+            _ => 0,
+        }
+    }
+
+    /// After an operation on `id`: what it took out lowers the level.
+    fn lower_rx_level(&mut self, id: SocketId) {
+        let Some(level) = self.entries.get(&id).map(|e| self.rx_level(e)) else {
+            return;
+        };
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.rx_level = e.rx_level.min(level);
+        }
     }
 
     /// When the timer thread must next run the protocol.

@@ -547,6 +547,7 @@ fn in_private_netns(label: &str, body: &str) -> Outcome {
         ("client.py", HOST_CLIENT),
         ("guest_server.py", GUEST_SERVER),
         ("reach_guest.py", REACH_GUEST),
+        ("cmsg.py", CONTROL_MESSAGES),
     ] {
         std::fs::write(dir.path().join(name), text).expect("script");
     }
@@ -923,6 +924,108 @@ cat "$DIR/guest.out"
     ] {
         assert!(o.stdout.contains(must), "missing {must:?}\n{}", show(&o));
     }
+}
+
+/// Control messages on UDP sockets, printed as facts: `IP_PKTINFO`,
+/// `IP_RECVTTL` and `IP_RECVTOS` (the sender sets TTL 33 and TOS 0x10),
+/// `SO_TIMESTAMPNS` then `SO_TIMESTAMP` (within the send and the receive),
+/// `IPV6_RECVPKTINFO` and `IPV6_RECVHOPLIMIT` (hop limit 7), `MSG_CTRUNC`
+/// with short buffers, and getsockopt of the options.
+const CONTROL_MESSAGES: &str = r#"import socket, struct, time
+SOL_IP, SOL_IPV6 = 0, 41
+IP_TOS, IP_TTL, IP_PKTINFO, IP_RECVTTL, IP_RECVTOS = 1, 2, 8, 12, 13
+IPV6_RECVPKTINFO, IPV6_PKTINFO, IPV6_RECVHOPLIMIT, IPV6_HOPLIMIT = 49, 50, 51, 52
+SO_TIMESTAMP, SO_TIMESTAMPNS = 29, 35
+MSG_CTRUNC = 8
+
+def show(what, r, before, after):
+    data, anc, flags, addr = r
+    print(what, data, "ctrunc" if flags & MSG_CTRUNC else "-")
+    for level, ty, d in anc:
+        if (level, ty) == (socket.SOL_SOCKET, SO_TIMESTAMPNS) and len(d) == 16:
+            s, ns = struct.unpack("qq", d)
+            t = s + ns / 1e9
+            v = "between" if before - 1e-6 <= t <= after + 1e-6 else "outside"
+        elif (level, ty) == (socket.SOL_SOCKET, SO_TIMESTAMP) and len(d) == 16:
+            s, us = struct.unpack("qq", d)
+            t = s + us / 1e6
+            v = "between" if before - 1e-5 <= t <= after + 1e-5 else "outside"
+        elif (level, ty) == (SOL_IP, IP_PKTINFO) and len(d) == 12:
+            idx = struct.unpack("i", d[:4])[0]
+            v = "ifindex-is-lo=%s %s %s" % (idx == socket.if_nametoindex("lo"),
+                socket.inet_ntop(socket.AF_INET, d[4:8]), socket.inet_ntop(socket.AF_INET, d[8:12]))
+        elif (level, ty) == (SOL_IPV6, IPV6_PKTINFO) and len(d) == 20:
+            idx = struct.unpack("i", d[16:])[0]
+            v = "%s ifindex-is-lo=%s" % (socket.inet_ntop(socket.AF_INET6, d[:16]), idx == socket.if_nametoindex("lo"))
+        else:
+            v = d.hex()
+        print("  ", level, ty, len(d), v)
+
+def opt(s, level, name):
+    return s.getsockopt(level, name)
+
+rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+rx.bind(("127.0.0.1", 0))
+tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tx.setsockopt(SOL_IP, IP_TOS, 0x10)
+tx.setsockopt(SOL_IP, IP_TTL, 33)
+for level, name in [(SOL_IP, IP_PKTINFO), (SOL_IP, IP_RECVTTL), (SOL_IP, IP_RECVTOS), (socket.SOL_SOCKET, SO_TIMESTAMPNS)]:
+    rx.setsockopt(level, name, 1)
+print("options", [opt(rx, l, n) for l, n in [(SOL_IP, IP_PKTINFO), (SOL_IP, IP_RECVTTL), (SOL_IP, IP_RECVTOS), (socket.SOL_SOCKET, SO_TIMESTAMPNS), (socket.SOL_SOCKET, SO_TIMESTAMP)]])
+for room in (1024, 52, 10):
+    before = time.time()
+    tx.sendto(b"hi", rx.getsockname())
+    r = rx.recvmsg(16, room)
+    show("v4 room %d" % room, r, before, time.time())
+rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
+print("after SO_TIMESTAMP", opt(rx, socket.SOL_SOCKET, SO_TIMESTAMPNS), opt(rx, socket.SOL_SOCKET, SO_TIMESTAMP))
+before = time.time()
+tx.sendto(b"hi", rx.getsockname())
+show("v4 timeval", rx.recvmsg(16, 1024), before, time.time())
+
+rx6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+rx6.bind(("::1", 0))
+tx6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+tx6.setsockopt(SOL_IPV6, 16, 7)  # IPV6_UNICAST_HOPS
+rx6.setsockopt(SOL_IPV6, IPV6_RECVPKTINFO, 1)
+rx6.setsockopt(SOL_IPV6, IPV6_RECVHOPLIMIT, 1)
+print("v6 options", opt(rx6, SOL_IPV6, IPV6_RECVPKTINFO), opt(rx6, SOL_IPV6, IPV6_RECVHOPLIMIT))
+before = time.time()
+tx6.sendto(b"hi6", rx6.getsockname())
+show("v6", rx6.recvmsg(16, 1024), before, time.time())
+"#;
+
+#[test]
+fn host_network_control_messages_match_native() {
+    // The host's messages reach the guest only after the Sentry checked
+    // and rebuilt them: what the guest sees must be what Linux gives a
+    // program run natively in the same network namespace.
+    let o = in_private_netns(
+        "hostnet-cmsg",
+        r#"echo "=== native"
+/usr/bin/python3 -I "$DIR/cmsg.py"
+echo "=== sandbox"
+"$FV" do --network host -- /usr/bin/python3 -I "$DIR/cmsg.py" 2>/dev/null
+echo "=== end $?"
+"#,
+    );
+    let part = |from: &str, to: &str| {
+        let a = o.stdout.find(from).map(|i| i + from.len());
+        let b = o.stdout.find(to);
+        match (a, b) {
+            (Some(a), Some(b)) if a <= b => o.stdout[a..b].to_string(),
+            _ => String::new(),
+        }
+    };
+    let native = part("=== native\n", "=== sandbox\n");
+    let sandbox = part("=== sandbox\n", "=== end");
+    assert!(
+        native.contains("   0 2 4 21000000") && native.contains("   41 52 4 07000000"),
+        "native run incomplete\n{}",
+        show(&o)
+    );
+    assert_eq!(native, sandbox, "\n{}", show(&o));
+    assert!(o.stdout.contains("=== end 0"), "{}", show(&o));
 }
 
 /// A guest connection to the host's server, printing the outcome.

@@ -943,6 +943,69 @@ fn cpu_counts_agree_with_native() {
     }
 }
 
+/// Each CPU's topology and cache files say what the host's say (read by
+/// the Sentry before its seccomp filter; renumbered only when the sandbox
+/// runs on some of the host's CPUs), so lscpu finds the same cores,
+/// sockets and caches.
+#[test]
+fn cpu_topology_and_caches_agree_with_native() {
+    compare_script(
+        "cd /sys/devices/system/cpu
+         for f in cpu[0-9]*/topology/* cpu[0-9]*/cache/index*/*; do
+             case $f in */uevent) continue;; esac
+             echo \"$f: $(cat $f)\"
+         done
+         ls -d cpu[0-9]*/topology cpu[0-9]*/cache/index* | wc -l
+         if command -v lscpu >/dev/null; then lscpu -p; lscpu -C; fi",
+    );
+}
+
+/// /sys/fs/cgroup's statistics: cpu.stat counts the guest's CPU time
+/// (usage = user + system, growing as the guest computes), memory.stat the
+/// sandbox's memory (tmpfs files as `file` and `shmem`).
+#[test]
+fn cgroup_statistics_parse_and_grow() {
+    let out = sandboxed(
+        &[],
+        &[
+            "bash",
+            "-c",
+            "stat() { grep \"^$2 \" /sys/fs/cgroup/$1 | cut -d' ' -f2; }
+             u0=$(stat cpu.stat usage_usec)
+             i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done
+             u1=$(stat cpu.stat usage_usec)
+             [ $u1 -gt $u0 ] && echo usage grew
+             [ $((u1 - u0)) -ge 10000 ] && echo by at least 10 ms
+             bash -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done'
+             u2=$(stat cpu.stat usage_usec)
+             [ $((u2 - u1)) -ge 10000 ] && echo an exited child counts
+             [ $(( $(stat cpu.stat user_usec) + $(stat cpu.stat system_usec) )) \
+               -ge $u2 ] && echo user plus system
+             stat cpu.stat nr_throttled
+             cut -d' ' -f1 /sys/fs/cgroup/cpu.stat | tr '\\n' ' '; echo
+             f0=$(stat memory.stat file)
+             head -c 8388608 /dev/zero > /dev/shm/x
+             f1=$(stat memory.stat file)
+             [ $((f1 - f0)) -ge 8388608 ] && echo file grew by the tmpfs file
+             [ $(stat memory.stat shmem) = $f1 ] && echo shmem is file
+             [ $(stat memory.stat anon) -gt 0 ] && echo some anon
+             ls /sys/fs/cgroup | grep -c stat",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        out.stdout,
+        "usage grew\nby at least 10 ms\nan exited child counts\nuser plus system\n0\n\
+         usage_usec user_usec system_usec nr_periods nr_throttled throttled_usec \
+         nr_bursts burst_usec \n\
+         file grew by the tmpfs file\nshmem is file\nsome anon\n2\n",
+        "{}",
+        out.stderr
+    );
+}
+
 /// /sys/class/net/lo, which tools read for the loopback, says what the
 /// host's loopback says (and what the sandbox's netlink says of it).
 #[test]

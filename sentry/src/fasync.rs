@@ -1,7 +1,12 @@
 //! Signal-driven I/O (fcntl(2) `F_SETOWN`, `F_SETOWN_EX`, `F_SETSIG`,
-//! `O_ASYNC`/`FIOASYNC`): an object that becomes readable or writable
-//! signals the owner of every description that asked for it (Linux's
-//! `fasync_helper()` / `kill_fasync()` / `send_sigio()`).
+//! `O_ASYNC`/`FIOASYNC`): an object that becomes readable or writable,
+//! hangs up or fails signals the owner of every description that asked for
+//! it (Linux's `fasync_helper()` / `kill_fasync()` / `send_sigio()`).
+//!
+//! A list keeps a weak reference to the kernel its descriptions were
+//! registered in, so that objects changed outside any system call (a
+//! socket's last close, a packet the netstack received, an inotify event
+//! raised by a file's release) can signal too.
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -63,25 +68,36 @@ pub struct Owner {
 pub enum Reason {
     /// `POLL_IN`: data to read
     In,
-    /// `POLL_OUT`: room to write
+    /// `POLL_OUT`: room to write (again), or a connection made
     Out,
+    /// `POLL_ERR`: an error is pending (`sk_error_report()`)
+    Err,
+    /// `POLL_HUP`: the peer hung up in both directions
+    Hup,
 }
 
 impl Reason {
-    fn code(self) -> i32 {
+    /// `si_code`: `POLL_IN` 1, `POLL_OUT` 2, `POLL_ERR` 4, `POLL_HUP` 6.
+    pub fn code(self) -> i32 {
         match self {
             Reason::In => 1,
             Reason::Out => 2,
+            Reason::Err => 4,
+            Reason::Hup => 6,
         }
     }
 
     /// `si_band`: the poll bits of the reason (Linux's `band_table`).
-    fn band(self) -> u64 {
+    pub fn band(self) -> u64 {
         match self {
             // POLLIN | POLLRDNORM
             Reason::In => 0x41,
             // POLLOUT | POLLWRNORM | POLLWRBAND
             Reason::Out => 0x304,
+            // POLLERR
+            Reason::Err => 0x8,
+            // POLLHUP | POLLERR
+            Reason::Hup => 0x18,
         }
     }
 }
@@ -97,12 +113,23 @@ const MAX_ENTRIES: usize = 4096;
 #[derive(Debug, Default)]
 pub struct Fasync {
     entries: Mutex<Vec<(i32, Weak<FileDescription>)>>,
+    /// the kernel whose tasks own the entries (one per sandbox)
+    kernel: Mutex<Weak<Kernel>>,
 }
 
 impl Fasync {
     /// Adds or removes `file` (`fasync_helper()`): a description already
     /// present takes the new descriptor number.
-    pub fn set(&self, fd: i32, file: &Arc<FileDescription>, on: bool) -> Result<(), Errno> {
+    pub fn set(
+        &self,
+        kernel: &Weak<Kernel>,
+        fd: i32,
+        file: &Arc<FileDescription>,
+        on: bool,
+    ) -> Result<(), Errno> {
+        if on {
+            *self.kernel.lock().unwrap_or_else(|e| e.into_inner()) = kernel.clone();
+        }
         let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         e.retain(|(_, w)| w.strong_count() > 0);
         let pos = e
@@ -133,7 +160,15 @@ impl Fasync {
     }
 
     /// Signals the owner of every registered description (`kill_fasync()`).
-    pub fn kill(&self, kernel: &Kernel, reason: Reason) {
+    pub fn kill(&self, reason: Reason) {
+        let Some(kernel) = self
+            .kernel
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade()
+        else {
+            return;
+        };
         let targets: Vec<(i32, Owner)> = {
             let e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             if e.is_empty() {
@@ -144,7 +179,7 @@ impl Fasync {
                 .collect()
         };
         for (fd, owner) in targets {
-            send_sigio(kernel, owner, fd, reason);
+            send_sigio(&kernel, owner, fd, reason);
         }
     }
 }
@@ -226,15 +261,36 @@ mod tests {
         let list = Fasync::default();
         let a = FileDescription::new(FileKind::SynthDir, None, 0);
         let b = FileDescription::new(FileKind::SynthDir, None, 0);
-        list.set(3, &a, true).expect("add");
+        list.set(&Weak::new(), 3, &a, true).expect("add");
         // The same description through another descriptor: renumbered.
-        list.set(5, &a, true).expect("renumber");
+        list.set(&Weak::new(), 5, &a, true).expect("renumber");
         assert_eq!(entries(&list), vec![5]);
-        list.set(4, &b, true).expect("add");
+        list.set(&Weak::new(), 4, &b, true).expect("add");
         drop(b);
-        list.set(5, &a, false).expect("remove");
+        list.set(&Weak::new(), 5, &a, false).expect("remove");
         // b's entry went with b.
         assert!(list.is_empty());
+    }
+
+    #[test]
+    fn codes_and_bands_are_linuxs() {
+        // si_code POLL_*, si_band from band_table.
+        let got: Vec<(i32, u64)> = [Reason::In, Reason::Out, Reason::Err, Reason::Hup]
+            .iter()
+            .map(|r| (r.code(), r.band()))
+            .collect();
+        assert_eq!(got, vec![(1, 0x41), (2, 0x304), (4, 0x8), (6, 0x18)]);
+    }
+
+    #[test]
+    fn no_kernel_no_signal() {
+        // A list nobody registered in (or whose sandbox is gone) signals
+        // no one and does not fail.
+        let list = Fasync::default();
+        let a = FileDescription::new(FileKind::SynthDir, None, 0);
+        list.set(&Weak::new(), 3, &a, true).expect("add");
+        list.kill(Reason::Hup);
+        assert!(!list.is_empty());
     }
 
     #[test]

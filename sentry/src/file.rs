@@ -227,6 +227,9 @@ impl FileDescription {
             FileKind::Pipe(end) => Some(end.fasync_lists()),
             FileKind::Pty(end) => Some([Some(end.fasync()), None]),
             FileKind::Socket(h) => Some([Some(&h.0.fasync), None]),
+            FileKind::Inet(s) => Some([Some(&s.fasync), None]),
+            FileKind::Netlink(s) => Some([Some(&s.fasync), None]),
+            FileKind::Inotify(i) => Some([Some(&i.fasync), None]),
             _ => None,
         }
     }
@@ -334,7 +337,7 @@ impl FileDescription {
                     Attempt::Done(n) => Ok(Some(n)),
                     Attempt::WouldBlock => {
                         if !nonblock {
-                            writers.kill(blk.kernel, crate::fasync::Reason::Out);
+                            writers.kill(crate::fasync::Reason::Out);
                         }
                         Ok(None)
                     }
@@ -344,7 +347,7 @@ impl FileDescription {
                     readable || hup
                 },
             );
-            writers.kill(blk.kernel, crate::fasync::Reason::Out);
+            writers.kill(crate::fasync::Reason::Out);
             return r;
         }
         if let FileKind::Pty(end) = &self.kind {
@@ -514,7 +517,7 @@ impl FileDescription {
                         Attempt::Done(n) => Ok(Some(n)),
                         Attempt::WouldBlock => {
                             if !nonblock {
-                                readers.kill(blk.kernel, crate::fasync::Reason::In);
+                                readers.kill(crate::fasync::Reason::In);
                             }
                             Ok(None)
                         }
@@ -534,7 +537,7 @@ impl FileDescription {
                 }
             }
             if total_len > 0 {
-                readers.kill(blk.kernel, crate::fasync::Reason::In);
+                readers.kill(crate::fasync::Reason::In);
             }
             return result.map(|_: u64| done);
         }

@@ -105,6 +105,9 @@ pub struct Inotify {
     state: Mutex<State>,
     generation: AtomicU64,
     bus: Arc<EventBus>,
+    /// descriptions with `O_ASYNC`, signalled when an event is queued
+    /// (fsnotify's `kill_fasync(POLL_IN)` in `fsnotify_insert_event()`)
+    pub fasync: crate::fasync::Fasync,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -118,6 +121,7 @@ impl Inotify {
             state: Mutex::new(State::default()),
             generation: AtomicU64::new(0),
             bus,
+            fasync: Default::default(),
         })
     }
 
@@ -156,19 +160,26 @@ impl Inotify {
     pub fn rm_watch(&self, wd: i32) -> Result<(), Errno> {
         let mut st = lock(&self.state);
         let (key, _) = st.watches.remove(&wd).ok_or(Errno::EINVAL)?;
-        Self::push(&mut st, wd, mask::IGNORED, 0, &[]);
+        let queued = Self::push(&mut st, wd, mask::IGNORED, 0, &[]);
         drop(st);
         hub().remove(key, self, wd);
-        self.woke();
+        self.woke(queued);
         Ok(())
     }
 
-    fn woke(&self) {
+    /// After a change: wakes readers, and signals the owners when an
+    /// event was queued (not when it merged with the last one or the
+    /// queue was full).
+    fn woke(&self, queued: bool) {
         self.generation.fetch_add(1, Ordering::Relaxed);
         self.bus.notify();
+        if queued {
+            self.fasync.kill(crate::fasync::Reason::In);
+        }
     }
 
-    fn push(st: &mut State, wd: i32, m: u32, cookie: u32, name: &[u8]) {
+    /// Queues an event; whether it (or the overflow event) was queued.
+    fn push(st: &mut State, wd: i32, m: u32, cookie: u32, name: &[u8]) -> bool {
         let ev = Event {
             wd,
             mask: m,
@@ -177,7 +188,7 @@ impl Inotify {
         };
         // An event identical to the last one queued adds nothing.
         if st.queue.back() == Some(&ev) {
-            return;
+            return false;
         }
         if st.queue.len() >= MAX_QUEUED {
             if !st.overflowed {
@@ -190,11 +201,13 @@ impl Inotify {
                 };
                 st.queued_bytes += ov.size();
                 st.queue.push_back(ov);
+                return true;
             }
-            return;
+            return false;
         }
         st.queued_bytes += ev.size();
         st.queue.push_back(ev);
+        true
     }
 
     /// Queues event `m` for watch `wd` if it asks for it; `false` when the
@@ -209,16 +222,17 @@ impl Inotify {
         if event & want == 0 && !ends {
             return true;
         }
+        let mut queued = false;
         if event != 0 && event & want != 0 {
-            Self::push(&mut st, wd, m & !mask::IGNORED, cookie, name);
+            queued |= Self::push(&mut st, wd, m & !mask::IGNORED, cookie, name);
         }
         let gone = ends || want & mask::ONESHOT != 0;
         if gone {
             st.watches.remove(&wd);
-            Self::push(&mut st, wd, mask::IGNORED, 0, &[]);
+            queued |= Self::push(&mut st, wd, mask::IGNORED, 0, &[]);
         }
         drop(st);
-        self.woke();
+        self.woke(queued);
         !gone
     }
 

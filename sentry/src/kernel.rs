@@ -168,6 +168,8 @@ pub struct Kernel {
     pub hostname: String,
     /// CPUs the guest sees
     pub cpus: usize,
+    /// their topology and caches, as /sys shows them
+    pub cpu_topology: crate::cpu_topology::CpuTopology,
     /// supplementary groups the guest sees (the caller's)
     pub groups: Vec<u32>,
     /// memory the guest is told exists (bytes): the host's, or the
@@ -196,6 +198,12 @@ pub struct Kernel {
     /// `--network host`: the guest's TCP and UDP sockets are host sockets
     /// the Sentry owns (the netstack then serves nothing Internet-facing)
     pub host_net: Option<Arc<crate::socket::host_inet::HostNet>>,
+    /// netstack sockets with `O_ASYNC` descriptions
+    pub inet_async: Arc<crate::socket::inet::AsyncSockets>,
+    /// CPU time of processes that left the process table with no parent
+    /// to count it (reaped without a `wait`, or started by `exec` from
+    /// outside), for the cgroup's `cpu.stat`
+    pub reaped_cpu: Mutex<crate::task::CpuTimes>,
     /// advisory file locks (`flock`, `fcntl` record locks)
     pub locks: Arc<crate::locks::LockTable>,
 }
@@ -486,6 +494,17 @@ impl Kernel {
         self.procs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Keeps the CPU time of `p` (and of the children it waited for),
+    /// which has just left the process table without a parent's `wait`.
+    pub fn note_reaped_cpu(&self, p: &crate::task::Process) {
+        let cpu = {
+            let st = p.state();
+            st.cpu + st.children_cpu
+        };
+        let mut total = self.reaped_cpu.lock().unwrap_or_else(|e| e.into_inner());
+        *total = *total + cpu;
+    }
+
     /// Logs an unsupported system call the first time it is seen.
     pub fn report_unsupported(&self, nr: u64, name: &str) {
         let first = self
@@ -533,6 +552,9 @@ where
 {
     // Counted before the platform pins threads to one CPU.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The CPUs' /sys files, read from the host while the Sentry still may
+    // (before its filter) and may still run on every CPU it was given.
+    let cpu_topology = crate::cpu_topology::CpuTopology::from_host(cpus);
     // Before the Sentry starts any thread of its own: they all inherit it.
     let keep: &[u32] = if config.host_network {
         &[crate::host_filter::CAP_NET_BIND_SERVICE]
@@ -579,6 +601,7 @@ where
         fs,
         hostname: config.hostname,
         cpus,
+        cpu_topology,
         groups: crate::host::groups(),
         total_memory: AtomicU64::new(total_memory),
         host_memory,
@@ -599,6 +622,8 @@ where
             .map_err(|e| Error::MemoryFile(std::io::Error::from_raw_os_error(e.0)))?,
         net: netstack::Stack::new(config.network.clone()),
         host_net,
+        inet_async: Arc::default(),
+        reaped_cpu: Mutex::default(),
     });
     if matches!(config.network.mode, netstack::Mode::Egress) {
         // Names resolve only through the Sentry's DNS server, which the
@@ -621,11 +646,19 @@ where
         }
     }
     {
-        // Socket readiness changes wake blocked tasks.
+        // Socket readiness changes wake blocked tasks, and what happened
+        // to a socket with O_ASYNC signals its owners.
         let bus = kernel.bus.clone();
+        let asyncs = kernel.inet_async.clone();
+        let net = Arc::downgrade(&kernel.net);
         kernel
             .net
-            .set_notifier(Arc::new(move |_ids: &[netstack::SocketId]| bus.notify()));
+            .set_notifier(Arc::new(move |ids: &[netstack::SocketId]| {
+                bus.notify();
+                if let Some(net) = net.upgrade() {
+                    asyncs.notify(&net, ids);
+                }
+            }));
     }
     kernel.fs.proc.attach(&kernel);
     kernel.fs.devpts.attach(&kernel);
@@ -907,7 +940,10 @@ pub fn spawn_process(
             let pid = task.proc_.pid;
             let _ = started_tx.send(Ok(pid));
             let status = run_process(&k, task);
-            k.procs().map.remove(&pid);
+            let gone = k.procs().map.remove(&pid);
+            if let Some(p) = gone {
+                k.note_reaped_cpu(&p);
+            }
             let _ = exit_tx.send(status);
         })
         .map_err(|e| Error::Spawn(e.to_string()))?;

@@ -2,6 +2,7 @@
 //! of the guest itself, keeps the guest's memory in its own memory file, and
 //! resolves every path inside the sandbox's root.
 
+pub mod cpu_topology;
 pub mod events;
 pub mod fasync;
 pub mod file;

@@ -360,15 +360,23 @@ impl Pipe {
     }
 
     fn close(&self, reader: bool) {
-        {
+        let one_side_left = {
             let mut i = self.lock();
             if reader {
                 i.readers -= 1;
             } else {
                 i.writers -= 1;
             }
-        }
+            (i.readers == 0) != (i.writers == 0)
+        };
         self.bump();
+        // pipe_release(): the last reader or writer gone while the other
+        // side stays signals both lists (POLL_IN and POLL_OUT, not
+        // POLL_HUP: a reader then sees end of file, a writer EPIPE).
+        if one_side_left {
+            self.readers_async.kill(crate::fasync::Reason::In);
+            self.writers_async.kill(crate::fasync::Reason::Out);
+        }
     }
 }
 

@@ -159,6 +159,7 @@ const SYSFS_FILES: &[&str] = &[
     "@sys/fs/cgroup/cgroup.threads",
     "@sys/fs/cgroup/cgroup.type",
     "@sys/fs/cgroup/cpu.max",
+    "@sys/fs/cgroup/cpu.stat",
     "@sys/fs/cgroup/cpu.weight",
     "@sys/fs/cgroup/cpuset.cpus",
     "@sys/fs/cgroup/cpuset.cpus.effective",
@@ -169,6 +170,7 @@ const SYSFS_FILES: &[&str] = &[
     "@sys/fs/cgroup/memory.low",
     "@sys/fs/cgroup/memory.max",
     "@sys/fs/cgroup/memory.min",
+    "@sys/fs/cgroup/memory.stat",
     "@sys/fs/cgroup/memory.swap.current",
     "@sys/fs/cgroup/memory.swap.max",
     "@sys/fs/cgroup/pids.current",
@@ -240,6 +242,37 @@ fn cpu_dir(name: &str, cpus: usize) -> Option<&'static str> {
     let n = name.strip_prefix("cpu")?;
     let n: usize = n.parse().ok().filter(|v: &usize| v.to_string() == n)?;
     (n < cpus.min(MAX_CPU_DIRS)).then(|| CPU_DIRS[n].as_str())
+}
+
+/// A /sys directory path made at run time (`cpuN/topology`,
+/// `cpuN/cache/indexM`), kept for the life of the Sentry so that
+/// `ProcNode::Sys` can name it. Only directories that exist are made, a
+/// few per CPU of the sandbox, so the set stays bounded.
+fn intern(path: String) -> &'static str {
+    static PATHS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<&'static str>>> =
+        std::sync::LazyLock::new(Default::default);
+    let mut set = PATHS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&p) = set.get(path.as_str()) {
+        return p;
+    }
+    let p: &'static str = Box::leak(path.into_boxed_str());
+    set.insert(p);
+    p
+}
+
+/// `(N, rest)` of a directory under `cpuN` (`rest` empty for `cpuN`
+/// itself).
+fn cpu_path(d: &str) -> Option<(usize, &str)> {
+    let r = d.strip_prefix(SYSFS_CPU)?.strip_prefix("/cpu")?;
+    let (n, rest) = r.split_once('/').unwrap_or((r, ""));
+    Some((n.parse().ok()?, rest))
+}
+
+/// `M` of a cache directory name `indexM`, if it is one of `count`.
+fn cache_index(name: &str, count: usize) -> Option<usize> {
+    let m = name.strip_prefix("index")?;
+    let m: usize = m.parse().ok().filter(|v: &usize| v.to_string() == m)?;
+    (m < count).then_some(m)
 }
 
 /// A CPU mask as /sys prints one (`%*pb`): 32-bit words in hex, most
@@ -457,18 +490,8 @@ impl ProcFs {
                         Arc::new(content.into_bytes()),
                     ));
                 }
-                // Each CPU but the boot CPU can be taken off line, so Linux
-                // gives it an `online` file (as on x86-64 without
-                // CONFIG_BOOTPARAM_HOTPLUG_CPU0).
-                if d.starts_with(SYSFS_CPU) && *d != SYSFS_CPU && !d.ends_with("/cpu0") {
-                    return if name_s == "online" {
-                        Ok(ProcNode::File(
-                            hash(path.as_bytes()),
-                            Arc::new(b"1\n".to_vec()),
-                        ))
-                    } else {
-                        Err(Errno::ENOENT)
-                    };
+                if let Some((n, rest)) = cpu_path(d) {
+                    return self.lookup_cpu(n, rest, name_s, &path);
                 }
                 let content = match path.as_str() {
                     "@sys/devices/system/cpu/offline" => "\n".to_string(),
@@ -488,6 +511,50 @@ impl ProcFs {
                 ))
             }
             _ => Err(Errno::ENOTDIR),
+        }
+    }
+
+    /// Looks `name` up in `cpuN` (`rest` empty) or the directory `rest`
+    /// below it; `path` is the result's /sys path.
+    fn lookup_cpu(&self, n: usize, rest: &str, name: &str, path: &str) -> Result<ProcNode, Errno> {
+        let k = self.kernel()?;
+        let files = k.cpu_topology.cpu(n);
+        let file = |text: &str| {
+            Ok(ProcNode::File(
+                hash(path.as_bytes()),
+                Arc::new(format!("{text}\n").into_bytes()),
+            ))
+        };
+        let find = |list: &[(&'static str, String)]| {
+            list.iter()
+                .find(|(f, _)| *f == name)
+                .map(|(_, v)| v.clone())
+                .ok_or(Errno::ENOENT)
+        };
+        let files = match (rest, files) {
+            // Each CPU but the boot CPU can be taken off line, so Linux
+            // gives it an `online` file (as on x86-64 without
+            // CONFIG_BOOTPARAM_HOTPLUG_CPU0).
+            ("", _) if name == "online" && n != 0 => return file("1"),
+            (_, None) => return Err(Errno::ENOENT),
+            (_, Some(f)) => f,
+        };
+        match rest {
+            "" => match name {
+                "topology" => Ok(ProcNode::Sys(intern(path.to_string()))),
+                "cache" if !files.caches.is_empty() => Ok(ProcNode::Sys(intern(path.to_string()))),
+                _ => Err(Errno::ENOENT),
+            },
+            "topology" => file(&find(&files.topology)?),
+            "cache" => {
+                cache_index(name, files.caches.len()).ok_or(Errno::ENOENT)?;
+                Ok(ProcNode::Sys(intern(path.to_string())))
+            }
+            r => {
+                let index = r.strip_prefix("cache/").ok_or(Errno::ENOENT)?;
+                let m = cache_index(index, files.caches.len()).ok_or(Errno::ENOENT)?;
+                file(&find(&files.caches[m])?)
+            }
         }
     }
 
@@ -554,6 +621,61 @@ impl ProcFs {
             // what the host grants it.
             "fs/cgroup/cpu.max" => "max 100000".into(),
             "fs/cgroup/cpu.weight" => "100".into(),
+            "fs/cgroup/cpu.stat" => {
+                let cpu = self.guest_cpu()?;
+                let (user, sys) = (cpu.user.as_micros(), cpu.sys.as_micros());
+                // No quota, so never throttled.
+                format!(
+                    "usage_usec {}\nuser_usec {user}\nsystem_usec {sys}\nnr_periods 0\n\
+                     nr_throttled 0\nthrottled_usec 0\nnr_bursts 0\nburst_usec 0",
+                    user + sys
+                )
+            }
+            "fs/cgroup/memory.stat" => {
+                // What the sandbox accounts: the memory file's pages in use,
+                // of which its tmpfs files (shmem on Linux, counted as file
+                // pages but kept on the anon LRU: they cannot be dropped,
+                // only swapped, and there is no swap) hold `file`; the rest
+                // is the guest's anonymous memory.
+                let current =
+                    crate::host::fstat(k.memory.fd()).map_or(0, |st| st.st_blocks as u64 * 512);
+                let file = k.fs.tmpfs_used();
+                let anon = current.saturating_sub(file);
+                let mut text = String::new();
+                for (name, value) in [
+                    ("anon", anon),
+                    ("file", file),
+                    ("kernel", 0),
+                    ("kernel_stack", 0),
+                    ("pagetables", 0),
+                    ("sec_pagetables", 0),
+                    ("percpu", 0),
+                    ("sock", 0),
+                    ("vmalloc", 0),
+                    ("shmem", file),
+                    ("file_mapped", 0),
+                    ("file_dirty", 0),
+                    ("file_writeback", 0),
+                    ("swapcached", 0),
+                    ("anon_thp", 0),
+                    ("file_thp", 0),
+                    ("shmem_thp", 0),
+                    ("inactive_anon", 0),
+                    ("active_anon", anon + file),
+                    ("inactive_file", 0),
+                    ("active_file", 0),
+                    ("unevictable", 0),
+                    ("slab_reclaimable", 0),
+                    ("slab_unreclaimable", 0),
+                    ("slab", 0),
+                    ("pgfault", 0),
+                    ("pgmajfault", 0),
+                ] {
+                    let _ = writeln!(text, "{name} {value}");
+                }
+                text.pop();
+                text
+            }
             "fs/cgroup/memory.max" => or_max(k.memory_limit()),
             "fs/cgroup/memory.high" => "max".into(),
             "fs/cgroup/memory.low" | "fs/cgroup/memory.min" => "0".into(),
@@ -576,6 +698,39 @@ impl ProcFs {
             _ => return Err(Errno::ENOENT),
         };
         Ok(text + "\n")
+    }
+
+    /// CPU time the guest has used: every process still in the table
+    /// (its exited threads and address spaces, the current address space,
+    /// the children it waited for, and theirs) and those that left it
+    /// unwaited for, as a cgroup counts the time of its tasks, gone ones
+    /// included.
+    fn guest_cpu(&self) -> Result<crate::task::CpuTimes, Errno> {
+        let k = self.kernel()?;
+        let procs: Vec<Arc<Process>> = k.procs().map.values().cloned().collect();
+        let mut total = *k.reaped_cpu.lock().unwrap_or_else(|e| e.into_inner());
+        for p in procs {
+            let (cpu, start, mm, live) = {
+                let st = p.state();
+                (
+                    st.cpu + st.children_cpu,
+                    st.as_cpu_start,
+                    st.info.mm.upgrade(),
+                    !st.threads.is_empty(),
+                )
+            };
+            total = total + cpu;
+            if let (true, Some(mm)) = (live, mm) {
+                let space = mm
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .address_space()
+                    .cpu_time()
+                    .unwrap_or_default();
+                total.user += space.saturating_sub(start);
+            }
+        }
+        Ok(total)
     }
 
     /// `MemTotal` and `MemFree` of /proc/meminfo, in kB.
@@ -961,9 +1116,39 @@ impl ProcFs {
                     for n in 0..self.kernel()?.cpus.clamp(1, MAX_CPU_DIRS) {
                         add(format!("cpu{n}"), abi::dt::DIR);
                     }
-                } else if d.starts_with(SYSFS_CPU) {
-                    if !d.ends_with("/cpu0") {
-                        add("online".into(), abi::dt::REG);
+                } else if let Some((n, rest)) = cpu_path(d) {
+                    let k = self.kernel()?;
+                    let files = k.cpu_topology.cpu(n);
+                    match rest {
+                        "" => {
+                            if n != 0 {
+                                add("online".into(), abi::dt::REG);
+                            }
+                            if let Some(f) = files {
+                                add("topology".into(), abi::dt::DIR);
+                                if !f.caches.is_empty() {
+                                    add("cache".into(), abi::dt::DIR);
+                                }
+                            }
+                        }
+                        "topology" => {
+                            for (name, _) in files.map_or(&[][..], |f| &f.topology) {
+                                add((*name).into(), abi::dt::REG);
+                            }
+                        }
+                        "cache" => {
+                            for m in 0..files.map_or(0, |f| f.caches.len()) {
+                                add(format!("index{m}"), abi::dt::DIR);
+                            }
+                        }
+                        r => {
+                            let cache = r.strip_prefix("cache/").zip(files).and_then(|(i, f)| {
+                                Some(&f.caches[cache_index(i, f.caches.len())?])
+                            });
+                            for (name, _) in cache.map_or(&[][..], |c| &c[..]) {
+                                add((*name).into(), abi::dt::REG);
+                            }
+                        }
                     }
                     return Ok(v);
                 }

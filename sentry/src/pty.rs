@@ -164,7 +164,15 @@ struct Inner {
     /// what became readable since the last look (`WAKE_SLAVE`,
     /// `WAKE_MASTER`), for `O_ASYNC` signals
     wake: u8,
+    /// a write of the slave (0) or master (1) ended with bytes left while
+    /// that end had `O_ASYNC` descriptions (`TTY_DO_WRITE_WAKEUP`): the
+    /// other end's reading its queue down signals `POLL_OUT`
+    write_wakeup: [bool; 2],
 }
+
+/// A pty end that has read its queue down to this many bytes lets the
+/// other end's blocked writer go on (`TTY_THRESHOLD_UNTHROTTLE`).
+const UNTHROTTLE: usize = 128;
 
 /// The slave got something to read (`wake`).
 const WAKE_SLAVE: u8 = 1;
@@ -254,6 +262,7 @@ impl Inner {
             packet: false,
             pktstatus: 0,
             wake: 0,
+            write_wakeup: [false; 2],
         }
     }
 
@@ -773,6 +782,15 @@ impl PtyEnd {
     pub fn fasync(&self) -> &crate::fasync::Fasync {
         &self.pty.fasync[usize::from(self.master)]
     }
+
+    /// A write of this end ends with bytes left: with `O_ASYNC`
+    /// descriptions on it, the other end's reading will signal it
+    /// (n_tty_write()'s `TTY_DO_WRITE_WAKEUP`).
+    fn note_write_left(&self) {
+        if !self.fasync().is_empty() {
+            self.pty.lock().write_wakeup[usize::from(self.master)] = true;
+        }
+    }
 }
 
 impl Drop for PtyEnd {
@@ -965,14 +983,34 @@ impl Pty {
     /// After a change: wakes sleepers and signals the `O_ASYNC` owners of
     /// the ends that got something to read (n_tty's `kill_fasync(POLL_IN)`
     /// when input arrives: in canonical mode once a line is complete).
-    fn wake_up(&self, kernel: &Kernel) {
+    fn wake_up(&self) {
         let wake = std::mem::take(&mut self.lock().wake);
         self.bus.notify();
         if wake & WAKE_SLAVE != 0 {
-            self.fasync[0].kill(kernel, crate::fasync::Reason::In);
+            self.fasync[0].kill(crate::fasync::Reason::In);
         }
         if wake & WAKE_MASTER != 0 {
-            self.fasync[1].kill(kernel, crate::fasync::Reason::In);
+            self.fasync[1].kill(crate::fasync::Reason::In);
+        }
+    }
+
+    /// After a read of the slave's (`master` false) or the master's queue:
+    /// once it is down to `UNTHROTTLE` bytes, the other end's writer that
+    /// was left with bytes to write is signalled `POLL_OUT`
+    /// (n_tty_check_unthrottle() → tty_wakeup() → n_tty_write_wakeup()).
+    fn unthrottled(&self, master: bool) {
+        let writer = usize::from(!master);
+        let signal = {
+            let mut i = self.lock();
+            let left = if master {
+                i.output.len()
+            } else {
+                i.ready.len() + i.pending.len()
+            };
+            left <= UNTHROTTLE && std::mem::take(&mut i.write_wakeup[writer])
+        };
+        if signal {
+            self.fasync[writer].kill(crate::fasync::Reason::Out);
         }
     }
 
@@ -1080,6 +1118,7 @@ pub fn read(
             };
             if let Some(n) = r {
                 pty.bus.notify();
+                pty.unthrottled(true);
                 return Ok(n);
             }
             if nonblock {
@@ -1138,7 +1177,10 @@ pub fn read(
         };
         first = false;
         pty.raise(raised);
-        pty.wake_up(blk.kernel);
+        pty.wake_up();
+        if !got.is_empty() {
+            pty.unthrottled(false);
+        }
         if done {
             return Ok(copy_out(bufs, &got));
         }
@@ -1212,12 +1254,13 @@ pub fn write(
         done += n;
         pty.raise(raised);
         if n > 0 {
-            pty.wake_up(blk.kernel);
+            pty.wake_up();
         }
         if done == total {
             return Ok(done as u64);
         }
         if nonblock {
+            end.note_write_left();
             return if done > 0 {
                 Ok(done as u64)
             } else {
@@ -1229,6 +1272,7 @@ pub fn write(
             writable || (hup && !end.master)
         });
         if let Err(e) = r {
+            end.note_write_left();
             return if done > 0 { Ok(done as u64) } else { Err(e) };
         }
     }
@@ -1397,7 +1441,7 @@ pub fn ioctl(
                 i.feed()
             };
             pty.raise(raised);
-            pty.wake_up(ctx.kernel);
+            pty.wake_up();
             Ok(IoctlOut::Ret(0))
         }
         // A pty sends everything at once: draining and breaks are instant.

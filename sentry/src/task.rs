@@ -1456,6 +1456,7 @@ impl Task {
         }
         if reap_now {
             kernel.procs().map.remove(&me);
+            kernel.note_reaped_cpu(&self.proc_);
         } else if exit_signal != 0 {
             if let Some(parent) = kernel.process(ppid) {
                 let (code, st) = match status {

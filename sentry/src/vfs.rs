@@ -517,6 +517,12 @@ fn split(path: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 impl FileSystem {
+    /// Bytes the sandbox's tmpfs files (and memfds) hold, from the pool
+    /// they share.
+    pub fn tmpfs_used(&self) -> u64 {
+        self.pool.used()
+    }
+
     /// A file system whose root is the host directory the gofer behind
     /// `client` serves.
     pub fn new(

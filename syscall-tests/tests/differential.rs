@@ -173,6 +173,14 @@ guests! {
     big_transfers,
     // SO_RCVTIMEO / SO_SNDTIMEO on Unix, TCP and UDP sockets (issue 7)
     sock_timeouts,
+    // recvmmsg's timeout; SO_RCVTIMEO on netlink sockets (issue 7)
+    sock_recvmmsg,
+    // control messages on UDP and TCP sockets: IP_PKTINFO, TTL, TOS,
+    // IPv6 packet info and hop limit, timestamps, MSG_CTRUNC (issue 7)
+    sock_cmsg,
+    // Unix datagram and seqpacket buffer accounting: the sender's
+    // SO_SNDBUF, max_dgram_qlen, EMSGSIZE (issue 7)
+    unix_dgram_buf,
     // pseudo-terminals (issue 4 point 3, /dev/pts)
     pty_basic,
     pty_jobctl,
@@ -181,6 +189,9 @@ guests! {
     pty_packet,
     pty_termio,
     sigio,
+    // signal-driven I/O: hang-ups, room again, errors and connections;
+    // TCP/UDP, netlink, inotify, /dev/random (issue 4 leftovers)
+    sigio_more,
     // no way out: what would change the file system view (issue 4 point 7)
     privileged_refused,
     // memfd_create and file seals (issue 4 point 3)

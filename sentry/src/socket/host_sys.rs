@@ -101,11 +101,34 @@ pub struct Received {
     pub from: Vec<u8>,
     /// `msg_flags` (`MSG_TRUNC` when a datagram did not fit)
     pub flags: i32,
+    /// the control messages, raw, as the host wrote them (empty unless a
+    /// control buffer was given); unchecked
+    pub control: Vec<u8>,
 }
+
+/// Room for the control messages the guest may ask for on an Internet
+/// socket (a timestamp, packet info, TTL and TOS take 112 bytes).
+pub const CONTROL_MAX: usize = 256;
 
 /// `recvmsg(fd)` into one buffer, with no control data.
 pub fn recv_from(fd: BorrowedFd<'_>, buf: &mut [u8], flags: i32) -> io::Result<Received> {
+    recv_msg(fd, buf, flags, false)
+}
+
+/// `recvmsg(fd)` into one buffer; with `control`, also the control
+/// messages (into a buffer of [`CONTROL_MAX`] bytes). Descriptors passed
+/// with `SCM_RIGHTS` (which no Internet socket carries) are closed at once,
+/// so none could stay open in the Sentry.
+pub fn recv_msg(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    flags: i32,
+    control: bool,
+) -> io::Result<Received> {
     let mut addr = [0u8; ADDR_MAX];
+    // The kernel writes the messages with copy_to_user: no alignment is
+    // needed; they are parsed as bytes.
+    let mut ctl = [0u8; CONTROL_MAX];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -116,15 +139,64 @@ pub fn recv_from(fd: BorrowedFd<'_>, buf: &mut [u8], flags: i32) -> io::Result<R
     msg.msg_namelen = ADDR_MAX as libc::socklen_t;
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    // SAFETY: `msg` points at `addr` and one iovec over `buf`, all
-    // writable for the lengths given; no control buffer.
-    let n = cvt(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })?;
+    if control {
+        msg.msg_control = ctl.as_mut_ptr().cast();
+        msg.msg_controllen = CONTROL_MAX;
+    }
+    // SAFETY: `msg` points at `addr`, one iovec over `buf` and (if asked)
+    // `ctl`, all writable for the lengths given.
+    let n =
+        cvt(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags | libc::MSG_CMSG_CLOEXEC) })?;
     let alen = (msg.msg_namelen as usize).min(ADDR_MAX);
+    let clen = if control {
+        msg.msg_controllen.min(CONTROL_MAX)
+    } else {
+        0
+    };
+    let raw = ctl[..clen].to_vec();
+    close_rights(&raw);
     Ok(Received {
         len: n,
         from: addr[..alen].to_vec(),
         flags: msg.msg_flags,
+        control: raw,
     })
+}
+
+/// Closes any descriptor an `SCM_RIGHTS` message in `raw` carries.
+fn close_rights(raw: &[u8]) {
+    let mut at = 0usize;
+    while raw.len().saturating_sub(at) >= 16 {
+        let word = |o: usize, n: usize| raw.get(at + o..at + o + n);
+        let Some(len) = word(0, 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_ne_bytes)
+        else {
+            return;
+        };
+        let len = len as usize;
+        if len < 16 || len > raw.len() - at {
+            return;
+        }
+        let level = word(8, 4)
+            .and_then(|b| b.try_into().ok())
+            .map(i32::from_ne_bytes);
+        let ty = word(12, 4)
+            .and_then(|b| b.try_into().ok())
+            .map(i32::from_ne_bytes);
+        if level == Some(libc::SOL_SOCKET) && ty == Some(libc::SCM_RIGHTS) {
+            for c in raw[at + 16..at + len].chunks_exact(4) {
+                let fd = i32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+                if fd >= 0 {
+                    // SAFETY: the kernel just installed `fd` in this process
+                    // for this message; nothing else knows of it, so taking
+                    // ownership (and closing it) is sound.
+                    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+                }
+            }
+        }
+        at += (len + 7) & !7;
+    }
 }
 
 /// `shutdown(fd, how)`.

@@ -1,10 +1,14 @@
 //! Internet sockets: file descriptions over the sandbox's netstack.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use abi::Errno;
-use netstack::{Domain, SocketType};
+use netstack::{Domain, SocketId, SocketType, Wakeups};
+
+use crate::fasync::{Fasync, Reason};
 
 /// An `AF_INET`/`AF_INET6` socket.
 #[derive(Debug)]
@@ -19,6 +23,10 @@ pub struct InetSocket {
     pub listening: AtomicBool,
     /// `SO_RCVTIMEO`/`SO_SNDTIMEO`
     pub timeouts: super::SockTimeouts,
+    /// descriptions with `O_ASYNC`, signalled on the netstack's wake-ups
+    pub fasync: Arc<Fasync>,
+    /// the control messages asked for (`SO_TIMESTAMP`, `IP_PKTINFO`, ...)
+    pub cmsgs: super::cmsg::RecvCmsgs,
 }
 
 impl InetSocket {
@@ -30,6 +38,8 @@ impl InetSocket {
             ty,
             listening: AtomicBool::new(false),
             timeouts: super::SockTimeouts::default(),
+            fasync: Arc::default(),
+            cmsgs: super::cmsg::RecvCmsgs::default(),
         }
     }
 
@@ -37,6 +47,75 @@ impl InetSocket {
     pub fn is_listening(&self) -> bool {
         self.listening.load(Ordering::Relaxed)
     }
+}
+
+/// The netstack sockets that have descriptions with `O_ASYNC`, so that
+/// the stack's notifier can signal their owners.
+#[derive(Debug, Default)]
+pub struct AsyncSockets {
+    map: Mutex<HashMap<SocketId, Weak<Fasync>>>,
+}
+
+impl AsyncSockets {
+    /// Signals for `sock` from now on (`O_ASYNC` set on one of its
+    /// descriptions); what happened before is forgotten.
+    pub fn register(&self, sock: &InetSocket) {
+        let id = sock.sock.id();
+        sock.sock.stack().set_async(id, true);
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        // At most one entry per live netstack socket, which the stack's
+        // own socket limit bounds.
+        m.retain(|_, f| f.strong_count() > 0);
+        m.insert(id, Arc::downgrade(&sock.fasync));
+    }
+
+    /// The stack's notifier: signals the owners of the sockets named that
+    /// something happened to.
+    pub fn notify(&self, stack: &netstack::Stack, ids: &[SocketId]) {
+        let lists: Vec<(SocketId, Arc<Fasync>)> = {
+            let m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            if m.is_empty() {
+                return;
+            }
+            ids.iter()
+                .filter_map(|id| m.get(id).and_then(Weak::upgrade).map(|f| (*id, f)))
+                .collect()
+        };
+        for (id, list) in lists {
+            if list.is_empty() {
+                continue;
+            }
+            for reason in reasons(stack.take_wakeups(id)) {
+                list.kill(reason);
+            }
+        }
+    }
+}
+
+/// The signals Linux sends for what happened, in the order its callbacks
+/// would have: the connection, the data, the peer's FIN, an error, room to
+/// write.
+fn reasons(w: Wakeups) -> Vec<Reason> {
+    let mut out = Vec::new();
+    if w.connected {
+        out.push(Reason::Out);
+    }
+    if w.fin {
+        // tcp_fin()'s own signal, then tcp_data_ready()'s for the segment
+        // that carried the FIN (SOCK_DONE makes it readable), which also
+        // stands for any data that came with it.
+        out.push(if w.fin_both { Reason::Hup } else { Reason::In });
+        out.push(Reason::In);
+    } else if w.data {
+        out.push(Reason::In);
+    }
+    if w.error {
+        out.push(Reason::Err);
+    }
+    if w.space {
+        out.push(Reason::Out);
+    }
+    out
 }
 
 /// `AF_INET`.
@@ -120,5 +199,39 @@ pub fn unspecified(domain: Domain) -> SocketAddr {
     match domain {
         Domain::Inet => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
         Domain::Inet6 => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wakeups_become_linuxs_signals_in_order() {
+        let w = |f: fn(&mut Wakeups)| {
+            let mut w = Wakeups::default();
+            f(&mut w);
+            reasons(w)
+        };
+        assert_eq!(w(|w| w.data = true), vec![Reason::In]);
+        // tcp_fin()'s signal, then tcp_data_ready()'s.
+        assert_eq!(w(|w| w.fin = true), vec![Reason::In, Reason::In]);
+        assert_eq!(
+            w(|w| {
+                w.fin = true;
+                w.fin_both = true;
+                w.data = true;
+            }),
+            vec![Reason::Hup, Reason::In]
+        );
+        assert_eq!(
+            w(|w| {
+                w.connected = true;
+                w.space = true;
+            }),
+            vec![Reason::Out, Reason::Out]
+        );
+        assert_eq!(w(|w| w.error = true), vec![Reason::Err]);
+        assert!(reasons(Wakeups::default()).is_empty());
     }
 }

@@ -2,6 +2,7 @@
 //! sockets run on the sandbox's netstack, or with `--network host` are
 //! host sockets the Sentry owns.
 
+pub mod cmsg;
 pub mod host_inet;
 pub(crate) mod host_sys;
 pub mod inet;

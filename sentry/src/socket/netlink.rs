@@ -94,6 +94,12 @@ pub struct NetlinkSocket {
     queue: Mutex<Queue>,
     /// `SO_RCVBUF`.
     pub rcvbuf: AtomicU32,
+    /// descriptions with `O_ASYNC`, signalled when replies are queued
+    /// (`sock_def_readable()`)
+    pub fasync: crate::fasync::Fasync,
+    /// `SO_RCVTIMEO`/`SO_SNDTIMEO` (a send never waits here: replies are
+    /// queued at once, so only the receive timeout has an effect).
+    pub timeouts: super::SockTimeouts,
 }
 
 #[derive(Debug, Default)]
@@ -218,6 +224,8 @@ impl NetlinkSocket {
             port: AtomicU32::new(0),
             queue: Mutex::default(),
             rcvbuf: AtomicU32::new(DEFAULT_RCVBUF as u32),
+            fasync: Default::default(),
+            timeouts: super::SockTimeouts::default(),
         }
     }
 
@@ -345,13 +353,27 @@ impl NetlinkSocket {
         }
         let cap = self.rcvbuf.load(Ordering::Relaxed) as usize;
         let mut q = self.lock();
+        let mut queued = false;
+        let mut overrun = false;
         for r in replies {
             if q.bytes + r.len() > cap {
+                // netlink_overrun(): an error report (POLL_ERR).
+                overrun = !q.overrun;
                 q.overrun = true;
                 break;
             }
             q.bytes += r.len();
             q.msgs.push_back(r);
+            queued = true;
+        }
+        drop(q);
+        // Linux queues the replies to one request (a whole small dump with
+        // its NLMSG_DONE) in one buffer: one signal.
+        if queued {
+            self.fasync.kill(crate::fasync::Reason::In);
+        }
+        if overrun {
+            self.fasync.kill(crate::fasync::Reason::Err);
         }
         Ok(data.len())
     }

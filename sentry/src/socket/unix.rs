@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use abi::Errno;
@@ -59,14 +60,66 @@ pub struct Message {
     pub creds: Creds,
     /// sender address (datagrams)
     pub from: UnixAddr,
+    /// what the message costs its sender's `SO_SNDBUF` until it is read
+    /// or dropped (datagrams and seqpacket)
+    pub charge: Option<SndCharge>,
+}
+
+/// A datagram's share of its sender's send buffer, given back when the
+/// message goes (read, or dropped with the receiver): Linux's
+/// `sk_wmem_alloc`, released by the skb's destructor (`sock_wfree`).
+#[derive(Debug)]
+pub struct SndCharge {
+    wmem: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for SndCharge {
+    fn drop(&mut self) {
+        self.wmem.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// What a datagram of `len` bytes costs its sender's send buffer: the
+/// `truesize` Linux's `unix_dgram_sendmsg` charges on x86-64: the
+/// `sk_buff` (256 bytes), a linear part rounded up by kmalloc together
+/// with `skb_shared_info` (320), and whole pages for what goes beyond
+/// `SKB_MAX_ALLOC` (at most `MAX_SKB_FRAGS` of them). With the default
+/// 212992-byte buffer this lets 278 small datagrams wait unread, as Linux.
+pub fn dgram_truesize(len: usize) -> usize {
+    const PAGE: usize = 4096;
+    const SHINFO: usize = 320;
+    const SKB: usize = 256;
+    const SKB_MAX_ALLOC: usize = 4 * PAGE - SHINFO;
+    const MAX_FRAG_BYTES: usize = 17 * PAGE;
+    let paged = if len > SKB_MAX_ALLOC {
+        ((len - SKB_MAX_ALLOC).min(MAX_FRAG_BYTES) + PAGE - 1) & !(PAGE - 1)
+    } else {
+        0
+    };
+    let linear = (len.saturating_sub(paged) + 63) & !63;
+    SKB + (linear + SHINFO).next_power_of_two() + paged
 }
 
 /// Default receive buffer, like Linux's `net.core.rmem_default`.
 pub const DEFAULT_BUF: usize = 212_992;
 /// Largest descriptor count in one `SCM_RIGHTS` message (`SCM_MAX_FD`).
 pub const SCM_MAX_FD: usize = 253;
-/// Most datagrams queued on one socket (`max_dgram_qlen`).
+/// Most datagrams queued on one socket, whatever the senders' buffers
+/// (a bound on the Sentry's memory; the send buffers bound it first).
 const MAX_DGRAMS: usize = 512;
+/// `net.unix.max_dgram_qlen`: a datagram socket whose queue holds more
+/// than this takes no more from senders it is not connected to
+/// (`unix_recvq_full`).
+pub const MAX_DGRAM_QLEN: usize = 10;
+/// The sandbox's `net.core.wmem_max` / `rmem_max`: the most `SO_SNDBUF`
+/// and `SO_RCVBUF` take (before doubling); 4 MiB, as hosts commonly set
+/// them (the kernel's own default is 212992).
+pub const BUF_MAX: usize = 4 << 20;
+/// `SOCK_MIN_SNDBUF`.
+pub const MIN_SNDBUF: usize = 4608;
+/// `SOCK_MIN_RCVBUF`.
+pub const MIN_RCVBUF: usize = 2304;
 
 #[derive(Debug, Default)]
 struct Queue {
@@ -119,6 +172,11 @@ pub struct UnixSocket {
     /// `SO_RCVTIMEO`/`SO_SNDTIMEO` (an accepted socket starts without:
     /// `unix_stream_connect` makes it with `sock_init_data`)
     pub timeouts: super::SockTimeouts,
+    /// a send found no room (`SOCKWQ_ASYNC_NOSPACE`): room again signals
+    /// `POLL_OUT` (`unix_write_space()`)
+    nospace: std::sync::atomic::AtomicBool,
+    /// bytes of this socket's datagrams that wait unread (`sk_wmem_alloc`)
+    wmem: Arc<AtomicUsize>,
 }
 
 impl fmt::Debug for UnixSocket {
@@ -188,6 +246,8 @@ impl UnixSocket {
             registry,
             fasync: Default::default(),
             timeouts: Default::default(),
+            nospace: Default::default(),
+            wmem: Arc::default(),
         })
     }
 
@@ -280,7 +340,6 @@ impl UnixSocket {
     /// server side on the listener. `Ok(false)` when its backlog is full.
     pub fn connect_to(
         self: &Arc<Self>,
-        kernel: &crate::kernel::Kernel,
         target: &Arc<UnixSocket>,
         creds: Creds,
         target_creds: Creds,
@@ -313,7 +372,7 @@ impl UnixSocket {
             queue.push_back(server);
         }
         self.bus.notify();
-        target.fasync.kill(kernel, crate::fasync::Reason::In);
+        target.fasync.kill(crate::fasync::Reason::In);
         Ok(true)
     }
 
@@ -348,13 +407,12 @@ impl UnixSocket {
     /// (the caller raises `SIGPIPE` unless `MSG_NOSIGNAL`).
     pub fn send(
         &self,
-        kernel: &crate::kernel::Kernel,
         data: &[u8],
         rights: Vec<Arc<FileDescription>>,
         creds: Creds,
         to: Option<Arc<UnixSocket>>,
     ) -> Result<Option<usize>, Errno> {
-        let (peer, my_addr) = {
+        let (peer, my_addr, sndbuf) = {
             let st = self.state();
             if st.wr_shut {
                 return Err(Errno::EPIPE);
@@ -364,7 +422,7 @@ impl UnixSocket {
                 (Some(_), _) => return Err(Errno::EISCONN),
                 (None, _) => st.peer.as_ref().and_then(Weak::upgrade),
             };
-            (peer, st.addr.clone())
+            (peer, st.addr.clone(), st.sndbuf)
         };
         let Some(peer) = peer else {
             return Err(match self.kind {
@@ -379,22 +437,44 @@ impl UnixSocket {
             return Err(Errno::EPIPE);
         }
         let cap = ps.rcvbuf;
+        let mut charge = None;
         let n = match self.kind {
             SockType::Stream => {
                 let room = cap.saturating_sub(ps.rx.bytes);
                 if room == 0 && !data.is_empty() {
+                    self.out_of_room();
                     return Ok(None);
                 }
                 data.len()
                     .min(room.max(if data.is_empty() { 0 } else { 1 }))
             }
             _ => {
-                if data.len() > cap {
+                // unix_dgram_sendmsg (seqpacket's too): the sender's own
+                // buffer decides, not the receiver's: a datagram larger
+                // than it is EMSGSIZE; one that would overdraw it (what
+                // its unread datagrams hold) waits; and a receiver not
+                // connected back to the sender takes no more once its
+                // queue is over max_dgram_qlen.
+                if data.len() > sndbuf.saturating_sub(32) {
                     return Err(Errno::EMSGSIZE);
                 }
-                if ps.rx.bytes + data.len() > cap || ps.rx.msgs.len() >= MAX_DGRAMS {
+                if self.wmem.load(Ordering::Relaxed) >= sndbuf {
+                    self.out_of_room();
                     return Ok(None);
                 }
+                let peer_of_peer = ps.peer.as_ref().map(Weak::as_ptr);
+                let mutual = std::ptr::eq(Arc::as_ptr(&peer), self)
+                    || peer_of_peer.is_some_and(|p| std::ptr::eq(p, self));
+                if (!mutual && ps.rx.msgs.len() > MAX_DGRAM_QLEN) || ps.rx.msgs.len() >= MAX_DGRAMS
+                {
+                    return Ok(None);
+                }
+                let bytes = dgram_truesize(data.len());
+                self.wmem.fetch_add(bytes, Ordering::Relaxed);
+                charge = Some(SndCharge {
+                    wmem: self.wmem.clone(),
+                    bytes,
+                });
                 data.len()
             }
         };
@@ -405,11 +485,20 @@ impl UnixSocket {
             rights,
             creds,
             from: my_addr,
+            charge,
         });
         drop(ps);
         self.bus.notify();
-        peer.fasync.kill(kernel, crate::fasync::Reason::In);
+        peer.fasync.kill(crate::fasync::Reason::In);
         Ok(Some(n))
+    }
+
+    /// A send found no room: with `O_ASYNC` descriptions (Linux's
+    /// `SOCK_FASYNC`), room again will signal `POLL_OUT`.
+    fn out_of_room(&self) {
+        if !self.fasync.is_empty() {
+            self.nospace.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Receives into at most `max` bytes. `Ok(None)` = would block; an
@@ -482,6 +571,7 @@ impl UnixSocket {
                         rights: Vec::new(),
                         creds: m.creds,
                         from: m.from.clone(),
+                        charge: None,
                     }
                 } else {
                     let m = st.rx.msgs.pop_front().ok_or(Errno::EAGAIN)?;
@@ -496,9 +586,22 @@ impl UnixSocket {
                 out.from = m.from;
             }
         }
+        // The writer of a connected stream or seqpacket socket that found
+        // no room has some now (sock_wfree → unix_write_space).
+        let writer = match (peek, self.kind) {
+            (false, SockType::Stream | SockType::SeqPacket) if st.rx.bytes < st.rcvbuf => {
+                st.peer.as_ref().and_then(Weak::upgrade)
+            }
+            _ => None,
+        };
         drop(st);
         if !peek {
             self.bus.notify();
+        }
+        if let Some(w) = writer {
+            if w.nospace.swap(false, Ordering::Relaxed) && !w.state().wr_shut {
+                w.fasync.kill(crate::fasync::Reason::Out);
+            }
         }
         Ok(Some(out))
     }
@@ -522,12 +625,22 @@ impl UnixSocket {
             st.peer.as_ref().and_then(Weak::upgrade)
         };
         if let (Some(p), true) = (peer, self.kind != SockType::Dgram) {
-            let mut ps = p.state();
-            if how != 0 {
-                ps.rd_shut = true;
+            {
+                let mut ps = p.state();
+                if how != 0 {
+                    ps.rd_shut = true;
+                }
+                if how != 1 {
+                    ps.wr_shut = true;
+                }
             }
-            if how != 1 {
-                ps.wr_shut = true;
+            // unix_shutdown(): the peer hears of this call's half only:
+            // both directions is POLL_HUP, no more to read POLL_IN, no
+            // more writes alone nothing.
+            match how {
+                2 => p.fasync.kill(crate::fasync::Reason::Hup),
+                1 => p.fasync.kill(crate::fasync::Reason::In),
+                _ => {}
             }
         }
         self.bus.notify();
@@ -548,13 +661,28 @@ impl UnixSocket {
         let peer = st.peer.as_ref().and_then(Weak::upgrade);
         let wr_shut = st.wr_shut;
         let error = st.error.is_some();
+        let sndbuf = st.sndbuf;
         drop(st);
+        // Datagrams (and seqpacket): writable while a quarter of the send
+        // buffer at most is in use (`unix_writable`), and, towards a
+        // receiver not connected back, while its queue has room
+        // (`unix_dgram_poll`).
+        let own_room = self.wmem.load(Ordering::Relaxed) * 4 <= sndbuf;
         let writable = match peer {
-            Some(p) => {
+            Some(p) if self.kind == SockType::Stream => {
                 let ps = p.state();
                 !wr_shut && (ps.rx.bytes < ps.rcvbuf || ps.rd_shut)
             }
-            None => !connected_kind && !wr_shut,
+            Some(p) => {
+                let ps = p.state();
+                let mutual = ps
+                    .peer
+                    .as_ref()
+                    .is_some_and(|q| std::ptr::eq(q.as_ptr(), self));
+                !wr_shut
+                    && (ps.rd_shut || (own_room && (mutual || ps.rx.msgs.len() <= MAX_DGRAM_QLEN)))
+            }
+            None => !connected_kind && !wr_shut && own_room,
         };
         (readable, writable || hup, hup, eof && connected_kind, error)
     }
@@ -588,8 +716,10 @@ impl UnixSocket {
         }
         if let Some(p) = peer {
             if self.kind != SockType::Dgram {
-                let mut ps = p.state();
-                ps.peer_gone = true;
+                p.state().peer_gone = true;
+                // unix_release_sock(): the peer can neither read more nor
+                // write.
+                p.fasync.kill(crate::fasync::Reason::Hup);
             }
         }
         if let UnixAddr::Abstract(name) = addr {
@@ -626,5 +756,27 @@ pub struct SocketHandle(pub Arc<UnixSocket>);
 impl Drop for SocketHandle {
     fn drop(&mut self) {
         self.0.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datagram_costs_match_linux_truesize() {
+        // What the default 212992-byte buffer admits on x86-64 Linux:
+        // 278 small datagrams, 93 of 1000 bytes, 26 of 4000, 4 of 64 KiB
+        // (a send is let through while the total is below the buffer).
+        for (len, cost, fits) in [
+            (0, 768, 278),
+            (100, 768, 278),
+            (1000, 2304, 93),
+            (4000, 8448, 26),
+            (65536, 69888, 4),
+        ] {
+            assert_eq!(dgram_truesize(len), cost, "{len}");
+            assert_eq!(DEFAULT_BUF.div_ceil(cost), fits, "{len}");
+        }
     }
 }

@@ -1416,7 +1416,14 @@ fn set_async(
     match file.fasync_lists() {
         Some(lists) => {
             for l in lists.into_iter().flatten() {
-                l.set(fd, file, on)?;
+                l.set(&Arc::downgrade(&task.kernel), fd, file, on)?;
+            }
+            if let FileKind::Inet(s) = &file.kind {
+                if on {
+                    task.kernel.inet_async.register(s);
+                } else if s.fasync.is_empty() {
+                    s.sock.stack().set_async(s.sock.id(), false);
+                }
             }
             if let (true, FileKind::Pty(end)) = (on, &file.kind) {
                 // __tty_fasync(): with no owner yet, the terminal's
@@ -1427,16 +1434,14 @@ fn set_async(
                 }
             }
         }
-        // Kinds Linux signals that the sandbox does not yet (Internet and
-        // netlink sockets, inotify, /dev/random): the flag is kept, no
-        // signal comes.
+        // /dev/random and /dev/urandom have a fasync operation, but Linux
+        // signals only when its entropy pool first becomes ready, which in
+        // the sandbox it always is: the flag is kept, no signal comes. The
+        // host's sockets under --network host would need the host's
+        // readiness watched: the same for now.
         None if matches!(
             file.kind,
-            FileKind::Inet(_)
-                | FileKind::HostInet(_)
-                | FileKind::Netlink(_)
-                | FileKind::Inotify(_)
-                | FileKind::Dev(Device::Random | Device::Urandom)
+            FileKind::HostInet(_) | FileKind::Dev(Device::Random | Device::Urandom)
         ) => {}
         None if ioctl => return Err(Errno::ENOTTY),
         None => return Ok(()),

@@ -12,6 +12,7 @@ use netstack::{Domain, SocketType};
 
 use crate::file::{copy_to_slices, FileDescription, FileKind};
 use crate::guestio::{ByteSource, GuestBufs};
+use crate::socket::cmsg;
 use crate::socket::host_inet::HostInetSocket;
 use crate::socket::host_sys;
 use crate::task::Task;
@@ -222,6 +223,8 @@ pub struct Got {
     pub result: usize,
     pub from: Vec<u8>,
     pub flags: i32,
+    /// the host's control messages that passed the checks
+    pub control: Vec<cmsg::Cmsg>,
 }
 
 /// Receives up to `max` bytes.
@@ -231,6 +234,7 @@ pub fn recv(
     s: &HostInetSocket,
     max: usize,
     flags: u64,
+    control: bool,
 ) -> Result<Got, Errno> {
     let host_flags = (flags & RECV_FLAGS) as i32 | libc::MSG_DONTWAIT;
     let blk = task.blocker();
@@ -240,7 +244,7 @@ pub fn recv(
     let first = blk.block_until(
         super::socket::nonblocking(file, flags),
         until,
-        || match host_sys::recv_from(s.fd(), &mut buf, host_flags).map_err(err) {
+        || match host_sys::recv_msg(s.fd(), &mut buf, host_flags, control).map_err(err) {
             Ok(r) => Ok(Some(r)),
             Err(Errno::EAGAIN) => Ok(None),
             Err(e) => Err(e),
@@ -288,6 +292,8 @@ pub fn recv(
         result,
         from: first.from,
         flags: first.flags,
+        // Never the host's bytes: each message checked, then rebuilt.
+        control: cmsg::parse_host(&first.control),
     })
 }
 
@@ -314,7 +320,7 @@ pub fn recvfrom(
 ) -> Result<u64, Errno> {
     let slices = task.mm().slices(a[1], a[2], true)?;
     let max: usize = slices.iter().map(|x| x.len).sum();
-    let got = recv(task, file, s, max, a[3])?;
+    let got = recv(task, file, s, max, a[3], false)?;
     copy_to_slices(&slices, &got.data);
     if a[4] != 0 && !got.from.is_empty() {
         write_addr(task, a[4], a[5], &got.from)?;
@@ -357,11 +363,14 @@ pub fn recvmsg(
     let w: [u64; 7] = task.mm().read_obj(msg)?;
     let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
     let max: usize = slices.iter().map(|x| x.len).sum();
-    let got = recv(task, file, s, max, flags)?;
+    let got = recv(task, file, s, max, flags, true)?;
     copy_to_slices(&slices, &got.data);
-    // No control messages are delivered: msg_controllen 0.
-    task.mm().write_obj(msg + 40, &0u64)?;
-    task.mm().write_obj(msg + 48, &got.flags)?;
+    // The host's control messages that passed the checks, laid out anew
+    // for the guest's buffer; MSG_CTRUNC is the guest's buffer's, not the
+    // host's.
+    let ctrunc = super::inet::put_control(task, msg, w[4], w[5], &got.control)?;
+    let out_flags = (got.flags & !(cmsg::MSG_CTRUNC as i32)) | ctrunc as i32;
+    task.mm().write_obj(msg + 48, &out_flags)?;
     if w[0] != 0 {
         if got.from.is_empty() {
             task.mm().write_obj(msg + 8, &0u32)?;
@@ -379,7 +388,7 @@ pub fn read(
     s: &HostInetSocket,
     dst: &GuestBufs<'_>,
 ) -> Result<u64, Errno> {
-    let got = recv(task, file, s, dst.len(), 0)?;
+    let got = recv(task, file, s, dst.len(), 0, false)?;
     Ok(dst.write_at(0, &got.data) as u64)
 }
 
@@ -401,17 +410,22 @@ const IPPROTO_IPV6: i32 = 41;
 /// The options that reach the host: an allow-list of plain values. What
 /// carries a pointer (`SO_ATTACH_FILTER`, `SO_ATTACH_BPF`) or acts beyond
 /// the socket (`SO_BINDTODEVICE`, `SO_MARK`) is refused with `ENOPROTOOPT`;
-/// other IP-level options (`IP_TRANSPARENT`, `IP_RECVERR`, `IP_PKTINFO`,
-/// whose results would come back as control messages the Sentry does not
-/// deliver) are accepted without effect, as on the netstack.
+/// the options whose results come back as control messages are allowed
+/// only for the messages `cmsg::parse_host` checks and rebuilds; other
+/// IP-level options (`IP_TRANSPARENT`, `IP_RECVERR`, `IP_RECVOPTS`, whose
+/// messages the Sentry does not deliver) are accepted without effect, as on
+/// the netstack.
 fn opt_rule(level: i32, name: i32) -> OptRule {
     match (level, name) {
         // REUSEADDR TYPE ERROR DONTROUTE BROADCAST SNDBUF RCVBUF KEEPALIVE
         // OOBINLINE PRIORITY LINGER REUSEPORT RCVLOWAT SNDLOWAT RCVTIMEO
         // SNDTIMEO ACCEPTCONN PROTOCOL DOMAIN RCVTIMEO_NEW SNDTIMEO_NEW
         (SOL_SOCKET, 2..=10 | 12 | 13 | 15 | 18..=21 | 30 | 38 | 39 | 66 | 67) => OptRule::Host,
-        // PASSCRED TIMESTAMP
-        (SOL_SOCKET, 16 | 29) => OptRule::Ignore,
+        // TIMESTAMP TIMESTAMPNS TIMESTAMP_NEW TIMESTAMPNS_NEW: their
+        // messages come back from the host checked (`cmsg::parse_host`)
+        (SOL_SOCKET, 29 | 35 | 63 | 64) => OptRule::Host,
+        // PASSCRED
+        (SOL_SOCKET, 16) => OptRule::Ignore,
         // NODELAY MAXSEG CORK KEEPIDLE KEEPINTVL KEEPCNT SYNCNT LINGER2
         // DEFER_ACCEPT WINDOW_CLAMP INFO QUICKACK USER_TIMEOUT FASTOPEN
         // NOTSENT_LOWAT
@@ -421,8 +435,12 @@ fn opt_rule(level: i32, name: i32) -> OptRule {
         // TOS TTL MTU_DISCOVER MTU FREEBIND BIND_ADDRESS_NO_PORT and the
         // multicast options
         (IPPROTO_IP, 1 | 2 | 10 | 14 | 15 | 24 | 32..=36) => OptRule::Host,
+        // PKTINFO RECVTTL RECVTOS: messages checked as the timestamps
+        (IPPROTO_IP, 8 | 12 | 13) => OptRule::Host,
         // UNICAST_HOPS, multicast, MTU_DISCOVER, V6ONLY, TCLASS
         (IPPROTO_IPV6, 16..=21 | 23 | 26 | 67) => OptRule::Host,
+        // RECVPKTINFO RECVHOPLIMIT
+        (IPPROTO_IPV6, 49 | 51) => OptRule::Host,
         (IPPROTO_IP | IPPROTO_IPV6, _) => OptRule::Ignore,
         _ => OptRule::Refuse,
     }
@@ -494,6 +512,10 @@ mod tests {
         assert_eq!(opt_rule(SOL_SOCKET, 25), OptRule::Refuse); // SO_BINDTODEVICE
         assert_eq!(opt_rule(SOL_SOCKET, 36), OptRule::Refuse); // SO_MARK
         assert_eq!(opt_rule(IPPROTO_IP, 19), OptRule::Ignore); // IP_TRANSPARENT
+        assert_eq!(opt_rule(IPPROTO_IP, 11), OptRule::Ignore); // IP_RECVERR
+        assert_eq!(opt_rule(IPPROTO_IP, 6), OptRule::Ignore); // IP_RECVOPTS
+        assert_eq!(opt_rule(IPPROTO_IP, 8), OptRule::Host); // IP_PKTINFO
+        assert_eq!(opt_rule(SOL_SOCKET, 35), OptRule::Host); // SO_TIMESTAMPNS
         assert_eq!(opt_rule(SOL_SOCKET, 2), OptRule::Host); // SO_REUSEADDR
         assert_eq!(opt_rule(SOL_SOCKET, 66), OptRule::Host); // SO_RCVTIMEO_NEW
         assert_eq!(opt_rule(IPPROTO_TCP, 1), OptRule::Host); // TCP_NODELAY

@@ -8,6 +8,7 @@ use netstack::{Domain, Shutdown, SockOpt, SockOptName, SocketType};
 
 use crate::file::{FileDescription, FileKind};
 use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK, MAX_INET_DATAGRAM};
+use crate::socket::cmsg;
 use crate::socket::host_inet::HostInetSocket;
 use crate::socket::inet::{encode_addr, parse_addr, unspecified, InetSocket};
 use crate::socket::{SO_RCVTIMEO, SO_RCVTIMEO_NEW, SO_SNDTIMEO, SO_SNDTIMEO_NEW};
@@ -314,7 +315,16 @@ pub fn send(
     )
 }
 
-/// Receives into `dst`: `(bytes copied, full length, sender)`. The bytes
+/// What one receive got: bytes copied, the full length, the sender and
+/// the address a datagram was sent to.
+pub struct Got {
+    len: usize,
+    full: usize,
+    from: Option<std::net::SocketAddr>,
+    local: Option<std::net::IpAddr>,
+}
+
+/// Receives into `dst`. The bytes
 /// pass through a Sentry buffer of at most [`IO_CHUNK`] (a stream: further
 /// pieces follow while data is there, or until full under `MSG_WAITALL`)
 /// or [`MAX_INET_DATAGRAM`] bytes (no datagram is longer), whatever the
@@ -325,7 +335,7 @@ pub fn recv(
     file: &FileDescription,
     dst: &GuestBufs<'_>,
     flags: u64,
-) -> Result<(usize, usize, Option<std::net::SocketAddr>), Errno> {
+) -> Result<Got, Errno> {
     let s = sock(file)?;
     let blk = task.blocker();
     let peek = flags & MSG_PEEK != 0;
@@ -388,7 +398,12 @@ pub fn recv(
     } else {
         len
     };
-    Ok((len, full, Some(meta.from)))
+    Ok(Got {
+        len,
+        full,
+        from: Some(meta.from),
+        local: meta.local,
+    })
 }
 
 pub fn sendto(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -411,7 +426,9 @@ pub fn recvfrom(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64
     }
     let s = sock(file)?;
     let slices = task.mm().slices(a[1], a[2], true)?;
-    let (n, full, from) = recv(task, file, &GuestBufs::new(&slices), a[3])?;
+    let Got {
+        len: n, full, from, ..
+    } = recv(task, file, &GuestBufs::new(&slices), a[3])?;
     if let (Some(f), true) = (from, a[4] != 0) {
         write_sockaddr(task, a[4], a[5], f, s.domain)?;
     }
@@ -440,12 +457,40 @@ pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Res
     let s = sock(file)?;
     let w: [u64; 7] = task.mm().read_obj(msg)?;
     let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
-    let (n, full, from) = recv(task, file, &GuestBufs::new(&slices), flags)?;
+    let got = recv(task, file, &GuestBufs::new(&slices), flags)?;
+    let Got {
+        len: n, full, from, ..
+    } = got;
     let mut out_flags = 0u32;
     if full > n {
         out_flags |= MSG_TRUNC as u32;
     }
-    task.mm().write_obj(msg + 40, &0u64)?;
+    let mut msgs = Vec::new();
+    if s.cmsgs.any() {
+        // What the netstack knows of the datagram: where it was sent (on
+        // its one interface, loopback) and the TTL and TOS every packet it
+        // carries has; the time is when the guest took it from the queue,
+        // a little after its arrival.
+        let time = if s.cmsgs.timestamp() {
+            let t = super::time::realtime(task)?;
+            Some((t.tv_sec, t.tv_nsec))
+        } else {
+            None
+        };
+        let arrival = cmsg::Arrival {
+            time,
+            dst: got.local.map(|a| (a, cmsg::LOOPBACK_IFINDEX)),
+            hop_limit: Some(netstack::HOP_LIMIT),
+            tos: Some(netstack::TOS),
+        };
+        msgs = cmsg::messages(
+            &s.cmsgs,
+            &arrival,
+            s.ty == SocketType::Datagram,
+            s.domain == Domain::Inet6,
+        );
+    }
+    out_flags |= put_control(task, msg, w[4], w[5], &msgs)?;
     task.mm().write_obj(msg + 48, &out_flags)?;
     if let (Some(f), true) = (from, w[0] != 0) {
         write_sockaddr(task, w[0], msg + 8, f, s.domain)?;
@@ -458,7 +503,31 @@ pub fn read(task: &Task, file: &FileDescription, dst: &GuestBufs<'_>) -> Result<
     if let Some(h) = host(file) {
         return hostnet::read(task, file, h, dst);
     }
-    recv(task, file, dst, 0).map(|(n, _, _)| n as u64)
+    recv(task, file, dst, 0).map(|g| g.len as u64)
+}
+
+/// Writes control messages to the guest's buffer (`control`, `room`
+/// bytes) and `msg_controllen`; returns `MSG_CTRUNC` when they did not all
+/// fit.
+pub(super) fn put_control(
+    task: &Task,
+    msg: u64,
+    control: u64,
+    room: u64,
+    msgs: &[cmsg::Cmsg],
+) -> Result<u32, Errno> {
+    // No buffer is no room (`put_cmsg`).
+    let room = if control == 0 {
+        0
+    } else {
+        room.min(1 << 16) as usize
+    };
+    let (bytes, flags) = cmsg::encode(msgs, room);
+    if !bytes.is_empty() {
+        task.mm().copy_out(control, &bytes)?;
+    }
+    task.mm().write_obj(msg + 40, &(bytes.len() as u64))?;
+    Ok(flags)
 }
 
 const SOL_SOCKET: i32 = 1;
@@ -476,6 +545,16 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
         if let Some(r) = super::socket::set_timeout(task, &s.timeouts, name, a[3], a[4]) {
             return r;
         }
+    }
+    if cmsg::RecvCmsgs::is_option(level, name) {
+        let on = cmsg_flag_arg(task, level, a[3], a[4])?;
+        // The IPv6 ones only on AF_INET6 sockets (`ipv6_setsockopt`
+        // refuses an AF_INET socket with ENOPROTOOPT).
+        if level == cmsg::IPPROTO_IPV6 && s.domain != Domain::Inet6 {
+            return Err(Errno::ENOPROTOOPT);
+        }
+        s.cmsgs.set(level, name, on);
+        return Ok(0);
     }
     if a[4] < 4 {
         return Err(Errno::EINVAL);
@@ -509,6 +588,23 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
     s.sock.set_option(opt).map(|()| 0)
 }
 
+/// The value of a boolean control-message option: an `int`, except that
+/// the IP-level ones also take a single byte (`ip_setsockopt`'s
+/// `optlen >= 1` case); the socket- and IPv6-level ones need a whole
+/// `int` (`EINVAL`).
+fn cmsg_flag_arg(task: &Task, level: i32, val: u64, len: u64) -> Result<bool, Errno> {
+    let len = len as u32 as i32;
+    if len >= 4 {
+        let v: i32 = task.mm().read_obj(val)?;
+        return Ok(v != 0);
+    }
+    if len >= 1 && level == cmsg::IPPROTO_IP {
+        let v: u8 = task.mm().read_obj(val)?;
+        return Ok(v != 0);
+    }
+    Err(Errno::EINVAL)
+}
+
 pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(h) = host(file) {
         return hostnet::getsockopt(task, h, a);
@@ -520,7 +616,14 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
         return Err(Errno::EINVAL);
     }
     let b = |v: bool| i32::from(v);
+    if level == cmsg::IPPROTO_IPV6 && s.domain != Domain::Inet6 {
+        return Err(Errno::EOPNOTSUPP);
+    }
     let val: Vec<u8> = match (level, name) {
+        (l, n) if cmsg::RecvCmsgs::is_option(l, n) => {
+            let on = s.cmsgs.get(l, n).unwrap_or(false);
+            b(on).to_ne_bytes().to_vec()
+        }
         (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO | SO_RCVTIMEO_NEW | SO_SNDTIMEO_NEW) => {
             super::socket::get_timeout(&s.timeouts, name).unwrap_or_default()
         }

@@ -151,8 +151,11 @@ pub fn recv(
 ) -> Result<(Vec<u8>, usize), Errno> {
     let s = sock(file)?;
     let nonblock = file.flags() & OpenFlags::NONBLOCK.bits() != 0 || flags & MSG_DONTWAIT != 0;
-    task.blocker().block_on(
+    // `SO_RCVTIMEO` bounds the wait (`netlink_recvmsg` waits in
+    // `skb_recv_datagram`, which ends with `EAGAIN` past `sk_rcvtimeo`).
+    task.blocker().block_until(
         nonblock,
+        super::socket::deadline(file, true),
         || match s.recv(max, flags & MSG_PEEK != 0) {
             Ok(r) => Ok(Some(r)),
             Err(Errno::EAGAIN) => Ok(None),
@@ -222,6 +225,11 @@ fn int_arg(task: &Task, ptr: u64, len: u64) -> Result<i32, Errno> {
 pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
     let s = sock(file)?;
     let (level, name) = (a[1] as i32, a[2] as i32);
+    if level == SOL_SOCKET {
+        if let Some(r) = super::socket::set_timeout(task, &s.timeouts, name, a[3], a[4]) {
+            return r;
+        }
+    }
     let v = int_arg(task, a[3], a[4])?;
     match (level, name) {
         (SOL_SOCKET, SO_RCVBUF | SO_RCVBUFFORCE) => {
@@ -238,6 +246,18 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
 pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
     let s = sock(file)?;
     let (level, name) = (a[1] as i32, a[2] as i32);
+    let len: u32 = task.mm().read_obj(a[4])?;
+    if (len as i32) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    if level == SOL_SOCKET {
+        if let Some(v) = super::socket::get_timeout(&s.timeouts, name) {
+            let n = (len as usize).min(v.len());
+            task.mm().copy_out(a[3], &v[..n])?;
+            task.mm().write_obj(a[4], &(n as u32))?;
+            return Ok(0);
+        }
+    }
     let v: i32 = match (level, name) {
         (SOL_SOCKET, SO_TYPE) => SOCK_RAW as i32,
         (SOL_SOCKET, SO_DOMAIN) => i32::from(AF_NETLINK),
@@ -247,10 +267,6 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
         (SOL_SOCKET, _) | (SOL_NETLINK, _) => 0,
         _ => return Err(Errno::ENOPROTOOPT),
     };
-    let len: u32 = task.mm().read_obj(a[4])?;
-    if (len as i32) < 0 {
-        return Err(Errno::EINVAL);
-    }
     let n = (len as usize).min(4);
     task.mm().copy_out(a[3], &v.to_ne_bytes()[..n])?;
     task.mm().write_obj(a[4], &(n as u32))?;

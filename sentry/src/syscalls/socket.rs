@@ -8,7 +8,7 @@ use abi::{Errno, OpenFlags};
 
 use crate::file::{FdEntry, FileDescription, FileKind};
 use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
-use crate::socket::unix::{Creds, SockType, SocketHandle, UnixAddr, UnixSocket, SCM_MAX_FD};
+use crate::socket::unix::{self, Creds, SockType, SocketHandle, UnixAddr, UnixSocket, SCM_MAX_FD};
 use crate::socket::SockTimeouts;
 use crate::task::Task;
 use crate::tmpfs::MemKind;
@@ -264,6 +264,7 @@ fn timeouts(file: &FileDescription) -> Option<&SockTimeouts> {
         FileKind::Socket(h) => Some(&h.0.timeouts),
         FileKind::Inet(s) => Some(&s.timeouts),
         FileKind::HostInet(h) => Some(&h.timeouts),
+        FileKind::Netlink(n) => Some(&n.timeouts),
         _ => None,
     }
 }
@@ -322,11 +323,7 @@ pub fn sys_connect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     blk.block_until(
         nonblock,
         deadline(&file, false),
-        || {
-            Ok(sock
-                .connect_to(&task.kernel, &target, me, me)?
-                .then_some(()))
-        },
+        || Ok(sock.connect_to(&target, me, me)?.then_some(())),
         || {
             target
                 .state()
@@ -476,15 +473,7 @@ fn send(
         data,
         piece,
         stream,
-        |chunk| {
-            sock.send(
-                &task.kernel,
-                chunk,
-                std::mem::take(&mut rights),
-                me,
-                to.clone(),
-            )
-        },
+        |chunk| sock.send(chunk, std::mem::take(&mut rights), me, to.clone()),
         ready,
     )
 }
@@ -846,16 +835,21 @@ pub fn sys_sendmmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// `recvmmsg(2)`: `recvmsg` for each message in turn; with
-/// `MSG_WAITFORONE`, only the first may wait. The timeout (checked by
-/// Linux only between messages) is read for `EFAULT` and otherwise not
-/// applied: a blocking call returns after the messages that were there.
+/// `MSG_WAITFORONE`, only the first may wait. The timeout is Linux's
+/// (`do_recvmmsg`): checked only after each datagram, so a receive that
+/// waits is not cut short by it (recvmmsg(2), BUGS); once it has passed,
+/// the call returns what it has. What is left of it is written back when
+/// any datagram came.
 pub fn sys_recvmmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let (fd, vec, vlen, mut flags) = (a[0], a[1], a[2].min(UIO_MAXIOV), a[3] & 0xffff_ffff);
-    if a[4] != 0 {
-        let mut ts = [0u8; 16];
-        task.mm().copy_in(a[4], &mut ts)?;
-    }
+    let end = if a[4] != 0 {
+        let ts: [i64; 2] = task.mm().read_obj(a[4])?;
+        Some(mmsg_end_time(ts)?)
+    } else {
+        None
+    };
     let mut done = 0;
+    let mut left = [0i64; 2];
     while done < vlen {
         let hdr = vec.wrapping_add(done * MMSGHDR_SIZE);
         match sys_recvmsg(task, &[fd, hdr, flags, 0, 0, 0]) {
@@ -867,11 +861,40 @@ pub fn sys_recvmmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         if flags & MSG_WAITFORONE != 0 {
             flags |= MSG_DONTWAIT;
         }
-        if done >= 1 && a[4] != 0 {
-            flags |= MSG_DONTWAIT;
+        if let Some(end) = end {
+            // `end` is `None` for a zero timeout: it has passed at once.
+            match end.and_then(|e| e.checked_duration_since(Instant::now())) {
+                Some(d) if !d.is_zero() => {
+                    left = [d.as_secs() as i64, i64::from(d.subsec_nanos())];
+                }
+                _ => {
+                    left = [0, 0];
+                    break;
+                }
+            }
         }
     }
+    if end.is_some() && done > 0 {
+        task.mm().write_obj(a[4], &left)?;
+    }
     Ok(done)
+}
+
+/// When a `recvmmsg` timeout (`struct timespec`) ends, as Linux's
+/// `poll_select_set_timeout`: `EINVAL` for a negative or malformed one,
+/// `None` for zero (already over after the first datagram).
+fn mmsg_end_time(ts: [i64; 2]) -> Result<Option<Instant>, Errno> {
+    let [sec, nsec] = ts;
+    if sec < 0 || !(0..1_000_000_000).contains(&nsec) {
+        return Err(Errno::EINVAL);
+    }
+    if sec == 0 && nsec == 0 {
+        return Ok(None);
+    }
+    // A century stands for longer ones, which never end in practice
+    // (`timespec64_add_safe` saturates) and would overflow an `Instant`.
+    let d = std::time::Duration::new(sec.min(100 * 365 * 86_400) as u64, nsec as u32);
+    Ok(Instant::now().checked_add(d))
 }
 
 pub fn sys_recvfrom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -914,9 +937,15 @@ pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut st = sock.state();
     match a[2] {
         SO_PASSCRED => st.passcred = v != 0,
-        // Linux doubles the value and bounds it (socket(7)).
-        SO_RCVBUF => st.rcvbuf = (v.max(1152) as usize * 2).min(4 << 20),
-        SO_SNDBUF => st.sndbuf = (v.max(2304) as usize * 2).min(4 << 20),
+        // Linux bounds the value by wmem_max/rmem_max (a negative one,
+        // read as unsigned, too), doubles it and keeps a minimum
+        // (`sk_setsockopt`, socket(7)).
+        SO_RCVBUF => {
+            st.rcvbuf = ((v as u32 as usize).min(unix::BUF_MAX) * 2).max(unix::MIN_RCVBUF);
+        }
+        SO_SNDBUF => {
+            st.sndbuf = ((v as u32 as usize).min(unix::BUF_MAX) * 2).max(unix::MIN_SNDBUF);
+        }
         // Accepted and without effect on Unix sockets.
         2 | 9 | 10 | 13 | 15 => {}
         _ => return Err(Errno::ENOPROTOOPT),

@@ -30,6 +30,11 @@ fn now(task: &Task, clock: i32) -> Result<Timespec, Errno> {
     Ok(host::clock_gettime(clock)?)
 }
 
+/// `CLOCK_REALTIME` as the guest sees it (socket timestamps).
+pub(crate) fn realtime(task: &Task) -> Result<Timespec, Errno> {
+    now(task, libc::CLOCK_REALTIME)
+}
+
 pub fn sys_clock_gettime(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let clock = clock_arg(a[0])?;
     let ts = now(task, clock)?;
