@@ -239,7 +239,7 @@ pub fn run_gofer_process_for(
             sys::exit_now(2);
         }
         Ok(Fork::Parent(pid)) => {
-            sys::announce_pid_and_release_stdout(Some(pid));
+            sys::announce_and_release_stdout(true);
             // The server holds the only copies the connection needs: the
             // Sentry must see end of stream when the server exits.
             drop(root_fd);
@@ -251,7 +251,7 @@ pub fn run_gofer_process_for(
             sys::exit_now(code);
         }
         Ok(Fork::Child) => {
-            sys::announce_pid_and_release_stdout(None);
+            sys::announce_and_release_stdout(false);
             // Do not outlive the waiter (and with it the jail's owner).
             let _ = sys::set_parent_death_signal(libc::SIGKILL);
             // Modes of created files are exactly those the Sentry asks for;

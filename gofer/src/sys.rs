@@ -699,14 +699,13 @@ pub fn wait_exit(pid: libc::pid_t) -> Result<i32, Errno> {
 }
 
 /// `_exit(2)`: leaves at once, without running exit handlers.
-/// Writes the server's pid as a decimal line to standard output (for the
-/// Sentry, which keeps the server on its callers' CPU), then points
-/// standard output at standard error so the pipe closes.
-pub fn announce_pid_and_release_stdout(pid: Option<i32>) {
-    if let Some(pid) = pid {
-        let line = format!("{pid}\n");
+/// Says on standard output that the server runs (`announce`: a line
+/// `up`, which whoever started the gofer waits for), then points standard
+/// output at standard error.
+pub fn announce_and_release_stdout(announce: bool) {
+    if announce {
         // SAFETY: writes a live buffer to descriptor 1.
-        let _ = unsafe { libc::write(1, line.as_ptr().cast(), line.len()) };
+        let _ = unsafe { libc::write(1, b"up\n".as_ptr().cast(), 3) };
     }
     // SAFETY: dup2 on descriptors this process owns.
     unsafe { libc::dup2(2, 1) };

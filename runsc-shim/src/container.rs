@@ -771,7 +771,7 @@ impl Runtime {
         tracing::info!("container {id} resumed");
         if record.guest_limits_pending {
             let limits = record.guest_limits.unwrap_or_default();
-            self.send_guest_limits(id, &record, &limits)?;
+            self.send_guest_limits(id, &limits)?;
             record.guest_limits_pending = false;
             locked.write(&record)?;
             tracing::info!("container {id}: limits updated while paused applied");
@@ -780,30 +780,19 @@ impl Runtime {
     }
 
     /// Tells the Sentry of running container `id` its new guest limits
-    /// over the control socket, waiting a little for a sandbox that has
-    /// just started to serve it.
+    /// over the control socket (which waits a little for a sandbox that
+    /// has just started to serve it).
     fn send_guest_limits(
         &self,
         id: &str,
-        record: &state::Record,
         limits: &crate::control::GuestLimits,
     ) -> Result<(), Error> {
         let socket = self.state.dir(id).join(crate::control::SOCKET);
-        // Just after `start` the socket may not be there yet.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            match crate::control::update(&socket, limits) {
-                Ok(()) => return Ok(()),
-                Err(_) if Instant::now() < deadline && record.sandbox_alive() => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(why) => {
-                    return Err(Error::Boot(format!(
-                        "container {id}: the sandbox did not take the new limits: {why}"
-                    )))
-                }
-            }
-        }
+        crate::control::update(&socket, limits).map_err(|why| {
+            Error::Boot(format!(
+                "container {id}: the sandbox did not take the new limits: {why}"
+            ))
+        })
     }
 
     /// Changes the resource limits of created, running or paused container
@@ -856,7 +845,7 @@ impl Runtime {
             } else {
                 guest
             };
-            self.send_guest_limits(id, &record, &send)?;
+            self.send_guest_limits(id, &send)?;
             if pending {
                 record.guest_limits_pending = false;
                 locked.write(&record)?;

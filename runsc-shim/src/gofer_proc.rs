@@ -84,10 +84,7 @@ fn spawn_gofer(
     if read_only {
         cmd.arg("--ro");
     }
-    // The gofer prints its server's pid on standard output once it
-    // serves, then closes it. The pid itself means nothing to the Sentry,
-    // which will not share the caller's PID namespace (the server moves
-    // between CPUs itself when asked): the line only says it is up.
+    // The gofer says on standard output when its server runs.
     cmd.stdin(Stdio::null()).stdout(Stdio::piped());
     crate::sys::prepare_child(&mut cmd, theirs.as_raw_fd(), 3, false, None);
     let mut child = cmd

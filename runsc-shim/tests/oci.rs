@@ -134,6 +134,20 @@ impl World {
         }
     }
 
+    /// `create`, `start` and `wait` of `id`, which must exit 0; what it
+    /// wrote to stdout.
+    fn run_to_success(&mut self, id: &str) -> String {
+        assert_eq!(self.create(id).status, 0, "create {id}");
+        assert_eq!(self.cli(&["start", id]).status, 0, "start {id}");
+        assert_eq!(self.wait(id), 0, "{id}: {}", self.container_stderr(id));
+        self.container_stdout(id)
+    }
+
+    /// What the container wrote to stderr.
+    fn container_stderr(&self, id: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{id}.err"))).unwrap_or_default()
+    }
+
     /// What the container wrote to stdout.
     fn container_stdout(&self, id: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("{id}.out"))).unwrap_or_default()
@@ -1016,15 +1030,8 @@ fn a_memory_limit_holds_the_whole_sandbox() {
         "dd if=/dev/zero of=/tmp/big bs=1M count=128 2>/dev/null; echo wrote $?",
     ];
     let mut free = World::new("nomemlimit", |v| set_args(v, &fill));
-    assert_eq!(free.create("m0").status, 0);
-    assert_eq!(free.cli(&["start", "m0"]).status, 0);
-    assert_eq!(
-        free.wait("m0"),
-        0,
-        "{}",
-        std::fs::read_to_string(free.dir.path().join("m0.err")).unwrap_or_default()
-    );
-    assert_eq!(free.container_stdout("m0"), "wrote 0\n");
+    let out = free.run_to_success("m0");
+    assert_eq!(out, "wrote 0\n");
 
     // Under a 64 MiB limit the guest sees 64 MiB of memory, and /tmp holds
     // half of it, as Linux sizes a tmpfs: the same fill ends in ENOSPC at
@@ -1040,16 +1047,9 @@ fn a_memory_limit_holds_the_whole_sandbox() {
         set_args(v, &tmpfs_fill);
         v["linux"]["resources"] = serde_json::json!({"memory": {"limit": 64 << 20}});
     });
-    assert_eq!(w.create("m1").status, 0);
-    assert_eq!(w.cli(&["start", "m1"]).status, 0);
+    let out = w.run_to_success("m1");
     assert_eq!(
-        w.wait("m1"),
-        0,
-        "{}",
-        std::fs::read_to_string(w.dir.path().join("m1.err")).unwrap_or_default()
-    );
-    assert_eq!(
-        w.container_stdout("m1"),
+        out,
         format!(
             "MemTotal:          65536 kB\nNo space left on device\n{}\nalive\n",
             32 << 20
@@ -1115,16 +1115,9 @@ fn the_guest_reads_its_limits_in_sys_fs_cgroup() {
         v["linux"]["resources"] =
             serde_json::json!({"memory": {"limit": 64 << 20}, "pids": {"limit": 50}});
     });
-    assert_eq!(w.create("g1").status, 0);
-    assert_eq!(w.cli(&["start", "g1"]).status, 0);
+    let out = w.run_to_success("g1");
     assert_eq!(
-        w.wait("g1"),
-        0,
-        "{}",
-        std::fs::read_to_string(w.dir.path().join("g1.err")).unwrap_or_default()
-    );
-    assert_eq!(
-        w.container_stdout("g1"),
+        out,
         format!(
             "{}\n50\nmax 100000\n100\ncpuset cpu memory pids\n0::/\n{common}",
             64 << 20
@@ -1219,7 +1212,7 @@ fn a_pids_limit_counts_guest_tasks_like_runc() {
     // forked again once tasks were free.
     assert_eq!(w.wait("p1"), 0);
     assert_eq!(w.container_stdout("p1"), expected);
-    let err = std::fs::read_to_string(w.dir.path().join("p1.err")).unwrap_or_default();
+    let err = w.container_stderr("p1");
     assert!(
         err.contains("can't fork: Resource temporarily unavailable"),
         "{err}"

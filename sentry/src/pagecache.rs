@@ -391,32 +391,14 @@ impl FileCache {
         let Some(st) = self.live_state() else {
             return read_host(f, pos, dst);
         };
-        let want = dst.len();
-        let mut stage = Stage::new();
-        let mut done = 0usize;
-        while done < want {
-            let at = pos + done as u64;
-            let buf = stage.space(IO_CHUNK.min(want - done));
-            let n = match host::pread(f.fd(), buf, at) {
-                Ok(n) => n,
-                Err(_) if done > 0 => break,
-                Err(e) => return Err(e.into()),
-            };
-            if n == 0 {
-                break;
-            }
-            for (a, b) in st.present_in(at, at + n as u64) {
+        pread_staged(f, pos, dst, |at, buf| {
+            for (a, b) in st.present_in(at, at + buf.len() as u64) {
                 for (fpos, moff, len) in st.runs(a, b) {
                     let i = (fpos - at) as usize;
                     self.mf().read(moff, &mut buf[i..i + len as usize]);
                 }
             }
-            done += dst.write_at(done, &buf[..n]);
-            if n < buf.len() {
-                break;
-            }
-        }
-        Ok(done)
+        })
     }
 
     /// `write(2)` to `f` (this cache's file, open for writing) from `src`
@@ -440,30 +422,14 @@ impl FileCache {
         if start > old_size {
             self.zero(&st, old_size, start);
         }
-        let mut stage = Stage::new();
-        let mut done = 0usize;
-        while done < src.len() {
-            let piece = stage.load(src, done, IO_CHUNK);
-            if piece.is_empty() {
-                break;
-            }
-            let at = start + done as u64;
-            let n = match host::pwrite(f.fd(), piece, at) {
-                Ok(n) => n,
-                Err(_) if done > 0 => break,
-                Err(e) => return Err(e.into()),
-            };
-            for (a, b) in st.present_in(at, at + n as u64) {
+        let done = pwrite_staged(f, start, src, |at, piece| {
+            for (a, b) in st.present_in(at, at + piece.len() as u64) {
                 for (fpos, moff, len) in st.runs(a, b) {
                     let i = (fpos - at) as usize;
                     self.mf().write(moff, &piece[i..i + len as usize]);
                 }
             }
-            done += n;
-            if n < piece.len() {
-                break;
-            }
-        }
+        })?;
         Ok((done as u64, start + done as u64))
     }
 
@@ -623,15 +589,33 @@ impl Drop for FileCache {
 
 /// `read(2)` of a host file without a cache (one that went just before).
 fn read_host(f: &HostFile, pos: u64, dst: &GuestBufs<'_>) -> Result<usize, Errno> {
+    pread_staged(f, pos, dst, |_, _| {})
+}
+
+/// Reads the host file at `pos` into `dst`, staged [`IO_CHUNK`] at a time;
+/// `got(at, bytes)` may change each piece before it is copied out. Stops
+/// at the end of the file, a short read, or an error past the first piece.
+fn pread_staged(
+    f: &HostFile,
+    pos: u64,
+    dst: &GuestBufs<'_>,
+    mut got: impl FnMut(u64, &mut [u8]),
+) -> Result<usize, Errno> {
+    let want = dst.len();
     let mut stage = Stage::new();
     let mut done = 0usize;
-    while done < dst.len() {
-        let buf = stage.space(IO_CHUNK.min(dst.len() - done));
-        let n = match host::pread(f.fd(), buf, pos + done as u64) {
+    while done < want {
+        let at = pos + done as u64;
+        let buf = stage.space(IO_CHUNK.min(want - done));
+        let n = match host::pread(f.fd(), buf, at) {
             Ok(n) => n,
             Err(_) if done > 0 => break,
             Err(e) => return Err(e.into()),
         };
+        if n == 0 {
+            break;
+        }
+        got(at, &mut buf[..n]);
         done += dst.write_at(done, &buf[..n]);
         if n < buf.len() {
             break;
@@ -650,6 +634,20 @@ fn write_host<S: ByteSource + ?Sized>(
         Some(p) => p,
         None => host::fstat(f.fd())?.st_size.max(0) as u64,
     };
+    let done = pwrite_staged(f, start, src, |_, _| {})?;
+    Ok((done as u64, start + done as u64))
+}
+
+/// Writes `src` to the host file at `start`, staged [`IO_CHUNK`] at a
+/// time; `written(at, bytes)` sees each piece the host took. Returns the
+/// count written (short after a partial write or an error past the first
+/// piece).
+fn pwrite_staged<S: ByteSource + ?Sized>(
+    f: &HostFile,
+    start: u64,
+    src: &S,
+    mut written: impl FnMut(u64, &[u8]),
+) -> Result<usize, Errno> {
     let mut stage = Stage::new();
     let mut done = 0usize;
     while done < src.len() {
@@ -657,17 +655,19 @@ fn write_host<S: ByteSource + ?Sized>(
         if piece.is_empty() {
             break;
         }
-        let n = match host::pwrite(f.fd(), piece, start + done as u64) {
+        let at = start + done as u64;
+        let n = match host::pwrite(f.fd(), piece, at) {
             Ok(n) => n,
             Err(_) if done > 0 => break,
             Err(e) => return Err(e.into()),
         };
+        written(at, &piece[..n]);
         done += n;
         if n < piece.len() {
             break;
         }
     }
-    Ok((done as u64, start + done as u64))
+    Ok(done)
 }
 
 #[cfg(test)]
