@@ -153,25 +153,29 @@ fn main() {
     println!("native getppid: {:.0} ns/call", native_getppid(iters));
     let mut results = Vec::new();
     for &mode in &modes {
-        let placements: &[(bool, u32, bool)] = match mode {
+        let y = platform_ptrace::DEFAULT_YIELDS;
+        let placements: &[(bool, u32, u32, bool)] = match mode {
             // pinned same-core vs free; poke_rax is the default since it won
-            Mode::Sysemu => &[(true, 0, false), (false, 0, false)],
-            // pinned same-core (futex hand-off) vs free with spinning, each
-            // with the call site patched and not
+            Mode::Sysemu => &[(true, 0, 0, false), (false, 0, 0, false)],
+            // pinned same-core (futex hand-off, or yields then futex) vs
+            // free with spinning, each with the call site patched and not
             Mode::SeccompTrap => &[
-                (true, 0, false),
-                (true, 0, true),
-                (false, 2000, false),
-                (false, 2000, true),
-                (false, 20000, false),
-                (false, 20000, true),
+                (true, 0, 0, false),
+                (true, 0, 0, true),
+                (true, 0, y, false),
+                (true, 0, y, true),
+                (false, 2000, 0, false),
+                (false, 2000, 0, true),
+                (false, 20000, 0, false),
+                (false, 20000, 0, true),
             ],
         };
-        for &(pin_cpu, spin, patch_syscalls) in placements {
+        for &(pin_cpu, spin, yields, patch_syscalls) in placements {
             let options = PtraceOptions {
                 pin_cpu,
                 mode,
                 spin,
+                yields,
                 patch_syscalls,
                 ..PtraceOptions::default()
             };
@@ -181,7 +185,7 @@ fn main() {
                 .join()
                 .expect("bench thread");
             println!(
-                "{mode:<11?} pin_cpu={pin_cpu:<5} spin={spin:<5} patched={patch_syscalls:<5}  round trip {:>6.0} ns/call   \
+                "{mode:<11?} pin_cpu={pin_cpu:<5} spin={spin:<5} yields={yields:<2} patched={patch_syscalls:<5}  round trip {:>6.0} ns/call   \
                  injected syscall {:>6.0} ns   new address space {:>6.0} µs   \
                  new stub thread {:>5.0} µs",
                 f.round_trip_ns, f.inject_ns, f.create_us, f.thread_us

@@ -218,8 +218,7 @@ impl Shared {
                 self.pid,
                 thread.tid,
                 self.template,
-                config.fsgsbase,
-                config.spin,
+                *config,
                 self.image
                     .fast()
                     .map(|_| crate::trap::FastIps::of(&self.image.layout())),

@@ -226,6 +226,8 @@ pub struct TrapIps {
 /// * `futex` with op `FUTEX_WAIT` (0) or `FUTEX_WAKE` (1) (shared, no
 ///   timeout semantics beyond what the guest could get by spinning) on a
 ///   slot's state word: inside the slot region, at offset 0 of a slot;
+///   and `sched_yield` from the same instruction (the handler's other way
+///   to wait);
 /// * `rt_sigreturn` (the guest could only forge its own registers, signal
 ///   mask and signal stack, all of which it owns);
 /// * `arch_prctl` with `ARCH_SET_FS` or `ARCH_SET_GS` (its own TLS bases).
@@ -392,6 +394,11 @@ fn filter_ops(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Vec<Op> {
         ops.extend([
             Label("futex"),
             Load(OFF_NR),
+            JumpEq {
+                k: libc::SYS_sched_yield as u32,
+                t: L("allow"),
+                f: Next,
+            },
             JumpEq {
                 k: libc::SYS_futex as u32,
                 t: Next,
@@ -685,6 +692,7 @@ mod trap_tests {
                 RET_ALLOW
             );
         }
+        assert_eq!(run(&p, 24, X86, t.futex, [0; 6]), RET_ALLOW);
         assert_eq!(run(&p, 15, X86, t.sigreturn, [0; 6]), RET_ALLOW);
         let flags = STUB_THREAD_CLONE_FLAGS;
         assert_eq!(
@@ -722,6 +730,8 @@ mod trap_tests {
         for (ip, nr) in [
             (t.futex, 39),
             (t.sigreturn, 202),
+            (t.sigreturn, 24),
+            (t.arch_prctl, 24),
             (t.arch_prctl, 15),
             (t.runner_clone, 202),
         ] {

@@ -26,7 +26,7 @@
 //! read+exec) takes SIGSYS, the faults and an interrupt kick (`SIGUSR2`)
 //! on a signal stack inside the thread's *slot* (header + stack, a memfd
 //! of this platform mapped shared in the stub below [`STUB_BASE`] and in
-//! the Sentry), posts the event and waits (spin, then futex); the Sentry
+//! the Sentry), posts the event and waits (spin, yield, then futex); the Sentry
 //! reads and rewrites the registers in the frame's `ucontext`, and the
 //! handler `rt_sigreturn`s. fs/gs bases go through `rdfsbase`/`wrfsbase`
 //! (or `arch_prctl` without FSGSBASE). FP state is the frame's XSAVE area.
@@ -134,6 +134,14 @@ pub struct PtraceOptions {
     /// pinned to one CPU (the peer cannot run meanwhile), worth ~µs when
     /// they run on two.
     pub spin: u32,
+    /// Seccomp-trap mode: `sched_yield` calls each side makes, after it
+    /// spun and before it sleeps, while the peer has not answered. With
+    /// both pinned to one CPU (the default) this hands the CPU straight to
+    /// the peer, which is then already running when its answer is posted:
+    /// no futex wake-up on either side, the cheapest same-core hand-off
+    /// (see the `roundtrip` example). When the peer is blocked elsewhere
+    /// each call returns at once, so the count bounds the waste.
+    pub yields: u32,
     /// Seccomp-trap mode: let the stub use `rdfsbase`/`wrfsbase` for the
     /// guest's fs/gs bases when the host allows it (`HWCAP2_FSGSBASE`);
     /// without, it sets them with `arch_prctl` and the Sentry remembers
@@ -145,6 +153,11 @@ pub struct PtraceOptions {
     pub patch_syscalls: bool,
 }
 
+/// [`PtraceOptions::yields`] by default: enough for the Sentry to answer
+/// the usual call (one or two yields), and few enough that a thread whose
+/// peer is blocked in the host wastes only a few µs before it sleeps.
+pub const DEFAULT_YIELDS: u32 = 16;
+
 impl Default for PtraceOptions {
     fn default() -> Self {
         PtraceOptions {
@@ -152,6 +165,7 @@ impl Default for PtraceOptions {
             poke_rax: true,
             mode: Mode::Sysemu,
             spin: 0,
+            yields: DEFAULT_YIELDS,
             fsgsbase: true,
             patch_syscalls: true,
         }
@@ -188,6 +202,7 @@ impl PtracePlatform {
         let trap = (options.mode == Mode::SeccompTrap).then(|| stub::TrapConfig {
             fsgsbase: options.fsgsbase && stub::host_has_fsgsbase(),
             spin: options.spin,
+            yields: options.yields,
             patch: options.patch_syscalls,
         });
         Ok(PtracePlatform {

@@ -61,12 +61,14 @@ const FILTER_OFFSET: usize = 16;
 /// Read-only configuration words of the seccomp-trap handler in the data
 /// page (after the filter): whether the slot region is to be mapped at
 /// setup, whether the handler may use `rdfsbase`/`wrfsbase`, and how many
-/// `pause` iterations it spins before it sleeps on its futex.
+/// `pause` iterations it spins and how many times it yields before it
+/// sleeps on its futex.
 const CONF_MAP_SLOTS: usize = 0xf00;
 const CONF_FSGSBASE: usize = 0xf08;
 const CONF_SPIN: usize = 0xf10;
 /// Whether setup maps the patched-site tables (see `crate::fast`).
 const CONF_MAP_FAST: usize = 0xf18;
+const CONF_YIELDS: usize = 0xf20;
 
 /// Size of one per-thread slot of the seccomp-trap mode: a header page
 /// (the message the handler and the Sentry exchange) and the thread's
@@ -277,6 +279,21 @@ core::arch::global_asm!(
     "    pause",
     "    sub $1, %ecx",
     "    jg 21b",
+    // Then yield a few times: with the Sentry on this CPU, it runs now.
+    "    movabs ${conf_yields}, %rax",
+    "    mov (%rax), %r13d",
+    "23:",
+    "    test %r13d, %r13d",
+    "    jz 24f",
+    "    sub $1, %r13d",
+    "    call 41f",
+    "    mov {h_state}(%rbx), %eax",
+    "    cmp ${run}, %eax",
+    "    je 30f",
+    "    cmp ${exit}, %eax",
+    "    je 35f",
+    "    jmp 23b",
+    "24:",
     "    movl $1, {h_stub_waiting}(%rbx)",
     "    mfence",
     "    mov {h_state}(%rbx), %edx",
@@ -339,6 +356,11 @@ core::arch::global_asm!(
     "ferrovisor_ptrace_stub_futex:",
     "    syscall",
     "    ret",
+    // sched_yield(), through the same instruction (the filter allows it
+    // there).
+    "41:",
+    "    mov $24, %eax",
+    "    jmp ferrovisor_ptrace_stub_futex",
     // arch_prctl(edi, rsi): the filter allows ARCH_SET_FS/GS only.
     "45:",
     "    mov $158, %eax",
@@ -412,6 +434,20 @@ core::arch::global_asm!(
     "    pause",
     "    sub $1, %ecx",
     "    jg 53b",
+    "    movabs ${conf_yields}, %rax",
+    "    mov (%rax), %r13d",
+    "57:",
+    "    test %r13d, %r13d",
+    "    jz 59f",
+    "    sub $1, %r13d",
+    "    call 41b",
+    "    mov {h_state}(%rbx), %eax",
+    "    cmp ${run}, %eax",
+    "    je 55f",
+    "    cmp ${exit}, %eax",
+    "    je 35b",
+    "    jmp 57b",
+    "59:",
     "    movl $1, {h_stub_waiting}(%rbx)",
     "    mfence",
     "    mov {h_state}(%rbx), %edx",
@@ -616,6 +652,7 @@ core::arch::global_asm!(
     arch_set_gs = const ARCH_SET_GS,
     conf_fsgsbase = const STUB_BASE + PAGE_SIZE + CONF_FSGSBASE as u64,
     conf_spin = const STUB_BASE + PAGE_SIZE + CONF_SPIN as u64,
+    conf_yields = const STUB_BASE + PAGE_SIZE + CONF_YIELDS as u64,
     conf_map_slots = const STUB_BASE + PAGE_SIZE + CONF_MAP_SLOTS as u64,
     slots = const SLOTS_BASE,
     slots_len = const SLOTS_LEN,
@@ -764,6 +801,8 @@ pub(crate) struct TrapConfig {
     pub fsgsbase: bool,
     /// `pause` iterations before the handler sleeps on its futex
     pub spin: u32,
+    /// then `sched_yield` calls before it sleeps
+    pub yields: u32,
     /// guest `mov $nr, %eax; syscall` sites are patched into jumps to the
     /// stub's fast path (see `crate::fast`)
     pub patch: bool,
@@ -825,6 +864,8 @@ impl StubImage {
             data[CONF_FSGSBASE..CONF_FSGSBASE + 8].copy_from_slice(&f.to_le_bytes());
             let spin = u64::from(t.spin);
             data[CONF_SPIN..CONF_SPIN + 8].copy_from_slice(&spin.to_le_bytes());
+            let yields = u64::from(t.yields);
+            data[CONF_YIELDS..CONF_YIELDS + 8].copy_from_slice(&yields.to_le_bytes());
         }
         let fast = match trap {
             Some(t) if t.patch => {

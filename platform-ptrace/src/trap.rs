@@ -57,6 +57,9 @@ const ENOSYS_RAX: u64 = -(libc::ENOSYS as i64) as u64;
 /// How long the Sentry sleeps on the state word before it checks that the
 /// runner still lives (a dead stub wakes nobody).
 const LIVENESS_PERIOD: Duration = Duration::from_millis(20);
+/// How long the Sentry goes on yielding to a runner that has not posted
+/// its next event (see [`crate::PtraceOptions::yields`]).
+const YIELD_WINDOW: Duration = Duration::from_micros(50);
 /// How long an interrupt may go unanswered before the Sentry suspects the
 /// guest blocked the kick (a forged `rt_sigreturn` frame can) and unblocks
 /// it under ptrace.
@@ -275,6 +278,7 @@ pub(crate) struct Runner {
     template: Regs,
     fsgsbase: bool,
     spin: u32,
+    yields: u32,
     /// FP image fetched since the last event.
     fp: Option<Vec<u8>>,
     exited: bool,
@@ -325,14 +329,12 @@ pub(crate) trait Pending {
 impl Runner {
     /// Prepares a slot for a runner of stub `pid`; `make` clones the thread
     /// with the given first stack pointer and returns its tid.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn create(
         region: &Arc<SlotRegion>,
         pid: i32,
         helper: i32,
         template: Regs,
-        fsgsbase: bool,
-        spin: u32,
+        config: crate::stub::TrapConfig,
         fast: Option<FastIps>,
         make: impl FnOnce(u64) -> Result<i32>,
     ) -> Result<Self> {
@@ -356,8 +358,9 @@ impl Runner {
             frame: Frame::Initial,
             reported: template,
             template,
-            fsgsbase,
-            spin,
+            fsgsbase: config.fsgsbase,
+            spin: config.spin,
+            yields: config.yields,
             fp: None,
             exited: false,
             fast,
@@ -477,7 +480,7 @@ impl Runner {
         Ok(())
     }
 
-    /// Waits until the handler posts an event: spin, then sleep on the
+    /// Waits until the handler posts an event: spin, yield, then sleep on the
     /// state word, checking now and then that the runner lives and that an
     /// interrupt got through.
     fn wait_event(&mut self, pending: &dyn Pending) -> Result<()> {
@@ -489,6 +492,19 @@ impl Runner {
                 return Ok(());
             }
             std::hint::spin_loop();
+        }
+        // Yield to the runner (on this CPU: it runs now), but only while
+        // that is quick: a guest that computes for a whole time slice is
+        // better waited for asleep.
+        let start = Instant::now();
+        for _ in 0..self.yields {
+            std::thread::yield_now();
+            if state.load(Ordering::Acquire) == STATE_EVENT {
+                return Ok(());
+            }
+            if start.elapsed() > YIELD_WINDOW {
+                break;
+            }
         }
         let mut kicked: Option<Instant> = None;
         let mut escalations = 0;

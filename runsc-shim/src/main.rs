@@ -790,6 +790,7 @@ fn run_do(args: DoArgs) -> ExitCode {
                 mode: platform_ptrace::Mode::SeccompTrap,
                 pin_cpu: false,
                 spin: SPIN,
+                yields: 0,
                 ..Default::default()
             },
         )

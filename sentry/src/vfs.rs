@@ -218,7 +218,14 @@ impl Node {
     pub fn readlink(&self) -> Result<Vec<u8>, Errno> {
         match self {
             Node::Host { h, mode } if mode & abi::S_IFMT == abi::S_IFLNK => {
-                h.client.readlink(h.handle)
+                if h.volume.is_some() {
+                    return h.client.readlink(h.handle);
+                }
+                if let Some(t) = h.target.get() {
+                    return Ok(t.clone());
+                }
+                let t = h.client.readlink(h.handle)?;
+                Ok(h.target.get_or_init(|| t).clone())
             }
             Node::Mem(m) => m.readlink().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
             Node::Proc(
@@ -562,6 +569,7 @@ impl FileSystem {
                         stat: root.stat,
                         volume: None,
                         file: Default::default(),
+                        target: Default::default(),
                     }),
                     mode: root.stat.mode,
                 }),
@@ -604,6 +612,7 @@ impl FileSystem {
                 stat: root.stat,
                 volume: Some(kind),
                 file: Default::default(),
+                target: Default::default(),
             }),
             mode: root.stat.mode,
         };
@@ -1400,6 +1409,10 @@ pub struct GoferRef {
     /// a read-only regular file of the root, once opened: kept for the
     /// next open (see [`FileSystem::open_host`])
     file: std::sync::OnceLock<Arc<HostFile>>,
+    /// a symbolic link of the root, once read: it cannot change either
+    /// (see `stat`), and path walks through links such as
+    /// `/etc/os-release` would otherwise ask the gofer every time
+    target: std::sync::OnceLock<Vec<u8>>,
     /// attributes when looked up: the lower layer is the container's
     /// image, which nothing changes while the sandbox runs (writes go to
     /// the overlay's upper layer); a volume's are asked for each time
@@ -1447,6 +1460,7 @@ impl GoferRef {
             stat: node.stat,
             volume: self.volume,
             file: Default::default(),
+            target: Default::default(),
         }
     }
 
