@@ -234,6 +234,25 @@ impl Client {
             .0)
     }
 
+    /// The gofer's host inotify instance (see [`proto::WatchInit`]): a
+    /// non-blocking descriptor to read events from.
+    pub fn watch_init(&self) -> Result<OwnedFd, Errno> {
+        let ((), fd) = self.call(&proto::WatchInit {})?;
+        fd.ok_or(Errno::EIO)
+    }
+
+    /// Watches the object of `handle` on the host for the events in
+    /// `mask` (of [`proto::WATCH_EVENTS`]); the host's watch descriptor.
+    pub fn add_watch(&self, handle: Handle, mask: u32) -> Result<i32, Errno> {
+        Ok(self.call(&proto::AddWatch { handle, mask })?.0)
+    }
+
+    /// Removes a host watch.
+    pub fn rm_watch(&self, wd: i32) -> Result<(), Errno> {
+        self.call(&proto::RmWatch { wd })?;
+        Ok(())
+    }
+
     /// A file's attributes.
     pub fn stat(&self, handle: Handle) -> Result<Stat, Errno> {
         Ok(self.call(&proto::GetStat { handle })?.0)

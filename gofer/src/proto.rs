@@ -509,7 +509,46 @@ ops! {
         /// the caller's CPU
         cpu: u32,
     } -> ();
+    /// Donates the connection's host inotify instance (made on the first
+    /// call, non-blocking; later calls donate the same one): a read-only
+    /// stream of events for the watches [`AddWatch`] puts on it, which
+    /// opens nothing.
+    24 WatchInit {} -> (), donates true;
+    /// Watches the object of `handle` on the connection's inotify instance
+    /// for the [`WATCH_EVENTS`] in `mask` (others are EINVAL) and returns
+    /// the host's watch descriptor (the same one for the same object).
+    /// The object is never followed if it is a symlink. ENOSPC past
+    /// [`MAX_WATCHES`] watches.
+    25 AddWatch {
+        /// the object
+        handle: Handle,
+        /// `IN_*` event bits
+        mask: u32,
+    } -> i32;
+    /// Removes a watch [`AddWatch`] made (EINVAL for any other).
+    26 RmWatch {
+        /// the host's watch descriptor
+        wd: i32,
+    } -> ();
 }
+
+/// The `IN_*` events a host watch may ask for: changes to objects and
+/// directory entries. Opens, reads and closes without writing are not
+/// among them (the Sentry raises those itself; the host would report the
+/// gofer's and the Sentry's own).
+pub const WATCH_EVENTS: u32 = 0x2 // IN_MODIFY
+    | 0x4 // IN_ATTRIB
+    | 0x8 // IN_CLOSE_WRITE
+    | 0x40 // IN_MOVED_FROM
+    | 0x80 // IN_MOVED_TO
+    | 0x100 // IN_CREATE
+    | 0x200 // IN_DELETE
+    | 0x400 // IN_DELETE_SELF
+    | 0x800; // IN_MOVE_SELF
+
+/// Most host watches one connection holds (each pins a host inode and
+/// counts against the user's `max_user_watches`).
+pub const MAX_WATCHES: usize = 8192;
 
 /// Reply to `Walk`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -583,6 +622,29 @@ pub(crate) mod tests {
         assert!(Request::decode(Attach::KIND, &[]).is_ok());
         assert_eq!(Request::decode(Attach::KIND, &[0]), Err(Errno::EINVAL));
         assert_eq!(Request::decode(Walk::KIND, &[1]), Err(Errno::EINVAL));
+        // The watch operations: fixed kinds at the end of the list, and
+        // their payloads are checked as strictly as the others'.
+        assert_eq!(
+            (WatchInit::KIND, AddWatch::KIND, RmWatch::KIND),
+            (24, 25, 26)
+        );
+        const { assert!(WatchInit::DONATES_FD && !AddWatch::DONATES_FD) };
+        assert_eq!(Request::decode(WatchInit::KIND, &[0]), Err(Errno::EINVAL));
+        assert_eq!(Request::decode(AddWatch::KIND, &[1]), Err(Errno::EINVAL));
+        assert_eq!(
+            Request::decode(RmWatch::KIND, &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            Err(Errno::EINVAL)
+        );
+        let add = Request::AddWatch(AddWatch {
+            handle: Handle(3),
+            mask: WATCH_EVENTS,
+        });
+        let b = add.encode().expect("encode");
+        assert_eq!(Request::decode(AddWatch::KIND, &b), Ok(add));
+        assert_eq!(
+            Request::decode(AddWatch::KIND, &[b.as_slice(), &[0]].concat()),
+            Err(Errno::EINVAL)
+        );
         // A length prefix far larger than the payload must not allocate it.
         assert_eq!(
             Request::decode(Walk::KIND, &[1, 0xff, 0xff, 0xff, 0xff, 0x0f]),
@@ -727,6 +789,10 @@ pub(crate) mod tests {
             (h(), name())
                 .prop_map(|(handle, name)| Request::RemoveXattr(RemoveXattr { handle, name })),
             h().prop_map(|handle| Request::Close(Close { handle })),
+            Just(Request::WatchInit(WatchInit {})),
+            (h(), prop_oneof![Just(WATCH_EVENTS), any::<u32>()])
+                .prop_map(|(handle, mask)| Request::AddWatch(AddWatch { handle, mask })),
+            any::<i32>().prop_map(|wd| Request::RmWatch(RmWatch { wd })),
         ]
     }
 
@@ -739,7 +805,7 @@ pub(crate) mod tests {
         }
 
         #[test]
-        fn random_payloads_never_panic(kind in 0u16..30, payload in proptest::collection::vec(any::<u8>(), 0..200)) {
+        fn random_payloads_never_panic(kind in 0u16..40, payload in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = Request::decode(kind, &payload);
         }
 

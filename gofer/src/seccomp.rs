@@ -319,6 +319,9 @@ pub fn evaluate(prog: &[Insn], d: &SeccompData) -> u32 {
 /// `openat` only without write access, `O_CREAT` or `O_TRUNC`, and `openat2`
 /// (whose flags a filter cannot see) fails with ENOSYS so the server falls
 /// back to `openat`. `mknodat` can make only regular files and FIFOs.
+/// inotify watches (for volumes the guest watches) are allowed only with
+/// `IN_DONT_FOLLOW`, and `fchdir` (to a held descriptor) is what makes
+/// their path relative to an object the gofer already holds.
 pub fn gofer_policy(read_only: bool) -> Policy {
     use libc::*;
     const EXEC: u64 = PROT_EXEC as u64;
@@ -356,6 +359,23 @@ pub fn gofer_policy(read_only: bool) -> Policy {
         Rule::allow(SYS_sigaltstack),
         Rule::allow(SYS_exit),
         Rule::allow(SYS_exit_group),
+        // host watches on volume objects (`WatchInit`, `AddWatch`): one
+        // non-blocking instance; watches never follow a symlink, and take
+        // their path relative to a held directory the gofer moves into
+        Rule::allow_if(
+            SYS_inotify_init1,
+            0,
+            u64::MAX,
+            (IN_NONBLOCK | IN_CLOEXEC) as u64,
+        ),
+        Rule::allow_if(
+            SYS_inotify_add_watch,
+            2,
+            IN_DONT_FOLLOW as u64,
+            IN_DONT_FOLLOW as u64,
+        ),
+        Rule::allow(SYS_inotify_rm_watch),
+        Rule::allow(SYS_fchdir),
     ];
     if read_only {
         let forbidden = (O_ACCMODE | O_CREAT | O_TRUNC) as u64;
@@ -472,6 +492,23 @@ mod tests {
         );
         // Writes only to stderr; fcntl only F_GETFL/F_SETFL.
         assert_eq!(run(&p, libc::SYS_write, [2, 0, 0, 0, 0, 0]), ALLOW);
+        let dont_follow = libc::IN_DONT_FOLLOW as u64;
+        assert_eq!(
+            run(
+                &p,
+                libc::SYS_inotify_add_watch,
+                [3, 0, 0x2 | dont_follow, 0, 0, 0]
+            ),
+            ALLOW
+        );
+        assert_eq!(
+            run(&p, libc::SYS_inotify_add_watch, [3, 0, 0x2, 0, 0, 0]),
+            KILL
+        );
+        let nb = (libc::IN_NONBLOCK | libc::IN_CLOEXEC) as u64;
+        assert_eq!(run(&p, libc::SYS_inotify_init1, [nb, 0, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(run(&p, libc::SYS_inotify_init1, [0, 0, 0, 0, 0, 0]), KILL);
+        assert_eq!(run(&p, libc::SYS_chdir, [0; 6]), KILL);
         assert_eq!(run(&p, libc::SYS_write, [1, 0, 0, 0, 0, 0]), KILL);
         assert_eq!(run(&p, libc::SYS_write, [2 | 1 << 32, 0, 0, 0, 0, 0]), KILL);
         assert_eq!(

@@ -12,9 +12,15 @@
 //! opened (EACCES); set-user-ID and set-group-ID bits are never set, and
 //! only `user.` extended attributes are served (a `security.capability`
 //! attribute would hand out capabilities on the host).
+//!
+//! Host changes reach the Sentry through one host inotify instance per
+//! connection, donated by `WatchInit`: it carries events only, and opens
+//! nothing. `AddWatch` puts a watch on an object a handle already holds
+//! (never on a path from the client), never following a symlink, and at
+//! most [`proto::MAX_WATCHES`] of them.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -209,14 +215,22 @@ fn to_stat(st: &libc::statx) -> Stat {
 struct Reply {
     payload: Vec<u8>,
     fd: Option<OwnedFd>,
+    /// the connection's inotify descriptor goes with it (`WatchInit`)
+    inotify: bool,
 }
 
 fn reply<T: Serialize>(v: &T) -> Result<Reply, Errno> {
     Ok(Reply {
         payload: postcard::to_stdvec(v).map_err(|_| Errno::EIO)?,
         fd: None,
+        inotify: false,
     })
 }
+
+/// `IN_DONT_FOLLOW` and `IN_ONLYDIR`: a host watch never follows a
+/// symlink, and one meant for a directory lands on nothing else.
+const IN_DONT_FOLLOW: u32 = 0x0200_0000;
+const IN_ONLYDIR: u32 = 0x0100_0000;
 
 fn name_of(name: &[u8]) -> Result<CString, Errno> {
     proto::check_name(name)?;
@@ -229,6 +243,10 @@ struct Session {
     handles: HashMap<u64, Rc<Inode>>,
     next: u64,
     opts: ServerOptions,
+    /// the host inotify instance `WatchInit` donates, once made
+    inotify: Option<OwnedFd>,
+    /// host watch descriptors made on it and not removed
+    watches: HashSet<i32>,
 }
 
 impl Session {
@@ -566,7 +584,90 @@ impl Session {
                 sys::run_on_cpu(r.cpu)?;
                 reply(&())
             }
+            Request::WatchInit(proto::WatchInit {}) => {
+                self.inotify()?;
+                let mut rep = reply(&())?;
+                rep.inotify = true;
+                Ok(rep)
+            }
+            Request::AddWatch(r) => {
+                if r.mask == 0 || r.mask & !proto::WATCH_EVENTS != 0 {
+                    return Err(Errno::EINVAL);
+                }
+                let inode = Rc::clone(self.get(r.handle)?);
+                reply(&self.add_watch(&inode, r.mask)?)
+            }
+            Request::RmWatch(r) => {
+                if !self.watches.remove(&r.wd) {
+                    return Err(Errno::EINVAL);
+                }
+                let fd = self.inotify.as_ref().ok_or(Errno::EIO)?;
+                match sys::inotify_rm_watch(fd.as_fd(), r.wd) {
+                    // The host already ended it (its object was deleted).
+                    Ok(()) | Err(Errno::EINVAL) => reply(&()),
+                    Err(e) => Err(e),
+                }
+            }
         }
+    }
+
+    /// The connection's inotify instance, made on first use.
+    fn inotify(&mut self) -> Result<BorrowedFd<'_>, Errno> {
+        if self.inotify.is_none() {
+            self.inotify = Some(sys::inotify_init()?);
+        }
+        Ok(self.inotify.as_ref().ok_or(Errno::EIO)?.as_fd())
+    }
+
+    /// Watches the object `inode` stands for. `inotify_add_watch` takes a
+    /// path, and the gofer resolves none from its client: a directory is
+    /// watched as `.` after `fchdir` to its own descriptor, anything else
+    /// by its checked name in its parent, which must still be the same
+    /// object afterwards (ESTALE if it was swapped meanwhile). Either way
+    /// with `IN_DONT_FOLLOW`, so a symlink is watched as itself and the
+    /// watch stays below the root (the seccomp filter insists on it). The
+    /// gofer process serves its one connection on one thread, so the
+    /// working directory is this call's alone to move.
+    fn add_watch(&mut self, inode: &Rc<Inode>, mask: u32) -> Result<i32, Errno> {
+        let link = inode.link.borrow().clone();
+        let (dir, name, mask) = if inode.is_dir() {
+            (Rc::clone(inode), c".".to_owned(), mask | IN_ONLYDIR)
+        } else {
+            let (parent, name) = link.ok_or(Errno::ESTALE)?;
+            (parent, name, mask)
+        };
+        // Where the working directory rests between watches: the root,
+        // or for a one-file volume the directory holding it. It must not
+        // stay in a watched directory, which would keep a removed one
+        // alive (and its IN_DELETE_SELF from coming).
+        let home = if self.root.is_dir() {
+            Rc::clone(&self.root)
+        } else {
+            self.root
+                .link
+                .borrow()
+                .as_ref()
+                .map(|(p, _)| Rc::clone(p))
+                .ok_or(Errno::ESTALE)?
+        };
+        let known = self.watches.len();
+        let fd = self.inotify()?;
+        sys::fchdir(dir.fd.as_fd())?;
+        let added = sys::inotify_add_watch(fd, &name, mask | IN_DONT_FOLLOW);
+        let back = sys::fchdir(home.fd.as_fd());
+        let wd = added?;
+        let fresh = !self.watches.contains(&wd);
+        let same = name.as_bytes() == b"."
+            || sys::statx_at(dir.fd.as_fd(), &name).is_ok_and(|st| inode.same_file(&st));
+        if back.is_err() || !same || (fresh && known >= proto::MAX_WATCHES) {
+            if fresh {
+                let _ = sys::inotify_rm_watch(self.inotify()?, wd);
+            }
+            back?;
+            return Err(if same { Errno::ENOSPC } else { Errno::ESTALE });
+        }
+        self.watches.insert(wd);
+        Ok(wd)
     }
 
     /// Keeps the parent links of this connection's handles right after a
@@ -782,6 +883,8 @@ fn serve_inode(root: Rc<Inode>, conn: UnixStream, opts: ServerOptions) -> Result
         handles: HashMap::new(),
         next: 0,
         opts,
+        inotify: None,
+        watches: HashSet::new(),
     };
     let sock = conn.as_fd();
     let mut stray = Vec::new();
@@ -822,19 +925,17 @@ fn serve_inode(root: Rc<Inode>, conn: UnixStream, opts: ServerOptions) -> Result
                     Reply {
                         payload: postcard::to_stdvec(&e.0).unwrap_or_default(),
                         fd: None,
+                        inotify: false,
                     },
                 )
             }
         };
-        if send_frame(
-            sock,
-            kind,
-            h.tag,
-            &rep.payload,
-            rep.fd.as_ref().map(AsFd::as_fd),
-        )
-        .is_err()
-        {
+        let fd = match (&rep.fd, rep.inotify) {
+            (Some(fd), _) => Some(fd.as_fd()),
+            (None, true) => session.inotify.as_ref().map(AsFd::as_fd),
+            (None, false) => None,
+        };
+        if send_frame(sock, kind, h.tag, &rep.payload, fd).is_err() {
             // The client is gone: nothing more to serve.
             return Ok(());
         }

@@ -571,6 +571,53 @@ pub fn chdir(path: &CStr) -> Result<(), Errno> {
     check(unsafe { libc::chdir(path.as_ptr()) })
 }
 
+/// `fchdir(2)`: the working directory becomes `dir` (an `O_PATH`
+/// descriptor will do).
+pub fn fchdir(dir: BorrowedFd<'_>) -> Result<(), Errno> {
+    // SAFETY: plain integer argument.
+    check(unsafe { libc::fchdir(dir.as_raw_fd()) })
+}
+
+/// `inotify_init1(IN_NONBLOCK | IN_CLOEXEC)`.
+pub fn inotify_init() -> Result<OwnedFd, Errno> {
+    // SAFETY: plain integer argument.
+    let r = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+    check_fd(r.into())
+}
+
+/// `inotify_add_watch(2)` of `name`, relative to the working directory.
+pub fn inotify_add_watch(fd: BorrowedFd<'_>, name: &CStr, mask: u32) -> Result<i32, Errno> {
+    // SAFETY: `name` is a valid C string.
+    let r = unsafe { libc::inotify_add_watch(fd.as_raw_fd(), name.as_ptr(), mask) };
+    if r < 0 {
+        return Err(errno());
+    }
+    Ok(r)
+}
+
+/// `inotify_rm_watch(2)`.
+pub fn inotify_rm_watch(fd: BorrowedFd<'_>, wd: i32) -> Result<(), Errno> {
+    // SAFETY: plain integer arguments.
+    check(unsafe { libc::inotify_rm_watch(fd.as_raw_fd(), wd) })
+}
+
+/// `fstatat(2)` of `name` in `dir`, not following it: its identity.
+pub fn statx_at(dir: BorrowedFd<'_>, name: &CStr) -> Result<libc::statx, Errno> {
+    // SAFETY: statx is plain old data; all-zero is a valid value.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is a valid C string and `st` a valid out buffer.
+    check(unsafe {
+        libc::statx(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_INO,
+            &mut st,
+        )
+    })?;
+    Ok(st)
+}
+
 /// Opens an absolute or relative path (the jail only; the server never
 /// opens by path).
 pub fn open_path(path: &CStr, flags: i32) -> Result<OwnedFd, Errno> {

@@ -559,3 +559,99 @@ fn client_is_shared_across_threads() {
         th.join().expect("thread");
     }
 }
+
+/// Events read from a host inotify descriptor: (wd, mask, cookie, name).
+fn inotify_events(fd: &OwnedFd) -> Vec<(i32, u32, u32, Vec<u8>)> {
+    let mut buf = vec![0u8; 65536];
+    // SAFETY: reads into a buffer we own, of its length.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    let mut out = Vec::new();
+    let mut b = &buf[..usize::try_from(n).unwrap_or(0)];
+    while b.len() >= 16 {
+        let word = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let len = word(12) as usize;
+        let name = b[16..16 + len].split(|&c| c == 0).next().unwrap_or(&[]);
+        out.push((word(0) as i32, word(4), word(8), name.to_vec()));
+        b = &b[16 + len..];
+    }
+    out
+}
+
+#[test]
+fn host_watches() {
+    const CREATE: u32 = 0x100;
+    const DELETE_SELF: u32 = 0x400;
+    let t = TempDir::new("watch");
+    populate(t.path());
+    let s = serve_dir(t.path(), ServerOptions::default());
+    let c = &s.client;
+    let root = c.attach().expect("attach").handle;
+    let w = c.walk(root, &[b"a", b"b"]).expect("walk");
+    let (a, b) = (w.nodes[0].handle, w.nodes[1].handle);
+    let file = c.walk(b, &[b"file.txt"]).expect("walk").nodes[0].handle;
+    let rel = c.walk(root, &[b"rel"]).expect("walk").nodes[0].handle;
+    let ino = c.watch_init().expect("watch_init");
+    // The same instance every time.
+    let again = c.watch_init().expect("watch_init");
+    let st = |fd: &OwnedFd| std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    assert_eq!(
+        st(&ino).expect("stat").ino(),
+        st(&again).expect("stat").ino()
+    );
+    drop(again);
+
+    // Only change events, and some of them.
+    assert_eq!(c.add_watch(b, 0).err(), Some(Errno::EINVAL));
+    assert_eq!(c.add_watch(b, 0x20).err(), Some(Errno::EINVAL), "IN_OPEN");
+    assert_eq!(
+        c.add_watch(b, CREATE | 0x0100_0000).err(),
+        Some(Errno::EINVAL)
+    );
+    assert_eq!(c.add_watch(Handle(999), CREATE).err(), Some(Errno::EBADF));
+
+    let wd_b = c.add_watch(b, CREATE).expect("watch dir");
+    assert_eq!(c.add_watch(b, CREATE).expect("again"), wd_b);
+    let wd_file = c.add_watch(file, DELETE_SELF).expect("watch file");
+    // The symlink rel -> a/b is watched as itself, not its target.
+    let wd_rel = c.add_watch(rel, CREATE).expect("watch link");
+    assert_ne!(wd_rel, wd_b);
+    // A handle pins its object (an O_PATH descriptor): IN_DELETE_SELF
+    // comes when the last one goes, as for any open file on Linux.
+    c.close(file).expect("close");
+    std::fs::write(t.path().join("a/b/new"), b"x").expect("create");
+    std::fs::remove_file(t.path().join("a/b/file.txt")).expect("rm");
+    let evs = inotify_events(&ino);
+    assert_eq!(
+        evs,
+        vec![
+            (wd_b, CREATE, 0, b"new".to_vec()),
+            (wd_file, DELETE_SELF, 0, Vec::new()),
+            (wd_file, 0x8000, 0, Vec::new()),
+        ]
+    );
+    // A watch the host ended is still removed without error, once.
+    c.rm_watch(wd_file).expect("rm ended watch");
+    assert_eq!(c.rm_watch(wd_file).err(), Some(Errno::EINVAL));
+    c.rm_watch(wd_b).expect("rm");
+    assert_eq!(
+        inotify_events(&ino),
+        vec![(wd_b, 0x8000, 0, Vec::new())],
+        "IN_IGNORED for the removed watch"
+    );
+    assert_eq!(c.rm_watch(12345).err(), Some(Errno::EINVAL));
+    // The gofer's working directory is not left in a watched directory
+    // (it would pin it): a/b goes at once.
+    let wd_a = c.add_watch(a, DELETE_SELF).expect("watch a");
+    c.close(a).expect("close");
+    c.close(b).expect("close");
+    std::fs::remove_dir_all(t.path().join("a")).expect("rm -r");
+    assert_eq!(
+        inotify_events(&ino),
+        vec![
+            (wd_a, DELETE_SELF, 0, Vec::new()),
+            (wd_a, 0x8000, 0, Vec::new())
+        ]
+    );
+    drop(s.client);
+    s.server.join().expect("join").expect("clean end");
+}

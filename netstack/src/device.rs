@@ -8,11 +8,27 @@
 //! in this poll round; a SYN over that budget is held for the next round
 //! (when the stack has added listening sockets) or dropped when the backlog
 //! is full.
+//!
+//! It is also where the per-packet facts smoltcp does not keep live:
+//! smoltcp emits every packet with TOS (traffic class) 0 and one hop limit
+//! per socket, so the UDP datagrams of a guest socket leave the stack
+//! *marked* (their `PacketMeta` id carries the socket's TTL or hop limit
+//! and TOS or traffic class) and the device writes those into the IP
+//! header as it transmits them. smoltcp passes no `PacketMeta` down for
+//! IPv6 packets, so an IPv6 datagram is marked by its source port instead:
+//! the stack records the sending socket's values just before it queues
+//! the datagram, which (operations running the protocol before they
+//! return) goes out before another send can change them. On the way in it notes what each UDP
+//! datagram's header said and when it arrived, under an id smoltcp keeps
+//! with the datagram (`IP_RECVTTL`, `IP_RECVTOS`, `SO_TIMESTAMP`), and
+//! picks out ICMP port unreachable messages about UDP datagrams, which the
+//! stack turns into `ECONNREFUSED` (`IP_RECVERR`).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium};
+use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium, PacketMeta};
 use smoltcp::time::Instant;
 
 /// Largest IP packet on the loopback link. 65535 is the most an IPv4 total
@@ -28,6 +44,49 @@ const MAX_QUEUED_BYTES: usize = 16 << 20;
 /// Buffers kept for reuse.
 const POOL_SIZE: usize = 64;
 
+/// Arrivals of UDP datagrams remembered at once. A datagram keeps its entry
+/// until it is read; one smoltcp dropped (no socket, a full buffer) keeps
+/// it until this many newer ones pushed it out. A datagram whose entry is
+/// gone reads as sent with the defaults, at the time it is read.
+pub(crate) const MAX_ARRIVALS: usize = 1 << 16;
+
+/// ICMP errors waiting for the stack, which takes them after every round.
+const MAX_UNREACHABLE: usize = 1024;
+
+/// The bit of a `PacketMeta` id that marks an outgoing datagram's header
+/// fields; ids of arrivals never have it.
+const TX_MARK: u32 = 1 << 31;
+
+/// The `PacketMeta` of a UDP datagram sent with TTL (hop limit) `hop_limit`
+/// and TOS (traffic class) `tos`.
+pub(crate) fn tx_mark(hop_limit: u8, tos: u8) -> PacketMeta {
+    let mut m = PacketMeta::default();
+    m.id = TX_MARK | u32::from(tos) << 8 | u32::from(hop_limit);
+    m
+}
+
+/// What a UDP datagram's IP header said, and when it arrived.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Arrival {
+    pub hop_limit: u8,
+    pub tos: u8,
+    pub at: std::time::Instant,
+}
+
+/// An ICMP destination unreachable (port unreachable) about a UDP datagram.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Unreachable {
+    pub icmp_type: u8,
+    pub icmp_code: u8,
+    /// The ICMP message's source.
+    pub offender: IpAddr,
+    /// The quoted datagram's source and destination.
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    /// The part of its payload the message quoted.
+    pub payload: Vec<u8>,
+}
+
 /// How many new connections may reach a listening port this round.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SynGate {
@@ -42,6 +101,8 @@ struct Queues {
     rx: VecDeque<Vec<u8>>,
     queued_bytes: usize,
     pool: Vec<Vec<u8>>,
+    /// Hop limit and traffic class of IPv6 UDP datagrams by source port.
+    v6_marks: HashMap<u16, (u8, u8)>,
 }
 
 impl Queues {
@@ -65,6 +126,13 @@ pub(crate) struct Loopback {
     pub delivered: usize,
     /// SYN gates by destination port, set by the stack before each round.
     pub gates: HashMap<u16, SynGate>,
+    /// UDP datagrams' arrivals by id.
+    arrivals: HashMap<u32, Arrival>,
+    /// Their ids, oldest first (some already taken).
+    arrival_order: VecDeque<u32>,
+    next_arrival: u32,
+    /// Port unreachable messages not yet taken by the stack.
+    pub unreachable: Vec<Unreachable>,
 }
 
 impl Loopback {
@@ -75,7 +143,52 @@ impl Loopback {
             rx_budget: 0,
             delivered: 0,
             gates: HashMap::new(),
+            arrivals: HashMap::new(),
+            arrival_order: VecDeque::new(),
+            next_arrival: 1,
+            unreachable: Vec::new(),
         }
+    }
+
+    /// The arrival noted under `id` (a received datagram's `PacketMeta`);
+    /// `take` forgets it (the datagram was read).
+    pub(crate) fn arrival(&mut self, id: u32, take: bool) -> Option<Arrival> {
+        if take {
+            self.arrivals.remove(&id)
+        } else {
+            self.arrivals.get(&id).copied()
+        }
+    }
+
+    /// Notes the arrival of a UDP datagram whose header said `hop_limit`
+    /// and `tos`; returns the id smoltcp will keep with it.
+    fn note_arrival(&mut self, hop_limit: u8, tos: u8) -> u32 {
+        let id = self.next_arrival;
+        self.next_arrival = if id >= TX_MARK - 1 { 1 } else { id + 1 };
+        while self.arrivals.len() >= MAX_ARRIVALS {
+            match self.arrival_order.pop_front() {
+                Some(old) => {
+                    self.arrivals.remove(&old);
+                }
+                None => break,
+            }
+        }
+        // Ids of datagrams already read linger in the order list: drop
+        // them once they outnumber the live ones.
+        if self.arrival_order.len() >= 2 * MAX_ARRIVALS {
+            let live = &self.arrivals;
+            self.arrival_order.retain(|i| live.contains_key(i));
+        }
+        self.arrivals.insert(
+            id,
+            Arrival {
+                hop_limit,
+                tos,
+                at: std::time::Instant::now(),
+            },
+        );
+        self.arrival_order.push_back(id);
+        id
     }
 
     /// Starts a poll round: held SYNs go first, then what is queued.
@@ -100,6 +213,17 @@ impl Loopback {
         q.queued_bytes += packet.len();
         q.rx.push_back(packet);
         true
+    }
+
+    /// IPv6 UDP datagrams from `port` go out with hop limit `hop` and
+    /// traffic class `tclass` from now on.
+    pub(crate) fn mark_v6_source(&mut self, port: u16, hop: u8, tclass: u8) {
+        self.queues.get_mut().v6_marks.insert(port, (hop, tclass));
+    }
+
+    /// The socket on `port` is gone.
+    pub(crate) fn forget_v6_source(&mut self, port: u16) {
+        self.queues.get_mut().v6_marks.remove(&port);
     }
 
     /// Whether packets are waiting.
@@ -143,11 +267,142 @@ pub(crate) fn syn_dst_port(packet: &[u8]) -> Option<u16> {
 
 pub(crate) struct RxToken<'a> {
     buf: Vec<u8>,
+    id: u32,
     queues: &'a RefCell<Queues>,
 }
 
 pub(crate) struct TxToken<'a> {
     queues: &'a RefCell<Queues>,
+    /// TTL (hop limit) and TOS (traffic class) to write into the header.
+    mark: Option<(u8, u8)>,
+}
+
+/// What the device reads in a packet it receives.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    /// A UDP datagram whose header said this TTL (hop limit) and TOS
+    /// (traffic class).
+    Udp {
+        hop_limit: u8,
+        tos: u8,
+    },
+    /// An ICMP port unreachable about a UDP datagram.
+    Unreachable(Unreachable),
+    Other,
+}
+
+/// Reads `packet`'s IP header and, for ICMP, the quoted datagram's. Never
+/// panics, whatever the bytes.
+fn inspect(packet: &[u8]) -> Seen {
+    let Some((src, proto, hop_limit, tos, payload)) = ip_header(packet) else {
+        return Seen::Other;
+    };
+    match proto {
+        17 => Seen::Udp { hop_limit, tos },
+        1 | 58 => {
+            // Type and code of a port unreachable: 3/3 (ICMP), 1/4 (ICMPv6).
+            let (t, c) = (payload.first().copied(), payload.get(1).copied());
+            let wanted = if proto == 1 { (3, 3) } else { (1, 4) };
+            if (t, c) != (Some(wanted.0), Some(wanted.1)) {
+                return Seen::Other;
+            }
+            // The quoted datagram starts after the 8-byte ICMP header.
+            let Some(quoted) = payload.get(8..) else {
+                return Seen::Other;
+            };
+            let Some((qsrc, qproto, _, _, qpay)) = ip_header(quoted) else {
+                return Seen::Other;
+            };
+            let qdst = ip_dst(quoted);
+            let (Some(qdst), 17, Some(udp)) = (qdst, qproto, qpay.get(..8)) else {
+                return Seen::Other;
+            };
+            let port = |o: usize| u16::from_be_bytes([udp[o], udp[o + 1]]);
+            Seen::Unreachable(Unreachable {
+                icmp_type: wanted.0,
+                icmp_code: wanted.1,
+                offender: src,
+                src: SocketAddr::new(qsrc, port(0)),
+                dst: SocketAddr::new(qdst, port(2)),
+                payload: qpay[8..].to_vec(),
+            })
+        }
+        _ => Seen::Other,
+    }
+}
+
+/// An IP packet's source, protocol, TTL (hop limit), TOS (traffic class)
+/// and payload. Extension headers of IPv6 are not followed (smoltcp sends
+/// none).
+fn ip_header(p: &[u8]) -> Option<(IpAddr, u8, u8, u8, &[u8])> {
+    match p.first()? >> 4 {
+        4 => {
+            let ihl = usize::from(p[0] & 0x0f) * 4;
+            if ihl < 20 {
+                return None;
+            }
+            let src: [u8; 4] = p.get(12..16)?.try_into().ok()?;
+            let total = usize::from(u16::from_be_bytes([*p.get(2)?, *p.get(3)?]));
+            let payload = p.get(ihl..total.min(p.len()).max(ihl))?;
+            Some((
+                IpAddr::V4(Ipv4Addr::from(src)),
+                *p.get(9)?,
+                p[8],
+                p[1],
+                payload,
+            ))
+        }
+        6 => {
+            let src: [u8; 16] = p.get(8..24)?.try_into().ok()?;
+            let tc = (p[0] & 0x0f) << 4 | p[1] >> 4;
+            let len = usize::from(u16::from_be_bytes([p[4], p[5]]));
+            let payload = p.get(40..(40 + len).min(p.len()).max(40))?;
+            Some((IpAddr::V6(Ipv6Addr::from(src)), p[6], p[7], tc, payload))
+        }
+        _ => None,
+    }
+}
+
+fn ip_dst(p: &[u8]) -> Option<IpAddr> {
+    match p.first()? >> 4 {
+        4 => {
+            let a: [u8; 4] = p.get(16..20)?.try_into().ok()?;
+            Some(IpAddr::V4(Ipv4Addr::from(a)))
+        }
+        6 => {
+            let a: [u8; 16] = p.get(24..40)?.try_into().ok()?;
+            Some(IpAddr::V6(Ipv6Addr::from(a)))
+        }
+        _ => None,
+    }
+}
+
+/// Writes TTL (hop limit) `hop` and TOS (traffic class) `tos` into the IP
+/// header of `p`, the IPv4 header checksum following.
+fn rewrite_header(p: &mut [u8], hop: u8, tos: u8) {
+    match p.first().map(|b| b >> 4) {
+        Some(4) if p.len() >= 20 => {
+            let ihl = (usize::from(p[0] & 0x0f) * 4).clamp(20, p.len());
+            p[1] = tos;
+            p[8] = hop;
+            p[10] = 0;
+            p[11] = 0;
+            let mut sum = 0u32;
+            for w in p[..ihl].chunks(2) {
+                sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+            }
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        }
+        Some(6) if p.len() >= 40 => {
+            p[0] = 0x60 | tos >> 4;
+            p[1] = (tos & 0x0f) << 4 | (p[1] & 0x0f);
+            p[7] = hop;
+        }
+        _ => {}
+    }
 }
 
 impl phy::RxToken for RxToken<'_> {
@@ -158,6 +413,12 @@ impl phy::RxToken for RxToken<'_> {
         let r = f(&self.buf);
         self.queues.borrow_mut().recycle(self.buf);
         r
+    }
+
+    fn meta(&self) -> PacketMeta {
+        let mut m = PacketMeta::default();
+        m.id = self.id;
+        m
     }
 }
 
@@ -171,9 +432,27 @@ impl phy::TxToken for TxToken<'_> {
         buf.resize(len, 0);
         let r = f(&mut buf);
         let mut q = self.queues.borrow_mut();
+        let mark = self.mark.or_else(|| {
+            // IPv6 UDP: by source port.
+            let v6_udp = buf.len() >= 48 && buf[0] >> 4 == 6 && buf[6] == 17;
+            v6_udp
+                .then(|| {
+                    q.v6_marks
+                        .get(&u16::from_be_bytes([buf[40], buf[41]]))
+                        .copied()
+                })
+                .flatten()
+        });
+        if let Some((hop, tos)) = mark {
+            rewrite_header(&mut buf, hop, tos);
+        }
         q.queued_bytes += buf.len();
         q.rx.push_back(buf);
         r
+    }
+
+    fn set_meta(&mut self, meta: PacketMeta) {
+        self.mark = (meta.id & TX_MARK != 0).then_some((meta.id as u8, (meta.id >> 8) as u8));
     }
 }
 
@@ -205,13 +484,25 @@ impl phy::Device for Loopback {
                 }
             }
             self.delivered += 1;
+            let id = match inspect(&buf) {
+                Seen::Udp { hop_limit, tos } => self.note_arrival(hop_limit, tos),
+                Seen::Unreachable(u) => {
+                    if self.unreachable.len() < MAX_UNREACHABLE {
+                        self.unreachable.push(u);
+                    }
+                    0
+                }
+                Seen::Other => 0,
+            };
             return Some((
                 RxToken {
                     buf,
+                    id,
                     queues: &self.queues,
                 },
                 TxToken {
                     queues: &self.queues,
+                    mark: None,
                 },
             ));
         }
@@ -223,6 +514,7 @@ impl phy::Device for Loopback {
         }
         Some(TxToken {
             queues: &self.queues,
+            mark: None,
         })
     }
 
@@ -265,5 +557,83 @@ mod tests {
             let _ = syn_dst_port(&v4[..n.min(v4.len())]);
         }
         assert_eq!(syn_dst_port(&[0x4f; 3]), None);
+    }
+
+    fn udp4(ttl: u8, tos: u8) -> Vec<u8> {
+        let mut p = vec![0u8; 33];
+        p[0] = 0x45;
+        p[1] = tos;
+        p[3] = 33;
+        p[8] = ttl;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[127, 0, 0, 1]);
+        p[16..20].copy_from_slice(&[127, 0, 0, 1]);
+        p[20..22].copy_from_slice(&4000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&5000u16.to_be_bytes());
+        p[28..33].copy_from_slice(b"hello");
+        p
+    }
+
+    #[test]
+    fn header_rewrite_and_inspection_agree() {
+        let mut p = udp4(64, 0);
+        rewrite_header(&mut p, 17, 0xb9);
+        assert_eq!(
+            inspect(&p),
+            Seen::Udp {
+                hop_limit: 17,
+                tos: 0xb9
+            }
+        );
+        // The IPv4 header checksum still adds up.
+        let sum: u32 = p[..20]
+            .chunks(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum();
+        assert_eq!((sum & 0xffff) + (sum >> 16), 0xffff);
+        let mut v6 = vec![0u8; 48];
+        v6[0] = 0x60;
+        v6[1] = 0x05; // part of the flow label, which stays
+        v6[6] = 17;
+        rewrite_header(&mut v6, 0, 0x2d);
+        assert_eq!(
+            inspect(&v6),
+            Seen::Udp {
+                hop_limit: 0,
+                tos: 0x2d
+            }
+        );
+        assert_eq!(v6[1] & 0x0f, 0x05);
+    }
+
+    #[test]
+    fn port_unreachable_names_the_datagram() {
+        let quoted = udp4(64, 0);
+        let mut icmp = udp4(64, 0)[..20].to_vec();
+        icmp[9] = 1;
+        icmp.extend_from_slice(&[3, 3, 0, 0, 0, 0, 0, 0]);
+        icmp.extend_from_slice(&quoted);
+        let total = icmp.len() as u16;
+        icmp[2..4].copy_from_slice(&total.to_be_bytes());
+        let Seen::Unreachable(u) = inspect(&icmp) else {
+            panic!("not seen: {:?}", inspect(&icmp));
+        };
+        assert_eq!(u.src, "127.0.0.1:4000".parse().expect("addr"));
+        assert_eq!(u.dst, "127.0.0.1:5000".parse().expect("addr"));
+        assert_eq!(u.payload, b"hello");
+        assert_eq!((u.icmp_type, u.icmp_code), (3, 3));
+        // Another code (host unreachable) is not a port unreachable.
+        icmp[21] = 1;
+        assert_eq!(inspect(&icmp), Seen::Other);
+        // Truncations and garbage never panic.
+        icmp[21] = 3;
+        for n in 0..icmp.len() {
+            let _ = inspect(&icmp[..n]);
+            let mut cut = icmp[..n].to_vec();
+            rewrite_header(&mut cut, 1, 1);
+        }
+        for b in 0..=255u8 {
+            let _ = inspect(&[b; 60]);
+        }
     }
 }

@@ -246,6 +246,24 @@ pub enum SockOpt {
     KeepIdle(Duration),
     /// `IPV6_V6ONLY` (only before bind, only on `AF_INET6`).
     V6Only(bool),
+    /// `IP_TTL`: the TTL of the IPv4 packets the socket sends (the Sentry
+    /// checks the range and turns Linux's -1 into [`HOP_LIMIT`]).
+    Ttl(u8),
+    /// `IPV6_UNICAST_HOPS`: the hop limit of its IPv6 packets (0 allowed,
+    /// as in Linux).
+    HopLimit(u8),
+    /// `IP_TOS`: the TOS byte of its IPv4 packets, as the guest set it
+    /// (the Sentry applies Linux's masking).
+    Tos(u8),
+    /// `IPV6_TCLASS`: the traffic class of its IPv6 packets.
+    TrafficClass(u8),
+    /// `IP_MULTICAST_TTL`: stored and read back; the netstack carries no
+    /// multicast, so nothing is sent with it.
+    MulticastTtl(u8),
+    /// `IP_RECVERR` / `IPV6_RECVERR`: errors the netstack learns from
+    /// ICMP (a port unreachable on loopback) are reported on unconnected
+    /// UDP sockets too and queued for `MSG_ERRQUEUE`.
+    RecvErr(bool),
 }
 
 /// Which option to read with [`Socket::option`].
@@ -260,6 +278,12 @@ pub enum SockOptName {
     NoDelay,
     KeepIdle,
     V6Only,
+    Ttl,
+    HopLimit,
+    Tos,
+    TrafficClass,
+    MulticastTtl,
+    RecvErr,
 }
 
 /// What [`Socket::recv_from`] received.
@@ -274,15 +298,43 @@ pub struct RecvMeta {
     pub from: SocketAddr,
     /// The address a datagram was sent to (`IP_PKTINFO`); `None` for TCP.
     pub local: Option<std::net::IpAddr>,
+    /// A datagram's TTL (IPv4) or hop limit (IPv6) as its header carried
+    /// it (`IP_RECVTTL`, `IPV6_RECVHOPLIMIT`); `None` for TCP.
+    pub hop_limit: Option<u8>,
+    /// A datagram's TOS byte (IPv4) or traffic class (IPv6) as its header
+    /// carried it (`IP_RECVTOS`, `IPV6_RECVTCLASS`); `None` for TCP.
+    pub tos: Option<u8>,
+    /// When a datagram arrived in the netstack (`SO_TIMESTAMP`); `None`
+    /// for TCP, or when the stack no longer knows (see
+    /// `device::MAX_ARRIVALS`).
+    pub arrived: Option<std::time::Instant>,
 }
 
-/// The TTL (hop limit) of every packet the netstack carries: its own
-/// sockets send with smoltcp's default, and datagrams relayed from outside
-/// are injected with the same (`IP_RECVTTL`, `IPV6_RECVHOPLIMIT`).
+/// An error the netstack learnt about a datagram the socket sent, for
+/// `recvmsg(MSG_ERRQUEUE)` (`IP_RECVERR`): Linux's `sock_extended_err`
+/// with what the ICMP message said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueuedError {
+    /// `ee_errno`
+    pub errno: Errno,
+    /// ICMP type and code (`ee_type`, `ee_code`): 3/3 for IPv4's port
+    /// unreachable, 1/4 for IPv6's.
+    pub icmp_type: u8,
+    pub icmp_code: u8,
+    /// Who reported it (the ICMP message's source: `SO_EE_OFFENDER`).
+    pub offender: std::net::IpAddr,
+    /// Where the datagram was going (`msg_name`).
+    pub dest: SocketAddr,
+    /// The start of the datagram's payload the ICMP message quoted.
+    pub payload: Vec<u8>,
+}
+
+/// The default TTL (hop limit) of the packets the netstack sends (Linux's
+/// `ip_default_ttl` and IPv6 `hop_limit` sysctls); datagrams relayed from
+/// outside are injected with it too.
 pub const HOP_LIMIT: u8 = 64;
 
-/// The TOS (traffic class) byte of every packet the netstack carries: it
-/// never sets one, `IP_TOS` being accepted without effect (`IP_RECVTOS`).
+/// The default TOS (traffic class) byte.
 pub const TOS: u8 = 0;
 
 /// Counters for tests and debugging.

@@ -52,6 +52,10 @@ const MIN_BUFFER: usize = 4608;
 /// Datagrams a UDP socket may queue in each direction.
 const UDP_PACKETS: usize = 1024;
 
+/// Errors a socket may hold for `MSG_ERRQUEUE` (Linux bounds the queue by
+/// the receive buffer; ICMP errors are small, so this is generous).
+const MAX_QUEUED_ERRORS: usize = 64;
+
 /// How long a handshake may stay half-open (SYN received, our SYN-ACK
 /// unanswered) before its slot listens again: Linux gives up after
 /// `tcp_synack_retries` (5) retransmissions, about 63 seconds.
@@ -543,6 +547,12 @@ impl Socket {
         self.stack.query(self.id, |s, e| s.bytes_readable(e))
     }
 
+    /// `recvmsg(MSG_ERRQUEUE)`: the oldest error queued for `IP_RECVERR`,
+    /// or `EAGAIN`. It leaves the queue even under `MSG_PEEK`, as in Linux.
+    pub fn recv_error(&self) -> Result<crate::QueuedError, Errno> {
+        self.stack.op(self.id, |s, e| s.recv_error(e))
+    }
+
     /// Current poll state.
     pub fn readiness(&self) -> Result<Readiness, Errno> {
         self.stack.query(self.id, |s, e| s.readiness(e))
@@ -616,6 +626,8 @@ struct Entry {
     wake: Wakeups,
     /// `wake` gained something since the changes were last collected
     woken: bool,
+    /// errors for `MSG_ERRQUEUE` (`IP_RECVERR`), oldest first
+    errqueue: VecDeque<crate::QueuedError>,
     state: State,
 }
 
@@ -630,6 +642,36 @@ struct Opts {
     linger: Option<Duration>,
     nodelay: bool,
     v6only: bool,
+    /// `IP_TTL`, `IPV6_UNICAST_HOPS`
+    ttl: u8,
+    hop_limit: u8,
+    /// `IP_TOS`, `IPV6_TCLASS`
+    tos: u8,
+    tclass: u8,
+    /// `IP_MULTICAST_TTL` (stored only: no multicast here)
+    mc_ttl: u8,
+    /// `IP_RECVERR`/`IPV6_RECVERR`
+    recverr: bool,
+}
+
+impl Opts {
+    /// The hop limit and TOS byte of a packet to an IPv4 (`v4`) or IPv6
+    /// destination: a dual-stack socket uses its IPv4 options for
+    /// v4-mapped peers, as Linux does.
+    fn header(&self, v4: bool) -> (u8, u8) {
+        if v4 {
+            (self.ttl, self.tos)
+        } else {
+            (self.hop_limit, self.tclass)
+        }
+    }
+
+    /// smoltcp's hop limit for a TCP connection. smoltcp refuses 0 (which
+    /// Linux allows for IPv6 and delivers on loopback): such a connection
+    /// keeps the default, which nothing inside the sandbox can observe.
+    fn tcp_hop_limit(&self, v4: bool) -> Option<u8> {
+        Some(self.header(v4).0).filter(|&h| h != 0)
+    }
 }
 
 enum State {
@@ -800,6 +842,15 @@ impl Entry {
             SockOptName::KeepIdle => tcp_only(SockOpt::KeepIdle(o.keepidle)),
             SockOptName::V6Only if self.v6 => Ok(SockOpt::V6Only(o.v6only)),
             SockOptName::V6Only => Err(Errno::ENOPROTOOPT),
+            SockOptName::Ttl => Ok(SockOpt::Ttl(o.ttl)),
+            SockOptName::Tos => Ok(SockOpt::Tos(o.tos)),
+            SockOptName::MulticastTtl => Ok(SockOpt::MulticastTtl(o.mc_ttl)),
+            SockOptName::RecvErr => Ok(SockOpt::RecvErr(o.recverr)),
+            SockOptName::HopLimit | SockOptName::TrafficClass if !self.v6 => {
+                Err(Errno::ENOPROTOOPT)
+            }
+            SockOptName::HopLimit => Ok(SockOpt::HopLimit(o.hop_limit)),
+            SockOptName::TrafficClass => Ok(SockOpt::TrafficClass(o.tclass)),
         }
     }
 }
@@ -873,6 +924,12 @@ impl Inner {
                 linger: None,
                 nodelay: false,
                 v6only: false,
+                ttl: crate::HOP_LIMIT,
+                hop_limit: crate::HOP_LIMIT,
+                tos: crate::TOS,
+                tclass: crate::TOS,
+                mc_ttl: 1,
+                recverr: false,
             },
             local: None,
             bound: false,
@@ -887,6 +944,7 @@ impl Inner {
             fasync: false,
             wake: Wakeups::default(),
             woken: false,
+            errqueue: VecDeque::new(),
             state,
         };
         e.last = self.readiness(&e);
@@ -1187,6 +1245,11 @@ impl Inner {
                 continue;
             }
             let peer = from_endpoint(e.v6, remote);
+            // The accepted socket inherits the listener's options (and a
+            // v4-mapped peer gets the IPv4 ones).
+            self.sockets
+                .get_mut::<tcp::Socket>(h)
+                .set_hop_limit(e.opts.tcp_hop_limit(is_v4));
             let id = SocketId(self.next_id);
             self.next_id += 1;
             let mut child = Entry {
@@ -1207,6 +1270,7 @@ impl Inner {
                 fasync: false,
                 wake: Wakeups::default(),
                 woken: false,
+                errqueue: VecDeque::new(),
                 state: State::Conn(Conn {
                     handle: h,
                     peer,
@@ -1286,6 +1350,7 @@ impl Inner {
         let cx = self.iface.context();
         let s = self.sockets.get_mut::<tcp::Socket>(h);
         s.set_timeout(Some(timeout));
+        s.set_hop_limit(e.opts.tcp_hop_limit(dest.is_ipv4()));
         if s.connect(cx, IpEndpoint::from(dest), listen_endpoint(local))
             .is_err()
         {
@@ -1360,6 +1425,9 @@ impl Inner {
                     full_len: len,
                     from: peer,
                     local: None,
+                    hop_limit: None,
+                    tos: None,
+                    arrived: None,
                 });
             }
             State::Conn(c) => c,
@@ -1371,6 +1439,9 @@ impl Inner {
             full_len: len,
             from: peer,
             local: None,
+            hop_limit: None,
+            tos: None,
+            arrived: None,
         };
         if !c.established {
             return Err(Errno::EAGAIN);
@@ -1514,6 +1585,9 @@ impl Inner {
                 if let Some(h) = u.handle {
                     self.free(h);
                 }
+                if let Some(l) = e.local {
+                    self.device.forget_v6_source(l.port());
+                }
                 self.unbind(&mut e);
             }
             // Dropping the relay sends what is queued, then FIN.
@@ -1578,6 +1652,12 @@ impl Inner {
         if buf.len() > LOOPBACK_MTU - ip_header - 8 {
             return Err(Errno::EMSGSIZE);
         }
+        // An error an earlier datagram earned (ECONNREFUSED from a port
+        // unreachable) fails this send and is forgotten
+        // (`sock_alloc_send_pskb`'s `sock_error`).
+        if let Some(err) = e.error.take() {
+            return Err(err);
+        }
         if !is_local(dest.ip()) {
             return self.udp_send_outside(e, dest);
         }
@@ -1590,6 +1670,11 @@ impl Inner {
             return Err(Errno::EINVAL);
         };
         let mut meta = udp::UdpMetadata::from(IpEndpoint::from(dest));
+        let (hop, tos) = e.opts.header(dest.is_ipv4());
+        meta.meta = crate::device::tx_mark(hop, tos);
+        if let (false, Some(l)) = (dest.is_ipv4(), e.local) {
+            self.device.mark_v6_source(l.port(), hop, tos);
+        }
         if let Some(l) = e.local {
             let ip = canonical(l.ip());
             if !ip.is_unspecified() {
@@ -1666,19 +1751,30 @@ impl Inner {
         let State::Udp(u) = &e.state else {
             return Err(Errno::EINVAL);
         };
-        let Some(h) = u.handle else {
+        let handle = u.handle;
+        // A pending error comes before any datagram (`__skb_recv_udp`).
+        if let Some(err) = e.error.take() {
+            return Err(err);
+        }
+        let Some(h) = handle else {
             return Err(Errno::EAGAIN);
         };
         let v6 = e.v6;
         let s = self.sockets.get_mut::<udp::Socket>(h);
-        let (len, full_len, from, local) = match s.peek() {
+        let (len, full_len, from, local, id) = match s.peek() {
             Ok((payload, meta)) => {
                 let n = payload.len().min(buf.len());
                 buf[..n].copy_from_slice(&payload[..n]);
                 let local = meta
                     .local_address
                     .map(|a| from_endpoint(v6, IpEndpoint::new(a, 0)).ip());
-                (n, payload.len(), from_endpoint(v6, meta.endpoint), local)
+                (
+                    n,
+                    payload.len(),
+                    from_endpoint(v6, meta.endpoint),
+                    local,
+                    meta.meta.id,
+                )
             }
             Err(_) if e.shut_rd => {
                 return Ok(RecvMeta {
@@ -1686,6 +1782,9 @@ impl Inner {
                     full_len: 0,
                     from: SocketAddr::new(unspecified(v6), 0),
                     local: None,
+                    hop_limit: None,
+                    tos: None,
+                    arrived: None,
                 })
             }
             Err(_) => return Err(Errno::EAGAIN),
@@ -1693,11 +1792,17 @@ impl Inner {
         if !peek {
             let _ = s.recv();
         }
+        let arrival = self.device.arrival(id, !peek);
         Ok(RecvMeta {
             len,
             full_len,
             from,
             local,
+            // A datagram whose note was pushed out reads as sent with the
+            // defaults.
+            hop_limit: Some(arrival.map_or(crate::HOP_LIMIT, |a| a.hop_limit)),
+            tos: Some(arrival.map_or(crate::TOS, |a| a.tos)),
+            arrived: arrival.map(|a| a.at),
         })
     }
 
@@ -1728,6 +1833,21 @@ impl Inner {
                 e.opts.keepidle = v;
             }
             SockOpt::NoDelay(_) | SockOpt::KeepIdle(_) => return Err(Errno::ENOPROTOOPT),
+            SockOpt::Ttl(v) => e.opts.ttl = v,
+            SockOpt::Tos(v) => e.opts.tos = v,
+            SockOpt::MulticastTtl(v) => e.opts.mc_ttl = v,
+            SockOpt::RecvErr(v) => {
+                e.opts.recverr = v;
+                // Turning it off empties the queue (`ip_setsockopt`).
+                if !v {
+                    e.errqueue.clear();
+                }
+            }
+            SockOpt::HopLimit(_) | SockOpt::TrafficClass(_) if !e.v6 => {
+                return Err(Errno::ENOPROTOOPT)
+            }
+            SockOpt::HopLimit(v) => e.opts.hop_limit = v,
+            SockOpt::TrafficClass(v) => e.opts.tclass = v,
             SockOpt::V6Only(_) if !e.v6 => return Err(Errno::ENOPROTOOPT),
             SockOpt::V6Only(v) => {
                 let fresh = match &e.state {
@@ -1743,9 +1863,12 @@ impl Inner {
         }
         if let Some(h) = live {
             let (nodelay, keepalive, idle) = (e.opts.nodelay, e.opts.keepalive, e.opts.keepidle);
+            let v4 = matches!(&e.state, State::Conn(c) if canonical(c.peer.ip()).is_ipv4());
+            let hop = e.opts.tcp_hop_limit(v4);
             let s = self.tcp(h);
             s.set_nagle_enabled(!nodelay);
             s.set_keep_alive(keepalive.then(|| sdur(idle)));
+            s.set_hop_limit(hop);
         }
         Ok(())
     }
@@ -1833,12 +1956,14 @@ impl Inner {
                     }
                     None => (false, true),
                 };
+                // datagram_poll: an error (pending, or queued for
+                // MSG_ERRQUEUE) is POLLERR, not POLLIN.
                 Readiness {
-                    readable: readable || e.shut_rd || error,
+                    readable: readable || e.shut_rd,
                     writable,
                     hup: e.shut_rd && e.shut_wr,
                     rdhup: e.shut_rd,
-                    error,
+                    error: error || !e.errqueue.is_empty(),
                 }
             }
         }
@@ -1860,6 +1985,9 @@ impl Inner {
             }
         }
         self.refresh_listeners();
+        for u in std::mem::take(&mut self.device.unreachable) {
+            self.port_unreachable(u);
+        }
         let ids: Vec<SocketId> = self.entries.keys().copied().collect();
         for id in ids {
             let _ = self.with_entry(id, |s, e| {
@@ -1869,6 +1997,66 @@ impl Inner {
             });
         }
         self.reap_orphans();
+    }
+
+    /// An ICMP port unreachable about a datagram one of our UDP sockets
+    /// sent: as Linux's `__udp4_lib_err`/`__udp6_lib_err`, the socket that
+    /// sent it (a connected one to that destination first) gets
+    /// `ECONNREFUSED` if it is connected or asked for `IP_RECVERR`, and
+    /// with `IP_RECVERR` the error is queued for `MSG_ERRQUEUE` as well.
+    fn port_unreachable(&mut self, u: crate::device::Unreachable) {
+        let (src, dst) = (u.src, u.dst);
+        let mut best: Option<(bool, SocketId)> = None;
+        for (id, e) in &self.entries {
+            let State::Udp(Udp { peer, .. }) = &e.state else {
+                continue;
+            };
+            let Some(local) = e.local else { continue };
+            let lip = canonical(local.ip());
+            if local.port() != src.port() || !(lip.is_unspecified() || lip == src.ip()) {
+                continue;
+            }
+            if src.is_ipv4() && e.v6 && e.opts.v6only || src.is_ipv6() && !e.v6 {
+                continue;
+            }
+            let connected = match peer {
+                Some(p) if SocketAddr::new(canonical(p.ip()), p.port()) == dst => true,
+                Some(_) => continue,
+                None => false,
+            };
+            if best.is_none_or(|(c, _)| connected && !c) {
+                best = Some((connected, *id));
+            }
+        }
+        let Some((connected, id)) = best else { return };
+        let Some(e) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if !connected && !e.opts.recverr {
+            return;
+        }
+        if e.opts.recverr && e.errqueue.len() < MAX_QUEUED_ERRORS {
+            e.errqueue.push_back(crate::QueuedError {
+                errno: Errno::ECONNREFUSED,
+                icmp_type: u.icmp_type,
+                icmp_code: u.icmp_code,
+                offender: u.offender,
+                dest: family_form(e.v6, dst),
+                payload: u.payload,
+            });
+        }
+        e.error = Some(Errno::ECONNREFUSED);
+        e.wake.error = true;
+        e.woken = true;
+    }
+
+    /// `recvmsg(MSG_ERRQUEUE)`: the oldest queued error. Taking it clears
+    /// the pending error unless another ICMP error follows, which becomes
+    /// the pending one (`sock_dequeue_err_skb`).
+    fn recv_error(&mut self, e: &mut Entry) -> Result<crate::QueuedError, Errno> {
+        let q = e.errqueue.pop_front().ok_or(Errno::EAGAIN)?;
+        e.error = e.errqueue.front().map(|n| n.errno);
+        Ok(q)
     }
 
     fn refresh_listeners(&mut self) {
@@ -1971,6 +2159,8 @@ impl Inner {
         let opts = e.opts.clone();
         while listening < want {
             let Ok(h) = self.alloc_tcp(&opts) else { break };
+            // The family of the peer is not known yet: accept corrects it.
+            self.tcp(h).set_hop_limit(opts.tcp_hop_limit(!e.v6));
             if self.tcp(h).listen(ep).is_err() {
                 self.free(h);
                 break;
@@ -2070,7 +2260,9 @@ impl Inner {
             if !(wrong_family || stranger) {
                 break;
             }
+            let id = meta.meta.id;
             let _ = s.recv();
+            self.device.arrival(id, true);
         }
     }
 

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use netstack::{Errno, Shutdown};
+use netstack::{Errno, Shutdown, SockOpt};
 
 #[test]
 fn round_trip_peek_and_truncation() {
@@ -149,4 +149,84 @@ fn bound_to_one_family_cannot_reach_the_other() {
     // An unbound dual-stack socket still reaches IPv4 peers.
     let b = udp(&stack, true);
     assert_eq!(b.send_to(b"y", mapped), Ok(1));
+}
+
+#[test]
+fn datagrams_carry_the_senders_ttl_and_tos() {
+    for (v6, ip) in [(false, "127.0.0.1"), (true, "[::1]")] {
+        let (stack, _w) = stack();
+        let rx = udp(&stack, v6);
+        let tx = udp(&stack, v6);
+        rx.bind(addr(&format!("{ip}:0"))).expect("bind");
+        let to = rx.local_addr().expect("local");
+        let mut buf = [0u8; 8];
+        assert_eq!(tx.send_to(b"a", to), Ok(1));
+        let m = rx.recv_from(&mut buf, false).expect("recv");
+        assert_eq!((m.hop_limit, m.tos), (Some(64), Some(0)));
+        let (hop, tos) = if v6 {
+            (SockOpt::HopLimit(0), SockOpt::TrafficClass(0x2d))
+        } else {
+            (SockOpt::Ttl(7), SockOpt::Tos(0xb9))
+        };
+        tx.set_option(hop).expect("hop");
+        tx.set_option(tos).expect("tos");
+        let before = std::time::Instant::now();
+        assert_eq!(tx.send_to(b"b", to), Ok(1));
+        let after = std::time::Instant::now();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let want = if v6 { (0, 0x2d) } else { (7, 0xb9) };
+        // A peek and the read see the same facts, and the time is the
+        // arrival, not the read.
+        for peek in [true, false] {
+            let m = rx.recv_from(&mut buf, peek).expect("recv");
+            assert_eq!((m.hop_limit, m.tos), (Some(want.0), Some(want.1)));
+            let at = m.arrived.expect("arrival noted");
+            assert!(before <= at && at <= after, "{peek}");
+        }
+    }
+    // The IPv6 options are refused on an IPv4 socket.
+    let (stack, _w) = stack();
+    let s = udp(&stack, false);
+    assert_eq!(s.set_option(SockOpt::HopLimit(3)), Err(Errno::ENOPROTOOPT));
+}
+
+#[test]
+fn port_unreachable_refuses_connected_sockets_and_queues_with_recverr() {
+    for (v6, ip) in [(false, "127.0.0.1"), (true, "[::1]")] {
+        let (stack, _w) = stack();
+        // A port with nobody on it.
+        let gone = udp(&stack, v6);
+        gone.bind(addr(&format!("{ip}:0"))).expect("bind");
+        let dead = gone.local_addr().expect("local");
+        drop(gone);
+
+        let c = udp(&stack, v6);
+        c.connect(dead).expect("connect");
+        assert_eq!(c.send(b"hello"), Ok(5));
+        assert!(c.readiness().expect("r").error);
+        assert!(!c.readiness().expect("r").readable);
+        assert_eq!(c.send(b"hello"), Err(Errno::ECONNREFUSED));
+        assert_eq!(c.send(b"hello"), Ok(5));
+        let mut buf = [0u8; 8];
+        assert_eq!(c.recv(&mut buf, false), Err(Errno::ECONNREFUSED));
+        assert_eq!(c.recv(&mut buf, false), Err(Errno::EAGAIN));
+        assert_eq!(c.recv_error(), Err(Errno::EAGAIN), "nothing queued");
+
+        // Unconnected: silence, unless IP_RECVERR.
+        let u = udp(&stack, v6);
+        assert_eq!(u.send_to(b"hello", dead), Ok(5));
+        assert_eq!(u.take_error(), Ok(None));
+        u.set_option(SockOpt::RecvErr(true)).expect("recverr");
+        assert_eq!(u.send_to(b"hello", dead), Ok(5));
+        assert_eq!(u.take_error(), Ok(Some(Errno::ECONNREFUSED)));
+        assert!(u.readiness().expect("r").error, "still queued");
+        let e = u.recv_error().expect("queued");
+        assert_eq!(e.errno, Errno::ECONNREFUSED);
+        assert_eq!(e.dest, dead);
+        assert_eq!(e.payload, b"hello");
+        assert_eq!((e.icmp_type, e.icmp_code), if v6 { (1, 4) } else { (3, 3) });
+        assert_eq!(e.offender, dead.ip());
+        assert_eq!(u.recv_error(), Err(Errno::EAGAIN));
+        assert!(!u.readiness().expect("r").error);
+    }
 }

@@ -5,11 +5,11 @@
 //! thread ([`crate::control`]), which makes the others. Mapping changes are
 //! system calls injected through the calling thread's stub thread.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use platform::{AddressSpace, Error, Prot, Regs, Result, PAGE_SIZE};
 
@@ -110,6 +110,62 @@ impl Drop for OwnedStubThreads {
 
 thread_local! {
     static OWNED: OwnedStubThreads = const { OwnedStubThreads(RefCell::new(Vec::new())) };
+    static CLAIM: CpuClaim = const { CpuClaim(Cell::new(None)) };
+}
+
+/// The CPUs guest code may run on: those the process could use when the
+/// first platform was made, before any of its threads was pinned.
+pub(crate) static ALLOWED_CPUS: OnceLock<Vec<usize>> = OnceLock::new();
+/// How many live host threads are pinned to each CPU (by CPU number).
+static PINNED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// The CPU the current host thread was pinned to; given back when the
+/// thread ends.
+struct CpuClaim(Cell<Option<usize>>);
+
+impl Drop for CpuClaim {
+    fn drop(&mut self) {
+        if let Some(cpu) = self.0.get() {
+            let mut pinned = PINNED.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(n) = pinned.get_mut(cpu) {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// Pins the calling host thread to one CPU for the rest of its life (the
+/// first time; later calls return that CPU): of the allowed CPUs, the one
+/// the fewest live pinned threads share, and among those the one it runs
+/// on. A new host thread inherits its creator's pin, so pinning each
+/// where it runs would put every task of a sandbox on the first one's
+/// CPU, and a guest's processes and threads could never run in parallel.
+fn claim_cpu() -> Result<usize> {
+    if let Ok(Some(cpu)) = CLAIM.try_with(|c| c.0.get()) {
+        return Ok(cpu);
+    }
+    let Some(allowed) = ALLOWED_CPUS.get().filter(|a| !a.is_empty()) else {
+        return sys::pin_to_current_cpu();
+    };
+    let here = sys::current_cpu()?;
+    let mut pinned = PINNED.lock().unwrap_or_else(PoisonError::into_inner);
+    let cpu = allowed
+        .iter()
+        .copied()
+        .min_by_key(|&c| (pinned.get(c).copied().unwrap_or(0), c != here))
+        .unwrap_or(here);
+    if sys::set_affinity(0, cpu).is_err() {
+        // The CPU went away (a cpuset changed): stay where we are.
+        drop(pinned);
+        return sys::pin_to_current_cpu();
+    }
+    if pinned.len() <= cpu {
+        pinned.resize(cpu + 1, 0);
+    }
+    pinned[cpu] += 1;
+    drop(pinned);
+    let _ = CLAIM.try_with(|c| c.0.set(Some(cpu)));
+    Ok(cpu)
 }
 
 impl Shared {
@@ -126,7 +182,7 @@ impl Shared {
         let cpu = if self.pin {
             // Tracer and stub thread on one CPU: every ptrace stop becomes a
             // same-core hand-off.
-            Some(sys::pin_to_current_cpu()?)
+            Some(claim_cpu()?)
         } else {
             None
         };

@@ -205,6 +205,9 @@ impl PtracePlatform {
             yields: options.yields,
             patch: options.patch_syscalls,
         });
+        if let Ok(set) = sys::affinity_mask() {
+            let _ = address_space::ALLOWED_CPUS.set(sys::cpus_of(&set));
+        }
         Ok(PtracePlatform {
             memory_file: sys::dup_cloexec(memory_file)?,
             image: Arc::new(stub::StubImage::new(trap)?),

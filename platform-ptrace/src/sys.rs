@@ -447,6 +447,30 @@ pub(crate) fn set_affinity(tid: i32, cpu: usize) -> Result<()> {
 
 /// Pins the calling thread to the CPU it is running on and returns it.
 /// Children created afterwards inherit the mask.
+/// The calling thread's CPU affinity mask.
+pub(crate) fn affinity_mask() -> Result<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is a plain bitmask; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live cpu_set_t of the size passed.
+    let ret = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    check(ret.into(), "sched_getaffinity").map(|_| set)
+}
+
+/// The CPUs in `set`.
+pub(crate) fn cpus_of(set: &libc::cpu_set_t) -> Vec<usize> {
+    (0..8 * std::mem::size_of::<libc::cpu_set_t>())
+        // SAFETY: `c` is below CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
+        .collect()
+}
+
+/// The CPU the calling thread runs on.
+pub(crate) fn current_cpu() -> Result<usize> {
+    // SAFETY: no arguments; reads the vDSO/rseq cpu number.
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).map_err(|_| Error::last_os("sched_getcpu"))
+}
+
 pub(crate) fn pin_to_current_cpu() -> Result<usize> {
     // SAFETY: no arguments; reads the vDSO/rseq cpu number.
     let cpu = unsafe { libc::sched_getcpu() };

@@ -18,10 +18,18 @@
 //!   relays).
 //! * The parent stays where it was, with the pid the caller or the engine
 //!   knows. It only waits: it hands the signals a process sends it to the
-//!   Sentry (the terminal's own signals reach the Sentry directly, which is
-//!   in the same process group), stops and continues the Sentry with
-//!   itself (^Z, `fg`), reaps the gofers (its children), and exits with the
-//!   Sentry's status.
+//!   Sentry, stops and continues the Sentry with itself (^Z, `fg`), reaps
+//!   the gofers (its children), and exits with the Sentry's status. It
+//!   keeps no capability but `CAP_KILL`, and a seccomp filter of its own
+//!   ([`monitor_policy`]) allows only those calls.
+//!
+//! The Sentry stays in the parent's process group, so that it is in the
+//! terminal's foreground when the parent is (it reads and writes the
+//! terminal for the guest). A signal sent to the whole group (the
+//! terminal's ^C, `kill -INT -PGID`) reaches both: the Sentry ignores the
+//! forwarded signals themselves and takes them from the parent alone,
+//! queued as one real-time signal each (`sentry::hostsig::from_monitor`),
+//! so the guest sees each once.
 //!
 //! The guest still sees the caller's ids and groups (read before the split).
 //!
@@ -32,6 +40,8 @@
 
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
+
+use gofer::seccomp::{Action, ArgCheck, Policy, Rule};
 
 use crate::sys;
 
@@ -88,6 +98,10 @@ pub fn split(c: Confinement) -> Result<(), String> {
         Ok(None) => {
             drop(parent_end);
             let _ = sys::restore_mask(&old_mask);
+            if let Err(e) = sentry::hostsig::from_monitor() {
+                eprintln!("ferrovisor: the Sentry's signals: {e}");
+                std::process::exit(125);
+            }
             let ready = (|| -> Result<(), String> {
                 let mut b = [0u8; 1];
                 child_end
@@ -176,6 +190,7 @@ fn write_maps(pid: i32, uid: u32, gid: u32) -> Result<(), String> {
 /// (`pid`), reaps children, and exits as the Sentry did. It holds its end
 /// of the channel to the Sentry until then (see `split`).
 fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
+    let me = std::process::id() as i32;
     // Only signalling the Sentry is left to do: CAP_KILL, because the
     // Sentry is another host user.
     let _ = sentry::host_filter::drop_capabilities(&[CAP_KILL]);
@@ -197,19 +212,24 @@ fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
     // The forwarded signals are blocked by the caller (block_forwarded);
     // if not, a default action may end this process, and the pdeath
     // signal then ends the Sentry: still no orphan.
+    if let Err(e) = monitor_policy(pid, me).install() {
+        eprintln!("ferrovisor: installing the monitor's seccomp filter: {e}");
+        let _ = sys::kill(pid, libc::SIGKILL);
+        sys::exit_now(125);
+    }
     loop {
-        let (sig, code) = match sys::wait_signal(&waited) {
+        let (sig, _) = match sys::wait_signal(&waited) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("ferrovisor: waiting for the Sentry: {e}");
                 let _ = sys::kill(pid, libc::SIGKILL);
-                std::process::exit(125);
+                sys::exit_now(125);
             }
         };
         if sig == libc::SIGCHLD {
             while let Some((child, ended)) = sys::reap_any() {
                 if child == pid {
-                    std::process::exit(exit_code(ended));
+                    sys::exit_now(exit_code(ended));
                 }
             }
             continue;
@@ -220,7 +240,7 @@ fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
             // outside the namespace reaches. It stops with this process,
             // as the program run natively would.
             let _ = sys::kill(pid, libc::SIGSTOP);
-            let _ = sys::kill(std::process::id() as i32, libc::SIGSTOP);
+            let _ = sys::kill(me, libc::SIGSTOP);
             continue;
         }
         if sig == libc::SIGCONT {
@@ -228,12 +248,57 @@ fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
             let _ = sys::kill(pid, libc::SIGCONT);
             continue;
         }
-        // A signal the kernel sent (the terminal's ^C, ^\ or window
-        // change to the foreground process group) reached the Sentry too;
-        // one a process sent to this pid did not.
-        if code != libc::SI_KERNEL {
-            let _ = sys::kill(pid, sig);
-        }
+        // The Sentry takes these from here only, the terminal's too (see
+        // the module's documentation).
+        let _ = sys::queue_signal(pid, sentry::hostsig::FROM_MONITOR, sig);
+    }
+}
+
+/// The monitor's seccomp allow-list, for the Sentry `sentry_pid` and the
+/// monitor's own pid `me`: what its loop calls, found with a filter that
+/// logged instead of refusing across the signal and job-control tests
+/// (Rust's exit would unmap the main thread's signal stack as well: the
+/// monitor ends with `_exit`), and nothing else. Anything more kills the
+/// monitor, and with it (its parent-death signal) the Sentry.
+pub fn monitor_policy(sentry_pid: i32, me: i32) -> Policy {
+    let int = |arg: u8, value: i32| ArgCheck {
+        arg,
+        mask: 0xffff_ffff,
+        value: u64::from(value as u32),
+    };
+    let allow = |nr: i64, checks: Vec<ArgCheck>| Rule {
+        nr,
+        checks,
+        action: Action::Allow,
+    };
+    let mut rules = vec![
+        // waiting for signals, and reaping children (any: the gofers too)
+        allow(libc::SYS_rt_sigtimedwait, vec![]),
+        allow(libc::SYS_wait4, vec![int(0, -1), int(2, libc::WNOHANG)]),
+        // passing signals on, to the Sentry alone
+        allow(
+            libc::SYS_rt_sigqueueinfo,
+            vec![int(0, sentry_pid), int(1, sentry::hostsig::FROM_MONITOR)],
+        ),
+        // the one-line reports of an end, on standard error
+        allow(libc::SYS_write, vec![int(0, 2)]),
+        allow(libc::SYS_exit_group, vec![]),
+        // a wait the host stopped and continued (^Z, `fg`)
+        allow(libc::SYS_restart_syscall, vec![]),
+        allow(libc::SYS_rt_sigreturn, vec![]),
+    ];
+    // Job control stops the Sentry and then this process, continues the
+    // Sentry, and a failure kills it.
+    for sig in [libc::SIGSTOP, libc::SIGCONT, libc::SIGKILL] {
+        rules.push(allow(libc::SYS_kill, vec![int(0, sentry_pid), int(1, sig)]));
+    }
+    rules.push(allow(
+        libc::SYS_kill,
+        vec![int(0, me), int(1, libc::SIGSTOP)],
+    ));
+    Policy {
+        rules,
+        default: Action::KillProcess,
     }
 }
 
@@ -254,6 +319,90 @@ fn exit_code(ended: sys::Ended) -> i32 {
                 eprintln!("ferrovisor: the Sentry was killed by signal {sig}");
             }
             128 + sig
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALLOW: u32 = 0x7fff_0000;
+    const KILL: u32 = 0x8000_0000;
+
+    fn decide(nr: i64, args: [u64; 6]) -> u32 {
+        monitor_policy(100, 7).decide(nr, args).expect("compile")
+    }
+
+    #[test]
+    fn the_monitor_signals_only_the_sentry_and_stops_only_itself() {
+        let sig = |s: i32| s as u64;
+        for s in [libc::SIGSTOP, libc::SIGCONT, libc::SIGKILL] {
+            assert_eq!(decide(libc::SYS_kill, [100, sig(s), 0, 0, 0, 0]), ALLOW);
+        }
+        assert_eq!(
+            decide(libc::SYS_kill, [7, sig(libc::SIGSTOP), 0, 0, 0, 0]),
+            ALLOW
+        );
+        // Not a gofer, a process group, every process, or another signal.
+        assert_eq!(
+            decide(libc::SYS_kill, [101, sig(libc::SIGKILL), 0, 0, 0, 0]),
+            KILL
+        );
+        assert_eq!(
+            decide(libc::SYS_kill, [(-100i64) as u64, 9, 0, 0, 0, 0]),
+            KILL
+        );
+        assert_eq!(
+            decide(libc::SYS_kill, [(-1i64) as u64, 9, 0, 0, 0, 0]),
+            KILL
+        );
+        assert_eq!(
+            decide(libc::SYS_kill, [100, sig(libc::SIGTERM), 0, 0, 0, 0]),
+            KILL
+        );
+        assert_eq!(
+            decide(libc::SYS_kill, [7, sig(libc::SIGKILL), 0, 0, 0, 0]),
+            KILL
+        );
+        let fwd = sentry::hostsig::FROM_MONITOR as u64;
+        assert_eq!(
+            decide(libc::SYS_rt_sigqueueinfo, [100, fwd, 0, 0, 0, 0]),
+            ALLOW
+        );
+        assert_eq!(
+            decide(libc::SYS_rt_sigqueueinfo, [101, fwd, 0, 0, 0, 0]),
+            KILL
+        );
+        assert_eq!(
+            decide(libc::SYS_rt_sigqueueinfo, [100, 2, 0, 0, 0, 0]),
+            KILL
+        );
+    }
+
+    #[test]
+    fn the_monitor_waits_reaps_and_reports_and_does_nothing_else() {
+        let wnohang = libc::WNOHANG as u64;
+        let any = u64::from(u32::MAX);
+        assert_eq!(decide(libc::SYS_rt_sigtimedwait, [0; 6]), ALLOW);
+        assert_eq!(decide(libc::SYS_wait4, [any, 0, wnohang, 0, 0, 0]), ALLOW);
+        assert_eq!(decide(libc::SYS_wait4, [any, 0, 0, 0, 0, 0]), KILL);
+        assert_eq!(decide(libc::SYS_write, [2, 0, 10, 0, 0, 0]), ALLOW);
+        assert_eq!(decide(libc::SYS_write, [1, 0, 10, 0, 0, 0]), KILL);
+        assert_eq!(decide(libc::SYS_exit_group, [0; 6]), ALLOW);
+        for nr in [
+            libc::SYS_openat,
+            libc::SYS_read,
+            libc::SYS_execve,
+            libc::SYS_ptrace,
+            libc::SYS_clone,
+            libc::SYS_socket,
+            libc::SYS_mmap,
+            libc::SYS_tgkill,
+            libc::SYS_pidfd_send_signal,
+            libc::SYS_setuid,
+        ] {
+            assert_eq!(decide(nr, [0; 6]), KILL, "syscall {nr}");
         }
     }
 }

@@ -645,6 +645,14 @@ impl Runtime {
     /// (pid_namespaces(7)). `SIGKILL` ends the boot process itself, and
     /// with it the sandbox; the exit status is then 128+9.
     ///
+    /// The signals of job control (`SIGSTOP`, `SIGTSTP`, `SIGTTIN`,
+    /// `SIGTTOU`, `SIGCONT`) go to the guest's init over the control
+    /// socket instead: the boot process could not pass `SIGSTOP` on (it
+    /// would only stop itself), and the guest's init is what they are
+    /// for. As with runc, `STOP` stops init and `CONT` continues it, the
+    /// others reach a handler or are dropped, and the container stays
+    /// `running` (only `pause` freezes all of it).
+    ///
     /// A paused sandbox gets the signal when it resumes, as a frozen Linux
     /// process does; `SIGKILL` thaws it so that it dies now.
     pub fn kill(&self, id: &str, signal: i32) -> Result<(), Error> {
@@ -657,6 +665,29 @@ impl Runtime {
                 status,
                 wanted: "created, running or paused",
             });
+        }
+        let job_control = matches!(
+            signal,
+            libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGCONT
+        );
+        if job_control {
+            if status == Status::Created {
+                // No guest process yet: nothing to stop or continue.
+                if signal == libc::SIGCONT {
+                    return Ok(());
+                }
+                return Err(Error::WrongStatus {
+                    id: id.into(),
+                    status,
+                    wanted: "running or paused (start it first)",
+                });
+            }
+            let socket = self.state.dir(id).join(crate::control::SOCKET);
+            crate::control::signal_init(&socket, signal, status != Status::Paused).map_err(
+                |why| Error::Boot(format!("container {id}: signal {signal} not sent: {why}")),
+            )?;
+            tracing::info!("container {id}: sent signal {signal} to the guest's init");
+            return Ok(());
         }
         if signal != 0 {
             record.kill_signal = Some(signal);

@@ -16,7 +16,11 @@
 //! and counts its tasks against the new `pids.limit`, and answers
 //! `"updated"` or `{"failed":"why"}`. `"stats"` asks for the guest's
 //! task count as the pids controller would count it, and its task limit:
-//! `{"stats":{"tasks":N,"task_limit":L}}`.
+//! `{"stats":{"tasks":N,"task_limit":L}}`. `{"signal":N}` as the request
+//! itself sends signal N to the guest's first process, as `kill(2)` from
+//! outside the sandbox would (`ferrovisor kill` of the signals a host
+//! process cannot pass on: `SIGSTOP`, and the rest of job control), and
+//! is answered `"signalled"`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -103,6 +107,7 @@ pub struct GuestStats {
 enum Request {
     Update(GuestLimits),
     Stats,
+    Signal(i32),
 }
 
 /// What a client sends after its request.
@@ -120,6 +125,7 @@ enum Reply {
     Exited(i32),
     Updated,
     Stats(GuestStats),
+    Signalled,
 }
 
 /// A socket's path in a form `bind` and `connect` accept: a Unix socket
@@ -230,6 +236,21 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
                 };
                 drop(procs);
                 send(&mut conn, &Reply::Stats(stats))
+            }
+            Request::Signal(sig) => {
+                if !(1..=64).contains(&sig) {
+                    return send(&mut conn, &Reply::Failed(format!("no signal {sig}")));
+                }
+                let Some(init) = kernel.process(1) else {
+                    return send(
+                        &mut conn,
+                        &Reply::Failed("the container's first process has ended".into()),
+                    );
+                };
+                let info = sentry::task::user_info(sig, 0, 0, sentry::task::si::USER);
+                init.send_signal_from_outside(&kernel, sig, info);
+                tracing::info!(sig, "signal sent to the guest's first process");
+                send(&mut conn, &Reply::Signalled)
             }
         };
     }
@@ -367,7 +388,9 @@ pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Res
         Reply::Started(pid) => Ok(Exec { reader, pid }),
         Reply::Failed(why) => Err(why),
         Reply::Exited(s) => Err(format!("exited ({s}) before it started")),
-        Reply::Updated | Reply::Stats(_) => Err("unexpected reply from the sandbox".into()),
+        Reply::Updated | Reply::Stats(_) | Reply::Signalled => {
+            Err("unexpected reply from the sandbox".into())
+        }
     }
 }
 
@@ -404,6 +427,26 @@ pub fn update(socket: &Path, limits: &GuestLimits) -> Result<(), String> {
         .map_err(|e| format!("sending the update: {e}"))?;
     match read_reply(&mut BufReader::new(conn)).map_err(|e| e.to_string())? {
         Reply::Updated => Ok(()),
+        Reply::Failed(why) => Err(why),
+        _ => Err("unexpected reply from the sandbox".into()),
+    }
+}
+
+/// Asks the sandbox behind `socket` to send `sig` to the guest's first
+/// process. With `answer` false the request is only left in the socket
+/// (for a frozen sandbox, which takes it when it thaws).
+pub fn signal_init(socket: &Path, sig: i32, answer: bool) -> Result<(), String> {
+    let conn = connect(socket)?;
+    let mut line = serde_json::to_vec(&Request::Signal(sig)).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    (&conn)
+        .write_all(&line)
+        .map_err(|e| format!("sending the signal: {e}"))?;
+    if !answer {
+        return Ok(());
+    }
+    match read_reply(&mut BufReader::new(conn)).map_err(|e| e.to_string())? {
+        Reply::Signalled => Ok(()),
         Reply::Failed(why) => Err(why),
         _ => Err("unexpected reply from the sandbox".into()),
     }
@@ -451,7 +494,7 @@ impl Exec {
         match reply {
             Reply::Exited(s) => Ok(s),
             Reply::Failed(why) => Err(why),
-            Reply::Started(_) | Reply::Updated | Reply::Stats(_) => {
+            Reply::Started(_) | Reply::Updated | Reply::Stats(_) | Reply::Signalled => {
                 Err("unexpected reply from the sandbox".into())
             }
         }

@@ -52,6 +52,49 @@ pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     cvt(unsafe { libc::kill(pid, sig) }).map(drop)
 }
 
+/// Ends the process with `code` at once (`_exit(2)`): no flushing of
+/// buffers and no clean-up of the runtime (which would unmap the main
+/// thread's signal stack: calls the monitor's filter leaves out).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no memory of ours.
+    unsafe { libc::_exit(code) }
+}
+
+/// Sends `sig` with `value` to process `pid` as `sigqueue(3)` does
+/// (`si_code` `SI_QUEUE`), naming no sender (the receiver may be in
+/// another PID namespace, where this pid means nothing).
+pub fn queue_signal(pid: i32, sig: i32, value: i32) -> io::Result<()> {
+    /// `siginfo_t` as `sigqueue` fills it (asm-generic/siginfo.h).
+    #[repr(C)]
+    struct QueueInfo {
+        signo: i32,
+        errno: i32,
+        code: i32,
+        _pad: i32,
+        pid: i32,
+        uid: u32,
+        value: u64,
+        _rest: [u8; 96],
+    }
+    const _: () = assert!(std::mem::size_of::<QueueInfo>() == 128);
+    if pid <= 0 {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    let info = QueueInfo {
+        signo: sig,
+        errno: 0,
+        code: libc::SI_QUEUE,
+        _pad: 0,
+        pid: 0,
+        uid: 0,
+        value: value as u64,
+        _rest: [0; 96],
+    };
+    // SAFETY: rt_sigqueueinfo reads one siginfo_t, alive for the call.
+    let r = unsafe { libc::syscall(libc::SYS_rt_sigqueueinfo, pid, sig, &info) };
+    cvt(r as libc::c_int).map(drop)
+}
+
 /// The host name (`uname`'s node name) of the UTS namespace at `path` (a
 /// `/proc/PID/ns/uts` file, or a bind mount of one). A short-lived thread
 /// of this process joins it to ask: nothing else moves. `EINVAL` when

@@ -371,6 +371,59 @@ fn kill_a_sleeping_container() {
     assert_eq!(w.cli(&["delete", "k1"]).status, 0);
 }
 
+/// `kill STOP` stops the container's init and `kill CONT` continues it,
+/// as with runc; the container stays `running` all the while. `TSTP`,
+/// which init does not handle, is dropped (from outside its PID
+/// namespace only handled signals, SIGKILL and SIGSTOP arrive).
+#[test]
+fn kill_stop_and_cont_stop_and_continue_the_containers_init() {
+    let mut w = World::new("stop", |v| {
+        set_args(
+            v,
+            &["sh", "-c", "i=0; while :; do i=$((i+1)); echo $i; done"],
+        );
+    });
+    assert_eq!(w.create("s1").status, 0);
+    // Nothing to stop before start.
+    assert_one_line(&w.cli(&["kill", "s1", "STOP"]));
+    assert_eq!(w.cli(&["start", "s1"]).status, 0);
+    let lines = |w: &World| w.container_stdout("s1").lines().count();
+    let grows = |w: &World, from: usize| {
+        let deadline = Instant::now() + TIMEOUT;
+        while lines(w) < from + 10 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    };
+    assert!(grows(&w, 0), "the counter never ran");
+
+    let out = w.cli(&["kill", "s1", "STOP"]);
+    assert_eq!(out.status, 0, "kill STOP: {}", out.stderr);
+    // What was under way when it stopped comes out first.
+    std::thread::sleep(Duration::from_millis(300));
+    let n = lines(&w);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(lines(&w), n, "init ran while stopped");
+    assert_eq!(w.status("s1"), "running");
+
+    let out = w.cli(&["kill", "s1", "CONT"]);
+    assert_eq!(out.status, 0, "kill CONT: {}", out.stderr);
+    assert!(grows(&w, n), "no progress after CONT");
+
+    let out = w.cli(&["kill", "s1", "TSTP"]);
+    assert_eq!(out.status, 0, "kill TSTP: {}", out.stderr);
+    let n = lines(&w);
+    assert!(grows(&w, n), "TSTP stopped an init without a handler");
+    assert_eq!(w.status("s1"), "running");
+
+    assert_eq!(w.cli(&["kill", "s1", "KILL"]).status, 0);
+    assert_eq!(w.wait("s1"), 128 + 9);
+    assert_eq!(w.cli(&["delete", "s1"]).status, 0);
+}
+
 #[test]
 fn delete_force_kills_a_running_container() {
     let mut w = World::new("force", |v| set_args(v, &["sleep", "1000"]));

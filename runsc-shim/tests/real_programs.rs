@@ -316,6 +316,143 @@ fn killed_by_sigterm_is_143() {
     compare_with(&[path_str(&bin)], &[], None, 143);
 }
 
+/// A signal sent to the process group of `ferrovisor do` (as a shell's
+/// `kill -INT -PGID`, or a supervisor, does) reaches both of its host
+/// processes, the monitor and the Sentry; the guest still gets it once per
+/// send, as the program run natively would.
+#[test]
+fn a_signal_to_the_process_group_reaches_the_guest_once() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let dir = TempDir::new("groupint");
+    // The handler says how many it has seen; a line on stdin asks for the
+    // total.
+    let bin = compile_static(
+        dir.path(),
+        "countint",
+        "#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n\
+         static volatile sig_atomic_t n;\n\
+         static void on_int(int s) { char c = 'a' + n++; (void)s; write(1, &c, 1); write(1, \"\\n\", 1); }\n\
+         int main(void) { struct sigaction sa = {0}; char b;\n\
+         sa.sa_handler = on_int; sigaction(SIGINT, &sa, 0);\n\
+         write(1, \"ready\\n\", 6);\n\
+         while (read(0, &b, 1) != 1) {}\n\
+         printf(\"total %d\\n\", (int)n); return 0; }\n",
+    );
+    let mut child = command(FERROVISOR, &[])
+        .args(["do", "--", path_str(&bin)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("spawn ferrovisor");
+    let pgid = child.id() as i32;
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    assert_eq!(line, "ready\n");
+    const SENDS: u8 = 5;
+    for i in 0..SENDS {
+        // SAFETY: kill(2) of the test's own child's process group.
+        assert_eq!(unsafe { libc::kill(-pgid, libc::SIGINT) }, 0);
+        line.clear();
+        out.read_line(&mut line).expect("the handler's line");
+        assert_eq!(line, format!("{}\n", (b'a' + i) as char), "send {i}");
+    }
+    // A second copy of the last would come by now.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"x")
+        .expect("ask");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("total");
+    assert_eq!(rest, format!("total {SENDS}\n"));
+    assert!(child.wait().expect("wait").success());
+}
+
+/// ^Z and `fg` of `ferrovisor do` as a shell does them (SIGTSTP, then
+/// SIGCONT, to the job's process group): the sandbox stops with the
+/// `ferrovisor` process, and both go on; SIGTERM then ends it with 143.
+#[test]
+fn a_stop_and_continue_of_the_job_stop_and_continue_the_sandbox() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let dir = TempDir::new("jobstop");
+    // No fork: a shell's loop blocks signals around each of its forks.
+    let bin = compile_static(
+        dir.path(),
+        "ticker",
+        "#include <unistd.h>\n\
+         int main(void) { for (;;) { write(1, \"x\\n\", 2); usleep(20000); } }\n",
+    );
+    let mut child = command(FERROVISOR, &[])
+        .args(["do", "--", path_str(&bin)])
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("spawn ferrovisor");
+    let pgid = child.id() as i32;
+    let lines = Arc::new(AtomicUsize::new(0));
+    let out = BufReader::new(child.stdout.take().expect("stdout"));
+    let counter = lines.clone();
+    let reader = std::thread::spawn(move || {
+        for _ in out.lines() {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let grows = |from: usize| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while lines.load(Ordering::Relaxed) < from + 5 {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    };
+    let state = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pgid}/stat")).expect("stat");
+        stat.rsplit(')').next().unwrap_or("").trim().chars().next()
+    };
+    assert!(grows(0), "the guest never wrote");
+    // SAFETY: kill(2) of the test's own child's process group.
+    assert_eq!(unsafe { libc::kill(-pgid, libc::SIGTSTP) }, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while state() != Some('T') {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ferrovisor never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let n = lines.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        lines.load(Ordering::Relaxed),
+        n,
+        "the guest ran while stopped"
+    );
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(-pgid, libc::SIGCONT) }, 0);
+    assert!(grows(n), "the guest did not go on");
+    // SAFETY: kill(2) of the test's own child.
+    assert_eq!(unsafe { libc::kill(pgid, libc::SIGTERM) }, 0);
+    let status = child.wait().expect("wait");
+    reader.join().expect("reader");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::into_raw(status) >> 8,
+        143
+    );
+}
+
 #[test]
 fn exit_status_passes_through() {
     let dir = TempDir::new("status");
@@ -462,7 +599,8 @@ fn children_of(pid: u32) -> Vec<u32> {
 /// * every thread of it is in seccomp filter mode with no_new_privs and no
 ///   capability at all;
 /// * the `ferrovisor` process the caller started only waits: one thread,
-///   no_new_privs, and no capability but `CAP_KILL`.
+///   no_new_privs, no capability but `CAP_KILL`, and a seccomp filter of
+///   its own.
 #[test]
 fn the_sentry_runs_unprivileged_in_its_own_namespaces_under_its_own_filter() {
     for platform in PLATFORMS {
@@ -516,6 +654,19 @@ fn check_the_sentrys_process(platform: &str, as_nobody: bool) {
         "{platform}:\n{status}"
     );
     assert_eq!(status_field(&status, "NoNewPrivs:"), "1", "{platform}");
+    // The monitor's own seccomp filter, over those the caller had.
+    assert_eq!(
+        status_field(&status, "Seccomp:"),
+        "2",
+        "{platform}: monitor"
+    );
+    let own = std::fs::read_to_string("/proc/self/status").expect("own status");
+    let filters = |s: &str| -> u32 {
+        status_field(s, "Seccomp_filters:")
+            .parse()
+            .expect("Seccomp_filters")
+    };
+    assert_eq!(filters(&status), filters(&own) + 1, "{platform}: monitor");
     let kill_only = if as_nobody {
         "0000000000000000"
     } else {

@@ -442,3 +442,273 @@ sqlite3 db "select p, count(*), sum(i) from t group by p; pragma integrity_check
     let host = run(cmd, None, TIMEOUT);
     assert_eq!(host.stdout, "400\nok\n", "{}", host.stderr);
 }
+
+/// Reads a directory's inotify events with ctypes and prints them: the
+/// watch's label, the mask's names, the name, and cookies numbered in
+/// order of appearance (so the two halves of a rename show the same one).
+///
+/// `host`: watches `$1` and `$1/sub` for changes, prints `ready`, and reads
+/// (blocking) until the directory `end` is made, listing `$1` before and
+/// after. `self`: watches `$1` for every
+/// event, changes it itself, and reads what is queued without waiting.
+/// `limits`: adds and removes watches, saying what it did and waiting for
+/// a line on its input after each step.
+const WATCHER: &str = r#"
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+NAMES = [(0x1, "ACCESS"), (0x2, "MODIFY"), (0x4, "ATTRIB"), (0x8, "CLOSE_WRITE"),
+         (0x10, "CLOSE_NOWRITE"), (0x20, "OPEN"), (0x40, "MOVED_FROM"),
+         (0x80, "MOVED_TO"), (0x100, "CREATE"), (0x200, "DELETE"),
+         (0x400, "DELETE_SELF"), (0x800, "MOVE_SELF"), (0x4000, "Q_OVERFLOW"),
+         (0x8000, "IGNORED"), (0x40000000, "ISDIR")]
+CHANGES = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800
+d, mode = sys.argv[1], sys.argv[2]
+fd = libc.inotify_init1(os.O_NONBLOCK if mode == "self" else 0)
+labels, cookies = {}, {}
+def watch(path, label, mask):
+    wd = libc.inotify_add_watch(fd, path.encode(), mask)
+    if wd < 0:
+        sys.exit("inotify_add_watch %s: errno %d" % (path, ctypes.get_errno()))
+    labels[wd] = label
+def show(buf):
+    out, off = [], 0
+    while off < len(buf):
+        wd, m, cookie, n = struct.unpack_from("iIII", buf, off)
+        name = buf[off + 16:off + 16 + n].rstrip(b"\0").decode()
+        off += 16 + n
+        line = "%s %s %s" % (labels.get(wd, wd), "|".join(s for b, s in NAMES if m & b), name)
+        if cookie:
+            line += " cookie%d" % cookies.setdefault(cookie, len(cookies) + 1)
+        out.append(line.rstrip())
+    return out
+lines = []
+if mode == "host":
+    watch(d, "D", CHANGES)
+    watch(d + "/sub", "sub", CHANGES)
+    lines.append("listed %s" % sorted(os.listdir(d)))
+    print("ready", flush=True)
+    while "D CREATE|ISDIR end" not in lines:
+        lines += show(os.read(fd, 65536))
+    # The directory as it is now, not as it was first listed.
+    lines.append("listed %s" % sorted(os.listdir(d)))
+elif mode == "limits":
+    def step(what):
+        print(what, flush=True)
+        sys.stdin.readline()
+    watch(d, "D", CHANGES)
+    watch(d + "/sub", "sub", CHANGES)
+    step("two")
+    libc.inotify_rm_watch(fd, [w for w, l in labels.items() if l == "sub"][0])
+    step("one")
+    os.close(fd)
+    step("none")
+    a, b = libc.inotify_init1(0), libc.inotify_init1(0)
+    for i in (a, b):
+        if libc.inotify_add_watch(i, d.encode(), CHANGES) < 0:
+            sys.exit("add_watch")
+    step("shared")
+    os.close(a)
+    step("still shared")
+    os.close(b)
+    step("none again")
+    c = libc.inotify_init1(0)
+    n = 0
+    while n < 8200:
+        if libc.inotify_add_watch(c, ("%s/many/%d" % (d, n)).encode(), CHANGES) < 0:
+            break
+        n += 1
+    step("%d watches, then errno %d" % (n, ctypes.get_errno()))
+else:
+    watch(d, "D", 0xfff)
+    p = d + "/f"
+    f = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(f, b"hi")
+    os.close(f)
+    os.chmod(p, 0o600)
+    f = os.open(p, os.O_RDONLY)
+    os.read(f, 10)
+    os.close(f)
+    os.rename(p, d + "/g")
+    os.unlink(d + "/g")
+    os.mkdir(d + "/s")
+    os.rmdir(d + "/s")
+    while True:
+        try:
+            lines += show(os.read(fd, 65536))
+        except BlockingIOError:
+            break
+print("\n".join(lines), flush=True)
+"#;
+
+/// Runs `cmd` (the watcher in `host` mode on `dir`), and once it is ready
+/// changes `dir` from the host; what it printed after `ready`.
+fn watch_host_changes(mut cmd: std::process::Command, dir: &Path) -> String {
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Stdio;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = cmd.spawn().expect("spawn the watcher");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read readiness");
+    assert_eq!(line.trim(), "ready", "the watcher did not start");
+    // Another host process (this one) edits the tree, as a user's editor
+    // would: create and write, chmod, rename, delete, remove a watched
+    // directory; `end` tells the watcher to stop.
+    let f = dir.join("f");
+    std::fs::write(&f, b"edited on the host").expect("write f");
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::rename(&f, dir.join("g")).expect("rename");
+    std::fs::remove_file(dir.join("g")).expect("rm");
+    std::fs::remove_dir(dir.join("sub")).expect("rmdir");
+    std::fs::create_dir(dir.join("end")).expect("end");
+    let mut rest = String::new();
+    let reader = std::thread::spawn(move || {
+        out.read_to_string(&mut rest).expect("read events");
+        rest
+    });
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success(), "watcher: {status:?}");
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the watcher never saw the host's changes");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    reader.join().expect("reader")
+}
+
+/// A program in the sandbox watching a volume directory hears of what a
+/// host process does there: the same events, names and rename cookies, in
+/// the same order, as the same program watching a host directory natively.
+#[test]
+fn inotify_on_a_volume_sees_the_hosts_changes() {
+    let native_dir = TempDir::new("inotify-native");
+    let vol = TempDir::new("inotify-volume");
+    for d in [native_dir.path(), vol.path()] {
+        std::fs::create_dir(d.join("sub")).expect("mkdir sub");
+    }
+    let mut native = command("python3", &[]);
+    native.args(["-c", WATCHER, native_dir.path_str(), "host"]);
+    let want = watch_host_changes(native, native_dir.path());
+    assert!(
+        want.contains("D MOVED_FROM f cookie1\nD MOVED_TO g cookie1")
+            && want.contains("sub DELETE_SELF\nsub IGNORED")
+            && want.ends_with("listed ['end']\n"),
+        "native run: {want}"
+    );
+
+    let mut sandboxed = command(FERROVISOR, &[]);
+    sandboxed
+        .arg("do")
+        .arg("--volume")
+        .arg(format!("{}:/data", vol.path_str()))
+        .args(["--", "python3", "-c", WATCHER, "/data", "host"]);
+    let got = watch_host_changes(sandboxed, vol.path());
+    assert_eq!(got, want);
+}
+
+/// The guest's own changes to a volume directory are reported once each
+/// (not once by the Sentry and again as the host saw them), in Linux's
+/// order, and are queued by the time the calls return.
+#[test]
+fn inotify_on_a_volume_reports_the_guests_own_changes_once() {
+    let native_dir = TempDir::new("inotify-self-native");
+    let vol = TempDir::new("inotify-self-volume");
+    let mut cmd = command("python3", &[]);
+    cmd.args(["-c", WATCHER, native_dir.path_str(), "self"]);
+    let want = run(cmd, None, TIMEOUT);
+    assert_eq!(want.status, 0, "native: {want:?}");
+    assert!(
+        want.stdout
+            .starts_with("D CREATE f\nD OPEN f\nD MODIFY f\nD CLOSE_WRITE f\n"),
+        "native: {}",
+        want.stdout
+    );
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.arg("do")
+        .arg("--volume")
+        .arg(format!("{}:/data", vol.path_str()))
+        .args(["--", "python3", "-c", WATCHER, "/data", "self"]);
+    let got = run(cmd, None, TIMEOUT);
+    assert_eq!(got.status, 0, "sandbox: {got:?}");
+    assert_eq!(got.stdout, want.stdout);
+}
+
+/// Host inotify watches held by the gofer serving `dir` (counted from
+/// `/proc/PID/fdinfo`, where each watch is one `inotify wd:` line).
+fn gofer_watches(dir: &Path) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let is_ours = args.get(1) == Some(&&b"gofer"[..])
+            && args.contains(&dir.as_os_str().as_encoded_bytes());
+        if !is_ours {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fdinfo")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
+            n += info
+                .lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count();
+        }
+    }
+    n
+}
+
+/// Guest watches on a volume hold host watches only while they exist:
+/// `inotify_rm_watch`, closing the instance and the last of two instances
+/// watching one directory each give them back. A sandbox holds at most
+/// 8192 host watches; the next `inotify_add_watch` is `ENOSPC`.
+#[test]
+fn inotify_on_a_volume_gives_host_watches_back_and_is_bounded() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let vol = TempDir::new("inotify-limits");
+    std::fs::create_dir(vol.path().join("sub")).expect("mkdir sub");
+    for i in 0..8200 {
+        std::fs::create_dir_all(vol.path().join(format!("many/{i}"))).expect("mkdir");
+    }
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.arg("do")
+        .arg("--volume")
+        .arg(format!("{}:/data", vol.path_str()))
+        .args(["--", "python3", "-c", WATCHER, "/data", "limits"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = cmd.spawn().expect("spawn ferrovisor");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    for (step, want) in [
+        ("two", 2),
+        ("one", 1),
+        ("none", 0),
+        ("shared", 1),
+        ("still shared", 1),
+        ("none again", 0),
+        ("8192 watches, then errno 28", 8192),
+    ] {
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read a step");
+        assert_eq!(line.trim(), step);
+        assert_eq!(gofer_watches(vol.path()), want, "host watches after {step}");
+        stdin.write_all(b"go\n").expect("let the guest go on");
+    }
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+}

@@ -334,6 +334,13 @@ pub unsafe fn pwrite_raw(
     Ok(n as usize)
 }
 
+/// `read` into a Sentry buffer.
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of its length.
+    let n = cvt(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } as i64)?;
+    Ok(n as usize)
+}
+
 /// `pread` into a Sentry buffer.
 pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], pos: u64) -> io::Result<usize> {
     // SAFETY: `buf` is valid for writes of its length.

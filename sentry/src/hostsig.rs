@@ -13,7 +13,17 @@
 //! The caller blocks them ([`block_forwarded`]) before it starts any
 //! thread, so that every thread of the process inherits the mask and a
 //! process-directed signal stays pending until the forwarder takes it.
+//!
+//! A Sentry whose host parent passes signals on to it ([`from_monitor`],
+//! the `runsc-shim` crate's `confine`) ignores the forwarded signals
+//! themselves and takes them from that parent alone, as [`FROM_MONITOR`]
+//! with the signal's number as its value: a signal sent to the process
+//! group (a `kill -INT -PGID`, the terminal's ^C) reaches the parent too,
+//! and the guest must see it once. (Taking the direct copy and dropping
+//! the parent's would not do: two copies of a standard signal pending at
+//! once are one, and which one stays is a race.)
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
 
 use crate::kernel::Kernel;
@@ -86,6 +96,88 @@ pub fn wait_forwarded() -> Option<i32> {
     }
 }
 
+/// The real-time signal that carries a forwarded signal from the monitor
+/// (`SIGRTMAX`, which neither glibc nor the Sentry uses otherwise).
+/// Real-time signals queue, one per send.
+pub const FROM_MONITOR: i32 = 64;
+
+/// Set by [`from_monitor`].
+static MONITORED: AtomicBool = AtomicBool::new(false);
+
+/// Says that this process's host parent passes the forwarded signals on as
+/// [`FROM_MONITOR`] (see the module's documentation): ignores them, and
+/// blocks that one for the forwarder to wait for. Call it before any
+/// thread starts.
+pub fn from_monitor() -> std::io::Result<()> {
+    for sig in FORWARDED {
+        // SAFETY: setting a disposition to SIG_IGN runs no code of ours.
+        if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    // SAFETY: sigset_t is plain data that sigemptyset initialises.
+    let mut one: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid sigset pointers for the calls.
+    let r = unsafe {
+        libc::sigemptyset(&mut one);
+        libc::sigaddset(&mut one, FROM_MONITOR);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &one, std::ptr::null_mut())
+    };
+    if r != 0 {
+        return Err(std::io::Error::from_raw_os_error(r));
+    }
+    let set = set();
+    // Pending copies from before (they were blocked) are discarded once
+    // ignored and unblocked.
+    // SAFETY: valid sigset; the old mask is not wanted.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(std::io::Error::from_raw_os_error(r));
+    }
+    MONITORED.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Waits for the monitor's next forwarded signal; `None` if waiting fails.
+fn wait_from_monitor() -> Option<i32> {
+    // SAFETY: sigset_t is plain data that sigemptyset initialises.
+    let mut one: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: plain data that sigwaitinfo fills.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid sigset.
+    unsafe {
+        libc::sigemptyset(&mut one);
+        libc::sigaddset(&mut one, FROM_MONITOR);
+    }
+    loop {
+        // SAFETY: `one` and `info` are valid for the call.
+        let got = unsafe { libc::sigwaitinfo(&one, &mut info) };
+        if got == FROM_MONITOR {
+            // SAFETY: a queued signal's siginfo carries a value.
+            let sig = unsafe { info.si_value().sival_ptr } as usize as i32;
+            if FORWARDED.contains(&sig) {
+                return Some(sig);
+            }
+            continue;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return None;
+        }
+    }
+}
+
+/// Whether the calling thread blocks [`FROM_MONITOR`].
+fn monitor_signal_blocked() -> bool {
+    // SAFETY: plain data, filled by pthread_sigmask.
+    let mut cur: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new set only reads the mask into `cur`.
+    if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur) } != 0 {
+        return false;
+    }
+    // SAFETY: `cur` is a valid sigset_t.
+    unsafe { libc::sigismember(&cur, FROM_MONITOR) == 1 }
+}
+
 /// Whether the calling thread blocks every forwarded signal.
 fn all_blocked() -> bool {
     // SAFETY: plain data, filled by pthread_sigmask.
@@ -103,13 +195,25 @@ fn all_blocked() -> bool {
 /// Starts the thread that hands the forwarded signals to the guest, if the
 /// caller blocked them (else they keep their host meaning).
 pub(crate) fn start_forwarder(kernel: Weak<Kernel>, mode: HostSignals) {
-    if !all_blocked() {
+    let monitored = MONITORED.load(Ordering::Relaxed);
+    if !(if monitored {
+        monitor_signal_blocked()
+    } else {
+        all_blocked()
+    }) {
         return;
     }
+    let next = move || {
+        if monitored {
+            wait_from_monitor()
+        } else {
+            wait_forwarded()
+        }
+    };
     let spawned = std::thread::Builder::new()
         .name("ferrovisor-signals".into())
         .spawn(move || {
-            while let Some(sig) = wait_forwarded() {
+            while let Some(sig) = next() {
                 let Some(k) = kernel.upgrade() else { return };
                 let init = k.procs().map.get(&1).cloned();
                 match init {

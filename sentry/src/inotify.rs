@@ -2,9 +2,11 @@
 //! Sentry's own file operations raise on them.
 //!
 //! An object is identified by its `(st_dev, st_ino)`, which every file
-//! system of the sandbox reports stably. Changes made to a volume by the
-//! host, outside the sandbox, raise no events (as with a network file
-//! system on Linux).
+//! system of the sandbox reports stably. A watch on an object of a volume
+//! also hears of changes made on the host, through a host watch of the
+//! volume's gofer ([`crate::volume_watch`]): for such a watch, changes to
+//! objects and entries come from the host only (the guest's own too, as
+//! the host saw them), the rest from the Sentry.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -89,10 +91,23 @@ impl Event {
     }
 }
 
+/// One watch of an instance.
+#[derive(Debug)]
+struct Watch {
+    key: Key,
+    /// events, with the `IN_ONESHOT`/`IN_EXCL_UNLINK` flags
+    want: u32,
+    /// its share of the host watch, on a volume
+    host: Option<crate::volume_watch::HostShare>,
+}
+
+/// Events that, on a watch with a host share, only the host reports.
+const HOST_EVENTS: u32 = gofer::proto::WATCH_EVENTS | mask::IGNORED;
+
 #[derive(Debug, Default)]
 struct State {
-    /// wd → (object, mask with the `IN_ONESHOT`/`IN_EXCL_UNLINK` flags)
-    watches: BTreeMap<i32, (Key, u32)>,
+    /// wd → watch
+    watches: BTreeMap<i32, Watch>,
     next_wd: i32,
     queue: VecDeque<Event>,
     queued_bytes: usize,
@@ -125,9 +140,15 @@ impl Inotify {
         })
     }
 
-    /// `inotify_add_watch` on the object `key` (`is_dir` for `IN_ONLYDIR`,
-    /// already checked by the caller): the watch descriptor.
-    pub fn add_watch(self: &Arc<Self>, key: Key, want: u32) -> Result<i32, Errno> {
+    /// `inotify_add_watch` on the object `key` (`IN_ONLYDIR` already
+    /// checked by the caller), with its share of a host watch if the
+    /// object is on a volume: the watch descriptor.
+    pub fn add_watch(
+        self: &Arc<Self>,
+        key: Key,
+        want: u32,
+        host: Option<crate::volume_watch::HostShare>,
+    ) -> Result<i32, Errno> {
         if want & !mask::VALID != 0 || want & mask::ALL_EVENTS == 0 {
             return Err(Errno::EINVAL);
         }
@@ -136,21 +157,29 @@ impl Inotify {
         }
         let keep = mask::ALL_EVENTS | mask::ONESHOT | mask::EXCL_UNLINK;
         let mut st = lock(&self.state);
-        if let Some((&wd, _)) = st.watches.iter().find(|(_, (k, _))| *k == key) {
+        if let Some((&wd, _)) = st.watches.iter().find(|(_, w)| w.key == key) {
             if want & mask::MASK_CREATE != 0 {
                 return Err(Errno::EEXIST);
             }
             let entry = st.watches.get_mut(&wd).ok_or(Errno::EINVAL)?;
-            entry.1 = if want & mask::MASK_ADD != 0 {
-                entry.1 | (want & keep)
+            entry.want = if want & mask::MASK_ADD != 0 {
+                entry.want | (want & keep)
             } else {
                 want & keep
             };
+            // The watch keeps the host share it has.
             return Ok(wd);
         }
         st.next_wd += 1;
         let wd = st.next_wd;
-        st.watches.insert(wd, (key, want & keep));
+        st.watches.insert(
+            wd,
+            Watch {
+                key,
+                want: want & keep,
+                host,
+            },
+        );
         drop(st);
         hub().add(key, Arc::downgrade(self), wd);
         Ok(wd)
@@ -159,10 +188,12 @@ impl Inotify {
     /// `inotify_rm_watch`: the watch goes, with an `IN_IGNORED` event.
     pub fn rm_watch(&self, wd: i32) -> Result<(), Errno> {
         let mut st = lock(&self.state);
-        let (key, _) = st.watches.remove(&wd).ok_or(Errno::EINVAL)?;
+        let watch = st.watches.remove(&wd).ok_or(Errno::EINVAL)?;
         let queued = Self::push(&mut st, wd, mask::IGNORED, 0, &[]);
         drop(st);
-        hub().remove(key, self, wd);
+        hub().remove(watch.key, self, wd);
+        // (the host watch goes with its last share, here)
+        drop(watch);
         self.woke(queued);
         Ok(())
     }
@@ -211,11 +242,20 @@ impl Inotify {
     }
 
     /// Queues event `m` for watch `wd` if it asks for it; `false` when the
-    /// watch is gone (one-shot, or the object's end).
-    fn deliver(&self, wd: i32, m: u32, cookie: u32, name: &[u8]) -> bool {
+    /// watch is gone (one-shot, or the object's end). `from_host`: the
+    /// host reported it, for a watch with a host share; otherwise the
+    /// Sentry raised it, and such a watch takes from the Sentry only what
+    /// the host does not report.
+    fn deliver(&self, wd: i32, m: u32, cookie: u32, name: &[u8], from_host: bool) -> bool {
         let mut st = lock(&self.state);
-        let Some(&(_, want)) = st.watches.get(&wd) else {
+        let Some(w) = st.watches.get(&wd) else {
             return false;
+        };
+        let want = w.want;
+        let m = match (from_host, w.host.is_some()) {
+            (false, true) => m & !HOST_EVENTS,
+            (true, false) => return true,
+            _ => m,
         };
         let event = m & mask::ALL_EVENTS;
         let ends = m & mask::IGNORED != 0;
@@ -227,18 +267,43 @@ impl Inotify {
             queued |= Self::push(&mut st, wd, m & !mask::IGNORED, cookie, name);
         }
         let gone = ends || want & mask::ONESHOT != 0;
-        if gone {
-            st.watches.remove(&wd);
+        let ended = if gone {
             queued |= Self::push(&mut st, wd, mask::IGNORED, 0, &[]);
-        }
+            st.watches.remove(&wd)
+        } else {
+            None
+        };
         drop(st);
+        // (a host share goes outside the instance's lock)
+        drop(ended);
         self.woke(queued);
         !gone
+    }
+
+    /// The host dropped events of a watch of this instance: so does the
+    /// guest (`IN_Q_OVERFLOW`, once until the queue is read empty).
+    fn overflowed(&self) {
+        let mut st = lock(&self.state);
+        if st.overflowed {
+            return;
+        }
+        st.overflowed = true;
+        let ov = Event {
+            wd: -1,
+            mask: mask::Q_OVERFLOW,
+            cookie: 0,
+            name: Vec::new(),
+        };
+        st.queued_bytes += ov.size();
+        st.queue.push_back(ov);
+        drop(st);
+        self.woke(true);
     }
 
     /// Takes whole events that fit in `cap` bytes; `EINVAL` when even the
     /// first does not, `None` when there are none.
     pub fn take(&self, cap: usize) -> Result<Option<Vec<u8>>, Errno> {
+        crate::volume_watch::drain();
         let mut st = lock(&self.state);
         let Some(first) = st.queue.front() else {
             return Ok(None);
@@ -264,11 +329,13 @@ impl Inotify {
 
     /// Whether events are queued.
     pub fn readable(&self) -> bool {
+        crate::volume_watch::drain();
         !lock(&self.state).queue.is_empty()
     }
 
     /// Bytes of queued events (`FIONREAD`).
     pub fn queued_bytes(&self) -> usize {
+        crate::volume_watch::drain();
         lock(&self.state).queued_bytes
     }
 
@@ -281,8 +348,8 @@ impl Inotify {
 impl Drop for Inotify {
     fn drop(&mut self) {
         let watches = std::mem::take(&mut lock(&self.state).watches);
-        for (wd, (key, _)) in watches {
-            hub().remove(key, self, wd);
+        for (wd, w) in watches {
+            hub().remove(w.key, self, wd);
         }
     }
 }
@@ -340,13 +407,38 @@ impl Hub {
         if !self.active() {
             return;
         }
+        // What the host reported before this change goes first.
+        crate::volume_watch::drain();
+        self.deliver(key, m, cookie, name, false);
+    }
+
+    /// Raises event `m` the host reported on object `key` of a volume,
+    /// for the watches on it with a host share.
+    pub fn raise_host(&self, key: Key, m: u32, cookie: u32, name: &[u8]) {
+        self.deliver(key, m, cookie, name, true);
+    }
+
+    /// `IN_Q_OVERFLOW` for every instance watching object `key`.
+    pub fn overflow(&self, key: Key) {
+        let targets: Vec<Watcher> = match lock(&self.watches).get(&key) {
+            Some(list) => list.clone(),
+            None => return,
+        };
+        for (who, _) in targets {
+            if let Some(inst) = who.upgrade() {
+                inst.overflowed();
+            }
+        }
+    }
+
+    fn deliver(&self, key: Key, m: u32, cookie: u32, name: &[u8], from_host: bool) {
         let targets: Vec<Watcher> = match lock(&self.watches).get(&key) {
             Some(list) => list.clone(),
             None => return,
         };
         for (who, wd) in targets {
             let Some(inst) = who.upgrade() else { continue };
-            if !inst.deliver(wd, m, cookie, name) {
+            if !inst.deliver(wd, m, cookie, name, from_host) {
                 self.remove(key, Arc::as_ptr(&inst), wd);
             }
         }
@@ -446,7 +538,7 @@ mod tests {
         let ino = Inotify::new(Arc::new(EventBus::default()));
         let key = (0xfeed, 1);
         let wd = ino
-            .add_watch(key, mask::CREATE | mask::MODIFY)
+            .add_watch(key, mask::CREATE | mask::MODIFY, None)
             .expect("watch");
         hub().raise(key, mask::CREATE, 0, b"abc");
         hub().raise(key, mask::MODIFY, 0, b"abc");

@@ -37,6 +37,7 @@ pub mod tmpfs;
 pub mod vdso;
 pub mod vdso_time;
 pub mod vfs;
+pub mod volume_watch;
 
 pub use kernel::{
     run, spawn_process, Error, Mount, MountSource, ProcessSpec, SandboxConfig, StartHook, Stdio,

@@ -1436,6 +1436,11 @@ impl GoferRef {
         &self.client
     }
 
+    /// The gofer serving this object, shared.
+    pub fn shared_client(&self) -> &Arc<gofer::client::Client> {
+        &self.client
+    }
+
     /// The gofer's handle on it.
     pub fn handle(&self) -> gofer::proto::Handle {
         self.handle

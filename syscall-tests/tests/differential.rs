@@ -178,6 +178,14 @@ guests! {
     // control messages on UDP and TCP sockets: IP_PKTINFO, TTL, TOS,
     // IPv6 packet info and hop limit, timestamps, MSG_CTRUNC (issue 7)
     sock_cmsg,
+    // IP_TTL, IP_TOS, IPV6_UNICAST_HOPS, IPV6_TCLASS, IP_MULTICAST_TTL:
+    // Linux's values, and the receiver's messages seeing them (issue 7)
+    sock_ip_header,
+    // SO_TIMESTAMP[NS] is the datagram's arrival time (issue 7)
+    sock_rx_timestamp,
+    // ECONNREFUSED from a loopback port unreachable, IP_RECVERR and
+    // MSG_ERRQUEUE (issue 7)
+    sock_udp_refused,
     // Unix datagram and seqpacket buffer accounting: the sender's
     // SO_SNDBUF, max_dgram_qlen, EMSGSIZE (issue 7)
     unix_dgram_buf,
@@ -212,6 +220,9 @@ guests! {
     // write, shared across opens and fork, written back to the host
     // (issue 4 acceptance 4)
     mmap_shared_volume,
+    // inotify on a volume: the guest's own changes once each, as the host
+    // reports them (issue 4)
+    inotify_volume,
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Control messages a guest asks for on its UDP and TCP sockets
 //! (`SO_TIMESTAMP[NS]`, `IP_PKTINFO`, `IP_RECVTTL`, `IP_RECVTOS`,
-//! `IPV6_RECVPKTINFO`, `IPV6_RECVHOPLIMIT`): which ones a socket wants, how
+//! `IPV6_RECVPKTINFO`, `IPV6_RECVHOPLIMIT`, `IPV6_RECVTCLASS`), the
+//! `IP_RECVERR` message of `MSG_ERRQUEUE`: which ones a socket wants, how
 //! they are laid out in the guest's control buffer (Linux's `put_cmsg`,
 //! `MSG_CTRUNC` included), and the checks that the host's control messages
 //! (`--network host`) pass before any byte of them reaches the guest.
@@ -30,6 +31,15 @@ pub const IPV6_RECVPKTINFO: i32 = 49;
 pub const IPV6_PKTINFO: i32 = 50;
 pub const IPV6_RECVHOPLIMIT: i32 = 51;
 pub const IPV6_HOPLIMIT: i32 = 52;
+pub const IPV6_RECVTCLASS: i32 = 66;
+pub const IPV6_TCLASS: i32 = 67;
+/// `IP_RECVERR`, also the type of its control message.
+pub const IP_RECVERR: i32 = 11;
+/// `IPV6_RECVERR`, likewise.
+pub const IPV6_RECVERR: i32 = 25;
+/// `SO_EE_ORIGIN_ICMP` / `SO_EE_ORIGIN_ICMP6`.
+const SO_EE_ORIGIN_ICMP: u8 = 2;
+const SO_EE_ORIGIN_ICMP6: u8 = 3;
 
 /// `MSG_CTRUNC`.
 pub const MSG_CTRUNC: u32 = 8;
@@ -46,6 +56,7 @@ const TTL: u32 = 16;
 const TOS: u32 = 32;
 const V6_PKTINFO: u32 = 64;
 const V6_HOPLIMIT: u32 = 128;
+const V6_TCLASS: u32 = 256;
 
 /// The control messages a socket asked for, set and read with
 /// `setsockopt`/`getsockopt`.
@@ -60,6 +71,7 @@ impl RecvCmsgs {
             (IPPROTO_IP, IP_RECVTOS) => TOS,
             (IPPROTO_IPV6, IPV6_RECVPKTINFO) => V6_PKTINFO,
             (IPPROTO_IPV6, IPV6_RECVHOPLIMIT) => V6_HOPLIMIT,
+            (IPPROTO_IPV6, IPV6_RECVTCLASS) => V6_TCLASS,
             _ => return None,
         })
     }
@@ -148,7 +160,7 @@ pub struct Arrival {
     pub dst: Option<(IpAddr, i32)>,
     /// its TTL or hop limit
     pub hop_limit: Option<u8>,
-    /// its IPv4 TOS byte
+    /// its TOS byte (IPv4) or traffic class (IPv6)
     pub tos: Option<u8>,
 }
 
@@ -218,6 +230,10 @@ pub fn messages(want: &RecvCmsgs, a: &Arrival, datagram: bool, v6: bool) -> Vec<
         if let (true, Some(h)) = (b & V6_HOPLIMIT != 0, hop) {
             out.push(cmsg(IPPROTO_IPV6, IPV6_HOPLIMIT, &h.to_ne_bytes()));
         }
+        if let (true, Some(t)) = (b & V6_TCLASS != 0, a.tos) {
+            // An int, unlike IPv4's byte.
+            out.push(cmsg(IPPROTO_IPV6, IPV6_TCLASS, &i32::from(t).to_ne_bytes()));
+        }
         return out;
     }
     if let (true, Some((dst, ifindex))) = (b & PKTINFO != 0, dst4) {
@@ -236,6 +252,31 @@ pub fn messages(want: &RecvCmsgs, a: &Arrival, datagram: bool, v6: bool) -> Vec<
         out.push(cmsg(IPPROTO_IP, IP_TOS, &[t]));
     }
     out
+}
+
+/// The `IP_RECVERR` (`IPV6_RECVERR` on an `AF_INET6` socket) message of
+/// `recvmsg(MSG_ERRQUEUE)`: `struct sock_extended_err` followed by the
+/// offender's address (`ip_recv_error`, `ipv6_recv_error`).
+pub fn extended_err(e: &netstack::QueuedError, v6: bool) -> Cmsg {
+    let mut d = (e.errno.0 as u32).to_ne_bytes().to_vec();
+    let origin = if e.offender.is_ipv6() && v6 {
+        SO_EE_ORIGIN_ICMP6
+    } else {
+        SO_EE_ORIGIN_ICMP
+    };
+    // ee_origin, ee_type, ee_code, ee_pad; ee_info and ee_data are 0 for
+    // a port unreachable.
+    d.extend_from_slice(&[origin, e.icmp_type, e.icmp_code, 0]);
+    d.extend_from_slice(&[0u8; 8]);
+    let off = std::net::SocketAddr::new(e.offender, 0);
+    if v6 {
+        let domain = netstack::Domain::Inet6;
+        d.extend_from_slice(&super::inet::encode_addr(off, domain));
+        cmsg(IPPROTO_IPV6, IPV6_RECVERR, &d)
+    } else {
+        d.extend_from_slice(&super::inet::encode_addr(off, netstack::Domain::Inet));
+        cmsg(IPPROTO_IP, IP_RECVERR, &d)
+    }
 }
 
 fn align8(n: usize) -> usize {
@@ -320,7 +361,9 @@ fn checked(level: i32, ty: i32, d: &[u8]) -> Option<Cmsg> {
         (IPPROTO_IP, IP_TTL) => int().is_some_and(|v| (0..=255).contains(&v)),
         (IPPROTO_IP, IP_TOS) => d.len() == 1,
         (IPPROTO_IPV6, IPV6_PKTINFO) => d.len() == 20,
-        (IPPROTO_IPV6, IPV6_HOPLIMIT) => int().is_some_and(|v| (0..=255).contains(&v)),
+        (IPPROTO_IPV6, IPV6_HOPLIMIT | IPV6_TCLASS) => {
+            int().is_some_and(|v| (0..=255).contains(&v))
+        }
         _ => false,
     };
     ok.then(|| cmsg(level, ty, d))
@@ -396,6 +439,61 @@ mod tests {
         assert_eq!(&m[0].data[8..], &123_456i64.to_ne_bytes());
         // TCP: the timestamp alone.
         assert_eq!(messages(&all_v4(), &arrival(), false, false).len(), 1);
+    }
+
+    #[test]
+    fn ipv6_datagrams_get_hop_limit_then_traffic_class_as_ints() {
+        let w = RecvCmsgs::default();
+        assert!(w.set(IPPROTO_IPV6, IPV6_RECVHOPLIMIT, true));
+        assert!(w.set(IPPROTO_IPV6, IPV6_RECVTCLASS, true));
+        assert_eq!(w.get(IPPROTO_IPV6, IPV6_RECVTCLASS), Some(true));
+        let a = Arrival {
+            dst: Some((IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), 1)),
+            hop_limit: Some(3),
+            tos: Some(0x2d),
+            ..Arrival::default()
+        };
+        let m = messages(&w, &a, true, true);
+        assert_eq!(
+            m,
+            [
+                cmsg(IPPROTO_IPV6, IPV6_HOPLIMIT, &3i32.to_ne_bytes()),
+                cmsg(IPPROTO_IPV6, IPV6_TCLASS, &0x2di32.to_ne_bytes()),
+            ]
+        );
+        // The host's copy of the message passes the checks.
+        let (raw, _) = encode(&m, 4096);
+        assert_eq!(parse_host(&raw), m);
+    }
+
+    #[test]
+    fn extended_err_is_sock_extended_err_then_the_offender() {
+        let e = netstack::QueuedError {
+            errno: abi::Errno::ECONNREFUSED,
+            icmp_type: 3,
+            icmp_code: 3,
+            offender: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            dest: "127.0.0.1:9".parse().expect("addr"),
+            payload: b"x".to_vec(),
+        };
+        let m = extended_err(&e, false);
+        assert_eq!((m.level, m.ty, m.data.len()), (IPPROTO_IP, IP_RECVERR, 32));
+        assert_eq!(&m.data[..4], &111u32.to_ne_bytes());
+        assert_eq!(&m.data[4..8], &[SO_EE_ORIGIN_ICMP, 3, 3, 0]);
+        assert_eq!(&m.data[16..18], &2u16.to_ne_bytes());
+        assert_eq!(&m.data[20..24], &[127, 0, 0, 1]);
+        let e6 = netstack::QueuedError {
+            icmp_type: 1,
+            icmp_code: 4,
+            offender: IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            ..e
+        };
+        let m = extended_err(&e6, true);
+        assert_eq!(
+            (m.level, m.ty, m.data.len()),
+            (IPPROTO_IPV6, IPV6_RECVERR, 44)
+        );
+        assert_eq!(&m.data[4..8], &[SO_EE_ORIGIN_ICMP6, 1, 4, 0]);
     }
 
     #[test]

@@ -27,6 +27,10 @@ pub struct InetSocket {
     pub fasync: Arc<Fasync>,
     /// the control messages asked for (`SO_TIMESTAMP`, `IP_PKTINFO`, ...)
     pub cmsgs: super::cmsg::RecvCmsgs,
+    /// The last datagram's arrival as the guest's `CLOCK_REALTIME`, by its
+    /// arrival instant: a `MSG_PEEK` and the read after it report the very
+    /// same stamp, as Linux's (kept in the skb) are.
+    pub last_stamp: Mutex<Option<(std::time::Instant, (i64, i64))>>,
 }
 
 impl InetSocket {
@@ -40,6 +44,7 @@ impl InetSocket {
             timeouts: super::SockTimeouts::default(),
             fasync: Arc::default(),
             cmsgs: super::cmsg::RecvCmsgs::default(),
+            last_stamp: Mutex::new(None),
         }
     }
 

@@ -320,7 +320,12 @@ pub fn sys_inotify_add_watch(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
     if m & inotify::mask::ONLYDIR != 0 && !is_dir {
         return Err(Errno::ENOTDIR);
     }
-    ino.add_watch(key, m).map(|wd| wd as u64)
+    if m & !inotify::mask::VALID != 0 {
+        return Err(Errno::EINVAL);
+    }
+    // On a volume, the host's changes are watched too.
+    let host = crate::volume_watch::share(loc.node(), key)?;
+    ino.add_watch(key, m, host).map(|wd| wd as u64)
 }
 
 pub fn sys_inotify_rm_watch(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -2705,10 +2710,14 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             ..Default::default()
         };
         let h = v?;
-        match cache_of(task, h) {
-            Some(cache) => cache.around_host_change(|| volume_set(task, h, &attr, false))?,
-            None => volume_set(task, h, &attr, false)?,
-        };
+        // The gofer's open for writing is no guest's: its close is not
+        // reported.
+        crate::volume_watch::quietly(&loc, inotify::mask::CLOSE_WRITE, || {
+            match cache_of(task, h) {
+                Some(cache) => cache.around_host_change(|| volume_set(task, h, &attr, false)),
+                None => volume_set(task, h, &attr, false),
+            }
+        })?;
     } else {
         writable(task, &loc)?.truncate(a[1])?;
     }

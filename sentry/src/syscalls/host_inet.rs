@@ -412,9 +412,9 @@ const IPPROTO_IPV6: i32 = 41;
 /// the socket (`SO_BINDTODEVICE`, `SO_MARK`) is refused with `ENOPROTOOPT`;
 /// the options whose results come back as control messages are allowed
 /// only for the messages `cmsg::parse_host` checks and rebuilds; other
-/// IP-level options (`IP_TRANSPARENT`, `IP_RECVERR`, `IP_RECVOPTS`, whose
-/// messages the Sentry does not deliver) are accepted without effect, as on
-/// the netstack.
+/// IP-level options (`IP_TRANSPARENT`, `IP_RECVERR`, `IP_RECVOPTS`,
+/// `IPV6_RECVTCLASS`, whose messages or error queue the Sentry does not
+/// deliver from the host) are accepted without effect.
 fn opt_rule(level: i32, name: i32) -> OptRule {
     match (level, name) {
         // REUSEADDR TYPE ERROR DONTROUTE BROADCAST SNDBUF RCVBUF KEEPALIVE

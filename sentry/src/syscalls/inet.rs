@@ -21,6 +21,7 @@ const SOCK_CLOEXEC: u64 = 0o2000000;
 const MSG_PEEK: u64 = 2;
 const MSG_TRUNC: u64 = 0x20;
 const MSG_WAITALL: u64 = 0x100;
+const MSG_ERRQUEUE: u64 = 0x2000;
 
 /// The Internet socket behind `fd`, if it is one.
 pub fn inet_file(task: &Task, fd: u64) -> Result<Option<Arc<FileDescription>>, Errno> {
@@ -322,6 +323,9 @@ pub struct Got {
     full: usize,
     from: Option<std::net::SocketAddr>,
     local: Option<std::net::IpAddr>,
+    hop_limit: Option<u8>,
+    tos: Option<u8>,
+    arrived: Option<std::time::Instant>,
 }
 
 /// Receives into `dst`. The bytes
@@ -403,6 +407,9 @@ pub fn recv(
         full,
         from: Some(meta.from),
         local: meta.local,
+        hop_limit: meta.hop_limit,
+        tos: meta.tos,
+        arrived: meta.arrived,
     })
 }
 
@@ -426,6 +433,19 @@ pub fn recvfrom(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64
     }
     let s = sock(file)?;
     let slices = task.mm().slices(a[1], a[2], true)?;
+    if a[3] & MSG_ERRQUEUE != 0 {
+        // The error's data and destination, without its message.
+        let e = s.sock.recv_error()?;
+        let n = GuestBufs::new(&slices).write_at(0, &e.payload);
+        if a[4] != 0 {
+            write_sockaddr(task, a[4], a[5], e.dest, s.domain)?;
+        }
+        return Ok(if a[3] & MSG_TRUNC != 0 {
+            e.payload.len()
+        } else {
+            n
+        } as u64);
+    }
     let Got {
         len: n, full, from, ..
     } = recv(task, file, &GuestBufs::new(&slices), a[3])?;
@@ -457,6 +477,9 @@ pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Res
     let s = sock(file)?;
     let w: [u64; 7] = task.mm().read_obj(msg)?;
     let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
+    if flags & MSG_ERRQUEUE != 0 {
+        return recv_error(task, s, msg, &w, &GuestBufs::new(&slices), flags);
+    }
     let got = recv(task, file, &GuestBufs::new(&slices), flags)?;
     let Got {
         len: n, full, from, ..
@@ -468,20 +491,19 @@ pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Res
     let mut msgs = Vec::new();
     if s.cmsgs.any() {
         // What the netstack knows of the datagram: where it was sent (on
-        // its one interface, loopback) and the TTL and TOS every packet it
-        // carries has; the time is when the guest took it from the queue,
-        // a little after its arrival.
+        // its one interface, loopback), the TTL (hop limit) and TOS
+        // (traffic class) its header carried and when it arrived. TCP's
+        // timestamp is when the guest read the bytes.
         let time = if s.cmsgs.timestamp() {
-            let t = super::time::realtime(task)?;
-            Some((t.tv_sec, t.tv_nsec))
+            Some(arrival_time(task, s, got.arrived)?)
         } else {
             None
         };
         let arrival = cmsg::Arrival {
             time,
             dst: got.local.map(|a| (a, cmsg::LOOPBACK_IFINDEX)),
-            hop_limit: Some(netstack::HOP_LIMIT),
-            tos: Some(netstack::TOS),
+            hop_limit: got.hop_limit,
+            tos: got.tos,
         };
         msgs = cmsg::messages(
             &s.cmsgs,
@@ -496,6 +518,67 @@ pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Res
         write_sockaddr(task, w[0], msg + 8, f, s.domain)?;
     }
     Ok(if flags & MSG_TRUNC != 0 { full } else { n } as u64)
+}
+
+/// `CLOCK_REALTIME` as the guest sees it at `arrived` (now, if unknown):
+/// the guest's clock now, less the time since, so the stamp agrees with
+/// the guest's own clock readings around the arrival. The same datagram
+/// read again (after `MSG_PEEK`) gets the same stamp.
+fn arrival_time(
+    task: &Task,
+    s: &InetSocket,
+    arrived: Option<std::time::Instant>,
+) -> Result<(i64, i64), Errno> {
+    let mut last = s.last_stamp.lock().unwrap_or_else(|e| e.into_inner());
+    if let (Some(a), Some((at, stamp))) = (arrived, *last) {
+        if a == at {
+            return Ok(stamp);
+        }
+    }
+    let t = super::time::realtime(task)?;
+    let now = std::time::Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    );
+    let ago = arrived.map_or(std::time::Duration::ZERO, |a| a.elapsed());
+    let at = now.saturating_sub(ago);
+    let stamp = (at.as_secs() as i64, i64::from(at.subsec_nanos()));
+    if let Some(a) = arrived {
+        *last = Some((a, stamp));
+    }
+    Ok(stamp)
+}
+
+/// `recvmsg(MSG_ERRQUEUE)`: the oldest error queued for `IP_RECVERR`,
+/// never waiting and taken even under `MSG_PEEK` (`ip_recv_error`): the quoted payload as the data, the
+/// destination it was sent to as the name, `IP_RECVERR` (`IPV6_RECVERR`)
+/// with `sock_extended_err` as the control message, `MSG_ERRQUEUE` in the
+/// flags.
+fn recv_error(
+    task: &Task,
+    s: &InetSocket,
+    msg: u64,
+    w: &[u64; 7],
+    dst: &GuestBufs<'_>,
+    flags: u64,
+) -> Result<u64, Errno> {
+    let e = s.sock.recv_error()?;
+    let n = dst.write_at(0, &e.payload[..e.payload.len().min(dst.len())]);
+    let mut out_flags = MSG_ERRQUEUE as u32;
+    if e.payload.len() > n {
+        out_flags |= MSG_TRUNC as u32;
+    }
+    let m = cmsg::extended_err(&e, s.domain == Domain::Inet6);
+    out_flags |= put_control(task, msg, w[4], w[5], &[m])?;
+    task.mm().write_obj(msg + 48, &out_flags)?;
+    if w[0] != 0 {
+        write_sockaddr(task, w[0], msg + 8, e.dest, s.domain)?;
+    }
+    Ok(if flags & MSG_TRUNC != 0 {
+        e.payload.len()
+    } else {
+        n
+    } as u64)
 }
 
 /// `read(2)` on an Internet socket.
@@ -546,6 +629,9 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
             return r;
         }
     }
+    if let Some(r) = set_ip_option(task, s, level, name, a[3], a[4]) {
+        return r;
+    }
     if cmsg::RecvCmsgs::is_option(level, name) {
         let on = cmsg_flag_arg(task, level, a[3], a[4])?;
         // The IPv6 ones only on AF_INET6 sockets (`ipv6_setsockopt`
@@ -578,7 +664,8 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
             SockOpt::KeepIdle(std::time::Duration::from_secs(v as u64))
         }
         (IPPROTO_IPV6, 26) => SockOpt::V6Only(v != 0),
-        // Accepted without effect: timeouts, priorities, TOS and friends.
+        // Accepted without effect: priorities, IP_RECVORIGDSTADDR,
+        // IPV6_MULTICAST_HOPS and friends.
         (SOL_SOCKET, 6 | 10 | 12 | 16 | 29 | 30)
         | (IPPROTO_TCP, 2 | 3 | 5 | 6 | 9 | 12 | 18 | 23)
         | (IPPROTO_IP, _)
@@ -586,6 +673,96 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
         _ => return Err(Errno::ENOPROTOOPT),
     };
     s.sock.set_option(opt).map(|()| 0)
+}
+
+const IP_TTL: i32 = 2;
+const IP_TOS: i32 = 1;
+const IP_MULTICAST_TTL: i32 = 33;
+const IPV6_UNICAST_HOPS: i32 = 16;
+/// `INET_ECN_MASK`: the ECN bits of the TOS byte, which a TCP socket's
+/// `IP_TOS`/`IPV6_TCLASS` cannot set (TCP manages them).
+const ECN_MASK: u8 = 3;
+
+/// `setsockopt` of the options that shape the IP header of what the
+/// socket sends (`IP_TTL`, `IP_TOS`, `IP_MULTICAST_TTL`,
+/// `IPV6_UNICAST_HOPS`, `IPV6_TCLASS`) and of `IP_RECVERR`/`IPV6_RECVERR`,
+/// with Linux's checks and defaults (ip(7), ipv6(7)); `None` for other
+/// options.
+fn set_ip_option(
+    task: &Task,
+    s: &InetSocket,
+    level: i32,
+    name: i32,
+    val: u64,
+    len: u64,
+) -> Option<Result<u64, Errno>> {
+    let stream = s.ty == SocketType::Stream;
+    let len = len as u32 as i32;
+    let opt = match (level, name) {
+        (IPPROTO_IP, IP_TTL | IP_TOS | IP_MULTICAST_TTL | cmsg::IP_RECVERR) => {
+            // An int, or a single byte (`do_ip_setsockopt`); no value
+            // at all reads as 0.
+            let v: i32 = match len {
+                l if l < 0 => return Some(Err(Errno::EINVAL)),
+                l if l >= 4 => match task.mm().read_obj::<i32>(val) {
+                    Ok(v) => v,
+                    Err(e) => return Some(Err(e)),
+                },
+                l if l >= 1 => match task.mm().read_obj::<u8>(val) {
+                    Ok(v) => i32::from(v),
+                    Err(e) => return Some(Err(e)),
+                },
+                _ => 0,
+            };
+            match name {
+                IP_TTL => match v {
+                    -1 => SockOpt::Ttl(netstack::HOP_LIMIT),
+                    1..=255 => SockOpt::Ttl(v as u8),
+                    _ => return Some(Err(Errno::EINVAL)),
+                },
+                // Only the low byte counts; TCP keeps the ECN bits its own.
+                IP_TOS if stream => SockOpt::Tos(v as u8 & !ECN_MASK),
+                IP_TOS => SockOpt::Tos(v as u8),
+                IP_MULTICAST_TTL => {
+                    if stream || len < 1 {
+                        return Some(Err(Errno::EINVAL));
+                    }
+                    match v {
+                        -1 => SockOpt::MulticastTtl(1),
+                        0..=255 => SockOpt::MulticastTtl(v as u8),
+                        _ => return Some(Err(Errno::EINVAL)),
+                    }
+                }
+                _ => SockOpt::RecvErr(v != 0),
+            }
+        }
+        (IPPROTO_IPV6, IPV6_UNICAST_HOPS | cmsg::IPV6_TCLASS | cmsg::IPV6_RECVERR) => {
+            if s.domain != Domain::Inet6 {
+                return Some(Err(Errno::ENOPROTOOPT));
+            }
+            if len < 4 {
+                return Some(Err(Errno::EINVAL));
+            }
+            let v: i32 = match task.mm().read_obj(val) {
+                Ok(v) => v,
+                Err(e) => return Some(Err(e)),
+            };
+            match name {
+                _ if name != cmsg::IPV6_RECVERR && !(-1..=255).contains(&v) => {
+                    return Some(Err(Errno::EINVAL))
+                }
+                IPV6_UNICAST_HOPS if v == -1 => SockOpt::HopLimit(netstack::HOP_LIMIT),
+                IPV6_UNICAST_HOPS => SockOpt::HopLimit(v as u8),
+                // -1 is RFC 3542's default, 0.
+                cmsg::IPV6_TCLASS if v == -1 => SockOpt::TrafficClass(0),
+                cmsg::IPV6_TCLASS if stream => SockOpt::TrafficClass(v as u8 & !ECN_MASK),
+                cmsg::IPV6_TCLASS => SockOpt::TrafficClass(v as u8),
+                _ => SockOpt::RecvErr(v != 0),
+            }
+        }
+        _ => return None,
+    };
+    Some(s.sock.set_option(opt).map(|()| 0))
 }
 
 /// The value of a boolean control-message option: an `int`, except that
@@ -620,6 +797,27 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
         return Err(Errno::EOPNOTSUPP);
     }
     let val: Vec<u8> = match (level, name) {
+        (IPPROTO_IP, IP_TTL | IP_TOS | IP_MULTICAST_TTL | cmsg::IP_RECVERR)
+        | (IPPROTO_IPV6, IPV6_UNICAST_HOPS | cmsg::IPV6_TCLASS | cmsg::IPV6_RECVERR) => {
+            let which = match name {
+                IP_TTL => SockOptName::Ttl,
+                IP_TOS => SockOptName::Tos,
+                IP_MULTICAST_TTL => SockOptName::MulticastTtl,
+                IPV6_UNICAST_HOPS => SockOptName::HopLimit,
+                cmsg::IPV6_TCLASS => SockOptName::TrafficClass,
+                _ => SockOptName::RecvErr,
+            };
+            let v = match s.sock.option(which)? {
+                SockOpt::Ttl(v)
+                | SockOpt::Tos(v)
+                | SockOpt::MulticastTtl(v)
+                | SockOpt::HopLimit(v)
+                | SockOpt::TrafficClass(v) => i32::from(v),
+                SockOpt::RecvErr(v) => b(v),
+                _ => 0,
+            };
+            v.to_ne_bytes().to_vec()
+        }
         (l, n) if cmsg::RecvCmsgs::is_option(l, n) => {
             let on = s.cmsgs.get(l, n).unwrap_or(false);
             b(on).to_ne_bytes().to_vec()
@@ -670,12 +868,22 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
                 | SockOpt::V6Only(x) => b(x),
                 SockOpt::RcvBuf(n) | SockOpt::SndBuf(n) => n.min(i32::MAX as usize) as i32,
                 SockOpt::KeepIdle(d) => d.as_secs() as i32,
-                SockOpt::Linger(_) => 0,
+                _ => 0,
             };
             v.to_ne_bytes().to_vec()
         }
     };
-    let n = val.len().min(len as usize);
+    // An IP-level int in 0..=255 read into less than an int comes as one
+    // byte (`do_ip_getsockopt`).
+    let n = if level == IPPROTO_IP
+        && (1..4).contains(&len)
+        && val.len() == 4
+        && val[1..] == [0, 0, 0]
+    {
+        1
+    } else {
+        val.len().min(len as usize)
+    };
     task.mm().copy_out(a[3], &val[..n])?;
     task.mm().write_obj(a[4], &(n as u32))?;
     Ok(0)
