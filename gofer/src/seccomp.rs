@@ -64,7 +64,29 @@ pub struct Rule {
     pub action: Action,
 }
 
+impl ArgCheck {
+    /// An `int` argument equals `value`: the kernel reads only the low 32
+    /// bits of the register, and a caller (a variadic `syscall(2)` above
+    /// all) may leave anything in the high ones.
+    pub fn int_eq(arg: u8, value: u64) -> ArgCheck {
+        ArgCheck {
+            arg,
+            mask: 0xffff_ffff,
+            value: value & 0xffff_ffff,
+        }
+    }
+}
+
 impl Rule {
+    /// Allows `nr` when every one of `checks` holds.
+    pub fn allow_when(nr: i64, checks: Vec<ArgCheck>) -> Rule {
+        Rule {
+            nr,
+            checks,
+            action: Action::Allow,
+        }
+    }
+
     /// Allows `nr` whatever its arguments.
     pub fn allow(nr: i64) -> Rule {
         Rule {

@@ -631,6 +631,40 @@ struct Entry {
     state: State,
 }
 
+impl Entry {
+    /// A socket with nothing yet bound, queued or reported.
+    fn new(
+        id: SocketId,
+        ty: SocketType,
+        v6: bool,
+        opts: Opts,
+        local: Option<SocketAddr>,
+        state: State,
+    ) -> Self {
+        Entry {
+            id,
+            ty,
+            v6,
+            opts,
+            local,
+            bound: false,
+            autobound: false,
+            error: None,
+            connect_failed: false,
+            shut_rd: false,
+            shut_wr: false,
+            last: Readiness::default(),
+            rx_level: 0,
+            nospace: false,
+            fasync: false,
+            wake: Wakeups::default(),
+            woken: false,
+            errqueue: VecDeque::new(),
+            state,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Opts {
     reuse_addr: bool,
@@ -910,43 +944,24 @@ impl Inner {
                 relay: None,
             }),
         };
-        let mut e = Entry {
-            id,
-            ty,
-            v6,
-            opts: Opts {
-                reuse_addr: false,
-                reuse_port: false,
-                keepalive: false,
-                keepidle: DEFAULT_KEEPIDLE,
-                rcvbuf: buf,
-                sndbuf: buf,
-                linger: None,
-                nodelay: false,
-                v6only: false,
-                ttl: crate::HOP_LIMIT,
-                hop_limit: crate::HOP_LIMIT,
-                tos: crate::TOS,
-                tclass: crate::TOS,
-                mc_ttl: 1,
-                recverr: false,
-            },
-            local: None,
-            bound: false,
-            autobound: false,
-            error: None,
-            connect_failed: false,
-            shut_rd: false,
-            shut_wr: false,
-            last: Readiness::default(),
-            rx_level: 0,
-            nospace: false,
-            fasync: false,
-            wake: Wakeups::default(),
-            woken: false,
-            errqueue: VecDeque::new(),
-            state,
+        let opts = Opts {
+            reuse_addr: false,
+            reuse_port: false,
+            keepalive: false,
+            keepidle: DEFAULT_KEEPIDLE,
+            rcvbuf: buf,
+            sndbuf: buf,
+            linger: None,
+            nodelay: false,
+            v6only: false,
+            ttl: crate::HOP_LIMIT,
+            hop_limit: crate::HOP_LIMIT,
+            tos: crate::TOS,
+            tclass: crate::TOS,
+            mc_ttl: 1,
+            recverr: false,
         };
+        let mut e = Entry::new(id, ty, v6, opts, None, state);
         e.last = self.readiness(&e);
         self.entries.insert(id, e);
         Ok(id)
@@ -1252,35 +1267,17 @@ impl Inner {
                 .set_hop_limit(e.opts.tcp_hop_limit(is_v4));
             let id = SocketId(self.next_id);
             self.next_id += 1;
-            let mut child = Entry {
-                id,
-                ty: SocketType::Stream,
-                v6: e.v6,
-                opts: e.opts.clone(),
-                local: Some(from_endpoint(e.v6, local)),
-                bound: false,
-                autobound: false,
-                error: None,
-                connect_failed: false,
-                shut_rd: false,
-                shut_wr: false,
-                last: Readiness::default(),
-                rx_level: 0,
-                nospace: false,
-                fasync: false,
-                wake: Wakeups::default(),
-                woken: false,
-                errqueue: VecDeque::new(),
-                state: State::Conn(Conn {
-                    handle: h,
-                    peer,
-                    established: true,
-                    reported: true,
-                    peer_fin: false,
-                    reset: false,
-                    started: self.now(),
-                }),
-            };
+            let state = State::Conn(Conn {
+                handle: h,
+                peer,
+                established: true,
+                reported: true,
+                peer_fin: false,
+                reset: false,
+                started: self.now(),
+            });
+            let local = Some(from_endpoint(e.v6, local));
+            let mut child = Entry::new(id, SocketType::Stream, e.v6, e.opts.clone(), local, state);
             self.refresh_conn(&mut child);
             child.last = self.readiness(&child);
             child.rx_level = self.rx_level(&child);

@@ -496,13 +496,13 @@ impl Runner {
         // Yield to the runner (on this CPU: it runs now), but only while
         // that is quick: a guest that computes for a whole time slice is
         // better waited for asleep.
-        let start = Instant::now();
+        let start = (self.yields > 0).then(Instant::now);
         for _ in 0..self.yields {
             std::thread::yield_now();
             if state.load(Ordering::Acquire) == STATE_EVENT {
                 return Ok(());
             }
-            if start.elapsed() > YIELD_WINDOW {
+            if start.is_some_and(|t| t.elapsed() > YIELD_WINDOW) {
                 break;
             }
         }

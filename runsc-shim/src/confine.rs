@@ -261,16 +261,8 @@ fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
 /// monitor ends with `_exit`), and nothing else. Anything more kills the
 /// monitor, and with it (its parent-death signal) the Sentry.
 pub fn monitor_policy(sentry_pid: i32, me: i32) -> Policy {
-    let int = |arg: u8, value: i32| ArgCheck {
-        arg,
-        mask: 0xffff_ffff,
-        value: u64::from(value as u32),
-    };
-    let allow = |nr: i64, checks: Vec<ArgCheck>| Rule {
-        nr,
-        checks,
-        action: Action::Allow,
-    };
+    let int = |arg: u8, value: i32| ArgCheck::int_eq(arg, u64::from(value as u32));
+    let allow = Rule::allow_when;
     let mut rules = vec![
         // waiting for signals, and reaping children (any: the gofers too)
         allow(libc::SYS_rt_sigtimedwait, vec![]),

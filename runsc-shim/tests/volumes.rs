@@ -28,6 +28,31 @@ fn native(dir: &Path, script: &str) -> Outcome {
     run(cmd, None, TIMEOUT)
 }
 
+/// Runs `script` natively in a fresh directory and in the sandbox with a
+/// fresh directory as its volume, and checks that both print the same
+/// and exit alike; returns the native directory, the volume and the
+/// native run.
+fn native_and_on_a_volume(label: &str, script: &str) -> (TempDir, TempDir, Outcome) {
+    let nat_dir = TempDir::new(&format!("{label}-native"));
+    let sb_dir = TempDir::new(&format!("{label}-sandbox"));
+    let nat = native(nat_dir.path(), script);
+    assert_eq!(nat.status, 0, "the NATIVE run failed: {}", nat.stderr);
+    let sb = sandboxed(
+        &[
+            "--volume".into(),
+            format!("{}:/data", sb_dir.path_str().to_owned()),
+        ],
+        script,
+    );
+    assert_eq!(
+        (sb.status, &sb.stdout),
+        (nat.status, &nat.stdout),
+        "sandbox stderr: {}",
+        sb.stderr
+    );
+    (nat_dir, sb_dir, nat)
+}
+
 /// Every object below `dir`: relative path, type, permissions, link
 /// count, size, and contents or link target.
 fn tree(dir: &Path) -> Vec<String> {
@@ -139,23 +164,7 @@ ls -1A
 
 #[test]
 fn a_volume_is_changed_as_a_native_directory_would_be() {
-    let nat_dir = TempDir::new("native");
-    let sb_dir = TempDir::new("sandbox");
-    let nat = native(nat_dir.path(), SCRIPT);
-    assert_eq!(nat.status, 0, "the NATIVE run failed: {}", nat.stderr);
-    let sb = sandboxed(
-        &[
-            "--volume".into(),
-            format!("{}:/data", sb_dir.path_str().to_owned()),
-        ],
-        SCRIPT,
-    );
-    assert_eq!(
-        (sb.status, &sb.stdout),
-        (nat.status, &nat.stdout),
-        "sandbox stderr: {}",
-        sb.stderr
-    );
+    let (nat_dir, sb_dir, _) = native_and_on_a_volume("changes", SCRIPT);
     assert_eq!(tree(sb_dir.path()), tree(nat_dir.path()));
     assert!(!tree(sb_dir.path()).is_empty());
 }
@@ -312,24 +321,8 @@ fn query_db(dir: &Path) -> String {
 
 #[test]
 fn sqlite_in_wal_mode_on_a_volume_works_and_the_host_reads_its_database() {
-    let nat_dir = TempDir::new("sqlite-native");
-    let sb_dir = TempDir::new("sqlite-sandbox");
-    let nat = native(nat_dir.path(), SQLITE_WAL);
-    assert_eq!(nat.status, 0, "the NATIVE run failed: {}", nat.stderr);
+    let (nat_dir, sb_dir, nat) = native_and_on_a_volume("sqlite", SQLITE_WAL);
     assert!(nat.stdout.contains("db-shm"), "{}", nat.stdout);
-    let sb = sandboxed(
-        &[
-            "--volume".into(),
-            format!("{}:/data", sb_dir.path_str().to_owned()),
-        ],
-        SQLITE_WAL,
-    );
-    assert_eq!(
-        (sb.status, &sb.stdout),
-        (nat.status, &nat.stdout),
-        "sandbox stderr: {}",
-        sb.stderr
-    );
     // What reached the host's disk: the same database, the last row (in
     // the WAL the sandbox left behind) included.
     let host_view = query_db(sb_dir.path());
@@ -419,23 +412,7 @@ done
 wait
 sqlite3 db "select p, count(*), sum(i) from t group by p; pragma integrity_check;"
 "#;
-    let nat_dir = TempDir::new("sqlite-conc-native");
-    let sb_dir = TempDir::new("sqlite-conc-sandbox");
-    let nat = native(nat_dir.path(), script);
-    assert_eq!(nat.status, 0, "the NATIVE run failed: {}", nat.stderr);
-    let sb = sandboxed(
-        &[
-            "--volume".into(),
-            format!("{}:/data", sb_dir.path_str().to_owned()),
-        ],
-        script,
-    );
-    assert_eq!(
-        (sb.status, &sb.stdout),
-        (nat.status, &nat.stdout),
-        "sandbox stderr: {}",
-        sb.stderr
-    );
+    let (_nat_dir, sb_dir, _) = native_and_on_a_volume("sqlite-conc", script);
     let mut cmd = command("sqlite3", &[]);
     cmd.arg(sb_dir.path().join("db"))
         .arg("select count(*) from t; pragma integrity_check;");

@@ -32,11 +32,9 @@ const TOPOLOGY_FILES: &[&str] = &[
     "package_cpus_list",
 ];
 
-/// The files of `cpuN/cache/indexM`. (x86's caches never have
-/// `allocation_policy` or `write_policy`: its cacheinfo sets no policy
-/// attribute, and the kernel hides a file whose attribute is not set.)
-#[cfg(target_arch = "x86_64")]
-const CACHE_FILES: &[&str] = &[
+/// The files of `cpuN/cache/indexM`; the last two only where the kernel
+/// can show them.
+const ALL_CACHE_FILES: &[&str] = &[
     "id",
     "level",
     "type",
@@ -47,22 +45,17 @@ const CACHE_FILES: &[&str] = &[
     "physical_line_partition",
     "shared_cpu_map",
     "shared_cpu_list",
-];
-#[cfg(not(target_arch = "x86_64"))]
-const CACHE_FILES: &[&str] = &[
-    "id",
-    "level",
-    "type",
-    "size",
-    "coherency_line_size",
-    "ways_of_associativity",
-    "number_of_sets",
-    "physical_line_partition",
     "allocation_policy",
     "write_policy",
-    "shared_cpu_map",
-    "shared_cpu_list",
 ];
+/// The cache files tried here. x86's caches never have
+/// `allocation_policy` or `write_policy`: its cacheinfo sets no policy
+/// attribute, and the kernel hides a file whose attribute is not set.
+const CACHE_FILES: &[&str] = if cfg!(target_arch = "x86_64") {
+    ALL_CACHE_FILES.split_at(ALL_CACHE_FILES.len() - 2).0
+} else {
+    ALL_CACHE_FILES
+};
 
 /// Most cache indices read per CPU (x86 CPUs have four or five).
 const MAX_CACHES: usize = 16;

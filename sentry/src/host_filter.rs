@@ -56,33 +56,18 @@ fn eq(arg: u8, value: u64) -> ArgCheck {
     }
 }
 
-/// An `int` argument equals `value`: the kernel reads only the low 32 bits
-/// of the register, and a caller (a variadic `syscall(2)` above all) may
-/// leave anything in the high ones.
-fn int_eq(arg: u8, value: u64) -> ArgCheck {
-    ArgCheck {
-        arg,
-        mask: 0xffff_ffff,
-        value: value & 0xffff_ffff,
-    }
-}
-
-fn rule(nr: i64, checks: Vec<ArgCheck>) -> Rule {
-    Rule {
-        nr,
-        checks,
-        action: Action::Allow,
-    }
-}
-
 /// Allows `nr` when argument `arg` is one of `values` (all 64 bits).
 fn one_of(nr: i64, arg: u8, values: &[u64]) -> impl Iterator<Item = Rule> + '_ {
-    values.iter().map(move |&v| rule(nr, vec![eq(arg, v)]))
+    values
+        .iter()
+        .map(move |&v| Rule::allow_when(nr, vec![eq(arg, v)]))
 }
 
 /// Allows `nr` when `int` argument `arg` is one of `values`.
 fn int_one_of(nr: i64, arg: u8, values: &[u64]) -> impl Iterator<Item = Rule> + '_ {
-    values.iter().map(move |&v| rule(nr, vec![int_eq(arg, v)]))
+    values
+        .iter()
+        .map(move |&v| Rule::allow_when(nr, vec![ArgCheck::int_eq(arg, v)]))
 }
 
 /// The calls, in the order the filter tries them: the hot paths first
@@ -161,7 +146,7 @@ pub fn policy(needs: Needs) -> Policy {
     .collect();
     // fstat: a descriptor's (AT_EMPTY_PATH), never a path's.
     let empty_path = AT_EMPTY_PATH as u64;
-    rules.push(rule(
+    rules.push(Rule::allow_when(
         SYS_newfstatat,
         vec![ArgCheck {
             arg: 3,
@@ -204,10 +189,10 @@ pub fn policy(needs: Needs) -> Policy {
     }
     for family in families {
         for kind in [SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET] {
-            rules.push(rule(
+            rules.push(Rule::allow_when(
                 SYS_socket,
                 vec![
-                    int_eq(0, family as u64),
+                    ArgCheck::int_eq(0, family as u64),
                     ArgCheck {
                         arg: 1,
                         mask: 0xf,
@@ -242,7 +227,7 @@ pub fn policy(needs: Needs) -> Policy {
         // Read-only opens: the resolver's files. No O_CREAT, O_TRUNC,
         // write access or O_PATH tricks.
         let writes = (O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND | O_TMPFILE) as u64;
-        rules.push(rule(
+        rules.push(Rule::allow_when(
             SYS_openat,
             vec![ArgCheck {
                 arg: 2,

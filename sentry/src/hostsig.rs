@@ -56,12 +56,16 @@ pub const FORWARDED: [i32; 7] = [
 ];
 
 fn set() -> libc::sigset_t {
+    set_of(&FORWARDED)
+}
+
+fn set_of(sigs: &[i32]) -> libc::sigset_t {
     // SAFETY: sigset_t is plain data that sigemptyset initialises.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid sigset_t; the signal numbers are valid.
     unsafe {
         libc::sigemptyset(&mut set);
-        for s in FORWARDED {
+        for &s in sigs {
             libc::sigaddset(&mut set, s);
         }
     }
@@ -83,12 +87,20 @@ pub fn block_forwarded() -> std::io::Result<()> {
 /// Waits for one of the forwarded signals (blocked by
 /// [`block_forwarded`]) and returns it; `None` if waiting fails.
 pub fn wait_forwarded() -> Option<i32> {
-    let set = set();
+    wait_in(&FORWARDED).map(|(sig, _)| sig)
+}
+
+/// Waits for one of `sigs` (blocked) and returns it with its siginfo;
+/// `None` if waiting fails.
+fn wait_in(sigs: &[i32]) -> Option<(i32, libc::siginfo_t)> {
+    let set = set_of(sigs);
+    // SAFETY: plain data that sigwaitinfo fills.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     loop {
-        // SAFETY: `set` is valid; a null siginfo pointer is allowed.
-        let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        // SAFETY: `set` and `info` are valid for the call.
+        let sig = unsafe { libc::sigwaitinfo(&set, &mut info) };
         if sig > 0 {
-            return Some(sig);
+            return Some((sig, info));
         }
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return None;
@@ -140,34 +152,18 @@ pub fn from_monitor() -> std::io::Result<()> {
 
 /// Waits for the monitor's next forwarded signal; `None` if waiting fails.
 fn wait_from_monitor() -> Option<i32> {
-    // SAFETY: sigset_t is plain data that sigemptyset initialises.
-    let mut one: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: plain data that sigwaitinfo fills.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid sigset.
-    unsafe {
-        libc::sigemptyset(&mut one);
-        libc::sigaddset(&mut one, FROM_MONITOR);
-    }
     loop {
-        // SAFETY: `one` and `info` are valid for the call.
-        let got = unsafe { libc::sigwaitinfo(&one, &mut info) };
-        if got == FROM_MONITOR {
-            // SAFETY: a queued signal's siginfo carries a value.
-            let sig = unsafe { info.si_value().sival_ptr } as usize as i32;
-            if FORWARDED.contains(&sig) {
-                return Some(sig);
-            }
-            continue;
-        }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return None;
+        let (_, info) = wait_in(&[FROM_MONITOR])?;
+        // SAFETY: a queued signal's siginfo carries a value.
+        let sig = unsafe { info.si_value().sival_ptr } as usize as i32;
+        if FORWARDED.contains(&sig) {
+            return Some(sig);
         }
     }
 }
 
-/// Whether the calling thread blocks [`FROM_MONITOR`].
-fn monitor_signal_blocked() -> bool {
+/// Whether the calling thread blocks every one of `sigs`.
+fn all_blocked(sigs: &[i32]) -> bool {
     // SAFETY: plain data, filled by pthread_sigmask.
     let mut cur: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: a null new set only reads the mask into `cur`.
@@ -175,20 +171,7 @@ fn monitor_signal_blocked() -> bool {
         return false;
     }
     // SAFETY: `cur` is a valid sigset_t.
-    unsafe { libc::sigismember(&cur, FROM_MONITOR) == 1 }
-}
-
-/// Whether the calling thread blocks every forwarded signal.
-fn all_blocked() -> bool {
-    // SAFETY: plain data, filled by pthread_sigmask.
-    let mut cur: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: a null new set only reads the mask into `cur`.
-    if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur) } != 0 {
-        return false;
-    }
-    // SAFETY: `cur` is a valid sigset_t.
-    FORWARDED
-        .iter()
+    sigs.iter()
         .all(|&s| unsafe { libc::sigismember(&cur, s) } == 1)
 }
 
@@ -196,11 +179,12 @@ fn all_blocked() -> bool {
 /// caller blocked them (else they keep their host meaning).
 pub(crate) fn start_forwarder(kernel: Weak<Kernel>, mode: HostSignals) {
     let monitored = MONITORED.load(Ordering::Relaxed);
-    if !(if monitored {
-        monitor_signal_blocked()
+    let waited: &[i32] = if monitored {
+        &[FROM_MONITOR]
     } else {
-        all_blocked()
-    }) {
+        &FORWARDED
+    };
+    if !all_blocked(waited) {
         return;
     }
     let next = move || {

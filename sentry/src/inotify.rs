@@ -222,22 +222,28 @@ impl Inotify {
             return false;
         }
         if st.queue.len() >= MAX_QUEUED {
-            if !st.overflowed {
-                st.overflowed = true;
-                let ov = Event {
-                    wd: -1,
-                    mask: mask::Q_OVERFLOW,
-                    cookie: 0,
-                    name: Vec::new(),
-                };
-                st.queued_bytes += ov.size();
-                st.queue.push_back(ov);
-                return true;
-            }
-            return false;
+            return Self::push_overflow(st);
         }
         st.queued_bytes += ev.size();
         st.queue.push_back(ev);
+        true
+    }
+
+    /// Queues `IN_Q_OVERFLOW`, once until the queue is read empty; whether
+    /// it was queued now.
+    fn push_overflow(st: &mut State) -> bool {
+        if st.overflowed {
+            return false;
+        }
+        st.overflowed = true;
+        let ov = Event {
+            wd: -1,
+            mask: mask::Q_OVERFLOW,
+            cookie: 0,
+            name: Vec::new(),
+        };
+        st.queued_bytes += ov.size();
+        st.queue.push_back(ov);
         true
     }
 
@@ -283,21 +289,10 @@ impl Inotify {
     /// The host dropped events of a watch of this instance: so does the
     /// guest (`IN_Q_OVERFLOW`, once until the queue is read empty).
     fn overflowed(&self) {
-        let mut st = lock(&self.state);
-        if st.overflowed {
-            return;
+        let queued = Self::push_overflow(&mut lock(&self.state));
+        if queued {
+            self.woke(true);
         }
-        st.overflowed = true;
-        let ov = Event {
-            wd: -1,
-            mask: mask::Q_OVERFLOW,
-            cookie: 0,
-            name: Vec::new(),
-        };
-        st.queued_bytes += ov.size();
-        st.queue.push_back(ov);
-        drop(st);
-        self.woke(true);
     }
 
     /// Takes whole events that fit in `cap` bytes; `EINVAL` when even the
