@@ -3,8 +3,8 @@
 //! handed to the Sentry as [`platform::Event::Syscall`].
 //!
 //! * [`stub`] holds the stub's machine code and its creation: a fork of the
-//!   address space's control thread in fresh user/pid/mount/net/ipc/uts
-//!   namespaces, with no_new_privs, nothing mapped but the stub's two pages
+//!   address space's control thread in fresh user/pid/mount/ipc/uts
+//!   namespaces (and net, unless [`PtraceOptions::stub_net_ns`] is off), with no_new_privs, nothing mapped but the stub's two pages
 //!   above [`STUB_BASE`], one descriptor (the memory file) and a seccomp
 //!   filter ([`bpf`]) that kills it for any system call not made through its
 //!   trampolines — the isolation that holds even if tracing fails.
@@ -151,6 +151,14 @@ pub struct PtraceOptions {
     /// Sentry sees into a jump to the stub's fast path, so that later
     /// calls from there skip the kernel's signal delivery (module `fast`).
     pub patch_syscalls: bool,
+    /// Give each stub a network namespace of its own. Turn it off only
+    /// when the Sentry itself runs in a fresh network namespace that holds
+    /// nothing (no interface but loopback, no socket of the host's): the
+    /// stubs then share it, and each new address space saves the kernel's
+    /// set-up and tear-down of a network namespace, about half a
+    /// millisecond of a `fork` or `execve` here. Their other namespaces
+    /// stay their own either way.
+    pub stub_net_ns: bool,
 }
 
 /// [`PtraceOptions::yields`] by default: enough for the Sentry to answer
@@ -168,6 +176,7 @@ impl Default for PtraceOptions {
             yields: DEFAULT_YIELDS,
             fsgsbase: true,
             patch_syscalls: true,
+            stub_net_ns: true,
         }
     }
 }
@@ -208,9 +217,13 @@ impl PtracePlatform {
         if let Ok(set) = sys::affinity_mask() {
             let _ = address_space::ALLOWED_CPUS.set(sys::cpus_of(&set));
         }
+        let mut image = stub::StubImage::new(trap)?;
+        if !options.stub_net_ns {
+            image.fork_flags = stub::STUB_FORK_SHARED_NET_CLONE_FLAGS;
+        }
         Ok(PtracePlatform {
             memory_file: sys::dup_cloexec(memory_file)?,
-            image: Arc::new(stub::StubImage::new(trap)?),
+            image: Arc::new(image),
             options,
         })
     }
@@ -233,7 +246,14 @@ impl PtracePlatform {
 
 impl Platform for PtracePlatform {
     fn host_clone_flags(&self) -> &'static [u64] {
-        &[stub::STUB_THREAD_CLONE_FLAGS, stub::STUB_FORK_CLONE_FLAGS]
+        if self.options.stub_net_ns {
+            &[stub::STUB_THREAD_CLONE_FLAGS, stub::STUB_FORK_CLONE_FLAGS]
+        } else {
+            &[
+                stub::STUB_THREAD_CLONE_FLAGS,
+                stub::STUB_FORK_SHARED_NET_CLONE_FLAGS,
+            ]
+        }
     }
 
     fn name(&self) -> &'static str {

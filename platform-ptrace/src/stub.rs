@@ -764,6 +764,9 @@ pub(crate) struct StubImage {
     /// The patched-site tables every stub maps (seccomp-trap mode with
     /// [`TrapConfig::patch`]).
     fast: Option<crate::fast::FastTable>,
+    /// The `clone` flags stubs are forked with: [`STUB_FORK_CLONE_FLAGS`]
+    /// or [`STUB_FORK_SHARED_NET_CLONE_FLAGS`].
+    pub(crate) fork_flags: u64,
 }
 
 /// How the seccomp-trap handler of an image behaves.
@@ -852,6 +855,7 @@ impl StubImage {
             layout,
             trap,
             fast,
+            fork_flags: STUB_FORK_CLONE_FLAGS,
         })
     }
 
@@ -877,15 +881,22 @@ pub(crate) struct Forked {
     pub pidfd: OwnedFd,
 }
 
+/// The namespaces every stub gets of its own.
 const NAMESPACES: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNS
-    | libc::CLONE_NEWNET
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS;
 
-/// The `clone` flags of a new stub: fresh namespaces, a pidfd, `SIGCHLD`.
-pub const STUB_FORK_CLONE_FLAGS: u64 = (NAMESPACES | libc::CLONE_PIDFD | libc::SIGCHLD) as u64;
+/// The `clone` flags of a new stub: fresh namespaces (a network namespace
+/// too), a pidfd, `SIGCHLD`.
+pub const STUB_FORK_CLONE_FLAGS: u64 =
+    (NAMESPACES | libc::CLONE_NEWNET | libc::CLONE_PIDFD | libc::SIGCHLD) as u64;
+
+/// The `clone` flags of a new stub that stays in the Sentry's network
+/// namespace ([`crate::PtraceOptions::stub_net_ns`] off).
+pub const STUB_FORK_SHARED_NET_CLONE_FLAGS: u64 =
+    (NAMESPACES | libc::CLONE_PIDFD | libc::SIGCHLD) as u64;
 
 /// Forks the stub from the calling thread (which becomes its tracer).
 pub(crate) fn fork_stub(
@@ -906,7 +917,7 @@ pub(crate) fn fork_stub(
     let image_ptr = image.bytes.as_ptr();
     let setup = image.layout.setup;
     let mut pidfd: libc::c_int = -1;
-    let flags = STUB_FORK_CLONE_FLAGS;
+    let flags = image.fork_flags;
     // SAFETY: a fork-like clone (no CLONE_VM, no new stack): the child gets a
     // private copy of this thread's memory and continues in `stub_child`,
     // which never returns and only issues raw system calls. `pidfd` is a live

@@ -1358,8 +1358,9 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
     // Sentry's own process in new namespaces, as an unprivileged user.
     // The relays of `--network sandbox` are host sockets too: the Sentry
     // stays in the container's network namespace for them.
+    let host_sockets = network.host_sockets();
     if let Err(e) = crate::confine::split(crate::confine::Confinement {
-        host_sockets: network.host_sockets(),
+        host_sockets,
         host_network: network.is_host(),
     }) {
         eprintln!("ferrovisor: {e}");
@@ -1367,7 +1368,14 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
         return 125;
     }
     let code = match sentry::run(config, |memfd| {
-        platform_ptrace::PtracePlatform::new_seccomp_trap(memfd)
+        // In a network namespace of its own the Sentry holds nothing
+        // there: its stubs may share it.
+        let options = platform_ptrace::PtraceOptions {
+            mode: platform_ptrace::Mode::SeccompTrap,
+            stub_net_ns: host_sockets,
+            ..Default::default()
+        };
+        platform_ptrace::PtracePlatform::with_options(memfd, options)
             .map(|p| Box::new(p) as Box<dyn platform::Platform>)
     }) {
         Ok(status) => status.shell_code(),

@@ -772,29 +772,40 @@ fn run_do(args: DoArgs) -> ExitCode {
     };
     // Last, with the gofers started: the Sentry's own process in new
     // namespaces, as an unprivileged user.
-    if let Err(e) = runsc_shim::confine::split(runsc_shim::confine::Confinement {
+    let confinement = runsc_shim::confine::Confinement {
         host_sockets: config.host_network || matches!(config.network.mode, netstack::Mode::Egress),
         host_network: config.host_network,
-    }) {
+    };
+    if let Err(e) = runsc_shim::confine::split(confinement) {
         return fail(125, e);
     }
+    // In a network namespace of its own the Sentry holds nothing there:
+    // its stubs may share it.
+    let stub_net_ns = confinement.host_sockets;
     let platform = args.platform;
-    let result = sentry::run(config, |memfd| match platform {
-        PlatformKind::Ptrace => platform_ptrace::PtracePlatform::new(memfd)
-            .map(|p| Box::new(p) as Box<dyn platform::Platform>),
-        PlatformKind::Seccomp => platform_ptrace::PtracePlatform::new_seccomp_trap(memfd)
-            .map(|p| Box::new(p) as Box<dyn platform::Platform>),
-        PlatformKind::SeccompSpin => platform_ptrace::PtracePlatform::with_options(
-            memfd,
-            platform_ptrace::PtraceOptions {
+    let result = sentry::run(config, |memfd| {
+        let options = match platform {
+            PlatformKind::Ptrace => platform_ptrace::PtraceOptions::default(),
+            PlatformKind::Seccomp => platform_ptrace::PtraceOptions {
+                mode: platform_ptrace::Mode::SeccompTrap,
+                ..Default::default()
+            },
+            PlatformKind::SeccompSpin => platform_ptrace::PtraceOptions {
                 mode: platform_ptrace::Mode::SeccompTrap,
                 pin_cpu: false,
                 spin: SPIN,
                 yields: 0,
                 ..Default::default()
             },
+        };
+        platform_ptrace::PtracePlatform::with_options(
+            memfd,
+            platform_ptrace::PtraceOptions {
+                stub_net_ns,
+                ..options
+            },
         )
-        .map(|p| Box::new(p) as Box<dyn platform::Platform>),
+        .map(|p| Box::new(p) as Box<dyn platform::Platform>)
     });
     match result {
         Ok(status) => ExitCode::from(status.shell_code() as u8),

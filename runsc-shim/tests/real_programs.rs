@@ -598,6 +598,9 @@ fn children_of(pid: u32) -> Vec<u32> {
 ///   runs as the host's `nobody` (65534), while the guest still sees uid 0;
 /// * every thread of it is in seccomp filter mode with no_new_privs and no
 ///   capability at all;
+/// * its stubs (the guest's address spaces) are in user, PID, mount, IPC
+///   and UTS namespaces of their own, and in the Sentry's network
+///   namespace, which is not the host's;
 /// * the `ferrovisor` process the caller started only waits: one thread,
 ///   no_new_privs, no capability but `CAP_KILL`, and a seccomp filter of
 ///   its own.
@@ -613,6 +616,47 @@ fn the_sentry_runs_unprivileged_in_its_own_namespaces_under_its_own_filter() {
 #[test]
 fn a_callers_sentry_without_root_gets_its_own_namespaces_too() {
     check_the_sentrys_process("seccomp", true);
+}
+
+/// Under `--network host` the Sentry stays in the host's network
+/// namespace, so its stubs get one of their own.
+#[test]
+fn with_the_host_network_the_stubs_get_a_network_namespace_of_their_own() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let mut child = command(FERROVISOR, &[])
+        .args(["do", "--network", "host", "--", "/bin/sh", "-c"])
+        .arg("echo ready; read line")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn ferrovisor");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the guest's line");
+    assert_eq!(line, "ready\n");
+    let net = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).expect("ns link");
+    let sentry = children_of(child.id())
+        .into_iter()
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/status"))
+                .is_ok_and(|s| status_field(&s, "NSpid:").ends_with("\t1"))
+        })
+        .expect("the Sentry");
+    assert_eq!(net(sentry), net(child.id()), "the Sentry's network");
+    let stubs = children_of(sentry);
+    assert!(!stubs.is_empty(), "no stub under the Sentry");
+    for stub in stubs {
+        assert_ne!(net(stub), net(sentry), "stub {stub}");
+    }
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"done\n")
+        .expect("write");
+    assert!(child.wait().expect("wait").success());
 }
 
 /// Runs a guest that waits on stdin and checks the processes of
@@ -712,6 +756,22 @@ fn check_the_sentrys_process(platform: &str, as_nobody: bool) {
             "{platform}: the Sentry shares the host's {ns} namespace"
         );
     }
+    let ns_of = |pid: u32, ns: &str| std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).ok();
+    let mut stubs = 0;
+    for stub in children_of(sentry) {
+        // (the stub of a process that just ended may be gone already)
+        let Some(net) = ns_of(stub, "net") else {
+            continue;
+        };
+        assert_eq!(Some(net), ns_of(sentry, "net"), "{platform}: stub");
+        for ns in ["user", "pid", "mnt", "ipc", "uts"] {
+            let theirs = ns_of(stub, ns);
+            assert_ne!(theirs, ns_of(sentry, ns), "{platform}: stub {ns}");
+            assert_ne!(theirs, ns_of(monitor, ns), "{platform}: stub {ns}");
+        }
+        stubs += 1;
+    }
+    assert!(stubs > 0, "{platform}: no stub under the Sentry");
     let tasks = format!("/proc/{sentry}/task");
     let mut seen = 0;
     for task in std::fs::read_dir(&tasks).expect("the Sentry's threads") {
