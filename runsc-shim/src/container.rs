@@ -829,8 +829,9 @@ impl Runtime {
     /// Changes the resource limits of created, running or paused container
     /// `id` (runc's `update`): those set in `limits` are written to the
     /// sandbox's host cgroup at once (a frozen cgroup's limits change as
-    /// any other's), and the memory and pids limits reach the guest too
-    /// (`/proc/meminfo`, `/sys/fs/cgroup`, `fork` failing with `EAGAIN`):
+    /// any other's), and the memory, pids and CPU quota limits reach the
+    /// guest too (`/proc/meminfo`, `/sys/fs/cgroup`, `fork` failing with
+    /// `EAGAIN`):
     /// through the Sentry's control socket, or, for a sandbox not started
     /// yet or frozen, recorded in its state and applied as it starts or
     /// resumes.
@@ -856,6 +857,8 @@ impl Runtime {
         let guest = crate::control::GuestLimits {
             memory: limits.memory,
             pids: limits.pids,
+            cpu_quota: limits.cpu_quota,
+            cpu_period: limits.cpu_period,
         };
         if !guest.any() {
             tracing::info!("container {id}: limits updated");
@@ -1353,6 +1356,14 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
             .pids
             .filter(|n| *n > 0)
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        // The host cgroup enforces the quota; the guest reads it in
+        // `cpu.max`, as a container reads its own cgroup's.
+        cpu_max: crate::control::GuestLimits {
+            cpu_quota: plan.limits.cpu_quota,
+            cpu_period: plan.limits.cpu_period,
+            ..Default::default()
+        }
+        .cpu_max(sentry::CpuMax::default()),
     };
     // Last, with the gofers started and every host path opened: the
     // Sentry's own process in new namespaces, as an unprivileged user.

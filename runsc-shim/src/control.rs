@@ -11,9 +11,10 @@
 //! for signal N). Meanwhile the client may send `{"signal":N}` lines: the
 //! process gets signal N as from `kill(2)` outside the sandbox.
 //!
-//! `ferrovisor update` sends `{"update":{"memory":M,"pids":N}}` instead,
-//! with no descriptors: the Sentry tells the guest of the new memory limit
-//! and counts its tasks against the new `pids.limit`, and answers
+//! `ferrovisor update` sends `{"update":{"memory":M,"pids":N,
+//! "cpu_quota":Q,"cpu_period":P}}` instead (each field optional), with no
+//! descriptors: the Sentry tells the guest of the new memory limit and CPU
+//! quota and counts its tasks against the new `pids.limit`, and answers
 //! `"updated"` or `{"failed":"why"}`. `"stats"` asks for the guest's
 //! task count as the pids controller would count it, and its task limit:
 //! `{"stats":{"tasks":N,"task_limit":L}}`. `{"signal":N}` as the request
@@ -62,12 +63,22 @@ pub struct GuestLimits {
     /// most tasks the guest may hold (`pids.limit`)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids: Option<i64>,
+    /// CPU quota in microseconds per period (`cpu.quota`); the host
+    /// cgroup enforces it, the guest reads it in `cpu.max`
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_quota: Option<i64>,
+    /// CPU period in microseconds (`cpu.period`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_period: Option<u64>,
 }
 
 impl GuestLimits {
-    /// Whether either limit is given.
+    /// Whether any limit is given.
     pub fn any(&self) -> bool {
-        self.memory.is_some() || self.pids.is_some()
+        self.memory.is_some()
+            || self.pids.is_some()
+            || self.cpu_quota.is_some()
+            || self.cpu_period.is_some()
     }
 
     /// These limits, then those of `newer` over them.
@@ -75,6 +86,21 @@ impl GuestLimits {
         GuestLimits {
             memory: newer.memory.or(self.memory),
             pids: newer.pids.or(self.pids),
+            cpu_quota: newer.cpu_quota.or(self.cpu_quota),
+            cpu_period: newer.cpu_period.or(self.cpu_period),
+        }
+    }
+
+    /// `now` with this quota and period over it, as the host cgroup's
+    /// `cpu.max` changes when they are written: what is not given stays,
+    /// a quota of -1 (or 0) lifts the limit.
+    pub fn cpu_max(&self, now: sentry::CpuMax) -> sentry::CpuMax {
+        sentry::CpuMax {
+            quota: match self.cpu_quota {
+                Some(q) => u64::try_from(q).ok().filter(|&q| q > 0),
+                None => now.quota,
+            },
+            period: self.cpu_period.unwrap_or(now.period),
         }
     }
 
@@ -86,6 +112,9 @@ impl GuestLimits {
         if let Some(n) = self.pids {
             let limit = (n > 0).then(|| usize::try_from(n).unwrap_or(usize::MAX));
             kernel.set_task_limit(limit);
+        }
+        if self.cpu_quota.is_some() || self.cpu_period.is_some() {
+            kernel.set_cpu_max(self.cpu_max(kernel.cpu_max()));
         }
     }
 }
@@ -504,6 +533,29 @@ impl Exec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_quota_and_period_change_cpu_max_as_the_cgroup_file_does() {
+        let cpu = |quota, period| GuestLimits {
+            cpu_quota: quota,
+            cpu_period: period,
+            ..Default::default()
+        };
+        let none = sentry::CpuMax::default();
+        let half = cpu(Some(50_000), None).cpu_max(none);
+        assert_eq!(half.to_string(), "50000 100000");
+        // A new period keeps the quota; -1 (or 0) lifts it.
+        assert_eq!(
+            cpu(None, Some(200_000)).cpu_max(half).to_string(),
+            "50000 200000"
+        );
+        assert_eq!(cpu(Some(-1), None).cpu_max(half).to_string(), "max 100000");
+        assert_eq!(cpu(Some(0), None).cpu_max(half), none);
+        assert_eq!(GuestLimits::default().cpu_max(half), half);
+        // The update message carries only what is given.
+        let line = serde_json::to_string(&Request::Update(cpu(Some(20_000), None))).expect("json");
+        assert_eq!(line, r#"{"update":{"cpu_quota":20000}}"#);
+    }
 
     #[test]
     fn sockets_with_long_paths() {

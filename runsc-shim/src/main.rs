@@ -769,6 +769,8 @@ fn run_do(args: DoArgs) -> ExitCode {
         // the user's terminal, so such a signal ends it as it would natively.
         host_signals: sentry::hostsig::HostSignals::Terminate,
         max_tasks: None,
+        // `do` sets no CPU quota: `cpu.max` says `max 100000`.
+        cpu_max: sentry::CpuMax::default(),
     };
     // Last, with the gofers started: the Sentry's own process in new
     // namespaces, as an unprivileged user.

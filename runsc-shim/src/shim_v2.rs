@@ -1908,6 +1908,7 @@ mod tests {
             Some(crate::control::GuestLimits {
                 memory: Some(67_108_864),
                 pids: Some(5),
+                ..Default::default()
             })
         );
 

@@ -1146,7 +1146,8 @@ fn a_memory_limit_holds_the_whole_sandbox() {
 
 /// What the guest reads in its /sys/fs/cgroup (the sandbox's own cgroup v2
 /// view, whatever the host's cgroups are): the container's memory and pids
-/// limits as `memory.max` and `pids.max`, "max" without them; the Sentry's
+/// limits as `memory.max` and `pids.max`, "max" without them; its CPU
+/// quota as `cpu.max` ("QUOTA PERIOD", "max 100000" without); the Sentry's
 /// own task count and memory use; `0::/` as its cgroup; the cgroup2 mount,
 /// read-only, in its mount table and to `statfs`.
 const CGROUP_SCRIPT: &str = "cd /sys/fs/cgroup; cat memory.max pids.max cpu.max cpu.weight \
@@ -1165,14 +1166,17 @@ fn the_guest_reads_its_limits_in_sys_fs_cgroup() {
     let common = "memory.current positive\npids.current counts\n1\n63677270\n";
     let mut w = World::new("cgroupview", |v| {
         set_args(v, &["sh", "-c", CGROUP_SCRIPT]);
-        v["linux"]["resources"] =
-            serde_json::json!({"memory": {"limit": 64 << 20}, "pids": {"limit": 50}});
+        v["linux"]["resources"] = serde_json::json!({
+            "memory": {"limit": 64 << 20},
+            "pids": {"limit": 50},
+            "cpu": {"quota": 150000, "period": 50000},
+        });
     });
     let out = w.run_to_success("g1");
     assert_eq!(
         out,
         format!(
-            "{}\n50\nmax 100000\n100\ncpuset cpu memory pids\n0::/\n{common}",
+            "{}\n50\n150000 50000\n100\ncpuset cpu memory pids\n0::/\n{common}",
             64 << 20
         )
     );
@@ -1481,6 +1485,13 @@ fn update_changes_a_running_containers_limits() {
     assert_eq!(out.status, 0, "update -r: {out:?}");
     let want = if v2() { "20000 100000" } else { "20000" };
     assert_eq!(read_trim(&quota), want);
+    // The guest reads the new quota in its cgroup's cpu.max.
+    let out = w.cli(&["exec", id, "cat", "/sys/fs/cgroup/cpu.max"]);
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, "20000 100000\n"),
+        "{out:?}"
+    );
     assert_eq!(read_trim(&memory), (128u64 << 20).to_string(), "unchanged");
     // -r -: the document on standard input, as containerd's runc shim
     // sends it.

@@ -1274,6 +1274,45 @@ fn sys_is_the_sandboxs_own_view() {
     );
 }
 
+/// The sandbox has no block devices, and /sys says so as a container
+/// given no disks would: /sys/block, /sys/class/block and /sys/dev/block
+/// exist and are empty, so listing them succeeds with nothing, lsblk
+/// (which fails without /sys/dev/block) lists nothing, and Python's
+/// listing of /sys/block (what psutil's disk counters fall back on)
+/// finds none; df, which reads the mount table, still works.
+#[test]
+fn sys_block_is_empty_and_lists() {
+    let out = sandboxed(
+        &[],
+        &[
+            "bash",
+            "-c",
+            "for d in /sys/block /sys/class/block /sys/dev/block; do
+                 ls -A $d; echo \"ls $d: $?, $(ls -A $d | wc -l) entries\"
+             done
+             test -d /sys/block && echo a directory
+             if command -v lsblk >/dev/null; then
+                 lsblk > /tmp/lsblk; echo \"lsblk: $?\"
+                 echo \"lsblk lines: $(wc -l < /tmp/lsblk)\"
+             else
+                 echo 'lsblk: 0'; echo 'lsblk lines: 0'
+             fi
+             python3 -c 'import os; print(os.listdir(\"/sys/block\"))'
+             df / >/dev/null; echo \"df: $?\"",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        out.stdout,
+        "ls /sys/block: 0, 0 entries\nls /sys/class/block: 0, 0 entries\n\
+         ls /sys/dev/block: 0, 0 entries\na directory\nlsblk: 0\nlsblk lines: 0\n[]\ndf: 0\n",
+        "{}",
+        out.stderr
+    );
+}
+
 /// The JVM sizes itself from the sandbox's cgroup v2 view (/proc/cgroups,
 /// the cgroup2 line of mountinfo, /proc/self/cgroup, then
 /// /sys/fs/cgroup): it finds it, with the sandbox's CPUs and no limits

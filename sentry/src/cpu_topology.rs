@@ -3,6 +3,8 @@
 //! once when the sandbox starts, before the Sentry's seccomp filter goes on
 //! (it cannot open host paths by name afterwards), and renumbered for the
 //! sandbox's CPUs: its CPU `i` is the `i`-th CPU the Sentry may run on.
+//! /proc/cpuinfo's topology lines are made from the same files, so the two
+//! agree.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -185,6 +187,64 @@ impl CpuTopology {
     pub fn cpu(&self, n: usize) -> Option<&CpuFiles> {
         self.cpus.get(n)
     }
+
+    /// What /proc/cpuinfo says of CPU `n`'s place, made from the files
+    /// /sys shows so that the two agree: `physical id` is its
+    /// `physical_package_id` and `core id` its `core_id`; `siblings` the
+    /// CPUs of its package, and `cpu cores` the cores among them (as
+    /// Linux's `show_cpuinfo` counts them: the package's online CPUs and
+    /// its booted cores). A CPU whose files say nothing is a core of its
+    /// own in package 0, as [`CpuTopology::synthetic`] makes it.
+    pub fn cpuinfo(&self, n: usize) -> CpuInfoPlace {
+        let count = self.cpus.len().max(1);
+        let field = |cpu: usize, name: &str| -> Option<&str> {
+            self.cpus.get(cpu).and_then(|c| {
+                c.topology
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.as_str())
+            })
+        };
+        let id = |cpu: usize, name: &str, default: usize| {
+            field(cpu, name)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(default)
+        };
+        let set = |cpu: usize, names: &[&str]| {
+            names
+                .iter()
+                .find_map(|name| field(cpu, name).and_then(parse_list))
+        };
+        let package = id(n, "physical_package_id", 0);
+        // The package's CPUs as /sys lists them, else those with its id.
+        let siblings = set(n, &["package_cpus_list", "core_siblings_list"])
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| {
+                (0..count)
+                    .filter(|&c| id(c, "physical_package_id", 0) == package)
+                    .collect()
+            });
+        let cores: BTreeSet<usize> = siblings.iter().map(|&c| id(c, "core_id", c)).collect();
+        CpuInfoPlace {
+            physical_id: package,
+            siblings: siblings.len().max(1),
+            core_id: id(n, "core_id", n),
+            cpu_cores: cores.len().max(1),
+        }
+    }
+}
+
+/// A CPU's topology lines in /proc/cpuinfo.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuInfoPlace {
+    /// `physical id`: the package
+    pub physical_id: usize,
+    /// `siblings`: CPUs (hardware threads) in the package
+    pub siblings: usize,
+    /// `core id`
+    pub core_id: usize,
+    /// `cpu cores`: cores in the package
+    pub cpu_cores: usize,
 }
 
 /// The files of host CPUs `map` under `root` (`/sys/devices/system/cpu`),
@@ -760,6 +820,96 @@ mod tests {
             Some(read_everything(&root, &[0, 1, 2, 3]))
         );
         std::fs::remove_dir_all(&root).expect("clean up");
+    }
+
+    #[test]
+    fn cpuinfo_places_come_from_the_sys_files() {
+        // Two cores of two threads (CPUs 0-1 and 2-3), one package.
+        let root = std::env::temp_dir().join(format!("cpu-cpuinfo-{}", std::process::id()));
+        fake_host(&root);
+        let place = |map: &[usize], n: usize| {
+            let cpus = read_cpus(&root, map).expect("files");
+            CpuTopology::renumbered(cpus, map).cpuinfo(n)
+        };
+        let all = [0, 1, 2, 3];
+        for (n, core) in [(0, 0), (1, 0), (2, 1), (3, 1)] {
+            assert_eq!(
+                place(&all, n),
+                CpuInfoPlace {
+                    physical_id: 0,
+                    siblings: 4,
+                    core_id: core,
+                    cpu_cores: 2,
+                },
+                "cpu{n}"
+            );
+        }
+        // One thread of each core: two CPUs, two cores.
+        assert_eq!(
+            place(&[1, 2], 1),
+            CpuInfoPlace {
+                physical_id: 0,
+                siblings: 2,
+                core_id: 1,
+                cpu_cores: 2,
+            }
+        );
+        // Both threads of one core: two CPUs, one core.
+        assert_eq!(
+            place(&[2, 3], 0),
+            CpuInfoPlace {
+                physical_id: 0,
+                siblings: 2,
+                core_id: 1,
+                cpu_cores: 1,
+            }
+        );
+        std::fs::remove_dir_all(&root).expect("clean up");
+    }
+
+    #[test]
+    fn cpuinfo_places_without_package_lists_count_by_ids() {
+        // Two packages of one core with two threads each, where /sys has
+        // ids and thread lists but no package lists.
+        let cpu = |package: &str, core: &str, threads: &str| CpuFiles {
+            topology: vec![
+                ("physical_package_id", package.to_string()),
+                ("core_id", core.to_string()),
+                ("thread_siblings_list", threads.to_string()),
+            ],
+            caches: Vec::new(),
+        };
+        let t = CpuTopology {
+            cpus: vec![
+                cpu("0", "0", "0-1"),
+                cpu("0", "0", "0-1"),
+                cpu("1", "0", "2-3"),
+                cpu("1", "0", "2-3"),
+            ],
+        };
+        assert_eq!(
+            t.cpuinfo(3),
+            CpuInfoPlace {
+                physical_id: 1,
+                siblings: 2,
+                core_id: 0,
+                cpu_cores: 1,
+            }
+        );
+    }
+
+    #[test]
+    fn synthetic_cpuinfo_is_a_core_per_cpu() {
+        let t = CpuTopology::synthetic(3);
+        assert_eq!(
+            t.cpuinfo(2),
+            CpuInfoPlace {
+                physical_id: 0,
+                siblings: 3,
+                core_id: 2,
+                cpu_cores: 3,
+            }
+        );
     }
 
     #[test]

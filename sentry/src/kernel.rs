@@ -116,6 +116,40 @@ pub struct SandboxConfig<'a> {
     /// hold at once: the container's `pids.limit`, counted in the Sentry
     /// so that the guest sees runc's limit, not the sandbox's host tasks
     pub max_tasks: Option<usize>,
+    /// the sandbox's CPU bandwidth limit (an OCI
+    /// `linux.resources.cpu.quota`/`period`): what the guest's
+    /// `/sys/fs/cgroup/cpu.max` says
+    pub cpu_max: CpuMax,
+}
+
+/// A CPU bandwidth limit as cgroup v2's `cpu.max` holds it: at most
+/// `quota` microseconds of CPU time in each `period` microseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuMax {
+    /// microseconds per period, `None` for no limit (`max`)
+    pub quota: Option<u64>,
+    /// the period in microseconds
+    pub period: u64,
+}
+
+impl Default for CpuMax {
+    /// No limit, with Linux's default period of 100 ms.
+    fn default() -> Self {
+        CpuMax {
+            quota: None,
+            period: 100_000,
+        }
+    }
+}
+
+impl fmt::Display for CpuMax {
+    /// `cpu.max`'s text: `QUOTA PERIOD`, or `max PERIOD`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.quota {
+            Some(q) => write!(f, "{q} {}", self.period),
+            None => write!(f, "max {}", self.period),
+        }
+    }
 }
 
 /// A file system mounted over a guest path.
@@ -180,6 +214,9 @@ pub struct Kernel {
     /// the sandbox's memory limit as set (bytes), `u64::MAX` for none:
     /// what `/sys/fs/cgroup/memory.max` says
     memory_limit: AtomicU64,
+    /// the sandbox's CPU bandwidth limit as set: what
+    /// `/sys/fs/cgroup/cpu.max` says; `update` may change it
+    cpu_max: Mutex<CpuMax>,
     unsupported_seen: Vec<AtomicBool>,
     /// every process, by PID (zombies included until reaped)
     pub procs: Mutex<ProcTable>,
@@ -337,6 +374,19 @@ impl Kernel {
     /// `memory.max` as the guest reads it.
     pub fn memory_limit(&self) -> Option<u64> {
         Some(self.memory_limit.load(Ordering::Relaxed)).filter(|&l| l != u64::MAX)
+    }
+
+    /// The sandbox's CPU bandwidth limit: the cgroup's `cpu.max` as the
+    /// guest reads it.
+    pub fn cpu_max(&self) -> CpuMax {
+        *self.cpu_max.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the sandbox's CPU bandwidth limit (an OCI runtime's `update
+    /// --cpu-quota`/`--cpu-period`), as its host cgroup now has it. The
+    /// Sentry does not throttle the guest itself: the host cgroup does.
+    pub fn set_cpu_max(&self, max: CpuMax) {
+        *self.cpu_max.lock().unwrap_or_else(|e| e.into_inner()) = max;
     }
 
     /// The most tasks the guest may hold at once, `None` for no limit of
@@ -606,6 +656,7 @@ where
         total_memory: AtomicU64::new(total_memory),
         host_memory,
         memory_limit: AtomicU64::new(config.memory_limit.unwrap_or(u64::MAX)),
+        cpu_max: Mutex::new(config.cpu_max),
         unsupported_seen: (0..abi::MAX_SYSCALL)
             .map(|_| AtomicBool::new(false))
             .collect(),
@@ -888,6 +939,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         saved_mask: None,
         altstack: no_altstack(),
         patch_checked: 0,
+        stale_fault: None,
     };
     {
         let mut p = proc_.state();

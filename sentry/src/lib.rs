@@ -6,6 +6,7 @@ pub mod cpu_topology;
 pub mod events;
 pub mod fasync;
 pub mod file;
+pub mod fileimage;
 pub mod futex;
 pub mod guestio;
 mod host;
@@ -40,7 +41,8 @@ pub mod vfs;
 pub mod volume_watch;
 
 pub use kernel::{
-    run, spawn_process, Error, Mount, MountSource, ProcessSpec, SandboxConfig, StartHook, Stdio,
+    run, spawn_process, CpuMax, Error, Mount, MountSource, ProcessSpec, SandboxConfig, StartHook,
+    Stdio,
 };
 pub use task::ExitStatus;
 

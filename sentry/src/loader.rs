@@ -191,6 +191,7 @@ fn map_elf(mm: &mut MemoryManager, elf: &Elf, main: bool) -> Result<Mapped, Errn
             pos: p.offset - skew,
             avail: p.filesz + skew,
             name: elf.name.clone(),
+            image: elf.file.image(mm.memory_file())?,
         };
         mm.map_fixed(start, end - start, prot, false, backing)?;
     }

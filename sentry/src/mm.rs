@@ -6,16 +6,27 @@
 //! piece frees exactly its offsets. Guest pages are mapped into the platform's
 //! address space when the VMA is created, so the host kernel resolves the
 //! first touch of a page from the (sparse) memory file without a round trip to
-//! the Sentry; a fault the Sentry does see is a real guest error.
+//! the Sentry.
+//!
+//! A private mapping of a file of the root's image starts out as a view of
+//! the file's image (see [`crate::fileimage`]): its pages are the image's,
+//! mapped without write access, and its own offsets hold nothing yet. The
+//! first store to such a page, by the guest (a write fault, which the
+//! Sentry resolves) or by the Sentry for a system call, copies the page
+//! into the mapping's own offsets and maps the copy instead
+//! ([`Vma::image_pages`]). Any other fault the Sentry sees is a real guest
+//! error.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use abi::Errno;
-use platform::{AddressSpace, Prot};
+use platform::{Access, AddressSpace, Prot};
 
+use crate::fileimage::FileImage;
 use crate::memfile::MemoryFile;
 use crate::vfs::HostFile;
 use crate::PAGE_SIZE;
@@ -132,6 +143,9 @@ pub enum Backing {
         avail: u64,
         /// guest path, for /proc/self/maps later
         name: String,
+        /// the file's image, which the mapping's pages share until written
+        /// (a file of the root's image; `None`: a private copy)
+        image: Option<Arc<FileImage>>,
     },
 }
 
@@ -171,6 +185,77 @@ pub struct Vma {
     /// for a shared mapping that may write a tmpfs file: the pin that
     /// keeps `F_SEAL_WRITE` off the file while the mapping lives
     pub writer: Option<crate::tmpfs::WritableMapping>,
+    /// for a private mapping of a file's image: which pages still are the
+    /// image's (see the module's documentation)
+    pub image_pages: Option<ImagePages>,
+}
+
+/// The pages of a private file mapping that still are its file's image's:
+/// one bit per page from the VMA's start (set: the image's page, mapped
+/// without write access; clear: the VMA's own page at its offset).
+#[derive(Clone, Debug)]
+pub struct ImagePages {
+    bits: RefCell<Vec<u64>>,
+    /// the leading pages that the file fills whole (or up to its end):
+    /// those that revert to the image after `MADV_DONTNEED`
+    shareable: u64,
+}
+
+impl ImagePages {
+    /// The first `shareable` pages the image's, of `pages` in all.
+    fn new(pages: u64, shareable: u64) -> ImagePages {
+        let mut bits = vec![0u64; pages.div_ceil(64) as usize];
+        for i in 0..shareable.min(pages) {
+            bits[(i / 64) as usize] |= 1 << (i % 64);
+        }
+        ImagePages {
+            bits: RefCell::new(bits),
+            shareable,
+        }
+    }
+
+    fn get(&self, i: u64) -> bool {
+        self.bits
+            .borrow()
+            .get((i / 64) as usize)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    fn set(&self, i: u64, image: bool) {
+        if let Some(w) = self.bits.borrow_mut().get_mut((i / 64) as usize) {
+            if image {
+                *w |= 1 << (i % 64);
+            } else {
+                *w &= !(1 << (i % 64));
+            }
+        }
+    }
+
+    /// Moves pages `at..pages` to a new set (page `at` becoming its first).
+    fn split_off(&self, at: u64, pages: u64) -> ImagePages {
+        let right = ImagePages::new(pages - at, 0);
+        for i in at..pages {
+            right.set(i - at, self.get(i));
+            self.set(i, false);
+        }
+        ImagePages {
+            shareable: self.shareable.saturating_sub(at),
+            ..right
+        }
+    }
+}
+
+/// What [`MemoryManager::handle_fault`] made of a fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultFix {
+    /// A write to a page of a file's image: the page is the mapping's own
+    /// now; run the guest again.
+    Copied,
+    /// The page is the mapping's own and writable already (another thread
+    /// got it copied meanwhile): run the guest again, once.
+    Stale,
+    /// A real guest error.
+    None,
 }
 
 impl Vma {
@@ -190,8 +275,42 @@ impl Vma {
             *pos += delta;
             *avail = avail.saturating_sub(delta);
         }
+        right.image_pages = self
+            .image_pages
+            .as_ref()
+            .map(|p| p.split_off(delta / PAGE_SIZE, (self.end - self.start) / PAGE_SIZE));
         self.end = at;
         right
+    }
+
+    /// Memory-file offset of the image's byte behind `addr` (inside this
+    /// VMA), when its page still is the image's.
+    fn image_offset(&self, addr: u64) -> Option<u64> {
+        let pages = self.image_pages.as_ref()?;
+        let Backing::File {
+            image: Some(img),
+            pos,
+            ..
+        } = &self.backing
+        else {
+            return None;
+        };
+        pages
+            .get((addr - self.start) / PAGE_SIZE)
+            .then(|| img.offset() + pos + (addr - self.start))
+    }
+
+    /// Where the guest's byte at `addr` (inside this VMA) is in the memory
+    /// file, and how many bytes from there on lie contiguously in both.
+    fn locate(&self, addr: u64) -> (u64, u64) {
+        if self.image_pages.is_none() {
+            return (self.offset + (addr - self.start), self.end - addr);
+        }
+        let n = (page_down(addr) + PAGE_SIZE).min(self.end) - addr;
+        match self.image_offset(addr) {
+            Some(off) => (off, n),
+            None => (self.offset + (addr - self.start), n),
+        }
     }
 }
 
@@ -401,14 +520,34 @@ impl MemoryManager {
                 may_write: true,
                 sigbus_from: None,
                 writer: None,
+                image_pages: None,
             });
         }
         let offset = self.mf.allocate(len)?;
+        let mut image_pages = None;
         if let Backing::File {
-            file, pos, avail, ..
+            file,
+            pos,
+            avail,
+            image,
+            ..
         } = &backing
         {
-            if let Err(e) = self.fill_from_file(offset, len.min(*avail), file, *pos) {
+            let avail = len.min(*avail);
+            let filled = match image {
+                Some(img) if !shared => self.share_image(img, file, *pos, avail, len),
+                _ => Ok(None),
+            }
+            .and_then(|pages| {
+                // What the image does not give: a copy of the file's bytes.
+                let from = pages.as_ref().map_or(0, |p| p.shareable * PAGE_SIZE);
+                image_pages = pages;
+                if from < avail {
+                    self.fill_from_file(offset + from, avail - from, file, pos + from)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = filled {
                 self.mf.release(offset, len);
                 return Err(e);
             }
@@ -424,7 +563,116 @@ impl MemoryManager {
             may_write: true,
             sigbus_from: None,
             writer: None,
+            image_pages,
         })
+    }
+
+    /// For a private mapping of `len` bytes of `file` from `pos` on, of
+    /// which the file gives `avail`: the pages that may be the image's,
+    /// read into it. Those are the pages the file fills whole, and the one
+    /// holding the file's end when the mapping reaches it (the image reads
+    /// zeros past the end, as the mapping must); a page the mapping cuts
+    /// short of the file's bytes (an ELF segment's last page) is a copy.
+    /// `None` when no page can be.
+    fn share_image(
+        &self,
+        img: &FileImage,
+        file: &HostFile,
+        pos: u64,
+        avail: u64,
+        len: u64,
+    ) -> Result<Option<ImagePages>, Errno> {
+        let to_end = pos.saturating_add(avail) >= img.size();
+        let bytes = if to_end {
+            page_up(avail).unwrap_or(0)
+        } else {
+            page_down(avail)
+        };
+        if bytes == 0 || !pos.is_multiple_of(PAGE_SIZE) {
+            return Ok(None);
+        }
+        img.fill(file, pos, bytes)?;
+        Ok(Some(ImagePages::new(len / PAGE_SIZE, bytes / PAGE_SIZE)))
+    }
+
+    /// Maps `[s, e)` of `v` (page-aligned, inside it) into the platform's
+    /// address space: the image's pages without write access, the VMA's
+    /// own pages with its protection; nothing past a file's end.
+    fn map_pieces(&self, v: &Vma, s: u64, e: u64) -> platform::Result<()> {
+        let e = e.min(Self::host_end(v));
+        if v.image_pages.is_none() {
+            if e > s {
+                return self.space.map(s, e - s, v.prot, v.offset + (s - v.start));
+            }
+            return Ok(());
+        }
+        let read_only = Prot {
+            write: false,
+            ..v.prot
+        };
+        let mut at = s;
+        while at < e {
+            let image = v.image_offset(at);
+            let mut end = at + PAGE_SIZE;
+            while end < e && v.image_offset(end).is_some() == image.is_some() {
+                end += PAGE_SIZE;
+            }
+            match image {
+                Some(off) => self.space.map(at, end - at, read_only, off)?,
+                None => self
+                    .space
+                    .map(at, end - at, v.prot, v.offset + (at - v.start))?,
+            }
+            at = end;
+        }
+        Ok(())
+    }
+
+    /// Gives the pages of `v` in `[s, e)` that still are its image's
+    /// copies of their own, before something writes them, and maps the
+    /// copies in their place.
+    fn own_pages(&self, v: &Vma, s: u64, e: u64) {
+        let Some(pages) = &v.image_pages else {
+            return;
+        };
+        let mut at = page_down(s);
+        while at < e {
+            if let Some(src) = v.image_offset(at) {
+                let dst = v.offset + (at - v.start);
+                self.mf.copy_within(src, dst, PAGE_SIZE);
+                pages.set((at - v.start) / PAGE_SIZE, false);
+                if at < Self::host_end(v) {
+                    if let Err(e) = self.space.map(at, PAGE_SIZE, v.prot, dst) {
+                        tracing::warn!("platform map failed: {e}");
+                    }
+                }
+            }
+            at += PAGE_SIZE;
+        }
+    }
+
+    /// Makes every page of the VMA at `key` its own (before `mremap`,
+    /// which moves and grows plain copies).
+    fn own_all(&mut self, key: u64) -> Result<(), Errno> {
+        let Some(v) = self.vmas.get(&key) else {
+            return Ok(());
+        };
+        if v.image_pages.is_none() {
+            return Ok(());
+        }
+        let mut at = v.start;
+        while at < v.end {
+            if let Some(src) = v.image_offset(at) {
+                self.mf
+                    .copy_within(src, v.offset + (at - v.start), PAGE_SIZE);
+            }
+            at += PAGE_SIZE;
+        }
+        let v = self.vmas.get_mut(&key).ok_or(Errno::EFAULT)?;
+        v.image_pages = None;
+        let v = v.clone();
+        self.map_pieces(&v, v.start, v.end)
+            .map_err(|_| Errno::ENOMEM)
     }
 
     fn fill_from_file(
@@ -489,12 +737,7 @@ impl MemoryManager {
             self.vmas.insert(vma.start, vma);
             return Ok(());
         }
-        if let Err(e) = self.space.map(
-            vma.start,
-            Self::host_end(&vma) - vma.start,
-            vma.prot,
-            vma.offset,
-        ) {
+        if let Err(e) = self.map_pieces(&vma, vma.start, vma.end) {
             tracing::warn!("platform map failed: {e}");
             if vma.owns_offsets() {
                 self.mf.release(vma.offset, vma.end - vma.start);
@@ -532,6 +775,7 @@ impl MemoryManager {
             may_write: true,
             sigbus_from: None,
             writer: None,
+            image_pages: None,
         })
     }
 
@@ -604,7 +848,11 @@ impl MemoryManager {
             };
             v.prot = prot;
             let (s, e) = (v.start, Self::host_end(v));
-            if e > s {
+            if v.image_pages.is_some() {
+                // the image's pages stay read-only
+                let v = v.clone();
+                self.map_pieces(&v, s, e).map_err(|_| Errno::ENOMEM)?;
+            } else if e > s {
                 self.space
                     .protect(s, e - s, prot)
                     .map_err(|_| Errno::ENOMEM)?;
@@ -626,26 +874,44 @@ impl MemoryManager {
             let s = v.start.max(start);
             let e = v.end.min(end);
             let off = v.offset + (s - v.start);
+            // The image's pages come back as they were: only the rest is
+            // read from the file again.
+            let shared_to = v
+                .image_pages
+                .as_ref()
+                .map_or(v.start, |p| v.start + p.shareable * PAGE_SIZE)
+                .clamp(s, e);
             let file = match &v.backing {
                 Backing::File {
                     file, pos, avail, ..
                 } => {
-                    let skip = s - v.start;
+                    let skip = shared_to - v.start;
                     Some((
                         file.clone(),
+                        shared_to - s,
                         pos + skip,
-                        avail.saturating_sub(skip).min(e - s),
+                        avail.saturating_sub(skip).min(e - shared_to),
                     ))
                 }
                 Backing::Anon | Backing::Shared(_) => None,
             };
-            work.push((off, e - s, file));
+            work.push((v.start, s, e, off, file));
         }
-        for (off, len, file) in work {
-            self.mf.punch(off, len);
-            if let Some((f, pos, avail)) = file {
-                self.fill_from_file(off, avail, &f, pos)?;
+        for (key, s, e, off, file) in work {
+            self.mf.punch(off, e - s);
+            if let Some((f, skip, pos, avail)) = file {
+                self.fill_from_file(off + skip, avail, &f, pos)?;
             }
+            let Some(v) = self.vmas.get(&key).filter(|v| v.image_pages.is_some()) else {
+                continue;
+            };
+            if let Some(pages) = &v.image_pages {
+                for at in (s..e).step_by(PAGE_SIZE as usize) {
+                    let i = (at - v.start) / PAGE_SIZE;
+                    pages.set(i, i < pages.shareable);
+                }
+            }
+            self.map_pieces(v, s, e).map_err(|_| Errno::ENOMEM)?;
         }
         Ok(())
     }
@@ -686,6 +952,7 @@ impl MemoryManager {
                 may_write: true,
                 sigbus_from: None,
                 writer: None,
+                image_pages: None,
             };
             if self.install(vma).is_err() {
                 return self.brk;
@@ -717,6 +984,12 @@ impl MemoryManager {
         if v.heap {
             return Err(Errno::EFAULT);
         }
+        let v = if v.image_pages.is_some() {
+            self.own_all(v.start)?;
+            self.vmas.get(&v.start).cloned().ok_or(Errno::EFAULT)?
+        } else {
+            v
+        };
         if fixed.is_none() && new_len <= old_len {
             self.unmap_range(old + new_len, old_end)?;
             return Ok(old);
@@ -774,6 +1047,7 @@ impl MemoryManager {
             may_write: true,
             sigbus_from: None,
             writer: None,
+            image_pages: None,
         })?;
         Ok(dest)
     }
@@ -908,12 +1182,7 @@ impl MemoryManager {
         mm.mmap_top = snap.mmap_top;
         let mut vmas = snap.vmas.into_iter();
         while let Some(v) = vmas.next() {
-            let host_len = Self::host_end(&v) - v.start;
-            if let Err(e) = if host_len > 0 {
-                mm.space.map(v.start, host_len, v.prot, v.offset)
-            } else {
-                Ok(())
-            } {
+            if let Err(e) = mm.map_pieces(&v, v.start, v.end) {
                 tracing::warn!("platform map failed in fork: {e}");
                 if v.owns_offsets() {
                     mm.mf.release(v.offset, v.end - v.start);
@@ -930,12 +1199,26 @@ impl MemoryManager {
         Ok(mm)
     }
 
-    /// Whether a fault at `addr` is something the Sentry resolves (it never
-    /// is today: every VMA is mapped when created); `false` means the guest
-    /// gets `SIGSEGV`.
-    pub fn handle_fault(&mut self, addr: u64) -> bool {
-        let _ = addr;
-        false
+    /// Resolves a fault at `addr` if it is a store to a page of a file's
+    /// image that the mapping may write (see the module's documentation);
+    /// else the guest gets a signal. `access` is the fault's kind when the
+    /// platform knows it.
+    pub fn handle_fault(&mut self, addr: u64, access: Option<Access>) -> FaultFix {
+        let Some(v) = self.find_vma(addr) else {
+            return FaultFix::None;
+        };
+        if v.image_pages.is_none()
+            || !v.prot.write
+            || access.is_some_and(|a| a != Access::Write)
+            || addr >= Self::host_end(v)
+        {
+            return FaultFix::None;
+        }
+        if v.image_offset(addr).is_none() {
+            return FaultFix::Stale;
+        }
+        self.own_pages(v, addr, addr + 1);
+        FaultFix::Copied
     }
 
     /// The memory-file offset (the futex key) and the Sentry's pointer of
@@ -945,25 +1228,33 @@ impl MemoryManager {
             .find_vma(addr)
             .filter(|v| v.prot.read && addr + 4 <= v.end)
             .ok_or(Errno::EFAULT)?;
-        let off = v.offset + (addr - v.start);
+        // The key must not change when the page is first written: a
+        // writable page is the mapping's own from the first futex call on.
+        if v.prot.write {
+            self.own_pages(v, addr, addr + 4);
+        }
+        let (off, _) = v.locate(addr);
         Ok((off, self.mf.ptr(off, 4)))
     }
 
     /// The seven bytes at `site` when they lie in one private executable
-    /// VMA, with the Sentry's pointer to them.
-    fn code_at(&self, site: u64) -> Option<([u8; 7], *mut u8)> {
+    /// VMA, with the Sentry's pointer to each (the pointers of a file's
+    /// image where its pages still are the image's).
+    fn code_at(&self, site: u64) -> Option<([u8; 7], [*mut u8; 7])> {
         let v = self.find_vma(site)?;
         if v.shared || !v.prot.exec || site.checked_add(7)? > v.end {
             return None;
         }
-        let ptr = self.mf.ptr(v.offset + (site - v.start), 7);
         let mut b = [0u8; 7];
-        for (i, x) in b.iter_mut().enumerate() {
-            // SAFETY: 7 bytes of this VMA's memory-file range; volatile
-            // because guest threads may write them concurrently.
-            *x = unsafe { ptr.add(i).read_volatile() };
+        let mut ptrs = [std::ptr::null_mut(); 7];
+        for (i, (x, p)) in b.iter_mut().zip(ptrs.iter_mut()).enumerate() {
+            let (off, _) = v.locate(site + i as u64);
+            *p = self.mf.ptr(off, 1);
+            // SAFETY: a byte of this VMA's memory (its own or its image's);
+            // volatile because guest threads may write it concurrently.
+            *x = unsafe { p.read_volatile() };
         }
-        Some((b, ptr))
+        Some((b, ptrs))
     }
 
     /// After a trapped system call `nr` that returns to `ret`: when the
@@ -971,12 +1262,15 @@ impl MemoryManager {
     /// the platform has a faster entry for them (a `mov $nr, %eax; syscall`
     /// typically), rewrites them into it, so later calls from there do not
     /// trap. Only this address space's copy of the code changes (and what
-    /// `fork` copies from it).
+    /// `fork` copies from it): code that still is a file's image gets a
+    /// copy of its own first, since the rewrite holds for this address
+    /// only (the entry it jumps to returns there), and the file may be
+    /// mapped elsewhere in another process.
     pub fn patch_syscall_site(&self, ret: u64, nr: u64) {
         let Some(site) = ret.checked_sub(7) else {
             return;
         };
-        let Some((bytes, ptr)) = self.code_at(site) else {
+        let Some((bytes, _)) = self.code_at(site) else {
             return;
         };
         if bytes[5..] != [0x0f, 0x05] {
@@ -985,10 +1279,20 @@ impl MemoryManager {
         let Some(patch) = self.space.syscall_patch(bytes, nr, ret) else {
             return;
         };
+        let Some(v) = self.find_vma(site) else {
+            return;
+        };
+        self.own_pages(v, site, site + 7);
+        let Some((now, ptr)) = self.code_at(site) else {
+            return;
+        };
+        if now != bytes {
+            return;
+        }
         platform::write_syscall_patch(patch, |i, b| {
-            // SAFETY: `i` < 7, inside the range `code_at` checked; a
-            // volatile byte store, in the order the platform asks for.
-            unsafe { ptr.add(i).write_volatile(b) }
+            // SAFETY: `i` < 7, a byte `code_at` checked; a volatile byte
+            // store, in the order the platform asks for.
+            unsafe { ptr[i].write_volatile(b) }
         });
     }
 
@@ -1038,7 +1342,7 @@ impl MemoryManager {
     /// checking that every byte is mapped with the needed permission
     /// (`EFAULT` otherwise, as the kernel's user copies do).
     pub fn slices(&self, addr: u64, len: u64, write: bool) -> Result<Vec<GuestSlice>, Errno> {
-        let mut out = Vec::new();
+        let mut out: Vec<GuestSlice> = Vec::new();
         let end = addr.checked_add(len).ok_or(Errno::EFAULT)?;
         let mut at = addr;
         while at < end {
@@ -1046,11 +1350,21 @@ impl MemoryManager {
             if !(if write { v.prot.write } else { v.prot.read }) {
                 return Err(Errno::EFAULT);
             }
-            let n = v.end.min(end) - at;
-            out.push(GuestSlice {
-                ptr: self.mf.ptr(v.offset + (at - v.start), n),
-                len: n as usize,
-            });
+            if write {
+                self.own_pages(v, at, v.end.min(end));
+            }
+            let (off, n) = v.locate(at);
+            let n = n.min(end - at);
+            let ptr = self.mf.ptr(off, n);
+            match out.last_mut() {
+                // SAFETY: (pointer arithmetic only) one past the last slice,
+                // inside the memory file's mapping or one past its end.
+                Some(last) if unsafe { last.ptr.add(last.len) } == ptr => last.len += n as usize,
+                _ => out.push(GuestSlice {
+                    ptr,
+                    len: n as usize,
+                }),
+            }
             at += n;
         }
         Ok(out)
@@ -1066,9 +1380,9 @@ impl MemoryManager {
                 .find_vma(at)
                 .filter(|v| v.prot.read)
                 .ok_or(Errno::EFAULT)?;
-            let n = (v.end.min(end) - at) as usize;
-            self.mf
-                .read(v.offset + (at - v.start), &mut buf[done..done + n]);
+            let (off, n) = v.locate(at);
+            let n = n.min(end - at) as usize;
+            self.mf.read(off, &mut buf[done..done + n]);
             done += n;
             at += n as u64;
         }
@@ -1096,6 +1410,7 @@ impl MemoryManager {
                 .filter(|v| force || v.prot.write)
                 .ok_or(Errno::EFAULT)?;
             let n = (v.end.min(end) - at) as usize;
+            self.own_pages(v, at, at + n as u64);
             self.mf
                 .write(v.offset + (at - v.start), &buf[done..done + n]);
             done += n;
@@ -1137,7 +1452,7 @@ impl MemoryManager {
             let chunk_end = v.end.min(page_down(at) + PAGE_SIZE);
             let n = (chunk_end - at) as usize;
             let mut buf = vec![0u8; n];
-            self.mf.read(v.offset + (at - v.start), &mut buf);
+            self.mf.read(v.locate(at).0, &mut buf);
             if let Some(i) = buf.iter().position(|&b| b == 0) {
                 out.extend_from_slice(&buf[..i]);
                 if out.len() > max {
@@ -1165,6 +1480,7 @@ impl MemoryManager {
             .find_vma(addr)
             .filter(|v| v.end >= addr + len)
             .ok_or(Errno::EFAULT)?;
+        self.own_pages(v, addr, addr + len);
         self.mf
             .fill_from_fd(v.offset + (addr - v.start), len, fd, pos)
     }

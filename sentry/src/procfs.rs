@@ -323,6 +323,14 @@ fn net_file(i: &crate::socket::netlink::Interface, name: &str) -> Option<String>
 
 const SYS_DIRS: &[&str] = &[
     "@sys",
+    // Block devices: none, so empty, as in a container given no disks.
+    // lsblk needs /sys/dev/block to exist (else it fails: "failed to
+    // access sysfs directory"), then lists nothing; psutil and others
+    // list /sys/block.
+    "@sys/block",
+    "@sys/class/block",
+    "@sys/dev",
+    "@sys/dev/block",
     "@sys/devices",
     "@sys/devices/system",
     "@sys/devices/system/cpu",
@@ -617,14 +625,15 @@ impl ProcFs {
             | "fs/cgroup/cpuset.cpus"
             | "fs/cgroup/cpuset.mems" => String::new(),
             "fs/cgroup/cgroup.type" => "domain".into(),
-            // The Sentry knows no CPU quota of its own: its CPU count is
-            // what the host grants it.
-            "fs/cgroup/cpu.max" => "max 100000".into(),
+            // The container's CPU quota, which its host cgroup enforces
+            // (`max 100000`, Linux's default, without one).
+            "fs/cgroup/cpu.max" => k.cpu_max().to_string(),
             "fs/cgroup/cpu.weight" => "100".into(),
             "fs/cgroup/cpu.stat" => {
                 let cpu = self.guest_cpu()?;
                 let (user, sys) = (cpu.user.as_micros(), cpu.sys.as_micros());
-                // No quota, so never throttled.
+                // The host cgroup throttles under a quota; its periods
+                // and throttling are not counted here.
                 format!(
                     "usage_usec {}\nuser_usec {user}\nsystem_usec {sys}\nnr_periods 0\n\
                      nr_throttled 0\nthrottled_usec 0\nnr_bursts 0\nburst_usec 0",
@@ -961,12 +970,17 @@ impl ProcFs {
         let model = crate::host::cpu_brand();
         let mut s = String::new();
         for i in 0..k.cpus.max(1) {
+            // The same places /sys/devices/system/cpu/cpuN/topology shows.
+            let place = k.cpu_topology.cpuinfo(i);
             let _ = write!(
                 s,
-                "processor\t: {i}\nvendor_id\t: {}\nmodel name\t: {model}\ncpu MHz\t\t: 2000.000\ncache size\t: 512 KB\nphysical id\t: 0\nsiblings\t: {n}\ncore id\t\t: {i}\ncpu cores\t: {n}\napicid\t\t: {i}\nfpu\t\t: yes\nflags\t\t: {}\nbogomips\t: 4000.00\nclflush size\t: 64\ncache_alignment\t: 64\naddress sizes\t: 46 bits physical, 48 bits virtual\n\n",
+                "processor\t: {i}\nvendor_id\t: {}\nmodel name\t: {model}\ncpu MHz\t\t: 2000.000\ncache size\t: 512 KB\nphysical id\t: {}\nsiblings\t: {}\ncore id\t\t: {}\ncpu cores\t: {}\napicid\t\t: {i}\nfpu\t\t: yes\nflags\t\t: {}\nbogomips\t: 4000.00\nclflush size\t: 64\ncache_alignment\t: 64\naddress sizes\t: 46 bits physical, 48 bits virtual\n\n",
                 crate::host::cpu_vendor(),
+                place.physical_id,
+                place.siblings,
+                place.core_id,
+                place.cpu_cores,
                 crate::host::cpu_flags(),
-                n = k.cpus.max(1),
             );
         }
         Ok(s)

@@ -12,7 +12,7 @@ use zerocopy::FromZeros;
 
 use crate::file::FdTable;
 use crate::kernel::Kernel;
-use crate::mm::{MemoryManager, PatchedSiteFault};
+use crate::mm::{FaultFix, MemoryManager, PatchedSiteFault};
 use crate::vfs::Location;
 
 /// How a task (and, for now, its whole sandbox) ended.
@@ -685,6 +685,9 @@ pub struct Task {
     /// return address of the last call whose site was looked at for
     /// patching (calls from there again need no second look)
     pub patch_checked: u64,
+    /// a fault the memory manager found already resolved, run again once
+    /// (its address and `rip`)
+    pub stale_fault: Option<(u64, u64)>,
 }
 
 /// A task's identity (credentials(7)).
@@ -899,12 +902,26 @@ impl Task {
                     }
                 }
                 Event::Fault {
-                    signo, code, addr, ..
+                    signo,
+                    code,
+                    addr,
+                    access,
                 } => {
-                    let (handled, bus) = {
+                    let (fix, bus) = {
                         let mut mm = self.mm();
-                        (mm.handle_fault(addr), mm.fault_signal(addr))
+                        (mm.handle_fault(addr, access), mm.fault_signal(addr))
                     };
+                    // A stale fault is run again once: the same fault at
+                    // the same place twice is the guest's.
+                    let at = (addr, self.regs.rip);
+                    let handled = match fix {
+                        FaultFix::Copied => true,
+                        FaultFix::Stale => self.stale_fault.replace(at) != Some(at),
+                        FaultFix::None => false,
+                    };
+                    if fix != FaultFix::Stale {
+                        self.stale_fault = None;
+                    }
                     if !handled {
                         tracing::debug!(
                             "guest fault at {addr:#x} (signal {signo}), rip {:#x}",
@@ -1396,7 +1413,6 @@ impl Task {
             for (_, (id, _)) in std::mem::take(&mut st.posix_timers) {
                 kernel.timers.delete(id);
             }
-            st.exit = Some(status);
             st.vfork_done = true;
             (st.ppid, st.exit_signal)
         };
@@ -1413,7 +1429,7 @@ impl Task {
         let mut orphans_to_signal = Vec::new();
         let mut reaper = 1;
         {
-            let procs = kernel.procs();
+            let mut procs = kernel.procs();
             // Orphans go to the nearest live subreaper ancestor, else init.
             let mut up = ppid;
             for _ in 0..procs.map.len() {
@@ -1449,13 +1465,21 @@ impl Task {
                 let a = pst.actions[SIGCHLD as usize - 1];
                 reap_now = a.handler == SIG_IGN || a.flags & sa::NOCLDWAIT != 0;
             }
+            // Becoming a zombie and, for a parent that ignores SIGCHLD,
+            // going at once are one step under the table's lock, which a
+            // waiting parent holds while it looks: it never gets a child
+            // it should not (Linux decides both in exit_notify() under
+            // tasklist_lock).
+            self.proc_.state().exit = Some(status);
+            if reap_now {
+                procs.map.remove(&me);
+            }
         }
         kernel.hang_up_orphaned(&orphan_candidates);
         for (child, sig) in orphans_to_signal {
             child.send_signal(&kernel, sig, user_info(sig, me, 0, si::KERNEL));
         }
         if reap_now {
-            kernel.procs().map.remove(&me);
             kernel.note_reaped_cpu(&self.proc_);
         } else if exit_signal != 0 {
             if let Some(parent) = kernel.process(ppid) {

@@ -112,6 +112,9 @@ pub struct HostFile {
     /// the host's `(st_dev, st_ino)`, asked for once when first needed
     /// (the page cache of volume files is keyed by it)
     identity: std::sync::OnceLock<(u64, u64)>,
+    /// for a file of the root's read-only image: where its image for
+    /// private mappings is found (see [`crate::fileimage`])
+    image: Option<crate::fileimage::ImageSlot>,
 }
 
 impl fmt::Debug for HostFile {
@@ -126,6 +129,29 @@ impl HostFile {
         HostFile {
             fd,
             identity: Default::default(),
+            image: None,
+        }
+    }
+
+    /// Wraps a descriptor of a regular file of the root's read-only
+    /// image, which the sandbox cannot change: private mappings of it
+    /// share its image (see [`crate::fileimage`]).
+    pub fn of_root_image(fd: OwnedFd) -> HostFile {
+        HostFile {
+            image: Some(Default::default()),
+            ..HostFile::new(fd)
+        }
+    }
+
+    /// The file's image for private mappings, when it has one (a file of
+    /// the root's image that is neither empty nor huge).
+    pub fn image(
+        &self,
+        mf: &Arc<crate::memfile::MemoryFile>,
+    ) -> Result<Option<Arc<crate::fileimage::FileImage>>, Errno> {
+        match &self.image {
+            Some(slot) => slot.image(self, mf),
+            None => Ok(None),
         }
     }
 
@@ -1096,7 +1122,11 @@ impl FileSystem {
         if st.st_mode & abi::S_IFMT != kind {
             return Err(Errno::EAGAIN);
         }
-        let f = Arc::new(HostFile::new(fd));
+        let f = Arc::new(if shared {
+            HostFile::of_root_image(fd)
+        } else {
+            HostFile::new(fd)
+        });
         if shared && OPEN_FILES_KEPT.fetch_add(1, Ordering::Relaxed) < MAX_OPEN_FILES_KEPT {
             if h.file.set(f.clone()).is_err() {
                 OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);

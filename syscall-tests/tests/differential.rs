@@ -99,6 +99,7 @@ guests! {
     mmap_fixed,
     mmap_hint,
     mmap_file,
+    mmap_file_cow,
     munmap,
     munmap_segv => 128 + 11,
     mprotect,
@@ -117,6 +118,8 @@ guests! {
     rlimit,
     umask,
     sched,
+    // /proc/cpuinfo's topology agrees with /sys's (issue 4 point 3)
+    cpuinfo_topology,
     getrandom,
     clocks,
     nanosleep,

@@ -274,6 +274,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 saved_mask: None,
                 altstack,
                 patch_checked: 0,
+                stale_fault: None,
             };
             if flags & CLONE_CHILD_SETTID != 0 {
                 let _ = child.mm().write_obj(child_tid, &id);

@@ -152,11 +152,18 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 if valid < len {
                     sigbus_from = Some(valid);
                 }
+                // A file of the root's image: the mapping shares its
+                // image until written (see crate::fileimage).
+                let image = match private_of {
+                    None if !shared => h.image(task.mm().memory_file())?,
+                    _ => None,
+                };
                 backing = Backing::File {
                     file: h.clone(),
                     pos: off,
                     avail: len.min(size.saturating_sub(off)),
                     name,
+                    image,
                 };
             }
             _ => return Err(Errno::ENODEV),
