@@ -23,11 +23,20 @@
 //! with the datagram (`IP_RECVTTL`, `IP_RECVTOS`, `SO_TIMESTAMP`), and
 //! picks out ICMP port unreachable messages about UDP datagrams, which the
 //! stack turns into `ECONNREFUSED` (`IP_RECVERR`).
+//!
+//! smoltcp passes no `PacketMeta` for TCP segments either, so a TCP
+//! connection's TOS (traffic class) is written by its addresses and ports:
+//! the stack records each connection's value when it is opened, accepted
+//! or changed, and each listening port's values for its SYN-ACKs (a
+//! connection not yet seen by the stack answers its handshake with its
+//! listener's, as Linux's `tcp_v4_send_synack` does). TCP's ECN bits stay
+//! 0: smoltcp does not do ECN.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use smoltcp::iface::SocketHandle;
 use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium, PacketMeta};
 use smoltcp::time::Instant;
 
@@ -49,6 +58,10 @@ const POOL_SIZE: usize = 64;
 /// it until this many newer ones pushed it out. A datagram whose entry is
 /// gone reads as sent with the defaults, at the time it is read.
 pub(crate) const MAX_ARRIVALS: usize = 1 << 16;
+
+/// IPv4 SYNs to listening ports whose header is remembered for the
+/// connection they open (`IP_PKTOPTIONS`); the oldest give way.
+const MAX_SYN_HEADERS: usize = 4096;
 
 /// ICMP errors waiting for the stack, which takes them after every round.
 const MAX_UNREACHABLE: usize = 1024;
@@ -103,6 +116,15 @@ struct Queues {
     pool: Vec<Vec<u8>>,
     /// Hop limit and traffic class of IPv6 UDP datagrams by source port.
     v6_marks: HashMap<u16, (u8, u8)>,
+    /// TOS (traffic class) of a TCP connection's segments by (source,
+    /// destination), with the smoltcp socket that set it.
+    tcp_marks: HashMap<(SocketAddr, SocketAddr), (u8, SocketHandle)>,
+    /// TOS and traffic class of a listening port's SYN-ACKs.
+    syn_ack_marks: HashMap<u16, (u8, u8)>,
+    /// Every TCP segment transmitted: source, destination, flags, TOS
+    /// (tests only).
+    #[cfg(test)]
+    tcp_log: Vec<(SocketAddr, SocketAddr, u8, u8)>,
 }
 
 impl Queues {
@@ -133,6 +155,11 @@ pub(crate) struct Loopback {
     next_arrival: u32,
     /// Port unreachable messages not yet taken by the stack.
     pub unreachable: Vec<Unreachable>,
+    /// TTL and TOS of IPv4 SYNs to listening ports, by (source,
+    /// destination), until the connection is accepted.
+    syn_headers: HashMap<(SocketAddr, SocketAddr), (u8, u8)>,
+    /// Their keys, oldest first (some already taken).
+    syn_order: VecDeque<(SocketAddr, SocketAddr)>,
 }
 
 impl Loopback {
@@ -147,7 +174,41 @@ impl Loopback {
             arrival_order: VecDeque::new(),
             next_arrival: 1,
             unreachable: Vec::new(),
+            syn_headers: HashMap::new(),
+            syn_order: VecDeque::new(),
         }
+    }
+
+    /// Notes the TTL and TOS of `syn`, an IPv4 SYN to a listening port:
+    /// Linux gives the connection it opens the values of its handshake
+    /// (`tcp_v4_syn_recv_sock`: `mc_ttl`, `rcv_tos`).
+    fn note_syn(&mut self, syn: &[u8]) {
+        if syn.first().map(|b| b >> 4) != Some(4) {
+            return;
+        }
+        let Some((src, dst, _, tos)) = tcp_segment(syn) else {
+            return;
+        };
+        while self.syn_headers.len() >= MAX_SYN_HEADERS {
+            match self.syn_order.pop_front() {
+                Some(old) => {
+                    self.syn_headers.remove(&old);
+                }
+                None => break,
+            }
+        }
+        if self.syn_order.len() >= 2 * MAX_SYN_HEADERS {
+            let live = &self.syn_headers;
+            self.syn_order.retain(|k| live.contains_key(k));
+        }
+        self.syn_headers.insert((src, dst), (syn[8], tos));
+        self.syn_order.push_back((src, dst));
+    }
+
+    /// The TTL and TOS of the SYN that opened the connection from `src`
+    /// to `dst`, forgotten once taken.
+    pub(crate) fn take_syn_header(&mut self, src: SocketAddr, dst: SocketAddr) -> Option<(u8, u8)> {
+        self.syn_headers.remove(&(src, dst))
     }
 
     /// The arrival noted under `id` (a received datagram's `PacketMeta`);
@@ -224,6 +285,57 @@ impl Loopback {
     /// The socket on `port` is gone.
     pub(crate) fn forget_v6_source(&mut self, port: u16) {
         self.queues.get_mut().v6_marks.remove(&port);
+    }
+
+    /// The TCP segments smoltcp socket `h` sends from `src` to `dst` carry
+    /// TOS (traffic class) `tos` from now on (0, smoltcp's own: no mark).
+    pub(crate) fn mark_tcp(&mut self, h: SocketHandle, src: SocketAddr, dst: SocketAddr, tos: u8) {
+        let marks = &mut self.queues.get_mut().tcp_marks;
+        if tos == 0 {
+            Self::unmark(marks, h, (src, dst));
+        } else {
+            marks.insert((src, dst), (tos, h));
+        }
+    }
+
+    /// Socket `h`'s connection from `src` to `dst` is gone: its mark goes,
+    /// unless a newer connection with the same addresses took it over.
+    pub(crate) fn unmark_tcp(&mut self, h: SocketHandle, src: SocketAddr, dst: SocketAddr) {
+        Self::unmark(&mut self.queues.get_mut().tcp_marks, h, (src, dst));
+    }
+
+    fn unmark(
+        marks: &mut HashMap<(SocketAddr, SocketAddr), (u8, SocketHandle)>,
+        h: SocketHandle,
+        key: (SocketAddr, SocketAddr),
+    ) {
+        if marks.get(&key).is_some_and(|&(_, owner)| owner == h) {
+            marks.remove(&key);
+        }
+    }
+
+    /// SYN-ACKs from listening `port` carry TOS `tos` (IPv4) or traffic
+    /// class `tclass` (IPv6); `None`: the port no longer listens.
+    pub(crate) fn mark_listener(&mut self, port: u16, marks: Option<(u8, u8)>) {
+        let m = &mut self.queues.get_mut().syn_ack_marks;
+        match marks {
+            Some((0, 0)) | None => m.remove(&port),
+            Some(v) => m.insert(port, v),
+        };
+    }
+
+    /// The TCP segments transmitted since the last call: source,
+    /// destination, flags and TOS (traffic class).
+    #[cfg(test)]
+    pub(crate) fn take_tcp_log(&mut self) -> Vec<(SocketAddr, SocketAddr, u8, u8)> {
+        std::mem::take(&mut self.queues.get_mut().tcp_log)
+    }
+
+    /// TCP connections and listening ports with a mark (tests only).
+    #[cfg(test)]
+    pub(crate) fn tcp_marks_left(&self) -> usize {
+        let q = self.queues.borrow();
+        q.tcp_marks.len() + q.syn_ack_marks.len()
     }
 
     /// Whether packets are waiting.
@@ -377,6 +489,39 @@ fn ip_dst(p: &[u8]) -> Option<IpAddr> {
     }
 }
 
+/// A TCP segment's source, destination, flags and TOS (traffic class).
+fn tcp_segment(p: &[u8]) -> Option<(SocketAddr, SocketAddr, u8, u8)> {
+    let (src, proto, _, tos, payload) = ip_header(p)?;
+    let dst = ip_dst(p)?;
+    if proto != 6 {
+        return None;
+    }
+    let port = |o: usize| Some(u16::from_be_bytes([*payload.get(o)?, *payload.get(o + 1)?]));
+    Some((
+        SocketAddr::new(src, port(0)?),
+        SocketAddr::new(dst, port(2)?),
+        *payload.get(13)?,
+        tos,
+    ))
+}
+
+/// The TOS (traffic class) the stack marked for TCP segment `p`, if any.
+fn tcp_mark(q: &Queues, p: &[u8]) -> Option<u8> {
+    if q.tcp_marks.is_empty() && q.syn_ack_marks.is_empty() {
+        return None;
+    }
+    let (src, dst, flags, _) = tcp_segment(p)?;
+    if let Some(&(tos, _)) = q.tcp_marks.get(&(src, dst)) {
+        return Some(tos);
+    }
+    const SYN_ACK: u8 = 0x12;
+    if flags & SYN_ACK != SYN_ACK {
+        return None;
+    }
+    let &(tos, tclass) = q.syn_ack_marks.get(&src.port())?;
+    Some(if src.is_ipv4() { tos } else { tclass })
+}
+
 /// Writes TTL (hop limit) `hop` and TOS (traffic class) `tos` into the IP
 /// header of `p`, the IPv4 header checksum following.
 fn rewrite_header(p: &mut [u8], hop: u8, tos: u8) {
@@ -445,6 +590,17 @@ impl phy::TxToken for TxToken<'_> {
         });
         if let Some((hop, tos)) = mark {
             rewrite_header(&mut buf, hop, tos);
+        } else if let Some(tos) = tcp_mark(&q, &buf) {
+            // TCP keeps the hop limit smoltcp wrote.
+            let hop = match buf[0] >> 4 {
+                4 => buf[8],
+                _ => buf[7],
+            };
+            rewrite_header(&mut buf, hop, tos);
+        }
+        #[cfg(test)]
+        if let Some(seg) = tcp_segment(&buf) {
+            q.tcp_log.push(seg);
         }
         q.queued_bytes += buf.len();
         q.rx.push_back(buf);
@@ -481,6 +637,7 @@ impl phy::Device for Loopback {
                         continue;
                     }
                     gate.budget -= 1;
+                    self.note_syn(&buf);
                 }
             }
             self.delivered += 1;

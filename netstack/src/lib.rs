@@ -310,6 +310,24 @@ pub struct RecvMeta {
     pub arrived: Option<std::time::Instant>,
 }
 
+/// What `getsockopt(IP_PKTOPTIONS)` reports of a TCP socket: Linux's
+/// `inet_rcv_saddr`, `mc_index`, `mc_ttl` and `rcv_tos`, which an
+/// accepted IPv4 connection takes from its handshake (the interface it
+/// came in on, the peer's TTL and TOS) and other sockets keep at their
+/// defaults (0, `IP_MULTICAST_TTL`, 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PktOptions {
+    /// The local IPv4 address (127.0.0.6, Linux's `LOOPBACK4_IPV6`, for
+    /// an IPv6 one; 0.0.0.0 when unbound).
+    pub local: std::net::Ipv4Addr,
+    /// The interface index.
+    pub ifindex: i32,
+    /// The TTL.
+    pub ttl: u8,
+    /// The TOS byte.
+    pub tos: u8,
+}
+
 /// An error the netstack learnt about a datagram the socket sent, for
 /// `recvmsg(MSG_ERRQUEUE)` (`IP_RECVERR`): Linux's `sock_extended_err`
 /// with what the ICMP message said.
@@ -336,6 +354,10 @@ pub const HOP_LIMIT: u8 = 64;
 
 /// The default TOS (traffic class) byte.
 pub const TOS: u8 = 0;
+
+/// The index of the loopback interface, the interface every packet of the
+/// netstack comes in on.
+pub const LOOPBACK_IFINDEX: i32 = 1;
 
 /// Counters for tests and debugging.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -524,6 +524,23 @@ impl Socket {
         self.stack.query(self.id, |_, e| e.option(name))?
     }
 
+    /// `getsockopt(IP_PKTOPTIONS)`'s values (see [`crate::PktOptions`]).
+    pub fn pkt_options(&self) -> Result<crate::PktOptions, Errno> {
+        self.stack.query(self.id, |s, e| {
+            let local = match canonical(s.local_addr(e).ip()) {
+                IpAddr::V4(a) => a,
+                IpAddr::V6(a) if a.is_unspecified() => Ipv4Addr::UNSPECIFIED,
+                IpAddr::V6(_) => Ipv4Addr::new(127, 0, 0, 6),
+            };
+            crate::PktOptions {
+                local,
+                ifindex: e.opts.mc_index,
+                ttl: e.opts.mc_ttl,
+                tos: e.opts.rcv_tos,
+            }
+        })
+    }
+
     /// `SO_ERROR`: the pending error, cleared by reading it (this also ends
     /// a failed connect attempt: the next `connect` starts a new one).
     pub fn take_error(&self) -> Result<Option<Errno>, Errno> {
@@ -581,6 +598,9 @@ struct Inner {
     me: Weak<Stack>,
     policy: Arc<Policy>,
     report_refusals: bool,
+    /// The connection each TOS-marked smoltcp socket was marked for
+    /// (see `mark_tcp`).
+    tcp_marked: HashMap<SocketHandle, (SocketAddr, SocketAddr)>,
 }
 
 /// A closed connection still exchanging FINs (or its RST) with the peer.
@@ -682,8 +702,13 @@ struct Opts {
     /// `IP_TOS`, `IPV6_TCLASS`
     tos: u8,
     tclass: u8,
-    /// `IP_MULTICAST_TTL` (stored only: no multicast here)
+    /// `IP_MULTICAST_TTL` (stored only: no multicast here); an accepted
+    /// IPv4 connection's is its handshake's TTL (`IP_PKTOPTIONS`)
     mc_ttl: u8,
+    /// The interface an accepted IPv4 connection came in on, and the TOS
+    /// of its handshake (`IP_PKTOPTIONS`)
+    mc_index: i32,
+    rcv_tos: u8,
     /// `IP_RECVERR`/`IPV6_RECVERR`
     recverr: bool,
 }
@@ -788,6 +813,10 @@ fn family_form(v6: bool, addr: SocketAddr) -> SocketAddr {
         (true, IpAddr::V4(a)) => SocketAddr::new(IpAddr::V6(a.to_ipv6_mapped()), addr.port()),
         _ => addr,
     }
+}
+
+fn endpoint_addr(ep: IpEndpoint) -> SocketAddr {
+    SocketAddr::new(to_ip(ep.addr), ep.port)
 }
 
 fn from_endpoint(v6: bool, ep: IpEndpoint) -> SocketAddr {
@@ -919,6 +948,7 @@ impl Inner {
             me,
             policy: config.policy.clone(),
             report_refusals: config.report_refusals,
+            tcp_marked: HashMap::new(),
         }
     }
 
@@ -959,6 +989,8 @@ impl Inner {
             tos: crate::TOS,
             tclass: crate::TOS,
             mc_ttl: 1,
+            mc_index: 0,
+            rcv_tos: 0,
             recverr: false,
         };
         let mut e = Entry::new(id, ty, v6, opts, None, state);
@@ -1036,7 +1068,35 @@ impl Inner {
         Ok(h)
     }
 
+    /// The segments of TCP socket `h` carry the TOS (IPv4 peer) or
+    /// traffic class (IPv6 peer) of `opts` from now on: smoltcp sets
+    /// neither, so the device writes it by the connection's addresses.
+    /// Once the connection's addresses are known (connect, handshake done).
+    fn mark_tcp(&mut self, h: SocketHandle, opts: &Opts) {
+        let s = self.sockets.get::<tcp::Socket>(h);
+        let (Some(l), Some(r)) = (s.local_endpoint(), s.remote_endpoint()) else {
+            return;
+        };
+        let key = (endpoint_addr(l), endpoint_addr(r));
+        let tos = opts.header(key.1.is_ipv4()).1;
+        if let Some(old) = self.tcp_marked.insert(h, key) {
+            self.device.unmark_tcp(h, old.0, old.1);
+        }
+        self.device.mark_tcp(h, key.0, key.1, tos);
+    }
+
+    /// SYN-ACKs of listener `e` carry its TOS and traffic class.
+    fn mark_listener(&mut self, e: &Entry) {
+        if let (State::Listen(_), Some(l)) = (&e.state, e.local) {
+            let marks = (e.opts.tos, if e.v6 { e.opts.tclass } else { 0 });
+            self.device.mark_listener(l.port(), Some(marks));
+        }
+    }
+
     fn free(&mut self, h: SocketHandle) {
+        if let Some((src, dst)) = self.tcp_marked.remove(&h) {
+            self.device.unmark_tcp(h, src, dst);
+        }
         if let Some(bytes) = self.alloc.remove(&h) {
             self.buffer_bytes -= bytes;
             self.sockets.remove(h);
@@ -1229,6 +1289,7 @@ impl Inner {
             ready: VecDeque::new(),
         });
         self.listeners.insert(e.id);
+        self.mark_listener(e);
         self.refresh_listener(e);
         Ok(())
     }
@@ -1265,6 +1326,7 @@ impl Inner {
             self.sockets
                 .get_mut::<tcp::Socket>(h)
                 .set_hop_limit(e.opts.tcp_hop_limit(is_v4));
+            self.mark_tcp(h, &e.opts);
             let id = SocketId(self.next_id);
             self.next_id += 1;
             let state = State::Conn(Conn {
@@ -1276,8 +1338,21 @@ impl Inner {
                 reset: false,
                 started: self.now(),
             });
+            let mut opts = e.opts.clone();
+            if is_v4 {
+                // `tcp_v4_syn_recv_sock`: the handshake's interface, TTL
+                // and TOS (the defaults if its SYN was forgotten).
+                let (src, dst) = (endpoint_addr(remote), endpoint_addr(local));
+                let (ttl, tos) = self
+                    .device
+                    .take_syn_header(src, dst)
+                    .unwrap_or((crate::HOP_LIMIT, crate::TOS));
+                opts.mc_index = crate::LOOPBACK_IFINDEX;
+                opts.mc_ttl = ttl;
+                opts.rcv_tos = tos;
+            }
             let local = Some(from_endpoint(e.v6, local));
-            let mut child = Entry::new(id, SocketType::Stream, e.v6, e.opts.clone(), local, state);
+            let mut child = Entry::new(id, SocketType::Stream, e.v6, opts, local, state);
             self.refresh_conn(&mut child);
             child.last = self.readiness(&child);
             child.rx_level = self.rx_level(&child);
@@ -1357,6 +1432,7 @@ impl Inner {
             }
             return Err(Errno::EINVAL);
         }
+        self.mark_tcp(h, &e.opts);
         e.error = None;
         e.state = State::Conn(Conn {
             handle: h,
@@ -1524,6 +1600,7 @@ impl Inner {
                 self.orphan(h, None);
             }
             if let Some(local) = e.local {
+                self.device.mark_listener(local.port(), None);
                 // Still bound, no longer listening.
                 self.ports
                     .remove(Proto::Tcp, local.port(), Owner::Socket(e.id));
@@ -1553,6 +1630,9 @@ impl Inner {
                 for h in l.slots.into_iter().chain(l.ready) {
                     self.tcp(h).abort();
                     self.orphan(h, None);
+                }
+                if let Some(local) = e.local {
+                    self.device.mark_listener(local.port(), None);
                 }
                 self.unbind(&mut e);
             }
@@ -1815,6 +1895,7 @@ impl Inner {
         // Linux doubles the value for bookkeeping overhead and reports the
         // doubled value (socket(7)).
         let buf_size = |v: usize| v.saturating_mul(2).clamp(MIN_BUFFER, max_buf);
+        let tos_changed = matches!(opt, SockOpt::Tos(_) | SockOpt::TrafficClass(_));
         match opt {
             SockOpt::ReuseAddr(v) => e.opts.reuse_addr = v,
             SockOpt::ReusePort(v) => e.opts.reuse_port = v,
@@ -1866,6 +1947,12 @@ impl Inner {
             s.set_nagle_enabled(!nodelay);
             s.set_keep_alive(keepalive.then(|| sdur(idle)));
             s.set_hop_limit(hop);
+            if tos_changed {
+                self.mark_tcp(h, &e.opts);
+            }
+        }
+        if tos_changed {
+            self.mark_listener(e);
         }
         Ok(())
     }
@@ -2080,6 +2167,7 @@ impl Inner {
         let mut half_open = std::mem::take(&mut l.half_open);
         let mut listening = 0;
         let mut handshaking = 0;
+        let mut established = Vec::new();
         slots.retain(|&h| {
             let s = self.sockets.get_mut::<tcp::Socket>(h);
             match s.state() {
@@ -2114,10 +2202,19 @@ impl Inner {
                 _ => {
                     half_open.remove(&h);
                     l.ready.push_back(h);
+                    established.push(h);
                     false
                 }
             }
         });
+        // From here on, the connection's own mark: the listener's values
+        // (an accepted socket inherits them), by the peer's family.
+        for h in established {
+            self.mark_tcp(h, &e.opts);
+        }
+        let State::Listen(l) = &mut e.state else {
+            return;
+        };
         // The backlog is all half-open handshakes: the oldest one that has
         // waited long enough gives way (see SYN_RECV_EVICT_AGE).
         if listening == 0 && handshaking > 0 && l.ready.len() + handshaking >= l.capacity {
@@ -2390,5 +2487,164 @@ impl Inner {
         let at = self.iface.poll_at(now, &self.sockets)?;
         let micros = at.total_micros().max(0) as u64;
         Some(self.epoch + Duration::from_micros(micros))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Domain, StackConfig};
+
+    fn retry<T>(mut f: impl FnMut() -> Result<T, Errno>) -> T {
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match f() {
+                Err(Errno::EAGAIN) if std::time::Instant::now() < end => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                r => return r.expect("operation"),
+            }
+        }
+    }
+
+    /// The TCP segments sent since the last call: source, destination,
+    /// flags and the TOS (traffic class) byte of their IP header.
+    fn segments(stack: &Stack) -> Vec<(SocketAddr, SocketAddr, u8, u8)> {
+        lock(&stack.inner).device.take_tcp_log()
+    }
+
+    fn tos_opt(v4: bool, v: u8) -> SockOpt {
+        if v4 {
+            SockOpt::Tos(v)
+        } else {
+            SockOpt::TrafficClass(v)
+        }
+    }
+
+    /// The TOS of every segment from `from`, and whether there were any.
+    fn tos_from(segs: &[(SocketAddr, SocketAddr, u8, u8)], from: SocketAddr) -> Vec<u8> {
+        segs.iter().filter(|s| s.0 == from).map(|s| s.3).collect()
+    }
+
+    /// A connection between sockets with `IP_TOS`/`IPV6_TCLASS` set emits
+    /// its segments with those values in the IP header: the client's SYN
+    /// and data, the listener's SYN-ACK, the accepted socket's data (its
+    /// listener's value, inherited), and a value changed on a live
+    /// connection from then on. `listen_at` in the listener's family;
+    /// `connect_v4`: the client is IPv4 (to a dual-stack listener).
+    fn emitted_headers_carry_tos(listen_at: &str, connect_v4: bool) {
+        let stack = Stack::new(StackConfig::default());
+        let listen_at: SocketAddr = listen_at.parse().expect("address");
+        let lv6 = listen_at.is_ipv6();
+        let l = stack
+            .socket(
+                if lv6 { Domain::Inet6 } else { Domain::Inet },
+                SocketType::Stream,
+            )
+            .expect("socket");
+        // The listener's values for both families: a dual-stack one
+        // answers IPv4 peers with its IPv4 TOS.
+        l.set_option(SockOpt::Tos(0x28)).expect("IP_TOS");
+        if lv6 {
+            l.set_option(SockOpt::TrafficClass(0x48))
+                .expect("IPV6_TCLASS");
+        }
+        l.bind(listen_at).expect("bind");
+        l.listen(4).expect("listen");
+        let port = l.local_addr().expect("addr").port();
+        let server_tos = if connect_v4 { 0x28 } else { 0x48 };
+        let (domain, to) = if connect_v4 {
+            (Domain::Inet, SocketAddr::from(([127, 0, 0, 1], port)))
+        } else {
+            (
+                Domain::Inet6,
+                SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port)),
+            )
+        };
+        let c = stack.socket(domain, SocketType::Stream).expect("socket");
+        c.set_option(tos_opt(connect_v4, 0xb8)).expect("tos");
+        segments(&stack);
+        assert_eq!(c.connect(to), Err(Errno::EINPROGRESS));
+        let (s, _) = retry(|| l.accept());
+        let caddr = c.local_addr().expect("local");
+        let caddr = SocketAddr::new(canonical(caddr.ip()), caddr.port());
+        let saddr = SocketAddr::new(canonical(to.ip()), port);
+        assert_eq!(retry(|| c.send(b"ping")), 4);
+        let mut buf = [0u8; 8];
+        assert_eq!(retry(|| s.recv(&mut buf, false)), 4);
+        assert_eq!(retry(|| s.send(b"pong")), 4);
+        assert_eq!(retry(|| c.recv(&mut buf, false)), 4);
+        let segs = segments(&stack);
+        let syn = segs
+            .iter()
+            .find(|x| x.0 == caddr && x.2 & 0x12 == 0x02)
+            .expect("SYN");
+        assert_eq!(syn.3, 0xb8, "SYN {segs:?}");
+        let syn_ack = segs
+            .iter()
+            .find(|x| x.0 == saddr && x.2 & 0x12 == 0x12)
+            .expect("SYN-ACK");
+        assert_eq!(syn_ack.3, server_tos, "SYN-ACK {segs:?}");
+        let client = tos_from(&segs, caddr);
+        let server = tos_from(&segs, saddr);
+        assert!(client.len() >= 3 && server.len() >= 2, "{segs:?}");
+        assert!(client.iter().all(|&t| t == 0xb8), "{segs:?}");
+        assert!(server.iter().all(|&t| t == server_tos), "{segs:?}");
+        // The accepted IPv4 socket's IP_PKTOPTIONS: what its handshake's
+        // header carried.
+        if connect_v4 {
+            let p = s.pkt_options().expect("pktoptions");
+            assert_eq!(
+                (p.ifindex, p.ttl, p.tos),
+                (crate::LOOPBACK_IFINDEX, crate::HOP_LIMIT, 0xb8)
+            );
+            assert_eq!(p.local, std::net::Ipv4Addr::LOCALHOST);
+        }
+        // getsockopt on the accepted socket: the listener's value.
+        assert_eq!(
+            s.option(if connect_v4 {
+                SockOptName::Tos
+            } else {
+                SockOptName::TrafficClass
+            }),
+            Ok(tos_opt(connect_v4, server_tos))
+        );
+
+        // Changed on live connections: the next segments follow.
+        s.set_option(tos_opt(connect_v4, 0x10)).expect("tos");
+        c.set_option(tos_opt(connect_v4, 0)).expect("tos");
+        assert_eq!(retry(|| s.send(b"late")), 4);
+        assert_eq!(retry(|| c.recv(&mut buf, false)), 4);
+        let segs = segments(&stack);
+        let server = tos_from(&segs, saddr);
+        let client = tos_from(&segs, caddr);
+        assert!(!server.is_empty() && !client.is_empty(), "{segs:?}");
+        assert!(server.iter().all(|&t| t == 0x10), "{segs:?}");
+        assert!(client.iter().all(|&t| t == 0), "{segs:?}");
+
+        // Closed: no marks are left behind.
+        drop((c, s, l));
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while stack.stats().internal_sockets > 0 && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let g = lock(&stack.inner);
+        assert!(g.tcp_marked.is_empty());
+        assert_eq!(g.device.tcp_marks_left(), 0);
+    }
+
+    #[test]
+    fn tcp_segments_carry_ip_tos() {
+        emitted_headers_carry_tos("127.0.0.1:0", true);
+    }
+
+    #[test]
+    fn tcp_segments_carry_ipv6_tclass() {
+        emitted_headers_carry_tos("[::1]:0", false);
+    }
+
+    #[test]
+    fn dual_stack_listener_answers_ipv4_with_ip_tos() {
+        emitted_headers_carry_tos("[::]:0", true);
     }
 }

@@ -186,12 +186,21 @@ guests! {
     sock_ip_header,
     // SO_TIMESTAMP[NS] is the datagram's arrival time (issue 7)
     sock_rx_timestamp,
+    // SO_TIMESTAMPING: its flags and checks, SCM_TIMESTAMPING's software
+    // receive stamp on UDP and TCP (issue 7)
+    sock_timestamping,
+    // IP_TOS / IPV6_TCLASS on TCP: masking, inheritance by accepted
+    // sockets, dual stack (issue 7)
+    sock_tcp_tos,
     // ECONNREFUSED from a loopback port unreachable, IP_RECVERR and
     // MSG_ERRQUEUE (issue 7)
     sock_udp_refused,
     // Unix datagram and seqpacket buffer accounting: the sender's
     // SO_SNDBUF, max_dgram_qlen, EMSGSIZE (issue 7)
     unix_dgram_buf,
+    // Unix stream buffer accounting: the writer's own SO_SNDBUF, not the
+    // reader's SO_RCVBUF (issue 7)
+    unix_stream_sndbuf,
     // pseudo-terminals (issue 4 point 3, /dev/pts)
     pty_basic,
     pty_jobctl,

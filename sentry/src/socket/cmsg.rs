@@ -1,7 +1,9 @@
 //! Control messages a guest asks for on its UDP and TCP sockets
-//! (`SO_TIMESTAMP[NS]`, `IP_PKTINFO`, `IP_RECVTTL`, `IP_RECVTOS`,
-//! `IPV6_RECVPKTINFO`, `IPV6_RECVHOPLIMIT`, `IPV6_RECVTCLASS`), the
-//! `IP_RECVERR` message of `MSG_ERRQUEUE`: which ones a socket wants, how
+//! (`SO_TIMESTAMP[NS]`, `SO_TIMESTAMPING`'s software receive stamp,
+//! `IP_PKTINFO`, `IP_RECVTTL`, `IP_RECVTOS`, `IPV6_RECVPKTINFO`,
+//! `IPV6_RECVHOPLIMIT`, `IPV6_RECVTCLASS`), the `IP_RECVERR` message of
+//! `MSG_ERRQUEUE` and those of a TCP socket's `IP_PKTOPTIONS`: which
+//! ones a socket wants, how
 //! they are laid out in the guest's control buffer (Linux's `put_cmsg`,
 //! `MSG_CTRUNC` included), and the checks that the host's control messages
 //! (`--network host`) pass before any byte of them reaches the guest.
@@ -22,11 +24,31 @@ pub const SO_TIMESTAMPNS: i32 = 35;
 pub const SO_TIMESTAMP_NEW: i32 = 63;
 /// `SO_TIMESTAMPNS_NEW` / `SCM_TIMESTAMPNS_NEW`.
 pub const SO_TIMESTAMPNS_NEW: i32 = 64;
+/// `SO_TIMESTAMPING_OLD`, also the `SCM_TIMESTAMPING` message type.
+pub const SO_TIMESTAMPING: i32 = 37;
+/// `SO_TIMESTAMPING_NEW` / `SCM_TIMESTAMPING_NEW` (the same three
+/// timespecs on x86-64).
+pub const SO_TIMESTAMPING_NEW: i32 = 65;
+/// `SOF_TIMESTAMPING_*` flags (`linux/net_tstamp.h`) that decide the
+/// software receive stamp.
+pub const SOF_RX_SOFTWARE: u32 = 1 << 3;
+pub const SOF_SOFTWARE: u32 = 1 << 4;
+const SOF_OPT_ID: u32 = 1 << 7;
+const SOF_OPT_TSONLY: u32 = 1 << 11;
+const SOF_OPT_STATS: u32 = 1 << 12;
+const SOF_BIND_PHC: u32 = 1 << 15;
+const SOF_OPT_ID_TCP: u32 = 1 << 16;
+const SOF_OPT_RX_FILTER: u32 = 1 << 17;
+/// Every flag Linux 6.18 knows (`SOF_TIMESTAMPING_MASK`, up to
+/// `SOF_TIMESTAMPING_TX_COMPLETION`).
+const SOF_MASK: u32 = (1 << 19) - 1;
 pub const IP_TOS: i32 = 1;
 pub const IP_TTL: i32 = 2;
 pub const IP_PKTINFO: i32 = 8;
 pub const IP_RECVTTL: i32 = 12;
 pub const IP_RECVTOS: i32 = 13;
+/// `IP_PKTOPTIONS` (`getsockopt` only, TCP only).
+pub const IP_PKTOPTIONS: i32 = 9;
 pub const IPV6_RECVPKTINFO: i32 = 49;
 pub const IPV6_PKTINFO: i32 = 50;
 pub const IPV6_RECVHOPLIMIT: i32 = 51;
@@ -59,9 +81,27 @@ const V6_HOPLIMIT: u32 = 128;
 const V6_TCLASS: u32 = 256;
 
 /// The control messages a socket asked for, set and read with
-/// `setsockopt`/`getsockopt`.
+/// `setsockopt`/`getsockopt`: the flags above, and the socket's
+/// `SO_TIMESTAMPING` flags (`sk_tsflags`).
+///
+/// Of `SO_TIMESTAMPING` only the software receive stamp is produced
+/// (`SCM_TIMESTAMPING` with the arrival time first, the hardware slots
+/// zero). The transmit flags are accepted and read back as Linux does,
+/// but no transmit stamp is ever queued on the error queue: nothing in
+/// the sandbox stamps packets as they leave.
 #[derive(Debug, Default)]
-pub struct RecvCmsgs(AtomicU32);
+pub struct RecvCmsgs(AtomicU32, AtomicU32);
+
+impl Clone for RecvCmsgs {
+    /// What an accepted socket inherits from its listener (`sk_clone_lock`
+    /// copies the socket flags, `sk_tsflags` and the inet cmsg flags).
+    fn clone(&self) -> Self {
+        RecvCmsgs(
+            AtomicU32::new(self.0.load(Ordering::Relaxed)),
+            AtomicU32::new(self.1.load(Ordering::Relaxed)),
+        )
+    }
+}
 
 impl RecvCmsgs {
     fn flag(level: i32, name: i32) -> Option<u32> {
@@ -98,19 +138,19 @@ impl RecvCmsgs {
                 bits & !f
             }
         } else if Self::is_option(level, name) {
-            let ts = RCVTSTAMP | RCVTSTAMPNS | TSTAMP_NEW;
-            if !on {
-                bits & !(RCVTSTAMP | RCVTSTAMPNS)
-            } else {
-                let mut b = (bits & !ts) | RCVTSTAMP;
+            // Setting either way also picks the messages' form
+            // (`__sock_set_timestamps`), shared with SO_TIMESTAMPING.
+            let mut b = bits & !(RCVTSTAMP | RCVTSTAMPNS | TSTAMP_NEW);
+            if matches!(name, SO_TIMESTAMP_NEW | SO_TIMESTAMPNS_NEW) {
+                b |= TSTAMP_NEW;
+            }
+            if on {
+                b |= RCVTSTAMP;
                 if matches!(name, SO_TIMESTAMPNS | SO_TIMESTAMPNS_NEW) {
                     b |= RCVTSTAMPNS;
                 }
-                if matches!(name, SO_TIMESTAMP_NEW | SO_TIMESTAMPNS_NEW) {
-                    b |= TSTAMP_NEW;
-                }
-                b
             }
+            b
         } else {
             return false;
         };
@@ -139,14 +179,79 @@ impl RecvCmsgs {
         })
     }
 
+    /// `setsockopt(SO_TIMESTAMPING[_NEW])` with `flags` (and, when the
+    /// guest passed a `struct so_timestamping`, its `bind_phc`), checked
+    /// as Linux's `sock_set_timestamping`. `tcp_unconnected`: a TCP socket
+    /// closed or listening, which has no sequence number to key
+    /// `SOF_TIMESTAMPING_OPT_ID` on.
+    pub fn set_timestamping(
+        &self,
+        name: i32,
+        flags: u32,
+        tcp_unconnected: bool,
+    ) -> Result<(), abi::Errno> {
+        use abi::Errno;
+        if flags & !SOF_MASK != 0
+            || (flags & SOF_OPT_ID_TCP != 0 && flags & SOF_OPT_ID == 0)
+            || (flags & SOF_OPT_STATS != 0 && flags & SOF_OPT_TSONLY == 0)
+        {
+            return Err(Errno::EINVAL);
+        }
+        let old = self.1.load(Ordering::Relaxed);
+        if flags & SOF_OPT_ID != 0 && old & SOF_OPT_ID == 0 && tcp_unconnected {
+            return Err(Errno::EINVAL);
+        }
+        // Binding to a PTP clock needs a socket bound to a device
+        // (`sock_timestamping_bind_phc`); no socket here is.
+        if flags & SOF_BIND_PHC != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        self.1.store(flags, Ordering::Relaxed);
+        // Like the timestamp options, the last one set decides whether
+        // messages come in the `_NEW` form (`SOCK_TSTAMP_NEW`).
+        let bits = self.0.load(Ordering::Relaxed);
+        let new = if name == SO_TIMESTAMPING_NEW {
+            bits | TSTAMP_NEW
+        } else {
+            bits & !TSTAMP_NEW
+        };
+        self.0.store(new, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// `getsockopt(SO_TIMESTAMPING[_NEW])`: the flags, except that the
+    /// `_NEW` option reads them only if they were set through it
+    /// (`sk_getsockopt`).
+    pub fn timestamping(&self, name: i32) -> u32 {
+        let new = self.0.load(Ordering::Relaxed) & TSTAMP_NEW != 0;
+        if name == SO_TIMESTAMPING || new {
+            self.1.load(Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+
+    /// Whether an `SCM_TIMESTAMPING` software stamp goes with what is
+    /// received (`__sock_recv_timestamp`, `tcp_recv_timestamp`): the
+    /// socket asked to be told software stamps and receive stamps are
+    /// taken, by its own `SOF_TIMESTAMPING_RX_SOFTWARE` or, unless it
+    /// filters with `SOF_TIMESTAMPING_OPT_RX_FILTER`, by its
+    /// `SO_TIMESTAMP[NS]`. (Linux stamps every packet once any socket of
+    /// the host asks; here only a socket's own request counts.)
+    fn rx_timestamping(&self) -> bool {
+        let f = self.1.load(Ordering::Relaxed);
+        let rcv = self.0.load(Ordering::Relaxed) & RCVTSTAMP != 0;
+        f & SOF_SOFTWARE != 0 && (f & SOF_RX_SOFTWARE != 0 || (f & SOF_OPT_RX_FILTER == 0 && rcv))
+    }
+
     /// Whether any message is asked for.
     pub fn any(&self) -> bool {
-        self.0.load(Ordering::Relaxed) != 0
+        self.0.load(Ordering::Relaxed) & !TSTAMP_NEW != 0 || self.rx_timestamping()
     }
 
     /// Whether a timestamp is asked for.
     pub fn timestamp(&self) -> bool {
-        self.0.load(Ordering::Relaxed) & RCVTSTAMP != 0
+        self.0.load(Ordering::Relaxed) & RCVTSTAMP != 0 || self.rx_timestamping()
     }
 }
 
@@ -202,6 +307,21 @@ pub fn messages(want: &RecvCmsgs, a: &Arrival, datagram: bool, v6: bool) -> Vec<
             out.push(cmsg(SOL_SOCKET, ty, &d));
         }
     }
+    if want.rx_timestamping() {
+        if let Some((sec, nsec)) = a.time {
+            // struct scm_timestamping: the software stamp, then the
+            // deprecated and the hardware slots, both zero.
+            let ty = if b & TSTAMP_NEW != 0 {
+                SO_TIMESTAMPING_NEW
+            } else {
+                SO_TIMESTAMPING
+            };
+            let mut d = sec.to_ne_bytes().to_vec();
+            d.extend_from_slice(&nsec.to_ne_bytes());
+            d.resize(48, 0);
+            out.push(cmsg(SOL_SOCKET, ty, &d));
+        }
+    }
     if !datagram {
         return out;
     }
@@ -250,6 +370,28 @@ pub fn messages(want: &RecvCmsgs, a: &Arrival, datagram: bool, v6: bool) -> Vec<
     if let (true, Some(t)) = (b & TOS != 0, a.tos) {
         // One byte, as Linux puts it.
         out.push(cmsg(IPPROTO_IP, IP_TOS, &[t]));
+    }
+    out
+}
+
+/// The messages of `getsockopt(IP_PKTOPTIONS)` on a TCP socket, as
+/// `do_ip_getsockopt` builds them: for each of `IP_PKTINFO`,
+/// `IP_RECVTTL`, `IP_RECVTOS` the socket asked for, `in_pktinfo` with its
+/// local address, the TTL and the TOS (here an int) of `p`.
+pub fn pkt_options(want: &RecvCmsgs, p: &netstack::PktOptions) -> Vec<Cmsg> {
+    let b = want.0.load(Ordering::Relaxed);
+    let mut out = Vec::new();
+    if b & PKTINFO != 0 {
+        let mut d = p.ifindex.to_ne_bytes().to_vec();
+        d.extend_from_slice(&p.local.octets());
+        d.extend_from_slice(&p.local.octets());
+        out.push(cmsg(IPPROTO_IP, IP_PKTINFO, &d));
+    }
+    if b & TTL != 0 {
+        out.push(cmsg(IPPROTO_IP, IP_TTL, &i32::from(p.ttl).to_ne_bytes()));
+    }
+    if b & TOS != 0 {
+        out.push(cmsg(IPPROTO_IP, IP_TOS, &i32::from(p.tos).to_ne_bytes()));
     }
     out
 }
@@ -421,6 +563,105 @@ mod tests {
         assert!(w.set(SOL_SOCKET, SO_TIMESTAMPNS, false));
         assert!(!w.any());
         assert!(!w.set(SOL_SOCKET, 2, true));
+    }
+
+    #[test]
+    fn so_timestamping_flags_are_checked_and_read_back_like_linux() {
+        use abi::Errno;
+        let w = RecvCmsgs::default();
+        let rx = SOF_RX_SOFTWARE | SOF_SOFTWARE;
+        assert_eq!(
+            w.set_timestamping(SO_TIMESTAMPING, 1 << 30, false),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            w.set_timestamping(SO_TIMESTAMPING, SOF_OPT_ID_TCP, false),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            w.set_timestamping(SO_TIMESTAMPING, SOF_OPT_STATS, false),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            w.set_timestamping(SO_TIMESTAMPING, SOF_BIND_PHC, false),
+            Err(Errno::EOPNOTSUPP)
+        );
+        assert_eq!(
+            w.set_timestamping(SO_TIMESTAMPING, SOF_OPT_ID, true),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            w.set_timestamping(SO_TIMESTAMPING, SOF_OPT_ID, false),
+            Ok(())
+        );
+        // Once on, OPT_ID no longer needs a connection.
+        assert_eq!(
+            w.set_timestamping(SO_TIMESTAMPING, SOF_OPT_ID, true),
+            Ok(())
+        );
+        assert_eq!(w.set_timestamping(SO_TIMESTAMPING, rx, false), Ok(()));
+        assert_eq!(w.timestamping(SO_TIMESTAMPING), rx);
+        assert_eq!(w.timestamping(SO_TIMESTAMPING_NEW), 0);
+        assert!(w.any() && w.timestamp());
+        assert_eq!(w.set_timestamping(SO_TIMESTAMPING_NEW, rx, false), Ok(()));
+        assert_eq!(w.timestamping(SO_TIMESTAMPING_NEW), rx);
+        // Reporting without taking stamps, or taking without reporting:
+        // nothing to send.
+        assert_eq!(
+            w.set_timestamping(SO_TIMESTAMPING, SOF_RX_SOFTWARE, false),
+            Ok(())
+        );
+        assert!(!w.any());
+        let filter = SOF_SOFTWARE | SOF_OPT_RX_FILTER;
+        assert_eq!(w.set_timestamping(SO_TIMESTAMPING, filter, false), Ok(()));
+        assert!(w.set(SOL_SOCKET, SO_TIMESTAMP, true));
+        assert_eq!(messages(&w, &arrival(), true, false).len(), 1);
+    }
+
+    #[test]
+    fn scm_timestamping_follows_so_timestamp_with_three_timespecs() {
+        let w = RecvCmsgs::default();
+        assert!(w.set(SOL_SOCKET, SO_TIMESTAMPNS, true));
+        let rx = SOF_RX_SOFTWARE | SOF_SOFTWARE;
+        assert_eq!(w.set_timestamping(SO_TIMESTAMPING, rx, false), Ok(()));
+        for datagram in [true, false] {
+            let m = messages(&w, &arrival(), datagram, false);
+            let kinds: Vec<_> = m.iter().map(|c| (c.level, c.ty, c.data.len())).collect();
+            assert_eq!(
+                kinds,
+                [
+                    (SOL_SOCKET, SO_TIMESTAMPNS, 16),
+                    (SOL_SOCKET, SO_TIMESTAMPING, 48)
+                ]
+            );
+            assert_eq!(m[1].data[..16], m[0].data[..]);
+            assert!(m[1].data[16..].iter().all(|&b| b == 0));
+        }
+        // The _NEW option: the _NEW message, for SO_TIMESTAMPNS too.
+        assert_eq!(w.set_timestamping(SO_TIMESTAMPING_NEW, rx, false), Ok(()));
+        let m = messages(&w, &arrival(), true, false);
+        assert_eq!(
+            (m[0].ty, m[1].ty),
+            (SO_TIMESTAMPNS_NEW, SO_TIMESTAMPING_NEW)
+        );
+        // Inherited by an accepted socket.
+        assert_eq!(w.clone().timestamping(SO_TIMESTAMPING_NEW), rx);
+    }
+
+    #[test]
+    fn pkt_options_are_ints_in_flag_order() {
+        let w = all_v4();
+        let p = netstack::PktOptions {
+            local: Ipv4Addr::LOCALHOST,
+            ifindex: 1,
+            ttl: 33,
+            tos: 0xb8,
+        };
+        let m = pkt_options(&w, &p);
+        let kinds: Vec<_> = m.iter().map(|c| (c.ty, c.data.len())).collect();
+        assert_eq!(kinds, [(IP_PKTINFO, 12), (IP_TTL, 4), (IP_TOS, 4)]);
+        assert_eq!(m[2].data, 0xb8i32.to_ne_bytes());
+        assert!(pkt_options(&RecvCmsgs::default(), &p).is_empty());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Unix domain sockets, entirely inside the Sentry: stream, datagram and
 //! seqpacket; pathname (a tmpfs inode), abstract and autobound addresses;
-//! `SCM_RIGHTS` and `SCM_CREDENTIALS`.
+//! `SCM_RIGHTS` and `SCM_CREDENTIALS`. What a sender has queued unread
+//! counts against its own `SO_SNDBUF`, with Linux's per-skb overhead, for
+//! every type (the receiver's `SO_RCVBUF` bounds nothing, as in Linux).
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -99,6 +101,23 @@ pub fn dgram_truesize(len: usize) -> usize {
     };
     let linear = (len.saturating_sub(paged) + 63) & !63;
     SKB + (linear + SHINFO).next_power_of_two() + paged
+}
+
+/// The most one stream piece carries: `SKB_MAX_HEAD(0)` (a page less
+/// `skb_shared_info`) plus `UNIX_SKB_FRAGS_SZ` (32 KiB).
+const STREAM_SKB_MAX: usize = 4096 - 320 + (32 << 10);
+
+/// What a stream piece of `len` bytes costs its sender's send buffer
+/// (`unix_stream_sendmsg` on x86-64): the `sk_buff`, a linear head of
+/// what does not fill whole pages (rounded up by kmalloc with
+/// `skb_shared_info`), and the rest in pages.
+pub fn stream_truesize(len: usize) -> usize {
+    const PAGE: usize = 4096;
+    const SHINFO: usize = 320;
+    const SKB: usize = 256;
+    let paged = ((len.saturating_sub(PAGE - SHINFO) + PAGE - 1) & !(PAGE - 1)).min(len);
+    let linear = (len - paged + 63) & !63;
+    SKB + (linear + SHINFO).next_power_of_two() + ((paged + PAGE - 1) & !(PAGE - 1))
 }
 
 /// Default receive buffer, like Linux's `net.core.rmem_default`.
@@ -436,48 +455,29 @@ impl UnixSocket {
         if self.kind != SockType::Dgram && (ps.rd_shut || ps.peer_gone) {
             return Err(Errno::EPIPE);
         }
-        let cap = ps.rcvbuf;
-        let mut charge = None;
-        let n = match self.kind {
-            SockType::Stream => {
-                let room = cap.saturating_sub(ps.rx.bytes);
-                if room == 0 && !data.is_empty() {
-                    self.out_of_room();
-                    return Ok(None);
-                }
-                data.len()
-                    .min(room.max(if data.is_empty() { 0 } else { 1 }))
-            }
-            _ => {
-                // unix_dgram_sendmsg (seqpacket's too): the sender's own
-                // buffer decides, not the receiver's: a datagram larger
-                // than it is EMSGSIZE; one that would overdraw it (what
-                // its unread datagrams hold) waits; and a receiver not
-                // connected back to the sender takes no more once its
-                // queue is over max_dgram_qlen.
-                if data.len() > sndbuf.saturating_sub(32) {
-                    return Err(Errno::EMSGSIZE);
-                }
-                if self.wmem.load(Ordering::Relaxed) >= sndbuf {
-                    self.out_of_room();
-                    return Ok(None);
-                }
-                let peer_of_peer = ps.peer.as_ref().map(Weak::as_ptr);
-                let mutual = std::ptr::eq(Arc::as_ptr(&peer), self)
-                    || peer_of_peer.is_some_and(|p| std::ptr::eq(p, self));
-                if (!mutual && ps.rx.msgs.len() > MAX_DGRAM_QLEN) || ps.rx.msgs.len() >= MAX_DGRAMS
-                {
-                    return Ok(None);
-                }
-                let bytes = dgram_truesize(data.len());
-                self.wmem.fetch_add(bytes, Ordering::Relaxed);
-                charge = Some(SndCharge {
-                    wmem: self.wmem.clone(),
-                    bytes,
-                });
-                data.len()
-            }
-        };
+        if self.kind == SockType::Stream {
+            return self.send_stream(&peer, ps, data, rights, creds, my_addr, sndbuf);
+        }
+        // unix_dgram_sendmsg (seqpacket's too): the sender's own buffer
+        // decides, not the receiver's: a datagram larger than it is
+        // EMSGSIZE; one that would overdraw it (what its unread datagrams
+        // hold) waits; and a receiver not connected back to the sender
+        // takes no more once its queue is over max_dgram_qlen.
+        if data.len() > sndbuf.saturating_sub(32) {
+            return Err(Errno::EMSGSIZE);
+        }
+        if self.wmem.load(Ordering::Relaxed) >= sndbuf {
+            self.out_of_room();
+            return Ok(None);
+        }
+        let peer_of_peer = ps.peer.as_ref().map(Weak::as_ptr);
+        let mutual = std::ptr::eq(Arc::as_ptr(&peer), self)
+            || peer_of_peer.is_some_and(|p| std::ptr::eq(p, self));
+        if (!mutual && ps.rx.msgs.len() > MAX_DGRAM_QLEN) || ps.rx.msgs.len() >= MAX_DGRAMS {
+            return Ok(None);
+        }
+        let n = data.len();
+        let charge = Some(self.charge(dgram_truesize(n)));
         ps.rx.bytes += n;
         ps.rx.msgs.push_back(Message {
             data: data[..n].to_vec(),
@@ -491,6 +491,73 @@ impl UnixSocket {
         self.bus.notify();
         peer.fasync.kill(crate::fasync::Reason::In);
         Ok(Some(n))
+    }
+
+    /// Charges `bytes` to this socket's send buffer until the message
+    /// that carries the charge goes.
+    fn charge(&self, bytes: usize) -> SndCharge {
+        self.wmem.fetch_add(bytes, Ordering::Relaxed);
+        SndCharge {
+            wmem: self.wmem.clone(),
+            bytes,
+        }
+    }
+
+    /// Whether at most a quarter of the send buffer is in use: the
+    /// writer may go on (`unix_writable`), and one that found no room
+    /// hears of room again (`unix_write_space`).
+    fn has_room(&self, sndbuf: usize) -> bool {
+        self.wmem.load(Ordering::Relaxed) * 4 <= sndbuf
+    }
+
+    /// A stream send, as `unix_stream_sendmsg`: the data goes in pieces
+    /// (at most half the send buffer, and at most one page of head plus
+    /// 32 KiB of fragments, each), each charged to the *sender's*
+    /// `SO_SNDBUF` at its Linux `truesize` until the reader has consumed
+    /// all of it. A piece may start while the charge is below the buffer
+    /// (`sock_alloc_send_pskb`), so the last may overdraw it. The
+    /// receiver's `SO_RCVBUF` plays no part. Descriptors ride on the
+    /// first piece; an empty write queues nothing.
+    #[allow(clippy::too_many_arguments)]
+    fn send_stream(
+        &self,
+        peer: &Arc<UnixSocket>,
+        mut ps: MutexGuard<'_, State>,
+        data: &[u8],
+        mut rights: Vec<Arc<FileDescription>>,
+        creds: Creds,
+        from: UnixAddr,
+        sndbuf: usize,
+    ) -> Result<Option<usize>, Errno> {
+        let piece_max = (sndbuf / 2).saturating_sub(64).clamp(1, STREAM_SKB_MAX);
+        let mut sent = 0;
+        while sent < data.len() {
+            if self.wmem.load(Ordering::Relaxed) >= sndbuf {
+                break;
+            }
+            let n = (data.len() - sent).min(piece_max);
+            let charge = self.charge(stream_truesize(n));
+            ps.rx.bytes += n;
+            ps.rx.msgs.push_back(Message {
+                data: data[sent..sent + n].to_vec(),
+                consumed: 0,
+                rights: std::mem::take(&mut rights),
+                creds,
+                from: from.clone(),
+                charge: Some(charge),
+            });
+            sent += n;
+        }
+        drop(ps);
+        if sent == 0 && !data.is_empty() {
+            self.out_of_room();
+            return Ok(None);
+        }
+        if sent > 0 {
+            self.bus.notify();
+            peer.fasync.kill(crate::fasync::Reason::In);
+        }
+        Ok(Some(sent))
     }
 
     /// A send found no room: with `O_ASYNC` descriptions (Linux's
@@ -587,9 +654,10 @@ impl UnixSocket {
             }
         }
         // The writer of a connected stream or seqpacket socket that found
-        // no room has some now (sock_wfree → unix_write_space).
+        // no room has some now if what it has queued fell to a quarter of
+        // its send buffer (sock_wfree → unix_write_space).
         let writer = match (peek, self.kind) {
-            (false, SockType::Stream | SockType::SeqPacket) if st.rx.bytes < st.rcvbuf => {
+            (false, SockType::Stream | SockType::SeqPacket) => {
                 st.peer.as_ref().and_then(Weak::upgrade)
             }
             _ => None,
@@ -599,7 +667,11 @@ impl UnixSocket {
             self.bus.notify();
         }
         if let Some(w) = writer {
-            if w.nospace.swap(false, Ordering::Relaxed) && !w.state().wr_shut {
+            let (wr_shut, sndbuf) = {
+                let ws = w.state();
+                (ws.wr_shut, ws.sndbuf)
+            };
+            if w.has_room(sndbuf) && w.nospace.swap(false, Ordering::Relaxed) && !wr_shut {
                 w.fasync.kill(crate::fasync::Reason::Out);
             }
         }
@@ -663,16 +735,12 @@ impl UnixSocket {
         let error = st.error.is_some();
         let sndbuf = st.sndbuf;
         drop(st);
-        // Datagrams (and seqpacket): writable while a quarter of the send
-        // buffer at most is in use (`unix_writable`), and, towards a
-        // receiver not connected back, while its queue has room
-        // (`unix_dgram_poll`).
-        let own_room = self.wmem.load(Ordering::Relaxed) * 4 <= sndbuf;
+        // Writable while a quarter of the send buffer at most is in use
+        // (`unix_writable`), and, for datagrams towards a receiver not
+        // connected back, while its queue has room (`unix_dgram_poll`).
+        let own_room = self.has_room(sndbuf);
         let writable = match peer {
-            Some(p) if self.kind == SockType::Stream => {
-                let ps = p.state();
-                !wr_shut && (ps.rx.bytes < ps.rcvbuf || ps.rd_shut)
-            }
+            Some(_) if self.kind == SockType::Stream => !wr_shut && own_room,
             Some(p) => {
                 let ps = p.state();
                 let mutual = ps
@@ -762,6 +830,19 @@ impl Drop for SocketHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_pieces_cost_linux_truesize() {
+        // unix_stream_sendmsg on x86-64: a 1000-byte write is one
+        // 2304-byte skb (93 fit the default buffer), a page-sized one has
+        // its bytes in a page fragment, the largest piece is 36544 bytes.
+        for (len, cost) in [(1, 768), (1000, 2304), (3776, 4352), (4000, 4864)] {
+            assert_eq!(stream_truesize(len), cost, "{len}");
+        }
+        assert_eq!(STREAM_SKB_MAX, 36544);
+        assert_eq!(stream_truesize(STREAM_SKB_MAX), 4352 + 32768);
+        assert_eq!(DEFAULT_BUF.div_ceil(stream_truesize(1000)), 93);
+    }
 
     #[test]
     fn datagram_costs_match_linux_truesize() {

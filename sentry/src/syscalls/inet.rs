@@ -229,9 +229,11 @@ pub fn accept(
     )?;
     let domain = s.domain;
     let mut conn = InetSocket::new(conn, domain, SocketType::Stream);
-    // An accepted socket inherits the listener's timeouts (`sk_clone_lock`
-    // copies the whole `struct sock`).
+    // An accepted socket inherits the listener's timeouts and the control
+    // messages it asked for (`sk_clone_lock` copies the whole `struct
+    // sock`).
     conn.timeouts = s.timeouts.clone();
+    conn.cmsgs = s.cmsgs.clone();
     let fd = install(task, conn, flags)?;
     if addr != 0 {
         write_sockaddr(task, addr, len_addr, peer, domain)?;
@@ -632,6 +634,18 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
     if let Some(r) = set_ip_option(task, s, level, name, a[3], a[4]) {
         return r;
     }
+    if level == SOL_SOCKET && matches!(name, cmsg::SO_TIMESTAMPING | cmsg::SO_TIMESTAMPING_NEW) {
+        // An int of flags, or a `struct so_timestamping` whose first
+        // field it is (`sk_setsockopt`).
+        if (a[4] as u32 as i32) < 4 {
+            return Err(Errno::EINVAL);
+        }
+        let flags: u32 = task.mm().read_obj(a[3])?;
+        let tcp_unconnected =
+            s.ty == SocketType::Stream && (s.is_listening() || s.sock.peer_addr().is_err());
+        s.cmsgs.set_timestamping(name, flags, tcp_unconnected)?;
+        return Ok(0);
+    }
     if cmsg::RecvCmsgs::is_option(level, name) {
         let on = cmsg_flag_arg(task, level, a[3], a[4])?;
         // The IPv6 ones only on AF_INET6 sockets (`ipv6_setsockopt`
@@ -796,6 +810,18 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
     if level == cmsg::IPPROTO_IPV6 && s.domain != Domain::Inet6 {
         return Err(Errno::EOPNOTSUPP);
     }
+    if (level, name) == (IPPROTO_IP, cmsg::IP_PKTOPTIONS) {
+        // Control messages in the option's buffer, cut short as put_cmsg
+        // cuts them; the length is what they took.
+        if s.ty != SocketType::Stream {
+            return Err(Errno::ENOPROTOOPT);
+        }
+        let msgs = cmsg::pkt_options(&s.cmsgs, &s.sock.pkt_options()?);
+        let (bytes, _) = cmsg::encode(&msgs, (len as usize).min(1 << 16));
+        task.mm().copy_out(a[3], &bytes)?;
+        task.mm().write_obj(a[4], &(bytes.len() as u32))?;
+        return Ok(0);
+    }
     let val: Vec<u8> = match (level, name) {
         (IPPROTO_IP, IP_TTL | IP_TOS | IP_MULTICAST_TTL | cmsg::IP_RECVERR)
         | (IPPROTO_IPV6, IPV6_UNICAST_HOPS | cmsg::IPV6_TCLASS | cmsg::IPV6_RECVERR) => {
@@ -817,6 +843,12 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
                 _ => 0,
             };
             v.to_ne_bytes().to_vec()
+        }
+        (SOL_SOCKET, cmsg::SO_TIMESTAMPING | cmsg::SO_TIMESTAMPING_NEW) => {
+            // struct so_timestamping: the flags, and no PTP clock bound.
+            let mut v = s.cmsgs.timestamping(name).to_ne_bytes().to_vec();
+            v.extend_from_slice(&0i32.to_ne_bytes());
+            v
         }
         (l, n) if cmsg::RecvCmsgs::is_option(l, n) => {
             let on = s.cmsgs.get(l, n).unwrap_or(false);

@@ -462,9 +462,11 @@ fn send(
         }
         data.len()
     };
+    // A writer waiting for room also wakes when the peer shuts its reading
+    // side (our `wr_shut`), to fail with EPIPE (`sock_alloc_send_pskb`).
     let ready = || {
         let (_, w, hup, _, _) = sock.readiness();
-        w || hup || to.is_some()
+        w || hup || to.is_some() || sock.state().wr_shut
     };
     send_loop(
         task,
