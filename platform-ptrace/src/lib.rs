@@ -3,8 +3,8 @@
 //! handed to the Sentry as [`platform::Event::Syscall`].
 //!
 //! * [`stub`] holds the stub's machine code and its creation: a fork of the
-//!   address space's control thread in fresh user/pid/mount/ipc/uts
-//!   namespaces (and net, unless [`PtraceOptions::stub_net_ns`] is off), with no_new_privs, nothing mapped but the stub's two pages
+//!   address space's control thread in new user and PID namespaces (and a
+//!   new network namespace unless [`PtraceOptions::stub_net_ns`] is off), with no_new_privs, nothing mapped but the stub's two pages
 //!   above [`STUB_BASE`], one descriptor (the memory file) and a seccomp
 //!   filter ([`bpf`]) that kills it for any system call not made through its
 //!   trampolines — the isolation that holds even if tracing fails.
@@ -156,8 +156,9 @@ pub struct PtraceOptions {
     /// nothing (no interface but loopback, no socket of the host's): the
     /// stubs then share it, and each new address space saves the kernel's
     /// set-up and tear-down of a network namespace, about half a
-    /// millisecond of a `fork` or `execve` here. Their other namespaces
-    /// stay their own either way.
+    /// millisecond of a `fork` or `execve` here. Their user and PID
+    /// namespaces are their own either way; their mount, IPC and UTS
+    /// namespaces are the Sentry's, which must be fresh ones too.
     pub stub_net_ns: bool,
 }
 

@@ -1,7 +1,8 @@
 //! The stub process: its machine code, its image (code page + seccomp filter
 //! page) and its creation.
 //!
-//! The stub is a fork of the calling thread in fresh namespaces. Right after
+//! The stub is a fork of the calling thread in new user and PID namespaces
+//! (see [`STUB_FORK_CLONE_FLAGS`]). Right after
 //! the fork it copies the image to a page the kernel picks and jumps there;
 //! that code stops once so the tracer can drop the inherited rseq
 //! registration, then unmaps every other mapping (the Sentry's copy-on-write
@@ -881,15 +882,17 @@ pub(crate) struct Forked {
     pub pidfd: OwnedFd,
 }
 
-/// The namespaces every stub gets of its own.
-const NAMESPACES: libc::c_int = libc::CLONE_NEWUSER
-    | libc::CLONE_NEWPID
-    | libc::CLONE_NEWNS
-    | libc::CLONE_NEWIPC
-    | libc::CLONE_NEWUTS;
+/// The namespaces every stub gets of its own: a user namespace, for a PID
+/// namespace of its own (from which the Sentry, which runs as the same
+/// host user, is out of sight and reach). Its mount, IPC and UTS
+/// namespaces are the Sentry's, which are fresh and empty, and over which
+/// the stub's user namespace gives it no power (namespaces of its own would
+/// be owned by that user namespace, and give it, should it ever get out of
+/// its filter, root's powers over them: mounting, for one).
+const NAMESPACES: libc::c_int = libc::CLONE_NEWUSER | libc::CLONE_NEWPID;
 
-/// The `clone` flags of a new stub: fresh namespaces (a network namespace
-/// too), a pidfd, `SIGCHLD`.
+/// The `clone` flags of a new stub: its own namespaces (a network
+/// namespace too), a pidfd, `SIGCHLD`.
 pub const STUB_FORK_CLONE_FLAGS: u64 =
     (NAMESPACES | libc::CLONE_NEWNET | libc::CLONE_PIDFD | libc::SIGCHLD) as u64;
 

@@ -251,16 +251,47 @@ fn stub_holds_only_its_pages_and_guest_mappings() {
     assert!(seen_stub, "{maps}");
 }
 
+/// With `stub_net_ns` off a stub stays in its creator's network namespace
+/// (the Sentry's own, in the sandbox), and its clone flags say so.
+#[test]
+fn stubs_share_the_network_namespace_when_told_to() {
+    use std::os::fd::AsFd;
+    let mem = MemFile::new();
+    let p = platform_ptrace::PtracePlatform::with_options(
+        mem.fd.as_fd(),
+        platform_ptrace::PtraceOptions {
+            stub_net_ns: false,
+            ..Default::default()
+        },
+    )
+    .expect("platform");
+    let as_ = p.new_address_space().expect("address space");
+    let pid = pid_of(as_.as_ref());
+    let ns = |who: &str, ns: &str| std::fs::read_link(format!("/proc/{who}/ns/{ns}")).expect("ns");
+    assert_eq!(ns(&pid.to_string(), "net"), ns("self", "net"));
+    assert_ne!(ns(&pid.to_string(), "pid"), ns("self", "pid"));
+    assert!(p
+        .host_clone_flags()
+        .iter()
+        .all(|f| f & libc::CLONE_NEWNET as u64 == 0));
+}
+
 #[test]
 fn stub_is_namespaced_no_new_privs_and_filtered() {
     let mem = MemFile::new();
     let p = mem.platform();
     let as_ = p.new_address_space().expect("address space");
     let pid = pid_of(as_.as_ref());
-    for ns in ["user", "pid", "mnt", "net", "ipc", "uts"] {
+    // Its own user, PID and (by default) network namespaces; the caller's
+    // mount, IPC and UTS ones (the Sentry's, fresh in the sandbox).
+    for ns in ["user", "pid", "net", "mnt", "ipc", "uts"] {
         let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).expect("ns link");
         let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).expect("own ns link");
-        assert_ne!(theirs, ours, "{ns} namespace shared with the stub");
+        if ["user", "pid", "net"].contains(&ns) {
+            assert_ne!(theirs, ours, "{ns} namespace shared with the stub");
+        } else {
+            assert_eq!(theirs, ours, "{ns} namespace not shared with the stub");
+        }
     }
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     let field = |name: &str| {
