@@ -70,8 +70,19 @@ fn main() {
 }
 
 fn compile(src: &Path, bin: &Path, fixtures: &Path, name: &str) -> Result<(), String> {
+    // A guest may ask for linker options of its own with a line
+    // `/* link: OPTIONS */`.
+    let text = fs::read_to_string(src.join(format!("{name}.c")))
+        .map_err(|e| format!("{name}: cannot read the source: {e}"))?;
+    let link: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("/* link: "))
+        .filter_map(|l| l.strip_suffix(" */"))
+        .flat_map(str::split_whitespace)
+        .collect();
     let out = Command::new("gcc")
         .args(["-static", "-O1", "-Wall", "-std=gnu11"])
+        .args(&link)
         .arg(format!("-DFIXTURES=\"{}\"", fixtures.display()))
         .arg(format!("-DGUEST_DIR=\"{}\"", bin.display()))
         .arg(format!("-I{}", src.display()))

@@ -186,10 +186,18 @@ fn map_elf(mm: &mut MemoryManager, elf: &Elf, main: bool) -> Result<Mapped, Errn
             write: p.flags & PF_W != 0,
             exec: p.flags & PF_X != 0,
         };
+        // The file's pages, whole, as the kernel maps them: the last page
+        // of a segment shows the file's next bytes, but where bss follows
+        // (zeros from the segment's file end on, which the kernel writes).
+        let avail = if p.memsz > p.filesz {
+            p.filesz + skew
+        } else {
+            end - start
+        };
         let backing = Backing::File {
             file: elf.file.clone(),
             pos: p.offset - skew,
-            avail: p.filesz + skew,
+            avail,
             name: elf.name.clone(),
             image: elf.file.image(mm.memory_file())?,
         };

@@ -34,6 +34,13 @@ use crate::PAGE_SIZE;
 /// Linux's default `vm.max_map_count`.
 const MAX_VMAS: usize = 65530;
 
+/// A write fault on a file's image in a mapping this small makes the whole
+/// mapping its own (see [`MemoryManager::handle_fault`]).
+const OWN_WHOLE: u64 = 64 * PAGE_SIZE;
+
+/// Else the aligned piece of this many bytes around the fault.
+const OWN_CHUNK: u64 = 16 * PAGE_SIZE;
+
 /// Offsets reserved for the heap, so `brk` grows in place.
 const HEAP_RESERVE: u64 = 1 << 32;
 
@@ -500,8 +507,10 @@ impl MemoryManager {
         if self.vmas.len() >= MAX_VMAS {
             return Err(Errno::ENOMEM);
         }
-        self.unmap_range(start, end)?;
-        if shared && matches!(backing, Backing::Anon) {
+        // The new mapping is made ready first, then replaces the old one
+        // in the platform in one step; the old one's memory is freed only
+        // after that (see `unmap_range`).
+        let vma = if shared && matches!(backing, Backing::Anon) {
             let off = self.mf.allocate(len)?;
             let region = Arc::new(SharedRegion {
                 mf: self.mf.clone(),
@@ -509,7 +518,7 @@ impl MemoryManager {
                 len,
                 file: None,
             });
-            return self.install(Vma {
+            Vma {
                 start,
                 end,
                 prot,
@@ -521,50 +530,59 @@ impl MemoryManager {
                 sigbus_from: None,
                 writer: None,
                 image_pages: None,
-            });
-        }
-        let offset = self.mf.allocate(len)?;
-        let mut image_pages = None;
-        if let Backing::File {
-            file,
-            pos,
-            avail,
-            image,
-            ..
-        } = &backing
-        {
-            let avail = len.min(*avail);
-            let filled = match image {
-                Some(img) if !shared => self.share_image(img, file, *pos, avail, len),
-                _ => Ok(None),
             }
-            .and_then(|pages| {
-                // What the image does not give: a copy of the file's bytes.
-                let from = pages.as_ref().map_or(0, |p| p.shareable * PAGE_SIZE);
-                image_pages = pages;
-                if from < avail {
-                    self.fill_from_file(offset + from, avail - from, file, pos + from)?;
+        } else {
+            let offset = self.mf.allocate(len)?;
+            let mut image_pages = None;
+            if let Backing::File {
+                file,
+                pos,
+                avail,
+                image,
+                ..
+            } = &backing
+            {
+                let avail = len.min(*avail);
+                let filled = match image {
+                    Some(img) if !shared => self.share_image(img, file, *pos, avail, len),
+                    _ => Ok(None),
                 }
-                Ok(())
-            });
-            if let Err(e) = filled {
-                self.mf.release(offset, len);
-                return Err(e);
+                .and_then(|pages| {
+                    // What the image does not give: a copy of the file's
+                    // bytes.
+                    let from = pages.as_ref().map_or(0, |p| p.shareable * PAGE_SIZE);
+                    image_pages = pages;
+                    if from < avail {
+                        self.fill_from_file(offset + from, avail - from, file, pos + from)?;
+                    }
+                    Ok(())
+                });
+                if let Err(e) = filled {
+                    self.mf.release(offset, len);
+                    return Err(e);
+                }
             }
+            Vma {
+                start,
+                end,
+                prot,
+                shared,
+                offset,
+                backing,
+                heap: false,
+                may_write: true,
+                sigbus_from: None,
+                writer: None,
+                image_pages,
+            }
+        };
+        let old = self.take_range(start, end);
+        let made = self.install(vma);
+        if made.is_err() {
+            let _ = self.space.unmap(start, end - start);
         }
-        self.install(Vma {
-            start,
-            end,
-            prot,
-            shared,
-            offset,
-            backing,
-            heap: false,
-            may_write: true,
-            sigbus_from: None,
-            writer: None,
-            image_pages,
-        })
+        self.free_vmas(old);
+        made
     }
 
     /// For a private mapping of `len` bytes of `file` from `pos` on, of
@@ -630,24 +648,34 @@ impl MemoryManager {
 
     /// Gives the pages of `v` in `[s, e)` that still are its image's
     /// copies of their own, before something writes them, and maps the
-    /// copies in their place.
+    /// copies in their place (a run of pages at once).
     fn own_pages(&self, v: &Vma, s: u64, e: u64) {
         let Some(pages) = &v.image_pages else {
             return;
         };
+        let e = e.min(v.end);
         let mut at = page_down(s);
         while at < e {
-            if let Some(src) = v.image_offset(at) {
-                let dst = v.offset + (at - v.start);
-                self.mf.copy_within(src, dst, PAGE_SIZE);
+            let run = at;
+            while at < e {
+                let Some(src) = v.image_offset(at) else {
+                    break;
+                };
+                self.mf
+                    .copy_within(src, v.offset + (at - v.start), PAGE_SIZE);
                 pages.set((at - v.start) / PAGE_SIZE, false);
-                if at < Self::host_end(v) {
-                    if let Err(e) = self.space.map(at, PAGE_SIZE, v.prot, dst) {
-                        tracing::warn!("platform map failed: {e}");
-                    }
+                at += PAGE_SIZE;
+            }
+            let mapped = at.min(Self::host_end(v));
+            if mapped > run {
+                let off = v.offset + (run - v.start);
+                if let Err(e) = self.space.map(run, mapped - run, v.prot, off) {
+                    tracing::warn!("platform map failed: {e}");
                 }
             }
-            at += PAGE_SIZE;
+            if at == run {
+                at += PAGE_SIZE;
+            }
         }
     }
 
@@ -801,23 +829,41 @@ impl MemoryManager {
 
     /// Unmaps `[start, end)` (page-aligned); unmapped holes are fine.
     pub fn unmap_range(&mut self, start: u64, end: u64) -> Result<(), Errno> {
-        let keys = self.isolate(start, end);
-        if keys.is_empty() {
+        let old = self.take_range(start, end);
+        if old.is_empty() {
             return Ok(());
         }
-        for k in keys {
-            if let Some(v) = self.vmas.remove(&k) {
-                if v.owns_offsets() {
-                    self.mf.release(v.offset, v.end - v.start);
-                } else if v.heap {
-                    self.mf.punch(v.offset, v.end - v.start);
-                }
-            }
-        }
-        self.space.unmap(start, end - start).map_err(|e| {
+        // The guest loses the pages before their memory is freed: another
+        // of its threads, still running, must never reach memory the
+        // memory file hands out again (to another process, say).
+        let unmapped = self.space.unmap(start, end - start).map_err(|e| {
             tracing::warn!("platform unmap failed: {e}");
             Errno::ENOMEM
-        })
+        });
+        self.free_vmas(old);
+        unmapped
+    }
+
+    /// Takes the VMAs in `[start, end)` out (split at both ends), leaving
+    /// the platform's mappings as they are: the caller maps over them or
+    /// unmaps them, then frees them with [`Self::free_vmas`].
+    fn take_range(&mut self, start: u64, end: u64) -> Vec<Vma> {
+        self.isolate(start, end)
+            .into_iter()
+            .filter_map(|k| self.vmas.remove(&k))
+            .collect()
+    }
+
+    /// Frees what VMAs taken out held: their own offsets, the heap's
+    /// pages, their references to shared regions and files' images.
+    fn free_vmas(&self, old: Vec<Vma>) {
+        for v in old {
+            if v.owns_offsets() {
+                self.mf.release(v.offset, v.end - v.start);
+            } else if v.heap {
+                self.mf.punch(v.offset, v.end - v.start);
+            }
+        }
     }
 
     /// `mprotect(2)` on a page-aligned range.
@@ -1217,7 +1263,17 @@ impl MemoryManager {
         if v.image_offset(addr).is_none() {
             return FaultFix::Stale;
         }
-        self.own_pages(v, addr, addr + 1);
+        // A store to a file's data is seldom the only one (a program's
+        // relocations write all over its data): a small mapping becomes
+        // its own whole, a large one a piece at a time, each at the cost
+        // of one fault and one mapping.
+        let (s, e) = if v.end - v.start <= OWN_WHOLE {
+            (v.start, v.end)
+        } else {
+            let s = (addr & !(OWN_CHUNK - 1)).max(v.start);
+            (s, (s + OWN_CHUNK).min(v.end))
+        };
+        self.own_pages(v, s, e);
         FaultFix::Copied
     }
 

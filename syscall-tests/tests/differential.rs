@@ -100,6 +100,7 @@ guests! {
     mmap_hint,
     mmap_file,
     mmap_file_cow,
+    elf_segment_tail,
     munmap,
     munmap_segv => 128 + 11,
     mprotect,
