@@ -266,6 +266,24 @@ pub enum FaultFix {
 }
 
 impl Vma {
+    /// A VMA over `[start, end)` at memory-file offset `offset`, with
+    /// nothing but its protection, sharing and backing said.
+    fn new(start: u64, end: u64, prot: Prot, shared: bool, offset: u64, backing: Backing) -> Vma {
+        Vma {
+            start,
+            end,
+            prot,
+            shared,
+            offset,
+            backing,
+            heap: false,
+            may_write: true,
+            sigbus_from: None,
+            writer: None,
+            image_pages: None,
+        }
+    }
+
     /// Whether this VMA's offsets are its own to free (not the heap
     /// reservation's, not a shared region's).
     fn owns_offsets(&self) -> bool {
@@ -518,19 +536,7 @@ impl MemoryManager {
                 len,
                 file: None,
             });
-            Vma {
-                start,
-                end,
-                prot,
-                shared,
-                offset: off,
-                backing: Backing::Shared(region),
-                heap: false,
-                may_write: true,
-                sigbus_from: None,
-                writer: None,
-                image_pages: None,
-            }
+            Vma::new(start, end, prot, shared, off, Backing::Shared(region))
         } else {
             let offset = self.mf.allocate(len)?;
             let mut image_pages = None;
@@ -563,17 +569,8 @@ impl MemoryManager {
                 }
             }
             Vma {
-                start,
-                end,
-                prot,
-                shared,
-                offset,
-                backing,
-                heap: false,
-                may_write: true,
-                sigbus_from: None,
-                writer: None,
                 image_pages,
+                ..Vma::new(start, end, prot, shared, offset, backing)
             }
         };
         let old = self.take_range(start, end);
@@ -792,19 +789,14 @@ impl MemoryManager {
         }
         self.unmap_range(start, end)?;
         let offset = region.off + region_off;
-        self.install(Vma {
+        self.install(Vma::new(
             start,
             end,
             prot,
-            shared: true,
+            true,
             offset,
-            backing: Backing::Shared(region),
-            heap: false,
-            may_write: true,
-            sigbus_from: None,
-            writer: None,
-            image_pages: None,
-        })
+            Backing::Shared(region),
+        ))
     }
 
     /// Splits VMAs so that `at` is a boundary.
@@ -987,18 +979,10 @@ impl MemoryManager {
             if self.overlaps(old_end, new_end) || new_end > self.max_addr {
                 return self.brk;
             }
+            let offset = heap_off + (old_end - page_down(self.brk_start));
             let vma = Vma {
-                start: old_end,
-                end: new_end,
-                prot: Prot::RW,
-                shared: false,
-                offset: heap_off + (old_end - page_down(self.brk_start)),
-                backing: Backing::Anon,
                 heap: true,
-                may_write: true,
-                sigbus_from: None,
-                writer: None,
-                image_pages: None,
+                ..Vma::new(old_end, new_end, Prot::RW, false, offset, Backing::Anon)
             };
             if self.install(vma).is_err() {
                 return self.brk;
@@ -1082,19 +1066,14 @@ impl MemoryManager {
             *avail = avail.saturating_sub(old - v.start);
         }
         self.unmap_range(old, old_end)?;
-        self.install(Vma {
-            start: dest,
-            end: dest + new_len,
-            prot: v.prot,
-            shared: v.shared,
+        self.install(Vma::new(
+            dest,
+            dest + new_len,
+            v.prot,
+            v.shared,
             offset,
             backing,
-            heap: false,
-            may_write: true,
-            sigbus_from: None,
-            writer: None,
-            image_pages: None,
-        })?;
+        ))?;
         Ok(dest)
     }
 
