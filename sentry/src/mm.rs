@@ -452,17 +452,34 @@ impl MemoryManager {
         self.mmap_top = top.min(self.max_addr);
     }
 
-    /// Removes every mapping (for `execve`).
+    /// Removes every mapping (for `execve`, which may reuse the address
+    /// space): the platform's in one call over the guest's range, and
+    /// what the memory manager knew of them (the heap, the stack, the
+    /// vDSO).
     pub fn clear(&mut self) -> Result<(), Errno> {
-        let end = self.max_addr;
-        self.unmap_range(0, end)?;
+        let old = self.take_range(0, self.max_addr);
+        let mut unmapped = Ok(());
+        if !old.is_empty() {
+            let low = self.min_addr;
+            unmapped = self.space.unmap(low, self.max_addr - low);
+            // (a mapping at 0, below the platform's lowest address, alone)
+            for v in old.iter().filter(|v| v.start < low) {
+                unmapped = unmapped.and(self.space.unmap(v.start, v.end.min(low) - v.start));
+            }
+        }
+        self.free_vmas(old);
         if let Some(off) = self.heap_offset.take() {
             self.mf.release(off, HEAP_RESERVE);
         }
         self.brk_start = 0;
         self.brk = 0;
         self.mmap_top = self.max_addr;
-        Ok(())
+        self.stack = None;
+        self.vdso = None;
+        unmapped.map_err(|e| {
+            tracing::warn!("platform unmap failed: {e}");
+            Errno::ENOMEM
+        })
     }
 
     /// The VMAs, in address order.

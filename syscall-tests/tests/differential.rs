@@ -101,6 +101,7 @@ guests! {
     mmap_file,
     mmap_file_cow,
     elf_segment_tail,
+    execve_fpu,
     munmap,
     munmap_segv => 128 + 11,
     mprotect,

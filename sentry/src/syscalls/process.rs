@@ -851,25 +851,48 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
     };
     let prepared = loader::prepare(req)?;
     kill_other_threads(task);
-    // A fresh address space: the old one may be shared with a vfork
-    // parent, which must keep it.
-    let space = match kernel.platform.new_address_space() {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!("execve: no address space: {e}");
-            return Err(Errno::ENOMEM);
+    task.patch_checked = 0;
+    task.stale_fault = None;
+    // The address space is kept (emptied by `commit`) when nothing else
+    // uses it: making a new one (a new stub process) costs more than the
+    // rest of an `execve`. One shared with a vfork parent, or still held
+    // by a thread on its way out, stays with them: this process gets a
+    // fresh one.
+    let committed = if std::sync::Arc::strong_count(&task.mm) == 1 {
+        task.settle_address_space_cpu();
+        let mm = task.mm.clone();
+        let mut mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+        let loaded = loader::commit(&mut mm, prepared, &kernel.timekeeper);
+        drop(mm);
+        // What the old program left in the FPU and vector registers goes
+        // too, as a new stub thread would start.
+        if loaded.is_ok() {
+            reset_fpu(task);
         }
-    };
-    task.settle_address_space_cpu();
-    task.proc_.state().as_cpu_start = space.cpu_time().unwrap_or_default();
-    let mut mm = crate::mm::MemoryManager::new(
-        kernel.memory.clone(),
-        space,
-        kernel.platform.max_user_address(),
-    );
-    match loader::commit(&mut mm, prepared, &kernel.timekeeper) {
-        Ok(loaded) => {
+        loaded
+    } else {
+        let space = match kernel.platform.new_address_space() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("execve: no address space: {e}");
+                return Err(Errno::ENOMEM);
+            }
+        };
+        task.settle_address_space_cpu();
+        task.proc_.state().as_cpu_start = space.cpu_time().unwrap_or_default();
+        let mut mm = crate::mm::MemoryManager::new(
+            kernel.memory.clone(),
+            space,
+            kernel.platform.max_user_address(),
+        );
+        let loaded = loader::commit(&mut mm, prepared, &kernel.timekeeper);
+        if loaded.is_ok() {
             task.mm = std::sync::Arc::new(std::sync::Mutex::new(mm));
+        }
+        loaded
+    };
+    match committed {
+        Ok(loaded) => {
             task.regs = loaded.regs;
             task.comm = loaded.comm;
             task.exe = loaded.exe;
@@ -918,6 +941,30 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             tracing::debug!("execve failed after the point of no return: {e}");
             task.exit_group(ExitStatus::Signal(abi::signal::SIGSEGV))
         }
+    }
+}
+
+/// Puts the FPU and vector registers of the task's thread in their state
+/// at a program's start (x87 control word 0x37f, MXCSR 0x1f80, every
+/// register zero, every XSAVE component initial), as `execve` leaves them.
+fn reset_fpu(task: &mut Task) {
+    let Ok(now) = task.ctx.fpstate() else {
+        return;
+    };
+    let mut fp = vec![0u8; now.len()];
+    if fp.len() >= 512 {
+        fp[0..2].copy_from_slice(&0x037fu16.to_le_bytes());
+        fp[24..28].copy_from_slice(&0x1f80u32.to_le_bytes());
+        // MXCSR_MASK is the CPU's, as it reported it.
+        fp[28..32].copy_from_slice(&now[28..32]);
+    }
+    if fp.len() >= 512 + 64 {
+        // XSTATE_BV: x87 and SSE as given above; every other component
+        // (AVX's upper halves and the rest) in its initial state.
+        fp[512..520].copy_from_slice(&3u64.to_le_bytes());
+    }
+    if let Err(e) = task.ctx.set_fpstate(&fp) {
+        tracing::warn!("execve: resetting the FPU state: {e}");
     }
 }
 
