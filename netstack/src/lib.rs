@@ -244,6 +244,12 @@ pub enum SockOpt {
     NoDelay(bool),
     /// `TCP_KEEPIDLE`
     KeepIdle(Duration),
+    /// `TCP_KEEPINTVL` (1 to 32767 seconds): stored and read back, and
+    /// inherited by accepted connections; probes go out every
+    /// `TCP_KEEPIDLE`.
+    KeepIntvl(Duration),
+    /// `TCP_KEEPCNT` (1 to 127): stored and read back, as `KeepIntvl`.
+    KeepCnt(u8),
     /// `IPV6_V6ONLY` (only before bind, only on `AF_INET6`).
     V6Only(bool),
     /// `IP_TTL`: the TTL of the IPv4 packets the socket sends (the Sentry
@@ -277,6 +283,8 @@ pub enum SockOptName {
     Linger,
     NoDelay,
     KeepIdle,
+    KeepIntvl,
+    KeepCnt,
     V6Only,
     Ttl,
     HopLimit,

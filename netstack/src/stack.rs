@@ -72,6 +72,10 @@ const SYN_RECV_EVICT_AGE: Duration = Duration::from_secs(1);
 
 /// Linux's default `TCP_KEEPIDLE`.
 const DEFAULT_KEEPIDLE: Duration = Duration::from_secs(7200);
+/// Linux's default `TCP_KEEPINTVL`.
+const DEFAULT_KEEPINTVL: Duration = Duration::from_secs(75);
+/// Linux's default `TCP_KEEPCNT`.
+const DEFAULT_KEEPCNT: u8 = 9;
 
 /// A std duration as smoltcp's, capped at ten years so that adding it to
 /// a timestamp can never overflow.
@@ -691,6 +695,8 @@ struct Opts {
     reuse_port: bool,
     keepalive: bool,
     keepidle: Duration,
+    keepintvl: Duration,
+    keepcnt: u8,
     rcvbuf: usize,
     sndbuf: usize,
     linger: Option<Duration>,
@@ -903,6 +909,8 @@ impl Entry {
             SockOptName::Linger => Ok(SockOpt::Linger(o.linger)),
             SockOptName::NoDelay => tcp_only(SockOpt::NoDelay(o.nodelay)),
             SockOptName::KeepIdle => tcp_only(SockOpt::KeepIdle(o.keepidle)),
+            SockOptName::KeepIntvl => tcp_only(SockOpt::KeepIntvl(o.keepintvl)),
+            SockOptName::KeepCnt => tcp_only(SockOpt::KeepCnt(o.keepcnt)),
             SockOptName::V6Only if self.v6 => Ok(SockOpt::V6Only(o.v6only)),
             SockOptName::V6Only => Err(Errno::ENOPROTOOPT),
             SockOptName::Ttl => Ok(SockOpt::Ttl(o.ttl)),
@@ -979,6 +987,8 @@ impl Inner {
             reuse_port: false,
             keepalive: false,
             keepidle: DEFAULT_KEEPIDLE,
+            keepintvl: DEFAULT_KEEPINTVL,
+            keepcnt: DEFAULT_KEEPCNT,
             rcvbuf: buf,
             sndbuf: buf,
             linger: None,
@@ -1910,7 +1920,23 @@ impl Inner {
                 }
                 e.opts.keepidle = v;
             }
-            SockOpt::NoDelay(_) | SockOpt::KeepIdle(_) => return Err(Errno::ENOPROTOOPT),
+            // MAX_TCP_KEEPINTVL and MAX_TCP_KEEPCNT (`tcp_sock_set_keep*`).
+            SockOpt::KeepIntvl(v) if stream => {
+                if v.is_zero() || v > Duration::from_secs(32767) {
+                    return Err(Errno::EINVAL);
+                }
+                e.opts.keepintvl = v;
+            }
+            SockOpt::KeepCnt(v) if stream => {
+                if v == 0 || v > 127 {
+                    return Err(Errno::EINVAL);
+                }
+                e.opts.keepcnt = v;
+            }
+            SockOpt::NoDelay(_)
+            | SockOpt::KeepIdle(_)
+            | SockOpt::KeepIntvl(_)
+            | SockOpt::KeepCnt(_) => return Err(Errno::ENOPROTOOPT),
             SockOpt::Ttl(v) => e.opts.ttl = v,
             SockOpt::Tos(v) => e.opts.tos = v,
             SockOpt::MulticastTtl(v) => e.opts.mc_ttl = v,

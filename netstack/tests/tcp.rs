@@ -292,6 +292,24 @@ fn options_round_trip() {
         s.set_option(SockOpt::KeepIdle(Duration::ZERO)),
         Err(Errno::EINVAL)
     );
+    assert_eq!(
+        s.option(SockOptName::KeepIntvl),
+        Ok(SockOpt::KeepIntvl(Duration::from_secs(75)))
+    );
+    assert_eq!(s.option(SockOptName::KeepCnt), Ok(SockOpt::KeepCnt(9)));
+    s.set_option(SockOpt::KeepIntvl(Duration::from_secs(5)))
+        .expect("keepintvl");
+    s.set_option(SockOpt::KeepCnt(3)).expect("keepcnt");
+    assert_eq!(
+        s.option(SockOptName::KeepIntvl),
+        Ok(SockOpt::KeepIntvl(Duration::from_secs(5)))
+    );
+    assert_eq!(s.option(SockOptName::KeepCnt), Ok(SockOpt::KeepCnt(3)));
+    assert_eq!(s.set_option(SockOpt::KeepCnt(128)), Err(Errno::EINVAL));
+    assert_eq!(
+        s.set_option(SockOpt::KeepIntvl(Duration::from_secs(32768))),
+        Err(Errno::EINVAL)
+    );
     s.set_option(SockOpt::ReusePort(true)).expect("reuseport");
     assert_eq!(
         s.option(SockOptName::ReusePort),

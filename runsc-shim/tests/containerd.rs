@@ -251,6 +251,29 @@ fn ferrovisor_shim_v2() {
     assert!(out.stderr.contains("err\n"), "{out:?}");
 
     let fifo = e.dir.join("fifo").to_string_lossy().into_owned();
+    // Stdin through its FIFO: ctr sends CloseIO at the end of its stdin,
+    // and the guest reads EOF after the data.
+    e.ids.push("stdin1".into());
+    let mut cmd = e.ctr_command(&[
+        "run",
+        "--rm",
+        "--fifo-dir",
+        &fifo,
+        rt[0],
+        rt[1],
+        IMAGE,
+        "stdin1",
+        "sh",
+        "-c",
+        "cat; echo end",
+    ]);
+    cmd.current_dir("/");
+    let out = run(cmd, Some(b"piped in\n"), TIMEOUT);
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, "piped in\nend\n"),
+        "stdin through ctr: {out:?}"
+    );
     e.run_tty("tty1", &rt);
     e.detached_kill("bg", &rt);
     e.refused("refused", &rt);

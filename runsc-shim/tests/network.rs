@@ -267,6 +267,34 @@ fn python_tcp_and_udp_between_processes() {
     compare("tcp/udp basics", &as_strs(&argv), "done");
 }
 
+/// `ip addr`, `ip route`, `ip -6 route` and `ip link` (iproute2 over the
+/// Sentry's netlink route sockets, issue 7 point 2) print what they print
+/// natively in a fresh network namespace with its loopback up, which is
+/// what the sandbox's loopback-only network is.
+#[test]
+fn ip_addr_route_and_link_print_what_a_fresh_namespace_does() {
+    let script = "PATH=/usr/sbin:/usr/bin:/sbin:/bin; ip addr; echo --; ip route; echo --; \
+                  ip -6 route; echo --; ip link; echo --; ip -o -4 addr show dev lo";
+    let nat = native(&[
+        "/usr/bin/unshare",
+        "-n",
+        "/bin/sh",
+        "-c",
+        &format!("/usr/sbin/ip link set lo up && {{ {script}; }}"),
+    ]);
+    assert!(
+        nat.status == 0 && nat.stdout.contains("inet 127.0.0.1/8 scope host lo"),
+        "the NATIVE run is wrong: {nat:?}"
+    );
+    let sb = sandboxed(&["/bin/sh", "-c", script]);
+    assert_eq!(
+        (sb.status, sb.stdout.as_str()),
+        (0, nat.stdout.as_str()),
+        "sandbox differs from a fresh namespace; stderr: {}",
+        sb.stderr
+    );
+}
+
 // ---- attacks that must fail (sandbox only) ---------------------------------------
 
 /// The host's own non-loopback IPv4 address, found without sending a packet.

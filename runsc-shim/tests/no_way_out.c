@@ -11,6 +11,9 @@
  *   no_way_out mount SECRET       mount proc, tmpfs, a bind of /; umount
  *   no_way_out race SECRET N      open through a directory that another
  *                                 process keeps swapping with a symlink to /
+ *   no_way_out proclinks SECRET   through /proc/self/root, /proc/1/root,
+ *                                 /proc/self/cwd, /proc/[pid]/fd/N (this
+ *                                 process's and a child's), and hard links
  *
  * Each line says what a call answered; any content read is printed as
  * "read: <content>", so the test sees whatever leaked. */
@@ -289,6 +292,123 @@ static int race(const char *secret, int n)
 	return 0;
 }
 
+/* Prints what readlink says of PATH, or the error. */
+static void show_link(const char *label, const char *path)
+{
+	char buf[4096];
+	ssize_t n = readlink(path, buf, sizeof buf - 1);
+	if (n < 0) {
+		printf("%s: %s\n", label, strerrorname_np(errno));
+		return;
+	}
+	buf[n] = 0;
+	printf("%s: -> %s\n", label, buf);
+}
+
+/* The /proc links that name a process's root, working directory and open
+ * files: in the sandbox they lead to the sandbox's files (guest paths), never
+ * to the host's; and hard links, which could pin a host file. */
+static int proclinks(const char *secret)
+{
+	char dir[4096], path[8192], dots[4096] = "";
+	const char *name = strrchr(secret, '/') + 1;
+	snprintf(dir, sizeof dir, "%s", secret);
+	*strrchr(dir, '/') = 0;
+	for (int i = 0; i < 40; i++)
+		strcat(dots, "../");
+
+	/* Roots: this process's and init's (the sandbox's first process). */
+	show_link("readlink /proc/self/root", "/proc/self/root");
+	show_link("readlink /proc/1/root", "/proc/1/root");
+	snprintf(path, sizeof path, "/proc/self/root%s", secret);
+	try_read("secret via /proc/self/root", AT_FDCWD, path);
+	snprintf(path, sizeof path, "/proc/1/root%s", secret);
+	try_read("secret via /proc/1/root", AT_FDCWD, path);
+	snprintf(path, sizeof path, "/proc/self/root/%s%s", dots, secret + 1);
+	try_read("secret via /proc/self/root/..", AT_FDCWD, path);
+	snprintf(path, sizeof path, "/proc/1/root/%s%s", dots, secret + 1);
+	try_read("secret via /proc/1/root/..", AT_FDCWD, path);
+	int root = open("/proc/self/root", O_RDONLY | O_DIRECTORY);
+	say("open(/proc/self/root)", root);
+	try_read("secret from an open /proc/self/root", root, secret + 1);
+
+	/* The working directory, in the secret's directory (the decoy's,
+	 * inside the sandbox). */
+	say("chdir(secret's directory)", chdir(dir));
+	show_link("readlink /proc/self/cwd", "/proc/self/cwd");
+	snprintf(path, sizeof path, "/proc/self/cwd/%s", name);
+	try_read("secret via /proc/self/cwd", AT_FDCWD, path);
+	snprintf(path, sizeof path, "/proc/self/cwd/%s%s", dots, secret + 1);
+	try_read("secret via /proc/self/cwd/..", AT_FDCWD, path);
+	say("chdir(/proc/self/cwd/..)", chdir("/proc/self/cwd/.."));
+	say("chdir(/)", chdir("/"));
+
+	/* Descriptors: of the secret's directory, of the file itself, of /. */
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	int ffd = open(secret, O_RDONLY);
+	int top = open("/", O_RDONLY | O_DIRECTORY);
+	printf("descriptors: %s\n", dfd == 3 + (root >= 0) && ffd == dfd + 1 && top == ffd + 1 ?
+					     "as expected" : "unexpected numbers");
+	snprintf(path, sizeof path, "/proc/self/fd/%d", dfd);
+	show_link("readlink /proc/self/fd/DIR", path);
+	snprintf(path, sizeof path, "/proc/self/fd/%d", ffd);
+	show_link("readlink /proc/self/fd/FILE", path);
+	snprintf(path, sizeof path, "/proc/self/fd/%d", top);
+	show_link("readlink /proc/self/fd/ROOT", path);
+	snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dfd, name);
+	try_read("secret via /proc/self/fd/DIR", AT_FDCWD, path);
+	snprintf(path, sizeof path, "/proc/self/fd/%d", ffd);
+	try_read("secret via /proc/self/fd/FILE", AT_FDCWD, path);
+	snprintf(path, sizeof path, "/proc/self/fd/%d%s", top, secret);
+	try_read("secret via /proc/self/fd/ROOT", AT_FDCWD, path);
+	snprintf(path, sizeof path, "/proc/self/fd/%d/%s%s", dfd, dots, secret + 1);
+	try_read("secret via /proc/self/fd/DIR/..", AT_FDCWD, path);
+	/* Another process's descriptors, by its pid. */
+	int ready[2], done[2];
+	if (pipe(ready) < 0 || pipe(done) < 0)
+		return 1;
+	pid_t child = fork();
+	if (child == 0) {
+		int held = open(dir, O_RDONLY | O_DIRECTORY);
+		char c;
+		if (held >= 0)
+			dup2(held, 100);
+		write(ready[1], "x", 1);
+		read(done[0], &c, 1);
+		_exit(0);
+	}
+	char c;
+	read(ready[0], &c, 1);
+	snprintf(path, sizeof path, "/proc/%d/fd/100", child);
+	show_link("readlink /proc/CHILD/fd/100", path);
+	snprintf(path, sizeof path, "/proc/%d/fd/100/%s", child, name);
+	try_read("secret via /proc/CHILD/fd/100", AT_FDCWD, path);
+	snprintf(path, sizeof path, "/proc/%d/root%s", child, secret);
+	try_read("secret via /proc/CHILD/root", AT_FDCWD, path);
+	snprintf(path, sizeof path, "/proc/%d/cwd/%s%s", child, dots, secret + 1);
+	try_read("secret via /proc/CHILD/cwd/..", AT_FDCWD, path);
+	write(done[1], "x", 1);
+	waitpid(child, NULL, 0);
+
+	/* Hard links: of the secret's path, through the /proc links, of the
+	 * open descriptor; to /tmp (another file system) and beside it (the
+	 * read-only root). */
+	say("link(secret, /tmp/hl)", link(secret, "/tmp/hl"));
+	snprintf(path, sizeof path, "/proc/self/root/%s%s", dots, secret + 1);
+	say("link(/proc/self/root/..secret, /tmp/hl)", link(path, "/tmp/hl"));
+	snprintf(path, sizeof path, "/proc/self/fd/%d", ffd);
+	say("linkat(/proc/self/fd/FILE, /tmp/hl, AT_SYMLINK_FOLLOW)",
+	    linkat(AT_FDCWD, path, AT_FDCWD, "/tmp/hl", AT_SYMLINK_FOLLOW));
+	say("linkat(FILE, \"\", /tmp/hl, AT_EMPTY_PATH)",
+	    linkat(ffd, "", AT_FDCWD, "/tmp/hl", AT_EMPTY_PATH));
+	snprintf(path, sizeof path, "%s/hl", dir);
+	say("link(secret, beside it)", link(secret, path));
+	try_read("/tmp/hl", AT_FDCWD, "/tmp/hl");
+	try_read("hard link beside it", AT_FDCWD, path);
+	try_read("secret by path", AT_FDCWD, secret);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -305,6 +425,8 @@ int main(int argc, char **argv)
 		return pivot(arg);
 	if (!strcmp(mode, "mount"))
 		return do_mount(arg);
+	if (!strcmp(mode, "proclinks"))
+		return proclinks(arg);
 	if (!strcmp(mode, "race") && argc == 4)
 		return race(arg, atoi(argv[3]));
 	return 2;

@@ -460,15 +460,38 @@ fn processes_mentioning(text: &str) -> Vec<i32> {
     found
 }
 
+/// Lines of the host's mount table (this test's mount namespace, where
+/// the runtime runs) that mention `text`.
+fn mounts_mentioning(text: &str) -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .expect("mountinfo")
+        .lines()
+        .filter(|l| l.contains(text))
+        .map(str::to_owned)
+        .collect()
+}
+
 #[test]
 fn delete_after_the_sentry_or_the_gofer_died_leaves_nothing() {
+    // With a limit, the sandbox gets a host cgroup of its own, which must
+    // go too.
+    let cgroups = host_cgroups();
     for victim in ["sentry", "gofer"] {
-        let mut w = World::new(victim, |v| set_args(v, &["sleep", "1000"]));
+        let mut w = World::new(victim, |v| {
+            set_args(v, &["sleep", "1000"]);
+            if cgroups {
+                v["linux"]["resources"] = serde_json::json!({"pids": {"limit": 200}});
+            }
+        });
         let id = format!("crash-{victim}");
         assert_eq!(w.create(&id).status, 0);
         assert_eq!(w.cli(&["start", &id]).status, 0);
         let bundle = w.bundle_str();
         let sentry = w.state(&id)["pid"].as_i64().expect("pid") as i32;
+        let cgroup = cgroups.then(|| cgroup_dir(i64::from(sentry), "pids"));
+        if let Some(dir) = &cgroup {
+            assert_ne!(dir, &cgroup_dir(i64::from(std::process::id()), "pids"));
+        }
         let running = processes_mentioning(&bundle);
         assert!(running.contains(&sentry), "{running:?}");
         let target = if victim == "sentry" {
@@ -501,6 +524,14 @@ fn delete_after_the_sentry_or_the_gofer_died_leaves_nothing() {
         );
         assert_eq!(w.cli(&["list", "-q"]).stdout, "");
         assert!(!w.state_root().join(&id).exists());
+        if let Some(dir) = &cgroup {
+            assert!(!dir.exists(), "{} left behind", dir.display());
+        }
+        assert_eq!(
+            mounts_mentioning(&w.dir.path().to_string_lossy()),
+            Vec::<String>::new(),
+            "mounts left behind after the {victim} died"
+        );
     }
 }
 
@@ -822,6 +853,137 @@ fn features_and_unsupported_commands() {
             "{args:?}"
         );
     }
+}
+
+/// The hooks that run in the runtime's namespaces run on the host where
+/// runc runs them: `prestart` and `createRuntime` during `create` (in that
+/// order), `poststart` during `start`, `poststop` during `delete`, each
+/// with its arguments and the container's state on stdin. A failing
+/// `createRuntime` hook fails `create` in one line naming it and leaves no
+/// container.
+#[test]
+fn hooks_run_at_their_points_of_the_lifecycle() {
+    let mut w = World::new("hooks", |v| set_args(v, &["sh", "-c", "echo ran"]));
+    let log = w.dir.path().join("hooks.log");
+    let log_s = log.to_string_lossy().into_owned();
+    // Each hook appends "KIND ID STATUS" (from the state on stdin).
+    let script = r#"s=$(cat); id=${s#*\"id\":\"}; st=${s#*\"status\":\"}; echo "$1 ${id%%\"*} ${st%%\"*}" >> "$2""#;
+    let hook = |kind: &str| serde_json::json!([{ "path": "/bin/sh", "args": ["sh", "-c", script, "sh", kind, log_s] }]);
+    w.edit_config(|v| {
+        v["hooks"] = serde_json::json!({
+            "prestart": hook("prestart"),
+            "createRuntime": hook("createRuntime"),
+            "poststart": hook("poststart"),
+            "poststop": hook("poststop"),
+        });
+    });
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let out = w.create("h1");
+    assert_eq!(out.status, 0, "create: {}", out.stderr);
+    assert_eq!(read(), "prestart h1 creating\ncreateRuntime h1 creating\n");
+    assert_eq!(w.cli(&["start", "h1"]).status, 0);
+    assert_eq!(w.wait("h1"), 0);
+    let after_start = read();
+    assert!(
+        after_start.starts_with("prestart h1 creating\ncreateRuntime h1 creating\npoststart h1 "),
+        "{after_start}"
+    );
+    assert_eq!(after_start.lines().count(), 3, "{after_start}");
+    assert_eq!(w.container_stdout("h1"), "ran\n");
+    assert_eq!(w.cli(&["delete", "h1"]).status, 0);
+    let all = read();
+    assert_eq!(all.lines().count(), 4, "{all}");
+    assert_eq!(all.lines().last(), Some("poststop h1 stopped"), "{all}");
+
+    // A failing createRuntime hook: create fails, naming it, and nothing is
+    // left.
+    w.edit_config(|v| {
+        v["hooks"] = serde_json::json!({
+            "createRuntime": [{ "path": "/bin/sh", "args": ["sh", "-c", "echo no way >&2; exit 3"] }],
+        });
+    });
+    let out = w.create("h2");
+    assert_one_line(&out);
+    assert!(
+        out.stderr.contains("hooks.createRuntime[0]"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(w.cli(&["list", "-q"]).stdout, "");
+}
+
+/// What config.json asks of the container's process and root, as the
+/// guest sees it: `root.readonly`, `process.user` (uid, gid,
+/// additionalGids), `process.cwd`, `process.env`, `oomScoreAdj`
+/// (on the sandbox's host processes, as runc sets it on the container's),
+/// `hostname`, and the proc, sysfs, cgroup and devpts mounts of the
+/// default spec (the Sentry's own; cgroup is its cgroup2 view, and its
+/// devpts has no line in `/proc/self/mounts`).
+#[test]
+fn process_and_root_settings_reach_the_guest() {
+    let mut w = World::new("honoured", |v| {
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                "id; pwd; echo $FV_VAR; hostname; \
+                 touch /x 2>/dev/null && echo root-writable || echo root-read-only; \
+                 touch /tmp/y 2>/dev/null && echo tmp-writable || echo tmp-read-only; \
+                 grep -E ' /(proc|sys|sys/fs/cgroup) ' /proc/self/mounts | \
+                 while read d m t rest; do echo $m ${t%2}; done; \
+                 [ -c /dev/pts/ptmx ] && echo devpts-ptmx",
+            ],
+        );
+        v["root"]["readonly"] = true.into();
+        v["process"]["user"] = serde_json::json!({"uid": 1000, "gid": 1000});
+        v["process"]["cwd"] = "/tmp".into();
+        v["process"]["env"] = serde_json::json!(["PATH=/bin", "FV_VAR=from-config"]);
+        v["process"]["oomScoreAdj"] = 123.into();
+        v["hostname"] = "honoured-box".into();
+        v["mounts"]
+            .as_array_mut()
+            .expect("mounts")
+            .push(serde_json::json!({
+                "destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+                "options": ["mode=1777"]
+            }));
+    });
+    assert_eq!(
+        w.create("p1").status,
+        0,
+        "create: {}",
+        w.container_stderr("p1")
+    );
+    let pid = w.state("p1")["pid"].as_i64().expect("pid");
+    let adj = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).expect("oom_score_adj");
+    assert_eq!(adj.trim(), "123");
+    assert_eq!(w.cli(&["start", "p1"]).status, 0);
+    assert_eq!(w.wait("p1"), 0, "{}", w.container_stderr("p1"));
+    let out = w.container_stdout("p1");
+    let mut lines = out.lines();
+    assert_eq!(
+        lines
+            .next()
+            .map(|l| l.split(' ').take(2).collect::<Vec<_>>()),
+        Some(vec!["uid=1000", "gid=1000"]),
+        "{out}"
+    );
+    assert_eq!(
+        lines.collect::<Vec<_>>(),
+        [
+            "/tmp",
+            "from-config",
+            "honoured-box",
+            "root-read-only",
+            "tmp-writable",
+            "/proc proc",
+            "/sys sysfs",
+            "/sys/fs/cgroup cgroup",
+            "devpts-ptmx",
+        ],
+        "{out}"
+    );
 }
 
 #[test]

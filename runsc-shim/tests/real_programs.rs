@@ -3,8 +3,10 @@
 //! stdin: stdout and exit status must agree. Also the CLI's own error statuses (127, 126, 2), death
 //! by signal (128+N), `--root DIR` confinement of absolute symlinks, attacks
 //! that must not get out of `--root DIR` (file handles, chroot, pivot_root,
-//! mount, a rename race; `no_way_out.c`), tmpfs limits, and what programs
-//! learn about the machine (CPU counts, start times).
+//! mount, a rename race, /proc's root, cwd and fd links, hard links;
+//! `no_way_out.c`), `--overlay` over `--root DIR` (copy-up, whiteouts,
+//! directory renames; the host's tree untouched), tmpfs limits, and what
+//! programs learn about the machine (CPU counts, start times).
 
 mod common;
 
@@ -560,6 +562,186 @@ fn root_is_read_only() {
     );
 }
 
+// ---- --overlay: a writable root in the sandbox's memory (issue 4 point 3) ----
+
+/// The changes the overlay script makes, each followed by what the guest
+/// then sees: copy-up of a lower file (overwritten, appended to), a
+/// whiteout (the file gone from lookups and listings), a directory of the
+/// lower layer renamed with its children (and a symlink among them), a file
+/// and a directory made again where deleted ones were (the new directory
+/// empty: nothing of the old one shows through), a subtree moved back and
+/// the rest removed.
+const OVERLAY_SCRIPT: &str = r#"set -e
+echo upper > /data/file.txt
+echo "file: $(cat /data/file.txt)"
+echo more >> /data/keep.txt
+echo "keep: $(cat /data/keep.txt | tr '\n' ' ')"
+rm /data/gone.txt
+echo "after rm: $(ls -A /data | tr '\n' ' ')"
+test -e /data/gone.txt || echo "gone.txt is gone"
+cat /data/gone.txt 2>/dev/null || echo "cat gone.txt fails"
+mv /tree /moved
+test -e /tree || echo "/tree is gone"
+echo "moved: $(cd /moved && find . | sort | tr '\n' ' ')"
+echo "moved child: $(cat /moved/sub/child.txt) via link: $(cat /moved/link)"
+echo "moved deep: $(cat /moved/sub/deeper/d.txt)"
+echo recreated > /data/gone.txt
+echo "recreated: $(cat /data/gone.txt); ls: $(ls -A /data | tr '\n' ' ')"
+mkdir /tree
+echo "new /tree: [$(ls -A /tree)]"
+mv /moved/sub /tree/sub
+echo "tree after moving sub back: $(cd /tree && find . | sort | tr '\n' ' ')"
+rm -r /moved
+test -e /moved || echo "/moved removed"
+echo "root: $(ls -A / | tr '\n' ' ')"
+"#;
+
+const OVERLAY_SEES: &str = "file: upper
+keep: kept more 
+after rm: file.txt keep.txt 
+gone.txt is gone
+cat gone.txt fails
+/tree is gone
+moved: . ./link ./sub ./sub/child.txt ./sub/deeper ./sub/deeper/d.txt ./top.txt 
+moved child: child via link: child
+moved deep: deep
+recreated: recreated; ls: file.txt gone.txt keep.txt 
+new /tree: []
+tree after moving sub back: . ./sub ./sub/child.txt ./sub/deeper ./sub/deeper/d.txt 
+/moved removed
+root: bin data tree 
+";
+
+/// A root for `--overlay`: busybox and its applets, files in /data, and /tree with a
+/// subdirectory two levels deep and a relative symlink.
+fn make_overlay_root(dir: &Path) {
+    for d in ["bin", "data", "tree/sub/deeper"] {
+        std::fs::create_dir_all(dir.join(d)).expect("mkdir");
+    }
+    std::fs::copy("/bin/busybox", dir.join("bin/busybox")).expect("copy busybox");
+    // The applets the script runs, found by PATH (natively the chroot has
+    // no /proc/self/exe for busybox to run them by).
+    for applet in ["cat", "find", "ls", "mkdir", "mv", "rm", "sort", "tr"] {
+        symlink("busybox", dir.join("bin").join(applet)).expect("applet link");
+    }
+    for (f, text) in [
+        ("data/file.txt", "lower\n"),
+        ("data/keep.txt", "kept\n"),
+        ("data/gone.txt", "doomed\n"),
+        ("tree/top.txt", "top\n"),
+        ("tree/sub/child.txt", "child\n"),
+        ("tree/sub/deeper/d.txt", "deep\n"),
+    ] {
+        std::fs::write(dir.join(f), text).expect("write");
+    }
+    symlink("sub/child.txt", dir.join("tree/link")).expect("symlink");
+}
+
+/// Every path below `dir` with its type, mode and contents (or target).
+fn snapshot(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            let m = std::fs::symlink_metadata(&p).expect("lstat");
+            let what = if m.is_dir() {
+                todo.push(p.clone());
+                "dir".to_owned()
+            } else if m.file_type().is_symlink() {
+                format!("-> {}", std::fs::read_link(&p).expect("readlink").display())
+            } else {
+                let bytes = std::fs::read(&p).expect("read");
+                format!(
+                    "{} bytes {:x}",
+                    bytes.len(),
+                    bytes.iter().map(|&b| u64::from(b)).sum::<u64>()
+                )
+            };
+            out.push(format!(
+                "{} {:o} {what}",
+                p.display(),
+                m.permissions().mode()
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `--overlay --root DIR`: the guest changes its root freely (copy-up,
+/// whiteouts, directory renames, deletes and re-creates) and sees what a
+/// writable root shows natively (the same script in a chroot on a copy),
+/// while DIR on the host stays as it was, and the next sandbox starts from
+/// it again.
+#[test]
+fn overlay_root_copies_up_whites_out_and_renames_and_the_host_is_untouched() {
+    let dir = TempDir::new("overlay");
+    let (lower, copy) = (dir.path().join("lower"), dir.path().join("native"));
+    make_overlay_root(&lower);
+    make_overlay_root(&copy);
+    let before = snapshot(&lower);
+    let nat = native(
+        &[
+            "/usr/sbin/chroot",
+            path_str(&copy),
+            "/bin/busybox",
+            "sh",
+            "-c",
+            OVERLAY_SCRIPT,
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(nat.status, 0, "native chroot: {nat:?}");
+    assert_eq!(
+        nat.stdout, OVERLAY_SEES,
+        "the native run disagrees, so the test is wrong"
+    );
+    for platform in PLATFORMS {
+        let argv = ["/bin/busybox", "sh", "-c", OVERLAY_SCRIPT];
+        let opts = [
+            "--overlay",
+            "--root",
+            path_str(&lower),
+            "--platform",
+            platform,
+        ];
+        let out = sandboxed(&opts, &argv, &[], None);
+        assert_eq!(out.status, 0, "{platform}: {out:?}");
+        assert_eq!(
+            out.stdout, OVERLAY_SEES,
+            "{platform}: stderr: {}",
+            out.stderr
+        );
+        assert_eq!(
+            snapshot(&lower),
+            before,
+            "{platform}: the host's root changed"
+        );
+        // A new sandbox sees the lower layer as it was.
+        let argv = [
+            "/bin/busybox",
+            "sh",
+            "-c",
+            "cat /data/file.txt /data/gone.txt /tree/top.txt",
+        ];
+        let out = sandboxed(&opts, &argv, &[], None);
+        assert_eq!(out.status, 0, "{platform}: {out:?}");
+        assert_eq!(out.stdout, "lower\ndoomed\ntop\n", "{platform}");
+    }
+    // Without --overlay the same root is read-only.
+    let out = sandboxed(
+        &["--root", path_str(&lower)],
+        &["/bin/busybox", "rm", "/data/gone.txt"],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 1, "{out:?}");
+    assert!(out.stderr.contains("Read-only file system"), "{out:?}");
+    assert_eq!(snapshot(&lower), before, "the host's root changed");
+}
+
 /// A field of a `/proc/PID/status` text.
 fn status_field(status: &str, name: &str) -> String {
     status
@@ -1013,6 +1195,82 @@ fn no_way_out_through_mount() {
             ],
         );
     }
+}
+
+/// The /proc links that name a process's root, working directory and
+/// open files (its own and a child's, by pid) resolve inside the sandbox and
+/// name guest paths; whatever way they are followed, `..` included, the
+/// guest finds the decoy. Hard links of the secret's path, through those
+/// links or of an open descriptor, fail and leave nothing behind.
+#[test]
+fn no_way_out_through_proc_links_and_hard_links() {
+    let r = EscapeRoot::new();
+    let dir = r
+        .secret
+        .rsplit_once('/')
+        .expect("absolute path")
+        .0
+        .to_owned();
+    let (dir_link, file_link) = (format!("-> {dir}"), format!("-> {}", r.secret));
+    for out in r.attack(&["proclinks", &r.secret]) {
+        has_lines(
+            &out,
+            &[
+                "readlink /proc/self/root: -> /",
+                "readlink /proc/1/root: -> /",
+                "secret via /proc/self/root: read: inside-decoy",
+                "secret via /proc/1/root: read: inside-decoy",
+                "secret via /proc/self/root/..: read: inside-decoy",
+                "secret via /proc/1/root/..: read: inside-decoy",
+                "open(/proc/self/root): ok",
+                "secret from an open /proc/self/root: read: inside-decoy",
+                "chdir(secret's directory): ok",
+                &format!("readlink /proc/self/cwd: {dir_link}"),
+                "secret via /proc/self/cwd: read: inside-decoy",
+                "secret via /proc/self/cwd/..: read: inside-decoy",
+                "descriptors: as expected",
+                &format!("readlink /proc/self/fd/DIR: {dir_link}"),
+                &format!("readlink /proc/self/fd/FILE: {file_link}"),
+                "readlink /proc/self/fd/ROOT: -> /",
+                "secret via /proc/self/fd/DIR: read: inside-decoy",
+                "secret via /proc/self/fd/FILE: read: inside-decoy",
+                "secret via /proc/self/fd/ROOT: read: inside-decoy",
+                "secret via /proc/self/fd/DIR/..: read: inside-decoy",
+                &format!("readlink /proc/CHILD/fd/100: {dir_link}"),
+                "secret via /proc/CHILD/fd/100: read: inside-decoy",
+                "secret via /proc/CHILD/root: read: inside-decoy",
+                "secret via /proc/CHILD/cwd/..: read: inside-decoy",
+                "/tmp/hl: ENOENT",
+                "hard link beside it: ENOENT",
+                "secret by path: read: inside-decoy",
+            ],
+        );
+        // Every hard link is refused (the errno is not the point here).
+        for attempt in [
+            "link(secret, /tmp/hl)",
+            "link(/proc/self/root/..secret, /tmp/hl)",
+            "linkat(/proc/self/fd/FILE, /tmp/hl, AT_SYMLINK_FOLLOW)",
+            "linkat(FILE, \"\", /tmp/hl, AT_EMPTY_PATH)",
+            "link(secret, beside it)",
+        ] {
+            let line = out
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{attempt}: ")))
+                .unwrap_or_else(|| panic!("no {attempt} line in:\n{out}"));
+            assert_ne!(line, "ok", "{attempt} succeeded:\n{out}");
+        }
+    }
+    // Nothing was made on the host beside the decoy.
+    let decoy_dir = Path::new(&r.root()).join(dir.trim_start_matches('/'));
+    let names: Vec<String> = std::fs::read_dir(&decoy_dir)
+        .expect("read decoy dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["secret"], "the guest changed its root on the host");
+    assert_eq!(
+        std::fs::read_to_string(&r.secret).expect("read secret"),
+        "HOST-SECRET outside the root\n"
+    );
 }
 
 /// One guest process swaps a directory and a symlink to `/` (RENAME_EXCHANGE

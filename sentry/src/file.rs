@@ -480,6 +480,18 @@ impl FileDescription {
         if !self.writable() {
             return Err(Errno::EBADF);
         }
+        if let (FileKind::Static(_), Some(loc)) = (&self.kind, &self.location) {
+            if let crate::vfs::Node::Proc(crate::procfs::ProcNode::OomScoreAdj(_, p, _)) =
+                loc.node()
+            {
+                let len: usize = bufs.iter().map(|b| b.len).sum();
+                let mut data = vec![0u8; len.min(23)];
+                let n = copy_from_slices(bufs, &mut data);
+                data.truncate(n);
+                crate::procfs::write_oom_score_adj(p, &data)?;
+                return Ok(len as u64);
+            }
+        }
         if let FileKind::Mem(m) = &self.kind {
             let append = self.flags() & OpenFlags::APPEND.bits() != 0;
             let mut pos = lock(&self.pos);

@@ -36,6 +36,9 @@ pub enum ProcNode {
     Link(u64, Vec<u8>),
     /// `/proc/[pid]/fd/N`: names the open file itself
     FdLink(u64, Arc<FileDescription>, Vec<u8>),
+    /// `/proc/[pid]/oom_score_adj` of this process, its contents when
+    /// looked up: the one file here a process may write
+    OomScoreAdj(u64, Arc<Process>, Arc<Vec<u8>>),
 }
 
 impl std::fmt::Debug for ProcNode {
@@ -49,6 +52,7 @@ impl std::fmt::Debug for ProcNode {
             ProcNode::File(i, _) => write!(f, "ProcFile({i})"),
             ProcNode::Link(i, t) => write!(f, "ProcLink({i}, {})", String::from_utf8_lossy(t)),
             ProcNode::FdLink(i, _, _) => write!(f, "ProcFdLink({i})"),
+            ProcNode::OomScoreAdj(i, p, _) => write!(f, "ProcOomScoreAdj({i}, {})", p.pid),
         }
     }
 }
@@ -81,6 +85,7 @@ impl ProcNode {
             ),
             ProcNode::Sys(d) => (abi::S_IFDIR | 0o555, hash(d.as_bytes())),
             ProcNode::File(i, _) => (abi::S_IFREG | 0o444, *i),
+            ProcNode::OomScoreAdj(i, _, _) => (abi::S_IFREG | 0o644, *i),
             ProcNode::Link(i, _) => (abi::S_IFLNK | 0o777, *i),
             ProcNode::FdLink(i, f, _) => (
                 abi::S_IFLNK | if f.flags() & 3 == 0 { 0o500 } else { 0o700 },
@@ -113,6 +118,8 @@ const SYS_FILES: &[(&str, &str)] = &[
     ("kernel/shmmax", "18446744073692774399\n"),
     ("kernel/yama/ptrace_scope", "1\n"),
     ("vm/overcommit_memory", "0\n"),
+    ("vm/overcommit_ratio", "50\n"),
+    ("vm/swappiness", "60\n"),
     ("vm/max_map_count", "65530\n"),
     ("vm/mmap_min_addr", "65536\n"),
     ("fs/pipe-max-size", "1048576\n"),
@@ -808,9 +815,15 @@ impl ProcFs {
                 );
                 file(mount_table(name == "mountinfo", root_opt, &extra, &root).into_bytes())
             }
-            "limits" => file(LIMITS.as_bytes().to_vec()),
+            "limits" => file(limits(&st.rlimits).into_bytes()),
             "cgroup" => file(b"0::/\n".to_vec()),
-            "oom_score_adj" | "oom_score" | "loginuid" => file(if name == "loginuid" { b"4294967295".to_vec() } else { b"0\n".to_vec() }),
+            "oom_score_adj" => {
+                let text = format!("{}\n", st.oom_score_adj).into_bytes();
+                drop(st);
+                Ok(ProcNode::OomScoreAdj(ino, p, Arc::new(text)))
+            }
+            "oom_score" => file(b"0\n".to_vec()),
+            "loginuid" => file(b"4294967295".to_vec()),
             "wchan" => file(b"0".to_vec()),
             "io" => file(b"rchar: 0\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n".to_vec()),
             _ => Err(Errno::ENOENT),
@@ -1336,7 +1349,90 @@ fn mount_table(
     }
     out
 }
-const LIMITS: &str = "Limit                     Soft Limit           Hard Limit           Units     \nMax cpu time              unlimited            unlimited            seconds   \nMax file size             unlimited            unlimited            bytes     \nMax data size             unlimited            unlimited            bytes     \nMax stack size            8388608              unlimited            bytes     \nMax core file size        0                    unlimited            bytes     \nMax processes             4096                 4096                 processes \nMax open files            1024                 1048576              files     \n";
+/// A write to `/proc/[pid]/oom_score_adj` (oom_score_adj_write()): one
+/// integer, in C's notation (decimal, `0x` hex, `0` octal), with white space
+/// around it, in -1000..=1000; else `EINVAL`. Linux reads at most 23 bytes
+/// of it. Lowering it takes `CAP_SYS_RESOURCE`, which the sandbox's root has.
+pub fn write_oom_score_adj(p: &Process, data: &[u8]) -> Result<(), Errno> {
+    p.state().oom_score_adj = parse_oom_score_adj(data)?;
+    Ok(())
+}
+
+/// The value a write to `oom_score_adj` sets (see [`write_oom_score_adj`]).
+fn parse_oom_score_adj(data: &[u8]) -> Result<i16, Errno> {
+    let data = &data[..data.len().min(23)];
+    let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?.trim();
+    let (neg, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let (radix, digits) = if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        (16, hex)
+    } else if digits.len() > 1 && digits.starts_with('0') {
+        (8, &digits[1..])
+    } else {
+        (10, digits)
+    };
+    // from_str_radix would take a second sign.
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return Err(Errno::EINVAL);
+    }
+    let v = i64::from_str_radix(digits, radix).map_err(|_| Errno::EINVAL)?;
+    let v = if neg { -v } else { v };
+    if !(-1000..=1000).contains(&v) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(v as i16)
+}
+
+/// The rows of `/proc/[pid]/limits`, indexed by `RLIMIT_*` number (Linux's
+/// `lnames` in fs/proc/base.c): name and unit.
+const LIMIT_ROWS: [(&str, &str); abi::rlimit::RLIM_NLIMITS] = [
+    ("Max cpu time", "seconds"),
+    ("Max file size", "bytes"),
+    ("Max data size", "bytes"),
+    ("Max stack size", "bytes"),
+    ("Max core file size", "bytes"),
+    ("Max resident set", "bytes"),
+    ("Max processes", "processes"),
+    ("Max open files", "files"),
+    ("Max locked memory", "bytes"),
+    ("Max address space", "bytes"),
+    ("Max file locks", "locks"),
+    ("Max pending signals", "signals"),
+    ("Max msgqueue size", "bytes"),
+    ("Max nice priority", ""),
+    ("Max realtime priority", ""),
+    ("Max realtime timeout", "us"),
+];
+
+/// `/proc/[pid]/limits`: the process's own limits, what getrlimit(2)
+/// answers, in proc_pid_limits()'s columns.
+fn limits(rlimits: &[abi::Rlimit; abi::rlimit::RLIM_NLIMITS]) -> String {
+    let value = |v: u64| {
+        if v == abi::rlimit::RLIM_INFINITY {
+            "unlimited".to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    let mut s = format!(
+        "{:<25} {:<20} {:<20} {:<10}\n",
+        "Limit", "Soft Limit", "Hard Limit", "Units"
+    );
+    for ((name, unit), r) in LIMIT_ROWS.iter().zip(rlimits) {
+        let _ = write!(s, "{name:<25} {:<20} {:<20} ", value(r.cur), value(r.max));
+        if unit.is_empty() {
+            s.push('\n');
+        } else {
+            let _ = writeln!(s, "{unit:<10}");
+        }
+    }
+    s
+}
 
 /// `true` when `node` is in /proc (for `statfs`, mounts).
 pub fn is_proc(node: &Node) -> bool {
@@ -1380,6 +1476,49 @@ mod tests {
         // like a mount point is not below it.
         assert_eq!(mount_table(true, "ro", &extra, "/srv/data/x"), "");
         assert_eq!(mount_table(false, "ro", &extra, "/sr"), "");
+    }
+
+    #[test]
+    fn oom_score_adj_takes_one_integer_in_range() {
+        let ok = |s: &str| parse_oom_score_adj(s.as_bytes());
+        assert_eq!(ok("500\n"), Ok(500));
+        assert_eq!(ok(" -1000 "), Ok(-1000));
+        assert_eq!(ok("+7"), Ok(7));
+        assert_eq!(ok("0x10"), Ok(16));
+        assert_eq!(ok("010"), Ok(8));
+        assert_eq!(ok("0"), Ok(0));
+        for bad in [
+            "", " ", "1001", "-1001", "many", "12x", "--5", "-+5", "0x", "08",
+        ] {
+            assert_eq!(ok(bad), Err(Errno::EINVAL), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn limits_rows_line_up_like_linux() {
+        let mut r = [abi::Rlimit {
+            cur: abi::rlimit::RLIM_INFINITY,
+            max: abi::rlimit::RLIM_INFINITY,
+        }; abi::rlimit::RLIM_NLIMITS];
+        r[abi::rlimit::RLIMIT_NOFILE as usize] = abi::Rlimit {
+            cur: 1024,
+            max: 4096,
+        };
+        let text = limits(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 17);
+        assert_eq!(
+            lines[0],
+            "Limit                     Soft Limit           Hard Limit           Units     "
+        );
+        assert_eq!(
+            lines[8],
+            "Max open files            1024                 4096                 files     "
+        );
+        assert_eq!(
+            lines[14],
+            "Max nice priority         unlimited            unlimited            "
+        );
     }
 
     #[test]

@@ -231,6 +231,9 @@ pub struct ProcessState {
     /// resource limits, index = `RLIMIT_*` (shared by the threads;
     /// `prlimit` may change another process's)
     pub rlimits: [Rlimit; abi::rlimit::RLIM_NLIMITS],
+    /// `/proc/[pid]/oom_score_adj`, -1000..=1000 (inherited by children,
+    /// kept across execve, as Linux keeps it in the signal struct)
+    pub oom_score_adj: i16,
     /// signal to receive when the parent exits (`PR_SET_PDEATHSIG`)
     pub pdeathsig: i32,
     /// orphaned descendants are reparented here rather than to init
@@ -337,6 +340,7 @@ impl ProcessState {
                 cur: u64::MAX,
                 max: u64::MAX,
             }; abi::rlimit::RLIM_NLIMITS],
+            oom_score_adj: 0,
             pdeathsig: 0,
             child_subreaper: false,
             started: std::time::Instant::now(),

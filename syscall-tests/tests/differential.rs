@@ -203,6 +203,13 @@ guests! {
     // Unix stream buffer accounting: the writer's own SO_SNDBUF, not the
     // reader's SO_RCVBUF (issue 7)
     unix_stream_sndbuf,
+    // Unix stream, datagram and seqpacket sockets: pathname and abstract
+    // names, SCM_RIGHTS, SCM_CREDENTIALS, SO_PEERCRED, shutdown, MSG_PEEK,
+    // MSG_DONTWAIT, MSG_NOSIGNAL, MSG_TRUNC (issue 7 point 1)
+    unix_sockets,
+    // TCP/UDP socket options programs set, accept4, non-blocking connect,
+    // FIONREAD, IPV6_V6ONLY, SO_REUSEPORT, epoll readiness (issue 7 point 2)
+    tcp_sockopts,
     // pseudo-terminals (issue 4 point 3, /dev/pts)
     pty_basic,
     pty_jobctl,
@@ -237,6 +244,15 @@ guests! {
     // inotify on a volume: the guest's own changes once each, as the host
     // reports them (issue 4)
     inotify_volume,
+    // /dev/fd/N, /dev/stdin, /dev/stdout, /dev/stderr: the links, and a
+    // file opened anew through them (issue 4 point 3)
+    dev_fd,
+    // /proc/[pid]/{statm,maps,smaps,environ,cwd,limits,oom_score_adj} and
+    // /proc/thread-self (issue 4 point 3)
+    proc_pid_files,
+    // /proc/{loadavg,version,filesystems}, /proc/sys/kernel and
+    // /proc/sys/vm files: formats and agreements (issue 4 point 3)
+    proc_sys_files,
 }
 
 #[test]

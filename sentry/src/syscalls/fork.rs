@@ -149,6 +149,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 ps.info.environ = st.info.environ.clone();
                 ps.as_cpu_start = vm_cpu;
                 ps.rlimits = st.rlimits;
+                ps.oom_score_adj = st.oom_score_adj;
                 ps.ctty = st.ctty.clone();
             }
             drop(st);

@@ -673,6 +673,8 @@ fn open_inner(
                         return task.install_fd(file.clone(), cloexec);
                     }
                 }
+                // Writes are taken by FileDescription::write.
+                crate::procfs::ProcNode::OomScoreAdj(_, _, data) => FileKind::Static(data.clone()),
                 _ if wants_write => return Err(Errno::EACCES),
                 crate::procfs::ProcNode::File(_, data) => FileKind::Static(data.clone()),
                 _ => FileKind::SynthDir,

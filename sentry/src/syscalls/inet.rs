@@ -619,6 +619,7 @@ const SOL_SOCKET: i32 = 1;
 const IPPROTO_TCP: i32 = 6;
 const IPPROTO_IPV6: i32 = 41;
 const IPPROTO_IP: i32 = 0;
+const IPPROTO_UDP: i32 = 17;
 
 pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
     if let Some(h) = host(file) {
@@ -667,6 +668,10 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
         (SOL_SOCKET, 8) => SockOpt::RcvBuf(v.max(0) as usize),
         (SOL_SOCKET, 7) => SockOpt::SndBuf(v.max(0) as usize),
         (SOL_SOCKET, 13) => {
+            // A whole `struct linger` (`sk_setsockopt`).
+            if a[4] < 8 {
+                return Err(Errno::EINVAL);
+            }
             let l: [i32; 2] = task.mm().read_obj(a[3])?;
             SockOpt::Linger((l[0] != 0).then(|| std::time::Duration::from_secs(l[1].max(0) as u64)))
         }
@@ -677,11 +682,22 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
             }
             SockOpt::KeepIdle(std::time::Duration::from_secs(v as u64))
         }
+        (IPPROTO_TCP, 5) => {
+            if v < 1 {
+                return Err(Errno::EINVAL);
+            }
+            SockOpt::KeepIntvl(std::time::Duration::from_secs(v as u64))
+        }
+        (IPPROTO_TCP, 6) => SockOpt::KeepCnt(if (1..=127).contains(&v) {
+            v as u8
+        } else {
+            return Err(Errno::EINVAL);
+        }),
         (IPPROTO_IPV6, 26) => SockOpt::V6Only(v != 0),
         // Accepted without effect: priorities, IP_RECVORIGDSTADDR,
         // IPV6_MULTICAST_HOPS and friends.
         (SOL_SOCKET, 6 | 10 | 12 | 16 | 29 | 30)
-        | (IPPROTO_TCP, 2 | 3 | 5 | 6 | 9 | 12 | 18 | 23)
+        | (IPPROTO_TCP, 2 | 3 | 9 | 12 | 18 | 23)
         | (IPPROTO_IP, _)
         | (IPPROTO_IPV6, _) => return Ok(0),
         _ => return Err(Errno::ENOPROTOOPT),
@@ -880,6 +896,15 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
             };
             [v[0].to_ne_bytes(), v[1].to_ne_bytes()].concat()
         }
+        // An AF_INET UDP socket hands levels other than its own to
+        // `ip_getsockopt`, which says EOPNOTSUPP (`TCP_NODELAY` on UDP).
+        (lvl, _)
+            if s.ty == SocketType::Datagram
+                && s.domain == Domain::Inet
+                && !matches!(lvl, SOL_SOCKET | IPPROTO_IP | IPPROTO_UDP) =>
+        {
+            return Err(Errno::EOPNOTSUPP)
+        }
         (lvl, nm) => {
             let which = match (lvl, nm) {
                 (SOL_SOCKET, 2) => SockOptName::ReuseAddr,
@@ -889,6 +914,8 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
                 (SOL_SOCKET, 7) => SockOptName::SndBuf,
                 (IPPROTO_TCP, 1) => SockOptName::NoDelay,
                 (IPPROTO_TCP, 4) => SockOptName::KeepIdle,
+                (IPPROTO_TCP, 5) => SockOptName::KeepIntvl,
+                (IPPROTO_TCP, 6) => SockOptName::KeepCnt,
                 (IPPROTO_IPV6, 26) => SockOptName::V6Only,
                 _ => return Err(Errno::ENOPROTOOPT),
             };
@@ -899,7 +926,8 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
                 | SockOpt::NoDelay(x)
                 | SockOpt::V6Only(x) => b(x),
                 SockOpt::RcvBuf(n) | SockOpt::SndBuf(n) => n.min(i32::MAX as usize) as i32,
-                SockOpt::KeepIdle(d) => d.as_secs() as i32,
+                SockOpt::KeepIdle(d) | SockOpt::KeepIntvl(d) => d.as_secs() as i32,
+                SockOpt::KeepCnt(n) => i32::from(n),
                 _ => 0,
             };
             v.to_ne_bytes().to_vec()

@@ -182,20 +182,32 @@ fn write_addr(task: &Task, addr: u64, len_addr: u64, a: &UnixAddr) -> Result<(),
     task.mm().write_obj(len_addr, &(raw.len() as u32))
 }
 
-/// The socket bound at `addr`, for `connect` and `sendto`.
-fn lookup(task: &Task, addr: &UnixAddr) -> Result<Arc<UnixSocket>, Errno> {
+/// The socket of type `kind` bound at `addr`, for `connect` and `sendto`.
+/// As Linux's `unix_find_other`: a socket of another type at a path is
+/// `EPROTOTYPE`, and at an abstract name is not found (Linux keys abstract
+/// names by type too).
+fn lookup(task: &Task, addr: &UnixAddr, kind: SockType) -> Result<Arc<UnixSocket>, Errno> {
     match addr {
         UnixAddr::Unnamed => Err(Errno::EINVAL),
-        UnixAddr::Abstract(n) => task.kernel.unix.lookup(n).ok_or(Errno::ECONNREFUSED),
+        UnixAddr::Abstract(n) => task
+            .kernel
+            .unix
+            .lookup(n)
+            .filter(|s| s.kind == kind)
+            .ok_or(Errno::ECONNREFUSED),
         UnixAddr::Path(p) => {
             let loc = task.resolve(&task.cwd(), p, true)?;
-            match loc.node() {
+            let target = match loc.node() {
                 Node::Mem(m) => match &m.kind {
                     MemKind::Socket(w) => w.upgrade().ok_or(Errno::ECONNREFUSED),
                     _ => Err(Errno::ECONNREFUSED),
                 },
                 _ => Err(Errno::ECONNREFUSED),
+            }?;
+            if target.kind != kind {
+                return Err(Errno::EPROTOTYPE);
             }
+            Ok(target)
         }
     }
 }
@@ -311,7 +323,7 @@ pub fn sys_connect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     let (file, sock) = socket_of(task, a[0])?;
     let addr = read_addr(task, a[1], a[2])?;
-    let target = lookup(task, &addr)?;
+    let target = lookup(task, &addr, sock.kind)?;
     if sock.kind == SockType::Dgram {
         return sock.connect_dgram(&target).map(|()| 0);
     }
@@ -682,7 +694,7 @@ fn do_sendmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Err
             }
             return Err(Errno::EOPNOTSUPP);
         }
-        Some(lookup(task, &addr)?)
+        Some(lookup(task, &addr, sock.kind)?)
     } else {
         None
     };
@@ -718,7 +730,7 @@ pub fn sys_sendto(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let slices = task.mm().slices(a[1], a[2], false)?;
     let to = if a[4] != 0 && sock.kind == SockType::Dgram {
         let addr = read_addr(task, a[4], a[5])?;
-        Some(lookup(task, &addr)?)
+        Some(lookup(task, &addr, sock.kind)?)
     } else {
         None
     };
