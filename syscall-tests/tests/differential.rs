@@ -102,6 +102,7 @@ guests! {
     mmap_file_cow,
     elf_segment_tail,
     execve_fpu,
+    link_write_errnos,
     munmap,
     munmap_segv => 128 + 11,
     mprotect,

@@ -112,7 +112,12 @@ pub fn sys_write(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return socket_write(task, &file, &bufs);
     }
     if a[2] == 0 {
-        return Ok(0);
+        // Nothing to write, but the descriptor must allow writing.
+        return if file.writable() {
+            Ok(0)
+        } else {
+            Err(Errno::EBADF)
+        };
     }
     let r = file.write(task.blocker(), &guest_buf(task, a[1], a[2], false)?, None);
     sigpipe(task, r)
@@ -2098,6 +2103,13 @@ fn link(
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
+    // A link never crosses mounts; Linux says so before anything else
+    // (even before a read-only root's EROFS).
+    if let (Some(a), Some(b)) = (mount_of(task, &src), mount_of(task, &e.parent)) {
+        if a != b {
+            return Err(Errno::EXDEV);
+        }
+    }
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
         let Node::Host { h: s, .. } = src.node() else {
@@ -2126,6 +2138,29 @@ fn link(
     may_write_dir(task, &e.parent)?;
     dir.clear_whiteout(&e.name);
     dir.link(&e.name, &node).map(|()| 0)
+}
+
+/// Which mounted file system `loc` is on, as far as `link` cares: the root
+/// (its read-only image and the overlay's layer above it are one mount),
+/// a volume, or a tmpfs mount (each its own device). `None` for the
+/// synthetic trees, whose own checks answer.
+fn mount_of(task: &Task, loc: &Location) -> Option<(u8, u64)> {
+    match loc.node() {
+        Node::Ovl(_) => Some((0, 0)),
+        Node::Host { h, .. } => Some(match h.volume() {
+            Some(_) => (1, h.mount_id() as u64),
+            None => (0, 0),
+        }),
+        Node::Mem(m) => {
+            let dev = m.stat().dev;
+            Some(if dev == task.kernel.fs.upper.stat().dev {
+                (0, 0)
+            } else {
+                (2, dev)
+            })
+        }
+        _ => None,
+    }
 }
 
 pub fn sys_link(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
