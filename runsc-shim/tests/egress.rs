@@ -463,3 +463,50 @@ cat "$DIR/out"
         show(&o)
     );
 }
+
+/// Python in the sandbox: the local address of a connection out.
+const SOCKNAME: &str = r#"
+import socket, sys
+s = socket.create_connection((sys.argv[1], 8080), timeout=20)
+print("sockname", s.getsockname()[0])
+"#;
+
+/// What the guest sees of its network in `--network sandbox` agrees with
+/// what its sockets do: `ip -4 addr` lists the netstack's address (the one
+/// a connection out is bound to), `ip route` a default route through its
+/// interface, and the interface shows up wherever programs look for it.
+/// None of the namespace's own addresses are shown.
+#[test]
+fn sandbox_ip_addr_and_route_list_the_netstack_interface() {
+    let body = format!(
+        r#"$FV do --allow-cidr {SERVER}/32:8080 -- sh -c '
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+ip -4 addr; echo --; ip route; echo --; ip route show table local; echo --
+ip -6 route; echo --; ls /sys/class/net; cat /sys/class/net/eth0/address /sys/class/net/eth0/operstate
+busybox ip addr show eth0; echo --; cat /proc/net/dev
+python3 -I -c "$0" {SERVER}' '{SOCKNAME}'
+"#
+    );
+    let o = scenario("ifaces", "127.0.0.1 localhost\n", &body);
+    for want in [
+        "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP group default qlen 1000",
+        "    inet 10.0.2.15/24 scope global eth0",
+        "    inet 127.0.0.1/8 scope host lo",
+        "default dev eth0 scope link \n10.0.2.0/24 dev eth0 proto kernel scope link src 10.0.2.15 \n--",
+        "local 10.0.2.15 dev eth0 proto kernel scope host src 10.0.2.15 \n\
+         broadcast 10.0.2.255 dev eth0 proto kernel scope link src 10.0.2.15 \n\
+         local 127.0.0.0/8 dev lo",
+        "fd00::/64 dev eth0 proto kernel metric 256 pref medium\n\
+         default dev eth0 metric 1024 pref medium",
+        "eth0\nlo\n02:42:0a:00:02:0f\nup\n",
+        "link/ether 02:42:0a:00:02:0f brd ff:ff:ff:ff:ff:ff",
+        "  eth0:       0",
+        "sockname 10.0.2.15",
+    ] {
+        assert!(o.stdout.contains(want), "no {want:?}\n{}", show(&o));
+    }
+    assert!(!o.stderr.contains("SIOCGIF"), "{}", show(&o));
+    for host_side in [HOST_SIDE, "10.99.0.2", "2001:db8::1"] {
+        assert!(!o.stdout.contains(host_side), "{host_side}\n{}", show(&o));
+    }
+}

@@ -2451,6 +2451,32 @@ fn network_sandbox_reaches_only_what_the_rules_allow() {
         logged.contains("egress: refused") && logged.contains(&net.client_ip),
         "the runtime's log names the refusal: {logged}"
     );
+
+    // What the container lists is the netstack's interface (the address
+    // its connections out report), not the namespace's, whose address is
+    // the host side of the relays.
+    in_netns(
+        &w,
+        &net.container_ns,
+        &[
+            "/bin/busybox",
+            "sh",
+            "-c",
+            "busybox ip -4 addr; busybox ip route; cat /proc/net/route",
+        ],
+    );
+    w.ids.push("sb5".into());
+    let out = w.cli(&["--network", "sandbox", "run", "--bundle", &bundle, "sb5"]);
+    assert_eq!(out.status, 0, "sb5: {out:?}");
+    for want in [
+        "inet 127.0.0.1/8 scope host lo",
+        "inet 10.0.2.15/24 scope global eth0",
+        "default dev eth0 scope link",
+        "eth0\t00000000\t00000000\t0001",
+    ] {
+        assert!(out.stdout.contains(want), "sb5: no {want:?}: {out:?}");
+    }
+    assert!(!out.stdout.contains(&net.client_ip), "sb5: {out:?}");
 }
 
 #[test]
@@ -2556,4 +2582,84 @@ fn network_flags_are_checked_in_one_line() {
     assert_one_line(&out);
     assert!(out.stderr.contains("give them after 'do'"), "{out:?}");
     assert_eq!(w.cli(&["list", "-q"]).stdout, "", "nothing was created");
+}
+
+/// A program that makes a message queue, sends two messages and receives
+/// the more urgent one first.
+const MQ_USER: &str = r#"
+#include <fcntl.h>
+#include <mqueue.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+	struct mq_attr a = {.mq_maxmsg = 4, .mq_msgsize = 64};
+	mqd_t q = mq_open(argv[1], O_CREAT | O_EXCL | O_RDWR, 0600, &a);
+	if (q < 0 || mq_send(q, "second", 6, 1) != 0 || mq_send(q, "first", 5, 7) != 0) {
+		perror("mq");
+		return 1;
+	}
+	char b[64];
+	unsigned p;
+	long n = mq_receive(q, b, sizeof b, &p);
+	printf("got %.*s %u\n", (int)n, b, p);
+	return 0;
+}
+"#;
+
+/// The `mqueue` mount of a config (Docker adds one at /dev/mqueue): the
+/// guest sees the Sentry's mqueue file system there, its queues work, are
+/// listed as files whose reading gives the status line, go away with
+/// `rm`, and never exist on the host.
+#[test]
+fn mqueue_mount_serves_the_sandboxs_queues() {
+    let name = format!("oci-mq-{}", std::process::id());
+    let mut w = World::new("mqueue", |v| {
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "mq_user /{name} && ls /dev/mqueue && cat /dev/mqueue/{name}; \
+                     grep ' /dev/mqueue ' /proc/self/mounts | \
+                     while read d m t rest; do echo $m $t; done; \
+                     rm /dev/mqueue/{name} && ls /dev/mqueue | wc -l"
+                ),
+            ],
+        );
+        let mounts = v["mounts"].as_array_mut().expect("mounts");
+        if !mounts.iter().any(|m| m["type"] == "mqueue") {
+            mounts.push(serde_json::json!({
+                "destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue",
+                "options": ["nosuid", "noexec", "nodev"]
+            }));
+        }
+    });
+    let bin = common::compile_static(w.dir.path(), "mq_user", MQ_USER);
+    std::fs::copy(&bin, w.bundle().join("rootfs/bin/mq_user")).expect("copy mq_user");
+    assert_eq!(w.create("mq1").status, 0, "{}", w.container_stderr("mq1"));
+    assert_eq!(w.cli(&["start", "mq1"]).status, 0);
+    assert_eq!(w.wait("mq1"), 0, "{}", w.container_stderr("mq1"));
+    let out = w.container_stdout("mq1");
+    let lines: Vec<&str> = out.lines().map(str::trim_end).collect();
+    assert_eq!(
+        lines,
+        [
+            "got first 7",
+            name.as_str(),
+            "QSIZE:6          NOTIFY:0     SIGNO:0     NOTIFY_PID:0",
+            "/dev/mqueue mqueue",
+            "0",
+        ],
+        "{out}"
+    );
+    // The queue was the Sentry's: the host never had one by that name.
+    let cname = std::ffi::CString::new(format!("/{name}")).expect("name");
+    // SAFETY: `cname` is a valid C string; the call only looks the name up.
+    let q = unsafe { libc::mq_open(cname.as_ptr(), libc::O_RDONLY) };
+    assert_eq!(q, -1, "the queue exists on the host");
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ENOENT)
+    );
 }

@@ -783,6 +783,9 @@ fn children_of(pid: u32) -> Vec<u32> {
 /// * its stubs (the guest's address spaces) are in user and PID
 ///   namespaces of their own, and in the Sentry's mount, IPC, UTS and
 ///   network namespaces, which are not the host's;
+/// * the root's gofer is one server process in user, PID, mount, network,
+///   IPC and UTS namespaces of its own, with no_new_privs, under a seccomp
+///   filter;
 /// * the `ferrovisor` process the caller started only waits: one thread,
 ///   no_new_privs, no capability but `CAP_KILL`, and a seccomp filter of
 ///   its own.
@@ -939,6 +942,35 @@ fn check_the_sentrys_process(platform: &str, as_nobody: bool) {
         );
     }
     let ns_of = |pid: u32, ns: &str| std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).ok();
+    // The root's gofer: one server process, below the caller's process,
+    // in namespaces of its own, under its own seccomp filter.
+    let mut below = children_of(monitor);
+    let mut gofers = Vec::new();
+    while let Some(p) = below.pop() {
+        below.extend(children_of(p));
+        let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+        let Ok(st) = std::fs::read_to_string(format!("/proc/{p}/status")) else {
+            continue;
+        };
+        // (the server is PID 1 of its PID namespace; its parent there only
+        // waits)
+        if cmdline.split(|&b| b == 0).nth(1) == Some(b"gofer")
+            && status_field(&st, "NSpid:").ends_with("\t1")
+        {
+            gofers.push((p, st));
+        }
+    }
+    assert_eq!(gofers.len(), 1, "{platform}: gofer servers {gofers:?}");
+    let (gofer, st) = &gofers[0];
+    assert_eq!(status_field(st, "Seccomp:"), "2", "{platform}: gofer");
+    assert_eq!(status_field(st, "NoNewPrivs:"), "1", "{platform}: gofer");
+    for ns in ["user", "pid", "mnt", "net", "ipc", "uts"] {
+        assert_ne!(
+            ns_of(*gofer, ns),
+            ns_of(monitor, ns),
+            "{platform}: the gofer shares the host's {ns} namespace"
+        );
+    }
     let mut stubs = 0;
     for stub in children_of(sentry) {
         // (the stub of a process that just ended may be gone already)

@@ -57,6 +57,8 @@ pub enum FileKind {
     /// thread group itself, so it stays valid after the process dies and
     /// its ID is reused
     PidFd(Arc<crate::task::Process>),
+    /// a POSIX message queue (`mq_open`, or `open` in `/dev/mqueue`)
+    Mqueue(Arc<crate::mqueue::MsgQueue>),
 }
 
 /// What a blocking file operation needs to sleep and to notice signals.
@@ -360,6 +362,17 @@ impl FileDescription {
         if let Some(r) = self.read_events(blk, bufs, at) {
             return r;
         }
+        if let FileKind::Mqueue(q) = &self.kind {
+            // Reading a queue gives its status line (mq_overview(7)).
+            let line = q.status_line(|pid| pid);
+            let mut pos_guard = lock(&self.pos);
+            let start = (at.unwrap_or(*pos_guard) as usize).min(line.len());
+            let n = copy_to_slices(bufs, &line[start..]);
+            if at.is_none() {
+                *pos_guard = start as u64 + n;
+            }
+            return Ok(n);
+        }
         if let FileKind::Stdio(fd) = self.kind {
             if at.is_none() && !self.stdio_ready(fd, blk)? {
                 return Err(Errno::EAGAIN);
@@ -434,6 +447,7 @@ impl FileDescription {
                 | FileKind::SignalFd(_)
                 | FileKind::Epoll(_)
                 | FileKind::Inotify(_)
+                | FileKind::Mqueue(_)
                 | FileKind::PidFd(_) => return Err(Errno::EINVAL),
                 FileKind::Socket(_)
                 | FileKind::Inet(_)
@@ -479,6 +493,11 @@ impl FileDescription {
     ) -> Result<u64, Errno> {
         if !self.writable() {
             return Err(Errno::EBADF);
+        }
+        // A queue's file has no write operation (messages go through
+        // mq_timedsend).
+        if let FileKind::Mqueue(_) = &self.kind {
+            return Err(Errno::EINVAL);
         }
         if let (FileKind::Static(_), Some(loc)) = (&self.kind, &self.location) {
             if let crate::vfs::Node::Proc(crate::procfs::ProcNode::OomScoreAdj(_, p, _)) =
@@ -670,6 +689,11 @@ impl FileDescription {
         let always = POLLERR | POLLHUP;
         let ready = match &self.kind {
             FileKind::Static(_) => POLLIN | POLLRDNORM,
+            // Whatever the access mode, as Linux's `mqueue_poll_file`.
+            FileKind::Mqueue(q) => {
+                let (r, w) = q.poll_state();
+                (if r { POLLIN | POLLRDNORM } else { 0 }) | if w { POLLOUT | POLLWRNORM } else { 0 }
+            }
             FileKind::Pipe(end) => {
                 let (readable, writable, no_writers, no_readers) = end.pipe.poll_state();
                 if end.reader {
@@ -769,6 +793,7 @@ impl FileDescription {
             FileKind::HostInet(s) => s.generation(),
             FileKind::TimerFd(t) => t.count.load(std::sync::atomic::Ordering::Relaxed),
             FileKind::Inotify(i) => i.generation(),
+            FileKind::Mqueue(q) => q.generation(),
             _ => 0,
         }
     }
@@ -901,7 +926,11 @@ impl FileDescription {
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),
-            FileKind::Host(_) | FileKind::SynthDir | FileKind::Mem(_) | FileKind::Static(_) => {
+            FileKind::Host(_)
+            | FileKind::SynthDir
+            | FileKind::Mem(_)
+            | FileKind::Static(_)
+            | FileKind::Mqueue(_) => {
                 let mut pos = lock(&self.pos);
                 let base: i64 = match whence {
                     0 => 0,
@@ -932,6 +961,7 @@ impl FileDescription {
         match (&self.kind, &self.location) {
             (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
             (FileKind::Mem(m), _) => Ok(m.stat()),
+            (FileKind::Mqueue(q), _) => Ok(q.stat()),
             (
                 FileKind::Socket(_)
                 | FileKind::Inet(_)
@@ -978,6 +1008,7 @@ impl FileDescription {
             *d = Some(match loc.node() {
                 vfs::Node::Ovl(o) => fs.ovl_list(o)?,
                 vfs::Node::PtsDir => fs.pts_list(),
+                vfs::Node::MqueueDir => fs.mqueue_list(),
                 n => vfs::list_dir(n, host, Some(&fs.proc))?,
             });
         }

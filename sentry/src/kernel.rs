@@ -676,6 +676,18 @@ where
         inet_async: Arc::default(),
         reaped_cpu: Mutex::default(),
     });
+    // What the guest sees of its network (netlink, interface ioctls,
+    // /sys/class/net, /proc/net): the netstack's interfaces. With
+    // `--network host` the guest's sockets are host sockets, but the
+    // host's interfaces stay unlisted: the Sentry cannot ask the host for
+    // them inside its seccomp filter, so the guest sees loopback only.
+    crate::socket::netlink::set_table(match config.network.mode {
+        netstack::Mode::Egress => crate::socket::netlink::NetTable::sandbox(
+            netstack::EGRESS_ADDR_V4,
+            netstack::EGRESS_ADDR_V6,
+        ),
+        netstack::Mode::Loopback => crate::socket::netlink::NetTable::loopback(),
+    });
     if matches!(config.network.mode, netstack::Mode::Egress) {
         // Names resolve only through the Sentry's DNS server, which the
         // guest's resolv.conf names; hosts is the sandbox's own.

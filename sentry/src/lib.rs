@@ -26,6 +26,7 @@ pub mod loader;
 pub mod locks;
 pub mod memfile;
 pub mod mm;
+pub mod mqueue;
 pub mod pagecache;
 pub mod pipe;
 pub mod procfs;

@@ -208,21 +208,11 @@ const SYSFS_CLASS_NET: &str = "@sys/class/net";
 /// `/sys/devices/virtual/net`, where the interfaces' directories are.
 const SYSFS_VIRTUAL_NET: &str = "@sys/devices/virtual/net";
 
-/// The interfaces' directories, made once so that `ProcNode::Sys` can name
-/// them with a `&'static str`.
-static NET_DIRS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
-    crate::socket::netlink::INTERFACES
-        .iter()
-        .map(|i| format!("{SYSFS_VIRTUAL_NET}/{}", i.name))
-        .collect()
-});
-
-/// The interface named `name`, by its place in the table.
-fn interface(name: &str) -> Option<(usize, &'static crate::socket::netlink::Interface)> {
-    crate::socket::netlink::INTERFACES
-        .iter()
-        .enumerate()
-        .find(|(_, i)| i.name == name)
+/// The interface named `name`.
+fn interface(name: &str) -> Option<crate::socket::netlink::Interface> {
+    crate::socket::netlink::table()
+        .by_name(name.as_bytes())
+        .cloned()
 }
 
 /// `/sys/fs/cgroup`: the sandbox's cgroup v2 view (a cgroup namespace
@@ -305,27 +295,118 @@ fn cpu_mask(cpus: usize) -> String {
 }
 
 /// Attribute `name` of interface `i` under /sys/class/net: the values
-/// netlink reports for it (only the loopback exists, hence its type and
-/// hardware address).
+/// netlink reports for it.
 fn net_file(i: &crate::socket::netlink::Interface, name: &str) -> Option<String> {
+    use crate::socket::netlink::{ARPHRD_ETHER, IF_OPER_UP, TXQLEN};
     /// `IFF_RUNNING | IFF_LOWER_UP | IFF_DORMANT`: netlink adds these from
     /// the link state; /sys shows the device's own flags without them.
     const STATE_FLAGS: u32 = 0x40 | 0x1_0000 | 0x2_0000;
+    let mac = |m: &[u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
     let text = match name {
         "addr_len" => "6".to_string(),
-        "address" | "broadcast" => "00:00:00:00:00:00".into(),
+        "address" => mac(&i.hwaddr),
+        "broadcast" if i.hwtype == ARPHRD_ETHER => mac(&[0xff; 6]),
+        "broadcast" => mac(&[0; 6]),
         "carrier" => "1".into(),
         "flags" => format!("{:#x}", i.flags & !STATE_FLAGS),
         "ifindex" | "iflink" => i.index.to_string(),
         "mtu" => i.mtu.to_string(),
-        // IF_OPER_UNKNOWN, as netlink says for the loopback.
+        "operstate" if i.operstate == IF_OPER_UP => "up".into(),
         "operstate" => "unknown".into(),
-        "tx_queue_len" => "1000".into(),
-        // ARPHRD_LOOPBACK
-        "type" => "772".into(),
+        "tx_queue_len" => TXQLEN.to_string(),
+        "type" => i.hwtype.to_string(),
         _ => return None,
     };
     Some(text + "\n")
+}
+
+/// `/proc/[pid]/net` (and `/proc/net`, a link to `self/net`): the
+/// interface files, from the same table as netlink. One network namespace
+/// per sandbox, so every process's is the same.
+const PROC_NET: &str = "@proc/net";
+
+const PROC_NET_FILES: &[&str] = &["dev", "if_inet6", "route"];
+
+/// A file of `/proc/net`, as Linux formats it (`dev_seq_show()`,
+/// `if6_seq_show()`, `fib_route_seq_show()`).
+fn proc_net_file(name: &str) -> Option<String> {
+    let t = crate::socket::netlink::table();
+    let mut out = String::new();
+    match name {
+        "dev" => {
+            out += "Inter-|   Receive                                                |  Transmit\n";
+            out += " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n";
+            // The netstack keeps no per-interface counters: zeros.
+            for i in &t.interfaces {
+                let _ = writeln!(
+                    out,
+                    "{:>6}:{:8} {:7} {:4} {:4} {:4} {:5} {:10} {:9} {:8} {:7} {:4} {:4} {:4} {:5} {:7} {:10}",
+                    i.name, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+                );
+            }
+        }
+        "if_inet6" => {
+            for i in &t.interfaces {
+                for &(a, p) in &i.addrs {
+                    let std::net::IpAddr::V6(v6) = a else {
+                        continue;
+                    };
+                    // IPV6_ADDR_LOOPBACK's scope is 0x10, a global one 0.
+                    let scope = if v6.is_loopback() { 0x10 } else { 0 };
+                    let _ = writeln!(
+                        out,
+                        "{:032x} {:02x} {:02x} {:02x} {:02x} {:>8}",
+                        u128::from(v6),
+                        i.index,
+                        p,
+                        scope,
+                        0x80, // IFA_F_PERMANENT
+                        i.name
+                    );
+                }
+            }
+        }
+        "route" => {
+            // Lines padded to 127 columns, as Linux does.
+            let _ = writeln!(
+                out,
+                "{:<127}",
+                "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT"
+            );
+            for r in t.routes.iter().filter(|r| r.is_main_v4_unicast()) {
+                let std::net::IpAddr::V4(dst) = r.dst else {
+                    continue;
+                };
+                let Some(i) = t.by_index(r.oif) else {
+                    continue;
+                };
+                let mask = u32::MAX.checked_shl(32 - u32::from(r.dst_len)).unwrap_or(0);
+                // Addresses as the u32 in memory (network order) reads.
+                let line = format!(
+                    "{}\t{:08X}\t{:08X}\t{:04X}\t{}\t{}\t{}\t{:08X}\t{}\t{}\t{}",
+                    i.name,
+                    u32::from_ne_bytes(dst.octets()),
+                    0,
+                    0x1, // RTF_UP
+                    0,
+                    0,
+                    r.priority.unwrap_or(0),
+                    u32::from_ne_bytes(mask.to_be_bytes()),
+                    0,
+                    0,
+                    0
+                );
+                let _ = writeln!(out, "{line:<127}");
+            }
+        }
+        _ => return None,
+    }
+    Some(out)
 }
 
 const SYS_DIRS: &[&str] = &[
@@ -422,6 +503,7 @@ impl ProcFs {
                         "nodev\tproc\nnodev\ttmpfs\nnodev\tdevpts\nnodev\tsysfs\nnodev\tcgroup2\n\text4\n".into(),
                     ),
                     "mounts" => Ok(ProcNode::Link(4, b"self/mounts".to_vec())),
+                    "net" => Ok(ProcNode::Link(5, b"self/net".to_vec())),
                     // Every controller on the unified (v2) hierarchy, which
                     // /proc/cgroups says with hierarchy 0: what the JVM
                     // checks before it reads /sys/fs/cgroup.
@@ -473,6 +555,13 @@ impl ProcFs {
                 } else {
                     format!("{d}/{name_s}")
                 };
+                if *d == PROC_NET {
+                    let content = proc_net_file(name_s).ok_or(Errno::ENOENT)?;
+                    return Ok(ProcNode::File(
+                        hash(path.as_bytes()),
+                        Arc::new(content.into_bytes()),
+                    ));
+                }
                 if let Some(&dir) = SYS_DIRS.iter().find(|&&x| x == path) {
                     return Ok(ProcNode::Sys(dir));
                 }
@@ -483,10 +572,8 @@ impl ProcFs {
                 }
                 // As on Linux, /sys/class/net/NAME is a link to the
                 // interface's device directory.
-                if *d == SYSFS_VIRTUAL_NET {
-                    if let Some((i, _)) = interface(name_s) {
-                        return Ok(ProcNode::Sys(NET_DIRS[i].as_str()));
-                    }
+                if *d == SYSFS_VIRTUAL_NET && interface(name_s).is_some() {
+                    return Ok(ProcNode::Sys(intern(path)));
                 }
                 if *d == SYSFS_CLASS_NET && interface(name_s).is_some() {
                     return Ok(ProcNode::Link(
@@ -498,8 +585,8 @@ impl ProcFs {
                     .strip_prefix(SYSFS_VIRTUAL_NET)
                     .and_then(|r| r.strip_prefix('/'))
                 {
-                    let (_, i) = interface(ifname).ok_or(Errno::ENOENT)?;
-                    let content = net_file(i, name_s).ok_or(Errno::ENOENT)?;
+                    let i = interface(ifname).ok_or(Errno::ENOENT)?;
+                    let content = net_file(&i, name_s).ok_or(Errno::ENOENT)?;
                     return Ok(ProcNode::File(
                         hash(path.as_bytes()),
                         Arc::new(content.into_bytes()),
@@ -768,6 +855,7 @@ impl ProcFs {
         match name {
             "task" if tid.is_none() => Ok(ProcNode::Task(pid)),
             "fd" => Ok(ProcNode::Fd(pid, false)),
+            "net" => Ok(ProcNode::Sys(PROC_NET)),
             "fdinfo" => Ok(ProcNode::Fd(pid, true)),
             "exe" => Ok(ProcNode::Link(ino, st.info.exe.clone().into_bytes())),
             "cwd" => {
@@ -1053,7 +1141,7 @@ impl ProcFs {
                 ] {
                     add(n.into(), abi::dt::REG);
                 }
-                for n in ["self", "thread-self", "mounts"] {
+                for n in ["self", "thread-self", "mounts", "net"] {
                     add(n.into(), abi::dt::LNK);
                 }
                 add("sys".into(), abi::dt::DIR);
@@ -1086,7 +1174,7 @@ impl ProcFs {
                 for n in ["exe", "cwd", "root"] {
                     add(n.into(), abi::dt::LNK);
                 }
-                for n in ["fd", "fdinfo"] {
+                for n in ["fd", "fdinfo", "net"] {
                     add(n.into(), abi::dt::DIR);
                 }
                 if tid.is_none() {
@@ -1109,6 +1197,11 @@ impl ProcFs {
                     );
                 }
             }
+            ProcNode::Sys(d) if *d == PROC_NET => {
+                for n in PROC_NET_FILES {
+                    add((*n).into(), abi::dt::REG);
+                }
+            }
             ProcNode::Sys(d) => {
                 let prefix = if d.is_empty() {
                     String::new()
@@ -1128,8 +1221,8 @@ impl ProcFs {
                     } else {
                         abi::dt::DIR
                     };
-                    for i in crate::socket::netlink::INTERFACES {
-                        add(i.name.into(), kind);
+                    for i in &crate::socket::netlink::table().interfaces {
+                        add(i.name.clone(), kind);
                     }
                     return Ok(v);
                 }
@@ -1270,6 +1363,7 @@ const STANDARD_MOUNTS: &[(&str, &str, &str)] = &[
     ("/sys/fs/cgroup", "cgroup2", "ro,nosuid,nodev,noexec"),
     ("/dev", "tmpfs", "rw,nosuid"),
     ("/dev/shm", "tmpfs", "rw,nosuid,nodev"),
+    ("/dev/mqueue", "mqueue", "rw,nosuid,nodev,noexec"),
     ("/tmp", "tmpfs", "rw,nosuid,nodev"),
     ("/run", "tmpfs", "rw,nosuid,nodev"),
 ];
@@ -1462,11 +1556,13 @@ mod tests {
         // Rooted at a mount point: that mount is "/", the parent IDs stay.
         let dev = mount_table(true, "ro", &extra, "/dev");
         let lines: Vec<&str> = dev.lines().collect();
-        assert_eq!(lines.len(), 2, "{dev}");
+        assert_eq!(lines.len(), 3, "{dev}");
         let root_id = lines[0].split(' ').next().unwrap_or_default();
         assert!(lines[0].contains(" / / rw,nosuid - tmpfs"), "{dev}");
         assert_eq!(lines[1].split(' ').nth(1), Some(root_id), "{dev}");
         assert!(lines[1].contains(" / /shm "), "{dev}");
+        assert_eq!(lines[2].split(' ').nth(1), Some(root_id), "{dev}");
+        assert!(lines[2].contains(" / /mqueue "), "{dev}");
         // Below a mount point, with one mount further down.
         assert_eq!(
             mount_table(false, "ro", &extra, "/srv"),
@@ -1530,7 +1626,8 @@ mod tests {
 
     #[test]
     fn loopback_attributes_match_netlink() {
-        let (_, lo) = interface("lo").expect("lo");
+        let lo = interface("lo").expect("lo");
+        let lo = &lo;
         assert_eq!(net_file(lo, "flags").as_deref(), Some("0x9\n"));
         assert_eq!(net_file(lo, "mtu").as_deref(), Some("65536\n"));
         assert_eq!(net_file(lo, "ifindex").as_deref(), Some("1\n"));

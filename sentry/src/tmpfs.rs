@@ -240,6 +240,9 @@ pub struct Meta {
     pub mtime: Timespec,
     /// change time
     pub ctime: Timespec,
+    /// a file with no name that `linkat` may give one (`O_TMPFILE`
+    /// without `O_EXCL`; Linux's `I_LINKABLE`)
+    pub linkable: bool,
 }
 
 impl Meta {
@@ -253,6 +256,7 @@ impl Meta {
             atime: t,
             mtime: t,
             ctime: t,
+            linkable: false,
         }
     }
 }
@@ -419,6 +423,18 @@ impl MemInode {
             MemKind::Dir(d) => Ok(lock(d)),
             _ => Err(Errno::ENOTDIR),
         }
+    }
+
+    /// Lets `linkat` give this nameless file a name ([`Meta::linkable`]).
+    pub fn set_linkable(&self, linkable: bool) {
+        lock(&self.meta).linkable = linkable;
+    }
+
+    /// Whether `linkat` may link this file: it has a name already, or it
+    /// is a linkable nameless one.
+    pub fn may_link(&self) -> bool {
+        let meta = lock(&self.meta);
+        meta.nlink > 0 || meta.linkable
     }
 
     /// A regular file that has no name yet (`O_TMPFILE`).

@@ -20,7 +20,7 @@ use crate::host;
 /// Maximum symlinks followed in one walk (Linux's `MAXSYMLINKS`).
 const MAX_SYMLINKS: u32 = 40;
 /// Maximum length of one path component (`NAME_MAX`).
-const NAME_MAX: usize = 255;
+pub const NAME_MAX: usize = 255;
 /// Maximum path length (`PATH_MAX`, including the NUL).
 pub const PATH_MAX: usize = 4096;
 
@@ -98,6 +98,10 @@ const DEVPTS_DEV: u64 = SYNTH_DEV + 0x21;
 /// Device number of the first extra tmpfs mount; each later one takes the
 /// next, never one a file system above has.
 const EXTRA_TMPFS_DEV: u64 = SYNTH_DEV + 0x100;
+
+/// Device number of the root overlay's upper layer (a tmpfs of the
+/// Sentry's): one mount with the root's image below it.
+const UPPER_DEV: u64 = SYNTH_DEV + 0x13;
 
 /// Device number of the Sentry's synthetic file systems.
 const SYNTH_DEV: u64 = 0x3_0000_0000;
@@ -201,6 +205,10 @@ pub enum Node {
     PtsDir,
     /// `/dev/pts/N`, a pty slave
     Pts(u32),
+    /// `/dev/mqueue`, the mqueue file system's root
+    MqueueDir,
+    /// a message queue in `/dev/mqueue`
+    Mqueue(Arc<crate::mqueue::MsgQueue>),
 }
 
 /// A directory of the root overlay, named by its path from the root (its
@@ -219,8 +227,8 @@ impl Node {
     pub fn is_dir(&self) -> bool {
         match self {
             Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFDIR,
-            Node::DevDir | Node::Masked { .. } | Node::PtsDir => true,
-            Node::Dev(_) | Node::Pts(_) => false,
+            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::MqueueDir => true,
+            Node::Dev(_) | Node::Pts(_) | Node::Mqueue(_) => false,
             Node::Mem(m) => m.is_dir(),
             Node::Proc(p) => p.is_dir(),
             Node::Ovl(_) => true,
@@ -354,6 +362,13 @@ impl Node {
                 st.dev = DEVPTS_DEV;
                 Ok(st)
             }
+            // The mqueue root: world-writable and sticky, as Linux mounts it.
+            Node::MqueueDir => {
+                let mut st = synth(abi::S_IFDIR | 0o1777, 1, 0);
+                st.dev = crate::mqueue::MQUEUE_DEV;
+                Ok(st)
+            }
+            Node::Mqueue(q) => Ok(q.stat()),
         }
     }
 }
@@ -480,6 +495,8 @@ pub struct FileSystem {
     pub proc: crate::procfs::ProcFs,
     /// the pseudo-terminals of `/dev/pts`
     pub devpts: Arc<crate::pty::Devpts>,
+    /// the POSIX message queues, which `/dev/mqueue` lists
+    pub mqueue: crate::mqueue::Registry,
     /// the root overlay's upper layer
     pub upper: Arc<crate::tmpfs::MemInode>,
     /// writes to the root go to the upper layer (else they are `EROFS`)
@@ -569,13 +586,7 @@ impl FileSystem {
         use crate::tmpfs::{MemFs, Quota};
         let size = default_tmpfs_size(total_memory);
         let pool = Quota::new(size);
-        let upper = MemFs::new_root(
-            mf.clone(),
-            &pool,
-            SYNTH_DEV + 0x13,
-            size,
-            root.stat.mode & 0o7777,
-        );
+        let upper = MemFs::new_root(mf.clone(), &pool, UPPER_DEV, size, root.stat.mode & 0o7777);
         {
             let st = root.stat.to_linux();
             upper.set_owner(st.uid, st.gid);
@@ -608,6 +619,7 @@ impl FileSystem {
             run: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x11, size, 0o755),
             proc: Default::default(),
             devpts: Default::default(),
+            mqueue: Default::default(),
             shm: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x12, size, 0o1777),
             memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
             mounts: Vec::new(),
@@ -870,6 +882,8 @@ impl FileSystem {
                 )))
             }
             Node::DevDir if name == b"pts" => Ok(Node::PtsDir),
+            Node::DevDir if name == b"mqueue" => Ok(Node::MqueueDir),
+            Node::MqueueDir => self.mqueue.get(name).map(Node::Mqueue).ok_or(Errno::ENOENT),
             Node::PtsDir if name == b"ptmx" => Ok(Node::Dev(Device::Ptmx)),
             Node::PtsDir => std::str::from_utf8(name)
                 .ok()
@@ -885,7 +899,7 @@ impl FileSystem {
                 .map(|&(_, d, _)| Node::Dev(d))
                 .ok_or(Errno::ENOENT),
             Node::Masked { .. } => Err(Errno::ENOENT),
-            Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
+            Node::Dev(_) | Node::Pts(_) | Node::Mqueue(_) => Err(Errno::ENOTDIR),
         }
     }
 
@@ -1004,7 +1018,15 @@ impl FileSystem {
             // /proc/[pid]/fd/N names the open file itself, not a path.
             if let Node::Proc(crate::procfs::ProcNode::FdLink(_, file, _)) = &child {
                 if !last || follow || must_be_dir {
-                    if let Some(target) = &file.location {
+                    // (an O_TMPFILE file's description names the
+                    // directory it was made in, not the file)
+                    let own = |t: &&Location| match &file.kind {
+                        crate::file::FileKind::Mem(m) => {
+                            t.node().mem().is_some_and(|x| Arc::ptr_eq(x, m))
+                        }
+                        _ => true,
+                    };
+                    if let Some(target) = file.location.as_ref().filter(own) {
                         if how.no_xdev && mount_key(target.node()) != mount_key(loc.node()) {
                             return Err(Errno::EXDEV);
                         }
@@ -1353,6 +1375,19 @@ impl FileSystem {
         Ok(v)
     }
 
+    /// Lists `/dev/mqueue`: a file per queue not yet unlinked.
+    pub fn mqueue_list(&self) -> Vec<DirEntry> {
+        let mut v = dot_entries(1);
+        for (name, q) in self.mqueue.list() {
+            v.push(DirEntry {
+                ino: q.ino,
+                kind: abi::dt::REG,
+                name,
+            });
+        }
+        v
+    }
+
     /// Lists `/dev/pts`: `ptmx` and a node per live pair.
     pub fn pts_list(&self) -> Vec<DirEntry> {
         let mut v = dot_entries(1);
@@ -1404,15 +1439,18 @@ pub struct Resolve {
 }
 
 /// Identifies the mount `node` belongs to: objects with different keys are
-/// on different file systems (`rename` between them is `EXDEV`).
+/// on different file systems (`rename` and `link` between them are
+/// `EXDEV`). The root's image and the overlay's layer above it are one.
 pub fn mount_key(node: &Node) -> usize {
     match node {
         Node::Host { h, .. } if h.volume.is_some() => h.mount_id(),
         Node::Host { .. } | Node::Ovl(_) => 0,
+        Node::Mem(m) if m.stat().dev == UPPER_DEV => 0,
         Node::DevDir | Node::Dev(_) => 1,
         Node::Masked { ino } => 2 + ((*ino as usize) << 4),
         Node::Proc(_) => 3,
         Node::PtsDir | Node::Pts(_) => 5,
+        Node::MqueueDir | Node::Mqueue(_) => 6,
         Node::Mem(m) => Arc::as_ptr(m.fs()) as usize,
     }
 }
@@ -1588,6 +1626,11 @@ pub fn list_dir(
                 kind: abi::dt::DIR,
                 name: b"pts".to_vec(),
             });
+            v.push(DirEntry {
+                ino: 4,
+                kind: abi::dt::DIR,
+                name: b"mqueue".to_vec(),
+            });
             for (i, n) in ["fd", "stdin", "stdout", "stderr"].iter().enumerate() {
                 v.push(DirEntry {
                     ino: 30 + i as u64,
@@ -1612,7 +1655,8 @@ pub fn list_dir(
             }
             Ok(v)
         }
-        Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
+        Node::Dev(_) | Node::Pts(_) | Node::Mqueue(_) => Err(Errno::ENOTDIR),
+        Node::MqueueDir => Err(Errno::EIO),
         Node::Host { .. } => {
             let f = file.ok_or(Errno::EBADF)?;
             let mut out = Vec::new();

@@ -2,8 +2,9 @@
  * outside the process's root are left out, the others are named from that
  * root, and a mount's parent ID stays the real one (Linux's
  * show_mountinfo()); the table is the target process's view, whoever reads
- * it. The jail is a tmpfs mount point with a second tmpfs at its "shm":
- * natively one made in a private mount namespace (we are root), in the
+ * it. The jail is a tmpfs mount point with a second tmpfs at its "shm"
+ * and an mqueue file system at its "mqueue": natively one made in a
+ * private mount namespace (we are root), in the
  * sandbox, which refuses mount(2), its /dev, which is exactly that. The
  * tables are read through a /proc descriptor opened before the chroot. */
 #include "t.h"
@@ -89,6 +90,13 @@ int main(void)
 		snprintf(shm, sizeof shm, "%s/shm", base);
 		if (mkdir(shm, 0755) != 0 || mount("tmpfs", shm, "tmpfs", 0, "size=1m") != 0)
 			t_fail("a tmpfs at its shm");
+		/* and an mqueue file system beside it, as the sandbox's /dev
+		 * has */
+		char mq[96];
+		snprintf(mq, sizeof mq, "%s/mqueue", base);
+		if (mkdir(mq, 0755) != 0 ||
+		    mount("mqueue", mq, "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+			t_fail("an mqueue file system at its mqueue");
 		snprintf(jail, sizeof jail, "%s", base);
 	} else {
 		snprintf(jail, sizeof jail, "/dev");

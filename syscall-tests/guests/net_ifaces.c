@@ -1,6 +1,7 @@
 /* Interfaces as programs enumerate them: getifaddrs (rtnetlink dumps),
  * if_nametoindex / if_indextoname and the netdevice(7) ioctls, for the
- * loopback interface (the host has others; the sandbox has only lo). */
+ * loopback interface (the host has others; the sandbox has only lo), and
+ * lo's routes and /proc/net lines. */
 #include "t.h"
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -55,6 +56,20 @@ int main(void)
 	show_addr("SIOCGIFADDR", &r.ifr_addr);
 	EXPECT(ioctl(s, SIOCGIFINDEX, &r), 0);
 	SHOW("index %d", r.ifr_ifindex);
+	EXPECT(ioctl(s, SIOCGIFTXQLEN, &r), 0);
+	SHOW("qlen %d", r.ifr_qlen);
+	EXPECT(ioctl(s, SIOCGIFHWADDR, &r), 0);
+	SHOW("hwaddr family %d", r.ifr_hwaddr.sa_family);
+	EXPECT(ioctl(s, SIOCGIFNETMASK, &r), 0);
+	show_addr("SIOCGIFNETMASK", &r.ifr_netmask);
+	/* SIOCGIFCONF: lo is among the IPv4 interfaces, with its address. */
+	struct ifreq all[32];
+	struct ifconf ifc = { .ifc_len = sizeof all, .ifc_req = all };
+	EXPECT(ioctl(s, SIOCGIFCONF, &ifc), 0);
+	EXPECT_TRUE(ifc.ifc_len > 0 && ifc.ifc_len % (int)sizeof(struct ifreq) == 0);
+	for (int k = 0; k < ifc.ifc_len / (int)sizeof(struct ifreq); k++)
+		if (strcmp(all[k].ifr_name, "lo") == 0)
+			show_addr("SIOCGIFCONF lo", &all[k].ifr_addr);
 	strcpy(r.ifr_name, "no-such-if0");
 	EXPECT_ERR(ioctl(s, SIOCGIFINDEX, &r), ENODEV);
 	EXPECT_ERR(ioctl(s, SIOCGIFFLAGS, BADPTR), EFAULT);
@@ -89,6 +104,59 @@ int main(void)
 	EXPECT_OK(n = recv(nl, buf, sizeof buf, 0));
 	EXPECT_TRUE(h->nlmsg_type == NLMSG_ERROR);
 	SHOW("error %d", ((struct nlmsgerr *)NLMSG_DATA(h))->error);
+
+	/* A route dump: lo's routes (IPv4 and IPv6, every table), as
+	 * `ip route show table all dev lo` would list them. */
+	struct {
+		struct nlmsghdr h;
+		struct rtmsg r;
+	} rq = { .h = { .nlmsg_len = sizeof rq, .nlmsg_type = RTM_GETROUTE, .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 43 },
+		 .r = { .rtm_family = AF_UNSPEC } };
+	EXPECT(send(nl, &rq, sizeof rq, 0), (long)sizeof rq);
+	int done = 0;
+	while (!done && (n = recv(nl, buf, sizeof buf, 0)) > 0) {
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_DONE) {
+				done = 1;
+				break;
+			}
+			if (h->nlmsg_type != RTM_NEWROUTE)
+				continue;
+			struct rtmsg *rm = NLMSG_DATA(h);
+			int oif = 0, prio = -1;
+			char dst[INET6_ADDRSTRLEN] = "default";
+			int len = RTM_PAYLOAD(h);
+			for (struct rtattr *a = RTM_RTA(rm); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+				if (a->rta_type == RTA_OIF)
+					oif = *(int *)RTA_DATA(a);
+				else if (a->rta_type == RTA_PRIORITY)
+					prio = *(int *)RTA_DATA(a);
+				else if (a->rta_type == RTA_DST)
+					inet_ntop(rm->rtm_family, RTA_DATA(a), dst, sizeof dst);
+			}
+			if (oif == 1)
+				SHOW("route family=%d table=%d type=%d scope=%d proto=%d %s/%d metric=%d", rm->rtm_family,
+				     rm->rtm_table, rm->rtm_type, rm->rtm_scope, rm->rtm_protocol, dst, rm->rtm_dst_len, prio);
+		}
+	}
+	EXPECT_TRUE(done);
 	close(nl);
+
+	/* /proc/net: lo's lines. */
+	char line[512];
+	FILE *f = fopen("/proc/net/dev", "r");
+	EXPECT_TRUE(f != NULL);
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "Inter-", 6) == 0 || strncmp(line, " face", 5) == 0 || strstr(line, " lo:") == line + 3)
+			SHOW("dev: %.*s", (int)strcspn(line, ":|\n"), line);
+	if (f)
+		fclose(f);
+	f = fopen("/proc/net/if_inet6", "r");
+	EXPECT_TRUE(f != NULL);
+	while (f && fgets(line, sizeof line, f))
+		if (strstr(line, " lo\n"))
+			SHOW("if_inet6: %.*s", (int)strcspn(line, "\n"), line);
+	if (f)
+		fclose(f);
 	return t_done();
 }

@@ -103,6 +103,7 @@ guests! {
     elf_segment_tail,
     execve_fpu,
     link_write_errnos,
+    file_calls_more,
     munmap,
     munmap_segv => 128 + 11,
     mprotect,
@@ -254,6 +255,8 @@ guests! {
     // /proc/{loadavg,version,filesystems}, /proc/sys/kernel and
     // /proc/sys/vm files: formats and agreements (issue 4 point 3)
     proc_sys_files,
+    // POSIX message queues and the mqueue file system (issue 6 point 2)
+    mq_basic,
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! `AF_NETLINK` route sockets: enough of rtnetlink for programs that list
-//! interfaces and addresses (`getifaddrs`, `if_nameindex`, `ip addr`, `ip
-//! link`, glibc's `AI_ADDRCONFIG` check) to see the sandbox's network,
-//! which is its loopback interface. Nothing can be changed through them:
+//! interfaces, addresses and routes (`getifaddrs`, `if_nameindex`, `ip
+//! addr`, `ip link`, `ip route`, glibc's `AI_ADDRCONFIG` check) to see the
+//! sandbox's network: [`NetTable`], also behind the interface ioctls,
+//! `/sys/class/net` and `/proc/net`. Nothing can be changed through them:
 //! requests that would change links, addresses or routes get `EPERM`, as
 //! for a process without `CAP_NET_ADMIN` in the host's namespace; other
 //! requests get `EOPNOTSUPP`.
@@ -11,39 +12,341 @@
 //! overrun).
 
 use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 
 use abi::Errno;
 
 /// `NETLINK_ROUTE`, the only protocol served.
 pub const NETLINK_ROUTE: i32 = 0;
 
-/// The interface table of the sandbox: its loopback.
+/// One network interface the guest sees.
+#[derive(Clone, Debug)]
 pub struct Interface {
     pub index: i32,
-    pub name: &'static str,
+    pub name: String,
     pub mtu: u32,
-    /// `IFF_*` flags.
+    /// `IFF_*` flags, as netlink reports them (with `IFF_RUNNING` and
+    /// `IFF_LOWER_UP`).
     pub flags: u32,
+    /// `ARPHRD_*` hardware type.
+    pub hwtype: u16,
+    pub hwaddr: [u8; 6],
+    /// `IF_OPER_*`
+    pub operstate: u8,
     /// (address, prefix length) pairs.
-    pub addrs: &'static [(std::net::IpAddr, u8)],
+    pub addrs: Vec<(IpAddr, u8)>,
+}
+
+/// `txqueuelen` of every interface (Linux's default for both `lo` and
+/// Ethernet-like devices).
+pub const TXQLEN: u32 = 1000;
+
+/// One route of the guest's routing tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    /// `RT_TABLE_MAIN` or `RT_TABLE_LOCAL`
+    pub table: u8,
+    /// `RTN_*`
+    pub kind: u8,
+    pub dst: IpAddr,
+    pub dst_len: u8,
+    /// the interface's index
+    pub oif: i32,
+    /// `RT_SCOPE_*`
+    pub scope: u8,
+    /// `RTPROT_*`
+    pub protocol: u8,
+    /// the source address Linux names for routes it made from an address
+    pub prefsrc: Option<IpAddr>,
+    /// the metric (IPv6 routes always carry one; IPv4 ones only when set)
+    pub priority: Option<u32>,
+}
+
+impl Route {
+    /// A route of the main IPv4 table to a unicast destination: what
+    /// `/proc/net/route` lists.
+    pub fn is_main_v4_unicast(&self) -> bool {
+        self.table == RT_TABLE_MAIN && self.kind == RTN_UNICAST && self.dst.is_ipv4()
+    }
+}
+
+/// What the guest sees of its network: interfaces and routes. Fixed for
+/// the life of the sandbox (nothing can change them from inside).
+#[derive(Clone, Debug)]
+pub struct NetTable {
+    pub interfaces: Vec<Interface>,
+    /// In the order a dump lists them.
+    pub routes: Vec<Route>,
 }
 
 /// `IFF_UP | IFF_LOOPBACK | IFF_RUNNING | IFF_LOWER_UP`.
 const LO_FLAGS: u32 = 0x1 | 0x8 | 0x40 | 0x1_0000;
+/// `IFF_UP | IFF_BROADCAST | IFF_RUNNING | IFF_MULTICAST | IFF_LOWER_UP`.
+const ETH_FLAGS: u32 = 0x1 | 0x2 | 0x40 | 0x1000 | 0x1_0000;
+const IFF_LOOPBACK: u32 = 0x8;
+const IFF_MULTICAST: u32 = 0x1000;
 
-/// Every interface of the sandbox.
-pub static INTERFACES: &[Interface] = &[Interface {
-    index: 1,
-    name: "lo",
-    mtu: 65536,
-    flags: LO_FLAGS,
-    addrs: &[
-        (std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8),
-        (std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), 128),
-    ],
-}];
+pub const ARPHRD_ETHER: u16 = 1;
+pub const ARPHRD_LOOPBACK: u16 = 772;
+/// `IF_OPER_UNKNOWN`: what Linux reports for `lo`.
+pub const IF_OPER_UNKNOWN: u8 = 0;
+pub const IF_OPER_UP: u8 = 6;
+
+const RT_TABLE_MAIN: u8 = 254;
+const RT_TABLE_LOCAL: u8 = 255;
+const RTN_UNICAST: u8 = 1;
+const RTN_LOCAL: u8 = 2;
+const RTN_BROADCAST: u8 = 3;
+const RTN_MULTICAST: u8 = 5;
+const RT_SCOPE_UNIVERSE: u8 = 0;
+const RT_SCOPE_LINK: u8 = 253;
+const RT_SCOPE_HOST: u8 = 254;
+const RTPROT_KERNEL: u8 = 2;
+const RTPROT_BOOT: u8 = 3;
+
+/// The sandbox's interface to the outside in `--network sandbox`.
+pub const SANDBOX_IFNAME: &str = "eth0";
+/// Its prefix lengths: the netstack's address is alone on its link (the
+/// relays carry everything else), in a network the size Docker and QEMU
+/// give such links.
+const SANDBOX_PREFIX_V4: u8 = 24;
+const SANDBOX_PREFIX_V6: u8 = 64;
+
+impl NetTable {
+    /// `--network none` (and `host`, whose host interfaces the Sentry
+    /// cannot list from inside its seccomp filter): loopback only.
+    pub fn loopback() -> NetTable {
+        NetTable::new(vec![lo()], None)
+    }
+
+    /// `--network sandbox`: loopback plus `eth0`, holding the netstack's
+    /// own address on its link out (the address `getsockname` shows on a
+    /// connection out) and the default routes through it. There is no
+    /// gateway: the netstack hands every allowed destination to a relay,
+    /// so the link is all the route needs to name.
+    pub fn sandbox(v4: Ipv4Addr, v6: Ipv6Addr) -> NetTable {
+        let o = v4.octets();
+        // A locally administered MAC made from the address, as Docker does.
+        let eth = Interface {
+            index: 2,
+            name: SANDBOX_IFNAME.into(),
+            mtu: 1500,
+            flags: ETH_FLAGS,
+            hwtype: ARPHRD_ETHER,
+            hwaddr: [0x02, 0x42, o[0], o[1], o[2], o[3]],
+            operstate: IF_OPER_UP,
+            addrs: vec![
+                (IpAddr::V4(v4), SANDBOX_PREFIX_V4),
+                (IpAddr::V6(v6), SANDBOX_PREFIX_V6),
+            ],
+        };
+        NetTable::new(vec![lo(), eth], Some(2))
+    }
+
+    /// The table of `interfaces` with the routes Linux makes for their
+    /// addresses, plus default routes (IPv4 and IPv6) through interface
+    /// `default_via` when given.
+    fn new(interfaces: Vec<Interface>, default_via: Option<i32>) -> NetTable {
+        let mut routes = Vec::new();
+        for i in &interfaces {
+            let lo = i.flags & IFF_LOOPBACK != 0;
+            for &(a, p) in &i.addrs {
+                kernel_routes(&mut routes, i.index, lo, i.flags & IFF_MULTICAST != 0, a, p);
+            }
+        }
+        if let Some(oif) = default_via {
+            routes.push(Route {
+                table: RT_TABLE_MAIN,
+                kind: RTN_UNICAST,
+                dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                dst_len: 0,
+                oif,
+                scope: RT_SCOPE_LINK,
+                protocol: RTPROT_BOOT,
+                prefsrc: None,
+                priority: None,
+            });
+            routes.push(Route {
+                table: RT_TABLE_MAIN,
+                kind: RTN_UNICAST,
+                dst: IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                dst_len: 0,
+                oif,
+                scope: RT_SCOPE_UNIVERSE,
+                protocol: RTPROT_BOOT,
+                prefsrc: None,
+                priority: Some(1024),
+            });
+        }
+        routes.dedup();
+        // Dump order: IPv4 then IPv6; per family the main table, then the
+        // local one (the order of their hash buckets); IPv4 routes by
+        // address then prefix (the FIB trie's walk); IPv6 routes likewise
+        // but the default last (where the fib6 tree walk finds it).
+        routes.sort_by_key(|r| {
+            (
+                r.dst.is_ipv6(),
+                r.table,
+                r.dst.is_ipv6() && r.dst_len == 0,
+                r.dst,
+                r.dst_len,
+            )
+        });
+        routes.dedup();
+        NetTable { interfaces, routes }
+    }
+
+    /// The interface with index `index`.
+    pub fn by_index(&self, index: i32) -> Option<&Interface> {
+        self.interfaces.iter().find(|i| i.index == index)
+    }
+
+    /// The interface named `name`.
+    pub fn by_name(&self, name: &[u8]) -> Option<&Interface> {
+        self.interfaces.iter().find(|i| i.name.as_bytes() == name)
+    }
+}
+
+fn lo() -> Interface {
+    Interface {
+        index: 1,
+        name: "lo".into(),
+        mtu: 65536,
+        flags: LO_FLAGS,
+        hwtype: ARPHRD_LOOPBACK,
+        hwaddr: [0; 6],
+        operstate: IF_OPER_UNKNOWN,
+        addrs: vec![
+            (IpAddr::V4(Ipv4Addr::LOCALHOST), 8),
+            (IpAddr::V6(Ipv6Addr::LOCALHOST), 128),
+        ],
+    }
+}
+
+/// The routes Linux adds for address `a/p` of interface `oif`
+/// (`fib_add_ifaddr()` for IPv4, `addrconf` for IPv6).
+fn kernel_routes(out: &mut Vec<Route>, oif: i32, lo: bool, multicast: bool, a: IpAddr, p: u8) {
+    let route = |table, kind, dst, dst_len, scope, prefsrc, priority| Route {
+        table,
+        kind,
+        dst,
+        dst_len,
+        oif,
+        scope,
+        protocol: RTPROT_KERNEL,
+        prefsrc,
+        priority,
+    };
+    match a {
+        IpAddr::V4(v4) => {
+            let src = Some(a);
+            let mask = u32::MAX.checked_shl(32 - u32::from(p.min(32))).unwrap_or(0);
+            let net = IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask));
+            let bcast = IpAddr::V4(Ipv4Addr::from(u32::from(v4) | !mask));
+            out.push(route(
+                RT_TABLE_LOCAL,
+                RTN_LOCAL,
+                a,
+                32,
+                RT_SCOPE_HOST,
+                src,
+                None,
+            ));
+            if p < 32 {
+                if lo {
+                    // On a loopback the whole prefix is local.
+                    out.push(route(
+                        RT_TABLE_LOCAL,
+                        RTN_LOCAL,
+                        net,
+                        p,
+                        RT_SCOPE_HOST,
+                        src,
+                        None,
+                    ));
+                } else {
+                    out.push(route(
+                        RT_TABLE_MAIN,
+                        RTN_UNICAST,
+                        net,
+                        p,
+                        RT_SCOPE_LINK,
+                        src,
+                        None,
+                    ));
+                }
+            }
+            if p < 31 {
+                out.push(route(
+                    RT_TABLE_LOCAL,
+                    RTN_BROADCAST,
+                    bcast,
+                    32,
+                    RT_SCOPE_LINK,
+                    src,
+                    None,
+                ));
+            }
+        }
+        IpAddr::V6(v6) => {
+            out.push(route(
+                RT_TABLE_LOCAL,
+                RTN_LOCAL,
+                a,
+                128,
+                RT_SCOPE_UNIVERSE,
+                None,
+                Some(0),
+            ));
+            if !lo && p < 128 {
+                let mask = u128::MAX.checked_shl(128 - u32::from(p)).unwrap_or(0);
+                let net = IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask));
+                out.push(route(
+                    RT_TABLE_MAIN,
+                    RTN_UNICAST,
+                    net,
+                    p,
+                    RT_SCOPE_UNIVERSE,
+                    None,
+                    Some(256),
+                ));
+            }
+            if multicast {
+                let ff00 = IpAddr::V6(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0));
+                out.push(route(
+                    RT_TABLE_LOCAL,
+                    RTN_MULTICAST,
+                    ff00,
+                    8,
+                    RT_SCOPE_UNIVERSE,
+                    None,
+                    Some(256),
+                ));
+            }
+        }
+    }
+}
+
+/// The sandbox's table (set once when the kernel starts; loopback only
+/// until then).
+static TABLE: RwLock<Option<Arc<NetTable>>> = RwLock::new(None);
+
+/// The guest's interfaces and routes.
+pub fn table() -> Arc<NetTable> {
+    if let Some(t) = &*TABLE.read().unwrap_or_else(|e| e.into_inner()) {
+        return t.clone();
+    }
+    static LOOPBACK: std::sync::LazyLock<Arc<NetTable>> =
+        std::sync::LazyLock::new(|| Arc::new(NetTable::loopback()));
+    LOOPBACK.clone()
+}
+
+/// Makes `t` what the guest sees (once per Sentry, at start-up).
+pub fn set_table(t: NetTable) {
+    *TABLE.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(t));
+}
 
 const NLMSG_HDRLEN: usize = 16;
 const NLMSG_ERROR: u16 = 2;
@@ -77,10 +380,16 @@ const IFA_CACHEINFO: u16 = 6;
 const IFA_FLAGS: u16 = 8;
 
 const IFA_F_PERMANENT: u32 = 0x80;
-const RT_SCOPE_HOST: u8 = 254;
-const ARPHRD_LOOPBACK: u16 = 772;
-/// `IF_OPER_UNKNOWN`: what Linux reports for `lo`.
-const IF_OPER_UNKNOWN: u8 = 0;
+
+const RTA_DST: u16 = 1;
+const RTA_OIF: u16 = 4;
+const RTA_PRIORITY: u16 = 6;
+const RTA_PREFSRC: u16 = 7;
+const RTA_TABLE: u16 = 15;
+const RTA_PREF: u16 = 20;
+
+const AF_INET: u8 = 2;
+const AF_INET6: u8 = 10;
 
 /// Default receive buffer, bytes (Linux's `rmem_default`).
 pub const DEFAULT_RCVBUF: usize = 212_992;
@@ -144,39 +453,54 @@ fn link_body(i: &Interface) -> Vec<u8> {
     // struct ifinfomsg
     b.push(0); // AF_UNSPEC
     b.push(0);
-    b.extend_from_slice(&ARPHRD_LOOPBACK.to_ne_bytes());
+    b.extend_from_slice(&i.hwtype.to_ne_bytes());
     b.extend_from_slice(&i.index.to_ne_bytes());
     b.extend_from_slice(&i.flags.to_ne_bytes());
     b.extend_from_slice(&0u32.to_ne_bytes());
     let mut name = i.name.as_bytes().to_vec();
     name.push(0);
     put_attr(&mut b, IFLA_IFNAME, &name);
-    put_attr(&mut b, IFLA_TXQLEN, &1000u32.to_ne_bytes());
-    put_attr(&mut b, IFLA_OPERSTATE, &[IF_OPER_UNKNOWN]);
+    put_attr(&mut b, IFLA_TXQLEN, &TXQLEN.to_ne_bytes());
+    put_attr(&mut b, IFLA_OPERSTATE, &[i.operstate]);
     put_attr(&mut b, IFLA_LINKMODE, &[0]);
     put_attr(&mut b, IFLA_MTU, &i.mtu.to_ne_bytes());
     put_attr(&mut b, IFLA_GROUP, &0u32.to_ne_bytes());
     put_attr(&mut b, IFLA_QDISC, b"noqueue\0");
-    put_attr(&mut b, IFLA_ADDRESS, &[0; 6]);
-    put_attr(&mut b, IFLA_BROADCAST, &[0; 6]);
+    put_attr(&mut b, IFLA_ADDRESS, &i.hwaddr);
+    let brd = if i.hwtype == ARPHRD_ETHER {
+        [0xff; 6]
+    } else {
+        [0; 6]
+    };
+    put_attr(&mut b, IFLA_BROADCAST, &brd);
     b
 }
 
-fn addr_body(i: &Interface, addr: std::net::IpAddr, prefix: u8) -> Vec<u8> {
+fn octets(a: IpAddr) -> (u8, Vec<u8>) {
+    match a {
+        IpAddr::V4(a) => (AF_INET, a.octets().to_vec()),
+        IpAddr::V6(a) => (AF_INET6, a.octets().to_vec()),
+    }
+}
+
+fn addr_body(i: &Interface, addr: IpAddr, prefix: u8) -> Vec<u8> {
     let mut b = Vec::new();
-    let (family, octets): (u8, Vec<u8>) = match addr {
-        std::net::IpAddr::V4(a) => (2, a.octets().to_vec()),
-        std::net::IpAddr::V6(a) => (10, a.octets().to_vec()),
-    };
+    let (family, octets) = octets(addr);
     let flags = IFA_F_PERMANENT;
+    // Linux gives a loopback's addresses host scope, others global.
+    let scope = if i.flags & IFF_LOOPBACK != 0 {
+        RT_SCOPE_HOST
+    } else {
+        RT_SCOPE_UNIVERSE
+    };
     // struct ifaddrmsg
     b.push(family);
     b.push(prefix);
     b.push(flags as u8);
-    b.push(RT_SCOPE_HOST);
+    b.push(scope);
     b.extend_from_slice(&(i.index as u32).to_ne_bytes());
     put_attr(&mut b, IFA_ADDRESS, &octets);
-    if family == 2 {
+    if family == AF_INET {
         put_attr(&mut b, IFA_LOCAL, &octets);
         let mut label = i.name.as_bytes().to_vec();
         label.push(0);
@@ -190,6 +514,32 @@ fn addr_body(i: &Interface, addr: std::net::IpAddr, prefix: u8) -> Vec<u8> {
     ci.extend_from_slice(&0u32.to_ne_bytes());
     ci.extend_from_slice(&0u32.to_ne_bytes());
     put_attr(&mut b, IFA_CACHEINFO, &ci);
+    b
+}
+
+fn route_body(r: &Route) -> Vec<u8> {
+    let mut b = Vec::new();
+    let (family, dst) = octets(r.dst);
+    // struct rtmsg
+    b.extend_from_slice(&[
+        family, r.dst_len, 0, 0, r.table, r.protocol, r.scope, r.kind,
+    ]);
+    b.extend_from_slice(&0u32.to_ne_bytes());
+    put_attr(&mut b, RTA_TABLE, &u32::from(r.table).to_ne_bytes());
+    if r.dst_len > 0 {
+        put_attr(&mut b, RTA_DST, &dst);
+    }
+    if let Some(p) = r.priority {
+        put_attr(&mut b, RTA_PRIORITY, &p.to_ne_bytes());
+    }
+    if let Some(src) = r.prefsrc {
+        put_attr(&mut b, RTA_PREFSRC, &octets(src).1);
+    }
+    put_attr(&mut b, RTA_OIF, &r.oif.to_ne_bytes());
+    if family == AF_INET6 {
+        // ICMPV6_ROUTER_PREF_MEDIUM
+        put_attr(&mut b, RTA_PREF, &[0]);
+    }
     b
 }
 
@@ -267,6 +617,11 @@ impl NetlinkSocket {
     /// Handles the messages in one datagram the guest sent; returns its
     /// length (netlink sends are all-or-nothing).
     pub fn send(&self, data: &[u8]) -> Result<usize, Errno> {
+        self.send_on(&table(), data)
+    }
+
+    /// [`NetlinkSocket::send`], answered from `table`.
+    fn send_on(&self, table: &NetTable, data: &[u8]) -> Result<usize, Errno> {
         let port = self.port();
         let mut at = 0;
         let mut replies = Vec::new();
@@ -291,7 +646,7 @@ impl NetlinkSocket {
             let mut result: Result<(), Errno> = Ok(());
             match ty {
                 RTM_GETLINK if dump => {
-                    for i in INTERFACES {
+                    for i in &table.interfaces {
                         out.push(message(RTM_NEWLINK, NLM_F_MULTI, seq, port, &link_body(i)));
                     }
                 }
@@ -301,20 +656,20 @@ impl NetlinkSocket {
                         .get(4..8)
                         .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
                     let name = body.get(16..).and_then(ifname_attr);
-                    let found = INTERFACES.iter().find(|i| {
-                        (index != 0 && i.index == index)
-                            || (index == 0 && name == Some(i.name.as_bytes()))
-                    });
+                    let found = if index != 0 {
+                        table.by_index(index)
+                    } else {
+                        name.and_then(|n| table.by_name(n))
+                    };
                     match found {
                         Some(i) => out.push(message(RTM_NEWLINK, 0, seq, port, &link_body(i))),
                         None => result = Err(Errno::ENODEV),
                     }
                 }
                 RTM_GETADDR if dump => {
-                    for i in INTERFACES {
-                        for &(a, p) in i.addrs {
-                            let fam = if a.is_ipv4() { 2 } else { 10 };
-                            if family == 0 || family == fam {
+                    for i in &table.interfaces {
+                        for &(a, p) in &i.addrs {
+                            if family == 0 || family == octets(a).0 {
                                 out.push(message(
                                     RTM_NEWADDR,
                                     NLM_F_MULTI,
@@ -326,9 +681,19 @@ impl NetlinkSocket {
                         }
                     }
                 }
-                // The main routing table of a namespace with only `lo` up
-                // is empty.
-                RTM_GETROUTE if dump => {}
+                RTM_GETROUTE if dump => {
+                    for r in &table.routes {
+                        if family == 0 || family == octets(r.dst).0 {
+                            out.push(message(
+                                RTM_NEWROUTE,
+                                NLM_F_MULTI,
+                                seq,
+                                port,
+                                &route_body(r),
+                            ));
+                        }
+                    }
+                }
                 RTM_GETADDR | RTM_GETROUTE => result = Err(Errno::EOPNOTSUPP),
                 t if (RTM_NEWLINK..=RTM_NEWROUTE + 3).contains(&t) => result = Err(Errno::EPERM),
                 _ => result = Err(Errno::EOPNOTSUPP),
@@ -488,6 +853,66 @@ mod tests {
                 .collect();
             let _ = s.send(&junk);
         }
+    }
+
+    /// Routes as `ip route show table all` would print their keys.
+    fn keys(t: &NetTable) -> Vec<String> {
+        t.routes
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {}/{} dev {} src {:?} metric {:?}",
+                    r.table, r.kind, r.dst, r.dst_len, r.oif, r.prefsrc, r.priority
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn loopback_routes_are_linux_local_table() {
+        assert_eq!(
+            keys(&NetTable::loopback()),
+            [
+                "255 2 127.0.0.0/8 dev 1 src Some(127.0.0.1) metric None",
+                "255 2 127.0.0.1/32 dev 1 src Some(127.0.0.1) metric None",
+                "255 3 127.255.255.255/32 dev 1 src Some(127.0.0.1) metric None",
+                "255 2 ::1/128 dev 1 src None metric Some(0)",
+            ]
+        );
+    }
+
+    #[test]
+    fn sandbox_table_has_eth0_its_subnet_and_default_routes() {
+        let t = NetTable::sandbox(Ipv4Addr::new(10, 0, 2, 15), "fd00::15".parse().expect("v6"));
+        assert_eq!(
+            keys(&t),
+            [
+                "254 1 0.0.0.0/0 dev 2 src None metric None",
+                "254 1 10.0.2.0/24 dev 2 src Some(10.0.2.15) metric None",
+                "255 2 10.0.2.15/32 dev 2 src Some(10.0.2.15) metric None",
+                "255 3 10.0.2.255/32 dev 2 src Some(10.0.2.15) metric None",
+                "255 2 127.0.0.0/8 dev 1 src Some(127.0.0.1) metric None",
+                "255 2 127.0.0.1/32 dev 1 src Some(127.0.0.1) metric None",
+                "255 3 127.255.255.255/32 dev 1 src Some(127.0.0.1) metric None",
+                "254 1 fd00::/64 dev 2 src None metric Some(256)",
+                "254 1 ::/0 dev 2 src None metric Some(1024)",
+                "255 2 ::1/128 dev 1 src None metric Some(0)",
+                "255 2 fd00::15/128 dev 2 src None metric Some(0)",
+                "255 5 ff00::/8 dev 2 src None metric Some(256)",
+            ]
+        );
+        // A route dump for AF_INET lists only the IPv4 ones, then DONE.
+        let s = NetlinkSocket::new();
+        let req = request(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, &[2; 12]);
+        s.send_on(&t, &req).expect("send");
+        let r = drain(&s);
+        assert_eq!(r.len(), 8);
+        assert!(r[..7]
+            .iter()
+            .all(|(ty, m)| *ty == RTM_NEWROUTE && m[16] == 2));
+        // The default route: no RTA_DST, scope link, main table.
+        assert_eq!(&r[0].1[16..28], &[2, 0, 0, 0, 254, 3, 253, 1, 0, 0, 0, 0]);
+        assert_eq!(r[7].0, NLMSG_DONE);
     }
 
     #[test]

@@ -189,6 +189,7 @@ fn positional(file: &FileDescription) -> Result<(), Errno> {
         | FileKind::Host(_)
         | FileKind::Mem(_)
         | FileKind::Static(_)
+        | FileKind::Mqueue(_)
         | FileKind::Dev(_)
         | FileKind::SynthDir => Ok(()),
         FileKind::Path => Err(Errno::EBADF),
@@ -513,6 +514,15 @@ fn open_inner(
                     *made = true;
                     return install_file(task, kind, loc, acc, flags);
                 }
+                if let Node::MqueueDir = parent.node() {
+                    // Linux's mqueue file system makes a queue with the
+                    // default attributes.
+                    let c = super::mqueue::create_args(task, mode, None);
+                    let (q, _) = task.kernel.fs.mqueue.open(&name, Some(c), false)?;
+                    *made = true;
+                    let loc = child_of(&parent, name, Node::Mqueue(q.clone()));
+                    return install_file(task, FileKind::Mqueue(q), loc, acc, flags);
+                }
                 let dir = match parent.node() {
                     Node::Mem(m) => m.clone(),
                     Node::Ovl(d) => {
@@ -622,11 +632,9 @@ fn open_inner(
             Node::Ovl(d) if tmpfile => {
                 let upper = task.kernel.fs.ensure_upper(d)?;
                 let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
-                FileKind::Mem(crate::tmpfs::MemInode::unlinked_file(
-                    upper.fs(),
-                    mode,
-                    task.ids,
-                )?)
+                let m = crate::tmpfs::MemInode::unlinked_file(upper.fs(), mode, task.ids)?;
+                m.set_linkable(!flags.contains(OpenFlags::EXCL));
+                FileKind::Mem(m)
             }
             Node::Ovl(_) => FileKind::SynthDir,
             Node::Dev(crate::vfs::Device::Ptmx) => FileKind::Pty(task.kernel.fs.devpts.allocate()?),
@@ -644,7 +652,18 @@ fn open_inner(
                 FileKind::Pty(end)
             }
             Node::Dev(d) => FileKind::Dev(*d),
-            Node::DevDir | Node::Masked { .. } | Node::PtsDir => {
+            Node::Mqueue(q) => {
+                let want = match acc {
+                    0 => 4,
+                    1 => 2,
+                    _ => 6,
+                };
+                if !q.permits(task.ids, want) {
+                    return Err(Errno::EACCES);
+                }
+                FileKind::Mqueue(q.clone())
+            }
+            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::MqueueDir => {
                 if wants_write {
                     return Err(Errno::EROFS);
                 }
@@ -696,11 +715,9 @@ fn open_inner(
                     }
                     if tmpfile {
                         let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
-                        FileKind::Mem(crate::tmpfs::MemInode::unlinked_file(
-                            m.fs(),
-                            mode,
-                            task.ids,
-                        )?)
+                        let f = crate::tmpfs::MemInode::unlinked_file(m.fs(), mode, task.ids)?;
+                        f.set_linkable(!flags.contains(OpenFlags::EXCL));
+                        FileKind::Mem(f)
                     } else {
                         FileKind::Mem(m.clone())
                     }
@@ -1147,7 +1164,7 @@ pub(super) fn check_access(task: &Task, loc: &Location, mode: u32) -> Result<u64
     }
     let st = loc.node().stat()?;
     let writable_fs = match loc.node() {
-        Node::Dev(_) | Node::Pts(_) | Node::Mem(_) => true,
+        Node::Dev(_) | Node::Pts(_) | Node::Mem(_) | Node::MqueueDir | Node::Mqueue(_) => true,
         Node::Host { h, .. } if h.volume().is_some() => h.volume() == Some(VolumeKind::ReadWrite),
         Node::Host { .. } | Node::Ovl(_) => task.kernel.fs.overlay,
         _ => false,
@@ -1643,8 +1660,14 @@ fn record_lock(
 }
 
 /// Drops the calling process's POSIX locks on the file `file` is open on
-/// (closing any descriptor of a file does that).
+/// (closing any descriptor of a file does that), and its notification
+/// registration when `file` is a message queue.
 pub fn close_releases_locks(task: &Task, file: &FileDescription) {
+    if let FileKind::Mqueue(q) = &file.kind {
+        // Any close by the registered process ends its notification
+        // registration (Linux's `mqueue_flush_file`).
+        super::mqueue::drop_registration(task, q);
+    }
     let owner = Owner::Process(task.pid());
     if !task.kernel.locks.holds_records(owner) {
         return;
@@ -2098,17 +2121,27 @@ fn link(
 ) -> Result<u64, Errno> {
     let path = path_arg(task, old)?;
     let start = dir_arg(task, olddir, &path)?;
-    let src = task.resolve(&start, &path, follow)?;
+    let mut src = task.resolve(&start, &path, follow)?;
+    // /proc/self/fd/N of a file with no name (O_TMPFILE) is the file
+    // itself: it may get one, unless it was made O_EXCL.
+    if let Node::Proc(crate::procfs::ProcNode::FdLink(_, file, _)) = src.node() {
+        if let FileKind::Mem(m) = &file.kind {
+            if !m.may_link() {
+                return Err(Errno::ENOENT);
+            }
+            let m = m.clone();
+            src = task.kernel.fs.root();
+            src.push(Vec::new(), Node::Mem(m));
+        }
+    }
     let e = entry(task, newdir, new, false)?;
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
     // A link never crosses mounts; Linux says so before anything else
     // (even before a read-only root's EROFS).
-    if let (Some(a), Some(b)) = (mount_of(task, &src), mount_of(task, &e.parent)) {
-        if a != b {
-            return Err(Errno::EXDEV);
-        }
+    if crate::vfs::mount_key(src.node()) != crate::vfs::mount_key(e.parent.node()) {
+        return Err(Errno::EXDEV);
     }
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
@@ -2137,30 +2170,10 @@ fn link(
     };
     may_write_dir(task, &e.parent)?;
     dir.clear_whiteout(&e.name);
-    dir.link(&e.name, &node).map(|()| 0)
-}
-
-/// Which mounted file system `loc` is on, as far as `link` cares: the root
-/// (its read-only image and the overlay's layer above it are one mount),
-/// a volume, or a tmpfs mount (each its own device). `None` for the
-/// synthetic trees, whose own checks answer.
-fn mount_of(task: &Task, loc: &Location) -> Option<(u8, u64)> {
-    match loc.node() {
-        Node::Ovl(_) => Some((0, 0)),
-        Node::Host { h, .. } => Some(match h.volume() {
-            Some(_) => (1, h.mount_id() as u64),
-            None => (0, 0),
-        }),
-        Node::Mem(m) => {
-            let dev = m.stat().dev;
-            Some(if dev == task.kernel.fs.upper.stat().dev {
-                (0, 0)
-            } else {
-                (2, dev)
-            })
-        }
-        _ => None,
-    }
+    dir.link(&e.name, &node)?;
+    // A nameless file gets one name at most this way (I_LINKABLE).
+    node.set_linkable(false);
+    Ok(0)
 }
 
 pub fn sys_link(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -2233,6 +2246,17 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
     }
     if e.existing.is_some() {
         busy_mount_point(task, e)?;
+    }
+    if let Node::MqueueDir = e.parent.node() {
+        if dir {
+            return Err(if e.existing.is_some() {
+                Errno::ENOTDIR
+            } else {
+                Errno::ENOENT
+            });
+        }
+        task.kernel.fs.mqueue.unlink(&e.name, task.ids.0)?;
+        return Ok(0);
     }
     // A read-only parent refuses before the name is even looked at.
     match e.parent.node() {
@@ -2820,6 +2844,12 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
             s.f_frsize = h.fragment_size as i64;
             s.f_flags = i64::from(ro); // ST_RDONLY
         }
+        Node::MqueueDir | Node::Mqueue(_) => {
+            s.f_type = 0x1980_0202; // MQUEUE_MAGIC
+            s.f_bsize = 4096;
+            s.f_namelen = 255;
+            s.f_frsize = 4096;
+        }
         Node::Mem(m) => {
             let (total, used) = m.fs().usage();
             s.f_type = 0x0102_1994; // TMPFS_MAGIC
@@ -2867,6 +2897,7 @@ pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         (Some(n), _) => statfs_of(&task.kernel.fs, n)?,
         // A memfd: the internal tmpfs it lives in.
         (None, FileKind::Mem(m)) => statfs_of(&task.kernel.fs, &Node::Mem(m.clone()))?,
+        (None, FileKind::Mqueue(_)) => statfs_of(&task.kernel.fs, &Node::MqueueDir)?,
         (None, _) => statfs_of(&task.kernel.fs, &Node::DevDir)?,
     };
     task.mm().write_obj(a[1], &s).map(|()| 0)

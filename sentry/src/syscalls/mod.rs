@@ -9,6 +9,7 @@ mod inet;
 mod memfd;
 mod mm;
 mod mount;
+mod mqueue;
 mod netlink;
 mod poll;
 mod process;
@@ -307,6 +308,12 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::NAME_TO_HANDLE_AT, mount::sys_name_to_handle_at, Partial),
     (nr::OPEN_BY_HANDLE_AT, mount::sys_open_by_handle_at, Partial),
     (nr::MEMFD_CREATE, memfd::sys_memfd_create, Full),
+    (nr::MQ_OPEN, mqueue::sys_mq_open, Full),
+    (nr::MQ_UNLINK, mqueue::sys_mq_unlink, Full),
+    (nr::MQ_TIMEDSEND, mqueue::sys_mq_timedsend, Full),
+    (nr::MQ_TIMEDRECEIVE, mqueue::sys_mq_timedreceive, Full),
+    (nr::MQ_NOTIFY, mqueue::sys_mq_notify, Partial),
+    (nr::MQ_GETSETATTR, mqueue::sys_mq_getsetattr, Full),
     (nr::OPEN_TREE, mount::sys_open_tree, Partial),
     (nr::OPEN_TREE_ATTR, mount::sys_open_tree_attr, Partial),
     (nr::MOVE_MOUNT, mount::sys_move_mount, Partial),

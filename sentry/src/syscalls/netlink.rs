@@ -7,7 +7,7 @@ use abi::{Errno, OpenFlags};
 
 use crate::file::{copy_to_slices, FileDescription, FileKind};
 use crate::guestio::{ByteSource, GuestBufs, Stage};
-use crate::socket::netlink::{Interface, NetlinkSocket, INTERFACES, NETLINK_ROUTE};
+use crate::socket::netlink::{table, Interface, NetlinkSocket, NETLINK_ROUTE, TXQLEN};
 use crate::task::Task;
 
 const AF_NETLINK: u16 = 16;
@@ -277,10 +277,13 @@ const SIOCGIFNAME: u64 = 0x8910;
 const SIOCGIFCONF: u64 = 0x8912;
 const SIOCGIFFLAGS: u64 = 0x8913;
 const SIOCGIFADDR: u64 = 0x8915;
+const SIOCGIFBRDADDR: u64 = 0x8919;
 const SIOCGIFNETMASK: u64 = 0x891b;
+const SIOCGIFMETRIC: u64 = 0x891d;
 const SIOCGIFMTU: u64 = 0x8921;
 const SIOCGIFHWADDR: u64 = 0x8927;
 const SIOCGIFINDEX: u64 = 0x8933;
+const SIOCGIFTXQLEN: u64 = 0x8942;
 /// `sizeof(struct ifreq)`.
 const IFREQ_LEN: usize = 40;
 
@@ -325,12 +328,13 @@ pub fn interface_ioctl(
 }
 
 fn interface_request(task: &Task, cmd: u64, arg: u64) -> Result<u64, Errno> {
+    let table = table();
     if cmd == SIOCGIFCONF {
         // struct ifconf { int ifc_len; void *ifc_buf; }
         let len: i32 = task.mm().read_obj(arg)?;
         let buf: u64 = task.mm().read_obj(arg + 8)?;
         let mut out = Vec::new();
-        for i in INTERFACES {
+        for i in &table.interfaces {
             if let Some((ip, _)) = inet_addr(i) {
                 let mut req = [0u8; IFREQ_LEN];
                 req[..i.name.len()].copy_from_slice(i.name.as_bytes());
@@ -349,30 +353,34 @@ fn interface_request(task: &Task, cmd: u64, arg: u64) -> Result<u64, Errno> {
     task.mm().copy_in(arg, &mut req)?;
     if cmd == SIOCGIFNAME {
         let index = i32::from_ne_bytes([req[16], req[17], req[18], req[19]]);
-        let i = INTERFACES
-            .iter()
-            .find(|i| i.index == index)
-            .ok_or(Errno::ENODEV)?;
+        let i = table.by_index(index).ok_or(Errno::ENODEV)?;
         let mut name = [0u8; 16];
         name[..i.name.len()].copy_from_slice(i.name.as_bytes());
         return task.mm().copy_out(arg, &name).map(|()| 0);
     }
     let name = req[..16].split(|&c| c == 0).next().unwrap_or(&[]);
-    let i = INTERFACES
-        .iter()
-        .find(|i| i.name.as_bytes() == name)
-        .ok_or(Errno::ENODEV)?;
+    let i = table.by_name(name).ok_or(Errno::ENODEV)?;
     let value: Vec<u8> = match cmd {
         SIOCGIFINDEX => i.index.to_ne_bytes().to_vec(),
         SIOCGIFFLAGS => ((i.flags & 0xffff) as u16).to_ne_bytes().to_vec(),
         SIOCGIFMTU => i.mtu.to_ne_bytes().to_vec(),
         SIOCGIFADDR => sockaddr_in(inet_addr(i).ok_or(Errno::EADDRNOTAVAIL)?.0).to_vec(),
         SIOCGIFNETMASK => sockaddr_in(inet_addr(i).ok_or(Errno::EADDRNOTAVAIL)?.1).to_vec(),
+        // No address was given a broadcast address (netlink lists no
+        // IFA_BROADCAST), which Linux reports as 0.0.0.0.
+        SIOCGIFBRDADDR => {
+            inet_addr(i).ok_or(Errno::EADDRNOTAVAIL)?;
+            sockaddr_in([0; 4]).to_vec()
+        }
+        SIOCGIFMETRIC => 0i32.to_ne_bytes().to_vec(),
         SIOCGIFHWADDR => {
             let mut sa = [0u8; 16];
-            sa[..2].copy_from_slice(&772u16.to_ne_bytes());
+            sa[..2].copy_from_slice(&i.hwtype.to_ne_bytes());
+            sa[2..8].copy_from_slice(&i.hwaddr);
             sa.to_vec()
         }
+        // `ifr_qlen`, which `ip` and ifconfig print as "qlen".
+        SIOCGIFTXQLEN => TXQLEN.to_ne_bytes().to_vec(),
         // Everything else changes an interface (or asks what we do not
         // keep): a sandbox may not.
         0x8911 | 0x8914 | 0x8916 | 0x8918 | 0x891a | 0x891c | 0x8922 | 0x8924 | 0x8934 => {

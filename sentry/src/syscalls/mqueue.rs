@@ -1,0 +1,278 @@
+//! POSIX message queue calls (`mq_open`, `mq_unlink`, `mq_timedsend`,
+//! `mq_timedreceive`, `mq_notify`, `mq_getsetattr`); the queues themselves
+//! are in [`crate::mqueue`].
+
+use std::sync::Arc;
+
+use abi::{Errno, OpenFlags, Timespec};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::file::{FileDescription, FileKind};
+use crate::mqueue::{self, Create, MsgQueue, Notify};
+use crate::task::Task;
+
+use super::path_arg;
+
+/// `struct mq_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct MqAttr {
+    flags: i64,
+    maxmsg: i64,
+    msgsize: i64,
+    curmsgs: i64,
+    reserved: [i64; 4],
+}
+const _: () = assert!(std::mem::size_of::<MqAttr>() == 64);
+
+/// The head of `struct sigevent`: `sigev_value`, `sigev_signo`,
+/// `sigev_notify` (the rest is the thread notification's, which the
+/// kernel never reads).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct SigEventHead {
+    value: u64,
+    signo: i32,
+    notify: i32,
+}
+const _: () = assert!(std::mem::size_of::<SigEventHead>() == 16);
+
+/// What creating a queue for `task` asks: its effective ids (the owner),
+/// its real uid (charged), `mode` less its umask, its `RLIMIT_MSGQUEUE`;
+/// root stands in for `CAP_SYS_RESOURCE`.
+pub(super) fn create_args(task: &Task, mode: u32, attr: Option<(i64, i64)>) -> Create {
+    Create {
+        mode: mode & 0o7777 & !task.fs_ctx().umask,
+        ids: task.ids,
+        real_uid: task.creds.uid[0],
+        attr,
+        privileged: task.ids.0 == 0,
+        rlimit: task.proc_.state().rlimits[mqueue::RLIMIT_MSGQUEUE].cur,
+    }
+}
+
+/// The queue behind descriptor `fd` (`EBADF` for any other kind) and its
+/// description.
+fn queue_of(task: &Task, fd: u64) -> Result<(Arc<FileDescription>, Arc<MsgQueue>), Errno> {
+    let file = task.fds().file(fd as i32 as i64)?;
+    match &file.kind {
+        FileKind::Mqueue(q) => {
+            let q = q.clone();
+            Ok((file, q))
+        }
+        _ => Err(Errno::EBADF),
+    }
+}
+
+fn nonblock(file: &FileDescription) -> bool {
+    file.flags() & OpenFlags::NONBLOCK.bits() != 0
+}
+
+/// `(may receive, may send)` by the description's access mode (mode 3,
+/// which `mq_open` accepts when it creates, allows neither, as Linux).
+fn access(file: &FileDescription) -> (bool, bool) {
+    match file.flags() & abi::O_ACCMODE {
+        0 => (true, false),
+        1 => (false, true),
+        2 => (true, true),
+        _ => (false, false),
+    }
+}
+
+/// The deadline of an optional absolute `CLOCK_REALTIME` timeout, checked
+/// before anything else as the kernel does.
+fn deadline(task: &Task, addr: u64) -> Result<Option<std::time::Instant>, Errno> {
+    if addr == 0 {
+        return Ok(None);
+    }
+    let ts: Timespec = task.mm().read_obj(addr)?;
+    mqueue::realtime_deadline(&ts).map(Some)
+}
+
+/// `mq_open(name, oflag, mode, attr)`; `name` comes without glibc's
+/// leading `/`.
+pub fn sys_mq_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let name = path_arg(task, a[0])?;
+    let oflag = a[1] as u32;
+    let attr: Option<MqAttr> = if a[3] != 0 {
+        Some(task.mm().read_obj(a[3])?)
+    } else {
+        None
+    };
+    // Linux takes the descriptor slot before it looks the name up.
+    if task.fds().open_fds().len() as u64 >= task.nofile() {
+        return Err(Errno::EMFILE);
+    }
+    let creat = oflag & OpenFlags::CREAT.bits() != 0;
+    let excl = oflag & OpenFlags::EXCL.bits() != 0;
+    let acc = oflag & abi::O_ACCMODE;
+    let create = creat.then(|| create_args(task, a[2] as u32, attr.map(|a| (a.maxmsg, a.msgsize))));
+    let (q, created) = task.kernel.fs.mqueue.open(&name, create, excl)?;
+    if !created {
+        if acc == abi::O_ACCMODE {
+            return Err(Errno::EINVAL);
+        }
+        let want = [4, 2, 6][acc as usize];
+        if !q.permits(task.ids, want) {
+            return Err(Errno::EACCES);
+        }
+    }
+    let status = acc | (oflag & OpenFlags::NONBLOCK.bits());
+    let file = FileDescription::new(FileKind::Mqueue(q), None, status);
+    // Message queue descriptors are always close-on-exec on Linux (POSIX:
+    // `exec` closes them).
+    task.install_fd(file, true)
+}
+
+/// `mq_unlink(name)`.
+pub fn sys_mq_unlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let name = path_arg(task, a[0])?;
+    task.kernel.fs.mqueue.unlink(&name, task.ids.0)?;
+    Ok(0)
+}
+
+/// `mq_timedsend(mqd, msg, len, prio, abs_timeout)`.
+pub fn sys_mq_timedsend(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (len, prio) = (a[2], a[3]);
+    let deadline = deadline(task, a[4])?;
+    if prio >= mqueue::MQ_PRIO_MAX {
+        return Err(Errno::EINVAL);
+    }
+    let (file, q) = queue_of(task, a[0])?;
+    if !access(&file).1 {
+        return Err(Errno::EBADF);
+    }
+    if len > q.msgsize as u64 {
+        return Err(Errno::EMSGSIZE);
+    }
+    let mut data = vec![0u8; len as usize];
+    task.mm().copy_in(a[1], &mut data)?;
+    let due = q.send(
+        task.blocker(),
+        &data,
+        prio as u32,
+        nonblock(&file),
+        deadline,
+    )?;
+    if let Some(n) = due {
+        mqueue::deliver(&task.kernel, n, (task.pid(), task.ids.0));
+    }
+    Ok(0)
+}
+
+/// `mq_timedreceive(mqd, buf, len, prio_out, abs_timeout)`.
+pub fn sys_mq_timedreceive(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let deadline = deadline(task, a[4])?;
+    let (file, q) = queue_of(task, a[0])?;
+    if !access(&file).0 {
+        return Err(Errno::EBADF);
+    }
+    if a[2] < q.msgsize as u64 {
+        return Err(Errno::EMSGSIZE);
+    }
+    let (data, prio) = q.receive(task.blocker(), nonblock(&file), deadline)?;
+    // The message is gone from the queue even when the copy-out faults.
+    if a[3] != 0 {
+        task.mm().write_obj(a[3], &prio)?;
+    }
+    task.mm().copy_out(a[1], &data)?;
+    Ok(data.len() as u64)
+}
+
+/// `mq_notify(mqd, sevp)`. `SIGEV_THREAD` is glibc's: it passes a netlink
+/// socket the kernel would post a message to, which the Sentry's netlink
+/// sockets cannot receive; it answers `ENOSYS`, what glibc's `mq_notify`
+/// reports when it cannot have a netlink socket for the purpose.
+pub fn sys_mq_notify(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let ev: Option<SigEventHead> = if a[1] != 0 {
+        Some(task.mm().read_obj(a[1])?)
+    } else {
+        None
+    };
+    if let Some(ev) = &ev {
+        match ev.notify {
+            mqueue::SIGEV_NONE => {}
+            mqueue::SIGEV_SIGNAL => {
+                // Signal 0 is valid: a registration that sends nothing.
+                if !(0..=64).contains(&ev.signo) {
+                    return Err(Errno::EINVAL);
+                }
+            }
+            mqueue::SIGEV_THREAD => {
+                // The kernel looks the socket up first.
+                task.fds().file(i64::from(ev.signo))?;
+                return Err(Errno::ENOSYS);
+            }
+            _ => return Err(Errno::EINVAL),
+        }
+    }
+    let (_, q) = queue_of(task, a[0])?;
+    let pid = task.pid();
+    let mut st = q.state();
+    // A registration whose process is gone has lapsed (Linux drops it as
+    // the process's descriptors close).
+    if st.notify.is_some_and(|n| {
+        task.kernel
+            .process(n.pid)
+            .is_none_or(|p| p.state().exit.is_some())
+    }) {
+        st.notify = None;
+    }
+    match ev {
+        None => {
+            if st.notify.is_some_and(|n| n.pid == pid) {
+                st.notify = None;
+            }
+        }
+        Some(ev) => {
+            if st.notify.is_some() {
+                return Err(Errno::EBUSY);
+            }
+            st.notify = Some(Notify {
+                pid,
+                kind: ev.notify,
+                signo: ev.signo,
+                value: ev.value,
+            });
+        }
+    }
+    Ok(0)
+}
+
+/// `mq_getsetattr(mqd, new, old)`: only `O_NONBLOCK` can change.
+pub fn sys_mq_getsetattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let new: Option<MqAttr> = if a[1] != 0 {
+        let n: MqAttr = task.mm().read_obj(a[1])?;
+        if n.flags & !i64::from(OpenFlags::NONBLOCK.bits()) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        Some(n)
+    } else {
+        None
+    };
+    let (file, q) = queue_of(task, a[0])?;
+    let old = MqAttr {
+        flags: i64::from(file.flags() & OpenFlags::NONBLOCK.bits()),
+        maxmsg: q.maxmsg,
+        msgsize: q.msgsize,
+        curmsgs: q.curmsgs(),
+        reserved: [0; 4],
+    };
+    if let Some(n) = new {
+        let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
+        *f = (*f & !OpenFlags::NONBLOCK.bits()) | n.flags as u32;
+    }
+    if a[2] != 0 {
+        task.mm().write_obj(a[2], &old)?;
+    }
+    Ok(0)
+}
+
+/// A close by `task`'s process of a descriptor of `q` ends the process's
+/// notification registration, as Linux's `mqueue_flush_file`.
+pub(super) fn drop_registration(task: &Task, q: &MsgQueue) {
+    let mut st = q.state();
+    if st.notify.is_some_and(|n| n.pid == task.pid()) {
+        st.notify = None;
+    }
+}
