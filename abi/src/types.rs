@@ -117,3 +117,10 @@ Termios2, 44, {
     iflag: u32, oflag: u32, cflag: u32, lflag: u32, line: u8, cc: [u8; 19],
     ispeed: u32, ospeed: u32,
 });
+abi_struct!(
+    /// `struct __user_cap_header_struct` (capget(2)).
+    CapUserHeader, 8, { version: u32, pid: i32 });
+abi_struct!(
+    /// `struct __user_cap_data_struct`: 32 capabilities of each set (two of
+    /// them, low then high, in versions 2 and 3).
+    CapUserData, 12, { effective: u32, permitted: u32, inheritable: u32 });

@@ -1339,6 +1339,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
         }))),
         mounts,
         ids: Some((plan.uid, plan.gid)),
+        privileges: plan.privileges.to_sentry(),
         // The cgroup holds the Sentry to this; the guest learns it too, so
         // its tmpfs fill up (ENOSPC) before the sandbox is killed.
         memory_limit: plan

@@ -51,6 +51,57 @@ pub struct ExecRequest {
     /// user and group
     pub uid: u32,
     pub gid: u32,
+    /// capabilities, `no_new_privs` and resource limits (an older client's
+    /// request, without them, gets the defaults)
+    #[serde(default)]
+    pub privileges: Privileges,
+}
+
+/// A process's privileges as an OCI `process` gives them (see
+/// [`crate::oci::privileges`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Privileges {
+    /// `process.capabilities` as bit masks; `None`: all for root, none
+    /// for other users
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Capabilities>,
+    /// `process.noNewPrivileges`
+    #[serde(default)]
+    pub no_new_privileges: bool,
+    /// `process.rlimits` as (`RLIMIT_*` number, soft, hard)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rlimits: Vec<(u32, u64, u64)>,
+}
+
+/// The five capability sets, one bit per capability.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    pub effective: u64,
+    pub permitted: u64,
+    pub inheritable: u64,
+    pub bounding: u64,
+    pub ambient: u64,
+}
+
+impl Privileges {
+    /// What the Sentry gives the new process.
+    pub fn to_sentry(&self) -> sentry::Privileges {
+        sentry::Privileges {
+            caps: self.capabilities.map(|c| sentry::CapSets {
+                effective: c.effective,
+                permitted: c.permitted,
+                inheritable: c.inheritable,
+                bounding: c.bounding,
+                ambient: c.ambient,
+            }),
+            no_new_privs: self.no_new_privileges,
+            rlimits: self
+                .rlimits
+                .iter()
+                .map(|&(r, cur, max)| (r, abi::Rlimit { cur, max }))
+                .collect(),
+        }
+    }
 }
 
 /// The limits the Sentry itself applies to the guest, as `update` changes
@@ -304,6 +355,7 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
         ids: Some((req.uid, req.gid)),
         ppid: 0,
         stdio: sentry::Stdio::Owned(stdio),
+        privileges: req.privileges.to_sentry(),
     };
     let started = sentry::spawn_process(&kernel, spec);
     drop(kernel);

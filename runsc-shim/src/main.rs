@@ -570,9 +570,12 @@ struct DoArgs {
 }
 
 /// The program `exec` runs: from `--process` (an OCI `process` object) or
-/// from the command line; what ferrovisor cannot honour is refused.
+/// from the command line; what ferrovisor cannot honour is refused. The
+/// command line's program gets `base` (the container's own process
+/// privileges) with `--cap` and `--no-new-privs` over them, as runc's does.
 fn exec_request(
     a: &ExecArgs,
+    base: impl FnOnce() -> Result<runsc_shim::control::Privileges, container::Error>,
 ) -> Result<
     (
         runsc_shim::control::ExecRequest,
@@ -590,8 +593,19 @@ fn exec_request(
     let mut req = if let Some(path) = &a.process {
         let text = std::fs::read(path)
             .map_err(|e| container::Error::Usage(format!("--process {}: {e}", path.display())))?;
-        let p: oci_spec::runtime::Process = serde_json::from_slice(&text)
-            .map_err(|e| container::Error::Usage(format!("--process {}: {e}", path.display())))?;
+        let bad = |e: &dyn std::fmt::Display| {
+            container::Error::Usage(format!("--process {}: {e}", path.display()))
+        };
+        let value: serde_json::Value = serde_json::from_slice(&text).map_err(|e| bad(&e))?;
+        let field = |e: runsc_shim::oci::Error| match e {
+            runsc_shim::oci::Error::Field { field, reason } => {
+                bad(&format_args!("{field}: {reason}"))
+            }
+            other => bad(&other),
+        };
+        runsc_shim::oci::check_process_names(&value, "").map_err(field)?;
+        let p: oci_spec::runtime::Process = serde_json::from_value(value).map_err(|e| bad(&e))?;
+        let privileges = runsc_shim::oci::privileges(&p, "").map_err(field)?;
         if p.terminal() == Some(true) {
             tty = true;
             size = p
@@ -606,14 +620,38 @@ fn exec_request(
             cwd: p.cwd().to_string_lossy().into_owned(),
             uid,
             gid,
+            privileges,
         }
     } else {
+        let mut privileges = base()?;
+        if !a.cap.is_empty() {
+            let caps = privileges.capabilities.get_or_insert_with(Default::default);
+            for name in &a.cap {
+                let bit = runsc_shim::oci::capability_bit(name).ok_or_else(|| {
+                    container::Error::Usage(format!(
+                        "--cap {name:?} is not a capability (give a name like CAP_CHOWN)"
+                    ))
+                })?;
+                caps.bounding |= bit;
+                caps.effective |= bit;
+                caps.permitted |= bit;
+                // (as runc: ambient only where inheritable ones are given,
+                // without which it would not hold)
+                if caps.inheritable != 0 {
+                    caps.ambient |= bit;
+                }
+            }
+        }
+        if a.no_new_privs {
+            privileges.no_new_privileges = true;
+        }
         runsc_shim::control::ExecRequest {
             args: a.command.clone(),
             env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],
             cwd: "/".into(),
             uid,
             gid,
+            privileges,
         }
     };
     if req.args.is_empty() {
@@ -763,6 +801,8 @@ fn run_do(args: DoArgs) -> ExitCode {
         on_start: None,
         mounts,
         ids: None,
+        // (a root guest has every capability, as before)
+        privileges: sentry::Privileges::default(),
         memory_limit: None,
         // The guest's first process is the sandbox's init, which would
         // drop a ^C it has no handler for; `do` stands for the command at
@@ -980,7 +1020,20 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
         }
         Command::Delete(a) => rt.delete(&a.id, a.force)?,
         Command::Exec(a) => {
-            let (req, terminal) = exec_request(&a)?;
+            let base = || {
+                let bundle = rt.state(&a.id)?.bundle;
+                let process = runsc_shim::oci::load(&bundle)
+                    .map_err(|e| Error::Usage(format!("exec: the container's {e}")))?
+                    .spec
+                    .process()
+                    .clone();
+                match process {
+                    Some(p) => runsc_shim::oci::privileges(&p, "process.")
+                        .map_err(|e| Error::Usage(format!("exec: the container's {e}"))),
+                    None => Ok(Default::default()),
+                }
+            };
+            let (req, terminal) = exec_request(&a, base)?;
             let code = rt.exec(
                 &a.id,
                 &req,

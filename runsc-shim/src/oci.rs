@@ -97,9 +97,203 @@ pub fn load(dir: &Path) -> Result<Bundle, Error> {
         path: path.clone(),
         source,
     })?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|source| Error::Malformed {
+            path: path.clone(),
+            source,
+        })?;
+    if let Some(process) = value.get("process") {
+        check_process_names(process, "process.")?;
+    }
     let spec: Spec =
-        serde_json::from_slice(&bytes).map_err(|source| Error::Malformed { path, source })?;
+        serde_json::from_value(value).map_err(|source| Error::Malformed { path, source })?;
     Ok(Bundle { dir: abs, spec })
+}
+
+/// Capability names as runc spells them, index = capability number
+/// (linux/capability.h).
+const CAPABILITIES: [&str; 41] = [
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
+];
+
+/// Resource limit names, index = `RLIMIT_*` number
+/// (asm-generic/resource.h).
+const RLIMITS: [&str; 16] = [
+    "RLIMIT_CPU",
+    "RLIMIT_FSIZE",
+    "RLIMIT_DATA",
+    "RLIMIT_STACK",
+    "RLIMIT_CORE",
+    "RLIMIT_RSS",
+    "RLIMIT_NPROC",
+    "RLIMIT_NOFILE",
+    "RLIMIT_MEMLOCK",
+    "RLIMIT_AS",
+    "RLIMIT_LOCKS",
+    "RLIMIT_SIGPENDING",
+    "RLIMIT_MSGQUEUE",
+    "RLIMIT_NICE",
+    "RLIMIT_RTPRIO",
+    "RLIMIT_RTTIME",
+];
+
+/// The bit of a capability named as runc names it (`CAP_CHOWN`).
+pub fn capability_bit(name: &str) -> Option<u64> {
+    CAPABILITIES.iter().position(|c| *c == name).map(|n| 1 << n)
+}
+
+/// The capability sets of an OCI `process.capabilities`, in its spelling.
+const CAPABILITY_SETS: [&str; 5] = [
+    "bounding",
+    "effective",
+    "permitted",
+    "inheritable",
+    "ambient",
+];
+
+/// Checks the capability and resource limit names of an OCI `process`
+/// object (raw JSON, before the parser, whose own error would not name
+/// the field): `prefix` is how fields are named (`process.`).
+pub fn check_process_names(process: &serde_json::Value, prefix: &str) -> Result<(), Error> {
+    if let Some(caps) = process.get("capabilities").and_then(|c| c.as_object()) {
+        for set in CAPABILITY_SETS {
+            let Some(names) = caps.get(set).and_then(|v| v.as_array()) else {
+                continue;
+            };
+            for (i, name) in names.iter().enumerate() {
+                let known = name.as_str().is_some_and(|n| CAPABILITIES.contains(&n));
+                if !known {
+                    return Err(field(
+                        format!("{prefix}capabilities.{set}[{i}]"),
+                        format!("{name} is not a capability (give a name like \"CAP_CHOWN\")"),
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(limits) = process.get("rlimits").and_then(|r| r.as_array()) {
+        for (i, limit) in limits.iter().enumerate() {
+            let typ = limit.get("type").unwrap_or(&serde_json::Value::Null);
+            if !typ.as_str().is_some_and(|t| RLIMITS.contains(&t)) {
+                return Err(field(
+                    format!("{prefix}rlimits[{i}].type"),
+                    format!("{typ} is not a resource limit (give a name like \"RLIMIT_NOFILE\")"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The capabilities, `noNewPrivileges` and resource limits of an OCI
+/// `process`, as runc gives them to the container's process: the sets
+/// before it executes its program (whose `execve` then transforms them,
+/// as in the Sentry), limits as they are. `prefix` names the fields in
+/// errors (`process.`).
+pub fn privileges(
+    process: &oci_spec::runtime::Process,
+    prefix: &str,
+) -> Result<crate::control::Privileges, Error> {
+    let number = |v: serde_json::Value, table: &[&str]| {
+        v.as_str().and_then(|n| table.iter().position(|t| *t == n))
+    };
+    let capabilities = match process.capabilities() {
+        None => None,
+        Some(c) => {
+            let mask = |set: &Option<oci_spec::runtime::Capabilities>, name: &str| {
+                let mut bits = 0u64;
+                for cap in set.iter().flatten() {
+                    let v = serde_json::to_value(cap).unwrap_or_default();
+                    match number(v.clone(), &CAPABILITIES) {
+                        Some(n) => bits |= 1 << n,
+                        None => {
+                            return Err(field(
+                                format!("{prefix}capabilities.{name}"),
+                                format!("{v} is not a capability"),
+                            ))
+                        }
+                    }
+                }
+                Ok(bits)
+            };
+            Some(crate::control::Capabilities {
+                effective: mask(c.effective(), "effective")?,
+                permitted: mask(c.permitted(), "permitted")?,
+                inheritable: mask(c.inheritable(), "inheritable")?,
+                bounding: mask(c.bounding(), "bounding")?,
+                ambient: mask(c.ambient(), "ambient")?,
+            })
+        }
+    };
+    let mut rlimits: Vec<(u32, u64, u64)> = Vec::new();
+    for (i, r) in process.rlimits().iter().flatten().enumerate() {
+        let name = format!("{prefix}rlimits[{i}]");
+        let v = serde_json::to_value(r.typ()).unwrap_or_default();
+        let Some(n) = number(v.clone(), &RLIMITS) else {
+            return Err(field(
+                format!("{name}.type"),
+                format!("{v} is not a resource limit"),
+            ));
+        };
+        if r.soft() > r.hard() {
+            return Err(field(
+                name,
+                format!(
+                    "soft limit {} above hard limit {} (setrlimit(2) refuses it)",
+                    r.soft(),
+                    r.hard()
+                ),
+            ));
+        }
+        // (runc applies them in order: a later entry for the same limit wins)
+        rlimits.retain(|&(t, _, _)| t != n as u32);
+        rlimits.push((n as u32, r.soft(), r.hard()));
+    }
+    Ok(crate::control::Privileges {
+        capabilities,
+        no_new_privileges: process.no_new_privileges().unwrap_or(false),
+        rlimits,
+    })
 }
 
 /// What the sandbox will run, derived from a checked bundle.
@@ -153,6 +347,8 @@ pub struct Plan {
     pub uid: u32,
     /// see `uid`
     pub gid: u32,
+    /// `process.capabilities`, `noNewPrivileges` and `rlimits`
+    pub privileges: crate::control::Privileges,
 }
 
 /// An existing namespace the sandbox's host process joins.
@@ -580,12 +776,10 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             ));
         }
     }
-    if process.capabilities().is_some() {
-        ignored.push("process.capabilities not applied: the guest sees the Sentry's own".into());
-    }
-    if process.rlimits().as_ref().is_some_and(|r| !r.is_empty()) {
-        ignored.push("process.rlimits not applied: the guest sees the runtime's limits".into());
-    }
+    // The guest sees them; the Sentry's own permission checks still go by
+    // the effective uid (root may do everything), which is the
+    // sandbox's boundary either way.
+    let privileges = privileges(process, "process.")?;
     if process.apparmor_profile().is_some() || process.selinux_label().is_some() {
         ignored.push(
             "process.apparmorProfile/selinuxLabel not applied: the Sentry is the confinement"
@@ -863,6 +1057,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         mounts,
         uid,
         gid,
+        privileges,
     })
 }
 
@@ -1049,6 +1244,15 @@ mod tests {
             ),
             ("root.path", Box::new(|v| v["root"]["path"] = "nope".into())),
             (
+                "process.rlimits[1]",
+                Box::new(|v| {
+                    v["process"]["rlimits"] = serde_json::json!([
+                        {"type": "RLIMIT_CORE", "soft": 0, "hard": 0},
+                        {"type": "RLIMIT_NOFILE", "soft": 2048, "hard": 1024},
+                    ])
+                }),
+            ),
+            (
                 "process.args",
                 Box::new(|v| v["process"]["args"] = serde_json::json!([])),
             ),
@@ -1056,6 +1260,78 @@ mod tests {
         for (name, edit) in cases {
             let (_d, r) = bundle_with(|v| edit(v));
             let text = err_text(r);
+            assert!(text.contains(name), "{name}: {text}");
+            assert!(!text.contains('\n'), "one line: {text}");
+        }
+    }
+
+    #[test]
+    fn privileges_are_planned_as_bit_masks() {
+        let (_d, r) = bundle_with(|v| {
+            v["process"]["capabilities"] = serde_json::json!({
+                "bounding": ["CAP_CHOWN", "CAP_CHECKPOINT_RESTORE"],
+                "effective": ["CAP_KILL"],
+                "permitted": ["CAP_KILL", "CAP_SYS_ADMIN"],
+            });
+            v["process"]["rlimits"] = serde_json::json!([
+                {"type": "RLIMIT_NOFILE", "soft": 10, "hard": 20},
+                {"type": "RLIMIT_RTTIME", "soft": 1, "hard": 2},
+                {"type": "RLIMIT_NOFILE", "soft": 30, "hard": 40},
+            ]);
+            v["process"]["noNewPrivileges"] = true.into();
+        });
+        let p = r.expect("accepted").privileges;
+        assert_eq!(
+            p.capabilities,
+            Some(crate::control::Capabilities {
+                effective: 1 << 5,
+                permitted: 1 << 5 | 1 << 21,
+                inheritable: 0,
+                bounding: 1 | 1 << 40,
+                ambient: 0,
+            })
+        );
+        // (the later entry for a limit wins, as when runc sets them in turn)
+        assert_eq!(p.rlimits, [(15, 1, 2), (7, 30, 40)]);
+        assert!(p.no_new_privileges);
+        let (_d, r) = bundle_with(|v| {
+            let process = v["process"].as_object_mut().expect("process");
+            for key in ["noNewPrivileges", "capabilities", "rlimits"] {
+                process.remove(key);
+            }
+        });
+        assert_eq!(
+            r.expect("accepted").privileges,
+            crate::control::Privileges::default()
+        );
+    }
+
+    #[test]
+    fn unknown_capability_and_limit_names_are_refused_by_field() {
+        let cases: [(&str, serde_json::Value, &str); 3] = [
+            (
+                "capabilities",
+                serde_json::json!({"effective": ["CAP_KILL", "CAP_TELEPORT"]}),
+                "process.capabilities.effective[1]",
+            ),
+            (
+                "capabilities",
+                serde_json::json!({"ambient": ["chown"]}),
+                "process.capabilities.ambient[0]",
+            ),
+            (
+                "rlimits",
+                serde_json::json!([{"type": "RLIMIT_FUN", "soft": 1, "hard": 1}]),
+                "process.rlimits[0].type",
+            ),
+        ];
+        for (key, value, name) in cases {
+            let dir = tempdir::Dir::new();
+            std::fs::create_dir(dir.path().join("rootfs")).expect("mkdir rootfs");
+            let mut v = serde_json::to_value(template()).expect("template serializes");
+            v["process"][key] = value;
+            std::fs::write(dir.path().join("config.json"), v.to_string()).expect("write");
+            let text = load(dir.path()).expect_err("refused").to_string();
             assert!(text.contains(name), "{name}: {text}");
             assert!(!text.contains('\n'), "one line: {text}");
         }

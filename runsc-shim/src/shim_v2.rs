@@ -1528,19 +1528,30 @@ impl shim::Task for Service {
     }
 
     fn exec(&self, _ctx: &TtrpcContext, req: api::ExecProcessRequest) -> TtrpcResult<api::Empty> {
+        let invalid = |e: &dyn std::fmt::Display| {
+            rpc_error(
+                Code::INVALID_ARGUMENT,
+                format!("exec {}: process spec: {e}", req.exec_id),
+            )
+        };
+        let value: serde_json::Value =
+            serde_json::from_slice(&req.spec.value).map_err(|e| invalid(&e))?;
+        let field = |e: crate::oci::Error| match e {
+            crate::oci::Error::Field { field, reason } => {
+                invalid(&format_args!("{field}: {reason}"))
+            }
+            other => invalid(&other),
+        };
+        crate::oci::check_process_names(&value, "").map_err(field)?;
         let process: oci_spec::runtime::Process =
-            serde_json::from_slice(&req.spec.value).map_err(|e| {
-                rpc_error(
-                    Code::INVALID_ARGUMENT,
-                    format!("exec {}: process spec: {e}", req.exec_id),
-                )
-            })?;
+            serde_json::from_value(value).map_err(|e| invalid(&e))?;
         let exec_req = crate::control::ExecRequest {
             args: process.args().clone().unwrap_or_default(),
             env: process.env().clone().unwrap_or_default(),
             cwd: process.cwd().to_string_lossy().into_owned(),
             uid: process.user().uid(),
             gid: process.user().gid(),
+            privileges: crate::oci::privileges(&process, "").map_err(field)?,
         };
         let mut tasks = self.tasks();
         if tasks.get(&req.id)?.phase != Phase::Running {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{run, Outcome, TempDir};
+use common::{compile_static, run, Outcome, TempDir};
 use serde_json::Value;
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
@@ -919,6 +919,60 @@ fn hooks_run_at_their_points_of_the_lifecycle() {
 /// `hostname`, and the proc, sysfs, cgroup and devpts mounts of the
 /// default spec (the Sentry's own; cgroup is its cgroup2 view, and its
 /// devpts has no line in `/proc/self/mounts`).
+/// Puts the static probe `privileges.c` at `/bin/privileges` of `w`'s
+/// rootfs.
+fn add_privileges_probe(w: &World) {
+    let bin = compile_static(w.dir.path(), "privileges", include_str!("privileges.c"));
+    std::fs::copy(&bin, w.bundle().join("rootfs/bin/privileges")).expect("copy probe");
+}
+
+/// What `privileges.c` prints for these capability sets, `no_new_privs`
+/// and limits (RLIMIT_NOFILE, RLIMIT_RTPRIO as (soft, hard)).
+fn privileges_report(
+    [eff, prm, inh, bnd, amb]: [u64; 5],
+    nnp: bool,
+    nofile: (u64, u64),
+    rtprio: (u64, u64),
+) -> Vec<String> {
+    let nnp = u8::from(nnp);
+    vec![
+        format!("capget effective={eff:016x} permitted={prm:016x} inheritable={inh:016x}"),
+        format!("prctl bounding={bnd:016x} ambient={amb:016x} no_new_privs={nnp}"),
+        format!(
+            "nofile getrlimit={0}/{1} prlimit={0}/{1}",
+            nofile.0, nofile.1
+        ),
+        format!("rtprio getrlimit={}/{}", rtprio.0, rtprio.1),
+        format!("CapInh:\t{inh:016x}"),
+        format!("CapPrm:\t{prm:016x}"),
+        format!("CapEff:\t{eff:016x}"),
+        format!("CapBnd:\t{bnd:016x}"),
+        format!("CapAmb:\t{amb:016x}"),
+        format!("NoNewPrivs:\t{nnp}"),
+        format!("Max open files {} {} files", nofile.0, nofile.1),
+        format!("Max realtime priority {} {}", rtprio.0, rtprio.1),
+    ]
+}
+
+/// `privileges.c`'s lines, with the runs of blanks in /proc/self/limits
+/// made one.
+fn privileges_lines<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
+    lines
+        .map(|l| {
+            if l.starts_with("Max ") {
+                l.split_whitespace().collect::<Vec<_>>().join(" ")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect()
+}
+
+/// CAP_CHOWN, CAP_KILL, CAP_NET_BIND_SERVICE (capability.h: 0, 5, 10).
+const CHOWN_KILL_BIND: u64 = 1 | 1 << 5 | 1 << 10;
+/// CAP_SETUID (7).
+const SETUID: u64 = 1 << 7;
+
 #[test]
 fn process_and_root_settings_reach_the_guest() {
     let mut w = World::new("honoured", |v| {
@@ -932,11 +986,23 @@ fn process_and_root_settings_reach_the_guest() {
                  touch /tmp/y 2>/dev/null && echo tmp-writable || echo tmp-read-only; \
                  grep -E ' /(proc|sys|sys/fs/cgroup) ' /proc/self/mounts | \
                  while read d m t rest; do echo $m ${t%2}; done; \
-                 [ -c /dev/pts/ptmx ] && echo devpts-ptmx",
+                 [ -c /dev/pts/ptmx ] && echo devpts-ptmx; /bin/privileges",
             ],
         );
         v["root"]["readonly"] = true.into();
         v["process"]["user"] = serde_json::json!({"uid": 1000, "gid": 1000});
+        // A user other than root keeps, across execve, only its ambient
+        // capabilities (capabilities(7)): runc gives them as here.
+        let three = serde_json::json!(["CAP_CHOWN", "CAP_KILL", "CAP_NET_BIND_SERVICE"]);
+        v["process"]["capabilities"] = serde_json::json!({
+            "bounding": ["CAP_CHOWN", "CAP_KILL", "CAP_NET_BIND_SERVICE", "CAP_SETUID"],
+            "effective": three, "permitted": three, "inheritable": three, "ambient": three,
+        });
+        v["process"]["rlimits"] = serde_json::json!([
+            {"type": "RLIMIT_NOFILE", "soft": 1000, "hard": 1024},
+            {"type": "RLIMIT_RTPRIO", "soft": 3, "hard": 5},
+        ]);
+        v["process"]["noNewPrivileges"] = true.into();
         v["process"]["cwd"] = "/tmp".into();
         v["process"]["env"] = serde_json::json!(["PATH=/bin", "FV_VAR=from-config"]);
         v["process"]["oomScoreAdj"] = 123.into();
@@ -949,6 +1015,7 @@ fn process_and_root_settings_reach_the_guest() {
                 "options": ["mode=1777"]
             }));
     });
+    add_privileges_probe(&w);
     assert_eq!(
         w.create("p1").status,
         0,
@@ -970,7 +1037,7 @@ fn process_and_root_settings_reach_the_guest() {
         "{out}"
     );
     assert_eq!(
-        lines.collect::<Vec<_>>(),
+        lines.by_ref().take(9).collect::<Vec<_>>(),
         [
             "/tmp",
             "from-config",
@@ -984,6 +1051,128 @@ fn process_and_root_settings_reach_the_guest() {
         ],
         "{out}"
     );
+    let c = CHOWN_KILL_BIND;
+    assert_eq!(
+        privileges_lines(lines),
+        privileges_report([c, c, c, c | SETUID, c], true, (1000, 1024), (3, 5)),
+        "{out}"
+    );
+}
+
+#[test]
+fn exec_takes_the_privileges_of_its_process() {
+    // The container's own process runs as root with the capabilities of
+    // config.json; `exec` with a command line gets them too (plus
+    // `--cap`, and `--no-new-privs`), `exec --process` those of its JSON.
+    let mut w = World::new("exec-privileges", |v| {
+        set_args(v, &["sh", "-c", "/bin/privileges; exec sleep 1000"]);
+        let three = serde_json::json!(["CAP_CHOWN", "CAP_KILL", "CAP_NET_BIND_SERVICE"]);
+        v["process"]["capabilities"] = serde_json::json!({
+            "bounding": three, "effective": three, "permitted": three,
+        });
+        v["process"]["rlimits"] =
+            serde_json::json!([{"type": "RLIMIT_NOFILE", "soft": 1024, "hard": 1024}]);
+        // (`spec` sets it, as runc's does)
+        v["process"]["noNewPrivileges"] = false.into();
+    });
+    add_privileges_probe(&w);
+    assert_eq!(w.create("x1").status, 0, "{}", w.container_stderr("x1"));
+    assert_eq!(w.cli(&["start", "x1"]).status, 0);
+    {
+        let root = w.state_root();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(60));
+            let _ = Command::new(FERROVISOR)
+                .arg("--root")
+                .arg(root)
+                .args(["kill", "x1", "KILL"])
+                .status();
+        });
+    }
+    let c = CHOWN_KILL_BIND;
+    // (the host's RLIMIT_RTPRIO: not in config.json)
+    let rtprio = {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one struct rlimit, ours.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut r) }, 0);
+        (r.rlim_cur, r.rlim_max)
+    };
+    let first = privileges_report([c, c, 0, c, 0], false, (1024, 1024), rtprio);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = w.container_stdout("x1");
+        if out.lines().count() >= first.len() || Instant::now() > deadline {
+            assert_eq!(privileges_lines(out.lines()), first, "{out}");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let out = w.cli(&["exec", "x1", "/bin/privileges"]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(privileges_lines(out.stdout.lines()), first, "{out:?}");
+
+    let out = w.cli(&[
+        "exec",
+        "--cap",
+        "CAP_SETUID",
+        "--no-new-privs",
+        "x1",
+        "/bin/privileges",
+    ]);
+    assert_eq!(out.status, 0, "{out:?}");
+    let s = c | SETUID;
+    assert_eq!(
+        privileges_lines(out.stdout.lines()),
+        privileges_report([s, s, 0, s, 0], true, (1024, 1024), rtprio),
+        "{out:?}"
+    );
+
+    let proc_json = w.dir.path().join("process.json");
+    std::fs::write(
+        &proc_json,
+        serde_json::json!({
+            "args": ["/bin/privileges"], "cwd": "/", "env": ["PATH=/bin"],
+            "user": {"uid": 0, "gid": 0},
+            "capabilities": {"bounding": ["CAP_SETUID"], "effective": ["CAP_SETUID"],
+                             "permitted": ["CAP_SETUID"]},
+            "rlimits": [{"type": "RLIMIT_NOFILE", "soft": 64, "hard": 128},
+                        {"type": "RLIMIT_RTPRIO", "soft": 1, "hard": 2}],
+            "noNewPrivileges": true,
+        })
+        .to_string(),
+    )
+    .expect("process.json");
+    let out = w.cli(&["exec", "--process", &proc_json.to_string_lossy(), "x1"]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        privileges_lines(out.stdout.lines()),
+        privileges_report([SETUID, SETUID, 0, SETUID, 0], true, (64, 128), (1, 2)),
+        "{out:?}"
+    );
+
+    // Names runc does not know are refused, naming the field.
+    std::fs::write(
+        &proc_json,
+        r#"{"args":["true"],"cwd":"/","user":{"uid":0,"gid":0},
+            "capabilities":{"bounding":["CAP_CHOWN","CAP_FLY"]}}"#,
+    )
+    .expect("process.json");
+    let out = w.cli(&["exec", "--process", &proc_json.to_string_lossy(), "x1"]);
+    assert_one_line(&out);
+    assert_ne!(out.status, 0);
+    assert!(
+        out.stderr.contains("capabilities.bounding[1]") && out.stderr.contains("CAP_FLY"),
+        "{out:?}"
+    );
+    let out = w.cli(&["exec", "--cap", "CAP_FLY", "x1", "true"]);
+    assert_one_line(&out);
+    assert_ne!(out.status, 0);
+    assert!(out.stderr.contains("CAP_FLY"), "{out:?}");
+    assert_eq!(w.cli(&["kill", "x1", "KILL"]).status, 0);
 }
 
 #[test]

@@ -106,6 +106,8 @@ pub struct SandboxConfig<'a> {
     pub mounts: Vec<Mount>,
     /// uid and gid of the first process; the Sentry's own when `None`
     pub ids: Option<(u32, u32)>,
+    /// the first process's capabilities, `no_new_privs` and resource limits
+    pub privileges: Privileges,
     /// the sandbox's memory limit (an OCI `linux.resources.memory.limit`):
     /// what `/proc/meminfo` and `sysinfo` report when smaller than the
     /// host's memory, and what default tmpfs sizes are half of
@@ -751,6 +753,7 @@ where
             ids: config.ids,
             ppid: 0,
             stdio: Stdio::Inherit,
+            privileges: config.privileges,
         },
     )?;
     // Only now is there a first process to hand host signals to; those that
@@ -789,6 +792,24 @@ pub struct ProcessSpec {
     pub ppid: i32,
     /// what becomes descriptors 0-2
     pub stdio: Stdio,
+    /// capabilities, `no_new_privs` and resource limits
+    pub privileges: Privileges,
+}
+
+/// What a container engine sets up of a new process's privileges before
+/// it runs the program (an OCI `process`): the default leaves each as a
+/// program started by `execve` as that user has it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Privileges {
+    /// the capability sets given before the program is executed; the
+    /// program gets them as `execve` transforms them (a root program its
+    /// bounding set, as under runc). `None`: all for root, none for others
+    pub caps: Option<crate::task::CapSets>,
+    /// `no_new_privs` set
+    pub no_new_privs: bool,
+    /// resource limits (`RLIMIT_*`, limit) replacing those the Sentry got
+    /// from the host
+    pub rlimits: Vec<(u32, abi::Rlimit)>,
 }
 
 /// The standard descriptors of a new process.
@@ -896,6 +917,18 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
     for (i, r) in rlimits.iter_mut().enumerate() {
         *r = crate::host::getrlimit(i as u32);
     }
+    for &(i, r) in &spec.privileges.rlimits {
+        if let Some(slot) = rlimits.get_mut(i as usize) {
+            *slot = r;
+        }
+    }
+    let mut creds = crate::task::Creds::new(ids.0, ids.1, kernel.groups.clone());
+    let no_new_privs = spec.privileges.no_new_privs;
+    if let Some(caps) = spec.privileges.caps {
+        creds.caps = caps
+            .trim_ambient()
+            .on_exec(creds.uid[0], creds.uid[1], no_new_privs);
+    }
 
     let pid = kernel
         .procs()
@@ -940,13 +973,13 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
             umask: 0o022,
         })),
         ids,
-        creds: crate::task::Creds::new(ids.0, ids.1, kernel.groups.clone()),
+        creds,
         clear_child_tid: 0,
         robust_list: (0, 0),
         comm,
         exe: loaded.exe,
         exit: None,
-        no_new_privs: false,
+        no_new_privs,
         restart: None,
         saved_mask: None,
         altstack: no_altstack(),
@@ -959,6 +992,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         p.info.environ = join_nul(&envp_copy);
     }
     task.publish_info();
+    task.publish_privileges();
     Ok(task)
 }
 

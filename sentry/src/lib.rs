@@ -42,10 +42,10 @@ pub mod vfs;
 pub mod volume_watch;
 
 pub use kernel::{
-    run, spawn_process, CpuMax, Error, Mount, MountSource, ProcessSpec, SandboxConfig, StartHook,
-    Stdio,
+    run, spawn_process, CpuMax, Error, Mount, MountSource, Privileges, ProcessSpec, SandboxConfig,
+    StartHook, Stdio,
 };
-pub use task::ExitStatus;
+pub use task::{CapSets, ExitStatus};
 
 /// Guest page size.
 pub const PAGE_SIZE: u64 = platform::PAGE_SIZE;

@@ -988,12 +988,12 @@ impl ProcFs {
         let thread = tid
             .and_then(|t| st.threads.iter().find(|x| x.tid == t).cloned())
             .or_else(|| st.threads.first().cloned());
-        let (blk, pnd) = thread
+        let (blk, pnd, caps, nnp) = thread
             .map(|t| {
                 let ts = t.state();
-                (ts.mask, ts.pending.bits)
+                (ts.mask, ts.pending.bits, ts.caps, ts.no_new_privs)
             })
-            .unwrap_or((0, 0));
+            .unwrap_or_default();
         let (name, ppid, nthreads, shd) = (
             st.info.comm.clone(),
             st.ppid,
@@ -1004,6 +1004,14 @@ impl ProcFs {
         let (vm, rss) = self.vm_pages(p);
         let groups: Vec<String> = k.groups.iter().map(u32::to_string).collect();
         let id = tid.unwrap_or(p.pid);
+        let (inh, prm, eff, bnd, amb, nnp) = (
+            caps.inheritable,
+            caps.permitted,
+            caps.effective,
+            caps.bounding,
+            caps.ambient,
+            u8::from(nnp),
+        );
         let mut s = String::new();
         let _ = write!(
             s,
@@ -1012,8 +1020,8 @@ impl ProcFs {
              NStgid:\t{}\nNSpid:\t{id}\nNSpgid:\t{}\nNSsid:\t{}\n\
              VmPeak:\t{} kB\nVmSize:\t{} kB\nVmRSS:\t{} kB\nThreads:\t{nthreads}\nSigQ:\t0/63459\n\
              SigPnd:\t{pnd:016x}\nShdPnd:\t{shd:016x}\nSigBlk:\t{blk:016x}\nSigIgn:\t{ign:016x}\nSigCgt:\t{cgt:016x}\n\
-             CapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\nCapBnd:\t000001ffffffffff\nCapAmb:\t0000000000000000\n\
-             NoNewPrivs:\t0\nSeccomp:\t0\nSeccomp_filters:\t0\nCpus_allowed_list:\t0-{}\nMems_allowed_list:\t0\n\
+             CapInh:\t{inh:016x}\nCapPrm:\t{prm:016x}\nCapEff:\t{eff:016x}\nCapBnd:\t{bnd:016x}\nCapAmb:\t{amb:016x}\n\
+             NoNewPrivs:\t{nnp}\nSeccomp:\t0\nSeccomp_filters:\t0\nCpus_allowed_list:\t0-{}\nMems_allowed_list:\t0\n\
              voluntary_ctxt_switches:\t0\nnonvoluntary_ctxt_switches:\t0\n",
             p.pid,
             groups.join(" "),

@@ -526,6 +526,10 @@ pub struct ThreadState {
     /// CPUs the thread may run on (`sched_setaffinity`), bit per CPU;
     /// 0 means all of them
     pub affinity: u64,
+    /// its capability sets (`capget` of another thread, /proc)
+    pub caps: CapSets,
+    /// its `no_new_privs` (/proc)
+    pub no_new_privs: bool,
 }
 
 /// A guest thread as other threads see it.
@@ -703,16 +707,125 @@ pub struct Creds {
     pub gid: [u32; 4],
     /// supplementary groups
     pub groups: Vec<u32>,
+    /// capability sets
+    pub caps: CapSets,
 }
 
 impl Creds {
-    /// Everything `uid`/`gid`, with `groups`.
+    /// Everything `uid`/`gid`, with `groups`, and the capabilities a
+    /// program run as `uid` gets from `execve` (all of them for root).
     pub fn new(uid: u32, gid: u32, groups: Vec<u32>) -> Self {
         Creds {
             uid: [uid; 4],
             gid: [gid; 4],
             groups,
+            caps: CapSets::for_uid(uid),
         }
+    }
+
+    /// What a change of user ids from `old` does to the capabilities
+    /// (capabilities(7), "Effect of user ID changes on capabilities";
+    /// `PR_SET_KEEPCAPS` is not modelled).
+    pub fn fix_caps_after_uid_change(&mut self, old: [u32; 4]) {
+        let new = self.uid;
+        let c = &mut self.caps;
+        if old[..3].contains(&0) && !new[..3].contains(&0) {
+            c.permitted = 0;
+            c.effective = 0;
+            c.ambient = 0;
+        }
+        if old[1] == 0 && new[1] != 0 {
+            c.effective = 0;
+        }
+        if old[1] != 0 && new[1] == 0 {
+            c.effective = c.permitted;
+        }
+        if old[3] == 0 && new[3] != 0 {
+            c.effective &= !CAP_FS_MASK;
+        }
+        if old[3] != 0 && new[3] == 0 {
+            c.effective |= c.permitted & CAP_FS_MASK;
+        }
+    }
+}
+
+/// The highest capability number (`CAP_CHECKPOINT_RESTORE`, Linux 5.9).
+pub const CAP_LAST_CAP: u32 = 40;
+
+/// Every capability, one bit per number.
+pub const CAP_FULL_SET: u64 = (1 << (CAP_LAST_CAP + 1)) - 1;
+
+/// `CAP_SETPCAP`: may change the bounding set and raise inheritable
+/// capabilities beyond the permitted ones.
+pub const CAP_SETPCAP: u32 = 8;
+
+/// The capabilities a file-system user id of 0 brings (capabilities(7)):
+/// CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, FSETID, LINUX_IMMUTABLE,
+/// MAC_OVERRIDE, MKNOD.
+const CAP_FS_MASK: u64 = 0x1f | 1 << 9 | 1 << 27 | 1 << 32;
+
+/// A task's capability sets (capabilities(7)), one bit per capability.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CapSets {
+    /// what permission checks use
+    pub effective: u64,
+    /// what the task may make effective
+    pub permitted: u64,
+    /// what is kept across `execve` together with a file's inheritable set
+    pub inheritable: u64,
+    /// the most `execve` may grant
+    pub bounding: u64,
+    /// what is kept across `execve` of a program without file capabilities
+    pub ambient: u64,
+}
+
+impl CapSets {
+    /// What a program run as `uid` has after `execve` with a full
+    /// bounding set and nothing inherited: all for root, none for others.
+    pub fn for_uid(uid: u32) -> Self {
+        let all = if uid == 0 { CAP_FULL_SET } else { 0 };
+        CapSets {
+            effective: all,
+            permitted: all,
+            inheritable: 0,
+            bounding: CAP_FULL_SET,
+            ambient: 0,
+        }
+    }
+
+    /// The sets after `execve` of a program without file capabilities or
+    /// set-user-ID bit (capabilities(7), "Transformation of capabilities
+    /// during execve()"): a real or effective root gets its bounding and
+    /// inheritable sets as permitted ones (effective too when the
+    /// effective uid is root); others keep only their ambient set. With
+    /// `no_new_privs` nothing beyond the old permitted set is gained.
+    pub fn on_exec(&self, ruid: u32, euid: u32, no_new_privs: bool) -> Self {
+        let mut permitted = if ruid == 0 || euid == 0 {
+            self.bounding | self.inheritable
+        } else {
+            0
+        };
+        if no_new_privs && permitted & !self.permitted != 0 {
+            permitted &= self.permitted;
+        }
+        permitted |= self.ambient;
+        CapSets {
+            effective: if euid == 0 { permitted } else { self.ambient },
+            permitted,
+            ..*self
+        }
+    }
+
+    /// Whether `cap` is effective.
+    pub fn has(&self, cap: u32) -> bool {
+        self.effective & (1 << cap) != 0
+    }
+
+    /// Drops from the ambient set what is not both permitted and
+    /// inheritable, as Linux keeps it (capabilities(7)).
+    pub fn trim_ambient(mut self) -> Self {
+        self.ambient &= self.permitted & self.inheritable;
+        self
     }
 }
 
@@ -870,6 +983,14 @@ impl Task {
             }
         };
         self.exit_thread(status)
+    }
+
+    /// Shows the task's capabilities and `no_new_privs` to other tasks
+    /// and /proc (after every change).
+    pub fn publish_privileges(&self) {
+        let mut t = self.thread.state();
+        t.caps = self.creds.caps;
+        t.no_new_privs = self.no_new_privs;
     }
 
     /// Records this task's shared state where /proc finds it.
@@ -1528,6 +1649,59 @@ pub fn current() -> (i32, i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const CHOWN: u64 = 1;
+    const KILL: u64 = 1 << 5;
+    const SETUID: u64 = 1 << 7;
+
+    #[test]
+    fn execve_gives_root_its_bounding_set_and_others_their_ambient_one() {
+        let before = CapSets {
+            effective: CHOWN,
+            permitted: CHOWN | KILL,
+            inheritable: KILL,
+            bounding: CHOWN | SETUID,
+            ambient: KILL,
+        };
+        let root = before.on_exec(0, 0, false);
+        assert_eq!(root.permitted, CHOWN | SETUID | KILL);
+        assert_eq!(root.effective, root.permitted);
+        assert_eq!(
+            (root.inheritable, root.bounding, root.ambient),
+            (KILL, CHOWN | SETUID, KILL)
+        );
+        // Real root only: permitted, not effective (but the ambient ones).
+        let real_root = before.on_exec(0, 1000, false);
+        assert_eq!(real_root.permitted, CHOWN | SETUID | KILL);
+        assert_eq!(real_root.effective, KILL);
+        let user = before.on_exec(1000, 1000, false);
+        assert_eq!((user.permitted, user.effective), (KILL, KILL));
+        // no_new_privs: nothing beyond the old permitted set.
+        let nnp = before.on_exec(0, 0, true);
+        assert_eq!(nnp.permitted, CHOWN | KILL);
+        assert_eq!(CapSets::for_uid(0).on_exec(0, 0, true), CapSets::for_uid(0));
+    }
+
+    #[test]
+    fn leaving_root_drops_capabilities() {
+        let mut c = Creds::new(0, 0, Vec::new());
+        c.uid = [0, 1000, 0, 1000];
+        c.fix_caps_after_uid_change([0; 4]);
+        assert_eq!(c.caps.effective, 0);
+        assert_eq!(c.caps.permitted, CAP_FULL_SET);
+        let old = c.uid;
+        c.uid = [0; 4];
+        c.fix_caps_after_uid_change(old);
+        assert_eq!(c.caps.effective, CAP_FULL_SET);
+        c.uid = [0, 0, 0, 1000];
+        c.fix_caps_after_uid_change([0; 4]);
+        assert_eq!(c.caps.effective, CAP_FULL_SET & !CAP_FS_MASK);
+        c.uid = [1000; 4];
+        c.fix_caps_after_uid_change([0, 0, 0, 1000]);
+        assert_eq!((c.caps.permitted, c.caps.effective), (0, 0));
+        assert_eq!(c.caps.bounding, CAP_FULL_SET);
+        assert_eq!(Creds::new(1000, 1000, Vec::new()).caps.permitted, 0);
+    }
 
     fn state(unkillable: bool) -> ProcessState {
         let mut st = ProcessState::new(0, 1, 1, SIGCHLD, [KSigaction::new_zeroed(); 64]);

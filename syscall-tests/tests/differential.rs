@@ -120,6 +120,7 @@ guests! {
     arch_prctl,
     set_tid_address,
     rlimit,
+    capabilities,
     umask,
     sched,
     // /proc/cpuinfo's topology agrees with /sys's (issue 4 point 3)

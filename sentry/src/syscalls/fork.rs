@@ -158,7 +158,13 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         };
         let thread = Thread::new(id, proc_.clone(), mask);
         let affinity = task.thread.state().affinity;
-        thread.state().affinity = affinity;
+        {
+            // (seen by /proc and capget from the start)
+            let mut t = thread.state();
+            t.affinity = affinity;
+            t.caps = task.creds.caps;
+            t.no_new_privs = task.no_new_privs;
+        }
         proc_.state().threads.push(thread.clone());
         procs.threads.insert(id, thread.clone());
         (proc_, thread)

@@ -65,6 +65,8 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::SETFSUID, process::sys_setfsuid, Full),
     (nr::SETFSGID, process::sys_setfsgid, Full),
     (nr::SETGROUPS, process::sys_setgroups, Full),
+    (nr::CAPGET, process::sys_capget, Full),
+    (nr::CAPSET, process::sys_capset, Partial),
     (nr::SOCKET, socket::sys_socket, Partial),
     (nr::SOCKETPAIR, socket::sys_socketpair, Full),
     (nr::BIND, socket::sys_bind, Partial),

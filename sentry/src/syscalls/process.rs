@@ -222,15 +222,26 @@ fn sync_ids(task: &mut Task) {
     task.ids = (task.creds.uid[1], task.creds.gid[1]);
 }
 
+/// After a change of user ids from `old`: what it does to the
+/// capabilities, shown to /proc.
+fn uids_changed(task: &mut Task, old: [u32; 4]) {
+    if task.creds.uid != old {
+        task.creds.fix_caps_after_uid_change(old);
+        task.publish_privileges();
+    }
+}
+
 pub fn sys_setuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let uid = id_arg(a[0]).ok_or(Errno::EINVAL)?;
     let privileged = task.creds.uid[1] == 0;
+    let old = task.creds.uid;
     if privileged {
         task.creds.uid = [uid; 4];
     } else {
         set_ids(&mut task.creds.uid, false, None, Some(uid), None, false)?;
     }
     sync_ids(task);
+    uids_changed(task, old);
     Ok(0)
 }
 
@@ -249,6 +260,7 @@ pub fn sys_setgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// (`re`: the saved ID follows the effective one as `setre*id` says).
 fn change_ids(task: &mut Task, group: bool, ids: [Option<u32>; 3], re: bool) -> Result<u64, Errno> {
     let privileged = task.creds.uid[1] == 0;
+    let old = task.creds.uid;
     let set = if group {
         &mut task.creds.gid
     } else {
@@ -256,6 +268,7 @@ fn change_ids(task: &mut Task, group: bool, ids: [Option<u32>; 3], re: bool) -> 
     };
     set_ids(set, privileged, ids[0], ids[1], ids[2], re)?;
     sync_ids(task);
+    uids_changed(task, old);
     Ok(0)
 }
 
@@ -286,11 +299,13 @@ pub fn sys_setresgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_setfsuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let old = task.creds.uid[3];
+    let before = task.creds.uid;
+    let old = before[3];
     let u = a[0] as u32;
     if task.creds.uid[1] == 0 || task.creds.uid[..3].contains(&u) {
         task.creds.uid[3] = u;
     }
+    uids_changed(task, before);
     Ok(old.into())
 }
 
@@ -648,7 +663,24 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const PR_SET_NO_NEW_PRIVS: u64 = 38;
     const PR_SET_CHILD_SUBREAPER: u64 = 36;
     const PR_GET_CHILD_SUBREAPER: u64 = 37;
+    const PR_CAPBSET_READ: u64 = 23;
+    const PR_CAPBSET_DROP: u64 = 24;
+    const PR_CAP_AMBIENT: u64 = 47;
     match a[0] {
+        PR_CAPBSET_READ => {
+            let bit = cap_bit(a[1])?;
+            Ok(u64::from(task.creds.caps.bounding & bit != 0))
+        }
+        PR_CAPBSET_DROP => {
+            let bit = cap_bit(a[1])?;
+            if !task.creds.caps.has(crate::task::CAP_SETPCAP) {
+                return Err(Errno::EPERM);
+            }
+            task.creds.caps.bounding &= !bit;
+            task.publish_privileges();
+            Ok(0)
+        }
+        PR_CAP_AMBIENT => cap_ambient(task, a),
         PR_SET_NAME => {
             // The name may end before a page that is not mapped.
             let name = task.mm().read_cstr(a[1], 15);
@@ -695,6 +727,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 return Err(Errno::EINVAL);
             }
             task.no_new_privs = true;
+            task.publish_privileges();
             Ok(0)
         }
         PR_GET_NO_NEW_PRIVS => Ok(u64::from(task.no_new_privs)),
@@ -708,6 +741,140 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         _ => Err(Errno::EINVAL),
     }
+}
+
+/// The bit of capability `cap`; `EINVAL` past the last one.
+fn cap_bit(cap: u64) -> Result<u64, Errno> {
+    if cap > u64::from(crate::task::CAP_LAST_CAP) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(1 << cap)
+}
+
+/// `prctl(PR_CAP_AMBIENT, op, cap, 0, 0)` (prctl(2)): a capability may
+/// join the ambient set only when it is permitted and inheritable.
+fn cap_ambient(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const IS_SET: u64 = 1;
+    const RAISE: u64 = 2;
+    const LOWER: u64 = 3;
+    const CLEAR_ALL: u64 = 4;
+    let caps = &mut task.creds.caps;
+    if a[1] == CLEAR_ALL {
+        if a[2] | a[3] | a[4] != 0 {
+            return Err(Errno::EINVAL);
+        }
+        caps.ambient = 0;
+        task.publish_privileges();
+        return Ok(0);
+    }
+    let bit = cap_bit(a[2])?;
+    if a[3] | a[4] != 0 {
+        return Err(Errno::EINVAL);
+    }
+    match a[1] {
+        IS_SET => return Ok(u64::from(caps.ambient & bit != 0)),
+        RAISE => {
+            if caps.permitted & caps.inheritable & bit == 0 {
+                return Err(Errno::EPERM);
+            }
+            caps.ambient |= bit;
+        }
+        LOWER => caps.ambient &= !bit,
+        _ => return Err(Errno::EINVAL),
+    }
+    task.publish_privileges();
+    Ok(0)
+}
+
+/// `_LINUX_CAPABILITY_VERSION_1`: 32 capabilities per set.
+const CAP_VERSION_1: u32 = 0x1998_0330;
+/// `_LINUX_CAPABILITY_VERSION_2` (deprecated) and `_3`: 64 per set.
+const CAP_VERSION_2: u32 = 0x2007_1026;
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+/// How many data structs the header's version asks for; an unknown
+/// version is answered with the preferred one written back and `EINVAL`
+/// (capget(2)).
+fn cap_version(task: &Task, header: u64) -> Result<(usize, i32), Errno> {
+    let h: abi::CapUserHeader = task.mm().read_obj(header)?;
+    match h.version {
+        CAP_VERSION_1 => Ok((1, h.pid)),
+        CAP_VERSION_2 | CAP_VERSION_3 => Ok((2, h.pid)),
+        _ => {
+            task.mm().write_obj(header, &CAP_VERSION_3)?;
+            Err(Errno::EINVAL)
+        }
+    }
+}
+
+/// `capget(2)`: a thread's effective, permitted and inheritable sets.
+pub fn sys_capget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (n, pid) = match cap_version(task, a[0]) {
+        // (a probe for the version: no data pointer, no error)
+        Err(Errno::EINVAL) if a[1] == 0 => return Ok(0),
+        r => r?,
+    };
+    if a[1] == 0 {
+        return Ok(0);
+    }
+    if pid < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let caps = if pid == 0 || pid == task.tid() {
+        task.creds.caps
+    } else {
+        let thread = task.kernel.procs().threads.get(&pid).cloned();
+        let thread = thread.ok_or(Errno::ESRCH)?;
+        let caps = thread.state().caps;
+        caps
+    };
+    for i in 0..n {
+        let word = |set: u64| (set >> (32 * i)) as u32;
+        let data = abi::CapUserData {
+            effective: word(caps.effective),
+            permitted: word(caps.permitted),
+            inheritable: word(caps.inheritable),
+        };
+        task.mm().write_obj(a[1] + 12 * i as u64, &data)?;
+    }
+    Ok(0)
+}
+
+/// `capset(2)`: the calling thread's own sets only. Nothing is gained:
+/// the permitted set may only shrink, the effective one stays within it,
+/// and the inheritable one within the bounding set (and, without
+/// `CAP_SETPCAP`, within the old permitted set).
+pub fn sys_capset(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (n, pid) = cap_version(task, a[0])?;
+    if pid != 0 && pid != task.tid() {
+        return Err(Errno::EPERM);
+    }
+    let (mut eff, mut prm, mut inh) = (0u64, 0u64, 0u64);
+    for i in 0..n {
+        let d: abi::CapUserData = task.mm().read_obj(a[1] + 12 * i as u64)?;
+        eff |= u64::from(d.effective) << (32 * i);
+        prm |= u64::from(d.permitted) << (32 * i);
+        inh |= u64::from(d.inheritable) << (32 * i);
+    }
+    let all = crate::task::CAP_FULL_SET;
+    let (eff, prm, inh) = (eff & all, prm & all, inh & all);
+    let old = task.creds.caps;
+    if !old.has(crate::task::CAP_SETPCAP) && inh & !(old.inheritable | old.permitted) != 0 {
+        return Err(Errno::EPERM);
+    }
+    if inh & !(old.inheritable | old.bounding) != 0 || prm & !old.permitted != 0 || eff & !prm != 0
+    {
+        return Err(Errno::EPERM);
+    }
+    task.creds.caps = crate::task::CapSets {
+        effective: eff,
+        permitted: prm,
+        inheritable: inh,
+        ..old
+    }
+    .trim_ambient();
+    task.publish_privileges();
+    Ok(0)
 }
 
 /// `sync(2)`: what shared mappings of volume files hold goes to the host
@@ -931,6 +1098,11 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
                 p.info.cmdline = cmdline;
                 p.info.environ = environ;
             }
+            // The program has no file capabilities or set-user-ID bit
+            // that the Sentry honours: only the task's own sets count.
+            let c = &task.creds;
+            task.creds.caps = c.caps.on_exec(c.uid[0], c.uid[1], task.no_new_privs);
+            task.publish_privileges();
             task.publish_info();
             crate::task::set_current(task.pid(), task.tid());
             task.vfork_release();
