@@ -333,6 +333,26 @@ pub trait Context: Send + fmt::Debug {
     fn set_fpstate(&mut self, _state: &[u8]) -> Result<()> {
         Err(Error::Misuse("this platform does not expose FPU state"))
     }
+
+    /// Puts the floating-point and vector registers in their state at a
+    /// program's start, as `execve` leaves them: x87 control word 0x37f,
+    /// MXCSR 0x1f80, every register zero, every `XSAVE` component initial.
+    fn reset_fpstate(&mut self) -> Result<()> {
+        let now = self.fpstate()?;
+        let mut fp = vec![0u8; now.len()];
+        if fp.len() >= 512 {
+            fp[0..2].copy_from_slice(&0x037fu16.to_le_bytes());
+            fp[24..28].copy_from_slice(&0x1f80u32.to_le_bytes());
+            // MXCSR_MASK is the CPU's, as it reported it.
+            fp[28..32].copy_from_slice(&now[28..32]);
+        }
+        if fp.len() >= 512 + 64 {
+            // XSTATE_BV: x87 and SSE as given above; every other component
+            // (AVX's upper halves and the rest) in its initial state.
+            fp[512..520].copy_from_slice(&3u64.to_le_bytes());
+        }
+        self.set_fpstate(&fp)
+    }
 }
 
 /// The memory file descriptor a platform maps guest pages from, borrowed at

@@ -94,6 +94,25 @@ impl Blocker<'_> {
         &self,
         nonblock: bool,
         deadline: Option<Instant>,
+        attempt: impl FnMut() -> Result<Option<T>, Errno>,
+        ready: impl Fn() -> bool,
+    ) -> Result<T, Errno> {
+        let signal = if deadline.is_some() {
+            Errno::EINTR
+        } else {
+            Errno::ERESTARTSYS
+        };
+        self.block_with(nonblock, deadline, Errno::EAGAIN, signal, attempt, ready)
+    }
+
+    /// [`Blocker::block_on`] with the errnos of the call: `timed_out` at
+    /// `deadline`, `signal` when a signal arrives first.
+    pub fn block_with<T>(
+        &self,
+        nonblock: bool,
+        deadline: Option<Instant>,
+        timed_out: Errno,
+        signal: Errno,
         mut attempt: impl FnMut() -> Result<Option<T>, Errno>,
         ready: impl Fn() -> bool,
     ) -> Result<T, Errno> {
@@ -107,18 +126,14 @@ impl Blocker<'_> {
             // Checked before `ready`, which may say yes to an attempt
             // that still cannot progress (room for a smaller message).
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(Errno::EAGAIN);
+                return Err(timed_out);
             }
             let g = self.bus.lock();
             if ready() {
                 continue;
             }
             if self.thread.interrupted() {
-                return Err(if deadline.is_some() {
-                    Errno::EINTR
-                } else {
-                    Errno::ERESTARTSYS
-                });
+                return Err(signal);
             }
             drop(self.bus.wait(g, deadline));
         }

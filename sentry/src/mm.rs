@@ -695,26 +695,14 @@ impl MemoryManager {
 
     /// Makes every page of the VMA at `key` its own (before `mremap`,
     /// which moves and grows plain copies).
-    fn own_all(&mut self, key: u64) -> Result<(), Errno> {
+    fn own_all(&mut self, key: u64) {
         let Some(v) = self.vmas.get(&key) else {
-            return Ok(());
+            return;
         };
-        if v.image_pages.is_none() {
-            return Ok(());
+        self.own_pages(v, v.start, v.end);
+        if let Some(v) = self.vmas.get_mut(&key) {
+            v.image_pages = None;
         }
-        let mut at = v.start;
-        while at < v.end {
-            if let Some(src) = v.image_offset(at) {
-                self.mf
-                    .copy_within(src, v.offset + (at - v.start), PAGE_SIZE);
-            }
-            at += PAGE_SIZE;
-        }
-        let v = self.vmas.get_mut(&key).ok_or(Errno::EFAULT)?;
-        v.image_pages = None;
-        let v = v.clone();
-        self.map_pieces(&v, v.start, v.end)
-            .map_err(|_| Errno::ENOMEM)
     }
 
     fn fill_from_file(
@@ -1032,7 +1020,7 @@ impl MemoryManager {
             return Err(Errno::EFAULT);
         }
         let v = if v.image_pages.is_some() {
-            self.own_all(v.start)?;
+            self.own_all(v.start);
             self.vmas.get(&v.start).cloned().ok_or(Errno::EFAULT)?
         } else {
             v

@@ -358,10 +358,13 @@ impl MsgQueue {
         nonblock: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<Notify>, Errno> {
-        let r = wait(
-            blk,
+        // (signal(7) lists the message queue calls among those
+        // `SA_RESTART` restarts, timeout or not)
+        let r = blk.block_with(
             nonblock,
             deadline,
+            Errno::ETIMEDOUT,
+            Errno::ERESTARTSYS,
             || self.try_send(data, prio),
             || self.poll_state().1,
         )?;
@@ -384,10 +387,11 @@ impl MsgQueue {
             return Err(Errno::EAGAIN);
         }
         self.state().receivers += 1;
-        let r = wait(
-            blk,
+        let r = blk.block_with(
             false,
             deadline,
+            Errno::ETIMEDOUT,
+            Errno::ERESTARTSYS,
             || Ok(self.try_receive()),
             || self.poll_state().0,
         );
@@ -478,37 +482,6 @@ pub fn realtime_deadline(ts: &Timespec) -> Result<Instant, Errno> {
     Ok(start
         .checked_add(left)
         .unwrap_or_else(|| start + Duration::from_secs(1 << 32)))
-}
-
-/// Retries `attempt` until it succeeds: `EAGAIN` when `nonblock`,
-/// `ETIMEDOUT` at `deadline`, `ERESTARTSYS` on a signal (signal(7) lists
-/// the message queue calls among those `SA_RESTART` restarts).
-fn wait<T>(
-    blk: Blocker<'_>,
-    nonblock: bool,
-    deadline: Option<Instant>,
-    mut attempt: impl FnMut() -> Result<Option<T>, Errno>,
-    ready: impl Fn() -> bool,
-) -> Result<T, Errno> {
-    loop {
-        if let Some(v) = attempt()? {
-            return Ok(v);
-        }
-        if nonblock {
-            return Err(Errno::EAGAIN);
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(Errno::ETIMEDOUT);
-        }
-        let g = blk.bus.lock();
-        if ready() {
-            continue;
-        }
-        if blk.thread.interrupted() {
-            return Err(Errno::ERESTARTSYS);
-        }
-        drop(blk.bus.wait(g, deadline));
-    }
 }
 
 #[cfg(test)]

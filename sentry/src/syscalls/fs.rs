@@ -2129,9 +2129,7 @@ fn link(
             if !m.may_link() {
                 return Err(Errno::ENOENT);
             }
-            let m = m.clone();
-            src = task.kernel.fs.root();
-            src.push(Vec::new(), Node::Mem(m));
+            src = nameless(task, m);
         }
     }
     let e = entry(task, newdir, new, false)?;
@@ -2597,18 +2595,21 @@ fn file_loc(task: &Task, fd: u64) -> Result<Location, Errno> {
     match &file.kind {
         FileKind::Path => Err(Errno::EBADF),
         FileKind::Stdio(_) | FileKind::Pipe(_) => Err(Errno::EPERM),
-        FileKind::Mem(m) => {
+        FileKind::Mem(m) => Ok(file
+            .location
+            .clone()
+            .filter(|l| l.node().mem().is_some_and(|x| std::sync::Arc::ptr_eq(x, m)))
             // Unlinked files (O_TMPFILE) have no location: give them one.
-            let mut l = task.kernel.fs.root();
-            l.push(Vec::new(), Node::Mem(m.clone()));
-            Ok(file
-                .location
-                .clone()
-                .filter(|l| l.node().mem().is_some_and(|x| std::sync::Arc::ptr_eq(x, m)))
-                .unwrap_or(l))
-        }
+            .unwrap_or_else(|| nameless(task, m))),
         _ => file.location.clone().ok_or(Errno::EBADF),
     }
+}
+
+/// A location for a tmpfs file with no name (`O_TMPFILE`, memfd).
+fn nameless(task: &Task, m: &std::sync::Arc<crate::tmpfs::MemInode>) -> Location {
+    let mut l = task.kernel.fs.root();
+    l.push(Vec::new(), Node::Mem(m.clone()));
+    l
 }
 
 pub fn sys_fchmod(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {

@@ -1034,7 +1034,9 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
         // What the old program left in the FPU and vector registers goes
         // too, as a new stub thread would start.
         if loaded.is_ok() {
-            reset_fpu(task);
+            if let Err(e) = task.ctx.reset_fpstate() {
+                tracing::warn!("execve: resetting the FPU state: {e}");
+            }
         }
         loaded
     } else {
@@ -1113,30 +1115,6 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             tracing::debug!("execve failed after the point of no return: {e}");
             task.exit_group(ExitStatus::Signal(abi::signal::SIGSEGV))
         }
-    }
-}
-
-/// Puts the FPU and vector registers of the task's thread in their state
-/// at a program's start (x87 control word 0x37f, MXCSR 0x1f80, every
-/// register zero, every XSAVE component initial), as `execve` leaves them.
-fn reset_fpu(task: &mut Task) {
-    let Ok(now) = task.ctx.fpstate() else {
-        return;
-    };
-    let mut fp = vec![0u8; now.len()];
-    if fp.len() >= 512 {
-        fp[0..2].copy_from_slice(&0x037fu16.to_le_bytes());
-        fp[24..28].copy_from_slice(&0x1f80u32.to_le_bytes());
-        // MXCSR_MASK is the CPU's, as it reported it.
-        fp[28..32].copy_from_slice(&now[28..32]);
-    }
-    if fp.len() >= 512 + 64 {
-        // XSTATE_BV: x87 and SSE as given above; every other component
-        // (AVX's upper halves and the rest) in its initial state.
-        fp[512..520].copy_from_slice(&3u64.to_le_bytes());
-    }
-    if let Err(e) = task.ctx.set_fpstate(&fp) {
-        tracing::warn!("execve: resetting the FPU state: {e}");
     }
 }
 
