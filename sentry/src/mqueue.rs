@@ -51,9 +51,39 @@ pub const SIGEV_NONE: i32 = 1;
 pub const SIGEV_THREAD: i32 = 2;
 /// `si_code` of a message queue notification
 const SI_MESGQ: i32 = -3;
+/// Length of a thread notification's cookie (`NOTIFY_COOKIE_LEN`).
+pub const COOKIE_LEN: usize = 32;
+/// The cookie's last byte as posted: a message arrived (`NOTIFY_WOKENUP`)...
+const NOTIFY_WOKENUP: u8 = 1;
+/// ...or the registration was dropped unused (`NOTIFY_REMOVED`).
+const NOTIFY_REMOVED: u8 = 2;
+
+/// Where a `SIGEV_THREAD` registration posts: glibc's netlink socket and
+/// the cookie it gave, posted back as one datagram (glibc's helper thread
+/// reads it and starts the user's function, or frees its data when the
+/// registration went unused).
+#[derive(Clone, Debug)]
+pub struct ThreadNotify {
+    /// the netlink socket's description, held as Linux holds the socket
+    pub sock: Arc<crate::file::FileDescription>,
+    /// the `sigev_value.sival_ptr` bytes read at registration
+    pub cookie: [u8; COOKIE_LEN],
+}
+
+impl ThreadNotify {
+    /// Posts the cookie with `why` in its last byte.
+    fn post(&self, kernel: &crate::kernel::Kernel, why: u8) {
+        if let crate::file::FileKind::Netlink(s) = &self.sock.kind {
+            let mut c = self.cookie;
+            c[COOKIE_LEN - 1] = why;
+            s.post(c.to_vec());
+            kernel.bus.notify();
+        }
+    }
+}
 
 /// A notification registration (`mq_notify`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Notify {
     /// the registered process
     pub pid: i32,
@@ -63,6 +93,8 @@ pub struct Notify {
     pub signo: i32,
     /// `sigev_value`
     pub value: u64,
+    /// `SIGEV_THREAD`'s socket and cookie
+    pub thread: Option<ThreadNotify>,
 }
 
 /// Bytes charged per user against `RLIMIT_MSGQUEUE`, and the number of
@@ -404,7 +436,7 @@ impl MsgQueue {
     /// The line reading a queue's file gives (mq_overview(7)).
     pub fn status_line(&self, pid_of: impl Fn(i32) -> i32) -> Vec<u8> {
         let st = self.state();
-        let (kind, signo, pid) = match st.notify {
+        let (kind, signo, pid) = match &st.notify {
             Some(n) => (
                 n.kind,
                 if n.kind == SIGEV_SIGNAL { n.signo } else { 0 },
@@ -454,8 +486,13 @@ impl MsgQueue {
 
 /// Delivers a due notification: `SIGEV_SIGNAL` sends the signal to the
 /// registered process with `SI_MESGQ`, the sender's pid and uid and the
-/// registered value; `SIGEV_NONE` only ends the registration.
+/// registered value; `SIGEV_THREAD` posts its cookie marked "woken up";
+/// `SIGEV_NONE` only ends the registration.
 pub fn deliver(kernel: &crate::kernel::Kernel, n: Notify, sender: (i32, u32)) {
+    if let Some(t) = &n.thread {
+        t.post(kernel, NOTIFY_WOKENUP);
+        return;
+    }
     // Signal 0 is a valid registration that sends nothing.
     if n.kind != SIGEV_SIGNAL || n.signo == 0 {
         return;
@@ -464,6 +501,15 @@ pub fn deliver(kernel: &crate::kernel::Kernel, n: Notify, sender: (i32, u32)) {
         let mut info = crate::task::user_info(n.signo, sender.0, sender.1, SI_MESGQ);
         info.fields[1] = n.value;
         p.send_signal(kernel, n.signo, info);
+    }
+}
+
+/// Ends a registration that was never delivered (`mq_notify(NULL)`, a
+/// close by the registered process): a thread registration's cookie is
+/// posted marked "removed", so that glibc frees what it set aside.
+pub fn unregister(kernel: &crate::kernel::Kernel, n: Notify) {
+    if let Some(t) = &n.thread {
+        t.post(kernel, NOTIFY_REMOVED);
     }
 }
 
@@ -571,6 +617,7 @@ mod tests {
             kind: SIGEV_SIGNAL,
             signo: 10,
             value: 5,
+            thread: None,
         });
         assert!(q
             .status_line(|p| p)
@@ -596,7 +643,7 @@ mod tests {
             .open(b"q", create(Some((3, 8)), false, u64::MAX), false)
             .expect("create");
         r.acct.queued.store(MAX_QUEUED_BYTES - 1, Ordering::Relaxed);
-        assert_eq!(q.try_send(b"ab", 0), Err(Errno::ENOMEM));
+        assert_eq!(q.try_send(b"ab", 0).err(), Some(Errno::ENOMEM));
         assert!(matches!(q.try_send(b"a", 0), Ok(Some(_))));
         assert_eq!(r.acct.queued.load(Ordering::Relaxed), MAX_QUEUED_BYTES);
         assert!(q.try_receive().is_some());

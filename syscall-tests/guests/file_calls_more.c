@@ -34,7 +34,31 @@ int main(void)
 	int x = EXPECT(openat(d, ".", O_TMPFILE | O_WRONLY | O_EXCL, 0600), 5);
 	snprintf(proc, sizeof proc, "/proc/self/fd/%d", x);
 	EXPECT_ERR(linkat(AT_FDCWD, proc, d, "never", AT_SYMLINK_FOLLOW), ENOENT);
+	/* ... nor through linkat's AT_EMPTY_PATH. */
+	EXPECT_ERR(linkat(x, "", d, "never", AT_EMPTY_PATH), ENOENT);
 	EXPECT(close(x), 0);
+	/* AT_EMPTY_PATH names the descriptor's own file (root may): a nameless
+	 * one, a named one, one open O_PATH; never a directory. */
+	int e = EXPECT(openat(d, ".", O_TMPFILE | O_RDWR, 0640), 5);
+	EXPECT(write(e, "empty", 5), 5);
+	EXPECT(linkat(e, "", d, "by-empty", AT_EMPTY_PATH), 0);
+	EXPECT(fstat(e, &st), 0);
+	EXPECT(st.st_nlink, 1);
+	EXPECT_ERR(linkat(e, "", d, "by-empty", AT_EMPTY_PATH), EEXIST);
+	EXPECT(linkat(e, "", d, "by-empty-2", AT_EMPTY_PATH), 0);
+	EXPECT(fstat(e, &st), 0);
+	EXPECT(st.st_nlink, 2);
+	EXPECT(close(e), 0);
+	int op = EXPECT(openat(d, "by-empty", O_PATH), 5);
+	EXPECT(linkat(op, "", d, "by-path", AT_EMPTY_PATH), 0);
+	EXPECT(close(op), 0);
+	EXPECT(fstatat(d, "by-path", &st, 0), 0);
+	EXPECT_TRUE(st.st_nlink == 3 && st.st_size == 5);
+	EXPECT_ERR(linkat(d, "", d, "dir-link", AT_EMPTY_PATH), EPERM);
+	EXPECT_ERR(linkat(d, "", d, "dir-link", 0), ENOENT);
+	EXPECT(unlinkat(d, "by-empty", 0), 0);
+	EXPECT(unlinkat(d, "by-empty-2", 0), 0);
+	EXPECT(unlinkat(d, "by-path", 0), 0);
 	EXPECT_ERR(openat(d, "named", O_TMPFILE | O_RDWR, 0600), ENOTDIR);
 	EXPECT_ERR(openat(d, ".", O_TMPFILE | O_RDONLY, 0600), EINVAL);
 

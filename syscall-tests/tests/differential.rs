@@ -258,6 +258,9 @@ guests! {
     proc_sys_files,
     // POSIX message queues and the mqueue file system (issue 6 point 2)
     mq_basic,
+    // mq_notify with SIGEV_THREAD: glibc's helper thread, and the cookie
+    // the kernel posts to its netlink socket (issue 6 point 2)
+    mq_notify_thread,
 }
 
 #[test]

@@ -743,6 +743,21 @@ impl NetlinkSocket {
         Ok(data.len())
     }
 
+    /// Queues a datagram the kernel side sends on its own (a message
+    /// queue's thread notification: `netlink_sendskb`), dropped when the
+    /// receive buffer has no room.
+    pub fn post(&self, msg: Vec<u8>) {
+        let cap = self.rcvbuf.load(Ordering::Relaxed) as usize;
+        let mut q = self.lock();
+        if q.bytes + msg.len() > cap {
+            return;
+        }
+        q.bytes += msg.len();
+        q.msgs.push_back(msg);
+        drop(q);
+        self.fasync.kill(crate::fasync::Reason::In);
+    }
+
     /// Takes (or with `peek`, copies) the next reply: `(bytes, full
     /// length)`. `EAGAIN` when none waits; `ENOBUFS` once after an overrun.
     pub fn recv(&self, max: usize, peek: bool) -> Result<(Vec<u8>, usize), Errno> {

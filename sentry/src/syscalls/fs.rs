@@ -2117,19 +2117,29 @@ fn link(
     old: u64,
     newdir: u64,
     new: u64,
-    follow: bool,
+    flags: u32,
 ) -> Result<u64, Errno> {
     let path = path_arg(task, old)?;
-    let start = dir_arg(task, olddir, &path)?;
-    let mut src = task.resolve(&start, &path, follow)?;
-    // /proc/self/fd/N of a file with no name (O_TMPFILE) is the file
-    // itself: it may get one, unless it was made O_EXCL.
+    let mut src = if path.is_empty() && flags & AT_EMPTY_PATH != 0 {
+        // The file `olddir` is open on (Linux asks for
+        // CAP_DAC_READ_SEARCH, and says ENOENT without it).
+        if task.ids.0 != 0 {
+            return Err(Errno::ENOENT);
+        }
+        if olddir as i32 == AT_FDCWD {
+            task.cwd()
+        } else {
+            let file = task.fds().file(olddir as i32 as i64)?;
+            linkable_file(task, &file)?
+        }
+    } else {
+        let start = dir_arg(task, olddir, &path)?;
+        task.resolve(&start, &path, flags & abi::AT_SYMLINK_FOLLOW != 0)?
+    };
+    // /proc/self/fd/N is the file itself.
     if let Node::Proc(crate::procfs::ProcNode::FdLink(_, file, _)) = src.node() {
-        if let FileKind::Mem(m) = &file.kind {
-            if !m.may_link() {
-                return Err(Errno::ENOENT);
-            }
-            src = nameless(task, m);
+        if matches!(file.kind, FileKind::Mem(_)) {
+            src = linkable_file(task, file)?;
         }
     }
     let e = entry(task, newdir, new, false)?;
@@ -2174,8 +2184,31 @@ fn link(
     Ok(0)
 }
 
+/// Where the file `file` is open on can be linked from: a tmpfs file
+/// with no name (O_TMPFILE) may get one, unless it was made `O_EXCL`.
+fn linkable_file(task: &Task, file: &FileDescription) -> Result<Location, Errno> {
+    if let FileKind::Mem(m) = &file.kind {
+        if let Some(l) = named_location(file, m) {
+            return Ok(l);
+        }
+        if !m.may_link() {
+            return Err(Errno::ENOENT);
+        }
+        return Ok(nameless(task, m));
+    }
+    file.location.clone().ok_or(Errno::EBADF)
+}
+
+/// The location of a tmpfs file's description while it still names the
+/// file (an unlinked or O_TMPFILE file has none).
+fn named_location(file: &FileDescription, m: &Arc<crate::tmpfs::MemInode>) -> Option<Location> {
+    file.location
+        .clone()
+        .filter(|l| l.node().mem().is_some_and(|x| Arc::ptr_eq(x, m)))
+}
+
 pub fn sys_link(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    link(task, AT_FDCWD as u64, a[0], AT_FDCWD as u64, a[1], false)
+    link(task, AT_FDCWD as u64, a[0], AT_FDCWD as u64, a[1], 0)
         .inspect(|_| created(task, AT_FDCWD as u64, a[1]))
 }
 
@@ -2200,15 +2233,7 @@ pub fn sys_linkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[4] as u32 & !(abi::AT_SYMLINK_FOLLOW | AT_EMPTY_PATH) != 0 {
         return Err(Errno::EINVAL);
     }
-    link(
-        task,
-        a[0],
-        a[1],
-        a[2],
-        a[3],
-        a[4] as u32 & abi::AT_SYMLINK_FOLLOW != 0,
-    )
-    .inspect(|_| created(task, a[2], a[3]))
+    link(task, a[0], a[1], a[2], a[3], a[4] as u32).inspect(|_| created(task, a[2], a[3]))
 }
 
 fn unlink(task: &Task, dirfd: u64, path: u64, dir: bool) -> Result<u64, Errno> {
@@ -2595,12 +2620,8 @@ fn file_loc(task: &Task, fd: u64) -> Result<Location, Errno> {
     match &file.kind {
         FileKind::Path => Err(Errno::EBADF),
         FileKind::Stdio(_) | FileKind::Pipe(_) => Err(Errno::EPERM),
-        FileKind::Mem(m) => Ok(file
-            .location
-            .clone()
-            .filter(|l| l.node().mem().is_some_and(|x| std::sync::Arc::ptr_eq(x, m)))
-            // Unlinked files (O_TMPFILE) have no location: give them one.
-            .unwrap_or_else(|| nameless(task, m))),
+        // Unlinked files (O_TMPFILE) have no location: give them one.
+        FileKind::Mem(m) => Ok(named_location(&file, m).unwrap_or_else(|| nameless(task, m))),
         _ => file.location.clone().ok_or(Errno::EBADF),
     }
 }

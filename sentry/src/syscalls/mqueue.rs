@@ -179,16 +179,17 @@ pub fn sys_mq_timedreceive(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
     Ok(data.len() as u64)
 }
 
-/// `mq_notify(mqd, sevp)`. `SIGEV_THREAD` is glibc's: it passes a netlink
-/// socket the kernel would post a message to, which the Sentry's netlink
-/// sockets cannot receive; it answers `ENOSYS`, what glibc's `mq_notify`
-/// reports when it cannot have a netlink socket for the purpose.
+/// `mq_notify(mqd, sevp)`. `SIGEV_THREAD` is glibc's: `sigev_signo` names
+/// a netlink socket and `sigev_value` points at a cookie, which is posted
+/// back to that socket when a message arrives (or the registration ends
+/// unused); glibc's helper thread reads it and runs the function.
 pub fn sys_mq_notify(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let ev: Option<SigEventHead> = if a[1] != 0 {
         Some(task.mm().read_obj(a[1])?)
     } else {
         None
     };
+    let mut thread = None;
     if let Some(ev) = &ev {
         match ev.notify {
             mqueue::SIGEV_NONE => {}
@@ -199,9 +200,18 @@ pub fn sys_mq_notify(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 }
             }
             mqueue::SIGEV_THREAD => {
-                // The kernel looks the socket up first.
-                task.fds().file(i64::from(ev.signo))?;
-                return Err(Errno::ENOSYS);
+                // Linux reads the cookie, then looks the socket up.
+                let mut cookie = [0u8; mqueue::COOKIE_LEN];
+                task.mm().copy_in(ev.value, &mut cookie)?;
+                let sock = task.fds().file(i64::from(ev.signo))?;
+                if !matches!(sock.kind, FileKind::Netlink(_)) {
+                    return Err(if super::splice::is_socket(&sock) {
+                        Errno::EINVAL
+                    } else {
+                        Errno::ENOTSOCK
+                    });
+                }
+                thread = Some(mqueue::ThreadNotify { sock, cookie });
             }
             _ => return Err(Errno::EINVAL),
         }
@@ -211,19 +221,16 @@ pub fn sys_mq_notify(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut st = q.state();
     // A registration whose process is gone has lapsed (Linux drops it as
     // the process's descriptors close).
-    if st.notify.is_some_and(|n| {
+    if st.notify.as_ref().is_some_and(|n| {
         task.kernel
             .process(n.pid)
             .is_none_or(|p| p.state().exit.is_some())
     }) {
         st.notify = None;
     }
-    match ev {
-        None => {
-            if st.notify.is_some_and(|n| n.pid == pid) {
-                st.notify = None;
-            }
-        }
+    let dropped = match ev {
+        None if st.notify.as_ref().is_some_and(|n| n.pid == pid) => st.notify.take(),
+        None => None,
         Some(ev) => {
             if st.notify.is_some() {
                 return Err(Errno::EBUSY);
@@ -233,8 +240,14 @@ pub fn sys_mq_notify(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 kind: ev.notify,
                 signo: ev.signo,
                 value: ev.value,
+                thread,
             });
+            None
         }
+    };
+    drop(st);
+    if let Some(n) = dropped {
+        mqueue::unregister(&task.kernel, n);
     }
     Ok(0)
 }
@@ -272,7 +285,11 @@ pub fn sys_mq_getsetattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// notification registration, as Linux's `mqueue_flush_file`.
 pub(super) fn drop_registration(task: &Task, q: &MsgQueue) {
     let mut st = q.state();
-    if st.notify.is_some_and(|n| n.pid == task.pid()) {
-        st.notify = None;
+    if st.notify.as_ref().is_some_and(|n| n.pid == task.pid()) {
+        let n = st.notify.take();
+        drop(st);
+        if let Some(n) = n {
+            mqueue::unregister(&task.kernel, n);
+        }
     }
 }

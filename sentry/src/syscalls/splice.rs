@@ -22,7 +22,7 @@ const SPLICE_F_NONBLOCK: u64 = 0x2;
 /// `SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT`.
 const SPLICE_F_ALL: u64 = 0xf;
 
-fn is_socket(f: &FileDescription) -> bool {
+pub(super) fn is_socket(f: &FileDescription) -> bool {
     matches!(
         f.kind,
         FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
