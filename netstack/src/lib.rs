@@ -76,6 +76,9 @@ pub enum Mode {
     /// destination come back to it (see the `udp_relay` module); a refused
     /// destination gets `EPERM` from sendto and `ECONNREFUSED` from
     /// connect. DNS to the sandbox's own resolver is answered by the Sentry.
+    /// The sandbox's address on that link ([`EGRESS_ADDR_V4`],
+    /// [`EGRESS_ADDR_V6`]) is the stack's own as well: sockets bind,
+    /// listen and connect there, delivered locally as loopback is.
     Egress,
 }
 

@@ -802,8 +802,14 @@ pub const EGRESS_ADDR_V4: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 15);
 pub const EGRESS_ADDR_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x15);
 
 /// Whether `ip` (canonical) is an address of the loopback interface.
-fn is_local(ip: IpAddr) -> bool {
+fn is_loopback(ip: IpAddr) -> bool {
     ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
+}
+
+/// Whether `ip` (canonical) is the sandbox's own address on its link out
+/// (`eth0` in the guest's view).
+fn is_egress_addr(ip: IpAddr) -> bool {
+    ip == IpAddr::V4(EGRESS_ADDR_V4) || ip == IpAddr::V6(EGRESS_ADDR_V6)
 }
 
 fn to_ip(a: IpAddress) -> IpAddr {
@@ -935,9 +941,18 @@ impl Inner {
         let epoch = std::time::Instant::now();
         let mut iface = Interface::new(cfg, &mut device, SInstant::from_micros(0));
         iface.update_ip_addrs(|addrs| {
-            // Two addresses fit smoltcp's default table (IFACE_MAX_ADDR_COUNT).
+            // Four addresses fit the table (smoltcp's
+            // `iface-max-addr-count-4`). Loopback first: smoltcp's IPv4
+            // source for an unbound socket is the first IPv4 address.
             let _ = addrs.push(IpCidr::new(IpAddress::v4(127, 0, 0, 1), 8));
             let _ = addrs.push(IpCidr::new(IpAddress::v6(0, 0, 0, 0, 0, 0, 0, 1), 128));
+            if matches!(config.mode, Mode::Egress) {
+                // The addresses of the guest's eth0 are the stack's own too:
+                // a program may bind and listen there and reach itself, as
+                // Linux delivers to a local address through its loopback.
+                let _ = addrs.push(IpCidr::new(IpAddress::Ipv4(EGRESS_ADDR_V4), 24));
+                let _ = addrs.push(IpCidr::new(IpAddress::Ipv6(EGRESS_ADDR_V6), 64));
+            }
         });
         Inner {
             iface,
@@ -958,6 +973,12 @@ impl Inner {
             report_refusals: config.report_refusals,
             tcp_marked: HashMap::new(),
         }
+    }
+
+    /// Whether `ip` (canonical) is an address of this stack: loopback's,
+    /// and in `Mode::Egress` eth0's (`EGRESS_ADDR_V4`, `EGRESS_ADDR_V6`).
+    fn is_local(&self, ip: IpAddr) -> bool {
+        is_loopback(ip) || (matches!(self.mode, Mode::Egress) && is_egress_addr(ip))
     }
 
     fn now(&self) -> SInstant {
@@ -1189,7 +1210,7 @@ impl Inner {
         if e.local.is_some() || !fresh {
             return Err(Errno::EINVAL);
         }
-        if !addr.ip().is_unspecified() && !is_local(addr.ip()) {
+        if !addr.ip().is_unspecified() && !self.is_local(addr.ip()) {
             return Err(Errno::EADDRNOTAVAIL);
         }
         self.bind_to(e, addr)
@@ -1201,7 +1222,7 @@ impl Inner {
     /// host socket exists and answered with `refused` (`ECONNREFUSED` for
     /// connect(2), `EPERM` for a datagram's sendto(2)).
     fn check_egress(&self, dest: SocketAddr, ty: SocketType, refused: Errno) -> Result<(), Errno> {
-        if is_local(dest.ip()) {
+        if self.is_local(dest.ip()) {
             return Ok(());
         }
         match self.mode {
@@ -1404,7 +1425,7 @@ impl Inner {
         if dest.port() == 0 {
             return Err(Errno::ECONNREFUSED);
         }
-        if !is_local(dest.ip()) {
+        if !self.is_local(dest.ip()) {
             return self.relay_connect(e, dest);
         }
         if e.local.is_none() {
@@ -1418,7 +1439,13 @@ impl Inner {
                 }
             })?;
         }
-        let local = e.local.map_or(SocketAddr::new(unspecified(e.v6), 0), |l| l);
+        let mut local = e.local.map_or(SocketAddr::new(unspecified(e.v6), 0), |l| l);
+        if local.ip().is_unspecified() {
+            // The source of a connection to one of our own addresses is
+            // that address (the local table's routes name it as theirs);
+            // smoltcp alone would take its first IPv4 address.
+            local.set_ip(dest.ip());
+        }
         let h = match self.alloc_tcp(&e.opts) {
             Ok(h) => h,
             Err(err) => {
@@ -1745,7 +1772,7 @@ impl Inner {
         if let Some(err) = e.error.take() {
             return Err(err);
         }
-        if !is_local(dest.ip()) {
+        if !self.is_local(dest.ip()) {
             return self.udp_send_outside(e, dest);
         }
         // Linux answers EAGAIN when autobind finds no free port.
@@ -1764,9 +1791,9 @@ impl Inner {
         }
         if let Some(l) = e.local {
             let ip = canonical(l.ip());
-            if !ip.is_unspecified() {
-                meta.local_address = Some(ip.into());
-            }
+            // From the bound address, or else from the destination, one
+            // of ours (see `connect`).
+            meta.local_address = Some(if ip.is_unspecified() { dest.ip() } else { ip }.into());
         }
         let s = self.sockets.get_mut::<udp::Socket>(h);
         // The buffer was sized when the socket was bound; a larger SO_SNDBUF
@@ -1787,7 +1814,7 @@ impl Inner {
     fn udp_send_outside(&mut self, e: &mut Entry, dest: SocketAddr) -> Result<Sent, Errno> {
         // A socket bound to a loopback address has no route out (Linux's
         // ip_route_output_key refuses a loopback source with EINVAL).
-        if e.local.is_some_and(|l| is_local(canonical(l.ip()))) {
+        if e.local.is_some_and(|l| is_loopback(canonical(l.ip()))) {
             return Err(Errno::EINVAL);
         }
         // The guest's socket needs its port in the sandbox: replies enter
@@ -1809,8 +1836,10 @@ impl Inner {
     }
 
     /// Puts a datagram that came back from outside on the link, addressed
-    /// to UDP socket `id`'s port on the loopback address of its family.
-    /// Returns whether a packet was queued.
+    /// to UDP socket `id`'s port on its bound address, or, bound to a
+    /// wildcard, on the sandbox's address on its link out of the sender's
+    /// family (where Linux would have received it). Returns whether a
+    /// packet was queued.
     fn inject_udp(&mut self, id: SocketId, from: SocketAddr, payload: &[u8]) -> bool {
         let Some(e) = self.entries.get(&id) else {
             return false;
@@ -1824,9 +1853,11 @@ impl Inner {
         else {
             return false;
         };
+        let bound = canonical(local.ip());
         let to = match from.ip() {
-            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            _ if !bound.is_unspecified() => bound,
+            IpAddr::V4(_) => IpAddr::V4(EGRESS_ADDR_V4),
+            IpAddr::V6(_) => IpAddr::V6(EGRESS_ADDR_V6),
         };
         match crate::udp_relay::udp_packet(from, SocketAddr::new(to, local.port()), payload) {
             Some(p) => self.device.inject(p),
@@ -1985,12 +2016,17 @@ impl Inner {
 
     fn local_addr(&self, e: &Entry) -> SocketAddr {
         if let State::Relay(r) = &e.state {
-            // The sandbox's own address on its link, never the host's.
+            // The sandbox's own address on its link, never the host's; the
+            // port the socket was bound to, if it was.
             let ip = match r.peer.ip() {
                 IpAddr::V4(_) => IpAddr::V4(EGRESS_ADDR_V4),
                 IpAddr::V6(_) => IpAddr::V6(EGRESS_ADDR_V6),
             };
-            return family_form(e.v6, SocketAddr::new(ip, r.local_port()));
+            let port = match e.local {
+                Some(l) if l.port() != 0 => l.port(),
+                _ => r.local_port(),
+            };
+            return family_form(e.v6, SocketAddr::new(ip, port));
         }
         if let State::Conn(c) = &e.state {
             if let Some(ep) = self.sockets.get::<tcp::Socket>(c.handle).local_endpoint() {

@@ -138,3 +138,37 @@ fn a_socket_bound_to_loopback_has_no_route_out() {
     u.bind(addr("127.0.0.1:0")).expect("bind");
     assert_eq!(u.send_to(b"x", addr("127.0.0.2:7")), Err(Errno::EINVAL));
 }
+
+#[test]
+fn a_socket_bound_to_the_sandbox_address_reaches_out_and_hears_back() {
+    let (at, server) = echo_server(1);
+    let (stack, w) = egress_stack(&["127.0.0.2/32"]);
+    let u = udp(&stack, false);
+    u.bind(addr("10.0.2.15:0"))
+        .expect("bind the link's address");
+    let port = u.local_addr().expect("name").port();
+    assert_eq!(u.send_to(b"out", at), Ok(3));
+    let (got, from) = recv_from(&w, &u).expect("echo");
+    assert_eq!((got.as_slice(), from), (&b"out"[..], at));
+    assert_eq!(u.local_addr(), Ok(addr(&format!("10.0.2.15:{port}"))));
+    assert_eq!(server.join().expect("server").len(), 1);
+}
+
+#[test]
+fn the_sandbox_address_is_the_stacks_own_only_with_a_link_out() {
+    let (stack, w) = egress_stack(&[]);
+    let u = udp(&stack, false);
+    u.bind(addr("10.0.2.15:0")).expect("bind");
+    let to = u.local_addr().expect("name");
+    let v = udp(&stack, false);
+    assert_eq!(v.send_to(b"in", to), Ok(2));
+    let (got, from) = recv_from(&w, &u).expect("local delivery");
+    assert_eq!(got, b"in");
+    assert_eq!(from.ip(), to.ip());
+    let other = udp(&stack, false);
+    assert_eq!(other.bind(addr("10.0.2.16:0")), Err(Errno::EADDRNOTAVAIL));
+    // Loopback only: no eth0, so no such address.
+    let lo = Stack::new(StackConfig::default());
+    let s = udp(&lo, false);
+    assert_eq!(s.bind(addr("10.0.2.15:0")), Err(Errno::EADDRNOTAVAIL));
+}

@@ -1296,6 +1296,22 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
             return 125;
         }
     };
+    // With `--network host`, the interfaces, addresses and routes of the
+    // container's network namespace (which `prepare` made or joined, and
+    // the engine's hooks have set up by `start`), read while this process
+    // may still ask the host: the guest is shown these.
+    let host_interfaces = if network.is_host() {
+        match crate::host_net::snapshot() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("ferrovisor: --network host: listing the interfaces: {e}");
+                tracing::error!("container {id}: --network host: listing the interfaces: {e}");
+                return 125;
+            }
+        }
+    } else {
+        None
+    };
     // The Sentry's seccomp filter leaves it no way to open or rename files
     // by path once the guest runs: the exit status goes through a file
     // opened now.
@@ -1324,6 +1340,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
         // joined; with `sandbox` the relays of the allow rules do.
         network: stack,
         host_network: network.is_host(),
+        host_interfaces,
         on_start: Some(sentry::StartHook(Box::new({
             let id = id.to_owned();
             move |kernel| {

@@ -1,7 +1,8 @@
 //! ferrovisor's OCI runtime as a library: bundles (`oci`), the state
 //! directory (`state`), the sandbox's host cgroup (`cgroup`), the container
 //! lifecycle (`container`), the guest's network and its egress rules
-//! (`network`) and the log format (`logging`). The `ferrovisor` binary is a
+//! (`network`), what `--network host` shows the guest of the host's
+//! interfaces (`host_net`) and the log format (`logging`). The `ferrovisor` binary is a
 //! thin command-line shell over it, in runc's command-line contract.
 
 pub mod cgroup;
@@ -10,6 +11,7 @@ pub mod container;
 pub mod control;
 pub mod gofer_proc;
 pub mod hooks;
+pub mod host_net;
 pub mod logging;
 pub mod network;
 pub mod oci;

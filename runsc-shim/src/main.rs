@@ -780,6 +780,21 @@ fn run_do(args: DoArgs) -> ExitCode {
             Err(e) => return fail(2, e),
         }
     }
+    // What the guest sees of the host's network, read while this process
+    // may still ask the host (the Sentry will not be able to).
+    let host_interfaces = if host_network {
+        match runsc_shim::host_net::snapshot() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                return fail(
+                    125,
+                    format_args!("--network host: listing the host's interfaces: {e}"),
+                )
+            }
+        }
+    } else {
+        None
+    };
     let client = match runsc_shim::gofer_proc::spawn(&args.root) {
         Ok(c) => c,
         Err(e) => return fail(125, e),
@@ -798,6 +813,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         hostname: args.hostname,
         network,
         host_network,
+        host_interfaces,
         on_start: None,
         mounts,
         ids: None,

@@ -574,6 +574,103 @@ pub fn host_addresses() -> io::Result<Vec<std::net::IpAddr>> {
     Ok(out)
 }
 
+/// Most bytes one rtnetlink dump may bring (a host with thousands of
+/// routes stays far below; a runaway one is an error, not a memory sink).
+const MAX_DUMP: usize = 64 << 20;
+
+/// One rtnetlink dump request (`NLM_F_REQUEST | NLM_F_DUMP`) of type `ty`
+/// with `body` (the request's fixed header, e.g. a `struct ifinfomsg`),
+/// in the calling thread's network namespace: the messages of the answer,
+/// each whole with its `nlmsghdr`, up to `NLMSG_DONE`. An `NLMSG_ERROR`
+/// is the error it carries.
+pub fn rtnetlink_dump(ty: u16, body: &[u8]) -> io::Result<Vec<Vec<u8>>> {
+    const NLMSG_HDRLEN: usize = 16;
+    const SEQ: u32 = 1;
+    // SAFETY: plain system call on integers; on success it returns a new
+    // descriptor that nothing else owns.
+    let fd = cvt(unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    })?;
+    // SAFETY: `fd` is a fresh descriptor owned by no one else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = NLMSG_HDRLEN + body.len();
+    let mut req = Vec::with_capacity(len);
+    req.extend_from_slice(&(len as u32).to_ne_bytes());
+    req.extend_from_slice(&ty.to_ne_bytes());
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+    req.extend_from_slice(&flags.to_ne_bytes());
+    req.extend_from_slice(&SEQ.to_ne_bytes());
+    req.extend_from_slice(&0u32.to_ne_bytes());
+    req.extend_from_slice(body);
+    // SAFETY: `sock` is live; `req` is readable for its length. A netlink
+    // socket without an address sends to the kernel.
+    let sent = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        // SAFETY: `sock` is live; `buf` is writable for its length.
+        let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let data = &buf[..n as usize];
+        if data.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "rtnetlink: no answer",
+            ));
+        }
+        total += data.len();
+        if total > MAX_DUMP {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "rtnetlink: dump too large",
+            ));
+        }
+        let mut at = 0;
+        while data.len() - at >= NLMSG_HDRLEN {
+            let m = &data[at..];
+            let mlen = u32::from_ne_bytes([m[0], m[1], m[2], m[3]]) as usize;
+            if mlen < NLMSG_HDRLEN || mlen > m.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "rtnetlink: bad message",
+                ));
+            }
+            let mty = u16::from_ne_bytes([m[4], m[5]]);
+            let seq = u32::from_ne_bytes([m[8], m[9], m[10], m[11]]);
+            at += ((mlen + 3) & !3).min(data.len() - at);
+            if seq != SEQ {
+                continue;
+            }
+            match i32::from(mty) {
+                libc::NLMSG_DONE => return Ok(out),
+                libc::NLMSG_ERROR => {
+                    let err = m
+                        .get(NLMSG_HDRLEN..NLMSG_HDRLEN + 4)
+                        .map_or(0, |e| i32::from_ne_bytes([e[0], e[1], e[2], e[3]]));
+                    if err != 0 {
+                        return Err(io::Error::from_raw_os_error(-err));
+                    }
+                }
+                _ => out.push(m[..mlen].to_vec()),
+            }
+        }
+    }
+}
+
 /// A fork-like `clone(flags | SIGCHLD)`: the child gets a copy of the
 /// caller's memory and continues from the call, in the new namespaces
 /// `flags` asks for. `Ok(None)` in the child, `Ok(Some(pid))` in the parent.

@@ -510,3 +510,70 @@ python3 -I -c "$0" {SERVER}' '{SOCKNAME}'
         assert!(!o.stdout.contains(host_side), "{host_side}\n{}", show(&o));
     }
 }
+
+/// Python in the sandbox: a TCP and a UDP socket bound to the sandbox's own
+/// address (`10.0.2.15` or `fd00::15`, with a port of its choosing) reach
+/// an allowed destination outside, and keep that address and port.
+const BOUND_OUT: &str = r#"
+import errno, socket, sys
+own, server = sys.argv[1], sys.argv[2]
+fam = socket.AF_INET6 if ":" in own else socket.AF_INET
+def name(e):
+    return errno.errorcode.get(e.errno, str(e.errno))
+s = socket.socket(fam)
+s.bind((own, 0))
+port = s.getsockname()[1]
+s.settimeout(20)
+try:
+    s.connect((server, 8080))
+    print("tcp out from", s.getsockname()[0], s.getsockname()[1] == port)
+    s.sendall(b"GET /blob HTTP/1.0\r\n\r\n")
+    print("tcp answer", s.recv(12))
+except OSError as e:
+    print("tcp out", name(e))
+u = socket.socket(fam, socket.SOCK_DGRAM)
+u.bind((own, 0))
+u.settimeout(10)
+try:
+    u.sendto(b"bound datagram", (server, 5353))
+    d, a = u.recvfrom(100)
+    print("udp echoed", d, a[0] == server, u.getsockname()[0])
+except OSError as e:
+    print("udp out", name(e))
+"#;
+
+/// A socket bound to the sandbox's own address connects out to what the
+/// rules allow, over IPv4 and IPv6 (issue 7: binding the interface
+/// address); a destination without a rule is still refused.
+#[test]
+fn sockets_bound_to_the_sandbox_address_reach_allowed_destinations() {
+    let body = format!(
+        r#"{servers}
+$FV do --allow-cidr {SERVER}/32 --allow-cidr 2001:db8::/64 -- sh -c '
+  python3 -I -c "$1" 10.0.2.15 {SERVER}
+  python3 -I -c "$1" fd00::15 {SERVER6}
+  python3 -I -c "$1" 10.0.2.15 {INTERNAL}
+' sh '{BOUND_OUT}'
+"#,
+        servers = udp_servers()
+    );
+    // The IPv6 server answers UDP only.
+    let o = scenario("boundout", "127.0.0.1 localhost\n", &body);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    for want in [
+        "tcp out from 10.0.2.15 True",
+        "tcp answer b'HTTP/1.0 200'",
+        "udp echoed b'bound datagram' True 10.0.2.15",
+        "tcp out ECONNREFUSED",
+        "udp echoed b'bound datagram' True fd00::15",
+        "udp out EPERM",
+    ] {
+        assert!(lines.contains(&want), "no {want:?}\n{}", show(&o));
+    }
+    assert!(
+        o.stderr
+            .contains(&format!("egress to {INTERNAL}:8080 refused")),
+        "{}",
+        show(&o)
+    );
+}

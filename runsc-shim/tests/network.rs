@@ -334,6 +334,152 @@ fn sandbox_network_routes_are_those_of_a_namespace_with_the_same_link() {
     );
 }
 
+/// Python: binds, listens, connects and exchanges datagrams on the
+/// interface address (`10.0.2.15`, `fd00::15`) with argument `sandbox`;
+/// with `none`, only the binds, which must fail there. Binding an address
+/// the network does not have is `EADDRNOTAVAIL` in both.
+const BIND_OWN_ADDRESS: &str = r#"
+import errno, socket, sys
+def name(e):
+    return errno.errorcode.get(e.errno, str(e.errno))
+mode = sys.argv[1]
+for fam, addr, other, lo in ((socket.AF_INET, "10.0.2.15", "10.0.2.16", "127.0.0.1"),
+                             (socket.AF_INET6, "fd00::15", "fd00::16", "::1")):
+    for ty, tn in ((socket.SOCK_STREAM, "tcp"), (socket.SOCK_DGRAM, "udp")):
+        for a in ((addr, other) if mode == "none" else (other,)):
+            s = socket.socket(fam, ty)
+            try:
+                s.bind((a, 0))
+                print(tn, "bind", a, "ok")
+            except OSError as e:
+                print(tn, "bind", a, name(e))
+            s.close()
+    if mode == "none":
+        continue
+    # TCP: a listener on the address; a client unbound, one bound there.
+    l = socket.socket(fam)
+    l.bind((addr, 0))
+    l.listen(4)
+    la = l.getsockname()
+    print("listen on", la[0], la[1] > 0)
+    c1 = socket.socket(fam)
+    c1.connect(la[:2])
+    a1, p1 = l.accept()
+    print("unbound client", c1.getsockname()[0], "to", c1.getpeername()[0],
+          "accepted from", p1[0], "at", a1.getsockname()[0])
+    c1.sendall(b"ping")
+    print("tcp", a1.recv(10))
+    a1.sendall(b"pong")
+    print("tcp", c1.recv(10))
+    c2 = socket.socket(fam)
+    c2.bind((addr, 0))
+    c2.connect(la[:2])
+    a2, p2 = l.accept()
+    print("bound client", c2.getsockname()[0], p2[0], p2[1] == c2.getsockname()[1])
+    # The loopback listener is not at the address, and the other way round.
+    ll = socket.socket(fam)
+    ll.bind((lo, la[1]))
+    ll.listen(1)
+    print("same port on", ll.getsockname()[0])
+    c3 = socket.socket(fam)
+    c3.bind((addr, 0))
+    c3.connect(ll.getsockname()[:2])
+    a3, p3 = ll.accept()
+    print("to loopback from", p3[0], "at", a3.getsockname()[0])
+    dup = socket.socket(fam)
+    try:
+        dup.bind(la[:2])
+        print("second bind ok")
+    except OSError as e:
+        print("second bind", name(e))
+    # A wildcard listener is reached at the address.
+    w = socket.socket(fam)
+    w.bind(("", 0))
+    w.listen(1)
+    c4 = socket.socket(fam)
+    c4.connect((addr, w.getsockname()[1]))
+    a4, p4 = w.accept()
+    print("wildcard accepted from", p4[0], "at", a4.getsockname()[0])
+    # UDP on the address, both ways.
+    u = socket.socket(fam, socket.SOCK_DGRAM)
+    u.bind((addr, 0))
+    ua = u.getsockname()
+    print("udp bound", ua[0])
+    v = socket.socket(fam, socket.SOCK_DGRAM)
+    v.sendto(b"ping", ua[:2])
+    d, f = u.recvfrom(100)
+    print("udp", d, "from", f[0])
+    u.sendto(b"pong", f)
+    d, f = v.recvfrom(100)
+    print("udp", d, "from", f[0], f[1] == ua[1], v.getsockname()[0])
+    x = socket.socket(fam, socket.SOCK_DGRAM)
+    x.bind((lo, 0))
+    x.sendto(b"lo", ua[:2])
+    d, f = u.recvfrom(100)
+    print("udp", d, "from", f[0])
+    for s in (l, c1, a1, c2, a2, ll, c3, a3, dup, w, c4, a4, u, v, x):
+        s.close()
+print("done")
+"#;
+
+/// Sockets on the sandbox's own address (`--network sandbox`): TCP and UDP
+/// bind, listen, accept and connect on `10.0.2.15` and `fd00::15` as Linux
+/// does in a namespace holding that link (local delivery, the address as
+/// source, wildcard and loopback listeners beside it); an address it does
+/// not have is `EADDRNOTAVAIL`. With `--network none` there is no `eth0`,
+/// so its addresses are `EADDRNOTAVAIL` too, as in a fresh namespace.
+#[test]
+fn binding_the_sandbox_address_works_as_on_linux() {
+    let nat = native(&[
+        "/usr/bin/unshare",
+        "-n",
+        "/bin/sh",
+        "-c",
+        "ip link set lo up && ip link add eth0 type veth peer name p0 && \
+         ip link set p0 up && ip addr add 10.0.2.15/24 dev eth0 && \
+         ip addr add fd00::15/64 dev eth0 nodad && ip link set eth0 up && \
+         ip route add default dev eth0 && exec /usr/bin/python3 -I -c \"$0\" sandbox",
+        BIND_OWN_ADDRESS,
+    ]);
+    assert!(
+        nat.status == 0
+            && nat
+                .stdout
+                .contains("wildcard accepted from fd00::15 at fd00::15"),
+        "the NATIVE run is wrong: {nat:?}"
+    );
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.args(["do", "--network", "sandbox", "--"]);
+    cmd.args(PYTHON).args([BIND_OWN_ADDRESS, "sandbox"]);
+    let sb = run(cmd, None, TIMEOUT);
+    assert_eq!(
+        (sb.status, sb.stdout.as_str()),
+        (0, nat.stdout.as_str()),
+        "sandbox differs from a namespace with the same link; stderr: {}",
+        sb.stderr
+    );
+
+    let nat = native(&[
+        "/usr/bin/unshare",
+        "-n",
+        "/bin/sh",
+        "-c",
+        "ip link set lo up && exec /usr/bin/python3 -I -c \"$0\" none",
+        BIND_OWN_ADDRESS,
+    ]);
+    assert!(
+        nat.status == 0 && nat.stdout.contains("udp bind fd00::15 EADDRNOTAVAIL"),
+        "the NATIVE run is wrong: {nat:?}"
+    );
+    let sb = sandboxed(&as_strs(&python(BIND_OWN_ADDRESS, &["none"])));
+    assert_eq!(
+        (sb.status, sb.stdout.as_str()),
+        (0, nat.stdout.as_str()),
+        "--network none differs from a fresh namespace; stderr: {}",
+        sb.stderr
+    );
+}
+
 // ---- attacks that must fail (sandbox only) ---------------------------------------
 
 /// The host's own non-loopback IPv4 address, found without sending a packet.
@@ -953,6 +1099,68 @@ while todo:
         sel.unregister(key.fileobj); todo.discard(key.fileobj)
 print("served")
 "#;
+
+/// `--network host` shows the guest the interfaces, addresses and routes
+/// of the network it shares: those of a namespace the test makes (with
+/// `dummy0` holding 192.0.2.5/24 and a route through a gateway), as the
+/// native commands there print them, through rtnetlink (`ip`), the
+/// interface ioctls (`ifconfig`), `/proc/net` and `/sys/class/net`. (The
+/// runtime reads them before the Sentry is confined; where the kernel has
+/// no dummy driver, `dummy0` is one end of a veth pair.)
+#[test]
+fn host_network_shows_the_interfaces_of_the_namespace() {
+    let script = r#"set -e
+ip link set lo up
+if ! ip link add dummy0 type dummy 2>/dev/null; then
+  ip link add dummy0 type veth peer name dummy0p
+  ip link set dummy0p addrgenmode none
+  ip link set dummy0p up
+fi
+# No IPv6 link-local address: its DAD state would change while the test
+# runs, and the sandbox's view is the one taken at its start.
+ip link set dummy0 addrgenmode none
+ip addr add 192.0.2.5/24 dev dummy0
+ip link set dummy0 up
+ip route add 198.51.100.0/24 via 192.0.2.1
+set +e
+S='PATH=/usr/sbin:/usr/bin:/sbin:/bin
+busybox ip addr; echo --; busybox ip route; echo --; ip route show table all; echo --
+ip -o link | sed "s/ *link\/.*//"; echo --
+cut -d: -f1 /proc/net/dev; echo --; cat /proc/net/route; echo --; cat /proc/net/if_inet6; echo --
+busybox ifconfig dummy0 | grep -E "inet|HWaddr|MTU"'
+echo "== native"; sh -c "$S"
+echo "== sandbox"; $FV do --network host -- sh -c "$S" 2>/dev/null
+echo "== status $?"
+$FV do --network host -- sh -c 'ls /sys/class/net; cat /sys/class/net/dummy0/mtu /sys/class/net/dummy0/address' 2>/dev/null
+ip -o link show dummy0 | sed 's/.*link\/ether \([^ ]*\).*/\1/'
+"#;
+    let mut cmd = command("unshare", &[("FV", FERROVISOR)]);
+    cmd.args(["-n", "sh", "-c", script]);
+    let o = run(cmd, None, TIMEOUT);
+    let (native, rest) = o
+        .stdout
+        .split_once("== native\n")
+        .and_then(|(_, r)| r.split_once("== sandbox\n"))
+        .unwrap_or_default();
+    let (sandbox, sys) = rest.split_once("== status 0\n").unwrap_or_default();
+    assert!(
+        native.contains("dummy0") && native.contains("inet 192.0.2.5/24 scope global dummy0"),
+        "the NATIVE run is wrong\n{}",
+        show(&o)
+    );
+    assert_eq!(native, sandbox, "sandbox differs from native\n{}", show(&o));
+    // The names, then dummy0's MTU and address, then the native address.
+    let sys: Vec<&str> = sys.lines().collect();
+    let n = sys.len();
+    assert!(
+        n >= 4
+            && sys[..n - 3].contains(&"dummy0")
+            && sys[n - 3] == "1500"
+            && sys[n - 2] == sys[n - 1],
+        "/sys/class/net differs\n{}",
+        show(&o)
+    );
+}
 
 /// The host side: connects to the guest server (retrying while it starts)
 /// and prints what it answered, or that it was refused throughout.

@@ -2344,6 +2344,24 @@ fn network_host_uses_the_network_namespace_config_json_names() {
         let log = std::fs::read_to_string(&net.log).expect("server log");
         assert_eq!(log.lines().count(), 1, "{id}: the server saw nothing new");
     }
+
+    // What the guest lists of its network is that namespace's too: its
+    // veth and address, none of the host's interfaces.
+    w.edit_config(|v| set_args(v, &["/bin/busybox", "ip", "-o", "-4", "addr"]));
+    w.ids.push("nh4".into());
+    let out = w.cli(&["--network", "host", "run", "--bundle", &bundle, "nh4"]);
+    assert_eq!(out.status, 0, "run --network host: {out:?}");
+    let names: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(names, ["lo", "fvc0"], "{out:?}");
+    assert!(
+        out.stdout
+            .contains(&format!("inet {}/24 scope global fvc0", net.client_ip)),
+        "{out:?}"
+    );
 }
 
 #[test]

@@ -99,6 +99,11 @@ pub struct SandboxConfig<'a> {
     /// no egress policy (explicitly weaker; `network` must then be
     /// loopback-only, and serves nothing)
     pub host_network: bool,
+    /// With `host_network`: what the guest sees of the host's network
+    /// (interfaces, addresses, routes), a snapshot the runtime took before
+    /// the Sentry was confined (its filter lets it ask the host nothing of
+    /// the kind). `None` shows loopback only.
+    pub host_interfaces: Option<crate::socket::netlink::NetTable>,
     /// called once the sandbox exists, before its first process runs (the
     /// OCI runtime serves `exec` from it)
     pub on_start: Option<StartHook>,
@@ -680,15 +685,17 @@ where
     });
     // What the guest sees of its network (netlink, interface ioctls,
     // /sys/class/net, /proc/net): the netstack's interfaces. With
-    // `--network host` the guest's sockets are host sockets, but the
-    // host's interfaces stay unlisted: the Sentry cannot ask the host for
-    // them inside its seccomp filter, so the guest sees loopback only.
-    crate::socket::netlink::set_table(match config.network.mode {
-        netstack::Mode::Egress => crate::socket::netlink::NetTable::sandbox(
+    // `--network host` the guest's sockets are host sockets, and it sees
+    // the host's interfaces as the runtime found them before the Sentry
+    // was confined: the Sentry cannot ask the host inside its seccomp
+    // filter (no netlink socket of its own), and needs nothing live.
+    crate::socket::netlink::set_table(match (&config.network.mode, config.host_interfaces) {
+        (_, Some(host)) if config.host_network => host,
+        (netstack::Mode::Egress, _) => crate::socket::netlink::NetTable::sandbox(
             netstack::EGRESS_ADDR_V4,
             netstack::EGRESS_ADDR_V6,
         ),
-        netstack::Mode::Loopback => crate::socket::netlink::NetTable::loopback(),
+        (netstack::Mode::Loopback, _) => crate::socket::netlink::NetTable::loopback(),
     });
     if matches!(config.network.mode, netstack::Mode::Egress) {
         // Names resolve only through the Sentry's DNS server, which the

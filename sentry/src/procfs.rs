@@ -297,7 +297,7 @@ fn cpu_mask(cpus: usize) -> String {
 /// Attribute `name` of interface `i` under /sys/class/net: the values
 /// netlink reports for it.
 fn net_file(i: &crate::socket::netlink::Interface, name: &str) -> Option<String> {
-    use crate::socket::netlink::{ARPHRD_ETHER, IF_OPER_UP, TXQLEN};
+    use crate::socket::netlink::{ARPHRD_ETHER, IF_OPER_UP};
     /// `IFF_RUNNING | IFF_LOWER_UP | IFF_DORMANT`: netlink adds these from
     /// the link state; /sys shows the device's own flags without them.
     const STATE_FLAGS: u32 = 0x40 | 0x1_0000 | 0x2_0000;
@@ -314,11 +314,12 @@ fn net_file(i: &crate::socket::netlink::Interface, name: &str) -> Option<String>
         "broadcast" => mac(&[0; 6]),
         "carrier" => "1".into(),
         "flags" => format!("{:#x}", i.flags & !STATE_FLAGS),
-        "ifindex" | "iflink" => i.index.to_string(),
+        "ifindex" => i.index.to_string(),
+        "iflink" => i.iflink.to_string(),
         "mtu" => i.mtu.to_string(),
         "operstate" if i.operstate == IF_OPER_UP => "up".into(),
         "operstate" => "unknown".into(),
-        "tx_queue_len" => TXQLEN.to_string(),
+        "tx_queue_len" => i.txqlen.to_string(),
         "type" => i.hwtype.to_string(),
         _ => return None,
     };
@@ -352,20 +353,31 @@ fn proc_net_file(name: &str) -> Option<String> {
         }
         "if_inet6" => {
             for i in &t.interfaces {
-                for &(a, p) in &i.addrs {
-                    let std::net::IpAddr::V6(v6) = a else {
+                for a in &i.addrs {
+                    let std::net::IpAddr::V6(v6) = a.addr else {
                         continue;
                     };
-                    // IPV6_ADDR_LOOPBACK's scope is 0x10, a global one 0.
-                    let scope = if v6.is_loopback() { 0x10 } else { 0 };
+                    // `ipv6_addr_scope()`: IPV6_ADDR_LOOPBACK 0x10,
+                    // IPV6_ADDR_LINKLOCAL 0x20, IPV6_ADDR_SITELOCAL 0x40,
+                    // a global one 0.
+                    let seg = v6.segments()[0];
+                    let scope = if v6.is_loopback() {
+                        0x10
+                    } else if seg & 0xffc0 == 0xfe80 {
+                        0x20
+                    } else if seg & 0xffc0 == 0xfec0 {
+                        0x40
+                    } else {
+                        0
+                    };
                     let _ = writeln!(
                         out,
                         "{:032x} {:02x} {:02x} {:02x} {:02x} {:>8}",
                         u128::from(v6),
                         i.index,
-                        p,
+                        a.prefix,
                         scope,
-                        0x80, // IFA_F_PERMANENT
+                        a.flags,
                         i.name
                     );
                 }
@@ -391,8 +403,12 @@ fn proc_net_file(name: &str) -> Option<String> {
                     "{}\t{:08X}\t{:08X}\t{:04X}\t{}\t{}\t{}\t{:08X}\t{}\t{}\t{}",
                     i.name,
                     u32::from_ne_bytes(dst.octets()),
-                    0,
-                    0x1, // RTF_UP
+                    match r.gateway {
+                        Some(std::net::IpAddr::V4(g)) => u32::from_ne_bytes(g.octets()),
+                        _ => 0,
+                    },
+                    // RTF_UP, and RTF_GATEWAY through a gateway
+                    if r.gateway.is_some() { 0x3 } else { 0x1 },
                     0,
                     0,
                     r.priority.unwrap_or(0),

@@ -206,6 +206,9 @@ guests! {
     // Unix stream buffer accounting: the writer's own SO_SNDBUF, not the
     // reader's SO_RCVBUF (issue 7)
     unix_stream_sndbuf,
+    // SCM_RIGHTS from a sender that waits for buffer room: the descriptors
+    // go with the message's first byte (issue 7)
+    unix_rights_blocked,
     // Unix stream, datagram and seqpacket sockets: pathname and abstract
     // names, SCM_RIGHTS, SCM_CREDENTIALS, SO_PEERCRED, shutdown, MSG_PEEK,
     // MSG_DONTWAIT, MSG_NOSIGNAL, MSG_TRUNC (issue 7 point 1)

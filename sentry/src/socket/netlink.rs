@@ -25,6 +25,9 @@ pub const NETLINK_ROUTE: i32 = 0;
 #[derive(Clone, Debug)]
 pub struct Interface {
     pub index: i32,
+    /// The index of the device it is tied to (a veth's peer), or its own
+    /// (`dev_get_iflink()`).
+    pub iflink: i32,
     pub name: String,
     pub mtu: u32,
     /// `IFF_*` flags, as netlink reports them (with `IFF_RUNNING` and
@@ -35,12 +38,46 @@ pub struct Interface {
     pub hwaddr: [u8; 6],
     /// `IF_OPER_*`
     pub operstate: u8,
-    /// (address, prefix length) pairs.
-    pub addrs: Vec<(IpAddr, u8)>,
+    /// `txqueuelen`
+    pub txqlen: u32,
+    /// The queueing discipline's name (`IFLA_QDISC`).
+    pub qdisc: String,
+    pub addrs: Vec<IfAddr>,
 }
 
-/// `txqueuelen` of every interface (Linux's default for both `lo` and
-/// Ethernet-like devices).
+/// One address of an interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IfAddr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+    /// `RT_SCOPE_*`
+    pub scope: u8,
+    /// `IFA_F_*`
+    pub flags: u32,
+    /// The IPv4 broadcast address it was given, if any (`IFA_BROADCAST`).
+    pub broadcast: Option<Ipv4Addr>,
+}
+
+impl IfAddr {
+    /// A permanent address as Linux gives one added by hand: host scope
+    /// on a loopback, global elsewhere; no broadcast address.
+    fn permanent(addr: IpAddr, prefix: u8, loopback: bool) -> IfAddr {
+        IfAddr {
+            addr,
+            prefix,
+            scope: if loopback {
+                RT_SCOPE_HOST
+            } else {
+                RT_SCOPE_UNIVERSE
+            },
+            flags: IFA_F_PERMANENT,
+            broadcast: None,
+        }
+    }
+}
+
+/// `txqueuelen` of the sandbox's interfaces (Linux's default for both `lo`
+/// and Ethernet-like devices).
 pub const TXQLEN: u32 = 1000;
 
 /// One route of the guest's routing tables.
@@ -62,6 +99,8 @@ pub struct Route {
     pub prefsrc: Option<IpAddr>,
     /// the metric (IPv6 routes always carry one; IPv4 ones only when set)
     pub priority: Option<u32>,
+    /// the next hop, for a route through a gateway
+    pub gateway: Option<IpAddr>,
 }
 
 impl Route {
@@ -73,7 +112,9 @@ impl Route {
 }
 
 /// What the guest sees of its network: interfaces and routes. Fixed for
-/// the life of the sandbox (nothing can change them from inside).
+/// the life of the sandbox (nothing can change them from inside). With
+/// `--network host` it is a snapshot of the host's, taken by the runtime
+/// before the Sentry was confined (the Sentry cannot ask the host).
 #[derive(Clone, Debug)]
 pub struct NetTable {
     pub interfaces: Vec<Interface>,
@@ -115,8 +156,7 @@ const SANDBOX_PREFIX_V4: u8 = 24;
 const SANDBOX_PREFIX_V6: u8 = 64;
 
 impl NetTable {
-    /// `--network none` (and `host`, whose host interfaces the Sentry
-    /// cannot list from inside its seccomp filter): loopback only.
+    /// `--network none`: loopback only.
     pub fn loopback() -> NetTable {
         NetTable::new(vec![lo()], None)
     }
@@ -131,15 +171,18 @@ impl NetTable {
         // A locally administered MAC made from the address, as Docker does.
         let eth = Interface {
             index: 2,
+            iflink: 2,
             name: SANDBOX_IFNAME.into(),
             mtu: 1500,
             flags: ETH_FLAGS,
             hwtype: ARPHRD_ETHER,
             hwaddr: [0x02, 0x42, o[0], o[1], o[2], o[3]],
             operstate: IF_OPER_UP,
+            txqlen: TXQLEN,
+            qdisc: "noqueue".into(),
             addrs: vec![
-                (IpAddr::V4(v4), SANDBOX_PREFIX_V4),
-                (IpAddr::V6(v6), SANDBOX_PREFIX_V6),
+                IfAddr::permanent(IpAddr::V4(v4), SANDBOX_PREFIX_V4, false),
+                IfAddr::permanent(IpAddr::V6(v6), SANDBOX_PREFIX_V6, false),
             ],
         };
         NetTable::new(vec![lo(), eth], Some(2))
@@ -152,8 +195,9 @@ impl NetTable {
         let mut routes = Vec::new();
         for i in &interfaces {
             let lo = i.flags & IFF_LOOPBACK != 0;
-            for &(a, p) in &i.addrs {
-                kernel_routes(&mut routes, i.index, lo, i.flags & IFF_MULTICAST != 0, a, p);
+            for a in &i.addrs {
+                let multicast = i.flags & IFF_MULTICAST != 0;
+                kernel_routes(&mut routes, i.index, lo, multicast, a.addr, a.prefix);
             }
         }
         if let Some(oif) = default_via {
@@ -167,6 +211,7 @@ impl NetTable {
                 protocol: RTPROT_BOOT,
                 prefsrc: None,
                 priority: None,
+                gateway: None,
             });
             routes.push(Route {
                 table: RT_TABLE_MAIN,
@@ -178,6 +223,7 @@ impl NetTable {
                 protocol: RTPROT_BOOT,
                 prefsrc: None,
                 priority: Some(1024),
+                gateway: None,
             });
         }
         routes.dedup();
@@ -212,15 +258,18 @@ impl NetTable {
 fn lo() -> Interface {
     Interface {
         index: 1,
+        iflink: 1,
         name: "lo".into(),
         mtu: 65536,
         flags: LO_FLAGS,
         hwtype: ARPHRD_LOOPBACK,
         hwaddr: [0; 6],
         operstate: IF_OPER_UNKNOWN,
+        txqlen: TXQLEN,
+        qdisc: "noqueue".into(),
         addrs: vec![
-            (IpAddr::V4(Ipv4Addr::LOCALHOST), 8),
-            (IpAddr::V6(Ipv6Addr::LOCALHOST), 128),
+            IfAddr::permanent(IpAddr::V4(Ipv4Addr::LOCALHOST), 8, true),
+            IfAddr::permanent(IpAddr::V6(Ipv6Addr::LOCALHOST), 128, true),
         ],
     }
 }
@@ -238,6 +287,7 @@ fn kernel_routes(out: &mut Vec<Route>, oif: i32, lo: bool, multicast: bool, a: I
         protocol: RTPROT_KERNEL,
         prefsrc,
         priority,
+        gateway: None,
     };
     match a {
         IpAddr::V4(v4) => {
@@ -367,6 +417,7 @@ const IFLA_ADDRESS: u16 = 1;
 const IFLA_BROADCAST: u16 = 2;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
+const IFLA_LINK: u16 = 5;
 const IFLA_TXQLEN: u16 = 13;
 const IFLA_OPERSTATE: u16 = 16;
 const IFLA_LINKMODE: u16 = 17;
@@ -376,6 +427,7 @@ const IFLA_GROUP: u16 = 27;
 const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
 const IFA_LABEL: u16 = 3;
+const IFA_BROADCAST: u16 = 4;
 const IFA_CACHEINFO: u16 = 6;
 const IFA_FLAGS: u16 = 8;
 
@@ -383,6 +435,7 @@ const IFA_F_PERMANENT: u32 = 0x80;
 
 const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
+const RTA_GATEWAY: u16 = 5;
 const RTA_PRIORITY: u16 = 6;
 const RTA_PREFSRC: u16 = 7;
 const RTA_TABLE: u16 = 15;
@@ -460,12 +513,18 @@ fn link_body(i: &Interface) -> Vec<u8> {
     let mut name = i.name.as_bytes().to_vec();
     name.push(0);
     put_attr(&mut b, IFLA_IFNAME, &name);
-    put_attr(&mut b, IFLA_TXQLEN, &TXQLEN.to_ne_bytes());
+    if i.iflink != i.index {
+        // (`rtnl_fill_link_ifindex()`: only a link to another device)
+        put_attr(&mut b, IFLA_LINK, &i.iflink.to_ne_bytes());
+    }
+    put_attr(&mut b, IFLA_TXQLEN, &i.txqlen.to_ne_bytes());
     put_attr(&mut b, IFLA_OPERSTATE, &[i.operstate]);
     put_attr(&mut b, IFLA_LINKMODE, &[0]);
     put_attr(&mut b, IFLA_MTU, &i.mtu.to_ne_bytes());
     put_attr(&mut b, IFLA_GROUP, &0u32.to_ne_bytes());
-    put_attr(&mut b, IFLA_QDISC, b"noqueue\0");
+    let mut qdisc = i.qdisc.as_bytes().to_vec();
+    qdisc.push(0);
+    put_attr(&mut b, IFLA_QDISC, &qdisc);
     put_attr(&mut b, IFLA_ADDRESS, &i.hwaddr);
     let brd = if i.hwtype == ARPHRD_ETHER {
         [0xff; 6]
@@ -483,30 +542,26 @@ fn octets(a: IpAddr) -> (u8, Vec<u8>) {
     }
 }
 
-fn addr_body(i: &Interface, addr: IpAddr, prefix: u8) -> Vec<u8> {
+fn addr_body(i: &Interface, a: &IfAddr) -> Vec<u8> {
     let mut b = Vec::new();
-    let (family, octets) = octets(addr);
-    let flags = IFA_F_PERMANENT;
-    // Linux gives a loopback's addresses host scope, others global.
-    let scope = if i.flags & IFF_LOOPBACK != 0 {
-        RT_SCOPE_HOST
-    } else {
-        RT_SCOPE_UNIVERSE
-    };
+    let (family, octets) = octets(a.addr);
     // struct ifaddrmsg
     b.push(family);
-    b.push(prefix);
-    b.push(flags as u8);
-    b.push(scope);
+    b.push(a.prefix);
+    b.push(a.flags as u8);
+    b.push(a.scope);
     b.extend_from_slice(&(i.index as u32).to_ne_bytes());
     put_attr(&mut b, IFA_ADDRESS, &octets);
     if family == AF_INET {
         put_attr(&mut b, IFA_LOCAL, &octets);
+        if let Some(brd) = a.broadcast {
+            put_attr(&mut b, IFA_BROADCAST, &brd.octets());
+        }
         let mut label = i.name.as_bytes().to_vec();
         label.push(0);
         put_attr(&mut b, IFA_LABEL, &label);
     }
-    put_attr(&mut b, IFA_FLAGS, &flags.to_ne_bytes());
+    put_attr(&mut b, IFA_FLAGS, &a.flags.to_ne_bytes());
     // struct ifa_cacheinfo: preferred and valid lifetimes "forever".
     let mut ci = Vec::new();
     ci.extend_from_slice(&u32::MAX.to_ne_bytes());
@@ -534,6 +589,9 @@ fn route_body(r: &Route) -> Vec<u8> {
     }
     if let Some(src) = r.prefsrc {
         put_attr(&mut b, RTA_PREFSRC, &octets(src).1);
+    }
+    if let Some(gw) = r.gateway {
+        put_attr(&mut b, RTA_GATEWAY, &octets(gw).1);
     }
     put_attr(&mut b, RTA_OIF, &r.oif.to_ne_bytes());
     if family == AF_INET6 {
@@ -668,14 +726,14 @@ impl NetlinkSocket {
                 }
                 RTM_GETADDR if dump => {
                     for i in &table.interfaces {
-                        for &(a, p) in &i.addrs {
-                            if family == 0 || family == octets(a).0 {
+                        for a in &i.addrs {
+                            if family == 0 || family == octets(a.addr).0 {
                                 out.push(message(
                                     RTM_NEWADDR,
                                     NLM_F_MULTI,
                                     seq,
                                     port,
-                                    &addr_body(i, a, p),
+                                    &addr_body(i, a),
                                 ));
                             }
                         }

@@ -423,11 +423,14 @@ impl UnixSocket {
 
     /// Sends one message. `to` is the destination of an unconnected
     /// datagram. `Ok(None)` = would block. `EPIPE` when the peer is gone
-    /// (the caller raises `SIGPIPE` unless `MSG_NOSIGNAL`).
+    /// (the caller raises `SIGPIPE` unless `MSG_NOSIGNAL`). `rights` are
+    /// taken only with the first byte that is queued: a send that would
+    /// block leaves them with the caller, to go with the data when room
+    /// comes (Linux attaches them to the first skb it manages to queue).
     pub fn send(
         &self,
         data: &[u8],
-        rights: Vec<Arc<FileDescription>>,
+        rights: &mut Vec<Arc<FileDescription>>,
         creds: Creds,
         to: Option<Arc<UnixSocket>>,
     ) -> Result<Option<usize>, Errno> {
@@ -482,7 +485,7 @@ impl UnixSocket {
         ps.rx.msgs.push_back(Message {
             data: data[..n].to_vec(),
             consumed: 0,
-            rights,
+            rights: std::mem::take(rights),
             creds,
             from: my_addr,
             charge,
@@ -524,7 +527,7 @@ impl UnixSocket {
         peer: &Arc<UnixSocket>,
         mut ps: MutexGuard<'_, State>,
         data: &[u8],
-        mut rights: Vec<Arc<FileDescription>>,
+        rights: &mut Vec<Arc<FileDescription>>,
         creds: Creds,
         from: UnixAddr,
         sndbuf: usize,
@@ -541,7 +544,7 @@ impl UnixSocket {
             ps.rx.msgs.push_back(Message {
                 data: data[sent..sent + n].to_vec(),
                 consumed: 0,
-                rights: std::mem::take(&mut rights),
+                rights: std::mem::take(rights),
                 creds,
                 from: from.clone(),
                 charge: Some(charge),

@@ -7,7 +7,7 @@ use abi::{Errno, OpenFlags};
 
 use crate::file::{copy_to_slices, FileDescription, FileKind};
 use crate::guestio::{ByteSource, GuestBufs, Stage};
-use crate::socket::netlink::{table, Interface, NetlinkSocket, NETLINK_ROUTE, TXQLEN};
+use crate::socket::netlink::{table, Interface, NetlinkSocket, NETLINK_ROUTE};
 use crate::task::Task;
 
 const AF_NETLINK: u16 = 16;
@@ -287,12 +287,16 @@ const SIOCGIFTXQLEN: u64 = 0x8942;
 /// `sizeof(struct ifreq)`.
 const IFREQ_LEN: usize = 40;
 
-/// The `AF_INET` address of `i` and its netmask, if it has one.
-fn inet_addr(i: &Interface) -> Option<([u8; 4], [u8; 4])> {
-    i.addrs.iter().find_map(|&(a, p)| match a {
+/// The first `AF_INET` address of `i`, its netmask and its broadcast
+/// address (0.0.0.0 when it was given none, as Linux reports it).
+fn inet_addr(i: &Interface) -> Option<([u8; 4], [u8; 4], [u8; 4])> {
+    i.addrs.iter().find_map(|a| match a.addr {
         std::net::IpAddr::V4(v4) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(p)).unwrap_or(0);
-            Some((v4.octets(), mask.to_be_bytes()))
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(a.prefix.min(32)))
+                .unwrap_or(0);
+            let brd = a.broadcast.map_or([0; 4], |b| b.octets());
+            Some((v4.octets(), mask.to_be_bytes(), brd))
         }
         std::net::IpAddr::V6(_) => None,
     })
@@ -335,7 +339,7 @@ fn interface_request(task: &Task, cmd: u64, arg: u64) -> Result<u64, Errno> {
         let buf: u64 = task.mm().read_obj(arg + 8)?;
         let mut out = Vec::new();
         for i in &table.interfaces {
-            if let Some((ip, _)) = inet_addr(i) {
+            if let Some((ip, _, _)) = inet_addr(i) {
                 let mut req = [0u8; IFREQ_LEN];
                 req[..i.name.len()].copy_from_slice(i.name.as_bytes());
                 req[16..32].copy_from_slice(&sockaddr_in(ip));
@@ -366,12 +370,7 @@ fn interface_request(task: &Task, cmd: u64, arg: u64) -> Result<u64, Errno> {
         SIOCGIFMTU => i.mtu.to_ne_bytes().to_vec(),
         SIOCGIFADDR => sockaddr_in(inet_addr(i).ok_or(Errno::EADDRNOTAVAIL)?.0).to_vec(),
         SIOCGIFNETMASK => sockaddr_in(inet_addr(i).ok_or(Errno::EADDRNOTAVAIL)?.1).to_vec(),
-        // No address was given a broadcast address (netlink lists no
-        // IFA_BROADCAST), which Linux reports as 0.0.0.0.
-        SIOCGIFBRDADDR => {
-            inet_addr(i).ok_or(Errno::EADDRNOTAVAIL)?;
-            sockaddr_in([0; 4]).to_vec()
-        }
+        SIOCGIFBRDADDR => sockaddr_in(inet_addr(i).ok_or(Errno::EADDRNOTAVAIL)?.2).to_vec(),
         SIOCGIFMETRIC => 0i32.to_ne_bytes().to_vec(),
         SIOCGIFHWADDR => {
             let mut sa = [0u8; 16];
@@ -380,7 +379,7 @@ fn interface_request(task: &Task, cmd: u64, arg: u64) -> Result<u64, Errno> {
             sa.to_vec()
         }
         // `ifr_qlen`, which `ip` and ifconfig print as "qlen".
-        SIOCGIFTXQLEN => TXQLEN.to_ne_bytes().to_vec(),
+        SIOCGIFTXQLEN => i.txqlen.to_ne_bytes().to_vec(),
         // Everything else changes an interface (or asks what we do not
         // keep): a sandbox may not.
         0x8911 | 0x8914 | 0x8916 | 0x8918 | 0x891a | 0x891c | 0x8922 | 0x8924 | 0x8934 => {

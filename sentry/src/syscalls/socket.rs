@@ -487,7 +487,7 @@ fn send(
         data,
         piece,
         stream,
-        |chunk| sock.send(chunk, std::mem::take(&mut rights), me, to.clone()),
+        |chunk| sock.send(chunk, &mut rights, me, to.clone()),
         ready,
     )
 }

@@ -1,0 +1,403 @@
+//! What a guest under `--network host` sees of its network: a snapshot of
+//! the interfaces, addresses and routes of the runtime's network namespace
+//! (the host's, or the container's in OCI mode), taken by rtnetlink dumps
+//! in the sandbox's host process before the Sentry is confined. The Sentry
+//! gets it as plain data and serves the guest's netlink dumps, interface
+//! ioctls, `/proc/net` and `/sys/class/net` from it; it never asks the host
+//! itself (its seccomp filter refuses netlink sockets).
+//!
+//! The snapshot is what was there when the sandbox started: interfaces or
+//! addresses added later are not seen (traffic counters stay at zero).
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use sentry::socket::netlink::{IfAddr, Interface, NetTable, Route};
+
+use crate::sys;
+
+/// Bounds on what a snapshot keeps: far more than hosts have, so that a
+/// strange host cannot make the Sentry's table (walked on every dump)
+/// unbounded.
+const MAX_INTERFACES: usize = 1024;
+const MAX_ADDRESSES: usize = 4096;
+const MAX_ROUTES: usize = 16384;
+
+const RTM_NEWLINK: u16 = 16;
+const RTM_GETLINK: u16 = 18;
+const RTM_NEWADDR: u16 = 20;
+const RTM_GETADDR: u16 = 22;
+const RTM_NEWROUTE: u16 = 24;
+const RTM_GETROUTE: u16 = 26;
+
+const IFLA_ADDRESS: u16 = 1;
+const IFLA_IFNAME: u16 = 3;
+const IFLA_MTU: u16 = 4;
+const IFLA_LINK: u16 = 5;
+const IFLA_QDISC: u16 = 6;
+const IFLA_TXQLEN: u16 = 13;
+const IFLA_OPERSTATE: u16 = 16;
+
+const IFA_ADDRESS: u16 = 1;
+const IFA_LOCAL: u16 = 2;
+const IFA_BROADCAST: u16 = 4;
+const IFA_FLAGS: u16 = 8;
+
+const RTA_DST: u16 = 1;
+const RTA_OIF: u16 = 4;
+const RTA_GATEWAY: u16 = 5;
+const RTA_PRIORITY: u16 = 6;
+const RTA_PREFSRC: u16 = 7;
+const RTA_TABLE: u16 = 15;
+
+/// `RTM_F_CLONED`: a cached route, not one of the tables.
+const RTM_F_CLONED: u32 = 0x200;
+/// Longest interface name (`IFNAMSIZ` less its NUL).
+const MAX_IFNAME: usize = 15;
+
+const AF_INET: u8 = libc::AF_INET as u8;
+const AF_INET6: u8 = libc::AF_INET6 as u8;
+
+/// Takes the snapshot in the calling thread's network namespace.
+pub fn snapshot() -> io::Result<NetTable> {
+    let links = sys::rtnetlink_dump(RTM_GETLINK, &[0u8; 16])?;
+    let addrs = sys::rtnetlink_dump(RTM_GETADDR, &[0u8; 8])?;
+    let routes = sys::rtnetlink_dump(RTM_GETROUTE, &[0u8; 12])?;
+    Ok(parse(&links, &addrs, &routes))
+}
+
+/// The table the answers to the three dumps describe. Messages that do not
+/// parse are left out.
+fn parse(links: &[Vec<u8>], addrs: &[Vec<u8>], routes: &[Vec<u8>]) -> NetTable {
+    let mut interfaces: Vec<Interface> = links
+        .iter()
+        .filter_map(|m| link(m))
+        .take(MAX_INTERFACES)
+        .collect();
+    let mut kept = 0;
+    for m in addrs {
+        let Some((index, a)) = address(m) else {
+            continue;
+        };
+        if kept == MAX_ADDRESSES {
+            break;
+        }
+        if let Some(i) = interfaces.iter_mut().find(|i| i.index == index) {
+            i.addrs.push(a);
+            kept += 1;
+        }
+    }
+    // IPv4 addresses first, then IPv6, as Linux's address dump lists them
+    // (the dump is per family already; keep the order within each).
+    for i in &mut interfaces {
+        i.addrs.sort_by_key(|a| a.addr.is_ipv6());
+    }
+    let routes = routes
+        .iter()
+        .filter_map(|m| route(m))
+        .take(MAX_ROUTES)
+        .collect();
+    NetTable { interfaces, routes }
+}
+
+/// The type and body of a whole netlink message.
+fn body(m: &[u8]) -> Option<(u16, &[u8])> {
+    let ty = u16::from_ne_bytes([*m.get(4)?, *m.get(5)?]);
+    Some((ty, m.get(16..)?))
+}
+
+/// The attributes after a fixed header of `fixed` bytes: `(type, value)`.
+fn attrs(body: &[u8], fixed: usize) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    let mut at = body.get(fixed..).unwrap_or(&[]);
+    while at.len() >= 4 {
+        let len = u16::from_ne_bytes([at[0], at[1]]) as usize;
+        let ty = u16::from_ne_bytes([at[2], at[3]]) & 0x3fff;
+        if len < 4 || len > at.len() {
+            break;
+        }
+        out.push((ty, &at[4..len]));
+        at = &at[((len + 3) & !3).min(at.len())..];
+    }
+    out
+}
+
+fn u32_of(v: &[u8]) -> Option<u32> {
+    Some(u32::from_ne_bytes(v.get(..4)?.try_into().ok()?))
+}
+
+fn ip_of(family: u8, v: &[u8]) -> Option<IpAddr> {
+    match family {
+        AF_INET => Some(IpAddr::V4(Ipv4Addr::from(
+            <[u8; 4]>::try_from(v.get(..4)?).ok()?,
+        ))),
+        AF_INET6 => Some(IpAddr::V6(Ipv6Addr::from(
+            <[u8; 16]>::try_from(v.get(..16)?).ok()?,
+        ))),
+        _ => None,
+    }
+}
+
+/// An `RTM_NEWLINK` message: `struct ifinfomsg` and its attributes.
+fn link(m: &[u8]) -> Option<Interface> {
+    let (ty, b) = body(m)?;
+    if ty != RTM_NEWLINK || b.len() < 16 {
+        return None;
+    }
+    let hwtype = u16::from_ne_bytes([b[2], b[3]]);
+    let index = i32::from_ne_bytes([b[4], b[5], b[6], b[7]]);
+    let flags = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
+    let mut i = Interface {
+        index,
+        iflink: index,
+        name: String::new(),
+        mtu: 0,
+        flags,
+        hwtype,
+        hwaddr: [0; 6],
+        operstate: 0,
+        txqlen: 0,
+        qdisc: String::new(),
+        addrs: Vec::new(),
+    };
+    let text = |v: &[u8]| {
+        let v = v.split(|&c| c == 0).next().unwrap_or(v);
+        String::from_utf8_lossy(v).into_owned()
+    };
+    for (t, v) in attrs(b, 16) {
+        match t {
+            IFLA_IFNAME => i.name = text(v),
+            IFLA_MTU => i.mtu = u32_of(v)?,
+            IFLA_LINK => i.iflink = u32_of(v)? as i32,
+            IFLA_TXQLEN => i.txqlen = u32_of(v)?,
+            IFLA_OPERSTATE => i.operstate = *v.first()?,
+            IFLA_QDISC => i.qdisc = text(v),
+            // The interface table keeps 6 bytes (Ethernet's length); a
+            // longer hardware address is cut, a shorter one padded.
+            IFLA_ADDRESS => {
+                let n = v.len().min(6);
+                i.hwaddr[..n].copy_from_slice(&v[..n]);
+            }
+            _ => {}
+        }
+    }
+    // The name is what the guest looks interfaces up by, in fixed-size
+    // ifreq buffers: without a usable one, the interface is left out.
+    let usable = !i.name.is_empty()
+        && i.name.len() <= MAX_IFNAME
+        && !i.name.contains(['/', '\0'])
+        && i.name != "."
+        && i.name != "..";
+    usable.then_some(i)
+}
+
+/// An `RTM_NEWADDR` message: the interface's index and the address.
+fn address(m: &[u8]) -> Option<(i32, IfAddr)> {
+    let (ty, b) = body(m)?;
+    if ty != RTM_NEWADDR || b.len() < 8 {
+        return None;
+    }
+    let (family, prefix, flags8, scope) = (b[0], b[1], b[2], b[3]);
+    let index = u32::from_ne_bytes([b[4], b[5], b[6], b[7]]) as i32;
+    let (mut address, mut local, mut broadcast) = (None, None, None);
+    let mut flags = u32::from(flags8);
+    for (t, v) in attrs(b, 8) {
+        match t {
+            IFA_ADDRESS => address = ip_of(family, v),
+            // An IPv4 address's own is IFA_LOCAL (IFA_ADDRESS is the peer's
+            // on a point-to-point link).
+            IFA_LOCAL => local = ip_of(family, v),
+            IFA_BROADCAST => broadcast = ip_of(family, v),
+            IFA_FLAGS => flags = u32_of(v)?,
+            _ => {}
+        }
+    }
+    let addr = local.or(address)?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if prefix > max {
+        return None;
+    }
+    let broadcast = match broadcast {
+        Some(IpAddr::V4(b)) => Some(b),
+        _ => None,
+    };
+    Some((
+        index,
+        IfAddr {
+            addr,
+            prefix,
+            scope,
+            flags,
+            broadcast,
+        },
+    ))
+}
+
+/// An `RTM_NEWROUTE` message of an IPv4 or IPv6 table.
+fn route(m: &[u8]) -> Option<Route> {
+    let (ty, b) = body(m)?;
+    if ty != RTM_NEWROUTE || b.len() < 12 {
+        return None;
+    }
+    let (family, dst_len, table8, protocol, scope, kind) = (b[0], b[1], b[4], b[5], b[6], b[7]);
+    let flags = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
+    if flags & RTM_F_CLONED != 0 {
+        return None;
+    }
+    let unspecified = match family {
+        AF_INET => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        AF_INET6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        _ => return None,
+    };
+    let mut r = Route {
+        table: table8,
+        kind,
+        dst: unspecified,
+        dst_len,
+        oif: 0,
+        scope,
+        protocol,
+        prefsrc: None,
+        priority: None,
+        gateway: None,
+    };
+    for (t, v) in attrs(b, 12) {
+        match t {
+            RTA_DST => r.dst = ip_of(family, v)?,
+            RTA_OIF => r.oif = u32_of(v)? as i32,
+            RTA_GATEWAY => r.gateway = ip_of(family, v),
+            RTA_PRIORITY => r.priority = Some(u32_of(v)?),
+            RTA_PREFSRC => r.prefsrc = ip_of(family, v),
+            // Tables past 255 show as RT_TABLE_COMPAT in rtm_table; the
+            // table keeps a byte, as rtm_table does.
+            RTA_TABLE => r.table = u8::try_from(u32_of(v)?).unwrap_or(table8),
+            _ => {}
+        }
+    }
+    let max = if r.dst.is_ipv4() { 32 } else { 128 };
+    (r.dst_len <= max).then_some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(ty: u16, v: &[u8]) -> Vec<u8> {
+        let mut a = Vec::new();
+        a.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
+        a.extend_from_slice(&ty.to_ne_bytes());
+        a.extend_from_slice(v);
+        a.resize((a.len() + 3) & !3, 0);
+        a
+    }
+
+    fn message(ty: u16, body: &[u8]) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
+        m.extend_from_slice(&ty.to_ne_bytes());
+        m.extend_from_slice(&[0; 10]);
+        m.extend_from_slice(body);
+        m
+    }
+
+    #[test]
+    fn dumps_become_the_table() {
+        let mut l = vec![0, 0];
+        l.extend_from_slice(&1u16.to_ne_bytes());
+        l.extend_from_slice(&3i32.to_ne_bytes());
+        l.extend_from_slice(&0x10083u32.to_ne_bytes());
+        l.extend_from_slice(&0u32.to_ne_bytes());
+        l.extend(attr(IFLA_IFNAME, b"dummy0\0"));
+        l.extend(attr(IFLA_MTU, &1500u32.to_ne_bytes()));
+        l.extend(attr(IFLA_ADDRESS, &[2, 3, 4, 5, 6, 7]));
+        l.extend(attr(IFLA_QDISC, b"noqueue\0"));
+        l.extend(attr(IFLA_TXQLEN, &1000u32.to_ne_bytes()));
+        let mut bad_name = l.clone();
+        bad_name.truncate(16);
+        bad_name.extend(attr(IFLA_IFNAME, b"a-name-too-long-for-ifreq\0"));
+
+        let mut a = vec![AF_INET, 24, 0x80, 0];
+        a.extend_from_slice(&3u32.to_ne_bytes());
+        a.extend(attr(IFA_ADDRESS, &[192, 0, 2, 5]));
+        a.extend(attr(IFA_LOCAL, &[192, 0, 2, 5]));
+        let mut a6 = vec![AF_INET6, 64, 0x80, 253];
+        a6.extend_from_slice(&3u32.to_ne_bytes());
+        let fe80: Ipv6Addr = "fe80::1".parse().expect("v6");
+        a6.extend(attr(IFA_ADDRESS, &fe80.octets()));
+        let mut stray = a.clone();
+        stray[4] = 9;
+
+        let mut r = vec![AF_INET, 0, 0, 0, 254, 3, 0, 1];
+        r.extend_from_slice(&0u32.to_ne_bytes());
+        r.extend(attr(RTA_TABLE, &254u32.to_ne_bytes()));
+        r.extend(attr(RTA_GATEWAY, &[192, 0, 2, 1]));
+        r.extend(attr(RTA_OIF, &3i32.to_ne_bytes()));
+        let mut cloned = r.clone();
+        cloned[8..12].copy_from_slice(&RTM_F_CLONED.to_ne_bytes());
+        let mut long_prefix = r.clone();
+        long_prefix[1] = 33;
+
+        let t = parse(
+            &[
+                message(RTM_NEWLINK, &l),
+                message(RTM_NEWLINK, &bad_name),
+                vec![1, 2, 3],
+            ],
+            &[
+                message(RTM_NEWADDR, &a6),
+                message(RTM_NEWADDR, &a),
+                message(RTM_NEWADDR, &stray),
+            ],
+            &[
+                message(RTM_NEWROUTE, &r),
+                message(RTM_NEWROUTE, &cloned),
+                message(RTM_NEWROUTE, &long_prefix),
+            ],
+        );
+        assert_eq!(t.interfaces.len(), 1);
+        let i = &t.interfaces[0];
+        assert_eq!(
+            (i.index, i.name.as_str(), i.mtu, i.flags),
+            (3, "dummy0", 1500, 0x10083)
+        );
+        assert_eq!(
+            (i.hwaddr, i.qdisc.as_str(), i.txqlen),
+            ([2, 3, 4, 5, 6, 7], "noqueue", 1000)
+        );
+        let got: Vec<(String, u8, u8)> = i
+            .addrs
+            .iter()
+            .map(|a| (a.addr.to_string(), a.prefix, a.scope))
+            .collect();
+        assert_eq!(
+            got,
+            [("192.0.2.5".into(), 24, 0), ("fe80::1".into(), 64, 253)]
+        );
+        assert_eq!(t.routes.len(), 1);
+        let r = &t.routes[0];
+        assert_eq!(r.gateway, Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1))));
+        assert_eq!((r.dst_len, r.oif, r.table), (0, 3, 254));
+    }
+
+    #[test]
+    fn garbage_parses_to_nothing() {
+        let mut x: u32 = 7;
+        for len in 0..300 {
+            let junk: Vec<u8> = (0..len)
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (x >> 16) as u8
+                })
+                .collect();
+            let one = std::slice::from_ref(&junk);
+            let _ = parse(one, one, one);
+        }
+    }
+
+    #[test]
+    fn the_live_namespace_has_loopback() {
+        let t = snapshot().expect("snapshot");
+        let lo = t.interfaces.iter().find(|i| i.name == "lo").expect("lo");
+        assert_eq!(lo.hwtype, 772);
+    }
+}
