@@ -12,7 +12,12 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use sentry::socket::netlink::{IfAddr, Interface, NetTable, Route};
+use sentry::socket::netlink::{
+    attrs_of, IfAddr, Interface, NetTable, Route, IFA_ADDRESS, IFA_BROADCAST, IFA_FLAGS, IFA_LOCAL,
+    IFLA_ADDRESS, IFLA_IFNAME, IFLA_LINK, IFLA_MTU, IFLA_OPERSTATE, IFLA_QDISC, IFLA_TXQLEN,
+    RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_PREFSRC, RTA_PRIORITY, RTA_TABLE, RTM_GETADDR, RTM_GETLINK,
+    RTM_GETROUTE, RTM_NEWADDR, RTM_NEWLINK, RTM_NEWROUTE,
+};
 
 use crate::sys;
 
@@ -22,33 +27,6 @@ use crate::sys;
 const MAX_INTERFACES: usize = 1024;
 const MAX_ADDRESSES: usize = 4096;
 const MAX_ROUTES: usize = 16384;
-
-const RTM_NEWLINK: u16 = 16;
-const RTM_GETLINK: u16 = 18;
-const RTM_NEWADDR: u16 = 20;
-const RTM_GETADDR: u16 = 22;
-const RTM_NEWROUTE: u16 = 24;
-const RTM_GETROUTE: u16 = 26;
-
-const IFLA_ADDRESS: u16 = 1;
-const IFLA_IFNAME: u16 = 3;
-const IFLA_MTU: u16 = 4;
-const IFLA_LINK: u16 = 5;
-const IFLA_QDISC: u16 = 6;
-const IFLA_TXQLEN: u16 = 13;
-const IFLA_OPERSTATE: u16 = 16;
-
-const IFA_ADDRESS: u16 = 1;
-const IFA_LOCAL: u16 = 2;
-const IFA_BROADCAST: u16 = 4;
-const IFA_FLAGS: u16 = 8;
-
-const RTA_DST: u16 = 1;
-const RTA_OIF: u16 = 4;
-const RTA_GATEWAY: u16 = 5;
-const RTA_PRIORITY: u16 = 6;
-const RTA_PREFSRC: u16 = 7;
-const RTA_TABLE: u16 = 15;
 
 /// `RTM_F_CLONED`: a cached route, not one of the tables.
 const RTM_F_CLONED: u32 = 0x200;
@@ -108,18 +86,7 @@ fn body(m: &[u8]) -> Option<(u16, &[u8])> {
 
 /// The attributes after a fixed header of `fixed` bytes: `(type, value)`.
 fn attrs(body: &[u8], fixed: usize) -> Vec<(u16, &[u8])> {
-    let mut out = Vec::new();
-    let mut at = body.get(fixed..).unwrap_or(&[]);
-    while at.len() >= 4 {
-        let len = u16::from_ne_bytes([at[0], at[1]]) as usize;
-        let ty = u16::from_ne_bytes([at[2], at[3]]) & 0x3fff;
-        if len < 4 || len > at.len() {
-            break;
-        }
-        out.push((ty, &at[4..len]));
-        at = &at[((len + 3) & !3).min(at.len())..];
-    }
-    out
+    attrs_of(body.get(fixed..).unwrap_or(&[]))
 }
 
 fn u32_of(v: &[u8]) -> Option<u32> {

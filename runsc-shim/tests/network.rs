@@ -277,7 +277,8 @@ fn ip_addr_route_and_link_print_what_a_fresh_namespace_does() {
                   ip -6 route; echo --; ip link; echo --; ip -o -4 addr show dev lo; echo --; \
                   ip route show table local; echo --; ip -6 route show table local; echo --; \
                   busybox ip addr; echo --; busybox ip route; echo --; cat /proc/net/dev; \
-                  echo --; cat /proc/net/if_inet6; echo --; cat /proc/net/route";
+                  echo --; cat /proc/net/if_inet6; echo --; cat /proc/net/route; echo --; \
+                  ip route get 127.0.0.1; ip -6 route get ::1; ip route get 1.1.1.1 2>&1; true";
     let nat = native(&[
         "/usr/bin/unshare",
         "-n",
@@ -307,7 +308,10 @@ fn ip_addr_route_and_link_print_what_a_fresh_namespace_does() {
 fn sandbox_network_routes_are_those_of_a_namespace_with_the_same_link() {
     let script = "PATH=/usr/sbin:/usr/bin:/sbin:/bin; ip route; echo --; \
                   ip route show table local; echo --; cat /proc/net/route; echo --; \
-                  ip -o -4 addr show dev eth0 | sed 's/^[0-9]*: //'";
+                  ip -o -4 addr show dev eth0 | sed 's/^[0-9]*: //'; echo --; \
+                  for a in 1.1.1.1 10.0.2.7 10.0.2.15 127.0.0.5 10.0.2.255 224.0.0.1; do \
+                  ip route get $a; done; ip route get 10.0.3.1 from 10.0.2.15; \
+                  ip route get 1.1.1.1 from 9.9.9.9 2>&1; busybox ip route get 1.1.1.1";
     let nat = native(&[
         "/usr/bin/unshare",
         "-n",

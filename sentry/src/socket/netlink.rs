@@ -253,6 +253,55 @@ impl NetTable {
     pub fn by_name(&self, name: &[u8]) -> Option<&Interface> {
         self.interfaces.iter().find(|i| i.name.as_bytes() == name)
     }
+
+    /// The route a packet to `dst` takes: the local table first, then the
+    /// main one; the longest prefix, then the lowest metric.
+    fn route_to(&self, dst: IpAddr) -> Option<&Route> {
+        [RT_TABLE_LOCAL, RT_TABLE_MAIN]
+            .into_iter()
+            .find_map(|table| {
+                self.routes
+                    .iter()
+                    .filter(|r| r.table == table && prefix_holds(r.dst, r.dst_len, dst))
+                    .min_by_key(|r| (std::cmp::Reverse(r.dst_len), r.priority.unwrap_or(0)))
+            })
+    }
+
+    /// The source address for a route that names none: the first address
+    /// of the family on the route's interface.
+    fn source_on(&self, oif: i32, dst: IpAddr) -> Option<IpAddr> {
+        self.by_index(oif)?
+            .addrs
+            .iter()
+            .map(|a| a.addr)
+            .find(|a| a.is_ipv4() == dst.is_ipv4())
+    }
+
+    /// Whether `a` is one of the interfaces' addresses.
+    fn is_local(&self, a: IpAddr) -> bool {
+        self.interfaces
+            .iter()
+            .any(|i| i.addrs.iter().any(|x| x.addr == a))
+    }
+}
+
+/// Whether `a` lies in `net/len`.
+fn prefix_holds(net: IpAddr, len: u8, a: IpAddr) -> bool {
+    fn bits(x: IpAddr) -> u128 {
+        match x {
+            IpAddr::V4(x) => u128::from(u32::from(x)) << 96,
+            IpAddr::V6(x) => u128::from(x),
+        }
+    }
+    if net.is_ipv4() != a.is_ipv4() {
+        return false;
+    }
+    let mask = if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len).min(128))
+    };
+    bits(net) & mask == bits(a) & mask
 }
 
 fn lo() -> Interface {
@@ -406,40 +455,51 @@ const NLM_F_MULTI: u16 = 0x2;
 const NLM_F_ACK: u16 = 0x4;
 const NLM_F_DUMP: u16 = 0x300;
 
-const RTM_NEWLINK: u16 = 16;
-const RTM_GETLINK: u16 = 18;
-const RTM_NEWADDR: u16 = 20;
-const RTM_GETADDR: u16 = 22;
-const RTM_NEWROUTE: u16 = 24;
-const RTM_GETROUTE: u16 = 26;
+pub const RTM_NEWLINK: u16 = 16;
+pub const RTM_GETLINK: u16 = 18;
+pub const RTM_NEWADDR: u16 = 20;
+pub const RTM_GETADDR: u16 = 22;
+pub const RTM_NEWROUTE: u16 = 24;
+pub const RTM_GETROUTE: u16 = 26;
 
-const IFLA_ADDRESS: u16 = 1;
-const IFLA_BROADCAST: u16 = 2;
-const IFLA_IFNAME: u16 = 3;
-const IFLA_MTU: u16 = 4;
-const IFLA_LINK: u16 = 5;
-const IFLA_TXQLEN: u16 = 13;
-const IFLA_OPERSTATE: u16 = 16;
-const IFLA_LINKMODE: u16 = 17;
-const IFLA_QDISC: u16 = 6;
-const IFLA_GROUP: u16 = 27;
+pub const IFLA_ADDRESS: u16 = 1;
+pub const IFLA_BROADCAST: u16 = 2;
+pub const IFLA_IFNAME: u16 = 3;
+pub const IFLA_MTU: u16 = 4;
+pub const IFLA_LINK: u16 = 5;
+pub const IFLA_TXQLEN: u16 = 13;
+pub const IFLA_OPERSTATE: u16 = 16;
+pub const IFLA_LINKMODE: u16 = 17;
+pub const IFLA_QDISC: u16 = 6;
+pub const IFLA_GROUP: u16 = 27;
 
-const IFA_ADDRESS: u16 = 1;
-const IFA_LOCAL: u16 = 2;
-const IFA_LABEL: u16 = 3;
-const IFA_BROADCAST: u16 = 4;
-const IFA_CACHEINFO: u16 = 6;
-const IFA_FLAGS: u16 = 8;
+pub const IFA_ADDRESS: u16 = 1;
+pub const IFA_LOCAL: u16 = 2;
+pub const IFA_LABEL: u16 = 3;
+pub const IFA_BROADCAST: u16 = 4;
+pub const IFA_CACHEINFO: u16 = 6;
+pub const IFA_FLAGS: u16 = 8;
 
 const IFA_F_PERMANENT: u32 = 0x80;
 
-const RTA_DST: u16 = 1;
-const RTA_OIF: u16 = 4;
-const RTA_GATEWAY: u16 = 5;
-const RTA_PRIORITY: u16 = 6;
-const RTA_PREFSRC: u16 = 7;
-const RTA_TABLE: u16 = 15;
-const RTA_PREF: u16 = 20;
+pub const RTA_DST: u16 = 1;
+pub const RTA_OIF: u16 = 4;
+pub const RTA_GATEWAY: u16 = 5;
+pub const RTA_PRIORITY: u16 = 6;
+pub const RTA_PREFSRC: u16 = 7;
+pub const RTA_TABLE: u16 = 15;
+pub const RTA_SRC: u16 = 2;
+pub const RTA_CACHEINFO: u16 = 12;
+pub const RTA_PREF: u16 = 20;
+pub const RTA_UID: u16 = 25;
+
+/// `rtm_flags` of a route lookup's answer: a cached route
+/// (`RTM_F_CLONED`), delivered here (`RTCF_LOCAL`), to a broadcast
+/// (`RTCF_BROADCAST`) or multicast (`RTCF_MULTICAST`) address.
+const RTM_F_CLONED: u32 = 0x200;
+const RTCF_LOCAL: u32 = 0x8000_0000;
+const RTCF_BROADCAST: u32 = 0x1000_0000;
+const RTCF_MULTICAST: u32 = 0x2000_0000;
 
 const AF_INET: u8 = 2;
 const AF_INET6: u8 = 10;
@@ -601,6 +661,129 @@ fn route_body(r: &Route) -> Vec<u8> {
     b
 }
 
+/// The answer to a route lookup (`RTM_GETROUTE` without `NLM_F_DUMP`,
+/// what `ip route get` asks): the route a packet to the request's
+/// `RTA_DST` would take, from `RTA_SRC` if given, laid out as Linux's
+/// `rt_fill_info` (IPv4) and `rt6_fill_node` (IPv6) lay it out. `uid` is
+/// the asker's, which IPv4 answers carry.
+fn route_get_body(table: &NetTable, body: &[u8], uid: u32) -> Result<Vec<u8>, Errno> {
+    let family = *body.first().ok_or(Errno::EINVAL)?;
+    let v4 = match family {
+        AF_INET => true,
+        AF_INET6 => false,
+        _ => return Err(Errno::EAFNOSUPPORT),
+    };
+    let addr_of = |v: &[u8]| -> Result<IpAddr, Errno> {
+        match (v4, v.len()) {
+            (true, 4) => Ok(IpAddr::from(<[u8; 4]>::try_from(v).unwrap_or_default())),
+            (false, 16) => Ok(IpAddr::from(<[u8; 16]>::try_from(v).unwrap_or_default())),
+            _ => Err(Errno::EINVAL),
+        }
+    };
+    let unspecified = if v4 {
+        IpAddr::from([0u8; 4])
+    } else {
+        IpAddr::from([0u8; 16])
+    };
+    let (mut dst, mut src) = (unspecified, None);
+    for (ty, v) in attrs_of(body.get(12..).unwrap_or_default()) {
+        match ty {
+            RTA_DST => dst = addr_of(v)?,
+            RTA_SRC => src = Some(addr_of(v)?),
+            _ => {}
+        }
+    }
+    // A source must be one of the sandbox's own addresses.
+    if src.is_some_and(|s| !table.is_local(s)) {
+        return Err(Errno::ENETUNREACH);
+    }
+    let r = table.route_to(dst).ok_or(Errno::ENETUNREACH)?;
+    let lo = table
+        .interfaces
+        .iter()
+        .find(|i| i.flags & IFF_LOOPBACK != 0)
+        .map_or(1, |i| i.index);
+    let local = r.kind == RTN_LOCAL;
+    let oif = if local { lo } else { r.oif };
+    let prefsrc = if local {
+        r.prefsrc.unwrap_or(dst)
+    } else {
+        r.prefsrc
+            .or_else(|| table.source_on(r.oif, dst))
+            .unwrap_or(unspecified)
+    };
+    let (_, dst_bytes) = octets(dst);
+    let mut b = Vec::new();
+    let mut cache = [0u8; 32];
+    // rta_clntref: the users of the cached route (this lookup and the
+    // route itself).
+    cache[..4].copy_from_slice(&2u32.to_ne_bytes());
+    if v4 {
+        let (kind, flags) = match r.kind {
+            RTN_LOCAL => (RTN_LOCAL, RTCF_LOCAL),
+            RTN_BROADCAST => (RTN_BROADCAST, RTCF_BROADCAST | RTCF_LOCAL),
+            _ if matches!(dst, IpAddr::V4(a) if a.is_multicast()) => {
+                (RTN_MULTICAST, RTCF_MULTICAST | RTCF_LOCAL)
+            }
+            _ => (RTN_UNICAST, 0),
+        };
+        let src_len = if src.is_some() { 32 } else { 0 };
+        // struct rtmsg: the main table and no protocol or scope, whatever
+        // the route (Linux names the table only when asked to with
+        // RTM_F_LOOKUP_TABLE).
+        b.extend_from_slice(&[AF_INET, 32, src_len, 0, RT_TABLE_MAIN, 0, 0, kind]);
+        b.extend_from_slice(&(flags | RTM_F_CLONED).to_ne_bytes());
+        put_attr(&mut b, RTA_TABLE, &u32::from(RT_TABLE_MAIN).to_ne_bytes());
+        put_attr(&mut b, RTA_DST, &dst_bytes);
+        if let Some(s) = src {
+            put_attr(&mut b, RTA_SRC, &octets(s).1);
+        }
+        put_attr(&mut b, RTA_OIF, &oif.to_ne_bytes());
+        if src.is_none() {
+            put_attr(&mut b, RTA_PREFSRC, &octets(prefsrc).1);
+        }
+        if let Some(gw) = r.gateway.filter(|_| !local) {
+            put_attr(&mut b, RTA_GATEWAY, &octets(gw).1);
+        }
+        put_attr(&mut b, RTA_UID, &uid.to_ne_bytes());
+        put_attr(&mut b, RTA_CACHEINFO, &cache);
+    } else {
+        let priority = if local { 0 } else { r.priority.unwrap_or(1024) };
+        b.extend_from_slice(&[AF_INET6, 128, 128, 0, r.table, r.protocol, 0, r.kind]);
+        b.extend_from_slice(&0u32.to_ne_bytes());
+        put_attr(&mut b, RTA_TABLE, &u32::from(r.table).to_ne_bytes());
+        put_attr(&mut b, RTA_DST, &dst_bytes);
+        put_attr(&mut b, RTA_SRC, &octets(src.unwrap_or(unspecified)).1);
+        if src.is_none() {
+            put_attr(&mut b, RTA_PREFSRC, &octets(prefsrc).1);
+        }
+        put_attr(&mut b, RTA_PRIORITY, &priority.to_ne_bytes());
+        if let Some(gw) = r.gateway.filter(|_| !local) {
+            put_attr(&mut b, RTA_GATEWAY, &octets(gw).1);
+        }
+        put_attr(&mut b, RTA_OIF, &oif.to_ne_bytes());
+        put_attr(&mut b, RTA_CACHEINFO, &cache);
+        // ICMPV6_ROUTER_PREF_MEDIUM
+        put_attr(&mut b, RTA_PREF, &[0]);
+    }
+    Ok(b)
+}
+
+/// The attributes in `attrs`: `(type, value)`, up to the first malformed one.
+pub fn attrs_of(mut attrs: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    while attrs.len() >= 4 {
+        let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
+        let ty = u16::from_ne_bytes([attrs[2], attrs[3]]) & 0x3fff;
+        if len < 4 || len > attrs.len() {
+            break;
+        }
+        out.push((ty, &attrs[4..len]));
+        attrs = &attrs[align4(len).min(attrs.len())..];
+    }
+    out
+}
+
 fn error_body(errno: i32, request: &[u8]) -> Vec<u8> {
     let mut b = (-errno).to_ne_bytes().to_vec();
     // The request's header, as Linux echoes it (without the payload when
@@ -610,20 +793,12 @@ fn error_body(errno: i32, request: &[u8]) -> Vec<u8> {
 }
 
 /// Finds the name an `IFLA_IFNAME` attribute in `attrs` gives.
-fn ifname_attr(mut attrs: &[u8]) -> Option<&[u8]> {
-    while attrs.len() >= 4 {
-        let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
-        let ty = u16::from_ne_bytes([attrs[2], attrs[3]]) & 0x3fff;
-        if len < 4 || len > attrs.len() {
-            return None;
-        }
-        if ty == IFLA_IFNAME {
-            let v = &attrs[4..len];
-            return Some(v.split(|&c| c == 0).next().unwrap_or(v));
-        }
-        attrs = &attrs[align4(len).min(attrs.len())..];
-    }
-    None
+fn ifname_attr(attrs: &[u8]) -> Option<&[u8]> {
+    let v = attrs_of(attrs)
+        .into_iter()
+        .find(|&(ty, _)| ty == IFLA_IFNAME)?
+        .1;
+    Some(v.split(|&c| c == 0).next().unwrap_or(v))
 }
 
 impl NetlinkSocket {
@@ -674,12 +849,12 @@ impl NetlinkSocket {
 
     /// Handles the messages in one datagram the guest sent; returns its
     /// length (netlink sends are all-or-nothing).
-    pub fn send(&self, data: &[u8]) -> Result<usize, Errno> {
-        self.send_on(&table(), data)
+    pub fn send(&self, data: &[u8], uid: u32) -> Result<usize, Errno> {
+        self.send_on(&table(), data, uid)
     }
 
     /// [`NetlinkSocket::send`], answered from `table`.
-    fn send_on(&self, table: &NetTable, data: &[u8]) -> Result<usize, Errno> {
+    fn send_on(&self, table: &NetTable, data: &[u8], uid: u32) -> Result<usize, Errno> {
         let port = self.port();
         let mut at = 0;
         let mut replies = Vec::new();
@@ -752,7 +927,11 @@ impl NetlinkSocket {
                         }
                     }
                 }
-                RTM_GETADDR | RTM_GETROUTE => result = Err(Errno::EOPNOTSUPP),
+                RTM_GETROUTE => match route_get_body(table, body, uid) {
+                    Ok(b) => out.push(message(RTM_NEWROUTE, 0, seq, port, &b)),
+                    Err(e) => result = Err(e),
+                },
+                RTM_GETADDR => result = Err(Errno::EOPNOTSUPP),
                 t if (RTM_NEWLINK..=RTM_NEWROUTE + 3).contains(&t) => result = Err(Errno::EPERM),
                 _ => result = Err(Errno::EOPNOTSUPP),
             }
@@ -872,7 +1051,7 @@ mod tests {
     fn link_dump_lists_lo_then_done() {
         let s = NetlinkSocket::new();
         let req = request(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, &[0; 16]);
-        assert_eq!(s.send(&req), Ok(req.len()));
+        assert_eq!(s.send(&req, 0), Ok(req.len()));
         let r = drain(&s);
         assert_eq!(r.len(), 2);
         assert_eq!(r[0].0, RTM_NEWLINK);
@@ -895,7 +1074,7 @@ mod tests {
             NLM_F_REQUEST | NLM_F_DUMP,
             &[10, 0, 0, 0, 0, 0, 0, 0],
         );
-        s.send(&req).expect("send");
+        s.send(&req, 0).expect("send");
         let r = drain(&s);
         assert_eq!(r.len(), 2);
         assert_eq!(r[0].1[16], 10);
@@ -910,7 +1089,7 @@ mod tests {
             NLM_F_REQUEST | NLM_F_ACK,
             &[2, 24, 0, 0, 1, 0, 0, 0],
         );
-        s.send(&req).expect("send");
+        s.send(&req, 0).expect("send");
         let r = drain(&s);
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].0, NLMSG_ERROR);
@@ -924,7 +1103,7 @@ mod tests {
                     (x >> 16) as u8
                 })
                 .collect();
-            let _ = s.send(&junk);
+            let _ = s.send(&junk, 0);
         }
     }
 
@@ -954,6 +1133,95 @@ mod tests {
         );
     }
 
+    /// `ip route get`'s answers, byte for byte as Linux 6.18 gave them in a
+    /// namespace with the same link (there eth0 had index 3, here 2).
+    #[test]
+    fn route_lookups_answer_as_linux_does() {
+        let t = NetTable::sandbox(Ipv4Addr::new(10, 0, 2, 15), "fd00::15".parse().expect("v6"));
+        let get = |family: u8, dst: &[u8], src: Option<&[u8]>| {
+            let mut body = vec![family, (dst.len() * 8) as u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+            put_attr(&mut body, RTA_DST, dst);
+            if let Some(src) = src {
+                put_attr(&mut body, RTA_SRC, src);
+            }
+            let s = NetlinkSocket::new();
+            s.send_on(&t, &request(RTM_GETROUTE, NLM_F_REQUEST, &body), 1000)
+                .expect("send");
+            let r = drain(&s);
+            assert_eq!(r.len(), 1);
+            r.into_iter().next().expect("one").1
+        };
+        let attrs = |m: &[u8]| -> Vec<(u16, Vec<u8>)> {
+            attrs_of(&m[28..])
+                .into_iter()
+                .map(|(t, v)| (t, v.to_vec()))
+                .collect()
+        };
+        let mut cache = vec![0u8; 32];
+        cache[0] = 2;
+        // 1.1.1.1: through eth0, from its address.
+        let m = get(AF_INET, &[1, 1, 1, 1], None);
+        assert_eq!(u16::from_ne_bytes([m[4], m[5]]), RTM_NEWROUTE);
+        assert_eq!(&m[16..24], &[2, 32, 0, 0, 254, 0, 0, 1]);
+        assert_eq!(&m[24..28], &0x200u32.to_ne_bytes());
+        assert_eq!(
+            attrs(&m),
+            vec![
+                (RTA_TABLE, vec![254, 0, 0, 0]),
+                (RTA_DST, vec![1, 1, 1, 1]),
+                (RTA_OIF, vec![2, 0, 0, 0]),
+                (RTA_PREFSRC, vec![10, 0, 2, 15]),
+                (RTA_UID, 1000u32.to_ne_bytes().to_vec()),
+                (RTA_CACHEINFO, cache.clone()),
+            ]
+        );
+        // The interface's own address: local, through lo.
+        let m = get(AF_INET, &[10, 0, 2, 15], None);
+        assert_eq!(&m[16..24], &[2, 32, 0, 0, 254, 0, 0, 2]);
+        assert_eq!(&m[24..28], &0x8000_0200u32.to_ne_bytes());
+        assert_eq!(attrs(&m)[2], (RTA_OIF, vec![1, 0, 0, 0]));
+        // A source of ours: named, with no preferred source.
+        let m = get(AF_INET, &[10, 0, 3, 1], Some(&[10, 0, 2, 15]));
+        assert_eq!(&m[16..24], &[2, 32, 32, 0, 254, 0, 0, 1]);
+        let a: Vec<u16> = attrs(&m).iter().map(|x| x.0).collect();
+        assert_eq!(
+            a,
+            [RTA_TABLE, RTA_DST, RTA_SRC, RTA_OIF, RTA_UID, RTA_CACHEINFO]
+        );
+        // IPv6 on the link: the route's table, protocol and metric.
+        let fd07: [u8; 16] = "fd00::7".parse::<Ipv6Addr>().expect("v6").octets();
+        let fd15: [u8; 16] = "fd00::15".parse::<Ipv6Addr>().expect("v6").octets();
+        let m = get(AF_INET6, &fd07, None);
+        assert_eq!(&m[16..24], &[10, 128, 128, 0, 254, 2, 0, 1]);
+        assert_eq!(&m[24..28], &[0; 4]);
+        assert_eq!(
+            attrs(&m),
+            vec![
+                (RTA_TABLE, vec![254, 0, 0, 0]),
+                (RTA_DST, fd07.to_vec()),
+                (RTA_SRC, vec![0; 16]),
+                (RTA_PREFSRC, fd15.to_vec()),
+                (RTA_PRIORITY, 256u32.to_ne_bytes().to_vec()),
+                (RTA_OIF, vec![2, 0, 0, 0]),
+                (RTA_CACHEINFO, cache.clone()),
+                (RTA_PREF, vec![0]),
+            ]
+        );
+        // IPv6, the own address: the local table, through lo.
+        let m = get(AF_INET6, &fd15, None);
+        assert_eq!(&m[16..24], &[10, 128, 128, 0, 255, 2, 0, 2]);
+        // No route, or a source that is not ours: unreachable.
+        let s = NetlinkSocket::new();
+        let lo = NetTable::loopback();
+        let mut body = vec![AF_INET, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        put_attr(&mut body, RTA_DST, &[1, 1, 1, 1]);
+        s.send_on(&lo, &request(RTM_GETROUTE, NLM_F_REQUEST, &body), 0)
+            .expect("send");
+        let r = drain(&s);
+        assert_eq!(r[0].0, NLMSG_ERROR);
+        assert_eq!(&r[0].1[16..20], &(-Errno::ENETUNREACH.0).to_ne_bytes());
+    }
+
     #[test]
     fn sandbox_table_has_eth0_its_subnet_and_default_routes() {
         let t = NetTable::sandbox(Ipv4Addr::new(10, 0, 2, 15), "fd00::15".parse().expect("v6"));
@@ -977,7 +1245,7 @@ mod tests {
         // A route dump for AF_INET lists only the IPv4 ones, then DONE.
         let s = NetlinkSocket::new();
         let req = request(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, &[2; 12]);
-        s.send_on(&t, &req).expect("send");
+        s.send_on(&t, &req, 0).expect("send");
         let r = drain(&s);
         assert_eq!(r.len(), 8);
         assert!(r[..7]
@@ -994,7 +1262,7 @@ mod tests {
         s.rcvbuf.store(300, Ordering::Relaxed);
         let req = request(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, &[0; 16]);
         for _ in 0..10 {
-            s.send(&req).expect("send");
+            s.send(&req, 0).expect("send");
         }
         let mut n = 0;
         loop {

@@ -108,7 +108,7 @@ pub fn getpeername(task: &Task, file: &FileDescription, addr: u64, len: u64) -> 
 
 /// Sends one datagram of requests to the kernel (`addr`, when given, must
 /// name it).
-pub fn send(file: &FileDescription, data: &GuestBufs<'_>) -> Result<u64, Errno> {
+pub fn send(task: &Task, file: &FileDescription, data: &GuestBufs<'_>) -> Result<u64, Errno> {
     let s = sock(file)?;
     // A netlink message is handled whole, so it is copied whole: Linux
     // refuses one above the send buffer (`netlink_sendmsg`: `len >
@@ -117,7 +117,8 @@ pub fn send(file: &FileDescription, data: &GuestBufs<'_>) -> Result<u64, Errno> 
         return Err(Errno::EMSGSIZE);
     }
     let mut stage = Stage::new();
-    s.send(stage.load(data, 0, data.len())).map(|n| n as u64)
+    s.send(stage.load(data, 0, data.len()), task.creds.uid[0])
+        .map(|n| n as u64)
 }
 
 /// A netlink socket's send buffer (`net.core.wmem_default`); `SO_SNDBUF`
@@ -129,7 +130,7 @@ pub fn sendto(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, 
         return Err(Errno::ECONNREFUSED);
     }
     let slices = task.mm().slices(a[1], a[2], false)?;
-    send(file, &GuestBufs::new(&slices))
+    send(task, file, &GuestBufs::new(&slices))
 }
 
 pub fn sendmsg(task: &Task, file: &FileDescription, msg: u64) -> Result<u64, Errno> {
@@ -138,7 +139,7 @@ pub fn sendmsg(task: &Task, file: &FileDescription, msg: u64) -> Result<u64, Err
         return Err(Errno::ECONNREFUSED);
     }
     let slices = super::fs::iovecs_pub(task, w[2], w[3], false)?;
-    send(file, &GuestBufs::new(&slices))
+    send(task, file, &GuestBufs::new(&slices))
 }
 
 /// Receives the next reply: `(bytes, full length)`, sleeping while none

@@ -554,7 +554,7 @@ pub fn write_socket(
         return super::inet::send(task, file, data, 0, None);
     }
     if matches!(file.kind, FileKind::Netlink(_)) {
-        return super::netlink::send(file, data);
+        return super::netlink::send(task, file, data);
     }
     let FileKind::Socket(h) = &file.kind else {
         return Err(Errno::ENOTSOCK);
