@@ -92,6 +92,12 @@ pub const S_IFDIR: u32 = 0o040000;
 pub const S_IFCHR: u32 = 0o020000;
 /// FIFO.
 pub const S_IFIFO: u32 = 0o010000;
+/// Set-user-ID bit.
+pub const S_ISUID: u32 = 0o4000;
+/// Set-group-ID bit.
+pub const S_ISGID: u32 = 0o2000;
+/// Sticky bit: in a directory, only owners may remove names.
+pub const S_ISVTX: u32 = 0o1000;
 
 /// `d_type` values of `getdents64`.
 pub mod dt {

@@ -1382,6 +1382,17 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
             ..Default::default()
         }
         .cpu_max(sentry::CpuMax::default()),
+        masked_paths: plan
+            .masked_paths
+            .into_iter()
+            .map(String::into_bytes)
+            .collect(),
+        readonly_paths: plan
+            .readonly_paths
+            .into_iter()
+            .map(String::into_bytes)
+            .collect(),
+        sysctls: plan.sysctls,
     };
     // Last, with the gofers started and every host path opened: the
     // Sentry's own process in new namespaces, as an unprivileged user.

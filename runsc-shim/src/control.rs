@@ -71,6 +71,9 @@ pub struct Privileges {
     /// `process.rlimits` as (`RLIMIT_*` number, soft, hard)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rlimits: Vec<(u32, u64, u64)>,
+    /// `process.user.umask`; `None`: 022
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
 
 /// The five capability sets, one bit per capability.
@@ -100,6 +103,7 @@ impl Privileges {
                 .iter()
                 .map(|&(r, cur, max)| (r, abi::Rlimit { cur, max }))
                 .collect(),
+            umask: self.umask,
         }
     }
 }

@@ -827,6 +827,9 @@ fn run_do(args: DoArgs) -> ExitCode {
         max_tasks: None,
         // `do` sets no CPU quota: `cpu.max` says `max 100000`.
         cpu_max: sentry::CpuMax::default(),
+        masked_paths: Vec::new(),
+        readonly_paths: Vec::new(),
+        sysctls: Vec::new(),
     };
     // Last, with the gofers started: the Sentry's own process in new
     // namespaces, as an unprivileged user.

@@ -289,10 +289,18 @@ pub fn privileges(
         rlimits.retain(|&(t, _, _)| t != n as u32);
         rlimits.push((n as u32, r.soft(), r.hard()));
     }
+    let umask = process.user().umask();
+    if let Some(u) = umask.filter(|u| *u > 0o777) {
+        return Err(field(
+            format!("{prefix}user.umask"),
+            format!("{u:#o} is not a file mode creation mask (give one from 0 to 0o777)"),
+        ));
+    }
     Ok(crate::control::Privileges {
         capabilities,
         no_new_privileges: process.no_new_privileges().unwrap_or(false),
         rlimits,
+        umask,
     })
 }
 
@@ -347,8 +355,15 @@ pub struct Plan {
     pub uid: u32,
     /// see `uid`
     pub gid: u32,
-    /// `process.capabilities`, `noNewPrivileges` and `rlimits`
+    /// `process.capabilities`, `noNewPrivileges`, `rlimits` and
+    /// `user.umask`
     pub privileges: crate::control::Privileges,
+    /// `linux.maskedPaths`
+    pub masked_paths: Vec<String>,
+    /// `linux.readonlyPaths`
+    pub readonly_paths: Vec<String>,
+    /// `linux.sysctl` entries the Sentry applies (checked, by name)
+    pub sysctls: Vec<(String, String)>,
 }
 
 /// An existing namespace the sandbox's host process joins.
@@ -768,17 +783,10 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             }
         }
     }
-    if let Some(umask) = user.umask() {
-        if umask != 0o022 {
-            return Err(unsupported(
-                "process.user.umask",
-                format!("{umask:#o} asked; the guest starts with 0o22"),
-            ));
-        }
-    }
     // The guest sees them; the Sentry's own permission checks still go by
     // the effective uid (root may do everything), which is the
-    // sandbox's boundary either way.
+    // sandbox's boundary either way. (`process.user.umask` travels with
+    // them: `exec` without `--process` takes it too, as runc's does.)
     let privileges = privileges(process, "process.")?;
     if process.apparmor_profile().is_some() || process.selinux_label().is_some() {
         ignored.push(
@@ -856,6 +864,9 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
 
     let mut limits = Limits::default();
     let mut cgroups_path = None;
+    let mut sysctls = Vec::new();
+    let mut masked_paths = Vec::new();
+    let mut readonly_paths = Vec::new();
     if let Some(linux) = spec.linux() {
         let mut network_seen = false;
         for (i, ns) in linux.namespaces().iter().flatten().enumerate() {
@@ -968,21 +979,34 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             limits = resources(r)?;
         }
         cgroups_path = linux.cgroups_path().clone();
-        for (name, value) in linux.sysctl().iter().flatten() {
-            match SYSCTLS_AS_IS
+        let has_namespace =
+            |t: LinuxNamespaceType| linux.namespaces().iter().flatten().any(|n| n.typ() == t);
+        let own_network = network_namespace || network_namespace_path.is_some();
+        // (by name: the JSON object's order is lost in the parse, and the
+        // first refused should be the same every time)
+        let mut entries: Vec<_> = linux.sysctl().iter().flatten().collect();
+        entries.sort();
+        for (name, value) in entries {
+            check_sysctl_namespace(name, &has_namespace, own_network)?;
+            if let Some((_, _, why)) = SYSCTLS_AS_IS
                 .iter()
                 .find(|(n, v, _)| n == name && v == value)
             {
-                Some((_, _, why)) => {
-                    ignored.push(format!("linux.sysctl {name}={value} not applied: {why}"))
-                }
-                None => {
-                    return Err(unsupported(
-                        format!("linux.sysctl.{name}"),
-                        "per-sandbox sysctls",
-                    ))
-                }
+                ignored.push(format!("linux.sysctl {name}={value} not applied: {why}"));
+                continue;
             }
+            if !sentry::sysctl::emulated(name) {
+                return Err(unsupported(
+                    format!("linux.sysctl.{name}"),
+                    format!(
+                        "the Sentry does not emulate it; it emulates {}",
+                        sentry::sysctl::names().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+            sentry::sysctl::check(name, value)
+                .map_err(|why| field(format!("linux.sysctl.{name}"), why))?;
+            sysctls.push((name.clone(), value.clone()));
         }
         if linux.devices().as_ref().is_some_and(|d| !d.is_empty()) {
             return Err(unsupported("linux.devices", "device nodes in the guest"));
@@ -1008,13 +1032,26 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         if let Some((name, _)) = refused.iter().find(|(_, s)| *s) {
             return Err(unsupported(*name, "this setting"));
         }
-        if linux.masked_paths().is_some() || linux.readonly_paths().is_some() {
-            // They hide and protect host kernel files under /proc and /sys;
-            // the Sentry's /proc and /sys are its own.
-            ignored.push(
-                "linux.maskedPaths/readonlyPaths not applied: /proc and /sys are the Sentry's own"
-                    .into(),
-            );
+        // Applied in the Sentry's tree, wherever they are (the root,
+        // volumes, tmpfs mounts, its own /proc and /sys); those that do not
+        // exist there are skipped, as runc skips them.
+        for (list, name, out) in [
+            (linux.masked_paths(), "maskedPaths", &mut masked_paths),
+            (linux.readonly_paths(), "readonlyPaths", &mut readonly_paths),
+        ] {
+            for (i, p) in list.iter().flatten().enumerate() {
+                let root = p.trim_end_matches('/').is_empty();
+                if !p.starts_with('/')
+                    || p.split('/').any(|c| c == "..")
+                    || (root && name == "maskedPaths")
+                {
+                    return Err(field(
+                        format!("linux.{name}[{i}]"),
+                        format!("\"{p}\" must be an absolute path below / without \"..\""),
+                    ));
+                }
+                out.push(p.clone());
+            }
         }
         if linux.uid_mappings().is_some() || linux.gid_mappings().is_some() {
             ignored.push(
@@ -1058,7 +1095,70 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         uid,
         gid,
         privileges,
+        masked_paths,
+        readonly_paths,
+        sysctls,
     })
+}
+
+/// runc's rule for which sysctls a container may set: only those of a
+/// kernel namespace the container has its own of (its validator's
+/// `sysctl()`), so that none reaches the host's. The sandbox's are always
+/// its own, but a config that asks for the host's IPC or network
+/// namespace is refused as runc refuses it.
+fn check_sysctl_namespace(
+    name: &str,
+    has_namespace: &dyn Fn(LinuxNamespaceType) -> bool,
+    own_network: bool,
+) -> Result<(), Error> {
+    const IPC: &[&str] = &[
+        "kernel.msgmax",
+        "kernel.msgmnb",
+        "kernel.msgmni",
+        "kernel.sem",
+        "kernel.shmall",
+        "kernel.shmmax",
+        "kernel.shmmni",
+        "kernel.shm_rmid_forced",
+    ];
+    let f = format!("linux.sysctl.{name}");
+    if IPC.contains(&name) || name.starts_with("fs.mqueue.") {
+        if !has_namespace(LinuxNamespaceType::Ipc) {
+            return Err(field(
+                f,
+                "not allowed in the host's IPC namespace (add an ipc entry to linux.namespaces)",
+            ));
+        }
+        return Ok(());
+    }
+    if name.starts_with("net.") {
+        if !own_network {
+            return Err(field(
+                f,
+                "not allowed in the host's network namespace (add a network entry to \
+                 linux.namespaces)",
+            ));
+        }
+        return Ok(());
+    }
+    if has_namespace(LinuxNamespaceType::Uts) {
+        match name {
+            "kernel.hostname" => {
+                return Err(field(
+                    f,
+                    "conflicts with the OCI \"hostname\" field (set that instead)",
+                ))
+            }
+            "kernel.domainname" => {
+                return Err(unsupported(f, "a NIS domain name in the guest"));
+            }
+            _ => {}
+        }
+    }
+    Err(field(
+        f,
+        "not in a kernel namespace of the container's own (runc refuses it too)",
+    ))
 }
 
 /// The `config.json` that `ferrovisor spec` writes: runc's template (a shell
@@ -1214,7 +1314,13 @@ mod tests {
             (
                 "linux.sysctl.net.core.somaxconn",
                 Box::new(|v| {
-                    v["linux"]["sysctl"] = serde_json::json!({"net.core.somaxconn": "16"})
+                    v["linux"]["sysctl"] = serde_json::json!({"net.core.somaxconn": "5000"})
+                }),
+            ),
+            (
+                "linux.sysctl.net.ipv4.tcp_syncookies",
+                Box::new(|v| {
+                    v["linux"]["sysctl"] = serde_json::json!({"net.ipv4.tcp_syncookies": "1"})
                 }),
             ),
             (
@@ -1240,7 +1346,37 @@ mod tests {
             ),
             (
                 "process.user.umask",
-                Box::new(|v| v["process"]["user"]["umask"] = 0o077.into()),
+                Box::new(|v| v["process"]["user"]["umask"] = 0o1000.into()),
+            ),
+            (
+                "linux.sysctl.vm.swappiness",
+                Box::new(|v| v["linux"]["sysctl"] = serde_json::json!({"vm.swappiness": "1"})),
+            ),
+            (
+                "linux.sysctl.kernel.hostname",
+                Box::new(|v| v["linux"]["sysctl"] = serde_json::json!({"kernel.hostname": "x"})),
+            ),
+            (
+                "linux.sysctl.kernel.shmmni",
+                Box::new(|v| v["linux"]["sysctl"] = serde_json::json!({"kernel.shmmni": "-1"})),
+            ),
+            (
+                "linux.sysctl.fs.mqueue.msg_max",
+                Box::new(|v| {
+                    v["linux"]["sysctl"] = serde_json::json!({"fs.mqueue.msg_max": "5"});
+                    v["linux"]["namespaces"]
+                        .as_array_mut()
+                        .expect("namespaces")
+                        .retain(|n| n["type"] != "ipc");
+                }),
+            ),
+            (
+                "linux.maskedPaths[1]",
+                Box::new(|v| v["linux"]["maskedPaths"] = serde_json::json!(["/proc/kcore", "etc"])),
+            ),
+            (
+                "linux.readonlyPaths[0]",
+                Box::new(|v| v["linux"]["readonlyPaths"] = serde_json::json!(["/proc/../etc"])),
             ),
             ("root.path", Box::new(|v| v["root"]["path"] = "nope".into())),
             (
@@ -1354,6 +1490,28 @@ mod tests {
         );
         let (_d, r) = bundle_with(|_| {});
         assert_eq!(r.expect("template").network_namespace_path, None);
+    }
+
+    #[test]
+    fn sysctls_paths_and_umask_are_planned() {
+        let (_d, r) = bundle_with(|v| {
+            v["process"]["user"]["umask"] = 0o077.into();
+            v["linux"]["sysctl"] = serde_json::json!({
+                "fs.mqueue.msg_max": "20", "kernel.shmmax": "68719476736"});
+            v["linux"]["maskedPaths"] = serde_json::json!(["/proc/kcore", "/srv/secret"]);
+            v["linux"]["readonlyPaths"] = serde_json::json!(["/proc/sys"]);
+        });
+        let p = r.expect("accepted");
+        assert_eq!(p.privileges.umask, Some(0o077));
+        assert_eq!(
+            p.sysctls,
+            [
+                ("fs.mqueue.msg_max".to_string(), "20".to_string()),
+                ("kernel.shmmax".into(), "68719476736".into())
+            ]
+        );
+        assert_eq!(p.masked_paths, ["/proc/kcore", "/srv/secret"]);
+        assert_eq!(p.readonly_paths, ["/proc/sys"]);
     }
 
     #[test]

@@ -247,6 +247,30 @@ fn docker_runs_containers_in_ferrovisor() {
     ]);
     assert!(out.starts_with("hi\n"), "{out}");
 
+    // Docker's masked and read-only paths (/proc/sys among them) and a
+    // namespaced sysctl, applied as runc applies them.
+    let out = d.ok(&[
+        "run",
+        "--rm",
+        "--runtime",
+        "ferrovisor",
+        "--network",
+        "none",
+        "--sysctl",
+        "kernel.shmmax=68719476736",
+        IMAGE,
+        "sh",
+        "-c",
+        "cat /proc/sys/kernel/shmmax; sh -c 'echo 1 > /proc/sys/kernel/shmmax' 2>&1; \
+         cat /proc/kcore 2>&1; true",
+    ]);
+    assert_eq!(
+        out,
+        "68719476736\nsh: can't create /proc/sys/kernel/shmmax: Read-only file system\n\
+         cat: can't open '/proc/kcore': No such file or directory\n",
+        "{out}"
+    );
+
     // A detached one: exec, logs, stop, rm.
     let id = d
         .ok(&[

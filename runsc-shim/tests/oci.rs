@@ -1060,6 +1060,77 @@ fn process_and_root_settings_reach_the_guest() {
 }
 
 #[test]
+fn permission_checks_follow_the_capabilities() {
+    // A root container's permission checks go by its capabilities
+    // (capabilities(7)), not by uid 0: without CAP_CHOWN no chown, without
+    // CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH no reading another user's
+    // 0600 file (`spec`'s default set, as runc's, has neither). With the
+    // two (Docker's default set has them) the same script succeeds; and
+    // `CAP_SYS_ADMIN` renames the sandbox's host.
+    let script = "echo data > /tmp/f; /bin/busybox chown 1234 /tmp/f; echo chown=$?; \
+                  cat /secret; echo cat=$?; cat /mine; id -u; \
+                  hostname renamed 2>/dev/null; hostname";
+    let run = |tag: &str, caps: &[&str]| {
+        let mut w = World::new(tag, |v| {
+            set_args(v, &["sh", "-c", script]);
+            v["hostname"] = "box".into();
+            v["process"]["capabilities"] = serde_json::json!({
+                "bounding": caps, "effective": caps, "permitted": caps,
+            });
+            v["mounts"]
+                .as_array_mut()
+                .expect("mounts")
+                .push(serde_json::json!({
+                    "destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+                    "options": ["mode=1777"]
+                }));
+        });
+        let rootfs = w.bundle().join("rootfs");
+        for (name, owner) in [("secret", 1234), ("mine", 0)] {
+            let path = rootfs.join(name);
+            std::fs::write(&path, format!("{name} contents\n")).expect("write file");
+            std::os::unix::fs::chown(&path, Some(owner), Some(owner)).expect("chown file");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod file");
+        }
+        assert_eq!(w.create("c").status, 0, "{}", w.container_stderr("c"));
+        assert_eq!(w.cli(&["start", "c"]).status, 0);
+        assert_eq!(w.wait("c"), 0, "{}", w.container_stderr("c"));
+        (w.container_stdout("c"), w.container_stderr("c"))
+    };
+    let (out, err) = run("caps-none", &["CAP_KILL", "CAP_SETUID", "CAP_FOWNER"]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["chown=1", "cat=1", "mine contents", "0", "box"],
+        "{out}{err}"
+    );
+    assert!(
+        err.contains("chown: /tmp/f: Operation not permitted"),
+        "{err}"
+    );
+    assert!(
+        err.contains("can't open '/secret': Permission denied"),
+        "{err}"
+    );
+    let (out, err) = run(
+        "caps-granted",
+        &["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_SYS_ADMIN"],
+    );
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "chown=0",
+            "secret contents",
+            "cat=0",
+            "mine contents",
+            "0",
+            "renamed"
+        ],
+        "{out}{err}"
+    );
+}
+
+#[test]
 fn exec_takes_the_privileges_of_its_process() {
     // The container's own process runs as root with the capabilities of
     // config.json; `exec` with a command line gets them too (plus
@@ -2869,4 +2940,293 @@ fn mqueue_mount_serves_the_sandboxs_queues() {
         std::io::Error::last_os_error().raw_os_error(),
         Some(libc::ENOENT)
     );
+}
+
+/// Runs each command of a shell script's `r LABEL CMD...` lines and prints
+/// `LABEL rc=N OUTPUT` (output and errors on one line).
+const REPORT_FN: &str = "r() { l=$1; shift; o=$(\"$@\" 2>&1); c=$?; echo \"$l rc=$c\" $o; }; ";
+
+/// The line of `out` that starts with `label `.
+fn line_of<'a>(out: &'a str, label: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(&format!("{label} ")))
+        .unwrap_or_else(|| panic!("no line {label}: {out}"))
+}
+
+/// `linux.maskedPaths` and `linux.readonlyPaths` as runc applies them: a
+/// masked directory is empty and read-only, a masked file reads as the
+/// null device, a path that is not there is skipped; below a read-only
+/// path every change is `EROFS` while the rest of its mount stays
+/// writable; in the root, in a volume and in the Sentry's /proc and /sys
+/// alike, and no guest can unmount any of it.
+#[test]
+fn masked_and_read_only_paths_hold_like_runc() {
+    let host = TempDir::new("mask-volume");
+    for d in ["ro", "rw"] {
+        std::fs::create_dir(host.path().join(d)).expect("mkdir");
+    }
+    std::fs::write(host.path().join("ro/f"), "old\n").expect("write");
+    std::fs::write(host.path().join("hidden"), "volume secret\n").expect("write");
+    let src = host.path().to_string_lossy().into_owned();
+    let w = World::new("masks", |v| {
+        let script = String::from(REPORT_FN)
+            + "r secret-dir busybox ls -A /srv/secret; \
+               r secret-file cat /srv/secret/inner; \
+               r secret-create touch /srv/secret/new; \
+               r secret-stat stat -c '%A %F' /srv/secret; \
+               r token cat /etc/token; \
+               r token-stat stat -c '%F %t,%T' /etc/token; \
+               r token-write sh -c 'echo x > /etc/token'; \
+               r token-after cat /etc/token; \
+               r loadavg cat /proc/loadavg; \
+               r sys-mm busybox ls -A /sys/kernel/mm; \
+               r kcore cat /proc/kcore; \
+               r vol-hidden cat /vol/hidden; \
+               r ro-read cat /srv/ro/f; \
+               r ro-write sh -c 'echo new > /srv/ro/f'; \
+               r ro-create touch /srv/ro/g; \
+               r ro-rm busybox rm /srv/ro/f; \
+               r ro-mkdir busybox mkdir /srv/ro/d; \
+               r ro-chmod busybox chmod 600 /srv/ro/f; \
+               r rw-root touch /srv/rw; \
+               r ro-link busybox ln /srv/ro/f /srv/l; \
+               r vol-ro-write sh -c 'echo v > /vol/ro/x'; \
+               r vol-ro-rm busybox rm /vol/ro/f; \
+               r vol-rw-write sh -c 'echo v > /vol/rw/x'; \
+               r vol-ro-move busybox mv /vol/ro /vol/moved; \
+               r data-ro touch /data/x; \
+               r scratch-rw touch /scratch/x; \
+               r proc-sys sh -c 'echo 1 > /proc/sys/kernel/shmmax'; \
+               r umount-ro busybox umount /srv/ro; \
+               r umount-mask busybox umount /etc/token; \
+               r rmdir-mask busybox rmdir /srv/secret; \
+               r rm-mask busybox rm /etc/token";
+        set_args(v, &["sh", "-c", &script]);
+        // (a writable root: what is read-only is so by the paths alone)
+        v["root"]["readonly"] = false.into();
+        let mounts = v["mounts"].as_array_mut().expect("mounts");
+        mounts.push(serde_json::json!({"destination": "/vol", "type": "bind",
+            "source": src, "options": ["rbind", "rw"]}));
+        for dest in ["/data", "/scratch"] {
+            mounts.push(serde_json::json!({"destination": dest, "type": "tmpfs",
+                "source": "tmpfs", "options": ["size=1m"]}));
+        }
+        v["linux"]["maskedPaths"] = serde_json::json!([
+            "/srv/secret",
+            "/etc/token",
+            "/proc/kcore",
+            "/proc/loadavg",
+            "/sys/kernel/mm",
+            "/sys/firmware",
+            "/vol/hidden",
+            "/no/such/path"
+        ]);
+        v["linux"]["readonlyPaths"] =
+            serde_json::json!(["/srv/ro", "/vol/ro", "/data", "/proc/sys", "/no/such/dir"]);
+    });
+    let root = w.bundle().join("rootfs");
+    for d in ["srv/secret", "srv/ro", "etc"] {
+        std::fs::create_dir_all(root.join(d)).expect("mkdir");
+    }
+    std::fs::write(root.join("srv/secret/inner"), "hidden\n").expect("write");
+    std::fs::write(root.join("etc/token"), "SECRET\n").expect("write");
+    std::fs::write(root.join("srv/ro/f"), "old\n").expect("write");
+    let out = w.cli(&["run", "--bundle", &w.bundle_str(), "masks1"]);
+    assert_eq!(out.status, 0, "{out:?}");
+    let o = out.stdout.as_str();
+    let expect = |label: &str, want: &str| {
+        let l = line_of(o, label);
+        assert!(l.contains(want), "{label}: want {want:?}: {l}\n{o}");
+    };
+    expect("secret-dir", "rc=0");
+    assert_eq!(line_of(o, "secret-dir").trim_end(), "secret-dir rc=0");
+    expect("secret-file", "No such file or directory");
+    expect("secret-create", "Read-only file system");
+    // (runc's read-only tmpfs has tmpfs's mode)
+    expect("secret-stat", "rc=0 drwxrwxrwt directory");
+    expect("token-stat", "rc=0 character special file 1,3");
+    assert_eq!(line_of(o, "token").trim_end(), "token rc=0");
+    expect("token-stat", "character special file 1,3");
+    expect("token-write", "rc=0");
+    assert_eq!(line_of(o, "token-after").trim_end(), "token-after rc=0");
+    assert_eq!(line_of(o, "loadavg").trim_end(), "loadavg rc=0");
+    assert_eq!(line_of(o, "sys-mm").trim_end(), "sys-mm rc=0");
+    expect("kcore", "No such file or directory");
+    assert_eq!(line_of(o, "vol-hidden").trim_end(), "vol-hidden rc=0");
+    expect("ro-read", "rc=0 old");
+    for label in [
+        "ro-write",
+        "ro-create",
+        "ro-rm",
+        "ro-mkdir",
+        "ro-chmod",
+        "vol-ro-write",
+        "vol-ro-rm",
+        "data-ro",
+        "proc-sys",
+    ] {
+        expect(label, "Read-only file system");
+    }
+    for label in ["rw-root", "vol-rw-write", "scratch-rw"] {
+        assert_eq!(line_of(o, label).trim_end(), format!("{label} rc=0"), "{o}");
+    }
+    // (a read-only path is a mount of its own: no link crosses into it)
+    expect("ro-link", "Invalid cross-device link");
+    expect("vol-ro-move", "resource busy");
+    expect("umount-ro", "Operation not permitted");
+    expect("umount-mask", "Operation not permitted");
+    expect("rmdir-mask", "resource busy");
+    expect("rm-mask", "resource busy");
+    // The host saw the writable volume's write, never the read-only one's.
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("rw/x")).expect("rw/x"),
+        "v\n"
+    );
+    assert!(!host.path().join("ro/x").exists());
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("ro/f")).expect("ro/f"),
+        "old\n"
+    );
+    assert!(host.path().join("ro").is_dir());
+}
+
+/// `process.user.umask` is the first process's, `exec --process` takes its
+/// own, a plain `exec` the container's, and /proc shows each.
+#[test]
+fn umask_of_the_process_is_honoured() {
+    let mut w = World::new("umask", |v| {
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                "umask; touch /tmp/f; stat -c %a /tmp/f; grep Umask /proc/self/status; \
+                 exec sleep 1000",
+            ],
+        );
+        v["process"]["user"]["umask"] = 0o077.into();
+    });
+    assert_eq!(w.create("u1").status, 0, "{}", w.container_stderr("u1"));
+    assert_eq!(w.cli(&["start", "u1"]).status, 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while w.container_stdout("u1").lines().count() < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(w.container_stdout("u1"), "0077\n600\nUmask:\t0077\n");
+    let probe = "umask; touch /tmp/$1; stat -c %a /tmp/$1; grep Umask /proc/self/status";
+    let out = w.cli(&["exec", "u1", "sh", "-c", probe, "sh", "g"]);
+    assert_eq!(out.stdout, "0077\n600\nUmask:\t0077\n", "{out:?}");
+    let proc_json = w.dir.path().join("process.json");
+    std::fs::write(
+        &proc_json,
+        serde_json::json!({
+            "args": ["sh", "-c", probe, "sh", "h"], "cwd": "/", "env": ["PATH=/bin"],
+            "user": {"uid": 0, "gid": 0, "umask": 0o027},
+        })
+        .to_string(),
+    )
+    .expect("process.json");
+    let out = w.cli(&["exec", "--process", &proc_json.to_string_lossy(), "u1"]);
+    assert_eq!(out.stdout, "0027\n640\nUmask:\t0027\n", "{out:?}");
+    assert_eq!(w.cli(&["kill", "u1", "KILL"]).status, 0);
+}
+
+const MQ_LIMITS: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <mqueue.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+static void try(const char *what, const char *name, long maxmsg)
+{
+	struct mq_attr a = {.mq_maxmsg = maxmsg, .mq_msgsize = 64};
+	mqd_t q = mq_open(name, O_CREAT | O_RDWR, 0600, maxmsg ? &a : NULL);
+	printf("%s: %s\n", what, q < 0 ? strerror(errno) : "ok");
+}
+int main(void)
+{
+	try("maxmsg 15", "/a", 15);
+	try("maxmsg 21", "/b", 21);
+	try("second queue", "/c", 0);
+	/* somaxconn holds the backlog asked for: Linux queues backlog + 1
+	 * connections, then a non-blocking connect is refused. */
+	struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = "/tmp/l.sock"};
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof sa) || listen(s, 128)) {
+		perror("listen");
+		return 1;
+	}
+	int n = 0;
+	while (n < 200) {
+		int c = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (connect(c, (struct sockaddr *)&sa, sizeof sa))
+			break;
+		n++;
+	}
+	printf("connected: %d\n", n);
+	return 0;
+}
+"#;
+
+/// `linux.sysctl`: the namespaced sysctls the Sentry emulates show in
+/// /proc/sys and the message queue limits hold; runc's namespace rules
+/// and the ones the Sentry does not emulate are refused by name.
+#[test]
+fn sysctls_are_applied_or_refused_by_name() {
+    let w = World::new("sysctl", |v| {
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                "mq_limits; cat /proc/sys/fs/mqueue/msg_max /proc/sys/fs/mqueue/queues_max \
+                 /proc/sys/kernel/shmmax /proc/sys/kernel/sem /proc/sys/fs/mqueue/msgsize_max \
+                 /proc/sys/net/core/somaxconn",
+            ],
+        );
+        // (root may pass the limits: CAP_SYS_RESOURCE)
+        v["process"]["user"] = serde_json::json!({"uid": 1000, "gid": 1000});
+        v["linux"]["sysctl"] = serde_json::json!({
+            "fs.mqueue.msg_max": "20", "fs.mqueue.queues_max": "1",
+            "kernel.shmmax": "68719476736", "kernel.sem": "250 32000 100 128",
+            "net.ipv4.ip_unprivileged_port_start": "0", "net.core.somaxconn": "2",
+        });
+    });
+    let bin = common::compile_static(w.dir.path(), "mq_limits", MQ_LIMITS);
+    std::fs::copy(&bin, w.bundle().join("rootfs/bin/mq_limits")).expect("copy mq_limits");
+    let out = w.cli(&["run", "--bundle", &w.bundle_str(), "sc1"]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        out.stdout,
+        "maxmsg 15: ok\nmaxmsg 21: Invalid argument\nsecond queue: No space left on device\n\
+         connected: 3\n20\n1\n68719476736\n250\t32000\t100\t128\n8192\n2\n",
+        "{out:?}"
+    );
+
+    for (sysctl, value, named) in [
+        ("vm.swappiness", "1", "linux.sysctl.vm.swappiness"),
+        (
+            "net.core.somaxconn",
+            "8192",
+            "linux.sysctl.net.core.somaxconn",
+        ),
+        (
+            "net.ipv4.tcp_syncookies",
+            "1",
+            "linux.sysctl.net.ipv4.tcp_syncookies",
+        ),
+        ("kernel.hostname", "x", "linux.sysctl.kernel.hostname"),
+        ("fs.mqueue.msg_max", "0", "linux.sysctl.fs.mqueue.msg_max"),
+    ] {
+        w.edit_config(|v| {
+            let mut one = serde_json::Map::new();
+            one.insert(sysctl.into(), value.into());
+            v["linux"]["sysctl"] = Value::Object(one);
+        });
+        let out = w.cli(&["run", "--bundle", &w.bundle_str(), "sc2"]);
+        assert_one_line(&out);
+        assert!(out.stderr.contains(named), "{sysctl}: {out:?}");
+    }
 }

@@ -522,11 +522,20 @@ impl FileDescription {
                 let mut data = vec![0u8; len.min(23)];
                 let n = copy_from_slices(bufs, &mut data);
                 data.truncate(n);
-                crate::procfs::write_oom_score_adj(p, &data)?;
+                let privileged = blk.thread.state().caps.has(crate::task::cap::SYS_RESOURCE);
+                crate::procfs::write_oom_score_adj(p, &data, privileged)?;
                 return Ok(len as u64);
             }
         }
         if let FileKind::Mem(m) = &self.kind {
+            // A write by a writer without `CAP_FSETID` clears the
+            // set-user-ID bit, and the set-group-ID bit of a
+            // group-executable file (Linux's `file_remove_privs`).
+            let mode = m.meta().mode;
+            let kill = crate::tmpfs::setid_bits_killed(mode);
+            if kill != 0 && !blk.thread.state().caps.has(crate::task::cap::FSETID) {
+                m.set_mode(mode & !kill);
+            }
             let append = self.flags() & OpenFlags::APPEND.bits() != 0;
             let mut pos = lock(&self.pos);
             let (end, written) = m.write_from(

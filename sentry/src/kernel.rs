@@ -51,6 +51,9 @@ pub enum Error {
     /// a mount could not be made
     #[error("mounting at {0}: {1}")]
     Mount(String, Errno),
+    /// a sysctl the sandbox cannot apply
+    #[error("{0}")]
+    Sysctl(String),
     /// the platform failed
     #[error("platform: {0}")]
     Platform(#[from] platform::Error),
@@ -127,6 +130,16 @@ pub struct SandboxConfig<'a> {
     /// `linux.resources.cpu.quota`/`period`): what the guest's
     /// `/sys/fs/cgroup/cpu.max` says
     pub cpu_max: CpuMax,
+    /// guest paths masked (OCI `linux.maskedPaths`): a directory shows
+    /// empty and read-only, anything else as the null device; a path that
+    /// does not exist is skipped
+    pub masked_paths: Vec<Vec<u8>>,
+    /// guest paths made read-only (OCI `linux.readonlyPaths`); a path that
+    /// does not exist is skipped
+    pub readonly_paths: Vec<Vec<u8>>,
+    /// namespaced sysctls (OCI `linux.sysctl`), each one of those
+    /// [`crate::sysctl`] emulates
+    pub sysctls: Vec<(String, String)>,
 }
 
 /// A CPU bandwidth limit as cgroup v2's `cpu.max` holds it: at most
@@ -198,6 +211,15 @@ impl fmt::Debug for StartHook {
 }
 
 /// Sandbox-wide state shared by tasks.
+/// The names `uname(2)` reports that a guest may change.
+#[derive(Debug)]
+pub struct UtsNames {
+    /// node name (`sethostname`)
+    pub host: Vec<u8>,
+    /// NIS domain name (`setdomainname`)
+    pub domain: Vec<u8>,
+}
+
 pub struct Kernel {
     /// how guest code runs
     pub platform: Box<dyn Platform>,
@@ -205,8 +227,9 @@ pub struct Kernel {
     pub memory: Arc<MemoryFile>,
     /// the guest's file tree
     pub fs: FileSystem,
-    /// `uname` node name
-    pub hostname: String,
+    /// `uname` node and domain names: the sandbox is a UTS namespace of
+    /// its own, which `sethostname`/`setdomainname` change
+    pub uts: Mutex<UtsNames>,
     /// CPUs the guest sees
     pub cpus: usize,
     /// their topology and caches, as /sys shows them
@@ -546,6 +569,11 @@ impl Kernel {
         }
     }
 
+    /// Locks the node and domain names.
+    pub fn uts(&self) -> MutexGuard<'_, UtsNames> {
+        self.uts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Locks the process table.
     pub fn procs(&self) -> MutexGuard<'_, ProcTable> {
         self.procs.lock().unwrap_or_else(|e| e.into_inner())
@@ -632,6 +660,11 @@ where
         total_memory,
     )
     .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
+    let sysctls = crate::sysctl::plan(&config.sysctls).map_err(Error::Sysctl)?;
+    fs.mqueue
+        .set_limits(sysctls.mqueue)
+        .map_err(|e| Error::Sysctl(format!("message queue limits: {e}")))?;
+    fs.proc.set_sysctls(sysctls);
     for m in config.mounts {
         let r = match m.source {
             MountSource::Volume { client, read_only } => {
@@ -656,7 +689,10 @@ where
         platform,
         memory: memory.clone(),
         fs,
-        hostname: config.hostname,
+        uts: Mutex::new(UtsNames {
+            host: config.hostname.into_bytes(),
+            domain: b"(none)".to_vec(),
+        }),
         cpus,
         cpu_topology,
         groups: crate::host::groups(),
@@ -704,7 +740,7 @@ where
             .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
         let hosts = format!(
             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{}\n",
-            kernel.hostname
+            String::from_utf8_lossy(&kernel.uts().host)
         );
         let resolv = format!(
             "# ferrovisor: names resolve through the sandbox's DNS server, which\n# answers only what --allow-host rules allow.\nnameserver {}\n",
@@ -734,6 +770,17 @@ where
     }
     kernel.fs.proc.attach(&kernel);
     kernel.fs.devpts.attach(&kernel);
+    // Over everything mounted, with /proc and /sys able to answer.
+    let skipped = kernel
+        .fs
+        .lock_paths(&config.masked_paths, &config.readonly_paths)
+        .map_err(|e| Error::Mount("the masked and read-only paths".into(), e))?;
+    for p in skipped {
+        tracing::debug!(
+            "masked or read-only path {} skipped: not in the sandbox",
+            String::from_utf8_lossy(&p)
+        );
+    }
     if let Some(StartHook(hook)) = config.on_start {
         hook(Arc::downgrade(&kernel));
     }
@@ -817,6 +864,9 @@ pub struct Privileges {
     /// resource limits (`RLIMIT_*`, limit) replacing those the Sentry got
     /// from the host
     pub rlimits: Vec<(u32, abi::Rlimit)>,
+    /// the file mode creation mask it starts with (an OCI
+    /// `process.user.umask`); `None`: 022
+    pub umask: Option<u32>,
 }
 
 /// The standard descriptors of a new process.
@@ -861,6 +911,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         argv: spec.argv,
         envp: spec.envp,
         ids,
+        creds: None,
     };
     let prepared = loader::prepare(req).map_err(|e| match e {
         Errno::ENOENT => Error::NotFound(shown.clone()),
@@ -977,7 +1028,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         fs: Arc::new(Mutex::new(FsContext {
             cwd,
             root: kernel.fs.root(),
-            umask: 0o022,
+            umask: spec.privileges.umask.map_or(0o022, |u| u & 0o777),
         })),
         ids,
         creds,

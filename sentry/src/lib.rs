@@ -33,6 +33,7 @@ pub mod procfs;
 pub mod pty;
 pub mod socket;
 pub mod syscalls;
+pub mod sysctl;
 pub mod task;
 pub mod timers;
 pub mod tmpfs;

@@ -45,6 +45,10 @@ pub struct ExecRequest<'a> {
     pub envp: Vec<Vec<u8>>,
     /// identity for the auxiliary vector: (uid, gid)
     pub ids: (u32, u32),
+    /// the caller's credentials, whose execute permission the program
+    /// (and its interpreter) need; `None` for the sandbox's first
+    /// program, which only needs an execute bit
+    pub creds: Option<&'a crate::task::Creds>,
 }
 
 /// The result of a successful load.
@@ -74,11 +78,15 @@ fn random_u64() -> u64 {
     u64::from_ne_bytes(b)
 }
 
+/// Opens the regular file at `path` to execute: it needs an execute bit,
+/// and, for `creds`, execute permission (capabilities(7):
+/// `CAP_DAC_OVERRIDE` stands in for the caller's own bit).
 fn open_exec(
     fs: &FileSystem,
     root: &Location,
     cwd: &Location,
     path: &[u8],
+    creds: Option<&crate::task::Creds>,
 ) -> Result<(Arc<HostFile>, Location), Errno> {
     let loc = fs.resolve_in(root, cwd, path, true)?;
     let st = loc.node().stat()?;
@@ -87,6 +95,9 @@ fn open_exec(
     }
     if st.mode & 0o111 == 0 {
         return Err(Errno::EACCES);
+    }
+    if let Some(c) = creds {
+        c.may_access(st.mode, st.uid, st.gid, crate::task::MAY_EXEC)?;
     }
     Ok((fs.open_exec(&loc)?, loc))
 }
@@ -285,6 +296,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
         mut argv,
         envp,
         ids,
+        creds,
     } = req;
     let execfn = path.clone();
     for s in argv.iter().chain(envp.iter()) {
@@ -294,7 +306,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
     }
     let mut depth = 0;
     let (elf, exe) = loop {
-        let (file, loc) = open_exec(fs, root, cwd, &path)?;
+        let (file, loc) = open_exec(fs, root, cwd, &path, creds)?;
         let mut head = vec![0u8; BINPRM_BUF_SIZE];
         let n = pread_exact(&file, &mut head, 0)?;
         head.truncate(n);
@@ -324,6 +336,10 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
             let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
             name.truncate(len);
             let loc = fs.resolve_in(root, cwd, &name, true)?;
+            if let Some(c) = creds {
+                let st = loc.node().stat()?;
+                c.may_access(st.mode, st.uid, st.gid, crate::task::MAY_EXEC)?;
+            }
             let file = fs.open_exec(&loc)?;
             let mut head = vec![0u8; BINPRM_BUF_SIZE];
             let n = pread_exact(&file, &mut head, 0)?;

@@ -13,19 +13,42 @@ use crate::file::Blocker;
 
 /// Priorities are below this (`MQ_PRIO_MAX`).
 pub const MQ_PRIO_MAX: u64 = 32768;
-/// `/proc/sys/fs/mqueue/msg_default` and `msgsize_default`: a queue created
-/// without attributes.
-const DEFAULT_MAXMSG: i64 = 10;
-const DEFAULT_MSGSIZE: i64 = 8192;
-/// `msg_max` and `msgsize_max`: the limits for callers without
-/// `CAP_SYS_RESOURCE`.
-const MSG_MAX: i64 = 10;
-const MSGSIZE_MAX: i64 = 8192;
-/// `HARD_MSGMAX` and `HARD_MSGSIZEMAX`: the limits for everyone.
-const HARD_MSGMAX: i64 = 65536;
-const HARD_MSGSIZEMAX: i64 = 16 << 20;
-/// `queues_max`: queues a caller without `CAP_SYS_RESOURCE` may make exist.
-const QUEUES_MAX: usize = 256;
+/// `HARD_MSGMAX` and `HARD_MSGSIZEMAX`: the limits for everyone, and the
+/// most the `fs.mqueue` sysctls may say.
+pub const HARD_MSGMAX: i64 = 65536;
+/// see [`HARD_MSGMAX`]
+pub const HARD_MSGSIZEMAX: i64 = 16 << 20;
+
+/// The IPC namespace's `/proc/sys/fs/mqueue` limits (mq_overview(7)),
+/// Linux's defaults unless the container's `linux.sysctl` set them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// `msg_max` and `msgsize_max`: the limits for callers without
+    /// `CAP_SYS_RESOURCE`
+    pub msg_max: i64,
+    /// see `msg_max`
+    pub msgsize_max: i64,
+    /// `msg_default` and `msgsize_default`: a queue created without
+    /// attributes (each no more than its maximum)
+    pub msg_default: i64,
+    /// see `msg_default`
+    pub msgsize_default: i64,
+    /// `queues_max`: queues a caller without `CAP_SYS_RESOURCE` may make
+    /// exist
+    pub queues_max: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            msg_max: 10,
+            msgsize_max: 8192,
+            msg_default: 10,
+            msgsize_default: 8192,
+            queues_max: 256,
+        }
+    }
+}
 /// Linux charges each queue's bookkeeping to `RLIMIT_MSGQUEUE` too: one
 /// `struct msg_msg` per message and one priority tree node per priority
 /// (48 bytes each on x86-64); the limit's arithmetic is part of the ABI.
@@ -190,6 +213,8 @@ pub struct Registry {
     queues: Mutex<BTreeMap<Vec<u8>, Arc<MsgQueue>>>,
     acct: Arc<Accounting>,
     next_ino: AtomicU64,
+    /// the limits, when the container's sysctls set them
+    limits: std::sync::OnceLock<Limits>,
 }
 
 /// Checks a queue name as the kernel's lookup does: not empty (`ENOENT`),
@@ -208,14 +233,14 @@ pub fn check_name(name: &[u8]) -> Result<(), Errno> {
 }
 
 /// Linux's `mq_attr_ok`.
-fn attr_ok(maxmsg: i64, msgsize: i64, privileged: bool) -> Result<u64, Errno> {
+fn attr_ok(maxmsg: i64, msgsize: i64, privileged: bool, limits: &Limits) -> Result<u64, Errno> {
     if maxmsg <= 0 || msgsize <= 0 {
         return Err(Errno::EINVAL);
     }
     let (mm, ms) = if privileged {
         (HARD_MSGMAX, HARD_MSGSIZEMAX)
     } else {
-        (MSG_MAX, MSGSIZE_MAX)
+        (limits.msg_max, limits.msgsize_max)
     };
     if maxmsg > mm || msgsize > ms {
         return Err(Errno::EINVAL);
@@ -226,6 +251,17 @@ fn attr_ok(maxmsg: i64, msgsize: i64, privileged: bool) -> Result<u64, Errno> {
 }
 
 impl Registry {
+    /// The `fs.mqueue` limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits.get().copied().unwrap_or_default()
+    }
+
+    /// Sets the `fs.mqueue` limits, once, before the guest runs (`EBUSY`
+    /// after that).
+    pub fn set_limits(&self, limits: Limits) -> Result<(), Errno> {
+        self.limits.set(limits).map_err(|_| Errno::EBUSY)
+    }
+
     /// The queue called `name`.
     pub fn get(&self, name: &[u8]) -> Option<Arc<MsgQueue>> {
         lock(&self.queues).get(name).cloned()
@@ -257,9 +293,14 @@ impl Registry {
             return Ok((q.clone(), false));
         }
         let c = create.ok_or(Errno::ENOENT)?;
-        let (maxmsg, msgsize) = c.attr.unwrap_or((DEFAULT_MAXMSG, DEFAULT_MSGSIZE));
-        let bytes = attr_ok(maxmsg, msgsize, c.privileged)?;
-        if !c.privileged && self.acct.queues.load(Ordering::Relaxed) >= QUEUES_MAX {
+        let limits = self.limits();
+        let (maxmsg, msgsize) = c.attr.unwrap_or((
+            limits.msg_default.min(limits.msg_max),
+            limits.msgsize_default.min(limits.msgsize_max),
+        ));
+        let bytes = attr_ok(maxmsg, msgsize, c.privileged, &limits)?;
+        let count = self.acct.queues.load(Ordering::Relaxed);
+        if !c.privileged && i64::try_from(count).unwrap_or(i64::MAX) >= limits.queues_max {
             return Err(Errno::ENOSPC);
         }
         {
@@ -298,12 +339,13 @@ impl Registry {
 
     /// Removes `name` (`mq_unlink`, `unlink` in `/dev/mqueue`); the queue
     /// lives on while descriptors refer to it. `uid` is the caller's: only
-    /// the owner (or root) may remove it (`EACCES`, as Linux answers).
-    pub fn unlink(&self, name: &[u8], uid: u32) -> Result<(), Errno> {
+    /// the owner, root (who owns the sticky directory) or a caller with
+    /// `CAP_FOWNER` (`fowner`) may remove it (`EACCES`, as Linux answers).
+    pub fn unlink(&self, name: &[u8], uid: u32, fowner: bool) -> Result<(), Errno> {
         check_name(name)?;
         let mut queues = lock(&self.queues);
         let q = queues.get(name).ok_or(Errno::ENOENT)?;
-        if uid != 0 && q.state().uid != uid {
+        if uid != 0 && !fowner && q.state().uid != uid {
             return Err(Errno::EACCES);
         }
         queues.remove(name);
@@ -466,21 +508,14 @@ impl MsgQueue {
         s
     }
 
-    /// Whether a caller with effective `ids` may open it for `acc`
-    /// (`MAY_READ` 4, `MAY_WRITE` 2).
-    pub fn permits(&self, ids: (u32, u32), acc: u32) -> bool {
-        if ids.0 == 0 {
-            return true;
-        }
-        let st = self.state();
-        let bits = if st.uid == ids.0 {
-            (st.mode >> 6) & 7
-        } else if st.gid == ids.1 {
-            (st.mode >> 3) & 7
-        } else {
-            st.mode & 7
+    /// Whether a caller with `creds` may open it for `acc` (`MAY_READ` 4,
+    /// `MAY_WRITE` 2): its mode, or `CAP_DAC_OVERRIDE`.
+    pub fn permits(&self, creds: &crate::task::Creds, acc: u32) -> bool {
+        let (mode, uid, gid) = {
+            let st = self.state();
+            (st.mode, st.uid, st.gid)
         };
-        bits & acc == acc
+        creds.may_access(mode & 0o777, uid, gid, acc).is_ok()
     }
 }
 
@@ -595,9 +630,9 @@ mod tests {
             r.open(b"q", create(None, false, u64::MAX), true).err(),
             Some(Errno::EEXIST)
         );
-        assert_eq!(r.unlink(b"q", 1001), Err(Errno::EACCES));
-        r.unlink(b"q", 1000).expect("owner unlinks");
-        assert_eq!(r.unlink(b"q", 1000), Err(Errno::ENOENT));
+        assert_eq!(r.unlink(b"q", 1001, false), Err(Errno::EACCES));
+        r.unlink(b"q", 1000, false).expect("owner unlinks");
+        assert_eq!(r.unlink(b"q", 1000, false), Err(Errno::ENOENT));
     }
 
     impl MsgQueue {

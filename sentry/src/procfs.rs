@@ -106,6 +106,9 @@ fn hash(b: &[u8]) -> u64 {
 pub struct ProcFs {
     kernel: OnceLock<Weak<Kernel>>,
     started: OnceLock<Instant>,
+    /// what the container's sysctls set: /proc/sys files over the
+    /// defaults of [`SYS_FILES`], and `somaxconn`
+    sysctls: OnceLock<crate::sysctl::Values>,
 }
 
 const SYS_FILES: &[(&str, &str)] = &[
@@ -116,6 +119,21 @@ const SYS_FILES: &[(&str, &str)] = &[
     ("kernel/cap_last_cap", "40\n"),
     ("kernel/threads-max", "126000\n"),
     ("kernel/shmmax", "18446744073692774399\n"),
+    // The System V IPC limits (shown only: the sandbox has no System V
+    // IPC) and the POSIX message queue ones, at Linux's defaults unless the
+    // container's sysctls say otherwise (see `crate::sysctl`).
+    ("kernel/shmall", "18446744073692774399\n"),
+    ("kernel/shmmni", "4096\n"),
+    ("kernel/shm_rmid_forced", "0\n"),
+    ("kernel/msgmax", "8192\n"),
+    ("kernel/msgmnb", "16384\n"),
+    ("kernel/msgmni", "32000\n"),
+    ("kernel/sem", "32000\t1024000000\t500\t32000\n"),
+    ("fs/mqueue/msg_max", "10\n"),
+    ("fs/mqueue/msgsize_max", "8192\n"),
+    ("fs/mqueue/msg_default", "10\n"),
+    ("fs/mqueue/msgsize_default", "8192\n"),
+    ("fs/mqueue/queues_max", "256\n"),
     ("kernel/yama/ptrace_scope", "1\n"),
     ("vm/overcommit_memory", "0\n"),
     ("vm/overcommit_ratio", "50\n"),
@@ -455,6 +473,7 @@ const SYS_DIRS: &[&str] = &[
     "kernel/yama",
     "vm",
     "fs",
+    "fs/mqueue",
     "net",
     "net/core",
     "dev",
@@ -466,6 +485,20 @@ impl ProcFs {
     pub fn attach(&self, kernel: &Arc<Kernel>) {
         let _ = self.kernel.set(Arc::downgrade(kernel));
         let _ = self.started.set(Instant::now());
+    }
+
+    /// Sets what the container's sysctls changed, once, before the guest
+    /// runs.
+    pub fn set_sysctls(&self, values: crate::sysctl::Values) {
+        let _ = self.sysctls.set(values);
+    }
+
+    /// `net.core.somaxconn`: the most a listen backlog may be.
+    pub fn somaxconn(&self) -> u32 {
+        self.sysctls.get().map_or(
+            crate::sysctl::MAX_SOMAXCONN as u32,
+            |v: &crate::sysctl::Values| v.somaxconn,
+        )
     }
 
     fn kernel(&self) -> Result<Arc<Kernel>, Errno> {
@@ -613,10 +646,18 @@ impl ProcFs {
                 }
                 let content = match path.as_str() {
                     "@sys/devices/system/cpu/offline" => "\n".to_string(),
-                    "kernel/hostname" => format!("{}\n", self.kernel()?.hostname),
+                    "kernel/hostname" => {
+                        format!("{}\n", String::from_utf8_lossy(&self.kernel()?.uts().host))
+                    }
                     "kernel/random/uuid" => uuid(),
                     "kernel/random/boot_id" => self.boot_id(),
                     p if SYSFS_FILES.contains(&p) => self.sysfs_file(p)?,
+                    p if self.sysctls.get().is_some_and(|v| v.files.contains_key(p)) => self
+                        .sysctls
+                        .get()
+                        .and_then(|v| v.files.get(p))
+                        .cloned()
+                        .unwrap_or_default(),
                     p => SYS_FILES
                         .iter()
                         .find(|(n, _)| *n == p)
@@ -1016,7 +1057,12 @@ impl ProcFs {
             st.threads.len().max(1),
             st.pending.bits,
         );
+        let fs = st.info.fs.upgrade();
         drop(st);
+        // (0022 for a zombie, which has none)
+        let umask = fs.map_or(0o022, |fs| {
+            fs.lock().unwrap_or_else(|e| e.into_inner()).umask
+        });
         let (vm, rss) = self.vm_pages(p);
         let groups: Vec<String> = k.groups.iter().map(u32::to_string).collect();
         let id = tid.unwrap_or(p.pid);
@@ -1031,7 +1077,7 @@ impl ProcFs {
         let mut s = String::new();
         let _ = write!(
             s,
-            "Name:\t{name}\nUmask:\t0022\nState:\t{state}\nTgid:\t{}\nNgid:\t0\nPid:\t{id}\nPPid:\t{ppid}\nTracerPid:\t0\n\
+            "Name:\t{name}\nUmask:\t{umask:04o}\nState:\t{state}\nTgid:\t{}\nNgid:\t0\nPid:\t{id}\nPPid:\t{ppid}\nTracerPid:\t0\n\
              Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{gid}\t{gid}\t{gid}\t{gid}\nFDSize:\t64\nGroups:\t{}\n\
              NStgid:\t{}\nNSpid:\t{id}\nNSpgid:\t{}\nNSsid:\t{}\n\
              VmPeak:\t{} kB\nVmSize:\t{} kB\nVmRSS:\t{} kB\nThreads:\t{nthreads}\nSigQ:\t0/63459\n\
@@ -1470,9 +1516,18 @@ fn mount_table(
 /// A write to `/proc/[pid]/oom_score_adj` (oom_score_adj_write()): one
 /// integer, in C's notation (decimal, `0x` hex, `0` octal), with white space
 /// around it, in -1000..=1000; else `EINVAL`. Linux reads at most 23 bytes
-/// of it. Lowering it takes `CAP_SYS_RESOURCE`, which the sandbox's root has.
-pub fn write_oom_score_adj(p: &Process, data: &[u8]) -> Result<(), Errno> {
-    p.state().oom_score_adj = parse_oom_score_adj(data)?;
+/// of it. Going below the last value a writer with `CAP_SYS_RESOURCE`
+/// (`privileged`) set takes that capability (`EACCES`).
+pub fn write_oom_score_adj(p: &Process, data: &[u8], privileged: bool) -> Result<(), Errno> {
+    let v = parse_oom_score_adj(data)?;
+    let mut st = p.state();
+    if v < st.oom_score_adj_min && !privileged {
+        return Err(Errno::EACCES);
+    }
+    if privileged {
+        st.oom_score_adj_min = v;
+    }
+    st.oom_score_adj = v;
     Ok(())
 }
 

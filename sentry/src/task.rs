@@ -234,6 +234,9 @@ pub struct ProcessState {
     /// `/proc/[pid]/oom_score_adj`, -1000..=1000 (inherited by children,
     /// kept across execve, as Linux keeps it in the signal struct)
     pub oom_score_adj: i16,
+    /// the lowest `oom_score_adj` a write without `CAP_SYS_RESOURCE` may
+    /// set: the last value one with it wrote (inherited the same way)
+    pub oom_score_adj_min: i16,
     /// signal to receive when the parent exits (`PR_SET_PDEATHSIG`)
     pub pdeathsig: i32,
     /// orphaned descendants are reparented here rather than to init
@@ -341,6 +344,7 @@ impl ProcessState {
                 max: u64::MAX,
             }; abi::rlimit::RLIM_NLIMITS],
             oom_score_adj: 0,
+            oom_score_adj_min: 0,
             pdeathsig: 0,
             child_subreaper: false,
             started: std::time::Instant::now(),
@@ -530,6 +534,9 @@ pub struct ThreadState {
     pub caps: CapSets,
     /// its `no_new_privs` (/proc)
     pub no_new_privs: bool,
+    /// its real, effective, saved and file-system user ids (who may
+    /// signal it, kill(2))
+    pub uid: [u32; 4],
 }
 
 /// A guest thread as other threads see it.
@@ -709,9 +716,116 @@ pub struct Creds {
     pub groups: Vec<u32>,
     /// capability sets
     pub caps: CapSets,
+    /// `SECBIT_KEEP_CAPS` (`PR_SET_KEEPCAPS`): the permitted set survives
+    /// leaving uid 0; cleared by `execve`
+    pub keep_caps: bool,
 }
 
+/// The capabilities the Sentry's permission checks ask for, by number
+/// (capabilities(7)).
+pub mod cap {
+    /// change any file's owner and group
+    pub const CHOWN: u32 = 0;
+    /// bypass file read, write and execute permission checks
+    pub const DAC_OVERRIDE: u32 = 1;
+    /// bypass file read and directory read and search checks
+    pub const DAC_READ_SEARCH: u32 = 2;
+    /// bypass the checks that the caller owns a file
+    pub const FOWNER: u32 = 3;
+    /// keep set-user-ID and set-group-ID bits
+    pub const FSETID: u32 = 4;
+    /// signal processes of other users
+    pub const KILL: u32 = 5;
+    /// take any group id
+    pub const SETGID: u32 = 6;
+    /// take any user id
+    pub const SETUID: u32 = 7;
+    /// bind ports below 1024
+    pub const NET_BIND_SERVICE: u32 = 10;
+    /// `chroot(2)`
+    pub const SYS_CHROOT: u32 = 18;
+    /// `sethostname(2)`, trusted.* attributes, mounts
+    pub const SYS_ADMIN: u32 = 21;
+    /// raise scheduling priority
+    pub const SYS_NICE: u32 = 23;
+    /// raise hard resource limits, lower `oom_score_adj`, pass queue limits
+    pub const SYS_RESOURCE: u32 = 24;
+}
+
+/// `MAY_EXEC`, `MAY_WRITE`, `MAY_READ`: the access a permission check asks
+/// for, as `access(2)`'s `X_OK`, `W_OK`, `R_OK`.
+pub const MAY_EXEC: u32 = 1;
+/// See [`MAY_EXEC`].
+pub const MAY_WRITE: u32 = 2;
+/// See [`MAY_EXEC`].
+pub const MAY_READ: u32 = 4;
+
 impl Creds {
+    /// Whether `cap` is in the effective set.
+    pub fn capable(&self, cap: u32) -> bool {
+        self.caps.has(cap)
+    }
+
+    /// Whether `gid` is the file-system group id or a supplementary group
+    /// (Linux's `in_group_p`).
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid[3] == gid || self.groups.contains(&gid)
+    }
+
+    /// Whether the caller counts as the owner of an object owned by
+    /// `owner`: its file-system uid, or `CAP_FOWNER` (Linux's
+    /// `inode_owner_or_capable`).
+    pub fn owns(&self, owner: u32) -> bool {
+        self.uid[3] == owner || self.capable(cap::FOWNER)
+    }
+
+    /// The file permission check (Linux's `generic_permission`): the
+    /// owner's, group's or others' bits of `mode` by the file-system ids;
+    /// failing them, `CAP_DAC_READ_SEARCH` reads any file and reads and
+    /// searches any directory, and `CAP_DAC_OVERRIDE` allows everything but
+    /// executing a file without any execute bit (capabilities(7)). `want`
+    /// is a mask of `MAY_*`.
+    pub fn may_access(&self, mode: u32, uid: u32, gid: u32, want: u32) -> Result<(), Errno> {
+        let bits = if self.uid[3] == uid {
+            mode >> 6
+        } else if self.in_group(gid) {
+            mode >> 3
+        } else {
+            mode
+        } & 7;
+        if want & !bits == 0 {
+            return Ok(());
+        }
+        let is_dir = mode & abi::S_IFMT == abi::S_IFDIR;
+        if is_dir {
+            if want & MAY_WRITE == 0 && self.capable(cap::DAC_READ_SEARCH) {
+                return Ok(());
+            }
+            if self.capable(cap::DAC_OVERRIDE) {
+                return Ok(());
+            }
+            return Err(Errno::EACCES);
+        }
+        if (want & MAY_EXEC == 0 || mode & 0o111 != 0) && self.capable(cap::DAC_OVERRIDE) {
+            return Ok(());
+        }
+        if want == MAY_READ && self.capable(cap::DAC_READ_SEARCH) {
+            return Ok(());
+        }
+        Err(Errno::EACCES)
+    }
+
+    /// The credentials `access(2)` checks with (Linux's
+    /// `access_override_creds`): the real ids as file-system ids, and all
+    /// the permitted capabilities for a real root, none for others.
+    pub fn for_access(&self) -> Creds {
+        let mut c = self.clone();
+        c.uid[3] = c.uid[0];
+        c.gid[3] = c.gid[0];
+        c.caps.effective = if c.uid[0] == 0 { c.caps.permitted } else { 0 };
+        c
+    }
+
     /// Everything `uid`/`gid`, with `groups`, and the capabilities a
     /// program run as `uid` gets from `execve` (all of them for root).
     pub fn new(uid: u32, gid: u32, groups: Vec<u32>) -> Self {
@@ -720,18 +834,24 @@ impl Creds {
             gid: [gid; 4],
             groups,
             caps: CapSets::for_uid(uid),
+            keep_caps: false,
         }
     }
 
     /// What a change of user ids from `old` does to the capabilities
-    /// (capabilities(7), "Effect of user ID changes on capabilities";
-    /// `PR_SET_KEEPCAPS` is not modelled).
+    /// (capabilities(7), "Effect of user ID changes on capabilities"):
+    /// leaving uid 0 altogether clears the permitted and effective sets
+    /// (unless `keep_caps`) and the ambient one; the effective set follows
+    /// the effective uid, the file-system capabilities the file-system uid.
     pub fn fix_caps_after_uid_change(&mut self, old: [u32; 4]) {
         let new = self.uid;
+        let keep = self.keep_caps;
         let c = &mut self.caps;
         if old[..3].contains(&0) && !new[..3].contains(&0) {
-            c.permitted = 0;
-            c.effective = 0;
+            if !keep {
+                c.permitted = 0;
+                c.effective = 0;
+            }
             c.ambient = 0;
         }
         if old[1] == 0 && new[1] != 0 {
@@ -991,6 +1111,12 @@ impl Task {
         let mut t = self.thread.state();
         t.caps = self.creds.caps;
         t.no_new_privs = self.no_new_privs;
+        t.uid = self.creds.uid;
+    }
+
+    /// Whether `cap` is in this task's effective set.
+    pub fn capable(&self, cap: u32) -> bool {
+        self.creds.capable(cap)
     }
 
     /// Records this task's shared state where /proc finds it.
@@ -1701,6 +1827,46 @@ mod tests {
         assert_eq!((c.caps.permitted, c.caps.effective), (0, 0));
         assert_eq!(c.caps.bounding, CAP_FULL_SET);
         assert_eq!(Creds::new(1000, 1000, Vec::new()).caps.permitted, 0);
+    }
+
+    #[test]
+    fn keep_caps_keeps_the_permitted_set_when_leaving_root() {
+        let mut c = Creds::new(0, 0, Vec::new());
+        c.keep_caps = true;
+        c.uid = [1000; 4];
+        c.fix_caps_after_uid_change([0; 4]);
+        assert_eq!((c.caps.permitted, c.caps.effective), (CAP_FULL_SET, 0));
+    }
+
+    #[test]
+    fn permission_goes_by_the_effective_capabilities() {
+        let reg = |perm: u32| abi::S_IFREG | perm;
+        let dir = abi::S_IFDIR;
+        let mut c = Creds::new(0, 0, Vec::new());
+        // Root with everything: all but executing without an x bit.
+        assert_eq!(c.may_access(reg(0), 5, 5, MAY_READ | MAY_WRITE), Ok(()));
+        assert_eq!(c.may_access(reg(0), 5, 5, MAY_EXEC), Err(Errno::EACCES));
+        assert_eq!(c.may_access(reg(0o100), 5, 5, MAY_EXEC), Ok(()));
+        // Without DAC_OVERRIDE: reading and searching only.
+        c.caps.effective &= !(1 << cap::DAC_OVERRIDE);
+        assert_eq!(c.may_access(reg(0), 5, 5, MAY_READ), Ok(()));
+        assert_eq!(c.may_access(reg(0), 5, 5, MAY_WRITE), Err(Errno::EACCES));
+        assert_eq!(c.may_access(dir, 5, 5, MAY_READ | MAY_EXEC), Ok(()));
+        assert_eq!(c.may_access(dir, 5, 5, MAY_WRITE), Err(Errno::EACCES));
+        // Without either: the mode bits, by owner, group (supplementary
+        // too), others.
+        c.caps.effective &= !(1 << cap::DAC_READ_SEARCH);
+        assert_eq!(c.may_access(reg(0), 5, 5, MAY_READ), Err(Errno::EACCES));
+        assert_eq!(c.may_access(reg(0o600), 0, 5, MAY_WRITE), Ok(()));
+        assert_eq!(
+            c.may_access(reg(0o060), 0, 5, MAY_WRITE),
+            Err(Errno::EACCES)
+        );
+        c.groups = vec![5];
+        assert_eq!(c.may_access(reg(0o060), 1, 5, MAY_WRITE), Ok(()));
+        assert_eq!(c.may_access(reg(0o004), 1, 6, MAY_READ), Ok(()));
+        // access(2) asks as a real root with its permitted set.
+        assert_eq!(c.for_access().may_access(reg(0), 5, 5, MAY_WRITE), Ok(()));
     }
 
     fn state(unkillable: bool) -> ProcessState {

@@ -216,6 +216,21 @@ impl MemFs {
     }
 }
 
+/// The set-ID bits of a regular file of `mode` that a write or `chown`
+/// clears (Linux's `should_remove_suid`): set-user-ID, and set-group-ID
+/// when the group may execute (without group execute it marks mandatory
+/// locking).
+pub fn setid_bits_killed(mode: u32) -> u32 {
+    if mode & abi::S_IFMT != abi::S_IFREG {
+        return 0;
+    }
+    let mut kill = mode & abi::S_ISUID;
+    if mode & (abi::S_ISGID | 0o010) == abi::S_ISGID | 0o010 {
+        kill |= abi::S_ISGID;
+    }
+    kill
+}
+
 fn now() -> Timespec {
     crate::host::clock_gettime(libc::CLOCK_REALTIME).unwrap_or(Timespec {
         tv_sec: 0,
@@ -1016,7 +1031,8 @@ impl MemInode {
         m.ctime = now();
     }
 
-    /// `chown` (`u32::MAX` leaves a field unchanged).
+    /// `chown` (`u32::MAX` leaves a field unchanged); the caller clears
+    /// what [`setid_bits_killed`] says.
     pub fn set_owner(&self, uid: u32, gid: u32) {
         let mut m = lock(&self.meta);
         if uid != u32::MAX {

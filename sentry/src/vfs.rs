@@ -5,6 +5,11 @@
 //! opened `O_PATH | O_NOFOLLOW` relative to its parent's descriptor, symlinks
 //! are read and followed here, and `..` pops the Sentry's own stack of
 //! directories, so no name or link can climb out of the root.
+//!
+//! An OCI container's masked and read-only paths (`linux.maskedPaths`,
+//! `linux.readonlyPaths`) are fixed over the finished tree at boot, as
+//! runc's mounts over them are: they go by the path from the sandbox's
+//! root, wherever a walk comes from, and no guest call can undo them.
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -337,6 +342,11 @@ impl Node {
                 Ok(st)
             }
             Node::DevDir => Ok(synth(abi::S_IFDIR | 0o755, 1, 0)),
+            // An OCI mask is runc's read-only tmpfs, whose root keeps
+            // tmpfs's mode; a masked host file system shows read-only.
+            Node::Masked { ino } if ino & MASK_INO == MASK_INO => {
+                Ok(synth(abi::S_IFDIR | 0o1777, *ino, 0))
+            }
             Node::Masked { ino } => Ok(synth(abi::S_IFDIR | 0o555, *ino, 0)),
             Node::Dev(d) => {
                 let (major, minor) = d.number();
@@ -503,6 +513,9 @@ pub struct FileSystem {
     pub overlay: bool,
     /// volumes and extra tmpfs mounts, covering what their path names
     mounts: Vec<MountPoint>,
+    /// masked and read-only paths (OCI `linux.maskedPaths` and
+    /// `readonlyPaths`), fixed once at boot over everything else
+    locked: std::sync::OnceLock<LockedPaths>,
     /// extra tmpfs mounts made so far (each takes its own device number,
     /// even where a later mount replaces an earlier one)
     tmpfs_mounts: u64,
@@ -513,7 +526,40 @@ pub struct FileSystem {
     pub page_caches: Arc<crate::pagecache::PageCaches>,
 }
 
+/// What `linux.maskedPaths` and `linux.readonlyPaths` made of the tree:
+/// runc's mounts over those paths, which no guest can undo (its `umount`
+/// is `EPERM`, as for a mount locked in a user namespace).
+#[derive(Debug, Default)]
+struct LockedPaths {
+    /// masks: an empty read-only directory over a directory (runc's
+    /// read-only tmpfs), the null device over anything else (runc's bind
+    /// of `/dev/null`); mounted above every other mount
+    masks: Vec<MountPoint>,
+    /// paths made read-only, with what is below them on the same mount
+    /// (runc's read-only bind of the path over itself)
+    read_only: Vec<Vec<Vec<u8>>>,
+}
+
+/// Inode numbers of the directories masks show (each its own tmpfs
+/// root): these bits set, the mask's number below them.
+const MASK_INO: u64 = 0x4d41_534b_0000;
+
+/// The Sentry's own mounts at fixed paths (`mount_key` tells them apart):
+/// a read-only path above one of them does not make it read-only, as a
+/// non-recursive read-only remount leaves submounts as they were.
+const BUILTIN_MOUNTS: &[&[&[u8]]] = &[
+    &[b"dev"],
+    &[b"proc"],
+    &[b"sys"],
+    &[b"tmp"],
+    &[b"run"],
+    &[b"dev", b"shm"],
+    &[b"dev", b"pts"],
+    &[b"dev", b"mqueue"],
+];
+
 /// A file system mounted over a path of the tree.
+#[derive(Debug)]
 struct MountPoint {
     /// components from the root
     path: Vec<Vec<u8>>,
@@ -560,6 +606,18 @@ impl fmt::Debug for FileSystem {
             .field("root", &self.root)
             .finish()
     }
+}
+
+/// Whether mount path `path` (components from the root) names `name` in
+/// the directory at the end of `chain`.
+fn names_child(path: &[Vec<u8>], chain: &[(Vec<u8>, Node)], name: &[u8]) -> bool {
+    let depth = chain.len();
+    path.len() == depth
+        && path[depth - 1] == name
+        && path[..depth - 1]
+            .iter()
+            .zip(&chain[1..])
+            .all(|(a, (b, _))| a == b)
 }
 
 fn split(path: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -623,6 +681,7 @@ impl FileSystem {
             shm: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x12, size, 0o1777),
             memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
             mounts: Vec::new(),
+            locked: Default::default(),
             tmpfs_mounts: 0,
             // As much as a tmpfs may hold: half the sandbox's memory.
             page_caches: crate::pagecache::PageCaches::new(mf.clone(), size),
@@ -754,29 +813,160 @@ impl FileSystem {
             .collect()
     }
 
-    /// Whether `name` in `parent` is a mount point.
+    /// Whether `name` in `parent` is a mount point (a read-only path is
+    /// one too: runc bind-mounts it over itself).
     pub fn is_mount_point(&self, parent: &Location, name: &[u8]) -> bool {
         self.mounted_at(parent, name).is_some()
+            || self.locked.get().is_some_and(|l| {
+                l.read_only
+                    .iter()
+                    .any(|p| names_child(p, &parent.chain, name))
+            })
     }
 
     /// What is mounted at `name` in `parent`, if anything.
     fn mounted_at(&self, parent: &Location, name: &[u8]) -> Option<Node> {
+        let locked = self.locked.get();
+        if let Some(l) = locked {
+            // Masks were mounted last, over everything.
+            if let Some(m) = l
+                .masks
+                .iter()
+                .find(|m| names_child(&m.path, &parent.chain, name))
+            {
+                return Some(m.root.clone());
+            }
+        }
         if self.mounts.is_empty() {
             return None;
         }
-        let depth = parent.chain.len();
         self.mounts
             .iter()
             .rev()
-            .find(|m| {
-                m.path.len() == depth
-                    && m.path[depth - 1] == name
-                    && m.path[..depth - 1]
+            .find(|m| names_child(&m.path, &parent.chain, name))
+            // A masked directory hides the mounts below it, as the tmpfs
+            // runc mounts over it does.
+            .filter(|m| {
+                !locked.is_some_and(|l| {
+                    l.masks
                         .iter()
-                        .zip(&parent.chain[1..])
-                        .all(|(a, (b, _))| a == b)
+                        .any(|k| k.path.len() < m.path.len() && m.path.starts_with(&k.path))
+                })
             })
             .map(|m| m.root.clone())
+    }
+
+    /// Applies OCI `linux.readonlyPaths`, then `linux.maskedPaths` (runc's
+    /// order), once, after every mount is made and /proc can be walked.
+    /// Each path is resolved from the root, symlinks followed; one that
+    /// does not exist is skipped, as runc skips it. A masked directory
+    /// becomes an empty read-only directory and anything else the null
+    /// device; below a read-only path, writes are `EROFS` while the rest
+    /// of its mount stays writable. Returns the paths skipped.
+    pub fn lock_paths(
+        &self,
+        masked: &[Vec<u8>],
+        read_only: &[Vec<u8>],
+    ) -> Result<Vec<Vec<u8>>, Errno> {
+        let mut locked = LockedPaths::default();
+        let mut skipped = Vec::new();
+        // The path's names from the root, symlinks followed, and what is
+        // there; `None` when it is not there.
+        let canonical = |path: &[u8]| -> Result<Option<Location>, Errno> {
+            if !path.starts_with(b"/") {
+                return Err(Errno::EINVAL);
+            }
+            match self.resolve(&self.root(), path, true) {
+                Ok(loc) => Ok(Some(loc)),
+                Err(Errno::ENOENT | Errno::ENOTDIR) => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        let names_of = |loc: &Location| -> Vec<Vec<u8>> {
+            loc.chain[1..].iter().map(|(n, _)| n.clone()).collect()
+        };
+        for p in read_only {
+            match canonical(p)? {
+                Some(loc) => locked.read_only.push(names_of(&loc)),
+                None => skipped.push(p.clone()),
+            }
+        }
+        for p in masked {
+            let Some(loc) = canonical(p)? else {
+                skipped.push(p.clone());
+                continue;
+            };
+            let (names, node) = (names_of(&loc), loc.node().clone());
+            if names.is_empty() {
+                // (the root cannot be covered: it is where walks start)
+                return Err(Errno::EINVAL);
+            }
+            // Below a directory masked already there is nothing (runc's
+            // mount there would fail with ENOENT and be skipped).
+            if locked.masks.iter().any(|m| {
+                m.root.is_dir() && names.len() > m.path.len() && names.starts_with(&m.path)
+            }) {
+                skipped.push(p.clone());
+                continue;
+            }
+            let root = if node.is_dir() {
+                Node::Masked {
+                    ino: MASK_INO + locked.masks.len() as u64,
+                }
+            } else {
+                Node::Dev(Device::Null)
+            };
+            locked.masks.retain(|m| m.path != names);
+            locked.masks.push(MountPoint { path: names, root });
+        }
+        self.locked.set(locked).map_err(|_| Errno::EBUSY)?;
+        Ok(skipped)
+    }
+
+    /// The read-only path `loc` is below (an index into the list), if it
+    /// is on one: the deepest such path, unless a mount below that path
+    /// holds `loc` (a read-only remount does not reach submounts).
+    /// Locations with different answers are on different mounts (`link`
+    /// and `rename` between them are `EXDEV`).
+    pub fn read_only_mount(&self, loc: &Location) -> Option<usize> {
+        let l = self.locked.get()?;
+        let names: Vec<&[u8]> = loc.chain[1..].iter().map(|(n, _)| n.as_slice()).collect();
+        let under =
+            |p: &[Vec<u8>]| p.len() <= names.len() && p.iter().zip(&names).all(|(a, b)| a == b);
+        let (i, ro) = l
+            .read_only
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| under(p))
+            .max_by_key(|(_, p)| p.len())?;
+        let deeper = |p: &[Vec<u8>]| p.len() > ro.len() && under(p);
+        let submount = self.mounts.iter().any(|m| deeper(&m.path))
+            || l.masks.iter().any(|m| deeper(&m.path))
+            || BUILTIN_MOUNTS.iter().any(|b| {
+                b.len() > ro.len()
+                    && b.len() <= names.len()
+                    && b.iter().zip(&names).all(|(a, n)| a == n)
+            });
+        (!submount).then_some(i)
+    }
+
+    /// Whether `loc` is read-only because of a read-only path (writes to
+    /// it, and names made or removed in it, are `EROFS`).
+    pub fn read_only_at(&self, loc: &Location) -> bool {
+        self.read_only_mount(loc).is_some()
+    }
+
+    /// Whether a masked or read-only path is at or below `loc`: moving it
+    /// would carry that path away from its mount, which here stays with
+    /// the path (`rename` answers `EBUSY`, as for a mount point).
+    pub fn holds_locked_path(&self, loc: &Location) -> bool {
+        let Some(l) = self.locked.get() else {
+            return false;
+        };
+        let names: Vec<&[u8]> = loc.chain[1..].iter().map(|(n, _)| n.as_slice()).collect();
+        let below =
+            |p: &[Vec<u8>]| p.len() >= names.len() && p.iter().zip(&names).all(|(a, b)| a == b);
+        l.read_only.iter().any(|p| below(p)) || l.masks.iter().any(|m| below(&m.path))
     }
 
     /// The root directory.

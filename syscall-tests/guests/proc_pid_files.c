@@ -336,5 +336,23 @@ int main(int argc, char **argv)
 	EXPECT_RC(pthread_create(&th, NULL, thread_self, &ok), 0);
 	EXPECT_RC(pthread_join(th, NULL), 0);
 	EXPECT_TRUE(ok);
+
+	/* status's Umask: the process's own, as umask(2) last set it, and
+	 * what a child inherits. */
+	mode_t old = umask(027);
+	EXPECT_TRUE(t_slurp("/proc/self/status", text, sizeof text) > 0);
+	EXPECT_TRUE(strstr(text, "\nUmask:\t0027\n") != NULL);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		umask(0);
+		_exit(t_slurp("/proc/self/status", text, sizeof text) > 0 &&
+		      strstr(text, "\nUmask:\t0000\n") ? 0 : 1);
+	}
+	EXPECT_TRUE(waitpid(pid, &status, 0) == pid);
+	EXPECT(status, 0);
+	EXPECT_TRUE(t_slurp("/proc/self/status", text, sizeof text) > 0);
+	EXPECT_TRUE(strstr(text, "\nUmask:\t0027\n") != NULL);
+	umask(old);
 	return t_done();
 }

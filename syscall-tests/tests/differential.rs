@@ -121,6 +121,8 @@ guests! {
     set_tid_address,
     rlimit,
     capabilities,
+    // permission checks by capability, not uid 0 (issue 6)
+    cap_checks,
     umask,
     sched,
     // /proc/cpuinfo's topology agrees with /sys's (issue 4 point 3)

@@ -150,6 +150,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 ps.as_cpu_start = vm_cpu;
                 ps.rlimits = st.rlimits;
                 ps.oom_score_adj = st.oom_score_adj;
+                ps.oom_score_adj_min = st.oom_score_adj_min;
                 ps.ctty = st.ctty.clone();
             }
             drop(st);
@@ -164,6 +165,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             t.affinity = affinity;
             t.caps = task.creds.caps;
             t.no_new_privs = task.no_new_privs;
+            t.uid = task.creds.uid;
         }
         proc_.state().threads.push(thread.clone());
         procs.threads.insert(id, thread.clone());

@@ -17,7 +17,7 @@ use crate::host;
 use crate::inotify::{self, EntryIds};
 use crate::locks::{FileKey, Owner, RecordLock, OFFSET_MAX};
 use crate::mm::GuestSlice;
-use crate::task::Task;
+use crate::task::{cap, Creds, Task, MAY_EXEC, MAY_READ, MAY_WRITE};
 use crate::tmpfs::MemKind;
 use crate::vfs::{Device, GoferRef, HostFile, Location, Lookup, Node, VolumeKind};
 
@@ -498,6 +498,7 @@ fn open_inner(
         Lookup::Missing { parent } => {
             if create && !path.ends_with(b"/") {
                 let name = last_component(&path).ok_or(Errno::ENOENT)?;
+                read_only_path(task, &parent)?;
                 if let Some(v) = volume(parent.node()) {
                     let h = v?;
                     may_write_dir(task, &parent)?;
@@ -565,6 +566,19 @@ fn open_inner(
     if tmpfile && !node.is_dir() {
         return Err(Errno::ENOTDIR);
     }
+    may_open(task, &loc, acc, flags, created)?;
+    if wants_write && !special_file(&node) && task.kernel.fs.read_only_at(&loc) {
+        // Permission first (may_open, which leaves the Sentry's own files
+        // alone), then the mount (do_dentry_open).
+        if !created && !tmpfile {
+            let want = match acc {
+                0 | 1 => 2,
+                _ => 6,
+            };
+            check_access(task, &loc, want)?;
+        }
+        return Err(Errno::EROFS);
+    }
     let kind = if path_only {
         FileKind::Path
     } else {
@@ -576,24 +590,6 @@ fn open_inner(
                     }
                 }
                 let kind = node.stat()?.mode & abi::S_IFMT;
-                if !created {
-                    let want = if acc == 0 {
-                        4
-                    } else if acc == abi::OpenFlags::WRONLY.bits() {
-                        2
-                    } else {
-                        6
-                    };
-                    check_access(
-                        task,
-                        &loc,
-                        if flags.contains(OpenFlags::TRUNC) {
-                            want | 2
-                        } else {
-                            want
-                        },
-                    )?;
-                }
                 if kind == abi::S_IFDIR || !wants_write {
                     FileKind::Host(task.kernel.fs.open_host(&loc)?)
                 } else {
@@ -658,7 +654,7 @@ fn open_inner(
                     1 => 2,
                     _ => 6,
                 };
-                if !q.permits(task.ids, want) {
+                if !q.permits(&task.creds, want) {
                     return Err(Errno::EACCES);
                 }
                 FileKind::Mqueue(q.clone())
@@ -850,29 +846,95 @@ fn child_of(parent: &Location, name: Vec<u8>, node: Node) -> Location {
     l
 }
 
-/// Whether the task may add or remove names in directory `dir`.
-fn may_write_dir(task: &Task, dir: &Location) -> Result<(), Errno> {
-    let st = dir.node().stat()?;
-    let (uid, gid) = task.ids;
-    if uid == 0 {
+/// The permission checks of an open of `loc` that existed (Linux's
+/// `may_open`), on the files whose mode and owner are their own (the
+/// root's image, volumes, the sandbox's tmpfs and overlay): the access
+/// mode asks for reading and writing, `O_TRUNC` for writing, `O_TMPFILE`
+/// for adding a name to the directory; `O_NOATIME` needs the owner or
+/// `CAP_FOWNER` (`EPERM`).
+fn may_open(
+    task: &Task,
+    loc: &Location,
+    acc: u32,
+    flags: OpenFlags,
+    created: bool,
+) -> Result<(), Errno> {
+    if created || flags.contains(OpenFlags::PATH) {
         return Ok(());
     }
-    let bits = if st.uid == uid {
-        st.mode >> 6
-    } else if st.gid == gid {
-        st.mode >> 3
-    } else {
-        st.mode
+    if !matches!(loc.node(), Node::Host { .. } | Node::Mem(_) | Node::Ovl(_)) {
+        return Ok(());
+    }
+    if flags.contains(OpenFlags::TMPFILE) {
+        return may_write_dir(task, loc);
+    }
+    let mut want = match acc {
+        0 => MAY_READ,
+        1 => MAY_WRITE,
+        _ => MAY_READ | MAY_WRITE,
     };
-    if bits & 3 != 3 {
-        return Err(Errno::EACCES);
+    if flags.contains(OpenFlags::TRUNC) {
+        want |= MAY_WRITE;
+    }
+    check_access(task, loc, want)?;
+    if flags.contains(OpenFlags::NOATIME) && !task.creds.owns(loc.node().stat()?.uid) {
+        return Err(Errno::EPERM);
     }
     Ok(())
+}
+
+/// Whether the task may add or remove names in directory `dir`: write
+/// and search permission (or `CAP_DAC_OVERRIDE`).
+fn may_write_dir(task: &Task, dir: &Location) -> Result<(), Errno> {
+    let st = dir.node().stat()?;
+    task.creds
+        .may_access(st.mode, st.uid, st.gid, MAY_WRITE | MAY_EXEC)
+}
+
+/// Whether the task may remove or replace `victim`, a name in `dir`
+/// (Linux's `may_delete`): [`may_write_dir`], and in a sticky directory
+/// only the owner of the file or of the directory, or `CAP_FOWNER`
+/// (`EPERM`).
+fn may_delete(task: &Task, dir: &Location, victim: Option<&Location>) -> Result<(), Errno> {
+    may_write_dir(task, dir)?;
+    let Some(victim) = victim else {
+        return Ok(());
+    };
+    let d = dir.node().stat()?;
+    if d.mode & abi::S_ISVTX == 0 {
+        return Ok(());
+    }
+    let owner = victim.node().stat()?.uid;
+    let fsuid = task.creds.uid[3];
+    if fsuid == owner || fsuid == d.uid || task.capable(cap::FOWNER) {
+        return Ok(());
+    }
+    Err(Errno::EPERM)
 }
 
 /// The error a write to `parent`'s file system gets.
 fn ro_error(_parent: &Node) -> Errno {
     Errno::EROFS
+}
+
+/// `EROFS` where an OCI read-only path covers `loc` (a read-only bind
+/// mount in runc: changing what is on it fails, whatever the file system).
+fn read_only_path(task: &Task, loc: &Location) -> Result<(), Errno> {
+    if task.kernel.fs.read_only_at(loc) {
+        return Err(Errno::EROFS);
+    }
+    Ok(())
+}
+
+/// Whether `node` is a device, FIFO or socket: opening one for writing,
+/// or asking `access(W_OK)` of it, is not a write to its mount.
+fn special_file(node: &Node) -> bool {
+    node.stat().is_ok_and(|st| {
+        matches!(
+            st.mode & abi::S_IFMT,
+            abi::S_IFCHR | abi::S_IFBLK | abi::S_IFIFO | abi::S_IFSOCK
+        )
+    })
 }
 
 /// The gofer handle of `node` when it is on a volume: `Some(Ok)` on a
@@ -1158,7 +1220,15 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
 }
 
+/// Whether the task may access `loc` as `mode` (`R_OK | W_OK | X_OK`) asks:
+/// `EROFS` for a write to a read-only file system, then the permission
+/// bits and capabilities.
 pub(super) fn check_access(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
+    check_access_as(task, &task.creds, loc, mode)
+}
+
+/// [`check_access`] with the credentials `creds`.
+fn check_access_as(task: &Task, creds: &Creds, loc: &Location, mode: u32) -> Result<u64, Errno> {
     if mode & !7 != 0 {
         return Err(Errno::EINVAL);
     }
@@ -1172,24 +1242,7 @@ pub(super) fn check_access(task: &Task, loc: &Location, mode: u32) -> Result<u64
     if mode & 2 != 0 && !writable_fs {
         return Err(Errno::EROFS);
     }
-    let (uid, gid) = task.ids;
-    let is_dir = st.mode & abi::S_IFMT == abi::S_IFDIR;
-    if uid == 0 {
-        if mode & 1 != 0 && !is_dir && st.mode & 0o111 == 0 {
-            return Err(Errno::EACCES);
-        }
-        return Ok(0);
-    }
-    let bits = if st.uid == uid {
-        (st.mode >> 6) & 7
-    } else if st.gid == gid {
-        (st.mode >> 3) & 7
-    } else {
-        st.mode & 7
-    };
-    if mode & bits != mode {
-        return Err(Errno::EACCES);
-    }
+    creds.may_access(st.mode, st.uid, st.gid, mode)?;
     Ok(0)
 }
 
@@ -1210,7 +1263,18 @@ fn faccess(task: &Task, dirfd: u64, path_addr: u64, mode: u32, flags: u32) -> Re
         let start = dir_arg(task, dirfd, &path)?;
         task.resolve(&start, &path, flags & AT_SYMLINK_NOFOLLOW == 0)?
     };
-    check_access(task, &loc, mode)
+    if flags & abi::AT_EACCESS != 0 {
+        check_access(task, &loc, mode)?;
+    } else {
+        // access(2) asks as the real user (and a real root with its
+        // permitted capabilities).
+        check_access_as(task, &task.creds.for_access(), &loc, mode)?;
+    }
+    // "SuS v2 requires we report a read only fs too" (do_faccessat()).
+    if mode & 2 != 0 && !special_file(loc.node()) {
+        read_only_path(task, &loc)?;
+    }
+    Ok(0)
 }
 
 pub fn sys_access(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1993,6 +2057,7 @@ fn mkdir(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
+    read_only_path(task, &e.parent)?;
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
         may_write_dir(task, &e.parent)?;
@@ -2029,6 +2094,7 @@ fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
+    read_only_path(task, &e.parent)?;
     let perm = mode & 0o7777 & !task.fs_ctx().umask;
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
@@ -2084,6 +2150,7 @@ fn symlink(task: &Task, target: u64, dirfd: u64, path: u64) -> Result<u64, Errno
     if e.existing.is_some() {
         return Err(Errno::EEXIST);
     }
+    read_only_path(task, &e.parent)?;
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
         may_write_dir(task, &e.parent)?;
@@ -2148,9 +2215,12 @@ fn link(
     }
     // A link never crosses mounts; Linux says so before anything else
     // (even before a read-only root's EROFS).
-    if crate::vfs::mount_key(src.node()) != crate::vfs::mount_key(e.parent.node()) {
+    if crate::vfs::mount_key(src.node()) != crate::vfs::mount_key(e.parent.node())
+        || task.kernel.fs.read_only_mount(&src) != task.kernel.fs.read_only_mount(&e.parent)
+    {
         return Err(Errno::EXDEV);
     }
+    read_only_path(task, &e.parent)?;
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
         let Node::Host { h: s, .. } = src.node() else {
@@ -2256,13 +2326,15 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
     if !e.parent.node().is_dir() {
         return Err(Errno::ENOTDIR);
     }
+    // (do_unlinkat() asks for write access to the mount before the name)
+    read_only_path(task, &e.parent)?;
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
         if e.existing.is_none() {
             return Err(Errno::ENOENT);
         }
         busy_mount_point(task, e)?;
-        may_write_dir(task, &e.parent)?;
+        may_delete(task, &e.parent, e.existing.as_ref())?;
         let flags = if dir { abi::AT_REMOVEDIR } else { 0 };
         h.client().unlink(h.handle(), &e.name, flags)?;
         return Ok(0);
@@ -2278,7 +2350,10 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
                 Errno::ENOENT
             });
         }
-        task.kernel.fs.mqueue.unlink(&e.name, task.ids.0)?;
+        task.kernel
+            .fs
+            .mqueue
+            .unlink(&e.name, task.ids.0, task.capable(cap::FOWNER))?;
         return Ok(0);
     }
     // A read-only parent refuses before the name is even looked at.
@@ -2310,7 +2385,7 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
             Node::Host { .. } | Node::Mem(_) => {}
             _ => return Err(Errno::EBUSY),
         }
-        may_write_dir(task, &e.parent)?;
+        may_delete(task, &e.parent, Some(existing))?;
         let upper = task.kernel.fs.ensure_upper(d)?;
         if in_lower {
             // Hide the host's entry.
@@ -2325,7 +2400,7 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
         return Err(Errno::EBUSY);
     }
     let parent = mem_dir(task, e)?;
-    may_write_dir(task, &e.parent)?;
+    may_delete(task, &e.parent, Some(existing))?;
     parent.unlink(&e.name, dir).map(|()| 0)
 }
 
@@ -2370,14 +2445,28 @@ fn rename(
 }
 
 fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u64, Errno> {
-    if crate::vfs::mount_key(from.parent.node()) != crate::vfs::mount_key(to.parent.node()) {
+    let fs = &task.kernel.fs;
+    if crate::vfs::mount_key(from.parent.node()) != crate::vfs::mount_key(to.parent.node())
+        || fs.read_only_mount(&from.parent) != fs.read_only_mount(&to.parent)
+    {
         return Err(Errno::EXDEV);
     }
+    read_only_path(task, &from.parent)?;
     if from.existing.is_some() {
         busy_mount_point(task, from)?;
     }
     if to.existing.is_some() {
         busy_mount_point(task, to)?;
+    }
+    // A directory above a masked or read-only path would leave it behind
+    // (its mount here is tied to the path): the guest cannot move a mask
+    // away from what it hides.
+    if [&from.existing, &to.existing]
+        .into_iter()
+        .flatten()
+        .any(|l| fs.holds_locked_path(l))
+    {
+        return Err(Errno::EBUSY);
     }
     if let (Some(a), Some(b)) = (volume(from.parent.node()), volume(to.parent.node())) {
         let (a, b) = (a?, b?);
@@ -2387,8 +2476,8 @@ fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u
         if from.name == b"." || from.name == b".." || to.name == b"." || to.name == b".." {
             return Err(Errno::EBUSY);
         }
-        may_write_dir(task, &from.parent)?;
-        may_write_dir(task, &to.parent)?;
+        may_delete(task, &from.parent, from.existing.as_ref())?;
+        may_delete(task, &to.parent, to.existing.as_ref())?;
         a.client()
             .rename(a.handle(), &from.name, b.handle(), &to.name, flags)?;
         return Ok(0);
@@ -2427,8 +2516,8 @@ fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u
             return Err(Errno::EINVAL);
         }
     }
-    may_write_dir(task, &from.parent)?;
-    may_write_dir(task, &to.parent)?;
+    may_delete(task, &from.parent, from.existing.as_ref())?;
+    may_delete(task, &to.parent, to.existing.as_ref())?;
     crate::tmpfs::rename(&src_dir, &from.name, &dst_dir, &to.name, flags)?;
     if hide_old && flags & 2 == 0 {
         src_dir.whiteout(&from.name)?;
@@ -2478,9 +2567,9 @@ fn target(
     task.resolve(&start, &p, follow)
 }
 
-/// Only the owner (or root) may change an inode's metadata.
+/// Only the owner (or `CAP_FOWNER`) may change an inode's metadata.
 fn owner_check(task: &Task, m: &crate::tmpfs::MemInode) -> Result<(), Errno> {
-    if task.ids.0 == 0 || m.meta().uid == task.ids.0 {
+    if task.creds.owns(m.meta().uid) {
         Ok(())
     } else {
         Err(Errno::EPERM)
@@ -2488,14 +2577,14 @@ fn owner_check(task: &Task, m: &crate::tmpfs::MemInode) -> Result<(), Errno> {
 }
 
 /// Changes attributes of a volume object; `owner_only` when only its
-/// owner (or root) may.
+/// owner (or `CAP_FOWNER`) may.
 fn volume_set(
     task: &Task,
     h: &GoferRef,
     attr: &gofer::client::SetAttr,
     owner_only: bool,
 ) -> Result<u64, Errno> {
-    if owner_only && task.ids.0 != 0 && h.stat()?.uid != task.ids.0 {
+    if owner_only && !task.creds.owns(h.stat()?.uid) {
         return Err(Errno::EPERM);
     }
     h.client().set_stat(h.handle(), attr)?;
@@ -2510,16 +2599,29 @@ fn chmod_loc(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
     r
 }
 
+/// The mode `chmod` sets: without `CAP_FSETID`, the set-group-ID bit of
+/// a file whose group the caller is not in is dropped (chmod(2)).
+fn chmod_mode(task: &Task, st: &Stat, mode: u32) -> u32 {
+    let mut mode = mode & 0o7777;
+    if !task.creds.in_group(st.gid) && !task.capable(cap::FSETID) {
+        mode &= !abi::S_ISGID;
+    }
+    mode
+}
+
 fn chmod_loc_inner(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno> {
+    read_only_path(task, loc)?;
     if let Some(v) = volume(loc.node()) {
+        let h = v?;
         let attr = gofer::client::SetAttr {
-            mode: Some(mode & 0o7777),
+            mode: Some(chmod_mode(task, &h.stat()?, mode)),
             ..Default::default()
         };
-        return volume_set(task, v?, &attr, true);
+        return volume_set(task, h, &attr, true);
     }
     let m = &writable(task, loc)?;
     owner_check(task, m)?;
+    let mode = chmod_mode(task, &loc.node().stat()?, mode);
     // F_SEAL_EXEC freezes the execute bits (shmem_setattr()).
     if m.seals().unwrap_or(0) & crate::tmpfs::seal::EXEC != 0 && (m.meta().mode ^ mode) & 0o111 != 0
     {
@@ -2537,14 +2639,30 @@ fn chown_loc(task: &Task, loc: &Location, uid: u32, gid: u32) -> Result<u64, Err
     r
 }
 
+/// Whether the caller may give an object of owner `st` the owner `uid`
+/// and group `gid` (`u32::MAX`: unchanged), chown(2): without
+/// `CAP_CHOWN` only its owner may, keeping the owner and choosing one of
+/// its own groups.
+fn may_chown(task: &Task, st: &Stat, uid: u32, gid: u32) -> Result<(), Errno> {
+    if task.capable(cap::CHOWN) {
+        return Ok(());
+    }
+    let c = &task.creds;
+    let owner = c.uid[3] == st.uid;
+    let uid_ok = uid == u32::MAX || (owner && uid == st.uid);
+    let gid_ok = gid == u32::MAX || (owner && (gid == st.gid || c.in_group(gid)));
+    if uid_ok && gid_ok {
+        Ok(())
+    } else {
+        Err(Errno::EPERM)
+    }
+}
+
 fn chown_loc_inner(task: &Task, loc: &Location, uid: u32, gid: u32) -> Result<u64, Errno> {
+    read_only_path(task, loc)?;
     if let Some(v) = volume(loc.node()) {
         let h = v?;
-        if task.ids.0 != 0
-            && (uid != u32::MAX && uid != h.stat()?.uid || gid != u32::MAX && gid != task.ids.1)
-        {
-            return Err(Errno::EPERM);
-        }
+        may_chown(task, &h.stat()?, uid, gid)?;
         let attr = gofer::client::SetAttr {
             uid: (uid != u32::MAX).then_some(uid),
             gid: (gid != u32::MAX).then_some(gid),
@@ -2553,12 +2671,24 @@ fn chown_loc_inner(task: &Task, loc: &Location, uid: u32, gid: u32) -> Result<u6
         return volume_set(task, h, &attr, false);
     }
     let m = &writable(task, loc)?;
-    if task.ids.0 != 0
-        && (uid != u32::MAX && uid != m.meta().uid || gid != u32::MAX && gid != task.ids.1)
-    {
-        return Err(Errno::EPERM);
-    }
+    let st = loc.node().stat()?;
+    may_chown(task, &st, uid, gid)?;
     m.set_owner(uid, gid);
+    // A change of owner clears the set-user-ID bit (root's too), and the
+    // set-group-ID bit unless that marks mandatory locking and the caller
+    // is in the group or holds `CAP_FSETID` (chown(2)).
+    let mut kill = crate::tmpfs::setid_bits_killed(st.mode);
+    let sgid_only = st.mode & (abi::S_ISGID | 0o010) == abi::S_ISGID;
+    if st.mode & abi::S_IFMT == abi::S_IFREG
+        && sgid_only
+        && !task.creds.in_group(st.gid)
+        && !task.capable(cap::FSETID)
+    {
+        kill |= abi::S_ISGID;
+    }
+    if kill != 0 {
+        m.set_mode(st.mode & !kill);
+    }
     Ok(0)
 }
 
@@ -2660,6 +2790,7 @@ fn set_times_inner(
     loc: &Location,
     times: Option<[abi::Timespec; 2]>,
 ) -> Result<u64, Errno> {
+    read_only_path(task, loc)?;
     let now = crate::host::clock_gettime(libc::CLOCK_REALTIME)?;
     let pick = |t: abi::Timespec| -> Result<Option<abi::Timespec>, Errno> {
         match t.tv_nsec {
@@ -2695,6 +2826,11 @@ fn set_times_inner(
     let m = &writable(task, loc)?;
     if explicit {
         owner_check(task, m)?;
+    } else if !task.creds.owns(m.meta().uid) {
+        // Setting the current time also suits whoever may write the file
+        // (utimensat(2)).
+        let st = loc.node().stat()?;
+        task.creds.may_access(st.mode, st.uid, st.gid, MAY_WRITE)?;
     }
     m.set_times(at, mt);
     Ok(0)
@@ -2786,6 +2922,7 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if loc.node().is_dir() {
         return Err(Errno::EISDIR);
     }
+    read_only_path(task, &loc)?;
     check_access(task, &loc, 2)?;
     if let Some(v) = volume(loc.node()) {
         let attr = gofer::client::SetAttr {
@@ -2956,7 +3093,7 @@ fn xattr_allowed(task: &Task, loc: &Location, name: &[u8], write: bool) -> Resul
         return Ok(());
     }
     if name.starts_with(b"trusted.") {
-        if task.ids.0 != 0 {
+        if !task.capable(cap::SYS_ADMIN) {
             return Err(if write { Errno::EPERM } else { Errno::ENODATA });
         }
         return Ok(());
@@ -3024,7 +3161,10 @@ fn list_xattr(task: &Task, loc: &Location, a: &[u64; 6]) -> Result<u64, Errno> {
     };
     let mut out = Vec::new();
     for n in names {
-        if n.starts_with(b"trusted.") && task.ids.0 != 0 && volume(loc.node()).is_none() {
+        if n.starts_with(b"trusted.")
+            && !task.capable(cap::SYS_ADMIN)
+            && volume(loc.node()).is_none()
+        {
             continue;
         }
         out.extend_from_slice(&n);
@@ -3040,6 +3180,7 @@ fn change_xattr(
     name: &[u8],
     value: Option<(&[u8], u32)>,
 ) -> Result<u64, Errno> {
+    read_only_path(task, loc)?;
     xattr_allowed(task, loc, name, true)?;
     if let Some(v) = volume(loc.node()) {
         let h = v?;

@@ -91,6 +91,13 @@ const POLLOUT: i16 = libc::POLLOUT;
 
 pub fn bind(task: &Task, s: &HostInetSocket, addr: u64, len: u64) -> Result<u64, Errno> {
     let raw = read_addr(task, addr, len)?;
+    // The port of an AF_INET or AF_INET6 address, in network order.
+    let family = raw
+        .get(..2)
+        .map(|f| i32::from(u16::from_ne_bytes([f[0], f[1]])));
+    if raw.len() >= 4 && matches!(family, Some(libc::AF_INET | libc::AF_INET6)) {
+        super::inet::may_bind_port(task, u16::from_be_bytes([raw[2], raw[3]]))?;
+    }
     host_sys::bind(s.fd(), &raw).map_err(err).map(|()| 0)
 }
 

@@ -130,7 +130,18 @@ pub fn bind(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<
     }
     let s = sock(file)?;
     let a = read_sockaddr(task, addr, len, s.domain)?;
+    may_bind_port(task, a.port())?;
     s.sock.bind(a).map(|()| 0)
+}
+
+/// A port below 1024 takes `CAP_NET_BIND_SERVICE` (`EACCES`), checked
+/// before whether the address is free (Linux's `inet_bind`, with
+/// `ip_unprivileged_port_start` at its default).
+pub(super) fn may_bind_port(task: &Task, port: u16) -> Result<(), Errno> {
+    if port != 0 && port < 1024 && !task.capable(crate::task::cap::NET_BIND_SERVICE) {
+        return Err(Errno::EACCES);
+    }
+    Ok(())
 }
 
 pub fn listen(file: &FileDescription, backlog: i32) -> Result<u64, Errno> {

@@ -172,6 +172,8 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::PAUSE, signal::sys_pause, Full),
     (nr::KILL, signal::sys_kill, Partial),
     (nr::UNAME, process::sys_uname, Full),
+    (nr::SETHOSTNAME, process::sys_sethostname, Full),
+    (nr::SETDOMAINNAME, process::sys_setdomainname, Full),
     (nr::FCNTL, fs::sys_fcntl, Partial),
     (nr::FLOCK, fs::sys_flock, Partial),
     (nr::FSYNC, fs::sys_fsync, Full),

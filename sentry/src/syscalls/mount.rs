@@ -7,7 +7,7 @@
 //! The mount tree is fixed when the sandbox boots, so the mount calls
 //! answer as Linux answers a process without the capability each needs
 //! (`EPERM`), after the argument checks Linux makes first. `chroot` works
-//! for the guest's root user, and only ever narrows a process's view of
+//! with `CAP_SYS_CHROOT`, and only ever narrows a process's view of
 //! the sandbox's tree.
 //!
 //! File handles are refused outright: a handle names an inode by number,
@@ -60,8 +60,8 @@ pub fn sys_pivot_root(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// `chroot(2)`: the path is resolved and must be a searchable directory
-/// (`ENOENT`, `ENOTDIR`, `EACCES` as usual); then `CAP_SYS_CHROOT` (an
-/// effective uid of 0 here) is needed. The new root is where this
+/// (`ENOENT`, `ENOTDIR`, `EACCES` as usual); then `CAP_SYS_CHROOT` is
+/// needed. The new root is where this
 /// process's absolute paths start and its `..` stops; it is shared with
 /// `CLONE_FS` threads, inherited by `fork`, kept across `execve`.
 ///
@@ -77,7 +77,7 @@ pub fn sys_chroot(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::ENOTDIR);
     }
     super::fs::check_access(task, &loc, 1)?;
-    if task.creds.uid[1] != 0 {
+    if !task.capable(crate::task::cap::SYS_CHROOT) {
         return Err(Errno::EPERM);
     }
     task.fs_ctx().root = loc;

@@ -38,15 +38,15 @@ struct SigEventHead {
 const _: () = assert!(std::mem::size_of::<SigEventHead>() == 16);
 
 /// What creating a queue for `task` asks: its effective ids (the owner),
-/// its real uid (charged), `mode` less its umask, its `RLIMIT_MSGQUEUE`;
-/// root stands in for `CAP_SYS_RESOURCE`.
+/// its real uid (charged), `mode` less its umask, its `RLIMIT_MSGQUEUE`,
+/// whether it holds `CAP_SYS_RESOURCE` (past the queue limits).
 pub(super) fn create_args(task: &Task, mode: u32, attr: Option<(i64, i64)>) -> Create {
     Create {
         mode: mode & 0o7777 & !task.fs_ctx().umask,
         ids: task.ids,
         real_uid: task.creds.uid[0],
         attr,
-        privileged: task.ids.0 == 0,
+        privileged: task.capable(crate::task::cap::SYS_RESOURCE),
         rlimit: task.proc_.state().rlimits[mqueue::RLIMIT_MSGQUEUE].cur,
     }
 }
@@ -113,7 +113,7 @@ pub fn sys_mq_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             return Err(Errno::EINVAL);
         }
         let want = [4, 2, 6][acc as usize];
-        if !q.permits(task.ids, want) {
+        if !q.permits(&task.creds, want) {
             return Err(Errno::EACCES);
         }
     }
@@ -127,7 +127,10 @@ pub fn sys_mq_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// `mq_unlink(name)`.
 pub fn sys_mq_unlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let name = path_arg(task, a[0])?;
-    task.kernel.fs.mqueue.unlink(&name, task.ids.0)?;
+    task.kernel
+        .fs
+        .mqueue
+        .unlink(&name, task.ids.0, task.capable(crate::task::cap::FOWNER))?;
     Ok(0)
 }
 

@@ -6,7 +6,7 @@ use zerocopy::FromZeros;
 
 use super::path_arg;
 use crate::loader::{self, ExecRequest};
-use crate::task::{ExitStatus, Task};
+use crate::task::{cap, ExitStatus, Task};
 
 pub fn sys_exit(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     task.exit(ExitStatus::Code(a[0] as i32 & 0xff))
@@ -178,9 +178,9 @@ pub fn sys_getgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(groups.len() as u64)
 }
 
-/// Set-id calls (credentials(7)): a task with effective uid 0 may take
-/// any id; others may only move between their real, effective and saved
-/// ids. `ids` = `[real, effective, saved, fs]`.
+/// Set-id calls (credentials(7)): a task with `CAP_SETUID` (`CAP_SETGID`
+/// for group ids) may take any id; others may only move between their
+/// real, effective and saved ids. `ids` = `[real, effective, saved, fs]`.
 fn set_ids(
     ids: &mut [u32; 4],
     privileged: bool,
@@ -218,8 +218,9 @@ fn id_arg(v: u64) -> Option<u32> {
     (v != u32::MAX).then_some(v)
 }
 
+/// The ids new files get and permission checks use: the file-system ones.
 fn sync_ids(task: &mut Task) {
-    task.ids = (task.creds.uid[1], task.creds.gid[1]);
+    task.ids = (task.creds.uid[3], task.creds.gid[3]);
 }
 
 /// After a change of user ids from `old`: what it does to the
@@ -233,7 +234,7 @@ fn uids_changed(task: &mut Task, old: [u32; 4]) {
 
 pub fn sys_setuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let uid = id_arg(a[0]).ok_or(Errno::EINVAL)?;
-    let privileged = task.creds.uid[1] == 0;
+    let privileged = task.capable(cap::SETUID);
     let old = task.creds.uid;
     if privileged {
         task.creds.uid = [uid; 4];
@@ -247,7 +248,7 @@ pub fn sys_setuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_setgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let gid = id_arg(a[0]).ok_or(Errno::EINVAL)?;
-    if task.creds.uid[1] == 0 {
+    if task.capable(cap::SETGID) {
         task.creds.gid = [gid; 4];
     } else {
         set_ids(&mut task.creds.gid, false, None, Some(gid), None, false)?;
@@ -259,7 +260,7 @@ pub fn sys_setgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// The real/effective/saved IDs of `setre[ug]id` and `setres[ug]id`
 /// (`re`: the saved ID follows the effective one as `setre*id` says).
 fn change_ids(task: &mut Task, group: bool, ids: [Option<u32>; 3], re: bool) -> Result<u64, Errno> {
-    let privileged = task.creds.uid[1] == 0;
+    let privileged = task.capable(if group { cap::SETGID } else { cap::SETUID });
     let old = task.creds.uid;
     let set = if group {
         &mut task.creds.gid
@@ -302,9 +303,10 @@ pub fn sys_setfsuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let before = task.creds.uid;
     let old = before[3];
     let u = a[0] as u32;
-    if task.creds.uid[1] == 0 || task.creds.uid[..3].contains(&u) {
+    if task.capable(cap::SETUID) || task.creds.uid.contains(&u) {
         task.creds.uid[3] = u;
     }
+    sync_ids(task);
     uids_changed(task, before);
     Ok(old.into())
 }
@@ -312,19 +314,21 @@ pub fn sys_setfsuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_setfsgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let old = task.creds.gid[3];
     let g = a[0] as u32;
-    if task.creds.uid[1] == 0 || task.creds.gid[..3].contains(&g) {
+    if task.capable(cap::SETGID) || task.creds.gid.contains(&g) {
         task.creds.gid[3] = g;
     }
+    sync_ids(task);
     Ok(old.into())
 }
 
+/// `setgroups(2)`: `CAP_SETGID` is checked before the size.
 pub fn sys_setgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if !task.capable(cap::SETGID) {
+        return Err(Errno::EPERM);
+    }
     let n = a[0] as i32;
     if !(0..=65536).contains(&n) {
         return Err(Errno::EINVAL);
-    }
-    if task.creds.uid[1] != 0 {
-        return Err(Errno::EPERM);
     }
     let mut v = Vec::with_capacity(n as usize);
     for i in 0..n as u64 {
@@ -341,14 +345,45 @@ fn field<const N: usize>(s: &[u8]) -> [u8; N] {
     f
 }
 
+/// `sethostname(2)` and `setdomainname(2)`: `CAP_SYS_ADMIN` first, then
+/// the length (at most 64 bytes); the names are the sandbox's own.
+fn set_uts_name(task: &mut Task, a: &[u64; 6], domain: bool) -> Result<u64, Errno> {
+    if !task.capable(cap::SYS_ADMIN) {
+        return Err(Errno::EPERM);
+    }
+    let len = a[1] as i32;
+    if !(0..=64).contains(&len) {
+        return Err(Errno::EINVAL);
+    }
+    let mut name = vec![0u8; len as usize];
+    task.mm().copy_in(a[0], &mut name)?;
+    let mut uts = task.kernel.uts();
+    if domain {
+        uts.domain = name;
+    } else {
+        uts.host = name;
+    }
+    Ok(0)
+}
+
+pub fn sys_sethostname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    set_uts_name(task, a, false)
+}
+
+pub fn sys_setdomainname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    set_uts_name(task, a, true)
+}
+
 pub fn sys_uname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut u = Utsname::new_zeroed();
     u.sysname = field(b"Linux");
-    u.nodename = field(task.kernel.hostname.as_bytes());
+    let uts = task.kernel.uts();
+    u.nodename = field(&uts.host);
+    u.domainname = field(&uts.domain);
+    drop(uts);
     u.release = field(b"6.1.0-ferrovisor");
     u.version = field(b"#1 SMP ferrovisor");
     u.machine = field(b"x86_64");
-    u.domainname = field(b"(none)");
     task.mm().write_obj(a[0], &u).map(|()| 0)
 }
 
@@ -388,7 +423,7 @@ pub fn sys_prlimit64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         if n.cur > n.max {
             return Err(Errno::EINVAL);
         }
-        if n.max > old.max && task.ids.0 != 0 {
+        if n.max > old.max && !task.capable(cap::SYS_RESOURCE) {
             return Err(Errno::EPERM);
         }
         if i == abi::rlimit::RLIMIT_NOFILE as usize && n.max > 1 << 20 {
@@ -558,12 +593,18 @@ pub fn sys_getpriority(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(20) // nice 0, as the raw syscall reports it (20 - nice)
 }
 
+/// `setpriority(2)` of the caller: every process runs at nice 0 here, so
+/// only the permission is checked (a nice value below the current one
+/// needs `CAP_SYS_NICE`, with `RLIMIT_NICE` at its default of 0).
 pub fn sys_setpriority(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[0] > 2 {
         return Err(Errno::EINVAL);
     }
     if !is_self(task, a[1]) {
         return Err(Errno::ESRCH);
+    }
+    if (a[2] as i32) < 0 && !task.capable(cap::SYS_NICE) {
+        return Err(Errno::EACCES);
     }
     Ok(0)
 }
@@ -666,14 +707,28 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const PR_CAPBSET_READ: u64 = 23;
     const PR_CAPBSET_DROP: u64 = 24;
     const PR_CAP_AMBIENT: u64 = 47;
+    const PR_GET_KEEPCAPS: u64 = 7;
+    const PR_SET_KEEPCAPS: u64 = 8;
+    const PR_GET_SECUREBITS: u64 = 27;
+    /// `SECBIT_KEEP_CAPS`
+    const KEEP_CAPS: u64 = 1 << 4;
     match a[0] {
+        PR_GET_KEEPCAPS => Ok(u64::from(task.creds.keep_caps)),
+        PR_SET_KEEPCAPS => {
+            if a[1] > 1 {
+                return Err(Errno::EINVAL);
+            }
+            task.creds.keep_caps = a[1] == 1;
+            Ok(0)
+        }
+        PR_GET_SECUREBITS => Ok(if task.creds.keep_caps { KEEP_CAPS } else { 0 }),
         PR_CAPBSET_READ => {
             let bit = cap_bit(a[1])?;
             Ok(u64::from(task.creds.caps.bounding & bit != 0))
         }
         PR_CAPBSET_DROP => {
             let bit = cap_bit(a[1])?;
-            if !task.creds.caps.has(crate::task::CAP_SETPCAP) {
+            if !task.capable(crate::task::CAP_SETPCAP) {
                 return Err(Errno::EPERM);
             }
             task.creds.caps.bounding &= !bit;
@@ -1015,6 +1070,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
         argv,
         envp,
         ids: task.ids,
+        creds: Some(&task.creds),
     };
     let prepared = loader::prepare(req)?;
     kill_other_threads(task);
@@ -1104,6 +1160,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             // that the Sentry honours: only the task's own sets count.
             let c = &task.creds;
             task.creds.caps = c.caps.on_exec(c.uid[0], c.uid[1], task.no_new_privs);
+            task.creds.keep_caps = false;
             task.publish_privileges();
             task.publish_info();
             crate::task::set_current(task.pid(), task.tid());

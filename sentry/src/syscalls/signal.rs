@@ -5,7 +5,7 @@ use abi::signal::*;
 use abi::{Errno, KSigaction, SigInfo, StackT};
 
 use crate::file::FileKind;
-use crate::task::{si, user_info, Task, UNBLOCKABLE};
+use crate::task::{cap, si, user_info, Process, Task, Thread, UNBLOCKABLE};
 use crate::vfs::Node;
 
 fn sig_arg(sig: u64) -> Result<usize, Errno> {
@@ -129,7 +129,36 @@ pub fn sys_sigaltstack(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(0)
 }
 
-/// `kill(2)` targets: a process, a process group, or everyone.
+/// Whether the caller may send `sig` to process `p` (or its thread `t`)
+/// (kill(2)): its real or effective uid is the target's real or saved
+/// uid, or it holds `CAP_KILL`; `SIGCONT` also goes anywhere in the
+/// caller's session. A target whose credentials are gone (a zombie) may
+/// be signalled: the signal goes nowhere.
+fn may_signal(task: &Task, p: &Process, t: Option<&Thread>, sig: i32) -> bool {
+    if task.capable(cap::KILL) {
+        return true;
+    }
+    let (session, leader) = {
+        let st = p.state();
+        (st.sid, st.threads.first().cloned())
+    };
+    if sig == SIGCONT && session == task.proc_.state().sid {
+        return true;
+    }
+    let Some(target) = t
+        .map(|t| t.state().uid)
+        .or_else(|| leader.map(|l| l.state().uid))
+    else {
+        return true;
+    };
+    let me = task.creds.uid;
+    [me[0], me[1]]
+        .iter()
+        .any(|u| *u == target[0] || *u == target[2])
+}
+
+/// `kill(2)` targets: a process, a process group, or everyone. A group or
+/// everyone is signalled where permitted, `EPERM` when nowhere.
 pub fn sys_kill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let sig = a[1] as i32;
     if !(0..=64).contains(&sig) {
@@ -160,9 +189,16 @@ pub fn sys_kill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if targets.is_empty() {
         return Err(Errno::ESRCH);
     }
-    let info = user_info(sig, me, task.ids.0, si::USER);
+    let info = user_info(sig, me, task.creds.uid[0], si::USER);
+    let mut sent = false;
     for t in targets {
-        t.send_signal(&task.kernel, sig, info);
+        if may_signal(task, &t, None, sig) {
+            t.send_signal(&task.kernel, sig, info);
+            sent = true;
+        }
+    }
+    if !sent {
+        return Err(Errno::EPERM);
     }
     Ok(0)
 }
@@ -181,7 +217,7 @@ fn thread_kill(
     }
     let info = match info {
         Some(uinfo) => queued_info(task, tgid.unwrap_or(tid), sig, uinfo)?,
-        None => user_info(sig, task.pid(), task.ids.0, si::TKILL),
+        None => user_info(sig, task.pid(), task.creds.uid[0], si::TKILL),
     };
     let target = task
         .kernel
@@ -192,6 +228,9 @@ fn thread_kill(
         .ok_or(Errno::ESRCH)?;
     if tgid.is_some_and(|g| g != target.process.pid) {
         return Err(Errno::ESRCH);
+    }
+    if !may_signal(task, &target.process, Some(&target), sig) {
+        return Err(Errno::EPERM);
     }
     target.send_signal(&task.kernel, sig, info);
     Ok(0)
@@ -225,6 +264,9 @@ pub fn sys_rt_sigqueueinfo(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
     }
     let info = queued_info(task, pid, sig, a[2])?;
     let target = task.kernel.process(pid).ok_or(Errno::ESRCH)?;
+    if !may_signal(task, &target, None, sig) {
+        return Err(Errno::EPERM);
+    }
     target.send_signal(&task.kernel, sig, info);
     Ok(0)
 }
@@ -268,7 +310,7 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         } else {
             si::USER
         };
-        user_info(sig, task.pid(), task.ids.0, code)
+        user_info(sig, task.pid(), task.creds.uid[0], code)
     } else {
         let info: SigInfo = task.mm().read_obj(a[2])?;
         // Unlike rt_sigqueueinfo, the number in `info` must match; and
@@ -281,6 +323,9 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         }
         queued_info(task, target.pid, sig, a[2])?
     };
+    if flags != PIDFD_SIGNAL_PROCESS_GROUP && !may_signal(task, &target, None, sig) {
+        return Err(Errno::EPERM);
+    }
     match flags {
         PIDFD_SIGNAL_THREAD => {
             let leader = task.kernel.procs().threads.get(&target.pid).cloned();
@@ -301,6 +346,13 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
             };
             if members.is_empty() {
                 return Err(Errno::ESRCH);
+            }
+            let members: Vec<_> = members
+                .into_iter()
+                .filter(|p| may_signal(task, p, None, sig))
+                .collect();
+            if members.is_empty() {
+                return Err(Errno::EPERM);
             }
             for p in members {
                 p.send_signal(&task.kernel, sig, info);

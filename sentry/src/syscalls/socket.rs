@@ -33,11 +33,12 @@ const MSG_CMSG_CLOEXEC: u64 = 0x4000_0000;
 /// `sizeof(struct sockaddr_un)`.
 const SUN_LEN: usize = 110;
 
+/// The credentials a Unix socket passes: the effective ids (unix(7)).
 fn creds(task: &Task) -> Creds {
     Creds {
         pid: task.pid(),
-        uid: task.ids.0,
-        gid: task.ids.1,
+        uid: task.creds.uid[1],
+        gid: task.creds.gid[1],
     }
 }
 
@@ -234,6 +235,9 @@ pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         let Some(dir) = parent.node().mem() else {
             return Err(Errno::EROFS);
         };
+        if task.kernel.fs.read_only_at(&parent) {
+            return Err(Errno::EROFS);
+        }
         let name = p
             .split(|&b| b == b'/')
             .rfind(|c| !c.is_empty())
@@ -254,14 +258,22 @@ pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_listen(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    // `net.core.somaxconn` bounds every family's backlog, and a negative
+    // one (as unsigned) means as many as it allows (__sys_listen()).
+    let somaxconn = task.kernel.fs.proc.somaxconn();
+    let backlog = if a[1] as u32 > somaxconn {
+        somaxconn as i32
+    } else {
+        a[1] as i32
+    };
     if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::listen(&f, a[1] as i32);
+        return super::inet::listen(&f, backlog);
     }
     if super::netlink::netlink_file(task, a[0])?.is_some() {
         return Err(Errno::EOPNOTSUPP);
     }
     let (_, sock) = socket_of(task, a[0])?;
-    sock.listen(a[1] as i32).map(|()| 0)
+    sock.listen(backlog).map(|()| 0)
 }
 
 /// Whether a call on `file` with `flags` must not block (`O_NONBLOCK` or
