@@ -1024,7 +1024,6 @@ impl ProcFs {
 
     fn pid_status(&self, p: &Arc<Process>, tid: Option<i32>) -> Result<String, Errno> {
         let k = self.kernel()?;
-        let (uid, gid) = crate::host::ids();
         let st = p.state();
         let state = if st.exit.is_some() {
             "Z (zombie)"
@@ -1045,10 +1044,19 @@ impl ProcFs {
         let thread = tid
             .and_then(|t| st.threads.iter().find(|x| x.tid == t).cloned())
             .or_else(|| st.threads.first().cloned());
-        let (blk, pnd, caps, nnp) = thread
+        let (blk, pnd, caps, nnp, uid, gid, groups) = thread
             .map(|t| {
                 let ts = t.state();
-                (ts.mask, ts.pending.bits, ts.caps, ts.no_new_privs)
+                let (uid, gid) = (ts.uid, ts.gid);
+                (
+                    ts.mask,
+                    ts.pending.bits,
+                    ts.caps,
+                    ts.no_new_privs,
+                    uid,
+                    gid,
+                    ts.groups.clone(),
+                )
             })
             .unwrap_or_default();
         let (name, ppid, nthreads, shd) = (
@@ -1064,7 +1072,10 @@ impl ProcFs {
             fs.lock().unwrap_or_else(|e| e.into_inner()).umask
         });
         let (vm, rss) = self.vm_pages(p);
-        let groups: Vec<String> = k.groups.iter().map(u32::to_string).collect();
+        // (each followed by a space, as Linux prints them)
+        let groups: String = groups.iter().map(|g| format!("{g} ")).collect();
+        let ids = |v: [u32; 4]| format!("{}\t{}\t{}\t{}", v[0], v[1], v[2], v[3]);
+        let (uid, gid) = (ids(uid), ids(gid));
         let id = tid.unwrap_or(p.pid);
         let (inh, prm, eff, bnd, amb, nnp) = (
             caps.inheritable,
@@ -1078,7 +1089,7 @@ impl ProcFs {
         let _ = write!(
             s,
             "Name:\t{name}\nUmask:\t{umask:04o}\nState:\t{state}\nTgid:\t{}\nNgid:\t0\nPid:\t{id}\nPPid:\t{ppid}\nTracerPid:\t0\n\
-             Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{gid}\t{gid}\t{gid}\t{gid}\nFDSize:\t64\nGroups:\t{}\n\
+             Uid:\t{uid}\nGid:\t{gid}\nFDSize:\t64\nGroups:\t{}\n\
              NStgid:\t{}\nNSpid:\t{id}\nNSpgid:\t{}\nNSsid:\t{}\n\
              VmPeak:\t{} kB\nVmSize:\t{} kB\nVmRSS:\t{} kB\nThreads:\t{nthreads}\nSigQ:\t0/63459\n\
              SigPnd:\t{pnd:016x}\nShdPnd:\t{shd:016x}\nSigBlk:\t{blk:016x}\nSigIgn:\t{ign:016x}\nSigCgt:\t{cgt:016x}\n\
@@ -1086,7 +1097,7 @@ impl ProcFs {
              NoNewPrivs:\t{nnp}\nSeccomp:\t0\nSeccomp_filters:\t0\nCpus_allowed_list:\t0-{}\nMems_allowed_list:\t0\n\
              voluntary_ctxt_switches:\t0\nnonvoluntary_ctxt_switches:\t0\n",
             p.pid,
-            groups.join(" "),
+            groups,
             p.pid,
             p.pid,
             p.pid,

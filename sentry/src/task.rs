@@ -537,6 +537,10 @@ pub struct ThreadState {
     /// its real, effective, saved and file-system user ids (who may
     /// signal it, kill(2))
     pub uid: [u32; 4],
+    /// its real, effective, saved and file-system group ids (/proc)
+    pub gid: [u32; 4],
+    /// its supplementary groups (/proc)
+    pub groups: Vec<u32>,
 }
 
 /// A guest thread as other threads see it.
@@ -828,7 +832,9 @@ impl Creds {
 
     /// Everything `uid`/`gid`, with `groups`, and the capabilities a
     /// program run as `uid` gets from `execve` (all of them for root).
-    pub fn new(uid: u32, gid: u32, groups: Vec<u32>) -> Self {
+    pub fn new(uid: u32, gid: u32, mut groups: Vec<u32>) -> Self {
+        // Kept sorted, as Linux keeps them.
+        groups.sort_unstable();
         Creds {
             uid: [uid; 4],
             gid: [gid; 4],
@@ -1036,8 +1042,12 @@ impl Task {
         start: &Location,
         path: &[u8],
         follow: bool,
-        how: crate::vfs::Resolve,
+        how: crate::vfs::Resolve<'_>,
     ) -> Result<crate::vfs::Lookup, Errno> {
+        let how = crate::vfs::Resolve {
+            search: Some(&self.creds),
+            ..how
+        };
         self.kernel
             .fs
             .walk_in(&self.root(), start, path, follow, how)
@@ -1045,7 +1055,10 @@ impl Task {
 
     /// [`Task::walk`], a missing object being `ENOENT`.
     pub fn resolve(&self, start: &Location, path: &[u8], follow: bool) -> Result<Location, Errno> {
-        self.kernel.fs.resolve_in(&self.root(), start, path, follow)
+        match self.walk(start, path, follow)? {
+            crate::vfs::Lookup::Found(l) => Ok(l),
+            crate::vfs::Lookup::Missing { .. } => Err(Errno::ENOENT),
+        }
     }
 
     /// Locks the working directory and umask.
@@ -1105,13 +1118,15 @@ impl Task {
         self.exit_thread(status)
     }
 
-    /// Shows the task's capabilities and `no_new_privs` to other tasks
-    /// and /proc (after every change).
+    /// Shows the task's ids, capabilities and `no_new_privs` to other
+    /// tasks and /proc (after every change).
     pub fn publish_privileges(&self) {
         let mut t = self.thread.state();
         t.caps = self.creds.caps;
         t.no_new_privs = self.no_new_privs;
         t.uid = self.creds.uid;
+        t.gid = self.creds.gid;
+        t.groups.clone_from(&self.creds.groups);
     }
 
     /// Whether `cap` is in this task's effective set.

@@ -1154,10 +1154,21 @@ impl FileSystem {
         let mut must_be_dir = path.ends_with(b"/");
         let mut queue: VecDeque<Vec<u8>> = split(path).map(<[u8]>::to_vec).collect();
         let mut links = 0;
+        // Those whose capabilities pass every directory need no check.
+        let search = how.search.filter(|c| {
+            !c.capable(crate::task::cap::DAC_READ_SEARCH)
+                && !c.capable(crate::task::cap::DAC_OVERRIDE)
+        });
         while let Some(name) = queue.pop_front() {
             let last = queue.is_empty();
             if !loc.node().is_dir() {
                 return Err(Errno::ENOTDIR);
+            }
+            // Every component, `.` and `..` too, needs search permission
+            // on the directory it is looked up in.
+            if let Some(c) = search {
+                let st = loc.node().stat()?;
+                c.may_access(st.mode, st.uid, st.gid, crate::task::MAY_EXEC)?;
             }
             if name == b"." {
                 continue;
@@ -1611,9 +1622,14 @@ impl FileSystem {
     }
 }
 
-/// `openat2`'s `RESOLVE_*` restrictions on a path walk.
+/// `openat2`'s `RESOLVE_*` restrictions on a path walk, and whose walk it
+/// is.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Resolve {
+pub struct Resolve<'a> {
+    /// The walker's credentials: each directory walked through must grant
+    /// them search permission (Linux's `may_lookup`), else `EACCES`.
+    /// `None` for the Sentry's own walks.
+    pub search: Option<&'a crate::task::Creds>,
     /// `RESOLVE_NO_XDEV`: never cross a mount point (`EXDEV`)
     pub no_xdev: bool,
     /// `RESOLVE_NO_MAGICLINKS`: `/proc/[pid]/{fd/N,exe,cwd,root}` are not

@@ -266,6 +266,9 @@ guests! {
     // mq_notify with SIGEV_THREAD: glibc's helper thread, and the cookie
     // the kernel posts to its netlink socket (issue 6 point 2)
     mq_notify_thread,
+    // search permission on every directory a path walks through, for a
+    // process without CAP_DAC_READ_SEARCH (issue 6 point 2, capabilities)
+    path_search,
 }
 
 #[test]

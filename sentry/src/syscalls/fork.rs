@@ -166,6 +166,8 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             t.caps = task.creds.caps;
             t.no_new_privs = task.no_new_privs;
             t.uid = task.creds.uid;
+            t.gid = task.creds.gid;
+            t.groups.clone_from(&task.creds.groups);
         }
         proc_.state().threads.push(thread.clone());
         procs.threads.insert(id, thread.clone());

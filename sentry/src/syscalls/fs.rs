@@ -416,6 +416,8 @@ pub fn sys_openat2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         no_symlinks: how & resolve::NO_SYMLINKS != 0,
         beneath: how & resolve::BENEATH != 0,
         in_root: how & resolve::IN_ROOT != 0,
+        // (the task's walk adds its credentials)
+        search: None,
     };
     open_with(task, a[0], a[1], flags as u32, mode as u32, how)
 }

@@ -221,6 +221,7 @@ fn id_arg(v: u64) -> Option<u32> {
 /// The ids new files get and permission checks use: the file-system ones.
 fn sync_ids(task: &mut Task) {
     task.ids = (task.creds.uid[3], task.creds.gid[3]);
+    task.publish_privileges();
 }
 
 /// After a change of user ids from `old`: what it does to the
@@ -334,7 +335,10 @@ pub fn sys_setgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     for i in 0..n as u64 {
         v.push(task.mm().read_obj::<u32>(a[1] + 4 * i)?);
     }
+    // Kept sorted, as Linux keeps them (getgroups and /proc list them so).
+    v.sort_unstable();
     task.creds.groups = v;
+    task.publish_privileges();
     Ok(0)
 }
 
