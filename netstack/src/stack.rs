@@ -1277,6 +1277,15 @@ impl Inner {
             if !lip.is_unspecified() && lip.is_ipv4() != dest.ip().is_ipv4() {
                 return Err(Errno::ENETUNREACH);
             }
+            // An IPv4 loopback source has no route out: Linux's
+            // ip_route_output_key refuses it with EINVAL where a route
+            // exists (IPv6 lets it be).
+            if matches!(self.mode, Mode::Egress)
+                && matches!(lip, IpAddr::V4(a) if a.is_loopback())
+                && !self.is_local(dest.ip())
+            {
+                return Err(Errno::EINVAL);
+            }
         }
         self.check_egress(dest, e.ty, refused)?;
         Ok(dest)

@@ -347,6 +347,18 @@ import errno, socket, sys
 def name(e):
     return errno.errorcode.get(e.errno, str(e.errno))
 mode = sys.argv[1]
+# An IPv4 socket bound to loopback has no route out (EINVAL where a route
+# exists, ENETUNREACH where none does).
+for ty, tn in ((socket.SOCK_STREAM, "tcp"), (socket.SOCK_DGRAM, "udp")):
+    s = socket.socket(socket.AF_INET, ty)
+    s.bind(("127.0.0.1", 0))
+    s.setblocking(False)
+    try:
+        s.connect(("192.0.2.1", 80))
+        print(tn, "out from loopback ok")
+    except OSError as e:
+        print(tn, "out from loopback", name(e))
+    s.close()
 for fam, addr, other, lo in ((socket.AF_INET, "10.0.2.15", "10.0.2.16", "127.0.0.1"),
                              (socket.AF_INET6, "fd00::15", "fd00::16", "::1")):
     for ty, tn in ((socket.SOCK_STREAM, "tcp"), (socket.SOCK_DGRAM, "udp")):
