@@ -1118,9 +1118,10 @@ print("served")
 
 /// `--network host` shows the guest the interfaces, addresses and routes
 /// of the network it shares: those of a namespace the test makes (with
-/// `dummy0` holding 192.0.2.5/24 and a route through a gateway), as the
-/// native commands there print them, through rtnetlink (`ip`), the
-/// interface ioctls (`ifconfig`), `/proc/net` and `/sys/class/net`. (The
+/// `dummy0` holding 192.0.2.5/24 and 192.0.2.6/24 and a route through a
+/// gateway), as the native commands there print them, through rtnetlink
+/// (`ip`), the interface ioctls (`ifconfig`, `SIOCGIFCONF`: an entry per
+/// address), `/proc/net` and `/sys/class/net`. (The
 /// runtime reads them before the Sentry is confined; where the kernel has
 /// no dummy driver, `dummy0` is one end of a veth pair.)
 #[test]
@@ -1136,6 +1137,7 @@ fi
 # runs, and the sandbox's view is the one taken at its start.
 ip link set dummy0 addrgenmode none
 ip addr add 192.0.2.5/24 dev dummy0
+ip addr add 192.0.2.6/24 dev dummy0
 ip link set dummy0 up
 ip route add 198.51.100.0/24 via 192.0.2.1
 set +e
@@ -1143,7 +1145,16 @@ S='PATH=/usr/sbin:/usr/bin:/sbin:/bin
 busybox ip addr; echo --; busybox ip route; echo --; ip route show table all; echo --
 ip -o link | sed "s/ *link\/.*//"; echo --
 cut -d: -f1 /proc/net/dev; echo --; cat /proc/net/route; echo --; cat /proc/net/if_inet6; echo --
-busybox ifconfig dummy0 | grep -E "inet|HWaddr|MTU"'
+busybox ifconfig dummy0 | grep -E "inet|HWaddr|MTU"; echo --
+python3 -c "
+import array, fcntl, socket, struct
+b = array.array(\"B\", bytes(40 * 32))
+r = fcntl.ioctl(socket.socket(), 0x8912, struct.pack(\"iL\", len(b), b.buffer_info()[0]))
+n = struct.unpack(\"iL\", r)[0]
+d = b.tobytes()[:n]
+for i in range(0, n, 40):
+    print(d[i:i + 16].split(bytes(1))[0].decode(), socket.inet_ntoa(d[i + 20:i + 24]))
+"'
 echo "== native"; sh -c "$S"
 echo "== sandbox"; $FV do --network host -- sh -c "$S" 2>/dev/null
 echo "== status $?"

@@ -339,12 +339,15 @@ fn interface_request(task: &Task, cmd: u64, arg: u64) -> Result<u64, Errno> {
         let len: i32 = task.mm().read_obj(arg)?;
         let buf: u64 = task.mm().read_obj(arg + 8)?;
         let mut out = Vec::new();
+        // One entry per IPv4 address, as Linux's inet_gifconf gives them.
         for i in &table.interfaces {
-            if let Some((ip, _, _)) = inet_addr(i) {
-                let mut req = [0u8; IFREQ_LEN];
-                req[..i.name.len()].copy_from_slice(i.name.as_bytes());
-                req[16..32].copy_from_slice(&sockaddr_in(ip));
-                out.extend_from_slice(&req);
+            for a in &i.addrs {
+                if let std::net::IpAddr::V4(ip) = a.addr {
+                    let mut req = [0u8; IFREQ_LEN];
+                    req[..i.name.len()].copy_from_slice(i.name.as_bytes());
+                    req[16..32].copy_from_slice(&sockaddr_in(ip.octets()));
+                    out.extend_from_slice(&req);
+                }
             }
         }
         if buf == 0 {
