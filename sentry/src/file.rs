@@ -50,7 +50,7 @@ pub enum FileKind {
     /// an `AF_NETLINK` route socket
     Netlink(crate::socket::netlink::NetlinkSocket),
     /// generated, read-only contents (/proc files)
-    Static(Arc<Vec<u8>>),
+    Static(StaticData),
     /// one end of a pseudo-terminal
     Pty(crate::pty::PtyEnd),
     /// a process descriptor (`pidfd_open`, `CLONE_PIDFD`): names the
@@ -59,6 +59,32 @@ pub enum FileKind {
     PidFd(Arc<crate::task::Process>),
     /// a POSIX message queue (`mq_open`, or `open` in `/dev/mqueue`)
     Mqueue(Arc<crate::mqueue::MsgQueue>),
+}
+
+/// The bytes of a synthetic file (a /proc or /sys file), made when it was
+/// looked up. Like Linux's `seq_file`, a read from offset 0 after the first
+/// read makes them anew (programs such as `vmstat` keep `/proc/stat` open
+/// and read it again from the start).
+#[derive(Debug)]
+pub struct StaticData(Mutex<(Arc<Vec<u8>>, bool)>);
+
+impl StaticData {
+    pub fn new(data: Arc<Vec<u8>>) -> StaticData {
+        StaticData(Mutex::new((data, false)))
+    }
+
+    /// The bytes for a read at `pos`: anew from `fresh` when the read
+    /// starts at 0 and the bytes have been read before.
+    fn for_read(&self, pos: u64, fresh: impl FnOnce() -> Option<Arc<Vec<u8>>>) -> Arc<Vec<u8>> {
+        let mut g = lock(&self.0);
+        if pos == 0 && g.1 {
+            if let Some(d) = fresh() {
+                g.0 = d;
+            }
+        }
+        g.1 = true;
+        g.0.clone()
+    }
 }
 
 /// What a blocking file operation needs to sleep and to notice signals.
@@ -415,6 +441,13 @@ impl FileDescription {
         for b in bufs {
             let n = match &self.kind {
                 FileKind::Static(data) => {
+                    let data = data.for_read(pos, || {
+                        let loc = self.location.as_ref()?;
+                        match blk.kernel.fs.look_up_again(loc)? {
+                            crate::vfs::Node::Proc(crate::procfs::ProcNode::File(_, d)) => Some(d),
+                            _ => None,
+                        }
+                    });
                     let start = (pos as usize).min(data.len());
                     let n = b.len.min(data.len() - start);
                     copy_to_slices(std::slice::from_ref(b), &data[start..start + n]);

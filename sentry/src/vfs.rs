@@ -1011,6 +1011,17 @@ impl FileSystem {
 
     /// Looks `name` up in directory `dir` (which sits `depth` levels below
     /// the root).
+    /// The object at `loc` looked up anew in its directory (a synthetic
+    /// file's contents made again); `None` when it is gone.
+    pub fn look_up_again(&self, loc: &Location) -> Option<Node> {
+        let n = loc.chain.len();
+        if n < 2 {
+            return None;
+        }
+        let (name, _) = &loc.chain[n - 1];
+        self.lookup_child(&loc.chain[n - 2].1, n - 2, name).ok()
+    }
+
     fn lookup_child(&self, dir: &Node, depth: usize, name: &[u8]) -> Result<Node, Errno> {
         if name.len() > NAME_MAX {
             return Err(Errno::ENAMETOOLONG);

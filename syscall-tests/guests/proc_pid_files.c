@@ -152,6 +152,43 @@ static int write_str(const char *path, const char *s)
 	return r;
 }
 
+/* Reads `fd` from offset 0 (by lseek, or by pread) and says which of
+ * the umasks `a`, `b` its Umask line shows. */
+static const char *umask_seen(int fd, int use_pread)
+{
+	char buf[4096];
+	long n = use_pread ? pread(fd, buf, sizeof buf - 1, 0)
+			   : (lseek(fd, 0, SEEK_SET), read(fd, buf, sizeof buf - 1));
+	buf[n > 0 ? n : 0] = 0;
+	const char *u = strstr(buf, "Umask:\t");
+	if (!u)
+		return "none";
+	if (!strncmp(u + 7, "0022", 4))
+		return "0022";
+	if (!strncmp(u + 7, "0077", 4))
+		return "0077";
+	if (!strncmp(u + 7, "0027", 4))
+		return "0027";
+	return "other";
+}
+
+/* A /proc file read again from offset 0 shows the state as it is then, as
+ * Linux's seq_file makes it anew; a read that goes on from where it was
+ * finishes the copy it began. */
+static void read_again(void)
+{
+	mode_t old = umask(022);
+	int fd = open("/proc/self/status", O_RDONLY);
+	EXPECT_TRUE(fd >= 0);
+	SHOW("first read: %s", umask_seen(fd, 0));
+	umask(077);
+	SHOW("after lseek to 0: %s", umask_seen(fd, 0));
+	umask(027);
+	SHOW("pread at 0: %s", umask_seen(fd, 1));
+	close(fd);
+	umask(old);
+}
+
 int main(int argc, char **argv)
 {
 	char buf[4096];
@@ -164,6 +201,7 @@ int main(int argc, char **argv)
 		SHOW("child's /proc/self/environ: %s", n >= 0 ? buf : "(unreadable)");
 		return 0;
 	}
+	read_again();
 
 	/* statm: seven numbers, resident within the size; an untouched
 	 * mapping of 64 MiB adds to the size. */

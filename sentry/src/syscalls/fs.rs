@@ -696,9 +696,13 @@ fn open_inner(
                     }
                 }
                 // Writes are taken by FileDescription::write.
-                crate::procfs::ProcNode::OomScoreAdj(_, _, data) => FileKind::Static(data.clone()),
+                crate::procfs::ProcNode::OomScoreAdj(_, _, data) => {
+                    FileKind::Static(crate::file::StaticData::new(data.clone()))
+                }
                 _ if wants_write => return Err(Errno::EACCES),
-                crate::procfs::ProcNode::File(_, data) => FileKind::Static(data.clone()),
+                crate::procfs::ProcNode::File(_, data) => {
+                    FileKind::Static(crate::file::StaticData::new(data.clone()))
+                }
                 _ => FileKind::SynthDir,
             },
             Node::Mem(m) => match &m.kind {
