@@ -545,6 +545,9 @@ impl ProcFs {
                     "stat" => file(self.stat()?),
                     "uptime" => file(format!("{:.2} {:.2}\n", self.uptime(), self.uptime())),
                     "loadavg" => file(self.loadavg()?),
+                    "vmstat" => file(self.vmstat()?),
+                    // The sandbox has no block devices.
+                    "diskstats" => file(String::new()),
                     "version" => {
                         file("Linux version 6.1.0-ferrovisor (ferrovisor) #1 SMP\n".into())
                     }
@@ -1182,11 +1185,69 @@ impl ProcFs {
             .map(|t| t.tv_sec)
             .unwrap_or(0)
             - self.uptime() as i64;
-        let mut s = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
-        for i in 0..k.cpus.max(1) {
-            let _ = writeln!(s, "cpu{i} 0 0 0 0 0 0 0 0 0 0");
+        // In USER_HZ ticks: the guest's CPU time (user: its own code;
+        // system: the Sentry's work for it), and the rest of the CPUs' time
+        // since the sandbox started as idle, spread evenly over the CPUs.
+        let cpus = k.cpus.max(1) as u64;
+        let cpu = self.guest_cpu()?;
+        let ticks = |d: std::time::Duration| (d.as_millis() / 10) as u64;
+        let (user, sys) = (ticks(cpu.user), ticks(cpu.sys));
+        let idle = ((self.uptime() * 100.0) as u64 * cpus).saturating_sub(user + sys);
+        let mut s = format!("cpu  {user} 0 {sys} {idle} 0 0 0 0 0 0\n");
+        for i in 0..cpus {
+            let _ = writeln!(
+                s,
+                "cpu{i} {} 0 {} {} 0 0 0 0 0 0",
+                user / cpus,
+                sys / cpus,
+                idle / cpus
+            );
         }
         let _ = write!(s, "intr 0\nctxt 0\nbtime {btime}\nprocesses {procs}\nprocs_running 1\nprocs_blocked 0\nsoftirq 0\n");
+        Ok(s)
+    }
+
+    /// `/proc/vmstat`: the counters programs read (`vmstat`, `free`),
+    /// free pages as `/proc/meminfo` tells them, the rest 0 (no swap, no
+    /// paging to count).
+    fn vmstat(&self) -> Result<String, Errno> {
+        let (_, free) = self.memory_kb()?;
+        let mut s = format!("nr_free_pages {}\n", free / 4);
+        for key in [
+            "nr_inactive_anon",
+            "nr_active_anon",
+            "nr_inactive_file",
+            "nr_active_file",
+            "nr_unevictable",
+            "nr_mlock",
+            "nr_anon_pages",
+            "nr_mapped",
+            "nr_file_pages",
+            "nr_dirty",
+            "nr_writeback",
+            "nr_shmem",
+            "nr_slab_reclaimable",
+            "nr_slab_unreclaimable",
+            "nr_kernel_stack",
+            "nr_page_table_pages",
+            "pgpgin",
+            "pgpgout",
+            "pswpin",
+            "pswpout",
+            "pgalloc_normal",
+            "pgfree",
+            "pgactivate",
+            "pgdeactivate",
+            "pgfault",
+            "pgmajfault",
+            "pgsteal_kswapd",
+            "pgsteal_direct",
+            "pgscan_kswapd",
+            "pgscan_direct",
+            "oom_kill",
+        ] {
+            let _ = writeln!(s, "{key} 0");
+        }
         Ok(s)
     }
 
@@ -1217,6 +1278,8 @@ impl ProcFs {
                     "stat",
                     "uptime",
                     "loadavg",
+                    "vmstat",
+                    "diskstats",
                     "version",
                     "filesystems",
                 ] {

@@ -1,4 +1,5 @@
-/* /proc's system-wide files (issue 4 point 3): loadavg, version and
+/* /proc's system-wide files (issue 4 point 3): vmstat, diskstats, stat's
+ * CPU line, loadavg, version and
  * filesystems in Linux's formats, /proc/sys/kernel/{osrelease,ostype,
  * hostname,pid_max,random/uuid,random/boot_id} and the /proc/sys/vm files
  * programs read (allocators, databases, the JVM). Values differ between
@@ -42,6 +43,24 @@ int main(void)
 {
 	struct utsname u;
 	EXPECT(uname(&u), 0);
+
+	/* vmstat: "key value" lines with the counters vmstat(8) reads;
+	 * diskstats readable (empty without block devices). */
+	EXPECT_TRUE(slurp("/proc/vmstat") > 0);
+	EXPECT_TRUE(!strncmp(buf, "nr_free_pages ", 14) && strstr(buf, "\npgfault ") &&
+		    strstr(buf, "\npswpin ") && strstr(buf, "\npgmajfault "));
+	EXPECT_TRUE(slurp("/proc/diskstats") >= 0);
+	/* stat: the first line is "cpu " and ten tick counts whose idle
+	 * (fourth) grows with time. */
+	unsigned long long t[10], idle0 = 0;
+	EXPECT_TRUE(slurp("/proc/stat") > 0 &&
+		    sscanf(buf, "cpu  %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &t[0], &t[1],
+			   &t[2], &t[3], &t[4], &t[5], &t[6], &t[7], &t[8], &t[9]) == 10);
+	idle0 = t[3];
+	usleep(300000);
+	EXPECT_TRUE(slurp("/proc/stat") > 0 &&
+		    sscanf(buf, "cpu  %llu %llu %llu %llu", &t[0], &t[1], &t[2], &t[3]) == 4 &&
+		    t[3] > idle0);
 
 	/* loadavg: "L1 L5 L15 RUNNING/TOTAL LAST_PID". */
 	EXPECT_TRUE(slurp("/proc/loadavg") > 0);
