@@ -41,7 +41,7 @@ mod udp_relay;
 #[cfg(test)]
 mod link_tests;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,10 +76,64 @@ pub enum Mode {
     /// destination come back to it (see the `udp_relay` module); a refused
     /// destination gets `EPERM` from sendto and `ECONNREFUSED` from
     /// connect. DNS to the sandbox's own resolver is answered by the Sentry.
-    /// The sandbox's address on that link ([`EGRESS_ADDR_V4`],
-    /// [`EGRESS_ADDR_V6`]) is the stack's own as well: sockets bind,
-    /// listen and connect there, delivered locally as loopback is.
+    /// The sandbox's addresses on that link ([`StackConfig::link`]) are
+    /// the stack's own as well: sockets bind, listen and connect there,
+    /// delivered locally as loopback is.
     Egress,
+}
+
+/// The sandbox's own addresses on its link to the outside in
+/// [`Mode::Egress`], with their prefix lengths: `getsockname` shows them on
+/// relayed connections, and the stack delivers to them locally. The default
+/// is the link `do` sets up itself ([`EGRESS_ADDR_V4`]/24 and
+/// [`EGRESS_ADDR_V6`]/64); in OCI mode the runtime gives the addresses of
+/// the interface the engine put in the container's network namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// At most [`MAX_LINK_ADDRS`] addresses (later ones are ignored), each
+    /// with its prefix length. The first of each family is the source of
+    /// relayed connections of that family; a family without one has no
+    /// route out (`ENETUNREACH`).
+    pub addrs: Vec<(IpAddr, u8)>,
+}
+
+/// How many addresses a [`Link`] may hold: smoltcp's interface table
+/// (`iface-max-addr-count-8`) less loopback's two.
+pub const MAX_LINK_ADDRS: usize = 6;
+
+impl Default for Link {
+    fn default() -> Link {
+        Link {
+            addrs: vec![
+                (IpAddr::V4(EGRESS_ADDR_V4), 24),
+                (IpAddr::V6(EGRESS_ADDR_V6), 64),
+            ],
+        }
+    }
+}
+
+impl Link {
+    /// The addresses the stack takes: the first [`MAX_LINK_ADDRS`] unicast
+    /// ones (not loopback's) with a prefix length within their family's
+    /// width.
+    pub fn usable(&self) -> impl Iterator<Item = (IpAddr, u8)> + '_ {
+        self.addrs
+            .iter()
+            .copied()
+            .filter(|(a, p)| {
+                let width = if a.is_ipv4() { 32 } else { 128 };
+                *p <= width && !a.is_unspecified() && !a.is_loopback() && !a.is_multicast()
+            })
+            .take(MAX_LINK_ADDRS)
+    }
+
+    /// The first address of `ip`'s family: the source of a relayed
+    /// connection to `ip`.
+    pub fn source_for(&self, ip: IpAddr) -> Option<IpAddr> {
+        self.usable()
+            .map(|(a, _)| a)
+            .find(|a| a.is_ipv4() == ip.is_ipv4())
+    }
 }
 
 /// Bounds on what one stack (one sandbox) may hold. Every buffer the guest
@@ -142,6 +196,8 @@ pub enum Progress {
 #[derive(Clone, Debug, Default)]
 pub struct StackConfig {
     pub mode: Mode,
+    /// The link's addresses in [`Mode::Egress`] (unused otherwise).
+    pub link: Link,
     pub progress: Progress,
     /// Egress rules for destinations outside the sandbox.
     pub policy: Arc<Policy>,

@@ -597,6 +597,9 @@ struct Inner {
     next_id: u64,
     limits: Limits,
     mode: Mode,
+    /// The link's addresses (`Mode::Egress`; empty otherwise), as the
+    /// interface table holds them.
+    link: crate::Link,
     epoch: std::time::Instant,
     /// The stack itself, for the wake-ups of relayed connections.
     me: Weak<Stack>,
@@ -795,8 +798,9 @@ fn seed() -> u64 {
     h.finish()
 }
 
-/// The sandbox's address on its link to the outside (`Mode::Egress`), as
-/// `getsockname` shows it on a relayed connection.
+/// The sandbox's address on the link to the outside that `do` sets up
+/// (`Mode::Egress` with the default [`crate::Link`]), as `getsockname`
+/// shows it on a relayed connection.
 pub const EGRESS_ADDR_V4: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 15);
 /// The IPv6 counterpart of [`EGRESS_ADDR_V4`] (a unique local address).
 pub const EGRESS_ADDR_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x15);
@@ -804,12 +808,6 @@ pub const EGRESS_ADDR_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x1
 /// Whether `ip` (canonical) is an address of the loopback interface.
 fn is_loopback(ip: IpAddr) -> bool {
     ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
-}
-
-/// Whether `ip` (canonical) is the sandbox's own address on its link out
-/// (`eth0` in the guest's view).
-fn is_egress_addr(ip: IpAddr) -> bool {
-    ip == IpAddr::V4(EGRESS_ADDR_V4) || ip == IpAddr::V6(EGRESS_ADDR_V6)
 }
 
 fn to_ip(a: IpAddress) -> IpAddr {
@@ -940,18 +938,24 @@ impl Inner {
         cfg.random_seed = seed;
         let epoch = std::time::Instant::now();
         let mut iface = Interface::new(cfg, &mut device, SInstant::from_micros(0));
+        let link = match config.mode {
+            Mode::Egress => crate::Link {
+                addrs: config.link.usable().collect(),
+            },
+            Mode::Loopback => crate::Link { addrs: Vec::new() },
+        };
         iface.update_ip_addrs(|addrs| {
-            // Four addresses fit the table (smoltcp's
-            // `iface-max-addr-count-4`). Loopback first: smoltcp's IPv4
-            // source for an unbound socket is the first IPv4 address.
+            // Eight addresses fit the table (smoltcp's
+            // `iface-max-addr-count-8`, which `MAX_LINK_ADDRS` follows).
+            // Loopback first: smoltcp's IPv4 source for an unbound socket
+            // is the first IPv4 address.
             let _ = addrs.push(IpCidr::new(IpAddress::v4(127, 0, 0, 1), 8));
             let _ = addrs.push(IpCidr::new(IpAddress::v6(0, 0, 0, 0, 0, 0, 0, 1), 128));
-            if matches!(config.mode, Mode::Egress) {
-                // The addresses of the guest's eth0 are the stack's own too:
-                // a program may bind and listen there and reach itself, as
-                // Linux delivers to a local address through its loopback.
-                let _ = addrs.push(IpCidr::new(IpAddress::Ipv4(EGRESS_ADDR_V4), 24));
-                let _ = addrs.push(IpCidr::new(IpAddress::Ipv6(EGRESS_ADDR_V6), 64));
+            // The addresses of the guest's link out are the stack's own
+            // too: a program may bind and listen there and reach itself,
+            // as Linux delivers to a local address through its loopback.
+            for &(a, prefix) in &link.addrs {
+                let _ = addrs.push(IpCidr::new(a.into(), prefix));
             }
         });
         Inner {
@@ -967,6 +971,7 @@ impl Inner {
             next_id: 1,
             limits: config.limits.clone(),
             mode: config.mode.clone(),
+            link,
             epoch,
             me,
             policy: config.policy.clone(),
@@ -976,9 +981,9 @@ impl Inner {
     }
 
     /// Whether `ip` (canonical) is an address of this stack: loopback's,
-    /// and in `Mode::Egress` eth0's (`EGRESS_ADDR_V4`, `EGRESS_ADDR_V6`).
+    /// and in `Mode::Egress` its link's (see [`crate::Link`]).
     fn is_local(&self, ip: IpAddr) -> bool {
-        is_loopback(ip) || (matches!(self.mode, Mode::Egress) && is_egress_addr(ip))
+        is_loopback(ip) || self.link.addrs.iter().any(|&(a, _)| a == ip)
     }
 
     fn now(&self) -> SInstant {
@@ -1228,6 +1233,11 @@ impl Inner {
         match self.mode {
             Mode::Loopback => {
                 tracing::debug!(%dest, "netstack: no route outside the sandbox (loopback only)");
+                Err(Errno::ENETUNREACH)
+            }
+            // No address of the family on the link: no route there.
+            Mode::Egress if self.link.source_for(dest.ip()).is_none() => {
+                tracing::debug!(%dest, "netstack: no address of the family on the link out");
                 Err(Errno::ENETUNREACH)
             }
             Mode::Egress => match self.policy.check(dest, None) {
@@ -1863,10 +1873,13 @@ impl Inner {
             return false;
         };
         let bound = canonical(local.ip());
-        let to = match from.ip() {
-            _ if !bound.is_unspecified() => bound,
-            IpAddr::V4(_) => IpAddr::V4(EGRESS_ADDR_V4),
-            IpAddr::V6(_) => IpAddr::V6(EGRESS_ADDR_V6),
+        let to = if bound.is_unspecified() {
+            match self.link.source_for(from.ip()) {
+                Some(a) => a,
+                None => return false,
+            }
+        } else {
+            bound
         };
         match crate::udp_relay::udp_packet(from, SocketAddr::new(to, local.port()), payload) {
             Some(p) => self.device.inject(p),
@@ -2025,11 +2038,21 @@ impl Inner {
 
     fn local_addr(&self, e: &Entry) -> SocketAddr {
         if let State::Relay(r) = &e.state {
-            // The sandbox's own address on its link, never the host's; the
-            // port the socket was bound to, if it was.
-            let ip = match r.peer.ip() {
-                IpAddr::V4(_) => IpAddr::V4(EGRESS_ADDR_V4),
-                IpAddr::V6(_) => IpAddr::V6(EGRESS_ADDR_V6),
+            // The sandbox's own address on its link, never the host's: the
+            // one the socket was bound to, else the link's first of the
+            // family; the port the socket was bound to, if it was.
+            let bound = e.local.map(|l| canonical(l.ip()));
+            let ip = match bound {
+                Some(b)
+                    if b.is_ipv4() == r.peer.ip().is_ipv4()
+                        && self.link.addrs.iter().any(|&(a, _)| a == b) =>
+                {
+                    b
+                }
+                _ => self
+                    .link
+                    .source_for(r.peer.ip())
+                    .unwrap_or_else(|| unspecified(r.peer.ip().is_ipv6())),
             };
             let port = match e.local {
                 Some(l) if l.port() != 0 => l.port(),

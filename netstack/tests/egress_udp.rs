@@ -172,3 +172,65 @@ fn the_sandbox_address_is_the_stacks_own_only_with_a_link_out() {
     let s = udp(&lo, false);
     assert_eq!(s.bind(addr("10.0.2.15:0")), Err(Errno::EADDRNOTAVAIL));
 }
+
+#[test]
+fn a_link_the_runtime_gives_replaces_the_default_addresses() {
+    use std::io::{Read, Write};
+    // The container's interface as OCI mode passes it: IPv4 only.
+    let cidrs = ["127.0.0.2/32", "::/0"]
+        .iter()
+        .map(|r| parse_cidr_rule(r).expect("rule"))
+        .collect();
+    let stack = Stack::new(StackConfig {
+        mode: Mode::Egress,
+        link: netstack::Link {
+            addrs: vec![(addr("192.0.2.10:0").ip(), 24)],
+        },
+        policy: Arc::new(Policy::new(cidrs, vec![])),
+        ..StackConfig::default()
+    });
+    let w = Arc::new(common::Waiter::default());
+    let w1 = w.clone();
+    stack.set_notifier(Arc::new(move |_ids| w1.bump()));
+    // Its address is the stack's own, the default one is not.
+    assert_eq!(
+        udp(&stack, false).bind(addr("10.0.2.15:0")),
+        Err(Errno::EADDRNOTAVAIL)
+    );
+    let (l, at) = common::listener(&stack, "192.0.2.10", 4);
+    let c = common::tcp(&stack, false);
+    assert_eq!(common::connect(&w, &c, at), Ok(()));
+    let (_a, from) = blocking(&w, Duration::from_secs(5), || l.accept()).expect("accept");
+    assert_eq!(from.ip(), at.ip());
+    // A relayed connection shows it as its local address.
+    let host = std::net::TcpListener::bind("127.0.0.2:0").expect("host listener");
+    let out = common::tcp(&stack, false);
+    assert_eq!(
+        common::connect(&w, &out, host.local_addr().expect("addr")),
+        Ok(())
+    );
+    let (mut peer, _) = host.accept().expect("host accept");
+    assert_eq!(out.local_addr().map(|a| a.ip()), Ok(at.ip()));
+    peer.write_all(b"hi").expect("host write");
+    let mut buf = [0u8; 2];
+    let n = blocking(&w, Duration::from_secs(5), || out.recv(&mut buf, false)).expect("recv");
+    assert_eq!(&buf[..n], b"hi");
+    drop(out);
+    let _ = peer.read(&mut buf);
+    // Replies to a wildcard-bound UDP socket come in on that address.
+    let (srv, h) = echo_server(1);
+    let u = udp(&stack, false);
+    assert_eq!(u.send_to(b"out", srv), Ok(3));
+    assert_eq!(recv_from(&w, &u), Ok((b"out".to_vec(), srv)));
+    assert_eq!(h.join().expect("server").len(), 1);
+    // No IPv6 address on the link: no route there, whatever the rules say.
+    let t6 = common::tcp(&stack, true);
+    assert_eq!(
+        t6.connect(addr("[2001:db8::1]:80")),
+        Err(Errno::ENETUNREACH)
+    );
+    assert_eq!(
+        udp(&stack, true).send_to(b"x", addr("[2001:db8::1]:53")),
+        Err(Errno::ENETUNREACH)
+    );
+}

@@ -1222,7 +1222,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
         }
     };
     let prepared = prepare(id, bundle, network);
-    let (plan, root, stack) = match prepared {
+    let (plan, root, mut stack) = match prepared {
         Ok(p) => p,
         Err(e) => {
             let _ = writeln!(ready, "{e}");
@@ -1300,13 +1300,49 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
     // container's network namespace (which `prepare` made or joined, and
     // the engine's hooks have set up by `start`), read while this process
     // may still ask the host: the guest is shown these.
-    let host_interfaces = if network.is_host() {
+    let interfaces = if network.is_host() {
         match crate::host_net::snapshot() {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("ferrovisor: --network host: listing the interfaces: {e}");
                 tracing::error!("container {id}: --network host: listing the interfaces: {e}");
                 return 125;
+            }
+        }
+    } else if network.egress().is_some()
+        && (plan.network_namespace || plan.network_namespace_path.is_some())
+    {
+        // With `--network sandbox`, the guest's link out is the interface
+        // the engine put in the container's own namespace, read from the
+        // same snapshot: its addresses become the netstack's own and the
+        // guest sees it with its routes. The relays' host sockets are
+        // opened in this namespace, so their source is that address
+        // already. (A container in the host's namespace has no interface
+        // of its own: it gets the default link, as `do` does, and the
+        // host's addresses stay closed unless a rule names them.)
+        let snapshot = match crate::host_net::snapshot() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("ferrovisor: --network sandbox: listing the interfaces: {e}");
+                tracing::error!("container {id}: --network sandbox: listing the interfaces: {e}");
+                return 125;
+            }
+        };
+        match crate::host_net::sandbox_link(&snapshot) {
+            Some((table, link)) => {
+                tracing::info!(
+                    "container {id}: --network sandbox: the guest's link is {:?}",
+                    link.addrs
+                );
+                stack.link = link;
+                Some(table)
+            }
+            None => {
+                tracing::info!(
+                    "container {id}: --network sandbox: no interface with an IPv4 address in the \
+                     container's network namespace: the guest gets the default link"
+                );
+                None
             }
         }
     } else {
@@ -1340,7 +1376,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
         // joined; with `sandbox` the relays of the allow rules do.
         network: stack,
         host_network: network.is_host(),
-        host_interfaces,
+        interfaces,
         on_start: Some(sentry::StartHook(Box::new({
             let id = id.to_owned();
             move |kernel| {

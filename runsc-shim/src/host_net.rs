@@ -8,15 +8,20 @@
 //!
 //! The snapshot is what was there when the sandbox started: interfaces or
 //! addresses added later are not seen (traffic counters stay at zero).
+//!
+//! Under `--network sandbox` in OCI mode the same snapshot of the
+//! container's namespace gives the guest the interface the engine put
+//! there ([`sandbox_link`]): its addresses become the netstack's own.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use sentry::socket::netlink::{
     attrs_of, IfAddr, Interface, NetTable, Route, IFA_ADDRESS, IFA_BROADCAST, IFA_FLAGS, IFA_LOCAL,
-    IFLA_ADDRESS, IFLA_IFNAME, IFLA_LINK, IFLA_MTU, IFLA_OPERSTATE, IFLA_QDISC, IFLA_TXQLEN,
-    RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_PREFSRC, RTA_PRIORITY, RTA_TABLE, RTM_GETADDR, RTM_GETLINK,
-    RTM_GETROUTE, RTM_NEWADDR, RTM_NEWLINK, RTM_NEWROUTE,
+    IFF_LOOPBACK, IFLA_ADDRESS, IFLA_IFNAME, IFLA_LINK, IFLA_MTU, IFLA_OPERSTATE, IFLA_QDISC,
+    IFLA_TXQLEN, RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_PREFSRC, RTA_PRIORITY, RTA_TABLE, RTM_GETADDR,
+    RTM_GETLINK, RTM_GETROUTE, RTM_NEWADDR, RTM_NEWLINK, RTM_NEWROUTE, RTPROT_KERNEL,
+    RT_SCOPE_UNIVERSE, RT_TABLE_MAIN,
 };
 
 use crate::sys;
@@ -42,6 +47,52 @@ pub fn snapshot() -> io::Result<NetTable> {
     let addrs = sys::rtnetlink_dump(RTM_GETADDR, &[0u8; 8])?;
     let routes = sys::rtnetlink_dump(RTM_GETROUTE, &[0u8; 12])?;
     Ok(parse(&links, &addrs, &routes))
+}
+
+/// What the guest sees under `--network sandbox` in OCI mode, from the
+/// snapshot `t` of the container's network namespace: its first interface
+/// (in index order) that is not a loopback and has an IPv4 address, with
+/// its name, index, MTU, MAC and flags, holding its IPv4 addresses and its
+/// global IPv6 ones (at most [`netstack::MAX_LINK_ADDRS`], IPv4 first),
+/// and the namespace's routes of the main table through it, but for those
+/// Linux made from addresses (the guest's table makes them again from the
+/// addresses it keeps). The second part is what the netstack owns: the
+/// same addresses. `None` when the namespace has no such interface (the
+/// guest then gets the default link, as with `do`).
+pub fn sandbox_link(t: &NetTable) -> Option<(NetTable, netstack::Link)> {
+    let mut link = t
+        .interfaces
+        .iter()
+        .find(|i| i.flags & IFF_LOOPBACK == 0 && i.addrs.iter().any(|a| a.addr.is_ipv4()))?
+        .clone();
+    // Link-local IPv6 addresses stay out: the netstack has no use for
+    // them (scoped, and never a relay's source).
+    link.addrs
+        .retain(|a| a.addr.is_ipv4() || a.scope == RT_SCOPE_UNIVERSE);
+    link.addrs.sort_by_key(|a| a.addr.is_ipv6());
+    let owned = netstack::Link {
+        addrs: link.addrs.iter().map(|a| (a.addr, a.prefix)).collect(),
+    };
+    let usable: Vec<(IpAddr, u8)> = owned.usable().collect();
+    link.addrs.retain(|a| usable.contains(&(a.addr, a.prefix)));
+    let has = |v4: bool| link.addrs.iter().any(|a| a.addr.is_ipv4() == v4);
+    let routes = t
+        .routes
+        .iter()
+        .filter(|r| {
+            r.table == RT_TABLE_MAIN
+                && r.oif == link.index
+                && r.protocol != RTPROT_KERNEL
+                && has(r.dst.is_ipv4())
+                && r.prefsrc
+                    .is_none_or(|s| usable.iter().any(|&(a, _)| a == s))
+        })
+        .cloned()
+        .collect();
+    Some((
+        NetTable::sandbox_link(link, routes),
+        netstack::Link { addrs: usable },
+    ))
 }
 
 /// The table the answers to the three dumps describe. Messages that do not
@@ -344,6 +395,120 @@ mod tests {
         let r = &t.routes[0];
         assert_eq!(r.gateway, Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1))));
         assert_eq!((r.dst_len, r.oif, r.table), (0, 3, 254));
+    }
+
+    fn iface(index: i32, name: &str, flags: u32, addrs: &[(&str, u8, u8)]) -> Interface {
+        Interface {
+            index,
+            iflink: index + 10,
+            name: name.into(),
+            mtu: 1450,
+            flags,
+            hwtype: 1,
+            hwaddr: [2, 0x42, 0xc0, 0, 2, 10],
+            operstate: 6,
+            txqlen: 1000,
+            qdisc: "noqueue".into(),
+            addrs: addrs
+                .iter()
+                .map(|&(a, prefix, scope)| IfAddr {
+                    addr: a.parse().expect("address"),
+                    prefix,
+                    scope,
+                    flags: 0x80,
+                    broadcast: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn route(dst: &str, len: u8, oif: i32, protocol: u8, gw: Option<&str>) -> Route {
+        Route {
+            table: RT_TABLE_MAIN,
+            kind: 1,
+            dst: dst.parse().expect("dst"),
+            dst_len: len,
+            oif,
+            scope: if gw.is_some() { 0 } else { 253 },
+            protocol,
+            prefsrc: None,
+            priority: None,
+            gateway: gw.map(|g| g.parse().expect("gateway")),
+        }
+    }
+
+    #[test]
+    fn sandbox_link_is_the_first_interface_with_ipv4() {
+        let snapshot = NetTable {
+            interfaces: vec![
+                iface(
+                    1,
+                    "lo",
+                    0x10049,
+                    &[("127.0.0.1", 8, 254), ("::1", 128, 254)],
+                ),
+                // Up, but only a link-local IPv6 address: passed over.
+                iface(2, "dummy0", 0x10043, &[("fe80::1", 64, 253)]),
+                iface(
+                    5,
+                    "eth0",
+                    0x11043,
+                    &[
+                        ("fe80::42:c0ff:fe00:20a", 64, 253),
+                        ("2001:db8::10", 64, 0),
+                        ("192.0.2.10", 24, 0),
+                    ],
+                ),
+                iface(6, "eth1", 0x11043, &[("198.51.100.7", 24, 0)]),
+            ],
+            routes: vec![
+                route("0.0.0.0", 0, 5, 3, Some("192.0.2.1")),
+                route("192.0.2.0", 24, 5, RTPROT_KERNEL, None),
+                route("198.51.100.0", 24, 6, RTPROT_KERNEL, None),
+                route("203.0.113.0", 24, 6, 3, Some("198.51.100.1")),
+                route("fe80::", 64, 5, RTPROT_KERNEL, None),
+                route("::", 0, 5, 9, Some("fe80::1")),
+            ],
+        };
+        let (t, link) = sandbox_link(&snapshot).expect("an interface");
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        assert_eq!(
+            link.addrs,
+            [(ip("192.0.2.10"), 24), (ip("2001:db8::10"), 64)]
+        );
+        let names: Vec<(i32, &str, u32)> = t
+            .interfaces
+            .iter()
+            .map(|i| (i.index, i.name.as_str(), i.mtu))
+            .collect();
+        assert_eq!(names, [(1, "lo", 65536), (5, "eth0", 1450)]);
+        let eth = &t.interfaces[1];
+        assert_eq!((eth.iflink, eth.hwaddr), (15, [2, 0x42, 0xc0, 0, 2, 10]));
+        let addrs: Vec<IpAddr> = eth.addrs.iter().map(|a| a.addr).collect();
+        assert_eq!(addrs, [ip("192.0.2.10"), ip("2001:db8::10")]);
+        // The main table: the gateways through eth0 and the routes of the
+        // kept addresses; nothing through eth1, no fe80::/64.
+        let main: Vec<String> = t
+            .routes
+            .iter()
+            .filter(|r| r.table == RT_TABLE_MAIN)
+            .map(|r| format!("{}/{} {:?} dev {}", r.dst, r.dst_len, r.gateway, r.oif))
+            .collect();
+        assert_eq!(
+            main,
+            [
+                "0.0.0.0/0 Some(192.0.2.1) dev 5",
+                "192.0.2.0/24 None dev 5",
+                "2001:db8::/64 None dev 5",
+                "::/0 Some(fe80::1) dev 5",
+            ]
+        );
+        // Only loopback: no view of its own.
+        let lo_only = NetTable {
+            interfaces: snapshot.interfaces[..2].to_vec(),
+            routes: vec![],
+        };
+        assert!(sandbox_link(&lo_only).is_none());
     }
 
     #[test]

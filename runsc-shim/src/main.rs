@@ -813,7 +813,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         hostname: args.hostname,
         network,
         host_network,
-        host_interfaces,
+        interfaces: host_interfaces,
         on_start: None,
         mounts,
         ids: None,

@@ -102,11 +102,14 @@ pub struct SandboxConfig<'a> {
     /// no egress policy (explicitly weaker; `network` must then be
     /// loopback-only, and serves nothing)
     pub host_network: bool,
-    /// With `host_network`: what the guest sees of the host's network
-    /// (interfaces, addresses, routes), a snapshot the runtime took before
-    /// the Sentry was confined (its filter lets it ask the host nothing of
-    /// the kind). `None` shows loopback only.
-    pub host_interfaces: Option<crate::socket::netlink::NetTable>,
+    /// What the guest sees of its network (interfaces, addresses, routes)
+    /// when the runtime knows it, read before the Sentry was confined (its
+    /// filter lets it ask the host nothing of the kind): with
+    /// `host_network`, a snapshot of the host's network (`None`: loopback
+    /// only); with the netstack's `Egress` mode in OCI mode, the
+    /// container's own interface, whose addresses `network.link` gives the
+    /// netstack (`None`: the `eth0` of the default link, as `do` has).
+    pub interfaces: Option<crate::socket::netlink::NetTable>,
     /// called once the sandbox exists, before its first process runs (the
     /// OCI runtime serves `exec` from it)
     pub on_start: Option<StartHook>,
@@ -724,10 +727,13 @@ where
     // `--network host` the guest's sockets are host sockets, and it sees
     // the host's interfaces as the runtime found them before the Sentry
     // was confined: the Sentry cannot ask the host inside its seccomp
-    // filter (no netlink socket of its own), and needs nothing live.
-    crate::socket::netlink::set_table(match (&config.network.mode, config.host_interfaces) {
+    // filter (no netlink socket of its own), and needs nothing live. With
+    // `--network sandbox` in OCI mode it sees the container's interface
+    // the same way, with the addresses the netstack owns.
+    crate::socket::netlink::set_table(match (&config.network.mode, config.interfaces) {
         (_, Some(host)) if config.host_network => host,
-        (netstack::Mode::Egress, _) => crate::socket::netlink::NetTable::sandbox(
+        (netstack::Mode::Egress, Some(container)) => container,
+        (netstack::Mode::Egress, None) => crate::socket::netlink::NetTable::sandbox(
             netstack::EGRESS_ADDR_V4,
             netstack::EGRESS_ADDR_V6,
         ),

@@ -114,7 +114,9 @@ impl Route {
 /// What the guest sees of its network: interfaces and routes. Fixed for
 /// the life of the sandbox (nothing can change them from inside). With
 /// `--network host` it is a snapshot of the host's, taken by the runtime
-/// before the Sentry was confined (the Sentry cannot ask the host).
+/// before the Sentry was confined (the Sentry cannot ask the host); with
+/// `--network sandbox` in OCI mode, the container's interface from such a
+/// snapshot ([`NetTable::sandbox_link`]).
 #[derive(Clone, Debug)]
 pub struct NetTable {
     pub interfaces: Vec<Interface>,
@@ -126,7 +128,7 @@ pub struct NetTable {
 const LO_FLAGS: u32 = 0x1 | 0x8 | 0x40 | 0x1_0000;
 /// `IFF_UP | IFF_BROADCAST | IFF_RUNNING | IFF_MULTICAST | IFF_LOWER_UP`.
 const ETH_FLAGS: u32 = 0x1 | 0x2 | 0x40 | 0x1000 | 0x1_0000;
-const IFF_LOOPBACK: u32 = 0x8;
+pub const IFF_LOOPBACK: u32 = 0x8;
 const IFF_MULTICAST: u32 = 0x1000;
 
 pub const ARPHRD_ETHER: u16 = 1;
@@ -135,16 +137,16 @@ pub const ARPHRD_LOOPBACK: u16 = 772;
 pub const IF_OPER_UNKNOWN: u8 = 0;
 pub const IF_OPER_UP: u8 = 6;
 
-const RT_TABLE_MAIN: u8 = 254;
+pub const RT_TABLE_MAIN: u8 = 254;
 const RT_TABLE_LOCAL: u8 = 255;
 const RTN_UNICAST: u8 = 1;
 const RTN_LOCAL: u8 = 2;
 const RTN_BROADCAST: u8 = 3;
 const RTN_MULTICAST: u8 = 5;
-const RT_SCOPE_UNIVERSE: u8 = 0;
+pub const RT_SCOPE_UNIVERSE: u8 = 0;
 const RT_SCOPE_LINK: u8 = 253;
 const RT_SCOPE_HOST: u8 = 254;
-const RTPROT_KERNEL: u8 = 2;
+pub const RTPROT_KERNEL: u8 = 2;
 const RTPROT_BOOT: u8 = 3;
 
 /// The sandbox's interface to the outside in `--network sandbox`.
@@ -188,18 +190,21 @@ impl NetTable {
         NetTable::new(vec![lo(), eth], Some(2))
     }
 
+    /// `--network sandbox` in OCI mode: loopback plus the interface the
+    /// engine put in the container's network namespace, as the runtime
+    /// found it there and holding only the addresses the netstack owns,
+    /// with the routes Linux makes for those addresses and `routes` (the
+    /// namespace's other routes through it, such as the default route
+    /// through its gateway). Its index stays the one the namespace gave it.
+    pub fn sandbox_link(link: Interface, routes: Vec<Route>) -> NetTable {
+        NetTable::with_routes(vec![lo(), link], routes)
+    }
+
     /// The table of `interfaces` with the routes Linux makes for their
     /// addresses, plus default routes (IPv4 and IPv6) through interface
     /// `default_via` when given.
     fn new(interfaces: Vec<Interface>, default_via: Option<i32>) -> NetTable {
         let mut routes = Vec::new();
-        for i in &interfaces {
-            let lo = i.flags & IFF_LOOPBACK != 0;
-            for a in &i.addrs {
-                let multicast = i.flags & IFF_MULTICAST != 0;
-                kernel_routes(&mut routes, i.index, lo, multicast, a.addr, a.prefix);
-            }
-        }
         if let Some(oif) = default_via {
             routes.push(Route {
                 table: RT_TABLE_MAIN,
@@ -226,6 +231,21 @@ impl NetTable {
                 gateway: None,
             });
         }
+        NetTable::with_routes(interfaces, routes)
+    }
+
+    /// The table of `interfaces` with the routes Linux makes for their
+    /// addresses and `extra`, in the order a dump lists them.
+    fn with_routes(interfaces: Vec<Interface>, extra: Vec<Route>) -> NetTable {
+        let mut routes = Vec::new();
+        for i in &interfaces {
+            let lo = i.flags & IFF_LOOPBACK != 0;
+            for a in &i.addrs {
+                let multicast = i.flags & IFF_MULTICAST != 0;
+                kernel_routes(&mut routes, i.index, lo, multicast, a.addr, a.prefix);
+            }
+        }
+        routes.extend(extra);
         routes.dedup();
         // Dump order: IPv4 then IPv6; per family the main table, then the
         // local one (the order of their hash buckets); IPv4 routes by
