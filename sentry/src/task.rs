@@ -491,17 +491,23 @@ impl Process {
             } else if is_stop(sig) {
                 st.pending.clear(SIGCONT);
             }
-            // Blocked signals are kept whatever the disposition: it may
-            // change before they are unblocked (Linux's sig_ignored()).
-            let blocked = st.all_block(sig);
-            if blocked || !(st.disposition_ignores(sig) || st.init_drops(sig, from_outside)) {
-                st.pending.enqueue(sig, info);
-            }
+            queue(&mut st, sig, info, from_outside);
         }
         if continued {
             self.notify_parent(kernel, si::CLD_CONTINUED, SIGCONT);
         }
         self.kick_all(kernel);
+    }
+
+    /// Queues an ordinary signal (not `SIGKILL`, `SIGCONT` or a stop
+    /// signal) as [`Process::send_signal`] does, without waking anyone:
+    /// for a caller that holds the process table's lock, which then calls
+    /// [`Process::kick_all`] once it has let go.
+    fn queue_quietly(&self, sig: i32, info: SigInfo) {
+        let mut st = self.state();
+        if st.exit.is_none() && st.group_exit.is_none() {
+            queue(&mut st, sig, info, false);
+        }
     }
 
     /// Tells the parent about a stop or continue (`SIGCHLD` unless it asked
@@ -515,6 +521,16 @@ impl Process {
             }
         }
         kernel.bus.notify();
+    }
+}
+
+/// Queues `sig` for a process whose state `st` is: blocked signals are kept
+/// whatever the disposition (it may change before they are unblocked,
+/// Linux's sig_ignored()); others are dropped when ignored.
+fn queue(st: &mut ProcessState, sig: i32, info: SigInfo, from_outside: bool) {
+    let blocked = st.all_block(sig);
+    if blocked || !(st.disposition_ignores(sig) || st.init_drops(sig, from_outside)) {
+        st.pending.enqueue(sig, info);
     }
 }
 
@@ -1694,6 +1710,7 @@ impl Task {
         let mut orphan_zombies = false;
         let mut orphans_to_signal = Vec::new();
         let mut reaper = 1;
+        let mut told_parent = None;
         {
             let mut procs = kernel.procs();
             // Orphans go to the nearest live subreaper ancestor, else init.
@@ -1740,6 +1757,20 @@ impl Task {
             if reap_now {
                 procs.map.remove(&me);
             }
+            // The parent's exit signal is queued in the same step, as
+            // Linux's do_notify_parent() comes under tasklist_lock with
+            // the zombie state: a parent that reaped us cannot then block
+            // SIGCHLD and still find ours pending.
+            if !reap_now && exit_signal != 0 && plain_signal(exit_signal) {
+                if let Some(parent) = procs.map.get(&ppid) {
+                    let (code, st) = exit_code(status);
+                    parent.queue_quietly(exit_signal, chld_info(me, code, st));
+                    told_parent = Some(parent.clone());
+                }
+            }
+        }
+        if let Some(parent) = told_parent.take() {
+            parent.kick_all(&kernel);
         }
         kernel.hang_up_orphaned(&orphan_candidates);
         for (child, sig) in orphans_to_signal {
@@ -1747,19 +1778,11 @@ impl Task {
         }
         if reap_now {
             kernel.note_reaped_cpu(&self.proc_);
-        } else if exit_signal != 0 {
+        } else if exit_signal != 0 && !plain_signal(exit_signal) {
+            // (an exit signal of a kind that acts on the whole parent,
+            // which clone(2) lets a program choose)
             if let Some(parent) = kernel.process(ppid) {
-                let (code, st) = match status {
-                    ExitStatus::Code(c) => (si::CLD_EXITED, c & 0xff),
-                    ExitStatus::Signal(s) => (
-                        if dumps_core(s) {
-                            si::CLD_DUMPED
-                        } else {
-                            si::CLD_KILLED
-                        },
-                        s,
-                    ),
-                };
+                let (code, st) = exit_code(status);
                 parent.send_signal(&kernel, exit_signal, chld_info(me, code, st));
             }
         }
@@ -1769,6 +1792,27 @@ impl Task {
             }
         }
         kernel.bus.notify();
+    }
+}
+
+/// Whether `sig` is queued like any other (not `SIGKILL`, `SIGCONT` or a
+/// stop signal, which act on the whole process when sent).
+fn plain_signal(sig: i32) -> bool {
+    sig != SIGKILL && sig != SIGCONT && !is_stop(sig)
+}
+
+/// `si_code` and `si_status` of a child's exit with `status`.
+fn exit_code(status: ExitStatus) -> (i32, i32) {
+    match status {
+        ExitStatus::Code(c) => (si::CLD_EXITED, c & 0xff),
+        ExitStatus::Signal(s) => (
+            if dumps_core(s) {
+                si::CLD_DUMPED
+            } else {
+                si::CLD_KILLED
+            },
+            s,
+        ),
     }
 }
 

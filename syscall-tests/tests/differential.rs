@@ -269,6 +269,9 @@ guests! {
     // search permission on every directory a path walks through, for a
     // process without CAP_DAC_READ_SEARCH (issue 6 point 2, capabilities)
     path_search,
+    // a child's SIGCHLD is generated with its exit: once reaped, never
+    // found pending by a parent that then blocks it (issue 3)
+    sigchld_after_wait,
 }
 
 #[test]
