@@ -52,6 +52,24 @@ fn compare(label: &str, argv: &[&str], must_contain: &str) {
     }
 }
 
+/// Runs `argv` under `ferrovisor do --network sandbox` (with `eth0`).
+fn sandboxed_with_link(argv: &[&str]) -> Outcome {
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.args(["do", "--network", "sandbox", "--"]).args(argv);
+    run(cmd, None, TIMEOUT)
+}
+
+/// Asserts that `sb` exited 0 and printed `expected`; `what` names how it
+/// differs otherwise.
+fn assert_exits_0_with(sb: &Outcome, expected: &str, what: &str) {
+    assert_eq!(
+        (sb.status, sb.stdout.as_str()),
+        (0, expected),
+        "{what}; stderr: {}",
+        sb.stderr
+    );
+}
+
 fn python(script: &str, args: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = PYTHON.iter().map(|s| s.to_string()).collect();
     v.push(script.to_owned());
@@ -167,12 +185,7 @@ fn busybox_nc_pipes_100mb_over_tcp_loopback() {
     );
     // Inside the sandbox the loopback is its own: any port works.
     let sb = sandboxed(&argv);
-    assert_eq!(
-        (sb.status, sb.stdout.as_str()),
-        (0, expected),
-        "sandbox differs from native; stderr: {}",
-        sb.stderr
-    );
+    assert_exits_0_with(&sb, expected, "sandbox differs from native");
 }
 
 const ASYNCIO_ECHO: &str = r#"
@@ -291,12 +304,7 @@ fn ip_addr_route_and_link_print_what_a_fresh_namespace_does() {
         "the NATIVE run is wrong: {nat:?}"
     );
     let sb = sandboxed(&["/bin/sh", "-c", script]);
-    assert_eq!(
-        (sb.status, sb.stdout.as_str()),
-        (0, nat.stdout.as_str()),
-        "sandbox differs from a fresh namespace; stderr: {}",
-        sb.stderr
-    );
+    assert_exits_0_with(&sb, &nat.stdout, "sandbox differs from a fresh namespace");
 }
 
 /// `--network sandbox`: the guest's interface out, `eth0`, with the
@@ -327,14 +335,11 @@ fn sandbox_network_routes_are_those_of_a_namespace_with_the_same_link() {
         nat.status == 0 && nat.stdout.contains("default dev eth0 scope link"),
         "the NATIVE run is wrong: {nat:?}"
     );
-    let mut cmd = command(FERROVISOR, &[]);
-    cmd.args(["do", "--network", "sandbox", "--", "/bin/sh", "-c", script]);
-    let sb = run(cmd, None, TIMEOUT);
-    assert_eq!(
-        (sb.status, sb.stdout.as_str()),
-        (0, nat.stdout.as_str()),
-        "sandbox differs from a namespace with the same link; stderr: {}",
-        sb.stderr
+    let sb = sandboxed_with_link(&["/bin/sh", "-c", script]);
+    assert_exits_0_with(
+        &sb,
+        &nat.stdout,
+        "sandbox differs from a namespace with the same link",
     );
 }
 
@@ -464,15 +469,11 @@ fn binding_the_sandbox_address_works_as_on_linux() {
                 .contains("wildcard accepted from fd00::15 at fd00::15"),
         "the NATIVE run is wrong: {nat:?}"
     );
-    let mut cmd = command(FERROVISOR, &[]);
-    cmd.args(["do", "--network", "sandbox", "--"]);
-    cmd.args(PYTHON).args([BIND_OWN_ADDRESS, "sandbox"]);
-    let sb = run(cmd, None, TIMEOUT);
-    assert_eq!(
-        (sb.status, sb.stdout.as_str()),
-        (0, nat.stdout.as_str()),
-        "sandbox differs from a namespace with the same link; stderr: {}",
-        sb.stderr
+    let sb = sandboxed_with_link(&as_strs(&python(BIND_OWN_ADDRESS, &["sandbox"])));
+    assert_exits_0_with(
+        &sb,
+        &nat.stdout,
+        "sandbox differs from a namespace with the same link",
     );
 
     let nat = native(&[
@@ -488,11 +489,10 @@ fn binding_the_sandbox_address_works_as_on_linux() {
         "the NATIVE run is wrong: {nat:?}"
     );
     let sb = sandboxed(&as_strs(&python(BIND_OWN_ADDRESS, &["none"])));
-    assert_eq!(
-        (sb.status, sb.stdout.as_str()),
-        (0, nat.stdout.as_str()),
-        "--network none differs from a fresh namespace; stderr: {}",
-        sb.stderr
+    assert_exits_0_with(
+        &sb,
+        &nat.stdout,
+        "--network none differs from a fresh namespace",
     );
 }
 

@@ -2292,37 +2292,31 @@ struct NetnsPair {
     log: PathBuf,
 }
 
-fn netns_pair(dir: &Path, tag: &str) -> NetnsPair {
-    let base = format!("fv-oci-{}-{tag}", std::process::id());
-    let (c, s) = (format!("{base}-c"), format!("{base}-s"));
+/// Named network namespaces made for a test, deleted when it is dropped.
+fn named_netns(names: &[&String]) -> NamedNetns {
     let mut netns = NamedNetns(Vec::new());
-    for name in [&c, &s] {
+    for name in names {
         ip(&["netns", "add", name]);
-        netns.0.push(name.clone());
+        netns.0.push((*name).clone());
     }
-    let subnet = format!("10.77.{}", std::process::id() % 250);
-    let (client_ip, server_ip) = (format!("{subnet}.1"), format!("{subnet}.2"));
-    ip(&[
-        "-n", &c, "link", "add", "fvc0", "type", "veth", "peer", "name", "fvs0", "netns", &s,
-    ]);
-    for (ns, dev, addr) in [(&c, "fvc0", &client_ip), (&s, "fvs0", &server_ip)] {
-        ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
-        ip(&["-n", ns, "link", "set", dev, "up"]);
-        ip(&["-n", ns, "link", "set", "lo", "up"]);
-    }
-    let log = dir.join(format!("{tag}-server.log"));
-    std::fs::write(&log, "").expect("server log");
+    netns
+}
+
+/// Runs [`NETNS_SERVER`] in namespace `ns`, logging requests to `log`, and
+/// waits until it listens.
+fn start_netns_server(ns: &str, log: &Path) -> KillOnDrop {
+    std::fs::write(log, "").expect("server log");
     let mut child = Command::new("ip")
         .args([
             "netns",
             "exec",
-            &s,
+            ns,
             "/usr/bin/python3",
             "-I",
             "-c",
             NETNS_SERVER,
         ])
-        .arg(&log)
+        .arg(log)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -2334,6 +2328,25 @@ fn netns_pair(dir: &Path, tag: &str) -> NetnsPair {
         .read_exact(&mut ready)
         .expect("the server says it is ready");
     assert_eq!(&ready, b"ready\n");
+    server
+}
+
+fn netns_pair(dir: &Path, tag: &str) -> NetnsPair {
+    let base = format!("fv-oci-{}-{tag}", std::process::id());
+    let (c, s) = (format!("{base}-c"), format!("{base}-s"));
+    let netns = named_netns(&[&c, &s]);
+    let subnet = format!("10.77.{}", std::process::id() % 250);
+    let (client_ip, server_ip) = (format!("{subnet}.1"), format!("{subnet}.2"));
+    ip(&[
+        "-n", &c, "link", "add", "fvc0", "type", "veth", "peer", "name", "fvs0", "netns", &s,
+    ]);
+    for (ns, dev, addr) in [(&c, "fvc0", &client_ip), (&s, "fvs0", &server_ip)] {
+        ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
+        ip(&["-n", ns, "link", "set", dev, "up"]);
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+    }
+    let log = dir.join(format!("{tag}-server.log"));
+    let server = start_netns_server(&s, &log);
     NetnsPair {
         _server: server,
         _netns: netns,
@@ -2838,11 +2851,7 @@ fn network_sandbox_takes_the_container_interface_and_routes() {
     let mut w = World::new("netns-link", |v| v["root"]["path"] = "/".into());
     let base = format!("fv-oci-{}-lk", std::process::id());
     let (c, g) = (format!("{base}-c"), format!("{base}-g"));
-    let mut netns = NamedNetns(Vec::new());
-    for name in [&c, &g] {
-        ip(&["netns", "add", name]);
-        netns.0.push(name.clone());
-    }
+    let _netns = named_netns(&[&c, &g]);
     ip(&[
         "-n", &c, "link", "add", "fvl0", "type", "veth", "peer", "name", "fvg0", "netns", &g,
     ]);
@@ -2885,26 +2894,7 @@ fn network_sandbox_takes_the_container_interface_and_routes() {
         "2001:db8::1",
     ]);
     let log = w.dir.path().join("gateway.log");
-    std::fs::write(&log, "").expect("server log");
-    let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &g,
-            "/usr/bin/python3",
-            "-I",
-            "-c",
-            NETNS_SERVER,
-        ])
-        .arg(&log)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the server");
-    let mut stdout = child.stdout.take().expect("server stdout");
-    let _server = KillOnDrop(child);
-    let mut ready = [0u8; 6];
-    stdout.read_exact(&mut ready).expect("the server is ready");
+    let _server = start_netns_server(&g, &log);
 
     let native = run(
         {

@@ -5,7 +5,7 @@
  * checks. Natively this runs as root on the host: everything happens in a
  * temporary directory and in children, and of the calls that would change
  * the host (sethostname, ...) only the refusal is tried. */
-#include "t.h"
+#include "caps.h"
 #include <grp.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
@@ -27,35 +27,6 @@ static const char *at(const char *name)
 	char *b = bufs[next++ % 2];
 	snprintf(b, sizeof bufs[0], "%s/%s", dir, name);
 	return b;
-}
-
-struct sets {
-	unsigned long long eff, prm, inh;
-};
-
-static struct sets get(void)
-{
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct d[2];
-	memset(d, 0, sizeof d);
-	if (syscall(SYS_capget, &h, d) != 0)
-		SHOW("capget failed: %s", errname(errno));
-	struct sets s = {
-		(unsigned long long)d[1].effective << 32 | d[0].effective,
-		(unsigned long long)d[1].permitted << 32 | d[0].permitted,
-		(unsigned long long)d[1].inheritable << 32 | d[0].inheritable,
-	};
-	return s;
-}
-
-static long set(struct sets s)
-{
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct d[2] = {
-		{(unsigned)s.eff, (unsigned)s.prm, (unsigned)s.inh},
-		{(unsigned)(s.eff >> 32), (unsigned)(s.prm >> 32), (unsigned)(s.inh >> 32)},
-	};
-	return syscall(SYS_capset, &h, d);
 }
 
 /* Leaves the effective set without `caps` (still permitted). */

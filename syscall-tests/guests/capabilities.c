@@ -3,41 +3,12 @@
  * agreeing with capget, what execve and a change of user ids do to the sets,
  * and no_new_privs. Facts are relative to the starting sets, which differ
  * between hosts. */
-#include "t.h"
+#include "caps.h"
 #include <linux/capability.h>
 #include <sys/prctl.h>
 
 #define SELF GUEST_DIR "/capabilities"
 #define BIT(c) (1ULL << (c))
-
-struct sets {
-	unsigned long long eff, prm, inh;
-};
-
-static struct sets get(void)
-{
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct d[2];
-	memset(d, 0, sizeof d);
-	if (syscall(SYS_capget, &h, d) != 0)
-		SHOW("capget failed: %s", errname(errno));
-	struct sets s = {
-		(unsigned long long)d[1].effective << 32 | d[0].effective,
-		(unsigned long long)d[1].permitted << 32 | d[0].permitted,
-		(unsigned long long)d[1].inheritable << 32 | d[0].inheritable,
-	};
-	return s;
-}
-
-static long set(struct sets s)
-{
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct d[2] = {
-		{(unsigned)s.eff, (unsigned)s.prm, (unsigned)s.inh},
-		{(unsigned)(s.eff >> 32), (unsigned)(s.prm >> 32), (unsigned)(s.inh >> 32)},
-	};
-	return syscall(SYS_capset, &h, d);
-}
 
 /* A hex field of /proc/self/status. */
 static unsigned long long status(const char *name)

@@ -282,7 +282,12 @@ impl NetTable {
             .find_map(|table| {
                 self.routes
                     .iter()
-                    .filter(|r| r.table == table && prefix_holds(r.dst, r.dst_len, dst))
+                    .filter(|r| {
+                        r.table == table
+                            && r.dst.is_ipv4() == dst.is_ipv4()
+                            && netstack::IpNet::new(r.dst, r.dst_len)
+                                .is_some_and(|n| n.contains(dst))
+                    })
                     .min_by_key(|r| (std::cmp::Reverse(r.dst_len), r.priority.unwrap_or(0)))
             })
     }
@@ -303,25 +308,6 @@ impl NetTable {
             .iter()
             .any(|i| i.addrs.iter().any(|x| x.addr == a))
     }
-}
-
-/// Whether `a` lies in `net/len`.
-fn prefix_holds(net: IpAddr, len: u8, a: IpAddr) -> bool {
-    fn bits(x: IpAddr) -> u128 {
-        match x {
-            IpAddr::V4(x) => u128::from(u32::from(x)) << 96,
-            IpAddr::V6(x) => u128::from(x),
-        }
-    }
-    if net.is_ipv4() != a.is_ipv4() {
-        return false;
-    }
-    let mask = if len == 0 {
-        0
-    } else {
-        u128::MAX << (128 - u32::from(len).min(128))
-    };
-    bits(net) & mask == bits(a) & mask
 }
 
 fn lo() -> Interface {
