@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use platform::{AddressSpace, Error, Prot, Regs, Result, PAGE_SIZE};
 
-use crate::control::Control;
+use crate::control::{Control, Started};
 use crate::fpu;
 use crate::stub::{StubImage, TrapConfig, SLOTS_BASE, STUB_BASE, STUB_MEMFD};
 use crate::sys::{self, WaitStatus};
@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     /// Stub threads by their tracer's host tid.
     threads: Mutex<HashMap<i32, Arc<StubThread>>>,
     control: Control,
+    /// A stub thread made with the stub, for the first host thread.
+    parked: Mutex<Option<i32>>,
     /// Set when the address space is being torn down.
     dead: AtomicBool,
     /// Seccomp-trap mode: the handler's configuration and the slot region.
@@ -186,7 +188,15 @@ impl Shared {
         } else {
             None
         };
-        let tid = self.control.new_thread(cpu)?;
+        let parked = self
+            .parked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let tid = match parked {
+            Some(tid) => tid,
+            None => self.control.new_thread(cpu)?,
+        };
         // Until this succeeds the new thread is untraced, blocked in the
         // park loop's `pause`; on failure it stays there until the stub ends.
         sys::seize(tid, SEIZE_OPTIONS)?;
@@ -347,13 +357,25 @@ impl Shared {
     }
 }
 
-impl PtraceAddressSpace {
+/// A stub ready at its control thread that no address space uses yet
+/// (made ahead of time by [`crate::spare::Spares`], or on demand).
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    control: Control,
+    started: Started,
+    trap: Option<(TrapConfig, Arc<SlotRegion>)>,
+    /// A stub thread made ahead too, parked and untraced: the first host
+    /// thread to use the address space seizes it.
+    parked: Option<i32>,
+}
+
+impl Prepared {
     /// Starts the control thread, which forks and prepares a stub (see
-    /// [`crate::stub`]).
-    pub(crate) fn create(
+    /// [`crate::stub`]); with `thread`, also a first stub thread.
+    pub(crate) fn new(
         memfd: std::os::fd::BorrowedFd<'_>,
         image: &Arc<StubImage>,
-        pin: bool,
+        thread: bool,
     ) -> Result<Self> {
         let trap = match image.trap() {
             Some(config) => Some((config, Arc::new(SlotRegion::new()?))),
@@ -361,6 +383,39 @@ impl PtraceAddressSpace {
         };
         let slotfd = trap.as_ref().map(|(_, r)| r.fd());
         let (control, started) = Control::spawn(memfd, slotfd, image)?;
+        let parked = if thread {
+            Some(control.new_thread(None)?)
+        } else {
+            None
+        };
+        Ok(Prepared {
+            control,
+            started,
+            trap,
+            parked,
+        })
+    }
+
+    /// The stub's pid.
+    pub(crate) fn pid(&self) -> i32 {
+        self.started.pid
+    }
+
+    /// Ends the stub: its control thread kills and reaps it.
+    pub(crate) fn discard(self) {
+        self.control.shutdown();
+    }
+}
+
+impl PtraceAddressSpace {
+    /// An address space on a prepared stub.
+    pub(crate) fn from_prepared(prepared: Prepared, image: &Arc<StubImage>, pin: bool) -> Self {
+        let Prepared {
+            control,
+            started,
+            trap,
+            parked,
+        } = prepared;
         let limit = if image.fast().is_some() {
             crate::fast::FAST_CODE
         } else if trap.is_some() {
@@ -368,7 +423,7 @@ impl PtraceAddressSpace {
         } else {
             STUB_BASE
         };
-        Ok(PtraceAddressSpace {
+        PtraceAddressSpace {
             shared: Arc::new(Shared {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 pid: started.pid,
@@ -377,12 +432,13 @@ impl PtraceAddressSpace {
                 pin,
                 threads: Mutex::new(HashMap::new()),
                 control,
+                parked: Mutex::new(parked),
                 dead: AtomicBool::new(false),
                 trap,
                 limit,
                 image: image.clone(),
             }),
-        })
+        }
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {

@@ -72,12 +72,13 @@ mod context;
 mod control;
 mod fast;
 mod fpu;
+mod spare;
 mod stub;
 mod sys;
 mod tracee;
 mod trap;
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use platform::{AddressSpace, Context, Platform, Result};
@@ -185,7 +186,7 @@ impl Default for PtraceOptions {
 /// The ptrace platform; see the crate docs.
 #[derive(Debug)]
 pub struct PtracePlatform {
-    memory_file: OwnedFd,
+    spares: spare::Spares,
     image: Arc<stub::StubImage>,
     options: PtraceOptions,
 }
@@ -222,9 +223,10 @@ impl PtracePlatform {
         if !options.stub_net_ns {
             image.fork_flags = stub::STUB_FORK_SHARED_NET_CLONE_FLAGS;
         }
+        let image = Arc::new(image);
         Ok(PtracePlatform {
-            memory_file: sys::dup_cloexec(memory_file)?,
-            image: Arc::new(image),
+            spares: spare::Spares::new(sys::dup_cloexec(memory_file)?, image.clone()),
+            image,
             options,
         })
     }
@@ -236,7 +238,19 @@ impl PtracePlatform {
 
     /// Like [`Platform::new_address_space`], with the concrete type.
     pub fn new_ptrace_address_space(&self) -> Result<PtraceAddressSpace> {
-        PtraceAddressSpace::create(self.memory_file.as_fd(), &self.image, self.options.pin_cpu)
+        let stub = self.spares.take()?;
+        Ok(PtraceAddressSpace::from_prepared(
+            stub,
+            &self.image,
+            self.options.pin_cpu,
+        ))
+    }
+
+    /// The pid of the spare stub the next address space will take, if one
+    /// is ready.
+    #[doc(hidden)]
+    pub fn spare_stub_for_test(&self) -> Option<i32> {
+        self.spares.ready_pid()
     }
 
     /// Like [`Platform::new_context`], with the concrete type.

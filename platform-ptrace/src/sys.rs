@@ -433,20 +433,25 @@ pub(crate) fn gettid() -> i32 {
 
 /// Restricts thread `tid` (0: the caller) to `cpu`.
 pub(crate) fn set_affinity(tid: i32, cpu: usize) -> Result<()> {
+    set_affinity_to(tid, &[cpu])
+}
+
+/// Lets thread `tid` (0: the caller) run on the CPUs in `cpus`.
+pub(crate) fn set_affinity_to(tid: i32, cpus: &[usize]) -> Result<()> {
     // SAFETY: cpu_set_t is a plain bitmask; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-        return Err(Error::Misuse("cpu number beyond CPU_SETSIZE"));
+    for &cpu in cpus {
+        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return Err(Error::Misuse("cpu number beyond CPU_SETSIZE"));
+        }
+        // SAFETY: `cpu` is below CPU_SETSIZE (checked above).
+        unsafe { libc::CPU_SET(cpu, &mut set) };
     }
-    // SAFETY: `cpu` is below CPU_SETSIZE (checked above).
-    unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: `set` is a live cpu_set_t of the size passed.
     let ret = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
     check(ret.into(), "sched_setaffinity").map(drop)
 }
 
-/// Pins the calling thread to the CPU it is running on and returns it.
-/// Children created afterwards inherit the mask.
 /// The calling thread's CPU affinity mask.
 pub(crate) fn affinity_mask() -> Result<libc::cpu_set_t> {
     // SAFETY: cpu_set_t is a plain bitmask; all-zero is the empty set.
@@ -471,6 +476,8 @@ pub(crate) fn current_cpu() -> Result<usize> {
     usize::try_from(cpu).map_err(|_| Error::last_os("sched_getcpu"))
 }
 
+/// Pins the calling thread to the CPU it is running on and returns it.
+/// Children created afterwards inherit the mask.
 pub(crate) fn pin_to_current_cpu() -> Result<usize> {
     // SAFETY: no arguments; reads the vDSO/rseq cpu number.
     let cpu = unsafe { libc::sched_getcpu() };

@@ -589,6 +589,63 @@ fn address_spaces_come_and_go_without_leaks() {
     }
 }
 
+#[test]
+fn from_the_second_address_space_on_a_spare_stub_is_made_ahead() {
+    let mem = MemFile::new();
+    mem.write(0, &exit_call());
+    let p = mem.platform();
+    // A guest that never forks pays for no spare.
+    let first = p.new_address_space().expect("address space");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(p.spare_stub_for_test(), None);
+    let mut ctx = p.new_context().expect("context");
+    let mut spares = Vec::new();
+    for _ in 0..3 {
+        let as_ = p.new_address_space().expect("address space");
+        // Once one exists, the next address space takes a stub that was
+        // ready before it was asked for.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let spare = loop {
+            if let Some(pid) = p.spare_stub_for_test() {
+                break pid;
+            }
+            assert!(Instant::now() < deadline, "no spare stub");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(!gone_or_zombie(spare));
+        drop(as_);
+        let next = p.new_address_space().expect("address space");
+        assert_eq!(pid_of(next.as_ref()), spare);
+        // It works like any other: guest code runs to its first call.
+        map_code_and_data(&*next);
+        let mut regs = start_regs();
+        assert_eq!(
+            ctx.switch(&*next, &mut regs).expect("switch"),
+            Event::Syscall
+        );
+        assert_eq!(regs.syscall_nr(), 60);
+        spares.push(spare);
+    }
+    drop(ctx);
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let last = loop {
+        if let Some(pid) = p.spare_stub_for_test() {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "no spare stub");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // The platform takes its spare with it.
+    drop(p);
+    for pid in spares.into_iter().chain([last]) {
+        assert!(
+            std::fs::metadata(format!("/proc/{pid}")).is_err(),
+            "stub {pid} left"
+        );
+    }
+}
+
 seccomp_trap_too!(
     syscalls_are_reported_and_answered,
     guest_memory_is_the_memory_file,
@@ -604,4 +661,5 @@ seccomp_trap_too!(
     killed_stub_is_reported_as_died,
     executing_a_non_executable_page_is_an_execute_fault,
     address_spaces_come_and_go_without_leaks,
+    from_the_second_address_space_on_a_spare_stub_is_made_ahead,
 );
