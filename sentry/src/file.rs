@@ -561,13 +561,10 @@ impl FileDescription {
             }
         }
         if let FileKind::Mem(m) = &self.kind {
-            // A write by a writer without `CAP_FSETID` clears the
-            // set-user-ID bit, and the set-group-ID bit of a
-            // group-executable file (Linux's `file_remove_privs`).
-            let mode = m.meta().mode;
-            let kill = crate::tmpfs::setid_bits_killed(mode);
-            if kill != 0 && !blk.thread.state().caps.has(crate::task::cap::FSETID) {
-                m.set_mode(mode & !kill);
+            {
+                let t = blk.thread.state();
+                let in_group = |g| t.gid[3] == g || t.groups.contains(&g);
+                m.remove_privs(t.caps.has(crate::task::cap::FSETID), in_group);
             }
             let append = self.flags() & OpenFlags::APPEND.bits() != 0;
             let mut pos = lock(&self.pos);

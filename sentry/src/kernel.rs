@@ -916,7 +916,6 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         path,
         argv: spec.argv,
         envp: spec.envp,
-        ids,
         creds: None,
     };
     let prepared = loader::prepare(req).map_err(|e| match e {
@@ -935,13 +934,26 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         },
     })?;
 
+    // The process's credentials as the runtime leaves them before its
+    // `execve` (the spec's capability sets, if any), then what that
+    // `execve` makes of them.
+    let mut creds = crate::task::Creds::new(ids.0, ids.1, kernel.groups.clone());
+    let no_new_privs = spec.privileges.no_new_privs;
+    if let Some(caps) = spec.privileges.caps {
+        creds.caps = caps.trim_ambient();
+    }
+    let (creds, secure) = creds.on_exec(&prepared.exec_file(), no_new_privs);
+    let aux = loader::AuxCreds::new(&creds, secure);
+    let dumpable = creds.uid[1] == creds.uid[0] && creds.gid[1] == creds.gid[0];
+    let ids = (creds.uid[3], creds.gid[3]);
+
     let space = kernel.platform.new_address_space()?;
     let mut mm = MemoryManager::new(
         kernel.memory.clone(),
         space,
         kernel.platform.max_user_address(),
     );
-    let loaded = loader::commit(&mut mm, prepared, &kernel.timekeeper).map_err(|e| {
+    let loaded = loader::commit(&mut mm, prepared, aux, &kernel.timekeeper).map_err(|e| {
         Error::CannotExecute {
             path: shown.clone(),
             reason: format!("loading failed: {e}"),
@@ -986,13 +998,6 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
             *slot = r;
         }
     }
-    let mut creds = crate::task::Creds::new(ids.0, ids.1, kernel.groups.clone());
-    let no_new_privs = spec.privileges.no_new_privs;
-    if let Some(caps) = spec.privileges.caps {
-        creds.caps = caps
-            .trim_ambient()
-            .on_exec(creds.uid[0], creds.uid[1], no_new_privs);
-    }
 
     let pid = kernel
         .procs()
@@ -1015,6 +1020,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         st.rlimits = rlimits;
         // The first process is the init of the sandbox's PID namespace.
         st.unkillable = pid == 1;
+        st.dumpable = dumpable;
     }
     {
         let mut procs = kernel.procs();

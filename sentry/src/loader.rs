@@ -12,6 +12,7 @@ use platform::{Prot, Regs};
 use zerocopy::FromBytes;
 
 use crate::mm::{page_down, page_up, Backing, MemoryManager};
+use crate::task::ExecFile;
 use crate::vfs::{FileSystem, HostFile, Location};
 use crate::PAGE_SIZE;
 
@@ -43,8 +44,6 @@ pub struct ExecRequest<'a> {
     pub argv: Vec<Vec<u8>>,
     /// environment
     pub envp: Vec<Vec<u8>>,
-    /// identity for the auxiliary vector: (uid, gid)
-    pub ids: (u32, u32),
     /// the caller's credentials, whose execute permission the program
     /// (and its interpreter) need; `None` for the sandbox's first
     /// program, which only needs an execute bit
@@ -87,7 +86,7 @@ fn open_exec(
     cwd: &Location,
     path: &[u8],
     creds: Option<&crate::task::Creds>,
-) -> Result<(Arc<HostFile>, Location), Errno> {
+) -> Result<(Arc<HostFile>, Location, abi::Stat), Errno> {
     let loc = fs.resolve_in(root, cwd, path, true)?;
     let st = loc.node().stat()?;
     if st.mode & abi::S_IFMT != abi::S_IFREG {
@@ -99,7 +98,15 @@ fn open_exec(
     if let Some(c) = creds {
         c.may_access(st.mode, st.uid, st.gid, crate::task::MAY_EXEC)?;
     }
-    Ok((fs.open_exec(&loc)?, loc))
+    Ok((fs.open_exec(&loc)?, loc, st))
+}
+
+/// Whether set-ID bits of programs at `node` do not count (a `nosuid`
+/// mount): the volumes, which the mount table shows `nosuid` as an OCI
+/// runtime mounts them. The root and the Sentry's own file systems have
+/// no such option here.
+fn nosuid(node: &crate::vfs::Node) -> bool {
+    matches!(node, crate::vfs::Node::Host { h, .. } if h.volume().is_some())
 }
 
 fn pread_exact(file: &HostFile, buf: &mut [u8], pos: u64) -> Result<usize, Errno> {
@@ -276,8 +283,55 @@ pub struct Prepared {
     execfn: Vec<u8>,
     argv: Vec<Vec<u8>>,
     envp: Vec<Vec<u8>>,
-    ids: (u32, u32),
     exe: String,
+    file: ExecFile,
+    unreadable: bool,
+}
+
+/// The ids a new program is told of in its auxiliary vector (`AT_UID`,
+/// `AT_EUID`, `AT_GID`, `AT_EGID`) and whether it runs with privileges its
+/// real user lacks (`AT_SECURE`: the C library then ignores `LD_PRELOAD`
+/// and the like).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AuxCreds {
+    /// real user id
+    pub uid: u32,
+    /// effective user id
+    pub euid: u32,
+    /// real group id
+    pub gid: u32,
+    /// effective group id
+    pub egid: u32,
+    /// `AT_SECURE`
+    pub secure: bool,
+}
+
+impl AuxCreds {
+    /// What `creds` (after `execve`) tell the program.
+    pub fn new(creds: &crate::task::Creds, secure: bool) -> Self {
+        AuxCreds {
+            uid: creds.uid[0],
+            euid: creds.uid[1],
+            gid: creds.gid[0],
+            egid: creds.gid[1],
+            secure,
+        }
+    }
+}
+
+impl Prepared {
+    /// The program whose set-ID bits count (the last of a `#!` chain).
+    pub fn exec_file(&self) -> ExecFile {
+        self.file
+    }
+
+    /// Whether the caller may not read one of the files (program, `#!`
+    /// interpreters, ELF interpreter): the process then stops being
+    /// dumpable, as Linux's `would_dump` makes it, so that its memory
+    /// does not show what the file holds.
+    pub fn unreadable(&self) -> bool {
+        self.unreadable
+    }
 }
 
 impl std::fmt::Debug for Elf {
@@ -295,7 +349,6 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
         mut path,
         mut argv,
         envp,
-        ids,
         creds,
     } = req;
     let execfn = path.clone();
@@ -305,10 +358,18 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
         }
     }
     let mut depth = 0;
-    let (elf, exe) = loop {
-        let (file, loc) = open_exec(fs, root, cwd, &path, creds)?;
+    let mut unreadable = false;
+    let readable = |st: &abi::Stat| {
+        creds.is_none_or(|c| {
+            c.may_access(st.mode, st.uid, st.gid, crate::task::MAY_READ)
+                .is_ok()
+        })
+    };
+    let (elf, exe, file) = loop {
+        let (file_ref, loc, st) = open_exec(fs, root, cwd, &path, creds)?;
+        unreadable |= !readable(&st);
         let mut head = vec![0u8; BINPRM_BUF_SIZE];
-        let n = pread_exact(&file, &mut head, 0)?;
+        let n = pread_exact(&file_ref, &mut head, 0)?;
         head.truncate(n);
         if head.starts_with(b"#!") {
             depth += 1;
@@ -324,7 +385,13 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
             path = interp;
             continue;
         }
-        break (parse_elf(file, loc.path(), &head)?, loc.path());
+        let file = ExecFile {
+            mode: st.mode,
+            uid: st.uid,
+            gid: st.gid,
+            nosuid: nosuid(loc.node()),
+        };
+        break (parse_elf(file_ref, loc.path(), &head)?, loc.path(), file);
     };
     let interp = match elf.phdrs.iter().find(|p| p.kind == PT_INTERP) {
         Some(p) => {
@@ -336,10 +403,11 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
             let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
             name.truncate(len);
             let loc = fs.resolve_in(root, cwd, &name, true)?;
+            let st = loc.node().stat()?;
             if let Some(c) = creds {
-                let st = loc.node().stat()?;
                 c.may_access(st.mode, st.uid, st.gid, crate::task::MAY_EXEC)?;
             }
+            unreadable |= !readable(&st);
             let file = fs.open_exec(&loc)?;
             let mut head = vec![0u8; BINPRM_BUF_SIZE];
             let n = pread_exact(&file, &mut head, 0)?;
@@ -354,8 +422,9 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
         execfn,
         argv,
         envp,
-        ids,
         exe,
+        file,
+        unreadable,
     })
 }
 
@@ -365,6 +434,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
 pub fn commit(
     mm: &mut MemoryManager,
     prepared: Prepared,
+    aux: AuxCreds,
     time: &crate::vdso_time::TimeKeeper,
 ) -> Result<Loaded, Errno> {
     let Prepared {
@@ -373,8 +443,8 @@ pub fn commit(
         execfn,
         argv,
         envp,
-        ids,
         exe,
+        ..
     } = prepared;
     mm.clear()?;
     // Stack first, at a randomised top, so mmap searches start below it.
@@ -437,7 +507,6 @@ pub fn commit(
     }
     arg_ptrs.reverse();
 
-    let (uid, gid) = ids;
     let auxv: Vec<(u64, u64)> = vec![
         (AT_SYSINFO_EHDR, vdso_base),
         (AT_HWCAP, crate::host::getauxval(AT_HWCAP)),
@@ -449,11 +518,11 @@ pub fn commit(
         (AT_BASE, base),
         (AT_FLAGS, 0),
         (AT_ENTRY, main.entry),
-        (AT_UID, uid.into()),
-        (AT_EUID, uid.into()),
-        (AT_GID, gid.into()),
-        (AT_EGID, gid.into()),
-        (AT_SECURE, 0),
+        (AT_UID, aux.uid.into()),
+        (AT_EUID, aux.euid.into()),
+        (AT_GID, aux.gid.into()),
+        (AT_EGID, aux.egid.into()),
+        (AT_SECURE, aux.secure.into()),
         (AT_RANDOM, random_addr),
         (AT_HWCAP2, crate::host::getauxval(AT_HWCAP2)),
         (AT_EXECFN, execfn_addr),

@@ -260,6 +260,11 @@ pub struct ProcessState {
     /// the sandbox's init (Linux's `SIGNAL_UNKILLABLE`): signals it has no
     /// handler for are dropped, see [`ProcessState::init_drops`]
     pub unkillable: bool,
+    /// `PR_GET_DUMPABLE`: cleared by `execve` of a program that changes
+    /// the ids or that the caller may not read, and by a change of the
+    /// effective or file-system ids; set again by a plain `execve` or
+    /// `PR_SET_DUMPABLE` (Linux keeps it with the address space)
+    pub dumpable: bool,
 }
 
 /// CPU time, split as `getrusage` reports it: guest code (user) and the
@@ -355,6 +360,7 @@ impl ProcessState {
             ctty: None,
             tty_old_pgrp: 0,
             unkillable: false,
+            dumpable: true,
         }
     }
 
@@ -726,7 +732,7 @@ pub struct Task {
 }
 
 /// A task's identity (credentials(7)).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Creds {
     /// real, effective, saved, filesystem user ids
     pub uid: [u32; 4],
@@ -891,6 +897,94 @@ impl Creds {
     }
 }
 
+/// What `execve` needs to know of the program it runs (the last one of a
+/// `#!` chain, not its ELF interpreter) to honour its set-ID bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecFile {
+    /// its `st_mode`
+    pub mode: u32,
+    /// its owner
+    pub uid: u32,
+    /// its group
+    pub gid: u32,
+    /// it lies on a mount whose set-ID bits do not count (`nosuid`)
+    pub nosuid: bool,
+}
+
+impl ExecFile {
+    /// A program without set-ID bits (the effective ids stay).
+    pub const PLAIN: ExecFile = ExecFile {
+        mode: abi::S_IFREG | 0o755,
+        uid: 0,
+        gid: 0,
+        nosuid: false,
+    };
+}
+
+impl Creds {
+    /// The credentials after `execve` of `file`, and whether the program
+    /// runs with ids or capabilities its real user does not have (the
+    /// auxiliary vector's `AT_SECURE`). Linux's `bprm_fill_uid` and
+    /// `cap_bprm_creds_from_file` (execve(2), capabilities(7)), for
+    /// programs without file capabilities:
+    ///
+    /// * set-user-ID makes the file's owner the effective id, set-group-ID
+    ///   with group execute its group, unless the mount is `nosuid` or the
+    ///   task has `no_new_privs`;
+    /// * the permitted set becomes the bounding plus inheritable sets when
+    ///   the real or the new effective uid is 0, effective too when the
+    ///   latter is; otherwise the ambient set, which a change of ids
+    ///   (new effective ids other than the old real ones) clears;
+    /// * with `no_new_privs`, a change of ids or a gain of capabilities is
+    ///   undone: the effective ids fall back to the real ones and nothing
+    ///   beyond the old permitted set is kept;
+    /// * the saved and file-system ids follow the effective ones.
+    pub fn on_exec(&self, file: &ExecFile, no_new_privs: bool) -> (Creds, bool) {
+        let mut new = self.clone();
+        new.keep_caps = false;
+        let (ruid, rgid) = (self.uid[0], self.gid[0]);
+        let (mut euid, mut egid) = (self.uid[1], self.gid[1]);
+        if !file.nosuid && !no_new_privs && file.mode & abi::S_IFMT == abi::S_IFREG {
+            if file.mode & abi::S_ISUID != 0 {
+                euid = file.uid;
+            }
+            if file.mode & (abi::S_ISGID | 0o010) == abi::S_ISGID | 0o010 {
+                egid = file.gid;
+            }
+        }
+        let old = &self.caps;
+        let mut permitted = 0;
+        let mut raise = false;
+        if ruid == 0 || euid == 0 {
+            permitted = old.bounding | old.inheritable;
+        }
+        if euid == 0 {
+            raise = true;
+        }
+        let setid = euid != ruid || egid != rgid;
+        if (setid || permitted & !old.permitted != 0) && no_new_privs {
+            // No ptrace and no `fs` shared past `execve` here (the Sentry
+            // gives the new program its own), so `no_new_privs` is the
+            // only reason Linux's `cap_bprm_creds_from_file` downgrades.
+            euid = ruid;
+            egid = rgid;
+            permitted &= old.permitted;
+        }
+        let ambient = if setid { 0 } else { old.ambient };
+        permitted |= ambient;
+        new.uid = [ruid, euid, euid, euid];
+        new.gid = [rgid, egid, egid, egid];
+        new.caps = CapSets {
+            effective: if raise { permitted } else { ambient },
+            permitted,
+            ambient,
+            ..*old
+        };
+        let secure = setid || (ruid != 0 && (raise || permitted & !ambient != 0));
+        (new, secure)
+    }
+}
+
 /// The highest capability number (`CAP_CHECKPOINT_RESTORE`, Linux 5.9).
 pub const CAP_LAST_CAP: u32 = 40;
 
@@ -932,29 +1026,6 @@ impl CapSets {
             inheritable: 0,
             bounding: CAP_FULL_SET,
             ambient: 0,
-        }
-    }
-
-    /// The sets after `execve` of a program without file capabilities or
-    /// set-user-ID bit (capabilities(7), "Transformation of capabilities
-    /// during execve()"): a real or effective root gets its bounding and
-    /// inheritable sets as permitted ones (effective too when the
-    /// effective uid is root); others keep only their ambient set. With
-    /// `no_new_privs` nothing beyond the old permitted set is gained.
-    pub fn on_exec(&self, ruid: u32, euid: u32, no_new_privs: bool) -> Self {
-        let mut permitted = if ruid == 0 || euid == 0 {
-            self.bounding | self.inheritable
-        } else {
-            0
-        };
-        if no_new_privs && permitted & !self.permitted != 0 {
-            permitted &= self.permitted;
-        }
-        permitted |= self.ambient;
-        CapSets {
-            effective: if euid == 0 { permitted } else { self.ambient },
-            permitted,
-            ..*self
         }
     }
 
@@ -1839,6 +1910,25 @@ mod tests {
     const KILL: u64 = 1 << 5;
     const SETUID: u64 = 1 << 7;
 
+    /// Credentials with the ids `uid` (real, effective) and `gid`, and the
+    /// capability sets `caps`.
+    fn creds(uid: [u32; 2], gid: [u32; 2], caps: CapSets) -> Creds {
+        let mut c = Creds::new(0, 0, Vec::new());
+        c.uid = [uid[0], uid[1], uid[1], uid[1]];
+        c.gid = [gid[0], gid[1], gid[1], gid[1]];
+        c.caps = caps;
+        c
+    }
+
+    fn file(mode: u32, uid: u32, gid: u32) -> ExecFile {
+        ExecFile {
+            mode: abi::S_IFREG | mode,
+            uid,
+            gid,
+            nosuid: false,
+        }
+    }
+
     #[test]
     fn execve_gives_root_its_bounding_set_and_others_their_ambient_one() {
         let before = CapSets {
@@ -1848,23 +1938,88 @@ mod tests {
             bounding: CHOWN | SETUID,
             ambient: KILL,
         };
-        let root = before.on_exec(0, 0, false);
+        let on_exec = |uid: [u32; 2], nnp| {
+            let (c, secure) = creds(uid, [0, 0], before).on_exec(&ExecFile::PLAIN, nnp);
+            (c.caps, secure)
+        };
+        let (root, secure) = on_exec([0, 0], false);
         assert_eq!(root.permitted, CHOWN | SETUID | KILL);
         assert_eq!(root.effective, root.permitted);
         assert_eq!(
             (root.inheritable, root.bounding, root.ambient),
             (KILL, CHOWN | SETUID, KILL)
         );
-        // Real root only: permitted, not effective (but the ambient ones).
-        let real_root = before.on_exec(0, 1000, false);
+        assert!(!secure);
+        // Real root only: permitted, not effective; the ids differ, so
+        // the ambient set goes and the program runs "secure".
+        let (real_root, secure) = on_exec([0, 1000], false);
         assert_eq!(real_root.permitted, CHOWN | SETUID | KILL);
-        assert_eq!(real_root.effective, KILL);
-        let user = before.on_exec(1000, 1000, false);
+        assert_eq!((real_root.effective, real_root.ambient), (0, 0));
+        assert!(secure);
+        let (user, secure) = on_exec([1000, 1000], false);
         assert_eq!((user.permitted, user.effective), (KILL, KILL));
+        assert!(!secure);
         // no_new_privs: nothing beyond the old permitted set.
-        let nnp = before.on_exec(0, 0, true);
+        let (nnp, _) = on_exec([0, 0], true);
         assert_eq!(nnp.permitted, CHOWN | KILL);
-        assert_eq!(CapSets::for_uid(0).on_exec(0, 0, true), CapSets::for_uid(0));
+        let root = Creds::new(0, 0, Vec::new());
+        assert_eq!(root.on_exec(&ExecFile::PLAIN, true).0.caps, root.caps);
+    }
+
+    #[test]
+    fn set_user_id_root_gives_a_user_the_bounding_set() {
+        let user = Creds::new(1000, 1000, vec![1000]);
+        let (c, secure) = user.on_exec(&file(0o4755, 0, 0), false);
+        assert_eq!((c.uid, c.gid), ([1000, 0, 0, 0], [1000; 4]));
+        assert_eq!(
+            (c.caps.permitted, c.caps.effective),
+            (CAP_FULL_SET, CAP_FULL_SET)
+        );
+        assert!(secure);
+        // Set-group-ID counts only with group execute.
+        let (c, secure) = user.on_exec(&file(0o2755, 5, 7), false);
+        assert_eq!((c.uid, c.gid), ([1000; 4], [1000, 7, 7, 7]));
+        assert_eq!(c.caps.permitted, 0);
+        assert!(secure);
+        let (c, secure) = user.on_exec(&file(0o2745, 5, 7), false);
+        assert_eq!(c.gid, [1000; 4]);
+        assert!(!secure);
+        // Neither on a nosuid mount nor with no_new_privs.
+        let nosuid = ExecFile {
+            nosuid: true,
+            ..file(0o6755, 0, 0)
+        };
+        assert_eq!(user.on_exec(&nosuid, false), (user.clone(), false));
+        assert_eq!(
+            user.on_exec(&file(0o6755, 0, 0), true),
+            (user.clone(), false)
+        );
+        // Not for a directory's mode either (only regular files run).
+        let dir = ExecFile {
+            mode: abi::S_IFDIR | 0o4755,
+            ..ExecFile::PLAIN
+        };
+        assert_eq!(user.on_exec(&dir, false).0.uid, [1000; 4]);
+    }
+
+    #[test]
+    fn root_running_a_set_user_id_program_of_a_user_keeps_permitted_only() {
+        let root = Creds::new(0, 0, Vec::new());
+        let (c, secure) = root.on_exec(&file(0o4755, 1000, 0), false);
+        assert_eq!(c.uid, [0, 1000, 1000, 1000]);
+        assert_eq!((c.caps.permitted, c.caps.effective), (CAP_FULL_SET, 0));
+        assert!(secure);
+    }
+
+    #[test]
+    fn no_new_privs_drops_ids_that_differ_from_the_real_ones() {
+        // A set-user-ID root process (real 1000) with no_new_privs runs a
+        // plain program: back to uid 1000, nothing permitted it lacked.
+        let c = creds([1000, 0], [1000, 1000], CapSets::for_uid(1000));
+        let (n, secure) = c.on_exec(&ExecFile::PLAIN, true);
+        assert_eq!(n.uid, [1000; 4]);
+        assert_eq!(n.caps.permitted, 0);
+        assert!(secure);
     }
 
     #[test]

@@ -1031,6 +1031,28 @@ impl MemInode {
         m.ctime = now();
     }
 
+    /// What a write or a truncation does to the set-ID bits (Linux's
+    /// `file_remove_privs`): unless the caller holds `CAP_FSETID`
+    /// (`fsetid`), they go as [`setid_bits_killed`] says, so that nobody
+    /// can put other code in a program that runs with its owner's ids; a
+    /// set-group-ID bit without group execute goes too when the caller is
+    /// not in the file's group (`in_group`), as since Linux 6.2
+    /// (`setattr_should_drop_sgid`).
+    pub fn remove_privs(&self, fsetid: bool, in_group: impl Fn(u32) -> bool) {
+        if fsetid {
+            return;
+        }
+        let mut m = lock(&self.meta);
+        let mut kill = setid_bits_killed(m.mode);
+        if m.mode & abi::S_IFMT == abi::S_IFREG && m.mode & abi::S_ISGID != 0 && !in_group(m.gid) {
+            kill |= abi::S_ISGID;
+        }
+        if kill != 0 {
+            m.mode &= !kill;
+            m.ctime = now();
+        }
+    }
+
     /// `chown` (`u32::MAX` leaves a field unchanged); the caller clears
     /// what [`setid_bits_killed`] says.
     pub fn set_owner(&self, uid: u32, gid: u32) {

@@ -123,6 +123,8 @@ guests! {
     capabilities,
     // permission checks by capability, not uid 0 (issue 6)
     cap_checks,
+    // set-user-ID and set-group-ID programs, and what clears the bits
+    setuid_exec,
     umask,
     sched,
     // /proc/cpuinfo's topology agrees with /sys's (issue 4 point 3)

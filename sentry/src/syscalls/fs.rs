@@ -2945,7 +2945,9 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             }
         })?;
     } else {
-        writable(task, &loc)?.truncate(a[1])?;
+        let m = writable(task, &loc)?;
+        m.truncate(a[1])?;
+        m.remove_privs(task.capable(cap::FSETID), |g| task.creds.in_group(g));
     }
     inotify::on_object(&loc, inotify::mask::MODIFY);
     Ok(0)
@@ -2958,7 +2960,10 @@ pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     match &file.kind {
         FileKind::Path => return Err(Errno::EBADF),
-        FileKind::Mem(m) if file.flags() & abi::O_ACCMODE != 0 => m.truncate(a[1])?,
+        FileKind::Mem(m) if file.flags() & abi::O_ACCMODE != 0 => {
+            m.truncate(a[1])?;
+            m.remove_privs(task.capable(cap::FSETID), |g| task.creds.in_group(g));
+        }
         FileKind::Host(f) if file.flags() & abi::O_ACCMODE != 0 && !file.is_dir() => {
             let cut = || host::ftruncate(f.fd(), a[1]).map_err(Errno::from);
             match task.kernel.fs.page_caches.lookup(f) {

@@ -219,8 +219,20 @@ fn id_arg(v: u64) -> Option<u32> {
 }
 
 /// The ids new files get and permission checks use: the file-system ones.
+/// A change of the effective or file-system ids leaves the process
+/// undumpable (Linux's `commit_creds`, with `suid_dumpable` 0): what the
+/// old ids could read must not be inspected by the new ones.
 fn sync_ids(task: &mut Task) {
     task.ids = (task.creds.uid[3], task.creds.gid[3]);
+    let (uid, gid) = {
+        let t = task.thread.state();
+        (t.uid, t.gid)
+    };
+    let (new_uid, new_gid) = (task.creds.uid, task.creds.gid);
+    if uid[1] != new_uid[1] || uid[3] != new_uid[3] || gid[1] != new_gid[1] || gid[3] != new_gid[3]
+    {
+        task.proc_.state().dumpable = false;
+    }
     task.publish_privileges();
 }
 
@@ -303,8 +315,10 @@ pub fn sys_setresgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_setfsuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let before = task.creds.uid;
     let old = before[3];
+    // -1 is no user id: the call only reports the current one (the C
+    // library's way to read it).
     let u = a[0] as u32;
-    if task.capable(cap::SETUID) || task.creds.uid.contains(&u) {
+    if u != u32::MAX && (task.capable(cap::SETUID) || task.creds.uid.contains(&u)) {
         task.creds.uid[3] = u;
     }
     sync_ids(task);
@@ -315,7 +329,7 @@ pub fn sys_setfsuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_setfsgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let old = task.creds.gid[3];
     let g = a[0] as u32;
-    if task.capable(cap::SETGID) || task.creds.gid.contains(&g) {
+    if g != u32::MAX && (task.capable(cap::SETGID) || task.creds.gid.contains(&g)) {
         task.creds.gid[3] = g;
     }
     sync_ids(task);
@@ -774,11 +788,12 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             let sig = task.proc_.state().pdeathsig;
             task.mm().write_obj(a[1], &sig).map(|()| 0)
         }
-        PR_GET_DUMPABLE => Ok(1),
+        PR_GET_DUMPABLE => Ok(u64::from(task.proc_.state().dumpable)),
         PR_SET_DUMPABLE => {
             if a[1] > 1 {
                 return Err(Errno::EINVAL);
             }
+            task.proc_.state().dumpable = a[1] == 1;
             Ok(0)
         }
         PR_SET_NO_NEW_PRIVS => {
@@ -1073,10 +1088,18 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
         path,
         argv,
         envp,
-        ids: task.ids,
         creds: Some(&task.creds),
     };
     let prepared = loader::prepare(req)?;
+    // The credentials the program runs with: its set-ID bits honoured.
+    let (creds, secure) = task.creds.on_exec(&prepared.exec_file(), task.no_new_privs);
+    let aux = loader::AuxCreds::new(&creds, secure);
+    // Linux's `begin_new_exec`: a program that runs with other ids than
+    // its real ones, or that the caller could not read, leaves the
+    // process undumpable (its memory is not for the caller to inspect);
+    // any other makes it dumpable again.
+    let dumpable =
+        !prepared.unreadable() && creds.uid[1] == creds.uid[0] && creds.gid[1] == creds.gid[0];
     kill_other_threads(task);
     task.patch_checked = 0;
     task.stale_fault = None;
@@ -1089,7 +1112,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
         task.settle_address_space_cpu();
         let mm = task.mm.clone();
         let mut mm = mm.lock().unwrap_or_else(|e| e.into_inner());
-        let loaded = loader::commit(&mut mm, prepared, &kernel.timekeeper);
+        let loaded = loader::commit(&mut mm, prepared, aux, &kernel.timekeeper);
         drop(mm);
         // What the old program left in the FPU and vector registers goes
         // too, as a new stub thread would start.
@@ -1114,7 +1137,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             space,
             kernel.platform.max_user_address(),
         );
-        let loaded = loader::commit(&mut mm, prepared, &kernel.timekeeper);
+        let loaded = loader::commit(&mut mm, prepared, aux, &kernel.timekeeper);
         if loaded.is_ok() {
             task.mm = std::sync::Arc::new(std::sync::Mutex::new(mm));
         }
@@ -1159,12 +1182,10 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
                 let mut p = task.proc_.state();
                 p.info.cmdline = cmdline;
                 p.info.environ = environ;
+                p.dumpable = dumpable;
             }
-            // The program has no file capabilities or set-user-ID bit
-            // that the Sentry honours: only the task's own sets count.
-            let c = &task.creds;
-            task.creds.caps = c.caps.on_exec(c.uid[0], c.uid[1], task.no_new_privs);
-            task.creds.keep_caps = false;
+            task.creds = creds;
+            task.ids = (task.creds.uid[3], task.creds.gid[3]);
             task.publish_privileges();
             task.publish_info();
             crate::task::set_current(task.pid(), task.tid());
