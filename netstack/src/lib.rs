@@ -63,7 +63,10 @@ pub type Notifier = Arc<dyn Fn(&[SocketId]) + Send + Sync>;
 #[derive(Clone, Debug, Default)]
 pub enum Mode {
     /// `--network=none`: interface `lo` with 127.0.0.1/8 and ::1/128 and
-    /// nothing else. Connecting anywhere else fails with `ENETUNREACH`.
+    /// nothing else; as on Linux, every address of 127.0.0.0/8 is local
+    /// (sockets bind, listen and connect anywhere in it; an unbound socket
+    /// sends from 127.0.0.1). Connecting anywhere else fails with
+    /// `ENETUNREACH`.
     #[default]
     Loopback,
     /// `--network=sandbox`: loopback as above, plus a link to the outside

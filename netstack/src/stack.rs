@@ -805,9 +805,39 @@ pub const EGRESS_ADDR_V4: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 15);
 /// The IPv6 counterpart of [`EGRESS_ADDR_V4`] (a unique local address).
 pub const EGRESS_ADDR_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x15);
 
-/// Whether `ip` (canonical) is an address of the loopback interface.
+/// Whether `ip` (canonical) is an address of the loopback interface: all
+/// of 127.0.0.0/8, as Linux's `local 127.0.0.0/8 dev lo` route makes it,
+/// and `::1` alone (IPv6 has no such route).
 fn is_loopback(ip: IpAddr) -> bool {
-    ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
+    match ip {
+        IpAddr::V4(a) => a.is_loopback(),
+        IpAddr::V6(a) => a == Ipv6Addr::LOCALHOST,
+    }
+}
+
+/// Loopback's broadcast address (Linux's `broadcast 127.255.255.255 dev
+/// lo` route): one may bind to it, but neither connect a TCP socket nor
+/// send a datagram there without `SO_BROADCAST`, which the netstack does
+/// not offer.
+const LOOPBACK_BROADCAST: Ipv4Addr = Ipv4Addr::new(127, 255, 255, 255);
+
+/// The source address of a packet from an unbound socket to `dest`, one of
+/// the stack's own addresses: 127.0.0.1 for all of loopback's IPv4 range
+/// (the preferred source of Linux's `local 127.0.0.0/8` route), else the
+/// destination itself (the local table's route to each address names it
+/// as its own source).
+fn local_source(dest: IpAddr) -> IpAddr {
+    match dest {
+        IpAddr::V4(a) if a.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        _ => dest,
+    }
+}
+
+/// Whether a socket bound to `bound` (canonical) sends from the address
+/// the route names rather than its own: unbound, or bound to a broadcast
+/// address, as `inet_bind` leaves `inet_saddr` zero for one.
+fn picks_source(bound: IpAddr) -> bool {
+    bound.is_unspecified() || bound == IpAddr::V4(LOOPBACK_BROADCAST)
 }
 
 fn to_ip(a: IpAddress) -> IpAddr {
@@ -938,6 +968,22 @@ impl Inner {
         cfg.random_seed = seed;
         let epoch = std::time::Instant::now();
         let mut iface = Interface::new(cfg, &mut device, SInstant::from_micros(0));
+        // All of 127.0.0.0/8 is local, as on Linux, where smoltcp would
+        // take only the addresses in its table: with AnyIP it accepts a
+        // packet for another address when a route to it goes through one
+        // of its own, so one route for the prefix through 127.0.0.1 does.
+        // Only the stack's own packets ever reach the interface (nothing
+        // enters from outside but the relays' replies, addressed to a
+        // socket), so this widens nothing.
+        iface.set_any_ip(true);
+        iface.routes_mut().update(|routes| {
+            let _ = routes.push(smoltcp::iface::Route {
+                cidr: IpCidr::new(IpAddress::v4(127, 0, 0, 0), 8),
+                via_router: IpAddress::v4(127, 0, 0, 1),
+                preferred_until: None,
+                expires_at: None,
+            });
+        });
         let link = match config.mode {
             Mode::Egress => crate::Link {
                 addrs: config.link.usable().collect(),
@@ -1297,6 +1343,15 @@ impl Inner {
                 return Err(Errno::EINVAL);
             }
         }
+        // Loopback's broadcast address is no destination for a connection
+        // (tcp_v4_connect: ENETUNREACH for a broadcast route), nor for a
+        // datagram without SO_BROADCAST (EACCES).
+        if dest.ip() == IpAddr::V4(LOOPBACK_BROADCAST) {
+            return Err(match e.ty {
+                SocketType::Stream => Errno::ENETUNREACH,
+                SocketType::Datagram => Errno::EACCES,
+            });
+        }
         self.check_egress(dest, e.ty, refused)?;
         Ok(dest)
     }
@@ -1459,11 +1514,9 @@ impl Inner {
             })?;
         }
         let mut local = e.local.map_or(SocketAddr::new(unspecified(e.v6), 0), |l| l);
-        if local.ip().is_unspecified() {
-            // The source of a connection to one of our own addresses is
-            // that address (the local table's routes name it as theirs);
-            // smoltcp alone would take its first IPv4 address.
-            local.set_ip(dest.ip());
+        if picks_source(canonical(local.ip())) {
+            // Linux's route lookup picks the source (see `local_source`).
+            local.set_ip(local_source(dest.ip()));
         }
         let h = match self.alloc_tcp(&e.opts) {
             Ok(h) => h,
@@ -1810,9 +1863,14 @@ impl Inner {
         }
         if let Some(l) = e.local {
             let ip = canonical(l.ip());
-            // From the bound address, or else from the destination, one
-            // of ours (see `connect`).
-            meta.local_address = Some(if ip.is_unspecified() { dest.ip() } else { ip }.into());
+            // From the bound address, or else the one the route names
+            // (see `connect`).
+            let src = if picks_source(ip) {
+                local_source(dest.ip())
+            } else {
+                ip
+            };
+            meta.local_address = Some(src.into());
         }
         let s = self.sockets.get_mut::<udp::Socket>(h);
         // The buffer was sized when the socket was bound; a larger SO_SNDBUF
@@ -2063,6 +2121,19 @@ impl Inner {
         if let State::Conn(c) = &e.state {
             if let Some(ep) = self.sockets.get::<tcp::Socket>(c.handle).local_endpoint() {
                 return from_endpoint(e.v6, ep);
+            }
+        }
+        // A connected UDP socket bound to a wildcard shows the source its
+        // datagrams go from, as `ip4_datagram_connect` sets it.
+        if let (State::Udp(Udp { peer: Some(p), .. }), Some(l)) = (&e.state, e.local) {
+            let to = canonical(p.ip());
+            let src = if self.is_local(to) {
+                Some(local_source(to))
+            } else {
+                self.link.source_for(to)
+            };
+            if let (true, Some(src)) = (canonical(l.ip()).is_unspecified(), src) {
+                return family_form(e.v6, SocketAddr::new(src, l.port()));
             }
         }
         e.local.unwrap_or(SocketAddr::new(unspecified(e.v6), 0))

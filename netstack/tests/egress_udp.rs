@@ -1,11 +1,11 @@
 //! UDP to allowed destinations outside the sandbox (`Mode::Egress`), against
-//! a real host UDP echo server on 127.0.0.2: outside the sandbox (whose
-//! loopback address is 127.0.0.1 only) and a host-loopback address, which
+//! a real host UDP echo server on one of the host's own addresses outside
+//! 127.0.0.0/8 (all of which is the sandbox's own loopback): an address
 //! only a rule that names it opens.
 
 mod common;
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -14,14 +14,54 @@ use common::{addr, blocking, udp, Waiter};
 use netstack::policy::parse_cidr_rule;
 use netstack::{Errno, Mode, Policy, Stack, StackConfig};
 
+/// The "host's own address" of these tests: an address outside
+/// 127.0.0.0/8 (all of which is the sandbox's own loopback) and other than
+/// the sandbox's link addresses, on the loopback link of a network namespace of
+/// the calling test thread's own (made at its first call; the stack's
+/// relay threads and the echo server, started from this thread later,
+/// share it). The host's own network is left alone.
+fn host_ip() -> Ipv4Addr {
+    const ADDR: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
+    thread_local! {
+        static READY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !READY.with(std::cell::Cell::get) {
+        // SAFETY: unshare with a flag only; affects this thread alone.
+        let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+        assert_eq!(
+            r,
+            0,
+            "unshare(CLONE_NEWNET): {}",
+            std::io::Error::last_os_error()
+        );
+        for args in ["link set lo up", &format!("addr add {ADDR}/32 dev lo")] {
+            let st = std::process::Command::new("ip")
+                .args(args.split(' '))
+                .status()
+                .expect("run ip (iproute2)");
+            assert!(st.success(), "ip {args}: {st}");
+        }
+        READY.with(|r| r.set(true));
+    }
+    ADDR
+}
+
+/// `host_ip()` with `rest` after it (a port, a prefix).
+fn host(rest: &str) -> String {
+    format!("{}{rest}", host_ip())
+}
+
+/// A stack with a link out and `rules`, where the host's own address
+/// stays closed unless a rule names it, as the runtime builds it.
 fn egress_stack(rules: &[&str]) -> (Arc<Stack>, Arc<Waiter>) {
     let cidrs = rules
         .iter()
         .map(|r| parse_cidr_rule(r).expect("rule"))
         .collect();
+    let policy = Policy::new(cidrs, vec![]).with_host_addresses([IpAddr::V4(host_ip())]);
     let stack = Stack::new(StackConfig {
         mode: Mode::Egress,
-        policy: Arc::new(Policy::new(cidrs, vec![])),
+        policy: Arc::new(policy),
         ..StackConfig::default()
     });
     let waiter = Arc::new(Waiter::default());
@@ -30,10 +70,10 @@ fn egress_stack(rules: &[&str]) -> (Arc<Stack>, Arc<Waiter>) {
     (stack, waiter)
 }
 
-/// A host UDP echo server on 127.0.0.2 that answers `n` datagrams, then
+/// A host UDP echo server on [`host_ip`] that answers `n` datagrams, then
 /// returns the senders it saw (the relay's host sockets).
 fn echo_server(n: usize) -> (SocketAddr, JoinHandle<Vec<SocketAddr>>) {
-    let s = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+    let s = UdpSocket::bind(host(":0")).expect("bind the host's address");
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
     let at = s.local_addr().expect("addr");
@@ -61,7 +101,7 @@ fn recv_from(w: &Waiter, s: &netstack::Socket) -> Result<(Vec<u8>, SocketAddr), 
 #[test]
 fn datagrams_to_an_allowed_destination_are_echoed_back() {
     let (srv, h) = echo_server(3);
-    let (stack, w) = egress_stack(&[&format!("127.0.0.2/32:{}", srv.port())]);
+    let (stack, w) = egress_stack(&[&host(&format!("/32:{}", srv.port()))]);
     // sendto on an unconnected socket; the reply names the real peer.
     let u = udp(&stack, false);
     assert_eq!(u.send_to(b"first", srv), Ok(5));
@@ -76,7 +116,7 @@ fn datagrams_to_an_allowed_destination_are_echoed_back() {
     assert_eq!(recv_from(&w, &u), Ok((big, srv)));
     // connect + send on a dual-stack socket: the peer appears v4-mapped.
     let u6 = udp(&stack, true);
-    let mapped = addr(&format!("[::ffff:127.0.0.2]:{}", srv.port()));
+    let mapped = addr(&format!("[::ffff:{}]:{}", host_ip(), srv.port()));
     assert_eq!(u6.connect(mapped), Ok(()));
     assert_eq!(u6.send(b"third"), Ok(5));
     assert_eq!(recv_from(&w, &u6), Ok((b"third".to_vec(), mapped)));
@@ -87,8 +127,8 @@ fn datagrams_to_an_allowed_destination_are_echoed_back() {
 fn refused_destinations_fail_at_once_and_reach_nobody() {
     let (srv, h) = echo_server(1);
     // A rule for another port of the same address, and a wide rule that
-    // does not name the host's loopback.
-    let (stack, _w) = egress_stack(&["127.0.0.2/32:9", "0.0.0.0/0"]);
+    // does not name the host's address.
+    let (stack, _w) = egress_stack(&[&host("/32:9"), "0.0.0.0/0"]);
     let u = udp(&stack, false);
     assert_eq!(u.send_to(b"x", srv), Err(Errno::EPERM));
     assert_eq!(
@@ -98,7 +138,7 @@ fn refused_destinations_fail_at_once_and_reach_nobody() {
     assert_eq!(u.connect(srv), Err(Errno::ECONNREFUSED));
     assert_eq!(u.send(b"x"), Err(Errno::EDESTADDRREQ));
     let u6 = udp(&stack, true);
-    let mapped = addr(&format!("[::ffff:127.0.0.2]:{}", srv.port()));
+    let mapped = addr(&format!("[::ffff:{}]:{}", host_ip(), srv.port()));
     assert_eq!(u6.send_to(b"x", mapped), Err(Errno::EPERM));
     assert_eq!(u6.connect(mapped), Err(Errno::ECONNREFUSED));
     // Loopback-only stacks: no route at all.
@@ -112,14 +152,14 @@ fn refused_destinations_fail_at_once_and_reach_nobody() {
 #[test]
 fn replies_only_from_peers_the_socket_sent_to() {
     let (srv, h) = echo_server(1);
-    let (stack, w) = egress_stack(&["127.0.0.2/32"]);
+    let (stack, w) = egress_stack(&[&host("/32")]);
     let u = udp(&stack, false);
     assert_eq!(u.send_to(b"hello", srv), Ok(5));
     assert_eq!(recv_from(&w, &u), Ok((b"hello".to_vec(), srv)));
     let relay_port = h.join().expect("server")[0];
     // Another host socket, never sent to, aims at the relay's host port:
     // dropped. Then the real peer's datagram arrives, and is the only one.
-    let stranger = UdpSocket::bind("127.0.0.2:0").expect("stranger");
+    let stranger = UdpSocket::bind(host(":0")).expect("stranger");
     stranger
         .send_to(b"spoof", relay_port)
         .expect("stranger send");
@@ -133,16 +173,20 @@ fn replies_only_from_peers_the_socket_sent_to() {
 
 #[test]
 fn a_socket_bound_to_loopback_has_no_route_out() {
-    let (stack, _w) = egress_stack(&["127.0.0.2/32"]);
+    let (stack, _w) = egress_stack(&[&host("/32")]);
     let u = udp(&stack, false);
     u.bind(addr("127.0.0.1:0")).expect("bind");
-    assert_eq!(u.send_to(b"x", addr("127.0.0.2:7")), Err(Errno::EINVAL));
+    assert_eq!(u.send_to(b"x", addr(&host(":7"))), Err(Errno::EINVAL));
+    // Any address of loopback's range.
+    let u = udp(&stack, false);
+    u.bind(addr("127.0.0.5:0")).expect("bind");
+    assert_eq!(u.send_to(b"x", addr(&host(":7"))), Err(Errno::EINVAL));
 }
 
 #[test]
 fn a_socket_bound_to_the_sandbox_address_reaches_out_and_hears_back() {
     let (at, server) = echo_server(1);
-    let (stack, w) = egress_stack(&["127.0.0.2/32"]);
+    let (stack, w) = egress_stack(&[&host("/32")]);
     let u = udp(&stack, false);
     u.bind(addr("10.0.2.15:0"))
         .expect("bind the link's address");
@@ -177,7 +221,7 @@ fn the_sandbox_address_is_the_stacks_own_only_with_a_link_out() {
 fn a_link_the_runtime_gives_replaces_the_default_addresses() {
     use std::io::{Read, Write};
     // The container's interface as OCI mode passes it: IPv4 only.
-    let cidrs = ["127.0.0.2/32", "::/0"]
+    let cidrs = [host("/32"), "::/0".to_owned()]
         .iter()
         .map(|r| parse_cidr_rule(r).expect("rule"))
         .collect();
@@ -203,7 +247,7 @@ fn a_link_the_runtime_gives_replaces_the_default_addresses() {
     let (_a, from) = blocking(&w, Duration::from_secs(5), || l.accept()).expect("accept");
     assert_eq!(from.ip(), at.ip());
     // A relayed connection shows it as its local address.
-    let host = std::net::TcpListener::bind("127.0.0.2:0").expect("host listener");
+    let host = std::net::TcpListener::bind(host(":0")).expect("host listener");
     let out = common::tcp(&stack, false);
     assert_eq!(
         common::connect(&w, &out, host.local_addr().expect("addr")),

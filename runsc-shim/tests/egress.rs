@@ -233,8 +233,9 @@ echo "requests $(grep -c 'GET /blob' "$DIR/server.log")"
 #[test]
 fn sensitive_destinations_stay_closed_under_a_wide_rule() {
     // 0.0.0.0/0 does not open the metadata address, the host's loopback
-    // (the guest's 127.0.0.1 is its own), the unspecified address, or the
-    // host's own address on its link; UDP neither.
+    // (all of the guest's 127.0.0.0/8 is its own: nothing listens there in
+    // the sandbox), the unspecified address, or the host's own address on
+    // its link; UDP neither.
     let body = format!(
         r#"$FV do --allow-cidr 0.0.0.0/0 -- sh -c '
   python3 -I -c "{fetch}" http://169.254.169.254:8080/latest

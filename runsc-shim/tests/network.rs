@@ -496,6 +496,150 @@ fn binding_the_sandbox_address_works_as_on_linux() {
     );
 }
 
+/// Python: all of 127.0.0.0/8 is loopback's. Binds anywhere in it (the
+/// broadcast address too), a listener on one address reached there only,
+/// wildcard listeners (IPv4 and dual-stack) at every address and naming the
+/// one dialled, 127.0.0.1 as the source of unbound sockets, datagrams
+/// between addresses of the range, the broadcast address refused as a
+/// destination, and no way out from an address of the range. IPv6 keeps
+/// `::1` alone. The argument only names the run.
+const LOOPBACK_RANGE: &str = r#"
+import errno, socket, struct, sys
+def name(e):
+    return errno.errorcode.get(e.errno, str(e.errno))
+def attempt(label, f):
+    try:
+        print(label, "ok", f())
+    except OSError as e:
+        print(label, name(e))
+mode = sys.argv[1]
+# Binds anywhere in 127.0.0.0/8, the broadcast address included; IPv6 has ::1 only.
+for a in ("127.0.0.2", "127.1.2.3", "127.0.0.0", "127.255.255.255"):
+    for ty, tn in ((socket.SOCK_STREAM, "tcp"), (socket.SOCK_DGRAM, "udp")):
+        s = socket.socket(socket.AF_INET, ty)
+        attempt(tn + " bind " + a, lambda: (s.bind((a, 0)), s.getsockname()[0])[1])
+        s.close()
+s = socket.socket(socket.AF_INET6)
+attempt("tcp bind ::2", lambda: s.bind(("::2", 0)))
+# A listener on 127.0.0.5 is reached there, not at 127.0.0.6.
+l = socket.socket()
+l.bind(("127.0.0.5", 0))
+l.listen(4)
+port = l.getsockname()[1]
+c = socket.socket()
+c.connect(("127.0.0.5", port))
+a, p = l.accept()
+print("unbound client from", c.getsockname()[0], "accepted from", p[0], "at", a.getsockname()[0])
+c = socket.socket()
+attempt("connect 127.0.0.6 at the listener's port", lambda: c.connect(("127.0.0.6", port)))
+c = socket.socket()
+c.bind(("127.3.3.3", 0))
+c.connect(("127.0.0.5", port))
+a, p = l.accept()
+print("bound client accepted from", p[0], p[1] == c.getsockname()[1])
+c = socket.socket()
+c.bind(("127.255.255.255", 0))
+c.connect(("127.0.0.5", port))
+a, p = l.accept()
+print("client bound to broadcast is", c.getsockname()[0], "accepted from", p[0])
+# A wildcard listener at every address of the range, named as dialled.
+for fam, wild, fmt in ((socket.AF_INET, "0.0.0.0", "%s"), (socket.AF_INET6, "::", "::ffff:%s")):
+    w = socket.socket(fam)
+    w.bind((wild, 0))
+    w.listen(4)
+    for dialled in ("127.0.0.7", "127.200.1.9"):
+        c = socket.socket(fam)
+        c.connect((fmt % dialled, w.getsockname()[1]))
+        a, p = w.accept()
+        c.sendall(b"ping")
+        print("wildcard", wild, "via", dialled, "from", p[0], "at", a.getsockname()[0],
+              "client", c.getsockname()[0], a.recv(10))
+# UDP between addresses of the range.
+r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+r.bind(("127.0.0.5", 0))
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.sendto(b"a", r.getsockname())
+d, f = r.recvfrom(10)
+print("udp", d, "from", f[0])
+r.sendto(b"b", f)
+d, f = u.recvfrom(10)
+print("udp reply", d, "from", f[0])
+b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+b.bind(("127.3.3.3", 0))
+b.sendto(b"c", r.getsockname())
+d, f = r.recvfrom(10)
+print("udp", d, "from", f[0])
+any4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+any4.bind(("0.0.0.0", 0))
+any4.setsockopt(socket.IPPROTO_IP, getattr(socket, "IP_PKTINFO", 8), 1)
+u.sendto(b"d", ("127.0.0.9", any4.getsockname()[1]))
+d, anc, _, f = any4.recvmsg(10, 256)
+for lvl, ty, data in anc:
+    _, spec, dst = struct.unpack("i4s4s", data[:12])
+    print("udp", d, "from", f[0], "pktinfo", socket.inet_ntoa(spec), socket.inet_ntoa(dst))
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+c.connect(("127.0.0.9", 9))
+print("udp connected to 127.0.0.9 is", c.getsockname()[0])
+# Loopback's broadcast address is no destination.
+attempt("tcp connect 127.255.255.255", lambda: socket.socket().connect(("127.255.255.255", 9)))
+attempt("udp sendto 127.255.255.255",
+        lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.255.255.255", 9)))
+# Bound in the range, no way out (EINVAL where a route exists, else ENETUNREACH).
+for ty, tn in ((socket.SOCK_STREAM, "tcp"), (socket.SOCK_DGRAM, "udp")):
+    s = socket.socket(socket.AF_INET, ty)
+    s.bind(("127.0.0.5", 0))
+    s.setblocking(False)
+    attempt(tn + " out from 127.0.0.5", lambda: s.connect(("192.0.2.1", 80)))
+print("done", mode)
+"#;
+
+/// All of 127.0.0.0/8 is the sandbox's loopback, as in a fresh namespace
+/// with its loopback up (`ip route get` included); with `eth0`
+/// (`--network sandbox`), as in a namespace holding the same link, where
+/// an address of the range still has no way out (`EINVAL`).
+#[test]
+fn all_of_127_slash_8_is_loopback_as_on_linux() {
+    let routes = "PATH=/usr/sbin:/usr/bin:/sbin:/bin; \
+                  for a in 127.0.0.7 127.1.2.3 127.255.255.255; do ip route get $a; done; \
+                  ip route get 127.0.0.7 from 127.0.0.3 2>&1; \
+                  ip route get 192.0.2.1 from 127.0.0.3 2>&1; \
+                  ip route get 224.0.0.1 from 127.0.0.3 2>&1; \
+                  exec /usr/bin/python3 -I -c \"$0\" \"$1\"";
+    let link = "ip link add eth0 type veth peer name p0 && ip link set p0 up && \
+                ip addr add 10.0.2.15/24 dev eth0 && ip link set eth0 up && \
+                ip route add default dev eth0 && ";
+    for (mode, setup) in [("none", ""), ("link", link)] {
+        let nat = native(&[
+            "/usr/bin/unshare",
+            "-n",
+            "/bin/sh",
+            "-c",
+            &format!("ip link set lo up && {setup}{routes}"),
+            LOOPBACK_RANGE,
+            mode,
+        ]);
+        assert!(
+            nat.status == 0
+                && nat
+                    .stdout
+                    .contains("wildcard 0.0.0.0 via 127.0.0.7 from 127.0.0.1 at 127.0.0.7")
+                && nat.stdout.contains(&format!("done {mode}")),
+            "the NATIVE run is wrong: {nat:?}"
+        );
+        let argv = ["/bin/sh", "-c", routes, LOOPBACK_RANGE, mode];
+        let sb = if mode == "none" {
+            sandboxed(&argv)
+        } else {
+            sandboxed_with_link(&argv)
+        };
+        assert_exits_0_with(
+            &sb,
+            &nat.stdout,
+            &format!("{mode}: sandbox differs from the namespace"),
+        );
+    }
+}
+
 // ---- attacks that must fail (sandbox only) ---------------------------------------
 
 /// The host's own non-loopback IPv4 address, found without sending a packet.

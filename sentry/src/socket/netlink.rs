@@ -302,11 +302,17 @@ impl NetTable {
             .find(|a| a.is_ipv4() == dst.is_ipv4())
     }
 
-    /// Whether `a` is one of the interfaces' addresses.
+    /// Whether `a` is one of the interfaces' addresses, or an IPv4
+    /// address a local route makes the host's (all of 127.0.0.0/8), as
+    /// Linux's `__ip_dev_find` looks a source up.
     fn is_local(&self, a: IpAddr) -> bool {
         self.interfaces
             .iter()
             .any(|i| i.addrs.iter().any(|x| x.addr == a))
+            || (a.is_ipv4()
+                && self
+                    .route_to(a)
+                    .is_some_and(|r| r.table == RT_TABLE_LOCAL && r.kind == RTN_LOCAL))
     }
 }
 
@@ -703,14 +709,58 @@ fn route_get_body(table: &NetTable, body: &[u8], uid: u32) -> Result<Vec<u8>, Er
     if src.is_some_and(|s| !table.is_local(s)) {
         return Err(Errno::ENETUNREACH);
     }
-    let r = table.route_to(dst).ok_or(Errno::ENETUNREACH)?;
     let lo = table
         .interfaces
         .iter()
         .find(|i| i.flags & IFF_LOOPBACK != 0)
         .map_or(1, |i| i.index);
+    // To a multicast or the limited broadcast address, a packet from a
+    // given source leaves through that source's interface, whatever the
+    // routes say (`ip_route_output_key_hash_rcu` skips the lookup).
+    let source_if = match (src, dst) {
+        (Some(IpAddr::V4(s)), IpAddr::V4(d)) if d.is_multicast() || d.is_broadcast() => {
+            Some(if s.is_loopback() {
+                lo
+            } else {
+                table
+                    .interfaces
+                    .iter()
+                    .find(|i| i.addrs.iter().any(|x| x.addr == IpAddr::V4(s)))
+                    .map_or(lo, |i| i.index)
+            })
+        }
+        _ => None,
+    };
+    let r = match source_if {
+        Some(oif) => Route {
+            table: RT_TABLE_MAIN,
+            kind: if matches!(dst, IpAddr::V4(d) if d.is_broadcast()) {
+                RTN_BROADCAST
+            } else {
+                RTN_MULTICAST
+            },
+            dst,
+            dst_len: 32,
+            oif,
+            scope: RT_SCOPE_UNIVERSE,
+            protocol: 0,
+            prefsrc: None,
+            priority: None,
+            gateway: None,
+        },
+        None => table.route_to(dst).ok_or(Errno::ENETUNREACH)?.clone(),
+    };
     let local = r.kind == RTN_LOCAL;
     let oif = if local { lo } else { r.oif };
+    // A loopback source never leaves through another interface
+    // (`__mkroute_output`: EINVAL).
+    if matches!(src, Some(IpAddr::V4(s)) if s.is_loopback())
+        && table
+            .by_index(oif)
+            .is_some_and(|i| i.flags & IFF_LOOPBACK == 0)
+    {
+        return Err(Errno::EINVAL);
+    }
     let prefsrc = if local {
         r.prefsrc.unwrap_or(dst)
     } else {
@@ -1226,6 +1276,48 @@ mod tests {
         let r = drain(&s);
         assert_eq!(r[0].0, NLMSG_ERROR);
         assert_eq!(&r[0].1[16..20], &(-Errno::ENETUNREACH.0).to_ne_bytes());
+    }
+
+    #[test]
+    fn all_of_loopbacks_range_is_a_local_source() {
+        let t = NetTable::sandbox(Ipv4Addr::new(10, 0, 2, 15), "fd00::15".parse().expect("v6"));
+        let get = |dst: [u8; 4], src: [u8; 4]| {
+            let mut body = vec![AF_INET, 32, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+            put_attr(&mut body, RTA_DST, &dst);
+            put_attr(&mut body, RTA_SRC, &src);
+            route_get_body(&t, &body, 0)
+        };
+        // 127.0.0.3 is ours as 127.0.0.1 is (`ip route get 127.0.0.7 from
+        // 127.0.0.3`: local, through lo).
+        let m = get([127, 0, 0, 7], [127, 0, 0, 3]).expect("local");
+        assert_eq!(&m[..8], &[2, 32, 32, 0, 254, 0, 0, RTN_LOCAL]);
+        let oif = attrs_of(&m[12..])
+            .into_iter()
+            .find(|(ty, _)| *ty == RTA_OIF)
+            .map(|(_, v)| v.to_vec());
+        assert_eq!(oif, Some(1i32.to_ne_bytes().to_vec()));
+        // A loopback source does not leave through eth0: EINVAL, as Linux.
+        assert_eq!(get([1, 1, 1, 1], [127, 0, 0, 3]), Err(Errno::EINVAL));
+        assert_eq!(get([10, 0, 2, 7], [127, 0, 0, 1]), Err(Errno::EINVAL));
+        // To a multicast group it leaves through lo, its own interface.
+        let m = get([224, 0, 0, 1], [127, 0, 0, 3]).expect("multicast");
+        let oif = attrs_of(&m[12..])
+            .into_iter()
+            .find(|(ty, _)| *ty == RTA_OIF)
+            .map(|(_, v)| v.to_vec());
+        assert_eq!(oif, Some(1i32.to_ne_bytes().to_vec()));
+        // So it does with loopback alone, where no route leads there.
+        let mut body = vec![AF_INET, 32, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        put_attr(&mut body, RTA_DST, &[224, 0, 0, 1]);
+        put_attr(&mut body, RTA_SRC, &[127, 0, 0, 3]);
+        let m = route_get_body(&NetTable::loopback(), &body, 0).expect("multicast");
+        assert_eq!(&m[..8], &[2, 32, 32, 0, 254, 0, 0, RTN_MULTICAST]);
+        // The broadcast address is not a source; 128.0.0.1 is no one's.
+        assert_eq!(
+            get([127, 0, 0, 7], [127, 255, 255, 255]),
+            Err(Errno::ENETUNREACH)
+        );
+        assert_eq!(get([127, 0, 0, 7], [128, 0, 0, 1]), Err(Errno::ENETUNREACH));
     }
 
     #[test]
