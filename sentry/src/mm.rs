@@ -1481,7 +1481,12 @@ impl MemoryManager {
     /// Reads a NUL-terminated string of at most `max` bytes (without the
     /// NUL); `ENAMETOOLONG` when longer.
     pub fn read_cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
+        // Small pieces into a stack buffer: most strings (paths, names)
+        // are short, and a page-sized zeroed buffer per call cost more
+        // than the call's own work.
+        const PIECE: usize = 256;
         let mut out = Vec::new();
+        let mut buf = [0u8; PIECE];
         let mut at = addr;
         loop {
             let v = self
@@ -1490,21 +1495,23 @@ impl MemoryManager {
                 .ok_or(Errno::EFAULT)?;
             // Read up to the end of the page or the VMA, whichever is first.
             let chunk_end = v.end.min(page_down(at) + PAGE_SIZE);
-            let n = (chunk_end - at) as usize;
-            let mut buf = vec![0u8; n];
-            self.mf.read(v.locate(at).0, &mut buf);
-            if let Some(i) = buf.iter().position(|&b| b == 0) {
-                out.extend_from_slice(&buf[..i]);
+            while at < chunk_end {
+                let n = ((chunk_end - at) as usize).min(PIECE);
+                let piece = &mut buf[..n];
+                self.mf.read(v.locate(at).0, piece);
+                if let Some(i) = piece.iter().position(|&b| b == 0) {
+                    out.extend_from_slice(&piece[..i]);
+                    if out.len() > max {
+                        return Err(Errno::ENAMETOOLONG);
+                    }
+                    return Ok(out);
+                }
+                out.extend_from_slice(piece);
                 if out.len() > max {
                     return Err(Errno::ENAMETOOLONG);
                 }
-                return Ok(out);
+                at += n as u64;
             }
-            out.extend_from_slice(&buf);
-            if out.len() > max {
-                return Err(Errno::ENAMETOOLONG);
-            }
-            at = chunk_end;
         }
     }
 

@@ -1500,7 +1500,8 @@ fn uuid() -> String {
 
 /// The sandbox's own mounts after the root: (path, type, options). /sys
 /// and its cgroup file system are read-only, as an OCI runtime mounts them
-/// for an unprivileged container.
+/// for an unprivileged container. `/tmp` and `/run` are not `nosuid`: set-ID
+/// programs there count, as they do in a container's own `/tmp`.
 const STANDARD_MOUNTS: &[(&str, &str, &str)] = &[
     ("/proc", "proc", "rw,nosuid,nodev,noexec"),
     ("/sys", "sysfs", "ro,nosuid,nodev,noexec"),
@@ -1508,8 +1509,8 @@ const STANDARD_MOUNTS: &[(&str, &str, &str)] = &[
     ("/dev", "tmpfs", "rw,nosuid"),
     ("/dev/shm", "tmpfs", "rw,nosuid,nodev"),
     ("/dev/mqueue", "mqueue", "rw,nosuid,nodev,noexec"),
-    ("/tmp", "tmpfs", "rw,nosuid,nodev"),
-    ("/run", "tmpfs", "rw,nosuid,nodev"),
+    ("/tmp", "tmpfs", "rw,nodev"),
+    ("/run", "tmpfs", "rw,nodev"),
 ];
 
 /// Mount point `path` as a process whose root is `root` sees it (`root`
