@@ -134,7 +134,14 @@ impl Network {
             Mode::Sandbox => {}
         }
         for c in &allow_cidr {
-            netstack::policy::parse_cidr_rule(c).map_err(|e| format!("{cidr} {e}"))?;
+            let (net, _) =
+                netstack::policy::parse_cidr_rule(c).map_err(|e| format!("{cidr} {e}"))?;
+            if within_loopback(&net) {
+                return Err(format!(
+                    "{cidr} {c:?}: that is the sandbox's own loopback (127.0.0.0/8, ::1), \
+                     which no rule opens: the host's loopback is never reachable from the sandbox"
+                ));
+            }
         }
         for h in &allow_host {
             if !is_domain_rule(h) {
@@ -219,6 +226,22 @@ impl Network {
             ..Default::default()
         }
     }
+}
+
+/// Whether every address of `net` is loopback (127.0.0.0/8, `::1`, or
+/// their IPv4-mapped forms): a rule for it could never match anything, as
+/// the sandbox's own loopback answers there.
+fn within_loopback(net: &netstack::policy::IpNet) -> bool {
+    use netstack::policy::IpNet;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    [
+        IpNet::new(Ipv4Addr::LOCALHOST.into(), 8),
+        IpNet::new(Ipv6Addr::LOCALHOST.into(), 128),
+        IpNet::new(Ipv4Addr::LOCALHOST.to_ipv6_mapped().into(), 104),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|l| l.contains_net(net))
 }
 
 /// `example.com` or `*.example.com`: labels of letters, digits, `-` and
@@ -315,6 +338,20 @@ mod tests {
                 &[],
                 Spelling::ConfigFile,
                 "allow_cidr \"1.2.3.4:0\": the port after the network",
+            ),
+            (
+                None,
+                &["127.0.0.2/32:80"],
+                &[],
+                Spelling::Flags,
+                "--allow-cidr \"127.0.0.2/32:80\": that is the sandbox's own loopback",
+            ),
+            (
+                None,
+                &["[::1]:80"],
+                &[],
+                Spelling::ConfigFile,
+                "allow_cidr \"[::1]:80\": that is the sandbox's own loopback",
             ),
             (
                 None,

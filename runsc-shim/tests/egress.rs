@@ -279,6 +279,10 @@ fn network_flags_are_checked() {
             "--allow-cidr \"10.0.0.0/33\"",
         ),
         (&["--allow-cidr", "1.2.3.4:0"], "port after the network"),
+        (
+            &["--allow-cidr", "127.0.0.0/8"],
+            "the sandbox's own loopback",
+        ),
         (&["--allow-host", "exa mple.com"], "not a domain name"),
         (
             &["--network", "none", "--allow-host", "example.com"],
