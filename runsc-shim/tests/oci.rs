@@ -3207,7 +3207,8 @@ fn masked_and_read_only_paths_hold_like_runc() {
                r umount-ro busybox umount /srv/ro; \
                r umount-mask busybox umount /etc/token; \
                r rmdir-mask busybox rmdir /srv/secret; \
-               r rm-mask busybox rm /etc/token";
+               r rm-mask busybox rm /etc/token; \
+               r mounts busybox grep -E ' /(srv/ro|srv/secret|etc/token|data|proc/sys) ' /proc/self/mounts";
         set_args(v, &["sh", "-c", &script]);
         // (a writable root: what is read-only is so by the paths alone)
         v["root"]["readonly"] = false.into();
@@ -3284,6 +3285,19 @@ fn masked_and_read_only_paths_hold_like_runc() {
     expect("umount-mask", "Operation not permitted");
     expect("rmdir-mask", "resource busy");
     expect("rm-mask", "resource busy");
+    // Each shows in the mount table as runc's mount there does: the
+    // read-only paths as read-only mounts of what they are on, a masked
+    // directory as a read-only tmpfs, a masked file as /dev's null device.
+    assert_eq!(
+        line_of(o, "mounts").trim_end(),
+        "mounts rc=0 tmpfs /data tmpfs rw,nosuid,nodev 0 0 \
+         none /srv/ro ferrovisor ro 0 0 \
+         tmpfs /data tmpfs ro,nosuid,nodev 0 0 \
+         proc /proc/sys proc ro,nosuid,nodev,noexec 0 0 \
+         tmpfs /srv/secret tmpfs ro 0 0 \
+         tmpfs /etc/token tmpfs rw,nosuid 0 0",
+        "{o}"
+    );
     // The host saw the writable volume's write, never the read-only one's.
     assert_eq!(
         std::fs::read_to_string(host.path().join("rw/x")).expect("rw/x"),

@@ -957,11 +957,13 @@ impl ProcFs {
                 drop(st);
                 let root = fs.lock().unwrap_or_else(|e| e.into_inner()).root.path();
                 let k = self.kernel()?;
-                let (root_opt, extra) = (
+                let (root_opt, extra, locked) = (
                     if k.fs.overlay { "rw" } else { "ro" },
                     k.fs.mount_list(),
+                    k.fs.locked_list(),
                 );
-                file(mount_table(name == "mountinfo", root_opt, &extra, &root).into_bytes())
+                let info = name == "mountinfo";
+                file(mount_table(info, root_opt, &extra, &locked, &root).into_bytes())
             }
             "limits" => file(limits(&st.rlimits).into_bytes()),
             "cgroup" => file(b"0::/\n".to_vec()),
@@ -1545,13 +1547,16 @@ fn mangle(path: &str) -> String {
 
 /// `/proc/[pid]/mounts` or `mountinfo` for a process whose root is `root`:
 /// the sandbox's root (`root_opt` "ro" or "rw"), the standard mounts, then
-/// `extra` (path, type, read-only) in the order they were made, leaving out
-/// those outside `root` and naming the others from it. A mount's parent is
-/// the closest mount above it (shown or not, as Linux's IDs are).
+/// `extra` (path, type, read-only) in the order they were made, then the
+/// mounts of read-only and masked paths (`locked`) as runc makes them,
+/// leaving out those outside `root` and naming the others from it. A
+/// mount's parent is the closest mount above it (shown or not, as Linux's
+/// IDs are).
 fn mount_table(
     info: bool,
     root_opt: &str,
     extra: &[(String, &'static str, bool)],
+    locked: &[(String, crate::vfs::LockedMount)],
     root: &str,
 ) -> String {
     let mut all: Vec<(String, &str, String)> = vec![("/".into(), "ferrovisor", root_opt.into())];
@@ -1561,6 +1566,36 @@ fn mount_table(
     for (p, t, ro) in extra {
         let o = if *ro { "ro" } else { "rw" };
         all.push((p.clone(), t, format!("{o},nosuid,nodev")));
+    }
+    for (p, kind) in locked {
+        let (t, o) = match kind {
+            // The mount the path is on, read-only.
+            crate::vfs::LockedMount::ReadOnly => {
+                let (_, t, o) = all
+                    .iter()
+                    .rev()
+                    .find(|(m, _, _)| m == "/" || m == p || p.starts_with(&format!("{m}/")))
+                    .map_or(("", "ferrovisor", "rw"), |(m, t, o)| {
+                        (m.as_str(), *t, o.as_str())
+                    });
+                let rest = o.split_once(',').map_or("", |(_, r)| r);
+                (
+                    t,
+                    if rest.is_empty() {
+                        "ro".to_string()
+                    } else {
+                        format!("ro,{rest}")
+                    },
+                )
+            }
+            crate::vfs::LockedMount::MaskedDir => ("tmpfs", "ro".to_string()),
+            // /dev/null's mount: /dev.
+            crate::vfs::LockedMount::MaskedFile => all
+                .iter()
+                .find(|(m, _, _)| m == "/dev")
+                .map_or(("tmpfs", "rw".to_string()), |(_, t, o)| (*t, o.clone())),
+        };
+        all.push((p.clone(), t, o));
     }
     let mut out = String::new();
     for (i, (path, typ, opts)) in all.iter().enumerate() {
@@ -1704,11 +1739,11 @@ mod tests {
     #[test]
     fn a_chroot_sees_only_the_mounts_at_or_below_its_root() {
         let extra = vec![("/srv/data".to_string(), "bind", true)];
-        let all = mount_table(true, "ro", &extra, "/");
+        let all = mount_table(true, "ro", &extra, &[], "/");
         assert!(all.contains(" / / ro - ferrovisor none ro\n"), "{all}");
         assert!(all.contains(" /sys/fs/cgroup ro,nosuid,nodev,noexec - cgroup2 cgroup2 ro\n"));
         // Rooted at a mount point: that mount is "/", the parent IDs stay.
-        let dev = mount_table(true, "ro", &extra, "/dev");
+        let dev = mount_table(true, "ro", &extra, &[], "/dev");
         let lines: Vec<&str> = dev.lines().collect();
         assert_eq!(lines.len(), 3, "{dev}");
         let root_id = lines[0].split(' ').next().unwrap_or_default();
@@ -1719,13 +1754,56 @@ mod tests {
         assert!(lines[2].contains(" / /mqueue "), "{dev}");
         // Below a mount point, with one mount further down.
         assert_eq!(
-            mount_table(false, "ro", &extra, "/srv"),
+            mount_table(false, "ro", &extra, &[], "/srv"),
             "bind /data bind ro,nosuid,nodev 0 0\n"
         );
         // Nothing at or below: an empty table; a name that only starts
         // like a mount point is not below it.
-        assert_eq!(mount_table(true, "ro", &extra, "/srv/data/x"), "");
-        assert_eq!(mount_table(false, "ro", &extra, "/sr"), "");
+        assert_eq!(mount_table(true, "ro", &extra, &[], "/srv/data/x"), "");
+        assert_eq!(mount_table(false, "ro", &extra, &[], "/sr"), "");
+    }
+
+    #[test]
+    fn read_only_and_masked_paths_are_mounts_as_runc_makes_them() {
+        use crate::vfs::LockedMount::{MaskedDir, MaskedFile, ReadOnly};
+        let extra = vec![("/data".to_string(), "tmpfs", false)];
+        let locked = [
+            ("/proc/sys".to_string(), ReadOnly),
+            ("/data/ro".to_string(), ReadOnly),
+            ("/srv".to_string(), ReadOnly),
+            ("/proc/acpi".to_string(), MaskedDir),
+            ("/proc/kcore".to_string(), MaskedFile),
+        ];
+        let t = mount_table(false, "rw", &extra, &locked, "/");
+        let tail: Vec<&str> = t.lines().rev().take(5).collect();
+        assert_eq!(
+            tail,
+            [
+                "tmpfs /proc/kcore tmpfs rw,nosuid 0 0",
+                "tmpfs /proc/acpi tmpfs ro 0 0",
+                "none /srv ferrovisor ro 0 0",
+                "tmpfs /data/ro tmpfs ro,nosuid,nodev 0 0",
+                "proc /proc/sys proc ro,nosuid,nodev,noexec 0 0",
+            ],
+            "{t}"
+        );
+        // Each below the mount it covers part of.
+        let info = mount_table(true, "rw", &extra, &locked, "/");
+        let id_of = |path: &str| {
+            info.lines()
+                .find(|l| l.split(' ').nth(4) == Some(path))
+                .and_then(|l| l.split(' ').next())
+                .map(str::to_string)
+        };
+        let parent_of = |path: &str| {
+            info.lines()
+                .find(|l| l.split(' ').nth(4) == Some(path))
+                .and_then(|l| l.split(' ').nth(1))
+                .map(str::to_string)
+        };
+        assert_eq!(parent_of("/proc/sys"), id_of("/proc"), "{info}");
+        assert_eq!(parent_of("/data/ro"), id_of("/data"), "{info}");
+        assert_eq!(parent_of("/proc/kcore"), id_of("/proc"), "{info}");
     }
 
     #[test]

@@ -540,6 +540,17 @@ struct LockedPaths {
     read_only: Vec<Vec<Vec<u8>>>,
 }
 
+/// What a locked path is, as the mount table shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockedMount {
+    /// a read-only path: runc's read-only bind of the path over itself
+    ReadOnly,
+    /// a masked directory: runc's read-only tmpfs
+    MaskedDir,
+    /// anything else masked: runc's bind of the null device (of `/dev`)
+    MaskedFile,
+}
+
 /// Inode numbers of the directories masks show (each its own tmpfs
 /// root): these bits set, the mask's number below them.
 const MASK_INO: u64 = 0x4d41_534b_0000;
@@ -811,6 +822,31 @@ impl FileSystem {
                 (path, typ, ro)
             })
             .collect()
+    }
+
+    /// The mounts `linux.readonlyPaths` and `linux.maskedPaths` made, in
+    /// the order runc makes them (read-only paths first): absolute paths.
+    pub fn locked_list(&self) -> Vec<(String, LockedMount)> {
+        let Some(l) = self.locked.get() else {
+            return Vec::new();
+        };
+        let path = |names: &[Vec<u8>]| {
+            names.iter().fold(String::new(), |mut p, c| {
+                p.push('/');
+                p.push_str(&String::from_utf8_lossy(c));
+                p
+            })
+        };
+        let ro = l.read_only.iter().map(|p| (path(p), LockedMount::ReadOnly));
+        let masks = l.masks.iter().map(|m| {
+            let kind = if m.root.is_dir() {
+                LockedMount::MaskedDir
+            } else {
+                LockedMount::MaskedFile
+            };
+            (path(&m.path), kind)
+        });
+        ro.chain(masks).collect()
     }
 
     /// Whether `name` in `parent` is a mount point (a read-only path is
