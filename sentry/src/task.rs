@@ -742,9 +742,32 @@ pub struct Creds {
     pub groups: Vec<u32>,
     /// capability sets
     pub caps: CapSets,
-    /// `SECBIT_KEEP_CAPS` (`PR_SET_KEEPCAPS`): the permitted set survives
-    /// leaving uid 0; cleared by `execve`
-    pub keep_caps: bool,
+    /// the secure bits (`PR_SET_SECUREBITS`, capabilities(7)): see
+    /// [`secbit`]
+    pub securebits: u32,
+}
+
+/// The secure bits (capabilities(7)); each `*_LOCKED` bit is the one above
+/// its bit.
+pub mod secbit {
+    /// root gets no capabilities at `execve`
+    pub const NOROOT: u32 = 1 << 0;
+    /// a change of user ids leaves the capability sets alone
+    pub const NO_SETUID_FIXUP: u32 = 1 << 2;
+    /// the permitted set survives leaving uid 0 (`PR_SET_KEEPCAPS`);
+    /// cleared by `execve`
+    pub const KEEP_CAPS: u32 = 1 << 4;
+    /// `PR_CAP_AMBIENT_RAISE` is refused
+    pub const NO_CAP_AMBIENT_RAISE: u32 = 1 << 6;
+    /// Linux 6.14's `SECBIT_EXEC_RESTRICT_FILE` and
+    /// `SECBIT_EXEC_DENY_INTERACTIVE`: advice to script interpreters,
+    /// kept and shown only
+    pub const EXEC_ADVICE: u32 = 1 << 8 | 1 << 10;
+    /// every bit (not the locks)
+    pub const ALL_BITS: u32 =
+        NOROOT | NO_SETUID_FIXUP | KEEP_CAPS | NO_CAP_AMBIENT_RAISE | EXEC_ADVICE;
+    /// every lock
+    pub const ALL_LOCKS: u32 = ALL_BITS << 1;
 }
 
 /// The capabilities the Sentry's permission checks ask for, by number
@@ -862,18 +885,27 @@ impl Creds {
             gid: [gid; 4],
             groups,
             caps: CapSets::for_uid(uid),
-            keep_caps: false,
+            securebits: 0,
         }
+    }
+
+    /// Whether secure bit `bit` is set.
+    pub fn secure(&self, bit: u32) -> bool {
+        self.securebits & bit != 0
     }
 
     /// What a change of user ids from `old` does to the capabilities
     /// (capabilities(7), "Effect of user ID changes on capabilities"):
     /// leaving uid 0 altogether clears the permitted and effective sets
-    /// (unless `keep_caps`) and the ambient one; the effective set follows
-    /// the effective uid, the file-system capabilities the file-system uid.
+    /// (unless `SECBIT_KEEP_CAPS`) and the ambient one; the effective set
+    /// follows the effective uid, the file-system capabilities the
+    /// file-system uid; nothing changes under `SECBIT_NO_SETUID_FIXUP`.
     pub fn fix_caps_after_uid_change(&mut self, old: [u32; 4]) {
+        if self.secure(secbit::NO_SETUID_FIXUP) {
+            return;
+        }
         let new = self.uid;
-        let keep = self.keep_caps;
+        let keep = self.secure(secbit::KEEP_CAPS);
         let c = &mut self.caps;
         if old[..3].contains(&0) && !new[..3].contains(&0) {
             if !keep {
@@ -941,7 +973,8 @@ impl Creds {
     /// * the saved and file-system ids follow the effective ones.
     pub fn on_exec(&self, file: &ExecFile, no_new_privs: bool) -> (Creds, bool) {
         let mut new = self.clone();
-        new.keep_caps = false;
+        // (its lock stays)
+        new.securebits &= !secbit::KEEP_CAPS;
         let (ruid, rgid) = (self.uid[0], self.gid[0]);
         let (mut euid, mut egid) = (self.uid[1], self.gid[1]);
         if !file.nosuid && !no_new_privs && file.mode & abi::S_IFMT == abi::S_IFREG {
@@ -955,10 +988,12 @@ impl Creds {
         let old = &self.caps;
         let mut permitted = 0;
         let mut raise = false;
-        if ruid == 0 || euid == 0 {
+        // Root's privilege at execve, unless SECBIT_NOROOT.
+        let root = !self.secure(secbit::NOROOT);
+        if root && (ruid == 0 || euid == 0) {
             permitted = old.bounding | old.inheritable;
         }
-        if euid == 0 {
+        if root && euid == 0 {
             raise = true;
         }
         let setid = euid != ruid || egid != rgid;
@@ -2046,7 +2081,7 @@ mod tests {
     #[test]
     fn keep_caps_keeps_the_permitted_set_when_leaving_root() {
         let mut c = Creds::new(0, 0, Vec::new());
-        c.keep_caps = true;
+        c.securebits = secbit::KEEP_CAPS;
         c.uid = [1000; 4];
         c.fix_caps_after_uid_change([0; 4]);
         assert_eq!((c.caps.permitted, c.caps.effective), (CAP_FULL_SET, 0));

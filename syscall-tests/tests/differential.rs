@@ -125,6 +125,8 @@ guests! {
     cap_checks,
     // set-user-ID and set-group-ID programs, and what clears the bits
     setuid_exec,
+    // PR_SET_SECUREBITS and what each bit does
+    securebits,
     umask,
     sched,
     // /proc/cpuinfo's topology agrees with /sys's (issue 4 point 3)

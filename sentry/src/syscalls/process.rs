@@ -728,18 +728,42 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const PR_GET_KEEPCAPS: u64 = 7;
     const PR_SET_KEEPCAPS: u64 = 8;
     const PR_GET_SECUREBITS: u64 = 27;
-    /// `SECBIT_KEEP_CAPS`
-    const KEEP_CAPS: u64 = 1 << 4;
+    const PR_SET_SECUREBITS: u64 = 28;
+    use crate::task::secbit;
     match a[0] {
-        PR_GET_KEEPCAPS => Ok(u64::from(task.creds.keep_caps)),
+        PR_GET_KEEPCAPS => Ok(u64::from(task.creds.secure(secbit::KEEP_CAPS))),
         PR_SET_KEEPCAPS => {
             if a[1] > 1 {
                 return Err(Errno::EINVAL);
             }
-            task.creds.keep_caps = a[1] == 1;
+            // (a locked bit cannot even be set to the value it has)
+            if task.creds.secure(secbit::KEEP_CAPS << 1) {
+                return Err(Errno::EPERM);
+            }
+            if a[1] == 1 {
+                task.creds.securebits |= secbit::KEEP_CAPS;
+            } else {
+                task.creds.securebits &= !secbit::KEEP_CAPS;
+            }
             Ok(0)
         }
-        PR_GET_SECUREBITS => Ok(if task.creds.keep_caps { KEEP_CAPS } else { 0 }),
+        PR_GET_SECUREBITS => Ok(task.creds.securebits.into()),
+        PR_SET_SECUREBITS => {
+            // Linux's cap_task_prctl: no change of a locked bit, no
+            // unlocking, no unknown bit, and nothing without CAP_SETPCAP.
+            let old = task.creds.securebits;
+            let new = a[1];
+            let locks = old & secbit::ALL_LOCKS;
+            if u64::from(locks >> 1) & (u64::from(old) ^ new) != 0
+                || u64::from(locks) & !new != 0
+                || new & !u64::from(secbit::ALL_BITS | secbit::ALL_LOCKS) != 0
+                || !task.capable(crate::task::CAP_SETPCAP)
+            {
+                return Err(Errno::EPERM);
+            }
+            task.creds.securebits = new as u32;
+            Ok(0)
+        }
         PR_CAPBSET_READ => {
             let bit = cap_bit(a[1])?;
             Ok(u64::from(task.creds.caps.bounding & bit != 0))
@@ -826,12 +850,14 @@ fn cap_bit(cap: u64) -> Result<u64, Errno> {
 }
 
 /// `prctl(PR_CAP_AMBIENT, op, cap, 0, 0)` (prctl(2)): a capability may
-/// join the ambient set only when it is permitted and inheritable.
+/// join the ambient set only when it is permitted and inheritable, and not
+/// under `SECBIT_NO_CAP_AMBIENT_RAISE`.
 fn cap_ambient(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const IS_SET: u64 = 1;
     const RAISE: u64 = 2;
     const LOWER: u64 = 3;
     const CLEAR_ALL: u64 = 4;
+    let no_raise = task.creds.secure(crate::task::secbit::NO_CAP_AMBIENT_RAISE);
     let caps = &mut task.creds.caps;
     if a[1] == CLEAR_ALL {
         if a[2] | a[3] | a[4] != 0 {
@@ -848,7 +874,7 @@ fn cap_ambient(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     match a[1] {
         IS_SET => return Ok(u64::from(caps.ambient & bit != 0)),
         RAISE => {
-            if caps.permitted & caps.inheritable & bit == 0 {
+            if caps.permitted & caps.inheritable & bit == 0 || no_raise {
                 return Err(Errno::EPERM);
             }
             caps.ambient |= bit;
