@@ -233,6 +233,8 @@ pub struct Kernel {
     /// `uname` node and domain names: the sandbox is a UTS namespace of
     /// its own, which `sethostname`/`setdomainname` change
     pub uts: Mutex<UtsNames>,
+    /// System V shared memory segments (the sandbox is an IPC namespace)
+    pub sysv_shm: Arc<crate::sysvshm::Registry>,
     /// CPUs the guest sees
     pub cpus: usize,
     /// their topology and caches, as /sys shows them
@@ -689,6 +691,7 @@ where
         None
     };
     let kernel = Arc::new(Kernel {
+        sysv_shm: Arc::default(),
         platform,
         memory: memory.clone(),
         fs,

@@ -28,10 +28,11 @@ pub const MAX_SOMAXCONN: i64 = 4096;
 
 /// The sysctls the Sentry emulates, by their dotted names, with what the
 /// sandbox does with them. The POSIX message queue limits (`fs.mqueue.*`)
-/// are enforced by `mq_open`, `net.core.somaxconn` by `listen`. The System V IPC limits (`kernel.msg*`,
-/// `kernel.sem`, `kernel.shm*`) are only shown: the sandbox offers no
-/// System V IPC (`shmget`, `semget` and `msgget` are `ENOSYS`), so every
-/// such limit holds whatever its value.
+/// are enforced by `mq_open`, `net.core.somaxconn` by `listen`. The System
+/// V IPC limits (`kernel.msg*`, `kernel.sem`, `kernel.shm*`) are only
+/// shown: the sandbox offers no System V semaphores or message queues
+/// (`semget` and `msgget` are `ENOSYS`), and its shared memory segments
+/// (`crate::sysvshm`) keep Linux's default limits whatever these say.
 const SYSCTLS: &[(&str, Kind)] = &[
     (
         "fs.mqueue.msg_max",

@@ -1771,8 +1771,11 @@ impl Task {
         // may be after the parent reaps us; what it pins in tmpfs files
         // (F_SEAL_WRITE's "no writable mapping") must go before the parent
         // hears of the exit, as Linux's exit_mm() comes before the notice.
+        // So do its System V shared memory attachments.
         if Arc::strong_count(&self.mm) == 1 {
-            self.mm().drop_file_pins();
+            let mut mm = self.mm();
+            mm.drop_file_pins();
+            crate::sysvshm::detach_all(&self.kernel.sysv_shm, &mut mm);
         }
         let me = self.pid();
         self.kernel

@@ -7,6 +7,8 @@
 //! wrong, not the sandbox. Guests named `erofs_*` modify the root: natively
 //! they run with `/` remounted read-only in a private mount namespace (root
 //! needed), matching the sandbox's read-only view of the host root.
+//! Guests named `sysv_*` use System V IPC: natively they run in an IPC
+//! namespace of their own, as the sandbox is one.
 //! Guests named `*_volume` work in a directory they are given: natively a
 //! scratch directory, in the sandbox another one mounted as a volume; the
 //! files both runs leave there must agree as well.
@@ -33,6 +35,8 @@ fn run_guest(name: &str, native_status: i32) {
     }
     let native = if name.starts_with("erofs_") {
         Native::ReadOnlyRoot
+    } else if name.starts_with("sysv_") {
+        Native::OwnIpc
     } else {
         Native::Plain
     };
@@ -127,6 +131,8 @@ guests! {
     setuid_exec,
     // PR_SET_SECUREBITS and what each bit does
     securebits,
+    // System V shared memory
+    sysv_shm,
     umask,
     sched,
     // /proc/cpuinfo's topology agrees with /sys's (issue 4 point 3)

@@ -23,6 +23,9 @@ pub enum Native {
     /// In a private mount namespace whose `/` is remounted read-only, so the
     /// native kernel answers EROFS where the sandbox's read-only root does.
     ReadOnlyRoot,
+    /// In an IPC namespace of its own, as the sandbox is: System V objects
+    /// get a new namespace's identifiers, and none is left on the host.
+    OwnIpc,
 }
 
 /// What one run produced.
@@ -106,6 +109,11 @@ pub fn run_native(native: Native, program: &Path, args: &[&str]) -> Outcome {
                 READ_ONLY_ROOT,
             ])
             .arg(program);
+            c
+        }
+        Native::OwnIpc => {
+            let mut c = base_command(Path::new("/usr/bin/unshare"));
+            c.args(["--ipc", "--"]).arg(program);
             c
         }
     };
