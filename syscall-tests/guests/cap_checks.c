@@ -38,23 +38,6 @@ static void drop(unsigned long long caps)
 		SHOW("capset failed: %s", errname(errno));
 }
 
-/* Runs `fn` in a child and expects it to pass. */
-static void in_child(const char *what, void (*fn)(void))
-{
-	fflush(stdout);
-	pid_t c = fork();
-	if (c == 0) {
-		t_failures = 0;
-		SHOW("-- %s", what);
-		fn();
-		fflush(stdout);
-		_exit(t_failures ? 1 : 0);
-	}
-	int st = -1;
-	EXPECT_TRUE(waitpid(c, &st, 0) == c);
-	EXPECT(st, 0);
-}
-
 static int mode_of(const char *p)
 {
 	struct stat st;

@@ -37,4 +37,22 @@ T_UNUSED static long set(struct sets s)
 	return syscall(SYS_capset, &h, d);
 }
 
+/* Runs `fn` in a child, under the heading `what`, and expects it to pass
+ * (the guests that change their credentials do it in children). */
+T_UNUSED static void in_child(const char *what, void (*fn)(void))
+{
+	fflush(stdout);
+	pid_t c = fork();
+	if (c == 0) {
+		t_failures = 0;
+		SHOW("-- %s", what);
+		fn();
+		fflush(stdout);
+		_exit(t_failures ? 1 : 0);
+	}
+	int st = -1;
+	EXPECT_TRUE(waitpid(c, &st, 0) == c);
+	EXPECT(st, 0);
+}
+
 #endif

@@ -17,23 +17,6 @@
 #define KEEP_CAPS_LOCKED 0x20
 #define NO_CAP_AMBIENT_RAISE 0x40
 
-/* Runs `fn` in a child and expects it to pass. */
-static void in_child(const char *what, void (*fn)(void))
-{
-	fflush(stdout);
-	pid_t c = fork();
-	if (c == 0) {
-		t_failures = 0;
-		SHOW("-- %s", what);
-		fn();
-		fflush(stdout);
-		_exit(t_failures ? 1 : 0);
-	}
-	int st = -1;
-	EXPECT_TRUE(waitpid(c, &st, 0) == c);
-	EXPECT(st, 0);
-}
-
 static void setting(void)
 {
 	EXPECT(prctl(PR_GET_SECUREBITS), 0);
