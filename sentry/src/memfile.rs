@@ -167,6 +167,30 @@ impl MemoryFile {
         unsafe { std::ptr::copy(src, dst, len as usize) };
     }
 
+    /// How many bytes of `[from, from + len)` hold pages (not holes).
+    pub fn populated(&self, from: u64, len: u64) -> u64 {
+        let end = from + len;
+        let mut at = from;
+        let mut n = 0;
+        while at < end {
+            // SAFETY: plain lseek on our own descriptor.
+            let data = unsafe { libc::lseek(self.fd.as_raw_fd(), at as i64, libc::SEEK_DATA) };
+            if data < 0 || data as u64 >= end {
+                break;
+            }
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(self.fd.as_raw_fd(), data, libc::SEEK_HOLE) };
+            let stop = if hole < 0 {
+                end
+            } else {
+                (hole as u64).min(end)
+            };
+            n += stop - data as u64;
+            at = stop;
+        }
+        n
+    }
+
     /// Copies `[from, from + len)` to `to`, touching only the pages that
     /// hold data (holes stay holes), for `fork`.
     pub fn copy_populated(&self, from: u64, to: u64, len: u64) {

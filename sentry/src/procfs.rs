@@ -351,6 +351,17 @@ const PROC_NET: &str = "@proc/net";
 
 const PROC_NET_FILES: &[&str] = &["dev", "if_inet6", "route"];
 
+/// `/proc/sysvipc`: the System V IPC objects, as `ipcs` reads them.
+const PROC_SYSVIPC: &str = "@proc/sysvipc";
+
+const PROC_SYSVIPC_FILES: &[&str] = &["msg", "sem", "shm"];
+
+/// `/proc/sysvipc/sem`'s header line (Linux's, 64-bit).
+const SYSVIPC_SEM_HEADER: &str =
+    "       key      semid perms      nsems   uid   gid  cuid  cgid      otime      ctime\n";
+/// `/proc/sysvipc/msg`'s header line.
+const SYSVIPC_MSG_HEADER: &str = "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid      stime      rtime      ctime\n";
+
 /// A file of `/proc/net`, as Linux formats it (`dev_seq_show()`,
 /// `if6_seq_show()`, `fib_route_seq_show()`).
 fn proc_net_file(name: &str) -> Option<String> {
@@ -556,6 +567,7 @@ impl ProcFs {
                     ),
                     "mounts" => Ok(ProcNode::Link(4, b"self/mounts".to_vec())),
                     "net" => Ok(ProcNode::Link(5, b"self/net".to_vec())),
+                    "sysvipc" => Ok(ProcNode::Sys(PROC_SYSVIPC)),
                     // Every controller on the unified (v2) hierarchy, which
                     // /proc/cgroups says with hierarchy 0: what the JVM
                     // checks before it reads /sys/fs/cgroup.
@@ -607,6 +619,20 @@ impl ProcFs {
                 } else {
                     format!("{d}/{name_s}")
                 };
+                if *d == PROC_SYSVIPC {
+                    let k = self.kernel()?;
+                    let content = match name_s {
+                        "shm" => crate::sysvshm::proc_table(&k.sysv_shm, &k.memory),
+                        // (no System V semaphores or message queues)
+                        "sem" => SYSVIPC_SEM_HEADER.to_string(),
+                        "msg" => SYSVIPC_MSG_HEADER.to_string(),
+                        _ => return Err(Errno::ENOENT),
+                    };
+                    return Ok(ProcNode::File(
+                        hash(path.as_bytes()),
+                        Arc::new(content.into_bytes()),
+                    ));
+                }
                 if *d == PROC_NET {
                     let content = proc_net_file(name_s).ok_or(Errno::ENOENT)?;
                     return Ok(ProcNode::File(
@@ -1291,6 +1317,7 @@ impl ProcFs {
                     add(n.into(), abi::dt::LNK);
                 }
                 add("sys".into(), abi::dt::DIR);
+                add("sysvipc".into(), abi::dt::DIR);
                 for pid in self.kernel()?.procs().map.keys() {
                     add(pid.to_string(), abi::dt::DIR);
                 }
@@ -1345,6 +1372,11 @@ impl ProcFs {
             }
             ProcNode::Sys(d) if *d == PROC_NET => {
                 for n in PROC_NET_FILES {
+                    add((*n).into(), abi::dt::REG);
+                }
+            }
+            ProcNode::Sys(d) if *d == PROC_SYSVIPC => {
+                for n in PROC_SYSVIPC_FILES {
                     add((*n).into(), abi::dt::REG);
                 }
             }

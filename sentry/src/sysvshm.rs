@@ -563,3 +563,40 @@ pub fn detach_all(reg: &Registry, mm: &mut crate::mm::MemoryManager) {
         }
     }
 }
+
+/// `/proc/sysvipc/shm`, as Linux's `sysvipc_shm_proc_show` lays it out
+/// (64-bit), with the pages of each segment the memory file holds as its
+/// resident size.
+pub fn proc_table(reg: &Registry, mf: &crate::memfile::MemoryFile) -> String {
+    let g = reg.lock();
+    let mut out = String::from(
+        "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap\n",
+    );
+    for (&idx, s) in &g.segs {
+        let id = i32::from(s.seq) * SEQ_MULTIPLIER + idx;
+        let rss = s
+            .weak
+            .upgrade()
+            .map_or(0, |r| mf.populated(r.offset(), r.len()));
+        out.push_str(&format!(
+            "{:10} {:10}  {:4o} {:21} {:5} {:5}  {:5} {:5} {:5} {:5} {:5} {:10} {:10} {:10} {:21} {:21}\n",
+            s.key,
+            id,
+            s.mode,
+            s.size,
+            s.cpid,
+            s.lpid,
+            s.nattch(),
+            s.uid,
+            s.gid,
+            s.cuid,
+            s.cgid,
+            s.atime,
+            s.dtime,
+            s.ctime,
+            rss,
+            0
+        ));
+    }
+    out
+}

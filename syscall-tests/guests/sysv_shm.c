@@ -116,6 +116,42 @@ int main(void)
 	EXPECT(shmctl(a, IPC_SET, &ds), 0);
 	EXPECT(stat_of(a).shm_perm.mode, 0604);
 
+	/* /proc/sysvipc/shm, as ipcs reads it: the header, and a line per
+	 * segment */
+	char *m = shmat(a, NULL, 0);
+	EXPECT_TRUE(m != (void *)-1);
+	m[0] = 1;
+	static char buf[4096];
+	FILE *f = fopen("/proc/sysvipc/shm", "r");
+	EXPECT_TRUE(f != NULL);
+	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+	buf[n] = 0;
+	if (f)
+		fclose(f);
+	char *nl = strchr(buf, '\n');
+	EXPECT_TRUE(nl != NULL);
+	if (nl)
+		*nl = 0;
+	SHOW("header: [%s]", buf);
+	int key, sid, cpid, lpid;
+	unsigned perms, uid;
+	unsigned long size, nattch, rss;
+	EXPECT(sscanf(nl ? nl + 1 : "", "%d %d %o %lu %d %d %lu %u %*u %*u %*u %*u %*u %*u %lu", &key,
+		      &sid, &perms, &size, &cpid, &lpid, &nattch, &uid, &rss),
+	       9);
+	EXPECT_TRUE(key == 0x5eed && sid == a && perms == 0604 && size == 4096 && nattch == 1);
+	EXPECT_TRUE(cpid == getpid() && lpid == getpid() && uid == 0 && rss == 4096);
+	for (int i = 0; i < 2; i++) {
+		f = fopen(i ? "/proc/sysvipc/msg" : "/proc/sysvipc/sem", "r");
+		EXPECT_TRUE(f != NULL);
+		n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+		buf[n] = 0;
+		if (f)
+			fclose(f);
+		SHOW("%s: [%s]", i ? "msg" : "sem", buf);
+	}
+	EXPECT(shmdt(m), 0);
+
 	/* another user: read allowed by 0604, writing not; no removal */
 	fflush(stdout);
 	c = fork();
