@@ -1,4 +1,5 @@
-//! Real programs (coreutils, busybox applets) run natively and under
+//! Real programs (coreutils, busybox applets, tar, gcc, git, sqlite3, Python,
+//! a cargo build) run natively and under
 //! `ferrovisor do` on each platform, with the same argv, environment and
 //! stdin: stdout and exit status must agree. Also the CLI's own error statuses (127, 126, 2), death
 //! by signal (128+N), `--root DIR` confinement of absolute symlinks, attacks
@@ -20,28 +21,58 @@ const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 fn native(argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Outcome {
+    native_within(argv, env, stdin, TIMEOUT)
+}
+
+fn native_within(
+    argv: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+) -> Outcome {
     let mut cmd = command(argv[0], env);
     cmd.args(&argv[1..]);
-    run(cmd, stdin, TIMEOUT)
+    run(cmd, stdin, timeout)
 }
 
 fn sandboxed(opts: &[&str], argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Outcome {
+    sandboxed_within(opts, argv, env, stdin, TIMEOUT)
+}
+
+fn sandboxed_within(
+    opts: &[&str],
+    argv: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+) -> Outcome {
     let mut cmd = command(FERROVISOR, env);
     cmd.arg("do").args(opts).arg("--").args(argv);
-    run(cmd, stdin, TIMEOUT)
+    run(cmd, stdin, timeout)
 }
 
 /// Runs `argv` both ways and asserts equal stdout and status; the native
 /// status must be `native_status` (otherwise the test itself is wrong).
 fn compare_with(argv: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>, native_status: i32) {
-    let nat = native(argv, env, stdin);
+    compare_within(argv, env, stdin, native_status, TIMEOUT);
+}
+
+/// [`compare_with`], each run given `timeout`.
+fn compare_within(
+    argv: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&[u8]>,
+    native_status: i32,
+    timeout: Duration,
+) {
+    let nat = native_within(argv, env, stdin, timeout);
     assert_eq!(
         nat.status, native_status,
         "{argv:?}: the NATIVE run exited {} (stderr: {}), so the test is wrong",
         nat.status, nat.stderr
     );
     for platform in PLATFORMS {
-        let sb = sandboxed(&["--platform", platform], argv, env, stdin);
+        let sb = sandboxed_within(&["--platform", platform], argv, env, stdin, timeout);
         if nat.stdout_bytes != sb.stdout_bytes || nat.status != sb.status {
             panic!(
                 "{argv:?}: sandbox (--platform {platform}) differs from native\n\
@@ -1694,7 +1725,7 @@ fn ps_shows_a_real_start_date_and_a_small_elapsed_time() {
     );
 }
 
-// ---- programs that work files hard (tar, gcc, git, sqlite3, Python) ---------
+// ---- programs that work files hard (tar, gcc, git, sqlite3, Python, cargo) --
 
 /// Runs `script` with bash natively and in the sandbox: same stdout, status 0.
 /// Each script works in a fresh `mktemp -d` (the sandbox's /tmp is its own)
@@ -1765,6 +1796,105 @@ fn cp_and_shutil_copyfile_copy_whole_files() {
          cd /; rm -rf "$d""#,
     );
 }
+
+/// A CI job's Rust build: cargo builds a crate (a library, a binary, a
+/// build script, a proc-macro crate of the same workspace) offline,
+/// in release and test profiles, runs it, runs its unit and doc tests,
+/// finds nothing to do a second time and rebuilds what an edit touched.
+/// Cargo shares a jobserver pipe with its rustc processes, locks the
+/// target directory, hard-links and renames artifacts, runs threads and
+/// many processes (rustc, rustdoc, cc and the linker, the build script,
+/// the tests); rustc maps rlibs and its own 170 MiB driver library and
+/// loads the proc macro it built. The toolchain is the one that builds
+/// this project (the directory of `$CARGO`, which holds rustc and
+/// rustdoc too); paths, hashes and timings are masked.
+#[test]
+fn cargo_builds_tests_and_rebuilds_a_crate_offline() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
+    let bin = Path::new(&cargo).parent().expect("cargo's directory");
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", path_str(bin));
+    let mut env = vec![("PATH", path.as_str())];
+    // A rustup proxy in $CARGO finds its toolchain through these.
+    let rustup: Vec<(&str, String)> = ["RUSTUP_HOME", "RUSTUP_TOOLCHAIN"]
+        .into_iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k, v)))
+        .collect();
+    env.extend(rustup.iter().map(|(k, v)| (*k, v.as_str())));
+    // About 5 s a platform here, but a busy machine makes every process
+    // start slower, and a build starts dozens.
+    compare_within(&["bash", "-c", CARGO_JOB], &env, None, 0, 4 * TIMEOUT);
+}
+
+const CARGO_JOB: &str = r#"set -e; d=$(mktemp -d); cd "$d"
+export HOME="$d" CARGO_HOME="$d/cargo-home"
+mkdir -p c/src c/mac/src; cd c
+cat > Cargo.toml <<'T'
+[package]
+name = "tiny"
+version = "0.1.0"
+edition = "2021"
+[dependencies]
+mac = { path = "mac" }
+[workspace]
+T
+cat > mac/Cargo.toml <<'T'
+[package]
+name = "mac"
+version = "0.1.0"
+edition = "2021"
+[lib]
+proc-macro = true
+T
+cat > mac/src/lib.rs <<'T'
+#[proc_macro]
+pub fn answer(_: proc_macro::TokenStream) -> proc_macro::TokenStream { "42".parse().unwrap() }
+T
+cat > build.rs <<'T'
+fn main() {
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    std::fs::write(out.join("gen.rs"), "pub const GENERATED: &str = \"by build.rs\";").unwrap();
+    println!("cargo:rerun-if-changed=build.rs");
+}
+T
+cat > src/lib.rs <<'T'
+include!(concat!(env!("OUT_DIR"), "/gen.rs"));
+/// ```
+/// assert_eq!(tiny::square(3), 9);
+/// ```
+pub fn square(x: u64) -> u64 { x * x }
+pub fn answer() -> u64 { mac::answer!() }
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn squares() { assert_eq!(super::square(7), 49); }
+    #[test]
+    #[should_panic(expected = "boom")]
+    fn unwinds() { panic!("boom") }
+}
+T
+cat > src/main.rs <<'T'
+fn words(s: &str) -> usize { s.split_whitespace().count() }
+fn squares(n: u64) -> Vec<u64> {
+    let h: Vec<_> = (1..=n).map(|i| std::thread::spawn(move || tiny::square(i))).collect();
+    h.into_iter().map(|h| h.join().unwrap()).collect()
+}
+fn main() { println!("{:?} {} {} {}", squares(5), words("a b  c"), tiny::answer(), tiny::GENERATED); }
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts() { assert_eq!(super::words("x y"), 2); }
+    #[test]
+    fn threads() { assert_eq!(super::squares(3), [1, 4, 9]); }
+}
+T
+mask() { sed -e "s#$d#D#g" -e 's/ in [0-9.]*m\?s$//' -e 's/finished in [0-9.]*s/finished/' -e 's/-[0-9a-f]\{16\}/-HASH/g'; }
+cargo build --offline --release -j2 2>&1 | mask | sort
+./target/release/tiny
+cargo test --offline -j2 -- --test-threads=1 2>&1 | mask | grep -v '^ *Compiling '
+echo "--- again"; cargo build --offline --release 2>&1 | mask
+sed -i 's/x \* x/x * x + 1/' src/lib.rs
+cargo build --offline --release 2>&1 | mask; ./target/release/tiny
+cd /; rm -rf "$d""#;
 
 #[test]
 fn python_tempfile_copytree_walk_flock_mmap() {

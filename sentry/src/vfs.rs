@@ -121,9 +121,10 @@ pub struct HostFile {
     /// the host's `(st_dev, st_ino)`, asked for once when first needed
     /// (the page cache of volume files is keyed by it)
     identity: std::sync::OnceLock<(u64, u64)>,
-    /// for a file of the root's read-only image: where its image for
-    /// private mappings is found (see [`crate::fileimage`])
-    image: Option<crate::fileimage::ImageSlot>,
+    /// for a file of the root's read-only image: the sandbox's images,
+    /// where its image for private mappings is found (see
+    /// [`crate::fileimage`])
+    image: Option<Arc<crate::fileimage::Images>>,
 }
 
 impl fmt::Debug for HostFile {
@@ -144,10 +145,10 @@ impl HostFile {
 
     /// Wraps a descriptor of a regular file of the root's read-only
     /// image, which the sandbox cannot change: private mappings of it
-    /// share its image (see [`crate::fileimage`]).
-    pub fn of_root_image(fd: OwnedFd) -> HostFile {
+    /// share its image, found among `images` (see [`crate::fileimage`]).
+    pub fn of_root_image(fd: OwnedFd, images: Arc<crate::fileimage::Images>) -> HostFile {
         HostFile {
-            image: Some(Default::default()),
+            image: Some(images),
             ..HostFile::new(fd)
         }
     }
@@ -159,7 +160,7 @@ impl HostFile {
         mf: &Arc<crate::memfile::MemoryFile>,
     ) -> Result<Option<Arc<crate::fileimage::FileImage>>, Errno> {
         match &self.image {
-            Some(slot) => slot.image(self, mf),
+            Some(images) => images.image(self, mf),
             None => Ok(None),
         }
     }
@@ -524,6 +525,8 @@ pub struct FileSystem {
     pool: Arc<crate::tmpfs::Quota>,
     /// pages of volume files mapped `MAP_SHARED`
     pub page_caches: Arc<crate::pagecache::PageCaches>,
+    /// the images of the root's files that private mappings share
+    pub images: Arc<crate::fileimage::Images>,
 }
 
 /// What `linux.maskedPaths` and `linux.readonlyPaths` made of the tree:
@@ -696,6 +699,7 @@ impl FileSystem {
             tmpfs_mounts: 0,
             // As much as a tmpfs may hold: half the sandbox's memory.
             page_caches: crate::pagecache::PageCaches::new(mf.clone(), size),
+            images: Arc::new(crate::fileimage::Images::new(total_memory)),
             mf,
             pool,
         })
@@ -1393,7 +1397,7 @@ impl FileSystem {
             return Err(Errno::EAGAIN);
         }
         let f = Arc::new(if shared {
-            HostFile::of_root_image(fd)
+            HostFile::of_root_image(fd, self.images.clone())
         } else {
             HostFile::new(fd)
         });
