@@ -574,6 +574,14 @@ impl Socket {
         self.stack.op(self.id, |s, e| s.recv_error(e))
     }
 
+    /// How many edges the socket has had: arrivals (data, a datagram, a
+    /// connection on a listener, also when some were waiting already) and
+    /// changes of its readiness. Edge-triggered epoll reports a socket
+    /// again when this moved, whatever the readiness.
+    pub fn edges(&self) -> Result<u64, Errno> {
+        self.stack.query(self.id, |_, e| e.edges)
+    }
+
     /// Current poll state.
     pub fn readiness(&self) -> Result<Readiness, Errno> {
         self.stack.query(self.id, |s, e| s.readiness(e))
@@ -653,6 +661,9 @@ struct Entry {
     wake: Wakeups,
     /// `wake` gained something since the changes were last collected
     woken: bool,
+    /// arrivals and readiness changes so far: each one is an edge for
+    /// edge-triggered epoll, as each of Linux's socket callbacks is
+    edges: u64,
     /// errors for `MSG_ERRQUEUE` (`IP_RECVERR`), oldest first
     errqueue: VecDeque<crate::QueuedError>,
     state: State,
@@ -686,6 +697,7 @@ impl Entry {
             fasync: false,
             wake: Wakeups::default(),
             woken: false,
+            edges: 0,
             errqueue: VecDeque::new(),
             state,
         }
@@ -2585,7 +2597,12 @@ impl Inner {
             let Some(e) = self.entries.get_mut(&id) else {
                 continue;
             };
-            if level > e.rx_level {
+            // More data (or another connection) on a socket that was
+            // readable already is an edge too (sk_data_ready wakes
+            // edge-triggered epoll waiters on every arrival): it is news
+            // to every waiter.
+            let arrived = level > e.rx_level;
+            if arrived {
                 e.wake.data = true;
                 e.woken = true;
             }
@@ -2610,10 +2627,12 @@ impl Inner {
                     e.woken = true;
                 }
             }
-            // New wake-ups are news only to a socket that wants signals:
-            // others are not reported for more data arriving while they
-            // were readable already.
-            if r != e.last || (e.woken && e.fasync) {
+            if r != e.last || arrived {
+                e.edges += 1;
+            }
+            // Other wake-ups (room to write) are news only to a socket
+            // that wants signals.
+            if r != e.last || arrived || (e.woken && e.fasync) {
                 changed.push(id);
                 e.last = r;
                 e.woken = false;

@@ -7,7 +7,9 @@
 //! mount, a rename race, /proc's root, cwd and fd links, hard links;
 //! `no_way_out.c`), `--overlay` over `--root DIR` (copy-up, whiteouts,
 //! directory renames; the host's tree untouched), tmpfs limits, and what
-//! programs learn about the machine (CPU counts, start times).
+//! programs learn about the machine (CPU counts, start times), and Go: a
+//! static Go program (preemption signals, threads, netpoller, HTTP) and the
+//! Go toolchain building, vetting and testing a module in the sandbox.
 
 mod common;
 
@@ -1955,5 +1957,364 @@ fn ps_aux_and_proc_self_list_the_sandbox_itself() {
         " fd",
     ] {
         assert!(ls.contains(want), "{want:?} in {ls}");
+    }
+}
+
+// ---- Go: its runtime and its toolchain ----------------------------------------
+
+/// A Go program that leans on what the Go runtime asks of a kernel: threads
+/// made with `clone(CLONE_THREAD|...)`, each with its own `sigaltstack`;
+/// asynchronous preemption (SIGURG by `tgkill`; without it the spinners
+/// below hold both Ps and the program never ends); futexes; timers and
+/// `nanosleep`; the netpoller on epoll (pipes and sockets with deadlines,
+/// HTTP and UDP over loopback); `os/exec` (clone with `CLONE_VFORK|CLONE_VM`,
+/// then wait4); signals to itself; `setuid`/`setgid` applied to every
+/// thread by a signal each; a heap given back with `madvise`.
+const GO_PROGRAM: &str = r#"package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	runtime.GOMAXPROCS(2)
+
+	// Two goroutines spin without a call (so without a cooperative
+	// preemption point) on both Ps for 300 ms: main wakes up to stop them
+	// only if the runtime preempts one by a signal.
+	var stop atomic.Bool
+	var spins [2]uint64
+	var wg sync.WaitGroup
+	for i := range spins {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for !stop.Load() {
+				spins[i]++
+			}
+		}(i)
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	fmt.Println("preempted, both spun:", spins[0] > 1000 && spins[1] > 1000)
+
+	// Channels: a pipeline of four workers.
+	in, out := make(chan int), make(chan int, 4)
+	for w := 0; w < 4; w++ {
+		go func() {
+			for v := range in {
+				out <- v * v
+			}
+		}()
+	}
+	go func() {
+		for i := 1; i <= 100; i++ {
+			in <- i
+		}
+		close(in)
+	}()
+	sum := 0
+	for i := 0; i < 100; i++ {
+		sum += <-out
+	}
+	fmt.Println("sum of squares:", sum)
+
+	// Sleeps, timers and a ticker.
+	t0 := time.Now()
+	time.Sleep(30 * time.Millisecond)
+	<-time.NewTimer(20 * time.Millisecond).C
+	<-time.After(10 * time.Millisecond)
+	tk := time.NewTicker(5 * time.Millisecond)
+	for i := 0; i < 4; i++ {
+		<-tk.C
+	}
+	tk.Stop()
+	el := time.Since(t0)
+	fmt.Println("slept long enough:", el >= 80*time.Millisecond, "not too long:", el < 10*time.Second)
+
+	// os/exec.
+	b, err := exec.Command("/bin/echo", "from", "echo").Output()
+	fmt.Printf("echo: %q %v\n", b, err)
+	fmt.Println("false:", exec.Command("/bin/false").Run())
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	fmt.Println("sleep 10 under a 100 ms context:", exec.CommandContext(ctx, "/bin/sleep", "10").Run())
+
+	// Files in a temporary directory.
+	dir, err := os.MkdirTemp("", "goprog")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	p, q := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
+	if err := os.WriteFile(p, []byte(strings.Repeat("go!", 10000)), 0o640); err != nil {
+		panic(err)
+	}
+	if err := os.Rename(p, q); err != nil {
+		panic(err)
+	}
+	data, err := os.ReadFile(q)
+	st, _ := os.Stat(q)
+	_, gone := os.Stat(p)
+	ents, _ := os.ReadDir(dir)
+	names := []string{}
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	fmt.Println("file:", len(data), err, st.Mode(), os.IsNotExist(gone), names)
+
+	// A signal to itself, and SIGPIPE ignored.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1)
+	syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+	fmt.Println("signal:", <-sigs)
+	signal.Ignore(syscall.SIGPIPE)
+
+	// setgid and setuid run on every thread of the process.
+	fmt.Println("setgid:", syscall.Setgid(os.Getgid()), "setuid:", syscall.Setuid(os.Getuid()))
+
+	// A pipe with a read deadline, through the netpoller.
+	r, w, _ := os.Pipe()
+	r.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	buf := make([]byte, 16)
+	_, err = r.Read(buf)
+	fmt.Println("pipe read timed out:", os.IsTimeout(err))
+	w.Write([]byte("ping"))
+	r.SetReadDeadline(time.Time{})
+	n, _ := r.Read(buf)
+	fmt.Println("pipe:", string(buf[:n]))
+
+	// UDP over loopback.
+	uc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	cc, _ := net.Dial("udp", uc.LocalAddr().String())
+	cc.Write([]byte("dgram"))
+	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, _, err = uc.ReadFrom(buf)
+	fmt.Println("udp:", string(buf[:n]), err)
+
+	// TCP: a read deadline that passes, then the data.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		s, _ := ln.Accept()
+		time.Sleep(100 * time.Millisecond)
+		s.Write([]byte("late"))
+		s.Close()
+	}()
+	tc, _ := net.Dial("tcp", ln.Addr().String())
+	tc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	_, err = tc.Read(buf)
+	fmt.Println("tcp read timed out:", os.IsTimeout(err))
+	tc.SetReadDeadline(time.Time{})
+	n, _ = io.ReadFull(tc, buf[:4])
+	fmt.Println("tcp:", string(buf[:n]))
+	ln.Close()
+
+	// An HTTP server and eight concurrent clients in the same process.
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello %s %s", r.Method, r.URL.Path)
+	})}
+	go srv.Serve(hl)
+	bodies := make([]string, 8)
+	var hw sync.WaitGroup
+	for i := range bodies {
+		hw.Add(1)
+		go func(i int) {
+			defer hw.Done()
+			resp, err := http.Get(fmt.Sprintf("http://%s/p%d", hl.Addr(), i))
+			if err != nil {
+				bodies[i] = err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			bodies[i] = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		}(i)
+	}
+	hw.Wait()
+	srv.Close()
+	for _, b := range bodies {
+		fmt.Println("http:", b)
+	}
+
+	// 320 MiB of heap, touched, then given back to the system.
+	var big [][]byte
+	for i := 0; i < 40; i++ {
+		b := make([]byte, 8<<20)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = byte(j)
+		}
+		big = append(big, b)
+	}
+	big = nil
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Println("heap released:", ms.HeapReleased > 100<<20)
+
+	// Twenty threads asleep in nanosleep at once.
+	var tw sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		tw.Add(1)
+		go func() {
+			defer tw.Done()
+			runtime.LockOSThread()
+			syscall.Nanosleep(&syscall.Timespec{Nsec: 20e6}, nil)
+		}()
+	}
+	tw.Wait()
+	exe, err := os.Executable()
+	fmt.Println("executable:", filepath.Base(exe), err)
+}
+"#;
+
+/// The host's `go` command, or `None` (saying so) where Go is not
+/// installed; CI installs it (`golang-go` in `.ci/run`).
+fn host_go() -> Option<&'static str> {
+    let found = ["/usr/bin/go", "/usr/local/go/bin/go"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    if found.is_none() {
+        eprintln!("skipped: no `go` on this host (apt-get install golang-go; .ci/run does)");
+    }
+    found
+}
+
+/// A static (cgo-free) Go program built with the host's toolchain runs in
+/// the sandbox as natively, on every platform.
+#[test]
+fn go_program_runs_as_natively() {
+    let Some(go) = host_go() else { return };
+    let dir = TempDir::new("goprog");
+    std::fs::write(dir.path().join("main.go"), GO_PROGRAM).expect("write main.go");
+    std::fs::write(dir.path().join("go.mod"), "module goprog\n\ngo 1.19\n").expect("write go.mod");
+    // The build's home and cache stay in the test's directory.
+    let home = dir.path().join("home");
+    let cache = dir.path().join("cache");
+    let env = [
+        ("HOME", path_str(&home)),
+        ("GOCACHE", path_str(&cache)),
+        ("GOFLAGS", "-mod=mod"),
+        ("CGO_ENABLED", "0"),
+    ];
+    let mut build = command(go, &env);
+    build
+        .current_dir(dir.path())
+        .args(["build", "-o", "goprog", "."]);
+    let out = run(build, None, TIMEOUT);
+    assert_eq!(out.status, 0, "go build: {}", out.stderr);
+    compare(&[path_str(&dir.path().join("goprog"))]);
+}
+
+/// The Go toolchain at work in the sandbox (`--overlay`): `go build` of a
+/// module of two packages, `go vet`, `go test` and `go run`, with a fresh
+/// build cache in the sandbox's /tmp: many processes (the go command, the
+/// compiler, the linker, vet, the test binary), hundreds of files, the
+/// cache's index files mapped shared. Same output as natively.
+#[test]
+fn go_builds_vets_tests_and_runs_a_module() {
+    if host_go().is_none() {
+        return;
+    }
+    let script = r#"set -e; d=$(mktemp -d); cd "$d"
+printf 'module hello\n\ngo 1.19\n' > go.mod
+mkdir words
+cat > words/words.go <<'GO'
+// Package words sorts words.
+package words
+
+import (
+	"sort"
+	"strings"
+)
+
+// Sorted returns the words of s in order.
+func Sorted(s string) []string {
+	w := strings.Fields(s)
+	sort.Strings(w)
+	return w
+}
+GO
+cat > words/words_test.go <<'GO'
+package words
+
+import "testing"
+
+func TestSorted(t *testing.T) {
+	if got := Sorted("b a c"); len(got) != 3 || got[0] != "a" || got[2] != "c" {
+		t.Fatal(got)
+	}
+}
+GO
+cat > main.go <<'GO'
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"hello/words"
+)
+
+func main() {
+	w := words.Sorted("the quick brown fox jumps over the lazy dog")
+	fmt.Println(strings.Join(w, " "), len(w), len(os.Args))
+}
+GO
+export HOME="$d" GOCACHE="$d/cache" GOFLAGS=-mod=mod CGO_ENABLED=0
+go build -o "$d/hello" .
+"$d/hello"
+go vet ./...
+go test ./... 2>&1 | sed 's/\t[0-9.]*s$//'
+go run . a b
+cd /; rm -rf "$d""#;
+    let argv = ["sh", "-c", script];
+    let expected = "brown dog fox jumps lazy over quick the the 9 1\n\
+                    ?   \thello\t[no test files]\nok  \thello/words\n\
+                    brown dog fox jumps lazy over quick the the 9 3\n";
+    let nat = native(&argv, &[], None);
+    assert_eq!(
+        (nat.status, nat.stdout.as_str()),
+        (0, expected),
+        "the NATIVE run differs, so the test is wrong: {}",
+        nat.stderr
+    );
+    for platform in ["seccomp", "ptrace"] {
+        let sb = sandboxed(&["--overlay", "--platform", platform], &argv, &[], None);
+        assert_eq!(
+            (sb.status, sb.stdout.as_str()),
+            (0, expected),
+            "--platform {platform}: {}",
+            sb.stderr
+        );
     }
 }

@@ -837,13 +837,7 @@ impl FileDescription {
             FileKind::Pipe(end) => end.pipe.generation(end.reader),
             FileKind::EventFd(e) => e.generation(),
             FileKind::Pty(end) => end.pty.generation(end.master),
-            FileKind::Inet(s) => {
-                let r = s.sock.readiness().unwrap_or_default();
-                u64::from(r.readable)
-                    | u64::from(r.writable) << 1
-                    | u64::from(r.hup) << 2
-                    | s.sock.bytes_readable().unwrap_or(0) as u64 >> 3 << 3
-            }
+            FileKind::Inet(s) => s.sock.edges().unwrap_or(0),
             FileKind::HostInet(s) => s.generation(),
             FileKind::TimerFd(t) => t.count.load(std::sync::atomic::Ordering::Relaxed),
             FileKind::Inotify(i) => i.generation(),

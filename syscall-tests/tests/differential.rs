@@ -185,6 +185,12 @@ guests! {
     dup_range,
     poll_select,
     epoll_modes,
+    // edge-triggered epoll on sockets: every arrival is an edge (the Go
+    // netpoller's accept and read loops)
+    epoll_socket_edges,
+    // threads mapping without MAP_FIXED at once: a range each (the Go
+    // runtime's and toolchain's off-heap memory and mapped files)
+    mmap_threads,
     eventfd_sem,
     timerfd_periodic,
     signalfd_read,

@@ -7,7 +7,7 @@ use platform::Prot;
 
 use crate::file::FileKind;
 use crate::guestio::{Stage, IO_CHUNK};
-use crate::mm::{page_up, Backing};
+use crate::mm::{page_up, Backing, MemoryManager};
 use crate::task::Task;
 use crate::vfs::Device;
 use crate::PAGE_SIZE;
@@ -169,19 +169,26 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             _ => return Err(Errno::ENODEV),
         }
     }
-    let start = if flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) {
-        if addr % PAGE_SIZE != 0 {
-            return Err(Errno::EINVAL);
+    let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
+    if fixed && addr % PAGE_SIZE != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let no_replace = flags.contains(MapFlags::FIXED_NOREPLACE) && !flags.contains(MapFlags::FIXED);
+    // The address is chosen under the same hold of the address space's
+    // lock as the mapping is made (Linux's mmap_lock): two threads mapping
+    // at once must never both be given the same free range, the second
+    // mapping then replacing the first under the feet of its owner.
+    let place = |mm: &MemoryManager| -> Result<u64, Errno> {
+        if !fixed {
+            return mm.pick_address(addr, len);
         }
-        if flags.contains(MapFlags::FIXED_NOREPLACE) && !flags.contains(MapFlags::FIXED) {
+        if no_replace {
             let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
-            if task.mm().vmas().any(|v| v.start < end && v.end > addr) {
+            if mm.vmas().any(|v| v.start < end && v.end > addr) {
                 return Err(Errno::EEXIST);
             }
         }
-        addr
-    } else {
-        task.mm().pick_address(addr, len)?
+        Ok(addr)
     };
     if let Some(h) = cached {
         // The pages are read from the host before the address space is
@@ -189,6 +196,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         let pin = task.kernel.fs.page_caches.pin(&h)?;
         let pieces = crate::pagecache::FileCache::map(pin, &h, may_write, off, len)?;
         let mut mm = task.mm();
+        let start = place(&mm)?;
         for (at, region) in pieces {
             let n = region.len();
             if let Err(e) = mm.map_region(start + at, n, prot, region, 0) {
@@ -200,6 +208,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Ok(start);
     }
     let mut mm = task.mm();
+    let start = place(&mm)?;
     if let Some(region) = shared_region {
         mm.map_region(start, len, prot, region, off)?;
         mm.set_limits(start, may_write, None);
