@@ -589,6 +589,18 @@ fn address_spaces_come_and_go_without_leaks() {
     }
 }
 
+/// The pid of `p`'s spare stub, once it is made.
+fn spare_of(p: &platform_ptrace::PtracePlatform) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = p.spare_stub_for_test() {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no spare stub");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn from_the_second_address_space_on_a_spare_stub_is_made_ahead() {
     let mem = MemFile::new();
@@ -604,14 +616,7 @@ fn from_the_second_address_space_on_a_spare_stub_is_made_ahead() {
         let as_ = p.new_address_space().expect("address space");
         // Once one exists, the next address space takes a stub that was
         // ready before it was asked for.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let spare = loop {
-            if let Some(pid) = p.spare_stub_for_test() {
-                break pid;
-            }
-            assert!(Instant::now() < deadline, "no spare stub");
-            std::thread::sleep(Duration::from_millis(5));
-        };
+        let spare = spare_of(&p);
         assert!(!gone_or_zombie(spare));
         drop(as_);
         let next = p.new_address_space().expect("address space");
@@ -628,14 +633,7 @@ fn from_the_second_address_space_on_a_spare_stub_is_made_ahead() {
     }
     drop(ctx);
     drop(first);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let last = loop {
-        if let Some(pid) = p.spare_stub_for_test() {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "no spare stub");
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let last = spare_of(&p);
     // The platform takes its spare with it.
     drop(p);
     for pid in spares.into_iter().chain([last]) {

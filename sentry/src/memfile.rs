@@ -167,33 +167,9 @@ impl MemoryFile {
         unsafe { std::ptr::copy(src, dst, len as usize) };
     }
 
-    /// How many bytes of `[from, from + len)` hold pages (not holes).
-    pub fn populated(&self, from: u64, len: u64) -> u64 {
-        let end = from + len;
-        let mut at = from;
-        let mut n = 0;
-        while at < end {
-            // SAFETY: plain lseek on our own descriptor.
-            let data = unsafe { libc::lseek(self.fd.as_raw_fd(), at as i64, libc::SEEK_DATA) };
-            if data < 0 || data as u64 >= end {
-                break;
-            }
-            // SAFETY: as above.
-            let hole = unsafe { libc::lseek(self.fd.as_raw_fd(), data, libc::SEEK_HOLE) };
-            let stop = if hole < 0 {
-                end
-            } else {
-                (hole as u64).min(end)
-            };
-            n += stop - data as u64;
-            at = stop;
-        }
-        n
-    }
-
-    /// Copies `[from, from + len)` to `to`, touching only the pages that
-    /// hold data (holes stay holes), for `fork`.
-    pub fn copy_populated(&self, from: u64, to: u64, len: u64) {
+    /// Calls `f(start, end)` for each run of `[from, from + len)` that
+    /// holds pages (the holes between them are left out).
+    fn for_each_data(&self, from: u64, len: u64, mut f: impl FnMut(u64, u64)) {
         let end = from + len;
         let mut at = from;
         while at < end {
@@ -209,10 +185,24 @@ impl MemoryFile {
             } else {
                 (hole as u64).min(end)
             };
-            let data = data as u64;
-            self.copy_within(data, to + (data - from), stop - data);
+            f(data as u64, stop);
             at = stop;
         }
+    }
+
+    /// How many bytes of `[from, from + len)` hold pages (not holes).
+    pub fn populated(&self, from: u64, len: u64) -> u64 {
+        let mut n = 0;
+        self.for_each_data(from, len, |s, e| n += e - s);
+        n
+    }
+
+    /// Copies `[from, from + len)` to `to`, touching only the pages that
+    /// hold data (holes stay holes), for `fork`.
+    pub fn copy_populated(&self, from: u64, to: u64, len: u64) {
+        self.for_each_data(from, len, |s, e| {
+            self.copy_within(s, to + (s - from), e - s)
+        });
     }
 
     /// Reads up to `len` bytes from host descriptor `fd` at file position
