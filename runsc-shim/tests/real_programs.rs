@@ -1546,6 +1546,29 @@ fn cgroup_statistics_parse_and_grow() {
     );
 }
 
+/// Set-user-ID bits count where the mount table shows no `nosuid` (the
+/// sandbox's `/tmp`) and not where it does (`/dev/shm`, as in a
+/// container), as Linux's `nosuid` mounts behave.
+#[test]
+fn set_user_id_programs_follow_the_mount_tables_nosuid() {
+    let out = sandboxed(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "for d in /tmp /dev/shm; do
+               cp /usr/bin/id $d/id && chmod 4755 $d/id
+               grep \" $d \" /proc/self/mounts | cut -d' ' -f4 | tr ',' '\\n' | grep -cx nosuid
+               setpriv --reuid=1000 --regid=1000 --clear-groups $d/id -u
+             done",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(out.stdout, "0\n0\n1\n1000\n", "{}", out.stderr);
+}
+
 /// /sys/class/net/lo, which tools read for the loopback, says what the
 /// host's loopback says (and what the sandbox's netlink says of it).
 #[test]

@@ -101,12 +101,13 @@ fn open_exec(
     Ok((fs.open_exec(&loc)?, loc, st))
 }
 
-/// Whether set-ID bits of programs at `node` do not count (a `nosuid`
-/// mount): the volumes, which the mount table shows `nosuid` as an OCI
-/// runtime mounts them. The root and the Sentry's own file systems have
-/// no such option here.
-fn nosuid(node: &crate::vfs::Node) -> bool {
-    matches!(node, crate::vfs::Node::Host { h, .. } if h.volume().is_some())
+/// Whether set-ID bits of the program at `loc` do not count (a `nosuid`
+/// mount), as the mount table shows: the volumes (as an OCI runtime mounts
+/// them) and the Sentry's `/dev` and `/dev/shm` (as a container's are).
+/// The root, `/tmp` and `/run` have no such option.
+fn nosuid(loc: &Location) -> bool {
+    matches!(loc.node(), crate::vfs::Node::Host { h, .. } if h.volume().is_some())
+        || loc.path().starts_with("/dev/")
 }
 
 fn pread_exact(file: &HostFile, buf: &mut [u8], pos: u64) -> Result<usize, Errno> {
@@ -389,7 +390,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
             mode: st.mode,
             uid: st.uid,
             gid: st.gid,
-            nosuid: nosuid(loc.node()),
+            nosuid: nosuid(&loc),
         };
         break (parse_elf(file_ref, loc.path(), &head)?, loc.path(), file);
     };
