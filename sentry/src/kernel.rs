@@ -235,6 +235,8 @@ pub struct Kernel {
     pub uts: Mutex<UtsNames>,
     /// System V shared memory segments (the sandbox is an IPC namespace)
     pub sysv_shm: Arc<crate::sysvshm::Registry>,
+    /// System V semaphore sets
+    pub sysv_sem: Arc<crate::sysvsem::Registry>,
     /// CPUs the guest sees
     pub cpus: usize,
     /// their topology and caches, as /sys shows them
@@ -692,6 +694,7 @@ where
     };
     let kernel = Arc::new(Kernel {
         sysv_shm: Arc::default(),
+        sysv_sem: Arc::default(),
         platform,
         memory: memory.clone(),
         fs,

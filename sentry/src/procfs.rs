@@ -356,9 +356,6 @@ const PROC_SYSVIPC: &str = "@proc/sysvipc";
 
 const PROC_SYSVIPC_FILES: &[&str] = &["msg", "sem", "shm"];
 
-/// `/proc/sysvipc/sem`'s header line (Linux's, 64-bit).
-const SYSVIPC_SEM_HEADER: &str =
-    "       key      semid perms      nsems   uid   gid  cuid  cgid      otime      ctime\n";
 /// `/proc/sysvipc/msg`'s header line.
 const SYSVIPC_MSG_HEADER: &str = "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid      stime      rtime      ctime\n";
 
@@ -623,8 +620,8 @@ impl ProcFs {
                     let k = self.kernel()?;
                     let content = match name_s {
                         "shm" => crate::sysvshm::proc_table(&k.sysv_shm, &k.memory),
-                        // (no System V semaphores or message queues)
-                        "sem" => SYSVIPC_SEM_HEADER.to_string(),
+                        "sem" => crate::sysvsem::proc_table(&k.sysv_sem),
+                        // (no System V message queues)
                         "msg" => SYSVIPC_MSG_HEADER.to_string(),
                         _ => return Err(Errno::ENOENT),
                     };

@@ -47,7 +47,7 @@ const SHM_EXEC: u64 = 0o100000;
 const SHM_DEST: u32 = 0o1000;
 const SHM_LOCKED: u32 = 0o2000;
 /// `SEQ_MULTIPLIER` (`IPCMNI`).
-const SEQ_MULTIPLIER: i32 = 32768;
+pub(crate) const SEQ_MULTIPLIER: i32 = 32768;
 /// Linux's defaults (`SHMMAX`, `SHMALL`, `SHMMNI`, `SHMMIN`).
 const SHMMAX: u64 = u64::MAX - (1 << 24);
 const SHMALL: u64 = u64::MAX - (1 << 24);
@@ -77,6 +77,16 @@ struct Segment {
 }
 
 impl Segment {
+    fn owner(&self) -> Owner {
+        Owner {
+            uid: self.uid,
+            gid: self.gid,
+            cuid: self.cuid,
+            cgid: self.cgid,
+            mode: self.mode,
+        }
+    }
+
     fn nattch(&self) -> u64 {
         let held = usize::from(self.region.is_some());
         (self.weak.strong_count() - held.min(self.weak.strong_count())) as u64
@@ -126,6 +136,30 @@ impl Default for Inner {
 /// Sequence numbers wrap here (`ipcid_seq_max()`: `INT_MAX / IPCMNI`).
 const SEQ_MAX: u16 = (i32::MAX / SEQ_MULTIPLIER) as u16;
 
+/// A new object's index and sequence number, as Linux's `ipc_idr_alloc`
+/// picks them: the next free index after the last one, below max(64, 3/2
+/// of `in_use`) and `most`; the sequence number grows when the index wraps.
+/// Its identifier is `seq * 32768 + index`.
+pub(crate) fn new_id(
+    seq: &mut u16,
+    last_idx: &mut i32,
+    in_use: usize,
+    most: usize,
+    taken: impl Fn(i32) -> bool,
+) -> Result<(i32, u16), Errno> {
+    let max = (in_use * 3 / 2).clamp(64, most) as i32;
+    let from = *last_idx + 1;
+    let idx = (from..max)
+        .chain(0..from.min(max))
+        .find(|&i| !taken(i))
+        .ok_or(Errno::ENOSPC)?;
+    if idx <= *last_idx {
+        *seq = (*seq + 1) % SEQ_MAX;
+    }
+    *last_idx = idx;
+    Ok((idx, *seq))
+}
+
 impl Inner {
     /// The segment named by `id`: its index and sequence number must match.
     fn by_id(&mut self, id: i32) -> Result<(i32, &mut Segment), Errno> {
@@ -141,17 +175,11 @@ impl Inner {
 
     /// A free index and the sequence number that goes with it.
     fn new_index(&mut self) -> Result<(i32, u16), Errno> {
-        let max = (self.segs.len() * 3 / 2).clamp(64, SHMMNI) as i32;
-        let from = self.last_idx + 1;
-        let idx = (from..max)
-            .chain(0..from.min(max))
-            .find(|i| !self.segs.contains_key(i))
-            .ok_or(Errno::ENOSPC)?;
-        if idx <= self.last_idx {
-            self.seq = (self.seq + 1) % SEQ_MAX;
-        }
-        self.last_idx = idx;
-        Ok((idx, self.seq))
+        let segs = &self.segs;
+        let (idx, seq) = new_id(&mut self.seq, &mut self.last_idx, segs.len(), SHMMNI, |i| {
+            segs.contains_key(&i)
+        })?;
+        Ok((idx, seq))
     }
 
     fn pages(&self) -> u64 {
@@ -163,35 +191,53 @@ impl Inner {
     }
 }
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// The owner, creator and mode of a System V object.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+    pub cuid: u32,
+    pub cgid: u32,
+    pub mode: u32,
+}
+
 /// The ipc permission check (Linux's `ipcperms`): the owner's or
 /// creator's bits, the group's, the others'; `CAP_IPC_OWNER` passes.
-fn permitted(task: &Task, s: &Segment, want: u32) -> bool {
+pub(crate) fn ipc_permitted(task: &Task, o: &Owner, want: u32) -> bool {
     let c = &task.creds;
-    let bits = if c.uid[1] == s.uid || c.uid[1] == s.cuid {
-        s.mode >> 6
-    } else if c.in_group(s.gid) || c.in_group(s.cgid) {
-        s.mode >> 3
+    let bits = if c.uid[1] == o.uid || c.uid[1] == o.cuid {
+        o.mode >> 6
+    } else if c.in_group(o.gid) || c.in_group(o.cgid) {
+        o.mode >> 3
     } else {
-        s.mode
+        o.mode
     } & 7;
     want & !bits == 0 || task.capable(CAP_IPC_OWNER)
 }
 
+/// Whether the caller owns or made an object, or has `CAP_SYS_ADMIN`
+/// (`IPC_SET`, `IPC_RMID`).
+pub(crate) fn ipc_may_change(task: &Task, o: &Owner) -> bool {
+    let euid = task.creds.uid[1];
+    euid == o.uid || euid == o.cuid || task.capable(cap::SYS_ADMIN)
+}
+
+fn permitted(task: &Task, s: &Segment, want: u32) -> bool {
+    ipc_permitted(task, &s.owner(), want)
+}
+
+fn may_change(task: &Task, s: &Segment) -> bool {
+    ipc_may_change(task, &s.owner())
+}
+
 /// `CAP_IPC_OWNER`.
 const CAP_IPC_OWNER: u32 = 15;
-
-/// Whether the caller owns or made `s`, or has `CAP_SYS_ADMIN`
-/// (`IPC_SET`, `IPC_RMID`).
-fn may_change(task: &Task, s: &Segment) -> bool {
-    let euid = task.creds.uid[1];
-    euid == s.uid || euid == s.cuid || task.capable(cap::SYS_ADMIN)
-}
 
 pub fn sys_shmget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let (key, size, flags) = (a[0] as i32, a[1], a[2]);
@@ -365,17 +411,17 @@ pub fn sys_shmdt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// `struct ipc64_perm`.
 #[repr(C)]
 #[derive(Clone, Copy, Default, zerocopy::IntoBytes, zerocopy::FromBytes, zerocopy::Immutable)]
-struct IpcPerm {
-    key: i32,
-    uid: u32,
-    gid: u32,
-    cuid: u32,
-    cgid: u32,
-    mode: u32,
-    seq: u16,
-    pad2: u16,
-    pad3: u32,
-    unused: [u64; 2],
+pub(crate) struct IpcPerm {
+    pub key: i32,
+    pub uid: u32,
+    pub gid: u32,
+    pub cuid: u32,
+    pub cgid: u32,
+    pub mode: u32,
+    pub seq: u16,
+    pub pad2: u16,
+    pub pad3: u32,
+    pub unused: [u64; 2],
 }
 
 /// `struct shmid64_ds` (x86-64).

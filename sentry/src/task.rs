@@ -1781,6 +1781,8 @@ impl Task {
         self.kernel
             .locks
             .release_records(None, crate::locks::Owner::Process(me));
+        // Its semaphore adjustments (SEM_UNDO) are applied.
+        crate::sysvsem::exit_process(&self.kernel.sysv_sem, &self.kernel.bus, me);
         let kernel = self.kernel.clone();
         // The controlling process's exit hangs its terminal up for the
         // foreground group (disassociate_ctty()).

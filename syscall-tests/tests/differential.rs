@@ -131,8 +131,9 @@ guests! {
     setuid_exec,
     // PR_SET_SECUREBITS and what each bit does
     securebits,
-    // System V shared memory
+    // System V shared memory and semaphores
     sysv_shm,
+    sysv_sem,
     umask,
     sched,
     // /proc/cpuinfo's topology agrees with /sys's (issue 4 point 3)
