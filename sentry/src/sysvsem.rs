@@ -47,6 +47,11 @@ const SEMMNI: usize = 32000;
 const SEMVMX: i32 = 32767;
 /// `SEMAEM`: the largest undo adjustment.
 const SEMAEM: i32 = SEMVMX;
+/// The most semaphores the sandbox holds in all, below Linux's `SEMMNS`:
+/// they live in the Sentry's own memory (16 bytes each here), which a
+/// guest must not be able to exhaust; past it `semget` is `ENOSPC`, as
+/// past `SEMMNS`.
+const SENTRY_MAX_SEMS: usize = 1 << 20;
 
 #[derive(Debug)]
 struct SemSet {
@@ -143,7 +148,7 @@ pub fn sys_semget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if nsems == 0 {
         return Err(Errno::EINVAL);
     }
-    if g.total() + nsems as usize > SEMMNS || g.sets.len() >= SEMMNI {
+    if g.total() + nsems as usize > SEMMNS.min(SENTRY_MAX_SEMS) || g.sets.len() >= SEMMNI {
         return Err(Errno::ENOSPC);
     }
     let Inner {
