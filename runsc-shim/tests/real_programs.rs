@@ -1,5 +1,5 @@
-//! Real programs (coreutils, busybox applets, tar, gcc, git, sqlite3, Python,
-//! a cargo build) run natively and under
+//! Real programs (coreutils, busybox applets, tar, gcc, git, sqlite3, Python
+//! scripts and a venv + unittest CI job, a cargo build) run natively and under
 //! `ferrovisor do` on each platform, with the same argv, environment and
 //! stdin: stdout and exit status must agree. Also the CLI's own error statuses (127, 126, 2), death
 //! by signal (128+N), `--root DIR` confinement of absolute symlinks, attacks
@@ -1945,6 +1945,90 @@ with tempfile.TemporaryDirectory() as d:
 PY"#,
     );
 }
+
+/// A typical Python CI job, offline: `python3 -m venv` (Debian's
+/// python3-venv, pip from its bundled wheels), pip's own view of the venv,
+/// then `python -m unittest` on a package from `PYTHONPATH` whose tests use
+/// `multiprocessing` pools (fork and spawn: POSIX semaphores in /dev/shm,
+/// pipes, re-exec of the venv's interpreter), `ThreadPoolExecutor`,
+/// `subprocess`, `sqlite3`, `json` and `tempfile`. Stderr goes to stdout
+/// (`exec 2>&1`) so it is compared too; only the run time is masked.
+#[test]
+fn python_venv_and_unittest_ci_job() {
+    compare_script(PYTHON_CI_JOB);
+}
+
+const PYTHON_CI_JOB: &str = r#"set -e; exec 2>&1; d=$(mktemp -d); cd "$d"
+python3 -m venv venv
+. venv/bin/activate
+mkdir -p src/calc tests
+cat > src/calc/__init__.py <<'PY'
+import json, sqlite3, subprocess, sys
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import get_context
+
+
+def square(x):
+    return x * x
+
+
+def squares(n, method=None):
+    with get_context(method).Pool(2) as p:
+        return p.map(square, range(n))
+
+
+def threaded_sum(n):
+    with ThreadPoolExecutor(4) as ex:
+        return sum(ex.map(square, range(n)))
+
+
+def child_says(word):
+    return subprocess.run([sys.executable, "-c", "import sys; print(sys.argv[1][::-1])", word],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def store(path, rows):
+    with sqlite3.connect(path) as db:
+        db.execute("create table if not exists t(k text primary key, v text)")
+        db.executemany("insert into t values (?, ?)", [(k, json.dumps(v)) for k, v in rows])
+    with sqlite3.connect(path) as db:
+        return {k: json.loads(v) for k, v in db.execute("select k, v from t order by k")}
+PY
+cat > tests/test_calc.py <<'PY'
+import json, os, tempfile, unittest
+import calc
+
+
+class CalcTest(unittest.TestCase):
+    def test_pool(self):
+        self.assertEqual(calc.squares(10), [i * i for i in range(10)])
+
+    def test_spawn_pool(self):
+        self.assertEqual(calc.squares(5, "spawn"), [0, 1, 4, 9, 16])
+
+    def test_threads(self):
+        self.assertEqual(calc.threaded_sum(100), 328350)
+
+    def test_subprocess(self):
+        self.assertEqual(calc.child_says("sandbox"), "xobdnas")
+
+    def test_sqlite_json(self):
+        with tempfile.TemporaryDirectory() as d:
+            got = calc.store(os.path.join(d, "db"), [("a", [1, 2]), ("b", {"x": None})])
+        self.assertEqual(got, {"a": [1, 2], "b": {"x": None}})
+
+    def test_json_file(self):
+        with tempfile.NamedTemporaryFile("w+", suffix=".json") as f:
+            json.dump({"b": [1, 2.5], "a": "\u00e9"}, f, sort_keys=True)
+            f.seek(0)
+            self.assertEqual(json.load(f), {"a": "\u00e9", "b": [1, 2.5]})
+PY
+pip list --disable-pip-version-check --no-index
+pip check --disable-pip-version-check
+python -c 'import sys; print(sys.prefix == sys.base_prefix, sys.executable == "'"$d"'/venv/bin/python")'
+s=0; PYTHONPATH=src python -m unittest discover -v -s tests > log 2>&1 || s=$?
+sed -E 's/^(Ran [0-9]+ tests?) in [0-9.]+s$/\1/' log; echo "unittest status $s"
+cd /; rm -rf "$d""#;
 
 #[test]
 fn ps_aux_and_proc_self_list_the_sandbox_itself() {
