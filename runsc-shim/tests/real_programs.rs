@@ -9,7 +9,8 @@
 //! directory renames; the host's tree untouched), tmpfs limits, and what
 //! programs learn about the machine (CPU counts, start times), and Go: a
 //! static Go program (preemption signals, threads, netpoller, HTTP) and the
-//! Go toolchain building, vetting and testing a module in the sandbox.
+//! Go toolchain building, vetting and testing a module in the sandbox, and
+//! a Node.js CI job (npm install offline, `npm test` with `node --test`).
 
 mod common;
 
@@ -2064,6 +2065,188 @@ fn ps_aux_and_proc_self_list_the_sandbox_itself() {
         " fd",
     ] {
         assert!(ls.contains(want), "{want:?} in {ls}");
+    }
+}
+
+// ---- Node.js: a CI job with npm ---------------------------------------------
+
+/// Whether the host has `node` and `npm` (saying so where not); CI installs
+/// both (`.ci/run`: `nodejs`, and `npm` unless it came with it).
+fn host_node_and_npm() -> bool {
+    let found = ["/usr/bin/node", "/usr/bin/npm"]
+        .iter()
+        .all(|p| Path::new(p).exists());
+    if !found {
+        eprintln!(
+            "skipped: no `node` or `npm` on this host (apt-get install nodejs npm; .ci/run does)"
+        );
+    }
+    found
+}
+
+/// A Node.js CI job in the sandbox's /tmp, offline: `npm pack` of a local
+/// package, `npm install` of its tarball, then `npm test` running
+/// `node --test` on tests that use `worker_threads`, `child_process.execFile`
+/// (node and sh, with an exit status), `fs.promises` (write, rename, readdir,
+/// stat, rm) with `fs.watch` (inotify), `http` on 127.0.0.1, timers
+/// (`setTimeout`, `setImmediate`, `nextTick`, `timers/promises`) and
+/// `crypto.randomBytes`; then `npm run` of a failing test (status 1).
+/// Durations, npm's timing and the job's directory are masked.
+const NODE_JOB: &str = r##"set -eo pipefail; d=$(mktemp -d); cd "$d"
+export HOME="$d" npm_config_cache="$d/npm-cache" npm_config_update_notifier=false
+mkdir dep app app/test
+cat > dep/package.json <<'J'
+{ "name": "tinydep", "version": "1.2.3", "main": "index.js", "license": "MIT" }
+J
+cat > dep/index.js <<'J'
+exports.words = (s) => s.split(/\s+/).filter(Boolean).sort();
+J
+(cd dep && npm pack --silent)
+cd app
+npm init -y >/dev/null
+npm pkg set name=app scripts.test="node --test test/"
+npm install --offline --no-audit --no-fund ../dep/tinydep-1.2.3.tgz | sed "s/in [0-9.]*m\?s$/in T/"
+cat > test/work.test.js <<'J'
+const test = require('node:test');
+const assert = require('node:assert');
+const { Worker } = require('node:worker_threads');
+const { execFile } = require('node:child_process');
+const fs = require('node:fs');
+const fsp = require('node:fs/promises');
+const path = require('node:path');
+const os = require('node:os');
+const http = require('node:http');
+const crypto = require('node:crypto');
+const timersp = require('node:timers/promises');
+const { words } = require('tinydep');
+
+test('a local dependency', () => {
+  assert.deepStrictEqual(words('the quick  brown fox'), ['brown', 'fox', 'quick', 'the']);
+});
+
+test('worker_threads', async () => {
+  const sums = await Promise.all([1, 2, 3].map((k) => new Promise((resolve, reject) => {
+    const w = new Worker(`const { parentPort, workerData } = require('worker_threads');
+      let s = 0; for (let i = 0; i < 1e6; i++) s += i % workerData;
+      parentPort.postMessage(s);`, { eval: true, workerData: k + 1 });
+    w.once('message', resolve);
+    w.once('error', reject);
+  })));
+  console.log('worker sums', sums.join(' '));
+  assert.deepStrictEqual(sums, [500000, 999999, 1500000]);
+});
+
+test('child_process.execFile', async () => {
+  const out = await new Promise((resolve, reject) =>
+    execFile(process.execPath, ['-e', 'console.log(6 * 7, process.argv.length)', 'x'],
+      (err, stdout) => (err ? reject(err) : resolve(stdout))));
+  assert.strictEqual(out, '42 2\n');
+  const sh = await new Promise((resolve) =>
+    execFile('sh', ['-c', 'echo from sh; exit 3'], (err, stdout) => resolve([err.code, stdout])));
+  assert.deepStrictEqual(sh, [3, 'from sh\n']);
+});
+
+test('fs.promises write, rename, readdir, watch', async () => {
+  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'n-'));
+  const seen = [];
+  const watcher = fs.watch(dir, (ev, name) => seen.push(name));
+  for (let i = 0; i < 5; i++) await fsp.writeFile(path.join(dir, `f${i}.tmp`), 'x'.repeat(i * 1000));
+  for (let i = 0; i < 5; i++) await fsp.rename(path.join(dir, `f${i}.tmp`), path.join(dir, `f${i}.txt`));
+  const names = (await fsp.readdir(dir)).sort();
+  const sizes = await Promise.all(names.map(async (n) => (await fsp.stat(path.join(dir, n))).size));
+  console.log('files', names.join(' '), sizes.join(' '));
+  for (let i = 0; i < 50 && !seen.includes('f4.txt'); i++) await timersp.setTimeout(10);
+  watcher.close();
+  assert.ok(seen.includes('f4.txt'), `watch saw ${seen}`);
+  await fsp.rm(dir, { recursive: true });
+});
+
+test('http on 127.0.0.1', async () => {
+  const server = http.createServer((req, res) => res.end(`hello ${req.method} ${req.url}`));
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address();
+  const bodies = await Promise.all(['/a', '/b', '/c'].map((p) => new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: p }, (res) => {
+      let b = ''; res.setEncoding('utf8');
+      res.on('data', (c) => (b += c)); res.on('end', () => resolve(`${res.statusCode} ${b}`));
+    }).on('error', reject);
+  })));
+  server.close();
+  console.log('http', bodies.join(', '));
+  assert.strictEqual(bodies[2], '200 hello GET /c');
+});
+
+test('timers and crypto.randomBytes', async () => {
+  const order = [];
+  await new Promise((resolve) => {
+    setTimeout(() => order.push('t20'), 20);
+    setTimeout(() => { order.push('t40'); resolve(); }, 40);
+    setImmediate(() => order.push('immediate'));
+    process.nextTick(() => order.push('tick'));
+  });
+  const t0 = process.hrtime.bigint();
+  await timersp.setTimeout(30);
+  const slept = Number(process.hrtime.bigint() - t0) / 1e6;
+  console.log('timers', order.join(' '), slept >= 29);
+  const a = crypto.randomBytes(32), b = crypto.randomBytes(32);
+  console.log('random', a.length, b.length, a.equals(b));
+  assert.ok(slept >= 29);
+  const h = crypto.createHash('sha256').update('ferrovisor').digest('hex');
+  console.log('sha256', h.slice(0, 16));
+});
+J
+cat > test/fail.test.js <<'J'
+const test = require('node:test');
+test('skipped', { skip: 'on purpose' }, () => {});
+test('todo', { todo: true }, () => {});
+J
+npm test 2>&1 | sed -e 's/duration_ms:\? [0-9.]*/duration_ms X/' -e "s|$d|D|g"
+mkdir check
+cat > check/bad.test.js <<'J'
+const test = require('node:test');
+const assert = require('node:assert');
+test('adds', () => assert.strictEqual(1 + 1, 3));
+J
+npm pkg set scripts.check="node --test check/"
+npm run check >check.out 2>&1 || echo "npm run check exited $?"
+sed -e 's/duration_ms:\? [0-9.]*/duration_ms X/' -e "s|$d|D|g" -e 's/_logs\/[^ ]*\.log/_logs\/LOG/' check.out
+ls node_modules; cat package.json | grep -c tinydep
+cd /; rm -rf "$d""##;
+
+/// [`NODE_JOB`] gives native's stdout, stderr and exit status on every
+/// platform (about 3 s a run here).
+#[test]
+fn node_npm_test_job_runs_as_natively() {
+    if !host_node_and_npm() {
+        return;
+    }
+    let argv = ["bash", "-c", NODE_JOB];
+    let nat = native(&argv, &[], None);
+    assert_eq!(
+        nat.status, 0,
+        "the NATIVE run failed, so the test is wrong: {}",
+        nat.stderr
+    );
+    for want in [
+        "# worker sums 500000 999999 1500000\n",
+        "# files f0.txt f1.txt f2.txt f3.txt f4.txt 0 1000 2000 3000 4000\n",
+        "# http 200 hello GET /a, 200 hello GET /b, 200 hello GET /c\n",
+        "# pass 6\n# fail 0\n",
+        "npm run check exited 1\n",
+    ] {
+        assert!(
+            nat.stdout.contains(want),
+            "the NATIVE run lacks {want:?}: {}",
+            nat.stdout
+        );
+    }
+    for platform in PLATFORMS {
+        let sb = sandboxed(&["--platform", platform], &argv, &[], None);
+        assert_eq!(
+            (sb.status, sb.stdout.as_str(), sb.stderr.as_str()),
+            (nat.status, nat.stdout.as_str(), nat.stderr.as_str()),
+            "--platform {platform}: sandbox (left) differs from native (right)"
+        );
     }
 }
 
