@@ -237,6 +237,8 @@ pub struct Kernel {
     pub sysv_shm: Arc<crate::sysvshm::Registry>,
     /// System V semaphore sets
     pub sysv_sem: Arc<crate::sysvsem::Registry>,
+    /// System V message queues
+    pub sysv_msg: Arc<crate::sysvmsg::Registry>,
     /// CPUs the guest sees
     pub cpus: usize,
     /// their topology and caches, as /sys shows them
@@ -695,6 +697,7 @@ where
     let kernel = Arc::new(Kernel {
         sysv_shm: Arc::default(),
         sysv_sem: Arc::default(),
+        sysv_msg: Arc::default(),
         platform,
         memory: memory.clone(),
         fs,

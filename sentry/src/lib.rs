@@ -34,6 +34,7 @@ pub mod pty;
 pub mod socket;
 pub mod syscalls;
 pub mod sysctl;
+pub mod sysvmsg;
 pub mod sysvsem;
 pub mod sysvshm;
 pub mod task;

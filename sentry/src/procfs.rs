@@ -356,9 +356,6 @@ const PROC_SYSVIPC: &str = "@proc/sysvipc";
 
 const PROC_SYSVIPC_FILES: &[&str] = &["msg", "sem", "shm"];
 
-/// `/proc/sysvipc/msg`'s header line.
-const SYSVIPC_MSG_HEADER: &str = "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid      stime      rtime      ctime\n";
-
 /// A file of `/proc/net`, as Linux formats it (`dev_seq_show()`,
 /// `if6_seq_show()`, `fib_route_seq_show()`).
 fn proc_net_file(name: &str) -> Option<String> {
@@ -621,8 +618,7 @@ impl ProcFs {
                     let content = match name_s {
                         "shm" => crate::sysvshm::proc_table(&k.sysv_shm, &k.memory),
                         "sem" => crate::sysvsem::proc_table(&k.sysv_sem),
-                        // (no System V message queues)
-                        "msg" => SYSVIPC_MSG_HEADER.to_string(),
+                        "msg" => crate::sysvmsg::proc_table(&k.sysv_msg),
                         _ => return Err(Errno::ENOENT),
                     };
                     return Ok(ProcNode::File(

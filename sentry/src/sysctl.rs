@@ -30,10 +30,9 @@ pub const MAX_SOMAXCONN: i64 = 4096;
 /// sandbox does with them. The POSIX message queue limits (`fs.mqueue.*`)
 /// are enforced by `mq_open`, `net.core.somaxconn` by `listen`. The System
 /// V IPC limits (`kernel.msg*`, `kernel.sem`, `kernel.shm*`) are only
-/// shown: the sandbox offers no System V message queues (`msgget` is
-/// `ENOSYS`), and its shared memory segments and semaphore sets
-/// (`crate::sysvshm`, `crate::sysvsem`) keep Linux's default limits
-/// whatever these say.
+/// shown: the sandbox's shared memory segments, semaphore sets and message
+/// queues (`crate::sysvshm`, `crate::sysvsem`, `crate::sysvmsg`) keep
+/// Linux's default limits whatever these say.
 const SYSCTLS: &[(&str, Kind)] = &[
     (
         "fs.mqueue.msg_max",

@@ -131,9 +131,10 @@ guests! {
     setuid_exec,
     // PR_SET_SECUREBITS and what each bit does
     securebits,
-    // System V shared memory and semaphores
+    // System V shared memory, semaphores and message queues
     sysv_shm,
     sysv_sem,
+    sysv_msg,
     umask,
     sched,
     // /proc/cpuinfo's topology agrees with /sys's (issue 4 point 3)
