@@ -13,24 +13,20 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use abi::Errno;
 
-use crate::sysvshm::{ipc_may_change, ipc_permitted, new_id, now, IpcPerm, Owner, SEQ_MULTIPLIER};
+use crate::sysvshm::{
+    id_of, ipc_may_change, ipc_permitted, lookup, new_id, now, stat_lookup, IpcObject, IpcPerm,
+    Owner, IPC_64, IPC_CREAT, IPC_EXCL, IPC_INFO, IPC_PRIVATE, IPC_RMID, IPC_SET, IPC_STAT,
+    SEQ_MULTIPLIER,
+};
 use crate::task::{cap, Task, MAY_READ, MAY_WRITE};
 
-const IPC_PRIVATE: i32 = 0;
-const IPC_CREAT: u64 = 0o1000;
-const IPC_EXCL: u64 = 0o2000;
 const IPC_NOWAIT: u64 = 0o4000;
 const MSG_NOERROR: u64 = 0o10000;
 const MSG_EXCEPT: u64 = 0o20000;
 const MSG_COPY: u64 = 0o40000;
-const IPC_RMID: u64 = 0;
-const IPC_SET: u64 = 1;
-const IPC_STAT: u64 = 2;
-const IPC_INFO: u64 = 3;
 const MSG_STAT: u64 = 11;
 const MSG_INFO: u64 = 12;
 const MSG_STAT_ANY: u64 = 13;
-const IPC_64: u64 = 0x100;
 /// Linux's defaults: the largest message, the default queue size, queues.
 const MSGMAX: usize = 8192;
 const MSGMNB: u64 = 16384;
@@ -78,25 +74,24 @@ impl Default for Inner {
     }
 }
 
+impl IpcObject for Queue {
+    fn seq(&self) -> u16 {
+        self.seq
+    }
+    fn owner(&self) -> &Owner {
+        &self.owner
+    }
+}
+
 impl Registry {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-fn id_of(idx: i32, seq: u16) -> i32 {
-    i32::from(seq) * SEQ_MULTIPLIER + idx
-}
-
 impl Inner {
     fn by_id(&mut self, id: i32) -> Result<&mut Queue, Errno> {
-        if id < 0 {
-            return Err(Errno::EINVAL);
-        }
-        match self.queues.get_mut(&(id % SEQ_MULTIPLIER)) {
-            Some(q) if i32::from(q.seq) == id / SEQ_MULTIPLIER => Ok(q),
-            _ => Err(Errno::EINVAL),
-        }
+        lookup(&mut self.queues, id)
     }
 
     fn bytes(&self) -> u64 {
@@ -388,19 +383,15 @@ pub fn sys_msgctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         IPC_STAT | MSG_STAT | MSG_STAT_ANY => {
             let mut g = reg.lock();
-            let (ds, ret) = if cmd == IPC_STAT {
-                let q = g.by_id(id)?;
-                if !ipc_permitted(task, &q.owner, MAY_READ) {
-                    return Err(Errno::EACCES);
-                }
-                (stat_of(q), 0)
-            } else {
-                let q = g.queues.get(&id).ok_or(Errno::EINVAL)?;
-                if cmd == MSG_STAT && !ipc_permitted(task, &q.owner, MAY_READ) {
-                    return Err(Errno::EACCES);
-                }
-                (stat_of(q), id_of(id, q.seq))
-            };
+            let by_index = cmd != IPC_STAT;
+            let (ds, ret) = stat_lookup(
+                task,
+                &mut g.queues,
+                id,
+                by_index,
+                cmd == MSG_STAT_ANY,
+                stat_of,
+            )?;
             drop(g);
             task.mm().write_obj(buf, &ds)?;
             Ok(ret as u64)

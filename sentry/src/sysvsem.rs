@@ -15,18 +15,15 @@ use std::time::Instant;
 
 use abi::{Errno, Timespec};
 
-use crate::sysvshm::{ipc_may_change, ipc_permitted, new_id, now, IpcPerm, Owner, SEQ_MULTIPLIER};
+use crate::sysvshm::{
+    id_of, ipc_may_change, ipc_permitted, lookup, new_id, now, stat_lookup, IpcObject, IpcPerm,
+    Owner, IPC_64, IPC_CREAT, IPC_EXCL, IPC_INFO, IPC_PRIVATE, IPC_RMID, IPC_SET, IPC_STAT,
+    SEQ_MULTIPLIER,
+};
 use crate::task::{Task, MAY_READ, MAY_WRITE};
 
-const IPC_PRIVATE: i32 = 0;
-const IPC_CREAT: u64 = 0o1000;
-const IPC_EXCL: u64 = 0o2000;
 const IPC_NOWAIT: i16 = 0o4000;
 const SEM_UNDO: i16 = 0x1000;
-const IPC_RMID: u64 = 0;
-const IPC_SET: u64 = 1;
-const IPC_STAT: u64 = 2;
-const IPC_INFO: u64 = 3;
 const GETPID: u64 = 11;
 const GETVAL: u64 = 12;
 const GETALL: u64 = 13;
@@ -37,7 +34,6 @@ const SETALL: u64 = 17;
 const SEM_STAT: u64 = 18;
 const SEM_INFO: u64 = 19;
 const SEM_STAT_ANY: u64 = 20;
-const IPC_64: u64 = 0x100;
 /// Linux's defaults: semaphores per set, in all, operations per call,
 /// sets, the largest value.
 const SEMMSL: usize = 32000;
@@ -94,25 +90,24 @@ impl Default for Inner {
     }
 }
 
+impl IpcObject for SemSet {
+    fn seq(&self) -> u16 {
+        self.seq
+    }
+    fn owner(&self) -> &Owner {
+        &self.owner
+    }
+}
+
 impl Registry {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-fn id_of(idx: i32, seq: u16) -> i32 {
-    i32::from(seq) * SEQ_MULTIPLIER + idx
-}
-
 impl Inner {
     fn by_id(&mut self, id: i32) -> Result<&mut SemSet, Errno> {
-        if id < 0 {
-            return Err(Errno::EINVAL);
-        }
-        match self.sets.get_mut(&(id % SEQ_MULTIPLIER)) {
-            Some(s) if i32::from(s.seq) == id / SEQ_MULTIPLIER => Ok(s),
-            _ => Err(Errno::EINVAL),
-        }
+        lookup(&mut self.sets, id)
     }
 
     fn total(&self) -> usize {
@@ -448,19 +443,15 @@ pub fn sys_semctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         IPC_STAT | SEM_STAT | SEM_STAT_ANY => {
             let mut g = reg.lock();
-            let (ds, ret) = if cmd == IPC_STAT {
-                let s = g.by_id(id)?;
-                if !ipc_permitted(task, &s.owner, MAY_READ) {
-                    return Err(Errno::EACCES);
-                }
-                (stat_of(s), 0)
-            } else {
-                let s = g.sets.get(&id).ok_or(Errno::EINVAL)?;
-                if cmd == SEM_STAT && !ipc_permitted(task, &s.owner, MAY_READ) {
-                    return Err(Errno::EACCES);
-                }
-                (stat_of(s), id_of(id, s.seq))
-            };
+            let by_index = cmd != IPC_STAT;
+            let (ds, ret) = stat_lookup(
+                task,
+                &mut g.sets,
+                id,
+                by_index,
+                cmd == SEM_STAT_ANY,
+                stat_of,
+            )?;
             drop(g);
             task.mm().write_obj(arg, &ds)?;
             Ok(ret as u64)

@@ -24,21 +24,22 @@ use crate::mm::{page_up, Backing, SharedRegion};
 use crate::task::{cap, Task, MAY_READ, MAY_WRITE};
 use crate::PAGE_SIZE;
 
-/// `IPC_PRIVATE`: always a new segment.
-const IPC_PRIVATE: i32 = 0;
-const IPC_CREAT: u64 = 0o1000;
-const IPC_EXCL: u64 = 0o2000;
-const IPC_RMID: u64 = 0;
-const IPC_SET: u64 = 1;
-const IPC_STAT: u64 = 2;
-const IPC_INFO: u64 = 3;
+/// `IPC_PRIVATE`: always a new object (the constants of all System V
+/// objects are here).
+pub(crate) const IPC_PRIVATE: i32 = 0;
+pub(crate) const IPC_CREAT: u64 = 0o1000;
+pub(crate) const IPC_EXCL: u64 = 0o2000;
+pub(crate) const IPC_RMID: u64 = 0;
+pub(crate) const IPC_SET: u64 = 1;
+pub(crate) const IPC_STAT: u64 = 2;
+pub(crate) const IPC_INFO: u64 = 3;
 const SHM_LOCK: u64 = 11;
 const SHM_UNLOCK: u64 = 12;
 const SHM_STAT: u64 = 13;
 const SHM_INFO: u64 = 14;
 const SHM_STAT_ANY: u64 = 15;
 /// `IPC_64`: the only layout x86-64 has; the flag is accepted and ignored.
-const IPC_64: u64 = 0x100;
+pub(crate) const IPC_64: u64 = 0x100;
 const SHM_RDONLY: u64 = 0o10000;
 const SHM_RND: u64 = 0o20000;
 const SHM_REMAP: u64 = 0o40000;
@@ -228,6 +229,55 @@ pub(crate) fn ipc_may_change(task: &Task, o: &Owner) -> bool {
     euid == o.uid || euid == o.cuid || task.capable(cap::SYS_ADMIN)
 }
 
+/// What the tables of System V semaphores and message queues need of
+/// their objects.
+pub(crate) trait IpcObject {
+    /// the sequence number of its identifier
+    fn seq(&self) -> u16;
+    /// its owner, creator and mode
+    fn owner(&self) -> &Owner;
+}
+
+/// The identifier of the object at index `idx` with sequence number `seq`.
+pub(crate) fn id_of(idx: i32, seq: u16) -> i32 {
+    i32::from(seq) * SEQ_MULTIPLIER + idx
+}
+
+/// The object `id` names in `objs`, by index: its sequence number must
+/// match too (`EINVAL` otherwise, as for an object removed meanwhile).
+pub(crate) fn lookup<T: IpcObject>(objs: &mut BTreeMap<i32, T>, id: i32) -> Result<&mut T, Errno> {
+    if id < 0 {
+        return Err(Errno::EINVAL);
+    }
+    match objs.get_mut(&(id % SEQ_MULTIPLIER)) {
+        Some(o) if o.seq() == (id / SEQ_MULTIPLIER) as u16 => Ok(o),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// `IPC_STAT` (`by_index` false: `id` is an identifier, returns 0) or the
+/// `*_STAT`/`*_STAT_ANY` commands (`by_index`: `id` is an index, returns
+/// the identifier); read permission is checked unless `any`.
+pub(crate) fn stat_lookup<T: IpcObject, D>(
+    task: &Task,
+    objs: &mut BTreeMap<i32, T>,
+    id: i32,
+    by_index: bool,
+    any: bool,
+    stat: impl Fn(&T) -> D,
+) -> Result<(D, i32), Errno> {
+    let (o, ret) = if by_index {
+        let o = objs.get(&id).ok_or(Errno::EINVAL)?;
+        (o, id_of(id, o.seq()))
+    } else {
+        (&*lookup(objs, id)?, 0)
+    };
+    if !any && !ipc_permitted(task, o.owner(), MAY_READ) {
+        return Err(Errno::EACCES);
+    }
+    Ok((stat(o), ret))
+}
+
 fn permitted(task: &Task, s: &Segment, want: u32) -> bool {
     ipc_permitted(task, &s.owner(), want)
 }
@@ -259,7 +309,7 @@ pub fn sys_shmget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             if !permitted(task, s, want) {
                 return Err(Errno::EACCES);
             }
-            return Ok((i32::from(s.seq) * SEQ_MULTIPLIER + idx) as u64);
+            return Ok((id_of(idx, s.seq)) as u64);
         }
         if flags & IPC_CREAT == 0 {
             return Err(Errno::ENOENT);
@@ -296,7 +346,7 @@ pub fn sys_shmget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         region: Some(region),
     };
     g.segs.insert(idx, seg);
-    Ok((i32::from(seq) * SEQ_MULTIPLIER + idx) as u64)
+    Ok(id_of(idx, seq) as u64)
 }
 
 pub fn sys_shmat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -382,7 +432,7 @@ pub fn sys_shmdt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             .segs
             .iter()
             .find(|(_, s)| s.weak.as_ptr() == Arc::as_ptr(&region))
-            .map(|(&idx, s)| i32::from(s.seq) * SEQ_MULTIPLIER + idx);
+            .map(|(&idx, s)| id_of(idx, s.seq));
         found.ok_or(Errno::EINVAL)?
     };
     {
@@ -531,7 +581,7 @@ pub fn sys_shmctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 if cmd == SHM_STAT && !permitted(task, s, MAY_READ) {
                     return Err(Errno::EACCES);
                 }
-                (stat_of(s), i32::from(s.seq) * SEQ_MULTIPLIER + id)
+                (stat_of(s), id_of(id, s.seq))
             };
             drop(g);
             task.mm().write_obj(buf, &ds)?;
@@ -619,7 +669,7 @@ pub fn proc_table(reg: &Registry, mf: &crate::memfile::MemoryFile) -> String {
         "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap\n",
     );
     for (&idx, s) in &g.segs {
-        let id = i32::from(s.seq) * SEQ_MULTIPLIER + idx;
+        let id = id_of(idx, s.seq);
         let rss = s
             .weak
             .upgrade()

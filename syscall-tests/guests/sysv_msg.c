@@ -4,7 +4,7 @@
  * waiting receiver woken by a message, by a signal (EINTR) and by removal
  * (EIDRM), msgctl (IPC_STAT's counts, IPC_SET of msg_qbytes, IPC_RMID), another user's access and /proc/sysvipc/msg.
  * Natively it runs in an IPC namespace of its own (the `sysv_` rule). */
-#include "t.h"
+#include "sysv.h"
 #include <grp.h>
 #include <sys/ipc.h>
 #include <sys/msg.h>
@@ -35,14 +35,6 @@ static long rcv(int id, long type, size_t size, int flg)
 static void on_usr1(int sig)
 {
 	(void)sig;
-}
-
-static int exit_code(pid_t c)
-{
-	int st = -1;
-	if (waitpid(c, &st, 0) != c)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
 }
 
 /* A child that waits in msgrcv for `type`, exiting with its errno (0 when
@@ -165,21 +157,11 @@ int main(void)
 	ds.msg_qbytes = 12000;
 	EXPECT(msgctl(a, IPC_SET, &ds), 0);
 
-	static char buf[4096];
-	FILE *f = fopen("/proc/sysvipc/msg", "r");
-	EXPECT_TRUE(f != NULL);
-	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-	buf[n] = 0;
-	if (f)
-		fclose(f);
-	char *nl = strchr(buf, '\n');
-	if (nl)
-		*nl = 0;
-	SHOW("header: [%s]", buf);
+	const char *rows = sysvipc_table("msg");
 	int key, qid;
 	unsigned perms;
 	unsigned long cbytes, qnum;
-	EXPECT(sscanf(nl ? nl + 1 : "", "%d %d %o %lu %lu", &key, &qid, &perms, &cbytes, &qnum), 5);
+	EXPECT(sscanf(rows, "%d %d %o %lu %lu", &key, &qid, &perms, &cbytes, &qnum), 5);
 	EXPECT_TRUE(key == 0x6d51 && qid == a && perms == 0640 && cbytes == 5 && qnum == 1);
 	EXPECT(msgctl(a, IPC_RMID, NULL), 0);
 	return t_done();

@@ -5,7 +5,7 @@
  * ending it with EIDRM, SEM_UNDO at exit, the errnos, another user's
  * access and /proc/sysvipc/sem. Natively it runs in an IPC namespace of its
  * own (the harness's `sysv_` rule). */
-#include "t.h"
+#include "sysv.h"
 #include <grp.h>
 #include <sys/ipc.h>
 #include <sys/sem.h>
@@ -38,14 +38,6 @@ static pid_t blocked(int id, unsigned short num, short delta)
 		_exit(r == 0 ? 0 : errno);
 	}
 	return c;
-}
-
-static int exit_code(pid_t c)
-{
-	int st = -1;
-	if (waitpid(c, &st, 0) != c)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
 }
 
 /* Waits (up to 10 s) until one process waits on semaphore `num` (`cmd`:
@@ -174,21 +166,11 @@ int main(void)
 	}
 	EXPECT(exit_code(c), 0);
 
-	static char buf[4096];
-	FILE *f = fopen("/proc/sysvipc/sem", "r");
-	EXPECT_TRUE(f != NULL);
-	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-	buf[n] = 0;
-	if (f)
-		fclose(f);
-	char *nl = strchr(buf, '\n');
-	if (nl)
-		*nl = 0;
-	SHOW("header: [%s]", buf);
+	const char *rows = sysvipc_table("sem");
 	int key, sid;
 	unsigned perms;
 	unsigned long nsems;
-	EXPECT(sscanf(nl ? nl + 1 : "", "%d %d %o %lu", &key, &sid, &perms, &nsems), 4);
+	EXPECT(sscanf(rows, "%d %d %o %lu", &key, &sid, &perms, &nsems), 4);
 	EXPECT_TRUE(key == 0x5e4a && sid == a && perms == 0640 && nsems == 2);
 	EXPECT(semctl(a, 0, IPC_RMID), 0);
 	return t_done();
