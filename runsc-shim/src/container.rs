@@ -937,7 +937,7 @@ impl Runtime {
         };
         // Signals for the program that arrive before it has started wait
         // (blocked) until they can be passed on.
-        sentry::hostsig::block_forwarded().map_err(io("blocking signals"))?;
+        sentry::kernel::hostsig::block_forwarded().map_err(io("blocking signals"))?;
         if !detach {
             let started = crate::control::exec(&socket, req, stdio)
                 .map_err(|e| Error::Boot(format!("container {id}: exec {:?}: {e}", req.args)))?;
@@ -1245,7 +1245,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
     }
     // From here on, `kill` reaches the guest's first process (before start
     // it ends the boot process itself).
-    if let Err(e) = sentry::hostsig::block_forwarded() {
+    if let Err(e) = sentry::kernel::hostsig::block_forwarded() {
         tracing::warn!("container {id}: signals will not be forwarded: {e}");
     }
     // The control socket, bound while this process may still write the
@@ -1402,7 +1402,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
             .and_then(|m| u64::try_from(m).ok()),
         // `kill` is kill(2) from outside the container's PID namespace, as
         // with runc: init gets only what it handles (and SIGKILL).
-        host_signals: sentry::hostsig::HostSignals::FromOutside,
+        host_signals: sentry::kernel::hostsig::HostSignals::FromOutside,
         // runc's `pids.limit` counts the container's tasks; the guest's are
         // the Sentry's to count (the host cgroup holds a larger backstop).
         max_tasks: plan

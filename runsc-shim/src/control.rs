@@ -331,7 +331,8 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
                         &Reply::Failed("the container's first process has ended".into()),
                     );
                 };
-                let info = sentry::task::user_info(sig, 0, 0, sentry::task::si::USER);
+                let info =
+                    sentry::kernel::task::user_info(sig, 0, 0, sentry::kernel::task::si::USER);
                 init.send_signal_from_outside(&kernel, sig, info);
                 tracing::info!(sig, "signal sent to the guest's first process");
                 send(&mut conn, &Reply::Signalled)
@@ -396,7 +397,7 @@ fn relay_signals(conn: UnixStream, kernel: &Weak<sentry::kernel::Kernel>, pid: i
         }
         let Some(k) = kernel.upgrade() else { return };
         if let Some(p) = k.process(pid) {
-            let info = sentry::task::user_info(sig, 0, 0, sentry::task::si::USER);
+            let info = sentry::kernel::task::user_info(sig, 0, 0, sentry::kernel::task::si::USER);
             p.send_signal_from_outside(&k, sig, info);
         }
     }
@@ -549,11 +550,11 @@ impl Exec {
     /// signals before starting the process, so none is lost meanwhile).
     pub fn forward_host_signals(&self) -> std::io::Result<()> {
         let sig = self.signaller()?;
-        sentry::hostsig::block_forwarded()?;
+        sentry::kernel::hostsig::block_forwarded()?;
         std::thread::Builder::new()
             .name("exec-signals".into())
             .spawn(move || loop {
-                match sentry::hostsig::wait_forwarded() {
+                match sentry::kernel::hostsig::wait_forwarded() {
                     Some(n) => {
                         if sig.signal(n).is_err() {
                             return;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use abi::Errno;
 use netstack::{Domain, SocketId, SocketType, Wakeups};
 
-use crate::fasync::{Fasync, Reason};
+use crate::kernel::fasync::{Fasync, Reason};
 
 /// An `AF_INET`/`AF_INET6` socket.
 #[derive(Debug)]

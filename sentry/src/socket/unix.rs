@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use abi::Errno;
 
-use crate::file::FileDescription;
 use crate::kernel::EventBus;
+use crate::vfs::file::FileDescription;
 
 /// Socket type (`SOCK_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,7 +187,7 @@ pub struct UnixSocket {
     registry: Arc<Registry>,
     /// descriptions with `O_ASYNC`, signalled when data or a connection
     /// arrives (sock_def_readable())
-    pub fasync: crate::fasync::Fasync,
+    pub fasync: crate::kernel::fasync::Fasync,
     /// `SO_RCVTIMEO`/`SO_SNDTIMEO` (an accepted socket starts without:
     /// `unix_stream_connect` makes it with `sock_init_data`)
     pub timeouts: super::SockTimeouts,
@@ -391,7 +391,7 @@ impl UnixSocket {
             queue.push_back(server);
         }
         self.bus.notify();
-        target.fasync.kill(crate::fasync::Reason::In);
+        target.fasync.kill(crate::kernel::fasync::Reason::In);
         Ok(true)
     }
 
@@ -492,7 +492,7 @@ impl UnixSocket {
         });
         drop(ps);
         self.bus.notify();
-        peer.fasync.kill(crate::fasync::Reason::In);
+        peer.fasync.kill(crate::kernel::fasync::Reason::In);
         Ok(Some(n))
     }
 
@@ -558,7 +558,7 @@ impl UnixSocket {
         }
         if sent > 0 {
             self.bus.notify();
-            peer.fasync.kill(crate::fasync::Reason::In);
+            peer.fasync.kill(crate::kernel::fasync::Reason::In);
         }
         Ok(Some(sent))
     }
@@ -675,7 +675,7 @@ impl UnixSocket {
                 (ws.wr_shut, ws.sndbuf)
             };
             if w.has_room(sndbuf) && w.nospace.swap(false, Ordering::Relaxed) && !wr_shut {
-                w.fasync.kill(crate::fasync::Reason::Out);
+                w.fasync.kill(crate::kernel::fasync::Reason::Out);
             }
         }
         Ok(Some(out))
@@ -713,8 +713,8 @@ impl UnixSocket {
             // both directions is POLL_HUP, no more to read POLL_IN, no
             // more writes alone nothing.
             match how {
-                2 => p.fasync.kill(crate::fasync::Reason::Hup),
-                1 => p.fasync.kill(crate::fasync::Reason::In),
+                2 => p.fasync.kill(crate::kernel::fasync::Reason::Hup),
+                1 => p.fasync.kill(crate::kernel::fasync::Reason::In),
                 _ => {}
             }
         }
@@ -790,7 +790,7 @@ impl UnixSocket {
                 p.state().peer_gone = true;
                 // unix_release_sock(): the peer can neither read more nor
                 // write.
-                p.fasync.kill(crate::fasync::Reason::Hup);
+                p.fasync.kill(crate::kernel::fasync::Reason::Hup);
             }
         }
         if let UnixAddr::Abstract(name) = addr {

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use abi::{Errno, OpenFlags, Timespec, Timeval};
 
-use crate::events::{EventFd, SignalFd, TimerFd};
-use crate::file::{FileDescription, FileKind};
-use crate::task::{Task, UNBLOCKABLE};
-use crate::timers::Target;
+use crate::fsimpl::events::{EventFd, SignalFd, TimerFd};
+use crate::kernel::task::{Task, UNBLOCKABLE};
+use crate::kernel::timers::Target;
+use crate::vfs::file::{FileDescription, FileKind};
 
 fn install(task: &mut Task, kind: FileKind, flags: u32) -> Result<u64, Errno> {
     install_with(task, kind, flags, OpenFlags::RDWR.bits())
@@ -216,7 +216,7 @@ pub fn sys_epoll_ctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if !target.pollable() {
         return Err(Errno::EPERM);
     }
-    let (events, data) = if a[1] != crate::events::EPOLL_CTL_DEL {
+    let (events, data) = if a[1] != crate::fsimpl::events::EPOLL_CTL_DEL {
         // struct epoll_event is packed: u32 events, u64 data.
         let raw: [u8; 12] = task.mm().read_obj(a[3])?;
         let events = u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]);
@@ -342,7 +342,7 @@ fn itimer(task: &mut Task, which: usize) -> Result<u64, Errno> {
         .create(Target::Signal {
             pid: task.proc_.pid,
             sig,
-            code: crate::task::si::KERNEL,
+            code: crate::kernel::task::si::KERNEL,
             timer: None,
         })
         .ok_or(Errno::EAGAIN)?;

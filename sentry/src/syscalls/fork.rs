@@ -8,9 +8,9 @@ use abi::signal::SIGCHLD;
 use abi::{Errno, OpenFlags, SigInfo};
 use zerocopy::FromZeros;
 
-use crate::file::{FileDescription, FileKind};
+use crate::kernel::task::{si, ExitStatus, Process, ProcessState, Task, Thread};
 use crate::mm::MemoryManager;
-use crate::task::{si, ExitStatus, Process, ProcessState, Task, Thread};
+use crate::vfs::file::{FileDescription, FileKind};
 
 const CLONE_VM: u64 = 0x100;
 const CLONE_FS: u64 = 0x200;
@@ -211,7 +211,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     );
     // fork keeps the alternate signal stack; a new thread starts without.
     let altstack = if f & CLONE_VM != 0 {
-        crate::task::no_altstack()
+        crate::kernel::task::no_altstack()
     } else {
         task.altstack
     };
@@ -430,7 +430,7 @@ struct Found {
     status: i32,
     wstatus: i32,
     /// CPU time of the child and its waited-for children
-    cpu: crate::task::CpuTimes,
+    cpu: crate::kernel::task::CpuTimes,
 }
 
 fn wait_common(

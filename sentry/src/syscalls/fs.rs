@@ -10,15 +10,15 @@ use abi::{
 use zerocopy::FromZeros;
 
 use super::{dir_arg, path_arg};
-use crate::fasync::OwnerKind;
-use crate::file::{FdEntry, FileDescription, FileKind};
-use crate::guestio::GuestBufs;
+use crate::fsimpl::tmpfs::MemKind;
 use crate::host;
-use crate::inotify::{self, EntryIds};
-use crate::locks::{FileKey, Owner, RecordLock, OFFSET_MAX};
+use crate::kernel::fasync::OwnerKind;
+use crate::kernel::task::{cap, Creds, Task, MAY_EXEC, MAY_READ, MAY_WRITE};
+use crate::mm::guestio::GuestBufs;
 use crate::mm::GuestSlice;
-use crate::task::{cap, Creds, Task, MAY_EXEC, MAY_READ, MAY_WRITE};
-use crate::tmpfs::MemKind;
+use crate::vfs::file::{FdEntry, FileDescription, FileKind};
+use crate::vfs::inotify::{self, EntryIds};
+use crate::vfs::lock::{FileKey, Owner, RecordLock, OFFSET_MAX};
 use crate::vfs::{Device, GoferRef, HostFile, Location, Lookup, Node, VolumeKind};
 
 /// Linux's cap on one read or write (`MAX_RW_COUNT`).
@@ -138,11 +138,11 @@ fn pipe2(task: &mut Task, addr: u64, flags: u32) -> Result<u64, Errno> {
     }
     // Check the destination before creating anything.
     task.mm().slices(addr, 8, true)?;
-    let pipe = crate::pipe::Pipe::new(task.kernel.bus.clone());
+    let pipe = crate::fsimpl::pipe::Pipe::new(task.kernel.bus.clone());
     let status = flags & (OpenFlags::NONBLOCK | OpenFlags::DIRECT).bits();
     let cloexec = flags & OpenFlags::CLOEXEC.bits() != 0;
     let r = FileDescription::new(
-        FileKind::Pipe(crate::pipe::PipeEnd {
+        FileKind::Pipe(crate::fsimpl::pipe::PipeEnd {
             pipe: pipe.clone(),
             reader: true,
         }),
@@ -150,7 +150,7 @@ fn pipe2(task: &mut Task, addr: u64, flags: u32) -> Result<u64, Errno> {
         status,
     );
     let w = FileDescription::new(
-        FileKind::Pipe(crate::pipe::PipeEnd {
+        FileKind::Pipe(crate::fsimpl::pipe::PipeEnd {
             pipe,
             reader: false,
         }),
@@ -330,7 +330,7 @@ pub fn sys_inotify_add_watch(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         return Err(Errno::EINVAL);
     }
     // On a volume, the host's changes are watched too.
-    let host = crate::volume_watch::share(loc.node(), key)?;
+    let host = crate::fsimpl::volume_watch::share(loc.node(), key)?;
     ino.add_watch(key, m, host).map(|wd| wd as u64)
 }
 
@@ -630,7 +630,7 @@ fn open_inner(
             Node::Ovl(d) if tmpfile => {
                 let upper = task.kernel.fs.ensure_upper(d)?;
                 let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
-                let m = crate::tmpfs::MemInode::unlinked_file(upper.fs(), mode, task.ids)?;
+                let m = crate::fsimpl::tmpfs::MemInode::unlinked_file(upper.fs(), mode, task.ids)?;
                 m.set_linkable(!flags.contains(OpenFlags::EXCL));
                 FileKind::Mem(m)
             }
@@ -668,7 +668,7 @@ fn open_inner(
                 FileKind::SynthDir
             }
             Node::Proc(p) => match p {
-                crate::procfs::ProcNode::FdLink(_, file, _) => {
+                crate::fsimpl::proc::ProcNode::FdLink(_, file, _) => {
                     // Reopening /proc/self/fd/N of an object with no path:
                     // the same object, in the requested direction.
                     if let FileKind::Pipe(end) = &file.kind {
@@ -696,12 +696,12 @@ fn open_inner(
                     }
                 }
                 // Writes are taken by FileDescription::write.
-                crate::procfs::ProcNode::OomScoreAdj(_, _, data) => {
-                    FileKind::Static(crate::file::StaticData::new(data.clone()))
+                crate::fsimpl::proc::ProcNode::OomScoreAdj(_, _, data) => {
+                    FileKind::Static(crate::vfs::file::StaticData::new(data.clone()))
                 }
                 _ if wants_write => return Err(Errno::EACCES),
-                crate::procfs::ProcNode::File(_, data) => {
-                    FileKind::Static(crate::file::StaticData::new(data.clone()))
+                crate::fsimpl::proc::ProcNode::File(_, data) => {
+                    FileKind::Static(crate::vfs::file::StaticData::new(data.clone()))
                 }
                 _ => FileKind::SynthDir,
             },
@@ -717,7 +717,8 @@ fn open_inner(
                     }
                     if tmpfile {
                         let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
-                        let f = crate::tmpfs::MemInode::unlinked_file(m.fs(), mode, task.ids)?;
+                        let f =
+                            crate::fsimpl::tmpfs::MemInode::unlinked_file(m.fs(), mode, task.ids)?;
                         f.set_linkable(!flags.contains(OpenFlags::EXCL));
                         FileKind::Mem(f)
                     } else {
@@ -731,7 +732,7 @@ fn open_inner(
 }
 
 /// The tmpfs file (not directory) an open description is of.
-fn reopenable_mem(file: &FileDescription) -> Option<&Arc<crate::tmpfs::MemInode>> {
+fn reopenable_mem(file: &FileDescription) -> Option<&Arc<crate::fsimpl::tmpfs::MemInode>> {
     match &file.kind {
         FileKind::Mem(m) if !m.is_dir() => Some(m),
         _ => None,
@@ -740,7 +741,7 @@ fn reopenable_mem(file: &FileDescription) -> Option<&Arc<crate::tmpfs::MemInode>
 
 /// A session leader without a controlling terminal that opens a terminal
 /// belonging to no session acquires it (tty_open_proc_set_tty()).
-fn acquire_ctty(task: &Task, pty: &Arc<crate::pty::Pty>) {
+fn acquire_ctty(task: &Task, pty: &Arc<crate::fsimpl::devpts::Pty>) {
     let (leader, has, sid, pgid) = {
         let p = task.proc_.state();
         (p.sid == task.pid(), p.ctty.is_some(), p.sid, p.pgid)
@@ -751,7 +752,11 @@ fn acquire_ctty(task: &Task, pty: &Arc<crate::pty::Pty>) {
 }
 
 /// Opens the slave of `pty` as a new descriptor (`TIOCGPTPEER`).
-fn open_peer(task: &mut Task, pty: &Arc<crate::pty::Pty>, raw_flags: u32) -> Result<u64, Errno> {
+fn open_peer(
+    task: &mut Task,
+    pty: &Arc<crate::fsimpl::devpts::Pty>,
+    raw_flags: u32,
+) -> Result<u64, Errno> {
     // Linux passes the flags to the open as they are: creation flags mean
     // nothing for a device and are ignored.
     let keep =
@@ -783,21 +788,21 @@ fn open_peer(task: &mut Task, pty: &Arc<crate::pty::Pty>, raw_flags: u32) -> Res
 fn pty_ioctl(
     task: &mut Task,
     file: &FileDescription,
-    end: &crate::pty::PtyEnd,
+    end: &crate::fsimpl::devpts::PtyEnd,
     cmd: u32,
     arg: u64,
 ) -> Result<u64, Errno> {
-    use crate::pty::{IoctlIn, IoctlOut};
-    let input = match crate::pty::ioctl_input(cmd) {
+    use crate::fsimpl::devpts::{IoctlIn, IoctlOut};
+    let input = match crate::fsimpl::devpts::ioctl_input(cmd) {
         Some(read) => read(&task.mm(), arg)?,
         None => IoctlIn::None,
     };
-    let ctx = crate::pty::IoctlCtx {
+    let ctx = crate::fsimpl::devpts::IoctlCtx {
         kernel: &task.kernel,
         thread: &task.thread,
         readable: file.can_read(),
     };
-    let out = crate::pty::ioctl(&ctx, end, cmd, arg, input)?;
+    let out = crate::fsimpl::devpts::ioctl(&ctx, end, cmd, arg, input)?;
     match out {
         IoctlOut::Ret(v) => Ok(v),
         IoctlOut::Int(v) => task.mm().write_obj(arg, &v).map(|()| 0),
@@ -957,7 +962,7 @@ fn volume(node: &Node) -> Option<Result<&Arc<GoferRef>, Errno>> {
 
 /// The page cache of the volume file `h`, if it is mapped shared (asks the
 /// gofer for its identity only while some file is).
-fn cache_of(task: &Task, h: &GoferRef) -> Option<Arc<crate::pagecache::FileCache>> {
+fn cache_of(task: &Task, h: &GoferRef) -> Option<Arc<crate::mm::pagecache::FileCache>> {
     let caches = &task.kernel.fs.page_caches;
     if !caches.any() {
         return None;
@@ -1048,7 +1053,9 @@ fn stat_path(task: &Task, dirfd: u64, path_addr: u64, flags: u32) -> Result<Stat
     let loc = task.resolve(&start, &path, follow)?;
     // A followed /proc/[pid]/fd/N of an object with no path (a pipe, a
     // socket) is the object itself.
-    if let (true, Node::Proc(crate::procfs::ProcNode::FdLink(_, file, _))) = (follow, loc.node()) {
+    if let (true, Node::Proc(crate::fsimpl::proc::ProcNode::FdLink(_, file, _))) =
+        (follow, loc.node())
+    {
         return file.stat();
     }
     loc.node().stat()
@@ -2030,7 +2037,10 @@ fn entry(task: &Task, dirfd: u64, path_addr: u64, follow: bool) -> Result<Entry,
 
 /// The tmpfs directory an entry's parent is, or the error a read-only or
 /// synthetic parent gives.
-fn mem_dir(task: &Task, e: &Entry) -> Result<std::sync::Arc<crate::tmpfs::MemInode>, Errno> {
+fn mem_dir(
+    task: &Task,
+    e: &Entry,
+) -> Result<std::sync::Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
     match e.parent.node() {
         // Writing below an overlay directory copies it up first.
         Node::Ovl(d) => task.kernel.fs.ensure_upper(d),
@@ -2049,7 +2059,10 @@ fn ovl_parent(e: &Entry) -> Option<&std::sync::Arc<crate::vfs::OvlDir>> {
 /// The upper-layer object standing for `loc`: itself on tmpfs, a copy-up
 /// of a host file below an overlay directory, the upper half of an
 /// overlay directory; `EROFS` elsewhere.
-fn writable(task: &Task, loc: &Location) -> Result<std::sync::Arc<crate::tmpfs::MemInode>, Errno> {
+fn writable(
+    task: &Task,
+    loc: &Location,
+) -> Result<std::sync::Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
     match loc.node() {
         Node::Mem(m) => Ok(m.clone()),
         Node::Ovl(d) => task.kernel.fs.ensure_upper(d),
@@ -2126,7 +2139,7 @@ fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
             MemKind::File(Default::default())
         }),
         abi::S_IFIFO => dir.create(&e.name, abi::S_IFIFO | perm, task.ids, || {
-            MemKind::Fifo(crate::pipe::Pipe::new_fifo(bus))
+            MemKind::Fifo(crate::fsimpl::pipe::Pipe::new_fifo(bus))
         }),
         // Device nodes would reach host devices: never in a sandbox.
         abi::S_IFCHR | abi::S_IFBLK => return Err(Errno::EPERM),
@@ -2210,7 +2223,7 @@ fn link(
         task.resolve(&start, &path, flags & abi::AT_SYMLINK_FOLLOW != 0)?
     };
     // /proc/self/fd/N is the file itself.
-    if let Node::Proc(crate::procfs::ProcNode::FdLink(_, file, _)) = src.node() {
+    if let Node::Proc(crate::fsimpl::proc::ProcNode::FdLink(_, file, _)) = src.node() {
         if matches!(file.kind, FileKind::Mem(_)) {
             src = linkable_file(task, file)?;
         }
@@ -2277,7 +2290,10 @@ fn linkable_file(task: &Task, file: &FileDescription) -> Result<Location, Errno>
 
 /// The location of a tmpfs file's description while it still names the
 /// file (an unlinked or O_TMPFILE file has none).
-fn named_location(file: &FileDescription, m: &Arc<crate::tmpfs::MemInode>) -> Option<Location> {
+fn named_location(
+    file: &FileDescription,
+    m: &Arc<crate::fsimpl::tmpfs::MemInode>,
+) -> Option<Location> {
     file.location
         .clone()
         .filter(|l| l.node().mem().is_some_and(|x| Arc::ptr_eq(x, m)))
@@ -2524,7 +2540,7 @@ fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u
     }
     may_delete(task, &from.parent, from.existing.as_ref())?;
     may_delete(task, &to.parent, to.existing.as_ref())?;
-    crate::tmpfs::rename(&src_dir, &from.name, &dst_dir, &to.name, flags)?;
+    crate::fsimpl::tmpfs::rename(&src_dir, &from.name, &dst_dir, &to.name, flags)?;
     if hide_old && flags & 2 == 0 {
         src_dir.whiteout(&from.name)?;
     }
@@ -2574,7 +2590,7 @@ fn target(
 }
 
 /// Only the owner (or `CAP_FOWNER`) may change an inode's metadata.
-fn owner_check(task: &Task, m: &crate::tmpfs::MemInode) -> Result<(), Errno> {
+fn owner_check(task: &Task, m: &crate::fsimpl::tmpfs::MemInode) -> Result<(), Errno> {
     if task.creds.owns(m.meta().uid) {
         Ok(())
     } else {
@@ -2629,7 +2645,8 @@ fn chmod_loc_inner(task: &Task, loc: &Location, mode: u32) -> Result<u64, Errno>
     owner_check(task, m)?;
     let mode = chmod_mode(task, &loc.node().stat()?, mode);
     // F_SEAL_EXEC freezes the execute bits (shmem_setattr()).
-    if m.seals().unwrap_or(0) & crate::tmpfs::seal::EXEC != 0 && (m.meta().mode ^ mode) & 0o111 != 0
+    if m.seals().unwrap_or(0) & crate::fsimpl::tmpfs::seal::EXEC != 0
+        && (m.meta().mode ^ mode) & 0o111 != 0
     {
         return Err(Errno::EPERM);
     }
@@ -2683,7 +2700,7 @@ fn chown_loc_inner(task: &Task, loc: &Location, uid: u32, gid: u32) -> Result<u6
     // A change of owner clears the set-user-ID bit (root's too), and the
     // set-group-ID bit unless that marks mandatory locking and the caller
     // is in the group or holds `CAP_FSETID` (chown(2)).
-    let mut kill = crate::tmpfs::setid_bits_killed(st.mode);
+    let mut kill = crate::fsimpl::tmpfs::setid_bits_killed(st.mode);
     let sgid_only = st.mode & (abi::S_ISGID | 0o010) == abi::S_ISGID;
     if st.mode & abi::S_IFMT == abi::S_IFREG
         && sgid_only
@@ -2763,7 +2780,7 @@ fn file_loc(task: &Task, fd: u64) -> Result<Location, Errno> {
 }
 
 /// A location for a tmpfs file with no name (`O_TMPFILE`, memfd).
-fn nameless(task: &Task, m: &std::sync::Arc<crate::tmpfs::MemInode>) -> Location {
+fn nameless(task: &Task, m: &std::sync::Arc<crate::fsimpl::tmpfs::MemInode>) -> Location {
     let mut l = task.kernel.fs.root();
     l.push(Vec::new(), Node::Mem(m.clone()));
     l
@@ -2938,11 +2955,11 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         let h = v?;
         // The gofer's open for writing is no guest's: its close is not
         // reported.
-        crate::volume_watch::quietly(&loc, inotify::mask::CLOSE_WRITE, || {
-            match cache_of(task, h) {
-                Some(cache) => cache.around_host_change(|| volume_set(task, h, &attr, false)),
-                None => volume_set(task, h, &attr, false),
-            }
+        crate::fsimpl::volume_watch::quietly(&loc, inotify::mask::CLOSE_WRITE, || match cache_of(
+            task, h,
+        ) {
+            Some(cache) => cache.around_host_change(|| volume_set(task, h, &attr, false)),
+            None => volume_set(task, h, &attr, false),
         })?;
     } else {
         let m = writable(task, &loc)?;
@@ -3032,8 +3049,10 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
         }
         // /sys and its cgroup file system (what runtimes check to tell
         // cgroup v2 from v1), both read-only.
-        Node::Proc(crate::procfs::ProcNode::Sys(d)) if d.starts_with(crate::procfs::SYSFS) => {
-            s.f_type = if d.starts_with(crate::procfs::SYSFS_CGROUP) {
+        Node::Proc(crate::fsimpl::proc::ProcNode::Sys(d))
+            if d.starts_with(crate::fsimpl::proc::SYSFS) =>
+        {
+            s.f_type = if d.starts_with(crate::fsimpl::proc::SYSFS_CGROUP) {
                 0x6367_7270 // CGROUP2_SUPER_MAGIC
             } else {
                 0x6265_6572 // SYSFS_MAGIC
@@ -3122,7 +3141,7 @@ fn xattr_allowed(task: &Task, loc: &Location, name: &[u8], write: bool) -> Resul
 
 /// The sandbox's own inode holding `loc`'s attributes, if it has one (an
 /// overlay directory's upper half; none for the read-only lower layer).
-fn xattr_inode(task: &Task, loc: &Location) -> Option<Arc<crate::tmpfs::MemInode>> {
+fn xattr_inode(task: &Task, loc: &Location) -> Option<Arc<crate::fsimpl::tmpfs::MemInode>> {
     match loc.node() {
         Node::Mem(m) => Some(m.clone()),
         Node::Ovl(d) => task.kernel.fs.existing_upper(d),

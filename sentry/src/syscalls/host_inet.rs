@@ -10,12 +10,12 @@ use std::os::fd::BorrowedFd;
 use abi::Errno;
 use netstack::{Domain, SocketType};
 
-use crate::file::{copy_to_slices, FileDescription, FileKind};
-use crate::guestio::{ByteSource, GuestBufs};
+use crate::kernel::task::Task;
+use crate::mm::guestio::{ByteSource, GuestBufs};
 use crate::socket::cmsg;
 use crate::socket::host_inet::HostInetSocket;
 use crate::socket::host_sys;
-use crate::task::Task;
+use crate::vfs::file::{copy_to_slices, FileDescription, FileKind};
 
 const SOCK_NONBLOCK: u64 = 0o4000;
 const SOCK_CLOEXEC: u64 = 0o2000000;
@@ -193,8 +193,8 @@ pub fn shutdown(s: &HostInetSocket, how: u64) -> Result<u64, Errno> {
 /// Sends `data` (to `to`, raw `sockaddr` bytes, if given); a stream send
 /// waits until all of it is queued, unless a signal or `EAGAIN` comes
 /// after partial progress (Linux's `tcp_sendmsg`), and is staged
-/// [`crate::guestio::IO_CHUNK`] bytes at a time; a datagram goes whole, so one above
-/// [`crate::guestio::MAX_INET_DATAGRAM`] is `EMSGSIZE` (as the host would answer) before
+/// [`crate::mm::guestio::IO_CHUNK`] bytes at a time; a datagram goes whole, so one above
+/// [`crate::mm::guestio::MAX_INET_DATAGRAM`] is `EMSGSIZE` (as the host would answer) before
 /// it is copied.
 pub fn send(
     task: &Task,
@@ -206,7 +206,7 @@ pub fn send(
 ) -> Result<u64, Errno> {
     let host_flags = (flags & SEND_FLAGS) as i32 | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
     let stream = s.ty != SocketType::Datagram;
-    let piece = crate::guestio::inet_send_piece(stream, data.len())?;
+    let piece = crate::mm::guestio::inet_send_piece(stream, data.len())?;
     super::socket::send_loop(
         task,
         file,

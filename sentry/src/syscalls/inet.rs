@@ -6,13 +6,13 @@ use std::sync::Arc;
 use abi::{Errno, OpenFlags};
 use netstack::{Domain, Shutdown, SockOpt, SockOptName, SocketType};
 
-use crate::file::{FileDescription, FileKind};
-use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK, MAX_INET_DATAGRAM};
+use crate::kernel::task::Task;
+use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK, MAX_INET_DATAGRAM};
 use crate::socket::cmsg;
 use crate::socket::host_inet::HostInetSocket;
 use crate::socket::inet::{encode_addr, parse_addr, unspecified, InetSocket};
 use crate::socket::{SO_RCVTIMEO, SO_RCVTIMEO_NEW, SO_SNDTIMEO, SO_SNDTIMEO_NEW};
-use crate::task::Task;
+use crate::vfs::file::{FileDescription, FileKind};
 
 use super::host_inet as hostnet;
 
@@ -138,7 +138,7 @@ pub fn bind(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<
 /// before whether the address is free (Linux's `inet_bind`, with
 /// `ip_unprivileged_port_start` at its default).
 pub(super) fn may_bind_port(task: &Task, port: u16) -> Result<(), Errno> {
-    if port != 0 && port < 1024 && !task.capable(crate::task::cap::NET_BIND_SERVICE) {
+    if port != 0 && port < 1024 && !task.capable(crate::kernel::task::cap::NET_BIND_SERVICE) {
         return Err(Errno::EACCES);
     }
     Ok(())
@@ -302,7 +302,7 @@ pub fn send(
     }
     let s = sock(file)?;
     let stream = s.ty != SocketType::Datagram;
-    let piece = crate::guestio::inet_send_piece(stream, data.len())?;
+    let piece = crate::mm::guestio::inet_send_piece(stream, data.len())?;
     super::socket::send_loop(
         task,
         file,

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use abi::{Errno, OpenFlags};
 
-use crate::file::{FileDescription, FileKind};
-use crate::task::Task;
-use crate::tmpfs::{seal, MemInode};
+use crate::fsimpl::tmpfs::{seal, MemInode};
+use crate::kernel::task::Task;
+use crate::vfs::file::{FileDescription, FileKind};
 
 const MFD_CLOEXEC: u64 = 0x1;
 const MFD_ALLOW_SEALING: u64 = 0x2;

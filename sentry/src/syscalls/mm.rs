@@ -5,10 +5,10 @@ use std::sync::Arc;
 use abi::{Errno, MapFlags, MAP_TYPE};
 use platform::Prot;
 
-use crate::file::FileKind;
-use crate::guestio::{Stage, IO_CHUNK};
+use crate::kernel::task::Task;
+use crate::mm::guestio::{Stage, IO_CHUNK};
 use crate::mm::{page_up, Backing, MemoryManager};
-use crate::task::Task;
+use crate::vfs::file::FileKind;
 use crate::vfs::Device;
 use crate::PAGE_SIZE;
 
@@ -66,7 +66,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::ENOMEM);
     }
     let mut backing = Backing::Anon;
-    let mut mem_content: Option<(Arc<crate::tmpfs::MemInode>, u64, u64)> = None;
+    let mut mem_content: Option<(Arc<crate::fsimpl::tmpfs::MemInode>, u64, u64)> = None;
     let mut shared_region = None;
     let mut may_write = true;
     let mut writer = None;
@@ -111,7 +111,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             FileKind::Host(h) if !file.is_dir() && shared && on_writable_volume(&file) => {
                 // A writable volume's file: the mapping is its page cache's
                 // pages, shared with every other mapping of it and written
-                // back to the host (see crate::pagecache).
+                // back to the host (see crate::mm::pagecache).
                 if prot.write && !file.writable() {
                     return Err(Errno::EACCES);
                 }
@@ -153,7 +153,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                     sigbus_from = Some(valid);
                 }
                 // A file of the root's image: the mapping shares its
-                // image until written (see crate::fileimage).
+                // image until written (see crate::mm::fileimage).
                 let image = match private_of {
                     None if !shared => h.image(task.mm().memory_file())?,
                     _ => None,
@@ -194,7 +194,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         // The pages are read from the host before the address space is
         // locked.
         let pin = task.kernel.fs.page_caches.pin(&h)?;
-        let pieces = crate::pagecache::FileCache::map(pin, &h, may_write, off, len)?;
+        let pieces = crate::mm::pagecache::FileCache::map(pin, &h, may_write, off, len)?;
         let mut mm = task.mm();
         let start = place(&mm)?;
         for (at, region) in pieces {
@@ -240,7 +240,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 /// Whether `file` is on a volume mounted writable (its shared mappings
 /// go through the page cache).
-fn on_writable_volume(file: &crate::file::FileDescription) -> bool {
+fn on_writable_volume(file: &crate::vfs::file::FileDescription) -> bool {
     matches!(
         file.node(),
         Some(crate::vfs::Node::Host { h, .. }) if h.volume() == Some(crate::vfs::VolumeKind::ReadWrite)

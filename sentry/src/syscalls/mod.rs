@@ -22,7 +22,7 @@ use std::sync::LazyLock;
 
 use abi::{nr, Errno};
 
-use crate::task::Task;
+use crate::kernel::task::Task;
 use crate::vfs::{Location, PATH_MAX};
 
 /// A system call handler: arguments in ABI order, result for `rax`.
@@ -128,18 +128,22 @@ const IMPLEMENTED: &[(u64, Handler, Support)] = &[
     (nr::MMAP, mm::sys_mmap, Partial),
     (nr::MPROTECT, mm::sys_mprotect, Full),
     (nr::MUNMAP, mm::sys_munmap, Full),
-    (nr::SHMGET, crate::sysvshm::sys_shmget, Full),
-    (nr::SHMAT, crate::sysvshm::sys_shmat, Full),
-    (nr::SHMDT, crate::sysvshm::sys_shmdt, Full),
-    (nr::SHMCTL, crate::sysvshm::sys_shmctl, Partial),
-    (nr::SEMGET, crate::sysvsem::sys_semget, Full),
-    (nr::SEMOP, crate::sysvsem::sys_semop, Full),
-    (nr::SEMTIMEDOP, crate::sysvsem::sys_semtimedop, Full),
-    (nr::SEMCTL, crate::sysvsem::sys_semctl, Full),
-    (nr::MSGGET, crate::sysvmsg::sys_msgget, Full),
-    (nr::MSGSND, crate::sysvmsg::sys_msgsnd, Full),
-    (nr::MSGRCV, crate::sysvmsg::sys_msgrcv, Partial),
-    (nr::MSGCTL, crate::sysvmsg::sys_msgctl, Full),
+    (nr::SHMGET, crate::kernel::ipc::shm::sys_shmget, Full),
+    (nr::SHMAT, crate::kernel::ipc::shm::sys_shmat, Full),
+    (nr::SHMDT, crate::kernel::ipc::shm::sys_shmdt, Full),
+    (nr::SHMCTL, crate::kernel::ipc::shm::sys_shmctl, Partial),
+    (nr::SEMGET, crate::kernel::ipc::sem::sys_semget, Full),
+    (nr::SEMOP, crate::kernel::ipc::sem::sys_semop, Full),
+    (
+        nr::SEMTIMEDOP,
+        crate::kernel::ipc::sem::sys_semtimedop,
+        Full,
+    ),
+    (nr::SEMCTL, crate::kernel::ipc::sem::sys_semctl, Full),
+    (nr::MSGGET, crate::kernel::ipc::msg::sys_msgget, Full),
+    (nr::MSGSND, crate::kernel::ipc::msg::sys_msgsnd, Full),
+    (nr::MSGRCV, crate::kernel::ipc::msg::sys_msgrcv, Partial),
+    (nr::MSGCTL, crate::kernel::ipc::msg::sys_msgctl, Full),
     (nr::BRK, mm::sys_brk, Full),
     (nr::RT_SIGACTION, signal::sys_rt_sigaction, Partial),
     (nr::RT_SIGPROCMASK, signal::sys_rt_sigprocmask, Partial),

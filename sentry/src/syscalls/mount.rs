@@ -18,8 +18,8 @@
 use abi::{Errno, OpenFlags};
 
 use super::{dir_arg, path_arg};
-use crate::file::{FileDescription, FileKind};
-use crate::task::Task;
+use crate::kernel::task::Task;
+use crate::vfs::file::{FileDescription, FileKind};
 
 /// `AT_SYMLINK_NOFOLLOW`.
 const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
@@ -77,7 +77,7 @@ pub fn sys_chroot(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::ENOTDIR);
     }
     super::fs::check_access(task, &loc, 1)?;
-    if !task.capable(crate::task::cap::SYS_CHROOT) {
+    if !task.capable(crate::kernel::task::cap::SYS_CHROOT) {
         return Err(Errno::EPERM);
     }
     task.fs_ctx().root = loc;

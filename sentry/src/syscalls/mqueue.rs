@@ -1,15 +1,15 @@
 //! POSIX message queue calls (`mq_open`, `mq_unlink`, `mq_timedsend`,
 //! `mq_timedreceive`, `mq_notify`, `mq_getsetattr`); the queues themselves
-//! are in [`crate::mqueue`].
+//! are in [`crate::kernel::ipc::mqueue`].
 
 use std::sync::Arc;
 
 use abi::{Errno, OpenFlags, Timespec};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use crate::file::{FileDescription, FileKind};
-use crate::mqueue::{self, Create, MsgQueue, Notify};
-use crate::task::Task;
+use crate::kernel::ipc::mqueue::{self, Create, MsgQueue, Notify};
+use crate::kernel::task::Task;
+use crate::vfs::file::{FileDescription, FileKind};
 
 use super::path_arg;
 
@@ -46,7 +46,7 @@ pub(super) fn create_args(task: &Task, mode: u32, attr: Option<(i64, i64)>) -> C
         ids: task.ids,
         real_uid: task.creds.uid[0],
         attr,
-        privileged: task.capable(crate::task::cap::SYS_RESOURCE),
+        privileged: task.capable(crate::kernel::task::cap::SYS_RESOURCE),
         rlimit: task.proc_.state().rlimits[mqueue::RLIMIT_MSGQUEUE].cur,
     }
 }
@@ -127,10 +127,11 @@ pub fn sys_mq_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// `mq_unlink(name)`.
 pub fn sys_mq_unlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let name = path_arg(task, a[0])?;
-    task.kernel
-        .fs
-        .mqueue
-        .unlink(&name, task.ids.0, task.capable(crate::task::cap::FOWNER))?;
+    task.kernel.fs.mqueue.unlink(
+        &name,
+        task.ids.0,
+        task.capable(crate::kernel::task::cap::FOWNER),
+    )?;
     Ok(0)
 }
 

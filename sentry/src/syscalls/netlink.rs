@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use abi::{Errno, OpenFlags};
 
-use crate::file::{copy_to_slices, FileDescription, FileKind};
-use crate::guestio::{ByteSource, GuestBufs, Stage};
+use crate::kernel::task::Task;
+use crate::mm::guestio::{ByteSource, GuestBufs, Stage};
 use crate::socket::netlink::{table, Interface, NetlinkSocket, NETLINK_ROUTE};
-use crate::task::Task;
+use crate::vfs::file::{copy_to_slices, FileDescription, FileKind};
 
 const AF_NETLINK: u16 = 16;
 const SOCK_DGRAM: u64 = 2;

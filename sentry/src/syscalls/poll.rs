@@ -4,10 +4,10 @@ use std::time::{Duration, Instant};
 
 use abi::{Errno, Timespec, Timeval};
 
-use crate::file::{FileDescription, FileKind};
-use crate::task::Task;
+use crate::kernel::task::Task;
+use crate::vfs::file::{FileDescription, FileKind};
 
-use crate::events::poll::*;
+use crate::fsimpl::events::poll::*;
 
 fn readiness(task: &Task, file: &FileDescription, events: i16) -> i16 {
     file.poll_ready(&task.thread, events, 0)

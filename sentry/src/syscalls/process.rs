@@ -5,8 +5,8 @@ use abi::{Errno, Rlimit, Rusage, Tms, Utsname};
 use zerocopy::FromZeros;
 
 use super::path_arg;
+use crate::kernel::task::{cap, ExitStatus, Task};
 use crate::loader::{self, ExecRequest};
-use crate::task::{cap, ExitStatus, Task};
 
 pub fn sys_exit(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     task.exit(ExitStatus::Code(a[0] as i32 & 0xff))
@@ -30,7 +30,7 @@ pub fn sys_getppid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(task.proc_.state().ppid as u64)
 }
 
-fn target(task: &Task, pid: u64) -> Result<std::sync::Arc<crate::task::Process>, Errno> {
+fn target(task: &Task, pid: u64) -> Result<std::sync::Arc<crate::kernel::task::Process>, Errno> {
     let pid = pid as i32;
     if pid == 0 || pid == task.pid() {
         return Ok(task.proc_.clone());
@@ -653,7 +653,7 @@ pub fn sys_getrandom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     // Filled a piece at a time: the Sentry never holds the guest's length.
     let bufs = task.mm().slices(a[0], len as u64, true)?;
-    crate::file::fill_random(&crate::guestio::GuestBufs::new(&bufs));
+    crate::vfs::file::fill_random(&crate::mm::guestio::GuestBufs::new(&bufs));
     Ok(len as u64)
 }
 
@@ -729,7 +729,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const PR_SET_KEEPCAPS: u64 = 8;
     const PR_GET_SECUREBITS: u64 = 27;
     const PR_SET_SECUREBITS: u64 = 28;
-    use crate::task::secbit;
+    use crate::kernel::task::secbit;
     match a[0] {
         PR_GET_KEEPCAPS => Ok(u64::from(task.creds.secure(secbit::KEEP_CAPS))),
         PR_SET_KEEPCAPS => {
@@ -757,7 +757,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             if u64::from(locks >> 1) & (u64::from(old) ^ new) != 0
                 || u64::from(locks) & !new != 0
                 || new & !u64::from(secbit::ALL_BITS | secbit::ALL_LOCKS) != 0
-                || !task.capable(crate::task::CAP_SETPCAP)
+                || !task.capable(crate::kernel::task::CAP_SETPCAP)
             {
                 return Err(Errno::EPERM);
             }
@@ -770,7 +770,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         PR_CAPBSET_DROP => {
             let bit = cap_bit(a[1])?;
-            if !task.capable(crate::task::CAP_SETPCAP) {
+            if !task.capable(crate::kernel::task::CAP_SETPCAP) {
                 return Err(Errno::EPERM);
             }
             task.creds.caps.bounding &= !bit;
@@ -843,7 +843,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 /// The bit of capability `cap`; `EINVAL` past the last one.
 fn cap_bit(cap: u64) -> Result<u64, Errno> {
-    if cap > u64::from(crate::task::CAP_LAST_CAP) {
+    if cap > u64::from(crate::kernel::task::CAP_LAST_CAP) {
         return Err(Errno::EINVAL);
     }
     Ok(1 << cap)
@@ -857,7 +857,9 @@ fn cap_ambient(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const RAISE: u64 = 2;
     const LOWER: u64 = 3;
     const CLEAR_ALL: u64 = 4;
-    let no_raise = task.creds.secure(crate::task::secbit::NO_CAP_AMBIENT_RAISE);
+    let no_raise = task
+        .creds
+        .secure(crate::kernel::task::secbit::NO_CAP_AMBIENT_RAISE);
     let caps = &mut task.creds.caps;
     if a[1] == CLEAR_ALL {
         if a[2] | a[3] | a[4] != 0 {
@@ -956,17 +958,17 @@ pub fn sys_capset(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         prm |= u64::from(d.permitted) << (32 * i);
         inh |= u64::from(d.inheritable) << (32 * i);
     }
-    let all = crate::task::CAP_FULL_SET;
+    let all = crate::kernel::task::CAP_FULL_SET;
     let (eff, prm, inh) = (eff & all, prm & all, inh & all);
     let old = task.creds.caps;
-    if !old.has(crate::task::CAP_SETPCAP) && inh & !(old.inheritable | old.permitted) != 0 {
+    if !old.has(crate::kernel::task::CAP_SETPCAP) && inh & !(old.inheritable | old.permitted) != 0 {
         return Err(Errno::EPERM);
     }
     if inh & !(old.inheritable | old.bounding) != 0 || prm & !old.permitted != 0 || eff & !prm != 0
     {
         return Err(Errno::EPERM);
     }
-    task.creds.caps = crate::task::CapSets {
+    task.creds.caps = crate::kernel::task::CapSets {
         effective: eff,
         permitted: prm,
         inheritable: inh,
@@ -1037,33 +1039,40 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     match cmd {
         FUTEX_WAIT => {
             let d = deadline(task, false, false)?;
-            crate::futex::wait(task, uaddr, val, u32::MAX, d)
+            crate::kernel::futex::wait(task, uaddr, val, u32::MAX, d)
         }
         FUTEX_WAIT_BITSET => {
             let d = deadline(task, true, false)?;
-            crate::futex::wait(task, uaddr, val, val3 as u32, d)
+            crate::kernel::futex::wait(task, uaddr, val, val3 as u32, d)
         }
-        FUTEX_WAKE => crate::futex::wake(task, uaddr, val, u32::MAX),
-        FUTEX_WAKE_BITSET => crate::futex::wake(task, uaddr, val, val3 as u32),
-        FUTEX_REQUEUE => crate::futex::requeue(task, uaddr, uaddr2, val, timeout as u32, None),
-        FUTEX_CMP_REQUEUE => {
-            crate::futex::requeue(task, uaddr, uaddr2, val, timeout as u32, Some(val3 as u32))
+        FUTEX_WAKE => crate::kernel::futex::wake(task, uaddr, val, u32::MAX),
+        FUTEX_WAKE_BITSET => crate::kernel::futex::wake(task, uaddr, val, val3 as u32),
+        FUTEX_REQUEUE => {
+            crate::kernel::futex::requeue(task, uaddr, uaddr2, val, timeout as u32, None)
         }
+        FUTEX_CMP_REQUEUE => crate::kernel::futex::requeue(
+            task,
+            uaddr,
+            uaddr2,
+            val,
+            timeout as u32,
+            Some(val3 as u32),
+        ),
         FUTEX_WAKE_OP => {
-            crate::futex::wake_op(task, uaddr, uaddr2, val, timeout as u32, val3 as u32)
+            crate::kernel::futex::wake_op(task, uaddr, uaddr2, val, timeout as u32, val3 as u32)
         }
         // FUTEX_LOCK_PI's timeout is absolute on CLOCK_REALTIME; LOCK_PI2's
         // on CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME says otherwise.
         FUTEX_LOCK_PI => {
             let d = deadline(task, true, true)?;
-            crate::futex::lock_pi(task, uaddr, d, false)
+            crate::kernel::futex::lock_pi(task, uaddr, d, false)
         }
         FUTEX_LOCK_PI2 => {
             let d = deadline(task, true, false)?;
-            crate::futex::lock_pi(task, uaddr, d, false)
+            crate::kernel::futex::lock_pi(task, uaddr, d, false)
         }
-        FUTEX_TRYLOCK_PI => crate::futex::lock_pi(task, uaddr, None, true),
-        FUTEX_UNLOCK_PI => crate::futex::unlock_pi(task, uaddr),
+        FUTEX_TRYLOCK_PI => crate::kernel::futex::lock_pi(task, uaddr, None, true),
+        FUTEX_UNLOCK_PI => crate::kernel::futex::unlock_pi(task, uaddr),
         _ => Err(Errno::ENOSYS),
     }
 }
@@ -1193,7 +1202,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             }
             let fs = task.fs_ctx().clone();
             task.fs = std::sync::Arc::new(std::sync::Mutex::new(fs));
-            task.altstack = crate::task::no_altstack();
+            task.altstack = crate::kernel::task::no_altstack();
             task.clear_child_tid = 0;
             task.robust_list = (0, 0);
             {
@@ -1214,7 +1223,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             task.ids = (task.creds.uid[3], task.creds.gid[3]);
             task.publish_privileges();
             task.publish_info();
-            crate::task::set_current(task.pid(), task.tid());
+            crate::kernel::task::set_current(task.pid(), task.tid());
             task.vfork_release();
             Ok(0)
         }
@@ -1258,7 +1267,7 @@ fn kill_other_threads(task: &mut Task) {
     let pid = task.pid();
     if task.tid() != pid {
         let mask = task.sigmask();
-        let new = crate::task::Thread::new(pid, task.proc_.clone(), mask);
+        let new = crate::kernel::task::Thread::new(pid, task.proc_.clone(), mask);
         let affinity = task.thread.state().affinity;
         new.state().affinity = affinity;
         let old_tid = task.tid();

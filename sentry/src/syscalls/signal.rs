@@ -4,8 +4,8 @@
 use abi::signal::*;
 use abi::{Errno, KSigaction, SigInfo, StackT};
 
-use crate::file::FileKind;
-use crate::task::{cap, si, user_info, Process, Task, Thread, UNBLOCKABLE};
+use crate::kernel::task::{cap, si, user_info, Process, Task, Thread, UNBLOCKABLE};
+use crate::vfs::file::FileKind;
 use crate::vfs::Node;
 
 fn sig_arg(sig: u64) -> Result<usize, Errno> {
@@ -39,7 +39,9 @@ pub fn sys_rt_sigaction(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         st.actions[sig - 1] = n;
         // Setting a signal to be ignored discards it where pending (POSIX).
         let sig = sig as i32;
-        if n.handler == SIG_IGN || (n.handler == SIG_DFL && crate::task::ignored_by_default(sig)) {
+        if n.handler == SIG_IGN
+            || (n.handler == SIG_DFL && crate::kernel::task::ignored_by_default(sig))
+        {
             st.pending.clear(sig);
             for t in &st.threads {
                 t.state().pending.clear(sig);
@@ -291,7 +293,7 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
     let file = task.fds().file(a[0] as i32 as i64)?;
     let target = match (&file.kind, file.location.as_ref().map(|l| l.node())) {
         (FileKind::PidFd(p), _) => p.clone(),
-        (FileKind::SynthDir, Some(Node::Proc(crate::procfs::ProcNode::Pid(pid, None)))) => {
+        (FileKind::SynthDir, Some(Node::Proc(crate::fsimpl::proc::ProcNode::Pid(pid, None)))) => {
             task.kernel.process(*pid).ok_or(Errno::ESRCH)?
         }
         _ => return Err(Errno::EBADF),
@@ -379,7 +381,10 @@ pub fn sys_rt_sigreturn(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
         Ok(v) => Ok(v),
         Err(_) => {
             // A frame the guest corrupted: Linux kills with SIGSEGV.
-            task.force_signal(SIGSEGV, crate::task::fault_info(SIGSEGV, si::KERNEL, 0));
+            task.force_signal(
+                SIGSEGV,
+                crate::kernel::task::fault_info(SIGSEGV, si::KERNEL, 0),
+            );
             Ok(task.regs.rax)
         }
     }

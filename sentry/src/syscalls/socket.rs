@@ -6,12 +6,12 @@ use std::time::Instant;
 
 use abi::{Errno, OpenFlags};
 
-use crate::file::{FdEntry, FileDescription, FileKind};
-use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
+use crate::fsimpl::tmpfs::MemKind;
+use crate::kernel::task::Task;
+use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::socket::unix::{self, Creds, SockType, SocketHandle, UnixAddr, UnixSocket, SCM_MAX_FD};
 use crate::socket::SockTimeouts;
-use crate::task::Task;
-use crate::tmpfs::MemKind;
+use crate::vfs::file::{FdEntry, FileDescription, FileKind};
 use crate::vfs::{Lookup, Node};
 
 const AF_UNIX: u64 = 1;

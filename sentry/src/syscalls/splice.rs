@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use abi::{Errno, OpenFlags};
 
-use crate::file::{Blocker, FileDescription, FileKind};
-use crate::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
+use crate::fsimpl::pipe::{Attempt, PipeEnd};
+use crate::kernel::task::Task;
+use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::mm::GuestSlice;
-use crate::pipe::{Attempt, PipeEnd};
-use crate::task::Task;
+use crate::vfs::file::{Blocker, FileDescription, FileKind};
 
 /// Linux's cap on one transfer (`MAX_RW_COUNT`).
 const MAX_RW_COUNT: u64 = 0x7fff_f000;
@@ -49,7 +49,7 @@ fn appending(f: &FileDescription) -> bool {
 /// position the Sentry keeps (the reads here pass it explicitly).
 fn regular(f: &FileDescription) -> bool {
     match &f.kind {
-        FileKind::Mem(m) => matches!(m.kind, crate::tmpfs::MemKind::File(_)),
+        FileKind::Mem(m) => matches!(m.kind, crate::fsimpl::tmpfs::MemKind::File(_)),
         FileKind::Host(_) => !f.is_dir(),
         _ => false,
     }
@@ -682,8 +682,8 @@ pub fn sys_vmsplice(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fsimpl::pipe::Pipe;
     use crate::kernel::EventBus;
-    use crate::pipe::Pipe;
 
     #[test]
     fn splice_room_counts_whole_free_pages_and_push_fills_them() {

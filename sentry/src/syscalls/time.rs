@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use abi::{Errno, Timespec, Timeval};
 
 use crate::host;
-use crate::task::Task;
+use crate::kernel::task::Task;
 
 /// Host clock for a guest clock id, or `EINVAL`.
 fn clock_arg(id: u64) -> Result<i32, Errno> {

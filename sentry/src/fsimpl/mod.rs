@@ -1,0 +1,11 @@
+//! The file systems and special files behind the VFS: tmpfs, proc and its
+//! sysctls, devpts, pipes, the event descriptors (eventfd, timerfd,
+//! signalfd, epoll) and the host watches of volumes.
+
+pub mod devpts;
+pub mod events;
+pub mod pipe;
+pub mod proc;
+pub mod sysctl;
+pub mod tmpfs;
+pub mod volume_watch;

@@ -1,0 +1,460 @@
+//! System V message queues (`msgget`, `msgsnd`, `msgrcv`, `msgctl`), kept
+//! in the Sentry, in the sandbox's own IPC namespace.
+//!
+//! A queue holds typed messages up to `msg_qbytes` bytes in all. A sender
+//! waits while its message does not fit, a receiver while no message of
+//! the type it asks for is there, both on the sandbox's event bus: a
+//! signal ends the wait with `EINTR` (never restarted, signal(7)), and
+//! removal of the queue with `EIDRM`. Identifiers and permission checks are
+//! those of shared memory ([`crate::kernel::ipc::shm`]).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use abi::Errno;
+
+use crate::kernel::ipc::shm::{
+    id_of, ipc_may_change, ipc_permitted, lookup, new_id, now, stat_lookup, IpcObject, IpcPerm,
+    Owner, IPC_64, IPC_CREAT, IPC_EXCL, IPC_INFO, IPC_PRIVATE, IPC_RMID, IPC_SET, IPC_STAT,
+    SEQ_MULTIPLIER,
+};
+use crate::kernel::task::{cap, Task, MAY_READ, MAY_WRITE};
+
+const IPC_NOWAIT: u64 = 0o4000;
+const MSG_NOERROR: u64 = 0o10000;
+const MSG_EXCEPT: u64 = 0o20000;
+const MSG_COPY: u64 = 0o40000;
+const MSG_STAT: u64 = 11;
+const MSG_INFO: u64 = 12;
+const MSG_STAT_ANY: u64 = 13;
+/// Linux's defaults: the largest message, the default queue size, queues.
+const MSGMAX: usize = 8192;
+const MSGMNB: u64 = 16384;
+const MSGMNI: usize = 32000;
+/// The most bytes all queues hold, below what Linux would allow: they live
+/// in the Sentry's own memory, which a guest must not exhaust (`ENOSPC`
+/// for new queues past it, and senders wait).
+const SENTRY_MAX_BYTES: u64 = 64 << 20;
+
+#[derive(Debug)]
+struct Queue {
+    key: i32,
+    owner: Owner,
+    seq: u16,
+    stime: i64,
+    rtime: i64,
+    ctime: i64,
+    lspid: i32,
+    lrpid: i32,
+    qbytes: u64,
+    cbytes: u64,
+    msgs: VecDeque<(i64, Vec<u8>)>,
+}
+
+/// The sandbox's message queues.
+#[derive(Debug, Default)]
+pub struct Registry {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    queues: BTreeMap<i32, Queue>,
+    seq: u16,
+    last_idx: i32,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            queues: BTreeMap::new(),
+            seq: 0,
+            last_idx: -1,
+        }
+    }
+}
+
+impl IpcObject for Queue {
+    fn seq(&self) -> u16 {
+        self.seq
+    }
+    fn owner(&self) -> &Owner {
+        &self.owner
+    }
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Inner {
+    fn by_id(&mut self, id: i32) -> Result<&mut Queue, Errno> {
+        lookup(&mut self.queues, id)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.queues.values().map(|q| q.cbytes).sum()
+    }
+}
+
+pub fn sys_msgget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (key, flags) = (a[0] as i32, a[1]);
+    let reg = task.kernel.sysv_msg.clone();
+    let mut g = reg.lock();
+    if key != IPC_PRIVATE {
+        if let Some((&idx, q)) = g.queues.iter().find(|(_, q)| q.key == key) {
+            if flags & (IPC_CREAT | IPC_EXCL) == IPC_CREAT | IPC_EXCL {
+                return Err(Errno::EEXIST);
+            }
+            let want = ((flags as u32 & 0o777) >> 6) & (MAY_READ | MAY_WRITE);
+            if !ipc_permitted(task, &q.owner, want) {
+                return Err(Errno::EACCES);
+            }
+            return Ok(id_of(idx, q.seq) as u64);
+        }
+        if flags & IPC_CREAT == 0 {
+            return Err(Errno::ENOENT);
+        }
+    }
+    if g.queues.len() >= MSGMNI {
+        return Err(Errno::ENOSPC);
+    }
+    let Inner {
+        queues,
+        seq,
+        last_idx,
+    } = &mut *g;
+    let (idx, seq) = new_id(seq, last_idx, queues.len(), MSGMNI, |i| {
+        queues.contains_key(&i)
+    })?;
+    let (uid, gid) = (task.creds.uid[1], task.creds.gid[1]);
+    queues.insert(
+        idx,
+        Queue {
+            key,
+            owner: Owner {
+                uid,
+                gid,
+                cuid: uid,
+                cgid: gid,
+                mode: flags as u32 & 0o777,
+            },
+            seq,
+            stime: 0,
+            rtime: 0,
+            ctime: now(),
+            lspid: 0,
+            lrpid: 0,
+            qbytes: MSGMNB,
+            cbytes: 0,
+            msgs: VecDeque::new(),
+        },
+    );
+    Ok(id_of(idx, seq) as u64)
+}
+
+pub fn sys_msgsnd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (id, addr, size, flags) = (a[0] as i32, a[1], a[2], a[3]);
+    if size as usize > MSGMAX {
+        return Err(Errno::EINVAL);
+    }
+    let mtype: i64 = task.mm().read_obj(addr)?;
+    if mtype < 1 {
+        return Err(Errno::EINVAL);
+    }
+    let mut text = vec![0u8; size as usize];
+    task.mm().copy_in(addr + 8, &mut text)?;
+    let reg = task.kernel.sysv_msg.clone();
+    {
+        let mut g = reg.lock();
+        let q = g.by_id(id)?;
+        if !ipc_permitted(task, &q.owner, MAY_WRITE) {
+            return Err(Errno::EACCES);
+        }
+    }
+    let pid = task.pid();
+    let mut text = Some(text);
+    let fits = |g: &mut Inner, n: u64| -> Result<bool, Errno> {
+        let all = g.bytes();
+        let q = g.by_id(id).map_err(|_| Errno::EIDRM)?;
+        Ok(q.cbytes + n <= q.qbytes
+            && (q.msgs.len() as u64) < q.qbytes
+            && all + n <= SENTRY_MAX_BYTES)
+    };
+    let blk = task.blocker();
+    blk.block_with(
+        flags & IPC_NOWAIT != 0,
+        None,
+        Errno::EAGAIN,
+        Errno::EINTR,
+        || {
+            let mut g = reg.lock();
+            let n = size;
+            if !fits(&mut g, n)? {
+                return Ok(None);
+            }
+            let q = g.by_id(id)?;
+            q.cbytes += n;
+            q.msgs.push_back((mtype, text.take().unwrap_or_default()));
+            q.lspid = pid;
+            q.stime = now();
+            Ok(Some(()))
+        },
+        || {
+            let mut g = reg.lock();
+            fits(&mut g, size).unwrap_or(true)
+        },
+    )?;
+    task.kernel.bus.notify();
+    Ok(0)
+}
+
+/// The position of the message `msgtyp` selects (msgrcv(2)).
+fn pick(q: &Queue, msgtyp: i64, except: bool) -> Option<usize> {
+    if msgtyp == 0 {
+        return (!q.msgs.is_empty()).then_some(0);
+    }
+    if msgtyp > 0 {
+        return q
+            .msgs
+            .iter()
+            .position(|(t, _)| if except { *t != msgtyp } else { *t == msgtyp });
+    }
+    // The first of the lowest type not above |msgtyp|.
+    let limit = msgtyp.unsigned_abs();
+    let mut best: Option<(usize, i64)> = None;
+    for (i, (t, _)) in q.msgs.iter().enumerate() {
+        if (*t as u64) <= limit && best.is_none_or(|(_, b)| *t < b) {
+            best = Some((i, *t));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+pub fn sys_msgrcv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (id, addr, size, msgtyp, flags) = (a[0] as i32, a[1], a[2] as i64, a[3] as i64, a[4]);
+    if size < 0 {
+        return Err(Errno::EINVAL);
+    }
+    if flags & MSG_COPY != 0 {
+        // (MSG_COPY is for checkpointing; not kept here)
+        return Err(Errno::ENOSYS);
+    }
+    let except = flags & MSG_EXCEPT != 0;
+    let reg = task.kernel.sysv_msg.clone();
+    {
+        let mut g = reg.lock();
+        let q = g.by_id(id)?;
+        if !ipc_permitted(task, &q.owner, MAY_READ) {
+            return Err(Errno::EACCES);
+        }
+    }
+    let pid = task.pid();
+    let blk = task.blocker();
+    let (mtype, text) = blk
+        .block_with(
+            flags & IPC_NOWAIT != 0,
+            None,
+            Errno::ENOMSG,
+            Errno::EINTR,
+            || {
+                let mut g = reg.lock();
+                let q = g.by_id(id).map_err(|_| Errno::EIDRM)?;
+                let Some(i) = pick(q, msgtyp, except) else {
+                    return Ok(None);
+                };
+                if q.msgs[i].1.len() as i64 > size && flags & MSG_NOERROR == 0 {
+                    return Err(Errno::E2BIG);
+                }
+                let (t, mut text) = q.msgs.remove(i).unwrap_or_default();
+                q.cbytes -= text.len() as u64;
+                q.lrpid = pid;
+                q.rtime = now();
+                text.truncate(size as usize);
+                Ok(Some((t, text)))
+            },
+            || {
+                let mut g = reg.lock();
+                match g.by_id(id) {
+                    Ok(q) => pick(q, msgtyp, except).is_some(),
+                    Err(_) => true,
+                }
+            },
+        )
+        .map_err(|e| if e == Errno::EAGAIN { Errno::ENOMSG } else { e })?;
+    task.kernel.bus.notify();
+    task.mm().write_obj(addr, &mtype)?;
+    task.mm().copy_out(addr + 8, &text)?;
+    Ok(text.len() as u64)
+}
+
+/// `struct msqid64_ds` (x86-64).
+#[repr(C)]
+#[derive(Clone, Copy, Default, zerocopy::IntoBytes, zerocopy::FromBytes, zerocopy::Immutable)]
+struct MsqidDs {
+    perm: IpcPerm,
+    stime: i64,
+    rtime: i64,
+    ctime: i64,
+    cbytes: u64,
+    qnum: u64,
+    qbytes: u64,
+    lspid: i32,
+    lrpid: i32,
+    unused4: u64,
+    unused5: u64,
+}
+
+/// `struct msginfo`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, zerocopy::IntoBytes, zerocopy::FromBytes, zerocopy::Immutable)]
+struct MsgInfo {
+    msgpool: i32,
+    msgmap: i32,
+    msgmax: i32,
+    msgmnb: i32,
+    msgmni: i32,
+    msgssz: i32,
+    msgtql: i32,
+    msgseg: u16,
+    pad: u16,
+}
+
+fn stat_of(q: &Queue) -> MsqidDs {
+    MsqidDs {
+        perm: IpcPerm {
+            key: q.key,
+            uid: q.owner.uid,
+            gid: q.owner.gid,
+            cuid: q.owner.cuid,
+            cgid: q.owner.cgid,
+            mode: q.owner.mode,
+            seq: q.seq,
+            ..IpcPerm::default()
+        },
+        stime: q.stime,
+        rtime: q.rtime,
+        ctime: q.ctime,
+        cbytes: q.cbytes,
+        qnum: q.msgs.len() as u64,
+        qbytes: q.qbytes,
+        lspid: q.lspid,
+        lrpid: q.lrpid,
+        ..MsqidDs::default()
+    }
+}
+
+pub fn sys_msgctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let (id, cmd, buf) = (a[0] as i32, a[1] & !IPC_64, a[2]);
+    let reg = task.kernel.sysv_msg.clone();
+    match cmd {
+        IPC_INFO | MSG_INFO => {
+            let g = reg.lock();
+            let info = MsgInfo {
+                // MSG_INFO: queues, messages and bytes in use instead
+                msgpool: if cmd == MSG_INFO {
+                    g.queues.len() as i32
+                } else {
+                    (MSGMNI * MSGMNB as usize / 1024) as i32
+                },
+                msgmap: if cmd == MSG_INFO {
+                    g.queues.values().map(|q| q.msgs.len()).sum::<usize>() as i32
+                } else {
+                    MSGMNB as i32
+                },
+                msgmax: MSGMAX as i32,
+                msgmnb: MSGMNB as i32,
+                msgmni: MSGMNI as i32,
+                msgssz: 16,
+                msgtql: if cmd == MSG_INFO {
+                    g.bytes() as i32
+                } else {
+                    MSGMNB as i32
+                },
+                msgseg: 0xffff,
+                pad: 0,
+            };
+            let last = g.queues.keys().next_back().copied().unwrap_or(0);
+            drop(g);
+            task.mm().write_obj(buf, &info)?;
+            Ok(last as u64)
+        }
+        IPC_STAT | MSG_STAT | MSG_STAT_ANY => {
+            let mut g = reg.lock();
+            let by_index = cmd != IPC_STAT;
+            let (ds, ret) = stat_lookup(
+                task,
+                &mut g.queues,
+                id,
+                by_index,
+                cmd == MSG_STAT_ANY,
+                stat_of,
+            )?;
+            drop(g);
+            task.mm().write_obj(buf, &ds)?;
+            Ok(ret as u64)
+        }
+        IPC_SET => {
+            let new: MsqidDs = task.mm().read_obj(buf)?;
+            let raise = task.capable(cap::SYS_RESOURCE);
+            let mut g = reg.lock();
+            let q = g.by_id(id)?;
+            if !ipc_may_change(task, &q.owner) {
+                return Err(Errno::EPERM);
+            }
+            if new.qbytes > MSGMNB && !raise {
+                return Err(Errno::EPERM);
+            }
+            q.owner.uid = new.perm.uid;
+            q.owner.gid = new.perm.gid;
+            q.owner.mode = (q.owner.mode & !0o777) | (new.perm.mode & 0o777);
+            q.qbytes = new.qbytes;
+            q.ctime = now();
+            drop(g);
+            task.kernel.bus.notify();
+            Ok(0)
+        }
+        IPC_RMID => {
+            let mut g = reg.lock();
+            let q = g.by_id(id)?;
+            if !ipc_may_change(task, &q.owner) {
+                return Err(Errno::EPERM);
+            }
+            g.queues.remove(&(id % SEQ_MULTIPLIER));
+            drop(g);
+            task.kernel.bus.notify();
+            Ok(0)
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// `/proc/sysvipc/msg`, as Linux's `sysvipc_msg_proc_show` lays it out.
+pub fn proc_table(reg: &Registry) -> String {
+    let g = reg.lock();
+    let mut out = String::from(
+        "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid      stime      rtime      ctime\n",
+    );
+    for (&idx, q) in &g.queues {
+        out.push_str(&format!(
+            "{:10} {:10}  {:4o}  {:10} {:10} {:5} {:5} {:5} {:5} {:5} {:5} {:10} {:10} {:10}\n",
+            q.key,
+            id_of(idx, q.seq),
+            q.owner.mode,
+            q.cbytes,
+            q.msgs.len(),
+            q.lspid,
+            q.lrpid,
+            q.owner.uid,
+            q.owner.gid,
+            q.owner.cuid,
+            q.owner.cgid,
+            q.stime,
+            q.rtime,
+            q.ctime
+        ));
+    }
+    out
+}

@@ -1,0 +1,2153 @@
+//! Tasks, threads and processes. Each guest thread is a [`Task`] run by its
+//! own host thread, which owns its platform context; [`Thread`] and
+//! [`Process`] are the parts other threads see (signals, exit state).
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use abi::signal::*;
+use abi::{Errno, KSigaction, Rlimit, SigContext, SigInfo, StackT, UContext};
+use platform::{Context, Event, Interrupter, Regs};
+use zerocopy::FromZeros;
+
+use crate::kernel::Kernel;
+use crate::mm::{FaultFix, MemoryManager, PatchedSiteFault};
+use crate::vfs::file::FdTable;
+use crate::vfs::Location;
+
+/// How a task (and, for now, its whole sandbox) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// `exit`/`exit_group` with this status (low 8 bits significant)
+    Code(i32),
+    /// killed by this signal
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// What a shell would report: the code, or 128 + the signal.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            ExitStatus::Code(c) => c & 0xff,
+            ExitStatus::Signal(s) => 128 + s,
+        }
+    }
+
+    /// The `wait` status word.
+    pub fn wait_status(self) -> i32 {
+        match self {
+            ExitStatus::Code(c) => (c & 0xff) << 8,
+            ExitStatus::Signal(s) => s | if dumps_core(s) { 0x80 } else { 0 },
+        }
+    }
+}
+
+/// `SA_*` flags.
+pub mod sa {
+    /// no SIGCHLD when children stop
+    pub const NOCLDSTOP: u64 = 1;
+    /// children do not become zombies
+    pub const NOCLDWAIT: u64 = 2;
+    /// three-argument handler
+    pub const SIGINFO: u64 = 4;
+    /// `sa_restorer` is valid
+    pub const RESTORER: u64 = 0x0400_0000;
+    /// run on the alternate stack
+    pub const ONSTACK: u64 = 0x0800_0000;
+    /// restart interrupted calls
+    pub const RESTART: u64 = 0x1000_0000;
+    /// do not block the signal in its handler
+    pub const NODEFER: u64 = 0x4000_0000;
+    /// reset to default after one delivery
+    pub const RESETHAND: u64 = 0x8000_0000;
+}
+
+/// `si_code` values.
+pub mod si {
+    /// sent by `kill`
+    pub const USER: i32 = 0;
+    /// sent by the kernel
+    pub const KERNEL: i32 = 0x80;
+    /// sent by `tkill`/`tgkill`
+    pub const TKILL: i32 = -6;
+    /// sent by a POSIX timer
+    pub const TIMER: i32 = -2;
+    /// child exited
+    pub const CLD_EXITED: i32 = 1;
+    /// child killed
+    pub const CLD_KILLED: i32 = 2;
+    /// child dumped core
+    pub const CLD_DUMPED: i32 = 3;
+    /// child stopped
+    pub const CLD_STOPPED: i32 = 5;
+    /// child continued
+    pub const CLD_CONTINUED: i32 = 6;
+}
+
+fn dumps_core(sig: i32) -> bool {
+    matches!(
+        sig,
+        SIGQUIT
+            | SIGILL
+            | SIGTRAP
+            | SIGABRT
+            | SIGBUS
+            | SIGFPE
+            | SIGSEGV
+            | SIGXCPU
+            | SIGXFSZ
+            | SIGSYS
+    )
+}
+
+/// Whether signal `sig`'s default action is to ignore it.
+pub fn ignored_by_default(sig: i32) -> bool {
+    matches!(sig, SIGCHLD | SIGURG | SIGWINCH | SIGCONT)
+}
+
+/// Whether `sig` stops the process by default.
+pub fn is_stop(sig: i32) -> bool {
+    matches!(sig, SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU)
+}
+
+fn bit(sig: i32) -> u64 {
+    1u64 << (sig - 1)
+}
+
+/// `SIGKILL` and `SIGSTOP`: the signals only the kernel acts on.
+fn kernel_only(sig: i32) -> bool {
+    sig == SIGKILL || sig == SIGSTOP
+}
+
+/// Signals that cannot be caught, blocked or ignored.
+pub const UNBLOCKABLE: u64 = (1 << (SIGKILL - 1)) | (1 << (SIGSTOP - 1));
+
+/// Pending signals with their information: real-time signals queue,
+/// standard ones do not.
+#[derive(Clone, Debug)]
+pub struct SigQueue {
+    /// pending signal bits
+    pub bits: u64,
+    info: Vec<std::collections::VecDeque<SigInfo>>,
+}
+
+/// Most queued real-time signals per queue (`RLIMIT_SIGPENDING`-like).
+const MAX_QUEUED: usize = 1024;
+
+impl Default for SigQueue {
+    fn default() -> Self {
+        SigQueue {
+            bits: 0,
+            info: vec![Default::default(); 64],
+        }
+    }
+}
+
+impl SigQueue {
+    /// Marks `sig` pending with `info`.
+    pub fn enqueue(&mut self, sig: i32, info: SigInfo) {
+        if info.code == si::TIMER {
+            // A timer whose last signal is still pending does not queue
+            // another: the expiry counts as an overrun of the pending one.
+            let id = info.fields[0] as u32;
+            let missed = (info.fields[0] >> 32) + 1;
+            let q = &mut self.info[sig as usize - 1];
+            if let Some(p) = q
+                .iter_mut()
+                .find(|p| p.code == si::TIMER && p.fields[0] as u32 == id)
+            {
+                let overrun = ((p.fields[0] >> 32) + missed).min(i32::MAX as u64);
+                p.fields[0] = u64::from(id) | (overrun << 32);
+                return;
+            }
+        }
+        if sig >= SIGRTMIN {
+            if self.info.iter().map(|q| q.len()).sum::<usize>() < MAX_QUEUED {
+                self.info[sig as usize - 1].push_back(info);
+            }
+        } else if self.info[sig as usize - 1].is_empty() {
+            self.info[sig as usize - 1].push_back(info);
+        }
+        self.bits |= bit(sig);
+    }
+
+    /// Takes one instance of pending `sig`.
+    pub fn dequeue(&mut self, sig: i32) -> SigInfo {
+        let q = &mut self.info[sig as usize - 1];
+        let info = q.pop_front();
+        if q.is_empty() {
+            self.bits &= !bit(sig);
+        }
+        info.unwrap_or_else(|| user_info(sig, 0, 0, si::KERNEL))
+    }
+
+    /// Discards every instance of `sig`.
+    pub fn clear(&mut self, sig: i32) {
+        self.info[sig as usize - 1].clear();
+        self.bits &= !bit(sig);
+    }
+
+    /// Whether `sig` is pending.
+    pub fn has(&self, sig: i32) -> bool {
+        self.bits & bit(sig) != 0
+    }
+}
+
+/// Shared, lock-protected state of a process (a thread group).
+#[derive(Debug)]
+pub struct ProcessState {
+    /// parent PID (0 for the sandbox's first process)
+    pub ppid: i32,
+    /// process group
+    pub pgid: i32,
+    /// session
+    pub sid: i32,
+    /// signal sent to the parent at exit
+    pub exit_signal: i32,
+    /// `rt_sigaction` dispositions, index = signal - 1
+    pub actions: [KSigaction; 64],
+    /// signals sent to the process as a whole
+    pub pending: SigQueue,
+    /// set once the last thread has exited (a zombie until reaped)
+    pub exit: Option<ExitStatus>,
+    /// the whole group is exiting (`exit_group`, a fatal signal, `SIGKILL`)
+    pub group_exit: Option<ExitStatus>,
+    /// the stop signal while stopped
+    pub stopped: Option<i32>,
+    /// a stop (`Some(sig)`) or continue (`None`) not yet reported to `wait`
+    pub wait_report: Option<Option<i32>>,
+    /// a `vfork` parent may go on (the child exec'd or exited)
+    pub vfork_done: bool,
+    /// the process has called `execve` (its parent may no longer move it
+    /// to another group)
+    pub did_exec: bool,
+    /// CPU time of address spaces the process has left and of threads
+    /// that have exited
+    pub cpu: CpuTimes,
+    /// the current address space's CPU time when the process began using it
+    pub as_cpu_start: std::time::Duration,
+    /// CPU time of waited-for children (and theirs)
+    pub children_cpu: CpuTimes,
+    /// resource limits, index = `RLIMIT_*` (shared by the threads;
+    /// `prlimit` may change another process's)
+    pub rlimits: [Rlimit; abi::rlimit::RLIM_NLIMITS],
+    /// `/proc/[pid]/oom_score_adj`, -1000..=1000 (inherited by children,
+    /// kept across execve, as Linux keeps it in the signal struct)
+    pub oom_score_adj: i16,
+    /// the lowest `oom_score_adj` a write without `CAP_SYS_RESOURCE` may
+    /// set: the last value one with it wrote (inherited the same way)
+    pub oom_score_adj_min: i16,
+    /// signal to receive when the parent exits (`PR_SET_PDEATHSIG`)
+    pub pdeathsig: i32,
+    /// orphaned descendants are reparented here rather than to init
+    /// (`PR_SET_CHILD_SUBREAPER`)
+    pub child_subreaper: bool,
+    /// when the process started
+    pub started: std::time::Instant,
+    /// `ITIMER_REAL`, `ITIMER_VIRTUAL`, `ITIMER_PROF` in the timer service
+    pub itimers: [Option<u64>; 3],
+    /// POSIX timers: guest timer id → (service id, clock)
+    pub posix_timers: std::collections::BTreeMap<i32, (u64, i32)>,
+    /// live threads
+    pub threads: Vec<Arc<Thread>>,
+    /// what /proc shows of the process
+    pub info: ProcInfo,
+    /// the controlling terminal (inherited by `fork`, dropped by `setsid`)
+    pub ctty: Option<Arc<crate::fsimpl::devpts::Pty>>,
+    /// a session leader whose terminal hung up: the foreground group then,
+    /// which gets `SIGHUP` when the leader exits (Linux's `tty_old_pgrp`)
+    pub tty_old_pgrp: i32,
+    /// the sandbox's init (Linux's `SIGNAL_UNKILLABLE`): signals it has no
+    /// handler for are dropped, see [`ProcessState::init_drops`]
+    pub unkillable: bool,
+    /// `PR_GET_DUMPABLE`: cleared by `execve` of a program that changes
+    /// the ids or that the caller may not read, and by a change of the
+    /// effective or file-system ids; set again by a plain `execve` or
+    /// `PR_SET_DUMPABLE` (Linux keeps it with the address space)
+    pub dumpable: bool,
+}
+
+/// CPU time, split as `getrusage` reports it: guest code (user) and the
+/// Sentry working for it (system).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// time running guest code
+    pub user: std::time::Duration,
+    /// time in the Sentry on the guest's behalf
+    pub sys: std::time::Duration,
+}
+
+impl std::ops::Add for CpuTimes {
+    type Output = CpuTimes;
+    fn add(self, o: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user: self.user + o.user,
+            sys: self.sys + o.sys,
+        }
+    }
+}
+
+/// CPU time the calling host thread has used.
+pub fn host_thread_cpu() -> std::time::Duration {
+    crate::host::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID)
+        .map(|t| {
+            std::time::Duration::new(
+                t.tv_sec.max(0) as u64,
+                t.tv_nsec.clamp(0, 999_999_999) as u32,
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// What `/proc/[pid]` shows of a process, kept current by `execve`,
+/// `clone` and `prctl`.
+#[derive(Debug, Default)]
+pub struct ProcInfo {
+    /// guest path of the executable
+    pub exe: String,
+    /// `argv` joined by NULs
+    pub cmdline: Vec<u8>,
+    /// `envp` joined by NULs
+    pub environ: Vec<u8>,
+    /// the leader thread's name (`prctl(PR_SET_NAME)`, `comm`)
+    pub comm: String,
+    /// address space
+    pub mm: std::sync::Weak<Mutex<MemoryManager>>,
+    /// descriptor table
+    pub fds: std::sync::Weak<Mutex<FdTable>>,
+    /// working directory and umask
+    pub fs: std::sync::Weak<Mutex<FsContext>>,
+}
+
+impl ProcessState {
+    /// State of a new process.
+    pub fn new(
+        ppid: i32,
+        pgid: i32,
+        sid: i32,
+        exit_signal: i32,
+        actions: [KSigaction; 64],
+    ) -> Self {
+        ProcessState {
+            ppid,
+            pgid,
+            sid,
+            exit_signal,
+            actions,
+            pending: SigQueue::default(),
+            exit: None,
+            group_exit: None,
+            stopped: None,
+            wait_report: None,
+            vfork_done: false,
+            did_exec: false,
+            cpu: CpuTimes::default(),
+            as_cpu_start: std::time::Duration::ZERO,
+            children_cpu: CpuTimes::default(),
+            rlimits: [Rlimit {
+                cur: u64::MAX,
+                max: u64::MAX,
+            }; abi::rlimit::RLIM_NLIMITS],
+            oom_score_adj: 0,
+            oom_score_adj_min: 0,
+            pdeathsig: 0,
+            child_subreaper: false,
+            started: std::time::Instant::now(),
+            itimers: [None; 3],
+            posix_timers: Default::default(),
+            threads: Vec::new(),
+            info: ProcInfo::default(),
+            ctty: None,
+            tty_old_pgrp: 0,
+            unkillable: false,
+            dumpable: true,
+        }
+    }
+
+    /// What `execve` keeps of the dispositions: handled signals go back to
+    /// their default action, ignored ones stay ignored.
+    pub fn reset_actions_for_exec(&mut self) {
+        for a in &mut self.actions {
+            if a.handler != SIG_IGN {
+                *a = KSigaction::new_zeroed();
+            }
+        }
+    }
+
+    fn disposition_ignores(&self, sig: i32) -> bool {
+        let h = self.actions[sig as usize - 1].handler;
+        h == SIG_IGN || (h == SIG_DFL && ignored_by_default(sig))
+    }
+
+    /// Whether `sig`, just generated, is dropped because this process is
+    /// the sandbox's init and keeps the default action for it
+    /// (pid_namespaces(7), Linux's `sig_task_ignored()`): init gets only
+    /// the signals it has a handler for, except that `SIGKILL` and
+    /// `SIGSTOP` sent from outside the sandbox (an ancestor namespace)
+    /// always arrive.
+    pub fn init_drops(&self, sig: i32, from_outside: bool) -> bool {
+        self.unkillable
+            && self.actions[sig as usize - 1].handler == SIG_DFL
+            && !(from_outside && kernel_only(sig))
+    }
+
+    /// Whether every thread blocks `sig` (then an ignored signal stays
+    /// pending instead of being discarded).
+    fn all_block(&self, sig: i32) -> bool {
+        !self.threads.is_empty() && self.threads.iter().all(|t| t.state().mask & bit(sig) != 0)
+    }
+}
+
+/// A guest process (thread group) as other processes see it.
+pub struct Process {
+    /// process ID (thread group ID)
+    pub pid: i32,
+    state: Mutex<ProcessState>,
+}
+
+impl fmt::Debug for Process {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Process({})", self.pid)
+    }
+}
+
+impl Process {
+    /// A new process.
+    pub fn new(pid: i32, state: ProcessState) -> Arc<Process> {
+        Arc::new(Process {
+            pid,
+            state: Mutex::new(state),
+        })
+    }
+
+    /// Locks the shared state. Lock order: a process's state before any of
+    /// its threads' states.
+    pub fn state(&self) -> MutexGuard<'_, ProcessState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes every thread (blocked in the Sentry or running guest code) so
+    /// it looks at its signals.
+    pub fn kick_all(&self, kernel: &Kernel) {
+        let threads = self.state().threads.clone();
+        kernel.bus.notify();
+        for t in threads {
+            t.interrupt();
+        }
+    }
+
+    /// Makes the whole thread group exit with `status` (the first reason
+    /// wins).
+    pub fn group_exit(&self, kernel: &Kernel, status: ExitStatus) {
+        {
+            let mut st = self.state();
+            if st.group_exit.is_none() {
+                st.group_exit = Some(status);
+            }
+            st.stopped = None;
+        }
+        self.kick_all(kernel);
+    }
+
+    /// Generates signal `sig` for the process, as `kill(2)` from inside the
+    /// sandbox does: ignored signals are discarded, `SIGCONT` resumes a
+    /// stopped process, `SIGKILL` ends it (unless it is init).
+    pub fn send_signal(&self, kernel: &Kernel, sig: i32, info: SigInfo) {
+        self.generate(kernel, sig, info, false);
+    }
+
+    /// Generates signal `sig` as sent from outside the sandbox (the
+    /// runtime's `kill`, a container engine): for init, `SIGKILL` and
+    /// `SIGSTOP` then always arrive, as from an ancestor PID namespace.
+    pub fn send_signal_from_outside(&self, kernel: &Kernel, sig: i32, info: SigInfo) {
+        self.generate(kernel, sig, info, true);
+    }
+
+    fn generate(&self, kernel: &Kernel, sig: i32, info: SigInfo, from_outside: bool) {
+        if sig == 0 {
+            return;
+        }
+        if sig == SIGKILL {
+            let ends = {
+                let st = self.state();
+                st.exit.is_none() && !st.init_drops(sig, from_outside)
+            };
+            if ends {
+                self.group_exit(kernel, ExitStatus::Signal(SIGKILL));
+            }
+            return;
+        }
+        let mut continued = false;
+        {
+            let mut st = self.state();
+            if st.exit.is_some() || st.group_exit.is_some() {
+                return;
+            }
+            if sig == SIGCONT {
+                for s in [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU] {
+                    st.pending.clear(s);
+                    for t in &st.threads {
+                        t.state().pending.clear(s);
+                    }
+                }
+                if st.stopped.take().is_some() {
+                    st.wait_report = Some(None);
+                    continued = true;
+                }
+            } else if is_stop(sig) {
+                st.pending.clear(SIGCONT);
+            }
+            queue(&mut st, sig, info, from_outside);
+        }
+        if continued {
+            self.notify_parent(kernel, si::CLD_CONTINUED, SIGCONT);
+        }
+        self.kick_all(kernel);
+    }
+
+    /// Queues an ordinary signal (not `SIGKILL`, `SIGCONT` or a stop
+    /// signal) as [`Process::send_signal`] does, without waking anyone:
+    /// for a caller that holds the process table's lock, which then calls
+    /// [`Process::kick_all`] once it has let go.
+    fn queue_quietly(&self, sig: i32, info: SigInfo) {
+        let mut st = self.state();
+        if st.exit.is_none() && st.group_exit.is_none() {
+            queue(&mut st, sig, info, false);
+        }
+    }
+
+    /// Tells the parent about a stop or continue (`SIGCHLD` unless it asked
+    /// for `SA_NOCLDSTOP`).
+    fn notify_parent(&self, kernel: &Kernel, code: i32, sig: i32) {
+        let ppid = self.state().ppid;
+        if let Some(parent) = kernel.process(ppid) {
+            let nocldstop = parent.state().actions[SIGCHLD as usize - 1].flags & sa::NOCLDSTOP != 0;
+            if !nocldstop {
+                parent.send_signal(kernel, SIGCHLD, chld_info(self.pid, code, sig));
+            }
+        }
+        kernel.bus.notify();
+    }
+}
+
+/// Queues `sig` for a process whose state `st` is: blocked signals are kept
+/// whatever the disposition (it may change before they are unblocked,
+/// Linux's sig_ignored()); others are dropped when ignored.
+fn queue(st: &mut ProcessState, sig: i32, info: SigInfo, from_outside: bool) {
+    let blocked = st.all_block(sig);
+    if blocked || !(st.disposition_ignores(sig) || st.init_drops(sig, from_outside)) {
+        st.pending.enqueue(sig, info);
+    }
+}
+
+/// Per-thread signal state other threads may touch.
+#[derive(Debug, Default)]
+pub struct ThreadState {
+    /// blocked signals
+    pub mask: u64,
+    /// signals sent to this thread (`tgkill`, faults)
+    pub pending: SigQueue,
+    /// the thread must exit on its own (another thread is in `execve`)
+    pub exit_now: bool,
+    /// CPUs the thread may run on (`sched_setaffinity`), bit per CPU;
+    /// 0 means all of them
+    pub affinity: u64,
+    /// its capability sets (`capget` of another thread, /proc)
+    pub caps: CapSets,
+    /// its `no_new_privs` (/proc)
+    pub no_new_privs: bool,
+    /// its real, effective, saved and file-system user ids (who may
+    /// signal it, kill(2))
+    pub uid: [u32; 4],
+    /// its real, effective, saved and file-system group ids (/proc)
+    pub gid: [u32; 4],
+    /// its supplementary groups (/proc)
+    pub groups: Vec<u32>,
+}
+
+/// A guest thread as other threads see it.
+pub struct Thread {
+    /// thread ID
+    pub tid: i32,
+    /// its thread group
+    pub process: Arc<Process>,
+    state: Mutex<ThreadState>,
+    interrupter: Mutex<Option<Arc<dyn Interrupter>>>,
+}
+
+impl fmt::Debug for Thread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Thread({}/{})", self.process.pid, self.tid)
+    }
+}
+
+impl Thread {
+    /// A new thread of `process` with signal mask `mask`.
+    pub fn new(tid: i32, process: Arc<Process>, mask: u64) -> Arc<Thread> {
+        Arc::new(Thread {
+            tid,
+            process,
+            state: Mutex::new(ThreadState {
+                mask,
+                ..ThreadState::default()
+            }),
+            interrupter: Mutex::new(None),
+        })
+    }
+
+    /// Locks the per-thread state (after the process state, if both).
+    pub fn state(&self) -> MutexGuard<'_, ThreadState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets (or clears) the handle that interrupts the running guest.
+    pub fn set_interrupter(&self, i: Option<Arc<dyn Interrupter>>) {
+        *self.interrupter.lock().unwrap_or_else(|e| e.into_inner()) = i;
+    }
+
+    /// Makes a running guest thread come back to the Sentry.
+    pub fn interrupt(&self) {
+        if let Some(i) = self
+            .interrupter
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            i.interrupt();
+        }
+    }
+
+    /// Sends `sig` to this thread only (`tgkill`).
+    pub fn send_signal(&self, kernel: &Kernel, sig: i32, info: SigInfo) {
+        if sig == 0 {
+            return;
+        }
+        if sig == SIGKILL || sig == SIGCONT || is_stop(sig) {
+            // These act on the whole process.
+            self.process.send_signal(kernel, sig, info);
+            return;
+        }
+        {
+            let st = self.process.state();
+            if st.exit.is_some() || st.group_exit.is_some() {
+                return;
+            }
+            let mut t = self.state();
+            if t.mask & bit(sig) != 0 || !(st.disposition_ignores(sig) || st.init_drops(sig, false))
+            {
+                t.pending.enqueue(sig, info);
+            }
+        }
+        kernel.bus.notify();
+        self.interrupt();
+    }
+
+    /// Whether a blocking call of this thread should stop waiting: an
+    /// unblocked signal is pending, or the thread or its group must exit.
+    pub fn interrupted(&self) -> bool {
+        let p = self.process.state();
+        if p.group_exit.is_some() {
+            return true;
+        }
+        let t = self.state();
+        t.exit_now || (t.pending.bits | p.pending.bits) & !t.mask != 0
+    }
+}
+
+/// `siginfo` of a `SIGCHLD`.
+pub fn chld_info(pid: i32, code: i32, status: i32) -> SigInfo {
+    let mut i = SigInfo::new_zeroed();
+    i.signo = SIGCHLD;
+    i.code = code;
+    i.fields[0] = pid as u32 as u64;
+    i.fields[1] = status as u32 as u64;
+    i
+}
+
+/// `siginfo` of a signal sent by process `pid` with `kill`.
+pub fn user_info(sig: i32, pid: i32, uid: u32, code: i32) -> SigInfo {
+    let mut i = SigInfo::new_zeroed();
+    i.signo = sig;
+    i.code = code;
+    i.fields[0] = (pid as u32 as u64) | (u64::from(uid) << 32);
+    i
+}
+
+/// `siginfo` of a fault.
+pub fn fault_info(sig: i32, code: i32, addr: u64) -> SigInfo {
+    let mut i = SigInfo::new_zeroed();
+    i.signo = sig;
+    i.code = code;
+    i.fields[0] = addr;
+    i
+}
+
+/// A guest thread, owned by the host thread that runs it.
+pub struct Task {
+    /// its thread (shared view)
+    pub thread: Arc<Thread>,
+    /// its process
+    pub proc_: Arc<Process>,
+    /// the sandbox
+    pub kernel: Arc<Kernel>,
+    /// registers while stopped in the Sentry
+    pub regs: Regs,
+    /// address space (shared by `CLONE_VM`)
+    pub mm: Arc<Mutex<MemoryManager>>,
+    /// platform context
+    pub ctx: Box<dyn Context>,
+    /// descriptors (shared by `CLONE_FILES`)
+    pub fds: Arc<Mutex<FdTable>>,
+    /// working directory and umask (shared by `CLONE_FS`)
+    pub fs: Arc<Mutex<FsContext>>,
+    /// effective (uid, gid): file ownership and permission checks
+    pub ids: (u32, u32),
+    /// full credentials
+    pub creds: Creds,
+    /// `set_tid_address` / `CLONE_CHILD_CLEARTID`
+    pub clear_child_tid: u64,
+    /// `set_robust_list` (head, len)
+    pub robust_list: (u64, u64),
+    /// guest path of the running executable
+    pub exe: String,
+    /// set when the task has ended
+    pub exit: Option<ExitStatus>,
+    /// `PR_SET_NAME` name
+    pub comm: Vec<u8>,
+    /// `PR_SET_NO_NEW_PRIVS`
+    pub no_new_privs: bool,
+    /// the last system call asked to be restarted (internal errno)
+    pub restart: Option<Errno>,
+    /// mask to restore after the handler that interrupted `rt_sigsuspend`,
+    /// `ppoll` and friends
+    pub saved_mask: Option<u64>,
+    /// `sigaltstack`
+    pub altstack: StackT,
+    /// return address of the last call whose site was looked at for
+    /// patching (calls from there again need no second look)
+    pub patch_checked: u64,
+    /// a fault the memory manager found already resolved, run again once
+    /// (its address and `rip`)
+    pub stale_fault: Option<(u64, u64)>,
+}
+
+/// A task's identity (credentials(7)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Creds {
+    /// real, effective, saved, filesystem user ids
+    pub uid: [u32; 4],
+    /// real, effective, saved, filesystem group ids
+    pub gid: [u32; 4],
+    /// supplementary groups
+    pub groups: Vec<u32>,
+    /// capability sets
+    pub caps: CapSets,
+    /// the secure bits (`PR_SET_SECUREBITS`, capabilities(7)): see
+    /// [`secbit`]
+    pub securebits: u32,
+}
+
+/// The secure bits (capabilities(7)); each `*_LOCKED` bit is the one above
+/// its bit.
+pub mod secbit {
+    /// root gets no capabilities at `execve`
+    pub const NOROOT: u32 = 1 << 0;
+    /// a change of user ids leaves the capability sets alone
+    pub const NO_SETUID_FIXUP: u32 = 1 << 2;
+    /// the permitted set survives leaving uid 0 (`PR_SET_KEEPCAPS`);
+    /// cleared by `execve`
+    pub const KEEP_CAPS: u32 = 1 << 4;
+    /// `PR_CAP_AMBIENT_RAISE` is refused
+    pub const NO_CAP_AMBIENT_RAISE: u32 = 1 << 6;
+    /// Linux 6.14's `SECBIT_EXEC_RESTRICT_FILE` and
+    /// `SECBIT_EXEC_DENY_INTERACTIVE`: advice to script interpreters,
+    /// kept and shown only
+    pub const EXEC_ADVICE: u32 = 1 << 8 | 1 << 10;
+    /// every bit (not the locks)
+    pub const ALL_BITS: u32 =
+        NOROOT | NO_SETUID_FIXUP | KEEP_CAPS | NO_CAP_AMBIENT_RAISE | EXEC_ADVICE;
+    /// every lock
+    pub const ALL_LOCKS: u32 = ALL_BITS << 1;
+}
+
+/// The capabilities the Sentry's permission checks ask for, by number
+/// (capabilities(7)).
+pub mod cap {
+    /// change any file's owner and group
+    pub const CHOWN: u32 = 0;
+    /// bypass file read, write and execute permission checks
+    pub const DAC_OVERRIDE: u32 = 1;
+    /// bypass file read and directory read and search checks
+    pub const DAC_READ_SEARCH: u32 = 2;
+    /// bypass the checks that the caller owns a file
+    pub const FOWNER: u32 = 3;
+    /// keep set-user-ID and set-group-ID bits
+    pub const FSETID: u32 = 4;
+    /// signal processes of other users
+    pub const KILL: u32 = 5;
+    /// take any group id
+    pub const SETGID: u32 = 6;
+    /// take any user id
+    pub const SETUID: u32 = 7;
+    /// bind ports below 1024
+    pub const NET_BIND_SERVICE: u32 = 10;
+    /// `chroot(2)`
+    pub const SYS_CHROOT: u32 = 18;
+    /// `sethostname(2)`, trusted.* attributes, mounts
+    pub const SYS_ADMIN: u32 = 21;
+    /// raise scheduling priority
+    pub const SYS_NICE: u32 = 23;
+    /// raise hard resource limits, lower `oom_score_adj`, pass queue limits
+    pub const SYS_RESOURCE: u32 = 24;
+}
+
+/// `MAY_EXEC`, `MAY_WRITE`, `MAY_READ`: the access a permission check asks
+/// for, as `access(2)`'s `X_OK`, `W_OK`, `R_OK`.
+pub const MAY_EXEC: u32 = 1;
+/// See [`MAY_EXEC`].
+pub const MAY_WRITE: u32 = 2;
+/// See [`MAY_EXEC`].
+pub const MAY_READ: u32 = 4;
+
+impl Creds {
+    /// Whether `cap` is in the effective set.
+    pub fn capable(&self, cap: u32) -> bool {
+        self.caps.has(cap)
+    }
+
+    /// Whether `gid` is the file-system group id or a supplementary group
+    /// (Linux's `in_group_p`).
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid[3] == gid || self.groups.contains(&gid)
+    }
+
+    /// Whether the caller counts as the owner of an object owned by
+    /// `owner`: its file-system uid, or `CAP_FOWNER` (Linux's
+    /// `inode_owner_or_capable`).
+    pub fn owns(&self, owner: u32) -> bool {
+        self.uid[3] == owner || self.capable(cap::FOWNER)
+    }
+
+    /// The file permission check (Linux's `generic_permission`): the
+    /// owner's, group's or others' bits of `mode` by the file-system ids;
+    /// failing them, `CAP_DAC_READ_SEARCH` reads any file and reads and
+    /// searches any directory, and `CAP_DAC_OVERRIDE` allows everything but
+    /// executing a file without any execute bit (capabilities(7)). `want`
+    /// is a mask of `MAY_*`.
+    pub fn may_access(&self, mode: u32, uid: u32, gid: u32, want: u32) -> Result<(), Errno> {
+        let bits = if self.uid[3] == uid {
+            mode >> 6
+        } else if self.in_group(gid) {
+            mode >> 3
+        } else {
+            mode
+        } & 7;
+        if want & !bits == 0 {
+            return Ok(());
+        }
+        let is_dir = mode & abi::S_IFMT == abi::S_IFDIR;
+        if is_dir {
+            if want & MAY_WRITE == 0 && self.capable(cap::DAC_READ_SEARCH) {
+                return Ok(());
+            }
+            if self.capable(cap::DAC_OVERRIDE) {
+                return Ok(());
+            }
+            return Err(Errno::EACCES);
+        }
+        if (want & MAY_EXEC == 0 || mode & 0o111 != 0) && self.capable(cap::DAC_OVERRIDE) {
+            return Ok(());
+        }
+        if want == MAY_READ && self.capable(cap::DAC_READ_SEARCH) {
+            return Ok(());
+        }
+        Err(Errno::EACCES)
+    }
+
+    /// The credentials `access(2)` checks with (Linux's
+    /// `access_override_creds`): the real ids as file-system ids, and all
+    /// the permitted capabilities for a real root, none for others.
+    pub fn for_access(&self) -> Creds {
+        let mut c = self.clone();
+        c.uid[3] = c.uid[0];
+        c.gid[3] = c.gid[0];
+        c.caps.effective = if c.uid[0] == 0 { c.caps.permitted } else { 0 };
+        c
+    }
+
+    /// Everything `uid`/`gid`, with `groups`, and the capabilities a
+    /// program run as `uid` gets from `execve` (all of them for root).
+    pub fn new(uid: u32, gid: u32, mut groups: Vec<u32>) -> Self {
+        // Kept sorted, as Linux keeps them.
+        groups.sort_unstable();
+        Creds {
+            uid: [uid; 4],
+            gid: [gid; 4],
+            groups,
+            caps: CapSets::for_uid(uid),
+            securebits: 0,
+        }
+    }
+
+    /// Whether secure bit `bit` is set.
+    pub fn secure(&self, bit: u32) -> bool {
+        self.securebits & bit != 0
+    }
+
+    /// What a change of user ids from `old` does to the capabilities
+    /// (capabilities(7), "Effect of user ID changes on capabilities"):
+    /// leaving uid 0 altogether clears the permitted and effective sets
+    /// (unless `SECBIT_KEEP_CAPS`) and the ambient one; the effective set
+    /// follows the effective uid, the file-system capabilities the
+    /// file-system uid; nothing changes under `SECBIT_NO_SETUID_FIXUP`.
+    pub fn fix_caps_after_uid_change(&mut self, old: [u32; 4]) {
+        if self.secure(secbit::NO_SETUID_FIXUP) {
+            return;
+        }
+        let new = self.uid;
+        let keep = self.secure(secbit::KEEP_CAPS);
+        let c = &mut self.caps;
+        if old[..3].contains(&0) && !new[..3].contains(&0) {
+            if !keep {
+                c.permitted = 0;
+                c.effective = 0;
+            }
+            c.ambient = 0;
+        }
+        if old[1] == 0 && new[1] != 0 {
+            c.effective = 0;
+        }
+        if old[1] != 0 && new[1] == 0 {
+            c.effective = c.permitted;
+        }
+        if old[3] == 0 && new[3] != 0 {
+            c.effective &= !CAP_FS_MASK;
+        }
+        if old[3] != 0 && new[3] == 0 {
+            c.effective |= c.permitted & CAP_FS_MASK;
+        }
+    }
+}
+
+/// What `execve` needs to know of the program it runs (the last one of a
+/// `#!` chain, not its ELF interpreter) to honour its set-ID bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecFile {
+    /// its `st_mode`
+    pub mode: u32,
+    /// its owner
+    pub uid: u32,
+    /// its group
+    pub gid: u32,
+    /// it lies on a mount whose set-ID bits do not count (`nosuid`)
+    pub nosuid: bool,
+}
+
+impl ExecFile {
+    /// A program without set-ID bits (the effective ids stay).
+    pub const PLAIN: ExecFile = ExecFile {
+        mode: abi::S_IFREG | 0o755,
+        uid: 0,
+        gid: 0,
+        nosuid: false,
+    };
+}
+
+impl Creds {
+    /// The credentials after `execve` of `file`, and whether the program
+    /// runs with ids or capabilities its real user does not have (the
+    /// auxiliary vector's `AT_SECURE`). Linux's `bprm_fill_uid` and
+    /// `cap_bprm_creds_from_file` (execve(2), capabilities(7)), for
+    /// programs without file capabilities:
+    ///
+    /// * set-user-ID makes the file's owner the effective id, set-group-ID
+    ///   with group execute its group, unless the mount is `nosuid` or the
+    ///   task has `no_new_privs`;
+    /// * the permitted set becomes the bounding plus inheritable sets when
+    ///   the real or the new effective uid is 0, effective too when the
+    ///   latter is; otherwise the ambient set, which a change of ids
+    ///   (new effective ids other than the old real ones) clears;
+    /// * with `no_new_privs`, a change of ids or a gain of capabilities is
+    ///   undone: the effective ids fall back to the real ones and nothing
+    ///   beyond the old permitted set is kept;
+    /// * the saved and file-system ids follow the effective ones.
+    pub fn on_exec(&self, file: &ExecFile, no_new_privs: bool) -> (Creds, bool) {
+        let mut new = self.clone();
+        // (its lock stays)
+        new.securebits &= !secbit::KEEP_CAPS;
+        let (ruid, rgid) = (self.uid[0], self.gid[0]);
+        let (mut euid, mut egid) = (self.uid[1], self.gid[1]);
+        if !file.nosuid && !no_new_privs && file.mode & abi::S_IFMT == abi::S_IFREG {
+            if file.mode & abi::S_ISUID != 0 {
+                euid = file.uid;
+            }
+            if file.mode & (abi::S_ISGID | 0o010) == abi::S_ISGID | 0o010 {
+                egid = file.gid;
+            }
+        }
+        let old = &self.caps;
+        let mut permitted = 0;
+        let mut raise = false;
+        // Root's privilege at execve, unless SECBIT_NOROOT.
+        let root = !self.secure(secbit::NOROOT);
+        if root && (ruid == 0 || euid == 0) {
+            permitted = old.bounding | old.inheritable;
+        }
+        if root && euid == 0 {
+            raise = true;
+        }
+        let setid = euid != ruid || egid != rgid;
+        if (setid || permitted & !old.permitted != 0) && no_new_privs {
+            // No ptrace and no `fs` shared past `execve` here (the Sentry
+            // gives the new program its own), so `no_new_privs` is the
+            // only reason Linux's `cap_bprm_creds_from_file` downgrades.
+            euid = ruid;
+            egid = rgid;
+            permitted &= old.permitted;
+        }
+        let ambient = if setid { 0 } else { old.ambient };
+        permitted |= ambient;
+        new.uid = [ruid, euid, euid, euid];
+        new.gid = [rgid, egid, egid, egid];
+        new.caps = CapSets {
+            effective: if raise { permitted } else { ambient },
+            permitted,
+            ambient,
+            ..*old
+        };
+        let secure = setid || (ruid != 0 && (raise || permitted & !ambient != 0));
+        (new, secure)
+    }
+}
+
+/// The highest capability number (`CAP_CHECKPOINT_RESTORE`, Linux 5.9).
+pub const CAP_LAST_CAP: u32 = 40;
+
+/// Every capability, one bit per number.
+pub const CAP_FULL_SET: u64 = (1 << (CAP_LAST_CAP + 1)) - 1;
+
+/// `CAP_SETPCAP`: may change the bounding set and raise inheritable
+/// capabilities beyond the permitted ones.
+pub const CAP_SETPCAP: u32 = 8;
+
+/// The capabilities a file-system user id of 0 brings (capabilities(7)):
+/// CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, FSETID, LINUX_IMMUTABLE,
+/// MAC_OVERRIDE, MKNOD.
+const CAP_FS_MASK: u64 = 0x1f | 1 << 9 | 1 << 27 | 1 << 32;
+
+/// A task's capability sets (capabilities(7)), one bit per capability.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CapSets {
+    /// what permission checks use
+    pub effective: u64,
+    /// what the task may make effective
+    pub permitted: u64,
+    /// what is kept across `execve` together with a file's inheritable set
+    pub inheritable: u64,
+    /// the most `execve` may grant
+    pub bounding: u64,
+    /// what is kept across `execve` of a program without file capabilities
+    pub ambient: u64,
+}
+
+impl CapSets {
+    /// What a program run as `uid` has after `execve` with a full
+    /// bounding set and nothing inherited: all for root, none for others.
+    pub fn for_uid(uid: u32) -> Self {
+        let all = if uid == 0 { CAP_FULL_SET } else { 0 };
+        CapSets {
+            effective: all,
+            permitted: all,
+            inheritable: 0,
+            bounding: CAP_FULL_SET,
+            ambient: 0,
+        }
+    }
+
+    /// Whether `cap` is effective.
+    pub fn has(&self, cap: u32) -> bool {
+        self.effective & (1 << cap) != 0
+    }
+
+    /// Drops from the ambient set what is not both permitted and
+    /// inheritable, as Linux keeps it (capabilities(7)).
+    pub fn trim_ambient(mut self) -> Self {
+        self.ambient &= self.permitted & self.inheritable;
+        self
+    }
+}
+
+/// Working directory and file creation mask.
+#[derive(Clone, Debug)]
+pub struct FsContext {
+    /// working directory
+    pub cwd: Location,
+    /// root directory (`chroot(2)`): where absolute paths start and `..`
+    /// stops; the sandbox's root unless narrowed
+    pub root: Location,
+    /// file creation mask
+    pub umask: u32,
+}
+
+impl fmt::Debug for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Task")
+            .field("tid", &self.thread.tid)
+            .field("exe", &self.exe)
+            .finish()
+    }
+}
+
+/// A disabled alternate signal stack.
+pub fn no_altstack() -> StackT {
+    let mut s = StackT::new_zeroed();
+    s.flags = SS_DISABLE;
+    s
+}
+
+/// The part of a frame Linux calls `struct rt_sigframe`: return address,
+/// ucontext, siginfo.
+const FRAME_SIZE: u64 = 8 + 304 + 128;
+
+impl Task {
+    /// The guest thread id (the sandbox's own numbering: the first task is 1).
+    pub fn tid(&self) -> i32 {
+        self.thread.tid
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> i32 {
+        self.proc_.pid
+    }
+
+    /// Locks the address space.
+    pub fn mm(&self) -> MutexGuard<'_, MemoryManager> {
+        self.mm.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Locks the descriptor table.
+    pub fn fds(&self) -> MutexGuard<'_, FdTable> {
+        self.fds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The working directory.
+    pub fn cwd(&self) -> Location {
+        self.fs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cwd
+            .clone()
+    }
+
+    /// The root directory (`chroot(2)`).
+    pub fn root(&self) -> Location {
+        self.fs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .root
+            .clone()
+    }
+
+    /// Walks `path` from `start` (absolute paths from this task's root).
+    pub fn walk(
+        &self,
+        start: &Location,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<crate::vfs::Lookup, Errno> {
+        self.walk_with(start, path, follow, Default::default())
+    }
+
+    /// [`Task::walk`] under `openat2`'s restrictions.
+    pub fn walk_with(
+        &self,
+        start: &Location,
+        path: &[u8],
+        follow: bool,
+        how: crate::vfs::Resolve<'_>,
+    ) -> Result<crate::vfs::Lookup, Errno> {
+        let how = crate::vfs::Resolve {
+            search: Some(&self.creds),
+            ..how
+        };
+        self.kernel
+            .fs
+            .walk_in(&self.root(), start, path, follow, how)
+    }
+
+    /// [`Task::walk`], a missing object being `ENOENT`.
+    pub fn resolve(&self, start: &Location, path: &[u8], follow: bool) -> Result<Location, Errno> {
+        match self.walk(start, path, follow)? {
+            crate::vfs::Lookup::Found(l) => Ok(l),
+            crate::vfs::Lookup::Missing { .. } => Err(Errno::ENOENT),
+        }
+    }
+
+    /// Locks the working directory and umask.
+    pub fn fs_ctx(&self) -> MutexGuard<'_, FsContext> {
+        self.fs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What blocking file operations of this task wait with.
+    pub fn blocker(&self) -> crate::vfs::file::Blocker<'_> {
+        crate::vfs::file::Blocker {
+            kernel: &self.kernel,
+            bus: &self.kernel.bus,
+            thread: &self.thread,
+        }
+    }
+
+    /// `RLIMIT_NOFILE`'s soft limit.
+    pub fn nofile(&self) -> u64 {
+        self.proc_.state().rlimits[abi::rlimit::RLIMIT_NOFILE as usize].cur
+    }
+
+    /// Puts `file` at the lowest free descriptor (below `RLIMIT_NOFILE`).
+    pub fn install_fd(
+        &self,
+        file: Arc<crate::vfs::file::FileDescription>,
+        cloexec: bool,
+    ) -> Result<u64, Errno> {
+        let limit = self.nofile();
+        self.fds()
+            .insert_from(0, crate::vfs::file::FdEntry { file, cloexec }, limit)
+            .map(|fd| fd as u64)
+    }
+
+    /// The thread's signal mask.
+    pub fn sigmask(&self) -> u64 {
+        self.thread.state().mask
+    }
+
+    /// Replaces the thread's signal mask (`SIGKILL`/`SIGSTOP` stay
+    /// unblocked); returns the old one.
+    pub fn set_sigmask(&self, mask: u64) -> u64 {
+        std::mem::replace(&mut self.thread.state().mask, mask & !UNBLOCKABLE)
+    }
+
+    /// Runs the task to its end, then leaves its thread group (and, as its
+    /// last thread, turns the process into a zombie).
+    pub fn run_to_exit(&mut self) -> ExitStatus {
+        let status = match self.run() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("task {}: platform failure: {e}", self.tid());
+                self.proc_
+                    .group_exit(&self.kernel, ExitStatus::Signal(SIGKILL));
+                ExitStatus::Signal(SIGKILL)
+            }
+        };
+        self.exit_thread(status)
+    }
+
+    /// Shows the task's ids, capabilities and `no_new_privs` to other
+    /// tasks and /proc (after every change).
+    pub fn publish_privileges(&self) {
+        let mut t = self.thread.state();
+        t.caps = self.creds.caps;
+        t.no_new_privs = self.no_new_privs;
+        t.uid = self.creds.uid;
+        t.gid = self.creds.gid;
+        t.groups.clone_from(&self.creds.groups);
+    }
+
+    /// Whether `cap` is in this task's effective set.
+    pub fn capable(&self, cap: u32) -> bool {
+        self.creds.capable(cap)
+    }
+
+    /// Records this task's shared state where /proc finds it.
+    pub fn publish_info(&self) {
+        let mut p = self.proc_.state();
+        p.info.mm = Arc::downgrade(&self.mm);
+        p.info.fds = Arc::downgrade(&self.fds);
+        p.info.fs = Arc::downgrade(&self.fs);
+        p.info.exe = self.exe.clone();
+        if self.tid() == self.pid() {
+            p.info.comm = String::from_utf8_lossy(&self.comm).into_owned();
+        }
+    }
+
+    fn run(&mut self) -> Result<ExitStatus, platform::Error> {
+        set_current(self.pid(), self.tid());
+        self.kernel.fs.enter_thread();
+        loop {
+            if let Some(status) = self.deliver_signals() {
+                return Ok(status);
+            }
+            let space = self.mm().address_space();
+            let event = self.ctx.switch(space.as_ref(), &mut self.regs)?;
+            drop(space);
+            match event {
+                Event::Syscall => {
+                    if self.regs.rip != self.patch_checked {
+                        self.patch_checked = self.regs.rip;
+                        self.mm()
+                            .patch_syscall_site(self.regs.rip, self.regs.orig_rax);
+                    }
+                    if let Some(status) = self.syscall() {
+                        return Ok(status);
+                    }
+                }
+                Event::Fault {
+                    signo,
+                    code,
+                    addr,
+                    access,
+                } => {
+                    let (fix, bus) = {
+                        let mut mm = self.mm();
+                        (mm.handle_fault(addr, access), mm.fault_signal(addr))
+                    };
+                    // A stale fault is run again once: the same fault at
+                    // the same place twice is the guest's.
+                    let at = (addr, self.regs.rip);
+                    let handled = match fix {
+                        FaultFix::Copied => true,
+                        FaultFix::Stale => self.stale_fault.replace(at) != Some(at),
+                        FaultFix::None => false,
+                    };
+                    if fix != FaultFix::Stale {
+                        self.stale_fault = None;
+                    }
+                    if !handled {
+                        tracing::debug!(
+                            "guest fault at {addr:#x} (signal {signo}), rip {:#x}",
+                            self.regs.rip
+                        );
+                        match bus {
+                            // BUS_ADRERR: past the end of the mapped file.
+                            Some(sig) => self.force_signal(sig, fault_info(sig, 2, addr)),
+                            None => self.force_signal(signo, fault_info(signo, code, addr)),
+                        }
+                    }
+                }
+                Event::Signal { signo, code, addr } => {
+                    let patched = if signo == SIGILL {
+                        self.mm().patched_site_fault(self.regs.rip)
+                    } else {
+                        None
+                    };
+                    match patched {
+                        Some(PatchedSiteFault::Rerun) => {}
+                        Some(PatchedSiteFault::Syscall) => {
+                            // What the old `syscall` instruction would have
+                            // done (see `platform::write_syscall_patch`).
+                            self.regs.orig_rax = self.regs.rax;
+                            self.regs.rip += 2;
+                            self.regs.rcx = self.regs.rip;
+                            self.regs.r11 = self.regs.eflags;
+                            if let Some(status) = self.syscall() {
+                                return Ok(status);
+                            }
+                        }
+                        None => {
+                            tracing::debug!("guest signal {signo} at rip {:#x}", self.regs.rip);
+                            self.force_signal(signo, fault_info(signo, code, addr));
+                        }
+                    }
+                }
+                Event::Interrupted => {}
+            }
+        }
+    }
+
+    /// Answers the system call the registers describe; `Some` when the
+    /// task is to exit.
+    fn syscall(&mut self) -> Option<ExitStatus> {
+        let nr = self.regs.orig_rax;
+        let args = self.regs.syscall_args();
+        let ret = crate::syscalls::dispatch(self, nr, &args);
+        if let Some(status) = self.exit {
+            return Some(status);
+        }
+        self.regs.rax = match ret {
+            Ok(v) => v,
+            Err(e) => {
+                if e.is_restart() {
+                    self.restart = Some(e);
+                }
+                e.as_return()
+            }
+        };
+        None
+    }
+
+    /// Delivers a synchronous signal caused by the guest's own execution:
+    /// if it is blocked or ignored, Linux resets it to the default action
+    /// (so the process dies rather than loop on the fault).
+    pub fn force_signal(&mut self, sig: i32, info: SigInfo) {
+        let mut p = self.proc_.state();
+        let mut t = self.thread.state();
+        let idx = sig as usize - 1;
+        if t.mask & bit(sig) != 0 || p.actions[idx].handler == SIG_IGN {
+            p.actions[idx] = KSigaction::new_zeroed();
+            t.mask &= !bit(sig);
+        }
+        // A fault init does not handle kills even init (Linux's
+        // force_sig_info_to_task() clears SIGNAL_UNKILLABLE).
+        if p.actions[idx].handler == SIG_DFL {
+            p.unkillable = false;
+        }
+        t.pending.enqueue(sig, info);
+    }
+
+    fn restart_syscall(&mut self) {
+        self.regs.rip -= 2;
+        self.regs.rax = self.regs.orig_rax;
+    }
+
+    /// Acts on pending signals before the guest runs again; `Some` when the
+    /// task must end.
+    fn deliver_signals(&mut self) -> Option<ExitStatus> {
+        loop {
+            let mut p = self.proc_.state();
+            if let Some(status) = p.group_exit {
+                return Some(status);
+            }
+            if p.stopped.is_some() {
+                drop(p);
+                self.wait_while_stopped();
+                continue;
+            }
+            let mut t = self.thread.state();
+            if t.exit_now {
+                return Some(ExitStatus::Code(0));
+            }
+            let deliverable = (t.pending.bits | p.pending.bits) & !t.mask;
+            if deliverable == 0 {
+                if let Some(mask) = self.saved_mask.take() {
+                    t.mask = mask & !UNBLOCKABLE;
+                }
+                drop(t);
+                drop(p);
+                if self.restart.take().is_some() {
+                    // No handler ran: every restart code restarts.
+                    self.restart_syscall();
+                }
+                return None;
+            }
+            // Synchronous faults first, then the lowest number, as Linux does.
+            let sync = deliverable
+                & (bit(SIGSEGV)
+                    | bit(SIGBUS)
+                    | bit(SIGILL)
+                    | bit(SIGFPE)
+                    | bit(SIGTRAP)
+                    | bit(SIGSYS));
+            let pick = if sync != 0 { sync } else { deliverable };
+            let sig = pick.trailing_zeros() as i32 + 1;
+            let info = if t.pending.has(sig) {
+                t.pending.dequeue(sig)
+            } else {
+                p.pending.dequeue(sig)
+            };
+            let action = p.actions[sig as usize - 1];
+            match action.handler {
+                SIG_IGN => continue,
+                SIG_DFL => {
+                    // Init drops what it does not handle at delivery too
+                    // (a signal that was blocked when sent); SIGSTOP here
+                    // came from outside (Linux's get_signal()).
+                    if ignored_by_default(sig) || (p.unkillable && !kernel_only(sig)) {
+                        continue;
+                    }
+                    if is_stop(sig) {
+                        let pgid = p.pgid;
+                        drop(t);
+                        drop(p);
+                        // Job-control stops do nothing in an orphaned
+                        // process group (no one is left to continue it);
+                        // SIGSTOP always stops (signal(7), Linux's
+                        // get_signal()).
+                        if sig != SIGSTOP && self.kernel.pgrp_orphaned(pgid) {
+                            continue;
+                        }
+                        let mut p = self.proc_.state();
+                        if p.group_exit.is_some() {
+                            continue;
+                        }
+                        p.stopped = Some(sig);
+                        p.wait_report = Some(Some(sig));
+                        drop(p);
+                        self.proc_.notify_parent(&self.kernel, si::CLD_STOPPED, sig);
+                        self.proc_.kick_all(&self.kernel);
+                        continue;
+                    }
+                    drop(t);
+                    drop(p);
+                    let status = ExitStatus::Signal(sig);
+                    self.proc_.group_exit(&self.kernel, status);
+                    return Some(status);
+                }
+                handler => {
+                    let old_mask = self.saved_mask.take().unwrap_or(t.mask);
+                    let mut new_mask = t.mask | action.mask;
+                    if action.flags & sa::NODEFER == 0 {
+                        new_mask |= bit(sig);
+                    }
+                    if action.flags & sa::RESETHAND != 0 {
+                        // One-shot: back to the default action; the flags
+                        // and mask stay as they were.
+                        p.actions[sig as usize - 1].handler = SIG_DFL;
+                    }
+                    t.mask = new_mask & !UNBLOCKABLE;
+                    drop(t);
+                    drop(p);
+                    if let Some(e) = self.restart.take() {
+                        if e == Errno::ERESTARTNOINTR
+                            || (e == Errno::ERESTARTSYS && action.flags & sa::RESTART != 0)
+                        {
+                            self.restart_syscall();
+                        } else {
+                            self.regs.rax = Errno::EINTR.as_return();
+                        }
+                    }
+                    if self
+                        .push_frame(sig, handler, &action, &info, old_mask)
+                        .is_err()
+                    {
+                        let status = ExitStatus::Signal(SIGSEGV);
+                        self.proc_.group_exit(&self.kernel, status);
+                        return Some(status);
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn wait_while_stopped(&self) {
+        let bus = &self.kernel.bus;
+        let mut g = bus.lock();
+        loop {
+            {
+                let p = self.proc_.state();
+                if p.stopped.is_none() || p.group_exit.is_some() {
+                    return;
+                }
+            }
+            g = bus.wait(g, None);
+        }
+    }
+
+    /// Builds a Linux x86-64 signal frame on the guest stack and points the
+    /// registers at the handler.
+    fn push_frame(
+        &mut self,
+        sig: i32,
+        handler: u64,
+        action: &KSigaction,
+        info: &SigInfo,
+        old_mask: u64,
+    ) -> Result<(), Errno> {
+        let altstack = self.altstack;
+        if action.flags & sa::RESTORER == 0 {
+            // x86-64 has no default trampoline: a handler without a restorer
+            // cannot return, and Linux refuses to deliver (SIGSEGV).
+            return Err(Errno::EFAULT);
+        }
+        let rsp = self.regs.rsp;
+        let on_alt = altstack.flags & SS_DISABLE == 0
+            && rsp > altstack.sp
+            && rsp <= altstack.sp + altstack.size;
+        let mut sp = rsp - 128; // the red zone below the interrupted stack pointer
+        let mut stack = altstack;
+        if action.flags & sa::ONSTACK != 0 && altstack.flags & SS_DISABLE == 0 && !on_alt {
+            sp = altstack.sp + altstack.size;
+            stack.flags = SS_ONSTACK;
+        } else if on_alt {
+            stack.flags = SS_ONSTACK;
+        }
+        let fp = self.ctx.fpstate().ok();
+        let mut fp_addr = 0;
+        if let Some(fp) = &fp {
+            sp = (sp - fp.len() as u64) & !63;
+            self.mm().copy_out(sp, fp)?;
+            fp_addr = sp;
+        }
+        let frame = ((sp - FRAME_SIZE) & !15) - 8;
+        let r = &self.regs;
+        let mc = SigContext {
+            r8: r.r8,
+            r9: r.r9,
+            r10: r.r10,
+            r11: r.r11,
+            r12: r.r12,
+            r13: r.r13,
+            r14: r.r14,
+            r15: r.r15,
+            rdi: r.rdi,
+            rsi: r.rsi,
+            rbp: r.rbp,
+            rbx: r.rbx,
+            rdx: r.rdx,
+            rax: r.rax,
+            rcx: r.rcx,
+            rsp: r.rsp,
+            rip: r.rip,
+            eflags: r.eflags,
+            cs: r.cs as u16,
+            gs: 0,
+            fs: 0,
+            ss: r.ss as u16,
+            err: 0,
+            trapno: if matches!(sig, SIGSEGV | SIGBUS) {
+                14
+            } else {
+                0
+            },
+            oldmask: old_mask,
+            cr2: if matches!(sig, SIGSEGV | SIGBUS) {
+                info.fields[0]
+            } else {
+                0
+            },
+            fpstate: fp_addr,
+            reserved: [0; 8],
+        };
+        let uc = UContext {
+            flags: 0x6, // UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS
+            link: 0,
+            stack,
+            mcontext: mc,
+            sigmask: old_mask,
+        };
+        {
+            let mm = self.mm();
+            mm.write_obj(frame, &action.restorer)?;
+            mm.write_obj(frame + 8, &uc)?;
+            mm.write_obj(frame + 8 + 304, info)?;
+        }
+        let regs = &mut self.regs;
+        regs.rsp = frame;
+        regs.rip = handler;
+        regs.rdi = sig as u64;
+        regs.rsi = frame + 8 + 304;
+        regs.rdx = frame + 8;
+        regs.rax = 0;
+        regs.eflags &= !(0x400 | 0x100 | 0x10000); // DF, TF, RF
+        regs.orig_rax = u64::MAX;
+        Ok(())
+    }
+
+    /// `rt_sigreturn`: restores what [`Task::push_frame`] saved.
+    pub fn sigreturn(&mut self) -> Result<u64, Errno> {
+        let uc: UContext = self.mm().read_obj(self.regs.rsp)?;
+        let mc = uc.mcontext;
+        let r = &mut self.regs;
+        r.r8 = mc.r8;
+        r.r9 = mc.r9;
+        r.r10 = mc.r10;
+        r.r11 = mc.r11;
+        r.r12 = mc.r12;
+        r.r13 = mc.r13;
+        r.r14 = mc.r14;
+        r.r15 = mc.r15;
+        r.rdi = mc.rdi;
+        r.rsi = mc.rsi;
+        r.rbp = mc.rbp;
+        r.rbx = mc.rbx;
+        r.rdx = mc.rdx;
+        r.rax = mc.rax;
+        r.rcx = mc.rcx;
+        r.rsp = mc.rsp;
+        r.rip = mc.rip;
+        // Only the flags user code may change (Linux's FIX_EFLAGS).
+        const FIX_EFLAGS: u64 = 0x0004_0dd5 | 0x0000_0100 | 0x0020_0000 | 0x0001_0000;
+        r.eflags = (r.eflags & !FIX_EFLAGS) | (mc.eflags & FIX_EFLAGS);
+        r.orig_rax = u64::MAX;
+        if mc.fpstate != 0 {
+            let len = self.ctx.fpstate().map(|f| f.len()).unwrap_or(0);
+            if len > 0 {
+                let mut buf = vec![0u8; len];
+                self.mm().copy_in(mc.fpstate, &mut buf)?;
+                // A malformed FP image from the guest is refused by the host.
+                if self.ctx.set_fpstate(&buf).is_err() {
+                    return Err(Errno::EFAULT);
+                }
+            }
+        }
+        self.set_sigmask(uc.sigmask);
+        let ss = uc.stack;
+        if ss.flags & SS_DISABLE != 0 || ss.size >= MINSIGSTKSZ {
+            self.altstack = StackT {
+                sp: ss.sp,
+                flags: ss.flags & SS_DISABLE,
+                pad: 0,
+                size: ss.size,
+            };
+        }
+        Ok(self.regs.rax)
+    }
+
+    /// Ends this thread with `status` (the caller returns right after).
+    pub fn exit(&mut self, status: ExitStatus) -> Result<u64, Errno> {
+        self.exit = Some(status);
+        Ok(0)
+    }
+
+    /// Ends the whole thread group with `status` (`exit_group`).
+    pub fn exit_group(&mut self, status: ExitStatus) -> Result<u64, Errno> {
+        self.proc_.group_exit(&self.kernel, status);
+        self.exit = Some(status);
+        Ok(0)
+    }
+
+    /// Leaves the thread group: `CLONE_CHILD_CLEARTID`, robust futexes,
+    /// and, for the last thread, the process's exit. Returns the status the
+    /// process ended with (or this thread's, if others live on).
+    /// Raises `SIGPIPE` at this thread, as a write to a pipe or stream
+    /// socket with no reader does (unless `MSG_NOSIGNAL`).
+    pub fn raise_sigpipe(&self) {
+        self.thread
+            .send_signal(&self.kernel, SIGPIPE, user_info(SIGPIPE, 0, 0, si::KERNEL));
+    }
+
+    /// Guest CPU time of the current address space so far.
+    pub fn address_space_cpu(&self) -> std::time::Duration {
+        self.mm().address_space().cpu_time().unwrap_or_default()
+    }
+
+    /// CPU time of the process so far: the guest's in its address spaces,
+    /// and the Sentry's for exited threads and the caller.
+    pub fn cpu_times(&self) -> CpuTimes {
+        let space = self.address_space_cpu();
+        let p = self.proc_.state();
+        CpuTimes {
+            user: p.cpu.user + space.saturating_sub(p.as_cpu_start),
+            sys: p.cpu.sys + host_thread_cpu(),
+        }
+    }
+
+    /// Moves the current address space's CPU time into the process's total
+    /// (before it leaves that address space).
+    pub fn settle_address_space_cpu(&self) {
+        let space = self.address_space_cpu();
+        let mut p = self.proc_.state();
+        let used = space.saturating_sub(p.as_cpu_start);
+        p.cpu.user += used;
+        p.as_cpu_start = space;
+    }
+
+    fn exit_thread(&mut self, status: ExitStatus) -> ExitStatus {
+        self.thread.set_interrupter(None);
+        self.proc_.state().cpu.sys += host_thread_cpu();
+        crate::kernel::futex::exit_robust_list(self);
+        if self.clear_child_tid != 0 {
+            let addr = self.clear_child_tid;
+            if self.mm().write_obj(addr, &0u32).is_ok() {
+                let _ = crate::kernel::futex::wake(self, addr, 1, u32::MAX);
+            }
+        }
+        let space = self.address_space_cpu();
+        let (last, group_status) = {
+            let mut p = self.proc_.state();
+            let me = self.thread.tid;
+            p.threads.retain(|t| t.tid != me);
+            if p.threads.is_empty() {
+                let used = space.saturating_sub(p.as_cpu_start);
+                p.cpu.user += used;
+                p.as_cpu_start = space;
+            }
+            (p.threads.is_empty(), p.group_exit.unwrap_or(status))
+        };
+        self.kernel.procs().threads.remove(&self.thread.tid);
+        if last {
+            self.exit_process(group_status);
+        } else {
+            self.kernel.bus.notify();
+        }
+        group_status
+    }
+
+    /// Turns the process into a zombie: closes its files, hands its
+    /// children to init, and tells its parent.
+    fn exit_process(&mut self, status: ExitStatus) {
+        // Drop this process's references: files close, and the address
+        // space goes unless another process shares it (vfork).
+        self.fds = Arc::new(Mutex::new(FdTable::default()));
+        // The address space itself lives until this host thread ends, which
+        // may be after the parent reaps us; what it pins in tmpfs files
+        // (F_SEAL_WRITE's "no writable mapping") must go before the parent
+        // hears of the exit, as Linux's exit_mm() comes before the notice.
+        // So do its System V shared memory attachments.
+        if Arc::strong_count(&self.mm) == 1 {
+            let mut mm = self.mm();
+            mm.drop_file_pins();
+            crate::kernel::ipc::shm::detach_all(&self.kernel.sysv_shm, &mut mm);
+        }
+        let me = self.pid();
+        self.kernel
+            .locks
+            .release_records(None, crate::vfs::lock::Owner::Process(me));
+        // Its semaphore adjustments (SEM_UNDO) are applied.
+        crate::kernel::ipc::sem::exit_process(&self.kernel.sysv_sem, &self.kernel.bus, me);
+        let kernel = self.kernel.clone();
+        // The controlling process's exit hangs its terminal up for the
+        // foreground group (disassociate_ctty()).
+        let (ctty, old_pgrp) = {
+            let mut st = self.proc_.state();
+            let leader = st.sid == me;
+            let old = std::mem::take(&mut st.tty_old_pgrp);
+            (st.ctty.take().filter(|_| leader), old)
+        };
+        if let Some(tty) = ctty {
+            tty.leader_exit(&kernel);
+        } else if old_pgrp != 0 {
+            kernel.signal_pgrp(old_pgrp, SIGHUP);
+            kernel.signal_pgrp(old_pgrp, SIGCONT);
+        }
+        let (ppid, exit_signal) = {
+            let mut st = self.proc_.state();
+            for id in st.itimers.iter_mut().filter_map(Option::take) {
+                kernel.timers.delete(id);
+            }
+            for (_, (id, _)) in std::mem::take(&mut st.posix_timers) {
+                kernel.timers.delete(id);
+            }
+            st.vfork_done = true;
+            (st.ppid, st.exit_signal)
+        };
+        let (my_pgid, my_sid) = {
+            let st = self.proc_.state();
+            (st.pgid, st.sid)
+        };
+        // Process groups this exit may orphan: our own when our parent
+        // linked it to the session, and our children's (their parent was
+        // the link).
+        let mut orphan_candidates = Vec::new();
+        let mut reap_now = false;
+        let mut orphan_zombies = false;
+        let mut orphans_to_signal = Vec::new();
+        let mut reaper = 1;
+        let mut told_parent = None;
+        {
+            let mut procs = kernel.procs();
+            // Orphans go to the nearest live subreaper ancestor, else init.
+            let mut up = ppid;
+            for _ in 0..procs.map.len() {
+                let Some(a) = procs.map.get(&up) else { break };
+                let st = a.state();
+                if st.child_subreaper && st.exit.is_none() {
+                    reaper = up;
+                    break;
+                }
+                up = st.ppid;
+            }
+            for p in procs.map.values() {
+                if p.pid == me {
+                    continue;
+                }
+                let mut st = p.state();
+                if st.ppid == me {
+                    if st.exit.is_none() && st.pgid != my_pgid && st.sid == my_sid {
+                        orphan_candidates.push(st.pgid);
+                    }
+                    st.ppid = reaper;
+                    orphan_zombies |= st.exit.is_some();
+                    if st.pdeathsig != 0 && st.exit.is_none() {
+                        orphans_to_signal.push((p.clone(), st.pdeathsig));
+                    }
+                }
+            }
+            if let Some(parent) = procs.map.get(&ppid) {
+                let pst = parent.state();
+                if pst.pgid != my_pgid && pst.sid == my_sid {
+                    orphan_candidates.push(my_pgid);
+                }
+                let a = pst.actions[SIGCHLD as usize - 1];
+                reap_now = a.handler == SIG_IGN || a.flags & sa::NOCLDWAIT != 0;
+            }
+            // Becoming a zombie and, for a parent that ignores SIGCHLD,
+            // going at once are one step under the table's lock, which a
+            // waiting parent holds while it looks: it never gets a child
+            // it should not (Linux decides both in exit_notify() under
+            // tasklist_lock).
+            self.proc_.state().exit = Some(status);
+            if reap_now {
+                procs.map.remove(&me);
+            }
+            // The parent's exit signal is queued in the same step, as
+            // Linux's do_notify_parent() comes under tasklist_lock with
+            // the zombie state: a parent that reaped us cannot then block
+            // SIGCHLD and still find ours pending.
+            if !reap_now && exit_signal != 0 && plain_signal(exit_signal) {
+                if let Some(parent) = procs.map.get(&ppid) {
+                    let (code, st) = exit_code(status);
+                    parent.queue_quietly(exit_signal, chld_info(me, code, st));
+                    told_parent = Some(parent.clone());
+                }
+            }
+        }
+        if let Some(parent) = told_parent.take() {
+            parent.kick_all(&kernel);
+        }
+        kernel.hang_up_orphaned(&orphan_candidates);
+        for (child, sig) in orphans_to_signal {
+            child.send_signal(&kernel, sig, user_info(sig, me, 0, si::KERNEL));
+        }
+        if reap_now {
+            kernel.note_reaped_cpu(&self.proc_);
+        } else if exit_signal != 0 && !plain_signal(exit_signal) {
+            // (an exit signal of a kind that acts on the whole parent,
+            // which clone(2) lets a program choose)
+            if let Some(parent) = kernel.process(ppid) {
+                let (code, st) = exit_code(status);
+                parent.send_signal(&kernel, exit_signal, chld_info(me, code, st));
+            }
+        }
+        if orphan_zombies {
+            if let Some(init) = kernel.process(reaper) {
+                init.send_signal(&kernel, SIGCHLD, chld_info(0, si::CLD_EXITED, 0));
+            }
+        }
+        kernel.bus.notify();
+    }
+}
+
+/// Whether `sig` is queued like any other (not `SIGKILL`, `SIGCONT` or a
+/// stop signal, which act on the whole process when sent).
+fn plain_signal(sig: i32) -> bool {
+    sig != SIGKILL && sig != SIGCONT && !is_stop(sig)
+}
+
+/// `si_code` and `si_status` of a child's exit with `status`.
+fn exit_code(status: ExitStatus) -> (i32, i32) {
+    match status {
+        ExitStatus::Code(c) => (si::CLD_EXITED, c & 0xff),
+        ExitStatus::Signal(s) => (
+            if dumps_core(s) {
+                si::CLD_DUMPED
+            } else {
+                si::CLD_KILLED
+            },
+            s,
+        ),
+    }
+}
+
+thread_local! {
+    /// The (pid, tid) of the task this host thread runs, for `/proc/self`.
+    static CURRENT: std::cell::Cell<(i32, i32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Records which guest task the calling host thread runs.
+pub fn set_current(pid: i32, tid: i32) {
+    CURRENT.with(|c| c.set((pid, tid)));
+}
+
+/// The (pid, tid) of the task the calling host thread runs.
+pub fn current() -> (i32, i32) {
+    CURRENT.with(std::cell::Cell::get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHOWN: u64 = 1;
+    const KILL: u64 = 1 << 5;
+    const SETUID: u64 = 1 << 7;
+
+    /// Credentials with the ids `uid` (real, effective) and `gid`, and the
+    /// capability sets `caps`.
+    fn creds(uid: [u32; 2], gid: [u32; 2], caps: CapSets) -> Creds {
+        let mut c = Creds::new(0, 0, Vec::new());
+        c.uid = [uid[0], uid[1], uid[1], uid[1]];
+        c.gid = [gid[0], gid[1], gid[1], gid[1]];
+        c.caps = caps;
+        c
+    }
+
+    fn file(mode: u32, uid: u32, gid: u32) -> ExecFile {
+        ExecFile {
+            mode: abi::S_IFREG | mode,
+            uid,
+            gid,
+            nosuid: false,
+        }
+    }
+
+    #[test]
+    fn execve_gives_root_its_bounding_set_and_others_their_ambient_one() {
+        let before = CapSets {
+            effective: CHOWN,
+            permitted: CHOWN | KILL,
+            inheritable: KILL,
+            bounding: CHOWN | SETUID,
+            ambient: KILL,
+        };
+        let on_exec = |uid: [u32; 2], nnp| {
+            let (c, secure) = creds(uid, [0, 0], before).on_exec(&ExecFile::PLAIN, nnp);
+            (c.caps, secure)
+        };
+        let (root, secure) = on_exec([0, 0], false);
+        assert_eq!(root.permitted, CHOWN | SETUID | KILL);
+        assert_eq!(root.effective, root.permitted);
+        assert_eq!(
+            (root.inheritable, root.bounding, root.ambient),
+            (KILL, CHOWN | SETUID, KILL)
+        );
+        assert!(!secure);
+        // Real root only: permitted, not effective; the ids differ, so
+        // the ambient set goes and the program runs "secure".
+        let (real_root, secure) = on_exec([0, 1000], false);
+        assert_eq!(real_root.permitted, CHOWN | SETUID | KILL);
+        assert_eq!((real_root.effective, real_root.ambient), (0, 0));
+        assert!(secure);
+        let (user, secure) = on_exec([1000, 1000], false);
+        assert_eq!((user.permitted, user.effective), (KILL, KILL));
+        assert!(!secure);
+        // no_new_privs: nothing beyond the old permitted set.
+        let (nnp, _) = on_exec([0, 0], true);
+        assert_eq!(nnp.permitted, CHOWN | KILL);
+        let root = Creds::new(0, 0, Vec::new());
+        assert_eq!(root.on_exec(&ExecFile::PLAIN, true).0.caps, root.caps);
+    }
+
+    #[test]
+    fn set_user_id_root_gives_a_user_the_bounding_set() {
+        let user = Creds::new(1000, 1000, vec![1000]);
+        let (c, secure) = user.on_exec(&file(0o4755, 0, 0), false);
+        assert_eq!((c.uid, c.gid), ([1000, 0, 0, 0], [1000; 4]));
+        assert_eq!(
+            (c.caps.permitted, c.caps.effective),
+            (CAP_FULL_SET, CAP_FULL_SET)
+        );
+        assert!(secure);
+        // Set-group-ID counts only with group execute.
+        let (c, secure) = user.on_exec(&file(0o2755, 5, 7), false);
+        assert_eq!((c.uid, c.gid), ([1000; 4], [1000, 7, 7, 7]));
+        assert_eq!(c.caps.permitted, 0);
+        assert!(secure);
+        let (c, secure) = user.on_exec(&file(0o2745, 5, 7), false);
+        assert_eq!(c.gid, [1000; 4]);
+        assert!(!secure);
+        // Neither on a nosuid mount nor with no_new_privs.
+        let nosuid = ExecFile {
+            nosuid: true,
+            ..file(0o6755, 0, 0)
+        };
+        assert_eq!(user.on_exec(&nosuid, false), (user.clone(), false));
+        assert_eq!(
+            user.on_exec(&file(0o6755, 0, 0), true),
+            (user.clone(), false)
+        );
+        // Not for a directory's mode either (only regular files run).
+        let dir = ExecFile {
+            mode: abi::S_IFDIR | 0o4755,
+            ..ExecFile::PLAIN
+        };
+        assert_eq!(user.on_exec(&dir, false).0.uid, [1000; 4]);
+    }
+
+    #[test]
+    fn root_running_a_set_user_id_program_of_a_user_keeps_permitted_only() {
+        let root = Creds::new(0, 0, Vec::new());
+        let (c, secure) = root.on_exec(&file(0o4755, 1000, 0), false);
+        assert_eq!(c.uid, [0, 1000, 1000, 1000]);
+        assert_eq!((c.caps.permitted, c.caps.effective), (CAP_FULL_SET, 0));
+        assert!(secure);
+    }
+
+    #[test]
+    fn no_new_privs_drops_ids_that_differ_from_the_real_ones() {
+        // A set-user-ID root process (real 1000) with no_new_privs runs a
+        // plain program: back to uid 1000, nothing permitted it lacked.
+        let c = creds([1000, 0], [1000, 1000], CapSets::for_uid(1000));
+        let (n, secure) = c.on_exec(&ExecFile::PLAIN, true);
+        assert_eq!(n.uid, [1000; 4]);
+        assert_eq!(n.caps.permitted, 0);
+        assert!(secure);
+    }
+
+    #[test]
+    fn leaving_root_drops_capabilities() {
+        let mut c = Creds::new(0, 0, Vec::new());
+        c.uid = [0, 1000, 0, 1000];
+        c.fix_caps_after_uid_change([0; 4]);
+        assert_eq!(c.caps.effective, 0);
+        assert_eq!(c.caps.permitted, CAP_FULL_SET);
+        let old = c.uid;
+        c.uid = [0; 4];
+        c.fix_caps_after_uid_change(old);
+        assert_eq!(c.caps.effective, CAP_FULL_SET);
+        c.uid = [0, 0, 0, 1000];
+        c.fix_caps_after_uid_change([0; 4]);
+        assert_eq!(c.caps.effective, CAP_FULL_SET & !CAP_FS_MASK);
+        c.uid = [1000; 4];
+        c.fix_caps_after_uid_change([0, 0, 0, 1000]);
+        assert_eq!((c.caps.permitted, c.caps.effective), (0, 0));
+        assert_eq!(c.caps.bounding, CAP_FULL_SET);
+        assert_eq!(Creds::new(1000, 1000, Vec::new()).caps.permitted, 0);
+    }
+
+    #[test]
+    fn keep_caps_keeps_the_permitted_set_when_leaving_root() {
+        let mut c = Creds::new(0, 0, Vec::new());
+        c.securebits = secbit::KEEP_CAPS;
+        c.uid = [1000; 4];
+        c.fix_caps_after_uid_change([0; 4]);
+        assert_eq!((c.caps.permitted, c.caps.effective), (CAP_FULL_SET, 0));
+    }
+
+    #[test]
+    fn permission_goes_by_the_effective_capabilities() {
+        let reg = |perm: u32| abi::S_IFREG | perm;
+        let dir = abi::S_IFDIR;
+        let mut c = Creds::new(0, 0, Vec::new());
+        // Root with everything: all but executing without an x bit.
+        assert_eq!(c.may_access(reg(0), 5, 5, MAY_READ | MAY_WRITE), Ok(()));
+        assert_eq!(c.may_access(reg(0), 5, 5, MAY_EXEC), Err(Errno::EACCES));
+        assert_eq!(c.may_access(reg(0o100), 5, 5, MAY_EXEC), Ok(()));
+        // Without DAC_OVERRIDE: reading and searching only.
+        c.caps.effective &= !(1 << cap::DAC_OVERRIDE);
+        assert_eq!(c.may_access(reg(0), 5, 5, MAY_READ), Ok(()));
+        assert_eq!(c.may_access(reg(0), 5, 5, MAY_WRITE), Err(Errno::EACCES));
+        assert_eq!(c.may_access(dir, 5, 5, MAY_READ | MAY_EXEC), Ok(()));
+        assert_eq!(c.may_access(dir, 5, 5, MAY_WRITE), Err(Errno::EACCES));
+        // Without either: the mode bits, by owner, group (supplementary
+        // too), others.
+        c.caps.effective &= !(1 << cap::DAC_READ_SEARCH);
+        assert_eq!(c.may_access(reg(0), 5, 5, MAY_READ), Err(Errno::EACCES));
+        assert_eq!(c.may_access(reg(0o600), 0, 5, MAY_WRITE), Ok(()));
+        assert_eq!(
+            c.may_access(reg(0o060), 0, 5, MAY_WRITE),
+            Err(Errno::EACCES)
+        );
+        c.groups = vec![5];
+        assert_eq!(c.may_access(reg(0o060), 1, 5, MAY_WRITE), Ok(()));
+        assert_eq!(c.may_access(reg(0o004), 1, 6, MAY_READ), Ok(()));
+        // access(2) asks as a real root with its permitted set.
+        assert_eq!(c.for_access().may_access(reg(0), 5, 5, MAY_WRITE), Ok(()));
+    }
+
+    fn state(unkillable: bool) -> ProcessState {
+        let mut st = ProcessState::new(0, 1, 1, SIGCHLD, [KSigaction::new_zeroed(); 64]);
+        st.unkillable = unkillable;
+        st
+    }
+
+    #[test]
+    fn init_drops_what_it_does_not_handle() {
+        let mut init = state(true);
+        // From inside: every default disposition, SIGKILL and SIGSTOP too.
+        for sig in [SIGTERM, SIGINT, SIGKILL, SIGSTOP, SIGUSR1] {
+            assert!(init.init_drops(sig, false), "{sig} from inside");
+        }
+        // From outside: SIGKILL and SIGSTOP arrive, the rest does not.
+        assert!(!init.init_drops(SIGKILL, true));
+        assert!(!init.init_drops(SIGSTOP, true));
+        assert!(init.init_drops(SIGTERM, true));
+        // A handled signal arrives from anywhere.
+        init.actions[SIGTERM as usize - 1].handler = 0x1000;
+        assert!(!init.init_drops(SIGTERM, false));
+        assert!(!init.init_drops(SIGTERM, true));
+        // Another process drops nothing for being what it is.
+        let other = state(false);
+        for sig in [SIGTERM, SIGKILL, SIGSTOP] {
+            assert!(!other.init_drops(sig, false));
+        }
+    }
+}

@@ -1,0 +1,580 @@
+//! The ELF loader: maps a static or dynamic (PT_INTERP) ELF64 executable and
+//! its interpreter into a fresh address space and builds the initial stack
+//! (argv, envp, auxv) the way Linux's `binfmt_elf` does; `#!` scripts are
+//! turned into a run of their interpreter as `binfmt_script` does.
+
+pub mod vdso;
+pub mod vdso_time;
+
+use std::sync::Arc;
+
+use abi::auxv::*;
+use abi::elf::*;
+use abi::{Elf64Ehdr, Elf64Phdr, Errno};
+use platform::{Prot, Regs};
+use zerocopy::FromBytes;
+
+use crate::kernel::task::ExecFile;
+use crate::mm::{page_down, page_up, Backing, MemoryManager};
+use crate::vfs::{FileSystem, HostFile, Location};
+use crate::PAGE_SIZE;
+
+/// `BINPRM_BUF_SIZE`: how much of a file is examined for `#!` and ELF headers.
+const BINPRM_BUF_SIZE: usize = 256;
+/// `MAX_ARG_STRLEN`: the longest single argument or environment string.
+const MAX_ARG_STRLEN: usize = 32 * PAGE_SIZE as usize;
+/// Interpreter nesting Linux allows before `ELOOP`.
+const MAX_INTERP_DEPTH: u32 = 4;
+/// Size of the initial stack mapping.
+const STACK_SIZE: u64 = 8 << 20;
+/// Where non-fixed PIE executables go, before randomisation (Linux's
+/// `ELF_ET_DYN_BASE` for a 47-bit address space).
+const ET_DYN_BASE: u64 = 0x5555_5555_4000;
+
+/// What `execve` needs from the caller's context.
+#[derive(Debug)]
+pub struct ExecRequest<'a> {
+    /// the file system
+    pub fs: &'a FileSystem,
+    /// the caller's root directory (`chroot`): the program, its `#!`
+    /// interpreter and its ELF interpreter are found from there
+    pub root: &'a Location,
+    /// the caller's working directory
+    pub cwd: &'a Location,
+    /// the path as given
+    pub path: Vec<u8>,
+    /// arguments
+    pub argv: Vec<Vec<u8>>,
+    /// environment
+    pub envp: Vec<Vec<u8>>,
+    /// the caller's credentials, whose execute permission the program
+    /// (and its interpreter) need; `None` for the sandbox's first
+    /// program, which only needs an execute bit
+    pub creds: Option<&'a crate::kernel::task::Creds>,
+}
+
+/// The result of a successful load.
+#[derive(Debug)]
+pub struct Loaded {
+    /// initial registers
+    pub regs: Regs,
+    /// the guest path of the executable actually mapped
+    pub exe: String,
+    /// the process name (`comm`): the last component of the path the
+    /// caller gave, symlinks unresolved, at most 15 bytes (a `#!` script
+    /// names itself, not its interpreter)
+    pub comm: Vec<u8>,
+}
+
+/// A parsed ELF file ready to map.
+struct Elf {
+    file: Arc<HostFile>,
+    name: String,
+    hdr: Elf64Ehdr,
+    phdrs: Vec<Elf64Phdr>,
+}
+
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    crate::host::getrandom(&mut b);
+    u64::from_ne_bytes(b)
+}
+
+/// Opens the regular file at `path` to execute: it needs an execute bit,
+/// and, for `creds`, execute permission (capabilities(7):
+/// `CAP_DAC_OVERRIDE` stands in for the caller's own bit).
+fn open_exec(
+    fs: &FileSystem,
+    root: &Location,
+    cwd: &Location,
+    path: &[u8],
+    creds: Option<&crate::kernel::task::Creds>,
+) -> Result<(Arc<HostFile>, Location, abi::Stat), Errno> {
+    let loc = fs.resolve_in(root, cwd, path, true)?;
+    let st = loc.node().stat()?;
+    if st.mode & abi::S_IFMT != abi::S_IFREG {
+        return Err(Errno::EACCES);
+    }
+    if st.mode & 0o111 == 0 {
+        return Err(Errno::EACCES);
+    }
+    if let Some(c) = creds {
+        c.may_access(st.mode, st.uid, st.gid, crate::kernel::task::MAY_EXEC)?;
+    }
+    Ok((fs.open_exec(&loc)?, loc, st))
+}
+
+/// Whether set-ID bits of the program at `loc` do not count (a `nosuid`
+/// mount), as the mount table shows: the volumes (as an OCI runtime mounts
+/// them) and the Sentry's `/dev` and `/dev/shm` (as a container's are).
+/// The root, `/tmp` and `/run` have no such option.
+fn nosuid(loc: &Location) -> bool {
+    matches!(loc.node(), crate::vfs::Node::Host { h, .. } if h.volume().is_some())
+        || loc.path().starts_with("/dev/")
+}
+
+fn pread_exact(file: &HostFile, buf: &mut [u8], pos: u64) -> Result<usize, Errno> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the slice tail is valid for writes.
+        let n = unsafe {
+            crate::host::pread_raw(
+                file.fd(),
+                buf[done..].as_mut_ptr(),
+                buf.len() - done,
+                pos + done as u64,
+            )
+        }?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    Ok(done)
+}
+
+fn parse_elf(file: Arc<HostFile>, name: String, head: &[u8]) -> Result<Elf, Errno> {
+    let (hdr, _) = Elf64Ehdr::read_from_prefix(head).map_err(|_| Errno::ENOEXEC)?;
+    if hdr.ident[..4] != MAGIC || hdr.ident[4] != CLASS64 || hdr.ident[5] != DATA_LSB {
+        return Err(Errno::ENOEXEC);
+    }
+    if hdr.machine != EM_X86_64 || (hdr.kind != ET_EXEC && hdr.kind != ET_DYN) {
+        return Err(Errno::ENOEXEC);
+    }
+    if usize::from(hdr.phentsize) != std::mem::size_of::<Elf64Phdr>()
+        || hdr.phnum == 0
+        || hdr.phnum > 256
+    {
+        return Err(Errno::ENOEXEC);
+    }
+    let mut raw = vec![0u8; usize::from(hdr.phnum) * std::mem::size_of::<Elf64Phdr>()];
+    if pread_exact(&file, &mut raw, hdr.phoff)? != raw.len() {
+        return Err(Errno::ENOEXEC);
+    }
+    let phdrs = <[Elf64Phdr]>::ref_from_bytes(&raw)
+        .map_err(|_| Errno::ENOEXEC)?
+        .to_vec();
+    Ok(Elf {
+        file,
+        name,
+        hdr,
+        phdrs,
+    })
+}
+
+/// Where an ELF image landed.
+struct Mapped {
+    bias: u64,
+    entry: u64,
+    phdr: u64,
+    end: u64,
+}
+
+fn map_elf(mm: &mut MemoryManager, elf: &Elf, main: bool) -> Result<Mapped, Errno> {
+    let loads: Vec<&Elf64Phdr> = elf.phdrs.iter().filter(|p| p.kind == PT_LOAD).collect();
+    let first = loads.first().ok_or(Errno::ENOEXEC)?;
+    let lo = page_down(first.vaddr);
+    let mut hi = 0u64;
+    for p in &loads {
+        if p.filesz > p.memsz || p.vaddr % PAGE_SIZE != p.offset % PAGE_SIZE {
+            return Err(Errno::ENOEXEC);
+        }
+        let end = p.vaddr.checked_add(p.memsz).ok_or(Errno::ENOEXEC)?;
+        hi = hi.max(end);
+    }
+    let span = page_up(hi)
+        .ok_or(Errno::ENOEXEC)?
+        .checked_sub(lo)
+        .ok_or(Errno::ENOEXEC)?;
+    let bias = if elf.hdr.kind == ET_DYN {
+        let hint = if main {
+            ET_DYN_BASE + (random_u64() % (1 << 22)) * PAGE_SIZE
+        } else {
+            0
+        };
+        mm.pick_address(hint, span)? - lo
+    } else {
+        0
+    };
+    for p in &loads {
+        let start = page_down(bias + p.vaddr);
+        let skew = (bias + p.vaddr) - start;
+        let end = page_up(bias + p.vaddr + p.memsz).ok_or(Errno::ENOEXEC)?;
+        if end == start {
+            continue;
+        }
+        let prot = Prot {
+            read: p.flags & PF_R != 0,
+            write: p.flags & PF_W != 0,
+            exec: p.flags & PF_X != 0,
+        };
+        // The file's pages, whole, as the kernel maps them: the last page
+        // of a segment shows the file's next bytes, but where bss follows
+        // (zeros from the segment's file end on, which the kernel writes).
+        let avail = if p.memsz > p.filesz {
+            p.filesz + skew
+        } else {
+            end - start
+        };
+        let backing = Backing::File {
+            file: elf.file.clone(),
+            pos: p.offset - skew,
+            avail,
+            name: elf.name.clone(),
+            image: elf.file.image(mm.memory_file())?,
+        };
+        mm.map_fixed(start, end - start, prot, false, backing)?;
+    }
+    let phdr = elf
+        .phdrs
+        .iter()
+        .find(|p| p.kind == PT_PHDR)
+        .map(|p| p.vaddr)
+        .or_else(|| {
+            loads
+                .iter()
+                .find(|p| p.offset <= elf.hdr.phoff && elf.hdr.phoff < p.offset + p.filesz)
+                .map(|p| p.vaddr + (elf.hdr.phoff - p.offset))
+        })
+        .unwrap_or(0)
+        + bias;
+    Ok(Mapped {
+        bias,
+        entry: elf.hdr.entry + bias,
+        phdr,
+        end: page_up(bias + hi).ok_or(Errno::ENOEXEC)?,
+    })
+}
+
+/// Splits a `#!` line into interpreter and optional argument.
+fn parse_shebang(head: &[u8]) -> Result<(Vec<u8>, Option<Vec<u8>>), Errno> {
+    let line = &head[2..];
+    let line = match line.iter().position(|&b| b == b'\n') {
+        Some(i) => &line[..i],
+        None => line,
+    };
+    let trim = |s: &[u8]| -> Vec<u8> {
+        let s: &[u8] = s;
+        let start = s
+            .iter()
+            .position(|&b| b != b' ' && b != b'\t')
+            .unwrap_or(s.len());
+        let end = s
+            .iter()
+            .rposition(|&b| b != b' ' && b != b'\t')
+            .map_or(start, |e| e + 1);
+        s[start..end.max(start)].to_vec()
+    };
+    let line = trim(line);
+    if line.is_empty() {
+        return Err(Errno::ENOEXEC);
+    }
+    match line.iter().position(|&b| b == b' ' || b == b'\t') {
+        Some(i) => {
+            let arg = trim(&line[i..]);
+            Ok((line[..i].to_vec(), (!arg.is_empty()).then_some(arg)))
+        }
+        None => Ok((line, None)),
+    }
+}
+
+/// An executable found, read and checked, not yet mapped: every error up to
+/// here leaves the caller's address space untouched, as `execve` requires.
+#[derive(Debug)]
+pub struct Prepared {
+    elf: Elf,
+    interp: Option<Elf>,
+    execfn: Vec<u8>,
+    argv: Vec<Vec<u8>>,
+    envp: Vec<Vec<u8>>,
+    exe: String,
+    file: ExecFile,
+    unreadable: bool,
+}
+
+/// The ids a new program is told of in its auxiliary vector (`AT_UID`,
+/// `AT_EUID`, `AT_GID`, `AT_EGID`) and whether it runs with privileges its
+/// real user lacks (`AT_SECURE`: the C library then ignores `LD_PRELOAD`
+/// and the like).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AuxCreds {
+    /// real user id
+    pub uid: u32,
+    /// effective user id
+    pub euid: u32,
+    /// real group id
+    pub gid: u32,
+    /// effective group id
+    pub egid: u32,
+    /// `AT_SECURE`
+    pub secure: bool,
+}
+
+impl AuxCreds {
+    /// What `creds` (after `execve`) tell the program.
+    pub fn new(creds: &crate::kernel::task::Creds, secure: bool) -> Self {
+        AuxCreds {
+            uid: creds.uid[0],
+            euid: creds.uid[1],
+            gid: creds.gid[0],
+            egid: creds.gid[1],
+            secure,
+        }
+    }
+}
+
+impl Prepared {
+    /// The program whose set-ID bits count (the last of a `#!` chain).
+    pub fn exec_file(&self) -> ExecFile {
+        self.file
+    }
+
+    /// Whether the caller may not read one of the files (program, `#!`
+    /// interpreters, ELF interpreter): the process then stops being
+    /// dumpable, as Linux's `would_dump` makes it, so that its memory
+    /// does not show what the file holds.
+    pub fn unreadable(&self) -> bool {
+        self.unreadable
+    }
+}
+
+impl std::fmt::Debug for Elf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Elf({})", self.name)
+    }
+}
+
+/// Finds and checks the program named by `req` (following `#!` lines).
+pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
+    let ExecRequest {
+        fs,
+        root,
+        cwd,
+        mut path,
+        mut argv,
+        envp,
+        creds,
+    } = req;
+    let execfn = path.clone();
+    for s in argv.iter().chain(envp.iter()) {
+        if s.len() >= MAX_ARG_STRLEN {
+            return Err(Errno::E2BIG);
+        }
+    }
+    let mut depth = 0;
+    let mut unreadable = false;
+    let readable = |st: &abi::Stat| {
+        creds.is_none_or(|c| {
+            c.may_access(st.mode, st.uid, st.gid, crate::kernel::task::MAY_READ)
+                .is_ok()
+        })
+    };
+    let (elf, exe, file) = loop {
+        let (file_ref, loc, st) = open_exec(fs, root, cwd, &path, creds)?;
+        unreadable |= !readable(&st);
+        let mut head = vec![0u8; BINPRM_BUF_SIZE];
+        let n = pread_exact(&file_ref, &mut head, 0)?;
+        head.truncate(n);
+        if head.starts_with(b"#!") {
+            depth += 1;
+            if depth > MAX_INTERP_DEPTH {
+                return Err(Errno::ELOOP);
+            }
+            let (interp, arg) = parse_shebang(&head)?;
+            let mut new_argv = vec![interp.clone()];
+            new_argv.extend(arg);
+            new_argv.push(path.clone());
+            new_argv.extend(argv.into_iter().skip(1));
+            argv = new_argv;
+            path = interp;
+            continue;
+        }
+        let file = ExecFile {
+            mode: st.mode,
+            uid: st.uid,
+            gid: st.gid,
+            nosuid: nosuid(&loc),
+        };
+        break (parse_elf(file_ref, loc.path(), &head)?, loc.path(), file);
+    };
+    let interp = match elf.phdrs.iter().find(|p| p.kind == PT_INTERP) {
+        Some(p) => {
+            if p.filesz < 2 || p.filesz > 4096 {
+                return Err(Errno::ENOEXEC);
+            }
+            let mut name = vec![0u8; p.filesz as usize];
+            pread_exact(&elf.file, &mut name, p.offset)?;
+            let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            name.truncate(len);
+            let loc = fs.resolve_in(root, cwd, &name, true)?;
+            let st = loc.node().stat()?;
+            if let Some(c) = creds {
+                c.may_access(st.mode, st.uid, st.gid, crate::kernel::task::MAY_EXEC)?;
+            }
+            unreadable |= !readable(&st);
+            let file = fs.open_exec(&loc)?;
+            let mut head = vec![0u8; BINPRM_BUF_SIZE];
+            let n = pread_exact(&file, &mut head, 0)?;
+            head.truncate(n);
+            Some(parse_elf(file, loc.path(), &head).map_err(|_| Errno::ELIBBAD)?)
+        }
+        None => None,
+    };
+    Ok(Prepared {
+        elf,
+        interp,
+        execfn,
+        argv,
+        envp,
+        exe,
+        file,
+        unreadable,
+    })
+}
+
+/// Replaces everything in `mm` with the prepared program, so that a context
+/// switched to the returned registers starts it. An error here comes after
+/// the old image is gone: the caller must kill the task.
+pub fn commit(
+    mm: &mut MemoryManager,
+    prepared: Prepared,
+    aux: AuxCreds,
+    time: &crate::loader::vdso_time::TimeKeeper,
+) -> Result<Loaded, Errno> {
+    let Prepared {
+        elf,
+        interp,
+        execfn,
+        argv,
+        envp,
+        exe,
+        ..
+    } = prepared;
+    mm.clear()?;
+    // Stack first, at a randomised top, so mmap searches start below it.
+    let stack_top = page_down(mm.max_addr() - PAGE_SIZE - (random_u64() % (1 << 16)) * PAGE_SIZE);
+    let stack_base = stack_top - STACK_SIZE;
+    mm.map_fixed(stack_base, STACK_SIZE, Prot::RW, false, Backing::Anon)?;
+    mm.set_mmap_top(stack_base - (1 << 30) - (random_u64() % (1 << 20)) * PAGE_SIZE);
+
+    // The vDSO: the Sentry's own image, read-only and executable, and its
+    // time page below the stack (AT_SYSINFO_EHDR).
+    let vdso_base = crate::loader::vdso::install(mm, time)?;
+    mm.set_special((stack_base, stack_top), vdso_base);
+
+    let main = map_elf(mm, &elf, true)?;
+    let brk_start = main.end + (random_u64() % (1 << 13)) * PAGE_SIZE;
+    mm.init_brk(brk_start)?;
+    let (entry, base) = match &interp {
+        Some(i) => {
+            let m = map_elf(mm, i, false)?;
+            (m.entry, m.bias)
+        }
+        None => (main.entry, 0),
+    };
+
+    // Strings at the top of the stack, then the pointer arrays below them.
+    let mut sp = stack_top;
+    let mut push_bytes = |mm: &mut MemoryManager, data: &[u8], nul: bool| -> Result<u64, Errno> {
+        let len = data.len() as u64 + u64::from(nul);
+        sp = sp.checked_sub(len).ok_or(Errno::E2BIG)?;
+        if sp < stack_base + STACK_SIZE / 4 * 3 {
+            return Err(Errno::E2BIG);
+        }
+        mm.copy_out(sp, data)?;
+        if nul {
+            mm.copy_out(sp + data.len() as u64, &[0])?;
+        }
+        Ok(sp)
+    };
+    let comm: Vec<u8> = execfn
+        .rsplit(|&b| b == b'/')
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .copied()
+        .take(15)
+        .collect();
+    let execfn_addr = push_bytes(mm, &execfn, true)?;
+    let platform_addr = push_bytes(mm, b"x86_64", true)?;
+    let mut rand = [0u8; 16];
+    crate::host::getrandom(&mut rand);
+    let random_addr = push_bytes(mm, &rand, false)?;
+    let mut env_ptrs = Vec::with_capacity(envp.len());
+    for e in envp.iter().rev() {
+        env_ptrs.push(push_bytes(mm, e, true)?);
+    }
+    env_ptrs.reverse();
+    let mut arg_ptrs = Vec::with_capacity(argv.len());
+    for a in argv.iter().rev() {
+        arg_ptrs.push(push_bytes(mm, a, true)?);
+    }
+    arg_ptrs.reverse();
+
+    let auxv: Vec<(u64, u64)> = vec![
+        (AT_SYSINFO_EHDR, vdso_base),
+        (AT_HWCAP, crate::host::getauxval(AT_HWCAP)),
+        (AT_PAGESZ, PAGE_SIZE),
+        (AT_CLKTCK, 100),
+        (AT_PHDR, main.phdr),
+        (AT_PHENT, std::mem::size_of::<Elf64Phdr>() as u64),
+        (AT_PHNUM, elf.phdrs.len() as u64),
+        (AT_BASE, base),
+        (AT_FLAGS, 0),
+        (AT_ENTRY, main.entry),
+        (AT_UID, aux.uid.into()),
+        (AT_EUID, aux.euid.into()),
+        (AT_GID, aux.gid.into()),
+        (AT_EGID, aux.egid.into()),
+        (AT_SECURE, aux.secure.into()),
+        (AT_RANDOM, random_addr),
+        (AT_HWCAP2, crate::host::getauxval(AT_HWCAP2)),
+        (AT_EXECFN, execfn_addr),
+        (AT_PLATFORM, platform_addr),
+        (
+            AT_MINSIGSTKSZ,
+            crate::host::getauxval(AT_MINSIGSTKSZ).max(abi::signal::MINSIGSTKSZ),
+        ),
+        (AT_NULL, 0),
+    ];
+    let words = 1 + arg_ptrs.len() + 1 + env_ptrs.len() + 1 + auxv.len() * 2;
+    let mut table: Vec<u64> = Vec::with_capacity(words);
+    table.push(arg_ptrs.len() as u64);
+    table.extend(&arg_ptrs);
+    table.push(0);
+    table.extend(&env_ptrs);
+    table.push(0);
+    for (k, v) in auxv {
+        table.push(k);
+        table.push(v);
+    }
+    let bytes: Vec<u8> = table.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let sp = (sp - bytes.len() as u64) & !15;
+    if sp < stack_base + STACK_SIZE / 4 * 3 {
+        return Err(Errno::E2BIG);
+    }
+    mm.copy_out(sp, &bytes)?;
+    Ok(Loaded {
+        regs: Regs::initial(entry, sp),
+        exe,
+        comm,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shebang_lines() {
+        assert_eq!(
+            parse_shebang(b"#!/bin/sh\necho").ok(),
+            Some((b"/bin/sh".to_vec(), None))
+        );
+        assert_eq!(
+            parse_shebang(b"#!  /usr/bin/env  python3 -u \n").ok(),
+            Some((b"/usr/bin/env".to_vec(), Some(b"python3 -u".to_vec())))
+        );
+        assert_eq!(parse_shebang(b"#!   \n").err(), Some(Errno::ENOEXEC));
+    }
+}

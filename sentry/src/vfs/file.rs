@@ -1,0 +1,1348 @@
+//! Open file descriptions and the descriptor table.
+
+use std::fmt;
+use std::os::fd::BorrowedFd;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use abi::{Errno, OpenFlags, Stat};
+
+use crate::fsimpl::pipe::{Attempt, PipeEnd};
+use crate::host;
+use crate::kernel::task::Thread;
+use crate::kernel::EventBus;
+use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
+use crate::mm::GuestSlice;
+use crate::vfs::{self, Device, DirEntry, HostFile, Location, Node};
+
+/// What an open file description refers to.
+pub enum FileKind {
+    /// a host regular file or directory, opened read-only
+    Host(Arc<HostFile>),
+    /// a synthetic device
+    Dev(Device),
+    /// a synthetic directory (`/dev`, masked directories)
+    SynthDir,
+    /// one of the caller's standard descriptors, handed to the sandbox
+    Stdio(i32),
+    /// an `O_PATH` descriptor: only a location
+    Path,
+    /// one end of a pipe
+    Pipe(PipeEnd),
+    /// an `eventfd`
+    EventFd(Arc<crate::fsimpl::events::EventFd>),
+    /// a `timerfd`
+    TimerFd(crate::fsimpl::events::TimerFd),
+    /// a `signalfd`
+    SignalFd(crate::fsimpl::events::SignalFd),
+    /// an `epoll` instance
+    Epoll(crate::fsimpl::events::Epoll),
+    /// an `inotify` instance
+    Inotify(Arc<crate::vfs::inotify::Inotify>),
+    /// a tmpfs file or directory
+    Mem(Arc<crate::fsimpl::tmpfs::MemInode>),
+    /// a Unix socket
+    Socket(crate::socket::unix::SocketHandle),
+    /// an Internet socket
+    Inet(crate::socket::inet::InetSocket),
+    /// an Internet socket that is a host socket (`--network host`)
+    HostInet(crate::socket::host_inet::HostInetSocket),
+    /// an `AF_NETLINK` route socket
+    Netlink(crate::socket::netlink::NetlinkSocket),
+    /// generated, read-only contents (/proc files)
+    Static(StaticData),
+    /// one end of a pseudo-terminal
+    Pty(crate::fsimpl::devpts::PtyEnd),
+    /// a process descriptor (`pidfd_open`, `CLONE_PIDFD`): names the
+    /// thread group itself, so it stays valid after the process dies and
+    /// its ID is reused
+    PidFd(Arc<crate::kernel::task::Process>),
+    /// a POSIX message queue (`mq_open`, or `open` in `/dev/mqueue`)
+    Mqueue(Arc<crate::kernel::ipc::mqueue::MsgQueue>),
+}
+
+/// The bytes of a synthetic file (a /proc or /sys file), made when it was
+/// looked up. Like Linux's `seq_file`, a read from offset 0 after the first
+/// read makes them anew (programs such as `vmstat` keep `/proc/stat` open
+/// and read it again from the start).
+#[derive(Debug)]
+pub struct StaticData(Mutex<(Arc<Vec<u8>>, bool)>);
+
+impl StaticData {
+    pub fn new(data: Arc<Vec<u8>>) -> StaticData {
+        StaticData(Mutex::new((data, false)))
+    }
+
+    /// The bytes for a read at `pos`: anew from `fresh` when the read
+    /// starts at 0 and the bytes have been read before.
+    fn for_read(&self, pos: u64, fresh: impl FnOnce() -> Option<Arc<Vec<u8>>>) -> Arc<Vec<u8>> {
+        let mut g = lock(&self.0);
+        if pos == 0 && g.1 {
+            if let Some(d) = fresh() {
+                g.0 = d;
+            }
+        }
+        g.1 = true;
+        g.0.clone()
+    }
+}
+
+/// What a blocking file operation needs to sleep and to notice signals.
+#[derive(Clone, Copy, Debug)]
+pub struct Blocker<'a> {
+    /// the sandbox
+    pub kernel: &'a crate::kernel::Kernel,
+    /// the sandbox's wait point
+    pub bus: &'a EventBus,
+    /// the calling thread (its pending signals interrupt the wait)
+    pub thread: &'a Thread,
+}
+
+impl Blocker<'_> {
+    /// Retries `attempt` until it makes progress: `EAGAIN` when
+    /// `nonblock`, `ERESTARTSYS` when a signal arrives first. `ready` must
+    /// tell, without side effects, whether an attempt could progress now.
+    pub fn block_on<T>(
+        &self,
+        nonblock: bool,
+        attempt: impl FnMut() -> Result<Option<T>, Errno>,
+        ready: impl Fn() -> bool,
+    ) -> Result<T, Errno> {
+        self.block_until(nonblock, None, attempt, ready)
+    }
+
+    /// [`Blocker::block_on`] that gives up at `deadline` with `EAGAIN`
+    /// (a socket's `SO_RCVTIMEO`/`SO_SNDTIMEO`). A signal during a wait
+    /// with a deadline is `EINTR`, never restarted: Linux's
+    /// `sock_intr_errno` (signal(7): "interface is a socket with a
+    /// timeout").
+    pub fn block_until<T>(
+        &self,
+        nonblock: bool,
+        deadline: Option<Instant>,
+        attempt: impl FnMut() -> Result<Option<T>, Errno>,
+        ready: impl Fn() -> bool,
+    ) -> Result<T, Errno> {
+        let signal = if deadline.is_some() {
+            Errno::EINTR
+        } else {
+            Errno::ERESTARTSYS
+        };
+        self.block_with(nonblock, deadline, Errno::EAGAIN, signal, attempt, ready)
+    }
+
+    /// [`Blocker::block_on`] with the errnos of the call: `timed_out` at
+    /// `deadline`, `signal` when a signal arrives first.
+    pub fn block_with<T>(
+        &self,
+        nonblock: bool,
+        deadline: Option<Instant>,
+        timed_out: Errno,
+        signal: Errno,
+        mut attempt: impl FnMut() -> Result<Option<T>, Errno>,
+        ready: impl Fn() -> bool,
+    ) -> Result<T, Errno> {
+        loop {
+            if let Some(v) = attempt()? {
+                return Ok(v);
+            }
+            if nonblock {
+                return Err(Errno::EAGAIN);
+            }
+            // Checked before `ready`, which may say yes to an attempt
+            // that still cannot progress (room for a smaller message).
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(timed_out);
+            }
+            let g = self.bus.lock();
+            if ready() {
+                continue;
+            }
+            if self.thread.interrupted() {
+                return Err(signal);
+            }
+            drop(self.bus.wait(g, deadline));
+        }
+    }
+}
+
+/// An open file description, shared by `dup`ed descriptors.
+pub struct FileDescription {
+    /// what is open
+    pub kind: FileKind,
+    /// where it was opened
+    pub location: Option<Location>,
+    /// status flags (`F_GETFL`)
+    pub flags: Mutex<u32>,
+    /// file position
+    pub pos: Mutex<u64>,
+    dir: Mutex<Option<Vec<DirEntry>>>,
+    /// the lock table and file this description took flock/OFD locks in,
+    /// so that its last close drops them
+    locks: Mutex<Option<(Arc<crate::vfs::lock::LockTable>, crate::vfs::lock::FileKey)>>,
+    /// who gets its I/O signals (`F_SETOWN`, `F_SETSIG`)
+    owner: Mutex<crate::kernel::fasync::Owner>,
+}
+
+impl Drop for FileDescription {
+    fn drop(&mut self) {
+        if crate::vfs::inotify::hub().active() && self.flags() & OpenFlags::PATH.bits() == 0 {
+            self.notify(if self.writable() {
+                crate::vfs::inotify::mask::CLOSE_WRITE
+            } else {
+                crate::vfs::inotify::mask::CLOSE_NOWRITE
+            });
+        }
+        let taken = self
+            .locks
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((table, key)) = taken {
+            table.release_description(key, self.lock_id());
+        }
+        // A standard descriptor handed in from outside (`exec`) belongs to
+        // its description; the Sentry's own 0-2 stay open.
+        if let FileKind::Stdio(fd) = self.kind {
+            if fd > 2 {
+                // SAFETY: `fd` was given to this description alone and is
+                // closed once, with it.
+                drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+            }
+        }
+    }
+}
+
+impl fmt::Debug for FileDescription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = self.location.as_ref().map(Location::path);
+        f.debug_struct("FileDescription")
+            .field("path", &path)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl FileDescription {
+    /// A new description.
+    pub fn new(kind: FileKind, location: Option<Location>, flags: u32) -> Arc<Self> {
+        Arc::new(FileDescription {
+            kind,
+            location,
+            flags: Mutex::new(flags),
+            pos: Mutex::new(0),
+            dir: Mutex::new(None),
+            locks: Mutex::new(None),
+            owner: Mutex::new(crate::kernel::fasync::Owner::default()),
+        })
+    }
+
+    /// The owner of its I/O signals.
+    pub fn owner(&self) -> crate::kernel::fasync::Owner {
+        *lock(&self.owner)
+    }
+
+    /// Sets the owner of its I/O signals; with `only_if_none`, only when
+    /// there is none yet (`__f_setown()` without `force`).
+    pub fn set_owner(&self, kind: crate::kernel::fasync::OwnerKind, id: i32, only_if_none: bool) {
+        let mut o = lock(&self.owner);
+        if only_if_none && o.id != 0 {
+            return;
+        }
+        o.kind = kind;
+        o.id = id;
+    }
+
+    /// Sets the signal of `F_SETSIG`.
+    pub fn set_sigio_signal(&self, sig: i32) {
+        lock(&self.owner).signum = sig;
+    }
+
+    /// The lists of descriptions to signal when this object becomes
+    /// readable and writable, for the kinds that support `O_ASYNC`
+    /// (`None`: Linux has no `fasync` operation for it, or the sandbox
+    /// does not signal it yet).
+    pub fn fasync_lists(&self) -> Option<[Option<&crate::kernel::fasync::Fasync>; 2]> {
+        match &self.kind {
+            FileKind::Pipe(end) => Some(end.fasync_lists()),
+            FileKind::Pty(end) => Some([Some(end.fasync()), None]),
+            FileKind::Socket(h) => Some([Some(&h.0.fasync), None]),
+            FileKind::Inet(s) => Some([Some(&s.fasync), None]),
+            FileKind::Netlink(s) => Some([Some(&s.fasync), None]),
+            FileKind::Inotify(i) => Some([Some(&i.fasync), None]),
+            _ => None,
+        }
+    }
+
+    /// This description as a lock owner (its address: unique while it
+    /// lives, and its locks go when it does).
+    pub fn lock_id(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Remembers that this description holds locks of `key` in `table`.
+    pub fn note_locks(
+        &self,
+        table: &Arc<crate::vfs::lock::LockTable>,
+        key: crate::vfs::lock::FileKey,
+    ) {
+        let mut l = lock(&self.locks);
+        if l.is_none() {
+            *l = Some((table.clone(), key));
+        }
+    }
+
+    /// Whether reads are allowed (lock type checks).
+    pub fn can_read(&self) -> bool {
+        self.readable()
+    }
+
+    /// Whether writes are allowed (lock type checks).
+    pub fn can_write(&self) -> bool {
+        self.writable()
+    }
+
+    /// The status flags.
+    pub fn flags(&self) -> u32 {
+        *lock(&self.flags)
+    }
+
+    fn readable(&self) -> bool {
+        let f = self.flags();
+        f & abi::O_ACCMODE != OpenFlags::WRONLY.bits() && f & OpenFlags::PATH.bits() == 0
+    }
+
+    /// Whether the description was opened for writing.
+    pub fn writable(&self) -> bool {
+        let f = self.flags();
+        f & abi::O_ACCMODE != 0 && f & OpenFlags::PATH.bits() == 0
+    }
+
+    /// One of the Sentry's standard descriptors, borrowed.
+    pub fn stdio_borrow(fd: i32) -> BorrowedFd<'static> {
+        // SAFETY: the standard descriptors stay open for the Sentry's whole
+        // life; the Sentry never closes them.
+        unsafe { host::borrow_raw(fd) }
+    }
+
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.location.as_ref().is_some_and(|l| l.node().is_dir())
+    }
+
+    /// Reads into guest memory at the description's position (`pos` given:
+    /// `pread`, position unchanged).
+    pub fn read(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let n = self.read_inner(blk, bufs, at)?;
+        if n > 0 {
+            self.notify(crate::vfs::inotify::mask::ACCESS);
+        }
+        Ok(n)
+    }
+
+    /// inotify: raises `m` on the file this is, if it is one.
+    fn notify(&self, m: u32) {
+        if let (FileKind::Mem(_) | FileKind::Host(_), Some(loc)) = (&self.kind, &self.location) {
+            crate::vfs::inotify::on_object(loc, m);
+        }
+    }
+
+    fn read_inner(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        if !self.readable() {
+            return Err(Errno::EBADF);
+        }
+        if let FileKind::Pipe(end) = &self.kind {
+            if at.is_some() {
+                return Err(Errno::ESPIPE);
+            }
+            if !end.reader {
+                return Err(Errno::EBADF);
+            }
+            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            if bufs.iter().all(|b| b.len == 0) {
+                return Ok(0);
+            }
+            // Linux signals the writers' owners (O_ASYNC) before each
+            // sleep and once when the read ends, whatever its outcome.
+            let writers = &end.pipe.writers_async;
+            let r = blk.block_on(
+                nonblock,
+                || match end.pipe.try_read(bufs)? {
+                    Attempt::Done(n) => Ok(Some(n)),
+                    Attempt::WouldBlock => {
+                        if !nonblock {
+                            writers.kill(crate::kernel::fasync::Reason::Out);
+                        }
+                        Ok(None)
+                    }
+                },
+                || {
+                    let (readable, _, hup, _) = end.pipe.poll_state();
+                    readable || hup
+                },
+            );
+            writers.kill(crate::kernel::fasync::Reason::Out);
+            return r;
+        }
+        if let FileKind::Pty(end) = &self.kind {
+            if at.is_some() {
+                return Err(Errno::ESPIPE);
+            }
+            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            return crate::fsimpl::devpts::read(blk, end, bufs, nonblock);
+        }
+        if let Some(r) = self.read_events(blk, bufs, at) {
+            return r;
+        }
+        if let FileKind::Mqueue(q) = &self.kind {
+            // Reading a queue gives its status line (mq_overview(7)).
+            let line = q.status_line(|pid| pid);
+            let mut pos_guard = lock(&self.pos);
+            let start = (at.unwrap_or(*pos_guard) as usize).min(line.len());
+            let n = copy_to_slices(bufs, &line[start..]);
+            if at.is_none() {
+                *pos_guard = start as u64 + n;
+            }
+            return Ok(n);
+        }
+        if let FileKind::Stdio(fd) = self.kind {
+            if at.is_none() && !self.stdio_ready(fd, blk)? {
+                return Err(Errno::EAGAIN);
+            }
+        }
+        if let FileKind::Host(f) = &self.kind {
+            // A volume file that is mapped shared: what the mappings hold
+            // counts, written back or not.
+            if let Some(cache) = blk.kernel.fs.page_caches.lookup(f) {
+                if self.is_dir() {
+                    return Err(Errno::EISDIR);
+                }
+                let mut pos_guard = lock(&self.pos);
+                let pos = at.unwrap_or(*pos_guard);
+                let n = cache.read(f, pos, &GuestBufs::new(bufs))? as u64;
+                if at.is_none() {
+                    *pos_guard = pos + n;
+                }
+                return Ok(n);
+            }
+        }
+        let mut pos_guard = lock(&self.pos);
+        let mut pos = at.unwrap_or(*pos_guard);
+        let mut total = 0u64;
+        for b in bufs {
+            let n = match &self.kind {
+                FileKind::Static(data) => {
+                    let data = data.for_read(pos, || {
+                        let loc = self.location.as_ref()?;
+                        match blk.kernel.fs.look_up_again(loc)? {
+                            crate::vfs::Node::Proc(crate::fsimpl::proc::ProcNode::File(_, d)) => {
+                                Some(d)
+                            }
+                            _ => None,
+                        }
+                    });
+                    let start = (pos as usize).min(data.len());
+                    let n = b.len.min(data.len() - start);
+                    copy_to_slices(std::slice::from_ref(b), &data[start..start + n]);
+                    n
+                }
+                FileKind::Mem(m) => {
+                    if m.is_dir() {
+                        return Err(Errno::EISDIR);
+                    }
+                    m.read_to_guest(pos, &GuestBufs::new(std::slice::from_ref(b)))?
+                }
+                FileKind::Host(f) => {
+                    if self.is_dir() {
+                        return Err(Errno::EISDIR);
+                    }
+                    // SAFETY: guest slices point into the memory file mapping,
+                    // valid for `len` bytes.
+                    unsafe { host::pread_raw(f.fd(), b.ptr, b.len, pos) }?
+                }
+                FileKind::Dev(Device::Null) => 0,
+                // Never opened as such: opening them yields a pty end.
+                FileKind::Dev(Device::Tty | Device::Ptmx) => return Err(Errno::EIO),
+                FileKind::Dev(Device::Zero | Device::Full) => {
+                    // SAFETY: as above.
+                    unsafe { std::ptr::write_bytes(b.ptr, 0, b.len) };
+                    b.len
+                }
+                FileKind::Dev(Device::Random | Device::Urandom) => {
+                    fill_random(&GuestBufs::new(std::slice::from_ref(b)));
+                    b.len
+                }
+                FileKind::Stdio(fd) => {
+                    if at.is_some() {
+                        // SAFETY: as above.
+                        unsafe { host::pread_raw(Self::stdio_borrow(*fd), b.ptr, b.len, pos) }?
+                    } else {
+                        // SAFETY: as above.
+                        unsafe { host::read_raw(Self::stdio_borrow(*fd), b.ptr, b.len) }?
+                    }
+                }
+                FileKind::SynthDir => return Err(Errno::EISDIR),
+                FileKind::Path | FileKind::Pipe(_) | FileKind::Pty(_) => return Err(Errno::EBADF),
+                FileKind::EventFd(_)
+                | FileKind::TimerFd(_)
+                | FileKind::SignalFd(_)
+                | FileKind::Epoll(_)
+                | FileKind::Inotify(_)
+                | FileKind::Mqueue(_)
+                | FileKind::PidFd(_) => return Err(Errno::EINVAL),
+                FileKind::Socket(_)
+                | FileKind::Inet(_)
+                | FileKind::HostInet(_)
+                | FileKind::Netlink(_) => return Err(Errno::ENOTCONN),
+            };
+            total += n as u64;
+            pos += n as u64;
+            if n < b.len {
+                break;
+            }
+        }
+        if at.is_none()
+            && matches!(
+                self.kind,
+                FileKind::Host(_) | FileKind::Mem(_) | FileKind::Static(_)
+            )
+        {
+            *pos_guard = pos;
+        }
+        Ok(total)
+    }
+
+    /// Writes guest memory to the file.
+    pub fn write(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let n = self.write_inner(blk, bufs, at)?;
+        if n > 0 {
+            self.notify(crate::vfs::inotify::mask::MODIFY);
+        }
+        Ok(n)
+    }
+
+    fn write_inner(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        if !self.writable() {
+            return Err(Errno::EBADF);
+        }
+        // A queue's file has no write operation (messages go through
+        // mq_timedsend).
+        if let FileKind::Mqueue(_) = &self.kind {
+            return Err(Errno::EINVAL);
+        }
+        if let (FileKind::Static(_), Some(loc)) = (&self.kind, &self.location) {
+            if let crate::vfs::Node::Proc(crate::fsimpl::proc::ProcNode::OomScoreAdj(_, p, _)) =
+                loc.node()
+            {
+                let len: usize = bufs.iter().map(|b| b.len).sum();
+                let mut data = vec![0u8; len.min(23)];
+                let n = copy_from_slices(bufs, &mut data);
+                data.truncate(n);
+                let privileged = blk
+                    .thread
+                    .state()
+                    .caps
+                    .has(crate::kernel::task::cap::SYS_RESOURCE);
+                crate::fsimpl::proc::write_oom_score_adj(p, &data, privileged)?;
+                return Ok(len as u64);
+            }
+        }
+        if let FileKind::Mem(m) = &self.kind {
+            {
+                let t = blk.thread.state();
+                let in_group = |g| t.gid[3] == g || t.groups.contains(&g);
+                m.remove_privs(t.caps.has(crate::kernel::task::cap::FSETID), in_group);
+            }
+            let append = self.flags() & OpenFlags::APPEND.bits() != 0;
+            let mut pos = lock(&self.pos);
+            let (end, written) = m.write_from(
+                at.unwrap_or(*pos),
+                &GuestBufs::new(bufs),
+                append && at.is_none(),
+            )?;
+            if at.is_none() {
+                *pos = end;
+            }
+            return Ok(written as u64);
+        }
+        if let FileKind::Host(f) = &self.kind {
+            // A volume's file, opened for writing by the gofer.
+            return self.write_host(blk, f, bufs, at);
+        }
+        if let FileKind::Pipe(end) = &self.kind {
+            if at.is_some() {
+                return Err(Errno::ESPIPE);
+            }
+            let total_len: u64 = bufs.iter().map(|b| b.len as u64).sum();
+            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            let mut done = 0u64;
+            // Linux signals the readers' owners (O_ASYNC) before each
+            // sleep and once when the write ends, whatever its outcome.
+            let readers = &end.pipe.readers_async;
+            let mut result = Ok(0);
+            // Linux writes as much as fits, sleeping until everything is
+            // written; a signal after partial progress returns the count.
+            while done < total_len {
+                let r = blk.block_on(
+                    nonblock,
+                    || match end.pipe.try_write(bufs, done)? {
+                        Attempt::Done(n) => Ok(Some(n)),
+                        Attempt::WouldBlock => {
+                            if !nonblock {
+                                readers.kill(crate::kernel::fasync::Reason::In);
+                            }
+                            Ok(None)
+                        }
+                    },
+                    || {
+                        let (_, writable, _, no_readers) = end.pipe.poll_state();
+                        writable || no_readers
+                    },
+                );
+                match r {
+                    Ok(n) => done += n,
+                    Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => break,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            if total_len > 0 {
+                readers.kill(crate::kernel::fasync::Reason::In);
+            }
+            return result.map(|_: u64| done);
+        }
+        if let FileKind::Pty(end) = &self.kind {
+            if at.is_some() {
+                return Err(Errno::ESPIPE);
+            }
+            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            return crate::fsimpl::devpts::write(blk, end, bufs, nonblock);
+        }
+        if let FileKind::EventFd(e) = &self.kind {
+            let mut raw = [0u8; 8];
+            if copy_from_slices(bufs, &mut raw) < 8 {
+                return Err(Errno::EINVAL);
+            }
+            let v = u64::from_ne_bytes(raw);
+            if v == u64::MAX {
+                return Err(Errno::EINVAL);
+            }
+            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            blk.block_on(nonblock, || Ok(e.try_write(v)), || e.state().1)?;
+            blk.bus.notify();
+            return Ok(8);
+        }
+        let mut total = 0u64;
+        for b in bufs {
+            let n = match &self.kind {
+                FileKind::Dev(Device::Full) => return Err(Errno::ENOSPC),
+                FileKind::Dev(_) => b.len,
+                FileKind::Stdio(fd) => {
+                    let host_fd = Self::stdio_borrow(*fd);
+                    // SAFETY: guest slices are valid for `len` bytes.
+                    let r = unsafe {
+                        match at {
+                            Some(pos) => host::pwrite_raw(host_fd, b.ptr, b.len, pos + total),
+                            None => host::write_raw(host_fd, b.ptr, b.len),
+                        }
+                    };
+                    match r {
+                        Ok(n) => n,
+                        Err(e) if total > 0 => {
+                            tracing::debug!("short write: {e}");
+                            break;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                _ => return Err(Errno::EBADF),
+            };
+            total += n as u64;
+            if n < b.len {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    fn write_host(
+        &self,
+        blk: Blocker<'_>,
+        f: &crate::vfs::HostFile,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        if self.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        // The host descriptor carries O_APPEND too: its writes land at the
+        // end whatever the offset, as the guest's would.
+        let append = self.flags() & OpenFlags::APPEND.bits() != 0;
+        let mut pos = lock(&self.pos);
+        if let Some(cache) = blk.kernel.fs.page_caches.lookup(f) {
+            // Mapped shared: the mappings see the write too.
+            let from = if append {
+                None
+            } else {
+                Some(at.unwrap_or(*pos))
+            };
+            let (n, end) = cache.write(f, from, &GuestBufs::new(bufs))?;
+            if at.is_none() {
+                *pos = end;
+            }
+            return Ok(n);
+        }
+        let mut off = at.unwrap_or(*pos);
+        let mut total = 0u64;
+        for b in bufs {
+            // SAFETY: guest slices are valid for `len` bytes.
+            let r = unsafe { host::pwrite_raw(f.fd(), b.ptr, b.len, off) };
+            let n = match r {
+                Ok(n) => n,
+                Err(e) if total > 0 => {
+                    tracing::debug!("short write: {e}");
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            total += n as u64;
+            off += n as u64;
+            if n < b.len {
+                break;
+            }
+        }
+        if at.is_none() {
+            *pos = if append {
+                host::fstat(f.fd())?.st_size as u64
+            } else {
+                off
+            };
+        }
+        Ok(total)
+    }
+
+    /// Readiness for `poll`/`epoll`: the subset of `events` (plus errors
+    /// and hang-ups, which are always reported) that holds now.
+    pub fn poll_ready(&self, thread: &Thread, events: i16, depth: u32) -> i16 {
+        use crate::fsimpl::events::poll::*;
+        let always = POLLERR | POLLHUP;
+        let ready = match &self.kind {
+            FileKind::Static(_) => POLLIN | POLLRDNORM,
+            // Whatever the access mode, as Linux's `mqueue_poll_file`.
+            FileKind::Mqueue(q) => {
+                let (r, w) = q.poll_state();
+                (if r { POLLIN | POLLRDNORM } else { 0 }) | if w { POLLOUT | POLLWRNORM } else { 0 }
+            }
+            FileKind::Pipe(end) => {
+                let (readable, writable, no_writers, no_readers) = end.pipe.poll_state();
+                if end.reader {
+                    (if readable { POLLIN | POLLRDNORM } else { 0 })
+                        | if no_writers { POLLHUP } else { 0 }
+                } else {
+                    (if writable { POLLOUT | POLLWRNORM } else { 0 })
+                        | if no_readers { POLLERR } else { 0 }
+                }
+            }
+            FileKind::Stdio(fd) => host::poll_events(Self::stdio_borrow(*fd), events),
+            FileKind::Pty(end) => crate::fsimpl::devpts::poll_events(end),
+            FileKind::Path => POLLNVAL,
+            FileKind::EventFd(e) => {
+                let (r, w) = e.state();
+                (if r { POLLIN | POLLRDNORM } else { 0 }) | if w { POLLOUT | POLLWRNORM } else { 0 }
+            }
+            FileKind::TimerFd(t) => {
+                if t.count.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
+            FileKind::SignalFd(s) => {
+                let mask = *lock(&s.mask);
+                if signals_pending(thread) & mask != 0 {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
+            FileKind::Inotify(i) => {
+                if i.readable() {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
+            // pidfd_open(2): readable once the process has terminated.
+            FileKind::PidFd(p) => {
+                if p.state().exit.is_some() {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
+            FileKind::Epoll(ep) => {
+                if depth < 5 && ep.any_ready(thread, depth) {
+                    POLLIN | POLLRDNORM
+                } else {
+                    0
+                }
+            }
+            FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Mem(_) => {
+                POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
+            }
+            FileKind::Netlink(s) => {
+                POLLOUT | POLLWRNORM | if s.readable() { POLLIN | POLLRDNORM } else { 0 }
+            }
+            FileKind::Inet(s) => {
+                let r = s.sock.readiness().unwrap_or_default();
+                (if r.readable { POLLIN | POLLRDNORM } else { 0 })
+                    | (if r.writable { POLLOUT | POLLWRNORM } else { 0 })
+                    | (if r.hup { POLLHUP } else { 0 })
+                    | (if r.rdhup { POLLRDHUP } else { 0 })
+                    | if r.error { POLLERR } else { 0 }
+            }
+            // The host's poll bits have Linux's values, which the guest's are.
+            FileKind::HostInet(s) => s.poll(events | always),
+            FileKind::Socket(h) => {
+                let (r, w, hup, rdhup, err) = h.0.readiness();
+                (if r { POLLIN | POLLRDNORM } else { 0 })
+                    | (if w { POLLOUT | POLLWRNORM } else { 0 })
+                    | (if hup { POLLHUP } else { 0 })
+                    | (if rdhup { POLLRDHUP } else { 0 })
+                    | if err { POLLERR } else { 0 }
+            }
+        };
+        ready & (events | always | POLLNVAL)
+    }
+
+    /// A number that changes whenever the object's readiness may have
+    /// changed (edge-triggered epoll).
+    pub fn event_generation(&self) -> u64 {
+        match &self.kind {
+            FileKind::Pipe(end) => end.pipe.generation(end.reader),
+            FileKind::EventFd(e) => e.generation(),
+            FileKind::Pty(end) => end.pty.generation(end.master),
+            FileKind::Inet(s) => s.sock.edges().unwrap_or(0),
+            FileKind::HostInet(s) => s.generation(),
+            FileKind::TimerFd(t) => t.count.load(std::sync::atomic::Ordering::Relaxed),
+            FileKind::Inotify(i) => i.generation(),
+            FileKind::Mqueue(q) => q.generation(),
+            _ => 0,
+        }
+    }
+
+    /// Whether the object can sit in an epoll set (regular files and
+    /// directories cannot: `EPERM`).
+    pub fn pollable(&self) -> bool {
+        !matches!(
+            self.kind,
+            FileKind::Host(_) | FileKind::SynthDir | FileKind::Path
+        )
+    }
+
+    /// Waits until the caller's standard descriptor `fd` has input, waking
+    /// up now and then to notice signals (a host read cannot be
+    /// interrupted from here). `false` for a non-blocking descriptor that
+    /// has nothing.
+    fn stdio_ready(&self, fd: i32, blk: Blocker<'_>) -> Result<bool, Errno> {
+        let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+        loop {
+            match host::poll_in(Self::stdio_borrow(fd), if nonblock { 0 } else { 50 }) {
+                Ok(true) => return Ok(true),
+                Ok(false) if nonblock => return Ok(false),
+                Ok(false) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if blk.thread.interrupted() {
+                return Err(Errno::ERESTARTSYS);
+            }
+        }
+    }
+
+    /// Reads of the event descriptors (`eventfd`, `timerfd`, `signalfd`);
+    /// `None` for other kinds.
+    fn read_events(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Option<Result<u64, Errno>> {
+        let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+        let len: usize = bufs.iter().map(|b| b.len).sum();
+        let r = match &self.kind {
+            FileKind::EventFd(e) => {
+                if at.is_some() {
+                    return Some(Err(Errno::ESPIPE));
+                }
+                if len < 8 {
+                    return Some(Err(Errno::EINVAL));
+                }
+                blk.block_on(nonblock, || Ok(e.try_read()), || e.state().0)
+                    .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
+            }
+            FileKind::TimerFd(t) => {
+                if len < 8 {
+                    return Some(Err(Errno::EINVAL));
+                }
+                let count = &t.count;
+                blk.block_on(
+                    nonblock,
+                    || {
+                        let n = count.swap(0, std::sync::atomic::Ordering::Relaxed);
+                        Ok((n > 0).then_some(n))
+                    },
+                    || count.load(std::sync::atomic::Ordering::Relaxed) > 0,
+                )
+                .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
+            }
+            FileKind::SignalFd(sfd) => {
+                const SIZE: usize = 128;
+                if len < SIZE {
+                    return Some(Err(Errno::EINVAL));
+                }
+                let mask = *lock(&sfd.mask);
+                let max = len / SIZE;
+                let thread = blk.thread;
+                blk.block_on(
+                    nonblock,
+                    || {
+                        let mut out = Vec::new();
+                        let mut p = thread.process.state();
+                        let mut t = thread.state();
+                        while out.len() / SIZE < max {
+                            let ready = (t.pending.bits | p.pending.bits) & mask;
+                            if ready == 0 {
+                                break;
+                            }
+                            let sig = ready.trailing_zeros() as i32 + 1;
+                            let info = if t.pending.has(sig) {
+                                t.pending.dequeue(sig)
+                            } else {
+                                p.pending.dequeue(sig)
+                            };
+                            out.extend_from_slice(&signalfd_siginfo(&info));
+                        }
+                        Ok((!out.is_empty()).then_some(out))
+                    },
+                    || signals_pending(thread) & mask != 0,
+                )
+                .map(|v| copy_to_slices(bufs, &v))
+            }
+            FileKind::Inotify(i) => {
+                if len == 0 {
+                    return Some(Err(Errno::EINVAL));
+                }
+                blk.block_on(nonblock, || i.take(len), || i.readable())
+                    .map(|v| copy_to_slices(bufs, &v))
+            }
+            FileKind::Epoll(_) => Err(Errno::EINVAL),
+            _ => return None,
+        };
+        Some(r)
+    }
+
+    /// `lseek(2)`.
+    pub fn seek(&self, off: i64, whence: u32) -> Result<u64, Errno> {
+        match &self.kind {
+            FileKind::Pipe(_)
+            | FileKind::Pty(_)
+            | FileKind::EventFd(_)
+            | FileKind::TimerFd(_)
+            | FileKind::SignalFd(_)
+            | FileKind::Socket(_)
+            | FileKind::Inet(_)
+            | FileKind::HostInet(_)
+            | FileKind::Netlink(_)
+            | FileKind::Epoll(_)
+            | FileKind::Inotify(_)
+            | FileKind::PidFd(_) => Err(Errno::ESPIPE),
+            FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
+            FileKind::Dev(_) => Ok(0),
+            FileKind::Path => Err(Errno::EBADF),
+            FileKind::Host(_)
+            | FileKind::SynthDir
+            | FileKind::Mem(_)
+            | FileKind::Static(_)
+            | FileKind::Mqueue(_) => {
+                let mut pos = lock(&self.pos);
+                let base: i64 = match whence {
+                    0 => 0,
+                    1 => *pos as i64,
+                    2 => {
+                        if self.is_dir() {
+                            return Err(Errno::EINVAL);
+                        }
+                        self.stat()?.size
+                    }
+                    _ => return Err(Errno::EINVAL),
+                };
+                let new = base.checked_add(off).ok_or(Errno::EOVERFLOW)?;
+                if new < 0 {
+                    return Err(Errno::EINVAL);
+                }
+                *pos = new as u64;
+                if self.is_dir() && new == 0 {
+                    *lock(&self.dir) = None;
+                }
+                Ok(new as u64)
+            }
+        }
+    }
+
+    /// `fstat(2)`.
+    pub fn stat(&self) -> Result<Stat, Errno> {
+        match (&self.kind, &self.location) {
+            (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
+            (FileKind::Mem(m), _) => Ok(m.stat()),
+            (FileKind::Mqueue(q), _) => Ok(q.stat()),
+            (
+                FileKind::Socket(_)
+                | FileKind::Inet(_)
+                | FileKind::HostInet(_)
+                | FileKind::Netlink(_),
+                _,
+            ) => {
+                let mut st = crate::vfs::pipe_stat_like(abi::S_IFSOCK | 0o777);
+                st.ino = self as *const Self as u64 >> 4;
+                Ok(st)
+            }
+            (FileKind::Stdio(fd), _) => {
+                Ok(host::to_abi_stat(&host::fstat(Self::stdio_borrow(*fd))?))
+            }
+            // An anonymous inode, as Linux gives a pidfd: no file type, 0600.
+            (FileKind::PidFd(_), _) => {
+                let mut st = crate::vfs::pipe_stat_like(0o600);
+                st.ino = self as *const Self as u64 >> 4;
+                Ok(st)
+            }
+            (_, Some(l)) => l.node().stat(),
+            _ => Err(Errno::EBADF),
+        }
+    }
+
+    /// The directory snapshot, taken on first use.
+    pub fn dir_entries(
+        &self,
+        fs: &crate::vfs::FileSystem,
+    ) -> Result<std::sync::MutexGuard<'_, Option<Vec<DirEntry>>>, Errno> {
+        let loc = self.location.as_ref().ok_or(Errno::ENOTDIR)?;
+        if !loc.node().is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        if matches!(self.kind, FileKind::Path) {
+            return Err(Errno::EBADF);
+        }
+        let mut d = lock(&self.dir);
+        if d.is_none() {
+            let host = match &self.kind {
+                FileKind::Host(h) => Some(h.as_ref()),
+                _ => None,
+            };
+            *d = Some(match loc.node() {
+                vfs::Node::Ovl(o) => fs.ovl_list(o)?,
+                vfs::Node::PtsDir => fs.pts_list(),
+                vfs::Node::MqueueDir => fs.mqueue_list(),
+                n => vfs::list_dir(n, host, Some(&fs.proc))?,
+            });
+        }
+        Ok(d)
+    }
+
+    /// The host descriptor used by `ioctl` pass-through for terminals.
+    pub fn stdio(&self) -> Option<BorrowedFd<'static>> {
+        match self.kind {
+            FileKind::Stdio(fd) => Some(Self::stdio_borrow(fd)),
+            _ => None,
+        }
+    }
+
+    /// The host file behind a file-backed `mmap`.
+    pub fn host_file(&self) -> Option<&Arc<HostFile>> {
+        match &self.kind {
+            FileKind::Host(h) if !self.is_dir() => Some(h),
+            _ => None,
+        }
+    }
+
+    /// Whether the node is a synthetic device.
+    pub fn node(&self) -> Option<&Node> {
+        self.location.as_ref().map(Location::node)
+    }
+}
+
+/// One descriptor slot.
+#[derive(Clone, Debug)]
+pub struct FdEntry {
+    /// the description
+    pub file: Arc<FileDescription>,
+    /// `FD_CLOEXEC`
+    pub cloexec: bool,
+}
+
+/// A descriptor table.
+#[derive(Clone, Debug, Default)]
+pub struct FdTable {
+    slots: Vec<Option<FdEntry>>,
+}
+
+impl FdTable {
+    /// The entry for `fd`.
+    pub fn get(&self, fd: i64) -> Result<&FdEntry, Errno> {
+        usize::try_from(fd)
+            .ok()
+            .and_then(|i| self.slots.get(i))
+            .and_then(Option::as_ref)
+            .ok_or(Errno::EBADF)
+    }
+
+    /// Mutable entry for `fd`.
+    pub fn get_mut(&mut self, fd: i64) -> Result<&mut FdEntry, Errno> {
+        usize::try_from(fd)
+            .ok()
+            .and_then(|i| self.slots.get_mut(i))
+            .and_then(Option::as_mut)
+            .ok_or(Errno::EBADF)
+    }
+
+    /// The description for `fd`.
+    pub fn file(&self, fd: i64) -> Result<Arc<FileDescription>, Errno> {
+        self.get(fd).map(|e| e.file.clone())
+    }
+
+    /// Installs at the lowest free slot `>= min`, below `limit` (`EMFILE`).
+    pub fn insert_from(&mut self, min: usize, entry: FdEntry, limit: u64) -> Result<i64, Errno> {
+        let mut i = min;
+        while i < self.slots.len() && self.slots[i].is_some() {
+            i += 1;
+        }
+        if i as u64 >= limit {
+            return Err(Errno::EMFILE);
+        }
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, None);
+        }
+        self.slots[i] = Some(entry);
+        Ok(i as i64)
+    }
+
+    /// Installs at exactly `fd`, returning what was there.
+    pub fn insert_at(
+        &mut self,
+        fd: usize,
+        entry: FdEntry,
+        limit: u64,
+    ) -> Result<Option<FdEntry>, Errno> {
+        if fd as u64 >= limit {
+            return Err(Errno::EBADF);
+        }
+        if fd >= self.slots.len() {
+            self.slots.resize(fd + 1, None);
+        }
+        Ok(self.slots[fd].replace(entry))
+    }
+
+    /// Removes `fd`.
+    pub fn remove(&mut self, fd: i64) -> Result<FdEntry, Errno> {
+        usize::try_from(fd)
+            .ok()
+            .and_then(|i| self.slots.get_mut(i))
+            .and_then(Option::take)
+            .ok_or(Errno::EBADF)
+    }
+
+    /// `close_range(2)`: closes (or, with `cloexec`, marks close-on-exec)
+    /// every descriptor in `[first, last]`.
+    pub fn close_range(&mut self, first: usize, last: usize, cloexec: bool) {
+        let end = last.saturating_add(1).min(self.slots.len());
+        for s in self.slots.iter_mut().take(end).skip(first) {
+            if cloexec {
+                if let Some(e) = s {
+                    e.cloexec = true;
+                }
+            } else {
+                *s = None;
+            }
+        }
+    }
+
+    /// Highest open descriptor plus one.
+    pub fn len(&self) -> usize {
+        self.slots
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(0, |i| i + 1)
+    }
+
+    /// Whether no descriptor is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The open descriptor numbers.
+    pub fn open_fds(&self) -> Vec<usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Closes every close-on-exec descriptor (`execve`).
+    pub fn close_on_exec(&mut self) {
+        for s in &mut self.slots {
+            if s.as_ref().is_some_and(|e| e.cloexec) {
+                *s = None;
+            }
+        }
+    }
+}
+
+/// Copies `data` into guest slices; returns the count copied.
+pub fn copy_to_slices(bufs: &[GuestSlice], data: &[u8]) -> u64 {
+    let mut done = 0;
+    for b in bufs {
+        if done == data.len() {
+            break;
+        }
+        let n = b.len.min(data.len() - done);
+        // SAFETY: guest slices are valid for `len` bytes of the memory file.
+        unsafe { std::ptr::copy_nonoverlapping(data[done..].as_ptr(), b.ptr, n) };
+        done += n;
+    }
+    done as u64
+}
+
+/// Fills guest buffers with random bytes, [`IO_CHUNK`] at a time.
+pub fn fill_random(dst: &GuestBufs<'_>) {
+    let mut stage = Stage::new();
+    let mut done = 0;
+    while done < dst.len() {
+        let piece = stage.space(IO_CHUNK.min(dst.len() - done));
+        host::getrandom(piece);
+        done += dst.write_at(done, piece);
+    }
+}
+
+/// Copies `data` into guest slices, starting `skip` bytes in; returns the
+/// count copied.
+pub fn copy_to_slices_at(bufs: &[GuestSlice], mut skip: usize, data: &[u8]) -> usize {
+    let mut done = 0;
+    for b in bufs {
+        if done == data.len() {
+            break;
+        }
+        if skip >= b.len {
+            skip -= b.len;
+            continue;
+        }
+        let n = (b.len - skip).min(data.len() - done);
+        // SAFETY: guest slices are valid for `len` bytes of the memory
+        // file, and `skip + n <= len`; `data` is Sentry memory.
+        unsafe { std::ptr::copy_nonoverlapping(data[done..].as_ptr(), b.ptr.add(skip), n) };
+        done += n;
+        skip = 0;
+    }
+    done
+}
+
+/// Copies from guest slices into `out`; returns the count copied.
+pub fn copy_from_slices(bufs: &[GuestSlice], out: &mut [u8]) -> usize {
+    let mut done = 0;
+    for b in bufs {
+        if done == out.len() {
+            break;
+        }
+        let n = b.len.min(out.len() - done);
+        // SAFETY: guest slices are valid for `len` bytes of the memory file.
+        unsafe { std::ptr::copy_nonoverlapping(b.ptr, out[done..].as_mut_ptr(), n) };
+        done += n;
+    }
+    done
+}
+
+/// Copies from guest slices, starting `skip` bytes in, into `out`;
+/// returns the count copied.
+pub fn copy_from_slices_at(bufs: &[GuestSlice], mut skip: usize, out: &mut [u8]) -> usize {
+    let mut done = 0;
+    for b in bufs {
+        if done == out.len() {
+            break;
+        }
+        if skip >= b.len {
+            skip -= b.len;
+            continue;
+        }
+        let n = (b.len - skip).min(out.len() - done);
+        // SAFETY: guest slices are valid for `len` bytes of the memory
+        // file, and `skip + n <= len`.
+        unsafe { std::ptr::copy_nonoverlapping(b.ptr.add(skip), out[done..].as_mut_ptr(), n) };
+        done += n;
+        skip = 0;
+    }
+    done
+}
+
+/// `struct signalfd_siginfo` (128 bytes) for one dequeued signal.
+fn signalfd_siginfo(info: &abi::SigInfo) -> [u8; 128] {
+    let mut b = [0u8; 128];
+    let w32 =
+        |b: &mut [u8; 128], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+    w32(&mut b, 0, info.signo as u32);
+    w32(&mut b, 4, info.errno as u32);
+    w32(&mut b, 8, info.code as u32);
+    if info.code == crate::kernel::task::si::TIMER {
+        w32(&mut b, 24, info.fields[0] as u32); // ssi_tid (timer id)
+        w32(&mut b, 32, (info.fields[0] >> 32) as u32); // ssi_overrun
+    } else {
+        w32(&mut b, 12, info.fields[0] as u32); // ssi_pid
+        w32(&mut b, 16, (info.fields[0] >> 32) as u32); // ssi_uid
+    }
+    if info.code < 0 {
+        // Queued and timer signals carry the sender's `sigval`.
+        w32(&mut b, 44, info.fields[1] as u32); // ssi_int
+        b[48..56].copy_from_slice(&info.fields[1].to_ne_bytes()); // ssi_ptr
+    }
+    if info.signo == abi::signal::SIGCHLD {
+        w32(&mut b, 40, info.fields[1] as u32); // ssi_status
+    }
+    if matches!(
+        info.signo,
+        abi::signal::SIGSEGV | abi::signal::SIGBUS | abi::signal::SIGILL | abi::signal::SIGFPE
+    ) {
+        b[72..80].copy_from_slice(&info.fields[0].to_ne_bytes()); // ssi_addr
+    }
+    b
+}
+
+/// Signals pending for `thread`, its own and its process's.
+fn signals_pending(thread: &Thread) -> u64 {
+    let p = thread.process.state();
+    let t = thread.state();
+    t.pending.bits | p.pending.bits
+}

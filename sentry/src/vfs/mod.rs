@@ -1,0 +1,2005 @@
+//! The guest's file system view for `ferrovisor do`: a read-only host
+//! directory as root, with a synthetic `/dev` and masked `/proc` and `/sys`.
+//!
+//! Paths are resolved by the Sentry one component at a time: each component is
+//! opened `O_PATH | O_NOFOLLOW` relative to its parent's descriptor, symlinks
+//! are read and followed here, and `..` pops the Sentry's own stack of
+//! directories, so no name or link can climb out of the root.
+//!
+//! An OCI container's masked and read-only paths (`linux.maskedPaths`,
+//! `linux.readonlyPaths`) are fixed over the finished tree at boot, as
+//! runc's mounts over them are: they go by the path from the sandbox's
+//! root, wherever a walk comes from, and no guest call can undo them.
+
+pub mod file;
+pub mod inotify;
+pub mod lock;
+
+use std::collections::HashMap;
+use std::collections::VecDeque;
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use abi::{Errno, Stat};
+
+use crate::host;
+
+/// Maximum symlinks followed in one walk (Linux's `MAXSYMLINKS`).
+const MAX_SYMLINKS: u32 = 40;
+/// Maximum length of one path component (`NAME_MAX`).
+pub const NAME_MAX: usize = 255;
+/// Maximum path length (`PATH_MAX`, including the NUL).
+pub const PATH_MAX: usize = 4096;
+
+/// Host file systems whose contents describe the host itself (processes,
+/// devices, kernel state). Even when a root directory contains one of them
+/// mounted, the guest sees an empty directory instead.
+const MASKED_FS_MAGIC: &[i64] = &[
+    0x9fa0,      // proc
+    0x6265_6572, // sysfs
+    0x1cd1,      // devpts
+    0x6462_6720, // debugfs
+    0x7472_6163, // tracefs
+    0x7363_6673, // securityfs
+    0x0027_e0eb, // cgroup
+    0x6367_7270, // cgroup2
+    0xcafe_4a11, // bpf
+    0x6265_6570, // configfs
+    0x6573_5546, // fusectl
+    0x6165_676c, // pstore
+    0xde5e_81e4, // efivarfs
+    0x4249_4e4d, // binfmt_misc
+    0x1980_0202, // mqueue
+    0xf97c_ff8c, // selinuxfs
+    0x6e73_6673, // nsfs
+];
+
+/// A device the Sentry implements itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// `/dev/null`
+    Null,
+    /// `/dev/zero`
+    Zero,
+    /// `/dev/full`
+    Full,
+    /// `/dev/random`
+    Random,
+    /// `/dev/urandom`
+    Urandom,
+    /// `/dev/tty`: the caller's controlling terminal
+    Tty,
+    /// `/dev/ptmx` (and `/dev/pts/ptmx`): opening allocates a pty pair
+    Ptmx,
+}
+
+const DEVICES: &[(&str, Device, u32)] = &[
+    ("full", Device::Full, 7),
+    ("null", Device::Null, 3),
+    ("random", Device::Random, 8),
+    ("urandom", Device::Urandom, 9),
+    ("zero", Device::Zero, 5),
+    ("tty", Device::Tty, 0),
+    ("ptmx", Device::Ptmx, 2),
+];
+
+impl Device {
+    /// `(major, minor)` of the device number: memory devices are major 1,
+    /// the terminal devices major 5 (TTYAUX_MAJOR).
+    pub fn number(self) -> (u64, u64) {
+        let minor = DEVICES
+            .iter()
+            .find(|(_, d, _)| *d == self)
+            .map_or(3, |&(_, _, m)| u64::from(m));
+        match self {
+            Device::Tty | Device::Ptmx => (5, minor),
+            _ => (1, minor),
+        }
+    }
+}
+
+/// Device number (`st_dev`) of the devpts file system: its own, as on
+/// Linux, where every mount has one (`SYNTH_DEV + 0x20` is /proc's).
+const DEVPTS_DEV: u64 = SYNTH_DEV + 0x21;
+
+/// Device number of the first extra tmpfs mount; each later one takes the
+/// next, never one a file system above has.
+const EXTRA_TMPFS_DEV: u64 = SYNTH_DEV + 0x100;
+
+/// Device number of the root overlay's upper layer (a tmpfs of the
+/// Sentry's): one mount with the root's image below it.
+const UPPER_DEV: u64 = SYNTH_DEV + 0x13;
+
+/// Device number of the Sentry's synthetic file systems.
+const SYNTH_DEV: u64 = 0x3_0000_0000;
+
+fn makedev(major: u64, minor: u64) -> u64 {
+    ((major & 0xfff) << 8) | (minor & 0xff) | ((minor & !0xff) << 12)
+}
+
+/// A host file or directory held open by the Sentry.
+pub struct HostFile {
+    fd: OwnedFd,
+    /// the host's `(st_dev, st_ino)`, asked for once when first needed
+    /// (the page cache of volume files is keyed by it)
+    identity: std::sync::OnceLock<(u64, u64)>,
+    /// for a file of the root's read-only image: the sandbox's images,
+    /// where its image for private mappings is found (see
+    /// [`crate::mm::fileimage`])
+    image: Option<Arc<crate::mm::fileimage::Images>>,
+}
+
+impl fmt::Debug for HostFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HostFile({:?})", self.fd)
+    }
+}
+
+impl HostFile {
+    /// Wraps a descriptor the gofer donated.
+    pub fn new(fd: OwnedFd) -> HostFile {
+        HostFile {
+            fd,
+            identity: Default::default(),
+            image: None,
+        }
+    }
+
+    /// Wraps a descriptor of a regular file of the root's read-only
+    /// image, which the sandbox cannot change: private mappings of it
+    /// share its image, found among `images` (see [`crate::mm::fileimage`]).
+    pub fn of_root_image(fd: OwnedFd, images: Arc<crate::mm::fileimage::Images>) -> HostFile {
+        HostFile {
+            image: Some(images),
+            ..HostFile::new(fd)
+        }
+    }
+
+    /// The file's image for private mappings, when it has one (a file of
+    /// the root's image that is neither empty nor huge).
+    pub fn image(
+        &self,
+        mf: &Arc<crate::mm::memfile::MemoryFile>,
+    ) -> Result<Option<Arc<crate::mm::fileimage::FileImage>>, Errno> {
+        match &self.image {
+            Some(images) => images.image(self, mf),
+            None => Ok(None),
+        }
+    }
+
+    /// The host file's identity, `(st_dev, st_ino)`: every open of one
+    /// file, through any name or link, has the same.
+    pub fn identity(&self) -> Result<(u64, u64), Errno> {
+        if let Some(&id) = self.identity.get() {
+            return Ok(id);
+        }
+        let st = host::fstat(self.fd.as_fd())?;
+        Ok(*self.identity.get_or_init(|| (st.st_dev, st.st_ino)))
+    }
+
+    /// The host descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// A resolved object in the guest's tree.
+#[derive(Clone, Debug)]
+pub enum Node {
+    /// a host object, held by a gofer handle
+    Host {
+        /// the handle
+        h: Arc<GoferRef>,
+        /// its `st_mode`
+        mode: u32,
+    },
+    /// the synthetic `/dev`
+    DevDir,
+    /// a synthetic device
+    Dev(Device),
+    /// an empty read-only directory standing in for a masked host one
+    Masked {
+        /// inode number to report
+        ino: u64,
+    },
+    /// a tmpfs inode
+    Mem(Arc<crate::fsimpl::tmpfs::MemInode>),
+    /// a /proc node
+    Proc(crate::fsimpl::proc::ProcNode),
+    /// a directory of the root overlay: a read-only host directory below,
+    /// the sandbox's own changes (a tmpfs tree) above
+    Ovl(Arc<OvlDir>),
+    /// `/dev/pts`
+    PtsDir,
+    /// `/dev/pts/N`, a pty slave
+    Pts(u32),
+    /// `/dev/mqueue`, the mqueue file system's root
+    MqueueDir,
+    /// a message queue in `/dev/mqueue`
+    Mqueue(Arc<crate::kernel::ipc::mqueue::MsgQueue>),
+}
+
+/// A directory of the root overlay, named by its path from the root (its
+/// upper half is looked up by that path each time, so it appears as soon
+/// as anything is written below).
+#[derive(Debug)]
+pub struct OvlDir {
+    /// components from the root
+    pub path: Vec<Vec<u8>>,
+    /// the host directory below, if any
+    pub lower: Option<Node>,
+}
+
+impl Node {
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        match self {
+            Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFDIR,
+            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::MqueueDir => true,
+            Node::Dev(_) | Node::Pts(_) | Node::Mqueue(_) => false,
+            Node::Mem(m) => m.is_dir(),
+            Node::Proc(p) => p.is_dir(),
+            Node::Ovl(_) => true,
+        }
+    }
+
+    /// Whether this is a symbolic link.
+    pub fn is_symlink(&self) -> bool {
+        match self {
+            Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFLNK,
+            Node::Mem(m) => m.readlink().is_some(),
+            Node::Proc(p) => matches!(
+                p,
+                crate::fsimpl::proc::ProcNode::Link(..) | crate::fsimpl::proc::ProcNode::FdLink(..)
+            ),
+            _ => false,
+        }
+    }
+
+    /// The target of a symbolic link.
+    pub fn readlink(&self) -> Result<Vec<u8>, Errno> {
+        match self {
+            Node::Host { h, mode } if mode & abi::S_IFMT == abi::S_IFLNK => {
+                if h.volume.is_some() {
+                    return h.client.readlink(h.handle);
+                }
+                if let Some(t) = h.target.get() {
+                    return Ok(t.clone());
+                }
+                let t = h.client.readlink(h.handle)?;
+                Ok(h.target.get_or_init(|| t).clone())
+            }
+            Node::Mem(m) => m.readlink().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
+            Node::Proc(
+                crate::fsimpl::proc::ProcNode::Link(_, t)
+                | crate::fsimpl::proc::ProcNode::FdLink(_, _, t),
+            ) => Ok(t.clone()),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// The tmpfs inode, if this is one.
+    pub fn mem(&self) -> Option<&Arc<crate::fsimpl::tmpfs::MemInode>> {
+        match self {
+            Node::Mem(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// `stat` of this node.
+    pub fn stat(&self) -> Result<Stat, Errno> {
+        let (uid, gid) = host::ids();
+        let synth = |mode: u32, ino: u64, rdev: u64| Stat {
+            dev: SYNTH_DEV,
+            ino,
+            nlink: if mode & abi::S_IFMT == abi::S_IFDIR {
+                2
+            } else {
+                1
+            },
+            mode,
+            uid,
+            gid,
+            pad0: 0,
+            rdev,
+            size: 0,
+            blksize: 4096,
+            blocks: 0,
+            atime: 0,
+            atime_nsec: 0,
+            mtime: 0,
+            mtime_nsec: 0,
+            ctime: 0,
+            ctime_nsec: 0,
+            unused: [0; 3],
+        };
+        match self {
+            Node::Host { h, .. } => h.stat(),
+            Node::Mem(m) => Ok(m.stat()),
+            Node::Ovl(d) => {
+                let upper = OVL_UPPER
+                    .with(|u| u.borrow().clone())
+                    .and_then(|root| upper_walk(&root, &d.path));
+                match (upper, &d.lower) {
+                    // A merged directory: the host's identity, with what the
+                    // sandbox changed (mode, owner, times) from the upper one.
+                    (Some(u), Some(l)) => {
+                        let mut st = l.stat()?;
+                        let us = u.stat();
+                        st.mode = us.mode;
+                        st.uid = us.uid;
+                        st.gid = us.gid;
+                        (st.atime, st.atime_nsec) = (us.atime, us.atime_nsec);
+                        (st.mtime, st.mtime_nsec) = (us.mtime, us.mtime_nsec);
+                        (st.ctime, st.ctime_nsec) = (us.ctime, us.ctime_nsec);
+                        Ok(st)
+                    }
+                    (Some(u), None) => Ok(u.stat()),
+                    (None, Some(l)) => l.stat(),
+                    (None, None) => Err(Errno::ENOENT),
+                }
+            }
+            Node::Proc(p) => {
+                let (mode, ino) = p.mode_ino();
+                let mut st = synth(mode, ino, 0);
+                st.dev = crate::fsimpl::proc::PROC_DEV;
+                Ok(st)
+            }
+            Node::DevDir => Ok(synth(abi::S_IFDIR | 0o755, 1, 0)),
+            // An OCI mask is runc's read-only tmpfs, whose root keeps
+            // tmpfs's mode; a masked host file system shows read-only.
+            Node::Masked { ino } if ino & MASK_INO == MASK_INO => {
+                Ok(synth(abi::S_IFDIR | 0o1777, *ino, 0))
+            }
+            Node::Masked { ino } => Ok(synth(abi::S_IFDIR | 0o555, *ino, 0)),
+            Node::Dev(d) => {
+                let (major, minor) = d.number();
+                Ok(synth(
+                    abi::S_IFCHR | 0o666,
+                    10 + (major - 1) * 16 + minor,
+                    makedev(major, minor),
+                ))
+            }
+            Node::PtsDir => {
+                let mut st = synth(abi::S_IFDIR | 0o755, 1, 0);
+                st.dev = DEVPTS_DEV;
+                Ok(st)
+            }
+            // devpts numbers a slave's inode N + 3; `ttyname()` relies on
+            // fstat of the slave and stat of its path agreeing.
+            Node::Pts(n) => {
+                let mut st = synth(
+                    abi::S_IFCHR | 0o620,
+                    u64::from(*n) + 3,
+                    makedev(crate::fsimpl::devpts::PTS_MAJOR, u64::from(*n)),
+                );
+                st.dev = DEVPTS_DEV;
+                Ok(st)
+            }
+            // The mqueue root: world-writable and sticky, as Linux mounts it.
+            Node::MqueueDir => {
+                let mut st = synth(abi::S_IFDIR | 0o1777, 1, 0);
+                st.dev = crate::kernel::ipc::mqueue::MQUEUE_DEV;
+                Ok(st)
+            }
+            Node::Mqueue(q) => Ok(q.stat()),
+        }
+    }
+}
+
+/// A path from the root: the chain of directories down to an object, which
+/// is what lets `..` stop at the root.
+#[derive(Clone, Debug)]
+pub struct Location {
+    chain: Vec<(Vec<u8>, Node)>,
+}
+
+impl Location {
+    /// The object itself.
+    pub fn node(&self) -> &Node {
+        // The chain always holds the root.
+        &self.chain[self.chain.len() - 1].1
+    }
+
+    /// The guest's absolute path of this location.
+    pub fn path(&self) -> String {
+        if self.chain.len() == 1 {
+            return "/".into();
+        }
+        let mut s = Vec::new();
+        for (name, _) in &self.chain[1..] {
+            s.push(b'/');
+            s.extend_from_slice(name);
+        }
+        String::from_utf8_lossy(&s).into_owned()
+    }
+
+    /// Whether this and `other` name the same place: the same names from
+    /// the sandbox's root down. (Locations are always built by walking
+    /// from that root, so the names say where they are.)
+    pub fn same_place(&self, other: &Location) -> bool {
+        self.chain.len() == other.chain.len()
+            && self
+                .chain
+                .iter()
+                .zip(&other.chain)
+                .all(|((a, _), (b, _))| a == b)
+    }
+
+    /// This location's path as seen from `root` (a process's root after
+    /// `chroot`), or `None` when it is not at or below `root`.
+    pub fn path_from(&self, root: &Location) -> Option<String> {
+        let depth = root.chain.len();
+        if self.chain.len() < depth
+            || !self.chain[..depth]
+                .iter()
+                .zip(&root.chain)
+                .all(|((a, _), (b, _))| a == b)
+        {
+            return None;
+        }
+        if self.chain.len() == depth {
+            return Some("/".into());
+        }
+        let mut s = Vec::new();
+        for (name, _) in &self.chain[depth..] {
+            s.push(b'/');
+            s.extend_from_slice(name);
+        }
+        Some(String::from_utf8_lossy(&s).into_owned())
+    }
+
+    /// Whether tmpfs inode `m` is on the path to this location.
+    pub fn chain_contains(&self, m: &Arc<crate::fsimpl::tmpfs::MemInode>) -> bool {
+        self.chain
+            .iter()
+            .any(|(_, n)| n.mem().is_some_and(|x| Arc::ptr_eq(x, m)))
+    }
+
+    /// Appends a child (for objects just created).
+    pub fn push(&mut self, name: Vec<u8>, node: Node) {
+        self.chain.push((name, node));
+    }
+
+    /// Moves to the containing directory; `false` at the root.
+    pub fn pop(&mut self) -> bool {
+        if self.chain.len() > 1 {
+            self.chain.pop();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The containing directory and this object's name (`None` for the root).
+    pub fn parent(&self) -> Option<(&Node, &[u8])> {
+        let n = self.chain.len();
+        (n >= 2).then(|| (&self.chain[n - 2].1, self.chain[n - 1].0.as_slice()))
+    }
+}
+
+/// What a walk found for the last component.
+#[derive(Debug)]
+pub enum Lookup {
+    /// it exists
+    Found(Location),
+    /// it does not, but its parent directory does (where `O_CREAT` or
+    /// `mkdir` would act)
+    Missing {
+        /// the parent directory
+        parent: Location,
+    },
+}
+
+/// The mount namespace of one sandbox: the root and the device cache used to
+/// recognise masked host file systems.
+pub struct FileSystem {
+    root: Node,
+    masked_devs: Mutex<HashMap<u64, bool>>,
+    /// host lookups already made: (parent handle's address, name) → the
+    /// child, with the parent kept alive so the address stays its own
+    dcache: Mutex<DentryCache>,
+    tmp: Arc<crate::fsimpl::tmpfs::MemInode>,
+    run: Arc<crate::fsimpl::tmpfs::MemInode>,
+    shm: Arc<crate::fsimpl::tmpfs::MemInode>,
+    /// the internal tmpfs `memfd_create` files live in (Linux's `shm_mnt`):
+    /// never mounted, bounded by the shared pool
+    memfd: Arc<crate::fsimpl::tmpfs::MemInode>,
+    /// the /proc generator
+    pub proc: crate::fsimpl::proc::ProcFs,
+    /// the pseudo-terminals of `/dev/pts`
+    pub devpts: Arc<crate::fsimpl::devpts::Devpts>,
+    /// the POSIX message queues, which `/dev/mqueue` lists
+    pub mqueue: crate::kernel::ipc::mqueue::Registry,
+    /// the root overlay's upper layer
+    pub upper: Arc<crate::fsimpl::tmpfs::MemInode>,
+    /// writes to the root go to the upper layer (else they are `EROFS`)
+    pub overlay: bool,
+    /// volumes and extra tmpfs mounts, covering what their path names
+    mounts: Vec<MountPoint>,
+    /// masked and read-only paths (OCI `linux.maskedPaths` and
+    /// `readonlyPaths`), fixed once at boot over everything else
+    locked: std::sync::OnceLock<LockedPaths>,
+    /// extra tmpfs mounts made so far (each takes its own device number,
+    /// even where a later mount replaces an earlier one)
+    tmpfs_mounts: u64,
+    mf: Arc<crate::mm::memfile::MemoryFile>,
+    /// what all the in-memory file systems may hold together
+    pool: Arc<crate::fsimpl::tmpfs::Quota>,
+    /// pages of volume files mapped `MAP_SHARED`
+    pub page_caches: Arc<crate::mm::pagecache::PageCaches>,
+    /// the images of the root's files that private mappings share
+    pub images: Arc<crate::mm::fileimage::Images>,
+}
+
+/// What `linux.maskedPaths` and `linux.readonlyPaths` made of the tree:
+/// runc's mounts over those paths, which no guest can undo (its `umount`
+/// is `EPERM`, as for a mount locked in a user namespace).
+#[derive(Debug, Default)]
+struct LockedPaths {
+    /// masks: an empty read-only directory over a directory (runc's
+    /// read-only tmpfs), the null device over anything else (runc's bind
+    /// of `/dev/null`); mounted above every other mount
+    masks: Vec<MountPoint>,
+    /// paths made read-only, with what is below them on the same mount
+    /// (runc's read-only bind of the path over itself)
+    read_only: Vec<Vec<Vec<u8>>>,
+}
+
+/// What a locked path is, as the mount table shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockedMount {
+    /// a read-only path: runc's read-only bind of the path over itself
+    ReadOnly,
+    /// a masked directory: runc's read-only tmpfs
+    MaskedDir,
+    /// anything else masked: runc's bind of the null device (of `/dev`)
+    MaskedFile,
+}
+
+/// Inode numbers of the directories masks show (each its own tmpfs
+/// root): these bits set, the mask's number below them.
+const MASK_INO: u64 = 0x4d41_534b_0000;
+
+/// The Sentry's own mounts at fixed paths (`mount_key` tells them apart):
+/// a read-only path above one of them does not make it read-only, as a
+/// non-recursive read-only remount leaves submounts as they were.
+const BUILTIN_MOUNTS: &[&[&[u8]]] = &[
+    &[b"dev"],
+    &[b"proc"],
+    &[b"sys"],
+    &[b"tmp"],
+    &[b"run"],
+    &[b"dev", b"shm"],
+    &[b"dev", b"pts"],
+    &[b"dev", b"mqueue"],
+];
+
+/// A file system mounted over a path of the tree.
+#[derive(Debug)]
+struct MountPoint {
+    /// components from the root
+    path: Vec<Vec<u8>>,
+    /// what a walk through the path reaches instead
+    root: Node,
+}
+
+thread_local! {
+    /// The upper layer of the overlay this host thread's sandbox uses (one
+    /// sandbox per Sentry process; set when a task starts).
+    static OVL_UPPER: std::cell::RefCell<Option<Arc<crate::fsimpl::tmpfs::MemInode>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Walks the upper tree along `path`; `None` if a directory is missing.
+fn upper_walk(
+    root: &Arc<crate::fsimpl::tmpfs::MemInode>,
+    path: &[Vec<u8>],
+) -> Option<Arc<crate::fsimpl::tmpfs::MemInode>> {
+    let mut cur = root.clone();
+    for c in path {
+        let next = cur.lookup(c).ok()?;
+        if !next.is_dir() {
+            return None;
+        }
+        cur = next;
+    }
+    Some(cur)
+}
+
+/// The default size of a tmpfs, and of all the sandbox's in-memory file
+/// systems together (`/tmp`, `/run`, `/dev/shm`, the overlay's upper layer,
+/// tmpfs mounts), for a sandbox of `total_memory` bytes: half, as Linux
+/// sizes a tmpfs mounted without `size=` (Documentation/filesystems/
+/// tmpfs.rst). The shared bound keeps a guest that fills several of them
+/// at once from taking more than that: it gets `ENOSPC`, where it would
+/// otherwise push the sandbox past its memory limit and be killed whole.
+pub fn default_tmpfs_size(total_memory: u64) -> u64 {
+    (total_memory / 2).max(16 << 20)
+}
+
+impl fmt::Debug for FileSystem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileSystem")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+/// Whether mount path `path` (components from the root) names `name` in
+/// the directory at the end of `chain`.
+fn names_child(path: &[Vec<u8>], chain: &[(Vec<u8>, Node)], name: &[u8]) -> bool {
+    let depth = chain.len();
+    path.len() == depth
+        && path[depth - 1] == name
+        && path[..depth - 1]
+            .iter()
+            .zip(&chain[1..])
+            .all(|(a, (b, _))| a == b)
+}
+
+fn split(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    path.split(|&b| b == b'/').filter(|c| !c.is_empty())
+}
+
+impl FileSystem {
+    /// Bytes the sandbox's tmpfs files (and memfds) hold, from the pool
+    /// they share.
+    pub fn tmpfs_used(&self) -> u64 {
+        self.pool.used()
+    }
+
+    /// A file system whose root is the host directory the gofer behind
+    /// `client` serves.
+    pub fn new(
+        client: gofer::client::Client,
+        mf: Arc<crate::mm::memfile::MemoryFile>,
+        overlay: bool,
+        total_memory: u64,
+    ) -> Result<Self, Errno> {
+        let client = Arc::new(client);
+        let root = client.attach()?;
+        use crate::fsimpl::tmpfs::{MemFs, Quota};
+        let size = default_tmpfs_size(total_memory);
+        let pool = Quota::new(size);
+        let upper = MemFs::new_root(mf.clone(), &pool, UPPER_DEV, size, root.stat.mode & 0o7777);
+        {
+            let st = root.stat.to_linux();
+            upper.set_owner(st.uid, st.gid);
+            upper.restore_times(
+                ts(st.atime, st.atime_nsec),
+                ts(st.mtime, st.mtime_nsec),
+                ts(st.ctime, st.ctime_nsec),
+            );
+        }
+        Ok(FileSystem {
+            root: Node::Ovl(Arc::new(OvlDir {
+                path: Vec::new(),
+                lower: Some(Node::Host {
+                    h: Arc::new(GoferRef {
+                        client,
+                        handle: root.handle,
+                        stat: root.stat,
+                        volume: None,
+                        file: Default::default(),
+                        target: Default::default(),
+                    }),
+                    mode: root.stat.mode,
+                }),
+            })),
+            upper,
+            overlay,
+            masked_devs: Mutex::new(HashMap::new()),
+            dcache: Mutex::new(HashMap::new()),
+            tmp: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x10, size, 0o1777),
+            run: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x11, size, 0o755),
+            proc: Default::default(),
+            devpts: Default::default(),
+            mqueue: Default::default(),
+            shm: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x12, size, 0o1777),
+            memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
+            mounts: Vec::new(),
+            locked: Default::default(),
+            tmpfs_mounts: 0,
+            // As much as a tmpfs may hold: half the sandbox's memory.
+            page_caches: crate::mm::pagecache::PageCaches::new(mf.clone(), size),
+            images: Arc::new(crate::mm::fileimage::Images::new(total_memory)),
+            mf,
+            pool,
+        })
+    }
+
+    /// Mounts the host directory (or file) the gofer behind `client`
+    /// serves at guest path `dest`, before the sandbox starts. A mount
+    /// point the tree lacks is made in the sandbox's own layer (the host's
+    /// root is never changed for it).
+    pub fn mount_volume(
+        &mut self,
+        dest: &[u8],
+        client: gofer::client::Client,
+        kind: VolumeKind,
+    ) -> Result<(), Errno> {
+        let client = Arc::new(client);
+        let root = client.attach()?;
+        let node = Node::Host {
+            h: Arc::new(GoferRef {
+                client,
+                handle: root.handle,
+                stat: root.stat,
+                volume: Some(kind),
+                file: Default::default(),
+                target: Default::default(),
+            }),
+            mode: root.stat.mode,
+        };
+        self.add_mount(dest, node)
+    }
+
+    /// The file system `memfd_create` files are made in.
+    pub fn memfd_fs(&self) -> &Arc<crate::fsimpl::tmpfs::MemFs> {
+        self.memfd.fs()
+    }
+
+    /// Mounts a new tmpfs at guest path `dest` (an OCI `tmpfs` mount at a
+    /// place the sandbox does not already serve one).
+    pub fn mount_tmpfs(&mut self, dest: &[u8], mode: u32, size: Option<u64>) -> Result<(), Errno> {
+        let dev = EXTRA_TMPFS_DEV + self.tmpfs_mounts;
+        self.tmpfs_mounts += 1;
+        // The pool's limit is the default size.
+        let size = size.unwrap_or(self.pool.limit());
+        let root = crate::fsimpl::tmpfs::MemFs::new_root(
+            self.mf.clone(),
+            &self.pool,
+            dev,
+            size,
+            mode & 0o7777,
+        );
+        self.add_mount(dest, Node::Mem(root))
+    }
+
+    fn add_mount(&mut self, dest: &[u8], root: Node) -> Result<(), Errno> {
+        let path: Vec<Vec<u8>> = split(dest).map(<[u8]>::to_vec).collect();
+        if path.is_empty() || path.iter().any(|c| c == b"." || c == b"..") {
+            return Err(Errno::EINVAL);
+        }
+        self.make_mount_point(&path, root.is_dir())?;
+        // A later mount at the same place hides the earlier one.
+        self.mounts.retain(|m| m.path != path);
+        self.mounts.push(MountPoint { path, root });
+        Ok(())
+    }
+
+    /// Makes the directories (and, for a file, the empty file) that a
+    /// mount at `path` covers, where the tree lacks them, so listings show
+    /// them. Only the sandbox's own layers change: the overlay's upper one
+    /// (even over a read-only root) and tmpfs.
+    fn make_mount_point(&self, path: &[Vec<u8>], dir: bool) -> Result<(), Errno> {
+        let mut loc = self.root();
+        for (i, c) in path.iter().enumerate() {
+            let last = i + 1 == path.len();
+            if !loc.node().is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            let found = match self.mounted_at(&loc, c) {
+                Some(n) => Ok(n),
+                None => self.lookup_child(loc.node(), loc.chain.len() - 1, c),
+            };
+            let node = match found {
+                Ok(n) => n,
+                Err(Errno::ENOENT) => {
+                    let parent = match loc.node() {
+                        Node::Ovl(d) => self.upper_dir(d)?,
+                        Node::Mem(m) => m.clone(),
+                        // Elsewhere (a volume, /proc): the mount still
+                        // works for paths that name it.
+                        _ => return Ok(()),
+                    };
+                    parent.clear_whiteout(c);
+                    let made = if dir || !last {
+                        parent.create(c, abi::S_IFDIR | 0o755, (0, 0), || {
+                            crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
+                        })?
+                    } else {
+                        parent.create(c, abi::S_IFREG | 0o644, (0, 0), || {
+                            crate::fsimpl::tmpfs::MemKind::File(Default::default())
+                        })?
+                    };
+                    // Found again, so an overlay directory is one.
+                    match self.lookup_child(loc.node(), loc.chain.len() - 1, c) {
+                        Ok(n) => n,
+                        Err(_) => Node::Mem(made),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
+            loc.push(c.clone(), node);
+        }
+        Ok(())
+    }
+
+    /// The mounts made over the root's paths: (path, file system type,
+    /// read-only), for `/proc/self/mounts`.
+    pub fn mount_list(&self) -> Vec<(String, &'static str, bool)> {
+        self.mounts
+            .iter()
+            .map(|m| {
+                let path = m.path.iter().fold(String::new(), |mut p, c| {
+                    p.push('/');
+                    p.push_str(&String::from_utf8_lossy(c));
+                    p
+                });
+                let (typ, ro) = match &m.root {
+                    Node::Host { h, .. } => ("bind", h.volume != Some(VolumeKind::ReadWrite)),
+                    _ => ("tmpfs", false),
+                };
+                (path, typ, ro)
+            })
+            .collect()
+    }
+
+    /// The mounts `linux.readonlyPaths` and `linux.maskedPaths` made, in
+    /// the order runc makes them (read-only paths first): absolute paths.
+    pub fn locked_list(&self) -> Vec<(String, LockedMount)> {
+        let Some(l) = self.locked.get() else {
+            return Vec::new();
+        };
+        let path = |names: &[Vec<u8>]| {
+            names.iter().fold(String::new(), |mut p, c| {
+                p.push('/');
+                p.push_str(&String::from_utf8_lossy(c));
+                p
+            })
+        };
+        let ro = l.read_only.iter().map(|p| (path(p), LockedMount::ReadOnly));
+        let masks = l.masks.iter().map(|m| {
+            let kind = if m.root.is_dir() {
+                LockedMount::MaskedDir
+            } else {
+                LockedMount::MaskedFile
+            };
+            (path(&m.path), kind)
+        });
+        ro.chain(masks).collect()
+    }
+
+    /// Whether `name` in `parent` is a mount point (a read-only path is
+    /// one too: runc bind-mounts it over itself).
+    pub fn is_mount_point(&self, parent: &Location, name: &[u8]) -> bool {
+        self.mounted_at(parent, name).is_some()
+            || self.locked.get().is_some_and(|l| {
+                l.read_only
+                    .iter()
+                    .any(|p| names_child(p, &parent.chain, name))
+            })
+    }
+
+    /// What is mounted at `name` in `parent`, if anything.
+    fn mounted_at(&self, parent: &Location, name: &[u8]) -> Option<Node> {
+        let locked = self.locked.get();
+        if let Some(l) = locked {
+            // Masks were mounted last, over everything.
+            if let Some(m) = l
+                .masks
+                .iter()
+                .find(|m| names_child(&m.path, &parent.chain, name))
+            {
+                return Some(m.root.clone());
+            }
+        }
+        if self.mounts.is_empty() {
+            return None;
+        }
+        self.mounts
+            .iter()
+            .rev()
+            .find(|m| names_child(&m.path, &parent.chain, name))
+            // A masked directory hides the mounts below it, as the tmpfs
+            // runc mounts over it does.
+            .filter(|m| {
+                !locked.is_some_and(|l| {
+                    l.masks
+                        .iter()
+                        .any(|k| k.path.len() < m.path.len() && m.path.starts_with(&k.path))
+                })
+            })
+            .map(|m| m.root.clone())
+    }
+
+    /// Applies OCI `linux.readonlyPaths`, then `linux.maskedPaths` (runc's
+    /// order), once, after every mount is made and /proc can be walked.
+    /// Each path is resolved from the root, symlinks followed; one that
+    /// does not exist is skipped, as runc skips it. A masked directory
+    /// becomes an empty read-only directory and anything else the null
+    /// device; below a read-only path, writes are `EROFS` while the rest
+    /// of its mount stays writable. Returns the paths skipped.
+    pub fn lock_paths(
+        &self,
+        masked: &[Vec<u8>],
+        read_only: &[Vec<u8>],
+    ) -> Result<Vec<Vec<u8>>, Errno> {
+        let mut locked = LockedPaths::default();
+        let mut skipped = Vec::new();
+        // The path's names from the root, symlinks followed, and what is
+        // there; `None` when it is not there.
+        let canonical = |path: &[u8]| -> Result<Option<Location>, Errno> {
+            if !path.starts_with(b"/") {
+                return Err(Errno::EINVAL);
+            }
+            match self.resolve(&self.root(), path, true) {
+                Ok(loc) => Ok(Some(loc)),
+                Err(Errno::ENOENT | Errno::ENOTDIR) => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        let names_of = |loc: &Location| -> Vec<Vec<u8>> {
+            loc.chain[1..].iter().map(|(n, _)| n.clone()).collect()
+        };
+        for p in read_only {
+            match canonical(p)? {
+                Some(loc) => locked.read_only.push(names_of(&loc)),
+                None => skipped.push(p.clone()),
+            }
+        }
+        for p in masked {
+            let Some(loc) = canonical(p)? else {
+                skipped.push(p.clone());
+                continue;
+            };
+            let (names, node) = (names_of(&loc), loc.node().clone());
+            if names.is_empty() {
+                // (the root cannot be covered: it is where walks start)
+                return Err(Errno::EINVAL);
+            }
+            // Below a directory masked already there is nothing (runc's
+            // mount there would fail with ENOENT and be skipped).
+            if locked.masks.iter().any(|m| {
+                m.root.is_dir() && names.len() > m.path.len() && names.starts_with(&m.path)
+            }) {
+                skipped.push(p.clone());
+                continue;
+            }
+            let root = if node.is_dir() {
+                Node::Masked {
+                    ino: MASK_INO + locked.masks.len() as u64,
+                }
+            } else {
+                Node::Dev(Device::Null)
+            };
+            locked.masks.retain(|m| m.path != names);
+            locked.masks.push(MountPoint { path: names, root });
+        }
+        self.locked.set(locked).map_err(|_| Errno::EBUSY)?;
+        Ok(skipped)
+    }
+
+    /// The read-only path `loc` is below (an index into the list), if it
+    /// is on one: the deepest such path, unless a mount below that path
+    /// holds `loc` (a read-only remount does not reach submounts).
+    /// Locations with different answers are on different mounts (`link`
+    /// and `rename` between them are `EXDEV`).
+    pub fn read_only_mount(&self, loc: &Location) -> Option<usize> {
+        let l = self.locked.get()?;
+        let names: Vec<&[u8]> = loc.chain[1..].iter().map(|(n, _)| n.as_slice()).collect();
+        let under =
+            |p: &[Vec<u8>]| p.len() <= names.len() && p.iter().zip(&names).all(|(a, b)| a == b);
+        let (i, ro) = l
+            .read_only
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| under(p))
+            .max_by_key(|(_, p)| p.len())?;
+        let deeper = |p: &[Vec<u8>]| p.len() > ro.len() && under(p);
+        let submount = self.mounts.iter().any(|m| deeper(&m.path))
+            || l.masks.iter().any(|m| deeper(&m.path))
+            || BUILTIN_MOUNTS.iter().any(|b| {
+                b.len() > ro.len()
+                    && b.len() <= names.len()
+                    && b.iter().zip(&names).all(|(a, n)| a == n)
+            });
+        (!submount).then_some(i)
+    }
+
+    /// Whether `loc` is read-only because of a read-only path (writes to
+    /// it, and names made or removed in it, are `EROFS`).
+    pub fn read_only_at(&self, loc: &Location) -> bool {
+        self.read_only_mount(loc).is_some()
+    }
+
+    /// Whether a masked or read-only path is at or below `loc`: moving it
+    /// would carry that path away from its mount, which here stays with
+    /// the path (`rename` answers `EBUSY`, as for a mount point).
+    pub fn holds_locked_path(&self, loc: &Location) -> bool {
+        let Some(l) = self.locked.get() else {
+            return false;
+        };
+        let names: Vec<&[u8]> = loc.chain[1..].iter().map(|(n, _)| n.as_slice()).collect();
+        let below =
+            |p: &[Vec<u8>]| p.len() >= names.len() && p.iter().zip(&names).all(|(a, b)| a == b);
+        l.read_only.iter().any(|p| below(p)) || l.masks.iter().any(|m| below(&m.path))
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> Location {
+        Location {
+            chain: vec![(Vec::new(), self.root.clone())],
+        }
+    }
+
+    fn is_masked_dev(&self, h: &GoferRef, dev: u64) -> bool {
+        let mut cache = self.masked_devs.lock().unwrap_or_else(|e| e.into_inner());
+        *cache.entry(dev).or_insert_with(|| {
+            h.client
+                .statfs(h.handle)
+                .map(|s| MASKED_FS_MAGIC.contains(&(s.fs_type as i64)))
+                .unwrap_or(true)
+        })
+    }
+
+    fn lock_dcache(&self) -> std::sync::MutexGuard<'_, DentryCache> {
+        self.dcache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the gofer for `name` in host directory `h`.
+    fn walk_host(&self, h: &Arc<GoferRef>, name: &[u8]) -> Result<Node, Errno> {
+        // The gofer refuses names with `/`, `..` or NUL itself; a name it
+        // cannot walk is simply not there.
+        let reply = h.client.walk(h.handle, &[name])?;
+        let Some(node) = reply.nodes.first() else {
+            return Err(Errno::ENOENT);
+        };
+        let child = h.child(*node);
+        let st = node.stat;
+        if st.is_dir() && self.is_masked_dev(&child, st.dev()) {
+            return Ok(Node::Masked { ino: st.ino });
+        }
+        Ok(Node::Host {
+            h: Arc::new(child),
+            mode: st.mode,
+        })
+    }
+
+    /// Looks `name` up in directory `dir` (which sits `depth` levels below
+    /// the root).
+    /// The object at `loc` looked up anew in its directory (a synthetic
+    /// file's contents made again); `None` when it is gone.
+    pub fn look_up_again(&self, loc: &Location) -> Option<Node> {
+        let n = loc.chain.len();
+        if n < 2 {
+            return None;
+        }
+        let (name, _) = &loc.chain[n - 1];
+        self.lookup_child(&loc.chain[n - 2].1, n - 2, name).ok()
+    }
+
+    fn lookup_child(&self, dir: &Node, depth: usize, name: &[u8]) -> Result<Node, Errno> {
+        if name.len() > NAME_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        match dir {
+            Node::Ovl(d) => {
+                if depth == 0 {
+                    match name {
+                        b"dev" => return Ok(Node::DevDir),
+                        b"proc" => return Ok(Node::Proc(crate::fsimpl::proc::ProcNode::Root)),
+                        b"sys" => {
+                            return Ok(Node::Proc(crate::fsimpl::proc::ProcNode::Sys(
+                                crate::fsimpl::proc::SYSFS,
+                            )))
+                        }
+                        b"tmp" => return Ok(Node::Mem(self.tmp.clone())),
+                        b"run" => return Ok(Node::Mem(self.run.clone())),
+                        _ => {}
+                    }
+                }
+                self.ovl_lookup(d, depth, name)
+            }
+            Node::Host { h, .. } if h.volume.is_some() => self.walk_host(h, name),
+            Node::Host { h, .. } => {
+                // The root the gofer serves is the container's image, which
+                // nobody changes under a running sandbox: a lookup made
+                // once stands (each cached handle is one open descriptor in
+                // the gofer, hence the bound).
+                const DCACHE_MAX: usize = 1024;
+                let key = (Arc::as_ptr(h) as usize, name.to_vec());
+                if let Some((_, n)) = self.lock_dcache().get(&key) {
+                    return n.clone().ok_or(Errno::ENOENT);
+                }
+                // Misses are remembered too: programs probe many paths
+                // that are not there (the loader, Python's imports).
+                let child = match self.walk_host(h, name) {
+                    Ok(n) => Some(n),
+                    Err(Errno::ENOENT) => None,
+                    Err(e) => return Err(e),
+                };
+                let mut cache = self.lock_dcache();
+                if cache.len() >= DCACHE_MAX {
+                    cache.clear();
+                }
+                cache.insert(key, (h.clone(), child.clone()));
+                child.ok_or(Errno::ENOENT)
+            }
+            Node::DevDir if name == b"shm" => Ok(Node::Mem(self.shm.clone())),
+            Node::DevDir if matches!(name, b"fd" | b"stdin" | b"stdout" | b"stderr") => {
+                let target: &[u8] = match name {
+                    b"fd" => b"/proc/self/fd",
+                    b"stdin" => b"/proc/self/fd/0",
+                    b"stdout" => b"/proc/self/fd/1",
+                    _ => b"/proc/self/fd/2",
+                };
+                Ok(Node::Proc(crate::fsimpl::proc::ProcNode::Link(
+                    20 + name.len() as u64,
+                    target.to_vec(),
+                )))
+            }
+            Node::DevDir if name == b"pts" => Ok(Node::PtsDir),
+            Node::DevDir if name == b"mqueue" => Ok(Node::MqueueDir),
+            Node::MqueueDir => self.mqueue.get(name).map(Node::Mqueue).ok_or(Errno::ENOENT),
+            Node::PtsDir if name == b"ptmx" => Ok(Node::Dev(Device::Ptmx)),
+            Node::PtsDir => std::str::from_utf8(name)
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok().filter(|n| n.to_string() == s))
+                .filter(|&n| self.devpts.get(n).is_some())
+                .map(Node::Pts)
+                .ok_or(Errno::ENOENT),
+            Node::Proc(p) => self.proc.lookup(p, name).map(Node::Proc),
+            Node::Mem(m) => m.lookup(name).map(Node::Mem),
+            Node::DevDir => DEVICES
+                .iter()
+                .find(|(n, _, _)| n.as_bytes() == name)
+                .map(|&(_, d, _)| Node::Dev(d))
+                .ok_or(Errno::ENOENT),
+            Node::Masked { .. } => Err(Errno::ENOENT),
+            Node::Dev(_) | Node::Pts(_) | Node::Mqueue(_) => Err(Errno::ENOTDIR),
+        }
+    }
+
+    /// Resolves `path` from `start` (ignored for absolute paths). A final
+    /// symlink is followed when `follow` is set or the path ends in `/`.
+    pub fn walk(&self, start: &Location, path: &[u8], follow: bool) -> Result<Lookup, Errno> {
+        self.walk_with(start, path, follow, Resolve::default())
+    }
+
+    /// [`FileSystem::walk`] under `openat2`'s restrictions.
+    pub fn walk_with(
+        &self,
+        start: &Location,
+        path: &[u8],
+        follow: bool,
+        how: Resolve,
+    ) -> Result<Lookup, Errno> {
+        self.walk_in(&self.root(), start, path, follow, how)
+    }
+
+    /// [`FileSystem::walk_with`] for a process whose root is `root` (its
+    /// `chroot`): absolute paths and symlinks start there and `..` stops
+    /// there. `root` is itself a location below the sandbox's root, and
+    /// `..` never climbs above that one either, whatever `root` is: a
+    /// process that gets outside its `chroot` (a directory held open, as
+    /// on Linux) is still inside the sandbox.
+    pub fn walk_in(
+        &self,
+        root: &Location,
+        start: &Location,
+        path: &[u8],
+        follow: bool,
+        how: Resolve,
+    ) -> Result<Lookup, Errno> {
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if path.len() >= PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        let scoped = how.beneath || how.in_root;
+        // Where an absolute path or symlink starts over.
+        let jump = |from: &Location| -> Result<Location, Errno> {
+            if how.beneath {
+                return Err(Errno::EXDEV);
+            }
+            let to = if how.in_root {
+                start.clone()
+            } else {
+                root.clone()
+            };
+            if how.no_xdev && mount_key(from.node()) != mount_key(to.node()) {
+                return Err(Errno::EXDEV);
+            }
+            Ok(to)
+        };
+        let mut loc = if path[0] == b'/' {
+            jump(start)?
+        } else {
+            start.clone()
+        };
+        let mut must_be_dir = path.ends_with(b"/");
+        let mut queue: VecDeque<Vec<u8>> = split(path).map(<[u8]>::to_vec).collect();
+        let mut links = 0;
+        // Those whose capabilities pass every directory need no check.
+        let search = how.search.filter(|c| {
+            !c.capable(crate::kernel::task::cap::DAC_READ_SEARCH)
+                && !c.capable(crate::kernel::task::cap::DAC_OVERRIDE)
+        });
+        while let Some(name) = queue.pop_front() {
+            let last = queue.is_empty();
+            if !loc.node().is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            // Every component, `.` and `..` too, needs search permission
+            // on the directory it is looked up in.
+            if let Some(c) = search {
+                let st = loc.node().stat()?;
+                c.may_access(st.mode, st.uid, st.gid, crate::kernel::task::MAY_EXEC)?;
+            }
+            if name == b"." {
+                continue;
+            }
+            if name == b".." {
+                if scoped && loc.chain.len() <= start.chain.len() {
+                    // At the walk's own root: RESOLVE_IN_ROOT stays there,
+                    // RESOLVE_BENEATH refuses to climb out.
+                    if how.beneath {
+                        return Err(Errno::EXDEV);
+                    }
+                    continue;
+                }
+                // At the process's root (chroot(2)): `..` stays.
+                if loc.same_place(root) {
+                    continue;
+                }
+                if loc.chain.len() > 1 {
+                    let below = mount_key(loc.node());
+                    loc.chain.pop();
+                    if how.no_xdev && mount_key(loc.node()) != below {
+                        return Err(Errno::EXDEV);
+                    }
+                }
+                continue;
+            }
+            let found = match self.mounted_at(&loc, &name) {
+                Some(n) => Ok(n),
+                None => self.lookup_child(loc.node(), loc.chain.len() - 1, &name),
+            };
+            let child = match found {
+                Ok(c) => c,
+                Err(Errno::ENOENT) if last => return Ok(Lookup::Missing { parent: loc }),
+                Err(e) => return Err(e),
+            };
+            let followed = !last || follow || must_be_dir;
+            if followed && is_magic_link(loc.node(), &name, &child) {
+                if how.no_magiclinks || how.no_symlinks {
+                    return Err(Errno::ELOOP);
+                }
+                if scoped {
+                    return Err(Errno::EXDEV);
+                }
+            }
+            if how.no_xdev && mount_key(&child) != mount_key(loc.node()) {
+                return Err(Errno::EXDEV);
+            }
+            // /proc/[pid]/fd/N names the open file itself, not a path.
+            if let Node::Proc(crate::fsimpl::proc::ProcNode::FdLink(_, file, _)) = &child {
+                if !last || follow || must_be_dir {
+                    // (an O_TMPFILE file's description names the
+                    // directory it was made in, not the file)
+                    let own = |t: &&Location| match &file.kind {
+                        crate::vfs::file::FileKind::Mem(m) => {
+                            t.node().mem().is_some_and(|x| Arc::ptr_eq(x, m))
+                        }
+                        _ => true,
+                    };
+                    if let Some(target) = file.location.as_ref().filter(own) {
+                        if how.no_xdev && mount_key(target.node()) != mount_key(loc.node()) {
+                            return Err(Errno::EXDEV);
+                        }
+                        loc = target.clone();
+                        continue;
+                    }
+                    if !last {
+                        return Err(Errno::ENOTDIR);
+                    }
+                    loc.chain.push((name, child));
+                    continue;
+                }
+            }
+            if child.is_symlink() && (!last || follow || must_be_dir) {
+                if how.no_symlinks {
+                    return Err(Errno::ELOOP);
+                }
+                links += 1;
+                if links > MAX_SYMLINKS {
+                    return Err(Errno::ELOOP);
+                }
+                let target = child.readlink()?;
+                if target.is_empty() {
+                    return Err(Errno::ENOENT);
+                }
+                if target[0] == b'/' {
+                    loc = jump(&loc)?;
+                }
+                if target.ends_with(b"/") && last {
+                    must_be_dir = true;
+                }
+                for c in split(&target).collect::<Vec<_>>().into_iter().rev() {
+                    queue.push_front(c.to_vec());
+                }
+                continue;
+            }
+            loc.chain.push((name, child));
+        }
+        if must_be_dir && !loc.node().is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(Lookup::Found(loc))
+    }
+
+    /// Like [`FileSystem::walk`], but a missing object is `ENOENT`.
+    pub fn resolve(&self, start: &Location, path: &[u8], follow: bool) -> Result<Location, Errno> {
+        match self.walk(start, path, follow)? {
+            Lookup::Found(l) => Ok(l),
+            Lookup::Missing { .. } => Err(Errno::ENOENT),
+        }
+    }
+
+    /// [`FileSystem::resolve`] for a process whose root is `root`.
+    pub fn resolve_in(
+        &self,
+        root: &Location,
+        start: &Location,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<Location, Errno> {
+        match self.walk_in(root, start, path, follow, Resolve::default())? {
+            Lookup::Found(l) => Ok(l),
+            Lookup::Missing { .. } => Err(Errno::ENOENT),
+        }
+    }
+
+    /// Opens a file to execute or map: a host file directly; a tmpfs file
+    /// as a private snapshot in an anonymous memory file (never a host
+    /// path), so the loader reads both the same way.
+    pub fn open_exec(&self, loc: &Location) -> Result<Arc<HostFile>, Errno> {
+        let Node::Mem(m) = loc.node() else {
+            return self.open_host(loc);
+        };
+        let size = m.size();
+        if size > 1 << 30 {
+            return Err(Errno::ENOMEM);
+        }
+        let mut data = vec![0u8; size as usize];
+        let n = m.read_at(0, &mut data)?;
+        data.truncate(n);
+        Ok(Arc::new(HostFile::new(host::memfd_with(&data)?)))
+    }
+
+    /// Opens the object at `loc` for reading (files and directories only:
+    /// host device nodes, FIFOs and sockets are refused, as on a `nodev`
+    /// mount, so a crafted root cannot reach host devices).
+    pub fn open_host(&self, loc: &Location) -> Result<Arc<HostFile>, Errno> {
+        let Node::Host { h, mode } = loc.node() else {
+            return Err(Errno::EINVAL);
+        };
+        let kind = mode & abi::S_IFMT;
+        if kind != abi::S_IFREG && kind != abi::S_IFDIR {
+            return Err(Errno::EACCES);
+        }
+        let dir = if kind == abi::S_IFDIR {
+            libc::O_DIRECTORY
+        } else {
+            0
+        };
+        // A regular file of the root's read-only image: every description
+        // reads it at its own offset (pread), so one host descriptor serves
+        // them all, and opening it again costs no gofer round trip.
+        let shared = kind == abi::S_IFREG && h.volume.is_none();
+        if shared {
+            if let Some(f) = h.file.get() {
+                return Ok(f.clone());
+            }
+        }
+        let fd = h.client.open(
+            h.handle,
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | dir,
+        )?;
+        // The object may have changed between the walk and this open.
+        let st = host::fstat(fd.as_fd())?;
+        if st.st_mode & abi::S_IFMT != kind {
+            return Err(Errno::EAGAIN);
+        }
+        let f = Arc::new(if shared {
+            HostFile::of_root_image(fd, self.images.clone())
+        } else {
+            HostFile::new(fd)
+        });
+        if shared && OPEN_FILES_KEPT.fetch_add(1, Ordering::Relaxed) < MAX_OPEN_FILES_KEPT {
+            if h.file.set(f.clone()).is_err() {
+                OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);
+            }
+        } else if shared {
+            OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);
+        }
+        Ok(f)
+    }
+
+    fn ovl_lookup(&self, d: &OvlDir, depth: usize, name: &[u8]) -> Result<Node, Errno> {
+        let mut path = d.path.clone();
+        path.push(name.to_vec());
+        let upper = upper_walk(&self.upper, &d.path).and_then(|u| u.lookup(name).ok());
+        let lower_child = |lower: &Option<Node>| -> Result<Option<Node>, Errno> {
+            match lower {
+                Some(l) => match self.lookup_child(l, depth, name) {
+                    Ok(n) => Ok(Some(n)),
+                    Err(Errno::ENOENT) => Ok(None),
+                    Err(e) => Err(e),
+                },
+                None => Ok(None),
+            }
+        };
+        match upper {
+            Some(u) if u.is_whiteout() => Err(Errno::ENOENT),
+            Some(u) if u.is_dir() => {
+                let lower = if u.is_opaque() {
+                    None
+                } else {
+                    lower_child(&d.lower)?.filter(Node::is_dir)
+                };
+                Ok(Node::Ovl(Arc::new(OvlDir { path, lower })))
+            }
+            Some(u) => Ok(Node::Mem(u)),
+            None => match lower_child(&d.lower)? {
+                Some(n @ Node::Host { .. }) if n.is_dir() => Ok(Node::Ovl(Arc::new(OvlDir {
+                    path,
+                    lower: Some(n),
+                }))),
+                Some(n) => Ok(n),
+                None => Err(Errno::ENOENT),
+            },
+        }
+    }
+
+    /// Puts a file of the Sentry's own at `/dir/name` (a top-level
+    /// directory), over whatever the root has there, whether or not the
+    /// root is writable: the sandbox's `/etc/resolv.conf` and `/etc/hosts`.
+    pub fn provide_file(&self, dir: &[u8], name: &[u8], contents: &[u8]) -> Result<(), Errno> {
+        let d = match self.upper.lookup(dir) {
+            Ok(d) if d.is_dir() => d,
+            Ok(_) => return Err(Errno::ENOTDIR),
+            Err(_) => {
+                let (mode, uid, gid) = match self.lookup_child(&self.root, 0, dir) {
+                    Ok(n) => {
+                        let st = n.stat()?;
+                        (st.mode, st.uid, st.gid)
+                    }
+                    Err(_) => (abi::S_IFDIR | 0o755, 0, 0),
+                };
+                self.upper.create(dir, mode, (uid, gid), || {
+                    crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
+                })?
+            }
+        };
+        let _ = d.unlink_any(name);
+        let f = d.create(name, abi::S_IFREG | 0o644, (0, 0), || {
+            crate::fsimpl::tmpfs::MemKind::File(Default::default())
+        })?;
+        f.write_all_at(0, contents)?;
+        Ok(())
+    }
+
+    /// The upper half of overlay directory `d`, if the sandbox made one.
+    pub fn existing_upper(&self, d: &OvlDir) -> Option<Arc<crate::fsimpl::tmpfs::MemInode>> {
+        upper_walk(&self.upper, &d.path)
+    }
+
+    /// The upper directory for overlay directory `d`, created (with the
+    /// lower directories' modes and owners) if needed: "copy-up".
+    pub fn ensure_upper(&self, d: &OvlDir) -> Result<Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
+        if !self.overlay {
+            return Err(Errno::EROFS);
+        }
+        self.upper_dir(d)
+    }
+
+    /// [`FileSystem::ensure_upper`], also when the guest may not write to
+    /// the root (for what the Sentry itself puts there).
+    fn upper_dir(&self, d: &OvlDir) -> Result<Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
+        let mut cur = self.upper.clone();
+        let mut lower = self.root.clone();
+        for (i, c) in d.path.iter().enumerate() {
+            let lower_next = match &lower {
+                Node::Ovl(o) => o
+                    .lower
+                    .as_ref()
+                    .and_then(|l| self.lookup_child(l, i, c).ok()),
+                n => self.lookup_child(n, i, c).ok(),
+            };
+            let next = match cur.lookup(c) {
+                Ok(n) if n.is_dir() => n,
+                Ok(_) => return Err(Errno::ENOTDIR),
+                Err(_) => {
+                    let st = lower_next
+                        .as_ref()
+                        .map(Node::stat)
+                        .transpose()?
+                        .ok_or(Errno::ENOENT)?;
+                    let n = cur.create(c, st.mode, (st.uid, st.gid), || {
+                        crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
+                    })?;
+                    n.restore_times(
+                        ts(st.atime, st.atime_nsec),
+                        ts(st.mtime, st.mtime_nsec),
+                        ts(st.ctime, st.ctime_nsec),
+                    );
+                    n
+                }
+            };
+            cur = next;
+            lower = lower_next.unwrap_or(Node::Masked { ino: 0 });
+        }
+        Ok(cur)
+    }
+
+    /// Copies a lower (host) file or symlink at `loc` into the upper layer
+    /// and returns the copy, which then stands for it.
+    pub fn copy_up(&self, loc: &Location) -> Result<Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
+        if !self.overlay {
+            return Err(Errno::EROFS);
+        }
+        let Some((Node::Ovl(parent), name)) = loc.parent() else {
+            return Err(Errno::EROFS);
+        };
+        if matches!(loc.node(), Node::Host { h, .. } if h.volume.is_some()) {
+            // A volume mounted over a path of the root is not its lower layer.
+            return Err(Errno::EROFS);
+        }
+        let node = loc.node();
+        let st = node.stat()?;
+        let dir = self.ensure_upper(parent)?;
+        let kind = st.mode & abi::S_IFMT;
+        let copy = match kind {
+            abi::S_IFREG => {
+                let src = self.open_host(loc)?;
+                let f = dir.create(name, st.mode, (st.uid, st.gid), || {
+                    crate::fsimpl::tmpfs::MemKind::File(Default::default())
+                })?;
+                let mut buf = vec![0u8; 1 << 20];
+                let mut pos = 0u64;
+                loop {
+                    // SAFETY: `buf` is valid for writes of its length.
+                    let n = unsafe { host::pread_raw(src.fd(), buf.as_mut_ptr(), buf.len(), pos) }?;
+                    if n == 0 {
+                        break;
+                    }
+                    f.write_all_at(pos, &buf[..n])?;
+                    pos += n as u64;
+                }
+                f
+            }
+            abi::S_IFLNK => {
+                let target = node.readlink()?;
+                dir.create(name, st.mode, (st.uid, st.gid), || {
+                    crate::fsimpl::tmpfs::MemKind::Symlink(target)
+                })?
+            }
+            _ => return Err(Errno::EROFS),
+        };
+        copy.restore_times(
+            ts(st.atime, st.atime_nsec),
+            ts(st.mtime, st.mtime_nsec),
+            ts(st.ctime, st.ctime_nsec),
+        );
+        Ok(copy)
+    }
+
+    /// Whether overlay directory `d` has a lower entry `name`.
+    pub fn ovl_lower_has(&self, d: &OvlDir, depth: usize, name: &[u8]) -> bool {
+        d.lower
+            .as_ref()
+            .is_some_and(|l| self.lookup_child(l, depth, name).is_ok())
+    }
+
+    /// Lists an overlay directory: upper entries over lower ones, minus
+    /// whiteouts.
+    pub fn ovl_list(&self, d: &OvlDir) -> Result<Vec<DirEntry>, Errno> {
+        let mut by_name: std::collections::BTreeMap<Vec<u8>, DirEntry> =
+            std::collections::BTreeMap::new();
+        let upper = upper_walk(&self.upper, &d.path);
+        let opaque = upper.as_ref().is_some_and(|u| u.is_opaque());
+        if let (Some(Node::Host { .. }), false) = (&d.lower, opaque) {
+            let lower = d.lower.as_ref().ok_or(Errno::EIO)?;
+            let loc = Location {
+                chain: vec![(Vec::new(), lower.clone())],
+            };
+            let f = self.open_host(&loc)?;
+            for e in list_dir(lower, Some(&f), None)? {
+                if e.name != b"." && e.name != b".." {
+                    by_name.insert(e.name.clone(), e);
+                }
+            }
+        }
+        if let Some(u) = &upper {
+            for (name, ino, mode) in u.entries_all()? {
+                if mode == WHITEOUT_MODE {
+                    by_name.remove(&name);
+                } else {
+                    by_name.insert(
+                        name.clone(),
+                        DirEntry {
+                            ino,
+                            kind: abi::dt::from_mode(mode),
+                            name,
+                        },
+                    );
+                }
+            }
+        }
+        let mut v = dot_entries(1);
+        v.extend(by_name.into_values());
+        Ok(v)
+    }
+
+    /// Lists `/dev/mqueue`: a file per queue not yet unlinked.
+    pub fn mqueue_list(&self) -> Vec<DirEntry> {
+        let mut v = dot_entries(1);
+        for (name, q) in self.mqueue.list() {
+            v.push(DirEntry {
+                ino: q.ino,
+                kind: abi::dt::REG,
+                name,
+            });
+        }
+        v
+    }
+
+    /// Lists `/dev/pts`: `ptmx` and a node per live pair.
+    pub fn pts_list(&self) -> Vec<DirEntry> {
+        let mut v = dot_entries(1);
+        v.push(DirEntry {
+            ino: 2,
+            kind: abi::dt::CHR,
+            name: b"ptmx".to_vec(),
+        });
+        for n in self.devpts.indices() {
+            v.push(DirEntry {
+                ino: u64::from(n) + 3,
+                kind: abi::dt::CHR,
+                name: n.to_string().into_bytes(),
+            });
+        }
+        v
+    }
+
+    /// Makes this host thread's `Node::Ovl` stats see this file system's
+    /// upper layer.
+    pub fn enter_thread(&self) {
+        OVL_UPPER.with(|u| *u.borrow_mut() = Some(self.upper.clone()));
+    }
+
+    /// `statfs` of a host object.
+    pub fn statfs_host(&self, node: &Node) -> Result<gofer::proto::StatFs, Errno> {
+        match node {
+            Node::Host { h, .. } => h.client.statfs(h.handle),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+}
+
+/// `openat2`'s `RESOLVE_*` restrictions on a path walk, and whose walk it
+/// is.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Resolve<'a> {
+    /// The walker's credentials: each directory walked through must grant
+    /// them search permission (Linux's `may_lookup`), else `EACCES`.
+    /// `None` for the Sentry's own walks.
+    pub search: Option<&'a crate::kernel::task::Creds>,
+    /// `RESOLVE_NO_XDEV`: never cross a mount point (`EXDEV`)
+    pub no_xdev: bool,
+    /// `RESOLVE_NO_MAGICLINKS`: `/proc/[pid]/{fd/N,exe,cwd,root}` are not
+    /// followed (`ELOOP`)
+    pub no_magiclinks: bool,
+    /// `RESOLVE_NO_SYMLINKS`: no symlink is followed (`ELOOP`)
+    pub no_symlinks: bool,
+    /// `RESOLVE_BENEATH`: stay below the starting directory (`EXDEV`)
+    pub beneath: bool,
+    /// `RESOLVE_IN_ROOT`: the starting directory is the root for `/`,
+    /// `..` and absolute symlinks
+    pub in_root: bool,
+}
+
+/// Identifies the mount `node` belongs to: objects with different keys are
+/// on different file systems (`rename` and `link` between them are
+/// `EXDEV`). The root's image and the overlay's layer above it are one.
+pub fn mount_key(node: &Node) -> usize {
+    match node {
+        Node::Host { h, .. } if h.volume.is_some() => h.mount_id(),
+        Node::Host { .. } | Node::Ovl(_) => 0,
+        Node::Mem(m) if m.stat().dev == UPPER_DEV => 0,
+        Node::DevDir | Node::Dev(_) => 1,
+        Node::Masked { ino } => 2 + ((*ino as usize) << 4),
+        Node::Proc(_) => 3,
+        Node::PtsDir | Node::Pts(_) => 5,
+        Node::MqueueDir | Node::Mqueue(_) => 6,
+        Node::Mem(m) => Arc::as_ptr(m.fs()) as usize,
+    }
+}
+
+/// Whether `child`, found as `name` in `parent`, is one of /proc's "magic"
+/// links, which name an object rather than a path.
+fn is_magic_link(parent: &Node, name: &[u8], child: &Node) -> bool {
+    use crate::fsimpl::proc::ProcNode;
+    match child {
+        Node::Proc(ProcNode::FdLink(..)) => true,
+        Node::Proc(ProcNode::Link(..)) => {
+            matches!(parent, Node::Proc(ProcNode::Pid(..)))
+                && matches!(name, b"exe" | b"cwd" | b"root")
+        }
+        _ => false,
+    }
+}
+
+/// A handle on a host object, served by the gofer; closed when the last
+/// node holding it goes.
+pub struct GoferRef {
+    client: Arc<gofer::client::Client>,
+    handle: gofer::proto::Handle,
+    /// a read-only regular file of the root, once opened: kept for the
+    /// next open (see [`FileSystem::open_host`])
+    file: std::sync::OnceLock<Arc<HostFile>>,
+    /// a symbolic link of the root, once read: it cannot change either
+    /// (see `stat`), and path walks through links such as
+    /// `/etc/os-release` would otherwise ask the gofer every time
+    target: std::sync::OnceLock<Vec<u8>>,
+    /// attributes when looked up: the lower layer is the container's
+    /// image, which nothing changes while the sandbox runs (writes go to
+    /// the overlay's upper layer); a volume's are asked for each time
+    stat: gofer::proto::Stat,
+    /// on a volume (a host directory the user mounted), not the root
+    volume: Option<VolumeKind>,
+}
+
+/// How a volume was mounted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VolumeKind {
+    /// the guest's writes reach the host
+    ReadWrite,
+    /// writes answer `EROFS`
+    ReadOnly,
+}
+
+impl GoferRef {
+    /// The gofer serving this object.
+    pub fn client(&self) -> &gofer::client::Client {
+        &self.client
+    }
+
+    /// The gofer serving this object, shared.
+    pub fn shared_client(&self) -> &Arc<gofer::client::Client> {
+        &self.client
+    }
+
+    /// The gofer's handle on it.
+    pub fn handle(&self) -> gofer::proto::Handle {
+        self.handle
+    }
+
+    /// The volume it is on, if any.
+    pub fn volume(&self) -> Option<VolumeKind> {
+        self.volume
+    }
+
+    /// Identifies the file system it is on (`rename` across two is
+    /// `EXDEV`).
+    pub fn mount_id(&self) -> usize {
+        Arc::as_ptr(&self.client) as usize
+    }
+
+    /// A handle on a node this gofer just made or walked to.
+    pub fn child(&self, node: gofer::proto::Node) -> GoferRef {
+        GoferRef {
+            client: self.client.clone(),
+            handle: node.handle,
+            stat: node.stat,
+            volume: self.volume,
+            file: Default::default(),
+            target: Default::default(),
+        }
+    }
+
+    /// Current attributes (cached for the root's read-only lower layer).
+    pub fn stat(&self) -> Result<Stat, Errno> {
+        match self.volume {
+            None => Ok(self.stat.to_linux()),
+            Some(_) => Ok(self.client.stat(self.handle)?.to_linux()),
+        }
+    }
+}
+
+impl fmt::Debug for GoferRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GoferRef({:?})", self.handle)
+    }
+}
+
+/// Host descriptors of root files kept open for reuse, and the most kept
+/// (a sandbox's descriptor limit may be as low as 1024).
+static OPEN_FILES_KEPT: AtomicUsize = AtomicUsize::new(0);
+const MAX_OPEN_FILES_KEPT: usize = 256;
+
+impl Drop for GoferRef {
+    fn drop(&mut self) {
+        if self.file.get().is_some() {
+            OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);
+        }
+        let _ = self.client.close(self.handle);
+    }
+}
+
+/// Host lookups made: (parent handle's address, name) → (parent, child or
+/// `None` when it is not there).
+type DentryCache = HashMap<(usize, Vec<u8>), (Arc<GoferRef>, Option<Node>)>;
+
+/// One directory entry, as `getdents64` reports it.
+#[derive(Clone, Debug)]
+pub struct DirEntry {
+    /// inode number
+    pub ino: u64,
+    /// `d_type`
+    pub kind: u8,
+    /// name
+    pub name: Vec<u8>,
+}
+
+/// Lists a directory node completely (the Sentry serves `getdents64` from
+/// The `.` (inode `ino`) and `..` entries a directory listing starts with.
+pub fn dot_entries(ino: u64) -> Vec<DirEntry> {
+    vec![
+        DirEntry {
+            ino,
+            kind: abi::dt::DIR,
+            name: b".".to_vec(),
+        },
+        DirEntry {
+            ino: 1,
+            kind: abi::dt::DIR,
+            name: b"..".to_vec(),
+        },
+    ]
+}
+
+/// this snapshot, as Linux's own readdir sees a directory at one time).
+pub fn list_dir(
+    node: &Node,
+    file: Option<&HostFile>,
+    fs_proc: Option<&crate::fsimpl::proc::ProcFs>,
+) -> Result<Vec<DirEntry>, Errno> {
+    let dot = dot_entries;
+    match node {
+        Node::DevDir => {
+            let mut v = dot(1);
+            for &(name, d, _) in DEVICES {
+                let (major, minor) = d.number();
+                v.push(DirEntry {
+                    ino: 10 + (major - 1) * 16 + minor,
+                    kind: abi::dt::CHR,
+                    name: name.as_bytes().to_vec(),
+                });
+            }
+            v.push(DirEntry {
+                ino: 2,
+                kind: abi::dt::DIR,
+                name: b"shm".to_vec(),
+            });
+            v.push(DirEntry {
+                ino: 3,
+                kind: abi::dt::DIR,
+                name: b"pts".to_vec(),
+            });
+            v.push(DirEntry {
+                ino: 4,
+                kind: abi::dt::DIR,
+                name: b"mqueue".to_vec(),
+            });
+            for (i, n) in ["fd", "stdin", "stdout", "stderr"].iter().enumerate() {
+                v.push(DirEntry {
+                    ino: 30 + i as u64,
+                    kind: abi::dt::LNK,
+                    name: n.as_bytes().to_vec(),
+                });
+            }
+            Ok(v)
+        }
+        Node::Masked { ino } => Ok(dot(*ino)),
+        Node::PtsDir => Err(Errno::EIO),
+        Node::Proc(p) => fs_proc.ok_or(Errno::EIO)?.list(p),
+        Node::Ovl(_) => Err(Errno::EIO),
+        Node::Mem(m) => {
+            let mut v = dot(m.ino);
+            for (name, ino, mode) in m.entries()? {
+                v.push(DirEntry {
+                    ino,
+                    kind: abi::dt::from_mode(mode),
+                    name,
+                });
+            }
+            Ok(v)
+        }
+        Node::Dev(_) | Node::Pts(_) | Node::Mqueue(_) => Err(Errno::ENOTDIR),
+        Node::MqueueDir => Err(Errno::EIO),
+        Node::Host { .. } => {
+            let f = file.ok_or(Errno::EBADF)?;
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; 32768];
+            host::lseek(f.fd(), 0, libc::SEEK_SET)?;
+            loop {
+                let n = host::getdents64(f.fd(), &mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                let mut at = 0;
+                while at + 19 <= n {
+                    let ino =
+                        u64::from_ne_bytes(buf[at..at + 8].try_into().map_err(|_| Errno::EIO)?);
+                    let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+                    let kind = buf[at + 18];
+                    if reclen == 0 || at + reclen > n {
+                        break;
+                    }
+                    let name_area = &buf[at + 19..at + reclen];
+                    let len = name_area
+                        .iter()
+                        .position(|&b| b == 0)
+                        .unwrap_or(name_area.len());
+                    out.push(DirEntry {
+                        ino,
+                        kind,
+                        name: name_area[..len].to_vec(),
+                    });
+                    at += reclen;
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// `fstat` of a pipe end: a FIFO owned by the caller.
+pub fn pipe_stat(end: &crate::fsimpl::pipe::PipeEnd) -> Stat {
+    let mut st = pipe_stat_like(abi::S_IFIFO | 0o600);
+    st.ino = std::sync::Arc::as_ptr(&end.pipe) as u64 >> 4;
+    st
+}
+
+/// `fstat` of an anonymous object (pipe, socket) with `mode`.
+pub fn pipe_stat_like(mode: u32) -> Stat {
+    let (uid, gid) = host::ids();
+    Stat {
+        dev: SYNTH_DEV + 1,
+        ino: 0,
+        nlink: 1,
+        mode,
+        uid,
+        gid,
+        pad0: 0,
+        rdev: 0,
+        size: 0,
+        blksize: 4096,
+        blocks: 0,
+        atime: 0,
+        atime_nsec: 0,
+        mtime: 0,
+        mtime_nsec: 0,
+        ctime: 0,
+        ctime_nsec: 0,
+        unused: [0; 3],
+    }
+}
+
+fn ts(sec: i64, nsec: i64) -> abi::Timespec {
+    abi::Timespec {
+        tv_sec: sec,
+        tv_nsec: nsec,
+    }
+}
+
+/// `st_mode` of an overlay whiteout (a 0/0 character device, as overlayfs
+/// marks deletions).
+pub const WHITEOUT_MODE: u32 = abi::S_IFCHR;
