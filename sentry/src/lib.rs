@@ -6,6 +6,7 @@
 //! `syscalls` → {`socket`, `fsimpl`} → `kernel` → {`vfs`, `loader`} → `mm` →
 //! `host`; `vfs` uses only `kernel::auth` and `kernel::wait` of the kernel.
 
+mod boot;
 pub mod fsimpl;
 pub mod host;
 pub mod kernel;
@@ -23,11 +24,10 @@ pub fn remember_caller_ids() {
     host::groups();
 }
 
-pub use kernel::task::{CapSets, ExitStatus};
-pub use kernel::{
-    run, spawn_process, CpuMax, Error, Mount, MountSource, Privileges, ProcessSpec, SandboxConfig,
-    StartHook, Stdio,
-};
+pub use boot::{run, Mount, MountSource, SandboxConfig, StartHook};
+pub use kernel::auth::CapSets;
+pub use kernel::task::ExitStatus;
+pub use kernel::{spawn_process, CpuMax, Error, Privileges, ProcessSpec, Stdio};
 
 /// Guest page size.
 pub const PAGE_SIZE: u64 = platform::PAGE_SIZE;

@@ -813,6 +813,20 @@ fn copy_out(bufs: &[GuestSlice], data: &[u8]) -> u64 {
     crate::vfs::file::copy_to_slices(bufs, data)
 }
 
+impl crate::kernel::task::Terminal for Pty {
+    fn leader_exit(&self, kernel: &Kernel) {
+        Pty::leader_exit(self, kernel);
+    }
+
+    fn rdev_minor(&self) -> u64 {
+        Pty::rdev_minor(self)
+    }
+
+    fn fg_pgrp(&self) -> Option<i32> {
+        Pty::fg_pgrp(self)
+    }
+}
+
 impl Pty {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -1031,7 +1045,10 @@ fn kernel_info(sig: i32) -> abi::SigInfo {
 fn job_check(kernel: &Kernel, thread: &Thread, pty: &Arc<Pty>, sig: i32) -> Result<(), Errno> {
     let (mine, pgid, ignored) = {
         let p = thread.process.state();
-        let mine = p.ctty.as_ref().is_some_and(|c| Arc::ptr_eq(c, pty));
+        let mine = p
+            .ctty
+            .as_ref()
+            .is_some_and(|c| crate::kernel::task::is_terminal(c, &**pty));
         let h = p.actions[sig as usize - 1].handler;
         let blocked = thread.state().mask & (1u64 << (sig - 1)) != 0;
         (mine, p.pgid, blocked || h == abi::signal::SIG_IGN)
@@ -1350,7 +1367,9 @@ pub fn ioctl(
     let (my_ctty, my_sid, my_pgid, leader) = {
         let p = ctx.thread.process.state();
         (
-            p.ctty.as_ref().is_some_and(|c| Arc::ptr_eq(c, pty)),
+            p.ctty
+                .as_ref()
+                .is_some_and(|c| crate::kernel::task::is_terminal(c, &**pty)),
             p.sid,
             p.pgid,
             p.sid == ctx.thread.process.pid,

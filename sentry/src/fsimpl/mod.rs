@@ -1,6 +1,6 @@
 //! The file systems and special files behind the VFS: tmpfs, proc and its
 //! sysctls, devpts, pipes, the event descriptors (eventfd, timerfd,
-//! signalfd, epoll) and the host watches of volumes.
+//! signalfd, epoll).
 
 pub mod devpts;
 pub mod events;
@@ -8,4 +8,3 @@ pub mod pipe;
 pub mod proc;
 pub mod sysctl;
 pub mod tmpfs;
-pub mod volume_watch;

@@ -73,64 +73,6 @@ impl FileData {
     }
 }
 
-/// A count of bytes against a limit, shared by whoever charges it.
-#[derive(Debug)]
-pub struct Quota {
-    used: AtomicU64,
-    limit: u64,
-}
-
-impl Quota {
-    /// A quota of `limit` bytes, none used.
-    pub fn new(limit: u64) -> Arc<Quota> {
-        Arc::new(Quota {
-            used: AtomicU64::new(0),
-            limit,
-        })
-    }
-
-    /// Takes `bytes`, or nothing and `ENOSPC` if they do not fit.
-    pub(crate) fn charge(&self, bytes: u64) -> Result<(), Errno> {
-        let mut cur = self.used.load(Ordering::Relaxed);
-        loop {
-            let new = cur
-                .checked_add(bytes)
-                .filter(|&n| n <= self.limit)
-                .ok_or(Errno::ENOSPC)?;
-            match self
-                .used
-                .compare_exchange(cur, new, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return Ok(()),
-                Err(v) => cur = v,
-            }
-        }
-    }
-
-    /// Gives `bytes` back.
-    pub(crate) fn refund(&self, bytes: u64) {
-        let _ = self
-            .used
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
-                Some(u.saturating_sub(bytes))
-            });
-    }
-
-    fn available(&self) -> u64 {
-        self.limit.saturating_sub(self.used.load(Ordering::Relaxed))
-    }
-
-    /// Bytes it holds at most.
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
-    /// Bytes taken.
-    pub fn used(&self) -> u64 {
-        self.used.load(Ordering::Relaxed)
-    }
-}
-
 /// One tmpfs instance.
 #[derive(Debug)]
 pub struct MemFs {
@@ -289,8 +231,9 @@ pub enum MemKind {
     Symlink(Vec<u8>),
     /// a FIFO (`mknod S_IFIFO`): one pipe shared by every opener
     Fifo(Arc<crate::fsimpl::pipe::Pipe>),
-    /// a bound Unix socket (or a socket inode nobody listens on)
-    Socket(std::sync::Weak<crate::socket::unix::UnixSocket>),
+    /// a bound Unix socket (or a socket inode nobody listens on); the
+    /// socket layer knows its type
+    Socket(std::sync::Weak<dyn std::any::Any + Send + Sync>),
     /// an overlay whiteout: the lower entry of this name was deleted
     Whiteout,
 }
@@ -327,13 +270,6 @@ pub mod seal {
     /// every seal Linux knows (`F_ALL_SEALS`)
     pub const ALL: u32 = SEAL | SHRINK | GROW | WRITE | FUTURE_WRITE | EXEC;
 }
-
-/// Held by every VMA that maps a tmpfs file shared and may write it
-/// (`VM_SHARED | VM_MAYWRITE`): while one lives, `F_SEAL_WRITE` is
-/// refused with `EBUSY` (Linux's `mapping_deny_writable`). Clones go with
-/// VMA splits and `fork`; the last drop ends the pin.
-#[derive(Clone, Debug)]
-pub struct WritableMapping(#[allow(dead_code)] Arc<()>);
 
 /// An inode's seals and what they depend on.
 #[derive(Debug)]
@@ -546,7 +482,7 @@ impl MemInode {
             *maps = Arc::downgrade(&pin);
             pin
         });
-        Ok(WritableMapping(pin))
+        Ok(WritableMapping::new(pin))
     }
 
     /// Whether a shared mapping made now could later be given write

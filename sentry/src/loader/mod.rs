@@ -14,7 +14,7 @@ use abi::{Elf64Ehdr, Elf64Phdr, Errno};
 use platform::{Prot, Regs};
 use zerocopy::FromBytes;
 
-use crate::kernel::task::ExecFile;
+use crate::kernel::auth::ExecFile;
 use crate::mm::{page_down, page_up, Backing, MemoryManager};
 use crate::vfs::{FileSystem, HostFile, Location};
 use crate::PAGE_SIZE;
@@ -50,7 +50,7 @@ pub struct ExecRequest<'a> {
     /// the caller's credentials, whose execute permission the program
     /// (and its interpreter) need; `None` for the sandbox's first
     /// program, which only needs an execute bit
-    pub creds: Option<&'a crate::kernel::task::Creds>,
+    pub creds: Option<&'a crate::kernel::auth::Creds>,
 }
 
 /// The result of a successful load.
@@ -88,7 +88,7 @@ fn open_exec(
     root: &Location,
     cwd: &Location,
     path: &[u8],
-    creds: Option<&crate::kernel::task::Creds>,
+    creds: Option<&crate::kernel::auth::Creds>,
 ) -> Result<(Arc<HostFile>, Location, abi::Stat), Errno> {
     let loc = fs.resolve_in(root, cwd, path, true)?;
     let st = loc.node().stat()?;
@@ -99,7 +99,7 @@ fn open_exec(
         return Err(Errno::EACCES);
     }
     if let Some(c) = creds {
-        c.may_access(st.mode, st.uid, st.gid, crate::kernel::task::MAY_EXEC)?;
+        c.may_access(st.mode, st.uid, st.gid, crate::kernel::auth::MAY_EXEC)?;
     }
     Ok((fs.open_exec(&loc)?, loc, st))
 }
@@ -312,7 +312,7 @@ pub struct AuxCreds {
 
 impl AuxCreds {
     /// What `creds` (after `execve`) tell the program.
-    pub fn new(creds: &crate::kernel::task::Creds, secure: bool) -> Self {
+    pub fn new(creds: &crate::kernel::auth::Creds, secure: bool) -> Self {
         AuxCreds {
             uid: creds.uid[0],
             euid: creds.uid[1],
@@ -365,7 +365,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
     let mut unreadable = false;
     let readable = |st: &abi::Stat| {
         creds.is_none_or(|c| {
-            c.may_access(st.mode, st.uid, st.gid, crate::kernel::task::MAY_READ)
+            c.may_access(st.mode, st.uid, st.gid, crate::kernel::auth::MAY_READ)
                 .is_ok()
         })
     };
@@ -409,7 +409,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
             let loc = fs.resolve_in(root, cwd, &name, true)?;
             let st = loc.node().stat()?;
             if let Some(c) = creds {
-                c.may_access(st.mode, st.uid, st.gid, crate::kernel::task::MAY_EXEC)?;
+                c.may_access(st.mode, st.uid, st.gid, crate::kernel::auth::MAY_EXEC)?;
             }
             unreadable |= !readable(&st);
             let file = fs.open_exec(&loc)?;

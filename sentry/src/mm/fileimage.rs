@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, Weak};
 use abi::Errno;
 
 use crate::mm::memfile::MemoryFile;
-use crate::vfs::HostFile;
+use crate::mm::Mappable;
 use crate::PAGE_SIZE;
 
 /// Files larger than this get private copies: their image's offsets would
@@ -50,7 +50,7 @@ const MAX_KEPT: u64 = 1 << 30;
 /// modification and change times.
 type Stamp = (u64, u64, i64, i64, i64, i64, i64);
 
-fn stamp_of(file: &HostFile) -> Result<Stamp, Errno> {
+fn stamp_of(file: &dyn Mappable) -> Result<Stamp, Errno> {
     let st = crate::host::fstat(file.fd())?;
     Ok((
         st.st_dev,
@@ -90,7 +90,7 @@ impl FileImage {
     /// Makes sure the pages holding `[pos, pos + len)` (clamped to the
     /// file) hold the file's bytes, reading those not read yet from
     /// `file`.
-    pub fn fill(&self, file: &HostFile, pos: u64, len: u64) -> Result<(), Errno> {
+    pub fn fill(&self, file: &dyn Mappable, pos: u64, len: u64) -> Result<(), Errno> {
         let end = pos.saturating_add(len).min(self.len);
         let first = pos / PAGE_SIZE;
         let last = end.div_ceil(PAGE_SIZE);
@@ -158,7 +158,7 @@ impl Images {
     /// copies instead).
     pub fn image(
         &self,
-        file: &HostFile,
+        file: &dyn Mappable,
         mf: &Arc<MemoryFile>,
     ) -> Result<Option<Arc<FileImage>>, Errno> {
         let stamp = stamp_of(file)?;
@@ -225,15 +225,23 @@ mod tests {
     use std::io::Write;
 
     use super::*;
+    use crate::mm::TestFile;
 
-    fn file_with(data: &[u8], images: &Arc<Images>) -> (HostFile, std::fs::File) {
-        let fd = crate::host::memfd_with(data).expect("memfd");
-        let writer = std::fs::File::from(fd.try_clone().expect("dup"));
-        (HostFile::of_root_image(fd, images.clone()), writer)
+    fn images_of(f: &TestFile) -> &Arc<Images> {
+        f.images.as_ref().expect("a file of the root's image")
     }
 
-    fn image_of(file: &HostFile, mf: &Arc<MemoryFile>) -> Arc<FileImage> {
-        file.image(mf).expect("fstat").expect("an image")
+    fn file_with(data: &[u8], images: &Arc<Images>) -> (TestFile, std::fs::File) {
+        let fd = crate::host::memfd_with(data).expect("memfd");
+        let writer = std::fs::File::from(fd.try_clone().expect("dup"));
+        (TestFile::new(fd, Some(images.clone())), writer)
+    }
+
+    fn image_of(file: &TestFile, mf: &Arc<MemoryFile>) -> Arc<FileImage> {
+        images_of(file)
+            .image(file, mf)
+            .expect("fstat")
+            .expect("an image")
     }
 
     fn memory_file() -> Arc<MemoryFile> {
@@ -265,7 +273,7 @@ mod tests {
         let images = Arc::new(Images::new(1 << 30));
         let (file, _w) = file_with(b"shared bytes", &images);
         let fd = file.fd().try_clone_to_owned().expect("dup");
-        let other = HostFile::of_root_image(fd, images.clone());
+        let other = TestFile::new(fd, Some(images.clone()));
         let a = image_of(&file, &mf);
         let b = image_of(&other, &mf);
         assert!(Arc::ptr_eq(&a, &b));

@@ -21,6 +21,7 @@ pub mod fileimage;
 pub mod guestio;
 pub mod memfile;
 pub mod pagecache;
+pub mod quota;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -33,8 +34,20 @@ use platform::{Access, AddressSpace, Prot};
 
 use crate::mm::fileimage::FileImage;
 use crate::mm::memfile::MemoryFile;
-use crate::vfs::HostFile;
 use crate::PAGE_SIZE;
+
+/// What a file mapping maps, as mm sees it: a host file the Sentry holds
+/// open (a volume's or the root image's), whatever file system it is of.
+pub trait Mappable: Send + Sync + std::fmt::Debug {
+    /// The host descriptor its pages are read from and written back to.
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_>;
+    /// The host file's identity, `(st_dev, st_ino)`: every open of one
+    /// file, through any name or link, has the same.
+    fn identity(&self) -> Result<(u64, u64), Errno>;
+    /// For a file of the root's read-only image: the sandbox's images,
+    /// where its image for private mappings is found.
+    fn images(&self) -> Option<&Arc<fileimage::Images>>;
+}
 
 /// Linux's default `vm.max_map_count`.
 const MAX_VMAS: usize = 65530;
@@ -147,7 +160,7 @@ pub enum Backing {
     /// a private copy of a file's contents
     File {
         /// the file
-        file: Arc<HostFile>,
+        file: Arc<dyn Mappable>,
         /// file position of the VMA's first byte
         pos: u64,
         /// how many bytes from `pos` come from the file (the rest is zeros,
@@ -196,7 +209,7 @@ pub struct Vma {
     pub sigbus_from: Option<u64>,
     /// for a shared mapping that may write a tmpfs file: the pin that
     /// keeps `F_SEAL_WRITE` off the file while the mapping lives
-    pub writer: Option<crate::fsimpl::tmpfs::WritableMapping>,
+    pub writer: Option<crate::mm::quota::WritableMapping>,
     /// for a private mapping of a file's image: which pages still are the
     /// image's (see the module's documentation)
     pub image_pages: Option<ImagePages>,
@@ -614,7 +627,7 @@ impl MemoryManager {
     fn share_image(
         &self,
         img: &FileImage,
-        file: &HostFile,
+        file: &dyn Mappable,
         pos: u64,
         avail: u64,
         len: u64,
@@ -714,7 +727,7 @@ impl MemoryManager {
         &self,
         offset: u64,
         len: u64,
-        file: &HostFile,
+        file: &dyn Mappable,
         pos: u64,
     ) -> Result<(), Errno> {
         self.mf
@@ -744,11 +757,7 @@ impl MemoryManager {
 
     /// Attaches `writer` to the VMA at `start` (a writable shared
     /// mapping of a tmpfs file, just made).
-    pub fn set_writer(
-        &mut self,
-        start: u64,
-        writer: Option<crate::fsimpl::tmpfs::WritableMapping>,
-    ) {
+    pub fn set_writer(&mut self, start: u64, writer: Option<crate::mm::quota::WritableMapping>) {
         if let Some(v) = self.vmas.get_mut(&start) {
             v.writer = writer;
         }
@@ -1552,5 +1561,56 @@ impl Drop for MemoryManager {
         if let Some(off) = self.heap_offset.take() {
             self.mf.release(off, HEAP_RESERVE);
         }
+    }
+}
+
+/// A shared file maps as the file it shares.
+impl<T: Mappable + ?Sized> Mappable for Arc<T> {
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        (**self).fd()
+    }
+    fn identity(&self) -> Result<(u64, u64), Errno> {
+        (**self).identity()
+    }
+    fn images(&self) -> Option<&Arc<fileimage::Images>> {
+        (**self).images()
+    }
+}
+
+/// A host file for mm's own tests, standing in for the file systems'.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct TestFile {
+    pub(crate) fd: std::os::fd::OwnedFd,
+    pub(crate) images: Option<Arc<fileimage::Images>>,
+    identity: std::sync::OnceLock<(u64, u64)>,
+}
+
+#[cfg(test)]
+impl TestFile {
+    pub(crate) fn new(fd: std::os::fd::OwnedFd, images: Option<Arc<fileimage::Images>>) -> Self {
+        TestFile {
+            fd,
+            images,
+            identity: Default::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Mappable for TestFile {
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
+    }
+    fn identity(&self) -> Result<(u64, u64), Errno> {
+        if let Some(&id) = self.identity.get() {
+            return Ok(id);
+        }
+        let st = crate::host::fstat(self.fd())?;
+        Ok(*self.identity.get_or_init(|| (st.st_dev, st.st_ino)))
+    }
+    fn images(&self) -> Option<&Arc<fileimage::Images>> {
+        self.images.as_ref()
     }
 }

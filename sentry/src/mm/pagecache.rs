@@ -53,12 +53,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use abi::Errno;
 
-use crate::fsimpl::tmpfs::Quota;
 use crate::host;
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::mm::memfile::MemoryFile;
+use crate::mm::quota::Quota;
+use crate::mm::Mappable;
 use crate::mm::SharedRegion;
-use crate::vfs::HostFile;
 use crate::PAGE_SIZE;
 
 /// File bytes per reservation of memory-file offsets. Offsets cost nothing
@@ -109,7 +109,7 @@ impl PageCaches {
     }
 
     /// The cache of the file `f` is open on, if it has one.
-    pub fn lookup(&self, f: &HostFile) -> Option<Arc<FileCache>> {
+    pub fn lookup(&self, f: &dyn Mappable) -> Option<Arc<FileCache>> {
         if self.live.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -137,7 +137,7 @@ impl PageCaches {
 
     /// A pin on the cache of `f`'s file, made if it has none: the file's
     /// pages stay while a pin lives.
-    pub fn pin(self: &Arc<Self>, f: &HostFile) -> Result<CachePin, Errno> {
+    pub fn pin(self: &Arc<Self>, f: &dyn Mappable) -> Result<CachePin, Errno> {
         let key = f.identity()?;
         let mut map = lock(&self.map);
         let entry = map.entry(key).or_insert_with(|| {
@@ -218,10 +218,10 @@ struct CacheState {
     /// a description open for reading and writing (not `O_APPEND`) that
     /// mapped the file writable: what writebacks use. `None` while no
     /// mapping could be written, so nothing needs writing back.
-    writer: Option<Arc<HostFile>>,
+    writer: Option<Arc<dyn Mappable>>,
     /// a description of the file (the first mapping's), to read pages
     /// again after the Sentry changed the file behind the cache
-    reader: Option<Arc<HostFile>>,
+    reader: Option<Arc<dyn Mappable>>,
     /// bytes charged to the quota
     charged: u64,
 }
@@ -310,7 +310,7 @@ impl FileCache {
     /// chunk boundaries. `writer` is `f` when the mapping may be written.
     pub fn map(
         pin: CachePin,
-        f: &Arc<HostFile>,
+        f: &Arc<dyn Mappable>,
         writer: bool,
         pos: u64,
         len: u64,
@@ -370,7 +370,13 @@ impl FileCache {
 
     /// Reads `[s, e)` (missing, page-aligned) from the host into new
     /// pages, reserving chunks and charging the quota.
-    fn make_present(&self, st: &mut CacheState, f: &HostFile, s: u64, e: u64) -> Result<(), Errno> {
+    fn make_present(
+        &self,
+        st: &mut CacheState,
+        f: &dyn Mappable,
+        s: u64,
+        e: u64,
+    ) -> Result<(), Errno> {
         self.caches.quota.charge(e - s).map_err(|_| Errno::ENOMEM)?;
         st.charged += e - s;
         for idx in s / CHUNK..=(e - 1) / CHUNK {
@@ -387,7 +393,7 @@ impl FileCache {
 
     /// `read(2)` of `f` (this cache's file) at `pos` into `dst`: the host's
     /// bytes with the present pages over them.
-    pub fn read(&self, f: &HostFile, pos: u64, dst: &GuestBufs<'_>) -> Result<usize, Errno> {
+    pub fn read(&self, f: &dyn Mappable, pos: u64, dst: &GuestBufs<'_>) -> Result<usize, Errno> {
         let Some(st) = self.live_state() else {
             return read_host(f, pos, dst);
         };
@@ -407,7 +413,7 @@ impl FileCache {
     /// covers. Returns the count written and where it ended.
     pub fn write<S: ByteSource + ?Sized>(
         &self,
-        f: &HostFile,
+        f: &dyn Mappable,
         pos: Option<u64>,
         src: &S,
     ) -> Result<(u64, u64), Errno> {
@@ -588,7 +594,7 @@ impl Drop for FileCache {
 }
 
 /// `read(2)` of a host file without a cache (one that went just before).
-fn read_host(f: &HostFile, pos: u64, dst: &GuestBufs<'_>) -> Result<usize, Errno> {
+fn read_host(f: &dyn Mappable, pos: u64, dst: &GuestBufs<'_>) -> Result<usize, Errno> {
     pread_staged(f, pos, dst, |_, _| {})
 }
 
@@ -596,7 +602,7 @@ fn read_host(f: &HostFile, pos: u64, dst: &GuestBufs<'_>) -> Result<usize, Errno
 /// `got(at, bytes)` may change each piece before it is copied out. Stops
 /// at the end of the file, a short read, or an error past the first piece.
 fn pread_staged(
-    f: &HostFile,
+    f: &dyn Mappable,
     pos: u64,
     dst: &GuestBufs<'_>,
     mut got: impl FnMut(u64, &mut [u8]),
@@ -626,7 +632,7 @@ fn pread_staged(
 
 /// `write(2)` to a host file without a cache (one that went just before).
 fn write_host<S: ByteSource + ?Sized>(
-    f: &HostFile,
+    f: &dyn Mappable,
     pos: Option<u64>,
     src: &S,
 ) -> Result<(u64, u64), Errno> {
@@ -643,7 +649,7 @@ fn write_host<S: ByteSource + ?Sized>(
 /// count written (short after a partial write or an error past the first
 /// piece).
 fn pwrite_staged<S: ByteSource + ?Sized>(
-    f: &HostFile,
+    f: &dyn Mappable,
     start: u64,
     src: &S,
     mut written: impl FnMut(u64, &[u8]),
@@ -686,13 +692,13 @@ mod tests {
             TempFile(p)
         }
 
-        fn open(&self) -> Arc<HostFile> {
+        fn open(&self) -> Arc<dyn Mappable> {
             let f = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .open(&self.0)
                 .expect("open");
-            Arc::new(HostFile::new(OwnedFd::from(f)))
+            Arc::new(crate::mm::TestFile::new(OwnedFd::from(f), None))
         }
 
         fn bytes(&self) -> Vec<u8> {

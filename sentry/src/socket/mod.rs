@@ -10,9 +10,32 @@ pub mod netlink;
 pub mod unix;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use abi::Errno;
+
+use crate::kernel::Kernel;
+
+/// The socket layer's sandbox-wide state, kept by the kernel.
+#[derive(Debug, Default)]
+pub struct SocketState {
+    /// abstract Unix socket names
+    pub unix: Arc<unix::Registry>,
+    /// `--network host`: the guest's TCP and UDP sockets are host sockets
+    /// the Sentry owns (the netstack then serves nothing Internet-facing)
+    pub host_net: Option<Arc<host_inet::HostNet>>,
+    /// netstack sockets with `O_ASYNC` descriptions
+    pub inet_async: Arc<inet::AsyncSockets>,
+}
+
+/// The socket layer's state in `kernel` (boot puts it there).
+pub fn state(kernel: &Kernel) -> &SocketState {
+    kernel
+        .sockets
+        .downcast_ref()
+        .expect("boot gives every kernel a SocketState")
+}
 
 /// `SO_RCVTIMEO` (`SO_RCVTIMEO_OLD`; the 64-bit `_NEW` has the same layout
 /// on x86-64).

@@ -12,8 +12,9 @@ use zerocopy::FromZeros;
 use super::{dir_arg, path_arg};
 use crate::fsimpl::tmpfs::MemKind;
 use crate::host;
+use crate::kernel::auth::{cap, Creds, MAY_EXEC, MAY_READ, MAY_WRITE};
 use crate::kernel::fasync::OwnerKind;
-use crate::kernel::task::{cap, Creds, Task, MAY_EXEC, MAY_READ, MAY_WRITE};
+use crate::kernel::task::Task;
 use crate::mm::guestio::GuestBufs;
 use crate::mm::GuestSlice;
 use crate::vfs::file::{FdEntry, FileDescription, FileKind};
@@ -330,7 +331,7 @@ pub fn sys_inotify_add_watch(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         return Err(Errno::EINVAL);
     }
     // On a volume, the host's changes are watched too.
-    let host = crate::fsimpl::volume_watch::share(loc.node(), key)?;
+    let host = crate::vfs::volume_watch::share(loc.node(), key)?;
     ino.add_watch(key, m, host).map(|wd| wd as u64)
 }
 
@@ -639,6 +640,10 @@ fn open_inner(
             Node::Dev(crate::vfs::Device::Tty) => {
                 // The caller's controlling terminal (ENXIO without one).
                 let ctty = task.proc_.state().ctty.clone().ok_or(Errno::ENXIO)?;
+                // Every controlling terminal is a pty of devpts.
+                let ctty = (ctty as Arc<dyn std::any::Any + Send + Sync>)
+                    .downcast::<crate::fsimpl::devpts::Pty>()
+                    .map_err(|_| Errno::ENXIO)?;
                 FileKind::Pty(ctty.open_slave()?)
             }
             Node::Pts(n) => {
@@ -1526,7 +1531,7 @@ fn set_async(
             }
             if let FileKind::Inet(s) = &file.kind {
                 if on {
-                    task.kernel.inet_async.register(s);
+                    crate::socket::state(&task.kernel).inet_async.register(s);
                 } else if s.fasync.is_empty() {
                     s.sock.stack().set_async(s.sock.id(), false);
                 }
@@ -2144,7 +2149,7 @@ fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
         // Device nodes would reach host devices: never in a sandbox.
         abi::S_IFCHR | abi::S_IFBLK => return Err(Errno::EPERM),
         abi::S_IFSOCK => dir.create(&e.name, abi::S_IFSOCK | perm, task.ids, || {
-            MemKind::Socket(std::sync::Weak::new())
+            MemKind::Socket(std::sync::Weak::<()>::new())
         }),
         _ => return Err(Errno::EINVAL),
     }
@@ -2955,11 +2960,11 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         let h = v?;
         // The gofer's open for writing is no guest's: its close is not
         // reported.
-        crate::fsimpl::volume_watch::quietly(&loc, inotify::mask::CLOSE_WRITE, || match cache_of(
-            task, h,
-        ) {
-            Some(cache) => cache.around_host_change(|| volume_set(task, h, &attr, false)),
-            None => volume_set(task, h, &attr, false),
+        crate::vfs::volume_watch::quietly(&loc, inotify::mask::CLOSE_WRITE, || {
+            match cache_of(task, h) {
+                Some(cache) => cache.around_host_change(|| volume_set(task, h, &attr, false)),
+                None => volume_set(task, h, &attr, false),
+            }
         })?;
     } else {
         let m = writable(task, &loc)?;

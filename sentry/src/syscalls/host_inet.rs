@@ -50,7 +50,10 @@ fn err(e: std::io::Error) -> Errno {
 
 /// `socket(AF_INET/AF_INET6, ...)` as a host socket.
 pub fn socket(task: &mut Task, domain: Domain, ty: SocketType, flags: u64) -> Result<u64, Errno> {
-    let net = task.kernel.host_net.clone().ok_or(Errno::EAFNOSUPPORT)?;
+    let net = crate::socket::state(&task.kernel)
+        .host_net
+        .clone()
+        .ok_or(Errno::EAFNOSUPPORT)?;
     let s = HostInetSocket::new(&net, domain, ty)?;
     install(task, s, flags)
 }

@@ -60,7 +60,7 @@ pub fn socket(task: &mut Task, domain: Domain, ty: u64, proto: i32) -> Result<u6
     if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
         return Err(Errno::EINVAL);
     }
-    if task.kernel.host_net.is_some() {
+    if crate::socket::state(&task.kernel).host_net.is_some() {
         return hostnet::socket(task, domain, st, flags);
     }
     let s = task.kernel.net.socket(domain, st).map_err(|e| {
@@ -138,7 +138,7 @@ pub fn bind(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<
 /// before whether the address is free (Linux's `inet_bind`, with
 /// `ip_unprivileged_port_start` at its default).
 pub(super) fn may_bind_port(task: &Task, port: u16) -> Result<(), Errno> {
-    if port != 0 && port < 1024 && !task.capable(crate::kernel::task::cap::NET_BIND_SERVICE) {
+    if port != 0 && port < 1024 && !task.capable(crate::kernel::auth::cap::NET_BIND_SERVICE) {
         return Err(Errno::EACCES);
     }
     Ok(())

@@ -194,6 +194,7 @@ pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         // The pages are read from the host before the address space is
         // locked.
         let pin = task.kernel.fs.page_caches.pin(&h)?;
+        let h: Arc<dyn crate::mm::Mappable> = h;
         let pieces = crate::mm::pagecache::FileCache::map(pin, &h, may_write, off, len)?;
         let mut mm = task.mm();
         let start = place(&mm)?;

@@ -77,7 +77,7 @@ pub fn sys_chroot(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::ENOTDIR);
     }
     super::fs::check_access(task, &loc, 1)?;
-    if !task.capable(crate::kernel::task::cap::SYS_CHROOT) {
+    if !task.capable(crate::kernel::auth::cap::SYS_CHROOT) {
         return Err(Errno::EPERM);
     }
     task.fs_ctx().root = loc;

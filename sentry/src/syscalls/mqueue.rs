@@ -46,7 +46,7 @@ pub(super) fn create_args(task: &Task, mode: u32, attr: Option<(i64, i64)>) -> C
         ids: task.ids,
         real_uid: task.creds.uid[0],
         attr,
-        privileged: task.capable(crate::kernel::task::cap::SYS_RESOURCE),
+        privileged: task.capable(crate::kernel::auth::cap::SYS_RESOURCE),
         rlimit: task.proc_.state().rlimits[mqueue::RLIMIT_MSGQUEUE].cur,
     }
 }
@@ -130,7 +130,7 @@ pub fn sys_mq_unlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     task.kernel.fs.mqueue.unlink(
         &name,
         task.ids.0,
-        task.capable(crate::kernel::task::cap::FOWNER),
+        task.capable(crate::kernel::auth::cap::FOWNER),
     )?;
     Ok(0)
 }

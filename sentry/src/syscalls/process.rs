@@ -5,7 +5,8 @@ use abi::{Errno, Rlimit, Rusage, Tms, Utsname};
 use zerocopy::FromZeros;
 
 use super::path_arg;
-use crate::kernel::task::{cap, ExitStatus, Task};
+use crate::kernel::auth::cap;
+use crate::kernel::task::{ExitStatus, Task};
 use crate::loader::{self, ExecRequest};
 
 pub fn sys_exit(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -729,7 +730,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const PR_SET_KEEPCAPS: u64 = 8;
     const PR_GET_SECUREBITS: u64 = 27;
     const PR_SET_SECUREBITS: u64 = 28;
-    use crate::kernel::task::secbit;
+    use crate::kernel::auth::secbit;
     match a[0] {
         PR_GET_KEEPCAPS => Ok(u64::from(task.creds.secure(secbit::KEEP_CAPS))),
         PR_SET_KEEPCAPS => {
@@ -757,7 +758,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             if u64::from(locks >> 1) & (u64::from(old) ^ new) != 0
                 || u64::from(locks) & !new != 0
                 || new & !u64::from(secbit::ALL_BITS | secbit::ALL_LOCKS) != 0
-                || !task.capable(crate::kernel::task::CAP_SETPCAP)
+                || !task.capable(crate::kernel::auth::CAP_SETPCAP)
             {
                 return Err(Errno::EPERM);
             }
@@ -770,7 +771,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         PR_CAPBSET_DROP => {
             let bit = cap_bit(a[1])?;
-            if !task.capable(crate::kernel::task::CAP_SETPCAP) {
+            if !task.capable(crate::kernel::auth::CAP_SETPCAP) {
                 return Err(Errno::EPERM);
             }
             task.creds.caps.bounding &= !bit;
@@ -843,7 +844,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 /// The bit of capability `cap`; `EINVAL` past the last one.
 fn cap_bit(cap: u64) -> Result<u64, Errno> {
-    if cap > u64::from(crate::kernel::task::CAP_LAST_CAP) {
+    if cap > u64::from(crate::kernel::auth::CAP_LAST_CAP) {
         return Err(Errno::EINVAL);
     }
     Ok(1 << cap)
@@ -859,7 +860,7 @@ fn cap_ambient(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const CLEAR_ALL: u64 = 4;
     let no_raise = task
         .creds
-        .secure(crate::kernel::task::secbit::NO_CAP_AMBIENT_RAISE);
+        .secure(crate::kernel::auth::secbit::NO_CAP_AMBIENT_RAISE);
     let caps = &mut task.creds.caps;
     if a[1] == CLEAR_ALL {
         if a[2] | a[3] | a[4] != 0 {
@@ -958,17 +959,17 @@ pub fn sys_capset(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         prm |= u64::from(d.permitted) << (32 * i);
         inh |= u64::from(d.inheritable) << (32 * i);
     }
-    let all = crate::kernel::task::CAP_FULL_SET;
+    let all = crate::kernel::auth::CAP_FULL_SET;
     let (eff, prm, inh) = (eff & all, prm & all, inh & all);
     let old = task.creds.caps;
-    if !old.has(crate::kernel::task::CAP_SETPCAP) && inh & !(old.inheritable | old.permitted) != 0 {
+    if !old.has(crate::kernel::auth::CAP_SETPCAP) && inh & !(old.inheritable | old.permitted) != 0 {
         return Err(Errno::EPERM);
     }
     if inh & !(old.inheritable | old.bounding) != 0 || prm & !old.permitted != 0 || eff & !prm != 0
     {
         return Err(Errno::EPERM);
     }
-    task.creds.caps = crate::kernel::task::CapSets {
+    task.creds.caps = crate::kernel::auth::CapSets {
         effective: eff,
         permitted: prm,
         inheritable: inh,

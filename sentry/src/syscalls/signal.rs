@@ -4,7 +4,8 @@
 use abi::signal::*;
 use abi::{Errno, KSigaction, SigInfo, StackT};
 
-use crate::kernel::task::{cap, si, user_info, Process, Task, Thread, UNBLOCKABLE};
+use crate::kernel::auth::cap;
+use crate::kernel::task::{si, user_info, Process, Task, Thread, UNBLOCKABLE};
 use crate::vfs::file::FileKind;
 use crate::vfs::Node;
 

@@ -91,7 +91,11 @@ pub fn sys_socket(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if proto != 0 {
         return Err(Errno::EPROTONOSUPPORT);
     }
-    let sock = UnixSocket::new(kind, task.kernel.bus.clone(), task.kernel.unix.clone());
+    let sock = UnixSocket::new(
+        kind,
+        task.kernel.bus.clone(),
+        crate::socket::state(&task.kernel).unix.clone(),
+    );
     install(task, sock, ty & !0xf).map(|fd| fd as u64)
 }
 
@@ -111,7 +115,7 @@ pub fn sys_socketpair(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let (x, y) = UnixSocket::pair(
         kind,
         task.kernel.bus.clone(),
-        task.kernel.unix.clone(),
+        crate::socket::state(&task.kernel).unix.clone(),
         creds(task),
     );
     let fx = install(task, x, a[1] & !0xf)?;
@@ -190,8 +194,7 @@ fn write_addr(task: &Task, addr: u64, len_addr: u64, a: &UnixAddr) -> Result<(),
 fn lookup(task: &Task, addr: &UnixAddr, kind: SockType) -> Result<Arc<UnixSocket>, Errno> {
     match addr {
         UnixAddr::Unnamed => Err(Errno::EINVAL),
-        UnixAddr::Abstract(n) => task
-            .kernel
+        UnixAddr::Abstract(n) => crate::socket::state(&task.kernel)
             .unix
             .lookup(n)
             .filter(|s| s.kind == kind)
@@ -200,7 +203,10 @@ fn lookup(task: &Task, addr: &UnixAddr, kind: SockType) -> Result<Arc<UnixSocket
             let loc = task.resolve(&task.cwd(), p, true)?;
             let target = match loc.node() {
                 Node::Mem(m) => match &m.kind {
-                    MemKind::Socket(w) => w.upgrade().ok_or(Errno::ECONNREFUSED),
+                    MemKind::Socket(w) => w
+                        .upgrade()
+                        .and_then(|s| s.downcast::<UnixSocket>().ok())
+                        .ok_or(Errno::ECONNREFUSED),
                     _ => Err(Errno::ECONNREFUSED),
                 },
                 _ => Err(Errno::ECONNREFUSED),
@@ -244,7 +250,7 @@ pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             .ok_or(Errno::EINVAL)?
             .to_vec();
         let mode = abi::S_IFSOCK | (0o777 & !task.fs_ctx().umask);
-        let weak = Arc::downgrade(&sock);
+        let weak: std::sync::Weak<dyn std::any::Any + Send + Sync> = Arc::downgrade(&sock);
         dir.create(&name, mode, task.ids, || MemKind::Socket(weak))
             .map_err(|e| {
                 if e == Errno::EEXIST {

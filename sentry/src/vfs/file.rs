@@ -565,7 +565,7 @@ impl FileDescription {
                     .thread
                     .state()
                     .caps
-                    .has(crate::kernel::task::cap::SYS_RESOURCE);
+                    .has(crate::kernel::auth::cap::SYS_RESOURCE);
                 crate::fsimpl::proc::write_oom_score_adj(p, &data, privileged)?;
                 return Ok(len as u64);
             }
@@ -574,7 +574,7 @@ impl FileDescription {
             {
                 let t = blk.thread.state();
                 let in_group = |g| t.gid[3] == g || t.groups.contains(&g);
-                m.remove_privs(t.caps.has(crate::kernel::task::cap::FSETID), in_group);
+                m.remove_privs(t.caps.has(crate::kernel::auth::cap::FSETID), in_group);
             }
             let append = self.flags() & OpenFlags::APPEND.bits() != 0;
             let mut pos = lock(&self.pos);

@@ -4,7 +4,7 @@
 //! An object is identified by its `(st_dev, st_ino)`, which every file
 //! system of the sandbox reports stably. A watch on an object of a volume
 //! also hears of changes made on the host, through a host watch of the
-//! volume's gofer ([`crate::fsimpl::volume_watch`]): for such a watch, changes to
+//! volume's gofer ([`crate::vfs::volume_watch`]): for such a watch, changes to
 //! objects and entries come from the host only (the guest's own too, as
 //! the host saw them), the rest from the Sentry.
 
@@ -98,7 +98,7 @@ struct Watch {
     /// events, with the `IN_ONESHOT`/`IN_EXCL_UNLINK` flags
     want: u32,
     /// its share of the host watch, on a volume
-    host: Option<crate::fsimpl::volume_watch::HostShare>,
+    host: Option<crate::vfs::volume_watch::HostShare>,
 }
 
 /// Events that, on a watch with a host share, only the host reports.
@@ -147,7 +147,7 @@ impl Inotify {
         self: &Arc<Self>,
         key: Key,
         want: u32,
-        host: Option<crate::fsimpl::volume_watch::HostShare>,
+        host: Option<crate::vfs::volume_watch::HostShare>,
     ) -> Result<i32, Errno> {
         if want & !mask::VALID != 0 || want & mask::ALL_EVENTS == 0 {
             return Err(Errno::EINVAL);
@@ -298,7 +298,7 @@ impl Inotify {
     /// Takes whole events that fit in `cap` bytes; `EINVAL` when even the
     /// first does not, `None` when there are none.
     pub fn take(&self, cap: usize) -> Result<Option<Vec<u8>>, Errno> {
-        crate::fsimpl::volume_watch::drain();
+        crate::vfs::volume_watch::drain();
         let mut st = lock(&self.state);
         let Some(first) = st.queue.front() else {
             return Ok(None);
@@ -324,13 +324,13 @@ impl Inotify {
 
     /// Whether events are queued.
     pub fn readable(&self) -> bool {
-        crate::fsimpl::volume_watch::drain();
+        crate::vfs::volume_watch::drain();
         !lock(&self.state).queue.is_empty()
     }
 
     /// Bytes of queued events (`FIONREAD`).
     pub fn queued_bytes(&self) -> usize {
-        crate::fsimpl::volume_watch::drain();
+        crate::vfs::volume_watch::drain();
         lock(&self.state).queued_bytes
     }
 
@@ -403,7 +403,7 @@ impl Hub {
             return;
         }
         // What the host reported before this change goes first.
-        crate::fsimpl::volume_watch::drain();
+        crate::vfs::volume_watch::drain();
         self.deliver(key, m, cookie, name, false);
     }
 

@@ -14,6 +14,7 @@
 pub mod file;
 pub mod inotify;
 pub mod lock;
+pub mod volume_watch;
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -134,6 +135,20 @@ pub struct HostFile {
 impl fmt::Debug for HostFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "HostFile({:?})", self.fd)
+    }
+}
+
+impl crate::mm::Mappable for HostFile {
+    fn fd(&self) -> BorrowedFd<'_> {
+        HostFile::fd(self)
+    }
+
+    fn identity(&self) -> Result<(u64, u64), Errno> {
+        HostFile::identity(self)
+    }
+
+    fn images(&self) -> Option<&Arc<crate::mm::fileimage::Images>> {
+        self.image.as_ref()
     }
 }
 
@@ -527,7 +542,7 @@ pub struct FileSystem {
     tmpfs_mounts: u64,
     mf: Arc<crate::mm::memfile::MemoryFile>,
     /// what all the in-memory file systems may hold together
-    pool: Arc<crate::fsimpl::tmpfs::Quota>,
+    pool: Arc<crate::mm::quota::Quota>,
     /// pages of volume files mapped `MAP_SHARED`
     pub page_caches: Arc<crate::mm::pagecache::PageCaches>,
     /// the images of the root's files that private mappings share
@@ -660,7 +675,8 @@ impl FileSystem {
     ) -> Result<Self, Errno> {
         let client = Arc::new(client);
         let root = client.attach()?;
-        use crate::fsimpl::tmpfs::{MemFs, Quota};
+        use crate::fsimpl::tmpfs::MemFs;
+        use crate::mm::quota::Quota;
         let size = default_tmpfs_size(total_memory);
         let pool = Quota::new(size);
         let upper = MemFs::new_root(mf.clone(), &pool, UPPER_DEV, size, root.stat.mode & 0o7777);
@@ -1217,8 +1233,8 @@ impl FileSystem {
         let mut links = 0;
         // Those whose capabilities pass every directory need no check.
         let search = how.search.filter(|c| {
-            !c.capable(crate::kernel::task::cap::DAC_READ_SEARCH)
-                && !c.capable(crate::kernel::task::cap::DAC_OVERRIDE)
+            !c.capable(crate::kernel::auth::cap::DAC_READ_SEARCH)
+                && !c.capable(crate::kernel::auth::cap::DAC_OVERRIDE)
         });
         while let Some(name) = queue.pop_front() {
             let last = queue.is_empty();
@@ -1229,7 +1245,7 @@ impl FileSystem {
             // on the directory it is looked up in.
             if let Some(c) = search {
                 let st = loc.node().stat()?;
-                c.may_access(st.mode, st.uid, st.gid, crate::kernel::task::MAY_EXEC)?;
+                c.may_access(st.mode, st.uid, st.gid, crate::kernel::auth::MAY_EXEC)?;
             }
             if name == b"." {
                 continue;
@@ -1690,7 +1706,7 @@ pub struct Resolve<'a> {
     /// The walker's credentials: each directory walked through must grant
     /// them search permission (Linux's `may_lookup`), else `EACCES`.
     /// `None` for the Sentry's own walks.
-    pub search: Option<&'a crate::kernel::task::Creds>,
+    pub search: Option<&'a crate::kernel::auth::Creds>,
     /// `RESOLVE_NO_XDEV`: never cross a mount point (`EXDEV`)
     pub no_xdev: bool,
     /// `RESOLVE_NO_MAGICLINKS`: `/proc/[pid]/{fd/N,exe,cwd,root}` are not

@@ -510,7 +510,7 @@ impl MsgQueue {
 
     /// Whether a caller with `creds` may open it for `acc` (`MAY_READ` 4,
     /// `MAY_WRITE` 2): its mode, or `CAP_DAC_OVERRIDE`.
-    pub fn permits(&self, creds: &crate::kernel::task::Creds, acc: u32) -> bool {
+    pub fn permits(&self, creds: &crate::kernel::auth::Creds, acc: u32) -> bool {
         let (mode, uid, gid) = {
             let st = self.state();
             (st.mode, st.uid, st.gid)

@@ -13,12 +13,13 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use abi::Errno;
 
+use crate::kernel::auth::{cap, MAY_READ, MAY_WRITE};
 use crate::kernel::ipc::shm::{
     id_of, ipc_may_change, ipc_permitted, lookup, new_id, now, stat_lookup, IpcObject, IpcPerm,
     Owner, IPC_64, IPC_CREAT, IPC_EXCL, IPC_INFO, IPC_PRIVATE, IPC_RMID, IPC_SET, IPC_STAT,
     SEQ_MULTIPLIER,
 };
-use crate::kernel::task::{cap, Task, MAY_READ, MAY_WRITE};
+use crate::kernel::task::Task;
 
 const IPC_NOWAIT: u64 = 0o4000;
 const MSG_NOERROR: u64 = 0o10000;

@@ -15,12 +15,13 @@ use std::time::Instant;
 
 use abi::{Errno, Timespec};
 
+use crate::kernel::auth::{MAY_READ, MAY_WRITE};
 use crate::kernel::ipc::shm::{
     id_of, ipc_may_change, ipc_permitted, lookup, new_id, now, stat_lookup, IpcObject, IpcPerm,
     Owner, IPC_64, IPC_CREAT, IPC_EXCL, IPC_INFO, IPC_PRIVATE, IPC_RMID, IPC_SET, IPC_STAT,
     SEQ_MULTIPLIER,
 };
-use crate::kernel::task::{Task, MAY_READ, MAY_WRITE};
+use crate::kernel::task::Task;
 
 const IPC_NOWAIT: i16 = 0o4000;
 const SEM_UNDO: i16 = 0x1000;

@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use abi::Errno;
 use platform::Prot;
 
-use crate::kernel::task::{cap, Task, MAY_READ, MAY_WRITE};
+use crate::kernel::auth::{cap, MAY_READ, MAY_WRITE};
+use crate::kernel::task::Task;
 use crate::mm::{page_up, Backing, SharedRegion};
 use crate::PAGE_SIZE;
 

@@ -1,0 +1,337 @@
+//! Starting a sandbox: the memory file, the file system tree and its
+//! mounts, the network, the kernel, the Sentry's own seccomp filter, and
+//! the first process. The one place that names concrete file systems and
+//! socket families together.
+
+use std::fmt;
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+
+use platform::Platform;
+
+use crate::kernel::task::ExitStatus;
+use crate::kernel::{
+    run_process, start_process, CpuMax, Error, EventBus, Kernel, Privileges, ProcTable,
+    ProcessSpec, Stdio, UtsNames,
+};
+use crate::mm::memfile::MemoryFile;
+use crate::vfs::FileSystem;
+
+/// What to run and how.
+#[derive(Debug)]
+pub struct SandboxConfig<'a> {
+    /// the gofer serving the host directory that becomes the guest's
+    /// read-only root
+    pub root: gofer::client::Client,
+    /// ties the config to the caller's borrows (none today)
+    pub _marker: std::marker::PhantomData<&'a ()>,
+    /// writes to the root land in an in-memory overlay (else `EROFS`)
+    pub writable_root: bool,
+    /// the command and its arguments (`argv[0]` is looked up in PATH when
+    /// it has no `/`)
+    pub argv: Vec<Vec<u8>>,
+    /// environment
+    pub envp: Vec<Vec<u8>>,
+    /// initial working directory (guest path); `/` when it does not resolve
+    pub cwd: Vec<u8>,
+    /// guest host name
+    pub hostname: String,
+    /// the network: loopback only, or with a link out and its egress policy
+    pub network: netstack::StackConfig,
+    /// `--network host`: the guest's `AF_INET`/`AF_INET6` TCP and UDP
+    /// sockets become host sockets in the Sentry's network namespace, with
+    /// no egress policy (explicitly weaker; `network` must then be
+    /// loopback-only, and serves nothing)
+    pub host_network: bool,
+    /// What the guest sees of its network (interfaces, addresses, routes)
+    /// when the runtime knows it, read before the Sentry was confined (its
+    /// filter lets it ask the host nothing of the kind): with
+    /// `host_network`, a snapshot of the host's network (`None`: loopback
+    /// only); with the netstack's `Egress` mode in OCI mode, the
+    /// container's own interface, whose addresses `network.link` gives the
+    /// netstack (`None`: the `eth0` of the default link, as `do` has).
+    pub interfaces: Option<crate::socket::netlink::NetTable>,
+    /// called once the sandbox exists, before its first process runs (the
+    /// OCI runtime serves `exec` from it)
+    pub on_start: Option<StartHook>,
+    /// file systems mounted over paths of the root, in order
+    pub mounts: Vec<Mount>,
+    /// uid and gid of the first process; the Sentry's own when `None`
+    pub ids: Option<(u32, u32)>,
+    /// the first process's capabilities, `no_new_privs` and resource limits
+    pub privileges: Privileges,
+    /// the sandbox's memory limit (an OCI `linux.resources.memory.limit`):
+    /// what `/proc/meminfo` and `sysinfo` report when smaller than the
+    /// host's memory, and what default tmpfs sizes are half of
+    pub memory_limit: Option<u64>,
+    /// what host signals forwarded to the guest's first process mean
+    pub host_signals: crate::kernel::hostsig::HostSignals,
+    /// most tasks (threads and processes, zombies included) the guest may
+    /// hold at once: the container's `pids.limit`, counted in the Sentry
+    /// so that the guest sees runc's limit, not the sandbox's host tasks
+    pub max_tasks: Option<usize>,
+    /// the sandbox's CPU bandwidth limit (an OCI
+    /// `linux.resources.cpu.quota`/`period`): what the guest's
+    /// `/sys/fs/cgroup/cpu.max` says
+    pub cpu_max: CpuMax,
+    /// guest paths masked (OCI `linux.maskedPaths`): a directory shows
+    /// empty and read-only, anything else as the null device; a path that
+    /// does not exist is skipped
+    pub masked_paths: Vec<Vec<u8>>,
+    /// guest paths made read-only (OCI `linux.readonlyPaths`); a path that
+    /// does not exist is skipped
+    pub readonly_paths: Vec<Vec<u8>>,
+    /// namespaced sysctls (OCI `linux.sysctl`), each one of those
+    /// [`crate::fsimpl::sysctl`] emulates
+    pub sysctls: Vec<(String, String)>,
+}
+
+/// A file system mounted over a guest path.
+#[derive(Debug)]
+pub struct Mount {
+    /// absolute guest path
+    pub dest: Vec<u8>,
+    /// what is mounted there
+    pub source: MountSource,
+}
+
+/// What a [`Mount`] puts in the tree.
+#[derive(Debug)]
+pub enum MountSource {
+    /// a host directory or file, served by its own gofer
+    Volume {
+        /// the gofer
+        client: gofer::client::Client,
+        /// the guest's writes get `EROFS`
+        read_only: bool,
+    },
+    /// a tmpfs of the sandbox's own
+    Tmpfs {
+        /// the root directory's permissions
+        mode: u32,
+        /// size limit in bytes; `None`: half the sandbox's memory, as
+        /// Linux sizes a tmpfs mounted without `size=`
+        size: Option<u64>,
+    },
+}
+
+/// See [`SandboxConfig::on_start`].
+pub struct StartHook(pub Box<dyn FnOnce(std::sync::Weak<Kernel>) + Send>);
+
+impl fmt::Debug for StartHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StartHook")
+    }
+}
+
+/// Builds a sandbox and runs `config.argv` in it to completion.
+///
+/// `make_platform` receives the memory file descriptor and returns the
+/// platform that will run guest code (the caller picks the concrete one).
+pub fn run<F>(config: SandboxConfig<'_>, make_platform: F) -> Result<ExitStatus, Error>
+where
+    F: FnOnce(BorrowedFd<'_>) -> platform::Result<Box<dyn Platform>>,
+{
+    // Counted before the platform pins threads to one CPU.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The CPUs' /sys files, read from the host while the Sentry still may
+    // (before its filter) and may still run on every CPU it was given.
+    let cpu_topology = crate::host::cpu_topology::CpuTopology::from_host(cpus);
+    // Before the Sentry starts any thread of its own: they all inherit it.
+    let keep: &[u32] = if config.host_network {
+        &[crate::host::filter::CAP_NET_BIND_SERVICE]
+    } else {
+        &[]
+    };
+    crate::host::filter::drop_capabilities(keep).map_err(Error::Capabilities)?;
+    let memory = Arc::new(MemoryFile::new().map_err(Error::MemoryFile)?);
+    let platform = make_platform(memory.fd())?;
+    let host_memory = crate::host::total_memory();
+    let total_memory = config
+        .memory_limit
+        .map_or(host_memory, |l| l.min(host_memory));
+    let mut fs = FileSystem::new(
+        config.root,
+        memory.clone(),
+        config.writable_root,
+        total_memory,
+    )
+    .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
+    let sysctls = crate::fsimpl::sysctl::plan(&config.sysctls).map_err(Error::Sysctl)?;
+    fs.mqueue
+        .set_limits(sysctls.mqueue)
+        .map_err(|e| Error::Sysctl(format!("message queue limits: {e}")))?;
+    fs.proc.set_sysctls(sysctls);
+    for m in config.mounts {
+        let r = match m.source {
+            MountSource::Volume { client, read_only } => {
+                let kind = if read_only {
+                    crate::vfs::VolumeKind::ReadOnly
+                } else {
+                    crate::vfs::VolumeKind::ReadWrite
+                };
+                fs.mount_volume(&m.dest, client, kind)
+            }
+            MountSource::Tmpfs { mode, size } => fs.mount_tmpfs(&m.dest, mode, size),
+        };
+        r.map_err(|e| Error::Mount(String::from_utf8_lossy(&m.dest).into_owned(), e))?;
+    }
+    let bus = Arc::new(EventBus::default());
+    let host_net = if config.host_network {
+        Some(crate::socket::host_inet::HostNet::new(bus.clone()).map_err(Error::Network)?)
+    } else {
+        None
+    };
+    let kernel = Arc::new(Kernel {
+        syscalls: crate::syscalls::dispatch,
+        sysv_shm: Arc::default(),
+        sysv_sem: Arc::default(),
+        sysv_msg: Arc::default(),
+        platform,
+        memory: memory.clone(),
+        fs,
+        uts: Mutex::new(UtsNames {
+            host: config.hostname.into_bytes(),
+            domain: b"(none)".to_vec(),
+        }),
+        cpus,
+        cpu_topology,
+        groups: crate::host::groups(),
+        total_memory: AtomicU64::new(total_memory),
+        host_memory,
+        memory_limit: AtomicU64::new(config.memory_limit.unwrap_or(u64::MAX)),
+        cpu_max: Mutex::new(config.cpu_max),
+        unsupported_seen: (0..abi::MAX_SYSCALL)
+            .map(|_| AtomicBool::new(false))
+            .collect(),
+        procs: Mutex::new(ProcTable {
+            task_limit: config.max_tasks,
+            ..ProcTable::default()
+        }),
+        locks: Arc::new(crate::vfs::lock::LockTable::new(bus.clone())),
+        bus,
+        timers: Default::default(),
+        futexes: Default::default(),
+        timekeeper: crate::loader::vdso_time::TimeKeeper::new(&memory)
+            .map_err(|e| Error::MemoryFile(std::io::Error::from_raw_os_error(e.0)))?,
+        net: netstack::Stack::new(config.network.clone()),
+        sockets: Box::new(crate::socket::SocketState {
+            host_net,
+            ..Default::default()
+        }),
+        reaped_cpu: Mutex::default(),
+    });
+    // What the guest sees of its network (netlink, interface ioctls,
+    // /sys/class/net, /proc/net): the netstack's interfaces. With
+    // `--network host` the guest's sockets are host sockets, and it sees
+    // the host's interfaces as the runtime found them before the Sentry
+    // was confined: the Sentry cannot ask the host inside its seccomp
+    // filter (no netlink socket of its own), and needs nothing live. With
+    // `--network sandbox` in OCI mode it sees the container's interface
+    // the same way, with the addresses the netstack owns.
+    crate::socket::netlink::set_table(match (&config.network.mode, config.interfaces) {
+        (_, Some(host)) if config.host_network => host,
+        (netstack::Mode::Egress, Some(container)) => container,
+        (netstack::Mode::Egress, None) => crate::socket::netlink::NetTable::sandbox(
+            netstack::EGRESS_ADDR_V4,
+            netstack::EGRESS_ADDR_V6,
+        ),
+        (netstack::Mode::Loopback, _) => crate::socket::netlink::NetTable::loopback(),
+    });
+    if matches!(config.network.mode, netstack::Mode::Egress) {
+        // Names resolve only through the Sentry's DNS server, which the
+        // guest's resolv.conf names; hosts is the sandbox's own.
+        netstack::dns::serve(&kernel.net, netstack::dns::host_resolver())
+            .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
+        let hosts = format!(
+            "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{}\n",
+            String::from_utf8_lossy(&kernel.uts().host)
+        );
+        let resolv = format!(
+            "# ferrovisor: names resolve through the sandbox's DNS server, which\n# answers only what --allow-host rules allow.\nnameserver {}\n",
+            netstack::dns::DNS_ADDR.ip()
+        );
+        for (name, text) in [(&b"hosts"[..], hosts), (&b"resolv.conf"[..], resolv)] {
+            kernel
+                .fs
+                .provide_file(b"etc", name, text.as_bytes())
+                .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
+        }
+    }
+    {
+        // Socket readiness changes wake blocked tasks, and what happened
+        // to a socket with O_ASYNC signals its owners.
+        let bus = kernel.bus.clone();
+        let asyncs = crate::socket::state(&kernel).inet_async.clone();
+        let net = Arc::downgrade(&kernel.net);
+        kernel
+            .net
+            .set_notifier(Arc::new(move |ids: &[netstack::SocketId]| {
+                bus.notify();
+                if let Some(net) = net.upgrade() {
+                    asyncs.notify(&net, ids);
+                }
+            }));
+    }
+    kernel.fs.proc.attach(&kernel);
+    kernel.fs.devpts.attach(&kernel);
+    // Over everything mounted, with /proc and /sys able to answer.
+    let skipped = kernel
+        .fs
+        .lock_paths(&config.masked_paths, &config.readonly_paths)
+        .map_err(|e| Error::Mount("the masked and read-only paths".into(), e))?;
+    for p in skipped {
+        tracing::debug!(
+            "masked or read-only path {} skipped: not in the sandbox",
+            String::from_utf8_lossy(&p)
+        );
+    }
+    if let Some(StartHook(hook)) = config.on_start {
+        hook(Arc::downgrade(&kernel));
+    }
+    let host_signals = config.host_signals;
+    // From here on the Sentry works on descriptors it holds: every host
+    // path it needed has been opened. Its threads take the filter now;
+    // those it starts later (and the stubs) inherit it.
+    let egress = matches!(config.network.mode, netstack::Mode::Egress);
+    // Asked of the host now: the filter leaves getuid/getgid out.
+    crate::host::ids();
+    crate::host::filter::install(crate::host::filter::Needs {
+        host_sockets: config.host_network || egress,
+        host_listen: config.host_network,
+        host_resolver: egress,
+        platform_clone_flags: kernel.platform.host_clone_flags(),
+    })
+    .map_err(Error::HostFilter)?;
+    let task = start_process(
+        &kernel,
+        ProcessSpec {
+            argv: config.argv,
+            envp: config.envp,
+            cwd: config.cwd,
+            ids: config.ids,
+            ppid: 0,
+            stdio: Stdio::Inherit,
+            privileges: config.privileges,
+        },
+    )?;
+    // Only now is there a first process to hand host signals to; those that
+    // came before stay pending (blocked) until the forwarder takes them.
+    crate::kernel::hostsig::start_forwarder(Arc::downgrade(&kernel), host_signals);
+    // Init's other threads may still run: the sandbox ends when the whole
+    // process has.
+    let status = run_process(&kernel, task);
+    // Init has exited: like a PID namespace's init, it takes every other
+    // process with it.
+    kernel.kill_all();
+    // The processes just killed may still hold shared mappings of volume
+    // files, which would be written back when their address spaces go:
+    // the Sentry may end first, so what they hold goes to the host now.
+    for cache in kernel.fs.page_caches.all() {
+        if let Err(e) = cache.writeback(None) {
+            tracing::warn!("page cache writeback at the sandbox's end failed: {e:?}");
+        }
+    }
+    Ok(status)
+}
