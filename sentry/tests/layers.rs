@@ -54,7 +54,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("kernel/task.rs", "syscalls"),
     ("loader/mod.rs", "kernel"),
     ("mm/fileimage.rs", "vfs"),
-    ("mm/guestio.rs", "vfs"),
     ("mm/mod.rs", "fsimpl"),
     ("mm/mod.rs", "vfs"),
     ("mm/pagecache.rs", "fsimpl"),
