@@ -10,11 +10,11 @@ use std::os::fd::BorrowedFd;
 use abi::Errno;
 use netstack::{Domain, SocketType};
 
+use crate::host::socket as host_sys;
 use crate::kernel::task::Task;
 use crate::mm::guestio::{ByteSource, GuestBufs};
 use crate::socket::cmsg;
 use crate::socket::host_inet::HostInetSocket;
-use crate::socket::host_sys;
 use crate::vfs::file::{copy_to_slices, FileDescription, FileKind};
 
 const SOCK_NONBLOCK: u64 = 0o4000;
