@@ -1102,7 +1102,7 @@ pub fn read(
     bufs: &[GuestSlice],
     nonblock: bool,
 ) -> Result<u64, Errno> {
-    let want: usize = bufs.iter().map(|b| b.len).sum();
+    let want: usize = bufs.iter().map(|b| b.len()).sum();
     if want == 0 {
         return Ok(0);
     }
@@ -1226,7 +1226,7 @@ pub fn write(
     bufs: &[GuestSlice],
     nonblock: bool,
 ) -> Result<u64, Errno> {
-    let total: usize = bufs.iter().map(|b| b.len).sum();
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
     let pty = &end.pty;
     if !end.master {
         let tostop = pty.lock().l(TOSTOP);

@@ -30,7 +30,7 @@ pub struct Pipe {
 }
 
 struct Inner {
-    buf: VecDeque<u8>,
+    buf: Ring,
     /// bytes in each page-sized buffer, oldest first (Linux's pipe slots:
     /// a slot frees only when read empty, and room is counted in slots)
     slots: VecDeque<usize>,
@@ -41,6 +41,112 @@ struct Inner {
 
 /// Size of one pipe buffer (a page).
 const SLOT: usize = 4096;
+
+/// The queued bytes: a ring over a buffer that doubles when a write needs
+/// more room and never shrinks (it holds at most the pipe's capacity), so
+/// a write copies guest memory straight into its free space.
+#[derive(Default)]
+struct Ring {
+    /// the storage; its length (0, or a power of two of at least a page)
+    /// is the ring's size
+    buf: Vec<u8>,
+    /// where the oldest byte is
+    head: usize,
+    /// bytes queued
+    len: usize,
+}
+
+impl Ring {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The queued bytes, oldest first, in two parts (the second where the
+    /// ring wraps).
+    fn as_slices(&self) -> (&[u8], &[u8]) {
+        let first = self.len.min(self.buf.len() - self.head);
+        (
+            &self.buf[self.head..self.head + first],
+            &self.buf[..self.len - first],
+        )
+    }
+
+    /// Copies the queued bytes from `skip` in into `out`; returns the count
+    /// copied.
+    fn peek(&self, mut skip: usize, out: &mut [u8]) -> usize {
+        let (a, b) = self.as_slices();
+        let mut done = 0;
+        for part in [a, b] {
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            let n = (part.len() - skip).min(out.len() - done);
+            out[done..done + n].copy_from_slice(&part[skip..skip + n]);
+            done += n;
+            skip = 0;
+        }
+        done
+    }
+
+    /// Drops the `n` oldest bytes (all of them, if fewer are queued).
+    fn discard(&mut self, n: usize) {
+        let n = n.min(self.len);
+        self.len -= n;
+        self.head = if self.len == 0 {
+            0
+        } else {
+            let h = self.head + n;
+            h.checked_sub(self.buf.len()).unwrap_or(h)
+        };
+    }
+
+    /// Appends `n` bytes, which `fill` writes into the two parts of free
+    /// space it is given (together `n` bytes, in order).
+    fn push_with(&mut self, n: usize, fill: impl FnOnce(&mut [u8], &mut [u8])) {
+        if n == 0 {
+            return;
+        }
+        self.reserve(n);
+        let size = self.buf.len();
+        let tail = self.head + self.len;
+        let tail = tail.checked_sub(size).unwrap_or(tail);
+        let first = n.min(size - tail);
+        // The free space is `[tail, size)` then `[0, head)` when the queue
+        // does not wrap, `[tail, head)` when it does: either way what does
+        // not fit above `tail` goes at 0, below it.
+        let (lo, hi) = self.buf.split_at_mut(tail);
+        fill(&mut hi[..first], &mut lo[..n - first]);
+        self.len += n;
+    }
+
+    /// Appends `data`.
+    fn extend(&mut self, data: &[u8]) {
+        self.push_with(data.len(), |a, b| {
+            let (x, y) = data.split_at(a.len());
+            a.copy_from_slice(x);
+            b.copy_from_slice(y);
+        });
+    }
+
+    /// Makes room for `n` more bytes.
+    fn reserve(&mut self, n: usize) {
+        let need = self.len + n;
+        if need <= self.buf.len() {
+            return;
+        }
+        let mut buf = vec![0u8; need.next_power_of_two().max(SLOT)];
+        let (a, b) = self.as_slices();
+        buf[..a.len()].copy_from_slice(a);
+        buf[a.len()..self.len].copy_from_slice(b);
+        self.buf = buf;
+        self.head = 0;
+    }
+}
 
 impl Inner {
     /// Takes room for a write the way Linux does and returns how many of
@@ -111,7 +217,7 @@ impl Pipe {
     pub fn new(bus: Arc<EventBus>) -> Arc<Pipe> {
         Arc::new(Pipe {
             inner: Mutex::new(Inner {
-                buf: VecDeque::new(),
+                buf: Ring::default(),
                 slots: VecDeque::new(),
                 capacity: DEFAULT_CAPACITY,
                 readers: 1,
@@ -205,19 +311,13 @@ impl Pipe {
             }
             let mut total = 0usize;
             for b in bufs {
-                let n = b.len.min(i.buf.len());
                 let (front, back) = i.buf.as_slices();
-                let a = n.min(front.len());
-                // SAFETY: guest slices are valid for `len` bytes of the
-                // memory file mapping; the sources are the pipe's own buffer.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(front.as_ptr(), b.ptr, a);
-                    std::ptr::copy_nonoverlapping(back.as_ptr(), b.ptr.add(a), n - a);
-                }
-                i.buf.drain(..n);
+                let a = b.write_at(0, front);
+                let n = a + b.write_at(a, back);
+                i.buf.discard(n);
                 i.consume(n);
                 total += n;
-                if n < b.len || i.buf.is_empty() {
+                if n < b.len() || i.buf.is_empty() {
                     break;
                 }
             }
@@ -230,7 +330,7 @@ impl Pipe {
     /// Writes guest memory into the pipe. `Err(EPIPE)` when no reader is
     /// left (the caller raises `SIGPIPE`).
     pub fn try_write(&self, bufs: &[GuestSlice], already: u64) -> Result<Attempt, Errno> {
-        let total_len: usize = bufs.iter().map(|b| b.len).sum();
+        let total_len: usize = bufs.iter().map(GuestSlice::len).sum();
         let moved = {
             let mut i = self.lock();
             if i.readers == 0 {
@@ -244,14 +344,15 @@ impl Pipe {
             let mut skip = already as usize;
             let mut moved = 0usize;
             for b in bufs {
-                if skip >= b.len {
-                    skip -= b.len;
+                if skip >= b.len() {
+                    skip -= b.len();
                     continue;
                 }
-                let n = (b.len - skip).min(room - moved);
-                // SAFETY: guest slices are valid for `len` bytes.
-                let src = unsafe { std::slice::from_raw_parts(b.ptr.add(skip), n) };
-                i.buf.extend(src);
+                let n = (b.len() - skip).min(room - moved);
+                i.buf.push_with(n, |x, y| {
+                    b.read_at(skip, x);
+                    b.read_at(skip + x.len(), y);
+                });
                 moved += n;
                 skip = 0;
                 if moved == room {
@@ -303,13 +404,7 @@ impl Pipe {
     /// them (`tee`, and splice's look before it knows how much the other
     /// side accepts); returns the count copied.
     pub fn peek(&self, skip: usize, out: &mut [u8]) -> usize {
-        let i = self.lock();
-        let avail = i.buf.len().saturating_sub(skip);
-        let n = avail.min(out.len());
-        for (o, b) in out[..n].iter_mut().zip(i.buf.range(skip..skip + n)) {
-            *o = *b;
-        }
-        n
+        self.lock().buf.peek(skip, out)
     }
 
     /// Drops `n` bytes from the front, once a splice has delivered them.
@@ -317,7 +412,7 @@ impl Pipe {
         {
             let mut i = self.lock();
             let n = n.min(i.buf.len());
-            i.buf.drain(..n);
+            i.buf.discard(n);
             i.consume(n);
         }
         self.bump_drained();
@@ -404,5 +499,59 @@ impl PipeEnd {
 impl Drop for PipeEnd {
     fn drop(&mut self) {
         self.pipe.close(self.reader);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(r: &Ring) -> Vec<u8> {
+        let (a, b) = r.as_slices();
+        [a, b].concat()
+    }
+
+    #[test]
+    fn the_ring_wraps_and_grows_keeping_order() {
+        let mut r = Ring::default();
+        let page: Vec<u8> = (0..SLOT).map(|i| i as u8).collect();
+        r.extend(&page[..3000]);
+        r.discard(2000);
+        // 1000 queued at 2000..3000; 2500 more wrap around the end.
+        r.extend(&page[..2500]);
+        assert_eq!(r.buf.len(), SLOT, "no growth while it fits");
+        assert!(!r.as_slices().1.is_empty(), "wrapped");
+        let want: Vec<u8> = page[2000..3000]
+            .iter()
+            .chain(&page[..2500])
+            .copied()
+            .collect();
+        assert_eq!(queued(&r), want);
+        let mut out = [0u8; 10];
+        assert_eq!(r.peek(995, &mut out), 10);
+        assert_eq!(out[..], want[995..1005]);
+        assert_eq!(r.peek(3495, &mut out), 5);
+        assert_eq!(r.peek(9999, &mut out), 0);
+        // Growing unwraps the queue into a larger buffer.
+        r.extend(&page);
+        assert_eq!(r.buf.len(), 2 * SLOT);
+        let want: Vec<u8> = want.iter().chain(&page).copied().collect();
+        assert_eq!(queued(&r), want);
+        r.discard(usize::MAX);
+        assert!(r.is_empty());
+        assert_eq!(r.len(), 0);
+    }
+
+    #[test]
+    fn filling_gets_the_free_space_in_order() {
+        let mut r = Ring::default();
+        r.extend(&[0; SLOT - 2]);
+        r.discard(SLOT - 3);
+        r.push_with(5, |a, b| {
+            assert_eq!((a.len(), b.len()), (2, 3));
+            a.copy_from_slice(&[1, 2]);
+            b.copy_from_slice(&[3, 4, 5]);
+        });
+        assert_eq!(queued(&r), [0, 1, 2, 3, 4, 5]);
     }
 }

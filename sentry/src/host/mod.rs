@@ -4,6 +4,8 @@
 
 pub mod cpu_topology;
 pub mod filter;
+pub(crate) mod sig;
+pub(crate) mod socket;
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};

@@ -4,13 +4,14 @@
 //! `fork` do not.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use abi::Errno;
 
 use crate::kernel::task::Task;
+use crate::mm::GuestWord;
 
 #[derive(Debug)]
 struct Waiter {
@@ -34,16 +35,8 @@ impl FutexTable {
 
 /// The key and word of the futex at `addr` (`EINVAL` when misaligned,
 /// `EFAULT` when not mapped readable).
-fn word(task: &Task, addr: u64) -> Result<(u64, &'static AtomicU32), Errno> {
-    if !addr.is_multiple_of(4) {
-        return Err(Errno::EINVAL);
-    }
-    let (off, ptr) = task.mm().futex_word(addr)?;
-    // SAFETY: the pointer is 4-byte aligned inside the memory file mapping,
-    // which stays mapped for the Sentry's whole life; the guest may change
-    // the word at any time, which is what atomics are for.
-    let w = unsafe { &*(ptr as *const AtomicU32) };
-    Ok((off, w))
+fn word(task: &Task, addr: u64) -> Result<(u64, GuestWord), Errno> {
+    task.mm().futex_word(addr)
 }
 
 /// `FUTEX_WAIT(_BITSET)`: sleeps while the word equals `val`.

@@ -26,6 +26,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
 
+use crate::host::sig;
 use crate::kernel::Kernel;
 
 /// What a forwarded host signal means to the guest's first process.
@@ -55,57 +56,16 @@ pub const FORWARDED: [i32; 7] = [
     libc::SIGWINCH,
 ];
 
-fn set() -> libc::sigset_t {
-    set_of(&FORWARDED)
-}
-
-fn set_of(sigs: &[i32]) -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data that sigemptyset initialises.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid sigset_t; the signal numbers are valid.
-    unsafe {
-        libc::sigemptyset(&mut set);
-        for &s in sigs {
-            libc::sigaddset(&mut set, s);
-        }
-    }
-    set
-}
-
 /// Blocks the forwarded signals in the calling thread (and so in every
 /// thread it starts afterwards).
 pub fn block_forwarded() -> std::io::Result<()> {
-    let set = set();
-    // SAFETY: valid sigset; the old mask is not wanted.
-    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if r != 0 {
-        return Err(std::io::Error::from_raw_os_error(r));
-    }
-    Ok(())
+    sig::block(&FORWARDED)
 }
 
 /// Waits for one of the forwarded signals (blocked by
 /// [`block_forwarded`]) and returns it; `None` if waiting fails.
 pub fn wait_forwarded() -> Option<i32> {
-    wait_in(&FORWARDED).map(|(sig, _)| sig)
-}
-
-/// Waits for one of `sigs` (blocked) and returns it with its siginfo;
-/// `None` if waiting fails.
-fn wait_in(sigs: &[i32]) -> Option<(i32, libc::siginfo_t)> {
-    let set = set_of(sigs);
-    // SAFETY: plain data that sigwaitinfo fills.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: `set` and `info` are valid for the call.
-        let sig = unsafe { libc::sigwaitinfo(&set, &mut info) };
-        if sig > 0 {
-            return Some((sig, info));
-        }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return None;
-        }
-    }
+    sig::wait(&FORWARDED).map(|(sig, _)| sig)
 }
 
 /// The real-time signal that carries a forwarded signal from the monitor
@@ -121,31 +81,13 @@ static MONITORED: AtomicBool = AtomicBool::new(false);
 /// blocks that one for the forwarder to wait for. Call it before any
 /// thread starts.
 pub fn from_monitor() -> std::io::Result<()> {
-    for sig in FORWARDED {
-        // SAFETY: setting a disposition to SIG_IGN runs no code of ours.
-        if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
-            return Err(std::io::Error::last_os_error());
-        }
+    for s in FORWARDED {
+        sig::ignore(s)?;
     }
-    // SAFETY: sigset_t is plain data that sigemptyset initialises.
-    let mut one: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid sigset pointers for the calls.
-    let r = unsafe {
-        libc::sigemptyset(&mut one);
-        libc::sigaddset(&mut one, FROM_MONITOR);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &one, std::ptr::null_mut())
-    };
-    if r != 0 {
-        return Err(std::io::Error::from_raw_os_error(r));
-    }
-    let set = set();
+    sig::block(&[FROM_MONITOR])?;
     // Pending copies from before (they were blocked) are discarded once
     // ignored and unblocked.
-    // SAFETY: valid sigset; the old mask is not wanted.
-    let r = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
-    if r != 0 {
-        return Err(std::io::Error::from_raw_os_error(r));
-    }
+    sig::unblock(&FORWARDED)?;
     MONITORED.store(true, Ordering::Relaxed);
     Ok(())
 }
@@ -153,26 +95,12 @@ pub fn from_monitor() -> std::io::Result<()> {
 /// Waits for the monitor's next forwarded signal; `None` if waiting fails.
 fn wait_from_monitor() -> Option<i32> {
     loop {
-        let (_, info) = wait_in(&[FROM_MONITOR])?;
-        // SAFETY: a queued signal's siginfo carries a value.
-        let sig = unsafe { info.si_value().sival_ptr } as usize as i32;
-        if FORWARDED.contains(&sig) {
-            return Some(sig);
+        let (_, value) = sig::wait(&[FROM_MONITOR])?;
+        let s = value as i32;
+        if FORWARDED.contains(&s) {
+            return Some(s);
         }
     }
-}
-
-/// Whether the calling thread blocks every one of `sigs`.
-fn all_blocked(sigs: &[i32]) -> bool {
-    // SAFETY: plain data, filled by pthread_sigmask.
-    let mut cur: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: a null new set only reads the mask into `cur`.
-    if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur) } != 0 {
-        return false;
-    }
-    // SAFETY: `cur` is a valid sigset_t.
-    sigs.iter()
-        .all(|&s| unsafe { libc::sigismember(&cur, s) } == 1)
 }
 
 /// Starts the thread that hands the forwarded signals to the guest, if the
@@ -184,7 +112,7 @@ pub(crate) fn start_forwarder(kernel: Weak<Kernel>, mode: HostSignals) {
     } else {
         &FORWARDED
     };
-    if !all_blocked(waited) {
+    if !sig::all_blocked(waited) {
         return;
     }
     let next = move || {

@@ -116,15 +116,7 @@ fn nosuid(loc: &Location) -> bool {
 fn pread_exact(file: &HostFile, buf: &mut [u8], pos: u64) -> Result<usize, Errno> {
     let mut done = 0;
     while done < buf.len() {
-        // SAFETY: the slice tail is valid for writes.
-        let n = unsafe {
-            crate::host::pread_raw(
-                file.fd(),
-                buf[done..].as_mut_ptr(),
-                buf.len() - done,
-                pos + done as u64,
-            )
-        }?;
+        let n = crate::host::pread(file.fd(), &mut buf[done..], pos + done as u64)?;
         if n == 0 {
             break;
         }

@@ -575,7 +575,8 @@ mod tests {
             assert!(as_pair(&before) <= as_pair(&ts) && as_pair(&ts) <= as_pair(&after));
 
             // Errors come back as -errno, as from Linux's vDSO.
-            // SAFETY: as above.
+            // SAFETY: `ts` is a valid, writable timespec (an invalid clock
+            // is the function's to refuse).
             let rc = unsafe { gettime(0x7fff, &mut ts) };
             assert_eq!(rc, -libc::EINVAL);
         }

@@ -3,8 +3,8 @@
 //! [`IO_CHUNK`] bytes of it at a time (ARCHITECTURE.md, "Limits that hold at
 //! any size"), so a 1 GiB `write` of mapped memory costs the Sentry 64 KiB.
 
+use crate::mm::guestmem::{copy_from_slices_at, copy_to_slices_at};
 use crate::mm::GuestSlice;
-use crate::vfs::file::{copy_from_slices_at, copy_to_slices_at};
 
 /// Most bytes of one guest transfer the Sentry holds at once. 64 KiB is a
 /// pipe's capacity and a loopback packet's size: large enough that the cost
@@ -68,7 +68,7 @@ pub struct GuestBufs<'a> {
 impl<'a> GuestBufs<'a> {
     /// The buffers, in order.
     pub fn new(bufs: &'a [GuestSlice]) -> Self {
-        let len = bufs.iter().map(|b| b.len).sum();
+        let len = bufs.iter().map(|b| b.len()).sum();
         GuestBufs { bufs, len }
     }
 
@@ -135,10 +135,9 @@ mod tests {
     fn slices(parts: &mut [Vec<u8>]) -> Vec<GuestSlice> {
         parts
             .iter_mut()
-            .map(|p| GuestSlice {
-                ptr: p.as_mut_ptr(),
-                len: p.len(),
-            })
+            // SAFETY: each test keeps `parts` alive, and leaves it alone,
+            // while it uses the slices.
+            .map(|p| unsafe { GuestSlice::new(p.as_mut_ptr(), p.len()) })
             .collect()
     }
 

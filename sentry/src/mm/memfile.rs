@@ -32,7 +32,9 @@ pub struct MemoryFile {
 // accesses go through methods that bounds-check offsets, and concurrent access
 // to guest memory is inherent to a kernel (the guest may write at any time).
 unsafe impl Send for MemoryFile {}
-// SAFETY: as above; the allocator state is behind a mutex.
+// SAFETY: shared use reaches the mapping only through the bounds-checked
+// copies, and the bytes are shared with the guest anyway; the allocator
+// state is behind a mutex.
 unsafe impl Sync for MemoryFile {}
 
 impl MemoryFile {
@@ -155,7 +157,8 @@ impl MemoryFile {
     /// Copies from the file at `off` into `buf`.
     pub fn read(&self, off: u64, buf: &mut [u8]) {
         let src = self.ptr(off, buf.len() as u64);
-        // SAFETY: as in `write`, with the roles swapped.
+        // SAFETY: `src` is valid for `buf.len()` bytes (checked by `ptr`) and
+        // cannot overlap `buf`, which is Sentry heap or stack memory.
         unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), buf.len()) };
     }
 
@@ -178,7 +181,7 @@ impl MemoryFile {
             if data < 0 || data as u64 >= end {
                 return;
             }
-            // SAFETY: as above.
+            // SAFETY: plain lseek on our own descriptor.
             let hole = unsafe { libc::lseek(self.fd.as_raw_fd(), data, libc::SEEK_HOLE) };
             let stop = if hole < 0 {
                 end

@@ -19,6 +19,7 @@
 
 pub mod fileimage;
 pub mod guestio;
+pub mod guestmem;
 pub mod memfile;
 pub mod pagecache;
 pub mod quota;
@@ -367,15 +368,7 @@ pub fn page_down(x: u64) -> u64 {
     x & !(PAGE_SIZE - 1)
 }
 
-/// A guest memory region as a pointer into the Sentry's mapping of the
-/// memory file, for host I/O straight into or out of guest memory.
-#[derive(Clone, Copy, Debug)]
-pub struct GuestSlice {
-    /// start in the Sentry's mapping
-    pub ptr: *mut u8,
-    /// length in bytes
-    pub len: usize,
-}
+pub use crate::mm::guestmem::{GuestSlice, GuestWord};
 
 /// A copied address space in transit from a `fork` parent to its child.
 #[derive(Debug)]
@@ -1279,9 +1272,13 @@ impl MemoryManager {
         FaultFix::Copied
     }
 
-    /// The memory-file offset (the futex key) and the Sentry's pointer of
-    /// the readable word at `addr`.
-    pub fn futex_word(&self, addr: u64) -> Result<(u64, *const u8), Errno> {
+    /// The memory-file offset (the futex key) and the readable word at
+    /// `addr` (`EINVAL` when misaligned, `EFAULT` when not mapped
+    /// readable).
+    pub fn futex_word(&self, addr: u64) -> Result<(u64, GuestWord), Errno> {
+        if !addr.is_multiple_of(4) {
+            return Err(Errno::EINVAL);
+        }
         let v = self
             .find_vma(addr)
             .filter(|v| v.prot.read && addr + 4 <= v.end)
@@ -1292,7 +1289,12 @@ impl MemoryManager {
             self.own_pages(v, addr, addr + 4);
         }
         let (off, _) = v.locate(addr);
-        Ok((off, self.mf.ptr(off, 4)))
+        // SAFETY: `addr` is 4-byte aligned, and so is the Sentry's pointer
+        // (the mapping is page-aligned and a page's bytes keep their place
+        // in it); `mf.ptr` checked the 4 bytes lie inside the memory file's
+        // mapping, which stays until the `MemoryFile` drops with the
+        // kernel, after every system call (see `GuestSlice::new`).
+        Ok((off, unsafe { GuestWord::new(self.mf.ptr(off, 4)) }))
     }
 
     /// The seven bytes at `site` when they lie in one private executable
@@ -1413,15 +1415,13 @@ impl MemoryManager {
             }
             let (off, n) = v.locate(at);
             let n = n.min(end - at);
-            let ptr = self.mf.ptr(off, n);
-            match out.last_mut() {
-                // SAFETY: (pointer arithmetic only) one past the last slice,
-                // inside the memory file's mapping or one past its end.
-                Some(last) if unsafe { last.ptr.add(last.len) } == ptr => last.len += n as usize,
-                _ => out.push(GuestSlice {
-                    ptr,
-                    len: n as usize,
-                }),
+            // SAFETY: `mf.ptr` checked that the `n` bytes lie inside the
+            // memory file's mapping, which stays until the `MemoryFile`
+            // drops with the kernel, after every system call that could use
+            // the slice (see `GuestSlice::new`).
+            let s = unsafe { GuestSlice::new(self.mf.ptr(off, n), n as usize) };
+            if !out.last_mut().is_some_and(|last| last.join(s)) {
+                out.push(s);
             }
             at += n;
         }

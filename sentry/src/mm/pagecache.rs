@@ -717,10 +717,9 @@ mod tests {
     }
 
     fn guest(buf: &mut [u8]) -> [GuestSlice; 1] {
-        [GuestSlice {
-            ptr: buf.as_mut_ptr(),
-            len: buf.len(),
-        }]
+        // SAFETY: each use is within one statement, while `buf` is borrowed
+        // and not otherwise touched.
+        [unsafe { GuestSlice::new(buf.as_mut_ptr(), buf.len()) }]
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use abi::Errno;
 use netstack::{Domain, SocketType};
 
-use super::host_sys;
+use crate::host::socket as host_sys;
 use crate::kernel::EventBus;
 
 /// The host sockets of one sandbox and the thread watching them.
@@ -167,7 +167,7 @@ impl HostInetSocket {
         })
     }
 
-    /// The host socket, for the calls in `host_sys`.
+    /// The host socket, for the calls in `crate::host::socket`.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

@@ -4,7 +4,6 @@
 
 pub mod cmsg;
 pub mod host_inet;
-pub(crate) mod host_sys;
 pub mod inet;
 pub mod netlink;
 pub mod unix;

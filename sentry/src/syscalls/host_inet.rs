@@ -10,11 +10,11 @@ use std::os::fd::BorrowedFd;
 use abi::Errno;
 use netstack::{Domain, SocketType};
 
+use crate::host::socket as host_sys;
 use crate::kernel::task::Task;
 use crate::mm::guestio::{ByteSource, GuestBufs};
 use crate::socket::cmsg;
 use crate::socket::host_inet::HostInetSocket;
-use crate::socket::host_sys;
 use crate::vfs::file::{copy_to_slices, FileDescription, FileKind};
 
 const SOCK_NONBLOCK: u64 = 0o4000;
@@ -329,7 +329,7 @@ pub fn recvfrom(
     a: &[u64; 6],
 ) -> Result<u64, Errno> {
     let slices = task.mm().slices(a[1], a[2], true)?;
-    let max: usize = slices.iter().map(|x| x.len).sum();
+    let max: usize = slices.iter().map(|x| x.len()).sum();
     let got = recv(task, file, s, max, a[3], false)?;
     copy_to_slices(&slices, &got.data);
     if a[4] != 0 && !got.from.is_empty() {
@@ -372,7 +372,7 @@ pub fn recvmsg(
 ) -> Result<u64, Errno> {
     let w: [u64; 7] = task.mm().read_obj(msg)?;
     let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
-    let max: usize = slices.iter().map(|x| x.len).sum();
+    let max: usize = slices.iter().map(|x| x.len()).sum();
     let got = recv(task, file, s, max, flags, true)?;
     copy_to_slices(&slices, &got.data);
     // The host's control messages that passed the checks, laid out anew

@@ -183,7 +183,7 @@ pub fn recvfrom(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64
 pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Result<u64, Errno> {
     let w: [u64; 7] = task.mm().read_obj(msg)?;
     let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
-    let max: usize = slices.iter().map(|x| x.len).sum();
+    let max: usize = slices.iter().map(|x| x.len()).sum();
     let (data, full) = recv(task, file, max, flags)?;
     copy_to_slices(&slices, &data);
     let out_flags: u32 = if full > data.len() {

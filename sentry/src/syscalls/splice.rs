@@ -88,14 +88,6 @@ fn sink(f: &FileDescription) -> bool {
         )
 }
 
-/// A Sentry buffer as the one "guest" slice the read and write paths take.
-fn sentry_slice(buf: &mut [u8]) -> [GuestSlice; 1] {
-    [GuestSlice {
-        ptr: buf.as_mut_ptr(),
-        len: buf.len(),
-    }]
-}
-
 /// Reads into a Sentry buffer through the description's read path (`at`:
 /// at that offset, position untouched).
 fn read_into(
@@ -104,7 +96,12 @@ fn read_into(
     buf: &mut [u8],
     at: Option<u64>,
 ) -> Result<usize, Errno> {
-    let s = sentry_slice(buf);
+    // The Sentry buffer as the one "guest" slice the read path takes.
+    // SAFETY: `buf` is valid for reads and writes of its length, and `s`
+    // is a local that only the read below uses, gone when this function
+    // returns, inside `buf`'s borrow; `buf` itself is not touched
+    // meanwhile.
+    let s = [unsafe { GuestSlice::new(buf.as_mut_ptr(), buf.len()) }];
     let n = if is_socket(f) {
         super::socket::read_socket(task, f, &GuestBufs::new(&s))?
     } else {
@@ -121,7 +118,12 @@ fn write_from(
     buf: &mut [u8],
     at: Option<u64>,
 ) -> Result<usize, Errno> {
-    let s = sentry_slice(buf);
+    // The Sentry buffer as the one "guest" slice the write path takes.
+    // SAFETY: `buf` is valid for reads and writes of its length, and `s`
+    // is a local that only the write below uses, gone when this function
+    // returns, inside `buf`'s borrow; `buf` itself is not touched
+    // meanwhile.
+    let s = [unsafe { GuestSlice::new(buf.as_mut_ptr(), buf.len()) }];
     let r = if is_socket(f) {
         super::socket::write_socket(task, f, &GuestBufs::new(&s))
     } else {

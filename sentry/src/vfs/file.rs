@@ -12,6 +12,9 @@ use crate::host;
 use crate::kernel::task::Thread;
 use crate::kernel::EventBus;
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
+pub use crate::mm::guestmem::{
+    copy_from_slices, copy_from_slices_at, copy_to_slices, copy_to_slices_at,
+};
 use crate::mm::GuestSlice;
 use crate::vfs::{self, Device, DirEntry, HostFile, Location, Node};
 
@@ -372,7 +375,7 @@ impl FileDescription {
                 return Err(Errno::EBADF);
             }
             let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
-            if bufs.iter().all(|b| b.len == 0) {
+            if bufs.iter().all(GuestSlice::is_empty) {
                 return Ok(0);
             }
             // Linux signals the writers' owners (O_ASYNC) before each
@@ -455,7 +458,7 @@ impl FileDescription {
                         }
                     });
                     let start = (pos as usize).min(data.len());
-                    let n = b.len.min(data.len() - start);
+                    let n = b.len().min(data.len() - start);
                     copy_to_slices(std::slice::from_ref(b), &data[start..start + n]);
                     n
                 }
@@ -469,29 +472,24 @@ impl FileDescription {
                     if self.is_dir() {
                         return Err(Errno::EISDIR);
                     }
-                    // SAFETY: guest slices point into the memory file mapping,
-                    // valid for `len` bytes.
-                    unsafe { host::pread_raw(f.fd(), b.ptr, b.len, pos) }?
+                    b.pread_from(f.fd(), pos)?
                 }
                 FileKind::Dev(Device::Null) => 0,
                 // Never opened as such: opening them yields a pty end.
                 FileKind::Dev(Device::Tty | Device::Ptmx) => return Err(Errno::EIO),
                 FileKind::Dev(Device::Zero | Device::Full) => {
-                    // SAFETY: as above.
-                    unsafe { std::ptr::write_bytes(b.ptr, 0, b.len) };
-                    b.len
+                    b.zero();
+                    b.len()
                 }
                 FileKind::Dev(Device::Random | Device::Urandom) => {
                     fill_random(&GuestBufs::new(std::slice::from_ref(b)));
-                    b.len
+                    b.len()
                 }
                 FileKind::Stdio(fd) => {
                     if at.is_some() {
-                        // SAFETY: as above.
-                        unsafe { host::pread_raw(Self::stdio_borrow(*fd), b.ptr, b.len, pos) }?
+                        b.pread_from(Self::stdio_borrow(*fd), pos)?
                     } else {
-                        // SAFETY: as above.
-                        unsafe { host::read_raw(Self::stdio_borrow(*fd), b.ptr, b.len) }?
+                        b.read_from(Self::stdio_borrow(*fd))?
                     }
                 }
                 FileKind::SynthDir => return Err(Errno::EISDIR),
@@ -510,7 +508,7 @@ impl FileDescription {
             };
             total += n as u64;
             pos += n as u64;
-            if n < b.len {
+            if n < b.len() {
                 break;
             }
         }
@@ -557,7 +555,7 @@ impl FileDescription {
             if let crate::vfs::Node::Proc(crate::fsimpl::proc::ProcNode::OomScoreAdj(_, p, _)) =
                 loc.node()
             {
-                let len: usize = bufs.iter().map(|b| b.len).sum();
+                let len: usize = bufs.iter().map(GuestSlice::len).sum();
                 let mut data = vec![0u8; len.min(23)];
                 let n = copy_from_slices(bufs, &mut data);
                 data.truncate(n);
@@ -596,7 +594,7 @@ impl FileDescription {
             if at.is_some() {
                 return Err(Errno::ESPIPE);
             }
-            let total_len: u64 = bufs.iter().map(|b| b.len as u64).sum();
+            let total_len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
             let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
             let mut done = 0u64;
             // Linux signals the readers' owners (O_ASYNC) before each
@@ -661,15 +659,12 @@ impl FileDescription {
         for b in bufs {
             let n = match &self.kind {
                 FileKind::Dev(Device::Full) => return Err(Errno::ENOSPC),
-                FileKind::Dev(_) => b.len,
+                FileKind::Dev(_) => b.len(),
                 FileKind::Stdio(fd) => {
                     let host_fd = Self::stdio_borrow(*fd);
-                    // SAFETY: guest slices are valid for `len` bytes.
-                    let r = unsafe {
-                        match at {
-                            Some(pos) => host::pwrite_raw(host_fd, b.ptr, b.len, pos + total),
-                            None => host::write_raw(host_fd, b.ptr, b.len),
-                        }
+                    let r = match at {
+                        Some(pos) => b.pwrite_to(host_fd, pos + total),
+                        None => b.write_to(host_fd),
                     };
                     match r {
                         Ok(n) => n,
@@ -683,7 +678,7 @@ impl FileDescription {
                 _ => return Err(Errno::EBADF),
             };
             total += n as u64;
-            if n < b.len {
+            if n < b.len() {
                 break;
             }
         }
@@ -720,8 +715,7 @@ impl FileDescription {
         let mut off = at.unwrap_or(*pos);
         let mut total = 0u64;
         for b in bufs {
-            // SAFETY: guest slices are valid for `len` bytes.
-            let r = unsafe { host::pwrite_raw(f.fd(), b.ptr, b.len, off) };
+            let r = b.pwrite_to(f.fd(), off);
             let n = match r {
                 Ok(n) => n,
                 Err(e) if total > 0 => {
@@ -732,7 +726,7 @@ impl FileDescription {
             };
             total += n as u64;
             off += n as u64;
-            if n < b.len {
+            if n < b.len() {
                 break;
             }
         }
@@ -893,7 +887,7 @@ impl FileDescription {
         at: Option<u64>,
     ) -> Option<Result<u64, Errno>> {
         let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
-        let len: usize = bufs.iter().map(|b| b.len).sum();
+        let len: usize = bufs.iter().map(GuestSlice::len).sum();
         let r = match &self.kind {
             FileKind::EventFd(e) => {
                 if at.is_some() {
@@ -1223,21 +1217,6 @@ impl FdTable {
     }
 }
 
-/// Copies `data` into guest slices; returns the count copied.
-pub fn copy_to_slices(bufs: &[GuestSlice], data: &[u8]) -> u64 {
-    let mut done = 0;
-    for b in bufs {
-        if done == data.len() {
-            break;
-        }
-        let n = b.len.min(data.len() - done);
-        // SAFETY: guest slices are valid for `len` bytes of the memory file.
-        unsafe { std::ptr::copy_nonoverlapping(data[done..].as_ptr(), b.ptr, n) };
-        done += n;
-    }
-    done as u64
-}
-
 /// Fills guest buffers with random bytes, [`IO_CHUNK`] at a time.
 pub fn fill_random(dst: &GuestBufs<'_>) {
     let mut stage = Stage::new();
@@ -1247,65 +1226,6 @@ pub fn fill_random(dst: &GuestBufs<'_>) {
         host::getrandom(piece);
         done += dst.write_at(done, piece);
     }
-}
-
-/// Copies `data` into guest slices, starting `skip` bytes in; returns the
-/// count copied.
-pub fn copy_to_slices_at(bufs: &[GuestSlice], mut skip: usize, data: &[u8]) -> usize {
-    let mut done = 0;
-    for b in bufs {
-        if done == data.len() {
-            break;
-        }
-        if skip >= b.len {
-            skip -= b.len;
-            continue;
-        }
-        let n = (b.len - skip).min(data.len() - done);
-        // SAFETY: guest slices are valid for `len` bytes of the memory
-        // file, and `skip + n <= len`; `data` is Sentry memory.
-        unsafe { std::ptr::copy_nonoverlapping(data[done..].as_ptr(), b.ptr.add(skip), n) };
-        done += n;
-        skip = 0;
-    }
-    done
-}
-
-/// Copies from guest slices into `out`; returns the count copied.
-pub fn copy_from_slices(bufs: &[GuestSlice], out: &mut [u8]) -> usize {
-    let mut done = 0;
-    for b in bufs {
-        if done == out.len() {
-            break;
-        }
-        let n = b.len.min(out.len() - done);
-        // SAFETY: guest slices are valid for `len` bytes of the memory file.
-        unsafe { std::ptr::copy_nonoverlapping(b.ptr, out[done..].as_mut_ptr(), n) };
-        done += n;
-    }
-    done
-}
-
-/// Copies from guest slices, starting `skip` bytes in, into `out`;
-/// returns the count copied.
-pub fn copy_from_slices_at(bufs: &[GuestSlice], mut skip: usize, out: &mut [u8]) -> usize {
-    let mut done = 0;
-    for b in bufs {
-        if done == out.len() {
-            break;
-        }
-        if skip >= b.len {
-            skip -= b.len;
-            continue;
-        }
-        let n = (b.len - skip).min(out.len() - done);
-        // SAFETY: guest slices are valid for `len` bytes of the memory
-        // file, and `skip + n <= len`.
-        unsafe { std::ptr::copy_nonoverlapping(b.ptr.add(skip), out[done..].as_mut_ptr(), n) };
-        done += n;
-        skip = 0;
-    }
-    done
 }
 
 /// `struct signalfd_siginfo` (128 bytes) for one dequeued signal.

@@ -1580,8 +1580,7 @@ impl FileSystem {
                 let mut buf = vec![0u8; 1 << 20];
                 let mut pos = 0u64;
                 loop {
-                    // SAFETY: `buf` is valid for writes of its length.
-                    let n = unsafe { host::pread_raw(src.fd(), buf.as_mut_ptr(), buf.len(), pos) }?;
+                    let n = host::pread(src.fd(), &mut buf, pos)?;
                     if n == 0 {
                         break;
                     }
