@@ -11,6 +11,7 @@ use abi::{Errno, Stat, Timespec};
 
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::mm::memfile::MemoryFile;
+use crate::mm::quota::{Quota, WritableMapping};
 use crate::mm::SharedRegion;
 use crate::PAGE_SIZE;
 
@@ -103,10 +104,7 @@ impl MemFs {
             mf,
             dev,
             next_ino: AtomicU64::new(2),
-            quota: Quota {
-                used: AtomicU64::new(0),
-                limit,
-            },
+            quota: Quota::unshared(limit),
             pool: pool.clone(),
             inodes: AtomicU64::new(1),
         });

@@ -22,6 +22,14 @@ impl Quota {
         })
     }
 
+    /// A quota of `limit` bytes, none used, owned by one file system.
+    pub fn unshared(limit: u64) -> Quota {
+        Quota {
+            used: AtomicU64::new(0),
+            limit,
+        }
+    }
+
     /// Takes `bytes`, or nothing and `ENOSPC` if they do not fit.
     pub(crate) fn charge(&self, bytes: u64) -> Result<(), Errno> {
         let mut cur = self.used.load(Ordering::Relaxed);
@@ -49,7 +57,7 @@ impl Quota {
             });
     }
 
-    fn available(&self) -> u64 {
+    pub fn available(&self) -> u64 {
         self.limit.saturating_sub(self.used.load(Ordering::Relaxed))
     }
 

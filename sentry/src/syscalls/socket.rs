@@ -250,7 +250,7 @@ pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             .ok_or(Errno::EINVAL)?
             .to_vec();
         let mode = abi::S_IFSOCK | (0o777 & !task.fs_ctx().umask);
-        let weak: std::sync::Weak<dyn std::any::Any + Send + Sync> = Arc::downgrade(&sock);
+        let weak: std::sync::Weak<dyn std::any::Any + Send + Sync> = Arc::downgrade(&sock) as _;
         dir.create(&name, mode, task.ids, || MemKind::Socket(weak))
             .map_err(|e| {
                 if e == Errno::EEXIST {
