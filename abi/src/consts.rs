@@ -326,3 +326,17 @@ pub mod tty {
     pub const VLNEXT: usize = 15;
     pub const VEOL2: usize = 16;
 }
+
+/// `poll(2)` event bits.
+pub mod poll {
+    #![allow(missing_docs)]
+    pub const POLLIN: i16 = 0x1;
+    pub const POLLPRI: i16 = 0x2;
+    pub const POLLOUT: i16 = 0x4;
+    pub const POLLERR: i16 = 0x8;
+    pub const POLLHUP: i16 = 0x10;
+    pub const POLLNVAL: i16 = 0x20;
+    pub const POLLRDNORM: i16 = 0x40;
+    pub const POLLWRNORM: i16 = 0x100;
+    pub const POLLRDHUP: i16 = 0x2000;
+}

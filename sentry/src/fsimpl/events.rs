@@ -9,21 +9,10 @@ use abi::Errno;
 
 use crate::kernel::task::Thread;
 use crate::kernel::timers::TimerService;
-use crate::vfs::file::FileDescription;
+use crate::mm::GuestSlice;
+use crate::vfs::file::{copy_from_slices, copy_to_slices, Blocker, FileDescription, FileImpl};
 
-/// `poll` event bits.
-pub mod poll {
-    #![allow(missing_docs)]
-    pub const POLLIN: i16 = 0x1;
-    pub const POLLPRI: i16 = 0x2;
-    pub const POLLOUT: i16 = 0x4;
-    pub const POLLERR: i16 = 0x8;
-    pub const POLLHUP: i16 = 0x10;
-    pub const POLLNVAL: i16 = 0x20;
-    pub const POLLRDNORM: i16 = 0x40;
-    pub const POLLWRNORM: i16 = 0x100;
-    pub const POLLRDHUP: i16 = 0x2000;
-}
+pub use abi::poll;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -174,7 +163,7 @@ impl Epoll {
         events: u32,
         data: u64,
     ) -> Result<(), Errno> {
-        if let (EPOLL_CTL_ADD, crate::vfs::file::FileKind::Epoll(inner)) = (op, &file.kind) {
+        if let (EPOLL_CTL_ADD, Some(inner)) = (op, file.downcast::<Epoll>()) {
             // No cycles, and no deeper nesting than Linux allows (checked
             // before taking this instance's lock).
             if inner.reaches(self, 0) {
@@ -274,11 +263,11 @@ impl Epoll {
         let nested: Vec<Arc<FileDescription>> = lock(&self.interests)
             .values()
             .filter_map(|i| i.file.upgrade())
-            .filter(|f| matches!(f.kind, crate::vfs::file::FileKind::Epoll(_)))
+            .filter(|f| f.downcast::<Epoll>().is_some())
             .collect();
-        nested.iter().any(|f| match &f.kind {
-            crate::vfs::file::FileKind::Epoll(e) => e.reaches(target, depth + 1),
-            _ => false,
+        nested.iter().any(|f| {
+            f.downcast::<Epoll>()
+                .is_some_and(|e| e.reaches(target, depth + 1))
         })
     }
 
@@ -293,4 +282,223 @@ impl Epoll {
                 })
         })
     }
+}
+
+fn nonblocking(file: &FileDescription) -> bool {
+    file.flags() & abi::OpenFlags::NONBLOCK.bits() != 0
+}
+
+fn total_len(bufs: &[GuestSlice]) -> usize {
+    bufs.iter().map(GuestSlice::len).sum()
+}
+
+/// `POLLIN | POLLRDNORM` when `ready`.
+fn readable_bits(ready: bool) -> i16 {
+    if ready {
+        poll::POLLIN | poll::POLLRDNORM
+    } else {
+        0
+    }
+}
+
+impl FileImpl for EventFd {
+    fn read(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        if at.is_some() {
+            return Err(Errno::ESPIPE);
+        }
+        if total_len(bufs) < 8 {
+            return Err(Errno::EINVAL);
+        }
+        blk.block_on(nonblocking(file), || Ok(self.try_read()), || self.state().0)
+            .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
+    }
+
+    fn write(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        _at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let mut raw = [0u8; 8];
+        if copy_from_slices(bufs, &mut raw) < 8 {
+            return Err(Errno::EINVAL);
+        }
+        let v = u64::from_ne_bytes(raw);
+        if v == u64::MAX {
+            return Err(Errno::EINVAL);
+        }
+        blk.block_on(
+            nonblocking(file),
+            || Ok(self.try_write(v)),
+            || self.state().1,
+        )?;
+        blk.bus.notify();
+        Ok(8)
+    }
+
+    fn poll(&self, _thread: &Thread, _events: i16, _depth: u32) -> i16 {
+        let (r, w) = self.state();
+        readable_bits(r)
+            | if w {
+                poll::POLLOUT | poll::POLLWRNORM
+            } else {
+                0
+            }
+    }
+
+    fn generation(&self) -> u64 {
+        EventFd::generation(self)
+    }
+
+    fn link_name(&self) -> Option<Vec<u8>> {
+        Some(b"anon_inode:[eventfd]".to_vec())
+    }
+
+    fn fdinfo(&self) -> String {
+        format!("eventfd-count: {:16x}\n", self.count())
+    }
+}
+
+impl FileImpl for TimerFd {
+    fn read(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        _at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        if total_len(bufs) < 8 {
+            return Err(Errno::EINVAL);
+        }
+        let count = &self.count;
+        blk.block_on(
+            nonblocking(file),
+            || {
+                let n = count.swap(0, Ordering::Relaxed);
+                Ok((n > 0).then_some(n))
+            },
+            || count.load(Ordering::Relaxed) > 0,
+        )
+        .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
+    }
+
+    fn poll(&self, _thread: &Thread, _events: i16, _depth: u32) -> i16 {
+        readable_bits(self.count.load(Ordering::Relaxed) > 0)
+    }
+
+    fn generation(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn link_name(&self) -> Option<Vec<u8>> {
+        Some(b"anon_inode:[timerfd]".to_vec())
+    }
+}
+
+impl FileImpl for SignalFd {
+    fn read(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        _at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        const SIZE: usize = 128;
+        let len = total_len(bufs);
+        if len < SIZE {
+            return Err(Errno::EINVAL);
+        }
+        let mask = *self.mask.lock().unwrap_or_else(|e| e.into_inner());
+        let max = len / SIZE;
+        let thread = blk.thread;
+        blk.block_on(
+            nonblocking(file),
+            || {
+                let mut out = Vec::new();
+                let mut p = thread.process.state();
+                let mut t = thread.state();
+                while out.len() / SIZE < max {
+                    let ready = (t.pending.bits | p.pending.bits) & mask;
+                    if ready == 0 {
+                        break;
+                    }
+                    let sig = ready.trailing_zeros() as i32 + 1;
+                    let info = if t.pending.has(sig) {
+                        t.pending.dequeue(sig)
+                    } else {
+                        p.pending.dequeue(sig)
+                    };
+                    out.extend_from_slice(&signalfd_siginfo(&info));
+                }
+                Ok((!out.is_empty()).then_some(out))
+            },
+            || signals_pending(thread) & mask != 0,
+        )
+        .map(|v| copy_to_slices(bufs, &v))
+    }
+
+    fn poll(&self, thread: &Thread, _events: i16, _depth: u32) -> i16 {
+        let mask = *self.mask.lock().unwrap_or_else(|e| e.into_inner());
+        readable_bits(signals_pending(thread) & mask != 0)
+    }
+
+    fn link_name(&self) -> Option<Vec<u8>> {
+        Some(b"anon_inode:[signalfd]".to_vec())
+    }
+}
+
+impl FileImpl for Epoll {
+    fn poll(&self, thread: &Thread, _events: i16, depth: u32) -> i16 {
+        readable_bits(depth < 5 && self.any_ready(thread, depth))
+    }
+
+    fn link_name(&self) -> Option<Vec<u8>> {
+        Some(b"anon_inode:[eventpoll]".to_vec())
+    }
+}
+
+/// `struct signalfd_siginfo` (128 bytes) for one dequeued signal.
+fn signalfd_siginfo(info: &abi::SigInfo) -> [u8; 128] {
+    let mut b = [0u8; 128];
+    let w32 =
+        |b: &mut [u8; 128], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+    w32(&mut b, 0, info.signo as u32);
+    w32(&mut b, 4, info.errno as u32);
+    w32(&mut b, 8, info.code as u32);
+    if info.code == crate::kernel::task::si::TIMER {
+        w32(&mut b, 24, info.fields[0] as u32); // ssi_tid (timer id)
+        w32(&mut b, 32, (info.fields[0] >> 32) as u32); // ssi_overrun
+    } else {
+        w32(&mut b, 12, info.fields[0] as u32); // ssi_pid
+        w32(&mut b, 16, (info.fields[0] >> 32) as u32); // ssi_uid
+    }
+    if info.code < 0 {
+        // Queued and timer signals carry the sender's `sigval`.
+        w32(&mut b, 44, info.fields[1] as u32); // ssi_int
+        b[48..56].copy_from_slice(&info.fields[1].to_ne_bytes()); // ssi_ptr
+    }
+    if info.signo == abi::signal::SIGCHLD {
+        w32(&mut b, 40, info.fields[1] as u32); // ssi_status
+    }
+    if matches!(
+        info.signo,
+        abi::signal::SIGSEGV | abi::signal::SIGBUS | abi::signal::SIGILL | abi::signal::SIGFPE
+    ) {
+        b[72..80].copy_from_slice(&info.fields[0].to_ne_bytes()); // ssi_addr
+    }
+    b
+}
+
+/// Signals pending for `thread`, its own and its process's.
+fn signals_pending(thread: &Thread) -> u64 {
+    let p = thread.process.state();
+    let t = thread.state();
+    t.pending.bits | p.pending.bits
 }

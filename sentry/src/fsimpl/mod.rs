@@ -4,6 +4,8 @@
 
 pub mod devpts;
 pub mod events;
+pub mod mqueue;
+pub mod pidfd;
 pub mod pipe;
 pub mod proc;
 pub mod sysctl;

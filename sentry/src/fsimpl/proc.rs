@@ -593,15 +593,8 @@ impl ProcFs {
                     let flags = file.flags() | if cloexec { 0o2000000 } else { 0 };
                     let mut text =
                         format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t1\nino:\t0\n");
-                    match &file.kind {
-                        crate::vfs::file::FileKind::EventFd(e) => {
-                            text += &format!("eventfd-count: {:16x}\n", e.count());
-                        }
-                        // What tools read to map a pidfd back to its process.
-                        crate::vfs::file::FileKind::PidFd(p) => {
-                            text += &format!("Pid:\t{0}\nNSpid:\t{0}\n", p.pid);
-                        }
-                        _ => {}
+                    if let crate::vfs::file::FileKind::Impl(i) = &file.kind {
+                        text += &i.fdinfo();
                     }
                     return Ok(ProcNode::File(ino, Arc::new(text.into_bytes())));
                 }
@@ -1473,12 +1466,7 @@ fn link_name(file: &FileDescription) -> Vec<u8> {
             format!("pipe:[{}]", Arc::as_ptr(&end.pipe) as u64 >> 4).into_bytes()
         }
         FileKind::Socket(_) => format!("socket:[{id}]").into_bytes(),
-        FileKind::EventFd(_) => b"anon_inode:[eventfd]".to_vec(),
-        FileKind::TimerFd(_) => b"anon_inode:[timerfd]".to_vec(),
-        FileKind::SignalFd(_) => b"anon_inode:[signalfd]".to_vec(),
-        FileKind::Epoll(_) => b"anon_inode:[eventpoll]".to_vec(),
-        FileKind::Inotify(_) => b"anon_inode:inotify".to_vec(),
-        FileKind::PidFd(_) => b"anon_inode:[pidfd]".to_vec(),
+        FileKind::Impl(i) if i.link_name().is_some() => i.link_name().unwrap_or_default(),
         FileKind::Stdio(fd) => stdio_name(*fd),
         // As Linux names a memfd: its file on the internal tmpfs, unlinked.
         FileKind::Mem(m) if m.memfd_name().is_some() => {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use abi::{Errno, OpenFlags, Timespec, Timeval};
 
-use crate::fsimpl::events::{EventFd, SignalFd, TimerFd};
+use crate::fsimpl::events::{Epoll, EventFd, SignalFd, TimerFd};
 use crate::kernel::task::{Task, UNBLOCKABLE};
 use crate::kernel::timers::Target;
 use crate::vfs::file::{FileDescription, FileKind};
@@ -41,7 +41,7 @@ pub fn sys_eventfd2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     check_flags(flags, EFD_SEMAPHORE)?;
     install(
         task,
-        FileKind::EventFd(EventFd::new(a[0] as u32 as u64, flags & EFD_SEMAPHORE != 0)),
+        FileKind::Impl(EventFd::new(a[0] as u32 as u64, flags & EFD_SEMAPHORE != 0)),
         flags,
     )
 }
@@ -49,7 +49,7 @@ pub fn sys_eventfd2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_eventfd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     install(
         task,
-        FileKind::EventFd(EventFd::new(a[0] as u32 as u64, false)),
+        FileKind::Impl(EventFd::new(a[0] as u32 as u64, false)),
         0,
     )
 }
@@ -103,14 +103,11 @@ pub fn sys_timerfd_create(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     clock_ok(clock)?;
     check_flags(flags, 0)?;
     let t = TimerFd::new(task.kernel.timers.clone(), clock).ok_or(Errno::ENOMEM)?;
-    install(task, FileKind::TimerFd(t), flags)
+    install(task, FileKind::Impl(Arc::new(t)), flags)
 }
 
 fn timerfd(file: &FileDescription) -> Result<&TimerFd, Errno> {
-    match &file.kind {
-        FileKind::TimerFd(t) => Ok(t),
-        _ => Err(Errno::EINVAL),
-    }
+    file.downcast().ok_or(Errno::EINVAL)
 }
 
 /// `struct itimerspec`: interval then value.
@@ -166,7 +163,7 @@ fn signalfd(task: &mut Task, fd: i32, mask_addr: u64, size: u64, flags: u32) -> 
     let mask = task.mm().read_obj::<u64>(mask_addr)? & !UNBLOCKABLE;
     if fd != -1 {
         let file = task.fds().file(fd.into())?;
-        let FileKind::SignalFd(s) = &file.kind else {
+        let Some(s) = file.downcast::<SignalFd>() else {
             return Err(Errno::EINVAL);
         };
         *s.mask.lock().unwrap_or_else(|e| e.into_inner()) = mask;
@@ -174,9 +171,9 @@ fn signalfd(task: &mut Task, fd: i32, mask_addr: u64, size: u64, flags: u32) -> 
     }
     install(
         task,
-        FileKind::SignalFd(SignalFd {
+        FileKind::Impl(Arc::new(SignalFd {
             mask: Mutex::new(mask),
-        }),
+        })),
         flags,
     )
 }
@@ -194,20 +191,20 @@ pub fn sys_epoll_create1(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if flags & !OpenFlags::CLOEXEC.bits() != 0 {
         return Err(Errno::EINVAL);
     }
-    install(task, FileKind::Epoll(Default::default()), flags)
+    install(task, FileKind::Impl(Arc::new(Epoll::default())), flags)
 }
 
 pub fn sys_epoll_create(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if (a[0] as i32) <= 0 {
         return Err(Errno::EINVAL);
     }
-    install(task, FileKind::Epoll(Default::default()), 0)
+    install(task, FileKind::Impl(Arc::new(Epoll::default())), 0)
 }
 
 pub fn sys_epoll_ctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let epfile = task.fds().file(a[0] as i32 as i64)?;
     let target = task.fds().file(a[2] as i32 as i64)?;
-    let FileKind::Epoll(ep) = &epfile.kind else {
+    let Some(ep) = epfile.downcast::<Epoll>() else {
         return Err(Errno::EINVAL);
     };
     if Arc::ptr_eq(&epfile, &target) {
@@ -241,7 +238,7 @@ fn epoll_wait(
         return Err(Errno::EINVAL);
     }
     let file = task.fds().file(epfd as i32 as i64)?;
-    let FileKind::Epoll(ep) = &file.kind else {
+    let Some(ep) = file.downcast::<Epoll>() else {
         return Err(Errno::EINVAL);
     };
     task.mm().slices(events, max as u64 * 12, true)?;

@@ -10,7 +10,7 @@ use zerocopy::FromZeros;
 
 use crate::kernel::task::{si, ExitStatus, Process, ProcessState, Task, Thread};
 use crate::mm::MemoryManager;
-use crate::vfs::file::{FileDescription, FileKind};
+use crate::vfs::file::FileDescription;
 
 const CLONE_VM: u64 = 0x100;
 const CLONE_FS: u64 = 0x200;
@@ -612,7 +612,7 @@ pub fn sys_waitid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }),
         P_PIDFD => {
             let file = task.fds().file(a[1] as i32 as i64)?;
-            let FileKind::PidFd(target) = &file.kind else {
+            let Some(crate::fsimpl::pidfd::PidFd(target)) = file.downcast() else {
                 return Err(Errno::EBADF);
             };
             // Reaped, its ID perhaps reused: no longer a child to wait for.
@@ -660,8 +660,8 @@ const PIDFD_NONBLOCK: u32 = 0o4000;
 /// Opens a pidfd for `target` (close-on-exec, as every pidfd is);
 /// `nonblock` is `0` or `O_NONBLOCK`.
 fn install_pidfd(task: &Task, target: Arc<Process>, nonblock: u32) -> Result<u64, Errno> {
-    let file = FileDescription::new(
-        FileKind::PidFd(target),
+    let file = FileDescription::of_impl(
+        Arc::new(crate::fsimpl::pidfd::PidFd(target)),
         None,
         OpenFlags::RDWR.bits() | nonblock,
     );

@@ -184,13 +184,18 @@ fn offset_arg(off: u64) -> Result<u64, Errno> {
     }
 }
 
+/// The open file of message queue `q`.
+fn mqueue_file(q: Arc<crate::kernel::ipc::mqueue::MsgQueue>) -> FileKind {
+    FileKind::Impl(Arc::new(crate::fsimpl::mqueue::MqueueFile(q)))
+}
+
 fn positional(file: &FileDescription) -> Result<(), Errno> {
-    match file.kind {
+    match &file.kind {
+        FileKind::Impl(i) if i.seekable() => Ok(()),
         FileKind::Stdio(_)
         | FileKind::Host(_)
         | FileKind::Mem(_)
         | FileKind::Static(_)
-        | FileKind::Mqueue(_)
         | FileKind::Dev(_)
         | FileKind::SynthDir => Ok(()),
         FileKind::Path => Err(Errno::EBADF),
@@ -300,16 +305,16 @@ fn inotify_init(task: &mut Task, flags: u32) -> Result<u64, Errno> {
     if flags & !allowed != 0 {
         return Err(Errno::EINVAL);
     }
-    let kind = FileKind::Inotify(inotify::Inotify::new(task.kernel.bus.clone()));
+    let kind = FileKind::Impl(inotify::Inotify::new(task.kernel.bus.clone()));
     // An inotify descriptor is read-only (O_RDONLY is 0).
     super::events::install_with(task, kind, flags, 0)
 }
 
 fn inotify_of(task: &Task, fd: u64) -> Result<Arc<inotify::Inotify>, Errno> {
-    match &task.fds().file(fd as i32 as i64)?.kind {
-        FileKind::Inotify(i) => Ok(i.clone()),
-        _ => Err(Errno::EINVAL),
-    }
+    task.fds()
+        .file(fd as i32 as i64)?
+        .downcast_arc::<inotify::Inotify>()
+        .ok_or(Errno::EINVAL)
 }
 
 pub fn sys_inotify_add_watch(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -525,7 +530,7 @@ fn open_inner(
                     let (q, _) = task.kernel.fs.mqueue.open(&name, Some(c), false)?;
                     *made = true;
                     let loc = child_of(&parent, name, Node::Mqueue(q.clone()));
-                    return install_file(task, FileKind::Mqueue(q), loc, acc, flags);
+                    return install_file(task, mqueue_file(q), loc, acc, flags);
                 }
                 let dir = match parent.node() {
                     Node::Mem(m) => m.clone(),
@@ -664,7 +669,7 @@ fn open_inner(
                 if !q.permits(&task.creds, want) {
                     return Err(Errno::EACCES);
                 }
-                FileKind::Mqueue(q.clone())
+                mqueue_file(q.clone())
             }
             Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::MqueueDir => {
                 if wants_write {
@@ -1222,7 +1227,9 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 (FileKind::Inet(s), _) => s.sock.bytes_readable().unwrap_or(0) as i32,
                 (FileKind::HostInet(s), _) => s.bytes_readable()?,
                 (FileKind::Socket(h), _) => h.0.available() as i32,
-                (FileKind::Inotify(i), _) => i.queued_bytes() as i32,
+                (FileKind::Impl(_), _) if file.downcast::<inotify::Inotify>().is_some() => file
+                    .downcast::<inotify::Inotify>()
+                    .map_or(0, |i| i.queued_bytes() as i32),
                 (FileKind::Host(_), _) if !file.is_dir() => {
                     let size = file.stat()?.size as u64;
                     let pos = *file.pos.lock().unwrap_or_else(|e| e.into_inner());
@@ -1745,7 +1752,7 @@ fn record_lock(
 /// (closing any descriptor of a file does that), and its notification
 /// registration when `file` is a message queue.
 pub fn close_releases_locks(task: &Task, file: &FileDescription) {
-    if let FileKind::Mqueue(q) = &file.kind {
+    if let Some(crate::fsimpl::mqueue::MqueueFile(q)) = file.downcast() {
         // Any close by the registered process ends its notification
         // registration (Linux's `mqueue_flush_file`).
         super::mqueue::drop_registration(task, q);
@@ -3091,7 +3098,13 @@ pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         (Some(n), _) => statfs_of(&task.kernel.fs, n)?,
         // A memfd: the internal tmpfs it lives in.
         (None, FileKind::Mem(m)) => statfs_of(&task.kernel.fs, &Node::Mem(m.clone()))?,
-        (None, FileKind::Mqueue(_)) => statfs_of(&task.kernel.fs, &Node::MqueueDir)?,
+        (None, _)
+            if file
+                .downcast::<crate::fsimpl::mqueue::MqueueFile>()
+                .is_some() =>
+        {
+            statfs_of(&task.kernel.fs, &Node::MqueueDir)?
+        }
         (None, _) => statfs_of(&task.kernel.fs, &Node::DevDir)?,
     };
     task.mm().write_obj(a[1], &s).map(|()| 0)

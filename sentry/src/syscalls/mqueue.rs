@@ -55,13 +55,12 @@ pub(super) fn create_args(task: &Task, mode: u32, attr: Option<(i64, i64)>) -> C
 /// description.
 fn queue_of(task: &Task, fd: u64) -> Result<(Arc<FileDescription>, Arc<MsgQueue>), Errno> {
     let file = task.fds().file(fd as i32 as i64)?;
-    match &file.kind {
-        FileKind::Mqueue(q) => {
-            let q = q.clone();
-            Ok((file, q))
-        }
-        _ => Err(Errno::EBADF),
-    }
+    let q = file
+        .downcast::<crate::fsimpl::mqueue::MqueueFile>()
+        .ok_or(Errno::EBADF)?
+        .0
+        .clone();
+    Ok((file, q))
 }
 
 fn nonblock(file: &FileDescription) -> bool {
@@ -118,7 +117,8 @@ pub fn sys_mq_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
     }
     let status = acc | (oflag & OpenFlags::NONBLOCK.bits());
-    let file = FileDescription::new(FileKind::Mqueue(q), None, status);
+    let file =
+        FileDescription::of_impl(Arc::new(crate::fsimpl::mqueue::MqueueFile(q)), None, status);
     // Message queue descriptors are always close-on-exec on Linux (POSIX:
     // `exec` closes them).
     task.install_fd(file, true)

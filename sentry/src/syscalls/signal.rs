@@ -292,8 +292,11 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         return Err(Errno::EINVAL);
     }
     let file = task.fds().file(a[0] as i32 as i64)?;
+    let pidfd = file.downcast::<crate::fsimpl::pidfd::PidFd>();
     let target = match (&file.kind, file.location.as_ref().map(|l| l.node())) {
-        (FileKind::PidFd(p), _) => p.clone(),
+        (FileKind::Impl(_), _) if pidfd.is_some() => {
+            pidfd.map(|p| p.0.clone()).ok_or(Errno::EBADF)?
+        }
         (FileKind::SynthDir, Some(Node::Proc(crate::fsimpl::proc::ProcNode::Pid(pid, None)))) => {
             task.kernel.process(*pid).ok_or(Errno::ESRCH)?
         }

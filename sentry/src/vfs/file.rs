@@ -32,16 +32,6 @@ pub enum FileKind {
     Path,
     /// one end of a pipe
     Pipe(PipeEnd),
-    /// an `eventfd`
-    EventFd(Arc<crate::fsimpl::events::EventFd>),
-    /// a `timerfd`
-    TimerFd(crate::fsimpl::events::TimerFd),
-    /// a `signalfd`
-    SignalFd(crate::fsimpl::events::SignalFd),
-    /// an `epoll` instance
-    Epoll(crate::fsimpl::events::Epoll),
-    /// an `inotify` instance
-    Inotify(Arc<crate::vfs::inotify::Inotify>),
     /// a tmpfs file or directory
     Mem(Arc<crate::fsimpl::tmpfs::MemInode>),
     /// a Unix socket
@@ -56,12 +46,79 @@ pub enum FileKind {
     Static(StaticData),
     /// one end of a pseudo-terminal
     Pty(crate::fsimpl::devpts::PtyEnd),
-    /// a process descriptor (`pidfd_open`, `CLONE_PIDFD`): names the
-    /// thread group itself, so it stays valid after the process dies and
-    /// its ID is reused
-    PidFd(Arc<crate::kernel::task::Process>),
-    /// a POSIX message queue (`mq_open`, or `open` in `/dev/mqueue`)
-    Mqueue(Arc<crate::kernel::ipc::mqueue::MsgQueue>),
+    /// a file whose kind implements [`FileImpl`] in its own module
+    /// (eventfd, timerfd, signalfd, epoll, inotify, pidfd, message queue)
+    Impl(Arc<dyn FileImpl>),
+}
+
+/// What an open file of one kind does (Linux's `file_operations`): each
+/// kind implements it beside the rest of its code, and
+/// [`FileDescription`] keeps what every open file has (flags, position,
+/// owner, locks) and asks this for the rest.
+pub trait FileImpl: std::any::Any + Send + Sync + fmt::Debug {
+    /// `read(2)` into guest memory (`at`: `pread`'s offset). The access
+    /// mode has been checked.
+    fn read(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let _ = (file, blk, bufs, at);
+        Err(Errno::EINVAL)
+    }
+
+    /// `write(2)` from guest memory. The access mode has been checked.
+    fn write(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let _ = (file, blk, bufs, at);
+        Err(Errno::EINVAL)
+    }
+
+    /// The `poll(2)` bits that hold now (the caller masks them).
+    fn poll(&self, thread: &Thread, events: i16, depth: u32) -> i16;
+
+    /// A number that changes whenever readiness may have changed
+    /// (edge-triggered epoll).
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    /// Whether `lseek(2)` moves the description's position (else
+    /// `ESPIPE`), and `pread`/`pwrite` are allowed.
+    fn seekable(&self) -> bool {
+        false
+    }
+
+    /// `fstat(2)`: by default an anonymous inode with no file type, 0600,
+    /// as Linux's `anon_inode` files are.
+    fn stat(&self, file: &FileDescription) -> Result<Stat, Errno> {
+        let mut st = crate::vfs::pipe_stat_like(0o600);
+        st.ino = file as *const FileDescription as u64 >> 4;
+        Ok(st)
+    }
+
+    /// The lists of descriptions to signal when it becomes readable and
+    /// writable (`O_ASYNC`), for kinds that support it.
+    fn fasync_lists(&self) -> Option<[Option<&crate::kernel::fasync::Fasync>; 2]> {
+        None
+    }
+
+    /// What `/proc/[pid]/fd/N` links to; `None`: the path it was opened at.
+    fn link_name(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// Lines of its own in `/proc/[pid]/fdinfo/N`.
+    fn fdinfo(&self) -> String {
+        String::new()
+    }
 }
 
 /// The bytes of a synthetic file (a /proc or /sys file), made when it was
@@ -230,6 +287,29 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl FileDescription {
+    /// A new description of a file whose kind implements [`FileImpl`].
+    pub fn of_impl(file: Arc<dyn FileImpl>, location: Option<Location>, flags: u32) -> Arc<Self> {
+        Self::new(FileKind::Impl(file), location, flags)
+    }
+
+    /// The open file as its kind's own type, when it is one of `T`.
+    pub fn downcast<T: FileImpl>(&self) -> Option<&T> {
+        match &self.kind {
+            FileKind::Impl(i) => (&**i as &dyn std::any::Any).downcast_ref(),
+            _ => None,
+        }
+    }
+
+    /// [`FileDescription::downcast`], shared.
+    pub fn downcast_arc<T: FileImpl>(&self) -> Option<Arc<T>> {
+        match &self.kind {
+            FileKind::Impl(i) => (i.clone() as Arc<dyn std::any::Any + Send + Sync>)
+                .downcast()
+                .ok(),
+            _ => None,
+        }
+    }
+
     /// A new description.
     pub fn new(kind: FileKind, location: Option<Location>, flags: u32) -> Arc<Self> {
         Arc::new(FileDescription {
@@ -275,7 +355,7 @@ impl FileDescription {
             FileKind::Socket(h) => Some([Some(&h.0.fasync), None]),
             FileKind::Inet(s) => Some([Some(&s.fasync), None]),
             FileKind::Netlink(s) => Some([Some(&s.fasync), None]),
-            FileKind::Inotify(i) => Some([Some(&i.fasync), None]),
+            FileKind::Impl(i) => i.fasync_lists(),
             _ => None,
         }
     }
@@ -407,19 +487,8 @@ impl FileDescription {
             let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
             return crate::fsimpl::devpts::read(blk, end, bufs, nonblock);
         }
-        if let Some(r) = self.read_events(blk, bufs, at) {
-            return r;
-        }
-        if let FileKind::Mqueue(q) = &self.kind {
-            // Reading a queue gives its status line (mq_overview(7)).
-            let line = q.status_line(|pid| pid);
-            let mut pos_guard = lock(&self.pos);
-            let start = (at.unwrap_or(*pos_guard) as usize).min(line.len());
-            let n = copy_to_slices(bufs, &line[start..]);
-            if at.is_none() {
-                *pos_guard = start as u64 + n;
-            }
-            return Ok(n);
+        if let FileKind::Impl(i) = &self.kind {
+            return i.read(self, blk, bufs, at);
         }
         if let FileKind::Stdio(fd) = self.kind {
             if at.is_none() && !self.stdio_ready(fd, blk)? {
@@ -494,13 +563,7 @@ impl FileDescription {
                 }
                 FileKind::SynthDir => return Err(Errno::EISDIR),
                 FileKind::Path | FileKind::Pipe(_) | FileKind::Pty(_) => return Err(Errno::EBADF),
-                FileKind::EventFd(_)
-                | FileKind::TimerFd(_)
-                | FileKind::SignalFd(_)
-                | FileKind::Epoll(_)
-                | FileKind::Inotify(_)
-                | FileKind::Mqueue(_)
-                | FileKind::PidFd(_) => return Err(Errno::EINVAL),
+                FileKind::Impl(_) => return Err(Errno::EINVAL),
                 FileKind::Socket(_)
                 | FileKind::Inet(_)
                 | FileKind::HostInet(_)
@@ -546,10 +609,8 @@ impl FileDescription {
         if !self.writable() {
             return Err(Errno::EBADF);
         }
-        // A queue's file has no write operation (messages go through
-        // mq_timedsend).
-        if let FileKind::Mqueue(_) = &self.kind {
-            return Err(Errno::EINVAL);
+        if let FileKind::Impl(i) = &self.kind {
+            return i.write(self, blk, bufs, at);
         }
         if let (FileKind::Static(_), Some(loc)) = (&self.kind, &self.location) {
             if let crate::vfs::Node::Proc(crate::fsimpl::proc::ProcNode::OomScoreAdj(_, p, _)) =
@@ -641,20 +702,6 @@ impl FileDescription {
             let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
             return crate::fsimpl::devpts::write(blk, end, bufs, nonblock);
         }
-        if let FileKind::EventFd(e) = &self.kind {
-            let mut raw = [0u8; 8];
-            if copy_from_slices(bufs, &mut raw) < 8 {
-                return Err(Errno::EINVAL);
-            }
-            let v = u64::from_ne_bytes(raw);
-            if v == u64::MAX {
-                return Err(Errno::EINVAL);
-            }
-            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
-            blk.block_on(nonblock, || Ok(e.try_write(v)), || e.state().1)?;
-            blk.bus.notify();
-            return Ok(8);
-        }
         let mut total = 0u64;
         for b in bufs {
             let n = match &self.kind {
@@ -743,15 +790,11 @@ impl FileDescription {
     /// Readiness for `poll`/`epoll`: the subset of `events` (plus errors
     /// and hang-ups, which are always reported) that holds now.
     pub fn poll_ready(&self, thread: &Thread, events: i16, depth: u32) -> i16 {
-        use crate::fsimpl::events::poll::*;
+        use abi::poll::*;
         let always = POLLERR | POLLHUP;
         let ready = match &self.kind {
             FileKind::Static(_) => POLLIN | POLLRDNORM,
-            // Whatever the access mode, as Linux's `mqueue_poll_file`.
-            FileKind::Mqueue(q) => {
-                let (r, w) = q.poll_state();
-                (if r { POLLIN | POLLRDNORM } else { 0 }) | if w { POLLOUT | POLLWRNORM } else { 0 }
-            }
+            FileKind::Impl(i) => i.poll(thread, events, depth),
             FileKind::Pipe(end) => {
                 let (readable, writable, no_writers, no_readers) = end.pipe.poll_state();
                 if end.reader {
@@ -765,47 +808,6 @@ impl FileDescription {
             FileKind::Stdio(fd) => host::poll_events(Self::stdio_borrow(*fd), events),
             FileKind::Pty(end) => crate::fsimpl::devpts::poll_events(end),
             FileKind::Path => POLLNVAL,
-            FileKind::EventFd(e) => {
-                let (r, w) = e.state();
-                (if r { POLLIN | POLLRDNORM } else { 0 }) | if w { POLLOUT | POLLWRNORM } else { 0 }
-            }
-            FileKind::TimerFd(t) => {
-                if t.count.load(std::sync::atomic::Ordering::Relaxed) > 0 {
-                    POLLIN | POLLRDNORM
-                } else {
-                    0
-                }
-            }
-            FileKind::SignalFd(s) => {
-                let mask = *lock(&s.mask);
-                if signals_pending(thread) & mask != 0 {
-                    POLLIN | POLLRDNORM
-                } else {
-                    0
-                }
-            }
-            FileKind::Inotify(i) => {
-                if i.readable() {
-                    POLLIN | POLLRDNORM
-                } else {
-                    0
-                }
-            }
-            // pidfd_open(2): readable once the process has terminated.
-            FileKind::PidFd(p) => {
-                if p.state().exit.is_some() {
-                    POLLIN | POLLRDNORM
-                } else {
-                    0
-                }
-            }
-            FileKind::Epoll(ep) => {
-                if depth < 5 && ep.any_ready(thread, depth) {
-                    POLLIN | POLLRDNORM
-                } else {
-                    0
-                }
-            }
             FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Mem(_) => {
                 POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
             }
@@ -839,13 +841,10 @@ impl FileDescription {
     pub fn event_generation(&self) -> u64 {
         match &self.kind {
             FileKind::Pipe(end) => end.pipe.generation(end.reader),
-            FileKind::EventFd(e) => e.generation(),
+            FileKind::Impl(i) => i.generation(),
             FileKind::Pty(end) => end.pty.generation(end.master),
             FileKind::Inet(s) => s.sock.edges().unwrap_or(0),
             FileKind::HostInet(s) => s.generation(),
-            FileKind::TimerFd(t) => t.count.load(std::sync::atomic::Ordering::Relaxed),
-            FileKind::Inotify(i) => i.generation(),
-            FileKind::Mqueue(q) => q.generation(),
             _ => 0,
         }
     }
@@ -878,103 +877,16 @@ impl FileDescription {
         }
     }
 
-    /// Reads of the event descriptors (`eventfd`, `timerfd`, `signalfd`);
-    /// `None` for other kinds.
-    fn read_events(
-        &self,
-        blk: Blocker<'_>,
-        bufs: &[GuestSlice],
-        at: Option<u64>,
-    ) -> Option<Result<u64, Errno>> {
-        let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
-        let len: usize = bufs.iter().map(GuestSlice::len).sum();
-        let r = match &self.kind {
-            FileKind::EventFd(e) => {
-                if at.is_some() {
-                    return Some(Err(Errno::ESPIPE));
-                }
-                if len < 8 {
-                    return Some(Err(Errno::EINVAL));
-                }
-                blk.block_on(nonblock, || Ok(e.try_read()), || e.state().0)
-                    .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
-            }
-            FileKind::TimerFd(t) => {
-                if len < 8 {
-                    return Some(Err(Errno::EINVAL));
-                }
-                let count = &t.count;
-                blk.block_on(
-                    nonblock,
-                    || {
-                        let n = count.swap(0, std::sync::atomic::Ordering::Relaxed);
-                        Ok((n > 0).then_some(n))
-                    },
-                    || count.load(std::sync::atomic::Ordering::Relaxed) > 0,
-                )
-                .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
-            }
-            FileKind::SignalFd(sfd) => {
-                const SIZE: usize = 128;
-                if len < SIZE {
-                    return Some(Err(Errno::EINVAL));
-                }
-                let mask = *lock(&sfd.mask);
-                let max = len / SIZE;
-                let thread = blk.thread;
-                blk.block_on(
-                    nonblock,
-                    || {
-                        let mut out = Vec::new();
-                        let mut p = thread.process.state();
-                        let mut t = thread.state();
-                        while out.len() / SIZE < max {
-                            let ready = (t.pending.bits | p.pending.bits) & mask;
-                            if ready == 0 {
-                                break;
-                            }
-                            let sig = ready.trailing_zeros() as i32 + 1;
-                            let info = if t.pending.has(sig) {
-                                t.pending.dequeue(sig)
-                            } else {
-                                p.pending.dequeue(sig)
-                            };
-                            out.extend_from_slice(&signalfd_siginfo(&info));
-                        }
-                        Ok((!out.is_empty()).then_some(out))
-                    },
-                    || signals_pending(thread) & mask != 0,
-                )
-                .map(|v| copy_to_slices(bufs, &v))
-            }
-            FileKind::Inotify(i) => {
-                if len == 0 {
-                    return Some(Err(Errno::EINVAL));
-                }
-                blk.block_on(nonblock, || i.take(len), || i.readable())
-                    .map(|v| copy_to_slices(bufs, &v))
-            }
-            FileKind::Epoll(_) => Err(Errno::EINVAL),
-            _ => return None,
-        };
-        Some(r)
-    }
-
     /// `lseek(2)`.
     pub fn seek(&self, off: i64, whence: u32) -> Result<u64, Errno> {
         match &self.kind {
             FileKind::Pipe(_)
             | FileKind::Pty(_)
-            | FileKind::EventFd(_)
-            | FileKind::TimerFd(_)
-            | FileKind::SignalFd(_)
             | FileKind::Socket(_)
             | FileKind::Inet(_)
             | FileKind::HostInet(_)
-            | FileKind::Netlink(_)
-            | FileKind::Epoll(_)
-            | FileKind::Inotify(_)
-            | FileKind::PidFd(_) => Err(Errno::ESPIPE),
+            | FileKind::Netlink(_) => Err(Errno::ESPIPE),
+            FileKind::Impl(i) if !i.seekable() => Err(Errno::ESPIPE),
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),
@@ -982,7 +894,7 @@ impl FileDescription {
             | FileKind::SynthDir
             | FileKind::Mem(_)
             | FileKind::Static(_)
-            | FileKind::Mqueue(_) => {
+            | FileKind::Impl(_) => {
                 let mut pos = lock(&self.pos);
                 let base: i64 = match whence {
                     0 => 0,
@@ -1013,7 +925,7 @@ impl FileDescription {
         match (&self.kind, &self.location) {
             (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
             (FileKind::Mem(m), _) => Ok(m.stat()),
-            (FileKind::Mqueue(q), _) => Ok(q.stat()),
+            (FileKind::Impl(i), _) => i.stat(self),
             (
                 FileKind::Socket(_)
                 | FileKind::Inet(_)
@@ -1027,12 +939,6 @@ impl FileDescription {
             }
             (FileKind::Stdio(fd), _) => {
                 Ok(host::to_abi_stat(&host::fstat(Self::stdio_borrow(*fd))?))
-            }
-            // An anonymous inode, as Linux gives a pidfd: no file type, 0600.
-            (FileKind::PidFd(_), _) => {
-                let mut st = crate::vfs::pipe_stat_like(0o600);
-                st.ino = self as *const Self as u64 >> 4;
-                Ok(st)
             }
             (_, Some(l)) => l.node().stat(),
             _ => Err(Errno::EBADF),
@@ -1226,43 +1132,4 @@ pub fn fill_random(dst: &GuestBufs<'_>) {
         host::getrandom(piece);
         done += dst.write_at(done, piece);
     }
-}
-
-/// `struct signalfd_siginfo` (128 bytes) for one dequeued signal.
-fn signalfd_siginfo(info: &abi::SigInfo) -> [u8; 128] {
-    let mut b = [0u8; 128];
-    let w32 =
-        |b: &mut [u8; 128], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
-    w32(&mut b, 0, info.signo as u32);
-    w32(&mut b, 4, info.errno as u32);
-    w32(&mut b, 8, info.code as u32);
-    if info.code == crate::kernel::task::si::TIMER {
-        w32(&mut b, 24, info.fields[0] as u32); // ssi_tid (timer id)
-        w32(&mut b, 32, (info.fields[0] >> 32) as u32); // ssi_overrun
-    } else {
-        w32(&mut b, 12, info.fields[0] as u32); // ssi_pid
-        w32(&mut b, 16, (info.fields[0] >> 32) as u32); // ssi_uid
-    }
-    if info.code < 0 {
-        // Queued and timer signals carry the sender's `sigval`.
-        w32(&mut b, 44, info.fields[1] as u32); // ssi_int
-        b[48..56].copy_from_slice(&info.fields[1].to_ne_bytes()); // ssi_ptr
-    }
-    if info.signo == abi::signal::SIGCHLD {
-        w32(&mut b, 40, info.fields[1] as u32); // ssi_status
-    }
-    if matches!(
-        info.signo,
-        abi::signal::SIGSEGV | abi::signal::SIGBUS | abi::signal::SIGILL | abi::signal::SIGFPE
-    ) {
-        b[72..80].copy_from_slice(&info.fields[0].to_ne_bytes()); // ssi_addr
-    }
-    b
-}
-
-/// Signals pending for `thread`, its own and its process's.
-fn signals_pending(thread: &Thread) -> u64 {
-    let p = thread.process.state();
-    let t = thread.state();
-    t.pending.bits | p.pending.bits
 }

@@ -524,6 +524,45 @@ impl EntryIds {
     }
 }
 
+impl crate::vfs::file::FileImpl for Inotify {
+    fn read(
+        &self,
+        file: &crate::vfs::file::FileDescription,
+        blk: crate::vfs::file::Blocker<'_>,
+        bufs: &[crate::mm::GuestSlice],
+        _at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let len: usize = bufs.iter().map(crate::mm::GuestSlice::len).sum();
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let nonblock = file.flags() & abi::OpenFlags::NONBLOCK.bits() != 0;
+        blk.block_on(nonblock, || self.take(len), || self.readable())
+            .map(|v| crate::vfs::file::copy_to_slices(bufs, &v))
+    }
+
+    fn poll(&self, _thread: &crate::kernel::task::Thread, _events: i16, _depth: u32) -> i16 {
+        use abi::poll::{POLLIN, POLLRDNORM};
+        if self.readable() {
+            POLLIN | POLLRDNORM
+        } else {
+            0
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        Inotify::generation(self)
+    }
+
+    fn fasync_lists(&self) -> Option<[Option<&crate::kernel::fasync::Fasync>; 2]> {
+        Some([Some(&self.fasync), None])
+    }
+
+    fn link_name(&self) -> Option<Vec<u8>> {
+        Some(b"anon_inode:inotify".to_vec())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
