@@ -115,12 +115,22 @@ enum Command {
     Checkpoint(UnsupportedArgs),
     /// Restore a container from a checkpoint (not supported by ferrovisor).
     Restore(UnsupportedArgs),
+    /// Print every x86-64 system call and how the sandbox supports it
+    /// (number, name, support, note).
+    Syscalls(SyscallsArgs),
     /// Internal: the sandbox process of a container (started by 'create').
     #[command(hide = true)]
     Boot(BootArgs),
     /// Internal: serve a root directory to a Sentry (started by `do`, `boot`).
     #[command(hide = true)]
     Gofer(GoferArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct SyscallsArgs {
+    /// Print docs/compatibility.md instead (its content, in Markdown).
+    #[arg(long)]
+    markdown: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -940,6 +950,16 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Do(args) => run_do(args),
+        Command::Syscalls(args) => {
+            let text = if args.markdown {
+                sentry::syscall_table_markdown()
+            } else {
+                sentry::syscall_table()
+            };
+            // A reader that stops early (`| head`) is no error.
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+            ExitCode::SUCCESS
+        }
         Command::Gofer(args) => {
             ferrovisor_lib_gofer(&args.root, args.file.as_deref(), args.fd, args.ro)
         }
@@ -1023,7 +1043,9 @@ fn parse_interval(s: &str) -> Result<std::time::Duration, container::Error> {
 fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container::Error> {
     use container::Error;
     match command {
-        Command::Do(_) | Command::Boot(_) | Command::Gofer(_) => unreachable!("handled by main"),
+        Command::Do(_) | Command::Boot(_) | Command::Gofer(_) | Command::Syscalls(_) => {
+            unreachable!("handled by main")
+        }
         Command::Create(a) => {
             rt.create(&a.id, &create_options(&a))?;
         }

@@ -29,5 +29,17 @@ pub use kernel::auth::CapSets;
 pub use kernel::task::ExitStatus;
 pub use kernel::{spawn_process, CpuMax, Error, Privileges, ProcessSpec, Stdio};
 
+/// Every x86-64 system call as the Sentry answers it, one line each
+/// (number, name, support, note): what `ferrovisor syscalls` prints.
+pub fn syscall_table() -> String {
+    syscalls::compat::text()
+}
+
+/// `docs/compatibility.md`, made from the same table (`ferrovisor syscalls
+/// --markdown`); a test keeps the committed file in step.
+pub fn syscall_table_markdown() -> String {
+    syscalls::compat::markdown()
+}
+
 /// Guest page size.
 pub const PAGE_SIZE: u64 = platform::PAGE_SIZE;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use abi::{Errno, OpenFlags};
 
+use super::args::{Args, SyscallArgs};
 use crate::fsimpl::tmpfs::{seal, MemInode};
 use crate::kernel::task::Task;
 use crate::vfs::file::{FileDescription, FileKind};
@@ -27,8 +28,9 @@ const MFD_NAME_MAX: usize = 249;
 /// `memfd_create(2)`. The checks come in Linux's order (mm/memfd.c):
 /// flags, then the name (longer than 249 bytes is `EINVAL`), then the
 /// file.
-pub fn sys_memfd_create(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let flags = a[1] & 0xffff_ffff;
+pub fn sys_memfd_create(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    // `unsigned int flags`
+    let flags = u64::from(a.u32(1));
     let known = if flags & MFD_HUGETLB != 0 {
         MFD_ALL | MFD_HUGE_SIZE
     } else {
@@ -37,7 +39,7 @@ pub fn sys_memfd_create(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if flags & !known != 0 || (flags & MFD_EXEC != 0 && flags & MFD_NOEXEC_SEAL != 0) {
         return Err(Errno::EINVAL);
     }
-    let name = task.mm().read_cstr(a[0], MFD_NAME_MAX).map_err(|e| {
+    let name = task.mm().read_cstr(a.ptr(0), MFD_NAME_MAX).map_err(|e| {
         if e == Errno::ENAMETOOLONG {
             Errno::EINVAL
         } else {

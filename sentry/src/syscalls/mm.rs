@@ -5,6 +5,7 @@ use std::sync::Arc;
 use abi::{Errno, MapFlags, MAP_TYPE};
 use platform::Prot;
 
+use super::args::{Args, SyscallArgs};
 use crate::kernel::task::Task;
 use crate::mm::guestio::{Stage, IO_CHUNK};
 use crate::mm::{page_up, Backing, MemoryManager};
@@ -20,15 +21,15 @@ fn prot_arg(bits: u64) -> Result<Prot, Errno> {
     Ok(Prot::from_bits(bits))
 }
 
-pub fn sys_mmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let [addr, len, prot, flags, fd, off] = *a;
-    let flags = MapFlags::from_bits_retain(flags);
+pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (addr, len, prot, fd, off) = (a.ptr(0), a.u64(1), a.u64(2), a.fd(4), a.u64(5));
+    let flags: MapFlags = a.flags(3);
     let anonymous = flags.contains(MapFlags::ANONYMOUS);
     // The descriptor is looked at first, as mmap(2)'s EBADF comes first.
     let file = if anonymous {
         None
     } else {
-        Some(task.fds().file(fd as i32 as i64)?)
+        Some(task.fds().file(fd.into())?)
     };
     let prot = prot_arg(prot)?;
     let kind = flags.bits() & MAP_TYPE;
@@ -256,34 +257,36 @@ fn range(addr: u64, len: u64) -> Result<(u64, u64), Errno> {
     Ok((addr, end))
 }
 
-pub fn sys_munmap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[1] == 0 {
+pub fn sys_munmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (addr, len) = (a.ptr(0), a.u64(1));
+    if len == 0 {
         return Err(Errno::EINVAL);
     }
-    let (start, end) = range(a[0], a[1])?;
+    let (start, end) = range(addr, len)?;
     if end > task.mm().max_addr() {
         return Err(Errno::EINVAL);
     }
     task.mm().unmap_range(start, end).map(|()| 0)
 }
 
-pub fn sys_mprotect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let prot = prot_arg(a[2])?;
-    let (start, end) = range(a[0], a[1])?;
+pub fn sys_mprotect(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let prot = prot_arg(a.u64(2))?;
+    let (start, end) = range(a.ptr(0), a.u64(1))?;
     if start == end {
         return Ok(0);
     }
     task.mm().protect(start, end, prot).map(|()| 0)
 }
 
-pub fn sys_brk(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    Ok(task.mm().brk(a[0]))
+pub fn sys_brk(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    Ok(task.mm().brk(a.ptr(0)))
 }
 
-pub fn sys_madvise(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_madvise(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const MADV_DONTNEED: u64 = 4;
     const MADV_FREE: u64 = 8;
-    let (start, end) = range(a[0], a[1])?;
+    let advice = a.u64(2);
+    let (start, end) = range(a.ptr(0), a.u64(1))?;
     if start == end {
         return Ok(0);
     }
@@ -298,17 +301,18 @@ pub fn sys_madvise(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if at < end {
         return Err(Errno::ENOMEM);
     }
-    match a[2] {
+    match advice {
         MADV_DONTNEED | MADV_FREE => task.mm().dontneed(start, end).map(|()| 0),
         0..=3 | 9..=25 | 100 | 101 => Ok(0),
         _ => Err(Errno::EINVAL),
     }
 }
 
-pub fn sys_mremap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_mremap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const MREMAP_MAYMOVE: u64 = 1;
     const MREMAP_FIXED: u64 = 2;
-    let [old, old_len, new_len, flags, new_addr, _] = *a;
+    let (old, old_len, new_len) = (a.ptr(0), a.u64(1), a.u64(2));
+    let (flags, new_addr) = (a.u64(3), a.ptr(4));
     if flags & !(MREMAP_MAYMOVE | MREMAP_FIXED) != 0 || old % PAGE_SIZE != 0 {
         return Err(Errno::EINVAL);
     }
@@ -330,17 +334,17 @@ pub fn sys_mremap(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// way to see the pages); other mappings have nothing to write. `ENOMEM`
 /// when part of the range is unmapped, after the mapped parts are synced,
 /// as Linux does.
-pub fn sys_msync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_msync(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const MS_ASYNC: u64 = 1;
     const MS_INVALIDATE: u64 = 2;
     const MS_SYNC: u64 = 4;
-    let flags = a[2];
+    let flags = a.u64(2);
     if flags & !(MS_ASYNC | MS_INVALIDATE | MS_SYNC) != 0
         || flags & (MS_ASYNC | MS_SYNC) == MS_ASYNC | MS_SYNC
     {
         return Err(Errno::EINVAL);
     }
-    let (start, end) = range(a[0], a[1])?;
+    let (start, end) = range(a.ptr(0), a.u64(1))?;
     let mut todo = Vec::new();
     let mut at = start;
     let mut hole = false;
@@ -368,8 +372,8 @@ pub fn sys_msync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// `mlock(2)`, `munlock(2)`: every page is resident already.
-pub fn sys_mlock(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if !a[0].is_multiple_of(PAGE_SIZE) {
+pub fn sys_mlock(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if !a.ptr(0).is_multiple_of(PAGE_SIZE) {
         return Err(Errno::EINVAL);
     }
     let _ = task;

@@ -17,6 +17,7 @@
 
 use abi::{Errno, OpenFlags};
 
+use super::args::{Args, SyscallArgs};
 use super::{dir_arg, path_arg};
 use crate::kernel::task::Task;
 use crate::vfs::file::{FileDescription, FileKind};
@@ -40,22 +41,22 @@ const HANDLE_FLAGS: u64 = 0x400 | 0x1000 | 0x200;
 
 /// `mount(2)`: needs `CAP_SYS_ADMIN` in the mount namespace's user
 /// namespace, which the guest never holds for the sandbox's tree.
-pub fn sys_mount(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_mount(_task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Err(Errno::EPERM)
 }
 
 /// `umount2(2)`: unknown flags are `EINVAL` (checked before privilege, as in
 /// Linux's `ksys_umount`), anything else `EPERM`.
-pub fn sys_umount2(_task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_umount2(_task: &mut Task, a: &Args) -> Result<u64, Errno> {
     // MNT_FORCE | MNT_DETACH | MNT_EXPIRE | UMOUNT_NOFOLLOW
-    if a[1] & !0xf != 0 {
+    if a.u64(1) & !0xf != 0 {
         return Err(Errno::EINVAL);
     }
     Err(Errno::EPERM)
 }
 
 /// `pivot_root(2)`: `CAP_SYS_ADMIN` is checked before the paths.
-pub fn sys_pivot_root(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_pivot_root(_task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Err(Errno::EPERM)
 }
 
@@ -70,8 +71,8 @@ pub fn sys_pivot_root(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
 /// Linux, a process holding a directory outside its new root (an open
 /// descriptor, its working directory) can climb out of the `chroot` with
 /// `..`, but never out of the sandbox.
-pub fn sys_chroot(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let path = path_arg(task, a[0])?;
+pub fn sys_chroot(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let path = path_arg(task, a.ptr(0))?;
     let loc = task.resolve(&task.cwd(), &path, true)?;
     if !loc.node().is_dir() {
         return Err(Errno::ENOTDIR);
@@ -86,21 +87,21 @@ pub fn sys_chroot(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 /// `name_to_handle_at(2)`: the flags and the path are checked as Linux
 /// checks them; then no file system of the sandbox exports handles.
-pub fn sys_name_to_handle_at(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let flags = a[4];
+pub fn sys_name_to_handle_at(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (dirfd, flags) = (a.fd(0), a.u64(4));
     if flags & !HANDLE_FLAGS != 0 {
         return Err(Errno::EINVAL);
     }
-    let path = path_arg(task, a[1])?;
+    let path = path_arg(task, a.ptr(1))?;
     if path.is_empty() {
         if flags & 0x1000 == 0 {
             return Err(Errno::ENOENT);
         }
-        if a[0] as i32 != abi::AT_FDCWD {
-            task.fds().file(a[0] as i32 as i64)?;
+        if dirfd != abi::AT_FDCWD {
+            task.fds().file(dirfd.into())?;
         }
     } else {
-        let start = dir_arg(task, a[0], &path)?;
+        let start = dir_arg(task, a.u64(0), &path)?;
         task.resolve(&start, &path, flags & 0x400 != 0)?;
     }
     Err(Errno::EOPNOTSUPP)
@@ -108,30 +109,31 @@ pub fn sys_name_to_handle_at(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
 
 /// `open_by_handle_at(2)`: the directory naming the mount must be open
 /// (`EBADF`); then `CAP_DAC_READ_SEARCH` is needed.
-pub fn sys_open_by_handle_at(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[0] as i32 != abi::AT_FDCWD {
-        task.fds().file(a[0] as i32 as i64)?;
+pub fn sys_open_by_handle_at(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let mount_fd = a.fd(0);
+    if mount_fd != abi::AT_FDCWD {
+        task.fds().file(mount_fd.into())?;
     }
     Err(Errno::EPERM)
 }
 
 /// `fsopen(2)`: `CAP_SYS_ADMIN` is checked before anything else.
-pub fn sys_fsopen(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_fsopen(_task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Err(Errno::EPERM)
 }
 
 /// `fspick(2)`: `CAP_SYS_ADMIN` first, as for `fsopen`.
-pub fn sys_fspick(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_fspick(_task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Err(Errno::EPERM)
 }
 
 /// `fsmount(2)`: `may_mount()` comes first.
-pub fn sys_fsmount(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_fsmount(_task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Err(Errno::EPERM)
 }
 
 /// `move_mount(2)`: `may_mount()` comes first.
-pub fn sys_move_mount(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_move_mount(_task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Err(Errno::EPERM)
 }
 
@@ -141,13 +143,13 @@ pub fn sys_move_mount(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
 /// arguments that do not fit the command are `EINVAL`, an unknown command
 /// `EOPNOTSUPP`, a closed descriptor `EBADF`, and any open one is not a
 /// context (`EINVAL`).
-pub fn sys_fsconfig(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let fd = a[0] as i32;
-    let (key, value, aux) = (a[2] != 0, a[3] != 0, a[4] as i32);
+pub fn sys_fsconfig(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let fd = a.fd(0);
+    let (key, value, aux) = (a.ptr(2) != 0, a.ptr(3) != 0, a.i32(4));
     if fd < 0 {
         return Err(Errno::EINVAL);
     }
-    let fits = match a[1] as u32 {
+    let fits = match a.u32(1) {
         // FSCONFIG_SET_FLAG
         0 => key && !value && aux == 0,
         // FSCONFIG_SET_STRING
@@ -172,17 +174,17 @@ pub fn sys_fsconfig(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// `mount_setattr(2)`: unknown flags are `EINVAL`, the size of `struct
 /// mount_attr` is checked (`E2BIG` past a page, `EINVAL` below version 0),
 /// then `may_mount()` refuses.
-pub fn sys_mount_setattr(_task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_mount_setattr(_task: &mut Task, a: &Args) -> Result<u64, Errno> {
     /// `MOUNT_ATTR_SIZE_VER0`
     const SIZE_VER0: u64 = 32;
-    let flags = a[2] & 0xffff_ffff;
+    let (flags, size) = (u64::from(a.u32(2)), a.u64(4));
     if flags & !(AT_EMPTY_PATH | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT) != 0 {
         return Err(Errno::EINVAL);
     }
-    if a[4] > crate::PAGE_SIZE {
+    if size > crate::PAGE_SIZE {
         return Err(Errno::E2BIG);
     }
-    if a[4] < SIZE_VER0 {
+    if size < SIZE_VER0 {
         return Err(Errno::EINVAL);
     }
     Err(Errno::EPERM)
@@ -192,8 +194,8 @@ pub fn sys_mount_setattr(_task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// `O_PATH` descriptor, which any process may do; a clone of the mount tree
 /// needs `may_mount()` (`EPERM`), checked after the flags and before the
 /// path, as in Linux.
-pub fn sys_open_tree(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let flags = a[2] & 0xffff_ffff;
+pub fn sys_open_tree(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (dfd, filename, flags) = (a.fd(0), a.ptr(1), u64::from(a.u32(2)));
     let known = AT_EMPTY_PATH
         | AT_NO_AUTOMOUNT
         | AT_RECURSIVE
@@ -207,13 +209,13 @@ pub fn sys_open_tree(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EPERM);
     }
     let cloexec = flags & OPEN_TREE_CLOEXEC != 0;
-    let path = path_arg(task, a[1])?;
+    let path = path_arg(task, filename)?;
     if path.is_empty() && flags & AT_EMPTY_PATH != 0 {
         // The descriptor's own place, reopened as O_PATH.
-        let loc = if a[0] as i32 == abi::AT_FDCWD {
+        let loc = if dfd == abi::AT_FDCWD {
             task.cwd()
         } else {
-            let file = task.fds().file(a[0] as i32 as i64)?;
+            let file = task.fds().file(dfd.into())?;
             file.location.clone().ok_or(Errno::ENOENT)?
         };
         let file = FileDescription::new(FileKind::Path, Some(loc), OpenFlags::PATH.bits());
@@ -226,7 +228,7 @@ pub fn sys_open_tree(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if cloexec {
         open |= OpenFlags::CLOEXEC;
     }
-    super::fs::open_with(task, a[0], a[1], open.bits(), 0, Default::default())
+    super::fs::open_with(task, a.u64(0), filename, open.bits(), 0, Default::default())
 }
 
 /// `open_tree_attr(2)` (Linux 6.15): `open_tree` that also sets the
@@ -238,10 +240,10 @@ pub fn sys_open_tree(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// mount, which the guest never holds over the sandbox's tree, refuses
 /// (`EPERM`, before the attributes are read, as Linux answers a process
 /// without `CAP_SYS_ADMIN`).
-pub fn sys_open_tree_attr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_open_tree_attr(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     /// `MOUNT_ATTR_SIZE_VER0`
     const SIZE_VER0: u64 = 32;
-    let (uattr, usize) = (a[3], a[4]);
+    let (uattr, usize) = (a.ptr(3), a.u64(4));
     if uattr == 0 && usize != 0 {
         return Err(Errno::EINVAL);
     }

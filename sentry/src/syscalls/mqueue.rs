@@ -11,6 +11,7 @@ use crate::kernel::ipc::mqueue::{self, Create, MsgQueue, Notify};
 use crate::kernel::task::Task;
 use crate::vfs::file::{FileDescription, FileKind};
 
+use super::args::{Args, SyscallArgs};
 use super::path_arg;
 
 /// `struct mq_attr`.
@@ -53,8 +54,8 @@ pub(super) fn create_args(task: &Task, mode: u32, attr: Option<(i64, i64)>) -> C
 
 /// The queue behind descriptor `fd` (`EBADF` for any other kind) and its
 /// description.
-fn queue_of(task: &Task, fd: u64) -> Result<(Arc<FileDescription>, Arc<MsgQueue>), Errno> {
-    let file = task.fds().file(fd as i32 as i64)?;
+fn queue_of(task: &Task, fd: i32) -> Result<(Arc<FileDescription>, Arc<MsgQueue>), Errno> {
+    let file = task.fds().file(fd.into())?;
     let q = file
         .downcast::<crate::fsimpl::mqueue::MqueueFile>()
         .ok_or(Errno::EBADF)?
@@ -90,11 +91,11 @@ fn deadline(task: &Task, addr: u64) -> Result<Option<std::time::Instant>, Errno>
 
 /// `mq_open(name, oflag, mode, attr)`; `name` comes without glibc's
 /// leading `/`.
-pub fn sys_mq_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let name = path_arg(task, a[0])?;
-    let oflag = a[1] as u32;
-    let attr: Option<MqAttr> = if a[3] != 0 {
-        Some(task.mm().read_obj(a[3])?)
+pub fn sys_mq_open(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (oflag, mode, uattr) = (a.u32(1), a.u32(2), a.ptr(3));
+    let name = path_arg(task, a.ptr(0))?;
+    let attr: Option<MqAttr> = if uattr != 0 {
+        Some(task.mm().read_obj(uattr)?)
     } else {
         None
     };
@@ -105,7 +106,7 @@ pub fn sys_mq_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let creat = oflag & OpenFlags::CREAT.bits() != 0;
     let excl = oflag & OpenFlags::EXCL.bits() != 0;
     let acc = oflag & abi::O_ACCMODE;
-    let create = creat.then(|| create_args(task, a[2] as u32, attr.map(|a| (a.maxmsg, a.msgsize))));
+    let create = creat.then(|| create_args(task, mode, attr.map(|a| (a.maxmsg, a.msgsize))));
     let (q, created) = task.kernel.fs.mqueue.open(&name, create, excl)?;
     if !created {
         if acc == abi::O_ACCMODE {
@@ -125,8 +126,8 @@ pub fn sys_mq_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// `mq_unlink(name)`.
-pub fn sys_mq_unlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let name = path_arg(task, a[0])?;
+pub fn sys_mq_unlink(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let name = path_arg(task, a.ptr(0))?;
     task.kernel.fs.mqueue.unlink(
         &name,
         task.ids.0,
@@ -136,13 +137,13 @@ pub fn sys_mq_unlink(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// `mq_timedsend(mqd, msg, len, prio, abs_timeout)`.
-pub fn sys_mq_timedsend(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (len, prio) = (a[2], a[3]);
-    let deadline = deadline(task, a[4])?;
+pub fn sys_mq_timedsend(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (mqd, msg, len, prio) = (a.fd(0), a.ptr(1), a.u64(2), a.u64(3));
+    let deadline = deadline(task, a.ptr(4))?;
     if prio >= mqueue::MQ_PRIO_MAX {
         return Err(Errno::EINVAL);
     }
-    let (file, q) = queue_of(task, a[0])?;
+    let (file, q) = queue_of(task, mqd)?;
     if !access(&file).1 {
         return Err(Errno::EBADF);
     }
@@ -150,7 +151,7 @@ pub fn sys_mq_timedsend(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EMSGSIZE);
     }
     let mut data = vec![0u8; len as usize];
-    task.mm().copy_in(a[1], &mut data)?;
+    task.mm().copy_in(msg, &mut data)?;
     let due = q.send(
         task.blocker(),
         &data,
@@ -165,21 +166,22 @@ pub fn sys_mq_timedsend(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// `mq_timedreceive(mqd, buf, len, prio_out, abs_timeout)`.
-pub fn sys_mq_timedreceive(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let deadline = deadline(task, a[4])?;
-    let (file, q) = queue_of(task, a[0])?;
+pub fn sys_mq_timedreceive(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (mqd, buf, len, prio_out) = (a.fd(0), a.ptr(1), a.u64(2), a.ptr(3));
+    let deadline = deadline(task, a.ptr(4))?;
+    let (file, q) = queue_of(task, mqd)?;
     if !access(&file).0 {
         return Err(Errno::EBADF);
     }
-    if a[2] < q.msgsize as u64 {
+    if len < q.msgsize as u64 {
         return Err(Errno::EMSGSIZE);
     }
     let (data, prio) = q.receive(task.blocker(), nonblock(&file), deadline)?;
     // The message is gone from the queue even when the copy-out faults.
-    if a[3] != 0 {
-        task.mm().write_obj(a[3], &prio)?;
+    if prio_out != 0 {
+        task.mm().write_obj(prio_out, &prio)?;
     }
-    task.mm().copy_out(a[1], &data)?;
+    task.mm().copy_out(buf, &data)?;
     Ok(data.len() as u64)
 }
 
@@ -187,9 +189,10 @@ pub fn sys_mq_timedreceive(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
 /// a netlink socket and `sigev_value` points at a cookie, which is posted
 /// back to that socket when a message arrives (or the registration ends
 /// unused); glibc's helper thread reads it and runs the function.
-pub fn sys_mq_notify(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let ev: Option<SigEventHead> = if a[1] != 0 {
-        Some(task.mm().read_obj(a[1])?)
+pub fn sys_mq_notify(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (mqd, sevp) = (a.fd(0), a.ptr(1));
+    let ev: Option<SigEventHead> = if sevp != 0 {
+        Some(task.mm().read_obj(sevp)?)
     } else {
         None
     };
@@ -220,7 +223,7 @@ pub fn sys_mq_notify(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             _ => return Err(Errno::EINVAL),
         }
     }
-    let (_, q) = queue_of(task, a[0])?;
+    let (_, q) = queue_of(task, mqd)?;
     let pid = task.pid();
     let mut st = q.state();
     // A registration whose process is gone has lapsed (Linux drops it as
@@ -257,9 +260,10 @@ pub fn sys_mq_notify(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// `mq_getsetattr(mqd, new, old)`: only `O_NONBLOCK` can change.
-pub fn sys_mq_getsetattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let new: Option<MqAttr> = if a[1] != 0 {
-        let n: MqAttr = task.mm().read_obj(a[1])?;
+pub fn sys_mq_getsetattr(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (mqd, new_attr, old_attr) = (a.fd(0), a.ptr(1), a.ptr(2));
+    let new: Option<MqAttr> = if new_attr != 0 {
+        let n: MqAttr = task.mm().read_obj(new_attr)?;
         if n.flags & !i64::from(OpenFlags::NONBLOCK.bits()) != 0 {
             return Err(Errno::EINVAL);
         }
@@ -267,7 +271,7 @@ pub fn sys_mq_getsetattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     } else {
         None
     };
-    let (file, q) = queue_of(task, a[0])?;
+    let (file, q) = queue_of(task, mqd)?;
     let old = MqAttr {
         flags: i64::from(file.flags() & OpenFlags::NONBLOCK.bits()),
         maxmsg: q.maxmsg,
@@ -279,8 +283,8 @@ pub fn sys_mq_getsetattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
         *f = (*f & !OpenFlags::NONBLOCK.bits()) | n.flags as u32;
     }
-    if a[2] != 0 {
-        task.mm().write_obj(a[2], &old)?;
+    if old_attr != 0 {
+        task.mm().write_obj(old_attr, &old)?;
     }
     Ok(0)
 }

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use abi::{Errno, Timespec, Timeval};
 
+use super::args::{Args, SyscallArgs};
 use crate::kernel::task::Task;
 use crate::vfs::file::{FileDescription, FileKind};
 
@@ -110,8 +111,8 @@ fn do_poll(task: &mut Task, addr: u64, nfds: u64, deadline: Option<Instant>) -> 
     Ok(n)
 }
 
-pub fn sys_poll(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    do_poll(task, a[0], a[1], deadline_ms(a[2] as i32))
+pub fn sys_poll(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    do_poll(task, a.ptr(0), a.u64(1), deadline_ms(a.i32(2)))
 }
 
 /// Swaps in a temporary signal mask for `ppoll`/`pselect6`; the old one
@@ -140,14 +141,16 @@ fn with_mask(
     r
 }
 
-pub fn sys_ppoll(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let deadline = if a[2] != 0 {
-        Some(deadline_ts(&task.mm().read_obj(a[2])?)?)
+pub fn sys_ppoll(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (addr, nfds, tsp, sigmask, sigsetsize) = (a.ptr(0), a.u64(1), a.ptr(2), a.ptr(3), a.u64(4));
+    let deadline = if tsp != 0 {
+        Some(deadline_ts(&task.mm().read_obj(tsp)?)?)
     } else {
         None
     };
-    let (addr, nfds) = (a[0], a[1]);
-    with_mask(task, a[3], a[4], |t| do_poll(t, addr, nfds, deadline))
+    with_mask(task, sigmask, sigsetsize, |t| {
+        do_poll(t, addr, nfds, deadline)
+    })
 }
 
 fn do_select(
@@ -210,9 +213,10 @@ fn do_select(
     Ok(n)
 }
 
-pub fn sys_select(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let deadline = if a[4] != 0 {
-        let tv: Timeval = task.mm().read_obj(a[4])?;
+pub fn sys_select(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (nfds, sets, tvp) = (a.u64(0), [a.ptr(1), a.ptr(2), a.ptr(3)], a.ptr(4));
+    let deadline = if tvp != 0 {
+        let tv: Timeval = task.mm().read_obj(tvp)?;
         if tv.tv_sec < 0 || !(0..1_000_000).contains(&tv.tv_usec) {
             return Err(Errno::EINVAL);
         }
@@ -220,11 +224,11 @@ pub fn sys_select(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     } else {
         None
     };
-    let n = do_select(task, a[0], [a[1], a[2], a[3]], deadline)?;
-    if let (Some(d), true) = (deadline, a[4] != 0) {
+    let n = do_select(task, nfds, sets, deadline)?;
+    if let (Some(d), true) = (deadline, tvp != 0) {
         let left = d.saturating_duration_since(Instant::now());
         task.mm().write_obj(
-            a[4],
+            tvp,
             &Timeval {
                 tv_sec: left.as_secs() as i64,
                 tv_usec: i64::from(left.subsec_micros()),
@@ -234,20 +238,20 @@ pub fn sys_select(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(n)
 }
 
-pub fn sys_pselect6(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let deadline = if a[4] != 0 {
-        Some(deadline_ts(&task.mm().read_obj(a[4])?)?)
+pub fn sys_pselect6(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (nfds, sets, tsp, sig) = (a.u64(0), [a.ptr(1), a.ptr(2), a.ptr(3)], a.ptr(4), a.ptr(5));
+    let deadline = if tsp != 0 {
+        Some(deadline_ts(&task.mm().read_obj(tsp)?)?)
     } else {
         None
     };
     // The sixth argument points at { const sigset_t *ss; size_t ss_len; }.
-    let (mask_addr, size) = if a[5] != 0 {
-        let pair: [u64; 2] = task.mm().read_obj(a[5])?;
+    let (mask_addr, size) = if sig != 0 {
+        let pair: [u64; 2] = task.mm().read_obj(sig)?;
         (pair[0], pair[1])
     } else {
         (0, 8)
     };
-    let (nfds, sets) = (a[0], [a[1], a[2], a[3]]);
     let r = with_mask(task, mask_addr, size, |t| {
         do_select(t, nfds, sets, deadline)
     });
@@ -261,9 +265,9 @@ pub fn sys_pselect6(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         };
         if r.as_ref().is_err_and(|e| e.is_restart()) {
             // An interrupted call restarts with what is left.
-            let _ = task.mm().write_obj(a[4], &ts);
+            let _ = task.mm().write_obj(tsp, &ts);
         } else if r.is_ok() {
-            task.mm().write_obj(a[4], &ts)?;
+            task.mm().write_obj(tsp, &ts)?;
         }
     }
     r

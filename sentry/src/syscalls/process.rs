@@ -4,35 +4,35 @@
 use abi::{Errno, Rlimit, Rusage, Tms, Utsname};
 use zerocopy::FromZeros;
 
+use super::args::{Args, SyscallArgs};
 use super::path_arg;
 use crate::kernel::auth::cap;
 use crate::kernel::task::{ExitStatus, Task};
 use crate::loader::{self, ExecRequest};
 
-pub fn sys_exit(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    task.exit(ExitStatus::Code(a[0] as i32 & 0xff))
+pub fn sys_exit(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    task.exit(ExitStatus::Code(a.i32(0) & 0xff))
 }
 
-pub fn sys_exit_group(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    task.exit_group(ExitStatus::Code(a[0] as i32 & 0xff))
+pub fn sys_exit_group(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    task.exit_group(ExitStatus::Code(a.i32(0) & 0xff))
 }
 
-pub fn sys_gettid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_gettid(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Ok(task.tid() as u64)
 }
 
-pub fn sys_getpid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_getpid(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Ok(task.pid() as u64)
 }
 
 /// The first process's parent is outside the sandbox, so it reads as 0, as
 /// for init in a PID namespace.
-pub fn sys_getppid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_getppid(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Ok(task.proc_.state().ppid as u64)
 }
 
-fn target(task: &Task, pid: u64) -> Result<std::sync::Arc<crate::kernel::task::Process>, Errno> {
-    let pid = pid as i32;
+fn target(task: &Task, pid: i32) -> Result<std::sync::Arc<crate::kernel::task::Process>, Errno> {
     if pid == 0 || pid == task.pid() {
         return Ok(task.proc_.clone());
     }
@@ -49,30 +49,29 @@ fn target(task: &Task, pid: u64) -> Result<std::sync::Arc<crate::kernel::task::P
 /// (the scheduling and robust-list calls take a thread ID; glibc's
 /// `pthread_getattr_np` asks `sched_getaffinity` about the calling thread
 /// by its TID, which the JVM does for every thread it starts).
-fn is_self(task: &Task, pid: u64) -> bool {
-    let pid = pid as i32;
+fn is_self(task: &Task, pid: i32) -> bool {
     pid == 0 || pid == task.pid() || pid == task.tid()
 }
 
-pub fn sys_getpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    Ok(target(task, a[0])?.state().pgid as u64)
+pub fn sys_getpgid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    Ok(target(task, a.i32(0))?.state().pgid as u64)
 }
 
-pub fn sys_getpgrp(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_getpgrp(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Ok(task.proc_.state().pgid as u64)
 }
 
-pub fn sys_getsid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    Ok(target(task, a[0])?.state().sid as u64)
+pub fn sys_getsid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    Ok(target(task, a.i32(0))?.state().sid as u64)
 }
 
-pub fn sys_setpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let pgid = a[1] as i32;
+pub fn sys_setpgid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let pgid = a.i32(1);
     if pgid < 0 {
         return Err(Errno::EINVAL);
     }
     let me = task.pid();
-    let t = target(task, a[0])?;
+    let t = target(task, a.i32(0))?;
     let my_sid = task.proc_.state().sid;
     if t.pid != me {
         let st = t.state();
@@ -109,7 +108,7 @@ pub fn sys_setpgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(0)
 }
 
-pub fn sys_setsid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_setsid(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     let me = task.pid();
     let leader = task
         .kernel
@@ -128,41 +127,41 @@ pub fn sys_setsid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(me as u64)
 }
 
-pub fn sys_getuid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_getuid(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Ok(task.creds.uid[0].into())
 }
 
-pub fn sys_geteuid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_geteuid(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Ok(task.creds.uid[1].into())
 }
 
-pub fn sys_getgid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_getgid(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Ok(task.creds.gid[0].into())
 }
 
-pub fn sys_getegid(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_getegid(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Ok(task.creds.gid[1].into())
 }
 
-fn write_three(task: &Task, a: &[u64; 6], v: [u32; 3]) -> Result<u64, Errno> {
-    for (&p, x) in a[..3].iter().zip(v) {
+fn write_three(task: &Task, a: &Args, v: [u32; 3]) -> Result<u64, Errno> {
+    for (p, x) in [a.ptr(0), a.ptr(1), a.ptr(2)].into_iter().zip(v) {
         task.mm().write_obj(p, &x)?;
     }
     Ok(0)
 }
 
-pub fn sys_getresuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_getresuid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let u = task.creds.uid;
     write_three(task, a, [u[0], u[1], u[2]])
 }
 
-pub fn sys_getresgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_getresgid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let g = task.creds.gid;
     write_three(task, a, [g[0], g[1], g[2]])
 }
 
-pub fn sys_getgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let size = a[0] as i32;
+pub fn sys_getgroups(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (size, list) = (a.i32(0), a.ptr(1));
     if size < 0 {
         return Err(Errno::EINVAL);
     }
@@ -174,7 +173,7 @@ pub fn sys_getgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     for (i, g) in groups.iter().enumerate() {
-        task.mm().write_obj(a[1] + 4 * i as u64, g)?;
+        task.mm().write_obj(list + 4 * i as u64, g)?;
     }
     Ok(groups.len() as u64)
 }
@@ -214,8 +213,7 @@ fn set_ids(
     Ok(())
 }
 
-fn id_arg(v: u64) -> Option<u32> {
-    let v = v as u32;
+fn id_arg(v: u32) -> Option<u32> {
     (v != u32::MAX).then_some(v)
 }
 
@@ -246,8 +244,8 @@ fn uids_changed(task: &mut Task, old: [u32; 4]) {
     }
 }
 
-pub fn sys_setuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let uid = id_arg(a[0]).ok_or(Errno::EINVAL)?;
+pub fn sys_setuid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let uid = id_arg(a.u32(0)).ok_or(Errno::EINVAL)?;
     let privileged = task.capable(cap::SETUID);
     let old = task.creds.uid;
     if privileged {
@@ -260,8 +258,8 @@ pub fn sys_setuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(0)
 }
 
-pub fn sys_setgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let gid = id_arg(a[0]).ok_or(Errno::EINVAL)?;
+pub fn sys_setgid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let gid = id_arg(a.u32(0)).ok_or(Errno::EINVAL)?;
     if task.capable(cap::SETGID) {
         task.creds.gid = [gid; 4];
     } else {
@@ -287,38 +285,35 @@ fn change_ids(task: &mut Task, group: bool, ids: [Option<u32>; 3], re: bool) -> 
     Ok(0)
 }
 
-pub fn sys_setreuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    change_ids(task, false, [id_arg(a[0]), id_arg(a[1]), None], true)
-}
-
-pub fn sys_setregid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    change_ids(task, true, [id_arg(a[0]), id_arg(a[1]), None], true)
-}
-
-pub fn sys_setresuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_setreuid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     change_ids(
         task,
         false,
-        [id_arg(a[0]), id_arg(a[1]), id_arg(a[2])],
-        false,
-    )
-}
-
-pub fn sys_setresgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    change_ids(
-        task,
+        [id_arg(a.u32(0)), id_arg(a.u32(1)), None],
         true,
-        [id_arg(a[0]), id_arg(a[1]), id_arg(a[2])],
-        false,
     )
 }
 
-pub fn sys_setfsuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_setregid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    change_ids(task, true, [id_arg(a.u32(0)), id_arg(a.u32(1)), None], true)
+}
+
+pub fn sys_setresuid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let ids = [id_arg(a.u32(0)), id_arg(a.u32(1)), id_arg(a.u32(2))];
+    change_ids(task, false, ids, false)
+}
+
+pub fn sys_setresgid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let ids = [id_arg(a.u32(0)), id_arg(a.u32(1)), id_arg(a.u32(2))];
+    change_ids(task, true, ids, false)
+}
+
+pub fn sys_setfsuid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let before = task.creds.uid;
     let old = before[3];
     // -1 is no user id: the call only reports the current one (the C
     // library's way to read it).
-    let u = a[0] as u32;
+    let u = a.u32(0);
     if u != u32::MAX && (task.capable(cap::SETUID) || task.creds.uid.contains(&u)) {
         task.creds.uid[3] = u;
     }
@@ -327,9 +322,9 @@ pub fn sys_setfsuid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(old.into())
 }
 
-pub fn sys_setfsgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_setfsgid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let old = task.creds.gid[3];
-    let g = a[0] as u32;
+    let g = a.u32(0);
     if g != u32::MAX && (task.capable(cap::SETGID) || task.creds.gid.contains(&g)) {
         task.creds.gid[3] = g;
     }
@@ -338,17 +333,17 @@ pub fn sys_setfsgid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// `setgroups(2)`: `CAP_SETGID` is checked before the size.
-pub fn sys_setgroups(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_setgroups(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     if !task.capable(cap::SETGID) {
         return Err(Errno::EPERM);
     }
-    let n = a[0] as i32;
+    let (n, list) = (a.i32(0), a.ptr(1));
     if !(0..=65536).contains(&n) {
         return Err(Errno::EINVAL);
     }
     let mut v = Vec::with_capacity(n as usize);
     for i in 0..n as u64 {
-        v.push(task.mm().read_obj::<u32>(a[1] + 4 * i)?);
+        v.push(task.mm().read_obj::<u32>(list + 4 * i)?);
     }
     // Kept sorted, as Linux keeps them (getgroups and /proc list them so).
     v.sort_unstable();
@@ -366,16 +361,16 @@ fn field<const N: usize>(s: &[u8]) -> [u8; N] {
 
 /// `sethostname(2)` and `setdomainname(2)`: `CAP_SYS_ADMIN` first, then
 /// the length (at most 64 bytes); the names are the sandbox's own.
-fn set_uts_name(task: &mut Task, a: &[u64; 6], domain: bool) -> Result<u64, Errno> {
+fn set_uts_name(task: &mut Task, a: &Args, domain: bool) -> Result<u64, Errno> {
     if !task.capable(cap::SYS_ADMIN) {
         return Err(Errno::EPERM);
     }
-    let len = a[1] as i32;
+    let len = a.i32(1);
     if !(0..=64).contains(&len) {
         return Err(Errno::EINVAL);
     }
     let mut name = vec![0u8; len as usize];
-    task.mm().copy_in(a[0], &mut name)?;
+    task.mm().copy_in(a.ptr(0), &mut name)?;
     let mut uts = task.kernel.uts();
     if domain {
         uts.domain = name;
@@ -385,15 +380,15 @@ fn set_uts_name(task: &mut Task, a: &[u64; 6], domain: bool) -> Result<u64, Errn
     Ok(0)
 }
 
-pub fn sys_sethostname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_sethostname(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     set_uts_name(task, a, false)
 }
 
-pub fn sys_setdomainname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_setdomainname(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     set_uts_name(task, a, true)
 }
 
-pub fn sys_uname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_uname(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let mut u = Utsname::new_zeroed();
     u.sysname = field(b"Linux");
     let uts = task.kernel.uts();
@@ -403,37 +398,38 @@ pub fn sys_uname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     u.release = field(b"6.1.0-ferrovisor");
     u.version = field(b"#1 SMP ferrovisor");
     u.machine = field(b"x86_64");
-    task.mm().write_obj(a[0], &u).map(|()| 0)
+    task.mm().write_obj(a.ptr(0), &u).map(|()| 0)
 }
 
-fn rlimit_index(res: u64) -> Result<usize, Errno> {
-    let i = res as u32 as usize;
+fn rlimit_index(res: u32) -> Result<usize, Errno> {
+    let i = res as usize;
     if i >= abi::rlimit::RLIM_NLIMITS {
         return Err(Errno::EINVAL);
     }
     Ok(i)
 }
 
-pub fn sys_getrlimit(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let i = rlimit_index(a[0])?;
+pub fn sys_getrlimit(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let i = rlimit_index(a.u32(0))?;
     let r = task.proc_.state().rlimits[i];
-    task.mm().write_obj(a[1], &r).map(|()| 0)
+    task.mm().write_obj(a.ptr(1), &r).map(|()| 0)
 }
 
-pub fn sys_prlimit64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let target = if is_self(task, a[0]) {
+pub fn sys_prlimit64(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (pid, new_rlim, old_rlim) = (a.i32(0), a.ptr(2), a.ptr(3));
+    let target = if is_self(task, pid) {
         task.proc_.clone()
     } else {
         // Another process of the sandbox (all of its processes run with
         // the sandbox's one set of credentials).
         task.kernel
-            .process(a[0] as i32)
+            .process(pid)
             .filter(|p| p.state().exit.is_none())
             .ok_or(Errno::ESRCH)?
     };
-    let i = rlimit_index(a[1])?;
-    let new: Option<Rlimit> = if a[2] != 0 {
-        Some(task.mm().read_obj(a[2])?)
+    let i = rlimit_index(a.u32(1))?;
+    let new: Option<Rlimit> = if new_rlim != 0 {
+        Some(task.mm().read_obj(new_rlim)?)
     } else {
         None
     };
@@ -449,8 +445,8 @@ pub fn sys_prlimit64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             return Err(Errno::EPERM);
         }
     }
-    if a[3] != 0 {
-        task.mm().write_obj(a[3], &old)?;
+    if old_rlim != 0 {
+        task.mm().write_obj(old_rlim, &old)?;
     }
     if let Some(n) = new {
         target.state().rlimits[i] = n;
@@ -458,8 +454,8 @@ pub fn sys_prlimit64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(0)
 }
 
-pub fn sys_getrusage(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let who = a[0] as i32;
+pub fn sys_getrusage(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let who = a.i32(0);
     if !matches!(who, -1..=1) {
         return Err(Errno::EINVAL);
     }
@@ -481,7 +477,7 @@ pub fn sys_getrusage(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         .sum::<u64>()
         / 1024;
     ru.rest[0] = kib.max(1) as i64;
-    task.mm().write_obj(a[1], &ru).map(|()| 0)
+    task.mm().write_obj(a.ptr(1), &ru).map(|()| 0)
 }
 
 /// A duration as a `timeval`.
@@ -492,8 +488,9 @@ pub fn timeval(d: std::time::Duration) -> abi::Timeval {
     }
 }
 
-pub fn sys_times(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[0] != 0 {
+pub fn sys_times(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let buf = a.ptr(0);
+    if buf != 0 {
         // Clock ticks at USER_HZ (100 per second).
         let ticks = |d: std::time::Duration| (d.as_millis() / 10) as i64;
         let me = task.cpu_times();
@@ -503,13 +500,13 @@ pub fn sys_times(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         t.stime = ticks(me.sys);
         t.cutime = ticks(kids.user);
         t.cstime = ticks(kids.sys);
-        task.mm().write_obj(a[0], &t)?;
+        task.mm().write_obj(buf, &t)?;
     }
     let t = crate::host::clock_gettime(libc::CLOCK_BOOTTIME)?;
     Ok((t.tv_sec * 100 + t.tv_nsec / 10_000_000) as u64)
 }
 
-pub fn sys_sysinfo(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_sysinfo(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let mut s = abi::Sysinfo::new_zeroed();
     let up = crate::host::clock_gettime(libc::CLOCK_BOOTTIME)?;
     s.uptime = up.tv_sec;
@@ -517,19 +514,19 @@ pub fn sys_sysinfo(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     s.freeram = s.totalram / 2;
     s.procs = 1;
     s.mem_unit = 1;
-    task.mm().write_obj(a[0], &s).map(|()| 0)
+    task.mm().write_obj(a.ptr(0), &s).map(|()| 0)
 }
 
-pub fn sys_sched_yield(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_sched_yield(_task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     std::thread::yield_now();
     Ok(0)
 }
 
-pub fn sys_sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if !is_self(task, a[0]) {
+pub fn sys_sched_getaffinity(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if !is_self(task, a.i32(0)) {
         return Err(Errno::ESRCH);
     }
-    let len = a[1] as usize;
+    let len = a.usize(1);
     let cpus = task.kernel.cpus.max(1);
     let need = cpus.div_ceil(64) * 8;
     if len < need || !len.is_multiple_of(8) {
@@ -542,16 +539,16 @@ pub fn sys_sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
             mask[c / 8] |= 1 << (c % 8);
         }
     }
-    task.mm().copy_out(a[2], &mask)?;
+    task.mm().copy_out(a.ptr(2), &mask)?;
     Ok(need as u64)
 }
 
-pub fn sys_sched_setaffinity(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if !is_self(task, a[0]) {
+pub fn sys_sched_setaffinity(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if !is_self(task, a.i32(0)) {
         return Err(Errno::ESRCH);
     }
-    let mut b = vec![0u8; (a[1] as usize).min(128)];
-    task.mm().copy_in(a[2], &mut b)?;
+    let mut b = vec![0u8; a.usize(1).min(128)];
+    task.mm().copy_in(a.ptr(2), &mut b)?;
     // Only the sandbox's CPUs count; a mask without any of them is invalid.
     let cpus = task.kernel.cpus.clamp(1, 64);
     let mut want = 0u64;
@@ -572,41 +569,41 @@ pub fn sys_sched_setaffinity(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
     Ok(0)
 }
 
-pub fn sys_sched_getparam(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if !is_self(task, a[0]) {
+pub fn sys_sched_getparam(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if !is_self(task, a.i32(0)) {
         return Err(Errno::ESRCH);
     }
-    task.mm().write_obj(a[1], &0i32).map(|()| 0)
+    task.mm().write_obj(a.ptr(1), &0i32).map(|()| 0)
 }
 
-pub fn sys_sched_get_priority_max(_task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    match a[0] as i32 {
+pub fn sys_sched_get_priority_max(_task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    match a.i32(0) {
         0 | 3 | 5 | 6 => Ok(0),
         1 | 2 => Ok(99),
         _ => Err(Errno::EINVAL),
     }
 }
 
-pub fn sys_sched_get_priority_min(_task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    match a[0] as i32 {
+pub fn sys_sched_get_priority_min(_task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    match a.i32(0) {
         0 | 3 | 5 | 6 => Ok(0),
         1 | 2 => Ok(1),
         _ => Err(Errno::EINVAL),
     }
 }
 
-pub fn sys_sched_getscheduler(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if !is_self(task, a[0]) {
+pub fn sys_sched_getscheduler(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if !is_self(task, a.i32(0)) {
         return Err(Errno::ESRCH);
     }
     Ok(0) // SCHED_OTHER
 }
 
-pub fn sys_getpriority(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[0] > 2 {
+pub fn sys_getpriority(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if a.u64(0) > 2 {
         return Err(Errno::EINVAL);
     }
-    if !is_self(task, a[1]) {
+    if !is_self(task, a.i32(1)) {
         return Err(Errno::ESRCH);
     }
     Ok(20) // nice 0, as the raw syscall reports it (20 - nice)
@@ -615,72 +612,74 @@ pub fn sys_getpriority(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// `setpriority(2)` of the caller: every process runs at nice 0 here, so
 /// only the permission is checked (a nice value below the current one
 /// needs `CAP_SYS_NICE`, with `RLIMIT_NICE` at its default of 0).
-pub fn sys_setpriority(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[0] > 2 {
+pub fn sys_setpriority(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if a.u64(0) > 2 {
         return Err(Errno::EINVAL);
     }
-    if !is_self(task, a[1]) {
+    if !is_self(task, a.i32(1)) {
         return Err(Errno::ESRCH);
     }
-    if (a[2] as i32) < 0 && !task.capable(cap::SYS_NICE) {
+    if a.i32(2) < 0 && !task.capable(cap::SYS_NICE) {
         return Err(Errno::EACCES);
     }
     Ok(0)
 }
 
-pub fn sys_getcpu(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[0] != 0 {
-        task.mm().write_obj(a[0], &0u32)?;
+pub fn sys_getcpu(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (cpu, node) = (a.ptr(0), a.ptr(1));
+    if cpu != 0 {
+        task.mm().write_obj(cpu, &0u32)?;
     }
-    if a[1] != 0 {
-        task.mm().write_obj(a[1], &0u32)?;
+    if node != 0 {
+        task.mm().write_obj(node, &0u32)?;
     }
     Ok(0)
 }
 
-pub fn sys_getrandom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_getrandom(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const GRND_NONBLOCK: u64 = 1;
     const GRND_RANDOM: u64 = 2;
     const GRND_INSECURE: u64 = 4;
-    let flags = a[2];
+    let flags = a.u64(2);
     if flags & !(GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE) != 0
         || flags & (GRND_RANDOM | GRND_INSECURE) == (GRND_RANDOM | GRND_INSECURE)
     {
         return Err(Errno::EINVAL);
     }
-    let len = a[1].min(32 << 20) as usize;
+    let len = a.usize(1).min(32 << 20);
     if len == 0 {
         return Ok(0);
     }
     // Filled a piece at a time: the Sentry never holds the guest's length.
-    let bufs = task.mm().slices(a[0], len as u64, true)?;
+    let bufs = task.mm().slices(a.ptr(0), len as u64, true)?;
     crate::vfs::file::fill_random(&crate::mm::guestio::GuestBufs::new(&bufs));
     Ok(len as u64)
 }
 
-pub fn sys_set_tid_address(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    task.clear_child_tid = a[0];
+pub fn sys_set_tid_address(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    task.clear_child_tid = a.ptr(0);
     Ok(task.tid() as u64)
 }
 
-pub fn sys_set_robust_list(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[1] != std::mem::size_of::<abi::RobustListHead>() as u64 {
+pub fn sys_set_robust_list(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (head, len) = (a.ptr(0), a.u64(1));
+    if len != std::mem::size_of::<abi::RobustListHead>() as u64 {
         return Err(Errno::EINVAL);
     }
-    task.robust_list = (a[0], a[1]);
+    task.robust_list = (head, len);
     Ok(0)
 }
 
-pub fn sys_get_robust_list(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if !is_self(task, a[0]) {
+pub fn sys_get_robust_list(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if !is_self(task, a.i32(0)) {
         return Err(Errno::ESRCH);
     }
-    task.mm().write_obj(a[1], &task.robust_list.0)?;
-    task.mm().write_obj(a[2], &task.robust_list.1)?;
+    task.mm().write_obj(a.ptr(1), &task.robust_list.0)?;
+    task.mm().write_obj(a.ptr(2), &task.robust_list.1)?;
     Ok(0)
 }
 
-pub fn sys_arch_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_arch_prctl(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const ARCH_SET_GS: u64 = 0x1001;
     const ARCH_SET_FS: u64 = 0x1002;
     const ARCH_GET_FS: u64 = 0x1003;
@@ -689,30 +688,32 @@ pub fn sys_arch_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const ARCH_SET_CPUID: u64 = 0x1012;
     // Only canonical user addresses can be segment bases.
     let canonical = |v: u64| v < (1 << 47);
-    match a[0] {
+    // `addr` is a base to set or where to store one.
+    let (code, addr) = (a.u64(0), a.u64(1));
+    match code {
         ARCH_SET_FS => {
-            if !canonical(a[1]) {
+            if !canonical(addr) {
                 return Err(Errno::EPERM);
             }
-            task.regs.fs_base = a[1];
+            task.regs.fs_base = addr;
             Ok(0)
         }
         ARCH_SET_GS => {
-            if !canonical(a[1]) {
+            if !canonical(addr) {
                 return Err(Errno::EPERM);
             }
-            task.regs.gs_base = a[1];
+            task.regs.gs_base = addr;
             Ok(0)
         }
-        ARCH_GET_FS => task.mm().write_obj(a[1], &task.regs.fs_base).map(|()| 0),
-        ARCH_GET_GS => task.mm().write_obj(a[1], &task.regs.gs_base).map(|()| 0),
+        ARCH_GET_FS => task.mm().write_obj(addr, &task.regs.fs_base).map(|()| 0),
+        ARCH_GET_GS => task.mm().write_obj(addr, &task.regs.gs_base).map(|()| 0),
         ARCH_GET_CPUID => Ok(1),
         ARCH_SET_CPUID => Err(Errno::ENODEV),
         _ => Err(Errno::EINVAL),
     }
 }
 
-pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_prctl(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const PR_SET_PDEATHSIG: u64 = 1;
     const PR_GET_PDEATHSIG: u64 = 2;
     const PR_GET_DUMPABLE: u64 = 3;
@@ -731,17 +732,18 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const PR_GET_SECUREBITS: u64 = 27;
     const PR_SET_SECUREBITS: u64 = 28;
     use crate::kernel::auth::secbit;
-    match a[0] {
+    let (option, arg2, arg3, arg4, arg5) = (a.u64(0), a.u64(1), a.u64(2), a.u64(3), a.u64(4));
+    match option {
         PR_GET_KEEPCAPS => Ok(u64::from(task.creds.secure(secbit::KEEP_CAPS))),
         PR_SET_KEEPCAPS => {
-            if a[1] > 1 {
+            if arg2 > 1 {
                 return Err(Errno::EINVAL);
             }
             // (a locked bit cannot even be set to the value it has)
             if task.creds.secure(secbit::KEEP_CAPS << 1) {
                 return Err(Errno::EPERM);
             }
-            if a[1] == 1 {
+            if arg2 == 1 {
                 task.creds.securebits |= secbit::KEEP_CAPS;
             } else {
                 task.creds.securebits &= !secbit::KEEP_CAPS;
@@ -753,7 +755,7 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             // Linux's cap_task_prctl: no change of a locked bit, no
             // unlocking, no unknown bit, and nothing without CAP_SETPCAP.
             let old = task.creds.securebits;
-            let new = a[1];
+            let new = arg2;
             let locks = old & secbit::ALL_LOCKS;
             if u64::from(locks >> 1) & (u64::from(old) ^ new) != 0
                 || u64::from(locks) & !new != 0
@@ -766,11 +768,11 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             Ok(0)
         }
         PR_CAPBSET_READ => {
-            let bit = cap_bit(a[1])?;
+            let bit = cap_bit(arg2)?;
             Ok(u64::from(task.creds.caps.bounding & bit != 0))
         }
         PR_CAPBSET_DROP => {
-            let bit = cap_bit(a[1])?;
+            let bit = cap_bit(arg2)?;
             if !task.capable(crate::kernel::auth::CAP_SETPCAP) {
                 return Err(Errno::EPERM);
             }
@@ -781,12 +783,12 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         PR_CAP_AMBIENT => cap_ambient(task, a),
         PR_SET_NAME => {
             // The name may end before a page that is not mapped.
-            let name = task.mm().read_cstr(a[1], 15);
+            let name = task.mm().read_cstr(arg2, 15);
             let name = match name {
                 Ok(n) => n,
                 Err(Errno::ENAMETOOLONG) => {
                     let mut b = vec![0u8; 15];
-                    task.mm().copy_in(a[1], &mut b)?;
+                    task.mm().copy_in(arg2, &mut b)?;
                     b
                 }
                 Err(e) => return Err(e),
@@ -800,29 +802,29 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         PR_GET_NAME => {
             let mut name = [0u8; 16];
             name[..task.comm.len().min(15)].copy_from_slice(&task.comm[..task.comm.len().min(15)]);
-            task.mm().copy_out(a[1], &name).map(|()| 0)
+            task.mm().copy_out(arg2, &name).map(|()| 0)
         }
         PR_SET_PDEATHSIG => {
-            if a[1] > 64 {
+            if arg2 > 64 {
                 return Err(Errno::EINVAL);
             }
-            task.proc_.state().pdeathsig = a[1] as i32;
+            task.proc_.state().pdeathsig = arg2 as i32;
             Ok(0)
         }
         PR_GET_PDEATHSIG => {
             let sig = task.proc_.state().pdeathsig;
-            task.mm().write_obj(a[1], &sig).map(|()| 0)
+            task.mm().write_obj(arg2, &sig).map(|()| 0)
         }
         PR_GET_DUMPABLE => Ok(u64::from(task.proc_.state().dumpable)),
         PR_SET_DUMPABLE => {
-            if a[1] > 1 {
+            if arg2 > 1 {
                 return Err(Errno::EINVAL);
             }
-            task.proc_.state().dumpable = a[1] == 1;
+            task.proc_.state().dumpable = arg2 == 1;
             Ok(0)
         }
         PR_SET_NO_NEW_PRIVS => {
-            if a[1] != 1 || a[2] != 0 || a[3] != 0 || a[4] != 0 {
+            if arg2 != 1 || arg3 != 0 || arg4 != 0 || arg5 != 0 {
                 return Err(Errno::EINVAL);
             }
             task.no_new_privs = true;
@@ -831,12 +833,12 @@ pub fn sys_prctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         PR_GET_NO_NEW_PRIVS => Ok(u64::from(task.no_new_privs)),
         PR_SET_CHILD_SUBREAPER => {
-            task.proc_.state().child_subreaper = a[1] != 0;
+            task.proc_.state().child_subreaper = arg2 != 0;
             Ok(0)
         }
         PR_GET_CHILD_SUBREAPER => {
             let on = i32::from(task.proc_.state().child_subreaper);
-            task.mm().write_obj(a[1], &on).map(|()| 0)
+            task.mm().write_obj(arg2, &on).map(|()| 0)
         }
         _ => Err(Errno::EINVAL),
     }
@@ -853,7 +855,7 @@ fn cap_bit(cap: u64) -> Result<u64, Errno> {
 /// `prctl(PR_CAP_AMBIENT, op, cap, 0, 0)` (prctl(2)): a capability may
 /// join the ambient set only when it is permitted and inheritable, and not
 /// under `SECBIT_NO_CAP_AMBIENT_RAISE`.
-fn cap_ambient(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+fn cap_ambient(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const IS_SET: u64 = 1;
     const RAISE: u64 = 2;
     const LOWER: u64 = 3;
@@ -861,20 +863,21 @@ fn cap_ambient(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let no_raise = task
         .creds
         .secure(crate::kernel::auth::secbit::NO_CAP_AMBIENT_RAISE);
+    let (op, which, arg4, arg5) = (a.u64(1), a.u64(2), a.u64(3), a.u64(4));
     let caps = &mut task.creds.caps;
-    if a[1] == CLEAR_ALL {
-        if a[2] | a[3] | a[4] != 0 {
+    if op == CLEAR_ALL {
+        if which | arg4 | arg5 != 0 {
             return Err(Errno::EINVAL);
         }
         caps.ambient = 0;
         task.publish_privileges();
         return Ok(0);
     }
-    let bit = cap_bit(a[2])?;
-    if a[3] | a[4] != 0 {
+    let bit = cap_bit(which)?;
+    if arg4 | arg5 != 0 {
         return Err(Errno::EINVAL);
     }
-    match a[1] {
+    match op {
         IS_SET => return Ok(u64::from(caps.ambient & bit != 0)),
         RAISE => {
             if caps.permitted & caps.inheritable & bit == 0 || no_raise {
@@ -911,13 +914,14 @@ fn cap_version(task: &Task, header: u64) -> Result<(usize, i32), Errno> {
 }
 
 /// `capget(2)`: a thread's effective, permitted and inheritable sets.
-pub fn sys_capget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (n, pid) = match cap_version(task, a[0]) {
+pub fn sys_capget(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (header, data) = (a.ptr(0), a.ptr(1));
+    let (n, pid) = match cap_version(task, header) {
         // (a probe for the version: no data pointer, no error)
-        Err(Errno::EINVAL) if a[1] == 0 => return Ok(0),
+        Err(Errno::EINVAL) if data == 0 => return Ok(0),
         r => r?,
     };
-    if a[1] == 0 {
+    if data == 0 {
         return Ok(0);
     }
     if pid < 0 {
@@ -933,12 +937,12 @@ pub fn sys_capget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     };
     for i in 0..n {
         let word = |set: u64| (set >> (32 * i)) as u32;
-        let data = abi::CapUserData {
+        let words = abi::CapUserData {
             effective: word(caps.effective),
             permitted: word(caps.permitted),
             inheritable: word(caps.inheritable),
         };
-        task.mm().write_obj(a[1] + 12 * i as u64, &data)?;
+        task.mm().write_obj(data + 12 * i as u64, &words)?;
     }
     Ok(0)
 }
@@ -947,14 +951,15 @@ pub fn sys_capget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// the permitted set may only shrink, the effective one stays within it,
 /// and the inheritable one within the bounding set (and, without
 /// `CAP_SETPCAP`, within the old permitted set).
-pub fn sys_capset(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (n, pid) = cap_version(task, a[0])?;
+pub fn sys_capset(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (header, data) = (a.ptr(0), a.ptr(1));
+    let (n, pid) = cap_version(task, header)?;
     if pid != 0 && pid != task.tid() {
         return Err(Errno::EPERM);
     }
     let (mut eff, mut prm, mut inh) = (0u64, 0u64, 0u64);
     for i in 0..n {
-        let d: abi::CapUserData = task.mm().read_obj(a[1] + 12 * i as u64)?;
+        let d: abi::CapUserData = task.mm().read_obj(data + 12 * i as u64)?;
         eff |= u64::from(d.effective) << (32 * i);
         prm |= u64::from(d.permitted) << (32 * i);
         inh |= u64::from(d.inheritable) << (32 * i);
@@ -982,7 +987,7 @@ pub fn sys_capset(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 /// `sync(2)`: what shared mappings of volume files hold goes to the host
 /// (the host's own caches are the host's business).
-pub fn sys_sync(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_sync(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     for cache in task.kernel.fs.page_caches.all() {
         if let Err(e) = cache.writeback(None) {
             tracing::debug!("sync: writeback failed: {e:?}");
@@ -992,7 +997,7 @@ pub fn sys_sync(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 /// `futex(2)`: the operations glibc and other runtimes use.
-pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_futex(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const FUTEX_WAIT: u64 = 0;
     const FUTEX_WAKE: u64 = 1;
     const FUTEX_REQUEUE: u64 = 3;
@@ -1005,9 +1010,10 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const FUTEX_TRYLOCK_PI: u64 = 8;
     const FUTEX_LOCK_PI2: u64 = 13;
     const FUTEX_CLOCK_REALTIME: u64 = 256;
-    let [uaddr, op, val, timeout, uaddr2, val3] = *a;
+    // `timeout` is `val2`, a count, for the requeue and wake-op commands.
+    let (uaddr, op, val, timeout) = (a.ptr(0), a.u64(1), a.u32(2), a.u64(3));
+    let (uaddr2, val3) = (a.ptr(4), a.u32(5));
     let cmd = op & 0x7f;
-    let val = val as u32;
     // Relative timeouts for FUTEX_WAIT, absolute ones for WAIT_BITSET.
     let deadline = |task: &Task,
                     absolute: bool,
@@ -1044,23 +1050,18 @@ pub fn sys_futex(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         FUTEX_WAIT_BITSET => {
             let d = deadline(task, true, false)?;
-            crate::kernel::futex::wait(task, uaddr, val, val3 as u32, d)
+            crate::kernel::futex::wait(task, uaddr, val, val3, d)
         }
         FUTEX_WAKE => crate::kernel::futex::wake(task, uaddr, val, u32::MAX),
-        FUTEX_WAKE_BITSET => crate::kernel::futex::wake(task, uaddr, val, val3 as u32),
+        FUTEX_WAKE_BITSET => crate::kernel::futex::wake(task, uaddr, val, val3),
         FUTEX_REQUEUE => {
             crate::kernel::futex::requeue(task, uaddr, uaddr2, val, timeout as u32, None)
         }
-        FUTEX_CMP_REQUEUE => crate::kernel::futex::requeue(
-            task,
-            uaddr,
-            uaddr2,
-            val,
-            timeout as u32,
-            Some(val3 as u32),
-        ),
+        FUTEX_CMP_REQUEUE => {
+            crate::kernel::futex::requeue(task, uaddr, uaddr2, val, timeout as u32, Some(val3))
+        }
         FUTEX_WAKE_OP => {
-            crate::kernel::futex::wake_op(task, uaddr, uaddr2, val, timeout as u32, val3 as u32)
+            crate::kernel::futex::wake_op(task, uaddr, uaddr2, val, timeout as u32, val3)
         }
         // FUTEX_LOCK_PI's timeout is absolute on CLOCK_REALTIME; LOCK_PI2's
         // on CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME says otherwise.
@@ -1287,29 +1288,29 @@ fn kill_other_threads(task: &mut Task) {
     }
 }
 
-pub fn sys_execve(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let path = path_arg(task, a[0])?;
-    execve(task, abi::AT_FDCWD as u64, path, a[1], a[2])
+pub fn sys_execve(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let path = path_arg(task, a.ptr(0))?;
+    execve(task, abi::AT_FDCWD as u64, path, a.ptr(1), a.ptr(2))
 }
 
-pub fn sys_execveat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let flags = a[4] as u32;
+pub fn sys_execveat(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (argv, envp, flags) = (a.ptr(2), a.ptr(3), a.u32(4));
     if flags & !(abi::AT_EMPTY_PATH | abi::AT_SYMLINK_NOFOLLOW) != 0 {
         return Err(Errno::EINVAL);
     }
-    let path = path_arg(task, a[1])?;
+    let path = path_arg(task, a.ptr(1))?;
     if path.is_empty() {
         // fexecve: run the file behind the descriptor.
         if flags & abi::AT_EMPTY_PATH == 0 {
             return Err(Errno::ENOENT);
         }
-        let file = task.fds().file(a[0] as i32 as i64)?;
+        let file = task.fds().file(a.fd(0).into())?;
         let p = file
             .location
             .as_ref()
             .map(|l| l.path())
             .ok_or(Errno::EBADF)?;
-        return execve(task, abi::AT_FDCWD as u64, p.into_bytes(), a[2], a[3]);
+        return execve(task, abi::AT_FDCWD as u64, p.into_bytes(), argv, envp);
     }
-    execve(task, a[0], path, a[2], a[3])
+    execve(task, a.u64(0), path, argv, envp)
 }

@@ -4,26 +4,27 @@
 use abi::signal::*;
 use abi::{Errno, KSigaction, SigInfo, StackT};
 
+use super::args::{Args, SyscallArgs};
 use crate::kernel::auth::cap;
 use crate::kernel::task::{si, user_info, Process, Task, Thread, UNBLOCKABLE};
 use crate::vfs::file::FileKind;
 use crate::vfs::Node;
 
-fn sig_arg(sig: u64) -> Result<usize, Errno> {
-    let s = sig as i32;
-    if !(1..=64).contains(&s) {
+fn sig_arg(sig: i32) -> Result<usize, Errno> {
+    if !(1..=64).contains(&sig) {
         return Err(Errno::EINVAL);
     }
-    Ok(s as usize)
+    Ok(sig as usize)
 }
 
-pub fn sys_rt_sigaction(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[3] != 8 {
+pub fn sys_rt_sigaction(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (act, oldact, sigsetsize) = (a.ptr(1), a.ptr(2), a.usize(3));
+    if sigsetsize != 8 {
         return Err(Errno::EINVAL);
     }
-    let sig = sig_arg(a[0])?;
-    let new: Option<KSigaction> = if a[1] != 0 {
-        Some(task.mm().read_obj(a[1])?)
+    let sig = sig_arg(a.i32(0))?;
+    let new: Option<KSigaction> = if act != 0 {
+        Some(task.mm().read_obj(act)?)
     } else {
         None
     };
@@ -31,8 +32,8 @@ pub fn sys_rt_sigaction(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let old = task.proc_.state().actions[sig - 1];
-    if a[2] != 0 {
-        task.mm().write_obj(a[2], &old)?;
+    if oldact != 0 {
+        task.mm().write_obj(oldact, &old)?;
     }
     if let Some(mut n) = new {
         n.mask &= !UNBLOCKABLE;
@@ -52,18 +53,19 @@ pub fn sys_rt_sigaction(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(0)
 }
 
-pub fn sys_rt_sigprocmask(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[3] != 8 {
+pub fn sys_rt_sigprocmask(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (how, set, oldset, sigsetsize) = (a.u64(0), a.ptr(1), a.ptr(2), a.usize(3));
+    if sigsetsize != 8 {
         return Err(Errno::EINVAL);
     }
-    let set: Option<u64> = if a[1] != 0 {
-        Some(task.mm().read_obj(a[1])?)
+    let set: Option<u64> = if set != 0 {
+        Some(task.mm().read_obj(set)?)
     } else {
         None
     };
     let old = task.sigmask();
     if let Some(set) = set {
-        let new = match a[0] {
+        let new = match how {
             SIG_BLOCK => old | set,
             SIG_UNBLOCK => old & !set,
             SIG_SETMASK => set,
@@ -71,14 +73,14 @@ pub fn sys_rt_sigprocmask(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         };
         task.set_sigmask(new);
     }
-    if a[2] != 0 {
-        task.mm().write_obj(a[2], &old)?;
+    if oldset != 0 {
+        task.mm().write_obj(oldset, &old)?;
     }
     Ok(0)
 }
 
-pub fn sys_rt_sigpending(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[1] > 8 {
+pub fn sys_rt_sigpending(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if a.usize(1) > 8 {
         return Err(Errno::EINVAL);
     }
     let pending = {
@@ -86,25 +88,26 @@ pub fn sys_rt_sigpending(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         let t = task.thread.state();
         (p.pending.bits | t.pending.bits) & t.mask
     };
-    task.mm().write_obj(a[0], &pending).map(|()| 0)
+    task.mm().write_obj(a.ptr(0), &pending).map(|()| 0)
 }
 
-pub fn sys_sigaltstack(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_sigaltstack(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const SS_AUTODISARM: i32 = 1 << 31;
-    let new: Option<StackT> = if a[0] != 0 {
-        Some(task.mm().read_obj(a[0])?)
+    let (ss, old_ss) = (a.ptr(0), a.ptr(1));
+    let new: Option<StackT> = if ss != 0 {
+        Some(task.mm().read_obj(ss)?)
     } else {
         None
     };
     let cur = task.altstack;
     let rsp = task.regs.rsp;
     let on_stack = cur.flags & SS_DISABLE == 0 && rsp > cur.sp && rsp <= cur.sp + cur.size;
-    if a[1] != 0 {
+    if old_ss != 0 {
         let mut out = cur;
         if on_stack {
             out.flags |= SS_ONSTACK;
         }
-        task.mm().write_obj(a[1], &out)?;
+        task.mm().write_obj(old_ss, &out)?;
     }
     if let Some(mut n) = new {
         if on_stack {
@@ -162,12 +165,11 @@ fn may_signal(task: &Task, p: &Process, t: Option<&Thread>, sig: i32) -> bool {
 
 /// `kill(2)` targets: a process, a process group, or everyone. A group or
 /// everyone is signalled where permitted, `EPERM` when nowhere.
-pub fn sys_kill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let sig = a[1] as i32;
+pub fn sys_kill(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (pid, sig) = (a.i32(0), a.i32(1));
     if !(0..=64).contains(&sig) {
         return Err(Errno::EINVAL);
     }
-    let pid = a[0] as i32;
     let me = task.pid();
     let my_pgid = task.proc_.state().pgid;
     let targets: Vec<_> = {
@@ -183,7 +185,8 @@ pub fn sys_kill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                     p_ if p_ > 0 => p.pid == p_,
                     0 => st.pgid == my_pgid,
                     -1 => p.pid != 1 && p.pid != me,
-                    g => st.pgid == -g,
+                    // (-INT_MIN names no group: ESRCH, as on Linux)
+                    g => g.checked_neg() == Some(st.pgid),
                 }
             })
             .cloned()
@@ -239,12 +242,12 @@ fn thread_kill(
     Ok(0)
 }
 
-pub fn sys_tkill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    thread_kill(task, None, a[0] as i32, a[1] as i32, None)
+pub fn sys_tkill(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    thread_kill(task, None, a.i32(0), a.i32(1), None)
 }
 
-pub fn sys_tgkill(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    thread_kill(task, Some(a[0] as i32), a[1] as i32, a[2] as i32, None)
+pub fn sys_tgkill(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    thread_kill(task, Some(a.i32(0)), a.i32(1), a.i32(2), None)
 }
 
 /// The caller's `siginfo` for `rt_sigqueueinfo`/`rt_tgsigqueueinfo`: the
@@ -260,12 +263,12 @@ fn queued_info(task: &Task, target_pid: i32, sig: i32, uinfo: u64) -> Result<Sig
 }
 
 /// `rt_sigqueueinfo(2)`: like `kill` to one process, with the caller's data.
-pub fn sys_rt_sigqueueinfo(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (pid, sig) = (a[0] as i32, a[1] as i32);
+pub fn sys_rt_sigqueueinfo(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (pid, sig) = (a.i32(0), a.i32(1));
     if !(0..=64).contains(&sig) {
         return Err(Errno::EINVAL);
     }
-    let info = queued_info(task, pid, sig, a[2])?;
+    let info = queued_info(task, pid, sig, a.ptr(2))?;
     let target = task.kernel.process(pid).ok_or(Errno::ESRCH)?;
     if !may_signal(task, &target, None, sig) {
         return Err(Errno::EPERM);
@@ -285,17 +288,17 @@ const PIDFD_SIGNAL_PROCESS_GROUP: u64 = 4;
 /// pidfd, or through a descriptor of a `/proc/[pid]` directory as Linux
 /// also accepts. A zombie takes (and drops) the signal as `kill(2)` does;
 /// `ESRCH` once the process has been reaped.
-pub fn sys_pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (sig, flags) = (a[1] as i32, a[3]);
+pub fn sys_pidfd_send_signal(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (pidfd, sig, uinfo, flags) = (a.fd(0), a.i32(1), a.ptr(2), a.u64(3));
     let scopes = PIDFD_SIGNAL_THREAD | PIDFD_SIGNAL_THREAD_GROUP | PIDFD_SIGNAL_PROCESS_GROUP;
     if flags & !scopes != 0 || flags.count_ones() > 1 || !(0..=64).contains(&sig) {
         return Err(Errno::EINVAL);
     }
-    let file = task.fds().file(a[0] as i32 as i64)?;
-    let pidfd = file.downcast::<crate::fsimpl::pidfd::PidFd>();
+    let file = task.fds().file(pidfd.into())?;
+    let held = file.downcast::<crate::fsimpl::pidfd::PidFd>();
     let target = match (&file.kind, file.location.as_ref().map(|l| l.node())) {
-        (FileKind::Impl(_), _) if pidfd.is_some() => {
-            pidfd.map(|p| p.0.clone()).ok_or(Errno::EBADF)?
+        (FileKind::Impl(_), _) if held.is_some() => {
+            held.map(|p| p.0.clone()).ok_or(Errno::EBADF)?
         }
         (FileKind::SynthDir, Some(Node::Proc(crate::fsimpl::proc::ProcNode::Pid(pid, None)))) => {
             task.kernel.process(*pid).ok_or(Errno::ESRCH)?
@@ -310,7 +313,7 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
     {
         return Err(Errno::ESRCH);
     }
-    let info = if a[2] == 0 {
+    let info = if uinfo == 0 {
         let code = if flags == PIDFD_SIGNAL_THREAD {
             si::TKILL
         } else {
@@ -318,7 +321,7 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         };
         user_info(sig, task.pid(), task.creds.uid[0], code)
     } else {
-        let info: SigInfo = task.mm().read_obj(a[2])?;
+        let info: SigInfo = task.mm().read_obj(uinfo)?;
         // Unlike rt_sigqueueinfo, the number in `info` must match; and
         // only a signal to the caller's own process may claim any code.
         if info.signo != sig {
@@ -327,7 +330,7 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
         if flags == PIDFD_SIGNAL_PROCESS_GROUP && (info.code >= 0 || info.code == si::TKILL) {
             return Err(Errno::EPERM);
         }
-        queued_info(task, target.pid, sig, a[2])?
+        queued_info(task, target.pid, sig, uinfo)?
     };
     if flags != PIDFD_SIGNAL_PROCESS_GROUP && !may_signal(task, &target, None, sig) {
         return Err(Errno::EPERM);
@@ -370,17 +373,11 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno
 }
 
 /// `rt_tgsigqueueinfo(2)`: like `tgkill`, with the caller's data.
-pub fn sys_rt_tgsigqueueinfo(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    thread_kill(
-        task,
-        Some(a[0] as i32),
-        a[1] as i32,
-        a[2] as i32,
-        Some(a[3]),
-    )
+pub fn sys_rt_tgsigqueueinfo(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    thread_kill(task, Some(a.i32(0)), a.i32(1), a.i32(2), Some(a.ptr(3)))
 }
 
-pub fn sys_rt_sigreturn(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_rt_sigreturn(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     match task.sigreturn() {
         Ok(v) => Ok(v),
         Err(_) => {
@@ -403,28 +400,29 @@ fn wait_for_signal(task: &Task) {
     }
 }
 
-pub fn sys_pause(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_pause(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     wait_for_signal(task);
     Err(Errno::ERESTARTNOHAND)
 }
 
-pub fn sys_rt_sigsuspend(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[1] != 8 {
+pub fn sys_rt_sigsuspend(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if a.usize(1) != 8 {
         return Err(Errno::EINVAL);
     }
-    let mask: u64 = task.mm().read_obj(a[0])?;
+    let mask: u64 = task.mm().read_obj(a.ptr(0))?;
     task.saved_mask = Some(task.set_sigmask(mask));
     wait_for_signal(task);
     Err(Errno::ERESTARTNOHAND)
 }
 
-pub fn sys_rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[3] != 8 {
+pub fn sys_rt_sigtimedwait(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (uthese, uinfo, uts, sigsetsize) = (a.ptr(0), a.ptr(1), a.ptr(2), a.usize(3));
+    if sigsetsize != 8 {
         return Err(Errno::EINVAL);
     }
-    let set: u64 = task.mm().read_obj::<u64>(a[0])? & !UNBLOCKABLE;
-    let deadline = if a[2] != 0 {
-        let ts: abi::Timespec = task.mm().read_obj(a[2])?;
+    let set: u64 = task.mm().read_obj::<u64>(uthese)? & !UNBLOCKABLE;
+    let deadline = if uts != 0 {
+        let ts: abi::Timespec = task.mm().read_obj(uts)?;
         if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
             return Err(Errno::EINVAL);
         }
@@ -452,8 +450,8 @@ pub fn sys_rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> 
                 drop(t);
                 drop(p);
                 drop(g);
-                if a[1] != 0 {
-                    task.mm().write_obj(a[1], &info)?;
+                if uinfo != 0 {
+                    task.mm().write_obj(uinfo, &info)?;
                 }
                 return Ok(sig as u64);
             }

@@ -4,12 +4,12 @@ use std::time::{Duration, Instant};
 
 use abi::{Errno, Timespec, Timeval};
 
+use super::args::{Args, SyscallArgs};
 use crate::host;
 use crate::kernel::task::Task;
 
 /// Host clock for a guest clock id, or `EINVAL`.
-fn clock_arg(id: u64) -> Result<i32, Errno> {
-    let id = id as i32;
+fn clock_arg(id: i32) -> Result<i32, Errno> {
     match id {
         0..=9 | 11 => Ok(id),
         // CPU-time clocks of this process or thread (`clock_getcpuclockid`
@@ -35,42 +35,44 @@ pub(crate) fn realtime(task: &Task) -> Result<Timespec, Errno> {
     now(task, libc::CLOCK_REALTIME)
 }
 
-pub fn sys_clock_gettime(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let clock = clock_arg(a[0])?;
+pub fn sys_clock_gettime(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let clock = clock_arg(a.i32(0))?;
     let ts = now(task, clock)?;
-    task.mm().write_obj(a[1], &ts).map(|()| 0)
+    task.mm().write_obj(a.ptr(1), &ts).map(|()| 0)
 }
 
-pub fn sys_clock_getres(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let clock = clock_arg(a[0])?;
+pub fn sys_clock_getres(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (clock, res) = (clock_arg(a.i32(0))?, a.ptr(1));
     let ts = host::clock_getres(clock)?;
-    if a[1] != 0 {
-        task.mm().write_obj(a[1], &ts)?;
+    if res != 0 {
+        task.mm().write_obj(res, &ts)?;
     }
     Ok(0)
 }
 
-pub fn sys_gettimeofday(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[0] != 0 {
+pub fn sys_gettimeofday(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (tv, tz) = (a.ptr(0), a.ptr(1));
+    if tv != 0 {
         let ts = now(task, libc::CLOCK_REALTIME)?;
         task.mm().write_obj(
-            a[0],
+            tv,
             &Timeval {
                 tv_sec: ts.tv_sec,
                 tv_usec: ts.tv_nsec / 1000,
             },
         )?;
     }
-    if a[1] != 0 {
-        task.mm().write_obj(a[1], &[0i32; 2])?;
+    if tz != 0 {
+        task.mm().write_obj(tz, &[0i32; 2])?;
     }
     Ok(0)
 }
 
-pub fn sys_time(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+pub fn sys_time(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let tloc = a.ptr(0);
     let ts = now(task, libc::CLOCK_REALTIME)?;
-    if a[0] != 0 {
-        task.mm().write_obj(a[0], &ts.tv_sec)?;
+    if tloc != 0 {
+        task.mm().write_obj(tloc, &ts.tv_sec)?;
     }
     Ok(ts.tv_sec as u64)
 }
@@ -129,32 +131,32 @@ fn write_rem(task: &Task, addr: u64, left: Duration) -> Result<(), Errno> {
     Ok(())
 }
 
-pub fn sys_nanosleep(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let ts: Timespec = task.mm().read_obj(a[0])?;
+pub fn sys_nanosleep(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let ts: Timespec = task.mm().read_obj(a.ptr(0))?;
     match sleep_for(task, &ts, false, libc::CLOCK_MONOTONIC)? {
         Ok(()) => Ok(0),
         Err(left) => {
-            write_rem(task, a[1], left)?;
+            write_rem(task, a.ptr(1), left)?;
             Err(Errno::EINTR)
         }
     }
 }
 
-pub fn sys_clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let clock = clock_arg(a[0])?;
+pub fn sys_clock_nanosleep(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (clock, flags) = (clock_arg(a.i32(0))?, a.u64(1));
     if clock == libc::CLOCK_THREAD_CPUTIME_ID {
         return Err(Errno::EINVAL);
     }
-    if a[1] & !1 != 0 {
+    if flags & !1 != 0 {
         return Err(Errno::EINVAL);
     }
-    let ts: Timespec = task.mm().read_obj(a[2])?;
-    let absolute = a[1] & 1 != 0;
+    let ts: Timespec = task.mm().read_obj(a.ptr(2))?;
+    let absolute = flags & 1 != 0;
     match sleep_for(task, &ts, absolute, clock)? {
         Ok(()) => Ok(0),
         Err(left) => {
             if !absolute {
-                write_rem(task, a[3], left)?;
+                write_rem(task, a.ptr(3), left)?;
             }
             // An absolute sleep restarts with the same deadline after a
             // handler with SA_RESTART; a relative one reports EINTR.

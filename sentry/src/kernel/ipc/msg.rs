@@ -100,8 +100,8 @@ impl Inner {
     }
 }
 
-pub fn sys_msgget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (key, flags) = (a[0] as i32, a[1]);
+/// `msgget(key, msgflg)`: the identifier of the queue.
+pub fn msgget(task: &Task, key: i32, flags: u64) -> Result<i32, Errno> {
     let reg = task.kernel.sysv_msg.clone();
     let mut g = reg.lock();
     if key != IPC_PRIVATE {
@@ -113,7 +113,7 @@ pub fn sys_msgget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             if !ipc_permitted(task, &q.owner, want) {
                 return Err(Errno::EACCES);
             }
-            return Ok(id_of(idx, q.seq) as u64);
+            return Ok(id_of(idx, q.seq));
         }
         if flags & IPC_CREAT == 0 {
             return Err(Errno::ENOENT);
@@ -153,11 +153,12 @@ pub fn sys_msgget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             msgs: VecDeque::new(),
         },
     );
-    Ok(id_of(idx, seq) as u64)
+    Ok(id_of(idx, seq))
 }
 
-pub fn sys_msgsnd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (id, addr, size, flags) = (a[0] as i32, a[1], a[2], a[3]);
+/// `msgsnd(msqid, msgp, msgsz, msgflg)`: the message at `addr` (its type,
+/// then `size` bytes).
+pub fn msgsnd(task: &mut Task, id: i32, addr: u64, size: u64, flags: u64) -> Result<(), Errno> {
     if size as usize > MSGMAX {
         return Err(Errno::EINVAL);
     }
@@ -209,7 +210,7 @@ pub fn sys_msgsnd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         },
     )?;
     task.kernel.bus.notify();
-    Ok(0)
+    Ok(())
 }
 
 /// The position of the message `msgtyp` selects (msgrcv(2)).
@@ -234,8 +235,16 @@ fn pick(q: &Queue, msgtyp: i64, except: bool) -> Option<usize> {
     best.map(|(i, _)| i)
 }
 
-pub fn sys_msgrcv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (id, addr, size, msgtyp, flags) = (a[0] as i32, a[1], a[2] as i64, a[3] as i64, a[4]);
+/// `msgrcv(msqid, msgp, msgsz, msgtyp, msgflg)`: the bytes of the message
+/// received into `addr`.
+pub fn msgrcv(
+    task: &mut Task,
+    id: i32,
+    addr: u64,
+    size: i64,
+    msgtyp: i64,
+    flags: u64,
+) -> Result<u64, Errno> {
     if size < 0 {
         return Err(Errno::EINVAL);
     }
@@ -347,8 +356,9 @@ fn stat_of(q: &Queue) -> MsqidDs {
     }
 }
 
-pub fn sys_msgctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (id, cmd, buf) = (a[0] as i32, a[1] & !IPC_64, a[2]);
+/// `msgctl(msqid, cmd, buf)`.
+pub fn msgctl(task: &Task, id: i32, cmd: u64, buf: u64) -> Result<u64, Errno> {
+    let cmd = cmd & !IPC_64;
     let reg = task.kernel.sysv_msg.clone();
     match cmd {
         IPC_INFO | MSG_INFO => {

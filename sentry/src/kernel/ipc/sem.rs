@@ -116,8 +116,8 @@ impl Inner {
     }
 }
 
-pub fn sys_semget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (key, nsems, flags) = (a[0] as i32, a[1] as i32, a[2]);
+/// `semget(key, nsems, semflg)`: the identifier of the set.
+pub fn semget(task: &Task, key: i32, nsems: i32, flags: u64) -> Result<i32, Errno> {
     let reg = task.kernel.sysv_sem.clone();
     let mut g = reg.lock();
     if nsems < 0 || nsems as usize > SEMMSL {
@@ -135,7 +135,7 @@ pub fn sys_semget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             if !ipc_permitted(task, &s.owner, want) {
                 return Err(Errno::EACCES);
             }
-            return Ok(id_of(idx, s.seq) as u64);
+            return Ok(id_of(idx, s.seq));
         }
         if flags & IPC_CREAT == 0 {
             return Err(Errno::ENOENT);
@@ -176,7 +176,7 @@ pub fn sys_semget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             zcnt: vec![0; n],
         },
     );
-    Ok(id_of(idx, seq) as u64)
+    Ok(id_of(idx, seq))
 }
 
 /// `struct sembuf`.
@@ -249,13 +249,15 @@ fn attempt(s: &mut SemSet, ops: &[SemBuf], pid: i32) -> Result<Try, Errno> {
     Ok(Try::Done)
 }
 
-fn semtimedop(
+/// `semtimedop(semid, sops, nsops, timeout)` (`semop` without a timeout:
+/// `timeout` 0): the `nsops` operations at `ops_addr`, all or none.
+pub fn semtimedop(
     task: &mut Task,
     id: i32,
     ops_addr: u64,
     nsops: u64,
     timeout: u64,
-) -> Result<u64, Errno> {
+) -> Result<(), Errno> {
     if nsops == 0 {
         return Err(Errno::EINVAL);
     }
@@ -350,15 +352,7 @@ fn semtimedop(
     r?;
     // Others may now go on.
     task.kernel.bus.notify();
-    Ok(0)
-}
-
-pub fn sys_semop(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    semtimedop(task, a[0] as i32, a[1], a[2], 0)
-}
-
-pub fn sys_semtimedop(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    semtimedop(task, a[0] as i32, a[1], a[2], a[3])
+    Ok(())
 }
 
 /// `struct semid64_ds` (x86-64).
@@ -410,8 +404,10 @@ fn stat_of(s: &SemSet) -> SemidDs {
     }
 }
 
-pub fn sys_semctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (id, num, cmd, arg) = (a[0] as i32, a[1] as i32, a[2] & !IPC_64, a[3]);
+/// `semctl(semid, semnum, cmd, arg)`: `arg` is the union's value, an
+/// address or (`SETVAL`) an int.
+pub fn semctl(task: &Task, id: i32, num: i32, cmd: u64, arg: u64) -> Result<u64, Errno> {
+    let cmd = cmd & !IPC_64;
     let reg = task.kernel.sysv_sem.clone();
     match cmd {
         IPC_INFO | SEM_INFO => {

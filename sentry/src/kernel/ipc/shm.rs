@@ -290,8 +290,8 @@ fn may_change(task: &Task, s: &Segment) -> bool {
 /// `CAP_IPC_OWNER`.
 const CAP_IPC_OWNER: u32 = 15;
 
-pub fn sys_shmget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (key, size, flags) = (a[0] as i32, a[1], a[2]);
+/// `shmget(key, size, shmflg)`: the identifier of the segment.
+pub fn shmget(task: &Task, key: i32, size: u64, flags: u64) -> Result<i32, Errno> {
     let reg = task.kernel.sysv_shm.clone();
     let mut g = reg.lock();
     if key != IPC_PRIVATE {
@@ -310,7 +310,7 @@ pub fn sys_shmget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             if !permitted(task, s, want) {
                 return Err(Errno::EACCES);
             }
-            return Ok((id_of(idx, s.seq)) as u64);
+            return Ok(id_of(idx, s.seq));
         }
         if flags & IPC_CREAT == 0 {
             return Err(Errno::ENOENT);
@@ -347,11 +347,11 @@ pub fn sys_shmget(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         region: Some(region),
     };
     g.segs.insert(idx, seg);
-    Ok(id_of(idx, seq) as u64)
+    Ok(id_of(idx, seq))
 }
 
-pub fn sys_shmat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (id, addr, flags) = (a[0] as i32, a[1], a[2]);
+/// `shmat(shmid, shmaddr, shmflg)`: the address the segment is attached at.
+pub fn shmat(task: &Task, id: i32, addr: u64, flags: u64) -> Result<u64, Errno> {
     let reg = task.kernel.sysv_shm.clone();
     let (region, size) = {
         let mut g = reg.lock();
@@ -406,8 +406,8 @@ pub fn sys_shmat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(start)
 }
 
-pub fn sys_shmdt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let addr = a[0];
+/// `shmdt(shmaddr)`: detaches the attachment that starts at `addr`.
+pub fn shmdt(task: &Task, addr: u64) -> Result<(), Errno> {
     if !addr.is_multiple_of(PAGE_SIZE) {
         return Err(Errno::EINVAL);
     }
@@ -456,7 +456,7 @@ pub fn sys_shmdt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         s.dtime = now();
         s.lpid = task.pid();
     }
-    Ok(0)
+    Ok(())
 }
 
 /// `struct ipc64_perm`.
@@ -538,8 +538,9 @@ fn stat_of(s: &Segment) -> ShmidDs {
     }
 }
 
-pub fn sys_shmctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (id, cmd, buf) = (a[0] as i32, a[1] & !IPC_64, a[2]);
+/// `shmctl(shmid, cmd, buf)`.
+pub fn shmctl(task: &Task, id: i32, cmd: u64, buf: u64) -> Result<u64, Errno> {
+    let cmd = cmd & !IPC_64;
     let reg = task.kernel.sysv_shm.clone();
     match cmd {
         IPC_INFO => {
