@@ -2,6 +2,7 @@
 //! the `#[repr(C)]` structures the Sentry exchanges with guests.
 #![forbid(unsafe_code)]
 
+pub mod bpf;
 mod consts;
 mod errno;
 mod syscalls;
