@@ -5,6 +5,9 @@
 pub mod bpf;
 mod consts;
 mod errno;
+pub mod ipc;
+pub mod netlink;
+pub mod socket;
 mod syscalls;
 mod types;
 
