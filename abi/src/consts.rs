@@ -212,6 +212,12 @@ pub mod signal {
     pub const SS_ONSTACK: i32 = 1;
     pub const SS_DISABLE: i32 = 2;
     pub const MINSIGSTKSZ: u64 = 2048;
+    // `sigev_notify` values (sigevent(3type))
+    pub const SIGEV_SIGNAL: i32 = 0;
+    pub const SIGEV_NONE: i32 = 1;
+    pub const SIGEV_THREAD: i32 = 2;
+    /// `si_code` of a message queue notification
+    pub const SI_MESGQ: i32 = -3;
 }
 
 /// Resource limit numbers (`RLIMIT_*`).
@@ -224,6 +230,7 @@ pub mod rlimit {
     pub const RLIMIT_CORE: u32 = 4;
     pub const RLIMIT_NOFILE: u32 = 7;
     pub const RLIMIT_AS: u32 = 9;
+    pub const RLIMIT_MSGQUEUE: u32 = 12;
     pub const RLIM_NLIMITS: usize = 16;
     pub const RLIM_INFINITY: u64 = u64::MAX;
 }
@@ -325,6 +332,27 @@ pub mod tty {
     pub const VWERASE: usize = 14;
     pub const VLNEXT: usize = 15;
     pub const VEOL2: usize = 16;
+
+    /// Major device number of pty slaves.
+    pub const UNIX98_PTY_SLAVE_MAJOR: u64 = 136;
+
+    // Packet mode's control bytes (ioctl_tty(2) `TIOCPKT`).
+    /// data follows
+    pub const TIOCPKT_DATA: u8 = 0;
+    /// the slave's input queue was flushed
+    pub const TIOCPKT_FLUSHREAD: u8 = 1;
+    /// the slave's output queue was flushed
+    pub const TIOCPKT_FLUSHWRITE: u8 = 2;
+    /// output to the terminal was stopped
+    pub const TIOCPKT_STOP: u8 = 4;
+    /// output was restarted
+    pub const TIOCPKT_START: u8 = 8;
+    /// the stop and start characters are no longer `^S`/`^Q` with `IXON`
+    pub const TIOCPKT_NOSTOP: u8 = 16;
+    /// they are again
+    pub const TIOCPKT_DOSTOP: u8 = 32;
+    /// the termios changed under `EXTPROC`
+    pub const TIOCPKT_IOCTL: u8 = 64;
 }
 
 /// `poll(2)` event bits.

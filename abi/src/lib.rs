@@ -2,8 +2,12 @@
 //! the `#[repr(C)]` structures the Sentry exchanges with guests.
 #![forbid(unsafe_code)]
 
+pub mod bpf;
 mod consts;
 mod errno;
+pub mod ipc;
+pub mod netlink;
+pub mod socket;
 mod syscalls;
 mod types;
 

@@ -1,14 +1,21 @@
-//! Seccomp allow-lists as data, and a small compiler from them to classic
-//! BPF.
+//! Seccomp allow-lists as data, compiled to classic BPF with
+//! [`abi::bpf`]'s assembler.
 //!
 //! A [`Policy`] is a list of [`Rule`]s (a syscall number, argument checks and
 //! the action taken when they hold) and a default action. The compiled
 //! program first kills any call not made with the x86-64 ABI (an x32 or i386
 //! syscall number would otherwise name a different call), then tries the
-//! rules in order. [`evaluate`] runs a program in user space, so policies are
-//! tested without installing them.
+//! rules in order. [`Policy::decide`] runs a program in user space, so
+//! policies are tested without installing them.
 
+use abi::bpf::{
+    self, Assembler, SeccompData, SockFilter, Target::Next, AUDIT_ARCH_X86_64, SECCOMP_RET_ALLOW,
+    SECCOMP_RET_DATA, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_LOG,
+    SECCOMP_RET_TRAP, X32_SYSCALL_BIT,
+};
 use abi::Errno;
+
+pub use abi::bpf::AsmError;
 
 /// What the kernel does with a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,11 +40,11 @@ impl Action {
     /// The `SECCOMP_RET_*` value.
     pub fn ret(self) -> u32 {
         match self {
-            Action::Allow => 0x7fff_0000,
-            Action::Errno(e) => 0x0005_0000 | (e as u32 & 0xffff),
-            Action::KillProcess => 0x8000_0000,
-            Action::Trap => 0x0003_0000,
-            Action::Log => 0x7ffc_0000,
+            Action::Allow => SECCOMP_RET_ALLOW,
+            Action::Errno(e) => SECCOMP_RET_ERRNO | (e as u32 & SECCOMP_RET_DATA),
+            Action::KillProcess => SECCOMP_RET_KILL_PROCESS,
+            Action::Trap => SECCOMP_RET_TRAP,
+            Action::Log => SECCOMP_RET_LOG,
         }
     }
 }
@@ -115,113 +122,74 @@ pub struct Policy {
     pub default: Action,
 }
 
-/// A classic BPF instruction (`struct sock_filter`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Insn {
-    /// opcode
-    pub code: u16,
-    /// jump offset if true
-    pub jt: u8,
-    /// jump offset if false
-    pub jf: u8,
-    /// constant
-    pub k: u32,
-}
-
-const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-const AND_K: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
-const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-
-/// `AUDIT_ARCH_X86_64`.
-pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-/// Numbers at or above this are x32 calls.
-const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-// Offsets in `struct seccomp_data`.
-const OFF_NR: u32 = 0;
-const OFF_ARCH: u32 = 4;
-const OFF_ARGS: u32 = 16;
-/// The kernel's `BPF_MAXINSNS`.
-const MAX_INSNS: usize = 4096;
-
-const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> Insn {
-    Insn { code, jt, jf, k }
-}
-
 /// Why a policy does not compile.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CompileError {
     /// an argument index over 5
     #[error("argument index {0} out of range")]
     BadArg(u8),
-    /// a rule's body is too long for an 8-bit jump
-    #[error("rule for syscall {0} is too long")]
-    RuleTooLong(i64),
     /// a negative or x32 syscall number
     #[error("bad syscall number {0}")]
     BadNr(i64),
-    /// the program exceeds `BPF_MAXINSNS`
-    #[error("program too long")]
-    TooLong,
+    /// the program is one the kernel would not load (a rule's body too
+    /// long for an 8-bit jump, more than `BPF_MAXINSNS` instructions)
+    #[error("{0}")]
+    Asm(#[from] AsmError),
 }
 
 impl Policy {
     /// Compiles to classic BPF.
-    pub fn compile(&self) -> Result<Vec<Insn>, CompileError> {
+    pub fn compile(&self) -> Result<Vec<SockFilter>, CompileError> {
         let kill = Action::KillProcess.ret();
-        let mut p = vec![
-            insn(LD_ABS, 0, 0, OFF_ARCH),
-            insn(JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
-            insn(RET_K, 0, 0, kill),
-            insn(LD_ABS, 0, 0, OFF_NR),
-            insn(JGE_K, 0, 1, X32_SYSCALL_BIT),
-            insn(RET_K, 0, 0, kill),
-        ];
+        let mut a = Assembler::new();
+        let x86_64 = a.label("x86-64");
+        a.load_arch();
+        a.jeq(AUDIT_ARCH_X86_64, x86_64, Next);
+        a.ret(kill);
+        a.bind(x86_64);
+        let native = a.label("native number");
+        a.load_nr();
+        a.jge(X32_SYSCALL_BIT, Next, native);
+        a.ret(kill);
+        a.bind(native);
         for rule in &self.rules {
             let nr = u32::try_from(rule.nr)
                 .ok()
                 .filter(|&n| n < X32_SYSCALL_BIT)
                 .ok_or(CompileError::BadNr(rule.nr))?;
-            // Body: the argument checks, each of which jumps past the body
-            // on failure, then the action. Built back to front so every jump
-            // knows its distance to the end.
-            let mut body = vec![insn(RET_K, 0, 0, rule.action.ret())];
-            for c in rule.checks.iter().rev() {
+            // Every rule reloads the number: argument checks clobber A.
+            // Each check that fails goes on to the next rule.
+            let next = a.label("next rule");
+            a.load_nr();
+            a.jeq(nr, Next, next);
+            for c in &rule.checks {
                 if c.arg > 5 {
                     return Err(CompileError::BadArg(c.arg));
                 }
-                let off = OFF_ARGS + 8 * u32::from(c.arg);
-                // Little-endian: low word first.
-                for (half, shift) in [(4, 32), (0, 0)] {
+                let arg = usize::from(c.arg);
+                for high in [false, true] {
+                    let shift = if high { 32 } else { 0 };
                     let mask = (c.mask >> shift) as u32;
                     let value = (c.value >> shift) as u32;
                     if mask == 0 {
                         continue;
                     }
-                    // Distance from after the jump to the end of the body.
-                    let fail =
-                        u8::try_from(body.len()).map_err(|_| CompileError::RuleTooLong(rule.nr))?;
-                    let mut part = vec![insn(LD_ABS, 0, 0, off + half)];
-                    if mask != u32::MAX {
-                        part.push(insn(AND_K, 0, 0, mask));
+                    if high {
+                        a.load_arg_high(arg);
+                    } else {
+                        a.load_arg_low(arg);
                     }
-                    part.push(insn(JEQ_K, 0, fail, value & mask));
-                    part.extend(body);
-                    body = part;
+                    if mask != u32::MAX {
+                        a.and(mask);
+                    }
+                    a.jeq(value & mask, Next, next);
                 }
             }
-            let skip = u8::try_from(body.len()).map_err(|_| CompileError::RuleTooLong(rule.nr))?;
-            // Every rule reloads the number: argument checks clobber A.
-            p.push(insn(LD_ABS, 0, 0, OFF_NR));
-            p.push(insn(JEQ_K, 0, skip, nr));
-            p.extend(body);
+            a.ret(rule.action.ret());
+            a.bind(next);
         }
-        p.push(insn(RET_K, 0, 0, self.default.ret()));
-        if p.len() > MAX_INSNS {
-            return Err(CompileError::TooLong);
-        }
-        Ok(p)
+        a.ret(self.default.ret());
+        Ok(a.finish()?)
     }
 
     /// Compiles and installs the filter on the calling thread (and the
@@ -278,61 +246,15 @@ impl Policy {
     /// (a `SECCOMP_RET_*` value), worked out in user space.
     pub fn decide(&self, nr: i64, args: [u64; 6]) -> Result<u32, CompileError> {
         let prog = self.compile()?;
-        Ok(evaluate(
-            &prog,
-            &SeccompData {
-                nr: nr as i32,
-                arch: AUDIT_ARCH_X86_64,
-                args,
-            },
-        ))
+        let data = SeccompData {
+            nr: nr as i32,
+            arch: AUDIT_ARCH_X86_64,
+            instruction_pointer: 0,
+            args,
+        };
+        // The assembler makes only programs the interpreter runs through.
+        Ok(bpf::run(&prog, &data).unwrap_or(Action::KillProcess.ret()))
     }
-}
-
-/// A call as the filter sees it (`struct seccomp_data`).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SeccompData {
-    /// syscall number
-    pub nr: i32,
-    /// `AUDIT_ARCH_*`
-    pub arch: u32,
-    /// arguments
-    pub args: [u64; 6],
-}
-
-/// Runs a compiled program on one call, as the kernel would, returning the
-/// `SECCOMP_RET_*` value. Only the instructions [`Policy::compile`] emits
-/// are understood; anything else kills.
-pub fn evaluate(prog: &[Insn], d: &SeccompData) -> u32 {
-    let word = |off: u32| -> u32 {
-        match off {
-            OFF_NR => d.nr as u32,
-            OFF_ARCH => d.arch,
-            o if (OFF_ARGS..OFF_ARGS + 48).contains(&o) && o.is_multiple_of(4) => {
-                let i = ((o - OFF_ARGS) / 8) as usize;
-                if (o - OFF_ARGS).is_multiple_of(8) {
-                    d.args[i] as u32
-                } else {
-                    (d.args[i] >> 32) as u32
-                }
-            }
-            _ => 0,
-        }
-    };
-    let mut a = 0u32;
-    let mut pc = 0usize;
-    while let Some(i) = prog.get(pc) {
-        pc += 1;
-        match i.code {
-            LD_ABS => a = word(i.k),
-            AND_K => a &= i.k,
-            JEQ_K => pc += usize::from(if a == i.k { i.jt } else { i.jf }),
-            JGE_K => pc += usize::from(if a >= i.k { i.jt } else { i.jf }),
-            RET_K => return i.k,
-            _ => break,
-        }
-    }
-    Action::KillProcess.ret()
 }
 
 /// The gofer server's allow-list: the file calls of [`crate::server`],
@@ -580,13 +502,14 @@ mod tests {
         let prog = gofer_policy(false).compile().expect("compile");
         let mut d = SeccompData {
             nr: libc::SYS_statx as i32,
-            arch: 0x4000_0003, // AUDIT_ARCH_I386
-            args: [0; 6],
+            arch: abi::bpf::AUDIT_ARCH_I386,
+            ..SeccompData::default()
         };
-        assert_eq!(evaluate(&prog, &d), KILL);
+        assert_eq!(bpf::run(&prog, &d), Some(KILL));
         d.arch = AUDIT_ARCH_X86_64;
+        assert_eq!(bpf::run(&prog, &d), Some(ALLOW));
         d.nr = (X32_SYSCALL_BIT as i32) | libc::SYS_statx as i32;
-        assert_eq!(evaluate(&prog, &d), KILL);
+        assert_eq!(bpf::run(&prog, &d), Some(KILL));
     }
 
     #[test]

@@ -8,12 +8,17 @@
 //! ([`Policy::note_resolution`]), which is what lets a later `connect` to
 //! that address through. Other names get `NXDOMAIN` without the host ever
 //! seeing them, so DNS cannot carry data out of the sandbox either.
+//!
+//! Queries are read, and the answers' headers written, with smoltcp's
+//! `wire` DNS types; smoltcp writes no resource records and has no setter
+//! for the rcode, so those bytes are written here.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use abi::Errno;
+use smoltcp::wire::{DnsFlags, DnsOpcode, DnsPacket, DnsQueryType, DnsQuestion, DnsRcode};
 
 use crate::{Domain, Policy, SocketType, Stack};
 
@@ -43,54 +48,44 @@ const MAX_TCP_CONNS: usize = 16;
 /// Longest name (RFC 1035).
 const MAX_NAME: usize = 255;
 
-const TYPE_A: u16 = 1;
-const TYPE_AAAA: u16 = 28;
+/// Length of a message's header (RFC 1035 section 4.1.1).
+const HEADER_LEN: usize = 12;
 const CLASS_IN: u16 = 1;
-const RCODE_FORMERR: u16 = 1;
-const RCODE_SERVFAIL: u16 = 2;
-const RCODE_NXDOMAIN: u16 = 3;
-const RCODE_NOTIMP: u16 = 4;
 /// TTL of every answer: short, so the guest asks again (and the policy
 /// learns again) rather than trusting an old address.
 const TTL: u32 = 30;
+
+/// Nothing for a compression pointer to point at: the question's name is
+/// the first of a query, and a pointer names only a prior occurrence (RFC
+/// 1035 section 4.1.4). Read against no packet at all,
+/// [`DnsPacket::parse_name`] refuses every pointer.
+const NO_PRIOR_NAMES: DnsPacket<&[u8]> = DnsPacket::new_unchecked(&[]);
 
 /// A question of a query.
 #[derive(Debug, PartialEq, Eq)]
 struct Question {
     name: String,
-    qtype: u16,
-    qclass: u16,
-    /// Byte range of the question section in the query.
-    end: usize,
-}
-
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+    /// The type asked for, of a question of class IN; `None` for any
+    /// other class, which smoltcp's question parser does not take.
+    qtype: Option<DnsQueryType>,
+    /// Length of the question section, after the header.
+    len: usize,
 }
 
 /// Parses the (single) question of a standard query. `None` for anything
 /// malformed.
-fn parse_question(q: &[u8]) -> Option<Question> {
-    let flags = be16(q, 2)?;
-    let qdcount = be16(q, 4)?;
-    // QR must be 0 (a query); one question.
-    if flags & 0x8000 != 0 || qdcount != 1 {
+fn parse_question(packet: &DnsPacket<&[u8]>) -> Option<Question> {
+    // A query (QR clear) of one question.
+    if packet.flags().contains(DnsFlags::RESPONSE) || packet.question_count() != 1 {
         return None;
     }
-    let mut at = 12;
+    let section = packet.payload();
     let mut name = String::new();
-    loop {
-        let len = *q.get(at)? as usize;
-        at += 1;
-        if len == 0 {
-            break;
-        }
-        // No compression pointers in a question (nothing to point at).
-        if len & 0xc0 != 0 {
-            return None;
-        }
-        let label = q.get(at..at + len)?;
-        at += len;
+    // The name's bytes: a length byte and the label each, and the root's.
+    let mut name_len = 1;
+    for label in NO_PRIOR_NAMES.parse_name(section) {
+        let label = label.ok()?;
+        name_len += 1 + label.len();
         if !name.is_empty() {
             name.push('.');
         }
@@ -104,100 +99,111 @@ fn parse_question(q: &[u8]) -> Option<Question> {
             return None;
         }
     }
-    let qtype = be16(q, at)?;
-    let qclass = be16(q, at + 2)?;
+    let qtype = match DnsQuestion::parse(section) {
+        Ok((_, q)) => Some(q.type_),
+        // The name is sound and its type and class are there: what
+        // smoltcp refused is the class.
+        Err(_) if section.len() >= name_len + 4 => None,
+        Err(_) => return None,
+    };
     Some(Question {
         name,
         qtype,
-        qclass,
-        end: at + 4,
+        len: name_len + 4,
     })
 }
 
 /// An answer to `query`: a header with `rcode`, the question echoed, and
 /// one record per address.
 fn answer(
-    query: &[u8],
+    query: &DnsPacket<&[u8]>,
     question: Option<&Question>,
-    rcode: u16,
+    rcode: DnsRcode,
     addrs: &[IpAddr],
     max: usize,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(max.min(MAX_UDP_ANSWER));
-    out.extend_from_slice(query.get(..2).unwrap_or(&[0, 0]));
-    let rd = be16(query, 2).unwrap_or(0) & 0x0100;
-    // QR, opcode 0, RD as asked, RA, rcode.
-    let flags = 0x8000 | rd | 0x0080 | rcode;
-    out.extend_from_slice(&flags.to_be_bytes());
+    out.resize(HEADER_LEN, 0);
+    let mut header = DnsPacket::new_unchecked(&mut out[..]);
+    header.set_transaction_id(query.transaction_id());
+    // A response to a standard query, RD as asked, recursion available.
+    let rd = query.flags() & DnsFlags::RECURSION_DESIRED;
+    header.set_flags(DnsFlags::RESPONSE | rd | DnsFlags::RECURSION_AVAILABLE);
+    header.set_opcode(DnsOpcode::Query);
+    // smoltcp reads the rcode but has no setter for it: the low four bits
+    // of the flags.
+    out[3] |= u8::from(rcode) & 0x0f;
     let Some(q) = question else {
-        out.extend_from_slice(&[0; 8]);
         return out;
     };
-    out.extend_from_slice(&1u16.to_be_bytes());
-    let count_at = out.len();
-    out.extend_from_slice(&[0; 6]);
-    out.extend_from_slice(&query[12..q.end]);
+    out.extend_from_slice(&query.payload()[..q.len]);
     let mut n = 0u16;
+    let mut truncated = false;
     for a in addrs {
-        let data: Vec<u8> = match (a, q.qtype) {
-            (IpAddr::V4(v4), TYPE_A) => v4.octets().to_vec(),
-            (IpAddr::V6(v6), TYPE_AAAA) => v6.octets().to_vec(),
+        // smoltcp parses records but does not write them: ours.
+        let (qtype, data): (_, &[u8]) = match (a, q.qtype) {
+            (IpAddr::V4(v4), Some(t @ DnsQueryType::A)) => (t, &v4.octets()),
+            (IpAddr::V6(v6), Some(t @ DnsQueryType::Aaaa)) => (t, &v6.octets()),
             _ => continue,
         };
         if out.len() + 12 + data.len() > max {
             // TC: the client asks again over TCP for the whole answer.
-            out[2] |= 0x02;
+            truncated = true;
             break;
         }
-        // The name: a pointer to the question's (offset 12).
-        out.extend_from_slice(&0xc00cu16.to_be_bytes());
-        out.extend_from_slice(&q.qtype.to_be_bytes());
+        // The name: a pointer to the question's, right after the header.
+        out.extend_from_slice(&(0xc000 | HEADER_LEN as u16).to_be_bytes());
+        out.extend_from_slice(&u16::from(qtype).to_be_bytes());
         out.extend_from_slice(&CLASS_IN.to_be_bytes());
         out.extend_from_slice(&TTL.to_be_bytes());
         out.extend_from_slice(&(data.len() as u16).to_be_bytes());
-        out.extend_from_slice(&data);
+        out.extend_from_slice(data);
         n += 1;
     }
-    out[count_at..count_at + 2].copy_from_slice(&n.to_be_bytes());
+    let mut header = DnsPacket::new_unchecked(&mut out[..]);
+    header.set_question_count(1);
+    header.set_answer_record_count(n);
+    if truncated {
+        let flags = header.flags();
+        header.set_flags(flags | DnsFlags::TRUNCATED);
+    }
     out
 }
 
 /// The answer to one query, consulting `policy` and `resolve`, of at most
 /// `max` bytes.
 fn respond(query: &[u8], policy: &Policy, resolve: &Resolver, max: usize) -> Option<Vec<u8>> {
-    if query.len() < 12 {
-        return None;
-    }
-    let Some(q) = parse_question(query) else {
-        return Some(answer(query, None, RCODE_FORMERR, &[], max));
+    let query = DnsPacket::new_checked(query).ok()?;
+    let Some(q) = parse_question(&query) else {
+        return Some(answer(&query, None, DnsRcode::FormErr, &[], max));
     };
-    if q.qclass != CLASS_IN {
-        return Some(answer(query, Some(&q), RCODE_NOTIMP, &[], max));
-    }
+    let Some(qtype) = q.qtype else {
+        return Some(answer(&query, Some(&q), DnsRcode::NotImp, &[], max));
+    };
     if !policy.host_allowed(&q.name) {
         tracing::warn!(name = %q.name, "dns: refused (no --allow-host rule matches)");
-        return Some(answer(query, Some(&q), RCODE_NXDOMAIN, &[], max));
+        return Some(answer(&query, Some(&q), DnsRcode::NXDomain, &[], max));
     }
-    if q.qtype != TYPE_A && q.qtype != TYPE_AAAA {
+    if qtype != DnsQueryType::A && qtype != DnsQueryType::Aaaa {
         // An allowed name, a record kind we do not forward: no data.
-        return Some(answer(query, Some(&q), 0, &[], max));
+        return Some(answer(&query, Some(&q), DnsRcode::NoError, &[], max));
     }
     match resolve(&q.name) {
         Ok(addrs) => {
             policy.note_resolution(&q.name, &addrs);
             tracing::info!(name = %q.name, ?addrs, "dns: resolved");
-            Some(answer(query, Some(&q), 0, &addrs, max))
+            Some(answer(&query, Some(&q), DnsRcode::NoError, &addrs, max))
         }
         Err(e) => {
             tracing::info!(name = %q.name, error = %e, "dns: host resolver failed");
             // getaddrinfo's errors do not say "no such name" apart from
             // "try again"; a timeout is the one to retry.
             let rcode = if e.kind() == std::io::ErrorKind::TimedOut {
-                RCODE_SERVFAIL
+                DnsRcode::ServFail
             } else {
-                RCODE_NXDOMAIN
+                DnsRcode::NXDomain
             };
-            Some(answer(query, Some(&q), rcode, &[], max))
+            Some(answer(&query, Some(&q), rcode, &[], max))
         }
     }
 }
@@ -353,17 +359,27 @@ pub fn serve(stack: &Arc<Stack>, resolve: Resolver) -> Result<(), Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smoltcp::wire::{DnsRecord, DnsRecordData, DnsRepr};
     use std::net::Ipv4Addr;
 
-    fn query(name: &str, qtype: u16) -> Vec<u8> {
-        let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    fn query(name: &str, qtype: DnsQueryType) -> Vec<u8> {
+        let mut wire = Vec::new();
         for l in name.split('.') {
-            q.push(l.len() as u8);
-            q.extend_from_slice(l.as_bytes());
+            wire.push(l.len() as u8);
+            wire.extend_from_slice(l.as_bytes());
         }
-        q.push(0);
-        q.extend_from_slice(&qtype.to_be_bytes());
-        q.extend_from_slice(&CLASS_IN.to_be_bytes());
+        wire.push(0);
+        let repr = DnsRepr {
+            transaction_id: 0x1234,
+            opcode: DnsOpcode::Query,
+            flags: DnsFlags::RECURSION_DESIRED,
+            question: DnsQuestion {
+                name: &wire,
+                type_: qtype,
+            },
+        };
+        let mut q = vec![0; repr.buffer_len()];
+        repr.emit(&mut DnsPacket::new_unchecked(&mut q[..]));
         q
     }
 
@@ -371,16 +387,43 @@ mod tests {
         Arc::new(move |_: &str| Ok(addrs.clone()))
     }
 
+    /// The answer's header, and its records as smoltcp reads them.
+    fn parsed(a: &[u8]) -> (DnsPacket<&[u8]>, Vec<DnsRecord<'_>>) {
+        let p = DnsPacket::new_checked(a).expect("a header");
+        let mut records = Vec::new();
+        if p.question_count() == 1 {
+            let (mut rest, _) = DnsQuestion::parse(&a[HEADER_LEN..]).expect("the question");
+            for _ in 0..p.answer_record_count() {
+                let (r, record) = DnsRecord::parse(rest).expect("a record");
+                records.push(record);
+                rest = r;
+            }
+            assert!(rest.is_empty(), "nothing after the records");
+        }
+        (p, records)
+    }
+
     #[test]
     fn allowed_name_is_answered_and_recorded() {
         let p = Policy::new(vec![], vec!["*.example.com".into()]);
         let ip = IpAddr::V4(Ipv4Addr::new(93, 184, 216, 34));
-        let q = query("www.Example.com", TYPE_A);
+        let q = query("www.Example.com", DnsQueryType::A);
         let a = respond(&q, &p, &fixed(vec![ip]), MAX_UDP_ANSWER).expect("answer");
-        assert_eq!(&a[..2], &[0x12, 0x34]);
-        assert_eq!(be16(&a, 2).expect("answer") & 0x000f, 0, "rcode");
-        assert_eq!(be16(&a, 6), Some(1), "one answer");
-        assert_eq!(&a[a.len() - 4..], &[93, 184, 216, 34]);
+        let (header, records) = parsed(&a);
+        assert_eq!(header.transaction_id(), 0x1234);
+        assert_eq!(header.rcode(), DnsRcode::NoError);
+        assert_eq!(
+            header.flags(),
+            DnsFlags::RESPONSE | DnsFlags::RECURSION_DESIRED | DnsFlags::RECURSION_AVAILABLE
+        );
+        assert_eq!(records.len(), 1, "one answer");
+        assert_eq!(
+            records[0].data,
+            DnsRecordData::A(Ipv4Addr::new(93, 184, 216, 34))
+        );
+        assert_eq!(records[0].ttl, TTL);
+        // The record's name points at the question's.
+        assert_eq!(records[0].name, &[0xc0, 12]);
         assert!(p.check(SocketAddr::new(ip, 443), None).is_allowed());
     }
 
@@ -394,31 +437,31 @@ mod tests {
             Ok(vec![])
         });
         let a = respond(
-            &query("secret-data.attacker.net", TYPE_A),
+            &query("secret-data.attacker.net", DnsQueryType::A),
             &p,
             &r,
             MAX_UDP_ANSWER,
         )
         .expect("answer");
-        assert_eq!(be16(&a, 2).expect("answer") & 0x000f, RCODE_NXDOMAIN);
+        assert_eq!(parsed(&a).0.rcode(), DnsRcode::NXDomain);
         assert!(!*called.lock().expect("lock"));
     }
 
     #[test]
     fn aaaa_gets_only_v6() {
         let p = Policy::new(vec![], vec!["example.com".into()]);
-        let addrs = vec![
-            IpAddr::V4(Ipv4Addr::new(1, 2, 3, 4)),
-            "2001:db8::1".parse().expect("address"),
-        ];
+        let v6: std::net::Ipv6Addr = "2001:db8::1".parse().expect("address");
+        let addrs = vec![IpAddr::V4(Ipv4Addr::new(1, 2, 3, 4)), IpAddr::V6(v6)];
         let a = respond(
-            &query("example.com", TYPE_AAAA),
+            &query("example.com", DnsQueryType::Aaaa),
             &p,
             &fixed(addrs),
             MAX_UDP_ANSWER,
         )
         .expect("answer");
-        assert_eq!(be16(&a, 6), Some(1));
+        let (_, records) = parsed(&a);
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].data, DnsRecordData::Aaaa(v6));
         assert_eq!(
             a.len(),
             12 + 17 + 12 + 16,
@@ -427,18 +470,60 @@ mod tests {
     }
 
     #[test]
+    fn other_kinds_and_classes() {
+        let p = Policy::new(vec![], vec!["example.com".into()]);
+        let r = fixed(vec![IpAddr::V4(Ipv4Addr::new(1, 2, 3, 4))]);
+        // An allowed name, MX: no data, no error.
+        let a = respond(
+            &query("example.com", DnsQueryType::Unknown(15)),
+            &p,
+            &r,
+            512,
+        )
+        .expect("answer");
+        let (header, records) = parsed(&a);
+        assert_eq!((header.rcode(), records.len()), (DnsRcode::NoError, 0));
+        // Class CH: not implemented, the question echoed as asked.
+        let mut q = query("example.com", DnsQueryType::A);
+        let n = q.len();
+        q[n - 1] = 3;
+        let a = respond(&q, &p, &r, 512).expect("answer");
+        let header = DnsPacket::new_checked(&a[..]).expect("a header");
+        assert_eq!(header.rcode(), DnsRcode::NotImp);
+        assert_eq!(header.question_count(), 1);
+        assert_eq!(&a[HEADER_LEN..], &q[HEADER_LEN..]);
+    }
+
+    #[test]
     fn malformed_queries_get_formerr_or_nothing() {
         let p = Policy::new(vec![], vec!["example.com".into()]);
         let r = fixed(vec![]);
         assert!(respond(&[1, 2, 3], &p, &r, MAX_UDP_ANSWER).is_none());
-        let mut q = query("example.com", TYPE_A);
+        let formerr = |q: &[u8]| {
+            let a = respond(q, &p, &r, MAX_UDP_ANSWER).expect("answer");
+            let (header, _) = parsed(&a);
+            assert_eq!(header.question_count(), 0);
+            header.rcode()
+        };
+        let mut q = query("example.com", DnsQueryType::A);
         q[12] = 0xc0; // a compression pointer in the question
-        let a = respond(&q, &p, &r, MAX_UDP_ANSWER).expect("answer");
-        assert_eq!(be16(&a, 2).expect("answer") & 0x000f, RCODE_FORMERR);
-        let mut q = query("example.com", TYPE_A);
+        assert_eq!(formerr(&q), DnsRcode::FormErr);
+        // A pointer back at the header is no better.
+        let mut q = query("example.com", DnsQueryType::A);
+        q.splice(12..12, [3, b'w', b'w', b'w', 0xc0, 0]);
+        assert_eq!(formerr(&q), DnsRcode::FormErr);
+        let mut q = query("example.com", DnsQueryType::A);
         q.truncate(q.len() - 3);
-        let a = respond(&q, &p, &r, MAX_UDP_ANSWER).expect("answer");
-        assert_eq!(be16(&a, 2).expect("answer") & 0x000f, RCODE_FORMERR);
+        assert_eq!(formerr(&q), DnsRcode::FormErr);
+        let mut q = query("example.com", DnsQueryType::A);
+        q[2] |= 0x80; // a response, not a query
+        assert_eq!(formerr(&q), DnsRcode::FormErr);
+        assert_eq!(
+            formerr(&query("exa mple.com", DnsQueryType::A)),
+            DnsRcode::FormErr
+        );
+        let long = vec!["a".repeat(63); 5].join(".");
+        assert_eq!(formerr(&query(&long, DnsQueryType::A)), DnsRcode::FormErr);
         // Random bytes never panic.
         let mut x: u32 = 1;
         for len in 0..300 {
@@ -459,23 +544,25 @@ mod tests {
             .map(|i| IpAddr::V4(Ipv4Addr::new(1, 1, 1, i)))
             .collect();
         let a = respond(
-            &query("example.com", TYPE_A),
+            &query("example.com", DnsQueryType::A),
             &p,
             &fixed(many.clone()),
             MAX_UDP_ANSWER,
         )
         .expect("answer");
         assert!(a.len() <= MAX_UDP_ANSWER);
-        assert!(be16(&a, 6).expect("answer") > 20);
-        assert_eq!(be16(&a, 2).expect("flags") & 0x0200, 0x0200, "TC set");
+        let (header, records) = parsed(&a);
+        assert!(records.len() > 20);
+        assert!(header.flags().contains(DnsFlags::TRUNCATED), "TC set");
         let whole = respond(
-            &query("example.com", TYPE_A),
+            &query("example.com", DnsQueryType::A),
             &p,
             &fixed(many),
             MAX_TCP_MESSAGE,
         )
         .expect("answer");
-        assert_eq!(be16(&whole, 6), Some(200));
-        assert_eq!(be16(&whole, 2).expect("flags") & 0x0200, 0);
+        let (header, records) = parsed(&whole);
+        assert_eq!(records.len(), 200);
+        assert!(!header.flags().contains(DnsFlags::TRUNCATED));
     }
 }

@@ -1,172 +1,21 @@
-//! The stub's seccomp filter, written as data: a tiny classic-BPF assembler
-//! with symbolic jump targets, and the one program the stub installs.
+//! The stub's seccomp filter, written with [`abi::bpf`]'s assembler: the
+//! one program the stub installs, in its two modes.
 //!
 //! The filter is the isolation boundary if tracing ever fails: a system call
 //! from anywhere but the trampoline's single `syscall` instruction kills the
 //! stub, and from the trampoline only what syscall injection needs passes.
 
-use std::collections::HashMap;
-
-/// One classic BPF instruction (`struct sock_filter`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C)]
-pub struct SockFilter {
-    /// opcode
-    pub code: u16,
-    /// jump offset if true
-    pub jt: u8,
-    /// jump offset if false
-    pub jf: u8,
-    /// operand
-    pub k: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<SockFilter>() == 8);
-
-// Opcodes (linux/bpf_common.h).
-const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD (0) | BPF_W (0) | BPF_ABS (0x20)
-const BPF_JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
-const BPF_RET_K: u16 = 0x06; // BPF_RET | BPF_K
-const BPF_JGE_K: u16 = 0x05 | 0x30; // BPF_JMP | BPF_JGE | BPF_K
-const BPF_AND_K: u16 = 0x04 | 0x50; // BPF_ALU | BPF_AND | BPF_K
+pub use abi::bpf::SockFilter;
+use abi::bpf::{AsmError, Assembler, Target::Next};
 
 /// `SECCOMP_RET_KILL_PROCESS`: the whole stub dies of SIGSYS.
-pub const RET_KILL_PROCESS: u32 = 0x8000_0000;
+pub const RET_KILL_PROCESS: u32 = abi::bpf::SECCOMP_RET_KILL_PROCESS;
 /// `SECCOMP_RET_ALLOW`.
-pub const RET_ALLOW: u32 = 0x7fff_0000;
+pub const RET_ALLOW: u32 = abi::bpf::SECCOMP_RET_ALLOW;
 /// `SECCOMP_RET_TRAP`: the call is not made; the thread gets SIGSYS.
-pub const RET_TRAP: u32 = 0x0003_0000;
+pub const RET_TRAP: u32 = abi::bpf::SECCOMP_RET_TRAP;
 /// `AUDIT_ARCH_X86_64`.
-pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-
-// Offsets in `struct seccomp_data` (linux/seccomp.h).
-const OFF_NR: u32 = 0;
-const OFF_ARCH: u32 = 4;
-const OFF_IP: u32 = 8;
-const fn off_arg(i: u32) -> u32 {
-    16 + 8 * i
-}
-
-/// A jump target: fall through to the next instruction or go to a label.
-#[derive(Clone, Copy, Debug)]
-pub enum Target {
-    /// the next instruction
-    Next,
-    /// the instruction after [`Op::Label`] with this name
-    Label(&'static str),
-}
-
-/// Assembler input.
-#[derive(Clone, Copy, Debug)]
-pub enum Op {
-    /// `A = seccomp_data[off]` (32-bit load)
-    Load(u32),
-    /// `if A == k goto t else goto f`
-    JumpEq {
-        /// compared value
-        k: u32,
-        /// if equal
-        t: Target,
-        /// if not
-        f: Target,
-    },
-    /// `if A >= k goto t else goto f` (unsigned)
-    JumpGe {
-        /// compared value
-        k: u32,
-        /// if greater or equal
-        t: Target,
-        /// if less
-        f: Target,
-    },
-    /// `A &= k`
-    And(u32),
-    /// return this action
-    Ret(u32),
-    /// names the position of the next instruction
-    Label(&'static str),
-}
-
-/// Why a program does not assemble.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum AsmError {
-    /// a jump names a label that is not defined
-    #[error("undefined label {0}")]
-    UndefinedLabel(&'static str),
-    /// a label is defined twice
-    #[error("duplicate label {0}")]
-    DuplicateLabel(&'static str),
-    /// classic BPF jumps only forward, by at most 255 instructions
-    #[error("jump to {0} is backwards or farther than 255 instructions")]
-    JumpOutOfRange(&'static str),
-}
-
-/// Assembles `ops` into BPF instructions, resolving labels.
-pub fn assemble(ops: &[Op]) -> Result<Vec<SockFilter>, AsmError> {
-    let mut labels = HashMap::new();
-    let mut pc = 0usize;
-    for op in ops {
-        match op {
-            Op::Label(name) => {
-                if labels.insert(*name, pc).is_some() {
-                    return Err(AsmError::DuplicateLabel(name));
-                }
-            }
-            _ => pc += 1,
-        }
-    }
-    let resolve = |from: usize, t: Target| -> Result<u8, AsmError> {
-        match t {
-            Target::Next => Ok(0),
-            Target::Label(name) => {
-                let to = *labels.get(name).ok_or(AsmError::UndefinedLabel(name))?;
-                // Offsets count from the instruction after the jump.
-                to.checked_sub(from + 1)
-                    .and_then(|d| u8::try_from(d).ok())
-                    .ok_or(AsmError::JumpOutOfRange(name))
-            }
-        }
-    };
-    let mut out = Vec::with_capacity(pc);
-    for op in ops {
-        let pc = out.len();
-        let insn = match *op {
-            Op::Label(_) => continue,
-            Op::Load(off) => SockFilter {
-                code: BPF_LD_W_ABS,
-                jt: 0,
-                jf: 0,
-                k: off,
-            },
-            Op::JumpEq { k, t, f } => SockFilter {
-                code: BPF_JEQ_K,
-                jt: resolve(pc, t)?,
-                jf: resolve(pc, f)?,
-                k,
-            },
-            Op::JumpGe { k, t, f } => SockFilter {
-                code: BPF_JGE_K,
-                jt: resolve(pc, t)?,
-                jf: resolve(pc, f)?,
-                k,
-            },
-            Op::And(k) => SockFilter {
-                code: BPF_AND_K,
-                jt: 0,
-                jf: 0,
-                k,
-            },
-            Op::Ret(k) => SockFilter {
-                code: BPF_RET_K,
-                jt: 0,
-                jf: 0,
-                k,
-            },
-        };
-        out.push(insn);
-    }
-    Ok(out)
-}
+pub const AUDIT_ARCH_X86_64: u32 = abi::bpf::AUDIT_ARCH_X86_64;
 
 /// `MAP_SHARED | MAP_FIXED`: the only mmap flags injection uses.
 pub const INJECTED_MMAP_FLAGS: u32 = (libc::MAP_SHARED | libc::MAP_FIXED) as u32;
@@ -199,9 +48,8 @@ pub struct StubIps {
 /// registers of its choosing, so what passes here is what it could reach;
 /// none of it names a host object other than the memory file.
 pub fn stub_filter(ips: &StubIps, memfd: u32) -> Vec<SockFilter> {
-    let ops = filter_ops(ips, None, memfd);
     // The program is fixed; it assembles or this crate is broken (tested).
-    assemble(&ops).unwrap_or_else(|e| panic!("stub filter does not assemble: {e}"))
+    filter(ips, None, memfd).unwrap_or_else(|e| panic!("stub filter does not assemble: {e}"))
 }
 
 /// The seccomp-trap handler's `syscall` instructions, as seccomp sees them.
@@ -236,13 +84,10 @@ pub struct TrapIps {
 /// does any foreign architecture (an `int 0x80` is not trapped: the Sentry
 /// would misread its numbers).
 pub fn trap_filter(ips: &StubIps, trap: &TrapIps, memfd: u32) -> Vec<SockFilter> {
-    let ops = filter_ops(ips, Some(trap), memfd);
-    assemble(&ops).unwrap_or_else(|e| panic!("trap filter does not assemble: {e}"))
+    filter(ips, Some(trap), memfd).unwrap_or_else(|e| panic!("trap filter does not assemble: {e}"))
 }
 
-fn filter_ops(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Vec<Op> {
-    use Op::*;
-    use Target::{Label as L, Next};
+fn filter(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Result<Vec<SockFilter>, AsmError> {
     let high = (ips.trampoline >> 32) as u32;
     assert!(
         (ips.clone >> 32) as u32 == high && (ips.park >> 32) as u32 == high,
@@ -257,265 +102,122 @@ fn filter_ops(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Vec<Op> {
             );
         }
     }
+    let mut a = Assembler::new();
+    let kill = a.label("kill");
+    let allow = a.label("allow");
+    let trampoline = a.label("trampoline");
+    let clone = a.label("clone");
+    let park = a.label("park");
+    let futex = a.label("futex");
+    let sigreturn = a.label("sigreturn");
+    let arch_prctl = a.label("arch_prctl");
+    let trapped = a.label("trap");
     // Outside the stub: kill (SYSEMU mode: never reached while traced) or
     // trap (seccomp-trap mode: the guest's own system calls).
-    let outside = if trap.is_some() { "trap" } else { "kill" };
+    let outside = if trap.is_some() { trapped } else { kill };
     let flags = crate::stub::STUB_THREAD_CLONE_FLAGS;
-    let mut ops = vec![
-        Load(OFF_ARCH),
-        JumpEq {
-            k: AUDIT_ARCH_X86_64,
-            t: Next,
-            f: L("kill"),
-        },
-        Load(OFF_IP + 4),
-        JumpEq {
-            k: high,
-            t: Next,
-            f: L(outside),
-        },
-        Load(OFF_IP),
-        JumpEq {
-            k: ips.trampoline as u32,
-            t: L("trampoline"),
-            f: Next,
-        },
-        JumpEq {
-            k: ips.clone as u32,
-            t: L("clone"),
-            f: Next,
-        },
-    ];
+    a.load_arch();
+    a.jeq(AUDIT_ARCH_X86_64, Next, kill);
+    a.load_ip_high();
+    a.jeq(high, Next, outside);
+    a.load_ip_low();
+    a.jeq(ips.trampoline as u32, trampoline, Next);
+    a.jeq(ips.clone as u32, clone, Next);
     if let Some(t) = trap {
-        ops.extend([
-            JumpEq {
-                k: t.runner_clone as u32,
-                t: L("clone"),
-                f: Next,
-            },
-            JumpEq {
-                k: t.futex as u32,
-                t: L("futex"),
-                f: Next,
-            },
-            JumpEq {
-                k: t.sigreturn as u32,
-                t: L("sigreturn"),
-                f: Next,
-            },
-            JumpEq {
-                k: t.arch_prctl as u32,
-                t: L("arch_prctl"),
-                f: Next,
-            },
-        ]);
+        a.jeq(t.runner_clone as u32, clone, Next);
+        a.jeq(t.futex as u32, futex, Next);
+        a.jeq(t.sigreturn as u32, sigreturn, Next);
+        a.jeq(t.arch_prctl as u32, arch_prctl, Next);
     }
-    ops.extend([
-        JumpEq {
-            k: ips.park as u32,
-            t: L("park"),
-            f: L(outside),
-        },
-        Label("trampoline"),
-        Load(OFF_NR),
-        JumpEq {
-            k: libc::SYS_munmap as u32,
-            t: L("allow"),
-            f: Next,
-        },
-        JumpEq {
-            k: libc::SYS_mprotect as u32,
-            t: L("allow"),
-            f: Next,
-        },
-        JumpEq {
-            k: libc::SYS_exit as u32,
-            t: L("allow"),
-            f: Next,
-        },
-        JumpEq {
-            k: libc::SYS_mmap as u32,
-            t: Next,
-            f: L("kill"),
-        },
-        // mmap(addr, len, prot, flags, fd, off): flags is a full 64-bit
-        // argument, fd is truncated to int by the kernel.
-        Load(off_arg(3)),
-        JumpEq {
-            k: INJECTED_MMAP_FLAGS,
-            t: Next,
-            f: L("kill"),
-        },
-        Load(off_arg(3) + 4),
-        JumpEq {
-            k: 0,
-            t: Next,
-            f: L("kill"),
-        },
-        Load(off_arg(4)),
-        JumpEq {
-            k: memfd,
-            t: L("allow"),
-            f: L("kill"),
-        },
-        Label("clone"),
-        Load(OFF_NR),
-        JumpEq {
-            k: libc::SYS_clone as u32,
-            t: Next,
-            f: L("kill"),
-        },
-        // The kernel reads only the low half of clone's flags; both halves
-        // are checked anyway.
-        Load(off_arg(0)),
-        JumpEq {
-            k: flags as u32,
-            t: Next,
-            f: L("kill"),
-        },
-        Load(off_arg(0) + 4),
-        JumpEq {
-            k: (flags >> 32) as u32,
-            t: L("allow"),
-            f: L("kill"),
-        },
-        Label("park"),
-        Load(OFF_NR),
-        JumpEq {
-            k: libc::SYS_pause as u32,
-            t: L("allow"),
-            f: L("kill"),
-        },
-    ]);
+    a.jeq(ips.park as u32, park, outside);
+
+    a.bind(trampoline);
+    a.load_nr();
+    a.jeq(libc::SYS_munmap as u32, allow, Next);
+    a.jeq(libc::SYS_mprotect as u32, allow, Next);
+    a.jeq(libc::SYS_exit as u32, allow, Next);
+    a.jeq(libc::SYS_mmap as u32, Next, kill);
+    // mmap(addr, len, prot, flags, fd, off): flags is a full 64-bit
+    // argument, fd is truncated to int by the kernel.
+    a.load_arg_low(3);
+    a.jeq(INJECTED_MMAP_FLAGS, Next, kill);
+    a.load_arg_high(3);
+    a.jeq(0, Next, kill);
+    a.load_arg_low(4);
+    a.jeq(memfd, allow, kill);
+
+    a.bind(clone);
+    a.load_nr();
+    a.jeq(libc::SYS_clone as u32, Next, kill);
+    // The kernel reads only the low half of clone's flags; both halves
+    // are checked anyway.
+    a.load_arg_low(0);
+    a.jeq(flags as u32, Next, kill);
+    a.load_arg_high(0);
+    a.jeq((flags >> 32) as u32, allow, kill);
+
+    a.bind(park);
+    a.load_nr();
+    a.jeq(libc::SYS_pause as u32, allow, kill);
+
     if trap.is_some() {
         let slots = crate::stub::SLOTS_BASE;
         let end = slots + crate::stub::SLOTS_LEN;
         assert_eq!(slots >> 32, (end - 1) >> 32, "slot region crosses 4 GiB");
-        ops.extend([
-            Label("futex"),
-            Load(OFF_NR),
-            JumpEq {
-                k: libc::SYS_sched_yield as u32,
-                t: L("allow"),
-                f: Next,
-            },
-            JumpEq {
-                k: libc::SYS_futex as u32,
-                t: Next,
-                f: L("kill"),
-            },
-            // op: FUTEX_WAIT or FUTEX_WAKE, nothing in the upper half.
-            Load(off_arg(1) + 4),
-            JumpEq {
-                k: 0,
-                t: Next,
-                f: L("kill"),
-            },
-            Load(off_arg(1)),
-            JumpGe {
-                k: 2,
-                t: L("kill"),
-                f: Next,
-            },
-            // uaddr: a slot's state word.
-            Load(off_arg(0) + 4),
-            JumpEq {
-                k: (slots >> 32) as u32,
-                t: Next,
-                f: L("kill"),
-            },
-            Load(off_arg(0)),
-            JumpGe {
-                k: slots as u32,
-                t: Next,
-                f: L("kill"),
-            },
-            JumpGe {
-                k: end as u32,
-                t: L("kill"),
-                f: Next,
-            },
-            And((crate::stub::SLOT_SIZE - 1) as u32),
-            JumpEq {
-                k: crate::stub::H_STATE as u32,
-                t: L("allow"),
-                f: L("kill"),
-            },
-            Label("sigreturn"),
-            Load(OFF_NR),
-            JumpEq {
-                k: libc::SYS_rt_sigreturn as u32,
-                t: L("allow"),
-                f: L("kill"),
-            },
-            Label("arch_prctl"),
-            Load(OFF_NR),
-            JumpEq {
-                k: libc::SYS_arch_prctl as u32,
-                t: Next,
-                f: L("kill"),
-            },
-            Load(off_arg(0) + 4),
-            JumpEq {
-                k: 0,
-                t: Next,
-                f: L("kill"),
-            },
-            Load(off_arg(0)),
-            JumpEq {
-                k: crate::stub::ARCH_SET_FS as u32,
-                t: L("allow"),
-                f: Next,
-            },
-            JumpEq {
-                k: crate::stub::ARCH_SET_GS as u32,
-                t: L("allow"),
-                f: L("kill"),
-            },
-            Label("trap"),
-            Ret(RET_TRAP),
-        ]);
+        a.bind(futex);
+        a.load_nr();
+        a.jeq(libc::SYS_sched_yield as u32, allow, Next);
+        a.jeq(libc::SYS_futex as u32, Next, kill);
+        // op: FUTEX_WAIT or FUTEX_WAKE, nothing in the upper half.
+        a.load_arg_high(1);
+        a.jeq(0, Next, kill);
+        a.load_arg_low(1);
+        a.jge(2, kill, Next);
+        // uaddr: a slot's state word.
+        a.load_arg_high(0);
+        a.jeq((slots >> 32) as u32, Next, kill);
+        a.load_arg_low(0);
+        a.jge(slots as u32, Next, kill);
+        a.jge(end as u32, kill, Next);
+        a.and((crate::stub::SLOT_SIZE - 1) as u32);
+        a.jeq(crate::stub::H_STATE as u32, allow, kill);
+
+        a.bind(sigreturn);
+        a.load_nr();
+        a.jeq(libc::SYS_rt_sigreturn as u32, allow, kill);
+
+        a.bind(arch_prctl);
+        a.load_nr();
+        a.jeq(libc::SYS_arch_prctl as u32, Next, kill);
+        a.load_arg_high(0);
+        a.jeq(0, Next, kill);
+        a.load_arg_low(0);
+        a.jeq(crate::stub::ARCH_SET_FS as u32, allow, Next);
+        a.jeq(crate::stub::ARCH_SET_GS as u32, allow, kill);
+
+        a.bind(trapped);
+        a.ret(RET_TRAP);
     }
-    ops.extend([
-        Label("kill"),
-        Ret(RET_KILL_PROCESS),
-        Label("allow"),
-        Ret(RET_ALLOW),
-    ]);
-    ops
+    a.bind(kill);
+    a.ret(RET_KILL_PROCESS);
+    a.bind(allow);
+    a.ret(RET_ALLOW);
+    a.finish()
 }
 
 #[cfg(test)]
 mod tests_support {
     use super::*;
 
-    /// Minimal interpreter for the opcodes the assembler emits, over a
-    /// `struct seccomp_data` image.
+    /// What the kernel answers for call `nr` made with `arch` from `ip`.
     pub(super) fn run(prog: &[SockFilter], nr: u32, arch: u32, ip: u64, args: [u64; 6]) -> u32 {
-        let mut data = Vec::new();
-        data.extend_from_slice(&nr.to_le_bytes());
-        data.extend_from_slice(&arch.to_le_bytes());
-        data.extend_from_slice(&ip.to_le_bytes());
-        for a in args {
-            data.extend_from_slice(&a.to_le_bytes());
-        }
-        let mut acc = 0u32;
-        let mut pc = 0usize;
-        loop {
-            let i = prog[pc];
-            pc += 1;
-            match i.code {
-                BPF_LD_W_ABS => {
-                    let o = i.k as usize;
-                    acc = u32::from_le_bytes(data[o..o + 4].try_into().expect("4 bytes"));
-                }
-                BPF_JEQ_K => pc += usize::from(if acc == i.k { i.jt } else { i.jf }),
-                BPF_JGE_K => pc += usize::from(if acc >= i.k { i.jt } else { i.jf }),
-                BPF_AND_K => acc &= i.k,
-                BPF_RET_K => return i.k,
-                c => panic!("unexpected opcode {c:#x}"),
-            }
-        }
+        let data = abi::bpf::SeccompData {
+            nr: nr as i32,
+            arch,
+            instruction_pointer: ip,
+            args,
+        };
+        abi::bpf::run(prog, &data).expect("a program the kernel loads")
     }
 }
 
@@ -627,46 +329,6 @@ mod tests {
         assert_eq!(run(&p, 9, X86, IP, mmap_args(high, 3)), RET_KILL_PROCESS);
         let flags = u64::from(INJECTED_MMAP_FLAGS);
         assert_eq!(run(&p, 9, X86, IP, mmap_args(flags, 4)), RET_KILL_PROCESS);
-    }
-
-    #[test]
-    fn assembler_rejects_bad_labels() {
-        let undefined = [Op::JumpEq {
-            k: 0,
-            t: Target::Label("x"),
-            f: Target::Next,
-        }];
-        assert_eq!(assemble(&undefined), Err(AsmError::UndefinedLabel("x")));
-        let backwards = [
-            Op::Label("top"),
-            Op::JumpEq {
-                k: 0,
-                t: Target::Label("top"),
-                f: Target::Next,
-            },
-        ];
-        assert_eq!(assemble(&backwards), Err(AsmError::JumpOutOfRange("top")));
-        let dup = [Op::Label("a"), Op::Label("a"), Op::Ret(0)];
-        assert_eq!(assemble(&dup), Err(AsmError::DuplicateLabel("a")));
-    }
-
-    #[test]
-    fn jump_offsets_count_from_the_next_instruction() {
-        let p = assemble(&[
-            Op::Load(OFF_NR),
-            Op::JumpEq {
-                k: 1,
-                t: Target::Label("b"),
-                f: Target::Next,
-            },
-            Op::Ret(10),
-            Op::Label("b"),
-            Op::Ret(20),
-        ])
-        .expect("assembles");
-        assert_eq!((p[1].jt, p[1].jf), (1, 0));
-        assert_eq!(run(&p, 1, 0, 0, [0; 6]), 20);
-        assert_eq!(run(&p, 0, 0, 0, [0; 6]), 10);
     }
 }
 #[cfg(test)]

@@ -827,13 +827,8 @@ impl StubImage {
         fprog[0..2].copy_from_slice(&(filter.len() as u16).to_le_bytes());
         let filter_addr = STUB_BASE + PAGE_SIZE + FILTER_OFFSET as u64;
         fprog[8..16].copy_from_slice(&filter_addr.to_le_bytes());
-        for (i, insn) in filter.iter().enumerate() {
-            let o = FILTER_OFFSET + 8 * i;
-            data[o..o + 2].copy_from_slice(&insn.code.to_le_bytes());
-            data[o + 2] = insn.jt;
-            data[o + 3] = insn.jf;
-            data[o + 4..o + 8].copy_from_slice(&insn.k.to_le_bytes());
-        }
+        data[FILTER_OFFSET..FILTER_OFFSET + filter_bytes]
+            .copy_from_slice(abi::bpf::program_bytes(&filter));
         assert!(FILTER_OFFSET + filter_bytes <= CONF_MAP_SLOTS);
         if let Some(t) = trap {
             data[CONF_MAP_SLOTS..CONF_MAP_SLOTS + 8].copy_from_slice(&1u64.to_le_bytes());

@@ -45,6 +45,49 @@ use gofer::seccomp::{Action, ArgCheck, Policy, Rule};
 
 use crate::sys;
 
+/// Why the Sentry's process could not be split off or set up, one line.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// the channel between the two halves
+    #[error("a channel to the Sentry's process: {0}")]
+    Channel(std::io::Error),
+    /// `SIGCHLD` could not be blocked before the split
+    #[error("blocking SIGCHLD: {0}")]
+    BlockSigchld(std::io::Error),
+    /// the fork into new namespaces failed
+    #[error("creating the Sentry's namespaces: {0} (ferrovisor needs user namespaces, or root)")]
+    Namespaces(std::io::Error),
+    /// the child could not hear from the parent about its id maps
+    #[error("waiting for the Sentry's id maps: {0}")]
+    WaitMaps(std::io::Error),
+    /// the parent could not write the id maps
+    #[error("the Sentry's id maps could not be written")]
+    MapsNotWritten,
+    /// the change to `nobody`
+    #[error("taking the Sentry's ids: {0}")]
+    Ids(std::io::Error),
+    /// `PR_SET_PDEATHSIG`
+    #[error("parent-death signal: {0}")]
+    ParentDeathSignal(std::io::Error),
+    /// the parent ended before the Sentry was ready
+    #[error("the process that started the Sentry has ended")]
+    ParentEnded,
+    /// other threads than the caller's
+    #[error("internal error: {0} threads before the Sentry's namespaces (must be 1)")]
+    Threads(usize),
+    /// `/proc/self/task` could not be read
+    #[error("counting this process's threads: {0}")]
+    CountThreads(std::io::Error),
+    /// one of the id map files
+    #[error("{file}: {source}")]
+    Map {
+        /// `uid_map`, `gid_map` or `setgroups`
+        file: &'static str,
+        /// the host's answer
+        source: std::io::Error,
+    },
+}
+
 /// What the Sentry keeps of the caller's host.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Confinement {
@@ -65,7 +108,7 @@ pub const SENTRY_HOST_ID: u32 = 65534;
 /// once its namespaces and ids are in place; the parent never returns.
 ///
 /// An error means nothing was split: the caller is still the only process.
-pub fn split(c: Confinement) -> Result<(), String> {
+pub fn split(c: Confinement) -> Result<(), Error> {
     let (uid, gid) = sys::ids();
     single_threaded()?;
     // What the guest is shown, asked while they are still the caller's.
@@ -80,20 +123,17 @@ pub fn split(c: Confinement) -> Result<(), String> {
     if !c.host_sockets {
         flags |= libc::CLONE_NEWNET;
     }
-    let (mut parent_end, mut child_end) = std::os::unix::net::UnixStream::pair()
-        .map_err(|e| format!("a channel to the Sentry's process: {e}"))?;
+    let (mut parent_end, mut child_end) =
+        std::os::unix::net::UnixStream::pair().map_err(Error::Channel)?;
     // Blocked before the split: a child that ended before the parent
     // blocked it would be a SIGCHLD lost (its default action discards it).
-    let old_mask =
-        sys::mask_signals(&[libc::SIGCHLD], true).map_err(|e| format!("blocking SIGCHLD: {e}"))?;
+    let old_mask = sys::mask_signals(&[libc::SIGCHLD], true).map_err(Error::BlockSigchld)?;
     // SAFETY: checked above: this process has a single thread.
     let forked = unsafe { sys::fork_into(flags) };
     match forked {
         Err(e) => {
             let _ = sys::restore_mask(&old_mask);
-            Err(format!(
-                "creating the Sentry's namespaces: {e} (ferrovisor needs user namespaces, or root)"
-            ))
+            Err(Error::Namespaces(e))
         }
         Ok(None) => {
             drop(parent_end);
@@ -102,26 +142,22 @@ pub fn split(c: Confinement) -> Result<(), String> {
                 eprintln!("ferrovisor: the Sentry's signals: {e}");
                 std::process::exit(125);
             }
-            let ready = (|| -> Result<(), String> {
+            let ready = (|| -> Result<(), Error> {
                 let mut b = [0u8; 1];
-                child_end
-                    .read_exact(&mut b)
-                    .map_err(|e| format!("waiting for the Sentry's id maps: {e}"))?;
+                child_end.read_exact(&mut b).map_err(Error::WaitMaps)?;
                 if b[0] != b'm' {
-                    return Err("the Sentry's id maps could not be written".into());
+                    return Err(Error::MapsNotWritten);
                 }
                 if user_ns && uid == 0 {
-                    sys::become_unprivileged(SENTRY_HOST_ID, SENTRY_HOST_ID)
-                        .map_err(|e| format!("taking the Sentry's ids: {e}"))?;
+                    sys::become_unprivileged(SENTRY_HOST_ID, SENTRY_HOST_ID).map_err(Error::Ids)?;
                 }
                 // The parent is outside this PID namespace: if it dies, no
                 // one outside would end this process. (Set after the change
                 // of ids, which clears it.) A parent that died before is
                 // seen as the end of its channel, which it holds for life.
-                sys::set_parent_death_signal(libc::SIGKILL)
-                    .map_err(|e| format!("parent-death signal: {e}"))?;
+                sys::set_parent_death_signal(libc::SIGKILL).map_err(Error::ParentDeathSignal)?;
                 if sys::poll_readable(child_end.as_fd(), 0).unwrap_or(true) {
-                    return Err("the process that started the Sentry has ended".into());
+                    return Err(Error::ParentEnded);
                 }
                 Ok(())
             })();
@@ -150,7 +186,7 @@ pub fn split(c: Confinement) -> Result<(), String> {
 /// Checks that this process has one thread. A helper thread that was
 /// joined (`sys::uts_nodename`) can stay listed for a moment after: the
 /// kernel releases it just after waking its joiner.
-fn single_threaded() -> Result<(), String> {
+fn single_threaded() -> Result<(), Error> {
     let mut tries = 0;
     loop {
         match sys::thread_count() {
@@ -159,12 +195,8 @@ fn single_threaded() -> Result<(), String> {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
-            Ok(n) => {
-                return Err(format!(
-                    "internal error: {n} threads before the Sentry's namespaces (must be 1)"
-                ))
-            }
-            Err(e) => return Err(format!("counting this process's threads: {e}")),
+            Ok(n) => return Err(Error::Threads(n)),
+            Err(e) => return Err(Error::CountThreads(e)),
         }
     }
 }
@@ -172,9 +204,10 @@ fn single_threaded() -> Result<(), String> {
 /// The id maps of the Sentry's user namespace: every id to itself under
 /// root; the caller's own ids otherwise (all an unprivileged process may
 /// map, after giving up `setgroups`, user_namespaces(7)).
-fn write_maps(pid: i32, uid: u32, gid: u32) -> Result<(), String> {
-    let write = |file: &str, text: String| {
-        std::fs::write(format!("/proc/{pid}/{file}"), text).map_err(|e| format!("{file}: {e}"))
+fn write_maps(pid: i32, uid: u32, gid: u32) -> Result<(), Error> {
+    let write = |file: &'static str, text: String| {
+        std::fs::write(format!("/proc/{pid}/{file}"), text)
+            .map_err(|source| Error::Map { file, source })
     };
     if uid == 0 {
         write("uid_map", "0 0 4294967295".into())?;

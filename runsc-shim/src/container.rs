@@ -957,7 +957,7 @@ impl Runtime {
             // This process stands for the program: signals to it (what
             // containerd's runc shim sends to the pid file's pid) reach it.
             let _ = started.forward_host_signals();
-            Ok(move || started.wait().unwrap_or(255))
+            Ok::<_, crate::control::Error>(move || started.wait().unwrap_or(255))
         })
         .map_err(io("starting the exec process"))?;
         started.map_err(|e| Error::Boot(format!("container {id}: exec {:?}: {e}", req.args)))?;

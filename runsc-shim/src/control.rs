@@ -434,13 +434,49 @@ fn read_reply(reader: &mut BufReader<UnixStream>) -> std::io::Result<Reply> {
     serde_json::from_str(&line).map_err(std::io::Error::other)
 }
 
+/// Why a request to a sandbox failed, one line.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// the control socket could not be reached
+    #[error("connecting to the sandbox ({}): {source}", socket.display())]
+    Connect {
+        /// its path
+        socket: PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// a request could not be written
+    #[error("{what}: {source}")]
+    Send {
+        /// what was being sent
+        what: &'static str,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// a request could not be encoded
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    /// the connection failed while waiting for the reply
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// the sandbox answered that it could not do it
+    #[error("{0}")]
+    Refused(String),
+    /// an exec's process ended before the sandbox said it started
+    #[error("exited ({0}) before it started")]
+    ExitedEarly(i32),
+    /// a reply to another request
+    #[error("unexpected reply from the sandbox")]
+    UnexpectedReply,
+}
+
 /// How long a request waits for the control socket of a sandbox that has
 /// just started: its boot process binds it after `start` has returned.
 const STARTING: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Connects to the control socket at `socket`, waiting up to [`STARTING`]
 /// for it to appear and listen.
-fn connect(socket: &Path) -> Result<UnixStream, String> {
+fn connect(socket: &Path) -> Result<UnixStream, Error> {
     let deadline = std::time::Instant::now() + STARTING;
     loop {
         match address(socket).and_then(|a| UnixStream::connect(&a.path)) {
@@ -451,11 +487,11 @@ fn connect(socket: &Path) -> Result<UnixStream, String> {
             {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            Err(e) => {
-                return Err(format!(
-                    "connecting to the sandbox ({}): {e}",
-                    socket.display()
-                ))
+            Err(source) => {
+                return Err(Error::Connect {
+                    socket: socket.to_path_buf(),
+                    source,
+                })
             }
         }
     }
@@ -463,21 +499,30 @@ fn connect(socket: &Path) -> Result<UnixStream, String> {
 
 /// Asks the sandbox behind `socket` to run `req` with `stdio` as its
 /// standard descriptors.
-pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Result<Exec, String> {
+pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Result<Exec, Error> {
     let conn = connect(socket)?;
-    let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_vec(req)?;
     line.push(b'\n');
-    sys::send_with_fds(conn.as_fd(), &line, &stdio)
-        .map_err(|e| format!("sending the request: {e}"))?;
+    sys::send_with_fds(conn.as_fd(), &line, &stdio).map_err(|source| Error::Send {
+        what: "sending the request",
+        source,
+    })?;
     let mut reader = BufReader::new(conn);
-    match read_reply(&mut reader).map_err(|e| e.to_string())? {
+    match read_reply(&mut reader)? {
         Reply::Started(pid) => Ok(Exec { reader, pid }),
-        Reply::Failed(why) => Err(why),
-        Reply::Exited(s) => Err(format!("exited ({s}) before it started")),
-        Reply::Updated | Reply::Stats(_) | Reply::Signalled => {
-            Err("unexpected reply from the sandbox".into())
-        }
+        Reply::Failed(why) => Err(Error::Refused(why)),
+        Reply::Exited(s) => Err(Error::ExitedEarly(s)),
+        Reply::Updated | Reply::Stats(_) | Reply::Signalled => Err(Error::UnexpectedReply),
     }
+}
+
+/// Writes `request` on `conn`; `what` names it in an error.
+fn send_request(conn: &UnixStream, request: &Request, what: &'static str) -> Result<(), Error> {
+    let mut line = serde_json::to_vec(request)?;
+    line.push(b'\n');
+    (&*conn)
+        .write_all(&line)
+        .map_err(|source| Error::Send { what, source })
 }
 
 /// How long `stats` waits for the Sentry's answer: a sandbox that does not
@@ -486,55 +531,42 @@ pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Res
 const STATS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Asks the sandbox behind `socket` what it counts of its guest.
-pub fn stats(socket: &Path) -> Result<GuestStats, String> {
+pub fn stats(socket: &Path) -> Result<GuestStats, Error> {
     let conn = connect(socket)?;
     conn.set_read_timeout(Some(STATS_TIMEOUT))
-        .and_then(|()| conn.set_write_timeout(Some(STATS_TIMEOUT)))
-        .map_err(|e| e.to_string())?;
-    let mut line = serde_json::to_vec(&Request::Stats).map_err(|e| e.to_string())?;
-    line.push(b'\n');
-    (&conn)
-        .write_all(&line)
-        .map_err(|e| format!("asking for stats: {e}"))?;
-    match read_reply(&mut BufReader::new(conn)).map_err(|e| e.to_string())? {
+        .and_then(|()| conn.set_write_timeout(Some(STATS_TIMEOUT)))?;
+    send_request(&conn, &Request::Stats, "asking for stats")?;
+    match read_reply(&mut BufReader::new(conn))? {
         Reply::Stats(s) => Ok(s),
-        Reply::Failed(why) => Err(why),
-        _ => Err("unexpected reply from the sandbox".into()),
+        Reply::Failed(why) => Err(Error::Refused(why)),
+        _ => Err(Error::UnexpectedReply),
     }
 }
 
 /// Asks the sandbox behind `socket` to apply `limits` to its guest.
-pub fn update(socket: &Path, limits: &GuestLimits) -> Result<(), String> {
+pub fn update(socket: &Path, limits: &GuestLimits) -> Result<(), Error> {
     let conn = connect(socket)?;
-    let mut line = serde_json::to_vec(&Request::Update(*limits)).map_err(|e| e.to_string())?;
-    line.push(b'\n');
-    (&conn)
-        .write_all(&line)
-        .map_err(|e| format!("sending the update: {e}"))?;
-    match read_reply(&mut BufReader::new(conn)).map_err(|e| e.to_string())? {
+    send_request(&conn, &Request::Update(*limits), "sending the update")?;
+    match read_reply(&mut BufReader::new(conn))? {
         Reply::Updated => Ok(()),
-        Reply::Failed(why) => Err(why),
-        _ => Err("unexpected reply from the sandbox".into()),
+        Reply::Failed(why) => Err(Error::Refused(why)),
+        _ => Err(Error::UnexpectedReply),
     }
 }
 
 /// Asks the sandbox behind `socket` to send `sig` to the guest's first
 /// process. With `answer` false the request is only left in the socket
 /// (for a frozen sandbox, which takes it when it thaws).
-pub fn signal_init(socket: &Path, sig: i32, answer: bool) -> Result<(), String> {
+pub fn signal_init(socket: &Path, sig: i32, answer: bool) -> Result<(), Error> {
     let conn = connect(socket)?;
-    let mut line = serde_json::to_vec(&Request::Signal(sig)).map_err(|e| e.to_string())?;
-    line.push(b'\n');
-    (&conn)
-        .write_all(&line)
-        .map_err(|e| format!("sending the signal: {e}"))?;
+    send_request(&conn, &Request::Signal(sig), "sending the signal")?;
     if !answer {
         return Ok(());
     }
-    match read_reply(&mut BufReader::new(conn)).map_err(|e| e.to_string())? {
+    match read_reply(&mut BufReader::new(conn))? {
         Reply::Signalled => Ok(()),
-        Reply::Failed(why) => Err(why),
-        _ => Err("unexpected reply from the sandbox".into()),
+        Reply::Failed(why) => Err(Error::Refused(why)),
+        _ => Err(Error::UnexpectedReply),
     }
 }
 
@@ -569,19 +601,19 @@ impl Exec {
     /// Waits for the process to end: its shell-style status. A sandbox
     /// that ends (even killed outright) takes its processes with it, as
     /// SIGKILL would: 137.
-    pub fn wait(mut self) -> Result<i32, String> {
+    pub fn wait(mut self) -> Result<i32, Error> {
         let reply = match read_reply(&mut self.reader) {
             Ok(r) => r,
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 return Ok(128 + libc::SIGKILL)
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Error::Io(e)),
         };
         match reply {
             Reply::Exited(s) => Ok(s),
-            Reply::Failed(why) => Err(why),
+            Reply::Failed(why) => Err(Error::Refused(why)),
             Reply::Started(_) | Reply::Updated | Reply::Stats(_) | Reply::Signalled => {
-                Err("unexpected reply from the sandbox".into())
+                Err(Error::UnexpectedReply)
             }
         }
     }

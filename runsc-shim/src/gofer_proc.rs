@@ -4,44 +4,80 @@
 
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+/// Why a gofer or a volume could not be set up, one line.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// the volume's host path cannot be looked at
+    #[error("{}: {source}", path.display())]
+    Source {
+        /// the host path
+        path: PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// a device, FIFO or socket as a volume
+    #[error(
+        "{}: not a directory or regular file (devices, FIFOs and sockets cannot be mounted)",
+        .0.display()
+    )]
+    NotMountable(PathBuf),
+    /// a file path without a directory or a name
+    #[error("{}: not a file", .0.display())]
+    NotAFile(PathBuf),
+    /// a guest path that is relative or climbs with `..`
+    #[error("{0}: the path in the sandbox must be absolute, without \"..\"")]
+    BadDest(String),
+    /// `--volume` not as HOST:GUEST[:ro|:rw]
+    #[error("--volume {0}: expected HOST:GUEST or HOST:GUEST:ro (e.g. --volume $PWD:/work)")]
+    BadVolume(String),
+    /// the socket pair to the gofer
+    #[error("gofer socket: {0}")]
+    Socket(std::io::Error),
+    /// this program's own path, to run as the gofer
+    #[error("finding the ferrovisor binary: {0}")]
+    Exe(std::io::Error),
+    /// the gofer did not start
+    #[error("starting the gofer: {0}")]
+    Start(std::io::Error),
+}
 
 /// Spawns `ferrovisor gofer --root ROOT --fd 3 --ro` with one end of a
 /// socket pair and returns a client on the other end.
-pub fn spawn(root: &Path) -> Result<gofer::client::Client, String> {
+pub fn spawn(root: &Path) -> Result<gofer::client::Client, Error> {
     spawn_gofer(root, None, true)
 }
 
 /// Spawns a gofer for a volume: a host directory, or a single host file
 /// (the gofer then serves that file and nothing else of its directory).
-pub fn spawn_volume(source: &Path, read_only: bool) -> Result<gofer::client::Client, String> {
-    let meta = std::fs::metadata(source).map_err(|e| format!("{}: {e}", source.display()))?;
+pub fn spawn_volume(source: &Path, read_only: bool) -> Result<gofer::client::Client, Error> {
+    let looked = |source_err| Error::Source {
+        path: source.to_path_buf(),
+        source: source_err,
+    };
+    let meta = std::fs::metadata(source).map_err(looked)?;
     if meta.is_dir() {
         return spawn_gofer(source, None, read_only);
     }
     if !meta.is_file() {
-        return Err(format!(
-            "{}: not a directory or regular file (devices, FIFOs and sockets cannot be mounted)",
-            source.display()
-        ));
+        return Err(Error::NotMountable(source.to_path_buf()));
     }
     // The file's real name and directory: a symlink in the host path is
     // the user's choice, made before the sandbox exists.
-    let real = std::fs::canonicalize(source).map_err(|e| format!("{}: {e}", source.display()))?;
+    let real = std::fs::canonicalize(source).map_err(looked)?;
     let (Some(dir), Some(name)) = (real.parent(), real.file_name()) else {
-        return Err(format!("{}: not a file", source.display()));
+        return Err(Error::NotAFile(source.to_path_buf()));
     };
     spawn_gofer(dir, Some(name), read_only)
 }
 
 /// A volume for the sandbox: `source` on the host at guest path `dest`,
 /// served by a gofer of its own.
-pub fn volume_mount(source: &Path, dest: &str, read_only: bool) -> Result<sentry::Mount, String> {
+pub fn volume_mount(source: &Path, dest: &str, read_only: bool) -> Result<sentry::Mount, Error> {
     if !dest.starts_with('/') || dest.split('/').any(|c| c == "..") {
-        return Err(format!(
-            "{dest}: the path in the sandbox must be absolute, without \"..\""
-        ));
+        return Err(Error::BadDest(dest.to_owned()));
     }
     let client = spawn_volume(source, read_only)?;
     Ok(sentry::Mount {
@@ -51,7 +87,7 @@ pub fn volume_mount(source: &Path, dest: &str, read_only: bool) -> Result<sentry
 }
 
 /// Parses `do`'s `--volume HOST:GUEST[:ro|:rw]`.
-pub fn parse_volume(spec: &str) -> Result<(std::path::PathBuf, String, bool), String> {
+pub fn parse_volume(spec: &str) -> Result<(PathBuf, String, bool), Error> {
     let (rest, read_only) = if let Some(r) = spec.strip_suffix(":ro") {
         (r, true)
     } else if let Some(r) = spec.strip_suffix(":rw") {
@@ -63,9 +99,7 @@ pub fn parse_volume(spec: &str) -> Result<(std::path::PathBuf, String, bool), St
         Some((host, guest)) if !host.is_empty() && !guest.is_empty() => {
             Ok((host.into(), guest.to_owned(), read_only))
         }
-        _ => Err(format!(
-            "--volume {spec}: expected HOST:GUEST or HOST:GUEST:ro (e.g. --volume $PWD:/work)"
-        )),
+        _ => Err(Error::BadVolume(spec.to_owned())),
     }
 }
 
@@ -73,9 +107,9 @@ fn spawn_gofer(
     root: &Path,
     file: Option<&std::ffi::OsStr>,
     read_only: bool,
-) -> Result<gofer::client::Client, String> {
-    let (ours, theirs) = UnixStream::pair().map_err(|e| format!("gofer socket: {e}"))?;
-    let exe = std::env::current_exe().map_err(|e| format!("finding the ferrovisor binary: {e}"))?;
+) -> Result<gofer::client::Client, Error> {
+    let (ours, theirs) = UnixStream::pair().map_err(Error::Socket)?;
+    let exe = std::env::current_exe().map_err(Error::Exe)?;
     let mut cmd = Command::new(exe);
     cmd.arg("gofer").arg("--root").arg(root).args(["--fd", "3"]);
     if let Some(f) = file {
@@ -87,9 +121,7 @@ fn spawn_gofer(
     // The gofer says on standard output when its server runs.
     cmd.stdin(Stdio::null()).stdout(Stdio::piped());
     crate::sys::prepare_child(&mut cmd, theirs.as_raw_fd(), 3, false, None);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("starting the gofer: {e}"))?;
+    let mut child = cmd.spawn().map_err(Error::Start)?;
     drop(theirs);
     if let Some(out) = child.stdout.take() {
         let mut line = String::new();

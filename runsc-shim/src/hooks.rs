@@ -25,7 +25,27 @@ pub struct Error {
     /// the program
     pub path: String,
     /// what went wrong, with the end of what it wrote to stderr
-    pub reason: String,
+    pub reason: Reason,
+}
+
+/// What went wrong with one hook.
+#[derive(Debug, thiserror::Error)]
+pub enum Reason {
+    /// it could not start, or be waited for
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// it outlived its `timeout` (seconds)
+    #[error("still running after its timeout of {0} s, killed")]
+    Timeout(i64),
+    /// it exited non-zero or died of a signal; `stderr` is the last
+    /// non-blank line it wrote there, if any
+    #[error("{status}{}", stderr.as_deref().map(|l| format!(": {l}")).unwrap_or_default())]
+    Failed {
+        /// how it ended
+        status: std::process::ExitStatus,
+        /// the end of its standard error, trimmed
+        stderr: Option<String>,
+    },
 }
 
 /// Runs `hooks` of `kind` in order, each with `state` (the runtime spec's
@@ -34,7 +54,7 @@ pub struct Error {
 pub fn run(kind: &'static str, hooks: &[Hook], state: &serde_json::Value) -> Result<(), Error> {
     let input = state.to_string();
     for (index, hook) in hooks.iter().enumerate() {
-        let fail = |reason: String| Error {
+        let fail = |reason: Reason| Error {
             kind,
             index,
             path: hook.path().display().to_string(),
@@ -45,7 +65,7 @@ pub fn run(kind: &'static str, hooks: &[Hook], state: &serde_json::Value) -> Res
     Ok(())
 }
 
-fn run_one(hook: &Hook, input: &[u8]) -> Result<(), String> {
+fn run_one(hook: &Hook, input: &[u8]) -> Result<(), Reason> {
     let mut cmd = Command::new(hook.path());
     // `args` is the whole argv, argv[0] included (execv's semantics); the
     // environment is exactly `env`.
@@ -62,7 +82,7 @@ fn run_one(hook: &Hook, input: &[u8]) -> Result<(), String> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let mut child = cmd.spawn()?;
     if let Some(mut stdin) = child.stdin.take() {
         // A hook that does not read its state closes the pipe early.
         let _ = stdin.write_all(input);
@@ -85,13 +105,10 @@ fn run_one(hook: &Hook, input: &[u8]) -> Result<(), String> {
             Ok(None) if deadline.is_some_and(|d| Instant::now() >= d) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "still running after its timeout of {} s, killed",
-                    hook.timeout().unwrap_or_default()
-                ));
+                return Err(Reason::Timeout(hook.timeout().unwrap_or_default()));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Reason::Io(e)),
         }
     };
     let err = reader.join().unwrap_or_default();
@@ -104,10 +121,9 @@ fn run_one(hook: &Hook, input: &[u8]) -> Result<(), String> {
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("");
-    Err(if last.is_empty() {
-        status.to_string()
-    } else {
-        format!("{status}: {}", last.trim())
+    Err(Reason::Failed {
+        status,
+        stderr: (!last.is_empty()).then(|| last.trim().to_owned()),
     })
 }
 

@@ -92,6 +92,19 @@ where
     }
 }
 
+/// Why the logger could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// the `--log` file does not open for appending
+    #[error("--log {}: {source}", path.display())]
+    Open {
+        /// as given
+        path: std::path::PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+}
+
 /// Installs the process-wide logger. With `file`, lines are appended there
 /// (info and up, debug with `debug`); without, warnings go to stderr unless
 /// `stderr` is false (the boot process, whose stderr is the container's).
@@ -100,7 +113,7 @@ pub fn init(
     format: LogFormat,
     debug: bool,
     stderr: bool,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let level = if debug { Level::DEBUG } else { Level::INFO };
     match file {
         Some(path) => {
@@ -108,7 +121,10 @@ pub fn init(
                 .create(true)
                 .append(true)
                 .open(path)
-                .map_err(|e| format!("--log {}: {e}", path.display()))?;
+                .map_err(|source| Error::Open {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
             let builder = tracing_subscriber::fmt()
                 .with_writer(std::sync::Mutex::new(f))
                 .with_ansi(false)

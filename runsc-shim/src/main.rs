@@ -8,6 +8,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use runsc_shim::container::{self, CreateOptions, Runtime};
 use runsc_shim::logging::{self, LogFormat};
@@ -511,7 +512,7 @@ const HOST_NETWORK_WARNING: &str = "ferrovisor: warning: --network host: the san
 
 /// The network of a `do` sandbox from its flags: the netstack's
 /// configuration, and whether TCP/UDP sockets are host sockets instead.
-fn network_config(args: &DoArgs) -> Result<(netstack::StackConfig, bool), String> {
+fn network_config(args: &DoArgs) -> anyhow::Result<(netstack::StackConfig, bool)> {
     let net = Network::new(
         args.network.map(NetworkKind::mode),
         args.allow_cidr.clone(),
@@ -521,7 +522,7 @@ fn network_config(args: &DoArgs) -> Result<(netstack::StackConfig, bool), String
     // The host's own addresses stay closed unless a rule names them.
     let host_addrs = match net.egress() {
         Some(_) => container::host_addresses()
-            .map_err(|e| format!("cannot list the host's addresses for the egress policy: {e}"))?,
+            .context("cannot list the host's addresses for the egress policy")?,
         None => Vec::new(),
     };
     Ok((net.stack_config(host_addrs, true), net.is_host()))
@@ -704,12 +705,12 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn init_logging(path: &std::path::Path) -> Result<(), String> {
+fn init_logging(path: &std::path::Path) -> anyhow::Result<()> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .map_err(|e| format!("--debug-log {}: {e}", path.display()))?;
+        .with_context(|| format!("--debug-log {}", path.display()))?;
     tracing_subscriber::fmt()
         .with_writer(std::sync::Mutex::new(file))
         .with_ansi(false)
@@ -721,12 +722,12 @@ fn init_logging(path: &std::path::Path) -> Result<(), String> {
 fn run_do(args: DoArgs) -> ExitCode {
     if let Some(log) = &args.debug_log {
         if let Err(e) = init_logging(log) {
-            return fail(2, e);
+            return fail(2, format_args!("{e:#}"));
         }
     }
     let (network, host_network) = match network_config(&args) {
         Ok(n) => n,
-        Err(e) => return fail(2, e),
+        Err(e) => return fail(2, format_args!("{e:#}")),
     };
     if host_network {
         eprintln!("{HOST_NETWORK_WARNING}");
@@ -772,13 +773,13 @@ fn run_do(args: DoArgs) -> ExitCode {
     drop(root);
     let mut mounts = Vec::new();
     for spec in &args.volume {
-        let made = runsc_shim::gofer_proc::parse_volume(spec).and_then(|(host, guest, ro)| {
-            runsc_shim::gofer_proc::volume_mount(&host, &guest, ro)
-                .map_err(|e| format!("--volume {spec}: {e}"))
-        });
-        match made {
-            Ok(m) => mounts.push(m),
+        let (host, guest, ro) = match runsc_shim::gofer_proc::parse_volume(spec) {
+            Ok(v) => v,
             Err(e) => return fail(2, e),
+        };
+        match runsc_shim::gofer_proc::volume_mount(&host, &guest, ro) {
+            Ok(m) => mounts.push(m),
+            Err(e) => return fail(2, format_args!("--volume {spec}: {e}")),
         }
     }
     for spec in &args.tmpfs {

@@ -49,6 +49,61 @@ impl Spelling {
     }
 }
 
+/// Why a network choice is refused: one line naming the flag or key at
+/// fault, in the user's [`Spelling`].
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// allow rules with `none`
+    #[error(
+        "{} and {} need {} (with {} nothing leaves the sandbox)",
+        .0.allow_cidr(),
+        .0.allow_host(),
+        .0.network(Mode::Sandbox),
+        .0.network(Mode::None)
+    )]
+    RulesNeedSandbox(Spelling),
+    /// allow rules with `host`
+    #[error(
+        "{} and {} do not apply to {}, which has no egress policy (use {} for rules)",
+        .0.allow_cidr(),
+        .0.allow_host(),
+        .0.network(Mode::Host),
+        .0.network(Mode::Sandbox)
+    )]
+    RulesWithHost(Spelling),
+    /// a CIDR rule that does not parse
+    #[error("{} {reason}", .spelling.allow_cidr())]
+    BadCidr {
+        /// how the user named the rule
+        spelling: Spelling,
+        /// the netstack's reason, naming the rule
+        reason: String,
+    },
+    /// a CIDR rule for the sandbox's own loopback
+    #[error(
+        "{} {rule:?}: that is the sandbox's own loopback (127.0.0.0/8, ::1), \
+         which no rule opens: the host's loopback is never reachable from the sandbox",
+        .spelling.allow_cidr()
+    )]
+    Loopback {
+        /// how the user named the rule
+        spelling: Spelling,
+        /// the rule
+        rule: String,
+    },
+    /// a host rule that is no domain name
+    #[error(
+        "{} {rule:?}: not a domain name (give example.com or *.example.com)",
+        .spelling.allow_host()
+    )]
+    NotADomain {
+        /// how the user named the rule
+        spelling: Spelling,
+        /// the rule
+        rule: String,
+    },
+}
+
 /// The network mode, without its rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -111,43 +166,32 @@ impl Network {
         allow_cidr: Vec<String>,
         allow_host: Vec<String>,
         spelling: Spelling,
-    ) -> Result<Network, String> {
+    ) -> Result<Network, Error> {
         let has_rules = !allow_cidr.is_empty() || !allow_host.is_empty();
-        let (cidr, host) = (spelling.allow_cidr(), spelling.allow_host());
-        let sandbox = spelling.network(Mode::Sandbox);
         let mode = mode.unwrap_or(if has_rules { Mode::Sandbox } else { Mode::None });
         match mode {
-            Mode::None if has_rules => {
-                return Err(format!(
-                    "{cidr} and {host} need {sandbox} (with {} nothing leaves the sandbox)",
-                    spelling.network(Mode::None)
-                ))
-            }
+            Mode::None if has_rules => return Err(Error::RulesNeedSandbox(spelling)),
             Mode::None => return Ok(Network::None),
-            Mode::Host if has_rules => {
-                return Err(format!(
-                    "{cidr} and {host} do not apply to {}, which has no egress policy (use {sandbox} for rules)",
-                    spelling.network(Mode::Host)
-                ))
-            }
+            Mode::Host if has_rules => return Err(Error::RulesWithHost(spelling)),
             Mode::Host => return Ok(Network::Host),
             Mode::Sandbox => {}
         }
         for c in &allow_cidr {
-            let (net, _) =
-                netstack::policy::parse_cidr_rule(c).map_err(|e| format!("{cidr} {e}"))?;
+            let (net, _) = netstack::policy::parse_cidr_rule(c)
+                .map_err(|reason| Error::BadCidr { spelling, reason })?;
             if within_loopback(&net) {
-                return Err(format!(
-                    "{cidr} {c:?}: that is the sandbox's own loopback (127.0.0.0/8, ::1), \
-                     which no rule opens: the host's loopback is never reachable from the sandbox"
-                ));
+                return Err(Error::Loopback {
+                    spelling,
+                    rule: c.clone(),
+                });
             }
         }
         for h in &allow_host {
             if !is_domain_rule(h) {
-                return Err(format!(
-                    "{host} {h:?}: not a domain name (give example.com or *.example.com)"
-                ));
+                return Err(Error::NotADomain {
+                    spelling,
+                    rule: h.clone(),
+                });
             }
         }
         Ok(Network::Sandbox(EgressRules {
@@ -369,10 +413,32 @@ mod tests {
             ),
         ];
         for (mode, cidr, host, spelling, says) in cases {
-            let e = Network::new(*mode, s(cidr), s(host), *spelling).expect_err(says);
+            let e = Network::new(*mode, s(cidr), s(host), *spelling)
+                .expect_err(says)
+                .to_string();
             assert!(e.contains(says), "{says:?}: {e}");
             assert!(!e.contains('\n'), "{e:?}");
         }
+        let whole = |mode, cidr: &[&str], host: &[&str], spelling| {
+            Network::new(mode, s(cidr), s(host), spelling)
+                .expect_err("refused")
+                .to_string()
+        };
+        assert_eq!(
+            whole(Some(Mode::None), &["10.0.0.0/8"], &[], Spelling::Flags),
+            "--allow-cidr and --allow-host need --network sandbox \
+             (with --network none nothing leaves the sandbox)"
+        );
+        assert_eq!(
+            whole(Some(Mode::Host), &[], &["a.b"], Spelling::ConfigFile),
+            "allow_cidr and allow_host do not apply to network = \"host\", which has no \
+             egress policy (use network = \"sandbox\" for rules)"
+        );
+        assert_eq!(
+            whole(None, &["127.0.0.1"], &[], Spelling::Flags),
+            "--allow-cidr \"127.0.0.1\": that is the sandbox's own loopback (127.0.0.0/8, \
+             ::1), which no rule opens: the host's loopback is never reachable from the sandbox"
+        );
         assert!(Network::new(
             None,
             vec![],

@@ -439,32 +439,62 @@ fn tmpfs_size(v: &str) -> Option<u64> {
     num.parse::<u64>().ok()?.checked_mul(mult)
 }
 
+/// Why a `--tmpfs` of `do` is refused, one line naming it.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TmpfsError {
+    /// a path that is relative or climbs with `..`
+    #[error("--tmpfs {0}: the path in the sandbox must be absolute, without \"..\"")]
+    BadPath(String),
+    /// `size=` without a size
+    #[error("--tmpfs {spec}: \"{option}\" is not a size (e.g. size=64m)")]
+    BadSize {
+        /// the whole flag's value
+        spec: String,
+        /// the option at fault
+        option: String,
+    },
+    /// `mode=` without an octal mode
+    #[error("--tmpfs {spec}: \"{option}\" is not an octal mode")]
+    BadMode {
+        /// the whole flag's value
+        spec: String,
+        /// the option at fault
+        option: String,
+    },
+    /// an option other than `size=` and `mode=`
+    #[error("--tmpfs {spec}: unknown option \"{option}\" (size= and mode= are known)")]
+    UnknownOption {
+        /// the whole flag's value
+        spec: String,
+        /// the option at fault
+        option: String,
+    },
+}
+
 /// Parses `do`'s `--tmpfs PATH[:OPTIONS]`, OPTIONS being `size=` and
 /// `mode=` separated by commas (as `docker run --tmpfs`); returns the path,
 /// the mode and the size (`None`: the default).
-pub fn parse_tmpfs(spec: &str) -> Result<(String, u32, Option<u64>), String> {
+pub fn parse_tmpfs(spec: &str) -> Result<(String, u32, Option<u64>), TmpfsError> {
     let (dest, opts) = spec.split_once(':').unwrap_or((spec, ""));
     if !dest.starts_with('/') || dest.split('/').any(|c| c == "..") {
-        return Err(format!(
-            "--tmpfs {spec}: the path in the sandbox must be absolute, without \"..\""
-        ));
+        return Err(TmpfsError::BadPath(spec.to_owned()));
     }
     let (mut mode, mut size) = (0o1777, None);
     for o in opts.split(',').filter(|o| !o.is_empty()) {
+        let (spec, option) = (spec.to_owned(), o.to_owned());
         if let Some(v) = o.strip_prefix("size=") {
-            size =
-                Some(tmpfs_size(v).filter(|&s| s > 0).ok_or_else(|| {
-                    format!("--tmpfs {spec}: \"{o}\" is not a size (e.g. size=64m)")
-                })?);
+            size = Some(
+                tmpfs_size(v)
+                    .filter(|&s| s > 0)
+                    .ok_or(TmpfsError::BadSize { spec, option })?,
+            );
         } else if let Some(v) = o.strip_prefix("mode=") {
             mode = u32::from_str_radix(v, 8)
                 .ok()
                 .filter(|m| m & !0o7777 == 0)
-                .ok_or_else(|| format!("--tmpfs {spec}: \"{o}\" is not an octal mode"))?;
+                .ok_or(TmpfsError::BadMode { spec, option })?;
         } else {
-            return Err(format!(
-                "--tmpfs {spec}: unknown option \"{o}\" (size= and mode= are known)"
-            ));
+            return Err(TmpfsError::UnknownOption { spec, option });
         }
     }
     Ok((dest.to_owned(), mode, size))
@@ -1635,8 +1665,28 @@ mod tests {
             "/tmp:mode=17777",
             "/tmp:uid=0",
         ] {
-            let e = parse_tmpfs(bad).expect_err(bad);
+            let e = parse_tmpfs(bad).expect_err(bad).to_string();
             assert!(e.starts_with("--tmpfs "), "{bad}: {e}");
+        }
+        for (bad, says) in [
+            (
+                "tmp",
+                "--tmpfs tmp: the path in the sandbox must be absolute, without \"..\"",
+            ),
+            (
+                "/tmp:size=lots",
+                "--tmpfs /tmp:size=lots: \"size=lots\" is not a size (e.g. size=64m)",
+            ),
+            (
+                "/tmp:mode=9",
+                "--tmpfs /tmp:mode=9: \"mode=9\" is not an octal mode",
+            ),
+            (
+                "/tmp:uid=0",
+                "--tmpfs /tmp:uid=0: unknown option \"uid=0\" (size= and mode= are known)",
+            ),
+        ] {
+            assert_eq!(parse_tmpfs(bad).expect_err(bad).to_string(), says);
         }
     }
 }

@@ -67,6 +67,100 @@ const TASK_STATE_DIR: &str = "io.containerd.runtime.v2.task";
 /// them: runc's shim uses `/run/containerd/runc/NAMESPACE`.
 const DEFAULT_ROOT: &str = "/run/containerd/ferrovisor";
 
+/// Why the shim could not start or serve, or set up a task's I/O: one line.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// a host operation failed
+    #[error("{what}: {source}")]
+    Io {
+        /// what was being done
+        what: String,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// containerd did not say where it listens
+    #[error("TTRPC_ADDRESS is not set (containerd sets it for its shims)")]
+    NoTtrpcAddress,
+    /// the shim crate's own start or publisher failed
+    #[error(transparent)]
+    Shim(#[from] shim::Error),
+    /// the shim crate's logger
+    #[error("logger: {0}")]
+    Logger(shim::Error),
+    /// the bootstrap answer could not be encoded
+    #[error(transparent)]
+    Protobuf(#[from] shim::protos::protobuf::Error),
+    /// the ttrpc server
+    #[error(transparent)]
+    Ttrpc(#[from] ttrpc::Error),
+    /// the thread that accepts the terminal's master panicked
+    #[error("console thread panicked")]
+    ConsolePanicked,
+    /// nowhere to find the runtime this shim drives
+    #[error("no ferrovisor binary beside containerd-shim-ferrovisor-v1 or in PATH")]
+    NoBinary,
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+/// Why a task's runtime config file is refused: one line.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// not TOML
+    #[error("line {line}: {message}")]
+    Syntax {
+        /// where
+        line: usize,
+        /// the parser's message, its first line only
+        message: String,
+    },
+    /// `network` is not one of the modes
+    #[error("network: must be \"none\", \"sandbox\" or \"host\", not {0}")]
+    BadNetwork(String),
+    /// an allow list that is not a list of strings
+    #[error("{key}: must be an array of strings, not {what}")]
+    NotStrings {
+        /// `allow_cidr` or `allow_host`
+        key: String,
+        /// what it is instead
+        what: String,
+    },
+    /// a key other than [`RUNTIME_CONFIG_KEYS`]
+    #[error("unknown key `{0}` (only {RUNTIME_CONFIG_KEYS} are supported)")]
+    UnknownKey(String),
+    /// the network and its rules do not go together
+    #[error(transparent)]
+    Network(#[from] network::Error),
+}
+
+/// Why a task's runtime options, or the config file they name, are
+/// refused: one line.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    /// `runtimeoptions.v1.Options` does not decode
+    #[error("runtime options: {0}")]
+    Decode(shim::protos::protobuf::Error),
+    /// the config file cannot be read
+    #[error("runtime config {}: {source}", path.display())]
+    Read {
+        /// the file
+        path: PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// the config file says something this runtime does not take
+    #[error("runtime config {}: {source}", path.display())]
+    Config {
+        /// the file
+        path: PathBuf,
+        /// what is wrong in it
+        source: ConfigError,
+    },
+}
+
 /// Runs the shim: containerd calls it with `start`, `delete` or (the shim
 /// server) no action.
 ///
@@ -103,7 +197,7 @@ pub fn main() {
 /// `start`: launches the shim server and prints its address, bare for
 /// containerd's legacy protocol, as a `BootstrapResult` when containerd
 /// sent `BootstrapParams` on stdin.
-fn start(flags: &Flags) -> Result<(), String> {
+fn start(flags: &Flags) -> Result<(), Error> {
     use std::io::IsTerminal;
     let mut input = Vec::new();
     let stdin = std::io::stdin();
@@ -112,7 +206,7 @@ fn start(flags: &Flags) -> Result<(), String> {
             .lock()
             .take(10 << 20)
             .read_to_end(&mut input)
-            .map_err(|e| format!("reading stdin: {e}"))?;
+            .map_err(io("reading stdin"))?;
     }
     let bootstrap = (!input.is_empty())
         .then(|| shim::bootstrap::BootstrapParams::parse_from_bytes(&input).ok())
@@ -132,10 +226,10 @@ fn start(flags: &Flags) -> Result<(), String> {
     };
     opts.debug |= flags.debug;
     if opts.ttrpc_address.is_empty() {
-        return Err("TTRPC_ADDRESS is not set (containerd sets it for its shims)".into());
+        return Err(Error::NoTtrpcAddress);
     }
     let grouping = opts.id.clone();
-    let (_pid, address) = shim::spawn(opts, &grouping, Vec::new()).map_err(|e| e.to_string())?;
+    let (_pid, address) = shim::spawn(opts, &grouping, Vec::new())?;
     let reply = if bootstrapped {
         shim::bootstrap::BootstrapResult {
             version: shim::protos::TASK_API_VERSION,
@@ -143,29 +237,26 @@ fn start(flags: &Flags) -> Result<(), String> {
             protocol: "ttrpc".into(),
             ..Default::default()
         }
-        .write_to_bytes()
-        .map_err(|e| e.to_string())?
+        .write_to_bytes()?
     } else {
         address.into_bytes()
     };
     let mut out = std::io::stdout().lock();
     out.write_all(&reply)
         .and_then(|()| out.flush())
-        .map_err(|e| format!("writing the address: {e}"))
+        .map_err(io("writing the address"))
 }
 
 /// The shim server: the Task service on the socket `start` chose, until
 /// `Shutdown`.
-fn serve(flags: &Flags) -> Result<(), String> {
+fn serve(flags: &Flags) -> Result<(), Error> {
     use std::os::fd::IntoRawFd;
     use std::os::unix::net::UnixListener;
 
-    crate::sys::set_child_subreaper().map_err(|e| format!("becoming a subreaper: {e}"))?;
-    shim::logger::init(flags.debug, "info", &flags.namespace, &flags.id)
-        .map_err(|e| format!("logger: {e}"))?;
-    let ttrpc_address = std::env::var("TTRPC_ADDRESS")
-        .map_err(|_| "TTRPC_ADDRESS is not set (containerd sets it for its shims)".to_string())?;
-    let publisher = RemotePublisher::new(&ttrpc_address).map_err(|e| e.to_string())?;
+    crate::sys::set_child_subreaper().map_err(io("becoming a subreaper"))?;
+    shim::logger::init(flags.debug, "info", &flags.namespace, &flags.id).map_err(Error::Logger)?;
+    let ttrpc_address = std::env::var("TTRPC_ADDRESS").map_err(|_| Error::NoTtrpcAddress)?;
+    let publisher = RemotePublisher::new(&ttrpc_address)?;
     let mut config = Config::default();
     let mut service = <Service as shim::Shim>::new(RUNTIME_ID, flags, &mut config);
     let task: Arc<dyn shim::Task + Send + Sync> =
@@ -183,7 +274,7 @@ fn serve(flags: &Flags) -> Result<(), String> {
         .unwrap_or(&flags.socket)
         .to_string();
     if let Some(dir) = Path::new(&path).parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(io(dir.display().to_string()))?;
     }
     let listener = match UnixListener::bind(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -194,19 +285,18 @@ fn serve(flags: &Flags) -> Result<(), String> {
         }
         r => r,
     }
-    .map_err(|e| format!("listening on {path}: {e}"))?;
+    .map_err(io(format!("listening on {path}")))?;
     let mut server = ttrpc::Server::new()
-        .add_listener(listener.into_raw_fd())
-        .map_err(|e| e.to_string())?
+        .add_listener(listener.into_raw_fd())?
         .register_service(methods);
-    server.start().map_err(|e| e.to_string())?;
+    server.start()?;
     // Release `start`, which reads our stdout until it closes.
-    crate::sys::stdout_to_stderr().map_err(|e| format!("closing stdout: {e}"))?;
+    crate::sys::stdout_to_stderr().map_err(io("closing stdout"))?;
 
     std::thread::Builder::new()
         .name("reaper".into())
         .spawn(reap_children)
-        .map_err(|e| format!("reaper thread: {e}"))?;
+        .map_err(io("reaper thread"))?;
     shim::Shim::wait(&mut service);
     server.shutdown();
     let _ = std::fs::remove_file(&path);
@@ -259,7 +349,7 @@ fn state_root(bundle: &Path, namespace: &str) -> PathBuf {
 }
 
 /// The `ferrovisor` binary: beside this shim, else in `PATH`.
-fn ferrovisor_binary() -> Result<PathBuf, String> {
+fn ferrovisor_binary() -> Result<PathBuf, Error> {
     let beside = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(|d| d.join("ferrovisor")));
@@ -268,9 +358,7 @@ fn ferrovisor_binary() -> Result<PathBuf, String> {
         .into_iter()
         .chain(std::env::split_paths(&path).map(|d| d.join("ferrovisor")))
         .find(|p| p.is_file())
-        .ok_or_else(|| {
-            "no ferrovisor binary beside containerd-shim-ferrovisor-v1 or in PATH".to_string()
-        })
+        .ok_or(Error::NoBinary)
 }
 
 /// The runtime for a task: state under [`state_root`], log in the bundle.
@@ -295,18 +383,17 @@ const RUNTIME_OPTIONS: &str = "runtimeoptions.v1.Options";
 /// The `config_path` of an encoded `runtimeoptions.v1.Options`, `None` if
 /// empty. The message is not among the shim crate's generated types; it
 /// has three string fields, read here from the wire format.
-fn config_path_of(encoded: &[u8]) -> Result<Option<PathBuf>, String> {
+fn config_path_of(encoded: &[u8]) -> Result<Option<PathBuf>, OptionsError> {
     use shim::protos::protobuf::{rt::skip_field_for_tag, CodedInputStream};
     /// `config_path`: field 2, length-delimited (wire type 2).
     const CONFIG_PATH_TAG: u32 = (2 << 3) | 2;
     let mut input = CodedInputStream::from_bytes(encoded);
     let mut path = String::new();
-    let bad = |e: shim::protos::protobuf::Error| format!("runtime options: {e}");
-    while let Some(tag) = input.read_raw_tag_or_eof().map_err(bad)? {
+    while let Some(tag) = input.read_raw_tag_or_eof().map_err(OptionsError::Decode)? {
         if tag == CONFIG_PATH_TAG {
-            path = input.read_string().map_err(bad)?;
+            path = input.read_string().map_err(OptionsError::Decode)?;
         } else {
-            skip_field_for_tag(tag, &mut input).map_err(bad)?;
+            skip_field_for_tag(tag, &mut input).map_err(OptionsError::Decode)?;
         }
     }
     Ok((!path.is_empty()).then(|| PathBuf::from(path)))
@@ -329,19 +416,27 @@ const RUNTIME_CONFIG_KEYS: &str = "`network`, `allow_cidr` and `allow_host`";
 
 impl RuntimeConfig {
     /// Reads and parses the file at `path`; errors are one line naming it.
-    fn load(path: &Path) -> Result<RuntimeConfig, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("runtime config {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("runtime config {}: {e}", path.display()))
+    fn load(path: &Path) -> Result<RuntimeConfig, OptionsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| OptionsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|source| OptionsError::Config {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
-    fn parse(text: &str) -> Result<RuntimeConfig, String> {
+    fn parse(text: &str) -> Result<RuntimeConfig, ConfigError> {
         let doc = toml_edit::Document::parse(text).map_err(|e| {
             let before = e.span().and_then(|s| text.get(..s.start)).unwrap_or("");
             let line = before.matches('\n').count() + 1;
             // The message alone: the error's display spans several lines.
             let message = e.message().lines().next().unwrap_or("").trim();
-            format!("line {line}: {message}")
+            ConfigError::Syntax {
+                line,
+                message: message.to_owned(),
+            }
         })?;
         let what = |item: &toml_edit::Item| {
             item.as_str()
@@ -355,16 +450,14 @@ impl RuntimeConfig {
                     mode = Some(
                         item.as_str()
                             .and_then(network::Mode::parse)
-                            .ok_or_else(|| {
-                                format!(
-                                    "network: must be \"none\", \"sandbox\" or \"host\", not {}",
-                                    what(item)
-                                )
-                            })?,
+                            .ok_or_else(|| ConfigError::BadNetwork(what(item)))?,
                     );
                 }
                 "allow_cidr" | "allow_host" => {
-                    let bad = || format!("{key}: must be an array of strings, not {}", what(item));
+                    let bad = || ConfigError::NotStrings {
+                        key: key.to_owned(),
+                        what: what(item),
+                    };
                     let list = item
                         .as_array()
                         .ok_or_else(bad)?
@@ -378,11 +471,7 @@ impl RuntimeConfig {
                         allow_host = list;
                     }
                 }
-                other => {
-                    return Err(format!(
-                        "unknown key `{other}` (only {RUNTIME_CONFIG_KEYS} are supported)"
-                    ))
-                }
+                other => return Err(ConfigError::UnknownKey(other.to_owned())),
             }
         }
         let network = Network::new(mode, allow_cidr, allow_host, Spelling::ConfigFile)?;
@@ -648,17 +737,18 @@ impl Service {
             // runtime's `options` table or `ctr run --runtime-config-path`
             // gives it): the runtime flags, as gVisor's shim takes them.
             if any.type_url.ends_with(RUNTIME_OPTIONS) {
-                let path =
-                    config_path_of(&any.value).map_err(|e| rpc_error(Code::INVALID_ARGUMENT, e))?;
+                let path = config_path_of(&any.value)
+                    .map_err(|e| rpc_error(Code::INVALID_ARGUMENT, e.to_string()))?;
                 if let Some(path) = path {
                     config = RuntimeConfig::load(&path)
-                        .map_err(|e| rpc_error(Code::INVALID_ARGUMENT, e))?;
+                        .map_err(|e| rpc_error(Code::INVALID_ARGUMENT, e.to_string()))?;
                 }
             }
         }
         let exe = match exe {
             Some(e) => e,
-            None => ferrovisor_binary().map_err(|e| rpc_error(Code::FAILED_PRECONDITION, e))?,
+            None => ferrovisor_binary()
+                .map_err(|e| rpc_error(Code::FAILED_PRECONDITION, e.to_string()))?,
         };
         let mut rt = runtime(&bundle, &self.inner.namespace, exe);
         if let Some(r) = root {
@@ -938,22 +1028,20 @@ impl<'a> StdioPaths<'a> {
 fn open_stdio(
     paths: StdioPaths<'_>,
     stdin_pipe: &Arc<Mutex<Option<File>>>,
-) -> Result<Stdio, String> {
+) -> Result<Stdio, Error> {
     let req = paths;
-    let stdout = open_output(req.stdout).map_err(|e| format!("stdout {}: {e}", req.stdout))?;
+    let stdout = open_output(req.stdout).map_err(io(format!("stdout {}", req.stdout)))?;
     let stderr = if req.stderr.is_empty() || req.stderr == req.stdout {
         stdout
             .try_clone()
-            .map_err(|e| format!("stderr {}: {e}", req.stderr))?
+            .map_err(io(format!("stderr {}", req.stderr)))?
     } else {
-        open_output(req.stderr).map_err(|e| format!("stderr {}: {e}", req.stderr))?
+        open_output(req.stderr).map_err(io(format!("stderr {}", req.stderr)))?
     };
     let stdin: OwnedFd = if req.stdin.is_empty() {
-        File::open("/dev/null")
-            .map_err(|e| format!("/dev/null: {e}"))?
-            .into()
+        File::open("/dev/null").map_err(io("/dev/null"))?.into()
     } else {
-        let (r, w) = std::io::pipe().map_err(|e| format!("stdin pipe: {e}"))?;
+        let (r, w) = std::io::pipe().map_err(io("stdin pipe"))?;
         *stdin_pipe
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) =
@@ -963,7 +1051,7 @@ fn open_stdio(
         std::thread::Builder::new()
             .name("stdin".into())
             .spawn(move || copy_stdin(&path, &pipe))
-            .map_err(|e| format!("stdin thread: {e}"))?;
+            .map_err(io("stdin thread"))?;
         r.into()
     };
     Ok(Stdio {
@@ -978,11 +1066,11 @@ fn open_stdio(
 struct ConsoleSocket {
     dir: PathBuf,
     path: PathBuf,
-    accept: std::thread::JoinHandle<Result<OwnedFd, String>>,
+    accept: std::thread::JoinHandle<Result<OwnedFd, Error>>,
 }
 
 impl ConsoleSocket {
-    fn listen() -> Result<ConsoleSocket, String> {
+    fn listen() -> Result<ConsoleSocket, Error> {
         use std::os::unix::fs::DirBuilderExt;
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         // Under the temp dir rather than the bundle: a socket path must
@@ -995,33 +1083,28 @@ impl ConsoleSocket {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| format!("console socket directory {}: {e}", dir.display()))?;
+            .map_err(io(format!("console socket directory {}", dir.display())))?;
         let path = dir.join("pty.sock");
         let listener = std::os::unix::net::UnixListener::bind(&path)
-            .map_err(|e| format!("console socket {}: {e}", path.display()))?;
+            .map_err(io(format!("console socket {}", path.display())))?;
         let accept = std::thread::Builder::new()
             .name("console".into())
             .spawn(move || {
-                let (conn, _) = listener
-                    .accept()
-                    .map_err(|e| format!("console socket: {e}"))?;
-                crate::sys::recv_fd(conn.as_fd()).map_err(|e| format!("console socket: {e}"))
+                let (conn, _) = listener.accept().map_err(io("console socket"))?;
+                crate::sys::recv_fd(conn.as_fd()).map_err(io("console socket"))
             })
-            .map_err(|e| format!("console thread: {e}"))?;
+            .map_err(io("console thread"))?;
         Ok(ConsoleSocket { dir, path, accept })
     }
 
     /// The master `create` sent; if it sent none (it failed first), the
     /// accept is released with a connection of our own.
-    fn finish(self) -> Result<OwnedFd, String> {
+    fn finish(self) -> Result<OwnedFd, Error> {
         if !self.accept.is_finished() {
             // A no-op when `create` connected: then the accept is done.
             let _ = std::os::unix::net::UnixStream::connect(&self.path);
         }
-        let r = self
-            .accept
-            .join()
-            .unwrap_or_else(|_| Err("console thread panicked".into()));
+        let r = self.accept.join().unwrap_or(Err(Error::ConsolePanicked));
         let _ = std::fs::remove_dir_all(&self.dir);
         r
     }
@@ -1034,26 +1117,18 @@ fn wire_terminal(
     stdout: &str,
     master: &Arc<OwnedFd>,
     stdin_pipe: &Arc<Mutex<Option<File>>>,
-) -> Result<(), String> {
-    let mut out = open_output(stdout).map_err(|e| format!("stdout {stdout}: {e}"))?;
-    let mut from_master = File::from(
-        master
-            .try_clone()
-            .map_err(|e| format!("terminal master: {e}"))?,
-    );
+) -> Result<(), Error> {
+    let mut out = open_output(stdout).map_err(io(format!("stdout {stdout}")))?;
+    let mut from_master = File::from(master.try_clone().map_err(io("terminal master"))?);
     std::thread::Builder::new()
         .name("tty-out".into())
         .spawn(move || {
             // Ends with EIO once the container's side is closed.
             let _ = std::io::copy(&mut from_master, &mut out);
         })
-        .map_err(|e| format!("terminal thread: {e}"))?;
+        .map_err(io("terminal thread"))?;
     if !stdin.is_empty() {
-        let to_master = File::from(
-            master
-                .try_clone()
-                .map_err(|e| format!("terminal master: {e}"))?,
-        );
+        let to_master = File::from(master.try_clone().map_err(io("terminal master"))?);
         *stdin_pipe
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(to_master);
@@ -1062,7 +1137,7 @@ fn wire_terminal(
         std::thread::Builder::new()
             .name("tty-in".into())
             .spawn(move || copy_stdin(&path, &pipe))
-            .map_err(|e| format!("terminal thread: {e}"))?;
+            .map_err(io("terminal thread"))?;
     }
     Ok(())
 }
@@ -1667,11 +1742,14 @@ mod tests {
     #[test]
     fn config_path_from_runtime_options() {
         let enc = runtime_options("io.containerd.ferrovisor.v1.options", "/etc/f.toml", "/x");
-        assert_eq!(config_path_of(&enc), Ok(Some(PathBuf::from("/etc/f.toml"))));
-        assert_eq!(config_path_of(&runtime_options("t", "", "/x")), Ok(None));
-        assert_eq!(config_path_of(&[]), Ok(None));
+        let path = |enc: &[u8]| config_path_of(enc).expect("decodes");
+        assert_eq!(path(&enc), Some(PathBuf::from("/etc/f.toml")));
+        assert_eq!(path(&runtime_options("t", "", "/x")), None);
+        assert_eq!(path(&[]), None);
         // A truncated message is an error, not an empty path.
-        let e = config_path_of(&enc[..enc.len() - 3]).expect_err("truncated");
+        let e = config_path_of(&enc[..enc.len() - 3])
+            .expect_err("truncated")
+            .to_string();
         assert!(e.starts_with("runtime options:"), "{e}");
     }
 
@@ -1753,7 +1831,7 @@ mod tests {
                 "need network = \"sandbox\"",
             ),
         ] {
-            let e = RuntimeConfig::parse(text).expect_err(text);
+            let e = RuntimeConfig::parse(text).expect_err(text).to_string();
             assert!(e.contains(says), "{text:?}: {e}");
             assert!(!e.contains('\n'), "one line: {e:?}");
         }
@@ -1761,8 +1839,10 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("mkdir");
         let file = dir.join("ferrovisor.toml");
         std::fs::write(&file, "network = \"host\"\n").expect("write");
-        assert_eq!(RuntimeConfig::load(&file), Ok(host));
-        let e = RuntimeConfig::load(&dir.join("missing.toml")).expect_err("missing");
+        assert_eq!(RuntimeConfig::load(&file).expect("loads"), host);
+        let e = RuntimeConfig::load(&dir.join("missing.toml"))
+            .expect_err("missing")
+            .to_string();
         assert!(e.contains("missing.toml"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -498,14 +498,21 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no descriptor in the message"))
 }
 
+/// A failure a forked child reported: its error's message, which crossed
+/// a pipe as text.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ChildFailed(pub String);
+
 /// Forks (the caller must have no other threads). The child runs `start`:
 /// on success it reports so to the parent, then runs what `start` returned
 /// and exits with its status; on failure it reports the error and exits
 /// 255. The parent gets the child's pid and what the child reported.
-pub fn fork_reporting<F, G>(start: F) -> io::Result<(i32, Result<(), String>)>
+pub fn fork_reporting<F, G, E>(start: F) -> io::Result<(i32, Result<(), ChildFailed>)>
 where
-    F: FnOnce() -> Result<G, String>,
+    F: FnOnce() -> Result<G, E>,
     G: FnOnce() -> i32,
+    E: std::fmt::Display,
 {
     let (mut rd, wr) = std::io::pipe()?;
     // SAFETY: the caller is single-threaded (a command-line process that
@@ -524,7 +531,7 @@ where
                 run()
             }
             Err(e) => {
-                let _ = std::io::Write::write_all(&mut wr, e.as_bytes());
+                let _ = std::io::Write::write_all(&mut wr, e.to_string().as_bytes());
                 255
             }
         };
@@ -534,7 +541,14 @@ where
     drop(wr);
     let mut msg = String::new();
     std::io::Read::read_to_string(&mut rd, &mut msg)?;
-    Ok((pid, if msg == "ok" { Ok(()) } else { Err(msg) }))
+    Ok((
+        pid,
+        if msg == "ok" {
+            Ok(())
+        } else {
+            Err(ChildFailed(msg))
+        },
+    ))
 }
 
 /// The addresses of the host's network interfaces (`getifaddrs(3)`), IPv4

@@ -21,8 +21,7 @@ use crate::kernel::{EventBus, Kernel};
 use crate::mm::GuestSlice;
 use crate::vfs::file::Blocker;
 
-/// Major device number of pty slaves (`UNIX98_PTY_SLAVE_MAJOR`).
-pub const PTS_MAJOR: u64 = 136;
+pub use abi::tty::UNIX98_PTY_SLAVE_MAJOR as PTS_MAJOR;
 /// Most pairs open at once (Linux's `kernel.pty.max` is 4096; each pair
 /// here may hold about 130 KiB of queued bytes, hence a smaller bound).
 pub const MAX_PTYS: usize = 256;
@@ -181,22 +180,11 @@ const WAKE_MASTER: u8 = 2;
 
 /// Packet mode's control bytes (ioctl_tty(2) `TIOCPKT`).
 pub mod pkt {
-    /// data follows
-    pub const DATA: u8 = 0;
-    /// the slave's input queue was flushed
-    pub const FLUSHREAD: u8 = 1;
-    /// the slave's output queue was flushed
-    pub const FLUSHWRITE: u8 = 2;
-    /// output to the terminal was stopped
-    pub const STOP: u8 = 4;
-    /// output was restarted
-    pub const START: u8 = 8;
-    /// the stop and start characters are no longer `^S`/`^Q` with `IXON`
-    pub const NOSTOP: u8 = 16;
-    /// they are again
-    pub const DOSTOP: u8 = 32;
-    /// the termios changed under `EXTPROC`
-    pub const IOCTL: u8 = 64;
+    pub use abi::tty::{
+        TIOCPKT_DATA as DATA, TIOCPKT_DOSTOP as DOSTOP, TIOCPKT_FLUSHREAD as FLUSHREAD,
+        TIOCPKT_FLUSHWRITE as FLUSHWRITE, TIOCPKT_IOCTL as IOCTL, TIOCPKT_NOSTOP as NOSTOP,
+        TIOCPKT_START as START, TIOCPKT_STOP as STOP,
+    };
 }
 
 /// Signals the line discipline raised, for the foreground group, sent once

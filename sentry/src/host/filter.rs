@@ -510,6 +510,39 @@ mod tests {
     }
 
     #[test]
+    fn the_calls_the_sentry_makes_pass() {
+        use libc::*;
+        for nr in [
+            SYS_futex,
+            SYS_ptrace,
+            SYS_wait4,
+            SYS_read,
+            SYS_write,
+            SYS_recvmsg,
+            SYS_sendmsg,
+            SYS_mmap,
+            SYS_munmap,
+            SYS_close,
+            SYS_rt_sigreturn,
+            SYS_exit_group,
+            SYS_seccomp,
+        ] {
+            assert_eq!(call(nr, &[]), ALLOW, "syscall {nr}");
+        }
+        // Not with another calling convention: x32 numbers and i386 calls.
+        let prog = policy(needs()).compile().expect("the policy compiles");
+        let mut data = abi::bpf::SeccompData {
+            nr: SYS_read as i32 | abi::bpf::X32_SYSCALL_BIT as i32,
+            arch: abi::bpf::AUDIT_ARCH_X86_64,
+            ..Default::default()
+        };
+        assert_eq!(abi::bpf::run(&prog, &data), Some(0x8000_0000));
+        data.nr = 3; // read on i386
+        data.arch = abi::bpf::AUDIT_ARCH_I386;
+        assert_eq!(abi::bpf::run(&prog, &data), Some(0x8000_0000));
+    }
+
+    #[test]
     fn clone_makes_threads_and_the_platforms_processes_only() {
         use libc::*;
         assert_eq!(call(SYS_clone, &[THREAD_CLONE_FLAGS]), ALLOW);

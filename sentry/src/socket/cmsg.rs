@@ -11,60 +11,22 @@
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub const SOL_SOCKET: i32 = 1;
-pub const IPPROTO_IP: i32 = 0;
-pub const IPPROTO_IPV6: i32 = 41;
+pub use abi::socket::{
+    IPPROTO_IP, IPPROTO_IPV6, IPV6_HOPLIMIT, IPV6_PKTINFO, IPV6_RECVERR, IPV6_RECVHOPLIMIT,
+    IPV6_RECVPKTINFO, IPV6_RECVTCLASS, IPV6_TCLASS, IP_PKTINFO, IP_PKTOPTIONS, IP_RECVERR,
+    IP_RECVTOS, IP_RECVTTL, IP_TOS, IP_TTL, MSG_CTRUNC,
+    SOF_TIMESTAMPING_RX_SOFTWARE as SOF_RX_SOFTWARE, SOF_TIMESTAMPING_SOFTWARE as SOF_SOFTWARE,
+    SOL_SOCKET, SO_TIMESTAMP, SO_TIMESTAMPING, SO_TIMESTAMPING_NEW, SO_TIMESTAMPNS,
+    SO_TIMESTAMPNS_NEW, SO_TIMESTAMP_NEW,
+};
+use abi::socket::{
+    SOF_TIMESTAMPING_BIND_PHC as SOF_BIND_PHC, SOF_TIMESTAMPING_MASK as SOF_MASK,
+    SOF_TIMESTAMPING_OPT_ID as SOF_OPT_ID, SOF_TIMESTAMPING_OPT_ID_TCP as SOF_OPT_ID_TCP,
+    SOF_TIMESTAMPING_OPT_RX_FILTER as SOF_OPT_RX_FILTER,
+    SOF_TIMESTAMPING_OPT_STATS as SOF_OPT_STATS, SOF_TIMESTAMPING_OPT_TSONLY as SOF_OPT_TSONLY,
+    SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6,
+};
 
-/// `SO_TIMESTAMP_OLD`, also the `SCM_TIMESTAMP` message type.
-pub const SO_TIMESTAMP: i32 = 29;
-/// `SO_TIMESTAMPNS_OLD` / `SCM_TIMESTAMPNS`.
-pub const SO_TIMESTAMPNS: i32 = 35;
-/// `SO_TIMESTAMP_NEW` / `SCM_TIMESTAMP_NEW` (same layout as the old one on
-/// x86-64: two 64-bit words).
-pub const SO_TIMESTAMP_NEW: i32 = 63;
-/// `SO_TIMESTAMPNS_NEW` / `SCM_TIMESTAMPNS_NEW`.
-pub const SO_TIMESTAMPNS_NEW: i32 = 64;
-/// `SO_TIMESTAMPING_OLD`, also the `SCM_TIMESTAMPING` message type.
-pub const SO_TIMESTAMPING: i32 = 37;
-/// `SO_TIMESTAMPING_NEW` / `SCM_TIMESTAMPING_NEW` (the same three
-/// timespecs on x86-64).
-pub const SO_TIMESTAMPING_NEW: i32 = 65;
-/// `SOF_TIMESTAMPING_*` flags (`linux/net_tstamp.h`) that decide the
-/// software receive stamp.
-pub const SOF_RX_SOFTWARE: u32 = 1 << 3;
-pub const SOF_SOFTWARE: u32 = 1 << 4;
-const SOF_OPT_ID: u32 = 1 << 7;
-const SOF_OPT_TSONLY: u32 = 1 << 11;
-const SOF_OPT_STATS: u32 = 1 << 12;
-const SOF_BIND_PHC: u32 = 1 << 15;
-const SOF_OPT_ID_TCP: u32 = 1 << 16;
-const SOF_OPT_RX_FILTER: u32 = 1 << 17;
-/// Every flag Linux 6.18 knows (`SOF_TIMESTAMPING_MASK`, up to
-/// `SOF_TIMESTAMPING_TX_COMPLETION`).
-const SOF_MASK: u32 = (1 << 19) - 1;
-pub const IP_TOS: i32 = 1;
-pub const IP_TTL: i32 = 2;
-pub const IP_PKTINFO: i32 = 8;
-pub const IP_RECVTTL: i32 = 12;
-pub const IP_RECVTOS: i32 = 13;
-/// `IP_PKTOPTIONS` (`getsockopt` only, TCP only).
-pub const IP_PKTOPTIONS: i32 = 9;
-pub const IPV6_RECVPKTINFO: i32 = 49;
-pub const IPV6_PKTINFO: i32 = 50;
-pub const IPV6_RECVHOPLIMIT: i32 = 51;
-pub const IPV6_HOPLIMIT: i32 = 52;
-pub const IPV6_RECVTCLASS: i32 = 66;
-pub const IPV6_TCLASS: i32 = 67;
-/// `IP_RECVERR`, also the type of its control message.
-pub const IP_RECVERR: i32 = 11;
-/// `IPV6_RECVERR`, likewise.
-pub const IPV6_RECVERR: i32 = 25;
-/// `SO_EE_ORIGIN_ICMP` / `SO_EE_ORIGIN_ICMP6`.
-const SO_EE_ORIGIN_ICMP: u8 = 2;
-const SO_EE_ORIGIN_ICMP6: u8 = 3;
-
-/// `MSG_CTRUNC`.
-pub const MSG_CTRUNC: u32 = 8;
 /// `sizeof(struct cmsghdr)`.
 const CMSG_HDR: usize = 16;
 

@@ -16,10 +16,21 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+pub use abi::netlink::{
+    ARPHRD_ETHER, ARPHRD_LOOPBACK, IFA_ADDRESS, IFA_BROADCAST, IFA_CACHEINFO, IFA_FLAGS, IFA_LABEL,
+    IFA_LOCAL, IFF_LOOPBACK, IFLA_ADDRESS, IFLA_BROADCAST, IFLA_GROUP, IFLA_IFNAME, IFLA_LINK,
+    IFLA_LINKMODE, IFLA_MTU, IFLA_OPERSTATE, IFLA_QDISC, IFLA_TXQLEN, IF_OPER_UNKNOWN, IF_OPER_UP,
+    NETLINK_ROUTE, RTA_CACHEINFO, RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_PREF, RTA_PREFSRC,
+    RTA_PRIORITY, RTA_SRC, RTA_TABLE, RTA_UID, RTM_GETADDR, RTM_GETLINK, RTM_GETROUTE, RTM_NEWADDR,
+    RTM_NEWLINK, RTM_NEWROUTE, RTPROT_KERNEL, RT_SCOPE_UNIVERSE, RT_TABLE_MAIN,
+};
+use abi::netlink::{
+    IFA_F_PERMANENT, IFF_BROADCAST, IFF_LOWER_UP, IFF_MULTICAST, IFF_RUNNING, IFF_UP, NLMSG_DONE,
+    NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_DUMP, NLM_F_MULTI, NLM_F_REQUEST, RTCF_BROADCAST,
+    RTCF_LOCAL, RTCF_MULTICAST, RTM_F_CLONED, RTN_BROADCAST, RTN_LOCAL, RTN_MULTICAST, RTN_UNICAST,
+    RTPROT_BOOT, RT_SCOPE_HOST, RT_SCOPE_LINK, RT_TABLE_LOCAL,
+};
 use abi::Errno;
-
-/// `NETLINK_ROUTE`, the only protocol served.
-pub const NETLINK_ROUTE: i32 = 0;
 
 /// One network interface the guest sees.
 #[derive(Clone, Debug)]
@@ -124,30 +135,10 @@ pub struct NetTable {
     pub routes: Vec<Route>,
 }
 
-/// `IFF_UP | IFF_LOOPBACK | IFF_RUNNING | IFF_LOWER_UP`.
-const LO_FLAGS: u32 = 0x1 | 0x8 | 0x40 | 0x1_0000;
-/// `IFF_UP | IFF_BROADCAST | IFF_RUNNING | IFF_MULTICAST | IFF_LOWER_UP`.
-const ETH_FLAGS: u32 = 0x1 | 0x2 | 0x40 | 0x1000 | 0x1_0000;
-pub const IFF_LOOPBACK: u32 = 0x8;
-const IFF_MULTICAST: u32 = 0x1000;
-
-pub const ARPHRD_ETHER: u16 = 1;
-pub const ARPHRD_LOOPBACK: u16 = 772;
-/// `IF_OPER_UNKNOWN`: what Linux reports for `lo`.
-pub const IF_OPER_UNKNOWN: u8 = 0;
-pub const IF_OPER_UP: u8 = 6;
-
-pub const RT_TABLE_MAIN: u8 = 254;
-const RT_TABLE_LOCAL: u8 = 255;
-const RTN_UNICAST: u8 = 1;
-const RTN_LOCAL: u8 = 2;
-const RTN_BROADCAST: u8 = 3;
-const RTN_MULTICAST: u8 = 5;
-pub const RT_SCOPE_UNIVERSE: u8 = 0;
-const RT_SCOPE_LINK: u8 = 253;
-const RT_SCOPE_HOST: u8 = 254;
-pub const RTPROT_KERNEL: u8 = 2;
-const RTPROT_BOOT: u8 = 3;
+/// The flags of `lo`.
+const LO_FLAGS: u32 = IFF_UP | IFF_LOOPBACK | IFF_RUNNING | IFF_LOWER_UP;
+/// The flags of an Ethernet-like interface.
+const ETH_FLAGS: u32 = IFF_UP | IFF_BROADCAST | IFF_RUNNING | IFF_MULTICAST | IFF_LOWER_UP;
 
 /// The sandbox's interface to the outside in `--network sandbox`.
 pub const SANDBOX_IFNAME: &str = "eth0";
@@ -459,62 +450,9 @@ pub fn set_table(t: NetTable) {
     *TABLE.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(t));
 }
 
-const NLMSG_HDRLEN: usize = 16;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_MULTI: u16 = 0x2;
-const NLM_F_ACK: u16 = 0x4;
-const NLM_F_DUMP: u16 = 0x300;
-
-pub const RTM_NEWLINK: u16 = 16;
-pub const RTM_GETLINK: u16 = 18;
-pub const RTM_NEWADDR: u16 = 20;
-pub const RTM_GETADDR: u16 = 22;
-pub const RTM_NEWROUTE: u16 = 24;
-pub const RTM_GETROUTE: u16 = 26;
-
-pub const IFLA_ADDRESS: u16 = 1;
-pub const IFLA_BROADCAST: u16 = 2;
-pub const IFLA_IFNAME: u16 = 3;
-pub const IFLA_MTU: u16 = 4;
-pub const IFLA_LINK: u16 = 5;
-pub const IFLA_TXQLEN: u16 = 13;
-pub const IFLA_OPERSTATE: u16 = 16;
-pub const IFLA_LINKMODE: u16 = 17;
-pub const IFLA_QDISC: u16 = 6;
-pub const IFLA_GROUP: u16 = 27;
-
-pub const IFA_ADDRESS: u16 = 1;
-pub const IFA_LOCAL: u16 = 2;
-pub const IFA_LABEL: u16 = 3;
-pub const IFA_BROADCAST: u16 = 4;
-pub const IFA_CACHEINFO: u16 = 6;
-pub const IFA_FLAGS: u16 = 8;
-
-const IFA_F_PERMANENT: u32 = 0x80;
-
-pub const RTA_DST: u16 = 1;
-pub const RTA_OIF: u16 = 4;
-pub const RTA_GATEWAY: u16 = 5;
-pub const RTA_PRIORITY: u16 = 6;
-pub const RTA_PREFSRC: u16 = 7;
-pub const RTA_TABLE: u16 = 15;
-pub const RTA_SRC: u16 = 2;
-pub const RTA_CACHEINFO: u16 = 12;
-pub const RTA_PREF: u16 = 20;
-pub const RTA_UID: u16 = 25;
-
-/// `rtm_flags` of a route lookup's answer: a cached route
-/// (`RTM_F_CLONED`), delivered here (`RTCF_LOCAL`), to a broadcast
-/// (`RTCF_BROADCAST`) or multicast (`RTCF_MULTICAST`) address.
-const RTM_F_CLONED: u32 = 0x200;
-const RTCF_LOCAL: u32 = 0x8000_0000;
-const RTCF_BROADCAST: u32 = 0x1000_0000;
-const RTCF_MULTICAST: u32 = 0x2000_0000;
-
-const AF_INET: u8 = 2;
-const AF_INET6: u8 = 10;
+/// Address families as the `u8` of rtnetlink's headers.
+const AF_INET: u8 = abi::socket::AF_INET as u8;
+const AF_INET6: u8 = abi::socket::AF_INET6 as u8;
 
 /// Default receive buffer, bytes (Linux's `rmem_default`).
 pub const DEFAULT_RCVBUF: usize = 212_992;

@@ -11,8 +11,10 @@ use abi::{Errno, Stat, Timespec};
 
 use crate::vfs::file::Blocker;
 
-/// Priorities are below this (`MQ_PRIO_MAX`).
-pub const MQ_PRIO_MAX: u64 = 32768;
+pub use abi::ipc::{MQ_PRIO_MAX, NOTIFY_COOKIE_LEN as COOKIE_LEN};
+use abi::ipc::{NOTIFY_REMOVED, NOTIFY_WOKENUP};
+use abi::signal::SI_MESGQ;
+pub use abi::signal::{SIGEV_NONE, SIGEV_SIGNAL, SIGEV_THREAD};
 /// `HARD_MSGMAX` and `HARD_MSGSIZEMAX`: the limits for everyone, and the
 /// most the `fs.mqueue` sysctls may say.
 pub const HARD_MSGMAX: i64 = 65536;
@@ -54,8 +56,8 @@ impl Default for Limits {
 /// (48 bytes each on x86-64); the limit's arithmetic is part of the ABI.
 const MSG_OVERHEAD: u64 = 48;
 const NODE_OVERHEAD: u64 = 48;
-/// `RLIMIT_MSGQUEUE`.
-pub const RLIMIT_MSGQUEUE: usize = 12;
+/// `RLIMIT_MSGQUEUE`, as an index of the limits.
+pub const RLIMIT_MSGQUEUE: usize = abi::rlimit::RLIMIT_MSGQUEUE as usize;
 /// Message text all the sandbox's queues may hold together. Linux bounds it
 /// by `RLIMIT_MSGQUEUE`, which root may raise; messages live in the
 /// Sentry's own memory, so a bound holds whatever the guest's limits say
@@ -65,21 +67,6 @@ const MAX_QUEUED_BYTES: u64 = 256 << 20;
 const FILENT_SIZE: i64 = 80;
 /// Device number of the mqueue file system.
 pub const MQUEUE_DEV: u64 = 0x3_0000_0022;
-
-/// `sigev_notify` values.
-pub const SIGEV_SIGNAL: i32 = 0;
-/// no notification, but the registration is held
-pub const SIGEV_NONE: i32 = 1;
-/// glibc's thread notification, built on a netlink socket
-pub const SIGEV_THREAD: i32 = 2;
-/// `si_code` of a message queue notification
-const SI_MESGQ: i32 = -3;
-/// Length of a thread notification's cookie (`NOTIFY_COOKIE_LEN`).
-pub const COOKIE_LEN: usize = 32;
-/// The cookie's last byte as posted: a message arrived (`NOTIFY_WOKENUP`)...
-const NOTIFY_WOKENUP: u8 = 1;
-/// ...or the registration was dropped unused (`NOTIFY_REMOVED`).
-const NOTIFY_REMOVED: u8 = 2;
 
 /// Where a `SIGEV_THREAD` registration posts: glibc's netlink socket and
 /// the cookie it gave, posted back as one datagram (glibc's helper thread

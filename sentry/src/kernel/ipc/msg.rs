@@ -21,17 +21,11 @@ use crate::kernel::ipc::shm::{
 };
 use crate::kernel::task::Task;
 
-const IPC_NOWAIT: u64 = 0o4000;
-const MSG_NOERROR: u64 = 0o10000;
-const MSG_EXCEPT: u64 = 0o20000;
-const MSG_COPY: u64 = 0o40000;
-const MSG_STAT: u64 = 11;
-const MSG_INFO: u64 = 12;
-const MSG_STAT_ANY: u64 = 13;
-/// Linux's defaults: the largest message, the default queue size, queues.
-const MSGMAX: usize = 8192;
-const MSGMNB: u64 = 16384;
-const MSGMNI: usize = 32000;
+use abi::ipc::{
+    IPC_NOWAIT, MSGMAX, MSGMNB, MSGMNI, MSG_COPY, MSG_EXCEPT, MSG_INFO, MSG_NOERROR, MSG_STAT,
+    MSG_STAT_ANY,
+};
+
 /// The most bytes all queues hold, below what Linux would allow: they live
 /// in the Sentry's own memory, which a guest must not exhaust (`ENOSPC`
 /// for new queues past it, and senders wait).

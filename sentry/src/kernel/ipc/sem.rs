@@ -23,27 +23,13 @@ use crate::kernel::ipc::shm::{
 };
 use crate::kernel::task::Task;
 
-const IPC_NOWAIT: i16 = 0o4000;
-const SEM_UNDO: i16 = 0x1000;
-const GETPID: u64 = 11;
-const GETVAL: u64 = 12;
-const GETALL: u64 = 13;
-const GETNCNT: u64 = 14;
-const GETZCNT: u64 = 15;
-const SETVAL: u64 = 16;
-const SETALL: u64 = 17;
-const SEM_STAT: u64 = 18;
-const SEM_INFO: u64 = 19;
-const SEM_STAT_ANY: u64 = 20;
-/// Linux's defaults: semaphores per set, in all, operations per call,
-/// sets, the largest value.
-const SEMMSL: usize = 32000;
-const SEMMNS: usize = 1_024_000_000;
-const SEMOPM: usize = 500;
-const SEMMNI: usize = 32000;
-const SEMVMX: i32 = 32767;
-/// `SEMAEM`: the largest undo adjustment.
-const SEMAEM: i32 = SEMVMX;
+use abi::ipc::{
+    GETALL, GETNCNT, GETPID, GETVAL, GETZCNT, SEMAEM, SEMMNI, SEMMNS, SEMMSL, SEMOPM, SEMVMX,
+    SEM_INFO, SEM_STAT, SEM_STAT_ANY, SEM_UNDO, SETALL, SETVAL,
+};
+
+/// `IPC_NOWAIT` as `sem_flg`'s `short`.
+const IPC_NOWAIT: i16 = abi::ipc::IPC_NOWAIT as i16;
 /// The most semaphores the sandbox holds in all, below Linux's `SEMMNS`:
 /// they live in the Sentry's own memory (16 bytes each here), which a
 /// guest must not be able to exhaust; past it `semget` is `ENOSPC`, as

@@ -25,35 +25,16 @@ use crate::kernel::task::Task;
 use crate::mm::{page_up, Backing, SharedRegion};
 use crate::PAGE_SIZE;
 
-/// `IPC_PRIVATE`: always a new object (the constants of all System V
-/// objects are here).
-pub(crate) const IPC_PRIVATE: i32 = 0;
-pub(crate) const IPC_CREAT: u64 = 0o1000;
-pub(crate) const IPC_EXCL: u64 = 0o2000;
-pub(crate) const IPC_RMID: u64 = 0;
-pub(crate) const IPC_SET: u64 = 1;
-pub(crate) const IPC_STAT: u64 = 2;
-pub(crate) const IPC_INFO: u64 = 3;
-const SHM_LOCK: u64 = 11;
-const SHM_UNLOCK: u64 = 12;
-const SHM_STAT: u64 = 13;
-const SHM_INFO: u64 = 14;
-const SHM_STAT_ANY: u64 = 15;
-/// `IPC_64`: the only layout x86-64 has; the flag is accepted and ignored.
-pub(crate) const IPC_64: u64 = 0x100;
-const SHM_RDONLY: u64 = 0o10000;
-const SHM_RND: u64 = 0o20000;
-const SHM_REMAP: u64 = 0o40000;
-const SHM_EXEC: u64 = 0o100000;
-/// `shm_perm.mode` bits: removed while attached, locked.
-const SHM_DEST: u32 = 0o1000;
-const SHM_LOCKED: u32 = 0o2000;
+// The constants System V objects share (`msg` and `sem` take them from here).
+pub(crate) use abi::ipc::{
+    IPC_64, IPC_CREAT, IPC_EXCL, IPC_INFO, IPC_PRIVATE, IPC_RMID, IPC_SET, IPC_STAT,
+};
+use abi::ipc::{
+    SHMALL, SHMMAX, SHMMNI, SHM_DEST, SHM_EXEC, SHM_INFO, SHM_LOCK, SHM_LOCKED, SHM_RDONLY,
+    SHM_REMAP, SHM_RND, SHM_STAT, SHM_STAT_ANY, SHM_UNLOCK,
+};
 /// `SEQ_MULTIPLIER` (`IPCMNI`).
 pub(crate) const SEQ_MULTIPLIER: i32 = 32768;
-/// Linux's defaults (`SHMMAX`, `SHMALL`, `SHMMNI`, `SHMMIN`).
-const SHMMAX: u64 = u64::MAX - (1 << 24);
-const SHMALL: u64 = u64::MAX - (1 << 24);
-const SHMMNI: usize = 4096;
 
 /// One segment.
 #[derive(Debug)]
