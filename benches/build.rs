@@ -21,6 +21,7 @@ const GUESTS: &[&str] = &[
     "connect_accept",
     "stat_loop",
     "readdir",
+    "pipe_pingpong_blocked",
 ];
 
 fn main() {

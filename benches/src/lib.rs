@@ -107,6 +107,10 @@ pub enum Guest {
     StatLoop,
     /// `readdir N`: N listings (open, every entry, close) of /usr/bin.
     Readdir,
+    /// `pipe_pingpong_blocked N`: N one-byte round trips between two
+    /// threads over a pair of pipes while 200 more threads sleep in
+    /// `read` on pipes of their own.
+    PipePingpongBlocked,
 }
 
 impl Guest {
@@ -123,6 +127,7 @@ impl Guest {
             Guest::ConnectAccept => "connect_accept",
             Guest::StatLoop => "stat_loop",
             Guest::Readdir => "readdir",
+            Guest::PipePingpongBlocked => "pipe_pingpong_blocked",
         };
         Path::new(env!("OUT_DIR")).join(name)
     }
@@ -160,6 +165,10 @@ impl Guest {
             Guest::StatLoop => 10_000,
             // Tens of microseconds natively (a thousand entries).
             Guest::Readdir => 100,
+            // Tens of microseconds a round trip natively, so the clock
+            // reads vanish already; a sandbox that wakes every sleeper on
+            // each write takes milliseconds a round trip, so no more.
+            Guest::PipePingpongBlocked => 200,
         }
     }
 }
@@ -684,6 +693,7 @@ mod tests {
             Guest::ConnectAccept,
             Guest::StatLoop,
             Guest::Readdir,
+            Guest::PipePingpongBlocked,
         ] {
             let elapsed = Runner::Native.run_timed(guest, guest.min_iterations());
             assert!(elapsed.is_ok(), "{guest:?}: {elapsed:?}");
