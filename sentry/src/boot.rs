@@ -12,8 +12,8 @@ use platform::Platform;
 
 use crate::kernel::task::ExitStatus;
 use crate::kernel::{
-    run_process, start_process, CpuMax, Error, EventBus, Kernel, Privileges, ProcTable,
-    ProcessSpec, Stdio, UtsNames,
+    run_process, start_process, CpuMax, Error, Kernel, Privileges, ProcTable, ProcessSpec, Stdio,
+    UtsNames,
 };
 use crate::mm::memfile::MemoryFile;
 use crate::vfs::FileSystem;
@@ -177,9 +177,8 @@ where
         };
         r.map_err(|e| Error::Mount(String::from_utf8_lossy(&m.dest).into_owned(), e))?;
     }
-    let bus = Arc::new(EventBus::default());
     let host_net = if config.host_network {
-        Some(crate::socket::host_inet::HostNet::new(bus.clone()).map_err(Error::Network)?)
+        Some(crate::socket::host_inet::HostNet::new().map_err(Error::Network)?)
     } else {
         None
     };
@@ -209,8 +208,7 @@ where
             task_limit: config.max_tasks,
             ..ProcTable::default()
         }),
-        locks: Arc::new(crate::vfs::lock::LockTable::new(bus.clone())),
-        bus,
+        locks: Arc::new(crate::vfs::lock::LockTable::new()),
         timers: Default::default(),
         futexes: Default::default(),
         timekeeper: crate::loader::vdso_time::TimeKeeper::new(&memory)
@@ -262,13 +260,13 @@ where
     {
         // Socket readiness changes wake blocked tasks, and what happened
         // to a socket with O_ASYNC signals its owners.
-        let bus = kernel.bus.clone();
+        let queues = crate::socket::state(&kernel).inet_queues.clone();
         let asyncs = crate::socket::state(&kernel).inet_async.clone();
         let net = Arc::downgrade(&kernel.net);
         kernel
             .net
             .set_notifier(Arc::new(move |ids: &[netstack::SocketId]| {
-                bus.notify();
+                queues.notify(ids);
                 if let Some(net) = net.upgrade() {
                     asyncs.notify(&net, ids);
                 }
@@ -321,7 +319,7 @@ where
     crate::kernel::hostsig::start_forwarder(Arc::downgrade(&kernel), host_signals);
     // Init's other threads may still run: the sandbox ends when the whole
     // process has.
-    let status = run_process(&kernel, task);
+    let status = run_process(task);
     // Init has exited: like a PID namespace's init, it takes every other
     // process with it.
     kernel.kill_all();

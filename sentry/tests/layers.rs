@@ -51,7 +51,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("vfs/file.rs", "kernel"),
     ("vfs/file.rs", "socket"),
     ("vfs/inotify.rs", "kernel"),
-    ("vfs/lock.rs", "kernel"),
     ("vfs/mod.rs", "fsimpl"),
     ("vfs/mod.rs", "kernel"),
 ];

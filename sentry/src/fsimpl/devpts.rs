@@ -17,7 +17,8 @@ use abi::tty::*;
 use abi::{Errno, Termio, Termios, Termios2, Winsize};
 
 use crate::kernel::task::Thread;
-use crate::kernel::{EventBus, Kernel};
+use crate::kernel::wait::WaitQueue;
+use crate::kernel::Kernel;
 use crate::mm::GuestSlice;
 use crate::vfs::file::Blocker;
 
@@ -61,7 +62,6 @@ impl Devpts {
     /// Linux answers past `kernel.pty.max`) and returns its master end.
     pub fn allocate(self: &Arc<Self>) -> Result<PtyEnd, Errno> {
         let kernel = self.kernel.get().cloned().ok_or(Errno::EIO)?;
-        let bus = kernel.upgrade().ok_or(Errno::EIO)?.bus.clone();
         let mut map = self.lock();
         if map.len() >= MAX_PTYS {
             return Err(Errno::ENOSPC);
@@ -73,7 +73,7 @@ impl Devpts {
             index,
             devpts: Arc::downgrade(self),
             kernel,
-            bus,
+            waiters: WaitQueue::new(),
             inner: Mutex::new(Inner::new()),
             fasync: Default::default(),
         });
@@ -98,7 +98,8 @@ pub struct Pty {
     pub index: u32,
     devpts: Weak<Devpts>,
     kernel: Weak<Kernel>,
-    bus: Arc<EventBus>,
+    /// readers and writers of both ends waiting for a change of the pair
+    pub waiters: WaitQueue,
     inner: Mutex<Inner>,
     /// descriptions of the slave (0) and of the master (1) with `O_ASYNC`
     fasync: [crate::kernel::fasync::Fasync; 2],
@@ -792,7 +793,7 @@ impl Drop for PtyEnd {
                 i.slave_closed = true;
             }
             drop(i);
-            self.pty.bus.notify();
+            self.pty.waiters.notify();
         }
     }
 }
@@ -833,7 +834,7 @@ impl Pty {
         i.slaves += 1;
         i.slave_closed = false;
         drop(i);
-        self.bus.notify();
+        self.waiters.notify();
         Ok(PtyEnd {
             pty: self.clone(),
             master: false,
@@ -884,7 +885,7 @@ impl Pty {
         if let Some(d) = self.devpts.upgrade() {
             d.lock().remove(&self.index);
         }
-        self.bus.notify();
+        self.waiters.notify();
         if let Some(k) = self.kernel() {
             if sid != 0 {
                 k.clear_ctty(self);
@@ -987,7 +988,7 @@ impl Pty {
     /// when input arrives: in canonical mode once a line is complete).
     fn wake_up(&self) {
         let wake = std::mem::take(&mut self.lock().wake);
-        self.bus.notify();
+        self.waiters.notify();
         if wake & WAKE_SLAVE != 0 {
             self.fasync[0].kill(crate::kernel::fasync::Reason::In);
         }
@@ -1062,25 +1063,30 @@ fn job_check(kernel: &Kernel, thread: &Thread, pty: &Arc<Pty>, sig: i32) -> Resu
     Err(Errno::ERESTARTSYS)
 }
 
-/// Waits for a change under the bus lock: `Err(ERESTARTSYS)` on a signal;
+/// Waits once for a change of `pty`: `Err(ERESTARTSYS)` on a signal;
 /// `Ok(false)` once `deadline` has passed.
 fn wait(
     blk: Blocker<'_>,
+    pty: &Pty,
     deadline: Option<Instant>,
     ready: impl Fn() -> bool,
 ) -> Result<bool, Errno> {
-    let g = blk.bus.lock();
-    if ready() {
-        return Ok(true);
-    }
-    if blk.thread.interrupted() {
-        return Err(Errno::ERESTARTSYS);
-    }
-    if deadline.is_some_and(|d| Instant::now() >= d) {
-        return Ok(false);
-    }
-    drop(blk.bus.wait(g, deadline));
-    Ok(true)
+    blk.wait_once(
+        std::slice::from_ref(&pty.waiters),
+        deadline,
+        Errno::ERESTARTSYS,
+        ready,
+    )
+}
+
+/// [`job_check`] for the caller of a read or write: a guest thread (the
+/// only kind of caller there is).
+fn caller_job_check(blk: Blocker<'_>, pty: &Arc<Pty>, sig: i32) -> Result<(), Errno> {
+    let (Some(kernel), Some(thread)) = (pty.kernel(), blk.caller.as_any().downcast_ref::<Thread>())
+    else {
+        return Ok(());
+    };
+    job_check(&kernel, thread, pty, sig)
 }
 
 /// `read(2)` of either end.
@@ -1122,14 +1128,14 @@ pub fn read(
                 }
             };
             if let Some(n) = r {
-                pty.bus.notify();
+                pty.waiters.notify();
                 pty.unthrottled(true);
                 return Ok(n);
             }
             if nonblock {
                 return Err(Errno::EAGAIN);
             }
-            wait(blk, None, || {
+            wait(blk, pty, None, || {
                 let i = pty.lock();
                 !i.output.is_empty() || i.slave_closed || (i.packet && i.pktstatus != 0)
             })?;
@@ -1141,7 +1147,7 @@ pub fn read(
     let mut first = true;
     loop {
         if got.is_empty() {
-            job_check(blk.kernel, blk.thread, pty, SIGTTIN)?;
+            caller_job_check(blk, pty, SIGTTIN)?;
         }
         let (done, raised) = {
             let mut i = pty.lock();
@@ -1195,7 +1201,7 @@ pub fn read(
             }
             return Ok(copy_out(bufs, &got));
         }
-        match wait(blk, deadline, || {
+        match wait(blk, pty, deadline, || {
             let i = pty.lock();
             !i.master_open || i.slave_readable(false)
         }) {
@@ -1219,7 +1225,7 @@ pub fn write(
     if !end.master {
         let tostop = pty.lock().l(TOSTOP);
         if tostop {
-            job_check(blk.kernel, blk.thread, pty, SIGTTOU)?;
+            caller_job_check(blk, pty, SIGTTOU)?;
         }
     }
     let mut done = 0usize;
@@ -1272,7 +1278,7 @@ pub fn write(
                 Err(Errno::EAGAIN)
             };
         }
-        let r = wait(blk, None, || {
+        let r = wait(blk, pty, None, || {
             let (_, writable, hup) = pty.poll_state(end.master);
             writable || (hup && !end.master)
         });
@@ -1478,7 +1484,7 @@ pub fn ioctl(
                 _ => return Err(Errno::EINVAL),
             }
             drop(i);
-            pty.bus.notify();
+            pty.waiters.notify();
             Ok(IoctlOut::Ret(0))
         }
         TCFLSH => {
@@ -1511,7 +1517,7 @@ pub fn ioctl(
                     }
                 }
             }
-            pty.bus.notify();
+            pty.waiters.notify();
             Ok(IoctlOut::Ret(0))
         }
         FIONREAD => {

@@ -9,6 +9,7 @@ use abi::Errno;
 
 use crate::kernel::task::Thread;
 use crate::kernel::timers::TimerService;
+use crate::kernel::wait::WaitQueue;
 use crate::mm::GuestSlice;
 use crate::vfs::file::{copy_from_slices, copy_to_slices, Blocker, FileDescription, FileImpl};
 
@@ -25,6 +26,8 @@ pub struct EventFd {
     /// `EFD_SEMAPHORE`
     pub semaphore: bool,
     generation: AtomicU64,
+    /// readers and writers waiting for the counter to change
+    pub waiters: WaitQueue,
 }
 
 impl EventFd {
@@ -34,6 +37,7 @@ impl EventFd {
             counter: Mutex::new(init),
             semaphore,
             generation: AtomicU64::new(0),
+            waiters: WaitQueue::new(),
         })
     }
 
@@ -46,6 +50,9 @@ impl EventFd {
         let v = if self.semaphore { 1 } else { *c };
         *c -= v;
         self.generation.fetch_add(1, Ordering::Relaxed);
+        drop(c);
+        // A writer waiting for room.
+        self.waiters.notify();
         Some(v)
     }
 
@@ -57,6 +64,8 @@ impl EventFd {
         }
         *c += v;
         self.generation.fetch_add(1, Ordering::Relaxed);
+        drop(c);
+        self.waiters.notify();
         Some(())
     }
 
@@ -85,6 +94,8 @@ pub struct TimerFd {
     pub id: u64,
     /// expirations not yet read
     pub count: Arc<AtomicU64>,
+    /// readers waiting for an expiration
+    pub waiters: WaitQueue,
     /// the clock it was created on
     pub clock: i32,
     service: Arc<TimerService>,
@@ -94,10 +105,15 @@ impl TimerFd {
     /// A disarmed timerfd.
     pub fn new(service: Arc<TimerService>, clock: i32) -> Option<Self> {
         let count = Arc::new(AtomicU64::new(0));
-        let id = service.create(crate::kernel::timers::Target::Counter(count.clone()))?;
+        let waiters = WaitQueue::new();
+        let id = service.create(crate::kernel::timers::Target::Counter(
+            count.clone(),
+            waiters.clone(),
+        ))?;
         Some(TimerFd {
             id,
             count,
+            waiters,
             clock,
             service,
         })
@@ -138,6 +154,9 @@ struct Interest {
 #[derive(Debug, Default)]
 pub struct Epoll {
     interests: Mutex<BTreeMap<i32, Interest>>,
+    /// `epoll_wait`s in progress: an interest added or changed may be
+    /// ready at once (`ep_insert` and `ep_modify` wake them)
+    pub waiters: WaitQueue,
 }
 
 /// `epoll_ctl` operations.
@@ -213,6 +232,8 @@ impl Epoll {
             }
             _ => return Err(Errno::EINVAL),
         }
+        drop(map);
+        self.waiters.notify();
         Ok(())
     }
 
@@ -271,6 +292,24 @@ impl Epoll {
         })
     }
 
+    /// The queues an `epoll_wait` on this instance sleeps on: its own and
+    /// those of every file it watches (nested instances' too, `depth`
+    /// levels down at most, as for readiness). `true` when some of them
+    /// must be polled instead ([`FileDescription::wait_queues`]).
+    pub fn wait_queues(&self, out: &mut Vec<WaitQueue>, depth: u32) -> bool {
+        out.push(self.waiters.clone());
+        let files: Vec<Arc<FileDescription>> = lock(&self.interests)
+            .values()
+            .filter(|i| !i.disabled)
+            .filter_map(|i| i.file.upgrade())
+            .collect();
+        let mut polled = false;
+        for f in files {
+            polled |= f.wait_queues(out, depth + 1);
+        }
+        polled
+    }
+
     /// Whether any interest is ready, without changing state.
     pub fn any_ready(&self, thread: &Thread, depth: u32) -> bool {
         let map = lock(&self.interests);
@@ -315,8 +354,13 @@ impl FileImpl for EventFd {
         if total_len(bufs) < 8 {
             return Err(Errno::EINVAL);
         }
-        blk.block_on(nonblocking(file), || Ok(self.try_read()), || self.state().0)
-            .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
+        blk.block_on(
+            std::slice::from_ref(&self.waiters),
+            nonblocking(file),
+            || Ok(self.try_read()),
+            || self.state().0,
+        )
+        .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
     }
 
     fn write(
@@ -335,11 +379,11 @@ impl FileImpl for EventFd {
             return Err(Errno::EINVAL);
         }
         blk.block_on(
+            std::slice::from_ref(&self.waiters),
             nonblocking(file),
             || Ok(self.try_write(v)),
             || self.state().1,
         )?;
-        blk.bus.notify();
         Ok(8)
     }
 
@@ -355,6 +399,11 @@ impl FileImpl for EventFd {
 
     fn generation(&self) -> u64 {
         EventFd::generation(self)
+    }
+
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>, _depth: u32) -> bool {
+        out.push(self.waiters.clone());
+        false
     }
 
     fn link_name(&self) -> Option<Vec<u8>> {
@@ -379,6 +428,7 @@ impl FileImpl for TimerFd {
         }
         let count = &self.count;
         blk.block_on(
+            std::slice::from_ref(&self.waiters),
             nonblocking(file),
             || {
                 let n = count.swap(0, Ordering::Relaxed);
@@ -395,6 +445,11 @@ impl FileImpl for TimerFd {
 
     fn generation(&self) -> u64 {
         self.count.load(Ordering::Relaxed)
+    }
+
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>, _depth: u32) -> bool {
+        out.push(self.waiters.clone());
+        false
     }
 
     fn link_name(&self) -> Option<Vec<u8>> {
@@ -417,29 +472,20 @@ impl FileImpl for SignalFd {
         }
         let mask = *self.mask.lock().unwrap_or_else(|e| e.into_inner());
         let max = len / SIZE;
-        let thread = blk.thread;
+        let caller = blk.caller;
+        // No queue: a signal sent to the caller wakes it itself.
         blk.block_on(
+            &[],
             nonblocking(file),
             || {
-                let mut out = Vec::new();
-                let mut p = thread.process.state();
-                let mut t = thread.state();
-                while out.len() / SIZE < max {
-                    let ready = (t.pending.bits | p.pending.bits) & mask;
-                    if ready == 0 {
-                        break;
-                    }
-                    let sig = ready.trailing_zeros() as i32 + 1;
-                    let info = if t.pending.has(sig) {
-                        t.pending.dequeue(sig)
-                    } else {
-                        p.pending.dequeue(sig)
-                    };
-                    out.extend_from_slice(&signalfd_siginfo(&info));
-                }
+                let out: Vec<u8> = caller
+                    .dequeue_signals(mask, max)
+                    .iter()
+                    .flat_map(signalfd_siginfo)
+                    .collect();
                 Ok((!out.is_empty()).then_some(out))
             },
-            || signals_pending(thread) & mask != 0,
+            || caller.signals_pending() & mask != 0,
         )
         .map(|v| copy_to_slices(bufs, &v))
     }
@@ -457,6 +503,10 @@ impl FileImpl for SignalFd {
 impl FileImpl for Epoll {
     fn poll(&self, thread: &Thread, _events: i16, depth: u32) -> i16 {
         readable_bits(depth < 5 && self.any_ready(thread, depth))
+    }
+
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>, depth: u32) -> bool {
+        depth < 5 && Epoll::wait_queues(self, out, depth)
     }
 
     fn link_name(&self) -> Option<Vec<u8>> {

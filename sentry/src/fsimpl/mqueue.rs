@@ -8,6 +8,7 @@ use abi::{Errno, Stat};
 
 use crate::kernel::ipc::mqueue::MsgQueue;
 use crate::kernel::task::Thread;
+use crate::kernel::wait::WaitQueue;
 use crate::mm::GuestSlice;
 use crate::vfs::file::{copy_to_slices, Blocker, FileDescription, FileImpl};
 
@@ -43,6 +44,11 @@ impl FileImpl for MqueueFile {
 
     fn generation(&self) -> u64 {
         self.0.generation()
+    }
+
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>, _depth: u32) -> bool {
+        out.push(self.0.waiters.clone());
+        false
     }
 
     fn seekable(&self) -> bool {

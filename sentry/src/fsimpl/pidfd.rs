@@ -7,6 +7,7 @@ use std::sync::Arc;
 use abi::poll::{POLLIN, POLLRDNORM};
 
 use crate::kernel::task::{Process, Thread};
+use crate::kernel::wait::WaitQueue;
 use crate::vfs::file::FileImpl;
 
 /// An open pidfd.
@@ -25,6 +26,12 @@ impl FileImpl for PidFd {
 
     fn link_name(&self) -> Option<Vec<u8>> {
         Some(b"anon_inode:[pidfd]".to_vec())
+    }
+
+    /// The process's own queue, woken when it exits.
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>, _depth: u32) -> bool {
+        out.push(self.0.waiters.clone());
+        false
     }
 
     /// What tools read to map a pidfd back to its process.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use abi::Errno;
 
-use crate::kernel::EventBus;
+use crate::kernel::wait::WaitQueue;
 use crate::mm::GuestSlice;
 
 /// Default capacity (`/proc/sys/fs/pipe-max-size` bounds `F_SETPIPE_SZ`).
@@ -20,7 +20,11 @@ pub const PIPE_BUF: usize = 4096;
 /// The shared state of one pipe.
 pub struct Pipe {
     inner: Mutex<Inner>,
-    bus: Arc<EventBus>,
+    /// readers waiting for data or for the last writer to go (Linux's
+    /// `rd_wait`)
+    pub rd_wait: WaitQueue,
+    /// writers waiting for room or for the last reader to go (`wr_wait`)
+    pub wr_wait: WaitQueue,
     generation: std::sync::atomic::AtomicU64,
     drained: std::sync::atomic::AtomicU64,
     /// read-end descriptions with `O_ASYNC` (signalled by every write)
@@ -214,7 +218,7 @@ pub enum Attempt {
 
 impl Pipe {
     /// A new pipe with one reader and one writer.
-    pub fn new(bus: Arc<EventBus>) -> Arc<Pipe> {
+    pub fn new() -> Arc<Pipe> {
         Arc::new(Pipe {
             inner: Mutex::new(Inner {
                 buf: Ring::default(),
@@ -223,7 +227,8 @@ impl Pipe {
                 readers: 1,
                 writers: 1,
             }),
-            bus,
+            rd_wait: WaitQueue::new(),
+            wr_wait: WaitQueue::new(),
             generation: Default::default(),
             drained: Default::default(),
             readers_async: Default::default(),
@@ -232,8 +237,8 @@ impl Pipe {
     }
 
     /// A FIFO's pipe: no ends open until someone opens it.
-    pub fn new_fifo(bus: Arc<EventBus>) -> Arc<Pipe> {
-        let p = Pipe::new(bus);
+    pub fn new_fifo() -> Arc<Pipe> {
+        let p = Pipe::new();
         {
             let mut i = p.lock();
             i.readers = 0;
@@ -277,21 +282,22 @@ impl Pipe {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.drained
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.bus.notify();
+        self.rd_wait.notify();
+        self.wr_wait.notify();
     }
 
     /// After a read: only writers see an edge.
     fn bump_drained(&self) {
         self.drained
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.bus.notify();
+        self.wr_wait.notify();
     }
 
     /// After a write: only readers see an edge.
     fn bump_filled(&self) {
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.bus.notify();
+        self.rd_wait.notify();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -451,6 +457,9 @@ impl Pipe {
             return Err(Errno::EBUSY);
         }
         i.capacity = size;
+        drop(i);
+        // More room may let a writer go on (pipe_resize_ring()).
+        self.wr_wait.notify();
         Ok(size)
     }
 
@@ -486,6 +495,15 @@ pub struct PipeEnd {
 }
 
 impl PipeEnd {
+    /// The queue this end's blocked callers (and pollers) wait on.
+    pub fn waiters(&self) -> &WaitQueue {
+        if self.reader {
+            &self.pipe.rd_wait
+        } else {
+            &self.pipe.wr_wait
+        }
+    }
+
     /// The `O_ASYNC` list this end's descriptions join.
     pub fn fasync_lists(&self) -> [Option<&crate::kernel::fasync::Fasync>; 2] {
         if self.reader {

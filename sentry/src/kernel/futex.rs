@@ -1,7 +1,8 @@
 //! Futexes. A futex is keyed by the memory-file offset of its word, so two
 //! threads sharing an address space, or two processes sharing a
 //! `MAP_SHARED` page, meet on the same key, while private copies made by
-//! `fork` do not.
+//! `fork` do not. Each key has its own queue of waiters; a wake marks the
+//! ones it picks and wakes their threads' [`crate::kernel::wait::Waiter`]s.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +20,16 @@ struct Waiter {
     bitset: u32,
     /// the waiting thread, for PI futexes (ownership passes to it)
     tid: u32,
+    /// where that thread sleeps
+    thread: Arc<crate::kernel::wait::Waiter>,
+}
+
+impl Waiter {
+    /// Marks the waiter woken and wakes its thread.
+    fn wake(&self) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.thread.wake();
+    }
 }
 
 /// The sandbox's futex wait queues.
@@ -56,6 +67,7 @@ pub fn wait(
         woken: AtomicBool::new(false),
         bitset,
         tid: 0,
+        thread: task.thread.waiter.clone(),
     });
     {
         let mut q = table.lock();
@@ -64,9 +76,8 @@ pub fn wait(
         }
         q.entry(key).or_default().push(me.clone());
     }
-    let bus = &task.kernel.bus;
-    let mut g = bus.lock();
     loop {
+        me.thread.prepare();
         if me.woken.load(Ordering::SeqCst) {
             return Ok(0);
         }
@@ -87,7 +98,7 @@ pub fn wait(
                 Errno::EINTR
             });
         }
-        g = bus.wait(g, deadline);
+        me.thread.sleep(deadline);
     }
 }
 
@@ -96,7 +107,7 @@ fn wake_key(q: &mut HashMap<u64, Vec<Arc<Waiter>>>, key: u64, n: u32, bitset: u3
     if let Some(list) = q.get_mut(&key) {
         list.retain(|w| {
             if woken < u64::from(n) && w.bitset & bitset != 0 {
-                w.woken.store(true, Ordering::SeqCst);
+                w.wake();
                 woken += 1;
                 false
             } else {
@@ -117,9 +128,6 @@ pub fn wake(task: &Task, addr: u64, n: u32, bitset: u32) -> Result<u64, Errno> {
     }
     let (key, _) = word(task, addr)?;
     let woken = wake_key(&mut task.kernel.futexes.lock(), key, n, bitset);
-    if woken > 0 {
-        task.kernel.bus.notify();
-    }
     Ok(woken)
 }
 
@@ -154,9 +162,6 @@ pub fn requeue(
         }
     }
     drop(q);
-    if woken > 0 {
-        task.kernel.bus.notify();
-    }
     Ok(woken + moved)
 }
 
@@ -200,9 +205,6 @@ pub fn wake_op(task: &Task, addr: u64, addr2: u64, n: u32, n2: u32, op: u32) -> 
         woken += wake_key(&mut q, key2, n2, u32::MAX);
     }
     drop(q);
-    if woken > 0 {
-        task.kernel.bus.notify();
-    }
     Ok(woken)
 }
 
@@ -245,10 +247,7 @@ pub fn exit_robust_list(task: &Task) {
             let _ = wake(task, addr, 1, u32::MAX);
             // A PI waiter finds the word free (owner died) and takes it.
             if let Ok((key, _)) = word(task, addr) {
-                let woken = wake_key(&mut task.kernel.futexes.lock(), key | PI_KEY, 1, u32::MAX);
-                if woken > 0 {
-                    task.kernel.bus.notify();
-                }
+                wake_key(&mut task.kernel.futexes.lock(), key | PI_KEY, 1, u32::MAX);
             }
         }
     };
@@ -289,6 +288,7 @@ pub fn lock_pi(
         woken: AtomicBool::new(false),
         bitset: u32::MAX,
         tid,
+        thread: task.thread.waiter.clone(),
     });
     loop {
         {
@@ -324,9 +324,8 @@ pub fn lock_pi(
             me.woken.store(false, Ordering::SeqCst);
             q.entry(key).or_default().push(me.clone());
         }
-        let bus = &task.kernel.bus;
-        let mut g = bus.lock();
         loop {
+            me.thread.prepare();
             if me.woken.load(Ordering::SeqCst) {
                 break;
             }
@@ -349,9 +348,8 @@ pub fn lock_pi(
                     Errno::ERESTARTNOINTR
                 });
             }
-            g = bus.wait(g, deadline);
+            me.thread.sleep(deadline);
         }
-        drop(g);
         if w.load(Ordering::SeqCst) & FUTEX_TID_MASK == tid {
             return Ok(0);
         }
@@ -383,9 +381,8 @@ pub fn unlock_pi(task: &Task, addr: u64) -> Result<u64, Errno> {
                 waiter.tid | if more { FUTEX_WAITERS } else { 0 },
                 Ordering::SeqCst,
             );
-            waiter.woken.store(true, Ordering::SeqCst);
+            waiter.wake();
             drop(q);
-            task.kernel.bus.notify();
         }
         None => w.store(0, Ordering::SeqCst),
     }

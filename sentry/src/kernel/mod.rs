@@ -8,12 +8,12 @@ pub mod hostsig;
 pub mod ipc;
 pub mod task;
 pub mod timers;
+pub mod wait;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use abi::{Errno, OpenFlags};
 use platform::Platform;
@@ -166,8 +166,6 @@ pub struct Kernel {
     pub(crate) unsupported_seen: Vec<AtomicBool>,
     /// every process, by PID (zombies included until reaped)
     pub procs: Mutex<ProcTable>,
-    /// wakes blocked tasks when anything they might wait for changes
-    pub bus: Arc<EventBus>,
     /// interval timers of every process
     pub timers: Arc<crate::kernel::timers::TimerService>,
     /// futex wait queues
@@ -237,52 +235,6 @@ impl ProcTable {
             };
             if !self.map.contains_key(&self.next) && !self.threads.contains_key(&self.next) {
                 return Ok(self.next);
-            }
-        }
-    }
-}
-
-/// A kernel-wide wait/notify point. A blocked task re-checks its condition
-/// under the bus lock each time anything changes; whoever changes state
-/// calls [`EventBus::notify`] after releasing its own locks. One condition
-/// variable for the whole sandbox is simple and cannot lose a wake-up; the
-/// cost is spurious re-checks, which stay cheap at sandbox scale.
-#[derive(Debug, Default)]
-pub struct EventBus {
-    generation: Mutex<u64>,
-    cv: Condvar,
-}
-
-impl EventBus {
-    /// Wakes every waiter to re-check.
-    pub fn notify(&self) {
-        let mut g = self.generation.lock().unwrap_or_else(|e| e.into_inner());
-        *g = g.wrapping_add(1);
-        drop(g);
-        self.cv.notify_all();
-    }
-
-    /// Locks the bus; conditions checked under this guard cannot miss a
-    /// notification.
-    pub fn lock(&self) -> MutexGuard<'_, u64> {
-        self.generation.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Waits for the next notification (or `deadline`).
-    pub fn wait<'a>(
-        &self,
-        guard: MutexGuard<'a, u64>,
-        deadline: Option<Instant>,
-    ) -> MutexGuard<'a, u64> {
-        match deadline {
-            None => self.cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
-            Some(d) => {
-                let now = Instant::now();
-                let dur = d.saturating_duration_since(now);
-                self.cv
-                    .wait_timeout(guard, dur)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0
             }
         }
     }
@@ -777,20 +729,17 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
 
 /// Runs `task` (a process's first task) on the calling thread, then waits
 /// until its whole process has ended: its exit status.
-pub(crate) fn run_process(kernel: &Kernel, mut task: Task) -> ExitStatus {
+pub(crate) fn run_process(mut task: Task) -> ExitStatus {
     let proc_ = task.proc_.clone();
     task.run_to_exit();
     drop(task);
-    let bus = kernel.bus.clone();
-    let mut g = bus.lock();
-    let status = loop {
-        if let Some(s) = proc_.state().exit {
-            break s;
-        }
-        g = bus.wait(g, None);
-    };
-    drop(g);
-    status
+    let me = crate::kernel::wait::Uninterruptible::default();
+    let status =
+        crate::kernel::wait::wait_until(&me, std::slice::from_ref(&proc_.waiters), None, || {
+            proc_.state().exit
+        });
+    // Nothing interrupts this sleeper and there is no deadline.
+    status.unwrap_or(ExitStatus::Code(0))
 }
 
 /// Starts `spec` as a new process of the running sandbox, on a host thread
@@ -816,7 +765,7 @@ pub fn spawn_process(
             };
             let pid = task.proc_.pid;
             let _ = started_tx.send(Ok(pid));
-            let status = run_process(&k, task);
+            let status = run_process(task);
             let gone = k.procs().map.remove(&pid);
             if let Some(p) = gone {
                 k.note_reaped_cpu(&p);

@@ -11,6 +11,7 @@ use platform::{Context, Event, Interrupter, Regs};
 use zerocopy::FromZeros;
 
 use crate::kernel::auth::{CapSets, Creds};
+use crate::kernel::wait::{Sleeper, WaitQueue, Waiter};
 use crate::kernel::Kernel;
 use crate::mm::{FaultFix, MemoryManager, PatchedSiteFault};
 use crate::vfs::file::FdTable;
@@ -422,6 +423,14 @@ pub struct Process {
     /// process ID (thread group ID)
     pub pid: i32,
     state: Mutex<ProcessState>,
+    /// woken when the process itself changes: a thread leaves, `vfork`
+    /// lets the parent go, it exits (pidfds, a `vfork` parent, `execve`
+    /// waiting for the other threads, the runtime waiting for its end)
+    pub waiters: WaitQueue,
+    /// woken when a child changes state (exits, stops, continues, or an
+    /// orphaned zombie is handed over): `wait4`/`waitid` sleep here
+    /// (Linux's `wait_chldexit`)
+    pub wait_chld: WaitQueue,
 }
 
 impl fmt::Debug for Process {
@@ -436,6 +445,8 @@ impl Process {
         Arc::new(Process {
             pid,
             state: Mutex::new(state),
+            waiters: WaitQueue::new(),
+            wait_chld: WaitQueue::new(),
         })
     }
 
@@ -447,10 +458,10 @@ impl Process {
 
     /// Wakes every thread (blocked in the Sentry or running guest code) so
     /// it looks at its signals.
-    pub fn kick_all(&self, kernel: &Kernel) {
+    pub fn kick_all(&self, _kernel: &Kernel) {
         let threads = self.state().threads.clone();
-        kernel.bus.notify();
         for t in threads {
+            t.waiter.wake();
             t.interrupt();
         }
     }
@@ -544,8 +555,9 @@ impl Process {
             if !nocldstop {
                 parent.send_signal(kernel, SIGCHLD, chld_info(self.pid, code, sig));
             }
+            parent.wait_chld.notify();
         }
-        kernel.bus.notify();
+        self.waiters.notify();
     }
 }
 
@@ -592,6 +604,9 @@ pub struct Thread {
     pub process: Arc<Process>,
     state: Mutex<ThreadState>,
     interrupter: Mutex<Option<Arc<dyn Interrupter>>>,
+    /// where the thread sleeps in a blocking call; a signal sent to it
+    /// wakes it there
+    pub waiter: Arc<Waiter>,
 }
 
 impl fmt::Debug for Thread {
@@ -611,6 +626,7 @@ impl Thread {
                 ..ThreadState::default()
             }),
             interrupter: Mutex::new(None),
+            waiter: Waiter::new(),
         })
     }
 
@@ -657,7 +673,9 @@ impl Thread {
                 t.pending.enqueue(sig, info);
             }
         }
-        kernel.bus.notify();
+        // Woken even for a blocked signal: sigtimedwait and signalfd
+        // wait for those.
+        self.waiter.wake();
         self.interrupt();
     }
 
@@ -670,6 +688,61 @@ impl Thread {
         }
         let t = self.state();
         t.exit_now || (t.pending.bits | p.pending.bits) & !t.mask != 0
+    }
+
+    /// Signals pending for the thread, its own and its process's.
+    pub fn signals_pending(&self) -> u64 {
+        let p = self.process.state();
+        let t = self.state();
+        t.pending.bits | p.pending.bits
+    }
+}
+
+impl Sleeper for Thread {
+    fn waiter(&self) -> &Arc<Waiter> {
+        &self.waiter
+    }
+
+    fn interrupted(&self) -> bool {
+        Thread::interrupted(self)
+    }
+}
+
+impl crate::vfs::file::Caller for Thread {
+    fn capable(&self, cap: u32) -> bool {
+        self.state().caps.has(cap)
+    }
+
+    fn in_group(&self, gid: u32) -> bool {
+        let t = self.state();
+        t.gid[3] == gid || t.groups.contains(&gid)
+    }
+
+    fn signals_pending(&self) -> u64 {
+        Thread::signals_pending(self)
+    }
+
+    fn dequeue_signals(&self, mask: u64, max: usize) -> Vec<SigInfo> {
+        let mut out = Vec::new();
+        let mut p = self.process.state();
+        let mut t = self.state();
+        while out.len() < max {
+            let ready = (t.pending.bits | p.pending.bits) & mask;
+            if ready == 0 {
+                break;
+            }
+            let sig = ready.trailing_zeros() as i32 + 1;
+            out.push(if t.pending.has(sig) {
+                t.pending.dequeue(sig)
+            } else {
+                p.pending.dequeue(sig)
+            });
+        }
+        out
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -864,9 +937,8 @@ impl Task {
     /// What blocking file operations of this task wait with.
     pub fn blocker(&self) -> crate::vfs::file::Blocker<'_> {
         crate::vfs::file::Blocker {
-            kernel: &self.kernel,
-            bus: &self.kernel.bus,
-            thread: &self.thread,
+            fs: &self.kernel.fs,
+            caller: &*self.thread,
         }
     }
 
@@ -1192,17 +1264,19 @@ impl Task {
         }
     }
 
+    /// Sleeps while the process is stopped: `SIGCONT` and `SIGKILL` wake
+    /// every thread ([`Process::kick_all`]).
     fn wait_while_stopped(&self) {
-        let bus = &self.kernel.bus;
-        let mut g = bus.lock();
+        let w = &self.thread.waiter;
         loop {
+            w.prepare();
             {
                 let p = self.proc_.state();
                 if p.stopped.is_none() || p.group_exit.is_some() {
                     return;
                 }
             }
-            g = bus.wait(g, None);
+            w.sleep(None);
         }
     }
 
@@ -1431,7 +1505,8 @@ impl Task {
         if last {
             self.exit_process(group_status);
         } else {
-            self.kernel.bus.notify();
+            // `execve` in another thread waits for this one to go.
+            self.proc_.waiters.notify();
         }
         group_status
     }
@@ -1457,7 +1532,7 @@ impl Task {
             .locks
             .release_records(None, crate::vfs::lock::Owner::Process(me));
         // Its semaphore adjustments (SEM_UNDO) are applied.
-        crate::kernel::ipc::sem::exit_process(&self.kernel.sysv_sem, &self.kernel.bus, me);
+        crate::kernel::ipc::sem::exit_process(&self.kernel.sysv_sem, me);
         let kernel = self.kernel.clone();
         // The controlling process's exit hangs its terminal up for the
         // foreground group (disassociate_ctty()).
@@ -1575,9 +1650,17 @@ impl Task {
         if orphan_zombies {
             if let Some(init) = kernel.process(reaper) {
                 init.send_signal(&kernel, SIGCHLD, chld_info(0, si::CLD_EXITED, 0));
+                init.wait_chld.notify();
             }
         }
-        kernel.bus.notify();
+        // The parent's wait (the parent now: ours may have exited
+        // meanwhile), and whoever waits for this process's end (a pidfd, a
+        // `vfork` parent, the runtime).
+        let ppid_now = self.proc_.state().ppid;
+        if let Some(parent) = kernel.process(ppid_now) {
+            parent.wait_chld.notify();
+        }
+        self.proc_.waiters.notify();
     }
 }
 

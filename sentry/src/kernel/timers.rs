@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use crate::kernel::wait::WaitQueue;
 use crate::kernel::Kernel;
 
 /// What a timer does when it expires.
@@ -26,8 +27,8 @@ pub enum Target {
         /// POSIX timer id and `sigev_value`, for `SI_TIMER`
         timer: Option<(i32, u64)>,
     },
-    /// count expirations (timerfd)
-    Counter(Arc<AtomicU64>),
+    /// count expirations (timerfd), waking the counter's readers
+    Counter(Arc<AtomicU64>, WaitQueue),
 }
 
 #[derive(Debug)]
@@ -169,7 +170,7 @@ impl TimerService {
                     e.overrun = missed;
                     e.deadline = Some(n);
                     next = Some(n);
-                    if let Target::Counter(c) = &e.target {
+                    if let Target::Counter(c, _) = &e.target {
                         c.fetch_add(missed, Ordering::Relaxed);
                     }
                 }
@@ -184,7 +185,6 @@ impl TimerService {
                 for (t, overrun) in due {
                     fire(&k, t, overrun);
                 }
-                k.bus.notify();
                 drop(k);
                 i = self.lock();
                 continue;
@@ -209,8 +209,9 @@ impl TimerService {
 
 fn fire(kernel: &Kernel, target: Target, overrun: u64) {
     match target {
-        Target::Counter(c) => {
+        Target::Counter(c, waiters) => {
             c.fetch_add(1, Ordering::Relaxed);
+            waiters.notify();
         }
         Target::Signal {
             pid,

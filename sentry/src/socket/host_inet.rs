@@ -4,10 +4,10 @@
 //! The guest never holds a host descriptor: each guest socket is a file
 //! description whose host socket the Sentry created non-blocking and uses
 //! on the guest's behalf. Blocking is the Sentry's: a call that would block
-//! sleeps on the kernel's event bus, which a watcher thread notifies
-//! whenever the host reports a readiness edge on any of these sockets (one
-//! host epoll instance, edge-triggered), so signals interrupt the wait as
-//! they do for every other blocking call.
+//! sleeps on the socket's wait queue, which a watcher thread notifies
+//! whenever the host reports a readiness edge on it (one host epoll
+//! instance for all of them, edge-triggered), so signals interrupt the wait
+//! as they do for every other blocking call.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -18,13 +18,14 @@ use abi::Errno;
 use netstack::{Domain, SocketType};
 
 use crate::host::socket as host_sys;
-use crate::kernel::EventBus;
+use crate::kernel::wait::WaitQueue;
 
 /// The host sockets of one sandbox and the thread watching them.
 pub struct HostNet {
     epoll: OwnedFd,
-    /// per-socket edge counters, by key (for edge-triggered guest epoll)
-    edges: Mutex<HashMap<u64, Arc<AtomicU64>>>,
+    /// per-socket edge counters (for edge-triggered guest epoll) and
+    /// wait queues, by key
+    edges: Mutex<HashMap<u64, (Arc<AtomicU64>, WaitQueue)>>,
     next_key: AtomicU64,
 }
 
@@ -35,8 +36,8 @@ impl std::fmt::Debug for HostNet {
 }
 
 impl HostNet {
-    /// Creates the watcher; readiness edges notify `bus`.
-    pub fn new(bus: Arc<EventBus>) -> std::io::Result<Arc<HostNet>> {
+    /// Creates the watcher; a readiness edge wakes its socket's waiters.
+    pub fn new() -> std::io::Result<Arc<HostNet>> {
         let net = Arc::new(HostNet {
             epoll: host_sys::epoll_create()?,
             edges: Mutex::new(HashMap::new()),
@@ -60,32 +61,35 @@ impl HostNet {
                     if n == 0 {
                         continue;
                     }
-                    {
-                        let edges = net.edges.lock().unwrap_or_else(|e| e.into_inner());
-                        for k in &keys[..n] {
-                            if let Some(c) = edges.get(k) {
-                                c.fetch_add(1, Ordering::Relaxed);
-                            }
+                    let edges = net.edges.lock().unwrap_or_else(|e| e.into_inner());
+                    for k in &keys[..n] {
+                        if let Some((c, q)) = edges.get(k) {
+                            c.fetch_add(1, Ordering::Relaxed);
+                            q.notify();
                         }
                     }
-                    bus.notify();
                 }
             })?;
         Ok(net)
     }
 
-    fn adopt(self: &Arc<Self>, fd: OwnedFd) -> Result<(u64, Arc<AtomicU64>, OwnedFd), Errno> {
+    #[allow(clippy::type_complexity)]
+    fn adopt(
+        self: &Arc<Self>,
+        fd: OwnedFd,
+    ) -> Result<(u64, Arc<AtomicU64>, WaitQueue, OwnedFd), Errno> {
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
         let edges = Arc::new(AtomicU64::new(0));
+        let waiters = WaitQueue::new();
         self.edges
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key, edges.clone());
+            .insert(key, (edges.clone(), waiters.clone()));
         if let Err(e) = host_sys::epoll_watch(self.epoll.as_fd(), fd.as_fd(), key) {
             self.forget(key);
             return Err(e.into());
         }
-        Ok((key, edges, fd))
+        Ok((key, edges, waiters, fd))
     }
 
     fn forget(&self, key: u64) {
@@ -105,6 +109,8 @@ pub struct HostInetSocket {
     pub ty: SocketType,
     key: u64,
     edges: Arc<AtomicU64>,
+    /// callers blocked on the socket, woken by the host's readiness edges
+    pub waiters: WaitQueue,
     net: Arc<HostNet>,
     /// `SO_RCVTIMEO`/`SO_SNDTIMEO` as the host set them (the host socket
     /// itself never blocks, so the Sentry's waits apply them)
@@ -155,13 +161,14 @@ impl HostInetSocket {
         domain: Domain,
         ty: SocketType,
     ) -> Result<Self, Errno> {
-        let (key, edges, fd) = net.adopt(fd)?;
+        let (key, edges, waiters, fd) = net.adopt(fd)?;
         Ok(HostInetSocket {
             fd,
             domain,
             ty,
             key,
             edges,
+            waiters,
             net: net.clone(),
             timeouts: super::SockTimeouts::default(),
         })

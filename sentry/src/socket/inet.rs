@@ -9,6 +9,7 @@ use abi::Errno;
 use netstack::{Domain, SocketId, SocketType, Wakeups};
 
 use crate::kernel::fasync::{Fasync, Reason};
+use crate::kernel::wait::WaitQueue;
 
 /// An `AF_INET`/`AF_INET6` socket.
 #[derive(Debug)]
@@ -31,11 +32,27 @@ pub struct InetSocket {
     /// arrival instant: a `MSG_PEEK` and the read after it report the very
     /// same stamp, as Linux's (kept in the skb) are.
     pub last_stamp: Mutex<Option<(std::time::Instant, (i64, i64))>>,
+    /// callers blocked on the socket, woken when the stack names it
+    pub waiters: WaitQueue,
+    queues: Arc<InetQueues>,
+}
+
+impl Drop for InetSocket {
+    fn drop(&mut self) {
+        self.queues.remove(self.sock.id());
+    }
 }
 
 impl InetSocket {
-    /// Wraps a netstack socket.
-    pub fn new(sock: netstack::Socket, domain: Domain, ty: SocketType) -> Self {
+    /// Wraps a netstack socket, whose waiters `queues` wakes.
+    pub fn new(
+        sock: netstack::Socket,
+        domain: Domain,
+        ty: SocketType,
+        queues: &Arc<InetQueues>,
+    ) -> Self {
+        let waiters = WaitQueue::new();
+        queues.add(sock.id(), waiters.clone());
         InetSocket {
             sock,
             domain,
@@ -45,12 +62,46 @@ impl InetSocket {
             fasync: Arc::default(),
             cmsgs: super::cmsg::RecvCmsgs::default(),
             last_stamp: Mutex::new(None),
+            waiters,
+            queues: queues.clone(),
         }
     }
 
     /// Whether `listen` was called.
     pub fn is_listening(&self) -> bool {
         self.listening.load(Ordering::Relaxed)
+    }
+}
+
+/// The wait queues of the guest's netstack sockets, by id: the stack's
+/// notifier wakes the waiters of the sockets whose readiness changed.
+#[derive(Debug, Default)]
+pub struct InetQueues {
+    map: Mutex<HashMap<SocketId, WaitQueue>>,
+}
+
+impl InetQueues {
+    fn add(&self, id: SocketId, q: WaitQueue) {
+        // One entry per live socket, which the stack's socket limit bounds.
+        self.lock().insert(id, q);
+    }
+
+    fn remove(&self, id: SocketId) {
+        self.lock().remove(&id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SocketId, WaitQueue>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The stack's notifier: wakes the waiters of the sockets named.
+    pub fn notify(&self, ids: &[SocketId]) {
+        let m = self.lock();
+        for id in ids {
+            if let Some(q) = m.get(id) {
+                q.notify();
+            }
+        }
     }
 }
 

@@ -26,6 +26,8 @@ pub struct SocketState {
     pub host_net: Option<Arc<host_inet::HostNet>>,
     /// netstack sockets with `O_ASYNC` descriptions
     pub inet_async: Arc<inet::AsyncSockets>,
+    /// the wait queues of the guest's netstack sockets
+    pub inet_queues: Arc<inet::InetQueues>,
 }
 
 /// The socket layer's state in `kernel` (boot puts it there).

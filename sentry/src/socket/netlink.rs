@@ -472,6 +472,8 @@ pub struct NetlinkSocket {
     /// `SO_RCVTIMEO`/`SO_SNDTIMEO` (a send never waits here: replies are
     /// queued at once, so only the receive timeout has an effect).
     pub timeouts: super::SockTimeouts,
+    /// receivers waiting for a reply
+    pub waiters: crate::kernel::wait::WaitQueue,
 }
 
 #[derive(Debug, Default)]
@@ -803,6 +805,7 @@ impl NetlinkSocket {
             rcvbuf: AtomicU32::new(DEFAULT_RCVBUF as u32),
             fasync: Default::default(),
             timeouts: super::SockTimeouts::default(),
+            waiters: Default::default(),
         }
     }
 
@@ -963,6 +966,9 @@ impl NetlinkSocket {
             queued = true;
         }
         drop(q);
+        if queued || overrun {
+            self.waiters.notify();
+        }
         // Linux queues the replies to one request (a whole small dump with
         // its NLMSG_DONE) in one buffer: one signal.
         if queued {
@@ -986,6 +992,7 @@ impl NetlinkSocket {
         q.bytes += msg.len();
         q.msgs.push_back(msg);
         drop(q);
+        self.waiters.notify();
         self.fasync.kill(crate::kernel::fasync::Reason::In);
     }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use abi::Errno;
 
-use crate::kernel::EventBus;
+use crate::kernel::wait::WaitQueue;
 use crate::vfs::file::FileDescription;
 
 /// Socket type (`SOCK_*`).
@@ -74,11 +74,15 @@ pub struct Message {
 pub struct SndCharge {
     wmem: Arc<AtomicUsize>,
     bytes: usize,
+    /// the sender's waiters: room again may let a blocked send go on
+    /// (`sock_wfree` → `sk_write_space`)
+    sender: WaitQueue,
 }
 
 impl Drop for SndCharge {
     fn drop(&mut self) {
         self.wmem.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.sender.notify();
     }
 }
 
@@ -183,7 +187,9 @@ pub struct UnixSocket {
     /// type
     pub kind: SockType,
     state: Mutex<State>,
-    bus: Arc<EventBus>,
+    /// callers blocked on the socket: woken when data, a connection or
+    /// room arrives, or the socket or its peer shuts down or closes
+    pub waiters: WaitQueue,
     registry: Arc<Registry>,
     /// descriptions with `O_ASYNC`, signalled when data or a connection
     /// arrives (sock_def_readable())
@@ -242,7 +248,7 @@ pub struct Received {
 
 impl UnixSocket {
     /// A new unbound socket.
-    pub fn new(kind: SockType, bus: Arc<EventBus>, registry: Arc<Registry>) -> Arc<UnixSocket> {
+    pub fn new(kind: SockType, registry: Arc<Registry>) -> Arc<UnixSocket> {
         Arc::new(UnixSocket {
             kind,
             state: Mutex::new(State {
@@ -261,7 +267,7 @@ impl UnixSocket {
                 sndbuf: DEFAULT_BUF,
                 error: None,
             }),
-            bus,
+            waiters: WaitQueue::new(),
             registry,
             fasync: Default::default(),
             timeouts: Default::default(),
@@ -275,15 +281,30 @@ impl UnixSocket {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The connected peer, if it is still there.
+    pub fn peer(&self) -> Option<Arc<UnixSocket>> {
+        self.state().peer.as_ref().and_then(Weak::upgrade)
+    }
+
+    /// The queues whose notifications may change this socket's readiness:
+    /// its own, and its peer's (whose state bounds what may be sent to
+    /// it).
+    pub fn wait_queues(&self) -> Vec<WaitQueue> {
+        let mut q = vec![self.waiters.clone()];
+        if let Some(p) = self.peer() {
+            q.push(p.waiters.clone());
+        }
+        q
+    }
+
     /// Two connected sockets (`socketpair`).
     pub fn pair(
         kind: SockType,
-        bus: Arc<EventBus>,
         registry: Arc<Registry>,
         creds: Creds,
     ) -> (Arc<UnixSocket>, Arc<UnixSocket>) {
-        let a = UnixSocket::new(kind, bus.clone(), registry.clone());
-        let b = UnixSocket::new(kind, bus, registry);
+        let a = UnixSocket::new(kind, registry.clone());
+        let b = UnixSocket::new(kind, registry);
         connect_pair(&a, &b, creds, creds);
         (a, b)
     }
@@ -351,7 +372,7 @@ impl UnixSocket {
             None => st.listening = Some((backlog, VecDeque::new())),
         }
         drop(st);
-        self.bus.notify();
+        self.waiters.notify();
         Ok(())
     }
 
@@ -375,7 +396,7 @@ impl UnixSocket {
                 return Err(Errno::EINVAL);
             }
         }
-        let server = UnixSocket::new(self.kind, self.bus.clone(), self.registry.clone());
+        let server = UnixSocket::new(self.kind, self.registry.clone());
         {
             let mut ts = target.state();
             let addr = ts.addr.clone();
@@ -390,7 +411,8 @@ impl UnixSocket {
             self.state().peer_addr = addr;
             queue.push_back(server);
         }
-        self.bus.notify();
+        target.waiters.notify();
+        self.waiters.notify();
         target.fasync.kill(crate::kernel::fasync::Reason::In);
         Ok(true)
     }
@@ -416,7 +438,8 @@ impl UnixSocket {
         let c = q.pop_front();
         drop(st);
         if c.is_some() {
-            self.bus.notify();
+            // A connect waiting for room in the backlog.
+            self.waiters.notify();
         }
         Ok(c)
     }
@@ -491,7 +514,7 @@ impl UnixSocket {
             charge,
         });
         drop(ps);
-        self.bus.notify();
+        peer.waiters.notify();
         peer.fasync.kill(crate::kernel::fasync::Reason::In);
         Ok(Some(n))
     }
@@ -503,6 +526,7 @@ impl UnixSocket {
         SndCharge {
             wmem: self.wmem.clone(),
             bytes,
+            sender: self.waiters.clone(),
         }
     }
 
@@ -557,7 +581,7 @@ impl UnixSocket {
             return Ok(None);
         }
         if sent > 0 {
-            self.bus.notify();
+            peer.waiters.notify();
             peer.fasync.kill(crate::kernel::fasync::Reason::In);
         }
         Ok(Some(sent))
@@ -667,7 +691,8 @@ impl UnixSocket {
         };
         drop(st);
         if !peek {
-            self.bus.notify();
+            // Datagram senders waiting for room in this queue.
+            self.waiters.notify();
         }
         if let Some(w) = writer {
             let (wr_shut, sndbuf) = {
@@ -717,8 +742,9 @@ impl UnixSocket {
                 1 => p.fasync.kill(crate::kernel::fasync::Reason::In),
                 _ => {}
             }
+            p.waiters.notify();
         }
-        self.bus.notify();
+        self.waiters.notify();
         Ok(())
     }
 
@@ -792,6 +818,7 @@ impl UnixSocket {
                 // write.
                 p.fasync.kill(crate::kernel::fasync::Reason::Hup);
             }
+            p.waiters.notify();
         }
         if let UnixAddr::Abstract(name) = addr {
             let mut names = self.registry.lock();
@@ -802,7 +829,7 @@ impl UnixSocket {
                 names.remove(&name);
             }
         }
-        self.bus.notify();
+        self.waiters.notify();
     }
 }
 

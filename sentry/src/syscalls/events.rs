@@ -242,33 +242,26 @@ fn epoll_wait(
         return Err(Errno::EINVAL);
     };
     task.mm().slices(events, max as u64 * 12, true)?;
-    let bus = task.kernel.bus.clone();
-    loop {
-        let ready = ep.collect(&task.thread, max as usize, 0);
-        if !ready.is_empty() {
-            let mut raw = Vec::with_capacity(ready.len() * 12);
-            for (ev, data) in &ready {
-                raw.extend_from_slice(&ev.to_ne_bytes());
-                raw.extend_from_slice(&data.to_ne_bytes());
-            }
-            task.mm().copy_out(events, &raw)?;
-            return Ok(ready.len() as u64);
+    let mut ready = Vec::new();
+    let n = super::poll::wait_ready(
+        task,
+        deadline,
+        Errno::EINTR,
+        |qs| ep.wait_queues(qs, 0),
+        || {
+            ready = ep.collect(&task.thread, max as usize, 0);
+            Ok(ready.len() as u64)
+        },
+    )?;
+    if n > 0 {
+        let mut raw = Vec::with_capacity(ready.len() * 12);
+        for (ev, data) in &ready {
+            raw.extend_from_slice(&ev.to_ne_bytes());
+            raw.extend_from_slice(&data.to_ne_bytes());
         }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            return Ok(0);
-        }
-        let g = bus.lock();
-        if ep.any_ready(&task.thread, 0) {
-            continue;
-        }
-        if task.thread.interrupted() {
-            return Err(Errno::EINTR);
-        }
-        // The caller's stdio cannot notify the bus: re-check now and then.
-        let slice = now + Duration::from_millis(20);
-        drop(bus.wait(g, Some(deadline.map_or(slice, |d| d.min(slice)))));
+        task.mm().copy_out(events, &raw)?;
     }
+    Ok(n)
 }
 
 fn deadline_ms(ms: i32) -> Option<Instant> {
@@ -447,7 +440,7 @@ pub fn sys_timer_create(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         (next_id as u64, abi::signal::SIGALRM, SIGEV_SIGNAL)
     };
     let target = match notify {
-        SIGEV_NONE => Target::Counter(Default::default()),
+        SIGEV_NONE => Target::Counter(Default::default(), Default::default()),
         SIGEV_SIGNAL | SIGEV_THREAD_ID => {
             if !(1..=64).contains(&signo) {
                 return Err(Errno::EINVAL);

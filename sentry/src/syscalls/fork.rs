@@ -9,6 +9,7 @@ use abi::{Errno, OpenFlags, SigInfo};
 use zerocopy::FromZeros;
 
 use crate::kernel::task::{si, ExitStatus, Process, ProcessState, Task, Thread};
+use crate::kernel::wait::Registration;
 use crate::mm::MemoryManager;
 use crate::vfs::file::FileDescription;
 
@@ -52,7 +53,7 @@ impl Task {
     /// Lets a `vfork` parent go on (the child exec'd or is exiting).
     pub fn vfork_release(&mut self) {
         self.proc_.state().vfork_done = true;
-        self.kernel.bus.notify();
+        self.proc_.waiters.notify();
     }
 }
 
@@ -308,16 +309,18 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         return Err(Errno::EAGAIN);
     }
     if f & CLONE_VFORK != 0 {
-        // The parent sleeps until the child execs or exits.
-        let bus = kernel.bus.clone();
-        let mut g = bus.lock();
+        // The parent sleeps until the child execs or exits (the child's
+        // queue), or its own group must exit (which wakes its threads).
+        let waiter = &task.thread.waiter;
+        let _registered = Registration::new(waiter, std::slice::from_ref(&proc_.waiters));
         loop {
+            waiter.prepare();
             // One process lock at a time.
             let done = proc_.state().vfork_done;
             if done || task.proc_.state().group_exit.is_some() {
                 break;
             }
-            g = bus.wait(g, None);
+            waiter.sleep(None);
         }
     }
     Ok(id as u64)
@@ -441,9 +444,13 @@ fn wait_common(
 ) -> Result<Option<Found>, Errno> {
     let me = task.pid();
     let kernel = task.kernel.clone();
-    let bus = kernel.bus.clone();
-    let mut g = bus.lock();
+    let waiter = task.thread.waiter.clone();
+    let chld = [task.proc_.wait_chld.clone()];
+    let mut registered = None;
     loop {
+        if registered.is_some() {
+            waiter.prepare();
+        }
         {
             let mut procs = kernel.procs();
             let mut any = false;
@@ -523,6 +530,11 @@ fn wait_common(
                     procs.map.remove(&f.pid);
                     let mut me = task.proc_.state();
                     me.children_cpu = me.children_cpu + f.cpu;
+                    drop(me);
+                    drop(procs);
+                    // Another thread's wait may have been for this child
+                    // (it now finds none, ECHILD).
+                    task.proc_.wait_chld.notify();
                 }
                 return Ok(Some(f));
             }
@@ -539,7 +551,12 @@ fn wait_common(
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(None);
         }
-        g = bus.wait(g, deadline);
+        if registered.is_none() {
+            // Registered, then looked at again before the first sleep.
+            registered = Some(Registration::new(&waiter, &chld));
+            continue;
+        }
+        waiter.sleep(deadline);
     }
 }
 

@@ -139,7 +139,7 @@ fn pipe2(task: &mut Task, addr: u64, flags: u32) -> Result<u64, Errno> {
     }
     // Check the destination before creating anything.
     task.mm().slices(addr, 8, true)?;
-    let pipe = crate::fsimpl::pipe::Pipe::new(task.kernel.bus.clone());
+    let pipe = crate::fsimpl::pipe::Pipe::new();
     let status = flags & (OpenFlags::NONBLOCK | OpenFlags::DIRECT).bits();
     let cloexec = flags & OpenFlags::CLOEXEC.bits() != 0;
     let r = FileDescription::new(
@@ -305,7 +305,7 @@ fn inotify_init(task: &mut Task, flags: u32) -> Result<u64, Errno> {
     if flags & !allowed != 0 {
         return Err(Errno::EINVAL);
     }
-    let kind = FileKind::Impl(inotify::Inotify::new(task.kernel.bus.clone()));
+    let kind = FileKind::Impl(inotify::Inotify::new());
     // An inotify descriptor is read-only (O_RDONLY is 0).
     super::events::install_with(task, kind, flags, 0)
 }
@@ -1582,27 +1582,19 @@ fn lock_key(file: &FileDescription) -> Result<FileKey, Errno> {
     Ok((st.dev, st.ino))
 }
 
-/// Retries `attempt` until it succeeds, waiting on the bus in between;
-/// `ERESTARTSYS` when a signal arrives first.
+/// Retries `attempt` until it succeeds, waiting for lock releases in
+/// between; `ERESTARTSYS` when a signal arrives first.
 fn wait_for_lock(
     task: &Task,
     mut attempt: impl FnMut() -> Result<bool, Errno>,
     ready: impl Fn() -> bool,
 ) -> Result<(), Errno> {
-    let bus = task.kernel.bus.clone();
-    loop {
-        if attempt()? {
-            return Ok(());
-        }
-        let g = bus.lock();
-        if ready() {
-            continue;
-        }
-        if task.thread.interrupted() {
-            return Err(Errno::ERESTARTSYS);
-        }
-        drop(bus.wait(g, None));
-    }
+    task.blocker().block_on(
+        std::slice::from_ref(&task.kernel.locks.waiters),
+        false,
+        || Ok(attempt()?.then_some(())),
+        ready,
+    )
 }
 
 /// `struct flock` (x86-64): l_type, l_whence, l_start, l_len, l_pid.
@@ -2145,13 +2137,12 @@ fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
     let dir = mem_dir(task, &e)?;
     may_write_dir(task, &e.parent)?;
     dir.clear_whiteout(&e.name);
-    let bus = task.kernel.bus.clone();
     match kind {
         0 | abi::S_IFREG => dir.create(&e.name, abi::S_IFREG | perm, task.ids, || {
             MemKind::File(Default::default())
         }),
         abi::S_IFIFO => dir.create(&e.name, abi::S_IFIFO | perm, task.ids, || {
-            MemKind::Fifo(crate::fsimpl::pipe::Pipe::new_fifo(bus))
+            MemKind::Fifo(crate::fsimpl::pipe::Pipe::new_fifo())
         }),
         // Device nodes would reach host devices: never in a sandbox.
         abi::S_IFCHR | abi::S_IFBLK => return Err(Errno::EPERM),

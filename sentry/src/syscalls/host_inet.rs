@@ -131,6 +131,7 @@ pub fn connect(
     // handshake going on (`__inet_stream_connect`).
     task.blocker()
         .block_until(
+            std::slice::from_ref(&s.waiters),
             false,
             super::socket::deadline(file, false),
             || Ok(s.ready(POLLOUT).then_some(())),
@@ -162,6 +163,7 @@ pub fn accept(
         return Err(Errno::EINVAL);
     }
     let (conn, peer) = task.blocker().block_until(
+        std::slice::from_ref(&s.waiters),
         super::socket::nonblocking(file, 0),
         super::socket::deadline(file, true),
         || match s.accept() {
@@ -217,6 +219,7 @@ pub fn send(
         data,
         piece,
         stream,
+        std::slice::from_ref(&s.waiters),
         |chunk| match host_sys::send_to(s.fd(), chunk, host_flags, to).map_err(err) {
             Ok(n) => Ok(Some(n)),
             Err(Errno::EAGAIN) => Ok(None),
@@ -252,6 +255,7 @@ pub fn recv(
     // One deadline for the whole call, MSG_WAITALL's further waits too.
     let until = super::socket::deadline(file, true);
     let first = blk.block_until(
+        std::slice::from_ref(&s.waiters),
         super::socket::nonblocking(file, flags),
         until,
         || match host_sys::recv_msg(s.fd(), &mut buf, host_flags, control).map_err(err) {
@@ -268,6 +272,7 @@ pub fn recv(
         // or a signal (which ends it with what arrived).
         while len < buf.len() && first.len > 0 {
             let more = blk.block_until(
+                std::slice::from_ref(&s.waiters),
                 false,
                 until,
                 || match host_sys::recv_from(s.fd(), &mut buf[len..], libc::MSG_DONTWAIT)

@@ -70,7 +70,13 @@ pub fn socket(task: &mut Task, domain: Domain, ty: u64, proto: i32) -> Result<u6
             e
         }
     })?;
-    install(task, InetSocket::new(s, domain, st), flags)
+    let sock = InetSocket::new(
+        s,
+        domain,
+        st,
+        &crate::socket::state(&task.kernel).inet_queues,
+    );
+    install(task, sock, flags)
 }
 
 fn install(task: &mut Task, s: InetSocket, flags: u64) -> Result<u64, Errno> {
@@ -185,6 +191,7 @@ pub fn connect(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Resu
     // first (`EINPROGRESS`, or `EALREADY`), the handshake going on.
     let blk = task.blocker();
     blk.block_until(
+        std::slice::from_ref(&s.waiters),
         false,
         super::socket::deadline(file, false),
         || {
@@ -229,6 +236,7 @@ pub fn accept(
     }
     let blk = task.blocker();
     let (conn, peer) = blk.block_until(
+        std::slice::from_ref(&s.waiters),
         super::socket::nonblocking(file, 0),
         super::socket::deadline(file, true),
         || match s.sock.accept() {
@@ -239,7 +247,12 @@ pub fn accept(
         || s.sock.readiness().is_ok_and(|r| r.readable),
     )?;
     let domain = s.domain;
-    let mut conn = InetSocket::new(conn, domain, SocketType::Stream);
+    let mut conn = InetSocket::new(
+        conn,
+        domain,
+        SocketType::Stream,
+        &crate::socket::state(&task.kernel).inet_queues,
+    );
     // An accepted socket inherits the listener's timeouts and the control
     // messages it asked for (`sk_clone_lock` copies the whole `struct
     // sock`).
@@ -310,6 +323,7 @@ pub fn send(
         data,
         piece,
         stream,
+        std::slice::from_ref(&s.waiters),
         |chunk| {
             let r = match to {
                 Some(a) if s.ty == SocketType::Datagram => s.sock.send_to(chunk, a),
@@ -369,6 +383,7 @@ pub fn recv(
     // One deadline for the whole call, MSG_WAITALL's further waits too.
     let until = super::socket::deadline(file, true);
     let meta = blk.block_until(
+        std::slice::from_ref(&s.waiters),
         super::socket::nonblocking(file, flags),
         until,
         || match s.sock.recv_from(buf, peek) {
@@ -389,6 +404,7 @@ pub fn recv(
             let piece = stage.space((max - len).min(IO_CHUNK));
             let r = if waitall {
                 blk.block_until(
+                    std::slice::from_ref(&s.waiters),
                     false,
                     until,
                     || match s.sock.recv(piece, false) {

@@ -254,7 +254,7 @@ pub fn sys_mq_notify(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     };
     drop(st);
     if let Some(n) = dropped {
-        mqueue::unregister(&task.kernel, n);
+        mqueue::unregister(n);
     }
     Ok(0)
 }
@@ -297,7 +297,7 @@ pub(super) fn drop_registration(task: &Task, q: &MsgQueue) {
         let n = st.notify.take();
         drop(st);
         if let Some(n) = n {
-            mqueue::unregister(&task.kernel, n);
+            mqueue::unregister(n);
         }
     }
 }

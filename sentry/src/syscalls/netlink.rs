@@ -155,6 +155,7 @@ pub fn recv(
     // `SO_RCVTIMEO` bounds the wait (`netlink_recvmsg` waits in
     // `skb_recv_datagram`, which ends with `EAGAIN` past `sk_rcvtimeo`).
     task.blocker().block_until(
+        std::slice::from_ref(&s.waiters),
         nonblock,
         super::socket::deadline(file, true),
         || match s.recv(max, flags & MSG_PEEK != 0) {

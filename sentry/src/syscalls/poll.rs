@@ -6,7 +6,8 @@ use abi::{Errno, Timespec, Timeval};
 
 use super::args::{Args, SyscallArgs};
 use crate::kernel::task::Task;
-use crate::vfs::file::{FileDescription, FileKind};
+use crate::kernel::wait::{Registration, WaitQueue};
+use crate::vfs::file::FileDescription;
 
 use crate::fsimpl::events::poll::*;
 
@@ -14,17 +15,31 @@ fn readiness(task: &Task, file: &FileDescription, events: i16) -> i16 {
     file.poll_ready(&task.thread, events, 0)
 }
 
-/// Waits until `check` reports something or `deadline` passes. Descriptors
-/// the Sentry cannot be told about (the caller's own stdio) are re-checked
-/// every few milliseconds.
-fn wait_ready(
+/// Waits until `check` reports something (`Ok(n)`, `n > 0`), `deadline`
+/// passes (`Ok(0)`) or a signal comes (`Err(signal)`), sleeping on the
+/// wait queues of what is watched: `queues` adds them, and says whether
+/// some of it cannot notify (the caller's own stdio), which is then
+/// re-checked every few milliseconds. The queues are asked for anew after
+/// each wake-up, since an epoll set may change during the wait.
+pub(super) fn wait_ready(
     task: &Task,
     deadline: Option<Instant>,
-    polls_host: bool,
+    signal: Errno,
+    mut queues: impl FnMut(&mut Vec<WaitQueue>) -> bool,
     mut check: impl FnMut() -> Result<u64, Errno>,
 ) -> Result<u64, Errno> {
-    let bus = task.kernel.bus.clone();
+    // Ready already, or a poll that never waits: no queue is touched.
+    let n = check()?;
+    if n > 0 || deadline.is_some_and(|d| Instant::now() >= d) {
+        return Ok(n);
+    }
+    let waiter = &task.thread.waiter;
+    let mut qs = Vec::new();
     loop {
+        qs.clear();
+        let polls_host = queues(&mut qs);
+        let _registered = Registration::new(waiter, &qs);
+        waiter.prepare();
         let n = check()?;
         if n > 0 {
             return Ok(n);
@@ -33,16 +48,15 @@ fn wait_ready(
         if deadline.is_some_and(|d| now >= d) {
             return Ok(0);
         }
-        let g = bus.lock();
         if task.thread.interrupted() {
-            return Err(Errno::ERESTARTNOHAND);
+            return Err(signal);
         }
         let slice = polls_host.then(|| now + Duration::from_millis(20));
         let until = match (deadline, slice) {
             (Some(d), Some(s)) => Some(d.min(s)),
             (d, s) => d.or(s),
         };
-        drop(bus.wait(g, until));
+        waiter.sleep(until);
     }
 }
 
@@ -82,12 +96,15 @@ fn do_poll(task: &mut Task, addr: u64, nfds: u64, deadline: Option<Instant>) -> 
             }
         })
         .collect();
-    let polls_host = files
-        .iter()
-        .flatten()
-        .any(|f| matches!(f.kind, FileKind::Stdio(_)));
     let mut revents = vec![0i16; entries.len()];
-    let n = wait_ready(task, deadline, polls_host, || {
+    let queues = |qs: &mut Vec<WaitQueue>| {
+        let mut polled = false;
+        for f in files.iter().flatten() {
+            polled |= f.wait_queues(qs, 0);
+        }
+        polled
+    };
+    let n = wait_ready(task, deadline, Errno::ERESTARTNOHAND, queues, || {
         let mut n = 0;
         for (i, &(fd, events)) in entries.iter().enumerate() {
             revents[i] = if fd < 0 {
@@ -179,11 +196,15 @@ fn do_select(
             files.push((fd, task.fds().file(fd as i64).map_err(|_| Errno::EBADF)?));
         }
     }
-    let polls_host = files
-        .iter()
-        .any(|(_, f)| matches!(f.kind, FileKind::Stdio(_)));
     let mut out = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
-    let n = wait_ready(task, deadline, polls_host, || {
+    let queues = |qs: &mut Vec<WaitQueue>| {
+        let mut polled = false;
+        for (_, f) in &files {
+            polled |= f.wait_queues(qs, 0);
+        }
+        polled
+    };
+    let n = wait_ready(task, deadline, Errno::ERESTARTNOHAND, queues, || {
         let mut n = 0;
         out = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
         for (fd, f) in &files {

@@ -1253,18 +1253,25 @@ fn kill_other_threads(task: &mut Task) {
     }
     for t in &others {
         t.state().exit_now = true;
+        t.waiter.wake();
         t.interrupt();
     }
-    let bus = task.kernel.bus.clone();
-    bus.notify();
-    let mut g = bus.lock();
-    while task.proc_.state().threads.len() > 1 {
-        g = bus.wait(
-            g,
-            Some(std::time::Instant::now() + std::time::Duration::from_millis(50)),
-        );
+    {
+        // Each leaving thread wakes the process's queue; the slice bounds
+        // the wait for one that is slow to notice (in a host call).
+        let w = &task.thread.waiter;
+        let _registered =
+            crate::kernel::wait::Registration::new(w, std::slice::from_ref(&task.proc_.waiters));
+        loop {
+            w.prepare();
+            if task.proc_.state().threads.len() <= 1 {
+                break;
+            }
+            w.sleep(Some(
+                std::time::Instant::now() + std::time::Duration::from_millis(50),
+            ));
+        }
     }
-    drop(g);
     // The surviving thread takes over the thread group ID.
     let pid = task.pid();
     if task.tid() != pid {

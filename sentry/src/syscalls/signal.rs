@@ -391,12 +391,16 @@ pub fn sys_rt_sigreturn(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     }
 }
 
-/// Blocks until a signal the (temporary) mask lets through is pending.
+/// Blocks until a signal the (temporary) mask lets through is pending
+/// (a signal sent to the thread wakes it).
 fn wait_for_signal(task: &Task) {
-    let bus = &task.kernel.bus;
-    let mut g = bus.lock();
-    while !task.thread.interrupted() {
-        g = bus.wait(g, None);
+    let w = &task.thread.waiter;
+    loop {
+        w.prepare();
+        if task.thread.interrupted() {
+            return;
+        }
+        w.sleep(None);
     }
 }
 
@@ -433,9 +437,9 @@ pub fn sys_rt_sigtimedwait(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     } else {
         None
     };
-    let bus = task.kernel.bus.clone();
-    let mut g = bus.lock();
+    let w = task.thread.waiter.clone();
     loop {
+        w.prepare();
         {
             let mut p = task.proc_.state();
             let mut t = task.thread.state();
@@ -449,7 +453,6 @@ pub fn sys_rt_sigtimedwait(task: &mut Task, a: &Args) -> Result<u64, Errno> {
                 };
                 drop(t);
                 drop(p);
-                drop(g);
                 if uinfo != 0 {
                     task.mm().write_obj(uinfo, &info)?;
                 }
@@ -462,6 +465,6 @@ pub fn sys_rt_sigtimedwait(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             return Err(Errno::EAGAIN);
         }
-        g = bus.wait(g, deadline);
+        w.sleep(deadline);
     }
 }

@@ -8,6 +8,7 @@ use abi::{Errno, OpenFlags};
 
 use crate::fsimpl::tmpfs::MemKind;
 use crate::kernel::task::Task;
+use crate::kernel::wait::WaitQueue;
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::socket::unix::{self, Creds, SockType, SocketHandle, UnixAddr, UnixSocket, SCM_MAX_FD};
 use crate::socket::SockTimeouts;
@@ -91,11 +92,7 @@ pub fn sys_socket(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if proto != 0 {
         return Err(Errno::EPROTONOSUPPORT);
     }
-    let sock = UnixSocket::new(
-        kind,
-        task.kernel.bus.clone(),
-        crate::socket::state(&task.kernel).unix.clone(),
-    );
+    let sock = UnixSocket::new(kind, crate::socket::state(&task.kernel).unix.clone());
     install(task, sock, ty & !0xf).map(|fd| fd as u64)
 }
 
@@ -114,7 +111,6 @@ pub fn sys_socketpair(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     task.mm().slices(a[3], 8, true)?;
     let (x, y) = UnixSocket::pair(
         kind,
-        task.kernel.bus.clone(),
         crate::socket::state(&task.kernel).unix.clone(),
         creds(task),
     );
@@ -351,6 +347,7 @@ pub fn sys_connect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     // A full backlog is waited out for at most `SO_SNDTIMEO`, then
     // `EAGAIN` (`unix_stream_connect`).
     blk.block_until(
+        std::slice::from_ref(&target.waiters),
         nonblock,
         deadline(&file, false),
         || Ok(sock.connect_to(&target, me, me)?.then_some(())),
@@ -376,6 +373,7 @@ fn accept(task: &mut Task, fd: u64, addr: u64, len_addr: u64, flags: u64) -> Res
     }
     let blk = task.blocker();
     let conn = blk.block_until(
+        std::slice::from_ref(&sock.waiters),
         nonblocking(&file, 0),
         deadline(&file, true),
         || sock.accept(),
@@ -498,6 +496,12 @@ fn send(
         let (_, w, hup, _, _) = sock.readiness();
         w || hup || to.is_some() || sock.state().wr_shut
     };
+    // Room comes with the receiver's reads (its queue, and our charges
+    // given back: ours).
+    let mut queues = sock.wait_queues();
+    if let Some(t) = &to {
+        queues.push(t.waiters.clone());
+    }
     send_loop(
         task,
         file,
@@ -505,6 +509,7 @@ fn send(
         data,
         piece,
         stream,
+        &queues,
         |chunk| sock.send(chunk, &mut rights, me, to.clone()),
         ready,
     )
@@ -526,6 +531,7 @@ pub(super) fn send_loop(
     data: &GuestBufs<'_>,
     piece: usize,
     stream: bool,
+    queues: &[WaitQueue],
     mut attempt: impl FnMut(&[u8]) -> Result<Option<usize>, Errno>,
     ready: impl Fn() -> bool,
 ) -> Result<u64, Errno> {
@@ -537,6 +543,7 @@ pub(super) fn send_loop(
     let mut done = 0usize;
     loop {
         match blk.block_until(
+            queues,
             nonblock,
             deadline,
             || attempt(stage.load(data, done, piece)),
@@ -613,6 +620,7 @@ fn recv(
     // One deadline for the whole call, MSG_WAITALL's further waits too.
     let until = deadline(file, true);
     let mut first = blk.block_until(
+        std::slice::from_ref(&sock.waiters),
         nonblocking(file, flags),
         until,
         || sock.recv(max, peek, 0),
@@ -623,6 +631,7 @@ fn recv(
     if flags & MSG_WAITALL != 0 && !peek && sock.kind == SockType::Stream {
         while n < max && !first.data.is_empty() {
             match blk.block_until(
+                std::slice::from_ref(&sock.waiters),
                 false,
                 until,
                 || sock.recv(max - n, false, 0),
@@ -982,6 +991,10 @@ pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         2 | 9 | 10 | 13 | 15 => {}
         _ => return Err(Errno::ENOPROTOOPT),
     }
+    drop(st);
+    // A larger send buffer may let a blocked writer go on (Linux calls
+    // `sk_write_space` after `SO_SNDBUF`).
+    sock.waiters.notify();
     Ok(0)
 }
 

@@ -147,6 +147,7 @@ fn sigpipe<T>(task: &Task, r: Result<T, Errno>) -> Result<T, Errno> {
 /// empty (`false`, end of file): `ipipe_prep`.
 fn wait_data(blk: Blocker<'_>, end: &PipeEnd, nonblock: bool) -> Result<bool, Errno> {
     blk.block_on(
+        std::slice::from_ref(&end.pipe.rd_wait),
         nonblock,
         || {
             let (readable, _, hup, _) = end.pipe.poll_state();
@@ -169,6 +170,7 @@ fn wait_data(blk: Blocker<'_>, end: &PipeEnd, nonblock: bool) -> Result<bool, Er
 /// (and `SIGPIPE`) with no reader (`wait_for_space`).
 fn wait_room(task: &Task, end: &PipeEnd, nonblock: bool) -> Result<usize, Errno> {
     let r = task.blocker().block_on(
+        std::slice::from_ref(&end.pipe.wr_wait),
         nonblock,
         || {
             let room = end.pipe.splice_room()?;
@@ -650,6 +652,7 @@ pub fn sys_vmsplice(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let nonblock = flags & SPLICE_F_NONBLOCK != 0;
     if !to_pipe {
         return task.blocker().block_on(
+            std::slice::from_ref(&end.pipe.rd_wait),
             nonblock,
             || match end.pipe.try_read(&bufs)? {
                 Attempt::Done(n) => Ok(Some(n)),
@@ -683,13 +686,11 @@ pub fn sys_vmsplice(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::fsimpl::pipe::Pipe;
-    use crate::kernel::EventBus;
 
     #[test]
     fn splice_room_counts_whole_free_pages_and_push_fills_them() {
-        let p = Pipe::new(Arc::new(EventBus::default()));
+        let p = Pipe::new();
         assert_eq!(p.splice_room(), Ok(65536));
         let data = vec![7u8; 70000];
         assert_eq!(p.push_pages(&data[..5]), Ok(5));
@@ -702,7 +703,7 @@ mod tests {
 
     #[test]
     fn peek_leaves_bytes_and_discard_frees_pages() {
-        let p = Pipe::new(Arc::new(EventBus::default()));
+        let p = Pipe::new();
         assert_eq!(p.push_pages(b"hello world"), Ok(11));
         let mut out = [0u8; 5];
         assert_eq!(p.peek(6, &mut out), 5);

@@ -104,9 +104,11 @@ pub fn sleep_for(
         want
     };
     let deadline = Instant::now() + dur;
-    let bus = &task.kernel.bus;
-    let mut g = bus.lock();
+    // Only a signal to the thread ends the sleep early; it wakes the
+    // thread's waiter.
+    let w = &task.thread.waiter;
     loop {
+        w.prepare();
         let now = Instant::now();
         if now >= deadline {
             return Ok(Ok(()));
@@ -114,7 +116,7 @@ pub fn sleep_for(
         if task.thread.interrupted() {
             return Ok(Err(deadline - now));
         }
-        g = bus.wait(g, Some(deadline));
+        w.sleep(Some(deadline));
     }
 }
 

@@ -10,7 +10,7 @@ use abi::{Errno, OpenFlags, Stat};
 use crate::fsimpl::pipe::{Attempt, PipeEnd};
 use crate::host;
 use crate::kernel::task::Thread;
-use crate::kernel::EventBus;
+use crate::kernel::wait::{Registration, Sleeper, WaitQueue};
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 pub use crate::mm::guestmem::{
     copy_from_slices, copy_from_slices_at, copy_to_slices, copy_to_slices_at,
@@ -119,6 +119,15 @@ pub trait FileImpl: std::any::Any + Send + Sync + fmt::Debug {
     fn fdinfo(&self) -> String {
         String::new()
     }
+
+    /// Adds the queues whose notifications may change what
+    /// [`FileImpl::poll`] reports; `true` when some readiness comes with
+    /// no notification ([`FileDescription::wait_queues`]). None by
+    /// default: always ready, or ready by what wakes the caller itself.
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>, depth: u32) -> bool {
+        let _ = (out, depth);
+        false
+    }
 }
 
 /// The bytes of a synthetic file (a /proc or /sys file), made when it was
@@ -147,28 +156,55 @@ impl StaticData {
     }
 }
 
-/// What a blocking file operation needs to sleep and to notice signals.
-#[derive(Clone, Copy, Debug)]
+/// The calling thread as file operations see it: a [`Sleeper`] (its
+/// waiter, and whether a signal ends its wait) and what some files ask of
+/// their caller. The kernel's threads implement it.
+pub trait Caller: Sleeper {
+    /// Whether the caller has capability `cap` in its effective set.
+    fn capable(&self, cap: u32) -> bool;
+    /// Whether `gid` is the caller's file-system group or one of its
+    /// supplementary groups.
+    fn in_group(&self, gid: u32) -> bool;
+    /// The signals pending for the caller, its own and its process's.
+    fn signals_pending(&self) -> u64;
+    /// Takes up to `max` pending signals of `mask`, lowest number first
+    /// (`signalfd` reads).
+    fn dequeue_signals(&self, mask: u64, max: usize) -> Vec<abi::SigInfo>;
+    /// The caller itself, for the layers above that know what it is
+    /// (a terminal's job control).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// What a blocking file operation needs: the file system, and the caller
+/// to sleep as and to notice signals of.
+#[derive(Clone, Copy)]
 pub struct Blocker<'a> {
-    /// the sandbox
-    pub kernel: &'a crate::kernel::Kernel,
-    /// the sandbox's wait point
-    pub bus: &'a EventBus,
-    /// the calling thread (its pending signals interrupt the wait)
-    pub thread: &'a Thread,
+    /// the sandbox's file system (page caches of shared mappings)
+    pub fs: &'a vfs::FileSystem,
+    /// the calling thread
+    pub caller: &'a dyn Caller,
+}
+
+impl fmt::Debug for Blocker<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Blocker").finish_non_exhaustive()
+    }
 }
 
 impl Blocker<'_> {
-    /// Retries `attempt` until it makes progress: `EAGAIN` when
-    /// `nonblock`, `ERESTARTSYS` when a signal arrives first. `ready` must
-    /// tell, without side effects, whether an attempt could progress now.
+    /// Retries `attempt` until it makes progress, sleeping on `queues` in
+    /// between: `EAGAIN` when `nonblock`, `ERESTARTSYS` when a signal
+    /// arrives first. `ready` must tell, without side effects, whether an
+    /// attempt could progress now; `queues` are those of the objects whose
+    /// change makes it so.
     pub fn block_on<T>(
         &self,
+        queues: &[WaitQueue],
         nonblock: bool,
         attempt: impl FnMut() -> Result<Option<T>, Errno>,
         ready: impl Fn() -> bool,
     ) -> Result<T, Errno> {
-        self.block_until(nonblock, None, attempt, ready)
+        self.block_until(queues, nonblock, None, attempt, ready)
     }
 
     /// [`Blocker::block_on`] that gives up at `deadline` with `EAGAIN`
@@ -178,6 +214,7 @@ impl Blocker<'_> {
     /// timeout").
     pub fn block_until<T>(
         &self,
+        queues: &[WaitQueue],
         nonblock: bool,
         deadline: Option<Instant>,
         attempt: impl FnMut() -> Result<Option<T>, Errno>,
@@ -188,13 +225,23 @@ impl Blocker<'_> {
         } else {
             Errno::ERESTARTSYS
         };
-        self.block_with(nonblock, deadline, Errno::EAGAIN, signal, attempt, ready)
+        self.block_with(
+            queues,
+            nonblock,
+            deadline,
+            Errno::EAGAIN,
+            signal,
+            attempt,
+            ready,
+        )
     }
 
     /// [`Blocker::block_on`] with the errnos of the call: `timed_out` at
     /// `deadline`, `signal` when a signal arrives first.
+    #[allow(clippy::too_many_arguments)]
     pub fn block_with<T>(
         &self,
+        queues: &[WaitQueue],
         nonblock: bool,
         deadline: Option<Instant>,
         timed_out: Errno,
@@ -202,6 +249,10 @@ impl Blocker<'_> {
         mut attempt: impl FnMut() -> Result<Option<T>, Errno>,
         ready: impl Fn() -> bool,
     ) -> Result<T, Errno> {
+        let waiter = self.caller.waiter();
+        // Registered at the first wait, so a call that need not wait
+        // touches no queue.
+        let mut registered = None;
         loop {
             if let Some(v) = attempt()? {
                 return Ok(v);
@@ -214,15 +265,44 @@ impl Blocker<'_> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(timed_out);
             }
-            let g = self.bus.lock();
+            if registered.is_none() {
+                registered = Some(Registration::new(waiter, queues));
+            }
+            waiter.prepare();
             if ready() {
                 continue;
             }
-            if self.thread.interrupted() {
+            if self.caller.interrupted() {
                 return Err(signal);
             }
-            drop(self.bus.wait(g, deadline));
+            waiter.sleep(deadline);
         }
+    }
+
+    /// Sleeps once on `queues` unless `ready` holds: `Err(signal)` when a
+    /// signal is pending, `Ok(false)` once `deadline` has passed, else
+    /// `Ok(true)` (woken, or ready: the caller looks again).
+    pub fn wait_once(
+        &self,
+        queues: &[WaitQueue],
+        deadline: Option<Instant>,
+        signal: Errno,
+        ready: impl Fn() -> bool,
+    ) -> Result<bool, Errno> {
+        let waiter = self.caller.waiter();
+        let _registered = Registration::new(waiter, queues);
+        waiter.prepare();
+        if ready() {
+            return Ok(true);
+        }
+        if self.caller.interrupted() {
+            return Err(signal);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(false);
+        }
+        waiter.sleep(deadline);
+        Ok(true)
     }
 }
 
@@ -462,6 +542,7 @@ impl FileDescription {
             // sleep and once when the read ends, whatever its outcome.
             let writers = &end.pipe.writers_async;
             let r = blk.block_on(
+                std::slice::from_ref(&end.pipe.rd_wait),
                 nonblock,
                 || match end.pipe.try_read(bufs)? {
                     Attempt::Done(n) => Ok(Some(n)),
@@ -498,7 +579,7 @@ impl FileDescription {
         if let FileKind::Host(f) = &self.kind {
             // A volume file that is mapped shared: what the mappings hold
             // counts, written back or not.
-            if let Some(cache) = blk.kernel.fs.page_caches.lookup(f) {
+            if let Some(cache) = blk.fs.page_caches.lookup(f) {
                 if self.is_dir() {
                     return Err(Errno::EISDIR);
                 }
@@ -519,7 +600,7 @@ impl FileDescription {
                 FileKind::Static(data) => {
                     let data = data.for_read(pos, || {
                         let loc = self.location.as_ref()?;
-                        match blk.kernel.fs.look_up_again(loc)? {
+                        match blk.fs.look_up_again(loc)? {
                             crate::vfs::Node::Proc(crate::fsimpl::proc::ProcNode::File(_, d)) => {
                                 Some(d)
                             }
@@ -620,21 +701,15 @@ impl FileDescription {
                 let mut data = vec![0u8; len.min(23)];
                 let n = copy_from_slices(bufs, &mut data);
                 data.truncate(n);
-                let privileged = blk
-                    .thread
-                    .state()
-                    .caps
-                    .has(crate::kernel::auth::cap::SYS_RESOURCE);
+                let privileged = blk.caller.capable(crate::kernel::auth::cap::SYS_RESOURCE);
                 crate::fsimpl::proc::write_oom_score_adj(p, &data, privileged)?;
                 return Ok(len as u64);
             }
         }
         if let FileKind::Mem(m) = &self.kind {
-            {
-                let t = blk.thread.state();
-                let in_group = |g| t.gid[3] == g || t.groups.contains(&g);
-                m.remove_privs(t.caps.has(crate::kernel::auth::cap::FSETID), in_group);
-            }
+            m.remove_privs(blk.caller.capable(crate::kernel::auth::cap::FSETID), |g| {
+                blk.caller.in_group(g)
+            });
             let append = self.flags() & OpenFlags::APPEND.bits() != 0;
             let mut pos = lock(&self.pos);
             let (end, written) = m.write_from(
@@ -666,6 +741,7 @@ impl FileDescription {
             // written; a signal after partial progress returns the count.
             while done < total_len {
                 let r = blk.block_on(
+                    std::slice::from_ref(&end.pipe.wr_wait),
                     nonblock,
                     || match end.pipe.try_write(bufs, done)? {
                         Attempt::Done(n) => Ok(Some(n)),
@@ -746,7 +822,7 @@ impl FileDescription {
         // end whatever the offset, as the guest's would.
         let append = self.flags() & OpenFlags::APPEND.bits() != 0;
         let mut pos = lock(&self.pos);
-        if let Some(cache) = blk.kernel.fs.page_caches.lookup(f) {
+        if let Some(cache) = blk.fs.page_caches.lookup(f) {
             // Mapped shared: the mappings see the write too.
             let from = if append {
                 None
@@ -836,6 +912,33 @@ impl FileDescription {
         ready & (events | always | POLLNVAL)
     }
 
+    /// Adds the queues whose notifications may change what
+    /// [`FileDescription::poll_ready`] reports: a `poll`, `select` or
+    /// `epoll_wait` sleeps on them. Kinds that are always ready, or whose
+    /// readiness is the caller's own (a signalfd: a signal wakes the
+    /// thread itself), have none. `true` when the readiness of some of it
+    /// comes with no notification (the caller's stdio, a host
+    /// descriptor): the waiter must then look again now and then.
+    pub fn wait_queues(&self, out: &mut Vec<WaitQueue>, depth: u32) -> bool {
+        match &self.kind {
+            FileKind::Pipe(end) => out.push(end.waiters().clone()),
+            FileKind::Impl(i) => return i.wait_queues(out, depth),
+            FileKind::Pty(end) => out.push(end.pty.waiters.clone()),
+            FileKind::Socket(h) => out.extend(h.0.wait_queues()),
+            FileKind::Inet(s) => out.push(s.waiters.clone()),
+            FileKind::HostInet(s) => out.push(s.waiters.clone()),
+            FileKind::Netlink(s) => out.push(s.waiters.clone()),
+            FileKind::Stdio(_) => return true,
+            FileKind::Host(_)
+            | FileKind::Dev(_)
+            | FileKind::SynthDir
+            | FileKind::Path
+            | FileKind::Mem(_)
+            | FileKind::Static(_) => {}
+        }
+        false
+    }
+
     /// A number that changes whenever the object's readiness may have
     /// changed (edge-triggered epoll).
     pub fn event_generation(&self) -> u64 {
@@ -871,7 +974,7 @@ impl FileDescription {
                 Ok(false) => {}
                 Err(e) => return Err(e.into()),
             }
-            if blk.thread.interrupted() {
+            if blk.caller.interrupted() {
                 return Err(Errno::ERESTARTSYS);
             }
         }

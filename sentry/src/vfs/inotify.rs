@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use abi::Errno;
 
-use crate::kernel::EventBus;
+use crate::kernel::wait::WaitQueue;
 
 /// `IN_*` bits.
 #[allow(missing_docs)]
@@ -119,7 +119,8 @@ struct State {
 pub struct Inotify {
     state: Mutex<State>,
     generation: AtomicU64,
-    bus: Arc<EventBus>,
+    /// readers waiting for an event
+    pub waiters: WaitQueue,
     /// descriptions with `O_ASYNC`, signalled when an event is queued
     /// (fsnotify's `kill_fasync(POLL_IN)` in `fsnotify_insert_event()`)
     pub fasync: crate::kernel::fasync::Fasync,
@@ -130,12 +131,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Inotify {
-    /// A new instance whose readers sleep on `bus`.
-    pub fn new(bus: Arc<EventBus>) -> Arc<Inotify> {
+    /// A new instance.
+    pub fn new() -> Arc<Inotify> {
         Arc::new(Inotify {
             state: Mutex::new(State::default()),
             generation: AtomicU64::new(0),
-            bus,
+            waiters: WaitQueue::new(),
             fasync: Default::default(),
         })
     }
@@ -203,7 +204,7 @@ impl Inotify {
     /// queue was full).
     fn woke(&self, queued: bool) {
         self.generation.fetch_add(1, Ordering::Relaxed);
-        self.bus.notify();
+        self.waiters.notify();
         if queued {
             self.fasync.kill(crate::kernel::fasync::Reason::In);
         }
@@ -537,8 +538,13 @@ impl crate::vfs::file::FileImpl for Inotify {
             return Err(Errno::EINVAL);
         }
         let nonblock = file.flags() & abi::OpenFlags::NONBLOCK.bits() != 0;
-        blk.block_on(nonblock, || self.take(len), || self.readable())
-            .map(|v| crate::vfs::file::copy_to_slices(bufs, &v))
+        blk.block_on(
+            std::slice::from_ref(&self.waiters),
+            nonblock,
+            || self.take(len),
+            || self.readable(),
+        )
+        .map(|v| crate::vfs::file::copy_to_slices(bufs, &v))
     }
 
     fn poll(&self, _thread: &crate::kernel::task::Thread, _events: i16, _depth: u32) -> i16 {
@@ -552,6 +558,11 @@ impl crate::vfs::file::FileImpl for Inotify {
 
     fn generation(&self) -> u64 {
         Inotify::generation(self)
+    }
+
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>, _depth: u32) -> bool {
+        out.push(self.waiters.clone());
+        false
     }
 
     fn fasync_lists(&self) -> Option<[Option<&crate::kernel::fasync::Fasync>; 2]> {
@@ -569,7 +580,7 @@ mod tests {
 
     #[test]
     fn names_are_padded_and_events_coalesce() {
-        let ino = Inotify::new(Arc::new(EventBus::default()));
+        let ino = Inotify::new();
         let key = (0xfeed, 1);
         let wd = ino
             .add_watch(key, mask::CREATE | mask::MODIFY, None)

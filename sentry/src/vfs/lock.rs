@@ -3,9 +3,9 @@
 //! locks). Nothing reaches the host; the table is sandbox-wide.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
-use crate::kernel::EventBus;
+use crate::kernel::wait::WaitQueue;
 
 /// Which file a lock is on: `(st_dev, st_ino)`.
 pub type FileKey = (u64, u64);
@@ -65,22 +65,20 @@ impl FileLocks {
 }
 
 /// Every lock of the sandbox.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct LockTable {
     files: Mutex<HashMap<FileKey, FileLocks>>,
     /// who waits for whom (POSIX owners only), for `EDEADLK`
     waiting: Mutex<HashMap<i32, i32>>,
-    bus: Arc<EventBus>,
+    /// callers waiting for a lock: woken by every release in the table
+    /// (one queue for all files; only lock waiters sleep here)
+    pub waiters: WaitQueue,
 }
 
 impl LockTable {
-    /// An empty table whose releases wake `bus`.
-    pub fn new(bus: Arc<EventBus>) -> Self {
-        LockTable {
-            files: Mutex::new(HashMap::new()),
-            waiting: Mutex::new(HashMap::new()),
-            bus,
-        }
+    /// An empty table.
+    pub fn new() -> Self {
+        LockTable::default()
     }
 
     fn files(&self) -> MutexGuard<'_, HashMap<FileKey, FileLocks>> {
@@ -110,7 +108,7 @@ impl LockTable {
             removed
         };
         if removed {
-            self.bus.notify();
+            self.waiters.notify();
         }
         removed
     }
@@ -221,7 +219,7 @@ impl LockTable {
         }
         drop(files);
         if released {
-            self.bus.notify();
+            self.waiters.notify();
         }
         Ok(())
     }
@@ -242,7 +240,7 @@ impl LockTable {
             files.retain(|_, f| !f.is_empty());
         }
         if any {
-            self.bus.notify();
+            self.waiters.notify();
         }
     }
 
@@ -300,7 +298,7 @@ mod tests {
     use super::*;
 
     fn table() -> LockTable {
-        LockTable::new(Arc::new(EventBus::default()))
+        LockTable::new()
     }
 
     #[test]

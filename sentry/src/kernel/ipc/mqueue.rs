@@ -82,12 +82,11 @@ pub struct ThreadNotify {
 
 impl ThreadNotify {
     /// Posts the cookie with `why` in its last byte.
-    fn post(&self, kernel: &crate::kernel::Kernel, why: u8) {
+    fn post(&self, why: u8) {
         if let crate::vfs::file::FileKind::Netlink(s) = &self.sock.kind {
             let mut c = self.cookie;
             c[COOKIE_LEN - 1] = why;
             s.post(c.to_vec());
-            kernel.bus.notify();
         }
     }
 }
@@ -154,6 +153,8 @@ pub struct MsgQueue {
     st: Mutex<QueueState>,
     acct: Arc<Accounting>,
     charged: (u32, u64),
+    /// senders waiting for room and receivers waiting for a message
+    pub waiters: crate::kernel::wait::WaitQueue,
 }
 
 impl Drop for MsgQueue {
@@ -319,6 +320,7 @@ impl Registry {
             }),
             acct: self.acct.clone(),
             charged: (c.real_uid, bytes),
+            waiters: Default::default(),
         });
         queues.insert(name.to_vec(), q.clone());
         Ok((q, true))
@@ -422,6 +424,7 @@ impl MsgQueue {
         // (signal(7) lists the message queue calls among those
         // `SA_RESTART` restarts, timeout or not)
         let r = blk.block_with(
+            std::slice::from_ref(&self.waiters),
             nonblock,
             deadline,
             Errno::ETIMEDOUT,
@@ -429,7 +432,7 @@ impl MsgQueue {
             || self.try_send(data, prio),
             || self.poll_state().1,
         )?;
-        blk.bus.notify();
+        self.waiters.notify();
         Ok(r)
     }
 
@@ -441,7 +444,7 @@ impl MsgQueue {
         deadline: Option<Instant>,
     ) -> Result<(Vec<u8>, u32), Errno> {
         if let Some(m) = self.try_receive() {
-            blk.bus.notify();
+            self.waiters.notify();
             return Ok(m);
         }
         if nonblock {
@@ -449,6 +452,7 @@ impl MsgQueue {
         }
         self.state().receivers += 1;
         let r = blk.block_with(
+            std::slice::from_ref(&self.waiters),
             false,
             deadline,
             Errno::ETIMEDOUT,
@@ -458,7 +462,7 @@ impl MsgQueue {
         );
         self.state().receivers -= 1;
         let m = r?;
-        blk.bus.notify();
+        self.waiters.notify();
         Ok(m)
     }
 
@@ -512,7 +516,7 @@ impl MsgQueue {
 /// `SIGEV_NONE` only ends the registration.
 pub fn deliver(kernel: &crate::kernel::Kernel, n: Notify, sender: (i32, u32)) {
     if let Some(t) = &n.thread {
-        t.post(kernel, NOTIFY_WOKENUP);
+        t.post(NOTIFY_WOKENUP);
         return;
     }
     // Signal 0 is a valid registration that sends nothing.
@@ -529,9 +533,9 @@ pub fn deliver(kernel: &crate::kernel::Kernel, n: Notify, sender: (i32, u32)) {
 /// Ends a registration that was never delivered (`mq_notify(NULL)`, a
 /// close by the registered process): a thread registration's cookie is
 /// posted marked "removed", so that glibc frees what it set aside.
-pub fn unregister(kernel: &crate::kernel::Kernel, n: Notify) {
+pub fn unregister(n: Notify) {
     if let Some(t) = &n.thread {
-        t.post(kernel, NOTIFY_REMOVED);
+        t.post(NOTIFY_REMOVED);
     }
 }
 

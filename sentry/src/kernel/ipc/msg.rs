@@ -3,7 +3,7 @@
 //!
 //! A queue holds typed messages up to `msg_qbytes` bytes in all. A sender
 //! waits while its message does not fit, a receiver while no message of
-//! the type it asks for is there, both on the sandbox's event bus: a
+//! the type it asks for is there, both on the queue's wait queue: a
 //! signal ends the wait with `EINTR` (never restarted, signal(7)), and
 //! removal of the queue with `EIDRM`. Identifiers and permission checks are
 //! those of shared memory ([`crate::kernel::ipc::shm`]).
@@ -20,6 +20,7 @@ use crate::kernel::ipc::shm::{
     SEQ_MULTIPLIER,
 };
 use crate::kernel::task::Task;
+use crate::kernel::wait::WaitQueue;
 
 use abi::ipc::{
     IPC_NOWAIT, MSGMAX, MSGMNB, MSGMNI, MSG_COPY, MSG_EXCEPT, MSG_INFO, MSG_NOERROR, MSG_STAT,
@@ -44,12 +45,18 @@ struct Queue {
     qbytes: u64,
     cbytes: u64,
     msgs: VecDeque<(i64, Vec<u8>)>,
+    /// senders and receivers waiting for a change of the queue (or its
+    /// removal)
+    waiters: WaitQueue,
 }
 
 /// The sandbox's message queues.
 #[derive(Debug, Default)]
 pub struct Registry {
     inner: Mutex<Inner>,
+    /// senders waiting for room in the Sentry's bytes of all queues
+    /// (`SENTRY_MAX_BYTES`): woken whenever a queue gives some back
+    room: WaitQueue,
 }
 
 #[derive(Debug)]
@@ -145,6 +152,7 @@ pub fn msgget(task: &Task, key: i32, flags: u64) -> Result<i32, Errno> {
             qbytes: MSGMNB,
             cbytes: 0,
             msgs: VecDeque::new(),
+            waiters: WaitQueue::new(),
         },
     );
     Ok(id_of(idx, seq))
@@ -163,13 +171,14 @@ pub fn msgsnd(task: &mut Task, id: i32, addr: u64, size: u64, flags: u64) -> Res
     let mut text = vec![0u8; size as usize];
     task.mm().copy_in(addr + 8, &mut text)?;
     let reg = task.kernel.sysv_msg.clone();
-    {
+    let waiters = {
         let mut g = reg.lock();
         let q = g.by_id(id)?;
         if !ipc_permitted(task, &q.owner, MAY_WRITE) {
             return Err(Errno::EACCES);
         }
-    }
+        [q.waiters.clone(), reg.room.clone()]
+    };
     let pid = task.pid();
     let mut text = Some(text);
     let fits = |g: &mut Inner, n: u64| -> Result<bool, Errno> {
@@ -181,6 +190,7 @@ pub fn msgsnd(task: &mut Task, id: i32, addr: u64, size: u64, flags: u64) -> Res
     };
     let blk = task.blocker();
     blk.block_with(
+        &waiters,
         flags & IPC_NOWAIT != 0,
         None,
         Errno::EAGAIN,
@@ -203,7 +213,7 @@ pub fn msgsnd(task: &mut Task, id: i32, addr: u64, size: u64, flags: u64) -> Res
             fits(&mut g, size).unwrap_or(true)
         },
     )?;
-    task.kernel.bus.notify();
+    waiters[0].notify();
     Ok(())
 }
 
@@ -248,17 +258,19 @@ pub fn msgrcv(
     }
     let except = flags & MSG_EXCEPT != 0;
     let reg = task.kernel.sysv_msg.clone();
-    {
+    let waiters = {
         let mut g = reg.lock();
         let q = g.by_id(id)?;
         if !ipc_permitted(task, &q.owner, MAY_READ) {
             return Err(Errno::EACCES);
         }
-    }
+        q.waiters.clone()
+    };
     let pid = task.pid();
     let blk = task.blocker();
     let (mtype, text) = blk
         .block_with(
+            std::slice::from_ref(&waiters),
             flags & IPC_NOWAIT != 0,
             None,
             Errno::ENOMSG,
@@ -288,7 +300,9 @@ pub fn msgrcv(
             },
         )
         .map_err(|e| if e == Errno::EAGAIN { Errno::ENOMSG } else { e })?;
-    task.kernel.bus.notify();
+    // Room for this queue's senders, and for any waiting on all queues.
+    waiters.notify();
+    reg.room.notify();
     task.mm().write_obj(addr, &mtype)?;
     task.mm().copy_out(addr + 8, &text)?;
     Ok(text.len() as u64)
@@ -417,8 +431,9 @@ pub fn msgctl(task: &Task, id: i32, cmd: u64, buf: u64) -> Result<u64, Errno> {
             q.owner.mode = (q.owner.mode & !0o777) | (new.perm.mode & 0o777);
             q.qbytes = new.qbytes;
             q.ctime = now();
+            let waiters = q.waiters.clone();
             drop(g);
-            task.kernel.bus.notify();
+            waiters.notify();
             Ok(0)
         }
         IPC_RMID => {
@@ -427,9 +442,13 @@ pub fn msgctl(task: &Task, id: i32, cmd: u64, buf: u64) -> Result<u64, Errno> {
             if !ipc_may_change(task, &q.owner) {
                 return Err(Errno::EPERM);
             }
-            g.queues.remove(&(id % SEQ_MULTIPLIER));
+            let gone = g.queues.remove(&(id % SEQ_MULTIPLIER));
             drop(g);
-            task.kernel.bus.notify();
+            // Its waiters find it gone (EIDRM); its bytes are free.
+            if let Some(q) = gone {
+                q.waiters.notify();
+            }
+            reg.room.notify();
             Ok(0)
         }
         _ => Err(Errno::EINVAL),

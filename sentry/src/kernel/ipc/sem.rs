@@ -2,7 +2,7 @@
 //! in the Sentry, in the sandbox's own IPC namespace.
 //!
 //! A `semop` applies all its operations or none; when one cannot go on it
-//! waits on the sandbox's event bus until a change lets it, a signal
+//! waits on the set's wait queue until a change lets it, a signal
 //! interrupts it (`EINTR`: semop is never restarted, signal(7)), its
 //! timeout passes (`EAGAIN`), or the set is removed (`EIDRM`). `SEM_UNDO`
 //! adjustments are kept per process and applied when it exits, as Linux's
@@ -22,6 +22,7 @@ use crate::kernel::ipc::shm::{
     SEQ_MULTIPLIER,
 };
 use crate::kernel::task::Task;
+use crate::kernel::wait::WaitQueue;
 
 use abi::ipc::{
     GETALL, GETNCNT, GETPID, GETVAL, GETZCNT, SEMAEM, SEMMNI, SEMMNS, SEMMSL, SEMOPM, SEMVMX,
@@ -49,6 +50,8 @@ struct SemSet {
     /// (`GETZCNT`)
     ncnt: Vec<u32>,
     zcnt: Vec<u32>,
+    /// `semop`s waiting for a change of the set (or its removal)
+    waiters: WaitQueue,
 }
 
 /// The sandbox's semaphore sets.
@@ -160,6 +163,7 @@ pub fn semget(task: &Task, key: i32, nsems: i32, flags: u64) -> Result<i32, Errn
             pids: vec![0; n],
             ncnt: vec![0; n],
             zcnt: vec![0; n],
+            waiters: WaitQueue::new(),
         },
     );
     Ok(id_of(idx, seq))
@@ -192,6 +196,7 @@ fn could_end(reg: &Registry, id: i32, ops: &[SemBuf]) -> bool {
                 pids: s.pids.clone(),
                 ncnt: Vec::new(),
                 zcnt: Vec::new(),
+                waiters: s.waiters.clone(),
                 ..*s
             };
             !matches!(attempt(&mut probe, ops, 0), Ok(Try::Wait(..)))
@@ -267,7 +272,7 @@ pub fn semtimedop(
     let pid = task.pid();
     let alter = ops.iter().any(|o| o.op != 0);
     let undo = ops.iter().any(|o| o.flg & SEM_UNDO != 0);
-    {
+    let waiters = {
         let mut g = reg.lock();
         let s = g.by_id(id)?;
         if ops.iter().any(|o| usize::from(o.num) >= s.vals.len()) {
@@ -277,7 +282,8 @@ pub fn semtimedop(
         if !ipc_permitted(task, &s.owner, want) {
             return Err(Errno::EACCES);
         }
-    }
+        s.waiters.clone()
+    };
     // A wait counts in GETNCNT/GETZCNT while it lasts.
     let mut waiting: Option<(usize, bool)> = None;
     let unwait = |g: &mut Inner, w: &mut Option<(usize, bool)>| {
@@ -288,6 +294,7 @@ pub fn semtimedop(
     };
     let blk = task.blocker();
     let r = blk.block_with(
+        std::slice::from_ref(&waiters),
         false,
         deadline,
         Errno::EAGAIN,
@@ -337,7 +344,7 @@ pub fn semtimedop(
     }
     r?;
     // Others may now go on.
-    task.kernel.bus.notify();
+    waiters.notify();
     Ok(())
 }
 
@@ -458,11 +465,13 @@ pub fn semctl(task: &Task, id: i32, num: i32, cmd: u64, arg: u64) -> Result<u64,
             if !ipc_may_change(task, &s.owner) {
                 return Err(Errno::EPERM);
             }
-            g.sets.remove(&(id % SEQ_MULTIPLIER));
+            let gone = g.sets.remove(&(id % SEQ_MULTIPLIER));
             g.undo.retain(|&(_, i), _| i != id);
             drop(g);
             // Waiters find it gone (EIDRM).
-            task.kernel.bus.notify();
+            if let Some(s) = gone {
+                s.waiters.notify();
+            }
             Ok(0)
         }
         GETVAL | GETPID | GETNCNT | GETZCNT => {
@@ -535,6 +544,7 @@ pub fn semctl(task: &Task, id: i32, num: i32, cmd: u64, arg: u64) -> Result<u64,
                 s.pids[i] = pid;
             }
             s.ctime = now();
+            let waiters = s.waiters.clone();
             // The changed semaphores' undo adjustments are void.
             for ((_, sid), adj) in g.undo.iter_mut() {
                 if *sid == id {
@@ -546,7 +556,7 @@ pub fn semctl(task: &Task, id: i32, num: i32, cmd: u64, arg: u64) -> Result<u64,
                 }
             }
             drop(g);
-            task.kernel.bus.notify();
+            waiters.notify();
             Ok(0)
         }
         _ => Err(Errno::EINVAL),
@@ -556,7 +566,7 @@ pub fn semctl(task: &Task, id: i32, num: i32, cmd: u64, arg: u64) -> Result<u64,
 /// Applies and forgets the `SEM_UNDO` adjustments of exiting process
 /// `pid` (Linux's `exit_sem`): each value moves by its adjustment, held
 /// within 0 and the largest value.
-pub fn exit_process(reg: &Registry, bus: &crate::kernel::EventBus, pid: i32) {
+pub fn exit_process(reg: &Registry, pid: i32) {
     let mut g = reg.lock();
     if g.undo.is_empty() {
         return;
@@ -570,8 +580,10 @@ pub fn exit_process(reg: &Registry, bus: &crate::kernel::EventBus, pid: i32) {
     if mine.is_empty() {
         return;
     }
+    let mut changed = Vec::new();
     for (id, adj) in mine {
         if let Ok(s) = g.by_id(id) {
+            changed.push(s.waiters.clone());
             for (i, a) in adj.iter().enumerate() {
                 if *a != 0 {
                     s.vals[i] = (s.vals[i] + a).clamp(0, SEMVMX);
@@ -582,7 +594,9 @@ pub fn exit_process(reg: &Registry, bus: &crate::kernel::EventBus, pid: i32) {
         }
     }
     drop(g);
-    bus.notify();
+    for q in changed {
+        q.notify();
+    }
 }
 
 /// `/proc/sysvipc/sem`, as Linux's `sysvipc_sem_proc_show` lays it out.
