@@ -917,8 +917,8 @@ impl FileDescription {
     /// `epoll_wait` sleeps on them. Kinds that are always ready, or whose
     /// readiness is the caller's own (a signalfd: a signal wakes the
     /// thread itself), have none. `true` when the readiness of some of it
-    /// comes with no notification (the caller's stdio, a host
-    /// descriptor): the waiter must then look again now and then.
+    /// comes with no notification (the caller's stdio): the waiter must
+    /// then look again now and then.
     pub fn wait_queues(&self, out: &mut Vec<WaitQueue>, depth: u32) -> bool {
         match &self.kind {
             FileKind::Pipe(end) => out.push(end.waiters().clone()),
