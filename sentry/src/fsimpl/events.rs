@@ -323,10 +323,6 @@ impl Epoll {
     }
 }
 
-fn nonblocking(file: &FileDescription) -> bool {
-    file.flags() & abi::OpenFlags::NONBLOCK.bits() != 0
-}
-
 fn total_len(bufs: &[GuestSlice]) -> usize {
     bufs.iter().map(GuestSlice::len).sum()
 }
@@ -356,7 +352,7 @@ impl FileImpl for EventFd {
         }
         blk.block_on(
             std::slice::from_ref(&self.waiters),
-            nonblocking(file),
+            file.nonblocking(),
             || Ok(self.try_read()),
             || self.state().0,
         )
@@ -380,7 +376,7 @@ impl FileImpl for EventFd {
         }
         blk.block_on(
             std::slice::from_ref(&self.waiters),
-            nonblocking(file),
+            file.nonblocking(),
             || Ok(self.try_write(v)),
             || self.state().1,
         )?;
@@ -429,7 +425,7 @@ impl FileImpl for TimerFd {
         let count = &self.count;
         blk.block_on(
             std::slice::from_ref(&self.waiters),
-            nonblocking(file),
+            file.nonblocking(),
             || {
                 let n = count.swap(0, Ordering::Relaxed);
                 Ok((n > 0).then_some(n))
@@ -476,7 +472,7 @@ impl FileImpl for SignalFd {
         // No queue: a signal sent to the caller wakes it itself.
         blk.block_on(
             &[],
-            nonblocking(file),
+            file.nonblocking(),
             || {
                 let out: Vec<u8> = caller
                     .dequeue_signals(mask, max)

@@ -593,7 +593,7 @@ impl ProcFs {
                     let flags = file.flags() | if cloexec { 0o2000000 } else { 0 };
                     let mut text =
                         format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t1\nino:\t0\n");
-                    if let crate::vfs::file::FileKind::Impl(i) = &file.kind {
+                    if let Some(i) = file.downcast_impl() {
                         text += &i.fdinfo();
                     }
                     return Ok(ProcNode::File(ino, Arc::new(text.into_bytes())));
@@ -1461,12 +1461,14 @@ impl ProcFs {
 /// What `/proc/[pid]/fd/N` says a descriptor is.
 fn link_name(file: &FileDescription) -> Vec<u8> {
     let id = file as *const FileDescription as u64 >> 4;
+    if let Some(name) = file.downcast_impl().and_then(|i| i.link_name()) {
+        return name;
+    }
     match &file.kind {
         FileKind::Pipe(end) => {
             format!("pipe:[{}]", Arc::as_ptr(&end.pipe) as u64 >> 4).into_bytes()
         }
         FileKind::Socket(_) => format!("socket:[{id}]").into_bytes(),
-        FileKind::Impl(i) if i.link_name().is_some() => i.link_name().unwrap_or_default(),
         FileKind::Stdio(fd) => stdio_name(*fd),
         // As Linux names a memfd: its file on the internal tmpfs, unlinked.
         FileKind::Mem(m) if m.memfd_name().is_some() => {

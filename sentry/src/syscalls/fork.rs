@@ -642,7 +642,7 @@ pub fn sys_waitid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             }
             // waitid(2): a non-blocking pidfd makes the wait for a child
             // that has not changed state fail with EAGAIN.
-            if file.flags() & OpenFlags::NONBLOCK.bits() != 0 && options & WNOHANG == 0 {
+            if file.nonblocking() && options & WNOHANG == 0 {
                 options |= WNOHANG;
                 if wait_common(task, Which::Pid(target.pid), options | WNOWAIT, None)?.is_none() {
                     return Err(Errno::EAGAIN);

@@ -65,7 +65,7 @@ fn queue_of(task: &Task, fd: i32) -> Result<(Arc<FileDescription>, Arc<MsgQueue>
 }
 
 fn nonblock(file: &FileDescription) -> bool {
-    file.flags() & OpenFlags::NONBLOCK.bits() != 0
+    file.nonblocking()
 }
 
 /// `(may receive, may send)` by the description's access mode (mode 3,

@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use abi::{Errno, OpenFlags};
+use abi::Errno;
 
 use crate::kernel::task::Task;
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage};
@@ -151,7 +151,7 @@ pub fn recv(
     flags: u64,
 ) -> Result<(Vec<u8>, usize), Errno> {
     let s = sock(file)?;
-    let nonblock = file.flags() & OpenFlags::NONBLOCK.bits() != 0 || flags & MSG_DONTWAIT != 0;
+    let nonblock = file.nonblocking() || flags & MSG_DONTWAIT != 0;
     // `SO_RCVTIMEO` bounds the wait (`netlink_recvmsg` waits in
     // `skb_recv_datagram`, which ends with `EAGAIN` past `sk_rcvtimeo`).
     task.blocker().block_until(

@@ -297,9 +297,7 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let file = task.fds().file(pidfd.into())?;
     let held = file.downcast::<crate::fsimpl::pidfd::PidFd>();
     let target = match (&file.kind, file.location.as_ref().map(|l| l.node())) {
-        (FileKind::Impl(_), _) if held.is_some() => {
-            held.map(|p| p.0.clone()).ok_or(Errno::EBADF)?
-        }
+        _ if held.is_some() => held.map(|p| p.0.clone()).ok_or(Errno::EBADF)?,
         (FileKind::SynthDir, Some(Node::Proc(crate::fsimpl::proc::ProcNode::Pid(pid, None)))) => {
             task.kernel.process(*pid).ok_or(Errno::ESRCH)?
         }

@@ -281,7 +281,7 @@ pub fn sys_listen(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// Whether a call on `file` with `flags` must not block (`O_NONBLOCK` or
 /// `MSG_DONTWAIT`).
 pub(super) fn nonblocking(file: &FileDescription, flags: u64) -> bool {
-    file.flags() & OpenFlags::NONBLOCK.bits() != 0 || flags & MSG_DONTWAIT != 0
+    file.nonblocking() || flags & MSG_DONTWAIT != 0
 }
 
 /// The timeouts of the socket behind `file`, whatever its family.

@@ -38,7 +38,7 @@ fn pipe_end(f: &FileDescription) -> Option<&PipeEnd> {
 }
 
 fn nonblocking(f: &FileDescription) -> bool {
-    f.flags() & OpenFlags::NONBLOCK.bits() != 0
+    f.nonblocking()
 }
 
 fn appending(f: &FileDescription) -> bool {

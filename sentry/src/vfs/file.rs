@@ -380,6 +380,14 @@ impl FileDescription {
         }
     }
 
+    /// The open file's own kind, when it implements [`FileImpl`].
+    pub fn downcast_impl(&self) -> Option<&dyn FileImpl> {
+        match &self.kind {
+            FileKind::Impl(i) => Some(&**i),
+            _ => None,
+        }
+    }
+
     /// [`FileDescription::downcast`], shared.
     pub fn downcast_arc<T: FileImpl>(&self) -> Option<Arc<T>> {
         match &self.kind {
@@ -491,6 +499,11 @@ impl FileDescription {
         unsafe { host::borrow_raw(fd) }
     }
 
+    /// Whether `O_NONBLOCK` is set.
+    pub fn nonblocking(&self) -> bool {
+        self.flags() & OpenFlags::NONBLOCK.bits() != 0
+    }
+
     /// Whether this is a directory.
     pub fn is_dir(&self) -> bool {
         self.location.as_ref().is_some_and(|l| l.node().is_dir())
@@ -534,7 +547,7 @@ impl FileDescription {
             if !end.reader {
                 return Err(Errno::EBADF);
             }
-            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            let nonblock = self.nonblocking();
             if bufs.iter().all(GuestSlice::is_empty) {
                 return Ok(0);
             }
@@ -565,7 +578,7 @@ impl FileDescription {
             if at.is_some() {
                 return Err(Errno::ESPIPE);
             }
-            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            let nonblock = self.nonblocking();
             return crate::fsimpl::devpts::read(blk, end, bufs, nonblock);
         }
         if let FileKind::Impl(i) = &self.kind {
@@ -731,7 +744,7 @@ impl FileDescription {
                 return Err(Errno::ESPIPE);
             }
             let total_len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            let nonblock = self.nonblocking();
             let mut done = 0u64;
             // Linux signals the readers' owners (O_ASYNC) before each
             // sleep and once when the write ends, whatever its outcome.
@@ -775,7 +788,7 @@ impl FileDescription {
             if at.is_some() {
                 return Err(Errno::ESPIPE);
             }
-            let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+            let nonblock = self.nonblocking();
             return crate::fsimpl::devpts::write(blk, end, bufs, nonblock);
         }
         let mut total = 0u64;
@@ -966,7 +979,7 @@ impl FileDescription {
     /// interrupted from here). `false` for a non-blocking descriptor that
     /// has nothing.
     fn stdio_ready(&self, fd: i32, blk: Blocker<'_>) -> Result<bool, Errno> {
-        let nonblock = self.flags() & OpenFlags::NONBLOCK.bits() != 0;
+        let nonblock = self.nonblocking();
         loop {
             match host::poll_in(Self::stdio_borrow(fd), if nonblock { 0 } else { 50 }) {
                 Ok(true) => return Ok(true),

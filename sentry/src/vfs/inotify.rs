@@ -537,7 +537,7 @@ impl crate::vfs::file::FileImpl for Inotify {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
-        let nonblock = file.flags() & abi::OpenFlags::NONBLOCK.bits() != 0;
+        let nonblock = file.nonblocking();
         blk.block_on(
             std::slice::from_ref(&self.waiters),
             nonblock,
