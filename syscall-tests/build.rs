@@ -61,6 +61,12 @@ fn main() {
         panic!("{} guest program(s) failed to compile", errors.len());
     }
 
+    let fuzz = out.join("fuzz");
+    println!("cargo:rerun-if-changed=fuzz");
+    if let Err(e) = compile(&manifest.join("fuzz"), &out, &fixtures, "fuzz") {
+        panic!("{e}");
+    }
+    println!("cargo:rustc-env=SYSCALL_TESTS_FUZZER={}", fuzz.display());
     println!("cargo:rustc-env=SYSCALL_TESTS_GUEST_DIR={}", bin.display());
     println!(
         "cargo:rustc-env=SYSCALL_TESTS_FIXTURES={}",

@@ -582,6 +582,15 @@ impl AddressSpace for PtraceAddressSpace {
         self
     }
 
+    fn prepare_thread(&self) -> Result<()> {
+        let thread = self.shared.thread_for_caller()?;
+        if self.shared.is_trap() {
+            let mut st = thread.lock()?;
+            self.shared.runner(&thread, &mut st)?;
+        }
+        Ok(())
+    }
+
     fn cpu_time(&self) -> Option<std::time::Duration> {
         // The stub process's CPU clock: every thread that has run guest
         // code of this address space (Linux's MAKE_PROCESS_CPUCLOCK with

@@ -63,6 +63,10 @@ pub struct TrapIps {
     pub sigreturn: u64,
     /// the handler's `arch_prctl`
     pub arch_prctl: u64,
+    /// a new runner's `seccomp`, which adds [`runner_filter`]
+    pub runner_seccomp: u64,
+    /// the address of the runner filter's `sock_fprog` (in the data page)
+    pub runner_fprog: u64,
 }
 
 /// The stub's filter in seccomp-trap mode. Like [`stub_filter`] for the
@@ -80,6 +84,9 @@ pub struct TrapIps {
 ///   mask and signal stack, all of which it owns);
 /// * `arch_prctl` with `ARCH_SET_FS` or `ARCH_SET_GS` (its own TLS bases).
 ///
+/// * runner `seccomp`: `SECCOMP_SET_MODE_FILTER`, no flags, with the
+///   runner filter's own `sock_fprog` (see [`runner_filter`]).
+///
 /// A call from a stub instruction that breaks its rules kills the stub, as
 /// does any foreign architecture (an `int 0x80` is not trapped: the Sentry
 /// would misread its numbers).
@@ -94,7 +101,13 @@ fn filter(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Result<Vec<SockF
         "stub syscalls must share the upper half of their address"
     );
     if let Some(t) = trap {
-        for ip in [t.runner_clone, t.futex, t.sigreturn, t.arch_prctl] {
+        for ip in [
+            t.runner_clone,
+            t.futex,
+            t.sigreturn,
+            t.arch_prctl,
+            t.runner_seccomp,
+        ] {
             assert_eq!(
                 (ip >> 32) as u32,
                 high,
@@ -112,6 +125,7 @@ fn filter(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Result<Vec<SockF
     let sigreturn = a.label("sigreturn");
     let arch_prctl = a.label("arch_prctl");
     let trapped = a.label("trap");
+    let runner_seccomp = a.label("runner_seccomp");
     // Outside the stub: kill (SYSEMU mode: never reached while traced) or
     // trap (seccomp-trap mode: the guest's own system calls).
     let outside = if trap.is_some() { trapped } else { kill };
@@ -128,6 +142,7 @@ fn filter(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Result<Vec<SockF
         a.jeq(t.futex as u32, futex, Next);
         a.jeq(t.sigreturn as u32, sigreturn, Next);
         a.jeq(t.arch_prctl as u32, arch_prctl, Next);
+        a.jeq(t.runner_seccomp as u32, runner_seccomp, Next);
     }
     a.jeq(ips.park as u32, park, outside);
 
@@ -160,7 +175,7 @@ fn filter(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Result<Vec<SockF
     a.load_nr();
     a.jeq(libc::SYS_pause as u32, allow, kill);
 
-    if trap.is_some() {
+    if let Some(t) = trap {
         let slots = crate::stub::SLOTS_BASE;
         let end = slots + crate::stub::SLOTS_LEN;
         assert_eq!(slots >> 32, (end - 1) >> 32, "slot region crosses 4 GiB");
@@ -195,11 +210,65 @@ fn filter(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Result<Vec<SockF
         a.jeq(crate::stub::ARCH_SET_FS as u32, allow, Next);
         a.jeq(crate::stub::ARCH_SET_GS as u32, allow, kill);
 
+        a.bind(runner_seccomp);
+        a.load_nr();
+        a.jeq(libc::SYS_seccomp as u32, Next, kill);
+        for (arg, want) in [(0, SECCOMP_SET_MODE_FILTER), (1, 0), (2, t.runner_fprog)] {
+            a.load_arg_low(arg);
+            a.jeq(want as u32, Next, kill);
+            a.load_arg_high(arg);
+            if arg == 2 {
+                a.jeq((want >> 32) as u32, allow, kill);
+            } else {
+                a.jeq((want >> 32) as u32, Next, kill);
+            }
+        }
+
         a.bind(trapped);
         a.ret(RET_TRAP);
     }
     a.bind(kill);
     a.ret(RET_KILL_PROCESS);
+    a.bind(allow);
+    a.ret(RET_ALLOW);
+    a.finish()
+}
+
+/// `SECCOMP_SET_MODE_FILTER`.
+const SECCOMP_SET_MODE_FILTER: u64 = 1;
+
+/// The second filter of every runner (a thread that runs guest code in
+/// seccomp-trap mode), added before it first runs the guest. The stub's
+/// filter lets the trampolines through for the stub threads the Sentry
+/// drives; guest code could jump there too and map the memory file (every
+/// process's pages) or change protections. From a runner those calls trap
+/// instead, to the Sentry as the guest's own calls (as the ptrace platform
+/// sees any `syscall` instruction), except the trampoline's `exit`, its way
+/// out. Everything else passes on to the stub's filter, which decides.
+pub fn runner_filter(ips: &StubIps, trap: &TrapIps) -> Vec<SockFilter> {
+    runner(ips, trap).unwrap_or_else(|e| panic!("runner filter does not assemble: {e}"))
+}
+
+fn runner(ips: &StubIps, trap: &TrapIps) -> Result<Vec<SockFilter>, AsmError> {
+    let mut a = Assembler::new();
+    let allow = a.label("allow");
+    let trapped = a.label("trap");
+    let trampoline = a.label("trampoline");
+    a.load_arch();
+    a.jeq(AUDIT_ARCH_X86_64, Next, allow);
+    a.load_ip_high();
+    a.jeq((ips.trampoline >> 32) as u32, Next, allow);
+    a.load_ip_low();
+    a.jeq(ips.trampoline as u32, trampoline, Next);
+    for ip in [ips.clone, ips.park, trap.runner_clone, trap.runner_seccomp] {
+        a.jeq(ip as u32, trapped, Next);
+    }
+    a.ret(RET_ALLOW);
+    a.bind(trampoline);
+    a.load_nr();
+    a.jeq(libc::SYS_exit as u32, allow, trapped);
+    a.bind(trapped);
+    a.ret(RET_TRAP);
     a.bind(allow);
     a.ret(RET_ALLOW);
     a.finish()
@@ -416,6 +485,76 @@ mod trap_tests {
             ),
             RET_KILL_PROCESS
         );
+    }
+
+    /// What a thread with both filters gets: the most restrictive answer
+    /// (the kernel compares the actions as signed numbers).
+    fn stacked(progs: &[&[SockFilter]], nr: u32, arch: u32, ip: u64, args: [u64; 6]) -> u32 {
+        progs
+            .iter()
+            .map(|p| run(p, nr, arch, ip, args))
+            .min_by_key(|&r| r as i32)
+            .expect("a filter")
+    }
+
+    #[test]
+    fn runners_cannot_use_the_trampolines() {
+        let (base, t) = filter();
+        let runner = runner_filter(&STUB_IPS, &t);
+        let both = [&base[..], &runner[..]];
+        let mmap = [0x10000, 0x1000, 3, INJECTED_MMAP_FLAGS.into(), 3, 0];
+        // The stub threads the Sentry drives may map the memory file ...
+        assert_eq!(run(&base, 9, X86, STUB_IPS.trampoline, mmap), RET_ALLOW);
+        // ... guest code that jumps there makes a guest call instead.
+        for nr in [9, 10, 11] {
+            assert_eq!(stacked(&both, nr, X86, STUB_IPS.trampoline, mmap), RET_TRAP);
+        }
+        let flags = STUB_THREAD_CLONE_FLAGS;
+        for ip in [STUB_IPS.clone, t.runner_clone] {
+            let args = [flags, 0, 0, 0, 0, 0];
+            assert_eq!(stacked(&both, 56, X86, ip, args), RET_TRAP, "{ip:#x}");
+        }
+        assert_eq!(stacked(&both, 34, X86, STUB_IPS.park, [0; 6]), RET_TRAP);
+        let add = [1, 0, t.runner_fprog, 0, 0, 0];
+        assert_eq!(stacked(&both, 317, X86, t.runner_seccomp, add), RET_TRAP);
+        // What a runner needs still passes: the handler's calls and the
+        // trampoline's exit.
+        let slot = SLOTS_BASE + 2 * SLOT_SIZE;
+        assert_eq!(
+            stacked(&both, 202, X86, t.futex, [slot, 1, 1, 0, 0, 0]),
+            RET_ALLOW
+        );
+        assert_eq!(stacked(&both, 15, X86, t.sigreturn, [0; 6]), RET_ALLOW);
+        assert_eq!(
+            stacked(&both, 60, X86, STUB_IPS.trampoline, [0; 6]),
+            RET_ALLOW
+        );
+        assert_eq!(stacked(&both, 39, X86, 0x401002, [0; 6]), RET_TRAP);
+        assert_eq!(
+            stacked(&both, 9, 0x4000_0003, 0x401002, [0; 6]),
+            RET_KILL_PROCESS
+        );
+    }
+
+    #[test]
+    fn only_the_runner_filter_can_be_added_from_its_instruction() {
+        let (p, t) = filter();
+        let ip = t.runner_seccomp;
+        assert_eq!(
+            run(&p, 317, X86, ip, [1, 0, t.runner_fprog, 0, 0, 0]),
+            RET_ALLOW
+        );
+        for args in [
+            [1, 1, t.runner_fprog],
+            [1, 0, t.runner_fprog + 16],
+            [1, 0, t.runner_fprog ^ 1 << 40],
+            [0, 0, t.runner_fprog],
+            [2, 0, t.runner_fprog],
+        ] {
+            let a = [args[0], args[1], args[2], 0, 0, 0];
+            assert_eq!(run(&p, 317, X86, ip, a), RET_KILL_PROCESS, "{args:x?}");
+        }
+        assert_eq!(run(&p, 9, X86, ip, [0; 6]), RET_KILL_PROCESS);
     }
 
     #[test]

@@ -59,6 +59,10 @@ pub const STUB_IPS: bpf::StubIps = bpf::StubIps {
 /// `sock_fprog` lives at the start of the data page, the filter after it.
 const FPROG_OFFSET: usize = 0;
 const FILTER_OFFSET: usize = 16;
+/// The runner filter's `sock_fprog` and program (seccomp-trap mode), after
+/// the stub's filter.
+const RUNNER_FPROG_OFFSET: usize = 0xd00;
+const RUNNER_FILTER_OFFSET: usize = 0xd10;
 /// Read-only configuration words of the seccomp-trap handler in the data
 /// page (after the filter): whether the slot region is to be mapped at
 /// setup, whether the handler may use `rdfsbase`/`wrfsbase`, and how many
@@ -170,6 +174,7 @@ core::arch::global_asm!(
     ".globl ferrovisor_ptrace_stub_clone",
     ".globl ferrovisor_ptrace_stub_park",
     ".globl ferrovisor_ptrace_stub_runner_clone",
+    ".globl ferrovisor_ptrace_stub_runner_seccomp",
     ".globl ferrovisor_ptrace_stub_handler",
     ".globl ferrovisor_ptrace_stub_futex",
     ".globl ferrovisor_ptrace_stub_sigreturn",
@@ -205,6 +210,18 @@ core::arch::global_asm!(
     "    jz 4f",
     "    int3",
     "4:",
+    // Before any guest code: the runner filter (no trampolines for guest
+    // code). Without it the thread must not run at all.
+    "    mov $1, %edi",
+    "    xor %esi, %esi",
+    "    movabs ${runner_fprog}, %rdx",
+    "    mov $317, %eax",
+    "ferrovisor_ptrace_stub_runner_seccomp:",
+    "    syscall",
+    "    test %rax, %rax",
+    "    jz 6f",
+    "    ud2",
+    "6:",
     "    mov %rsp, %rbx",
     "    and ${slot_mask}, %rbx",
     "    lea {init_uc}(%rbx), %r12",
@@ -604,6 +621,7 @@ core::arch::global_asm!(
     top = const USER_TOP,
     base = const STUB_BASE,
     data = const STUB_BASE + PAGE_SIZE,
+    runner_fprog = const STUB_BASE + PAGE_SIZE + RUNNER_FPROG_OFFSET as u64,
     page = const PAGE_SIZE,
     slot_mask = const -(SLOT_SIZE as i64),
     init_uc = const SLOT_INIT_UC,
@@ -671,6 +689,7 @@ extern "C" {
     static ferrovisor_ptrace_stub_clone: u8;
     static ferrovisor_ptrace_stub_park: u8;
     static ferrovisor_ptrace_stub_runner_clone: u8;
+    static ferrovisor_ptrace_stub_runner_seccomp: u8;
     static ferrovisor_ptrace_stub_handler: u8;
     static ferrovisor_ptrace_stub_futex: u8;
     static ferrovisor_ptrace_stub_sigreturn: u8;
@@ -695,6 +714,8 @@ pub(crate) struct CodeLayout {
     pub park: u64,
     /// the runner clone trampoline (seccomp-trap mode)
     pub runner_clone: u64,
+    /// a new runner's `seccomp` syscall instruction
+    pub runner_seccomp: u64,
     /// the signal handler (seccomp-trap mode)
     pub handler: u64,
     /// the handler's `futex` syscall instruction
@@ -724,6 +745,7 @@ pub(crate) fn code() -> (&'static [u8], CodeLayout) {
     let clone = &raw const ferrovisor_ptrace_stub_clone as usize;
     let park = &raw const ferrovisor_ptrace_stub_park as usize;
     let runner_clone = &raw const ferrovisor_ptrace_stub_runner_clone as usize;
+    let runner_seccomp = &raw const ferrovisor_ptrace_stub_runner_seccomp as usize;
     let handler = &raw const ferrovisor_ptrace_stub_handler as usize;
     let futex = &raw const ferrovisor_ptrace_stub_futex as usize;
     let sigreturn = &raw const ferrovisor_ptrace_stub_sigreturn as usize;
@@ -742,6 +764,7 @@ pub(crate) fn code() -> (&'static [u8], CodeLayout) {
         clone: (clone - start) as u64,
         park: (park - start) as u64,
         runner_clone: (runner_clone - start) as u64,
+        runner_seccomp: (runner_seccomp - start) as u64,
         handler: (handler - start) as u64,
         futex: (futex - start) as u64,
         sigreturn: (sigreturn - start) as u64,
@@ -793,7 +816,22 @@ pub(crate) fn trap_ips(layout: &CodeLayout) -> bpf::TrapIps {
         futex: STUB_BASE + layout.futex + 2,
         sigreturn: STUB_BASE + layout.sigreturn + 2,
         arch_prctl: STUB_BASE + layout.arch_prctl + 2,
+        runner_seccomp: STUB_BASE + layout.runner_seccomp + 2,
+        runner_fprog: STUB_BASE + PAGE_SIZE + RUNNER_FPROG_OFFSET as u64,
     }
+}
+
+/// Writes `filter` at `at` of the data page and its `sock_fprog` at
+/// `fprog` (`struct sock_fprog { unsigned short len; struct sock_filter
+/// *filter; }`); returns where the program ends.
+fn put_filter(data: &mut [u8], fprog: usize, at: usize, filter: &[SockFilter]) -> usize {
+    let len = u16::try_from(filter.len()).expect("a seccomp program has under 4096 instructions");
+    data[fprog..fprog + 2].copy_from_slice(&len.to_le_bytes());
+    let addr = STUB_BASE + PAGE_SIZE + at as u64;
+    data[fprog + 8..fprog + 16].copy_from_slice(&addr.to_le_bytes());
+    let bytes = abi::bpf::program_bytes(filter);
+    data[at..at + bytes.len()].copy_from_slice(bytes);
+    at + bytes.len()
 }
 
 /// Whether the host lets user code use `rdfsbase` and friends
@@ -817,20 +855,21 @@ impl StubImage {
             None => bpf::stub_filter(&STUB_IPS, STUB_MEMFD as u32),
             Some(_) => bpf::trap_filter(&STUB_IPS, &trap_ips(&layout), STUB_MEMFD as u32),
         };
-        let filter_bytes = filter.len() * std::mem::size_of::<SockFilter>();
-        assert!(FILTER_OFFSET + filter_bytes <= PAGE_SIZE as usize);
         let mut bytes = vec![0u8; STUB_LEN as usize].into_boxed_slice();
         bytes[..code.len()].copy_from_slice(code);
         let data = &mut bytes[PAGE_SIZE as usize..];
-        // struct sock_fprog { unsigned short len; struct sock_filter *filter; }
-        let fprog = &mut data[FPROG_OFFSET..FILTER_OFFSET];
-        fprog[0..2].copy_from_slice(&(filter.len() as u16).to_le_bytes());
-        let filter_addr = STUB_BASE + PAGE_SIZE + FILTER_OFFSET as u64;
-        fprog[8..16].copy_from_slice(&filter_addr.to_le_bytes());
-        data[FILTER_OFFSET..FILTER_OFFSET + filter_bytes]
-            .copy_from_slice(abi::bpf::program_bytes(&filter));
-        assert!(FILTER_OFFSET + filter_bytes <= CONF_MAP_SLOTS);
+        let end = put_filter(data, FPROG_OFFSET, FILTER_OFFSET, &filter);
+        assert!(
+            end <= RUNNER_FPROG_OFFSET,
+            "stub filter overlaps the runner's"
+        );
         if let Some(t) = trap {
+            let runner = bpf::runner_filter(&STUB_IPS, &trap_ips(&layout));
+            let end = put_filter(data, RUNNER_FPROG_OFFSET, RUNNER_FILTER_OFFSET, &runner);
+            assert!(
+                end <= CONF_MAP_SLOTS,
+                "runner filter overlaps the configuration"
+            );
             data[CONF_MAP_SLOTS..CONF_MAP_SLOTS + 8].copy_from_slice(&1u64.to_le_bytes());
             let f = u64::from(t.fsgsbase);
             data[CONF_FSGSBASE..CONF_FSGSBASE + 8].copy_from_slice(&f.to_le_bytes());

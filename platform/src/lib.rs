@@ -264,6 +264,13 @@ pub trait AddressSpace: Send + Sync + fmt::Debug {
     /// For the platform's own downcasts in [`Context::switch`].
     fn as_any(&self) -> &dyn Any;
 
+    /// Readies the calling host thread to run guest code here, so that a
+    /// platform that is out of room for another thread says so now (the
+    /// new guest thread's `clone` fails) rather than at its first switch.
+    fn prepare_thread(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// CPU time guest code has used in this address space so far, when
     /// the platform can tell (`getrusage`, `times`, `wait4`).
     fn cpu_time(&self) -> Option<std::time::Duration> {

@@ -304,6 +304,11 @@ struct UpdateArgs {
     id: String,
 }
 
+/// A `do` sandbox's tasks unless `--pids` says otherwise: plenty for a
+/// build, and far from the host's 32,768 pids (each guest thread is about
+/// three host threads).
+const DEFAULT_DO_PIDS: i64 = 4096;
+
 /// runc's byte counts: a number with an optional k, m, g or t suffix
 /// (powers of 1024, an optional trailing b), or -1 for no limit.
 fn parse_bytes(flag: &str, s: &str) -> Result<i64, container::Error> {
@@ -570,6 +575,15 @@ struct DoArgs {
     /// (octal, default 1777), comma-separated. Repeatable.
     #[arg(long, value_name = "PATH[:OPTIONS]")]
     tmpfs: Vec<String>,
+    /// Most guest tasks (threads and processes) at once; past it `fork`
+    /// and `clone` fail with EAGAIN. -1 for no limit of the sandbox's own.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_DO_PIDS, allow_hyphen_values = true)]
+    pids: i64,
+    /// Most memory the guest may use (bytes, or with a k, m or g suffix);
+    /// past it allocations fail with ENOMEM. Default: no limit beyond the
+    /// host's.
+    #[arg(long, value_name = "BYTES")]
+    memory: Option<String>,
     /// The command (looked up in the guest's PATH) and its arguments.
     #[arg(
         required = true,
@@ -729,6 +743,22 @@ fn run_do(args: DoArgs) -> ExitCode {
         Ok(n) => n,
         Err(e) => return fail(2, format_args!("{e:#}")),
     };
+    let max_tasks = match args.pids {
+        -1 => None,
+        n if n > 0 => Some(n as usize),
+        n => {
+            return fail(
+                2,
+                format_args!("--pids {n}: give a positive number of tasks, or -1 for no limit"),
+            )
+        }
+    };
+    let memory_limit = match args.memory.as_deref().map(|m| parse_bytes("memory", m)) {
+        None | Some(Ok(-1)) => None,
+        Some(Ok(0)) => return fail(2, "--memory 0: give a size like 512m, or -1 for no limit"),
+        Some(Ok(n)) => Some(n as u64),
+        Some(Err(e)) => return fail(2, e),
+    };
     if host_network {
         eprintln!("{HOST_NETWORK_WARNING}");
     }
@@ -830,12 +860,12 @@ fn run_do(args: DoArgs) -> ExitCode {
         ids: None,
         // (a root guest has every capability, as before)
         privileges: sentry::Privileges::default(),
-        memory_limit: None,
+        memory_limit,
         // The guest's first process is the sandbox's init, which would
         // drop a ^C it has no handler for; `do` stands for the command at
         // the user's terminal, so such a signal ends it as it would natively.
         host_signals: sentry::kernel::hostsig::HostSignals::Terminate,
-        max_tasks: None,
+        max_tasks,
         // `do` sets no CPU quota: `cpu.max` says `max 100000`.
         cpu_max: sentry::CpuMax::default(),
         masked_paths: Vec::new(),

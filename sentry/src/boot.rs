@@ -293,8 +293,10 @@ where
     // path it needed has been opened. Its threads take the filter now;
     // those it starts later (and the stubs) inherit it.
     let egress = matches!(config.network.mode, netstack::Mode::Egress);
-    // Asked of the host now: the filter leaves getuid/getgid out.
+    // Asked of the host now: the filter leaves getuid/getgid and
+    // clock_getres out.
     crate::host::ids();
+    crate::host::clock_resolutions();
     crate::host::filter::install(crate::host::filter::Needs {
         host_sockets: config.host_network || egress,
         host_listen: config.host_network,

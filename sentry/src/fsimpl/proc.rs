@@ -885,25 +885,8 @@ impl ProcFs {
         let procs: Vec<Arc<Process>> = k.procs().map.values().cloned().collect();
         let mut total = *k.reaped_cpu.lock().unwrap_or_else(|e| e.into_inner());
         for p in procs {
-            let (cpu, start, mm, live) = {
-                let st = p.state();
-                (
-                    st.cpu + st.children_cpu,
-                    st.as_cpu_start,
-                    st.info.mm.upgrade(),
-                    !st.threads.is_empty(),
-                )
-            };
-            total = total + cpu;
-            if let (true, Some(mm)) = (live, mm) {
-                let space = mm
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .address_space()
-                    .cpu_time()
-                    .unwrap_or_default();
-                total.user += space.saturating_sub(start);
-            }
+            let children = p.state().children_cpu;
+            total = total + p.cpu_times() + children;
         }
         Ok(total)
     }

@@ -179,8 +179,21 @@ pub fn clock_gettime(clock: i32) -> io::Result<abi::Timespec> {
     })
 }
 
+/// The host's `clock_getres` of its fixed clocks (0 to 11) and, last, of
+/// its tick-counted CPU clocks; `None` where the host has no such clock.
+/// Read once, before the Sentry's filter (which has no `clock_getres`).
+pub fn clock_resolutions() -> &'static [Option<abi::Timespec>; 13] {
+    static RES: std::sync::OnceLock<[Option<abi::Timespec>; 13]> = std::sync::OnceLock::new();
+    RES.get_or_init(|| {
+        std::array::from_fn(|i| {
+            let clock = if i == 12 { !0 << 3 } else { i as i32 };
+            clock_getres(clock).ok()
+        })
+    })
+}
+
 /// `clock_getres`.
-pub fn clock_getres(clock: i32) -> io::Result<abi::Timespec> {
+fn clock_getres(clock: i32) -> io::Result<abi::Timespec> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

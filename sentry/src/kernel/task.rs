@@ -450,6 +450,31 @@ impl Process {
         })
     }
 
+    /// CPU time of the process so far, as another process sees it: what
+    /// its exited threads and left address spaces used, and the guest time
+    /// of its current address space.
+    pub fn cpu_times(&self) -> CpuTimes {
+        let (mut cpu, start, mm) = {
+            let st = self.state();
+            let live = !st.threads.is_empty();
+            (
+                st.cpu,
+                st.as_cpu_start,
+                st.info.mm.upgrade().filter(|_| live),
+            )
+        };
+        if let Some(mm) = mm {
+            let space = mm
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .address_space()
+                .cpu_time()
+                .unwrap_or_default();
+            cpu.user += space.saturating_sub(start);
+        }
+        cpu
+    }
+
     /// Locks the shared state. Lock order: a process's state before any of
     /// its threads' states.
     pub fn state(&self) -> MutexGuard<'_, ProcessState> {

@@ -418,10 +418,7 @@ pub fn sys_timer_create(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const SIGEV_NONE: i32 = 1;
     const SIGEV_THREAD_ID: i32 = 4;
     const SI_TIMER: i32 = -2;
-    let clock = a[0] as i32;
-    if !matches!(clock, 0..=3 | 7..=9 | 11) {
-        return Err(Errno::EINVAL);
-    }
+    let clock = super::time::timer_clock(task, a[0] as i32)?;
     let next_id = {
         let st = task.proc_.state();
         (0..i32::MAX)

@@ -185,8 +185,9 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             procs.map.remove(&id);
         }
     };
+    // Linux ignores a parent_tid it cannot write (the child exists by now).
     if f & CLONE_PARENT_SETTID != 0 {
-        task.mm().write_obj(args.parent_tid, &id)?;
+        let _ = task.mm().write_obj(args.parent_tid, &id);
     }
     // Linux stores the pidfd before the child runs, and fails the whole
     // clone (closing the descriptor) when it cannot.
@@ -250,6 +251,10 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                     (None, None) => return Err("no address space".into()),
                 };
                 let ctx = kernel.platform.new_context().map_err(|e| e.to_string())?;
+                // Out of room for one more thread (the seccomp platform's
+                // 1,024 per address space): EAGAIN, as Linux's thread limit.
+                let space = mm.lock().unwrap_or_else(|e| e.into_inner()).address_space();
+                space.prepare_thread().map_err(|e| e.to_string())?;
                 Ok((mm, ctx))
             };
             let (mm, ctx) = match setup() {

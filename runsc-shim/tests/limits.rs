@@ -1,0 +1,111 @@
+//! Limits a `do` sandbox has by default (issue 21, point 3): a pids limit
+//! (`--pids`, 4,096 unless told), past which new threads and processes get
+//! EAGAIN, and the seccomp platform's 1,024 threads per address space,
+//! past which `pthread_create` fails with EAGAIN instead of the process
+//! being killed.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{command, compile_static, run, Outcome, TempDir};
+
+const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Starts threads (each blocks until the end) until `pthread_create`
+/// fails or `argv[1]` are running; prints how many ran and why it stopped.
+const THREADS: &str = r#"
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static int gate[2];
+static void *wait_gate(void *arg) { char c; (void)arg; (void)!read(gate[0], &c, 1); return NULL; }
+int main(int argc, char **argv) {
+	int want = atoi(argv[1]), n = 0, err = 0;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	if (pipe(gate)) return 2;
+	pthread_t *t = calloc(want, sizeof(*t));
+	while (n < want && !(err = pthread_create(&t[n], &attr, wait_gate, NULL)))
+		n++;
+	printf("threads %d stopped by %s\n", n, err ? strerror(err) : "nothing");
+	close(gate[1]);
+	for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+	puts("alive");
+	return 0;
+}
+"#;
+
+fn sandbox(args: &[&str]) -> Outcome {
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.arg("do").args(args);
+    run(cmd, None, TIMEOUT)
+}
+
+/// How many threads the program ran before `pthread_create` failed with
+/// EAGAIN, after which it must have carried on and exited 0.
+fn threads_until_eagain(out: &Outcome, platform: &str) -> usize {
+    assert_eq!(out.status, 0, "{platform}: {}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("stopped by Resource temporarily unavailable\nalive"),
+        "{platform}: {}",
+        out.stdout
+    );
+    out.stdout
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no thread count in {:?} ({})", out.stdout, out.stderr))
+}
+
+#[test]
+fn a_do_sandbox_has_a_pids_limit_by_default() {
+    let cat = ["--", "/bin/cat", "/sys/fs/cgroup/pids.max"];
+    let out = sandbox(&cat);
+    assert_eq!(
+        (out.status, out.stdout.trim()),
+        (0, "4096"),
+        "{}",
+        out.stderr
+    );
+    let out = sandbox(&[&["--pids", "50"], &cat[..]].concat());
+    assert_eq!((out.status, out.stdout.trim()), (0, "50"), "{}", out.stderr);
+    let out = sandbox(&[&["--pids", "-1"], &cat[..]].concat());
+    assert_eq!(
+        (out.status, out.stdout.trim()),
+        (0, "max"),
+        "{}",
+        out.stderr
+    );
+    let out = sandbox(&["--pids", "0", "--", "/bin/true"]);
+    assert_eq!(out.status, 2);
+    assert!(out.stderr.contains("--pids 0"), "{}", out.stderr);
+}
+
+#[test]
+fn threads_past_the_pids_limit_get_eagain_on_every_platform() {
+    let dir = TempDir::new("pids");
+    let bin = compile_static(dir.path(), "threads", THREADS);
+    let bin = bin.to_str().expect("UTF-8 path");
+    for platform in ["seccomp", "ptrace"] {
+        let out = sandbox(&["--platform", platform, "--pids", "40", "--", bin, "100"]);
+        // The main thread counts too.
+        assert_eq!(threads_until_eagain(&out, platform), 39, "{platform}");
+    }
+}
+
+#[test]
+fn threads_past_the_seccomp_platforms_limit_get_eagain() {
+    let dir = TempDir::new("slots");
+    let bin = compile_static(dir.path(), "threads", THREADS);
+    let bin = bin.to_str().expect("UTF-8 path");
+    let out = sandbox(&["--platform", "seccomp", "--", bin, "1100"]);
+    let n = threads_until_eagain(&out, "seccomp");
+    assert!((1000..1024).contains(&n), "{n} threads");
+}
