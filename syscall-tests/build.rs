@@ -7,6 +7,10 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use abi::elf::*;
+use abi::{Elf64Ehdr, Elf64Phdr};
+use zerocopy::{FromZeros, Immutable, IntoBytes};
+
 fn main() {
     let manifest =
         PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -169,4 +173,208 @@ fn make_fixtures(root: &Path) {
         b"#!/nonexistent/interp\necho no\n",
         0o755,
     );
+    make_malformed(root);
+}
+
+/// Executables Linux refuses (or runs) for what their headers say, for
+/// `execve_malformed`: hand-made ELF files and `#!` scripts.
+fn make_malformed(root: &Path) {
+    let file = |rel: &str, data: &[u8]| {
+        let p = root.join(rel);
+        fs::write(&p, data).expect("write fixture");
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).expect("chmod fixture");
+    };
+    let fix = |rel: &str| format!("{}/{rel}", root.display()).into_bytes();
+    let cstr = |rel: &str| [fix(rel), vec![0]].concat();
+    let keep = |_: &mut Elf64Ehdr, _: &mut [Elf64Phdr]| {};
+    let spoilt = |spoil: fn(&mut Elf64Ehdr)| elf64(BASE, None, 0, |h, _| spoil(h));
+
+    let ok = elf64(BASE, None, 0, keep);
+    file("elf_ok", &ok);
+    file("elf_truncated", &ok[..40]);
+    file("elf_phnum0", &spoilt(|h| h.phnum = 0));
+    file("elf_phentsize", &spoilt(|h| h.phentsize = 32));
+    file("elf_phoff_eof", &spoilt(|h| h.phoff = 1 << 20));
+    // Linux reads at most 64 KiB of program headers: 1170 of 56 bytes.
+    file("elf_phnum1170", &elf64(BASE, None, 1169, keep));
+    file("elf_phnum1171", &elf64(BASE, None, 1170, keep));
+    // Segments where the sandbox's platform keeps its own pages (the
+    // ptrace stub at the top, the seccomp platform's tables low down).
+    file("elf_stub_addr", &elf64(0x7fff_ffe0_0000, None, 0, keep));
+    file("elf_low_addr", &elf64(0x1_0000, None, 0, keep));
+    file("elf32", &elf32());
+
+    let interp = |rel: &str, name: &[u8]| file(rel, &elf64(BASE, Some(name), 0, keep));
+    interp("interp_dir", &cstr("dir"));
+    interp("interp_nonul", &fix("elf_ok"));
+    interp("interp_script", &cstr("script.sh"));
+    interp("interp_text", &cstr("shebang_long_arg"));
+    interp("interp_elf32", &cstr("elf32"));
+    interp("interp_missing", &cstr("missing"));
+    interp("interp_noexec", &cstr("noexec.txt"));
+    interp("interp_empty", b"\0\0");
+    interp("interp_short", b"\0");
+    interp("interp_name_max", &[b"/", &[b'a'; 300][..], b"\0"].concat());
+    interp("interp_path_max", &[&[b'/'; 4096][..], b"\0"].concat());
+    let eof = elf64(BASE, Some(&cstr("elf_ok")), 0, |_, p| p[1].offset = 1 << 20);
+    file("interp_eof", &eof);
+
+    // BINPRM_BUF_SIZE is 256: a name running past it must not be cut
+    // short, an argument may be.
+    file("shebang_long", &[b"#!/", &[b'x'; 300][..]].concat());
+    file(
+        "shebang_long_arg",
+        &[b"#!/bin/echo ", &[b'a'; 300][..]].concat(),
+    );
+    let script = |rel: &str, line: &[u8]| file(rel, &[b"#!", line, b"\n"].concat());
+    script("shebang_nul", b"/bin/echo\0 ignored");
+    script("shebang_nul_name", b" \0/bin/echo");
+    script("shebang_empty", b"");
+    script("shebang_blank", b" \t ");
+    script("shebang_dir", &fix("dir"));
+    script("shebang_noexec", &fix("noexec.txt"));
+    // nest1 runs elf_ok through one #! line, nestN through N.
+    let mut inner = "elf_ok".to_owned();
+    for n in 1..=6 {
+        let name = format!("nest{n}");
+        script(&name, &fix(&inner));
+        inner = name;
+    }
+}
+
+/// `EV_CURRENT`, the one ELF version.
+const EV_CURRENT: u8 = 1;
+/// `ELFCLASS32` and `EM_386`: an i386 program.
+const CLASS32: u8 = 1;
+const EM_386: u16 = 3;
+
+/// Where the x86-64 fixtures are loaded, as `ld` links them.
+const BASE: u64 = 0x40_0000;
+
+/// `mov $60, %eax; xor %edi, %edi; syscall`: `exit(0)`.
+const EXIT_0_X86_64: [u8; 9] = [0xb8, 60, 0, 0, 0, 0x31, 0xff, 0x0f, 0x05];
+
+/// A static x86-64 executable loaded at `base`: one read-execute PT_LOAD
+/// of the whole file, a PT_INTERP of `interp` (its NUL, if any, included)
+/// when given, `nulls` PT_NULL headers, and code that exits 0; `spoil`
+/// may change the headers before they are written.
+fn elf64(
+    base: u64,
+    interp: Option<&[u8]>,
+    nulls: usize,
+    spoil: impl FnOnce(&mut Elf64Ehdr, &mut [Elf64Phdr]),
+) -> Vec<u8> {
+    let interp = interp.unwrap_or_default();
+    let phnum = 1 + usize::from(!interp.is_empty()) + nulls;
+    let code = (size_of::<Elf64Ehdr>() + phnum * size_of::<Elf64Phdr>()) as u64;
+    let data = code + EXIT_0_X86_64.len() as u64;
+    let phdr = |kind, flags, offset, size| Elf64Phdr {
+        kind,
+        flags,
+        offset,
+        vaddr: base + offset,
+        paddr: base + offset,
+        filesz: size,
+        memsz: size,
+        align: 0x1000,
+    };
+    let mut phdrs = vec![phdr(PT_LOAD, PF_R | PF_X, 0, data + interp.len() as u64)];
+    if !interp.is_empty() {
+        phdrs.push(phdr(PT_INTERP, PF_R, data, interp.len() as u64));
+    }
+    phdrs.resize(phnum, Elf64Phdr::new_zeroed());
+    let mut ident = [0; 16];
+    ident[..4].copy_from_slice(&MAGIC);
+    ident[4..7].copy_from_slice(&[CLASS64, DATA_LSB, EV_CURRENT]);
+    let mut hdr = Elf64Ehdr {
+        ident,
+        kind: ET_EXEC,
+        machine: EM_X86_64,
+        version: EV_CURRENT.into(),
+        entry: base + code,
+        phoff: size_of::<Elf64Ehdr>() as u64,
+        shoff: 0,
+        flags: 0,
+        ehsize: size_of::<Elf64Ehdr>() as u16,
+        phentsize: size_of::<Elf64Phdr>() as u16,
+        phnum: phnum as u16,
+        shentsize: 0,
+        shnum: 0,
+        shstrndx: 0,
+    };
+    spoil(&mut hdr, &mut phdrs);
+    [hdr.as_bytes(), phdrs.as_bytes(), &EXIT_0_X86_64, interp].concat()
+}
+
+/// `struct elf32_hdr`.
+#[derive(IntoBytes, Immutable)]
+#[repr(C)]
+struct Elf32Ehdr {
+    ident: [u8; 16],
+    kind: u16,
+    machine: u16,
+    version: u32,
+    entry: u32,
+    phoff: u32,
+    shoff: u32,
+    flags: u32,
+    ehsize: u16,
+    phentsize: u16,
+    phnum: u16,
+    shentsize: u16,
+    shnum: u16,
+    shstrndx: u16,
+}
+
+/// `struct elf32_phdr`.
+#[derive(IntoBytes, Immutable)]
+#[repr(C)]
+struct Elf32Phdr {
+    kind: u32,
+    offset: u32,
+    vaddr: u32,
+    paddr: u32,
+    filesz: u32,
+    memsz: u32,
+    flags: u32,
+    align: u32,
+}
+
+/// An i386 executable (`mov $1, %eax; xor %ebx, %ebx; int $0x80`, its
+/// `exit(0)`), which an x86-64 kernel with ia32 emulation runs.
+fn elf32() -> Vec<u8> {
+    const CODE: [u8; 9] = [0xb8, 1, 0, 0, 0, 0x31, 0xdb, 0xcd, 0x80];
+    const BASE: u32 = 0x0804_8000;
+    let code = (size_of::<Elf32Ehdr>() + size_of::<Elf32Phdr>()) as u32;
+    let mut ident = [0; 16];
+    ident[..4].copy_from_slice(&MAGIC);
+    ident[4..7].copy_from_slice(&[CLASS32, DATA_LSB, EV_CURRENT]);
+    let hdr = Elf32Ehdr {
+        ident,
+        kind: ET_EXEC,
+        machine: EM_386,
+        version: EV_CURRENT.into(),
+        entry: BASE + code,
+        phoff: size_of::<Elf32Ehdr>() as u32,
+        shoff: 0,
+        flags: 0,
+        ehsize: size_of::<Elf32Ehdr>() as u16,
+        phentsize: size_of::<Elf32Phdr>() as u16,
+        phnum: 1,
+        shentsize: 0,
+        shnum: 0,
+        shstrndx: 0,
+    };
+    let len = code + CODE.len() as u32;
+    let load = Elf32Phdr {
+        kind: PT_LOAD,
+        offset: 0,
+        vaddr: BASE,
+        paddr: BASE,
+        filesz: len,
+        memsz: len,
+        flags: PF_R | PF_X,
+        align: 0x1000,
+    };
+    [hdr.as_bytes(), load.as_bytes(), &CODE].concat()
 }

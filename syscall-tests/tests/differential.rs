@@ -162,6 +162,8 @@ guests! {
     execve_static => 5,
     execve_env,
     execve_errors => 3,
+    // malformed ELF headers, PT_INTERP and #! lines (issue 21)
+    execve_malformed,
     execve_state,
     // signals in depth (issue 3 point 3)
     sig_siginfo,
@@ -344,6 +346,24 @@ fn auxv_with_arguments() {
         &["first", "", "with space", "-dash", "--", "ünïcode"],
         0,
     );
+}
+
+/// Sandbox only (Linux has the room and runs it): a program with a segment
+/// where the platform keeps its own pages fails `execve` with ENOMEM, its
+/// caller still running (issue 21).
+#[test]
+fn execve_reserved_addresses() {
+    let guest = guest_path("execve_malformed");
+    for platform in harness::platforms() {
+        let sb = harness::run_sandboxed_on(&platform, "execve_reserved", &guest, &["reserved"]);
+        assert_eq!(
+            (sb.status, sb.stdout.lines().last()),
+            (0, Some("failures=0")),
+            "--platform {platform}:\n{}{}",
+            sb.stdout,
+            sb.stderr
+        );
+    }
 }
 
 #[test]

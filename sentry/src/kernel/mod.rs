@@ -570,6 +570,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
     let ids = spec.ids.unwrap_or_else(crate::host::ids);
     let (argv_copy, envp_copy) = (spec.argv.clone(), spec.envp.clone());
     let sandbox_root = kernel.fs.root();
+    let space = kernel.platform.new_address_space()?;
     let req = ExecRequest {
         fs: &kernel.fs,
         root: &sandbox_root,
@@ -578,6 +579,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         argv: spec.argv,
         envp: spec.envp,
         creds: None,
+        user_range: space.min_user_address()..kernel.platform.max_user_address(),
     };
     let prepared = loader::prepare(req).map_err(|e| match e {
         Errno::ENOENT => Error::NotFound(shown.clone()),
@@ -608,7 +610,6 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
     let dumpable = creds.uid[1] == creds.uid[0] && creds.gid[1] == creds.gid[0];
     let ids = (creds.uid[3], creds.gid[3]);
 
-    let space = kernel.platform.new_address_space()?;
     let mut mm = MemoryManager::new(
         kernel.memory.clone(),
         space,

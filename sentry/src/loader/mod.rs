@@ -6,6 +6,7 @@
 pub mod vdso;
 pub mod vdso_time;
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use abi::auxv::*;
@@ -23,8 +24,13 @@ use crate::PAGE_SIZE;
 const BINPRM_BUF_SIZE: usize = 256;
 /// `MAX_ARG_STRLEN`: the longest single argument or environment string.
 const MAX_ARG_STRLEN: usize = 32 * PAGE_SIZE as usize;
-/// Interpreter nesting Linux allows before `ELOOP`.
-const MAX_INTERP_DEPTH: u32 = 4;
+/// `#!` interpreters Linux follows, one into the next, before `ELOOP`
+/// (`exec_binprm` gives up at a depth above 5).
+const MAX_INTERP_DEPTH: u32 = 5;
+/// `PATH_MAX`: the longest PT_INTERP name, its NUL included.
+const PATH_MAX: u64 = 4096;
+/// The most program header bytes binfmt_elf reads.
+const MAX_PHDRS_SIZE: usize = 64 << 10;
 /// Size of the initial stack mapping.
 const STACK_SIZE: u64 = 8 << 20;
 /// Where non-fixed PIE executables go, before randomisation (Linux's
@@ -51,6 +57,9 @@ pub struct ExecRequest<'a> {
     /// (and its interpreter) need; `None` for the sandbox's first
     /// program, which only needs an execute bit
     pub creds: Option<&'a crate::kernel::auth::Creds>,
+    /// the addresses guest mappings may use (the platform keeps the rest
+    /// for itself)
+    pub user_range: Range<u64>,
 }
 
 /// The result of a successful load.
@@ -125,6 +134,8 @@ fn pread_exact(file: &HostFile, buf: &mut [u8], pos: u64) -> Result<usize, Errno
     Ok(done)
 }
 
+/// Reads the ELF header in `head` and the program headers it points to,
+/// checked as binfmt_elf checks them before it commits to the program.
 fn parse_elf(file: Arc<HostFile>, name: String, head: &[u8]) -> Result<Elf, Errno> {
     let (hdr, _) = Elf64Ehdr::read_from_prefix(head).map_err(|_| Errno::ENOEXEC)?;
     if hdr.ident[..4] != MAGIC || hdr.ident[4] != CLASS64 || hdr.ident[5] != DATA_LSB {
@@ -133,13 +144,14 @@ fn parse_elf(file: Arc<HostFile>, name: String, head: &[u8]) -> Result<Elf, Errn
     if hdr.machine != EM_X86_64 || (hdr.kind != ET_EXEC && hdr.kind != ET_DYN) {
         return Err(Errno::ENOEXEC);
     }
+    let size = usize::from(hdr.phnum) * std::mem::size_of::<Elf64Phdr>();
     if usize::from(hdr.phentsize) != std::mem::size_of::<Elf64Phdr>()
-        || hdr.phnum == 0
-        || hdr.phnum > 256
+        || size == 0
+        || size > MAX_PHDRS_SIZE
     {
         return Err(Errno::ENOEXEC);
     }
-    let mut raw = vec![0u8; usize::from(hdr.phnum) * std::mem::size_of::<Elf64Phdr>()];
+    let mut raw = vec![0u8; size];
     if pread_exact(&file, &mut raw, hdr.phoff)? != raw.len() {
         return Err(Errno::ENOEXEC);
     }
@@ -238,36 +250,74 @@ fn map_elf(mm: &mut MemoryManager, elf: &Elf, main: bool) -> Result<Mapped, Errn
     })
 }
 
-/// Splits a `#!` line into interpreter and optional argument.
-fn parse_shebang(head: &[u8]) -> Result<(Vec<u8>, Option<Vec<u8>>), Errno> {
-    let line = &head[2..];
-    let line = match line.iter().position(|&b| b == b'\n') {
-        Some(i) => &line[..i],
-        None => line,
-    };
-    let trim = |s: &[u8]| -> Vec<u8> {
-        let s: &[u8] = s;
-        let start = s
-            .iter()
-            .position(|&b| b != b' ' && b != b'\t')
-            .unwrap_or(s.len());
-        let end = s
-            .iter()
-            .rposition(|&b| b != b' ' && b != b'\t')
-            .map_or(start, |e| e + 1);
-        s[start..end.max(start)].to_vec()
-    };
-    let line = trim(line);
-    if line.is_empty() {
-        return Err(Errno::ENOEXEC);
-    }
-    match line.iter().position(|&b| b == b' ' || b == b'\t') {
-        Some(i) => {
-            let arg = trim(&line[i..]);
-            Ok((line[..i].to_vec(), (!arg.is_empty()).then_some(arg)))
+/// Splits the `#!` line at the start of `buf` (a file's first bytes, zeros
+/// past its end) into interpreter and optional argument as binfmt_script
+/// does: the line ends at a newline, or, without one in the buffer, at its
+/// last byte, as long as the interpreter's name ended before that (a name
+/// cut short is `ENOEXEC`, an argument may be cut); the name ends at a
+/// space, tab or NUL, the argument (the rest, trimmed) at a NUL.
+fn parse_shebang(buf: &[u8; BINPRM_BUF_SIZE]) -> Result<(Vec<u8>, Option<Vec<u8>>), Errno> {
+    let blank = |b: u8| b == b' ' || b == b'\t';
+    let ends_name = |b: u8| blank(b) || b == 0;
+    let cstr = |s: &[u8]| s.split(|&b| b == 0).next().unwrap_or_default().to_vec();
+    let last = BINPRM_BUF_SIZE - 1;
+    // (`strnchr`, which stops at a NUL)
+    let newline = buf
+        .iter()
+        .take_while(|&&b| b != 0)
+        .position(|&b| b == b'\n');
+    let mut end = match newline {
+        Some(i) => i,
+        None => {
+            // (the name must end within the buffer)
+            let name = (2..=last).find(|&i| !blank(buf[i])).ok_or(Errno::ENOEXEC)?;
+            (name..=last)
+                .find(|&i| ends_name(buf[i]))
+                .ok_or(Errno::ENOEXEC)?;
+            last
         }
-        None => Ok((line, None)),
+    };
+    while blank(buf[end - 1]) {
+        end -= 1;
     }
+    let name = (2..=end)
+        .find(|&i| !blank(buf[i]))
+        .filter(|&i| i != end)
+        .ok_or(Errno::ENOEXEC)?;
+    let sep = (name..=end).find(|&i| ends_name(buf[i]));
+    let arg = sep
+        .filter(|&i| buf[i] != 0)
+        .and_then(|sep| (sep..=end).find(|&i| !blank(buf[i])));
+    match (sep, arg) {
+        (Some(sep), Some(arg)) => Ok((cstr(&buf[name..sep]), Some(cstr(&buf[arg..end])))),
+        _ => Ok((cstr(&buf[name..end]), None)),
+    }
+}
+
+/// Where the interpreter a file names (`#!`, PT_INTERP) is looked up: an
+/// empty name is the working directory, as the kernel's own lookup (not
+/// one of a path from user space, which finds nothing) takes it.
+fn interp_path(name: Vec<u8>) -> Vec<u8> {
+    if name.is_empty() {
+        b".".to_vec()
+    } else {
+        name
+    }
+}
+
+/// Whether the segments of `elf` that must go where they say (ET_EXEC)
+/// lie in `range`, or start at 0 (as `MemoryManager::map_fixed` allows).
+fn fits(elf: &Elf, range: &Range<u64>) -> bool {
+    elf.hdr.kind != ET_EXEC
+        || elf
+            .phdrs
+            .iter()
+            .filter(|p| p.kind == PT_LOAD && p.memsz > 0)
+            .all(|p| {
+                let start = page_down(p.vaddr);
+                let end = p.vaddr.checked_add(p.memsz).and_then(page_up);
+                (start >= range.start || start == 0) && end.is_some_and(|e| e <= range.end)
+            })
 }
 
 /// An executable found, read and checked, not yet mapped: every error up to
@@ -346,6 +396,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
         mut argv,
         envp,
         creds,
+        user_range,
     } = req;
     let execfn = path.clone();
     for s in argv.iter().chain(envp.iter()) {
@@ -363,22 +414,22 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
     };
     let (elf, exe, file) = loop {
         let (file_ref, loc, st) = open_exec(fs, root, cwd, &path, creds)?;
+        if depth > MAX_INTERP_DEPTH {
+            return Err(Errno::ELOOP);
+        }
         unreadable |= !readable(&st);
-        let mut head = vec![0u8; BINPRM_BUF_SIZE];
-        let n = pread_exact(&file_ref, &mut head, 0)?;
-        head.truncate(n);
+        // Linux's `bprm->buf`: zeros past the end of a shorter file.
+        let mut head = [0u8; BINPRM_BUF_SIZE];
+        pread_exact(&file_ref, &mut head, 0)?;
         if head.starts_with(b"#!") {
             depth += 1;
-            if depth > MAX_INTERP_DEPTH {
-                return Err(Errno::ELOOP);
-            }
             let (interp, arg) = parse_shebang(&head)?;
             let mut new_argv = vec![interp.clone()];
             new_argv.extend(arg);
             new_argv.push(path.clone());
             new_argv.extend(argv.into_iter().skip(1));
             argv = new_argv;
-            path = interp;
+            path = interp_path(interp);
             continue;
         }
         let file = ExecFile {
@@ -391,27 +442,39 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
     };
     let interp = match elf.phdrs.iter().find(|p| p.kind == PT_INTERP) {
         Some(p) => {
-            if p.filesz < 2 || p.filesz > 4096 {
+            // binfmt_elf: a name that does not fit or has no NUL at its
+            // end is ENOEXEC, one the file holds only part of EIO; the
+            // interpreter is opened as a program is, and a header it
+            // holds only part of is EIO, any other fault in it ELIBBAD.
+            if p.filesz < 2 || p.filesz > PATH_MAX {
                 return Err(Errno::ENOEXEC);
             }
             let mut name = vec![0u8; p.filesz as usize];
-            pread_exact(&elf.file, &mut name, p.offset)?;
+            if pread_exact(&elf.file, &mut name, p.offset)? != name.len() {
+                return Err(Errno::EIO);
+            }
+            if name.last() != Some(&0) {
+                return Err(Errno::ENOEXEC);
+            }
             let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
             name.truncate(len);
-            let loc = fs.resolve_in(root, cwd, &name, true)?;
-            let st = loc.node().stat()?;
-            if let Some(c) = creds {
-                c.may_access(st.mode, st.uid, st.gid, crate::kernel::auth::MAY_EXEC)?;
-            }
+            let (file, loc, st) = open_exec(fs, root, cwd, &interp_path(name), creds)?;
             unreadable |= !readable(&st);
-            let file = fs.open_exec(&loc)?;
-            let mut head = vec![0u8; BINPRM_BUF_SIZE];
-            let n = pread_exact(&file, &mut head, 0)?;
-            head.truncate(n);
+            let mut head = [0u8; std::mem::size_of::<Elf64Ehdr>()];
+            if pread_exact(&file, &mut head, 0)? != head.len() {
+                return Err(Errno::EIO);
+            }
             Some(parse_elf(file, loc.path(), &head).map_err(|_| Errno::ELIBBAD)?)
         }
         None => None,
     };
+    // Linux maps fixed segments anywhere below TASK_SIZE, but the pages
+    // the platform keeps are not the guest's: a program with a segment
+    // there fails here, with the caller still running, rather than dying
+    // once its old image is gone.
+    if !fits(&elf, &user_range) || interp.as_ref().is_some_and(|i| !fits(i, &user_range)) {
+        return Err(Errno::ENOMEM);
+    }
     Ok(Prepared {
         elf,
         interp,
@@ -557,16 +620,58 @@ pub fn commit(
 mod tests {
     use super::*;
 
+    use proptest::prelude::*;
+
+    /// `parse_shebang` of a file that starts with `head`.
+    fn shebang(head: &[u8]) -> Result<(Vec<u8>, Option<Vec<u8>>), Errno> {
+        let mut buf = [0; BINPRM_BUF_SIZE];
+        let n = head.len().min(BINPRM_BUF_SIZE);
+        buf[..n].copy_from_slice(&head[..n]);
+        parse_shebang(&buf)
+    }
+
+    fn line(name: &str, arg: Option<&[u8]>) -> Result<(Vec<u8>, Option<Vec<u8>>), Errno> {
+        Ok((name.as_bytes().to_vec(), arg.map(<[u8]>::to_vec)))
+    }
+
     #[test]
     fn shebang_lines() {
+        assert_eq!(shebang(b"#!/bin/sh\necho"), line("/bin/sh", None));
         assert_eq!(
-            parse_shebang(b"#!/bin/sh\necho").ok(),
-            Some((b"/bin/sh".to_vec(), None))
+            shebang(b"#!  /usr/bin/env  python3 -u \n"),
+            line("/usr/bin/env", Some(b"python3 -u"))
         );
-        assert_eq!(
-            parse_shebang(b"#!  /usr/bin/env  python3 -u \n").ok(),
-            Some((b"/usr/bin/env".to_vec(), Some(b"python3 -u".to_vec())))
-        );
-        assert_eq!(parse_shebang(b"#!   \n").err(), Some(Errno::ENOEXEC));
+        assert_eq!(shebang(b"#!/bin/sh"), line("/bin/sh", None));
+        assert_eq!(shebang(b"#!   \n"), Err(Errno::ENOEXEC));
+        assert_eq!(shebang(b"#!\n"), Err(Errno::ENOEXEC));
+        // A NUL ends the name, or the argument, and hides a newline.
+        assert_eq!(shebang(b"#!/bin/echo\0 no\n"), line("/bin/echo", None));
+        assert_eq!(shebang(b"#!/bin/sh -x\0y\n"), line("/bin/sh", Some(b"-x")));
+        assert_eq!(shebang(b"#!/bin/sh \0\n"), line("/bin/sh", Some(b"")));
+        assert_eq!(shebang(b"#! \0/bin/sh\n"), line("", None));
+    }
+
+    #[test]
+    fn shebang_past_the_buffer() {
+        // The name must end within the buffer; the argument is cut at its
+        // last byte.
+        let long_name = [b"#!/".as_slice(), &[b'x'; 300]].concat();
+        assert_eq!(shebang(&long_name), Err(Errno::ENOEXEC));
+        let long_arg = [b"#!/bin/echo ".as_slice(), &[b'a'; 300]].concat();
+        let cut = [b'a'; BINPRM_BUF_SIZE - 1 - 12];
+        assert_eq!(shebang(&long_arg), line("/bin/echo", Some(&cut)));
+        let newline_late = [b"#!/bin/sh ".as_slice(), &[b'a'; 300], b"\n"].concat();
+        assert_eq!(shebang(&newline_late).map(|l| l.0), Ok(b"/bin/sh".to_vec()));
+    }
+
+    proptest! {
+        #[test]
+        fn shebang_any_bytes(rest in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let head = [b"#!".as_slice(), &rest].concat();
+            if let Ok((name, arg)) = shebang(&head) {
+                prop_assert!(!name.iter().any(|&b| b" \t\n\0".contains(&b)));
+                prop_assert!(!arg.unwrap_or_default().iter().any(|&b| b"\n\0".contains(&b)));
+            }
+        }
     }
 }

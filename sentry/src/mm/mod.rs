@@ -458,6 +458,11 @@ impl MemoryManager {
         self.max_addr
     }
 
+    /// The addresses mappings may use: the platform keeps the rest.
+    pub fn user_range(&self) -> std::ops::Range<u64> {
+        self.min_addr..self.max_addr
+    }
+
     /// Sets where top-down `mmap` searches begin.
     pub fn set_mmap_top(&mut self, top: u64) {
         self.mmap_top = top.min(self.max_addr);

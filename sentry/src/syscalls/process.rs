@@ -1126,6 +1126,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
         argv,
         envp,
         creds: Some(&task.creds),
+        user_range: task.mm().user_range(),
     };
     let prepared = loader::prepare(req)?;
     // The credentials the program runs with: its set-ID bits honoured.
