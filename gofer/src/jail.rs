@@ -90,6 +90,15 @@ fn identity_mapped_userns(flags: libc::c_int) -> Result<(), JailError> {
                 && std::fs::write(format!("/proc/{pid}/gid_map"), "0 0 4294967295").is_ok();
             let _ = parent_end.write_all(if ok { b"m" } else { b"x" });
             drop(parent_end);
+            // From here on it only waits, in the host's namespaces: with no
+            // descriptor, privilege or system call it does not need.
+            sys::close_from(3, -1);
+            let confined = sys::become_nobody()
+                .and_then(|()| sys::set_no_new_privs())
+                .and_then(|()| seccomp::waiter_policy().install());
+            if let Err(e) = confined {
+                tracing::error!(errno = e.0, "gofer: cannot confine the mapping parent");
+            }
             let code = sys::wait_exit(pid).unwrap_or(2);
             sys::exit_now(code)
         }

@@ -651,6 +651,27 @@ pub fn set_no_new_privs() -> Result<(), Errno> {
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })
 }
 
+/// Gives up every privilege for good: an empty capability bounding set,
+/// then `nobody`'s ids (65534) as real, effective and saved ids with no
+/// supplementary groups, which clears the other capability sets.
+pub fn become_nobody() -> Result<(), Errno> {
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
+            if errno() == Errno::EINVAL {
+                break; // past the kernel's last capability
+            }
+            return Err(errno());
+        }
+    }
+    // SAFETY: setgroups with an empty list; the others take integers.
+    unsafe {
+        check(libc::setgroups(0, std::ptr::null()))?;
+        check(libc::setresgid(65534, 65534, 65534))?;
+        check(libc::setresuid(65534, 65534, 65534))
+    }
+}
+
 /// `prctl(PR_SET_PDEATHSIG, sig)`.
 pub fn set_parent_death_signal(sig: i32) -> Result<(), Errno> {
     // SAFETY: prctl with integer arguments only.
