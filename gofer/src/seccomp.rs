@@ -140,7 +140,9 @@ pub enum CompileError {
 impl Policy {
     /// Compiles to classic BPF.
     pub fn compile(&self) -> Result<Vec<SockFilter>, CompileError> {
-        let kill = Action::KillProcess.ret();
+        // Another calling convention (i386, x32) gets the default action:
+        // its numbers mean other calls, so no rule may match them.
+        let kill = self.default.ret();
         let mut a = Assembler::new();
         let x86_64 = a.label("x86-64");
         a.load_arch();

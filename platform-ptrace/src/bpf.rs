@@ -87,9 +87,9 @@ pub struct TrapIps {
 /// * runner `seccomp`: `SECCOMP_SET_MODE_FILTER`, no flags, with the
 ///   runner filter's own `sock_fprog` (see [`runner_filter`]).
 ///
-/// A call from a stub instruction that breaks its rules kills the stub, as
-/// does any foreign architecture (an `int 0x80` is not trapped: the Sentry
-/// would misread its numbers).
+/// A call from a stub instruction that breaks its rules kills the stub. A
+/// foreign architecture's call (`int $0x80`) traps like any guest call; the
+/// platform reports it as no call the Sentry knows.
 pub fn trap_filter(ips: &StubIps, trap: &TrapIps, memfd: u32) -> Vec<SockFilter> {
     filter(ips, Some(trap), memfd).unwrap_or_else(|e| panic!("trap filter does not assemble: {e}"))
 }
@@ -131,7 +131,10 @@ fn filter(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Result<Vec<SockF
     let outside = if trap.is_some() { trapped } else { kill };
     let flags = crate::stub::STUB_THREAD_CLONE_FLAGS;
     a.load_arch();
-    a.jeq(AUDIT_ARCH_X86_64, Next, kill);
+    // A 32-bit call (`int $0x80`) can only come from guest code (the stub
+    // has none): in seccomp-trap mode it traps too, and the Sentry answers
+    // ENOSYS, as on the ptrace platform.
+    a.jeq(AUDIT_ARCH_X86_64, Next, outside);
     a.load_ip_high();
     a.jeq(high, Next, outside);
     a.load_ip_low();
@@ -530,10 +533,7 @@ mod trap_tests {
             RET_ALLOW
         );
         assert_eq!(stacked(&both, 39, X86, 0x401002, [0; 6]), RET_TRAP);
-        assert_eq!(
-            stacked(&both, 9, 0x4000_0003, 0x401002, [0; 6]),
-            RET_KILL_PROCESS
-        );
+        assert_eq!(stacked(&both, 9, 0x4000_0003, 0x401002, [0; 6]), RET_TRAP);
     }
 
     #[test]
@@ -565,6 +565,6 @@ mod trap_tests {
                 assert_eq!(run(&p, nr, X86, ip, [0; 6]), RET_TRAP, "{ip:#x} {nr}");
             }
         }
-        assert_eq!(run(&p, 20, 0x4000_0003, 0x10002, [0; 6]), RET_KILL_PROCESS);
+        assert_eq!(run(&p, 20, 0x4000_0003, 0x10002, [0; 6]), RET_TRAP);
     }
 }

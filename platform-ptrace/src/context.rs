@@ -146,10 +146,14 @@ fn run(
             dead => return Err(Error::StubDied(dead.describe())),
         };
         sys::get_regs(tid, regs)?;
-        st.cached = Some(*regs);
         if sig == SYSCALL_STOP {
+            if let Some(nr) = crate::not_syscall_insn(regs) {
+                regs.orig_rax = nr;
+            }
+            st.cached = Some(*regs);
             return Ok(Event::Syscall);
         }
+        st.cached = Some(*regs);
         // ptrace event stops (a group stop reported as PTRACE_EVENT_STOP to
         // a seized tracee) are no guest event.
         if event_of(sig) != 0 {

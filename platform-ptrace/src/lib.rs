@@ -91,6 +91,15 @@ pub use stub::{
     STUB_THREAD_CLONE_FLAGS, TRAMPOLINE,
 };
 
+/// The number to report for a system call that did not come from a
+/// `syscall` instruction (`int $0x80`, `sysenter`: the 32-bit ABI, which the
+/// Sentry does not implement), so that every platform answers it ENOSYS:
+/// `syscall` leaves the return address in rcx, the others leave rcx as it
+/// was. (A guest that sets rcx to match just makes a 64-bit call.)
+fn not_syscall_insn(regs: &platform::Regs) -> Option<u64> {
+    (regs.rcx != regs.rip).then_some(u64::MAX)
+}
+
 /// Addresses of the seccomp-trap handler's own `syscall` instructions
 /// (`futex`, `rt_sigreturn`, `arch_prctl`), for isolation tests.
 #[doc(hidden)]

@@ -762,7 +762,7 @@ impl Runner {
             libc::SIGSYS if code == SYS_SECCOMP => {
                 // The kernel rolled rax back to the number; report it as a
                 // SYSEMU stop does.
-                out.orig_rax = out.rax;
+                out.orig_rax = crate::not_syscall_insn(&out).unwrap_or(out.rax);
                 out.rax = ENOSYS_RAX;
                 // Keep the frame equal to what is reported, so a result of
                 // -ENOSYS (unchanged registers) still reaches the guest.

@@ -1617,7 +1617,7 @@ fn sys_is_the_sandboxs_own_view() {
         "0\n0\n0\nnode0 has every CPU\nsame MemTotal\n\
          has_cpu has_memory has_normal_memory node0 online possible \n\
          always madvise [never]\n\
-         cpuset cpu memory pids\nmax 100000\nmax\nmax\n0::/\n\
+         cpuset cpu memory pids\nmax 100000\nmax\n4096\n0::/\n\
          cpuset every CPU\nthe shell is in cgroup.procs\n\
          sysfs /sys sysfs ro,nosuid,nodev,noexec 0 0\n\
          cgroup2 /sys/fs/cgroup cgroup2 ro,nosuid,nodev,noexec 0 0\n\
@@ -1694,7 +1694,7 @@ fn the_jvm_reads_the_sandboxs_cgroup() {
         out.stdout,
         format!(
             "{cpus}\n Provider: cgroupv2\n Effective CPU Count: {cpus}\n \
-             Memory Limit: Unlimited\n Maximum Processes Limit: Unlimited\n"
+             Memory Limit: Unlimited\n Maximum Processes Limit: 4096\n"
         ),
         "{}",
         out.stderr
