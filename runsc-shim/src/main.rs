@@ -579,11 +579,6 @@ struct DoArgs {
     /// and `clone` fail with EAGAIN. -1 for no limit of the sandbox's own.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_DO_PIDS, allow_hyphen_values = true)]
     pids: i64,
-    /// Most memory the guest may use (bytes, or with a k, m or g suffix);
-    /// past it allocations fail with ENOMEM. Default: no limit beyond the
-    /// host's.
-    #[arg(long, value_name = "BYTES")]
-    memory: Option<String>,
     /// The command (looked up in the guest's PATH) and its arguments.
     #[arg(
         required = true,
@@ -753,12 +748,6 @@ fn run_do(args: DoArgs) -> ExitCode {
             )
         }
     };
-    let memory_limit = match args.memory.as_deref().map(|m| parse_bytes("memory", m)) {
-        None | Some(Ok(-1)) => None,
-        Some(Ok(0)) => return fail(2, "--memory 0: give a size like 512m, or -1 for no limit"),
-        Some(Ok(n)) => Some(n as u64),
-        Some(Err(e)) => return fail(2, e),
-    };
     if host_network {
         eprintln!("{HOST_NETWORK_WARNING}");
     }
@@ -860,7 +849,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         ids: None,
         // (a root guest has every capability, as before)
         privileges: sentry::Privileges::default(),
-        memory_limit,
+        memory_limit: None,
         // The guest's first process is the sandbox's init, which would
         // drop a ^C it has no handler for; `do` stands for the command at
         // the user's terminal, so such a signal ends it as it would natively.
