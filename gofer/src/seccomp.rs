@@ -138,6 +138,19 @@ pub enum CompileError {
 }
 
 impl Policy {
+    /// How many calls the policy lets through, under some condition.
+    pub fn allowed_calls(&self) -> usize {
+        let mut nrs: Vec<i64> = self
+            .rules
+            .iter()
+            .filter(|r| r.action == Action::Allow)
+            .map(|r| r.nr)
+            .collect();
+        nrs.sort_unstable();
+        nrs.dedup();
+        nrs.len()
+    }
+
     /// Compiles to classic BPF.
     pub fn compile(&self) -> Result<Vec<SockFilter>, CompileError> {
         // Another calling convention (i386, x32) gets the default action:

@@ -132,6 +132,10 @@ struct SyscallsArgs {
     /// Print docs/compatibility.md instead (its content, in Markdown).
     #[arg(long)]
     markdown: bool,
+    /// Print docs/filters.md instead: the host system calls the Sentry and
+    /// the gofer may make.
+    #[arg(long, conflicts_with = "markdown")]
+    host_filters: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -971,7 +975,9 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Do(args) => run_do(args),
         Command::Syscalls(args) => {
-            let text = if args.markdown {
+            let text = if args.host_filters {
+                sentry::host_filters_markdown()
+            } else if args.markdown {
                 sentry::syscall_table_markdown()
             } else {
                 sentry::syscall_table()

@@ -64,3 +64,14 @@ fn markdown_is_docs_compatibility_md() {
          `ferrovisor syscalls --markdown > docs/compatibility.md`"
     );
 }
+
+#[test]
+fn host_filters_are_docs_filters_md() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/filters.md"))
+        .expect("read docs/filters.md");
+    assert!(
+        syscalls(&["--host-filters"]) == doc,
+        "docs/filters.md differs from `ferrovisor syscalls --host-filters`: run \
+         `ferrovisor syscalls --host-filters > docs/filters.md`"
+    );
+}

@@ -41,5 +41,11 @@ pub fn syscall_table_markdown() -> String {
     syscalls::compat::markdown()
 }
 
+/// docs/filters.md: the host system calls the Sentry and the gofer may
+/// make, from their seccomp filters.
+pub fn host_filters_markdown() -> String {
+    host::filters_markdown()
+}
+
 /// Guest page size.
 pub const PAGE_SIZE: u64 = platform::PAGE_SIZE;

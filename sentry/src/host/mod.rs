@@ -4,6 +4,9 @@
 
 pub mod cpu_topology;
 pub mod filter;
+mod filter_doc;
+
+pub use filter_doc::markdown as filters_markdown;
 pub(crate) mod sig;
 pub(crate) mod socket;
 
