@@ -83,7 +83,7 @@ pub enum Error {
     #[error("container {0}: the sandbox died without recording an exit status")]
     NoExitStatus(String),
     /// a signal name or number that is not one
-    #[error("unknown signal {0:?} (give a name like TERM or SIGKILL, or a number 1-64)")]
+    #[error("unknown signal {0:?} (give a name like TERM or SIGKILL, or a number 0-64)")]
     BadSignal(String),
     /// a command-line option that contradicts the bundle
     #[error("{0}")]
@@ -252,7 +252,8 @@ pub struct Created {
     pub child: Option<Child>,
 }
 
-/// Parses `TERM`, `SIGTERM`, `sigterm` or `15`.
+/// Parses `TERM`, `SIGTERM`, `sigterm` or `15`; `0` asks only whether the
+/// container is there to signal, as kill(2)'s and runc's do.
 pub fn parse_signal(s: &str) -> Result<i32, Error> {
     const NAMES: &[(&str, i32)] = &[
         ("HUP", libc::SIGHUP),
@@ -290,7 +291,7 @@ pub fn parse_signal(s: &str) -> Result<i32, Error> {
         ("SYS", libc::SIGSYS),
     ];
     if let Ok(n) = s.parse::<i32>() {
-        return if (1..=64).contains(&n) {
+        return if (0..=64).contains(&n) {
             Ok(n)
         } else {
             Err(Error::BadSignal(s.into()))
@@ -1661,7 +1662,8 @@ mod tests {
         assert_eq!(parse_signal("SIGKILL").ok(), Some(libc::SIGKILL));
         assert_eq!(parse_signal("sigusr1").ok(), Some(libc::SIGUSR1));
         assert_eq!(parse_signal("9").ok(), Some(9));
-        assert!(parse_signal("0").is_err());
+        assert_eq!(parse_signal("0").ok(), Some(0));
+        assert!(parse_signal("-1").is_err());
         assert!(parse_signal("65").is_err());
         assert!(parse_signal("NOPE").is_err());
     }

@@ -74,6 +74,9 @@ pub struct Privileges {
     /// `process.user.umask`; `None`: 022
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub umask: Option<u32>,
+    /// `process.user.additionalGids`, sorted, each once (runc's)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<u32>,
 }
 
 /// The five capability sets, one bit per capability.
@@ -104,6 +107,10 @@ impl Privileges {
                 .map(|&(r, cur, max)| (r, abi::Rlimit { cur, max }))
                 .collect(),
             umask: self.umask,
+            // An OCI process has the groups its spec gives, none beyond
+            // them, and runc's `HOME`.
+            groups: Some(self.groups.clone()),
+            default_home: true,
         }
     }
 }

@@ -192,7 +192,8 @@ struct RunArgs {
 
 #[derive(Debug, clap::Args)]
 struct KillArgs {
-    /// Send the signal to all processes of the container (the same, today).
+    /// Send the signal to all processes of the container (the same, today;
+    /// no error if it has stopped).
     #[arg(long, short = 'a')]
     all: bool,
     /// Container id.
@@ -698,6 +699,11 @@ fn exec_request(
             }
         }
     }
+    // (runc's `--additional-gids` add to the process's own)
+    let groups = &mut req.privileges.groups;
+    groups.extend(&a.additional_gids);
+    groups.sort_unstable();
+    groups.dedup();
     let terminal = match (tty, &a.console_socket) {
         (true, socket) => Some(container::ExecTerminal {
             console_socket: socket.clone(),
@@ -1083,7 +1089,15 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
         Command::State(a) => print_json(&rt.state(&a.id)?)?,
         Command::Kill(a) => {
             let sig = container::parse_signal(&a.signal)?;
-            rt.kill(&a.id, sig)?;
+            match rt.kill(&a.id, sig) {
+                // `--all` signals what is left of the container, so one that
+                // has stopped is no error (runc-kill(8))
+                Err(Error::WrongStatus {
+                    status: runsc_shim::state::Status::Stopped,
+                    ..
+                }) if a.all => {}
+                r => r?,
+            }
         }
         Command::Delete(a) => rt.delete(&a.id, a.force)?,
         Command::Exec(a) => {

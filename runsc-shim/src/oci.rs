@@ -225,6 +225,9 @@ pub fn check_process_names(process: &serde_json::Value, prefix: &str) -> Result<
     Ok(())
 }
 
+/// Most supplementary groups a process may have (limits.h `NGROUPS_MAX`).
+const NGROUPS_MAX: usize = 65536;
+
 /// The capabilities, `noNewPrivileges` and resource limits of an OCI
 /// `process`, as runc gives them to the container's process: the sets
 /// before it executes its program (whose `execve` then transforms them,
@@ -296,11 +299,24 @@ pub fn privileges(
             format!("{u:#o} is not a file mode creation mask (give one from 0 to 0o777)"),
         ));
     }
+    let mut groups = process.user().additional_gids().clone().unwrap_or_default();
+    groups.sort_unstable();
+    groups.dedup();
+    if groups.len() > NGROUPS_MAX {
+        return Err(field(
+            format!("{prefix}user.additionalGids"),
+            format!(
+                "{} groups, more than setgroups(2) takes ({NGROUPS_MAX})",
+                groups.len()
+            ),
+        ));
+    }
     Ok(crate::control::Privileges {
         capabilities,
         no_new_privileges: process.no_new_privileges().unwrap_or(false),
         rlimits,
         umask,
+        groups,
     })
 }
 
@@ -789,34 +805,11 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             format!("\"{bad}\" is not of the form NAME=VALUE"),
         ));
     }
-    let user = process.user();
-    // The Sentry gives the guest these ids and checks permissions with them.
-    let (uid, gid) = (user.uid(), user.gid());
-    if let Some(extra) = user.additional_gids().as_ref().filter(|g| !g.is_empty()) {
-        let mut want = extra.clone();
-        want.sort_unstable();
-        want.dedup();
-        let mut have = crate::sys::groups();
-        have.sort_unstable();
-        have.dedup();
-        if want != have {
-            if uid == 0 {
-                // Root passes every permission check regardless of groups.
-                notes.push(format!(
-                    "process.user.additionalGids {want:?} not applied: the guest sees {have:?}"
-                ));
-            } else {
-                return Err(unsupported(
-                    "process.user.additionalGids",
-                    format!("the guest sees the caller's groups {have:?}"),
-                ));
-            }
-        }
-    }
-    // The guest sees them; the Sentry's own permission checks still go by
-    // the effective uid (root may do everything), which is the
-    // sandbox's boundary either way. (`process.user.umask` travels with
-    // them: `exec` without `--process` takes it too, as runc's does.)
+    // The Sentry gives the guest these ids, with `additionalGids` as its
+    // supplementary groups, and checks permissions with them.
+    // (`process.user.umask` and the groups travel with the privileges:
+    // `exec` without `--process` takes them too, as runc's does.)
+    let (uid, gid) = (process.user().uid(), process.user().gid());
     let privileges = privileges(process, "process.")?;
     if process.apparmor_profile().is_some() || process.selinux_label().is_some() {
         ignored.push(
@@ -1381,6 +1374,12 @@ mod tests {
                 Box::new(|v| v["process"]["user"]["umask"] = 0o1000.into()),
             ),
             (
+                "process.user.additionalGids",
+                Box::new(|v| {
+                    v["process"]["user"]["additionalGids"] = (0..65537).collect::<Vec<u32>>().into()
+                }),
+            ),
+            (
                 "linux.sysctl.vm.swappiness",
                 Box::new(|v| v["linux"]["sysctl"] = serde_json::json!({"vm.swappiness": "1"})),
             ),
@@ -1525,9 +1524,10 @@ mod tests {
     }
 
     #[test]
-    fn sysctls_paths_and_umask_are_planned() {
+    fn sysctls_paths_umask_and_groups_are_planned() {
         let (_d, r) = bundle_with(|v| {
             v["process"]["user"]["umask"] = 0o077.into();
+            v["process"]["user"]["additionalGids"] = serde_json::json!([10, 5, 3, 5]);
             v["linux"]["sysctl"] = serde_json::json!({
                 "fs.mqueue.msg_max": "20", "kernel.shmmax": "68719476736"});
             v["linux"]["maskedPaths"] = serde_json::json!(["/proc/kcore", "/srv/secret"]);
@@ -1535,6 +1535,7 @@ mod tests {
         });
         let p = r.expect("accepted");
         assert_eq!(p.privileges.umask, Some(0o077));
+        assert_eq!(p.privileges.groups, [3, 5, 10]);
         assert_eq!(
             p.sysctls,
             [

@@ -199,20 +199,6 @@ pub fn ids() -> (u32, u32) {
     unsafe { (libc::getuid(), libc::getgid()) }
 }
 
-/// The caller's supplementary groups (the ones the Sentry shows the guest).
-pub fn groups() -> Vec<u32> {
-    // SAFETY: a null list with size 0 only asks for the count.
-    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
-    if n <= 0 {
-        return Vec::new();
-    }
-    let mut v = vec![0 as libc::gid_t; n as usize];
-    // SAFETY: `v` has room for `n` ids.
-    let n = unsafe { libc::getgroups(n, v.as_mut_ptr()) };
-    v.truncate(n.max(0) as usize);
-    v
-}
-
 /// Prepares `cmd` so that the child gets `fd` as descriptor `target` (without
 /// close-on-exec) and, when `new_session`, becomes a session leader with no
 /// controlling terminal, detached from the caller's job control (runc's

@@ -332,3 +332,38 @@ fn docker_runs_containers_in_ferrovisor() {
     let left = d.ok(&["ps", "--all", "--quiet"]);
     assert_eq!(left, "", "no container left");
 }
+
+/// `docker run --user` (a uid, uid:gid with `--group-add`, a name) and
+/// the `HOME` it gets: the guest's ids, supplementary groups and `HOME` as
+/// under runc, Docker's default runtime, where runc is installed.
+#[test]
+fn docker_run_user_and_group_add_as_runc() {
+    let Some(d) = Docker::start("docker-user") else {
+        return;
+    };
+    d.load();
+    let runc = ["/usr/local/sbin/runc", "/usr/sbin/runc", "/usr/bin/runc"]
+        .iter()
+        .any(|p| Path::new(p).is_file());
+    if !runc {
+        eprintln!("note: runc is not installed: docker run --user is not compared with runc");
+    }
+    let cases: [(&[&str], &str); 5] = [
+        (&[], "0\n0\nHOME=/root\n"),
+        (&["--user", "1000"], "1000\n1000 100\nHOME=/home/user\n"),
+        (
+            &["--user", "1000:1000", "--group-add", "5"],
+            "1000\n1000 5\nHOME=/home/user\n",
+        ),
+        (&["--user", "nobody"], "65534\n65534\nHOME=/nonexistent\n"),
+        (&["--user", "4321:4321"], "4321\n4321\nHOME=/\n"),
+    ];
+    for (flags, want) in cases {
+        for runtime in ["ferrovisor", "runc"].iter().take(1 + usize::from(runc)) {
+            let mut args = vec!["run", "--rm", "--runtime", runtime, "--network", "none"];
+            args.extend(flags);
+            args.extend([IMAGE, "sh", "-c", "id -u; id -G; echo HOME=$HOME"]);
+            assert_eq!(d.ok(&args), want, "{runtime} with {flags:?}");
+        }
+    }
+}

@@ -91,12 +91,22 @@ impl World {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(FERROVISOR);
+        self.command_of(FERROVISOR, args)
+    }
+
+    /// `args` for the runtime `bin`: ferrovisor, or runc with a state root
+    /// of its own.
+    fn command_of(&self, bin: &str, args: &[&str]) -> Command {
+        let root = match bin {
+            FERROVISOR => self.state_root(),
+            _ => self.dir.path().join("runc-state"),
+        };
+        let mut cmd = Command::new(bin);
         cmd.env_clear()
             .env("PATH", "/usr/bin:/bin")
             .current_dir("/")
             .arg("--root")
-            .arg(self.state_root())
+            .arg(root)
             .args(args)
             .stdin(Stdio::null());
         cmd
@@ -104,7 +114,12 @@ impl World {
 
     /// Runs a command that leaves nothing behind holding its stdio.
     fn cli(&self, args: &[&str]) -> Outcome {
-        run(self.command(args), None, TIMEOUT)
+        self.cli_of(FERROVISOR, args)
+    }
+
+    /// [`World::cli`] for the runtime `bin`.
+    fn cli_of(&self, bin: &str, args: &[&str]) -> Outcome {
+        run(self.command_of(bin, args), None, TIMEOUT)
     }
 
     /// `create`: the sandbox inherits stdout and stderr, so they go to
@@ -115,13 +130,18 @@ impl World {
 
     /// `create` after the global flags `global`.
     fn create_with(&mut self, global: &[&str], id: &str) -> Outcome {
+        self.create_of(FERROVISOR, global, id)
+    }
+
+    /// [`World::create_with`] for the runtime `bin`.
+    fn create_of(&mut self, bin: &str, global: &[&str], id: &str) -> Outcome {
         self.ids.push(id.to_string());
         let out_path = self.dir.path().join(format!("{id}.out"));
         let err_path = self.dir.path().join(format!("{id}.err"));
         let bundle = self.bundle_str();
         let mut args = global.to_vec();
         args.extend(["create", "--bundle", &bundle, id]);
-        let mut cmd = self.command(&args);
+        let mut cmd = self.command_of(bin, &args);
         cmd.stdout(std::fs::File::create(&out_path).expect("out file"))
             .stderr(std::fs::File::create(&err_path).expect("err file"));
         let child = cmd.spawn().expect("spawn create");
@@ -179,10 +199,43 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         // Never leave a sandbox running after a failed test.
+        let runc = self
+            .dir
+            .path()
+            .join("runc-state")
+            .is_dir()
+            .then(runc_binary)
+            .flatten();
         for id in std::mem::take(&mut self.ids) {
             let _ = self.cli(&["delete", "--force", &id]);
+            if let Some(runc) = &runc {
+                let _ = self.cli_of(runc, &["delete", "--force", &id]);
+            }
         }
     }
+}
+
+/// Where runc is installed, if it is: tests that compare with it run
+/// their runc half only then.
+fn runc_binary() -> Option<String> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = path
+        .split(':')
+        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"])
+        .map(|d| Path::new(d).join("runc"))
+        .find(|p| p.is_file());
+    found.map(|p| p.to_string_lossy().into_owned())
+}
+
+/// The runtimes `test` runs its sequence under: ferrovisor, and runc where
+/// it is installed (saying so when it is not).
+fn runtimes(test: &str) -> Vec<String> {
+    let mut bins = vec![FERROVISOR.to_string()];
+    match runc_binary() {
+        Some(runc) => bins.push(runc),
+        None => eprintln!("note: runc is not installed: {test} is not compared with runc"),
+    }
+    bins
 }
 
 fn set_args(v: &mut Value, args: &[&str]) {
@@ -3449,5 +3502,212 @@ fn sysctls_are_applied_or_refused_by_name() {
         let out = w.cli(&["run", "--bundle", &w.bundle_str(), "sc2"]);
         assert_one_line(&out);
         assert!(out.stderr.contains(named), "{sysctl}: {out:?}");
+    }
+}
+
+/// Runs `args` of `w` under `bin`, for a sequence compared with runc's.
+fn step(w: &World, bin: &str, args: &[&str]) -> Outcome {
+    let out = w.cli_of(bin, args);
+    eprintln!("{bin} {args:?}: {} {}", out.status, out.stderr.trim_end());
+    out
+}
+
+/// The OCI status of `id` under `bin` once it is `want` (or the deadline
+/// has passed).
+fn status_of(w: &World, bin: &str, id: &str, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = w.cli_of(bin, &["state", id]);
+        let st: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+        let status = st["status"].as_str().unwrap_or("none").to_string();
+        if status == want || Instant::now() > deadline {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `delete` and `kill` fail where runc's do and succeed where they do:
+/// `delete` of a container that does not exist or is running (without
+/// `--force`), `kill` of one that does not exist or has stopped (unless
+/// `--all`), either with an empty id. The same sequence runs under runc
+/// where it is installed, and must give the same statuses.
+#[test]
+fn delete_and_kill_exit_as_runcs_do() {
+    let mut w = World::new("cli-like-runc", |v| set_args(v, &["sleep", "1000"]));
+    let expected: &[(&[&str], bool)] = &[
+        (&["delete", "nosuch"], false),
+        (&["delete", "--force", "nosuch"], true),
+        (&["kill", "nosuch"], false),
+        (&["kill", "nosuch", "KILL"], false),
+        (&["kill", ""], false),
+        (&["kill", "", "KILL"], false),
+        (&["delete", ""], false),
+        (&["delete", "--force", ""], false),
+        (&["kill", "c1", "0"], true),
+        (&["start", "c1"], true),
+        (&["delete", "c1"], false),
+        (&["kill", "c1", "KILL"], true),
+        // (here the container has stopped)
+        (&["kill", "c1", "KILL"], false),
+        (&["kill", "c1", "TERM"], false),
+        (&["kill", "--all", "c1", "KILL"], true),
+        (&["delete", "c1"], true),
+        (&["delete", "c1"], false),
+        (&["kill", "c1", "KILL"], false),
+    ];
+    let mut answers = Vec::new();
+    for bin in runtimes("delete_and_kill_exit_as_runcs_do") {
+        let out = w.create_of(&bin, &[], "c1");
+        assert_eq!(out.status, 0, "{bin} create: {}", out.stderr);
+        let mut got = Vec::new();
+        for (i, (args, _)) in expected.iter().enumerate() {
+            if i == 12 {
+                assert_eq!(status_of(&w, &bin, "c1", "stopped"), "stopped", "{bin}");
+            }
+            let out = step(&w, &bin, args);
+            if bin == FERROVISOR && out.status != 0 {
+                assert_one_line(&out);
+            }
+            got.push((*args, out.status == 0));
+        }
+        answers.push((bin, got));
+    }
+    assert_eq!(answers[0].1, expected, "ferrovisor");
+    if let Some((runc, got)) = answers.get(1) {
+        assert_eq!(
+            got, &answers[0].1,
+            "{runc} answers otherwise than ferrovisor"
+        );
+    }
+}
+
+/// `process.user.additionalGids` are the guest's supplementary groups
+/// (sorted, each once, as runc sets them) and its permission checks go by
+/// them; `HOME`, when the spec's environment has none (or an empty one),
+/// is the user's home directory in the rootfs's `/etc/passwd`, else `/`.
+/// Each case runs under runc too where it is installed, which must print
+/// the same.
+#[test]
+fn additional_gids_and_home_are_runcs() {
+    let probe = "id -G; grep Groups /proc/self/status; echo \"HOME=${HOME-unset}\"; \
+                 cat /grp >/dev/null 2>&1 && echo grp-readable || echo grp-unreadable";
+    let mut w = World::new("groups-home", |v| set_args(v, &["sh", "-c", probe]));
+    let rootfs = w.bundle().join("rootfs");
+    std::fs::create_dir_all(rootfs.join("etc")).expect("mkdir etc");
+    let passwd = rootfs.join("etc/passwd");
+    let entries = "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n";
+    std::fs::write(&passwd, entries).expect("passwd");
+    let grp = rootfs.join("grp");
+    std::fs::write(&grp, "for group 5\n").expect("grp");
+    std::os::unix::fs::chown(&grp, Some(0), Some(5)).expect("chown grp");
+    std::fs::set_permissions(&grp, std::fs::Permissions::from_mode(0o640)).expect("chmod grp");
+    let bins = runtimes("additional_gids_and_home_are_runcs");
+    let path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    let cases = [
+        (
+            serde_json::json!({"uid": 1000, "gid": 1000, "additionalGids": [5, 3, 5]}),
+            serde_json::json!([path]),
+            true,
+            "1000 3 5\nGroups:\t3 5 \nHOME=/home/user\ngrp-readable\n",
+        ),
+        (
+            serde_json::json!({"uid": 1234, "gid": 7}),
+            serde_json::json!([path]),
+            true,
+            "7\nGroups:\t \nHOME=/\ngrp-unreadable\n",
+        ),
+        (
+            serde_json::json!({"uid": 0, "gid": 0, "additionalGids": [0, 10]}),
+            serde_json::json!([path]),
+            true,
+            "0 10\nGroups:\t0 10 \nHOME=/root\ngrp-readable\n",
+        ),
+        (
+            serde_json::json!({"uid": 1000, "gid": 1000}),
+            serde_json::json!([path, "HOME=/custom"]),
+            true,
+            "1000\nGroups:\t \nHOME=/custom\ngrp-unreadable\n",
+        ),
+        (
+            serde_json::json!({"uid": 1000, "gid": 1000}),
+            serde_json::json!([path, "HOME="]),
+            true,
+            "1000\nGroups:\t \nHOME=/home/user\ngrp-unreadable\n",
+        ),
+        (
+            serde_json::json!({"uid": 0, "gid": 0}),
+            serde_json::json!([path]),
+            false,
+            "0\nGroups:\t \nHOME=/\ngrp-readable\n",
+        ),
+    ];
+    for (user, env, with_passwd, want) in cases {
+        w.edit_config(|v| {
+            v["process"]["user"] = user.clone();
+            v["process"]["env"] = env.clone();
+        });
+        if !with_passwd {
+            std::fs::remove_file(&passwd).expect("rm passwd");
+        }
+        for bin in &bins {
+            let out = w.cli_of(bin, &["run", "--bundle", &w.bundle_str(), "g1"]);
+            assert_eq!(
+                (out.stdout.as_str(), out.status),
+                (want, 0),
+                "{bin} as {user} with {env}: {}",
+                out.stderr
+            );
+        }
+    }
+
+    // exec: `--process` with its own groups; a command line with the
+    // container's groups and `--additional-gids`.
+    std::fs::write(&passwd, entries).expect("passwd");
+    w.edit_config(|v| {
+        set_args(v, &["sleep", "1000"]);
+        v["process"]["user"] = serde_json::json!({"uid": 1000, "gid": 1000, "additionalGids": [5]});
+        v["process"]["env"] = serde_json::json!([path]);
+    });
+    let proc_json = w.dir.path().join("process.json");
+    std::fs::write(
+        &proc_json,
+        serde_json::json!({
+            "args": ["sh", "-c", probe], "cwd": "/", "env": [path],
+            "user": {"uid": 1000, "gid": 1000, "additionalGids": [3]},
+        })
+        .to_string(),
+    )
+    .expect("process.json");
+    let proc_json = proc_json.to_string_lossy().into_owned();
+    for bin in &bins {
+        assert_eq!(w.create_of(bin, &[], "g2").status, 0, "{bin} create");
+        assert_eq!(w.cli_of(bin, &["start", "g2"]).status, 0, "{bin} start");
+        let out = w.cli_of(bin, &["exec", "--process", &proc_json, "g2"]);
+        assert_eq!(
+            out.stdout, "1000 3\nGroups:\t3 \nHOME=/home/user\ngrp-unreadable\n",
+            "{bin} exec --process: {}",
+            out.stderr
+        );
+        let out = w.cli_of(
+            bin,
+            &[
+                "exec",
+                "--user",
+                "1000:1000",
+                "-g",
+                "10",
+                "g2",
+                "sh",
+                "-c",
+                probe,
+            ],
+        );
+        assert_eq!(
+            out.stdout, "1000 5 10\nGroups:\t5 10 \nHOME=/home/user\ngrp-readable\n",
+            "{bin} exec -g: {}",
+            out.stderr
+        );
+        assert_eq!(w.cli_of(bin, &["delete", "--force", "g2"]).status, 0);
     }
 }

@@ -19,7 +19,9 @@ pub const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 pub const SHIM: &str = env!("CARGO_BIN_EXE_containerd-shim-ferrovisor-v1");
 pub const TIMEOUT: Duration = Duration::from_secs(120);
 pub const IMAGE: &str = "docker.io/library/ferrovisor-busybox:test";
-pub const APPLETS: &[&str] = &["sh", "echo", "cat", "true", "false", "sleep", "ls", "env"];
+pub const APPLETS: &[&str] = &[
+    "sh", "echo", "cat", "true", "false", "sleep", "ls", "env", "id",
+];
 /// The containerd configuration the Kubernetes guide gives, with the path of
 /// the ferrovisor binary to substitute.
 pub const CONFIG_SNIPPET: &str = include_str!("../../../docs/kubernetes/containerd-config.toml");
@@ -123,6 +125,20 @@ fn build_layer(dir: &Path) -> (PathBuf, String) {
     for a in APPLETS {
         symlink("busybox", layer.join("bin").join(a)).expect("applet symlink");
     }
+    // Users and groups for `docker run --user NAME`: `user` is also a
+    // member of `users`, which engines add as a supplementary group.
+    std::fs::create_dir_all(layer.join("etc")).expect("mkdir layer/etc");
+    std::fs::write(
+        layer.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n\
+         nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+    )
+    .expect("write etc/passwd");
+    std::fs::write(
+        layer.join("etc/group"),
+        "root:x:0:\nusers:x:100:user\nuser:x:1000:\nnogroup:x:65534:\n",
+    )
+    .expect("write etc/group");
     let layer_tar = dir.join("layer.tar");
     let st = Command::new("tar")
         .args(["--numeric-owner", "--owner=0", "--group=0", "-cf"])

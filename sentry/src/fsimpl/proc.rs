@@ -1073,8 +1073,9 @@ impl ProcFs {
             fs.lock().unwrap_or_else(|e| e.into_inner()).umask
         });
         let (vm, rss) = self.vm_pages(p);
-        // (each followed by a space, as Linux prints them)
-        let groups: String = groups.iter().map(|g| format!("{g} ")).collect();
+        // (a space between and one after, even with none, as Linux prints them)
+        let groups: Vec<String> = groups.iter().map(u32::to_string).collect();
+        let groups = format!("{} ", groups.join(" "));
         let ids = |v: [u32; 4]| format!("{}\t{}\t{}\t{}", v[0], v[1], v[2], v[3]);
         let (uid, gid) = (ids(uid), ids(gid));
         let id = tid.unwrap_or(p.pid);

@@ -26,7 +26,7 @@ use crate::loader::{self, ExecRequest};
 use crate::mm::memfile::MemoryFile;
 use crate::mm::MemoryManager;
 use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
-use crate::vfs::{FileSystem, Location};
+use crate::vfs::{FileSystem, Location, Node};
 
 /// Errors starting a sandbox, for the person at the command line.
 #[derive(Debug, thiserror::Error)]
@@ -534,6 +534,13 @@ pub struct Privileges {
     /// the file mode creation mask it starts with (an OCI
     /// `process.user.umask`); `None`: 022
     pub umask: Option<u32>,
+    /// supplementary groups (an OCI `process.user.additionalGids`);
+    /// `None`: the Sentry's own, the caller's
+    pub groups: Option<Vec<u32>>,
+    /// when the environment has no `HOME` (or an empty one), set it to the
+    /// user's home directory in the guest's `/etc/passwd`, else `/`, as
+    /// runc does for a container's processes
+    pub default_home: bool,
 }
 
 /// The standard descriptors of a new process.
@@ -544,6 +551,48 @@ pub enum Stdio {
     /// host descriptors handed in (`exec`); they belong to the new
     /// process's files from then on, and are closed if it cannot start
     Owned([std::os::fd::OwnedFd; 3]),
+}
+
+/// How much of `/etc/passwd` [`passwd_home`] reads: real ones are a few
+/// KiB, and a guest that writes a huge one (into a writable root, before
+/// an `exec`) costs the Sentry no more than this.
+const PASSWD_MAX: usize = 4 << 20;
+
+/// The home directory of `uid` as runc finds it: the sixth field of the
+/// first line of the guest's `/etc/passwd` whose third is `uid`
+/// (passwd(5)); `/` when there is none. (Anything but a regular file
+/// reads as none: neither the gofer nor tmpfs reads another kind.)
+fn passwd_home(fs: &FileSystem, uid: u32) -> Vec<u8> {
+    let read = || -> Option<Vec<u8>> {
+        let loc = fs.resolve(&fs.root(), b"/etc/passwd", true).ok()?;
+        let host = match loc.node() {
+            Node::Mem(_) => None,
+            _ => Some(fs.open_host(&loc).ok()?),
+        };
+        let (mut data, mut chunk) = (Vec::new(), vec![0u8; 64 << 10]);
+        while data.len() < PASSWD_MAX {
+            let pos = data.len() as u64;
+            let n = match (loc.node(), &host) {
+                (Node::Mem(m), _) => m.read_at(pos, &mut chunk).ok()?,
+                (_, Some(f)) => crate::host::pread(f.fd(), &mut chunk, pos).ok()?,
+                (_, None) => return None,
+            };
+            if n == 0 {
+                break;
+            }
+            data.extend_from_slice(&chunk[..n]);
+        }
+        Some(data)
+    };
+    let data = read().unwrap_or_default();
+    let uid_of = |f: &[&[u8]]| std::str::from_utf8(f.get(2)?).ok()?.parse::<u32>().ok();
+    data.split(|&b| b == b'\n')
+        .map(|l| l.trim_ascii().split(|&b| b == b':').collect::<Vec<_>>())
+        .find(|f| uid_of(f) == Some(uid))
+        .map_or_else(
+            || b"/".to_vec(),
+            |f| f.get(5).copied().unwrap_or_default().to_vec(),
+        )
 }
 
 /// Creates the process `spec` describes (loaded, registered, not yet
@@ -568,7 +617,14 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
     };
 
     let ids = spec.ids.unwrap_or_else(crate::host::ids);
-    let (argv_copy, envp_copy) = (spec.argv.clone(), spec.envp.clone());
+    let mut envp = spec.envp;
+    // (an empty `HOME` counts as none: runc's getenv sees none either)
+    if spec.privileges.default_home && !envp.iter().any(|e| e.len() > 5 && e.starts_with(b"HOME="))
+    {
+        envp.retain(|e| !e.starts_with(b"HOME="));
+        envp.push([&b"HOME="[..], &passwd_home(&kernel.fs, ids.0)].concat());
+    }
+    let (argv_copy, envp_copy) = (spec.argv.clone(), envp.clone());
     let sandbox_root = kernel.fs.root();
     let space = kernel.platform.new_address_space()?;
     let req = ExecRequest {
@@ -577,7 +633,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         cwd: &cwd,
         path,
         argv: spec.argv,
-        envp: spec.envp,
+        envp,
         creds: None,
         user_range: space.min_user_address()..kernel.platform.max_user_address(),
     };
@@ -600,7 +656,11 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
     // The process's credentials as the runtime leaves them before its
     // `execve` (the spec's capability sets, if any), then what that
     // `execve` makes of them.
-    let mut creds = crate::kernel::auth::Creds::new(ids.0, ids.1, kernel.groups.clone());
+    let groups = spec
+        .privileges
+        .groups
+        .unwrap_or_else(|| kernel.groups.clone());
+    let mut creds = crate::kernel::auth::Creds::new(ids.0, ids.1, groups);
     let no_new_privs = spec.privileges.no_new_privs;
     if let Some(caps) = spec.privileges.caps {
         creds.caps = caps.trim_ambient();
