@@ -166,6 +166,8 @@ guests! {
     // malformed ELF headers, PT_INTERP and #! lines (issue 21)
     execve_malformed,
     execve_state,
+    // a guest's own seccomp filters, enforced by the Sentry (issue 20)
+    seccomp_filter,
     // signals in depth (issue 3 point 3)
     sig_siginfo,
     sig_restart,

@@ -1045,7 +1045,7 @@ impl ProcFs {
         let thread = tid
             .and_then(|t| st.threads.iter().find(|x| x.tid == t).cloned())
             .or_else(|| st.threads.first().cloned());
-        let (blk, pnd, caps, nnp, uid, gid, groups) = thread
+        let (blk, pnd, caps, nnp, uid, gid, groups, seccomp) = thread
             .map(|t| {
                 let ts = t.state();
                 let (uid, gid) = (ts.uid, ts.gid);
@@ -1057,9 +1057,11 @@ impl ProcFs {
                     uid,
                     gid,
                     ts.groups.clone(),
+                    (ts.seccomp.mode.number(), ts.seccomp.filters()),
                 )
             })
             .unwrap_or_default();
+        let (seccomp, seccomp_filters) = seccomp;
         let (name, ppid, nthreads, shd) = (
             st.info.comm.clone(),
             st.ppid,
@@ -1096,7 +1098,7 @@ impl ProcFs {
              VmPeak:\t{} kB\nVmSize:\t{} kB\nVmRSS:\t{} kB\nThreads:\t{nthreads}\nSigQ:\t0/63459\n\
              SigPnd:\t{pnd:016x}\nShdPnd:\t{shd:016x}\nSigBlk:\t{blk:016x}\nSigIgn:\t{ign:016x}\nSigCgt:\t{cgt:016x}\n\
              CapInh:\t{inh:016x}\nCapPrm:\t{prm:016x}\nCapEff:\t{eff:016x}\nCapBnd:\t{bnd:016x}\nCapAmb:\t{amb:016x}\n\
-             NoNewPrivs:\t{nnp}\nSeccomp:\t0\nSeccomp_filters:\t0\nCpus_allowed_list:\t0-{}\nMems_allowed_list:\t0\n\
+             NoNewPrivs:\t{nnp}\nSeccomp:\t{seccomp}\nSeccomp_filters:\t{seccomp_filters}\nCpus_allowed_list:\t0-{}\nMems_allowed_list:\t0\n\
              voluntary_ctxt_switches:\t0\nnonvoluntary_ctxt_switches:\t0\n",
             p.pid,
             groups,

@@ -6,6 +6,7 @@ pub mod fasync;
 pub mod futex;
 pub mod hostsig;
 pub mod ipc;
+pub mod seccomp;
 pub mod task;
 pub mod timers;
 pub mod wait;
@@ -777,6 +778,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         altstack: no_altstack(),
         patch_checked: 0,
         stale_fault: None,
+        seccomp_copy: Default::default(),
     };
     {
         let mut p = proc_.state();

@@ -605,6 +605,9 @@ pub struct ThreadState {
     pub pending: SigQueue,
     /// the thread must exit on its own (another thread is in `execve`)
     pub exit_now: bool,
+    /// the thread has begun to exit (Linux's `PF_EXITING`): a `TSYNC`
+    /// passes over it
+    pub exiting: bool,
     /// CPUs the thread may run on (`sched_setaffinity`), bit per CPU;
     /// 0 means all of them
     pub affinity: u64,
@@ -619,6 +622,11 @@ pub struct ThreadState {
     pub gid: [u32; 4],
     /// its supplementary groups (/proc)
     pub groups: Vec<u32>,
+    /// its seccomp mode and filters: the truth, which its task copies
+    /// (see [`Task::seccomp`]) and another thread's `TSYNC` may change
+    pub seccomp: crate::kernel::seccomp::Seccomp,
+    /// a `TSYNC` gave it the caller's `no_new_privs` too
+    pub seccomp_sets_no_new_privs: bool,
 }
 
 /// A guest thread as other threads see it.
@@ -632,6 +640,8 @@ pub struct Thread {
     /// where the thread sleeps in a blocking call; a signal sent to it
     /// wakes it there
     pub waiter: Arc<Waiter>,
+    /// whether its calls go through seccomp, read before each call
+    pub seccomp: crate::kernel::seccomp::SeccompFlags,
 }
 
 impl fmt::Debug for Thread {
@@ -652,6 +662,7 @@ impl Thread {
             }),
             interrupter: Mutex::new(None),
             waiter: Waiter::new(),
+            seccomp: Default::default(),
         })
     }
 
@@ -846,6 +857,9 @@ pub struct Task {
     /// a fault the memory manager found already resolved, run again once
     /// (its address and `rip`)
     pub stale_fault: Option<(u64, u64)>,
+    /// its copy of the thread's seccomp state, read without a lock on
+    /// each call ([`Task::seccomp`] refreshes it)
+    pub(crate) seccomp_copy: crate::kernel::seccomp::Seccomp,
 }
 
 /// Working directory and file creation mask.
@@ -1506,6 +1520,8 @@ impl Task {
 
     fn exit_thread(&mut self, status: ExitStatus) -> ExitStatus {
         self.thread.set_interrupter(None);
+        // (before its tid is cleared: a joiner may act at once)
+        self.thread.state().exiting = true;
         self.proc_.state().cpu.sys += host_thread_cpu();
         crate::kernel::futex::exit_robust_list(self);
         if self.clear_child_tid != 0 {

@@ -171,7 +171,15 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             t.gid = task.creds.gid;
             t.groups.clone_from(&task.creds.groups);
         }
-        proc_.state().threads.push(thread.clone());
+        {
+            // Filters are inherited under the process's lock, which a
+            // `TSYNC` holds too: a new thread gets either its parent's
+            // filters and the sync after, or the synced ones.
+            let mut ps = proc_.state();
+            let seccomp = task.thread.state().seccomp.clone();
+            thread.set_seccomp(&mut thread.state(), seccomp);
+            ps.threads.push(thread.clone());
+        }
         procs.threads.insert(id, thread.clone());
         (proc_, thread)
     };
@@ -293,6 +301,8 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 altstack,
                 patch_checked: 0,
                 stale_fault: None,
+                // (picked up from the thread's state at its first call)
+                seccomp_copy: Default::default(),
             };
             if flags & CLONE_CHILD_SETTID != 0 {
                 let _ = child.mm().write_obj(child_tid, &id);

@@ -731,6 +731,8 @@ pub fn sys_prctl(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const PR_SET_KEEPCAPS: u64 = 8;
     const PR_GET_SECUREBITS: u64 = 27;
     const PR_SET_SECUREBITS: u64 = 28;
+    const PR_GET_SECCOMP: u64 = 21;
+    const PR_SET_SECCOMP: u64 = 22;
     use crate::kernel::auth::secbit;
     let (option, arg2, arg3, arg4, arg5) = (a.u64(0), a.u64(1), a.u64(2), a.u64(3), a.u64(4));
     match option {
@@ -832,6 +834,8 @@ pub fn sys_prctl(task: &mut Task, a: &Args) -> Result<u64, Errno> {
             Ok(0)
         }
         PR_GET_NO_NEW_PRIVS => Ok(u64::from(task.no_new_privs)),
+        PR_GET_SECCOMP => super::seccomp::prctl_get_seccomp(task),
+        PR_SET_SECCOMP => super::seccomp::prctl_set_seccomp(task, arg2, arg3),
         PR_SET_CHILD_SUBREAPER => {
             task.proc_.state().child_subreaper = arg2 != 0;
             Ok(0)
@@ -1278,8 +1282,16 @@ fn kill_other_threads(task: &mut Task) {
     if task.tid() != pid {
         let mask = task.sigmask();
         let new = crate::kernel::task::Thread::new(pid, task.proc_.clone(), mask);
-        let affinity = task.thread.state().affinity;
-        new.state().affinity = affinity;
+        let (affinity, seccomp) = {
+            let old = task.thread.state();
+            (old.affinity, old.seccomp.clone())
+        };
+        {
+            let mut st = new.state();
+            st.affinity = affinity;
+            // Filters survive execve, whichever thread makes it.
+            new.set_seccomp(&mut st, seccomp);
+        }
         let old_tid = task.tid();
         {
             let mut st = task.proc_.state();
