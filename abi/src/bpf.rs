@@ -245,13 +245,94 @@ pub struct SeccompNotifSizes {
 
 const _: () = assert!(size_of::<SeccompNotifSizes>() == 6);
 
+/// A call waiting for the listener (`struct seccomp_notif`), as
+/// `SECCOMP_IOCTL_NOTIF_RECV` hands it out.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct SeccompNotif {
+    /// the notice's cookie, for the response
+    pub id: u64,
+    /// the calling thread's id
+    pub pid: u32,
+    /// none defined
+    pub flags: u32,
+    /// the call
+    pub data: SeccompData,
+}
+
+const _: () = assert!(size_of::<SeccompNotif>() == 80);
+
+/// The listener's answer (`struct seccomp_notif_resp`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct SeccompNotifResp {
+    /// the notice answered
+    pub id: u64,
+    /// what the call returns, when `error` is 0
+    pub val: i64,
+    /// a negative errno, or 0
+    pub error: i32,
+    /// `SECCOMP_USER_NOTIF_FLAG_CONTINUE`: make the call after all
+    pub flags: u32,
+}
+
+const _: () = assert!(size_of::<SeccompNotifResp>() == 24);
+
+/// A descriptor the listener puts in the caller's table
+/// (`struct seccomp_notif_addfd`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct SeccompNotifAddfd {
+    /// the notice whose caller gets it
+    pub id: u64,
+    /// `SECCOMP_ADDFD_FLAG_*`
+    pub flags: u32,
+    /// the listener's descriptor to give
+    pub srcfd: u32,
+    /// the number it gets, with `SECCOMP_ADDFD_FLAG_SETFD`
+    pub newfd: u32,
+    /// `O_CLOEXEC` or 0
+    pub newfd_flags: u32,
+}
+
+const _: () = assert!(size_of::<SeccompNotifAddfd>() == 24);
+
 /// Linux's sizes: a notice is an id, a pid, flags and the call's data; a
 /// response an id, a value, an error and flags.
 pub const SECCOMP_NOTIF_SIZES: SeccompNotifSizes = SeccompNotifSizes {
-    seccomp_notif: 16 + size_of::<SeccompData>() as u16,
-    seccomp_notif_resp: 24,
+    seccomp_notif: size_of::<SeccompNotif>() as u16,
+    seccomp_notif_resp: size_of::<SeccompNotifResp>() as u16,
     seccomp_data: size_of::<SeccompData>() as u16,
 };
+
+// The listener's ioctls (`_IOWR('!', 0, struct seccomp_notif)`, ...).
+/// take the next waiting call
+pub const SECCOMP_IOCTL_NOTIF_RECV: u32 = 0xc050_2100;
+/// answer one
+pub const SECCOMP_IOCTL_NOTIF_SEND: u32 = 0xc018_2101;
+/// is a notice still waiting for its answer
+pub const SECCOMP_IOCTL_NOTIF_ID_VALID: u32 = 0x4008_2102;
+/// (the same, with the direction bits Linux first gave it)
+pub const SECCOMP_IOCTL_NOTIF_ID_VALID_WRONG_DIR: u32 = 0x8008_2102;
+/// give the caller a descriptor
+pub const SECCOMP_IOCTL_NOTIF_ADDFD: u32 = 0x4018_2103;
+/// set listener flags
+pub const SECCOMP_IOCTL_NOTIF_SET_FLAGS: u32 = 0x4008_2104;
+/// response flag: make the call after all
+pub const SECCOMP_USER_NOTIF_FLAG_CONTINUE: u32 = 1;
+/// addfd flag: at `newfd` exactly
+pub const SECCOMP_ADDFD_FLAG_SETFD: u32 = 1;
+/// addfd flag: and answer the call with the new descriptor
+pub const SECCOMP_ADDFD_FLAG_SEND: u32 = 2;
+/// listener flag: wake the caller on the listener's CPU (a scheduling
+/// hint)
+pub const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
 
 /// `AUDIT_ARCH_X86_64`: a call made with the x86-64 `syscall` convention.
 pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;

@@ -168,6 +168,7 @@ guests! {
     execve_state,
     // a guest's own seccomp filters, enforced by the Sentry (issue 20)
     seccomp_filter,
+    seccomp_notify,
     // signals in depth (issue 3 point 3)
     sig_siginfo,
     sig_restart,

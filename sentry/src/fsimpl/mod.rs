@@ -8,5 +8,6 @@ pub mod mqueue;
 pub mod pidfd;
 pub mod pipe;
 pub mod proc;
+pub mod seccomp_notify;
 pub mod sysctl;
 pub mod tmpfs;

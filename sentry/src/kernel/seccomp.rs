@@ -1,17 +1,21 @@
 //! A guest's own seccomp state (seccomp(2)): the mode and the chain of
 //! filters each thread carries, inherited by its children and kept across
-//! `execve`, and what a call is answered under them. The Sentry enforces
-//! them itself; nothing is installed on the host. The system calls that
-//! change them, and the check made before each call, are in
-//! `syscalls/seccomp.rs`.
+//! `execve`, what a call is answered under them, and the user-notification
+//! state a filter with a listener shares with it (seccomp_unotify(2)). The
+//! Sentry enforces them itself; nothing is installed on the host. The
+//! system calls that change them, and the check made before each call, are
+//! in `syscalls/seccomp.rs`.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use abi::bpf::{self, Program, SeccompData};
+use abi::bpf::{self, Program, SeccompData, SeccompNotif};
+use abi::Errno;
 
 use crate::kernel::task::{Task, Thread, ThreadState};
+use crate::kernel::wait::WaitQueue;
+use crate::vfs::file::FdTable;
 
 /// A thread's seccomp mode, numbered as `PR_GET_SECCOMP` and /proc's
 /// `Seccomp:` line give it.
@@ -44,6 +48,9 @@ pub struct Filter {
     prog: Program,
     /// `SECCOMP_FILTER_FLAG_LOG`: log what it returns, but `ALLOW`
     pub log: bool,
+    /// where its `SECCOMP_RET_USER_NOTIF` calls go
+    /// (`SECCOMP_FILTER_FLAG_NEW_LISTENER`)
+    pub notifier: Option<Arc<Notifier>>,
     prev: Option<Arc<Filter>>,
     /// filters in the chain, this one included
     count: usize,
@@ -66,8 +73,12 @@ impl fmt::Debug for Filter {
 impl Drop for Filter {
     /// Drops the chain one filter at a time: a chain of thousands of
     /// one-instruction filters (6,553 fit the limit) would otherwise drop
-    /// recursively, a frame per filter, on a task's host thread stack.
+    /// recursively, a frame per filter, on a task's host thread stack. A
+    /// filter no thread has any more tells its listener (`POLLHUP`).
     fn drop(&mut self) {
+        if let Some(n) = &self.notifier {
+            n.orphan();
+        }
         let mut next = self.prev.take();
         while let Some(f) = next {
             next = match Arc::try_unwrap(f) {
@@ -89,6 +100,7 @@ impl Filter {
     pub fn attach(
         prog: Program,
         log: bool,
+        notifier: Option<Arc<Notifier>>,
         prev: Option<Arc<Filter>>,
     ) -> Result<Arc<Filter>, TooManyInsns> {
         let below = prev.as_ref().map_or(0, |p| p.cost);
@@ -100,8 +112,22 @@ impl Filter {
             cost: below + prog.len() + bpf::FILTER_PENALTY_INSNS,
             prog,
             log,
+            notifier,
             prev,
         }))
+    }
+
+    /// Whether the chain has a filter whose listener is still open: a
+    /// thread may have one at a time (`EBUSY`).
+    pub fn has_listener(&self) -> bool {
+        let mut f = Some(self);
+        while let Some(cur) = f {
+            if cur.notifier.as_ref().is_some_and(|n| !n.state().detached) {
+                return true;
+            }
+            f = cur.prev.as_deref();
+        }
+        false
     }
 
     /// Whether `older` is this filter or one below it (`None`, no filter,
@@ -123,22 +149,298 @@ impl Filter {
 
     /// Runs every filter of the chain, newest first, on one call; the
     /// most restrictive return value wins, and of equals the newest's
-    /// (Linux's `seccomp_run_filters()`). The second value says whether
-    /// the filter that gave it asked for logging.
-    pub fn run(&self, data: &SeccompData) -> (u32, bool) {
+    /// (Linux's `seccomp_run_filters()`). With it, the filter that gave it
+    /// (none when every filter allowed the call): its log flag and
+    /// listener apply.
+    pub fn run(&self, data: &SeccompData) -> (u32, Option<&Filter>) {
         let words = bpf::data_words(data);
         let mut ret = bpf::SECCOMP_RET_ALLOW;
-        let mut log = false;
+        let mut matched = None;
         let mut f = Some(self);
         while let Some(cur) = f {
             let r = cur.prog.run_words(&words);
             if bpf::action_rank(r) < bpf::action_rank(ret) {
                 ret = r;
-                log = cur.log;
+                matched = Some(cur);
             }
             f = cur.prev.as_deref();
         }
-        (ret, log)
+        (ret, matched)
+    }
+}
+
+/// Where a notice is (Linux's `enum notify_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NoticeState {
+    /// queued, not yet received
+    Init,
+    /// received by the listener, not yet answered
+    Sent,
+    /// answered: the caller takes the reply
+    Replied,
+}
+
+/// How the listener answered a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// the call returns this (a value, or a negative errno), unmade
+    Return(i64),
+    /// make the call after all (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`)
+    Continue,
+}
+
+/// One call waiting for the listener.
+#[derive(Debug)]
+struct Notice {
+    id: u64,
+    tid: i32,
+    data: SeccompData,
+    state: NoticeState,
+    reply: Reply,
+    /// the caller's descriptors and `RLIMIT_NOFILE`: `ADDFD` puts one
+    /// there
+    fds: Arc<Mutex<FdTable>>,
+    nofile: u64,
+}
+
+#[derive(Debug, Default)]
+struct NotifierState {
+    next_id: u64,
+    notices: Vec<Notice>,
+    /// the listener is closed: calls fail with `ENOSYS`
+    detached: bool,
+    /// no thread has the filter any more (`POLLHUP`)
+    orphaned: bool,
+}
+
+/// The user-notification state of a filter made with a listener: calls
+/// its filter sends there wait, in order, for the listener's answer
+/// (Linux's `struct notification`).
+#[derive(Debug, Default)]
+pub struct Notifier {
+    /// `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`: a received call waits on
+    /// through signals but fatal ones
+    pub wait_killable: bool,
+    state: Mutex<NotifierState>,
+    /// woken at every change: a call queued, received, answered or
+    /// withdrawn, the listener closed, the last thread gone
+    pub queue: WaitQueue,
+    generation: AtomicU64,
+}
+
+/// What [`Notifier::poll`] finds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Readiness {
+    /// a call waits to be received
+    pub queued: bool,
+    /// a received call waits for its answer
+    pub received: bool,
+    /// no thread has the filter any more
+    pub orphaned: bool,
+}
+
+impl Notifier {
+    /// A notifier with no calls.
+    pub fn new(wait_killable: bool) -> Arc<Notifier> {
+        Arc::new(Notifier {
+            wait_killable,
+            ..Notifier::default()
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, NotifierState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes everyone waiting on the notifier, after a change.
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.queue.notify();
+    }
+
+    /// A number that changes with every change (edge-triggered epoll).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Queues thread `tid`'s call `data`; its id, or `None` once the
+    /// listener is closed.
+    pub fn queue_call(
+        &self,
+        tid: i32,
+        data: SeccompData,
+        fds: Arc<Mutex<FdTable>>,
+        nofile: u64,
+    ) -> Option<u64> {
+        let id = {
+            let mut st = self.state();
+            if st.detached {
+                return None;
+            }
+            // Ids are not guessable from outside in Linux (a random start);
+            // here they only need to be unique.
+            st.next_id += 1;
+            let id = st.next_id;
+            st.notices.push(Notice {
+                id,
+                tid,
+                data,
+                state: NoticeState::Init,
+                reply: Reply::Return(0),
+                fds,
+                nofile,
+            });
+            id
+        };
+        self.changed();
+        Some(id)
+    }
+
+    /// The answer to call `id`, once there is one; the call is then gone.
+    pub fn take_reply(&self, id: u64) -> Option<Reply> {
+        let reply = {
+            let mut st = self.state();
+            let i = st
+                .notices
+                .iter()
+                .position(|n| n.id == id && n.state == NoticeState::Replied)?;
+            st.notices.remove(i).reply
+        };
+        self.changed();
+        Some(reply)
+    }
+
+    /// Takes call `id` back, unanswered (its caller was interrupted).
+    pub fn withdraw(&self, id: u64) {
+        self.state().notices.retain(|n| n.id != id);
+        self.changed();
+    }
+
+    /// Hands the oldest queued call to the listener.
+    pub fn receive(&self) -> Option<SeccompNotif> {
+        let notif = {
+            let mut st = self.state();
+            let n = st
+                .notices
+                .iter_mut()
+                .find(|n| n.state == NoticeState::Init)?;
+            n.state = NoticeState::Sent;
+            SeccompNotif {
+                id: n.id,
+                pid: n.tid as u32,
+                flags: 0,
+                data: n.data,
+            }
+        };
+        self.changed();
+        Some(notif)
+    }
+
+    /// Puts a received call back in the queue (the listener's buffer was
+    /// bad).
+    pub fn unreceive(&self, id: u64) {
+        if let Some(n) = self.state().notices.iter_mut().find(|n| n.id == id) {
+            if n.state == NoticeState::Sent {
+                n.state = NoticeState::Init;
+            }
+        }
+        self.changed();
+    }
+
+    /// Answers received call `id`: `ENOENT` for no such call,
+    /// `EINPROGRESS` for one not received or already answered.
+    pub fn answer(&self, id: u64, reply: Reply) -> Result<(), Errno> {
+        {
+            let mut st = self.state();
+            let n = st
+                .notices
+                .iter_mut()
+                .find(|n| n.id == id)
+                .ok_or(Errno::ENOENT)?;
+            if n.state != NoticeState::Sent {
+                return Err(Errno::EINPROGRESS);
+            }
+            n.state = NoticeState::Replied;
+            n.reply = reply;
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// Whether call `id` has been received (and may be answered, or is).
+    pub fn is_received(&self, id: u64) -> bool {
+        self.state()
+            .notices
+            .iter()
+            .any(|n| n.id == id && n.state != NoticeState::Init)
+    }
+
+    /// Whether call `id` is received and waits for its answer.
+    pub fn is_waiting(&self, id: u64) -> bool {
+        self.state()
+            .notices
+            .iter()
+            .any(|n| n.id == id && n.state == NoticeState::Sent)
+    }
+
+    /// Runs `install` on received call `id`'s descriptor table and
+    /// `RLIMIT_NOFILE` (`SECCOMP_IOCTL_NOTIF_ADDFD`); with `send`, its
+    /// result answers the call as well. The same errors as
+    /// [`Notifier::answer`].
+    pub fn add_fd(
+        &self,
+        id: u64,
+        send: bool,
+        install: impl FnOnce(&Mutex<FdTable>, u64) -> Result<i64, Errno>,
+    ) -> Result<i64, Errno> {
+        let fd = {
+            let mut st = self.state();
+            let n = st
+                .notices
+                .iter_mut()
+                .find(|n| n.id == id)
+                .ok_or(Errno::ENOENT)?;
+            if n.state != NoticeState::Sent {
+                return Err(Errno::EINPROGRESS);
+            }
+            let fd = install(&n.fds, n.nofile)?;
+            if send {
+                n.state = NoticeState::Replied;
+                n.reply = Reply::Return(fd);
+            }
+            fd
+        };
+        self.changed();
+        Ok(fd)
+    }
+
+    /// What a poll of the listener sees.
+    pub fn poll(&self) -> Readiness {
+        let st = self.state();
+        Readiness {
+            queued: st.notices.iter().any(|n| n.state == NoticeState::Init),
+            received: st.notices.iter().any(|n| n.state == NoticeState::Sent),
+            orphaned: st.orphaned,
+        }
+    }
+
+    /// The listener's last close: every waiting call fails with `ENOSYS`,
+    /// and so do later ones (Linux's `seccomp_notify_detach()`).
+    pub fn detach(&self) {
+        {
+            let mut st = self.state();
+            st.detached = true;
+            for n in &mut st.notices {
+                n.state = NoticeState::Replied;
+                n.reply = Reply::Return(Errno::ENOSYS.as_return() as i64);
+            }
+        }
+        self.changed();
+    }
+
+    fn orphan(&self) {
+        self.state().orphaned = true;
+        self.changed();
     }
 }
 
@@ -279,7 +581,7 @@ mod tests {
     fn chain(rets: &[u32]) -> Arc<Filter> {
         let mut f = None;
         for &r in rets {
-            f = Some(Filter::attach(ret(r), false, f).expect("fits"));
+            f = Some(Filter::attach(ret(r), false, None, f).expect("fits"));
         }
         f.expect("one filter at least")
     }
@@ -351,23 +653,25 @@ mod tests {
         // (the native kernel answers ENOMEM there too).
         let mut f = None;
         for _ in 0..7 {
-            f = Some(Filter::attach(long(), false, f).expect("fits"));
+            f = Some(Filter::attach(long(), false, None, f).expect("fits"));
         }
         assert_eq!(f.as_ref().map(|f| f.count), Some(7));
         assert_eq!(
-            Filter::attach(long(), false, f.clone()).map(|_| ()),
+            Filter::attach(long(), false, None, f.clone()).map(|_| ()),
             Err(TooManyInsns)
         );
         // A short one still fits.
-        let f = Filter::attach(ret(SECCOMP_RET_ALLOW), false, f).expect("fits");
+        let f = Filter::attach(ret(SECCOMP_RET_ALLOW), false, None, f).expect("fits");
         assert_eq!(f.count, 8);
     }
 
     #[test]
     fn ancestry_decides_whether_a_thread_can_be_synced() {
         let base = chain(&[SECCOMP_RET_ALLOW]);
-        let mine = Filter::attach(ret(SECCOMP_RET_LOG), false, Some(base.clone())).expect("fits");
-        let theirs = Filter::attach(ret(SECCOMP_RET_LOG), false, Some(base.clone())).expect("fits");
+        let mine =
+            Filter::attach(ret(SECCOMP_RET_LOG), false, None, Some(base.clone())).expect("fits");
+        let theirs =
+            Filter::attach(ret(SECCOMP_RET_LOG), false, None, Some(base.clone())).expect("fits");
         assert!(mine.descends_from(None));
         assert!(mine.descends_from(Some(&base)));
         assert!(mine.descends_from(Some(&mine)));
@@ -375,11 +679,123 @@ mod tests {
         assert!(!base.descends_from(Some(&mine)));
     }
 
+    fn table() -> Arc<Mutex<FdTable>> {
+        Arc::new(Mutex::new(FdTable::default()))
+    }
+
+    fn call(nr: i32) -> SeccompData {
+        SeccompData {
+            nr,
+            ..SeccompData::default()
+        }
+    }
+
+    #[test]
+    fn a_notice_is_queued_received_answered_and_taken() {
+        let n = Notifier::new(false);
+        assert_eq!(n.poll(), Readiness::default());
+        let a = n
+            .queue_call(7, call(110), table(), 1024)
+            .expect("listening");
+        let b = n.queue_call(8, call(39), table(), 1024).expect("listening");
+        assert!(n.poll().queued && !n.poll().received);
+        // Not received yet: no answer, not "waiting".
+        assert_eq!(n.answer(a, Reply::Return(1)), Err(Errno::EINPROGRESS));
+        assert!(!n.is_waiting(a));
+        // Received in order.
+        let got = n.receive().expect("queued");
+        assert_eq!((got.id, got.pid, got.data.nr), (a, 7, 110));
+        assert!(n.poll().queued && n.poll().received);
+        assert!(n.is_waiting(a) && n.is_received(a));
+        assert_eq!(n.take_reply(a), None);
+        assert_eq!(n.answer(a + 100, Reply::Continue), Err(Errno::ENOENT));
+        assert_eq!(n.answer(a, Reply::Return(42)), Ok(()));
+        // One answer only.
+        assert_eq!(n.answer(a, Reply::Return(43)), Err(Errno::EINPROGRESS));
+        assert!(!n.is_waiting(a));
+        assert_eq!(n.take_reply(a), Some(Reply::Return(42)));
+        assert_eq!(n.take_reply(a), None);
+        assert_eq!(n.answer(a, Reply::Return(43)), Err(Errno::ENOENT));
+        // A bad buffer puts the call back; a withdrawn one is gone.
+        assert_eq!(n.receive().map(|r| r.id), Some(b));
+        n.unreceive(b);
+        assert!(n.poll().queued);
+        n.withdraw(b);
+        assert_eq!(n.poll(), Readiness::default());
+        assert_eq!(n.receive(), None);
+    }
+
+    #[test]
+    fn add_fd_needs_a_received_call_and_may_answer_it() {
+        let n = Notifier::new(false);
+        let id = n
+            .queue_call(1, call(110), table(), 1024)
+            .expect("listening");
+        let seven = |_: &Mutex<FdTable>, _: u64| Ok(7);
+        assert_eq!(n.add_fd(id, true, seven), Err(Errno::EINPROGRESS));
+        n.receive().expect("queued");
+        // A failed install answers nothing.
+        assert_eq!(
+            n.add_fd(id, true, |_, _| Err(Errno::EMFILE)),
+            Err(Errno::EMFILE)
+        );
+        assert!(n.is_waiting(id));
+        assert_eq!(n.add_fd(id, false, |_, limit| Ok(limit as i64)), Ok(1024));
+        assert!(n.is_waiting(id));
+        assert_eq!(n.add_fd(id, true, seven), Ok(7));
+        assert_eq!(n.take_reply(id), Some(Reply::Return(7)));
+    }
+
+    #[test]
+    fn closing_the_listener_fails_calls_with_enosys() {
+        let n = Notifier::new(false);
+        let waiting = n
+            .queue_call(1, call(110), table(), 1024)
+            .expect("listening");
+        let received = n
+            .queue_call(2, call(110), table(), 1024)
+            .expect("listening");
+        let _ = n.receive();
+        n.detach();
+        let enosys = Reply::Return(-i64::from(Errno::ENOSYS.0));
+        assert_eq!(n.take_reply(waiting), Some(enosys));
+        assert_eq!(n.take_reply(received), Some(enosys));
+        assert_eq!(n.queue_call(3, call(110), table(), 1024), None);
+        // A chain whose listener closed may take another.
+        let f = Filter::attach(ret(SECCOMP_RET_USER_NOTIF), false, Some(n), None).expect("fits");
+        assert!(!f.has_listener());
+        let live = Filter::attach(
+            ret(SECCOMP_RET_ALLOW),
+            false,
+            Some(Notifier::new(false)),
+            None,
+        )
+        .expect("fits");
+        assert!(live.has_listener());
+    }
+
+    #[test]
+    fn the_listener_hangs_up_when_no_thread_has_the_filter() {
+        let n = Notifier::new(false);
+        let f = Filter::attach(ret(SECCOMP_RET_USER_NOTIF), false, Some(n.clone()), None)
+            .expect("fits");
+        let child =
+            Filter::attach(ret(SECCOMP_RET_ALLOW), false, None, Some(f.clone())).expect("fits");
+        // The matching filter is the one with the listener.
+        let (r, m) = child.run(&call(0));
+        assert_eq!(r, SECCOMP_RET_USER_NOTIF);
+        assert!(m.is_some_and(|m| m.notifier.is_some()));
+        drop(f);
+        assert!(!n.poll().orphaned, "a newer filter still holds it");
+        drop(child);
+        assert!(n.poll().orphaned);
+    }
+
     #[test]
     fn a_long_chain_drops_without_recursion() {
         let mut f = None;
         for _ in 0..6000 {
-            f = Some(Filter::attach(ret(SECCOMP_RET_ALLOW), false, f).expect("fits"));
+            f = Some(Filter::attach(ret(SECCOMP_RET_ALLOW), false, None, f).expect("fits"));
         }
         let f = f.expect("made");
         assert_eq!(f.count, 6000);

@@ -726,6 +726,31 @@ impl Thread {
         t.exit_now || (t.pending.bits | p.pending.bits) & !t.mask != 0
     }
 
+    /// Whether the thread must end once it takes its signals (Linux's
+    /// `fatal_signal_pending()`, which sees a signal that kills by default
+    /// turned into `SIGKILL`): its group exits, or an unblocked signal
+    /// whose action is to terminate is pending.
+    pub fn fatal_signal_pending(&self) -> bool {
+        let p = self.process.state();
+        if p.group_exit.is_some() {
+            return true;
+        }
+        let t = self.state();
+        if t.exit_now {
+            return true;
+        }
+        let mut pending = (t.pending.bits | p.pending.bits) & !t.mask;
+        while pending != 0 {
+            let sig = pending.trailing_zeros() as i32 + 1;
+            pending &= pending - 1;
+            let default = p.actions[sig as usize - 1].handler == SIG_DFL;
+            if default && !ignored_by_default(sig) && !is_stop(sig) && !p.unkillable {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Signals pending for the thread, its own and its process's.
     pub fn signals_pending(&self) -> u64 {
         let p = self.process.state();

@@ -1203,6 +1203,16 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             let on: i32 = task.mm().read_obj(a[2])?;
             set_async(task, fd as i32, &file, on != 0, true).map(|()| 0)
         }
+        cmd if file
+            .downcast::<crate::fsimpl::seccomp_notify::SeccompListener>()
+            .is_some() =>
+        {
+            let n = file
+                .downcast::<crate::fsimpl::seccomp_notify::SeccompListener>()
+                .map(|l| l.0.clone())
+                .ok_or(Errno::ENOTTY)?;
+            super::seccomp::listener_ioctl(task, &n, cmd as u32, a[2])
+        }
         cmd if matches!(file.kind, FileKind::Pty(_)) => {
             let FileKind::Pty(end) = &file.kind else {
                 return Err(Errno::ENOTTY);

@@ -647,7 +647,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::SECCOMP,
         seccomp::sys_seccomp,
-        "no user notification (NEW_LISTENER EINVAL, USER_NOTIF gives ENOSYS); strict mode keeps rdtsc",
+        "strict mode keeps rdtsc; TRACE answers ENOSYS (no tracers)",
     ),
     full(nr::GETRANDOM, process::sys_getrandom),
     full(nr::MEMFD_CREATE, memfd::sys_memfd_create),

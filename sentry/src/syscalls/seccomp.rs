@@ -1,18 +1,24 @@
 //! `seccomp(2)` and `prctl(PR_SET_SECCOMP / PR_GET_SECCOMP)`: a guest's own
-//! filters, checked and installed as Linux does, and the check made before
+//! filters, checked and installed as Linux does, the check made before
 //! each call of a thread in strict or filter mode (Linux's
-//! `__secure_computing()`). Everything happens in the Sentry: a guest's
-//! filter is data it runs, never a filter on the host.
+//! `__secure_computing()`), and the user-notification listener's ioctls
+//! (seccomp_unotify(2)). Everything happens in the Sentry: a guest's filter
+//! is data it runs, never a filter on the host.
+
+use std::sync::Arc;
 
 use abi::bpf::{self, Program, SeccompData, SockFilter, SockFprog};
 use abi::signal::{SIGKILL, SIGSYS};
-use abi::{nr, Errno, SigInfo};
+use abi::{nr, Errno, OpenFlags, SigInfo};
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::{Args, SyscallArgs};
+use crate::fsimpl::seccomp_notify::SeccompListener;
 use crate::kernel::auth::cap;
-use crate::kernel::seccomp::{Action, Filter, Mode, Seccomp};
-use crate::kernel::task::{ExitStatus, Task};
+use crate::kernel::seccomp::{Action, Filter, Mode, Notifier, Reply, Seccomp};
+use crate::kernel::task::{ExitStatus, Task, Thread};
+use crate::kernel::wait::{wait_until, Sleeper, Waiter};
+use crate::vfs::file::{FdEntry, FileDescription};
 
 /// The calls strict mode allows (the kernel's `mode1_syscalls`): note
 /// `exit`, not `exit_group`.
@@ -32,7 +38,7 @@ pub fn secure_computing(task: &mut Task, nr: u64, args: &Args) -> Option<Result<
         instruction_pointer: task.regs.rip,
         args: *args,
     };
-    let (ret, log) = {
+    let (ret, log, notifier) = {
         let s = task.seccomp();
         match s.mode {
             Mode::Disabled => return None,
@@ -46,14 +52,22 @@ pub fn secure_computing(task: &mut Task, nr: u64, args: &Args) -> Option<Result<
                 return Some(Ok(0));
             }
             Mode::Filter => match &s.filter {
-                Some(f) => f.run(&data),
+                Some(f) => {
+                    let (ret, matched) = f.run(&data);
+                    // (the listener only for a call it gets: an atomic
+                    // count otherwise spent on every call)
+                    let notifier = matched
+                        .filter(|_| Action::of(ret) == Action::UserNotif)
+                        .and_then(|m| m.notifier.clone());
+                    (ret, matched.is_some_and(|m| m.log), notifier)
+                }
                 None => return None,
             },
         }
     };
     let action = Action::of(ret);
     if log || !matches!(action, Action::Allow) {
-        tracing::debug!(
+        tracing::trace!(
             "seccomp: task {} call {nr} at {:#x}: {action:?}",
             task.tid(),
             data.instruction_pointer
@@ -76,9 +90,14 @@ pub fn secure_computing(task: &mut Task, nr: u64, args: &Args) -> Option<Result<
             // the call's number (Linux's `syscall_rollback()`).
             Some(Ok(nr))
         }
-        // No tracer can attach (ptrace is not offered), and no filter has
-        // a listener: Linux answers both ENOSYS.
-        Action::Trace(_) | Action::UserNotif => Some(Err(Errno::ENOSYS)),
+        Action::UserNotif => match notifier {
+            Some(n) => user_notification(task, &n, data),
+            // (a filter without a listener, or whose listener closed)
+            None => Some(Err(Errno::ENOSYS)),
+        },
+        // No tracer can attach (ptrace is not offered): Linux answers
+        // ENOSYS without one.
+        Action::Trace(_) => Some(Err(Errno::ENOSYS)),
         Action::KillThread if task.proc_.state().threads.len() > 1 => {
             task.exit(ExitStatus::Signal(SIGSYS)).ok();
             Some(Ok(0))
@@ -90,6 +109,164 @@ pub fn secure_computing(task: &mut Task, nr: u64, args: &Args) -> Option<Result<
             Some(Ok(0))
         }
     }
+}
+
+/// Hands the call to the filter's listener and waits for the answer: a
+/// value or an error the call returns unmade, or "make it" (`None`). A
+/// signal withdraws the call, which is restarted (or fails with `EINTR`)
+/// as a call interrupted in its wait; a closed listener is `ENOSYS`.
+fn user_notification(
+    task: &mut Task,
+    n: &Arc<Notifier>,
+    data: SeccompData,
+) -> Option<Result<u64, Errno>> {
+    let nofile = task.nofile();
+    let Some(id) = n.queue_call(task.tid(), data, task.fds.clone(), nofile) else {
+        return Some(Err(Errno::ENOSYS));
+    };
+    let queues = [n.queue.clone()];
+    let sleeper = NotifiedCaller {
+        thread: &task.thread,
+        notifier: n,
+        id,
+    };
+    match wait_until(&sleeper, &queues, None, || n.take_reply(id)) {
+        Ok(Reply::Continue) => None,
+        Ok(Reply::Return(v)) => Some(Ok(v as u64)),
+        Err(_) => {
+            n.withdraw(id);
+            Some(Err(Errno::ERESTARTSYS))
+        }
+    }
+}
+
+/// A caller waiting for the listener: any signal ends its wait, but one
+/// that does not end the process once the call is received when the
+/// filter asked for `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`.
+struct NotifiedCaller<'a> {
+    thread: &'a Thread,
+    notifier: &'a Notifier,
+    id: u64,
+}
+
+impl Sleeper for NotifiedCaller<'_> {
+    fn waiter(&self) -> &Arc<Waiter> {
+        &self.thread.waiter
+    }
+
+    fn interrupted(&self) -> bool {
+        if self.notifier.wait_killable && self.notifier.is_received(self.id) {
+            self.thread.fatal_signal_pending()
+        } else {
+            self.thread.interrupted()
+        }
+    }
+}
+
+/// `ioctl(2)` on a listener.
+pub fn listener_ioctl(
+    task: &mut Task,
+    n: &Arc<Notifier>,
+    cmd: u32,
+    arg: u64,
+) -> Result<u64, Errno> {
+    // `ADDFD` is an extensible-argument ioctl: its size is the caller's.
+    const EA_MASK: u32 = 0xffff;
+    match cmd {
+        bpf::SECCOMP_IOCTL_NOTIF_RECV => {
+            // A buffer that is not zeroed is refused, so that the structure
+            // can grow.
+            let buf: bpf::SeccompNotif = task.mm().read_obj(arg)?;
+            if buf != bpf::SeccompNotif::default() {
+                return Err(Errno::EINVAL);
+            }
+            let queues = [n.queue.clone()];
+            let notif = wait_until(&*task.thread, &queues, None, || n.receive())
+                .map_err(|_| Errno::ERESTARTSYS)?;
+            if let Err(e) = task.mm().write_obj(arg, &notif) {
+                n.unreceive(notif.id);
+                return Err(e);
+            }
+            Ok(0)
+        }
+        bpf::SECCOMP_IOCTL_NOTIF_SEND => {
+            let resp: bpf::SeccompNotifResp = task.mm().read_obj(arg)?;
+            let cont = resp.flags & bpf::SECCOMP_USER_NOTIF_FLAG_CONTINUE != 0;
+            if resp.flags & !bpf::SECCOMP_USER_NOTIF_FLAG_CONTINUE != 0
+                || (cont && (resp.error != 0 || resp.val != 0))
+            {
+                return Err(Errno::EINVAL);
+            }
+            let reply = if cont {
+                Reply::Continue
+            } else if resp.error != 0 {
+                Reply::Return(resp.error.into())
+            } else {
+                Reply::Return(resp.val)
+            };
+            n.answer(resp.id, reply).map(|()| 0)
+        }
+        bpf::SECCOMP_IOCTL_NOTIF_ID_VALID | bpf::SECCOMP_IOCTL_NOTIF_ID_VALID_WRONG_DIR => {
+            let id: u64 = task.mm().read_obj(arg)?;
+            if n.is_waiting(id) {
+                Ok(0)
+            } else {
+                Err(Errno::ENOENT)
+            }
+        }
+        bpf::SECCOMP_IOCTL_NOTIF_SET_FLAGS => {
+            // The one flag is a scheduling hint.
+            if arg & !bpf::SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP != 0 {
+                return Err(Errno::EINVAL);
+            }
+            Ok(0)
+        }
+        c if c & EA_MASK == bpf::SECCOMP_IOCTL_NOTIF_ADDFD & EA_MASK => {
+            add_fd(task, n, (c >> 16 & 0x3fff) as usize, arg)
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// `SECCOMP_IOCTL_NOTIF_ADDFD`: puts a copy of one of the listener's
+/// descriptors in the caller's table, at the lowest free number or at
+/// `newfd`; with `SECCOMP_ADDFD_FLAG_SEND` the call returns its number.
+fn add_fd(task: &mut Task, n: &Arc<Notifier>, size: usize, arg: u64) -> Result<u64, Errno> {
+    let ver0 = std::mem::size_of::<bpf::SeccompNotifAddfd>();
+    if size < ver0 || size >= 4096 {
+        return Err(Errno::EINVAL);
+    }
+    // A larger structure's tail must be zero (copy_struct_from_user).
+    let mut raw = vec![0u8; size];
+    task.mm().copy_in(arg, &mut raw)?;
+    if raw[ver0..].iter().any(|&b| b != 0) {
+        return Err(Errno::E2BIG);
+    }
+    let mut a = bpf::SeccompNotifAddfd::default();
+    a.as_mut_bytes().copy_from_slice(&raw[..ver0]);
+    let cloexec = OpenFlags::CLOEXEC.bits();
+    let known = bpf::SECCOMP_ADDFD_FLAG_SETFD | bpf::SECCOMP_ADDFD_FLAG_SEND;
+    let setfd = a.flags & bpf::SECCOMP_ADDFD_FLAG_SETFD != 0;
+    if a.newfd_flags & !cloexec != 0 || a.flags & !known != 0 || (a.newfd != 0 && !setfd) {
+        return Err(Errno::EINVAL);
+    }
+    let file = task.fds().file(i64::from(a.srcfd as i32))?;
+    let entry = FdEntry {
+        file,
+        cloexec: a.newfd_flags & cloexec != 0,
+    };
+    let send = a.flags & bpf::SECCOMP_ADDFD_FLAG_SEND != 0;
+    n.add_fd(a.id, send, |fds, nofile| {
+        let mut fds = fds.lock().unwrap_or_else(|e| e.into_inner());
+        if setfd {
+            let at = usize::try_from(a.newfd as i32).map_err(|_| Errno::EBADF)?;
+            // (what it replaces closes when the last reference goes)
+            fds.insert_at(at, entry, nofile).map(|_| at as i64)
+        } else {
+            fds.insert_from(0, entry, nofile)
+        }
+    })
+    .map(|fd| fd as u64)
 }
 
 /// `seccomp(op, flags, uargs)`.
@@ -214,10 +391,39 @@ fn set_mode_filter(task: &mut Task, flags: u32, uargs: u64) -> Result<u64, Errno
         return Err(Errno::EINVAL);
     }
     let prog = prepare_filter(task, uargs)?;
-    // User notification is not offered: no listener can be made.
-    if has(bpf::SECCOMP_FILTER_FLAG_NEW_LISTENER) {
-        return Err(Errno::EINVAL);
+    // The listener's descriptor is taken first (Linux reserves it before
+    // any lock) and given back if the filter is not attached.
+    let listener = if has(bpf::SECCOMP_FILTER_FLAG_NEW_LISTENER) {
+        let n = Notifier::new(has(bpf::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV));
+        let file = FileDescription::of_impl(
+            Arc::new(SeccompListener(n.clone())),
+            None,
+            OpenFlags::RDWR.bits(),
+        );
+        Some((n, task.install_fd(file, true)?))
+    } else {
+        None
+    };
+    let r = attach_filter(task, flags, prog, listener.as_ref().map(|(n, _)| n.clone()));
+    match (r, listener) {
+        (Ok(0), Some((_, fd))) => Ok(fd),
+        (r, Some((_, fd))) => {
+            let _ = task.fds().remove(fd as i64);
+            r
+        }
+        (r, None) => r,
     }
+}
+
+/// Attaches `prog` to the calling thread (and, with `TSYNC`, to all its
+/// process's threads); 0, or a thread that could not be synced.
+fn attach_filter(
+    task: &mut Task,
+    flags: u32,
+    prog: Program,
+    notifier: Option<Arc<Notifier>>,
+) -> Result<u64, Errno> {
+    let has = |f: u32| flags & f != 0;
     let tsync = has(bpf::SECCOMP_FILTER_FLAG_TSYNC);
     // The process's lock keeps the thread list still while the filter is
     // checked against and given to every thread: a thread cloned meanwhile
@@ -228,8 +434,12 @@ fn set_mode_filter(task: &mut Task, flags: u32, uargs: u64) -> Result<u64, Errno
     if current.mode == Mode::Strict {
         return Err(Errno::EINVAL);
     }
-    let filter = Filter::attach(prog, has(bpf::SECCOMP_FILTER_FLAG_LOG), current.filter)
-        .map_err(|_| Errno::ENOMEM)?;
+    // One listener per chain.
+    if notifier.is_some() && current.filter.as_ref().is_some_and(|f| f.has_listener()) {
+        return Err(Errno::EBUSY);
+    }
+    let log = has(bpf::SECCOMP_FILTER_FLAG_LOG);
+    let filter = Filter::attach(prog, log, notifier, current.filter).map_err(|_| Errno::ENOMEM)?;
     let me = task.tid();
     let others = || p.threads.iter().filter(|t| t.tid != me);
     if tsync {
