@@ -145,6 +145,7 @@ guests! {
     getrandom,
     clocks,
     clock_ids,
+    personality_sched,
     nanosleep,
     sysinfo_times,
     auxv,

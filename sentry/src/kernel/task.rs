@@ -285,6 +285,9 @@ pub struct ProcessState {
     /// effective or file-system ids; set again by a plain `execve` or
     /// `PR_SET_DUMPABLE` (Linux keeps it with the address space)
     pub dumpable: bool,
+    /// `personality(2)`: the execution domain (always Linux's) and its
+    /// flags (`ADDR_NO_RANDOMIZE`, ...), kept across `fork` and `execve`
+    pub personality: u32,
 }
 
 /// CPU time, split as `getrusage` reports it: guest code (user) and the
@@ -381,6 +384,7 @@ impl ProcessState {
             tty_old_pgrp: 0,
             unkillable: false,
             dumpable: true,
+            personality: 0,
         }
     }
 

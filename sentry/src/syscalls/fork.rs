@@ -154,6 +154,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 ps.oom_score_adj_min = st.oom_score_adj_min;
                 ps.ctty = st.ctty.clone();
                 ps.dumpable = st.dumpable;
+                ps.personality = st.personality;
             }
             drop(st);
             procs.map.insert(id, p.clone());

@@ -352,7 +352,7 @@ pub const ROWS: &[Entry] = &[
     full(nr::UTIME, fs::sys_utime),
     full(nr::MKNOD, fs::sys_mknod),
     unsupported(nr::USELIB, "obsolete"),
-    unsupported(nr::PERSONALITY, "execution domains"),
+    partial(nr::PERSONALITY, process::sys_personality, "every persona runs as PER_LINUX; its flags are only kept"),
     unsupported(nr::USTAT, "obsolete (statfs works)"),
     full(nr::STATFS, fs::sys_statfs),
     full(nr::FSTATFS, fs::sys_fstatfs),
@@ -367,13 +367,13 @@ pub const ROWS: &[Entry] = &[
         process::sys_setpriority,
         "the caller only; checks the permission, the nice value stays 0",
     ),
-    unsupported(nr::SCHED_SETPARAM, "scheduling policies"),
+    partial(nr::SCHED_SETPARAM, process::sys_sched_setparam, "the caller only; priority 0 of SCHED_OTHER"),
     partial(
         nr::SCHED_GETPARAM,
         process::sys_sched_getparam,
         "the caller only; priority always 0",
     ),
-    unsupported(nr::SCHED_SETSCHEDULER, "scheduling policies"),
+    partial(nr::SCHED_SETSCHEDULER, process::sys_sched_setscheduler, "the caller only; SCHED_OTHER, real-time policies EPERM, batch and idle EINVAL"),
     partial(
         nr::SCHED_GETSCHEDULER,
         process::sys_sched_getscheduler,
@@ -387,7 +387,7 @@ pub const ROWS: &[Entry] = &[
         nr::SCHED_GET_PRIORITY_MIN,
         process::sys_sched_get_priority_min,
     ),
-    unsupported(nr::SCHED_RR_GET_INTERVAL, "scheduling policies"),
+    partial(nr::SCHED_RR_GET_INTERVAL, process::sys_sched_rr_get_interval, "the caller only; 4 ms"),
     partial(
         nr::MLOCK,
         mm::sys_mlock,

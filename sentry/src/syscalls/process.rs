@@ -576,6 +576,65 @@ pub fn sys_sched_getparam(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     task.mm().write_obj(a.ptr(1), &0i32).map(|()| 0)
 }
 
+/// `personality(2)`: returns the old persona; `0xffffffff` only asks.
+/// Linux checks nothing; the sandbox runs every persona as Linux's (its
+/// flags are kept for programs that read them back, as `setarch` does).
+pub fn sys_personality(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let new = a.u64(0) as u32;
+    let mut st = task.proc_.state();
+    let old = st.personality;
+    if new != u32::MAX {
+        st.personality = new;
+    }
+    Ok(u64::from(old))
+}
+
+/// `sched_rr_get_interval(2)`: every task is SCHED_OTHER here, whose
+/// interval Linux gives as the scheduler's current slice; 4 ms stands for
+/// it.
+pub fn sys_sched_rr_get_interval(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if a.i32(0) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    if !is_self(task, a.i32(0)) {
+        return Err(Errno::ESRCH);
+    }
+    let slice = abi::Timespec {
+        tv_sec: 0,
+        tv_nsec: 4_000_000,
+    };
+    task.mm().write_obj(a.ptr(1), &slice).map(|()| 0)
+}
+
+/// `sched_setscheduler(2)` and `sched_setparam(2)` (`policy` `None`: keep
+/// it) of the caller: SCHED_OTHER at priority 0 is what it has; the
+/// sandbox grants no real-time policy (EPERM, as to a caller without
+/// `CAP_SYS_NICE`), and keeps no batch or idle one (EINVAL).
+fn set_scheduler(task: &mut Task, pid: i32, policy: Option<i32>, param: u64) -> Result<u64, Errno> {
+    if pid < 0 || param == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let prio: i32 = task.mm().read_obj(param)?;
+    if !is_self(task, pid) {
+        return Err(Errno::ESRCH);
+    }
+    // (SCHED_RESET_ON_FORK may be or-ed in)
+    match (policy.map(|p| p & !0x4000_0000), prio) {
+        (Some(0) | None, 0) => Ok(0),
+        (Some(0) | None, _) => Err(Errno::EINVAL),
+        (Some(1 | 2), 1..=99) => Err(Errno::EPERM),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_sched_setscheduler(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    set_scheduler(task, a.i32(0), Some(a.i32(1)), a.ptr(2))
+}
+
+pub fn sys_sched_setparam(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    set_scheduler(task, a.i32(0), None, a.ptr(1))
+}
+
 pub fn sys_sched_get_priority_max(_task: &mut Task, a: &Args) -> Result<u64, Errno> {
     match a.i32(0) {
         0 | 3 | 5 | 6 => Ok(0),
