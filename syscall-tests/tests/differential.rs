@@ -103,6 +103,7 @@ guests! {
     erofs_attrs,
     // memory
     mmap_anon,
+    mlock_calls,
     mmap_fixed,
     mmap_hint,
     mmap_file,

@@ -503,6 +503,26 @@ impl MemoryManager {
         self.vmas.values()
     }
 
+    /// Whether every page of `[start, end)` is mapped (no hole).
+    pub fn covers(&self, start: u64, end: u64) -> bool {
+        let mut at = start;
+        for v in self
+            .vmas
+            .range(..end)
+            .map(|(_, v)| v)
+            .skip_while(|v| v.end <= start)
+        {
+            if v.start > at {
+                return false;
+            }
+            at = at.max(v.end);
+            if at >= end {
+                return true;
+            }
+        }
+        at >= end
+    }
+
     fn overlaps(&self, start: u64, end: u64) -> bool {
         self.vmas
             .range(..end)

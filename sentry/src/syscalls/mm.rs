@@ -371,11 +371,46 @@ pub fn sys_msync(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     Ok(0)
 }
 
-/// `mlock(2)`, `munlock(2)`: every page is resident already.
+/// The pages `mlock(2)`-like calls name, checked as Linux checks them:
+/// the start rounds down, the length up; a hole is `ENOMEM`. Nothing is
+/// locked: the memory file's pages are the host's to page, and
+/// `RLIMIT_MEMLOCK` is not counted.
+fn lock_range(task: &Task, addr: u64, len: u64) -> Result<u64, Errno> {
+    let start = addr & !(PAGE_SIZE - 1);
+    let end = (addr % PAGE_SIZE)
+        .checked_add(len)
+        .and_then(page_up)
+        .and_then(|l| start.checked_add(l))
+        .ok_or(Errno::ENOMEM)?;
+    if end > start && !task.mm().covers(start, end) {
+        return Err(Errno::ENOMEM);
+    }
+    Ok(0)
+}
+
+/// `mlock(2)`, `munlock(2)`.
 pub fn sys_mlock(task: &mut Task, a: &Args) -> Result<u64, Errno> {
-    if !a.ptr(0).is_multiple_of(PAGE_SIZE) {
+    lock_range(task, a.ptr(0), a.u64(1))
+}
+
+/// `mlock2(2)`: `MLOCK_ONFAULT` is the one flag.
+pub fn sys_mlock2(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if a.u64(2) & !1 != 0 {
         return Err(Errno::EINVAL);
     }
-    let _ = task;
+    lock_range(task, a.ptr(0), a.u64(1))
+}
+
+/// `mlockall(2)`: `MCL_CURRENT`, `MCL_FUTURE`, and `MCL_ONFAULT` with
+/// one of them.
+pub fn sys_mlockall(_task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    match a.u64(0) {
+        f if f == 0 || f & !7 != 0 || f == 4 => Err(Errno::EINVAL),
+        _ => Ok(0),
+    }
+}
+
+/// `munlockall(2)`.
+pub fn sys_munlockall(_task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     Ok(0)
 }

@@ -391,15 +391,15 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::MLOCK,
         mm::sys_mlock,
-        "nothing to lock: unmapped ranges and RLIMIT_MEMLOCK are not checked",
+        "nothing is locked; RLIMIT_MEMLOCK is not counted",
     ),
     partial(
         nr::MUNLOCK,
         mm::sys_mlock,
-        "nothing to lock: unmapped ranges and RLIMIT_MEMLOCK are not checked",
+        "nothing is locked; RLIMIT_MEMLOCK is not counted",
     ),
-    unsupported(nr::MLOCKALL, "memory locking"),
-    unsupported(nr::MUNLOCKALL, "memory locking"),
+    partial(nr::MLOCKALL, mm::sys_mlockall, "nothing is locked; RLIMIT_MEMLOCK is not counted"),
+    full(nr::MUNLOCKALL, mm::sys_munlockall),
     unsupported(nr::VHANGUP, "terminal hang-up"),
     unsupported(nr::MODIFY_LDT, "LDT"),
     partial(
@@ -660,7 +660,7 @@ pub const ROWS: &[Entry] = &[
     ),
     unsupported(nr::USERFAULTFD, "userfaultfd"),
     unsupported(nr::MEMBARRIER, "membarrier"),
-    unsupported(nr::MLOCK2, "memory locking"),
+    partial(nr::MLOCK2, mm::sys_mlock2, "nothing is locked; RLIMIT_MEMLOCK is not counted"),
     full(nr::COPY_FILE_RANGE, splice::sys_copy_file_range),
     unsupported(nr::PREADV2, "RWF_* flags (preadv works)"),
     unsupported(nr::PWRITEV2, "RWF_* flags (pwritev works)"),
