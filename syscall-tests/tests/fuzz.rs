@@ -63,7 +63,7 @@ fn fuzz(platform: &str) {
         return;
     }
     for seed in replayed() {
-        fuzz_once(platform, seed, 5);
+        fuzz_once(platform, seed, 12);
     }
     let total: u64 = std::env::var("FERROVISOR_FUZZ_SECS")
         .ok()

@@ -590,15 +590,16 @@ pub fn sys_wait4(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let pid = a[0] as i32;
+    // (before the negation below, which INT_MIN would overflow)
+    if pid == i32::MIN {
+        return Err(Errno::ESRCH);
+    }
     let which = match pid {
         -1 => Which::Any,
         0 => Which::Pgid(task.proc_.state().pgid),
         p if p > 0 => Which::Pid(p),
         p => Which::Pgid(-p),
     };
-    if pid == i32::MIN {
-        return Err(Errno::ESRCH);
-    }
     match wait_common(
         task,
         which,
