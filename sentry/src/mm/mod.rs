@@ -1065,6 +1065,8 @@ impl MemoryManager {
             self.unmap_range(old + new_len, old_end)?;
             return Ok(old);
         }
+        // (a length past the end of the address space fits nowhere)
+        let new_end = old.checked_add(new_len).ok_or(Errno::ENOMEM)?;
         if let Backing::Shared(region) = &v.backing {
             if let Some(r) =
                 self.remap_shared(&v, region.clone(), old, old_len, new_len, may_move, fixed)
@@ -1073,14 +1075,11 @@ impl MemoryManager {
             }
         }
         // Grow in place when the following range is free.
-        if fixed.is_none()
-            && !self.overlaps(old_end, old + new_len)
-            && old + new_len <= self.max_addr
-        {
+        if fixed.is_none() && !self.overlaps(old_end, new_end) && new_end <= self.max_addr {
             let extra = new_len - old_len;
             let mut vma = v.clone();
             vma.start = old_end;
-            vma.end = old + new_len;
+            vma.end = new_end;
             vma.offset = self.mf.allocate(extra)?;
             if let Backing::File { pos, avail, .. } = &mut vma.backing {
                 *pos += old_end - v.start;
@@ -1152,8 +1151,8 @@ impl MemoryManager {
         };
         let old_end = old + old_len;
         let dest = if fixed.is_none()
-            && !self.overlaps(old_end, old + new_len)
             && old.checked_add(new_len).is_some_and(|e| e <= self.max_addr)
+            && !self.overlaps(old_end, old + new_len)
         {
             old
         } else if !may_move {
