@@ -203,6 +203,19 @@ struct Notice {
     nofile: u64,
 }
 
+/// Received call `id` that waits for its answer: `ENOENT` for no such
+/// call, `EINPROGRESS` for one not received or already answered.
+fn sent(notices: &mut [Notice], id: u64) -> Result<&mut Notice, Errno> {
+    let n = notices
+        .iter_mut()
+        .find(|n| n.id == id)
+        .ok_or(Errno::ENOENT)?;
+    if n.state != NoticeState::Sent {
+        return Err(Errno::EINPROGRESS);
+    }
+    Ok(n)
+}
+
 #[derive(Debug, Default)]
 struct NotifierState {
     next_id: u64,
@@ -352,14 +365,7 @@ impl Notifier {
     pub fn answer(&self, id: u64, reply: Reply) -> Result<(), Errno> {
         {
             let mut st = self.state();
-            let n = st
-                .notices
-                .iter_mut()
-                .find(|n| n.id == id)
-                .ok_or(Errno::ENOENT)?;
-            if n.state != NoticeState::Sent {
-                return Err(Errno::EINPROGRESS);
-            }
+            let n = sent(&mut st.notices, id)?;
             n.state = NoticeState::Replied;
             n.reply = reply;
         }
@@ -395,14 +401,7 @@ impl Notifier {
     ) -> Result<i64, Errno> {
         let fd = {
             let mut st = self.state();
-            let n = st
-                .notices
-                .iter_mut()
-                .find(|n| n.id == id)
-                .ok_or(Errno::ENOENT)?;
-            if n.state != NoticeState::Sent {
-                return Err(Errno::EINPROGRESS);
-            }
+            let n = sent(&mut st.notices, id)?;
             let fd = install(&n.fds, n.nofile)?;
             if send {
                 n.state = NoticeState::Replied;
@@ -592,16 +591,7 @@ mod tests {
 
     #[test]
     fn the_most_restrictive_action_wins() {
-        let order = [
-            SECCOMP_RET_KILL_PROCESS,
-            SECCOMP_RET_KILL_THREAD,
-            SECCOMP_RET_TRAP,
-            SECCOMP_RET_ERRNO,
-            SECCOMP_RET_USER_NOTIF,
-            SECCOMP_RET_TRACE,
-            SECCOMP_RET_LOG,
-            SECCOMP_RET_ALLOW,
-        ];
+        let order = abi::bpf::SECCOMP_ACTIONS;
         for (i, &strong) in order.iter().enumerate() {
             for &weak in &order[i..] {
                 assert_eq!(ran(&[strong, weak]), strong);
