@@ -75,12 +75,16 @@ fn every_host_process_of_a_sandbox_is_confined() {
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn ferrovisor do");
-    // Wait for the stub of the guest's address space (it has no command
-    // line) to be there.
+    // Wait for the stub of the guest's address space (a descendant with no
+    // command line) and the gofer; `do` itself reads as empty while it execs.
+    let root = child.id();
+    let is_stub = |p: &HostProcess| p.pid != root && p.cmd.is_empty();
+    let is_gofer = |p: &HostProcess| p.cmd.contains(" gofer ");
     let deadline = Instant::now() + Duration::from_secs(20);
     let procs = loop {
-        let procs = tree(child.id());
-        if procs.iter().any(|p| p.cmd.is_empty()) || Instant::now() > deadline {
+        let procs = tree(root);
+        let ready = procs.iter().any(is_stub) && procs.iter().any(is_gofer);
+        if ready || Instant::now() > deadline {
             break procs;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -99,14 +103,8 @@ fn every_host_process_of_a_sandbox_is_confined() {
     let listing = listing.join("\n");
     // (the listing: `cargo test --test confinement -- --nocapture`)
     eprintln!("{listing}");
-    assert!(
-        procs.iter().any(|p| p.cmd.is_empty()),
-        "no stub:\n{listing}"
-    );
-    assert!(
-        procs.iter().any(|p| p.cmd.contains(" gofer ")),
-        "no gofer:\n{listing}"
-    );
+    assert!(procs.iter().any(is_stub), "no stub:\n{listing}");
+    assert!(procs.iter().any(is_gofer), "no gofer:\n{listing}");
     for p in &procs {
         assert!(p.no_new_privs && p.seccomp, "unconfined:\n{listing}");
         if p.host_userns {
