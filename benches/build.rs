@@ -12,6 +12,7 @@ use std::process::Command;
 /// Guest programs, by file stem; keep in step with `benches::Guest`.
 const GUESTS: &[&str] = &[
     "getppid_loop",
+    "getppid_libc_loop",
     "open_read_close",
     "clock_gettime_loop",
     "fork_exec_wait",

@@ -25,6 +25,14 @@ pub const PLATFORMS: &[&str] = &["seccomp", "seccomp-spin", "ptrace"];
 /// Overrides where the `ferrovisor` binary is looked for.
 pub const BIN_ENV: &str = "FERROVISOR_BIN";
 
+/// The gVisor binary to compare with (default: `runsc` on the PATH); it
+/// joins every bench when it runs `/bin/true` on its systrap platform.
+/// Set it empty to leave gVisor out.
+pub const RUNSC_ENV: &str = "FERROVISOR_BENCH_RUNSC";
+
+/// The label of gVisor's runs.
+pub const GVISOR: &str = "gvisor-systrap";
+
 /// When set (to anything but `0` or empty), only native runs are measured:
 /// for checking the benches themselves on a machine without a sandbox.
 pub const NATIVE_ONLY_ENV: &str = "FERROVISOR_BENCH_NATIVE_ONLY";
@@ -81,6 +89,9 @@ pub enum BenchError {
 pub enum Guest {
     /// `getppid_loop N`: N raw getppid calls.
     GetppidLoop,
+    /// `getppid_libc_loop N`: N getppid calls through glibc's wrapper (a
+    /// site the sandbox may patch).
+    GetppidLibcLoop,
     /// `open_read_close N`: N rounds of open, read 4 KiB, close of
     /// /etc/os-release.
     OpenReadClose,
@@ -118,6 +129,7 @@ impl Guest {
     pub fn path(self) -> PathBuf {
         let name = match self {
             Guest::GetppidLoop => "getppid_loop",
+            Guest::GetppidLibcLoop => "getppid_libc_loop",
             Guest::OpenReadClose => "open_read_close",
             Guest::ClockGettimeLoop => "clock_gettime_loop",
             Guest::ForkExecWait => "fork_exec_wait",
@@ -138,7 +150,7 @@ impl Guest {
     /// when criterion asks for a single iteration (warm-up, `--test`).
     pub fn min_iterations(self) -> u64 {
         match self {
-            Guest::GetppidLoop => 10_000,
+            Guest::GetppidLoop | Guest::GetppidLibcLoop => 10_000,
             Guest::OpenReadClose => 1_000,
             // Tens of nanoseconds a call: enough calls to dwarf the two
             // clock reads around the loop and a stray page fault.
@@ -185,6 +197,11 @@ pub enum Runner {
         /// The platform name, as passed to `--platform`.
         platform: &'static str,
     },
+    /// Under gVisor: `runsc --network=none --platform=systrap do`.
+    Gvisor {
+        /// The `runsc` binary.
+        bin: PathBuf,
+    },
 }
 
 impl Runner {
@@ -193,6 +210,7 @@ impl Runner {
         match self {
             Runner::Native => "native",
             Runner::Sandbox { platform, .. } => platform,
+            Runner::Gvisor { .. } => GVISOR,
         }
     }
 
@@ -207,6 +225,12 @@ impl Runner {
             Runner::Sandbox { bin, platform } => {
                 let mut cmd = Command::new(bin);
                 cmd.args(["do", "--platform", platform, "--"]).arg(program);
+                cmd
+            }
+            Runner::Gvisor { bin } => {
+                let mut cmd = Command::new(bin);
+                cmd.args(["--network=none", "--platform=systrap", "do"])
+                    .arg(program);
                 cmd
             }
         };
@@ -356,7 +380,31 @@ pub fn runners() -> Vec<Runner> {
         bin.display(),
         PLATFORMS.join(", ")
     );
+    if mode != RunMode::List {
+        runners.extend(gvisor());
+    }
     runners
+}
+
+/// gVisor's runner, when its binary runs `/bin/true` on systrap (Debian
+/// 12's runsc predates systrap; Debian 13's has it).
+fn gvisor() -> Option<Runner> {
+    let bin = match env::var_os(RUNSC_ENV) {
+        Some(b) if b.is_empty() => return None,
+        Some(b) => PathBuf::from(b),
+        None => PathBuf::from("runsc"),
+    };
+    let runner = Runner::Gvisor { bin: bin.clone() };
+    match smoke_test(&runner) {
+        Ok(()) => {
+            eprintln!("gVisor: {} --platform=systrap", bin.display());
+            Some(runner)
+        }
+        Err(e) => {
+            eprintln!("note: no gVisor comparison ({e}); set {RUNSC_ENV} to a runsc with systrap");
+            None
+        }
+    }
 }
 
 /// Checks that `runner` runs `/bin/true` within [`SMOKE_TIMEOUT`], so a
@@ -530,11 +578,19 @@ fn ratio_lines(cmp: &Comparison, medians: &[(&str, f64)]) -> Vec<String> {
     if sandboxed.is_empty() {
         return vec![format!("{}: native {}", cmp.name, cmp.unit.format(native))];
     }
+    let gvisor = medians
+        .iter()
+        .find(|(l, _)| *l == GVISOR)
+        .map(|&(_, ns)| ns);
     sandboxed
         .into_iter()
         .map(|&(label, ns)| {
+            let vs_gvisor = match gvisor {
+                Some(g) if label != GVISOR => format!(", {} of gVisor's", share(ns / g)),
+                _ => String::new(),
+            };
             format!(
-                "{}: native {}, {label} {}, ratio {}",
+                "{}: native {}, {label} {}, ratio {}{vs_gvisor}",
                 cmp.name,
                 cmp.unit.format(native),
                 cmp.unit.format(ns),
@@ -542,6 +598,15 @@ fn ratio_lines(cmp: &Comparison, medians: &[(&str, f64)]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// A share of gVisor's time: two decimals, three below 0.1.
+fn share(r: f64) -> String {
+    if r < 0.1 {
+        format!("{r:.3}")
+    } else {
+        format!("{r:.2}")
+    }
 }
 
 /// `48x` for large ratios, `3.2x` for small ones.
@@ -631,6 +696,22 @@ mod tests {
             [
                 "startup: native 1.00 ms, ptrace 40.00 ms, ratio 40x",
                 "startup: native 1.00 ms, seccomp 3.20 ms, ratio 3.2x",
+            ]
+        );
+    }
+
+    #[test]
+    fn with_gvisor_each_platform_also_gets_its_share_of_gvisors_time() {
+        let cmp = Comparison::new("syscall_roundtrip", Unit::NsPerCall);
+        let lines = ratio_lines(
+            &cmp,
+            &[("native", 100.0), ("seccomp", 500.0), (GVISOR, 1000.0)],
+        );
+        assert_eq!(
+            lines,
+            [
+                "syscall_roundtrip: native 100 ns/call, seccomp 500 ns/call, ratio 5.0x, 0.50 of gVisor's",
+                "syscall_roundtrip: native 100 ns/call, gvisor-systrap 1000 ns/call, ratio 10x",
             ]
         );
     }

@@ -154,29 +154,33 @@ fn main() {
     let mut results = Vec::new();
     for &mode in &modes {
         let y = platform_ptrace::DEFAULT_YIELDS;
-        let placements: &[(bool, u32, u32, bool)] = match mode {
+        let placements: &[(bool, u32, u32, bool, bool)] = match mode {
             // pinned same-core vs free; poke_rax is the default since it won
-            Mode::Sysemu => &[(true, 0, 0, false), (false, 0, 0, false)],
+            Mode::Sysemu => &[(true, 0, 0, false, false), (false, 0, 0, false, false)],
             // pinned same-core (futex hand-off, or yields then futex) vs
-            // free with spinning, each with the call site patched and not
+            // free with spinning, each with the call site patched and not;
+            // then the adaptive hand-off (the default), which chooses
             Mode::SeccompTrap => &[
-                (true, 0, 0, false),
-                (true, 0, 0, true),
-                (true, 0, y, false),
-                (true, 0, y, true),
-                (false, 2000, 0, false),
-                (false, 2000, 0, true),
-                (false, 20000, 0, false),
-                (false, 20000, 0, true),
+                (true, 0, 0, false, false),
+                (true, 0, 0, true, false),
+                (true, 0, y, false, false),
+                (true, 0, y, true, false),
+                (false, 2000, 0, false, false),
+                (false, 2000, 0, true, false),
+                (false, 20000, 0, false, false),
+                (false, 20000, 0, true, false),
+                (true, 0, y, false, true),
+                (true, 0, y, true, true),
             ],
         };
-        for &(pin_cpu, spin, yields, patch_syscalls) in placements {
+        for &(pin_cpu, spin, yields, patch_syscalls, adaptive) in placements {
             let options = PtraceOptions {
                 pin_cpu,
                 mode,
                 spin,
                 yields,
                 patch_syscalls,
+                adaptive,
                 ..PtraceOptions::default()
             };
             let extras = mode == Mode::Sysemu;
@@ -185,7 +189,7 @@ fn main() {
                 .join()
                 .expect("bench thread");
             println!(
-                "{mode:<11?} pin_cpu={pin_cpu:<5} spin={spin:<5} yields={yields:<2} patched={patch_syscalls:<5}  round trip {:>6.0} ns/call   \
+                "{mode:<11?} pin_cpu={pin_cpu:<5} spin={spin:<5} yields={yields:<2} patched={patch_syscalls:<5} adaptive={adaptive:<5}  round trip {:>6.0} ns/call   \
                  injected syscall {:>6.0} ns   new address space {:>6.0} µs   \
                  new stub thread {:>5.0} µs",
                 f.round_trip_ns, f.inject_ns, f.create_us, f.thread_us

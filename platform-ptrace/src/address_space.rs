@@ -170,6 +170,18 @@ fn claim_cpu() -> Result<usize> {
     Ok(cpu)
 }
 
+/// A CPU for a runner to spin on while its Sentry thread is on `home`:
+/// of the allowed CPUs but `home`, the one the fewest pinned threads share.
+pub(crate) fn spin_cpu(home: usize) -> Option<usize> {
+    let allowed = ALLOWED_CPUS.get()?;
+    let pinned = PINNED.lock().unwrap_or_else(PoisonError::into_inner);
+    allowed
+        .iter()
+        .copied()
+        .filter(|&c| c != home)
+        .min_by_key(|&c| (pinned.get(c).copied().unwrap_or(0), c))
+}
+
 impl Shared {
     /// The calling host thread's stub thread, created (and seized) if it
     /// has none yet.
@@ -288,6 +300,7 @@ impl Shared {
                 self.image
                     .fast()
                     .map(|_| crate::trap::FastIps::of(&self.image.layout())),
+                cpu,
                 |sp| {
                     let tid = self.control.new_runner(cpu, sp)?;
                     if let Some(cpu) = cpu {

@@ -72,6 +72,7 @@ mod context;
 mod control;
 mod fast;
 mod fpu;
+mod handoff;
 mod spare;
 mod stub;
 mod sys;
@@ -86,6 +87,7 @@ use platform::{AddressSpace, Context, Platform, Result};
 pub use address_space::{PtraceAddressSpace, UntracedOutcome};
 pub use context::{PtraceContext, PtraceInterrupter};
 pub use fast::{FAST_CODE, FAST_CODE_LEN, FAST_MIN_ADDR, FAST_TABLE, FAST_TABLE_LEN};
+pub use handoff::{handoff_stats, HandoffStats};
 pub use stub::{
     CLONE_TRAMPOLINE, MAX_SLOTS, PARK, SLOTS_BASE, SLOTS_LEN, SLOT_SIZE, STUB_BASE, STUB_LEN,
     STUB_THREAD_CLONE_FLAGS, TRAMPOLINE,
@@ -170,6 +172,11 @@ pub struct PtraceOptions {
     /// namespaces are their own either way; their mount, IPC and UTS
     /// namespaces are the Sentry's, which must be fresh ones too.
     pub stub_net_ns: bool,
+    /// Seccomp-trap mode with [`PtraceOptions::pin_cpu`]: each runner
+    /// measures its hand-offs and moves to another CPU to spin there while
+    /// that is faster than yielding on one (module `handoff`); `spin` and
+    /// `yields` are then its starting values.
+    pub adaptive: bool,
 }
 
 /// [`PtraceOptions::yields`] by default: enough for the Sentry to answer
@@ -188,6 +195,7 @@ impl Default for PtraceOptions {
             fsgsbase: true,
             patch_syscalls: true,
             stub_net_ns: true,
+            adaptive: true,
         }
     }
 }
@@ -224,9 +232,13 @@ impl PtracePlatform {
             spin: options.spin,
             yields: options.yields,
             patch: options.patch_syscalls,
+            adaptive: options.adaptive && options.pin_cpu,
         });
         if let Ok(set) = sys::affinity_mask() {
             let _ = address_space::ALLOWED_CPUS.set(sys::cpus_of(&set));
+        }
+        if trap.is_some_and(|t| t.adaptive) {
+            handoff::open_cpu_stat();
         }
         let mut image = stub::StubImage::new(trap)?;
         if !options.stub_net_ns {

@@ -65,15 +65,12 @@ const RUNNER_FPROG_OFFSET: usize = 0xd00;
 const RUNNER_FILTER_OFFSET: usize = 0xd10;
 /// Read-only configuration words of the seccomp-trap handler in the data
 /// page (after the filter): whether the slot region is to be mapped at
-/// setup, whether the handler may use `rdfsbase`/`wrfsbase`, and how many
-/// `pause` iterations it spins and how many times it yields before it
-/// sleeps on its futex.
+/// setup and whether the handler may use `rdfsbase`/`wrfsbase`. (How it
+/// waits is per slot: [`H_SPIN`], [`H_YIELDS`].)
 const CONF_MAP_SLOTS: usize = 0xf00;
 const CONF_FSGSBASE: usize = 0xf08;
-const CONF_SPIN: usize = 0xf10;
 /// Whether setup maps the patched-site tables (see `crate::fast`).
 const CONF_MAP_FAST: usize = 0xf18;
-const CONF_YIELDS: usize = 0xf20;
 
 /// Size of one per-thread slot of the seccomp-trap mode: a header page
 /// (the message the handler and the Sentry exchange) and the thread's
@@ -121,6 +118,11 @@ pub(crate) const F_NR: u64 = 0x100;
 pub(crate) const F_CONVERT: u64 = 0x188;
 /// Set by the handler when it drops a kick in the fast path (see there).
 pub(crate) const H_KICK_DROPPED: u64 = 0x18c;
+/// How the handler waits for the Sentry (set by it, read at each wait):
+/// `pause` iterations it polls, then `sched_yield` calls, before it sleeps
+/// on its futex (see `crate::handoff`).
+pub(crate) const H_SPIN: u64 = 0x190;
+pub(crate) const H_YIELDS: u64 = 0x194;
 pub(crate) const F_RIP: u64 = 0x108;
 pub(crate) const F_FLAGS: u64 = 0x110;
 pub(crate) const F_RSP: u64 = 0x118;
@@ -348,8 +350,7 @@ core::arch::global_asm!(
     // sleeps on the futex; returns with the state in eax. The handler and
     // the fast path both wait here.
     "42:",
-    "    movabs ${conf_spin}, %rax",
-    "    mov (%rax), %ecx",
+    "    mov {h_spin}(%rbx), %ecx",
     "43:",
     "    mov {h_state}(%rbx), %eax",
     "    cmp ${run}, %eax",
@@ -359,8 +360,7 @@ core::arch::global_asm!(
     "    pause",
     "    sub $1, %ecx",
     "    jg 43b",
-    "    movabs ${conf_yields}, %rax",
-    "    mov (%rax), %r13d",
+    "    mov {h_yields}(%rbx), %r13d",
     "44:",
     "    test %r13d, %r13d",
     "    jz 46f",
@@ -643,8 +643,8 @@ core::arch::global_asm!(
     arch_set_fs = const ARCH_SET_FS,
     arch_set_gs = const ARCH_SET_GS,
     conf_fsgsbase = const STUB_BASE + PAGE_SIZE + CONF_FSGSBASE as u64,
-    conf_spin = const STUB_BASE + PAGE_SIZE + CONF_SPIN as u64,
-    conf_yields = const STUB_BASE + PAGE_SIZE + CONF_YIELDS as u64,
+    h_spin = const H_SPIN,
+    h_yields = const H_YIELDS,
     conf_map_slots = const STUB_BASE + PAGE_SIZE + CONF_MAP_SLOTS as u64,
     slots = const SLOTS_BASE,
     slots_len = const SLOTS_LEN,
@@ -799,10 +799,13 @@ pub(crate) struct TrapConfig {
     /// the handler reads and writes fs/gs bases with `rdfsbase`/`wrfsbase`
     /// (else: `arch_prctl` to set them; it cannot read them)
     pub fsgsbase: bool,
-    /// `pause` iterations before the handler sleeps on its futex
+    /// `pause` iterations before the handler sleeps on its futex (each
+    /// slot's start; see [`H_SPIN`])
     pub spin: u32,
     /// then `sched_yield` calls before it sleeps
     pub yields: u32,
+    /// each runner chooses how it waits (see `crate::handoff`)
+    pub adaptive: bool,
     /// guest `mov $nr, %eax; syscall` sites are patched into jumps to the
     /// stub's fast path (see `crate::fast`)
     pub patch: bool,
@@ -873,10 +876,6 @@ impl StubImage {
             data[CONF_MAP_SLOTS..CONF_MAP_SLOTS + 8].copy_from_slice(&1u64.to_le_bytes());
             let f = u64::from(t.fsgsbase);
             data[CONF_FSGSBASE..CONF_FSGSBASE + 8].copy_from_slice(&f.to_le_bytes());
-            let spin = u64::from(t.spin);
-            data[CONF_SPIN..CONF_SPIN + 8].copy_from_slice(&spin.to_le_bytes());
-            let yields = u64::from(t.yields);
-            data[CONF_YIELDS..CONF_YIELDS + 8].copy_from_slice(&yields.to_le_bytes());
         }
         let fast = match trap {
             Some(t) if t.patch => {

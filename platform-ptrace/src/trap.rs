@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 
 use platform::{Access, Error, Event, Regs, Result, PAGE_SIZE};
 
+use crate::handoff::{Chooser, Switch, Way, SPIN_WINDOW, SPIN_YIELDS, STUB_SPIN};
 use crate::stub::{
     CodeLayout, F_CONVERT, F_FLAGS, F_NR, F_R10, F_R12, F_R13, F_R14, F_R15, F_R8, F_R9, F_RAX,
     F_RBP, F_RBX, F_RDI, F_RDX, F_RIP, F_RSI, F_RSP, H_FS_BASE, H_GS_BASE, H_KICK_DROPPED,
-    H_NEW_FS_BASE, H_NEW_GS_BASE, H_SELF, H_SENTRY_WAITING, H_SET, H_SIGNO, H_STATE,
-    H_STUB_WAITING, H_UC, SET_FS, SET_GS, SLOTS_BASE, SLOTS_LEN, SLOT_INIT_UC, SLOT_SIZE,
+    H_NEW_FS_BASE, H_NEW_GS_BASE, H_SELF, H_SENTRY_WAITING, H_SET, H_SIGNO, H_SPIN, H_STATE,
+    H_STUB_WAITING, H_UC, H_YIELDS, SET_FS, SET_GS, SLOTS_BASE, SLOTS_LEN, SLOT_INIT_UC, SLOT_SIZE,
     SLOT_STACK, STATE_EVENT, STATE_EXIT, STATE_RUN, STUB_BASE,
 };
 use crate::sys::{self, WaitStatus};
@@ -279,6 +280,18 @@ pub(crate) struct Runner {
     fsgsbase: bool,
     spin: u32,
     yields: u32,
+    /// In Spin ([`crate::handoff`]): how long the Sentry polls (instead of
+    /// `spin` iterations).
+    spin_for: Option<Duration>,
+    /// `yields` in Yield (the configured count).
+    yield_count: u32,
+    /// With an adaptive hand-off: the choice, the CPU of the Sentry thread
+    /// (and of the runner in Yield), and when the runner was last let go
+    /// (from then to its next event: both hand-offs, the guest's work and
+    /// any preemption of the runner).
+    chooser: Option<Chooser>,
+    home: Option<usize>,
+    resumed: Option<Instant>,
     /// FP image fetched since the last event.
     fp: Option<Vec<u8>>,
     exited: bool,
@@ -329,6 +342,7 @@ pub(crate) trait Pending {
 impl Runner {
     /// Prepares a slot for a runner of stub `pid`; `make` clones the thread
     /// with the given first stack pointer and returns its tid.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn create(
         region: &Arc<SlotRegion>,
         pid: i32,
@@ -336,10 +350,21 @@ impl Runner {
         template: Regs,
         config: crate::stub::TrapConfig,
         fast: Option<FastIps>,
+        home: Option<usize>,
         make: impl FnOnce(u64) -> Result<i32>,
     ) -> Result<Self> {
         let slot = region.alloc(pid)?;
         region.write_u64(slot, H_SELF, SLOTS_BASE + slot * SLOT_SIZE);
+        region
+            .word(slot, H_SPIN)
+            .store(config.spin, Ordering::Relaxed);
+        region
+            .word(slot, H_YIELDS)
+            .store(config.yields, Ordering::Relaxed);
+        let cpus = crate::address_space::ALLOWED_CPUS.get().map_or(1, Vec::len);
+        let chooser = home
+            .filter(|_| config.adaptive)
+            .map(|h| Chooser::new(cpus, h, crate::address_space::spin_cpu(h)));
         let sp = SLOTS_BASE + slot * SLOT_SIZE + crate::stub::SLOT_START_SP;
         let tid = match make(sp) {
             Ok(t) => t,
@@ -361,6 +386,11 @@ impl Runner {
             fsgsbase: config.fsgsbase,
             spin: config.spin,
             yields: config.yields,
+            spin_for: None,
+            yield_count: config.yields,
+            home: home.filter(|_| chooser.is_some()),
+            chooser,
+            resumed: None,
             fp: None,
             exited: false,
             fast,
@@ -471,6 +501,9 @@ impl Runner {
         self.reported = *regs;
         self.fp = None;
         self.frame = Frame::Running;
+        if self.chooser.is_some() {
+            self.resumed = Some(Instant::now());
+        }
         // Full barrier between publishing RUN and reading `stub_waiting`
         // (the handler does the mirror image: store, mfence, load).
         r.word(s, H_STATE).swap(STATE_RUN, Ordering::SeqCst);
@@ -480,18 +513,84 @@ impl Runner {
         Ok(())
     }
 
+    /// Waits until the handler posts an event, and lets an adaptive
+    /// hand-off learn from how long that took.
+    fn wait_event(&mut self, pending: &dyn Pending) -> Result<()> {
+        let slept = self.wait_posted(pending)?;
+        let (Some(chooser), Some(t)) = (self.chooser.as_mut(), self.resumed.take()) else {
+            return Ok(());
+        };
+        if let Some(switch) = chooser.record(t.elapsed(), slept) {
+            self.switch_way(switch);
+        }
+        Ok(())
+    }
+
+    /// Moves the runner to the CPU and the waits of `switch.to`.
+    fn switch_way(&mut self, switch: Switch) {
+        let Some(home) = self.home else { return };
+        let away = self.chooser.as_ref().and_then(Chooser::away);
+        let (cpu, spin, yields, spin_for) = match switch.to {
+            Way::Spin => match away {
+                Some(cpu) => (cpu, STUB_SPIN, SPIN_YIELDS, Some(SPIN_WINDOW)),
+                None => (home, 0, 0, None),
+            },
+            Way::Yield => (home, 0, self.yield_count, None),
+        };
+        if switch.to == Way::Spin && (cpu == home || sys::set_affinity(self.tid, cpu).is_err()) {
+            if let Some(c) = self.chooser.as_mut() {
+                c.abandon_spin();
+            }
+            return;
+        }
+        if switch.to == Way::Yield {
+            // Should this fail the runner stays where it is; still correct.
+            let _ = sys::set_affinity(self.tid, cpu);
+        }
+        self.spin = 0;
+        self.yields = yields;
+        self.spin_for = spin_for;
+        let r = &self.region;
+        r.word(self.slot, H_SPIN).store(spin, Ordering::Relaxed);
+        r.word(self.slot, H_YIELDS).store(yields, Ordering::Relaxed);
+        let (yield_ns, spin_ns) = self.chooser.as_ref().map_or((None, None), Chooser::means);
+        tracing::debug!(
+            tid = self.tid,
+            way = ?switch.to,
+            cpu,
+            reason = switch.reason,
+            ?yield_ns,
+            ?spin_ns,
+            "hand-off"
+        );
+    }
+
     /// Waits until the handler posts an event: spin, yield, then sleep on the
     /// state word, checking now and then that the runner lives and that an
-    /// interrupt got through.
-    fn wait_event(&mut self, pending: &dyn Pending) -> Result<()> {
+    /// interrupt got through. Whether it slept.
+    fn wait_posted(&mut self, pending: &dyn Pending) -> Result<bool> {
         let r = self.region.clone();
         let state = r.word(self.slot, H_STATE);
         let sleeping = r.word(self.slot, H_SENTRY_WAITING);
         for _ in 0..self.spin {
             if state.load(Ordering::Acquire) == STATE_EVENT {
-                return Ok(());
+                return Ok(false);
             }
             std::hint::spin_loop();
+        }
+        if let Some(window) = self.spin_for {
+            let start = Instant::now();
+            'poll: loop {
+                for _ in 0..64 {
+                    if state.load(Ordering::Acquire) == STATE_EVENT {
+                        return Ok(false);
+                    }
+                    std::hint::spin_loop();
+                }
+                if start.elapsed() > window {
+                    break 'poll;
+                }
+            }
         }
         // Yield to the runner (on this CPU: it runs now), but only while
         // that is quick: a guest that computes for a whole time slice is
@@ -500,7 +599,7 @@ impl Runner {
         for _ in 0..self.yields {
             std::thread::yield_now();
             if state.load(Ordering::Acquire) == STATE_EVENT {
-                return Ok(());
+                return Ok(false);
             }
             if start.is_some_and(|t| t.elapsed() > YIELD_WINDOW) {
                 break;
@@ -513,14 +612,14 @@ impl Runner {
             let v = state.load(Ordering::SeqCst);
             if v == STATE_EVENT {
                 sleeping.store(0, Ordering::Relaxed);
-                return Ok(());
+                return Ok(false);
             }
             // Wait on whatever the word holds (RUN normally; a guest that
             // scribbles on it must not make us spin).
             sys::futex_wait(state, v, LIVENESS_PERIOD);
             sleeping.store(0, Ordering::Relaxed);
             if state.load(Ordering::Acquire) == STATE_EVENT {
-                return Ok(());
+                return Ok(true);
             }
             if !sys::thread_alive(self.pid, self.tid) {
                 self.exited = true;

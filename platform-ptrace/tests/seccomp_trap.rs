@@ -119,6 +119,53 @@ fn rax_only_results_reach_the_guest() {
     }
 }
 
+/// A guest making calls back to back, in the adaptive hand-off: every
+/// answer reaches the guest while the runner changes CPU and way of
+/// waiting; with a second CPU it tries spinning at least once.
+#[test]
+fn adaptive_hand_off_answers_every_call() {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let before = platform_ptrace::handoff_stats();
+    // A thread of its own: the platform pins the thread that switches.
+    std::thread::spawn(|| {
+        let mem = MemFile::new();
+        // 1: getpid; rdi = the answer; jmp 1b
+        mem.write(
+            0,
+            &code(&[&mov_eax(39), &SYSCALL, &MOV_RAX_RDI, &[0xeb, 0xf4]]),
+        );
+        let p = mem.platform_with(trap());
+        let as_ = p.new_address_space().expect("address space");
+        map_code_and_data(&*as_);
+        let mut ctx = p.new_context().expect("context");
+        let mut regs = start_regs();
+        let mut answer = None;
+        for i in 0..40_000u64 {
+            assert_eq!(
+                ctx.switch(&*as_, &mut regs).expect("switch"),
+                Event::Syscall
+            );
+            assert_eq!(regs.syscall_nr(), 39, "call {i}");
+            if let Some(a) = answer {
+                assert_eq!(regs.rdi, a, "answer to call {}", i - 1);
+            }
+            regs.rax = i * 3 + 1;
+            answer = Some(regs.rax);
+        }
+    })
+    .join()
+    .expect("guest thread");
+    let after = platform_ptrace::handoff_stats();
+    let events = |h: platform_ptrace::HandoffStats| h.yield_events + h.spin_events;
+    assert!(
+        events(after) >= events(before) + 40_000,
+        "{before:?} {after:?}"
+    );
+    if cpus >= 2 {
+        assert!(after.to_spin > before.to_spin, "{before:?} {after:?}");
+    }
+}
+
 /// The Sentry moves rip, rsp and fs_base at a syscall (as execve and
 /// signal delivery do): the guest continues there with them.
 fn rip_rsp_and_fs_base_changes_take_effect(options: PtraceOptions) {

@@ -484,9 +484,14 @@ enum PlatformKind {
     /// every system call stops the guest under PTRACE_SYSEMU
     Ptrace,
     /// system calls trap to a handler in the stub (seccomp SECCOMP_RET_TRAP)
-    /// that hands them to the Sentry through shared memory; no ptrace stop
+    /// that hands them to the Sentry through shared memory; no ptrace stop.
+    /// Each guest thread measures its hand-offs and spins on a free core
+    /// while that is faster than yielding on its Sentry thread's
     #[value(alias = "systrap")]
     Seccomp,
+    /// seccomp with every guest thread kept on its Sentry thread's CPU,
+    /// yielding to it (what `seccomp` falls back to, never changed)
+    SeccompYield,
     /// seccomp with the Sentry and each guest thread free to run on
     /// different CPUs, both spinning briefly before they sleep: faster
     /// system calls for a guest that makes many, for a second busy core
@@ -584,6 +589,10 @@ struct DoArgs {
     /// and `clone` fail with EAGAIN. -1 for no limit of the sandbox's own.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_DO_PIDS, allow_hyphen_values = true)]
     pids: i64,
+    /// When the sandbox ends, print to stderr how the platform handed
+    /// system calls to the Sentry (events per hand-off mode, switches).
+    #[arg(long)]
+    stats: bool,
     /// The command (looked up in the guest's PATH) and its arguments.
     #[arg(
         required = true,
@@ -891,6 +900,11 @@ fn run_do(args: DoArgs) -> ExitCode {
                 mode: platform_ptrace::Mode::SeccompTrap,
                 ..Default::default()
             },
+            PlatformKind::SeccompYield => platform_ptrace::PtraceOptions {
+                mode: platform_ptrace::Mode::SeccompTrap,
+                adaptive: false,
+                ..Default::default()
+            },
             PlatformKind::SeccompSpin => platform_ptrace::PtraceOptions {
                 mode: platform_ptrace::Mode::SeccompTrap,
                 pin_cpu: false,
@@ -908,6 +922,14 @@ fn run_do(args: DoArgs) -> ExitCode {
         )
         .map(|p| Box::new(p) as Box<dyn platform::Platform>)
     });
+    let h = platform_ptrace::handoff_stats();
+    tracing::info!(?h, "hand-offs");
+    if args.stats {
+        eprintln!(
+            "ferrovisor: hand-offs: {} yielding, {} spinning; {} switches to spin, {} back; the Sentry slept for {}",
+            h.yield_events, h.spin_events, h.to_spin, h.to_yield, h.sentry_sleeps
+        );
+    }
     match result {
         Ok(status) => ExitCode::from(status.shell_code() as u8),
         Err(e) => {
