@@ -924,7 +924,9 @@ fn run_do(args: DoArgs) -> ExitCode {
     });
     let h = platform_ptrace::handoff_stats();
     tracing::info!(?h, "hand-offs");
-    if args.stats {
+    if args.stats && platform != PlatformKind::Seccomp {
+        eprintln!("ferrovisor: hand-offs: fixed on this platform (only `seccomp` chooses)");
+    } else if args.stats {
         eprintln!(
             "ferrovisor: hand-offs: {} yielding, {} spinning; {} switches to spin, {} back; the Sentry slept for {}",
             h.yield_events, h.spin_events, h.to_spin, h.to_yield, h.sentry_sleeps
