@@ -238,6 +238,15 @@ pub(crate) struct Chooser {
     away_seen: u64,
     /// `away`'s times at the first look of an idle check.
     look: Option<CpuTimes>,
+    /// Counts not yet added to the process's (once an epoch, so that the
+    /// hot path touches no line other CPUs write).
+    unsent: HandoffStats,
+}
+
+impl Drop for Chooser {
+    fn drop(&mut self) {
+        self.send_counts();
+    }
 }
 
 impl Chooser {
@@ -261,6 +270,23 @@ impl Chooser {
                 .and_then(activity)
                 .map_or(0, |a| a.load(Ordering::Relaxed)),
             look: None,
+            unsent: HandoffStats::default(),
+        }
+    }
+
+    /// Adds this runner's counts to the process's.
+    fn send_counts(&mut self) {
+        let c = std::mem::take(&mut self.unsent);
+        for (total, n) in [
+            (&YIELD_EVENTS, c.yield_events),
+            (&SPIN_EVENTS, c.spin_events),
+            (&SENTRY_SLEEPS, c.sentry_sleeps),
+            (&TO_SPIN, c.to_spin),
+            (&TO_YIELD, c.to_yield),
+        ] {
+            if n > 0 {
+                total.fetch_add(n, Ordering::Relaxed);
+            }
         }
     }
 
@@ -301,9 +327,9 @@ impl Chooser {
         (self.yield_ns, self.spin_ns)
     }
 
-    /// The CPU the runner spins on.
-    pub(crate) fn away(&self) -> Option<usize> {
-        self.away
+    /// The CPUs of the runner in Yield (its Sentry thread's) and in Spin.
+    pub(crate) fn cpus(&self) -> (usize, Option<usize>) {
+        (self.home, self.away)
     }
 
     /// Whether other Sentry threads handled more than a few events on
@@ -331,20 +357,18 @@ impl Chooser {
         if let Some(a) = activity(self.home) {
             a.fetch_add(1, Ordering::Relaxed);
         }
+        match self.way {
+            Way::Yield => self.unsent.yield_events += 1,
+            Way::Spin => self.unsent.spin_events += 1,
+        }
+        self.unsent.sentry_sleeps += u64::from(slept);
         let e = &mut self.epoch;
         e.events += 1;
         if wait < SHORT {
             e.short += 1;
         }
         e.capped_ns += wait.min(CAP).as_nanos() as u64;
-        if slept {
-            e.sleeps += 1;
-            SENTRY_SLEEPS.fetch_add(1, Ordering::Relaxed);
-        }
-        match self.way {
-            Way::Yield => YIELD_EVENTS.fetch_add(1, Ordering::Relaxed),
-            Way::Spin => SPIN_EVENTS.fetch_add(1, Ordering::Relaxed),
-        };
+        e.sleeps += u32::from(slept);
         // A Spin epoch that has already taken what a whole Yield epoch
         // took ends now: under load each of its waits can be a time slice.
         // So does a Yield probe that can no longer beat Spin.
@@ -364,10 +388,11 @@ impl Chooser {
         if let Some(s) = switch {
             self.way = s.to;
             match s.to {
-                Way::Spin => TO_SPIN.fetch_add(1, Ordering::Relaxed),
-                Way::Yield => TO_YIELD.fetch_add(1, Ordering::Relaxed),
-            };
+                Way::Spin => self.unsent.to_spin += 1,
+                Way::Yield => self.unsent.to_yield += 1,
+            }
         }
+        self.send_counts();
         switch
     }
 

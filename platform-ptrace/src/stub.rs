@@ -120,7 +120,8 @@ pub(crate) const F_CONVERT: u64 = 0x188;
 pub(crate) const H_KICK_DROPPED: u64 = 0x18c;
 /// How the handler waits for the Sentry (set by it, read at each wait):
 /// `pause` iterations it polls, then `sched_yield` calls, before it sleeps
-/// on its futex (see `crate::handoff`).
+/// on its futex (see `crate::handoff`). The guest can write them too, which
+/// only changes how its own thread waits.
 pub(crate) const H_SPIN: u64 = 0x190;
 pub(crate) const H_YIELDS: u64 = 0x194;
 pub(crate) const F_RIP: u64 = 0x108;

@@ -283,14 +283,12 @@ pub(crate) struct Runner {
     /// In Spin ([`crate::handoff`]): how long the Sentry polls (instead of
     /// `spin` iterations).
     spin_for: Option<Duration>,
-    /// `yields` in Yield (the configured count).
-    yield_count: u32,
-    /// With an adaptive hand-off: the choice, the CPU of the Sentry thread
-    /// (and of the runner in Yield), and when the runner was last let go
-    /// (from then to its next event: both hand-offs, the guest's work and
-    /// any preemption of the runner).
+    /// `spin` and `yields` in Yield (as configured).
+    base: (u32, u32),
+    /// With an adaptive hand-off: the choice, and when the runner was last
+    /// let go (from then to its next event: both hand-offs, the guest's
+    /// work and any preemption of the runner).
     chooser: Option<Chooser>,
-    home: Option<usize>,
     resumed: Option<Instant>,
     /// FP image fetched since the last event.
     fp: Option<Vec<u8>>,
@@ -387,8 +385,7 @@ impl Runner {
             spin: config.spin,
             yields: config.yields,
             spin_for: None,
-            yield_count: config.yields,
-            home: home.filter(|_| chooser.is_some()),
+            base: (config.spin, config.yields),
             chooser,
             resumed: None,
             fp: None,
@@ -528,32 +525,27 @@ impl Runner {
 
     /// Moves the runner to the CPU and the waits of `switch.to`.
     fn switch_way(&mut self, switch: Switch) {
-        let Some(home) = self.home else { return };
-        let away = self.chooser.as_ref().and_then(Chooser::away);
-        let (cpu, spin, yields, spin_for) = match switch.to {
-            Way::Spin => match away {
-                Some(cpu) => (cpu, STUB_SPIN, SPIN_YIELDS, Some(SPIN_WINDOW)),
-                None => (home, 0, 0, None),
-            },
-            Way::Yield => (home, 0, self.yield_count, None),
-        };
-        if switch.to == Way::Spin && (cpu == home || sys::set_affinity(self.tid, cpu).is_err()) {
-            if let Some(c) = self.chooser.as_mut() {
-                c.abandon_spin();
-            }
+        let Some(chooser) = self.chooser.as_mut() else {
             return;
+        };
+        let (home, away) = chooser.cpus();
+        let (cpu, spin, yields, spin_for) = match (switch.to, away) {
+            (Way::Spin, Some(cpu)) => (cpu, STUB_SPIN, SPIN_YIELDS, Some(SPIN_WINDOW)),
+            (Way::Spin, None) => return chooser.abandon_spin(),
+            (Way::Yield, _) => (home, self.base.0, self.base.1, None),
+        };
+        match sys::set_affinity(self.tid, cpu) {
+            Err(_) if switch.to == Way::Spin => return chooser.abandon_spin(),
+            // The runner stays where it is: slower, still correct.
+            _ => {}
         }
-        if switch.to == Way::Yield {
-            // Should this fail the runner stays where it is; still correct.
-            let _ = sys::set_affinity(self.tid, cpu);
-        }
-        self.spin = 0;
+        let (yield_ns, spin_ns) = chooser.means();
+        self.spin = if spin_for.is_some() { 0 } else { spin };
         self.yields = yields;
         self.spin_for = spin_for;
         let r = &self.region;
         r.word(self.slot, H_SPIN).store(spin, Ordering::Relaxed);
         r.word(self.slot, H_YIELDS).store(yields, Ordering::Relaxed);
-        let (yield_ns, spin_ns) = self.chooser.as_ref().map_or((None, None), Chooser::means);
         tracing::debug!(
             tid = self.tid,
             way = ?switch.to,
