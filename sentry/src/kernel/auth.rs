@@ -65,6 +65,8 @@ pub mod cap {
     pub const NET_BIND_SERVICE: u32 = 10;
     /// `chroot(2)`
     pub const SYS_CHROOT: u32 = 18;
+    /// trace any process (`ptrace(2)`, `process_vm_readv`)
+    pub const SYS_PTRACE: u32 = 19;
     /// `sethostname(2)`, trusted.* attributes, mounts
     pub const SYS_ADMIN: u32 = 21;
     /// raise scheduling priority

@@ -288,6 +288,9 @@ pub struct ProcessState {
     /// `personality(2)`: the execution domain (always Linux's) and its
     /// flags (`ADDR_NO_RANDOMIZE`, ...), kept across `fork` and `execve`
     pub personality: u32,
+    /// threads this process traces (`ptrace(2)`), kept until their exit
+    /// is collected
+    pub tracees: Vec<Arc<Thread>>,
 }
 
 /// CPU time, split as `getrusage` reports it: guest code (user) and the
@@ -385,6 +388,7 @@ impl ProcessState {
             unkillable: false,
             dumpable: true,
             personality: 0,
+            tracees: Vec::new(),
         }
     }
 
@@ -631,6 +635,8 @@ pub struct ThreadState {
     pub seccomp: crate::kernel::seccomp::Seccomp,
     /// a `TSYNC` gave it the caller's `no_new_privs` too
     pub seccomp_sets_no_new_privs: bool,
+    /// its tracer's link, while traced
+    pub ptrace: Option<Box<crate::kernel::ptrace::Tracee>>,
 }
 
 /// A guest thread as other threads see it.
@@ -646,6 +652,9 @@ pub struct Thread {
     pub waiter: Arc<Waiter>,
     /// whether its calls go through seccomp, read before each call
     pub seccomp: crate::kernel::seccomp::SeccompFlags,
+    /// whether it is traced and how (`kernel::ptrace::TRACED`, ...), read
+    /// before each call
+    pub ptrace_flags: std::sync::atomic::AtomicU8,
 }
 
 impl fmt::Debug for Thread {
@@ -667,6 +676,7 @@ impl Thread {
             interrupter: Mutex::new(None),
             waiter: Waiter::new(),
             seccomp: Default::default(),
+            ptrace_flags: Default::default(),
         })
     }
 
@@ -727,7 +737,9 @@ impl Thread {
             return true;
         }
         let t = self.state();
-        t.exit_now || (t.pending.bits | p.pending.bits) & !t.mask != 0
+        t.exit_now
+            || (t.pending.bits | p.pending.bits) & !t.mask != 0
+            || t.ptrace.as_ref().is_some_and(|l| l.interrupt)
     }
 
     /// Whether the thread must end once it takes its signals (Linux's
@@ -1085,6 +1097,9 @@ impl Task {
         set_current(self.pid(), self.tid());
         self.kernel.fs.enter_thread();
         loop {
+            if self.traced() {
+                self.ptrace_take_interrupt();
+            }
             if let Some(status) = self.deliver_signals() {
                 return Ok(status);
             }
@@ -1093,7 +1108,8 @@ impl Task {
             drop(space);
             match event {
                 Event::Syscall => {
-                    if self.regs.rip != self.patch_checked {
+                    // (a tracer reads the guest's own code)
+                    if self.regs.rip != self.patch_checked && !self.traced() {
                         self.patch_checked = self.regs.rip;
                         self.mm()
                             .patch_syscall_site(self.regs.rip, self.regs.orig_rax);
@@ -1168,6 +1184,22 @@ impl Task {
     /// Answers the system call the registers describe; `Some` when the
     /// task is to exit.
     fn syscall(&mut self) -> Option<ExitStatus> {
+        let stops = self
+            .thread
+            .ptrace_flags
+            .load(std::sync::atomic::Ordering::Relaxed)
+            & crate::kernel::ptrace::SYSCALL_STOPS
+            != 0;
+        if stops {
+            // What a tracer sees at syscall-enter-stop; it may change the
+            // call, or skip it with number -1.
+            self.regs.rax = Errno::ENOSYS.as_return();
+            self.ptrace_syscall_stop(false);
+            if self.regs.orig_rax == u64::MAX {
+                self.ptrace_syscall_stop(true);
+                return self.proc_.state().group_exit;
+            }
+        }
         let nr = self.regs.orig_rax;
         let args = self.regs.syscall_args();
         // The table lives above the kernel; boot hands it over.
@@ -1185,6 +1217,9 @@ impl Task {
                 e.as_return()
             }
         };
+        if stops && self.traced() {
+            self.ptrace_syscall_stop(true);
+        }
         None
     }
 
@@ -1252,11 +1287,43 @@ impl Task {
                     | bit(SIGSYS));
             let pick = if sync != 0 { sync } else { deliverable };
             let sig = pick.trailing_zeros() as i32 + 1;
-            let info = if t.pending.has(sig) {
+            let mut info = if t.pending.has(sig) {
                 t.pending.dequeue(sig)
             } else {
                 p.pending.dequeue(sig)
             };
+            let mut sig = sig;
+            if self
+                .thread
+                .ptrace_flags
+                .load(std::sync::atomic::Ordering::Relaxed)
+                != 0
+            {
+                // Signal-delivery-stop: the tracer may suppress the signal
+                // or deliver another.
+                drop(t);
+                drop(p);
+                let stop = crate::kernel::ptrace::stop_status(sig);
+                let Some(r) = self.ptrace_stop(crate::kernel::ptrace::StopKind::Signal, stop, info)
+                else {
+                    continue;
+                };
+                if r.sig == 0 || r.sig > 64 {
+                    continue;
+                }
+                if r.sig != sig {
+                    info = user_info(r.sig, 0, 0, si::USER);
+                } else if let Some(l) = self.thread.state().ptrace.as_deref() {
+                    info = l.siginfo;
+                }
+                sig = r.sig;
+                p = self.proc_.state();
+                t = self.thread.state();
+                if t.mask & bit(sig) != 0 {
+                    t.pending.enqueue(sig, info);
+                    continue;
+                }
+            }
             let action = p.actions[sig as usize - 1];
             match action.handler {
                 SIG_IGN => continue,
@@ -1265,6 +1332,22 @@ impl Task {
                     // (a signal that was blocked when sent); SIGSTOP here
                     // came from outside (Linux's get_signal()).
                     if ignored_by_default(sig) || (p.unkillable && !kernel_only(sig)) {
+                        continue;
+                    }
+                    if is_stop(sig) && self.traced() {
+                        // A traced task's group-stop is a stop its tracer
+                        // ends.
+                        drop(t);
+                        drop(p);
+                        let seized = self.ptrace_options().is_some_and(|(_, s, _)| s);
+                        let status = if seized {
+                            crate::kernel::ptrace::stop_status(
+                                sig | ((crate::kernel::ptrace::event::STOP as i32) << 8),
+                            )
+                        } else {
+                            crate::kernel::ptrace::stop_status(sig)
+                        };
+                        self.ptrace_stop(crate::kernel::ptrace::StopKind::Group, status, info);
                         continue;
                     }
                     if is_stop(sig) {
@@ -1548,6 +1631,10 @@ impl Task {
     }
 
     fn exit_thread(&mut self, status: ExitStatus) -> ExitStatus {
+        if self.traced() {
+            let s = self.proc_.state().group_exit.unwrap_or(status);
+            self.ptrace_event(crate::kernel::ptrace::event::EXIT, s.wait_status() as u64);
+        }
         self.thread.set_interrupter(None);
         // (before its tid is cleared: a joiner may act at once)
         self.thread.state().exiting = true;
@@ -1572,7 +1659,12 @@ impl Task {
             (p.threads.is_empty(), p.group_exit.unwrap_or(status))
         };
         self.kernel.procs().threads.remove(&self.thread.tid);
+        self.ptrace_exit(
+            group_status.wait_status(),
+            matches!(group_status, ExitStatus::Signal(_)),
+        );
         if last {
+            self.ptrace_release_tracees();
             self.exit_process(group_status);
         } else {
             // `execve` in another thread waits for this one to go.

@@ -8,6 +8,7 @@ use abi::signal::SIGCHLD;
 use abi::{Errno, OpenFlags, SigInfo};
 use zerocopy::FromZeros;
 
+use crate::kernel::ptrace;
 use crate::kernel::task::{si, ExitStatus, Process, ProcessState, Task, Thread};
 use crate::kernel::wait::Registration;
 use crate::mm::MemoryManager;
@@ -72,13 +73,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     if f & CLONE_NEWS != 0 {
         return Err(Errno::EPERM);
     }
-    let _ = (
-        CLONE_PTRACE,
-        CLONE_SYSVSEM,
-        CLONE_DETACHED,
-        CLONE_UNTRACED,
-        CLONE_IO,
-    );
+    let _ = (CLONE_PTRACE, CLONE_SYSVSEM, CLONE_DETACHED, CLONE_IO);
     let kernel = task.kernel.clone();
     let thread_mode = f & CLONE_THREAD != 0;
     // CLONE_VM children share the address space, which needs several
@@ -184,6 +179,41 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         procs.threads.insert(id, thread.clone());
         (proc_, thread)
     };
+    // A traced parent's new child is traced too when the tracer asked for
+    // this kind of child; it starts in a stop of its own.
+    let trace_event = if f & CLONE_UNTRACED != 0 {
+        None
+    } else if f & CLONE_VFORK != 0 {
+        Some(ptrace::event::VFORK)
+    } else if args.exit_signal != SIGCHLD {
+        Some(ptrace::event::CLONE)
+    } else {
+        Some(ptrace::event::FORK)
+    }
+    .filter(|&e| {
+        task.ptrace_options()
+            .is_some_and(|(_, _, o)| o & (1 << e) != 0)
+    });
+    if trace_event.is_some() {
+        if let Some((tracer, seized, options)) = task.ptrace_options() {
+            if let Some(tp) = kernel.process(tracer) {
+                let mut link = ptrace::Tracee::new(tracer, seized, options);
+                link.interrupt = seized;
+                {
+                    let mut t = thread.state();
+                    t.ptrace = Some(Box::new(link));
+                    if !seized {
+                        let info = crate::kernel::task::user_info(abi::signal::SIGSTOP, 0, 0, 0);
+                        t.pending.enqueue(abi::signal::SIGSTOP, info);
+                    }
+                }
+                thread
+                    .ptrace_flags
+                    .store(ptrace::TRACED, std::sync::atomic::Ordering::Relaxed);
+                tp.state().tracees.push(thread.clone());
+            }
+        }
+    }
     let id = thread.tid;
     // Takes the child out of the tables again when it cannot start.
     let unregister = || {
@@ -323,6 +353,9 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     if !started {
         unregister();
         return Err(Errno::EAGAIN);
+    }
+    if let Some(e) = trace_event {
+        task.ptrace_event(e, id as u64);
     }
     if f & CLONE_VFORK != 0 {
         // The parent sleeps until the child execs or exits (the child's
@@ -541,6 +574,10 @@ fn wait_common(
                     _ => {}
                 }
             }
+            let found = match found {
+                Some(x) => Some(x),
+                None => tracee_report(task, which, options, &mut any).map(|f| (f, false)),
+            };
             if let Some((f, reap)) = found {
                 if reap {
                     procs.map.remove(&f.pid);
@@ -576,6 +613,87 @@ fn wait_common(
     }
 }
 
+/// A report of a thread this process traces that `which` selects: a
+/// ptrace-stop, or its exit (a traced child process's exit is the child
+/// path's to report). Sets `any` when such a tracee exists.
+fn tracee_report(task: &Task, which: Which, options: u64, any: &mut bool) -> Option<Found> {
+    let me = task.pid();
+    let tracees = task.proc_.state().tracees.clone();
+    let mut gone = Vec::new();
+    let mut found = None;
+    for th in &tracees {
+        let leader = th.tid == th.process.pid;
+        let (ppid, pgid) = {
+            let st = th.process.state();
+            (st.ppid, st.pgid)
+        };
+        let selected = match which {
+            Which::Any => true,
+            Which::Pid(pid) => th.tid == pid,
+            Which::Pgid(g) => pgid == g,
+        };
+        // Other threads than a leader are "clone children": only __WALL
+        // and __WCLONE see them.
+        if !selected || (!leader && options & (WALL | WCLONE) == 0) {
+            continue;
+        }
+        let mut t = th.state();
+        let Some(l) = t.ptrace.as_deref_mut().filter(|l| l.tracer == me) else {
+            gone.push(th.tid);
+            continue;
+        };
+        if l.exited && leader && ppid == me {
+            // (its parent's wait reports it)
+            gone.push(th.tid);
+            continue;
+        }
+        *any = true;
+        let Some(ws) = l.report else {
+            continue;
+        };
+        if l.exited {
+            if options & WEXITED == 0 {
+                continue;
+            }
+            let (code, status) = if ws & 0x7f == 0 {
+                (si::CLD_EXITED, (ws >> 8) & 0xff)
+            } else {
+                (si::CLD_KILLED, ws & 0x7f)
+            };
+            if options & WNOWAIT == 0 {
+                l.report = None;
+                gone.push(th.tid);
+            }
+            found = Some(Found {
+                pid: th.tid,
+                code,
+                status,
+                wstatus: ws,
+                cpu: Default::default(),
+            });
+        } else {
+            if options & WNOWAIT == 0 {
+                l.report = None;
+            }
+            found = Some(Found {
+                pid: th.tid,
+                code: ptrace::CLD_TRAPPED,
+                status: (ws >> 8) & 0xff,
+                wstatus: ws,
+                cpu: Default::default(),
+            });
+        }
+        break;
+    }
+    if !gone.is_empty() {
+        task.proc_
+            .state()
+            .tracees
+            .retain(|t| !gone.contains(&t.tid));
+    }
+    found
+}
+
 /// The `rusage` a wait reports for the child it found.
 fn rusage(f: &Found) -> abi::Rusage {
     let mut ru = abi::Rusage::new_zeroed();
@@ -603,7 +721,7 @@ pub fn sys_wait4(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     match wait_common(
         task,
         which,
-        (options & (WNOHANG | WUNTRACED | WCONTINUED)) | WEXITED,
+        (options & (WNOHANG | WUNTRACED | WCONTINUED | WALL | WCLONE)) | WEXITED,
         None,
     )? {
         Some(f) => {

@@ -17,6 +17,7 @@ mod mqueue;
 mod netlink;
 mod poll;
 mod process;
+mod ptrace;
 mod seccomp;
 mod signal;
 mod socket;
@@ -310,7 +311,11 @@ pub const ROWS: &[Entry] = &[
     ),
     full(nr::SYSINFO, process::sys_sysinfo),
     full(nr::TIMES, process::sys_times),
-    unsupported(nr::PTRACE, "ptrace"),
+    partial(
+        nr::PTRACE,
+        ptrace::sys_ptrace,
+        "no hardware breakpoints or watchpoints (debug registers stay clear); a seized tracee's group-stop ends with any restart",
+    ),
     full(nr::GETUID, process::sys_getuid),
     unsupported(nr::SYSLOG, "the kernel log"),
     full(nr::GETGID, process::sys_getgid),
@@ -637,8 +642,8 @@ pub const ROWS: &[Entry] = &[
     ),
     unsupported(nr::SETNS, "namespaces"),
     full(nr::GETCPU, process::sys_getcpu),
-    unsupported(nr::PROCESS_VM_READV, "another process's memory"),
-    unsupported(nr::PROCESS_VM_WRITEV, "another process's memory"),
+    full(nr::PROCESS_VM_READV, ptrace::sys_process_vm_readv),
+    full(nr::PROCESS_VM_WRITEV, ptrace::sys_process_vm_writev),
     unsupported(nr::KCMP, "kcmp"),
     unsupported(nr::FINIT_MODULE, "kernel modules"),
     unsupported(nr::SCHED_SETATTR, "scheduling policies"),

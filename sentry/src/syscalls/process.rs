@@ -1291,6 +1291,8 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             task.publish_info();
             crate::kernel::task::set_current(task.pid(), task.tid());
             task.vfork_release();
+            let tid = task.tid();
+            task.ptrace_exec(tid);
             Ok(0)
         }
         Err(e) => {

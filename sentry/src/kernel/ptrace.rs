@@ -1,0 +1,392 @@
+//! ptrace(2) inside the sandbox: a tracee's side of the link, and the stops
+//! a traced task makes (syscall entry and exit, signal delivery, events).
+//!
+//! A stopped tracee sleeps on its own host thread with its registers
+//! published in its [`Tracee`]; the tracer reads and edits that copy and
+//! sets [`Tracee::resume`], which the tracee takes back when it wakes.
+
+use std::sync::atomic::Ordering;
+
+use abi::signal::{SIGCHLD, SIGTRAP};
+use abi::SigInfo;
+use platform::Regs;
+use zerocopy::FromZeros;
+
+use crate::kernel::task::{chld_info, Task};
+use crate::kernel::Kernel;
+
+/// `PTRACE_O_*` options.
+pub mod opt {
+    pub const TRACESYSGOOD: u32 = 1;
+    pub const TRACEFORK: u32 = 1 << 1;
+    pub const TRACEVFORK: u32 = 1 << 2;
+    pub const TRACECLONE: u32 = 1 << 3;
+    pub const TRACEEXEC: u32 = 1 << 4;
+    pub const TRACEVFORKDONE: u32 = 1 << 5;
+    pub const TRACEEXIT: u32 = 1 << 6;
+    pub const TRACESECCOMP: u32 = 1 << 7;
+    pub const EXITKILL: u32 = 1 << 20;
+    pub const SUSPEND_SECCOMP: u32 = 1 << 21;
+    /// every option Linux knows
+    pub const ALL: u32 = 0xff | EXITKILL | SUSPEND_SECCOMP;
+}
+
+/// `PTRACE_EVENT_*`: the option bit of event `e` is `1 << e`.
+pub mod event {
+    pub const FORK: u32 = 1;
+    pub const VFORK: u32 = 2;
+    pub const CLONE: u32 = 3;
+    pub const EXEC: u32 = 4;
+    pub const VFORK_DONE: u32 = 5;
+    pub const EXIT: u32 = 6;
+    pub const STOP: u32 = 128;
+}
+
+/// `CLD_TRAPPED`: the `si_code` of a tracee's stop.
+pub const CLD_TRAPPED: i32 = 4;
+
+/// Bits of [`crate::kernel::task::Thread::ptrace_flags`], read on every
+/// system call without a lock.
+pub const TRACED: u8 = 1;
+/// The tracer asked for syscall-stops (`PTRACE_SYSCALL`).
+pub const SYSCALL_STOPS: u8 = 2;
+/// The tracer asked for one instruction (`PTRACE_SINGLESTEP`).
+pub const STEP: u8 = 4;
+
+/// Why a tracee is stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopKind {
+    SyscallEnter,
+    SyscallExit,
+    Signal,
+    Event,
+    /// `PTRACE_EVENT_EXIT`: only `SIGKILL` ends it early
+    Exit,
+    Group,
+}
+
+/// How the tracer let a tracee go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum How {
+    Cont,
+    Syscall,
+    Step,
+    Detach,
+    Listen,
+}
+
+/// A restart request: how, and the signal to deliver (0 for none).
+#[derive(Clone, Copy, Debug)]
+pub struct Resume {
+    pub how: How,
+    pub sig: i32,
+}
+
+/// A tracee's side of the link, kept in its thread state.
+#[derive(Debug)]
+pub struct Tracee {
+    /// the tracer's thread-group ID
+    pub tracer: i32,
+    /// attached with `PTRACE_SEIZE`
+    pub seized: bool,
+    /// `PTRACE_O_*`
+    pub options: u32,
+    /// the stop it is in, if any
+    pub stopped: Option<StopKind>,
+    /// a wait status the tracer has not collected yet
+    pub report: Option<i32>,
+    /// the tracee has exited (its last report is its exit status)
+    pub exited: bool,
+    /// set by the tracer to end the stop
+    pub resume: Option<Resume>,
+    /// registers while stopped (the tracer's copy)
+    pub regs: Regs,
+    /// floating-point state while stopped (`XSAVE` or `FXSAVE` layout)
+    pub fp: Vec<u8>,
+    /// the tracer changed [`Tracee::fp`]
+    pub fp_changed: bool,
+    /// the signal of a signal-delivery-stop (`PTRACE_GETSIGINFO`)
+    pub siginfo: SigInfo,
+    /// `PTRACE_GETEVENTMSG`
+    pub event_msg: u64,
+    /// `PTRACE_INTERRUPT` (or a seized child's first stop) is pending
+    pub interrupt: bool,
+}
+
+impl Tracee {
+    /// A new link to `tracer`.
+    pub fn new(tracer: i32, seized: bool, options: u32) -> Tracee {
+        Tracee {
+            tracer,
+            seized,
+            options,
+            stopped: None,
+            report: None,
+            exited: false,
+            resume: None,
+            regs: Regs::default(),
+            fp: Vec::new(),
+            fp_changed: false,
+            siginfo: SigInfo::new_zeroed(),
+            event_msg: 0,
+            interrupt: false,
+        }
+    }
+}
+
+/// The wait status of a stop for signal `sig` (`0x7f` is "stopped").
+pub fn stop_status(sig: i32) -> i32 {
+    (sig << 8) | 0x7f
+}
+
+/// The wait status of event stop `e`.
+pub fn event_status(e: u32) -> i32 {
+    stop_status(SIGTRAP | ((e as i32) << 8))
+}
+
+/// Tells tracer `tracer` that thread `tid` has something to report.
+pub fn notify_tracer(kernel: &Kernel, tracer: i32, tid: i32, code: i32, status: i32) {
+    if let Some(t) = kernel.process(tracer) {
+        t.send_signal(kernel, SIGCHLD, chld_info(tid, code, status));
+        t.wait_chld.notify();
+    }
+}
+
+impl Task {
+    /// Whether the task is traced (no lock taken).
+    pub fn traced(&self) -> bool {
+        self.thread.ptrace_flags.load(Ordering::Relaxed) & TRACED != 0
+    }
+
+    /// The tracer's options, if traced.
+    pub fn ptrace_options(&self) -> Option<(i32, bool, u32)> {
+        if !self.traced() {
+            return None;
+        }
+        let t = self.thread.state();
+        t.ptrace.as_deref().map(|l| (l.tracer, l.seized, l.options))
+    }
+
+    /// Enters a ptrace-stop reported as `wstatus` and sleeps until the
+    /// tracer restarts it; `None` when it is no longer traced or must exit.
+    /// The tracer's changes to the registers take effect here.
+    pub fn ptrace_stop(&mut self, kind: StopKind, wstatus: i32, info: SigInfo) -> Option<Resume> {
+        if !self.traced() {
+            return None;
+        }
+        let fp = self.ctx.fpstate().unwrap_or_default();
+        let tracer = {
+            let mut t = self.thread.state();
+            let l = t.ptrace.as_deref_mut()?;
+            l.regs = self.regs;
+            l.fp = fp;
+            l.fp_changed = false;
+            l.stopped = Some(kind);
+            l.report = Some(wstatus);
+            l.resume = None;
+            l.siginfo = info;
+            l.tracer
+        };
+        notify_tracer(&self.kernel, tracer, self.tid(), CLD_TRAPPED, wstatus >> 8);
+        let w = self.thread.waiter.clone();
+        let (resume, fp) = loop {
+            w.prepare();
+            let ends = self.proc_.state().group_exit.is_some_and(|s| {
+                kind != StopKind::Exit
+                    || s == crate::kernel::task::ExitStatus::Signal(abi::signal::SIGKILL)
+            });
+            if ends {
+                let mut t = self.thread.state();
+                if let Some(l) = t.ptrace.as_deref_mut() {
+                    l.stopped = None;
+                    l.report = None;
+                }
+                break (None, None);
+            }
+            {
+                let mut t = self.thread.state();
+                let Some(l) = t.ptrace.as_deref_mut() else {
+                    break (None, None);
+                };
+                if let Some(r) = l.resume.take() {
+                    l.stopped = None;
+                    self.regs = l.regs;
+                    let fp = l.fp_changed.then(|| std::mem::take(&mut l.fp));
+                    if r.how == How::Detach {
+                        t.ptrace = None;
+                        self.thread.ptrace_flags.store(0, Ordering::Relaxed);
+                    } else {
+                        let mut flags = TRACED;
+                        if r.how == How::Syscall {
+                            flags |= SYSCALL_STOPS;
+                        }
+                        if r.how == How::Step {
+                            flags |= STEP;
+                        }
+                        self.thread.ptrace_flags.store(flags, Ordering::Relaxed);
+                    }
+                    break (Some(r), fp);
+                }
+            }
+            w.sleep(None);
+        };
+        if let Some(fp) = fp {
+            let _ = self.ctx.set_fpstate(&fp);
+        }
+        // Single-stepping is the trap flag; other restarts clear it.
+        const TF: u64 = 0x100;
+        if resume.is_some_and(|r| r.how == How::Step) {
+            self.regs.eflags |= TF;
+        } else if resume.is_some() {
+            self.regs.eflags &= !TF;
+        }
+        resume
+    }
+
+    /// A syscall-enter or syscall-exit stop, if the tracer asked for them;
+    /// a signal the tracer restarts with is then sent to the task.
+    pub fn ptrace_syscall_stop(&mut self, exit: bool) {
+        let Some((_, _, options)) = self.ptrace_options() else {
+            return;
+        };
+        let sig = SIGTRAP
+            | if options & opt::TRACESYSGOOD != 0 {
+                0x80
+            } else {
+                0
+            };
+        let kind = if exit {
+            StopKind::SyscallExit
+        } else {
+            StopKind::SyscallEnter
+        };
+        if let Some(r) = self.ptrace_stop(kind, stop_status(sig), SigInfo::new_zeroed()) {
+            self.ptrace_inject(r.sig);
+        }
+    }
+
+    /// Event stop `e` with message `msg`, if the tracer asked for it.
+    pub fn ptrace_event(&mut self, e: u32, msg: u64) -> bool {
+        let Some((_, _, options)) = self.ptrace_options() else {
+            return false;
+        };
+        if options & (1 << e) == 0 {
+            return false;
+        }
+        if let Some(l) = self.thread.state().ptrace.as_deref_mut() {
+            l.event_msg = msg;
+        }
+        let kind = if e == event::EXIT {
+            StopKind::Exit
+        } else {
+            StopKind::Event
+        };
+        if let Some(r) = self.ptrace_stop(kind, event_status(e), SigInfo::new_zeroed()) {
+            self.ptrace_inject(r.sig);
+        }
+        true
+    }
+
+    /// Sends signal `sig` (if any) to this thread, as a restart with a
+    /// signal from a stop that was not a signal's does.
+    fn ptrace_inject(&mut self, sig: i32) {
+        if sig > 0 {
+            let info = crate::kernel::task::user_info(sig, 0, 0, crate::kernel::task::si::KERNEL);
+            self.thread.state().pending.enqueue(sig, info);
+        }
+    }
+
+    /// After a successful `execve`: the exec event, or the `SIGTRAP` a
+    /// tracee that did not ask for it gets (unless seized).
+    pub fn ptrace_exec(&mut self, old_tid: i32) {
+        let Some((_, seized, _)) = self.ptrace_options() else {
+            return;
+        };
+        if !self.ptrace_event(event::EXEC, old_tid as u64) && !seized {
+            let info = crate::kernel::task::user_info(SIGTRAP, 0, 0, 0);
+            self.thread.state().pending.enqueue(SIGTRAP, info);
+        }
+    }
+
+    /// A pending `PTRACE_INTERRUPT`: the task stops with
+    /// `PTRACE_EVENT_STOP`.
+    pub fn ptrace_take_interrupt(&mut self) {
+        if !self.traced() {
+            return;
+        }
+        let take = {
+            let mut t = self.thread.state();
+            t.ptrace
+                .as_deref_mut()
+                .is_some_and(|l| std::mem::take(&mut l.interrupt))
+        };
+        if take {
+            if let Some(r) = self.ptrace_stop(
+                StopKind::Event,
+                event_status(event::STOP),
+                SigInfo::new_zeroed(),
+            ) {
+                self.ptrace_inject(r.sig);
+            }
+        }
+    }
+
+    /// The exiting thread's last report to its tracer.
+    pub fn ptrace_exit(&mut self, wstatus: i32, killed: bool) {
+        if !self.traced() {
+            return;
+        }
+        let tracer = {
+            let mut t = self.thread.state();
+            let Some(l) = t.ptrace.as_deref_mut() else {
+                return;
+            };
+            l.exited = true;
+            l.stopped = None;
+            l.report = Some(wstatus);
+            l.tracer
+        };
+        let code = if killed {
+            crate::kernel::task::si::CLD_KILLED
+        } else {
+            crate::kernel::task::si::CLD_EXITED
+        };
+        notify_tracer(&self.kernel, tracer, self.tid(), code, wstatus);
+    }
+
+    /// The tracer's exit: each tracee goes free (or is killed, with
+    /// `PTRACE_O_EXITKILL`).
+    pub fn ptrace_release_tracees(&mut self) {
+        let me = self.pid();
+        let tracees = std::mem::take(&mut self.proc_.state().tracees);
+        for th in tracees {
+            let kill = {
+                let mut t = th.state();
+                match t.ptrace.as_deref_mut() {
+                    Some(l) if l.tracer == me => {
+                        let kill = l.options & opt::EXITKILL != 0;
+                        if l.stopped.is_some() {
+                            l.resume = Some(Resume {
+                                how: How::Detach,
+                                sig: 0,
+                            });
+                        } else {
+                            t.ptrace = None;
+                            th.ptrace_flags.store(0, Ordering::Relaxed);
+                        }
+                        kill
+                    }
+                    _ => false,
+                }
+            };
+            if kill {
+                th.process.send_signal(
+                    &self.kernel,
+                    abi::signal::SIGKILL,
+                    crate::kernel::task::user_info(abi::signal::SIGKILL, me, 0, 0),
+                );
+            }
+            th.waiter.wake();
+        }
+    }
+}
