@@ -204,6 +204,24 @@ fn bash(label: &str, script: &str, status: i32, must: &str) {
     compare(label, BASH, &script, status, must);
 }
 
+/// fifo(7): each blocking open waits for the other end, whichever comes
+/// first; a non-blocking writer with no reader fails; `O_RDWR` does not wait.
+const FIFO: &str = r#"
+d=$(mktemp -d); mkfifo $d/f
+(read x <$d/f; echo "reader got $x") & sleep 0.3; echo ping >$d/f; wait
+(echo pong >$d/f; echo "writer done") & sleep 0.3; read y <$d/f; wait; echo "read $y"
+exec 3<>$d/f; echo "rdwr opened"; exec 3<&-
+python3 -c "import os,sys
+try: os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
+except OSError as e: print('nonblocking writer:', e.strerror)" $d/f
+rm -r $d; echo done
+"#;
+
+#[test]
+fn bash_fifo_opens_wait_for_the_other_end() {
+    compare("fifo", BASH, FIFO, 0, "No such device or address");
+}
+
 #[test]
 fn busybox_sh_pipeline_of_five() {
     busybox("busybox pipeline", PIPELINE, 0, "done");

@@ -41,6 +41,9 @@ struct Inner {
     capacity: usize,
     readers: usize,
     writers: usize,
+    /// opens of each end so far (a FIFO's open waits for the other's)
+    reader_opens: u64,
+    writer_opens: u64,
 }
 
 /// Size of one pipe buffer (a page).
@@ -226,6 +229,8 @@ impl Pipe {
                 capacity: DEFAULT_CAPACITY,
                 readers: 1,
                 writers: 1,
+                reader_opens: 0,
+                writer_opens: 0,
             }),
             rd_wait: WaitQueue::new(),
             wr_wait: WaitQueue::new(),
@@ -253,14 +258,51 @@ impl Pipe {
             let mut i = self.lock();
             if reader {
                 i.readers += 1;
+                i.reader_opens += 1;
             } else {
                 i.writers += 1;
+                i.writer_opens += 1;
             }
         }
         self.bump();
         PipeEnd {
             pipe: self.clone(),
             reader,
+        }
+    }
+
+    /// Opens of the end opposite to `reader` so far, and how many are open.
+    pub fn peer(&self, reader: bool) -> (u64, usize) {
+        let i = self.lock();
+        if reader {
+            (i.writer_opens, i.writers)
+        } else {
+            (i.reader_opens, i.readers)
+        }
+    }
+
+    /// fifo(7): a blocking open of one end waits until the other end is
+    /// open, or was opened after `before` (the [`Pipe::peer`] count when
+    /// the open began); a signal ends the wait (`ERESTARTSYS`).
+    pub fn wait_for_peer(
+        &self,
+        reader: bool,
+        before: u64,
+        s: &dyn crate::kernel::wait::Sleeper,
+    ) -> Result<(), Errno> {
+        let waiter = s.waiter();
+        let q = if reader { &self.rd_wait } else { &self.wr_wait };
+        let _reg = crate::kernel::wait::Registration::new(waiter, std::slice::from_ref(q));
+        loop {
+            waiter.prepare();
+            let (opens, open) = self.peer(reader);
+            if open > 0 || opens != before {
+                return Ok(());
+            }
+            if s.interrupted() {
+                return Err(Errno::ERESTARTSYS);
+            }
+            waiter.sleep(None);
         }
     }
 

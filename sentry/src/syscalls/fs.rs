@@ -719,7 +719,17 @@ fn open_inner(
                 MemKind::Fifo(pipe) => {
                     // O_RDWR is served as the read end (a partial fifo(7)).
                     let reader = acc != abi::OpenFlags::WRONLY.bits();
-                    FileKind::Pipe(pipe.open_end(reader))
+                    let (before, open) = pipe.peer(reader);
+                    let nonblock = flags.contains(OpenFlags::NONBLOCK);
+                    // fifo(7): no reader for a non-blocking writer.
+                    if !reader && nonblock && open == 0 {
+                        return Err(Errno::ENXIO);
+                    }
+                    let end = pipe.open_end(reader);
+                    if acc != abi::OpenFlags::RDWR.bits() && !nonblock {
+                        pipe.wait_for_peer(reader, before, &*task.thread)?;
+                    }
+                    FileKind::Pipe(end)
                 }
                 _ => {
                     if flags.contains(OpenFlags::TRUNC) && wants_write && !created && !m.is_dir() {
