@@ -12,7 +12,9 @@ use abi::SigInfo;
 use platform::Regs;
 use zerocopy::FromZeros;
 
-use crate::kernel::task::{chld_info, Task};
+use std::sync::Arc;
+
+use crate::kernel::task::{chld_info, Process, Task, Thread};
 use crate::kernel::Kernel;
 
 /// `PTRACE_O_*` options.
@@ -142,6 +144,20 @@ pub fn stop_status(sig: i32) -> i32 {
 /// The wait status of event stop `e`.
 pub fn event_status(e: u32) -> i32 {
     stop_status(SIGTRAP | ((e as i32) << 8))
+}
+
+/// Makes `tracer` trace `th` with `link`; `sigstop` is the `SIGSTOP` an
+/// attach (or a traced parent's new child) starts with, if any.
+pub fn link(tracer: &Process, th: &Arc<Thread>, link: Tracee, sigstop: Option<SigInfo>) {
+    {
+        let mut t = th.state();
+        t.ptrace = Some(Box::new(link));
+        if let Some(info) = sigstop {
+            t.pending.enqueue(abi::signal::SIGSTOP, info);
+        }
+    }
+    th.ptrace_flags.store(TRACED, Ordering::Relaxed);
+    tracer.state().tracees.push(th.clone());
 }
 
 /// Tells tracer `tracer` that thread `tid` has something to report.

@@ -181,39 +181,25 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     };
     // A traced parent's new child is traced too when the tracer asked for
     // this kind of child; it starts in a stop of its own.
-    let trace_event = if f & CLONE_UNTRACED != 0 {
-        None
-    } else if f & CLONE_VFORK != 0 {
-        Some(ptrace::event::VFORK)
+    let event = if f & CLONE_VFORK != 0 {
+        ptrace::event::VFORK
     } else if args.exit_signal != SIGCHLD {
-        Some(ptrace::event::CLONE)
+        ptrace::event::CLONE
     } else {
-        Some(ptrace::event::FORK)
-    }
-    .filter(|&e| {
-        task.ptrace_options()
-            .is_some_and(|(_, _, o)| o & (1 << e) != 0)
-    });
-    if trace_event.is_some() {
-        if let Some((tracer, seized, options)) = task.ptrace_options() {
-            if let Some(tp) = kernel.process(tracer) {
-                let mut link = ptrace::Tracee::new(tracer, seized, options);
-                link.interrupt = seized;
-                {
-                    let mut t = thread.state();
-                    t.ptrace = Some(Box::new(link));
-                    if !seized {
-                        let info = crate::kernel::task::user_info(abi::signal::SIGSTOP, 0, 0, 0);
-                        t.pending.enqueue(abi::signal::SIGSTOP, info);
-                    }
-                }
-                thread
-                    .ptrace_flags
-                    .store(ptrace::TRACED, std::sync::atomic::Ordering::Relaxed);
-                tp.state().tracees.push(thread.clone());
-            }
-        }
-    }
+        ptrace::event::FORK
+    };
+    let trace_event = task
+        .ptrace_options()
+        .filter(|&(_, _, o)| f & CLONE_UNTRACED == 0 && o & (1 << event) != 0)
+        .and_then(|(tracer, seized, options)| {
+            let tp = kernel.process(tracer)?;
+            let mut link = ptrace::Tracee::new(tracer, seized, options);
+            link.interrupt = seized;
+            let stop =
+                (!seized).then(|| crate::kernel::task::user_info(abi::signal::SIGSTOP, 0, 0, 0));
+            ptrace::link(&tp, &thread, link, stop);
+            Some(event)
+        });
     let id = thread.tid;
     // Takes the child out of the tables again when it cannot start.
     let unregister = || {

@@ -2,7 +2,6 @@
 //! changes a stopped tracee through the copy its stop published (see
 //! `kernel::ptrace`).
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use abi::signal::SIGSTOP;
@@ -84,17 +83,10 @@ pub fn sys_ptrace(task: &mut Task, a: &Args) -> Result<u64, Errno> {
 fn traceme(task: &mut Task) -> Result<u64, Errno> {
     let ppid = task.proc_.state().ppid;
     let parent = task.kernel.process(ppid).ok_or(Errno::EPERM)?;
-    {
-        let mut t = task.thread.state();
-        if t.ptrace.is_some() {
-            return Err(Errno::EPERM);
-        }
-        t.ptrace = Some(Box::new(Tracee::new(ppid, false, 0)));
+    if task.thread.state().ptrace.is_some() {
+        return Err(Errno::EPERM);
     }
-    task.thread
-        .ptrace_flags
-        .store(ptrace::TRACED, Ordering::Relaxed);
-    parent.state().tracees.push(task.thread.clone());
+    ptrace::link(&parent, &task.thread, Tracee::new(ppid, false, 0), None);
     Ok(0)
 }
 
@@ -116,19 +108,15 @@ fn attach(task: &mut Task, pid: i32, seize: bool, addr: u64, data: u64) -> Resul
     }
     may_access(task, &th)?;
     {
-        let mut t = th.state();
+        let t = th.state();
         if t.ptrace.is_some() || t.exiting {
             return Err(Errno::EPERM);
         }
-        let options = if seize { data as u32 } else { 0 };
-        t.ptrace = Some(Box::new(Tracee::new(task.pid(), seize, options)));
     }
-    th.ptrace_flags.store(ptrace::TRACED, Ordering::Relaxed);
-    task.proc_.state().tracees.push(th.clone());
-    if !seize {
-        let info = user_info(SIGSTOP, task.pid(), task.creds.uid[0], 0);
-        th.state().pending.enqueue(SIGSTOP, info);
-    }
+    let options = if seize { data as u32 } else { 0 };
+    let link = Tracee::new(task.pid(), seize, options);
+    let stop = (!seize).then(|| user_info(SIGSTOP, task.pid(), task.creds.uid[0], 0));
+    ptrace::link(&task.proc_, &th, link, stop);
     th.waiter.wake();
     th.interrupt();
     Ok(0)
@@ -227,11 +215,19 @@ fn request(
         }
         POKETEXT | POKEDATA => {
             drop(t);
-            tracee_mm(th)?
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .poke(addr, &data.to_ne_bytes())
-                .map_err(|_| Errno::EIO)?;
+            let mm = tracee_mm(th)?;
+            let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+            // Linux's FOLL_FORCE: a read-only private page gets a copy, but
+            // a shared mapping that could never be writable (a file opened
+            // read-only) is not written through.
+            let end = addr.checked_add(7).ok_or(Errno::EIO)?;
+            if [addr, end]
+                .iter()
+                .any(|&a| mm.find_vma(a).is_some_and(|v| v.shared && !v.may_write))
+            {
+                return Err(Errno::EIO);
+            }
+            mm.poke(addr, &data.to_ne_bytes()).map_err(|_| Errno::EIO)?;
             Ok(0)
         }
         PEEKUSR => {
