@@ -1,7 +1,8 @@
 //! Tracers inside the sandbox: `strace -f` of a shell pipeline and of
-//! Python starting a subprocess, and `strace -p` of a running process, each
-//! run natively and under `ferrovisor do` on every platform; the traces
-//! (PIDs and addresses left out by the filters) must agree.
+//! Python starting a subprocess, `strace -p` of a running process, and
+//! `gdb` (breakpoints, stepping, hardware and software watchpoints, attach),
+//! each run natively and under `ferrovisor do` on every platform; the
+//! outputs (PIDs and addresses left out by the filters) must agree.
 
 mod common;
 
@@ -88,4 +89,118 @@ fn strace_p_attaches_to_a_running_process() {
          strace -q -e signal=none -e trace=write,exit_group -o /tmp/trace.$$ -p $p; \
          cat /tmp/trace.$$; rm -f /tmp/trace.$$",
     );
+}
+
+fn have_gdb() -> bool {
+    std::path::Path::new("/usr/bin/gdb").exists() && std::path::Path::new("/usr/bin/gcc").exists()
+}
+
+/// Compiles `src` with `-g -O0` into the test's own directory (the sandbox
+/// sees it read-only, at the same path): the program's path.
+fn program(name: &str, src: &str) -> String {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("debuggers");
+    std::fs::create_dir_all(&dir).expect("test directory");
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).expect("write the source");
+    let exe = dir.join(name);
+    let st = std::process::Command::new("gcc")
+        .args(["-g", "-O0", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc {name}.c failed");
+    exe.to_string_lossy().into_owned()
+}
+
+/// gdb's output with addresses and process IDs left out.
+fn gdb_filter() -> &'static str {
+    "sed -E -e 's/0x[0-9a-f]+/ADDR/g' -e 's/process [0-9]+/process N/' \
+     -e '/^\\[(Thread debugging|Inferior .* killed)|^Using host libthread_db|^Reading symbols|^Download/d'"
+}
+
+const ADD_C: &str = r#"
+#include <stdio.h>
+int counter;
+int add(int a, int b)
+{
+	int s = a + b;
+	counter += s;
+	return s;
+}
+int main(void)
+{
+	int total = 0;
+	for (int i = 0; i < 3; i++)
+		total = add(total, i);
+	printf("total %d\n", total);
+	return 0;
+}
+"#;
+
+#[test]
+fn gdb_breakpoints_steps_and_watchpoints_agree_with_native() {
+    if !have_gdb() {
+        eprintln!("skipped: no gdb or gcc (apt-get install gdb gcc; .ci/run does)");
+        return;
+    }
+    let exe = program("add", ADD_C);
+    // Breakpoints, bt, print, finish, next, step, stepi; a hardware
+    // watchpoint (debug registers), a software one (single-stepping), an
+    // execute breakpoint in a debug register (hbreak).
+    let cmds = [
+        "set pagination off",
+        "set confirm off",
+        "break add",
+        "run",
+        "bt",
+        "print a",
+        "print b",
+        "finish",
+        "next",
+        "step",
+        "step",
+        "stepi",
+        "info registers rip",
+        "delete",
+        "watch counter",
+        "continue",
+        "delete",
+        "set can-use-hw-watchpoints 0",
+        "watch counter",
+        "continue",
+        "delete",
+        "hbreak add",
+        "continue",
+        "print a",
+        "delete",
+        "continue",
+    ];
+    let args: Vec<String> = cmds.iter().map(|c| format!("-ex '{c}'")).collect();
+    compare(&format!(
+        "gdb -q -nx -batch {} {exe} 2>&1 | {}",
+        args.join(" "),
+        gdb_filter()
+    ));
+}
+
+#[test]
+fn gdb_attaches_to_a_running_process() {
+    if !have_gdb() {
+        eprintln!("skipped: no gdb or gcc (apt-get install gdb gcc; .ci/run does)");
+        return;
+    }
+    let exe = program(
+        "spin",
+        "#include <unistd.h>\nvolatile int ticks;\nvoid spin(void) { ticks++; usleep(1000); }\n\
+         int main(void) { for (;;) spin(); }\n",
+    );
+    // Where the attach lands (inside usleep) differs run to run: only what
+    // comes after the breakpoint is compared.
+    compare(&format!(
+        "{exe} & p=$!; sleep 0.3; \
+         gdb -q -nx -batch -p $p -ex 'break spin' -ex 'continue' -ex 'bt' -ex 'print ticks > 0' \
+         -ex 'kill' 2>&1 | {} | sed -n '/^Breakpoint 1,/,$p'; wait $p; echo status $?",
+        gdb_filter()
+    ));
 }

@@ -171,6 +171,8 @@ guests! {
     // a guest's own seccomp filters, enforced by the Sentry (issue 20)
     seccomp_filter,
     seccomp_notify,
+    // /proc/PID/mem, as debuggers use it (issue 20)
+    proc_mem,
     // signals in depth (issue 3 point 3)
     sig_siginfo,
     sig_restart,

@@ -39,6 +39,9 @@ pub enum ProcNode {
     /// `/proc/[pid]/oom_score_adj` of this process, its contents when
     /// looked up: the one file here a process may write
     OomScoreAdj(u64, Arc<Process>, Arc<Vec<u8>>),
+    /// `/proc/[pid]/mem`: the process's memory, for a caller that may
+    /// trace it
+    Mem(u64, Arc<Process>),
 }
 
 impl std::fmt::Debug for ProcNode {
@@ -53,6 +56,7 @@ impl std::fmt::Debug for ProcNode {
             ProcNode::Link(i, t) => write!(f, "ProcLink({i}, {})", String::from_utf8_lossy(t)),
             ProcNode::FdLink(i, _, _) => write!(f, "ProcFdLink({i})"),
             ProcNode::OomScoreAdj(i, p, _) => write!(f, "ProcOomScoreAdj({i}, {})", p.pid),
+            ProcNode::Mem(i, p) => write!(f, "ProcMem({i}, {})", p.pid),
         }
     }
 }
@@ -86,6 +90,7 @@ impl ProcNode {
             ProcNode::Sys(d) => (abi::S_IFDIR | 0o555, hash(d.as_bytes())),
             ProcNode::File(i, _) => (abi::S_IFREG | 0o444, *i),
             ProcNode::OomScoreAdj(i, _, _) => (abi::S_IFREG | 0o644, *i),
+            ProcNode::Mem(i, _) => (abi::S_IFREG | 0o600, *i),
             ProcNode::Link(i, _) => (abi::S_IFLNK | 0o777, *i),
             ProcNode::FdLink(i, f, _) => (
                 abi::S_IFLNK | if f.flags() & 3 == 0 { 0o500 } else { 0o700 },
@@ -927,6 +932,7 @@ impl ProcFs {
             }
             "cmdline" => file(st.info.cmdline.clone()),
             "environ" => file(st.info.environ.clone()),
+            "auxv" => file(st.info.auxv.clone()),
             "comm" => file(format!("{}\n", st.info.comm).into_bytes()),
             "stat" => {
                 drop(st);
@@ -968,6 +974,10 @@ impl ProcFs {
                 Ok(ProcNode::OomScoreAdj(ino, p, Arc::new(text)))
             }
             "oom_score" => file(b"0\n".to_vec()),
+            "mem" => {
+                drop(st);
+                Ok(ProcNode::Mem(ino, p))
+            }
             "loginuid" => file(b"4294967295".to_vec()),
             "wchan" => file(b"0".to_vec()),
             "io" => file(b"rchar: 0\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n".to_vec()),
@@ -1299,6 +1309,7 @@ impl ProcFs {
                 for n in [
                     "cmdline",
                     "environ",
+                    "auxv",
                     "comm",
                     "stat",
                     "statm",
@@ -1311,6 +1322,7 @@ impl ProcFs {
                     "cgroup",
                     "oom_score_adj",
                     "oom_score",
+                    "mem",
                     "io",
                     "wchan",
                     "loginuid",
@@ -1630,6 +1642,102 @@ fn mount_table(
 /// around it, in -1000..=1000; else `EINVAL`. Linux reads at most 23 bytes
 /// of it. Going below the last value a writer with `CAP_SYS_RESOURCE`
 /// (`privileged`) set takes that capability (`EACCES`).
+/// An open `/proc/[pid]/mem`: the address space it was opened on (Linux
+/// keeps that one too: after an `execve` the file reads nothing). The file
+/// offset is the address; a read or write stops at the first page that
+/// cannot be reached, and fails with `EIO` when that is the first.
+#[derive(Debug)]
+pub struct ProcMem(Weak<std::sync::Mutex<crate::mm::MemoryManager>>);
+
+impl ProcMem {
+    /// The memory of `p`, whose access the caller has checked.
+    pub fn new(p: &Process) -> Result<ProcMem, Errno> {
+        let mm = p.state().info.mm.clone();
+        if mm.strong_count() == 0 {
+            return Err(Errno::ESRCH);
+        }
+        Ok(ProcMem(mm))
+    }
+
+    fn transfer(
+        &self,
+        file: &FileDescription,
+        bufs: &[crate::mm::GuestSlice],
+        at: Option<u64>,
+        write: bool,
+    ) -> Result<u64, Errno> {
+        use crate::mm::guestmem::{copy_from_slices_at, copy_to_slices_at};
+        let Some(mm) = self.0.upgrade() else {
+            return Ok(0);
+        };
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+        let start = at.unwrap_or(*pos);
+        let mut page = [0u8; 4096];
+        let mut done = 0usize;
+        while done < total {
+            let addr = start.wrapping_add(done as u64);
+            let n = (4096 - (addr % 4096) as usize).min(total - done);
+            let buf = &mut page[..n];
+            let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+            let ok = if write {
+                copy_from_slices_at(bufs, done, buf);
+                // As ptrace's POKE: a shared mapping that could never be
+                // writable is not written through.
+                mm.find_vma(addr).is_some_and(|v| !v.shared || v.may_write)
+                    && mm.poke(addr, buf).is_ok()
+            } else {
+                mm.peek(addr, buf).is_ok()
+            };
+            drop(mm);
+            if !ok {
+                break;
+            }
+            if !write {
+                copy_to_slices_at(bufs, done, buf);
+            }
+            done += n;
+        }
+        if done == 0 && total > 0 {
+            return Err(Errno::EIO);
+        }
+        if at.is_none() {
+            *pos = start.wrapping_add(done as u64);
+        }
+        Ok(done as u64)
+    }
+}
+
+impl crate::vfs::file::FileImpl for ProcMem {
+    fn read(
+        &self,
+        file: &FileDescription,
+        _blk: crate::vfs::file::Blocker<'_>,
+        bufs: &[crate::mm::GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        self.transfer(file, bufs, at, false)
+    }
+
+    fn write(
+        &self,
+        file: &FileDescription,
+        _blk: crate::vfs::file::Blocker<'_>,
+        bufs: &[crate::mm::GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        self.transfer(file, bufs, at, true)
+    }
+
+    fn poll(&self, _thread: &crate::kernel::task::Thread, events: i16, _depth: u32) -> i16 {
+        events & (abi::poll::POLLIN | abi::poll::POLLOUT)
+    }
+
+    fn seekable(&self) -> bool {
+        true
+    }
+}
+
 pub fn write_oom_score_adj(p: &Process, data: &[u8], privileged: bool) -> Result<(), Errno> {
     let v = parse_oom_score_adj(data)?;
     let mut st = p.state();

@@ -380,6 +380,21 @@ fn cpuid(leaf: u32, sub: u32) -> [u32; 4] {
     [r.eax, r.ebx, r.ecx, r.edx]
 }
 
+/// The state components the host enabled for XSAVE (`XCR0`), 0 without
+/// XSAVE.
+pub fn xcr0() -> u64 {
+    if cpuid(1, 0)[2] & (1 << 27) == 0 {
+        return 0;
+    }
+    let (lo, hi): (u32, u32);
+    // SAFETY: XGETBV reads a register and is allowed in ring 3 once the
+    // OS set CR4.OSXSAVE, which CPUID's bit 27 above reports.
+    unsafe {
+        std::arch::asm!("xgetbv", in("ecx") 0, out("eax") lo, out("edx") hi, options(nomem, nostack));
+    }
+    u64::from(hi) << 32 | u64::from(lo)
+}
+
 /// The CPU's brand string (CPUID leaves 0x80000002..4).
 pub fn cpu_brand() -> String {
     if cpuid(0x8000_0000, 0)[0] < 0x8000_0004 {

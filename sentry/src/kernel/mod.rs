@@ -753,6 +753,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
     }
     thread.set_interrupter(Some(ctx.interrupter()));
     let comm = loaded.comm;
+    let auxv = loaded.auxv;
     let task = Task {
         thread,
         proc_: proc_.clone(),
@@ -785,6 +786,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         let mut p = proc_.state();
         p.info.cmdline = join_nul(&argv_copy);
         p.info.environ = join_nul(&envp_copy);
+        p.info.auxv = auxv;
     }
     task.publish_info();
     task.publish_privileges();

@@ -113,6 +113,9 @@ pub struct Tracee {
     pub event_msg: u64,
     /// `PTRACE_INTERRUPT` (or a seized child's first stop) is pending
     pub interrupt: bool,
+    /// debug registers as the tracer set them: DR0..DR3 addresses, [6] the
+    /// status of the last trap (Linux's "virtual DR6"), [7] the control
+    pub debugreg: [u64; 8],
 }
 
 impl Tracee {
@@ -132,8 +135,41 @@ impl Tracee {
             siginfo: SigInfo::new_zeroed(),
             event_msg: 0,
             interrupt: false,
+            debugreg: [0; 8],
         }
     }
+}
+
+/// The trap flag: one instruction, then `SIGTRAP`.
+const TF: u64 = 0x100;
+/// `si_code`s of `SIGTRAP`.
+const TRAP_TRACE: i32 = 2;
+const TRAP_HWBKPT: i32 = 4;
+/// DR6's single-step bit.
+pub const DR_STEP: u64 = 0x4000;
+
+/// The breakpoints and watchpoints a tracer armed in the debug registers,
+/// for one run of the guest. They are not put in the host's registers: the
+/// Sentry single-steps the tracee and, after each instruction, compares the
+/// program counter (execute breakpoints) and the watched bytes (data
+/// watchpoints, which so fire on a change, and never on a read alone).
+#[derive(Debug)]
+pub struct Watch {
+    /// the trap flag was set for this, not by the guest or a tracer's step
+    added_tf: bool,
+    /// (DR index, address, length, DR7's R/W bits, bytes before the step)
+    slots: Vec<(usize, u64, usize, u64, [u8; 8])>,
+}
+
+/// The slots DR7 `dr7` enables: (index, R/W bits, length in bytes).
+pub fn dr7_slots(dr7: u64) -> impl Iterator<Item = (usize, u64, usize)> {
+    (0..4)
+        .filter(move |i| dr7 >> (2 * i) & 3 != 0)
+        .map(move |i| {
+            let rw = dr7 >> (16 + 4 * i) & 3;
+            let len = [1, 2, 8, 4][(dr7 >> (18 + 4 * i) & 3) as usize];
+            (i, rw, len)
+        })
 }
 
 /// The wait status of a stop for signal `sig` (`0x7f` is "stopped").
@@ -250,13 +286,84 @@ impl Task {
             let _ = self.ctx.set_fpstate(&fp);
         }
         // Single-stepping is the trap flag; other restarts clear it.
-        const TF: u64 = 0x100;
         if resume.is_some_and(|r| r.how == How::Step) {
             self.regs.eflags |= TF;
         } else if resume.is_some() {
             self.regs.eflags &= !TF;
         }
         resume
+    }
+
+    /// Arms the tracer's debug registers for the next run of the guest:
+    /// the watched bytes now, and the trap flag.
+    pub fn ptrace_watch_arm(&mut self) -> Option<Watch> {
+        let dr = self.thread.state().ptrace.as_deref()?.debugreg;
+        if dr[7] & 0xff == 0 {
+            return None;
+        }
+        let slots = {
+            let mm = self.mm();
+            dr7_slots(dr[7])
+                .map(|(i, rw, len)| {
+                    let mut old = [0u8; 8];
+                    if rw != 0 {
+                        let _ = mm.peek(dr[i], &mut old[..len]);
+                    }
+                    (i, dr[i], len, rw, old)
+                })
+                .collect()
+        };
+        let added_tf = self.regs.eflags & TF == 0;
+        self.regs.eflags |= TF;
+        Some(Watch { added_tf, slots })
+    }
+
+    /// Checks [`Watch`] after the guest ran: a hit raises `SIGTRAP`
+    /// (`TRAP_HWBKPT`, DR6 naming the slots) as the CPU's would. True when
+    /// the event is dealt with: the Sentry's own step, hit or not.
+    pub fn ptrace_watch_check(&mut self, w: Watch, event: &platform::Event) -> bool {
+        if w.added_tf {
+            self.regs.eflags &= !TF;
+        }
+        let stepped = matches!(
+            event,
+            platform::Event::Signal {
+                signo: SIGTRAP,
+                code: TRAP_TRACE,
+                ..
+            }
+        );
+        if !stepped {
+            return false;
+        }
+        let mut hits = 0u64;
+        {
+            let mm = self.mm();
+            for &(i, addr, len, rw, old) in &w.slots {
+                let hit = if rw == 0 {
+                    self.regs.rip == addr
+                } else {
+                    let mut now = [0u8; 8];
+                    mm.peek(addr, &mut now[..len]).is_ok() && now[..len] != old[..len]
+                };
+                if hit {
+                    hits |= 1 << i;
+                }
+            }
+        }
+        if hits != 0 || !w.added_tf {
+            if let Some(l) = self.thread.state().ptrace.as_deref_mut() {
+                l.debugreg[6] = hits | if w.added_tf { 0 } else { DR_STEP };
+            }
+        }
+        if hits == 0 || !w.added_tf {
+            // Nothing seen (run on), or the tracer's own step (reported
+            // as a step, DR6 telling the rest).
+            return w.added_tf;
+        }
+        let info = crate::kernel::task::fault_info(SIGTRAP, TRAP_HWBKPT, self.regs.rip);
+        self.force_signal(SIGTRAP, info);
+        true
     }
 
     /// A syscall-enter or syscall-exit stop, if the tracer asked for them;

@@ -335,6 +335,8 @@ pub struct ProcInfo {
     pub cmdline: Vec<u8>,
     /// `envp` joined by NULs
     pub environ: Vec<u8>,
+    /// the auxiliary vector execve gave it
+    pub auxv: Vec<u8>,
     /// the leader thread's name (`prctl(PR_SET_NAME)`, `comm`)
     pub comm: String,
     /// address space
@@ -1103,9 +1105,19 @@ impl Task {
             if let Some(status) = self.deliver_signals() {
                 return Ok(status);
             }
+            let watch = if self.traced() {
+                self.ptrace_watch_arm()
+            } else {
+                None
+            };
             let space = self.mm().address_space();
             let event = self.ctx.switch(space.as_ref(), &mut self.regs)?;
             drop(space);
+            if let Some(w) = watch {
+                if self.ptrace_watch_check(w, &event) {
+                    continue;
+                }
+            }
             match event {
                 Event::Syscall => {
                     // (a tracer reads the guest's own code)

@@ -73,6 +73,8 @@ pub struct Loaded {
     /// caller gave, symlinks unresolved, at most 15 bytes (a `#!` script
     /// names itself, not its interpreter)
     pub comm: Vec<u8>,
+    /// the auxiliary vector as the stack holds it (`/proc/[pid]/auxv`)
+    pub auxv: Vec<u8>,
 }
 
 /// A parsed ELF file ready to map.
@@ -174,7 +176,22 @@ struct Mapped {
     end: u64,
 }
 
-fn map_elf(mm: &mut MemoryManager, elf: &Elf, main: bool) -> Result<Mapped, Errno> {
+/// A random number of pages below `1 << bits`, or 0 when the layout is
+/// fixed.
+fn random_pages(randomize: bool, bits: u32) -> u64 {
+    if randomize {
+        (random_u64() % (1 << bits)) * PAGE_SIZE
+    } else {
+        0
+    }
+}
+
+fn map_elf(
+    mm: &mut MemoryManager,
+    elf: &Elf,
+    main: bool,
+    randomize: bool,
+) -> Result<Mapped, Errno> {
     let loads: Vec<&Elf64Phdr> = elf.phdrs.iter().filter(|p| p.kind == PT_LOAD).collect();
     let first = loads.first().ok_or(Errno::ENOEXEC)?;
     let lo = page_down(first.vaddr);
@@ -192,7 +209,7 @@ fn map_elf(mm: &mut MemoryManager, elf: &Elf, main: bool) -> Result<Mapped, Errn
         .ok_or(Errno::ENOEXEC)?;
     let bias = if elf.hdr.kind == ET_DYN {
         let hint = if main {
-            ET_DYN_BASE + (random_u64() % (1 << 22)) * PAGE_SIZE
+            ET_DYN_BASE + random_pages(randomize, 22)
         } else {
             0
         };
@@ -350,6 +367,8 @@ pub struct AuxCreds {
     pub egid: u32,
     /// `AT_SECURE`
     pub secure: bool,
+    /// the layout is randomised (not `personality(ADDR_NO_RANDOMIZE)`)
+    pub randomize: bool,
 }
 
 impl AuxCreds {
@@ -361,6 +380,7 @@ impl AuxCreds {
             gid: creds.gid[0],
             egid: creds.gid[1],
             secure,
+            randomize: true,
         }
     }
 }
@@ -507,22 +527,23 @@ pub fn commit(
     } = prepared;
     mm.clear()?;
     // Stack first, at a randomised top, so mmap searches start below it.
-    let stack_top = page_down(mm.max_addr() - PAGE_SIZE - (random_u64() % (1 << 16)) * PAGE_SIZE);
+    let rnd = aux.randomize;
+    let stack_top = page_down(mm.max_addr() - PAGE_SIZE - random_pages(rnd, 16));
     let stack_base = stack_top - STACK_SIZE;
     mm.map_fixed(stack_base, STACK_SIZE, Prot::RW, false, Backing::Anon)?;
-    mm.set_mmap_top(stack_base - (1 << 30) - (random_u64() % (1 << 20)) * PAGE_SIZE);
+    mm.set_mmap_top(stack_base - (1 << 30) - random_pages(rnd, 20));
 
     // The vDSO: the Sentry's own image, read-only and executable, and its
     // time page below the stack (AT_SYSINFO_EHDR).
     let vdso_base = crate::loader::vdso::install(mm, time)?;
     mm.set_special((stack_base, stack_top), vdso_base);
 
-    let main = map_elf(mm, &elf, true)?;
-    let brk_start = main.end + (random_u64() % (1 << 13)) * PAGE_SIZE;
+    let main = map_elf(mm, &elf, true, rnd)?;
+    let brk_start = main.end + random_pages(rnd, 13);
     mm.init_brk(brk_start)?;
     let (entry, base) = match &interp {
         Some(i) => {
-            let m = map_elf(mm, i, false)?;
+            let m = map_elf(mm, i, false, rnd)?;
             (m.entry, m.bias)
         }
         None => (main.entry, 0),
@@ -599,7 +620,7 @@ pub fn commit(
     table.push(0);
     table.extend(&env_ptrs);
     table.push(0);
-    for (k, v) in auxv {
+    for &(k, v) in &auxv {
         table.push(k);
         table.push(v);
     }
@@ -613,6 +634,11 @@ pub fn commit(
         regs: Regs::initial(entry, sp),
         exe,
         comm,
+        auxv: auxv
+            .iter()
+            .flat_map(|&(k, v)| [k, v])
+            .flat_map(u64::to_ne_bytes)
+            .collect(),
     })
 }
 

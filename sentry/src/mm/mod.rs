@@ -1454,13 +1454,23 @@ impl MemoryManager {
 
     /// Copies guest memory at `addr` into `buf`.
     pub fn copy_in(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        self.copy_in_with(addr, buf, false)
+    }
+
+    /// Copies guest memory out even where the guest may not read (a
+    /// tracer's view, Linux's FOLL_FORCE).
+    pub fn peek(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        self.copy_in_with(addr, buf, true)
+    }
+
+    fn copy_in_with(&self, addr: u64, buf: &mut [u8], force: bool) -> Result<(), Errno> {
         let mut at = addr;
         let mut done = 0usize;
         let end = addr.checked_add(buf.len() as u64).ok_or(Errno::EFAULT)?;
         while at < end {
             let v = self
                 .find_vma(at)
-                .filter(|v| v.prot.read)
+                .filter(|v| force || v.prot.read)
                 .ok_or(Errno::EFAULT)?;
             let (off, n) = v.locate(at);
             let n = n.min(end - at) as usize;

@@ -143,6 +143,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 let mut ps = p.state();
                 ps.info.cmdline = st.info.cmdline.clone();
                 ps.info.environ = st.info.environ.clone();
+                ps.info.auxv = st.info.auxv.clone();
                 ps.as_cpu_start = vm_cpu;
                 ps.rlimits = st.rlimits;
                 ps.oom_score_adj = st.oom_score_adj;

@@ -709,6 +709,11 @@ fn open_inner(
                 crate::fsimpl::proc::ProcNode::OomScoreAdj(_, _, data) => {
                     FileKind::Static(crate::vfs::file::StaticData::new(data.clone()))
                 }
+                crate::fsimpl::proc::ProcNode::Mem(_, p) => {
+                    let leader = p.state().threads.first().cloned().ok_or(Errno::ESRCH)?;
+                    crate::syscalls::ptrace::may_access(task, &leader)?;
+                    FileKind::Impl(Arc::new(crate::fsimpl::proc::ProcMem::new(p)?))
+                }
                 _ if wants_write => return Err(Errno::EACCES),
                 crate::fsimpl::proc::ProcNode::File(_, data) => {
                     FileKind::Static(crate::vfs::file::StaticData::new(data.clone()))

@@ -357,7 +357,7 @@ pub const ROWS: &[Entry] = &[
     full(nr::UTIME, fs::sys_utime),
     full(nr::MKNOD, fs::sys_mknod),
     unsupported(nr::USELIB, "obsolete"),
-    partial(nr::PERSONALITY, process::sys_personality, "every persona runs as PER_LINUX; its flags are only kept"),
+    partial(nr::PERSONALITY, process::sys_personality, "every persona runs as PER_LINUX; of its flags only ADDR_NO_RANDOMIZE acts"),
     unsupported(nr::USTAT, "obsolete (statfs works)"),
     full(nr::STATFS, fs::sys_statfs),
     full(nr::FSTATFS, fs::sys_fstatfs),

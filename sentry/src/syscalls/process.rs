@@ -578,7 +578,8 @@ pub fn sys_sched_getparam(task: &mut Task, a: &Args) -> Result<u64, Errno> {
 
 /// `personality(2)`: returns the old persona; `0xffffffff` only asks.
 /// Linux checks nothing; the sandbox runs every persona as Linux's (its
-/// flags are kept for programs that read them back, as `setarch` does).
+/// flags are kept for programs that read them back, as `setarch` does),
+/// and `ADDR_NO_RANDOMIZE` fixes the next `execve`'s layout.
 pub fn sys_personality(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let new = a.u64(0) as u32;
     let mut st = task.proc_.state();
@@ -1194,7 +1195,17 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
     let prepared = loader::prepare(req)?;
     // The credentials the program runs with: its set-ID bits honoured.
     let (creds, secure) = task.creds.on_exec(&prepared.exec_file(), task.no_new_privs);
-    let aux = loader::AuxCreds::new(&creds, secure);
+    let mut aux = loader::AuxCreds::new(&creds, secure);
+    // personality(2)'s ADDR_NO_RANDOMIZE (a debugger's); a set-ID program
+    // drops it, as PER_CLEAR_ON_SETID says.
+    const ADDR_NO_RANDOMIZE: u32 = 0x0040000;
+    {
+        let mut st = task.proc_.state();
+        if secure {
+            st.personality &= !ADDR_NO_RANDOMIZE;
+        }
+        aux.randomize = st.personality & ADDR_NO_RANDOMIZE == 0;
+    }
     // Linux's `begin_new_exec`: a program that runs with other ids than
     // its real ones, or that the caller could not read, leaves the
     // process undumpable (its memory is not for the caller to inspect);
@@ -1249,6 +1260,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             task.regs = loaded.regs;
             task.comm = loaded.comm;
             task.exe = loaded.exe;
+            task.proc_.state().info.auxv = loaded.auxv;
             // The descriptor table and fs context stop being shared.
             let fds = task.fds().clone();
             task.fds = std::sync::Arc::new(std::sync::Mutex::new(fds));

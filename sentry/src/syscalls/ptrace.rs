@@ -122,11 +122,11 @@ fn attach(task: &mut Task, pid: i32, seize: bool, addr: u64, data: u64) -> Resul
     Ok(0)
 }
 
-/// Linux's "ptrace access mode" check: the caller's real user is the
-/// target's every user and the target is dumpable, or the caller has
-/// `CAP_SYS_PTRACE`.
-fn may_access(task: &Task, th: &Thread) -> Result<(), Errno> {
-    if task.capable(cap::SYS_PTRACE) {
+/// Linux's "ptrace access mode" check: the target is of the caller's own
+/// process, or the caller's real user is the target's every user and the
+/// target is dumpable, or the caller has `CAP_SYS_PTRACE`.
+pub(crate) fn may_access(task: &Task, th: &Thread) -> Result<(), Errno> {
+    if Arc::ptr_eq(&th.process, &task.proc_) || task.capable(cap::SYS_PTRACE) {
         return Ok(());
     }
     let dumpable = th.process.state().dumpable;
@@ -208,7 +208,7 @@ fn request(
             tracee_mm(th)?
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .copy_in(addr, &mut word)
+                .peek(addr, &mut word)
                 .map_err(|_| Errno::EIO)?;
             task.mm().copy_out(data, &word)?;
             Ok(0)
@@ -236,6 +236,13 @@ fn request(
             }
             let v = if (addr as usize) < REGS_SIZE {
                 words(&l.regs)[addr as usize / 8]
+            } else if addr >= USER_DEBUGREG {
+                match (addr - USER_DEBUGREG) / 8 {
+                    n @ (0..=3 | 7) => l.debugreg[n as usize],
+                    // The bits Linux reports as always set.
+                    6 => l.debugreg[6] | DR6_RESERVED,
+                    _ => 0,
+                }
             } else {
                 0
             };
@@ -253,12 +260,10 @@ fn request(
                 l.regs = checked_regs(&l.regs, from_words(&w))?;
                 return Ok(0);
             }
-            // Debug registers: none can be armed here; clearing them is
-            // what a debugger does at start.
-            let dr7 = USER_DEBUGREG + 7 * 8;
-            if addr == dr7 && data & 0xff != 0 {
-                return Err(Errno::EIO);
+            if addr < USER_DEBUGREG {
+                return Ok(0);
             }
+            set_debugreg(&mut l.debugreg, ((addr - USER_DEBUGREG) / 8) as usize, data)?;
             Ok(0)
         }
         GETREGS => {
@@ -471,9 +476,47 @@ fn set_fp(th: &Thread, new: &[u8]) {
     }
 }
 
+/// DR6 bits that read as 1.
+const DR6_RESERVED: u64 = 0xffff_0ff0;
+
+/// A tracer's write of debug register `n`, checked as Linux checks the
+/// breakpoints it would make of it (see [`crate::kernel::ptrace::Watch`]
+/// for how they fire).
+fn set_debugreg(dr: &mut [u64; 8], n: usize, v: u64) -> Result<(), Errno> {
+    // The highest user address (Linux's TASK_SIZE_MAX).
+    const TOP: u64 = 0x7fff_ffff_f000;
+    match n {
+        0..=3 => {
+            if v >= TOP {
+                return Err(Errno::EINVAL);
+            }
+            dr[n] = v;
+        }
+        6 => dr[6] = v & !DR6_RESERVED,
+        7 => {
+            for (i, rw, len) in crate::kernel::ptrace::dr7_slots(v) {
+                // I/O breakpoints do not exist; an execute breakpoint is
+                // one byte; a watched range is aligned to its length.
+                let bad = rw == 2
+                    || (rw == 0 && len != 1)
+                    || !dr[i].is_multiple_of(len as u64)
+                    || dr[i] + len as u64 > TOP;
+                if bad {
+                    return Err(Errno::EINVAL);
+                }
+            }
+            dr[7] = v;
+        }
+        _ => return Err(Errno::EIO),
+    }
+    Ok(())
+}
+
 /// `PTRACE_GETREGSET`/`SETREGSET` with an `iovec` at `iov`.
 fn regset(task: &mut Task, th: &Thread, set: bool, kind: u64, iov: u64) -> Result<u64, Errno> {
-    let (base, len): (u64, u64) = (task.mm().read_obj(iov)?, task.mm().read_obj(iov + 8)?);
+    // One statement each: two `mm()` guards in one expression deadlock.
+    let base: u64 = task.mm().read_obj(iov)?;
+    let len: u64 = task.mm().read_obj(iov + 8)?;
     let (regs, fp) = {
         let t = th.state();
         let l = t.ptrace.as_deref().ok_or(Errno::ESRCH)?;
@@ -482,7 +525,13 @@ fn regset(task: &mut Task, th: &Thread, set: bool, kind: u64, iov: u64) -> Resul
     let mut bytes = match kind {
         NT_PRSTATUS => regs_bytes(&regs),
         NT_PRFPREG => fxsave(&fp).to_vec(),
-        NT_X86_XSTATE if fp.len() > 512 => fp,
+        // Bytes 464..472 of the area are the software's: Linux puts XCR0
+        // there, and debuggers read the register layout from it.
+        NT_X86_XSTATE if fp.len() > 512 => {
+            let mut x = fp;
+            x[464..472].copy_from_slice(&crate::host::xcr0().to_ne_bytes());
+            x
+        }
         _ => return Err(Errno::EINVAL),
     };
     let n = (len as usize).min(bytes.len());
