@@ -1,6 +1,7 @@
 //! Tracers inside the sandbox: `strace -f` of a shell pipeline and of
 //! Python starting a subprocess, `strace -p` of a running process, and
-//! `gdb` (breakpoints, stepping, hardware and software watchpoints, attach),
+//! `gdb` (breakpoints, stepping, hardware and software watchpoints, attach,
+//! a core file written on `SIGSEGV` and read back),
 //! each run natively and under `ferrovisor do` on every platform; the
 //! outputs (PIDs and addresses left out by the filters) must agree.
 
@@ -203,4 +204,56 @@ fn gdb_attaches_to_a_running_process() {
          -ex 'kill' 2>&1 | {} | sed -n '/^Breakpoint 1,/,$p'; wait $p; echo status $?",
         gdb_filter()
     ));
+}
+
+#[test]
+fn gdb_reads_the_core_file_of_a_crash_as_native_gdb_sees_the_crash() {
+    if !have_gdb() {
+        eprintln!("skipped: no gdb or gcc (apt-get install gdb gcc; .ci/run does)");
+        return;
+    }
+    let exe = program(
+        "crash",
+        "int *volatile nowhere;\nint depth(int n) { if (n == 0) return *nowhere; \
+         return depth(n - 1) + 1; }\nint main(void) { return depth(3); }\n",
+    );
+    // What gdb prints after the marker: where it stopped comes before it,
+    // in the two runs' own words.
+    let frames = "sed -n '/^==$/,$p'";
+    // Natively, gdb catches the crash live (the host's core_pattern is not
+    // the test's to choose); in the sandbox, the core file is read back.
+    let mut cmd = command("/bin/sh", &[]);
+    cmd.args([
+        "-c",
+        &format!(
+            "gdb -q -nx -batch -ex run -ex 'echo ==\\n' -ex bt -ex 'print n' -ex 'info registers rip' {exe} 2>&1 \
+             | {} | {frames}",
+            gdb_filter()
+        ),
+    ]);
+    let nat = run(cmd, None, TIMEOUT);
+    assert!(
+        nat.stdout.contains("#3") && nat.stdout.contains("$1 = 0"),
+        "the NATIVE run is not what the test expects: {}{}",
+        nat.stdout,
+        nat.stderr
+    );
+    let script = format!(
+        "cd /tmp && ulimit -c unlimited && {{ {exe}; echo status $?; }}; \
+         stat -c '%A %s' core | sed 's/ [1-9][0-9]*$/ nonempty/'; \
+         gdb -q -nx -batch -ex 'echo ==\\n' -ex bt -ex 'print n' -ex 'info registers rip' {exe} core 2>&1 \
+         | {} | {frames}",
+        gdb_filter()
+    );
+    let want = format!("status 139\n-rw------- nonempty\n{}", nat.stdout);
+    for platform in PLATFORMS {
+        let mut cmd = command(FERROVISOR, &[]);
+        cmd.args(["do", "--platform", platform, "--", "/bin/sh", "-c", &script]);
+        let sb = run(cmd, None, TIMEOUT);
+        assert_eq!(
+            sb.stdout, want,
+            "--platform {platform}: the core file does not show the crash (stderr: {})",
+            sb.stderr
+        );
+    }
 }

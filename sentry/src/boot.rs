@@ -184,6 +184,7 @@ where
     };
     let kernel = Arc::new(Kernel {
         syscalls: crate::syscalls::dispatch,
+        write_core: crate::syscalls::write_core,
         sysv_shm: Arc::default(),
         sysv_sem: Arc::default(),
         sysv_msg: Arc::default(),

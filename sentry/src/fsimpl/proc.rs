@@ -140,6 +140,9 @@ const SYS_FILES: &[(&str, &str)] = &[
     ("fs/mqueue/msgsize_default", "8192\n"),
     ("fs/mqueue/queues_max", "256\n"),
     ("kernel/yama/ptrace_scope", "1\n"),
+    // Core files are written as these say (`crate::kernel::coredump`).
+    ("kernel/core_pattern", "core\n"),
+    ("kernel/core_uses_pid", "0\n"),
     ("vm/overcommit_memory", "0\n"),
     ("vm/overcommit_ratio", "50\n"),
     ("vm/swappiness", "60\n"),

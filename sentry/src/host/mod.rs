@@ -395,6 +395,19 @@ pub fn xcr0() -> u64 {
     u64::from(hi) << 32 | u64::from(lo)
 }
 
+/// Where each extended XSAVE component enabled in [`xcr0`] lies in the
+/// standard format: (component, size, offset), from CPUID leaf 0xD.
+pub fn xsave_layout() -> Vec<(u32, u32, u32)> {
+    let xcr0 = xcr0();
+    (2..64)
+        .filter(|i| xcr0 >> i & 1 != 0)
+        .map(|i| {
+            let r = cpuid(0xd, i);
+            (i, r[0], r[1])
+        })
+        .collect()
+}
+
 /// The CPU's brand string (CPUID leaves 0x80000002..4).
 pub fn cpu_brand() -> String {
     if cpuid(0x8000_0000, 0)[0] < 0x8000_0004 {

@@ -2,6 +2,7 @@
 //! and starting a process in it.
 
 pub mod auth;
+pub mod coredump;
 pub mod fasync;
 pub mod futex;
 pub mod hostsig;
@@ -130,9 +131,14 @@ pub struct UtsNames {
 /// Answers system call `nr` for a task: the syscall table's dispatcher.
 pub type SyscallFn = fn(&mut Task, u64, &[u64; 6]) -> Result<u64, Errno>;
 
+/// Writes a dying task's core file (the syscalls layer's, set at boot).
+pub type CoreFn = fn(&mut Task, &coredump::Image) -> Result<(), Errno>;
+
 pub struct Kernel {
     /// the system call table (the syscalls layer's, set at boot)
     pub syscalls: SyscallFn,
+    /// how core files are written
+    pub write_core: CoreFn,
     /// how guest code runs
     pub platform: Box<dyn Platform>,
     /// where guest memory lives

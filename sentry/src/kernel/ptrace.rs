@@ -172,6 +172,16 @@ pub fn dr7_slots(dr7: u64) -> impl Iterator<Item = (usize, u64, usize)> {
         })
 }
 
+/// The registers as `struct user_regs_struct`'s words, in its order (what
+/// `PEEKUSER`, `GETREGS` and a core file's `NT_PRSTATUS` hold).
+pub fn user_regs(r: &Regs) -> [u64; 27] {
+    [
+        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
+        r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss, r.fs_base, r.gs_base, r.ds,
+        r.es, r.fs, r.gs,
+    ]
+}
+
 /// The wait status of a stop for signal `sig` (`0x7f` is "stopped").
 pub fn stop_status(sig: i32) -> i32 {
     (sig << 8) | 0x7f

@@ -1386,6 +1386,9 @@ impl Task {
                     }
                     drop(t);
                     drop(p);
+                    if dumps_core(sig) {
+                        self.dump_core(&info);
+                    }
                     let status = ExitStatus::Signal(sig);
                     self.proc_.group_exit(&self.kernel, status);
                     return Some(status);
@@ -1424,6 +1427,23 @@ impl Task {
                     return None;
                 }
             }
+        }
+    }
+
+    /// Writes the process's core file for the fatal signal `info`, when
+    /// `RLIMIT_CORE` leaves room for one and the process is dumpable.
+    fn dump_core(&mut self, info: &SigInfo) {
+        let (limit, dumpable) = {
+            let p = self.proc_.state();
+            (p.rlimits[abi::rlimit::RLIMIT_CORE as usize].cur, p.dumpable)
+        };
+        // Linux's minimum: one page.
+        if limit < 4096 || !dumpable {
+            return;
+        }
+        let image = crate::kernel::coredump::image(self, info, limit);
+        if let Err(e) = (self.kernel.write_core)(self, &image) {
+            tracing::debug!("no core file: {e:?}");
         }
     }
 

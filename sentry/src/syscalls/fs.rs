@@ -480,6 +480,19 @@ fn open_inner(
     made: &mut bool,
 ) -> Result<u64, Errno> {
     let path = path_arg(task, path_addr)?;
+    open_path(task, dirfd, path, raw_flags, mode, how, made)
+}
+
+/// [`open_inner`] of a path the Sentry holds.
+fn open_path(
+    task: &mut Task,
+    dirfd: u64,
+    path: Vec<u8>,
+    raw_flags: u32,
+    mode: u32,
+    how: crate::vfs::Resolve,
+    made: &mut bool,
+) -> Result<u64, Errno> {
     let start = if how.beneath || how.in_root {
         // The scope is `dirfd` even for an absolute path.
         dir_arg(task, dirfd, b".")?
@@ -2036,7 +2049,10 @@ struct Entry {
 
 /// Resolves `path` for a call that adds, removes or changes a name.
 fn entry(task: &Task, dirfd: u64, path_addr: u64, follow: bool) -> Result<Entry, Errno> {
-    let path = path_arg(task, path_addr)?;
+    entry_at(task, dirfd, path_arg(task, path_addr)?, follow)
+}
+
+fn entry_at(task: &Task, dirfd: u64, path: Vec<u8>, follow: bool) -> Result<Entry, Errno> {
     let start = dir_arg(task, dirfd, &path)?;
     let name = last_component(&path).unwrap_or_else(|| b".".to_vec());
     match task.walk(&start, &path, follow)? {
@@ -2357,7 +2373,11 @@ pub fn sys_linkat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 fn unlink(task: &Task, dirfd: u64, path: u64, dir: bool) -> Result<u64, Errno> {
-    let e = entry(task, dirfd, path, false)?;
+    unlink_path(task, dirfd, path_arg(task, path)?, dir)
+}
+
+fn unlink_path(task: &Task, dirfd: u64, path: Vec<u8>, dir: bool) -> Result<u64, Errno> {
+    let e = entry_at(task, dirfd, path, false)?;
     let ids = EntryIds::of(e.parent.node(), e.existing.as_ref().map(Location::node));
     let r = unlink_entry(task, &e, dir);
     if let (Ok(_), Some(ids)) = (&r, ids) {
@@ -3343,4 +3363,62 @@ pub fn sys_lremovexattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_fremovexattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let loc = file_loc(task, a[0])?;
     remove_xattr(task, &loc, a[1])
+}
+
+/// Writes a core file as Linux's default `core_pattern` ("core") does: a
+/// new file `core` in the working directory, mode 0600, an old one
+/// unlinked first (never followed if it is a link).
+pub fn write_core(task: &mut Task, image: &crate::kernel::coredump::Image) -> Result<(), Errno> {
+    let here = AT_FDCWD as u64;
+    let _ = unlink_path(task, here, b"core".to_vec(), false);
+    let flags = OpenFlags::WRONLY
+        | OpenFlags::CREAT
+        | OpenFlags::EXCL
+        | OpenFlags::NOFOLLOW
+        | OpenFlags::LARGEFILE
+        | OpenFlags::CLOEXEC;
+    let how = crate::vfs::Resolve::default();
+    let fd = open_path(
+        task,
+        here,
+        b"core".to_vec(),
+        flags.bits(),
+        0o600,
+        how,
+        &mut false,
+    )?;
+    let file = task.fds().file(fd as i64)?;
+    let write_at = |task: &Task, at: u64, mut buf: Vec<u8>| -> Result<(), Errno> {
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = Some(at + done as u64);
+            match super::splice::write_from(task, &file, &mut buf[done..], pos)? {
+                0 => return Err(Errno::ENOSPC),
+                n => done += n,
+            }
+        }
+        Ok(())
+    };
+    let mut r = write_at(task, 0, image.head.clone());
+    let mut end = image.head.len() as u64;
+    for &(off, addr, len) in &image.segments {
+        let mut done = 0;
+        while done < len && r.is_ok() {
+            let mut page = vec![0u8; 4096.min(len - done) as usize];
+            // A page the Sentry cannot read (none should be) is zeros.
+            let _ = task.mm().peek(addr + done, &mut page);
+            if page.iter().any(|&b| b != 0) {
+                end = off + done + page.len() as u64;
+                r = write_at(task, off + done, page);
+            }
+            done += 4096;
+        }
+    }
+    // After a hole, the last byte, so that the file has its length.
+    if r.is_ok() && end < image.size {
+        r = write_at(task, image.size - 1, vec![0]);
+    }
+    let entry = task.fds().remove(fd as i64)?;
+    close_releases_locks(task, &entry.file);
+    r
 }

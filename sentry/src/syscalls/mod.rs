@@ -28,6 +28,7 @@ mod time;
 use abi::{nr, Errno};
 
 pub use args::{Args, SyscallArgs};
+pub use fs::write_core;
 
 use crate::kernel::task::Task;
 use crate::vfs::{Location, PATH_MAX};

@@ -2,6 +2,7 @@
 //! changes a stopped tracee through the copy its stop published (see
 //! `kernel::ptrace`).
 
+use crate::kernel::ptrace::user_regs as words;
 use std::sync::{Arc, Mutex};
 
 use abi::signal::SIGSTOP;
@@ -366,15 +367,6 @@ fn request(
         }
         _ => Err(Errno::EIO),
     }
-}
-
-/// The registers as `struct user_regs_struct`'s words, in its order.
-fn words(r: &Regs) -> [u64; 27] {
-    [
-        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
-        r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss, r.fs_base, r.gs_base, r.ds,
-        r.es, r.fs, r.gs,
-    ]
 }
 
 /// [`words`] back into registers.

@@ -112,7 +112,7 @@ fn read_into(
 
 /// Writes a Sentry buffer through the description's write path; a pipe
 /// with no reader raises `SIGPIPE` (sockets raise it themselves).
-fn write_from(
+pub(super) fn write_from(
     task: &Task,
     f: &FileDescription,
     buf: &mut [u8],
