@@ -173,6 +173,10 @@ guests! {
     seccomp_notify,
     // /proc/PID/mem, as debuggers use it (issue 20)
     proc_mem,
+    // nice values and fair scheduling policies (issue 20)
+    sched_prio,
+    // answers Python's test suites found wrong (issue 20)
+    python_probes,
     // signals in depth (issue 3 point 3)
     sig_siginfo,
     sig_restart,

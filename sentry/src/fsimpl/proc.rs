@@ -1013,6 +1013,15 @@ impl ProcFs {
             'S'
         };
         let (ppid, pgid, sid, threads) = (st.ppid, st.pgid, st.sid, st.threads.len().max(1));
+        // The thread's nice value (the leader's for a process).
+        let id_ = tid.unwrap_or(p.pid);
+        let nice = st
+            .threads
+            .iter()
+            .find(|t| t.tid == id_)
+            .or(st.threads.first())
+            .map_or(0, |t| t.state().nice);
+        let prio = 20 + i32::from(nice);
         let start = (st
             .started
             .duration_since(*self.started.get().unwrap_or(&st.started))
@@ -1031,7 +1040,7 @@ impl ProcFs {
         let (vm, rss) = self.vm_pages(p);
         let id = tid.unwrap_or(p.pid);
         Ok(format!(
-            "{id} ({name}) {state} {ppid} {pgid} {sid} {tty_nr} {tpgid} 4194560 0 0 0 0 0 0 0 0 20 0 {threads} 0 {start} {} {rss} 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+            "{id} ({name}) {state} {ppid} {pgid} {sid} {tty_nr} {tpgid} 4194560 0 0 0 0 0 0 0 0 {prio} {nice} {threads} 0 {start} {} {rss} 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
             vm * 4096
         ))
     }

@@ -621,6 +621,11 @@ pub struct ThreadState {
     /// CPUs the thread may run on (`sched_setaffinity`), bit per CPU;
     /// 0 means all of them
     pub affinity: u64,
+    /// nice value, -20..=19 (`setpriority`)
+    pub nice: i8,
+    /// scheduling policy: SCHED_OTHER (0), SCHED_BATCH (3) or SCHED_IDLE
+    /// (5); the host scheduler sees none of it
+    pub policy: u8,
     /// its capability sets (`capget` of another thread, /proc)
     pub caps: CapSets,
     /// its `no_new_privs` (/proc)

@@ -22,6 +22,9 @@ pub struct InetSocket {
     pub ty: SocketType,
     /// `listen` was called
     pub listening: AtomicBool,
+    /// `SO_BROADCAST` (kept and read back: the sandbox's networks have no
+    /// broadcast address to send to)
+    pub broadcast: AtomicBool,
     /// `SO_RCVTIMEO`/`SO_SNDTIMEO`
     pub timeouts: super::SockTimeouts,
     /// descriptions with `O_ASYNC`, signalled on the netstack's wake-ups
@@ -58,6 +61,7 @@ impl InetSocket {
             domain,
             ty,
             listening: AtomicBool::new(false),
+            broadcast: AtomicBool::new(false),
             timeouts: super::SockTimeouts::default(),
             fasync: Arc::default(),
             cmsgs: super::cmsg::RecvCmsgs::default(),

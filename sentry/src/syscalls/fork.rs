@@ -157,11 +157,16 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             p
         };
         let thread = Thread::new(id, proc_.clone(), mask);
-        let affinity = task.thread.state().affinity;
+        let (affinity, nice, policy) = {
+            let t = task.thread.state();
+            (t.affinity, t.nice, t.policy)
+        };
         {
             // (seen by /proc and capget from the start)
             let mut t = thread.state();
             t.affinity = affinity;
+            t.nice = nice;
+            t.policy = policy;
             t.caps = task.creds.caps;
             t.no_new_privs = task.no_new_privs;
             t.uid = task.creds.uid;

@@ -1181,7 +1181,7 @@ pub fn sys_lseek(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         0..=2 => file.seek(a[1] as i64, whence),
         3 | 4 => {
             let st = file.stat()?;
-            if !matches!(file.kind, FileKind::Host(_)) || file.is_dir() {
+            if !matches!(file.kind, FileKind::Host(_) | FileKind::Mem(_)) || file.is_dir() {
                 return Err(Errno::EINVAL);
             }
             let off = a[1] as i64;

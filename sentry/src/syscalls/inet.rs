@@ -721,9 +721,14 @@ pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
             return Err(Errno::EINVAL);
         }),
         (IPPROTO_IPV6, 26) => SockOpt::V6Only(v != 0),
+        (SOL_SOCKET, 6) => {
+            s.broadcast
+                .store(v != 0, std::sync::atomic::Ordering::Relaxed);
+            return Ok(0);
+        }
         // Accepted without effect: priorities, IP_RECVORIGDSTADDR,
         // IPV6_MULTICAST_HOPS and friends.
-        (SOL_SOCKET, 6 | 10 | 12 | 16 | 29 | 30)
+        (SOL_SOCKET, 10 | 12 | 16 | 29 | 30)
         | (IPPROTO_TCP, 2 | 3 | 9 | 12 | 18 | 23)
         | (IPPROTO_IP, _)
         | (IPPROTO_IPV6, _) => return Ok(0),
@@ -916,6 +921,9 @@ pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u
             .to_ne_bytes()
             .to_vec(),
         (SOL_SOCKET, 30) => b(s.is_listening()).to_ne_bytes().to_vec(),
+        (SOL_SOCKET, 6) => b(s.broadcast.load(std::sync::atomic::Ordering::Relaxed))
+            .to_ne_bytes()
+            .to_vec(),
         (SOL_SOCKET, 13) => {
             let v = match s.sock.option(SockOptName::Linger)? {
                 SockOpt::Linger(Some(d)) => [1i32, d.as_secs() as i32],

@@ -366,12 +366,12 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::GETPRIORITY,
         process::sys_getpriority,
-        "the caller only; nice is always 0",
+        "per thread, shown in /proc; the host scheduler is not asked",
     ),
     partial(
         nr::SETPRIORITY,
         process::sys_setpriority,
-        "the caller only; checks the permission, the nice value stays 0",
+        "per thread, shown in /proc; the host scheduler is not asked",
     ),
     partial(nr::SCHED_SETPARAM, process::sys_sched_setparam, "the caller only; priority 0 of SCHED_OTHER"),
     partial(
@@ -379,12 +379,8 @@ pub const ROWS: &[Entry] = &[
         process::sys_sched_getparam,
         "the caller only; priority always 0",
     ),
-    partial(nr::SCHED_SETSCHEDULER, process::sys_sched_setscheduler, "the caller only; SCHED_OTHER, real-time policies EPERM, batch and idle EINVAL"),
-    partial(
-        nr::SCHED_GETSCHEDULER,
-        process::sys_sched_getscheduler,
-        "the caller only; always SCHED_OTHER",
-    ),
+    partial(nr::SCHED_SETSCHEDULER, process::sys_sched_setscheduler, "SCHED_OTHER, BATCH and IDLE kept per thread; real-time and deadline policies EPERM"),
+    full(nr::SCHED_GETSCHEDULER, process::sys_sched_getscheduler),
     full(
         nr::SCHED_GET_PRIORITY_MAX,
         process::sys_sched_get_priority_max,
@@ -647,8 +643,8 @@ pub const ROWS: &[Entry] = &[
     full(nr::PROCESS_VM_WRITEV, ptrace::sys_process_vm_writev),
     unsupported(nr::KCMP, "kcmp"),
     unsupported(nr::FINIT_MODULE, "kernel modules"),
-    unsupported(nr::SCHED_SETATTR, "scheduling policies"),
-    unsupported(nr::SCHED_GETATTR, "scheduling policies"),
+    partial(nr::SCHED_SETATTR, process::sys_sched_setattr, "as sched_setscheduler, with the nice value; no utilisation clamps"),
+    partial(nr::SCHED_GETATTR, process::sys_sched_getattr, "no utilisation clamps"),
     full(nr::RENAMEAT2, fs::sys_renameat2),
     partial(
         nr::SECCOMP,

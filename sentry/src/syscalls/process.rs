@@ -607,25 +607,142 @@ pub fn sys_sched_rr_get_interval(task: &mut Task, a: &Args) -> Result<u64, Errno
     task.mm().write_obj(a.ptr(1), &slice).map(|()| 0)
 }
 
+/// The thread `tid` names for the scheduling calls (0: the caller).
+fn sched_target(
+    task: &Task,
+    tid: i32,
+) -> Result<std::sync::Arc<crate::kernel::task::Thread>, Errno> {
+    if tid == 0 || tid == task.tid() {
+        return Ok(task.thread.clone());
+    }
+    task.kernel
+        .procs()
+        .threads
+        .get(&tid)
+        .cloned()
+        .ok_or(Errno::ESRCH)
+}
+
+/// Whether the caller may change `th`'s scheduling: its own, one of its
+/// effective user's, or with `CAP_SYS_NICE` (Linux's `set_one_prio_perm`).
+fn may_reschedule(task: &Task, th: &crate::kernel::task::Thread) -> bool {
+    let euid = task.creds.uid[1];
+    let t = th.state();
+    euid == t.uid[0] || euid == t.uid[1] || task.capable(cap::SYS_NICE)
+}
+
 /// `sched_setscheduler(2)` and `sched_setparam(2)` (`policy` `None`: keep
-/// it) of the caller: SCHED_OTHER at priority 0 is what it has; the
-/// sandbox grants no real-time policy (EPERM, as to a caller without
-/// `CAP_SYS_NICE`), and keeps no batch or idle one (EINVAL).
+/// it): SCHED_OTHER, SCHED_BATCH and SCHED_IDLE at priority 0, kept per
+/// thread (the host scheduler is not asked); no real-time policy is
+/// granted (EPERM, as to a caller without `CAP_SYS_NICE`), nor leaving
+/// SCHED_IDLE without it (`RLIMIT_NICE` is 0).
 fn set_scheduler(task: &mut Task, pid: i32, policy: Option<i32>, param: u64) -> Result<u64, Errno> {
     if pid < 0 || param == 0 {
         return Err(Errno::EINVAL);
     }
     let prio: i32 = task.mm().read_obj(param)?;
-    if !is_self(task, pid) {
-        return Err(Errno::ESRCH);
-    }
+    let th = sched_target(task, pid)?;
     // (SCHED_RESET_ON_FORK may be or-ed in)
-    match (policy.map(|p| p & !0x4000_0000), prio) {
-        (Some(0) | None, 0) => Ok(0),
-        (Some(0) | None, _) => Err(Errno::EINVAL),
-        (Some(1 | 2), 1..=99) => Err(Errno::EPERM),
-        _ => Err(Errno::EINVAL),
+    let policy = match (policy.map(|p| p & !0x4000_0000), prio) {
+        (None, 0) => return Ok(0),
+        (Some(p @ (0 | 3 | 5)), 0) => p as u8,
+        (Some(1 | 2), 1..=99) => return Err(Errno::EPERM),
+        _ => return Err(Errno::EINVAL),
+    };
+    if !may_reschedule(task, &th) {
+        return Err(Errno::EPERM);
     }
+    let mut t = th.state();
+    if t.policy == 5 && policy != 5 && !task.capable(cap::SYS_NICE) {
+        return Err(Errno::EPERM);
+    }
+    t.policy = policy;
+    Ok(0)
+}
+
+/// `struct sched_attr`'s first version (`SCHED_ATTR_SIZE_VER0`) and the
+/// one with utilisation clamps, which is what Linux fills.
+const SCHED_ATTR_VER0: u32 = 48;
+const SCHED_ATTR_SIZE: u32 = 56;
+const SCHED_FLAG_KEEP_POLICY: u64 = 8;
+const SCHED_FLAG_KEEP_PARAMS: u64 = 0x10;
+const SCHED_FLAG_ALL: u64 = 0x7f;
+
+/// `sched_getattr(2)`: policy and nice value (utilisation clamps as
+/// unclamped: 0 and 1024).
+pub fn sys_sched_getattr(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (pid, addr, size) = (a.i32(0), a.ptr(1), a.u64(2));
+    if pid < 0 || addr == 0 || a.u64(3) != 0 || size < u64::from(SCHED_ATTR_VER0) || size > 4096 {
+        return Err(Errno::EINVAL);
+    }
+    let th = sched_target(task, pid)?;
+    let (policy, nice) = {
+        let t = th.state();
+        (t.policy, t.nice)
+    };
+    let n = SCHED_ATTR_SIZE.min(size as u32);
+    let mut b = [0u8; SCHED_ATTR_SIZE as usize];
+    b[0..4].copy_from_slice(&n.to_ne_bytes());
+    b[4..8].copy_from_slice(&u32::from(policy).to_ne_bytes());
+    b[16..20].copy_from_slice(&i32::from(nice).to_ne_bytes());
+    b[52..56].copy_from_slice(&1024u32.to_ne_bytes());
+    task.mm().copy_out(addr, &b[..n as usize])?;
+    Ok(0)
+}
+
+/// `sched_setattr(2)`: a fair policy with its nice value, as
+/// [`set_scheduler`] and `setpriority` allow them.
+pub fn sys_sched_setattr(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (pid, addr) = (a.i32(0), a.ptr(1));
+    if pid < 0 || addr == 0 || a.u64(2) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let mut size: u32 = task.mm().read_obj(addr)?;
+    if size == 0 {
+        size = SCHED_ATTR_VER0;
+    }
+    // Too short, too long, or longer than known with bytes set past it:
+    // E2BIG, the known size written back (`sched_copy_attr`).
+    let mut b = vec![0u8; size.clamp(SCHED_ATTR_VER0, 4096) as usize];
+    let too_big = !(SCHED_ATTR_VER0..=4096).contains(&size) || {
+        task.mm().copy_in(addr, &mut b)?;
+        b.get(SCHED_ATTR_SIZE as usize..)
+            .is_some_and(|r| r.iter().any(|&x| x != 0))
+    };
+    if too_big {
+        task.mm().write_obj(addr, &SCHED_ATTR_SIZE)?;
+        return Err(Errno::E2BIG);
+    }
+    let word = |at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    // (Linux clamps the nice value it is given)
+    let (policy, nice, prio) = (word(4), (word(16) as i32).clamp(-20, 19), word(20));
+    let flags = u64::from(word(8)) | u64::from(word(12)) << 32;
+    if flags & !SCHED_FLAG_ALL != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let th = sched_target(task, pid)?;
+    let keep_policy = flags & SCHED_FLAG_KEEP_POLICY != 0;
+    let policy = match (keep_policy, policy, prio) {
+        (true, ..) => th.state().policy,
+        (false, p @ (0 | 3 | 5), 0) => p as u8,
+        (false, 1 | 2, 1..=99) | (false, 6, 0) => return Err(Errno::EPERM),
+        _ => return Err(Errno::EINVAL),
+    };
+    if !may_reschedule(task, &th) {
+        return Err(Errno::EPERM);
+    }
+    let mut t = th.state();
+    // Only the fair policies (OTHER, BATCH) have a nice value.
+    let keep_nice = flags & SCHED_FLAG_KEEP_PARAMS != 0 || policy == 5;
+    let privileged = task.capable(cap::SYS_NICE);
+    if (!keep_nice && (nice as i8) < t.nice || t.policy == 5 && policy != 5) && !privileged {
+        return Err(Errno::EPERM);
+    }
+    t.policy = policy;
+    if !keep_nice {
+        t.nice = nice as i8;
+    }
+    Ok(0)
 }
 
 pub fn sys_sched_setscheduler(task: &mut Task, a: &Args) -> Result<u64, Errno> {
@@ -653,36 +770,91 @@ pub fn sys_sched_get_priority_min(_task: &mut Task, a: &Args) -> Result<u64, Err
 }
 
 pub fn sys_sched_getscheduler(task: &mut Task, a: &Args) -> Result<u64, Errno> {
-    if !is_self(task, a.i32(0)) {
-        return Err(Errno::ESRCH);
+    if a.i32(0) < 0 {
+        return Err(Errno::EINVAL);
     }
-    Ok(0) // SCHED_OTHER
+    let th = sched_target(task, a.i32(0))?;
+    let policy = th.state().policy;
+    Ok(u64::from(policy))
 }
 
+/// The threads `which`/`who` name for `getpriority`/`setpriority`: a
+/// thread (PRIO_PROCESS), a process group's (PRIO_PGRP) or a real user's
+/// (PRIO_USER) threads.
+fn prio_targets(
+    task: &Task,
+    which: u64,
+    who: i32,
+) -> Result<Vec<std::sync::Arc<crate::kernel::task::Thread>>, Errno> {
+    let all = || {
+        task.kernel
+            .procs()
+            .threads
+            .values()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let found: Vec<_> = match which {
+        0 => return sched_target(task, who).map(|t| vec![t]),
+        1 => {
+            let pgid = if who == 0 {
+                task.proc_.state().pgid
+            } else {
+                who
+            };
+            all()
+                .into_iter()
+                .filter(|t| t.process.state().pgid == pgid)
+                .collect()
+        }
+        2 => {
+            let uid = if who == 0 {
+                task.creds.uid[0]
+            } else {
+                who as u32
+            };
+            all()
+                .into_iter()
+                .filter(|t| t.state().uid[0] == uid)
+                .collect()
+        }
+        _ => return Err(Errno::EINVAL),
+    };
+    if found.is_empty() {
+        return Err(Errno::ESRCH);
+    }
+    Ok(found)
+}
+
+/// `getpriority(2)`: the highest priority (lowest nice) of the targets,
+/// as the raw call reports it (20 - nice).
 pub fn sys_getpriority(task: &mut Task, a: &Args) -> Result<u64, Errno> {
-    if a.u64(0) > 2 {
-        return Err(Errno::EINVAL);
-    }
-    if !is_self(task, a.i32(1)) {
-        return Err(Errno::ESRCH);
-    }
-    Ok(20) // nice 0, as the raw syscall reports it (20 - nice)
+    let targets = prio_targets(task, a.u64(0), a.i32(1))?;
+    let nice = targets.iter().map(|t| t.state().nice).min().unwrap_or(0);
+    Ok((20 - i64::from(nice)) as u64)
 }
 
-/// `setpriority(2)` of the caller: every process runs at nice 0 here, so
-/// only the permission is checked (a nice value below the current one
-/// needs `CAP_SYS_NICE`, with `RLIMIT_NICE` at its default of 0).
+/// `setpriority(2)`: the nice value, clamped to -20..=19, of each target
+/// the caller may change; lowering it needs `CAP_SYS_NICE` (with
+/// `RLIMIT_NICE` at its default of 0). Kept per thread and shown in /proc;
+/// the host scheduler is not asked.
 pub fn sys_setpriority(task: &mut Task, a: &Args) -> Result<u64, Errno> {
-    if a.u64(0) > 2 {
-        return Err(Errno::EINVAL);
+    let targets = prio_targets(task, a.u64(0), a.i32(1))?;
+    let nice = a.i32(2).clamp(-20, 19) as i8;
+    let mut r = Ok(0);
+    for th in targets {
+        if !may_reschedule(task, &th) {
+            r = Err(Errno::EPERM);
+            continue;
+        }
+        let mut t = th.state();
+        if nice < t.nice && !task.capable(cap::SYS_NICE) {
+            r = Err(Errno::EACCES);
+            continue;
+        }
+        t.nice = nice;
     }
-    if !is_self(task, a.i32(1)) {
-        return Err(Errno::ESRCH);
-    }
-    if a.i32(2) < 0 && !task.capable(cap::SYS_NICE) {
-        return Err(Errno::EACCES);
-    }
-    Ok(0)
+    r
 }
 
 pub fn sys_getcpu(task: &mut Task, a: &Args) -> Result<u64, Errno> {

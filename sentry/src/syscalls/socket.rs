@@ -1012,6 +1012,7 @@ pub fn sys_getsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     const SO_PASSCRED: u64 = 16;
     const SO_PEERCRED: u64 = 17;
     const SO_ACCEPTCONN: u64 = 30;
+    const SO_PROTOCOL: u64 = 38;
     const SO_DOMAIN: u64 = 39;
     let (_, sock) = socket_of(task, a[0])?;
     if a[1] as i32 != SOL_SOCKET {
@@ -1038,6 +1039,7 @@ pub fn sys_getsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             SO_PASSCRED => int(i32::from(st.passcred)),
             SO_ACCEPTCONN => int(i32::from(st.listening.is_some())),
             SO_DOMAIN => int(AF_UNIX as i32),
+            SO_PROTOCOL => int(0),
             SO_PEERCRED => {
                 let c = st.peer_creds.unwrap_or(Creds {
                     pid: 0,

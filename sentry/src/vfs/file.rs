@@ -506,7 +506,11 @@ impl FileDescription {
 
     /// Whether this is a directory.
     pub fn is_dir(&self) -> bool {
-        self.location.as_ref().is_some_and(|l| l.node().is_dir())
+        match &self.kind {
+            // An O_TMPFILE file's location is the directory it was made in.
+            FileKind::Mem(m) => m.is_dir(),
+            _ => self.location.as_ref().is_some_and(|l| l.node().is_dir()),
+        }
     }
 
     /// Reads into guest memory at the description's position (`pos` given:
@@ -970,7 +974,8 @@ impl FileDescription {
     pub fn pollable(&self) -> bool {
         !matches!(
             self.kind,
-            FileKind::Host(_) | FileKind::SynthDir | FileKind::Path
+            // tmpfs files and memfds too: Linux's shmem has no poll.
+            FileKind::Host(_) | FileKind::SynthDir | FileKind::Path | FileKind::Mem(_)
         )
     }
 
