@@ -119,6 +119,7 @@ guests! {
     brk,
     madvise,
     mremap,
+    mincore,
     // process, identity, time
     ids,
     net_ifaces,

@@ -149,7 +149,7 @@ pub const ROWS: &[Entry] = &[
     full(nr::SCHED_YIELD, process::sys_sched_yield),
     partial(nr::MREMAP, mm::sys_mremap, "no MREMAP_DONTUNMAP"),
     full(nr::MSYNC, mm::sys_msync),
-    unsupported(nr::MINCORE, "page residency"),
+    full(nr::MINCORE, mm::sys_mincore),
     partial(
         nr::MADVISE,
         mm::sys_madvise,
