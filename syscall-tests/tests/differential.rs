@@ -79,6 +79,7 @@ guests! {
     xattr,
     read_basic,
     pread_readv,
+    rwf_flags,
     lseek,
     stat_basic,
     newfstatat,

@@ -901,6 +901,9 @@ pub struct Task {
     /// its copy of the thread's seccomp state, read without a lock on
     /// each call ([`Task::seccomp`] refreshes it)
     pub(crate) seccomp_copy: crate::kernel::seccomp::Seccomp,
+    /// set for the length of a `preadv2`/`pwritev2` with `RWF_NOWAIT`:
+    /// what would sleep answers `EAGAIN` instead
+    pub nowait: bool,
 }
 
 /// Working directory and file creation mask.
@@ -1019,6 +1022,7 @@ impl Task {
         crate::vfs::file::Blocker {
             fs: &self.kernel.fs,
             caller: &*self.thread,
+            nowait: self.nowait,
         }
     }
 

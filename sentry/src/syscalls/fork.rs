@@ -315,6 +315,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 no_new_privs,
                 restart: None,
                 saved_mask: None,
+                nowait: false,
                 altstack,
                 patch_checked: 0,
                 stale_fault: None,

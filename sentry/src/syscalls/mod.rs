@@ -667,8 +667,16 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::MEMBARRIER, "membarrier"),
     partial(nr::MLOCK2, mm::sys_mlock2, "nothing is locked; RLIMIT_MEMLOCK is not counted"),
     full(nr::COPY_FILE_RANGE, splice::sys_copy_file_range),
-    unsupported(nr::PREADV2, "RWF_* flags (preadv works)"),
-    unsupported(nr::PWRITEV2, "RWF_* flags (pwritev works)"),
+    partial(
+        nr::PREADV2,
+        fs::sys_preadv2,
+        "RWF_NOWAIT and RWF_DONTCACHE judged per kind of file (tmpfs as shmem, host files as ext4)",
+    ),
+    partial(
+        nr::PWRITEV2,
+        fs::sys_pwritev2,
+        "as preadv2; RWF_NOAPPEND cannot undo a host file's O_APPEND",
+    ),
     unsupported(nr::PKEY_MPROTECT, "memory protection keys"),
     unsupported(nr::PKEY_ALLOC, "memory protection keys"),
     unsupported(nr::PKEY_FREE, "memory protection keys"),
