@@ -185,6 +185,7 @@ guests! {
     // processes, threads and waiting (issue 3 points 1, 4, 8)
     wait4_nohang,
     pidfd,
+    kcmp,
     pgrp_session,
     subreaper,
     futex_wake,

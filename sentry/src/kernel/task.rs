@@ -285,6 +285,9 @@ pub struct ProcessState {
     /// effective or file-system ids; set again by a plain `execve` or
     /// `PR_SET_DUMPABLE` (Linux keeps it with the address space)
     pub dumpable: bool,
+    /// it has a System V undo list: Linux makes one at the first
+    /// `SEM_UNDO` operation or `CLONE_SYSVSEM` clone (`kcmp(KCMP_SYSVSEM)`)
+    pub sem_undo_list: bool,
     /// `personality(2)`: the execution domain (always Linux's) and its
     /// flags (`ADDR_NO_RANDOMIZE`, ...), kept across `fork` and `execve`
     pub personality: u32,
@@ -387,6 +390,7 @@ impl ProcessState {
             tty_old_pgrp: 0,
             unkillable: false,
             dumpable: true,
+            sem_undo_list: false,
             personality: 0,
             tracees: Vec::new(),
         }

@@ -73,7 +73,11 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     if f & CLONE_NEWS != 0 {
         return Err(Errno::EPERM);
     }
-    let _ = (CLONE_PTRACE, CLONE_SYSVSEM, CLONE_DETACHED, CLONE_IO);
+    let _ = (CLONE_PTRACE, CLONE_DETACHED, CLONE_IO);
+    if f & CLONE_SYSVSEM != 0 {
+        // The undo list to share is made now (copy_semundo).
+        task.proc_.state().sem_undo_list = true;
+    }
     let kernel = task.kernel.clone();
     let thread_mode = f & CLONE_THREAD != 0;
     // CLONE_VM children share the address space, which needs several
@@ -805,6 +809,36 @@ fn install_pidfd(task: &Task, target: Arc<Process>, nonblock: u32) -> Result<u64
         OpenFlags::RDWR.bits() | nonblock,
     );
     task.install_fd(file, true)
+}
+
+/// `pidfd_getfd(pidfd, targetfd, flags)`: a new descriptor, close-on-exec,
+/// for the open file description behind another process's `targetfd`,
+/// under the ptrace access check. A zombie's descriptors are gone
+/// (`EBADF`); a reaped process is `ESRCH`.
+pub fn sys_pidfd_getfd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[2] as u32 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let file = task.fds().file(a[0] as i32 as i64)?;
+    let Some(crate::fsimpl::pidfd::PidFd(target)) = file.downcast() else {
+        return Err(Errno::EBADF);
+    };
+    if !task
+        .kernel
+        .process(target.pid)
+        .is_some_and(|p| Arc::ptr_eq(&p, target))
+    {
+        return Err(Errno::ESRCH);
+    }
+    let leader = target
+        .state()
+        .threads
+        .first()
+        .cloned()
+        .ok_or(Errno::EBADF)?;
+    super::ptrace::may_read(task, &leader)?;
+    let theirs = super::kcmp::file_of(&leader, a[1])?;
+    task.install_fd(theirs, true)
 }
 
 /// `pidfd_open(pid, flags)`: a descriptor for the process `pid`, which

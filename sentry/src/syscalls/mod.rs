@@ -10,6 +10,7 @@ mod fork;
 mod fs;
 mod host_inet;
 mod inet;
+mod kcmp;
 mod memfd;
 mod mm;
 mod mount;
@@ -644,7 +645,11 @@ pub const ROWS: &[Entry] = &[
     full(nr::GETCPU, process::sys_getcpu),
     full(nr::PROCESS_VM_READV, ptrace::sys_process_vm_readv),
     full(nr::PROCESS_VM_WRITEV, ptrace::sys_process_vm_writev),
-    unsupported(nr::KCMP, "kcmp"),
+    partial(
+        nr::KCMP,
+        kcmp::sys_kcmp,
+        "tables, fs and address space compared per process, not per thread; CLONE_IO not shared",
+    ),
     unsupported(nr::FINIT_MODULE, "kernel modules"),
     unsupported(nr::SCHED_SETATTR, "scheduling policies"),
     unsupported(nr::SCHED_GETATTR, "scheduling policies"),
@@ -725,7 +730,7 @@ pub const ROWS: &[Entry] = &[
     ),
     full(nr::CLOSE_RANGE, fs::sys_close_range),
     full(nr::OPENAT2, fs::sys_openat2),
-    unsupported(nr::PIDFD_GETFD, "another process's descriptors"),
+    full(nr::PIDFD_GETFD, fork::sys_pidfd_getfd),
     full(nr::FACCESSAT2, fs::sys_faccessat2),
     unsupported(nr::PROCESS_MADVISE, "another process's memory"),
     full(nr::EPOLL_PWAIT2, events::sys_epoll_pwait2),

@@ -139,6 +139,16 @@ fn may_access(task: &Task, th: &Thread) -> Result<(), Errno> {
     }
 }
 
+/// The ptrace access check of calls that read another process's state
+/// (`kcmp`, `pidfd_getfd`): the caller's own thread group always passes
+/// (`__ptrace_may_access`).
+pub(super) fn may_read(task: &Task, th: &Thread) -> Result<(), Errno> {
+    if Arc::ptr_eq(&th.process, &task.proc_) {
+        return Ok(());
+    }
+    may_access(task, th)
+}
+
 /// The thread `pid` this task traces (`ESRCH` for any other).
 fn tracee(task: &Task, pid: i32) -> Result<Arc<Thread>, Errno> {
     let me = task.pid();
