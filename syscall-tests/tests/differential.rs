@@ -149,6 +149,7 @@ guests! {
     clocks,
     clock_ids,
     personality_sched,
+    ioprio,
     nanosleep,
     sysinfo_times,
     auxv,

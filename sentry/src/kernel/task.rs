@@ -630,6 +630,8 @@ pub struct ThreadState {
     /// its real, effective, saved and file-system user ids (who may
     /// signal it, kill(2))
     pub uid: [u32; 4],
+    /// its I/O priority (`ioprio_set(2)`; 0: none set, class NONE)
+    pub ioprio: i32,
     /// its real, effective, saved and file-system group ids (/proc)
     pub gid: [u32; 4],
     /// its supplementary groups (/proc)

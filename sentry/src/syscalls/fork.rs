@@ -160,11 +160,16 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             p
         };
         let thread = Thread::new(id, proc_.clone(), mask);
-        let affinity = task.thread.state().affinity;
+        let (affinity, ioprio) = {
+            let t = task.thread.state();
+            (t.affinity, t.ioprio)
+        };
         {
             // (seen by /proc and capget from the start)
             let mut t = thread.state();
             t.affinity = affinity;
+            // copy_io(): a priority with a class is inherited.
+            t.ioprio = if ioprio >> 13 & 7 != 0 { ioprio } else { 0 };
             t.caps = task.creds.caps;
             t.no_new_privs = task.no_new_privs;
             t.uid = task.creds.uid;

@@ -10,6 +10,7 @@ mod fork;
 mod fs;
 mod host_inet;
 mod inet;
+mod ioprio;
 mod kcmp;
 mod memfd;
 mod mm;
@@ -548,8 +549,16 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::ADD_KEY, "keyrings"),
     unsupported(nr::REQUEST_KEY, "keyrings"),
     unsupported(nr::KEYCTL, "keyrings"),
-    unsupported(nr::IOPRIO_SET, "I/O priorities"),
-    unsupported(nr::IOPRIO_GET, "I/O priorities"),
+    partial(
+        nr::IOPRIO_SET,
+        ioprio::sys_ioprio_set,
+        "kept and inherited, not applied: the host does the I/O",
+    ),
+    partial(
+        nr::IOPRIO_GET,
+        ioprio::sys_ioprio_get,
+        "IOPRIO_WHO_USER sees the sandbox's threads only",
+    ),
     full(nr::INOTIFY_INIT, fs::sys_inotify_init),
     full(nr::INOTIFY_ADD_WATCH, fs::sys_inotify_add_watch),
     full(nr::INOTIFY_RM_WATCH, fs::sys_inotify_rm_watch),
