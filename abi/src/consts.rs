@@ -33,6 +33,22 @@ bitflags! {
 pub const O_ACCMODE: u32 = 0o3;
 
 bitflags! {
+    /// `preadv2(2)`/`pwritev2(2)` flags (`RWF_*`), as of Linux 6.17.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct RwfFlags: u32 {
+        const HIPRI = 0x01;
+        const DSYNC = 0x02;
+        const SYNC = 0x04;
+        const NOWAIT = 0x08;
+        const APPEND = 0x10;
+        const NOAPPEND = 0x20;
+        const ATOMIC = 0x40;
+        const DONTCACHE = 0x80;
+        const NOSIGNAL = 0x100;
+    }
+}
+
+bitflags! {
     /// `mmap(2)` flags.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct MapFlags: u64 {

@@ -24,6 +24,9 @@ abi_struct!(
     /// `struct iovec`.
     Iovec, 16, { base: u64, len: u64 });
 abi_struct!(
+    /// `struct kcmp_epoll_slot` (`kcmp(KCMP_EPOLL_TFD)`).
+    KcmpEpollSlot, 12, { efd: u32, tfd: u32, toff: u32 });
+abi_struct!(
     /// `struct rlimit` / `struct rlimit64`.
     Rlimit, 16, { cur: u64, max: u64 });
 abi_struct!(

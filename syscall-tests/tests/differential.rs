@@ -79,6 +79,7 @@ guests! {
     xattr,
     read_basic,
     pread_readv,
+    rwf_flags,
     lseek,
     stat_basic,
     newfstatat,
@@ -119,6 +120,7 @@ guests! {
     brk,
     madvise,
     mremap,
+    mincore,
     // process, identity, time
     ids,
     net_ifaces,
@@ -147,6 +149,7 @@ guests! {
     clocks,
     clock_ids,
     personality_sched,
+    ioprio,
     nanosleep,
     sysinfo_times,
     auxv,
@@ -189,6 +192,7 @@ guests! {
     // processes, threads and waiting (issue 3 points 1, 4, 8)
     wait4_nohang,
     pidfd,
+    kcmp,
     pgrp_session,
     subreaper,
     futex_wake,

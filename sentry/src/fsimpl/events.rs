@@ -173,6 +173,15 @@ const EPOLLWAKEUP: u32 = 1 << 29;
 const MAX_INTERESTS: usize = 1 << 16;
 
 impl Epoll {
+    /// The file of interest `fd`, the `off`-th one of that number
+    /// (`kcmp(KCMP_EPOLL_TFD)`): there is at most one per number here.
+    pub fn target(&self, fd: i32, off: u64) -> Option<Arc<FileDescription>> {
+        if off != 0 {
+            return None;
+        }
+        lock(&self.interests).get(&fd)?.file.upgrade()
+    }
+
     /// `epoll_ctl`.
     pub fn ctl(
         &self,

@@ -783,6 +783,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         no_new_privs,
         restart: None,
         saved_mask: None,
+        nowait: false,
         altstack: no_altstack(),
         patch_checked: 0,
         stale_fault: None,

@@ -285,6 +285,9 @@ pub struct ProcessState {
     /// effective or file-system ids; set again by a plain `execve` or
     /// `PR_SET_DUMPABLE` (Linux keeps it with the address space)
     pub dumpable: bool,
+    /// it has a System V undo list: Linux makes one at the first
+    /// `SEM_UNDO` operation or `CLONE_SYSVSEM` clone (`kcmp(KCMP_SYSVSEM)`)
+    pub sem_undo_list: bool,
     /// `personality(2)`: the execution domain (always Linux's) and its
     /// flags (`ADDR_NO_RANDOMIZE`, ...), kept across `fork` and `execve`
     pub personality: u32,
@@ -389,6 +392,7 @@ impl ProcessState {
             tty_old_pgrp: 0,
             unkillable: false,
             dumpable: true,
+            sem_undo_list: false,
             personality: 0,
             tracees: Vec::new(),
         }
@@ -633,6 +637,8 @@ pub struct ThreadState {
     /// its real, effective, saved and file-system user ids (who may
     /// signal it, kill(2))
     pub uid: [u32; 4],
+    /// its I/O priority (`ioprio_set(2)`; 0: none set, class NONE)
+    pub ioprio: i32,
     /// its real, effective, saved and file-system group ids (/proc)
     pub gid: [u32; 4],
     /// its supplementary groups (/proc)
@@ -908,6 +914,9 @@ pub struct Task {
     /// its copy of the thread's seccomp state, read without a lock on
     /// each call ([`Task::seccomp`] refreshes it)
     pub(crate) seccomp_copy: crate::kernel::seccomp::Seccomp,
+    /// set for the length of a `preadv2`/`pwritev2` with `RWF_NOWAIT`:
+    /// what would sleep answers `EAGAIN` instead
+    pub nowait: bool,
 }
 
 /// Working directory and file creation mask.
@@ -1026,6 +1035,7 @@ impl Task {
         crate::vfs::file::Blocker {
             fs: &self.kernel.fs,
             caller: &*self.thread,
+            nowait: self.nowait,
         }
     }
 

@@ -200,6 +200,17 @@ impl MemoryFile {
         n
     }
 
+    /// Sets `out[i]` to 1 where page `i` of `[from, from + out.len()
+    /// pages)` holds memory (is no hole): `mincore(2)`'s residency.
+    pub fn mark_populated(&self, from: u64, out: &mut [u8]) {
+        let pages = out.len();
+        self.for_each_data(from, pages as u64 * PAGE_SIZE, |s, e| {
+            let first = ((s - from) / PAGE_SIZE) as usize;
+            let last = (e - from).div_ceil(PAGE_SIZE) as usize;
+            out[first..last.min(pages)].fill(1);
+        });
+    }
+
     /// Copies `[from, from + len)` to `to`, touching only the pages that
     /// hold data (holes stay holes), for `fork`.
     pub fn copy_populated(&self, from: u64, to: u64, len: u64) {

@@ -1413,6 +1413,28 @@ impl MemoryManager {
         self.vdso = Some(vdso);
     }
 
+    /// `mincore(2)` from `start` (page-aligned) for at most `out.len()`
+    /// pages, up to the end of the VMA holding `start`: 1 for a page that
+    /// holds memory in the memory file (touched, or filled from a file),
+    /// 0 for one never touched or given back. Returns the pages done;
+    /// `ENOMEM` when `start` is unmapped.
+    pub fn residency(&self, start: u64, out: &mut [u8]) -> Result<usize, Errno> {
+        let v = self.find_vma(start).ok_or(Errno::ENOMEM)?;
+        let n = (((v.end - start) / PAGE_SIZE) as usize).min(out.len());
+        let out = &mut out[..n];
+        out.fill(0);
+        if v.image_pages.is_none() {
+            self.mf.mark_populated(v.offset + (start - v.start), out);
+            return Ok(n);
+        }
+        // Pages of a file's image lie elsewhere in the file: one at a time.
+        for (i, b) in out.iter_mut().enumerate() {
+            let (off, _) = v.locate(start + i as u64 * PAGE_SIZE);
+            self.mf.mark_populated(off, std::slice::from_mut(b));
+        }
+        Ok(n)
+    }
+
     /// The VMA containing `addr`, if any.
     pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
         self.vmas

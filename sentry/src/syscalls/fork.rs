@@ -73,7 +73,11 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     if f & CLONE_NEWS != 0 {
         return Err(Errno::EPERM);
     }
-    let _ = (CLONE_PTRACE, CLONE_SYSVSEM, CLONE_DETACHED, CLONE_IO);
+    let _ = (CLONE_PTRACE, CLONE_DETACHED, CLONE_IO);
+    if f & CLONE_SYSVSEM != 0 {
+        // The undo list to share is made now (copy_semundo).
+        task.proc_.state().sem_undo_list = true;
+    }
     let kernel = task.kernel.clone();
     let thread_mode = f & CLONE_THREAD != 0;
     // CLONE_VM children share the address space, which needs several
@@ -157,9 +161,9 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             p
         };
         let thread = Thread::new(id, proc_.clone(), mask);
-        let (affinity, nice, policy) = {
+        let (affinity, nice, policy, ioprio) = {
             let t = task.thread.state();
-            (t.affinity, t.nice, t.policy)
+            (t.affinity, t.nice, t.policy, t.ioprio)
         };
         {
             // (seen by /proc and capget from the start)
@@ -167,6 +171,8 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             t.affinity = affinity;
             t.nice = nice;
             t.policy = policy;
+            // copy_io(): a priority with a class is inherited.
+            t.ioprio = if ioprio >> 13 & 7 != 0 { ioprio } else { 0 };
             t.caps = task.creds.caps;
             t.no_new_privs = task.no_new_privs;
             t.uid = task.creds.uid;
@@ -321,6 +327,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 no_new_privs,
                 restart: None,
                 saved_mask: None,
+                nowait: false,
                 altstack,
                 patch_checked: 0,
                 stale_fault: None,
@@ -810,6 +817,36 @@ fn install_pidfd(task: &Task, target: Arc<Process>, nonblock: u32) -> Result<u64
         OpenFlags::RDWR.bits() | nonblock,
     );
     task.install_fd(file, true)
+}
+
+/// `pidfd_getfd(pidfd, targetfd, flags)`: a new descriptor, close-on-exec,
+/// for the open file description behind another process's `targetfd`,
+/// under the ptrace access check. A zombie's descriptors are gone
+/// (`EBADF`); a reaped process is `ESRCH`.
+pub fn sys_pidfd_getfd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    if a[2] as u32 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let file = task.fds().file(a[0] as i32 as i64)?;
+    let Some(crate::fsimpl::pidfd::PidFd(target)) = file.downcast() else {
+        return Err(Errno::EBADF);
+    };
+    if !task
+        .kernel
+        .process(target.pid)
+        .is_some_and(|p| Arc::ptr_eq(&p, target))
+    {
+        return Err(Errno::ESRCH);
+    }
+    let leader = target
+        .state()
+        .threads
+        .first()
+        .cloned()
+        .ok_or(Errno::EBADF)?;
+    super::ptrace::may_access(task, &leader)?;
+    let theirs = super::kcmp::file_of(&leader, a[1])?;
+    task.install_fd(theirs, true)
 }
 
 /// `pidfd_open(pid, flags)`: a descriptor for the process `pid`, which

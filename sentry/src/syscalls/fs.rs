@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use abi::{
-    Errno, Iovec, OpenFlags, Stat, Statx, StatxTimestamp, AT_EMPTY_PATH, AT_FDCWD, AT_NO_AUTOMOUNT,
-    AT_STATX_SYNC_TYPE, AT_SYMLINK_NOFOLLOW,
+    Errno, Iovec, OpenFlags, RwfFlags, Stat, Statx, StatxTimestamp, AT_EMPTY_PATH, AT_FDCWD,
+    AT_NO_AUTOMOUNT, AT_STATX_SYNC_TYPE, AT_SYMLINK_NOFOLLOW,
 };
 use zerocopy::FromZeros;
 
@@ -258,16 +258,113 @@ pub fn sys_writev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_preadv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    let file = task.fds().file(a[0] as i32 as i64)?;
-    let off = offset_arg(a[3])?;
-    file.read(task.blocker(), &iovecs(task, a[1], a[2], true)?, Some(off))
+    rw2(task, offset_arg(a[3])?, a, false, 0)
 }
 
 pub fn sys_pwritev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    rw2(task, offset_arg(a[3])?, a, true, 0)
+}
+
+/// The `RWF_*` flags a kind of file takes, as Linux decides them: by
+/// `FMODE_NOWAIT`, `FOP_DONTCACHE`, and whether the file has
+/// `read_iter`/`write_iter` (without, only `RWF_HIPRI` passes). tmpfs
+/// files answer as shmem does, host files as ext4 does (no `RWF_NOWAIT`
+/// for buffered writes). `RWF_ATOMIC` needs direct I/O: never.
+fn rwf_supported(file: &FileDescription, write: bool) -> RwfFlags {
+    use RwfFlags as R;
+    let base = R::HIPRI | R::DSYNC | R::SYNC | R::APPEND | R::NOAPPEND | R::NOSIGNAL;
+    match &file.kind {
+        FileKind::Dev(Device::Full) if write => R::HIPRI,
+        FileKind::Dev(Device::Full) | FileKind::Mem(_) => base,
+        FileKind::Host(_) if write => base | R::DONTCACHE,
+        FileKind::Host(_) => base | R::NOWAIT | R::DONTCACHE,
+        _ => base | R::NOWAIT,
+    }
+}
+
+fn is_socket(file: &FileDescription) -> bool {
+    matches!(
+        file.kind,
+        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
+    )
+}
+
+/// `preadv2(2)`, `pwritev2(2)`: `preadv`/`pwritev`, or `readv`/`writev`
+/// at offset -1, with `RWF_*` flags `bits`, checked in Linux's order
+/// (offset, descriptor, access, iovec; nothing to move is 0 whatever the
+/// flags).
+fn rw2(task: &mut Task, pos: u64, a: &[u64; 6], write: bool, bits: u32) -> Result<u64, Errno> {
+    let pos = pos as i64;
+    if pos < -1 {
+        return Err(Errno::EINVAL);
+    }
     let file = task.fds().file(a[0] as i32 as i64)?;
-    let off = offset_arg(a[3])?;
-    let r = file.write(task.blocker(), &iovecs(task, a[1], a[2], false)?, Some(off));
-    sigpipe(task, r)
+    let at = (pos != -1).then_some(pos as u64);
+    if at.is_some() {
+        positional(&file)?;
+    }
+    if !(if write {
+        file.writable()
+    } else {
+        file.can_read()
+    }) {
+        return Err(Errno::EBADF);
+    }
+    let bufs = iovecs(task, a[1], a[2], !write)?;
+    if bufs.iter().all(GuestSlice::is_empty) {
+        return Ok(0);
+    }
+    let supported = rwf_supported(&file, write);
+    let flags = match RwfFlags::from_bits(bits) {
+        Some(f) if supported == RwfFlags::HIPRI && !RwfFlags::HIPRI.contains(f) => {
+            return Err(Errno::EOPNOTSUPP)
+        }
+        Some(f) if f.contains(RwfFlags::APPEND | RwfFlags::NOAPPEND) => return Err(Errno::EINVAL),
+        Some(f) if supported.contains(f) => f,
+        _ => return Err(Errno::EOPNOTSUPP),
+    };
+    let append = if flags.contains(RwfFlags::APPEND) {
+        Some(true)
+    } else if flags.contains(RwfFlags::NOAPPEND) {
+        Some(false)
+    } else {
+        None
+    };
+    let nosignal = flags.contains(RwfFlags::NOSIGNAL);
+    task.nowait = flags.contains(RwfFlags::NOWAIT);
+    let r = match (write, is_socket(&file)) {
+        (false, true) => socket_read(task, &file, &bufs),
+        (false, false) => file.read(task.blocker(), &bufs, at),
+        (true, true) => {
+            let flags = if nosignal {
+                super::socket::MSG_NOSIGNAL
+            } else {
+                0
+            };
+            super::socket::write_socket_flags(task, &file, &GuestBufs::new(&bufs), flags)
+        }
+        (true, false) => {
+            let r = file.write_with(task.blocker(), &bufs, at, append);
+            if nosignal {
+                r
+            } else {
+                sigpipe(task, r)
+            }
+        }
+    };
+    task.nowait = false;
+    if write && r.is_ok() && flags.intersects(RwfFlags::SYNC | RwfFlags::DSYNC) {
+        sync_file(task, &file)?;
+    }
+    r
+}
+
+pub fn sys_preadv2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    rw2(task, a[3], a, false, a[5] as u32)
+}
+
+pub fn sys_pwritev2(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    rw2(task, a[3], a, true, a[5] as u32)
 }
 
 pub fn sys_open(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -1846,6 +1943,11 @@ pub fn sys_flock(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_fsync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
+    sync_file(task, &file).map(|()| 0)
+}
+
+/// `fsync(2)` of an open file.
+fn sync_file(task: &Task, file: &FileDescription) -> Result<(), Errno> {
     match &file.kind {
         FileKind::Path => Err(Errno::EBADF),
         // A volume's file: the data must reach the host's disk, what its
@@ -1859,9 +1961,9 @@ pub fn sys_fsync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             if file.flags() & abi::O_ACCMODE != 0 || cache.is_some() {
                 host::fsync(f.fd())?;
             }
-            Ok(0)
+            Ok(())
         }
-        _ => Ok(0),
+        _ => Ok(()),
     }
 }
 

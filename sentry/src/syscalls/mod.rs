@@ -10,6 +10,8 @@ mod fork;
 mod fs;
 mod host_inet;
 mod inet;
+mod ioprio;
+mod kcmp;
 mod memfd;
 mod mm;
 mod mount;
@@ -150,7 +152,7 @@ pub const ROWS: &[Entry] = &[
     full(nr::SCHED_YIELD, process::sys_sched_yield),
     partial(nr::MREMAP, mm::sys_mremap, "no MREMAP_DONTUNMAP"),
     full(nr::MSYNC, mm::sys_msync),
-    unsupported(nr::MINCORE, "page residency"),
+    full(nr::MINCORE, mm::sys_mincore),
     partial(
         nr::MADVISE,
         mm::sys_madvise,
@@ -544,8 +546,16 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::ADD_KEY, "keyrings"),
     unsupported(nr::REQUEST_KEY, "keyrings"),
     unsupported(nr::KEYCTL, "keyrings"),
-    unsupported(nr::IOPRIO_SET, "I/O priorities"),
-    unsupported(nr::IOPRIO_GET, "I/O priorities"),
+    partial(
+        nr::IOPRIO_SET,
+        ioprio::sys_ioprio_set,
+        "kept and inherited, not applied: the host does the I/O",
+    ),
+    partial(
+        nr::IOPRIO_GET,
+        ioprio::sys_ioprio_get,
+        "IOPRIO_WHO_USER sees the sandbox's threads only",
+    ),
     full(nr::INOTIFY_INIT, fs::sys_inotify_init),
     full(nr::INOTIFY_ADD_WATCH, fs::sys_inotify_add_watch),
     full(nr::INOTIFY_RM_WATCH, fs::sys_inotify_rm_watch),
@@ -641,7 +651,11 @@ pub const ROWS: &[Entry] = &[
     full(nr::GETCPU, process::sys_getcpu),
     full(nr::PROCESS_VM_READV, ptrace::sys_process_vm_readv),
     full(nr::PROCESS_VM_WRITEV, ptrace::sys_process_vm_writev),
-    unsupported(nr::KCMP, "kcmp"),
+    partial(
+        nr::KCMP,
+        kcmp::sys_kcmp,
+        "tables, fs and address space compared per process, not per thread; CLONE_IO not shared",
+    ),
     unsupported(nr::FINIT_MODULE, "kernel modules"),
     partial(nr::SCHED_SETATTR, process::sys_sched_setattr, "as sched_setscheduler, with the nice value; no utilisation clamps"),
     partial(nr::SCHED_GETATTR, process::sys_sched_getattr, "no utilisation clamps"),
@@ -664,8 +678,16 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::MEMBARRIER, "membarrier"),
     partial(nr::MLOCK2, mm::sys_mlock2, "nothing is locked; RLIMIT_MEMLOCK is not counted"),
     full(nr::COPY_FILE_RANGE, splice::sys_copy_file_range),
-    unsupported(nr::PREADV2, "RWF_* flags (preadv works)"),
-    unsupported(nr::PWRITEV2, "RWF_* flags (pwritev works)"),
+    partial(
+        nr::PREADV2,
+        fs::sys_preadv2,
+        "RWF_NOWAIT and RWF_DONTCACHE judged per kind of file (tmpfs as shmem, host files as ext4)",
+    ),
+    partial(
+        nr::PWRITEV2,
+        fs::sys_pwritev2,
+        "as preadv2; RWF_NOAPPEND cannot undo a host file's O_APPEND",
+    ),
     unsupported(nr::PKEY_MPROTECT, "memory protection keys"),
     unsupported(nr::PKEY_ALLOC, "memory protection keys"),
     unsupported(nr::PKEY_FREE, "memory protection keys"),
@@ -714,7 +736,7 @@ pub const ROWS: &[Entry] = &[
     ),
     full(nr::CLOSE_RANGE, fs::sys_close_range),
     full(nr::OPENAT2, fs::sys_openat2),
-    unsupported(nr::PIDFD_GETFD, "another process's descriptors"),
+    full(nr::PIDFD_GETFD, fork::sys_pidfd_getfd),
     full(nr::FACCESSAT2, fs::sys_faccessat2),
     unsupported(nr::PROCESS_MADVISE, "another process's memory"),
     full(nr::EPOLL_PWAIT2, events::sys_epoll_pwait2),

@@ -29,7 +29,7 @@ const MSG_TRUNC: u64 = 0x20;
 const MSG_CTRUNC: u32 = 0x8;
 const MSG_DONTWAIT: u64 = 0x40;
 const MSG_WAITALL: u64 = 0x100;
-const MSG_NOSIGNAL: u64 = 0x4000;
+pub(super) const MSG_NOSIGNAL: u64 = 0x4000;
 const MSG_CMSG_CLOEXEC: u64 = 0x4000_0000;
 /// `sizeof(struct sockaddr_un)`.
 const SUN_LEN: usize = 110;
@@ -575,8 +575,19 @@ pub fn write_socket(
     file: &FileDescription,
     data: &GuestBufs<'_>,
 ) -> Result<u64, Errno> {
+    write_socket_flags(task, file, data, 0)
+}
+
+/// [`write_socket`] with `send(2)` flags (`pwritev2`'s `RWF_NOSIGNAL` is
+/// `MSG_NOSIGNAL`).
+pub fn write_socket_flags(
+    task: &Task,
+    file: &FileDescription,
+    data: &GuestBufs<'_>,
+    flags: u64,
+) -> Result<u64, Errno> {
     if matches!(file.kind, FileKind::Inet(_) | FileKind::HostInet(_)) {
-        return super::inet::send(task, file, data, 0, None);
+        return super::inet::send(task, file, data, flags, None);
     }
     if matches!(file.kind, FileKind::Netlink(_)) {
         return super::netlink::send(task, file, data);
@@ -584,7 +595,7 @@ pub fn write_socket(
     let FileKind::Socket(h) = &file.kind else {
         return Err(Errno::ENOTSOCK);
     };
-    send(task, file, &h.0, data, Vec::new(), 0, None)
+    send(task, file, &h.0, data, Vec::new(), flags, None)
 }
 
 /// Reads on a socket descriptor (`read`, `readv`) into `dst`.

@@ -183,6 +183,8 @@ pub struct Blocker<'a> {
     pub fs: &'a vfs::FileSystem,
     /// the calling thread
     pub caller: &'a dyn Caller,
+    /// `RWF_NOWAIT`: `EAGAIN` where the operation would sleep
+    pub nowait: bool,
 }
 
 impl fmt::Debug for Blocker<'_> {
@@ -257,7 +259,7 @@ impl Blocker<'_> {
             if let Some(v) = attempt()? {
                 return Ok(v);
             }
-            if nonblock {
+            if nonblock || self.nowait {
                 return Err(Errno::EAGAIN);
             }
             // Checked before `ready`, which may say yes to an attempt
@@ -297,6 +299,9 @@ impl Blocker<'_> {
         }
         if self.caller.interrupted() {
             return Err(signal);
+        }
+        if self.nowait {
+            return Err(Errno::EAGAIN);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(false);
@@ -691,7 +696,19 @@ impl FileDescription {
         bufs: &[GuestSlice],
         at: Option<u64>,
     ) -> Result<u64, Errno> {
-        let n = self.write_inner(blk, bufs, at)?;
+        self.write_with(blk, bufs, at, None)
+    }
+
+    /// [`Self::write`] with `O_APPEND` overridden for this write when
+    /// `append` is given (`pwritev2`'s `RWF_APPEND`, `RWF_NOAPPEND`).
+    pub fn write_with(
+        &self,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+        append: Option<bool>,
+    ) -> Result<u64, Errno> {
+        let n = self.write_inner(blk, bufs, at, append)?;
         if n > 0 {
             self.notify(crate::vfs::inotify::mask::MODIFY);
         }
@@ -703,6 +720,7 @@ impl FileDescription {
         blk: Blocker<'_>,
         bufs: &[GuestSlice],
         at: Option<u64>,
+        append: Option<bool>,
     ) -> Result<u64, Errno> {
         if !self.writable() {
             return Err(Errno::EBADF);
@@ -727,13 +745,11 @@ impl FileDescription {
             m.remove_privs(blk.caller.capable(crate::kernel::auth::cap::FSETID), |g| {
                 blk.caller.in_group(g)
             });
-            let append = self.flags() & OpenFlags::APPEND.bits() != 0;
+            // An O_APPEND description appends even for pwrite (pwrite(2),
+            // BUGS), leaving the position alone.
+            let append = append.unwrap_or(self.flags() & OpenFlags::APPEND.bits() != 0);
             let mut pos = lock(&self.pos);
-            let (end, written) = m.write_from(
-                at.unwrap_or(*pos),
-                &GuestBufs::new(bufs),
-                append && at.is_none(),
-            )?;
+            let (end, written) = m.write_from(at.unwrap_or(*pos), &GuestBufs::new(bufs), append)?;
             if at.is_none() {
                 *pos = end;
             }
@@ -741,7 +757,7 @@ impl FileDescription {
         }
         if let FileKind::Host(f) = &self.kind {
             // A volume's file, opened for writing by the gofer.
-            return self.write_host(blk, f, bufs, at);
+            return self.write_host(blk, f, bufs, at, append == Some(true));
         }
         if let FileKind::Pipe(end) = &self.kind {
             if at.is_some() {
@@ -831,13 +847,15 @@ impl FileDescription {
         f: &crate::vfs::HostFile,
         bufs: &[GuestSlice],
         at: Option<u64>,
+        rwf_append: bool,
     ) -> Result<u64, Errno> {
         if self.is_dir() {
             return Err(Errno::EISDIR);
         }
         // The host descriptor carries O_APPEND too: its writes land at the
         // end whatever the offset, as the guest's would.
-        let append = self.flags() & OpenFlags::APPEND.bits() != 0;
+        let o_append = self.flags() & OpenFlags::APPEND.bits() != 0;
+        let append = o_append || rwf_append;
         let mut pos = lock(&self.pos);
         if let Some(cache) = blk.fs.page_caches.lookup(f) {
             // Mapped shared: the mappings see the write too.
@@ -852,7 +870,13 @@ impl FileDescription {
             }
             return Ok(n);
         }
-        let mut off = at.unwrap_or(*pos);
+        let mut off = match at {
+            // RWF_APPEND without O_APPEND on the host descriptor: at the
+            // end as the host sees it now.
+            _ if rwf_append && !o_append => host::fstat(f.fd())?.st_size as u64,
+            Some(at) => at,
+            None => *pos,
+        };
         let mut total = 0u64;
         for b in bufs {
             let r = b.pwrite_to(f.fd(), off);

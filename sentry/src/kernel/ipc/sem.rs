@@ -272,6 +272,9 @@ pub fn semtimedop(
     let pid = task.pid();
     let alter = ops.iter().any(|o| o.op != 0);
     let undo = ops.iter().any(|o| o.flg & SEM_UNDO != 0);
+    if undo {
+        task.proc_.state().sem_undo_list = true;
+    }
     let waiters = {
         let mut g = reg.lock();
         let s = g.by_id(id)?;
