@@ -97,6 +97,40 @@ pub struct Confinement {
     pub host_sockets: bool,
     /// `--network host`: see the module's documentation.
     pub host_network: bool,
+    /// The caller's terminal, which the Sentry uses raw: the monitor puts
+    /// it back when the Sentry ends or stops, and raw again when it
+    /// continues.
+    pub terminal: Option<Tty>,
+}
+
+/// A terminal's settings (descriptor 0) before and while the Sentry uses it.
+#[derive(Clone, Copy)]
+pub struct Tty {
+    /// as the caller had it
+    pub saved: libc::termios,
+    /// raw, for the Sentry's relay
+    pub raw: libc::termios,
+}
+
+impl Tty {
+    /// Puts the terminal on descriptor 0 in raw mode.
+    pub fn make_raw() -> std::io::Result<Tty> {
+        let saved = sys::termios(sys::stdin())?;
+        let raw = sys::raw(saved);
+        sys::set_termios(sys::stdin(), &raw)?;
+        Ok(Tty { saved, raw })
+    }
+
+    /// Puts it back as it was.
+    pub fn restore(&self) {
+        let _ = sys::set_termios(sys::stdin(), &self.saved);
+    }
+}
+
+impl std::fmt::Debug for Tty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tty")
+    }
 }
 
 /// The host uid and gid the Sentry of a root caller runs as: Debian's
@@ -178,7 +212,7 @@ pub fn split(c: Confinement) -> Result<(), Error> {
             if let Err(e) = mapped {
                 eprintln!("ferrovisor: the Sentry's user namespace: {e}");
             }
-            monitor(pid, parent_end)
+            monitor(pid, parent_end, c.terminal)
         }
     }
 }
@@ -222,8 +256,17 @@ fn write_maps(pid: i32, uid: u32, gid: u32) -> Result<(), Error> {
 /// The parent's life after the split: hands signals on to the Sentry
 /// (`pid`), reaps children, and exits as the Sentry did. It holds its end
 /// of the channel to the Sentry until then (see `split`).
-fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
+fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream, terminal: Option<Tty>) -> ! {
     let me = std::process::id() as i32;
+    let tty = |raw: bool| {
+        if let Some(t) = &terminal {
+            let _ = sys::set_termios(sys::stdin(), if raw { &t.raw } else { &t.saved });
+        }
+    };
+    let exit = |code: i32| -> ! {
+        tty(false);
+        sys::exit_now(code)
+    };
     // Only signalling the Sentry is left to do: CAP_KILL, because the
     // Sentry is another host user.
     let _ = sentry::host::filter::drop_capabilities(&[CAP_KILL]);
@@ -245,10 +288,10 @@ fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
     // The forwarded signals are blocked by the caller (block_forwarded);
     // if not, a default action may end this process, and the pdeath
     // signal then ends the Sentry: still no orphan.
-    if let Err(e) = monitor_policy(pid, me).install() {
+    if let Err(e) = monitor_policy(pid, me, terminal.is_some()).install() {
         eprintln!("ferrovisor: installing the monitor's seccomp filter: {e}");
         let _ = sys::kill(pid, libc::SIGKILL);
-        sys::exit_now(125);
+        exit(125);
     }
     loop {
         let (sig, _) = match sys::wait_signal(&waited) {
@@ -256,13 +299,13 @@ fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
             Err(e) => {
                 eprintln!("ferrovisor: waiting for the Sentry: {e}");
                 let _ = sys::kill(pid, libc::SIGKILL);
-                sys::exit_now(125);
+                exit(125);
             }
         };
         if sig == libc::SIGCHLD {
             while let Some((child, ended)) = sys::reap_any() {
                 if child == pid {
-                    sys::exit_now(exit_code(ended));
+                    exit(exit_code(ended));
                 }
             }
             continue;
@@ -273,11 +316,13 @@ fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
             // outside the namespace reaches. It stops with this process,
             // as the program run natively would.
             let _ = sys::kill(pid, libc::SIGSTOP);
+            tty(false);
             let _ = sys::kill(me, libc::SIGSTOP);
             continue;
         }
         if sig == libc::SIGCONT {
             // `fg`/`bg`, or `kill -CONT` of this pid.
+            tty(true);
             let _ = sys::kill(pid, libc::SIGCONT);
             continue;
         }
@@ -293,7 +338,7 @@ fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream) -> ! {
 /// (Rust's exit would unmap the main thread's signal stack as well: the
 /// monitor ends with `_exit`), and nothing else. Anything more kills the
 /// monitor, and with it (its parent-death signal) the Sentry.
-pub fn monitor_policy(sentry_pid: i32, me: i32) -> Policy {
+pub fn monitor_policy(sentry_pid: i32, me: i32, terminal: bool) -> Policy {
     let int = |arg: u8, value: i32| ArgCheck::int_eq(arg, u64::from(value as u32));
     let allow = Rule::allow_when;
     let mut rules = vec![
@@ -324,6 +369,13 @@ pub fn monitor_policy(sentry_pid: i32, me: i32) -> Policy {
         libc::SYS_kill,
         vec![int(0, me), int(1, libc::SIGSTOP)],
     ));
+    if terminal {
+        // Putting the caller's terminal back (tcsetattr on descriptor 0,
+        // which reads the settings back to check them).
+        for cmd in [libc::TCSETS, libc::TCGETS] {
+            rules.push(allow(libc::SYS_ioctl, vec![int(0, 0), int(1, cmd as i32)]));
+        }
+    }
     Policy {
         rules,
         default: Action::KillProcess,
@@ -359,7 +411,9 @@ mod tests {
     const KILL: u32 = 0x8000_0000;
 
     fn decide(nr: i64, args: [u64; 6]) -> u32 {
-        monitor_policy(100, 7).decide(nr, args).expect("compile")
+        monitor_policy(100, 7, false)
+            .decide(nr, args)
+            .expect("compile")
     }
 
     #[test]

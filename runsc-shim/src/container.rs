@@ -329,13 +329,21 @@ pub struct ExecTerminal {
 }
 
 /// Sets up a terminal for the container: a new pty whose master goes to the
-/// console socket; returns the slave, to become the sandbox's stdio.
-fn console(socket: &Path, size: Option<(u16, u16)>) -> Result<OwnedFd, Error> {
+/// console socket; returns the slave, to become the sandbox's stdio (`raw`:
+/// carrying the bytes of a terminal of the Sentry's).
+fn console(socket: &Path, size: Option<(u16, u16)>, raw: bool) -> Result<OwnedFd, Error> {
     let what = || format!("--console-socket {}", socket.display());
     let stream = UnixStream::connect(socket).map_err(io(what()))?;
     let (master, slave) = sys::open_pty().map_err(io("opening a pseudo-terminal"))?;
     if let Some((rows, cols)) = size {
         sys::set_window_size(master.as_fd(), rows, cols).map_err(io("setting the console size"))?;
+    }
+    // Raw: the line discipline the guest sees is the Sentry's own pty's,
+    // which this one only carries bytes for.
+    if raw {
+        let t = sys::termios(slave.as_fd()).map(sys::raw);
+        t.and_then(|t| sys::set_termios(slave.as_fd(), &t))
+            .map_err(io("putting the console in raw mode"))?;
     }
     sys::send_fd(stream.as_fd(), master.as_fd(), b"/dev/ptmx").map_err(io(what()))?;
     Ok(slave)
@@ -437,7 +445,7 @@ impl Runtime {
         let id = locked.id();
         sys::mkfifo(&locked.dir().join(EXEC_FIFO), 0o622).map_err(io("making exec.fifo"))?;
         let tty = match (&opts.console_socket, plan.terminal) {
-            (Some(sock), true) => Some(console(sock, plan.console_size)?),
+            (Some(sock), true) => Some(console(sock, plan.console_size, true)?),
             _ => None,
         };
         let (mut ready_r, ready_w) = std::io::pipe().map_err(io("making a pipe"))?;
@@ -919,7 +927,7 @@ impl Runtime {
             Some(ExecTerminal {
                 console_socket: Some(sock),
                 size,
-            }) => Some(console(sock, *size)?),
+            }) => Some(console(sock, *size, false)?),
             Some(_) if detach => {
                 return Err(Error::Usage(
                     "exec --detach --tty: give --console-socket for the terminal".into(),
@@ -1404,6 +1412,9 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
         // `kill` is kill(2) from outside the container's PID namespace, as
         // with runc: init gets only what it handles (and SIGKILL).
         host_signals: sentry::kernel::hostsig::HostSignals::FromOutside,
+        // `process.terminal`: the console (raw, see `console`) carries the
+        // bytes of a terminal of the sandbox's own.
+        terminal: plan.terminal && std::io::IsTerminal::is_terminal(&std::io::stdin()),
         // runc's `pids.limit` counts the container's tasks; the guest's are
         // the Sentry's to count (the host cgroup holds a larger backstop).
         max_tasks: plan
@@ -1439,6 +1450,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
     if let Err(e) = crate::confine::split(crate::confine::Confinement {
         host_sockets,
         host_network: network.is_host(),
+        terminal: None,
     }) {
         eprintln!("ferrovisor: {e}");
         tracing::error!("container {id}: {e}");

@@ -4,6 +4,7 @@
 //! shell over the `runsc_shim` library.
 
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -593,6 +594,10 @@ struct DoArgs {
     /// system calls to the Sentry (events per hand-off mode, switches).
     #[arg(long)]
     stats: bool,
+    /// On a terminal, pass the host's standard descriptors to the command
+    /// as they are, instead of giving it a terminal of the sandbox's own.
+    #[arg(long = "no-tty")]
+    no_tty: bool,
     /// The command (looked up in the guest's PATH) and its arguments.
     #[arg(
         required = true,
@@ -848,6 +853,10 @@ fn run_do(args: DoArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(125, e),
     };
+    // At a terminal the command gets one of the sandbox's (job control,
+    // raw keys, SIGWINCH), relayed to this one in raw mode.
+    let terminal =
+        !args.no_tty && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let config = sentry::SandboxConfig {
         root: client,
         _marker: std::marker::PhantomData,
@@ -873,6 +882,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         // drop a ^C it has no handler for; `do` stands for the command at
         // the user's terminal, so such a signal ends it as it would natively.
         host_signals: sentry::kernel::hostsig::HostSignals::Terminate,
+        terminal,
         max_tasks,
         // `do` sets no CPU quota: `cpu.max` says `max 100000`.
         cpu_max: sentry::CpuMax::default(),
@@ -882,11 +892,23 @@ fn run_do(args: DoArgs) -> ExitCode {
     };
     // Last, with the gofers started: the Sentry's own process in new
     // namespaces, as an unprivileged user.
+    let tty = if terminal {
+        match runsc_shim::confine::Tty::make_raw() {
+            Ok(t) => Some(t),
+            Err(e) => return fail(125, format_args!("putting the terminal in raw mode: {e}")),
+        }
+    } else {
+        None
+    };
     let confinement = runsc_shim::confine::Confinement {
         host_sockets: config.host_network || matches!(config.network.mode, netstack::Mode::Egress),
         host_network: config.host_network,
+        terminal: tty,
     };
     if let Err(e) = runsc_shim::confine::split(confinement) {
+        if let Some(t) = &tty {
+            t.restore();
+        }
         return fail(125, e);
     }
     // In a network namespace of its own the Sentry holds nothing there:

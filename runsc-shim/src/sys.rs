@@ -272,6 +272,35 @@ pub fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((master, unsafe { OwnedFd::from_raw_fd(s) }))
 }
 
+/// Descriptor 0, borrowed without touching `std::io::stdin` (whose
+/// buffer the monitor, under its filter, may not allocate).
+pub fn stdin() -> BorrowedFd<'static> {
+    // SAFETY: descriptor 0 stays open for the process's life (a closed one
+    // makes the calls on it fail with EBADF, nothing worse).
+    unsafe { BorrowedFd::borrow_raw(0) }
+}
+
+/// The terminal's settings (`tcgetattr`).
+pub fn termios(fd: BorrowedFd<'_>) -> io::Result<libc::termios> {
+    // SAFETY: all-zero bytes are a valid `termios`.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: tcgetattr writes one `termios`, which `t` is.
+    cvt(unsafe { libc::tcgetattr(fd.as_raw_fd(), &mut t) }).map(|_| t)
+}
+
+/// Sets the terminal's settings at once (`tcsetattr(TCSANOW)`).
+pub fn set_termios(fd: BorrowedFd<'_>, t: &libc::termios) -> io::Result<()> {
+    // SAFETY: tcsetattr reads one `termios`.
+    cvt(unsafe { libc::tcsetattr(fd.as_raw_fd(), libc::TCSANOW, t) }).map(drop)
+}
+
+/// `t` in raw mode (`cfmakeraw`): bytes pass as typed, in and out.
+pub fn raw(mut t: libc::termios) -> libc::termios {
+    // SAFETY: cfmakeraw only edits the struct it is given.
+    unsafe { libc::cfmakeraw(&mut t) };
+    t
+}
+
 /// `ioctl(fd, TIOCSWINSZ)`.
 pub fn set_window_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result<()> {
     let ws = libc::winsize {

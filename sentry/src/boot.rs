@@ -67,6 +67,10 @@ pub struct SandboxConfig<'a> {
     pub memory_limit: Option<u64>,
     /// what host signals forwarded to the guest's first process mean
     pub host_signals: crate::kernel::hostsig::HostSignals,
+    /// the Sentry's descriptors 0 and 1 are a terminal in raw mode: the
+    /// first process gets a pty of the sandbox's as its controlling
+    /// terminal, relayed to them ([`crate::fsimpl::devpts::Console`])
+    pub terminal: bool,
     /// most tasks (threads and processes, zombies included) the guest may
     /// hold at once: the container's `pids.limit`, counted in the Sentry
     /// so that the guest sees runc's limit, not the sandbox's host tasks
@@ -185,6 +189,7 @@ where
     let kernel = Arc::new(Kernel {
         syscalls: crate::syscalls::dispatch,
         write_core: crate::syscalls::write_core,
+        on_winch: Default::default(),
         sysv_shm: Arc::default(),
         sysv_sem: Arc::default(),
         sysv_msg: Arc::default(),
@@ -305,6 +310,18 @@ where
         platform_clone_flags: kernel.platform.host_clone_flags(),
     })
     .map_err(Error::HostFilter)?;
+    let console = if config.terminal {
+        Some(console(&kernel)?)
+    } else {
+        None
+    };
+    let stdio = match &console {
+        Some((c, file)) => Stdio::Terminal {
+            file: file.clone(),
+            tty: c.pty().clone(),
+        },
+        None => Stdio::Inherit,
+    };
     let task = start_process(
         &kernel,
         ProcessSpec {
@@ -313,10 +330,16 @@ where
             cwd: config.cwd,
             ids: config.ids,
             ppid: 0,
-            stdio: Stdio::Inherit,
+            stdio,
             privileges: config.privileges,
         },
     )?;
+    if let Some((c, _)) = &console {
+        c.start()
+            .map_err(|e| Error::Spawn(format!("the terminal's relay threads: {e}")))?;
+        let resize = c.clone();
+        let _ = kernel.on_winch.set(Box::new(move || resize.resize()));
+    }
     // Only now is there a first process to hand host signals to; those that
     // came before stay pending (blocked) until the forwarder takes them.
     crate::kernel::hostsig::start_forwarder(Arc::downgrade(&kernel), host_signals);
@@ -326,6 +349,9 @@ where
     // Init has exited: like a PID namespace's init, it takes every other
     // process with it.
     kernel.kill_all();
+    if let Some((c, _)) = &console {
+        c.flush();
+    }
     // The processes just killed may still hold shared mappings of volume
     // files, which would be written back when their address spaces go:
     // the Sentry may end first, so what they hold goes to the host now.
@@ -335,4 +361,28 @@ where
         }
     }
     Ok(status)
+}
+
+/// The sandbox's terminal and an open description of its slave
+/// (`/dev/pts/N`, read-write), for the first process's stdio.
+fn console(
+    kernel: &Arc<Kernel>,
+) -> Result<
+    (
+        Arc<crate::fsimpl::devpts::Console>,
+        Arc<crate::vfs::file::FileDescription>,
+    ),
+    Error,
+> {
+    use crate::vfs::file::{FileDescription, FileKind};
+    let fail = |e: abi::Errno| Error::Spawn(format!("the sandbox's terminal: {e:?}"));
+    let c = crate::fsimpl::devpts::Console::new(&kernel.fs.devpts).map_err(fail)?;
+    let slave = c.pty().open_slave().map_err(fail)?;
+    let path = format!("/dev/pts/{}", c.pty().index);
+    let loc = kernel
+        .fs
+        .resolve(&kernel.fs.root(), path.as_bytes(), true)
+        .ok();
+    let file = FileDescription::new(FileKind::Pty(slave), loc, abi::OpenFlags::RDWR.bits());
+    Ok((c, file))
 }

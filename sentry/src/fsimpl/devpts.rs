@@ -798,6 +798,156 @@ impl Drop for PtyEnd {
     }
 }
 
+/// The terminal of a sandbox run at the user's terminal (`ferrovisor do`
+/// on a tty): a pty of the Sentry's own, whose slave is the first
+/// process's standard descriptors and controlling terminal, and whose
+/// master the Sentry relays to its host descriptors 0 and 1 (which the
+/// caller put in raw mode). So the guest's line discipline, job control
+/// and `SIGWINCH` are the Sentry's, and the host terminal sees only bytes.
+#[derive(Debug)]
+pub struct Console {
+    master: PtyEnd,
+    /// held while output is taken from the pty and written to the host,
+    /// so that [`Console::flush`] at the end loses and reorders nothing
+    out: Mutex<()>,
+}
+
+impl Console {
+    /// A new pty, unlocked, at the host terminal's size.
+    pub fn new(devpts: &Arc<Devpts>) -> Result<Arc<Console>, Errno> {
+        let master = devpts.allocate()?;
+        master.pty.lock().locked = false;
+        let c = Arc::new(Console {
+            master,
+            out: Mutex::new(()),
+        });
+        c.resize();
+        Ok(c)
+    }
+
+    /// The pty.
+    pub fn pty(&self) -> &Arc<Pty> {
+        &self.master.pty
+    }
+
+    /// Takes the host terminal's size again (its `SIGWINCH`); the
+    /// foreground group gets `SIGWINCH` when it changed.
+    pub fn resize(&self) {
+        let host =
+            |fd| crate::host::get_winsize(crate::vfs::file::FileDescription::stdio_borrow(fd));
+        let Ok(w) = host(1).or_else(|_| host(0)) else {
+            return;
+        };
+        let pgrp = {
+            let mut i = self.pty().lock();
+            if i.winsize == w {
+                return;
+            }
+            i.winsize = w;
+            i.pgrp
+        };
+        if let (Some(k), true) = (self.pty().kernel(), pgrp != 0) {
+            k.signal_pgrp(pgrp, SIGWINCH);
+        }
+    }
+
+    /// Starts the two relays: host input to the master, its output to
+    /// the host.
+    pub fn start(self: &Arc<Self>) -> std::io::Result<()> {
+        let c = self.clone();
+        std::thread::Builder::new()
+            .name("console-in".into())
+            .spawn(move || c.relay_in())?;
+        let c = self.clone();
+        std::thread::Builder::new()
+            .name("console-out".into())
+            .spawn(move || while c.relay_out(true) {})?;
+        Ok(())
+    }
+
+    /// Host input, as typed, into the line discipline (as a write of the
+    /// master); ends with the host's input.
+    fn relay_in(&self) {
+        let stdin = crate::vfs::file::FileDescription::stdio_borrow(0);
+        let mut buf = [0u8; 4096];
+        let waiter = crate::kernel::wait::Waiter::new();
+        let queues = [self.pty().waiters.clone()];
+        loop {
+            let n = match crate::host::read(stdin, &mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let mut done = 0;
+            while done < n {
+                let _reg = crate::kernel::wait::Registration::new(&waiter, &queues);
+                waiter.prepare();
+                let (took, raised) = {
+                    let mut i = self.pty().lock();
+                    if !i.master_open {
+                        return;
+                    }
+                    let room = if i.master_stopped {
+                        0
+                    } else {
+                        INPUT_CAP - i.pending.len()
+                    };
+                    let take = room.min(n - done);
+                    i.pending.extend(&buf[done..done + take]);
+                    (take, i.feed())
+                };
+                done += took;
+                self.pty().raise(raised);
+                self.pty().wake_up();
+                if took == 0 {
+                    waiter.sleep(None);
+                }
+            }
+        }
+    }
+
+    /// Writes what the pty has for the master to host descriptor 1;
+    /// `wait`: first sleeps until there is some. False once the host
+    /// cannot take it.
+    fn relay_out(&self, wait: bool) -> bool {
+        let waiter = crate::kernel::wait::Waiter::new();
+        let queues = [self.pty().waiters.clone()];
+        let _reg = crate::kernel::wait::Registration::new(&waiter, &queues);
+        loop {
+            waiter.prepare();
+            let guard = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            let data: Vec<u8> = {
+                let mut i = self.pty().lock();
+                let n = i.output.len();
+                i.output.drain(..n).collect()
+            };
+            if data.is_empty() {
+                drop(guard);
+                if !wait {
+                    return true;
+                }
+                waiter.sleep(None);
+                continue;
+            }
+            self.pty().waiters.notify();
+            self.pty().unthrottled(true);
+            let stdout = crate::vfs::file::FileDescription::stdio_borrow(1);
+            let mut at = 0;
+            while at < data.len() {
+                match crate::host::write(stdout, &data[at..]) {
+                    Ok(0) | Err(_) => return false,
+                    Ok(n) => at += n,
+                }
+            }
+            return true;
+        }
+    }
+
+    /// Writes out what is left (the sandbox ends).
+    pub fn flush(&self) {
+        self.relay_out(false);
+    }
+}
+
 fn copy_out(bufs: &[GuestSlice], data: &[u8]) -> u64 {
     crate::vfs::file::copy_to_slices(bufs, data)
 }
@@ -813,6 +963,10 @@ impl crate::kernel::task::Terminal for Pty {
 
     fn fg_pgrp(&self) -> Option<i32> {
         Pty::fg_pgrp(self)
+    }
+
+    fn attach(&self, sid: i32, pgrp: i32) -> bool {
+        self.set_controlling(sid, pgrp)
     }
 }
 

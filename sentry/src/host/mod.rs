@@ -362,6 +362,13 @@ pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// `write` from a Sentry buffer.
+pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of its length.
+    let n = cvt(unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) } as i64)?;
+    Ok(n as usize)
+}
+
 /// `pread` into a Sentry buffer.
 pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], pos: u64) -> io::Result<usize> {
     // SAFETY: `buf` is valid for writes of its length.

@@ -127,6 +127,12 @@ pub(crate) fn start_forwarder(kernel: Weak<Kernel>, mode: HostSignals) {
         .spawn(move || {
             while let Some(sig) = next() {
                 let Some(k) = kernel.upgrade() else { return };
+                // A terminal of the sandbox's own follows the host's size;
+                // its foreground group gets SIGWINCH from it.
+                if let (libc::SIGWINCH, Some(resize)) = (sig, k.on_winch.get()) {
+                    resize();
+                    continue;
+                }
                 let init = k.procs().map.get(&1).cloned();
                 match init {
                     Some(p) if mode == HostSignals::Terminate && ends_unhandled(&p, sig) => {

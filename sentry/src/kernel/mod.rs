@@ -139,6 +139,9 @@ pub struct Kernel {
     pub syscalls: SyscallFn,
     /// how core files are written
     pub write_core: CoreFn,
+    /// what the host's `SIGWINCH` does, when the sandbox has a terminal of
+    /// its own (set at boot): its size is taken again
+    pub on_winch: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// how guest code runs
     pub platform: Box<dyn Platform>,
     /// where guest memory lives
@@ -559,6 +562,14 @@ pub enum Stdio {
     /// host descriptors handed in (`exec`); they belong to the new
     /// process's files from then on, and are closed if it cannot start
     Owned([std::os::fd::OwnedFd; 3]),
+    /// a terminal of the sandbox's (`file`, an open description of it, as
+    /// all three), which becomes the process's controlling terminal
+    Terminal {
+        /// the description
+        file: Arc<FileDescription>,
+        /// the terminal
+        tty: Arc<dyn crate::kernel::task::Terminal>,
+    },
 }
 
 /// How much of `/etc/passwd` [`passwd_home`] reads: real ones are a few
@@ -692,14 +703,29 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
     let ctx = kernel.platform.new_context()?;
 
     let mut fds = FdTable::default();
+    let mut ctty = None;
     let stdio: [i32; 3] = match spec.stdio {
         Stdio::Inherit => [0, 1, 2],
         Stdio::Owned(fds) => fds.map(std::os::fd::IntoRawFd::into_raw_fd),
+        Stdio::Terminal { file, tty } => {
+            for i in 0..3 {
+                let entry = FdEntry {
+                    file: file.clone(),
+                    cloexec: false,
+                };
+                let _ = fds.insert_at(i, entry, u64::MAX);
+            }
+            ctty = Some(tty);
+            [-1; 3]
+        }
     };
     for (i, fd) in stdio.into_iter().enumerate() {
         // The caller's own access mode, so that e.g. a read-write terminal
         // stays read-write; a standard descriptor the caller closed stays
         // closed in the guest.
+        if fd < 0 {
+            continue;
+        }
         let Ok(flags) = crate::host::getfl(FileDescription::stdio_borrow(fd)) else {
             continue;
         };
@@ -751,6 +777,13 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         // The first process is the init of the sandbox's PID namespace.
         st.unkillable = pid == 1;
         st.dumpable = dumpable;
+        // It leads its own session: the terminal given is its controlling
+        // one, foreground group its own.
+        if let Some(t) = ctty {
+            if t.attach(pid, pid) {
+                st.ctty = Some(t);
+            }
+        }
     }
     {
         let mut procs = kernel.procs();

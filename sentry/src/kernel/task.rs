@@ -205,6 +205,9 @@ pub trait Terminal: std::any::Any + Send + Sync + fmt::Debug {
     fn rdev_minor(&self) -> u64;
     /// Its foreground process group, if any.
     fn fg_pgrp(&self) -> Option<i32>;
+    /// Becomes the controlling terminal of session `sid`, foreground group
+    /// `pgrp`, unless it is some session's already.
+    fn attach(&self, sid: i32, pgrp: i32) -> bool;
 }
 
 /// Whether `held` is the terminal at `t` (compared by address: two
