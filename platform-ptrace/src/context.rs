@@ -86,6 +86,9 @@ pub struct PtraceContext {
     used: Vec<(Weak<Shared>, Arc<StubThread>)>,
     /// FP state fetched since the last switch.
     fp: Option<Vec<u8>>,
+    /// FP state set before the first switch (a forked thread's), given to
+    /// its stub thread then.
+    pending_fp: Option<Vec<u8>>,
 }
 
 impl PtraceContext {
@@ -96,6 +99,7 @@ impl PtraceContext {
             current: None,
             used: Vec::new(),
             fp: None,
+            pending_fp: None,
         }
     }
 
@@ -222,6 +226,9 @@ impl Context for PtraceContext {
             st.check_alive()?;
             if shared.is_trap() {
                 let runner = shared.runner(&thread, &mut st)?;
+                if let Some(fp) = self.pending_fp.take() {
+                    runner.set_fpstate(&fp)?;
+                }
                 self.interrupt
                     .set_running(Some((thread.tgid, runner.tid, trap::KICK_SIGNAL)));
                 let ret = if self.interrupt.pending.swap(false, Ordering::SeqCst) {
@@ -240,6 +247,9 @@ impl Context for PtraceContext {
                     st.reap_after_kill();
                 }
                 return ret;
+            }
+            if let Some(fp) = self.pending_fp.take() {
+                fpu::set(st.tid, &fp)?;
             }
             self.interrupt
                 .set_running(Some((thread.tgid, thread.tid, INTERRUPT_SIGNAL)));
@@ -273,6 +283,10 @@ impl Context for PtraceContext {
     }
 
     fn set_fpstate(&mut self, state: &[u8]) -> Result<()> {
+        if self.current.is_none() {
+            self.pending_fp = Some(state.to_vec());
+            return Ok(());
+        }
         let mut st = self.last_thread()?;
         if let Some(runner) = st.runner.as_mut() {
             return runner.set_fpstate(state);

@@ -117,6 +117,13 @@ const UC_FLAGS_SS: u64 = 0x6;
 /// `FP_XSTATE_MAGIC1` in the `FXSAVE` area's software bytes (offset 464)
 /// of a signal frame with XSAVE state.
 const FP_XSTATE_MAGIC1: u32 = 0x4650_5853;
+/// `FP_XSTATE_MAGIC2`, just after an XSAVE image in a signal frame.
+const FP_XSTATE_MAGIC2: u32 = 0x4650_5845;
+/// Where the initial frame's FP image goes: above the initial ucontext,
+/// 64-byte aligned, far below where the stub's stack starts.
+const SLOT_INIT_FP: u64 = SLOT_INIT_UC + 1024;
+/// The largest image it takes (the stack starts at `SLOT_START_SP`).
+const INIT_FP_MAX: u64 = 16 * 1024;
 const FXSAVE_LEN: usize = 512;
 const XSAVE_HEADER_END: usize = 576;
 
@@ -292,6 +299,9 @@ pub(crate) struct Runner {
     resumed: Option<Instant>,
     /// FP image fetched since the last event.
     fp: Option<Vec<u8>>,
+    /// Before the first run: the FP image to start with (a forked
+    /// thread's parent's), which the initial frame restores.
+    init_fp: Option<Vec<u8>>,
     exited: bool,
     /// With patched sites: where the fast path's instructions are.
     fast: Option<FastIps>,
@@ -389,6 +399,7 @@ impl Runner {
             chooser,
             resumed: None,
             fp: None,
+            init_fp: None,
             exited: false,
             fast,
         })
@@ -462,7 +473,18 @@ impl Runner {
                 uc[UC_STACK_SIZE..UC_STACK_SIZE + 8].copy_from_slice(&size.to_le_bytes());
                 encode_gregs(&mut uc[UC_MCONTEXT..], regs);
                 // fpstate NULL: rt_sigreturn gives the thread the initial FP
-                // state. Nothing blocked in the guest.
+                // state; else the image given, with the XSAVE frame's
+                // closing magic after it. Nothing blocked in the guest.
+                if let Some(fp) = self.init_fp.take() {
+                    r.write(s, SLOT_INIT_FP, &fp);
+                    r.write(
+                        s,
+                        SLOT_INIT_FP + fp.len() as u64,
+                        &FP_XSTATE_MAGIC2.to_le_bytes(),
+                    );
+                    let at = UC_MCONTEXT + SC_FPSTATE;
+                    uc[at..at + 8].copy_from_slice(&self.stub_addr(SLOT_INIT_FP).to_le_bytes());
+                }
                 uc[UC_SIGMASK..UC_SIGMASK + 8].copy_from_slice(&0u64.to_le_bytes());
                 r.write(s, SLOT_INIT_UC, &uc);
                 set = SET_FS | SET_GS;
@@ -945,6 +967,15 @@ impl Runner {
     /// Replaces the FP state the frame will restore, after the checks the
     /// kernel's `rt_sigreturn` would otherwise fail on (and kill for).
     pub(crate) fn set_fpstate(&mut self, state: &[u8]) -> Result<()> {
+        if self.frame == Frame::Initial {
+            // Checked by rt_sigreturn of the initial frame: an image of
+            // this host's format (the parent's) restores as it was taken.
+            if state.len() < FXSAVE_LEN || state.len() as u64 > INIT_FP_MAX {
+                return Err(Error::Misuse("set_fpstate: no image of this host's format"));
+            }
+            self.init_fp = Some(state.to_vec());
+            return Ok(());
+        }
         if self.frame == Frame::Fast {
             self.convert()?;
         }

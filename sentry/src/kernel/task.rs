@@ -728,6 +728,12 @@ impl Thread {
             self.process.send_signal(kernel, sig, info);
             return;
         }
+        self.queue_signal(sig, info);
+    }
+
+    /// Queues a signal that acts on this thread alone (not `SIGKILL`,
+    /// `SIGCONT` or a stop signal) and wakes it.
+    fn queue_signal(&self, sig: i32, info: SigInfo) {
         {
             let st = self.process.state();
             if st.exit.is_some() || st.group_exit.is_some() {
@@ -804,6 +810,10 @@ impl Sleeper for Thread {
 impl crate::vfs::file::Caller for Thread {
     fn capable(&self, cap: u32) -> bool {
         self.state().caps.has(cap)
+    }
+
+    fn raise_sigpipe(&self) {
+        self.queue_signal(SIGPIPE, user_info(SIGPIPE, 0, 0, si::KERNEL));
     }
 
     fn in_group(&self, gid: u32) -> bool {

@@ -621,33 +621,35 @@ impl UnixSocket {
         let mut out = Received::default();
         match self.kind {
             SockType::Stream => {
+                // As unix_stream_read_generic(): pieces are glued until
+                // one that carries descriptors, which ends the read (its
+                // descriptors are this read's, even when it is read only
+                // in part).
                 let mut i = 0;
                 while out.data.len() < max {
                     let Some(m) = st.rx.msgs.get_mut(i) else {
                         break;
                     };
-                    // Ancillary data belongs to its own message: stop before
-                    // a message that carries some, unless it is the first.
-                    if i > 0 && (!m.rights.is_empty()) {
-                        break;
-                    }
                     let avail = &m.data[m.consumed..];
                     let n = avail.len().min(max - out.data.len());
                     out.data.extend_from_slice(&avail[..n]);
-                    if i == 0 {
+                    if out.creds.is_none() {
                         out.creds = Some(m.creds);
-                        if !peek {
-                            out.rights = std::mem::take(&mut m.rights);
-                        }
                     }
+                    let rights = !m.rights.is_empty();
                     if peek {
                         i += 1;
-                        continue;
-                    }
-                    m.consumed += n;
-                    if m.consumed == m.data.len() {
-                        st.rx.msgs.pop_front();
                     } else {
+                        if rights {
+                            out.rights = std::mem::take(&mut m.rights);
+                        }
+                        m.consumed += n;
+                        if m.consumed < m.data.len() {
+                            break;
+                        }
+                        st.rx.msgs.pop_front();
+                    }
+                    if rights {
                         break;
                     }
                 }

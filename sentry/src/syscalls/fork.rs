@@ -256,6 +256,9 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     };
     let child_tid = args.child_tid;
     let flags = f;
+    // Every clone starts with the caller's FP state (MXCSR, x87 control,
+    // vector registers), as Linux's fpu_clone copies it.
+    let parent_fp = task.ctx.fpstate().ok();
     let k = kernel.clone();
     let child_thread = thread.clone();
     // The child's host side (a stub process, a host thread in it) is made
@@ -287,7 +290,10 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                     }
                     (None, None) => return Err("no address space".into()),
                 };
-                let ctx = kernel.platform.new_context().map_err(|e| e.to_string())?;
+                let mut ctx = kernel.platform.new_context().map_err(|e| e.to_string())?;
+                if let Some(fp) = &parent_fp {
+                    ctx.set_fpstate(fp).map_err(|e| e.to_string())?;
+                }
                 // Out of room for one more thread (the seccomp platform's
                 // 1,024 per address space): EAGAIN, as Linux's thread limit.
                 let space = mm.lock().unwrap_or_else(|e| e.into_inner()).address_space();

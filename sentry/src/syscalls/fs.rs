@@ -2623,6 +2623,14 @@ fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u
     {
         return Err(Errno::EXDEV);
     }
+    // "/", "." and ".." name no entry of a directory to move or replace
+    // (Linux's LAST_ROOT and LAST_DOT[DOT]), before any other check.
+    if [&from.name, &to.name]
+        .iter()
+        .any(|n| n.as_slice() == b"." || n.as_slice() == b"..")
+    {
+        return Err(Errno::EBUSY);
+    }
     read_only_path(task, &from.parent)?;
     if from.existing.is_some() {
         busy_mount_point(task, from)?;

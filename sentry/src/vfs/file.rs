@@ -173,6 +173,9 @@ pub trait Caller: Sleeper {
     /// The caller itself, for the layers above that know what it is
     /// (a terminal's job control).
     fn as_any(&self) -> &dyn std::any::Any;
+    /// Raises `SIGPIPE` for the caller (a pipe write that wrote part and
+    /// then lost its readers: the count returns, the signal comes too).
+    fn raise_sigpipe(&self) {}
 }
 
 /// What a blocking file operation needs: the file system, and the caller
@@ -793,6 +796,11 @@ impl FileDescription {
                 match r {
                     Ok(n) => done += n,
                     Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => break,
+                    // pipe_write(): the count of what went in, and SIGPIPE.
+                    Err(Errno::EPIPE) if done > 0 => {
+                        blk.caller.raise_sigpipe();
+                        break;
+                    }
                     Err(e) => {
                         result = Err(e);
                         break;
