@@ -121,6 +121,8 @@ guests! {
     madvise,
     mremap,
     mincore,
+    // NUMA with one node, cachestat, mseal (issue 20)
+    numa,
     // process, identity, time
     ids,
     net_ifaces,
