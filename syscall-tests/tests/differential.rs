@@ -123,6 +123,7 @@ guests! {
     mincore,
     // NUMA with one node, cachestat, mseal (issue 20)
     numa,
+    cachestat,
     // process, identity, time
     ids,
     net_ifaces,

@@ -4,6 +4,7 @@
 //! live in one file per family; [`args`] gives them typed arguments.
 
 mod args;
+mod cachestat;
 pub mod compat;
 mod events;
 mod fork;
@@ -754,7 +755,11 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::PROCESS_MRELEASE, "another process's memory"),
     unsupported(nr::FUTEX_WAITV, "futex2 (futex works)"),
     unsupported(nr::SET_MEMPOLICY_HOME_NODE, "NUMA"),
-    unsupported(nr::CACHESTAT, "page cache statistics"),
+    partial(
+        nr::CACHESTAT,
+        cachestat::sys_cachestat,
+        "host files read as wholly cached and clean",
+    ),
     full(nr::FCHMODAT2, fs::sys_fchmodat2),
     unsupported(nr::MAP_SHADOW_STACK, "shadow stacks"),
     unsupported(nr::FUTEX_WAKE, "futex2 (futex works)"),
