@@ -124,6 +124,7 @@ guests! {
     // NUMA with one node, cachestat, mseal (issue 20)
     numa,
     cachestat,
+    mseal,
     // process, identity, time
     ids,
     net_ifaces,

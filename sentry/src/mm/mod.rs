@@ -216,6 +216,9 @@ pub struct Vma {
     pub image_pages: Option<ImagePages>,
     /// the NUMA policy `mbind(2)` gave it (`None`: the default)
     pub mempolicy: Option<MemPolicy>,
+    /// sealed by `mseal(2)`: its range can no longer be unmapped, moved,
+    /// replaced or reprotected
+    pub sealed: bool,
 }
 
 /// A NUMA memory policy as `get_mempolicy(2)` reports it: the mode with
@@ -315,6 +318,7 @@ impl Vma {
             writer: None,
             image_pages: None,
             mempolicy: None,
+            sealed: false,
         }
     }
 
@@ -592,6 +596,9 @@ impl MemoryManager {
         }
         if self.vmas.len() >= MAX_VMAS {
             return Err(Errno::ENOMEM);
+        }
+        if self.sealed_in(start, end) {
+            return Err(Errno::EPERM);
         }
         // The new mapping is made ready first, then replaces the old one
         // in the platform in one step; the old one's memory is freed only
@@ -875,8 +882,12 @@ impl MemoryManager {
         self.vmas.range(start..end).map(|(&k, _)| k).collect()
     }
 
-    /// Unmaps `[start, end)` (page-aligned); unmapped holes are fine.
+    /// Unmaps `[start, end)` (page-aligned); unmapped holes are fine, a
+    /// sealed VMA in the range is `EPERM` with nothing unmapped.
     pub fn unmap_range(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        if self.sealed_in(start, end) {
+            return Err(Errno::EPERM);
+        }
         let old = self.take_range(start, end);
         if old.is_empty() {
             return Ok(());
@@ -927,6 +938,9 @@ impl MemoryManager {
         {
             if v.start > at {
                 return Err(Errno::ENOMEM);
+            }
+            if v.sealed {
+                return Err(Errno::EPERM);
             }
             if prot.write && !v.may_write {
                 return Err(Errno::EACCES);
@@ -1061,6 +1075,11 @@ impl MemoryManager {
     ) -> Result<u64, Errno> {
         let old_end = old.checked_add(old_len).ok_or(Errno::EFAULT)?;
         let v = self.find_vma(old).cloned().ok_or(Errno::EFAULT)?;
+        // A sealed VMA is neither moved nor resized (mm/mremap.c checks
+        // the seal before the length).
+        if v.sealed {
+            return Err(Errno::EPERM);
+        }
         if v.end < old_end {
             return Err(Errno::EFAULT);
         }
@@ -1441,6 +1460,29 @@ impl MemoryManager {
             self.mf.mark_populated(off, std::slice::from_mut(b));
         }
         Ok(n)
+    }
+
+    /// Whether a VMA in `[start, end)` is sealed.
+    pub fn sealed_in(&self, start: u64, end: u64) -> bool {
+        self.vmas
+            .range(..end)
+            .rev()
+            .take_while(|(_, v)| v.end > start)
+            .any(|(_, v)| v.sealed)
+    }
+
+    /// `mseal(2)` of `[start, end)` (page-aligned): `ENOMEM` with nothing
+    /// sealed when part of it is unmapped.
+    pub fn seal(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        if !self.covers(start, end) {
+            return Err(Errno::ENOMEM);
+        }
+        for k in self.isolate(start, end) {
+            if let Some(v) = self.vmas.get_mut(&k) {
+                v.sealed = true;
+            }
+        }
+        Ok(())
     }
 
     /// Gives the mapped parts of `[start, end)` (page-aligned) the NUMA

@@ -770,7 +770,7 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::LSM_GET_SELF_ATTR, "LSM attributes"),
     unsupported(nr::LSM_SET_SELF_ATTR, "LSM attributes"),
     unsupported(nr::LSM_LIST_MODULES, "LSM attributes"),
-    unsupported(nr::MSEAL, "memory sealing"),
+    full(nr::MSEAL, mm::sys_mseal),
     unsupported(
         nr::SETXATTRAT,
         "the *xattrat calls (the path and fd forms work)",
