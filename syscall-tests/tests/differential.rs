@@ -200,6 +200,7 @@ guests! {
     pgrp_session,
     subreaper,
     futex_wake,
+    futex_waitv,
     pthread_sync,
     robust_mutex,
     thread_execve,

@@ -753,7 +753,7 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::LANDLOCK_RESTRICT_SELF, "Landlock"),
     unsupported(nr::MEMFD_SECRET, "secret memory"),
     unsupported(nr::PROCESS_MRELEASE, "another process's memory"),
-    unsupported(nr::FUTEX_WAITV, "futex2 (futex works)"),
+    full(nr::FUTEX_WAITV, process::sys_futex_waitv),
     unsupported(nr::SET_MEMPOLICY_HOME_NODE, "NUMA"),
     partial(
         nr::CACHESTAT,
