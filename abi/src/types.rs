@@ -27,6 +27,18 @@ abi_struct!(
     /// `struct kcmp_epoll_slot` (`kcmp(KCMP_EPOLL_TFD)`).
     KcmpEpollSlot, 12, { efd: u32, tfd: u32, toff: u32 });
 abi_struct!(
+    /// `struct cachestat_range` (`cachestat(2)`).
+    CachestatRange, 16, { off: u64, len: u64 });
+abi_struct!(
+/// `struct cachestat` (`cachestat(2)`): page counts.
+Cachestat, 40, {
+    nr_cache: u64, nr_dirty: u64, nr_writeback: u64, nr_evicted: u64,
+    nr_recently_evicted: u64,
+});
+abi_struct!(
+    /// `struct futex_waitv` (`futex_waitv(2)`).
+    FutexWaitv, 24, { val: u64, uaddr: u64, flags: u32, reserved: u32 });
+abi_struct!(
     /// `struct rlimit` / `struct rlimit64`.
     Rlimit, 16, { cur: u64, max: u64 });
 abi_struct!(

@@ -121,6 +121,10 @@ guests! {
     madvise,
     mremap,
     mincore,
+    // NUMA with one node, cachestat, mseal (issue 20)
+    numa,
+    cachestat,
+    mseal,
     // process, identity, time
     ids,
     net_ifaces,
@@ -198,6 +202,7 @@ guests! {
     pgrp_session,
     subreaper,
     futex_wake,
+    futex_waitv,
     pthread_sync,
     robust_mutex,
     thread_execve,

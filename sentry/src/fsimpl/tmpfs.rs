@@ -61,6 +61,24 @@ impl FileData {
         Ok(())
     }
 
+    /// How many of the pages `first..=last` (page indexes) below the end
+    /// of the file hold memory: what Linux's page cache holds of a tmpfs
+    /// file (holes and pages never written have none).
+    pub fn resident_pages(&self, first: u64, last: u64) -> u64 {
+        let Some(r) = &self.region else {
+            return 0;
+        };
+        let pages = self.len.div_ceil(PAGE_SIZE).min(r.len() / PAGE_SIZE);
+        let end = last.saturating_add(1).min(pages);
+        if first >= end {
+            return 0;
+        }
+        let bytes = (end - first) * PAGE_SIZE;
+        r.memory_file()
+            .populated(r.offset() + first * PAGE_SIZE, bytes)
+            .div_ceil(PAGE_SIZE)
+    }
+
     /// The region and its length, for a shared mapping of `len` bytes
     /// from `off`.
     pub fn region_for(
@@ -904,6 +922,15 @@ impl MemInode {
     pub fn size(&self) -> u64 {
         match &self.kind {
             MemKind::File(d) => lock(d).len,
+            _ => 0,
+        }
+    }
+
+    /// A regular file's pages `first..=last` that hold memory (see
+    /// [`FileData::resident_pages`]); none for other kinds.
+    pub fn resident_pages(&self, first: u64, last: u64) -> u64 {
+        match &self.kind {
+            MemKind::File(d) => lock(d).resident_pages(first, last),
             _ => 0,
         }
     }

@@ -102,6 +102,84 @@ pub fn wait(
     }
 }
 
+/// `futex_waitv(2)`: sleeps while every word `words[i].0` holds
+/// `words[i].1`, until one of them is woken; returns the index of the
+/// woken one (the highest, if several were, as Linux's
+/// `futex_unqueue_multiple`). The addresses have been checked for
+/// alignment. `EAGAIN` when a word differs and `EFAULT` when one is not
+/// mapped, whichever comes first in order, as Linux reads them.
+pub fn wait_multiple(
+    task: &Task,
+    words: &[(u64, u32)],
+    deadline: Option<Instant>,
+) -> Result<u64, Errno> {
+    let mut found: Vec<(u64, GuestWord, u32)> = Vec::with_capacity(words.len());
+    for &(addr, val) in words {
+        match word(task, addr) {
+            Ok((key, w)) => found.push((key, w, val)),
+            Err(e) => {
+                let differs = found.iter().any(|(_, w, v)| w.load(Ordering::SeqCst) != *v);
+                return Err(if differs { Errno::EAGAIN } else { e });
+            }
+        }
+    }
+    let table = &task.kernel.futexes;
+    let mine: Vec<(u64, Arc<Waiter>)> = found
+        .iter()
+        .map(|(key, _, _)| {
+            let w = Arc::new(Waiter {
+                woken: AtomicBool::new(false),
+                bitset: u32::MAX,
+                tid: 0,
+                thread: task.thread.waiter.clone(),
+            });
+            (*key, w)
+        })
+        .collect();
+    {
+        let mut q = table.lock();
+        if found.iter().any(|(_, w, v)| w.load(Ordering::SeqCst) != *v) {
+            return Err(Errno::EAGAIN);
+        }
+        for (key, w) in &mine {
+            q.entry(*key).or_default().push(w.clone());
+        }
+    }
+    let woken = || {
+        mine.iter()
+            .rposition(|(_, w)| w.woken.load(Ordering::SeqCst))
+    };
+    // Leaves every queue the wait is still on; the woken index, if any.
+    let leave = || {
+        let mut q = table.lock();
+        for (key, w) in &mine {
+            if let Some(list) = q.get_mut(key) {
+                list.retain(|x| !Arc::ptr_eq(x, w));
+                if list.is_empty() {
+                    q.remove(key);
+                }
+            }
+        }
+        woken()
+    };
+    let thread = &task.thread.waiter;
+    loop {
+        thread.prepare();
+        let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
+        if woken().is_some() || timed_out || task.thread.interrupted() {
+            if let Some(i) = leave() {
+                return Ok(i as u64);
+            }
+            return Err(if timed_out {
+                Errno::ETIMEDOUT
+            } else {
+                Errno::ERESTARTSYS
+            });
+        }
+        thread.sleep(deadline);
+    }
+}
+
 fn wake_key(q: &mut HashMap<u64, Vec<Arc<Waiter>>>, key: u64, n: u32, bitset: u32) -> u64 {
     let mut woken = 0u64;
     if let Some(list) = q.get_mut(&key) {

@@ -642,6 +642,8 @@ pub struct ThreadState {
     pub uid: [u32; 4],
     /// its I/O priority (`ioprio_set(2)`; 0: none set, class NONE)
     pub ioprio: i32,
+    /// its NUMA policy (`set_mempolicy(2)`; `None`: the default)
+    pub mempolicy: Option<crate::mm::MemPolicy>,
     /// its real, effective, saved and file-system group ids (/proc)
     pub gid: [u32; 4],
     /// its supplementary groups (/proc)

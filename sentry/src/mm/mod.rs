@@ -214,6 +214,23 @@ pub struct Vma {
     /// for a private mapping of a file's image: which pages still are the
     /// image's (see the module's documentation)
     pub image_pages: Option<ImagePages>,
+    /// the NUMA policy `mbind(2)` gave it (`None`: the default)
+    pub mempolicy: Option<MemPolicy>,
+    /// sealed by `mseal(2)`: its range can no longer be unmapped, moved,
+    /// replaced or reprotected
+    pub sealed: bool,
+}
+
+/// A NUMA memory policy as `get_mempolicy(2)` reports it: the mode with
+/// its mode flags, and the first word of its node mask. The sandbox has
+/// one node, and Linux copies out no more words than there are nodes, so
+/// later words are never seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemPolicy {
+    /// `MPOL_*` mode ORed with its `MPOL_F_*` mode flags
+    pub mode: i32,
+    /// the node mask's first word
+    pub nodes: u64,
 }
 
 /// The pages of a private file mapping that still are its file's image's:
@@ -300,6 +317,8 @@ impl Vma {
             sigbus_from: None,
             writer: None,
             image_pages: None,
+            mempolicy: None,
+            sealed: false,
         }
     }
 
@@ -577,6 +596,9 @@ impl MemoryManager {
         }
         if self.vmas.len() >= MAX_VMAS {
             return Err(Errno::ENOMEM);
+        }
+        if self.sealed_in(start, end) {
+            return Err(Errno::EPERM);
         }
         // The new mapping is made ready first, then replaces the old one
         // in the platform in one step; the old one's memory is freed only
@@ -860,8 +882,12 @@ impl MemoryManager {
         self.vmas.range(start..end).map(|(&k, _)| k).collect()
     }
 
-    /// Unmaps `[start, end)` (page-aligned); unmapped holes are fine.
+    /// Unmaps `[start, end)` (page-aligned); unmapped holes are fine, a
+    /// sealed VMA in the range is `EPERM` with nothing unmapped.
     pub fn unmap_range(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        if self.sealed_in(start, end) {
+            return Err(Errno::EPERM);
+        }
         let old = self.take_range(start, end);
         if old.is_empty() {
             return Ok(());
@@ -912,6 +938,9 @@ impl MemoryManager {
         {
             if v.start > at {
                 return Err(Errno::ENOMEM);
+            }
+            if v.sealed {
+                return Err(Errno::EPERM);
             }
             if prot.write && !v.may_write {
                 return Err(Errno::EACCES);
@@ -1045,13 +1074,15 @@ impl MemoryManager {
         fixed: Option<u64>,
     ) -> Result<u64, Errno> {
         let old_end = old.checked_add(old_len).ok_or(Errno::EFAULT)?;
-        let v = self
-            .vmas
-            .range(..=old)
-            .next_back()
-            .map(|(_, v)| v.clone())
-            .filter(|v| v.end >= old_end && v.start <= old)
-            .ok_or(Errno::EFAULT)?;
+        let v = self.find_vma(old).cloned().ok_or(Errno::EFAULT)?;
+        // A sealed VMA is neither moved nor resized (mm/mremap.c checks
+        // the seal before the length).
+        if v.sealed {
+            return Err(Errno::EPERM);
+        }
+        if v.end < old_end {
+            return Err(Errno::EFAULT);
+        }
         if v.heap {
             return Err(Errno::EFAULT);
         }
@@ -1106,14 +1137,10 @@ impl MemoryManager {
             *avail = avail.saturating_sub(old - v.start);
         }
         self.unmap_range(old, old_end)?;
-        self.install(Vma::new(
-            dest,
-            dest + new_len,
-            v.prot,
-            v.shared,
-            offset,
-            backing,
-        ))?;
+        self.install(Vma {
+            mempolicy: v.mempolicy,
+            ..Vma::new(dest, dest + new_len, v.prot, v.shared, offset, backing)
+        })?;
         Ok(dest)
     }
 
@@ -1433,6 +1460,47 @@ impl MemoryManager {
             self.mf.mark_populated(off, std::slice::from_mut(b));
         }
         Ok(n)
+    }
+
+    /// Whether a VMA in `[start, end)` is sealed.
+    pub fn sealed_in(&self, start: u64, end: u64) -> bool {
+        self.vmas
+            .range(..end)
+            .rev()
+            .take_while(|(_, v)| v.end > start)
+            .any(|(_, v)| v.sealed)
+    }
+
+    /// `mseal(2)` of `[start, end)` (page-aligned): `ENOMEM` with nothing
+    /// sealed when part of it is unmapped.
+    pub fn seal(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        if !self.covers(start, end) {
+            return Err(Errno::ENOMEM);
+        }
+        for k in self.isolate(start, end) {
+            if let Some(v) = self.vmas.get_mut(&k) {
+                v.sealed = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives the mapped parts of `[start, end)` (page-aligned) the NUMA
+    /// policy `pol` (`mbind(2)`; `None` restores the default).
+    pub fn set_mempolicy(&mut self, start: u64, end: u64, pol: Option<MemPolicy>) {
+        for k in self.isolate(start, end) {
+            if let Some(v) = self.vmas.get_mut(&k) {
+                v.mempolicy = pol;
+            }
+        }
+    }
+
+    /// Whether the page at `addr` holds memory (see [`Self::residency`]);
+    /// `None` when `addr` is unmapped.
+    pub fn page_present(&self, addr: u64) -> Option<bool> {
+        let mut b = [0u8];
+        self.residency(page_down(addr), &mut b).ok()?;
+        Some(b[0] != 0)
     }
 
     /// The VMA containing `addr`, if any.

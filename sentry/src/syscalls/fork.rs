@@ -161,9 +161,9 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             p
         };
         let thread = Thread::new(id, proc_.clone(), mask);
-        let (affinity, nice, policy, ioprio) = {
+        let (affinity, nice, policy, ioprio, mempolicy) = {
             let t = task.thread.state();
-            (t.affinity, t.nice, t.policy, t.ioprio)
+            (t.affinity, t.nice, t.policy, t.ioprio, t.mempolicy)
         };
         {
             // (seen by /proc and capget from the start)
@@ -173,6 +173,8 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             t.policy = policy;
             // copy_io(): a priority with a class is inherited.
             t.ioprio = if ioprio >> 13 & 7 != 0 { ioprio } else { 0 };
+            // copy_process() duplicates the memory policy.
+            t.mempolicy = mempolicy;
             t.caps = task.creds.caps;
             t.no_new_privs = task.no_new_privs;
             t.uid = task.creds.uid;

@@ -301,11 +301,46 @@ pub fn sys_madvise(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     if at < end {
         return Err(Errno::ENOMEM);
     }
+    // A sealed VMA keeps the contents of its anonymous private memory that
+    // the caller could not write anyway: the advice that discards pages
+    // is EPERM there (mm/madvise.c, can_madvise_modify()).
+    const DISCARD: [u64; 7] = [MADV_DONTNEED, MADV_FREE, 9, 10, 18, 24, 102];
+    if DISCARD.contains(&advice)
+        && task.mm().vmas().any(|v| {
+            v.end > start
+                && v.start < end
+                && v.sealed
+                && !v.shared
+                && matches!(v.backing, Backing::Anon)
+                && !v.prot.write
+        })
+    {
+        return Err(Errno::EPERM);
+    }
     match advice {
         MADV_DONTNEED | MADV_FREE => task.mm().dontneed(start, end).map(|()| 0),
         0..=3 | 9..=25 | 100 | 101 => Ok(0),
         _ => Err(Errno::EINVAL),
     }
+}
+
+/// `mseal(2)`: seals the VMAs of `[addr, addr + len)` against unmapping,
+/// moving, replacing and `mprotect` (and, for read-only anonymous memory,
+/// the `madvise` advice that discards it). Sealing is for good: nothing
+/// undoes it, and a `fork` child's copies are sealed too.
+pub fn sys_mseal(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (start, len, flags) = (a.ptr(0), a.u64(1), a.u64(2));
+    if flags != 0 || !start.is_multiple_of(PAGE_SIZE) {
+        return Err(Errno::EINVAL);
+    }
+    // A length that rounds up past 2^64, or an end past it, is EINVAL.
+    let end = page_up(len)
+        .and_then(|l| start.checked_add(l))
+        .ok_or(Errno::EINVAL)?;
+    if end == start {
+        return Ok(0);
+    }
+    task.mm().seal(start, end).map(|()| 0)
 }
 
 pub fn sys_mremap(task: &mut Task, a: &Args) -> Result<u64, Errno> {

@@ -4,6 +4,7 @@
 //! live in one file per family; [`args`] gives them typed arguments.
 
 mod args;
+mod cachestat;
 pub mod compat;
 mod events;
 mod fork;
@@ -17,6 +18,7 @@ mod mm;
 mod mount;
 mod mqueue;
 mod netlink;
+mod numa;
 mod poll;
 mod process;
 mod ptrace;
@@ -528,9 +530,9 @@ pub const ROWS: &[Entry] = &[
     full(nr::TGKILL, signal::sys_tgkill),
     full(nr::UTIMES, fs::sys_utimes),
     unsupported(nr::VSERVER, "not implemented by Linux"),
-    unsupported(nr::MBIND, "NUMA"),
-    unsupported(nr::SET_MEMPOLICY, "NUMA"),
-    unsupported(nr::GET_MEMPOLICY, "NUMA"),
+    full(nr::MBIND, numa::sys_mbind),
+    full(nr::SET_MEMPOLICY, numa::sys_set_mempolicy),
+    full(nr::GET_MEMPOLICY, numa::sys_get_mempolicy),
     full(nr::MQ_OPEN, mqueue::sys_mq_open),
     full(nr::MQ_UNLINK, mqueue::sys_mq_unlink),
     full(nr::MQ_TIMEDSEND, mqueue::sys_mq_timedsend),
@@ -559,7 +561,7 @@ pub const ROWS: &[Entry] = &[
     full(nr::INOTIFY_INIT, fs::sys_inotify_init),
     full(nr::INOTIFY_ADD_WATCH, fs::sys_inotify_add_watch),
     full(nr::INOTIFY_RM_WATCH, fs::sys_inotify_rm_watch),
-    unsupported(nr::MIGRATE_PAGES, "NUMA"),
+    full(nr::MIGRATE_PAGES, numa::sys_migrate_pages),
     full(nr::OPENAT, fs::sys_openat),
     full(nr::MKDIRAT, fs::sys_mkdirat),
     full(nr::MKNODAT, fs::sys_mknodat),
@@ -594,7 +596,7 @@ pub const ROWS: &[Entry] = &[
     full(nr::TEE, splice::sys_tee),
     unsupported(nr::SYNC_FILE_RANGE, "sync_file_range"),
     full(nr::VMSPLICE, splice::sys_vmsplice),
-    unsupported(nr::MOVE_PAGES, "NUMA"),
+    full(nr::MOVE_PAGES, numa::sys_move_pages),
     full(nr::UTIMENSAT, fs::sys_utimensat),
     full(nr::EPOLL_PWAIT, events::sys_epoll_pwait),
     full(nr::SIGNALFD, events::sys_signalfd),
@@ -751,9 +753,13 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::LANDLOCK_RESTRICT_SELF, "Landlock"),
     unsupported(nr::MEMFD_SECRET, "secret memory"),
     unsupported(nr::PROCESS_MRELEASE, "another process's memory"),
-    unsupported(nr::FUTEX_WAITV, "futex2 (futex works)"),
+    full(nr::FUTEX_WAITV, process::sys_futex_waitv),
     unsupported(nr::SET_MEMPOLICY_HOME_NODE, "NUMA"),
-    unsupported(nr::CACHESTAT, "page cache statistics"),
+    partial(
+        nr::CACHESTAT,
+        cachestat::sys_cachestat,
+        "host files read as wholly cached and clean",
+    ),
     full(nr::FCHMODAT2, fs::sys_fchmodat2),
     unsupported(nr::MAP_SHADOW_STACK, "shadow stacks"),
     unsupported(nr::FUTEX_WAKE, "futex2 (futex works)"),
@@ -764,7 +770,7 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::LSM_GET_SELF_ATTR, "LSM attributes"),
     unsupported(nr::LSM_SET_SELF_ATTR, "LSM attributes"),
     unsupported(nr::LSM_LIST_MODULES, "LSM attributes"),
-    unsupported(nr::MSEAL, "memory sealing"),
+    full(nr::MSEAL, mm::sys_mseal),
     unsupported(
         nr::SETXATTRAT,
         "the *xattrat calls (the path and fd forms work)",

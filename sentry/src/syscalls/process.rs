@@ -1315,6 +1315,75 @@ pub fn sys_futex(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     }
 }
 
+/// `futex_waitv(2)`: waits on up to 128 futexes at once, until a wake of
+/// one of them (its index is the result) or an absolute timeout on
+/// `CLOCK_MONOTONIC` or `CLOCK_REALTIME`.
+pub fn sys_futex_waitv(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    const FUTEX_WAITV_MAX: u32 = 128;
+    const FUTEX2_SIZE_MASK: u32 = 3;
+    const FUTEX2_SIZE_U32: u32 = 2;
+    const FUTEX2_NUMA: u32 = 4;
+    const FUTEX2_MPOL: u32 = 8;
+    const FUTEX2_PRIVATE: u32 = 128;
+    /// `FUTEX_NO_NODE`: the kernel picks the node and writes it back.
+    const NO_NODE: u32 = u32::MAX;
+    let (waiters, n, flags, timeout, clock) = (a.ptr(0), a.u32(1), a.u32(2), a.ptr(3), a.i32(4));
+    if flags != 0 || n == 0 || n > FUTEX_WAITV_MAX || waiters == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let deadline = if timeout == 0 {
+        None
+    } else {
+        if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
+            return Err(Errno::EINVAL);
+        }
+        let ts: abi::Timespec = task.mm().read_obj(timeout)?;
+        if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+            return Err(Errno::EINVAL);
+        }
+        let want = std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+        let now = crate::host::clock_gettime(clock)?;
+        let now = std::time::Duration::new(
+            now.tv_sec.max(0) as u64,
+            now.tv_nsec.clamp(0, 999_999_999) as u32,
+        );
+        Some(std::time::Instant::now() + want.saturating_sub(now))
+    };
+    // Parsed whole first (EFAULT, EINVAL), then the keys (alignment, and a
+    // NUMA futex's node word), then the values, as Linux does.
+    let mut list = Vec::with_capacity(n as usize);
+    for i in 0..u64::from(n) {
+        let w: abi::FutexWaitv = task.mm().read_obj(waiters + i * 24)?;
+        let valid = FUTEX2_SIZE_MASK | FUTEX2_NUMA | FUTEX2_MPOL | FUTEX2_PRIVATE;
+        if w.flags & !valid != 0
+            || w.reserved != 0
+            || w.flags & FUTEX2_SIZE_MASK != FUTEX2_SIZE_U32
+            || w.val > u64::from(u32::MAX)
+        {
+            return Err(Errno::EINVAL);
+        }
+        list.push(w);
+    }
+    for w in &list {
+        // A NUMA futex is two words, the value and its node.
+        let size = if w.flags & FUTEX2_NUMA != 0 { 8 } else { 4 };
+        if !w.uaddr.is_multiple_of(size) {
+            return Err(Errno::EINVAL);
+        }
+        if w.flags & FUTEX2_NUMA != 0 {
+            let node: u32 = task.mm().read_obj(w.uaddr + 4)?;
+            match node {
+                0 => {}
+                // Node 0, the only one, is the caller's.
+                NO_NODE => task.mm().write_obj(w.uaddr + 4, &0u32)?,
+                _ => return Err(Errno::EINVAL),
+            }
+        }
+    }
+    let words: Vec<(u64, u32)> = list.iter().map(|w| (w.uaddr, w.val as u32)).collect();
+    crate::kernel::futex::wait_multiple(task, &words, deadline)
+}
+
 /// Reads a NULL-terminated array of string pointers (`argv`, `envp`).
 fn string_array(task: &Task, mut addr: u64) -> Result<Vec<Vec<u8>>, Errno> {
     const ARG_MAX: usize = 2 << 20;
