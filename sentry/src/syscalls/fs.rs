@@ -3511,17 +3511,36 @@ pub fn write_core(task: &mut Task, image: &crate::kernel::coredump::Image) -> Re
     };
     let mut r = write_at(task, 0, image.head.clone());
     let mut end = image.head.len() as u64;
+    // Only pages the memory file holds are read (a huge mapping never
+    // touched costs nothing), and a SIGKILL ends the dump (Linux's
+    // dump_interrupted).
+    let mut resident = vec![0u8; 1024];
     for &(off, addr, len) in &image.segments {
         let mut done = 0;
         while done < len && r.is_ok() {
-            let mut page = vec![0u8; 4096.min(len - done) as usize];
-            // A page the Sentry cannot read (none should be) is zeros.
-            let _ = task.mm().peek(addr + done, &mut page);
-            if page.iter().any(|&b| b != 0) {
-                end = off + done + page.len() as u64;
-                r = write_at(task, off + done, page);
+            if task.proc_.state().group_exit.is_some() {
+                return Err(Errno::EINTR);
             }
-            done += 4096;
+            let pages = (len - done).div_ceil(4096).min(1024) as usize;
+            let n = task
+                .mm()
+                .residency(addr + done, &mut resident[..pages])
+                .unwrap_or(0)
+                .max(1);
+            for (i, &held) in resident[..n].iter().enumerate() {
+                let at = done + i as u64 * 4096;
+                if held == 0 || at >= len || r.is_err() {
+                    continue;
+                }
+                let mut page = vec![0u8; 4096.min(len - at) as usize];
+                // A page the Sentry cannot read (none should be) is zeros.
+                let _ = task.mm().peek(addr + at, &mut page);
+                if page.iter().any(|&b| b != 0) {
+                    end = off + at + page.len() as u64;
+                    r = write_at(task, off + at, page);
+                }
+            }
+            done += n as u64 * 4096;
         }
     }
     // After a hole, the last byte, so that the file has its length.

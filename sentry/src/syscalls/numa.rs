@@ -78,7 +78,10 @@ fn get_nodes(task: &Task, nmask: u64, maxnode: u64) -> Result<Nodes, Errno> {
         return Err(Errno::EINVAL);
     }
     let mm = task.mm();
-    let word = |i: u64| mm.read_obj::<u64>(nmask + i * 8);
+    let word = |i: u64| {
+        let at = nmask.checked_add(i * 8).ok_or(Errno::EFAULT)?;
+        mm.read_obj::<u64>(at)
+    };
     // The words past the nodes there can be, from the last one down
     // (whole words, as Linux reads them).
     while bits > MAX_NUMNODES {
@@ -218,14 +221,17 @@ pub fn sys_get_mempolicy(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         // copy_nodes_to_user(): as many bytes as maxnode - 1 bits round up
         // to in words, of which all but the first word (one node's worth)
         // are cleared; more than a page is EINVAL.
-        let copy = maxnode.wrapping_sub(1).next_multiple_of(64) / 8;
+        let copy = maxnode
+            .wrapping_sub(1)
+            .checked_next_multiple_of(64)
+            .map_or(u64::MAX, |b| b / 8);
         let mm = task.mm();
         if copy > 8 {
             if copy > PAGE_SIZE {
                 return Err(Errno::EINVAL);
             }
             let zeros = [0u8; PAGE_SIZE as usize];
-            mm.copy_out(nmask + 8, &zeros[..(copy - 8) as usize])?;
+            mm.copy_out(nmask.wrapping_add(8), &zeros[..(copy - 8) as usize])?;
         }
         if copy >= 8 {
             mm.write_obj(nmask, &mask)?;
