@@ -42,6 +42,9 @@ pub enum ProcNode {
     /// `/proc/[pid]/mem`: the process's memory, for a caller that may
     /// trace it
     Mem(u64, Arc<Process>),
+    /// a /proc/sys file the guest may write (path below /proc/sys, one of
+    /// [`crate::fsimpl::sysctl::WRITABLE`]) and its contents when looked up
+    Sysctl(u64, &'static str, Arc<Vec<u8>>),
 }
 
 impl std::fmt::Debug for ProcNode {
@@ -57,6 +60,7 @@ impl std::fmt::Debug for ProcNode {
             ProcNode::FdLink(i, _, _) => write!(f, "ProcFdLink({i})"),
             ProcNode::OomScoreAdj(i, p, _) => write!(f, "ProcOomScoreAdj({i}, {})", p.pid),
             ProcNode::Mem(i, p) => write!(f, "ProcMem({i}, {})", p.pid),
+            ProcNode::Sysctl(i, path, _) => write!(f, "ProcSysctl({i}, {path})"),
         }
     }
 }
@@ -91,6 +95,15 @@ impl ProcNode {
             ProcNode::File(i, _) => (abi::S_IFREG | 0o444, *i),
             ProcNode::OomScoreAdj(i, _, _) => (abi::S_IFREG | 0o644, *i),
             ProcNode::Mem(i, _) => (abi::S_IFREG | 0o600, *i),
+            ProcNode::Sysctl(i, path, _) => (
+                abi::S_IFREG
+                    | if *path == "kernel/ns_last_pid" {
+                        0o666
+                    } else {
+                        0o644
+                    },
+                *i,
+            ),
             ProcNode::Link(i, _) => (abi::S_IFLNK | 0o777, *i),
             ProcNode::FdLink(i, f, _) => (
                 abi::S_IFLNK | if f.flags() & 3 == 0 { 0o500 } else { 0o700 },
@@ -98,6 +111,13 @@ impl ProcNode {
             ),
         }
     }
+}
+
+/// `fs.inotify.max_user_watches` as Linux 5.11+ sizes it at boot: 1% of
+/// memory, at the cost of a watch (an inotify mark and two inodes, about
+/// 1312 bytes on x86-64), from 8192 to 1048576.
+fn max_user_watches(total_memory: u64) -> u64 {
+    (total_memory / 4096 / 100 * 4096 / 1312).clamp(8192, 1 << 20)
 }
 
 fn hash(b: &[u8]) -> u64 {
@@ -123,22 +143,34 @@ const SYS_FILES: &[(&str, &str)] = &[
     ("kernel/ngroups_max", "65536\n"),
     ("kernel/cap_last_cap", "40\n"),
     ("kernel/threads-max", "126000\n"),
-    ("kernel/shmmax", "18446744073692774399\n"),
-    // The System V IPC limits (shown only: the sandbox has no System V
-    // IPC) and the POSIX message queue ones, at Linux's defaults unless the
-    // container's sysctls say otherwise (see `crate::fsimpl::sysctl`).
-    ("kernel/shmall", "18446744073692774399\n"),
-    ("kernel/shmmni", "4096\n"),
+    // (The System V and POSIX message queue limits are writable: see
+    // `crate::fsimpl::sysctl::WRITABLE`.)
     ("kernel/shm_rmid_forced", "0\n"),
-    ("kernel/msgmax", "8192\n"),
-    ("kernel/msgmnb", "16384\n"),
-    ("kernel/msgmni", "32000\n"),
-    ("kernel/sem", "32000\t1024000000\t500\t32000\n"),
-    ("fs/mqueue/msg_max", "10\n"),
-    ("fs/mqueue/msgsize_max", "8192\n"),
-    ("fs/mqueue/msg_default", "10\n"),
-    ("fs/mqueue/msgsize_default", "8192\n"),
-    ("fs/mqueue/queues_max", "256\n"),
+    // Nothing taints the sandbox's kernel.
+    ("kernel/tainted", "0\n"),
+    // console_loglevel, default_message_loglevel, minimum_console_loglevel
+    // and default_console_loglevel as Linux starts them
+    // (CONFIG_CONSOLE_LOGLEVEL_DEFAULT's default 7, MESSAGE_LOGLEVEL 4).
+    ("kernel/printk", "7\t4\t1\t7\n"),
+    // The IDs stat(2) and others report for one that does not fit 16 bits.
+    ("kernel/overflowuid", "65534\n"),
+    ("kernel/overflowgid", "65534\n"),
+    // fs/notify/inotify: instances per user (not enforced: the Sentry
+    // bounds each instance's queue) and the queue's bound, which
+    // `crate::vfs::inotify` enforces.
+    ("fs/inotify/max_user_instances", "128\n"),
+    ("fs/inotify/max_queued_events", "16384\n"),
+    // Pipe buffers a user may hold before new pipes get one page (Linux's
+    // default; the Sentry charges none), and no hard limit.
+    ("fs/pipe-user-pages-soft", "16384\n"),
+    ("fs/pipe-user-pages-hard", "0\n"),
+    // Linux's defaults (fs/namei.c): the Sentry makes none of these
+    // checks, so it says they are off.
+    ("fs/protected_hardlinks", "0\n"),
+    ("fs/protected_symlinks", "0\n"),
+    ("fs/protected_fifos", "0\n"),
+    ("fs/protected_regular", "0\n"),
+    ("vm/vfs_cache_pressure", "100\n"),
     ("kernel/yama/ptrace_scope", "1\n"),
     // Core files are written as these say (`crate::kernel::coredump`).
     ("kernel/core_pattern", "core\n"),
@@ -148,6 +180,7 @@ const SYS_FILES: &[(&str, &str)] = &[
     ("vm/swappiness", "60\n"),
     ("vm/max_map_count", "65530\n"),
     ("vm/mmap_min_addr", "65536\n"),
+    // Global in Linux, so read-only to a container's root.
     ("fs/pipe-max-size", "1048576\n"),
     ("fs/nr_open", "1048576\n"),
     ("fs/file-max", "9223372036854775807\n"),
@@ -486,6 +519,7 @@ const SYS_DIRS: &[&str] = &[
     "kernel/yama",
     "vm",
     "fs",
+    "fs/inotify",
     "fs/mqueue",
     "net",
     "net/core",
@@ -512,6 +546,19 @@ impl ProcFs {
             crate::fsimpl::sysctl::MAX_SOMAXCONN as u32,
             |v: &crate::fsimpl::sysctl::Values| v.somaxconn,
         )
+    }
+
+    /// A write to writable /proc/sys file `path` (see
+    /// [`crate::fsimpl::sysctl::write`]).
+    pub fn write_sysctl(
+        &self,
+        path: &str,
+        data: &[u8],
+        len: usize,
+        pos: u64,
+        privileged: bool,
+    ) -> Result<usize, Errno> {
+        crate::fsimpl::sysctl::write(&*self.kernel()?, path, data, len, pos, privileged)
     }
 
     fn kernel(&self) -> Result<Arc<Kernel>, Errno> {
@@ -561,9 +608,11 @@ impl ProcFs {
                     "vmstat" => file(self.vmstat()?),
                     // The sandbox has no block devices.
                     "diskstats" => file(String::new()),
-                    "version" => {
-                        file("Linux version 6.1.0-ferrovisor (ferrovisor) #1 SMP\n".into())
-                    }
+                    "version" => file(format!(
+                        "Linux version {} (ferrovisor@ferrovisor) (ferrovisor) {}\n",
+                        crate::kernel::UTS_RELEASE,
+                        crate::kernel::UTS_VERSION
+                    )),
                     "filesystems" => file(
                         "nodev\tproc\nnodev\ttmpfs\nnodev\tdevpts\nnodev\tsysfs\nnodev\tcgroup2\n\text4\n".into(),
                     ),
@@ -674,6 +723,20 @@ impl ProcFs {
                     }
                     "kernel/random/uuid" => uuid(),
                     "kernel/random/boot_id" => self.boot_id(),
+                    "kernel/version" => format!("{}\n", crate::kernel::UTS_VERSION),
+                    "fs/inotify/max_user_watches" => {
+                        format!("{}\n", max_user_watches(self.kernel()?.total_memory()))
+                    }
+                    p if crate::fsimpl::sysctl::writable(p).is_some() => {
+                        let path = crate::fsimpl::sysctl::writable(p).unwrap_or_default();
+                        let text = crate::fsimpl::sysctl::show(&*self.kernel()?, path)
+                            .ok_or(Errno::ENOENT)?;
+                        return Ok(ProcNode::Sysctl(
+                            hash(path.as_bytes()),
+                            path,
+                            Arc::new(text.into_bytes()),
+                        ));
+                    }
                     p if SYSFS_FILES.contains(&p) => self.sysfs_file(p)?,
                     p if self.sysctls.get().is_some_and(|v| v.files.contains_key(p)) => self
                         .sysctls
@@ -1452,7 +1515,10 @@ impl ProcFs {
                     "kernel/hostname",
                     "kernel/random/uuid",
                     "kernel/random/boot_id",
+                    "kernel/version",
+                    "fs/inotify/max_user_watches",
                 ]);
+                files.extend(crate::fsimpl::sysctl::WRITABLE);
                 files.extend(SYSFS_FILES);
                 for f in files
                     .iter()
