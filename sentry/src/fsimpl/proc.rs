@@ -120,6 +120,16 @@ fn max_user_watches(total_memory: u64) -> u64 {
     (total_memory / 4096 / 100 * 4096 / 1312).clamp(8192, 1 << 20)
 }
 
+/// `Mems_allowed` with node 0 alone, in the 32-bit groups of a kernel
+/// built for 1024 nodes (CONFIG_NODES_SHIFT=10, as distributions build
+/// x86-64).
+const MEMS_ALLOWED: &str = concat!(
+    "00000000,00000000,00000000,00000000,00000000,00000000,00000000,00000000,",
+    "00000000,00000000,00000000,00000000,00000000,00000000,00000000,00000000,",
+    "00000000,00000000,00000000,00000000,00000000,00000000,00000000,00000000,",
+    "00000000,00000000,00000000,00000000,00000000,00000000,00000000,00000001"
+);
+
 fn hash(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
         (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3)
@@ -1066,6 +1076,66 @@ impl ProcFs {
         (vm / 4096, (rss / 4096).min(vm / 4096 / 4 + 1))
     }
 
+    /// The memory lines of /proc/[pid]/status, from `VmPeak` to
+    /// `THP_enabled` (kB, as task_mem() prints them): sizes from the VMAs,
+    /// resident sets from what the memory file holds. What the Sentry does
+    /// not keep (locked, pinned and swapped pages, page tables, a peak
+    /// apart from the present) is 0 or the present value.
+    fn status_memory(&self, p: &Process) -> String {
+        let exe = p.state().info.exe.clone();
+        let Some(mm) = p.state().info.mm.upgrade() else {
+            return String::new();
+        };
+        let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut size, mut anon, mut file, mut shmem) = (0, 0, 0, 0);
+        let (mut data, mut stack, mut exe_kb, mut lib) = (0, 0, 0, 0);
+        for v in mm.vmas() {
+            let len = v.end - v.start;
+            size += len;
+            let resident = mm.resident_bytes(v);
+            match &v.backing {
+                crate::mm::Backing::Shared(_) => shmem += resident,
+                crate::mm::Backing::File { image: Some(_), .. } => file += resident,
+                _ => anon += resident,
+            }
+            let is_stack = mm.label(v) == "[stack]";
+            // Linux's data_vm, stack_vm and exec_vm.
+            if is_stack {
+                stack += len;
+            } else if v.prot.write && !v.shared {
+                data += len;
+            } else if v.prot.exec && !v.prot.write {
+                match &v.backing {
+                    crate::mm::Backing::File { name, .. } if *name == exe => exe_kb += len,
+                    _ => lib += len,
+                }
+            }
+        }
+        let kb = |b: u64| b / 1024;
+        let rss = kb(anon + file + shmem);
+        format!(
+            "VmPeak:\t{:>8} kB\nVmSize:\t{:>8} kB\nVmLck:\t{:>8} kB\nVmPin:\t{:>8} kB\n\
+             VmHWM:\t{rss:>8} kB\nVmRSS:\t{rss:>8} kB\nRssAnon:\t{:>8} kB\nRssFile:\t{:>8} kB\n\
+             RssShmem:\t{:>8} kB\nVmData:\t{:>8} kB\nVmStk:\t{:>8} kB\nVmExe:\t{:>8} kB\n\
+             VmLib:\t{:>8} kB\nVmPTE:\t{:>8} kB\nVmSwap:\t{:>8} kB\nHugetlbPages:\t{:>8} kB\n\
+             CoreDumping:\t0\nTHP_enabled:\t1\n",
+            kb(size),
+            kb(size),
+            0,
+            0,
+            kb(anon),
+            kb(file),
+            kb(shmem),
+            kb(data),
+            kb(stack),
+            kb(exe_kb),
+            kb(lib),
+            0,
+            0,
+            0,
+        )
+    }
+
     fn pid_stat(&self, p: &Arc<Process>, tid: Option<i32>) -> Result<String, Errno> {
         let st = p.state();
         let state = if st.exit.is_some() {
@@ -1115,6 +1185,9 @@ impl ProcFs {
             "Z (zombie)"
         } else if st.stopped.is_some() {
             "T (stopped)"
+        } else if current().1 == tid.unwrap_or(p.pid) {
+            // The reader itself is running (reading its own status).
+            "R (running)"
         } else {
             "S (sleeping)"
         };
@@ -1159,7 +1232,7 @@ impl ProcFs {
         let umask = fs.map_or(0o022, |fs| {
             fs.lock().unwrap_or_else(|e| e.into_inner()).umask
         });
-        let (vm, rss) = self.vm_pages(p);
+        let memory = self.status_memory(p);
         // (a space between and one after, even with none, as Linux prints them)
         let groups: Vec<String> = groups.iter().map(u32::to_string).collect();
         let groups = format!("{} ", groups.join(" "));
@@ -1179,20 +1252,20 @@ impl ProcFs {
             s,
             "Name:\t{name}\nUmask:\t{umask:04o}\nState:\t{state}\nTgid:\t{}\nNgid:\t0\nPid:\t{id}\nPPid:\t{ppid}\nTracerPid:\t0\n\
              Uid:\t{uid}\nGid:\t{gid}\nFDSize:\t64\nGroups:\t{}\n\
-             NStgid:\t{}\nNSpid:\t{id}\nNSpgid:\t{}\nNSsid:\t{}\n\
-             VmPeak:\t{} kB\nVmSize:\t{} kB\nVmRSS:\t{} kB\nThreads:\t{nthreads}\nSigQ:\t0/63459\n\
+             NStgid:\t{}\nNSpid:\t{id}\nNSpgid:\t{}\nNSsid:\t{}\nKthread:\t0\n\
+             {memory}untag_mask:\t0xffffffffffffffff\nThreads:\t{nthreads}\nSigQ:\t0/63459\n\
              SigPnd:\t{pnd:016x}\nShdPnd:\t{shd:016x}\nSigBlk:\t{blk:016x}\nSigIgn:\t{ign:016x}\nSigCgt:\t{cgt:016x}\n\
              CapInh:\t{inh:016x}\nCapPrm:\t{prm:016x}\nCapEff:\t{eff:016x}\nCapBnd:\t{bnd:016x}\nCapAmb:\t{amb:016x}\n\
-             NoNewPrivs:\t{nnp}\nSeccomp:\t{seccomp}\nSeccomp_filters:\t{seccomp_filters}\nCpus_allowed_list:\t0-{}\nMems_allowed_list:\t0\n\
+             NoNewPrivs:\t{nnp}\nSeccomp:\t{seccomp}\nSeccomp_filters:\t{seccomp_filters}\n\
+             Speculation_Store_Bypass:\tunknown\nSpeculationIndirectBranch:\tunknown\n\
+             Cpus_allowed:\t{}\nCpus_allowed_list:\t0-{}\nMems_allowed:\t{MEMS_ALLOWED}\nMems_allowed_list:\t0\n\
              voluntary_ctxt_switches:\t0\nnonvoluntary_ctxt_switches:\t0\n",
             p.pid,
             groups,
             p.pid,
             p.pid,
             p.pid,
-            vm * 4,
-            vm * 4,
-            rss * 4,
+            cpu_mask(k.cpus.max(1)),
             k.cpus.max(1) - 1,
         );
         Ok(s)
