@@ -42,6 +42,9 @@ pub enum ProcNode {
     /// `/proc/[pid]/mem`: the process's memory, for a caller that may
     /// trace it
     Mem(u64, Arc<Process>),
+    /// `/proc/[pid]/pagemap`: a word per page of the process's memory,
+    /// for a caller that may trace it
+    Pagemap(u64, Arc<Process>),
     /// a /proc/sys file the guest may write (path below /proc/sys, one of
     /// [`crate::fsimpl::sysctl::WRITABLE`]) and its contents when looked up
     Sysctl(u64, &'static str, Arc<Vec<u8>>),
@@ -61,6 +64,7 @@ impl std::fmt::Debug for ProcNode {
             ProcNode::OomScoreAdj(i, p, _) => write!(f, "ProcOomScoreAdj({i}, {})", p.pid),
             ProcNode::Mem(i, p) => write!(f, "ProcMem({i}, {})", p.pid),
             ProcNode::Sysctl(i, path, _) => write!(f, "ProcSysctl({i}, {path})"),
+            ProcNode::Pagemap(i, p) => write!(f, "ProcPagemap({i}, {})", p.pid),
         }
     }
 }
@@ -95,6 +99,7 @@ impl ProcNode {
             ProcNode::File(i, _) => (abi::S_IFREG | 0o444, *i),
             ProcNode::OomScoreAdj(i, _, _) => (abi::S_IFREG | 0o644, *i),
             ProcNode::Mem(i, _) => (abi::S_IFREG | 0o600, *i),
+            ProcNode::Pagemap(i, _) => (abi::S_IFREG | 0o400, *i),
             ProcNode::Sysctl(i, path, _) => (
                 abi::S_IFREG
                     | if *path == "kernel/ns_last_pid" {
@@ -1054,6 +1059,10 @@ impl ProcFs {
                 drop(st);
                 Ok(ProcNode::Mem(ino, p))
             }
+            "pagemap" => {
+                drop(st);
+                Ok(ProcNode::Pagemap(ino, p))
+            }
             "loginuid" => file(b"4294967295".to_vec()),
             "wchan" => file(b"0".to_vec()),
             "io" => file(b"rchar: 0\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n".to_vec()),
@@ -1471,6 +1480,7 @@ impl ProcFs {
                     "oom_score_adj",
                     "oom_score",
                     "mem",
+                    "pagemap",
                     "io",
                     "wchan",
                     "loginuid",
@@ -1886,6 +1896,147 @@ impl crate::vfs::file::FileImpl for ProcMem {
 
     fn seekable(&self) -> bool {
         true
+    }
+}
+
+/// An open `/proc/[pid]/pagemap` (Documentation/admin-guide/mm/pagemap.rst):
+/// 8 bytes per page of the address space it was opened on, the file
+/// offset / 8 being the page number. Bit 63 says the page is present (the
+/// memory file holds it), 61 that it is shared memory rather than
+/// anonymous, 56 that only this mapping maps it. The frame number (bits
+/// 0-54) stays 0, as Linux shows it to a reader without `CAP_SYS_ADMIN`
+/// in the initial user namespace: guest physical addresses are not the
+/// guest's to know.
+#[derive(Debug)]
+pub struct ProcPagemap(Weak<std::sync::Mutex<crate::mm::MemoryManager>>);
+
+/// The end of user space on x86-64 with 4-level page tables
+/// (`TASK_SIZE`), where the pagemap ends.
+const TASK_SIZE: u64 = (1 << 47) - crate::PAGE_SIZE;
+
+/// `PM_PRESENT`, `PM_FILE` and `PM_MMAP_EXCLUSIVE`.
+const PM_PRESENT: u64 = 1 << 63;
+const PM_FILE: u64 = 1 << 61;
+const PM_MMAP_EXCLUSIVE: u64 = 1 << 56;
+
+impl ProcPagemap {
+    /// The pagemap of `p`, whose access the caller has checked.
+    pub fn new(p: &Process) -> Result<ProcPagemap, Errno> {
+        let mm = p.state().info.mm.clone();
+        if mm.strong_count() == 0 {
+            return Err(Errno::ESRCH);
+        }
+        Ok(ProcPagemap(mm))
+    }
+
+    /// The entries of up to `out.len()` pages from `page`, stopping at the
+    /// end of user space: how many were filled.
+    fn entries(mm: &crate::mm::MemoryManager, page: u64, out: &mut [u64]) -> usize {
+        let last = TASK_SIZE / crate::PAGE_SIZE;
+        let n = (last.saturating_sub(page) as usize).min(out.len());
+        let mut resident = [0u8; 512];
+        let mut i = 0;
+        while i < n {
+            let addr = (page + i as u64) * crate::PAGE_SIZE;
+            let Some(v) = mm.find_vma(addr) else {
+                // A hole: up to the next VMA, or the end.
+                let next = mm
+                    .vmas()
+                    .map(|v| v.start)
+                    .find(|&s| s > addr)
+                    .map_or(n, |s| ((s - addr) / crate::PAGE_SIZE) as usize + i);
+                let to = next.min(n).max(i + 1);
+                out[i..to].fill(0);
+                i = to;
+                continue;
+            };
+            let shared = matches!(v.backing, crate::mm::Backing::Shared(_)) || v.shared;
+            let want = (n - i).min(resident.len());
+            resident[0] = 0;
+            let done = mm
+                .residency(addr, &mut resident[..want])
+                .unwrap_or(0)
+                .max(1);
+            for (o, &r) in out[i..i + done].iter_mut().zip(&resident[..done]) {
+                *o = if r == 0 {
+                    0
+                } else if shared {
+                    PM_PRESENT | PM_FILE
+                } else {
+                    PM_PRESENT | PM_MMAP_EXCLUSIVE
+                };
+            }
+            i += done;
+        }
+        n
+    }
+}
+
+impl crate::vfs::file::FileImpl for ProcPagemap {
+    fn read(
+        &self,
+        file: &FileDescription,
+        _blk: crate::vfs::file::Blocker<'_>,
+        bufs: &[crate::mm::GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+        let start = at.unwrap_or(*pos);
+        // pagemap_read(): whole entries only.
+        if !start.is_multiple_of(8) || !total.is_multiple_of(8) {
+            return Err(Errno::EINVAL);
+        }
+        let Some(mm) = self.0.upgrade() else {
+            return Ok(0);
+        };
+        let mut done = 0usize;
+        let mut chunk = [0u64; 512];
+        while done < total {
+            let page = start / 8 + (done / 8) as u64;
+            let want = ((total - done) / 8).min(chunk.len());
+            let n = {
+                let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+                Self::entries(&mm, page, &mut chunk[..want])
+            };
+            if n == 0 {
+                break;
+            }
+            let bytes: Vec<u8> = chunk[..n].iter().flat_map(|e| e.to_le_bytes()).collect();
+            crate::mm::guestmem::copy_to_slices_at(bufs, done, &bytes);
+            done += bytes.len();
+        }
+        if at.is_none() {
+            *pos = start + done as u64;
+        }
+        Ok(done as u64)
+    }
+
+    fn write(
+        &self,
+        _file: &FileDescription,
+        _blk: crate::vfs::file::Blocker<'_>,
+        _bufs: &[crate::mm::GuestSlice],
+        _at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        // (no write operation: a description open for writing gets EINVAL)
+        Err(Errno::EINVAL)
+    }
+
+    fn poll(&self, _thread: &crate::kernel::task::Thread, events: i16, _depth: u32) -> i16 {
+        events & abi::poll::POLLIN
+    }
+
+    fn seekable(&self) -> bool {
+        true
+    }
+
+    /// The /proc file's own attributes (0400, size 0).
+    fn stat(&self, file: &FileDescription) -> Result<abi::Stat, Errno> {
+        file.location
+            .as_ref()
+            .ok_or(Errno::EBADF)
+            .and_then(|l| l.node().stat())
     }
 }
 

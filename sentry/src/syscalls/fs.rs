@@ -834,6 +834,18 @@ fn open_path(
                     crate::syscalls::ptrace::may_access(task, &leader)?;
                     FileKind::Impl(Arc::new(crate::fsimpl::proc::ProcMem::new(p)?))
                 }
+                crate::fsimpl::proc::ProcNode::Pagemap(_, p) => {
+                    let leader = p.state().threads.first().cloned().ok_or(Errno::ESRCH)?;
+                    // (mm_access() answers EACCES where ptrace says EPERM)
+                    crate::syscalls::ptrace::may_access(task, &leader).map_err(|e| {
+                        if e == Errno::EPERM {
+                            Errno::EACCES
+                        } else {
+                            e
+                        }
+                    })?;
+                    FileKind::Impl(Arc::new(crate::fsimpl::proc::ProcPagemap::new(p)?))
+                }
                 _ if wants_write => return Err(Errno::EACCES),
                 crate::fsimpl::proc::ProcNode::File(_, data) => {
                     FileKind::Static(crate::vfs::file::StaticData::new(data.clone()))
