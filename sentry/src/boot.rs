@@ -163,9 +163,8 @@ where
     )
     .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
     let sysctls = crate::fsimpl::sysctl::plan(&config.sysctls).map_err(Error::Sysctl)?;
-    fs.mqueue
-        .set_limits(sysctls.mqueue)
-        .map_err(|e| Error::Sysctl(format!("message queue limits: {e}")))?;
+    fs.mqueue.set_limits(sysctls.mqueue);
+    let sysv_limits = sysctls.sysv;
     fs.proc.set_sysctls(sysctls);
     for m in config.mounts {
         let r = match m.source {
@@ -193,6 +192,7 @@ where
         sysv_shm: Arc::default(),
         sysv_sem: Arc::default(),
         sysv_msg: Arc::default(),
+        sysv_limits: Mutex::new(sysv_limits),
         platform,
         memory: memory.clone(),
         fs,

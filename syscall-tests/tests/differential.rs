@@ -307,6 +307,9 @@ guests! {
     // /proc/{loadavg,version,filesystems}, /proc/sys/kernel and
     // /proc/sys/vm files: formats and agreements (issue 4 point 3)
     proc_sys_files,
+    proc_sys_more,
+    proc_status,
+    pagemap,
     // POSIX message queues and the mqueue file system (issue 6 point 2)
     mq_basic,
     // mq_notify with SIGEV_THREAD: glibc's helper thread, and the cookie

@@ -42,6 +42,12 @@ pub enum ProcNode {
     /// `/proc/[pid]/mem`: the process's memory, for a caller that may
     /// trace it
     Mem(u64, Arc<Process>),
+    /// `/proc/[pid]/pagemap`: a word per page of the process's memory,
+    /// for a caller that may trace it
+    Pagemap(u64, Arc<Process>),
+    /// a /proc/sys file the guest may write (path below /proc/sys, one of
+    /// [`crate::fsimpl::sysctl::WRITABLE`]) and its contents when looked up
+    Sysctl(u64, &'static str, Arc<Vec<u8>>),
 }
 
 impl std::fmt::Debug for ProcNode {
@@ -57,6 +63,8 @@ impl std::fmt::Debug for ProcNode {
             ProcNode::FdLink(i, _, _) => write!(f, "ProcFdLink({i})"),
             ProcNode::OomScoreAdj(i, p, _) => write!(f, "ProcOomScoreAdj({i}, {})", p.pid),
             ProcNode::Mem(i, p) => write!(f, "ProcMem({i}, {})", p.pid),
+            ProcNode::Sysctl(i, path, _) => write!(f, "ProcSysctl({i}, {path})"),
+            ProcNode::Pagemap(i, p) => write!(f, "ProcPagemap({i}, {})", p.pid),
         }
     }
 }
@@ -91,6 +99,16 @@ impl ProcNode {
             ProcNode::File(i, _) => (abi::S_IFREG | 0o444, *i),
             ProcNode::OomScoreAdj(i, _, _) => (abi::S_IFREG | 0o644, *i),
             ProcNode::Mem(i, _) => (abi::S_IFREG | 0o600, *i),
+            ProcNode::Pagemap(i, _) => (abi::S_IFREG | 0o400, *i),
+            ProcNode::Sysctl(i, path, _) => (
+                abi::S_IFREG
+                    | if *path == "kernel/ns_last_pid" {
+                        0o666
+                    } else {
+                        0o644
+                    },
+                *i,
+            ),
             ProcNode::Link(i, _) => (abi::S_IFLNK | 0o777, *i),
             ProcNode::FdLink(i, f, _) => (
                 abi::S_IFLNK | if f.flags() & 3 == 0 { 0o500 } else { 0o700 },
@@ -99,6 +117,23 @@ impl ProcNode {
         }
     }
 }
+
+/// `fs.inotify.max_user_watches` as Linux 5.11+ sizes it at boot: 1% of
+/// memory, at the cost of a watch (an inotify mark and two inodes, about
+/// 1312 bytes on x86-64), from 8192 to 1048576.
+fn max_user_watches(total_memory: u64) -> u64 {
+    (total_memory / 4096 / 100 * 4096 / 1312).clamp(8192, 1 << 20)
+}
+
+/// `Mems_allowed` with node 0 alone, in the 32-bit groups of a kernel
+/// built for 1024 nodes (CONFIG_NODES_SHIFT=10, as distributions build
+/// x86-64).
+const MEMS_ALLOWED: &str = concat!(
+    "00000000,00000000,00000000,00000000,00000000,00000000,00000000,00000000,",
+    "00000000,00000000,00000000,00000000,00000000,00000000,00000000,00000000,",
+    "00000000,00000000,00000000,00000000,00000000,00000000,00000000,00000000,",
+    "00000000,00000000,00000000,00000000,00000000,00000000,00000000,00000001"
+);
 
 fn hash(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
@@ -123,22 +158,34 @@ const SYS_FILES: &[(&str, &str)] = &[
     ("kernel/ngroups_max", "65536\n"),
     ("kernel/cap_last_cap", "40\n"),
     ("kernel/threads-max", "126000\n"),
-    ("kernel/shmmax", "18446744073692774399\n"),
-    // The System V IPC limits (shown only: the sandbox has no System V
-    // IPC) and the POSIX message queue ones, at Linux's defaults unless the
-    // container's sysctls say otherwise (see `crate::fsimpl::sysctl`).
-    ("kernel/shmall", "18446744073692774399\n"),
-    ("kernel/shmmni", "4096\n"),
+    // (The System V and POSIX message queue limits are writable: see
+    // `crate::fsimpl::sysctl::WRITABLE`.)
     ("kernel/shm_rmid_forced", "0\n"),
-    ("kernel/msgmax", "8192\n"),
-    ("kernel/msgmnb", "16384\n"),
-    ("kernel/msgmni", "32000\n"),
-    ("kernel/sem", "32000\t1024000000\t500\t32000\n"),
-    ("fs/mqueue/msg_max", "10\n"),
-    ("fs/mqueue/msgsize_max", "8192\n"),
-    ("fs/mqueue/msg_default", "10\n"),
-    ("fs/mqueue/msgsize_default", "8192\n"),
-    ("fs/mqueue/queues_max", "256\n"),
+    // Nothing taints the sandbox's kernel.
+    ("kernel/tainted", "0\n"),
+    // console_loglevel, default_message_loglevel, minimum_console_loglevel
+    // and default_console_loglevel as Linux starts them
+    // (CONFIG_CONSOLE_LOGLEVEL_DEFAULT's default 7, MESSAGE_LOGLEVEL 4).
+    ("kernel/printk", "7\t4\t1\t7\n"),
+    // The IDs stat(2) and others report for one that does not fit 16 bits.
+    ("kernel/overflowuid", "65534\n"),
+    ("kernel/overflowgid", "65534\n"),
+    // fs/notify/inotify: instances per user (not enforced: the Sentry
+    // bounds each instance's queue) and the queue's bound, which
+    // `crate::vfs::inotify` enforces.
+    ("fs/inotify/max_user_instances", "128\n"),
+    ("fs/inotify/max_queued_events", "16384\n"),
+    // Pipe buffers a user may hold before new pipes get one page (Linux's
+    // default; the Sentry charges none), and no hard limit.
+    ("fs/pipe-user-pages-soft", "16384\n"),
+    ("fs/pipe-user-pages-hard", "0\n"),
+    // Linux's defaults (fs/namei.c): the Sentry makes none of these
+    // checks, so it says they are off.
+    ("fs/protected_hardlinks", "0\n"),
+    ("fs/protected_symlinks", "0\n"),
+    ("fs/protected_fifos", "0\n"),
+    ("fs/protected_regular", "0\n"),
+    ("vm/vfs_cache_pressure", "100\n"),
     ("kernel/yama/ptrace_scope", "1\n"),
     // Core files are written as these say (`crate::kernel::coredump`).
     ("kernel/core_pattern", "core\n"),
@@ -148,6 +195,7 @@ const SYS_FILES: &[(&str, &str)] = &[
     ("vm/swappiness", "60\n"),
     ("vm/max_map_count", "65530\n"),
     ("vm/mmap_min_addr", "65536\n"),
+    // Global in Linux, so read-only to a container's root.
     ("fs/pipe-max-size", "1048576\n"),
     ("fs/nr_open", "1048576\n"),
     ("fs/file-max", "9223372036854775807\n"),
@@ -486,6 +534,7 @@ const SYS_DIRS: &[&str] = &[
     "kernel/yama",
     "vm",
     "fs",
+    "fs/inotify",
     "fs/mqueue",
     "net",
     "net/core",
@@ -512,6 +561,19 @@ impl ProcFs {
             crate::fsimpl::sysctl::MAX_SOMAXCONN as u32,
             |v: &crate::fsimpl::sysctl::Values| v.somaxconn,
         )
+    }
+
+    /// A write to writable /proc/sys file `path` (see
+    /// [`crate::fsimpl::sysctl::write`]).
+    pub fn write_sysctl(
+        &self,
+        path: &str,
+        data: &[u8],
+        len: usize,
+        pos: u64,
+        privileged: bool,
+    ) -> Result<usize, Errno> {
+        crate::fsimpl::sysctl::write(&*self.kernel()?, path, data, len, pos, privileged)
     }
 
     fn kernel(&self) -> Result<Arc<Kernel>, Errno> {
@@ -561,9 +623,11 @@ impl ProcFs {
                     "vmstat" => file(self.vmstat()?),
                     // The sandbox has no block devices.
                     "diskstats" => file(String::new()),
-                    "version" => {
-                        file("Linux version 6.1.0-ferrovisor (ferrovisor) #1 SMP\n".into())
-                    }
+                    "version" => file(format!(
+                        "Linux version {} (ferrovisor@ferrovisor) (ferrovisor) {}\n",
+                        crate::kernel::UTS_RELEASE,
+                        crate::kernel::UTS_VERSION
+                    )),
                     "filesystems" => file(
                         "nodev\tproc\nnodev\ttmpfs\nnodev\tdevpts\nnodev\tsysfs\nnodev\tcgroup2\n\text4\n".into(),
                     ),
@@ -674,6 +738,20 @@ impl ProcFs {
                     }
                     "kernel/random/uuid" => uuid(),
                     "kernel/random/boot_id" => self.boot_id(),
+                    "kernel/version" => format!("{}\n", crate::kernel::UTS_VERSION),
+                    "fs/inotify/max_user_watches" => {
+                        format!("{}\n", max_user_watches(self.kernel()?.total_memory()))
+                    }
+                    p if crate::fsimpl::sysctl::writable(p).is_some() => {
+                        let path = crate::fsimpl::sysctl::writable(p).unwrap_or_default();
+                        let text = crate::fsimpl::sysctl::show(&*self.kernel()?, path)
+                            .ok_or(Errno::ENOENT)?;
+                        return Ok(ProcNode::Sysctl(
+                            hash(path.as_bytes()),
+                            path,
+                            Arc::new(text.into_bytes()),
+                        ));
+                    }
                     p if SYSFS_FILES.contains(&p) => self.sysfs_file(p)?,
                     p if self.sysctls.get().is_some_and(|v| v.files.contains_key(p)) => self
                         .sysctls
@@ -981,6 +1059,10 @@ impl ProcFs {
                 drop(st);
                 Ok(ProcNode::Mem(ino, p))
             }
+            "pagemap" => {
+                drop(st);
+                Ok(ProcNode::Pagemap(ino, p))
+            }
             "loginuid" => file(b"4294967295".to_vec()),
             "wchan" => file(b"0".to_vec()),
             "io" => file(b"rchar: 0\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n".to_vec()),
@@ -1001,6 +1083,66 @@ impl ProcFs {
             .sum::<u64>()
             .min(vm);
         (vm / 4096, (rss / 4096).min(vm / 4096 / 4 + 1))
+    }
+
+    /// The memory lines of /proc/[pid]/status, from `VmPeak` to
+    /// `THP_enabled` (kB, as task_mem() prints them): sizes from the VMAs,
+    /// resident sets from what the memory file holds. What the Sentry does
+    /// not keep (locked, pinned and swapped pages, page tables, a peak
+    /// apart from the present) is 0 or the present value.
+    fn status_memory(&self, p: &Process) -> String {
+        let exe = p.state().info.exe.clone();
+        let Some(mm) = p.state().info.mm.upgrade() else {
+            return String::new();
+        };
+        let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut size, mut anon, mut file, mut shmem) = (0, 0, 0, 0);
+        let (mut data, mut stack, mut exe_kb, mut lib) = (0, 0, 0, 0);
+        for v in mm.vmas() {
+            let len = v.end - v.start;
+            size += len;
+            let resident = mm.resident_bytes(v);
+            match &v.backing {
+                crate::mm::Backing::Shared(_) => shmem += resident,
+                crate::mm::Backing::File { image: Some(_), .. } => file += resident,
+                _ => anon += resident,
+            }
+            let is_stack = mm.label(v) == "[stack]";
+            // Linux's data_vm, stack_vm and exec_vm.
+            if is_stack {
+                stack += len;
+            } else if v.prot.write && !v.shared {
+                data += len;
+            } else if v.prot.exec && !v.prot.write {
+                match &v.backing {
+                    crate::mm::Backing::File { name, .. } if *name == exe => exe_kb += len,
+                    _ => lib += len,
+                }
+            }
+        }
+        let kb = |b: u64| b / 1024;
+        let rss = kb(anon + file + shmem);
+        format!(
+            "VmPeak:\t{:>8} kB\nVmSize:\t{:>8} kB\nVmLck:\t{:>8} kB\nVmPin:\t{:>8} kB\n\
+             VmHWM:\t{rss:>8} kB\nVmRSS:\t{rss:>8} kB\nRssAnon:\t{:>8} kB\nRssFile:\t{:>8} kB\n\
+             RssShmem:\t{:>8} kB\nVmData:\t{:>8} kB\nVmStk:\t{:>8} kB\nVmExe:\t{:>8} kB\n\
+             VmLib:\t{:>8} kB\nVmPTE:\t{:>8} kB\nVmSwap:\t{:>8} kB\nHugetlbPages:\t{:>8} kB\n\
+             CoreDumping:\t0\nTHP_enabled:\t1\n",
+            kb(size),
+            kb(size),
+            0,
+            0,
+            kb(anon),
+            kb(file),
+            kb(shmem),
+            kb(data),
+            kb(stack),
+            kb(exe_kb),
+            kb(lib),
+            0,
+            0,
+            0,
+        )
     }
 
     fn pid_stat(&self, p: &Arc<Process>, tid: Option<i32>) -> Result<String, Errno> {
@@ -1052,6 +1194,9 @@ impl ProcFs {
             "Z (zombie)"
         } else if st.stopped.is_some() {
             "T (stopped)"
+        } else if current().1 == tid.unwrap_or(p.pid) {
+            // The reader itself is running (reading its own status).
+            "R (running)"
         } else {
             "S (sleeping)"
         };
@@ -1096,7 +1241,7 @@ impl ProcFs {
         let umask = fs.map_or(0o022, |fs| {
             fs.lock().unwrap_or_else(|e| e.into_inner()).umask
         });
-        let (vm, rss) = self.vm_pages(p);
+        let memory = self.status_memory(p);
         // (a space between and one after, even with none, as Linux prints them)
         let groups: Vec<String> = groups.iter().map(u32::to_string).collect();
         let groups = format!("{} ", groups.join(" "));
@@ -1116,20 +1261,20 @@ impl ProcFs {
             s,
             "Name:\t{name}\nUmask:\t{umask:04o}\nState:\t{state}\nTgid:\t{}\nNgid:\t0\nPid:\t{id}\nPPid:\t{ppid}\nTracerPid:\t0\n\
              Uid:\t{uid}\nGid:\t{gid}\nFDSize:\t64\nGroups:\t{}\n\
-             NStgid:\t{}\nNSpid:\t{id}\nNSpgid:\t{}\nNSsid:\t{}\n\
-             VmPeak:\t{} kB\nVmSize:\t{} kB\nVmRSS:\t{} kB\nThreads:\t{nthreads}\nSigQ:\t0/63459\n\
+             NStgid:\t{}\nNSpid:\t{id}\nNSpgid:\t{}\nNSsid:\t{}\nKthread:\t0\n\
+             {memory}untag_mask:\t0xffffffffffffffff\nThreads:\t{nthreads}\nSigQ:\t0/63459\n\
              SigPnd:\t{pnd:016x}\nShdPnd:\t{shd:016x}\nSigBlk:\t{blk:016x}\nSigIgn:\t{ign:016x}\nSigCgt:\t{cgt:016x}\n\
              CapInh:\t{inh:016x}\nCapPrm:\t{prm:016x}\nCapEff:\t{eff:016x}\nCapBnd:\t{bnd:016x}\nCapAmb:\t{amb:016x}\n\
-             NoNewPrivs:\t{nnp}\nSeccomp:\t{seccomp}\nSeccomp_filters:\t{seccomp_filters}\nCpus_allowed_list:\t0-{}\nMems_allowed_list:\t0\n\
+             NoNewPrivs:\t{nnp}\nSeccomp:\t{seccomp}\nSeccomp_filters:\t{seccomp_filters}\n\
+             Speculation_Store_Bypass:\tunknown\nSpeculationIndirectBranch:\tunknown\n\
+             Cpus_allowed:\t{}\nCpus_allowed_list:\t0-{}\nMems_allowed:\t{MEMS_ALLOWED}\nMems_allowed_list:\t0\n\
              voluntary_ctxt_switches:\t0\nnonvoluntary_ctxt_switches:\t0\n",
             p.pid,
             groups,
             p.pid,
             p.pid,
             p.pid,
-            vm * 4,
-            vm * 4,
-            rss * 4,
+            cpu_mask(k.cpus.max(1)),
             k.cpus.max(1) - 1,
         );
         Ok(s)
@@ -1335,6 +1480,7 @@ impl ProcFs {
                     "oom_score_adj",
                     "oom_score",
                     "mem",
+                    "pagemap",
                     "io",
                     "wchan",
                     "loginuid",
@@ -1452,7 +1598,10 @@ impl ProcFs {
                     "kernel/hostname",
                     "kernel/random/uuid",
                     "kernel/random/boot_id",
+                    "kernel/version",
+                    "fs/inotify/max_user_watches",
                 ]);
+                files.extend(crate::fsimpl::sysctl::WRITABLE);
                 files.extend(SYSFS_FILES);
                 for f in files
                     .iter()
@@ -1747,6 +1896,147 @@ impl crate::vfs::file::FileImpl for ProcMem {
 
     fn seekable(&self) -> bool {
         true
+    }
+}
+
+/// An open `/proc/[pid]/pagemap` (Documentation/admin-guide/mm/pagemap.rst):
+/// 8 bytes per page of the address space it was opened on, the file
+/// offset / 8 being the page number. Bit 63 says the page is present (the
+/// memory file holds it), 61 that it is shared memory rather than
+/// anonymous, 56 that only this mapping maps it. The frame number (bits
+/// 0-54) stays 0, as Linux shows it to a reader without `CAP_SYS_ADMIN`
+/// in the initial user namespace: guest physical addresses are not the
+/// guest's to know.
+#[derive(Debug)]
+pub struct ProcPagemap(Weak<std::sync::Mutex<crate::mm::MemoryManager>>);
+
+/// The end of user space on x86-64 with 4-level page tables
+/// (`TASK_SIZE`), where the pagemap ends.
+const TASK_SIZE: u64 = (1 << 47) - crate::PAGE_SIZE;
+
+/// `PM_PRESENT`, `PM_FILE` and `PM_MMAP_EXCLUSIVE`.
+const PM_PRESENT: u64 = 1 << 63;
+const PM_FILE: u64 = 1 << 61;
+const PM_MMAP_EXCLUSIVE: u64 = 1 << 56;
+
+impl ProcPagemap {
+    /// The pagemap of `p`, whose access the caller has checked.
+    pub fn new(p: &Process) -> Result<ProcPagemap, Errno> {
+        let mm = p.state().info.mm.clone();
+        if mm.strong_count() == 0 {
+            return Err(Errno::ESRCH);
+        }
+        Ok(ProcPagemap(mm))
+    }
+
+    /// The entries of up to `out.len()` pages from `page`, stopping at the
+    /// end of user space: how many were filled.
+    fn entries(mm: &crate::mm::MemoryManager, page: u64, out: &mut [u64]) -> usize {
+        let last = TASK_SIZE / crate::PAGE_SIZE;
+        let n = (last.saturating_sub(page) as usize).min(out.len());
+        let mut resident = [0u8; 512];
+        let mut i = 0;
+        while i < n {
+            let addr = (page + i as u64) * crate::PAGE_SIZE;
+            let Some(v) = mm.find_vma(addr) else {
+                // A hole: up to the next VMA, or the end.
+                let next = mm
+                    .vmas()
+                    .map(|v| v.start)
+                    .find(|&s| s > addr)
+                    .map_or(n, |s| ((s - addr) / crate::PAGE_SIZE) as usize + i);
+                let to = next.min(n).max(i + 1);
+                out[i..to].fill(0);
+                i = to;
+                continue;
+            };
+            let shared = matches!(v.backing, crate::mm::Backing::Shared(_)) || v.shared;
+            let want = (n - i).min(resident.len());
+            resident[0] = 0;
+            let done = mm
+                .residency(addr, &mut resident[..want])
+                .unwrap_or(0)
+                .max(1);
+            for (o, &r) in out[i..i + done].iter_mut().zip(&resident[..done]) {
+                *o = if r == 0 {
+                    0
+                } else if shared {
+                    PM_PRESENT | PM_FILE
+                } else {
+                    PM_PRESENT | PM_MMAP_EXCLUSIVE
+                };
+            }
+            i += done;
+        }
+        n
+    }
+}
+
+impl crate::vfs::file::FileImpl for ProcPagemap {
+    fn read(
+        &self,
+        file: &FileDescription,
+        _blk: crate::vfs::file::Blocker<'_>,
+        bufs: &[crate::mm::GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+        let start = at.unwrap_or(*pos);
+        // pagemap_read(): whole entries only.
+        if !start.is_multiple_of(8) || !total.is_multiple_of(8) {
+            return Err(Errno::EINVAL);
+        }
+        let Some(mm) = self.0.upgrade() else {
+            return Ok(0);
+        };
+        let mut done = 0usize;
+        let mut chunk = [0u64; 512];
+        while done < total {
+            let page = start / 8 + (done / 8) as u64;
+            let want = ((total - done) / 8).min(chunk.len());
+            let n = {
+                let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+                Self::entries(&mm, page, &mut chunk[..want])
+            };
+            if n == 0 {
+                break;
+            }
+            let bytes: Vec<u8> = chunk[..n].iter().flat_map(|e| e.to_le_bytes()).collect();
+            crate::mm::guestmem::copy_to_slices_at(bufs, done, &bytes);
+            done += bytes.len();
+        }
+        if at.is_none() {
+            *pos = start + done as u64;
+        }
+        Ok(done as u64)
+    }
+
+    fn write(
+        &self,
+        _file: &FileDescription,
+        _blk: crate::vfs::file::Blocker<'_>,
+        _bufs: &[crate::mm::GuestSlice],
+        _at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        // (no write operation: a description open for writing gets EINVAL)
+        Err(Errno::EINVAL)
+    }
+
+    fn poll(&self, _thread: &crate::kernel::task::Thread, events: i16, _depth: u32) -> i16 {
+        events & abi::poll::POLLIN
+    }
+
+    fn seekable(&self) -> bool {
+        true
+    }
+
+    /// The /proc file's own attributes (0400, size 0).
+    fn stat(&self, file: &FileDescription) -> Result<abi::Stat, Errno> {
+        file.location
+            .as_ref()
+            .ok_or(Errno::EBADF)
+            .and_then(|l| l.node().stat())
     }
 }
 

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use abi::Errno;
+
 /// How the Sentry honours a sysctl.
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -19,7 +21,7 @@ enum Kind {
 }
 
 /// Linux's `IPCMNI`: the most System V IPC identifiers of a kind.
-const IPCMNI: i64 = 32768;
+const IPCMNI: i64 = crate::kernel::ipc::IPCMNI as i64;
 
 /// Most a listen backlog may be in the sandbox, whatever `somaxconn` says
 /// (Linux's default `somaxconn`): what the netstack and Unix sockets queue
@@ -28,11 +30,11 @@ pub const MAX_SOMAXCONN: i64 = 4096;
 
 /// The sysctls the Sentry emulates, by their dotted names, with what the
 /// sandbox does with them. The POSIX message queue limits (`fs.mqueue.*`)
-/// are enforced by `mq_open`, `net.core.somaxconn` by `listen`. The System
-/// V IPC limits (`kernel.msg*`, `kernel.sem`, `kernel.shm*`) are only
-/// shown: the sandbox's shared memory segments, semaphore sets and message
-/// queues (`crate::kernel::ipc::shm`, `crate::kernel::ipc::sem`, `crate::kernel::ipc::msg`) keep
-/// Linux's default limits whatever these say.
+/// are enforced by `mq_open`, the System V ones (`kernel.msg*`,
+/// `kernel.sem`, `kernel.shm*` but `shm_rmid_forced`, which is only shown)
+/// by `crate::kernel::ipc`, `net.core.somaxconn` by `listen`. The IPC
+/// ones are the IPC namespace's, so the sandbox's root may also write
+/// them ([`WRITABLE`]).
 const SYSCTLS: &[(&str, Kind)] = &[
     (
         "fs.mqueue.msg_max",
@@ -63,9 +65,10 @@ const SYSCTLS: &[(&str, Kind)] = &[
         },
     ),
     (
+        // (`proc_dointvec`: any int, a negative one leaving no room)
         "fs.mqueue.queues_max",
         Kind::Int {
-            min: 0,
+            min: i32::MIN as i64,
             max: i32::MAX as i64,
         },
     ),
@@ -118,6 +121,8 @@ pub struct Values {
     pub files: BTreeMap<String, String>,
     /// the POSIX message queue limits
     pub mqueue: crate::kernel::ipc::mqueue::Limits,
+    /// the System V IPC limits
+    pub sysv: crate::kernel::ipc::SysvLimits,
     /// `net.core.somaxconn`: `listen` holds every backlog to it
     pub somaxconn: u32,
 }
@@ -127,6 +132,7 @@ impl Default for Values {
         Values {
             files: BTreeMap::new(),
             mqueue: crate::kernel::ipc::mqueue::Limits::default(),
+            sysv: crate::kernel::ipc::SysvLimits::default(),
             somaxconn: MAX_SOMAXCONN as u32,
         }
     }
@@ -192,7 +198,21 @@ pub fn plan(sysctls: &[(String, String)]) -> Result<Values, String> {
         // (`check` bounded the integers to an int)
         let n: i64 = v.parse().unwrap_or_default();
         let mq = &mut out.mqueue;
+        let sysv = &mut out.sysv;
+        // (`check` bounded the integers to an int, `shm*` to a u64)
+        let int = n as i32;
         match name.as_str() {
+            "kernel.shmmax" => sysv.shmmax = v.parse().unwrap_or_default(),
+            "kernel.shmall" => sysv.shmall = v.parse().unwrap_or_default(),
+            "kernel.shmmni" => sysv.shmmni = int,
+            "kernel.msgmax" => sysv.msgmax = int,
+            "kernel.msgmnb" => sysv.msgmnb = int,
+            "kernel.msgmni" => sysv.msgmni = int,
+            "kernel.sem" => {
+                for (to, w) in sysv.sem.iter_mut().zip(v.split('\t')) {
+                    *to = w.parse().unwrap_or_default();
+                }
+            }
             "fs.mqueue.msg_max" => mq.msg_max = n,
             "fs.mqueue.msgsize_max" => mq.msgsize_max = n,
             "fs.mqueue.msg_default" => mq.msg_default = n,
@@ -204,6 +224,269 @@ pub fn plan(sysctls: &[(String, String)]) -> Result<Values, String> {
         out.files.insert(name.replace('.', "/"), format!("{v}\n"));
     }
     Ok(out)
+}
+
+/// The /proc/sys files (paths below /proc/sys) a guest may write, and who:
+/// the IPC namespace's limits are owned by the namespace's root (mode 0644
+/// for uid 0, 0444 for everyone else: ipc/ipc_sysctl.c's permissions,
+/// mq_sysctl.c's likewise); `ns_last_pid` is 0666, its handler asking for
+/// `CAP_SYS_ADMIN` or `CAP_CHECKPOINT_RESTORE` in the PID namespace.
+pub const WRITABLE: &[&str] = &[
+    "fs/mqueue/msg_default",
+    "fs/mqueue/msg_max",
+    "fs/mqueue/msgsize_default",
+    "fs/mqueue/msgsize_max",
+    "fs/mqueue/queues_max",
+    "kernel/msgmax",
+    "kernel/msgmnb",
+    "kernel/msgmni",
+    "kernel/ns_last_pid",
+    "kernel/sem",
+    "kernel/shmall",
+    "kernel/shmmax",
+    "kernel/shmmni",
+];
+
+/// Linux's `pid_max` as /proc/sys/kernel/pid_max shows it: the most
+/// `ns_last_pid` may be set to.
+pub const PID_MAX: i64 = 4_194_304;
+
+/// The path of `path` in [`WRITABLE`], for a writable /proc/sys file.
+pub fn writable(path: &str) -> Option<&'static str> {
+    WRITABLE.iter().copied().find(|w| *w == path)
+}
+
+/// Whether a caller with effective uid `euid` may open writable file
+/// `path` for writing: root of the namespace only, but for `ns_last_pid`,
+/// whose write asks for a capability instead.
+pub fn may_open_for_write(path: &str, euid: u32) -> bool {
+    path == "kernel/ns_last_pid" || euid == 0
+}
+
+/// What writable file `path` shows now, with the newline: ints and longs
+/// as `proc_dointvec` prints them (tab-separated).
+pub fn show(kernel: &crate::kernel::Kernel, path: &str) -> Option<String> {
+    let sysv = kernel.sysv_limits();
+    let mq = kernel.fs.mqueue.limits();
+    let text = match path {
+        "kernel/shmmax" => sysv.shmmax.to_string(),
+        "kernel/shmall" => sysv.shmall.to_string(),
+        "kernel/shmmni" => sysv.shmmni.to_string(),
+        "kernel/msgmax" => sysv.msgmax.to_string(),
+        "kernel/msgmnb" => sysv.msgmnb.to_string(),
+        "kernel/msgmni" => sysv.msgmni.to_string(),
+        "kernel/sem" => {
+            let [a, b, c, d] = sysv.sem;
+            format!("{a}\t{b}\t{c}\t{d}")
+        }
+        "fs/mqueue/msg_max" => mq.msg_max.to_string(),
+        "fs/mqueue/msgsize_max" => mq.msgsize_max.to_string(),
+        "fs/mqueue/msg_default" => mq.msg_default.to_string(),
+        "fs/mqueue/msgsize_default" => mq.msgsize_default.to_string(),
+        "fs/mqueue/queues_max" => mq.queues_max.to_string(),
+        "kernel/ns_last_pid" => kernel.procs().next.to_string(),
+        _ => return None,
+    };
+    Some(text + "\n")
+}
+
+/// A write of `data` (of `len` bytes in all) at file position `pos` to
+/// writable file `path`, as its Linux handler takes it: the bytes used,
+/// `EINVAL` for what the handler refuses (values before the refused one
+/// are kept, as Linux stores each in turn), `ERANGE` for a SEMMNI out of
+/// range (which alone goes back), `EPERM` for `ns_last_pid` without
+/// `privileged` (`CAP_SYS_ADMIN` or `CAP_CHECKPOINT_RESTORE`). A write
+/// past position 0 is taken whole and does nothing
+/// (`kernel.sysctl_writes_strict`'s default).
+pub fn write(
+    kernel: &crate::kernel::Kernel,
+    path: &str,
+    data: &[u8],
+    len: usize,
+    pos: u64,
+    privileged: bool,
+) -> Result<usize, Errno> {
+    if path == "kernel/ns_last_pid" && !privileged {
+        return Err(Errno::EPERM);
+    }
+    if pos != 0 {
+        return Ok(len);
+    }
+    if data.is_empty() {
+        return Ok(0);
+    }
+    let dotted = path.replace('/', ".");
+    let kind = match path {
+        "kernel/ns_last_pid" => Kind::Int {
+            min: 0,
+            max: PID_MAX,
+        },
+        _ => SYSCTLS
+            .iter()
+            .find(|(n, _)| *n == dotted)
+            .map(|(_, k)| *k)
+            .ok_or(Errno::EACCES)?,
+    };
+    let most = if matches!(kind, Kind::Sem) { 4 } else { 1 };
+    let (numbers, used, malformed) = parse_write(data, most);
+    let failed = malformed.map_or(Ok(()), Err);
+    if numbers.is_empty() {
+        return Err(malformed.unwrap_or(Errno::EINVAL));
+    }
+    // `proc_dointvec`'s conversion: an int, `-` allowed.
+    let int = |(neg, v): (bool, u64)| -> Result<i64, Errno> {
+        let v = i64::try_from(v).map_err(|_| Errno::EINVAL)?;
+        let v = if neg { -v } else { v };
+        if (i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&v) {
+            Ok(v)
+        } else {
+            Err(Errno::EINVAL)
+        }
+    };
+    match kind {
+        Kind::Int { min, max } => {
+            let v = int(numbers[0])?;
+            if !(min..=max).contains(&v) {
+                return Err(Errno::EINVAL);
+            }
+            set_int(kernel, path, v);
+            failed?;
+        }
+        Kind::Ulong => {
+            let (neg, v) = numbers[0];
+            if neg {
+                return Err(Errno::EINVAL);
+            }
+            let mut l = lock(&kernel.sysv_limits);
+            if path == "kernel/shmmax" {
+                l.shmmax = v;
+            } else {
+                l.shmall = v;
+            }
+            failed?;
+        }
+        Kind::Sem => {
+            // As many of SEMMSL, SEMMNS, SEMOPM and SEMMNI as are given;
+            // SEMMNI at most IPCMNI (sem_check_semmni()).
+            // proc_ipc_sem_dointvec(): SEMMNI goes back when the write
+            // fails, the others stay as far as they were written.
+            let mut l = lock(&kernel.sysv_limits);
+            let semmni = l.sem[3];
+            let mut result = failed;
+            for (to, &n) in l.sem.iter_mut().zip(&numbers) {
+                match int(n) {
+                    Ok(v) => *to = v as i32,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            if result.is_ok() && !(0..=IPCMNI).contains(&i64::from(l.sem[3])) {
+                result = Err(Errno::ERANGE);
+            }
+            if result.is_err() {
+                l.sem[3] = semmni;
+            }
+            result?;
+        }
+    }
+    Ok(used)
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sets int sysctl `path` (checked) to `v`.
+fn set_int(kernel: &crate::kernel::Kernel, path: &str, v: i64) {
+    let int = v as i32;
+    if let Some(name) = path.strip_prefix("fs/mqueue/") {
+        let mut mq = kernel.fs.mqueue.limits();
+        match name {
+            "msg_max" => mq.msg_max = v,
+            "msgsize_max" => mq.msgsize_max = v,
+            "msg_default" => mq.msg_default = v,
+            "msgsize_default" => mq.msgsize_default = v,
+            _ => mq.queues_max = v,
+        }
+        kernel.fs.mqueue.set_limits(mq);
+        return;
+    }
+    if path == "kernel/ns_last_pid" {
+        // The next process or thread gets the first free PID above it.
+        kernel.procs().next = int;
+        return;
+    }
+    let mut l = lock(&kernel.sysv_limits);
+    match path {
+        "kernel/shmmni" => l.shmmni = int,
+        "kernel/msgmax" => l.msgmax = int,
+        "kernel/msgmnb" => l.msgmnb = int,
+        _ => l.msgmni = int,
+    }
+}
+
+/// The numbers of a write as Linux's `__do_proc_dointvec()` reads them:
+/// blanks, then up to `most` numbers, each an optional `-` and digits in
+/// C's notation (`0x` hex, a leading `0` octal) of at most 21 characters,
+/// ended by a space, tab or newline or the end of the write, with blanks
+/// between; then blanks. Returns the numbers (sign, magnitude) before the
+/// first malformed one, the bytes used, and `EINVAL` if there was a
+/// malformed one.
+fn parse_write(data: &[u8], most: usize) -> (Vec<(bool, u64)>, usize, Option<Errno>) {
+    let blanks = |from: usize| {
+        data[from..]
+            .iter()
+            .take_while(|c| c.is_ascii_whitespace() || **c == 0x0b)
+            .count()
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < data.len() && out.len() < most {
+        at += blanks(at);
+        if at == data.len() {
+            break;
+        }
+        let Some((n, len)) = parse_number(&data[at..]) else {
+            return (out, at, Some(Errno::EINVAL));
+        };
+        out.push(n);
+        at += len;
+    }
+    (out, at + blanks(at), None)
+}
+
+/// One number at the start of `text` (see [`parse_write`]) and its
+/// length.
+fn parse_number(text: &[u8]) -> Option<((bool, u64), usize)> {
+    // proc_get_long() copies at most TMPBUFLEN - 1 = 21 bytes.
+    let tmp = &text[..text.len().min(21)];
+    let neg = tmp.first() == Some(&b'-') && text.len() > 1;
+    let mut at = usize::from(neg);
+    if !tmp.get(at).is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
+    let hex = tmp[at] == b'0'
+        && matches!(tmp.get(at + 1), Some(b'x' | b'X'))
+        && tmp.get(at + 2).is_some_and(u8::is_ascii_hexdigit);
+    let radix = if hex {
+        at += 2;
+        16
+    } else if tmp[at] == b'0' {
+        8
+    } else {
+        10
+    };
+    let mut v: u64 = 0;
+    while let Some(d) = tmp.get(at).and_then(|&c| (c as char).to_digit(radix)) {
+        v = v.checked_mul(u64::from(radix))?.checked_add(u64::from(d))?;
+        at += 1;
+    }
+    if at == 21 || (at < text.len() && !matches!(text[at], b' ' | b'\t' | b'\n')) {
+        return None;
+    }
+    Some(((neg, v), at))
 }
 
 #[cfg(test)]
@@ -233,6 +516,37 @@ mod tests {
         assert!(check("net.core.somaxconn", "4097").is_err());
         assert!(check("net.ipv4.tcp_syncookies", "1").is_err());
         assert!(emulated("fs.mqueue.queues_max") && !emulated("vm.swappiness"));
+    }
+
+    #[test]
+    fn writes_are_parsed_as_proc_dointvec_reads_them() {
+        assert_eq!(parse_write(b"42\n", 1), (vec![(false, 42)], 3, None));
+        assert_eq!(parse_write(b"  -7", 1), (vec![(true, 7)], 4, None));
+        assert_eq!(
+            parse_write(b"0x10 010", 4),
+            (vec![(false, 16), (false, 8)], 8, None)
+        );
+        assert_eq!(
+            parse_write(b"1\t2 3\n", 4),
+            (vec![(false, 1), (false, 2), (false, 3)], 6, None)
+        );
+        // one number for an int file: the rest is left
+        assert_eq!(parse_write(b"5 6", 1), (vec![(false, 5)], 2, None));
+        assert_eq!(
+            parse_write(b"5 x", 4),
+            (vec![(false, 5)], 2, Some(Errno::EINVAL))
+        );
+        for bad in [&b"x"[..], b"12x", b"-", b"08", b"99999999999999999999999"] {
+            assert_eq!(parse_write(bad, 1).2, Some(Errno::EINVAL), "{bad:?}");
+        }
+        for none in [&b""[..], b" \n"] {
+            assert_eq!(parse_write(none, 1), (vec![], none.len(), None));
+        }
+        assert!(writable("kernel/shmmni").is_some() && writable("kernel/version").is_none());
+        assert!(may_open_for_write("kernel/ns_last_pid", 1000));
+        assert!(
+            !may_open_for_write("kernel/shmmax", 1000) && may_open_for_write("kernel/shmmax", 0)
+        );
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub mod cap {
     pub const SYS_NICE: u32 = 23;
     /// raise hard resource limits, lower `oom_score_adj`, pass queue limits
     pub const SYS_RESOURCE: u32 = 24;
+    /// set `ns_last_pid` (as `SYS_ADMIN` does), for checkpointing tools
+    pub const CHECKPOINT_RESTORE: u32 = 40;
 }
 
 /// `MAY_EXEC`, `MAY_WRITE`, `MAY_READ`: the access a permission check asks

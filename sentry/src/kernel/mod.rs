@@ -119,6 +119,12 @@ impl fmt::Display for CpuMax {
 }
 
 /// Sandbox-wide state shared by tasks.
+/// The release `uname(2)` and /proc report.
+pub const UTS_RELEASE: &str = "6.1.0-ferrovisor";
+/// The version `uname(2)` reports, and /proc/sys/kernel/version: a
+/// preemptible SMP kernel's, as Linux 6.x distributions build them.
+pub const UTS_VERSION: &str = "#1 SMP PREEMPT_DYNAMIC ferrovisor";
+
 /// The names `uname(2)` reports that a guest may change.
 #[derive(Debug)]
 pub struct UtsNames {
@@ -157,6 +163,8 @@ pub struct Kernel {
     pub sysv_sem: Arc<crate::kernel::ipc::sem::Registry>,
     /// System V message queues
     pub sysv_msg: Arc<crate::kernel::ipc::msg::Registry>,
+    /// their limits, which root's writes to /proc/sys/kernel change
+    pub sysv_limits: Mutex<crate::kernel::ipc::SysvLimits>,
     /// CPUs the guest sees
     pub cpus: usize,
     /// their topology and caches, as /sys shows them
@@ -260,6 +268,11 @@ impl fmt::Debug for Kernel {
 }
 
 impl Kernel {
+    /// The System V IPC limits in force.
+    pub fn sysv_limits(&self) -> crate::kernel::ipc::SysvLimits {
+        *self.sysv_limits.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Memory the guest is told exists (bytes): what `/proc/meminfo`'s
     /// `MemTotal` and `sysinfo(2)`'s `totalram` report.
     pub fn total_memory(&self) -> u64 {

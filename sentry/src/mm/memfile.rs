@@ -211,6 +211,15 @@ impl MemoryFile {
         });
     }
 
+    /// Bytes of `[from, from + len)` that hold memory (whole pages).
+    pub fn populated_bytes(&self, from: u64, len: u64) -> u64 {
+        let mut n = 0;
+        self.for_each_data(from, len, |s, e| {
+            n += (e.min(from + len) - s).div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        });
+        n
+    }
+
     /// Copies `[from, from + len)` to `to`, touching only the pages that
     /// hold data (holes stay holes), for `fork`.
     pub fn copy_populated(&self, from: u64, to: u64, len: u64) {

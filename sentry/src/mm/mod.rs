@@ -1503,6 +1503,25 @@ impl MemoryManager {
         Some(b[0] != 0)
     }
 
+    /// Bytes of VMA `v` that the memory file holds (its resident set, as
+    /// [`Self::residency`] counts pages).
+    pub fn resident_bytes(&self, v: &Vma) -> u64 {
+        if v.image_pages.is_none() {
+            return self.mf.populated_bytes(v.offset, v.end - v.start);
+        }
+        let mut pages = [0u8; 512];
+        let (mut at, mut n) = (v.start, 0);
+        while at < v.end {
+            let done = self.residency(at, &mut pages).unwrap_or(0);
+            if done == 0 {
+                break;
+            }
+            n += pages[..done].iter().map(|&b| u64::from(b)).sum::<u64>();
+            at += done as u64 * PAGE_SIZE;
+        }
+        n * PAGE_SIZE
+    }
+
     /// The VMA containing `addr`, if any.
     pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
         self.vmas

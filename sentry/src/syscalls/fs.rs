@@ -819,10 +819,32 @@ fn open_path(
                 crate::fsimpl::proc::ProcNode::OomScoreAdj(_, _, data) => {
                     FileKind::Static(crate::vfs::file::StaticData::new(data.clone()))
                 }
+                // Writes are taken by FileDescription::write; only the
+                // namespace's root may open most for writing.
+                crate::fsimpl::proc::ProcNode::Sysctl(_, path, data) => {
+                    if wants_write
+                        && !crate::fsimpl::sysctl::may_open_for_write(path, task.creds.uid[1])
+                    {
+                        return Err(Errno::EACCES);
+                    }
+                    FileKind::Static(crate::vfs::file::StaticData::new(data.clone()))
+                }
                 crate::fsimpl::proc::ProcNode::Mem(_, p) => {
                     let leader = p.state().threads.first().cloned().ok_or(Errno::ESRCH)?;
                     crate::syscalls::ptrace::may_access(task, &leader)?;
                     FileKind::Impl(Arc::new(crate::fsimpl::proc::ProcMem::new(p)?))
+                }
+                crate::fsimpl::proc::ProcNode::Pagemap(_, p) => {
+                    let leader = p.state().threads.first().cloned().ok_or(Errno::ESRCH)?;
+                    // (mm_access() answers EACCES where ptrace says EPERM)
+                    crate::syscalls::ptrace::may_access(task, &leader).map_err(|e| {
+                        if e == Errno::EPERM {
+                            Errno::EACCES
+                        } else {
+                            e
+                        }
+                    })?;
+                    FileKind::Impl(Arc::new(crate::fsimpl::proc::ProcPagemap::new(p)?))
                 }
                 _ if wants_write => return Err(Errno::EACCES),
                 crate::fsimpl::proc::ProcNode::File(_, data) => {

@@ -395,8 +395,8 @@ pub fn sys_uname(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     u.nodename = field(&uts.host);
     u.domainname = field(&uts.domain);
     drop(uts);
-    u.release = field(b"6.1.0-ferrovisor");
-    u.version = field(b"#1 SMP ferrovisor");
+    u.release = field(crate::kernel::UTS_RELEASE.as_bytes());
+    u.version = field(crate::kernel::UTS_VERSION.as_bytes());
     u.machine = field(b"x86_64");
     task.mm().write_obj(a.ptr(0), &u).map(|()| 0)
 }

@@ -626,9 +626,10 @@ impl FileDescription {
                     let data = data.for_read(pos, || {
                         let loc = self.location.as_ref()?;
                         match blk.fs.look_up_again(loc)? {
-                            crate::vfs::Node::Proc(crate::fsimpl::proc::ProcNode::File(_, d)) => {
-                                Some(d)
-                            }
+                            crate::vfs::Node::Proc(
+                                crate::fsimpl::proc::ProcNode::File(_, d)
+                                | crate::fsimpl::proc::ProcNode::Sysctl(_, _, d),
+                            ) => Some(d),
                             _ => None,
                         }
                     });
@@ -742,6 +743,30 @@ impl FileDescription {
                 let privileged = blk.caller.capable(crate::kernel::auth::cap::SYS_RESOURCE);
                 crate::fsimpl::proc::write_oom_score_adj(p, &data, privileged)?;
                 return Ok(len as u64);
+            }
+            if let crate::vfs::Node::Proc(crate::fsimpl::proc::ProcNode::Sysctl(_, path, _)) =
+                loc.node()
+            {
+                // Linux reads the whole write; numbers past the first 64
+                // KiB would be ignored as surplus anyway.
+                let len: usize = bufs.iter().map(GuestSlice::len).sum();
+                let mut data = vec![0u8; len.min(65536)];
+                let n = copy_from_slices(bufs, &mut data);
+                data.truncate(n);
+                let privileged = blk.caller.capable(crate::kernel::auth::cap::SYS_ADMIN)
+                    || blk
+                        .caller
+                        .capable(crate::kernel::auth::cap::CHECKPOINT_RESTORE);
+                let mut pos = lock(&self.pos);
+                let start = at.unwrap_or(*pos);
+                let used = blk
+                    .fs
+                    .proc
+                    .write_sysctl(path, &data, len, start, privileged)?;
+                if at.is_none() {
+                    *pos = start + used as u64;
+                }
+                return Ok(used as u64);
             }
         }
         if let FileKind::Mem(m) = &self.kind {

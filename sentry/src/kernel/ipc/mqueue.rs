@@ -201,8 +201,9 @@ pub struct Registry {
     queues: Mutex<BTreeMap<Vec<u8>, Arc<MsgQueue>>>,
     acct: Arc<Accounting>,
     next_ino: AtomicU64,
-    /// the limits, when the container's sysctls set them
-    limits: std::sync::OnceLock<Limits>,
+    /// the limits, which the container's sysctls and root's writes to
+    /// /proc/sys/fs/mqueue set
+    limits: Mutex<Limits>,
 }
 
 /// Checks a queue name as the kernel's lookup does: not empty (`ENOENT`),
@@ -241,13 +242,12 @@ fn attr_ok(maxmsg: i64, msgsize: i64, privileged: bool, limits: &Limits) -> Resu
 impl Registry {
     /// The `fs.mqueue` limits in force.
     pub fn limits(&self) -> Limits {
-        self.limits.get().copied().unwrap_or_default()
+        *lock(&self.limits)
     }
 
-    /// Sets the `fs.mqueue` limits, once, before the guest runs (`EBUSY`
-    /// after that).
-    pub fn set_limits(&self, limits: Limits) -> Result<(), Errno> {
-        self.limits.set(limits).map_err(|_| Errno::EBUSY)
+    /// Sets the `fs.mqueue` limits: queues made from now on keep them.
+    pub fn set_limits(&self, limits: Limits) {
+        *lock(&self.limits) = limits;
     }
 
     /// The queue called `name`.

@@ -23,8 +23,7 @@ use crate::kernel::task::Task;
 use crate::kernel::wait::WaitQueue;
 
 use abi::ipc::{
-    IPC_NOWAIT, MSGMAX, MSGMNB, MSGMNI, MSG_COPY, MSG_EXCEPT, MSG_INFO, MSG_NOERROR, MSG_STAT,
-    MSG_STAT_ANY,
+    IPC_NOWAIT, MSGMNB, MSGMNI, MSG_COPY, MSG_EXCEPT, MSG_INFO, MSG_NOERROR, MSG_STAT, MSG_STAT_ANY,
 };
 
 /// The most bytes all queues hold, below what Linux would allow: they live
@@ -120,7 +119,8 @@ pub fn msgget(task: &Task, key: i32, flags: u64) -> Result<i32, Errno> {
             return Err(Errno::ENOENT);
         }
     }
-    if g.queues.len() >= MSGMNI {
+    let limits = task.kernel.sysv_limits();
+    if !super::room_for_one(g.queues.len(), limits.msgmni) {
         return Err(Errno::ENOSPC);
     }
     let Inner {
@@ -149,7 +149,8 @@ pub fn msgget(task: &Task, key: i32, flags: u64) -> Result<i32, Errno> {
             ctime: now(),
             lspid: 0,
             lrpid: 0,
-            qbytes: MSGMNB,
+            // (`msgmnb` is at least 0)
+            qbytes: limits.msgmnb.max(0) as u64,
             cbytes: 0,
             msgs: VecDeque::new(),
             waiters: WaitQueue::new(),
@@ -161,7 +162,7 @@ pub fn msgget(task: &Task, key: i32, flags: u64) -> Result<i32, Errno> {
 /// `msgsnd(msqid, msgp, msgsz, msgflg)`: the message at `addr` (its type,
 /// then `size` bytes).
 pub fn msgsnd(task: &mut Task, id: i32, addr: u64, size: u64, flags: u64) -> Result<(), Errno> {
-    if size as usize > MSGMAX {
+    if size > task.kernel.sysv_limits().msgmax.max(0) as u64 {
         return Err(Errno::EINVAL);
     }
     let mtype: i64 = task.mm().read_obj(addr)?;
@@ -370,6 +371,7 @@ pub fn msgctl(task: &Task, id: i32, cmd: u64, buf: u64) -> Result<u64, Errno> {
     let reg = task.kernel.sysv_msg.clone();
     match cmd {
         IPC_INFO | MSG_INFO => {
+            let limits = task.kernel.sysv_limits();
             let g = reg.lock();
             let info = MsgInfo {
                 // MSG_INFO: queues, messages and bytes in use instead
@@ -383,9 +385,9 @@ pub fn msgctl(task: &Task, id: i32, cmd: u64, buf: u64) -> Result<u64, Errno> {
                 } else {
                     MSGMNB as i32
                 },
-                msgmax: MSGMAX as i32,
-                msgmnb: MSGMNB as i32,
-                msgmni: MSGMNI as i32,
+                msgmax: limits.msgmax,
+                msgmnb: limits.msgmnb,
+                msgmni: limits.msgmni,
                 msgssz: 16,
                 msgtql: if cmd == MSG_INFO {
                     g.bytes() as i32
@@ -418,12 +420,13 @@ pub fn msgctl(task: &Task, id: i32, cmd: u64, buf: u64) -> Result<u64, Errno> {
         IPC_SET => {
             let new: MsqidDs = task.mm().read_obj(buf)?;
             let raise = task.capable(cap::SYS_RESOURCE);
+            let msgmnb = task.kernel.sysv_limits().msgmnb.max(0) as u64;
             let mut g = reg.lock();
             let q = g.by_id(id)?;
             if !ipc_may_change(task, &q.owner) {
                 return Err(Errno::EPERM);
             }
-            if new.qbytes > MSGMNB && !raise {
+            if new.qbytes > msgmnb && !raise {
                 return Err(Errno::EPERM);
             }
             q.owner.uid = new.perm.uid;

@@ -25,8 +25,8 @@ use crate::kernel::task::Task;
 use crate::kernel::wait::WaitQueue;
 
 use abi::ipc::{
-    GETALL, GETNCNT, GETPID, GETVAL, GETZCNT, SEMAEM, SEMMNI, SEMMNS, SEMMSL, SEMOPM, SEMVMX,
-    SEM_INFO, SEM_STAT, SEM_STAT_ANY, SEM_UNDO, SETALL, SETVAL,
+    GETALL, GETNCNT, GETPID, GETVAL, GETZCNT, SEMAEM, SEMMNI, SEMMNS, SEMOPM, SEMVMX, SEM_INFO,
+    SEM_STAT, SEM_STAT_ANY, SEM_UNDO, SETALL, SETVAL,
 };
 
 /// `IPC_NOWAIT` as `sem_flg`'s `short`.
@@ -109,7 +109,8 @@ impl Inner {
 pub fn semget(task: &Task, key: i32, nsems: i32, flags: u64) -> Result<i32, Errno> {
     let reg = task.kernel.sysv_sem.clone();
     let mut g = reg.lock();
-    if nsems < 0 || nsems as usize > SEMMSL {
+    let [semmsl, semmns, _, semmni] = task.kernel.sysv_limits().sem;
+    if nsems < 0 || nsems > semmsl {
         return Err(Errno::EINVAL);
     }
     if key != IPC_PRIVATE {
@@ -133,7 +134,9 @@ pub fn semget(task: &Task, key: i32, nsems: i32, flags: u64) -> Result<i32, Errn
     if nsems == 0 {
         return Err(Errno::EINVAL);
     }
-    if g.total() + nsems as usize > SEMMNS.min(SENTRY_MAX_SEMS) || g.sets.len() >= SEMMNI {
+    // (`semmns` below 0 leaves no room)
+    let most = usize::try_from(semmns).unwrap_or(0).min(SENTRY_MAX_SEMS);
+    if g.total() + nsems as usize > most || !super::room_for_one(g.sets.len(), semmni) {
         return Err(Errno::ENOSPC);
     }
     let Inner {
@@ -252,7 +255,7 @@ pub fn semtimedop(
     if nsops == 0 {
         return Err(Errno::EINVAL);
     }
-    if nsops as usize > SEMOPM {
+    if nsops > u64::try_from(task.kernel.sysv_limits().sem[2]).unwrap_or(0) {
         return Err(Errno::E2BIG);
     }
     let mut ops = vec![SemBuf::default(); nsops as usize];
@@ -407,14 +410,16 @@ pub fn semctl(task: &Task, id: i32, num: i32, cmd: u64, arg: u64) -> Result<u64,
     let reg = task.kernel.sysv_sem.clone();
     match cmd {
         IPC_INFO | SEM_INFO => {
+            let [semmsl, semmns, semopm, semmni] = task.kernel.sysv_limits().sem;
             let g = reg.lock();
+            // (SEMMAP, SEMMNU and SEMUME are constants)
             let info = SemInfo {
                 semmap: SEMMNS as i32,
-                semmni: SEMMNI as i32,
-                semmns: SEMMNS as i32,
+                semmni,
+                semmns,
                 semmnu: SEMMNS as i32,
-                semmsl: SEMMSL as i32,
-                semopm: SEMOPM as i32,
+                semmsl,
+                semopm,
                 semume: SEMOPM as i32,
                 // SEM_INFO: sets and semaphores in use instead
                 semusz: if cmd == SEM_INFO {

@@ -30,8 +30,8 @@ pub(crate) use abi::ipc::{
     IPC_64, IPC_CREAT, IPC_EXCL, IPC_INFO, IPC_PRIVATE, IPC_RMID, IPC_SET, IPC_STAT,
 };
 use abi::ipc::{
-    SHMALL, SHMMAX, SHMMNI, SHM_DEST, SHM_EXEC, SHM_INFO, SHM_LOCK, SHM_LOCKED, SHM_RDONLY,
-    SHM_REMAP, SHM_RND, SHM_STAT, SHM_STAT_ANY, SHM_UNLOCK,
+    SHMMNI, SHM_DEST, SHM_EXEC, SHM_INFO, SHM_LOCK, SHM_LOCKED, SHM_RDONLY, SHM_REMAP, SHM_RND,
+    SHM_STAT, SHM_STAT_ANY, SHM_UNLOCK,
 };
 /// `SEQ_MULTIPLIER` (`IPCMNI`).
 pub(crate) const SEQ_MULTIPLIER: i32 = 32768;
@@ -297,14 +297,15 @@ pub fn shmget(task: &Task, key: i32, size: u64, flags: u64) -> Result<i32, Errno
             return Err(Errno::ENOENT);
         }
     }
-    if !(1..=SHMMAX).contains(&size) {
+    let limits = task.kernel.sysv_limits();
+    if !(1..=limits.shmmax).contains(&size) {
         return Err(Errno::EINVAL);
     }
     let pages = page_up(size).ok_or(Errno::EINVAL)? / PAGE_SIZE;
-    if g.pages().saturating_add(pages) > SHMALL {
+    if g.pages().saturating_add(pages) > limits.shmall {
         return Err(Errno::ENOSPC);
     }
-    if g.segs.len() >= SHMMNI {
+    if !super::room_for_one(g.segs.len(), limits.shmmni) {
         return Err(Errno::ENOSPC);
     }
     let region = SharedRegion::new(&task.kernel.memory, pages * PAGE_SIZE)?;
@@ -525,12 +526,14 @@ pub fn shmctl(task: &Task, id: i32, cmd: u64, buf: u64) -> Result<u64, Errno> {
     let reg = task.kernel.sysv_shm.clone();
     match cmd {
         IPC_INFO => {
+            let limits = task.kernel.sysv_limits();
             let info = ShmInfo64 {
-                shmmax: SHMMAX,
+                shmmax: limits.shmmax,
                 shmmin: 1,
-                shmmni: SHMMNI as u64,
+                shmmni: limits.shmmni as u64,
+                // (SHMSEG, a constant)
                 shmseg: SHMMNI as u64,
-                shmall: SHMALL,
+                shmall: limits.shmall,
                 unused: [0; 4],
             };
             task.mm().write_obj(buf, &info)?;
