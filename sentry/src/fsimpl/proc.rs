@@ -1798,11 +1798,16 @@ fn mount_table(
     }
     out
 }
-/// A write to `/proc/[pid]/oom_score_adj` (oom_score_adj_write()): one
-/// integer, in C's notation (decimal, `0x` hex, `0` octal), with white space
-/// around it, in -1000..=1000; else `EINVAL`. Linux reads at most 23 bytes
-/// of it. Going below the last value a writer with `CAP_SYS_RESOURCE`
-/// (`privileged`) set takes that capability (`EACCES`).
+/// The address space `p` has now, for a file that keeps it (`ESRCH`
+/// once it has none).
+fn address_space(p: &Process) -> Result<Weak<std::sync::Mutex<crate::mm::MemoryManager>>, Errno> {
+    let mm = p.state().info.mm.clone();
+    if mm.strong_count() == 0 {
+        return Err(Errno::ESRCH);
+    }
+    Ok(mm)
+}
+
 /// An open `/proc/[pid]/mem`: the address space it was opened on (Linux
 /// keeps that one too: after an `execve` the file reads nothing). The file
 /// offset is the address; a read or write stops at the first page that
@@ -1813,11 +1818,7 @@ pub struct ProcMem(Weak<std::sync::Mutex<crate::mm::MemoryManager>>);
 impl ProcMem {
     /// The memory of `p`, whose access the caller has checked.
     pub fn new(p: &Process) -> Result<ProcMem, Errno> {
-        let mm = p.state().info.mm.clone();
-        if mm.strong_count() == 0 {
-            return Err(Errno::ESRCH);
-        }
-        Ok(ProcMem(mm))
+        address_space(p).map(ProcMem)
     }
 
     fn transfer(
@@ -1922,11 +1923,7 @@ const PM_MMAP_EXCLUSIVE: u64 = 1 << 56;
 impl ProcPagemap {
     /// The pagemap of `p`, whose access the caller has checked.
     pub fn new(p: &Process) -> Result<ProcPagemap, Errno> {
-        let mm = p.state().info.mm.clone();
-        if mm.strong_count() == 0 {
-            return Err(Errno::ESRCH);
-        }
-        Ok(ProcPagemap(mm))
+        address_space(p).map(ProcPagemap)
     }
 
     /// The entries of up to `out.len()` pages from `page`, stopping at the
@@ -2040,6 +2037,11 @@ impl crate::vfs::file::FileImpl for ProcPagemap {
     }
 }
 
+/// A write to `/proc/[pid]/oom_score_adj` (oom_score_adj_write()): one
+/// integer, in C's notation (decimal, `0x` hex, `0` octal), with white space
+/// around it, in -1000..=1000; else `EINVAL`. Linux reads at most 23 bytes
+/// of it. Going below the last value a writer with `CAP_SYS_RESOURCE`
+/// (`privileged`) set takes that capability (`EACCES`).
 pub fn write_oom_score_adj(p: &Process, data: &[u8], privileged: bool) -> Result<(), Errno> {
     let v = parse_oom_score_adj(data)?;
     let mut st = p.state();

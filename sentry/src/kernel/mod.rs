@@ -328,6 +328,11 @@ impl Kernel {
             .task_limit = limit;
     }
 
+    /// The live thread `tid`, if any.
+    pub fn thread(&self, tid: i32) -> Option<Arc<Thread>> {
+        self.procs().threads.get(&tid).cloned()
+    }
+
     /// The process with `pid`.
     pub fn process(&self, pid: i32) -> Option<Arc<Process>> {
         self.procs

@@ -771,15 +771,9 @@ pub fn sys_waitid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }),
         P_PIDFD => {
             let file = task.fds().file(a[1] as i32 as i64)?;
-            let Some(crate::fsimpl::pidfd::PidFd(target)) = file.downcast() else {
-                return Err(Errno::EBADF);
-            };
+            let (target, live) = pidfd_process(task, &file)?;
             // Reaped, its ID perhaps reused: no longer a child to wait for.
-            if !task
-                .kernel
-                .process(target.pid)
-                .is_some_and(|p| Arc::ptr_eq(&p, target))
-            {
+            if !live {
                 return Err(Errno::ECHILD);
             }
             // waitid(2): a non-blocking pidfd makes the wait for a child
@@ -816,6 +810,23 @@ pub fn sys_waitid(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 /// `PIDFD_NONBLOCK`: `O_NONBLOCK`, the only flag `pidfd_open` takes.
 const PIDFD_NONBLOCK: u32 = 0o4000;
 
+/// The process pidfd `file` names (`EBADF` for another kind of file), and
+/// whether it is still the live one of its ID (not reaped, its ID not
+/// reused).
+fn pidfd_process(
+    task: &Task,
+    file: &crate::vfs::file::FileDescription,
+) -> Result<(Arc<Process>, bool), Errno> {
+    let Some(crate::fsimpl::pidfd::PidFd(target)) = file.downcast() else {
+        return Err(Errno::EBADF);
+    };
+    let live = task
+        .kernel
+        .process(target.pid)
+        .is_some_and(|p| Arc::ptr_eq(&p, target));
+    Ok((target.clone(), live))
+}
+
 /// Opens a pidfd for `target` (close-on-exec, as every pidfd is);
 /// `nonblock` is `0` or `O_NONBLOCK`.
 fn install_pidfd(task: &Task, target: Arc<Process>, nonblock: u32) -> Result<u64, Errno> {
@@ -836,14 +847,8 @@ pub fn sys_pidfd_getfd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let file = task.fds().file(a[0] as i32 as i64)?;
-    let Some(crate::fsimpl::pidfd::PidFd(target)) = file.downcast() else {
-        return Err(Errno::EBADF);
-    };
-    if !task
-        .kernel
-        .process(target.pid)
-        .is_some_and(|p| Arc::ptr_eq(&p, target))
-    {
+    let (target, live) = pidfd_process(task, &file)?;
+    if !live {
         return Err(Errno::ESRCH);
     }
     let leader = target

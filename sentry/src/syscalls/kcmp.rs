@@ -37,15 +37,6 @@ fn order(ty: u64, a: usize, b: usize) -> u64 {
     u64::from(a < b) | (u64::from(a > b) << 1)
 }
 
-fn thread(task: &Task, tid: i32) -> Result<Arc<Thread>, Errno> {
-    task.kernel
-        .procs()
-        .threads
-        .get(&tid)
-        .cloned()
-        .ok_or(Errno::ESRCH)
-}
-
 /// Descriptor `fd` of `th`'s table (`EBADF`, also once it has exited).
 pub(super) fn file_of(th: &Thread, fd: u64) -> Result<Arc<FileDescription>, Errno> {
     let fds = th.process.state().info.fds.upgrade().ok_or(Errno::EBADF)?;
@@ -76,7 +67,8 @@ fn object(th: &Arc<Thread>, ty: u64) -> usize {
 /// `kcmp(pid1, pid2, type, idx1, idx2)`.
 pub fn sys_kcmp(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let (pid1, pid2, ty, idx1, idx2) = (a.i32(0), a.i32(1), a.u64(2), a.u64(3), a.ptr(4));
-    let (t1, t2) = (thread(task, pid1)?, thread(task, pid2)?);
+    let thread = |tid| task.kernel.thread(tid).ok_or(Errno::ESRCH);
+    let (t1, t2) = (thread(pid1)?, thread(pid2)?);
     super::ptrace::may_access(task, &t1)?;
     super::ptrace::may_access(task, &t2)?;
     match ty {

@@ -318,13 +318,7 @@ fn target_mm(task: &Task, pid: i32) -> Result<Option<Arc<Mutex<MemoryManager>>>,
     if pid == 0 {
         return Ok(None);
     }
-    let th = task
-        .kernel
-        .procs()
-        .threads
-        .get(&pid)
-        .cloned()
-        .ok_or(Errno::ESRCH)?;
+    let th = task.kernel.thread(pid).ok_or(Errno::ESRCH)?;
     super::ptrace::may_access(task, &th)?;
     let mm = th.process.state().info.mm.upgrade();
     mm.map(Some).ok_or(Errno::EINVAL)

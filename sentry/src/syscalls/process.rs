@@ -615,12 +615,7 @@ fn sched_target(
     if tid == 0 || tid == task.tid() {
         return Ok(task.thread.clone());
     }
-    task.kernel
-        .procs()
-        .threads
-        .get(&tid)
-        .cloned()
-        .ok_or(Errno::ESRCH)
+    task.kernel.thread(tid).ok_or(Errno::ESRCH)
 }
 
 /// Whether the caller may change `th`'s scheduling: its own, one of its
@@ -1166,7 +1161,7 @@ pub fn sys_capget(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let caps = if pid == 0 || pid == task.tid() {
         task.creds.caps
     } else {
-        let thread = task.kernel.procs().threads.get(&pid).cloned();
+        let thread = task.kernel.thread(pid);
         let thread = thread.ok_or(Errno::ESRCH)?;
         let caps = thread.state().caps;
         caps

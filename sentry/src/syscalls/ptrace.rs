@@ -97,13 +97,7 @@ fn attach(task: &mut Task, pid: i32, seize: bool, addr: u64, data: u64) -> Resul
     if seize && (addr != 0 || data & !u64::from(opt::ALL) != 0) {
         return Err(Errno::EIO);
     }
-    let th = task
-        .kernel
-        .procs()
-        .threads
-        .get(&pid)
-        .cloned()
-        .ok_or(Errno::ESRCH)?;
+    let th = task.kernel.thread(pid).ok_or(Errno::ESRCH)?;
     if th.process.pid == task.pid() {
         return Err(Errno::EPERM);
     }

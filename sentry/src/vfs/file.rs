@@ -736,10 +736,7 @@ impl FileDescription {
             if let crate::vfs::Node::Proc(crate::fsimpl::proc::ProcNode::OomScoreAdj(_, p, _)) =
                 loc.node()
             {
-                let len: usize = bufs.iter().map(GuestSlice::len).sum();
-                let mut data = vec![0u8; len.min(23)];
-                let n = copy_from_slices(bufs, &mut data);
-                data.truncate(n);
+                let (len, data) = gather(bufs, 23);
                 let privileged = blk.caller.capable(crate::kernel::auth::cap::SYS_RESOURCE);
                 crate::fsimpl::proc::write_oom_score_adj(p, &data, privileged)?;
                 return Ok(len as u64);
@@ -749,10 +746,7 @@ impl FileDescription {
             {
                 // Linux reads the whole write; numbers past the first 64
                 // KiB would be ignored as surplus anyway.
-                let len: usize = bufs.iter().map(GuestSlice::len).sum();
-                let mut data = vec![0u8; len.min(65536)];
-                let n = copy_from_slices(bufs, &mut data);
-                data.truncate(n);
+                let (len, data) = gather(bufs, 65536);
                 let privileged = blk.caller.capable(crate::kernel::auth::cap::SYS_ADMIN)
                     || blk
                         .caller
@@ -1310,4 +1304,14 @@ pub fn fill_random(dst: &GuestBufs<'_>) {
         host::getrandom(piece);
         done += dst.write_at(done, piece);
     }
+}
+
+/// The length of a write from `bufs`, and its first `max` bytes (a /proc
+/// file that parses what it is given).
+fn gather(bufs: &[GuestSlice], max: usize) -> (usize, Vec<u8>) {
+    let len: usize = bufs.iter().map(GuestSlice::len).sum();
+    let mut data = vec![0u8; len.min(max)];
+    let n = copy_from_slices(bufs, &mut data);
+    data.truncate(n);
+    (len, data)
 }
