@@ -30,12 +30,16 @@
 
 #![forbid(unsafe_code)]
 
+pub mod audit;
 mod device;
 pub mod dns;
+mod http;
 pub mod policy;
 mod ports;
 mod relay;
+mod sniff;
 mod stack;
+pub mod tls;
 mod udp_relay;
 
 #[cfg(test)]
@@ -209,6 +213,10 @@ pub struct StackConfig {
     /// the policy refuses (the user's view of the egress log; the debug
     /// log has them either way).
     pub report_refusals: bool,
+    /// `--egress-log`: one line per attempt to leave the sandbox.
+    pub audit: Option<Arc<audit::AuditLog>>,
+    /// The sandbox's CA, for hosts with secrets or HTTP rules.
+    pub tls: Option<Arc<tls::Interceptor>>,
 }
 
 /// Address family of a socket.

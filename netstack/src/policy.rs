@@ -239,8 +239,10 @@ fn is_internal(ip: IpAddr) -> bool {
 /// The outcome of [`Policy::check`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// The destination may be reached; `rule` names the rule that allowed it.
-    Allow { rule: String },
+    /// The destination may be reached; `rule` names the rule that allowed
+    /// it. `by_name`: only a host rule did, so the connection must name
+    /// that host (TLS SNI or HTTP `Host`) before anything leaves.
+    Allow { rule: String, by_name: bool },
     /// The destination may not be reached.
     Deny(DenyReason),
 }
@@ -255,6 +257,16 @@ pub enum DenyReason {
     /// A host rule matched, but the name resolved to an internal or sensitive
     /// address: DNS rebinding.
     Rebinding { name: String },
+    /// The connection named a host that no rule allows, or one that did
+    /// not resolve to this address (domain fronting).
+    Fronting { name: String },
+    /// The connection named no host (no SNI, no `Host`), or spoke another
+    /// protocol than TLS or HTTP to an address allowed by name.
+    Unnamed,
+    /// `--deny-host` names the host.
+    Denied { name: String },
+    /// An `--allow-http` rule refuses the method or path.
+    Http { name: String, method: String },
 }
 
 impl fmt::Display for DenyReason {
@@ -271,6 +283,19 @@ impl fmt::Display for DenyReason {
                 f,
                 "{name} is allowed but resolved to an internal address (DNS rebinding)"
             ),
+            DenyReason::Fronting { name } => write!(
+                f,
+                "the connection names {name}, which no --allow-host rule allows at this address"
+            ),
+            DenyReason::Unnamed => write!(
+                f,
+                "allowed by name only, and the connection named no host (TLS SNI or HTTP Host); \
+                 other protocols need --allow-host NAME:PORT/tcp"
+            ),
+            DenyReason::Denied { name } => write!(f, "{name} is denied by --deny-host"),
+            DenyReason::Http { name, method } => {
+                write!(f, "{method} to {name} is not allowed by --allow-http")
+            }
         }
     }
 }
@@ -292,18 +317,210 @@ impl Decision {
     }
 }
 
-/// The egress policy of one sandbox. Shared (`Arc`) between the stack and the
-/// Sentry's DNS helper; the rule lists are fixed at construction, only the
-/// resolution record changes.
-#[derive(Debug, Default)]
-pub struct Policy {
+/// `--allow-host NAME` (HTTP and TLS naming NAME, any port) or
+/// `--allow-host NAME:PORT/tcp` (any protocol, that port only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostRule {
+    /// `example.com` or `*.example.com`, lower-case.
+    pub pattern: String,
+    pub port: Option<u16>,
+}
+
+impl HostRule {
+    /// Parses `NAME` or `NAME:PORT/tcp` (the name is checked by the caller).
+    pub fn parse(s: &str) -> Result<HostRule, String> {
+        match s.split_once(':') {
+            None => Ok(HostRule {
+                pattern: normalize_name(s),
+                port: None,
+            }),
+            Some((name, rest)) => {
+                let port = rest
+                    .strip_suffix("/tcp")
+                    .and_then(|p| p.parse::<u16>().ok())
+                    .filter(|&p| p != 0)
+                    .ok_or_else(|| {
+                        format!("{s:?}: after the name comes PORT/tcp (a port from 1 to 65535)")
+                    })?;
+                Ok(HostRule {
+                    pattern: normalize_name(name),
+                    port: Some(port),
+                })
+            }
+        }
+    }
+}
+
+/// `--allow-http HOST:METHOD,...[:/PATH,...]`: requests to HOST (HTTP, or
+/// HTTPS through the Sentry's interception) with these methods, to targets
+/// under these path prefixes (none given: any path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpRule {
+    pub pattern: String,
+    pub methods: Vec<String>,
+    pub paths: Vec<String>,
+}
+
+impl HttpRule {
+    /// Parses `HOST:METHOD,...[:/PATH,...]`.
+    pub fn parse(s: &str) -> Result<HttpRule, String> {
+        let mut parts = s.splitn(3, ':');
+        let host = parts.next().unwrap_or("");
+        let methods = parts.next().unwrap_or("");
+        let paths = parts.next().unwrap_or("");
+        let bad = |what: &str| format!("{s:?}: {what} (give HOST:GET,HEAD or HOST:GET:/path,...)");
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        let methods: Vec<String> = methods
+            .split(',')
+            .filter(|m| !m.is_empty())
+            .map(|m| m.trim().to_ascii_uppercase())
+            .collect();
+        if methods.is_empty()
+            || methods
+                .iter()
+                .any(|m| !m.bytes().all(|b| b.is_ascii_uppercase()))
+        {
+            return Err(bad("the methods must be words such as GET"));
+        }
+        let paths: Vec<String> = paths
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect();
+        if paths.iter().any(|p| !p.starts_with('/')) {
+            return Err(bad("each path prefix starts with /"));
+        }
+        Ok(HttpRule {
+            pattern: normalize_name(host),
+            methods,
+            paths,
+        })
+    }
+
+    fn allows(&self, method: &str, target: &str) -> bool {
+        // An absolute-form target (a proxy request) is checked by its path.
+        let path = match target.split_once("://") {
+            Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
+            None => target,
+        };
+        self.methods.iter().any(|m| m == method)
+            && (self.paths.is_empty() || self.paths.iter().any(|p| path.starts_with(p.as_str())))
+    }
+}
+
+/// A secret the guest sees only as its placeholder; the Sentry puts the
+/// value in place of the placeholder in requests to its hosts.
+pub struct Secret {
+    /// The environment variable's name in the guest.
+    pub name: String,
+    /// What the guest's environment holds instead of the value: random,
+    /// per sandbox.
+    pub placeholder: String,
+    value: Vec<u8>,
+    /// Host patterns the value may go to.
+    pub hosts: Vec<String>,
+}
+
+impl Secret {
+    pub fn new(name: String, placeholder: String, value: Vec<u8>, hosts: Vec<String>) -> Secret {
+        Secret {
+            name,
+            placeholder,
+            value,
+            hosts: hosts.iter().map(|h| normalize_name(h)).collect(),
+        }
+    }
+
+    /// The real value.
+    pub fn value(&self) -> &[u8] {
+        &self.value
+    }
+
+    /// Whether the value may go to `name`.
+    pub fn goes_to(&self, name: &str) -> bool {
+        self.hosts.iter().any(|p| host_matches(p, name))
+    }
+}
+
+impl fmt::Debug for Secret {
+    /// Never the value.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Secret")
+            .field("name", &self.name)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Secret {
+    fn drop(&mut self) {
+        // Not left behind in freed heap memory (black_box keeps the
+        // clearing from being optimised away).
+        self.value.fill(0);
+        std::hint::black_box(&self.value);
+    }
+}
+
+/// The rules of a policy: fixed at start, changed only by
+/// [`Policy::update`].
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
     /// Networks that may be reached, each on one port or (`None`) all ports.
     pub allow_cidrs: Vec<(IpNet, Option<u16>)>,
-    /// Host names (`example.com`) or wildcard suffixes (`*.example.com`).
-    pub allow_hosts: Vec<String>,
+    /// Host rules.
+    pub allow_hosts: Vec<HostRule>,
+    /// Host patterns refused whatever else allows them.
+    pub deny_hosts: Vec<String>,
+    /// HTTP method and path rules, per host.
+    pub http: Vec<HttpRule>,
+}
+
+impl Rules {
+    fn denied(&self, name: &str) -> bool {
+        self.deny_hosts.iter().any(|p| host_matches(p, name))
+    }
+
+    /// Whether `name` may be named by a connection (any protocol if `port`
+    /// is given and a `NAME:PORT/tcp` rule has it).
+    fn name_allowed(&self, name: &str, port: Option<u16>) -> bool {
+        if self.denied(name) {
+            return false;
+        }
+        self.allow_hosts
+            .iter()
+            .any(|r| host_matches(&r.pattern, name) && (r.port.is_none() || r.port == port))
+            || (port.is_none() && self.http.iter().any(|r| host_matches(&r.pattern, name)))
+    }
+
+    fn resolvable(&self, name: &str) -> bool {
+        !self.denied(name)
+            && (self
+                .allow_hosts
+                .iter()
+                .any(|r| host_matches(&r.pattern, name))
+                || self.http.iter().any(|r| host_matches(&r.pattern, name)))
+    }
+
+    fn raw_port(&self, name: &str, port: u16) -> bool {
+        !self.denied(name)
+            && self
+                .allow_hosts
+                .iter()
+                .any(|r| r.port == Some(port) && host_matches(&r.pattern, name))
+    }
+}
+
+/// The egress policy of one sandbox. Shared (`Arc`) between the stack and the
+/// Sentry's DNS helper; the rules change only through [`Policy::update`].
+#[derive(Debug, Default)]
+pub struct Policy {
+    rules: std::sync::RwLock<Rules>,
     /// The host's own addresses (canonical): services listening on them
     /// are the host's, not the network's.
     host_addrs: Vec<IpAddr>,
+    secrets: Vec<Secret>,
     resolutions: Mutex<Resolutions>,
 }
 
@@ -314,15 +531,84 @@ struct Resolutions {
 }
 
 impl Policy {
-    /// A policy with the given rules. Host patterns are lower-cased and lose
-    /// a trailing dot.
+    /// A policy with the given rules. Host rules are `NAME` or
+    /// `NAME:PORT/tcp` (see [`HostRule`]); patterns are lower-cased and
+    /// lose a trailing dot. Rules that do not parse are dropped (the
+    /// runtime checks them first, with messages).
     pub fn new(allow_cidrs: Vec<(IpNet, Option<u16>)>, allow_hosts: Vec<String>) -> Policy {
         Policy {
-            allow_cidrs,
-            allow_hosts: allow_hosts.iter().map(|h| normalize_name(h)).collect(),
+            rules: std::sync::RwLock::new(Rules {
+                allow_cidrs,
+                allow_hosts: allow_hosts
+                    .iter()
+                    .filter_map(|h| HostRule::parse(h).ok())
+                    .collect(),
+                ..Rules::default()
+            }),
             host_addrs: Vec::new(),
+            secrets: Vec::new(),
             resolutions: Mutex::default(),
         }
+    }
+
+    /// The policy with `--allow-http` rules.
+    pub fn with_http_rules(mut self, http: Vec<HttpRule>) -> Policy {
+        self.set_http_rules(http);
+        self
+    }
+
+    /// The policy with secrets to put in place of their placeholders.
+    pub fn with_secrets(mut self, secrets: Vec<Secret>) -> Policy {
+        self.set_secrets(secrets);
+        self
+    }
+
+    /// Sets the `--allow-http` rules.
+    pub fn set_http_rules(&mut self, http: Vec<HttpRule>) {
+        self.rules_mut().http = http;
+    }
+
+    /// Sets the secrets.
+    pub fn set_secrets(&mut self, secrets: Vec<Secret>) {
+        self.secrets = secrets;
+    }
+
+    fn rules(&self) -> std::sync::RwLockReadGuard<'_, Rules> {
+        self.rules.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn rules_mut(&self) -> std::sync::RwLockWriteGuard<'_, Rules> {
+        self.rules.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of the rules now in force.
+    pub fn current(&self) -> Rules {
+        self.rules().clone()
+    }
+
+    /// Changes the rules for new connections: `allow` host rules are added
+    /// (and lose any deny of the same pattern); `deny` patterns refuse
+    /// their names from now on (and lose their allow rules).
+    pub fn update(&self, allow: Vec<HostRule>, deny: Vec<String>) {
+        let mut r = self.rules_mut();
+        for a in allow {
+            r.deny_hosts.retain(|d| *d != a.pattern);
+            if !r.allow_hosts.contains(&a) {
+                r.allow_hosts.push(a);
+            }
+        }
+        for d in deny {
+            let d = normalize_name(&d);
+            r.allow_hosts.retain(|a| a.pattern != d);
+            if !r.deny_hosts.contains(&d) {
+                r.deny_hosts.push(d);
+            }
+        }
+    }
+
+    /// The secrets.
+    pub fn secrets(&self) -> &[Secret] {
+        &self.secrets
     }
 
     /// The policy, with `addrs` (the host's interface addresses) closed
@@ -342,10 +628,39 @@ impl Policy {
         Policy::default()
     }
 
-    /// Whether `name` matches one of the host rules.
+    /// Whether `name` matches one of the host rules (so the sandbox's DNS
+    /// answers it).
     pub fn host_allowed(&self, name: &str) -> bool {
-        let name = normalize_name(name);
-        self.allow_hosts.iter().any(|p| host_matches(p, &name))
+        self.rules().resolvable(&normalize_name(name))
+    }
+
+    /// Whether connections naming `name` pass through the Sentry's HTTP
+    /// layer: it has secrets or `--allow-http` rules.
+    pub fn inspects(&self, name: &str) -> bool {
+        self.secrets.iter().any(|s| s.goes_to(name))
+            || self
+                .rules()
+                .http
+                .iter()
+                .any(|r| host_matches(&r.pattern, name))
+    }
+
+    /// Whether a request to `name` with `method` and `target` may go out
+    /// (`Err` says why not).
+    pub fn check_request(&self, name: &str, method: &str, target: &str) -> Result<(), DenyReason> {
+        let rules = self.rules();
+        let mine: Vec<&HttpRule> = rules
+            .http
+            .iter()
+            .filter(|r| host_matches(&r.pattern, name))
+            .collect();
+        if mine.is_empty() || mine.iter().any(|r| r.allows(method, target)) {
+            return Ok(());
+        }
+        Err(DenyReason::Http {
+            name: name.to_string(),
+            method: method.to_string(),
+        })
     }
 
     /// Records that `name` resolved to `addrs`, so that a later connection to
@@ -379,6 +694,14 @@ impl Policy {
         }
     }
 
+    fn sensitive(&self, ip: IpAddr) -> Option<(IpNet, &'static str)> {
+        sensitive_range(ip).or_else(|| {
+            self.host_addrs
+                .contains(&ip)
+                .then(|| (IpNet::host(ip), "the host's own"))
+        })
+    }
+
     /// Decides whether the guest may reach `dest`. `resolved_from` is the
     /// name the caller (the Sentry, never the guest) itself resolved to
     /// `dest`; without it, names recorded by [`Policy::note_resolution`] for
@@ -386,13 +709,10 @@ impl Policy {
     pub fn check(&self, dest: SocketAddr, resolved_from: Option<&str>) -> Decision {
         let ip = canonical(dest.ip());
         let port = dest.port();
-        let sensitive = sensitive_range(ip).or_else(|| {
-            self.host_addrs
-                .contains(&ip)
-                .then(|| (IpNet::host(ip), "the host's own"))
-        });
+        let sensitive = self.sensitive(ip);
+        let rules = self.rules();
 
-        for (net, rule_port) in &self.allow_cidrs {
+        for (net, rule_port) in &rules.allow_cidrs {
             if !net.contains(ip) || rule_port.is_some_and(|p| p != port) {
                 continue;
             }
@@ -407,28 +727,74 @@ impl Policy {
                 Some(p) => format!("cidr {net} port {p}"),
                 None => format!("cidr {net}"),
             };
-            return Decision::Allow { rule };
+            return Decision::Allow {
+                rule,
+                by_name: false,
+            };
         }
 
         let names: Vec<String> = match resolved_from {
             Some(n) => vec![normalize_name(n)],
-            None => {
-                let r = self.resolutions.lock().unwrap_or_else(|e| e.into_inner());
-                r.by_addr.get(&ip).cloned().unwrap_or_default()
-            }
+            None => self.names_of(ip),
         };
-        if let Some(name) = names.into_iter().find(|n| self.host_allowed(n)) {
+        let mut by_name = None;
+        for name in names {
+            if rules.raw_port(&name, port) {
+                by_name = Some((name, false));
+                break;
+            }
+            if by_name.is_none() && rules.name_allowed(&name, None) {
+                by_name = Some((name, true));
+            }
+        }
+        if let Some((name, named)) = by_name {
             if sensitive.is_some() || is_internal(ip) {
                 return Decision::Deny(DenyReason::Rebinding { name });
             }
+            let rule = if named {
+                format!("host {name}")
+            } else {
+                format!("host {name} port {port}/tcp")
+            };
             return Decision::Allow {
-                rule: format!("host {name}"),
+                rule,
+                by_name: named,
             };
         }
 
         match sensitive {
             Some((_, why)) => Decision::Deny(DenyReason::Sensitive(why)),
             None => Decision::Deny(DenyReason::NoRule),
+        }
+    }
+
+    fn names_of(&self, ip: IpAddr) -> Vec<String> {
+        let r = self.resolutions.lock().unwrap_or_else(|e| e.into_inner());
+        r.by_addr.get(&ip).cloned().unwrap_or_default()
+    }
+
+    /// Decides a connection to `dest` that [`Policy::check`] allowed by
+    /// name only, now that it named `name` (TLS SNI or HTTP `Host`; `None`:
+    /// it named nothing): the name must be allowed and must have resolved
+    /// to this address through the sandbox's DNS.
+    pub fn check_name(&self, dest: SocketAddr, name: Option<&str>) -> Decision {
+        let Some(name) = name.map(normalize_name) else {
+            return Decision::Deny(DenyReason::Unnamed);
+        };
+        let ip = canonical(dest.ip());
+        let rules = self.rules();
+        if rules.denied(&name) {
+            return Decision::Deny(DenyReason::Denied { name });
+        }
+        if !rules.name_allowed(&name, None) || !self.names_of(ip).contains(&name) {
+            return Decision::Deny(DenyReason::Fronting { name });
+        }
+        if self.sensitive(ip).is_some() || is_internal(ip) {
+            return Decision::Deny(DenyReason::Rebinding { name });
+        }
+        Decision::Allow {
+            rule: format!("host {name}"),
+            by_name: true,
         }
     }
 }
@@ -568,7 +934,8 @@ mod tests {
         assert_eq!(
             p.check(SocketAddr::new(ip, 443), None),
             Decision::Allow {
-                rule: "host www.example.com".into()
+                rule: "host www.example.com".into(),
+                by_name: true,
             }
         );
         // A name the caller resolved itself.
@@ -679,5 +1046,94 @@ mod tests {
         assert!(!r
             .by_addr
             .contains_key(&IpAddr::V4(Ipv4Addr::from(0x0101_0000))));
+    }
+
+    #[test]
+    fn names_must_be_allowed_and_resolved_to_the_address() {
+        let p = Policy::new(vec![], vec!["api.test".into(), "ssh.test:22/tcp".into()]);
+        let api: IpAddr = "93.184.216.34".parse().expect("ip");
+        let other: IpAddr = "93.184.216.35".parse().expect("ip");
+        p.note_resolution("api.test", &[api]);
+        p.note_resolution("ssh.test", &[other]);
+        // By name: HTTP and TLS on any port must then name the host.
+        assert_eq!(
+            p.check(SocketAddr::new(api, 8443), None),
+            Decision::Allow {
+                rule: "host api.test".into(),
+                by_name: true
+            }
+        );
+        assert!(p
+            .check_name(SocketAddr::new(api, 443), Some("API.test."))
+            .is_allowed());
+        for name in [Some("evil.test"), Some("ssh.test"), None] {
+            assert!(
+                !p.check_name(SocketAddr::new(api, 443), name).is_allowed(),
+                "{name:?}"
+            );
+        }
+        // NAME:PORT/tcp: that port, any protocol, nothing else.
+        assert_eq!(
+            p.check(SocketAddr::new(other, 22), None),
+            Decision::Allow {
+                rule: "host ssh.test port 22/tcp".into(),
+                by_name: false
+            }
+        );
+        assert!(!p.check(SocketAddr::new(other, 443), None).is_allowed());
+        assert!(HostRule::parse("a.test:22").is_err());
+        assert!(HostRule::parse("a.test:0/tcp").is_err());
+        assert!(HostRule::parse("a.test:22/udp").is_err());
+    }
+
+    #[test]
+    fn updates_take_effect_for_the_next_check() {
+        let p = Policy::new(vec![], vec![]);
+        let ip: IpAddr = "93.184.216.34".parse().expect("ip");
+        assert!(!p.host_allowed("api.test"));
+        p.update(vec![HostRule::parse("api.test").expect("rule")], vec![]);
+        p.note_resolution("api.test", &[ip]);
+        assert!(p
+            .check_name(SocketAddr::new(ip, 443), Some("api.test"))
+            .is_allowed());
+        p.update(vec![], vec!["api.test".into()]);
+        assert!(!p.host_allowed("api.test"));
+        assert_eq!(
+            p.check_name(SocketAddr::new(ip, 443), Some("api.test")),
+            Decision::Deny(DenyReason::Denied {
+                name: "api.test".into()
+            })
+        );
+        p.update(vec![HostRule::parse("api.test").expect("rule")], vec![]);
+        assert!(p.host_allowed("api.test"));
+    }
+
+    #[test]
+    fn http_rules_parse_and_match() {
+        let r = HttpRule::parse("api.test:get,HEAD:/v1/,/health").expect("rule");
+        assert_eq!(r.methods, vec!["GET", "HEAD"]);
+        assert!(r.allows("GET", "/v1/x"));
+        assert!(r.allows("HEAD", "http://api.test/health"));
+        assert!(!r.allows("POST", "/v1/x"));
+        assert!(!r.allows("GET", "/v2"));
+        for bad in [
+            "",
+            ":GET",
+            "api.test",
+            "api.test:",
+            "api.test:G3T",
+            "api.test:GET:v1",
+        ] {
+            assert!(HttpRule::parse(bad).is_err(), "{bad}");
+        }
+        let s = Secret::new(
+            "T".into(),
+            "P".into(),
+            b"hunter2".to_vec(),
+            vec!["*.api.test".into()],
+        );
+        assert!(s.goes_to("x.api.test") && !s.goes_to("api.test"));
+        // Debug output never shows the value.
+        assert!(!format!("{s:?}").contains("hunter2"));
     }
 }

@@ -452,6 +452,20 @@ impl Socket {
         self.stack.op(self.id, |s, e| s.connect(e, addr))
     }
 
+    /// Names the guest process behind the socket's next connect or send,
+    /// for the egress log.
+    pub fn set_origin(&self, pid: i32, command: &str) {
+        let _ = self.stack.op(self.id, |_, e| {
+            if e.origin.pid != pid || e.origin.command != command {
+                e.origin = crate::audit::Origin {
+                    pid,
+                    command: command.to_string(),
+                };
+            }
+            Ok(())
+        });
+    }
+
     /// `connect(2)` with `AF_UNSPEC` on a UDP socket: forget the peer.
     pub fn disconnect(&self) -> Result<(), Errno> {
         self.stack.op(self.id, |_, e| match &mut e.state {
@@ -613,9 +627,18 @@ struct Inner {
     me: Weak<Stack>,
     policy: Arc<Policy>,
     report_refusals: bool,
+    audit: Option<Arc<crate::audit::AuditLog>>,
+    tls: Option<Arc<crate::tls::Interceptor>>,
     /// The connection each TOS-marked smoltcp socket was marked for
     /// (see `mark_tcp`).
     tcp_marked: HashMap<SocketHandle, (SocketAddr, SocketAddr)>,
+}
+
+fn proto(ty: SocketType) -> &'static str {
+    match ty {
+        SocketType::Stream => "tcp",
+        SocketType::Datagram => "udp",
+    }
 }
 
 /// A closed connection still exchanging FINs (or its RST) with the peer.
@@ -666,6 +689,8 @@ struct Entry {
     edges: u64,
     /// errors for `MSG_ERRQUEUE` (`IP_RECVERR`), oldest first
     errqueue: VecDeque<crate::QueuedError>,
+    /// The guest process that last connected or sent (the egress log's).
+    origin: crate::audit::Origin,
     state: State,
 }
 
@@ -699,6 +724,7 @@ impl Entry {
             woken: false,
             edges: 0,
             errqueue: VecDeque::new(),
+            origin: crate::audit::Origin::default(),
             state,
         }
     }
@@ -1034,6 +1060,8 @@ impl Inner {
             me,
             policy: config.policy.clone(),
             report_refusals: config.report_refusals,
+            audit: config.audit.clone(),
+            tls: config.tls.clone(),
             tcp_marked: HashMap::new(),
         }
     }
@@ -1284,9 +1312,14 @@ impl Inner {
     /// decides, and a refusal is logged with the destination before any
     /// host socket exists and answered with `refused` (`ECONNREFUSED` for
     /// connect(2), `EPERM` for a datagram's sendto(2)).
-    fn check_egress(&self, dest: SocketAddr, ty: SocketType, refused: Errno) -> Result<(), Errno> {
+    fn check_egress(
+        &self,
+        e: &Entry,
+        dest: SocketAddr,
+        refused: Errno,
+    ) -> Result<Option<(String, bool)>, Errno> {
         if self.is_local(dest.ip()) {
-            return Ok(());
+            return Ok(None);
         }
         match self.mode {
             Mode::Loopback => {
@@ -1299,21 +1332,26 @@ impl Inner {
                 Err(Errno::ENETUNREACH)
             }
             Mode::Egress => match self.policy.check(dest, None) {
-                Decision::Allow { rule } => {
+                Decision::Allow { rule, by_name } => {
                     // A connection is logged once; datagrams are checked
                     // one by one, so only at debug level.
-                    match ty {
+                    match e.ty {
                         SocketType::Stream => tracing::info!(%dest, %rule, "egress: allowed"),
                         SocketType::Datagram => {
                             tracing::debug!(%dest, %rule, "egress: datagram allowed");
                         }
                     }
-                    Ok(())
+                    Ok(Some((rule, by_name)))
                 }
                 Decision::Deny(why) => {
                     tracing::warn!(%dest, reason = %why, "egress: refused");
                     if self.report_refusals {
                         eprintln!("ferrovisor: egress to {dest} refused: {why}");
+                    }
+                    if let Some(log) = &self.audit {
+                        let mut r = crate::audit::Record::new(e.origin.clone(), proto(e.ty), dest);
+                        r.rule = why.to_string();
+                        log.write(&r);
                     }
                     Err(refused)
                 }
@@ -1329,7 +1367,7 @@ impl Inner {
         e: &Entry,
         addr: SocketAddr,
         refused: Errno,
-    ) -> Result<SocketAddr, Errno> {
+    ) -> Result<(SocketAddr, Option<(String, bool)>), Errno> {
         let mut dest = e.canonical_addr(addr, true)?;
         if dest.ip().is_unspecified() {
             dest.set_ip(match dest.ip() {
@@ -1364,8 +1402,8 @@ impl Inner {
                 SocketType::Datagram => Errno::EACCES,
             });
         }
-        self.check_egress(dest, e.ty, refused)?;
-        Ok(dest)
+        let allowed = self.check_egress(e, dest, refused)?;
+        Ok((dest, allowed))
     }
 
     // --- TCP -------------------------------------------------------------
@@ -1507,12 +1545,13 @@ impl Inner {
             e.connect_failed = false;
             return Err(e.error.take().unwrap_or(Errno::ECONNABORTED));
         }
-        let dest = self.destination(e, addr, Errno::ECONNREFUSED)?;
+        let (dest, allowed) = self.destination(e, addr, Errno::ECONNREFUSED)?;
         if dest.port() == 0 {
             return Err(Errno::ECONNREFUSED);
         }
         if !self.is_local(dest.ip()) {
-            return self.relay_connect(e, dest);
+            let (rule, by_name) = allowed.unwrap_or_default();
+            return self.relay_connect(e, dest, rule, by_name);
         }
         if e.local.is_none() {
             // Linux's connect(2) says EADDRNOTAVAIL when the ephemeral range
@@ -1795,7 +1834,13 @@ impl Inner {
 
     /// Starts a relayed connection to `dest`, outside the sandbox, which
     /// the policy allowed (see `check_egress`).
-    fn relay_connect(&mut self, e: &mut Entry, dest: SocketAddr) -> Result<(), Errno> {
+    fn relay_connect(
+        &mut self,
+        e: &mut Entry,
+        dest: SocketAddr,
+        rule: String,
+        by_name: bool,
+    ) -> Result<(), Errno> {
         let me = self.me.clone();
         let wake: crate::relay::Wake = Arc::new(move || {
             if let Some(s) = me.upgrade() {
@@ -1808,6 +1853,18 @@ impl Inner {
             e.opts.sndbuf,
             self.limits.connect_timeout,
             wake,
+            crate::relay::Egress {
+                policy: self.policy.clone(),
+                tls: self.tls.clone(),
+                audit: self.audit.clone(),
+                record: {
+                    let mut r = crate::audit::Record::new(e.origin.clone(), "tcp", dest);
+                    r.rule = rule;
+                    r
+                },
+                by_name,
+                report_refusals: self.report_refusals,
+            },
         )?;
         e.error = None;
         e.state = State::Relay(r);
@@ -1817,7 +1874,7 @@ impl Inner {
     // --- UDP -------------------------------------------------------------
 
     fn udp_connect(&mut self, e: &mut Entry, addr: SocketAddr) -> Result<(), Errno> {
-        let dest = self.destination(e, addr, Errno::ECONNREFUSED)?;
+        let (dest, _) = self.destination(e, addr, Errno::ECONNREFUSED)?;
         self.autobind(e).map_err(|_| Errno::EAGAIN)?;
         if let State::Udp(u) = &mut e.state {
             u.peer = Some(family_form(e.v6, dest));
@@ -1842,7 +1899,7 @@ impl Inner {
         if e.shut_wr {
             return Err(Errno::EPIPE);
         }
-        let dest = self.destination(e, dest, Errno::EPERM)?;
+        let (dest, _) = self.destination(e, dest, Errno::EPERM)?;
         if dest.port() == 0 {
             return Err(Errno::EINVAL);
         }

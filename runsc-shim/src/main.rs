@@ -528,20 +528,39 @@ const HOST_NETWORK_WARNING: &str = "ferrovisor: warning: --network host: the san
 
 /// The network of a `do` sandbox from its flags: the netstack's
 /// configuration, and whether TCP/UDP sockets are host sockets instead.
-fn network_config(args: &DoArgs) -> anyhow::Result<(netstack::StackConfig, bool)> {
+fn network_config(
+    args: &DoArgs,
+) -> anyhow::Result<(netstack::StackConfig, bool, network::GuestEnv)> {
+    let extras = network::Extras {
+        allow_http: args.allow_http.clone(),
+        secrets: args.secret.clone(),
+        egress_log: args.egress_log.clone(),
+    };
+    extras.check_syntax().map_err(anyhow::Error::msg)?;
+    // Like the allow rules, these mean `sandbox` unless told otherwise.
+    let mode = args
+        .network
+        .map(NetworkKind::mode)
+        .or_else(|| extras.given().then_some(network::Mode::Sandbox));
     let net = Network::new(
-        args.network.map(NetworkKind::mode),
+        mode,
         args.allow_cidr.clone(),
         args.allow_host.clone(),
         Spelling::Flags,
     )?;
+    extras.check(&net).map_err(anyhow::Error::msg)?;
     // The host's own addresses stay closed unless a rule names them.
     let host_addrs = match net.egress() {
         Some(_) => container::host_addresses()
             .context("cannot list the host's addresses for the egress policy")?,
         None => Vec::new(),
     };
-    Ok((net.stack_config(host_addrs, true), net.is_host()))
+    let mut config = net.stack_config(host_addrs, true);
+    let trust = network::guest_trust_store(&args.root);
+    let env = extras
+        .apply(&mut config, &trust)
+        .map_err(anyhow::Error::msg)?;
+    Ok((config, net.is_host(), env))
 }
 
 #[derive(Debug, clap::Args)]
@@ -573,9 +592,24 @@ struct DoArgs {
     #[arg(long = "allow-cidr", value_name = "CIDR[:PORT]")]
     allow_cidr: Vec<String>,
     /// Let the guest resolve DOMAIN (or any name under `*.DOMAIN`) through
-    /// the sandbox's DNS and connect to what it resolves to; repeatable.
-    #[arg(long = "allow-host", value_name = "DOMAIN")]
+    /// the sandbox's DNS and open HTTP and TLS connections that name it
+    /// (SNI, Host) to what it resolved to; `DOMAIN:PORT/tcp` opens any
+    /// protocol on that port. Repeatable.
+    #[arg(long = "allow-host", value_name = "DOMAIN[:PORT/tcp]")]
     allow_host: Vec<String>,
+    /// Allow HOST over HTTP(S) for these methods only (and under these
+    /// path prefixes, when given); other requests get a 403 from the
+    /// sandbox. HTTPS to HOST is then ended in the sandbox. Repeatable.
+    #[arg(long = "allow-http", value_name = "HOST:METHOD,...[:/PATH,...]")]
+    allow_http: Vec<String>,
+    /// Give the guest NAME as a placeholder; the Sentry puts the value
+    /// (read from FILE or this process's variable VAR) in its place in
+    /// HTTP(S) request headers to HOST only. Repeatable.
+    #[arg(long, value_name = "NAME=@FILE:HOST,... | NAME=env:VAR:HOST,...")]
+    secret: Vec<String>,
+    /// Append one JSON line per attempt to leave the sandbox to FILE.
+    #[arg(long = "egress-log", value_name = "FILE")]
+    egress_log: Option<PathBuf>,
     /// Mount host directory or file HOST at GUEST in the sandbox; the
     /// guest's changes there reach the host unless `:ro`. Repeatable.
     #[arg(long, short = 'v', value_name = "HOST:GUEST[:ro]")]
@@ -758,7 +792,7 @@ fn run_do(args: DoArgs) -> ExitCode {
             return fail(2, format_args!("{e:#}"));
         }
     }
-    let (network, host_network) = match network_config(&args) {
+    let (network, host_network, guest_env) = match network_config(&args) {
         Ok(n) => n,
         Err(e) => return fail(2, format_args!("{e:#}")),
     };
@@ -866,7 +900,11 @@ fn run_do(args: DoArgs) -> ExitCode {
             .into_iter()
             .map(OsStringExt::into_vec)
             .collect(),
-        envp: container::host_env(),
+        envp: {
+            let mut env = container::host_env();
+            guest_env.edit(&mut env);
+            env
+        },
         cwd,
         hostname: args.hostname,
         network,

@@ -91,9 +91,17 @@ pub enum Error {
         /// the rule
         rule: String,
     },
+    /// a host rule whose port part does not parse
+    #[error("{} {reason}", .spelling.allow_host())]
+    BadHost {
+        /// how the user named the rule
+        spelling: Spelling,
+        /// the netstack's reason, naming the rule
+        reason: String,
+    },
     /// a host rule that is no domain name
     #[error(
-        "{} {rule:?}: not a domain name (give example.com or *.example.com)",
+        "{} {rule:?}: not a domain name (give example.com, *.example.com or example.com:22/tcp)",
         .spelling.allow_host()
     )]
     NotADomain {
@@ -187,12 +195,15 @@ impl Network {
             }
         }
         for h in &allow_host {
-            if !is_domain_rule(h) {
+            let name = h.split_once(':').map_or(h.as_str(), |(n, _)| n);
+            if !is_domain_rule(name) {
                 return Err(Error::NotADomain {
                     spelling,
                     rule: h.clone(),
                 });
             }
+            netstack::policy::HostRule::parse(h)
+                .map_err(|reason| Error::BadHost { spelling, reason })?;
         }
         Ok(Network::Sandbox(EgressRules {
             allow_cidr,
@@ -270,6 +281,287 @@ impl Network {
             ..Default::default()
         }
     }
+}
+
+/// What `--allow-http`, `--secret` and `--egress-log` add to a `sandbox`
+/// network (checked by [`Extras::check`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// `HOST:METHOD,...[:/PATH,...]`
+    pub allow_http: Vec<String>,
+    /// `NAME=@FILE:HOST,...` or `NAME=env:VAR:HOST,...`
+    pub secrets: Vec<String>,
+    /// JSON lines, one per attempt to leave the sandbox.
+    pub egress_log: Option<std::path::PathBuf>,
+}
+
+/// A `--secret` as given: where its value is, and where it may go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretSpec {
+    pub name: String,
+    pub source: SecretSource,
+    pub hosts: Vec<String>,
+}
+
+/// Where a secret's value is read from (never the command line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SecretSource {
+    File(std::path::PathBuf),
+    Env(String),
+}
+
+impl SecretSpec {
+    /// Parses `NAME=@FILE:HOST[,HOST...]` or `NAME=env:VAR:HOST[,HOST...]`.
+    pub fn parse(s: &str) -> Result<SecretSpec, String> {
+        let bad = |what: &str| {
+            format!("--secret {s:?}: {what} (give NAME=@FILE:HOST[,HOST...] or NAME=env:VAR:HOST[,HOST...])")
+        };
+        let (name, rest) = s.split_once('=').ok_or_else(|| bad("no '='"))?;
+        if !is_env_name(name) {
+            return Err(bad("NAME must be an environment variable's name"));
+        }
+        let (source, hosts) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| bad("no ':' before the hosts"))?;
+        let source = if let Some(f) = source.strip_prefix('@') {
+            if f.is_empty() {
+                return Err(bad("no file after '@'"));
+            }
+            SecretSource::File(f.into())
+        } else if let Some(v) = source.strip_prefix("env:") {
+            if !is_env_name(v) {
+                return Err(bad("env: takes a variable's name"));
+            }
+            SecretSource::Env(v.to_string())
+        } else {
+            return Err(bad(
+                "the value comes from @FILE or env:VAR, never the command line",
+            ));
+        };
+        let hosts: Vec<String> = hosts.split(',').map(str::to_string).collect();
+        if hosts.iter().any(|h| !is_domain_rule(h)) {
+            return Err(bad(
+                "each host is a domain name (example.com or *.example.com)",
+            ));
+        }
+        Ok(SecretSpec {
+            name: name.to_string(),
+            source,
+            hosts,
+        })
+    }
+
+    /// Reads the value: a file's contents less one final newline, or a
+    /// variable of this process's environment.
+    pub fn value(&self) -> Result<Vec<u8>, String> {
+        let v = match &self.source {
+            SecretSource::File(f) => {
+                let mut v = std::fs::read(f).map_err(|e| {
+                    format!("--secret {}: cannot read {}: {e}", self.name, f.display())
+                })?;
+                if v.last() == Some(&b'\n') {
+                    v.pop();
+                    if v.last() == Some(&b'\r') {
+                        v.pop();
+                    }
+                }
+                v
+            }
+            SecretSource::Env(var) => std::env::var_os(var)
+                .map(std::os::unix::ffi::OsStringExt::into_vec)
+                .ok_or_else(|| format!("--secret {}: the variable {var} is not set", self.name))?,
+        };
+        if v.is_empty() {
+            return Err(format!("--secret {}: the value is empty", self.name));
+        }
+        Ok(v)
+    }
+}
+
+fn is_env_name(s: &str) -> bool {
+    let mut b = s.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+impl Extras {
+    /// Whether any of them is given.
+    pub fn given(&self) -> bool {
+        !self.allow_http.is_empty() || !self.secrets.is_empty() || self.egress_log.is_some()
+    }
+
+    /// Checks that they come with a `sandbox` network.
+    pub fn check(&self, network: &Network) -> Result<(), String> {
+        if self.given() && network.egress().is_none() {
+            return Err(
+                "--allow-http, --secret and --egress-log need --network sandbox (the Sentry's relays carry what leaves)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks the rules' syntax (values are read later, by
+    /// [`Extras::apply`]).
+    pub fn check_syntax(&self) -> Result<(), String> {
+        for h in &self.allow_http {
+            let r =
+                netstack::policy::HttpRule::parse(h).map_err(|e| format!("--allow-http {e}"))?;
+            if !is_domain_rule(&r.pattern) {
+                return Err(format!("--allow-http {h:?}: not a domain name before ':'"));
+            }
+        }
+        let mut names = Vec::new();
+        for s in &self.secrets {
+            let spec = SecretSpec::parse(s)?;
+            if names.contains(&spec.name) {
+                return Err(format!("--secret {}: given twice", spec.name));
+            }
+            names.push(spec.name);
+        }
+        Ok(())
+    }
+
+    /// Puts the rules into `config` (built by [`Network::stack_config`]):
+    /// reads the secrets, makes the sandbox's CA when a host needs
+    /// interception, opens the egress log. `guest_trust` is the guest
+    /// root's own trust store. Returns what the guest's environment gets
+    /// (placeholders and the trust store's variables) and the variables it
+    /// must not see (the secrets' sources).
+    pub fn apply(
+        &self,
+        config: &mut netstack::StackConfig,
+        guest_trust: &[u8],
+    ) -> Result<GuestEnv, String> {
+        let mut env = GuestEnv::default();
+        if let Some(path) = &self.egress_log {
+            use std::os::unix::fs::OpenOptionsExt;
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| format!("--egress-log {}: {e}", path.display()))?;
+            config.audit = Some(std::sync::Arc::new(netstack::audit::AuditLog::new(
+                Box::new(f),
+            )));
+        }
+        if self.allow_http.is_empty() && self.secrets.is_empty() {
+            return Ok(env);
+        }
+        let mut secrets = Vec::new();
+        for s in &self.secrets {
+            let spec = SecretSpec::parse(s)?;
+            let value = spec.value()?;
+            let placeholder = placeholder()?;
+            env.set.push((spec.name.clone(), placeholder.clone()));
+            if let SecretSource::Env(var) = &spec.source {
+                env.remove.push(var.clone());
+            }
+            secrets.push(netstack::policy::Secret::new(
+                spec.name,
+                placeholder,
+                value,
+                spec.hosts,
+            ));
+        }
+        let http = self
+            .allow_http
+            .iter()
+            .filter_map(|h| netstack::policy::HttpRule::parse(h).ok())
+            .collect();
+        let policy = std::sync::Arc::get_mut(&mut config.policy)
+            .ok_or("internal error: the egress policy is already in use")?;
+        policy.set_http_rules(http);
+        policy.set_secrets(secrets);
+        // Real hosts are verified against the trust store this process
+        // uses (OpenSSL's variable, else Debian's bundle).
+        let roots_path = std::env::var_os("SSL_CERT_FILE")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| TRUST_STORE.into());
+        let roots = std::fs::read(&roots_path).map_err(|e| {
+            format!(
+                "the host's trust store {}: {e} (set SSL_CERT_FILE)",
+                roots_path.display()
+            )
+        })?;
+        let tls = netstack::tls::Interceptor::new(&roots)
+            .map_err(|e| format!("{}: {e}", roots_path.display()))?
+            .with_guest_trust(guest_trust);
+        for var in TRUST_VARIABLES {
+            env.set.push((var.to_string(), TRUST_STORE.to_string()));
+        }
+        config.tls = Some(std::sync::Arc::new(tls));
+        Ok(env)
+    }
+}
+
+/// The system trust store on Debian and its kin, in the guest and here.
+pub const TRUST_STORE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// Variables that point programs at a trust store: OpenSSL's, Python
+/// requests', curl's, Node's (added to its own) and git's.
+const TRUST_VARIABLES: &[&str] = &[
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "GIT_SSL_CAINFO",
+];
+
+/// The trust store of the guest's root `root` (a host directory), read
+/// without leaving it: a link that points outside (an untrusted image's
+/// way to show the guest a host file) counts as none.
+pub fn guest_trust_store(root: &std::path::Path) -> Vec<u8> {
+    let path = root.join(TRUST_STORE.trim_start_matches('/'));
+    let (Ok(real), Ok(root)) = (path.canonicalize(), root.canonicalize()) else {
+        return Vec::new();
+    };
+    match std::fs::metadata(&real) {
+        Ok(m) if m.is_file() && m.len() <= 16 << 20 && real.starts_with(&root) => {
+            std::fs::read(&real).unwrap_or_default()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// What the guest's environment gets from [`Extras::apply`].
+#[derive(Debug, Default)]
+pub struct GuestEnv {
+    /// Variables set (over any of the same name).
+    pub set: Vec<(String, String)>,
+    /// Variables removed.
+    pub remove: Vec<String>,
+}
+
+impl GuestEnv {
+    /// `env` (`NAME=VALUE` entries) as the guest should see it.
+    pub fn edit(&self, env: &mut Vec<Vec<u8>>) {
+        env.retain(|e| {
+            let name = e.split(|&b| b == b'=').next().unwrap_or(e);
+            !self
+                .remove
+                .iter()
+                .chain(self.set.iter().map(|(n, _)| n))
+                .any(|n| n.as_bytes() == name)
+        });
+        for (n, v) in &self.set {
+            env.push(format!("{n}={v}").into_bytes());
+        }
+    }
+}
+
+/// A random placeholder, unlike any real token.
+fn placeholder() -> Result<String, String> {
+    let mut b = [0u8; 16];
+    // SAFETY: getrandom writes at most b.len() bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        return Err(format!("getrandom: {}", std::io::Error::last_os_error()));
+    }
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    Ok(format!("ferrovisor-secret-{hex}"))
 }
 
 /// Whether every address of `net` is loopback (127.0.0.0/8, `::1`, or

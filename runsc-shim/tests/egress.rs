@@ -11,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{command, run, Outcome, TempDir};
+use common::{command, run, show, Outcome, TempDir};
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -33,31 +33,18 @@ const SERVER6: &str = "2001:db8::7";
 fn scenario(label: &str, hosts: &str, body: &str) -> Outcome {
     let dir = TempDir::new(label);
     std::fs::write(dir.path().join("hosts"), hosts).expect("hosts");
+    let net = common::outside_namespace(
+        &[
+            &format!("{SERVER}/24"),
+            &format!("{INTERNAL}/24"),
+            &format!("{SERVER6}/64"),
+        ],
+        &[&format!("{HOST_SIDE}/24"), "10.99.0.2/24", "2001:db8::1/64"],
+    );
     let script = format!(
         r#"set -e
-ip link set lo up
 # The outside: a network namespace held by a sleeping process.
-unshare -n sleep 600 &
-OUT=$!
-PIDS=$OUT
-trap 'kill $PIDS 2>/dev/null' EXIT
-while [ "$(readlink /proc/$OUT/ns/net)" = "$(readlink /proc/self/ns/net)" ]; do sleep 0.01; done
-# (Background servers are started with nsenter itself, not through this
-# function, so that $! is the server and the trap ends it.)
-outside() {{ nsenter -t $OUT -n "$@"; }}
-ip link add fv0 type veth peer name fv1
-ip link set fv0 netns $OUT
-outside ip link set lo up
-outside ip addr add {SERVER}/24 dev fv0
-outside ip addr add {INTERNAL}/24 dev fv0
-outside ip addr add {SERVER6}/64 dev fv0 nodad
-outside ip link set fv0 up
-ip addr add {HOST_SIDE}/24 dev fv1
-ip addr add 10.99.0.2/24 dev fv1
-ip addr add 2001:db8::1/64 dev fv1 nodad
-ip link set fv1 up
-mount --bind "$DIR/hosts" /etc/hosts
-head -c 3000000 /dev/urandom > "$DIR/blob"
+{net}head -c 3000000 /dev/urandom > "$DIR/blob"
 cd "$DIR"
 nsenter -t $OUT -n python3 -m http.server --bind {SERVER} 8080 2>>"$DIR/server.log" >/dev/null &
 PIDS="$PIDS $!"
@@ -77,17 +64,7 @@ set +e
 {body}
 "#
     );
-    let mut cmd = command("unshare", &[("FV", FERROVISOR)]);
-    cmd.env("DIR", dir.path());
-    cmd.args(["-m", "-n", "--propagation", "private", "sh", "-c", &script]);
-    run(cmd, None, TIMEOUT)
-}
-
-fn show(o: &Outcome) -> String {
-    format!(
-        "exit {}\n--- stdout ---\n{}--- stderr ---\n{}",
-        o.status, o.stdout, o.stderr
-    )
+    common::in_namespaces(FERROVISOR, dir.path(), &script, TIMEOUT)
 }
 
 /// `n` fetches were refused with `ECONNREFUSED`, and the test servers
@@ -206,8 +183,17 @@ echo "requests $(grep -c 'GET /blob' "$DIR/server.log")"
     // A name no rule allows does not resolve at all.
     assert!(lines.contains(&"other True"), "{}", show(&o));
     // An allowed name that resolves to an internal address is rebinding.
-    // The bare address was allowed only through the name's resolution:
-    // still allowed (it is public), as the name resolved to it.
+    // The bare address is reachable only by name: a request that names the
+    // address instead (its `Host`) gets the Sentry's 403, and the server
+    // never sees it.
+    assert!(
+        o.stderr.contains(&format!(
+            "egress to {SERVER}:8080 ({SERVER}) refused: the connection names {SERVER}"
+        )),
+        "{}",
+        show(&o)
+    );
+    assert!(lines.contains(&"error None str"), "{}", show(&o));
     assert_eq!(
         o.stdout.matches("error 111 ConnectionRefusedError").count(),
         1,
@@ -227,7 +213,7 @@ echo "requests $(grep -c 'GET /blob' "$DIR/server.log")"
         "{}",
         show(&o)
     );
-    assert!(lines.contains(&"requests 2"), "{}", show(&o));
+    assert!(lines.contains(&"requests 1"), "{}", show(&o));
 }
 
 #[test]

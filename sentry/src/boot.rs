@@ -259,7 +259,18 @@ where
         for (name, text) in [(&b"hosts"[..], hosts), (&b"resolv.conf"[..], resolv)] {
             kernel
                 .fs
-                .provide_file(b"etc", name, text.as_bytes())
+                .provide_file(&[b"etc", name], text.as_bytes())
+                .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
+        }
+        // Hosts with secrets or HTTP rules are reached through the
+        // sandbox's CA: the guest's trust store holds it.
+        if let Some(tls) = &config.network.tls {
+            kernel
+                .fs
+                .provide_file(
+                    &[b"etc", b"ssl", b"certs", b"ca-certificates.crt"],
+                    tls.guest_bundle(),
+                )
                 .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
         }
     }

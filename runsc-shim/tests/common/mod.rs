@@ -47,6 +47,61 @@ impl Drop for TempDir {
     }
 }
 
+/// Shell lines (for `sh -c` inside `unshare -m -n`) that make an
+/// "outside" network namespace joined to this one by a veth pair: the
+/// outside side holds `outside` addresses (`ADDR/PREFIX`), this side
+/// `inside`; `$OUT` is the outside's holder, `outside CMD` runs CMD there,
+/// and `$PIDS` (killed on exit) lists background processes. `/etc/hosts`
+/// becomes `$DIR/hosts`. IPv6 addresses are added without DAD.
+pub fn outside_namespace(outside: &[&str], inside: &[&str]) -> String {
+    let add = |who: &str, dev: &str, a: &str| {
+        let nodad = if a.contains(':') { " nodad" } else { "" };
+        format!("{who}ip addr add {a} dev {dev}{nodad}\n")
+    };
+    let mut s = String::from(
+        r#"ip link set lo up
+unshare -n sleep 600 &
+OUT=$!
+PIDS=$OUT
+trap 'kill $PIDS 2>/dev/null' EXIT
+while [ "$(readlink /proc/$OUT/ns/net)" = "$(readlink /proc/self/ns/net)" ]; do sleep 0.01; done
+# (Background servers are started with nsenter itself, not through this
+# function, so that $! is the server and the trap ends it.)
+outside() { nsenter -t $OUT -n "$@"; }
+ip link add fv0 type veth peer name fv1
+ip link set fv0 netns $OUT
+outside ip link set lo up
+"#,
+    );
+    for a in outside {
+        s += &add("outside ", "fv0", a);
+    }
+    s += "outside ip link set fv0 up\n";
+    for a in inside {
+        s += &add("", "fv1", a);
+    }
+    s += "ip link set fv1 up\nmount --bind \"$DIR/hosts\" /etc/hosts\n";
+    s
+}
+
+/// Runs `script` with `sh -c` in mount and network namespaces of its own
+/// (`unshare -m -n --propagation private`), `$FV` naming `ferrovisor` and
+/// `$DIR` being `dir`.
+pub fn in_namespaces(ferrovisor: &str, dir: &Path, script: &str, timeout: Duration) -> Outcome {
+    let mut cmd = command("unshare", &[("FV", ferrovisor)]);
+    cmd.env("DIR", dir);
+    cmd.args(["-m", "-n", "--propagation", "private", "sh", "-c", script]);
+    run(cmd, None, timeout)
+}
+
+/// An outcome in full, for assertion messages.
+pub fn show(o: &Outcome) -> String {
+    format!(
+        "exit {}\n--- stdout ---\n{}--- stderr ---\n{}",
+        o.status, o.stdout, o.stderr
+    )
+}
+
 #[derive(Debug)]
 pub struct Outcome {
     /// Stdout as text (invalid UTF-8 replaced).

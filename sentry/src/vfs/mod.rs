@@ -1473,28 +1473,38 @@ impl FileSystem {
         }
     }
 
-    /// Puts a file of the Sentry's own at `/dir/name` (a top-level
-    /// directory), over whatever the root has there, whether or not the
-    /// root is writable: the sandbox's `/etc/resolv.conf` and `/etc/hosts`.
-    pub fn provide_file(&self, dir: &[u8], name: &[u8], contents: &[u8]) -> Result<(), Errno> {
-        let d = match self.upper.lookup(dir) {
-            Ok(d) if d.is_dir() => d,
-            Ok(_) => return Err(Errno::ENOTDIR),
-            Err(_) => {
-                let (mode, uid, gid) = match self.lookup_child(&self.root, 0, dir) {
-                    Ok(n) => {
-                        let st = n.stat()?;
-                        (st.mode, st.uid, st.gid)
-                    }
-                    Err(_) => (abi::S_IFDIR | 0o755, 0, 0),
-                };
-                self.upper.create(dir, mode, (uid, gid), || {
-                    crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
-                })?
-            }
-        };
-        let _ = d.unlink_any(name);
-        let f = d.create(name, abi::S_IFREG | 0o644, (0, 0), || {
+    /// Puts a file of the Sentry's own at `path` (its components, the last
+    /// the file's name), over whatever the root has there, whether or not
+    /// the root is writable: the sandbox's `/etc/resolv.conf`, `/etc/hosts`
+    /// and trust store. Directories on the way take the lower layer's
+    /// modes and owners.
+    pub fn provide_file(&self, path: &[&[u8]], contents: &[u8]) -> Result<(), Errno> {
+        let (name, dirs) = path.split_last().ok_or(Errno::EINVAL)?;
+        let mut up = self.upper.clone();
+        let mut low = Some(self.root.clone());
+        for (depth, dir) in dirs.iter().enumerate() {
+            let lower = low
+                .as_ref()
+                .and_then(|n| self.lookup_child(n, depth, dir).ok());
+            up = match up.lookup(dir) {
+                Ok(d) if d.is_dir() => d,
+                Ok(_) => return Err(Errno::ENOTDIR),
+                Err(_) => {
+                    let (mode, uid, gid) = match lower.as_ref().map(|n| n.stat()) {
+                        Some(Ok(st)) if st.mode & abi::S_IFMT == abi::S_IFDIR => {
+                            (st.mode, st.uid, st.gid)
+                        }
+                        _ => (abi::S_IFDIR | 0o755, 0, 0),
+                    };
+                    up.create(dir, mode, (uid, gid), || {
+                        crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
+                    })?
+                }
+            };
+            low = lower;
+        }
+        let _ = up.unlink_any(name);
+        let f = up.create(name, abi::S_IFREG | 0o644, (0, 0), || {
             crate::fsimpl::tmpfs::MemKind::File(Default::default())
         })?;
         f.write_all_at(0, contents)?;
