@@ -738,6 +738,7 @@ impl Policy {
             None => self.names_of(ip),
         };
         let mut by_name = None;
+        let names_seen = names.clone();
         for name in names {
             if rules.raw_port(&name, port) {
                 by_name = Some((name, false));
@@ -762,6 +763,9 @@ impl Policy {
             };
         }
 
+        if let Some(name) = names_seen.into_iter().find(|n| rules.denied(n)) {
+            return Decision::Deny(DenyReason::Denied { name });
+        }
         match sensitive {
             Some((_, why)) => Decision::Deny(DenyReason::Sensitive(why)),
             None => Decision::Deny(DenyReason::NoRule),

@@ -99,6 +99,7 @@ pub struct Stack {
     waiters: Mutex<HashMap<SocketId, Arc<crate::dns::Waiter>>>,
     timer: Arc<Timer>,
     policy: Arc<Policy>,
+    mode: Mode,
     progress: Progress,
 }
 
@@ -115,6 +116,11 @@ struct TimerState {
 }
 
 impl Stack {
+    /// What the stack is attached to.
+    pub fn mode(&self) -> &Mode {
+        &self.mode
+    }
+
     /// Builds the stack and starts its timer thread. The thread holds only
     /// a weak reference and ends when the stack is dropped.
     pub fn new(config: StackConfig) -> Arc<Stack> {
@@ -128,6 +134,7 @@ impl Stack {
             waiters: Mutex::default(),
             timer: timer.clone(),
             policy: config.policy.clone(),
+            mode: config.mode.clone(),
             progress: config.progress,
         });
         let weak = Arc::downgrade(&stack);
@@ -147,8 +154,8 @@ impl Stack {
         *lock(&self.notifier) = Some(notifier);
     }
 
-    /// The egress policy (for the Sentry's DNS helper:
-    /// [`Policy::note_resolution`]).
+    /// The egress policy (for the Sentry's DNS helper,
+    /// [`Policy::note_resolution`], and for [`Policy::update`]).
     pub fn policy(&self) -> &Arc<Policy> {
         &self.policy
     }

@@ -835,6 +835,32 @@ impl Runtime {
         })
     }
 
+    /// Changes the egress rules of running container `id` for its new
+    /// connections (`update --allow-host/--deny-host`).
+    pub fn update_egress(
+        &self,
+        id: &str,
+        update: &crate::control::EgressUpdate,
+    ) -> Result<(), Error> {
+        let locked = self.state.lock(id)?;
+        let status = locked.record()?.observed();
+        if status != Status::Running {
+            return Err(Error::WrongStatus {
+                id: id.into(),
+                status,
+                wanted: "running",
+            });
+        }
+        let socket = self.state.dir(id).join(crate::control::SOCKET);
+        crate::control::update_egress(&socket, update).map_err(|why| {
+            Error::Boot(format!(
+                "container {id}: the sandbox did not take the new rules: {why}"
+            ))
+        })?;
+        tracing::info!(?update, "container {id}: egress rules updated");
+        Ok(())
+    }
+
     /// Changes the resource limits of created, running or paused container
     /// `id` (runc's `update`): those set in `limits` are written to the
     /// sandbox's host cgroup at once (a frozen cgroup's limits change as
@@ -1593,7 +1619,21 @@ fn prepare(
     // The refusals go to the log, and as with `do` one line each on the
     // sandbox's stderr (the container's), where the user of the failing
     // program looks.
-    let stack = network.stack_config(own_addresses, true);
+    let mut stack = network.stack_config(own_addresses, true);
+    let mut plan = plan;
+    if let Some(rules) = network.egress() {
+        let trust = crate::network::guest_trust_store(&plan.rootfs);
+        let env = rules
+            .extras
+            .apply(&mut stack, &trust)
+            .map_err(Error::Usage)?;
+        let mut e: Vec<Vec<u8>> = plan.env.iter().map(|v| v.clone().into_bytes()).collect();
+        env.edit(&mut e);
+        plan.env = e
+            .into_iter()
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .collect();
+    }
     Ok((plan, root, stack))
 }
 

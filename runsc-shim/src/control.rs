@@ -199,6 +199,15 @@ enum Request {
     Update(GuestLimits),
     Stats,
     Signal(i32),
+    Egress(EgressUpdate),
+}
+
+/// Host rules to add (`--allow-host`) and names to refuse from now on
+/// (`--deny-host`), for new connections.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressUpdate {
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
 }
 
 /// What a client sends after its request.
@@ -317,6 +326,24 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
             Request::Update(limits) => {
                 limits.apply(&kernel);
                 tracing::info!(?limits, "update: applied");
+                send(&mut conn, &Reply::Updated)
+            }
+            Request::Egress(u) => {
+                if !matches!(kernel.net.mode(), netstack::Mode::Egress) {
+                    return send(
+                        &mut conn,
+                        &Reply::Failed(
+                            "the sandbox's network is not `sandbox`: it has no egress rules".into(),
+                        ),
+                    );
+                }
+                let allow = u
+                    .allow
+                    .iter()
+                    .filter_map(|h| netstack::policy::HostRule::parse(h).ok())
+                    .collect();
+                kernel.net.policy().update(allow, u.deny.clone());
+                tracing::info!(allow = ?u.allow, deny = ?u.deny, "egress rules updated");
                 send(&mut conn, &Reply::Updated)
             }
             Request::Stats => {
@@ -554,6 +581,17 @@ pub fn stats(socket: &Path) -> Result<GuestStats, Error> {
 pub fn update(socket: &Path, limits: &GuestLimits) -> Result<(), Error> {
     let conn = connect(socket)?;
     send_request(&conn, &Request::Update(*limits), "sending the update")?;
+    match read_reply(&mut BufReader::new(conn))? {
+        Reply::Updated => Ok(()),
+        Reply::Failed(why) => Err(Error::Refused(why)),
+        _ => Err(Error::UnexpectedReply),
+    }
+}
+
+/// Asks the sandbox behind `socket` to change its egress rules.
+pub fn update_egress(socket: &Path, update: &EgressUpdate) -> Result<(), Error> {
+    let conn = connect(socket)?;
+    send_request(&conn, &Request::Egress(update.clone()), "sending the rules")?;
     match read_reply(&mut BufReader::new(conn))? {
         Reply::Updated => Ok(()),
         Reply::Failed(why) => Err(Error::Refused(why)),

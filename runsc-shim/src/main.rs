@@ -59,8 +59,18 @@ struct Cli {
     /// Let containers resolve DOMAIN (or any name under `*.DOMAIN`)
     /// through the sandbox's DNS and connect to what it resolves to;
     /// repeatable.
-    #[arg(long = "allow-host", value_name = "DOMAIN")]
+    #[arg(long = "allow-host", value_name = "DOMAIN[:PORT/tcp]")]
     allow_host: Vec<String>,
+    /// As `do --allow-http`, for containers; repeatable.
+    #[arg(long = "allow-http", value_name = "HOST:METHOD,...[:/PATH,...]")]
+    allow_http: Vec<String>,
+    /// As `do --secret`, for containers (the value is read by the
+    /// sandbox's host process); repeatable.
+    #[arg(long, value_name = "NAME=@FILE:HOST,... | NAME=env:VAR:HOST,...")]
+    secret: Vec<String>,
+    /// As `do --egress-log`, for containers.
+    #[arg(long = "egress-log", value_name = "FILE")]
+    egress_log: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -306,8 +316,21 @@ struct UpdateArgs {
     /// Block I/O weight (refused: not applied by ferrovisor).
     #[arg(long, value_name = "N")]
     blkio_weight: Option<u16>,
+    /// Open HTTP and TLS connections naming DOMAIN (or DOMAIN:PORT/tcp)
+    /// from now on (`--network sandbox`); repeatable.
+    #[arg(long = "allow-host", value_name = "DOMAIN[:PORT/tcp]")]
+    allow_host: Vec<String>,
+    /// Refuse new connections naming DOMAIN (or `*.DOMAIN`) from now on,
+    /// whatever rule allowed them; repeatable.
+    #[arg(long = "deny-host", value_name = "DOMAIN")]
+    deny_host: Vec<String>,
+    /// The control socket of a `do` sandbox (`do --control-socket`), in
+    /// place of a container id: only the egress flags apply.
+    #[arg(long = "control-socket", value_name = "PATH", conflicts_with = "id")]
+    control_socket: Option<PathBuf>,
     /// Container id.
-    id: String,
+    #[arg(required_unless_present = "control_socket")]
+    id: Option<String>,
 }
 
 /// A `do` sandbox's tasks unless `--pids` says otherwise: plenty for a
@@ -610,6 +633,11 @@ struct DoArgs {
     /// Append one JSON line per attempt to leave the sandbox to FILE.
     #[arg(long = "egress-log", value_name = "FILE")]
     egress_log: Option<PathBuf>,
+    /// Serve a control socket at PATH (mode 0600) while the sandbox runs:
+    /// `ferrovisor update --control-socket PATH --allow-host ...` changes
+    /// its egress rules.
+    #[arg(long = "control-socket", value_name = "PATH")]
+    control_socket: Option<PathBuf>,
     /// Mount host directory or file HOST at GUEST in the sandbox; the
     /// guest's changes there reach the host unless `:ro`. Repeatable.
     #[arg(long, short = 'v', value_name = "HOST:GUEST[:ro]")]
@@ -883,6 +911,18 @@ fn run_do(args: DoArgs) -> ExitCode {
     } else {
         None
     };
+    // Bound while this process may still make host paths; served by the
+    // Sentry once the sandbox runs.
+    let control = match &args.control_socket {
+        Some(path) => match runsc_shim::control::bind(path).and_then(|l| {
+            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .map(|()| l)
+        }) {
+            Ok(l) => Some(l),
+            Err(e) => return fail(2, format_args!("--control-socket {}: {e}", path.display())),
+        },
+        None => None,
+    };
     let client = match runsc_shim::gofer_proc::spawn(&args.root) {
         Ok(c) => c,
         Err(e) => return fail(125, e),
@@ -910,7 +950,13 @@ fn run_do(args: DoArgs) -> ExitCode {
         network,
         host_network,
         interfaces: host_interfaces,
-        on_start: None,
+        on_start: control.map(|listener| {
+            sentry::StartHook(Box::new(move |kernel| {
+                if let Err(e) = runsc_shim::control::serve(listener, kernel) {
+                    tracing::warn!("no control socket: {e}");
+                }
+            }))
+        }),
         mounts,
         ids: None,
         // (a root guest has every capability, as before)
@@ -1038,19 +1084,31 @@ fn main() -> ExitCode {
         LogFormatArg::Json => LogFormat::Json,
     };
     if matches!(cli.command, Command::Do(_))
-        && (cli.network.is_some() || !cli.allow_cidr.is_empty() || !cli.allow_host.is_empty())
+        && (cli.network.is_some()
+            || !cli.allow_cidr.is_empty()
+            || !cli.allow_host.is_empty()
+            || !cli.allow_http.is_empty()
+            || !cli.secret.is_empty()
+            || cli.egress_log.is_some())
     {
         return fail(
             2,
-            "--network, --allow-cidr and --allow-host before 'do' are the OCI runtime's: give them after 'do' (ferrovisor do --network ...)",
+            "--network and the egress flags before 'do' are the OCI runtime's: give them after 'do' (ferrovisor do --network ...)",
         );
     }
-    let network = match Network::new(
-        cli.network.map(NetworkKind::mode),
-        cli.allow_cidr,
-        cli.allow_host,
-        Spelling::Flags,
-    ) {
+    let extras = network::Extras {
+        allow_http: cli.allow_http,
+        secrets: cli.secret,
+        egress_log: cli.egress_log,
+    };
+    let mode = cli
+        .network
+        .map(NetworkKind::mode)
+        .or_else(|| extras.given().then_some(network::Mode::Sandbox));
+    let network = match Network::new(mode, cli.allow_cidr, cli.allow_host, Spelling::Flags)
+        .map_err(|e| e.to_string())
+        .and_then(|n| n.with_extras(extras))
+    {
         Ok(n) => n,
         Err(e) => return fail(2, e),
     };
@@ -1261,7 +1319,40 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
             print_json(&serde_json::json!({ "id": a.id, "exitStatus": code }))?;
         }
         Command::Features => print_json(&container::features())?,
-        Command::Update(a) => rt.update(&a.id, &update_limits(&a)?)?,
+        Command::Update(a) => {
+            let egress = runsc_shim::control::EgressUpdate {
+                allow: a.allow_host.clone(),
+                deny: a.deny_host.clone(),
+            };
+            network::check_host_update(&egress.allow, &egress.deny)
+                .map_err(|e| container::Error::Usage(e.to_string()))?;
+            let limits = update_limits(&a)?;
+            match (&a.id, &a.control_socket) {
+                (Some(id), _) => {
+                    rt.update(id, &limits)?;
+                    if egress != Default::default() {
+                        rt.update_egress(id, &egress)?;
+                    }
+                }
+                (None, Some(socket)) => {
+                    if limits.any() {
+                        return Err(container::Error::Usage(
+                            "--control-socket: only --allow-host and --deny-host apply to a `do` sandbox"
+                                .into(),
+                        ));
+                    }
+                    if egress == Default::default() {
+                        return Err(container::Error::Usage(
+                            "--control-socket: give --allow-host or --deny-host".into(),
+                        ));
+                    }
+                    runsc_shim::control::update_egress(socket, &egress).map_err(|why| {
+                        container::Error::Boot(format!("{}: {why}", socket.display()))
+                    })?;
+                }
+                (None, None) => return Err(container::Error::Usage("give a container id".into())),
+            }
+        }
         Command::Checkpoint(_) => return Err(Error::NoCheckpoint("checkpoint")),
         Command::Restore(_) => return Err(Error::NoCheckpoint("restore")),
         Command::Pause(a) => rt.pause(&a.id)?,

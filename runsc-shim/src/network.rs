@@ -152,6 +152,8 @@ pub struct EgressRules {
     pub allow_cidr: Vec<String>,
     /// `DOMAIN` or `*.DOMAIN` rules
     pub allow_host: Vec<String>,
+    /// `--allow-http`, `--secret`, `--egress-log`
+    pub extras: Extras,
 }
 
 /// A checked network choice.
@@ -208,7 +210,21 @@ impl Network {
         Ok(Network::Sandbox(EgressRules {
             allow_cidr,
             allow_host,
+            extras: Extras::default(),
         }))
+    }
+
+    /// The network with `extras` (checked: they need `sandbox`).
+    pub fn with_extras(self, extras: Extras) -> Result<Network, String> {
+        extras.check_syntax()?;
+        extras.check(&self)?;
+        Ok(match self {
+            Network::Sandbox(mut r) => {
+                r.extras = extras;
+                Network::Sandbox(r)
+            }
+            other => other,
+        })
     }
 
     /// Whether the guest's TCP and UDP are host sockets.
@@ -244,6 +260,16 @@ impl Network {
                 }
                 for h in &r.allow_host {
                     v.push(format!("--allow-host={h}"));
+                }
+                for h in &r.extras.allow_http {
+                    v.push(format!("--allow-http={h}"));
+                }
+                // Where each value is, never the value.
+                for s in &r.extras.secrets {
+                    v.push(format!("--secret={s}"));
+                }
+                if let Some(f) = &r.extras.egress_log {
+                    v.push(format!("--egress-log={}", f.display()));
                 }
                 v
             }
@@ -564,6 +590,27 @@ fn placeholder() -> Result<String, String> {
     Ok(format!("ferrovisor-secret-{hex}"))
 }
 
+/// Checks the rules of `update --allow-host` and `--deny-host`.
+pub fn check_host_update(allow: &[String], deny: &[String]) -> Result<(), Error> {
+    if !allow.is_empty() {
+        Network::new(
+            Some(Mode::Sandbox),
+            Vec::new(),
+            allow.to_vec(),
+            Spelling::Flags,
+        )?;
+    }
+    for d in deny {
+        if !is_domain_rule(d) {
+            return Err(Error::NotADomain {
+                spelling: Spelling::Flags,
+                rule: d.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Whether every address of `net` is loopback (127.0.0.0/8, `::1`, or
 /// their IPv4-mapped forms): a rule for it could never match anything, as
 /// the sandbox's own loopback answers there.
@@ -614,6 +661,7 @@ mod tests {
             Ok(Network::Sandbox(EgressRules {
                 allow_cidr: s(&["10.0.0.0/8:443"]),
                 allow_host: vec![],
+                extras: Default::default(),
             }))
         );
         // `sandbox` alone: everything refused, but a sandbox network.
@@ -745,6 +793,7 @@ mod tests {
         let n = Network::Sandbox(EgressRules {
             allow_cidr: s(&["192.0.2.7:443", "[2001:db8::]/32:53"]),
             allow_host: s(&["*.example.com"]),
+            extras: Default::default(),
         });
         assert_eq!(
             n.to_args(),

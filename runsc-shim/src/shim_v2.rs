@@ -1771,6 +1771,7 @@ mod tests {
             network: Network::Sandbox(network::EgressRules {
                 allow_cidr: cidr.iter().map(|s| s.to_string()).collect(),
                 allow_host: host.iter().map(|s| s.to_string()).collect(),
+                extras: Default::default(),
             }),
         };
         assert_eq!(

@@ -3711,3 +3711,72 @@ fn additional_gids_and_home_are_runcs() {
         assert_eq!(w.cli_of(bin, &["delete", "--force", "g2"]).status, 0);
     }
 }
+
+#[test]
+fn network_sandbox_takes_secrets_and_logs_each_connection() {
+    // The container's environment holds the placeholder, never the value
+    // (nor the runtime's variable it came from); the egress log has the
+    // connection; `update --deny-host` reaches the running sandbox.
+    let mut w = World::new("netns-secret", |_| {});
+    let net = netns_pair(w.dir.path(), "sct");
+    let url = format!("http://{}:8080/", net.server_ip);
+    let script = format!(
+        "echo \"token=$TOKEN\"; env | grep -c FV_OCI_SECRET; /bin/busybox wget -q -O /dev/null {url}; echo fetched $?; sleep 3"
+    );
+    in_netns(&w, &net.container_ns, &["/bin/sh", "-c", &script]);
+    let bundle = w.bundle_str();
+    let log = w.dir.path().join("egress.log");
+    let log_s = log.to_str().expect("utf-8").to_owned();
+    let allowed = format!("{}/32:8080", net.server_ip);
+    w.ids.push("sc1".into());
+    let mut cmd = w.command_of(
+        FERROVISOR,
+        &[
+            "--allow-cidr",
+            &allowed,
+            "--secret",
+            "TOKEN=env:FV_OCI_SECRET:api.test",
+            "--egress-log",
+            &log_s,
+            "run",
+            "--bundle",
+            &bundle,
+            "sc1",
+        ],
+    );
+    cmd.env("FV_OCI_SECRET", "oci-real-value-91");
+    let child = std::thread::spawn(move || run(cmd, None, TIMEOUT));
+    // While it runs: the rules can change.
+    let mut updated = None;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(50));
+        let o = w.cli(&["update", "--deny-host", "api.test", "sc1"]);
+        if o.status == 0 {
+            updated = Some(o);
+            break;
+        }
+    }
+    let out = child.join().expect("run");
+    assert_eq!(out.status, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("token=ferrovisor-secret-"),
+        "the placeholder: {out:?}"
+    );
+    assert!(!out.stdout.contains("oci-real-value-91"), "{out:?}");
+    assert!(out.stdout.contains("\n0\nfetched 0\n"), "{out:?}");
+    assert!(updated.is_some(), "update --deny-host of a running sandbox");
+    let text = std::fs::read_to_string(&log).expect("egress log");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(lines[0]["dest"], net.server_ip.as_str(), "{text}");
+    assert_eq!(lines[0]["decision"], "allowed", "{text}");
+    assert!(
+        lines[0]["rule"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("cidr")),
+        "{text}"
+    );
+}

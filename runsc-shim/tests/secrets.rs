@@ -127,7 +127,8 @@ fn a_secret_reaches_only_its_host_and_never_the_sandbox() {
     let reversed: String = TOKEN.chars().rev().collect();
     let body = format!(
         r#"export REAL_TOKEN={TOKEN}
-SSL_CERT_FILE=$CA timeout -s KILL 150 $FV do --allow-host api.test --allow-http 'other.test:GET,POST' \
+mkdir "$DIR/sync"
+SSL_CERT_FILE=$CA timeout -s KILL 150 $FV do -v "$DIR/sync:/sync" --allow-host api.test --allow-http 'other.test:GET,POST' \
   --secret TOKEN=env:REAL_TOKEN:api.test --egress-log "$DIR/egress.log" -- sh -c '
   for h in api.test other.test; do
     curl -sS -o /dev/null -H "Authorization: Bearer $TOKEN" https://$h/curl
@@ -142,15 +143,16 @@ SSL_CERT_FILE=$CA timeout -s KILL 150 $FV do --allow-host api.test --allow-http 
   echo "env: $(env | rev | grep -c {reversed})"
   echo "proc: $(cat /proc/self/environ /proc/1/environ 2>/dev/null | tr "\\0" "\\n" | rev | grep -c {reversed})"
   echo "placeholder: $(echo $TOKEN | grep -c ^ferrovisor-secret-)"
-  touch /tmp/ready
-  sleep 4
+  # Held until the memory file has been scanned from outside.
+  touch /sync/served
+  for i in $(seq 1200); do [ -e /sync/scanned ] && break; sleep 0.05; done
 ' &
 SB=$!
 # The whole memory file of the sandbox, from outside, once every client
-# has been served (git's request is the last to each host).
-for i in $(seq 600); do
-  [ "$(grep -c repo.git "$DIR/seen")" -ge 2 ] && break
-  sleep 0.1
+# has been served.
+for i in $(seq 1200); do
+  [ -e "$DIR/sync/served" ] && break
+  sleep 0.05
 done
 for i in $(seq 200); do
   M=$(for f in /proc/[0-9]*/fd/*; do case "$(readlink $f 2>/dev/null)" in *ferrovisor-memory*) echo $f;; esac; done | head -1)
@@ -176,6 +178,7 @@ print("scan:", "real", real, "placeholder", placeholder > 0, "scanned", size > 0
 EOF
   sleep 0.1
 done
+touch "$DIR/sync/scanned"
 wait $SB
 echo "=== seen"
 cat "$DIR/seen"
@@ -398,4 +401,66 @@ fn secret_and_rule_flags_are_checked() {
         assert_eq!(o.stderr.lines().count(), 1, "{args:?}: {}", show(&o));
         assert!(o.stderr.contains(want), "{args:?}: {}", show(&o));
     }
+}
+
+#[test]
+fn rules_change_while_the_sandbox_runs() {
+    // other.test: refused, then allowed after `update --allow-host`, then
+    // refused again after `--deny-host` (dialled by address the last time,
+    // so the connection itself is refused, not only the name).
+    let body = r#"mkdir "$DIR/sync"
+timeout -s KILL 120 $FV do --control-socket "$DIR/ctl" -v "$DIR/sync:/sync" --allow-host api.test \
+  --egress-log "$DIR/egress.log" -- sh -c '
+  wait_for() { while [ ! -e /sync/$1 ]; do sleep 0.05; done; }
+  echo "before $(curl -s -o /dev/null -w %{http_code} http://other.test/before)"
+  touch /sync/g1; wait_for h1
+  echo "allowed $(curl -s -o /dev/null -w %{http_code} http://other.test/allowed)"
+  touch /sync/g2; wait_for h2
+  echo "denied $(curl -s -o /dev/null -w %{http_code} --resolve other.test:80:198.51.100.8 http://other.test/denied)"
+  echo "api $(curl -s -o /dev/null -w %{http_code} http://api.test/api)"
+' &
+SB=$!
+wait_for() { for i in $(seq 600); do [ -e "$DIR/sync/$1" ] && return; sleep 0.05; done; }
+wait_for g1
+$FV update --control-socket "$DIR/ctl" --allow-host other.test; echo "update1 $?"
+touch "$DIR/sync/h1"
+wait_for g2
+$FV update --control-socket "$DIR/ctl" --deny-host other.test; echo "update2 $?"
+touch "$DIR/sync/h2"
+wait $SB
+$FV update --control-socket "$DIR/ctl" --allow-host 'bad name' 2>&1; echo "bad $?"
+echo "=== seen"
+cat "$DIR/seen"
+echo "=== log"
+cat "$DIR/egress.log"
+"#;
+    let o = scenario("update", body);
+    for want in [
+        "before 000\n",
+        "update1 0\n",
+        "allowed 200\n",
+        "update2 0\n",
+        "denied 000\n",
+        "api 200\n",
+        "bad 1\n",
+    ] {
+        assert!(o.stdout.contains(want), "{want}: {}", show(&o));
+    }
+    let seen = section(&o, "=== seen");
+    let paths: Vec<&str> = seen.iter().filter_map(|r| r["path"].as_str()).collect();
+    assert_eq!(paths, vec!["/allowed", "/api"], "{}", show(&o));
+    let log = section(&o, "=== log");
+    let to_other: Vec<&str> = log
+        .iter()
+        .filter(|r| r["dest"] == OTHER)
+        .filter_map(|r| r["decision"].as_str())
+        .collect();
+    // The first attempt never got an address (the DNS refused the name).
+    assert_eq!(to_other, vec!["allowed", "refused"], "{}", show(&o));
+    assert!(
+        o.stderr
+            .contains("refused: other.test is denied by --deny-host"),
+        "{}",
+        show(&o)
+    );
 }
