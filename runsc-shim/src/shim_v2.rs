@@ -128,12 +128,23 @@ pub enum ConfigError {
         /// what it is instead
         what: String,
     },
+    /// a key that takes a string
+    #[error("{key}: must be a string, not {what}")]
+    NotString {
+        /// the key
+        key: String,
+        /// what it is instead
+        what: String,
+    },
     /// a key other than [`RUNTIME_CONFIG_KEYS`]
     #[error("unknown key `{0}` (only {RUNTIME_CONFIG_KEYS} are supported)")]
     UnknownKey(String),
     /// the network and its rules do not go together
     #[error(transparent)]
     Network(#[from] network::Error),
+    /// `allow_http`, `secret` or `egress_log` refused
+    #[error("{0}")]
+    Egress(String),
 }
 
 /// Why a task's runtime options, or the config file they name, are
@@ -402,9 +413,10 @@ fn config_path_of(encoded: &[u8]) -> Result<Option<PathBuf>, OptionsError> {
 /// The runtime flags a task's runtime config file sets: the TOML file its
 /// runtime options' `ConfigPath` names, as gVisor's shim reads one of
 /// runsc flags. Only `network = "none" | "sandbox" | "host"`,
-/// `allow_cidr = ["CIDR[:PORT]", ...]` and `allow_host = ["DOMAIN", ...]`
-/// (the global `--network`, `--allow-cidr` and `--allow-host`, with their
-/// checks and meaning) for now; any other key is refused.
+/// `allow_cidr = ["CIDR[:PORT]", ...]`, `allow_host = ["DOMAIN", ...]`,
+/// `allow_http = ["HOST:METHODS", ...]`, `secret = ["NAME=@FILE:HOSTS",
+/// ...]` and `egress_log = "FILE"` (the global flags of the same names,
+/// with their checks and meaning) for now; any other key is refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct RuntimeConfig {
     /// the containers' network and its allow rules
@@ -412,7 +424,8 @@ struct RuntimeConfig {
 }
 
 /// The keys [`RuntimeConfig`] takes.
-const RUNTIME_CONFIG_KEYS: &str = "`network`, `allow_cidr` and `allow_host`";
+const RUNTIME_CONFIG_KEYS: &str =
+    "`network`, `allow_cidr`, `allow_host`, `allow_http`, `secret` and `egress_log`";
 
 impl RuntimeConfig {
     /// Reads and parses the file at `path`; errors are one line naming it.
@@ -444,6 +457,7 @@ impl RuntimeConfig {
         };
         let mut mode = None;
         let (mut allow_cidr, mut allow_host) = (Vec::new(), Vec::new());
+        let mut extras = network::Extras::default();
         for (key, item) in doc.as_table().iter() {
             match key {
                 "network" => {
@@ -453,7 +467,14 @@ impl RuntimeConfig {
                             .ok_or_else(|| ConfigError::BadNetwork(what(item)))?,
                     );
                 }
-                "allow_cidr" | "allow_host" => {
+                "egress_log" => {
+                    let path = item.as_str().ok_or_else(|| ConfigError::NotString {
+                        key: key.to_owned(),
+                        what: what(item),
+                    })?;
+                    extras.egress_log = Some(path.into());
+                }
+                "allow_cidr" | "allow_host" | "allow_http" | "secret" => {
                     let bad = || ConfigError::NotStrings {
                         key: key.to_owned(),
                         what: what(item),
@@ -465,16 +486,20 @@ impl RuntimeConfig {
                         .map(|v| v.as_str().map(str::to_string))
                         .collect::<Option<Vec<String>>>()
                         .ok_or_else(bad)?;
-                    if key == "allow_cidr" {
-                        allow_cidr = list;
-                    } else {
-                        allow_host = list;
+                    match key {
+                        "allow_cidr" => allow_cidr = list,
+                        "allow_host" => allow_host = list,
+                        "allow_http" => extras.allow_http = list,
+                        _ => extras.secrets = list,
                     }
                 }
                 other => return Err(ConfigError::UnknownKey(other.to_owned())),
             }
         }
-        let network = Network::new(mode, allow_cidr, allow_host, Spelling::ConfigFile)?;
+        let mode = mode.or_else(|| extras.given().then_some(network::Mode::Sandbox));
+        let network = Network::new(mode, allow_cidr, allow_host, Spelling::ConfigFile)?
+            .with_extras(extras)
+            .map_err(ConfigError::Egress)?;
         Ok(RuntimeConfig { network })
     }
 }
@@ -1831,6 +1856,13 @@ mod tests {
                 "network = \"none\"\nallow_host = [\"example.com\"]",
                 "need network = \"sandbox\"",
             ),
+            ("secret = [\"T=abc:a.test\"]", "never the command line"),
+            ("allow_http = [\"a.test\"]", "--allow-http"),
+            ("egress_log = 3", "egress_log: must be a string"),
+            (
+                "network = \"host\"\nallow_http = [\"a.test:GET\"]",
+                "need --network sandbox",
+            ),
         ] {
             let e = RuntimeConfig::parse(text).expect_err(text).to_string();
             assert!(e.contains(says), "{text:?}: {e}");
@@ -1841,6 +1873,12 @@ mod tests {
         let file = dir.join("ferrovisor.toml");
         std::fs::write(&file, "network = \"host\"\n").expect("write");
         assert_eq!(RuntimeConfig::load(&file).expect("loads"), host);
+        // The egress flags mean `sandbox`, as the allow rules do.
+        let c = RuntimeConfig::parse("allow_http = [\"a.test:GET\"]\negress_log = \"/x\"")
+            .expect("egress keys");
+        let rules = c.network.egress().expect("sandbox").clone();
+        assert_eq!(rules.extras.allow_http, vec!["a.test:GET".to_string()]);
+        assert_eq!(rules.extras.egress_log, Some("/x".into()));
         let e = RuntimeConfig::load(&dir.join("missing.toml"))
             .expect_err("missing")
             .to_string();
