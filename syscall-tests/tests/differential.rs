@@ -125,6 +125,8 @@ guests! {
     numa,
     cachestat,
     mseal,
+    // AIO (issue 20)
+    aio,
     // process, identity, time
     ids,
     net_ifaces,

@@ -101,9 +101,9 @@ mod tests {
         assert!(t
             .lines()
             .any(|l| l.split_whitespace().eq(["0", "read", "full"])));
-        let io_setup = t.lines().find(|l| l.contains(" io_setup ")).unwrap_or("");
-        assert!(io_setup.starts_with("206 "), "{io_setup}");
-        assert!(io_setup.contains("unsupported") && io_setup.ends_with("AIO"));
+        let add_key = t.lines().find(|l| l.contains(" add_key ")).unwrap_or("");
+        assert!(add_key.starts_with("248 "), "{add_key}");
+        assert!(add_key.contains("unsupported") && add_key.ends_with("keyrings"));
     }
 
     #[test]

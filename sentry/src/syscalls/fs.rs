@@ -27,7 +27,12 @@ const MAX_RW_COUNT: u64 = 0x7fff_f000;
 /// `UIO_MAXIOV`.
 const UIO_MAXIOV: u64 = 1024;
 
-fn guest_buf(task: &Task, addr: u64, len: u64, write: bool) -> Result<Vec<GuestSlice>, Errno> {
+pub(super) fn guest_buf(
+    task: &Task,
+    addr: u64,
+    len: u64,
+    write: bool,
+) -> Result<Vec<GuestSlice>, Errno> {
     task.mm().slices(addr, len.min(MAX_RW_COUNT), write)
 }
 
@@ -189,6 +194,11 @@ fn mqueue_file(q: Arc<crate::kernel::ipc::mqueue::MsgQueue>) -> FileKind {
     FileKind::Impl(Arc::new(crate::fsimpl::mqueue::MqueueFile(q)))
 }
 
+/// Whether reads and writes of `file` take a position (`pread`).
+pub(super) fn is_positional(file: &FileDescription) -> bool {
+    positional(file).is_ok()
+}
+
 fn positional(file: &FileDescription) -> Result<(), Errno> {
     match &file.kind {
         FileKind::Impl(i) if i.seekable() => Ok(()),
@@ -311,6 +321,20 @@ fn rw2(task: &mut Task, pos: u64, a: &[u64; 6], write: bool, bits: u32) -> Resul
         return Err(Errno::EBADF);
     }
     let bufs = iovecs(task, a[1], a[2], !write)?;
+    rw_core(task, &file, at, &bufs, write, bits)
+}
+
+/// A read or write of `bufs` at `at` (else at the file's offset) with
+/// `RWF_*` flags `bits`, access already checked: `preadv2`'s and AIO's.
+pub(super) fn rw_core(
+    task: &mut Task,
+    file: &Arc<FileDescription>,
+    at: Option<u64>,
+    bufs: &[GuestSlice],
+    write: bool,
+    bits: u32,
+) -> Result<u64, Errno> {
+    let file = file.clone();
     if bufs.iter().all(GuestSlice::is_empty) {
         return Ok(0);
     }
@@ -333,18 +357,18 @@ fn rw2(task: &mut Task, pos: u64, a: &[u64; 6], write: bool, bits: u32) -> Resul
     let nosignal = flags.contains(RwfFlags::NOSIGNAL);
     task.nowait = flags.contains(RwfFlags::NOWAIT);
     let r = match (write, is_socket(&file)) {
-        (false, true) => socket_read(task, &file, &bufs),
-        (false, false) => file.read(task.blocker(), &bufs, at),
+        (false, true) => socket_read(task, &file, bufs),
+        (false, false) => file.read(task.blocker(), bufs, at),
         (true, true) => {
             let flags = if nosignal {
                 super::socket::MSG_NOSIGNAL
             } else {
                 0
             };
-            super::socket::write_socket_flags(task, &file, &GuestBufs::new(&bufs), flags)
+            super::socket::write_socket_flags(task, &file, &GuestBufs::new(bufs), flags)
         }
         (true, false) => {
-            let r = file.write_with(task.blocker(), &bufs, at, append);
+            let r = file.write_with(task.blocker(), bufs, at, append);
             if nosignal {
                 r
             } else {
@@ -1966,6 +1990,11 @@ pub fn sys_flock(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_fsync(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
     sync_file(task, &file).map(|()| 0)
+}
+
+/// `fsync(2)` of an open file, for AIO's `IOCB_CMD_FSYNC`.
+pub(super) fn sync_file_pub(task: &Task, file: &FileDescription) -> Result<(), Errno> {
+    sync_file(task, file)
 }
 
 /// `fsync(2)` of an open file.

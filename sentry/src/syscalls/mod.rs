@@ -3,6 +3,7 @@
 //! what is missing where support is partial), and the dispatcher. Handlers
 //! live in one file per family; [`args`] gives them typed arguments.
 
+mod aio;
 mod args;
 mod cachestat;
 pub mod compat;
@@ -491,11 +492,19 @@ pub const ROWS: &[Entry] = &[
         "the caller only",
     ),
     unsupported(nr::SET_THREAD_AREA, "32-bit TLS (arch_prctl works)"),
-    unsupported(nr::IO_SETUP, "AIO"),
-    unsupported(nr::IO_DESTROY, "AIO"),
-    unsupported(nr::IO_GETEVENTS, "AIO"),
-    unsupported(nr::IO_SUBMIT, "AIO"),
-    unsupported(nr::IO_CANCEL, "AIO"),
+    full(nr::IO_SETUP, aio::sys_io_setup),
+    full(nr::IO_DESTROY, aio::sys_io_destroy),
+    full(nr::IO_GETEVENTS, aio::sys_io_getevents),
+    partial(
+        nr::IO_SUBMIT,
+        aio::sys_io_submit,
+        "each request runs as it is submitted; IOCB_CMD_POLL is EINVAL",
+    ),
+    partial(
+        nr::IO_CANCEL,
+        aio::sys_io_cancel,
+        "nothing is ever in flight to cancel: EINVAL",
+    ),
     unsupported(nr::GET_THREAD_AREA, "32-bit TLS (arch_prctl works)"),
     unsupported(nr::LOOKUP_DCOOKIE, "removed from Linux"),
     full(nr::EPOLL_CREATE, events::sys_epoll_create),
@@ -694,7 +703,7 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::PKEY_ALLOC, "memory protection keys"),
     unsupported(nr::PKEY_FREE, "memory protection keys"),
     full(nr::STATX, fs::sys_statx),
-    unsupported(nr::IO_PGETEVENTS, "AIO"),
+    full(nr::IO_PGETEVENTS, aio::sys_io_pgetevents),
     unsupported(nr::RSEQ, "restartable sequences"),
     full(nr::PIDFD_SEND_SIGNAL, signal::sys_pidfd_send_signal),
     unsupported(nr::IO_URING_SETUP, "io_uring"),
@@ -920,7 +929,7 @@ mod tests {
         }
         assert_eq!(TABLE[0].map(|e| e.support), Some(Support::Full));
         assert_eq!(
-            TABLE[nr::IO_SETUP as usize].map(|e| e.support),
+            TABLE[nr::ADD_KEY as usize].map(|e| e.support),
             Some(Support::Unsupported)
         );
     }

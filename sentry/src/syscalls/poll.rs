@@ -64,6 +64,11 @@ fn deadline_ms(ms: i32) -> Option<Instant> {
     (ms >= 0).then(|| Instant::now() + Duration::from_millis(ms as u64))
 }
 
+/// The deadline of a relative timeout (`EINVAL` for a bad one).
+pub(super) fn deadline_of(ts: &Timespec) -> Result<Instant, Errno> {
+    deadline_ts(ts)
+}
+
 fn deadline_ts(ts: &Timespec) -> Result<Instant, Errno> {
     if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
         return Err(Errno::EINVAL);
@@ -135,6 +140,17 @@ pub fn sys_poll(task: &mut Task, a: &Args) -> Result<u64, Errno> {
 /// Swaps in a temporary signal mask for `ppoll`/`pselect6`; the old one
 /// comes back when the call returns, or after the handler that interrupted
 /// it.
+/// Runs `f` with the signal mask at `mask_addr` (none: as it is), as
+/// `ppoll` and `io_pgetevents` do.
+pub(super) fn with_mask_pub(
+    task: &mut Task,
+    mask_addr: u64,
+    size: u64,
+    f: impl FnOnce(&mut Task) -> Result<u64, Errno>,
+) -> Result<u64, Errno> {
+    with_mask(task, mask_addr, size, f)
+}
+
 fn with_mask(
     task: &mut Task,
     mask_addr: u64,
