@@ -31,14 +31,26 @@ static struct iocb cb(int op, int fd, void *buf, size_t n, long off, unsigned lo
 	return c;
 }
 
+static long aio_nr(void)
+{
+	char b[32] = {0};
+	int fd = open("/proc/sys/fs/aio-nr", O_RDONLY);
+	if (fd < 0 || read(fd, b, sizeof b - 1) <= 0)
+		return -1;
+	close(fd);
+	return atol(b);
+}
+
 int main(void)
 {
 	aio_context_t ctx = 0, bad = 5;
+	long nr0 = aio_nr();
 	EXPECT_ERR(setup(0, &ctx), EINVAL);
 	EXPECT_ERR(setup(4, &bad), EINVAL);
 	EXPECT_ERR(setup(4, BADPTR), EFAULT);
 	EXPECT(setup(4, &ctx), 0);
 	EXPECT_TRUE(ctx != 0);
+	SHOW("aio-nr grew by %ld", aio_nr() - nr0);
 	struct ring *r = (struct ring *)ctx;
 	SHOW("ring: magic %#x head %u tail %u compat %u incompat %u header %u nr>8 %d",
 	     r->magic, r->head, r->tail, r->compat, r->incompat, r->header, r->nr > 8);
@@ -137,6 +149,7 @@ int main(void)
 	SHOW("child: %d", WEXITSTATUS(st));
 
 	EXPECT(syscall(SYS_io_destroy, ctx), 0);
+	SHOW("aio-nr back by %ld", aio_nr() - nr0);
 	EXPECT_ERR(syscall(SYS_io_destroy, ctx), EINVAL);
 	EXPECT_ERR(getev(ctx, 0, 1, ev, NULL), EINVAL);
 	return 0;

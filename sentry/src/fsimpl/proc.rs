@@ -198,6 +198,7 @@ const SYS_FILES: &[(&str, &str)] = &[
     // Global in Linux, so read-only to a container's root.
     ("fs/pipe-max-size", "1048576\n"),
     ("fs/nr_open", "1048576\n"),
+    ("fs/aio-max-nr", "65536\n"),
     ("fs/file-max", "9223372036854775807\n"),
     ("net/core/somaxconn", "4096\n"),
     // TIOCSTI is refused to the guest (Linux 6.2+ with this sysctl at 0).
@@ -742,6 +743,10 @@ impl ProcFs {
                     "fs/inotify/max_user_watches" => {
                         format!("{}\n", max_user_watches(self.kernel()?.total_memory()))
                     }
+                    "fs/aio-nr" => format!(
+                        "{}\n",
+                        crate::kernel::AIO_NR.load(std::sync::atomic::Ordering::Relaxed)
+                    ),
                     p if crate::fsimpl::sysctl::writable(p).is_some() => {
                         let path = crate::fsimpl::sysctl::writable(p).unwrap_or_default();
                         let text = crate::fsimpl::sysctl::show(&*self.kernel()?, path)
@@ -1600,6 +1605,7 @@ impl ProcFs {
                     "kernel/random/boot_id",
                     "kernel/version",
                     "fs/inotify/max_user_watches",
+                    "fs/aio-nr",
                 ]);
                 files.extend(crate::fsimpl::sysctl::WRITABLE);
                 files.extend(SYSFS_FILES);

@@ -123,6 +123,10 @@ impl fmt::Display for CpuMax {
 pub const UTS_RELEASE: &str = "6.1.0-ferrovisor";
 /// The version `uname(2)` reports, and /proc/sys/kernel/version: a
 /// preemptible SMP kernel's, as Linux 6.x distributions build them.
+/// AIO requests the sandbox's contexts may hold (`/proc/sys/fs/aio-nr`;
+/// one sandbox per Sentry process).
+pub static AIO_NR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 pub const UTS_VERSION: &str = "#1 SMP PREEMPT_DYNAMIC ferrovisor";
 
 /// The names `uname(2)` reports that a guest may change.

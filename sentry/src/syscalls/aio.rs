@@ -6,7 +6,7 @@
 //! supported (`EINVAL`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
@@ -27,7 +27,7 @@ const RING_HEADER: u64 = 32;
 const EVENT_SIZE: u64 = 32;
 /// `sizeof(struct iocb)`
 const IOCB_SIZE: usize = 64;
-/// `/proc/sys/fs/aio-max-nr`'s default.
+/// `/proc/sys/fs/aio-max-nr` (read-only in the sandbox: global in Linux).
 const AIO_MAX_NR: u64 = 65536;
 
 const IOCB_CMD_PREAD: u16 = 0;
@@ -40,8 +40,7 @@ const IOCB_CMD_PWRITEV: u16 = 8;
 /// other flag, changes nothing here).
 const IOCB_FLAG_RESFD: u32 = 1;
 
-/// Requests the sandbox's contexts may hold (`/proc/sys/fs/aio-nr`).
-static AIO_NR: AtomicU64 = AtomicU64::new(0);
+use crate::kernel::AIO_NR;
 
 /// One context: its ring in the guest's memory.
 struct Ctx {
