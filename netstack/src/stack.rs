@@ -826,7 +826,13 @@ struct Udp {
     /// Host sockets for destinations outside the sandbox (`Mode::Egress`),
     /// opened by the first allowed datagram.
     relay: Option<crate::udp_relay::UdpRelay>,
+    /// Destinations outside already in the egress log (the first datagram
+    /// to each is an attempt; at most [`MAX_LOGGED_FLOWS`] are kept).
+    logged: Vec<SocketAddr>,
 }
+
+/// Destinations per UDP socket whose first datagram is logged.
+const MAX_LOGGED_FLOWS: usize = 64;
 
 /// What [`Inner::send`] did.
 enum Sent {
@@ -1099,6 +1105,7 @@ impl Inner {
                 handle: None,
                 peer: None,
                 relay: None,
+                logged: Vec::new(),
             }),
         };
         let opts = Opts {
@@ -1906,7 +1913,7 @@ impl Inner {
         if e.shut_wr {
             return Err(Errno::EPIPE);
         }
-        let (dest, _) = self.destination(e, dest, Errno::EPERM)?;
+        let (dest, allowed) = self.destination(e, dest, Errno::EPERM)?;
         if dest.port() == 0 {
             return Err(Errno::EINVAL);
         }
@@ -1921,7 +1928,7 @@ impl Inner {
             return Err(err);
         }
         if !self.is_local(dest.ip()) {
-            return self.udp_send_outside(e, dest);
+            return self.udp_send_outside(e, dest, allowed.map(|(rule, _)| rule));
         }
         // Linux answers EAGAIN when autobind finds no free port.
         self.autobind(e).map_err(|_| Errno::EAGAIN)?;
@@ -1964,7 +1971,12 @@ impl Inner {
     /// A datagram to `dest`, outside the sandbox, which the policy allowed:
     /// opens the socket's host socket for that family if need be (only now,
     /// never for a refused destination) and hands it to the caller.
-    fn udp_send_outside(&mut self, e: &mut Entry, dest: SocketAddr) -> Result<Sent, Errno> {
+    fn udp_send_outside(
+        &mut self,
+        e: &mut Entry,
+        dest: SocketAddr,
+        rule: Option<String>,
+    ) -> Result<Sent, Errno> {
         // A socket bound to a loopback address has no route out (Linux's
         // ip_route_output_key refuses a loopback source with EINVAL).
         if e.local.is_some_and(|l| is_loopback(canonical(l.ip()))) {
@@ -1985,6 +1997,15 @@ impl Inner {
             }))
         });
         let sock = relay.route(dest)?;
+        if let Some(log) = &self.audit {
+            if !u.logged.contains(&dest) && u.logged.len() < MAX_LOGGED_FLOWS {
+                u.logged.push(dest);
+                let mut r = crate::audit::Record::new(e.origin.clone(), "udp", dest);
+                r.allowed = true;
+                r.rule = rule.unwrap_or_default();
+                log.write(&r);
+            }
+        }
         Ok(Sent::Outside(sock, dest))
     }
 

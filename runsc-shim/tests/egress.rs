@@ -361,11 +361,12 @@ done
 fn udp_to_an_allowed_cidr_is_relayed_both_ways() {
     let body = format!(
         r#"{servers}
-$FV do --allow-cidr {SERVER}/32:5353 --allow-cidr 2001:db8::/64 -- sh -c '
+$FV do --allow-cidr {SERVER}/32:5353 --allow-cidr 2001:db8::/64 --egress-log "$DIR/egress.log" -- sh -c '
   python3 -I -c "$1" {SERVER} 5353
   python3 -I -c "$1" {SERVER6} 5353
 ' sh '{UDP_CLIENT}'
 echo "datagrams $(wc -l < "$DIR/udp.log")"
+sed 's/^/log /' "$DIR/egress.log"
 "#,
         servers = udp_servers()
     );
@@ -388,6 +389,23 @@ echo "datagrams $(wc -l < "$DIR/udp.log")"
     );
     // Every datagram crossed the host once: 2 x (20 + 1).
     assert!(lines.contains(&"datagrams 42"), "{}", show(&o));
+    // The first datagram of each socket to each destination is logged.
+    let log: Vec<serde_json::Value> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("log "))
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert!((2..=4).contains(&log.len()), "{}", show(&o));
+    for r in &log {
+        assert_eq!(r["proto"], "udp", "{r}");
+        assert_eq!(r["decision"], "allowed", "{r}");
+        assert_eq!(r["port"], 5353, "{r}");
+        assert_eq!(r["command"], "python3", "{r}");
+        assert!(r["pid"].as_i64() > Some(0), "{r}");
+    }
+    for d in [SERVER, SERVER6] {
+        assert!(log.iter().any(|r| r["dest"] == d), "{d}: {}", show(&o));
+    }
 }
 
 #[test]

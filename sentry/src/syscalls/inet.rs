@@ -318,6 +318,11 @@ pub fn send(
     }
     let s = sock(file)?;
     let stream = s.ty != SocketType::Datagram;
+    if !stream && matches!(task.kernel.net.mode(), netstack::Mode::Egress) {
+        // For the egress log: who sends a datagram out.
+        s.sock
+            .set_origin(task.pid(), &String::from_utf8_lossy(&task.comm));
+    }
     let piece = crate::mm::guestio::inet_send_piece(stream, data.len())?;
     super::socket::send_loop(
         task,
