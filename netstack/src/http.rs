@@ -23,6 +23,9 @@ pub(crate) struct Outgoing {
     policy: Arc<Policy>,
     at: At,
     pending: Vec<u8>,
+    /// Bytes of a head searched for its end so far (each byte is looked
+    /// at about once, however the guest cuts its writes).
+    searched: usize,
     /// Placeholders replaced so far.
     pub secrets: u64,
     /// Requests seen so far.
@@ -43,6 +46,7 @@ impl Outgoing {
             policy,
             at: At::Head,
             pending: Vec::new(),
+            searched: 0,
             secrets: 0,
             requests: 0,
         }
@@ -87,6 +91,17 @@ impl Outgoing {
                     }
                 }
                 At::Head => {
+                    let from = self.searched.saturating_sub(3);
+                    if sniff::find(&rest[from..], b"\r\n\r\n").is_none() {
+                        if rest.len() >= sniff::MAX_HEAD
+                            || (self.searched == 0 && sniff::request_head(rest).is_err())
+                        {
+                            return Err(bad_request(&self.name));
+                        }
+                        self.searched = rest.len();
+                        break;
+                    }
+                    self.searched = 0;
                     let head = match sniff::request_head(rest) {
                         Ok(Some(h)) => h,
                         Ok(None) => break,
@@ -354,5 +369,36 @@ mod tests {
             assert_eq!(base64_decode(&base64_encode(s)).as_deref(), Some(s));
         }
         assert_eq!(base64_encode(b"user:pass"), "dXNlcjpwYXNz");
+    }
+
+    proptest::proptest! {
+        /// Whatever the guest sends, the parsers answer without panicking,
+        /// and what goes out is never more than what came in plus the
+        /// values put in place of placeholders.
+        #[test]
+        fn guest_bytes_never_panic(
+            pieces in proptest::collection::vec(proptest::collection::vec(0u8..=255, 0..300), 0..8),
+            prefix in proptest::sample::select(vec![
+                &b""[..],
+                b"GET / HTTP/1.1\r\nHost: api.test\r\n",
+                b"POST /v1/ HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"\x16\x03\x01",
+            ]),
+        ) {
+            let _ = crate::sniff::opening(prefix);
+            let mut o = Outgoing::new("api.test", policy());
+            let mut out = Vec::new();
+            let mut all = prefix.to_vec();
+            let _ = o.push(prefix, &mut out);
+            for p in &pieces {
+                all.extend_from_slice(p);
+                let _ = crate::sniff::opening(&all);
+                let _ = crate::sniff::Chunked::default().feed(p);
+                if o.push(p, &mut out).is_err() {
+                    break;
+                }
+            }
+            proptest::prop_assert!(out.len() <= all.len() + 64 * (o.secrets as usize + 1));
+        }
     }
 }

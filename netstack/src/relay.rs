@@ -464,10 +464,25 @@ fn connect_and_write(
 fn gate(shared: &Shared, wake: &Wake, eg: &Egress, dest: SocketAddr) -> Option<Plan> {
     let deadline = Instant::now() + NAME_WAIT;
     let mut g = shared.lock();
+    // Looked at again only when more has come (a guest writing a byte at
+    // a time costs each byte once or so, not the whole head each time).
+    let mut seen = 0;
     let opening = loop {
-        let o = sniff::opening(g.tx.make_contiguous());
-        if o != Opening::More {
-            break o;
+        if g.tx.len() > seen {
+            let buf = g.tx.make_contiguous();
+            // An HTTP head is parsed again only when a line of it ends;
+            // in between only the new bytes are searched.
+            let unfinished = buf.first().is_some_and(u8::is_ascii_uppercase)
+                && seen > 0
+                && buf.len() < sniff::MAX_HEAD
+                && !buf[seen..].contains(&b'\n');
+            seen = buf.len();
+            if !unfinished {
+                let o = sniff::opening(buf);
+                if o != Opening::More {
+                    break o;
+                }
+            }
         }
         let now = Instant::now();
         if g.tx_shut || g.closed || now >= deadline {

@@ -270,6 +270,13 @@ fn a_connection_must_name_an_allowed_host() {
   echo "post $(curl -s -w " %{http_code}" -X POST -d x=1 https://api.test/post)"
   python3 -c "
 import socket
+s = socket.create_connection((\"api.test\", 80), timeout=20)
+for b in b\"GET /slow HTTP/1.1\\r\\nHost: api.test\\r\\nConnection: close\\r\\n\\r\\n\":
+    s.send(bytes([b]))
+print(\"slow\", s.recv(12))
+"
+  python3 -c "
+import socket
 s = socket.create_connection((\"api.test\", 22), timeout=20)
 s.sendall(b\"SSH-2.0-test\r\n\")
 try:
@@ -289,7 +296,9 @@ cat "$DIR/egress.log"
     // What was allowed reached the server; nothing else did.
     assert!(o.stdout.contains("host-ok 200\n"), "{}", show(&o));
     assert!(o.stdout.contains("sni-ok 200\n"), "{}", show(&o));
-    assert_eq!(paths, vec!["/plain", "/tls"], "{}", show(&o));
+    assert_eq!(paths, vec!["/plain", "/tls", "/slow"], "{}", show(&o));
+    // A head written a byte at a time is checked once whole.
+    assert!(o.stdout.contains("slow b'HTTP/1.1 200'"), "{}", show(&o));
     // Refused by the Sentry: a 403 over HTTP, an alert over TLS.
     assert!(
         o.stdout
@@ -337,7 +346,7 @@ cat "$DIR/egress.log"
     );
     assert_eq!(
         log.iter().filter(|r| r["decision"] == "allowed").count(),
-        2,
+        3,
         "{}",
         show(&o)
     );
