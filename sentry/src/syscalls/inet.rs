@@ -177,9 +177,11 @@ pub fn connect(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Resu
         }
     }
     let a = read_sockaddr(task, addr, len, s.domain)?;
-    // For the egress log: who is connecting.
-    s.sock
-        .set_origin(task.pid(), &String::from_utf8_lossy(&task.comm));
+    if matches!(task.kernel.net.mode(), netstack::Mode::Egress) {
+        // For the egress log: who is connecting.
+        s.sock
+            .set_origin(task.pid(), &String::from_utf8_lossy(&task.comm));
+    }
     let pending = match s.sock.connect(a) {
         Ok(()) => return Ok(0),
         // A connect already under way (one that timed out or was
