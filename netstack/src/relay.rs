@@ -535,13 +535,14 @@ fn gate(shared: &Shared, wake: &Wake, eg: &Egress, dest: SocketAddr) -> Option<P
                 _ => Vec::new(),
             };
             let mut g = shared.lock();
+            // With nothing to say, the connection is reset.
+            if answer.is_empty() {
+                g.error = Some(Errno::ECONNRESET);
+            }
             g.rx.extend(answer);
             g.rx_eof = true;
             g.tx.clear();
             g.tx_broken = true;
-            if opening_is_other(&g) {
-                g.error = Some(Errno::ECONNRESET);
-            }
             g.refused = Some(why);
             drop(g);
             shared.cond.notify_all();
@@ -549,11 +550,6 @@ fn gate(shared: &Shared, wake: &Wake, eg: &Egress, dest: SocketAddr) -> Option<P
             None
         }
     }
-}
-
-/// A refused connection with nothing to say is reset.
-fn opening_is_other(g: &State) -> bool {
-    g.rx.is_empty()
 }
 
 /// Appends bytes for the guest, waiting for room; `Err` once the guest
