@@ -12,6 +12,12 @@ use crate::sniff::{self, Body, Chunked};
 /// Where the outgoing stream is.
 enum At {
     Head,
+    /// A body held whole until it has come (`n` bytes), for secrets put
+    /// in place in bodies; `head` goes out with it.
+    Buffer {
+        head: Vec<u8>,
+        n: usize,
+    },
     Length(u64),
     Chunked(Chunked),
     Opaque,
@@ -71,6 +77,19 @@ impl Outgoing {
                     out.extend_from_slice(rest);
                     used = self.pending.len();
                 }
+                At::Buffer { head, n } => {
+                    let k = *n;
+                    if rest.len() < k {
+                        break;
+                    }
+                    let head = std::mem::take(head);
+                    let (body, count) = self.substitute_body(&self.pending[used..used + k]);
+                    self.secrets += count;
+                    out.extend_from_slice(&with_length(&head, body.len()));
+                    out.extend_from_slice(&body);
+                    used += k;
+                    self.at = At::Head;
+                }
                 At::Length(n) => {
                     let k = usize::try_from(*n).unwrap_or(usize::MAX).min(rest.len());
                     out.extend_from_slice(&rest[..k]);
@@ -122,6 +141,14 @@ impl Outgoing {
                     used += head.len;
                     self.at = match head.body {
                         _ if head.opaque => At::Opaque,
+                        Body::Length(n) if n > 0 && n <= MAX_BODY && self.body_secrets() => {
+                            // Sent with its body, Content-Length made anew.
+                            out.truncate(out.len() - text.len());
+                            At::Buffer {
+                                head: text,
+                                n: n as usize,
+                            }
+                        }
                         Body::Length(0) => At::Head,
                         Body::Length(n) => At::Length(n),
                         Body::Chunked => At::Chunked(Chunked::default()),
@@ -131,6 +158,26 @@ impl Outgoing {
         }
         self.pending.drain(..used);
         Ok(())
+    }
+
+    /// Whether a secret of this host goes into bodies too.
+    fn body_secrets(&self) -> bool {
+        self.policy
+            .secrets()
+            .iter()
+            .any(|s| s.in_body && s.goes_to(&self.name))
+    }
+
+    /// A body with the placeholders of this host's body secrets replaced.
+    fn substitute_body(&self, body: &[u8]) -> (Vec<u8>, u64) {
+        let mut b = body.to_vec();
+        let mut n = 0;
+        for s in self.policy.secrets() {
+            if s.in_body && s.goes_to(&self.name) {
+                n += replace(&mut b, s.placeholder.as_bytes(), s.value());
+            }
+        }
+        (b, n)
     }
 
     /// The head with the placeholders of this host's secrets replaced,
@@ -157,6 +204,23 @@ impl Outgoing {
         }
         (out, count)
     }
+}
+
+/// Largest request body held whole to put secrets in place.
+const MAX_BODY: u64 = 1 << 20;
+
+/// `head` with its `Content-Length` saying `len`.
+fn with_length(head: &[u8], len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(head.len() + 8);
+    for line in split_lines(head) {
+        let key = line.split(|&b| b == b':').next().unwrap_or(b"");
+        if line.contains(&b':') && key.eq_ignore_ascii_case(b"content-length") {
+            out.extend_from_slice(format!("Content-Length: {len}\r\n").as_bytes());
+        } else {
+            out.extend_from_slice(line);
+        }
+    }
+    out
 }
 
 /// Lines with their CRLF.
@@ -361,6 +425,30 @@ mod tests {
         let mut out = Vec::new();
         let req = b"GET /v1/ HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nPOST / HTTP/1.1\r\n\r\n";
         assert!(o.push(req, &mut out).is_err());
+    }
+
+    #[test]
+    fn body_secrets_go_into_bodies_of_known_length() {
+        let policy = Arc::new(Policy::new(vec![], vec!["api.test".into()]).with_secrets(
+            vec![Secret::new(
+                "T".into(),
+                "PH".into(),
+                b"the-value".to_vec(),
+                vec!["api.test".into()],
+            )
+            .in_bodies()],
+        ));
+        let mut o = Outgoing::new("api.test", policy);
+        let mut out = Vec::new();
+        let req = b"POST /t HTTP/1.1\r\nHost: api.test\r\ncontent-length: 10\r\n\r\n{\"t\":\"PH\"}GET / HTTP/1.1\r\nHost: api.test\r\n\r\n";
+        for piece in req.chunks(5) {
+            o.push(piece, &mut out).expect("allowed");
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "POST /t HTTP/1.1\r\nHost: api.test\r\nContent-Length: 17\r\n\r\n{\"t\":\"the-value\"}GET / HTTP/1.1\r\nHost: api.test\r\n\r\n"
+        );
+        assert_eq!((o.secrets, o.requests), (1, 2));
     }
 
     #[test]

@@ -421,6 +421,8 @@ pub struct Secret {
     value: Vec<u8>,
     /// Host patterns the value may go to.
     pub hosts: Vec<String>,
+    /// Also put in place in request bodies (of a known length).
+    pub in_body: bool,
 }
 
 impl Secret {
@@ -430,7 +432,14 @@ impl Secret {
             placeholder,
             value,
             hosts: hosts.iter().map(|h| normalize_name(h)).collect(),
+            in_body: false,
         }
+    }
+
+    /// The secret, put in place in request bodies too.
+    pub fn in_bodies(mut self) -> Secret {
+        self.in_body = true;
+        self
     }
 
     /// The real value.

@@ -627,7 +627,8 @@ struct DoArgs {
     allow_http: Vec<String>,
     /// Give the guest NAME as a placeholder; the Sentry puts the value
     /// (read from FILE or this process's variable VAR) in its place in
-    /// HTTP(S) request headers to HOST only. Repeatable.
+    /// HTTP(S) request headers to HOST only (bodies too with `:body` at
+    /// the end). Repeatable.
     #[arg(long, value_name = "NAME=@FILE:HOST,... | NAME=env:VAR:HOST,...")]
     secret: Vec<String>,
     /// Append one JSON line per attempt to leave the sandbox to FILE.

@@ -327,6 +327,8 @@ pub struct SecretSpec {
     pub name: String,
     pub source: SecretSource,
     pub hosts: Vec<String>,
+    /// `:body`: put in place in request bodies too.
+    pub in_body: bool,
 }
 
 /// Where a secret's value is read from (never the command line).
@@ -337,12 +339,17 @@ pub enum SecretSource {
 }
 
 impl SecretSpec {
-    /// Parses `NAME=@FILE:HOST[,HOST...]` or `NAME=env:VAR:HOST[,HOST...]`.
+    /// Parses `NAME=@FILE:HOST[,HOST...][:body]` or
+    /// `NAME=env:VAR:HOST[,HOST...][:body]`.
     pub fn parse(s: &str) -> Result<SecretSpec, String> {
         let bad = |what: &str| {
             format!("--secret {s:?}: {what} (give NAME=@FILE:HOST[,HOST...] or NAME=env:VAR:HOST[,HOST...])")
         };
         let (name, rest) = s.split_once('=').ok_or_else(|| bad("no '='"))?;
+        let (rest, in_body) = match rest.strip_suffix(":body") {
+            Some(r) => (r, true),
+            None => (rest, false),
+        };
         if !is_env_name(name) {
             return Err(bad("NAME must be an environment variable's name"));
         }
@@ -374,6 +381,7 @@ impl SecretSpec {
             name: name.to_string(),
             source,
             hosts,
+            in_body,
         })
     }
 
@@ -485,12 +493,9 @@ impl Extras {
             if let SecretSource::Env(var) = &spec.source {
                 env.remove.push(var.clone());
             }
-            secrets.push(netstack::policy::Secret::new(
-                spec.name,
-                placeholder,
-                value,
-                spec.hosts,
-            ));
+            let in_body = spec.in_body;
+            let secret = netstack::policy::Secret::new(spec.name, placeholder, value, spec.hosts);
+            secrets.push(if in_body { secret.in_bodies() } else { secret });
         }
         let http = self
             .allow_http

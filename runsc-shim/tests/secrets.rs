@@ -129,8 +129,10 @@ fn a_secret_reaches_only_its_host_and_never_the_sandbox() {
         r#"export REAL_TOKEN={TOKEN}
 mkdir "$DIR/sync"
 SSL_CERT_FILE=$CA timeout -s KILL 150 $FV do -v "$DIR/sync:/sync" --allow-host api.test --allow-http 'other.test:GET,POST' \
-  --secret TOKEN=env:REAL_TOKEN:api.test --egress-log "$DIR/egress.log" -- sh -c '
+  --secret TOKEN=env:REAL_TOKEN:api.test --secret BODY_TOKEN=env:REAL_TOKEN:api.test:body \
+  --egress-log "$DIR/egress.log" -- sh -c '
   for h in api.test other.test; do
+    curl -sS -o /dev/null -H "Content-Type: application/json" -d "{{\"token\": \"$BODY_TOKEN\"}}" https://$h/body
     curl -sS -o /dev/null -H "Authorization: Bearer $TOKEN" https://$h/curl
     python3 -I -c "import os, urllib.request as u; u.urlopen(u.Request(\"https://$h/urllib\", headers={{\"Authorization\": \"Bearer \" + os.environ[\"TOKEN\"]}})).read()"
     if python3 -c "import requests" 2>/dev/null; then
@@ -213,6 +215,31 @@ cat "$DIR/egress.log"
             show(&o)
         );
     }
+    // `:body`: in the body too, Content-Length made anew (the server read
+    // the whole body); elsewhere the placeholder.
+    let bodies: Vec<(&str, &str)> = seen
+        .iter()
+        .filter(|r| r["path"] == "/body")
+        .map(|r| {
+            (
+                r["server"].as_str().unwrap_or(""),
+                r["body"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        bodies.iter().find(|b| b.0 == "api-https").map(|b| b.1),
+        Some(format!("{{\"token\": \"{TOKEN}\"}}").as_str()),
+        "{}",
+        show(&o)
+    );
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.0 == "other-https" && b.1.contains("\"ferrovisor-secret-")),
+        "{}",
+        show(&o)
+    );
     // Nowhere in the sandbox: its environment, /proc, its memory file
     // (which does hold the placeholder: the scan sees the guest's pages).
     assert!(o.stdout.contains("env: 0\n"), "{}", show(&o));
