@@ -322,7 +322,7 @@ fn bad_request(name: &str) -> Refusal {
             "Bad Request",
             "not an HTTP/1 request the sandbox can check",
         ),
-        reason: DenyReason::Fronting {
+        reason: DenyReason::BadRequest {
             name: name.to_string(),
         },
     }

@@ -267,6 +267,8 @@ pub enum DenyReason {
     Denied { name: String },
     /// An `--allow-http` rule refuses the method or path.
     Http { name: String, method: String },
+    /// On a connection the Sentry reads, a request it cannot check.
+    BadRequest { name: String },
 }
 
 impl fmt::Display for DenyReason {
@@ -295,6 +297,12 @@ impl fmt::Display for DenyReason {
             DenyReason::Denied { name } => write!(f, "{name} is denied by --deny-host"),
             DenyReason::Http { name, method } => {
                 write!(f, "{method} to {name} is not allowed by --allow-http")
+            }
+            DenyReason::BadRequest { name } => {
+                write!(
+                    f,
+                    "a request to {name} that is not HTTP/1 the sandbox can check"
+                )
             }
         }
     }
@@ -747,14 +755,13 @@ impl Policy {
             None => self.names_of(ip),
         };
         let mut by_name = None;
-        let names_seen = names.clone();
-        for name in names {
-            if rules.raw_port(&name, port) {
-                by_name = Some((name, false));
+        for name in &names {
+            if rules.raw_port(name, port) {
+                by_name = Some((name.clone(), false));
                 break;
             }
-            if by_name.is_none() && rules.name_allowed(&name, None) {
-                by_name = Some((name, true));
+            if by_name.is_none() && rules.name_allowed(name, None) {
+                by_name = Some((name.clone(), true));
             }
         }
         if let Some((name, named)) = by_name {
@@ -772,7 +779,7 @@ impl Policy {
             };
         }
 
-        if let Some(name) = names_seen.into_iter().find(|n| rules.denied(n)) {
+        if let Some(name) = names.into_iter().find(|n| rules.denied(n)) {
             return Decision::Deny(DenyReason::Denied { name });
         }
         match sensitive {

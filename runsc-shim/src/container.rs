@@ -771,13 +771,7 @@ impl Runtime {
         let locked = self.state.lock(id)?;
         let mut record = locked.record()?;
         let status = record.observed();
-        if status != Status::Running {
-            return Err(Error::WrongStatus {
-                id: id.into(),
-                status,
-                wanted: "running",
-            });
-        }
+        require_running(id, status)?;
         // Frozen while we hold the lock, so the sandbox cannot be frozen
         // holding it itself.
         let cg = record.cgroup.clone().ok_or(cgroup::Error::NoFreezer)?;
@@ -844,13 +838,7 @@ impl Runtime {
     ) -> Result<(), Error> {
         let locked = self.state.lock(id)?;
         let status = locked.record()?.observed();
-        if status != Status::Running {
-            return Err(Error::WrongStatus {
-                id: id.into(),
-                status,
-                wanted: "running",
-            });
-        }
+        require_running(id, status)?;
         let socket = self.state.dir(id).join(crate::control::SOCKET);
         crate::control::update_egress(&socket, update).map_err(|why| {
             Error::Boot(format!(
@@ -938,13 +926,7 @@ impl Runtime {
         pid_file: Option<&Path>,
     ) -> Result<i32, Error> {
         let status = self.state(id)?.status;
-        if status != Status::Running {
-            return Err(Error::WrongStatus {
-                id: id.into(),
-                status,
-                wanted: "running",
-            });
-        }
+        require_running(id, status)?;
         let socket = self.state.dir(id).join(crate::control::SOCKET);
         let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
         // With a terminal: a new one whose master goes to the console
@@ -1635,6 +1617,18 @@ fn prepare(
             .collect();
     }
     Ok((plan, root, stack))
+}
+
+/// `WrongStatus` unless the container is running.
+fn require_running(id: &str, status: Status) -> Result<(), Error> {
+    if status == Status::Running {
+        return Ok(());
+    }
+    Err(Error::WrongStatus {
+        id: id.into(),
+        status,
+        wanted: "running",
+    })
 }
 
 /// A stopped container's exit status: the recorded one, else 128+N after

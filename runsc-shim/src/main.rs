@@ -61,16 +61,8 @@ struct Cli {
     /// repeatable.
     #[arg(long = "allow-host", value_name = "DOMAIN[:PORT/tcp]")]
     allow_host: Vec<String>,
-    /// As `do --allow-http`, for containers; repeatable.
-    #[arg(long = "allow-http", value_name = "HOST:METHOD,...[:/PATH,...]")]
-    allow_http: Vec<String>,
-    /// As `do --secret`, for containers (the value is read by the
-    /// sandbox's host process); repeatable.
-    #[arg(long, value_name = "NAME=@FILE:HOST,... | NAME=env:VAR:HOST,...")]
-    secret: Vec<String>,
-    /// As `do --egress-log`, for containers.
-    #[arg(long = "egress-log", value_name = "FILE")]
-    egress_log: Option<PathBuf>,
+    #[command(flatten)]
+    egress: EgressFlags,
     #[command(subcommand)]
     command: Command,
 }
@@ -549,29 +541,65 @@ impl NetworkKind {
 /// starts, so that nobody mistakes it for a sandboxed network.
 const HOST_NETWORK_WARNING: &str = "ferrovisor: warning: --network host: the sandbox shares the host's network (no egress policy; the guest can reach and serve anything the host can)";
 
+/// `--allow-http`, `--secret` and `--egress-log`: `do`'s, and the OCI
+/// runtime's for its containers.
+#[derive(Debug, clap::Args)]
+struct EgressFlags {
+    /// Allow HOST over HTTP(S) for these methods only (and under these
+    /// path prefixes, when given); other requests get a 403 from the
+    /// sandbox. HTTPS to HOST is then ended in the sandbox. Repeatable.
+    #[arg(long = "allow-http", value_name = "HOST:METHOD,...[:/PATH,...]")]
+    allow_http: Vec<String>,
+    /// Give the guest NAME as a placeholder; the Sentry puts the value
+    /// (read from FILE or, by the sandbox's host process, from its
+    /// variable VAR) in its place in HTTP(S) request headers to HOST only
+    /// (bodies too with `:body` at the end). Repeatable.
+    #[arg(long, value_name = "NAME=@FILE:HOST,... | NAME=env:VAR:HOST,...")]
+    secret: Vec<String>,
+    /// Append one JSON line per attempt to leave the sandbox to FILE.
+    #[arg(long = "egress-log", value_name = "FILE")]
+    egress_log: Option<PathBuf>,
+}
+
+impl EgressFlags {
+    fn extras(&self) -> network::Extras {
+        network::Extras {
+            allow_http: self.allow_http.clone(),
+            secrets: self.secret.clone(),
+            egress_log: self.egress_log.clone(),
+        }
+    }
+}
+
+/// The network the flags give, checked: like the allow rules, the egress
+/// flags mean `sandbox` unless `--network` says otherwise.
+fn network_of(
+    mode: Option<NetworkKind>,
+    allow_cidr: Vec<String>,
+    allow_host: Vec<String>,
+    extras: network::Extras,
+) -> Result<Network, String> {
+    let mode = mode
+        .map(NetworkKind::mode)
+        .or_else(|| extras.given().then_some(network::Mode::Sandbox));
+    Network::new(mode, allow_cidr, allow_host, Spelling::Flags)
+        .map_err(|e| e.to_string())?
+        .with_extras(extras)
+}
+
 /// The network of a `do` sandbox from its flags: the netstack's
-/// configuration, and whether TCP/UDP sockets are host sockets instead.
+/// configuration, whether TCP/UDP sockets are host sockets instead, and
+/// what the guest's environment gets.
 fn network_config(
     args: &DoArgs,
 ) -> anyhow::Result<(netstack::StackConfig, bool, network::GuestEnv)> {
-    let extras = network::Extras {
-        allow_http: args.allow_http.clone(),
-        secrets: args.secret.clone(),
-        egress_log: args.egress_log.clone(),
-    };
-    extras.check_syntax().map_err(anyhow::Error::msg)?;
-    // Like the allow rules, these mean `sandbox` unless told otherwise.
-    let mode = args
-        .network
-        .map(NetworkKind::mode)
-        .or_else(|| extras.given().then_some(network::Mode::Sandbox));
-    let net = Network::new(
-        mode,
+    let net = network_of(
+        args.network,
         args.allow_cidr.clone(),
         args.allow_host.clone(),
-        Spelling::Flags,
-    )?;
-    extras.check(&net).map_err(anyhow::Error::msg)?;
+        args.egress.extras(),
+    )
+    .map_err(anyhow::Error::msg)?;
     // The host's own addresses stay closed unless a rule names them.
     let host_addrs = match net.egress() {
         Some(_) => container::host_addresses()
@@ -579,10 +607,13 @@ fn network_config(
         None => Vec::new(),
     };
     let mut config = net.stack_config(host_addrs, true);
-    let trust = network::guest_trust_store(&args.root);
-    let env = extras
-        .apply(&mut config, &trust)
-        .map_err(anyhow::Error::msg)?;
+    let env = match net.egress() {
+        Some(rules) => rules
+            .extras
+            .apply(&mut config, &network::guest_trust_store(&args.root))
+            .map_err(anyhow::Error::msg)?,
+        None => network::GuestEnv::default(),
+    };
     Ok((config, net.is_host(), env))
 }
 
@@ -620,20 +651,8 @@ struct DoArgs {
     /// protocol on that port. Repeatable.
     #[arg(long = "allow-host", value_name = "DOMAIN[:PORT/tcp]")]
     allow_host: Vec<String>,
-    /// Allow HOST over HTTP(S) for these methods only (and under these
-    /// path prefixes, when given); other requests get a 403 from the
-    /// sandbox. HTTPS to HOST is then ended in the sandbox. Repeatable.
-    #[arg(long = "allow-http", value_name = "HOST:METHOD,...[:/PATH,...]")]
-    allow_http: Vec<String>,
-    /// Give the guest NAME as a placeholder; the Sentry puts the value
-    /// (read from FILE or this process's variable VAR) in its place in
-    /// HTTP(S) request headers to HOST only (bodies too with `:body` at
-    /// the end). Repeatable.
-    #[arg(long, value_name = "NAME=@FILE:HOST,... | NAME=env:VAR:HOST,...")]
-    secret: Vec<String>,
-    /// Append one JSON line per attempt to leave the sandbox to FILE.
-    #[arg(long = "egress-log", value_name = "FILE")]
-    egress_log: Option<PathBuf>,
+    #[command(flatten)]
+    egress: EgressFlags,
     /// Serve a control socket at PATH (mode 0600) while the sandbox runs:
     /// `ferrovisor update --control-socket PATH --allow-host ...` changes
     /// its egress rules.
@@ -1088,28 +1107,19 @@ fn main() -> ExitCode {
         && (cli.network.is_some()
             || !cli.allow_cidr.is_empty()
             || !cli.allow_host.is_empty()
-            || !cli.allow_http.is_empty()
-            || !cli.secret.is_empty()
-            || cli.egress_log.is_some())
+            || cli.egress.extras().given())
     {
         return fail(
             2,
             "--network and the egress flags before 'do' are the OCI runtime's: give them after 'do' (ferrovisor do --network ...)",
         );
     }
-    let extras = network::Extras {
-        allow_http: cli.allow_http,
-        secrets: cli.secret,
-        egress_log: cli.egress_log,
-    };
-    let mode = cli
-        .network
-        .map(NetworkKind::mode)
-        .or_else(|| extras.given().then_some(network::Mode::Sandbox));
-    let network = match Network::new(mode, cli.allow_cidr, cli.allow_host, Spelling::Flags)
-        .map_err(|e| e.to_string())
-        .and_then(|n| n.with_extras(extras))
-    {
+    let network = match network_of(
+        cli.network,
+        cli.allow_cidr,
+        cli.allow_host,
+        cli.egress.extras(),
+    ) {
         Ok(n) => n,
         Err(e) => return fail(2, e),
     };
