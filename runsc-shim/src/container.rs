@@ -1394,6 +1394,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
         network: stack,
         host_network: network.is_host(),
         interfaces,
+        builtin_init: false,
         on_start: Some(sentry::StartHook(Box::new({
             let id = id.to_owned();
             move |kernel| {

@@ -27,11 +27,16 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Weak;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::sys;
+
+/// The search path a program brought in gets when nothing gives one.
+pub const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The socket's name in the state directory.
 pub const SOCKET: &str = "control.sock";
@@ -55,6 +60,161 @@ pub struct ExecRequest {
     /// request, without them, gets the defaults)
     #[serde(default)]
     pub privileges: Privileges,
+    /// start from the first process's environment, `env` over it (a
+    /// long-lived sandbox's execs see its secrets' placeholders)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inherit_env: bool,
+}
+
+/// `base` (`NAME=VALUE` strings joined by NULs, as `/proc/PID/environ`)
+/// with each of `over` replacing the entry of its name.
+pub fn merge_env(base: &[u8], over: Vec<String>) -> Vec<Vec<u8>> {
+    let name = |e: &[u8]| e.split(|&b| b == b'=').next().unwrap_or_default().to_vec();
+    let mut out: Vec<Vec<u8>> = base
+        .split(|&b| b == 0)
+        .filter(|e| !e.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    for e in over.into_iter().map(String::into_bytes) {
+        let n = name(&e);
+        out.retain(|o| name(o) != n);
+        out.push(e);
+    }
+    out
+}
+
+/// What the control socket has run, for a sandbox's idle timeout: one
+/// sandbox per process, so one record.
+static ACTIVITY: Activity = Activity {
+    running: AtomicUsize::new(0),
+    last: Mutex::new(None),
+};
+
+struct Activity {
+    running: AtomicUsize,
+    last: Mutex<Option<Instant>>,
+}
+
+impl Activity {
+    fn touch(&self) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// How long nothing has run: `None` while something does.
+    fn idle(&self, since_start: Instant) -> Option<Duration> {
+        if self.running.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        Some(last.unwrap_or(since_start).elapsed())
+    }
+}
+
+/// Marks one exec running while it lives.
+struct Running;
+
+impl Running {
+    fn start() -> Running {
+        ACTIVITY.running.fetch_add(1, Ordering::SeqCst);
+        ACTIVITY.touch();
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        ACTIVITY.touch();
+        ACTIVITY.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// When a sandbox ends by itself: `timeout` after it started, or `idle`
+/// after its last exec ended (or its start, with none yet) while none runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timeouts {
+    pub timeout: Option<Duration>,
+    pub idle: Option<Duration>,
+}
+
+/// Ends the sandbox (its first process killed, as from outside) when one
+/// of `t` expires, saying which on stderr.
+pub fn watch_timeouts(kernel: Weak<sentry::kernel::Kernel>, t: Timeouts) {
+    if t.timeout.is_none() && t.idle.is_none() {
+        return;
+    }
+    let start = Instant::now();
+    let spawned = std::thread::Builder::new()
+        .name("timeouts".into())
+        .spawn(move || loop {
+            let idle = t
+                .idle
+                .filter(|&d| ACTIVITY.idle(start).is_some_and(|i| i >= d));
+            let why = match (t.timeout, idle) {
+                (Some(d), _) if start.elapsed() >= d => {
+                    Some(format!("its --timeout of {}", show_duration(d)))
+                }
+                (_, Some(d)) => Some(format!(
+                    "idle for its --idle-timeout of {}",
+                    show_duration(d)
+                )),
+                _ => None,
+            };
+            if let Some(why) = why {
+                eprintln!("ferrovisor: the sandbox ended: {why}");
+                let Some(k) = kernel.upgrade() else { return };
+                if let Some(init) = k.process(1) {
+                    let info = sentry::kernel::task::user_info(
+                        libc::SIGKILL,
+                        0,
+                        0,
+                        sentry::kernel::task::si::USER,
+                    );
+                    init.send_signal_from_outside(&k, libc::SIGKILL, info);
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("no timeouts: {e}");
+    }
+}
+
+/// `90s`, `15m`, `8h`, as [`parse_duration`] reads them.
+pub fn show_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        _ if d.subsec_millis() != 0 => format!("{}ms", d.as_millis()),
+        s => format!("{s}s"),
+    }
+}
+
+/// A duration: a number with `ms`, `s`, `m` or `h` (a bare number is
+/// seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+        .ok_or_else(|| format!("{text:?}: give a duration like 90s, 15m or 8h"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{text:?}: give a duration like 90s, 15m or 8h")),
+    };
+    if secs > 1e9 {
+        return Err(format!("{text:?}: too long"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// A process's privileges as an OCI `process` gives them (see
@@ -387,9 +547,19 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
     let Some(kernel) = kernel.upgrade() else {
         return send(&mut conn, &Reply::Failed("the sandbox has ended".into()));
     };
+    let envp = if req.inherit_env {
+        let base = kernel
+            .process(1)
+            .map(|p| p.state().info.environ.clone())
+            .unwrap_or_default();
+        merge_env(&base, req.env)
+    } else {
+        req.env.into_iter().map(String::into_bytes).collect()
+    };
+    let running = Running::start();
     let spec = sentry::ProcessSpec {
         argv: req.args.into_iter().map(String::into_bytes).collect(),
-        envp: req.env.into_iter().map(String::into_bytes).collect(),
+        envp,
         cwd: req.cwd.into_bytes(),
         ids: Some((req.uid, req.gid)),
         ppid: 0,
@@ -415,6 +585,7 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
         .recv()
         .map_or(128 + libc::SIGKILL, |s| s.shell_code());
     tracing::info!(pid, status, "exec: exited");
+    drop(running);
     send(&mut conn, &Reply::Exited(status))
 }
 

@@ -2,8 +2,9 @@
 //! directory (`state`), the sandbox's host cgroup (`cgroup`), the container
 //! lifecycle (`container`), the guest's network and its egress rules
 //! (`network`), what `--network host` shows the guest of the host's
-//! interfaces (`host_net`) and the log format (`logging`). The `ferrovisor` binary is a
-//! thin command-line shell over it, in runc's command-line contract.
+//! interfaces (`host_net`), the log format (`logging`) and long-lived
+//! sandboxes for agents (`sandbox`). The `ferrovisor` binary is a thin
+//! command-line shell over it, in runc's command-line contract.
 
 pub mod cgroup;
 pub mod confine;
@@ -15,6 +16,7 @@ pub mod host_net;
 pub mod logging;
 pub mod network;
 pub mod oci;
+pub mod sandbox;
 #[cfg(feature = "containerd-shim")]
 pub mod shim_v2;
 pub mod state;

@@ -83,6 +83,9 @@ enum OutputFormat {
 enum Command {
     /// Run CMD in a sandbox whose root is a read-only view of a host directory.
     Do(DoArgs),
+    /// Long-lived sandboxes for agents: create, exec, cp, ls, logs, stop, rm.
+    #[command(subcommand)]
+    Sandbox(runsc_shim::sandbox::cli::Command),
     /// Create a container from a bundle; it waits for 'start'.
     Create(CreateArgs),
     /// Start the program of a created container.
@@ -680,9 +683,27 @@ struct DoArgs {
     /// as they are, instead of giving it a terminal of the sandbox's own.
     #[arg(long = "no-tty")]
     no_tty: bool,
+    /// Set NAME=VALUE in the command's environment; repeatable.
+    #[arg(long, short = 'e', value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Start from an environment of PATH and HOME only, not the caller's.
+    #[arg(long = "clean-env")]
+    clean_env: bool,
+    /// End the sandbox (its processes killed) after DURATION (90s, 15m, 8h).
+    #[arg(long, value_name = "DURATION", value_parser = runsc_shim::control::parse_duration)]
+    timeout: Option<std::time::Duration>,
+    /// With --control-socket: end the sandbox once no exec has run for
+    /// DURATION.
+    #[arg(long = "idle-timeout", value_name = "DURATION", requires = "control_socket", value_parser = runsc_shim::control::parse_duration)]
+    idle_timeout: Option<std::time::Duration>,
+    /// Run no command: the sandbox's first process is ferrovisor's own
+    /// init, and programs come in through --control-socket (how
+    /// `ferrovisor sandbox create` starts one).
+    #[arg(long, requires = "control_socket", conflicts_with = "command")]
+    init: bool,
     /// The command (looked up in the guest's PATH) and its arguments.
     #[arg(
-        required = true,
+        required_unless_present = "init",
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "CMD"
@@ -742,6 +763,7 @@ fn exec_request(
             uid,
             gid,
             privileges,
+            inherit_env: false,
         }
     } else {
         let mut privileges = base()?;
@@ -768,11 +790,12 @@ fn exec_request(
         }
         runsc_shim::control::ExecRequest {
             args: a.command.clone(),
-            env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],
+            env: vec![runsc_shim::control::DEFAULT_PATH.into()],
             cwd: "/".into(),
             uid,
             gid,
             privileges,
+            inherit_env: false,
         }
     };
     if req.args.is_empty() {
@@ -961,7 +984,19 @@ fn run_do(args: DoArgs) -> ExitCode {
             .map(OsStringExt::into_vec)
             .collect(),
         envp: {
-            let mut env = container::host_env();
+            let mut env = if args.clean_env {
+                vec![
+                    runsc_shim::control::DEFAULT_PATH.as_bytes().to_vec(),
+                    b"HOME=/root".to_vec(),
+                ]
+            } else {
+                container::host_env()
+            };
+            for e in &args.env {
+                let name = e.split('=').next().unwrap_or_default();
+                env.retain(|o| o.split(|&b| b == b'=').next() != Some(name.as_bytes()));
+                env.push(e.clone().into_bytes());
+            }
             guest_env.edit(&mut env);
             env
         },
@@ -970,13 +1005,21 @@ fn run_do(args: DoArgs) -> ExitCode {
         network,
         host_network,
         interfaces: host_interfaces,
-        on_start: control.map(|listener| {
-            sentry::StartHook(Box::new(move |kernel| {
-                if let Err(e) = runsc_shim::control::serve(listener, kernel) {
-                    tracing::warn!("no control socket: {e}");
+        builtin_init: args.init,
+        on_start: {
+            let timeouts = runsc_shim::control::Timeouts {
+                timeout: args.timeout,
+                idle: args.idle_timeout,
+            };
+            Some(sentry::StartHook(Box::new(move |kernel| {
+                runsc_shim::control::watch_timeouts(kernel.clone(), timeouts);
+                if let Some(listener) = control {
+                    if let Err(e) = runsc_shim::control::serve(listener, kernel) {
+                        tracing::warn!("no control socket: {e}");
+                    }
                 }
-            }))
-        }),
+            })))
+        },
         mounts,
         ids: None,
         // (a root guest has every capability, as before)
@@ -1067,6 +1110,12 @@ fn run_do(args: DoArgs) -> ExitCode {
     }
 }
 
+/// The sandboxes of state root `root`, started by this very binary.
+fn sandbox_store(root: &std::path::Path) -> runsc_shim::sandbox::Store {
+    let exe = std::env::current_exe().unwrap_or_else(|_| "ferrovisor".into());
+    runsc_shim::sandbox::Store::new(root, exe)
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -1133,6 +1182,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Do(args) => run_do(args),
+        Command::Sandbox(cmd) => runsc_shim::sandbox::cli::run(&sandbox_store(&cli.root), cmd),
         Command::Syscalls(args) => {
             let text = if args.host_filters {
                 sentry::host_filters_markdown()
@@ -1204,31 +1254,22 @@ fn create_options(a: &CreateArgs) -> CreateOptions {
 /// Parses runc's `--interval` (a Go duration like `5s`, `500ms`, or plain
 /// seconds).
 fn parse_interval(s: &str) -> Result<std::time::Duration, container::Error> {
-    let bad = || {
-        container::Error::Usage(format!(
+    match runsc_shim::control::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(container::Error::Usage(format!(
             "--interval {s:?}: give seconds like 5 or 5s, or 500ms"
-        ))
-    };
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(bad());
+        ))),
     }
-    Ok(std::time::Duration::from_secs_f64(v * scale))
 }
 
 fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container::Error> {
     use container::Error;
     match command {
-        Command::Do(_) | Command::Boot(_) | Command::Gofer(_) | Command::Syscalls(_) => {
+        Command::Do(_)
+        | Command::Sandbox(_)
+        | Command::Boot(_)
+        | Command::Gofer(_)
+        | Command::Syscalls(_) => {
             unreachable!("handled by main")
         }
         Command::Create(a) => {

@@ -29,8 +29,12 @@ pub struct SandboxConfig<'a> {
     /// writes to the root land in an in-memory overlay (else `EROFS`)
     pub writable_root: bool,
     /// the command and its arguments (`argv[0]` is looked up in PATH when
-    /// it has no `/`)
+    /// it has no `/`); unused with `builtin_init`
     pub argv: Vec<Vec<u8>>,
+    /// the first process is the Sentry's own init
+    /// ([`crate::loader::init`]), which only reaps orphans: a sandbox
+    /// that lives for the programs `exec` brings in
+    pub builtin_init: bool,
     /// environment
     pub envp: Vec<Vec<u8>>,
     /// initial working directory (guest path); `/` when it does not resolve
@@ -259,7 +263,7 @@ where
         for (name, text) in [(&b"hosts"[..], hosts), (&b"resolv.conf"[..], resolv)] {
             kernel
                 .fs
-                .provide_file(&[b"etc", name], text.as_bytes())
+                .provide_file(&[b"etc", name], text.as_bytes(), 0o644)
                 .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
         }
         // Hosts with secrets or HTTP rules are reached through the
@@ -270,6 +274,7 @@ where
                 .provide_file(
                     &[b"etc", b"ssl", b"certs", b"ca-certificates.crt"],
                     tls.guest_bundle(),
+                    0o644,
                 )
                 .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
         }
@@ -333,10 +338,20 @@ where
         },
         None => Stdio::Inherit,
     };
+    let argv = if config.builtin_init {
+        let name = &crate::loader::init::PATH[1..];
+        kernel
+            .fs
+            .provide_file(&[name], &crate::loader::init::image(), 0o555)
+            .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
+        vec![crate::loader::init::PATH.to_vec()]
+    } else {
+        config.argv
+    };
     let task = start_process(
         &kernel,
         ProcessSpec {
-            argv: config.argv,
+            argv,
             envp: config.envp,
             cwd: config.cwd,
             ids: config.ids,

@@ -3,6 +3,7 @@
 //! (argv, envp, auxv) the way Linux's `binfmt_elf` does; `#!` scripts are
 //! turned into a run of their interpreter as `binfmt_script` does.
 
+pub mod init;
 pub mod vdso;
 pub mod vdso_time;
 

@@ -1476,9 +1476,9 @@ impl FileSystem {
     /// Puts a file of the Sentry's own at `path` (its components, the last
     /// the file's name), over whatever the root has there, whether or not
     /// the root is writable: the sandbox's `/etc/resolv.conf`, `/etc/hosts`
-    /// and trust store. Directories on the way take the lower layer's
-    /// modes and owners.
-    pub fn provide_file(&self, path: &[&[u8]], contents: &[u8]) -> Result<(), Errno> {
+    /// and trust store, the built-in init. Directories on the way take the
+    /// lower layer's modes and owners; the file is root's, with `perm`.
+    pub fn provide_file(&self, path: &[&[u8]], contents: &[u8], perm: u32) -> Result<(), Errno> {
         let (name, dirs) = path.split_last().ok_or(Errno::EINVAL)?;
         let mut up = self.upper.clone();
         let mut low = Some(self.root.clone());
@@ -1504,7 +1504,7 @@ impl FileSystem {
             low = lower;
         }
         let _ = up.unlink_any(name);
-        let f = up.create(name, abi::S_IFREG | 0o644, (0, 0), || {
+        let f = up.create(name, abi::S_IFREG | (perm & 0o7777), (0, 0), || {
             crate::fsimpl::tmpfs::MemKind::File(Default::default())
         })?;
         f.write_all_at(0, contents)?;

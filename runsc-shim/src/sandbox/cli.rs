@@ -1,0 +1,186 @@
+//! `ferrovisor sandbox ...`: the command line over [`Store`].
+
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::{CreateOptions, Error, ExecOptions, Store};
+
+/// Long-lived sandboxes: make one, run programs in it, copy files, end it.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Make sandbox NAME and leave it running, for programs to come.
+    Create {
+        /// 1-63 letters, digits, '-', '_' or '.'
+        name: String,
+        #[command(flatten)]
+        options: Box<CreateOptions>,
+    },
+    /// Run CMD in sandbox NAME, with this terminal's input and output; exit
+    /// with its status.
+    Exec {
+        name: String,
+        /// Working directory in the sandbox (default /).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<String>,
+        /// NAME=VALUE over the sandbox's environment; repeatable.
+        #[arg(long, short = 'e', value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// UID[:GID] to run as (default 0:0).
+        #[arg(long, short = 'u', value_name = "UID[:GID]")]
+        user: Option<String>,
+        /// Kill the program after SECONDS (status 137).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<f64>,
+        /// The command and its arguments.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<String>,
+    },
+    /// Copy a file or folder into or out of a sandbox: one side is
+    /// NAME:PATH, and DST names the copy itself.
+    Cp { src: String, dst: String },
+    /// List sandboxes.
+    Ls {
+        /// Print JSON, one object per sandbox, in an array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print what the sandbox's host process said (errors, why it ended).
+    Logs { name: String },
+    /// End sandbox NAME (its programs killed); `ls` still shows it.
+    Stop { name: String },
+    /// End sandboxes and forget them.
+    Rm {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Save sandbox NAME to IMAGE (not built yet: it needs checkpoint).
+    Snapshot { name: String, image: PathBuf },
+    /// Make sandbox NEW as a copy of NAME (not built yet: it needs checkpoint).
+    Fork { name: String, new: String },
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("ferrovisor: {e}");
+    ExitCode::from(1)
+}
+
+/// Runs `cmd` over the sandboxes of `store`.
+pub fn run(store: &Store, cmd: Command) -> ExitCode {
+    match cmd {
+        Command::Create { name, options } => match store.create(&name, &options) {
+            Ok(_) => {
+                println!("{name}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        Command::Exec {
+            name,
+            cwd,
+            env,
+            user,
+            timeout,
+            command,
+        } => {
+            let opts = ExecOptions {
+                args: command,
+                env,
+                cwd,
+                user,
+                timeout,
+            };
+            let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+            let running = match store.exec(
+                &name,
+                &opts,
+                [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()],
+            ) {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
+            if let Err(e) = running.forward_host_signals() {
+                return fail(e);
+            }
+            match running.wait() {
+                Ok(o) => {
+                    if o.timed_out {
+                        eprintln!("ferrovisor: killed at its --timeout");
+                    }
+                    ExitCode::from(o.status.clamp(0, 255) as u8)
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Command::Cp { src, dst } => {
+            let side = |s: &str| -> Option<(String, String)> {
+                let (n, p) = s.split_once(':')?;
+                (super::check_name(n).is_ok() && p.starts_with('/')).then(|| (n.into(), p.into()))
+            };
+            let r = match (side(&src), side(&dst)) {
+                (None, Some((n, p))) => store.copy_in(std::path::Path::new(&src), &n, &p),
+                (Some((n, p)), None) => store.copy_out(&n, &p, std::path::Path::new(&dst)),
+                _ => Err(Error::Usage(
+                    "cp: give one side as NAME:/PATH and the other as a host path".into(),
+                )),
+            };
+            r.map_or_else(fail, |()| ExitCode::SUCCESS)
+        }
+        Command::Ls { json } => {
+            let list = match store.list() {
+                Ok(l) => l,
+                Err(e) => return fail(e),
+            };
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&list).unwrap_or_default()
+                );
+                return ExitCode::SUCCESS;
+            }
+            println!(
+                "{:<24} {:<8} {:<21} {:>5}  NOTE",
+                "NAME", "STATE", "CREATED", "TASKS"
+            );
+            for i in list {
+                let tasks = i.tasks.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
+                println!(
+                    "{:<24} {:<8} {:<21} {:>5}  {}",
+                    i.name,
+                    i.state,
+                    i.created,
+                    tasks,
+                    i.ended.unwrap_or_default()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Logs { name } => match store.logs(&name) {
+            Ok(l) => {
+                use std::io::Write;
+                let _ = std::io::stdout().write_all(&l);
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        Command::Stop { name } => store.stop(&name).map_or_else(fail, |()| ExitCode::SUCCESS),
+        Command::Rm { names } => {
+            let mut code = ExitCode::SUCCESS;
+            for n in names {
+                if let Err(e) = store.remove(&n) {
+                    code = fail(e);
+                }
+            }
+            code
+        }
+        Command::Snapshot { .. } | Command::Fork { .. } => fail(Error::NotSupported(
+            "sandbox snapshot and fork need checkpoint/restore, which ferrovisor does not have yet"
+                .into(),
+        )),
+    }
+}

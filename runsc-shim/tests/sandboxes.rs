@@ -1,0 +1,217 @@
+//! Long-lived sandboxes (`ferrovisor sandbox ...`): state kept between
+//! execs, exit statuses and timeouts, files copied in and out, and the
+//! ends a sandbox can meet (stop, rm, an idle timeout), each said.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{command, run, Outcome, TempDir};
+
+const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A state root of the test's own; every sandbox in it is removed on drop.
+struct Root(TempDir);
+
+impl Root {
+    fn new(tag: &str) -> Root {
+        Root(TempDir::new(tag))
+    }
+
+    fn cli(&self, args: &[&str]) -> Outcome {
+        let mut cmd = command(FERROVISOR, &[]);
+        cmd.arg("--root")
+            .arg(self.0.path())
+            .arg("sandbox")
+            .args(args);
+        run(cmd, None, TIMEOUT)
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.cli(args);
+        assert_eq!(o.status, 0, "{args:?}: {}", common::show(&o));
+        o.stdout
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let o = self.cli(&["ls", "--json"]);
+        if let Ok(list) = serde_json::from_str::<Vec<serde_json::Value>>(&o.stdout) {
+            for s in list {
+                if let Some(n) = s["name"].as_str() {
+                    self.cli(&["rm", n]);
+                }
+            }
+        }
+    }
+}
+
+fn native(script: &str) -> String {
+    let mut cmd = command("sh", &[]);
+    cmd.args(["-c", script]);
+    let o = run(cmd, None, TIMEOUT);
+    assert_eq!(o.status, 0, "native: {}", common::show(&o));
+    o.stdout
+}
+
+#[test]
+fn a_sandbox_keeps_its_state_between_execs() {
+    let root = Root::new("sb-state");
+    assert_eq!(
+        root.ok(&["create", "box", "--overlay", "-e", "GREETING=hello"]),
+        "box\n"
+    );
+    // The environment given at create, and the host name its name.
+    assert_eq!(
+        root.ok(&["exec", "box", "--", "sh", "-c", "echo $GREETING; hostname"]),
+        "hello\nbox\n"
+    );
+    // A file written by one exec is there for the next.
+    root.ok(&[
+        "exec",
+        "box",
+        "--",
+        "sh",
+        "-c",
+        "echo kept > /etc/new; mkdir -p /work",
+    ]);
+    assert_eq!(root.ok(&["exec", "box", "--", "cat", "/etc/new"]), "kept\n");
+    // A background process started by one exec outlives it.
+    root.ok(&[
+        "exec",
+        "box",
+        "--",
+        "sh",
+        "-c",
+        "sleep 1000 > /dev/null 2>&1 &",
+    ]);
+    let ps = root.ok(&["exec", "box", "--", "ps", "-eo", "stat=,comm="]);
+    assert!(ps.contains("sleep"), "{ps}");
+    // Orphans are reaped by the sandbox's init: no zombies.
+    root.ok(&["exec", "box", "--", "sh", "-c", "sleep 0.1 & exit 0"]);
+    std::thread::sleep(Duration::from_millis(400));
+    let ps = root.ok(&["exec", "box", "--", "ps", "-eo", "stat=,comm="]);
+    assert!(!ps.lines().any(|l| l.starts_with('Z')), "{ps}");
+    // Statuses, working directory, user and environment as asked.
+    assert_eq!(
+        root.cli(&["exec", "box", "--", "sh", "-c", "exit 7"])
+            .status,
+        7
+    );
+    let script = "pwd; id -u; id -g; echo $X";
+    assert_eq!(
+        root.ok(&[
+            "exec", "box", "--cwd", "/work", "-u", "1000:100", "-e", "X=y", "--", "sh", "-c",
+            script
+        ]),
+        "/work\n1000\n100\ny\n"
+    );
+    let o = root.cli(&["exec", "box", "--timeout", "0.3", "--", "sleep", "10"]);
+    assert_eq!(o.status, 137, "{}", common::show(&o));
+    assert!(o.stderr.contains("--timeout"), "{}", o.stderr);
+    // What a program prints is what it prints natively.
+    let script = "printf 'a\\tb\\n'; seq 3 | tr '\\n' ,; echo; expr 6 \\* 7";
+    assert_eq!(
+        root.ok(&["exec", "box", "--", "sh", "-c", script]),
+        native(script)
+    );
+    let o = root.cli(&["exec", "box", "--", "no-such-program"]);
+    assert_ne!(o.status, 0);
+    assert!(o.stderr.contains("no-such-program"), "{}", o.stderr);
+    let ls = root.ok(&["ls"]);
+    assert!(ls.contains("box") && ls.contains("running"), "{ls}");
+}
+
+#[test]
+fn files_are_copied_in_and_out_whole() {
+    let root = Root::new("sb-cp");
+    root.ok(&["create", "files"]);
+    let host = TempDir::new("sb-cp-host");
+    let src = host.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).expect("mkdir");
+    let blob: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(src.join("blob"), &blob).expect("write");
+    std::fs::write(src.join("sub/note"), "a note\n").expect("write");
+    let s = |p: &std::path::Path| p.to_str().expect("utf-8").to_string();
+    root.ok(&["cp", &s(&src), "files:/tmp/copy"]);
+    assert_eq!(
+        root.ok(&[
+            "exec",
+            "files",
+            "--",
+            "sh",
+            "-c",
+            "cd /tmp/copy && find . | sort && cat sub/note"
+        ]),
+        ".\n./blob\n./sub\n./sub/note\na note\n"
+    );
+    let back = host.path().join("back");
+    root.ok(&["cp", "files:/tmp/copy", &s(&back)]);
+    assert_eq!(std::fs::read(back.join("blob")).expect("read"), blob);
+    assert_eq!(
+        std::fs::read_to_string(back.join("sub/note")).expect("read"),
+        "a note\n"
+    );
+    // One file, into folders that do not exist yet.
+    root.ok(&["cp", &s(&src.join("blob")), "files:/tmp/a/b/c"]);
+    let one = host.path().join("one");
+    root.ok(&["cp", "files:/tmp/a/b/c", &s(&one)]);
+    assert_eq!(std::fs::read(&one).expect("read"), blob);
+    let o = root.cli(&["cp", "files:/tmp/none", &s(&one)]);
+    assert_eq!(o.status, 1);
+    assert!(o.stderr.contains("/tmp/none: no such file"), "{}", o.stderr);
+    // The root is read-only without --overlay: writing there is refused.
+    let o = root.cli(&["cp", &s(&src.join("blob")), "files:/etc/blob"]);
+    assert_ne!(o.status, 0);
+    assert!(o.stderr.contains("Read-only"), "{}", o.stderr);
+}
+
+#[test]
+fn a_sandbox_ends_when_told_and_says_why() {
+    let root = Root::new("sb-end");
+    root.ok(&["create", "one"]);
+    let o = root.cli(&["create", "one"]);
+    assert_eq!(o.status, 1);
+    assert!(o.stderr.contains("exists already"), "{}", o.stderr);
+    let o = root.cli(&["create", "no/slash"]);
+    assert!(
+        o.status != 0 && o.stderr.contains("sandbox name"),
+        "{}",
+        o.stderr
+    );
+    let o = root.cli(&["create", "badroot", "--root", "/no/such/dir"]);
+    assert_eq!(o.status, 1);
+    assert!(
+        o.stderr.contains("did not start") && o.stderr.contains("/no/such/dir"),
+        "{}",
+        o.stderr
+    );
+    root.ok(&["stop", "one"]);
+    let ls = root.ok(&["ls"]);
+    assert!(ls.contains("ended") && ls.contains("stopped by"), "{ls}");
+    let o = root.cli(&["exec", "one", "--", "true"]);
+    assert_eq!(o.status, 1);
+    assert!(o.stderr.contains("has ended"), "{}", o.stderr);
+    root.ok(&["rm", "one"]);
+    assert!(!root.ok(&["ls"]).contains("one"));
+    let o = root.cli(&["exec", "one", "--", "true"]);
+    assert!(o.stderr.contains("no sandbox named"), "{}", o.stderr);
+    // An idle timeout ends it, and `ls` says so; one exec keeps it alive.
+    root.ok(&["create", "idle", "--idle-timeout", "1500ms"]);
+    root.ok(&["exec", "idle", "--", "sleep", "2"]);
+    assert!(root.ok(&["ls"]).contains("running"));
+    std::thread::sleep(Duration::from_millis(2500));
+    let ls = root.ok(&["ls"]);
+    assert!(
+        ls.contains("ended") && ls.contains("idle for its --idle-timeout of 1500ms"),
+        "{ls}"
+    );
+    let o = root.cli(&["snapshot", "idle", "/tmp/img"]);
+    assert!(
+        o.status != 0 && o.stderr.contains("checkpoint"),
+        "{}",
+        o.stderr
+    );
+}
