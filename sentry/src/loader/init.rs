@@ -92,7 +92,7 @@ mod tests {
     fn the_image_is_a_static_elf_whose_entry_is_its_code() {
         let f = image();
         assert_eq!(&f[..4], b"\x7fELF");
-        let entry = u64::from_le_bytes(f[24..32].try_into().unwrap());
+        let entry = u64::from_le_bytes(f[24..32].try_into().expect("8 bytes"));
         let code_at = (entry - BASE) as usize;
         assert_eq!(&f[code_at..], &CODE);
         // the loop's last jump lands on `reap:` (mov eax, 61)
