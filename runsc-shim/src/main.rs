@@ -86,6 +86,9 @@ enum Command {
     /// Long-lived sandboxes for agents: create, exec, cp, ls, logs, stop, rm.
     #[command(subcommand)]
     Sandbox(runsc_shim::sandbox::cli::Command),
+    /// Serve the sandbox API (HTTP and JSON; docs/agents.md) until ^C,
+    /// then end the sandboxes made through it.
+    Serve(ServeArgs),
     /// Create a container from a bundle; it waits for 'start'.
     Create(CreateArgs),
     /// Start the program of a created container.
@@ -1110,6 +1113,45 @@ fn run_do(args: DoArgs) -> ExitCode {
     }
 }
 
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// `unix:PATH` (mode 0600; default `unix:<state root>/api.sock`) or
+    /// `tcp:127.0.0.1:PORT` (with --token-file).
+    #[arg(long, value_name = "ADDRESS")]
+    listen: Option<String>,
+    /// Require `Authorization: Bearer TOKEN`, TOKEN being FILE's first line.
+    #[arg(long = "token-file", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+}
+
+fn run_serve(root: &std::path::Path, a: ServeArgs) -> ExitCode {
+    use runsc_shim::sandbox::api;
+    let listen = a
+        .listen
+        .unwrap_or_else(|| format!("unix:{}", root.join("api.sock").display()));
+    let listen = match api::Listen::parse(&listen) {
+        Ok(l) => l,
+        Err(e) => return fail(2, e),
+    };
+    let token = match &a.token_file {
+        None => None,
+        Some(f) => match std::fs::read_to_string(f) {
+            Ok(t) if !t.trim().is_empty() => {
+                Some(t.lines().next().unwrap_or_default().trim().to_string())
+            }
+            Ok(_) => return fail(2, format_args!("--token-file {}: empty", f.display())),
+            Err(e) => return fail(2, format_args!("--token-file {}: {e}", f.display())),
+        },
+    };
+    if let Err(e) = std::fs::create_dir_all(root) {
+        return fail(2, format_args!("{}: {e}", root.display()));
+    }
+    match api::serve(api::Server::new(sandbox_store(root), token), &listen) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(1, e),
+    }
+}
+
 /// The sandboxes of state root `root`, started by this very binary.
 fn sandbox_store(root: &std::path::Path) -> runsc_shim::sandbox::Store {
     let exe = std::env::current_exe().unwrap_or_else(|_| "ferrovisor".into());
@@ -1183,6 +1225,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Do(args) => run_do(args),
         Command::Sandbox(cmd) => runsc_shim::sandbox::cli::run(&sandbox_store(&cli.root), cmd),
+        Command::Serve(a) => run_serve(&cli.root, a),
         Command::Syscalls(args) => {
             let text = if args.host_filters {
                 sentry::host_filters_markdown()
@@ -1267,6 +1310,7 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
     match command {
         Command::Do(_)
         | Command::Sandbox(_)
+        | Command::Serve(_)
         | Command::Boot(_)
         | Command::Gofer(_)
         | Command::Syscalls(_) => {

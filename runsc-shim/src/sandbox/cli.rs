@@ -94,6 +94,7 @@ pub fn run(store: &Store, cmd: Command) -> ExitCode {
                 cwd,
                 user,
                 timeout,
+                stdin: None,
             };
             let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
             let running = match store.exec(

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Error, ExecOptions, Outcome, Store, Stream};
+use super::{Error, ExecOptions, Outcome, Output, Store, Stream};
 
 /// One file as `stat` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,9 +78,10 @@ impl Store {
             ..Default::default()
         };
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let outcome = self.exec_streaming(name, &opts, stdin, |s, d| match s {
-            Stream::Stdout => out.extend_from_slice(d),
-            Stream::Stderr => err.extend_from_slice(d),
+        let outcome = self.exec_streaming(name, &opts, stdin, |o| match o {
+            Output::Data(Stream::Stdout, d) => out.extend_from_slice(d),
+            Output::Data(Stream::Stderr, d) => err.extend_from_slice(d),
+            Output::Started(_) => {}
         })?;
         Ok((outcome, out, err))
     }

@@ -8,8 +8,10 @@
 //! holds `sandbox.json` (what it was made with, its host process), the
 //! control socket and `log` (what the sandbox's host process said).
 
+pub mod api;
 pub mod cli;
 pub mod files;
+pub mod http;
 
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -254,6 +256,9 @@ pub struct ExecOptions {
     /// seconds before the program is killed
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<f64>,
+    /// the program's input, base64 (the API's; the CLI passes its own)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
 }
 
 impl ExecOptions {
@@ -422,7 +427,7 @@ impl Store {
             source: std::io::Error::other(e),
         })?;
         std::fs::write(dir.join(META), text).map_err(Error::io(META))?;
-        // Ready once the control socket answers.
+        // Ready once the control socket answers and init runs.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(Some(_)) = child.try_wait() {
@@ -434,7 +439,7 @@ impl Store {
                 });
             }
             if socket.exists() {
-                if let Ok(stats) = control::stats(&socket) {
+                if let Some(stats) = control::stats(&socket).ok().filter(|s| s.tasks > 0) {
                     let info = Info {
                         name: name.into(),
                         state: "running".into(),
@@ -544,7 +549,7 @@ impl Store {
         name: &str,
         opts: &ExecOptions,
         stdin: Vec<u8>,
-        mut sink: impl FnMut(Stream, &[u8]),
+        mut sink: impl FnMut(Output<'_>),
     ) -> Result<Outcome, Error> {
         let pipe = |what| std::io::pipe().map_err(Error::io(what));
         let (in_r, mut in_w) = pipe("a pipe")?;
@@ -552,6 +557,7 @@ impl Store {
         let (err_r, err_w) = pipe("a pipe")?;
         let running = self.exec(name, opts, [in_r.as_fd(), out_w.as_fd(), err_w.as_fd()])?;
         drop((in_r, out_w, err_w));
+        sink(Output::Started(running.pid()));
         std::thread::spawn(move || {
             use std::io::Write;
             let _ = in_w.write_all(&stdin);
@@ -588,7 +594,7 @@ impl Store {
                 }
             };
             match ev {
-                Event::Data(s, d) => sink(s, &d),
+                Event::Data(s, d) => sink(Output::Data(s, &d)),
                 Event::Eof => {
                     open -= 1;
                     if open == 0 && outcome.is_some() {
@@ -669,6 +675,15 @@ impl Store {
 pub enum Stream {
     Stdout,
     Stderr,
+}
+
+/// What [`Store::exec_streaming`] passes on.
+#[derive(Debug)]
+pub enum Output<'a> {
+    /// the program runs, with this guest pid
+    Started(i32),
+    /// some of its output
+    Data(Stream, &'a [u8]),
 }
 
 enum Event {
@@ -775,7 +790,7 @@ fn start_time(pid: i32) -> Option<u64> {
     fields.get(19)?.parse().ok()
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<(), Error> {
+pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<(), Error> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(Error::io(path.display()))

@@ -1,0 +1,151 @@
+"""The SDK against a real `ferrovisor serve` (as root): an agent's session
+step by step, each step's output checked against the same step run
+natively, then files, streaming, timeouts and errors."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from ferrovisor import (Client, FerrovisorError, NotFoundError,  # noqa: E402
+                        NotSupportedError, Sandbox)
+
+BIN = os.environ.get("FERROVISOR_BIN") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "..", "target", "debug", "ferrovisor")
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/root", "LC_ALL": "C"}
+
+
+@pytest.fixture(scope="module")
+def client():
+    root = tempfile.mkdtemp(prefix="ferrovisor-sdk-")
+    sock = os.path.join(root, "api.sock")
+    serve = subprocess.Popen([BIN, "--root", root, "serve", "--listen", "unix:" + sock],
+                             stderr=subprocess.PIPE, text=True)
+    line = serve.stderr.readline()
+    assert "serving the sandbox API" in line, line
+    c = Client(sock, timeout=300)
+    yield c
+    c.close()
+    serve.send_signal(signal.SIGTERM)
+    assert serve.wait(timeout=60) == 0
+    # serve ended the sandboxes it made: none is left running.
+    left = subprocess.run([BIN, "--root", root, "sandbox", "ls", "--json"],
+                          capture_output=True, text=True)
+    assert left.stdout.strip() == "[]", left.stdout
+    subprocess.run(["rm", "-rf", root])
+
+
+def native(script, cwd):
+    r = subprocess.run(["sh", "-c", script], cwd=cwd, env=ENV, capture_output=True, text=True)
+    return r.returncode, r.stdout
+
+
+def make_wheel(folder):
+    """A pure-Python wheel, made by hand: no index is needed to install it."""
+    path = os.path.join(folder, "hello_pkg-1.0-py3-none-any.whl")
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("hello_pkg/__init__.py", "def greet():\n    return 'hello from a wheel'\n")
+        z.writestr("hello_pkg-1.0.dist-info/METADATA",
+                   "Metadata-Version: 2.1\nName: hello-pkg\nVersion: 1.0\n")
+        z.writestr("hello_pkg-1.0.dist-info/WHEEL",
+                   "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr("hello_pkg-1.0.dist-info/RECORD", "")
+    return path
+
+
+STEPS = [
+    "git init -q . && git config user.email agent@example.com && git config user.name Agent"
+    " && printf 'def answer():\\n    return 42\\n\\nprint(answer())\\n' > app.py"
+    " && git add app.py && git commit -qm 'first' && git log --format=%s && git status --short",
+    "python3 app.py",
+    "python3 -m venv venv && venv/bin/pip install -q --no-index wheels/hello_pkg-1.0-py3-none-any.whl"
+    " && venv/bin/python -c 'import hello_pkg; print(hello_pkg.greet())'",
+    "printf 'from app import answer\\n\\ndef test_answer():\\n    assert answer() == 42\\n' > test_app.py"
+    " && python3 -m pytest -q -p no:cacheprovider test_app.py",
+    "ls; git status --short | sort",
+]
+
+
+def normalise(text):
+    return re.sub(r" in [0-9.]+s", " in Ts", text)
+
+
+def test_an_agent_session_runs_as_natively(client):
+    nat_dir = tempfile.mkdtemp(prefix="ferrovisor-sdk-native-")
+    sb_dir = tempfile.mkdtemp(prefix="ferrovisor-sdk-project-")
+    for d in (nat_dir, sb_dir):
+        os.makedirs(os.path.join(d, "wheels"))
+        make_wheel(os.path.join(d, "wheels"))
+    try:
+        # The project volume sits at the same path inside, so that paths
+        # in the output agree.
+        with Sandbox.create(client=client, volumes=[f"{sb_dir}:{sb_dir}"]) as sb:
+            assert sb.info["state"] == "running"
+            for step in STEPS:
+                status, want = native(step, nat_dir)
+                assert status == 0, (step, want)
+                got = sb.exec(step, cwd=sb_dir, env={"HOME": "/root"}, timeout=240)
+                assert got.status == 0, (step, got.stdout, got.stderr)
+                assert normalise(got.stdout) == normalise(want.replace(nat_dir, sb_dir)), step
+            # What the sandbox wrote is on the host, in the volume.
+            assert open(os.path.join(sb_dir, "app.py")).read().endswith("print(answer())\n")
+            # A background server outlives the exec that started it.
+            sb.exec("python3 -c 'import time; time.sleep(600)' > /dev/null 2>&1 &")
+            ps = sb.exec(["ps", "-eo", "args="]).stdout
+            assert "time.sleep(600)" in ps, ps
+            # Snapshot and fork are refused, and say why.
+            with pytest.raises(NotSupportedError, match="checkpoint"):
+                sb.snapshot()
+            with pytest.raises(NotSupportedError, match="checkpoint"):
+                sb.fork()
+        assert all(s["name"] != sb.name for s in client.list())
+    finally:
+        subprocess.run(["rm", "-rf", nat_dir, sb_dir])
+
+
+def test_files_round_trip(client):
+    with Sandbox.create(client=client) as sb:
+        blob = bytes(range(256)) * 4096
+        sb.files.write("/tmp/deep/er/blob.bin", blob, mode=0o600)
+        assert sb.files.read("/tmp/deep/er/blob.bin") == blob
+        st = sb.files.stat("/tmp/deep/er/blob.bin")
+        assert (st.kind, st.size, st.mode) == ("file", len(blob), 0o600)
+        sb.files.write("/tmp/deep/a name.txt", "text\n")
+        names = [(e.name, e.kind) for e in sb.files.list("/tmp/deep")]
+        assert names == [("a name.txt", "file"), ("er", "dir")]
+        assert sb.exec(["cat", "/tmp/deep/a name.txt"]).stdout == "text\n"
+        with pytest.raises(NotFoundError):
+            sb.files.read("/tmp/nope")
+        assert not sb.files.exists("/tmp/nope")
+        with pytest.raises(FerrovisorError, match="Read-only"):
+            sb.files.write("/etc/x", "no overlay: the root is read-only")
+
+
+def test_exec_streams_and_ends_as_told(client):
+    with Sandbox.create(client=client, env=["WHO=sdk"]) as sb:
+        seen = []
+        start = time.monotonic()
+        r = sb.exec("echo first; sleep 1; echo $WHO; echo oops >&2; exit 3",
+                    on_stdout=lambda c: seen.append((time.monotonic() - start, c)))
+        assert (r.status, r.stdout, r.stderr) == (3, "first\nsdk\n", "oops\n")
+        # The first line came before the program's sleep ended.
+        assert seen[0][1] == b"first\n" and seen[0][0] < 0.9, seen
+        r = sb.exec(["cat"], stdin=b"in\x00put")
+        assert r.stdout_bytes == b"in\x00put"
+        r = sb.exec(["sleep", "30"], timeout=0.5)
+        assert (r.status, r.timed_out) == (137, True)
+        r = sb.exec(["id", "-u"], user=1000)
+        assert r.stdout == "1000\n"
+        with pytest.raises(FerrovisorError, match="no-such-program"):
+            sb.exec(["no-such-program"])
+        with pytest.raises(FerrovisorError):
+            sb.exec("exit 1", check=True)
+    with pytest.raises(NotFoundError, match="no sandbox named"):
+        Sandbox.connect("never-made", client=client)
