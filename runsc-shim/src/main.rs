@@ -89,6 +89,9 @@ enum Command {
     /// Serve the sandbox API (HTTP and JSON; docs/agents.md) until ^C,
     /// then end the sandboxes made through it.
     Serve(ServeArgs),
+    /// Serve the Model Context Protocol on stdio over one sandbox, made
+    /// from these flags and ended with the session (docs/agents.md).
+    Mcp(McpArgs),
     /// Create a container from a bundle; it waits for 'start'.
     Create(CreateArgs),
     /// Start the program of a created container.
@@ -1124,6 +1127,15 @@ struct ServeArgs {
     token_file: Option<PathBuf>,
 }
 
+#[derive(Debug, clap::Args)]
+struct McpArgs {
+    /// The sandbox's name (default mcp-PID).
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    #[command(flatten)]
+    options: runsc_shim::sandbox::CreateOptions,
+}
+
 fn run_serve(root: &std::path::Path, a: ServeArgs) -> ExitCode {
     use runsc_shim::sandbox::api;
     let listen = a
@@ -1226,6 +1238,16 @@ fn main() -> ExitCode {
         Command::Do(args) => run_do(args),
         Command::Sandbox(cmd) => runsc_shim::sandbox::cli::run(&sandbox_store(&cli.root), cmd),
         Command::Serve(a) => run_serve(&cli.root, a),
+        Command::Mcp(a) => {
+            let name = a
+                .name
+                .unwrap_or_else(|| format!("mcp-{}", std::process::id()));
+            match runsc_shim::sandbox::mcp::serve_stdio(sandbox_store(&cli.root), name, &a.options)
+            {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(1, e),
+            }
+        }
         Command::Syscalls(args) => {
             let text = if args.host_filters {
                 sentry::host_filters_markdown()
@@ -1311,6 +1333,7 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
         Command::Do(_)
         | Command::Sandbox(_)
         | Command::Serve(_)
+        | Command::Mcp(_)
         | Command::Boot(_)
         | Command::Gofer(_)
         | Command::Syscalls(_) => {

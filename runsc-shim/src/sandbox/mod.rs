@@ -12,6 +12,7 @@ pub mod api;
 pub mod cli;
 pub mod files;
 pub mod http;
+pub mod mcp;
 
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
