@@ -1652,6 +1652,7 @@ impl shim::Task for Service {
             uid: process.user().uid(),
             gid: process.user().gid(),
             privileges: crate::oci::privileges(&process, "").map_err(field)?,
+            inherit_env: false,
         };
         let mut tasks = self.tasks();
         if tasks.get(&req.id)?.phase != Phase::Running {

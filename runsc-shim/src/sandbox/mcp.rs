@@ -342,20 +342,6 @@ fn error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_output_is_cut_in_the_middle_on_character_boundaries() {
-        let long = "é".repeat(MAX_OUTPUT);
-        let c = cut(long.as_bytes());
-        assert!(c.len() < MAX_OUTPUT + 100);
-        assert!(c.starts_with('é') && c.ends_with('é') && c.contains("bytes left out"));
-        assert_eq!(cut(b"short"), "short");
-    }
-}
-
 /// `ferrovisor mcp`: makes sandbox `name`, serves stdin and stdout until
 /// stdin ends or SIGINT or SIGTERM comes, then ends the sandbox.
 pub fn serve_stdio(store: Store, name: String, options: &CreateOptions) -> Result<(), Error> {
@@ -372,4 +358,18 @@ pub fn serve_stdio(store: Store, name: String, options: &CreateOptions) -> Resul
     let r = server.run(std::io::stdin().lock(), std::io::stdout().lock());
     server.end();
     r.map_err(Error::io("the MCP connection"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_output_is_cut_in_the_middle_on_character_boundaries() {
+        let long = "é".repeat(MAX_OUTPUT);
+        let c = cut(long.as_bytes());
+        assert!(c.len() < MAX_OUTPUT + 100);
+        assert!(c.starts_with('é') && c.ends_with('é') && c.contains("bytes left out"));
+        assert_eq!(cut(b"short"), "short");
+    }
 }
