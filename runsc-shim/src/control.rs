@@ -360,6 +360,7 @@ enum Request {
     Stats,
     Signal(i32),
     Egress(EgressUpdate),
+    Connect(u16),
 }
 
 /// Host rules to add (`--allow-host`) and names to refuse from now on
@@ -386,6 +387,7 @@ enum Reply {
     Updated,
     Stats(GuestStats),
     Signalled,
+    Connected,
 }
 
 /// A socket's path in a form `bind` and `connect` accept: a Unix socket
@@ -515,6 +517,23 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
                 drop(procs);
                 send(&mut conn, &Reply::Stats(stats))
             }
+            Request::Connect(port) => {
+                let c = match sentry::socket::inet::LoopbackConn::connect(&kernel, port) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return send(
+                            &mut conn,
+                            &Reply::Failed(format!(
+                                "nothing accepts connections on port {port} of the sandbox's loopback ({e}; with --network host its ports are the host's own)"
+                            )),
+                        )
+                    }
+                };
+                drop(kernel);
+                send(&mut conn, &Reply::Connected)?;
+                relay_port(conn, c);
+                Ok(())
+            }
             Request::Signal(sig) => {
                 if !(1..=64).contains(&sig) {
                     return send(&mut conn, &Reply::Failed(format!("no signal {sig}")));
@@ -587,6 +606,60 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
     tracing::info!(pid, status, "exec: exited");
     drop(running);
     send(&mut conn, &Reply::Exited(status))
+}
+
+/// Carries bytes both ways between the client and a guest's connection;
+/// open, it counts as activity. The guest's end closes the client's
+/// connection (the Sentry's filter has no `shutdown(2)` for a half-close):
+/// the reader of the client's side then stops at its next poll.
+fn relay_port(conn: UnixStream, c: sentry::socket::inet::LoopbackConn) {
+    let _running = Running::start();
+    let c = std::sync::Arc::new(c);
+    let Ok(mut from_client) = conn.try_clone() else {
+        return;
+    };
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (c2, done2) = (c.clone(), done.clone());
+    let up = std::thread::Builder::new()
+        .name("control-port".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 << 10];
+            while !done2.load(Ordering::SeqCst) {
+                match sys::poll_readable(from_client.as_fd(), 100) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(_) => break,
+                }
+                match from_client.read(&mut buf) {
+                    Ok(0) | Err(_) => {
+                        c2.shutdown_write();
+                        break;
+                    }
+                    Ok(n) => {
+                        if c2.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    let mut to_client = conn;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to_client.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    done.store(true, Ordering::SeqCst);
+    drop(to_client);
+    if let Ok(t) = up {
+        let _ = t.join();
+    }
 }
 
 /// Delivers the signals the client asks for to process `pid`, until the
@@ -717,7 +790,9 @@ pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Res
         Reply::Started(pid) => Ok(Exec { reader, pid }),
         Reply::Failed(why) => Err(Error::Refused(why)),
         Reply::Exited(s) => Err(Error::ExitedEarly(s)),
-        Reply::Updated | Reply::Stats(_) | Reply::Signalled => Err(Error::UnexpectedReply),
+        Reply::Updated | Reply::Stats(_) | Reply::Signalled | Reply::Connected => {
+            Err(Error::UnexpectedReply)
+        }
     }
 }
 
@@ -754,6 +829,27 @@ pub fn update(socket: &Path, limits: &GuestLimits) -> Result<(), Error> {
     send_request(&conn, &Request::Update(*limits), "sending the update")?;
     match read_reply(&mut BufReader::new(conn))? {
         Reply::Updated => Ok(()),
+        Reply::Failed(why) => Err(Error::Refused(why)),
+        _ => Err(Error::UnexpectedReply),
+    }
+}
+
+/// A connection to `127.0.0.1:port` inside the sandbox: after this,
+/// the stream's bytes are the guest connection's.
+pub fn connect_port(socket: &Path, port: u16) -> Result<UnixStream, Error> {
+    let mut conn = connect(socket)?;
+    send_request(&conn, &Request::Connect(port), "sending the request")?;
+    // Byte by byte: what follows the reply is the guest's, not ours to buffer.
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while b[0] != b'\n' {
+        if conn.read(&mut b)? == 0 {
+            return Err(Error::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        line.push(b[0]);
+    }
+    match serde_json::from_slice(&line)? {
+        Reply::Connected => Ok(conn),
         Reply::Failed(why) => Err(Error::Refused(why)),
         _ => Err(Error::UnexpectedReply),
     }
@@ -828,9 +924,11 @@ impl Exec {
         match reply {
             Reply::Exited(s) => Ok(s),
             Reply::Failed(why) => Err(Error::Refused(why)),
-            Reply::Started(_) | Reply::Updated | Reply::Stats(_) | Reply::Signalled => {
-                Err(Error::UnexpectedReply)
-            }
+            Reply::Started(_)
+            | Reply::Updated
+            | Reply::Stats(_)
+            | Reply::Signalled
+            | Reply::Connected => Err(Error::UnexpectedReply),
         }
     }
 }

@@ -215,3 +215,80 @@ fn a_sandbox_ends_when_told_and_says_why() {
         o.stderr
     );
 }
+
+#[test]
+fn a_guest_port_is_reached_from_the_host_loopback() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let root = Root::new("sb-port");
+    root.ok(&["create", "web"]);
+    // A guest server that answers each connection with what it read, upper-cased.
+    let server = "import socket\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('127.0.0.1', 7000)); s.listen()\nwhile True:\n    c,_=s.accept(); d=b''\n    while not d.endswith(b'.'):\n        d+=c.recv(65536)\n    c.sendall(d.upper()); c.close()\n";
+    root.ok(&[
+        "exec",
+        "web",
+        "--",
+        "sh",
+        "-c",
+        &format!("python3 -c \"{server}\" > /dev/null 2>&1 &"),
+    ]);
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.arg("--root")
+        .arg(root.0.path())
+        .args(["sandbox", "port", "web", "7000"]);
+    let mut fwd = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sandbox port");
+    let mut line = String::new();
+    BufReader::new(fwd.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("its address");
+    let addr = line.trim().to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    let talk = |msg: &[u8]| -> Option<Vec<u8>> {
+        let mut s = std::net::TcpStream::connect(&addr).ok()?;
+        s.write_all(msg).ok()?;
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).ok()?;
+        Some(out)
+    };
+    // (the guest's server may still be starting)
+    let mut answer = None;
+    for _ in 0..100 {
+        answer = talk(b"hello.").filter(|a| !a.is_empty());
+        if answer.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(answer.as_deref(), Some(&b"HELLO."[..]));
+    let big: Vec<u8> = (0..2_000_000u32)
+        .map(|i| b'a' + (i % 26) as u8)
+        .chain(*b".")
+        .collect();
+    assert_eq!(talk(&big).expect("an answer"), big.to_ascii_uppercase());
+    // Nothing listens on another port: the connection is closed at once.
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.arg("--root")
+        .arg(root.0.path())
+        .args(["sandbox", "port", "web", "7001"]);
+    let mut other = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sandbox port");
+    let mut line = String::new();
+    BufReader::new(other.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("its address");
+    let mut s = std::net::TcpStream::connect(line.trim()).expect("the host side accepts");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert!(out.is_empty());
+    // The forwarders end with the sandbox.
+    root.ok(&["rm", "web"]);
+    for f in [&mut fwd, &mut other] {
+        let st = f.wait().expect("forwarder");
+        assert_eq!(st.code(), Some(1));
+    }
+    assert!(std::net::TcpStream::connect(&addr).is_err());
+}

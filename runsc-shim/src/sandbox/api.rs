@@ -31,6 +31,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/sandboxes/{name}/dir"),
     ("GET", "/v1/sandboxes/{name}/stat"),
     ("POST", "/v1/sandboxes/{name}/egress"),
+    ("POST", "/v1/sandboxes/{name}/ports"),
     ("POST", "/v1/sandboxes/{name}/snapshot"),
     ("POST", "/v1/sandboxes/{name}/fork"),
 ];
@@ -77,6 +78,15 @@ struct CreateBody {
     options: CreateOptions,
 }
 
+/// `POST .../ports`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PortBody {
+    guest_port: u16,
+    #[serde(default)]
+    host_port: u16,
+}
+
 /// `PUT .../files` answers nothing; the rest of the file routes answer these.
 #[derive(Debug, Serialize)]
 struct ErrorBody<'a> {
@@ -99,6 +109,8 @@ pub struct Server {
     store: Store,
     token: Option<String>,
     made: Mutex<Vec<String>>,
+    /// ports forwarded, by sandbox: closed with it
+    ports: Mutex<Vec<(String, super::ports::Forward)>>,
 }
 
 fn status_of(e: &Error) -> u16 {
@@ -127,11 +139,13 @@ impl Server {
             store,
             token,
             made: Mutex::new(Vec::new()),
+            ports: Mutex::new(Vec::new()),
         })
     }
 
     /// Ends every sandbox made through this server.
     pub fn end_all(&self) {
+        self.ports.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let names = std::mem::take(&mut *self.made.lock().unwrap_or_else(|e| e.into_inner()));
         for n in names {
             if let Err(e) = self.store.remove(&n) {
@@ -196,6 +210,10 @@ impl Server {
                 .info(n)
                 .map(|i| (200, "application/json", json(&i))),
             ("DELETE", ["v1", "sandboxes", n]) => self.store.remove(n).map(|()| {
+                self.ports
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|(m, _)| m != n);
                 self.made
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -236,6 +254,17 @@ impl Server {
                     .and_then(|u| self.store.update_egress(n, &u))
                     .map(|()| (204, "", Vec::new()))
             }
+            ("POST", ["v1", "sandboxes", n, "ports"]) => serde_json::from_slice::<PortBody>(&req.body)
+                .map_err(|e| Error::Usage(format!("the request: {e}")))
+                .and_then(|b| self.store.forward(n, b.guest_port, b.host_port))
+                .map(|f| {
+                    let body = json(&serde_json::json!({"guest_port": f.guest_port, "host": f.host.to_string()}));
+                    self.ports
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((n.to_string(), f));
+                    (201, "application/json", body)
+                }),
             ("POST", ["v1", "sandboxes", n, "snapshot" | "fork"]) => {
                 self.store.info(n).and_then(|_| {
                     Err(Error::NotSupported(

@@ -59,6 +59,15 @@ pub enum Command {
         #[arg(required = true)]
         names: Vec<String>,
     },
+    /// Reach the guest's 127.0.0.1:PORT at the host's 127.0.0.1:HOST_PORT
+    /// (printed), until ^C or the sandbox ends.
+    Port {
+        name: String,
+        port: u16,
+        /// The host's port (default: any free one).
+        #[arg(long = "host-port", value_name = "HOST_PORT", default_value_t = 0)]
+        host_port: u16,
+    },
     /// Save sandbox NAME to IMAGE (not built yet: it needs checkpoint).
     Snapshot { name: String, image: PathBuf },
     /// Make sandbox NEW as a copy of NAME (not built yet: it needs checkpoint).
@@ -178,6 +187,24 @@ pub fn run(store: &Store, cmd: Command) -> ExitCode {
                 }
             }
             code
+        }
+        Command::Port {
+            name,
+            port,
+            host_port,
+        } => {
+            let f = match store.forward(&name, port, host_port) {
+                Ok(f) => f,
+                Err(e) => return fail(e),
+            };
+            println!("{}", f.host);
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            while store.info(&name).is_ok_and(|i| i.state == "running") {
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            drop(f);
+            fail(format_args!("the sandbox {name:?} has ended"))
         }
         Command::Snapshot { .. } | Command::Fork { .. } => fail(Error::NotSupported(
             "sandbox snapshot and fork need checkpoint/restore, which ferrovisor does not have yet"

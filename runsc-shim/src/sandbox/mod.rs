@@ -13,6 +13,7 @@ pub mod cli;
 pub mod files;
 pub mod http;
 pub mod mcp;
+pub mod ports;
 
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -511,7 +512,7 @@ impl Store {
     }
 
     /// A running sandbox's control socket, or why there is none.
-    fn running(&self, name: &str) -> Result<PathBuf, Error> {
+    pub(crate) fn running(&self, name: &str) -> Result<PathBuf, Error> {
         let meta = self.meta(name)?;
         if !self.alive(&meta) {
             return Err(Error::Ended {

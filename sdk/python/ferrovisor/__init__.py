@@ -311,6 +311,13 @@ class Sandbox:
             raise FerrovisorError(422, f"{args!r} exited with status {r.status}: {r.stderr.strip()}")
         return r
 
+    def port(self, guest_port: int, host_port: int = 0) -> str:
+        """Makes the guest's `127.0.0.1:guest_port` reachable on the host;
+        returns where (`"127.0.0.1:PORT"`). It lasts as long as the sandbox."""
+        r = self.client.request("POST", f"/v1/sandboxes/{_q(self.name)}/ports",
+                                {"guest_port": guest_port, "host_port": host_port})
+        return r["host"]
+
     def logs(self) -> str:
         return self.client.request("GET", f"/v1/sandboxes/{_q(self.name)}/logs", raw=True).decode()
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 import zipfile
 
 import pytest
@@ -96,10 +98,22 @@ def test_an_agent_session_runs_as_natively(client):
                 assert normalise(got.stdout) == normalise(want.replace(nat_dir, sb_dir)), step
             # What the sandbox wrote is on the host, in the volume.
             assert open(os.path.join(sb_dir, "app.py")).read().endswith("print(answer())\n")
-            # A background server outlives the exec that started it.
-            sb.exec("python3 -c 'import time; time.sleep(600)' > /dev/null 2>&1 &")
-            ps = sb.exec(["ps", "-eo", "args="]).stdout
-            assert "time.sleep(600)" in ps, ps
+            # A server started in the background outlives the exec that
+            # started it, and the host reaches it through a forwarded port.
+            sb.exec(f"cd {sb_dir} && python3 -m http.server 8765 --bind 127.0.0.1 > /dev/null 2>&1 &")
+            host = sb.port(8765)
+            assert host.startswith("127.0.0.1:"), host
+            body = None
+            for _ in range(100):
+                try:
+                    with urllib.request.urlopen(f"http://{host}/app.py", timeout=10) as r:
+                        body = r.read()
+                    break
+                except (urllib.error.URLError, ConnectionError):
+                    time.sleep(0.1)
+            assert body == open(os.path.join(sb_dir, "app.py"), "rb").read(), body
+            with pytest.raises(FerrovisorError, match="guest's port"):
+                sb.port(0)
             # Snapshot and fork are refused, and say why.
             with pytest.raises(NotSupportedError, match="checkpoint"):
                 sb.snapshot()

@@ -295,3 +295,82 @@ mod tests {
         assert!(reasons(Wakeups::default()).is_empty());
     }
 }
+
+/// A TCP connection the Sentry itself opens to a guest listener on the
+/// sandbox's loopback (`ferrovisor sandbox port`), used by a host thread:
+/// it blocks as a guest's blocking socket does, on the socket's queue.
+#[derive(Debug)]
+pub struct LoopbackConn {
+    sock: InetSocket,
+}
+
+impl LoopbackConn {
+    /// Connects to `127.0.0.1:port` in the sandbox (`ECONNREFUSED` when
+    /// nothing listens there).
+    pub fn connect(kernel: &crate::kernel::Kernel, port: u16) -> Result<LoopbackConn, Errno> {
+        let s = kernel.net.socket(Domain::Inet, SocketType::Stream)?;
+        let sock = InetSocket::new(
+            s,
+            Domain::Inet,
+            SocketType::Stream,
+            &super::state(kernel).inet_queues,
+        );
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        match sock.sock.connect(addr) {
+            Ok(()) => return Ok(LoopbackConn { sock }),
+            Err(Errno::EINPROGRESS | Errno::EALREADY) => {}
+            Err(e) => return Err(e),
+        }
+        let c = LoopbackConn { sock };
+        c.wait(|r| r.writable || r.error || r.hup)?;
+        match c.sock.sock.take_error()? {
+            Some(e) => Err(e),
+            None => match c.sock.sock.connect(addr) {
+                Ok(()) | Err(Errno::EISCONN) => Ok(c),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    fn wait(&self, ready: impl Fn(netstack::Readiness) -> bool) -> Result<(), Errno> {
+        let sleeper = crate::kernel::wait::Uninterruptible::default();
+        crate::kernel::wait::wait_until(
+            &sleeper,
+            std::slice::from_ref(&self.sock.waiters),
+            None,
+            || match self.sock.sock.readiness() {
+                Ok(r) if ready(r) => Some(Ok(())),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            },
+        )
+        .map_err(|_| Errno::EINTR)?
+    }
+
+    /// Reads what the guest sent, waiting for some; 0 at its end.
+    pub fn read(&self, buf: &mut [u8]) -> Result<usize, Errno> {
+        loop {
+            match self.sock.sock.recv(buf, false) {
+                Err(Errno::EAGAIN) => self.wait(|r| r.readable || r.hup || r.rdhup || r.error)?,
+                r => return r,
+            }
+        }
+    }
+
+    /// Sends all of `buf` to the guest, waiting for room.
+    pub fn write_all(&self, mut buf: &[u8]) -> Result<(), Errno> {
+        while !buf.is_empty() {
+            match self.sock.sock.send(buf) {
+                Ok(n) => buf = &buf[n..],
+                Err(Errno::EAGAIN) => self.wait(|r| r.writable || r.hup || r.error)?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// No more to send: the guest reads its end.
+    pub fn shutdown_write(&self) {
+        let _ = self.sock.sock.shutdown(netstack::Shutdown::Write);
+    }
+}
