@@ -107,6 +107,25 @@ impl Limits {
     }
 }
 
+/// runc's byte counts: a number with an optional k, m, g or t suffix
+/// (powers of 1024, an optional trailing b), or -1 for no limit.
+pub fn parse_bytes(s: &str) -> Option<i64> {
+    if s == "-1" {
+        return Some(-1);
+    }
+    let lower = s.trim().to_ascii_lowercase();
+    let lower = lower.strip_suffix('b').unwrap_or(&lower);
+    let (num, shift) = match lower.char_indices().last() {
+        Some((i, 'k')) => (&lower[..i], 10),
+        Some((i, 'm')) => (&lower[..i], 20),
+        Some((i, 'g')) => (&lower[..i], 30),
+        Some((i, 't')) => (&lower[..i], 40),
+        _ => (lower, 0),
+    };
+    let n: i64 = num.trim().parse().ok().filter(|n| *n >= 0)?;
+    n.checked_mul(1 << shift)
+}
+
 /// A sandbox's cgroup, as recorded in the container's state.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cgroup {

@@ -342,28 +342,11 @@ const DEFAULT_DO_PIDS: i64 = 4096;
 /// runc's byte counts: a number with an optional k, m, g or t suffix
 /// (powers of 1024, an optional trailing b), or -1 for no limit.
 fn parse_bytes(flag: &str, s: &str) -> Result<i64, container::Error> {
-    let bad = || {
+    runsc_shim::cgroup::parse_bytes(s).ok_or_else(|| {
         container::Error::Usage(format!(
             "--{flag} {s:?}: give bytes like 268435456 or 256m, or -1 for no limit"
         ))
-    };
-    if s == "-1" {
-        return Ok(-1);
-    }
-    let lower = s.trim().to_ascii_lowercase();
-    let lower = lower.strip_suffix('b').unwrap_or(&lower);
-    let (num, shift) = match lower.char_indices().last() {
-        Some((i, 'k')) => (&lower[..i], 10),
-        Some((i, 'm')) => (&lower[..i], 20),
-        Some((i, 'g')) => (&lower[..i], 30),
-        Some((i, 't')) => (&lower[..i], 40),
-        _ => (lower, 0),
-    };
-    let n: i64 = num.trim().parse().map_err(|_| bad())?;
-    if n < 0 {
-        return Err(bad());
-    }
-    n.checked_mul(1 << shift).ok_or_else(bad)
+    })
 }
 
 /// The limits `update` was given: the --resources document, or the flags
@@ -702,6 +685,15 @@ struct DoArgs {
     /// DURATION.
     #[arg(long = "idle-timeout", value_name = "DURATION", requires = "control_socket", value_parser = runsc_shim::control::parse_duration)]
     idle_timeout: Option<std::time::Duration>,
+    /// Internal (`sandbox create`): join these cgroup directories first.
+    #[arg(long = "cgroup", value_name = "DIR", hide = true)]
+    cgroup: Vec<PathBuf>,
+    /// Internal (`sandbox create`): the memory limit the guest is told of.
+    #[arg(long = "memory-limit", value_name = "BYTES", hide = true)]
+    memory_limit: Option<u64>,
+    /// Internal (`sandbox create`): the CPU quota per 100 ms the guest is told of.
+    #[arg(long = "cpu-quota", value_name = "MICROSECONDS", hide = true)]
+    cpu_quota: Option<u64>,
     /// Run no command: the sandbox's first process is ferrovisor's own
     /// init, and programs come in through --control-socket (how
     /// `ferrovisor sandbox create` starts one).
@@ -886,6 +878,15 @@ fn run_do(args: DoArgs) -> ExitCode {
     if host_network {
         eprintln!("{HOST_NETWORK_WARNING}");
     }
+    // First, before any process of the sandbox's exists: they all follow.
+    for dir in &args.cgroup {
+        if let Err(e) = std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()) {
+            return fail(
+                125,
+                format_args!("joining the cgroup {}: {e}", dir.display()),
+            );
+        }
+    }
     // ^C at the terminal, or `kill` of this process, reaches the guest's
     // first process (before any thread starts, so all inherit the mask).
     if let Err(e) = sentry::kernel::hostsig::block_forwarded() {
@@ -1030,15 +1031,18 @@ fn run_do(args: DoArgs) -> ExitCode {
         ids: None,
         // (a root guest has every capability, as before)
         privileges: sentry::Privileges::default(),
-        memory_limit: None,
+        memory_limit: args.memory_limit,
         // The guest's first process is the sandbox's init, which would
         // drop a ^C it has no handler for; `do` stands for the command at
         // the user's terminal, so such a signal ends it as it would natively.
         host_signals: sentry::kernel::hostsig::HostSignals::Terminate,
         terminal,
         max_tasks,
-        // `do` sets no CPU quota: `cpu.max` says `max 100000`.
-        cpu_max: sentry::CpuMax::default(),
+        // `do` itself sets no CPU quota: `cpu.max` says `max 100000`.
+        cpu_max: sentry::CpuMax {
+            quota: args.cpu_quota,
+            ..sentry::CpuMax::default()
+        },
         masked_paths: Vec::new(),
         readonly_paths: Vec::new(),
         sysctls: Vec::new(),

@@ -292,3 +292,55 @@ fn a_guest_port_is_reached_from_the_host_loopback() {
     }
     assert!(std::net::TcpStream::connect(&addr).is_err());
 }
+
+#[test]
+fn memory_and_cpu_limits_hold_through_a_host_cgroup() {
+    let root = Root::new("sb-limits");
+    root.ok(&["create", "lim", "--memory", "128m", "--cpus", "0.5"]);
+    // The guest is told of its limits...
+    let seen = root.ok(&[
+        "exec",
+        "lim",
+        "--",
+        "sh",
+        "-c",
+        "head -1 /proc/meminfo; cat /sys/fs/cgroup/cpu.max",
+    ]);
+    assert_eq!(
+        seen.split_whitespace().collect::<Vec<_>>(),
+        ["MemTotal:", "131072", "kB", "50000", "100000"]
+    );
+    // ... and the host holds them: a program that goes past the memory
+    // limit is killed, and the sandbox lives on.
+    let o = root.cli(&[
+        "exec",
+        "lim",
+        "--",
+        "python3",
+        "-c",
+        "a = bytearray(400 << 20); a[::4096] = b'x' * len(a[::4096]); print(len(a))",
+    ]);
+    assert_eq!(o.status, 137, "{}", common::show(&o));
+    assert_eq!(root.ok(&["exec", "lim", "--", "echo", "alive"]), "alive\n");
+    let meta: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.0.path().join(".sandboxes/lim/sandbox.json")).expect("sandbox.json"),
+    )
+    .expect("JSON");
+    let dirs: Vec<String> = meta["cgroup"]["dirs"]
+        .as_array()
+        .expect("its cgroup")
+        .iter()
+        .filter_map(|d| d.as_str().map(str::to_string))
+        .collect();
+    assert!(!dirs.is_empty());
+    root.ok(&["rm", "lim"]);
+    for d in dirs {
+        assert!(!std::path::Path::new(&d).exists(), "{d} is left behind");
+    }
+    let o = root.cli(&["create", "bad", "--memory", "lots"]);
+    assert!(
+        o.status == 1 && o.stderr.contains("--memory"),
+        "{}",
+        o.stderr
+    );
+}

@@ -73,7 +73,7 @@ impl Error {
 
 /// How a sandbox is made: `do`'s flags that make sense for a long-lived
 /// sandbox, the same from the command line and from JSON.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::Args)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields)]
 pub struct CreateOptions {
     /// Host directory to use as the (read-only) root file system (default /).
@@ -139,6 +139,16 @@ pub struct CreateOptions {
     #[arg(long, value_name = "DURATION")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Most memory the sandbox may use (bytes, or 512m, 2g), held by a host
+    /// cgroup: past it the kernel ends the sandbox.
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// CPUs' worth of time the sandbox may use (1.5: one and a half), held
+    /// by a host cgroup.
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
     /// How guest code runs (`seccomp`, the default, or `ptrace`).
     #[arg(long, value_name = "PLATFORM")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -146,6 +156,33 @@ pub struct CreateOptions {
 }
 
 impl CreateOptions {
+    /// The host cgroup's limits `memory` and `cpus` ask for.
+    fn limits(&self) -> Result<crate::cgroup::Limits, Error> {
+        let mut l = crate::cgroup::Limits::default();
+        if let Some(m) = &self.memory {
+            let bytes = crate::cgroup::parse_bytes(m)
+                .filter(|&b| b >= 16 << 20)
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "--memory {m:?}: give bytes like 512m or 2g (at least 16m)"
+                    ))
+                })?;
+            l.memory = Some(bytes);
+            // (no swap beyond it: the limit is the sandbox's memory)
+            l.memory_swap = Some(bytes);
+        }
+        if let Some(c) = self.cpus {
+            if !(c.is_finite() && c >= 0.01 && c <= 1024.0) {
+                return Err(Error::Usage(format!(
+                    "--cpus {c}: give a number of CPUs like 0.5 or 2"
+                )));
+            }
+            l.cpu_quota = Some((c * 100_000.0) as i64);
+            l.cpu_period = Some(100_000);
+        }
+        Ok(l)
+    }
+
     /// `do`'s flags for these options (checked by `do` itself).
     fn do_args(&self, name: &str) -> Result<Vec<String>, Error> {
         let mut a = Vec::new();
@@ -219,10 +256,13 @@ struct Meta {
     /// pid is not taken for the sandbox
     start_time: u64,
     options: CreateOptions,
+    /// the host cgroup holding `--memory` and `--cpus`
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cgroup: Option<crate::cgroup::Cgroup>,
 }
 
 /// A sandbox as `ls` and the API show it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Info {
     pub name: String,
     /// `running` or `ended`
@@ -333,6 +373,7 @@ pub fn check_name(name: &str) -> Result<(), Error> {
 /// The sandboxes under one state root.
 #[derive(Clone, Debug)]
 pub struct Store {
+    root: PathBuf,
     dir: PathBuf,
     exe: PathBuf,
 }
@@ -341,6 +382,7 @@ impl Store {
     /// The sandboxes of state root `root`, started with `exe` (this binary).
     pub fn new(root: &Path, exe: PathBuf) -> Store {
         Store {
+            root: root.to_path_buf(),
             dir: root.join(FOLDER),
             exe,
         }
@@ -396,6 +438,44 @@ impl Store {
     fn start(&self, name: &str, opts: &CreateOptions, dir: &Path) -> Result<(Info, Child), Error> {
         let mut args = vec!["do".to_string()];
         args.extend(opts.do_args(name)?);
+        let limits = opts.limits()?;
+        let cgroup = if limits.any() {
+            let scope = crate::cgroup::scope_of(&self.root);
+            let cg =
+                crate::cgroup::Cgroup::create(&format!("sandbox-{name}"), &scope, None, &limits)
+                    .map_err(|e| {
+                        Error::Usage(format!("--memory and --cpus need a host cgroup: {e}"))
+                    })?;
+            for d in &cg.dirs {
+                args.extend(["--cgroup".into(), d.to_string_lossy().into_owned()]);
+            }
+            if let Some(m) = limits.memory {
+                args.extend(["--memory-limit".into(), m.to_string()]);
+            }
+            if let Some(q) = limits.cpu_quota {
+                args.extend(["--cpu-quota".into(), q.to_string()]);
+            }
+            Some(cg)
+        } else {
+            None
+        };
+        let started = self.spawn(name, opts, dir, args, cgroup.clone());
+        if started.is_err() {
+            if let Some(cg) = cgroup {
+                let _ = cg.destroy();
+            }
+        }
+        started
+    }
+
+    fn spawn(
+        &self,
+        name: &str,
+        opts: &CreateOptions,
+        dir: &Path,
+        mut args: Vec<String>,
+        cgroup: Option<crate::cgroup::Cgroup>,
+    ) -> Result<(Info, Child), Error> {
         let socket = dir.join(control::SOCKET);
         args.extend([
             "--init".into(),
@@ -423,6 +503,7 @@ impl Store {
             pid,
             start_time: start_time(pid).unwrap_or(0),
             options: opts.clone(),
+            cgroup,
         };
         let text = serde_json::to_vec_pretty(&meta).map_err(|e| Error::Io {
             what: META.into(),
@@ -484,6 +565,8 @@ impl Store {
             tasks,
             ended: if running {
                 None
+            } else if meta.cgroup.as_ref().is_some_and(|c| c.oom_killed()) {
+                Some("killed by the host's kernel: it reached its --memory limit".into())
             } else {
                 last_words(&self.path(name).join(LOG))
             },
@@ -647,12 +730,27 @@ impl Store {
         while self.alive(&meta) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
+        self.release_cgroup(&meta);
         Ok(())
+    }
+
+    /// The host cgroup of a sandbox that has ended, removed (what is left
+    /// in it killed).
+    fn release_cgroup(&self, meta: &Meta) {
+        if let Some(cg) = &meta.cgroup {
+            if let Err(e) = cg.destroy() {
+                eprintln!(
+                    "ferrovisor: sandbox {:?}: removing its cgroup: {e}",
+                    meta.name
+                );
+            }
+        }
     }
 
     /// Ends sandbox `name` and forgets it.
     pub fn remove(&self, name: &str) -> Result<(), Error> {
         self.stop(name)?;
+        self.release_cgroup(&self.meta(name)?);
         std::fs::remove_dir_all(self.path(name))
             .map_err(Error::io(format_args!("sandbox {name:?}")))
     }

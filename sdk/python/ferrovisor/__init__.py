@@ -245,7 +245,7 @@ class Sandbox:
         """Makes a sandbox. `options` are `ferrovisor do`'s flags by their
         long names: `root`, `overlay`, `volumes`, `tmpfs`, `network`,
         `allow_host`, `allow_cidr`, `allow_http`, `secrets`, `env`, `pids`,
-        `hostname`, `idle_timeout`, `timeout`, `platform`."""
+        `hostname`, `memory`, `cpus`, `idle_timeout`, `timeout`, `platform`."""
         client = client or Client()
         name = name or f"sb-{uuid.uuid4().hex[:12]}"
         info = client.request("POST", "/v1/sandboxes", {"name": name, "options": options})
