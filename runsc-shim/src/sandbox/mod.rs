@@ -172,7 +172,7 @@ impl CreateOptions {
             l.memory_swap = Some(bytes);
         }
         if let Some(c) = self.cpus {
-            if !(c.is_finite() && c >= 0.01 && c <= 1024.0) {
+            if !(0.01..=1024.0).contains(&c) {
                 return Err(Error::Usage(format!(
                     "--cpus {c}: give a number of CPUs like 0.5 or 2"
                 )));
