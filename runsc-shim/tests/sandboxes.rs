@@ -344,3 +344,79 @@ fn memory_and_cpu_limits_hold_through_a_host_cgroup() {
         o.stderr
     );
 }
+
+fn make_image(kind: &str, out: &std::path::Path, host_dir: Option<&std::path::Path>) {
+    let mut cmd = command("/usr/bin/python3", &[("PYTHONDONTWRITEBYTECODE", "1")]);
+    cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/make_image.py"))
+        .arg(kind)
+        .arg(out);
+    if let Some(h) = host_dir {
+        cmd.arg(h);
+    }
+    let o = run(cmd, None, TIMEOUT);
+    assert_eq!(o.status, 0, "make_image.py {kind}: {}", common::show(&o));
+}
+
+#[test]
+fn a_sandbox_runs_an_oci_image_with_its_layers_and_whiteouts() {
+    let root = Root::new("sb-image");
+    let dir = TempDir::new("sb-image-src");
+    let layout = dir.path().join("layout");
+    let saved = dir.path().join("saved.tar");
+    make_image("layout", &layout, None);
+    make_image("docker", &saved, None);
+    let script =
+        "cat /etc/greeting; ls /data; echo $IMAGE_VAR; [ -e /etc/old.txt ] || echo old.txt gone";
+    for (name, image) in [("oci", &layout), ("docker", &saved)] {
+        root.ok(&["create", name, "--image", image.to_str().expect("utf-8")]);
+        // The second layer's file, its opaque folder and whiteout, and the
+        // config's environment.
+        assert_eq!(
+            root.ok(&["exec", name, "--", "sh", "-c", script]),
+            "hello from the image\nc\nfrom-image\nold.txt gone\n",
+            "{name}"
+        );
+    }
+    // A second sandbox of the same image reuses what was unpacked.
+    root.ok(&[
+        "create",
+        "again",
+        "--image",
+        layout.to_str().expect("utf-8"),
+    ]);
+    let unpacked = std::fs::read_dir(root.0.path().join(".images"))
+        .expect(".images")
+        .count();
+    assert_eq!(unpacked, 2);
+    // An image whose layer writes through a symlink to a host folder is
+    // refused, and the folder stays empty.
+    let host = TempDir::new("sb-image-host");
+    let evil = dir.path().join("evil");
+    make_image("evil", &evil, Some(host.path()));
+    let o = root.cli(&["create", "evil", "--image", evil.to_str().expect("utf-8")]);
+    assert_eq!(o.status, 1, "{}", common::show(&o));
+    assert!(o.stderr.contains("outside"), "{}", o.stderr);
+    assert_eq!(std::fs::read_dir(host.path()).expect("host dir").count(), 0);
+    // A corrupt blob, and something that is no image, are said to be.
+    let corrupt = dir.path().join("corrupt");
+    make_image("corrupt", &corrupt, None);
+    let o = root.cli(&[
+        "create",
+        "corrupt",
+        "--image",
+        corrupt.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        o.status == 1 && o.stderr.contains("is corrupt"),
+        "{}",
+        o.stderr
+    );
+    let o = root.cli(&["create", "none", "--image", "/etc/hostname"]);
+    assert!(
+        o.status == 1 && o.stderr.contains("--image /etc/hostname"),
+        "{}",
+        o.stderr
+    );
+    let ls = root.ok(&["ls"]);
+    assert!(!ls.contains("evil") && !ls.contains("corrupt"), "{ls}");
+}

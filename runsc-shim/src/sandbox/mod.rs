@@ -12,6 +12,7 @@ pub mod api;
 pub mod cli;
 pub mod files;
 pub mod http;
+pub mod image;
 pub mod mcp;
 pub mod ports;
 
@@ -77,9 +78,15 @@ impl Error {
 #[serde(default, deny_unknown_fields)]
 pub struct CreateOptions {
     /// Host directory to use as the (read-only) root file system (default /).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "image")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root: Option<PathBuf>,
+    /// An OCI image for the root instead: an image layout folder, or a tar
+    /// of one (`skopeo copy ... oci-archive:`) or from `docker save`;
+    /// unpacked once, its environment the sandbox's base.
+    #[arg(long, value_name = "OCI-LAYOUT-OR-TAR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<PathBuf>,
     /// Let programs write anywhere: changes go to an in-memory layer that
     /// lasts as long as the sandbox.
     #[arg(long)]
@@ -437,8 +444,22 @@ impl Store {
 
     fn start(&self, name: &str, opts: &CreateOptions, dir: &Path) -> Result<(Info, Child), Error> {
         let mut args = vec!["do".to_string()];
-        args.extend(opts.do_args(name)?);
         let limits = opts.limits()?;
+        match &opts.image {
+            Some(source) => {
+                let img = image::prepare(&self.root.join(".images"), source)?;
+                let mut env = img.env;
+                env.extend(opts.env.iter().cloned());
+                let with_root = CreateOptions {
+                    root: Some(img.rootfs),
+                    image: None,
+                    env,
+                    ..opts.clone()
+                };
+                args.extend(with_root.do_args(name)?);
+            }
+            None => args.extend(opts.do_args(name)?),
+        }
         let cgroup = if limits.any() {
             let scope = crate::cgroup::scope_of(&self.root);
             let cg =

@@ -243,7 +243,7 @@ class Sandbox:
     def create(cls, name: Optional[str] = None, client: Optional[Client] = None,
                **options: Any) -> "Sandbox":
         """Makes a sandbox. `options` are `ferrovisor do`'s flags by their
-        long names: `root`, `overlay`, `volumes`, `tmpfs`, `network`,
+        long names: `root` or `image`, `overlay`, `volumes`, `tmpfs`, `network`,
         `allow_host`, `allow_cidr`, `allow_http`, `secrets`, `env`, `pids`,
         `hostname`, `memory`, `cpus`, `idle_timeout`, `timeout`, `platform`."""
         client = client or Client()

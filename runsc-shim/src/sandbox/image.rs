@@ -1,0 +1,379 @@
+//! `sandbox create --image`: an OCI image (an image layout folder, or a
+//! tar of one, or `docker save`'s tar) unpacked once into a root folder
+//! under `<state root>/.images`, shared read-only by the sandboxes made
+//! from it. Blobs are checked against their digests; layers are applied
+//! in order with their whiteouts; nothing is written outside the folder
+//! (an entry whose path or link leads out is refused).
+
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::Value;
+use sha2::Digest;
+
+use super::Error;
+
+const READY: &str = "ready";
+
+/// What an image gives a sandbox: its root, and its config's environment.
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub rootfs: PathBuf,
+    pub env: Vec<String>,
+}
+
+fn bad(image: &Path, why: impl std::fmt::Display) -> Error {
+    Error::Usage(format!(
+        "--image {}: {why} (give an OCI image layout, or a tar from `docker save` or `skopeo copy ... oci-archive:`)",
+        image.display()
+    ))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A short key for `source` as it is now (path, size, modification time):
+/// a changed image is unpacked anew.
+fn key_of(source: &Path) -> Result<String, Error> {
+    let canonical = std::fs::canonicalize(source).map_err(Error::io(source.display()))?;
+    let m = std::fs::metadata(&canonical).map_err(Error::io(source.display()))?;
+    let stamp = format!(
+        "{}\0{}\0{:?}",
+        canonical.display(),
+        m.len(),
+        m.modified().ok()
+    );
+    Ok(hex(&sha2::Sha256::digest(stamp.as_bytes()))[..16].to_string())
+}
+
+/// Unpacks `source` under `images` (once) and returns it.
+pub fn prepare(images: &Path, source: &Path) -> Result<Image, Error> {
+    let key = key_of(source)?;
+    let dir = images.join(&key);
+    let rootfs = dir.join("rootfs");
+    let env_file = dir.join("env.json");
+    if dir.join(READY).exists() {
+        let env = std::fs::read(&env_file)
+            .ok()
+            .and_then(|t| serde_json::from_slice(&t).ok())
+            .unwrap_or_default();
+        return Ok(Image { rootfs, env });
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&rootfs).map_err(Error::io(rootfs.display()))?;
+    super::set_mode(images, 0o700)?;
+    let made = unpack(source, &dir, &rootfs);
+    match made {
+        Ok(env) => {
+            let text = serde_json::to_vec(&env).unwrap_or_default();
+            std::fs::write(&env_file, text).map_err(Error::io(env_file.display()))?;
+            std::fs::write(dir.join(READY), b"").map_err(Error::io(dir.display()))?;
+            let _ = std::fs::remove_dir_all(dir.join("src"));
+            Ok(Image { rootfs, env })
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(e)
+        }
+    }
+}
+
+/// The layers (paths) and config of the image at `source`, then applied.
+fn unpack(source: &Path, dir: &Path, rootfs: &Path) -> Result<Vec<String>, Error> {
+    let meta = std::fs::metadata(source).map_err(Error::io(source.display()))?;
+    let layout = if meta.is_dir() {
+        source.to_path_buf()
+    } else {
+        // A tar of either kind: its files first.
+        let src = dir.join("src");
+        std::fs::create_dir_all(&src).map_err(Error::io(src.display()))?;
+        let f = std::fs::File::open(source).map_err(Error::io(source.display()))?;
+        let mut a = tar::Archive::new(f);
+        a.unpack(&src)
+            .map_err(|e| bad(source, format_args!("not a tar it could read: {e}")))?;
+        src
+    };
+    let (layers, config) = if layout.join("index.json").exists() {
+        oci_layers(source, &layout)?
+    } else if layout.join("manifest.json").exists() {
+        docker_layers(source, &layout)?
+    } else {
+        return Err(bad(
+            source,
+            "no index.json (OCI layout) or manifest.json (docker save)",
+        ));
+    };
+    for (path, digest) in &layers {
+        if let Some(d) = digest {
+            check_digest(source, path, d)?;
+        }
+        apply_layer(source, path, rootfs)?;
+    }
+    let env = config
+        .as_ref()
+        .and_then(|c| c.pointer("/config/Env"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(env)
+}
+
+fn read_json(image: &Path, path: &Path) -> Result<Value, Error> {
+    let text =
+        std::fs::read(path).map_err(|e| bad(image, format_args!("{}: {e}", path.display())))?;
+    serde_json::from_slice(&text).map_err(|e| bad(image, format_args!("{}: {e}", path.display())))
+}
+
+/// A blob of an OCI layout by digest (`sha256:HEX`), its path checked to
+/// stay in the layout.
+fn blob(image: &Path, layout: &Path, digest: &str) -> Result<PathBuf, Error> {
+    let (alg, hex) = digest
+        .split_once(':')
+        .filter(|(a, h)| {
+            *a == "sha256" && h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .ok_or_else(|| bad(image, format_args!("digest {digest:?} is not sha256:HEX")))?;
+    Ok(layout.join("blobs").join(alg).join(hex))
+}
+
+fn check_digest(image: &Path, path: &Path, digest: &str) -> Result<(), Error> {
+    let mut f =
+        std::fs::File::open(path).map_err(|e| bad(image, format_args!("blob {digest}: {e}")))?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(Error::io(path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let got = format!("sha256:{}", hex(&h.finalize()));
+    if got != digest {
+        return Err(bad(
+            image,
+            format_args!("blob {digest} is corrupt: its contents hash to {got}"),
+        ));
+    }
+    Ok(())
+}
+
+type Layers = (Vec<(PathBuf, Option<String>)>, Option<Value>);
+
+fn oci_layers(image: &Path, layout: &Path) -> Result<Layers, Error> {
+    let index = read_json(image, &layout.join("index.json"))?;
+    let mut desc = index
+        .pointer("/manifests/0")
+        .cloned()
+        .ok_or_else(|| bad(image, "index.json lists no manifest"))?;
+    // An index of images per platform: linux/amd64's.
+    for _ in 0..4 {
+        let digest = desc["digest"].as_str().unwrap_or_default().to_string();
+        let path = blob(image, layout, &digest)?;
+        check_digest(image, &path, &digest)?;
+        let m = read_json(image, &path)?;
+        if let Some(list) = m["manifests"].as_array() {
+            desc = list
+                .iter()
+                .find(|d| {
+                    d.pointer("/platform/os").and_then(Value::as_str) == Some("linux")
+                        && d.pointer("/platform/architecture").and_then(Value::as_str)
+                            == Some("amd64")
+                })
+                .or(list.first())
+                .cloned()
+                .ok_or_else(|| bad(image, "an image index with no manifest"))?;
+            continue;
+        }
+        let config = match m.pointer("/config/digest").and_then(Value::as_str) {
+            Some(d) => {
+                let p = blob(image, layout, d)?;
+                check_digest(image, &p, d)?;
+                Some(read_json(image, &p)?)
+            }
+            None => None,
+        };
+        let mut layers = Vec::new();
+        for l in m["layers"].as_array().into_iter().flatten() {
+            let digest = l["digest"].as_str().unwrap_or_default().to_string();
+            let media = l["mediaType"].as_str().unwrap_or_default();
+            if media.contains("zstd") {
+                return Err(bad(
+                    image,
+                    "zstd layers are not supported yet (gzip and plain tar are)",
+                ));
+            }
+            layers.push((blob(image, layout, &digest)?, Some(digest)));
+        }
+        return Ok((layers, config));
+    }
+    Err(bad(image, "image indexes nested too deep"))
+}
+
+fn docker_layers(image: &Path, layout: &Path) -> Result<Layers, Error> {
+    let m = read_json(image, &layout.join("manifest.json"))?;
+    let first = m
+        .pointer("/0")
+        .ok_or_else(|| bad(image, "manifest.json lists no image"))?;
+    let inside = |p: &str| -> Result<PathBuf, Error> {
+        let rel = Path::new(p);
+        if rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            Ok(layout.join(rel))
+        } else {
+            Err(bad(
+                image,
+                format_args!("manifest.json names {p:?}, outside the image"),
+            ))
+        }
+    };
+    let config = match first["Config"].as_str() {
+        Some(c) => Some(read_json(image, &inside(c)?)?),
+        None => None,
+    };
+    let mut layers = Vec::new();
+    for l in first["Layers"].as_array().into_iter().flatten() {
+        let p = l.as_str().unwrap_or_default();
+        // (newer Docker names layers by digest: blobs/sha256/HEX)
+        let digest = p
+            .strip_prefix("blobs/sha256/")
+            .map(|h| format!("sha256:{h}"));
+        layers.push((inside(p)?, digest));
+    }
+    Ok((layers, config))
+}
+
+/// A layer's entries, through gzip when it is compressed.
+fn open_layer(image: &Path, path: &Path) -> Result<tar::Archive<Box<dyn Read>>, Error> {
+    let mut f = std::fs::File::open(path)
+        .map_err(|e| bad(image, format_args!("{}: {e}", path.display())))?;
+    let mut magic = [0u8; 4];
+    let n = f.read(&mut magic).map_err(Error::io(path.display()))?;
+    let f = std::fs::File::open(path).map_err(Error::io(path.display()))?;
+    let reader: Box<dyn Read> = match &magic[..n] {
+        [0x1f, 0x8b, ..] => Box::new(flate2::read::GzDecoder::new(f)),
+        [0x28, 0xb5, 0x2f, 0xfd] => {
+            return Err(bad(
+                image,
+                "zstd layers are not supported yet (gzip and plain tar are)",
+            ))
+        }
+        _ => Box::new(f),
+    };
+    let mut a = tar::Archive::new(reader);
+    a.set_preserve_permissions(true);
+    a.set_preserve_ownerships(true);
+    a.set_unpack_xattrs(false);
+    Ok(a)
+}
+
+/// `rel` under `root`, or `None` when a component on the way is a
+/// symlink or not a folder (a whiteout there removes nothing).
+fn beneath(root: &Path, rel: &Path) -> Option<PathBuf> {
+    let mut at = root.to_path_buf();
+    let comps: Vec<Component> = rel.components().collect();
+    for (i, c) in comps.iter().enumerate() {
+        let Component::Normal(n) = c else {
+            return None;
+        };
+        at.push(n);
+        if i + 1 < comps.len() {
+            let m = std::fs::symlink_metadata(&at).ok()?;
+            if !m.is_dir() {
+                return None;
+            }
+        }
+    }
+    Some(at)
+}
+
+fn remove(path: &Path) {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => {
+            let _ = std::fs::remove_dir_all(path);
+        }
+        Ok(_) => {
+            let _ = std::fs::remove_file(path);
+        }
+        Err(_) => {}
+    }
+}
+
+/// Applies one layer: its whiteouts first (to what the layers below
+/// left), then its entries.
+fn apply_layer(image: &Path, path: &Path, rootfs: &Path) -> Result<(), Error> {
+    let broken = |e: std::io::Error| bad(image, format_args!("layer {}: {e}", path.display()));
+    let mut a = open_layer(image, path)?;
+    for entry in a.entries().map_err(broken)? {
+        let entry = entry.map_err(broken)?;
+        let p = entry.path().map_err(broken)?.into_owned();
+        let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let parent = p.parent().unwrap_or(Path::new(""));
+        if name == ".wh..wh..opq" {
+            // An opaque folder: nothing from below shows through.
+            let real_dir = |d: &PathBuf| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir());
+            if let Some(d) = beneath(rootfs, parent).filter(real_dir) {
+                if let Ok(rd) = std::fs::read_dir(&d) {
+                    for e in rd.flatten() {
+                        remove(&e.path());
+                    }
+                }
+            }
+        } else if let Some(hidden) = name.strip_prefix(".wh.") {
+            if let Some(t) = beneath(rootfs, &parent.join(hidden)) {
+                remove(&t);
+            }
+        }
+    }
+    let mut a = open_layer(image, path)?;
+    for entry in a.entries().map_err(broken)? {
+        let mut entry = entry.map_err(broken)?;
+        let p = entry.path().map_err(broken)?.into_owned();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name.starts_with(".wh.") {
+            continue;
+        }
+        // The Sentry's own /dev serves devices: none are made on the host.
+        if matches!(
+            entry.header().entry_type(),
+            tar::EntryType::Char | tar::EntryType::Block
+        ) {
+            continue;
+        }
+        // A file replaces a folder of the layers below, and the reverse.
+        if let Some(t) = beneath(rootfs, &p) {
+            if let Ok(m) = std::fs::symlink_metadata(&t) {
+                let is_dir = entry.header().entry_type() == tar::EntryType::Directory;
+                if m.is_dir() != is_dir || (!is_dir && m.file_type().is_symlink()) {
+                    remove(&t);
+                }
+            }
+        }
+        match entry.unpack_in(rootfs) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(bad(
+                    image,
+                    format_args!(
+                        "layer {}: {} leads outside the image's root",
+                        path.display(),
+                        p.display()
+                    ),
+                ))
+            }
+            Err(e) => {
+                return Err(bad(
+                    image,
+                    format_args!("layer {}: {}: {e}", path.display(), p.display()),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
