@@ -225,27 +225,43 @@ impl Store {
             return f.write_all(&data).map_err(Error::io(host.display()));
         }
         let data = self.script(name, r#"exec tar -C "$1" -cf - ."#, guest, Vec::new())?;
-        std::fs::create_dir_all(host).map_err(Error::io(host.display()))?;
-        let mut tar = std::process::Command::new("tar")
-            .arg("-C")
-            .arg(host)
-            .args(["-xf", "-"])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .map_err(Error::io("running the host's tar"))?;
-        if let Some(mut i) = tar.stdin.take() {
-            i.write_all(&data).map_err(Error::io("the host's tar"))?;
+        unpack_untrusted(&data, host)
+    }
+}
+
+/// Unpacks a tar the guest made (so, hostile) into host folder `host`:
+/// no entry lands outside it (paths with `..`, absolute ones, and writes
+/// through symlinks the archive made are refused), no device is made,
+/// owners are not kept and modes lose set-id bits.
+fn unpack_untrusted(data: &[u8], host: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(host).map_err(Error::io(host.display()))?;
+    let mut a = tar::Archive::new(data);
+    a.set_preserve_permissions(false);
+    a.set_preserve_ownerships(false);
+    a.set_unpack_xattrs(false);
+    let bad = |e: std::io::Error| Error::Guest(format!("the sandbox's tar stream: {e}"));
+    for entry in a.entries().map_err(bad)? {
+        let mut entry = entry.map_err(bad)?;
+        if matches!(
+            entry.header().entry_type(),
+            tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo
+        ) {
+            continue;
         }
-        let st = tar.wait().map_err(Error::io("the host's tar"))?;
-        if st.success() {
-            Ok(())
-        } else {
-            Err(Error::Guest(format!(
-                "the host's tar could not unpack into {}",
-                host.display()
-            )))
+        let path = entry.path().map_err(bad)?.into_owned();
+        match entry.unpack_in(host) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Error::Guest(format!(
+                    "the sandbox's tar stream names {}, outside {}: refused",
+                    path.display(),
+                    host.display()
+                )))
+            }
+            Err(e) => return Err(Error::Guest(format!("{}: {e}", path.display()))),
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -266,5 +282,67 @@ mod tests {
         assert_eq!(parse_entry("41ed 4096 1 /tmp").expect("valid").kind, "dir");
         assert_eq!(parse_entry("a1ff 7 1 /bin").expect("valid").kind, "symlink");
         assert!(parse_entry("garbage").is_none());
+    }
+
+    /// A tar as a hostile guest's `tar` could write it.
+    fn hostile(entries: &[(&str, tar::EntryType, &str)]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for &(name, kind, data) in entries {
+            let mut h = tar::Header::new_old();
+            h.set_entry_type(kind);
+            h.set_mode(0o4755);
+            h.set_size(if kind == tar::EntryType::Regular {
+                data.len() as u64
+            } else {
+                0
+            });
+            // (set_path refuses `..`: the name goes into the header as is)
+            let raw = &mut h.as_old_mut().name;
+            raw[..name.len()].copy_from_slice(name.as_bytes());
+            if kind == tar::EntryType::Symlink {
+                h.set_link_name(data).expect("link name");
+            }
+            h.set_cksum();
+            let body = if kind == tar::EntryType::Regular {
+                data.as_bytes()
+            } else {
+                &[][..]
+            };
+            b.append(&h, body).expect("append");
+        }
+        b.into_inner().expect("tar")
+    }
+
+    #[test]
+    fn a_hostile_guest_tar_stays_in_its_folder() {
+        let base =
+            std::env::temp_dir().join(format!("ferrovisor-untrusted-{}", std::process::id()));
+        let (dest, outside) = (base.join("dest"), base.join("outside"));
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        let escape = hostile(&[("../outside/dotdot", tar::EntryType::Regular, "x")]);
+        assert!(unpack_untrusted(&escape, &dest).is_err());
+        let link = hostile(&[
+            (
+                "link",
+                tar::EntryType::Symlink,
+                outside.to_str().expect("utf-8"),
+            ),
+            ("link/through", tar::EntryType::Regular, "x"),
+        ]);
+        assert!(unpack_untrusted(&link, &dest).is_err());
+        assert_eq!(std::fs::read_dir(&outside).expect("outside").count(), 0);
+        let fine = hostile(&[
+            ("ok", tar::EntryType::Regular, "fine"),
+            ("null", tar::EntryType::Char, ""),
+        ]);
+        unpack_untrusted(&fine, &dest).expect("a plain file");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dest.join("ok"))
+            .expect("ok")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7000, 0, "set-id bits kept: {mode:o}");
+        assert!(!dest.join("null").exists());
+        let _ = std::fs::remove_dir_all(&base);
     }
 }
