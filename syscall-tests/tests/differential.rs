@@ -127,6 +127,8 @@ guests! {
     mseal,
     // AIO (issue 20)
     aio,
+    // the old getdents, setrlimit, readahead, sync_file_range (issue 20)
+    old_calls,
     // process, identity, time
     ids,
     net_ifaces,

@@ -2086,6 +2086,16 @@ pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 }
 
 pub fn sys_getdents64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    getdents(task, a, false)
+}
+
+/// The old `getdents(2)`: `struct linux_dirent`, whose type is the
+/// record's last byte, after the name's NUL.
+pub fn sys_getdents(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    getdents(task, a, true)
+}
+
+fn getdents(task: &mut Task, a: &[u64; 6], old: bool) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
     let count = a[2].min(MAX_RW_COUNT) as usize;
     let entries = file.dir_entries(&task.kernel.fs)?;
@@ -2094,7 +2104,13 @@ pub fn sys_getdents64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut out = Vec::new();
     let mut i = *pos as usize;
     while let Some(e) = entries.get(i) {
-        let reclen = (19 + e.name.len() + 1 + 7) & !7;
+        // (the name starts at 19 in linux_dirent64, after d_type; at 18
+        // in linux_dirent, with d_type after its NUL)
+        let reclen = if old {
+            (18 + e.name.len() + 2 + 7) & !7
+        } else {
+            (19 + e.name.len() + 1 + 7) & !7
+        };
         if out.len() + reclen > count {
             break;
         }
@@ -2102,9 +2118,14 @@ pub fn sys_getdents64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         out.extend_from_slice(&e.ino.to_ne_bytes());
         out.extend_from_slice(&((i + 1) as i64).to_ne_bytes());
         out.extend_from_slice(&(reclen as u16).to_ne_bytes());
-        out.push(e.kind);
+        if !old {
+            out.push(e.kind);
+        }
         out.extend_from_slice(&e.name);
         out.resize(start + reclen, 0);
+        if old {
+            out[start + reclen - 1] = e.kind;
+        }
         i += 1;
     }
     if out.is_empty() && i < entries.len() {
@@ -2113,6 +2134,40 @@ pub fn sys_getdents64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     task.mm().copy_out(a[1], &out)?;
     *pos = i as u64;
     Ok(out.len() as u64)
+}
+
+/// `readahead(2)`, checked as Linux checks it: a descriptor open for
+/// reading, of a regular file. The host's page cache reads ahead itself.
+pub fn sys_readahead(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let file = task.fds().file(a[0] as i32 as i64)?;
+    if !file.can_read() {
+        return Err(Errno::EBADF);
+    }
+    if file.stat()?.mode & abi::S_IFMT != abi::S_IFREG {
+        return Err(Errno::EINVAL);
+    }
+    Ok(0)
+}
+
+/// `sync_file_range(2)`, checked as Linux checks it (the descriptor, the
+/// flags, the range, the file's type). It promises no durability on
+/// Linux either; the Sentry's writes are already the host's.
+pub fn sys_sync_file_range(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    const VALID: u32 = 1 | 2 | 4; // WAIT_BEFORE, WRITE, WAIT_AFTER
+    let file = task.fds().file(a[0] as i32 as i64)?;
+    let (offset, nbytes, flags) = (a[1] as i64, a[2] as i64, a[3] as u32);
+    if flags & !VALID != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let end = offset.wrapping_add(nbytes);
+    if offset < 0 || end < 0 || end < offset {
+        return Err(Errno::EINVAL);
+    }
+    let fmt = file.stat()?.mode & abi::S_IFMT;
+    if ![abi::S_IFREG, abi::S_IFBLK, abi::S_IFDIR, abi::S_IFLNK].contains(&fmt) {
+        return Err(Errno::ESPIPE);
+    }
+    Ok(0)
 }
 
 pub fn sys_getcwd(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {

@@ -415,6 +415,12 @@ pub fn sys_getrlimit(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     task.mm().write_obj(a.ptr(1), &r).map(|()| 0)
 }
 
+/// `setrlimit(2)`: `prlimit64` of the caller with no old value wanted
+/// (x86-64's `struct rlimit` is `struct rlimit64`).
+pub fn sys_setrlimit(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    sys_prlimit64(task, &[0, a[0], a[1], 0, 0, 0])
+}
+
 pub fn sys_prlimit64(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let (pid, new_rlim, old_rlim) = (a.i32(0), a.ptr(2), a.ptr(3));
     let target = if is_self(task, pid) {
