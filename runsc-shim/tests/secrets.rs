@@ -156,8 +156,18 @@ for i in $(seq 1200); do
   [ -e "$DIR/sync/served" ] && break
   sleep 0.05
 done
+# Only this sandbox's (other sandboxes may be running beside it): a
+# process below $SB.
+ours() {{
+  p=$1
+  while [ "$p" -gt 1 ] 2>/dev/null; do
+    [ "$p" = "$SB" ] && return 0
+    p=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status 2>/dev/null)
+  done
+  return 1
+}}
 for i in $(seq 200); do
-  M=$(for f in /proc/[0-9]*/fd/*; do case "$(readlink $f 2>/dev/null)" in *ferrovisor-memory*) echo $f;; esac; done | head -1)
+  M=$(for f in /proc/[0-9]*/fd/*; do case "$(readlink $f 2>/dev/null)" in *ferrovisor-memory*) p=${{f#/proc/}}; ours ${{p%%/*}} && echo $f;; esac; done | head -1)
   [ -n "$M" ] && python3 - "$M" <<'EOF' && break
 import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)

@@ -49,7 +49,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("fsimpl/proc.rs", "socket"),
     ("vfs/file.rs", "fsimpl"),
     ("vfs/file.rs", "kernel"),
-    ("vfs/file.rs", "socket"),
     ("vfs/inotify.rs", "kernel"),
     ("vfs/mod.rs", "fsimpl"),
     ("vfs/mod.rs", "kernel"),

@@ -1633,7 +1633,6 @@ fn link_name(file: &FileDescription) -> Vec<u8> {
         FileKind::Pipe(end) => {
             format!("pipe:[{}]", Arc::as_ptr(&end.pipe) as u64 >> 4).into_bytes()
         }
-        FileKind::Socket(_) => format!("socket:[{id}]").into_bytes(),
         FileKind::Stdio(fd) => stdio_name(*fd),
         // As Linux names a memfd: its file on the internal tmpfs, unlinked.
         FileKind::Mem(m) if m.memfd_name().is_some() => {

@@ -8,13 +8,21 @@ pub mod inet;
 pub mod netlink;
 pub mod unix;
 
+use std::any::Any;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use abi::Errno;
+use abi::{Errno, Stat};
 
+use crate::kernel::fasync::Fasync;
+use crate::kernel::task::{Task, Thread};
+use crate::kernel::wait::WaitQueue;
 use crate::kernel::Kernel;
+use crate::mm::guestio::GuestBufs;
+use crate::mm::GuestSlice;
+use crate::vfs::file::{Blocker, FileDescription, FileImpl, FileKind};
 
 /// The socket layer's sandbox-wide state, kept by the kernel.
 #[derive(Debug, Default)]
@@ -36,6 +44,184 @@ pub fn state(kernel: &Kernel) -> &SocketState {
         .sockets
         .downcast_ref()
         .expect("boot gives every kernel a SocketState")
+}
+
+/// What the socket calls do with one family's sockets (Linux's
+/// `proto_ops`): each call decodes the descriptor, finds its [`Socket`]
+/// with [`of`], and hands over the rest. `a` is the call's own arguments
+/// where it has more than an address and a length. The families'
+/// implementations live beside their calls in `syscalls/`.
+pub trait Socket: Send + Sync + fmt::Debug + Any {
+    /// The socket itself, for its family's own code.
+    fn as_any(&self) -> &dyn Any;
+    /// `SO_RCVTIMEO` and `SO_SNDTIMEO`.
+    fn timeouts(&self) -> &SockTimeouts;
+    /// The `poll(2)` bits that hold now (`events`: what was asked, plus
+    /// errors and hang-ups).
+    fn poll(&self, events: i16) -> i16;
+    /// The queues notified when [`Socket::poll`] may change.
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>);
+    /// Changes with every readiness edge (edge-triggered epoll).
+    fn generation(&self) -> u64 {
+        0
+    }
+    /// The descriptions to signal when it becomes readable (`O_ASYNC`).
+    fn fasync(&self) -> Option<&Fasync> {
+        None
+    }
+    /// `O_ASYNC` was turned on or off on one of its descriptions.
+    fn async_changed(&self, kernel: &Kernel, on: bool) {
+        let _ = (kernel, on);
+    }
+    /// `FIONREAD`.
+    fn bytes_readable(&self) -> Result<i32, Errno> {
+        Err(Errno::ENOTTY)
+    }
+
+    fn bind(&self, task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno>;
+    fn listen(&self, task: &Task, file: &FileDescription, backlog: i32) -> Result<u64, Errno> {
+        let _ = (task, file, backlog);
+        Err(Errno::EOPNOTSUPP)
+    }
+    fn connect(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        addr: u64,
+        len: u64,
+    ) -> Result<u64, Errno>;
+    /// `accept4(2)` (`flags` 0 for `accept`).
+    fn accept(
+        &self,
+        task: &mut Task,
+        file: &FileDescription,
+        addr: u64,
+        len_addr: u64,
+        flags: u64,
+    ) -> Result<u64, Errno> {
+        let _ = (task, file, addr, len_addr, flags);
+        Err(Errno::EOPNOTSUPP)
+    }
+    fn getsockname(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        addr: u64,
+        len_addr: u64,
+    ) -> Result<u64, Errno>;
+    fn getpeername(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        addr: u64,
+        len_addr: u64,
+    ) -> Result<u64, Errno>;
+    fn shutdown(&self, task: &Task, file: &FileDescription, how: u64) -> Result<u64, Errno>;
+    /// `write(2)` and `writev(2)` (`flags`: `pwritev2`'s as `send` flags).
+    fn write(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        data: &GuestBufs<'_>,
+        flags: u64,
+    ) -> Result<u64, Errno>;
+    /// `read(2)` and `readv(2)`.
+    fn read(&self, task: &Task, file: &FileDescription, dst: &GuestBufs<'_>) -> Result<u64, Errno>;
+    fn sendto(&self, task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno>;
+    fn recvfrom(&self, task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno>;
+    fn sendmsg(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        msg: u64,
+        flags: u64,
+    ) -> Result<u64, Errno>;
+    fn recvmsg(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        msg: u64,
+        flags: u64,
+    ) -> Result<u64, Errno>;
+    fn setsockopt(&self, task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno>;
+    fn getsockopt(&self, task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno>;
+}
+
+/// The open file of a socket of any family.
+#[derive(Debug)]
+pub struct SocketFile(Box<dyn Socket>);
+
+impl SocketFile {
+    /// The file kind of a new description of `sock`.
+    pub fn kind(sock: impl Socket) -> FileKind {
+        FileKind::Impl(Arc::new(SocketFile(Box::new(sock))))
+    }
+
+    /// Its inode number, as `fstat` and `/proc/PID/fd` show it.
+    fn ino(&self) -> u64 {
+        self as *const SocketFile as u64 >> 4
+    }
+}
+
+/// The socket behind `file`, if it is one.
+pub fn of(file: &FileDescription) -> Option<&dyn Socket> {
+    file.downcast::<SocketFile>().map(|s| &*s.0)
+}
+
+/// The socket of family type `T` behind `file`, if it is one.
+pub fn downcast<T: Socket>(file: &FileDescription) -> Option<&T> {
+    of(file).and_then(|s| s.as_any().downcast_ref())
+}
+
+impl FileImpl for SocketFile {
+    // Reads and writes that reach the file itself (not through the
+    // socket calls) find no connection to use.
+    fn read(
+        &self,
+        _file: &FileDescription,
+        _blk: Blocker<'_>,
+        _bufs: &[GuestSlice],
+        _at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        Err(Errno::ENOTCONN)
+    }
+
+    fn write(
+        &self,
+        _file: &FileDescription,
+        _blk: Blocker<'_>,
+        _bufs: &[GuestSlice],
+        _at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        Err(Errno::ENOTCONN)
+    }
+
+    fn poll(&self, _thread: &Thread, events: i16, _depth: u32) -> i16 {
+        self.0.poll(events | libc::POLLERR | libc::POLLHUP)
+    }
+
+    fn generation(&self) -> u64 {
+        self.0.generation()
+    }
+
+    fn stat(&self, _file: &FileDescription) -> Result<Stat, Errno> {
+        let mut st = crate::vfs::pipe_stat_like(abi::S_IFSOCK | 0o777);
+        st.ino = self.ino();
+        Ok(st)
+    }
+
+    fn fasync_lists(&self) -> Option<[Option<&Fasync>; 2]> {
+        self.0.fasync().map(|f| [Some(f), None])
+    }
+
+    fn link_name(&self) -> Option<Vec<u8>> {
+        Some(format!("socket:[{}]", self.ino()).into_bytes())
+    }
+
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>, _depth: u32) -> bool {
+        self.0.wait_queues(out);
+        false
+    }
 }
 
 /// `SO_RCVTIMEO` (`SO_RCVTIMEO_OLD`; the 64-bit `_NEW` has the same layout

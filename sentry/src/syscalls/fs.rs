@@ -81,15 +81,12 @@ fn socket_read(task: &Task, file: &FileDescription, bufs: &[GuestSlice]) -> Resu
 
 /// Writes guest buffers to a socket.
 fn socket_write(task: &Task, file: &FileDescription, bufs: &[GuestSlice]) -> Result<u64, Errno> {
-    super::socket::write_socket(task, file, &GuestBufs::new(bufs))
+    super::socket::write_socket(task, file, &GuestBufs::new(bufs), 0)
 }
 
 pub fn sys_read(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(
-        file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
-    ) {
+    if is_socket(&file) {
         let bufs = guest_buf(task, a[1], a[2], true)?;
         return socket_read(task, &file, &bufs);
     }
@@ -110,10 +107,7 @@ fn sigpipe(task: &Task, r: Result<u64, Errno>) -> Result<u64, Errno> {
 
 pub fn sys_write(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(
-        file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
-    ) {
+    if is_socket(&file) {
         let bufs = guest_buf(task, a[1], a[2], false)?;
         return socket_write(task, &file, &bufs);
     }
@@ -244,10 +238,7 @@ pub fn sys_pwrite64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(
-        file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
-    ) {
+    if is_socket(&file) {
         let bufs = iovecs(task, a[1], a[2], true)?;
         return socket_read(task, &file, &bufs);
     }
@@ -256,10 +247,7 @@ pub fn sys_readv(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 
 pub fn sys_writev(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    if matches!(
-        file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
-    ) {
+    if is_socket(&file) {
         let bufs = iovecs(task, a[1], a[2], false)?;
         return socket_write(task, &file, &bufs);
     }
@@ -293,10 +281,7 @@ fn rwf_supported(file: &FileDescription, write: bool) -> RwfFlags {
 }
 
 fn is_socket(file: &FileDescription) -> bool {
-    matches!(
-        file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
-    )
+    crate::socket::of(file).is_some()
 }
 
 /// `preadv2(2)`, `pwritev2(2)`: `preadv`/`pwritev`, or `readv`/`writev`
@@ -365,7 +350,7 @@ pub(super) fn rw_core(
             } else {
                 0
             };
-            super::socket::write_socket_flags(task, &file, &GuestBufs::new(bufs), flags)
+            super::socket::write_socket(task, &file, &GuestBufs::new(bufs), flags)
         }
         (true, false) => {
             let r = file.write_with(task.blocker(), bufs, at, append);
@@ -1405,9 +1390,10 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             let n: i32 = match (&file.kind, file.stdio()) {
                 (_, Some(h)) => host::fionread(h)?,
                 (FileKind::Pipe(end), _) => end.pipe.available() as i32,
-                (FileKind::Inet(s), _) => s.sock.bytes_readable().unwrap_or(0) as i32,
-                (FileKind::HostInet(s), _) => s.bytes_readable()?,
-                (FileKind::Socket(h), _) => h.0.available() as i32,
+                _ if is_socket(&file) => match crate::socket::of(&file) {
+                    Some(s) => s.bytes_readable()?,
+                    None => return Err(Errno::ENOTTY),
+                },
                 (FileKind::Impl(_), _) if file.downcast::<inotify::Inotify>().is_some() => file
                     .downcast::<inotify::Inotify>()
                     .map_or(0, |i| i.queued_bytes() as i32),
@@ -1717,12 +1703,8 @@ fn set_async(
             for l in lists.into_iter().flatten() {
                 l.set(&Arc::downgrade(&task.kernel), fd, file, on)?;
             }
-            if let FileKind::Inet(s) = &file.kind {
-                if on {
-                    crate::socket::state(&task.kernel).inet_async.register(s);
-                } else if s.fasync.is_empty() {
-                    s.sock.stack().set_async(s.sock.id(), false);
-                }
+            if let Some(s) = crate::socket::of(file) {
+                s.async_changed(&task.kernel, on);
             }
             if let (true, FileKind::Pty(end)) = (on, &file.kind) {
                 // __tty_fasync(): with no owner yet, the terminal's
@@ -1738,10 +1720,8 @@ fn set_async(
         // the sandbox it always is: the flag is kept, no signal comes. The
         // host's sockets under --network host would need the host's
         // readiness watched: the same for now.
-        None if matches!(
-            file.kind,
-            FileKind::HostInet(_) | FileKind::Dev(Device::Random | Device::Urandom)
-        ) => {}
+        None if is_socket(file)
+            || matches!(file.kind, FileKind::Dev(Device::Random | Device::Urandom)) => {}
         None if ioctl => return Err(Errno::ENOTTY),
         None => return Ok(()),
     }

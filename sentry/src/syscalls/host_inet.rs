@@ -15,7 +15,8 @@ use crate::kernel::task::Task;
 use crate::mm::guestio::{ByteSource, GuestBufs};
 use crate::socket::cmsg;
 use crate::socket::host_inet::HostInetSocket;
-use crate::vfs::file::{copy_to_slices, FileDescription, FileKind};
+use crate::socket::{Socket, SocketFile};
+use crate::vfs::file::{copy_to_slices, FileDescription};
 
 const SOCK_NONBLOCK: u64 = 0o4000;
 const SOCK_CLOEXEC: u64 = 0o2000000;
@@ -59,7 +60,7 @@ pub fn socket(task: &mut Task, domain: Domain, ty: SocketType, flags: u64) -> Re
 }
 
 fn install(task: &mut Task, s: HostInetSocket, flags: u64) -> Result<u64, Errno> {
-    super::inet::install_socket(task, FileKind::HostInet(s), flags)
+    super::inet::install_socket(task, SocketFile::kind(s), flags)
 }
 
 /// The guest's `sockaddr` bytes, for the host kernel to judge.
@@ -92,90 +93,10 @@ fn write_addr(task: &Task, addr: u64, len_addr: u64, raw: &[u8]) -> Result<(), E
 const POLLIN: i16 = libc::POLLIN;
 const POLLOUT: i16 = libc::POLLOUT;
 
-pub fn bind(task: &Task, s: &HostInetSocket, addr: u64, len: u64) -> Result<u64, Errno> {
-    let raw = read_addr(task, addr, len)?;
-    // The port of an AF_INET or AF_INET6 address, in network order.
-    let family = raw
-        .get(..2)
-        .map(|f| i32::from(u16::from_ne_bytes([f[0], f[1]])));
-    if raw.len() >= 4 && matches!(family, Some(libc::AF_INET | libc::AF_INET6)) {
-        super::inet::may_bind_port(task, u16::from_be_bytes([raw[2], raw[3]]))?;
-    }
-    host_sys::bind(s.fd(), &raw).map_err(err).map(|()| 0)
-}
-
-pub fn listen(s: &HostInetSocket, backlog: i32) -> Result<u64, Errno> {
-    host_sys::listen(s.fd(), backlog).map_err(err).map(|()| 0)
-}
-
-pub fn connect(
-    task: &Task,
-    file: &FileDescription,
-    s: &HostInetSocket,
-    addr: u64,
-    len: u64,
-) -> Result<u64, Errno> {
-    let raw = read_addr(task, addr, len)?;
-    let pending = match host_sys::connect(s.fd(), &raw).map_err(err) {
-        Ok(()) => return Ok(0),
-        // A blocking connect waits for the handshake; after a signal
-        // restarted it, the host says EALREADY and the wait goes on
-        // (Linux's __inet_stream_connect).
-        Err(e @ (Errno::EINPROGRESS | Errno::EALREADY)) if !super::socket::nonblocking(file, 0) => {
-            e
-        }
-        Err(e) => return Err(e),
-    };
-    // Past `SO_SNDTIMEO` the wait ends with what the host said first
-    // (`EINPROGRESS`, or `EALREADY` for a connect already under way), the
-    // handshake going on (`__inet_stream_connect`).
-    task.blocker()
-        .block_until(
-            std::slice::from_ref(&s.waiters),
-            false,
-            super::socket::deadline(file, false),
-            || Ok(s.ready(POLLOUT).then_some(())),
-            || s.ready(POLLOUT),
-        )
-        .map_err(|e| if e == Errno::EAGAIN { pending } else { e })?;
-    let e = so_error(s.fd())?;
-    if e != 0 {
-        return Err(Errno(e));
-    }
-    Ok(0)
-}
-
 fn so_error(fd: BorrowedFd<'_>) -> Result<i32, Errno> {
     let v = host_sys::get_opt(fd, libc::SOL_SOCKET, libc::SO_ERROR, 4).map_err(err)?;
     Ok(v.get(..4)
         .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]])))
-}
-
-pub fn accept(
-    task: &mut Task,
-    file: &FileDescription,
-    s: &HostInetSocket,
-    addr: u64,
-    len_addr: u64,
-    flags: u64,
-) -> Result<u64, Errno> {
-    if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
-        return Err(Errno::EINVAL);
-    }
-    let (conn, peer) = task.blocker().block_until(
-        std::slice::from_ref(&s.waiters),
-        super::socket::nonblocking(file, 0),
-        super::socket::deadline(file, true),
-        || match s.accept() {
-            Ok(c) => Ok(Some(c)),
-            Err(Errno::EAGAIN) => Ok(None),
-            Err(e) => Err(e),
-        },
-        || s.ready(POLLIN),
-    )?;
-    let fd = install(task, conn, flags)?;
-    write_addr(task, addr, len_addr, &peer)?;
-    Ok(fd)
 }
 
 pub fn name(
@@ -187,12 +108,6 @@ pub fn name(
 ) -> Result<u64, Errno> {
     let raw = host_sys::name(s.fd(), peer).map_err(err)?;
     write_addr(task, addr, len, &raw).map(|()| 0)
-}
-
-pub fn shutdown(s: &HostInetSocket, how: u64) -> Result<u64, Errno> {
-    host_sys::shutdown(s.fd(), how as i32)
-        .map_err(err)
-        .map(|()| 0)
 }
 
 /// Sends `data` (to `to`, raw `sockaddr` bytes, if given); a stream send
@@ -312,101 +227,6 @@ pub fn recv(
     })
 }
 
-pub fn sendto(
-    task: &Task,
-    file: &FileDescription,
-    s: &HostInetSocket,
-    a: &[u64; 6],
-) -> Result<u64, Errno> {
-    let slices = task.mm().slices(a[1], a[2], false)?;
-    let to = if a[4] != 0 {
-        Some(read_addr(task, a[4], a[5])?)
-    } else {
-        None
-    };
-    send(task, file, s, &GuestBufs::new(&slices), a[3], to.as_deref())
-}
-
-pub fn recvfrom(
-    task: &Task,
-    file: &FileDescription,
-    s: &HostInetSocket,
-    a: &[u64; 6],
-) -> Result<u64, Errno> {
-    let slices = task.mm().slices(a[1], a[2], true)?;
-    let max: usize = slices.iter().map(|x| x.len()).sum();
-    let got = recv(task, file, s, max, a[3], false)?;
-    copy_to_slices(&slices, &got.data);
-    if a[4] != 0 && !got.from.is_empty() {
-        write_addr(task, a[4], a[5], &got.from)?;
-    }
-    Ok(got.result as u64)
-}
-
-pub fn sendmsg(
-    task: &Task,
-    file: &FileDescription,
-    s: &HostInetSocket,
-    msg: u64,
-    flags: u64,
-) -> Result<u64, Errno> {
-    // struct msghdr: name, namelen (u32), iov, iovlen, control, controllen, flags.
-    let w: [u64; 7] = task.mm().read_obj(msg)?;
-    let slices = super::fs::iovecs_pub(task, w[2], w[3], false)?;
-    let to = if w[0] != 0 && w[1] as u32 != 0 {
-        Some(read_addr(task, w[0], u64::from(w[1] as u32))?)
-    } else {
-        None
-    };
-    send(
-        task,
-        file,
-        s,
-        &GuestBufs::new(&slices),
-        flags,
-        to.as_deref(),
-    )
-}
-
-pub fn recvmsg(
-    task: &Task,
-    file: &FileDescription,
-    s: &HostInetSocket,
-    msg: u64,
-    flags: u64,
-) -> Result<u64, Errno> {
-    let w: [u64; 7] = task.mm().read_obj(msg)?;
-    let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
-    let max: usize = slices.iter().map(|x| x.len()).sum();
-    let got = recv(task, file, s, max, flags, true)?;
-    copy_to_slices(&slices, &got.data);
-    // The host's control messages that passed the checks, laid out anew
-    // for the guest's buffer; MSG_CTRUNC is the guest's buffer's, not the
-    // host's.
-    let ctrunc = super::inet::put_control(task, msg, w[4], w[5], &got.control)?;
-    let out_flags = (got.flags & !(cmsg::MSG_CTRUNC as i32)) | ctrunc as i32;
-    task.mm().write_obj(msg + 48, &out_flags)?;
-    if w[0] != 0 {
-        if got.from.is_empty() {
-            task.mm().write_obj(msg + 8, &0u32)?;
-        } else {
-            write_addr(task, w[0], msg + 8, &got.from)?;
-        }
-    }
-    Ok(got.result as u64)
-}
-
-/// `read(2)` on the socket.
-pub fn read(
-    task: &Task,
-    file: &FileDescription,
-    s: &HostInetSocket,
-    dst: &GuestBufs<'_>,
-) -> Result<u64, Errno> {
-    let got = recv(task, file, s, dst.len(), 0, false)?;
-    Ok(dst.write_at(0, &got.data) as u64)
-}
-
 /// What the guest may do with a socket option: hand it to the host, or
 /// have it accepted without effect (as the netstack does), or neither.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -461,59 +281,303 @@ fn opt_rule(level: i32, name: i32) -> OptRule {
     }
 }
 
-pub fn setsockopt(task: &Task, s: &HostInetSocket, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (level, name) = (a[1] as i32, a[2] as i32);
-    let len = a[4] as u32 as i32;
-    if len < 0 {
-        return Err(Errno::EINVAL);
+impl Socket for HostInetSocket {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
-    match opt_rule(level, name) {
-        OptRule::Refuse => return Err(Errno::ENOPROTOOPT),
-        OptRule::Ignore => return Ok(0),
-        OptRule::Host => {}
-    }
-    let mut val = vec![0u8; (len as usize).min(OPT_MAX)];
-    task.mm().copy_in(a[3], &mut val)?;
-    host_sys::set_opt(s.fd(), level, name, &val).map_err(err)?;
-    // The host socket never blocks, so its timeouts act through the
-    // Sentry's waits: keep them as the host judged and rounded them.
-    if let Some(rcv) = (level == SOL_SOCKET)
-        .then(|| crate::socket::timeout_option(name))
-        .flatten()
-    {
-        let negative = val
-            .get(..8)
-            .and_then(|b| b.try_into().ok())
-            .is_some_and(|b| i64::from_ne_bytes(b) < 0);
-        if negative {
-            // "Do not wait", which the host reads back as zero.
-            s.timeouts.set_no_wait(rcv);
-        } else {
-            let opt = if rcv {
-                crate::socket::SO_RCVTIMEO
-            } else {
-                crate::socket::SO_SNDTIMEO
-            };
-            let tv = host_sys::get_opt(s.fd(), SOL_SOCKET, opt, 16).map_err(err)?;
-            s.timeouts.set_exact(rcv, &tv);
-        }
-    }
-    Ok(0)
-}
 
-pub fn getsockopt(task: &Task, s: &HostInetSocket, a: &[u64; 6]) -> Result<u64, Errno> {
-    let (level, name) = (a[1] as i32, a[2] as i32);
-    let len: u32 = task.mm().read_obj(a[4])?;
-    if (len as i32) < 0 {
-        return Err(Errno::EINVAL);
+    fn timeouts(&self) -> &crate::socket::SockTimeouts {
+        &self.timeouts
     }
-    if opt_rule(level, name) != OptRule::Host {
-        return Err(Errno::ENOPROTOOPT);
+
+    // The host's poll bits have Linux's values, which the guest's are.
+    fn poll(&self, events: i16) -> i16 {
+        HostInetSocket::poll(self, events)
     }
-    let val = host_sys::get_opt(s.fd(), level, name, (len as usize).min(OPT_MAX)).map_err(err)?;
-    task.mm().copy_out(a[3], &val)?;
-    task.mm().write_obj(a[4], &(val.len() as u32))?;
-    Ok(0)
+
+    fn wait_queues(&self, out: &mut Vec<crate::kernel::wait::WaitQueue>) {
+        out.push(self.waiters.clone());
+    }
+
+    fn generation(&self) -> u64 {
+        HostInetSocket::generation(self)
+    }
+
+    fn bytes_readable(&self) -> Result<i32, Errno> {
+        HostInetSocket::bytes_readable(self)
+    }
+
+    fn bind(
+        &self,
+        task: &Task,
+        _file: &FileDescription,
+        addr: u64,
+        len: u64,
+    ) -> Result<u64, Errno> {
+        let s = self;
+        let raw = read_addr(task, addr, len)?;
+        // The port of an AF_INET or AF_INET6 address, in network order.
+        let family = raw
+            .get(..2)
+            .map(|f| i32::from(u16::from_ne_bytes([f[0], f[1]])));
+        if raw.len() >= 4 && matches!(family, Some(libc::AF_INET | libc::AF_INET6)) {
+            super::inet::may_bind_port(task, u16::from_be_bytes([raw[2], raw[3]]))?;
+        }
+        host_sys::bind(s.fd(), &raw).map_err(err).map(|()| 0)
+    }
+
+    fn listen(&self, _task: &Task, _file: &FileDescription, backlog: i32) -> Result<u64, Errno> {
+        let s = self;
+        host_sys::listen(s.fd(), backlog).map_err(err).map(|()| 0)
+    }
+
+    fn connect(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        addr: u64,
+        len: u64,
+    ) -> Result<u64, Errno> {
+        let s = self;
+        let raw = read_addr(task, addr, len)?;
+        let pending = match host_sys::connect(s.fd(), &raw).map_err(err) {
+            Ok(()) => return Ok(0),
+            // A blocking connect waits for the handshake; after a signal
+            // restarted it, the host says EALREADY and the wait goes on
+            // (Linux's __inet_stream_connect).
+            Err(e @ (Errno::EINPROGRESS | Errno::EALREADY))
+                if !super::socket::nonblocking(file, 0) =>
+            {
+                e
+            }
+            Err(e) => return Err(e),
+        };
+        // Past `SO_SNDTIMEO` the wait ends with what the host said first
+        // (`EINPROGRESS`, or `EALREADY` for a connect already under way), the
+        // handshake going on (`__inet_stream_connect`).
+        task.blocker()
+            .block_until(
+                std::slice::from_ref(&s.waiters),
+                false,
+                super::socket::deadline(file, false),
+                || Ok(s.ready(POLLOUT).then_some(())),
+                || s.ready(POLLOUT),
+            )
+            .map_err(|e| if e == Errno::EAGAIN { pending } else { e })?;
+        let e = so_error(s.fd())?;
+        if e != 0 {
+            return Err(Errno(e));
+        }
+        Ok(0)
+    }
+
+    fn accept(
+        &self,
+        task: &mut Task,
+        file: &FileDescription,
+        addr: u64,
+        len_addr: u64,
+        flags: u64,
+    ) -> Result<u64, Errno> {
+        let s = self;
+        if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let (conn, peer) = task.blocker().block_until(
+            std::slice::from_ref(&s.waiters),
+            super::socket::nonblocking(file, 0),
+            super::socket::deadline(file, true),
+            || match s.accept() {
+                Ok(c) => Ok(Some(c)),
+                Err(Errno::EAGAIN) => Ok(None),
+                Err(e) => Err(e),
+            },
+            || s.ready(POLLIN),
+        )?;
+        let fd = install(task, conn, flags)?;
+        write_addr(task, addr, len_addr, &peer)?;
+        Ok(fd)
+    }
+
+    fn getsockname(
+        &self,
+        task: &Task,
+        _: &FileDescription,
+        addr: u64,
+        len: u64,
+    ) -> Result<u64, Errno> {
+        name(task, self, addr, len, false)
+    }
+
+    fn getpeername(
+        &self,
+        task: &Task,
+        _: &FileDescription,
+        addr: u64,
+        len: u64,
+    ) -> Result<u64, Errno> {
+        name(task, self, addr, len, true)
+    }
+
+    fn shutdown(&self, _task: &Task, _file: &FileDescription, how: u64) -> Result<u64, Errno> {
+        let s = self;
+        host_sys::shutdown(s.fd(), how as i32)
+            .map_err(err)
+            .map(|()| 0)
+    }
+
+    fn write(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        data: &GuestBufs<'_>,
+        flags: u64,
+    ) -> Result<u64, Errno> {
+        send(task, file, self, data, flags, None)
+    }
+
+    /// `read(2)` on the socket.
+    fn read(&self, task: &Task, file: &FileDescription, dst: &GuestBufs<'_>) -> Result<u64, Errno> {
+        let s = self;
+        let got = recv(task, file, s, dst.len(), 0, false)?;
+        Ok(dst.write_at(0, &got.data) as u64)
+    }
+
+    fn sendto(&self, task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let s = self;
+        let slices = task.mm().slices(a[1], a[2], false)?;
+        let to = if a[4] != 0 {
+            Some(read_addr(task, a[4], a[5])?)
+        } else {
+            None
+        };
+        send(task, file, s, &GuestBufs::new(&slices), a[3], to.as_deref())
+    }
+
+    fn recvfrom(&self, task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let s = self;
+        let slices = task.mm().slices(a[1], a[2], true)?;
+        let max: usize = slices.iter().map(|x| x.len()).sum();
+        let got = recv(task, file, s, max, a[3], false)?;
+        copy_to_slices(&slices, &got.data);
+        if a[4] != 0 && !got.from.is_empty() {
+            write_addr(task, a[4], a[5], &got.from)?;
+        }
+        Ok(got.result as u64)
+    }
+
+    fn sendmsg(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        msg: u64,
+        flags: u64,
+    ) -> Result<u64, Errno> {
+        let s = self;
+        // struct msghdr: name, namelen (u32), iov, iovlen, control, controllen, flags.
+        let w: [u64; 7] = task.mm().read_obj(msg)?;
+        let slices = super::fs::iovecs_pub(task, w[2], w[3], false)?;
+        let to = if w[0] != 0 && w[1] as u32 != 0 {
+            Some(read_addr(task, w[0], u64::from(w[1] as u32))?)
+        } else {
+            None
+        };
+        send(
+            task,
+            file,
+            s,
+            &GuestBufs::new(&slices),
+            flags,
+            to.as_deref(),
+        )
+    }
+
+    fn recvmsg(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        msg: u64,
+        flags: u64,
+    ) -> Result<u64, Errno> {
+        let s = self;
+        let w: [u64; 7] = task.mm().read_obj(msg)?;
+        let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
+        let max: usize = slices.iter().map(|x| x.len()).sum();
+        let got = recv(task, file, s, max, flags, true)?;
+        copy_to_slices(&slices, &got.data);
+        // The host's control messages that passed the checks, laid out anew
+        // for the guest's buffer; MSG_CTRUNC is the guest's buffer's, not the
+        // host's.
+        let ctrunc = super::inet::put_control(task, msg, w[4], w[5], &got.control)?;
+        let out_flags = (got.flags & !(cmsg::MSG_CTRUNC as i32)) | ctrunc as i32;
+        task.mm().write_obj(msg + 48, &out_flags)?;
+        if w[0] != 0 {
+            if got.from.is_empty() {
+                task.mm().write_obj(msg + 8, &0u32)?;
+            } else {
+                write_addr(task, w[0], msg + 8, &got.from)?;
+            }
+        }
+        Ok(got.result as u64)
+    }
+
+    fn setsockopt(&self, task: &Task, _file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let s = self;
+        let (level, name) = (a[1] as i32, a[2] as i32);
+        let len = a[4] as u32 as i32;
+        if len < 0 {
+            return Err(Errno::EINVAL);
+        }
+        match opt_rule(level, name) {
+            OptRule::Refuse => return Err(Errno::ENOPROTOOPT),
+            OptRule::Ignore => return Ok(0),
+            OptRule::Host => {}
+        }
+        let mut val = vec![0u8; (len as usize).min(OPT_MAX)];
+        task.mm().copy_in(a[3], &mut val)?;
+        host_sys::set_opt(s.fd(), level, name, &val).map_err(err)?;
+        // The host socket never blocks, so its timeouts act through the
+        // Sentry's waits: keep them as the host judged and rounded them.
+        if let Some(rcv) = (level == SOL_SOCKET)
+            .then(|| crate::socket::timeout_option(name))
+            .flatten()
+        {
+            let negative = val
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .is_some_and(|b| i64::from_ne_bytes(b) < 0);
+            if negative {
+                // "Do not wait", which the host reads back as zero.
+                s.timeouts.set_no_wait(rcv);
+            } else {
+                let opt = if rcv {
+                    crate::socket::SO_RCVTIMEO
+                } else {
+                    crate::socket::SO_SNDTIMEO
+                };
+                let tv = host_sys::get_opt(s.fd(), SOL_SOCKET, opt, 16).map_err(err)?;
+                s.timeouts.set_exact(rcv, &tv);
+            }
+        }
+        Ok(0)
+    }
+
+    fn getsockopt(&self, task: &Task, _file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let s = self;
+        let (level, name) = (a[1] as i32, a[2] as i32);
+        let len: u32 = task.mm().read_obj(a[4])?;
+        if (len as i32) < 0 {
+            return Err(Errno::EINVAL);
+        }
+        if opt_rule(level, name) != OptRule::Host {
+            return Err(Errno::ENOPROTOOPT);
+        }
+        let val =
+            host_sys::get_opt(s.fd(), level, name, (len as usize).min(OPT_MAX)).map_err(err)?;
+        task.mm().copy_out(a[3], &val)?;
+        task.mm().write_obj(a[4], &(val.len() as u32))?;
+        Ok(0)
+    }
 }
 
 #[cfg(test)]

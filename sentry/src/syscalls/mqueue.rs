@@ -9,7 +9,8 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::kernel::ipc::mqueue::{self, Create, MsgQueue, Notify};
 use crate::kernel::task::Task;
-use crate::vfs::file::{FileDescription, FileKind};
+use crate::socket::netlink::NetlinkSocket;
+use crate::vfs::file::FileDescription;
 
 use super::args::{Args, SyscallArgs};
 use super::path_arg;
@@ -211,14 +212,18 @@ pub fn sys_mq_notify(task: &mut Task, a: &Args) -> Result<u64, Errno> {
                 let mut cookie = [0u8; mqueue::COOKIE_LEN];
                 task.mm().copy_in(ev.value, &mut cookie)?;
                 let sock = task.fds().file(i64::from(ev.signo))?;
-                if !matches!(sock.kind, FileKind::Netlink(_)) {
+                if crate::socket::downcast::<NetlinkSocket>(&sock).is_none() {
                     return Err(if super::splice::is_socket(&sock) {
                         Errno::EINVAL
                     } else {
                         Errno::ENOTSOCK
                     });
                 }
-                thread = Some(mqueue::ThreadNotify { sock, cookie });
+                thread = Some(mqueue::ThreadNotify {
+                    sock,
+                    cookie,
+                    post: post_to_netlink,
+                });
             }
             _ => return Err(Errno::EINVAL),
         }
@@ -299,5 +304,12 @@ pub(super) fn drop_registration(task: &Task, q: &MsgQueue) {
         if let Some(n) = n {
             mqueue::unregister(n);
         }
+    }
+}
+
+/// Queues `data` on the netlink socket of a `SIGEV_THREAD` registration.
+fn post_to_netlink(sock: &FileDescription, data: Vec<u8>) {
+    if let Some(s) = crate::socket::downcast::<NetlinkSocket>(sock) {
+        s.post(data);
     }
 }

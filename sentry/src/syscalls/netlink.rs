@@ -1,14 +1,14 @@
 //! System calls on `AF_NETLINK` sockets (see `socket::netlink`).
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use abi::Errno;
 
 use crate::kernel::task::Task;
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage};
 use crate::socket::netlink::{table, Interface, NetlinkSocket, NETLINK_ROUTE};
-use crate::vfs::file::{copy_to_slices, FileDescription, FileKind};
+use crate::socket::{Socket, SocketFile};
+use crate::vfs::file::{copy_to_slices, FileDescription};
 
 const AF_NETLINK: u16 = 16;
 const SOCK_DGRAM: u64 = 2;
@@ -21,17 +21,8 @@ const MSG_DONTWAIT: u64 = 0x40;
 /// `sizeof(struct sockaddr_nl)`.
 const SOCKADDR_NL_LEN: usize = 12;
 
-/// The netlink socket behind `fd`, if it is one.
-pub fn netlink_file(task: &Task, fd: u64) -> Result<Option<Arc<FileDescription>>, Errno> {
-    let file = task.fds().file(fd as i32 as i64)?;
-    Ok(matches!(file.kind, FileKind::Netlink(_)).then_some(file))
-}
-
 fn sock(file: &FileDescription) -> Result<&NetlinkSocket, Errno> {
-    match &file.kind {
-        FileKind::Netlink(s) => Ok(s),
-        _ => Err(Errno::ENOTSOCK),
-    }
+    crate::socket::downcast(file).ok_or(Errno::ENOTSOCK)
 }
 
 /// `socket(AF_NETLINK, SOCK_RAW|SOCK_DGRAM, NETLINK_ROUTE)`; every other
@@ -48,7 +39,7 @@ pub fn socket(task: &mut Task, ty: u64, proto: i32) -> Result<u64, Errno> {
         tracing::debug!(proto, "netlink protocol refused");
         return Err(Errno::EPROTONOSUPPORT);
     }
-    super::inet::install_socket(task, FileKind::Netlink(NetlinkSocket::new()), ty)
+    super::inet::install_socket(task, SocketFile::kind(NetlinkSocket::new()), ty)
 }
 
 /// Reads a `sockaddr_nl`: its `nl_pid`.
@@ -82,30 +73,6 @@ fn write_addr(task: &Task, addr: u64, len_addr: u64, pid: u32) -> Result<(), Err
     task.mm().write_obj(len_addr, &(SOCKADDR_NL_LEN as u32))
 }
 
-pub fn bind(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
-    let pid = read_addr(task, addr, len)?;
-    sock(file)?.bind(pid).map(|()| 0)
-}
-
-/// `connect(2)`: only the kernel (port 0) is there to talk to.
-pub fn connect(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
-    sock(file)?;
-    match read_addr(task, addr, len)? {
-        0 => Ok(0),
-        _ => Err(Errno::ECONNREFUSED),
-    }
-}
-
-pub fn getsockname(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
-    let port = sock(file)?.port();
-    write_addr(task, addr, len, port).map(|()| 0)
-}
-
-pub fn getpeername(task: &Task, file: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
-    sock(file)?;
-    write_addr(task, addr, len, 0).map(|()| 0)
-}
-
 /// Sends one datagram of requests to the kernel (`addr`, when given, must
 /// name it).
 pub fn send(task: &Task, file: &FileDescription, data: &GuestBufs<'_>) -> Result<u64, Errno> {
@@ -124,23 +91,6 @@ pub fn send(task: &Task, file: &FileDescription, data: &GuestBufs<'_>) -> Result
 /// A netlink socket's send buffer (`net.core.wmem_default`); `SO_SNDBUF`
 /// is not modelled on these sockets.
 const NETLINK_SNDBUF: usize = 212_992;
-
-pub fn sendto(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[4] != 0 && read_addr(task, a[4], a[5])? != 0 {
-        return Err(Errno::ECONNREFUSED);
-    }
-    let slices = task.mm().slices(a[1], a[2], false)?;
-    send(task, file, &GuestBufs::new(&slices))
-}
-
-pub fn sendmsg(task: &Task, file: &FileDescription, msg: u64) -> Result<u64, Errno> {
-    let w: [u64; 7] = task.mm().read_obj(msg)?;
-    if w[0] != 0 && w[1] as u32 != 0 && read_addr(task, w[0], u64::from(w[1] as u32))? != 0 {
-        return Err(Errno::ECONNREFUSED);
-    }
-    let slices = super::fs::iovecs_pub(task, w[2], w[3], false)?;
-    send(task, file, &GuestBufs::new(&slices))
-}
 
 /// Receives the next reply: `(bytes, full length)`, sleeping while none
 /// waits unless non-blocking.
@@ -167,44 +117,6 @@ pub fn recv(
     )
 }
 
-pub fn recvfrom(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
-    let slices = task.mm().slices(a[1], a[2], true)?;
-    let (data, full) = recv(task, file, a[2] as usize, a[3])?;
-    copy_to_slices(&slices, &data);
-    if a[4] != 0 {
-        write_addr(task, a[4], a[5], 0)?;
-    }
-    Ok(if a[3] & MSG_TRUNC != 0 {
-        full
-    } else {
-        data.len()
-    } as u64)
-}
-
-pub fn recvmsg(task: &Task, file: &FileDescription, msg: u64, flags: u64) -> Result<u64, Errno> {
-    let w: [u64; 7] = task.mm().read_obj(msg)?;
-    let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
-    let max: usize = slices.iter().map(|x| x.len()).sum();
-    let (data, full) = recv(task, file, max, flags)?;
-    copy_to_slices(&slices, &data);
-    let out_flags: u32 = if full > data.len() {
-        MSG_TRUNC as u32
-    } else {
-        0
-    };
-    // No control messages.
-    task.mm().write_obj(msg + 40, &0u64)?;
-    task.mm().write_obj(msg + 48, &out_flags)?;
-    if w[0] != 0 {
-        write_addr(task, w[0], msg + 8, 0)?;
-    }
-    Ok(if flags & MSG_TRUNC != 0 {
-        full
-    } else {
-        data.len()
-    } as u64)
-}
-
 const SOL_SOCKET: i32 = 1;
 const SOL_NETLINK: i32 = 270;
 const SO_TYPE: i32 = 3;
@@ -219,60 +131,6 @@ fn int_arg(task: &Task, ptr: u64, len: u64) -> Result<i32, Errno> {
         return Err(Errno::EINVAL);
     }
     task.mm().read_obj(ptr)
-}
-
-/// `setsockopt(2)`: buffer sizes are kept (doubled, as Linux reports
-/// them); the `SOL_NETLINK` options programs set (extended acks, strict
-/// checking, membership) are accepted and change nothing here.
-pub fn setsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
-    let s = sock(file)?;
-    let (level, name) = (a[1] as i32, a[2] as i32);
-    if level == SOL_SOCKET {
-        if let Some(r) = super::socket::set_timeout(task, &s.timeouts, name, a[3], a[4]) {
-            return r;
-        }
-    }
-    let v = int_arg(task, a[3], a[4])?;
-    match (level, name) {
-        (SOL_SOCKET, SO_RCVBUF | SO_RCVBUFFORCE) => {
-            let v = (v.max(0) as u32).saturating_mul(2).clamp(2304, 8 << 20);
-            s.rcvbuf.store(v, Ordering::Relaxed);
-            Ok(0)
-        }
-        (SOL_SOCKET, _) => Ok(0),
-        (SOL_NETLINK, 1..=12) => Ok(0),
-        _ => Err(Errno::ENOPROTOOPT),
-    }
-}
-
-pub fn getsockopt(task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
-    let s = sock(file)?;
-    let (level, name) = (a[1] as i32, a[2] as i32);
-    let len: u32 = task.mm().read_obj(a[4])?;
-    if (len as i32) < 0 {
-        return Err(Errno::EINVAL);
-    }
-    if level == SOL_SOCKET {
-        if let Some(v) = super::socket::get_timeout(&s.timeouts, name) {
-            let n = (len as usize).min(v.len());
-            task.mm().copy_out(a[3], &v[..n])?;
-            task.mm().write_obj(a[4], &(n as u32))?;
-            return Ok(0);
-        }
-    }
-    let v: i32 = match (level, name) {
-        (SOL_SOCKET, SO_TYPE) => SOCK_RAW as i32,
-        (SOL_SOCKET, SO_DOMAIN) => i32::from(AF_NETLINK),
-        (SOL_SOCKET, SO_PROTOCOL) => NETLINK_ROUTE,
-        (SOL_SOCKET, SO_RCVBUF) => s.rcvbuf.load(Ordering::Relaxed) as i32,
-        (SOL_SOCKET, SO_SNDBUF) => crate::socket::netlink::DEFAULT_RCVBUF as i32,
-        (SOL_SOCKET, _) | (SOL_NETLINK, _) => 0,
-        _ => return Err(Errno::ENOPROTOOPT),
-    };
-    let n = (len as usize).min(4);
-    task.mm().copy_out(a[3], &v.to_ne_bytes()[..n])?;
-    task.mm().write_obj(a[4], &(n as u32))?;
-    Ok(0)
 }
 
 const SIOCGIFNAME: u64 = 0x8910;
@@ -324,10 +182,7 @@ pub fn interface_ioctl(
     if !(0x8910..=0x8970).contains(&cmd) {
         return None;
     }
-    if !matches!(
-        file.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
-    ) {
+    if crate::socket::of(file).is_none() {
         return Some(Err(Errno::ENOTTY));
     }
     Some(interface_request(task, cmd, arg))
@@ -393,4 +248,212 @@ fn interface_request(task: &Task, cmd: u64, arg: u64) -> Result<u64, Errno> {
         _ => return Err(Errno::EOPNOTSUPP),
     };
     task.mm().copy_out(arg + 16, &value).map(|()| 0)
+}
+
+impl Socket for NetlinkSocket {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn timeouts(&self) -> &crate::socket::SockTimeouts {
+        &self.timeouts
+    }
+
+    fn poll(&self, _events: i16) -> i16 {
+        use abi::poll::*;
+        POLLOUT
+            | POLLWRNORM
+            | if self.readable() {
+                POLLIN | POLLRDNORM
+            } else {
+                0
+            }
+    }
+
+    fn wait_queues(&self, out: &mut Vec<crate::kernel::wait::WaitQueue>) {
+        out.push(self.waiters.clone());
+    }
+
+    fn fasync(&self) -> Option<&crate::kernel::fasync::Fasync> {
+        Some(&self.fasync)
+    }
+
+    fn bind(&self, task: &Task, _: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
+        let pid = read_addr(task, addr, len)?;
+        self.bind(pid).map(|()| 0)
+    }
+
+    /// `connect(2)`: only the kernel (port 0) is there to talk to.
+    fn connect(&self, task: &Task, _: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
+        match read_addr(task, addr, len)? {
+            0 => Ok(0),
+            _ => Err(Errno::ECONNREFUSED),
+        }
+    }
+
+    fn getsockname(
+        &self,
+        task: &Task,
+        _: &FileDescription,
+        addr: u64,
+        len: u64,
+    ) -> Result<u64, Errno> {
+        let port = self.port();
+        write_addr(task, addr, len, port).map(|()| 0)
+    }
+
+    fn getpeername(
+        &self,
+        task: &Task,
+        _: &FileDescription,
+        addr: u64,
+        len: u64,
+    ) -> Result<u64, Errno> {
+        write_addr(task, addr, len, 0).map(|()| 0)
+    }
+
+    // Nothing to shut: the kernel end always listens.
+    fn shutdown(&self, _: &Task, _: &FileDescription, how: u64) -> Result<u64, Errno> {
+        if how <= 2 {
+            Ok(0)
+        } else {
+            Err(Errno::EINVAL)
+        }
+    }
+
+    fn write(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        data: &GuestBufs<'_>,
+        _flags: u64,
+    ) -> Result<u64, Errno> {
+        send(task, file, data)
+    }
+
+    fn read(&self, task: &Task, file: &FileDescription, dst: &GuestBufs<'_>) -> Result<u64, Errno> {
+        let (d, _) = recv(task, file, dst.len(), 0)?;
+        Ok(dst.write_at(0, &d) as u64)
+    }
+
+    fn sendto(&self, task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        if a[4] != 0 && read_addr(task, a[4], a[5])? != 0 {
+            return Err(Errno::ECONNREFUSED);
+        }
+        let slices = task.mm().slices(a[1], a[2], false)?;
+        send(task, file, &GuestBufs::new(&slices))
+    }
+
+    fn recvfrom(&self, task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let slices = task.mm().slices(a[1], a[2], true)?;
+        let (data, full) = recv(task, file, a[2] as usize, a[3])?;
+        copy_to_slices(&slices, &data);
+        if a[4] != 0 {
+            write_addr(task, a[4], a[5], 0)?;
+        }
+        Ok(if a[3] & MSG_TRUNC != 0 {
+            full
+        } else {
+            data.len()
+        } as u64)
+    }
+
+    fn sendmsg(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        msg: u64,
+        _flags: u64,
+    ) -> Result<u64, Errno> {
+        let w: [u64; 7] = task.mm().read_obj(msg)?;
+        if w[0] != 0 && w[1] as u32 != 0 && read_addr(task, w[0], u64::from(w[1] as u32))? != 0 {
+            return Err(Errno::ECONNREFUSED);
+        }
+        let slices = super::fs::iovecs_pub(task, w[2], w[3], false)?;
+        send(task, file, &GuestBufs::new(&slices))
+    }
+
+    fn recvmsg(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        msg: u64,
+        flags: u64,
+    ) -> Result<u64, Errno> {
+        let w: [u64; 7] = task.mm().read_obj(msg)?;
+        let slices = super::fs::iovecs_pub(task, w[2], w[3], true)?;
+        let max: usize = slices.iter().map(|x| x.len()).sum();
+        let (data, full) = recv(task, file, max, flags)?;
+        copy_to_slices(&slices, &data);
+        let out_flags: u32 = if full > data.len() {
+            MSG_TRUNC as u32
+        } else {
+            0
+        };
+        // No control messages.
+        task.mm().write_obj(msg + 40, &0u64)?;
+        task.mm().write_obj(msg + 48, &out_flags)?;
+        if w[0] != 0 {
+            write_addr(task, w[0], msg + 8, 0)?;
+        }
+        Ok(if flags & MSG_TRUNC != 0 {
+            full
+        } else {
+            data.len()
+        } as u64)
+    }
+
+    /// `setsockopt(2)`: buffer sizes are kept (doubled, as Linux reports
+    /// them); the `SOL_NETLINK` options programs set (extended acks, strict
+    /// checking, membership) are accepted and change nothing here.
+    fn setsockopt(&self, task: &Task, _: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let s = self;
+        let (level, name) = (a[1] as i32, a[2] as i32);
+        if level == SOL_SOCKET {
+            if let Some(r) = super::socket::set_timeout(task, &s.timeouts, name, a[3], a[4]) {
+                return r;
+            }
+        }
+        let v = int_arg(task, a[3], a[4])?;
+        match (level, name) {
+            (SOL_SOCKET, SO_RCVBUF | SO_RCVBUFFORCE) => {
+                let v = (v.max(0) as u32).saturating_mul(2).clamp(2304, 8 << 20);
+                s.rcvbuf.store(v, Ordering::Relaxed);
+                Ok(0)
+            }
+            (SOL_SOCKET, _) => Ok(0),
+            (SOL_NETLINK, 1..=12) => Ok(0),
+            _ => Err(Errno::ENOPROTOOPT),
+        }
+    }
+
+    fn getsockopt(&self, task: &Task, _: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let s = self;
+        let (level, name) = (a[1] as i32, a[2] as i32);
+        let len: u32 = task.mm().read_obj(a[4])?;
+        if (len as i32) < 0 {
+            return Err(Errno::EINVAL);
+        }
+        if level == SOL_SOCKET {
+            if let Some(v) = super::socket::get_timeout(&s.timeouts, name) {
+                let n = (len as usize).min(v.len());
+                task.mm().copy_out(a[3], &v[..n])?;
+                task.mm().write_obj(a[4], &(n as u32))?;
+                return Ok(0);
+            }
+        }
+        let v: i32 = match (level, name) {
+            (SOL_SOCKET, SO_TYPE) => SOCK_RAW as i32,
+            (SOL_SOCKET, SO_DOMAIN) => i32::from(AF_NETLINK),
+            (SOL_SOCKET, SO_PROTOCOL) => NETLINK_ROUTE,
+            (SOL_SOCKET, SO_RCVBUF) => s.rcvbuf.load(Ordering::Relaxed) as i32,
+            (SOL_SOCKET, SO_SNDBUF) => crate::socket::netlink::DEFAULT_RCVBUF as i32,
+            (SOL_SOCKET, _) | (SOL_NETLINK, _) => 0,
+            _ => return Err(Errno::ENOPROTOOPT),
+        };
+        let n = (len as usize).min(4);
+        task.mm().copy_out(a[3], &v.to_ne_bytes()[..n])?;
+        task.mm().write_obj(a[4], &(n as u32))?;
+        Ok(0)
+    }
 }

@@ -11,8 +11,8 @@ use crate::kernel::task::Task;
 use crate::kernel::wait::WaitQueue;
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::socket::unix::{self, Creds, SockType, SocketHandle, UnixAddr, UnixSocket, SCM_MAX_FD};
-use crate::socket::SockTimeouts;
-use crate::vfs::file::{FdEntry, FileDescription, FileKind};
+use crate::socket::{SockTimeouts, Socket, SocketFile};
+use crate::vfs::file::{FdEntry, FileDescription};
 use crate::vfs::{Lookup, Node};
 
 const AF_UNIX: u64 = 1;
@@ -62,7 +62,7 @@ fn install(task: &mut Task, sock: Arc<UnixSocket>, flags: u64) -> Result<i64, Er
         } else {
             0
         };
-    let file = FileDescription::new(FileKind::Socket(SocketHandle(sock)), None, status);
+    let file = FileDescription::new(SocketFile::kind(SocketHandle(sock)), None, status);
     let limit = task.nofile();
     task.fds().insert_from(
         0,
@@ -126,13 +126,15 @@ pub fn sys_socketpair(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     Ok(0)
 }
 
-fn socket_of(task: &Task, fd: u64) -> Result<(Arc<FileDescription>, Arc<UnixSocket>), Errno> {
+/// Runs `op` on the socket behind `fd` (`ENOTSOCK` for another file).
+fn on_socket(
+    task: &mut Task,
+    fd: u64,
+    op: impl FnOnce(&dyn Socket, &mut Task, &FileDescription) -> Result<u64, Errno>,
+) -> Result<u64, Errno> {
     let file = task.fds().file(fd as i32 as i64)?;
-    let sock = match &file.kind {
-        FileKind::Socket(h) => h.0.clone(),
-        _ => return Err(Errno::ENOTSOCK),
-    };
-    Ok((file, sock))
+    let sock = crate::socket::of(&file).ok_or(Errno::ENOTSOCK)?;
+    op(sock, task, &file)
 }
 
 /// Parses a `sockaddr_un`.
@@ -216,47 +218,7 @@ fn lookup(task: &Task, addr: &UnixAddr, kind: SockType) -> Result<Arc<UnixSocket
 }
 
 pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::bind(task, &f, a[1], a[2]);
-    }
-    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
-        return super::netlink::bind(task, &f, a[1], a[2]);
-    }
-    let (_, sock) = socket_of(task, a[0])?;
-    let addr = read_addr(task, a[1], a[2])?;
-    if let UnixAddr::Path(p) = &addr {
-        if sock.state().addr != UnixAddr::Unnamed {
-            return Err(Errno::EINVAL);
-        }
-        // A pathname socket is an inode in the file system.
-        let start = super::dir_arg(task, abi::AT_FDCWD as u64, p)?;
-        let parent = match task.walk(&start, p, false)? {
-            Lookup::Found(_) => return Err(Errno::EADDRINUSE),
-            Lookup::Missing { parent } => parent,
-        };
-        let Some(dir) = parent.node().mem() else {
-            return Err(Errno::EROFS);
-        };
-        if task.kernel.fs.read_only_at(&parent) {
-            return Err(Errno::EROFS);
-        }
-        let name = p
-            .split(|&b| b == b'/')
-            .rfind(|c| !c.is_empty())
-            .ok_or(Errno::EINVAL)?
-            .to_vec();
-        let mode = abi::S_IFSOCK | (0o777 & !task.fs_ctx().umask);
-        let weak: std::sync::Weak<dyn std::any::Any + Send + Sync> = Arc::downgrade(&sock) as _;
-        dir.create(&name, mode, task.ids, || MemKind::Socket(weak))
-            .map_err(|e| {
-                if e == Errno::EEXIST {
-                    Errno::EADDRINUSE
-                } else {
-                    e
-                }
-            })?;
-    }
-    sock.bind(addr).map(|_| 0)
+    on_socket(task, a[0], |s, task, f| s.bind(task, f, a[1], a[2]))
 }
 
 pub fn sys_listen(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -268,14 +230,7 @@ pub fn sys_listen(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     } else {
         a[1] as i32
     };
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::listen(&f, backlog);
-    }
-    if super::netlink::netlink_file(task, a[0])?.is_some() {
-        return Err(Errno::EOPNOTSUPP);
-    }
-    let (_, sock) = socket_of(task, a[0])?;
-    sock.listen(backlog).map(|()| 0)
+    on_socket(task, a[0], |s, task, f| s.listen(task, f, backlog))
 }
 
 /// Whether a call on `file` with `flags` must not block (`O_NONBLOCK` or
@@ -284,22 +239,11 @@ pub(super) fn nonblocking(file: &FileDescription, flags: u64) -> bool {
     file.nonblocking() || flags & MSG_DONTWAIT != 0
 }
 
-/// The timeouts of the socket behind `file`, whatever its family.
-fn timeouts(file: &FileDescription) -> Option<&SockTimeouts> {
-    match &file.kind {
-        FileKind::Socket(h) => Some(&h.0.timeouts),
-        FileKind::Inet(s) => Some(&s.timeouts),
-        FileKind::HostInet(h) => Some(&h.timeouts),
-        FileKind::Netlink(n) => Some(&n.timeouts),
-        _ => None,
-    }
-}
-
 /// When a blocking call on `file` starting now gives up waiting: its
 /// `SO_RCVTIMEO` (`rcv`: receives and `accept`) or `SO_SNDTIMEO` (sends
 /// and `connect`); `None` without one.
 pub(super) fn deadline(file: &FileDescription, rcv: bool) -> Option<Instant> {
-    timeouts(file).and_then(|t| t.deadline(rcv))
+    crate::socket::of(file).and_then(|s| s.timeouts().deadline(rcv))
 }
 
 /// `setsockopt(SOL_SOCKET, SO_RCVTIMEO/SO_SNDTIMEO[_NEW])` on a Sentry
@@ -329,140 +273,27 @@ pub(super) fn get_timeout(t: &SockTimeouts, name: i32) -> Option<Vec<u8>> {
 }
 
 pub fn sys_connect(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::connect(task, &f, a[1], a[2]);
-    }
-    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
-        return super::netlink::connect(task, &f, a[1], a[2]);
-    }
-    let (file, sock) = socket_of(task, a[0])?;
-    let addr = read_addr(task, a[1], a[2])?;
-    let target = lookup(task, &addr, sock.kind)?;
-    if sock.kind == SockType::Dgram {
-        return sock.connect_dgram(&target).map(|()| 0);
-    }
-    let me = creds(task);
-    let blk = task.blocker();
-    let nonblock = nonblocking(&file, 0);
-    // A full backlog is waited out for at most `SO_SNDTIMEO`, then
-    // `EAGAIN` (`unix_stream_connect`).
-    blk.block_until(
-        std::slice::from_ref(&target.waiters),
-        nonblock,
-        deadline(&file, false),
-        || Ok(sock.connect_to(&target, me, me)?.then_some(())),
-        || {
-            target
-                .state()
-                .listening
-                .as_ref()
-                .is_none_or(|(b, q)| q.len() <= *b)
-        },
-    )
-    .map_err(|e| if e == Errno::EAGAIN { Errno::EAGAIN } else { e })?;
-    Ok(0)
-}
-
-fn accept(task: &mut Task, fd: u64, addr: u64, len_addr: u64, flags: u64) -> Result<u64, Errno> {
-    let (file, sock) = socket_of(task, fd)?;
-    if sock.kind == SockType::Dgram {
-        return Err(Errno::EOPNOTSUPP);
-    }
-    if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
-        return Err(Errno::EINVAL);
-    }
-    let blk = task.blocker();
-    let conn = blk.block_until(
-        std::slice::from_ref(&sock.waiters),
-        nonblocking(&file, 0),
-        deadline(&file, true),
-        || sock.accept(),
-        || sock.readiness().0,
-    )?;
-    let peer_addr = conn.state().peer_addr.clone();
-    let peer_addr = if peer_addr == UnixAddr::Unnamed {
-        conn.state()
-            .peer
-            .as_ref()
-            .and_then(std::sync::Weak::upgrade)
-            .map_or(UnixAddr::Unnamed, |p| p.state().addr.clone())
-    } else {
-        UnixAddr::Unnamed
-    };
-    let fd = install(task, conn, flags)?;
-    if addr != 0 {
-        write_addr(task, addr, len_addr, &peer_addr)?;
-    }
-    Ok(fd as u64)
+    on_socket(task, a[0], |s, task, f| s.connect(task, f, a[1], a[2]))
 }
 
 pub fn sys_accept(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::accept(task, &f, a[1], a[2], 0);
-    }
-    if super::netlink::netlink_file(task, a[0])?.is_some() {
-        return Err(Errno::EOPNOTSUPP);
-    }
-    accept(task, a[0], a[1], a[2], 0)
+    on_socket(task, a[0], |s, task, f| s.accept(task, f, a[1], a[2], 0))
 }
 
 pub fn sys_accept4(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::accept(task, &f, a[1], a[2], a[3]);
-    }
-    if super::netlink::netlink_file(task, a[0])?.is_some() {
-        return Err(Errno::EOPNOTSUPP);
-    }
-    accept(task, a[0], a[1], a[2], a[3])
+    on_socket(task, a[0], |s, task, f| s.accept(task, f, a[1], a[2], a[3]))
 }
 
 pub fn sys_getsockname(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::getsockname(task, &f, a[1], a[2]);
-    }
-    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
-        return super::netlink::getsockname(task, &f, a[1], a[2]);
-    }
-    let (_, sock) = socket_of(task, a[0])?;
-    let addr = sock.state().addr.clone();
-    write_addr(task, a[1], a[2], &addr).map(|()| 0)
+    on_socket(task, a[0], |s, task, f| s.getsockname(task, f, a[1], a[2]))
 }
 
 pub fn sys_getpeername(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::getpeername(task, &f, a[1], a[2]);
-    }
-    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
-        return super::netlink::getpeername(task, &f, a[1], a[2]);
-    }
-    let (_, sock) = socket_of(task, a[0])?;
-    let (peer, saved) = {
-        let st = sock.state();
-        (
-            st.peer.as_ref().and_then(std::sync::Weak::upgrade),
-            st.peer_addr.clone(),
-        )
-    };
-    let Some(peer) = peer else {
-        return Err(Errno::ENOTCONN);
-    };
-    let addr = if saved == UnixAddr::Unnamed {
-        peer.state().addr.clone()
-    } else {
-        saved
-    };
-    write_addr(task, a[1], a[2], &addr).map(|()| 0)
+    on_socket(task, a[0], |s, task, f| s.getpeername(task, f, a[1], a[2]))
 }
 
 pub fn sys_shutdown(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::shutdown(&f, a[1]);
-    }
-    if super::netlink::netlink_file(task, a[0])?.is_some() {
-        return if a[1] <= 2 { Ok(0) } else { Err(Errno::EINVAL) };
-    }
-    let (_, sock) = socket_of(task, a[0])?;
-    sock.shutdown(a[1] as i32).map(|()| 0)
+    on_socket(task, a[0], |s, task, f| s.shutdown(task, f, a[1]))
 }
 
 /// Sends `data` (with `rights`) honouring blocking rules; stream sends
@@ -569,49 +400,24 @@ pub(super) fn send_loop(
     }
 }
 
-/// Writes on a socket descriptor (`write`, `writev`).
+/// Writes on a socket descriptor (`write`, `writev`), with `send(2)`
+/// flags (`pwritev2`'s `RWF_NOSIGNAL` is `MSG_NOSIGNAL`).
 pub fn write_socket(
-    task: &Task,
-    file: &FileDescription,
-    data: &GuestBufs<'_>,
-) -> Result<u64, Errno> {
-    write_socket_flags(task, file, data, 0)
-}
-
-/// [`write_socket`] with `send(2)` flags (`pwritev2`'s `RWF_NOSIGNAL` is
-/// `MSG_NOSIGNAL`).
-pub fn write_socket_flags(
     task: &Task,
     file: &FileDescription,
     data: &GuestBufs<'_>,
     flags: u64,
 ) -> Result<u64, Errno> {
-    if matches!(file.kind, FileKind::Inet(_) | FileKind::HostInet(_)) {
-        return super::inet::send(task, file, data, flags, None);
-    }
-    if matches!(file.kind, FileKind::Netlink(_)) {
-        return super::netlink::send(task, file, data);
-    }
-    let FileKind::Socket(h) = &file.kind else {
-        return Err(Errno::ENOTSOCK);
-    };
-    send(task, file, &h.0, data, Vec::new(), flags, None)
+    crate::socket::of(file)
+        .ok_or(Errno::ENOTSOCK)?
+        .write(task, file, data, flags)
 }
 
 /// Reads on a socket descriptor (`read`, `readv`) into `dst`.
 pub fn read_socket(task: &Task, file: &FileDescription, dst: &GuestBufs<'_>) -> Result<u64, Errno> {
-    if matches!(file.kind, FileKind::Inet(_) | FileKind::HostInet(_)) {
-        return super::inet::read(task, file, dst);
-    }
-    if matches!(file.kind, FileKind::Netlink(_)) {
-        let (d, _) = super::netlink::recv(task, file, dst.len(), 0)?;
-        return Ok(dst.write_at(0, &d) as u64);
-    }
-    let FileKind::Socket(h) = &file.kind else {
-        return Err(Errno::ENOTSOCK);
-    };
-    let (_, n) = recv(task, file, &h.0, dst, 0)?;
-    Ok(n as u64)
+    crate::socket::of(file)
+        .ok_or(Errno::ENOTSOCK)?
+        .read(task, file, dst)
 }
 
 /// Receives into `dst`: what came, and how many bytes of it `dst` got. What
@@ -719,147 +525,16 @@ fn read_rights(task: &Task, control: u64, len: u64) -> Result<Vec<Arc<FileDescri
     Ok(out)
 }
 
-fn do_sendmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Errno> {
-    let (file, sock) = socket_of(task, fd)?;
-    let h = read_msghdr(task, msg)?;
-    let slices = super::fs::iovecs_pub(task, h.iov, h.iovlen, false)?;
-    let rights = read_rights(task, h.control, h.controllen)?;
-    let to = if h.name != 0 && h.namelen != 0 {
-        let addr = read_addr(task, h.name, u64::from(h.namelen))?;
-        if sock.kind != SockType::Dgram {
-            if sock.state().peer.is_some() {
-                return Err(Errno::EISCONN);
-            }
-            return Err(Errno::EOPNOTSUPP);
-        }
-        Some(lookup(task, &addr, sock.kind)?)
-    } else {
-        None
-    };
-    send(
-        task,
-        &file,
-        &sock,
-        &GuestBufs::new(&slices),
-        rights,
-        flags,
-        to,
-    )
-}
-
 pub fn sys_sendmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::sendmsg(task, &f, a[1], a[2]);
-    }
-    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
-        return super::netlink::sendmsg(task, &f, a[1]);
-    }
-    do_sendmsg(task, a[0], a[1], a[2])
+    on_socket(task, a[0], |s, task, f| s.sendmsg(task, f, a[1], a[2]))
 }
 
 pub fn sys_sendto(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::sendto(task, &f, a);
-    }
-    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
-        return super::netlink::sendto(task, &f, a);
-    }
-    let (file, sock) = socket_of(task, a[0])?;
-    let slices = task.mm().slices(a[1], a[2], false)?;
-    let to = if a[4] != 0 && sock.kind == SockType::Dgram {
-        let addr = read_addr(task, a[4], a[5])?;
-        Some(lookup(task, &addr, sock.kind)?)
-    } else {
-        None
-    };
-    send(
-        task,
-        &file,
-        &sock,
-        &GuestBufs::new(&slices),
-        Vec::new(),
-        a[3],
-        to,
-    )
-}
-
-fn do_recvmsg(task: &mut Task, fd: u64, msg: u64, flags: u64) -> Result<u64, Errno> {
-    let (file, sock) = socket_of(task, fd)?;
-    let h = read_msghdr(task, msg)?;
-    let slices = super::fs::iovecs_pub(task, h.iov, h.iovlen, true)?;
-    let (r, n) = recv(task, &file, &sock, &GuestBufs::new(&slices), flags)?;
-    let mut out_flags = 0u32;
-    if r.full_len > n {
-        out_flags |= MSG_TRUNC as u32;
-    }
-    // Control messages: credentials (SO_PASSCRED), then descriptors.
-    let mut control = Vec::new();
-    let passcred = sock.state().passcred;
-    if passcred {
-        let c = r.creds.unwrap_or_default();
-        control.extend_from_slice(&28u64.to_ne_bytes());
-        control.extend_from_slice(&SOL_SOCKET.to_ne_bytes());
-        control.extend_from_slice(&SCM_CREDENTIALS.to_ne_bytes());
-        control.extend_from_slice(&c.pid.to_ne_bytes());
-        control.extend_from_slice(&c.uid.to_ne_bytes());
-        control.extend_from_slice(&c.gid.to_ne_bytes());
-        control.extend_from_slice(&[0u8; 4]);
-    }
-    if !r.rights.is_empty() {
-        let room = (h.controllen as usize).saturating_sub(control.len() + 16) / 4;
-        let take = room.min(r.rights.len());
-        if take < r.rights.len() {
-            out_flags |= MSG_CTRUNC;
-        }
-        let limit = task.nofile();
-        let cloexec = flags & MSG_CMSG_CLOEXEC != 0;
-        let mut fds = Vec::new();
-        for f in r.rights.into_iter().take(take) {
-            fds.push(
-                task.fds()
-                    .insert_from(0, FdEntry { file: f, cloexec }, limit)? as i32,
-            );
-        }
-        if !fds.is_empty() {
-            let clen = 16 + 4 * fds.len();
-            control.extend_from_slice(&(clen as u64).to_ne_bytes());
-            control.extend_from_slice(&SOL_SOCKET.to_ne_bytes());
-            control.extend_from_slice(&SCM_RIGHTS.to_ne_bytes());
-            for fd in fds {
-                control.extend_from_slice(&fd.to_ne_bytes());
-            }
-            control.resize((control.len() + 7) & !7, 0);
-        }
-    }
-    let clen = control.len().min(h.controllen as usize);
-    if clen < control.len() {
-        out_flags |= MSG_CTRUNC;
-    }
-    if clen > 0 {
-        task.mm().copy_out(h.control, &control[..clen])?;
-    }
-    task.mm().write_obj(msg + 40, &(clen as u64))?;
-    task.mm().write_obj(msg + 48, &out_flags)?;
-    if h.name != 0 {
-        // msg_namelen is updated in place.
-        let len_addr = msg + 8;
-        write_addr(task, h.name, len_addr, &r.from)?;
-    }
-    Ok(if flags & MSG_TRUNC != 0 {
-        r.full_len
-    } else {
-        n
-    } as u64)
+    on_socket(task, a[0], |s, task, f| s.sendto(task, f, a))
 }
 
 pub fn sys_recvmsg(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::recvmsg(task, &f, a[1], a[2]);
-    }
-    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
-        return super::netlink::recvmsg(task, &f, a[1], a[2]);
-    }
-    do_recvmsg(task, a[0], a[1], a[2])
+    on_socket(task, a[0], |s, task, f| s.recvmsg(task, f, a[1], a[2]))
 }
 
 /// Size of `struct mmsghdr`: a `msghdr` (56 bytes), the `msg_len` that
@@ -950,123 +625,458 @@ fn mmsg_end_time(ts: [i64; 2]) -> Result<Option<Instant>, Errno> {
 }
 
 pub fn sys_recvfrom(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::recvfrom(task, &f, a);
-    }
-    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
-        return super::netlink::recvfrom(task, &f, a);
-    }
-    let (file, sock) = socket_of(task, a[0])?;
-    let slices = task.mm().slices(a[1], a[2], true)?;
-    let (r, n) = recv(task, &file, &sock, &GuestBufs::new(&slices), a[3])?;
-    if a[4] != 0 {
-        write_addr(task, a[4], a[5], &r.from)?;
-    }
-    Ok(if a[3] & MSG_TRUNC != 0 { r.full_len } else { n } as u64)
+    on_socket(task, a[0], |s, task, f| s.recvfrom(task, f, a))
 }
 
 pub fn sys_setsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::setsockopt(task, &f, a);
-    }
-    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
-        return super::netlink::setsockopt(task, &f, a);
-    }
-    const SO_SNDBUF: u64 = 7;
-    const SO_RCVBUF: u64 = 8;
-    const SO_PASSCRED: u64 = 16;
-    let (_, sock) = socket_of(task, a[0])?;
-    if a[1] as i32 != SOL_SOCKET {
-        return Err(Errno::ENOPROTOOPT);
-    }
-    if let Some(r) = set_timeout(task, &sock.timeouts, a[2] as i32, a[3], a[4]) {
-        return r;
-    }
-    if a[4] < 4 {
-        return Err(Errno::EINVAL);
-    }
-    let v: i32 = task.mm().read_obj(a[3])?;
-    let mut st = sock.state();
-    match a[2] {
-        SO_PASSCRED => st.passcred = v != 0,
-        // Linux bounds the value by wmem_max/rmem_max (a negative one,
-        // read as unsigned, too), doubles it and keeps a minimum
-        // (`sk_setsockopt`, socket(7)).
-        SO_RCVBUF => {
-            st.rcvbuf = ((v as u32 as usize).min(unix::BUF_MAX) * 2).max(unix::MIN_RCVBUF);
-        }
-        SO_SNDBUF => {
-            st.sndbuf = ((v as u32 as usize).min(unix::BUF_MAX) * 2).max(unix::MIN_SNDBUF);
-        }
-        // Accepted and without effect on Unix sockets.
-        2 | 9 | 10 | 13 | 15 => {}
-        _ => return Err(Errno::ENOPROTOOPT),
-    }
-    drop(st);
-    // A larger send buffer may let a blocked writer go on (Linux calls
-    // `sk_write_space` after `SO_SNDBUF`).
-    sock.waiters.notify();
-    Ok(0)
+    on_socket(task, a[0], |s, task, f| s.setsockopt(task, f, a))
 }
 
 pub fn sys_getsockopt(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if let Some(f) = super::inet::inet_file(task, a[0])? {
-        return super::inet::getsockopt(task, &f, a);
+    on_socket(task, a[0], |s, task, f| s.getsockopt(task, f, a))
+}
+
+impl Socket for SocketHandle {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
-    if let Some(f) = super::netlink::netlink_file(task, a[0])? {
-        return super::netlink::getsockopt(task, &f, a);
+
+    fn timeouts(&self) -> &SockTimeouts {
+        &self.0.timeouts
     }
-    const SO_TYPE: u64 = 3;
-    const SO_ERROR: u64 = 4;
-    const SO_SNDBUF: u64 = 7;
-    const SO_RCVBUF: u64 = 8;
-    const SO_PASSCRED: u64 = 16;
-    const SO_PEERCRED: u64 = 17;
-    const SO_ACCEPTCONN: u64 = 30;
-    const SO_PROTOCOL: u64 = 38;
-    const SO_DOMAIN: u64 = 39;
-    let (_, sock) = socket_of(task, a[0])?;
-    if a[1] as i32 != SOL_SOCKET {
-        return Err(Errno::EOPNOTSUPP);
+
+    fn poll(&self, _events: i16) -> i16 {
+        use abi::poll::*;
+        let (r, w, hup, rdhup, err) = self.0.readiness();
+        (if r { POLLIN | POLLRDNORM } else { 0 })
+            | (if w { POLLOUT | POLLWRNORM } else { 0 })
+            | (if hup { POLLHUP } else { 0 })
+            | (if rdhup { POLLRDHUP } else { 0 })
+            | if err { POLLERR } else { 0 }
     }
-    let len: u32 = task.mm().read_obj(a[4])?;
-    if (len as i32) < 0 {
-        return Err(Errno::EINVAL);
+
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>) {
+        out.extend(self.0.wait_queues());
     }
-    let int = |v: i32| v.to_ne_bytes().to_vec();
-    let val: Vec<u8> = if let Some(v) = get_timeout(&sock.timeouts, a[2] as i32) {
-        v
-    } else {
+
+    fn fasync(&self) -> Option<&crate::kernel::fasync::Fasync> {
+        Some(&self.0.fasync)
+    }
+
+    fn bytes_readable(&self) -> Result<i32, Errno> {
+        Ok(self.0.available() as i32)
+    }
+
+    fn bind(
+        &self,
+        task: &Task,
+        _file: &FileDescription,
+        addr: u64,
+        len: u64,
+    ) -> Result<u64, Errno> {
+        let sock = &self.0;
+        let addr = read_addr(task, addr, len)?;
+        if let UnixAddr::Path(p) = &addr {
+            if sock.state().addr != UnixAddr::Unnamed {
+                return Err(Errno::EINVAL);
+            }
+            // A pathname socket is an inode in the file system.
+            let start = super::dir_arg(task, abi::AT_FDCWD as u64, p)?;
+            let parent = match task.walk(&start, p, false)? {
+                Lookup::Found(_) => return Err(Errno::EADDRINUSE),
+                Lookup::Missing { parent } => parent,
+            };
+            let Some(dir) = parent.node().mem() else {
+                return Err(Errno::EROFS);
+            };
+            if task.kernel.fs.read_only_at(&parent) {
+                return Err(Errno::EROFS);
+            }
+            let name = p
+                .split(|&b| b == b'/')
+                .rfind(|c| !c.is_empty())
+                .ok_or(Errno::EINVAL)?
+                .to_vec();
+            let mode = abi::S_IFSOCK | (0o777 & !task.fs_ctx().umask);
+            let weak: std::sync::Weak<dyn std::any::Any + Send + Sync> = Arc::downgrade(sock) as _;
+            dir.create(&name, mode, task.ids, || MemKind::Socket(weak))
+                .map_err(|e| {
+                    if e == Errno::EEXIST {
+                        Errno::EADDRINUSE
+                    } else {
+                        e
+                    }
+                })?;
+        }
+        sock.bind(addr).map(|_| 0)
+    }
+
+    fn listen(&self, _: &Task, _: &FileDescription, backlog: i32) -> Result<u64, Errno> {
+        self.0.listen(backlog).map(|()| 0)
+    }
+
+    fn connect(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        addr: u64,
+        len: u64,
+    ) -> Result<u64, Errno> {
+        let sock = &self.0;
+        let addr = read_addr(task, addr, len)?;
+        let target = lookup(task, &addr, sock.kind)?;
+        if sock.kind == SockType::Dgram {
+            return sock.connect_dgram(&target).map(|()| 0);
+        }
+        let me = creds(task);
+        let blk = task.blocker();
+        let nonblock = nonblocking(file, 0);
+        // A full backlog is waited out for at most `SO_SNDTIMEO`, then
+        // `EAGAIN` (`unix_stream_connect`).
+        blk.block_until(
+            std::slice::from_ref(&target.waiters),
+            nonblock,
+            deadline(file, false),
+            || Ok(sock.connect_to(&target, me, me)?.then_some(())),
+            || {
+                target
+                    .state()
+                    .listening
+                    .as_ref()
+                    .is_none_or(|(b, q)| q.len() <= *b)
+            },
+        )
+        .map_err(|e| if e == Errno::EAGAIN { Errno::EAGAIN } else { e })?;
+        Ok(0)
+    }
+
+    fn accept(
+        &self,
+        task: &mut Task,
+        file: &FileDescription,
+        addr: u64,
+        len_addr: u64,
+        flags: u64,
+    ) -> Result<u64, Errno> {
+        let sock = &self.0;
+        if sock.kind == SockType::Dgram {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let blk = task.blocker();
+        let conn = blk.block_until(
+            std::slice::from_ref(&sock.waiters),
+            nonblocking(file, 0),
+            deadline(file, true),
+            || sock.accept(),
+            || sock.readiness().0,
+        )?;
+        let peer_addr = conn.state().peer_addr.clone();
+        let peer_addr = if peer_addr == UnixAddr::Unnamed {
+            conn.state()
+                .peer
+                .as_ref()
+                .and_then(std::sync::Weak::upgrade)
+                .map_or(UnixAddr::Unnamed, |p| p.state().addr.clone())
+        } else {
+            UnixAddr::Unnamed
+        };
+        let fd = install(task, conn, flags)?;
+        if addr != 0 {
+            write_addr(task, addr, len_addr, &peer_addr)?;
+        }
+        Ok(fd as u64)
+    }
+
+    fn getsockname(
+        &self,
+        task: &Task,
+        _: &FileDescription,
+        addr: u64,
+        len_addr: u64,
+    ) -> Result<u64, Errno> {
+        let name = self.0.state().addr.clone();
+        write_addr(task, addr, len_addr, &name).map(|()| 0)
+    }
+
+    fn getpeername(
+        &self,
+        task: &Task,
+        _file: &FileDescription,
+        out: u64,
+        len_addr: u64,
+    ) -> Result<u64, Errno> {
+        let sock = &self.0;
+        let (peer, saved) = {
+            let st = sock.state();
+            (
+                st.peer.as_ref().and_then(std::sync::Weak::upgrade),
+                st.peer_addr.clone(),
+            )
+        };
+        let Some(peer) = peer else {
+            return Err(Errno::ENOTCONN);
+        };
+        let addr = if saved == UnixAddr::Unnamed {
+            peer.state().addr.clone()
+        } else {
+            saved
+        };
+        write_addr(task, out, len_addr, &addr).map(|()| 0)
+    }
+
+    fn shutdown(&self, _: &Task, _: &FileDescription, how: u64) -> Result<u64, Errno> {
+        self.0.shutdown(how as i32).map(|()| 0)
+    }
+
+    fn write(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        data: &GuestBufs<'_>,
+        flags: u64,
+    ) -> Result<u64, Errno> {
+        send(task, file, &self.0, data, Vec::new(), flags, None)
+    }
+
+    fn read(&self, task: &Task, file: &FileDescription, dst: &GuestBufs<'_>) -> Result<u64, Errno> {
+        let (_, n) = recv(task, file, &self.0, dst, 0)?;
+        Ok(n as u64)
+    }
+
+    fn sendto(&self, task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let sock = &self.0;
+        let slices = task.mm().slices(a[1], a[2], false)?;
+        let to = if a[4] != 0 && sock.kind == SockType::Dgram {
+            let addr = read_addr(task, a[4], a[5])?;
+            Some(lookup(task, &addr, sock.kind)?)
+        } else {
+            None
+        };
+        send(
+            task,
+            file,
+            sock,
+            &GuestBufs::new(&slices),
+            Vec::new(),
+            a[3],
+            to,
+        )
+    }
+
+    fn recvfrom(&self, task: &Task, file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let sock = &self.0;
+        let slices = task.mm().slices(a[1], a[2], true)?;
+        let (r, n) = recv(task, file, sock, &GuestBufs::new(&slices), a[3])?;
+        if a[4] != 0 {
+            write_addr(task, a[4], a[5], &r.from)?;
+        }
+        Ok(if a[3] & MSG_TRUNC != 0 { r.full_len } else { n } as u64)
+    }
+
+    fn sendmsg(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        msg: u64,
+        flags: u64,
+    ) -> Result<u64, Errno> {
+        let sock = &self.0;
+        let h = read_msghdr(task, msg)?;
+        let slices = super::fs::iovecs_pub(task, h.iov, h.iovlen, false)?;
+        let rights = read_rights(task, h.control, h.controllen)?;
+        let to = if h.name != 0 && h.namelen != 0 {
+            let addr = read_addr(task, h.name, u64::from(h.namelen))?;
+            if sock.kind != SockType::Dgram {
+                if sock.state().peer.is_some() {
+                    return Err(Errno::EISCONN);
+                }
+                return Err(Errno::EOPNOTSUPP);
+            }
+            Some(lookup(task, &addr, sock.kind)?)
+        } else {
+            None
+        };
+        send(
+            task,
+            file,
+            sock,
+            &GuestBufs::new(&slices),
+            rights,
+            flags,
+            to,
+        )
+    }
+
+    fn recvmsg(
+        &self,
+        task: &Task,
+        file: &FileDescription,
+        msg: u64,
+        flags: u64,
+    ) -> Result<u64, Errno> {
+        let sock = &self.0;
+        let h = read_msghdr(task, msg)?;
+        let slices = super::fs::iovecs_pub(task, h.iov, h.iovlen, true)?;
+        let (r, n) = recv(task, file, sock, &GuestBufs::new(&slices), flags)?;
+        let mut out_flags = 0u32;
+        if r.full_len > n {
+            out_flags |= MSG_TRUNC as u32;
+        }
+        // Control messages: credentials (SO_PASSCRED), then descriptors.
+        let mut control = Vec::new();
+        let passcred = sock.state().passcred;
+        if passcred {
+            let c = r.creds.unwrap_or_default();
+            control.extend_from_slice(&28u64.to_ne_bytes());
+            control.extend_from_slice(&SOL_SOCKET.to_ne_bytes());
+            control.extend_from_slice(&SCM_CREDENTIALS.to_ne_bytes());
+            control.extend_from_slice(&c.pid.to_ne_bytes());
+            control.extend_from_slice(&c.uid.to_ne_bytes());
+            control.extend_from_slice(&c.gid.to_ne_bytes());
+            control.extend_from_slice(&[0u8; 4]);
+        }
+        if !r.rights.is_empty() {
+            let room = (h.controllen as usize).saturating_sub(control.len() + 16) / 4;
+            let take = room.min(r.rights.len());
+            if take < r.rights.len() {
+                out_flags |= MSG_CTRUNC;
+            }
+            let limit = task.nofile();
+            let cloexec = flags & MSG_CMSG_CLOEXEC != 0;
+            let mut fds = Vec::new();
+            for f in r.rights.into_iter().take(take) {
+                fds.push(
+                    task.fds()
+                        .insert_from(0, FdEntry { file: f, cloexec }, limit)?
+                        as i32,
+                );
+            }
+            if !fds.is_empty() {
+                let clen = 16 + 4 * fds.len();
+                control.extend_from_slice(&(clen as u64).to_ne_bytes());
+                control.extend_from_slice(&SOL_SOCKET.to_ne_bytes());
+                control.extend_from_slice(&SCM_RIGHTS.to_ne_bytes());
+                for fd in fds {
+                    control.extend_from_slice(&fd.to_ne_bytes());
+                }
+                control.resize((control.len() + 7) & !7, 0);
+            }
+        }
+        let clen = control.len().min(h.controllen as usize);
+        if clen < control.len() {
+            out_flags |= MSG_CTRUNC;
+        }
+        if clen > 0 {
+            task.mm().copy_out(h.control, &control[..clen])?;
+        }
+        task.mm().write_obj(msg + 40, &(clen as u64))?;
+        task.mm().write_obj(msg + 48, &out_flags)?;
+        if h.name != 0 {
+            // msg_namelen is updated in place.
+            let len_addr = msg + 8;
+            write_addr(task, h.name, len_addr, &r.from)?;
+        }
+        Ok(if flags & MSG_TRUNC != 0 {
+            r.full_len
+        } else {
+            n
+        } as u64)
+    }
+
+    fn setsockopt(&self, task: &Task, _file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let sock = &self.0;
+        const SO_SNDBUF: u64 = 7;
+        const SO_RCVBUF: u64 = 8;
+        const SO_PASSCRED: u64 = 16;
+        if a[1] as i32 != SOL_SOCKET {
+            return Err(Errno::ENOPROTOOPT);
+        }
+        if let Some(r) = set_timeout(task, &sock.timeouts, a[2] as i32, a[3], a[4]) {
+            return r;
+        }
+        if a[4] < 4 {
+            return Err(Errno::EINVAL);
+        }
+        let v: i32 = task.mm().read_obj(a[3])?;
         let mut st = sock.state();
         match a[2] {
-            SO_TYPE => int(match sock.kind {
-                SockType::Stream => 1,
-                SockType::Dgram => 2,
-                SockType::SeqPacket => 5,
-            }),
-            SO_ERROR => int(st.error.take().map_or(0, |e| e.0)),
-            SO_SNDBUF => int(st.sndbuf as i32),
-            SO_RCVBUF => int(st.rcvbuf as i32),
-            SO_PASSCRED => int(i32::from(st.passcred)),
-            SO_ACCEPTCONN => int(i32::from(st.listening.is_some())),
-            SO_DOMAIN => int(AF_UNIX as i32),
-            SO_PROTOCOL => int(0),
-            SO_PEERCRED => {
-                let c = st.peer_creds.unwrap_or(Creds {
-                    pid: 0,
-                    uid: u32::MAX,
-                    gid: u32::MAX,
-                });
-                let mut v = c.pid.to_ne_bytes().to_vec();
-                v.extend_from_slice(&c.uid.to_ne_bytes());
-                v.extend_from_slice(&c.gid.to_ne_bytes());
-                v
+            SO_PASSCRED => st.passcred = v != 0,
+            // Linux bounds the value by wmem_max/rmem_max (a negative one,
+            // read as unsigned, too), doubles it and keeps a minimum
+            // (`sk_setsockopt`, socket(7)).
+            SO_RCVBUF => {
+                st.rcvbuf = ((v as u32 as usize).min(unix::BUF_MAX) * 2).max(unix::MIN_RCVBUF);
             }
+            SO_SNDBUF => {
+                st.sndbuf = ((v as u32 as usize).min(unix::BUF_MAX) * 2).max(unix::MIN_SNDBUF);
+            }
+            // Accepted and without effect on Unix sockets.
+            2 | 9 | 10 | 13 | 15 => {}
             _ => return Err(Errno::ENOPROTOOPT),
         }
-    };
-    let n = val.len().min(len as usize);
-    task.mm().copy_out(a[3], &val[..n])?;
-    task.mm().write_obj(a[4], &(n as u32))?;
-    Ok(0)
+        drop(st);
+        // A larger send buffer may let a blocked writer go on (Linux calls
+        // `sk_write_space` after `SO_SNDBUF`).
+        sock.waiters.notify();
+        Ok(0)
+    }
+
+    fn getsockopt(&self, task: &Task, _file: &FileDescription, a: &[u64; 6]) -> Result<u64, Errno> {
+        let sock = &self.0;
+        const SO_TYPE: u64 = 3;
+        const SO_ERROR: u64 = 4;
+        const SO_SNDBUF: u64 = 7;
+        const SO_RCVBUF: u64 = 8;
+        const SO_PASSCRED: u64 = 16;
+        const SO_PEERCRED: u64 = 17;
+        const SO_ACCEPTCONN: u64 = 30;
+        const SO_PROTOCOL: u64 = 38;
+        const SO_DOMAIN: u64 = 39;
+        if a[1] as i32 != SOL_SOCKET {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let len: u32 = task.mm().read_obj(a[4])?;
+        if (len as i32) < 0 {
+            return Err(Errno::EINVAL);
+        }
+        let int = |v: i32| v.to_ne_bytes().to_vec();
+        let val: Vec<u8> = if let Some(v) = get_timeout(&sock.timeouts, a[2] as i32) {
+            v
+        } else {
+            let mut st = sock.state();
+            match a[2] {
+                SO_TYPE => int(match sock.kind {
+                    SockType::Stream => 1,
+                    SockType::Dgram => 2,
+                    SockType::SeqPacket => 5,
+                }),
+                SO_ERROR => int(st.error.take().map_or(0, |e| e.0)),
+                SO_SNDBUF => int(st.sndbuf as i32),
+                SO_RCVBUF => int(st.rcvbuf as i32),
+                SO_PASSCRED => int(i32::from(st.passcred)),
+                SO_ACCEPTCONN => int(i32::from(st.listening.is_some())),
+                SO_DOMAIN => int(AF_UNIX as i32),
+                SO_PROTOCOL => int(0),
+                SO_PEERCRED => {
+                    let c = st.peer_creds.unwrap_or(Creds {
+                        pid: 0,
+                        uid: u32::MAX,
+                        gid: u32::MAX,
+                    });
+                    let mut v = c.pid.to_ne_bytes().to_vec();
+                    v.extend_from_slice(&c.uid.to_ne_bytes());
+                    v.extend_from_slice(&c.gid.to_ne_bytes());
+                    v
+                }
+                _ => return Err(Errno::ENOPROTOOPT),
+            }
+        };
+        let n = val.len().min(len as usize);
+        task.mm().copy_out(a[3], &val[..n])?;
+        task.mm().write_obj(a[4], &(n as u32))?;
+        Ok(0)
+    }
 }

@@ -13,6 +13,7 @@ use crate::fsimpl::pipe::{Attempt, PipeEnd};
 use crate::kernel::task::Task;
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::mm::GuestSlice;
+use crate::socket::netlink::NetlinkSocket;
 use crate::vfs::file::{Blocker, FileDescription, FileKind};
 
 /// Linux's cap on one transfer (`MAX_RW_COUNT`).
@@ -23,10 +24,7 @@ const SPLICE_F_NONBLOCK: u64 = 0x2;
 const SPLICE_F_ALL: u64 = 0xf;
 
 pub(super) fn is_socket(f: &FileDescription) -> bool {
-    matches!(
-        f.kind,
-        FileKind::Socket(_) | FileKind::Inet(_) | FileKind::HostInet(_) | FileKind::Netlink(_)
-    )
+    crate::socket::of(f).is_some()
 }
 
 /// The pipe end of a description that is one (`get_pipe_info`).
@@ -75,7 +73,7 @@ fn direct_source(f: &FileDescription) -> bool {
 /// Whether the object can feed a pipe (`splice_read`): the above and
 /// sockets.
 fn pipe_source(f: &FileDescription) -> bool {
-    direct_source(f) || (is_socket(f) && !matches!(f.kind, FileKind::Netlink(_)))
+    direct_source(f) || (is_socket(f) && crate::socket::downcast::<NetlinkSocket>(f).is_none())
 }
 
 /// Whether the object takes spliced data (`splice_write`).
@@ -125,7 +123,7 @@ pub(super) fn write_from(
     // meanwhile.
     let s = [unsafe { GuestSlice::new(buf.as_mut_ptr(), buf.len()) }];
     let r = if is_socket(f) {
-        super::socket::write_socket(task, f, &GuestBufs::new(&s))
+        super::socket::write_socket(task, f, &GuestBufs::new(&s), 0)
     } else {
         f.write(task.blocker(), &s, at)
     };

@@ -34,20 +34,13 @@ pub enum FileKind {
     Pipe(PipeEnd),
     /// a tmpfs file or directory
     Mem(Arc<crate::fsimpl::tmpfs::MemInode>),
-    /// a Unix socket
-    Socket(crate::socket::unix::SocketHandle),
-    /// an Internet socket
-    Inet(crate::socket::inet::InetSocket),
-    /// an Internet socket that is a host socket (`--network host`)
-    HostInet(crate::socket::host_inet::HostInetSocket),
-    /// an `AF_NETLINK` route socket
-    Netlink(crate::socket::netlink::NetlinkSocket),
     /// generated, read-only contents (/proc files)
     Static(StaticData),
     /// one end of a pseudo-terminal
     Pty(crate::fsimpl::devpts::PtyEnd),
     /// a file whose kind implements [`FileImpl`] in its own module
-    /// (eventfd, timerfd, signalfd, epoll, inotify, pidfd, message queue)
+    /// (eventfd, timerfd, signalfd, epoll, inotify, pidfd, message queue,
+    /// sockets)
     Impl(Arc<dyn FileImpl>),
 }
 
@@ -448,9 +441,6 @@ impl FileDescription {
         match &self.kind {
             FileKind::Pipe(end) => Some(end.fasync_lists()),
             FileKind::Pty(end) => Some([Some(end.fasync()), None]),
-            FileKind::Socket(h) => Some([Some(&h.0.fasync), None]),
-            FileKind::Inet(s) => Some([Some(&s.fasync), None]),
-            FileKind::Netlink(s) => Some([Some(&s.fasync), None]),
             FileKind::Impl(i) => i.fasync_lists(),
             _ => None,
         }
@@ -671,10 +661,6 @@ impl FileDescription {
                 FileKind::SynthDir => return Err(Errno::EISDIR),
                 FileKind::Path | FileKind::Pipe(_) | FileKind::Pty(_) => return Err(Errno::EBADF),
                 FileKind::Impl(_) => return Err(Errno::EINVAL),
-                FileKind::Socket(_)
-                | FileKind::Inet(_)
-                | FileKind::HostInet(_)
-                | FileKind::Netlink(_) => return Err(Errno::ENOTCONN),
             };
             total += n as u64;
             pos += n as u64;
@@ -955,27 +941,6 @@ impl FileDescription {
             FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Mem(_) => {
                 POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
             }
-            FileKind::Netlink(s) => {
-                POLLOUT | POLLWRNORM | if s.readable() { POLLIN | POLLRDNORM } else { 0 }
-            }
-            FileKind::Inet(s) => {
-                let r = s.sock.readiness().unwrap_or_default();
-                (if r.readable { POLLIN | POLLRDNORM } else { 0 })
-                    | (if r.writable { POLLOUT | POLLWRNORM } else { 0 })
-                    | (if r.hup { POLLHUP } else { 0 })
-                    | (if r.rdhup { POLLRDHUP } else { 0 })
-                    | if r.error { POLLERR } else { 0 }
-            }
-            // The host's poll bits have Linux's values, which the guest's are.
-            FileKind::HostInet(s) => s.poll(events | always),
-            FileKind::Socket(h) => {
-                let (r, w, hup, rdhup, err) = h.0.readiness();
-                (if r { POLLIN | POLLRDNORM } else { 0 })
-                    | (if w { POLLOUT | POLLWRNORM } else { 0 })
-                    | (if hup { POLLHUP } else { 0 })
-                    | (if rdhup { POLLRDHUP } else { 0 })
-                    | if err { POLLERR } else { 0 }
-            }
         };
         ready & (events | always | POLLNVAL)
     }
@@ -992,10 +957,6 @@ impl FileDescription {
             FileKind::Pipe(end) => out.push(end.waiters().clone()),
             FileKind::Impl(i) => return i.wait_queues(out, depth),
             FileKind::Pty(end) => out.push(end.pty.waiters.clone()),
-            FileKind::Socket(h) => out.extend(h.0.wait_queues()),
-            FileKind::Inet(s) => out.push(s.waiters.clone()),
-            FileKind::HostInet(s) => out.push(s.waiters.clone()),
-            FileKind::Netlink(s) => out.push(s.waiters.clone()),
             FileKind::Stdio(_) => return true,
             FileKind::Host(_)
             | FileKind::Dev(_)
@@ -1014,8 +975,6 @@ impl FileDescription {
             FileKind::Pipe(end) => end.pipe.generation(end.reader),
             FileKind::Impl(i) => i.generation(),
             FileKind::Pty(end) => end.pty.generation(end.master),
-            FileKind::Inet(s) => s.sock.edges().unwrap_or(0),
-            FileKind::HostInet(s) => s.generation(),
             _ => 0,
         }
     }
@@ -1052,12 +1011,7 @@ impl FileDescription {
     /// `lseek(2)`.
     pub fn seek(&self, off: i64, whence: u32) -> Result<u64, Errno> {
         match &self.kind {
-            FileKind::Pipe(_)
-            | FileKind::Pty(_)
-            | FileKind::Socket(_)
-            | FileKind::Inet(_)
-            | FileKind::HostInet(_)
-            | FileKind::Netlink(_) => Err(Errno::ESPIPE),
+            FileKind::Pipe(_) | FileKind::Pty(_) => Err(Errno::ESPIPE),
             FileKind::Impl(i) if !i.seekable() => Err(Errno::ESPIPE),
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
@@ -1098,17 +1052,6 @@ impl FileDescription {
             (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
             (FileKind::Mem(m), _) => Ok(m.stat()),
             (FileKind::Impl(i), _) => i.stat(self),
-            (
-                FileKind::Socket(_)
-                | FileKind::Inet(_)
-                | FileKind::HostInet(_)
-                | FileKind::Netlink(_),
-                _,
-            ) => {
-                let mut st = crate::vfs::pipe_stat_like(abi::S_IFSOCK | 0o777);
-                st.ino = self as *const Self as u64 >> 4;
-                Ok(st)
-            }
             (FileKind::Stdio(fd), _) => {
                 Ok(host::to_abi_stat(&host::fstat(Self::stdio_borrow(*fd))?))
             }

@@ -78,16 +78,16 @@ pub struct ThreadNotify {
     pub sock: Arc<crate::vfs::file::FileDescription>,
     /// the `sigev_value.sival_ptr` bytes read at registration
     pub cookie: [u8; COOKIE_LEN],
+    /// queues a datagram on the socket (the socket layer's own code)
+    pub post: fn(&crate::vfs::file::FileDescription, Vec<u8>),
 }
 
 impl ThreadNotify {
     /// Posts the cookie with `why` in its last byte.
     fn post(&self, why: u8) {
-        if let crate::vfs::file::FileKind::Netlink(s) = &self.sock.kind {
-            let mut c = self.cookie;
-            c[COOKIE_LEN - 1] = why;
-            s.post(c.to_vec());
-        }
+        let mut c = self.cookie;
+        c[COOKIE_LEN - 1] = why;
+        (self.post)(&self.sock, c.to_vec());
     }
 }
 
