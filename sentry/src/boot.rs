@@ -409,6 +409,10 @@ fn console(
         .fs
         .resolve(&kernel.fs.root(), path.as_bytes(), true)
         .ok();
-    let file = FileDescription::new(FileKind::Pty(slave), loc, abi::OpenFlags::RDWR.bits());
+    let file = FileDescription::new(
+        FileKind::Impl(Arc::new(slave)),
+        loc,
+        abi::OpenFlags::RDWR.bits(),
+    );
     Ok((c, file))
 }

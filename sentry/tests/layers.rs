@@ -48,8 +48,6 @@ fn allowed(from: &str) -> &'static [&'static str] {
 const KNOWN: &[(&str, &str)] = &[
     ("fsimpl/proc.rs", "socket"),
     ("vfs/file.rs", "fsimpl"),
-    ("vfs/file.rs", "kernel"),
-    ("vfs/inotify.rs", "kernel"),
     ("vfs/mod.rs", "fsimpl"),
     ("vfs/mod.rs", "kernel"),
 ];

@@ -20,7 +20,7 @@ use crate::kernel::task::Thread;
 use crate::kernel::wait::WaitQueue;
 use crate::kernel::Kernel;
 use crate::mm::GuestSlice;
-use crate::vfs::file::Blocker;
+use crate::vfs::file::{Blocker, Caller, FileDescription, FileImpl};
 
 pub use abi::tty::UNIX98_PTY_SLAVE_MAJOR as PTS_MAJOR;
 /// Most pairs open at once (Linux's `kernel.pty.max` is 4096; each pair
@@ -102,7 +102,7 @@ pub struct Pty {
     pub waiters: WaitQueue,
     inner: Mutex<Inner>,
     /// descriptions of the slave (0) and of the master (1) with `O_ASYNC`
-    fasync: [crate::kernel::fasync::Fasync; 2],
+    fasync: [crate::vfs::fasync::Fasync; 2],
 }
 
 impl fmt::Debug for Pty {
@@ -768,7 +768,7 @@ pub struct PtyEnd {
 
 impl PtyEnd {
     /// The `O_ASYNC` list of this end.
-    pub fn fasync(&self) -> &crate::kernel::fasync::Fasync {
+    pub fn fasync(&self) -> &crate::vfs::fasync::Fasync {
         &self.pty.fasync[usize::from(self.master)]
     }
 
@@ -779,6 +779,56 @@ impl PtyEnd {
         if !self.fasync().is_empty() {
             self.pty.lock().write_wakeup[usize::from(self.master)] = true;
         }
+    }
+}
+
+impl FileImpl for PtyEnd {
+    fn read(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        if at.is_some() {
+            return Err(Errno::ESPIPE);
+        }
+        read(blk, self, bufs, file.nonblocking())
+    }
+
+    fn write(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        if at.is_some() {
+            return Err(Errno::ESPIPE);
+        }
+        write(blk, self, bufs, file.nonblocking())
+    }
+
+    fn poll(&self, _caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
+        poll_events(self)
+    }
+
+    fn generation(&self) -> u64 {
+        self.pty.generation(self.master)
+    }
+
+    // The device node it was opened at.
+    fn stat(&self, file: &FileDescription) -> Result<abi::Stat, Errno> {
+        file.location.as_ref().ok_or(Errno::EBADF)?.node().stat()
+    }
+
+    fn fasync_lists(&self) -> Option<[Option<&crate::vfs::fasync::Fasync>; 2]> {
+        Some([Some(self.fasync()), None])
+    }
+
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>, _depth: u32) -> bool {
+        out.push(self.pty.waiters.clone());
+        false
     }
 }
 
@@ -1144,10 +1194,10 @@ impl Pty {
         let wake = std::mem::take(&mut self.lock().wake);
         self.waiters.notify();
         if wake & WAKE_SLAVE != 0 {
-            self.fasync[0].kill(crate::kernel::fasync::Reason::In);
+            self.fasync[0].kill(crate::vfs::fasync::Reason::In);
         }
         if wake & WAKE_MASTER != 0 {
-            self.fasync[1].kill(crate::kernel::fasync::Reason::In);
+            self.fasync[1].kill(crate::vfs::fasync::Reason::In);
         }
     }
 
@@ -1167,7 +1217,7 @@ impl Pty {
             left <= UNTHROTTLE && std::mem::take(&mut i.write_wakeup[writer])
         };
         if signal {
-            self.fasync[writer].kill(crate::kernel::fasync::Reason::Out);
+            self.fasync[writer].kill(crate::vfs::fasync::Reason::Out);
         }
     }
 

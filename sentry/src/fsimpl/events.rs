@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex, Weak};
 
 use abi::Errno;
 
-use crate::kernel::task::Thread;
 use crate::kernel::timers::TimerService;
 use crate::kernel::wait::WaitQueue;
 use crate::mm::GuestSlice;
-use crate::vfs::file::{copy_from_slices, copy_to_slices, Blocker, FileDescription, FileImpl};
+use crate::vfs::file::{
+    copy_from_slices, copy_to_slices, Blocker, Caller, FileDescription, FileImpl,
+};
 
 pub use abi::poll;
 
@@ -248,7 +249,7 @@ impl Epoll {
 
     /// Collects up to `max` ready events as `(events, data)`, updating
     /// edge-triggered and one-shot state as reported.
-    pub fn collect(&self, thread: &Thread, max: usize, depth: u32) -> Vec<(u32, u64)> {
+    pub fn collect(&self, caller: &dyn Caller, max: usize, depth: u32) -> Vec<(u32, u64)> {
         let mut out = Vec::new();
         let mut map = lock(&self.interests);
         for i in map.values_mut() {
@@ -262,7 +263,7 @@ impl Epoll {
                 continue;
             };
             let want = (i.events & 0xffff) as i16 | poll::POLLERR | poll::POLLHUP;
-            let ready = file.poll_ready(thread, want, depth + 1) & want;
+            let ready = file.poll_ready(caller, want, depth + 1) & want;
             if ready == 0 {
                 i.last = None;
                 continue;
@@ -320,13 +321,13 @@ impl Epoll {
     }
 
     /// Whether any interest is ready, without changing state.
-    pub fn any_ready(&self, thread: &Thread, depth: u32) -> bool {
+    pub fn any_ready(&self, caller: &dyn Caller, depth: u32) -> bool {
         let map = lock(&self.interests);
         map.values().any(|i| {
             !i.disabled
                 && i.file.upgrade().is_some_and(|f| {
                     let want = (i.events & 0xffff) as i16 | poll::POLLERR | poll::POLLHUP;
-                    f.poll_ready(thread, want, depth + 1) & want != 0
+                    f.poll_ready(caller, want, depth + 1) & want != 0
                 })
         })
     }
@@ -392,7 +393,7 @@ impl FileImpl for EventFd {
         Ok(8)
     }
 
-    fn poll(&self, _thread: &Thread, _events: i16, _depth: u32) -> i16 {
+    fn poll(&self, _caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
         let (r, w) = self.state();
         readable_bits(r)
             | if w {
@@ -444,7 +445,7 @@ impl FileImpl for TimerFd {
         .map(|v| copy_to_slices(bufs, &v.to_ne_bytes()))
     }
 
-    fn poll(&self, _thread: &Thread, _events: i16, _depth: u32) -> i16 {
+    fn poll(&self, _caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
         readable_bits(self.count.load(Ordering::Relaxed) > 0)
     }
 
@@ -495,9 +496,9 @@ impl FileImpl for SignalFd {
         .map(|v| copy_to_slices(bufs, &v))
     }
 
-    fn poll(&self, thread: &Thread, _events: i16, _depth: u32) -> i16 {
+    fn poll(&self, caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
         let mask = *self.mask.lock().unwrap_or_else(|e| e.into_inner());
-        readable_bits(signals_pending(thread) & mask != 0)
+        readable_bits(caller.signals_pending() & mask != 0)
     }
 
     fn link_name(&self) -> Option<Vec<u8>> {
@@ -506,8 +507,8 @@ impl FileImpl for SignalFd {
 }
 
 impl FileImpl for Epoll {
-    fn poll(&self, thread: &Thread, _events: i16, depth: u32) -> i16 {
-        readable_bits(depth < 5 && self.any_ready(thread, depth))
+    fn poll(&self, caller: &dyn Caller, _events: i16, depth: u32) -> i16 {
+        readable_bits(depth < 5 && self.any_ready(caller, depth))
     }
 
     fn wait_queues(&self, out: &mut Vec<WaitQueue>, depth: u32) -> bool {
@@ -549,11 +550,4 @@ fn signalfd_siginfo(info: &abi::SigInfo) -> [u8; 128] {
         b[72..80].copy_from_slice(&info.fields[0].to_ne_bytes()); // ssi_addr
     }
     b
-}
-
-/// Signals pending for `thread`, its own and its process's.
-fn signals_pending(thread: &Thread) -> u64 {
-    let p = thread.process.state();
-    let t = thread.state();
-    t.pending.bits | p.pending.bits
 }

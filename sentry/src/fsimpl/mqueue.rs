@@ -7,10 +7,9 @@ use abi::poll::{POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM};
 use abi::{Errno, Stat};
 
 use crate::kernel::ipc::mqueue::MsgQueue;
-use crate::kernel::task::Thread;
 use crate::kernel::wait::WaitQueue;
 use crate::mm::GuestSlice;
-use crate::vfs::file::{copy_to_slices, Blocker, FileDescription, FileImpl};
+use crate::vfs::file::{copy_to_slices, Blocker, Caller, FileDescription, FileImpl};
 
 /// An open message queue.
 #[derive(Debug)]
@@ -37,7 +36,7 @@ impl FileImpl for MqueueFile {
     }
 
     /// Whatever the access mode, as Linux's `mqueue_poll_file`.
-    fn poll(&self, _thread: &Thread, _events: i16, _depth: u32) -> i16 {
+    fn poll(&self, _caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
         let (r, w) = self.0.poll_state();
         (if r { POLLIN | POLLRDNORM } else { 0 }) | if w { POLLOUT | POLLWRNORM } else { 0 }
     }

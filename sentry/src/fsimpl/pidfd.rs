@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use abi::poll::{POLLIN, POLLRDNORM};
 
-use crate::kernel::task::{Process, Thread};
+use crate::kernel::task::Process;
 use crate::kernel::wait::WaitQueue;
-use crate::vfs::file::FileImpl;
+use crate::vfs::file::{Caller, FileImpl};
 
 /// An open pidfd.
 #[derive(Debug)]
@@ -16,7 +16,7 @@ pub struct PidFd(pub Arc<Process>);
 
 impl FileImpl for PidFd {
     /// Readable once the process has terminated (pidfd_open(2)).
-    fn poll(&self, _thread: &Thread, _events: i16, _depth: u32) -> i16 {
+    fn poll(&self, _caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
         if self.0.state().exit.is_some() {
             POLLIN | POLLRDNORM
         } else {

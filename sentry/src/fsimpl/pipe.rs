@@ -9,6 +9,7 @@ use abi::Errno;
 
 use crate::kernel::wait::WaitQueue;
 use crate::mm::GuestSlice;
+use crate::vfs::file::{Blocker, Caller, FileDescription, FileImpl};
 
 /// Default capacity (`/proc/sys/fs/pipe-max-size` bounds `F_SETPIPE_SZ`).
 pub const DEFAULT_CAPACITY: usize = 65536;
@@ -28,9 +29,9 @@ pub struct Pipe {
     generation: std::sync::atomic::AtomicU64,
     drained: std::sync::atomic::AtomicU64,
     /// read-end descriptions with `O_ASYNC` (signalled by every write)
-    pub readers_async: crate::kernel::fasync::Fasync,
+    pub readers_async: crate::vfs::fasync::Fasync,
     /// write-end descriptions with `O_ASYNC` (signalled by every read)
-    pub writers_async: crate::kernel::fasync::Fasync,
+    pub writers_async: crate::vfs::fasync::Fasync,
 }
 
 struct Inner {
@@ -520,8 +521,8 @@ impl Pipe {
         // side stays signals both lists (POLL_IN and POLL_OUT, not
         // POLL_HUP: a reader then sees end of file, a writer EPIPE).
         if one_side_left {
-            self.readers_async.kill(crate::kernel::fasync::Reason::In);
-            self.writers_async.kill(crate::kernel::fasync::Reason::Out);
+            self.readers_async.kill(crate::vfs::fasync::Reason::In);
+            self.writers_async.kill(crate::vfs::fasync::Reason::Out);
         }
     }
 }
@@ -538,6 +539,11 @@ pub struct PipeEnd {
 
 impl PipeEnd {
     /// The queue this end's blocked callers (and pollers) wait on.
+    /// The pipe's number, as `fstat` and `/proc/PID/fd` show it.
+    pub fn id(&self) -> u64 {
+        Arc::as_ptr(&self.pipe) as u64 >> 4
+    }
+
     pub fn waiters(&self) -> &WaitQueue {
         if self.reader {
             &self.pipe.rd_wait
@@ -547,12 +553,146 @@ impl PipeEnd {
     }
 
     /// The `O_ASYNC` list this end's descriptions join.
-    pub fn fasync_lists(&self) -> [Option<&crate::kernel::fasync::Fasync>; 2] {
+    pub fn fasync_lists(&self) -> [Option<&crate::vfs::fasync::Fasync>; 2] {
         if self.reader {
             [Some(&self.pipe.readers_async), None]
         } else {
             [None, Some(&self.pipe.writers_async)]
         }
+    }
+}
+
+impl FileImpl for PipeEnd {
+    fn read(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        if at.is_some() {
+            return Err(Errno::ESPIPE);
+        }
+        if !self.reader {
+            return Err(Errno::EBADF);
+        }
+        let nonblock = file.nonblocking();
+        if bufs.iter().all(GuestSlice::is_empty) {
+            return Ok(0);
+        }
+        // Linux signals the writers' owners (O_ASYNC) before each
+        // sleep and once when the read ends, whatever its outcome.
+        let writers = &self.pipe.writers_async;
+        let r = blk.block_on(
+            std::slice::from_ref(&self.pipe.rd_wait),
+            nonblock,
+            || match self.pipe.try_read(bufs)? {
+                Attempt::Done(n) => Ok(Some(n)),
+                Attempt::WouldBlock => {
+                    if !nonblock {
+                        writers.kill(crate::vfs::fasync::Reason::Out);
+                    }
+                    Ok(None)
+                }
+            },
+            || {
+                let (readable, _, hup, _) = self.pipe.poll_state();
+                readable || hup
+            },
+        );
+        writers.kill(crate::vfs::fasync::Reason::Out);
+        r
+    }
+
+    fn write(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        if at.is_some() {
+            return Err(Errno::ESPIPE);
+        }
+        let total_len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let nonblock = file.nonblocking();
+        let mut done = 0u64;
+        // Linux signals the readers' owners (O_ASYNC) before each
+        // sleep and once when the write ends, whatever its outcome.
+        let readers = &self.pipe.readers_async;
+        let mut result = Ok(0);
+        // Linux writes as much as fits, sleeping until everything is
+        // written; a signal after partial progress returns the count.
+        while done < total_len {
+            let r = blk.block_on(
+                std::slice::from_ref(&self.pipe.wr_wait),
+                nonblock,
+                || match self.pipe.try_write(bufs, done)? {
+                    Attempt::Done(n) => Ok(Some(n)),
+                    Attempt::WouldBlock => {
+                        if !nonblock {
+                            readers.kill(crate::vfs::fasync::Reason::In);
+                        }
+                        Ok(None)
+                    }
+                },
+                || {
+                    let (_, writable, _, no_readers) = self.pipe.poll_state();
+                    writable || no_readers
+                },
+            );
+            match r {
+                Ok(n) => done += n,
+                Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => break,
+                // pipe_write(): the count of what went in, and SIGPIPE.
+                Err(Errno::EPIPE) if done > 0 => {
+                    blk.caller.raise_sigpipe();
+                    break;
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if total_len > 0 {
+            readers.kill(crate::vfs::fasync::Reason::In);
+        }
+        result.map(|_: u64| done)
+    }
+
+    fn poll(&self, _caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
+        use abi::poll::*;
+        let (readable, writable, no_writers, no_readers) = self.pipe.poll_state();
+        if self.reader {
+            (if readable { POLLIN | POLLRDNORM } else { 0 }) | if no_writers { POLLHUP } else { 0 }
+        } else {
+            (if writable { POLLOUT | POLLWRNORM } else { 0 }) | if no_readers { POLLERR } else { 0 }
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        self.pipe.generation(self.reader)
+    }
+
+    // A FIFO owned by the caller.
+    fn stat(&self, _file: &FileDescription) -> Result<abi::Stat, Errno> {
+        let mut st = crate::vfs::pipe_stat_like(abi::S_IFIFO | 0o600);
+        st.ino = self.id();
+        Ok(st)
+    }
+
+    fn fasync_lists(&self) -> Option<[Option<&crate::vfs::fasync::Fasync>; 2]> {
+        Some(PipeEnd::fasync_lists(self))
+    }
+
+    fn link_name(&self) -> Option<Vec<u8>> {
+        Some(format!("pipe:[{}]", self.id()).into_bytes())
+    }
+
+    fn wait_queues(&self, out: &mut Vec<WaitQueue>, _depth: u32) -> bool {
+        out.push(self.waiters().clone());
+        false
     }
 }
 

@@ -11,7 +11,9 @@ use abi::Errno;
 
 use crate::kernel::task::{current, Process};
 use crate::kernel::Kernel;
-use crate::vfs::file::{FileDescription, FileKind};
+use crate::mm::guestmem::copy_to_slices_at;
+use crate::mm::GuestSlice;
+use crate::vfs::file::{gather, Blocker, Caller, FileDescription, FileImpl, FileKind};
 use crate::vfs::{DirEntry, Node};
 
 /// Device number of /proc.
@@ -1630,9 +1632,6 @@ fn link_name(file: &FileDescription) -> Vec<u8> {
         return name;
     }
     match &file.kind {
-        FileKind::Pipe(end) => {
-            format!("pipe:[{}]", Arc::as_ptr(&end.pipe) as u64 >> 4).into_bytes()
-        }
         FileKind::Stdio(fd) => stdio_name(*fd),
         // As Linux names a memfd: its file on the internal tmpfs, unlinked.
         FileKind::Mem(m) if m.memfd_name().is_some() => {
@@ -1896,7 +1895,7 @@ impl crate::vfs::file::FileImpl for ProcMem {
         self.transfer(file, bufs, at, true)
     }
 
-    fn poll(&self, _thread: &crate::kernel::task::Thread, events: i16, _depth: u32) -> i16 {
+    fn poll(&self, _caller: &dyn crate::vfs::file::Caller, events: i16, _depth: u32) -> i16 {
         events & (abi::poll::POLLIN | abi::poll::POLLOUT)
     }
 
@@ -2025,7 +2024,7 @@ impl crate::vfs::file::FileImpl for ProcPagemap {
         Err(Errno::EINVAL)
     }
 
-    fn poll(&self, _thread: &crate::kernel::task::Thread, events: i16, _depth: u32) -> i16 {
+    fn poll(&self, _caller: &dyn crate::vfs::file::Caller, events: i16, _depth: u32) -> i16 {
         events & abi::poll::POLLIN
     }
 
@@ -2283,5 +2282,104 @@ mod tests {
         assert_eq!(net_file(lo, "mtu").as_deref(), Some("65536\n"));
         assert_eq!(net_file(lo, "ifindex").as_deref(), Some("1\n"));
         assert_eq!(net_file(lo, "nope"), None);
+    }
+}
+
+/// An open generated file of /proc or /sys. Its bytes were made when it
+/// was looked up; like Linux's `seq_file`, a read from offset 0 after an
+/// earlier read makes them anew (programs such as `vmstat` keep
+/// `/proc/stat` open and read it again from the start). The few files
+/// that take writes (sysctls, `oom_score_adj`) parse them here.
+#[derive(Debug)]
+pub struct ProcFile(std::sync::Mutex<(Arc<Vec<u8>>, bool)>);
+
+impl ProcFile {
+    pub fn new(data: Arc<Vec<u8>>) -> ProcFile {
+        ProcFile(std::sync::Mutex::new((data, false)))
+    }
+
+    /// The bytes for a read at `pos`: anew when the read starts at 0 and
+    /// the bytes have been read before.
+    fn bytes_for_read(&self, file: &FileDescription, blk: Blocker<'_>, pos: u64) -> Arc<Vec<u8>> {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if pos == 0 && g.1 {
+            let fresh = file.location.as_ref().and_then(|l| blk.fs.look_up_again(l));
+            if let Some(Node::Proc(ProcNode::File(_, d) | ProcNode::Sysctl(_, _, d))) = fresh {
+                g.0 = d;
+            }
+        }
+        g.1 = true;
+        g.0.clone()
+    }
+}
+
+impl FileImpl for ProcFile {
+    fn read(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let mut pos_guard = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+        let pos = at.unwrap_or(*pos_guard);
+        let data = self.bytes_for_read(file, blk, pos);
+        let start = (pos as usize).min(data.len());
+        let n = copy_to_slices_at(bufs, 0, &data[start..]) as u64;
+        if at.is_none() {
+            *pos_guard = pos + n;
+        }
+        Ok(n)
+    }
+
+    fn write(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        use crate::kernel::auth::cap;
+        match file.location.as_ref().map(|l| l.node()) {
+            Some(Node::Proc(ProcNode::OomScoreAdj(_, p, _))) => {
+                let (len, data) = gather(bufs, 23);
+                write_oom_score_adj(p, &data, blk.caller.capable(cap::SYS_RESOURCE))?;
+                Ok(len as u64)
+            }
+            Some(Node::Proc(ProcNode::Sysctl(_, path, _))) => {
+                // Linux reads the whole write; numbers past the first 64
+                // KiB would be ignored as surplus anyway.
+                let (len, data) = gather(bufs, 65536);
+                let privileged = blk.caller.capable(cap::SYS_ADMIN)
+                    || blk.caller.capable(cap::CHECKPOINT_RESTORE);
+                let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+                let start = at.unwrap_or(*pos);
+                let used = blk
+                    .fs
+                    .proc
+                    .write_sysctl(path, &data, len, start, privileged)?;
+                if at.is_none() {
+                    *pos = start + used as u64;
+                }
+                Ok(used as u64)
+            }
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    fn poll(&self, _caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
+        abi::poll::POLLIN | abi::poll::POLLRDNORM
+    }
+
+    fn seekable(&self) -> bool {
+        true
+    }
+
+    fn splice_source(&self) -> bool {
+        true
+    }
+
+    fn stat(&self, file: &FileDescription) -> Result<abi::Stat, Errno> {
+        file.location.as_ref().ok_or(Errno::EBADF)?.node().stat()
     }
 }

@@ -10,16 +10,15 @@ use std::sync::Arc;
 use abi::poll::{POLLHUP, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM};
 
 use crate::kernel::seccomp::Notifier;
-use crate::kernel::task::Thread;
 use crate::kernel::wait::WaitQueue;
-use crate::vfs::file::FileImpl;
+use crate::vfs::file::{Caller, FileImpl};
 
 /// An open listener.
 #[derive(Debug)]
 pub struct SeccompListener(pub Arc<Notifier>);
 
 impl FileImpl for SeccompListener {
-    fn poll(&self, _thread: &Thread, _events: i16, _depth: u32) -> i16 {
+    fn poll(&self, _caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
         let r = self.0.poll();
         let mut bits = 0;
         if r.queued {

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, Weak};
 use abi::Errno;
 use netstack::{Domain, SocketId, SocketType, Wakeups};
 
-use crate::kernel::fasync::{Fasync, Reason};
 use crate::kernel::wait::WaitQueue;
+use crate::vfs::fasync::{Fasync, Reason};
 
 /// An `AF_INET`/`AF_INET6` socket.
 #[derive(Debug)]

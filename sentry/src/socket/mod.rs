@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 
 use abi::{Errno, Stat};
 
-use crate::kernel::fasync::Fasync;
-use crate::kernel::task::{Task, Thread};
+use crate::kernel::task::Task;
 use crate::kernel::wait::WaitQueue;
 use crate::kernel::Kernel;
 use crate::mm::guestio::GuestBufs;
 use crate::mm::GuestSlice;
-use crate::vfs::file::{Blocker, FileDescription, FileImpl, FileKind};
+use crate::vfs::fasync::Fasync;
+use crate::vfs::file::{Blocker, Caller, FileDescription, FileImpl, FileKind};
 
 /// The socket layer's sandbox-wide state, kept by the kernel.
 #[derive(Debug, Default)]
@@ -196,7 +196,7 @@ impl FileImpl for SocketFile {
         Err(Errno::ENOTCONN)
     }
 
-    fn poll(&self, _thread: &Thread, events: i16, _depth: u32) -> i16 {
+    fn poll(&self, _caller: &dyn Caller, events: i16, _depth: u32) -> i16 {
         self.0.poll(events | libc::POLLERR | libc::POLLHUP)
     }
 

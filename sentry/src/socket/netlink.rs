@@ -468,7 +468,7 @@ pub struct NetlinkSocket {
     pub rcvbuf: AtomicU32,
     /// descriptions with `O_ASYNC`, signalled when replies are queued
     /// (`sock_def_readable()`)
-    pub fasync: crate::kernel::fasync::Fasync,
+    pub fasync: crate::vfs::fasync::Fasync,
     /// `SO_RCVTIMEO`/`SO_SNDTIMEO` (a send never waits here: replies are
     /// queued at once, so only the receive timeout has an effect).
     pub timeouts: super::SockTimeouts,
@@ -972,10 +972,10 @@ impl NetlinkSocket {
         // Linux queues the replies to one request (a whole small dump with
         // its NLMSG_DONE) in one buffer: one signal.
         if queued {
-            self.fasync.kill(crate::kernel::fasync::Reason::In);
+            self.fasync.kill(crate::vfs::fasync::Reason::In);
         }
         if overrun {
-            self.fasync.kill(crate::kernel::fasync::Reason::Err);
+            self.fasync.kill(crate::vfs::fasync::Reason::Err);
         }
         Ok(data.len())
     }
@@ -993,7 +993,7 @@ impl NetlinkSocket {
         q.msgs.push_back(msg);
         drop(q);
         self.waiters.notify();
-        self.fasync.kill(crate::kernel::fasync::Reason::In);
+        self.fasync.kill(crate::vfs::fasync::Reason::In);
     }
 
     /// Takes (or with `peek`, copies) the next reply: `(bytes, full

@@ -193,7 +193,7 @@ pub struct UnixSocket {
     registry: Arc<Registry>,
     /// descriptions with `O_ASYNC`, signalled when data or a connection
     /// arrives (sock_def_readable())
-    pub fasync: crate::kernel::fasync::Fasync,
+    pub fasync: crate::vfs::fasync::Fasync,
     /// `SO_RCVTIMEO`/`SO_SNDTIMEO` (an accepted socket starts without:
     /// `unix_stream_connect` makes it with `sock_init_data`)
     pub timeouts: super::SockTimeouts,
@@ -413,7 +413,7 @@ impl UnixSocket {
         }
         target.waiters.notify();
         self.waiters.notify();
-        target.fasync.kill(crate::kernel::fasync::Reason::In);
+        target.fasync.kill(crate::vfs::fasync::Reason::In);
         Ok(true)
     }
 
@@ -515,7 +515,7 @@ impl UnixSocket {
         });
         drop(ps);
         peer.waiters.notify();
-        peer.fasync.kill(crate::kernel::fasync::Reason::In);
+        peer.fasync.kill(crate::vfs::fasync::Reason::In);
         Ok(Some(n))
     }
 
@@ -582,7 +582,7 @@ impl UnixSocket {
         }
         if sent > 0 {
             peer.waiters.notify();
-            peer.fasync.kill(crate::kernel::fasync::Reason::In);
+            peer.fasync.kill(crate::vfs::fasync::Reason::In);
         }
         Ok(Some(sent))
     }
@@ -702,7 +702,7 @@ impl UnixSocket {
                 (ws.wr_shut, ws.sndbuf)
             };
             if w.has_room(sndbuf) && w.nospace.swap(false, Ordering::Relaxed) && !wr_shut {
-                w.fasync.kill(crate::kernel::fasync::Reason::Out);
+                w.fasync.kill(crate::vfs::fasync::Reason::Out);
             }
         }
         Ok(Some(out))
@@ -740,8 +740,8 @@ impl UnixSocket {
             // both directions is POLL_HUP, no more to read POLL_IN, no
             // more writes alone nothing.
             match how {
-                2 => p.fasync.kill(crate::kernel::fasync::Reason::Hup),
-                1 => p.fasync.kill(crate::kernel::fasync::Reason::In),
+                2 => p.fasync.kill(crate::vfs::fasync::Reason::Hup),
+                1 => p.fasync.kill(crate::vfs::fasync::Reason::In),
                 _ => {}
             }
             p.waiters.notify();
@@ -818,7 +818,7 @@ impl UnixSocket {
                 p.state().peer_gone = true;
                 // unix_release_sock(): the peer can neither read more nor
                 // write.
-                p.fasync.kill(crate::kernel::fasync::Reason::Hup);
+                p.fasync.kill(crate::vfs::fasync::Reason::Hup);
             }
             p.waiters.notify();
         }

@@ -249,7 +249,7 @@ fn epoll_wait(
         Errno::EINTR,
         |qs| ep.wait_queues(qs, 0),
         || {
-            ready = ep.collect(&task.thread, max as usize, 0);
+            ready = ep.collect(&*task.thread, max as usize, 0);
             Ok(ready.len() as u64)
         },
     )?;

@@ -13,10 +13,10 @@ use super::{dir_arg, path_arg};
 use crate::fsimpl::tmpfs::MemKind;
 use crate::host;
 use crate::kernel::auth::{cap, Creds, MAY_EXEC, MAY_READ, MAY_WRITE};
-use crate::kernel::fasync::OwnerKind;
 use crate::kernel::task::Task;
 use crate::mm::guestio::GuestBufs;
 use crate::mm::GuestSlice;
+use crate::vfs::fasync::OwnerKind;
 use crate::vfs::file::{FdEntry, FileDescription, FileKind};
 use crate::vfs::inotify::{self, EntryIds};
 use crate::vfs::lock::{FileKey, Owner, RecordLock, OFFSET_MAX};
@@ -142,18 +142,18 @@ fn pipe2(task: &mut Task, addr: u64, flags: u32) -> Result<u64, Errno> {
     let status = flags & (OpenFlags::NONBLOCK | OpenFlags::DIRECT).bits();
     let cloexec = flags & OpenFlags::CLOEXEC.bits() != 0;
     let r = FileDescription::new(
-        FileKind::Pipe(crate::fsimpl::pipe::PipeEnd {
+        FileKind::Impl(Arc::new(crate::fsimpl::pipe::PipeEnd {
             pipe: pipe.clone(),
             reader: true,
-        }),
+        })),
         None,
         status,
     );
     let w = FileDescription::new(
-        FileKind::Pipe(crate::fsimpl::pipe::PipeEnd {
+        FileKind::Impl(Arc::new(crate::fsimpl::pipe::PipeEnd {
             pipe,
             reader: false,
-        }),
+        })),
         None,
         status | OpenFlags::WRONLY.bits(),
     );
@@ -199,7 +199,6 @@ fn positional(file: &FileDescription) -> Result<(), Errno> {
         FileKind::Stdio(_)
         | FileKind::Host(_)
         | FileKind::Mem(_)
-        | FileKind::Static(_)
         | FileKind::Dev(_)
         | FileKind::SynthDir => Ok(()),
         FileKind::Path => Err(Errno::EBADF),
@@ -760,7 +759,9 @@ fn open_path(
                 FileKind::Mem(m)
             }
             Node::Ovl(_) => FileKind::SynthDir,
-            Node::Dev(crate::vfs::Device::Ptmx) => FileKind::Pty(task.kernel.fs.devpts.allocate()?),
+            Node::Dev(crate::vfs::Device::Ptmx) => {
+                FileKind::Impl(Arc::new(task.kernel.fs.devpts.allocate()?))
+            }
             Node::Dev(crate::vfs::Device::Tty) => {
                 // The caller's controlling terminal (ENXIO without one).
                 let ctty = task.proc_.state().ctty.clone().ok_or(Errno::ENXIO)?;
@@ -768,7 +769,7 @@ fn open_path(
                 let ctty = (ctty as Arc<dyn std::any::Any + Send + Sync>)
                     .downcast::<crate::fsimpl::devpts::Pty>()
                     .map_err(|_| Errno::ENXIO)?;
-                FileKind::Pty(ctty.open_slave()?)
+                FileKind::Impl(Arc::new(ctty.open_slave()?))
             }
             Node::Pts(n) => {
                 let pty = task.kernel.fs.devpts.get(*n).ok_or(Errno::ENOENT)?;
@@ -776,7 +777,7 @@ fn open_path(
                 if !flags.contains(OpenFlags::NOCTTY) && acc != abi::OpenFlags::WRONLY.bits() {
                     acquire_ctty(task, &pty);
                 }
-                FileKind::Pty(end)
+                FileKind::Impl(Arc::new(end))
             }
             Node::Dev(d) => FileKind::Dev(*d),
             Node::Mqueue(q) => {
@@ -800,8 +801,10 @@ fn open_path(
                 crate::fsimpl::proc::ProcNode::FdLink(_, file, _) => {
                     // Reopening /proc/self/fd/N of an object with no path:
                     // the same object, in the requested direction.
-                    if let FileKind::Pipe(end) = &file.kind {
-                        FileKind::Pipe(end.pipe.open_end(acc != abi::OpenFlags::WRONLY.bits()))
+                    if let Some(end) = file.downcast::<crate::fsimpl::pipe::PipeEnd>() {
+                        FileKind::Impl(Arc::new(
+                            end.pipe.open_end(acc != abi::OpenFlags::WRONLY.bits()),
+                        ))
                     } else if let Some(m) = reopenable_mem(file) {
                         // A tmpfs file (a memfd, an O_TMPFILE file): a new
                         // description of the same inode, in the requested
@@ -826,7 +829,7 @@ fn open_path(
                 }
                 // Writes are taken by FileDescription::write.
                 crate::fsimpl::proc::ProcNode::OomScoreAdj(_, _, data) => {
-                    FileKind::Static(crate::vfs::file::StaticData::new(data.clone()))
+                    FileKind::Impl(Arc::new(crate::fsimpl::proc::ProcFile::new(data.clone())))
                 }
                 // Writes are taken by FileDescription::write; only the
                 // namespace's root may open most for writing.
@@ -836,7 +839,7 @@ fn open_path(
                     {
                         return Err(Errno::EACCES);
                     }
-                    FileKind::Static(crate::vfs::file::StaticData::new(data.clone()))
+                    FileKind::Impl(Arc::new(crate::fsimpl::proc::ProcFile::new(data.clone())))
                 }
                 crate::fsimpl::proc::ProcNode::Mem(_, p) => {
                     let leader = p.state().threads.first().cloned().ok_or(Errno::ESRCH)?;
@@ -857,7 +860,7 @@ fn open_path(
                 }
                 _ if wants_write => return Err(Errno::EACCES),
                 crate::fsimpl::proc::ProcNode::File(_, data) => {
-                    FileKind::Static(crate::vfs::file::StaticData::new(data.clone()))
+                    FileKind::Impl(Arc::new(crate::fsimpl::proc::ProcFile::new(data.clone())))
                 }
                 _ => FileKind::SynthDir,
             },
@@ -875,7 +878,7 @@ fn open_path(
                     if acc != abi::OpenFlags::RDWR.bits() && !nonblock {
                         pipe.wait_for_peer(reader, before, &*task.thread)?;
                     }
-                    FileKind::Pipe(end)
+                    FileKind::Impl(Arc::new(end))
                 }
                 _ => {
                     if flags.contains(OpenFlags::TRUNC) && wants_write && !created && !m.is_dir() {
@@ -943,7 +946,7 @@ fn open_peer(
     }
     install_file(
         task,
-        FileKind::Pty(end),
+        FileKind::Impl(Arc::new(end)),
         loc,
         raw_flags & abi::O_ACCMODE,
         flags,
@@ -1369,10 +1372,10 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 .ok_or(Errno::ENOTTY)?;
             super::seccomp::listener_ioctl(task, &n, cmd as u32, a[2])
         }
-        cmd if matches!(file.kind, FileKind::Pty(_)) => {
-            let FileKind::Pty(end) = &file.kind else {
-                return Err(Errno::ENOTTY);
-            };
+        cmd if file.downcast::<crate::fsimpl::devpts::PtyEnd>().is_some() => {
+            let end = file
+                .downcast::<crate::fsimpl::devpts::PtyEnd>()
+                .ok_or(Errno::ENOTTY)?;
             pty_ioctl(task, &file, end, cmd as u32, a[2])
         }
         // Terminal queries are passed to the caller's own terminal, read-only.
@@ -1389,7 +1392,9 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         FIONREAD => {
             let n: i32 = match (&file.kind, file.stdio()) {
                 (_, Some(h)) => host::fionread(h)?,
-                (FileKind::Pipe(end), _) => end.pipe.available() as i32,
+                _ if file.downcast::<crate::fsimpl::pipe::PipeEnd>().is_some() => file
+                    .downcast::<crate::fsimpl::pipe::PipeEnd>()
+                    .map_or(0, |end| end.pipe.available() as i32),
                 _ if is_socket(&file) => match crate::socket::of(&file) {
                     Some(s) => s.bytes_readable()?,
                     None => return Err(Errno::ENOTTY),
@@ -1639,7 +1644,7 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         F_GETSIG => Ok(file.owner().signum as u64),
         F_SETPIPE_SZ | F_GETPIPE_SZ => {
-            let FileKind::Pipe(end) = &file.kind else {
+            let Some(end) = file.downcast::<crate::fsimpl::pipe::PipeEnd>() else {
                 return Err(Errno::EBADF);
             };
             if a[1] as u32 == F_GETPIPE_SZ {
@@ -1701,12 +1706,14 @@ fn set_async(
     match file.fasync_lists() {
         Some(lists) => {
             for l in lists.into_iter().flatten() {
-                l.set(&Arc::downgrade(&task.kernel), fd, file, on)?;
+                let kernel: std::sync::Weak<dyn crate::vfs::fasync::SigioTarget> =
+                    Arc::downgrade(&task.kernel) as std::sync::Weak<crate::kernel::Kernel>;
+                l.set(kernel, fd, file, on)?;
             }
             if let Some(s) = crate::socket::of(file) {
                 s.async_changed(&task.kernel, on);
             }
-            if let (true, FileKind::Pty(end)) = (on, &file.kind) {
+            if let (true, Some(end)) = (on, file.downcast::<crate::fsimpl::devpts::PtyEnd>()) {
                 // __tty_fasync(): with no owner yet, the terminal's
                 // foreground group (only a slave has one), else the caller.
                 match end.pty.fg_pgrp().filter(|_| !end.master) {
@@ -2006,7 +2013,7 @@ pub fn sys_fadvise64(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if a[3] > 5 || (a[2] as i64) < 0 {
         return Err(Errno::EINVAL);
     }
-    if matches!(file.kind, FileKind::Pipe(_)) {
+    if file.downcast::<crate::fsimpl::pipe::PipeEnd>().is_some() {
         return Err(Errno::ESPIPE);
     }
     if let FileKind::Stdio(fd) = file.kind {
@@ -3016,7 +3023,8 @@ fn file_loc(task: &Task, fd: u64) -> Result<Location, Errno> {
     let file = task.fds().file(fd as i32 as i64)?;
     match &file.kind {
         FileKind::Path => Err(Errno::EBADF),
-        FileKind::Stdio(_) | FileKind::Pipe(_) => Err(Errno::EPERM),
+        FileKind::Stdio(_) => Err(Errno::EPERM),
+        _ if file.downcast::<crate::fsimpl::pipe::PipeEnd>().is_some() => Err(Errno::EPERM),
         // Unlinked files (O_TMPFILE) have no location: give them one.
         FileKind::Mem(m) => Ok(named_location(&file, m).unwrap_or_else(|| nameless(task, m))),
         _ => file.location.clone().ok_or(Errno::EBADF),

@@ -492,7 +492,7 @@ impl Socket for InetSocket {
         self.sock.edges().unwrap_or(0)
     }
 
-    fn fasync(&self) -> Option<&crate::kernel::fasync::Fasync> {
+    fn fasync(&self) -> Option<&crate::vfs::fasync::Fasync> {
         Some(&self.fasync)
     }
 

@@ -274,7 +274,7 @@ impl Socket for NetlinkSocket {
         out.push(self.waiters.clone());
     }
 
-    fn fasync(&self) -> Option<&crate::kernel::fasync::Fasync> {
+    fn fasync(&self) -> Option<&crate::vfs::fasync::Fasync> {
         Some(&self.fasync)
     }
 

@@ -12,7 +12,7 @@ use crate::vfs::file::FileDescription;
 use crate::fsimpl::events::poll::*;
 
 fn readiness(task: &Task, file: &FileDescription, events: i16) -> i16 {
-    file.poll_ready(&task.thread, events, 0)
+    file.poll_ready(&*task.thread, events, 0)
 }
 
 /// Waits until `check` reports something (`Ok(n)`, `n > 0`), `deadline`

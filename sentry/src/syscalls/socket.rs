@@ -659,7 +659,7 @@ impl Socket for SocketHandle {
         out.extend(self.0.wait_queues());
     }
 
-    fn fasync(&self) -> Option<&crate::kernel::fasync::Fasync> {
+    fn fasync(&self) -> Option<&crate::vfs::fasync::Fasync> {
         Some(&self.0.fasync)
     }
 

@@ -29,10 +29,7 @@ pub(super) fn is_socket(f: &FileDescription) -> bool {
 
 /// The pipe end of a description that is one (`get_pipe_info`).
 fn pipe_end(f: &FileDescription) -> Option<&PipeEnd> {
-    match &f.kind {
-        FileKind::Pipe(end) => Some(end),
-        _ => None,
-    }
+    f.downcast()
 }
 
 fn nonblocking(f: &FileDescription) -> bool {
@@ -56,18 +53,20 @@ fn regular(f: &FileDescription) -> bool {
 /// Whether reads take an offset (`FMODE_PREAD`): `ESPIPE` or `EINVAL`
 /// otherwise, depending on the call.
 fn seekable(f: &FileDescription) -> bool {
-    regular(f) || matches!(f.kind, FileKind::Static(_) | FileKind::Dev(_))
+    regular(f) || generated(f) || matches!(f.kind, FileKind::Dev(_))
 }
 
 /// Whether the object has a `splice_read` that feeds a non-pipe output
 /// (`do_splice_direct`): files and devices; Linux refuses sockets, pipes
 /// and directories there with `EINVAL`.
 fn direct_source(f: &FileDescription) -> bool {
-    regular(f)
-        || matches!(
-            f.kind,
-            FileKind::Static(_) | FileKind::Stdio(_) | FileKind::Dev(_)
-        )
+    regular(f) || generated(f) || matches!(f.kind, FileKind::Stdio(_) | FileKind::Dev(_))
+}
+
+/// A generated file (/proc, /sys), which splices as Linux's
+/// `copy_splice_read` does.
+fn generated(f: &FileDescription) -> bool {
+    f.downcast_impl().is_some_and(|i| i.splice_source())
 }
 
 /// Whether the object can feed a pipe (`splice_read`): the above and
@@ -80,10 +79,9 @@ fn pipe_source(f: &FileDescription) -> bool {
 fn sink(f: &FileDescription) -> bool {
     regular(f)
         || is_socket(f)
-        || matches!(
-            f.kind,
-            FileKind::Dev(_) | FileKind::Stdio(_) | FileKind::Pty(_) | FileKind::Pipe(_)
-        )
+        || f.downcast::<crate::fsimpl::devpts::PtyEnd>().is_some()
+        || pipe_end(f).is_some()
+        || matches!(f.kind, FileKind::Dev(_) | FileKind::Stdio(_))
 }
 
 /// Reads into a Sentry buffer through the description's read path (`at`:

@@ -7,9 +7,7 @@ use std::time::Instant;
 
 use abi::{Errno, OpenFlags, Stat};
 
-use crate::fsimpl::pipe::{Attempt, PipeEnd};
 use crate::host;
-use crate::kernel::task::Thread;
 use crate::kernel::wait::{Registration, Sleeper, WaitQueue};
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 pub use crate::mm::guestmem::{
@@ -30,14 +28,8 @@ pub enum FileKind {
     Stdio(i32),
     /// an `O_PATH` descriptor: only a location
     Path,
-    /// one end of a pipe
-    Pipe(PipeEnd),
     /// a tmpfs file or directory
     Mem(Arc<crate::fsimpl::tmpfs::MemInode>),
-    /// generated, read-only contents (/proc files)
-    Static(StaticData),
-    /// one end of a pseudo-terminal
-    Pty(crate::fsimpl::devpts::PtyEnd),
     /// a file whose kind implements [`FileImpl`] in its own module
     /// (eventfd, timerfd, signalfd, epoll, inotify, pidfd, message queue,
     /// sockets)
@@ -75,7 +67,7 @@ pub trait FileImpl: std::any::Any + Send + Sync + fmt::Debug {
     }
 
     /// The `poll(2)` bits that hold now (the caller masks them).
-    fn poll(&self, thread: &Thread, events: i16, depth: u32) -> i16;
+    fn poll(&self, caller: &dyn Caller, events: i16, depth: u32) -> i16;
 
     /// A number that changes whenever readiness may have changed
     /// (edge-triggered epoll).
@@ -89,6 +81,12 @@ pub trait FileImpl: std::any::Any + Send + Sync + fmt::Debug {
         false
     }
 
+    /// Whether `sendfile(2)` and `splice(2)` may read from it (Linux's
+    /// `splice_read`): generated files do.
+    fn splice_source(&self) -> bool {
+        false
+    }
+
     /// `fstat(2)`: by default an anonymous inode with no file type, 0600,
     /// as Linux's `anon_inode` files are.
     fn stat(&self, file: &FileDescription) -> Result<Stat, Errno> {
@@ -99,7 +97,7 @@ pub trait FileImpl: std::any::Any + Send + Sync + fmt::Debug {
 
     /// The lists of descriptions to signal when it becomes readable and
     /// writable (`O_ASYNC`), for kinds that support it.
-    fn fasync_lists(&self) -> Option<[Option<&crate::kernel::fasync::Fasync>; 2]> {
+    fn fasync_lists(&self) -> Option<[Option<&crate::vfs::fasync::Fasync>; 2]> {
         None
     }
 
@@ -120,32 +118,6 @@ pub trait FileImpl: std::any::Any + Send + Sync + fmt::Debug {
     fn wait_queues(&self, out: &mut Vec<WaitQueue>, depth: u32) -> bool {
         let _ = (out, depth);
         false
-    }
-}
-
-/// The bytes of a synthetic file (a /proc or /sys file), made when it was
-/// looked up. Like Linux's `seq_file`, a read from offset 0 after the first
-/// read makes them anew (programs such as `vmstat` keep `/proc/stat` open
-/// and read it again from the start).
-#[derive(Debug)]
-pub struct StaticData(Mutex<(Arc<Vec<u8>>, bool)>);
-
-impl StaticData {
-    pub fn new(data: Arc<Vec<u8>>) -> StaticData {
-        StaticData(Mutex::new((data, false)))
-    }
-
-    /// The bytes for a read at `pos`: anew from `fresh` when the read
-    /// starts at 0 and the bytes have been read before.
-    fn for_read(&self, pos: u64, fresh: impl FnOnce() -> Option<Arc<Vec<u8>>>) -> Arc<Vec<u8>> {
-        let mut g = lock(&self.0);
-        if pos == 0 && g.1 {
-            if let Some(d) = fresh() {
-                g.0 = d;
-            }
-        }
-        g.1 = true;
-        g.0.clone()
     }
 }
 
@@ -322,7 +294,7 @@ pub struct FileDescription {
     /// so that its last close drops them
     locks: Mutex<Option<(Arc<crate::vfs::lock::LockTable>, crate::vfs::lock::FileKey)>>,
     /// who gets its I/O signals (`F_SETOWN`, `F_SETSIG`)
-    owner: Mutex<crate::kernel::fasync::Owner>,
+    owner: Mutex<crate::vfs::fasync::Owner>,
 }
 
 impl Drop for FileDescription {
@@ -408,18 +380,18 @@ impl FileDescription {
             pos: Mutex::new(0),
             dir: Mutex::new(None),
             locks: Mutex::new(None),
-            owner: Mutex::new(crate::kernel::fasync::Owner::default()),
+            owner: Mutex::new(crate::vfs::fasync::Owner::default()),
         })
     }
 
     /// The owner of its I/O signals.
-    pub fn owner(&self) -> crate::kernel::fasync::Owner {
+    pub fn owner(&self) -> crate::vfs::fasync::Owner {
         *lock(&self.owner)
     }
 
     /// Sets the owner of its I/O signals; with `only_if_none`, only when
     /// there is none yet (`__f_setown()` without `force`).
-    pub fn set_owner(&self, kind: crate::kernel::fasync::OwnerKind, id: i32, only_if_none: bool) {
+    pub fn set_owner(&self, kind: crate::vfs::fasync::OwnerKind, id: i32, only_if_none: bool) {
         let mut o = lock(&self.owner);
         if only_if_none && o.id != 0 {
             return;
@@ -437,10 +409,8 @@ impl FileDescription {
     /// readable and writable, for the kinds that support `O_ASYNC`
     /// (`None`: Linux has no `fasync` operation for it, or the sandbox
     /// does not signal it yet).
-    pub fn fasync_lists(&self) -> Option<[Option<&crate::kernel::fasync::Fasync>; 2]> {
+    pub fn fasync_lists(&self) -> Option<[Option<&crate::vfs::fasync::Fasync>; 2]> {
         match &self.kind {
-            FileKind::Pipe(end) => Some(end.fasync_lists()),
-            FileKind::Pty(end) => Some([Some(end.fasync()), None]),
             FileKind::Impl(i) => i.fasync_lists(),
             _ => None,
         }
@@ -542,47 +512,6 @@ impl FileDescription {
         if !self.readable() {
             return Err(Errno::EBADF);
         }
-        if let FileKind::Pipe(end) = &self.kind {
-            if at.is_some() {
-                return Err(Errno::ESPIPE);
-            }
-            if !end.reader {
-                return Err(Errno::EBADF);
-            }
-            let nonblock = self.nonblocking();
-            if bufs.iter().all(GuestSlice::is_empty) {
-                return Ok(0);
-            }
-            // Linux signals the writers' owners (O_ASYNC) before each
-            // sleep and once when the read ends, whatever its outcome.
-            let writers = &end.pipe.writers_async;
-            let r = blk.block_on(
-                std::slice::from_ref(&end.pipe.rd_wait),
-                nonblock,
-                || match end.pipe.try_read(bufs)? {
-                    Attempt::Done(n) => Ok(Some(n)),
-                    Attempt::WouldBlock => {
-                        if !nonblock {
-                            writers.kill(crate::kernel::fasync::Reason::Out);
-                        }
-                        Ok(None)
-                    }
-                },
-                || {
-                    let (readable, _, hup, _) = end.pipe.poll_state();
-                    readable || hup
-                },
-            );
-            writers.kill(crate::kernel::fasync::Reason::Out);
-            return r;
-        }
-        if let FileKind::Pty(end) = &self.kind {
-            if at.is_some() {
-                return Err(Errno::ESPIPE);
-            }
-            let nonblock = self.nonblocking();
-            return crate::fsimpl::devpts::read(blk, end, bufs, nonblock);
-        }
         if let FileKind::Impl(i) = &self.kind {
             return i.read(self, blk, bufs, at);
         }
@@ -612,22 +541,6 @@ impl FileDescription {
         let mut total = 0u64;
         for b in bufs {
             let n = match &self.kind {
-                FileKind::Static(data) => {
-                    let data = data.for_read(pos, || {
-                        let loc = self.location.as_ref()?;
-                        match blk.fs.look_up_again(loc)? {
-                            crate::vfs::Node::Proc(
-                                crate::fsimpl::proc::ProcNode::File(_, d)
-                                | crate::fsimpl::proc::ProcNode::Sysctl(_, _, d),
-                            ) => Some(d),
-                            _ => None,
-                        }
-                    });
-                    let start = (pos as usize).min(data.len());
-                    let n = b.len().min(data.len() - start);
-                    copy_to_slices(std::slice::from_ref(b), &data[start..start + n]);
-                    n
-                }
                 FileKind::Mem(m) => {
                     if m.is_dir() {
                         return Err(Errno::EISDIR);
@@ -659,7 +572,7 @@ impl FileDescription {
                     }
                 }
                 FileKind::SynthDir => return Err(Errno::EISDIR),
-                FileKind::Path | FileKind::Pipe(_) | FileKind::Pty(_) => return Err(Errno::EBADF),
+                FileKind::Path => return Err(Errno::EBADF),
                 FileKind::Impl(_) => return Err(Errno::EINVAL),
             };
             total += n as u64;
@@ -668,12 +581,7 @@ impl FileDescription {
                 break;
             }
         }
-        if at.is_none()
-            && matches!(
-                self.kind,
-                FileKind::Host(_) | FileKind::Mem(_) | FileKind::Static(_)
-            )
-        {
+        if at.is_none() && matches!(self.kind, FileKind::Host(_) | FileKind::Mem(_)) {
             *pos_guard = pos;
         }
         Ok(total)
@@ -718,37 +626,6 @@ impl FileDescription {
         if let FileKind::Impl(i) = &self.kind {
             return i.write(self, blk, bufs, at);
         }
-        if let (FileKind::Static(_), Some(loc)) = (&self.kind, &self.location) {
-            if let crate::vfs::Node::Proc(crate::fsimpl::proc::ProcNode::OomScoreAdj(_, p, _)) =
-                loc.node()
-            {
-                let (len, data) = gather(bufs, 23);
-                let privileged = blk.caller.capable(crate::kernel::auth::cap::SYS_RESOURCE);
-                crate::fsimpl::proc::write_oom_score_adj(p, &data, privileged)?;
-                return Ok(len as u64);
-            }
-            if let crate::vfs::Node::Proc(crate::fsimpl::proc::ProcNode::Sysctl(_, path, _)) =
-                loc.node()
-            {
-                // Linux reads the whole write; numbers past the first 64
-                // KiB would be ignored as surplus anyway.
-                let (len, data) = gather(bufs, 65536);
-                let privileged = blk.caller.capable(crate::kernel::auth::cap::SYS_ADMIN)
-                    || blk
-                        .caller
-                        .capable(crate::kernel::auth::cap::CHECKPOINT_RESTORE);
-                let mut pos = lock(&self.pos);
-                let start = at.unwrap_or(*pos);
-                let used = blk
-                    .fs
-                    .proc
-                    .write_sysctl(path, &data, len, start, privileged)?;
-                if at.is_none() {
-                    *pos = start + used as u64;
-                }
-                return Ok(used as u64);
-            }
-        }
         if let FileKind::Mem(m) = &self.kind {
             m.remove_privs(blk.caller.capable(crate::kernel::auth::cap::FSETID), |g| {
                 blk.caller.in_group(g)
@@ -766,63 +643,6 @@ impl FileDescription {
         if let FileKind::Host(f) = &self.kind {
             // A volume's file, opened for writing by the gofer.
             return self.write_host(blk, f, bufs, at, append == Some(true));
-        }
-        if let FileKind::Pipe(end) = &self.kind {
-            if at.is_some() {
-                return Err(Errno::ESPIPE);
-            }
-            let total_len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-            let nonblock = self.nonblocking();
-            let mut done = 0u64;
-            // Linux signals the readers' owners (O_ASYNC) before each
-            // sleep and once when the write ends, whatever its outcome.
-            let readers = &end.pipe.readers_async;
-            let mut result = Ok(0);
-            // Linux writes as much as fits, sleeping until everything is
-            // written; a signal after partial progress returns the count.
-            while done < total_len {
-                let r = blk.block_on(
-                    std::slice::from_ref(&end.pipe.wr_wait),
-                    nonblock,
-                    || match end.pipe.try_write(bufs, done)? {
-                        Attempt::Done(n) => Ok(Some(n)),
-                        Attempt::WouldBlock => {
-                            if !nonblock {
-                                readers.kill(crate::kernel::fasync::Reason::In);
-                            }
-                            Ok(None)
-                        }
-                    },
-                    || {
-                        let (_, writable, _, no_readers) = end.pipe.poll_state();
-                        writable || no_readers
-                    },
-                );
-                match r {
-                    Ok(n) => done += n,
-                    Err(e) if done > 0 && (e == Errno::EAGAIN || e.is_restart()) => break,
-                    // pipe_write(): the count of what went in, and SIGPIPE.
-                    Err(Errno::EPIPE) if done > 0 => {
-                        blk.caller.raise_sigpipe();
-                        break;
-                    }
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            if total_len > 0 {
-                readers.kill(crate::kernel::fasync::Reason::In);
-            }
-            return result.map(|_: u64| done);
-        }
-        if let FileKind::Pty(end) = &self.kind {
-            if at.is_some() {
-                return Err(Errno::ESPIPE);
-            }
-            let nonblock = self.nonblocking();
-            return crate::fsimpl::devpts::write(blk, end, bufs, nonblock);
         }
         let mut total = 0u64;
         for b in bufs {
@@ -919,24 +739,12 @@ impl FileDescription {
 
     /// Readiness for `poll`/`epoll`: the subset of `events` (plus errors
     /// and hang-ups, which are always reported) that holds now.
-    pub fn poll_ready(&self, thread: &Thread, events: i16, depth: u32) -> i16 {
+    pub fn poll_ready(&self, caller: &dyn Caller, events: i16, depth: u32) -> i16 {
         use abi::poll::*;
         let always = POLLERR | POLLHUP;
         let ready = match &self.kind {
-            FileKind::Static(_) => POLLIN | POLLRDNORM,
-            FileKind::Impl(i) => i.poll(thread, events, depth),
-            FileKind::Pipe(end) => {
-                let (readable, writable, no_writers, no_readers) = end.pipe.poll_state();
-                if end.reader {
-                    (if readable { POLLIN | POLLRDNORM } else { 0 })
-                        | if no_writers { POLLHUP } else { 0 }
-                } else {
-                    (if writable { POLLOUT | POLLWRNORM } else { 0 })
-                        | if no_readers { POLLERR } else { 0 }
-                }
-            }
+            FileKind::Impl(i) => i.poll(caller, events, depth),
             FileKind::Stdio(fd) => host::poll_events(Self::stdio_borrow(*fd), events),
-            FileKind::Pty(end) => crate::fsimpl::devpts::poll_events(end),
             FileKind::Path => POLLNVAL,
             FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Mem(_) => {
                 POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
@@ -954,16 +762,13 @@ impl FileDescription {
     /// then look again now and then.
     pub fn wait_queues(&self, out: &mut Vec<WaitQueue>, depth: u32) -> bool {
         match &self.kind {
-            FileKind::Pipe(end) => out.push(end.waiters().clone()),
             FileKind::Impl(i) => return i.wait_queues(out, depth),
-            FileKind::Pty(end) => out.push(end.pty.waiters.clone()),
             FileKind::Stdio(_) => return true,
             FileKind::Host(_)
             | FileKind::Dev(_)
             | FileKind::SynthDir
             | FileKind::Path
-            | FileKind::Mem(_)
-            | FileKind::Static(_) => {}
+            | FileKind::Mem(_) => {}
         }
         false
     }
@@ -972,9 +777,7 @@ impl FileDescription {
     /// changed (edge-triggered epoll).
     pub fn event_generation(&self) -> u64 {
         match &self.kind {
-            FileKind::Pipe(end) => end.pipe.generation(end.reader),
             FileKind::Impl(i) => i.generation(),
-            FileKind::Pty(end) => end.pty.generation(end.master),
             _ => 0,
         }
     }
@@ -1011,16 +814,11 @@ impl FileDescription {
     /// `lseek(2)`.
     pub fn seek(&self, off: i64, whence: u32) -> Result<u64, Errno> {
         match &self.kind {
-            FileKind::Pipe(_) | FileKind::Pty(_) => Err(Errno::ESPIPE),
             FileKind::Impl(i) if !i.seekable() => Err(Errno::ESPIPE),
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),
-            FileKind::Host(_)
-            | FileKind::SynthDir
-            | FileKind::Mem(_)
-            | FileKind::Static(_)
-            | FileKind::Impl(_) => {
+            FileKind::Host(_) | FileKind::SynthDir | FileKind::Mem(_) | FileKind::Impl(_) => {
                 let mut pos = lock(&self.pos);
                 let base: i64 = match whence {
                     0 => 0,
@@ -1049,7 +847,6 @@ impl FileDescription {
     /// `fstat(2)`.
     pub fn stat(&self) -> Result<Stat, Errno> {
         match (&self.kind, &self.location) {
-            (FileKind::Pipe(end), _) => Ok(crate::vfs::pipe_stat(end)),
             (FileKind::Mem(m), _) => Ok(m.stat()),
             (FileKind::Impl(i), _) => i.stat(self),
             (FileKind::Stdio(fd), _) => {
@@ -1251,7 +1048,7 @@ pub fn fill_random(dst: &GuestBufs<'_>) {
 
 /// The length of a write from `bufs`, and its first `max` bytes (a /proc
 /// file that parses what it is given).
-fn gather(bufs: &[GuestSlice], max: usize) -> (usize, Vec<u8>) {
+pub fn gather(bufs: &[GuestSlice], max: usize) -> (usize, Vec<u8>) {
     let len: usize = bufs.iter().map(GuestSlice::len).sum();
     let mut data = vec![0u8; len.min(max)];
     let n = copy_from_slices(bufs, &mut data);

@@ -123,7 +123,7 @@ pub struct Inotify {
     pub waiters: WaitQueue,
     /// descriptions with `O_ASYNC`, signalled when an event is queued
     /// (fsnotify's `kill_fasync(POLL_IN)` in `fsnotify_insert_event()`)
-    pub fasync: crate::kernel::fasync::Fasync,
+    pub fasync: crate::vfs::fasync::Fasync,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -206,7 +206,7 @@ impl Inotify {
         self.generation.fetch_add(1, Ordering::Relaxed);
         self.waiters.notify();
         if queued {
-            self.fasync.kill(crate::kernel::fasync::Reason::In);
+            self.fasync.kill(crate::vfs::fasync::Reason::In);
         }
     }
 
@@ -547,7 +547,7 @@ impl crate::vfs::file::FileImpl for Inotify {
         .map(|v| crate::vfs::file::copy_to_slices(bufs, &v))
     }
 
-    fn poll(&self, _thread: &crate::kernel::task::Thread, _events: i16, _depth: u32) -> i16 {
+    fn poll(&self, _caller: &dyn crate::vfs::file::Caller, _events: i16, _depth: u32) -> i16 {
         use abi::poll::{POLLIN, POLLRDNORM};
         if self.readable() {
             POLLIN | POLLRDNORM
@@ -565,7 +565,7 @@ impl crate::vfs::file::FileImpl for Inotify {
         false
     }
 
-    fn fasync_lists(&self) -> Option<[Option<&crate::kernel::fasync::Fasync>; 2]> {
+    fn fasync_lists(&self) -> Option<[Option<&crate::vfs::fasync::Fasync>; 2]> {
         Some([Some(&self.fasync), None])
     }
 

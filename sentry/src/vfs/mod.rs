@@ -11,6 +11,7 @@
 //! runc's mounts over them are: they go by the path from the sandbox's
 //! root, wherever a walk comes from, and no guest call can undo them.
 
+pub mod fasync;
 pub mod file;
 pub mod inotify;
 pub mod lock;
@@ -1984,13 +1985,6 @@ pub fn list_dir(
             Ok(out)
         }
     }
-}
-
-/// `fstat` of a pipe end: a FIFO owned by the caller.
-pub fn pipe_stat(end: &crate::fsimpl::pipe::PipeEnd) -> Stat {
-    let mut st = pipe_stat_like(abi::S_IFIFO | 0o600);
-    st.ino = std::sync::Arc::as_ptr(&end.pipe) as u64 >> 4;
-    st
 }
 
 /// `fstat` of an anonymous object (pipe, socket) with `mode`.
