@@ -13,6 +13,7 @@ pub mod kernel;
 pub mod loader;
 pub mod mm;
 pub mod socket;
+mod sync;
 pub mod syscalls;
 pub mod vfs;
 

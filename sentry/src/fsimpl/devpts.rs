@@ -20,6 +20,7 @@ use crate::kernel::task::Thread;
 use crate::kernel::wait::WaitQueue;
 use crate::kernel::Kernel;
 use crate::mm::GuestSlice;
+use crate::sync::Locked;
 use crate::vfs::file::{Blocker, Caller, FileDescription, FileImpl};
 
 pub use abi::tty::UNIX98_PTY_SLAVE_MAJOR as PTS_MAJOR;
@@ -55,7 +56,7 @@ impl Devpts {
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<u32, Arc<Pty>>> {
-        self.ptys.lock().unwrap_or_else(|e| e.into_inner())
+        self.ptys.locked()
     }
 
     /// Allocates a pair at the lowest free index (`ENOSPC` when full, as
@@ -964,7 +965,7 @@ impl Console {
         let _reg = crate::kernel::wait::Registration::new(&waiter, &queues);
         loop {
             waiter.prepare();
-            let guard = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            let guard = self.out.locked();
             let data: Vec<u8> = {
                 let mut i = self.pty().lock();
                 let n = i.output.len();
@@ -1022,7 +1023,7 @@ impl crate::kernel::task::Terminal for Pty {
 
 impl Pty {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     fn kernel(&self) -> Option<Arc<Kernel>> {

@@ -10,15 +10,12 @@ use abi::Errno;
 use crate::kernel::timers::TimerService;
 use crate::kernel::wait::WaitQueue;
 use crate::mm::GuestSlice;
+use crate::sync::Locked;
 use crate::vfs::file::{
     copy_from_slices, copy_to_slices, Blocker, Caller, FileDescription, FileImpl,
 };
 
 pub use abi::poll;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// An `eventfd` counter.
 #[derive(Debug)]
@@ -44,7 +41,7 @@ impl EventFd {
 
     /// Takes the value (or one, as a semaphore); `None` when zero.
     pub fn try_read(&self) -> Option<u64> {
-        let mut c = lock(&self.counter);
+        let mut c = self.counter.locked();
         if *c == 0 {
             return None;
         }
@@ -59,7 +56,7 @@ impl EventFd {
 
     /// Adds `v`; `None` when it would overflow (the writer waits).
     pub fn try_write(&self, v: u64) -> Option<()> {
-        let mut c = lock(&self.counter);
+        let mut c = self.counter.locked();
         if u64::MAX - 1 - *c < v {
             return None;
         }
@@ -72,7 +69,7 @@ impl EventFd {
 
     /// `(readable, writable)`.
     pub fn state(&self) -> (bool, bool) {
-        let c = *lock(&self.counter);
+        let c = *self.counter.locked();
         (c > 0, c < u64::MAX - 1)
     }
 
@@ -83,7 +80,7 @@ impl EventFd {
 
     /// The counter's value (`/proc/[pid]/fdinfo`).
     pub fn count(&self) -> u64 {
-        *lock(&self.counter)
+        *self.counter.locked()
     }
 }
 
@@ -180,7 +177,7 @@ impl Epoll {
         if off != 0 {
             return None;
         }
-        lock(&self.interests).get(&fd)?.file.upgrade()
+        self.interests.locked().get(&fd)?.file.upgrade()
     }
 
     /// `epoll_ctl`.
@@ -199,7 +196,7 @@ impl Epoll {
                 return Err(Errno::ELOOP);
             }
         }
-        let mut map = lock(&self.interests);
+        let mut map = self.interests.locked();
         // Drop interests whose files are gone.
         map.retain(|_, i| i.file.strong_count() > 0);
         let known = map
@@ -251,7 +248,7 @@ impl Epoll {
     /// edge-triggered and one-shot state as reported.
     pub fn collect(&self, caller: &dyn Caller, max: usize, depth: u32) -> Vec<(u32, u64)> {
         let mut out = Vec::new();
-        let mut map = lock(&self.interests);
+        let mut map = self.interests.locked();
         for i in map.values_mut() {
             if out.len() >= max {
                 break;
@@ -291,7 +288,9 @@ impl Epoll {
         if std::ptr::eq(self, target) || depth > MAX_NESTS {
             return true;
         }
-        let nested: Vec<Arc<FileDescription>> = lock(&self.interests)
+        let nested: Vec<Arc<FileDescription>> = self
+            .interests
+            .locked()
             .values()
             .filter_map(|i| i.file.upgrade())
             .filter(|f| f.downcast::<Epoll>().is_some())
@@ -308,7 +307,9 @@ impl Epoll {
     /// must be polled instead ([`FileDescription::wait_queues`]).
     pub fn wait_queues(&self, out: &mut Vec<WaitQueue>, depth: u32) -> bool {
         out.push(self.waiters.clone());
-        let files: Vec<Arc<FileDescription>> = lock(&self.interests)
+        let files: Vec<Arc<FileDescription>> = self
+            .interests
+            .locked()
             .values()
             .filter(|i| !i.disabled)
             .filter_map(|i| i.file.upgrade())
@@ -322,7 +323,7 @@ impl Epoll {
 
     /// Whether any interest is ready, without changing state.
     pub fn any_ready(&self, caller: &dyn Caller, depth: u32) -> bool {
-        let map = lock(&self.interests);
+        let map = self.interests.locked();
         map.values().any(|i| {
             !i.disabled
                 && i.file.upgrade().is_some_and(|f| {
@@ -476,7 +477,7 @@ impl FileImpl for SignalFd {
         if len < SIZE {
             return Err(Errno::EINVAL);
         }
-        let mask = *self.mask.lock().unwrap_or_else(|e| e.into_inner());
+        let mask = *self.mask.locked();
         let max = len / SIZE;
         let caller = blk.caller;
         // No queue: a signal sent to the caller wakes it itself.
@@ -497,7 +498,7 @@ impl FileImpl for SignalFd {
     }
 
     fn poll(&self, caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
-        let mask = *self.mask.lock().unwrap_or_else(|e| e.into_inner());
+        let mask = *self.mask.locked();
         readable_bits(caller.signals_pending() & mask != 0)
     }
 

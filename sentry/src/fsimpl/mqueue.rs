@@ -9,6 +9,7 @@ use abi::{Errno, Stat};
 use crate::kernel::ipc::mqueue::MsgQueue;
 use crate::kernel::wait::WaitQueue;
 use crate::mm::GuestSlice;
+use crate::sync::Locked;
 use crate::vfs::file::{copy_to_slices, Blocker, Caller, FileDescription, FileImpl};
 
 /// An open message queue.
@@ -26,7 +27,7 @@ impl FileImpl for MqueueFile {
         at: Option<u64>,
     ) -> Result<u64, Errno> {
         let line = self.0.status_line(|pid| pid);
-        let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pos = file.pos.locked();
         let start = (at.unwrap_or(*pos) as usize).min(line.len());
         let n = copy_to_slices(bufs, &line[start..]);
         if at.is_none() {

@@ -9,6 +9,7 @@ use abi::Errno;
 
 use crate::kernel::wait::WaitQueue;
 use crate::mm::GuestSlice;
+use crate::sync::Locked;
 use crate::vfs::file::{Blocker, Caller, FileDescription, FileImpl};
 
 /// Default capacity (`/proc/sys/fs/pipe-max-size` bounds `F_SETPIPE_SZ`).
@@ -344,7 +345,7 @@ impl Pipe {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     /// Reads what is available into guest memory.

@@ -13,6 +13,7 @@ use crate::kernel::task::{current, Process};
 use crate::kernel::Kernel;
 use crate::mm::guestmem::copy_to_slices_at;
 use crate::mm::GuestSlice;
+use crate::sync::Locked;
 use crate::vfs::file::{gather, Blocker, Caller, FileDescription, FileImpl, FileKind};
 use crate::vfs::{DirEntry, Node};
 
@@ -325,7 +326,7 @@ fn cpu_dir(name: &str, cpus: usize) -> Option<&'static str> {
 fn intern(path: String) -> &'static str {
     static PATHS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<&'static str>>> =
         std::sync::LazyLock::new(Default::default);
-    let mut set = PATHS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut set = PATHS.locked();
     if let Some(&p) = set.get(path.as_str()) {
         return p;
     }
@@ -658,13 +659,13 @@ impl ProcFs {
                 let p = self.process(*pid)?;
                 let fds = p.state().info.fds.upgrade().ok_or(Errno::ENOENT)?;
                 let (file, cloexec) = {
-                    let t = fds.lock().unwrap_or_else(|e| e.into_inner());
+                    let t = fds.locked();
                     let e = t.get(fd).map_err(|_| Errno::ENOENT)?;
                     (e.file.clone(), e.cloexec)
                 };
                 let ino = ((*pid as u64) << 32) | (fd as u64) << 1 | u64::from(*info);
                 if *info {
-                    let pos = *file.pos.lock().unwrap_or_else(|e| e.into_inner());
+                    let pos = *file.pos.locked();
                     let flags = file.flags() | if cloexec { 0o2000000 } else { 0 };
                     let mut text =
                         format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t1\nino:\t0\n");
@@ -976,7 +977,7 @@ impl ProcFs {
     fn guest_cpu(&self) -> Result<crate::kernel::task::CpuTimes, Errno> {
         let k = self.kernel()?;
         let procs: Vec<Arc<Process>> = k.procs().map.values().cloned().collect();
-        let mut total = *k.reaped_cpu.lock().unwrap_or_else(|e| e.into_inner());
+        let mut total = *k.reaped_cpu.locked();
         for p in procs {
             let children = p.state().children_cpu;
             total = total + p.cpu_times() + children;
@@ -1008,14 +1009,14 @@ impl ProcFs {
             "exe" => Ok(ProcNode::Link(ino, st.info.exe.clone().into_bytes())),
             "cwd" => {
                 let fs = st.info.fs.upgrade().ok_or(Errno::ENOENT)?;
-                let cwd = fs.lock().unwrap_or_else(|e| e.into_inner()).cwd.path();
+                let cwd = fs.locked().cwd.path();
                 Ok(ProcNode::Link(ino, cwd.into_bytes()))
             }
             // The process's root (chroot(2)), named from the sandbox's
             // root: /proc itself is only reachable by name from there.
             "root" => {
                 let fs = st.info.fs.upgrade().ok_or(Errno::ENOENT)?;
-                let root = fs.lock().unwrap_or_else(|e| e.into_inner()).root.path();
+                let root = fs.locked().root.path();
                 Ok(ProcNode::Link(ino, root.into_bytes()))
             }
             "cmdline" => file(st.info.cmdline.clone()),
@@ -1044,7 +1045,7 @@ impl ProcFs {
             "mounts" | "mountinfo" => {
                 let fs = st.info.fs.upgrade().ok_or(Errno::ENOENT)?;
                 drop(st);
-                let root = fs.lock().unwrap_or_else(|e| e.into_inner()).root.path();
+                let root = fs.locked().root.path();
                 let k = self.kernel()?;
                 let (root_opt, extra, locked) = (
                     if k.fs.overlay { "rw" } else { "ro" },
@@ -1081,7 +1082,7 @@ impl ProcFs {
         let Some(mm) = p.state().info.mm.upgrade() else {
             return (0, 0);
         };
-        let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+        let mm = mm.locked();
         let vm: u64 = mm.vmas().map(|v| v.end - v.start).sum();
         let rss: u64 = mm
             .vmas()
@@ -1102,7 +1103,7 @@ impl ProcFs {
         let Some(mm) = p.state().info.mm.upgrade() else {
             return String::new();
         };
-        let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+        let mm = mm.locked();
         let (mut size, mut anon, mut file, mut shmem) = (0, 0, 0, 0);
         let (mut data, mut stack, mut exe_kb, mut lib) = (0, 0, 0, 0);
         for v in mm.vmas() {
@@ -1245,9 +1246,7 @@ impl ProcFs {
         let fs = st.info.fs.upgrade();
         drop(st);
         // (0022 for a zombie, which has none)
-        let umask = fs.map_or(0o022, |fs| {
-            fs.lock().unwrap_or_else(|e| e.into_inner()).umask
-        });
+        let umask = fs.map_or(0o022, |fs| fs.locked().umask);
         let memory = self.status_memory(p);
         // (a space between and one after, even with none, as Linux prints them)
         let groups: Vec<String> = groups.iter().map(u32::to_string).collect();
@@ -1291,7 +1290,7 @@ impl ProcFs {
         let Some(mm) = p.state().info.mm.upgrade() else {
             return String::new();
         };
-        let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+        let mm = mm.locked();
         let mut s = String::new();
         for v in mm.vmas() {
             let perms = format!(
@@ -1512,7 +1511,7 @@ impl ProcFs {
             ProcNode::Fd(pid, info) => {
                 let p = self.process(*pid)?;
                 let fds = p.state().info.fds.upgrade().ok_or(Errno::ENOENT)?;
-                let n = fds.lock().unwrap_or_else(|e| e.into_inner()).open_fds();
+                let n = fds.locked().open_fds();
                 for fd in n {
                     add(
                         fd.to_string(),
@@ -1837,7 +1836,7 @@ impl ProcMem {
             return Ok(0);
         };
         let total: usize = bufs.iter().map(|b| b.len()).sum();
-        let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pos = file.pos.locked();
         let start = at.unwrap_or(*pos);
         let mut page = [0u8; 4096];
         let mut done = 0usize;
@@ -1845,7 +1844,7 @@ impl ProcMem {
             let addr = start.wrapping_add(done as u64);
             let n = (4096 - (addr % 4096) as usize).min(total - done);
             let buf = &mut page[..n];
-            let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+            let mm = mm.locked();
             let ok = if write {
                 copy_from_slices_at(bufs, done, buf);
                 // As ptrace's POKE: a shared mapping that could never be
@@ -1982,7 +1981,7 @@ impl crate::vfs::file::FileImpl for ProcPagemap {
         at: Option<u64>,
     ) -> Result<u64, Errno> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
-        let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pos = file.pos.locked();
         let start = at.unwrap_or(*pos);
         // pagemap_read(): whole entries only.
         if !start.is_multiple_of(8) || !total.is_multiple_of(8) {
@@ -1997,7 +1996,7 @@ impl crate::vfs::file::FileImpl for ProcPagemap {
             let page = start / 8 + (done / 8) as u64;
             let want = ((total - done) / 8).min(chunk.len());
             let n = {
-                let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+                let mm = mm.locked();
                 Self::entries(&mm, page, &mut chunk[..want])
             };
             if n == 0 {
@@ -2301,7 +2300,7 @@ impl ProcFile {
     /// The bytes for a read at `pos`: anew when the read starts at 0 and
     /// the bytes have been read before.
     fn bytes_for_read(&self, file: &FileDescription, blk: Blocker<'_>, pos: u64) -> Arc<Vec<u8>> {
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.0.locked();
         if pos == 0 && g.1 {
             let fresh = file.location.as_ref().and_then(|l| blk.fs.look_up_again(l));
             if let Some(Node::Proc(ProcNode::File(_, d) | ProcNode::Sysctl(_, _, d))) = fresh {
@@ -2321,7 +2320,7 @@ impl FileImpl for ProcFile {
         bufs: &[GuestSlice],
         at: Option<u64>,
     ) -> Result<u64, Errno> {
-        let mut pos_guard = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pos_guard = file.pos.locked();
         let pos = at.unwrap_or(*pos_guard);
         let data = self.bytes_for_read(file, blk, pos);
         let start = (pos as usize).min(data.len());
@@ -2352,7 +2351,7 @@ impl FileImpl for ProcFile {
                 let (len, data) = gather(bufs, 65536);
                 let privileged = blk.caller.capable(cap::SYS_ADMIN)
                     || blk.caller.capable(cap::CHECKPOINT_RESTORE);
-                let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+                let mut pos = file.pos.locked();
                 let start = at.unwrap_or(*pos);
                 let used = blk
                     .fs

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::sync::Locked;
 use abi::Errno;
 
 /// How the Sentry honours a sysctl.
@@ -357,7 +358,7 @@ pub fn write(
             if neg {
                 return Err(Errno::EINVAL);
             }
-            let mut l = lock(&kernel.sysv_limits);
+            let mut l = kernel.sysv_limits.locked();
             if path == "kernel/shmmax" {
                 l.shmmax = v;
             } else {
@@ -370,7 +371,7 @@ pub fn write(
             // SEMMNI at most IPCMNI (sem_check_semmni()).
             // proc_ipc_sem_dointvec(): SEMMNI goes back when the write
             // fails, the others stay as far as they were written.
-            let mut l = lock(&kernel.sysv_limits);
+            let mut l = kernel.sysv_limits.locked();
             let semmni = l.sem[3];
             let mut result = failed;
             for (to, &n) in l.sem.iter_mut().zip(&numbers) {
@@ -394,10 +395,6 @@ pub fn write(
     Ok(used)
 }
 
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Sets int sysctl `path` (checked) to `v`.
 fn set_int(kernel: &crate::kernel::Kernel, path: &str, v: i64) {
     let int = v as i32;
@@ -418,7 +415,7 @@ fn set_int(kernel: &crate::kernel::Kernel, path: &str, v: i64) {
         kernel.procs().next = int;
         return;
     }
-    let mut l = lock(&kernel.sysv_limits);
+    let mut l = kernel.sysv_limits.locked();
     match path {
         "kernel/shmmni" => l.shmmni = int,
         "kernel/msgmax" => l.msgmax = int,

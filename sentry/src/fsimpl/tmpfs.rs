@@ -13,6 +13,7 @@ use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::mm::memfile::MemoryFile;
 use crate::mm::quota::{Quota, WritableMapping};
 use crate::mm::SharedRegion;
+use crate::sync::Locked;
 use crate::PAGE_SIZE;
 
 /// A regular file's contents: pages of the memory file, so that shared
@@ -318,7 +319,9 @@ impl fmt::Debug for MemInode {
 
 impl Drop for MemInode {
     fn drop(&mut self) {
-        let xattrs: u64 = lock(&self.xattrs)
+        let xattrs: u64 = self
+            .xattrs
+            .locked()
             .iter()
             .map(|(k, v)| (k.len() + v.len()) as u64)
             .sum();
@@ -329,10 +332,6 @@ impl Drop for MemInode {
         }
         self.fs.inodes.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Longest symlink target (`PATH_MAX`).
@@ -346,7 +345,7 @@ impl MemInode {
 
     /// Metadata.
     pub fn meta(&self) -> Meta {
-        lock(&self.meta).clone()
+        self.meta.locked().clone()
     }
 
     /// Whether this is a directory.
@@ -358,7 +357,7 @@ impl MemInode {
     pub fn stat(&self) -> Stat {
         let m = self.meta();
         let size = match &self.kind {
-            MemKind::File(d) => lock(d).len() as i64,
+            MemKind::File(d) => d.locked().len() as i64,
             MemKind::Symlink(t) => t.len() as i64,
             MemKind::Dir(_) => 4096,
             MemKind::Fifo(_) | MemKind::Socket(_) | MemKind::Whiteout => 0,
@@ -387,20 +386,20 @@ impl MemInode {
 
     fn dir(&self) -> Result<MutexGuard<'_, Entries>, Errno> {
         match &self.kind {
-            MemKind::Dir(d) => Ok(lock(d)),
+            MemKind::Dir(d) => Ok(d.locked()),
             _ => Err(Errno::ENOTDIR),
         }
     }
 
     /// Lets `linkat` give this nameless file a name ([`Meta::linkable`]).
     pub fn set_linkable(&self, linkable: bool) {
-        lock(&self.meta).linkable = linkable;
+        self.meta.locked().linkable = linkable;
     }
 
     /// Whether `linkat` may link this file: it has a name already, or it
     /// is a linkable nameless one.
     pub fn may_link(&self) -> bool {
-        let meta = lock(&self.meta);
+        let meta = self.meta.locked();
         meta.nlink > 0 || meta.linkable
     }
 
@@ -467,8 +466,8 @@ impl MemInode {
             return Err(Errno::EINVAL);
         };
         // The data lock orders this against writes and mappings.
-        let _d = lock(d);
-        let maps = lock(&self.sealing.writable_maps);
+        let _d = d.locked();
+        let maps = self.sealing.writable_maps.locked();
         let cur = self.sealing.seals.load(Ordering::Relaxed);
         if cur & seal::SEAL != 0 {
             return Err(Errno::EPERM);
@@ -489,7 +488,7 @@ impl MemInode {
     /// A pin for a new shared mapping that may write the file, or `EPERM`
     /// when `F_SEAL_WRITE` or `F_SEAL_FUTURE_WRITE` forbids one.
     pub fn writable_mapping(&self) -> Result<WritableMapping, Errno> {
-        let mut maps = lock(&self.sealing.writable_maps);
+        let mut maps = self.sealing.writable_maps.locked();
         if self.sealing.seals.load(Ordering::Relaxed) & (seal::WRITE | seal::FUTURE_WRITE) != 0 {
             return Err(Errno::EPERM);
         }
@@ -561,7 +560,7 @@ impl MemInode {
     pub fn unlink_any(&self, name: &[u8]) -> Result<(), Errno> {
         let node = self.dir()?.remove(name).ok_or(Errno::ENOENT)?;
         if node.is_dir() {
-            lock(&self.meta).nlink -= 1;
+            self.meta.locked().nlink -= 1;
         }
         self.touch();
         Ok(())
@@ -591,7 +590,7 @@ impl MemInode {
 
     fn touch(&self) {
         let t = now();
-        let mut m = lock(&self.meta);
+        let mut m = self.meta.locked();
         m.mtime = t;
         m.ctime = t;
     }
@@ -641,7 +640,7 @@ impl MemInode {
         d.insert(name.to_vec(), node.clone());
         drop(d);
         if is_dir {
-            lock(&self.meta).nlink += 1;
+            self.meta.locked().nlink += 1;
         }
         self.touch();
         Ok(node)
@@ -652,7 +651,7 @@ impl MemInode {
         let mut d = self.dir()?;
         let node = d.get(name).cloned().ok_or(Errno::ENOENT)?;
         match (&node.kind, dir) {
-            (MemKind::Dir(c), true) if !lock(c).is_empty() => return Err(Errno::ENOTEMPTY),
+            (MemKind::Dir(c), true) if !c.locked().is_empty() => return Err(Errno::ENOTEMPTY),
             (MemKind::Dir(_), true) => {}
             (MemKind::Dir(_), false) => return Err(Errno::EISDIR),
             (_, true) => return Err(Errno::ENOTDIR),
@@ -661,10 +660,10 @@ impl MemInode {
         d.remove(name);
         drop(d);
         if dir {
-            lock(&self.meta).nlink -= 1;
+            self.meta.locked().nlink -= 1;
         }
         {
-            let mut m = lock(&node.meta);
+            let mut m = node.meta.locked();
             m.nlink = m.nlink.saturating_sub(if dir { 2 } else { 1 });
             m.ctime = now();
         }
@@ -686,7 +685,7 @@ impl MemInode {
         }
         d.insert(name.to_vec(), target.clone());
         drop(d);
-        lock(&target.meta).nlink += 1;
+        target.meta.locked().nlink += 1;
         self.touch();
         Ok(())
     }
@@ -704,13 +703,13 @@ impl MemInode {
         let MemKind::File(d) = &self.kind else {
             return Err(Errno::EINVAL);
         };
-        let d = lock(d);
+        let d = d.locked();
         let n = (out.len() as u64).min(d.len.saturating_sub(pos)) as usize;
         if let (Some(r), true) = (&d.region, n > 0) {
             self.fs.mf.read(r.offset() + pos, &mut out[..n]);
         }
         drop(d);
-        lock(&self.meta).atime = now();
+        self.meta.locked().atime = now();
         Ok(n)
     }
 
@@ -721,7 +720,7 @@ impl MemInode {
         let MemKind::File(d) = &self.kind else {
             return Err(Errno::EINVAL);
         };
-        let d = lock(d);
+        let d = d.locked();
         let n = (dst.len() as u64).min(d.len.saturating_sub(pos)) as usize;
         if let (Some(r), true) = (&d.region, n > 0) {
             // The guest buffer may be a mapping of this very file: staging
@@ -735,7 +734,7 @@ impl MemInode {
             }
         }
         drop(d);
-        lock(&self.meta).atime = now();
+        self.meta.locked().atime = now();
         Ok(n)
     }
 
@@ -759,7 +758,7 @@ impl MemInode {
         let MemKind::File(d) = &self.kind else {
             return Err(Errno::EINVAL);
         };
-        let mut d = lock(d);
+        let mut d = d.locked();
         let start = if append { d.len } else { pos };
         if data.is_empty() {
             return Ok((start, 0));
@@ -833,7 +832,7 @@ impl MemInode {
                 Errno::EINVAL
             });
         };
-        let mut d = lock(d);
+        let mut d = d.locked();
         let old = d.len;
         // shmem_setattr(): the size seals.
         let seals = self.sealing.seals.load(Ordering::Relaxed);
@@ -883,7 +882,7 @@ impl MemInode {
             if seals & (seal::WRITE | seal::FUTURE_WRITE) != 0 {
                 return Err(Errno::EPERM);
             }
-            let d = lock(d);
+            let d = d.locked();
             let stop = end.min(d.len);
             if let (Some(r), true) = (&d.region, off < stop) {
                 let stop = stop.min(r.len());
@@ -921,7 +920,7 @@ impl MemInode {
     /// Size in bytes.
     pub fn size(&self) -> u64 {
         match &self.kind {
-            MemKind::File(d) => lock(d).len,
+            MemKind::File(d) => d.locked().len,
             _ => 0,
         }
     }
@@ -930,7 +929,7 @@ impl MemInode {
     /// [`FileData::resident_pages`]); none for other kinds.
     pub fn resident_pages(&self, first: u64, last: u64) -> u64 {
         match &self.kind {
-            MemKind::File(d) => lock(d).resident_pages(first, last),
+            MemKind::File(d) => d.locked().resident_pages(first, last),
             _ => 0,
         }
     }
@@ -940,19 +939,23 @@ impl MemInode {
         let MemKind::File(d) = &self.kind else {
             return Err(Errno::ENODEV);
         };
-        lock(d).region_for(&self.fs.mf, off, len)
+        d.locked().region_for(&self.fs.mf, off, len)
     }
 
     /// An extended attribute's value.
     pub fn get_xattr(&self, name: &[u8]) -> Result<Vec<u8>, Errno> {
-        lock(&self.xattrs).get(name).cloned().ok_or(Errno::ENODATA)
+        self.xattrs
+            .locked()
+            .get(name)
+            .cloned()
+            .ok_or(Errno::ENODATA)
     }
 
     /// Sets an extended attribute (`XATTR_CREATE` 1: it must not exist,
     /// `XATTR_REPLACE` 2: it must). The value is charged to the file
     /// system like file data.
     pub fn set_xattr(&self, name: &[u8], value: &[u8], flags: u32) -> Result<(), Errno> {
-        let mut x = lock(&self.xattrs);
+        let mut x = self.xattrs.locked();
         let old = x.get(name).map(Vec::len);
         match old {
             Some(_) if flags & 1 != 0 => return Err(Errno::EEXIST),
@@ -968,26 +971,26 @@ impl MemInode {
         }
         x.insert(name.to_vec(), value.to_vec());
         drop(x);
-        lock(&self.meta).ctime = now();
+        self.meta.locked().ctime = now();
         Ok(())
     }
 
     /// The names of the extended attributes.
     pub fn list_xattr(&self) -> Vec<Vec<u8>> {
-        lock(&self.xattrs).keys().cloned().collect()
+        self.xattrs.locked().keys().cloned().collect()
     }
 
     /// Removes an extended attribute.
     pub fn remove_xattr(&self, name: &[u8]) -> Result<(), Errno> {
-        let v = lock(&self.xattrs).remove(name).ok_or(Errno::ENODATA)?;
+        let v = self.xattrs.locked().remove(name).ok_or(Errno::ENODATA)?;
         self.fs.refund((v.len() + name.len()) as u64);
-        lock(&self.meta).ctime = now();
+        self.meta.locked().ctime = now();
         Ok(())
     }
 
     /// `chmod`.
     pub fn set_mode(&self, mode: u32) {
-        let mut m = lock(&self.meta);
+        let mut m = self.meta.locked();
         m.mode = (m.mode & abi::S_IFMT) | (mode & 0o7777);
         m.ctime = now();
     }
@@ -1003,7 +1006,7 @@ impl MemInode {
         if fsetid {
             return;
         }
-        let mut m = lock(&self.meta);
+        let mut m = self.meta.locked();
         let mut kill = setid_bits_killed(m.mode);
         if m.mode & abi::S_IFMT == abi::S_IFREG && m.mode & abi::S_ISGID != 0 && !in_group(m.gid) {
             kill |= abi::S_ISGID;
@@ -1017,7 +1020,7 @@ impl MemInode {
     /// `chown` (`u32::MAX` leaves a field unchanged); the caller clears
     /// what [`setid_bits_killed`] says.
     pub fn set_owner(&self, uid: u32, gid: u32) {
-        let mut m = lock(&self.meta);
+        let mut m = self.meta.locked();
         if uid != u32::MAX {
             m.uid = uid;
         }
@@ -1029,7 +1032,7 @@ impl MemInode {
 
     /// Sets all three times exactly (copy-up keeps the original's times).
     pub fn restore_times(&self, atime: Timespec, mtime: Timespec, ctime: Timespec) {
-        let mut m = lock(&self.meta);
+        let mut m = self.meta.locked();
         m.atime = atime;
         m.mtime = mtime;
         m.ctime = ctime;
@@ -1037,7 +1040,7 @@ impl MemInode {
 
     /// `utimensat`; `None` leaves a time unchanged.
     pub fn set_times(&self, atime: Option<Timespec>, mtime: Option<Timespec>) {
-        let mut m = lock(&self.meta);
+        let mut m = self.meta.locked();
         if let Some(a) = atime {
             m.atime = a;
         }
@@ -1104,8 +1107,8 @@ pub fn rename(
             } else {
                 (from, to)
             };
-            lock(&gain.meta).nlink += 1;
-            lock(&lose.meta).nlink -= 1;
+            gain.meta.locked().nlink += 1;
+            lose.meta.locked().nlink -= 1;
         }
     } else {
         if let Some(e) = &existing {
@@ -1116,9 +1119,9 @@ pub fn rename(
         drop(src);
         drop(dst);
         if node.is_dir() {
-            lock(&from.meta).nlink -= 1;
+            from.meta.locked().nlink -= 1;
             if existing.is_none() {
-                lock(&to.meta).nlink += 1;
+                to.meta.locked().nlink += 1;
             }
         }
     }
@@ -1140,14 +1143,14 @@ fn check_replace(node: &Arc<MemInode>, existing: &Arc<MemInode>, flags: u32) -> 
         (false, true) => return Err(Errno::EISDIR),
         (true, true) => {
             if let MemKind::Dir(c) = &existing.kind {
-                if !lock(c).is_empty() {
+                if !c.locked().is_empty() {
                     return Err(Errno::ENOTEMPTY);
                 }
             }
         }
         _ => {}
     }
-    let mut m = lock(&existing.meta);
+    let mut m = existing.meta.locked();
     m.nlink = m
         .nlink
         .saturating_sub(if existing.is_dir() { 2 } else { 1 });

@@ -12,6 +12,7 @@ use zerocopy::IntoBytes;
 
 use crate::kernel::task::Task;
 use crate::mm::Backing;
+use crate::sync::Locked;
 
 const PAGE: u64 = 4096;
 const NT_PRSTATUS: u32 = 1;
@@ -78,7 +79,7 @@ pub fn image(task: &mut Task, info: &SigInfo, limit: u64) -> Image {
     };
     let (pid, tid) = (task.pid(), task.tid());
     let mm = task.mm.clone();
-    let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+    let mm = mm.locked();
 
     // NT_PRSTATUS: struct elf_prstatus (336 bytes on x86-64).
     let mut prstatus = [0u8; 336];

@@ -13,6 +13,7 @@ use abi::Errno;
 
 use crate::kernel::task::Task;
 use crate::mm::GuestWord;
+use crate::sync::Locked;
 
 #[derive(Debug)]
 struct Waiter {
@@ -40,7 +41,7 @@ pub struct FutexTable {
 
 impl FutexTable {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Vec<Arc<Waiter>>>> {
-        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+        self.queues.locked()
     }
 }
 

@@ -28,6 +28,7 @@ use crate::kernel::task::{
 use crate::loader::{self, ExecRequest};
 use crate::mm::memfile::MemoryFile;
 use crate::mm::MemoryManager;
+use crate::sync::Locked;
 use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
 use crate::vfs::{FileSystem, Location, Node};
 
@@ -274,7 +275,7 @@ impl fmt::Debug for Kernel {
 impl Kernel {
     /// The System V IPC limits in force.
     pub fn sysv_limits(&self) -> crate::kernel::ipc::SysvLimits {
-        *self.sysv_limits.lock().unwrap_or_else(|e| e.into_inner())
+        *self.sysv_limits.locked()
     }
 
     /// Memory the guest is told exists (bytes): what `/proc/meminfo`'s
@@ -302,23 +303,20 @@ impl Kernel {
     /// The sandbox's CPU bandwidth limit: the cgroup's `cpu.max` as the
     /// guest reads it.
     pub fn cpu_max(&self) -> CpuMax {
-        *self.cpu_max.lock().unwrap_or_else(|e| e.into_inner())
+        *self.cpu_max.locked()
     }
 
     /// Sets the sandbox's CPU bandwidth limit (an OCI runtime's `update
     /// --cpu-quota`/`--cpu-period`), as its host cgroup now has it. The
     /// Sentry does not throttle the guest itself: the host cgroup does.
     pub fn set_cpu_max(&self, max: CpuMax) {
-        *self.cpu_max.lock().unwrap_or_else(|e| e.into_inner()) = max;
+        *self.cpu_max.locked() = max;
     }
 
     /// The most tasks the guest may hold at once, `None` for no limit of
     /// its own: the cgroup's `pids.max` as the guest reads it.
     pub fn task_limit(&self) -> Option<usize> {
-        self.procs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .task_limit
+        self.procs.locked().task_limit
     }
 
     /// Sets the most tasks the guest may hold at once (`pids.limit`),
@@ -326,10 +324,7 @@ impl Kernel {
     /// holds kills nothing: new tasks fail with `EAGAIN` until enough have
     /// gone, as a pids cgroup whose `pids.max` is lowered behaves.
     pub fn set_task_limit(&self, limit: Option<usize>) {
-        self.procs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .task_limit = limit;
+        self.procs.locked().task_limit = limit;
     }
 
     /// The live thread `tid`, if any.
@@ -339,12 +334,7 @@ impl Kernel {
 
     /// The process with `pid`.
     pub fn process(&self, pid: i32) -> Option<Arc<Process>> {
-        self.procs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .map
-            .get(&pid)
-            .cloned()
+        self.procs.locked().map.get(&pid).cloned()
     }
 
     /// Kills every process but init (when init exits).
@@ -474,12 +464,12 @@ impl Kernel {
 
     /// Locks the node and domain names.
     pub fn uts(&self) -> MutexGuard<'_, UtsNames> {
-        self.uts.lock().unwrap_or_else(|e| e.into_inner())
+        self.uts.locked()
     }
 
     /// Locks the process table.
     pub fn procs(&self) -> MutexGuard<'_, ProcTable> {
-        self.procs.lock().unwrap_or_else(|e| e.into_inner())
+        self.procs.locked()
     }
 
     /// Keeps the CPU time of `p` (and of the children it waited for),
@@ -489,7 +479,7 @@ impl Kernel {
             let st = p.state();
             st.cpu + st.children_cpu
         };
-        let mut total = self.reaped_cpu.lock().unwrap_or_else(|e| e.into_inner());
+        let mut total = self.reaped_cpu.locked();
         *total = *total + cpu;
     }
 

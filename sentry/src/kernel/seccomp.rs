@@ -15,6 +15,7 @@ use abi::Errno;
 
 use crate::kernel::task::{Task, Thread, ThreadState};
 use crate::kernel::wait::WaitQueue;
+use crate::sync::Locked;
 use crate::vfs::file::FdTable;
 
 /// A thread's seccomp mode, numbered as `PR_GET_SECCOMP` and /proc's
@@ -262,7 +263,7 @@ impl Notifier {
     }
 
     fn state(&self) -> MutexGuard<'_, NotifierState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Wakes everyone waiting on the notifier, after a change.

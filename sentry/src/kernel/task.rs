@@ -14,6 +14,7 @@ use crate::kernel::auth::{CapSets, Creds};
 use crate::kernel::wait::{Sleeper, WaitQueue, Waiter};
 use crate::kernel::Kernel;
 use crate::mm::{FaultFix, MemoryManager, PatchedSiteFault};
+use crate::sync::Locked;
 use crate::vfs::file::FdTable;
 use crate::vfs::Location;
 
@@ -481,12 +482,7 @@ impl Process {
             )
         };
         if let Some(mm) = mm {
-            let space = mm
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .address_space()
-                .cpu_time()
-                .unwrap_or_default();
+            let space = mm.locked().address_space().cpu_time().unwrap_or_default();
             cpu.user += space.saturating_sub(start);
         }
         cpu
@@ -495,7 +491,7 @@ impl Process {
     /// Locks the shared state. Lock order: a process's state before any of
     /// its threads' states.
     pub fn state(&self) -> MutexGuard<'_, ProcessState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Wakes every thread (blocked in the Sentry or running guest code) so
@@ -700,22 +696,17 @@ impl Thread {
 
     /// Locks the per-thread state (after the process state, if both).
     pub fn state(&self) -> MutexGuard<'_, ThreadState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Sets (or clears) the handle that interrupts the running guest.
     pub fn set_interrupter(&self, i: Option<Arc<dyn Interrupter>>) {
-        *self.interrupter.lock().unwrap_or_else(|e| e.into_inner()) = i;
+        *self.interrupter.locked() = i;
     }
 
     /// Makes a running guest thread come back to the Sentry.
     pub fn interrupt(&self) {
-        if let Some(i) = self
-            .interrupter
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
+        if let Some(i) = self.interrupter.locked().as_ref() {
             i.interrupt();
         }
     }
@@ -979,30 +970,22 @@ impl Task {
 
     /// Locks the address space.
     pub fn mm(&self) -> MutexGuard<'_, MemoryManager> {
-        self.mm.lock().unwrap_or_else(|e| e.into_inner())
+        self.mm.locked()
     }
 
     /// Locks the descriptor table.
     pub fn fds(&self) -> MutexGuard<'_, FdTable> {
-        self.fds.lock().unwrap_or_else(|e| e.into_inner())
+        self.fds.locked()
     }
 
     /// The working directory.
     pub fn cwd(&self) -> Location {
-        self.fs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .cwd
-            .clone()
+        self.fs.locked().cwd.clone()
     }
 
     /// The root directory (`chroot(2)`).
     pub fn root(&self) -> Location {
-        self.fs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .root
-            .clone()
+        self.fs.locked().root.clone()
     }
 
     /// Walks `path` from `start` (absolute paths from this task's root).
@@ -1042,7 +1025,7 @@ impl Task {
 
     /// Locks the working directory and umask.
     pub fn fs_ctx(&self) -> MutexGuard<'_, FsContext> {
-        self.fs.lock().unwrap_or_else(|e| e.into_inner())
+        self.fs.locked()
     }
 
     /// What blocking file operations of this task wait with.

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::kernel::wait::WaitQueue;
 use crate::kernel::Kernel;
+use crate::sync::Locked;
 
 /// What a timer does when it expires.
 #[derive(Clone, Debug)]
@@ -60,7 +61,7 @@ const MAX_TIMERS: usize = 65536;
 
 impl TimerService {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     /// Creates a disarmed timer; `None` when the sandbox has too many.

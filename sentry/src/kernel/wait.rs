@@ -14,13 +14,10 @@
 //! This is a leaf of the kernel: it knows no task, file or object, so the
 //! VFS may use it.
 
+use crate::sync::Locked;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// One thread's place to sleep. A guest thread has one for its whole life;
 /// a host thread of the Sentry that waits for guest state makes its own.
@@ -47,12 +44,12 @@ impl Waiter {
 
     /// Forgets earlier wake-ups; the caller checks its condition next.
     pub fn prepare(&self) {
-        lock(&self.state).woken = false;
+        self.state.locked().woken = false;
     }
 
     /// Makes the current or next [`Waiter::sleep`] return.
     pub fn wake(&self) {
-        let mut s = lock(&self.state);
+        let mut s = self.state.locked();
         s.woken = true;
         let sleeping = s.sleeping;
         drop(s);
@@ -64,7 +61,7 @@ impl Waiter {
     /// Sleeps until woken (since the last [`Waiter::prepare`]) or until
     /// `deadline`; whether it was woken.
     pub fn sleep(&self, deadline: Option<Instant>) -> bool {
-        let mut s = lock(&self.state);
+        let mut s = self.state.locked();
         while !s.woken {
             s.sleeping = true;
             s = match deadline {
@@ -127,7 +124,7 @@ impl WaitQueue {
         if self.0.len.load(Ordering::Relaxed) == 0 {
             return;
         }
-        for w in lock(&self.0.waiters).iter() {
+        for w in self.0.waiters.locked().iter() {
             w.wake();
         }
     }
@@ -143,7 +140,7 @@ impl WaitQueue {
     }
 
     fn add(&self, w: &Arc<Waiter>) {
-        let mut l = lock(&self.0.waiters);
+        let mut l = self.0.waiters.locked();
         l.push(w.clone());
         self.0.len.store(l.len(), Ordering::Relaxed);
         drop(l);
@@ -151,7 +148,7 @@ impl WaitQueue {
     }
 
     fn remove(&self, w: &Arc<Waiter>) {
-        let mut l = lock(&self.0.waiters);
+        let mut l = self.0.waiters.locked();
         if let Some(i) = l.iter().position(|x| Arc::ptr_eq(x, w)) {
             l.swap_remove(i);
         }

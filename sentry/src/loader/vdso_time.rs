@@ -45,6 +45,7 @@ use abi::{Errno, Timespec};
 
 use crate::mm::memfile::MemoryFile;
 use crate::mm::SharedRegion;
+use crate::sync::Locked;
 
 /// Size of the time page, and how far below the vDSO image it sits
 /// (`VVAR_SIZE` in vvar.h, `vvar_page` in vdso.lds).
@@ -376,7 +377,7 @@ impl Shared {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Marks the page invalid for good (the vDSO traps from now on).

@@ -35,6 +35,7 @@ use abi::Errno;
 
 use crate::mm::memfile::MemoryFile;
 use crate::mm::Mappable;
+use crate::sync::Locked;
 use crate::PAGE_SIZE;
 
 /// Files larger than this get private copies: their image's offsets would
@@ -94,7 +95,7 @@ impl FileImage {
         let end = pos.saturating_add(len).min(self.len);
         let first = pos / PAGE_SIZE;
         let last = end.div_ceil(PAGE_SIZE);
-        let mut filled = self.filled.lock().unwrap_or_else(|e| e.into_inner());
+        let mut filled = self.filled.locked();
         let is_filled = |bits: &Vec<u64>, p: u64| bits[(p / 64) as usize] & (1 << (p % 64)) != 0;
         let mut p = first;
         while p < last {
@@ -162,7 +163,7 @@ impl Images {
         mf: &Arc<MemoryFile>,
     ) -> Result<Option<Arc<FileImage>>, Errno> {
         let stamp = stamp_of(file)?;
-        let mut kept = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = self.inner.locked();
         let img = match kept.live.get(&stamp).and_then(Weak::upgrade) {
             Some(img) => img,
             None => {
@@ -193,10 +194,7 @@ impl Images {
 
     /// Bytes of the images kept among the recent ones.
     pub fn recent_bytes(&self) -> u64 {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .recent_bytes
+        self.inner.locked().recent_bytes
     }
 }
 

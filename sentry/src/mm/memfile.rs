@@ -12,6 +12,7 @@ use std::sync::Mutex;
 
 use abi::Errno;
 
+use crate::sync::Locked;
 use crate::PAGE_SIZE;
 
 /// Size of the file's (sparse) offset space. Offsets cost nothing until a
@@ -89,7 +90,7 @@ impl MemoryFile {
     /// Allocates `len` bytes (a multiple of the page size) of file offsets.
     pub fn allocate(&self, len: u64) -> Result<u64, Errno> {
         debug_assert!(len.is_multiple_of(PAGE_SIZE) && len > 0);
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = self.free.locked();
         let found = free.iter().find(|&(_, &l)| l >= len).map(|(&s, &l)| (s, l));
         let (start, flen) = found.ok_or(Errno::ENOMEM)?;
         free.remove(&start);
@@ -105,7 +106,7 @@ impl MemoryFile {
             return;
         }
         self.punch(off, len);
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = self.free.locked();
         let mut start = off;
         let mut end = off + len;
         if let Some((&ps, &pl)) = free.range(..start).next_back() {

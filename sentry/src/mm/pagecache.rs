@@ -59,6 +59,7 @@ use crate::mm::memfile::MemoryFile;
 use crate::mm::quota::Quota;
 use crate::mm::Mappable;
 use crate::mm::SharedRegion;
+use crate::sync::Locked;
 use crate::PAGE_SIZE;
 
 /// File bytes per reservation of memory-file offsets. Offsets cost nothing
@@ -68,10 +69,6 @@ pub const CHUNK: u64 = 16 << 20;
 
 /// Host file identity: `(st_dev, st_ino)`.
 pub type FileKey = (u64, u64);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Every page cache of one sandbox.
 pub struct PageCaches {
@@ -121,7 +118,7 @@ impl PageCaches {
         if self.live.load(Ordering::Acquire) == 0 {
             return None;
         }
-        lock(&self.map).get(&key).map(|(c, _)| c.clone())
+        self.map.locked().get(&key).map(|(c, _)| c.clone())
     }
 
     /// Whether any cache exists (callers skip a costly identity lookup
@@ -132,14 +129,14 @@ impl PageCaches {
 
     /// Every live cache (for `sync(2)`).
     pub fn all(&self) -> Vec<Arc<FileCache>> {
-        lock(&self.map).values().map(|(c, _)| c.clone()).collect()
+        self.map.locked().values().map(|(c, _)| c.clone()).collect()
     }
 
     /// A pin on the cache of `f`'s file, made if it has none: the file's
     /// pages stay while a pin lives.
     pub fn pin(self: &Arc<Self>, f: &dyn Mappable) -> Result<CachePin, Errno> {
         let key = f.identity()?;
-        let mut map = lock(&self.map);
+        let mut map = self.map.locked();
         let entry = map.entry(key).or_insert_with(|| {
             (
                 Arc::new(FileCache {
@@ -158,7 +155,7 @@ impl PageCaches {
     }
 
     fn unpin(&self, cache: &Arc<FileCache>) {
-        let mut map = lock(&self.map);
+        let mut map = self.map.locked();
         let Some(entry) = map.get_mut(&cache.key) else {
             return;
         };
@@ -300,7 +297,7 @@ impl FileCache {
     }
 
     fn live_state(&self) -> Option<MutexGuard<'_, CacheState>> {
-        let st = lock(&self.state);
+        let st = self.state.locked();
         (!self.dead.load(Ordering::Acquire)).then_some(st)
     }
 
@@ -364,7 +361,7 @@ impl FileCache {
         len: u64,
     ) -> Result<Vec<(u64, Arc<SharedRegion>)>, Errno> {
         let pin = self.caches.pin_existing(self).ok_or(Errno::EAGAIN)?;
-        let reader = lock(&self.state).reader.clone().ok_or(Errno::EAGAIN)?;
+        let reader = self.state.locked().reader.clone().ok_or(Errno::EAGAIN)?;
         FileCache::map(pin, &reader, false, pos, len)
     }
 
@@ -465,7 +462,7 @@ impl FileCache {
     /// Writes the present pages of `[s, e)` (the whole file: `None`) that
     /// differ from the host's back to the host.
     pub fn writeback(&self, range: Option<(u64, u64)>) -> Result<(), Errno> {
-        let st = lock(&self.state);
+        let st = self.state.locked();
         self.writeback_locked(&st, range)
     }
 
@@ -573,7 +570,7 @@ impl PageCaches {
     /// One more pin on a cache already pinned by the caller (`None` if it
     /// has gone meanwhile).
     fn pin_existing(&self, cache: &Arc<FileCache>) -> Option<CachePin> {
-        let mut map = lock(&self.map);
+        let mut map = self.map.locked();
         let entry = map.get_mut(&cache.key)?;
         if !Arc::ptr_eq(&entry.0, cache) {
             return None;

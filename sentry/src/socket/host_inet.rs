@@ -19,6 +19,7 @@ use netstack::{Domain, SocketType};
 
 use crate::host::socket as host_sys;
 use crate::kernel::wait::WaitQueue;
+use crate::sync::Locked;
 
 /// The host sockets of one sandbox and the thread watching them.
 pub struct HostNet {
@@ -61,7 +62,7 @@ impl HostNet {
                     if n == 0 {
                         continue;
                     }
-                    let edges = net.edges.lock().unwrap_or_else(|e| e.into_inner());
+                    let edges = net.edges.locked();
                     for k in &keys[..n] {
                         if let Some((c, q)) = edges.get(k) {
                             c.fetch_add(1, Ordering::Relaxed);
@@ -82,8 +83,7 @@ impl HostNet {
         let edges = Arc::new(AtomicU64::new(0));
         let waiters = WaitQueue::new();
         self.edges
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .insert(key, (edges.clone(), waiters.clone()));
         if let Err(e) = host_sys::epoll_watch(self.epoll.as_fd(), fd.as_fd(), key) {
             self.forget(key);
@@ -93,10 +93,7 @@ impl HostNet {
     }
 
     fn forget(&self, key: u64) {
-        self.edges
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
+        self.edges.locked().remove(&key);
     }
 }
 

@@ -9,6 +9,7 @@ use abi::Errno;
 use netstack::{Domain, SocketId, SocketType, Wakeups};
 
 use crate::kernel::wait::WaitQueue;
+use crate::sync::Locked;
 use crate::vfs::fasync::{Fasync, Reason};
 
 /// An `AF_INET`/`AF_INET6` socket.
@@ -95,7 +96,7 @@ impl InetQueues {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SocketId, WaitQueue>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+        self.map.locked()
     }
 
     /// The stack's notifier: wakes the waiters of the sockets named.
@@ -122,7 +123,7 @@ impl AsyncSockets {
     pub fn register(&self, sock: &InetSocket) {
         let id = sock.sock.id();
         sock.sock.stack().set_async(id, true);
-        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.map.locked();
         // At most one entry per live netstack socket, which the stack's
         // own socket limit bounds.
         m.retain(|_, f| f.strong_count() > 0);
@@ -133,7 +134,7 @@ impl AsyncSockets {
     /// something happened to.
     pub fn notify(&self, stack: &netstack::Stack, ids: &[SocketId]) {
         let lists: Vec<(SocketId, Arc<Fasync>)> = {
-            let m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            let m = self.map.locked();
             if m.is_empty() {
                 return;
             }

@@ -16,6 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::sync::Locked;
 pub use abi::netlink::{
     ARPHRD_ETHER, ARPHRD_LOOPBACK, IFA_ADDRESS, IFA_BROADCAST, IFA_CACHEINFO, IFA_FLAGS, IFA_LABEL,
     IFA_LOCAL, IFF_LOOPBACK, IFLA_ADDRESS, IFLA_BROADCAST, IFLA_GROUP, IFLA_IFNAME, IFLA_LINK,
@@ -810,7 +811,7 @@ impl NetlinkSocket {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+        self.queue.locked()
     }
 
     /// The port id, assigned on first use (a number unique in the

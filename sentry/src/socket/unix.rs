@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use abi::Errno;
 
 use crate::kernel::wait::WaitQueue;
+use crate::sync::Locked;
 use crate::vfs::file::FileDescription;
 
 /// Socket type (`SOCK_*`).
@@ -220,9 +221,7 @@ pub struct Registry {
 
 impl Registry {
     fn lock(&self) -> MutexGuard<'_, HashMap<Vec<u8>, Weak<UnixSocket>>> {
-        self.abstract_names
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.abstract_names.locked()
     }
 
     /// The socket bound to abstract `name`.
@@ -278,7 +277,7 @@ impl UnixSocket {
 
     /// Locks the state.
     pub fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// The connected peer, if it is still there.
@@ -320,11 +319,7 @@ impl UnixSocket {
             UnixAddr::Unnamed => {
                 // Autobind: five hex digits in the abstract namespace.
                 let mut names = self.registry.lock();
-                let mut n = self
-                    .registry
-                    .next_auto
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
+                let mut n = self.registry.next_auto.locked();
                 let mut tries = 0;
                 loop {
                     *n = (*n + 1) & 0xfffff;

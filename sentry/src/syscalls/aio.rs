@@ -41,6 +41,7 @@ const IOCB_CMD_PWRITEV: u16 = 8;
 const IOCB_FLAG_RESFD: u32 = 1;
 
 use crate::kernel::AIO_NR;
+use crate::sync::Locked;
 
 /// One context: its ring in the guest's memory.
 struct Ctx {
@@ -69,10 +70,7 @@ type Table = HashMap<usize, (Weak<Mutex<MemoryManager>>, Vec<Arc<Ctx>>)>;
 
 fn table() -> MutexGuard<'static, Table> {
     static TABLE: std::sync::OnceLock<Mutex<Table>> = std::sync::OnceLock::new();
-    TABLE
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    TABLE.get_or_init(Mutex::default).locked()
 }
 
 fn key(task: &Task) -> usize {
@@ -90,10 +88,6 @@ fn lookup(task: &Task, id: u64) -> Result<Arc<Ctx>, Errno> {
             .ok_or(Errno::EINVAL),
         _ => Err(Errno::EINVAL),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `io_setup(nr_events, ctxp)`.
@@ -271,7 +265,7 @@ fn submit_one(task: &mut Task, ctx: &Arc<Ctx>, slot: u64) -> Result<(), Errno> {
         return Err(Errno::EINVAL);
     }
     // A slot for the completion (Linux's reqs_available).
-    if pending(task, ctx, *lock(&ctx.tail))? + 1 >= ctx.nr {
+    if pending(task, ctx, *ctx.tail.locked())? + 1 >= ctx.nr {
         return Err(Errno::EAGAIN);
     }
     let resfd = if cb.flags & IOCB_FLAG_RESFD != 0 {
@@ -370,7 +364,7 @@ fn has_fsync(file: &FileDescription) -> bool {
 
 /// Puts an event in the ring and wakes the reapers.
 fn complete(task: &Task, ctx: &Ctx, obj: u64, data: u64, res: i64) -> Result<(), Errno> {
-    let mut tail = lock(&ctx.tail);
+    let mut tail = ctx.tail.locked();
     let mut ev = [0u8; EVENT_SIZE as usize];
     ev[..8].copy_from_slice(&data.to_ne_bytes());
     ev[8..16].copy_from_slice(&obj.to_ne_bytes());
@@ -386,7 +380,7 @@ fn complete(task: &Task, ctx: &Ctx, obj: u64, data: u64, res: i64) -> Result<(),
 
 /// Moves up to `max` completions to `out`; how many.
 fn reap(task: &Task, ctx: &Ctx, out: u64, max: u64) -> Result<u64, Errno> {
-    let tail = *lock(&ctx.tail);
+    let tail = *ctx.tail.locked();
     let mut head = head(task, ctx)?;
     let mut n = 0;
     let mut ev = [0u8; EVENT_SIZE as usize];
@@ -458,7 +452,8 @@ fn getevents(
     let blk = task.blocker();
     loop {
         let ready = || {
-            lookup(task, id).is_err() || pending(task, &ctx, *lock(&ctx.tail)).is_ok_and(|p| p > 0)
+            lookup(task, id).is_err()
+                || pending(task, &ctx, *ctx.tail.locked()).is_ok_and(|p| p > 0)
         };
         match blk.wait_once(
             std::slice::from_ref(&ctx.waiters),

@@ -9,6 +9,7 @@ use abi::{Errno, OpenFlags, Timespec, Timeval};
 use crate::fsimpl::events::{Epoll, EventFd, SignalFd, TimerFd};
 use crate::kernel::task::{Task, UNBLOCKABLE};
 use crate::kernel::timers::Target;
+use crate::sync::Locked;
 use crate::vfs::file::{FileDescription, FileKind};
 
 fn install(task: &mut Task, kind: FileKind, flags: u32) -> Result<u64, Errno> {
@@ -166,7 +167,7 @@ fn signalfd(task: &mut Task, fd: i32, mask_addr: u64, size: u64, flags: u32) -> 
         let Some(s) = file.downcast::<SignalFd>() else {
             return Err(Errno::EINVAL);
         };
-        *s.mask.lock().unwrap_or_else(|e| e.into_inner()) = mask;
+        *s.mask.locked() = mask;
         return Ok(fd as u64);
     }
     install(

@@ -12,6 +12,7 @@ use crate::kernel::ptrace;
 use crate::kernel::task::{si, ExitStatus, Process, ProcessState, Task, Thread};
 use crate::kernel::wait::Registration;
 use crate::mm::MemoryManager;
+use crate::sync::Locked;
 use crate::vfs::file::FileDescription;
 
 const CLONE_VM: u64 = 0x100;
@@ -298,7 +299,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 }
                 // Out of room for one more thread (the seccomp platform's
                 // 1,024 per address space): EAGAIN, as Linux's thread limit.
-                let space = mm.lock().unwrap_or_else(|e| e.into_inner()).address_space();
+                let space = mm.locked().address_space();
                 space.prepare_thread().map_err(|e| e.to_string())?;
                 Ok((mm, ctx))
             };

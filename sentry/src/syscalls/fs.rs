@@ -16,6 +16,7 @@ use crate::kernel::auth::{cap, Creds, MAY_EXEC, MAY_READ, MAY_WRITE};
 use crate::kernel::task::Task;
 use crate::mm::guestio::GuestBufs;
 use crate::mm::GuestSlice;
+use crate::sync::Locked;
 use crate::vfs::fasync::OwnerKind;
 use crate::vfs::file::{FdEntry, FileDescription, FileKind};
 use crate::vfs::inotify::{self, EntryIds};
@@ -1350,7 +1351,7 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         FIONBIO => {
             let on: i32 = task.mm().read_obj(a[2])?;
-            let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
+            let mut f = file.flags.locked();
             if on != 0 {
                 *f |= OpenFlags::NONBLOCK.bits();
             } else {
@@ -1404,7 +1405,7 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                     .map_or(0, |i| i.queued_bytes() as i32),
                 (FileKind::Host(_), _) if !file.is_dir() => {
                     let size = file.stat()?.size as u64;
-                    let pos = *file.pos.lock().unwrap_or_else(|e| e.into_inner());
+                    let pos = *file.pos.locked();
                     size.saturating_sub(pos).min(i32::MAX as u64) as i32
                 }
                 _ => return Err(Errno::ENOTTY),
@@ -1589,7 +1590,7 @@ pub fn sys_fcntl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                     .bits();
             let want_async = a[2] as u32 & OpenFlags::ASYNC.bits() != 0;
             set_async(task, fd as i32, &file, want_async, false)?;
-            let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
+            let mut f = file.flags.locked();
             *f = (*f & !changeable) | (a[2] as u32 & changeable);
             Ok(0)
         }
@@ -1733,7 +1734,7 @@ fn set_async(
         None => return Ok(()),
     }
     {
-        let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = file.flags.locked();
         if on {
             *f |= OpenFlags::ASYNC.bits();
         } else {
@@ -1822,7 +1823,7 @@ fn record_lock(
     };
     let base = match whence {
         0 => 0,
-        1 => *file.pos.lock().unwrap_or_else(|e| e.into_inner()) as i64,
+        1 => *file.pos.locked() as i64,
         2 => file.stat()?.size,
         _ => return Err(Errno::EINVAL),
     };
@@ -2087,7 +2088,7 @@ fn getdents(task: &mut Task, a: &[u64; 6], old: bool) -> Result<u64, Errno> {
     let count = a[2].min(MAX_RW_COUNT) as usize;
     let entries = file.dir_entries(&task.kernel.fs)?;
     let entries = entries.as_deref().unwrap_or(&[]);
-    let mut pos = file.pos.lock().unwrap_or_else(|e| e.into_inner());
+    let mut pos = file.pos.locked();
     let mut out = Vec::new();
     let mut i = *pos as usize;
     while let Some(e) = entries.get(i) {

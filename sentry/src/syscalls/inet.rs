@@ -14,6 +14,7 @@ use crate::socket::{
 use crate::vfs::file::{FileDescription, FileKind};
 
 use super::host_inet as hostnet;
+use crate::sync::Locked;
 
 const SOCK_NONBLOCK: u64 = 0o4000;
 const SOCK_CLOEXEC: u64 = 0o2000000;
@@ -276,7 +277,7 @@ fn arrival_time(
     s: &InetSocket,
     arrived: Option<std::time::Instant>,
 ) -> Result<(i64, i64), Errno> {
-    let mut last = s.last_stamp.lock().unwrap_or_else(|e| e.into_inner());
+    let mut last = s.last_stamp.locked();
     if let (Some(a), Some((at, stamp))) = (arrived, *last) {
         if a == at {
             return Ok(stamp);

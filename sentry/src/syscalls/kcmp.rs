@@ -9,6 +9,7 @@ use abi::{Errno, KcmpEpollSlot};
 use super::args::{Args, SyscallArgs};
 use crate::fsimpl::events::Epoll;
 use crate::kernel::task::{Task, Thread};
+use crate::sync::Locked;
 use crate::vfs::file::FileDescription;
 
 const KCMP_FILE: u64 = 0;
@@ -40,10 +41,7 @@ fn order(ty: u64, a: usize, b: usize) -> u64 {
 /// Descriptor `fd` of `th`'s table (`EBADF`, also once it has exited).
 pub(super) fn file_of(th: &Thread, fd: u64) -> Result<Arc<FileDescription>, Errno> {
     let fds = th.process.state().info.fds.upgrade().ok_or(Errno::EBADF)?;
-    let file = fds
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .file(fd as i32 as i64);
+    let file = fds.locked().file(fd as i32 as i64);
     file
 }
 

@@ -14,6 +14,7 @@ use crate::vfs::file::FileDescription;
 
 use super::args::{Args, SyscallArgs};
 use super::path_arg;
+use crate::sync::Locked;
 
 /// `struct mq_attr`.
 #[repr(C)]
@@ -285,7 +286,7 @@ pub fn sys_mq_getsetattr(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         reserved: [0; 4],
     };
     if let Some(n) = new {
-        let mut f = file.flags.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = file.flags.locked();
         *f = (*f & !OpenFlags::NONBLOCK.bits()) | n.flags as u32;
     }
     if old_attr != 0 {

@@ -11,6 +11,7 @@ use super::args::{Args, SyscallArgs};
 use crate::kernel::auth::cap;
 use crate::kernel::task::Task;
 use crate::mm::{page_up, MemPolicy, MemoryManager};
+use crate::sync::Locked;
 use crate::PAGE_SIZE;
 
 const MPOL_DEFAULT: i32 = 0;
@@ -401,7 +402,7 @@ pub fn sys_move_pages(task: &mut Task, a: &Args) -> Result<u64, Errno> {
                 addrs.iter().map(|&p| page_status(&mm, p)).collect()
             }
             Some(m) => {
-                let mm = m.lock().unwrap_or_else(|e| e.into_inner());
+                let mm = m.locked();
                 addrs.iter().map(|&p| page_status(&mm, p)).collect()
             }
         };

@@ -9,6 +9,7 @@ use super::path_arg;
 use crate::kernel::auth::cap;
 use crate::kernel::task::{ExitStatus, Task};
 use crate::loader::{self, ExecRequest};
+use crate::sync::Locked;
 
 pub fn sys_exit(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     task.exit(ExitStatus::Code(a.i32(0) & 0xff))
@@ -1465,7 +1466,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
     let committed = if std::sync::Arc::strong_count(&task.mm) == 1 {
         task.settle_address_space_cpu();
         let mm = task.mm.clone();
-        let mut mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+        let mut mm = mm.locked();
         let loaded = loader::commit(&mut mm, prepared, aux, &kernel.timekeeper);
         drop(mm);
         // What the old program left in the FPU and vector registers goes

@@ -14,6 +14,7 @@ use crate::kernel::auth::cap;
 use crate::kernel::ptrace::{self, opt, How, Resume, StopKind, Tracee};
 use crate::kernel::task::{user_info, Task, Thread};
 use crate::mm::MemoryManager;
+use crate::sync::Locked;
 
 const TRACEME: u64 = 0;
 const PEEKTEXT: u64 = 1;
@@ -201,8 +202,7 @@ fn request(
             drop(t);
             let mut word = [0u8; 8];
             tracee_mm(th)?
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
+                .locked()
                 .peek(addr, &mut word)
                 .map_err(|_| Errno::EIO)?;
             task.mm().copy_out(data, &word)?;
@@ -211,7 +211,7 @@ fn request(
         POKETEXT | POKEDATA => {
             drop(t);
             let mm = tracee_mm(th)?;
-            let mm = mm.lock().unwrap_or_else(|e| e.into_inner());
+            let mm = mm.locked();
             // Linux's FOLL_FORCE: a read-only private page gets a copy, but
             // a shared mapping that could never be writable (a file opened
             // read-only) is not written through.
@@ -620,10 +620,10 @@ fn process_vm(task: &mut Task, a: &Args, write: bool) -> Result<u64, Errno> {
     {
         let guard;
         let mm: &MemoryManager = if same {
-            guard = task.mm.lock().unwrap_or_else(|e| e.into_inner());
+            guard = task.mm.locked();
             &guard
         } else {
-            guard = other.lock().unwrap_or_else(|e| e.into_inner());
+            guard = other.locked();
             &guard
         };
         for &(base, len) in &remote {

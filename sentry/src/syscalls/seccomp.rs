@@ -18,6 +18,7 @@ use crate::kernel::auth::cap;
 use crate::kernel::seccomp::{Action, Filter, Mode, Notifier, Reply, Seccomp};
 use crate::kernel::task::{ExitStatus, Task, Thread};
 use crate::kernel::wait::{wait_until, Sleeper, Waiter};
+use crate::sync::Locked;
 use crate::vfs::file::{FdEntry, FileDescription};
 
 /// The calls strict mode allows (the kernel's `mode1_syscalls`): note
@@ -257,7 +258,7 @@ fn add_fd(task: &mut Task, n: &Arc<Notifier>, size: usize, arg: u64) -> Result<u
     };
     let send = a.flags & bpf::SECCOMP_ADDFD_FLAG_SEND != 0;
     n.add_fd(a.id, send, |fds, nofile| {
-        let mut fds = fds.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fds = fds.locked();
         if setfd {
             let at = usize::try_from(a.newfd as i32).map_err(|_| Errno::EBADF)?;
             // (what it replaces closes when the last reference goes)

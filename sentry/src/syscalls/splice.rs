@@ -14,6 +14,7 @@ use crate::kernel::task::Task;
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::mm::GuestSlice;
 use crate::socket::netlink::NetlinkSocket;
+use crate::sync::Locked;
 use crate::vfs::file::{Blocker, FileDescription, FileKind};
 
 /// Linux's cap on one transfer (`MAX_RW_COUNT`).
@@ -312,11 +313,11 @@ fn read_off(task: &Task, addr: u64) -> Result<Option<i64>, Errno> {
 }
 
 fn file_pos(f: &FileDescription) -> u64 {
-    *f.pos.lock().unwrap_or_else(|e| e.into_inner())
+    *f.pos.locked()
 }
 
 fn set_file_pos(f: &FileDescription, pos: u64) {
-    *f.pos.lock().unwrap_or_else(|e| e.into_inner()) = pos;
+    *f.pos.locked() = pos;
 }
 
 /// `sendfile(out_fd, in_fd, offset, count)`.

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use abi::Errno;
 
+use crate::sync::Locked;
 use crate::vfs::file::FileDescription;
 
 /// What delivers I/O signals to a description's owner (`send_sigio()`):
@@ -140,9 +141,9 @@ impl Fasync {
         on: bool,
     ) -> Result<(), Errno> {
         if on {
-            *self.kernel.lock().unwrap_or_else(|e| e.into_inner()) = Some(kernel);
+            *self.kernel.locked() = Some(kernel);
         }
-        let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut e = self.entries.locked();
         e.retain(|(_, w)| w.strong_count() > 0);
         let pos = e
             .iter()
@@ -165,25 +166,16 @@ impl Fasync {
 
     /// Whether no description waits for signals (the common case: skip).
     pub fn is_empty(&self) -> bool {
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
+        self.entries.locked().is_empty()
     }
 
     /// Signals the owner of every registered description (`kill_fasync()`).
     pub fn kill(&self, reason: Reason) {
-        let Some(kernel) = self
-            .kernel
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .and_then(Weak::upgrade)
-        else {
+        let Some(kernel) = self.kernel.locked().as_ref().and_then(Weak::upgrade) else {
             return;
         };
         let targets: Vec<(i32, Owner)> = {
-            let e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            let e = self.entries.locked();
             if e.is_empty() {
                 return;
             }

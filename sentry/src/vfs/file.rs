@@ -14,6 +14,7 @@ pub use crate::mm::guestmem::{
     copy_from_slices, copy_from_slices_at, copy_to_slices, copy_to_slices_at,
 };
 use crate::mm::GuestSlice;
+use crate::sync::Locked;
 use crate::vfs::{self, Device, DirEntry, HostFile, Location, Node};
 
 /// What an open file description refers to.
@@ -335,10 +336,6 @@ impl fmt::Debug for FileDescription {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl FileDescription {
     /// A new description of a file whose kind implements [`FileImpl`].
     pub fn of_impl(file: Arc<dyn FileImpl>, location: Option<Location>, flags: u32) -> Arc<Self> {
@@ -386,13 +383,13 @@ impl FileDescription {
 
     /// The owner of its I/O signals.
     pub fn owner(&self) -> crate::vfs::fasync::Owner {
-        *lock(&self.owner)
+        *self.owner.locked()
     }
 
     /// Sets the owner of its I/O signals; with `only_if_none`, only when
     /// there is none yet (`__f_setown()` without `force`).
     pub fn set_owner(&self, kind: crate::vfs::fasync::OwnerKind, id: i32, only_if_none: bool) {
-        let mut o = lock(&self.owner);
+        let mut o = self.owner.locked();
         if only_if_none && o.id != 0 {
             return;
         }
@@ -402,7 +399,7 @@ impl FileDescription {
 
     /// Sets the signal of `F_SETSIG`.
     pub fn set_sigio_signal(&self, sig: i32) {
-        lock(&self.owner).signum = sig;
+        self.owner.locked().signum = sig;
     }
 
     /// The lists of descriptions to signal when this object becomes
@@ -428,7 +425,7 @@ impl FileDescription {
         table: &Arc<crate::vfs::lock::LockTable>,
         key: crate::vfs::lock::FileKey,
     ) {
-        let mut l = lock(&self.locks);
+        let mut l = self.locks.locked();
         if l.is_none() {
             *l = Some((table.clone(), key));
         }
@@ -446,7 +443,7 @@ impl FileDescription {
 
     /// The status flags.
     pub fn flags(&self) -> u32 {
-        *lock(&self.flags)
+        *self.flags.locked()
     }
 
     fn readable(&self) -> bool {
@@ -527,7 +524,7 @@ impl FileDescription {
                 if self.is_dir() {
                     return Err(Errno::EISDIR);
                 }
-                let mut pos_guard = lock(&self.pos);
+                let mut pos_guard = self.pos.locked();
                 let pos = at.unwrap_or(*pos_guard);
                 let n = cache.read(f, pos, &GuestBufs::new(bufs))? as u64;
                 if at.is_none() {
@@ -536,7 +533,7 @@ impl FileDescription {
                 return Ok(n);
             }
         }
-        let mut pos_guard = lock(&self.pos);
+        let mut pos_guard = self.pos.locked();
         let mut pos = at.unwrap_or(*pos_guard);
         let mut total = 0u64;
         for b in bufs {
@@ -633,7 +630,7 @@ impl FileDescription {
             // An O_APPEND description appends even for pwrite (pwrite(2),
             // BUGS), leaving the position alone.
             let append = append.unwrap_or(self.flags() & OpenFlags::APPEND.bits() != 0);
-            let mut pos = lock(&self.pos);
+            let mut pos = self.pos.locked();
             let (end, written) = m.write_from(at.unwrap_or(*pos), &GuestBufs::new(bufs), append)?;
             if at.is_none() {
                 *pos = end;
@@ -689,7 +686,7 @@ impl FileDescription {
         // end whatever the offset, as the guest's would.
         let o_append = self.flags() & OpenFlags::APPEND.bits() != 0;
         let append = o_append || rwf_append;
-        let mut pos = lock(&self.pos);
+        let mut pos = self.pos.locked();
         if let Some(cache) = blk.fs.page_caches.lookup(f) {
             // Mapped shared: the mappings see the write too.
             let from = if append {
@@ -819,7 +816,7 @@ impl FileDescription {
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),
             FileKind::Host(_) | FileKind::SynthDir | FileKind::Mem(_) | FileKind::Impl(_) => {
-                let mut pos = lock(&self.pos);
+                let mut pos = self.pos.locked();
                 let base: i64 = match whence {
                     0 => 0,
                     1 => *pos as i64,
@@ -837,7 +834,7 @@ impl FileDescription {
                 }
                 *pos = new as u64;
                 if self.is_dir() && new == 0 {
-                    *lock(&self.dir) = None;
+                    *self.dir.locked() = None;
                 }
                 Ok(new as u64)
             }
@@ -869,7 +866,7 @@ impl FileDescription {
         if matches!(self.kind, FileKind::Path) {
             return Err(Errno::EBADF);
         }
-        let mut d = lock(&self.dir);
+        let mut d = self.dir.locked();
         if d.is_none() {
             let host = match &self.kind {
                 FileKind::Host(h) => Some(h.as_ref()),

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use abi::Errno;
 
 use crate::kernel::wait::WaitQueue;
+use crate::sync::Locked;
 
 /// `IN_*` bits.
 #[allow(missing_docs)]
@@ -126,10 +127,6 @@ pub struct Inotify {
     pub fasync: crate::vfs::fasync::Fasync,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Inotify {
     /// A new instance.
     pub fn new() -> Arc<Inotify> {
@@ -157,7 +154,7 @@ impl Inotify {
             return Err(Errno::EINVAL);
         }
         let keep = mask::ALL_EVENTS | mask::ONESHOT | mask::EXCL_UNLINK;
-        let mut st = lock(&self.state);
+        let mut st = self.state.locked();
         if let Some((&wd, _)) = st.watches.iter().find(|(_, w)| w.key == key) {
             if want & mask::MASK_CREATE != 0 {
                 return Err(Errno::EEXIST);
@@ -188,7 +185,7 @@ impl Inotify {
 
     /// `inotify_rm_watch`: the watch goes, with an `IN_IGNORED` event.
     pub fn rm_watch(&self, wd: i32) -> Result<(), Errno> {
-        let mut st = lock(&self.state);
+        let mut st = self.state.locked();
         let watch = st.watches.remove(&wd).ok_or(Errno::EINVAL)?;
         let queued = Self::push(&mut st, wd, mask::IGNORED, 0, &[]);
         drop(st);
@@ -254,7 +251,7 @@ impl Inotify {
     /// Sentry raised it, and such a watch takes from the Sentry only what
     /// the host does not report.
     fn deliver(&self, wd: i32, m: u32, cookie: u32, name: &[u8], from_host: bool) -> bool {
-        let mut st = lock(&self.state);
+        let mut st = self.state.locked();
         let Some(w) = st.watches.get(&wd) else {
             return false;
         };
@@ -290,7 +287,7 @@ impl Inotify {
     /// The host dropped events of a watch of this instance: so does the
     /// guest (`IN_Q_OVERFLOW`, once until the queue is read empty).
     fn overflowed(&self) {
-        let queued = Self::push_overflow(&mut lock(&self.state));
+        let queued = Self::push_overflow(&mut self.state.locked());
         if queued {
             self.woke(true);
         }
@@ -300,7 +297,7 @@ impl Inotify {
     /// first does not, `None` when there are none.
     pub fn take(&self, cap: usize) -> Result<Option<Vec<u8>>, Errno> {
         crate::vfs::volume_watch::drain();
-        let mut st = lock(&self.state);
+        let mut st = self.state.locked();
         let Some(first) = st.queue.front() else {
             return Ok(None);
         };
@@ -326,13 +323,13 @@ impl Inotify {
     /// Whether events are queued.
     pub fn readable(&self) -> bool {
         crate::vfs::volume_watch::drain();
-        !lock(&self.state).queue.is_empty()
+        !self.state.locked().queue.is_empty()
     }
 
     /// Bytes of queued events (`FIONREAD`).
     pub fn queued_bytes(&self) -> usize {
         crate::vfs::volume_watch::drain();
-        lock(&self.state).queued_bytes
+        self.state.locked().queued_bytes
     }
 
     /// Changes whenever readiness may have (edge-triggered epoll).
@@ -343,7 +340,7 @@ impl Inotify {
 
 impl Drop for Inotify {
     fn drop(&mut self) {
-        let watches = std::mem::take(&mut lock(&self.state).watches);
+        let watches = std::mem::take(&mut self.state.locked().watches);
         for (wd, w) in watches {
             hub().remove(w.key, self, wd);
         }
@@ -380,12 +377,16 @@ impl Hub {
     }
 
     fn add(&self, key: Key, who: Weak<Inotify>, wd: i32) {
-        lock(&self.watches).entry(key).or_default().push((who, wd));
+        self.watches
+            .locked()
+            .entry(key)
+            .or_default()
+            .push((who, wd));
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 
     fn remove(&self, key: Key, who: *const Inotify, wd: i32) {
-        let mut all = lock(&self.watches);
+        let mut all = self.watches.locked();
         if let Some(list) = all.get_mut(&key) {
             let before = list.len();
             list.retain(|(w, d)| !(std::ptr::eq(w.as_ptr(), who) && *d == wd));
@@ -416,7 +417,7 @@ impl Hub {
 
     /// `IN_Q_OVERFLOW` for every instance watching object `key`.
     pub fn overflow(&self, key: Key) {
-        let targets: Vec<Watcher> = match lock(&self.watches).get(&key) {
+        let targets: Vec<Watcher> = match self.watches.locked().get(&key) {
             Some(list) => list.clone(),
             None => return,
         };
@@ -428,7 +429,7 @@ impl Hub {
     }
 
     fn deliver(&self, key: Key, m: u32, cookie: u32, name: &[u8], from_host: bool) {
-        let targets: Vec<Watcher> = match lock(&self.watches).get(&key) {
+        let targets: Vec<Watcher> = match self.watches.locked().get(&key) {
             Some(list) => list.clone(),
             None => return,
         };

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::kernel::wait::WaitQueue;
+use crate::sync::Locked;
 
 /// Which file a lock is on: `(st_dev, st_ino)`.
 pub type FileKey = (u64, u64);
@@ -82,7 +83,7 @@ impl LockTable {
     }
 
     fn files(&self) -> MutexGuard<'_, HashMap<FileKey, FileLocks>> {
-        self.files.lock().unwrap_or_else(|e| e.into_inner())
+        self.files.locked()
     }
 
     /// Whether the flock `exclusive` by `ofd` would conflict now.
@@ -260,7 +261,7 @@ impl LockTable {
     /// Records that process `pid` is about to wait for `holder`; `false`
     /// (and nothing recorded) when that would close a wait cycle.
     pub fn start_waiting(&self, pid: i32, holder: i32) -> bool {
-        let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = self.waiting.locked();
         let mut cur = holder;
         for _ in 0..=w.len() {
             if cur == pid {
@@ -277,10 +278,7 @@ impl LockTable {
 
     /// Process `pid` no longer waits.
     pub fn stop_waiting(&self, pid: i32) {
-        self.waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&pid);
+        self.waiting.locked().remove(&pid);
     }
 }
 

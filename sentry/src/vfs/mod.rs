@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use abi::{Errno, Stat};
 
 use crate::host;
+use crate::sync::Locked;
 
 /// Maximum symlinks followed in one walk (Linux's `MAXSYMLINKS`).
 const MAX_SYMLINKS: u32 = 40;
@@ -1044,7 +1045,7 @@ impl FileSystem {
     }
 
     fn is_masked_dev(&self, h: &GoferRef, dev: u64) -> bool {
-        let mut cache = self.masked_devs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.masked_devs.locked();
         *cache.entry(dev).or_insert_with(|| {
             h.client
                 .statfs(h.handle)
@@ -1054,7 +1055,7 @@ impl FileSystem {
     }
 
     fn lock_dcache(&self) -> std::sync::MutexGuard<'_, DentryCache> {
-        self.dcache.lock().unwrap_or_else(|e| e.into_inner())
+        self.dcache.locked()
     }
 
     /// Asks the gofer for `name` in host directory `h`.

@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use abi::Errno;
 
+use crate::sync::Locked;
 use crate::vfs::inotify::{hub, mask, Key};
 
 /// Most host watches one sandbox holds.
@@ -46,10 +47,6 @@ pub const MAX_HOST_WATCHES: usize = 8192;
 /// Host cookies of renames remembered, to give both halves one cookie of
 /// the sandbox's own.
 const COOKIES_KEPT: usize = 64;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 #[derive(Debug, Default)]
 struct Maps {
@@ -103,7 +100,7 @@ impl std::fmt::Debug for HostShare {
 impl Drop for HostShare {
     fn drop(&mut self) {
         let w = &self.watcher;
-        let mut maps = lock(&w.maps);
+        let mut maps = w.maps.locked();
         let last = match maps.by_key.get_mut(&self.key) {
             // The host may have ended the watch (and a new one been made
             // for the same object since): only this share's watch counts.
@@ -133,7 +130,7 @@ pub fn share(node: &crate::vfs::Node, key: Key) -> Result<Option<HostShare>, Err
         return Ok(None);
     }
     let watcher = watcher_for(h.shared_client())?;
-    let mut maps = lock(&watcher.maps);
+    let mut maps = watcher.maps.locked();
     if let Some((wd, refs)) = maps.by_key.get_mut(&key) {
         *refs += 1;
         let wd = *wd;
@@ -163,7 +160,7 @@ pub fn share(node: &crate::vfs::Node, key: Key) -> Result<Option<HostShare>, Err
 /// The watcher of the volume `client` serves, made (with its thread) on
 /// first use.
 fn watcher_for(client: &Arc<gofer::client::Client>) -> Result<Arc<VolumeWatcher>, Errno> {
-    let mut all = lock(&registry().watchers);
+    let mut all = (registry().watchers).locked();
     if let Some(w) = all.iter().find(|w| Arc::ptr_eq(&w.client, client)) {
         return Ok(w.clone());
     }
@@ -205,7 +202,7 @@ pub fn drain() {
 /// ones removed (their `IN_IGNORED`) is read and dropped, or the waiting
 /// thread would find the descriptor readable forever.
 fn drain_now() {
-    let mut cookies = lock(&registry().delivering);
+    let mut cookies = (registry().delivering).locked();
     drain_locked(&mut cookies, &|_, _| false);
 }
 
@@ -213,7 +210,7 @@ fn drain_now() {
 type Skip<'a> = &'a dyn Fn(Key, &HostEvent<'_>) -> bool;
 
 fn drain_locked(cookies: &mut VecDeque<(u32, u32)>, skip: Skip<'_>) {
-    let watchers = lock(&registry().watchers).clone();
+    let watchers = (registry().watchers).locked().clone();
     for w in watchers {
         w.drain(cookies, skip);
     }
@@ -232,7 +229,7 @@ pub fn quietly<R>(loc: &crate::vfs::Location, quiet: u32, f: impl FnOnce() -> R)
     let entry = loc.parent().and_then(|(dir, name)| {
         crate::vfs::inotify::identify(dir).map(|(k, _)| (k, name.to_vec()))
     });
-    let mut cookies = lock(&registry().delivering);
+    let mut cookies = (registry().delivering).locked();
     // What came before is the guest's to see.
     drain_locked(&mut cookies, &|_, _| false);
     let r = f();
@@ -297,13 +294,13 @@ impl VolumeWatcher {
         if ev.mask & mask::Q_OVERFLOW != 0 {
             // The host dropped events: so may the guest have, on every
             // watch of this volume.
-            let keys: Vec<Key> = lock(&self.maps).by_key.keys().copied().collect();
+            let keys: Vec<Key> = self.maps.locked().by_key.keys().copied().collect();
             for key in keys {
                 hub().overflow(key);
             }
             return;
         }
-        let Some(key) = lock(&self.maps).by_wd.get(&ev.wd).copied() else {
+        let Some(key) = self.maps.locked().by_wd.get(&ev.wd).copied() else {
             // A watch the Sentry already removed.
             return;
         };
@@ -313,7 +310,7 @@ impl VolumeWatcher {
         if ev.mask & mask::IGNORED != 0 {
             // The host ended the watch (its object is gone): so do the
             // guest's watches on it.
-            let mut maps = lock(&self.maps);
+            let mut maps = self.maps.locked();
             if maps.by_key.get(&key).is_some_and(|(wd, _)| *wd == ev.wd) {
                 maps.by_key.remove(&key);
                 registry().count.fetch_sub(1, Ordering::Relaxed);

@@ -11,6 +11,7 @@ use abi::{Errno, Stat, Timespec};
 
 use crate::vfs::file::Blocker;
 
+use crate::sync::Locked;
 pub use abi::ipc::{MQ_PRIO_MAX, NOTIFY_COOKIE_LEN as COOKIE_LEN};
 use abi::ipc::{NOTIFY_REMOVED, NOTIFY_WOKENUP};
 use abi::signal::SI_MESGQ;
@@ -160,17 +161,13 @@ pub struct MsgQueue {
 impl Drop for MsgQueue {
     fn drop(&mut self) {
         let (uid, bytes) = self.charged;
-        if let Some(b) = lock(&self.acct.bytes).get_mut(&uid) {
+        if let Some(b) = self.acct.bytes.locked().get_mut(&uid) {
             *b = b.saturating_sub(bytes);
         }
         self.acct.queues.fetch_sub(1, Ordering::Relaxed);
         let held = self.st.get_mut().map_or(0, |st| st.qsize);
         self.acct.queued.fetch_sub(held, Ordering::Relaxed);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn now() -> (i64, i64) {
@@ -242,22 +239,23 @@ fn attr_ok(maxmsg: i64, msgsize: i64, privileged: bool, limits: &Limits) -> Resu
 impl Registry {
     /// The `fs.mqueue` limits in force.
     pub fn limits(&self) -> Limits {
-        *lock(&self.limits)
+        *self.limits.locked()
     }
 
     /// Sets the `fs.mqueue` limits: queues made from now on keep them.
     pub fn set_limits(&self, limits: Limits) {
-        *lock(&self.limits) = limits;
+        *self.limits.locked() = limits;
     }
 
     /// The queue called `name`.
     pub fn get(&self, name: &[u8]) -> Option<Arc<MsgQueue>> {
-        lock(&self.queues).get(name).cloned()
+        self.queues.locked().get(name).cloned()
     }
 
     /// The queues, by name.
     pub fn list(&self) -> Vec<(Vec<u8>, Arc<MsgQueue>)> {
-        lock(&self.queues)
+        self.queues
+            .locked()
             .iter()
             .map(|(n, q)| (n.clone(), q.clone()))
             .collect()
@@ -273,7 +271,7 @@ impl Registry {
         excl: bool,
     ) -> Result<(Arc<MsgQueue>, bool), Errno> {
         check_name(name)?;
-        let mut queues = lock(&self.queues);
+        let mut queues = self.queues.locked();
         if let Some(q) = queues.get(name) {
             if create.is_some() && excl {
                 return Err(Errno::EEXIST);
@@ -292,7 +290,7 @@ impl Registry {
             return Err(Errno::ENOSPC);
         }
         {
-            let mut charged = lock(&self.acct.bytes);
+            let mut charged = self.acct.bytes.locked();
             let user = charged.entry(c.real_uid).or_default();
             match user.checked_add(bytes) {
                 Some(total) if total <= c.rlimit => *user = total,
@@ -332,7 +330,7 @@ impl Registry {
     /// `CAP_FOWNER` (`fowner`) may remove it (`EACCES`, as Linux answers).
     pub fn unlink(&self, name: &[u8], uid: u32, fowner: bool) -> Result<(), Errno> {
         check_name(name)?;
-        let mut queues = lock(&self.queues);
+        let mut queues = self.queues.locked();
         let q = queues.get(name).ok_or(Errno::ENOENT)?;
         if uid != 0 && !fowner && q.state().uid != uid {
             return Err(Errno::EACCES);
@@ -345,7 +343,7 @@ impl Registry {
 impl MsgQueue {
     /// Its state, locked.
     pub fn state(&self) -> MutexGuard<'_, QueueState> {
-        lock(&self.st)
+        self.st.locked()
     }
 
     /// Number of messages queued.
