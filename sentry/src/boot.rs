@@ -167,7 +167,11 @@ where
     )
     .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
     let sysctls = crate::fsimpl::sysctl::plan(&config.sysctls).map_err(Error::Sysctl)?;
-    fs.mqueue.set_limits(sysctls.mqueue);
+    let mqueue = Arc::new(crate::kernel::ipc::mqueue::Registry::default());
+    mqueue.set_limits(sysctls.mqueue);
+    fs.set_mqueue_root(crate::vfs::Node::Inode(Arc::new(
+        crate::fsimpl::mqueue::MqueueRoot(mqueue.clone()),
+    )));
     let sysv_limits = sysctls.sysv;
     fs.proc.set_sysctls(sysctls);
     for m in config.mounts {
@@ -197,6 +201,7 @@ where
         sysv_sem: Arc::default(),
         sysv_msg: Arc::default(),
         sysv_limits: Mutex::new(sysv_limits),
+        mqueue,
         platform,
         memory: memory.clone(),
         fs,

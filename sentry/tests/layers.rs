@@ -49,7 +49,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("fsimpl/proc.rs", "socket"),
     ("vfs/file.rs", "fsimpl"),
     ("vfs/mod.rs", "fsimpl"),
-    ("vfs/mod.rs", "kernel"),
 ];
 
 /// The layer a module path (the segments after `crate::`) belongs to.

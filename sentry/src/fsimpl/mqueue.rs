@@ -1,4 +1,5 @@
-//! The open file of a POSIX message queue (`mq_open`, or `open` in
+//! The mqueue file system (`/dev/mqueue`: its root and a node per queue)
+//! and the open file of a POSIX message queue (`mq_open`, or `open` in
 //! `/dev/mqueue`); the queues themselves are `kernel::ipc::mqueue`'s.
 
 use std::sync::Arc;
@@ -6,11 +7,93 @@ use std::sync::Arc;
 use abi::poll::{POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM};
 use abi::{Errno, Stat};
 
-use crate::kernel::ipc::mqueue::MsgQueue;
+use crate::kernel::ipc::mqueue::{MsgQueue, Registry, MQUEUE_DEV};
 use crate::kernel::wait::WaitQueue;
 use crate::mm::GuestSlice;
 use crate::sync::Locked;
 use crate::vfs::file::{copy_to_slices, Blocker, Caller, FileDescription, FileImpl};
+use crate::vfs::{DirEntry, Inode, Node};
+
+/// `mount_key` of the mqueue file system.
+const MOUNT_KEY: usize = 6;
+
+/// `statfs` of the mqueue file system.
+fn statfs(s: &mut abi::Statfs) {
+    s.f_type = 0x1980_0202; // MQUEUE_MAGIC
+    s.f_bsize = 4096;
+    s.f_namelen = 255;
+    s.f_frsize = 4096;
+}
+
+/// `/dev/mqueue`: a file per queue not yet unlinked.
+#[derive(Debug)]
+pub struct MqueueRoot(pub Arc<Registry>);
+
+impl Inode for MqueueRoot {
+    // World-writable and sticky, as Linux mounts it.
+    fn stat(&self) -> Result<Stat, Errno> {
+        let mut st = crate::vfs::pipe_stat_like(abi::S_IFDIR | 0o1777);
+        st.dev = MQUEUE_DEV;
+        st.ino = 1;
+        st.nlink = 2;
+        Ok(st)
+    }
+
+    fn is_dir(&self) -> bool {
+        true
+    }
+
+    fn lookup(&self, name: &[u8]) -> Result<Node, Errno> {
+        self.0.get(name).map(node).ok_or(Errno::ENOENT)
+    }
+
+    fn list(&self) -> Result<Vec<DirEntry>, Errno> {
+        let mut v = crate::vfs::dot_entries(1);
+        for (name, q) in self.0.list() {
+            v.push(DirEntry {
+                ino: q.ino,
+                kind: abi::dt::REG,
+                name,
+            });
+        }
+        Ok(v)
+    }
+
+    fn mount_key(&self) -> usize {
+        MOUNT_KEY
+    }
+
+    fn statfs(&self, s: &mut abi::Statfs) {
+        statfs(s)
+    }
+}
+
+/// A queue's node in `/dev/mqueue`.
+#[derive(Debug)]
+pub struct MqueueNode(pub Arc<MsgQueue>);
+
+/// The node of queue `q`.
+pub fn node(q: Arc<MsgQueue>) -> Node {
+    Node::Inode(Arc::new(MqueueNode(q)))
+}
+
+impl Inode for MqueueNode {
+    fn stat(&self) -> Result<Stat, Errno> {
+        Ok(self.0.stat())
+    }
+
+    fn is_dir(&self) -> bool {
+        false
+    }
+
+    fn mount_key(&self) -> usize {
+        MOUNT_KEY
+    }
+
+    fn statfs(&self, s: &mut abi::Statfs) {
+        statfs(s)
+    }
+}
 
 /// An open message queue.
 #[derive(Debug)]

@@ -268,7 +268,7 @@ pub fn may_open_for_write(path: &str, euid: u32) -> bool {
 /// as `proc_dointvec` prints them (tab-separated).
 pub fn show(kernel: &crate::kernel::Kernel, path: &str) -> Option<String> {
     let sysv = kernel.sysv_limits();
-    let mq = kernel.fs.mqueue.limits();
+    let mq = kernel.mqueue.limits();
     let text = match path {
         "kernel/shmmax" => sysv.shmmax.to_string(),
         "kernel/shmall" => sysv.shmall.to_string(),
@@ -399,7 +399,7 @@ pub fn write(
 fn set_int(kernel: &crate::kernel::Kernel, path: &str, v: i64) {
     let int = v as i32;
     if let Some(name) = path.strip_prefix("fs/mqueue/") {
-        let mut mq = kernel.fs.mqueue.limits();
+        let mut mq = kernel.mqueue.limits();
         match name {
             "msg_max" => mq.msg_max = v,
             "msgsize_max" => mq.msgsize_max = v,
@@ -407,7 +407,7 @@ fn set_int(kernel: &crate::kernel::Kernel, path: &str, v: i64) {
             "msgsize_default" => mq.msgsize_default = v,
             _ => mq.queues_max = v,
         }
-        kernel.fs.mqueue.set_limits(mq);
+        kernel.mqueue.set_limits(mq);
         return;
     }
     if path == "kernel/ns_last_pid" {

@@ -170,6 +170,8 @@ pub struct Kernel {
     pub sysv_msg: Arc<crate::kernel::ipc::msg::Registry>,
     /// their limits, which root's writes to /proc/sys/kernel change
     pub sysv_limits: Mutex<crate::kernel::ipc::SysvLimits>,
+    /// POSIX message queues, which `/dev/mqueue` lists
+    pub mqueue: Arc<crate::kernel::ipc::mqueue::Registry>,
     /// CPUs the guest sees
     pub cpus: usize,
     /// their topology and caches, as /sys shows them

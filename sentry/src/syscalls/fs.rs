@@ -642,13 +642,13 @@ fn open_path(
                     *made = true;
                     return install_file(task, kind, loc, acc, flags);
                 }
-                if let Node::MqueueDir = parent.node() {
+                if let Some(root) = parent.node().inode::<crate::fsimpl::mqueue::MqueueRoot>() {
                     // Linux's mqueue file system makes a queue with the
                     // default attributes.
                     let c = super::mqueue::create_args(task, mode, None);
-                    let (q, _) = task.kernel.fs.mqueue.open(&name, Some(c), false)?;
+                    let (q, _) = root.0.open(&name, Some(c), false)?;
                     *made = true;
-                    let loc = child_of(&parent, name, Node::Mqueue(q.clone()));
+                    let loc = child_of(&parent, name, crate::fsimpl::mqueue::node(q.clone()));
                     return install_file(task, mqueue_file(q), loc, acc, flags);
                 }
                 let dir = match parent.node() {
@@ -781,7 +781,10 @@ fn open_path(
                 FileKind::Impl(Arc::new(end))
             }
             Node::Dev(d) => FileKind::Dev(*d),
-            Node::Mqueue(q) => {
+            Node::Inode(i) if !i.is_dir() => {
+                let Some(crate::fsimpl::mqueue::MqueueNode(q)) = loc.node().inode() else {
+                    return Err(Errno::ENXIO);
+                };
                 let want = match acc {
                     0 => 4,
                     1 => 2,
@@ -792,7 +795,7 @@ fn open_path(
                 }
                 mqueue_file(q.clone())
             }
-            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::MqueueDir => {
+            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::Inode(_) => {
                 if wants_write {
                     return Err(Errno::EROFS);
                 }
@@ -1432,7 +1435,7 @@ fn check_access_as(task: &Task, creds: &Creds, loc: &Location, mode: u32) -> Res
     }
     let st = loc.node().stat()?;
     let writable_fs = match loc.node() {
-        Node::Dev(_) | Node::Pts(_) | Node::Mem(_) | Node::MqueueDir | Node::Mqueue(_) => true,
+        Node::Dev(_) | Node::Pts(_) | Node::Mem(_) | Node::Inode(_) => true,
         Node::Host { h, .. } if h.volume().is_some() => h.volume() == Some(VolumeKind::ReadWrite),
         Node::Host { .. } | Node::Ovl(_) => task.kernel.fs.overlay,
         _ => false,
@@ -2608,7 +2611,7 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
     if e.existing.is_some() {
         busy_mount_point(task, e)?;
     }
-    if let Node::MqueueDir = e.parent.node() {
+    if let Some(root) = e.parent.node().inode::<crate::fsimpl::mqueue::MqueueRoot>() {
         if dir {
             return Err(if e.existing.is_some() {
                 Errno::ENOTDIR
@@ -2616,9 +2619,7 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
                 Errno::ENOENT
             });
         }
-        task.kernel
-            .fs
-            .mqueue
+        root.0
             .unlink(&e.name, task.ids.0, task.capable(cap::FOWNER))?;
         return Ok(0);
     }
@@ -3284,12 +3285,7 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
             s.f_frsize = h.fragment_size as i64;
             s.f_flags = i64::from(ro); // ST_RDONLY
         }
-        Node::MqueueDir | Node::Mqueue(_) => {
-            s.f_type = 0x1980_0202; // MQUEUE_MAGIC
-            s.f_bsize = 4096;
-            s.f_namelen = 255;
-            s.f_frsize = 4096;
-        }
+        Node::Inode(i) => i.statfs(&mut s),
         Node::Mem(m) => {
             let (total, used) = m.fs().usage();
             s.f_type = 0x0102_1994; // TMPFS_MAGIC
@@ -3344,7 +3340,10 @@ pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 .downcast::<crate::fsimpl::mqueue::MqueueFile>()
                 .is_some() =>
         {
-            statfs_of(&task.kernel.fs, &Node::MqueueDir)?
+            statfs_of(
+                &task.kernel.fs,
+                &task.kernel.fs.mqueue_root().ok_or(Errno::EBADF)?,
+            )?
         }
         (None, _) => statfs_of(&task.kernel.fs, &Node::DevDir)?,
     };

@@ -109,7 +109,7 @@ pub fn sys_mq_open(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let excl = oflag & OpenFlags::EXCL.bits() != 0;
     let acc = oflag & abi::O_ACCMODE;
     let create = creat.then(|| create_args(task, mode, attr.map(|a| (a.maxmsg, a.msgsize))));
-    let (q, created) = task.kernel.fs.mqueue.open(&name, create, excl)?;
+    let (q, created) = task.kernel.mqueue.open(&name, create, excl)?;
     if !created {
         if acc == abi::O_ACCMODE {
             return Err(Errno::EINVAL);
@@ -130,7 +130,7 @@ pub fn sys_mq_open(task: &mut Task, a: &Args) -> Result<u64, Errno> {
 /// `mq_unlink(name)`.
 pub fn sys_mq_unlink(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let name = path_arg(task, a.ptr(0))?;
-    task.kernel.fs.mqueue.unlink(
+    task.kernel.mqueue.unlink(
         &name,
         task.ids.0,
         task.capable(crate::kernel::auth::cap::FOWNER),

@@ -232,10 +232,42 @@ pub enum Node {
     PtsDir,
     /// `/dev/pts/N`, a pty slave
     Pts(u32),
-    /// `/dev/mqueue`, the mqueue file system's root
-    MqueueDir,
-    /// a message queue in `/dev/mqueue`
-    Mqueue(Arc<crate::kernel::ipc::mqueue::MsgQueue>),
+    /// a node of a file system implemented outside vfs (`/dev/mqueue`)
+    Inode(Arc<dyn Inode>),
+}
+
+/// A node of a file system whose code lives outside vfs (Linux's
+/// `inode_operations`, with what its `super_block` says): vfs asks it what
+/// it cannot know itself.
+pub trait Inode: Send + Sync + fmt::Debug + std::any::Any {
+    /// `stat(2)`.
+    fn stat(&self) -> Result<Stat, Errno>;
+    /// Whether it is a directory.
+    fn is_dir(&self) -> bool;
+    /// A directory's child `name`.
+    fn lookup(&self, name: &[u8]) -> Result<Node, Errno> {
+        let _ = name;
+        Err(Errno::ENOTDIR)
+    }
+    /// A directory's entries, `.` and `..` first.
+    fn list(&self) -> Result<Vec<DirEntry>, Errno> {
+        Err(Errno::ENOTDIR)
+    }
+    /// The same for every node of its file system, different from every
+    /// other file system's ([`mount_key`]).
+    fn mount_key(&self) -> usize;
+    /// `statfs(2)` of its file system.
+    fn statfs(&self, s: &mut abi::Statfs);
+}
+
+impl Node {
+    /// The node's own type, when it is a [`Node::Inode`] of type `T`.
+    pub fn inode<T: Inode>(&self) -> Option<&T> {
+        match self {
+            Node::Inode(i) => (&**i as &dyn std::any::Any).downcast_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// A directory of the root overlay, named by its path from the root (its
@@ -254,8 +286,9 @@ impl Node {
     pub fn is_dir(&self) -> bool {
         match self {
             Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFDIR,
-            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::MqueueDir => true,
-            Node::Dev(_) | Node::Pts(_) | Node::Mqueue(_) => false,
+            Node::DevDir | Node::Masked { .. } | Node::PtsDir => true,
+            Node::Dev(_) | Node::Pts(_) => false,
+            Node::Inode(i) => i.is_dir(),
             Node::Mem(m) => m.is_dir(),
             Node::Proc(p) => p.is_dir(),
             Node::Ovl(_) => true,
@@ -395,13 +428,7 @@ impl Node {
                 st.dev = DEVPTS_DEV;
                 Ok(st)
             }
-            // The mqueue root: world-writable and sticky, as Linux mounts it.
-            Node::MqueueDir => {
-                let mut st = synth(abi::S_IFDIR | 0o1777, 1, 0);
-                st.dev = crate::kernel::ipc::mqueue::MQUEUE_DEV;
-                Ok(st)
-            }
-            Node::Mqueue(q) => Ok(q.stat()),
+            Node::Inode(i) => i.stat(),
         }
     }
 }
@@ -528,8 +555,8 @@ pub struct FileSystem {
     pub proc: crate::fsimpl::proc::ProcFs,
     /// the pseudo-terminals of `/dev/pts`
     pub devpts: Arc<crate::fsimpl::devpts::Devpts>,
-    /// the POSIX message queues, which `/dev/mqueue` lists
-    pub mqueue: crate::kernel::ipc::mqueue::Registry,
+    /// `/dev/mqueue`'s root, which boot gives
+    mqueue_root: std::sync::OnceLock<Node>,
     /// the root overlay's upper layer
     pub upper: Arc<crate::fsimpl::tmpfs::MemInode>,
     /// writes to the root go to the upper layer (else they are `EROFS`)
@@ -714,7 +741,7 @@ impl FileSystem {
             run: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x11, size, 0o755),
             proc: Default::default(),
             devpts: Default::default(),
-            mqueue: Default::default(),
+            mqueue_root: Default::default(),
             shm: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x12, size, 0o1777),
             memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
             mounts: Vec::new(),
@@ -1151,8 +1178,8 @@ impl FileSystem {
                 )))
             }
             Node::DevDir if name == b"pts" => Ok(Node::PtsDir),
-            Node::DevDir if name == b"mqueue" => Ok(Node::MqueueDir),
-            Node::MqueueDir => self.mqueue.get(name).map(Node::Mqueue).ok_or(Errno::ENOENT),
+            Node::DevDir if name == b"mqueue" => self.mqueue_root().ok_or(Errno::ENOENT),
+            Node::Inode(i) => i.lookup(name),
             Node::PtsDir if name == b"ptmx" => Ok(Node::Dev(Device::Ptmx)),
             Node::PtsDir => std::str::from_utf8(name)
                 .ok()
@@ -1168,8 +1195,18 @@ impl FileSystem {
                 .map(|&(_, d, _)| Node::Dev(d))
                 .ok_or(Errno::ENOENT),
             Node::Masked { .. } => Err(Errno::ENOENT),
-            Node::Dev(_) | Node::Pts(_) | Node::Mqueue(_) => Err(Errno::ENOTDIR),
+            Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
         }
+    }
+
+    /// `/dev/mqueue`'s root (once boot has given it).
+    pub fn mqueue_root(&self) -> Option<Node> {
+        self.mqueue_root.get().cloned()
+    }
+
+    /// Gives `/dev/mqueue` its root, once.
+    pub fn set_mqueue_root(&self, root: Node) {
+        let _ = self.mqueue_root.set(root);
     }
 
     /// Resolves `path` from `start` (ignored for absolute paths). A final
@@ -1664,19 +1701,6 @@ impl FileSystem {
         Ok(v)
     }
 
-    /// Lists `/dev/mqueue`: a file per queue not yet unlinked.
-    pub fn mqueue_list(&self) -> Vec<DirEntry> {
-        let mut v = dot_entries(1);
-        for (name, q) in self.mqueue.list() {
-            v.push(DirEntry {
-                ino: q.ino,
-                kind: abi::dt::REG,
-                name,
-            });
-        }
-        v
-    }
-
     /// Lists `/dev/pts`: `ptmx` and a node per live pair.
     pub fn pts_list(&self) -> Vec<DirEntry> {
         let mut v = dot_entries(1);
@@ -1744,7 +1768,7 @@ pub fn mount_key(node: &Node) -> usize {
         Node::Masked { ino } => 2 + ((*ino as usize) << 4),
         Node::Proc(_) => 3,
         Node::PtsDir | Node::Pts(_) => 5,
-        Node::MqueueDir | Node::Mqueue(_) => 6,
+        Node::Inode(i) => i.mount_key(),
         Node::Mem(m) => Arc::as_ptr(m.fs()) as usize,
     }
 }
@@ -1949,8 +1973,8 @@ pub fn list_dir(
             }
             Ok(v)
         }
-        Node::Dev(_) | Node::Pts(_) | Node::Mqueue(_) => Err(Errno::ENOTDIR),
-        Node::MqueueDir => Err(Errno::EIO),
+        Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
+        Node::Inode(i) => i.list(),
         Node::Host { .. } => {
             let f = file.ok_or(Errno::EBADF)?;
             let mut out = Vec::new();
