@@ -287,8 +287,8 @@ const SYSFS_CLASS_NET: &str = "@sys/class/net";
 const SYSFS_VIRTUAL_NET: &str = "@sys/devices/virtual/net";
 
 /// The interface named `name`.
-fn interface(name: &str) -> Option<crate::socket::netlink::Interface> {
-    crate::socket::netlink::table()
+fn interface(name: &str) -> Option<crate::kernel::netdev::Interface> {
+    crate::kernel::netdev::table()
         .by_name(name.as_bytes())
         .cloned()
 }
@@ -374,8 +374,8 @@ fn cpu_mask(cpus: usize) -> String {
 
 /// Attribute `name` of interface `i` under /sys/class/net: the values
 /// netlink reports for it.
-fn net_file(i: &crate::socket::netlink::Interface, name: &str) -> Option<String> {
-    use crate::socket::netlink::{ARPHRD_ETHER, IF_OPER_UP};
+fn net_file(i: &crate::kernel::netdev::Interface, name: &str) -> Option<String> {
+    use abi::netlink::{ARPHRD_ETHER, IF_OPER_UP};
     /// `IFF_RUNNING | IFF_LOWER_UP | IFF_DORMANT`: netlink adds these from
     /// the link state; /sys shows the device's own flags without them.
     const STATE_FLAGS: u32 = 0x40 | 0x1_0000 | 0x2_0000;
@@ -419,7 +419,7 @@ const PROC_SYSVIPC_FILES: &[&str] = &["msg", "sem", "shm"];
 /// A file of `/proc/net`, as Linux formats it (`dev_seq_show()`,
 /// `if6_seq_show()`, `fib_route_seq_show()`).
 fn proc_net_file(name: &str) -> Option<String> {
-    let t = crate::socket::netlink::table();
+    let t = crate::kernel::netdev::table();
     let mut out = String::new();
     match name {
         "dev" => {
@@ -1548,7 +1548,7 @@ impl ProcFs {
                     } else {
                         abi::dt::DIR
                     };
-                    for i in &crate::socket::netlink::table().interfaces {
+                    for i in &crate::kernel::netdev::table().interfaces {
                         add(i.name.clone(), kind);
                     }
                     return Ok(v);

@@ -7,6 +7,7 @@ pub mod fasync;
 pub mod futex;
 pub mod hostsig;
 pub mod ipc;
+pub mod netdev;
 pub mod ptrace;
 pub mod seccomp;
 pub mod task;
