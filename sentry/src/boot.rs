@@ -202,6 +202,7 @@ where
         sysv_msg: Arc::default(),
         sysv_limits: Mutex::new(sysv_limits),
         mqueue,
+        keys: Default::default(),
         platform,
         memory: memory.clone(),
         fs,

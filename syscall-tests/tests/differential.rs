@@ -129,6 +129,8 @@ guests! {
     aio,
     // the old getdents, setrlimit, readahead, sync_file_range (issue 20)
     old_calls,
+    // keyrings: add_key, keyctl, request_key (issue 20)
+    keyrings,
     // process, identity, time
     ids,
     net_ifaces,

@@ -7,6 +7,7 @@ pub mod fasync;
 pub mod futex;
 pub mod hostsig;
 pub mod ipc;
+pub mod keys;
 pub mod netdev;
 pub mod ptrace;
 pub mod seccomp;
@@ -173,6 +174,8 @@ pub struct Kernel {
     pub sysv_limits: Mutex<crate::kernel::ipc::SysvLimits>,
     /// POSIX message queues, which `/dev/mqueue` lists
     pub mqueue: Arc<crate::kernel::ipc::mqueue::Registry>,
+    /// the keys of `add_key` and `keyctl`
+    pub keys: crate::kernel::keys::Keys,
     /// CPUs the guest sees
     pub cpus: usize,
     /// their topology and caches, as /sys shows them
@@ -823,6 +826,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         })),
         ids,
         creds,
+        keyrings: Default::default(),
         clear_child_tid: 0,
         robust_list: (0, 0),
         comm,

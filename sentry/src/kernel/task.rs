@@ -892,6 +892,8 @@ pub struct Task {
     pub ids: (u32, u32),
     /// full credentials
     pub creds: Creds,
+    /// its thread, process and session keyrings (keyrings(7))
+    pub keyrings: crate::kernel::keys::TaskKeyrings,
     /// `set_tid_address` / `CLONE_CHILD_CLEARTID`
     pub clear_child_tid: u64,
     /// `set_robust_list` (head, len)

@@ -245,6 +245,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         }
     }
     let creds = task.creds.clone();
+    let keyrings = task.keyrings.for_child(f & CLONE_THREAD != 0);
     let (ids, exe, comm, no_new_privs) = (
         task.ids,
         task.exe.clone(),
@@ -324,6 +325,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 fs,
                 ids,
                 creds,
+                keyrings,
                 clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 {
                     child_tid
                 } else {

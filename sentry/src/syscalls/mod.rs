@@ -14,6 +14,7 @@ mod host_inet;
 mod inet;
 mod ioprio;
 mod kcmp;
+mod keys;
 mod memfd;
 mod mm;
 mod mount;
@@ -558,9 +559,21 @@ pub const ROWS: &[Entry] = &[
         fork::sys_waitid,
         "__WALL, __WCLONE, __WNOTHREAD ignored: clone children are waited for like others",
     ),
-    unsupported(nr::ADD_KEY, "keyrings"),
-    unsupported(nr::REQUEST_KEY, "keyrings"),
-    unsupported(nr::KEYCTL, "keyrings"),
+    partial(
+        nr::ADD_KEY,
+        keys::sys_add_key,
+        "user, logon and keyring keys; a sandbox-wide bound on keys and bytes instead of per-user quotas",
+    ),
+    partial(
+        nr::REQUEST_KEY,
+        keys::sys_request_key,
+        "finds what the caller's keyrings hold; no upcall (ENOKEY)",
+    ),
+    partial(
+        nr::KEYCTL,
+        keys::sys_keyctl,
+        "GET_KEYRING_ID, JOIN_SESSION_KEYRING, UPDATE, REVOKE, SETPERM, DESCRIBE, CLEAR, LINK, UNLINK, SEARCH, READ, GET_SECURITY, INVALIDATE; others EOPNOTSUPP",
+    ),
     partial(
         nr::IOPRIO_SET,
         ioprio::sys_ioprio_set,
@@ -937,7 +950,7 @@ mod tests {
         }
         assert_eq!(TABLE[0].map(|e| e.support), Some(Support::Full));
         assert_eq!(
-            TABLE[nr::ADD_KEY as usize].map(|e| e.support),
+            TABLE[nr::SYSLOG as usize].map(|e| e.support),
             Some(Support::Unsupported)
         );
     }

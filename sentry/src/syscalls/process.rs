@@ -1524,6 +1524,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
             let fs = task.fs_ctx().clone();
             task.fs = std::sync::Arc::new(std::sync::Mutex::new(fs));
             task.altstack = crate::kernel::task::no_altstack();
+            task.keyrings.on_exec();
             task.clear_child_tid = 0;
             task.robust_list = (0, 0);
             {
