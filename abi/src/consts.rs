@@ -384,3 +384,50 @@ pub mod poll {
     pub const POLLWRNORM: i16 = 0x100;
     pub const POLLRDHUP: i16 = 0x2000;
 }
+
+/// Kernel keys (`linux/keyctl.h`, keyutils' permission bits).
+pub mod keys {
+    /// Permission bits: each of possessor, user, group and other has
+    /// view, read, write, search, link and set-attribute.
+    pub mod perm {
+        pub const VIEW: u32 = 0x01;
+        pub const READ: u32 = 0x02;
+        pub const WRITE: u32 = 0x04;
+        pub const SEARCH: u32 = 0x08;
+        pub const LINK: u32 = 0x10;
+        pub const SETATTR: u32 = 0x20;
+        pub const ALL: u32 = 0x3f;
+        /// `KEY_POS_*` is `ALL << POS`, and so on.
+        pub const POS: u32 = 24;
+        pub const USR: u32 = 16;
+    }
+
+    /// Special keyring ids (`KEY_SPEC_*`).
+    pub mod spec {
+        pub const THREAD: i32 = -1;
+        pub const PROCESS: i32 = -2;
+        pub const SESSION: i32 = -3;
+        pub const USER: i32 = -4;
+        pub const USER_SESSION: i32 = -5;
+        pub const GROUP: i32 = -6;
+        pub const REQKEY_AUTH: i32 = -7;
+        pub const REQUESTOR: i32 = -8;
+    }
+
+    /// `keyctl(2)` operations.
+    pub mod keyctl {
+        pub const KEYCTL_GET_KEYRING_ID: u64 = 0;
+        pub const KEYCTL_JOIN_SESSION_KEYRING: u64 = 1;
+        pub const KEYCTL_UPDATE: u64 = 2;
+        pub const KEYCTL_REVOKE: u64 = 3;
+        pub const KEYCTL_SETPERM: u64 = 5;
+        pub const KEYCTL_DESCRIBE: u64 = 6;
+        pub const KEYCTL_CLEAR: u64 = 7;
+        pub const KEYCTL_LINK: u64 = 8;
+        pub const KEYCTL_UNLINK: u64 = 9;
+        pub const KEYCTL_SEARCH: u64 = 10;
+        pub const KEYCTL_READ: u64 = 11;
+        pub const KEYCTL_GET_SECURITY: u64 = 17;
+        pub const KEYCTL_INVALIDATE: u64 = 21;
+    }
+}

@@ -10,34 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use abi::Errno;
 
+use abi::keys::{perm, spec};
+
 use crate::sync::Locked;
-
-/// Permission bits: each of possessor, user, group and other has
-/// view, read, write, search, link and set-attribute.
-pub mod perm {
-    pub const VIEW: u32 = 0x01;
-    pub const READ: u32 = 0x02;
-    pub const WRITE: u32 = 0x04;
-    pub const SEARCH: u32 = 0x08;
-    pub const LINK: u32 = 0x10;
-    pub const SETATTR: u32 = 0x20;
-    pub const ALL: u32 = 0x3f;
-    /// `KEY_POS_*` is `ALL << POS`, and so on.
-    pub const POS: u32 = 24;
-    pub const USR: u32 = 16;
-}
-
-/// Special keyring ids (`KEY_SPEC_*`).
-pub mod spec {
-    pub const THREAD: i32 = -1;
-    pub const PROCESS: i32 = -2;
-    pub const SESSION: i32 = -3;
-    pub const USER: i32 = -4;
-    pub const USER_SESSION: i32 = -5;
-    pub const GROUP: i32 = -6;
-    pub const REQKEY_AUTH: i32 = -7;
-    pub const REQUESTOR: i32 = -8;
-}
 
 /// Most keys the sandbox holds, and most payload bytes.
 const MAX_KEYS: usize = 65_536;
@@ -223,6 +198,14 @@ impl State {
             g |= (k.perm >> perm::POS) & perm::ALL;
         }
         g
+    }
+
+    /// A keyring the caller may change: `ENOTDIR` for another key.
+    fn writable_ring(&self, ring: Found, a: &Asker) -> Result<(), Errno> {
+        if self.keys.get(&ring.id).ok_or(Errno::ENOKEY)?.ty != KeyType::Keyring {
+            return Err(Errno::ENOTDIR);
+        }
+        self.check(ring, a, perm::WRITE)
     }
 
     fn check(&self, f: Found, a: &Asker, need: u32) -> Result<(), Errno> {
@@ -635,10 +618,7 @@ impl Keys {
     /// `KEYCTL_CLEAR`.
     pub fn clear(&self, ring: Found, a: &Asker) -> Result<(), Errno> {
         let mut st = self.0.locked();
-        if st.keys.get(&ring.id).ok_or(Errno::ENOKEY)?.ty != KeyType::Keyring {
-            return Err(Errno::ENOTDIR);
-        }
-        st.check(ring, a, perm::WRITE)?;
+        st.writable_ring(ring, a)?;
         if let Some(k) = st.keys.get_mut(&ring.id) {
             k.links.clear();
         }
@@ -648,10 +628,7 @@ impl Keys {
     /// `KEYCTL_LINK`.
     pub fn link(&self, key: Found, ring: Found, a: &Asker) -> Result<(), Errno> {
         let mut st = self.0.locked();
-        if st.keys.get(&ring.id).ok_or(Errno::ENOKEY)?.ty != KeyType::Keyring {
-            return Err(Errno::ENOTDIR);
-        }
-        st.check(ring, a, perm::WRITE)?;
+        st.writable_ring(ring, a)?;
         st.check(key, a, perm::LINK)?;
         // A keyring may not end up inside itself (`EDEADLK`).
         if key.id == ring.id || contains(&st, key.id, ring.id, 0) {
@@ -664,10 +641,7 @@ impl Keys {
     /// `KEYCTL_UNLINK`.
     pub fn unlink(&self, key: Found, ring: Found, a: &Asker) -> Result<(), Errno> {
         let mut st = self.0.locked();
-        if st.keys.get(&ring.id).ok_or(Errno::ENOKEY)?.ty != KeyType::Keyring {
-            return Err(Errno::ENOTDIR);
-        }
-        st.check(ring, a, perm::WRITE)?;
+        st.writable_ring(ring, a)?;
         let r = st.keys.get_mut(&ring.id).ok_or(Errno::ENOKEY)?;
         let before = r.links.len();
         r.links.retain(|&l| l != key.id);

@@ -1,6 +1,7 @@
 //! `add_key(2)`, `request_key(2)` and `keyctl(2)`: arguments in and out of
 //! guest memory; the keys themselves are `kernel::keys`'.
 
+use abi::keys::keyctl::*;
 use abi::Errno;
 
 use super::args::{Args, SyscallArgs};
@@ -14,20 +15,6 @@ const TYPE_MAX: usize = 32;
 const DESC_MAX: usize = 4096;
 /// Longest payload `add_key` and `KEYCTL_UPDATE` copy in.
 const PAYLOAD_MAX: u64 = (1 << 20) - 1;
-
-const KEYCTL_GET_KEYRING_ID: u64 = 0;
-const KEYCTL_JOIN_SESSION_KEYRING: u64 = 1;
-const KEYCTL_UPDATE: u64 = 2;
-const KEYCTL_REVOKE: u64 = 3;
-const KEYCTL_SETPERM: u64 = 5;
-const KEYCTL_DESCRIBE: u64 = 6;
-const KEYCTL_CLEAR: u64 = 7;
-const KEYCTL_LINK: u64 = 8;
-const KEYCTL_UNLINK: u64 = 9;
-const KEYCTL_SEARCH: u64 = 10;
-const KEYCTL_READ: u64 = 11;
-const KEYCTL_GET_SECURITY: u64 = 17;
-const KEYCTL_INVALIDATE: u64 = 21;
 
 fn asker(task: &Task) -> Asker {
     Asker {
