@@ -234,6 +234,26 @@ pub mod signal {
     pub const SIGEV_THREAD: i32 = 2;
     /// `si_code` of a message queue notification
     pub const SI_MESGQ: i32 = -3;
+
+    /// `SA_*` flags.
+    pub mod sa {
+        /// no SIGCHLD when children stop
+        pub const NOCLDSTOP: u64 = 1;
+        /// children do not become zombies
+        pub const NOCLDWAIT: u64 = 2;
+        /// three-argument handler
+        pub const SIGINFO: u64 = 4;
+        /// `sa_restorer` is valid
+        pub const RESTORER: u64 = 0x0400_0000;
+        /// run on the alternate stack
+        pub const ONSTACK: u64 = 0x0800_0000;
+        /// restart interrupted calls
+        pub const RESTART: u64 = 0x1000_0000;
+        /// do not block the signal in its handler
+        pub const NODEFER: u64 = 0x4000_0000;
+        /// reset to default after one delivery
+        pub const RESETHAND: u64 = 0x8000_0000;
+    }
 }
 
 /// Resource limit numbers (`RLIMIT_*`).
@@ -429,5 +449,35 @@ pub mod keys {
         pub const KEYCTL_READ: u64 = 11;
         pub const KEYCTL_GET_SECURITY: u64 = 17;
         pub const KEYCTL_INVALIDATE: u64 = 21;
+    }
+}
+
+/// `ptrace(2)`'s options and events.
+pub mod ptrace {
+    /// `PTRACE_O_*` options.
+    pub mod opt {
+        pub const TRACESYSGOOD: u32 = 1;
+        pub const TRACEFORK: u32 = 1 << 1;
+        pub const TRACEVFORK: u32 = 1 << 2;
+        pub const TRACECLONE: u32 = 1 << 3;
+        pub const TRACEEXEC: u32 = 1 << 4;
+        pub const TRACEVFORKDONE: u32 = 1 << 5;
+        pub const TRACEEXIT: u32 = 1 << 6;
+        pub const TRACESECCOMP: u32 = 1 << 7;
+        pub const EXITKILL: u32 = 1 << 20;
+        pub const SUSPEND_SECCOMP: u32 = 1 << 21;
+        /// every option Linux knows
+        pub const ALL: u32 = 0xff | EXITKILL | SUSPEND_SECCOMP;
+    }
+
+    /// `PTRACE_EVENT_*`: the option bit of event `e` is `1 << e`.
+    pub mod event {
+        pub const FORK: u32 = 1;
+        pub const VFORK: u32 = 2;
+        pub const CLONE: u32 = 3;
+        pub const EXEC: u32 = 4;
+        pub const VFORK_DONE: u32 = 5;
+        pub const EXIT: u32 = 6;
+        pub const STOP: u32 = 128;
     }
 }

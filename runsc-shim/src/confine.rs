@@ -28,7 +28,7 @@
 //! terminal for the guest). A signal sent to the whole group (the
 //! terminal's ^C, `kill -INT -PGID`) reaches both: the Sentry ignores the
 //! forwarded signals themselves and takes them from the parent alone,
-//! queued as one real-time signal each (`sentry::kernel::hostsig::from_monitor`),
+//! queued as one real-time signal each (`sentry::hostsig::from_monitor`),
 //! so the guest sees each once.
 //!
 //! The guest still sees the caller's ids and groups (read before the split).
@@ -172,7 +172,7 @@ pub fn split(c: Confinement) -> Result<(), Error> {
         Ok(None) => {
             drop(parent_end);
             let _ = sys::restore_mask(&old_mask);
-            if let Err(e) = sentry::kernel::hostsig::from_monitor() {
+            if let Err(e) = sentry::hostsig::from_monitor() {
                 eprintln!("ferrovisor: the Sentry's signals: {e}");
                 std::process::exit(125);
             }
@@ -269,9 +269,9 @@ fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream, terminal: Option<
     };
     // Only signalling the Sentry is left to do: CAP_KILL, because the
     // Sentry is another host user.
-    let _ = sentry::host::filter::drop_capabilities(&[CAP_KILL]);
+    let _ = sentry::drop_capabilities(&[CAP_KILL]);
     let _ = sys::no_new_privs();
-    let mut waited: Vec<i32> = sentry::kernel::hostsig::FORWARDED.to_vec();
+    let mut waited: Vec<i32> = sentry::hostsig::FORWARDED.to_vec();
     waited.push(libc::SIGCHLD);
     waited.extend(JOB_CONTROL);
     waited.push(libc::SIGCONT);
@@ -328,7 +328,7 @@ fn monitor(pid: i32, _channel: std::os::unix::net::UnixStream, terminal: Option<
         }
         // The Sentry takes these from here only, the terminal's too (see
         // the module's documentation).
-        let _ = sys::queue_signal(pid, sentry::kernel::hostsig::FROM_MONITOR, sig);
+        let _ = sys::queue_signal(pid, sentry::hostsig::FROM_MONITOR, sig);
     }
 }
 
@@ -348,10 +348,7 @@ pub fn monitor_policy(sentry_pid: i32, me: i32, terminal: bool) -> Policy {
         // passing signals on, to the Sentry alone
         allow(
             libc::SYS_rt_sigqueueinfo,
-            vec![
-                int(0, sentry_pid),
-                int(1, sentry::kernel::hostsig::FROM_MONITOR),
-            ],
+            vec![int(0, sentry_pid), int(1, sentry::hostsig::FROM_MONITOR)],
         ),
         // the one-line reports of an end, on standard error
         allow(libc::SYS_write, vec![int(0, 2)]),
@@ -447,7 +444,7 @@ mod tests {
             decide(libc::SYS_kill, [7, sig(libc::SIGKILL), 0, 0, 0, 0]),
             KILL
         );
-        let fwd = sentry::kernel::hostsig::FROM_MONITOR as u64;
+        let fwd = sentry::hostsig::FROM_MONITOR as u64;
         assert_eq!(
             decide(libc::SYS_rt_sigqueueinfo, [100, fwd, 0, 0, 0, 0]),
             ALLOW

@@ -954,7 +954,7 @@ impl Runtime {
         };
         // Signals for the program that arrive before it has started wait
         // (blocked) until they can be passed on.
-        sentry::kernel::hostsig::block_forwarded().map_err(io("blocking signals"))?;
+        sentry::hostsig::block_forwarded().map_err(io("blocking signals"))?;
         if !detach {
             let started = crate::control::exec(&socket, req, stdio)
                 .map_err(|e| Error::Boot(format!("container {id}: exec {:?}: {e}", req.args)))?;
@@ -1262,7 +1262,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
     }
     // From here on, `kill` reaches the guest's first process (before start
     // it ends the boot process itself).
-    if let Err(e) = sentry::kernel::hostsig::block_forwarded() {
+    if let Err(e) = sentry::hostsig::block_forwarded() {
         tracing::warn!("container {id}: signals will not be forwarded: {e}");
     }
     // The control socket, bound while this process may still write the
@@ -1420,7 +1420,7 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
             .and_then(|m| u64::try_from(m).ok()),
         // `kill` is kill(2) from outside the container's PID namespace, as
         // with runc: init gets only what it handles (and SIGKILL).
-        host_signals: sentry::kernel::hostsig::HostSignals::FromOutside,
+        host_signals: sentry::hostsig::HostSignals::FromOutside,
         // `process.terminal`: the console (raw, see `console`) carries the
         // bytes of a terminal of the sandbox's own.
         terminal: plan.terminal && std::io::IsTerminal::is_terminal(&std::io::stdin()),

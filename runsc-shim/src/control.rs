@@ -138,7 +138,7 @@ pub struct Timeouts {
 
 /// Ends the sandbox (its first process killed, as from outside) when one
 /// of `t` expires, saying which on stderr.
-pub fn watch_timeouts(kernel: Weak<sentry::kernel::Kernel>, t: Timeouts) {
+pub fn watch_timeouts(kernel: Weak<sentry::Kernel>, t: Timeouts) {
     if t.timeout.is_none() && t.idle.is_none() {
         return;
     }
@@ -163,12 +163,7 @@ pub fn watch_timeouts(kernel: Weak<sentry::kernel::Kernel>, t: Timeouts) {
                 eprintln!("ferrovisor: the sandbox ended: {why}");
                 let Some(k) = kernel.upgrade() else { return };
                 if let Some(init) = k.process(1) {
-                    let info = sentry::kernel::task::user_info(
-                        libc::SIGKILL,
-                        0,
-                        0,
-                        sentry::kernel::task::si::USER,
-                    );
+                    let info = sentry::user_info(libc::SIGKILL, 0, 0, sentry::si::USER);
                     init.send_signal_from_outside(&k, libc::SIGKILL, info);
                 }
                 return;
@@ -327,7 +322,7 @@ impl GuestLimits {
     }
 
     /// Applies the limits to the sandbox `kernel`.
-    pub fn apply(&self, kernel: &sentry::kernel::Kernel) {
+    pub fn apply(&self, kernel: &sentry::Kernel) {
         if let Some(m) = self.memory {
             kernel.set_memory_limit(u64::try_from(m).ok().filter(|m| *m > 0));
         }
@@ -438,7 +433,7 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
 
 /// Serves `listener` (from [`bind`]) for the sandbox `kernel` on a thread
 /// of its own.
-pub fn serve(listener: UnixListener, kernel: Weak<sentry::kernel::Kernel>) -> std::io::Result<()> {
+pub fn serve(listener: UnixListener, kernel: Weak<sentry::Kernel>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("control".into())
         .spawn(move || {
@@ -466,7 +461,7 @@ fn send(conn: &mut UnixStream, r: &Reply) -> std::io::Result<()> {
     conn.write_all(&line)
 }
 
-fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io::Result<()> {
+fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result<()> {
     let mut buf = vec![0u8; 64 << 10];
     let (n, fds) = sys::recv_with_fds(conn.as_fd(), &mut buf)?;
     let mut data = buf[..n].to_vec();
@@ -518,7 +513,7 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
                 send(&mut conn, &Reply::Stats(stats))
             }
             Request::Connect(port) => {
-                let c = match sentry::socket::inet::LoopbackConn::connect(&kernel, port) {
+                let c = match sentry::LoopbackConn::connect(&kernel, port) {
                     Ok(c) => c,
                     Err(e) => {
                         return send(
@@ -544,8 +539,7 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
                         &Reply::Failed("the container's first process has ended".into()),
                     );
                 };
-                let info =
-                    sentry::kernel::task::user_info(sig, 0, 0, sentry::kernel::task::si::USER);
+                let info = sentry::user_info(sig, 0, 0, sentry::si::USER);
                 init.send_signal_from_outside(&kernel, sig, info);
                 tracing::info!(sig, "signal sent to the guest's first process");
                 send(&mut conn, &Reply::Signalled)
@@ -612,7 +606,7 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::kernel::Kernel>) -> std::io
 /// open, it counts as activity. The guest's end closes the client's
 /// connection (the Sentry's filter has no `shutdown(2)` for a half-close):
 /// the reader of the client's side then stops at its next poll.
-fn relay_port(conn: UnixStream, c: sentry::socket::inet::LoopbackConn) {
+fn relay_port(conn: UnixStream, c: sentry::LoopbackConn) {
     let _running = Running::start();
     let c = std::sync::Arc::new(c);
     let Ok(mut from_client) = conn.try_clone() else {
@@ -664,7 +658,7 @@ fn relay_port(conn: UnixStream, c: sentry::socket::inet::LoopbackConn) {
 
 /// Delivers the signals the client asks for to process `pid`, until the
 /// client closes its side.
-fn relay_signals(conn: UnixStream, kernel: &Weak<sentry::kernel::Kernel>, pid: i32) {
+fn relay_signals(conn: UnixStream, kernel: &Weak<sentry::Kernel>, pid: i32) {
     for line in BufReader::new(conn).lines() {
         let Ok(line) = line else { return };
         let Ok(Control::Signal(sig)) = serde_json::from_str(&line) else {
@@ -675,7 +669,7 @@ fn relay_signals(conn: UnixStream, kernel: &Weak<sentry::kernel::Kernel>, pid: i
         }
         let Some(k) = kernel.upgrade() else { return };
         if let Some(p) = k.process(pid) {
-            let info = sentry::kernel::task::user_info(sig, 0, 0, sentry::kernel::task::si::USER);
+            let info = sentry::user_info(sig, 0, 0, sentry::si::USER);
             p.send_signal_from_outside(&k, sig, info);
         }
     }
@@ -894,11 +888,11 @@ impl Exec {
     /// signals before starting the process, so none is lost meanwhile).
     pub fn forward_host_signals(&self) -> std::io::Result<()> {
         let sig = self.signaller()?;
-        sentry::kernel::hostsig::block_forwarded()?;
+        sentry::hostsig::block_forwarded()?;
         std::thread::Builder::new()
             .name("exec-signals".into())
             .spawn(move || loop {
-                match sentry::kernel::hostsig::wait_forwarded() {
+                match sentry::hostsig::wait_forwarded() {
                     Some(n) => {
                         if sig.signal(n).is_err() {
                             return;

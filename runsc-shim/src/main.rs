@@ -889,7 +889,7 @@ fn run_do(args: DoArgs) -> ExitCode {
     }
     // ^C at the terminal, or `kill` of this process, reaches the guest's
     // first process (before any thread starts, so all inherit the mask).
-    if let Err(e) = sentry::kernel::hostsig::block_forwarded() {
+    if let Err(e) = sentry::hostsig::block_forwarded() {
         return fail(125, format_args!("blocking signals: {e}"));
     }
     let root = match std::fs::File::open(&args.root) {
@@ -1035,7 +1035,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         // The guest's first process is the sandbox's init, which would
         // drop a ^C it has no handler for; `do` stands for the command at
         // the user's terminal, so such a signal ends it as it would natively.
-        host_signals: sentry::kernel::hostsig::HostSignals::Terminate,
+        host_signals: sentry::hostsig::HostSignals::Terminate,
         terminal,
         max_tasks,
         // `do` itself sets no CPU quota: `cpu.max` says `max 100000`.

@@ -1018,18 +1018,16 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
                 ignored.push(format!("linux.sysctl {name}={value} not applied: {why}"));
                 continue;
             }
-            if !sentry::fsimpl::sysctl::emulated(name) {
+            if !sentry::sysctl::emulated(name) {
                 return Err(unsupported(
                     format!("linux.sysctl.{name}"),
                     format!(
                         "the Sentry does not emulate it; it emulates {}",
-                        sentry::fsimpl::sysctl::names()
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        sentry::sysctl::names().collect::<Vec<_>>().join(", ")
                     ),
                 ));
             }
-            sentry::fsimpl::sysctl::check(name, value)
+            sentry::sysctl::check(name, value)
                 .map_err(|why| field(format!("linux.sysctl.{name}"), why))?;
             sysctls.push((name.clone(), value.clone()));
         }

@@ -448,7 +448,7 @@ extern "C" fn forward(sig: libc::c_int) {
 pub fn forward_signals(pid: i32) -> io::Result<()> {
     FORWARD_TO.store(pid, std::sync::atomic::Ordering::Relaxed);
     // The boot process hands the same signals on to the guest.
-    for sig in sentry::kernel::hostsig::FORWARDED {
+    for sig in sentry::hostsig::FORWARDED {
         // SAFETY: sigaction is plain data; all-zero is a valid empty value.
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
         sa.sa_sigaction = forward as *const () as libc::sighandler_t;

@@ -5,17 +5,19 @@
 //! Folders are layers, and imports go one way (docs/architecture.md):
 //! `syscalls` → {`socket`, `fsimpl`} → `kernel` → {`vfs`, `loader`} → `mm` →
 //! `host`; `vfs` uses only `kernel::auth` and `kernel::wait` of the kernel.
+//! The layers are the crate's own; what the runtime uses is re-exported
+//! here.
 
 mod boot;
-pub mod fsimpl;
-pub mod host;
-pub mod kernel;
-pub mod loader;
-pub mod mm;
-pub mod socket;
+mod fsimpl;
+mod host;
+mod kernel;
+mod loader;
+mod mm;
+mod socket;
 mod sync;
-pub mod syscalls;
-pub mod vfs;
+mod syscalls;
+mod vfs;
 
 /// Asks the host now for the caller's ids and supplementary groups, which
 /// the guest is shown: the process may give up its own before the Sentry
@@ -26,9 +28,22 @@ pub fn remember_caller_ids() {
 }
 
 pub use boot::{run, Mount, MountSource, SandboxConfig, StartHook};
+pub use fsimpl::sysctl;
+pub use host::filter::drop_capabilities;
 pub use kernel::auth::CapSets;
+pub use kernel::hostsig;
 pub use kernel::task::ExitStatus;
+pub use kernel::task::{si, user_info};
+pub use kernel::Kernel;
 pub use kernel::{spawn_process, CpuMax, Error, Privileges, ProcessSpec, Stdio};
+pub use socket::inet::LoopbackConn;
+
+/// The guest's network view (its devices, addresses and routes), which
+/// the runtime builds from the host's.
+pub mod net {
+    pub use crate::kernel::netdev::{IfAddr, Interface, NetTable, Route};
+    pub use crate::socket::netlink::attrs_of;
+}
 
 /// Every x86-64 system call as the Sentry answers it, one line each
 /// (number, name, support, note): what `ferrovisor syscalls` prints.

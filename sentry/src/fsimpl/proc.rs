@@ -2134,11 +2134,6 @@ fn limits(rlimits: &[abi::Rlimit; abi::rlimit::RLIM_NLIMITS]) -> String {
     s
 }
 
-/// `true` when `node` is in /proc (for `statfs`, mounts).
-pub fn is_proc(node: &Node) -> bool {
-    matches!(node, Node::Proc(_))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

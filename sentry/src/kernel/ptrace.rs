@@ -17,32 +17,7 @@ use std::sync::Arc;
 use crate::kernel::task::{chld_info, Process, Task, Thread};
 use crate::kernel::Kernel;
 
-/// `PTRACE_O_*` options.
-pub mod opt {
-    pub const TRACESYSGOOD: u32 = 1;
-    pub const TRACEFORK: u32 = 1 << 1;
-    pub const TRACEVFORK: u32 = 1 << 2;
-    pub const TRACECLONE: u32 = 1 << 3;
-    pub const TRACEEXEC: u32 = 1 << 4;
-    pub const TRACEVFORKDONE: u32 = 1 << 5;
-    pub const TRACEEXIT: u32 = 1 << 6;
-    pub const TRACESECCOMP: u32 = 1 << 7;
-    pub const EXITKILL: u32 = 1 << 20;
-    pub const SUSPEND_SECCOMP: u32 = 1 << 21;
-    /// every option Linux knows
-    pub const ALL: u32 = 0xff | EXITKILL | SUSPEND_SECCOMP;
-}
-
-/// `PTRACE_EVENT_*`: the option bit of event `e` is `1 << e`.
-pub mod event {
-    pub const FORK: u32 = 1;
-    pub const VFORK: u32 = 2;
-    pub const CLONE: u32 = 3;
-    pub const EXEC: u32 = 4;
-    pub const VFORK_DONE: u32 = 5;
-    pub const EXIT: u32 = 6;
-    pub const STOP: u32 = 128;
-}
+pub use abi::ptrace::{event, opt};
 
 /// `CLD_TRAPPED`: the `si_code` of a tracee's stop.
 pub const CLD_TRAPPED: i32 = 4;

@@ -45,25 +45,7 @@ impl ExitStatus {
     }
 }
 
-/// `SA_*` flags.
-pub mod sa {
-    /// no SIGCHLD when children stop
-    pub const NOCLDSTOP: u64 = 1;
-    /// children do not become zombies
-    pub const NOCLDWAIT: u64 = 2;
-    /// three-argument handler
-    pub const SIGINFO: u64 = 4;
-    /// `sa_restorer` is valid
-    pub const RESTORER: u64 = 0x0400_0000;
-    /// run on the alternate stack
-    pub const ONSTACK: u64 = 0x0800_0000;
-    /// restart interrupted calls
-    pub const RESTART: u64 = 0x1000_0000;
-    /// do not block the signal in its handler
-    pub const NODEFER: u64 = 0x4000_0000;
-    /// reset to default after one delivery
-    pub const RESETHAND: u64 = 0x8000_0000;
-}
+pub use abi::signal::sa;
 
 /// `si_code` values.
 pub mod si {

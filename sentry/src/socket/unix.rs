@@ -65,7 +65,7 @@ pub struct Message {
     pub from: UnixAddr,
     /// what the message costs its sender's `SO_SNDBUF` until it is read
     /// or dropped (datagrams and seqpacket)
-    pub charge: Option<SndCharge>,
+    pub _charge: Option<SndCharge>,
 }
 
 /// A datagram's share of its sender's send buffer, given back when the
@@ -506,7 +506,7 @@ impl UnixSocket {
             rights: std::mem::take(rights),
             creds,
             from: my_addr,
-            charge,
+            _charge: charge,
         });
         drop(ps);
         peer.waiters.notify();
@@ -566,7 +566,7 @@ impl UnixSocket {
                 rights: std::mem::take(rights),
                 creds,
                 from: from.clone(),
-                charge: Some(charge),
+                _charge: Some(charge),
             });
             sent += n;
         }
@@ -662,7 +662,7 @@ impl UnixSocket {
                         rights: Vec::new(),
                         creds: m.creds,
                         from: m.from.clone(),
-                        charge: None,
+                        _charge: None,
                     }
                 } else {
                     let m = st.rx.msgs.pop_front().ok_or(Errno::EAGAIN)?;

@@ -101,9 +101,9 @@ mod tests {
         assert!(t
             .lines()
             .any(|l| l.split_whitespace().eq(["0", "read", "full"])));
-        let add_key = t.lines().find(|l| l.contains(" add_key ")).unwrap_or("");
-        assert!(add_key.starts_with("248 "), "{add_key}");
-        assert!(add_key.contains("unsupported") && add_key.ends_with("keyrings"));
+        let syslog = t.lines().find(|l| l.contains(" syslog ")).unwrap_or("");
+        assert!(syslog.starts_with("103 "), "{syslog}");
+        assert!(syslog.contains("unsupported") && syslog.ends_with("the kernel log"));
     }
 
     #[test]

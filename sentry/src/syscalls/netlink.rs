@@ -6,7 +6,9 @@ use abi::Errno;
 
 use crate::kernel::task::Task;
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage};
-use crate::socket::netlink::{table, Interface, NetlinkSocket, NETLINK_ROUTE};
+use abi::netlink::NETLINK_ROUTE;
+
+use crate::socket::netlink::{table, Interface, NetlinkSocket};
 use crate::socket::{Socket, SocketFile};
 use crate::vfs::file::{copy_to_slices, FileDescription};
 

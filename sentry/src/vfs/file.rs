@@ -10,9 +10,7 @@ use abi::{Errno, OpenFlags, Stat};
 use crate::host;
 use crate::kernel::wait::{Registration, Sleeper, WaitQueue};
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
-pub use crate::mm::guestmem::{
-    copy_from_slices, copy_from_slices_at, copy_to_slices, copy_to_slices_at,
-};
+pub use crate::mm::guestmem::{copy_from_slices, copy_from_slices_at, copy_to_slices};
 use crate::mm::GuestSlice;
 use crate::sync::Locked;
 use crate::vfs::{self, Device, DirEntry, HostFile, Location, Node};
