@@ -131,6 +131,8 @@ guests! {
     old_calls,
     // keyrings: add_key, keyctl, request_key (issue 20)
     keyrings,
+    // mount -t tmpfs and umount by the sandbox's root (issue 20)
+    mount_tmpfs,
     // process, identity, time
     ids,
     net_ifaces,

@@ -413,7 +413,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::PIVOT_ROOT,
         mount::sys_pivot_root,
-        "the mount tree is fixed: EPERM",
+        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
     ),
     unsupported(nr::_SYSCTL, "removed from Linux"),
     partial(
@@ -435,12 +435,12 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::MOUNT,
         mount::sys_mount,
-        "the mount tree is fixed: EPERM",
+        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
     ),
     partial(
         nr::UMOUNT2,
         mount::sys_umount2,
-        "the mount tree is fixed: EPERM after the flag check",
+        "what the guest mounted (never busy: a lazy unmount); the sandbox's own mounts EBUSY",
     ),
     unsupported(nr::SWAPON, "swap"),
     unsupported(nr::SWAPOFF, "swap"),
@@ -738,12 +738,12 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::MOVE_MOUNT,
         mount::sys_move_mount,
-        "the mount tree is fixed: EPERM",
+        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
     ),
     partial(
         nr::FSOPEN,
         mount::sys_fsopen,
-        "the mount tree is fixed: EPERM",
+        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
     ),
     partial(
         nr::FSCONFIG,
@@ -753,12 +753,12 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::FSMOUNT,
         mount::sys_fsmount,
-        "the mount tree is fixed: EPERM",
+        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
     ),
     partial(
         nr::FSPICK,
         mount::sys_fspick,
-        "the mount tree is fixed: EPERM",
+        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
     ),
     partial(nr::PIDFD_OPEN, fork::sys_pidfd_open, "no PIDFD_THREAD"),
     partial(
@@ -775,7 +775,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::MOUNT_SETATTR,
         mount::sys_mount_setattr,
-        "the mount tree is fixed: EPERM",
+        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
     ),
     unsupported(nr::QUOTACTL_FD, "disk quotas"),
     unsupported(nr::LANDLOCK_CREATE_RULESET, "Landlock"),

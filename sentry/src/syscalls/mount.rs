@@ -4,11 +4,13 @@
 //! `move_mount`, `mount_setattr`), and file handles (`name_to_handle_at`,
 //! `open_by_handle_at`).
 //!
-//! The mount tree is fixed when the sandbox boots, so the mount calls
-//! answer as Linux answers a process without the capability each needs
-//! (`EPERM`), after the argument checks Linux makes first. `chroot` works
-//! with `CAP_SYS_CHROOT`, and only ever narrows a process's view of
-//! the sandbox's tree.
+//! The sandbox's root (`CAP_SYS_ADMIN`) may mount tmpfs file systems over
+//! its directories and unmount them again; they live in the Sentry's
+//! memory like every tmpfs, and nothing of the host's can be mounted. The
+//! other mount calls answer as Linux answers a process without the
+//! capability each needs (`EPERM`), after the argument checks Linux makes
+//! first. `chroot` works with `CAP_SYS_CHROOT`, and only ever narrows a
+//! process's view of the sandbox's tree.
 //!
 //! File handles are refused outright: a handle names an inode by number,
 //! past every path check, which is exactly what the `open_by_handle_at`
@@ -39,20 +41,158 @@ const OPEN_TREE_CLOEXEC: u64 = 0o2_000_000;
 /// `name_to_handle_at(2)` knows.
 const HANDLE_FLAGS: u64 = 0x400 | 0x1000 | 0x200;
 
-/// `mount(2)`: needs `CAP_SYS_ADMIN` in the mount namespace's user
-/// namespace, which the guest never holds for the sandbox's tree.
-pub fn sys_mount(_task: &mut Task, _a: &Args) -> Result<u64, Errno> {
-    Err(Errno::EPERM)
+/// `mount(2)` flags.
+const MS_RDONLY: u64 = 1;
+const MS_REMOUNT: u64 = 32;
+const MS_BIND: u64 = 4096;
+const MS_MOVE: u64 = 8192;
+/// `MS_UNBINDABLE`, `MS_PRIVATE`, `MS_SLAVE`, `MS_SHARED`.
+const MS_PROPAGATION: u64 = 0xf << 17;
+/// `MS_MGC_VAL`, which old programs put in the top half.
+const MS_MGC_VAL: u64 = 0xc0ed_0000;
+/// File systems Linux has and the sandbox does not mount (yet): `EPERM`;
+/// a name not here and not tmpfs is `ENODEV`, as on Linux.
+const KNOWN_TYPES: &[&[u8]] = &[
+    b"proc",
+    b"sysfs",
+    b"devpts",
+    b"mqueue",
+    b"cgroup",
+    b"cgroup2",
+    b"ramfs",
+    b"overlay",
+    b"devtmpfs",
+    b"bpf",
+    b"tracefs",
+    b"debugfs",
+    b"securityfs",
+    b"hugetlbfs",
+    b"fusectl",
+    b"configfs",
+    b"binfmt_misc",
+    b"pstore",
+    b"autofs",
+    b"fuse",
+    b"nfs",
+    b"ext4",
+    b"xfs",
+    b"btrfs",
+    b"vfat",
+    b"iso9660",
+    b"squashfs",
+    b"nsfs",
+];
+
+/// `mount(2)`: a new tmpfs (`size=` and `mode=` options), a remount of
+/// one read-only or writable, and the propagation types (accepted: the
+/// sandbox has one mount table, every mount private to it). Bind and move
+/// mounts and every other file system are refused with `EPERM`.
+pub fn sys_mount(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let page = crate::PAGE_SIZE as usize;
+    let string = |task: &Task, p: u64| -> Result<Option<Vec<u8>>, Errno> {
+        if p == 0 {
+            return Ok(None);
+        }
+        task.mm().read_cstr(p, page).map(Some).map_err(|e| {
+            if e == Errno::ENAMETOOLONG {
+                Errno::EINVAL
+            } else {
+                e
+            }
+        })
+    };
+    let fstype = string(task, a.ptr(2))?;
+    string(task, a.ptr(0))?;
+    let data = string(task, a.ptr(4))?;
+    let path = path_arg(task, a.ptr(1))?;
+    let target = task.resolve(&task.cwd(), &path, true)?;
+    let mut flags = a.u64(3);
+    if flags & 0xffff_0000 == MS_MGC_VAL {
+        flags &= 0xffff;
+    }
+    if !task.capable(crate::kernel::auth::cap::SYS_ADMIN) {
+        return Err(Errno::EPERM);
+    }
+    let fs = &task.kernel.fs;
+    if flags & MS_PROPAGATION != 0 {
+        return if (flags & MS_PROPAGATION).count_ones() == 1 {
+            Ok(0)
+        } else {
+            Err(Errno::EINVAL)
+        };
+    }
+    if flags & MS_REMOUNT != 0 {
+        if flags & MS_BIND != 0 || data.as_deref().is_some_and(|d| !d.is_empty()) {
+            return Err(Errno::EPERM);
+        }
+        return fs
+            .guest_remount(&target, flags & MS_RDONLY != 0)
+            .map(|()| 0);
+    }
+    if flags & (MS_BIND | MS_MOVE) != 0 {
+        return Err(Errno::EPERM);
+    }
+    let fstype = fstype.filter(|t| !t.is_empty()).ok_or(Errno::EINVAL)?;
+    if fstype != b"tmpfs" {
+        return Err(if KNOWN_TYPES.contains(&fstype.as_slice()) {
+            Errno::EPERM
+        } else {
+            Errno::ENODEV
+        });
+    }
+    let (mode, size) = tmpfs_options(data.as_deref().unwrap_or_default(), fs.memory_limit())?;
+    fs.guest_mount_tmpfs(&target, mode, size, flags & MS_RDONLY != 0)
+        .map(|()| 0)
 }
 
-/// `umount2(2)`: unknown flags are `EINVAL` (checked before privilege, as in
-/// Linux's `ksys_umount`), anything else `EPERM`.
-pub fn sys_umount2(_task: &mut Task, a: &Args) -> Result<u64, Errno> {
+/// tmpfs's `size=` (bytes with k, m, g or a percentage of the sandbox's
+/// memory) and `mode=` (octal) options; any other is `EINVAL`.
+fn tmpfs_options(data: &[u8], memory: u64) -> Result<(u32, Option<u64>), Errno> {
+    let (mut mode, mut size) = (0o1777, None);
+    for opt in data.split(|&b| b == b',').filter(|o| !o.is_empty()) {
+        let opt = std::str::from_utf8(opt).map_err(|_| Errno::EINVAL)?;
+        match opt.split_once('=') {
+            Some(("mode", v)) => {
+                mode = u32::from_str_radix(v, 8).map_err(|_| Errno::EINVAL)? & 0o7777;
+            }
+            Some(("size", v)) => {
+                let (num, mult) = match v.as_bytes().last() {
+                    Some(b'k' | b'K') => (&v[..v.len() - 1], 1 << 10),
+                    Some(b'm' | b'M') => (&v[..v.len() - 1], 1 << 20),
+                    Some(b'g' | b'G') => (&v[..v.len() - 1], 1 << 30),
+                    Some(b'%') => (&v[..v.len() - 1], 0),
+                    _ => (v, 1),
+                };
+                let n: u64 = num.parse().map_err(|_| Errno::EINVAL)?;
+                let bytes = if mult == 0 {
+                    memory / 100 * n
+                } else {
+                    n.checked_mul(mult).ok_or(Errno::EINVAL)?
+                };
+                // Whole pages, as Linux rounds it.
+                size = Some(bytes.div_ceil(crate::PAGE_SIZE) * crate::PAGE_SIZE);
+            }
+            _ => return Err(Errno::EINVAL),
+        }
+    }
+    Ok((mode, size))
+}
+
+/// `umount2(2)`: unknown flags are `EINVAL` (checked first, as in Linux's
+/// `ksys_umount`), then the path, then `CAP_SYS_ADMIN`; only what the
+/// guest mounted can be unmounted (the sandbox's own mounts are `EBUSY`).
+pub fn sys_umount2(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     // MNT_FORCE | MNT_DETACH | MNT_EXPIRE | UMOUNT_NOFOLLOW
+    const UMOUNT_NOFOLLOW: u64 = 8;
     if a.u64(1) & !0xf != 0 {
         return Err(Errno::EINVAL);
     }
-    Err(Errno::EPERM)
+    let path = path_arg(task, a.ptr(0))?;
+    let target = task.resolve(&task.cwd(), &path, a.u64(1) & UMOUNT_NOFOLLOW == 0)?;
+    if !task.capable(crate::kernel::auth::cap::SYS_ADMIN) {
+        return Err(Errno::EPERM);
+    }
+    task.kernel.fs.guest_umount(&target).map(|()| 0)
 }
 
 /// `pivot_root(2)`: `CAP_SYS_ADMIN` is checked before the paths.

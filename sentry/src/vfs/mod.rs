@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use abi::{Errno, Stat};
 
@@ -110,6 +110,8 @@ const DEVPTS_DEV: u64 = SYNTH_DEV + 0x21;
 /// Device number of the first extra tmpfs mount; each later one takes the
 /// next, never one a file system above has.
 const EXTRA_TMPFS_DEV: u64 = SYNTH_DEV + 0x100;
+/// Most file systems the guest may have mounted at once.
+const MAX_GUEST_MOUNTS: usize = 1000;
 
 /// Device number of the root overlay's upper layer (a tmpfs of the
 /// Sentry's): one mount with the root's image below it.
@@ -568,7 +570,12 @@ pub struct FileSystem {
     locked: std::sync::OnceLock<LockedPaths>,
     /// extra tmpfs mounts made so far (each takes its own device number,
     /// even where a later mount replaces an earlier one)
-    tmpfs_mounts: u64,
+    tmpfs_mounts: AtomicU64,
+    /// the tmpfs mounts the guest made (`mount(2)`), newest last, each
+    /// with whether it is read-only; they cover the mounts made at boot
+    guest_mounts: RwLock<Vec<(MountPoint, bool)>>,
+    /// whether `guest_mounts` may hold any (so walks skip its lock)
+    any_guest_mount: AtomicBool,
     mf: Arc<crate::mm::memfile::MemoryFile>,
     /// what all the in-memory file systems may hold together
     pool: Arc<crate::mm::quota::Quota>,
@@ -746,7 +753,9 @@ impl FileSystem {
             memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
             mounts: Vec::new(),
             locked: Default::default(),
-            tmpfs_mounts: 0,
+            tmpfs_mounts: AtomicU64::new(0),
+            guest_mounts: Default::default(),
+            any_guest_mount: AtomicBool::new(false),
             // As much as a tmpfs may hold: half the sandbox's memory.
             page_caches: crate::mm::pagecache::PageCaches::new(mf.clone(), size),
             images: Arc::new(crate::mm::fileimage::Images::new(total_memory)),
@@ -789,18 +798,102 @@ impl FileSystem {
     /// Mounts a new tmpfs at guest path `dest` (an OCI `tmpfs` mount at a
     /// place the sandbox does not already serve one).
     pub fn mount_tmpfs(&mut self, dest: &[u8], mode: u32, size: Option<u64>) -> Result<(), Errno> {
-        let dev = EXTRA_TMPFS_DEV + self.tmpfs_mounts;
-        self.tmpfs_mounts += 1;
-        // The pool's limit is the default size.
+        let root = self.new_tmpfs(mode, size);
+        self.add_mount(dest, root)
+    }
+
+    /// A new tmpfs's root, with its own device number; the pool's limit
+    /// is the default size.
+    fn new_tmpfs(&self, mode: u32, size: Option<u64>) -> Node {
+        let dev = EXTRA_TMPFS_DEV + self.tmpfs_mounts.fetch_add(1, Ordering::Relaxed);
         let size = size.unwrap_or(self.pool.limit());
-        let root = crate::fsimpl::tmpfs::MemFs::new_root(
+        Node::Mem(crate::fsimpl::tmpfs::MemFs::new_root(
             self.mf.clone(),
             &self.pool,
             dev,
             size,
             mode & 0o7777,
-        );
-        self.add_mount(dest, Node::Mem(root))
+        ))
+    }
+
+    /// The guest's `mount -t tmpfs` over the directory `at` (not the
+    /// root, where every walk starts: `EBUSY`).
+    pub fn guest_mount_tmpfs(
+        &self,
+        at: &Location,
+        mode: u32,
+        size: Option<u64>,
+        read_only: bool,
+    ) -> Result<(), Errno> {
+        let path: Vec<Vec<u8>> = at.chain[1..].iter().map(|(n, _)| n.clone()).collect();
+        if path.is_empty() {
+            return Err(Errno::EBUSY);
+        }
+        if !at.node().is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
+        // Linux's `fs.mount-max` bounds a namespace's mounts (`ENOSPC`).
+        if g.len() >= MAX_GUEST_MOUNTS {
+            return Err(Errno::ENOSPC);
+        }
+        let root = self.new_tmpfs(mode, size.map(|s| s.min(self.pool.limit())));
+        g.push((MountPoint { path, root }, read_only));
+        self.any_guest_mount.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// The guest's `umount` of what it mounted at `at` (the newest mount
+    /// there): `EINVAL` where it mounted nothing, `EBUSY` for the
+    /// sandbox's own mounts (volumes, its tmpfs), which stay.
+    pub fn guest_umount(&self, at: &Location) -> Result<(), Errno> {
+        let path: Vec<Vec<u8>> = at.chain[1..].iter().map(|(n, _)| n.clone()).collect();
+        let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
+        match g.iter().rposition(|(m, _)| m.path == path) {
+            Some(i) => {
+                g.remove(i);
+                Ok(())
+            }
+            None if self.mounts.iter().any(|m| m.path == path)
+                || BUILTIN_MOUNTS.iter().any(|b| b.iter().eq(path.iter())) =>
+            {
+                Err(Errno::EBUSY)
+            }
+            None => Err(Errno::EINVAL),
+        }
+    }
+
+    /// Makes what the guest mounted at `at` read-only or writable again.
+    pub fn guest_remount(&self, at: &Location, read_only: bool) -> Result<(), Errno> {
+        let path: Vec<Vec<u8>> = at.chain[1..].iter().map(|(n, _)| n.clone()).collect();
+        let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
+        match g.iter_mut().rev().find(|(m, _)| m.path == path) {
+            Some((_, ro)) => {
+                *ro = read_only;
+                Ok(())
+            }
+            None => Err(Errno::EPERM),
+        }
+    }
+
+    /// What the in-memory file systems may hold together.
+    pub fn memory_limit(&self) -> u64 {
+        self.pool.limit()
+    }
+
+    /// Whether `loc` is on a tmpfs the guest mounted read-only.
+    fn in_read_only_guest_mount(&self, loc: &Location) -> bool {
+        if !self.any_guest_mount.load(Ordering::Acquire) {
+            return false;
+        }
+        let names: Vec<&[u8]> = loc.chain[1..].iter().map(|(n, _)| n.as_slice()).collect();
+        let g = self.guest_mounts.read().unwrap_or_else(|e| e.into_inner());
+        g.iter()
+            .filter(|(m, _)| {
+                m.path.len() <= names.len() && m.path.iter().zip(&names).all(|(a, b)| a == b)
+            })
+            .max_by_key(|(m, _)| m.path.len())
+            .is_some_and(|(_, ro)| *ro)
     }
 
     fn add_mount(&mut self, dest: &[u8], root: Node) -> Result<(), Errno> {
@@ -880,6 +973,20 @@ impl FileSystem {
                 };
                 (path, typ, ro)
             })
+            .chain(
+                self.guest_mounts
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .map(|(m, ro)| {
+                        let path = m.path.iter().fold(String::new(), |mut p, c| {
+                            p.push('/');
+                            p.push_str(&String::from_utf8_lossy(c));
+                            p
+                        });
+                        (path, "tmpfs", *ro)
+                    }),
+            )
             .collect()
     }
 
@@ -928,6 +1035,16 @@ impl FileSystem {
                 .masks
                 .iter()
                 .find(|m| names_child(&m.path, &parent.chain, name))
+            {
+                return Some(m.root.clone());
+            }
+        }
+        if self.any_guest_mount.load(Ordering::Acquire) {
+            let g = self.guest_mounts.read().unwrap_or_else(|e| e.into_inner());
+            if let Some((m, _)) = g
+                .iter()
+                .rev()
+                .find(|(m, _)| names_child(&m.path, &parent.chain, name))
             {
                 return Some(m.root.clone());
             }
@@ -1048,7 +1165,7 @@ impl FileSystem {
     /// Whether `loc` is read-only because of a read-only path (writes to
     /// it, and names made or removed in it, are `EROFS`).
     pub fn read_only_at(&self, loc: &Location) -> bool {
-        self.read_only_mount(loc).is_some()
+        self.read_only_mount(loc).is_some() || self.in_read_only_guest_mount(loc)
     }
 
     /// Whether a masked or read-only path is at or below `loc`: moving it

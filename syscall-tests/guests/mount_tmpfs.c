@@ -1,0 +1,92 @@
+/* mount(2) of a tmpfs and umount2(2) by the sandbox's root, in a mount
+ * namespace of its own when run natively (the sandbox has one table). */
+#include "t.h"
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
+
+static int in_mounts(const char *needle)
+{
+	FILE *f = fopen("/proc/self/mounts", "r");
+	char line[512];
+	int found = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (strstr(line, needle))
+			found = 1;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+int main(void)
+{
+	/* Natively: a namespace of our own, nothing propagated out. */
+	unshare(CLONE_NEWNS);
+	mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+
+	const char *d = "/tmp/mount_tmpfs_t";
+	mkdir(d, 0755);
+	close(open("/tmp/mount_tmpfs_t/under", O_CREAT | O_WRONLY, 0644));
+	struct stat below, st;
+	EXPECT_OK(stat(d, &below));
+
+	EXPECT_ERR(mount("none", "/tmp/mount_tmpfs_nope", "tmpfs", 0, NULL), ENOENT);
+	EXPECT_ERR(mount("none", "/tmp/mount_tmpfs_t/under", "tmpfs", 0, NULL), ENOTDIR);
+	EXPECT_ERR(mount("none", d, "nosuchfs", 0, NULL), ENODEV);
+	EXPECT_ERR(mount("none", d, "tmpfs", 0, "bogus=1"), EINVAL);
+	EXPECT_ERR(mount("none", d, "tmpfs", 0, BADPTR), EFAULT);
+
+	EXPECT(mount("none", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0710"), 0);
+	EXPECT_OK(stat(d, &st));
+	SHOW("mounted: mode %o, another device %s", st.st_mode & 07777, st.st_dev != below.st_dev ? "yes" : "no");
+	EXPECT_ERR(access("/tmp/mount_tmpfs_t/under", F_OK), ENOENT);
+	SHOW("in /proc/self/mounts: %s", in_mounts(" /tmp/mount_tmpfs_t tmpfs ") ? "yes" : "no");
+	struct statfs sf;
+	EXPECT_OK(statfs(d, &sf));
+	SHOW("statfs: tmpfs %s, bsize %ld, blocks %ld", sf.f_type == 0x01021994 ? "yes" : "no", (long)sf.f_bsize, (long)sf.f_blocks);
+
+	int fd = open("/tmp/mount_tmpfs_t/f", O_CREAT | O_RDWR, 0644);
+	EXPECT_TRUE(fd >= 0);
+	static char chunk[65536];
+	long total = 0, n;
+	while ((n = write(fd, chunk, sizeof chunk)) > 0)
+		total += n;
+	SHOW("filled: %ld bytes, then %s", total, errname(errno));
+	close(fd);
+	EXPECT_ERR(rename("/tmp/mount_tmpfs_t/f", "/tmp/mount_tmpfs_f2"), EXDEV);
+	mkdir("/tmp/mount_tmpfs_t/sub", 0755);
+	EXPECT_ERR(umount("/tmp/mount_tmpfs_t/sub"), EINVAL);
+
+	/* Only root may mount and unmount. */
+	pid_t c = fork();
+	if (c == 0) {
+		if (setuid(65534))
+			_exit(2);
+		errno = 0;
+		int m = mount("none", "/tmp", "tmpfs", 0, NULL) == -1 && errno == EPERM;
+		errno = 0;
+		int u = umount(d) == -1 && errno == EPERM;
+		_exit(m && u ? 0 : 1);
+	}
+	int ws;
+	waitpid(c, &ws, 0);
+	SHOW("nobody may not mount or unmount: %s", WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? "yes" : "no");
+
+	EXPECT(umount(d), 0);
+	EXPECT_OK(access("/tmp/mount_tmpfs_t/under", F_OK));
+	EXPECT_ERR(umount(d), EINVAL);
+	SHOW("after umount, in /proc/self/mounts: %s", in_mounts(" /tmp/mount_tmpfs_t tmpfs ") ? "yes" : "no");
+
+	/* Read-only, then remounted writable. */
+	EXPECT(mount("none", d, "tmpfs", MS_RDONLY, NULL), 0);
+	EXPECT_ERR(open("/tmp/mount_tmpfs_t/g", O_CREAT | O_WRONLY, 0644), EROFS);
+	EXPECT(mount(NULL, d, NULL, MS_REMOUNT, NULL), 0);
+	fd = open("/tmp/mount_tmpfs_t/g", O_CREAT | O_WRONLY, 0644);
+	EXPECT_TRUE(fd >= 0);
+	close(fd);
+	EXPECT(umount2(d, MNT_DETACH), 0);
+
+	unlink("/tmp/mount_tmpfs_t/under");
+	rmdir(d);
+	return t_done();
+}
