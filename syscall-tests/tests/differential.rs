@@ -133,6 +133,8 @@ guests! {
     keyrings,
     // mount -t tmpfs and umount by the sandbox's root (issue 20)
     mount_tmpfs,
+    // /proc/self/ns and setns into one's own namespaces (issue 20)
+    proc_ns,
     // process, identity, time
     ids,
     net_ifaces,

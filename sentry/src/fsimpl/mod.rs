@@ -5,6 +5,7 @@
 pub mod devpts;
 pub mod events;
 pub mod mqueue;
+pub mod nsfs;
 pub mod pidfd;
 pub mod pipe;
 pub mod proc;

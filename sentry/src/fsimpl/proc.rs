@@ -31,6 +31,8 @@ pub enum ProcNode {
     Task(i32),
     /// `/proc/[pid]/fd` (`info`: `fdinfo`)
     Fd(i32, bool),
+    /// `/proc/[pid]/ns`: a link per namespace
+    Ns(i32),
     /// a directory of `/proc/sys`
     Sys(&'static str),
     /// a file, its contents generated when looked up
@@ -60,6 +62,7 @@ impl std::fmt::Debug for ProcNode {
             ProcNode::Pid(p, t) => write!(f, "ProcPid({p}, {t:?})"),
             ProcNode::Task(p) => write!(f, "ProcTask({p})"),
             ProcNode::Fd(p, i) => write!(f, "ProcFd({p}, {i})"),
+            ProcNode::Ns(p) => write!(f, "ProcNs({p})"),
             ProcNode::Sys(d) => write!(f, "ProcSys({d})"),
             ProcNode::File(i, _) => write!(f, "ProcFile({i})"),
             ProcNode::Link(i, t) => write!(f, "ProcLink({i}, {})", String::from_utf8_lossy(t)),
@@ -81,6 +84,7 @@ impl ProcNode {
                 | ProcNode::Pid(..)
                 | ProcNode::Task(_)
                 | ProcNode::Fd(..)
+                | ProcNode::Ns(_)
                 | ProcNode::Sys(_)
         )
     }
@@ -98,6 +102,7 @@ impl ProcNode {
                 abi::S_IFDIR | if *i { 0o555 } else { 0o500 },
                 ((*p as u64) << 16) | (3 + u64::from(*i)),
             ),
+            ProcNode::Ns(p) => (abi::S_IFDIR | 0o511, ((*p as u64) << 16) | 5),
             ProcNode::Sys(d) => (abi::S_IFDIR | 0o555, hash(d.as_bytes())),
             ProcNode::File(i, _) => (abi::S_IFREG | 0o444, *i),
             ProcNode::OomScoreAdj(i, _, _) => (abi::S_IFREG | 0o644, *i),
@@ -113,6 +118,10 @@ impl ProcNode {
                 *i,
             ),
             ProcNode::Link(i, _) => (abi::S_IFLNK | 0o777, *i),
+            // (a namespace's link is everyone's, as Linux's proc_ns_link)
+            ProcNode::FdLink(i, f, _) if f.downcast::<crate::fsimpl::nsfs::NsFile>().is_some() => {
+                (abi::S_IFLNK | 0o777, *i)
+            }
             ProcNode::FdLink(i, f, _) => (
                 abi::S_IFLNK | if f.flags() & 3 == 0 { 0o500 } else { 0o700 },
                 *i,
@@ -654,6 +663,13 @@ impl ProcFs {
                 }
                 Ok(ProcNode::Pid(*pid, Some(tid)))
             }
+            ProcNode::Ns(pid) => {
+                self.process(*pid)?;
+                let file = crate::fsimpl::nsfs::open(name_s).ok_or(Errno::ENOENT)?;
+                let ino = ((*pid as u64) << 32) | hash(name) & 0xffff_fff0 | 6;
+                let text = link_name(&file);
+                Ok(ProcNode::FdLink(ino, file, text))
+            }
             ProcNode::Fd(pid, info) => {
                 let fd: i64 = name_s.parse().map_err(|_| Errno::ENOENT)?;
                 let p = self.process(*pid)?;
@@ -1006,6 +1022,7 @@ impl ProcFs {
             "fd" => Ok(ProcNode::Fd(pid, false)),
             "net" => Ok(ProcNode::Sys(PROC_NET)),
             "fdinfo" => Ok(ProcNode::Fd(pid, true)),
+            "ns" => Ok(ProcNode::Ns(pid)),
             "exe" => Ok(ProcNode::Link(ino, st.info.exe.clone().into_bytes())),
             "cwd" => {
                 let fs = st.info.fs.upgrade().ok_or(Errno::ENOENT)?;
@@ -1496,7 +1513,7 @@ impl ProcFs {
                 for n in ["exe", "cwd", "root"] {
                     add(n.into(), abi::dt::LNK);
                 }
-                for n in ["fd", "fdinfo", "net"] {
+                for n in ["fd", "fdinfo", "net", "ns"] {
                     add(n.into(), abi::dt::DIR);
                 }
                 if tid.is_none() {
@@ -1506,6 +1523,12 @@ impl ProcFs {
             ProcNode::Task(pid) => {
                 for t in self.process(*pid)?.state().threads.iter() {
                     add(t.tid.to_string(), abi::dt::DIR);
+                }
+            }
+            ProcNode::Ns(pid) => {
+                self.process(*pid)?;
+                for (n, ..) in crate::fsimpl::nsfs::ENTRIES {
+                    add((*n).into(), abi::dt::LNK);
                 }
             }
             ProcNode::Fd(pid, info) => {

@@ -20,6 +20,7 @@ mod mm;
 mod mount;
 mod mqueue;
 mod netlink;
+mod ns;
 mod numa;
 mod poll;
 mod process;
@@ -679,7 +680,11 @@ pub const ROWS: &[Entry] = &[
         socket::sys_sendmmsg,
         "UDP relayed outside the sandbox leaves with the host's TTL and TOS",
     ),
-    unsupported(nr::SETNS, "namespaces"),
+    partial(
+        nr::SETNS,
+        ns::sys_setns,
+        "the sandbox's own namespaces (one of each kind), which the caller is in already; no pidfds",
+    ),
     full(nr::GETCPU, process::sys_getcpu),
     full(nr::PROCESS_VM_READV, ptrace::sys_process_vm_readv),
     full(nr::PROCESS_VM_WRITEV, ptrace::sys_process_vm_writev),
