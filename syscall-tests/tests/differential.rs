@@ -135,6 +135,8 @@ guests! {
     mount_tmpfs,
     // /proc/self/ns and setns into one's own namespaces (issue 20)
     proc_ns,
+    // unshare of a thread's descriptor table and working directory (issue 20)
+    unshare_calls,
     // process, identity, time
     ids,
     net_ifaces,

@@ -38,6 +38,49 @@ const CLONE_IO: u64 = 0x8000_0000;
 const CLONE_NEWS: u64 =
     0x0200_0000 | 0x0400_0000 | 0x0800_0000 | 0x1000_0000 | 0x2000_0000 | 0x4000_0000 | CLONE_NEWNS;
 
+/// `unshare(2)`: the descriptor table (`CLONE_FILES`) and the working
+/// directory, root and umask (`CLONE_FS`) become the caller's own copies;
+/// `CLONE_THREAD`, `CLONE_SIGHAND` and `CLONE_VM` are allowed where
+/// nothing is shared (`EINVAL` otherwise). New namespaces are refused as
+/// `clone` refuses them (`EPERM`): the sandbox is one of each kind.
+pub fn sys_unshare(task: &mut Task, a: &super::args::Args) -> Result<u64, Errno> {
+    use super::args::SyscallArgs;
+    const CLONE_NEWTIME: u64 = 0x80;
+    let f = a.u64(0);
+    let known = CLONE_THREAD
+        | CLONE_FS
+        | CLONE_SIGHAND
+        | CLONE_VM
+        | CLONE_FILES
+        | CLONE_SYSVSEM
+        | CLONE_NEWS
+        | CLONE_NEWTIME;
+    if f & !known != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if f & (CLONE_THREAD | CLONE_SIGHAND | CLONE_VM) != 0
+        && (task.proc_.state().threads.len() > 1 || Arc::strong_count(&task.mm) > 1)
+    {
+        return Err(Errno::EINVAL);
+    }
+    if f & (CLONE_NEWS | CLONE_NEWTIME) != 0 {
+        return Err(Errno::EPERM);
+    }
+    if f & CLONE_FILES != 0 && Arc::strong_count(&task.fds) > 1 {
+        let own = task.fds().clone();
+        task.fds = Arc::new(Mutex::new(own));
+    }
+    if f & CLONE_FS != 0 && Arc::strong_count(&task.fs) > 1 {
+        let own = task.fs_ctx().clone();
+        task.fs = Arc::new(Mutex::new(own));
+    }
+    // /proc/[pid] shows the leader's.
+    if task.tid() == task.pid() {
+        task.publish_info();
+    }
+    Ok(0)
+}
+
 /// Arguments of the clone family, normalised.
 #[derive(Debug, Default)]
 pub struct CloneArgs {

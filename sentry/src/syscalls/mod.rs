@@ -612,7 +612,11 @@ pub const ROWS: &[Entry] = &[
         poll::sys_ppoll,
         "the time left is not written back; the caller's stdio is re-checked every 20 ms",
     ),
-    unsupported(nr::UNSHARE, "namespaces"),
+    partial(
+        nr::UNSHARE,
+        fork::sys_unshare,
+        "CLONE_FILES and CLONE_FS; CLONE_SYSVSEM keeps the undo list; new namespaces EPERM (the sandbox is one of each kind)",
+    ),
     full(nr::SET_ROBUST_LIST, process::sys_set_robust_list),
     partial(
         nr::GET_ROBUST_LIST,
