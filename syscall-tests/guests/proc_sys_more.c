@@ -5,7 +5,8 @@
  * limits (kernel.shm*, msg*, sem, fs.mqueue.*) and ns_last_pid written
  * by root change what the kernel enforces, and are refused to others.
  * Writes happen only in namespaces of the guest's own: natively a new IPC
- * (or PID) namespace, in the sandbox (where unshare is ENOSYS) its own. */
+ * (or PID) namespace, in the sandbox (which makes no new namespaces:
+ * EINVAL, as a kernel built without them) its own. */
 #include "t.h"
 #include <dirent.h>
 #include <mqueue.h>
@@ -82,12 +83,12 @@ static int in_child(void (*fn)(void))
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Natively a new namespace of `flag` for the writes; the sandbox has no
- * unshare, and its own namespaces are the guest's to change. Anything
- * else would change the host's: stop. */
+/* Natively a new namespace of `flag` for the writes; the sandbox makes
+ * none, and its own namespaces are the guest's to change. Anything else
+ * would change the host's: stop. */
 static void own_namespace(int flag)
 {
-	if (unshare(flag) != 0 && errno != ENOSYS) {
+	if (unshare(flag) != 0 && errno != EINVAL) {
 		SHOW("cannot unshare: %s", errname(errno));
 		fflush(stdout);
 		_exit(3);

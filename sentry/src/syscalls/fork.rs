@@ -41,8 +41,8 @@ const CLONE_NEWS: u64 =
 /// `unshare(2)`: the descriptor table (`CLONE_FILES`) and the working
 /// directory, root and umask (`CLONE_FS`) become the caller's own copies;
 /// `CLONE_THREAD`, `CLONE_SIGHAND` and `CLONE_VM` are allowed where
-/// nothing is shared (`EINVAL` otherwise). New namespaces are refused as
-/// `clone` refuses them (`EPERM`): the sandbox is one of each kind.
+/// nothing is shared (`EINVAL` otherwise). The sandbox is one namespace of
+/// each kind and makes no new ones.
 pub fn sys_unshare(task: &mut Task, a: &super::args::Args) -> Result<u64, Errno> {
     use super::args::SyscallArgs;
     const CLONE_NEWTIME: u64 = 0x80;
@@ -63,8 +63,18 @@ pub fn sys_unshare(task: &mut Task, a: &super::args::Args) -> Result<u64, Errno>
     {
         return Err(Errno::EINVAL);
     }
+    // As a kernel built without nested namespaces answers: EPERM without
+    // the capability to make one, then EINVAL (a user namespace: EINVAL).
+    const CLONE_NEWUSER: u64 = 0x1000_0000;
+    if f & CLONE_NEWUSER != 0 {
+        return Err(Errno::EINVAL);
+    }
     if f & (CLONE_NEWS | CLONE_NEWTIME) != 0 {
-        return Err(Errno::EPERM);
+        return Err(if task.capable(crate::kernel::auth::cap::SYS_ADMIN) {
+            Errno::EINVAL
+        } else {
+            Errno::EPERM
+        });
     }
     if f & CLONE_FILES != 0 && Arc::strong_count(&task.fds) > 1 {
         let own = task.fds().clone();

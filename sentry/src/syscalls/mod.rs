@@ -615,7 +615,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::UNSHARE,
         fork::sys_unshare,
-        "CLONE_FILES and CLONE_FS; CLONE_SYSVSEM keeps the undo list; new namespaces EPERM (the sandbox is one of each kind)",
+        "CLONE_FILES and CLONE_FS; CLONE_SYSVSEM keeps the undo list; no new namespaces (EPERM without CAP_SYS_ADMIN, then EINVAL, as a kernel built without them)",
     ),
     full(nr::SET_ROBUST_LIST, process::sys_set_robust_list),
     partial(
