@@ -91,6 +91,44 @@ int main(void)
 	close(fd);
 	EXPECT(umount2(d, MNT_DETACH), 0);
 
+	/* Bind mounts of the tree's own places. */
+	const char *src = "/tmp/mount_tmpfs_src";
+	mkdir(src, 0755);
+	close(open("/tmp/mount_tmpfs_src/s", O_CREAT | O_WRONLY, 0644));
+	mkdir("/tmp/mount_tmpfs_src/sub", 0755);
+	EXPECT_ERR(mount("/tmp/mount_tmpfs_nope", d, NULL, MS_BIND, NULL), ENOENT);
+	EXPECT_ERR(mount("/tmp/mount_tmpfs_src/s", d, NULL, MS_BIND, NULL), ENOTDIR);
+	EXPECT(mount(src, d, NULL, MS_BIND, NULL), 0);
+	EXPECT_OK(access("/tmp/mount_tmpfs_t/s", F_OK));
+	close(open("/tmp/mount_tmpfs_t/via_bind", O_CREAT | O_WRONLY, 0644));
+	EXPECT_OK(access("/tmp/mount_tmpfs_src/via_bind", F_OK));
+	EXPECT(mount(NULL, d, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL), 0);
+	EXPECT_ERR(open("/tmp/mount_tmpfs_t/ro", O_CREAT | O_WRONLY, 0644), EROFS);
+	fd = open("/tmp/mount_tmpfs_src/rw", O_CREAT | O_WRONLY, 0644);
+	EXPECT_TRUE(fd >= 0);
+	close(fd);
+	EXPECT(umount(d), 0);
+	EXPECT_ERR(access("/tmp/mount_tmpfs_t/s", F_OK), ENOENT);
+	/* A mount below the source comes with a recursive bind only. */
+	EXPECT(mount("none", "/tmp/mount_tmpfs_src/sub", "tmpfs", 0, "size=64k"), 0);
+	EXPECT(mount(src, d, NULL, MS_BIND, NULL), 0);
+	EXPECT_OK(statfs("/tmp/mount_tmpfs_t/sub", &sf));
+	SHOW("plain bind: sub is a tmpfs: %s", sf.f_type == 0x01021994 && sf.f_blocks == 16 ? "yes" : "no");
+	EXPECT(umount(d), 0);
+	EXPECT(mount(src, d, NULL, MS_BIND | MS_REC, NULL), 0);
+	EXPECT_OK(statfs("/tmp/mount_tmpfs_t/sub", &sf));
+	SHOW("recursive bind: sub is a tmpfs: %s", sf.f_type == 0x01021994 && sf.f_blocks == 16 ? "yes" : "no");
+	/* Its submount keeps it busy, unless detached: then both go. */
+	EXPECT_ERR(umount(d), EBUSY);
+	EXPECT(umount2(d, MNT_DETACH), 0);
+	SHOW("after detaching, its submount is gone: %s", in_mounts(" /tmp/mount_tmpfs_t/sub ") ? "no" : "yes");
+	EXPECT(umount("/tmp/mount_tmpfs_src/sub"), 0);
+	unlink("/tmp/mount_tmpfs_src/s");
+	unlink("/tmp/mount_tmpfs_src/via_bind");
+	unlink("/tmp/mount_tmpfs_src/rw");
+	rmdir("/tmp/mount_tmpfs_src/sub");
+	rmdir(src);
+
 	unlink("/tmp/mount_tmpfs_t/under");
 	rmdir(d);
 	return t_done();

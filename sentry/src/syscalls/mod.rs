@@ -414,7 +414,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::PIVOT_ROOT,
         mount::sys_pivot_root,
-        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
+        "the root stays where it is: EPERM",
     ),
     unsupported(nr::_SYSCTL, "removed from Linux"),
     partial(
@@ -436,12 +436,12 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::MOUNT,
         mount::sys_mount,
-        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
+        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), binds of the sandbox's own tree, read-only remounts and propagation types; move mounts and other file systems EPERM",
     ),
     partial(
         nr::UMOUNT2,
         mount::sys_umount2,
-        "what the guest mounted (never busy: a lazy unmount); the sandbox's own mounts EBUSY",
+        "what the guest mounted (busy only with a later mount below it, not with open files); the sandbox's own mounts EBUSY",
     ),
     unsupported(nr::SWAPON, "swap"),
     unsupported(nr::SWAPOFF, "swap"),
@@ -747,12 +747,12 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::MOVE_MOUNT,
         mount::sys_move_mount,
-        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
+        "the new mount API is not offered (mount(2) is): EPERM",
     ),
     partial(
         nr::FSOPEN,
         mount::sys_fsopen,
-        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
+        "the new mount API is not offered (mount(2) is): EPERM",
     ),
     partial(
         nr::FSCONFIG,
@@ -762,12 +762,12 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::FSMOUNT,
         mount::sys_fsmount,
-        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
+        "the new mount API is not offered (mount(2) is): EPERM",
     ),
     partial(
         nr::FSPICK,
         mount::sys_fspick,
-        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
+        "the new mount API is not offered (mount(2) is): EPERM",
     ),
     partial(nr::PIDFD_OPEN, fork::sys_pidfd_open, "no PIDFD_THREAD"),
     partial(
@@ -784,7 +784,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::MOUNT_SETATTR,
         mount::sys_mount_setattr,
-        "tmpfs (size=, mode=; nosuid, nodev and noexec kept but not enforced), read-only remounts and propagation types; bind and move mounts and other file systems EPERM",
+        "the new mount API is not offered (mount(2) is): EPERM",
     ),
     unsupported(nr::QUOTACTL_FD, "disk quotas"),
     unsupported(nr::LANDLOCK_CREATE_RULESET, "Landlock"),

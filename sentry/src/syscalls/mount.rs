@@ -46,6 +46,7 @@ const MS_RDONLY: u64 = 1;
 const MS_REMOUNT: u64 = 32;
 const MS_BIND: u64 = 4096;
 const MS_MOVE: u64 = 8192;
+const MS_REC: u64 = 16384;
 /// `MS_UNBINDABLE`, `MS_PRIVATE`, `MS_SLAVE`, `MS_SHARED`.
 const MS_PROPAGATION: u64 = 0xf << 17;
 /// `MS_MGC_VAL`, which old programs put in the top half.
@@ -83,10 +84,11 @@ const KNOWN_TYPES: &[&[u8]] = &[
     b"nsfs",
 ];
 
-/// `mount(2)`: a new tmpfs (`size=` and `mode=` options), a remount of
-/// one read-only or writable, and the propagation types (accepted: the
-/// sandbox has one mount table, every mount private to it). Bind and move
-/// mounts and every other file system are refused with `EPERM`.
+/// `mount(2)`: a new tmpfs (`size=` and `mode=` options), a bind mount of
+/// a place in the sandbox's own tree, a remount of either read-only or
+/// writable, and the propagation types (accepted: the sandbox has one
+/// mount table, every mount private to it). Move mounts and every other
+/// file system are refused with `EPERM`.
 pub fn sys_mount(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let page = crate::PAGE_SIZE as usize;
     let string = |task: &Task, p: u64| -> Result<Option<Vec<u8>>, Errno> {
@@ -102,7 +104,7 @@ pub fn sys_mount(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         })
     };
     let fstype = string(task, a.ptr(2))?;
-    string(task, a.ptr(0))?;
+    let source = string(task, a.ptr(0))?;
     let data = string(task, a.ptr(4))?;
     let path = path_arg(task, a.ptr(1))?;
     let target = task.resolve(&task.cwd(), &path, true)?;
@@ -122,14 +124,22 @@ pub fn sys_mount(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         };
     }
     if flags & MS_REMOUNT != 0 {
-        if flags & MS_BIND != 0 || data.as_deref().is_some_and(|d| !d.is_empty()) {
+        if flags & MS_BIND == 0 && data.as_deref().is_some_and(|d| !d.is_empty()) {
             return Err(Errno::EPERM);
         }
         return fs
             .guest_remount(&target, flags & MS_RDONLY != 0)
             .map(|()| 0);
     }
-    if flags & (MS_BIND | MS_MOVE) != 0 {
+    if flags & MS_BIND != 0 {
+        // (MS_RDONLY takes a remount, as on Linux)
+        let source = source.filter(|s| !s.is_empty()).ok_or(Errno::EINVAL)?;
+        let from = task.resolve(&task.cwd(), &source, true)?;
+        return fs
+            .guest_bind(&from, &target, flags & MS_REC != 0)
+            .map(|()| 0);
+    }
+    if flags & MS_MOVE != 0 {
         return Err(Errno::EPERM);
     }
     let fstype = fstype.filter(|t| !t.is_empty()).ok_or(Errno::EINVAL)?;
@@ -192,7 +202,11 @@ pub fn sys_umount2(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     if !task.capable(crate::kernel::auth::cap::SYS_ADMIN) {
         return Err(Errno::EPERM);
     }
-    task.kernel.fs.guest_umount(&target).map(|()| 0)
+    const MNT_DETACH: u64 = 2;
+    task.kernel
+        .fs
+        .guest_umount(&target, a.u64(1) & MNT_DETACH != 0)
+        .map(|()| 0)
 }
 
 /// `pivot_root(2)`: `CAP_SYS_ADMIN` is checked before the paths.

@@ -843,14 +843,90 @@ impl FileSystem {
         Ok(())
     }
 
+    /// The guest's bind mount of `from`, a place in the sandbox's own tree,
+    /// over `at`; `recursive`: the mounts below `from` come too. A place
+    /// holding a masked or read-only path is refused (`EPERM`): the copy
+    /// would show it unmasked or writable.
+    pub fn guest_bind(&self, from: &Location, at: &Location, recursive: bool) -> Result<(), Errno> {
+        let names = |l: &Location| -> Vec<Vec<u8>> {
+            l.chain[1..].iter().map(|(n, _)| n.clone()).collect()
+        };
+        let (src, path) = (names(from), names(at));
+        if path.is_empty() {
+            return Err(Errno::EBUSY);
+        }
+        if from.node().is_dir() != at.node().is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        if self.holds_locked_path(from) {
+            return Err(Errno::EPERM);
+        }
+        let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
+        let mut new = vec![(
+            MountPoint {
+                path: path.clone(),
+                root: from.node().clone(),
+            },
+            false,
+        )];
+        if recursive {
+            let below = |p: &[Vec<u8>]| p.len() > src.len() && p.starts_with(&src);
+            let moved = |p: &[Vec<u8>]| {
+                let mut q = path.clone();
+                q.extend_from_slice(&p[src.len()..]);
+                q
+            };
+            for m in self.mounts.iter().filter(|m| below(&m.path)) {
+                new.push((
+                    MountPoint {
+                        path: moved(&m.path),
+                        root: m.root.clone(),
+                    },
+                    false,
+                ));
+            }
+            for (m, ro) in g.iter().filter(|(m, _)| below(&m.path)) {
+                new.push((
+                    MountPoint {
+                        path: moved(&m.path),
+                        root: m.root.clone(),
+                    },
+                    *ro,
+                ));
+            }
+        }
+        if g.len() + new.len() > MAX_GUEST_MOUNTS {
+            return Err(Errno::ENOSPC);
+        }
+        g.extend(new);
+        self.any_guest_mount.store(true, Ordering::Release);
+        Ok(())
+    }
+
     /// The guest's `umount` of what it mounted at `at` (the newest mount
     /// there): `EINVAL` where it mounted nothing, `EBUSY` for the
     /// sandbox's own mounts (volumes, its tmpfs), which stay.
-    pub fn guest_umount(&self, at: &Location) -> Result<(), Errno> {
+    pub fn guest_umount(&self, at: &Location, detach: bool) -> Result<(), Errno> {
         let path: Vec<Vec<u8>> = at.chain[1..].iter().map(|(n, _)| n.clone()).collect();
         let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
         match g.iter().rposition(|(m, _)| m.path == path) {
             Some(i) => {
+                // Mounts made below it since go with it when detached
+                // (`MNT_DETACH`), else keep it busy.
+                let below = |p: &[Vec<u8>]| p.len() > path.len() && p.starts_with(&path);
+                if g[i + 1..].iter().any(|(m, _)| below(&m.path)) {
+                    if !detach {
+                        return Err(Errno::EBUSY);
+                    }
+                    let mut k = i + 1;
+                    while k < g.len() {
+                        if below(&g[k].0.path) {
+                            g.remove(k);
+                        } else {
+                            k += 1;
+                        }
+                    }
+                }
                 g.remove(i);
                 Ok(())
             }
@@ -984,7 +1060,12 @@ impl FileSystem {
                             p.push_str(&String::from_utf8_lossy(c));
                             p
                         });
-                        (path, "tmpfs", *ro)
+                        let typ = match &m.root {
+                            Node::Mem(_) => "tmpfs",
+                            Node::Proc(_) => "proc",
+                            _ => "bind",
+                        };
+                        (path, typ, *ro)
                     }),
             )
             .collect()
