@@ -107,6 +107,14 @@ int main(void)
 	fd = open("/tmp/mount_tmpfs_src/rw", O_CREAT | O_WRONLY, 0644);
 	EXPECT_TRUE(fd >= 0);
 	close(fd);
+	/* A bind of a read-only place is read-only. */
+	EXPECT(mount("none", "/tmp/mount_tmpfs_src/sub", "tmpfs", MS_RDONLY, NULL), 0);
+	mkdir("/tmp/mount_tmpfs_t2", 0755);
+	EXPECT(mount("/tmp/mount_tmpfs_src/sub", "/tmp/mount_tmpfs_t2", NULL, MS_BIND, NULL), 0);
+	EXPECT_ERR(open("/tmp/mount_tmpfs_t2/x", O_CREAT | O_WRONLY, 0644), EROFS);
+	EXPECT(umount("/tmp/mount_tmpfs_t2"), 0);
+	rmdir("/tmp/mount_tmpfs_t2");
+	EXPECT(umount("/tmp/mount_tmpfs_src/sub"), 0);
 	EXPECT(umount(d), 0);
 	EXPECT_ERR(access("/tmp/mount_tmpfs_t/s", F_OK), ENOENT);
 	/* A mount below the source comes with a recursive bind only. */

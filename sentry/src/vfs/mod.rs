@@ -110,6 +110,9 @@ const DEVPTS_DEV: u64 = SYNTH_DEV + 0x21;
 /// Device number of the first extra tmpfs mount; each later one takes the
 /// next, never one a file system above has.
 const EXTRA_TMPFS_DEV: u64 = SYNTH_DEV + 0x100;
+/// A guest mount that is read-only and stays so (a bind of a read-only
+/// place); 1 is read-only, 0 writable.
+const RO_LOCKED: u8 = 2;
 /// Most file systems the guest may have mounted at once.
 const MAX_GUEST_MOUNTS: usize = 1000;
 
@@ -573,7 +576,7 @@ pub struct FileSystem {
     tmpfs_mounts: AtomicU64,
     /// the tmpfs mounts the guest made (`mount(2)`), newest last, each
     /// with whether it is read-only; they cover the mounts made at boot
-    guest_mounts: RwLock<Vec<(MountPoint, bool)>>,
+    guest_mounts: RwLock<Vec<(MountPoint, u8)>>,
     /// whether `guest_mounts` may hold any (so walks skip its lock)
     any_guest_mount: AtomicBool,
     mf: Arc<crate::mm::memfile::MemoryFile>,
@@ -838,7 +841,7 @@ impl FileSystem {
             return Err(Errno::ENOSPC);
         }
         let root = self.new_tmpfs(mode, size.map(|s| s.min(self.pool.limit())));
-        g.push((MountPoint { path, root }, read_only));
+        g.push((MountPoint { path, root }, u8::from(read_only)));
         self.any_guest_mount.store(true, Ordering::Release);
         Ok(())
     }
@@ -846,7 +849,8 @@ impl FileSystem {
     /// The guest's bind mount of `from`, a place in the sandbox's own tree,
     /// over `at`; `recursive`: the mounts below `from` come too. A place
     /// holding a masked or read-only path is refused (`EPERM`): the copy
-    /// would show it unmasked or writable.
+    /// would show it unmasked or writable; a place inside one is bound
+    /// read-only.
     pub fn guest_bind(&self, from: &Location, at: &Location, recursive: bool) -> Result<(), Errno> {
         let names = |l: &Location| -> Vec<Vec<u8>> {
             l.chain[1..].iter().map(|(n, _)| n.clone()).collect()
@@ -861,13 +865,21 @@ impl FileSystem {
         if self.holds_locked_path(from) {
             return Err(Errno::EPERM);
         }
+        // A bind of a read-only place is read-only, as Linux's copies its
+        // mount's flags; of a path the sandbox's config made read-only, it
+        // stays so.
+        let read_only = if self.read_only_mount(from).is_some() {
+            RO_LOCKED
+        } else {
+            u8::from(self.in_read_only_guest_mount(from))
+        };
         let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
         let mut new = vec![(
             MountPoint {
                 path: path.clone(),
                 root: from.node().clone(),
             },
-            false,
+            read_only,
         )];
         if recursive {
             let below = |p: &[Vec<u8>]| p.len() > src.len() && p.starts_with(&src);
@@ -882,7 +894,7 @@ impl FileSystem {
                         path: moved(&m.path),
                         root: m.root.clone(),
                     },
-                    false,
+                    0,
                 ));
             }
             for (m, ro) in g.iter().filter(|(m, _)| below(&m.path)) {
@@ -944,8 +956,14 @@ impl FileSystem {
         let path: Vec<Vec<u8>> = at.chain[1..].iter().map(|(n, _)| n.clone()).collect();
         let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
         match g.iter_mut().rev().find(|(m, _)| m.path == path) {
+            // A bind of a read-only place stays read-only.
+            Some((_, ro)) if *ro == RO_LOCKED && !read_only => Err(Errno::EPERM),
             Some((_, ro)) => {
-                *ro = read_only;
+                *ro = if *ro == RO_LOCKED {
+                    RO_LOCKED
+                } else {
+                    u8::from(read_only)
+                };
                 Ok(())
             }
             None => Err(Errno::EPERM),
@@ -969,7 +987,7 @@ impl FileSystem {
                 m.path.len() <= names.len() && m.path.iter().zip(&names).all(|(a, b)| a == b)
             })
             .max_by_key(|(m, _)| m.path.len())
-            .is_some_and(|(_, ro)| *ro)
+            .is_some_and(|(_, ro)| *ro != 0)
     }
 
     fn add_mount(&mut self, dest: &[u8], root: Node) -> Result<(), Errno> {
@@ -1065,7 +1083,7 @@ impl FileSystem {
                             Node::Proc(_) => "proc",
                             _ => "bind",
                         };
-                        (path, typ, *ro)
+                        (path, typ, *ro != 0)
                     }),
             )
             .collect()
