@@ -2611,3 +2611,39 @@ cd /; rm -rf "$d""#;
         );
     }
 }
+
+/// The sandbox makes no new namespaces, and says so as a kernel built
+/// without them: `EINVAL` for its root (for others `EPERM`, which the
+/// guest unshare_calls checks natively too), so `unshare` fails at once
+/// with a clear message instead of a missing call.
+#[test]
+fn no_new_namespaces_answer_as_a_kernel_without_them() {
+    for platform in PLATFORMS {
+        let out = sandboxed(
+            &["--platform", platform],
+            &[
+                "/bin/sh",
+                "-c",
+                "for f in -u -i -n -m -p -r; do unshare $f true 2>&1; echo \"$f $?\"; done",
+            ],
+            &[],
+            None,
+        );
+        assert_eq!(out.status, 0, "{platform}: {out:?}");
+        for f in ["-u", "-i", "-n", "-m", "-p", "-r"] {
+            assert!(
+                out.stdout.contains(&format!("{f} 1\n")),
+                "{platform}: {}",
+                out.stdout
+            );
+        }
+        assert_eq!(
+            out.stdout
+                .matches("unshare failed: Invalid argument")
+                .count(),
+            6,
+            "{platform}: {}",
+            out.stdout
+        );
+    }
+}

@@ -46,10 +46,13 @@ int main(void)
 		if (setuid(65534))
 			_exit(2);
 		errno = 0;
-		_exit(unshare(CLONE_NEWUTS) == -1 && errno == EPERM ? 0 : 1);
+		int u = unshare(CLONE_NEWUTS) == -1 && errno == EPERM;
+		errno = 0;
+		int c2 = syscall(SYS_clone, CLONE_NEWUTS | SIGCHLD, 0, 0, 0, 0) == -1 && errno == EPERM;
+		_exit(u && c2 ? 0 : 1);
 	}
 	int ws;
 	waitpid(c, &ws, 0);
-	SHOW("nobody may not unshare a UTS namespace: %s", WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? "yes" : "no");
+	SHOW("nobody may not unshare or clone a UTS namespace: %s", WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? "yes" : "no");
 	return t_done();
 }

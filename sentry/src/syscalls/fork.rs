@@ -33,10 +33,30 @@ const CLONE_DETACHED: u64 = 0x0040_0000;
 const CLONE_UNTRACED: u64 = 0x0080_0000;
 const CLONE_CHILD_SETTID: u64 = 0x0100_0000;
 const CLONE_IO: u64 = 0x8000_0000;
-/// Namespace flags: accepted by Linux for privileged callers; the sandbox
-/// does not emulate nested namespaces yet.
+/// Namespace flags (`CLONE_NEWTIME` aside, which clone takes only in
+/// `clone3`'s wider flags, and `unshare`).
 const CLONE_NEWS: u64 =
     0x0200_0000 | 0x0400_0000 | 0x0800_0000 | 0x1000_0000 | 0x2000_0000 | 0x4000_0000 | CLONE_NEWNS;
+
+/// The sandbox is one namespace of each kind and makes no new ones: it
+/// answers `clone` and `unshare` as a kernel built without nested
+/// namespaces, `EPERM` without the capability to make one, then `EINVAL`
+/// (a user namespace: `EINVAL`).
+fn no_new_namespaces(task: &Task, f: u64) -> Result<(), Errno> {
+    const CLONE_NEWTIME: u64 = 0x80;
+    const CLONE_NEWUSER: u64 = 0x1000_0000;
+    if f & CLONE_NEWUSER != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if f & (CLONE_NEWS | CLONE_NEWTIME) != 0 {
+        return Err(if task.capable(crate::kernel::auth::cap::SYS_ADMIN) {
+            Errno::EINVAL
+        } else {
+            Errno::EPERM
+        });
+    }
+    Ok(())
+}
 
 /// `unshare(2)`: the descriptor table (`CLONE_FILES`) and the working
 /// directory, root and umask (`CLONE_FS`) become the caller's own copies;
@@ -63,19 +83,7 @@ pub fn sys_unshare(task: &mut Task, a: &super::args::Args) -> Result<u64, Errno>
     {
         return Err(Errno::EINVAL);
     }
-    // As a kernel built without nested namespaces answers: EPERM without
-    // the capability to make one, then EINVAL (a user namespace: EINVAL).
-    const CLONE_NEWUSER: u64 = 0x1000_0000;
-    if f & CLONE_NEWUSER != 0 {
-        return Err(Errno::EINVAL);
-    }
-    if f & (CLONE_NEWS | CLONE_NEWTIME) != 0 {
-        return Err(if task.capable(crate::kernel::auth::cap::SYS_ADMIN) {
-            Errno::EINVAL
-        } else {
-            Errno::EPERM
-        });
-    }
+    no_new_namespaces(task, f)?;
     if f & CLONE_FILES != 0 && Arc::strong_count(&task.fds) > 1 {
         let own = task.fds().clone();
         task.fds = Arc::new(Mutex::new(own));
@@ -124,9 +132,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
     if f & CLONE_PIDFD != 0 && f & (CLONE_THREAD | CLONE_DETACHED) != 0 {
         return Err(Errno::EINVAL);
     }
-    if f & CLONE_NEWS != 0 {
-        return Err(Errno::EPERM);
-    }
+    no_new_namespaces(task, f)?;
     let _ = (CLONE_PTRACE, CLONE_DETACHED, CLONE_IO);
     if f & CLONE_SYSVSEM != 0 {
         // The undo list to share is made now (copy_semundo).

@@ -245,7 +245,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::CLONE,
         fork::sys_clone,
-        "namespace flags EPERM; CLONE_PTRACE and CLONE_SYSVSEM ignored",
+        "no new namespaces (EPERM without CAP_SYS_ADMIN, then EINVAL); CLONE_PTRACE and CLONE_SYSVSEM ignored",
     ),
     full(nr::FORK, fork::sys_fork),
     full(nr::VFORK, fork::sys_vfork),
@@ -773,7 +773,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::CLONE3,
         fork::sys_clone3,
-        "namespace flags EPERM; no set_tid; CLONE_CLEAR_SIGHAND and CLONE_INTO_CGROUP ignored",
+        "no new namespaces (EPERM without CAP_SYS_ADMIN, then EINVAL); no set_tid; CLONE_CLEAR_SIGHAND and CLONE_INTO_CGROUP ignored",
     ),
     full(nr::CLOSE_RANGE, fs::sys_close_range),
     full(nr::OPENAT2, fs::sys_openat2),
