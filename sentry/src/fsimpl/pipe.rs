@@ -691,6 +691,10 @@ impl FileImpl for PipeEnd {
         Some(format!("pipe:[{}]", self.id()).into_bytes())
     }
 
+    fn bytes_readable(&self) -> Option<Result<i32, Errno>> {
+        Some(Ok(self.pipe.available() as i32))
+    }
+
     fn wait_queues(&self, out: &mut Vec<WaitQueue>, _depth: u32) -> bool {
         out.push(self.waiters().clone());
         false

@@ -5,7 +5,7 @@
 //! what the caller's keyrings hold. Keys live in the Sentry's memory,
 //! bounded for the whole sandbox (`EDQUOT` past the bound).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use abi::Errno;
@@ -225,8 +225,27 @@ impl State {
         ty: KeyType,
         desc: &[u8],
         a: &Asker,
-        depth: usize,
     ) -> Option<Found> {
+        self.search_below(ring, possessed, ty, desc, a, 0, &mut HashSet::new())
+    }
+
+    /// [`State::search_in`] at `depth`, each keyring once (`seen`): keyrings
+    /// linked into many others are not searched again, so a search is
+    /// bounded by the keys the sandbox holds.
+    #[allow(clippy::too_many_arguments)]
+    fn search_below(
+        &self,
+        ring: i32,
+        possessed: bool,
+        ty: KeyType,
+        desc: &[u8],
+        a: &Asker,
+        depth: usize,
+        seen: &mut HashSet<i32>,
+    ) -> Option<Found> {
+        if !seen.insert(ring) {
+            return None;
+        }
         let k = self.keys.get(&ring)?;
         if k.ty != KeyType::Keyring || k.revoked {
             return None;
@@ -245,15 +264,19 @@ impl State {
         if depth + 1 >= MAX_DEPTH {
             return None;
         }
-        k.links
-            .iter()
-            .filter(|id| {
-                self.keys
-                    .get(id)
-                    .is_some_and(|c| c.ty == KeyType::Keyring && !c.revoked)
-                    && self.granted(**id, a, possessed) & perm::SEARCH != 0
-            })
-            .find_map(|&id| self.search_in(id, possessed, ty, desc, a, depth + 1))
+        for &id in &k.links {
+            let nested = self
+                .keys
+                .get(&id)
+                .is_some_and(|c| c.ty == KeyType::Keyring && !c.revoked)
+                && self.granted(id, a, possessed) & perm::SEARCH != 0;
+            if nested {
+                if let Some(f) = self.search_below(id, possessed, ty, desc, a, depth + 1, seen) {
+                    return Some(f);
+                }
+            }
+        }
+        None
     }
 
     /// Searches the caller's own keyrings (`search_process_keyrings`).
@@ -262,7 +285,7 @@ impl State {
         [a.thread, a.process, session]
             .into_iter()
             .flatten()
-            .find_map(|r| self.search_in(r, true, ty, desc, a, 0))
+            .find_map(|r| self.search_in(r, true, ty, desc, a))
     }
 
     /// Whether the caller possesses `id`: one of its keyrings, or found
@@ -274,7 +297,7 @@ impl State {
         let Some(k) = self.keys.get(&id) else {
             return false;
         };
-        self.search_process(k.ty, &k.desc.clone(), a)
+        self.search_process(k.ty, &k.desc, a)
             .is_some_and(|f| f.id == id)
     }
 
@@ -537,7 +560,7 @@ impl Keys {
         }
         st.check(ring, a, perm::SEARCH)?;
         let f = st
-            .search_in(ring.id, ring.possessed, ty, desc, a, 0)
+            .search_in(ring.id, ring.possessed, ty, desc, a)
             .ok_or(Errno::ENOKEY)?;
         if let Some(d) = dest {
             if st.keys.get(&d.id).is_none_or(|k| k.ty != KeyType::Keyring) {
@@ -631,7 +654,7 @@ impl Keys {
         st.writable_ring(ring, a)?;
         st.check(key, a, perm::LINK)?;
         // A keyring may not end up inside itself (`EDEADLK`).
-        if key.id == ring.id || contains(&st, key.id, ring.id, 0) {
+        if key.id == ring.id || contains(&st, key.id, ring.id, 0, &mut HashSet::new()) {
             return Err(Errno::EDEADLK);
         }
         st.link(key.id, ring.id);
@@ -677,13 +700,16 @@ fn set_payload(st: &mut State, id: i32, payload: Vec<u8>) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Whether keyring `ring` is reachable from keyring `from`.
-fn contains(st: &State, from: i32, ring: i32, depth: usize) -> bool {
-    depth < MAX_DEPTH
-        && st.keys.get(&from).is_some_and(|k| {
-            k.ty == KeyType::Keyring
-                && k.links
-                    .iter()
-                    .any(|&l| l == ring || contains(st, l, ring, depth + 1))
-        })
+/// Whether keyring `ring` is reachable from keyring `from`, each keyring
+/// looked into once (`seen`).
+fn contains(st: &State, from: i32, ring: i32, depth: usize, seen: &mut HashSet<i32>) -> bool {
+    if depth >= MAX_DEPTH || !seen.insert(from) {
+        return false;
+    }
+    let Some(k) = st.keys.get(&from).filter(|k| k.ty == KeyType::Keyring) else {
+        return false;
+    };
+    k.links
+        .iter()
+        .any(|&l| l == ring || contains(st, l, ring, depth + 1, seen))
 }

@@ -168,6 +168,11 @@ pub fn of(file: &FileDescription) -> Option<&dyn Socket> {
     file.downcast::<SocketFile>().map(|s| &*s.0)
 }
 
+/// Whether `file` is a socket.
+pub fn is_socket(file: &FileDescription) -> bool {
+    of(file).is_some()
+}
+
 /// The socket of family type `T` behind `file`, if it is one.
 pub fn downcast<T: Socket>(file: &FileDescription) -> Option<&T> {
     of(file).and_then(|s| s.as_any().downcast_ref())
@@ -216,6 +221,10 @@ impl FileImpl for SocketFile {
 
     fn link_name(&self) -> Option<Vec<u8>> {
         Some(format!("socket:[{}]", self.ino()).into_bytes())
+    }
+
+    fn bytes_readable(&self) -> Option<Result<i32, Errno>> {
+        Some(self.0.bytes_readable())
     }
 
     fn wait_queues(&self, out: &mut Vec<WaitQueue>, _depth: u32) -> bool {

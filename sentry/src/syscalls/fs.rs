@@ -16,6 +16,7 @@ use crate::kernel::auth::{cap, Creds, MAY_EXEC, MAY_READ, MAY_WRITE};
 use crate::kernel::task::Task;
 use crate::mm::guestio::GuestBufs;
 use crate::mm::GuestSlice;
+use crate::socket::is_socket;
 use crate::sync::Locked;
 use crate::vfs::fasync::OwnerKind;
 use crate::vfs::file::{FdEntry, FileDescription, FileKind};
@@ -278,10 +279,6 @@ fn rwf_supported(file: &FileDescription, write: bool) -> RwfFlags {
         FileKind::Host(_) => base | R::NOWAIT | R::DONTCACHE,
         _ => base | R::NOWAIT,
     }
-}
-
-fn is_socket(file: &FileDescription) -> bool {
-    crate::socket::of(file).is_some()
 }
 
 /// `preadv2(2)`, `pwritev2(2)`: `preadv`/`pwritev`, or `readv`/`writev`
@@ -1396,16 +1393,7 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         FIONREAD => {
             let n: i32 = match (&file.kind, file.stdio()) {
                 (_, Some(h)) => host::fionread(h)?,
-                _ if file.downcast::<crate::fsimpl::pipe::PipeEnd>().is_some() => file
-                    .downcast::<crate::fsimpl::pipe::PipeEnd>()
-                    .map_or(0, |end| end.pipe.available() as i32),
-                _ if is_socket(&file) => match crate::socket::of(&file) {
-                    Some(s) => s.bytes_readable()?,
-                    None => return Err(Errno::ENOTTY),
-                },
-                (FileKind::Impl(_), _) if file.downcast::<inotify::Inotify>().is_some() => file
-                    .downcast::<inotify::Inotify>()
-                    .map_or(0, |i| i.queued_bytes() as i32),
+                (FileKind::Impl(i), _) => i.bytes_readable().unwrap_or(Err(Errno::ENOTTY))?,
                 (FileKind::Host(_), _) if !file.is_dir() => {
                     let size = file.stat()?.size as u64;
                     let pos = *file.pos.locked();

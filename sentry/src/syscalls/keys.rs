@@ -5,6 +5,7 @@ use abi::keys::keyctl::*;
 use abi::Errno;
 
 use super::args::{Args, SyscallArgs};
+use super::string_arg;
 use crate::kernel::keys::{Asker, Create, Found, KeyType};
 use crate::kernel::task::Task;
 use crate::sync::Locked;
@@ -39,21 +40,11 @@ fn resolve(task: &mut Task, id: u64, create: Create) -> Result<(Found, Asker), E
 
 /// A type name: `EPERM` for the kernel's own (a leading dot).
 fn type_arg(task: &Task, addr: u64) -> Result<Vec<u8>, Errno> {
-    let t = string(task, addr, TYPE_MAX)?;
+    let t = string_arg(task, addr, TYPE_MAX)?;
     if t.first() == Some(&b'.') {
         return Err(Errno::EPERM);
     }
     Ok(t)
-}
-
-fn string(task: &Task, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
-    task.mm().read_cstr(addr, max).map_err(|e| {
-        if e == Errno::ENAMETOOLONG {
-            Errno::EINVAL
-        } else {
-            e
-        }
-    })
 }
 
 fn payload(task: &Task, addr: u64, len: u64) -> Result<Vec<u8>, Errno> {
@@ -80,7 +71,7 @@ fn give(task: &Task, buf: u64, buflen: u64, data: &[u8]) -> Result<u64, Errno> {
 pub fn sys_add_key(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let ty = type_arg(task, a.ptr(0))?;
     let desc = if a.ptr(1) != 0 {
-        string(task, a.ptr(1), DESC_MAX)?
+        string_arg(task, a.ptr(1), DESC_MAX)?
     } else {
         Vec::new()
     };
@@ -98,12 +89,12 @@ pub fn sys_add_key(task: &mut Task, a: &Args) -> Result<u64, Errno> {
 
 pub fn sys_request_key(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let ty = type_arg(task, a.ptr(0))?;
-    let desc = string(task, a.ptr(1), DESC_MAX)?;
+    let desc = string_arg(task, a.ptr(1), DESC_MAX)?;
     if desc.is_empty() {
         return Err(Errno::EINVAL);
     }
     if a.ptr(2) != 0 {
-        string(task, a.ptr(2), DESC_MAX)?;
+        string_arg(task, a.ptr(2), DESC_MAX)?;
     }
     let ty = KeyType::by_name(&ty).ok_or(Errno::ENOKEY)?;
     let (dest, who) = match a.u64(3) {
@@ -134,7 +125,7 @@ pub fn sys_keyctl(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         KEYCTL_JOIN_SESSION_KEYRING => {
             let name = match a.ptr(1) {
                 0 => None,
-                p => Some(string(task, p, DESC_MAX)?),
+                p => Some(string_arg(task, p, DESC_MAX)?),
             };
             let mut who = asker(task);
             keys.join_session(name.as_deref(), &mut who, &mut task.keyrings)
@@ -175,7 +166,7 @@ pub fn sys_keyctl(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         }
         KEYCTL_SEARCH => {
             let ty = type_arg(task, a.ptr(2))?;
-            let desc = string(task, a.ptr(3), DESC_MAX)?;
+            let desc = string_arg(task, a.ptr(3), DESC_MAX)?;
             let (ring, _) = resolve(task, a.u64(1), Create::No)?;
             let (dest, who) = match a.u64(4) {
                 0 => (None, asker(task)),

@@ -39,13 +39,7 @@ pub fn sys_memfd_create(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     if flags & !known != 0 || (flags & MFD_EXEC != 0 && flags & MFD_NOEXEC_SEAL != 0) {
         return Err(Errno::EINVAL);
     }
-    let name = task.mm().read_cstr(a.ptr(0), MFD_NAME_MAX).map_err(|e| {
-        if e == Errno::ENAMETOOLONG {
-            Errno::EINVAL
-        } else {
-            e
-        }
-    })?;
+    let name = super::string_arg(task, a.ptr(0), MFD_NAME_MAX)?;
     if flags & MFD_HUGETLB != 0 {
         // The memory file has no huge pages to give: answered as a kernel
         // built without hugetlbfs answers (hugetlb_file_setup()).

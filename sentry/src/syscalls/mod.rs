@@ -885,6 +885,18 @@ fn path_arg(task: &Task, addr: u64) -> Result<Vec<u8>, Errno> {
     task.mm().read_cstr(addr, PATH_MAX - 1)
 }
 
+/// Reads a string argument of at most `max` bytes: `EINVAL` when longer,
+/// as Linux's `strndup_user`.
+fn string_arg(task: &Task, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
+    task.mm().read_cstr(addr, max).map_err(|e| {
+        if e == Errno::ENAMETOOLONG {
+            Errno::EINVAL
+        } else {
+            e
+        }
+    })
+}
+
 /// The directory a `*at()` call's relative paths start from.
 fn dir_arg(task: &Task, dirfd: u64, path: &[u8]) -> Result<Location, Errno> {
     if path.first() == Some(&b'/') {

@@ -20,7 +20,7 @@
 use abi::{Errno, OpenFlags};
 
 use super::args::{Args, SyscallArgs};
-use super::{dir_arg, path_arg};
+use super::{dir_arg, path_arg, string_arg};
 use crate::kernel::task::Task;
 use crate::vfs::file::{FileDescription, FileKind};
 
@@ -92,16 +92,7 @@ const KNOWN_TYPES: &[&[u8]] = &[
 pub fn sys_mount(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let page = crate::PAGE_SIZE as usize;
     let string = |task: &Task, p: u64| -> Result<Option<Vec<u8>>, Errno> {
-        if p == 0 {
-            return Ok(None);
-        }
-        task.mm().read_cstr(p, page).map(Some).map_err(|e| {
-            if e == Errno::ENAMETOOLONG {
-                Errno::EINVAL
-            } else {
-                e
-            }
-        })
+        (p != 0).then(|| string_arg(task, p, page)).transpose()
     };
     let fstype = string(task, a.ptr(2))?;
     let source = string(task, a.ptr(0))?;
@@ -175,12 +166,18 @@ fn tmpfs_options(data: &[u8], memory: u64) -> Result<(u32, Option<u64>), Errno> 
                 };
                 let n: u64 = num.parse().map_err(|_| Errno::EINVAL)?;
                 let bytes = if mult == 0 {
-                    memory / 100 * n
+                    (memory / 100).checked_mul(n)
                 } else {
-                    n.checked_mul(mult).ok_or(Errno::EINVAL)?
-                };
-                // Whole pages, as Linux rounds it.
-                size = Some(bytes.div_ceil(crate::PAGE_SIZE) * crate::PAGE_SIZE);
+                    n.checked_mul(mult)
+                }
+                .ok_or(Errno::EINVAL)?;
+                // Whole pages, as Linux rounds it (a size past the
+                // sandbox's memory is cut to it when mounted).
+                size = Some(
+                    bytes
+                        .div_ceil(crate::PAGE_SIZE)
+                        .saturating_mul(crate::PAGE_SIZE),
+                );
             }
             _ => return Err(Errno::EINVAL),
         }

@@ -214,7 +214,7 @@ pub fn sys_mq_notify(task: &mut Task, a: &Args) -> Result<u64, Errno> {
                 task.mm().copy_in(ev.value, &mut cookie)?;
                 let sock = task.fds().file(i64::from(ev.signo))?;
                 if crate::socket::downcast::<NetlinkSocket>(&sock).is_none() {
-                    return Err(if super::splice::is_socket(&sock) {
+                    return Err(if crate::socket::is_socket(&sock) {
                         Errno::EINVAL
                     } else {
                         Errno::ENOTSOCK

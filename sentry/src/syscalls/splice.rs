@@ -13,6 +13,7 @@ use crate::fsimpl::pipe::{Attempt, PipeEnd};
 use crate::kernel::task::Task;
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::mm::GuestSlice;
+use crate::socket::is_socket;
 use crate::socket::netlink::NetlinkSocket;
 use crate::sync::Locked;
 use crate::vfs::file::{Blocker, FileDescription, FileKind};
@@ -23,10 +24,6 @@ const MAX_RW_COUNT: u64 = 0x7fff_f000;
 const SPLICE_F_NONBLOCK: u64 = 0x2;
 /// `SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT`.
 const SPLICE_F_ALL: u64 = 0xf;
-
-pub(super) fn is_socket(f: &FileDescription) -> bool {
-    crate::socket::of(f).is_some()
-}
 
 /// The pipe end of a description that is one (`get_pipe_info`).
 fn pipe_end(f: &FileDescription) -> Option<&PipeEnd> {

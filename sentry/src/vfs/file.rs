@@ -105,6 +105,12 @@ pub trait FileImpl: std::any::Any + Send + Sync + fmt::Debug {
         None
     }
 
+    /// `FIONREAD`: the bytes a read would find now; `None` for kinds that
+    /// do not answer it (`ENOTTY`).
+    fn bytes_readable(&self) -> Option<Result<i32, Errno>> {
+        None
+    }
+
     /// Lines of its own in `/proc/[pid]/fdinfo/N`.
     fn fdinfo(&self) -> String {
         String::new()

@@ -573,6 +573,10 @@ impl crate::vfs::file::FileImpl for Inotify {
     fn link_name(&self) -> Option<Vec<u8>> {
         Some(b"anon_inode:inotify".to_vec())
     }
+
+    fn bytes_readable(&self) -> Option<Result<i32, Errno>> {
+        Some(Ok(self.queued_bytes() as i32))
+    }
 }
 
 #[cfg(test)]

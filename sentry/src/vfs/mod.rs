@@ -110,9 +110,25 @@ const DEVPTS_DEV: u64 = SYNTH_DEV + 0x21;
 /// Device number of the first extra tmpfs mount; each later one takes the
 /// next, never one a file system above has.
 const EXTRA_TMPFS_DEV: u64 = SYNTH_DEV + 0x100;
-/// A guest mount that is read-only and stays so (a bind of a read-only
-/// place); 1 is read-only, 0 writable.
-const RO_LOCKED: u8 = 2;
+/// Whether a mount the guest made takes writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Writes {
+    Allowed,
+    Refused,
+    /// refused for good: a bind of a path the sandbox's config made
+    /// read-only
+    RefusedForGood,
+}
+
+impl Writes {
+    fn refused(read_only: bool) -> Writes {
+        if read_only {
+            Writes::Refused
+        } else {
+            Writes::Allowed
+        }
+    }
+}
 /// Most file systems the guest may have mounted at once.
 const MAX_GUEST_MOUNTS: usize = 1000;
 
@@ -452,6 +468,11 @@ impl Location {
         &self.chain[self.chain.len() - 1].1
     }
 
+    /// The names from the sandbox's root down to this location.
+    pub fn names(&self) -> Vec<Vec<u8>> {
+        self.chain[1..].iter().map(|(n, _)| n.clone()).collect()
+    }
+
     /// The guest's absolute path of this location.
     pub fn path(&self) -> String {
         if self.chain.len() == 1 {
@@ -576,7 +597,7 @@ pub struct FileSystem {
     tmpfs_mounts: AtomicU64,
     /// the tmpfs mounts the guest made (`mount(2)`), newest last, each
     /// with whether it is read-only; they cover the mounts made at boot
-    guest_mounts: RwLock<Vec<(MountPoint, u8)>>,
+    guest_mounts: RwLock<Vec<(MountPoint, Writes)>>,
     /// whether `guest_mounts` may hold any (so walks skip its lock)
     any_guest_mount: AtomicBool,
     mf: Arc<crate::mm::memfile::MemoryFile>,
@@ -683,6 +704,15 @@ impl fmt::Debug for FileSystem {
 
 /// Whether mount path `path` (components from the root) names `name` in
 /// the directory at the end of `chain`.
+/// The absolute path of `names` from the root.
+fn names_path(names: &[Vec<u8>]) -> String {
+    names.iter().fold(String::new(), |mut p, c| {
+        p.push('/');
+        p.push_str(&String::from_utf8_lossy(c));
+        p
+    })
+}
+
 fn names_child(path: &[Vec<u8>], chain: &[(Vec<u8>, Node)], name: &[u8]) -> bool {
     let depth = chain.len();
     path.len() == depth
@@ -828,7 +858,7 @@ impl FileSystem {
         size: Option<u64>,
         read_only: bool,
     ) -> Result<(), Errno> {
-        let path: Vec<Vec<u8>> = at.chain[1..].iter().map(|(n, _)| n.clone()).collect();
+        let path = at.names();
         if path.is_empty() {
             return Err(Errno::EBUSY);
         }
@@ -841,7 +871,7 @@ impl FileSystem {
             return Err(Errno::ENOSPC);
         }
         let root = self.new_tmpfs(mode, size.map(|s| s.min(self.pool.limit())));
-        g.push((MountPoint { path, root }, u8::from(read_only)));
+        g.push((MountPoint { path, root }, Writes::refused(read_only)));
         self.any_guest_mount.store(true, Ordering::Release);
         Ok(())
     }
@@ -852,10 +882,7 @@ impl FileSystem {
     /// would show it unmasked or writable; a place inside one is bound
     /// read-only.
     pub fn guest_bind(&self, from: &Location, at: &Location, recursive: bool) -> Result<(), Errno> {
-        let names = |l: &Location| -> Vec<Vec<u8>> {
-            l.chain[1..].iter().map(|(n, _)| n.clone()).collect()
-        };
-        let (src, path) = (names(from), names(at));
+        let (src, path) = (from.names(), at.names());
         if path.is_empty() {
             return Err(Errno::EBUSY);
         }
@@ -869,9 +896,9 @@ impl FileSystem {
         // mount's flags; of a path the sandbox's config made read-only, it
         // stays so.
         let read_only = if self.read_only_mount(from).is_some() {
-            RO_LOCKED
+            Writes::RefusedForGood
         } else {
-            u8::from(self.in_read_only_guest_mount(from))
+            Writes::refused(self.in_read_only_guest_mount(from))
         };
         let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
         let mut new = vec![(
@@ -894,7 +921,7 @@ impl FileSystem {
                         path: moved(&m.path),
                         root: m.root.clone(),
                     },
-                    0,
+                    Writes::Allowed,
                 ));
             }
             for (m, ro) in g.iter().filter(|(m, _)| below(&m.path)) {
@@ -919,7 +946,7 @@ impl FileSystem {
     /// there): `EINVAL` where it mounted nothing, `EBUSY` for the
     /// sandbox's own mounts (volumes, its tmpfs), which stay.
     pub fn guest_umount(&self, at: &Location, detach: bool) -> Result<(), Errno> {
-        let path: Vec<Vec<u8>> = at.chain[1..].iter().map(|(n, _)| n.clone()).collect();
+        let path = at.names();
         let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
         match g.iter().rposition(|(m, _)| m.path == path) {
             Some(i) => {
@@ -940,6 +967,9 @@ impl FileSystem {
                     }
                 }
                 g.remove(i);
+                if g.is_empty() {
+                    self.any_guest_mount.store(false, Ordering::Release);
+                }
                 Ok(())
             }
             None if self.mounts.iter().any(|m| m.path == path)
@@ -953,17 +983,14 @@ impl FileSystem {
 
     /// Makes what the guest mounted at `at` read-only or writable again.
     pub fn guest_remount(&self, at: &Location, read_only: bool) -> Result<(), Errno> {
-        let path: Vec<Vec<u8>> = at.chain[1..].iter().map(|(n, _)| n.clone()).collect();
+        let path = at.names();
         let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
         match g.iter_mut().rev().find(|(m, _)| m.path == path) {
             // A bind of a read-only place stays read-only.
-            Some((_, ro)) if *ro == RO_LOCKED && !read_only => Err(Errno::EPERM),
-            Some((_, ro)) => {
-                *ro = if *ro == RO_LOCKED {
-                    RO_LOCKED
-                } else {
-                    u8::from(read_only)
-                };
+            Some((_, Writes::RefusedForGood)) if !read_only => Err(Errno::EPERM),
+            Some((_, Writes::RefusedForGood)) => Ok(()),
+            Some((_, w)) => {
+                *w = Writes::refused(read_only);
                 Ok(())
             }
             None => Err(Errno::EPERM),
@@ -987,7 +1014,7 @@ impl FileSystem {
                 m.path.len() <= names.len() && m.path.iter().zip(&names).all(|(a, b)| a == b)
             })
             .max_by_key(|(m, _)| m.path.len())
-            .is_some_and(|(_, ro)| *ro != 0)
+            .is_some_and(|(_, w)| *w != Writes::Allowed)
     }
 
     fn add_mount(&mut self, dest: &[u8], root: Node) -> Result<(), Errno> {
@@ -1056,11 +1083,7 @@ impl FileSystem {
         self.mounts
             .iter()
             .map(|m| {
-                let path = m.path.iter().fold(String::new(), |mut p, c| {
-                    p.push('/');
-                    p.push_str(&String::from_utf8_lossy(c));
-                    p
-                });
+                let path = names_path(&m.path);
                 let (typ, ro) = match &m.root {
                     Node::Host { h, .. } => ("bind", h.volume != Some(VolumeKind::ReadWrite)),
                     _ => ("tmpfs", false),
@@ -1073,17 +1096,13 @@ impl FileSystem {
                     .unwrap_or_else(|e| e.into_inner())
                     .iter()
                     .map(|(m, ro)| {
-                        let path = m.path.iter().fold(String::new(), |mut p, c| {
-                            p.push('/');
-                            p.push_str(&String::from_utf8_lossy(c));
-                            p
-                        });
+                        let path = names_path(&m.path);
                         let typ = match &m.root {
                             Node::Mem(_) => "tmpfs",
                             Node::Proc(_) => "proc",
                             _ => "bind",
                         };
-                        (path, typ, *ro != 0)
+                        (path, typ, *ro != Writes::Allowed)
                     }),
             )
             .collect()
@@ -1095,21 +1114,17 @@ impl FileSystem {
         let Some(l) = self.locked.get() else {
             return Vec::new();
         };
-        let path = |names: &[Vec<u8>]| {
-            names.iter().fold(String::new(), |mut p, c| {
-                p.push('/');
-                p.push_str(&String::from_utf8_lossy(c));
-                p
-            })
-        };
-        let ro = l.read_only.iter().map(|p| (path(p), LockedMount::ReadOnly));
+        let ro = l
+            .read_only
+            .iter()
+            .map(|p| (names_path(p), LockedMount::ReadOnly));
         let masks = l.masks.iter().map(|m| {
             let kind = if m.root.is_dir() {
                 LockedMount::MaskedDir
             } else {
                 LockedMount::MaskedFile
             };
-            (path(&m.path), kind)
+            (names_path(&m.path), kind)
         });
         ro.chain(masks).collect()
     }
@@ -1193,12 +1208,9 @@ impl FileSystem {
                 Err(e) => Err(e),
             }
         };
-        let names_of = |loc: &Location| -> Vec<Vec<u8>> {
-            loc.chain[1..].iter().map(|(n, _)| n.clone()).collect()
-        };
         for p in read_only {
             match canonical(p)? {
-                Some(loc) => locked.read_only.push(names_of(&loc)),
+                Some(loc) => locked.read_only.push(loc.names()),
                 None => skipped.push(p.clone()),
             }
         }
@@ -1207,7 +1219,7 @@ impl FileSystem {
                 skipped.push(p.clone());
                 continue;
             };
-            let (names, node) = (names_of(&loc), loc.node().clone());
+            let (names, node) = (loc.names(), loc.node().clone());
             if names.is_empty() {
                 // (the root cannot be covered: it is where walks start)
                 return Err(Errno::EINVAL);
