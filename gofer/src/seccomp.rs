@@ -277,7 +277,8 @@ impl Policy {
 /// exit. In read-only mode no call that modifies a file is allowed at all,
 /// `openat` only without write access, `O_CREAT` or `O_TRUNC`, and `openat2`
 /// (whose flags a filter cannot see) fails with ENOSYS so the server falls
-/// back to `openat`. `mknodat` can make only regular files and FIFOs.
+/// back to `openat`. `mknodat` can make only regular files, FIFOs and
+/// (unbound) socket inodes.
 /// inotify watches (for volumes the guest watches) are allowed only with
 /// `IN_DONT_FOLLOW`, and `fchdir` (to a held descriptor) is what makes
 /// their path relative to an object the gofer already holds.
@@ -364,7 +365,7 @@ pub fn gofer_policy(read_only: bool) -> Policy {
             ]
             .map(Rule::allow),
         );
-        for kind in [S_IFREG, S_IFIFO] {
+        for kind in [S_IFREG, S_IFIFO, S_IFSOCK] {
             rules.push(Rule::allow_if(
                 SYS_mknodat,
                 2,
@@ -431,8 +432,12 @@ mod tests {
         assert_eq!(run(&p, libc::SYS_mmap, [0, 4096, 3, 0, 0, 0]), ALLOW);
         assert_eq!(run(&p, libc::SYS_mmap, [0, 4096, exec | 1, 0, 0, 0]), KILL);
         assert_eq!(run(&p, libc::SYS_mprotect, [0, 4096, exec, 0, 0, 0]), KILL);
-        // Only regular files and FIFOs.
+        // Only regular files, FIFOs and socket inodes.
         let m = |t: u32| u64::from(t | 0o644);
+        assert_eq!(
+            run(&p, libc::SYS_mknodat, [0, 0, m(libc::S_IFSOCK), 0, 0, 0]),
+            ALLOW
+        );
         assert_eq!(
             run(&p, libc::SYS_mknodat, [0, 0, m(libc::S_IFIFO), 0, 0, 0]),
             ALLOW

@@ -135,7 +135,20 @@ pub struct Runtime {
     /// `sandbox`: the netstack, whose relays reach what the rules allow
     /// from that namespace. `none`: loopback only.
     pub network: Network,
+    /// `--overlay`: a writable root's writes go to an in-memory layer and
+    /// the bundle's rootfs stays as it was (else they reach it, as under
+    /// runc)
+    pub overlay: bool,
 }
+
+/// How long `start` waits at most for the guest's first program to set
+/// itself up (see [`Runtime::start`]).
+const START_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The annotation `state` adds to say where the guest's writes to its
+/// root go: `rootfs` (the bundle's, as under runc), `memory` (`--overlay`)
+/// or `read-only` (`root.readonly`).
+pub const ROOT_ANNOTATION: &str = "dev.ferrovisor.root-writes";
 
 /// The log line of a container with `--network host`.
 const HOST_NETWORK_WARNING: &str = "--network host: the guest's TCP and UDP sockets are host \
@@ -362,6 +375,9 @@ impl Runtime {
         }
         // The boot process checks them again, as it does the bundle.
         cmd.args(self.network.to_args());
+        if self.overlay {
+            cmd.arg("--overlay");
+        }
         cmd.arg("boot")
             .arg("--bundle")
             .arg(bundle)
@@ -536,7 +552,16 @@ impl Runtime {
             rootfs: plan.rootfs.clone(),
             created: state::rfc3339(std::time::SystemTime::now()),
             owner: sys::ids().0,
-            annotations: plan.annotations.clone(),
+            annotations: {
+                let mut a = plan.annotations.clone();
+                let writes = match (plan.readonly, self.overlay) {
+                    (true, _) => "read-only",
+                    (false, true) => "memory",
+                    (false, false) => "rootfs",
+                };
+                a.insert(ROOT_ANNOTATION.into(), writes.into());
+                a
+            },
             exit_status: None,
             kill_signal: None,
             cgroup: cgroup.cloned(),
@@ -596,10 +621,28 @@ impl Runtime {
             _ => return Err(Error::BootDied(id.into())),
         }
         let _ = std::fs::remove_file(&fifo_path);
+        // The sandbox starts only now (the Sentry, then the guest's first
+        // program): returning before that program has set itself up would
+        // let a `kill` right after `start` find no handler and be dropped,
+        // where under runc the program is running by then. The boot
+        // process writes a second byte when the program first waits for
+        // something (or ends); a program that computes without waiting
+        // is left to it after a while. The boot process takes the state's
+        // lock as it starts: it is let go first.
         locked.advance(Status::Running)?;
+        let record = locked.record();
+        drop(locked);
+        let settled_by = std::time::Instant::now() + START_SETTLE;
+        while let Some(left) = settled_by.checked_duration_since(std::time::Instant::now()) {
+            let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
+            match sys::poll_readable(fifo.as_fd(), ms.min(100)) {
+                Ok(false) if record.as_ref().is_ok_and(Record::sandbox_alive) => {}
+                _ => break,
+            }
+        }
         tracing::info!("container {id} started");
         // A failed poststart hook is only logged (runtime spec, "Lifecycle").
-        if let Ok(record) = locked.record() {
+        if let Ok(record) = record {
             self.run_hooks(&record, "poststart", |h| h.poststart());
         }
         Ok(())
@@ -1230,7 +1273,14 @@ impl Runtime {
 /// The boot process: runs container `id` from `bundle` and returns the exit
 /// status to exit with. Reports readiness (or the reason it cannot run) to
 /// `create` on `ready_fd`.
-pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &Network) -> i32 {
+pub fn boot(
+    state: &StateDir,
+    id: &str,
+    bundle: &Path,
+    ready_fd: i32,
+    network: &Network,
+    overlay: bool,
+) -> i32 {
     let mut ready = match sys::inherited_fd(ready_fd) {
         Ok(fd) => std::fs::File::from(fd),
         Err(e) => {
@@ -1255,11 +1305,14 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
     let released = std::fs::OpenOptions::new()
         .write(true)
         .open(&fifo)
-        .and_then(|mut f| f.write_all(b"0"));
-    if let Err(e) = released {
-        tracing::error!("container {id}: waiting for start: {e}");
-        return 1;
-    }
+        .and_then(|mut f| f.write_all(b"0").map(|()| f));
+    let mut released = match released {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!("container {id}: waiting for start: {e}");
+            return 1;
+        }
+    };
     // From here on, `kill` reaches the guest's first process (before start
     // it ends the boot process itself).
     if let Err(e) = sentry::hostsig::block_forwarded() {
@@ -1306,7 +1359,19 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
             }
         }
     }
-    let client = match crate::gofer_proc::spawn(&plan.rootfs) {
+    // A writable root is the bundle's rootfs itself, as under runc, unless
+    // `--overlay` keeps the writes in memory.
+    let root_writes = match (plan.readonly, overlay) {
+        (true, _) => sentry::RootWrites::ReadOnly,
+        (false, true) => sentry::RootWrites::Memory,
+        (false, false) => sentry::RootWrites::Host,
+    };
+    let spawned = if root_writes == sentry::RootWrites::Host {
+        crate::gofer_proc::spawn_writable(&plan.rootfs)
+    } else {
+        crate::gofer_proc::spawn(&plan.rootfs)
+    };
+    let client = match spawned {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ferrovisor: {e}");
@@ -1382,7 +1447,10 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
     let config = sentry::SandboxConfig {
         root: client,
         _marker: std::marker::PhantomData,
-        writable_root: !plan.readonly,
+        root_writes,
+        // What config.json mounts, and only that, as under runc: `/tmp`
+        // is the root's.
+        tmpfs_tmp: false,
         argv: plan.argv.into_iter().map(String::into_bytes).collect(),
         envp: plan.env.into_iter().map(String::into_bytes).collect(),
         cwd: plan.cwd.into_bytes(),
@@ -1395,6 +1463,10 @@ pub fn boot(state: &StateDir, id: &str, bundle: &Path, ready_fd: i32, network: &
         host_network: network.is_host(),
         interfaces,
         builtin_init: false,
+        // `start` waits for this second byte (or the FIFO's end).
+        on_settled: Some(sentry::SettleHook(Box::new(move || {
+            let _ = released.write_all(b"1");
+        }))),
         on_start: Some(sentry::StartHook(Box::new({
             let id = id.to_owned();
             move |kernel| {
@@ -1663,7 +1735,7 @@ fn sandbox_cgroup(id: &str, scope: &str, plan: &oci::Plan) -> Result<Option<Cgro
 /// namespaces; memory, CPU and pids limits through a cgroupfs cgroup (v1 or
 /// v2, not systemd); no seccomp, AppArmor or SELinux applied to the guest;
 /// namespaces emulated by the Sentry.
-pub fn features() -> serde_json::Value {
+pub fn features(overlay: bool) -> serde_json::Value {
     serde_json::json!({
         "ociVersionMin": "1.0.0",
         "ociVersionMax": oci_spec::runtime::VERSION,
@@ -1677,7 +1749,8 @@ pub fn features() -> serde_json::Value {
             "selinux": { "enabled": false },
             "intelRdt": { "enabled": false },
         },
-        "annotations": {},
+        // Where a writable root's writes go with these global flags.
+        "annotations": { ROOT_ANNOTATION: if overlay { "memory" } else { "rootfs" } },
     })
 }
 

@@ -50,6 +50,11 @@ pub fn spawn(root: &Path) -> Result<gofer::client::Client, Error> {
     spawn_gofer(root, None, true)
 }
 
+/// [`spawn`], writable: a container's rootfs that the guest writes to.
+pub fn spawn_writable(root: &Path) -> Result<gofer::client::Client, Error> {
+    spawn_gofer(root, None, false)
+}
+
 /// Spawns a gofer for a volume: a host directory, or a single host file
 /// (the gofer then serves that file and nothing else of its directory).
 pub fn spawn_volume(source: &Path, read_only: bool) -> Result<gofer::client::Client, Error> {

@@ -63,6 +63,12 @@ struct Cli {
     allow_host: Vec<String>,
     #[command(flatten)]
     egress: EgressFlags,
+    /// Containers' writes to a writable root go to an in-memory layer,
+    /// leaving the bundle's rootfs as it was (runsc's
+    /// --overlay2=root:memory); without it they reach the rootfs, as under
+    /// runc.
+    #[arg(long)]
+    overlay: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -984,7 +990,12 @@ fn run_do(args: DoArgs) -> ExitCode {
     let config = sentry::SandboxConfig {
         root: client,
         _marker: std::marker::PhantomData,
-        writable_root: args.overlay,
+        root_writes: if args.overlay {
+            sentry::RootWrites::Memory
+        } else {
+            sentry::RootWrites::ReadOnly
+        },
+        tmpfs_tmp: true,
         argv: args
             .command
             .into_iter()
@@ -1013,6 +1024,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         host_network,
         interfaces: host_interfaces,
         builtin_init: args.init,
+        on_settled: None,
         on_start: {
             let timeouts = runsc_shim::control::Timeouts {
                 timeout: args.timeout,
@@ -1237,6 +1249,7 @@ fn main() -> ExitCode {
         log_format: format,
         debug: cli.debug,
         network,
+        overlay: cli.overlay,
     };
     match cli.command {
         Command::Do(args) => run_do(args),
@@ -1277,6 +1290,7 @@ fn main() -> ExitCode {
                 &args.bundle,
                 args.ready_fd,
                 &rt.network,
+                rt.overlay,
             );
             ExitCode::from(code as u8)
         }
@@ -1441,7 +1455,7 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
             let code = rt.wait(&a.id)?;
             print_json(&serde_json::json!({ "id": a.id, "exitStatus": code }))?;
         }
-        Command::Features => print_json(&container::features())?,
+        Command::Features => print_json(&container::features(rt.overlay))?,
         Command::Update(a) => {
             let egress = runsc_shim::control::EgressUpdate {
                 allow: a.allow_host.clone(),

@@ -608,7 +608,7 @@ fn plan_mount(
 const STANDARD_MOUNTS: &[(&str, &[&str])] = &[
     ("proc", &["/proc"]),
     ("sysfs", &["/sys"]),
-    ("tmpfs", &["/dev", "/dev/shm", "/tmp", "/run"]),
+    ("tmpfs", &["/dev", "/dev/shm"]),
     ("devpts", &["/dev/pts"]),
     ("mqueue", &["/dev/mqueue"]),
     ("cgroup", &["/sys/fs/cgroup"]),

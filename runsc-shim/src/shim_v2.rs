@@ -136,6 +136,14 @@ pub enum ConfigError {
         /// what it is instead
         what: String,
     },
+    /// a key that takes `true` or `false`
+    #[error("{key}: must be true or false, not {what}")]
+    NotBool {
+        /// the key
+        key: String,
+        /// what it is instead
+        what: String,
+    },
     /// a key other than [`RUNTIME_CONFIG_KEYS`]
     #[error("unknown key `{0}` (only {RUNTIME_CONFIG_KEYS} are supported)")]
     UnknownKey(String),
@@ -383,6 +391,7 @@ fn runtime(bundle: &Path, namespace: &str, exe: PathBuf) -> Runtime {
         // The runtime config file's `network` and allow rules set it (see
         // `RuntimeConfig`).
         network: Network::None,
+        overlay: false,
     }
 }
 
@@ -415,17 +424,20 @@ fn config_path_of(encoded: &[u8]) -> Result<Option<PathBuf>, OptionsError> {
 /// runsc flags. Only `network = "none" | "sandbox" | "host"`,
 /// `allow_cidr = ["CIDR[:PORT]", ...]`, `allow_host = ["DOMAIN", ...]`,
 /// `allow_http = ["HOST:METHODS", ...]`, `secret = ["NAME=@FILE:HOSTS",
-/// ...]` and `egress_log = "FILE"` (the global flags of the same names,
-/// with their checks and meaning) for now; any other key is refused.
+/// ...]`, `egress_log = "FILE"` and `overlay = true` (the global flags of
+/// the same names, with their checks and meaning) for now; any other key is
+/// refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct RuntimeConfig {
     /// the containers' network and its allow rules
     network: Network,
+    /// `--overlay`: a writable root's writes stay in memory
+    overlay: bool,
 }
 
 /// The keys [`RuntimeConfig`] takes.
 const RUNTIME_CONFIG_KEYS: &str =
-    "`network`, `allow_cidr`, `allow_host`, `allow_http`, `secret` and `egress_log`";
+    "`network`, `allow_cidr`, `allow_host`, `allow_http`, `secret`, `egress_log` and `overlay`";
 
 impl RuntimeConfig {
     /// Reads and parses the file at `path`; errors are one line naming it.
@@ -458,8 +470,15 @@ impl RuntimeConfig {
         let mut mode = None;
         let (mut allow_cidr, mut allow_host) = (Vec::new(), Vec::new());
         let mut extras = network::Extras::default();
+        let mut overlay = false;
         for (key, item) in doc.as_table().iter() {
             match key {
+                "overlay" => {
+                    overlay = item.as_bool().ok_or_else(|| ConfigError::NotBool {
+                        key: key.to_owned(),
+                        what: what(item),
+                    })?;
+                }
                 "network" => {
                     mode = Some(
                         item.as_str()
@@ -500,7 +519,7 @@ impl RuntimeConfig {
         let network = Network::new(mode, allow_cidr, allow_host, Spelling::ConfigFile)?
             .with_extras(extras)
             .map_err(ConfigError::Egress)?;
-        Ok(RuntimeConfig { network })
+        Ok(RuntimeConfig { network, overlay })
     }
 }
 
@@ -780,6 +799,7 @@ impl Service {
             rt.state = StateDir::new(r);
         }
         rt.network = config.network;
+        rt.overlay = config.overlay;
 
         let rootfs = bundle.join("rootfs");
         let mounted = !req.rootfs.is_empty();
@@ -1783,6 +1803,7 @@ mod tests {
     fn runtime_config_takes_network_and_allow_rules_only() {
         let host = RuntimeConfig {
             network: Network::Host,
+            overlay: false,
         };
         assert_eq!(
             RuntimeConfig::parse("network = \"host\"\n"),
@@ -1793,12 +1814,20 @@ mod tests {
             Ok(RuntimeConfig::default())
         );
         assert_eq!(RuntimeConfig::parse(""), Ok(RuntimeConfig::default()));
+        assert_eq!(
+            RuntimeConfig::parse("overlay = true"),
+            Ok(RuntimeConfig {
+                overlay: true,
+                ..Default::default()
+            })
+        );
         let rules = |cidr: &[&str], host: &[&str]| RuntimeConfig {
             network: Network::Sandbox(network::EgressRules {
                 allow_cidr: cidr.iter().map(|s| s.to_string()).collect(),
                 allow_host: host.iter().map(|s| s.to_string()).collect(),
                 extras: Default::default(),
             }),
+            overlay: false,
         };
         assert_eq!(
             RuntimeConfig::parse(
@@ -1860,6 +1889,10 @@ mod tests {
             ("secret = [\"T=abc:a.test\"]", "never the command line"),
             ("allow_http = [\"a.test\"]", "--allow-http"),
             ("egress_log = 3", "egress_log: must be a string"),
+            (
+                "overlay = \"yes\"",
+                "overlay: must be true or false, not \"yes\"",
+            ),
             (
                 "network = \"host\"\nallow_http = [\"a.test:GET\"]",
                 "need --network sandbox",
@@ -1959,6 +1992,7 @@ mod tests {
             log_format: LogFormat::Text,
             debug: false,
             network: Network::None,
+            overlay: false,
         };
         let id = "shim-update-unit";
         // A "running" container whose sandbox is this test process.

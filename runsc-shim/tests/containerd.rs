@@ -481,7 +481,7 @@ fn shim_v2_runtime_config_sets_the_network() {
         (
             "cfg-bad",
             "network = \"host\"\nplatform = \"kvm\"\n",
-            "unknown key `platform` (only `network`, `allow_cidr`, `allow_host`, `allow_http`, `secret` and `egress_log` are supported)",
+            "unknown key `platform` (only `network`, `allow_cidr`, `allow_host`, `allow_http`, `secret`, `egress_log` and `overlay` are supported)",
         ),
         (
             "cfg-bad-rule",

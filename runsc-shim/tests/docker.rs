@@ -175,6 +175,29 @@ impl Docker {
         out.stdout
     }
 
+    /// `docker run -d` of `sh -c SCRIPT` in ferrovisor, without a network;
+    /// the container's id, removed on drop.
+    fn run_detached(&mut self, script: &str) -> String {
+        let id = self
+            .ok(&[
+                "run",
+                "-d",
+                "--runtime",
+                "ferrovisor",
+                "--network",
+                "none",
+                IMAGE,
+                "sh",
+                "-c",
+                script,
+            ])
+            .trim()
+            .to_string();
+        assert!(!id.is_empty(), "docker run -d printed the id");
+        self.ids.push(id.clone());
+        id
+    }
+
     fn load(&self) {
         let archive = build_docker_archive(self.dir(), IMAGE);
         let out = self.ok(&["load", "-i", &archive.to_string_lossy()]);
@@ -272,23 +295,7 @@ fn docker_runs_containers_in_ferrovisor() {
     );
 
     // A detached one: exec, logs, stop, rm.
-    let id = d
-        .ok(&[
-            "run",
-            "-d",
-            "--runtime",
-            "ferrovisor",
-            "--network",
-            "none",
-            IMAGE,
-            "sh",
-            "-c",
-            "echo started; sleep 1000",
-        ])
-        .trim()
-        .to_string();
-    assert!(!id.is_empty(), "docker run -d printed the id");
-    d.ids.push(id.clone());
+    let id = d.run_detached("echo started; sleep 1000");
     let state = d.ok(&["inspect", "--format", "{{.State.Status}}", &id]);
     assert_eq!(state.trim(), "running", "{state}");
     let out = d.ok(&["exec", &id, "sh", "-c", "echo from exec"]);
@@ -366,4 +373,87 @@ fn docker_run_user_and_group_add_as_runc() {
             assert_eq!(d.ok(&args), want, "{runtime} with {flags:?}");
         }
     }
+}
+
+/// What a container writes is in its rootfs, where the engine looks: `docker
+/// cp` out of (and into) files the container wrote, `/tmp` included,
+/// `docker diff`, `docker commit` and a run of the new image; `--read-only`
+/// makes `/tmp` read-only unless a `--tmpfs` says otherwise; a signal sent
+/// right after `docker run -d` reaches the program's handler. Each as under
+/// runc, where runc is installed.
+#[test]
+fn docker_sees_what_the_container_wrote_as_with_runc() {
+    let Some(mut d) = Docker::start("docker-rootfs") else {
+        return;
+    };
+    d.load();
+    let id = d.run_detached(
+        "echo data > /tmp/made; echo top > /made; mkdir /dir; touch /ready; sleep 1000",
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while d.docker(&["exec", &id, "test", "-f", "/ready"]).status != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the container never wrote /ready"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out_dir = d.dir().join("copied");
+    std::fs::create_dir_all(&out_dir).expect("mkdir copied");
+    let dest = out_dir.to_string_lossy().into_owned();
+    d.ok(&["cp", &format!("{id}:/tmp/made"), &dest]);
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("made")).expect("copied out"),
+        "data\n"
+    );
+    let host_file = out_dir.join("in");
+    std::fs::write(&host_file, "from the host\n").expect("write in");
+    d.ok(&["cp", &host_file.to_string_lossy(), &format!("{id}:/tmp/in")]);
+    assert_eq!(d.ok(&["exec", &id, "cat", "/tmp/in"]), "from the host\n");
+    let diff = d.ok(&["diff", &id]);
+    for line in ["A /made", "A /dir", "C /tmp", "A /tmp/made", "A /tmp/in"] {
+        assert!(
+            diff.lines().any(|l| l == line),
+            "{line} in docker diff:\n{diff}"
+        );
+    }
+    d.ok(&["commit", &id, "ferrovisor-committed:test"]);
+    let out = d.ok(&[
+        "run",
+        "--rm",
+        "--runtime",
+        "ferrovisor",
+        "--network",
+        "none",
+        "ferrovisor-committed:test",
+        "cat",
+        "/made",
+        "/tmp/made",
+    ]);
+    assert_eq!(out, "top\ndata\n");
+    d.ok(&["rm", "--force", &id]);
+    d.ids.clear();
+
+    let runc = ["/usr/local/sbin/runc", "/usr/sbin/runc", "/usr/bin/runc"]
+        .iter()
+        .any(|p| Path::new(p).is_file());
+    let read_only: [(&[&str], &str); 2] = [
+        (&["--read-only"], "touch: /tmp/x: Read-only file system\n"),
+        (&["--read-only", "--tmpfs", "/tmp"], "written\n"),
+    ];
+    for (flags, want) in read_only {
+        for runtime in ["ferrovisor", "runc"].iter().take(1 + usize::from(runc)) {
+            let mut args = vec!["run", "--rm", "--runtime", runtime, "--network", "none"];
+            args.extend(flags);
+            args.extend([IMAGE, "sh", "-c", "touch /tmp/x 2>&1 && echo written; true"]);
+            assert_eq!(d.ok(&args), want, "{runtime} with {flags:?}");
+        }
+    }
+
+    // The handler is set up by the time `docker run -d` returns.
+    let id = d.run_detached("trap 'echo got TERM; exit 7' TERM; sleep 1000 & wait");
+    d.ok(&["kill", "--signal", "TERM", &id]);
+    let out = run(d.command(&["wait", &id]), None, Duration::from_secs(20));
+    assert_eq!(out.stdout.trim(), "7", "docker wait: {out:?}");
+    assert_eq!(d.ok(&["logs", &id]), "got TERM\n");
 }

@@ -60,6 +60,10 @@ impl World {
         for a in APPLETS {
             symlink("busybox", bin.join(a)).expect("applet symlink");
         }
+        // As an image has it: the sandbox adds no /tmp of its own.
+        let tmp = bundle.join("rootfs/tmp");
+        std::fs::create_dir(&tmp).expect("mkdir rootfs/tmp");
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).expect("chmod tmp");
         let w = World {
             dir,
             ids: Vec::new(),
@@ -1305,7 +1309,8 @@ fn exec_runs_a_second_program_in_the_running_sandbox() {
     // /tmp; an exec'd program sees it (same sandbox), gets its arguments,
     // environment, working directory and stdio, and its status comes back.
     let mut w = World::new("exec", |v| {
-        set_args(v, &["sh", "-c", "echo inside > /tmp/mark; exec sleep 1000"])
+        set_args(v, &["sh", "-c", "echo inside > /tmp/mark; exec sleep 1000"]);
+        writable_root(v);
     });
     assert_eq!(w.create("e1").status, 0);
     assert_eq!(w.cli(&["start", "e1"]).status, 0);
@@ -1550,26 +1555,27 @@ fn a_memory_limit_holds_the_whole_sandbox() {
     if !host_cgroups() {
         return;
     }
-    // 128 MiB into the guest's /tmp: memory of the Sentry's, so of the
+    // 128 MiB into the guest's /dev/shm: memory of the Sentry's, so of the
     // sandbox's cgroup.
     let fill = [
         "sh",
         "-c",
-        "dd if=/dev/zero of=/tmp/big bs=1M count=128 2>/dev/null; echo wrote $?",
+        "dd if=/dev/zero of=/dev/shm/big bs=1M count=128 2>/dev/null; echo wrote $?",
     ];
     let mut free = World::new("nomemlimit", |v| set_args(v, &fill));
     let out = free.run_to_success("m0");
     assert_eq!(out, "wrote 0\n");
 
-    // Under a 64 MiB limit the guest sees 64 MiB of memory, and /tmp holds
+    // Under a 64 MiB limit the guest sees 64 MiB of memory, and /dev/shm holds
     // half of it, as Linux sizes a tmpfs: the same fill ends in ENOSPC at
     // 32 MiB and the sandbox carries on (issue 4 point 7).
     let tmpfs_fill = [
         "sh",
         "-c",
         "grep MemTotal /proc/meminfo; \
-         dd if=/dev/zero of=/tmp/big bs=1M count=128 2>&1 | grep -o 'No space left on device'; \
-         ls -l /tmp/big | awk '{print $5}'; rm /tmp/big; echo alive > /tmp/ok; cat /tmp/ok",
+         dd if=/dev/zero of=/dev/shm/big bs=1M count=128 2>&1 | grep -o 'No space left on device'; \
+         ls -l /dev/shm/big | awk '{print $5}'; rm /dev/shm/big; echo alive > /dev/shm/ok; \
+         cat /dev/shm/ok",
     ];
     let mut w = World::new("memlimit-tmpfs", |v| {
         set_args(v, &tmpfs_fill);
@@ -1889,9 +1895,16 @@ fn delete_force_of_a_paused_container() {
 /// for the sandbox `pid`.
 /// A bundle running `sh -c script` with a 256 MiB memory limit and a pids
 /// limit of 100, for the `update` tests.
+/// The root writable (runc's default spec makes it read-only): the guest's
+/// writes reach the bundle's rootfs.
+fn writable_root(v: &mut Value) {
+    v["root"]["readonly"] = false.into();
+}
+
 fn limited_world(tag: &str, script: &str) -> World {
     World::new(tag, |v| {
         set_args(v, &["sh", "-c", script]);
+        writable_root(v);
         v["linux"]["resources"] = serde_json::json!({
             "memory": {"limit": 256 << 20},
             "pids": {"limit": 100}});
@@ -3369,6 +3382,7 @@ fn masked_and_read_only_paths_hold_like_runc() {
 #[test]
 fn umask_of_the_process_is_honoured() {
     let mut w = World::new("umask", |v| {
+        writable_root(v);
         set_args(
             v,
             &[
@@ -3450,6 +3464,7 @@ int main(void)
 #[test]
 fn sysctls_are_applied_or_refused_by_name() {
     let w = World::new("sysctl", |v| {
+        writable_root(v);
         set_args(
             v,
             &[
@@ -3779,4 +3794,112 @@ fn network_sandbox_takes_secrets_and_logs_each_connection() {
             .is_some_and(|r| r.starts_with("cidr")),
         "{text}"
     );
+}
+
+/// A writable root is the bundle's rootfs, as under runc: what the guest
+/// writes (in `/tmp` too) is on the host afterwards, owned by the guest's
+/// user, and `state` says so. With `--overlay` the writes stay in memory
+/// and the rootfs is as it was.
+#[test]
+fn a_writable_root_is_the_bundles_rootfs_unless_overlay() {
+    let script = "echo top > /top; echo tmp > /tmp/t; cat /top /tmp/t; sleep 1000";
+    let mut w = World::new("rootfs", |v| {
+        set_args(v, &["sh", "-c", script]);
+        writable_root(v);
+        v["process"]["user"] = serde_json::json!({"uid": 1000, "gid": 1000});
+    });
+    let rootfs = w.bundle().join("rootfs");
+    std::fs::set_permissions(&rootfs, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let annotation = |w: &World, id: &str| {
+        w.state(id)["annotations"]["dev.ferrovisor.root-writes"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    let runtimes = [("ferrovisor", FERROVISOR.to_owned())]
+        .into_iter()
+        .chain(runc_binary().map(|b| ("runc", b)));
+    for (runtime, bin) in runtimes {
+        let id = format!("rw-{runtime}");
+        assert_eq!(w.create_of(&bin, &[], &id).status, 0, "{runtime}: create");
+        assert_eq!(
+            w.cli_of(&bin, &["start", &id]).status,
+            0,
+            "{runtime}: start"
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while w.container_stdout(&id) != "top\ntmp\n" {
+            assert!(
+                Instant::now() < deadline,
+                "{runtime}: {:?} {:?}",
+                w.container_stdout(&id),
+                w.container_stderr(&id)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for (path, text) in [("top", "top\n"), ("tmp/t", "tmp\n")] {
+            let p = rootfs.join(path);
+            assert_eq!(
+                std::fs::read_to_string(&p).ok().as_deref(),
+                Some(text),
+                "{runtime}: {path}"
+            );
+            let meta = std::fs::metadata(&p).expect("stat");
+            assert_eq!((meta.uid(), meta.gid()), (1000, 1000), "{runtime}: {path}");
+            std::fs::remove_file(p).expect("rm");
+        }
+        if runtime == "ferrovisor" {
+            assert_eq!(annotation(&w, &id).as_deref(), Some("rootfs"));
+        }
+        assert_eq!(w.cli_of(&bin, &["delete", "--force", &id]).status, 0);
+    }
+
+    assert_eq!(w.create_with(&["--overlay"], "rw-memory").status, 0);
+    assert_eq!(annotation(&w, "rw-memory").as_deref(), Some("memory"));
+    assert_eq!(w.cli(&["start", "rw-memory"]).status, 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while w.container_stdout("rw-memory") != "top\ntmp\n" {
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            w.container_stderr("rw-memory")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!rootfs.join("top").exists() && !rootfs.join("tmp/t").exists());
+    let features: Value =
+        serde_json::from_str(&w.cli(&["--overlay", "features"]).stdout).expect("features json");
+    assert_eq!(
+        features["annotations"]["dev.ferrovisor.root-writes"],
+        "memory"
+    );
+    let features: Value = serde_json::from_str(&w.cli(&["features"]).stdout).expect("json");
+    assert_eq!(
+        features["annotations"]["dev.ferrovisor.root-writes"],
+        "rootfs"
+    );
+}
+
+/// `kill` right after `start` reaches the handler the program sets up
+/// first thing, as under runc: `start` returns once the program is
+/// running and waits for something, not while the sandbox still boots.
+#[test]
+fn a_signal_right_after_start_reaches_the_programs_handler() {
+    let mut w = World::new("early-kill", |v| {
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                "trap 'echo got TERM; exit 7' TERM; sleep 1000 & wait",
+            ],
+        );
+    });
+    for round in 0..3 {
+        let id = format!("ek{round}");
+        assert_eq!(w.create(&id).status, 0, "create");
+        assert_eq!(w.cli(&["start", &id]).status, 0, "start");
+        assert_eq!(w.cli(&["kill", &id, "TERM"]).status, 0, "kill");
+        assert_eq!(w.wait(&id), 7, "{id}: {}", w.container_stderr(&id));
+        assert_eq!(w.container_stdout(&id), "got TERM\n");
+    }
 }

@@ -271,6 +271,64 @@ fn nothing_in_a_volume_leads_out_of_the_sandbox() {
     assert!(vol.path().join("abs").is_symlink());
 }
 
+/// Unix sockets bound by path on a volume: a stream and a datagram pair
+/// reach each other, the name is a socket inode on the host, a second bind
+/// of it is `EADDRINUSE`, a closed socket's name refuses connections, and
+/// `mknod` makes a socket inode too.
+const UNIX_SOCKETS: &str = r#"
+set -eu
+cd "$D"
+python3 - <<'PY'
+import errno, os, socket, stat
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind("s")
+srv.listen(1)
+print("socket inode", stat.S_ISSOCK(os.stat("s").st_mode))
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+c.connect(os.path.abspath("s"))
+conn, _ = srv.accept()
+c.sendall(b"ping")
+print(conn.recv(4))
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).bind("s")
+except OSError as e:
+    print("second bind", errno.errorcode[e.errno])
+d1 = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+d1.bind("d")
+d2 = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+d2.sendto(b"datagram", "d")
+print(d1.recv(16))
+for s in (c, conn, srv):
+    s.close()
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect("s")
+except OSError as e:
+    print("closed", errno.errorcode[e.errno])
+os.unlink("s")
+again = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+again.bind("s")
+print("bound again")
+os.mknod("n", stat.S_IFSOCK | 0o600)
+print("mknod", stat.S_ISSOCK(os.stat("n").st_mode))
+PY
+"#;
+
+#[test]
+fn unix_sockets_bound_on_a_volume_work_by_path() {
+    let (_nat, vol, nat) = native_and_on_a_volume("unix", UNIX_SOCKETS);
+    assert!(
+        nat.stdout.contains("second bind EADDRINUSE") && nat.stdout.contains("closed ECONNREFUSED"),
+        "{nat:?}"
+    );
+    // On the host, the sandbox's socket is an inode bound to nothing.
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::symlink_metadata(vol.path().join("s")).expect("stat s");
+    assert!(meta.file_type().is_socket(), "{meta:?}");
+    let refused = std::os::unix::net::UnixStream::connect(vol.path().join("s"))
+        .expect_err("a host connect reaches nothing");
+    assert_eq!(refused.raw_os_error(), Some(libc::ECONNREFUSED));
+}
+
 /// SQLite in WAL mode on `$D`: its `-shm` index is a file mapped
 /// `MAP_SHARED` read-write by every connection. One process keeps a
 /// connection open while another writes (so the index is live and shared

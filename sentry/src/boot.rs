@@ -17,6 +17,7 @@ use crate::kernel::{
 };
 use crate::mm::memfile::MemoryFile;
 use crate::vfs::FileSystem;
+pub use crate::vfs::RootWrites;
 
 /// What to run and how.
 #[derive(Debug)]
@@ -26,8 +27,12 @@ pub struct SandboxConfig<'a> {
     pub root: gofer::client::Client,
     /// ties the config to the caller's borrows (none today)
     pub _marker: std::marker::PhantomData<&'a ()>,
-    /// writes to the root land in an in-memory overlay (else `EROFS`)
-    pub writable_root: bool,
+    /// what the guest's writes to the root do
+    pub root_writes: RootWrites,
+    /// `/tmp` and `/run` are tmpfs of the sandbox's own (`do`), or the
+    /// root's own directories (OCI: what `config.json` mounts, and nothing
+    /// else, is mounted, as under runc)
+    pub tmpfs_tmp: bool,
     /// the command and its arguments (`argv[0]` is looked up in PATH when
     /// it has no `/`); unused with `builtin_init`
     pub argv: Vec<Vec<u8>>,
@@ -59,6 +64,12 @@ pub struct SandboxConfig<'a> {
     /// called once the sandbox exists, before its first process runs (the
     /// OCI runtime serves `exec` from it)
     pub on_start: Option<StartHook>,
+    /// called once the first process has started: the first time its main
+    /// thread blocks (a program that handles signals has installed its
+    /// handlers by then), or when it ends (the OCI runtime's `start`
+    /// returns then, so that a signal sent right after it is not dropped
+    /// for want of a handler not yet installed)
+    pub on_settled: Option<SettleHook>,
     /// file systems mounted over paths of the root, in order
     pub mounts: Vec<Mount>,
     /// uid and gid of the first process; the Sentry's own when `None`
@@ -133,6 +144,15 @@ impl fmt::Debug for StartHook {
     }
 }
 
+/// See [`SandboxConfig::on_settled`].
+pub struct SettleHook(pub Box<dyn FnOnce() + Send>);
+
+impl fmt::Debug for SettleHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SettleHook")
+    }
+}
+
 /// Builds a sandbox and runs `config.argv` in it to completion.
 ///
 /// `make_platform` receives the memory file descriptor and returns the
@@ -162,7 +182,8 @@ where
     let mut fs = FileSystem::new(
         config.root,
         memory.clone(),
-        config.writable_root,
+        config.root_writes,
+        config.tmpfs_tmp,
         total_memory,
     )
     .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
@@ -372,12 +393,21 @@ where
         let resize = c.clone();
         let _ = kernel.on_winch.set(Box::new(move || resize.resize()));
     }
+    let settled = Arc::new(Mutex::new(config.on_settled));
+    {
+        use crate::kernel::wait::Sleeper;
+        let settled = settled.clone();
+        task.thread
+            .waiter()
+            .on_first_sleep(Box::new(move || settle(&settled)));
+    }
     // Only now is there a first process to hand host signals to; those that
     // came before stay pending (blocked) until the forwarder takes them.
     crate::kernel::hostsig::start_forwarder(Arc::downgrade(&kernel), host_signals);
     // Init's other threads may still run: the sandbox ends when the whole
     // process has.
     let status = run_process(task);
+    settle(&settled);
     // Init has exited: like a PID namespace's init, it takes every other
     // process with it.
     kernel.kill_all();
@@ -393,6 +423,14 @@ where
         }
     }
     Ok(status)
+}
+
+/// Calls [`SandboxConfig::on_settled`], the first time only.
+fn settle(hook: &Mutex<Option<SettleHook>>) {
+    let f = crate::sync::Locked::locked(hook).take();
+    if let Some(SettleHook(f)) = f {
+        f();
+    }
 }
 
 /// The sandbox's terminal and an open description of its slave

@@ -20,7 +20,7 @@ pub const SHIM: &str = env!("CARGO_BIN_EXE_containerd-shim-ferrovisor-v1");
 pub const TIMEOUT: Duration = Duration::from_secs(120);
 pub const IMAGE: &str = "docker.io/library/ferrovisor-busybox:test";
 pub const APPLETS: &[&str] = &[
-    "sh", "echo", "cat", "true", "false", "sleep", "ls", "env", "id",
+    "sh", "echo", "cat", "true", "false", "sleep", "ls", "env", "id", "mkdir", "touch", "test",
 ];
 /// The containerd configuration the Kubernetes guide gives, with the path of
 /// the ferrovisor binary to substitute.

@@ -1065,7 +1065,7 @@ impl ProcFs {
                 let root = fs.locked().root.path();
                 let k = self.kernel()?;
                 let (root_opt, extra, locked) = (
-                    if k.fs.overlay { "rw" } else { "ro" },
+                    if k.fs.root_writable() { "rw" } else { "ro" },
                     k.fs.mount_list(),
                     k.fs.locked_list(),
                 );

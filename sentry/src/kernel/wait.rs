@@ -34,6 +34,17 @@ struct WaiterState {
     /// in [`Waiter::sleep`]: only then does a wake need the condition
     /// variable (and its system call)
     sleeping: bool,
+    /// called before the first real sleep (see [`Waiter::on_first_sleep`])
+    on_sleep: Option<OnSleep>,
+}
+
+/// A call made once, the first time a waiter sleeps.
+struct OnSleep(Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for OnSleep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnSleep")
+    }
 }
 
 impl Waiter {
@@ -58,10 +69,24 @@ impl Waiter {
         }
     }
 
+    /// Calls `f` (on the sleeping thread, before it sleeps) the first time
+    /// this waiter really sleeps: the sandbox's runtime learns that the
+    /// first process is done starting and waits for something.
+    pub fn on_first_sleep(&self, f: Box<dyn FnOnce() + Send>) {
+        self.state.locked().on_sleep = Some(OnSleep(f));
+    }
+
     /// Sleeps until woken (since the last [`Waiter::prepare`]) or until
     /// `deadline`; whether it was woken.
     pub fn sleep(&self, deadline: Option<Instant>) -> bool {
         let mut s = self.state.locked();
+        if !s.woken {
+            if let Some(OnSleep(f)) = s.on_sleep.take() {
+                drop(s);
+                f();
+                s = self.state.locked();
+            }
+        }
         while !s.woken {
             s.sleeping = true;
             s = match deadline {

@@ -1066,7 +1066,7 @@ fn may_open(
 
 /// Whether the task may add or remove names in directory `dir`: write
 /// and search permission (or `CAP_DAC_OVERRIDE`).
-fn may_write_dir(task: &Task, dir: &Location) -> Result<(), Errno> {
+pub(super) fn may_write_dir(task: &Task, dir: &Location) -> Result<(), Errno> {
     let st = dir.node().stat()?;
     task.creds
         .may_access(st.mode, st.uid, st.gid, MAY_WRITE | MAY_EXEC)
@@ -1145,7 +1145,7 @@ fn cache_of(task: &Task, h: &GoferRef) -> Option<Arc<crate::mm::pagecache::FileC
 /// (dropping the result closes it), and gives it to the guest's user: the
 /// gofer makes it as its own. Best effort: a host that refuses keeps the
 /// gofer's owner.
-fn adopt(task: &Task, dir: &GoferRef, node: gofer::proto::Node) -> GoferRef {
+pub(super) fn adopt(task: &Task, dir: &GoferRef, node: gofer::proto::Node) -> GoferRef {
     let child = dir.child(node);
     let (uid, gid) = task.ids;
     if (uid, gid) != (0, 0) {
@@ -2353,8 +2353,9 @@ fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
             0 | abi::S_IFREG => abi::S_IFREG,
             abi::S_IFIFO => abi::S_IFIFO,
             abi::S_IFCHR | abi::S_IFBLK => return Err(Errno::EPERM),
-            // A socket file on the host would be a way out of the sandbox.
-            abi::S_IFSOCK => return Err(Errno::EPERM),
+            // Bound to nothing: a host process that connects is refused,
+            // and the guest's connect finds no socket of the Sentry's.
+            abi::S_IFSOCK => abi::S_IFSOCK,
             _ => return Err(Errno::EINVAL),
         };
         may_write_dir(task, &e.parent)?;

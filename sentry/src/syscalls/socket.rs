@@ -207,6 +207,13 @@ fn lookup(task: &Task, addr: &UnixAddr, kind: SockType) -> Result<Arc<UnixSocket
                         .ok_or(Errno::ECONNREFUSED),
                     _ => Err(Errno::ECONNREFUSED),
                 },
+                Node::Host { h, mode } if mode & abi::S_IFMT == abi::S_IFSOCK => h
+                    .client()
+                    .stat(h.handle())
+                    .ok()
+                    .and_then(|st| task.kernel.fs.host_socket((st.dev(), st.ino)))
+                    .and_then(|s| s.downcast::<UnixSocket>().ok())
+                    .ok_or(Errno::ECONNREFUSED),
                 _ => Err(Errno::ECONNREFUSED),
             }?;
             if target.kind != kind {
@@ -686,9 +693,6 @@ impl Socket for SocketHandle {
                 Lookup::Found(_) => return Err(Errno::EADDRINUSE),
                 Lookup::Missing { parent } => parent,
             };
-            let Some(dir) = parent.node().mem() else {
-                return Err(Errno::EROFS);
-            };
             if task.kernel.fs.read_only_at(&parent) {
                 return Err(Errno::EROFS);
             }
@@ -699,14 +703,30 @@ impl Socket for SocketHandle {
                 .to_vec();
             let mode = abi::S_IFSOCK | (0o777 & !task.fs_ctx().umask);
             let weak: std::sync::Weak<dyn std::any::Any + Send + Sync> = Arc::downgrade(sock) as _;
-            dir.create(&name, mode, task.ids, || MemKind::Socket(weak))
-                .map_err(|e| {
-                    if e == Errno::EEXIST {
-                        Errno::EADDRINUSE
-                    } else {
-                        e
-                    }
-                })?;
+            let in_use = |e| {
+                if e == Errno::EEXIST {
+                    Errno::EADDRINUSE
+                } else {
+                    e
+                }
+            };
+            match parent.node() {
+                Node::Mem(dir) => {
+                    dir.create(&name, mode, task.ids, || MemKind::Socket(weak))
+                        .map_err(in_use)?;
+                }
+                // On a host directory the inode is the host's, bound to
+                // nothing there: the socket stays the Sentry's, found by
+                // the inode's identity.
+                Node::Host { h, .. } if h.volume() == Some(crate::vfs::VolumeKind::ReadWrite) => {
+                    super::fs::may_write_dir(task, &parent)?;
+                    let node = h.client().mknod(h.handle(), &name, mode).map_err(in_use)?;
+                    let id = (node.stat.dev(), node.stat.ino);
+                    super::fs::adopt(task, h, node);
+                    task.kernel.fs.bind_host_socket(id, weak);
+                }
+                _ => return Err(Errno::EROFS),
+            }
         }
         sock.bind(addr).map(|_| 0)
     }

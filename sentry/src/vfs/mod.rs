@@ -587,6 +587,16 @@ pub struct FileSystem {
     pub upper: Arc<crate::fsimpl::tmpfs::MemInode>,
     /// writes to the root go to the upper layer (else they are `EROFS`)
     pub overlay: bool,
+    /// the root is the host directory itself, writable through its gofer
+    /// (the OCI runtime's default: the bundle's rootfs is the container's
+    /// file system, as under runc)
+    host_root: bool,
+    /// `/tmp` and `/run` are tmpfs of the sandbox's own (`do`); else they
+    /// are the root's own directories (OCI, as runc leaves them)
+    tmpfs_tmp: bool,
+    /// the guest's Unix sockets bound on host directories, by the host
+    /// identity of their inode (which is bound to nothing on the host)
+    host_sockets: Mutex<HashMap<(u64, u64), HostSocket>>,
     /// volumes and extra tmpfs mounts, covering what their path names
     mounts: Vec<MountPoint>,
     /// masked and read-only paths (OCI `linux.maskedPaths` and
@@ -739,11 +749,13 @@ impl FileSystem {
     pub fn new(
         client: gofer::client::Client,
         mf: Arc<crate::mm::memfile::MemoryFile>,
-        overlay: bool,
+        writes: RootWrites,
+        tmpfs_tmp: bool,
         total_memory: u64,
     ) -> Result<Self, Errno> {
         let client = Arc::new(client);
         let root = client.attach()?;
+        let host_root = writes == RootWrites::Host;
         use crate::fsimpl::tmpfs::MemFs;
         use crate::mm::quota::Quota;
         let size = default_tmpfs_size(total_memory);
@@ -758,23 +770,33 @@ impl FileSystem {
                 ts(st.ctime, st.ctime_nsec),
             );
         }
+        let lower = Node::Host {
+            h: Arc::new(GoferRef {
+                client,
+                handle: root.handle,
+                stat: root.stat,
+                // Written through, it is one more volume: nothing of it
+                // may be cached as unchanging.
+                volume: host_root.then_some(VolumeKind::ReadWrite),
+                file: Default::default(),
+                target: Default::default(),
+            }),
+            mode: root.stat.mode,
+        };
         Ok(FileSystem {
-            root: Node::Ovl(Arc::new(OvlDir {
-                path: Vec::new(),
-                lower: Some(Node::Host {
-                    h: Arc::new(GoferRef {
-                        client,
-                        handle: root.handle,
-                        stat: root.stat,
-                        volume: None,
-                        file: Default::default(),
-                        target: Default::default(),
-                    }),
-                    mode: root.stat.mode,
-                }),
-            })),
+            root: if host_root {
+                lower
+            } else {
+                Node::Ovl(Arc::new(OvlDir {
+                    path: Vec::new(),
+                    lower: Some(lower),
+                }))
+            },
             upper,
-            overlay,
+            overlay: writes == RootWrites::Memory,
+            host_root,
+            tmpfs_tmp,
+            host_sockets: Default::default(),
             masked_devs: Mutex::new(HashMap::new()),
             dcache: Mutex::new(HashMap::new()),
             tmp: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x10, size, 0o1777),
@@ -1345,28 +1367,51 @@ impl FileSystem {
         self.lookup_child(&loc.chain[n - 2].1, n - 2, name).ok()
     }
 
+    /// What the sandbox puts at `/NAME` over the root's own directory.
+    fn synthetic_top(&self, name: &[u8]) -> Option<Node> {
+        Some(match name {
+            b"dev" => Node::DevDir,
+            b"proc" => Node::Proc(crate::fsimpl::proc::ProcNode::Root),
+            b"sys" => Node::Proc(crate::fsimpl::proc::ProcNode::Sys(
+                crate::fsimpl::proc::SYSFS,
+            )),
+            b"tmp" if self.tmpfs_tmp => Node::Mem(self.tmp.clone()),
+            b"run" if self.tmpfs_tmp => Node::Mem(self.run.clone()),
+            _ => return None,
+        })
+    }
+
+    /// Records the socket bound to the host inode `id` (see
+    /// `host_sockets`), forgetting sockets that have closed.
+    pub fn bind_host_socket(&self, id: (u64, u64), socket: HostSocket) {
+        let mut m = self.host_sockets.locked();
+        m.retain(|_, s| s.strong_count() > 0);
+        m.insert(id, socket);
+    }
+
+    /// The open socket bound to the host inode `id`, if any.
+    pub fn host_socket(&self, id: (u64, u64)) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        self.host_sockets.locked().get(&id)?.upgrade()
+    }
+
+    /// Whether the guest's writes to its root (outside volumes and
+    /// tmpfs) are allowed: to the host directory or to the overlay.
+    pub fn root_writable(&self) -> bool {
+        self.overlay || self.host_root
+    }
+
     fn lookup_child(&self, dir: &Node, depth: usize, name: &[u8]) -> Result<Node, Errno> {
         if name.len() > NAME_MAX {
             return Err(Errno::ENAMETOOLONG);
         }
-        match dir {
-            Node::Ovl(d) => {
-                if depth == 0 {
-                    match name {
-                        b"dev" => return Ok(Node::DevDir),
-                        b"proc" => return Ok(Node::Proc(crate::fsimpl::proc::ProcNode::Root)),
-                        b"sys" => {
-                            return Ok(Node::Proc(crate::fsimpl::proc::ProcNode::Sys(
-                                crate::fsimpl::proc::SYSFS,
-                            )))
-                        }
-                        b"tmp" => return Ok(Node::Mem(self.tmp.clone())),
-                        b"run" => return Ok(Node::Mem(self.run.clone())),
-                        _ => {}
-                    }
-                }
-                self.ovl_lookup(d, depth, name)
+        // Only the root itself, not the overlay's host directory below it.
+        if depth == 0 && (matches!(dir, Node::Ovl(_)) || self.host_root) {
+            if let Some(n) = self.synthetic_top(name) {
+                return Ok(n);
             }
+        }
+        match dir {
+            Node::Ovl(d) => self.ovl_lookup(d, depth, name),
             Node::Host { h, .. } if h.volume.is_some() => self.walk_host(h, name),
             Node::Host { h, .. } => {
                 // The root the gofer serves is the container's image, which
@@ -1747,6 +1792,29 @@ impl FileSystem {
     /// lower layer's modes and owners; the file is root's, with `perm`.
     pub fn provide_file(&self, path: &[&[u8]], contents: &[u8], perm: u32) -> Result<(), Errno> {
         let (name, dirs) = path.split_last().ok_or(Errno::EINVAL)?;
+        if self.host_root {
+            // The host's directory is the container's and stays as it was:
+            // the file is bound over the path, as an engine binds its
+            // `/etc/resolv.conf`.
+            let Node::Mem(dir) = self.new_tmpfs(0o755, None) else {
+                return Err(Errno::EIO);
+            };
+            let f = dir.create(name, abi::S_IFREG | (perm & 0o7777), (0, 0), || {
+                crate::fsimpl::tmpfs::MemKind::File(Default::default())
+            })?;
+            f.write_all_at(0, contents)?;
+            let path = path.iter().map(|c| c.to_vec()).collect();
+            let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
+            g.push((
+                MountPoint {
+                    path,
+                    root: Node::Mem(f),
+                },
+                Writes::Allowed,
+            ));
+            self.any_guest_mount.store(true, Ordering::Release);
+            return Ok(());
+        }
         let mut up = self.upper.clone();
         let mut low = Some(self.root.clone());
         for (depth, dir) in dirs.iter().enumerate() {
@@ -2033,6 +2101,22 @@ pub struct GoferRef {
     stat: gofer::proto::Stat,
     /// on a volume (a host directory the user mounted), not the root
     volume: Option<VolumeKind>,
+}
+
+/// A socket of the socket layer, as the file system holds it (weakly: its
+/// last close ends it).
+pub type HostSocket = std::sync::Weak<dyn std::any::Any + Send + Sync>;
+
+/// What the guest's writes to the root file system do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RootWrites {
+    /// they are `EROFS`
+    ReadOnly,
+    /// they land in an in-memory overlay over the host directory, which
+    /// stays as it was
+    Memory,
+    /// they reach the host directory through the root's gofer
+    Host,
 }
 
 /// How a volume was mounted.
