@@ -1296,6 +1296,14 @@ pub fn boot(
             return 1;
         }
     };
+    // `linux.resources.cpu.cpus`: every thread and process the sandbox
+    // starts from here on inherits the affinity.
+    if let Some(cpus) = &plan.cpus {
+        if let Err(e) = sys::set_affinity(cpus) {
+            let _ = writeln!(ready, "linux.resources.cpu.cpus: {e}");
+            return 1;
+        }
+    }
     let _ = ready.write_all(b"ok\n");
     drop(ready);
 
@@ -1482,7 +1490,13 @@ pub fn boot(
         }))),
         mounts,
         ids: Some((plan.uid, plan.gid)),
-        privileges: plan.privileges.to_sentry(),
+        privileges: sentry::Privileges {
+            // Seen in the guest's /proc too, as runc's container sees it.
+            oom_score_adj: plan
+                .oom_score_adj
+                .map(|a| i16::try_from(a.clamp(-1000, 1000)).unwrap_or(0)),
+            ..plan.privileges.to_sentry()
+        },
         // The cgroup holds the Sentry to this; the guest learns it too, so
         // its tmpfs fill up (ENOSPC) before the sandbox is killed.
         memory_limit: plan

@@ -266,6 +266,7 @@ impl Privileges {
             // them, and runc's `HOME`.
             groups: Some(self.groups.clone()),
             default_home: true,
+            oom_score_adj: None,
         }
     }
 }

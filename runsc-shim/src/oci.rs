@@ -325,6 +325,8 @@ pub fn privileges(
 pub struct Plan {
     /// host directory that becomes the guest's root
     pub rootfs: PathBuf,
+    /// `linux.resources.cpu.cpus`: the host CPUs the sandbox runs on
+    pub cpus: Option<Vec<usize>>,
     /// `root.readonly`
     pub readonly: bool,
     /// `process.args`
@@ -440,6 +442,26 @@ const HARMLESS_MOUNT_OPTIONS: &[&str] = &[
     "strictatime",
     "noatime",
     "nodiratime",
+    "diratime",
+    "atime",
+    "nostrictatime",
+    // The recursive forms (mount_setattr(2) with AT_RECURSIVE): nothing is
+    // mounted below a mount of the sandbox's but by the guest itself.
+    "rnosuid",
+    "rnodev",
+    "rnoexec",
+    "rsuid",
+    "rdev",
+    "rexec",
+    "rrw",
+    "ratime",
+    "rnoatime",
+    "rrelatime",
+    "rnorelatime",
+    "rstrictatime",
+    "rnostrictatime",
+    "rdiratime",
+    "rnodiratime",
     "Z",
     "z",
 ];
@@ -534,7 +556,9 @@ fn plan_mount(
     let mut mode = 0o1777;
     let mut size = None;
     for o in m.options().as_deref().unwrap_or_default() {
-        if o == "ro" {
+        // `rro`: read-only with what is below, which is nothing but the
+        // guest's own mounts.
+        if o == "ro" || o == "rro" {
             read_only = true;
         } else if let (false, Some(v)) = (bind, o.strip_prefix("mode=")) {
             mode = u32::from_str_radix(v, 8).map_err(|_| {
@@ -687,7 +711,11 @@ fn limit(v: Option<i64>, name: &str) -> Result<Option<i64>, Error> {
 /// sandbox's host cgroup applies to all of the sandbox (Sentry, stubs and
 /// gofer together).
 fn resource_limits(r: &LinuxResources) -> Result<Limits, Error> {
-    only(r.memory(), "memory", &["limit", "reservation", "swap"])?;
+    only(
+        r.memory(),
+        "memory",
+        &["limit", "reservation", "swap", "disableOOMKiller"],
+    )?;
     only(r.cpu(), "cpu", &["shares", "quota", "period"])?;
     only(r.pids(), "pids", &["limit"])?;
     let memory = r.memory().as_ref();
@@ -721,6 +749,102 @@ pub fn resources(r: &LinuxResources) -> Result<Limits, Error> {
         ));
     }
     Ok(limits)
+}
+
+/// Takes `cpu.cpus` and `cpu.mems` out of `r`: the CPUs the sandbox may
+/// run on (its host threads' affinity), and memory nodes, which must be all
+/// of the host's (there is no cpuset cgroup here to hold fewer).
+fn cpu_set(r: &LinuxResources) -> Result<(Option<Vec<usize>>, LinuxResources), Error> {
+    let mut r = r.clone();
+    let Some(mut cpu) = r.cpu().clone() else {
+        return Ok((None, r));
+    };
+    let given = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
+    let list = |name: &str, text: &str| {
+        parse_cpu_list(text).ok_or_else(|| {
+            field(
+                format!("linux.resources.cpu.{name}"),
+                format!("\"{text}\": not a list such as 0-3,6"),
+            )
+        })
+    };
+    let online = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| parse_cpu_list(t.trim()))
+            .unwrap_or_else(|| vec![0])
+    };
+    let cpus = match given(cpu.cpus()) {
+        Some(text) => {
+            let set = list("cpus", &text)?;
+            let on = online("/sys/devices/system/cpu/online");
+            if let Some(c) = set.iter().find(|c| !on.contains(c)) {
+                return Err(field(
+                    "linux.resources.cpu.cpus",
+                    format!("CPU {c} is not online (online: {})", cpu_list_text(&on)),
+                ));
+            }
+            Some(set)
+        }
+        None => None,
+    };
+    if let Some(text) = given(cpu.mems()) {
+        let set = list("mems", &text)?;
+        let on = online("/sys/devices/system/node/online");
+        if set != on {
+            return Err(unsupported(
+                "linux.resources.cpu.mems",
+                format!(
+                    "memory nodes {text} of the host's {}: only all of them",
+                    cpu_list_text(&on)
+                ),
+            ));
+        }
+    }
+    cpu.set_cpus(None);
+    cpu.set_mems(None);
+    r.set_cpu(Some(cpu));
+    Ok((cpus, r))
+}
+
+/// A kernel CPU or node list (`0-3,6`), sorted, each once.
+pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let (a, b): (usize, usize) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
+            None => {
+                let n = part.trim().parse().ok()?;
+                (n, n)
+            }
+        };
+        if a > b || b >= 1 << 16 {
+            return None;
+        }
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
+/// `cpus` as a kernel list (`0-3,6`).
+fn cpu_list_text(cpus: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
 }
 
 /// Checks `ociVersion`: this runtime implements the 1.x runtime spec.
@@ -886,6 +1010,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
     let mut network_namespace_path = None;
 
     let mut limits = Limits::default();
+    let mut cpus = None;
     let mut cgroups_path = None;
     let mut sysctls = Vec::new();
     let mut masked_paths = Vec::new();
@@ -999,7 +1124,16 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         if let Some(r) = linux.resources() {
             // Device rules are harmless to skip: the Sentry exposes no host
             // device node to the guest in any case.
-            limits = resources(r)?;
+            let (set, r) = cpu_set(r)?;
+            cpus = set;
+            limits = resources(&r)?;
+            if r.memory().as_ref().and_then(|m| m.disable_oom_killer()) == Some(true) {
+                ignored.push(
+                    "linux.resources.memory.disableOOMKiller not applied: the sandbox is killed \
+                     when it passes its memory limit, as under cgroup v2"
+                        .into(),
+                );
+            }
         }
         cgroups_path = linux.cgroups_path().clone();
         let has_namespace =
@@ -1045,10 +1179,21 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
                     .into(),
             );
         }
+        // The guest is a 64-bit Linux program: LINUX is what it has.
+        if let Some(p) = linux.personality() {
+            if p.domain() != oci_spec::runtime::LinuxPersonalityDomain::PerLinux {
+                return Err(unsupported(
+                    "linux.personality.domain",
+                    format!("{} (32-bit programs)", p.domain()),
+                ));
+            }
+            if let Some(f) = p.flags().as_ref().and_then(|f| f.first()) {
+                return Err(unsupported("linux.personality.flags", format!("flag {f}")));
+            }
+        }
         let refused = [
             ("linux.intelRdt", linux.intel_rdt().is_some()),
             ("linux.memoryPolicy", linux.memory_policy().is_some()),
-            ("linux.personality", linux.personality().is_some()),
             ("linux.timeOffsets", linux.time_offsets().is_some()),
             ("linux.netDevices", linux.net_devices().is_some()),
         ];
@@ -1063,17 +1208,20 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             (linux.readonly_paths(), "readonlyPaths", &mut readonly_paths),
         ] {
             for (i, p) in list.iter().flatten().enumerate() {
+                // A relative path is below the root, as runc takes it.
+                let p = if p.starts_with('/') {
+                    p.clone()
+                } else {
+                    format!("/{p}")
+                };
                 let root = p.trim_end_matches('/').is_empty();
-                if !p.starts_with('/')
-                    || p.split('/').any(|c| c == "..")
-                    || (root && name == "maskedPaths")
-                {
+                if p.split('/').any(|c| c == "..") || (root && name == "maskedPaths") {
                     return Err(field(
                         format!("linux.{name}[{i}]"),
-                        format!("\"{p}\" must be an absolute path below / without \"..\""),
+                        format!("\"{p}\" must be a path below / without \"..\""),
                     ));
                 }
-                out.push(p.clone());
+                out.push(p);
             }
         }
         if linux.uid_mappings().is_some() || linux.gid_mappings().is_some() {
@@ -1094,6 +1242,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
 
     Ok(Plan {
         rootfs,
+        cpus,
         readonly,
         argv,
         env,
@@ -1354,8 +1503,16 @@ mod tests {
                 }),
             ),
             (
+                "linux.resources.cpu.mems",
+                Box::new(|v| v["linux"]["resources"]["cpu"] = serde_json::json!({"mems": "0-63"})),
+            ),
+            (
                 "linux.resources.cpu.cpus",
-                Box::new(|v| v["linux"]["resources"]["cpu"] = serde_json::json!({"cpus": "0"})),
+                Box::new(|v| v["linux"]["resources"]["cpu"] = serde_json::json!({"cpus": "4096"})),
+            ),
+            (
+                "linux.personality.domain",
+                Box::new(|v| v["linux"]["personality"] = serde_json::json!({"domain": "LINUX32"})),
             ),
             (
                 "linux.resources.blockIO",
@@ -1401,7 +1558,9 @@ mod tests {
             ),
             (
                 "linux.maskedPaths[1]",
-                Box::new(|v| v["linux"]["maskedPaths"] = serde_json::json!(["/proc/kcore", "etc"])),
+                Box::new(|v| {
+                    v["linux"]["maskedPaths"] = serde_json::json!(["/proc/kcore", "a/../b"])
+                }),
             ),
             (
                 "linux.readonlyPaths[0]",
@@ -1636,6 +1795,16 @@ mod tests {
             &serde_json::json!({"a": 0, "b": [], "c": {"d": null}})
         ));
         assert!(!vacuous(&serde_json::json!({"a": 0, "b": [1]})));
+    }
+
+    #[test]
+    fn cpu_lists_read_as_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("5,1-2,2"), Some(vec![1, 2, 5]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("a"), None);
+        assert_eq!(parse_cpu_list(""), None);
+        assert_eq!(cpu_list_text(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
     }
 
     #[test]

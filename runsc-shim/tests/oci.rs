@@ -3903,3 +3903,94 @@ fn a_signal_right_after_start_reaches_the_programs_handler() {
         assert_eq!(w.container_stdout(&id), "got TERM\n");
     }
 }
+
+/// What the guest sees of its container as under runc: the identity id
+/// maps of one user namespace, `process.oomScoreAdj` in its own /proc, the
+/// mounts of runc's default spec in that order (`/dev/pts` too), and a
+/// `noexec` `/dev/shm` that runs no program.
+#[test]
+fn the_guest_sees_its_container_as_under_runc() {
+    let script = "cat /proc/self/uid_map /proc/self/gid_map /proc/self/setgroups \
+                  /proc/self/oom_score_adj; \
+                  cut -d' ' -f2 /proc/self/mounts | \
+                  grep -xE '/proc|/dev|/dev/pts|/dev/shm|/dev/mqueue|/sys|/sys/fs/cgroup'; \
+                  grep ' /dev/shm ' /proc/self/mounts | grep -c noexec; \
+                  busybox cp /bin/busybox /dev/shm/bb; busybox chmod 755 /dev/shm/bb; \
+                  /dev/shm/bb true 2>/dev/null || echo refused";
+    let mut w = World::new("as-runc", |v| {
+        set_args(v, &["sh", "-c", script]);
+        v["process"]["oomScoreAdj"] = 100.into();
+    });
+    let want = format!(
+        "{0:>10} {1:>10} {2:>10}\n{0:>10} {1:>10} {2:>10}\nallow\n100\n\
+         /proc\n/dev\n/dev/pts\n/dev/shm\n/dev/mqueue\n/sys\n/sys/fs/cgroup\n1\nrefused\n",
+        0,
+        0,
+        u32::MAX
+    );
+    for (i, bin) in runtimes("the_guest_sees_its_container_as_under_runc")
+        .iter()
+        .enumerate()
+    {
+        let id = format!("asrunc{i}");
+        let out = w.create_of(bin, &[], &id);
+        assert_eq!(out.status, 0, "{bin} create: {}", out.stderr);
+        assert_eq!(w.cli_of(bin, &["start", &id]).status, 0, "{bin} start");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !w.container_stdout(&id).ends_with("refused\n") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(
+            w.container_stdout(&id),
+            want,
+            "{bin}: {}",
+            w.container_stderr(&id)
+        );
+    }
+}
+
+/// Configuration runc accepts runs here too, meaning what it means there:
+/// `cpu.cpus` holds the sandbox to those CPUs, `disableOOMKiller`, the
+/// LINUX personality, an `rro` bind (read-only) and a relative read-only
+/// path (below the root).
+#[test]
+fn settings_runc_accepts_are_taken() {
+    let vol = TempDir::new("rro-vol");
+    let script = "nproc; touch /vol/x 2>&1; touch /bin/x 2>&1; echo done";
+    let mut w = World::new("runc-accepts", |v| {
+        set_args(v, &["sh", "-c", script]);
+        writable_root(v);
+        v["linux"]["resources"] = serde_json::json!({
+            "cpu": {"cpus": "0"}, "memory": {"disableOOMKiller": true}});
+        v["linux"]["personality"] = serde_json::json!({"domain": "LINUX"});
+        v["linux"]["readonlyPaths"] = serde_json::json!(["bin"]);
+        v["mounts"]
+            .as_array_mut()
+            .expect("mounts")
+            .push(serde_json::json!({
+                "destination": "/vol", "type": "bind", "source": vol.path_str(),
+                "options": ["rbind", "rro"]
+            }));
+    });
+    let want = "1\ntouch: /vol/x: Read-only file system\n\
+                touch: /bin/x: Read-only file system\ndone\n";
+    for (i, bin) in runtimes("settings_runc_accepts_are_taken")
+        .iter()
+        .enumerate()
+    {
+        let id = format!("acc{i}");
+        let out = w.create_of(bin, &[], &id);
+        assert_eq!(out.status, 0, "{bin} create: {}", out.stderr);
+        assert_eq!(w.cli_of(bin, &["start", &id]).status, 0, "{bin} start");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !w.container_stdout(&id).ends_with("done\n") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(
+            w.container_stdout(&id),
+            want,
+            "{bin}: {}",
+            w.container_stderr(&id)
+        );
+    }
+}

@@ -1070,7 +1070,8 @@ impl ProcFs {
                     k.fs.locked_list(),
                 );
                 let info = name == "mountinfo";
-                file(mount_table(info, root_opt, &extra, &locked, &root).into_bytes())
+                let standard = standard_mounts(&k.fs);
+                file(mount_table(info, root_opt, &standard, &extra, &locked, &root).into_bytes())
             }
             "limits" => file(limits(&st.rlimits).into_bytes()),
             "cgroup" => file(b"0::/\n".to_vec()),
@@ -1089,6 +1090,10 @@ impl ProcFs {
                 Ok(ProcNode::Pagemap(ino, p))
             }
             "loginuid" => file(b"4294967295".to_vec()),
+            // The sandbox is one user namespace, the initial one's view:
+            // every id maps to itself (user_namespaces(7)).
+            "uid_map" | "gid_map" => file(format!("{:>10} {:>10} {:>10}\n", 0, 0, u32::MAX).into_bytes()),
+            "setgroups" => file(b"allow\n".to_vec()),
             "wchan" => file(b"0".to_vec()),
             "io" => file(b"rchar: 0\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n".to_vec()),
             _ => Err(Errno::ENOENT),
@@ -1507,6 +1512,9 @@ impl ProcFs {
                     "io",
                     "wchan",
                     "loginuid",
+                    "uid_map",
+                    "gid_map",
+                    "setgroups",
                 ] {
                     add(n.into(), abi::dt::REG);
                 }
@@ -1701,20 +1709,50 @@ fn uuid() -> String {
     )
 }
 
-/// The sandbox's own mounts after the root: (path, type, options). /sys
-/// and its cgroup file system are read-only, as an OCI runtime mounts them
-/// for an unprivileged container. `/tmp` and `/run` are not `nosuid`: set-ID
-/// programs there count, as they do in a container's own `/tmp`.
-const STANDARD_MOUNTS: &[(&str, &str, &str)] = &[
-    ("/proc", "proc", "rw,nosuid,nodev,noexec"),
-    ("/sys", "sysfs", "ro,nosuid,nodev,noexec"),
-    ("/sys/fs/cgroup", "cgroup2", "ro,nosuid,nodev,noexec"),
-    ("/dev", "tmpfs", "rw,nosuid"),
-    ("/dev/shm", "tmpfs", "rw,nosuid,nodev"),
-    ("/dev/mqueue", "mqueue", "rw,nosuid,nodev,noexec"),
-    ("/tmp", "tmpfs", "rw,nodev"),
-    ("/run", "tmpfs", "rw,nodev"),
-];
+/// The sandbox's own mounts after the root: (path, type, options), in the
+/// order of runc's default spec. /sys and its cgroup file system are
+/// read-only, as an OCI runtime mounts them for an unprivileged container;
+/// a container's `/dev/shm` is `noexec` as runc's ([`FileSystem::shm_noexec`]).
+/// `do`'s `/tmp` and `/run` are not `nosuid`: set-ID programs there count,
+/// as they do in a container's own `/tmp`.
+///
+/// [`FileSystem::shm_noexec`]: crate::vfs::FileSystem::shm_noexec
+fn standard_mounts(fs: &crate::vfs::FileSystem) -> Vec<(&'static str, &'static str, &'static str)> {
+    standard_mounts_of(fs.sandbox_tmp(), fs.shm_noexec())
+}
+
+/// [`standard_mounts`] of a sandbox with its own `/tmp` and `/run` or not,
+/// and a `noexec` `/dev/shm` or not.
+fn standard_mounts_of(
+    sandbox_tmp: bool,
+    shm_noexec: bool,
+) -> Vec<(&'static str, &'static str, &'static str)> {
+    let mut v = vec![
+        ("/proc", "proc", "rw,nosuid,nodev,noexec"),
+        ("/dev", "tmpfs", "rw,nosuid"),
+        (
+            "/dev/pts",
+            "devpts",
+            "rw,nosuid,noexec,gid=5,mode=620,ptmxmode=666",
+        ),
+        (
+            "/dev/shm",
+            "tmpfs",
+            if shm_noexec {
+                "rw,nosuid,nodev,noexec"
+            } else {
+                "rw,nosuid,nodev"
+            },
+        ),
+        ("/dev/mqueue", "mqueue", "rw,nosuid,nodev,noexec"),
+        ("/sys", "sysfs", "ro,nosuid,nodev,noexec"),
+        ("/sys/fs/cgroup", "cgroup2", "ro,nosuid,nodev,noexec"),
+    ];
+    if sandbox_tmp {
+        v.extend([("/tmp", "tmpfs", "rw,nodev"), ("/run", "tmpfs", "rw,nodev")]);
+    }
+    v
+}
 
 /// Mount point `path` as a process whose root is `root` sees it (`root`
 /// becomes `/`), or `None` when it is outside that root: Linux leaves such
@@ -1756,12 +1794,13 @@ fn mangle(path: &str) -> String {
 fn mount_table(
     info: bool,
     root_opt: &str,
+    standard: &[(&str, &'static str, &str)],
     extra: &[(String, &'static str, bool)],
     locked: &[(String, crate::vfs::LockedMount)],
     root: &str,
 ) -> String {
     let mut all: Vec<(String, &str, String)> = vec![("/".into(), "ferrovisor", root_opt.into())];
-    for (p, t, o) in STANDARD_MOUNTS {
+    for (p, t, o) in standard {
         all.push((p.to_string(), t, o.to_string()));
     }
     for (p, t, ro) in extra {
@@ -2174,34 +2213,39 @@ mod tests {
     #[test]
     fn a_chroot_sees_only_the_mounts_at_or_below_its_root() {
         let extra = vec![("/srv/data".to_string(), "bind", true)];
-        let all = mount_table(true, "ro", &extra, &[], "/");
+        let std = standard_mounts_of(true, false);
+        let all = mount_table(true, "ro", &std, &extra, &[], "/");
         assert!(all.contains(" / / ro - ferrovisor none ro\n"), "{all}");
         assert!(all.contains(" /sys/fs/cgroup ro,nosuid,nodev,noexec - cgroup2 cgroup2 ro\n"));
         // Rooted at a mount point: that mount is "/", the parent IDs stay.
-        let dev = mount_table(true, "ro", &extra, &[], "/dev");
+        let dev = mount_table(true, "ro", &std, &extra, &[], "/dev");
         let lines: Vec<&str> = dev.lines().collect();
-        assert_eq!(lines.len(), 3, "{dev}");
+        assert_eq!(lines.len(), 4, "{dev}");
         let root_id = lines[0].split(' ').next().unwrap_or_default();
         assert!(lines[0].contains(" / / rw,nosuid - tmpfs"), "{dev}");
-        assert_eq!(lines[1].split(' ').nth(1), Some(root_id), "{dev}");
-        assert!(lines[1].contains(" / /shm "), "{dev}");
-        assert_eq!(lines[2].split(' ').nth(1), Some(root_id), "{dev}");
-        assert!(lines[2].contains(" / /mqueue "), "{dev}");
+        for (line, name) in lines[1..].iter().zip(["/pts", "/shm", "/mqueue"]) {
+            assert_eq!(line.split(' ').nth(1), Some(root_id), "{dev}");
+            assert!(line.contains(&format!(" / {name} ")), "{dev}");
+        }
         // Below a mount point, with one mount further down.
         assert_eq!(
-            mount_table(false, "ro", &extra, &[], "/srv"),
+            mount_table(false, "ro", &std, &extra, &[], "/srv"),
             "bind /data bind ro,nosuid,nodev 0 0\n"
         );
         // Nothing at or below: an empty table; a name that only starts
         // like a mount point is not below it.
-        assert_eq!(mount_table(true, "ro", &extra, &[], "/srv/data/x"), "");
-        assert_eq!(mount_table(false, "ro", &extra, &[], "/sr"), "");
+        assert_eq!(
+            mount_table(true, "ro", &std, &extra, &[], "/srv/data/x"),
+            ""
+        );
+        assert_eq!(mount_table(false, "ro", &std, &extra, &[], "/sr"), "");
     }
 
     #[test]
     fn read_only_and_masked_paths_are_mounts_as_runc_makes_them() {
         use crate::vfs::LockedMount::{MaskedDir, MaskedFile, ReadOnly};
         let extra = vec![("/data".to_string(), "tmpfs", false)];
+        let std = standard_mounts_of(true, false);
         let locked = [
             ("/proc/sys".to_string(), ReadOnly),
             ("/data/ro".to_string(), ReadOnly),
@@ -2209,7 +2253,7 @@ mod tests {
             ("/proc/acpi".to_string(), MaskedDir),
             ("/proc/kcore".to_string(), MaskedFile),
         ];
-        let t = mount_table(false, "rw", &extra, &locked, "/");
+        let t = mount_table(false, "rw", &std, &extra, &locked, "/");
         let tail: Vec<&str> = t.lines().rev().take(5).collect();
         assert_eq!(
             tail,
@@ -2223,7 +2267,7 @@ mod tests {
             "{t}"
         );
         // Each below the mount it covers part of.
-        let info = mount_table(true, "rw", &extra, &locked, "/");
+        let info = mount_table(true, "rw", &std, &extra, &locked, "/");
         let id_of = |path: &str| {
             info.lines()
                 .find(|l| l.split(' ').nth(4) == Some(path))

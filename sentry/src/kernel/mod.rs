@@ -570,6 +570,10 @@ pub struct Privileges {
     /// user's home directory in the guest's `/etc/passwd`, else `/`, as
     /// runc does for a container's processes
     pub default_home: bool,
+    /// its `oom_score_adj` (an OCI `process.oomScoreAdj`, set as runc sets
+    /// it, by a privileged writer: also the floor an unprivileged write
+    /// may go down to); `None`: 0
+    pub oom_score_adj: Option<i16>,
 }
 
 /// The standard descriptors of a new process.
@@ -843,6 +847,10 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
     };
     {
         let mut p = proc_.state();
+        if let Some(adj) = spec.privileges.oom_score_adj {
+            p.oom_score_adj = adj.clamp(-1000, 1000);
+            p.oom_score_adj_min = p.oom_score_adj;
+        }
         p.info.cmdline = join_nul(&argv_copy);
         p.info.environ = join_nul(&envp_copy);
         p.info.auxv = auxv;

@@ -107,7 +107,7 @@ fn open_exec(
     if st.mode & abi::S_IFMT != abi::S_IFREG {
         return Err(Errno::EACCES);
     }
-    if st.mode & 0o111 == 0 {
+    if st.mode & 0o111 == 0 || fs.noexec(loc.node()) {
         return Err(Errno::EACCES);
     }
     if let Some(c) = creds {
@@ -119,9 +119,11 @@ fn open_exec(
 /// Whether set-ID bits of the program at `loc` do not count (a `nosuid`
 /// mount), as the mount table shows: the volumes (as an OCI runtime mounts
 /// them) and the Sentry's `/dev` and `/dev/shm` (as a container's are).
-/// The root, `/tmp` and `/run` have no such option.
+/// The root (also when written through, as a volume is), `/tmp` and `/run`
+/// have no such option.
 fn nosuid(loc: &Location) -> bool {
     matches!(loc.node(), crate::vfs::Node::Host { h, .. } if h.volume().is_some())
+        && !loc.on_host_root()
         || loc.path().starts_with("/dev/")
 }
 

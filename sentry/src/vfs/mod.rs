@@ -468,6 +468,15 @@ impl Location {
         &self.chain[self.chain.len() - 1].1
     }
 
+    /// Whether the object is a host object of the root's own gofer (a
+    /// root written through is served as a volume is, but is no mount).
+    pub fn on_host_root(&self) -> bool {
+        match (&self.chain[0].1, self.node()) {
+            (Node::Host { h: root, .. }, Node::Host { h, .. }) => root.mount_id() == h.mount_id(),
+            _ => false,
+        }
+    }
+
     /// The names from the sandbox's root down to this location.
     pub fn names(&self) -> Vec<Vec<u8>> {
         self.chain[1..].iter().map(|(n, _)| n.clone()).collect()
@@ -1392,6 +1401,23 @@ impl FileSystem {
     /// The open socket bound to the host inode `id`, if any.
     pub fn host_socket(&self, id: (u64, u64)) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
         self.host_sockets.locked().get(&id)?.upgrade()
+    }
+
+    /// Whether `/tmp` and `/run` are tmpfs of the sandbox's own (`do`), not
+    /// the root's directories (OCI).
+    pub fn sandbox_tmp(&self) -> bool {
+        self.tmpfs_tmp
+    }
+
+    /// Whether `/dev/shm` is `noexec`, as runc mounts a container's (an
+    /// OCI sandbox; `do`'s is a host's, where programs may run).
+    pub fn shm_noexec(&self) -> bool {
+        !self.tmpfs_tmp
+    }
+
+    /// Whether `node` is on a `noexec` mount: programs there do not run.
+    pub fn noexec(&self, node: &Node) -> bool {
+        self.shm_noexec() && matches!(node, Node::Mem(m) if Arc::ptr_eq(m.fs(), self.shm.fs()))
     }
 
     /// Whether the guest's writes to its root (outside volumes and
