@@ -167,6 +167,19 @@ impl World {
         self.container_stdout(id)
     }
 
+    /// `create` and `start` of `id` under `bin`; what the container wrote
+    /// to stdout once it ends with `last` (or after 30 s).
+    fn started_output(&mut self, bin: &str, id: &str, last: &str) -> String {
+        let out = self.create_of(bin, &[], id);
+        assert_eq!(out.status, 0, "{bin} create: {}", out.stderr);
+        assert_eq!(self.cli_of(bin, &["start", id]).status, 0, "{bin} start");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.container_stdout(id).ends_with(last) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.container_stdout(id)
+    }
+
     /// What the container wrote to stderr.
     fn container_stderr(&self, id: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("{id}.err"))).unwrap_or_default()
@@ -3933,19 +3946,8 @@ fn the_guest_sees_its_container_as_under_runc() {
         .enumerate()
     {
         let id = format!("asrunc{i}");
-        let out = w.create_of(bin, &[], &id);
-        assert_eq!(out.status, 0, "{bin} create: {}", out.stderr);
-        assert_eq!(w.cli_of(bin, &["start", &id]).status, 0, "{bin} start");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !w.container_stdout(&id).ends_with("refused\n") && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert_eq!(
-            w.container_stdout(&id),
-            want,
-            "{bin}: {}",
-            w.container_stderr(&id)
-        );
+        let out = w.started_output(bin, &id, "refused\n");
+        assert_eq!(out, want, "{bin}: {}", w.container_stderr(&id));
     }
 }
 
@@ -3979,18 +3981,7 @@ fn settings_runc_accepts_are_taken() {
         .enumerate()
     {
         let id = format!("acc{i}");
-        let out = w.create_of(bin, &[], &id);
-        assert_eq!(out.status, 0, "{bin} create: {}", out.stderr);
-        assert_eq!(w.cli_of(bin, &["start", &id]).status, 0, "{bin} start");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !w.container_stdout(&id).ends_with("done\n") && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert_eq!(
-            w.container_stdout(&id),
-            want,
-            "{bin}: {}",
-            w.container_stderr(&id)
-        );
+        let out = w.started_output(bin, &id, "done\n");
+        assert_eq!(out, want, "{bin}: {}", w.container_stderr(&id));
     }
 }
