@@ -1669,12 +1669,6 @@ impl Task {
         self.thread.state().exiting = true;
         self.proc_.state().cpu.sys += host_thread_cpu();
         crate::kernel::futex::exit_robust_list(self);
-        if self.clear_child_tid != 0 {
-            let addr = self.clear_child_tid;
-            if self.mm().write_obj(addr, &0u32).is_ok() {
-                let _ = crate::kernel::futex::wake(self, addr, 1, u32::MAX);
-            }
-        }
         let space = self.address_space_cpu();
         let (last, group_status) = {
             let mut p = self.proc_.state();
@@ -1687,6 +1681,15 @@ impl Task {
             }
             (p.threads.is_empty(), p.group_exit.unwrap_or(status))
         };
+        // A joiner woken here finds this thread gone from its group and
+        // address space, so its `unshare(CLONE_VM | CLONE_THREAD)` works.
+        self.mm().drop_user();
+        if self.clear_child_tid != 0 {
+            let addr = self.clear_child_tid;
+            if self.mm().write_obj(addr, &0u32).is_ok() {
+                let _ = crate::kernel::futex::wake(self, addr, 1, u32::MAX);
+            }
+        }
         self.kernel.procs().threads.remove(&self.thread.tid);
         self.ptrace_exit(
             group_status.wait_status(),

@@ -416,6 +416,9 @@ pub struct MemoryManager {
     vdso: Option<u64>,
     /// lowest address a mapping may start at (the platform's)
     min_addr: u64,
+    /// live threads using this address space (Linux's `mm_users`): the
+    /// host threads of exited ones may hold it a while longer
+    users: u32,
 }
 
 impl fmt::Debug for MemoryManager {
@@ -459,7 +462,23 @@ impl MemoryManager {
             vdso: None,
             min_addr: space.min_user_address(),
             space,
+            users: 1,
         }
+    }
+
+    /// A new thread or `CLONE_VM` child uses this address space.
+    pub fn add_user(&mut self) {
+        self.users += 1;
+    }
+
+    /// A thread left it (exited, or exec'd into a new one).
+    pub fn drop_user(&mut self) {
+        self.users = self.users.saturating_sub(1);
+    }
+
+    /// Whether a live thread other than the caller uses it.
+    pub fn is_shared(&self) -> bool {
+        self.users > 1
     }
 
     /// The platform address space, for `Context::switch`.

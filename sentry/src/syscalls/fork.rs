@@ -79,7 +79,7 @@ pub fn sys_unshare(task: &mut Task, a: &super::args::Args) -> Result<u64, Errno>
         return Err(Errno::EINVAL);
     }
     if f & (CLONE_THREAD | CLONE_SIGHAND | CLONE_VM) != 0
-        && (task.proc_.state().threads.len() > 1 || Arc::strong_count(&task.mm) > 1)
+        && (task.proc_.state().threads.len() > 1 || task.mm().is_shared())
     {
         return Err(Errno::EINVAL);
     }
@@ -361,6 +361,9 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 // 1,024 per address space): EAGAIN, as Linux's thread limit.
                 let space = mm.locked().address_space();
                 space.prepare_thread().map_err(|e| e.to_string())?;
+                if share_vm {
+                    mm.locked().add_user();
+                }
                 Ok((mm, ctx))
             };
             let (mm, ctx) = match setup() {

@@ -1494,6 +1494,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
         );
         let loaded = loader::commit(&mut mm, prepared, aux, &kernel.timekeeper);
         if loaded.is_ok() {
+            task.mm.locked().drop_user();
             task.mm = std::sync::Arc::new(std::sync::Mutex::new(mm));
         }
         loaded
