@@ -1083,6 +1083,33 @@ impl Runtime {
         Ok(out)
     }
 
+    /// The guest's own processes, from the Sentry of container `id`: none
+    /// before `start` or after the end; a paused (frozen) Sentry cannot
+    /// answer.
+    pub fn guest_processes(&self, id: &str) -> Result<Vec<crate::control::GuestProcess>, Error> {
+        let record = self
+            .state
+            .read(id)?
+            .ok_or_else(|| state::Error::NotFound(id.into()))?;
+        match record.observed() {
+            Status::Running => {}
+            status @ Status::Paused => {
+                return Err(Error::WrongStatus {
+                    id: id.into(),
+                    status,
+                    wanted: "running (resume it to list its processes)",
+                })
+            }
+            _ => return Ok(Vec::new()),
+        }
+        let socket = self.state.dir(id).join(crate::control::SOCKET);
+        crate::control::processes(&socket).map_err(|why| {
+            Error::Boot(format!(
+                "container {id}: the sandbox did not list its processes: {why}"
+            ))
+        })
+    }
+
     /// What the container's host cgroup has counted (memory, CPU time),
     /// with the guest's tasks and task limit as the Sentry counts them
     /// (the host's `pids.current` counts the Sentry's threads and stubs,
@@ -1784,6 +1811,65 @@ pub fn host_env() -> Vec<Vec<u8>> {
             e
         })
         .collect()
+}
+
+/// The guest's processes in `ps -ef`'s layout, user names from the
+/// container's own `/etc/passwd` (`rootfs`).
+pub fn ps_table(procs: &[crate::control::GuestProcess], rootfs: &std::path::Path) -> String {
+    let passwd = sys::read_in_root(rootfs, "/etc/passwd").unwrap_or_default();
+    let name_of = |uid: u32| {
+        String::from_utf8_lossy(&passwd)
+            .lines()
+            .map(|l| l.split(':').collect::<Vec<_>>())
+            .find(|f| f.len() > 2 && f[2].parse() == Ok(uid))
+            .map_or(uid.to_string(), |f| f[0].to_string())
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut out = format!(
+        "{:<8} {:>5} {:>5} {:>2} {:<5} {:<8} {:>8} CMD\n",
+        "UID", "PID", "PPID", "C", "STIME", "TTY", "TIME"
+    );
+    for p in procs {
+        let secs = p.cpu_ms / 1000;
+        let elapsed = now.saturating_sub(p.started).max(1);
+        let c = (p.cpu_ms / 10 / elapsed).min(99);
+        out.push_str(&format!(
+            "{:<8} {:>5} {:>5} {:>2} {:<5} {:<8} {:>8} {}\n",
+            name_of(p.uid),
+            p.pid,
+            p.ppid,
+            c,
+            stime(p.started, now),
+            p.tty.as_deref().unwrap_or("?"),
+            format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60),
+            p.cmd
+        ));
+    }
+    out
+}
+
+/// ps's STIME: the hour and minute for a start today (local time), else
+/// the month and day.
+fn stime(started: u64, now: u64) -> String {
+    let local = |t: u64| {
+        let t = t as libc::time_t;
+        // SAFETY: `tm` is plain data that localtime_r fills in.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        // SAFETY: both pointers are valid for the call.
+        unsafe { libc::localtime_r(&t, &mut tm) };
+        tm
+    };
+    let (s, n) = (local(started), local(now));
+    if (s.tm_year, s.tm_yday) == (n.tm_year, n.tm_yday) {
+        format!("{:02}:{:02}", s.tm_hour, s.tm_min)
+    } else {
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        format!("{}{:02}", MONTHS[s.tm_mon.clamp(0, 11) as usize], s.tm_mday)
+    }
 }
 
 #[cfg(test)]

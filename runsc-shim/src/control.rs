@@ -348,12 +348,47 @@ pub struct GuestStats {
     pub task_limit: Option<u64>,
 }
 
+/// A guest process as `ps` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestProcess {
+    pub pid: i32,
+    pub ppid: i32,
+    /// effective user id
+    pub uid: u32,
+    /// controlling terminal (`pts/N`)
+    pub tty: Option<String>,
+    /// when it started, in seconds since the epoch
+    pub started: u64,
+    /// user and system time so far, in milliseconds
+    pub cpu_ms: u64,
+    /// its command line, or `[name]` without one
+    pub cmd: String,
+}
+
+impl From<sentry::ProcessSummary> for GuestProcess {
+    fn from(p: sentry::ProcessSummary) -> Self {
+        GuestProcess {
+            pid: p.pid,
+            ppid: p.ppid,
+            uid: p.uid,
+            tty: p.tty,
+            started: p
+                .started
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            cpu_ms: p.cpu.as_millis() as u64,
+            cmd: p.cmd,
+        }
+    }
+}
+
 /// A request that is not an `exec`.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Request {
     Update(GuestLimits),
     Stats,
+    Processes,
     Signal(i32),
     Egress(EgressUpdate),
     Connect(u16),
@@ -382,6 +417,7 @@ enum Reply {
     Exited(i32),
     Updated,
     Stats(GuestStats),
+    Processes(Vec<GuestProcess>),
     Signalled,
     Connected,
 }
@@ -512,6 +548,10 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
                 };
                 drop(procs);
                 send(&mut conn, &Reply::Stats(stats))
+            }
+            Request::Processes => {
+                let list = kernel.process_list().into_iter().map(GuestProcess::from);
+                send(&mut conn, &Reply::Processes(list.collect()))
             }
             Request::Connect(port) => {
                 let c = match sentry::LoopbackConn::connect(&kernel, port) {
@@ -785,9 +825,11 @@ pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Res
         Reply::Started(pid) => Ok(Exec { reader, pid }),
         Reply::Failed(why) => Err(Error::Refused(why)),
         Reply::Exited(s) => Err(Error::ExitedEarly(s)),
-        Reply::Updated | Reply::Stats(_) | Reply::Signalled | Reply::Connected => {
-            Err(Error::UnexpectedReply)
-        }
+        Reply::Updated
+        | Reply::Stats(_)
+        | Reply::Processes(_)
+        | Reply::Signalled
+        | Reply::Connected => Err(Error::UnexpectedReply),
     }
 }
 
@@ -805,15 +847,31 @@ fn send_request(conn: &UnixStream, request: &Request, what: &'static str) -> Res
 /// counters instead.
 const STATS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Asks the sandbox behind `socket` what it counts of its guest.
-pub fn stats(socket: &Path) -> Result<GuestStats, Error> {
+/// Sends a question to the sandbox behind `socket`, waiting at most
+/// [`STATS_TIMEOUT`] for its reply.
+fn ask(socket: &Path, request: &Request, what: &'static str) -> Result<Reply, Error> {
     let conn = connect(socket)?;
     conn.set_read_timeout(Some(STATS_TIMEOUT))
         .and_then(|()| conn.set_write_timeout(Some(STATS_TIMEOUT)))?;
-    send_request(&conn, &Request::Stats, "asking for stats")?;
+    send_request(&conn, request, what)?;
     match read_reply(&mut BufReader::new(conn))? {
-        Reply::Stats(s) => Ok(s),
         Reply::Failed(why) => Err(Error::Refused(why)),
+        r => Ok(r),
+    }
+}
+
+/// Asks the sandbox behind `socket` what it counts of its guest.
+pub fn stats(socket: &Path) -> Result<GuestStats, Error> {
+    match ask(socket, &Request::Stats, "asking for stats")? {
+        Reply::Stats(s) => Ok(s),
+        _ => Err(Error::UnexpectedReply),
+    }
+}
+
+/// Asks the sandbox behind `socket` for its guest's processes.
+pub fn processes(socket: &Path) -> Result<Vec<GuestProcess>, Error> {
+    match ask(socket, &Request::Processes, "asking for the processes")? {
+        Reply::Processes(p) => Ok(p),
         _ => Err(Error::UnexpectedReply),
     }
 }
@@ -922,6 +980,7 @@ impl Exec {
             Reply::Started(_)
             | Reply::Updated
             | Reply::Stats(_)
+            | Reply::Processes(_)
             | Reply::Signalled
             | Reply::Connected => Err(Error::UnexpectedReply),
         }

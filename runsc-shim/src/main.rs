@@ -423,8 +423,10 @@ struct PsArgs {
     format: OutputFormat,
     /// Container id.
     id: String,
-    /// ps(1) options for the table format (default -ef), as runc: ps's
-    /// lines for the container's host processes are shown.
+    /// ps(1) options of the table format: -ef (the default), -e, -f or -A.
+    /// The table lists the guest's processes; --format json gives the
+    /// sandbox's host PIDs (the Sentry, its stubs and gofers), which
+    /// engines hand to host tools.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     ps_args: Vec<String>,
 }
@@ -1409,10 +1411,13 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
                     "ps: ps(1) options go with the table format, not --format json".into(),
                 ));
             }
-            let pids = rt.ps(&a.id)?;
             match a.format {
-                OutputFormat::Json => print_json(&pids)?,
-                OutputFormat::Table => print!("{}", ps_table(&pids, &a.ps_args)?),
+                OutputFormat::Json => print_json(&rt.ps(&a.id)?)?,
+                OutputFormat::Table => {
+                    check_ps_args(&a.ps_args)?;
+                    let procs = rt.guest_processes(&a.id)?;
+                    print!("{}", container::ps_table(&procs, &rt.state(&a.id)?.rootfs));
+                }
             }
         }
         Command::List(a) => {
@@ -1498,47 +1503,19 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
     Ok(ExitCode::SUCCESS)
 }
 
-/// runc's `ps` table: ps(1) run with `args` (default `-ef`), its header,
-/// then its lines whose PID column is one of `pids`.
-fn ps_table(pids: &[i32], args: &[String]) -> Result<String, container::Error> {
-    use container::Error;
-    let default = ["-ef".to_string()];
-    let args = if args.is_empty() { &default[..] } else { args };
-    let out = std::process::Command::new("ps")
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| Error::Usage(format!("ps: running ps(1): {e}")))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr);
-        let why = why.lines().next().unwrap_or("no reason given");
-        return Err(Error::Usage(format!(
-            "ps {}: {}: {why}",
-            args.join(" "),
-            out.status
-        )));
-    }
-    let mut lines = text.lines();
-    let header = lines.next().unwrap_or_default();
-    let Some(column) = header.split_whitespace().position(|f| f == "PID") else {
-        return Err(Error::Usage(format!(
-            "ps {}: its output has no PID column (add -o pid or use -ef)",
-            args.join(" ")
-        )));
+/// The `ps -ef` options `ps`'s table takes (its columns are those).
+fn check_ps_args(args: &[String]) -> Result<(), container::Error> {
+    let ef = |a: &String| {
+        a.len() > 1 && a.starts_with('-') && a[1..].chars().all(|c| matches!(c, 'e' | 'f' | 'A'))
     };
-    let mut table = format!("{header}\n");
-    for line in lines {
-        let pid = line
-            .split_whitespace()
-            .nth(column)
-            .and_then(|p| p.parse().ok());
-        if pid.is_some_and(|p: i32| pids.contains(&p)) {
-            table.push_str(line);
-            table.push('\n');
-        }
+    match args.iter().find(|a| !ef(a)) {
+        None => Ok(()),
+        Some(a) => Err(container::Error::Usage(format!(
+            "ps: {a}: the guest's processes are listed in ps -ef's columns; for others run \
+             ps inside the container (ferrovisor exec ID ps {})",
+            args.join(" ")
+        ))),
     }
-    Ok(table)
 }
 
 fn ferrovisor_lib_gofer(

@@ -876,3 +876,34 @@ pub fn set_affinity(cpus: &[usize]) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Reads `path` as if `root` were `/` (`openat2(RESOLVE_IN_ROOT)`): a
+/// link in a container's rootfs cannot lead to a host file.
+pub fn read_in_root(root: &Path, path: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let dir = std::fs::File::open(root)?;
+    let name = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `open_how` is plain data, all zeros but for the fields set.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) as u64;
+    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: the descriptor, path and `how` outlive the call, and `how`'s
+    // size is passed with it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat2 returned a new descriptor that nothing else owns.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd as RawFd) };
+    let mut out = Vec::new();
+    file.by_ref().take(1 << 20).read_to_end(&mut out)?;
+    Ok(out)
+}

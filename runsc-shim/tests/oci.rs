@@ -191,7 +191,12 @@ impl World {
     }
 
     fn state(&self, id: &str) -> Value {
-        let out = self.cli(&["state", id]);
+        self.state_of(FERROVISOR, id)
+    }
+
+    /// [`World::state`] of the runtime `bin`.
+    fn state_of(&self, bin: &str, id: &str) -> Value {
+        let out = self.cli_of(bin, &["state", id]);
         assert_eq!(out.status, 0, "state {id}: {}", out.stderr);
         serde_json::from_str(&out.stdout).expect("state prints JSON")
     }
@@ -2216,72 +2221,90 @@ fn events_stats_count_the_guests_tasks_like_runc() {
     assert_eq!(w.cli(&["delete", id]).status, 0);
 }
 
+/// `ps` lists the container's processes in `ps -ef`'s columns, as runc's
+/// does: the same users, commands and parent links (the guest's PIDs are
+/// its own, runc's the host's); `--format json` gives the sandbox's host
+/// PIDs, the sandbox's own first.
 #[test]
-fn ps_shows_ps1_lines_of_the_sandbox_like_runc() {
-    let mut w = World::new("ps-args", |v| set_args(v, &["sleep", "1000"]));
-    let id = "ps-args-c1";
-    assert_eq!(w.create(id).status, 0);
-    assert_eq!(w.cli(&["start", id]).status, 0);
-    // Once the sandbox has started its helpers (the gofer, the first
-    // guest process's stub), its host processes stay the same.
-    let json_pids = || -> Vec<i64> {
-        let json = w.cli(&["ps", "--format", "json", id]);
-        serde_json::from_str(&json.stdout).expect("ps json")
+fn ps_lists_the_containers_processes_as_runc() {
+    let script = "sleep 1000 & sleep 2000 & echo up; wait";
+    let mut w = World::new("ps", |v| set_args(v, &["sh", "-c", script]));
+    // (names come from the image's passwd here, the host's under runc)
+    let etc = PathBuf::from(w.bundle_str()).join("rootfs/etc");
+    std::fs::create_dir_all(&etc).expect("mkdir etc");
+    std::fs::write(etc.join("passwd"), "root:x:0:0:root:/root:/bin/sh\n").expect("passwd");
+    // (user, command, parent's command) of each line, sorted.
+    let rows = |table: &str| -> Vec<(String, String, String)> {
+        let mut lines = table.lines();
+        let header = lines.next().unwrap_or_default();
+        assert!(
+            header
+                .split_whitespace()
+                .eq(["UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD"]),
+            "{table}"
+        );
+        let procs: Vec<(String, String, String, String)> = lines
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                assert!(f.len() >= 8, "{table}");
+                let cmd = f[7..].join(" ");
+                (f[0].to_string(), f[1].to_string(), f[2].to_string(), cmd)
+            })
+            .collect();
+        let mut out: Vec<_> = procs
+            .iter()
+            .map(|(user, _, ppid, cmd)| {
+                let parent = procs.iter().find(|p| &p.1 == ppid).map_or("", |p| &p.3);
+                (user.clone(), cmd.clone(), parent.to_string())
+            })
+            .collect();
+        out.sort();
+        out
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut pids = json_pids();
-    loop {
-        std::thread::sleep(Duration::from_millis(200));
-        let again = json_pids();
-        if again == pids || Instant::now() > deadline {
-            break;
-        }
-        pids = again;
+    let want = vec![
+        ("root".to_string(), format!("sh -c {script}"), String::new()),
+        (
+            "root".into(),
+            "sleep 1000".into(),
+            format!("sh -c {script}"),
+        ),
+        (
+            "root".into(),
+            "sleep 2000".into(),
+            format!("sh -c {script}"),
+        ),
+    ];
+    for (i, bin) in runtimes("ps_lists_the_containers_processes_as_runc")
+        .iter()
+        .enumerate()
+    {
+        let id = format!("ps{i}");
+        w.started_output(bin, &id, "up\n");
+        // (the sleeps are forked as `up` is printed)
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let table = loop {
+            let t = w.cli_of(bin, &["ps", &id]);
+            assert_eq!(t.status, 0, "{bin}: {t:?}");
+            if t.stdout.contains("sleep 2000") || Instant::now() > deadline {
+                break t.stdout;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(rows(&table), want, "{bin}:\n{table}");
+        let json = w.cli_of(bin, &["ps", "--format", "json", &id]);
+        let pids: Vec<i64> = serde_json::from_str(&json.stdout).expect("ps json");
+        assert_eq!(
+            pids.first(),
+            w.state_of(bin, &id)["pid"].as_i64().as_ref(),
+            "{bin}"
+        );
+        assert_eq!(w.cli_of(bin, &["delete", "--force", &id]).status, 0);
     }
-    // Default: `ps -ef`'s header, then only the sandbox's lines.
-    let table = w.cli(&["ps", id]);
-    assert_eq!(table.status, 0, "{table:?}");
-    let mut lines = table.stdout.lines();
-    let header = lines.next().expect("header");
-    assert!(
-        header
-            .split_whitespace()
-            .eq(["UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD"]),
-        "{header}"
-    );
-    let shown: Vec<i64> = lines
-        .map(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .expect("pid")
-                .parse()
-                .expect("a pid")
-        })
-        .collect();
-    assert!(shown.contains(&pids[0]), "the sandbox itself: {table:?}");
-    assert!(
-        shown.iter().all(|p| pids.contains(p)),
-        "{shown:?} vs {pids:?}"
-    );
-    // Options after `--` go to ps(1).
-    let custom = w.cli(&["ps", id, "--", "-o", "pid,comm"]);
-    assert_eq!(custom.status, 0, "{custom:?}");
-    let mut lines = custom.stdout.lines();
-    assert!(
-        lines
-            .next()
-            .expect("header")
-            .split_whitespace()
-            .eq(["PID", "COMMAND"]),
-        "{custom:?}"
-    );
-    let first = lines.next().expect("a line");
-    assert_eq!(
-        first.split_whitespace().next(),
-        Some(pids[0].to_string().as_str()),
-        "{custom:?}"
-    );
-    // ps(1)'s own refusal, and no PID column: one line each.
+    // Only ps -ef's columns are shown for the guest: other options, and
+    // options with json, are one line each.
+    let id = "ps-opts";
+    w.started_output(FERROVISOR, id, "up\n");
+    assert_eq!(w.cli(&["ps", id, "--", "-e", "-f"]).status, 0);
     for args in [
         &["ps", id, "--", "--no-such-option"][..],
         &["ps", id, "--", "-o", "comm"][..],

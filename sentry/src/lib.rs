@@ -35,7 +35,7 @@ pub use kernel::hostsig;
 pub use kernel::task::ExitStatus;
 pub use kernel::task::{si, user_info};
 pub use kernel::Kernel;
-pub use kernel::{spawn_process, CpuMax, Error, Privileges, ProcessSpec, Stdio};
+pub use kernel::{spawn_process, CpuMax, Error, Privileges, ProcessSpec, ProcessSummary, Stdio};
 pub use socket::inet::LoopbackConn;
 
 /// The guest's network view (its devices, addresses and routes), which

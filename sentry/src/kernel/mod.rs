@@ -229,6 +229,22 @@ pub struct ProcTable {
     pub task_limit: Option<usize>,
 }
 
+/// A guest process as `ps -ef` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessSummary {
+    pub pid: i32,
+    pub ppid: i32,
+    /// effective user id
+    pub uid: u32,
+    /// controlling terminal (`pts/N`)
+    pub tty: Option<String>,
+    pub started: std::time::SystemTime,
+    /// user and system time so far
+    pub cpu: std::time::Duration,
+    /// `argv` joined by spaces, or `[comm]` when it has none
+    pub cmd: String,
+}
+
 /// Most processes a sandbox may hold at once (`fork` answers `EAGAIN`).
 pub const MAX_PROCS: usize = 4096;
 /// PIDs wrap after this, as `pid_max` does.
@@ -476,6 +492,46 @@ impl Kernel {
     /// Locks the process table.
     pub fn procs(&self) -> MutexGuard<'_, ProcTable> {
         self.procs.locked()
+    }
+
+    /// The guest's processes by PID, as `ps -ef` lists them.
+    pub fn process_list(&self) -> Vec<ProcessSummary> {
+        let procs: Vec<_> = self.procs().map.values().cloned().collect();
+        let now = (std::time::Instant::now(), std::time::SystemTime::now());
+        procs
+            .into_iter()
+            .map(|p| {
+                let cpu = p.cpu_times();
+                let st = p.state();
+                // The leader's effective user (a zombie's is gone: its
+                // parent's view of it is enough).
+                let uid = st.threads.first().map_or(0, |t| t.state().uid[1]);
+                let zombie = st.threads.is_empty();
+                let cmd = if st.info.cmdline.is_empty() || zombie {
+                    format!("[{}]", st.info.comm)
+                } else {
+                    let args = st
+                        .info
+                        .cmdline
+                        .strip_suffix(b"\0")
+                        .unwrap_or(&st.info.cmdline);
+                    String::from_utf8_lossy(args).replace('\0', " ")
+                };
+                ProcessSummary {
+                    pid: p.pid,
+                    ppid: st.ppid,
+                    uid,
+                    tty: st.ctty.as_ref().map(|t| format!("pts/{}", t.rdev_minor())),
+                    started: now.1 - now.0.saturating_duration_since(st.started),
+                    cpu: cpu.user + cpu.sys,
+                    cmd: if zombie {
+                        format!("{cmd} <defunct>")
+                    } else {
+                        cmd
+                    },
+                }
+            })
+            .collect()
     }
 
     /// Keeps the CPU time of `p` (and of the children it waited for),
