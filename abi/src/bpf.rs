@@ -392,6 +392,8 @@ pub enum AsmError {
 struct Fixup {
     at: usize,
     when_true: bool,
+    /// a `BPF_JA`, whose offset is its 32-bit `k`
+    always: bool,
     label: Label,
 }
 
@@ -516,6 +518,7 @@ impl Assembler {
                 self.fixups.push(Fixup {
                     at,
                     when_true,
+                    always: false,
                     label,
                 });
             }
@@ -530,6 +533,23 @@ impl Assembler {
     /// `if A >= k goto t else goto f`, unsigned.
     pub fn jge(&mut self, k: u32, t: impl Into<Target>, f: impl Into<Target>) {
         self.jump(BPF_JGE, k, t.into(), f.into());
+    }
+
+    /// `if A > k goto t else goto f`, unsigned.
+    pub fn jgt(&mut self, k: u32, t: impl Into<Target>, f: impl Into<Target>) {
+        self.jump(BPF_JGT, k, t.into(), f.into());
+    }
+
+    /// `goto label`, however far (a conditional jump reaches 255
+    /// instructions at most).
+    pub fn ja(&mut self, label: Label) {
+        self.fixups.push(Fixup {
+            at: self.insns.len(),
+            when_true: true,
+            always: true,
+            label,
+        });
+        self.emit(BPF_JMP | BPF_JA, 0);
     }
 
     /// `return action` (a `SECCOMP_RET_*` value).
@@ -555,10 +575,14 @@ impl Assembler {
                 .filter(|&to| to < len)
                 .ok_or(AsmError::UndefinedLabel(f.label.name))?;
             // Offsets count from the instruction after the jump.
-            let off = to
+            let far = to
                 .checked_sub(f.at + 1)
-                .and_then(|d| u8::try_from(d).ok())
                 .ok_or(AsmError::JumpOutOfRange(f.label.name))?;
+            if f.always {
+                self.insns[f.at].k = far as u32;
+                continue;
+            }
+            let off = u8::try_from(far).map_err(|_| AsmError::JumpOutOfRange(f.label.name))?;
             let insn = &mut self.insns[f.at];
             if f.when_true {
                 insn.jt = off;
@@ -683,6 +707,17 @@ enum Cond {
     Gt,
     Ge,
     Set,
+}
+
+impl Cond {
+    fn holds(self, a: u32, v: u32) -> bool {
+        match self {
+            Cond::Eq => a == v,
+            Cond::Gt => a > v,
+            Cond::Ge => a >= v,
+            Cond::Set => a & v != 0,
+        }
+    }
 }
 
 /// One instruction as the interpreter runs it: decoded once, at load, with
@@ -1030,13 +1065,7 @@ impl Program {
                         Src::K(k) => k,
                         Src::X => x,
                     };
-                    let taken = match cond {
-                        Cond::Eq => a == v,
-                        Cond::Gt => a > v,
-                        Cond::Ge => a >= v,
-                        Cond::Set => a & v != 0,
-                    };
-                    pc += usize::from(if taken { jt } else { jf });
+                    pc += usize::from(if cond.holds(a, v) { jt } else { jf });
                 }
                 Insn::Ret(k) => return k,
                 Insn::RetA => return a,
@@ -1046,6 +1075,67 @@ impl Program {
         }
         // (past the end: the check rules it out; the strictest answer)
         SECCOMP_RET_KILL_PROCESS
+    }
+
+    /// What the program returns for every call `nr` of `arch`, whatever
+    /// its arguments and instruction pointer, or `None` if that depends on
+    /// them (Linux's `seccomp_cache_prepare()`): [`Program::run_words`]
+    /// with only words 0 and 1 known, giving up at any use of another.
+    pub fn result_for_number(&self, nr: u32, arch: u32) -> Option<u32> {
+        let (mut a, mut x) = (Some(0u32), Some(0u32));
+        let mut mem = [Some(0u32); BPF_MEMWORDS];
+        let mut pc = 0usize;
+        while let Some(&insn) = self.insns.get(pc) {
+            pc += 1;
+            match insn {
+                Insn::LdWord(0) => a = Some(nr),
+                Insn::LdWord(1) => a = Some(arch),
+                Insn::LdWord(_) => a = None,
+                Insn::LdImm(k) => a = Some(k),
+                Insn::LdxImm(k) => x = Some(k),
+                Insn::LdMem(n) => a = mem[usize::from(n) & 15],
+                Insn::LdxMem(n) => x = mem[usize::from(n) & 15],
+                Insn::St(n) => mem[usize::from(n) & 15] = a,
+                Insn::Stx(n) => mem[usize::from(n) & 15] = x,
+                Insn::Alu(op, src) => {
+                    let v = match src {
+                        Src::K(k) => Some(k),
+                        Src::X => x,
+                    };
+                    a = match (a, v) {
+                        (Some(a), Some(v)) => Some(match op {
+                            AluOp::Add => a.wrapping_add(v),
+                            AluOp::Sub => a.wrapping_sub(v),
+                            AluOp::Mul => a.wrapping_mul(v),
+                            AluOp::Div => match a.checked_div(v) {
+                                Some(q) => q,
+                                None => return Some(SECCOMP_RET_KILL_THREAD),
+                            },
+                            AluOp::And => a & v,
+                            AluOp::Or => a | v,
+                            AluOp::Xor => a ^ v,
+                            AluOp::Lsh => a.wrapping_shl(v),
+                            AluOp::Rsh => a.wrapping_shr(v),
+                        }),
+                        _ => None,
+                    };
+                }
+                Insn::Neg => a = a.map(u32::wrapping_neg),
+                Insn::Ja(k) => pc = pc.saturating_add(k as usize),
+                Insn::Jump(cond, src, jt, jf) => {
+                    let v = match src {
+                        Src::K(k) => k,
+                        Src::X => x?,
+                    };
+                    pc += usize::from(if cond.holds(a?, v) { jt } else { jf });
+                }
+                Insn::Ret(k) => return Some(k),
+                Insn::RetA => return a,
+                Insn::Tax => x = a,
+                Insn::Txa => a = x,
+            }
+        }
+        Some(SECCOMP_RET_KILL_PROCESS)
     }
 }
 
@@ -1093,6 +1183,47 @@ mod tests {
             .map(|i| i.k)
             .collect();
         assert_eq!(offsets, [0, 4, 8, 12, 16, 20, 56, 60]);
+    }
+
+    #[test]
+    fn a_long_jump_goes_past_what_a_conditional_one_reaches() {
+        let mut a = Assembler::new();
+        let (far, low) = (a.label("far"), a.label("low"));
+        a.load_nr();
+        a.jgt(5, Next, low);
+        a.ja(far);
+        a.bind(low);
+        for _ in 0..300 {
+            a.ret(1);
+        }
+        a.bind(far);
+        a.ret(SECCOMP_RET_ALLOW);
+        let p = a.finish().expect("assembles");
+        assert_eq!(p[2].k, 300);
+        assert_eq!(run(&p, &call(6)), Some(SECCOMP_RET_ALLOW));
+        assert_eq!(run(&p, &call(5)), Some(1));
+    }
+
+    #[test]
+    fn a_result_that_needs_no_argument_is_known_from_the_number() {
+        let mut a = Assembler::new();
+        let args = a.label("args");
+        a.load_arch();
+        a.jeq(AUDIT_ARCH_X86_64, Next, args);
+        a.load_nr();
+        a.jeq(39, args, Next);
+        a.ret(SECCOMP_RET_ALLOW);
+        a.bind(args);
+        a.load_arg_low(0);
+        a.jeq(0, Next, Next);
+        a.ret(SECCOMP_RET_ERRNO | 1);
+        let p = Program::check(&a.finish().expect("assembles")).expect("valid");
+        assert_eq!(
+            p.result_for_number(0, AUDIT_ARCH_X86_64),
+            Some(SECCOMP_RET_ALLOW)
+        );
+        assert_eq!(p.result_for_number(39, AUDIT_ARCH_X86_64), None);
+        assert_eq!(p.result_for_number(0, 0), None);
     }
 
     #[test]

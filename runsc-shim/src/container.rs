@@ -1516,6 +1516,7 @@ pub fn boot(
             }
         }))),
         mounts,
+        seccomp: plan.seccomp,
         ids: Some((plan.uid, plan.gid)),
         privileges: sentry::Privileges {
             // Seen in the guest's /proc too, as runc's container sees it.

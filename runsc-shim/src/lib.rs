@@ -17,6 +17,7 @@ pub mod logging;
 pub mod network;
 pub mod oci;
 pub mod sandbox;
+pub mod seccomp;
 #[cfg(feature = "containerd-shim")]
 pub mod shim_v2;
 pub mod state;

@@ -1027,6 +1027,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         interfaces: host_interfaces,
         builtin_init: args.init,
         on_settled: None,
+        seccomp: None,
         on_start: {
             let timeouts = runsc_shim::control::Timeouts {
                 timeout: args.timeout,

@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -370,6 +371,45 @@ fn docker_run_user_and_group_add_as_runc() {
             let mut args = vec!["run", "--rm", "--runtime", runtime, "--network", "none"];
             args.extend(flags);
             args.extend([IMAGE, "sh", "-c", "id -u; id -G; echo HOME=$HOME"]);
+            assert_eq!(d.ok(&args), want, "{runtime} with {flags:?}");
+        }
+    }
+}
+
+/// `--security-opt seccomp`: Docker's default profile, `unconfined` and a
+/// profile of one's own filter the guest's calls as under runc, where runc
+/// is installed.
+#[test]
+fn docker_seccomp_profiles_filter_as_runc() {
+    let Some(d) = Docker::start("docker-seccomp") else {
+        return;
+    };
+    d.load();
+    let profile = d.dir().join("deny-mkdir.json");
+    let deny = r#"{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+        {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13}]}"#;
+    fs::write(&profile, deny).expect("write the profile");
+    let opt = format!("seccomp={}", profile.display());
+    let runc = ["/usr/local/sbin/runc", "/usr/sbin/runc", "/usr/bin/runc"]
+        .iter()
+        .any(|p| Path::new(p).is_file());
+    let script = "grep '^Seccomp:' /proc/self/status; mkdir /made 2>&1 && echo made; true";
+    let cases: [(&[&str], &str); 3] = [
+        (&[], "Seccomp:\t2\nmade\n"),
+        (
+            &["--security-opt", "seccomp=unconfined"],
+            "Seccomp:\t0\nmade\n",
+        ),
+        (
+            &["--security-opt", &opt],
+            "Seccomp:\t2\nmkdir: can't create directory '/made': Permission denied\n",
+        ),
+    ];
+    for (flags, want) in cases {
+        for runtime in ["ferrovisor", "runc"].iter().take(1 + usize::from(runc)) {
+            let mut args = vec!["run", "--rm", "--runtime", runtime, "--network", "none"];
+            args.extend(flags);
+            args.extend([IMAGE, "sh", "-c", script]);
             assert_eq!(d.ok(&args), want, "{runtime} with {flags:?}");
         }
     }

@@ -70,6 +70,9 @@ pub struct SandboxConfig<'a> {
     /// returns then, so that a signal sent right after it is not dropped
     /// for want of a handler not yet installed)
     pub on_settled: Option<SettleHook>,
+    /// a seccomp program every process started from outside (the first,
+    /// and each `exec`) runs under, as an OCI `linux.seccomp` asks
+    pub seccomp: Option<Vec<abi::bpf::SockFilter>>,
     /// file systems mounted over paths of the root, in order
     pub mounts: Vec<Mount>,
     /// uid and gid of the first process; the Sentry's own when `None`
@@ -256,6 +259,16 @@ where
             ..Default::default()
         }),
         reaped_cpu: Mutex::default(),
+        container_seccomp: match &config.seccomp {
+            Some(prog) => {
+                let bad = |why: String| Error::Seccomp(why);
+                let prog = abi::bpf::Program::check(prog).map_err(|e| bad(e.to_string()))?;
+                let f = crate::kernel::seccomp::Filter::attach(prog, false, None, None)
+                    .map_err(|_| bad("the program is too long".into()))?;
+                Some(f)
+            }
+            None => None,
+        },
     });
     // What the guest sees of its network (netlink, interface ioctls,
     // /sys/class/net, /proc/net): the netstack's interfaces. With

@@ -78,6 +78,9 @@ pub enum Error {
     /// the Sentry's own seccomp filter could not be installed
     #[error("installing the Sentry's seccomp filter: {0}")]
     HostFilter(Errno),
+    /// the guest's seccomp program is not one Linux would load
+    #[error("linux.seccomp: {0}")]
+    Seccomp(String),
 }
 
 impl Error {
@@ -212,6 +215,9 @@ pub struct Kernel {
     /// to count it (reaped without a `wait`, or started by `exec` from
     /// outside), for the cgroup's `cpu.stat`
     pub reaped_cpu: Mutex<crate::kernel::task::CpuTimes>,
+    /// the filter processes started from outside get (an OCI
+    /// `linux.seccomp`)
+    pub container_seccomp: Option<Arc<crate::kernel::seccomp::Filter>>,
     /// advisory file locks (`flock`, `fcntl` record locks)
     pub locks: Arc<crate::vfs::lock::LockTable>,
 }
@@ -910,6 +916,14 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         p.info.cmdline = join_nul(&argv_copy);
         p.info.environ = join_nul(&envp_copy);
         p.info.auxv = auxv;
+    }
+    if let Some(f) = &kernel.container_seccomp {
+        let mut st = task.thread.state();
+        let s = crate::kernel::seccomp::Seccomp {
+            mode: crate::kernel::seccomp::Mode::Filter,
+            filter: Some(f.clone()),
+        };
+        task.thread.set_seccomp(&mut st, s);
     }
     task.publish_info();
     task.publish_privileges();

@@ -58,6 +58,9 @@ pub struct Filter {
     /// what the chain weighs against `MAX_INSNS_PER_PATH`: each filter's
     /// length plus the per-filter penalty
     cost: usize,
+    /// a bit per call number the whole chain allows whatever the
+    /// arguments (Linux's action cache): those skip the programs
+    allowed: Box<[u64]>,
 }
 
 impl fmt::Debug for Filter {
@@ -108,7 +111,18 @@ impl Filter {
         if prog.len() + below > bpf::MAX_INSNS_PER_PATH {
             return Err(TooManyInsns);
         }
+        let mut allowed = vec![0u64; (abi::MAX_SYSCALL as usize).div_ceil(64)].into_boxed_slice();
+        for nr in 0..abi::MAX_SYSCALL as u32 {
+            let below = prev.as_ref().is_none_or(|p| p.always_allows(nr));
+            if below
+                && prog.result_for_number(nr, bpf::AUDIT_ARCH_X86_64)
+                    == Some(bpf::SECCOMP_RET_ALLOW)
+            {
+                allowed[nr as usize / 64] |= 1 << (nr % 64);
+            }
+        }
         Ok(Arc::new(Filter {
+            allowed,
             count: prev.as_ref().map_or(0, |p| p.count) + 1,
             cost: below + prog.len() + bpf::FILTER_PENALTY_INSNS,
             prog,
@@ -116,6 +130,14 @@ impl Filter {
             notifier,
             prev,
         }))
+    }
+
+    /// Whether the chain allows every call `nr` of x86-64, whatever its
+    /// arguments.
+    fn always_allows(&self, nr: u32) -> bool {
+        self.allowed
+            .get(nr as usize / 64)
+            .is_some_and(|w| w & (1 << (nr % 64)) != 0)
     }
 
     /// Whether the chain has a filter whose listener is still open: a
@@ -154,6 +176,9 @@ impl Filter {
     /// (none when every filter allowed the call): its log flag and
     /// listener apply.
     pub fn run(&self, data: &SeccompData) -> (u32, Option<&Filter>) {
+        if data.arch == bpf::AUDIT_ARCH_X86_64 && self.always_allows(data.nr as u32) {
+            return (bpf::SECCOMP_RET_ALLOW, None);
+        }
         let words = bpf::data_words(data);
         let mut ret = bpf::SECCOMP_RET_ALLOW;
         let mut matched = None;
