@@ -20,7 +20,7 @@
 //! `delete` kills what is left there and removes the cgroup.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::OpenOptionsExt;
@@ -438,6 +438,13 @@ impl Runtime {
                 return Err(e);
             }
         };
+        if let Some(cg) = &cgroup {
+            if let Err(e) = locked.note_cgroup(cg) {
+                let _ = cg.destroy();
+                let _ = locked.remove();
+                return Err(e.into());
+            }
+        }
         match self.spawn_boot(&locked, &bundle, &plan, opts, cgroup.as_ref()) {
             Ok(created) => Ok(created),
             Err(e) => {
@@ -464,7 +471,10 @@ impl Runtime {
             (Some(sock), true) => Some(console(sock, plan.console_size, true)?),
             _ => None,
         };
-        let (mut ready_r, ready_w) = std::io::pipe().map_err(io("making a pipe"))?;
+        // Both ways: the boot process says it is ready, `create` says when
+        // the record is written (and its EOF, that `create` died first).
+        let (mut ready_r, ready_w) =
+            std::os::unix::net::UnixStream::pair().map_err(io("making a socket pair"))?;
         let mut cmd = self.boot_command(id, &bundle.dir);
         if let Some(stdio) = &opts.stdio {
             if tty.is_some() {
@@ -499,7 +509,7 @@ impl Runtime {
         }
 
         let mut msg = String::new();
-        let _ = ready_r.read_to_string(&mut msg);
+        let _ = std::io::BufReader::new(&ready_r).read_line(&mut msg);
         if msg.trim_end() != "ok" {
             let _ = child.kill();
             let _ = child.wait();
@@ -579,6 +589,11 @@ impl Runtime {
                 let _ = child.wait();
                 return Err(e);
             }
+        }
+        if let Err(e) = ready_r.write_all(b"go\n") {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io("releasing the sandbox")(e));
         }
         tracing::info!("container {id} created, sandbox pid {pid}");
         Ok(Created {
@@ -765,7 +780,11 @@ impl Runtime {
             Err(e) => return Err(e.into()),
         };
         let Some(mut record) = locked.read()? else {
-            // A create that died half-way: nothing runs.
+            // A create that died half-way: its boot process ends when it
+            // sees that, and what is left in its cgroup ends here.
+            if let Some(cg) = locked.noted_cgroup() {
+                cg.destroy()?;
+            }
             return Ok(locked.remove()?);
         };
         match record.observed() {
@@ -1332,6 +1351,13 @@ pub fn boot(
         }
     }
     let _ = ready.write_all(b"ok\n");
+    // Nothing may outlive a `create` that dies before it wrote the record
+    // (a client that gave up): `delete` could not find this process.
+    let mut go = [0u8; 1];
+    if !matches!(ready.read(&mut go), Ok(1) if go[0] == b'g') {
+        tracing::warn!("container {id}: create ended before the container was recorded");
+        return 1;
+    }
     drop(ready);
 
     // Wait for `start`: open() of a FIFO for writing blocks until a reader
@@ -1775,8 +1801,9 @@ fn sandbox_cgroup(id: &str, scope: &str, plan: &oci::Plan) -> Result<Option<Cgro
 /// What `features` prints: runc's features document, saying what this
 /// runtime accepts (see [`oci::plan`]): the hooks that run in the runtime's
 /// namespaces; memory, CPU and pids limits through a cgroupfs cgroup (v1 or
-/// v2, not systemd); no seccomp, AppArmor or SELinux applied to the guest;
-/// namespaces emulated by the Sentry.
+/// v2, not systemd); seccomp applied by the Sentry to the guest (x86-64
+/// only, no agent); no AppArmor or SELinux; namespaces emulated by the
+/// Sentry.
 pub fn features(overlay: bool) -> serde_json::Value {
     serde_json::json!({
         "ociVersionMin": "1.0.0",
@@ -1786,7 +1813,18 @@ pub fn features(overlay: bool) -> serde_json::Value {
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "user", "uts"],
             "cgroup": { "v1": true, "v2": true, "systemd": false, "systemdUser": false },
-            "seccomp": { "enabled": false },
+            "seccomp": {
+                "enabled": true,
+                "actions": [
+                    "SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",
+                    "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP",
+                ],
+                "operators": [
+                    "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT",
+                    "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE",
+                ],
+                "archs": ["SCMP_ARCH_X86_64"],
+            },
             "apparmor": { "enabled": false },
             "selinux": { "enabled": false },
             "intelRdt": { "enabled": false },

@@ -23,6 +23,9 @@ pub const DEFAULT_ROOT: &str = "/run/ferrovisor";
 pub const EXEC_FIFO: &str = "exec.fifo";
 
 const STATE_FILE: &str = "state.json";
+/// The cgroup of a container still `creating`, so that a `delete` after a
+/// `create` that died half-way can remove it and what runs in it.
+const CREATING_CGROUP: &str = "cgroup.json";
 
 /// Where the sandbox process leaves its exit status: it opens this file
 /// before its seccomp filter goes on, and from then on can only write to
@@ -406,6 +409,19 @@ impl Locked {
             self.write(&r)?;
         }
         Ok(r)
+    }
+
+    /// Notes the cgroup of a container before its record exists.
+    pub fn note_cgroup(&self, cgroup: &crate::cgroup::Cgroup) -> Result<(), Error> {
+        let path = self.dir.join(CREATING_CGROUP);
+        let text = serde_json::to_vec(cgroup).unwrap_or_default();
+        std::fs::write(&path, text).map_err(io(&path))
+    }
+
+    /// The cgroup [`Locked::note_cgroup`] noted, if any.
+    pub fn noted_cgroup(&self) -> Option<crate::cgroup::Cgroup> {
+        let text = std::fs::read(self.dir.join(CREATING_CGROUP)).ok()?;
+        serde_json::from_slice(&text).ok()
     }
 
     /// Removes the container's directory and everything in it.

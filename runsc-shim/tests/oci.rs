@@ -535,6 +535,15 @@ fn processes_mentioning(text: &str) -> Vec<i32> {
     found
 }
 
+/// [`processes_mentioning`] `text` once they have had 10 s to end.
+fn processes_left(text: &str) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_mentioning(text).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    processes_mentioning(text)
+}
+
 /// Lines of the host's mount table (this test's mount namespace, where
 /// the runtime runs) that mention `text`.
 fn mounts_mentioning(text: &str) -> Vec<String> {
@@ -588,12 +597,8 @@ fn delete_after_the_sentry_or_the_gofer_died_leaves_nothing() {
             out.status, 0,
             "delete --force after the {victim} died: {out:?}"
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !processes_mentioning(&bundle).is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
         assert_eq!(
-            processes_mentioning(&bundle),
+            processes_left(&bundle),
             Vec::<i32>::new(),
             "left behind after the {victim} died"
         );
@@ -607,6 +612,73 @@ fn delete_after_the_sentry_or_the_gofer_died_leaves_nothing() {
             Vec::<String>::new(),
             "mounts left behind after the {victim} died"
         );
+    }
+}
+
+/// A client that gives up during `create` (killed while a `createRuntime`
+/// hook runs): the sandbox's boot process ends by itself, `list` shows the
+/// container `creating`, and `delete` removes it and its host cgroup.
+#[test]
+fn a_create_killed_half_way_leaves_nothing_after_delete() {
+    let cgroups = host_cgroups();
+    let w = World::new("half-way", |_| {});
+    let hook_pid = w.dir.path().join("hook.pid");
+    let script = format!("echo $$ > {}; exec sleep 60", hook_pid.display());
+    w.edit_config(|v| {
+        set_args(v, &["sleep", "1000"]);
+        if cgroups {
+            v["linux"]["resources"] = serde_json::json!({"pids": {"limit": 200}});
+        }
+        v["hooks"] = serde_json::json!({"createRuntime": [
+            {"path": "/bin/sh", "args": ["sh", "-c", script]}]});
+    });
+    let bundle = w.bundle_str();
+    let mut create = w
+        .command(&["create", "--bundle", &bundle, "h1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn create");
+    let deadline = Instant::now() + TIMEOUT;
+    while !hook_pid.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let hook: i32 = std::fs::read_to_string(&hook_pid)
+        .expect("the hook ran")
+        .trim()
+        .parse()
+        .expect("hook pid");
+    let boot: Vec<i32> = processes_mentioning(&bundle)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"boot"))
+        })
+        .collect();
+    assert_eq!(boot.len(), 1, "one boot process: {boot:?}");
+    let cgroup = cgroups.then(|| cgroup_dir(i64::from(boot[0]), "pids"));
+    let _ = create.kill();
+    let _ = create.wait();
+    // SAFETY: plain system call on the hook this test's create started.
+    unsafe { libc::kill(hook, libc::SIGKILL) };
+
+    assert_eq!(
+        processes_left(&bundle),
+        Vec::<i32>::new(),
+        "boot outlived create"
+    );
+    let listed = w.cli(&["list"]).stdout;
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("h1 ") && l.contains("creating")),
+        "{listed}"
+    );
+    let out = w.cli(&["delete", "h1"]);
+    assert_eq!(out.status, 0, "delete: {out:?}");
+    assert_eq!(w.cli(&["list", "-q"]).stdout, "");
+    if let Some(dir) = &cgroup {
+        assert!(!dir.exists(), "{} left behind", dir.display());
     }
 }
 
@@ -906,6 +978,25 @@ fn features_and_unsupported_commands() {
     );
     assert_eq!(v["linux"]["cgroup"]["v1"], true, "{v}");
     assert_eq!(v["linux"]["cgroup"]["systemd"], false, "{v}");
+    // runc's seccomp actions but the agent's, and all of its operators.
+    let seccomp = &v["linux"]["seccomp"];
+    assert_eq!(seccomp["enabled"], true, "{v}");
+    let actions = seccomp["actions"].as_array().expect("actions");
+    assert!(actions.contains(&"SCMP_ACT_ERRNO".into()), "{v}");
+    assert!(!actions.contains(&"SCMP_ACT_NOTIFY".into()), "{v}");
+    if let Some(runc) = runtimes("features").get(1) {
+        let theirs: Value =
+            serde_json::from_str(&w.cli_of(runc, &["features"]).stdout).expect("runc features");
+        let mut want = theirs["linux"]["seccomp"]["actions"].clone();
+        want.as_array_mut()
+            .expect("runc's actions")
+            .retain(|a| a != "SCMP_ACT_NOTIFY");
+        assert_eq!(seccomp["actions"], want, "{v}");
+        assert_eq!(
+            seccomp["operators"], theirs["linux"]["seccomp"]["operators"],
+            "{v}"
+        );
+    }
     // What containerd's runc shim may send and the runtime lacks: one line
     // saying so, with runc's flags accepted rather than a usage error.
     for (args, what) in [
