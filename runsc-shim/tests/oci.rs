@@ -4033,8 +4033,8 @@ fn a_signal_right_after_start_reaches_the_programs_handler() {
 
 /// What the guest sees of its container as under runc: the identity id
 /// maps of one user namespace, `process.oomScoreAdj` in its own /proc, the
-/// mounts of runc's default spec in that order (`/dev/pts` too), and a
-/// `noexec` `/dev/shm` that runs no program.
+/// mounts of runc's default spec in that order (`/dev/pts` too), `/dev/ptmx`
+/// a link to `pts/ptmx`, and a `noexec` `/dev/shm` that runs no program.
 #[test]
 fn the_guest_sees_its_container_as_under_runc() {
     let script = "cat /proc/self/uid_map /proc/self/gid_map /proc/self/setgroups \
@@ -4042,6 +4042,8 @@ fn the_guest_sees_its_container_as_under_runc() {
                   cut -d' ' -f2 /proc/self/mounts | \
                   grep -xE '/proc|/dev|/dev/pts|/dev/shm|/dev/mqueue|/sys|/sys/fs/cgroup'; \
                   grep ' /dev/shm ' /proc/self/mounts | grep -c noexec; \
+                  busybox readlink /dev/ptmx; stat -L -c %t:%T /dev/ptmx; \
+                  busybox ls -l /dev | grep -c ' ptmx -> pts/ptmx'; \
                   busybox cp /bin/busybox /dev/shm/bb; busybox chmod 755 /dev/shm/bb; \
                   /dev/shm/bb true 2>/dev/null || echo refused";
     let mut w = World::new("as-runc", |v| {
@@ -4050,7 +4052,7 @@ fn the_guest_sees_its_container_as_under_runc() {
     });
     let want = format!(
         "{0:>10} {1:>10} {2:>10}\n{0:>10} {1:>10} {2:>10}\nallow\n100\n\
-         /proc\n/dev\n/dev/pts\n/dev/shm\n/dev/mqueue\n/sys\n/sys/fs/cgroup\n1\nrefused\n",
+         /proc\n/dev\n/dev/pts\n/dev/shm\n/dev/mqueue\n/sys\n/sys/fs/cgroup\n1\npts/ptmx\n5:2\n1\nrefused\n",
         0,
         0,
         u32::MAX

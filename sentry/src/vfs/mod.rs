@@ -103,6 +103,10 @@ impl Device {
     }
 }
 
+/// Inode of a container's `/dev/ptmx` link (after those of `/dev/fd` and
+/// the stdio links).
+const PTMX_LINK_INO: u64 = 40;
+
 /// Device number (`st_dev`) of the devpts file system: its own, as on
 /// Linux, where every mount has one (`SYNTH_DEV + 0x20` is /proc's).
 const DEVPTS_DEV: u64 = SYNTH_DEV + 0x21;
@@ -1477,6 +1481,9 @@ impl FileSystem {
                 )))
             }
             Node::DevDir if name == b"pts" => Ok(Node::PtsDir),
+            Node::DevDir if name == b"ptmx" && self.shm_noexec() => Ok(Node::Proc(
+                crate::fsimpl::proc::ProcNode::Link(PTMX_LINK_INO, b"pts/ptmx".to_vec()),
+            )),
             Node::DevDir if name == b"mqueue" => self.mqueue_root().ok_or(Errno::ENOENT),
             Node::Inode(i) => i.lookup(name),
             Node::PtsDir if name == b"ptmx" => Ok(Node::Dev(Device::Ptmx)),
@@ -2023,6 +2030,17 @@ impl FileSystem {
         Ok(v)
     }
 
+    /// Lists `/dev`; a container's `ptmx` is a link, as runc makes it.
+    pub fn dev_list(&self) -> Vec<DirEntry> {
+        let mut v = list_dir(&Node::DevDir, None, None).unwrap_or_default();
+        if self.shm_noexec() {
+            for e in v.iter_mut().filter(|e| e.name == b"ptmx") {
+                (e.ino, e.kind) = (PTMX_LINK_INO, abi::dt::LNK);
+            }
+        }
+        v
+    }
+
     /// Lists `/dev/pts`: `ptmx` and a node per live pair.
     pub fn pts_list(&self) -> Vec<DirEntry> {
         let mut v = dot_entries(1);
@@ -2237,7 +2255,6 @@ pub struct DirEntry {
     pub name: Vec<u8>,
 }
 
-/// Lists a directory node completely (the Sentry serves `getdents64` from
 /// The `.` (inode `ino`) and `..` entries a directory listing starts with.
 pub fn dot_entries(ino: u64) -> Vec<DirEntry> {
     vec![
@@ -2254,6 +2271,7 @@ pub fn dot_entries(ino: u64) -> Vec<DirEntry> {
     ]
 }
 
+/// Lists a directory node completely (the Sentry serves `getdents64` from
 /// this snapshot, as Linux's own readdir sees a directory at one time).
 pub fn list_dir(
     node: &Node,
