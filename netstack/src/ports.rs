@@ -102,6 +102,8 @@ impl Binding {
 pub(crate) struct PortTable {
     map: HashMap<(Proto, u16), Vec<Binding>>,
     next_ephemeral: u16,
+    /// `ip_local_port_range`
+    range: (u16, u16),
 }
 
 impl PortTable {
@@ -110,6 +112,20 @@ impl PortTable {
         PortTable {
             map: HashMap::new(),
             next_ephemeral: EPHEMERAL.start() + (seed % span) as u16,
+            range: (*EPHEMERAL.start(), *EPHEMERAL.end()),
+        }
+    }
+
+    /// The ephemeral range, both ends included.
+    pub(crate) fn range(&self) -> (u16, u16) {
+        self.range
+    }
+
+    /// Sets the ephemeral range (`lo <= hi`, checked by the caller).
+    pub(crate) fn set_range(&mut self, lo: u16, hi: u16) {
+        self.range = (lo, hi);
+        if !(lo..=hi).contains(&self.next_ephemeral) {
+            self.next_ephemeral = lo;
         }
     }
 
@@ -138,14 +154,11 @@ impl PortTable {
 
     /// A port in the ephemeral range that nobody holds.
     fn ephemeral(&mut self, proto: Proto) -> Option<u16> {
-        let span = u32::from(EPHEMERAL.end() - EPHEMERAL.start()) + 1;
+        let (lo, hi) = self.range;
+        let span = u32::from(hi - lo) + 1;
         for _ in 0..span {
             let p = self.next_ephemeral;
-            self.next_ephemeral = if p >= *EPHEMERAL.end() {
-                *EPHEMERAL.start()
-            } else {
-                p + 1
-            };
+            self.next_ephemeral = if p >= hi { lo } else { p + 1 };
             if !self.map.contains_key(&(proto, p)) {
                 return Some(p);
             }
@@ -270,5 +283,23 @@ mod tests {
             Err(Errno::EADDRINUSE)
         );
         assert_eq!(t.len(), n);
+    }
+
+    #[test]
+    fn a_narrowed_range_gives_only_its_ports() {
+        let mut t = PortTable::new(777);
+        t.set_range(40000, 40002);
+        let mut got: Vec<u16> = (0..3)
+            .map(|i| {
+                t.bind(Proto::Tcp, 0, b(i, Scope::AllV4, false))
+                    .expect("free")
+            })
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, [40000, 40001, 40002]);
+        assert_eq!(
+            t.bind(Proto::Tcp, 0, b(9, Scope::AllV4, false)),
+            Err(Errno::EADDRINUSE)
+        );
     }
 }

@@ -149,6 +149,21 @@ impl Stack {
         stack
     }
 
+    /// `net.ipv4.ip_local_port_range`: where binds to port 0 (and connects
+    /// of unbound sockets) take their port.
+    pub fn local_port_range(&self) -> (u16, u16) {
+        lock(&self.inner).ports.range()
+    }
+
+    /// Sets [`Stack::local_port_range`]; `EINVAL` unless `0 < lo <= hi`.
+    pub fn set_local_port_range(&self, lo: u16, hi: u16) -> Result<(), Errno> {
+        if lo == 0 || lo > hi {
+            return Err(Errno::EINVAL);
+        }
+        lock(&self.inner).ports.set_range(lo, hi);
+        Ok(())
+    }
+
     /// Sets the function called when socket readiness may have changed.
     pub fn set_notifier(&self, notifier: Notifier) {
         *lock(&self.notifier) = Some(notifier);

@@ -3552,6 +3552,7 @@ const MQ_LIMITS: &str = r#"
 #include <mqueue.h>
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 static void try(const char *what, const char *name, long maxmsg)
@@ -3581,6 +3582,17 @@ int main(void)
 		n++;
 	}
 	printf("connected: %d\n", n);
+	/* ip_local_port_range: where a bind to port 0 lands */
+	struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof in;
+	int t = socket(AF_INET, SOCK_STREAM, 0);
+	if (t < 0 || bind(t, (struct sockaddr *)&in, sizeof in) ||
+	    getsockname(t, (struct sockaddr *)&in, &len)) {
+		perror("bind");
+		return 1;
+	}
+	int port = ntohs(in.sin_port);
+	printf("port in range: %s\n", port >= 40000 && port <= 40002 ? "yes" : "no");
 	return 0;
 }
 "#;
@@ -3599,7 +3611,7 @@ fn sysctls_are_applied_or_refused_by_name() {
                 "-c",
                 "mq_limits; cat /proc/sys/fs/mqueue/msg_max /proc/sys/fs/mqueue/queues_max \
                  /proc/sys/kernel/shmmax /proc/sys/kernel/sem /proc/sys/fs/mqueue/msgsize_max \
-                 /proc/sys/net/core/somaxconn",
+                 /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/ip_local_port_range",
             ],
         );
         // (root may pass the limits: CAP_SYS_RESOURCE)
@@ -3608,6 +3620,7 @@ fn sysctls_are_applied_or_refused_by_name() {
             "fs.mqueue.msg_max": "20", "fs.mqueue.queues_max": "1",
             "kernel.shmmax": "68719476736", "kernel.sem": "250 32000 100 128",
             "net.ipv4.ip_unprivileged_port_start": "0", "net.core.somaxconn": "2",
+            "net.ipv4.ip_local_port_range": "40000 40002",
         });
     });
     let bin = common::compile_static(w.dir.path(), "mq_limits", MQ_LIMITS);
@@ -3617,7 +3630,8 @@ fn sysctls_are_applied_or_refused_by_name() {
     assert_eq!(
         out.stdout,
         "maxmsg 15: ok\nmaxmsg 21: Invalid argument\nsecond queue: No space left on device\n\
-         connected: 3\n20\n1\n68719476736\n250\t32000\t100\t128\n8192\n2\n",
+         connected: 3\nport in range: yes\n20\n1\n68719476736\n250\t32000\t100\t128\n8192\n2\n\
+         40000\t40002\n",
         "{out:?}"
     );
 
@@ -3635,6 +3649,11 @@ fn sysctls_are_applied_or_refused_by_name() {
         ),
         ("kernel.hostname", "x", "linux.sysctl.kernel.hostname"),
         ("fs.mqueue.msg_max", "0", "linux.sysctl.fs.mqueue.msg_max"),
+        (
+            "net.ipv4.ip_local_port_range",
+            "40002 40000",
+            "linux.sysctl.net.ipv4.ip_local_port_range",
+        ),
     ] {
         w.edit_config(|v| {
             let mut one = serde_json::Map::new();

@@ -2647,3 +2647,24 @@ fn no_new_namespaces_answer_as_a_kernel_without_them() {
         );
     }
 }
+
+/// `net.ipv4.ip_local_port_range` written by the guest's root as Linux
+/// takes it in a network namespace of its own: a pair, one port (the first),
+/// and the pairs and ports it refuses; the native run is in a new network
+/// namespace, so the host's range is not touched.
+#[test]
+fn the_local_port_range_is_written_as_in_a_network_namespace() {
+    let script = "f=/proc/sys/net/ipv4/ip_local_port_range; cat $f; \
+                  for v in '50000 50010' '9 5' 20000 0 60000 '1 65535' '1 65536'; do \
+                  echo \"$v\" > $f 2>/dev/null; echo \"$v: $? $(cat $f)\"; done";
+    let nat = native(&["unshare", "-n", "/bin/sh", "-c", script], &[], None);
+    assert_eq!(nat.status, 0, "native: {nat:?}");
+    assert!(
+        nat.stdout.contains("20000: 0 20000\t50010"),
+        "{}",
+        nat.stdout
+    );
+    let out = sandboxed(&[], &["/bin/sh", "-c", script], &[], None);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(out.stdout, nat.stdout);
+}

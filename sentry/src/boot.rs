@@ -197,6 +197,7 @@ where
         crate::fsimpl::mqueue::MqueueRoot(mqueue.clone()),
     )));
     let sysv_limits = sysctls.sysv;
+    let port_range = sysctls.port_range;
     fs.proc.set_sysctls(sysctls);
     for m in config.mounts {
         let r = match m.source {
@@ -287,6 +288,10 @@ where
         ),
         (netstack::Mode::Loopback, _) => crate::socket::netlink::NetTable::loopback(),
     });
+    if let Some((lo, hi)) = port_range {
+        // (`plan` checked the pair)
+        let _ = kernel.net.set_local_port_range(lo, hi);
+    }
     if matches!(config.network.mode, netstack::Mode::Egress) {
         // Names resolve only through the Sentry's DNS server, which the
         // guest's resolv.conf names; hosts is the sandbox's own.

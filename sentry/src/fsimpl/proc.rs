@@ -551,6 +551,7 @@ const SYS_DIRS: &[&str] = &[
     "fs/mqueue",
     "net",
     "net/core",
+    "net/ipv4",
     "dev",
     "dev/tty",
 ];

@@ -19,6 +19,8 @@ enum Kind {
     /// `kernel.sem`: SEMMSL, SEMMNS, SEMOPM and SEMMNI, each a
     /// non-negative int, SEMMNI at most `IPCMNI`
     Sem,
+    /// `net.ipv4.ip_local_port_range`: two ports, the first no higher
+    PortRange,
 }
 
 /// Linux's `IPCMNI`: the most System V IPC identifiers of a kind.
@@ -112,6 +114,7 @@ const SYSCTLS: &[(&str, Kind)] = &[
             max: MAX_SOMAXCONN,
         },
     ),
+    ("net.ipv4.ip_local_port_range", Kind::PortRange),
 ];
 
 /// What the container's sysctls make of the sandbox.
@@ -126,6 +129,8 @@ pub struct Values {
     pub sysv: crate::kernel::ipc::SysvLimits,
     /// `net.core.somaxconn`: `listen` holds every backlog to it
     pub somaxconn: u32,
+    /// `net.ipv4.ip_local_port_range`, when set
+    pub port_range: Option<(u16, u16)>,
 }
 
 impl Default for Values {
@@ -135,6 +140,7 @@ impl Default for Values {
             mqueue: crate::kernel::ipc::mqueue::Limits::default(),
             sysv: crate::kernel::ipc::SysvLimits::default(),
             somaxconn: MAX_SOMAXCONN as u32,
+            port_range: None,
         }
     }
 }
@@ -186,6 +192,15 @@ pub fn check(name: &str, value: &str) -> Result<String, String> {
             }
             Ok(format!("{}\t{}\t{}\t{}", n[0], n[1], n[2], n[3]))
         }
+        Kind::PortRange => match words[..] {
+            [a, b] => match (a.parse::<u16>(), b.parse::<u16>()) {
+                (Ok(lo), Ok(hi)) if lo >= 1 && lo <= hi => Ok(format!("{lo}\t{hi}")),
+                _ => Err(format!(
+                    "\"{value}\" is not two ports from 1 to 65535, the first no higher"
+                )),
+            },
+            _ => Err(format!("\"{value}\" is not two ports")),
+        },
     }
 }
 
@@ -220,6 +235,10 @@ pub fn plan(sysctls: &[(String, String)]) -> Result<Values, String> {
             "fs.mqueue.msgsize_default" => mq.msgsize_default = n,
             "fs.mqueue.queues_max" => mq.queues_max = n,
             "net.core.somaxconn" => out.somaxconn = u32::try_from(n).unwrap_or_default(),
+            "net.ipv4.ip_local_port_range" => {
+                let mut p = v.split('\t').map(|w| w.parse::<u16>().unwrap_or(1));
+                out.port_range = p.next().zip(p.next());
+            }
             _ => {}
         }
         out.files.insert(name.replace('.', "/"), format!("{v}\n"));
@@ -246,6 +265,7 @@ pub const WRITABLE: &[&str] = &[
     "kernel/shmall",
     "kernel/shmmax",
     "kernel/shmmni",
+    "net/ipv4/ip_local_port_range",
 ];
 
 /// Linux's `pid_max` as /proc/sys/kernel/pid_max shows it: the most
@@ -286,6 +306,10 @@ pub fn show(kernel: &crate::kernel::Kernel, path: &str) -> Option<String> {
         "fs/mqueue/msgsize_default" => mq.msgsize_default.to_string(),
         "fs/mqueue/queues_max" => mq.queues_max.to_string(),
         "kernel/ns_last_pid" => kernel.procs().next.to_string(),
+        "net/ipv4/ip_local_port_range" => {
+            let (lo, hi) = kernel.net.local_port_range();
+            format!("{lo}\t{hi}")
+        }
         _ => return None,
     };
     Some(text + "\n")
@@ -328,7 +352,11 @@ pub fn write(
             .map(|(_, k)| *k)
             .ok_or(Errno::EACCES)?,
     };
-    let most = if matches!(kind, Kind::Sem) { 4 } else { 1 };
+    let most = match kind {
+        Kind::Sem => 4,
+        Kind::PortRange => 2,
+        _ => 1,
+    };
     let (numbers, used, malformed) = parse_write(data, most);
     let failed = malformed.map_or(Ok(()), Err);
     if numbers.is_empty() {
@@ -390,6 +418,26 @@ pub fn write(
                 l.sem[3] = semmni;
             }
             result?;
+        }
+        Kind::PortRange => {
+            // ipv4_local_port_range(): the ports not given stay, the pair
+            // must hold together, and no port below
+            // ip_unprivileged_port_start (1024 here) is ephemeral.
+            let (mut lo, mut hi) = kernel.net.local_port_range();
+            for (i, &(neg, v)) in numbers.iter().enumerate() {
+                let port = u16::try_from(v).ok().filter(|p| !neg && *p >= 1);
+                let port = port.ok_or(Errno::EINVAL)?;
+                if i == 0 {
+                    lo = port;
+                } else {
+                    hi = port;
+                }
+            }
+            if lo < 1024 {
+                return Err(Errno::EINVAL);
+            }
+            kernel.net.set_local_port_range(lo, hi)?;
+            failed?;
         }
     }
     Ok(used)
@@ -511,6 +559,12 @@ mod tests {
         assert!(check("kernel.sem", "250 32000 100 40000").is_err());
         assert_eq!(check("net.core.somaxconn", "128"), Ok("128".into()));
         assert!(check("net.core.somaxconn", "4097").is_err());
+        let range = "net.ipv4.ip_local_port_range";
+        assert_eq!(check(range, "40000  40010"), Ok("40000\t40010".into()));
+        assert_eq!(check(range, "7 7"), Ok("7\t7".into()));
+        for bad in ["40010 40000", "0 10", "1 65536", "40000", "-1 5"] {
+            assert!(check(range, bad).is_err(), "{bad}");
+        }
         assert!(check("net.ipv4.tcp_syncookies", "1").is_err());
         assert!(emulated("fs.mqueue.queues_max") && !emulated("vm.swappiness"));
     }
