@@ -1168,8 +1168,8 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
                 .map_err(|why| field(format!("linux.sysctl.{name}"), why))?;
             sysctls.push((name.clone(), value.clone()));
         }
-        if linux.devices().as_ref().is_some_and(|d| !d.is_empty()) {
-            return Err(unsupported("linux.devices", "device nodes in the guest"));
+        for (i, d) in linux.devices().iter().flatten().enumerate() {
+            check_device(d).map_err(|why| unsupported(format!("linux.devices[{i}]"), why))?;
         }
         // As runc, the profile filters the guest's calls: the Sentry runs
         // it before answering each (its own host filter stays as it is).
@@ -1271,6 +1271,51 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         readonly_paths,
         sysctls,
     })
+}
+
+/// The device nodes every guest has (the Sentry's own, mode 0666, root's):
+/// path, major and minor.
+const GUEST_DEVICES: &[(&str, i64, i64)] = &[
+    ("/dev/null", 1, 3),
+    ("/dev/zero", 1, 5),
+    ("/dev/full", 1, 7),
+    ("/dev/random", 1, 8),
+    ("/dev/urandom", 1, 9),
+    ("/dev/tty", 5, 0),
+    ("/dev/ptmx", 5, 2),
+];
+
+/// A `linux.devices` entry is taken when it asks for one of the devices
+/// the Sentry gives every guest, as the guest has it; any other would need
+/// the host's device, which the sandbox does not pass through.
+fn check_device(d: &oci_spec::runtime::LinuxDevice) -> Result<(), String> {
+    let path = d.path().display().to_string();
+    let known = GUEST_DEVICES.iter().find(|(p, ..)| *p == path);
+    let Some(&(_, major, minor)) = known else {
+        return Err(format!(
+            "{path}: the sandbox has only its own {} (host devices are not passed through)",
+            GUEST_DEVICES
+                .iter()
+                .map(|(p, ..)| *p)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    let char_dev = matches!(
+        d.typ(),
+        oci_spec::runtime::LinuxDeviceType::C | oci_spec::runtime::LinuxDeviceType::U
+    );
+    if !char_dev || d.major() != major || d.minor() != minor {
+        return Err(format!(
+            "{path} is the character device {major}:{minor} here"
+        ));
+    }
+    let mode_ok = d.file_mode().is_none_or(|m| m & 0o7777 == 0o666);
+    let owner_ok = d.uid().is_none_or(|u| u == 0) && d.gid().is_none_or(|g| g == 0);
+    if !mode_ok || !owner_ok {
+        return Err(format!("{path} is mode 0666, owned by root, here"));
+    }
+    Ok(())
 }
 
 /// runc's rule for which sysctls a container may set: only those of a
@@ -1410,6 +1455,41 @@ mod tests {
         assert_eq!(p.hostname, "ferrovisor");
         assert!(p.readonly);
         assert!(p.rootfs.ends_with("rootfs"));
+    }
+
+    #[test]
+    fn devices_the_guest_has_are_taken_others_refused() {
+        let dev = |path: &str, typ: &str, major: i64, minor: i64, mode: u32| {
+            serde_json::json!({"path": path, "type": typ, "major": major, "minor": minor,
+                               "fileMode": mode, "uid": 0, "gid": 0})
+        };
+        // As Docker sends `--device /dev/null` and `--device /dev/urandom`.
+        let (_d, r) = bundle_with(|v| {
+            v["linux"]["devices"] = serde_json::json!([
+                dev("/dev/null", "c", 1, 3, 0o666),
+                dev("/dev/urandom", "c", 1, 9, 0o20666)
+            ])
+        });
+        assert!(r.is_ok(), "{:?}", r.err());
+        for (entry, says) in [
+            (
+                dev("/dev/kvm", "c", 10, 232, 0o666),
+                "host devices are not passed through",
+            ),
+            (dev("/dev/null", "c", 1, 5, 0o666), "character device 1:3"),
+            (dev("/dev/null", "b", 1, 3, 0o666), "character device 1:3"),
+            (dev("/dev/zero", "c", 1, 5, 0o600), "mode 0666"),
+        ] {
+            let (_d, r) = bundle_with(|v| {
+                v["linux"]["devices"] =
+                    serde_json::json!([dev("/dev/full", "c", 1, 7, 0o666), entry])
+            });
+            let text = err_text(r);
+            assert!(
+                text.contains("linux.devices[1]") && text.contains(says),
+                "{text}"
+            );
+        }
     }
 
     #[test]
