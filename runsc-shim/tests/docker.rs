@@ -378,7 +378,7 @@ fn docker_run_user_and_group_add_as_runc() {
 
 /// `--security-opt seccomp`: Docker's default profile, `unconfined` and a
 /// profile of one's own filter the guest's calls as under runc, where runc
-/// is installed.
+/// is installed; so does `--device` of a device every guest has.
 #[test]
 fn docker_seccomp_profiles_filter_as_runc() {
     let Some(d) = Docker::start("docker-seccomp") else {
@@ -393,6 +393,24 @@ fn docker_seccomp_profiles_filter_as_runc() {
     let runc = ["/usr/local/sbin/runc", "/usr/sbin/runc", "/usr/bin/runc"]
         .iter()
         .any(|p| Path::new(p).is_file());
+    // `--device` of a device every guest has, as runc gives it.
+    for runtime in ["ferrovisor", "runc"].iter().take(1 + usize::from(runc)) {
+        let args = [
+            "run",
+            "--rm",
+            "--runtime",
+            runtime,
+            "--network",
+            "none",
+            "--device",
+            "/dev/urandom",
+            IMAGE,
+            "sh",
+            "-c",
+            "head -c 5 /dev/urandom | wc -c",
+        ];
+        assert_eq!(d.ok(&args).trim(), "5", "{runtime} with --device");
+    }
     let script = "grep '^Seccomp:' /proc/self/status; mkdir /made 2>&1 && echo made; true";
     let cases: [(&[&str], &str); 3] = [
         (&[], "Seccomp:\t2\nmade\n"),
