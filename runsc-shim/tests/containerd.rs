@@ -133,13 +133,14 @@ impl Engine {
     fn refused(&mut self, id: &str, runtime_args: &[&str]) {
         self.ids.push(id.to_string());
         let fifo = self.dir.join("fifo").to_string_lossy().into_owned();
-        let mut args = vec!["run", "--rm", "--device", "/dev/null", "--fifo-dir", &fifo];
+        let mut args = vec!["run", "--rm", "--device", "/dev/fuse", "--fifo-dir", &fifo];
         args.extend_from_slice(runtime_args);
         args.extend_from_slice(&[IMAGE, id, "true"]);
         let out = self.ctr(&args);
         assert_ne!(out.status, 0, "refused: {out:?}");
         assert!(
-            out.stderr.contains("linux.devices: not supported"),
+            out.stderr.contains("linux.devices[0]: not supported")
+                && out.stderr.contains("/dev/fuse"),
             "{out:?}"
         );
         let bundle = format!("/io.containerd.runtime.v2.task/default/{id}/");
