@@ -700,6 +700,23 @@ enum AluOp {
     Rsh,
 }
 
+impl AluOp {
+    /// `a op v`; `None` for a division by zero (which kills the thread).
+    fn apply(self, a: u32, v: u32) -> Option<u32> {
+        Some(match self {
+            AluOp::Add => a.wrapping_add(v),
+            AluOp::Sub => a.wrapping_sub(v),
+            AluOp::Mul => a.wrapping_mul(v),
+            AluOp::Div => a.checked_div(v)?,
+            AluOp::And => a & v,
+            AluOp::Or => a | v,
+            AluOp::Xor => a ^ v,
+            AluOp::Lsh => a.wrapping_shl(v),
+            AluOp::Rsh => a.wrapping_shr(v),
+        })
+    }
+}
+
 /// A conditional jump's test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cond {
@@ -1043,20 +1060,10 @@ impl Program {
                         Src::K(k) => k,
                         Src::X => x,
                     };
-                    a = match op {
-                        AluOp::Add => a.wrapping_add(v),
-                        AluOp::Sub => a.wrapping_sub(v),
-                        AluOp::Mul => a.wrapping_mul(v),
-                        AluOp::Div => match a.checked_div(v) {
-                            Some(q) => q,
-                            None => return SECCOMP_RET_KILL_THREAD,
-                        },
-                        AluOp::And => a & v,
-                        AluOp::Or => a | v,
-                        AluOp::Xor => a ^ v,
-                        AluOp::Lsh => a.wrapping_shl(v),
-                        AluOp::Rsh => a.wrapping_shr(v),
-                    };
+                    match op.apply(a, v) {
+                        Some(r) => a = r,
+                        None => return SECCOMP_RET_KILL_THREAD,
+                    }
                 }
                 Insn::Neg => a = a.wrapping_neg(),
                 Insn::Ja(k) => pc = pc.saturating_add(k as usize),
@@ -1103,20 +1110,10 @@ impl Program {
                         Src::X => x,
                     };
                     a = match (a, v) {
-                        (Some(a), Some(v)) => Some(match op {
-                            AluOp::Add => a.wrapping_add(v),
-                            AluOp::Sub => a.wrapping_sub(v),
-                            AluOp::Mul => a.wrapping_mul(v),
-                            AluOp::Div => match a.checked_div(v) {
-                                Some(q) => q,
-                                None => return Some(SECCOMP_RET_KILL_THREAD),
-                            },
-                            AluOp::And => a & v,
-                            AluOp::Or => a | v,
-                            AluOp::Xor => a ^ v,
-                            AluOp::Lsh => a.wrapping_shl(v),
-                            AluOp::Rsh => a.wrapping_shr(v),
-                        }),
+                        (Some(a), Some(v)) => match op.apply(a, v) {
+                            Some(r) => Some(r),
+                            None => return Some(SECCOMP_RET_KILL_THREAD),
+                        },
                         _ => None,
                     };
                 }

@@ -425,7 +425,7 @@ pub fn write(
             // ip_unprivileged_port_start (1024 here) is ephemeral.
             let (mut lo, mut hi) = kernel.net.local_port_range();
             for (i, &(neg, v)) in numbers.iter().enumerate() {
-                let port = u16::try_from(v).ok().filter(|p| !neg && *p >= 1);
+                let port = u16::try_from(v).ok().filter(|_| !neg);
                 let port = port.ok_or(Errno::EINVAL)?;
                 if i == 0 {
                     lo = port;

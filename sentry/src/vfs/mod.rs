@@ -1413,15 +1413,16 @@ impl FileSystem {
         self.tmpfs_tmp
     }
 
-    /// Whether `/dev/shm` is `noexec`, as runc mounts a container's (an
-    /// OCI sandbox; `do`'s is a host's, where programs may run).
-    pub fn shm_noexec(&self) -> bool {
+    /// Whether `/dev` is a container's, as runc makes it (an OCI sandbox:
+    /// `/dev/shm` `noexec`, `/dev/pts` in the mount table, `/dev/ptmx` a
+    /// link); `do`'s mirrors a host's, where programs in `/dev/shm` run.
+    pub fn container_dev(&self) -> bool {
         !self.tmpfs_tmp
     }
 
     /// Whether `node` is on a `noexec` mount: programs there do not run.
     pub fn noexec(&self, node: &Node) -> bool {
-        self.shm_noexec() && matches!(node, Node::Mem(m) if Arc::ptr_eq(m.fs(), self.shm.fs()))
+        self.container_dev() && matches!(node, Node::Mem(m) if Arc::ptr_eq(m.fs(), self.shm.fs()))
     }
 
     /// Whether the guest's writes to its root (outside volumes and
@@ -1481,7 +1482,7 @@ impl FileSystem {
                 )))
             }
             Node::DevDir if name == b"pts" => Ok(Node::PtsDir),
-            Node::DevDir if name == b"ptmx" && self.shm_noexec() => Ok(Node::Proc(
+            Node::DevDir if name == b"ptmx" && self.container_dev() => Ok(Node::Proc(
                 crate::fsimpl::proc::ProcNode::Link(PTMX_LINK_INO, b"pts/ptmx".to_vec()),
             )),
             Node::DevDir if name == b"mqueue" => self.mqueue_root().ok_or(Errno::ENOENT),
@@ -2033,7 +2034,7 @@ impl FileSystem {
     /// Lists `/dev`; a container's `ptmx` is a link, as runc makes it.
     pub fn dev_list(&self) -> Vec<DirEntry> {
         let mut v = list_dir(&Node::DevDir, None, None).unwrap_or_default();
-        if self.shm_noexec() {
+        if self.container_dev() {
             for e in v.iter_mut().filter(|e| e.name == b"ptmx") {
                 (e.ino, e.kind) = (PTMX_LINK_INO, abi::dt::LNK);
             }
