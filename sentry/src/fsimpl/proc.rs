@@ -1102,7 +1102,8 @@ impl ProcFs {
     }
 
     fn vm_pages(&self, p: &Process) -> (u64, u64) {
-        let Some(mm) = p.state().info.mm.upgrade() else {
+        let mm = p.state().info.mm.clone();
+        let Some(mm) = live(&mm) else {
             return (0, 0);
         };
         let mm = mm.locked();
@@ -1123,7 +1124,8 @@ impl ProcFs {
     /// apart from the present) is 0 or the present value.
     fn status_memory(&self, p: &Process) -> String {
         let exe = p.state().info.exe.clone();
-        let Some(mm) = p.state().info.mm.upgrade() else {
+        let mm = p.state().info.mm.clone();
+        let Some(mm) = live(&mm) else {
             return String::new();
         };
         let mm = mm.locked();
@@ -1310,7 +1312,8 @@ impl ProcFs {
     }
 
     fn maps(&self, p: &Process, smaps: bool) -> String {
-        let Some(mm) = p.state().info.mm.upgrade() else {
+        let mm = p.state().info.mm.clone();
+        let Some(mm) = live(&mm) else {
             return String::new();
         };
         let mm = mm.locked();
@@ -1873,10 +1876,19 @@ fn mount_table(
 /// once it has none).
 fn address_space(p: &Process) -> Result<Weak<std::sync::Mutex<crate::mm::MemoryManager>>, Errno> {
     let mm = p.state().info.mm.clone();
-    if mm.strong_count() == 0 {
+    if live(&mm).is_none() {
         return Err(Errno::ESRCH);
     }
     Ok(mm)
+}
+
+/// The address space behind `mm` while a live thread uses it: once its
+/// process has exited (or exec'd away) the file reads nothing, as Linux's
+/// `mmget_not_zero` fails, whatever host threads still hold it.
+fn live(
+    mm: &Weak<std::sync::Mutex<crate::mm::MemoryManager>>,
+) -> Option<Arc<std::sync::Mutex<crate::mm::MemoryManager>>> {
+    mm.upgrade().filter(|m| m.locked().in_use())
 }
 
 /// An open `/proc/[pid]/mem`: the address space it was opened on (Linux
@@ -1900,7 +1912,7 @@ impl ProcMem {
         write: bool,
     ) -> Result<u64, Errno> {
         use crate::mm::guestmem::{copy_from_slices_at, copy_to_slices_at};
-        let Some(mm) = self.0.upgrade() else {
+        let Some(mm) = live(&self.0) else {
             return Ok(0);
         };
         let total: usize = bufs.iter().map(|b| b.len()).sum();
@@ -2055,7 +2067,7 @@ impl crate::vfs::file::FileImpl for ProcPagemap {
         if !start.is_multiple_of(8) || !total.is_multiple_of(8) {
             return Err(Errno::EINVAL);
         }
-        let Some(mm) = self.0.upgrade() else {
+        let Some(mm) = live(&self.0) else {
             return Ok(0);
         };
         let mut done = 0usize;

@@ -476,6 +476,12 @@ impl MemoryManager {
         self.users = self.users.saturating_sub(1);
     }
 
+    /// Whether any live thread still uses it (an exited process's host
+    /// threads may hold it after its parent has reaped it).
+    pub fn in_use(&self) -> bool {
+        self.users > 0
+    }
+
     /// Whether a live thread other than the caller uses it.
     pub fn is_shared(&self) -> bool {
         self.users > 1
