@@ -628,4 +628,8 @@ impl AddressSpace for PtraceAddressSpace {
     fn syscall_patch(&self, code: [u8; 7], nr: u64, ret: u64) -> Option<[u8; 7]> {
         self.shared.image.fast()?.site(code, nr, ret)
     }
+
+    fn unpatched(&self, patch: [u8; 7]) -> Option<[u8; 7]> {
+        self.shared.image.fast()?.original(patch)
+    }
 }

@@ -156,6 +156,24 @@ impl FastTable {
         Some(patch)
     }
 
+    /// The code `patch` (one [`Self::site`] gave) replaced.
+    pub(crate) fn original(&self, patch: [u8; 7]) -> Option<[u8; 7]> {
+        if patch[..3] != [0xff, 0x24, 0x25] {
+            return None;
+        }
+        let ptr = u64::from(u32::from_le_bytes(patch[3..7].try_into().ok()?));
+        let off = ptr.checked_sub(FAST_TABLE)?;
+        if off % 8 != 0 {
+            return None;
+        }
+        let index = off / 8;
+        let sites = self.sites.lock().unwrap_or_else(PoisonError::into_inner);
+        sites
+            .iter()
+            .find(|(_, &i)| i == index)
+            .map(|(&(_, code), _)| code)
+    }
+
     /// Writes entry `i`, `code` whose last instruction is a `jmp rel32`
     /// with its displacement at `rel_at` (filled in here), then its pointer
     /// (x86 stores are seen in order, so a stub that reads the pointer

@@ -294,6 +294,15 @@ pub trait AddressSpace: Send + Sync + fmt::Debug {
         let _ = (code, nr, ret);
         None
     }
+
+    /// The guest code a replacement from [`AddressSpace::syscall_patch`]
+    /// took the place of, or `None` when `patch` is not one this platform
+    /// gave: a saved sandbox carries the original code, since patches
+    /// point into this platform's own tables.
+    fn unpatched(&self, patch: [u8; 7]) -> Option<[u8; 7]> {
+        let _ = patch;
+        None
+    }
 }
 
 /// An invalid opcode in 64-bit mode (`push %es` of 32-bit code).

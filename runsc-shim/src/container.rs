@@ -1590,6 +1590,8 @@ pub fn boot(
             .map(String::into_bytes)
             .collect(),
         sysctls: plan.sysctls,
+        save: None,
+        restore: None,
     };
     // Last, with the gofers started and every host path opened: the
     // Sentry's own process in new namespaces, as an unprivileged user.

@@ -707,9 +707,19 @@ struct DoArgs {
     /// `ferrovisor sandbox create` starts one).
     #[arg(long, requires = "control_socket", conflicts_with = "command")]
     init: bool,
+    /// Let the guest save the sandbox into DIR: a write to
+    /// /proc/ferrovisor/checkpoint saves it as the write returns (see
+    /// docs/checkpoint.md).
+    #[arg(long, value_name = "DIR")]
+    save: Option<PathBuf>,
+    /// Go on from the sandbox saved in DIR instead of starting a command,
+    /// with this caller's standard descriptors; give the root and volumes
+    /// it was saved with.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["command", "init"])]
+    restore: Option<PathBuf>,
     /// The command (looked up in the guest's PATH) and its arguments.
     #[arg(
-        required_unless_present = "init",
+        required_unless_present_any = ["init", "restore"],
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "CMD"
@@ -863,6 +873,27 @@ fn init_logging(path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The file a sandbox image is saved in, inside `--save`'s directory.
+const IMAGE_NAME: &str = "sandbox.img";
+
+/// `--save DIR`: the directory (made, mode 0700, when missing) and its
+/// image file, open for the Sentry to write when the guest asks (an
+/// earlier image stays until then).
+fn open_save_target(dir: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(dir.join(IMAGE_NAME))
+}
+
 fn run_do(args: DoArgs) -> ExitCode {
     if let Some(log) = &args.debug_log {
         if let Err(e) = init_logging(log) {
@@ -981,6 +1012,37 @@ fn run_do(args: DoArgs) -> ExitCode {
         },
         None => None,
     };
+    // The image file, opened or read while this process may still open
+    // host paths.
+    let save = match &args.save {
+        Some(dir) => match open_save_target(dir) {
+            Ok(f) => Some(f),
+            Err(e) => return fail(2, format_args!("--save {}: {e}", dir.display())),
+        },
+        None => None,
+    };
+    let restore = match &args.restore {
+        Some(dir) => {
+            let path = dir.join(IMAGE_NAME);
+            let image = match std::fs::read(&path) {
+                Ok(b) => b,
+                Err(e) => {
+                    return fail(
+                        2,
+                        format_args!(
+                            "--restore {}: {e} (give a directory a `do --save` wrote)",
+                            dir.display()
+                        ),
+                    )
+                }
+            };
+            if let Err(e) = sentry::check_image(&image) {
+                return fail(2, format_args!("--restore {}: {e}", dir.display()));
+            }
+            Some(image)
+        }
+        None => None,
+    };
     let client = match runsc_shim::gofer_proc::spawn(&args.root) {
         Ok(c) => c,
         Err(e) => return fail(125, e),
@@ -1061,6 +1123,8 @@ fn run_do(args: DoArgs) -> ExitCode {
         masked_paths: Vec::new(),
         readonly_paths: Vec::new(),
         sysctls: Vec::new(),
+        save,
+        restore,
     };
     // Last, with the gofers started: the Sentry's own process in new
     // namespaces, as an unprivileged user.

@@ -107,6 +107,12 @@ pub struct SandboxConfig<'a> {
     /// namespaced sysctls (OCI `linux.sysctl`), each one of those
     /// [`crate::fsimpl::sysctl`] emulates
     pub sysctls: Vec<(String, String)>,
+    /// where a save the guest asks for goes (`do --save`); `None`: the
+    /// guest cannot save the sandbox
+    pub save: Option<std::fs::File>,
+    /// a sandbox image to go on from instead of starting `argv` (`do
+    /// --restore`)
+    pub restore: Option<Vec<u8>>,
 }
 
 /// A file system mounted over a guest path.
@@ -260,6 +266,10 @@ where
             ..Default::default()
         }),
         reaped_cpu: Mutex::default(),
+        checkpoint: crate::kernel::Checkpointing {
+            target: config.save,
+            ..Default::default()
+        },
         container_seccomp: match &config.seccomp {
             Some(prog) => {
                 let bad = |why: String| Error::Seccomp(why);
@@ -393,18 +403,31 @@ where
     } else {
         config.argv
     };
-    let task = start_process(
-        &kernel,
-        ProcessSpec {
-            argv,
-            envp: config.envp,
-            cwd: config.cwd,
-            ids: config.ids,
-            ppid: 0,
-            stdio,
-            privileges: config.privileges,
-        },
-    )?;
+    if let Some((_, file)) = &console {
+        let _ = kernel.checkpoint.console.set(file.clone());
+    }
+    let task = match &config.restore {
+        Some(image) => crate::syscalls::checkpoint::restore_process(
+            &kernel,
+            image,
+            console.as_ref().map(|(c, f)| {
+                let tty: Arc<dyn crate::kernel::task::Terminal> = c.pty().clone();
+                (f.clone(), tty)
+            }),
+        )?,
+        None => start_process(
+            &kernel,
+            ProcessSpec {
+                argv,
+                envp: config.envp,
+                cwd: config.cwd,
+                ids: config.ids,
+                ppid: 0,
+                stdio,
+                privileges: config.privileges,
+            },
+        )?,
+    };
     if let Some((c, _)) = &console {
         c.start()
             .map_err(|e| Error::Spawn(format!("the terminal's relay threads: {e}")))?;

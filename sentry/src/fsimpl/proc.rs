@@ -53,7 +53,17 @@ pub enum ProcNode {
     /// a /proc/sys file the guest may write (path below /proc/sys, one of
     /// [`crate::fsimpl::sysctl::WRITABLE`]) and its contents when looked up
     Sysctl(u64, &'static str, Arc<Vec<u8>>),
+    /// `/proc/ferrovisor`: the sandbox's own files
+    Sandbox,
+    /// `/proc/ferrovisor/checkpoint`: a write saves the sandbox (`do
+    /// --save`); it reads how the last save went, or that the sandbox was
+    /// restored (its contents when looked up)
+    Checkpoint(Arc<Vec<u8>>),
 }
+
+/// Inode numbers of `/proc/ferrovisor` and its `checkpoint`.
+const SANDBOX_INO: u64 = 0xf0_0001;
+const CHECKPOINT_INO: u64 = 0xf0_0002;
 
 impl std::fmt::Debug for ProcNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -71,6 +81,8 @@ impl std::fmt::Debug for ProcNode {
             ProcNode::Mem(i, p) => write!(f, "ProcMem({i}, {})", p.pid),
             ProcNode::Sysctl(i, path, _) => write!(f, "ProcSysctl({i}, {path})"),
             ProcNode::Pagemap(i, p) => write!(f, "ProcPagemap({i}, {})", p.pid),
+            ProcNode::Sandbox => f.write_str("ProcSandbox"),
+            ProcNode::Checkpoint(_) => f.write_str("ProcCheckpoint"),
         }
     }
 }
@@ -86,6 +98,7 @@ impl ProcNode {
                 | ProcNode::Fd(..)
                 | ProcNode::Ns(_)
                 | ProcNode::Sys(_)
+                | ProcNode::Sandbox
         )
     }
 
@@ -108,6 +121,8 @@ impl ProcNode {
             ProcNode::OomScoreAdj(i, _, _) => (abi::S_IFREG | 0o644, *i),
             ProcNode::Mem(i, _) => (abi::S_IFREG | 0o600, *i),
             ProcNode::Pagemap(i, _) => (abi::S_IFREG | 0o400, *i),
+            ProcNode::Sandbox => (abi::S_IFDIR | 0o555, SANDBOX_INO),
+            ProcNode::Checkpoint(_) => (abi::S_IFREG | 0o600, CHECKPOINT_INO),
             ProcNode::Sysctl(i, path, _) => (
                 abi::S_IFREG
                     | if *path == "kernel/ns_last_pid" {
@@ -652,9 +667,23 @@ impl ProcFs {
                     // /proc/cgroups says with hierarchy 0: what the JVM
                     // checks before it reads /sys/fs/cgroup.
                     "cgroups" => file(PROC_CGROUPS.into()),
+                    "ferrovisor" => Ok(ProcNode::Sandbox),
                     _ => Err(Errno::ENOENT),
                 }
             }
+            ProcNode::Sandbox => match name_s {
+                "checkpoint" => {
+                    let k = self.kernel()?;
+                    let status = k.checkpoint.status.locked().clone();
+                    let text = match (status.is_empty(), k.checkpoint.target.is_some()) {
+                        (false, _) => status,
+                        (true, true) => "ready\n".into(),
+                        (true, false) => "off: the sandbox was started without --save\n".into(),
+                    };
+                    Ok(ProcNode::Checkpoint(Arc::new(text.into_bytes())))
+                }
+                _ => Err(Errno::ENOENT),
+            },
             ProcNode::Pid(pid, tid) => self.lookup_pid(*pid, *tid, name_s),
             ProcNode::Task(pid) => {
                 let tid: i32 = name_s.parse().map_err(|_| Errno::ENOENT)?;
@@ -1490,6 +1519,7 @@ impl ProcFs {
                 }
                 add("sys".into(), abi::dt::DIR);
                 add("sysvipc".into(), abi::dt::DIR);
+                add("ferrovisor".into(), abi::dt::DIR);
                 for pid in self.kernel()?.procs().map.keys() {
                     add(pid.to_string(), abi::dt::DIR);
                 }
@@ -1559,6 +1589,7 @@ impl ProcFs {
                     add((*n).into(), abi::dt::REG);
                 }
             }
+            ProcNode::Sandbox => add("checkpoint".into(), abi::dt::REG),
             ProcNode::Sys(d) if *d == PROC_SYSVIPC => {
                 for n in PROC_SYSVIPC_FILES {
                     add((*n).into(), abi::dt::REG);
@@ -2383,7 +2414,10 @@ impl ProcFile {
         let mut g = self.0.locked();
         if pos == 0 && g.1 {
             let fresh = file.location.as_ref().and_then(|l| blk.fs.look_up_again(l));
-            if let Some(Node::Proc(ProcNode::File(_, d) | ProcNode::Sysctl(_, _, d))) = fresh {
+            if let Some(Node::Proc(
+                ProcNode::File(_, d) | ProcNode::Sysctl(_, _, d) | ProcNode::Checkpoint(d),
+            )) = fresh
+            {
                 g.0 = d;
             }
         }
@@ -2441,6 +2475,17 @@ impl FileImpl for ProcFile {
                     *pos = start + used as u64;
                 }
                 Ok(used as u64)
+            }
+            Some(Node::Proc(ProcNode::Checkpoint(_))) => {
+                let k = blk.fs.proc.kernel()?;
+                if k.checkpoint.target.is_none() {
+                    return Err(Errno::EOPNOTSUPP);
+                }
+                // Saved as this write returns (syscalls::checkpoint).
+                k.checkpoint
+                    .requested
+                    .store(true, std::sync::atomic::Ordering::Release);
+                Ok(bufs.iter().map(GuestSlice::len).sum::<usize>() as u64)
             }
             _ => Err(Errno::EINVAL),
         }

@@ -75,6 +75,9 @@ pub enum Error {
     /// the Sentry could not give up its capabilities
     #[error("dropping the Sentry's capabilities: {0}")]
     Capabilities(Errno),
+    /// a sandbox image could not be restored
+    #[error("restoring the sandbox: {0}")]
+    Restore(String),
     /// the Sentry's own seccomp filter could not be installed
     #[error("installing the Sentry's seccomp filter: {0}")]
     HostFilter(Errno),
@@ -220,6 +223,25 @@ pub struct Kernel {
     pub container_seccomp: Option<Arc<crate::kernel::seccomp::Filter>>,
     /// advisory file locks (`flock`, `fcntl` record locks)
     pub locks: Arc<crate::vfs::lock::LockTable>,
+    /// saving the sandbox when its guest asks (`do --save`)
+    pub checkpoint: Checkpointing,
+}
+
+/// Saving the sandbox when its guest asks (`do --save`): a write to
+/// `/proc/ferrovisor/checkpoint` sets `requested`, and the image is
+/// written as that write returns.
+#[derive(Debug, Default)]
+pub struct Checkpointing {
+    /// the image file, opened by the runtime; `None`: saving is off
+    pub target: Option<std::fs::File>,
+    /// a save was asked for and not yet made
+    pub requested: AtomicBool,
+    /// what `/proc/ferrovisor/checkpoint` reads: how the last save went,
+    /// or that this sandbox was restored
+    pub status: Mutex<String>,
+    /// the sandbox's terminal as the first process has it, which a
+    /// restored copy gets its own terminal in place of
+    pub console: std::sync::OnceLock<Arc<crate::vfs::file::FileDescription>>,
 }
 
 /// The sandbox's processes.

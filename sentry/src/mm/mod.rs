@@ -23,6 +23,7 @@ pub mod guestmem;
 pub mod memfile;
 pub mod pagecache;
 pub mod quota;
+pub mod snapshot;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

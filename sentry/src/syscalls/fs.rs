@@ -587,7 +587,7 @@ fn open_inner(
 }
 
 /// [`open_inner`] of a path the Sentry holds.
-fn open_path(
+pub(crate) fn open_path(
     task: &mut Task,
     dirfd: u64,
     path: Vec<u8>,
@@ -840,6 +840,10 @@ fn open_path(
                     {
                         return Err(Errno::EACCES);
                     }
+                    FileKind::Impl(Arc::new(crate::fsimpl::proc::ProcFile::new(data.clone())))
+                }
+                // Writes are taken by FileDescription::write.
+                crate::fsimpl::proc::ProcNode::Checkpoint(data) => {
                     FileKind::Impl(Arc::new(crate::fsimpl::proc::ProcFile::new(data.clone())))
                 }
                 crate::fsimpl::proc::ProcNode::Mem(_, p) => {

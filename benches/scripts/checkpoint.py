@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Checkpoint and restore figures, in one run: a Python that imported json,
+re, asyncio, sqlite3, email and http.client and waits on stdin is saved
+(`do --save`), then restored N times (`do --restore`). Prints the save time
+and image size, the restore time in the Sentry and to the first byte of
+output after input, and beside them a fresh start of the same imports
+natively and in the sandbox.
+
+Usage (as root): benches/scripts/checkpoint.py [FERROVISOR] [N]
+"""
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "target", "release", "ferrovisor")
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+
+IMPORTS = "import json, re, asyncio, sqlite3, email, http.client, sys\n"
+READY = IMPORTS + (
+    "try:\n"
+    "    open('/proc/ferrovisor/checkpoint', 'w').write('save')\n"
+    "except FileNotFoundError:\n"
+    "    pass\n"
+    "print(sys.stdin.readline().strip(), flush=True)\n"
+)
+
+
+def cpu():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def first_output(argv):
+    """Seconds from start to the first line of output after input."""
+    t = time.perf_counter()
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    p.stdin.write(b"go\n")
+    p.stdin.flush()
+    line = p.stdout.readline()
+    took = time.perf_counter() - t
+    p.wait()
+    assert line == b"go\n", (argv, line)
+    return took
+
+
+def median_ms(xs):
+    return statistics.median(xs) * 1e3
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="ferrovisor-ckpt-", dir="/var/tmp")
+    script = os.path.join(work, "ready.py")
+    open(script, "w").write(READY)
+    images = os.path.join(work, "img")
+    log = os.path.join(work, "save.log")
+    subprocess.run([BIN, "do", "--debug-log", log, "--save", images, "--", "python3", script],
+                   input=b"x\n", check=True, stdout=subprocess.DEVNULL)
+    saved = re.search(r"checkpoint saved: (\d+) bytes in ([\d.]+) ms", open(log).read())
+    native = [first_output(["python3", script]) for _ in range(N)]
+    fresh = [first_output([BIN, "do", "--", "python3", script]) for _ in range(N)]
+    restored = [first_output([BIN, "do", "--restore", images]) for _ in range(N)]
+    rlog = os.path.join(work, "restore.log")
+    subprocess.run([BIN, "do", "--debug-log", rlog, "--restore", images], input=b"x\n",
+                   check=True, stdout=subprocess.DEVNULL)
+    inside = re.search(r"sandbox restored from \d+ bytes in ([\d.]+) ms", open(rlog).read())
+    print(f"CPU: {cpu()}; medians of {N} runs")
+    print(f"checkpoint: {saved.group(2)} ms, image {int(saved.group(1)) / 1e6:.1f} MB")
+    print(f"restore in the Sentry (image parsed, memory and files in place): {inside.group(1)} ms")
+    print(f"restore to first output after input: {median_ms(restored):.1f} ms")
+    print(f"fresh start, same imports: native {median_ms(native):.1f} ms, "
+          f"sandbox {median_ms(fresh):.1f} ms")
+    subprocess.run(["rm", "-rf", work])
+
+
+if __name__ == "__main__":
+    main()

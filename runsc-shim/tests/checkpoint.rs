@@ -1,0 +1,272 @@
+//! Checkpoint and restore (`do --save DIR`, `do --restore DIR`): a Python
+//! process saved as it asks, then restored, goes on as the run that was
+//! never stopped (and as the same script natively); two restores of one
+//! image run side by side; what cannot be saved yet, a changed file and a
+//! bad image each get one line.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{command, run, Outcome, TempDir};
+
+const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Memory (a counter, a list), an open file read half-way, and stdin read
+/// after the save: what a restored copy must carry on with.
+const SCRIPT: &str = r#"
+import sys
+counter = 0
+data = [i * i for i in range(50000)]
+for _ in range(3):
+    counter += 1
+f = open(sys.argv[1], 'rb')
+head = f.read(5)
+try:
+    with open('/proc/ferrovisor/checkpoint', 'w') as c:
+        c.write('save')
+    state = open('/proc/ferrovisor/checkpoint').read().strip()
+except FileNotFoundError:
+    state = 'native'
+print('state', state, file=sys.stderr)
+line = sys.stdin.readline().strip()
+rest = f.read(5)
+counter += 1
+print(counter, sum(data), head, rest, line)
+"#;
+
+struct Fixture {
+    dir: TempDir,
+}
+
+impl Fixture {
+    fn new(tag: &str) -> Fixture {
+        let dir = TempDir::new(tag);
+        std::fs::write(dir.path().join("s.py"), SCRIPT).expect("script");
+        std::fs::write(dir.path().join("data.txt"), "0123456789abcdef").expect("data");
+        Fixture { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn images(&self) -> String {
+        self.path("images")
+    }
+}
+
+fn ferrovisor(args: &[&str], stdin: &[u8]) -> Outcome {
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.args(args);
+    run(cmd, Some(stdin), TIMEOUT)
+}
+
+fn save(fx: &Fixture, platform: &str, stdin: &[u8]) -> Outcome {
+    let (script, data, images) = (fx.path("s.py"), fx.path("data.txt"), fx.images());
+    ferrovisor(
+        &[
+            "do",
+            "--platform",
+            platform,
+            "--save",
+            &images,
+            "--",
+            "python3",
+            &script,
+            &data,
+        ],
+        stdin,
+    )
+}
+
+fn restore(images: &str, platform: &str, stdin: &[u8]) -> Outcome {
+    ferrovisor(&["do", "--platform", platform, "--restore", images], stdin)
+}
+
+fn show(o: &Outcome) -> String {
+    common::show(o)
+}
+
+#[test]
+fn a_saved_python_process_goes_on_after_restore_as_if_never_stopped() {
+    let fx = Fixture::new("ckpt-python");
+    let native = {
+        let mut cmd = command("python3", &[]);
+        cmd.args(["-c", SCRIPT, &fx.path("data.txt")]);
+        run(cmd, Some(b"one\n"), TIMEOUT)
+    };
+    assert_eq!(native.status, 0, "{}", show(&native));
+    assert!(
+        native.stdout.ends_with(" b'01234' b'56789' one\n"),
+        "{}",
+        show(&native)
+    );
+    for platform in ["seccomp", "ptrace"] {
+        let first = save(&fx, platform, b"one\n");
+        assert_eq!(first.status, 0, "{platform}: {}", show(&first));
+        assert!(
+            first.stderr.contains("state saved"),
+            "{platform}: {}",
+            show(&first)
+        );
+        assert_eq!(first.stdout, native.stdout, "{platform}: the saving run");
+        let image = Path::new(&fx.images()).join("sandbox.img");
+        assert!(image.metadata().is_ok_and(|m| m.len() > 0), "no image");
+
+        // Two copies of the one image at once, each with its own input.
+        let images = fx.images();
+        let copies: Vec<_> = ["two", "three"]
+            .into_iter()
+            .map(|word| {
+                let images = images.clone();
+                let platform = platform.to_string();
+                std::thread::spawn(move || {
+                    (
+                        word,
+                        restore(&images, &platform, format!("{word}\n").as_bytes()),
+                    )
+                })
+            })
+            .collect();
+        for c in copies {
+            let (word, out) = c.join().expect("restore thread");
+            assert_eq!(out.status, 0, "{platform}: {}", show(&out));
+            assert!(
+                out.stderr.contains("state restored"),
+                "{platform}: {}",
+                show(&out)
+            );
+            assert_eq!(
+                out.stdout,
+                native.stdout.replace(" one\n", &format!(" {word}\n")),
+                "{platform}: a restored copy"
+            );
+        }
+    }
+}
+
+#[test]
+fn what_cannot_be_saved_yet_is_named_and_the_sandbox_runs_on() {
+    let fx = Fixture::new("ckpt-refused");
+    let images = fx.images();
+    // The shell has a child when it asks: two processes.
+    let out = ferrovisor(
+        &[
+            "do",
+            "--save",
+            &images,
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.2 & echo save > /proc/ferrovisor/checkpoint; \
+             cat /proc/ferrovisor/checkpoint; wait; echo still running",
+        ],
+        b"",
+    );
+    assert_eq!(out.status, 0, "{}", show(&out));
+    assert!(
+        out.stderr
+            .contains("ferrovisor: checkpoint not saved: the sandbox has 2 processes"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        out.stdout
+            .starts_with("failed: the sandbox has 2 processes"),
+        "{}",
+        show(&out)
+    );
+    assert!(out.stdout.ends_with("still running\n"), "{}", show(&out));
+    // A pipe is not saved yet.
+    let out = ferrovisor(
+        &[
+            "do",
+            "--save",
+            &images,
+            "--",
+            "python3",
+            "-c",
+            "import os\nr, w = os.pipe()\nopen('/proc/ferrovisor/checkpoint', 'w').write('x')\n\
+             print(open('/proc/ferrovisor/checkpoint').read(), end='')",
+        ],
+        b"",
+    );
+    assert_eq!(out.status, 0, "{}", show(&out));
+    assert!(
+        out.stdout.starts_with("failed: descriptor 3 (PipeEnd)"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn without_save_the_checkpoint_file_says_so_and_refuses_writes() {
+    let out = ferrovisor(
+        &[
+            "do",
+            "--",
+            "python3",
+            "-c",
+            "import errno, os\nprint(open('/proc/ferrovisor/checkpoint').read(), end='')\n\
+             fd = os.open('/proc/ferrovisor/checkpoint', os.O_WRONLY)\n\
+             try:\n    os.write(fd, b'x')\n\
+             except OSError as e:\n    print(e.errno == errno.EOPNOTSUPP)",
+        ],
+        b"",
+    );
+    assert_eq!(out.status, 0, "{}", show(&out));
+    assert_eq!(
+        out.stdout,
+        "off: the sandbox was started without --save\nTrue\n",
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn a_changed_file_or_a_bad_image_is_refused_in_one_line() {
+    let fx = Fixture::new("ckpt-bad");
+    let first = save(&fx, "seccomp", b"one\n");
+    assert_eq!(first.status, 0, "{}", show(&first));
+    let images = fx.images();
+    let image = Path::new(&images).join("sandbox.img");
+    let good = std::fs::read(&image).expect("image");
+    let one_line = |o: &Outcome, what: &str| {
+        assert_eq!(o.status, 2, "{what}: {}", show(o));
+        assert_eq!(o.stderr.lines().count(), 1, "{what}: {}", show(o));
+        assert!(o.stderr.contains(what), "{what}: {}", show(o));
+        assert!(o.stdout.is_empty(), "{what}: {}", show(o));
+    };
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x55;
+    std::fs::write(&image, &flipped).expect("write");
+    one_line(&restore(&images, "seccomp", b""), "corrupt");
+    std::fs::write(&image, &good[..good.len() - 100]).expect("write");
+    one_line(&restore(&images, "seccomp", b""), "truncated");
+    std::fs::write(&image, b"#!/bin/sh\necho not an image at all\n").expect("write");
+    one_line(
+        &restore(&images, "seccomp", b""),
+        "not a ferrovisor sandbox image",
+    );
+    one_line(
+        &restore(&fx.path("nowhere"), "seccomp", b""),
+        "No such file",
+    );
+
+    // The file the process had open changed: refused, not swapped.
+    std::fs::write(&image, &good).expect("write");
+    std::fs::write(fx.path("data.txt"), "0123456789ABCDEFG").expect("data");
+    let out = restore(&images, "seccomp", b"two\n");
+    assert_eq!(out.status, 125, "{}", show(&out));
+    assert!(
+        out.stderr
+            .contains("data.txt (descriptor 3) has changed since the checkpoint"),
+        "{}",
+        show(&out)
+    );
+    assert!(out.stdout.is_empty(), "{}", show(&out));
+}

@@ -1,0 +1,699 @@
+//! Saving a running sandbox when its guest asks, and starting a sandbox
+//! from the saved image (`ferrovisor do --save DIR`, `do --restore DIR`).
+//!
+//! A write to `/proc/ferrovisor/checkpoint` asks; the image is written as
+//! that call returns, so the writer stands at a system call boundary, and
+//! a restored copy goes on from the same return. This first version saves
+//! a sandbox of one process with one thread; what it cannot save (another
+//! task, a pipe or socket, shared memory, an armed timer) is named in the
+//! one line the checkpoint fails with, and the sandbox runs on.
+//!
+//! The image: a header (magic, version, payload length, checksum), then
+//! the process, its address space ([`crate::mm::snapshot`]) and its
+//! descriptors. Standard descriptors become the restoring caller's; other
+//! files are opened again by path and must be unchanged.
+
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex};
+
+use abi::{Errno, KSigaction, OpenFlags, StackT};
+use zerocopy::{FromBytes, IntoBytes};
+
+use crate::kernel::auth::{CapSets, Creds};
+use crate::kernel::task::{FsContext, Process, ProcessState, Task, Thread};
+use crate::kernel::{Error, Kernel};
+use crate::mm::snapshot::{bad, Bad, Dec, Enc, Files};
+use crate::mm::{Mappable, MemoryManager};
+use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
+
+/// The first bytes of every image.
+const MAGIC: &[u8; 8] = b"FVSNAP\r\n";
+
+/// The layout this Sentry writes and reads.
+const VERSION: u32 = 1;
+
+/// Magic, version, flags, payload length, checksum.
+const HEADER: usize = 8 + 4 + 4 + 8 + 8;
+
+/// How a descriptor is found again at restore.
+const FD_STDIO: u8 = 0;
+const FD_PATH: u8 = 1;
+const FD_CONSOLE: u8 = 2;
+
+/// A 64-bit checksum of the payload, eight bytes a step (a torn or
+/// corrupt image, not an attacker, is what it catches: who may restore
+/// an image is the host's file permissions' business).
+fn checksum(data: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ data.len() as u64;
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(b))
+            .wrapping_mul(0x0000_0100_0000_01b3)
+            .rotate_left(23);
+    }
+    for &b in words.remainder() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The registers in `user_regs_struct` order.
+fn regs_words(r: &platform::Regs) -> [u64; 27] {
+    [
+        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
+        r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss, r.fs_base, r.gs_base, r.ds,
+        r.es, r.fs, r.gs,
+    ]
+}
+
+fn regs_of(w: &[u64; 27]) -> platform::Regs {
+    platform::Regs {
+        r15: w[0],
+        r14: w[1],
+        r13: w[2],
+        r12: w[3],
+        rbp: w[4],
+        rbx: w[5],
+        r11: w[6],
+        r10: w[7],
+        r9: w[8],
+        r8: w[9],
+        rax: w[10],
+        rcx: w[11],
+        rdx: w[12],
+        rsi: w[13],
+        rdi: w[14],
+        orig_rax: w[15],
+        rip: w[16],
+        cs: w[17],
+        eflags: w[18],
+        rsp: w[19],
+        ss: w[20],
+        fs_base: w[21],
+        gs_base: w[22],
+        ds: w[23],
+        es: w[24],
+        fs: w[25],
+        gs: w[26],
+    }
+}
+
+/// What identifies a host file's contents: size and modification time.
+fn identity_of(st: &abi::Stat) -> Vec<u8> {
+    let mut e = Enc::default();
+    for w in [st.size as u64, st.mtime as u64, st.mtime_nsec as u64] {
+        e.u64(w);
+    }
+    e.buf
+}
+
+/// Files of the sandbox's root and volumes, by guest path.
+struct SandboxFiles<'a>(&'a Kernel);
+
+impl Files for SandboxFiles<'_> {
+    fn describe(&self, name: &str, file: &Arc<dyn Mappable>) -> Result<Vec<u8>, String> {
+        let st =
+            crate::host::fstat(file.fd()).map_err(|e| format!("the mapped file {name}: {e}"))?;
+        Ok(identity_of(&crate::host::to_abi_stat(&st)))
+    }
+
+    fn find(&self, name: &str, identity: &[u8]) -> Result<crate::mm::snapshot::Found, String> {
+        let fs = &self.0.fs;
+        let gone = |e: Errno| format!("{name}, mapped in the saved process: {e}");
+        let loc = fs
+            .resolve(&fs.root(), name.as_bytes(), true)
+            .map_err(gone)?;
+        let host = fs.open_host(&loc).map_err(gone)?;
+        let st = crate::host::fstat(host.fd()).map_err(|e| format!("{name}: {e}"))?;
+        if identity_of(&crate::host::to_abi_stat(&st)) != identity {
+            return Err(format!(
+                "{name} has changed since the checkpoint (restore into the same root)"
+            ));
+        }
+        let image = host
+            .image(&self.0.memory)
+            .map_err(|e| format!("{name}: {e}"))?;
+        Ok((host, image))
+    }
+}
+
+/// Called as each system call returns `Ok(ret)`: makes the save a guest
+/// asked for, if one did.
+pub fn on_return(task: &mut Task, ret: u64) {
+    let ck = &task.kernel.checkpoint;
+    if !ck
+        .requested
+        .swap(false, std::sync::atomic::Ordering::AcqRel)
+    {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let status = match save(task, ret) {
+        Ok(len) => {
+            tracing::info!(
+                "checkpoint saved: {len} bytes in {:.1} ms",
+                started.elapsed().as_secs_f64() * 1e3
+            );
+            "saved\n".to_string()
+        }
+        Err(why) => {
+            // The user who asked for the save reads why on stderr; the
+            // guest reads it from the file.
+            let line = format!("ferrovisor: checkpoint not saved: {why}\n");
+            let _ = crate::host::write(
+                crate::vfs::file::FileDescription::stdio_borrow(2),
+                line.as_bytes(),
+            );
+            format!("failed: {why}\n")
+        }
+    };
+    *task
+        .kernel
+        .checkpoint
+        .status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = status;
+}
+
+/// Writes the image of the sandbox `task` (its only task) is in, as it
+/// will be once the current call returns `ret`. Returns its size.
+fn save(task: &mut Task, ret: u64) -> Result<u64, String> {
+    let payload = encode(task, ret)?;
+    let mut head = Vec::with_capacity(HEADER);
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&VERSION.to_le_bytes());
+    head.extend_from_slice(&0u32.to_le_bytes());
+    head.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    head.extend_from_slice(&checksum(&payload).to_le_bytes());
+    let ck = &task.kernel.checkpoint;
+    let target = ck
+        .target
+        .as_ref()
+        .ok_or("the sandbox was started without --save")?;
+    let io = |e: std::io::Error| format!("writing the image: {e}");
+    target.set_len(0).map_err(io)?;
+    target.write_all_at(&head, 0).map_err(io)?;
+    target.write_all_at(&payload, HEADER as u64).map_err(io)?;
+    target.sync_all().map_err(io)?;
+    Ok((HEADER + payload.len()) as u64)
+}
+
+fn encode(task: &mut Task, ret: u64) -> Result<Vec<u8>, String> {
+    let kernel = task.kernel.clone();
+    {
+        let procs = kernel.procs();
+        if procs.map.len() != 1 || procs.threads.len() != 1 {
+            return Err(format!(
+                "the sandbox has {} processes and {} threads (only a sandbox of one \
+                 single-threaded process is saved yet)",
+                procs.map.len(),
+                procs.threads.len()
+            ));
+        }
+    }
+    if task.thread.seccomp.active() {
+        return Err("the process runs under a seccomp filter (not saved yet)".into());
+    }
+    let mut e = Enc::default();
+    e.u32(task.pid() as u32);
+    let mut regs = task.regs;
+    regs.rax = ret;
+    for w in regs_words(&regs) {
+        e.u64(w);
+    }
+    let fp = task
+        .ctx
+        .fpstate()
+        .map_err(|err| format!("reading the FPU state: {err}"))?;
+    e.bytes(&fp);
+    {
+        let t = task.thread.state();
+        if t.ptrace.is_some() {
+            return Err("the process is traced".into());
+        }
+        if t.pending.bits != 0 {
+            return Err("a signal is pending for the thread".into());
+        }
+        e.u64(t.mask);
+    }
+    e.bytes(task.altstack.as_bytes());
+    e.u64(task.clear_child_tid);
+    e.u64(task.robust_list.0);
+    e.u64(task.robust_list.1);
+    e.bytes(&task.comm);
+    e.bytes(task.exe.as_bytes());
+    e.u8(u8::from(task.no_new_privs));
+    let c = &task.creds;
+    for id in c.uid.iter().chain(&c.gid) {
+        e.u32(*id);
+    }
+    e.u64(c.groups.len() as u64);
+    for g in &c.groups {
+        e.u32(*g);
+    }
+    let caps = c.caps;
+    for w in [
+        caps.effective,
+        caps.permitted,
+        caps.inheritable,
+        caps.bounding,
+        caps.ambient,
+    ] {
+        e.u64(w);
+    }
+    e.u32(c.securebits);
+    {
+        let p = task.proc_.state();
+        if p.itimers.iter().any(Option::is_some) || !p.posix_timers.is_empty() {
+            return Err("the process has a timer armed (timers are not saved yet)".into());
+        }
+        if p.pending.bits != 0 {
+            return Err("a signal is pending for the process".into());
+        }
+        if !p.tracees.is_empty() {
+            return Err("the process traces another".into());
+        }
+        e.bytes(p.actions.as_bytes());
+        for r in &p.rlimits {
+            e.u64(r.cur);
+            e.u64(r.max);
+        }
+        e.u32(p.personality);
+        e.u8(u8::from(p.dumpable));
+        e.bytes(&p.info.cmdline);
+        e.bytes(&p.info.environ);
+        e.bytes(&p.info.auxv);
+    }
+    {
+        let fs = task.fs.lock().unwrap_or_else(|e| e.into_inner());
+        e.bytes(fs.cwd.path().as_bytes());
+        e.u32(fs.umask);
+    }
+    task.mm()
+        .save(&mut e, kernel.timekeeper.region(), &SandboxFiles(&kernel))?;
+    save_fds(task, &mut e)?;
+    Ok(e.buf)
+}
+
+fn save_fds(task: &Task, e: &mut Enc) -> Result<(), String> {
+    let fds = task.fds();
+    let open = fds.open_fds();
+    e.u64(open.len() as u64);
+    let console = task.kernel.checkpoint.console.get();
+    for fd in open {
+        let entry = fds
+            .get(fd as i64)
+            .map_err(|_| "the descriptor table changed")?;
+        let file = &entry.file;
+        e.u32(fd as u32);
+        e.u8(u8::from(entry.cloexec));
+        e.u32(file.flags());
+        let what = |kind: &str| {
+            format!("descriptor {fd} ({kind}): only standard descriptors and files opened by path are saved yet")
+        };
+        match &file.kind {
+            FileKind::Stdio(n) => {
+                e.u8(FD_STDIO);
+                e.u32(*n as u32);
+            }
+            _ if console.is_some_and(|c| Arc::ptr_eq(c, file)) => e.u8(FD_CONSOLE),
+            FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Impl(_) => {
+                // Files that opening their path again gives back: host
+                // files of the root and volumes, devices, /proc files.
+                let by_path = match &file.kind {
+                    FileKind::Impl(_) => file.downcast::<crate::fsimpl::proc::ProcFile>().is_some(),
+                    _ => true,
+                };
+                let Some(loc) = file.location.as_ref().filter(|_| by_path) else {
+                    return Err(what(&kind_name(&file.kind)));
+                };
+                e.u8(FD_PATH);
+                e.bytes(loc.path().as_bytes());
+                e.u64(*file.pos.lock().unwrap_or_else(|e| e.into_inner()));
+                let identity = match &file.kind {
+                    FileKind::Host(_) if !file.is_dir() => identity_of(
+                        &file
+                            .stat()
+                            .map_err(|err| format!("descriptor {fd}: {err}"))?,
+                    ),
+                    _ => Vec::new(),
+                };
+                e.bytes(&identity);
+            }
+            _ => return Err(what(&kind_name(&file.kind))),
+        }
+    }
+    Ok(())
+}
+
+/// What an open file is, in a word or two.
+fn kind_name(kind: &FileKind) -> String {
+    match kind {
+        FileKind::Host(_) => "a host file".into(),
+        FileKind::Dev(_) => "a device".into(),
+        FileKind::SynthDir => "a directory".into(),
+        FileKind::Stdio(_) => "a standard descriptor".into(),
+        FileKind::Path => "an O_PATH descriptor".into(),
+        FileKind::Mem(_) => "a tmpfs file".into(),
+        // (`Pipe(...)`, `SocketFile { ... }`: the type's name is enough)
+        FileKind::Impl(i) => {
+            let full = format!("{i:?}");
+            let end = full.find(['(', ' ', '{']).unwrap_or(full.len());
+            full[..end].to_string()
+        }
+    }
+}
+
+/// An image's payload, its header checked.
+pub fn payload(image: &[u8]) -> Result<&[u8], Bad> {
+    if image.len() < HEADER || &image[..8] != MAGIC {
+        return bad("not a ferrovisor sandbox image");
+    }
+    let word = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&image[at..at + 8]);
+        u64::from_le_bytes(b)
+    };
+    let version = u32::from_le_bytes([image[8], image[9], image[10], image[11]]);
+    if version != VERSION {
+        return bad(format!(
+            "an image of version {version}; this ferrovisor reads version {VERSION}"
+        ));
+    }
+    let (len, sum) = (word(16), word(24));
+    let body = &image[HEADER..];
+    if body.len() as u64 != len {
+        return bad(format!(
+            "the image is truncated or has bytes past its end ({} of {len} bytes)",
+            body.len()
+        ));
+    }
+    if checksum(body) != sum {
+        return bad("the image is corrupt (its checksum does not match)");
+    }
+    Ok(body)
+}
+
+/// Builds the saved process from `image` in the new sandbox `kernel`, on
+/// the calling host thread, which must run it; `console` is the
+/// sandbox's terminal, if it has one.
+pub fn restore_process(
+    kernel: &Arc<Kernel>,
+    image: &[u8],
+    console: Option<(Arc<FileDescription>, Arc<dyn crate::kernel::task::Terminal>)>,
+) -> Result<Task, Error> {
+    let fail = |why: String| Error::Restore(why);
+    let started = std::time::Instant::now();
+    let body = payload(image).map_err(|e| fail(e.0))?;
+    let mut d = Dec::new(body);
+    let b = |e: Bad| Error::Restore(e.0);
+    let pid = d.u32().map_err(b)? as i32;
+    let mut words = [0u64; 27];
+    for w in &mut words {
+        *w = d.u64().map_err(b)?;
+    }
+    let regs = regs_of(&words);
+    let fp = d.bytes().map_err(b)?.to_vec();
+    let mask = d.u64().map_err(b)?;
+    let altstack = StackT::read_from_bytes(d.bytes().map_err(b)?)
+        .map_err(|_| fail("the image's signal stack is malformed".into()))?;
+    let clear_child_tid = d.u64().map_err(b)?;
+    let robust_list = (d.u64().map_err(b)?, d.u64().map_err(b)?);
+    let comm = d.bytes().map_err(b)?.to_vec();
+    let exe = d.string().map_err(b)?;
+    let no_new_privs = d.u8().map_err(b)? != 0;
+    let mut uid = [0u32; 4];
+    let mut gid = [0u32; 4];
+    for id in uid.iter_mut().chain(gid.iter_mut()) {
+        *id = d.u32().map_err(b)?;
+    }
+    let n = d.count(4).map_err(b)?;
+    let mut groups = Vec::with_capacity(n);
+    for _ in 0..n {
+        groups.push(d.u32().map_err(b)?);
+    }
+    let mut caps = [0u64; 5];
+    for w in &mut caps {
+        *w = d.u64().map_err(b)?;
+    }
+    let securebits = d.u32().map_err(b)?;
+    let mut creds = Creds::new(uid[0], gid[0], groups);
+    creds.uid = uid;
+    creds.gid = gid;
+    creds.caps = CapSets {
+        effective: caps[0],
+        permitted: caps[1],
+        inheritable: caps[2],
+        bounding: caps[3],
+        ambient: caps[4],
+    };
+    creds.securebits = securebits;
+    let actions = <[KSigaction; 64]>::read_from_bytes(d.bytes().map_err(b)?)
+        .map_err(|_| fail("the image's signal handlers are malformed".into()))?;
+    let mut rlimits = [abi::Rlimit { cur: 0, max: 0 }; abi::rlimit::RLIM_NLIMITS];
+    for r in &mut rlimits {
+        r.cur = d.u64().map_err(b)?;
+        r.max = d.u64().map_err(b)?;
+    }
+    let personality = d.u32().map_err(b)?;
+    let dumpable = d.u8().map_err(b)? != 0;
+    let cmdline = d.bytes().map_err(b)?.to_vec();
+    let environ = d.bytes().map_err(b)?.to_vec();
+    let auxv = d.bytes().map_err(b)?.to_vec();
+    let cwd_path = d.bytes().map_err(b)?.to_vec();
+    let umask = d.u32().map_err(b)? & 0o777;
+
+    let root = kernel.fs.root();
+    let cwd = kernel
+        .fs
+        .resolve(&root, &cwd_path, true)
+        .ok()
+        .filter(|l| l.node().is_dir())
+        .ok_or_else(|| {
+            fail(format!(
+                "the working directory {} is not in the sandbox",
+                String::from_utf8_lossy(&cwd_path)
+            ))
+        })?;
+    let space = kernel.platform.new_address_space()?;
+    let mut mm = MemoryManager::new(
+        kernel.memory.clone(),
+        space,
+        kernel.platform.max_user_address(),
+    );
+    mm.restore(&mut d, kernel.timekeeper.region(), &SandboxFiles(kernel))
+        .map_err(fail)?;
+    let mut ctx = kernel.platform.new_context()?;
+    if !fp.is_empty() {
+        ctx.set_fpstate(&fp)?;
+    }
+
+    let got = kernel
+        .procs()
+        .alloc_pid()
+        .map_err(|e| Error::Spawn(format!("no task for it ({e})")))?;
+    if got != pid {
+        return Err(fail(format!(
+            "the saved process was pid {pid}, and the new sandbox gives {got}"
+        )));
+    }
+    let proc_ = Process::new(
+        pid,
+        ProcessState::new(0, pid, pid, abi::signal::SIGCHLD, actions),
+    );
+    let thread = Thread::new(pid, proc_.clone(), mask);
+    let (console_file, tty) = match console {
+        Some((f, t)) => (Some(f), Some(t)),
+        None => (None, None),
+    };
+    {
+        let mut st = proc_.state();
+        st.threads.push(thread.clone());
+        st.rlimits = rlimits;
+        st.unkillable = pid == 1;
+        st.dumpable = dumpable;
+        st.personality = personality;
+        if let Some(t) = tty {
+            if t.attach(pid, pid) {
+                st.ctty = Some(t);
+            }
+        }
+        st.info.cmdline = cmdline;
+        st.info.environ = environ;
+        st.info.auxv = auxv;
+    }
+    {
+        let mut procs = kernel.procs();
+        procs.map.insert(pid, proc_.clone());
+        procs.threads.insert(pid, thread.clone());
+    }
+    thread.set_interrupter(Some(ctx.interrupter()));
+    let ids = (creds.uid[3], creds.gid[3]);
+    let mut task = Task {
+        thread,
+        proc_,
+        kernel: kernel.clone(),
+        regs,
+        mm: Arc::new(Mutex::new(mm)),
+        ctx,
+        fds: Arc::new(Mutex::new(FdTable::default())),
+        fs: Arc::new(Mutex::new(FsContext {
+            cwd,
+            root: kernel.fs.root(),
+            umask,
+        })),
+        ids,
+        creds,
+        keyrings: Default::default(),
+        clear_child_tid,
+        robust_list,
+        comm,
+        exe,
+        exit: None,
+        no_new_privs,
+        restart: None,
+        saved_mask: None,
+        nowait: false,
+        altstack,
+        patch_checked: 0,
+        stale_fault: None,
+        seccomp_copy: Default::default(),
+    };
+    restore_fds(&mut task, &mut d, console_file)?;
+    if !d.is_empty() {
+        return Err(fail("the image has bytes past its end".into()));
+    }
+    *kernel
+        .checkpoint
+        .status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = "restored\n".into();
+    task.publish_info();
+    task.publish_privileges();
+    tracing::info!(
+        "sandbox restored from {} bytes in {:.2} ms",
+        image.len(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(task)
+}
+
+fn restore_fds(
+    task: &mut Task,
+    d: &mut Dec<'_>,
+    console: Option<Arc<FileDescription>>,
+) -> Result<(), Error> {
+    let fail = Error::Restore;
+    let b = |e: Bad| Error::Restore(e.0);
+    let n = d.count(10).map_err(b)?;
+    for _ in 0..n {
+        let fd = d.u32().map_err(b)? as usize;
+        let cloexec = d.u8().map_err(b)? != 0;
+        let flags = d.u32().map_err(b)?;
+        let file = match d.u8().map_err(b)? {
+            FD_STDIO => {
+                let n = d.u32().map_err(b)? as i32;
+                if !(0..3).contains(&n) {
+                    return Err(fail(format!("descriptor {fd} names host descriptor {n}")));
+                }
+                // The restoring caller's own descriptor, with its own mode.
+                let Ok(host) = crate::host::getfl(FileDescription::stdio_borrow(n)) else {
+                    continue;
+                };
+                let keep = abi::O_ACCMODE | OpenFlags::APPEND.bits() | OpenFlags::NONBLOCK.bits();
+                FileDescription::new(FileKind::Stdio(n), None, host as u32 & keep)
+            }
+            FD_CONSOLE => match &console {
+                Some(c) => c.clone(),
+                None => continue,
+            },
+            FD_PATH => {
+                let path = d.bytes().map_err(b)?.to_vec();
+                let pos = d.u64().map_err(b)?;
+                let identity = d.bytes().map_err(b)?.to_vec();
+                let shown = String::from_utf8_lossy(&path).into_owned();
+                let reopen =
+                    flags & !(OpenFlags::CREAT | OpenFlags::TRUNC | OpenFlags::EXCL).bits();
+                let mut made = false;
+                let got = super::fs::open_path(
+                    task,
+                    abi::AT_FDCWD as u64,
+                    path,
+                    reopen,
+                    0,
+                    Default::default(),
+                    &mut made,
+                )
+                .map_err(|e| fail(format!("descriptor {fd} ({shown}): {e}")))?;
+                let entry = task
+                    .fds()
+                    .remove(got as i64)
+                    .map_err(|e| fail(format!("descriptor {fd}: {e}")))?;
+                let file = entry.file;
+                if !identity.is_empty() {
+                    let st = file
+                        .stat()
+                        .map_err(|e| fail(format!("descriptor {fd} ({shown}): {e}")))?;
+                    if identity_of(&st) != identity {
+                        return Err(fail(format!(
+                            "{shown} (descriptor {fd}) has changed since the checkpoint"
+                        )));
+                    }
+                }
+                *file.pos.lock().unwrap_or_else(|e| e.into_inner()) = pos;
+                file
+            }
+            _ => {
+                return Err(fail(
+                    "the image holds a descriptor of an unknown kind".into(),
+                ))
+            }
+        };
+        let limit = task.nofile();
+        task.fds()
+            .insert_at(fd, FdEntry { file, cloexec }, limit)
+            .map_err(|e| fail(format!("descriptor {fd}: {e}")))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(payload: &[u8]) -> Vec<u8> {
+        let mut v = MAGIC.to_vec();
+        v.extend_from_slice(&VERSION.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        v.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        v.extend_from_slice(&checksum(payload).to_le_bytes());
+        v.extend_from_slice(payload);
+        v
+    }
+
+    #[test]
+    fn the_header_is_checked_before_anything_is_read() {
+        let good = image(b"0123456789abcdef-");
+        assert_eq!(payload(&good), Ok(&b"0123456789abcdef-"[..]));
+        assert!(payload(b"not an image at all, not at all")
+            .is_err_and(|e| e.0.contains("not a ferrovisor sandbox image")));
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap_or(&mut 0) ^= 1;
+        assert!(payload(&flipped).is_err_and(|e| e.0.contains("checksum")));
+        assert!(payload(&good[..good.len() - 1]).is_err_and(|e| e.0.contains("truncated")));
+        let mut newer = good.clone();
+        newer[8] = 9;
+        assert!(payload(&newer).is_err_and(|e| e.0.contains("version 9")));
+    }
+
+    #[test]
+    fn registers_round_trip_in_order() {
+        let mut w = [0u64; 27];
+        for (i, x) in w.iter_mut().enumerate() {
+            *x = i as u64 * 3 + 1;
+        }
+        assert_eq!(regs_words(&regs_of(&w)), w);
+    }
+}
