@@ -270,3 +270,97 @@ fn a_changed_file_or_a_bad_image_is_refused_in_one_line() {
     );
     assert!(out.stdout.is_empty(), "{}", show(&out));
 }
+
+/// The image's checksum as docs/checkpoint.md's format has it (FNV-style,
+/// eight bytes a step), so that mutated images get past the header.
+fn checksum(data: &[u8]) -> u64 {
+    const P: u64 = 0x0000_0100_0000_01b3;
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ data.len() as u64;
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(P).rotate_left(23);
+    }
+    for &b in words.remainder() {
+        h = (h ^ u64::from(b)).wrapping_mul(P);
+    }
+    h
+}
+
+#[test]
+fn mutated_images_never_crash_the_runtime() {
+    let fx = Fixture::new("ckpt-fuzz");
+    let images = fx.images();
+    let first = ferrovisor(
+        &[
+            "do",
+            "--save",
+            &images,
+            "--",
+            "/bin/busybox",
+            "sh",
+            "-c",
+            "echo save > /proc/ferrovisor/checkpoint; read x; echo got $x",
+        ],
+        b"one\n",
+    );
+    assert_eq!(first.status, 0, "{}", show(&first));
+    let image = Path::new(&images).join("sandbox.img");
+    let good = std::fs::read(&image).expect("image");
+    // The checksum was computed as the format says, or the mutations
+    // below would only ever test the header.
+    assert_eq!(checksum(&good[32..]).to_le_bytes(), good[24..32]);
+    let plain = restore(&images, "seccomp", b"two\n");
+    assert_eq!(
+        (plain.status, plain.stdout.as_str()),
+        (0, "got two\n"),
+        "{}",
+        show(&plain)
+    );
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let payload = good.len() - 32;
+    let mut tally = std::collections::BTreeMap::new();
+    for round in 0..120 {
+        let mut bad = good.clone();
+        // Mostly the process and the VMAs' records, which come first.
+        let span = if round % 4 == 0 {
+            payload
+        } else {
+            payload.min(16 << 10)
+        };
+        for _ in 0..1 + next() % 4 {
+            let at = 32 + (next() as usize % span);
+            bad[at] = match next() % 3 {
+                0 => 0xff,
+                1 => 0,
+                _ => bad[at] ^ (1 << (next() % 8)),
+            };
+        }
+        let sum = checksum(&bad[32..]);
+        bad[24..32].copy_from_slice(&sum.to_le_bytes());
+        std::fs::write(&image, &bad).expect("write");
+        let mut cmd = command(FERROVISOR, &[]);
+        cmd.args(["do", "--timeout", "10s", "--restore", &images]);
+        let out = run(cmd, Some(b"two\n"), TIMEOUT);
+        assert!(
+            !out.stderr.contains("panicked") && !out.stderr.contains("internal error"),
+            "round {round}: {}",
+            show(&out)
+        );
+        // Refused (125), ran (0), died of a signal, or timed out.
+        assert!(
+            matches!(out.status, 0 | 125 | 129..=159),
+            "round {round}: {}",
+            show(&out)
+        );
+        *tally.entry(out.status).or_insert(0) += 1;
+    }
+    eprintln!("exit statuses of mutated restores: {tally:?}");
+}
