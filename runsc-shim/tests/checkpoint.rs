@@ -364,3 +364,57 @@ fn mutated_images_never_crash_the_runtime() {
     }
     eprintln!("exit statuses of mutated restores: {tally:?}");
 }
+
+/// Files in the sandbox's /tmp, one held open at an offset: `$T` is /tmp
+/// in the sandbox and a fresh directory natively.
+const TMP_SCRIPT: &str = r#"
+import os, sys
+t = os.environ['T']
+os.makedirs(t + '/a/b')
+open(t + '/a/b/note', 'w').write('hello tmpfs\n')
+os.symlink('b/note', t + '/a/link')
+os.chmod(t + '/a/b/note', 0o640)
+f = open(t + '/log', 'w+')
+f.write('line one\n')
+f.flush()
+try:
+    with open('/proc/ferrovisor/checkpoint', 'w') as c:
+        c.write('save')
+except FileNotFoundError:
+    pass
+f.write('line two\n')
+f.flush()
+f.seek(0)
+print(f.read(), end='')
+print(open(t + '/a/link').read(), end='')
+print(oct(os.stat(t + '/a/b/note').st_mode), sorted(os.listdir(t)))
+"#;
+
+#[test]
+fn the_sandboxs_tmp_comes_back_with_a_file_open_at_its_offset() {
+    let fx = Fixture::new("ckpt-tmp");
+    let native_dir = TempDir::new("ckpt-tmp-native");
+    let native = {
+        let mut cmd = command("python3", &[("T", native_dir.path_str())]);
+        cmd.args(["-c", TMP_SCRIPT]);
+        run(cmd, None, TIMEOUT)
+    };
+    assert_eq!(native.status, 0, "{}", show(&native));
+    let images = fx.images();
+    let mut cmd = command(FERROVISOR, &[("T", "/tmp")]);
+    cmd.args(["do", "--save", &images, "--", "python3", "-c", TMP_SCRIPT]);
+    let first = run(cmd, None, TIMEOUT);
+    assert_eq!(
+        (first.status, &first.stdout),
+        (0, &native.stdout),
+        "{}",
+        show(&first)
+    );
+    let again = restore(&images, "seccomp", b"");
+    assert_eq!(
+        (again.status, &again.stdout),
+        (0, &native.stdout),
+        "{}",
+        show(&again)
+    );
+}

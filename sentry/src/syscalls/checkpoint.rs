@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use abi::{Errno, KSigaction, OpenFlags, StackT};
 use zerocopy::{FromBytes, IntoBytes};
 
+use crate::fsimpl::tmpfs::{MemInode, MemKind};
 use crate::kernel::auth::{CapSets, Creds};
 use crate::kernel::task::{FsContext, Process, ProcessState, Task, Thread};
 use crate::kernel::{Error, Kernel};
@@ -34,6 +35,14 @@ const VERSION: u32 = 1;
 
 /// Magic, version, flags, payload length, checksum.
 const HEADER: usize = 8 + 4 + 4 + 8 + 8;
+
+/// The kinds of tmpfs node an image holds.
+const NODE_DIR: u8 = 0;
+const NODE_FILE: u8 = 1;
+const NODE_LINK: u8 = 2;
+
+/// Longest name in a tmpfs directory (`NAME_MAX`).
+const NAME_MAX: usize = 255;
 
 /// How a descriptor is found again at restore.
 const FD_STDIO: u8 = 0;
@@ -291,10 +300,198 @@ fn encode(task: &mut Task, ret: u64) -> Result<Vec<u8>, String> {
         e.bytes(fs.cwd.path().as_bytes());
         e.u32(fs.umask);
     }
+    save_tmpfs(&kernel, &mut e)?;
     task.mm()
         .save(&mut e, kernel.timekeeper.region(), &SandboxFiles(&kernel))?;
     save_fds(task, &mut e)?;
     Ok(e.buf)
+}
+
+fn save_meta(n: &MemInode, e: &mut Enc) {
+    let m = n.meta();
+    e.u32(m.mode);
+    e.u32(m.uid);
+    e.u32(m.gid);
+    for t in [m.atime, m.mtime, m.ctime] {
+        e.u64(t.tv_sec as u64);
+        e.u64(t.tv_nsec as u64);
+    }
+    let names = n.list_xattr();
+    e.u64(names.len() as u64);
+    for name in names {
+        e.bytes(&name);
+        e.bytes(&n.get_xattr(&name).unwrap_or_default());
+    }
+}
+
+/// The sandbox's own tmpfs (/tmp, /run, /dev/shm), each a tree in
+/// preorder: a node, then for a directory its count of entries and each
+/// entry's name and node. (A loop, not recursion: the guest decides how
+/// deep the tree is.)
+fn save_tmpfs(kernel: &Kernel, e: &mut Enc) -> Result<(), String> {
+    for (top, root) in kernel.fs.saved_tmpfs()? {
+        // (name in its directory, node, path for messages)
+        let mut stack: Vec<(Option<Vec<u8>>, Arc<MemInode>, String)> =
+            vec![(None, root.clone(), top.to_string())];
+        while let Some((name, n, path)) = stack.pop() {
+            if let Some(name) = name {
+                e.bytes(&name);
+            }
+            let failed = |err: Errno| format!("{path}: {err}");
+            match &n.kind {
+                MemKind::Dir(_) => {
+                    e.u8(NODE_DIR);
+                    save_meta(&n, e);
+                    let entries = n.entries_all().map_err(failed)?;
+                    e.u64(entries.len() as u64);
+                    // Pushed last to first, so that they come out in order.
+                    for (name, _, _) in entries.into_iter().rev() {
+                        let child = n.lookup(&name).map_err(failed)?;
+                        let shown = format!("{path}/{}", String::from_utf8_lossy(&name));
+                        stack.push((Some(name), child, shown));
+                    }
+                }
+                MemKind::File(_) => {
+                    if n.meta().nlink > 1 {
+                        return Err(format!(
+                            "{path}: a tmpfs file with hard links (not saved yet)"
+                        ));
+                    }
+                    e.u8(NODE_FILE);
+                    save_meta(&n, e);
+                    let mut data = vec![0u8; n.size() as usize];
+                    let mut done = 0;
+                    while done < data.len() {
+                        match n.read_at(done as u64, &mut data[done..]).map_err(failed)? {
+                            0 => break,
+                            k => done += k,
+                        }
+                    }
+                    data.truncate(done);
+                    e.bytes(&data);
+                }
+                MemKind::Symlink(target) => {
+                    e.u8(NODE_LINK);
+                    save_meta(&n, e);
+                    e.bytes(target);
+                }
+                MemKind::Fifo(_) => return Err(format!("{path}: a FIFO (not saved yet)")),
+                MemKind::Socket(_) => return Err(format!("{path}: a Unix socket (not saved yet)")),
+                MemKind::Whiteout => return Err(format!("{path}: an overlay whiteout")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A tmpfs node's metadata as [`save_meta`] wrote it.
+struct SavedMeta {
+    mode: u32,
+    ids: (u32, u32),
+    times: [abi::Timespec; 3],
+    xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+fn read_meta(d: &mut Dec<'_>) -> Result<SavedMeta, Bad> {
+    let mode = d.u32()? & 0o7777;
+    let ids = (d.u32()?, d.u32()?);
+    let mut times = [abi::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    }; 3];
+    for t in &mut times {
+        t.tv_sec = d.u64()? as i64;
+        t.tv_nsec = (d.u64()? % 1_000_000_000) as i64;
+    }
+    let n = d.count(16)?;
+    let mut xattrs = Vec::with_capacity(n);
+    for _ in 0..n {
+        xattrs.push((d.bytes()?.to_vec(), d.bytes()?.to_vec()));
+    }
+    Ok(SavedMeta {
+        mode,
+        ids,
+        times,
+        xattrs,
+    })
+}
+
+fn apply_meta(n: &MemInode, m: &SavedMeta) -> Result<(), Errno> {
+    n.set_mode(m.mode);
+    n.set_owner(m.ids.0, m.ids.1);
+    for (name, value) in &m.xattrs {
+        n.set_xattr(name, value, 0)?;
+    }
+    n.restore_times(m.times[0], m.times[1], m.times[2]);
+    Ok(())
+}
+
+/// Fills the new sandbox's own tmpfs from what [`save_tmpfs`] wrote.
+fn restore_tmpfs(kernel: &Kernel, d: &mut Dec<'_>) -> Result<(), Error> {
+    let b = |e: Bad| Error::Restore(e.0);
+    let roots = kernel.fs.saved_tmpfs().map_err(Error::Restore)?;
+    for (top, root) in roots {
+        let fail = |what: &dyn std::fmt::Display| Error::Restore(format!("{top}: {what}"));
+        if d.u8().map_err(b)? != NODE_DIR {
+            return Err(fail(&"the image's tmpfs does not start with a directory"));
+        }
+        let meta = read_meta(d).map_err(b)?;
+        apply_meta(root, &meta).map_err(|e| fail(&e))?;
+        let mut stack = vec![(root.clone(), d.count(9).map_err(b)?)];
+        while let Some((dir, left)) = stack.last_mut() {
+            if *left == 0 {
+                stack.pop();
+                continue;
+            }
+            *left -= 1;
+            let dir = dir.clone();
+            let name = d.bytes().map_err(b)?.to_vec();
+            if name.is_empty()
+                || name.len() > NAME_MAX
+                || name.contains(&b'/')
+                || name.contains(&0)
+                || name == b"."
+                || name == b".."
+            {
+                return Err(fail(&"the image holds a file name Linux would not take"));
+            }
+            let kind = d.u8().map_err(b)?;
+            let meta = read_meta(d).map_err(b)?;
+            let ids = meta.ids;
+            let made = |e: Errno| fail(&format_args!("{}: {e}", String::from_utf8_lossy(&name)));
+            let node = match kind {
+                NODE_DIR => {
+                    let n = dir
+                        .create(&name, abi::S_IFDIR | meta.mode, ids, || {
+                            MemKind::Dir(Default::default())
+                        })
+                        .map_err(made)?;
+                    stack.push((n.clone(), d.count(9).map_err(b)?));
+                    n
+                }
+                NODE_FILE => {
+                    let data = d.bytes().map_err(b)?;
+                    let n = dir
+                        .create(&name, abi::S_IFREG | meta.mode, ids, || {
+                            MemKind::File(Default::default())
+                        })
+                        .map_err(made)?;
+                    n.write_all_at(0, data).map_err(made)?;
+                    n
+                }
+                NODE_LINK => {
+                    let target = d.bytes().map_err(b)?.to_vec();
+                    dir.create(&name, abi::S_IFLNK | 0o777, ids, || {
+                        MemKind::Symlink(target)
+                    })
+                    .map_err(made)?
+                }
+                _ => return Err(fail(&"the image holds a tmpfs node of an unknown kind")),
+            };
+            apply_meta(&node, &meta).map_err(made)?;
+        }
+    }
+    Ok(())
 }
 
 fn save_fds(task: &Task, e: &mut Enc) -> Result<(), String> {
@@ -341,6 +538,24 @@ fn save_fds(task: &Task, e: &mut Enc) -> Result<(), String> {
                     _ => Vec::new(),
                 };
                 e.bytes(&identity);
+            }
+            FileKind::Mem(m) => {
+                // A file of the tmpfs the image carries, while it still
+                // has its name there.
+                let fs = &task.kernel.fs;
+                let named = file.location.as_ref().filter(|loc| {
+                    fs.resolve(&fs.root(), loc.path().as_bytes(), false)
+                        .is_ok_and(|l| l.node().mem().is_some_and(|n| Arc::ptr_eq(n, m)))
+                });
+                let Some(loc) = named else {
+                    return Err(format!(
+                        "descriptor {fd} (a tmpfs file without its name, or of a tmpfs not saved): not saved yet"
+                    ));
+                };
+                e.u8(FD_PATH);
+                e.bytes(loc.path().as_bytes());
+                e.u64(*file.pos.lock().unwrap_or_else(|e| e.into_inner()));
+                e.bytes(&[]);
             }
             _ => return Err(what(&kind_name(&file.kind))),
         }
@@ -477,6 +692,7 @@ pub fn restore_process(
                 String::from_utf8_lossy(&cwd_path)
             ))
         })?;
+    restore_tmpfs(kernel, &mut d)?;
     let space = kernel.platform.new_address_space()?;
     let mut mm = MemoryManager::new(
         kernel.memory.clone(),

@@ -858,6 +858,46 @@ impl FileSystem {
         self.add_mount(dest, node)
     }
 
+    /// The sandbox's own tmpfs a sandbox image carries, by guest path; an
+    /// error naming what else in memory holds files (the overlay's upper
+    /// layer, `--tmpfs` and guest mounts), which an image does not carry
+    /// yet.
+    pub fn saved_tmpfs(
+        &self,
+    ) -> Result<[(&'static str, &Arc<crate::fsimpl::tmpfs::MemInode>); 3], String> {
+        let holds =
+            |m: &crate::fsimpl::tmpfs::MemInode| m.entries_all().is_ok_and(|e| !e.is_empty());
+        if holds(&self.upper) {
+            return Err("files written over the root (--overlay; not saved yet)".into());
+        }
+        if self
+            .any_guest_mount
+            .load(std::sync::atomic::Ordering::Relaxed)
+            && !self
+                .guest_mounts
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+        {
+            return Err("a file system the guest mounted (not saved yet)".into());
+        }
+        for m in &self.mounts {
+            if let Node::Mem(root) = &m.root {
+                if holds(root) {
+                    return Err(format!(
+                        "the tmpfs at /{} (--tmpfs; not saved yet)",
+                        String::from_utf8_lossy(&m.path.join(&b'/'))
+                    ));
+                }
+            }
+        }
+        Ok([
+            ("/tmp", &self.tmp),
+            ("/run", &self.run),
+            ("/dev/shm", &self.shm),
+        ])
+    }
+
     /// The file system `memfd_create` files are made in.
     pub fn memfd_fs(&self) -> &Arc<crate::fsimpl::tmpfs::MemFs> {
         self.memfd.fs()
