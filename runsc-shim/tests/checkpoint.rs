@@ -418,3 +418,34 @@ fn the_sandboxs_tmp_comes_back_with_a_file_open_at_its_offset() {
         show(&again)
     );
 }
+
+#[test]
+fn a_sandbox_with_a_network_and_a_secret_is_saved_without_the_secret() {
+    let fx = Fixture::new("ckpt-secret");
+    let images = fx.images();
+    let value = "checkpoint-secret-value-7f3a9c";
+    let mut cmd = command(FERROVISOR, &[("TOKEN", value)]);
+    cmd.args([
+        "do",
+        "--secret",
+        "API=env:TOKEN:api.test",
+        "--save",
+        &images,
+        "--",
+        "/bin/busybox",
+        "sh",
+        "-c",
+        "echo \"$API\" > /tmp/seen; echo save > /proc/ferrovisor/checkpoint; \
+         cat /proc/ferrovisor/checkpoint /etc/resolv.conf",
+    ]);
+    let out = run(cmd, None, TIMEOUT);
+    assert_eq!(out.status, 0, "{}", show(&out));
+    assert!(out.stdout.starts_with("saved\n"), "{}", show(&out));
+    assert!(out.stdout.contains("nameserver"), "{}", show(&out));
+    let image = std::fs::read(Path::new(&images).join("sandbox.img")).expect("image");
+    let has = |s: &str| image.windows(s.len()).any(|w| w == s.as_bytes());
+    // The guest's placeholder is in the image (its environment and
+    // /tmp/seen), so the scan sees the guest's state; the value is not.
+    assert!(has("ferrovisor-secret-"), "no placeholder in the image");
+    assert!(!has(value), "the secret's value is in the image");
+}

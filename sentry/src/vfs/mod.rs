@@ -623,6 +623,10 @@ pub struct FileSystem {
     guest_mounts: RwLock<Vec<(MountPoint, Writes)>>,
     /// whether `guest_mounts` may hold any (so walks skip its lock)
     any_guest_mount: AtomicBool,
+    /// the files [`FileSystem::provide_file`] put in the upper layer, with
+    /// their size and modification time then: a sandbox image does not
+    /// carry them (the restored sandbox provides its own)
+    provided: Mutex<Vec<(Arc<crate::fsimpl::tmpfs::MemInode>, u64, abi::Timespec)>>,
     mf: Arc<crate::mm::memfile::MemoryFile>,
     /// what all the in-memory file systems may hold together
     pool: Arc<crate::mm::quota::Quota>,
@@ -824,6 +828,7 @@ impl FileSystem {
             tmpfs_mounts: AtomicU64::new(0),
             guest_mounts: Default::default(),
             any_guest_mount: AtomicBool::new(false),
+            provided: Default::default(),
             // As much as a tmpfs may hold: half the sandbox's memory.
             page_caches: crate::mm::pagecache::PageCaches::new(mf.clone(), size),
             images: Arc::new(crate::mm::fileimage::Images::new(total_memory)),
@@ -867,7 +872,7 @@ impl FileSystem {
     ) -> Result<[(&'static str, &Arc<crate::fsimpl::tmpfs::MemInode>); 3], String> {
         let holds =
             |m: &crate::fsimpl::tmpfs::MemInode| m.entries_all().is_ok_and(|e| !e.is_empty());
-        if holds(&self.upper) {
+        if !self.upper_holds_only_provided() {
             return Err("files written over the root (--overlay; not saved yet)".into());
         }
         if self
@@ -896,6 +901,35 @@ impl FileSystem {
             ("/run", &self.run),
             ("/dev/shm", &self.shm),
         ])
+    }
+
+    /// Whether the overlay's upper layer holds nothing but directories and
+    /// the files the Sentry provided, as it provided them.
+    fn upper_holds_only_provided(&self) -> bool {
+        let provided = self.provided.locked();
+        let mut stack = vec![self.upper.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = dir.entries_all() else {
+                return false;
+            };
+            // (an empty directory there is the guest's own)
+            if entries.is_empty() && !Arc::ptr_eq(&dir, &self.upper) {
+                return false;
+            }
+            for (name, _, _) in entries {
+                let Ok(n) = dir.lookup(&name) else {
+                    return false;
+                };
+                if n.is_dir() {
+                    stack.push(n);
+                } else if !provided.iter().any(|(p, size, mtime)| {
+                    Arc::ptr_eq(p, &n) && n.size() == *size && n.meta().mtime == *mtime
+                }) {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// The file system `memfd_create` files are made in.
@@ -1917,6 +1951,8 @@ impl FileSystem {
             crate::fsimpl::tmpfs::MemKind::File(Default::default())
         })?;
         f.write_all_at(0, contents)?;
+        let mtime = f.meta().mtime;
+        self.provided.locked().push((f.clone(), f.size(), mtime));
         Ok(())
     }
 
