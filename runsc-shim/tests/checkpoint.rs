@@ -82,6 +82,13 @@ fn save(fx: &Fixture, platform: &str, stdin: &[u8]) -> Outcome {
     )
 }
 
+/// `do --save IMAGES -- ARGV...` on the default platform.
+fn saving(images: &str, argv: &[&str], stdin: &[u8]) -> Outcome {
+    let mut args = vec!["do", "--save", images, "--"];
+    args.extend_from_slice(argv);
+    ferrovisor(&args, stdin)
+}
+
 fn restore(images: &str, platform: &str, stdin: &[u8]) -> Outcome {
     ferrovisor(&["do", "--platform", platform, "--restore", images], stdin)
 }
@@ -153,12 +160,9 @@ fn what_cannot_be_saved_yet_is_named_and_the_sandbox_runs_on() {
     let fx = Fixture::new("ckpt-refused");
     let images = fx.images();
     // The shell has a child when it asks: two processes.
-    let out = ferrovisor(
+    let out = saving(
+        &images,
         &[
-            "do",
-            "--save",
-            &images,
-            "--",
             "sh",
             "-c",
             "sleep 0.2 & echo save > /proc/ferrovisor/checkpoint; \
@@ -181,12 +185,9 @@ fn what_cannot_be_saved_yet_is_named_and_the_sandbox_runs_on() {
     );
     assert!(out.stdout.ends_with("still running\n"), "{}", show(&out));
     // A pipe is not saved yet.
-    let out = ferrovisor(
+    let out = saving(
+        &images,
         &[
-            "do",
-            "--save",
-            &images,
-            "--",
             "python3",
             "-c",
             "import os\nr, w = os.pipe()\nopen('/proc/ferrovisor/checkpoint', 'w').write('x')\n\
@@ -292,12 +293,9 @@ fn checksum(data: &[u8]) -> u64 {
 fn mutated_images_never_crash_the_runtime() {
     let fx = Fixture::new("ckpt-fuzz");
     let images = fx.images();
-    let first = ferrovisor(
+    let first = saving(
+        &images,
         &[
-            "do",
-            "--save",
-            &images,
-            "--",
             "/bin/busybox",
             "sh",
             "-c",

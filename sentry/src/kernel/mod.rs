@@ -720,6 +720,19 @@ fn passwd_home(fs: &FileSystem, uid: u32) -> Vec<u8> {
         )
 }
 
+/// The Sentry's own descriptor `fd` as a guest file, with the caller's
+/// access mode (so that e.g. a read-write terminal stays read-write);
+/// `None` for one the caller closed, which stays closed in the guest.
+pub(crate) fn stdio_file(fd: i32) -> Option<Arc<FileDescription>> {
+    if fd < 0 {
+        return None;
+    }
+    let flags = crate::host::getfl(FileDescription::stdio_borrow(fd)).ok()?;
+    let flags =
+        flags as u32 & (abi::O_ACCMODE | OpenFlags::APPEND.bits() | OpenFlags::NONBLOCK.bits());
+    Some(FileDescription::new(FileKind::Stdio(fd), None, flags))
+}
+
 /// Creates the process `spec` describes (loaded, registered, not yet
 /// running) on the calling host thread, which is the one that must run
 /// it. Returns its first task.
@@ -826,18 +839,9 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         }
     };
     for (i, fd) in stdio.into_iter().enumerate() {
-        // The caller's own access mode, so that e.g. a read-write terminal
-        // stays read-write; a standard descriptor the caller closed stays
-        // closed in the guest.
-        if fd < 0 {
-            continue;
-        }
-        let Ok(flags) = crate::host::getfl(FileDescription::stdio_borrow(fd)) else {
+        let Some(file) = stdio_file(fd) else {
             continue;
         };
-        let flags =
-            flags as u32 & (abi::O_ACCMODE | OpenFlags::APPEND.bits() | OpenFlags::NONBLOCK.bits());
-        let file = FileDescription::new(FileKind::Stdio(fd), None, flags);
         let _ = fds.insert_at(
             i,
             FdEntry {

@@ -173,7 +173,7 @@ impl MemoryFile {
 
     /// Calls `f(start, end)` for each run of `[from, from + len)` that
     /// holds pages (the holes between them are left out).
-    fn for_each_data(&self, from: u64, len: u64, mut f: impl FnMut(u64, u64)) {
+    pub(crate) fn for_each_data(&self, from: u64, len: u64, mut f: impl FnMut(u64, u64)) {
         let end = from + len;
         let mut at = from;
         while at < end {

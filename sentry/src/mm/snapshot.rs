@@ -233,16 +233,16 @@ impl MemoryManager {
             }
             // The pages the VMA holds of its own: populated ones that are
             // not its file's image's, and not all zeros.
-            let pages = (v.end - v.start) / PAGE_SIZE;
-            let mut present = vec![0u8; pages as usize];
-            self.mf.mark_populated(v.offset, &mut present);
-            let own: Vec<u64> = (0..pages)
-                .filter(|&i| {
-                    present[i as usize] != 0
-                        && v.image_pages.as_ref().is_none_or(|p| !p.get(i))
+            // (walked run by run: a huge reservation holds few pages)
+            let mut own = Vec::new();
+            self.mf.for_each_data(v.offset, v.end - v.start, |s, e| {
+                let first = (s - v.offset) / PAGE_SIZE;
+                let last = (e - v.offset).div_ceil(PAGE_SIZE);
+                own.extend((first..last).filter(|&i| {
+                    v.image_pages.as_ref().is_none_or(|p| !p.get(i))
                         && v.sigbus_from.is_none_or(|b| v.start + i * PAGE_SIZE < b)
-                })
-                .collect();
+                }));
+            });
             let mut kept = Vec::new();
             for i in own {
                 self.mf.read(v.offset + i * PAGE_SIZE, &mut page);

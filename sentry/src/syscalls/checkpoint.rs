@@ -25,6 +25,7 @@ use crate::kernel::task::{FsContext, Process, ProcessState, Task, Thread};
 use crate::kernel::{Error, Kernel};
 use crate::mm::snapshot::{bad, Bad, Dec, Enc, Files};
 use crate::mm::{Mappable, MemoryManager};
+use crate::sync::Locked;
 use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
 
 /// The first bytes of every image.
@@ -178,12 +179,7 @@ pub fn on_return(task: &mut Task, ret: u64) {
             format!("failed: {why}\n")
         }
     };
-    *task
-        .kernel
-        .checkpoint
-        .status
-        .lock()
-        .unwrap_or_else(|e| e.into_inner()) = status;
+    *task.kernel.checkpoint.status.locked() = status;
 }
 
 /// Writes the image of the sandbox `task` (its only task) is in, as it
@@ -296,7 +292,7 @@ fn encode(task: &mut Task, ret: u64) -> Result<Vec<u8>, String> {
         e.bytes(&p.info.auxv);
     }
     {
-        let fs = task.fs.lock().unwrap_or_else(|e| e.into_inner());
+        let fs = task.fs.locked();
         e.bytes(fs.cwd.path().as_bytes());
         e.u32(fs.umask);
     }
@@ -528,7 +524,7 @@ fn save_fds(task: &Task, e: &mut Enc) -> Result<(), String> {
                 };
                 e.u8(FD_PATH);
                 e.bytes(loc.path().as_bytes());
-                e.u64(*file.pos.lock().unwrap_or_else(|e| e.into_inner()));
+                e.u64(*file.pos.locked());
                 let identity = match &file.kind {
                     FileKind::Host(_) if !file.is_dir() => identity_of(
                         &file
@@ -554,7 +550,7 @@ fn save_fds(task: &Task, e: &mut Enc) -> Result<(), String> {
                 };
                 e.u8(FD_PATH);
                 e.bytes(loc.path().as_bytes());
-                e.u64(*file.pos.lock().unwrap_or_else(|e| e.into_inner()));
+                e.u64(*file.pos.locked());
                 e.bytes(&[]);
             }
             _ => return Err(what(&kind_name(&file.kind))),
@@ -630,7 +626,19 @@ pub fn restore_process(
     for w in &mut words {
         *w = d.u64().map_err(b)?;
     }
-    let regs = regs_of(&words);
+    // The segment selectors are those of every 64-bit user thread, not
+    // the image's.
+    let saved = regs_of(&words);
+    let fresh = platform::Regs::initial(saved.rip, saved.rsp);
+    let regs = platform::Regs {
+        cs: fresh.cs,
+        ss: fresh.ss,
+        ds: 0,
+        es: 0,
+        fs: 0,
+        gs: 0,
+        ..saved
+    };
     let fp = d.bytes().map_err(b)?.to_vec();
     let mask = d.u64().map_err(b)?;
     let altstack = StackT::read_from_bytes(d.bytes().map_err(b)?)
@@ -784,11 +792,7 @@ pub fn restore_process(
     if !d.is_empty() {
         return Err(fail("the image has bytes past its end".into()));
     }
-    *kernel
-        .checkpoint
-        .status
-        .lock()
-        .unwrap_or_else(|e| e.into_inner()) = "restored\n".into();
+    *kernel.checkpoint.status.locked() = "restored\n".into();
     task.publish_info();
     task.publish_privileges();
     tracing::info!(
@@ -820,11 +824,10 @@ fn restore_fds(
                     return Err(fail(format!("descriptor {fd} names host descriptor {n}")));
                 }
                 // The restoring caller's own descriptor, with its own mode.
-                let Ok(host) = crate::host::getfl(FileDescription::stdio_borrow(n)) else {
+                let Some(file) = crate::kernel::stdio_file(n) else {
                     continue;
                 };
-                let keep = abi::O_ACCMODE | OpenFlags::APPEND.bits() | OpenFlags::NONBLOCK.bits();
-                FileDescription::new(FileKind::Stdio(n), None, host as u32 & keep)
+                file
             }
             FD_CONSOLE => match &console {
                 Some(c) => c.clone(),
@@ -863,7 +866,7 @@ fn restore_fds(
                         )));
                     }
                 }
-                *file.pos.lock().unwrap_or_else(|e| e.into_inner()) = pos;
+                *file.pos.locked() = pos;
                 file
             }
             _ => {
