@@ -91,9 +91,6 @@ pub enum Error {
     /// a feature this runtime lacks so far
     #[error("{0}: not supported by ferrovisor yet")]
     NotSupported(String),
-    /// checkpoint and restore: the Sentry cannot save a sandbox
-    #[error("{0} is not supported by ferrovisor")]
-    NoCheckpoint(&'static str),
     /// `update` of a container whose sandbox has no cgroup of its own
     #[error(
         "container {0} has no cgroup of its own (the host gave none at create), so its \
@@ -172,6 +169,43 @@ pub struct CreateOptions {
     /// the sandbox's stdin, stdout and stderr; `None`: the caller's own
     /// (a containerd shim passes the task's FIFOs here)
     pub stdio: Option<Stdio>,
+    /// go on from the image in this directory instead of starting the
+    /// bundle's process (`restore --image-path`)
+    pub restore: Option<PathBuf>,
+}
+
+/// The file a sandbox image is saved in, inside its directory (`do
+/// --save`, `checkpoint --image-path`).
+pub const IMAGE_NAME: &str = "sandbox.img";
+
+/// The image file in `dir` (made, mode 0700, when missing), open for the
+/// Sentry to write (an earlier image stays until it does).
+pub fn open_image_for_save(dir: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(dir.join(IMAGE_NAME))
+}
+
+/// The image saved in `dir`, checked (magic, version, length, checksum);
+/// the error names `dir` and what is wrong.
+pub fn read_image(dir: &Path) -> Result<Vec<u8>, String> {
+    let image = std::fs::read(dir.join(IMAGE_NAME)).map_err(|e| {
+        format!(
+            "{}: {e} (give a directory that `do --save` or `checkpoint` wrote)",
+            dir.display()
+        )
+    })?;
+    sentry::check_image(&image).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(image)
 }
 
 /// Descriptors to become a sandbox's standard input, output and error.
@@ -363,7 +397,7 @@ fn console(socket: &Path, size: Option<(u16, u16)>, raw: bool) -> Result<OwnedFd
 }
 
 impl Runtime {
-    fn boot_command(&self, id: &str, bundle: &Path) -> Command {
+    fn boot_command(&self, id: &str, bundle: &Path, restore: Option<&Path>) -> Command {
         let mut cmd = Command::new(&self.exe);
         cmd.arg("--root").arg(self.state.root());
         if let Some(log) = &self.log {
@@ -382,8 +416,11 @@ impl Runtime {
             .arg("--bundle")
             .arg(bundle)
             .arg("--ready-fd")
-            .arg(READY_FD.to_string())
-            .arg(id);
+            .arg(READY_FD.to_string());
+        if let Some(dir) = restore {
+            cmd.arg("--restore").arg(dir);
+        }
+        cmd.arg(id);
         cmd
     }
 
@@ -475,7 +512,7 @@ impl Runtime {
         // the record is written (and its EOF, that `create` died first).
         let (mut ready_r, ready_w) =
             std::os::unix::net::UnixStream::pair().map_err(io("making a socket pair"))?;
-        let mut cmd = self.boot_command(id, &bundle.dir);
+        let mut cmd = self.boot_command(id, &bundle.dir, opts.restore.as_deref());
         if let Some(stdio) = &opts.stdio {
             if tty.is_some() {
                 return Err(Error::Usage(
@@ -911,6 +948,51 @@ impl Runtime {
         Ok(())
     }
 
+    /// Saves running (or paused) container `id` into `dir` (runc's
+    /// `checkpoint --image-path`), then ends it unless `leave_running`. A
+    /// paused container is thawed for the save (its guest stops again at
+    /// once) and frozen again after it.
+    pub fn checkpoint(&self, id: &str, dir: &Path, leave_running: bool) -> Result<String, Error> {
+        let locked = self.state.lock(id)?;
+        let record = locked.record()?;
+        let status = record.observed();
+        let paused = status == Status::Paused;
+        if !paused {
+            require_running(id, status)?;
+        }
+        let image = open_image_for_save(dir)
+            .map_err(|e| Error::Usage(format!("--image-path {}: {e}", dir.display())))?;
+        let cg = record.cgroup.clone();
+        if paused {
+            cg.as_ref().ok_or(crate::cgroup::Error::NoFreezer)?.thaw()?;
+        }
+        let socket = self.state.dir(id).join(crate::control::SOCKET);
+        let saved = crate::control::checkpoint(&socket, &image, leave_running);
+        if paused && leave_running {
+            if let Some(cg) = &cg {
+                cg.freeze()?;
+            }
+        }
+        let saved = saved.map_err(|why| {
+            Error::Boot(format!("container {id} was not saved (it runs on): {why}"))
+        })?;
+        tracing::info!("container {id}: {saved} into {}", dir.display());
+        drop(locked);
+        if !leave_running {
+            // As runc's: the command returns once the container has stopped.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while std::time::Instant::now() < deadline {
+                match self.state.read(id)? {
+                    Some(r) if r.observed() != Status::Stopped => {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    _ => break,
+                }
+            }
+        }
+        Ok(saved)
+    }
+
     /// Changes the resource limits of created, running or paused container
     /// `id` (runc's `update`): those set in `limits` are written to the
     /// sandbox's host cgroup at once (a frozen cgroup's limits change as
@@ -1326,11 +1408,20 @@ pub fn boot(
     ready_fd: i32,
     network: &Network,
     overlay: bool,
+    restore: Option<&Path>,
 ) -> i32 {
     let mut ready = match sys::inherited_fd(ready_fd) {
         Ok(fd) => std::fs::File::from(fd),
         Err(e) => {
             eprintln!("ferrovisor boot: descriptor {ready_fd}: {e} (boot is started by 'create')");
+            return 1;
+        }
+    };
+    // Read and checked before anything else: a bad image fails `restore`.
+    let image = match restore.map(read_image).transpose() {
+        Ok(i) => i,
+        Err(e) => {
+            let _ = writeln!(ready, "--image-path {e}");
             return 1;
         }
     };
@@ -1591,7 +1682,7 @@ pub fn boot(
             .collect(),
         sysctls: plan.sysctls,
         save: None,
-        restore: None,
+        restore: image,
     };
     // Last, with the gofers started and every host path opened: the
     // Sentry's own process in new namespaces, as an unprivileged user.

@@ -392,7 +392,19 @@ enum Request {
     Signal(i32),
     Egress(EgressUpdate),
     Connect(u16),
+    Checkpoint(CheckpointRequest),
 }
+
+/// `ferrovisor checkpoint`: the image file comes with the request.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct CheckpointRequest {
+    /// the sandbox runs on after the save (else it ends, as under runc)
+    pub leave_running: bool,
+}
+
+/// How long a checkpoint waits for the guest to come to a point where it
+/// can be saved.
+const CHECKPOINT_PATIENCE: Duration = Duration::from_secs(10);
 
 /// Host rules to add (`--allow-host`) and names to refuse from now on
 /// (`--deny-host`), for new connections.
@@ -420,6 +432,7 @@ enum Reply {
     Processes(Vec<GuestProcess>),
     Signalled,
     Connected,
+    Saved(String),
 }
 
 /// A socket's path in a form `bind` and `connect` accept: a Unix socket
@@ -569,6 +582,29 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
                 send(&mut conn, &Reply::Connected)?;
                 relay_port(conn, c);
                 Ok(())
+            }
+            Request::Checkpoint(c) => {
+                let Ok([image]) = <[std::os::fd::OwnedFd; 1]>::try_from(fds) else {
+                    return send(
+                        &mut conn,
+                        &Reply::Failed("a checkpoint request carries the image file".into()),
+                    );
+                };
+                let saved = kernel.checkpoint_into(image.into(), CHECKPOINT_PATIENCE);
+                let reply = match saved {
+                    Ok(s) => {
+                        tracing::info!(leave_running = c.leave_running, "checkpoint: {s}");
+                        if !c.leave_running {
+                            // runc's checkpoint ends the container.
+                            if let Some(init) = kernel.process(1) {
+                                init.group_exit(&kernel, sentry::ExitStatus::Signal(libc::SIGKILL));
+                            }
+                        }
+                        Reply::Saved(s)
+                    }
+                    Err(why) => Reply::Failed(why),
+                };
+                send(&mut conn, &reply)
             }
             Request::Signal(sig) => {
                 if !(1..=64).contains(&sig) {
@@ -829,7 +865,30 @@ pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Res
         | Reply::Stats(_)
         | Reply::Processes(_)
         | Reply::Signalled
-        | Reply::Connected => Err(Error::UnexpectedReply),
+        | Reply::Connected
+        | Reply::Saved(_) => Err(Error::UnexpectedReply),
+    }
+}
+
+/// Asks the sandbox behind `socket` to save itself into `image` (opened
+/// for writing by the caller) and, unless `leave_running`, to end.
+pub fn checkpoint(
+    socket: &Path,
+    image: &std::fs::File,
+    leave_running: bool,
+) -> Result<String, Error> {
+    let conn = connect(socket)?;
+    let mut line = serde_json::to_vec(&Request::Checkpoint(CheckpointRequest { leave_running }))?;
+    line.push(b'\n');
+    sys::send_with_fds(conn.as_fd(), &line, &[image.as_fd()]).map_err(|source| Error::Send {
+        what: "sending the checkpoint request",
+        source,
+    })?;
+    conn.set_read_timeout(Some(CHECKPOINT_PATIENCE * 3))?;
+    match read_reply(&mut BufReader::new(conn))? {
+        Reply::Saved(s) => Ok(s),
+        Reply::Failed(why) => Err(Error::Refused(why)),
+        _ => Err(Error::UnexpectedReply),
     }
 }
 
@@ -982,7 +1041,8 @@ impl Exec {
             | Reply::Stats(_)
             | Reply::Processes(_)
             | Reply::Signalled
-            | Reply::Connected => Err(Error::UnexpectedReply),
+            | Reply::Connected
+            | Reply::Saved(_) => Err(Error::UnexpectedReply),
         }
     }
 }

@@ -130,10 +130,11 @@ enum Command {
     Features,
     /// Change a created or running container's resource limits.
     Update(UpdateArgs),
-    /// Save a running container to disk (not supported by ferrovisor).
-    Checkpoint(UnsupportedArgs),
-    /// Restore a container from a checkpoint (not supported by ferrovisor).
-    Restore(UnsupportedArgs),
+    /// Save a running container into --image-path (and stop it, unless
+    /// --leave-running).
+    Checkpoint(CheckpointArgs),
+    /// Create and start a container from a checkpoint's --image-path.
+    Restore(RestoreArgs),
     /// Print every x86-64 system call and how the sandbox supports it
     /// (number, name, support, note).
     Syscalls(SyscallsArgs),
@@ -162,16 +163,6 @@ struct IdArg {
     id: String,
 }
 
-/// The arguments of a subcommand ferrovisor does not implement yet: runc's
-/// flags and the container id, all accepted so that the answer is "not
-/// supported" rather than a usage error.
-#[derive(Debug, clap::Args)]
-struct UnsupportedArgs {
-    /// runc's flags, then the container id
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    args: Vec<String>,
-}
-
 #[derive(Debug, clap::Args)]
 struct CreateArgs {
     /// Bundle directory (holding config.json).
@@ -194,6 +185,98 @@ struct CreateArgs {
     no_new_keyring: bool,
     /// Container id.
     id: String,
+}
+
+/// runc's `checkpoint` flags: the image's directory and whether the
+/// container runs on; CRIU's own tuning is accepted and has no meaning
+/// here.
+#[derive(Debug, clap::Args)]
+struct CheckpointArgs {
+    /// Directory to save the image in (made when missing).
+    #[arg(long, value_name = "DIR", default_value = "checkpoint")]
+    image_path: PathBuf,
+    /// Leave the container running after the save.
+    #[arg(long)]
+    leave_running: bool,
+    #[command(flatten)]
+    criu: CriuFlags,
+    /// Container id.
+    id: String,
+}
+
+/// CRIU's flags, which runc and engines pass: the Sentry saves its own
+/// state, so these mean nothing (the ones that would ask for something
+/// it cannot do are refused by name).
+#[derive(Debug, clap::Args)]
+struct CriuFlags {
+    /// Accepted for runc compatibility (CRIU's scratch directory).
+    #[arg(long, value_name = "DIR")]
+    work_path: Option<PathBuf>,
+    /// Refused: images are whole (no pre-dump parents).
+    #[arg(long, value_name = "DIR")]
+    parent_path: Option<PathBuf>,
+    /// Refused: no connection leaves a sandbox saved (see docs/checkpoint.md).
+    #[arg(long)]
+    tcp_established: bool,
+    /// Accepted for runc compatibility.
+    #[arg(long)]
+    ext_unix_sk: bool,
+    /// Accepted for runc compatibility.
+    #[arg(long)]
+    shell_job: bool,
+    /// Accepted for runc compatibility.
+    #[arg(long)]
+    file_locks: bool,
+    /// Refused: no pre-dump.
+    #[arg(long)]
+    pre_dump: bool,
+    /// Refused: no lazy pages.
+    #[arg(long)]
+    lazy_pages: bool,
+    /// Accepted for runc compatibility.
+    #[arg(long, value_name = "MODE")]
+    manage_cgroups_mode: Option<String>,
+    /// Accepted for runc compatibility.
+    #[arg(long, value_name = "NS")]
+    empty_ns: Vec<String>,
+    /// Accepted for runc compatibility.
+    #[arg(long)]
+    auto_dedup: bool,
+}
+
+impl CriuFlags {
+    /// The first flag that asks for what a Sentry image cannot give.
+    fn refused(&self) -> Option<&'static str> {
+        if self.parent_path.is_some() {
+            Some("--parent-path (images are whole)")
+        } else if self.tcp_established {
+            Some("--tcp-established (connections out of a sandbox are not saved)")
+        } else if self.pre_dump {
+            Some("--pre-dump (images are whole)")
+        } else if self.lazy_pages {
+            Some("--lazy-pages")
+        } else {
+            None
+        }
+    }
+}
+
+/// runc's `restore`: `create` and `start` in one, from an image.
+#[derive(Debug, clap::Args)]
+struct RestoreArgs {
+    /// Directory a `checkpoint` saved the image in.
+    #[arg(long, value_name = "DIR", default_value = "checkpoint")]
+    image_path: PathBuf,
+    #[command(flatten)]
+    create: CreateArgs,
+    /// Return once restored, leaving the container running.
+    #[arg(long, short = 'd')]
+    detach: bool,
+    /// Accepted for runc compatibility (the sandbox reaps its own).
+    #[arg(long)]
+    no_subreaper: bool,
+    #[command(flatten)]
+    criu: CriuFlags,
 }
 
 #[derive(Debug, clap::Args)]
@@ -487,6 +570,9 @@ struct BootArgs {
     /// Descriptor on which to report readiness.
     #[arg(long, value_name = "FD")]
     ready_fd: i32,
+    /// Go on from the image in DIR (`restore`).
+    #[arg(long, value_name = "DIR")]
+    restore: Option<PathBuf>,
     /// Container id.
     id: String,
 }
@@ -873,27 +959,6 @@ fn init_logging(path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The file a sandbox image is saved in, inside `--save`'s directory.
-const IMAGE_NAME: &str = "sandbox.img";
-
-/// `--save DIR`: the directory (made, mode 0700, when missing) and its
-/// image file, open for the Sentry to write when the guest asks (an
-/// earlier image stays until then).
-fn open_save_target(dir: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
-    }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(dir.join(IMAGE_NAME))
-}
-
 fn run_do(args: DoArgs) -> ExitCode {
     if let Some(log) = &args.debug_log {
         if let Err(e) = init_logging(log) {
@@ -1015,32 +1080,17 @@ fn run_do(args: DoArgs) -> ExitCode {
     // The image file, opened or read while this process may still open
     // host paths.
     let save = match &args.save {
-        Some(dir) => match open_save_target(dir) {
+        Some(dir) => match container::open_image_for_save(dir) {
             Ok(f) => Some(f),
             Err(e) => return fail(2, format_args!("--save {}: {e}", dir.display())),
         },
         None => None,
     };
     let restore = match &args.restore {
-        Some(dir) => {
-            let path = dir.join(IMAGE_NAME);
-            let image = match std::fs::read(&path) {
-                Ok(b) => b,
-                Err(e) => {
-                    return fail(
-                        2,
-                        format_args!(
-                            "--restore {}: {e} (give a directory a `do --save` wrote)",
-                            dir.display()
-                        ),
-                    )
-                }
-            };
-            if let Err(e) = sentry::check_image(&image) {
-                return fail(2, format_args!("--restore {}: {e}", dir.display()));
-            }
-            Some(image)
-        }
+        Some(dir) => match container::read_image(dir) {
+            Ok(image) => Some(image),
+            Err(e) => return fail(2, format_args!("--restore {e}")),
+        },
         None => None,
     };
     let client = match runsc_shim::gofer_proc::spawn(&args.root) {
@@ -1253,8 +1303,20 @@ fn sandbox_store(root: &std::path::Path) -> runsc_shim::sandbox::Store {
     runsc_shim::sandbox::Store::new(root, exe)
 }
 
+/// The command line as clap reads it: containerd's runc client spells one
+/// of runc's flags with a single dash (`restore -no-subreaper`).
+fn runc_argv() -> impl Iterator<Item = std::ffi::OsString> {
+    std::env::args_os().map(|a| {
+        if a == "-no-subreaper" {
+            "--no-subreaper".into()
+        } else {
+            a
+        }
+    })
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(runc_argv()) {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -1358,6 +1420,7 @@ fn main() -> ExitCode {
                 args.ready_fd,
                 &rt.network,
                 rt.overlay,
+                args.restore.as_deref(),
             );
             ExitCode::from(code as u8)
         }
@@ -1398,6 +1461,7 @@ fn create_options(a: &CreateArgs) -> CreateOptions {
         preserve_fds: a.preserve_fds,
         foreground: false,
         stdio: None,
+        restore: None,
     }
 }
 
@@ -1560,8 +1624,23 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
                 (None, None) => return Err(container::Error::Usage("give a container id".into())),
             }
         }
-        Command::Checkpoint(_) => return Err(Error::NoCheckpoint("checkpoint")),
-        Command::Restore(_) => return Err(Error::NoCheckpoint("restore")),
+        Command::Checkpoint(a) => {
+            if let Some(flag) = a.criu.refused() {
+                return Err(Error::NotSupported(format!("checkpoint {flag}")));
+            }
+            rt.checkpoint(&a.id, &a.image_path, a.leave_running)?;
+        }
+        Command::Restore(a) => {
+            if let Some(flag) = a.criu.refused() {
+                return Err(Error::NotSupported(format!("restore {flag}")));
+            }
+            let opts = CreateOptions {
+                restore: Some(a.image_path.clone()),
+                ..create_options(&a.create)
+            };
+            let code = rt.run(&a.create.id, &opts, a.detach)?;
+            return Ok(ExitCode::from(code as u8));
+        }
         Command::Pause(a) => rt.pause(&a.id)?,
         Command::Resume(a) => rt.resume(&a.id)?,
     }

@@ -60,8 +60,10 @@ impl Docker {
         };
         let dir = d.dir().to_path_buf();
         std::fs::create_dir_all(dir.join("client")).expect("mkdir client");
-        // An empty configuration: nothing from the host's daemon.json.
-        std::fs::write(dir.join("daemon.json"), "{}\n").expect("write daemon.json");
+        // Nothing from the host's daemon.json; experimental for `docker
+        // checkpoint`.
+        std::fs::write(dir.join("daemon.json"), "{\"experimental\": true}\n")
+            .expect("write daemon.json");
         let containerd = d.engine.child.as_ref().expect("containerd runs").id();
         let mounts: OwnedFd = std::fs::File::open(format!("/proc/{containerd}/ns/mnt"))
             .expect("containerd's mount namespace")
@@ -179,21 +181,22 @@ impl Docker {
     /// `docker run -d` of `sh -c SCRIPT` in ferrovisor, without a network;
     /// the container's id, removed on drop.
     fn run_detached(&mut self, script: &str) -> String {
-        let id = self
-            .ok(&[
-                "run",
-                "-d",
-                "--runtime",
-                "ferrovisor",
-                "--network",
-                "none",
-                IMAGE,
-                "sh",
-                "-c",
-                script,
-            ])
-            .trim()
-            .to_string();
+        self.run_detached_argv(&["sh", "-c", script])
+    }
+
+    /// [`Docker::run_detached`] of the image's command `argv`.
+    fn run_detached_argv(&mut self, argv: &[&str]) -> String {
+        let mut args = vec![
+            "run",
+            "-d",
+            "--runtime",
+            "ferrovisor",
+            "--network",
+            "none",
+            IMAGE,
+        ];
+        args.extend_from_slice(argv);
+        let id = self.ok(&args).trim().to_string();
         assert!(!id.is_empty(), "docker run -d printed the id");
         self.ids.push(id.clone());
         id
@@ -514,4 +517,52 @@ fn docker_sees_what_the_container_wrote_as_with_runc() {
     let out = run(d.command(&["wait", &id]), None, Duration::from_secs(20));
     assert_eq!(out.stdout.trim(), "7", "docker wait: {out:?}");
     assert_eq!(d.ok(&["logs", &id]), "got TERM\n");
+}
+
+/// The numbers `count` printed so far, in order.
+fn counted(text: &str) -> Vec<u64> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// `docker checkpoint create` saves a container that counts and stops
+/// it; `docker start --checkpoint` goes on from the saved number: the
+/// log holds each number once, in order, across both.
+#[test]
+fn docker_checkpoint_and_start_from_it_go_on_counting() {
+    let Some(mut d) = Docker::start("docker-checkpoint") else {
+        return;
+    };
+    d.load();
+    let id = d.run_detached_argv(&["count"]);
+    let logs_until = |d: &Docker, n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let got = counted(&d.ok(&["logs", &id]));
+            if got.len() >= n || Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    assert!(logs_until(&d, 3).len() >= 3, "the container counts");
+    d.ok(&["checkpoint", "create", &id, "cp1"]);
+    let running = d.ok(&["inspect", "--format", "{{.State.Running}}", &id]);
+    assert_eq!(running.trim(), "false", "checkpoint create stops it");
+    let before = counted(&d.ok(&["logs", &id]));
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        counted(&d.ok(&["logs", &id])),
+        before,
+        "nothing counts while stopped"
+    );
+    d.ok(&["start", "--checkpoint", "cp1", &id]);
+    let after = logs_until(&d, before.len() + 3);
+    let want: Vec<u64> = (0..after.len() as u64).collect();
+    assert_eq!(
+        after,
+        want,
+        "saved at {}, the restored copy goes on",
+        before.len()
+    );
+    assert!(after.len() >= before.len() + 3, "{after:?}");
 }

@@ -268,6 +268,7 @@ where
         reaped_cpu: Mutex::default(),
         checkpoint: crate::kernel::Checkpointing {
             target: config.save,
+            save: Some(crate::syscalls::checkpoint::at_boundary),
             ..Default::default()
         },
         container_seccomp: match &config.seccomp {

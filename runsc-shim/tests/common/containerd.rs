@@ -116,6 +116,21 @@ pub fn blob(layout: &Path, src: &Path) -> (String, u64) {
 /// Writes an uncompressed layer tarball under `dir`: /bin/busybox from the
 /// host and applet symlinks. Returns its path and its digest, which, the
 /// layer being uncompressed, is also its diff_id.
+/// `/bin/count` of the test image: prints 0, 1, 2, ... one line every
+/// 200 ms, in one single-threaded process.
+pub const COUNT_C: &str = r#"
+#include <stdio.h>
+#include <time.h>
+int main(void) {
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    for (long i = 0;; i++) {
+        printf("%ld\n", i);
+        fflush(stdout);
+        nanosleep(&ts, NULL);
+    }
+}
+"#;
+
 fn build_layer(dir: &Path) -> (PathBuf, String) {
     let busybox = Path::new("/bin/busybox");
     let layer = dir.join("layer");
@@ -125,6 +140,10 @@ fn build_layer(dir: &Path) -> (PathBuf, String) {
     for a in APPLETS {
         symlink("busybox", layer.join("bin").join(a)).expect("applet symlink");
     }
+    // One process that counts (a shell's `sleep` is a second process):
+    // what the checkpoint tests save.
+    let count = super::compile_static(dir, "count", COUNT_C);
+    std::fs::copy(count, layer.join("bin/count")).expect("copy count");
     // Users and groups for `docker run --user NAME`: `user` is also a
     // member of `users`, which engines add as a supplementary group.
     std::fs::create_dir_all(layer.join("etc")).expect("mkdir layer/etc");

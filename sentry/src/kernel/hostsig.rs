@@ -3,6 +3,7 @@
 //! the guest's first process, as if sent with `kill(2)` from outside the
 //! sandbox (`si_code` `SI_USER`, sender pid 0), instead of ending the
 //! Sentry under the guest's feet.
+//! Under `do --save`, `SIGUSR2` saves the sandbox instead.
 //!
 //! The guest's first process is the init of the sandbox's PID namespace,
 //! which gets only the signals it has a handler for. For a container that
@@ -131,6 +132,12 @@ pub(crate) fn start_forwarder(kernel: Weak<Kernel>, mode: HostSignals) {
                 // its foreground group gets SIGWINCH from it.
                 if let (libc::SIGWINCH, Some(resize)) = (sig, k.on_winch.get()) {
                     resize();
+                    continue;
+                }
+                // `do --save`: SIGUSR2 to the runtime saves the sandbox.
+                if sig == libc::SIGUSR2 && k.checkpoint.target.is_some() {
+                    tracing::info!("SIGUSR2: saving the sandbox");
+                    k.ask_checkpoint();
                     continue;
                 }
                 let init = k.procs().map.get(&1).cloned();

@@ -227,18 +227,33 @@ pub struct Kernel {
     pub checkpoint: Checkpointing,
 }
 
-/// Saving the sandbox when its guest asks (`do --save`): a write to
-/// `/proc/ferrovisor/checkpoint` sets `requested`, and the image is
-/// written as that write returns.
+/// Saves the sandbox at a task's boundary (the syscalls layer's, set at
+/// boot).
+pub type SaveFn = fn(&mut Task);
+
+/// Saving the sandbox: when its guest asks (`do --save`: a write to
+/// `/proc/ferrovisor/checkpoint`), on `SIGUSR2` to the runtime, or when
+/// `ferrovisor checkpoint` hands over an image file. Each sets
+/// `requested` and interrupts every thread; the first task to stand at a
+/// boundary (about to run guest code, no signal to take, an interrupted
+/// call rewound to restart) writes the image.
 #[derive(Debug, Default)]
 pub struct Checkpointing {
-    /// the image file, opened by the runtime; `None`: saving is off
+    /// the image file of `do --save`; `None`: the guest cannot ask
     pub target: Option<std::fs::File>,
+    /// the image file of one save asked for from outside, taken by it
+    pub once: Mutex<Option<std::fs::File>>,
     /// a save was asked for and not yet made
     pub requested: AtomicBool,
+    /// what makes the save (see [`SaveFn`])
+    pub save: Option<SaveFn>,
     /// what `/proc/ferrovisor/checkpoint` reads: how the last save went,
     /// or that this sandbox was restored
     pub status: Mutex<String>,
+    /// saves ended (with `status`), under `status`'s lock
+    pub rounds: AtomicU64,
+    /// signalled, with `status` locked, as each save ends
+    pub ended: std::sync::Condvar,
     /// the sandbox's terminal as the first process has it, which a
     /// restored copy gets its own terminal in place of
     pub console: std::sync::OnceLock<Arc<crate::vfs::file::FileDescription>>,
@@ -515,6 +530,62 @@ impl Kernel {
     /// Locks the node and domain names.
     pub fn uts(&self) -> MutexGuard<'_, UtsNames> {
         self.uts.locked()
+    }
+
+    /// Asks for a save at the next boundary (see [`Checkpointing`]):
+    /// blocked calls give up and restart, running guest code comes back.
+    pub fn ask_checkpoint(&self) {
+        self.checkpoint.requested.store(true, Ordering::Release);
+        crate::kernel::task::CHECKPOINT_ASKED.store(true, Ordering::Release);
+        for t in self.procs().threads.values() {
+            t.waiter.wake();
+            t.interrupt();
+        }
+    }
+
+    /// Saves the sandbox into `image` now (`ferrovisor checkpoint`) and
+    /// says how it went: the image's size, or why it was not saved. Gives
+    /// up when no task comes to a boundary within `patience` (a call
+    /// that cannot be interrupted).
+    pub fn checkpoint_into(
+        &self,
+        image: std::fs::File,
+        patience: std::time::Duration,
+    ) -> Result<String, String> {
+        let ck = &self.checkpoint;
+        let mut status = ck.status.locked();
+        if ck.requested.load(Ordering::Acquire) {
+            return Err("a save is under way already".into());
+        }
+        *ck.once.locked() = Some(image);
+        let round = ck.rounds.load(Ordering::Acquire);
+        self.ask_checkpoint();
+        let deadline = std::time::Instant::now() + patience;
+        while ck.rounds.load(Ordering::Acquire) == round {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() && ck.requested.swap(false, Ordering::AcqRel) {
+                crate::kernel::task::CHECKPOINT_ASKED.store(false, Ordering::Release);
+                ck.once.locked().take();
+                return Err(format!(
+                    "no task came to a point where it can be saved within {} s",
+                    patience.as_secs()
+                ));
+            }
+            let wait = if left.is_zero() {
+                std::time::Duration::from_millis(50)
+            } else {
+                left
+            };
+            status = ck
+                .ended
+                .wait_timeout(status, wait)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        match status.strip_prefix("failed: ") {
+            Some(why) => Err(why.trim_end().to_string()),
+            None => Ok(status.trim_end().to_string()),
+        }
     }
 
     /// Locks the process table.

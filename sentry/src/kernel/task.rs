@@ -727,8 +727,12 @@ impl Thread {
     }
 
     /// Whether a blocking call of this thread should stop waiting: an
-    /// unblocked signal is pending, or the thread or its group must exit.
+    /// unblocked signal is pending, the thread or its group must exit, or
+    /// the sandbox is to be saved.
     pub fn interrupted(&self) -> bool {
+        if CHECKPOINT_ASKED.load(std::sync::atomic::Ordering::Relaxed) {
+            return true;
+        }
         let p = self.process.state();
         if p.group_exit.is_some() {
             return true;
@@ -1222,6 +1226,12 @@ impl Task {
             Err(e) => {
                 if e.is_restart() {
                     self.restart = Some(e);
+                } else if e == Errno::EINTR
+                    && CHECKPOINT_ASKED.load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    // Ended by the save, not a signal: it restarts unless a
+                    // handler runs (a sleep starts over, no shorter).
+                    self.restart = Some(Errno::ERESTARTNOHAND);
                 }
                 e.as_return()
             }
@@ -1283,6 +1293,17 @@ impl Task {
                 if self.restart.take().is_some() {
                     // No handler ran: every restart code restarts.
                     self.restart_syscall();
+                }
+                if self
+                    .kernel
+                    .checkpoint
+                    .requested
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    // A boundary: guest code runs next, nothing to take.
+                    if let Some(save) = self.kernel.checkpoint.save {
+                        save(self);
+                    }
                 }
                 return None;
             }
@@ -1885,6 +1906,12 @@ thread_local! {
 }
 
 /// Records which guest task the calling host thread runs.
+/// Set while a save of the sandbox is asked for and not yet made: every
+/// blocking call gives up (and restarts), so that its task comes to a
+/// boundary. (One Sentry per process: one sandbox to save.)
+pub static CHECKPOINT_ASKED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 pub fn set_current(pid: i32, tid: i32) {
     CURRENT.with(|c| c.set((pid, tid)));
 }

@@ -32,7 +32,7 @@ use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
 const MAGIC: &[u8; 8] = b"FVSNAP\r\n";
 
 /// The layout this Sentry writes and reads.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// Magic, version, flags, payload length, checksum.
 const HEADER: usize = 8 + 4 + 4 + 8 + 8;
@@ -67,6 +67,30 @@ fn checksum(data: &[u8]) -> u64 {
         h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
+}
+
+/// A process's seccomp state in an image: none, or the filter every
+/// process started from outside gets (an OCI `linux.seccomp`, which the
+/// restoring bundle gives again).
+const SECCOMP_NONE: u8 = 0;
+const SECCOMP_CONTAINER: u8 = 1;
+
+/// How `task`'s seccomp state is saved; filters of the guest's own are not
+/// yet.
+fn seccomp_of(task: &Task) -> Result<u8, String> {
+    if !task.thread.seccomp.active() {
+        return Ok(SECCOMP_NONE);
+    }
+    let st = task.thread.state();
+    let s = &st.seccomp;
+    match (&s.filter, &task.kernel.container_seccomp) {
+        (Some(f), Some(c))
+            if s.mode == crate::kernel::seccomp::Mode::Filter && Arc::ptr_eq(f, c) =>
+        {
+            Ok(SECCOMP_CONTAINER)
+        }
+        _ => Err("the process installed a seccomp filter of its own (not saved yet)".into()),
+    }
 }
 
 /// The registers in `user_regs_struct` order.
@@ -149,18 +173,23 @@ impl Files for SandboxFiles<'_> {
     }
 }
 
-/// Called as each system call returns `Ok(ret)`: makes the save a guest
-/// asked for, if one did.
-pub fn on_return(task: &mut Task, ret: u64) {
-    let ck = &task.kernel.checkpoint;
-    if !ck
-        .requested
-        .swap(false, std::sync::atomic::Ordering::AcqRel)
-    {
+/// Called at a task's boundary while a save is asked for (see
+/// [`crate::kernel::Checkpointing`]): the first task makes it.
+pub fn at_boundary(task: &mut Task) {
+    use std::sync::atomic::Ordering;
+    let kernel = task.kernel.clone();
+    let ck = &kernel.checkpoint;
+    if !ck.requested.swap(false, Ordering::AcqRel) {
         return;
     }
     let started = std::time::Instant::now();
-    let status = match save(task, ret) {
+    let once = ck.once.locked().take();
+    let result = match once.as_ref().or(ck.target.as_ref()) {
+        Some(file) => save(task, file),
+        None => Err("the sandbox was started without --save".into()),
+    };
+    crate::kernel::task::CHECKPOINT_ASKED.store(false, Ordering::Release);
+    let status = match result {
         Ok(len) => {
             tracing::info!(
                 "checkpoint saved: {len} bytes in {:.1} ms",
@@ -168,9 +197,10 @@ pub fn on_return(task: &mut Task, ret: u64) {
             );
             "saved\n".to_string()
         }
+        Err(why) if once.is_some() => format!("failed: {why}\n"),
         Err(why) => {
-            // The user who asked for the save reads why on stderr; the
-            // guest reads it from the file.
+            // The user who asked for the save reads why on stderr (one
+            // from outside gets it back); the guest reads it from the file.
             let line = format!("ferrovisor: checkpoint not saved: {why}\n");
             let _ = crate::host::write(
                 crate::vfs::file::FileDescription::stdio_borrow(2),
@@ -179,24 +209,22 @@ pub fn on_return(task: &mut Task, ret: u64) {
             format!("failed: {why}\n")
         }
     };
-    *task.kernel.checkpoint.status.locked() = status;
+    let mut held = ck.status.locked();
+    *held = status;
+    ck.rounds.fetch_add(1, Ordering::AcqRel);
+    ck.ended.notify_all();
 }
 
-/// Writes the image of the sandbox `task` (its only task) is in, as it
-/// will be once the current call returns `ret`. Returns its size.
-fn save(task: &mut Task, ret: u64) -> Result<u64, String> {
-    let payload = encode(task, ret)?;
+/// Writes into `target` the image of the sandbox `task` (its only task)
+/// is in, as it stands at this boundary. Returns its size.
+fn save(task: &mut Task, target: &std::fs::File) -> Result<u64, String> {
+    let payload = encode(task)?;
     let mut head = Vec::with_capacity(HEADER);
     head.extend_from_slice(MAGIC);
     head.extend_from_slice(&VERSION.to_le_bytes());
     head.extend_from_slice(&0u32.to_le_bytes());
     head.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     head.extend_from_slice(&checksum(&payload).to_le_bytes());
-    let ck = &task.kernel.checkpoint;
-    let target = ck
-        .target
-        .as_ref()
-        .ok_or("the sandbox was started without --save")?;
     let io = |e: std::io::Error| format!("writing the image: {e}");
     target.set_len(0).map_err(io)?;
     target.write_all_at(&head, 0).map_err(io)?;
@@ -205,7 +233,7 @@ fn save(task: &mut Task, ret: u64) -> Result<u64, String> {
     Ok((HEADER + payload.len()) as u64)
 }
 
-fn encode(task: &mut Task, ret: u64) -> Result<Vec<u8>, String> {
+fn encode(task: &mut Task) -> Result<Vec<u8>, String> {
     let kernel = task.kernel.clone();
     {
         let procs = kernel.procs();
@@ -218,14 +246,9 @@ fn encode(task: &mut Task, ret: u64) -> Result<Vec<u8>, String> {
             ));
         }
     }
-    if task.thread.seccomp.active() {
-        return Err("the process runs under a seccomp filter (not saved yet)".into());
-    }
     let mut e = Enc::default();
     e.u32(task.pid() as u32);
-    let mut regs = task.regs;
-    regs.rax = ret;
-    for w in regs_words(&regs) {
+    for w in regs_words(&task.regs) {
         e.u64(w);
     }
     let fp = task
@@ -269,6 +292,7 @@ fn encode(task: &mut Task, ret: u64) -> Result<Vec<u8>, String> {
         e.u64(w);
     }
     e.u32(c.securebits);
+    e.u8(seccomp_of(task)?);
     {
         let p = task.proc_.state();
         if p.itimers.iter().any(Option::is_some) || !p.posix_timers.is_empty() {
@@ -663,6 +687,19 @@ pub fn restore_process(
         *w = d.u64().map_err(b)?;
     }
     let securebits = d.u32().map_err(b)?;
+    let seccomp = d.u8().map_err(b)?;
+    let seccomp = match (seccomp, &kernel.container_seccomp) {
+        (SECCOMP_NONE, _) => None,
+        (SECCOMP_CONTAINER, Some(f)) => Some(f.clone()),
+        (SECCOMP_CONTAINER, None) => {
+            return Err(fail(
+                "the saved process ran under the container's seccomp filter, and this \
+                 bundle has none (restore with the bundle it was saved from)"
+                    .into(),
+            ))
+        }
+        _ => return Err(fail("the image's seccomp state is malformed".into())),
+    };
     let mut creds = Creds::new(uid[0], gid[0], groups);
     creds.uid = uid;
     creds.gid = gid;
@@ -788,6 +825,14 @@ pub fn restore_process(
         stale_fault: None,
         seccomp_copy: Default::default(),
     };
+    if let Some(f) = seccomp {
+        let mut st = task.thread.state();
+        let s = crate::kernel::seccomp::Seccomp {
+            mode: crate::kernel::seccomp::Mode::Filter,
+            filter: Some(f),
+        };
+        task.thread.set_seccomp(&mut st, s);
+    }
     restore_fds(&mut task, &mut d, console_file)?;
     if !d.is_empty() {
         return Err(fail("the image has bytes past its end".into()));

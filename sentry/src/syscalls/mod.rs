@@ -862,17 +862,6 @@ pub fn dispatch(task: &mut Task, nr: u64, args: &Args) -> Result<u64, Errno> {
             ..
         })) => {
             let r = h(task, args);
-            if let Ok(v) = r {
-                // (one load per call: a save is asked for rarely)
-                if task
-                    .kernel
-                    .checkpoint
-                    .requested
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                {
-                    checkpoint::on_return(task, v);
-                }
-            }
             tracing::trace!(
                 "{name}({:#x}, {:#x}, {:#x}) = {r:?}",
                 args[0],
