@@ -521,3 +521,102 @@ fn host_address() -> Option<std::net::Ipv4Addr> {
         .parse()
         .ok()
 }
+
+/// The numbers a counter wrote, in order.
+fn counted(text: &str) -> Vec<u64> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// containerd's checkpoint and restore through ferrovisor's shim v2: a
+/// task that counts is checkpointed into containerd's content store
+/// (`ctr containers checkpoint --task`), deleted, and restored from it
+/// (`ctr containers restore --live`); the copy goes on from the next
+/// number.
+#[cfg(feature = "containerd-shim")]
+#[test]
+fn ctr_checkpoint_and_restore_go_on_counting() {
+    let Some(tools) = tools("ctr_checkpoint") else {
+        return;
+    };
+    let mut e = Engine::start("ckpt", tools);
+    let archive = build_image(&e.dir);
+    e.import(&archive);
+    let log = e.dir.join("ck1.log");
+    let uri = format!("file://{}", log.display());
+    e.ids.push("ck1".into());
+    let out = e.ctr(&[
+        "run",
+        "-d",
+        "--log-uri",
+        &uri,
+        "--runtime",
+        "io.containerd.ferrovisor.v1",
+        IMAGE,
+        "ck1",
+        "count",
+    ]);
+    assert_eq!(out.status, 0, "ctr run -d: {out:?}");
+    let lines_in = |path: &std::path::Path, n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let got = counted(&std::fs::read_to_string(path).unwrap_or_default());
+            if got.len() >= n || Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    assert!(lines_in(&log, 3).len() >= 3, "it counts");
+    let out = e.ctr(&[
+        "containers",
+        "checkpoint",
+        "--task",
+        "ck1",
+        "checkpoint/ck1:1",
+    ]);
+    assert_eq!(
+        out.status,
+        0,
+        "ctr containers checkpoint: {out:?}\n{}",
+        e.containerd_log()
+    );
+    // Left running (containerd's default); stopped here by hand.
+    let out = e.ctr(&["tasks", "kill", "--signal", "SIGKILL", "ck1"]);
+    assert_eq!(out.status, 0, "kill: {out:?}");
+    e.wait_stopped("ck1");
+    let saved_at = counted(&std::fs::read_to_string(&log).unwrap_or_default());
+    assert_eq!(e.ctr(&["tasks", "delete", "ck1"]).status, 0);
+    assert_eq!(e.ctr(&["containers", "delete", "ck1"]).status, 0);
+    // ctr gives the restored task its own stdio and returns: the copy's
+    // count is read from the file it keeps.
+    let mut cmd = e.ctr_command(&["containers", "restore", "--live", "ck1", "checkpoint/ck1:1"]);
+    cmd.current_dir("/");
+    let out = run(cmd, None, TIMEOUT);
+    assert_eq!(out.status, 0, "restore: {out:?}\n{}", e.containerd_log());
+    let fifo = e.dir.join("fifo").to_string_lossy().into_owned();
+    let now = |e: &Engine, n: usize| {
+        let exec_id = format!("read{n}");
+        let out = e.ctr(&[
+            "tasks",
+            "exec",
+            "--fifo-dir",
+            &fifo,
+            "--exec-id",
+            &exec_id,
+            "ck1",
+            "cat",
+            "/tmp/count",
+        ]);
+        assert_eq!(out.status, 0, "exec: {out:?}");
+        counted(&out.stdout).first().copied().unwrap_or(0)
+    };
+    // (a new snapshot: the file is back at the copy's next count)
+    std::thread::sleep(Duration::from_millis(500));
+    let first = now(&e, 1);
+    std::thread::sleep(Duration::from_millis(700));
+    let later = now(&e, 2);
+    // Saved where it was (not started anew), and counting on.
+    let saved = saved_at.first().copied().unwrap_or(0) + 2;
+    assert!(first >= saved, "{first} after {saved_at:?}");
+    assert!(later >= first + 2, "{first} then {later}");
+}

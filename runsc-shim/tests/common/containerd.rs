@@ -117,15 +117,23 @@ pub fn blob(layout: &Path, src: &Path) -> (String, u64) {
 /// host and applet symlinks. Returns its path and its digest, which, the
 /// layer being uncompressed, is also its diff_id.
 /// `/bin/count` of the test image: prints 0, 1, 2, ... one line every
-/// 200 ms, in one single-threaded process.
+/// 200 ms, in one single-threaded process, and leaves the last number in
+/// /tmp/count where it can (for a copy whose stdout nobody reads).
 pub const COUNT_C: &str = r#"
+#include <signal.h>
 #include <stdio.h>
 #include <time.h>
 int main(void) {
     struct timespec ts = {0, 200 * 1000 * 1000};
+    signal(SIGPIPE, SIG_IGN);
     for (long i = 0;; i++) {
         printf("%ld\n", i);
         fflush(stdout);
+        FILE *f = fopen("/tmp/count", "w");
+        if (f) {
+            fprintf(f, "%ld\n", i);
+            fclose(f);
+        }
         nanosleep(&ts, NULL);
     }
 }
