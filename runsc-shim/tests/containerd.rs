@@ -522,11 +522,6 @@ fn host_address() -> Option<std::net::Ipv4Addr> {
         .ok()
 }
 
-/// The numbers a counter wrote, in order.
-fn counted(text: &str) -> Vec<u64> {
-    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
-}
-
 /// containerd's checkpoint and restore through ferrovisor's shim v2: a
 /// task that counts is checkpointed into containerd's content store
 /// (`ctr containers checkpoint --task`), deleted, and restored from it
@@ -559,7 +554,7 @@ fn ctr_checkpoint_and_restore_go_on_counting() {
     let lines_in = |path: &std::path::Path, n: usize| {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let got = counted(&std::fs::read_to_string(path).unwrap_or_default());
+            let got = common::counted(&std::fs::read_to_string(path).unwrap_or_default());
             if got.len() >= n || Instant::now() > deadline {
                 return got;
             }
@@ -584,7 +579,7 @@ fn ctr_checkpoint_and_restore_go_on_counting() {
     let out = e.ctr(&["tasks", "kill", "--signal", "SIGKILL", "ck1"]);
     assert_eq!(out.status, 0, "kill: {out:?}");
     e.wait_stopped("ck1");
-    let saved_at = counted(&std::fs::read_to_string(&log).unwrap_or_default());
+    let saved_at = common::counted(&std::fs::read_to_string(&log).unwrap_or_default());
     assert_eq!(e.ctr(&["tasks", "delete", "ck1"]).status, 0);
     assert_eq!(e.ctr(&["containers", "delete", "ck1"]).status, 0);
     // ctr gives the restored task its own stdio and returns: the copy's
@@ -608,7 +603,7 @@ fn ctr_checkpoint_and_restore_go_on_counting() {
             "/tmp/count",
         ]);
         assert_eq!(out.status, 0, "exec: {out:?}");
-        counted(&out.stdout).first().copied().unwrap_or(0)
+        common::counted(&out.stdout).first().copied().unwrap_or(0)
     };
     // (a new snapshot: the file is back at the copy's next count)
     std::thread::sleep(Duration::from_millis(500));

@@ -519,11 +519,6 @@ fn docker_sees_what_the_container_wrote_as_with_runc() {
     assert_eq!(d.ok(&["logs", &id]), "got TERM\n");
 }
 
-/// The numbers `count` printed so far, in order.
-fn counted(text: &str) -> Vec<u64> {
-    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
-}
-
 /// `docker checkpoint create` saves a container that counts and stops
 /// it; `docker start --checkpoint` goes on from the saved number: the
 /// log holds each number once, in order, across both.
@@ -537,7 +532,7 @@ fn docker_checkpoint_and_start_from_it_go_on_counting() {
     let logs_until = |d: &Docker, n: usize| {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let got = counted(&d.ok(&["logs", &id]));
+            let got = common::counted(&d.ok(&["logs", &id]));
             if got.len() >= n || Instant::now() > deadline {
                 return got;
             }
@@ -548,10 +543,10 @@ fn docker_checkpoint_and_start_from_it_go_on_counting() {
     d.ok(&["checkpoint", "create", &id, "cp1"]);
     let running = d.ok(&["inspect", "--format", "{{.State.Running}}", &id]);
     assert_eq!(running.trim(), "false", "checkpoint create stops it");
-    let before = counted(&d.ok(&["logs", &id]));
+    let before = common::counted(&d.ok(&["logs", &id]));
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(
-        counted(&d.ok(&["logs", &id])),
+        common::counted(&d.ok(&["logs", &id])),
         before,
         "nothing counts while stopped"
     );

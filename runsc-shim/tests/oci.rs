@@ -4173,11 +4173,6 @@ fn settings_runc_accepts_are_taken() {
     }
 }
 
-/// The numbers a counter printed, in order.
-fn counted(text: &str) -> Vec<u64> {
-    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
-}
-
 /// runc's `checkpoint --image-path` saves a container that counts and
 /// stops it; `restore --image-path --bundle --detach` goes on from the
 /// next number; `checkpoint --leave-running` saves and lets it count on;
@@ -4193,8 +4188,9 @@ fn checkpoint_and_restore_a_counting_container() {
     let lines_in = |w: &World, name: &str, n: usize| {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let got =
-                counted(&std::fs::read_to_string(w.dir.path().join(name)).unwrap_or_default());
+            let got = common::counted(
+                &std::fs::read_to_string(w.dir.path().join(name)).unwrap_or_default(),
+            );
             if got.len() >= n || Instant::now() > deadline {
                 return got;
             }
@@ -4214,7 +4210,7 @@ fn checkpoint_and_restore_a_counting_container() {
     ]);
     assert_eq!(out.status, 0, "checkpoint: {}", out.stderr);
     assert_eq!(w.status("cp1"), "stopped");
-    let before = counted(&w.container_stdout("cp1"));
+    let before = common::counted(&w.container_stdout("cp1"));
     assert_eq!(w.cli(&["delete", "cp1"]).status, 0);
 
     // The restored container writes where `restore`'s stdout goes.
@@ -4260,7 +4256,8 @@ fn checkpoint_and_restore_a_counting_container() {
     ]);
     assert_eq!(out.status, 0, "checkpoint --leave-running: {}", out.stderr);
     assert_eq!(w.status("cp1"), "running");
-    let n = counted(&std::fs::read_to_string(w.dir.path().join("r1.out")).unwrap_or_default());
+    let n =
+        common::counted(&std::fs::read_to_string(w.dir.path().join("r1.out")).unwrap_or_default());
     assert!(
         lines_in(&w, "r1.out", n.len() + 2).len() >= n.len() + 2,
         "counts on"

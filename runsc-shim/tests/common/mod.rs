@@ -243,3 +243,9 @@ pub fn compile_static(dir: &Path, name: &str, source: &str) -> PathBuf {
     );
     bin
 }
+
+/// The numbers a counter (`/bin/count` of the test images) printed, in
+/// order.
+pub fn counted(text: &str) -> Vec<u64> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
