@@ -4179,7 +4179,22 @@ fn settings_runc_accepts_are_taken() {
 /// a corrupt image fails `restore` in one line.
 #[test]
 fn checkpoint_and_restore_a_counting_container() {
-    let mut w = World::new("ckpt", |v| set_args(v, &["/bin/count"]));
+    checkpoint_and_restore(&["/bin/count"]);
+}
+
+/// The same for a shell that counts, with a `sleep` child each second
+/// (two processes when saved).
+#[test]
+fn checkpoint_and_restore_a_counting_shell() {
+    checkpoint_and_restore(&[
+        "sh",
+        "-c",
+        "i=0; while :; do echo $i; i=$((i+1)); sleep 0.2; done",
+    ]);
+}
+
+fn checkpoint_and_restore(argv: &[&str]) {
+    let mut w = World::new("ckpt", |v| set_args(v, argv));
     let bin = compile_static(w.dir.path(), "count", common::containerd::COUNT_C);
     std::fs::copy(bin, w.bundle().join("rootfs/bin/count")).expect("copy count");
     let images = w.dir.path().join("images");

@@ -2481,10 +2481,9 @@ impl FileImpl for ProcFile {
                 if k.checkpoint.target.is_none() {
                     return Err(Errno::EOPNOTSUPP);
                 }
-                // Saved as this write returns (syscalls::checkpoint).
-                k.checkpoint
-                    .requested
-                    .store(true, std::sync::atomic::Ordering::Release);
+                // Saved as this write returns (syscalls::checkpoint), once
+                // every other task has stopped too.
+                k.ask_checkpoint();
                 Ok(bufs.iter().map(GuestSlice::len).sum::<usize>() as u64)
             }
             _ => Err(Errno::EINVAL),

@@ -291,7 +291,7 @@ pub struct ProcessSummary {
 /// Most processes a sandbox may hold at once (`fork` answers `EAGAIN`).
 pub const MAX_PROCS: usize = 4096;
 /// PIDs wrap after this, as `pid_max` does.
-const PID_MAX: i32 = 4_194_304;
+pub(crate) const PID_MAX: i32 = 4_194_304;
 
 impl ProcTable {
     /// Tasks as the pids cgroup controller counts them: every live
@@ -309,6 +309,12 @@ impl ProcTable {
     /// Allocates a free PID for a new task (process or thread). `EAGAIN`
     /// once the guest holds its `pids.limit` of tasks, as `fork(2)` and
     /// `clone(2)` answer when a pids cgroup is full.
+    /// Makes `pid` the last one given (a restored sandbox's ids are
+    /// taken; new ones come after them, as they would have).
+    pub(crate) fn set_last_pid(&mut self, pid: i32) {
+        self.next = pid.clamp(1, PID_MAX);
+    }
+
     pub fn alloc_pid(&mut self) -> Result<i32, Errno> {
         if self.map.len() >= MAX_PROCS {
             return Err(Errno::EAGAIN);

@@ -176,6 +176,22 @@ impl SigQueue {
     pub fn has(&self, sig: i32) -> bool {
         self.bits & bit(sig) != 0
     }
+
+    /// Every pending instance, lowest signal first (a checkpoint's view).
+    pub fn entries(&self) -> Vec<(i32, SigInfo)> {
+        let mut v = Vec::new();
+        for sig in 1..=64 {
+            if !self.has(sig) {
+                continue;
+            }
+            let q = &self.info[sig as usize - 1];
+            if q.is_empty() {
+                v.push((sig, user_info(sig, 0, 0, si::KERNEL)));
+            }
+            v.extend(q.iter().map(|i| (sig, *i)));
+        }
+        v
+    }
 }
 
 /// A controlling terminal, as the kernel sees one (credentials(7),
@@ -1294,12 +1310,7 @@ impl Task {
                     // No handler ran: every restart code restarts.
                     self.restart_syscall();
                 }
-                if self
-                    .kernel
-                    .checkpoint
-                    .requested
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                {
+                if CHECKPOINT_ASKED.load(std::sync::atomic::Ordering::Relaxed) {
                     // A boundary: guest code runs next, nothing to take.
                     if let Some(save) = self.kernel.checkpoint.save {
                         save(self);

@@ -15,13 +15,14 @@
 
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use abi::{Errno, KSigaction, OpenFlags, StackT};
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::fsimpl::tmpfs::{MemInode, MemKind};
 use crate::kernel::auth::{CapSets, Creds};
-use crate::kernel::task::{FsContext, Process, ProcessState, Task, Thread};
+use crate::kernel::task::{FsContext, Process, ProcessState, Task, Thread, CHECKPOINT_ASKED};
 use crate::kernel::{Error, Kernel};
 use crate::mm::snapshot::{bad, Bad, Dec, Enc, Files};
 use crate::mm::{Mappable, MemoryManager};
@@ -32,7 +33,7 @@ use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
 const MAGIC: &[u8; 8] = b"FVSNAP\r\n";
 
 /// The layout this Sentry writes and reads.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// Magic, version, flags, payload length, checksum.
 const HEADER: usize = 8 + 4 + 4 + 8 + 8;
@@ -173,22 +174,54 @@ impl Files for SandboxFiles<'_> {
     }
 }
 
+/// One task's own state, taken by the task itself at its boundary (its
+/// registers and FPU state are readable only on its own host thread), and
+/// what it shares with others.
+struct Record {
+    own: Vec<u8>,
+    mm: Arc<Mutex<MemoryManager>>,
+    fds: Arc<Mutex<FdTable>>,
+    fs: Arc<Mutex<FsContext>>,
+}
+
+/// The tasks stopped for a save, by thread id, and the round (one per
+/// save) they wait for the end of.
+struct Freeze {
+    round: u64,
+    records: Vec<(i32, Result<Record, String>)>,
+}
+
+static FREEZE: Mutex<Freeze> = Mutex::new(Freeze {
+    round: 0,
+    records: Vec::new(),
+});
+
+/// Signalled as a task parks and as a save ends.
+static THAW: std::sync::Condvar = std::sync::Condvar::new();
+
+/// How long a save waits for every task to come to a boundary.
+const GATHER: Duration = Duration::from_secs(10);
+
 /// Called at a task's boundary while a save is asked for (see
-/// [`crate::kernel::Checkpointing`]): the first task makes it.
+/// [`crate::kernel::Checkpointing`]): the first task makes the save once
+/// every other has stopped at a boundary of its own; the others wait.
 pub fn at_boundary(task: &mut Task) {
     use std::sync::atomic::Ordering;
     let kernel = task.kernel.clone();
     let ck = &kernel.checkpoint;
     if !ck.requested.swap(false, Ordering::AcqRel) {
+        park(task);
         return;
     }
     let started = std::time::Instant::now();
     let once = ck.once.locked().take();
-    let result = match once.as_ref().or(ck.target.as_ref()) {
-        Some(file) => save(task, file),
-        None => Err("the sandbox was started without --save".into()),
+    let (result, parked) = match once.as_ref().or(ck.target.as_ref()) {
+        Some(file) => gather_and_save(task, file),
+        None => (
+            Err("the sandbox was started without --save".into()),
+            FREEZE.locked(),
+        ),
     };
-    crate::kernel::task::CHECKPOINT_ASKED.store(false, Ordering::Release);
     let status = match result {
         Ok(len) => {
             tracing::info!(
@@ -209,45 +242,152 @@ pub fn at_boundary(task: &mut Task) {
             format!("failed: {why}\n")
         }
     };
-    let mut held = ck.status.locked();
-    *held = status;
-    ck.rounds.fetch_add(1, Ordering::AcqRel);
-    ck.ended.notify_all();
+    {
+        let mut held = ck.status.locked();
+        *held = status;
+        ck.rounds.fetch_add(1, Ordering::AcqRel);
+        ck.ended.notify_all();
+    }
+    // The others go on only now: a guest that reads the status next sees
+    // this save's.
+    thaw(parked);
 }
 
-/// Writes into `target` the image of the sandbox `task` (its only task)
-/// is in, as it stands at this boundary. Returns its size.
-fn save(task: &mut Task, target: &std::fs::File) -> Result<u64, String> {
-    let payload = encode(task)?;
+/// Ends the round: every parked task goes on.
+fn thaw(mut f: std::sync::MutexGuard<'static, Freeze>) {
+    f.records.clear();
+    f.round += 1;
+    CHECKPOINT_ASKED.store(false, std::sync::atomic::Ordering::Release);
+    THAW.notify_all();
+}
+
+/// Stops `task` at its boundary until the save under way ends.
+fn park(task: &mut Task) {
+    use std::sync::atomic::Ordering;
+    let record = record_of(task);
+    let mut f = FREEZE.locked();
+    if !CHECKPOINT_ASKED.load(Ordering::Acquire) {
+        return;
+    }
+    let round = f.round;
+    f.records.push(record);
+    THAW.notify_all();
+    while f.round == round && CHECKPOINT_ASKED.load(Ordering::Acquire) {
+        f = THAW
+            .wait_timeout(f, Duration::from_millis(100))
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0;
+    }
+}
+
+/// Waits until every live thread has parked, then writes the image of
+/// the whole sandbox into `target`: its size, and the parked tasks, which
+/// go on (saved or not) once [`thaw`]ed.
+fn gather_and_save(
+    task: &mut Task,
+    target: &std::fs::File,
+) -> (Result<u64, String>, std::sync::MutexGuard<'static, Freeze>) {
+    let kernel = task.kernel.clone();
+    let own = record_of(task);
+    let mut f = FREEZE.locked();
+    f.records.push(own);
+    let deadline = std::time::Instant::now() + GATHER;
+    let gathered = loop {
+        if let Some((tid, Err(why))) = f.records.iter().find(|(_, r)| r.is_err()) {
+            break Err(format!("thread {tid}: {why}"));
+        }
+        let missing: Vec<Arc<Thread>> = kernel
+            .procs()
+            .threads
+            .values()
+            .filter(|t| !f.records.iter().any(|(tid, _)| *tid == t.tid))
+            .cloned()
+            .collect();
+        let Some(first) = missing.first() else {
+            break Ok(());
+        };
+        if std::time::Instant::now() >= deadline {
+            break Err(format!(
+                "thread {} of process {} did not stop where it can be saved within {} s \
+                 (stopped, in vfork, or in a call that cannot be interrupted)",
+                first.tid,
+                first.process.pid,
+                GATHER.as_secs()
+            ));
+        }
+        drop(f);
+        for t in &missing {
+            t.waiter.wake();
+            t.interrupt();
+        }
+        f = THAW
+            .wait_timeout(FREEZE.locked(), Duration::from_millis(20))
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0;
+    };
+    let result = gathered.and_then(|()| {
+        let payload = encode(&kernel, &f.records)?;
+        write_image(target, &payload)
+    });
+    (result, f)
+}
+
+/// Writes header and `payload` into `target`; the image's size.
+fn write_image(target: &std::fs::File, payload: &[u8]) -> Result<u64, String> {
     let mut head = Vec::with_capacity(HEADER);
     head.extend_from_slice(MAGIC);
     head.extend_from_slice(&VERSION.to_le_bytes());
     head.extend_from_slice(&0u32.to_le_bytes());
     head.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    head.extend_from_slice(&checksum(&payload).to_le_bytes());
+    head.extend_from_slice(&checksum(payload).to_le_bytes());
     let io = |e: std::io::Error| format!("writing the image: {e}");
     target.set_len(0).map_err(io)?;
     target.write_all_at(&head, 0).map_err(io)?;
-    target.write_all_at(&payload, HEADER as u64).map_err(io)?;
+    target.write_all_at(payload, HEADER as u64).map_err(io)?;
     target.sync_all().map_err(io)?;
     Ok((HEADER + payload.len()) as u64)
 }
 
-fn encode(task: &mut Task) -> Result<Vec<u8>, String> {
-    let kernel = task.kernel.clone();
-    {
-        let procs = kernel.procs();
-        if procs.map.len() != 1 || procs.threads.len() != 1 {
-            return Err(format!(
-                "the sandbox has {} processes and {} threads (only a sandbox of one \
-                 single-threaded process is saved yet)",
-                procs.map.len(),
-                procs.threads.len()
-            ));
-        }
+fn record_of(task: &mut Task) -> (i32, Result<Record, String>) {
+    let record = own_state(task).map(|own| Record {
+        own,
+        mm: task.mm.clone(),
+        fds: task.fds.clone(),
+        fs: task.fs.clone(),
+    });
+    (task.tid(), record)
+}
+
+/// A signal queue: its count of instances, then each signal and its
+/// `siginfo`.
+fn save_sigqueue(q: &crate::kernel::task::SigQueue, e: &mut Enc) {
+    let entries = q.entries();
+    e.u64(entries.len() as u64);
+    for (sig, info) in entries {
+        e.u32(sig as u32);
+        e.bytes(info.as_bytes());
     }
+}
+
+fn read_sigqueue(d: &mut Dec<'_>) -> Result<Vec<(i32, abi::SigInfo)>, Bad> {
+    let n = d.count(12)?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        let sig = d.u32()? as i32;
+        if !(1..=64).contains(&sig) {
+            return bad("the image has a pending signal out of range");
+        }
+        let info = abi::SigInfo::read_from_bytes(d.bytes()?)
+            .or_else(|_| bad("the image's siginfo is malformed"))?;
+        v.push((sig, info));
+    }
+    Ok(v)
+}
+
+/// The state a task holds of its own: registers, FPU, signal mask and
+/// pending signals, alternate stack, ids and capabilities, seccomp.
+fn own_state(task: &mut Task) -> Result<Vec<u8>, String> {
     let mut e = Enc::default();
-    e.u32(task.pid() as u32);
     for w in regs_words(&task.regs) {
         e.u64(w);
     }
@@ -259,12 +399,10 @@ fn encode(task: &mut Task) -> Result<Vec<u8>, String> {
     {
         let t = task.thread.state();
         if t.ptrace.is_some() {
-            return Err("the process is traced".into());
-        }
-        if t.pending.bits != 0 {
-            return Err("a signal is pending for the thread".into());
+            return Err("it is traced (ptrace is not saved yet)".into());
         }
         e.u64(t.mask);
+        save_sigqueue(&t.pending, &mut e);
     }
     e.bytes(task.altstack.as_bytes());
     e.u64(task.clear_child_tid);
@@ -293,37 +431,132 @@ fn encode(task: &mut Task) -> Result<Vec<u8>, String> {
     }
     e.u32(c.securebits);
     e.u8(seccomp_of(task)?);
-    {
-        let p = task.proc_.state();
-        if p.itimers.iter().any(Option::is_some) || !p.posix_timers.is_empty() {
-            return Err("the process has a timer armed (timers are not saved yet)".into());
+    Ok(e.buf)
+}
+
+/// The index of `item` in `list` (by identity), added when new.
+fn index_of<T: ?Sized>(list: &mut Vec<Arc<T>>, item: &Arc<T>) -> u32 {
+    match list.iter().position(|x| Arc::ptr_eq(x, item)) {
+        Some(i) => i as u32,
+        None => {
+            list.push(item.clone());
+            (list.len() - 1) as u32
         }
-        if p.pending.bits != 0 {
-            return Err("a signal is pending for the process".into());
-        }
-        if !p.tracees.is_empty() {
-            return Err("the process traces another".into());
-        }
-        e.bytes(p.actions.as_bytes());
-        for r in &p.rlimits {
-            e.u64(r.cur);
-            e.u64(r.max);
-        }
-        e.u32(p.personality);
-        e.u8(u8::from(p.dumpable));
-        e.bytes(&p.info.cmdline);
-        e.bytes(&p.info.environ);
-        e.bytes(&p.info.auxv);
     }
-    {
-        let fs = task.fs.locked();
+}
+
+/// How a process ended, for a zombie.
+const LIVE: u8 = 0;
+const EXITED: u8 = 1;
+const KILLED: u8 = 2;
+
+/// The image's payload: the tmpfs trees, the open file descriptions, the
+/// descriptor tables, working directories, address spaces (each a blob
+/// its first thread's host thread reads back) and the processes with
+/// their threads, init first.
+fn encode(
+    kernel: &Arc<Kernel>,
+    records: &[(i32, Result<Record, String>)],
+) -> Result<Vec<u8>, String> {
+    let mut procs: Vec<Arc<Process>> = kernel.procs().map.values().cloned().collect();
+    procs.sort_by_key(|p| (p.pid != 1, p.pid));
+    let record = |tid: i32| {
+        records
+            .iter()
+            .find_map(|(t, r)| (*t == tid).then_some(r.as_ref().ok()).flatten())
+    };
+    let (mut mms, mut tables, mut dirs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut body = Enc::default();
+    body.u64(procs.len() as u64);
+    for p in &procs {
+        let st = p.state();
+        let who = format!("process {} ({})", p.pid, st.info.comm);
+        if st.itimers.iter().any(Option::is_some) || !st.posix_timers.is_empty() {
+            return Err(format!(
+                "{who} has a timer armed (timers are not saved yet)"
+            ));
+        }
+        if !st.tracees.is_empty() {
+            return Err(format!("{who} traces another"));
+        }
+        if st.stopped.is_some() {
+            return Err(format!("{who} is stopped"));
+        }
+        for w in [p.pid, st.ppid, st.pgid, st.sid, st.exit_signal] {
+            body.u32(w as u32);
+        }
+        match st.exit {
+            None => {
+                body.u8(LIVE);
+                body.u32(0);
+            }
+            Some(crate::kernel::task::ExitStatus::Code(c)) => {
+                body.u8(EXITED);
+                body.u32(c as u32);
+            }
+            Some(crate::kernel::task::ExitStatus::Signal(s)) => {
+                body.u8(KILLED);
+                body.u32(s as u32);
+            }
+        }
+        body.bytes(st.actions.as_bytes());
+        for r in &st.rlimits {
+            body.u64(r.cur);
+            body.u64(r.max);
+        }
+        body.u32(st.personality);
+        body.u8(u8::from(st.dumpable));
+        body.bytes(&st.info.cmdline);
+        body.bytes(&st.info.environ);
+        body.bytes(&st.info.auxv);
+        body.bytes(st.info.comm.as_bytes());
+        save_sigqueue(&st.pending, &mut body);
+        body.u32(
+            st.ctty
+                .as_ref()
+                .and_then(|t| t.fg_pgrp())
+                .map_or(0, |g| g as u32),
+        );
+        body.u8(u8::from(st.ctty.is_some()));
+        let threads = st.threads.clone();
+        drop(st);
+        body.u64(threads.len() as u64);
+        for t in &threads {
+            let Some(r) = record(t.tid) else {
+                return Err(format!("thread {} of {who} was not stopped", t.tid));
+            };
+            body.u32(t.tid as u32);
+            body.u32(index_of(&mut mms, &r.mm));
+            body.u32(index_of(&mut tables, &r.fds));
+            body.u32(index_of(&mut dirs, &r.fs));
+            body.bytes(&r.own);
+        }
+    }
+    let mut e = Enc::default();
+    // (the FPU state's layout is the platform's)
+    e.bytes(kernel.platform.name().as_bytes());
+    save_tmpfs(kernel, &mut e)?;
+    save_files(kernel, &tables, &mut e)?;
+    e.u64(dirs.len() as u64);
+    for fs in &dirs {
+        let fs = fs.locked();
+        if fs.root.path() != kernel.fs.root().path() {
+            return Err("a process changed its root directory (chroot is not saved yet)".into());
+        }
         e.bytes(fs.cwd.path().as_bytes());
         e.u32(fs.umask);
     }
-    save_tmpfs(&kernel, &mut e)?;
-    task.mm()
-        .save(&mut e, kernel.timekeeper.region(), &SandboxFiles(&kernel))?;
-    save_fds(task, &mut e)?;
+    e.u64(mms.len() as u64);
+    for mm in &mms {
+        // A length, then the address space: written in place.
+        let at = e.buf.len();
+        e.u64(0);
+        mm.locked()
+            .save(&mut e, kernel.timekeeper.region(), &SandboxFiles(kernel))?;
+        let len = (e.buf.len() - at - 8) as u64;
+        e.buf[at..at + 8].copy_from_slice(&len.to_le_bytes());
+    }
+    e.buf.extend_from_slice(&body.buf);
     Ok(e.buf)
 }
 
@@ -514,71 +747,99 @@ fn restore_tmpfs(kernel: &Kernel, d: &mut Dec<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-fn save_fds(task: &Task, e: &mut Enc) -> Result<(), String> {
-    let fds = task.fds();
-    let open = fds.open_fds();
-    e.u64(open.len() as u64);
-    let console = task.kernel.checkpoint.console.get();
-    for fd in open {
-        let entry = fds
-            .get(fd as i64)
-            .map_err(|_| "the descriptor table changed")?;
-        let file = &entry.file;
-        e.u32(fd as u32);
-        e.u8(u8::from(entry.cloexec));
-        e.u32(file.flags());
-        let what = |kind: &str| {
-            format!("descriptor {fd} ({kind}): only standard descriptors and files opened by path are saved yet")
-        };
-        match &file.kind {
-            FileKind::Stdio(n) => {
-                e.u8(FD_STDIO);
-                e.u32(*n as u32);
+/// The open file descriptions the descriptor tables hold (one entry for
+/// each, however many descriptors and processes share it, so a shared
+/// offset stays shared), then each table as (descriptor, close-on-exec,
+/// description) triples.
+fn save_files(kernel: &Kernel, tables: &[Arc<Mutex<FdTable>>], e: &mut Enc) -> Result<(), String> {
+    let mut files: Vec<Arc<FileDescription>> = Vec::new();
+    let mut file_bytes = Enc::default();
+    let mut table_bytes = Enc::default();
+    table_bytes.u64(tables.len() as u64);
+    for t in tables {
+        let fds = t.locked();
+        let open = fds.open_fds();
+        table_bytes.u64(open.len() as u64);
+        for fd in open {
+            let entry = fds
+                .get(fd as i64)
+                .map_err(|_| "the descriptor table changed")?;
+            table_bytes.u32(fd as u32);
+            table_bytes.u8(u8::from(entry.cloexec));
+            let known = files.len();
+            let at = index_of(&mut files, &entry.file);
+            if at as usize == known {
+                describe_file(kernel, fd, &entry.file, &mut file_bytes)?;
             }
-            _ if console.is_some_and(|c| Arc::ptr_eq(c, file)) => e.u8(FD_CONSOLE),
-            FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Impl(_) => {
-                // Files that opening their path again gives back: host
-                // files of the root and volumes, devices, /proc files.
-                let by_path = match &file.kind {
-                    FileKind::Impl(_) => file.downcast::<crate::fsimpl::proc::ProcFile>().is_some(),
-                    _ => true,
-                };
-                let Some(loc) = file.location.as_ref().filter(|_| by_path) else {
-                    return Err(what(&kind_name(&file.kind)));
-                };
-                e.u8(FD_PATH);
-                e.bytes(loc.path().as_bytes());
-                e.u64(*file.pos.locked());
-                let identity = match &file.kind {
-                    FileKind::Host(_) if !file.is_dir() => identity_of(
-                        &file
-                            .stat()
-                            .map_err(|err| format!("descriptor {fd}: {err}"))?,
-                    ),
-                    _ => Vec::new(),
-                };
-                e.bytes(&identity);
-            }
-            FileKind::Mem(m) => {
-                // A file of the tmpfs the image carries, while it still
-                // has its name there.
-                let fs = &task.kernel.fs;
-                let named = file.location.as_ref().filter(|loc| {
-                    fs.resolve(&fs.root(), loc.path().as_bytes(), false)
-                        .is_ok_and(|l| l.node().mem().is_some_and(|n| Arc::ptr_eq(n, m)))
-                });
-                let Some(loc) = named else {
-                    return Err(format!(
-                        "descriptor {fd} (a tmpfs file without its name, or of a tmpfs not saved): not saved yet"
-                    ));
-                };
-                e.u8(FD_PATH);
-                e.bytes(loc.path().as_bytes());
-                e.u64(*file.pos.locked());
-                e.bytes(&[]);
-            }
-            _ => return Err(what(&kind_name(&file.kind))),
+            table_bytes.u32(at);
         }
+    }
+    e.u64(files.len() as u64);
+    e.buf.extend_from_slice(&file_bytes.buf);
+    e.buf.extend_from_slice(&table_bytes.buf);
+    Ok(())
+}
+
+/// One open file description: its flags, then how it is found again.
+fn describe_file(
+    kernel: &Kernel,
+    fd: usize,
+    file: &Arc<FileDescription>,
+    e: &mut Enc,
+) -> Result<(), String> {
+    let console = kernel.checkpoint.console.get();
+    e.u32(file.flags());
+    let what = |kind: &str| {
+        format!("descriptor {fd} ({kind}): only standard descriptors and files opened by path are saved yet")
+    };
+    match &file.kind {
+        FileKind::Stdio(n) => {
+            e.u8(FD_STDIO);
+            e.u32(*n as u32);
+        }
+        _ if console.is_some_and(|c| Arc::ptr_eq(c, file)) => e.u8(FD_CONSOLE),
+        FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Impl(_) => {
+            // Files that opening their path again gives back: host
+            // files of the root and volumes, devices, /proc files.
+            let by_path = match &file.kind {
+                FileKind::Impl(_) => file.downcast::<crate::fsimpl::proc::ProcFile>().is_some(),
+                _ => true,
+            };
+            let Some(loc) = file.location.as_ref().filter(|_| by_path) else {
+                return Err(what(&kind_name(&file.kind)));
+            };
+            e.u8(FD_PATH);
+            e.bytes(loc.path().as_bytes());
+            e.u64(*file.pos.locked());
+            let identity = match &file.kind {
+                FileKind::Host(_) if !file.is_dir() => identity_of(
+                    &file
+                        .stat()
+                        .map_err(|err| format!("descriptor {fd}: {err}"))?,
+                ),
+                _ => Vec::new(),
+            };
+            e.bytes(&identity);
+        }
+        FileKind::Mem(m) => {
+            // A file of the tmpfs the image carries, while it still
+            // has its name there.
+            let fs = &kernel.fs;
+            let named = file.location.as_ref().filter(|loc| {
+                fs.resolve(&fs.root(), loc.path().as_bytes(), false)
+                    .is_ok_and(|l| l.node().mem().is_some_and(|n| Arc::ptr_eq(n, m)))
+            });
+            let Some(loc) = named else {
+                return Err(format!(
+                    "descriptor {fd} (a tmpfs file without its name, or of a tmpfs not saved): not saved yet"
+                ));
+            };
+            e.u8(FD_PATH);
+            e.bytes(loc.path().as_bytes());
+            e.u64(*file.pos.locked());
+            e.bytes(&[]);
+        }
+        _ => return Err(what(&kind_name(&file.kind))),
     }
     Ok(())
 }
@@ -631,24 +892,100 @@ pub fn payload(image: &[u8]) -> Result<&[u8], Bad> {
     Ok(body)
 }
 
-/// Builds the saved process from `image` in the new sandbox `kernel`, on
-/// the calling host thread, which must run it; `console` is the
-/// sandbox's terminal, if it has one.
-pub fn restore_process(
-    kernel: &Arc<Kernel>,
-    image: &[u8],
-    console: Option<(Arc<FileDescription>, Arc<dyn crate::kernel::task::Terminal>)>,
-) -> Result<Task, Error> {
-    let fail = |why: String| Error::Restore(why);
-    let started = std::time::Instant::now();
-    let body = payload(image).map_err(|e| fail(e.0))?;
-    let checked = started.elapsed();
-    let mut d = Dec::new(body);
-    let b = |e: Bad| Error::Restore(e.0);
-    let pid = d.u32().map_err(b)? as i32;
+/// A thread as the image holds it.
+struct SavedThread {
+    tid: i32,
+    mm: usize,
+    fds: usize,
+    fs: usize,
+    regs: platform::Regs,
+    fp: Vec<u8>,
+    mask: u64,
+    pending: Vec<(i32, abi::SigInfo)>,
+    altstack: StackT,
+    clear_child_tid: u64,
+    robust_list: (u64, u64),
+    comm: Vec<u8>,
+    exe: String,
+    no_new_privs: bool,
+    creds: Creds,
+    seccomp: Option<Arc<crate::kernel::seccomp::Filter>>,
+}
+
+/// A process as the image holds it.
+struct SavedProcess {
+    pid: i32,
+    ppid: i32,
+    pgid: i32,
+    sid: i32,
+    exit_signal: i32,
+    exit: Option<crate::kernel::task::ExitStatus>,
+    actions: [KSigaction; 64],
+    rlimits: [abi::Rlimit; abi::rlimit::RLIM_NLIMITS],
+    personality: u32,
+    dumpable: bool,
+    cmdline: Vec<u8>,
+    environ: Vec<u8>,
+    auxv: Vec<u8>,
+    comm: String,
+    pending: Vec<(i32, abi::SigInfo)>,
+    fg_pgrp: i32,
+    ctty: bool,
+    threads: Vec<SavedThread>,
+}
+
+/// An open file description as the image holds it.
+struct SavedFile {
+    flags: u32,
+    how: FileHow,
+}
+
+enum FileHow {
+    Stdio(i32),
+    Console,
+    Path {
+        path: Vec<u8>,
+        pos: u64,
+        identity: Vec<u8>,
+    },
+}
+
+fn read_file(d: &mut Dec<'_>) -> Result<SavedFile, Bad> {
+    let flags = d.u32()?;
+    let how = match d.u8()? {
+        FD_STDIO => {
+            let n = d.u32()? as i32;
+            if !(0..3).contains(&n) {
+                return bad(format!("a descriptor names host descriptor {n}"));
+            }
+            FileHow::Stdio(n)
+        }
+        FD_CONSOLE => FileHow::Console,
+        FD_PATH => FileHow::Path {
+            path: d.bytes()?.to_vec(),
+            pos: d.u64()?,
+            identity: d.bytes()?.to_vec(),
+        },
+        _ => return bad("the image holds a descriptor of an unknown kind"),
+    };
+    Ok(SavedFile { flags, how })
+}
+
+fn read_thread(
+    d: &mut Dec<'_>,
+    kernel: &Kernel,
+    tables: (usize, usize, usize),
+) -> Result<SavedThread, Bad> {
+    let tid = d.u32()? as i32;
+    let (mm, fds, fs) = (d.u32()? as usize, d.u32()? as usize, d.u32()? as usize);
+    if mm >= tables.0 || fds >= tables.1 || fs >= tables.2 {
+        return bad("a thread names a table the image does not have");
+    }
+    let own = d.bytes()?;
+    let mut d = Dec::new(own);
     let mut words = [0u64; 27];
     for w in &mut words {
-        *w = d.u64().map_err(b)?;
+        *w = d.u64()?;
     }
     // The segment selectors are those of every 64-bit user thread, not
     // the image's.
@@ -663,43 +1000,45 @@ pub fn restore_process(
         gs: 0,
         ..saved
     };
-    let fp = d.bytes().map_err(b)?.to_vec();
-    let mask = d.u64().map_err(b)?;
-    let altstack = StackT::read_from_bytes(d.bytes().map_err(b)?)
-        .map_err(|_| fail("the image's signal stack is malformed".into()))?;
-    let clear_child_tid = d.u64().map_err(b)?;
-    let robust_list = (d.u64().map_err(b)?, d.u64().map_err(b)?);
-    let comm = d.bytes().map_err(b)?.to_vec();
-    let exe = d.string().map_err(b)?;
-    let no_new_privs = d.u8().map_err(b)? != 0;
+    let fp = d.bytes()?.to_vec();
+    let mask = d.u64()?;
+    let pending = read_sigqueue(&mut d)?;
+    let altstack = StackT::read_from_bytes(d.bytes()?)
+        .or_else(|_| bad("the image's signal stack is malformed"))?;
+    let clear_child_tid = d.u64()?;
+    let robust_list = (d.u64()?, d.u64()?);
+    let comm = d.bytes()?.to_vec();
+    let exe = d.string()?;
+    let no_new_privs = d.u8()? != 0;
     let mut uid = [0u32; 4];
     let mut gid = [0u32; 4];
     for id in uid.iter_mut().chain(gid.iter_mut()) {
-        *id = d.u32().map_err(b)?;
+        *id = d.u32()?;
     }
-    let n = d.count(4).map_err(b)?;
+    let n = d.count(4)?;
     let mut groups = Vec::with_capacity(n);
     for _ in 0..n {
-        groups.push(d.u32().map_err(b)?);
+        groups.push(d.u32()?);
     }
     let mut caps = [0u64; 5];
     for w in &mut caps {
-        *w = d.u64().map_err(b)?;
+        *w = d.u64()?;
     }
-    let securebits = d.u32().map_err(b)?;
-    let seccomp = d.u8().map_err(b)?;
-    let seccomp = match (seccomp, &kernel.container_seccomp) {
+    let securebits = d.u32()?;
+    let seccomp = match (d.u8()?, &kernel.container_seccomp) {
         (SECCOMP_NONE, _) => None,
         (SECCOMP_CONTAINER, Some(f)) => Some(f.clone()),
         (SECCOMP_CONTAINER, None) => {
-            return Err(fail(
+            return bad(
                 "the saved process ran under the container's seccomp filter, and this \
-                 bundle has none (restore with the bundle it was saved from)"
-                    .into(),
-            ))
+                 bundle has none (restore with the bundle it was saved from)",
+            )
         }
-        _ => return Err(fail("the image's seccomp state is malformed".into())),
+        _ => return bad("the image's seccomp state is malformed"),
     };
+    if !d.is_empty() {
+        return bad("a thread's record has bytes past its end");
+    }
     let mut creds = Creds::new(uid[0], gid[0], groups);
     creds.uid = uid;
     creds.gid = gid;
@@ -711,221 +1050,570 @@ pub fn restore_process(
         ambient: caps[4],
     };
     creds.securebits = securebits;
-    let actions = <[KSigaction; 64]>::read_from_bytes(d.bytes().map_err(b)?)
-        .map_err(|_| fail("the image's signal handlers are malformed".into()))?;
+    Ok(SavedThread {
+        tid,
+        mm,
+        fds,
+        fs,
+        regs,
+        fp,
+        mask,
+        pending,
+        altstack,
+        clear_child_tid,
+        robust_list,
+        comm,
+        exe,
+        no_new_privs,
+        creds,
+        seccomp,
+    })
+}
+
+fn read_process(
+    d: &mut Dec<'_>,
+    kernel: &Kernel,
+    tables: (usize, usize, usize),
+) -> Result<SavedProcess, Bad> {
+    let mut ids = [0i32; 5];
+    for w in &mut ids {
+        *w = d.u32()? as i32;
+    }
+    let [pid, ppid, pgid, sid, exit_signal] = ids;
+    if !(1..crate::kernel::PID_MAX).contains(&pid) || !(0..=64).contains(&exit_signal) {
+        return bad("the image has a process id or exit signal out of range");
+    }
+    let (how, code) = (d.u8()?, d.u32()? as i32);
+    let exit = match how {
+        LIVE => None,
+        EXITED => Some(crate::kernel::task::ExitStatus::Code(code)),
+        KILLED if (1..=64).contains(&code) => Some(crate::kernel::task::ExitStatus::Signal(code)),
+        _ => return bad("the image's exit status is malformed"),
+    };
+    let actions = <[KSigaction; 64]>::read_from_bytes(d.bytes()?)
+        .or_else(|_| bad("the image's signal handlers are malformed"))?;
     let mut rlimits = [abi::Rlimit { cur: 0, max: 0 }; abi::rlimit::RLIM_NLIMITS];
     for r in &mut rlimits {
-        r.cur = d.u64().map_err(b)?;
-        r.max = d.u64().map_err(b)?;
+        r.cur = d.u64()?;
+        r.max = d.u64()?;
     }
-    let personality = d.u32().map_err(b)?;
-    let dumpable = d.u8().map_err(b)? != 0;
-    let cmdline = d.bytes().map_err(b)?.to_vec();
-    let environ = d.bytes().map_err(b)?.to_vec();
-    let auxv = d.bytes().map_err(b)?.to_vec();
-    let cwd_path = d.bytes().map_err(b)?.to_vec();
-    let umask = d.u32().map_err(b)? & 0o777;
+    let personality = d.u32()?;
+    let dumpable = d.u8()? != 0;
+    let cmdline = d.bytes()?.to_vec();
+    let environ = d.bytes()?.to_vec();
+    let auxv = d.bytes()?.to_vec();
+    let comm = d.string()?;
+    let pending = read_sigqueue(d)?;
+    let fg_pgrp = d.u32()? as i32;
+    let ctty = d.u8()? != 0;
+    let n = d.count(8)?;
+    let mut threads = Vec::with_capacity(n);
+    for _ in 0..n {
+        threads.push(read_thread(d, kernel, tables)?);
+    }
+    if exit.is_some() != threads.is_empty() {
+        return bad("the image has a live process without threads, or an exited one with");
+    }
+    Ok(SavedProcess {
+        pid,
+        ppid,
+        pgid,
+        sid,
+        exit_signal,
+        exit,
+        actions,
+        rlimits,
+        personality,
+        dumpable,
+        cmdline,
+        environ,
+        auxv,
+        comm,
+        pending,
+        fg_pgrp,
+        ctty,
+        threads,
+    })
+}
 
-    let root = kernel.fs.root();
-    let cwd = kernel
-        .fs
-        .resolve(&root, &cwd_path, true)
-        .ok()
-        .filter(|l| l.node().is_dir())
-        .ok_or_else(|| {
-            fail(format!(
-                "the working directory {} is not in the sandbox",
-                String::from_utf8_lossy(&cwd_path)
-            ))
-        })?;
-    restore_tmpfs(kernel, &mut d)?;
-    let space = kernel.platform.new_address_space()?;
+/// Where an address space comes to be built: the host thread of its
+/// first thread fills it, the others of its threads wait for it.
+type MmSlot = Arc<(
+    Mutex<Option<Result<Arc<Mutex<MemoryManager>>, String>>>,
+    std::sync::Condvar,
+)>;
+
+fn fill(slot: &MmSlot, mm: Result<Arc<Mutex<MemoryManager>>, String>) {
+    *slot.0.locked() = Some(mm);
+    slot.1.notify_all();
+}
+
+fn wait_for(slot: &MmSlot) -> Result<Arc<Mutex<MemoryManager>>, String> {
+    let mut held = slot.0.locked();
+    loop {
+        if let Some(r) = held.as_ref() {
+            return r.clone();
+        }
+        held = slot
+            .1
+            .wait(held)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    }
+}
+
+/// Builds address space `blob` for a thread on its own host thread (the
+/// one that will run it).
+fn build_mm(kernel: &Arc<Kernel>, blob: &[u8]) -> Result<Arc<Mutex<MemoryManager>>, String> {
+    let space = kernel
+        .platform
+        .new_address_space()
+        .map_err(|e| format!("a new address space: {e}"))?;
     let mut mm = MemoryManager::new(
         kernel.memory.clone(),
         space,
         kernel.platform.max_user_address(),
     );
-    let mm_started = std::time::Instant::now();
-    mm.restore(&mut d, kernel.timekeeper.region(), &SandboxFiles(kernel))
-        .map_err(fail)?;
-    let mm_took = mm_started.elapsed();
-    let mut ctx = kernel.platform.new_context()?;
-    if !fp.is_empty() {
-        ctx.set_fpstate(&fp)?;
+    let mut d = Dec::new(blob);
+    mm.restore(&mut d, kernel.timekeeper.region(), &SandboxFiles(kernel))?;
+    if !d.is_empty() {
+        return Err("an address space has bytes past its end".into());
+    }
+    Ok(Arc::new(Mutex::new(mm)))
+}
+
+/// What every restored thread shares: the tables it points into.
+struct Shared {
+    kernel: Arc<Kernel>,
+    blobs: Vec<Arc<Vec<u8>>>,
+    slots: Vec<MmSlot>,
+    owner: Vec<i32>,
+    fds: Vec<Arc<Mutex<FdTable>>>,
+    fs: Vec<Arc<Mutex<FsContext>>>,
+}
+
+impl Shared {
+    /// The address space of `t`: built here by its first thread, waited
+    /// for by the others.
+    fn mm_for(&self, t: &SavedThread) -> Result<Arc<Mutex<MemoryManager>>, String> {
+        if self.owner[t.mm] == t.tid {
+            let mm = build_mm(&self.kernel, &self.blobs[t.mm]);
+            fill(&self.slots[t.mm], mm.clone());
+            return mm;
+        }
+        let mm = wait_for(&self.slots[t.mm])?;
+        {
+            let mut m = mm.locked();
+            m.address_space()
+                .prepare_thread()
+                .map_err(|e| format!("thread {}: {e}", t.tid))?;
+            m.add_user();
+        }
+        Ok(mm)
     }
 
-    let got = kernel
-        .procs()
-        .alloc_pid()
-        .map_err(|e| Error::Spawn(format!("no task for it ({e})")))?;
-    if got != pid {
+    /// The task of saved thread `t`, on its own host thread.
+    fn task(&self, p: &Arc<Process>, th: Arc<Thread>, t: SavedThread) -> Result<Task, String> {
+        let mm = self.mm_for(&t)?;
+        let mut ctx = self
+            .kernel
+            .platform
+            .new_context()
+            .map_err(|e| format!("thread {}: {e}", t.tid))?;
+        if !t.fp.is_empty() {
+            ctx.set_fpstate(&t.fp)
+                .map_err(|e| format!("thread {}: the FPU state: {e}", t.tid))?;
+        }
+        th.set_interrupter(Some(ctx.interrupter()));
+        let ids = (t.creds.uid[3], t.creds.gid[3]);
+        Ok(Task {
+            thread: th,
+            proc_: p.clone(),
+            kernel: self.kernel.clone(),
+            regs: t.regs,
+            mm,
+            ctx,
+            fds: self.fds[t.fds].clone(),
+            fs: self.fs[t.fs].clone(),
+            ids,
+            creds: t.creds,
+            keyrings: Default::default(),
+            clear_child_tid: t.clear_child_tid,
+            robust_list: t.robust_list,
+            comm: t.comm,
+            exe: t.exe,
+            exit: None,
+            no_new_privs: t.no_new_privs,
+            restart: None,
+            saved_mask: None,
+            nowait: false,
+            altstack: t.altstack,
+            patch_checked: 0,
+            stale_fault: None,
+            seccomp_copy: Default::default(),
+        })
+    }
+}
+
+/// Tells restored threads whether to run (`Some(true)`) or to end.
+type Gate = Arc<(Mutex<Option<bool>>, std::sync::Condvar)>;
+
+fn open_gate(gate: &Gate, go: bool) {
+    *gate.0.locked() = Some(go);
+    gate.1.notify_all();
+}
+
+fn wait_gate(gate: &Gate) -> bool {
+    let mut held = gate.0.locked();
+    loop {
+        if let Some(go) = *held {
+            return go;
+        }
+        held = gate
+            .1
+            .wait(held)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    }
+}
+
+/// Builds the saved sandbox from `image` in the new sandbox `kernel`: its
+/// processes and threads, each thread on a host thread of its own. The
+/// first thread of init is built on the calling host thread, which must
+/// run it (the returned task); the others start once everything is in
+/// place. `console` is the sandbox's terminal, if it has one.
+pub fn restore_process(
+    kernel: &Arc<Kernel>,
+    image: &[u8],
+    console: Option<(Arc<FileDescription>, Arc<dyn crate::kernel::task::Terminal>)>,
+) -> Result<Task, Error> {
+    let fail = Error::Restore;
+    let b = |e: Bad| Error::Restore(e.0);
+    let started = std::time::Instant::now();
+    let body = payload(image).map_err(b)?;
+    let checked = started.elapsed();
+    let mut d = Dec::new(body);
+    let platform = d.bytes().map_err(b)?;
+    if platform != kernel.platform.name().as_bytes() {
         return Err(fail(format!(
-            "the saved process was pid {pid}, and the new sandbox gives {got}"
+            "the image was saved on the {} platform and this sandbox runs on {}: restore \
+             with the --platform it was saved with",
+            String::from_utf8_lossy(platform),
+            kernel.platform.name()
         )));
     }
-    let proc_ = Process::new(
-        pid,
-        ProcessState::new(0, pid, pid, abi::signal::SIGCHLD, actions),
+    restore_tmpfs(kernel, &mut d)?;
+    let n = d.count(5).map_err(b)?;
+    let mut files = Vec::with_capacity(n);
+    for _ in 0..n {
+        files.push(read_file(&mut d).map_err(b)?);
+    }
+    let n = d.count(8).map_err(b)?;
+    let mut tables = Vec::with_capacity(n);
+    for _ in 0..n {
+        let m = d.count(9).map_err(b)?;
+        let mut entries = Vec::with_capacity(m);
+        for _ in 0..m {
+            let fd = d.u32().map_err(b)? as usize;
+            let cloexec = d.u8().map_err(b)? != 0;
+            let file = d.u32().map_err(b)? as usize;
+            if file >= files.len() {
+                return Err(fail(
+                    "a descriptor names a file the image does not have".into(),
+                ));
+            }
+            entries.push((fd, cloexec, file));
+        }
+        tables.push(entries);
+    }
+    let n = d.count(12).map_err(b)?;
+    let mut dirs = Vec::with_capacity(n);
+    for _ in 0..n {
+        let cwd = d.bytes().map_err(b)?.to_vec();
+        let umask = d.u32().map_err(b)? & 0o777;
+        let root = kernel.fs.root();
+        let loc = kernel
+            .fs
+            .resolve(&root, &cwd, true)
+            .ok()
+            .filter(|l| l.node().is_dir())
+            .ok_or_else(|| {
+                fail(format!(
+                    "the working directory {} is not in the sandbox",
+                    String::from_utf8_lossy(&cwd)
+                ))
+            })?;
+        dirs.push(Arc::new(Mutex::new(FsContext {
+            cwd: loc,
+            root,
+            umask,
+        })));
+    }
+    let n = d.count(8).map_err(b)?;
+    let mut blobs = Vec::with_capacity(n);
+    for _ in 0..n {
+        blobs.push(Arc::new(d.bytes().map_err(b)?.to_vec()));
+    }
+    let sizes = (blobs.len(), tables.len(), dirs.len());
+    let n = d.count(8).map_err(b)?;
+    let mut saved = Vec::with_capacity(n);
+    for _ in 0..n {
+        saved.push(read_process(&mut d, kernel, sizes).map_err(b)?);
+    }
+    if !d.is_empty() {
+        return Err(fail("the image has bytes past its end".into()));
+    }
+    let (mut pids, mut tids) = (
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
     );
-    let thread = Thread::new(pid, proc_.clone(), mask);
+    for p in &saved {
+        let fresh = pids.insert(p.pid);
+        let threads_fresh = p
+            .threads
+            .iter()
+            .all(|t| (1..crate::kernel::PID_MAX).contains(&t.tid) && tids.insert(t.tid));
+        if !fresh || !threads_fresh {
+            return Err(fail(
+                "the image has a process or thread id twice, or out of range".into(),
+            ));
+        }
+    }
+    let borrowed = saved.iter().any(|p| {
+        p.threads
+            .iter()
+            .any(|t| t.tid != p.pid && pids.contains(&t.tid))
+    });
+    if borrowed {
+        return Err(fail(
+            "the image has a thread with another process's id".into(),
+        ));
+    }
+    let last_id = pids.iter().chain(&tids).copied().max().unwrap_or(1);
+    if saved
+        .first()
+        .is_none_or(|p| p.pid != 1 || p.threads.is_empty())
+    {
+        return Err(fail("the image's first process is not a live init".into()));
+    }
+
+    // The processes and threads, in the tables before anything runs.
     let (console_file, tty) = match console {
         Some((f, t)) => (Some(f), Some(t)),
         None => (None, None),
     };
-    {
-        let mut st = proc_.state();
-        st.threads.push(thread.clone());
-        st.rlimits = rlimits;
-        st.unkillable = pid == 1;
-        st.dumpable = dumpable;
-        st.personality = personality;
-        if let Some(t) = tty {
-            if t.attach(pid, pid) {
-                st.ctty = Some(t);
-            }
-        }
-        st.info.cmdline = cmdline;
-        st.info.environ = environ;
-        st.info.auxv = auxv;
-    }
+    let mut built = Vec::with_capacity(saved.len());
     {
         let mut procs = kernel.procs();
-        procs.map.insert(pid, proc_.clone());
-        procs.threads.insert(pid, thread.clone());
+        for sp in &saved {
+            let p = Process::new(
+                sp.pid,
+                ProcessState::new(sp.ppid, sp.pgid, sp.sid, sp.exit_signal, sp.actions),
+            );
+            {
+                let mut st = p.state();
+                st.rlimits = sp.rlimits;
+                st.unkillable = sp.pid == 1;
+                st.dumpable = sp.dumpable;
+                st.personality = sp.personality;
+                st.exit = sp.exit;
+                st.info.cmdline = sp.cmdline.clone();
+                st.info.environ = sp.environ.clone();
+                st.info.auxv = sp.auxv.clone();
+                st.info.comm = sp.comm.clone();
+                for (sig, info) in &sp.pending {
+                    st.pending.enqueue(*sig, *info);
+                }
+                if let (true, Some(t)) = (sp.ctty, &tty) {
+                    if sp.sid == sp.pid {
+                        let fg = if sp.fg_pgrp > 0 { sp.fg_pgrp } else { sp.pgid };
+                        let _ = t.attach(sp.sid, fg);
+                    }
+                    st.ctty = Some(t.clone());
+                }
+            }
+            let mut threads = Vec::with_capacity(sp.threads.len());
+            for t in &sp.threads {
+                let th = Thread::new(t.tid, p.clone(), t.mask);
+                {
+                    let mut st = th.state();
+                    for (sig, info) in &t.pending {
+                        st.pending.enqueue(*sig, *info);
+                    }
+                    if let Some(f) = &t.seccomp {
+                        let s = crate::kernel::seccomp::Seccomp {
+                            mode: crate::kernel::seccomp::Mode::Filter,
+                            filter: Some(f.clone()),
+                        };
+                        th.set_seccomp(&mut st, s);
+                    }
+                }
+                p.state().threads.push(th.clone());
+                procs.threads.insert(t.tid, th.clone());
+                threads.push(th);
+            }
+            procs.map.insert(sp.pid, p.clone());
+            built.push((p, threads));
+        }
+        procs.set_last_pid(last_id);
     }
-    thread.set_interrupter(Some(ctx.interrupter()));
-    let ids = (creds.uid[3], creds.gid[3]);
-    let mut task = Task {
-        thread,
-        proc_,
+
+    // Each address space is built by the host thread of its first thread.
+    let mut owner = vec![0; blobs.len()];
+    for t in saved.iter().flat_map(|p| p.threads.iter()).rev() {
+        owner[t.mm] = t.tid;
+    }
+    let shared = Arc::new(Shared {
         kernel: kernel.clone(),
-        regs,
-        mm: Arc::new(Mutex::new(mm)),
-        ctx,
-        fds: Arc::new(Mutex::new(FdTable::default())),
-        fs: Arc::new(Mutex::new(FsContext {
-            cwd,
-            root: kernel.fs.root(),
-            umask,
-        })),
-        ids,
-        creds,
-        keyrings: Default::default(),
-        clear_child_tid,
-        robust_list,
-        comm,
-        exe,
-        exit: None,
-        no_new_privs,
-        restart: None,
-        saved_mask: None,
-        nowait: false,
-        altstack,
-        patch_checked: 0,
-        stale_fault: None,
-        seccomp_copy: Default::default(),
-    };
-    if let Some(f) = seccomp {
-        let mut st = task.thread.state();
-        let s = crate::kernel::seccomp::Seccomp {
-            mode: crate::kernel::seccomp::Mode::Filter,
-            filter: Some(f),
-        };
-        task.thread.set_seccomp(&mut st, s);
+        slots: (0..blobs.len()).map(|_| MmSlot::default()).collect(),
+        blobs,
+        owner,
+        fds: (0..tables.len()).map(|_| Arc::default()).collect(),
+        fs: dirs,
+    });
+    let mut saved = saved.into_iter();
+    let mut init = saved
+        .next()
+        .ok_or_else(|| fail("no init in the image".into()))?;
+    let init_thread = init.threads.remove(0);
+    let mm_started = std::time::Instant::now();
+    let mut task = shared
+        .task(&built[0].0, built[0].1[0].clone(), init_thread)
+        .map_err(fail)?;
+    let mm_took = mm_started.elapsed();
+
+    // The files, opened through init, then the tables that hold them.
+    let mut opened = Vec::with_capacity(files.len());
+    for (i, f) in files.into_iter().enumerate() {
+        opened.push(reopen(&mut task, i, f, console_file.as_ref())?);
     }
-    restore_fds(&mut task, &mut d, console_file)?;
-    if !d.is_empty() {
-        return Err(fail("the image has bytes past its end".into()));
+    for (table, entries) in shared.fds.iter().zip(&tables) {
+        let mut t = table.locked();
+        for &(fd, cloexec, i) in entries {
+            if let Some(file) = opened[i].clone() {
+                t.insert_at(fd, FdEntry { file, cloexec }, NR_OPEN)
+                    .map_err(|e| fail(format!("descriptor {fd}: {e}")))?;
+            }
+        }
+    }
+
+    // Every other thread, on a host thread of its own, held at the gate.
+    let gate = Gate::default();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let mut spawned = 0;
+    let rest = init.threads.into_iter().map(|t| (0, t)).chain(
+        saved
+            .enumerate()
+            .flat_map(|(i, p)| p.threads.into_iter().map(move |t| (i + 1, t))),
+    );
+    for (pi, t) in rest {
+        let (p, threads) = &built[pi];
+        let Some(th) = threads.iter().find(|th| th.tid == t.tid).cloned() else {
+            continue;
+        };
+        let (p, shared, gate, ready) = (p.clone(), shared.clone(), gate.clone(), ready_tx.clone());
+        let name = format!("task-{}", t.tid);
+        let run = move || {
+            let leader = t.tid == p.pid;
+            let made = shared.task(&p, th, t);
+            let ok = made.as_ref().map(|_| ()).map_err(Clone::clone);
+            let _ = ready.send(ok);
+            let Ok(mut task) = made else { return };
+            if !wait_gate(&gate) {
+                return;
+            }
+            if leader {
+                task.publish_info();
+            }
+            task.publish_privileges();
+            task.run_to_exit();
+        };
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(run)
+            .map_err(|e| fail(format!("a host thread: {e}")))?;
+        spawned += 1;
+    }
+    drop(ready_tx);
+    for _ in 0..spawned {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => {
+                open_gate(&gate, false);
+                return Err(fail(why));
+            }
+            Err(_) => {
+                open_gate(&gate, false);
+                return Err(fail("a restored thread ended before it was ready".into()));
+            }
+        }
     }
     *kernel.checkpoint.status.locked() = "restored\n".into();
     task.publish_info();
     task.publish_privileges();
+    open_gate(&gate, true);
     tracing::info!(
-        "sandbox restored from {} bytes in {:.2} ms (image checked in {:.2} ms, address space in {:.2} ms)",
+        "sandbox restored from {} bytes in {:.2} ms (image checked in {:.2} ms, init's address space in {:.2} ms, {} more threads)",
         image.len(),
         started.elapsed().as_secs_f64() * 1e3,
         checked.as_secs_f64() * 1e3,
         mm_took.as_secs_f64() * 1e3,
+        spawned,
     );
     Ok(task)
 }
 
-fn restore_fds(
+/// The most descriptors a table may hold (Linux's `NR_OPEN`).
+const NR_OPEN: u64 = 1 << 20;
+
+/// Opens saved file `f` again through `task`: the restoring caller's own
+/// standard descriptor, the new terminal, or the file at its path, which
+/// must be unchanged. `None`: a standard descriptor the caller has not.
+fn reopen(
     task: &mut Task,
-    d: &mut Dec<'_>,
-    console: Option<Arc<FileDescription>>,
-) -> Result<(), Error> {
+    i: usize,
+    f: SavedFile,
+    console: Option<&Arc<FileDescription>>,
+) -> Result<Option<Arc<FileDescription>>, Error> {
     let fail = Error::Restore;
-    let b = |e: Bad| Error::Restore(e.0);
-    let n = d.count(10).map_err(b)?;
-    for _ in 0..n {
-        let fd = d.u32().map_err(b)? as usize;
-        let cloexec = d.u8().map_err(b)? != 0;
-        let flags = d.u32().map_err(b)?;
-        let file = match d.u8().map_err(b)? {
-            FD_STDIO => {
-                let n = d.u32().map_err(b)? as i32;
-                if !(0..3).contains(&n) {
-                    return Err(fail(format!("descriptor {fd} names host descriptor {n}")));
+    match f.how {
+        FileHow::Stdio(n) => Ok(crate::kernel::stdio_file(n)),
+        FileHow::Console => Ok(console.cloned()),
+        FileHow::Path {
+            path,
+            pos,
+            identity,
+        } => {
+            let shown = String::from_utf8_lossy(&path).into_owned();
+            let reopen = f.flags & !(OpenFlags::CREAT | OpenFlags::TRUNC | OpenFlags::EXCL).bits();
+            let mut made = false;
+            let got = super::fs::open_path(
+                task,
+                abi::AT_FDCWD as u64,
+                path,
+                reopen,
+                0,
+                Default::default(),
+                &mut made,
+            )
+            .map_err(|e| fail(format!("{shown} (open file {i}): {e}")))?;
+            let entry = task
+                .fds()
+                .remove(got as i64)
+                .map_err(|e| fail(format!("open file {i}: {e}")))?;
+            let file = entry.file;
+            if !identity.is_empty() {
+                let st = file
+                    .stat()
+                    .map_err(|e| fail(format!("{shown} (open file {i}): {e}")))?;
+                if identity_of(&st) != identity {
+                    return Err(fail(format!(
+                        "{shown} has changed since the checkpoint (restore into the same root)"
+                    )));
                 }
-                // The restoring caller's own descriptor, with its own mode.
-                let Some(file) = crate::kernel::stdio_file(n) else {
-                    continue;
-                };
-                file
             }
-            FD_CONSOLE => match &console {
-                Some(c) => c.clone(),
-                None => continue,
-            },
-            FD_PATH => {
-                let path = d.bytes().map_err(b)?.to_vec();
-                let pos = d.u64().map_err(b)?;
-                let identity = d.bytes().map_err(b)?.to_vec();
-                let shown = String::from_utf8_lossy(&path).into_owned();
-                let reopen =
-                    flags & !(OpenFlags::CREAT | OpenFlags::TRUNC | OpenFlags::EXCL).bits();
-                let mut made = false;
-                let got = super::fs::open_path(
-                    task,
-                    abi::AT_FDCWD as u64,
-                    path,
-                    reopen,
-                    0,
-                    Default::default(),
-                    &mut made,
-                )
-                .map_err(|e| fail(format!("descriptor {fd} ({shown}): {e}")))?;
-                let entry = task
-                    .fds()
-                    .remove(got as i64)
-                    .map_err(|e| fail(format!("descriptor {fd}: {e}")))?;
-                let file = entry.file;
-                if !identity.is_empty() {
-                    let st = file
-                        .stat()
-                        .map_err(|e| fail(format!("descriptor {fd} ({shown}): {e}")))?;
-                    if identity_of(&st) != identity {
-                        return Err(fail(format!(
-                            "{shown} (descriptor {fd}) has changed since the checkpoint"
-                        )));
-                    }
-                }
-                *file.pos.locked() = pos;
-                file
-            }
-            _ => {
-                return Err(fail(
-                    "the image holds a descriptor of an unknown kind".into(),
-                ))
-            }
-        };
-        let limit = task.nofile();
-        task.fds()
-            .insert_at(fd, FdEntry { file, cloexec }, limit)
-            .map_err(|e| fail(format!("descriptor {fd}: {e}")))?;
+            *file.pos.locked() = pos;
+            Ok(Some(file))
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]
