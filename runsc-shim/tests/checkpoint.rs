@@ -176,20 +176,21 @@ fn what_cannot_be_saved_yet_is_named_and_the_sandbox_runs_on() {
         show(&out)
     );
     assert!(out.stdout.ends_with("still running\n"), "{}", show(&out));
-    // A pipe is not saved yet.
+    // A socket is not saved yet.
     let out = saving(
         &images,
         &[
             "python3",
             "-c",
-            "import os\nr, w = os.pipe()\nopen('/proc/ferrovisor/checkpoint', 'w').write('x')\n\
+            "import socket\na, b = socket.socketpair()\n\
+             open('/proc/ferrovisor/checkpoint', 'w').write('x')\n\
              print(open('/proc/ferrovisor/checkpoint').read(), end='')",
         ],
         b"",
     );
     assert_eq!(out.status, 0, "{}", show(&out));
     assert!(
-        out.stdout.starts_with("failed: descriptor 3 (PipeEnd)"),
+        out.stdout.starts_with("failed: descriptor 3 (SocketFile)"),
         "{}",
         show(&out)
     );
@@ -513,9 +514,12 @@ fn sigusr2_saves_a_process_blocked_in_a_read() {
     );
 }
 
-/// Python threads sleeping as the save is made, joined after.
+/// Python threads sleeping as the save is made, joined after, and a
+/// pipe with bytes in it.
 const THREADS: &str = r#"
-import threading, time, sys
+import os, threading, time, sys
+r, w = os.pipe()
+os.write(w, b'queued')
 results = []
 def worker(n):
     time.sleep(0.3)
@@ -531,7 +535,7 @@ except FileNotFoundError:
 print(state, flush=True)
 for t in ts:
     t.join()
-print(sorted(results), sys.stdin.readline().strip())
+print(sorted(results), os.read(r, 100).decode(), sys.stdin.readline().strip())
 "#;
 
 /// A sandbox of several processes and threads is saved whole: a shell
@@ -570,15 +574,15 @@ fn processes_and_threads_are_saved_and_go_on_after_restore() {
     };
     assert_eq!(
         native.stdout,
-        "native\n[0, 1, 4] one\n",
+        "native\n[0, 1, 4] queued one\n",
         "{}",
         show(&native)
     );
     for platform in ["seccomp", "ptrace"] {
         let first = saving_on(platform, &images, &["python3", "-c", THREADS], b"one\n");
-        ok(&first, "saved\n[0, 1, 4] one\n", platform);
+        ok(&first, "saved\n[0, 1, 4] queued one\n", platform);
         let again = restore(&images, platform, b"two\n");
-        ok(&again, "restored\n[0, 1, 4] two\n", platform);
+        ok(&again, "restored\n[0, 1, 4] queued two\n", platform);
     }
     // The FPU state's layout is the platform's: another platform says so.
     let other = restore(&images, "seccomp", b"");

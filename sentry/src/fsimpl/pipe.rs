@@ -243,6 +243,32 @@ impl Pipe {
         })
     }
 
+    /// A pipe holding `data` (a checkpoint's), with no ends open yet
+    /// ([`Pipe::open_end`] opens them); `EINVAL` when it does not fit.
+    pub fn with_contents(capacity: usize, data: &[u8]) -> Result<Arc<Pipe>, Errno> {
+        let p = Pipe::new_fifo();
+        p.set_capacity(capacity as u64)?;
+        {
+            let mut i = p.lock();
+            if data.len() > i.capacity {
+                return Err(Errno::EINVAL);
+            }
+            for chunk in data.chunks(SLOT) {
+                i.slots.push_back(chunk.len());
+                i.buf.extend(chunk);
+            }
+        }
+        Ok(p)
+    }
+
+    /// The bytes queued, oldest first, without taking them.
+    pub fn contents(&self) -> Vec<u8> {
+        let i = self.lock();
+        let mut out = vec![0u8; i.buf.len()];
+        i.buf.peek(0, &mut out);
+        out
+    }
+
     /// A FIFO's pipe: no ends open until someone opens it.
     pub fn new_fifo() -> Arc<Pipe> {
         let p = Pipe::new();

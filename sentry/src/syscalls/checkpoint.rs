@@ -20,6 +20,7 @@ use std::time::Duration;
 use abi::{Errno, KSigaction, OpenFlags, StackT};
 use zerocopy::{FromBytes, IntoBytes};
 
+use crate::fsimpl::pipe::{Pipe, PipeEnd};
 use crate::fsimpl::tmpfs::{MemInode, MemKind};
 use crate::kernel::auth::{CapSets, Creds};
 use crate::kernel::task::{FsContext, Process, ProcessState, Task, Thread, CHECKPOINT_ASKED};
@@ -50,6 +51,7 @@ const NAME_MAX: usize = 255;
 const FD_STDIO: u8 = 0;
 const FD_PATH: u8 = 1;
 const FD_CONSOLE: u8 = 2;
+const FD_PIPE: u8 = 3;
 
 /// A 64-bit checksum of the payload, eight bytes a step (a torn or
 /// corrupt image, not an attacker, is what it catches: who may restore
@@ -753,6 +755,7 @@ fn restore_tmpfs(kernel: &Kernel, d: &mut Dec<'_>) -> Result<(), Error> {
 /// description) triples.
 fn save_files(kernel: &Kernel, tables: &[Arc<Mutex<FdTable>>], e: &mut Enc) -> Result<(), String> {
     let mut files: Vec<Arc<FileDescription>> = Vec::new();
+    let mut pipes: Vec<Arc<Pipe>> = Vec::new();
     let mut file_bytes = Enc::default();
     let mut table_bytes = Enc::default();
     table_bytes.u64(tables.len() as u64);
@@ -769,13 +772,19 @@ fn save_files(kernel: &Kernel, tables: &[Arc<Mutex<FdTable>>], e: &mut Enc) -> R
             let known = files.len();
             let at = index_of(&mut files, &entry.file);
             if at as usize == known {
-                describe_file(kernel, fd, &entry.file, &mut file_bytes)?;
+                describe_file(kernel, fd, &entry.file, &mut pipes, &mut file_bytes)?;
             }
             table_bytes.u32(at);
         }
     }
     e.u64(files.len() as u64);
     e.buf.extend_from_slice(&file_bytes.buf);
+    // The pipes' queued bytes: the ends above name them.
+    e.u64(pipes.len() as u64);
+    for p in &pipes {
+        e.u64(p.capacity() as u64);
+        e.bytes(&p.contents());
+    }
     e.buf.extend_from_slice(&table_bytes.buf);
     Ok(())
 }
@@ -785,12 +794,13 @@ fn describe_file(
     kernel: &Kernel,
     fd: usize,
     file: &Arc<FileDescription>,
+    pipes: &mut Vec<Arc<Pipe>>,
     e: &mut Enc,
 ) -> Result<(), String> {
     let console = kernel.checkpoint.console.get();
     e.u32(file.flags());
     let what = |kind: &str| {
-        format!("descriptor {fd} ({kind}): only standard descriptors and files opened by path are saved yet")
+        format!("descriptor {fd} ({kind}): only standard descriptors, pipes and files opened by path are saved yet")
     };
     match &file.kind {
         FileKind::Stdio(n) => {
@@ -798,6 +808,15 @@ fn describe_file(
             e.u32(*n as u32);
         }
         _ if console.is_some_and(|c| Arc::ptr_eq(c, file)) => e.u8(FD_CONSOLE),
+        FileKind::Impl(_) if file.location.is_none() && file.downcast::<PipeEnd>().is_some() => {
+            // An anonymous pipe's end: the pipe and its bytes are saved once.
+            let Some(end) = file.downcast::<PipeEnd>() else {
+                return Err("the pipe changed".into());
+            };
+            e.u8(FD_PIPE);
+            e.u32(index_of(pipes, &end.pipe));
+            e.u8(u8::from(end.reader));
+        }
         FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Impl(_) => {
             // Files that opening their path again gives back: host
             // files of the root and volumes, devices, /proc files.
@@ -943,6 +962,10 @@ struct SavedFile {
 enum FileHow {
     Stdio(i32),
     Console,
+    Pipe {
+        pipe: usize,
+        reader: bool,
+    },
     Path {
         path: Vec<u8>,
         pos: u64,
@@ -961,6 +984,10 @@ fn read_file(d: &mut Dec<'_>) -> Result<SavedFile, Bad> {
             FileHow::Stdio(n)
         }
         FD_CONSOLE => FileHow::Console,
+        FD_PIPE => FileHow::Pipe {
+            pipe: d.u32()? as usize,
+            reader: d.u8()? != 0,
+        },
         FD_PATH => FileHow::Path {
             path: d.bytes()?.to_vec(),
             pos: d.u64()?,
@@ -1306,6 +1333,17 @@ pub fn restore_process(
     for _ in 0..n {
         files.push(read_file(&mut d).map_err(b)?);
     }
+    let n = d.count(16).map_err(b)?;
+    let mut pipes = Vec::with_capacity(n);
+    for _ in 0..n {
+        let capacity = d.u64().map_err(b)?;
+        let data = d.bytes().map_err(b)?;
+        let pipe = usize::try_from(capacity)
+            .ok()
+            .and_then(|c| Pipe::with_contents(c, data).ok())
+            .ok_or_else(|| fail("a pipe of the image does not fit its capacity".into()))?;
+        pipes.push(pipe);
+    }
     let n = d.count(8).map_err(b)?;
     let mut tables = Vec::with_capacity(n);
     for _ in 0..n {
@@ -1483,7 +1521,7 @@ pub fn restore_process(
     // The files, opened through init, then the tables that hold them.
     let mut opened = Vec::with_capacity(files.len());
     for (i, f) in files.into_iter().enumerate() {
-        opened.push(reopen(&mut task, i, f, console_file.as_ref())?);
+        opened.push(reopen(&mut task, i, f, console_file.as_ref(), &pipes)?);
     }
     for (table, entries) in shared.fds.iter().zip(&tables) {
         let mut t = table.locked();
@@ -1572,11 +1610,22 @@ fn reopen(
     i: usize,
     f: SavedFile,
     console: Option<&Arc<FileDescription>>,
+    pipes: &[Arc<Pipe>],
 ) -> Result<Option<Arc<FileDescription>>, Error> {
     let fail = Error::Restore;
     match f.how {
         FileHow::Stdio(n) => Ok(crate::kernel::stdio_file(n)),
         FileHow::Console => Ok(console.cloned()),
+        FileHow::Pipe { pipe, reader } => {
+            let pipe = pipes.get(pipe).ok_or_else(|| {
+                fail(format!(
+                    "open file {i} names a pipe the image does not have"
+                ))
+            })?;
+            // (the access mode and O_NONBLOCK come back with the flags)
+            let end = FileKind::Impl(Arc::new(pipe.open_end(reader)));
+            Ok(Some(FileDescription::new(end, None, f.flags)))
+        }
         FileHow::Path {
             path,
             pos,
