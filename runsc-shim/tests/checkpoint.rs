@@ -151,13 +151,13 @@ fn a_saved_python_process_goes_on_after_restore_as_if_never_stopped() {
 fn what_cannot_be_saved_yet_is_named_and_the_sandbox_runs_on() {
     let fx = Fixture::new("ckpt-refused");
     let images = fx.images();
-    // An armed timer is not saved yet: named, and the shell runs on.
+    // An epoll set is not saved yet: named, and the process runs on.
     let out = saving(
         &images,
         &[
             "python3",
             "-c",
-            "import signal\nsignal.setitimer(signal.ITIMER_REAL, 100)\n\
+            "import select\nep = select.epoll()\n\
              open('/proc/ferrovisor/checkpoint', 'w').write('x')\n\
              print(open('/proc/ferrovisor/checkpoint').read(), end='')\nprint('still running')",
         ],
@@ -166,12 +166,12 @@ fn what_cannot_be_saved_yet_is_named_and_the_sandbox_runs_on() {
     assert_eq!(out.status, 0, "{}", show(&out));
     assert!(
         out.stderr
-            .contains("ferrovisor: checkpoint not saved: process 1 (python3) has a timer armed"),
+            .contains("ferrovisor: checkpoint not saved: descriptor 3 ("),
         "{}",
         show(&out)
     );
     assert!(
-        out.stdout.starts_with("failed: process 1"),
+        out.stdout.starts_with("failed: descriptor 3"),
         "{}",
         show(&out)
     );
@@ -594,4 +594,31 @@ fn processes_and_threads_are_saved_and_go_on_after_restore() {
         "{}",
         show(&other)
     );
+}
+
+/// An interval timer armed before the save fires in the restored copy,
+/// with the time it had left.
+#[test]
+fn an_armed_interval_timer_fires_after_restore() {
+    let script = "import signal, time\nfired = []\n\
+                  signal.signal(signal.SIGALRM, lambda s, f: fired.append(1))\n\
+                  signal.setitimer(signal.ITIMER_REAL, 0.4)\n\
+                  try:\n    open('/proc/ferrovisor/checkpoint', 'w').write('x')\n    \
+                  state = open('/proc/ferrovisor/checkpoint').read().strip()\n\
+                  except FileNotFoundError:\n    state = 'native'\n\
+                  t = time.monotonic()\n\
+                  while not fired and time.monotonic() - t < 5:\n    time.sleep(0.05)\n\
+                  print(state, 'alarm' if fired else 'no alarm')\n";
+    let native = {
+        let mut cmd = command("python3", &[]);
+        cmd.args(["-c", script]);
+        run(cmd, None, TIMEOUT)
+    };
+    assert_eq!(native.stdout, "native alarm\n", "{}", show(&native));
+    let dir = TempDir::new("ckpt-timer");
+    let images = dir.path().join("images").display().to_string();
+    let first = saving(&images, &["python3", "-c", script], b"");
+    assert_eq!(first.stdout, "saved alarm\n", "{}", show(&first));
+    let again = restore(&images, "seccomp", b"");
+    assert_eq!(again.stdout, "restored alarm\n", "{}", show(&again));
 }

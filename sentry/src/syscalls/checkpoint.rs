@@ -473,9 +473,9 @@ fn encode(
     for p in &procs {
         let st = p.state();
         let who = format!("process {} ({})", p.pid, st.info.comm);
-        if st.itimers.iter().any(Option::is_some) || !st.posix_timers.is_empty() {
+        if !st.posix_timers.is_empty() {
             return Err(format!(
-                "{who} has a timer armed (timers are not saved yet)"
+                "{who} has a POSIX timer (timer_create is not saved yet)"
             ));
         }
         if !st.tracees.is_empty() {
@@ -508,6 +508,17 @@ fn encode(
         }
         body.u32(st.personality);
         body.u8(u8::from(st.dumpable));
+        // Interval timers (alarm, setitimer): time left and interval.
+        for id in st.itimers {
+            match id.and_then(|id| kernel.timers.get(id)) {
+                Some((left, interval)) => {
+                    body.u8(1);
+                    body.u64(left.as_nanos() as u64);
+                    body.u64(interval.as_nanos() as u64);
+                }
+                None => body.u8(0),
+            }
+        }
         body.bytes(&st.info.cmdline);
         body.bytes(&st.info.environ);
         body.bytes(&st.info.auxv);
@@ -943,6 +954,8 @@ struct SavedProcess {
     rlimits: [abi::Rlimit; abi::rlimit::RLIM_NLIMITS],
     personality: u32,
     dumpable: bool,
+    /// interval timers: time left and interval
+    itimers: [Option<(Duration, Duration)>; 3],
     cmdline: Vec<u8>,
     environ: Vec<u8>,
     auxv: Vec<u8>,
@@ -1126,6 +1139,15 @@ fn read_process(
     }
     let personality = d.u32()?;
     let dumpable = d.u8()? != 0;
+    let mut itimers = [None; 3];
+    for t in &mut itimers {
+        if d.u8()? != 0 {
+            *t = Some((
+                Duration::from_nanos(d.u64()?),
+                Duration::from_nanos(d.u64()?),
+            ));
+        }
+    }
     let cmdline = d.bytes()?.to_vec();
     let environ = d.bytes()?.to_vec();
     let auxv = d.bytes()?.to_vec();
@@ -1152,6 +1174,7 @@ fn read_process(
         rlimits,
         personality,
         dumpable,
+        itimers,
         cmdline,
         environ,
         auxv,
@@ -1492,6 +1515,31 @@ pub fn restore_process(
             built.push((p, threads));
         }
         procs.set_last_pid(last_id);
+    }
+    // Interval timers go on with the time they had left.
+    for (sp, (p, _)) in saved.iter().zip(&built) {
+        for (which, t) in sp.itimers.iter().enumerate() {
+            let Some((left, interval)) = *t else { continue };
+            let sig = [
+                abi::signal::SIGALRM,
+                abi::signal::SIGVTALRM,
+                abi::signal::SIGPROF,
+            ][which];
+            let target = crate::kernel::timers::Target::Signal {
+                pid: sp.pid,
+                sig,
+                code: crate::kernel::task::si::KERNEL,
+                timer: None,
+            };
+            let id = kernel
+                .timers
+                .create(target)
+                .ok_or_else(|| fail("no room for the image's timers".into()))?;
+            if !left.is_zero() {
+                kernel.timers.arm(kernel, id, left, interval);
+            }
+            p.state().itimers[which] = Some(id);
+        }
     }
 
     // Each address space is built by the host thread of its first thread.
