@@ -800,8 +800,8 @@ struct DoArgs {
     save: Option<PathBuf>,
     /// Go on from the sandbox saved in DIR instead of starting a command,
     /// with this caller's standard descriptors; give the root and volumes
-    /// it was saved with.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["command", "init"])]
+    /// it was saved with (and --init, for a sandbox that had it).
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
     restore: Option<PathBuf>,
     /// The command (looked up in the guest's PATH) and its arguments.
     #[arg(

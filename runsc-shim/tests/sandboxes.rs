@@ -208,9 +208,42 @@ fn a_sandbox_ends_when_told_and_says_why() {
         ls.contains("ended") && ls.contains("idle for its --idle-timeout of 1500ms"),
         "{ls}"
     );
-    let o = root.cli(&["snapshot", "idle", "/tmp/img"]);
+    // An ended sandbox has nothing to save.
+    let o = root.cli(&[
+        "snapshot",
+        "idle",
+        &root.0.path().join("img").display().to_string(),
+    ]);
     assert!(
-        o.status != 0 && o.stderr.contains("checkpoint"),
+        o.status != 0 && o.stderr.contains("has ended"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// `snapshot` saves a running sandbox, which runs on; `create --from`
+/// and `fork` make copies that start where it stood and then go apart.
+#[test]
+fn snapshots_and_forks_start_where_the_sandbox_stood() {
+    let root = Root::new("sb-fork");
+    root.ok(&["create", "base"]);
+    root.ok(&["exec", "base", "--", "sh", "-c", "echo 41 > /tmp/n"]);
+    let image = root.0.path().join("snap").display().to_string();
+    assert_eq!(root.ok(&["snapshot", "base", &image]).trim(), image);
+    root.ok(&["create", "copy", "--from", &image]);
+    root.ok(&["fork", "base", "forked"]);
+    root.ok(&["exec", "forked", "--", "sh", "-c", "echo 42 > /tmp/n"]);
+    root.ok(&["exec", "base", "--", "sh", "-c", "echo 40 > /tmp/n"]);
+    let read = |name: &str| root.ok(&["exec", name, "--", "cat", "/tmp/n"]);
+    assert_eq!(
+        [read("base"), read("copy"), read("forked")],
+        ["40\n", "41\n", "42\n"]
+    );
+    let ls = root.ok(&["ls"]);
+    assert_eq!(ls.matches("running").count(), 3, "{ls}");
+    let o = root.cli(&["fork", "base", "forked"]);
+    assert!(
+        o.status != 0 && o.stderr.contains("exists already"),
         "{}",
         o.stderr
     );

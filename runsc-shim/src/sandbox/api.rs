@@ -87,6 +87,20 @@ struct PortBody {
     host_port: u16,
 }
 
+/// `POST .../snapshot`: the folder to save the image in.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotBody {
+    image: PathBuf,
+}
+
+/// `POST .../fork`: the copy's name.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForkBody {
+    name: String,
+}
+
 /// `PUT .../files` answers nothing; the rest of the file routes answer these.
 #[derive(Debug, Serialize)]
 struct ErrorBody<'a> {
@@ -254,24 +268,40 @@ impl Server {
                     .and_then(|u| self.store.update_egress(n, &u))
                     .map(|()| (204, "", Vec::new()))
             }
-            ("POST", ["v1", "sandboxes", n, "ports"]) => serde_json::from_slice::<PortBody>(&req.body)
-                .map_err(|e| Error::Usage(format!("the request: {e}")))
-                .and_then(|b| self.store.forward(n, b.guest_port, b.host_port))
-                .map(|f| {
-                    let body = json(&serde_json::json!({"guest_port": f.guest_port, "host": f.host.to_string()}));
-                    self.ports
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((n.to_string(), f));
-                    (201, "application/json", body)
-                }),
-            ("POST", ["v1", "sandboxes", n, "snapshot" | "fork"]) => {
-                self.store.info(n).and_then(|_| {
-                    Err(Error::NotSupported(
-                        "snapshot and fork need checkpoint/restore, which ferrovisor does not have yet"
-                            .into(),
-                    ))
-                })
+            ("POST", ["v1", "sandboxes", n, "ports"]) => serde_json::from_slice::<PortBody>(
+                &req.body,
+            )
+            .map_err(|e| Error::Usage(format!("the request: {e}")))
+            .and_then(|b| self.store.forward(n, b.guest_port, b.host_port))
+            .map(|f| {
+                let body = json(
+                    &serde_json::json!({"guest_port": f.guest_port, "host": f.host.to_string()}),
+                );
+                self.ports
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((n.to_string(), f));
+                (201, "application/json", body)
+            }),
+            ("POST", ["v1", "sandboxes", n, "snapshot"]) => {
+                serde_json::from_slice::<SnapshotBody>(&req.body)
+                    .map_err(|e| Error::Usage(format!("the request: {e}")))
+                    .and_then(|b| {
+                        self.store.snapshot(n, &b.image)?;
+                        Ok((
+                            200,
+                            "application/json",
+                            json(&serde_json::json!({"image": b.image})),
+                        ))
+                    })
+            }
+            ("POST", ["v1", "sandboxes", n, "fork"]) => {
+                serde_json::from_slice::<ForkBody>(&req.body)
+                    .map_err(|e| Error::Usage(format!("the request: {e}")))
+                    .and_then(|b| {
+                        let made = self.store.fork(n, &b.name)?;
+                        Ok(self.adopt(b.name, made))
+                    })
             }
             _ => {
                 let known = ROUTES.iter().any(|(_, p)| matches_route(p, &parts));
@@ -280,7 +310,13 @@ impl Server {
                 } else {
                     (404, format!("no route {}", req.path))
                 };
-                return http::respond(w, status, "application/json", &json(&ErrorBody { error: &why }), keep);
+                return http::respond(
+                    w,
+                    status,
+                    "application/json",
+                    &json(&ErrorBody { error: &why }),
+                    keep,
+                );
             }
         };
         match result {
@@ -300,7 +336,17 @@ impl Server {
     fn create(&self, body: &[u8]) -> Result<(u16, &'static str, Vec<u8>), Error> {
         let b: CreateBody =
             serde_json::from_slice(body).map_err(|e| Error::Usage(format!("the request: {e}")))?;
-        let (info, mut child) = self.store.create(&b.name, &b.options)?;
+        let made = self.store.create(&b.name, &b.options)?;
+        Ok(self.adopt(b.name, made))
+    }
+
+    /// A sandbox this server made: reaped when it ends, ended with the
+    /// server; the answer that describes it.
+    fn adopt(
+        &self,
+        name: String,
+        (info, mut child): (super::Info, std::process::Child),
+    ) -> (u16, &'static str, Vec<u8>) {
         // This server is its parent: reap it when it ends.
         std::thread::spawn(move || {
             let _ = child.wait();
@@ -308,8 +354,8 @@ impl Server {
         self.made
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(b.name);
-        Ok((201, "application/json", json(&info)))
+            .push(name);
+        (201, "application/json", json(&info))
     }
 
     fn exec(&self, name: &str, body: &[u8], w: &mut impl Write, keep: bool) -> std::io::Result<()> {

@@ -68,9 +68,10 @@ pub enum Command {
         #[arg(long = "host-port", value_name = "HOST_PORT", default_value_t = 0)]
         host_port: u16,
     },
-    /// Save sandbox NAME to IMAGE (not built yet: it needs checkpoint).
+    /// Save running sandbox NAME into folder IMAGE; it runs on (`create
+    /// --from IMAGE` makes a sandbox from it).
     Snapshot { name: String, image: PathBuf },
-    /// Make sandbox NEW as a copy of NAME (not built yet: it needs checkpoint).
+    /// Make sandbox NEW as a copy of running sandbox NAME.
     Fork { name: String, new: String },
 }
 
@@ -206,9 +207,19 @@ pub fn run(store: &Store, cmd: Command) -> ExitCode {
             drop(f);
             fail(format_args!("the sandbox {name:?} has ended"))
         }
-        Command::Snapshot { .. } | Command::Fork { .. } => fail(Error::NotSupported(
-            "sandbox snapshot and fork need checkpoint/restore, which ferrovisor does not have yet"
-                .into(),
-        )),
+        Command::Snapshot { name, image } => match store.snapshot(&name, &image) {
+            Ok(_) => {
+                println!("{}", image.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        Command::Fork { name, new } => match store.fork(&name, &new) {
+            Ok(_) => {
+                println!("{new}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
     }
 }

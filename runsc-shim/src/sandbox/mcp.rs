@@ -75,14 +75,22 @@ fn tools() -> Value {
         {
             "name": "snapshot",
             "title": "Snapshot the sandbox",
-            "description": "Save the sandbox's state (not available yet: ferrovisor has no checkpoint/restore).",
-            "inputSchema": {"type": "object", "properties": {}}
+            "description": "Save the running sandbox into a host folder; it runs on. `ferrovisor sandbox create --from IMAGE` starts a copy where it stood.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"image": {"type": "string", "description": "host folder for the image"}},
+                "required": ["image"]
+            }
         },
         {
             "name": "fork",
             "title": "Fork the sandbox",
-            "description": "Copy the sandbox (not available yet: ferrovisor has no checkpoint/restore).",
-            "inputSchema": {"type": "object", "properties": {}}
+            "description": "Make a sandbox of the given name as a copy of this one, for `ferrovisor sandbox exec` (ended with this session).",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"name": {"type": "string", "description": "the copy's name"}},
+                "required": ["name"]
+            }
         }
     ])
 }
@@ -149,6 +157,8 @@ fn cut(text: &[u8]) -> String {
 pub struct Server {
     store: Store,
     name: String,
+    /// sandboxes `fork` made, ended with the session
+    forks: std::sync::Mutex<Vec<String>>,
 }
 
 impl Server {
@@ -160,13 +170,20 @@ impl Server {
             let mut child = child;
             let _ = child.wait();
         });
-        Ok(Server { store, name })
+        Ok(Server {
+            store,
+            name,
+            forks: Default::default(),
+        })
     }
 
     /// Ends the sandbox.
     pub fn end(&self) {
-        if let Err(e) = self.store.remove(&self.name) {
-            eprintln!("ferrovisor: mcp: ending sandbox {:?}: {e}", self.name);
+        let forks = std::mem::take(&mut *self.forks.lock().unwrap_or_else(|e| e.into_inner()));
+        for name in std::iter::once(&self.name).chain(&forks) {
+            if let Err(e) = self.store.remove(name) {
+                eprintln!("ferrovisor: mcp: ending sandbox {name:?}: {e}");
+            }
         }
     }
 
@@ -292,9 +309,32 @@ impl Server {
                 ),
                 Err(e) => ToolResult::failed(e),
             },
-            "snapshot" | "fork" => ToolResult::failed(
-                "snapshot and fork need checkpoint/restore, which ferrovisor does not have yet",
-            ),
+            "snapshot" => {
+                let image = text("image")?;
+                match self
+                    .store
+                    .snapshot(&self.name, std::path::Path::new(&image))
+                {
+                    Ok(_) => ToolResult::ok(format!("saved into {image}")),
+                    Err(e) => ToolResult::failed(e),
+                }
+            }
+            "fork" => {
+                let new = text("name")?;
+                match self.store.fork(&self.name, &new) {
+                    Ok((_, mut child)) => {
+                        std::thread::spawn(move || {
+                            let _ = child.wait();
+                        });
+                        self.forks
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(new.clone());
+                        ToolResult::ok(format!("made sandbox {new}"))
+                    }
+                    Err(e) => ToolResult::failed(e),
+                }
+            }
             other => return Err((INVALID_PARAMS, format!("no tool {other:?}"))),
         };
         Ok(r.to_value())

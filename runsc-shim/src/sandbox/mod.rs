@@ -160,6 +160,11 @@ pub struct CreateOptions {
     #[arg(long, value_name = "PLATFORM")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub platform: Option<String>,
+    /// Go on from a `sandbox snapshot` IMAGE instead of starting afresh
+    /// (give the options the snapshot's sandbox was made with).
+    #[arg(long, value_name = "IMAGE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<PathBuf>,
 }
 
 impl CreateOptions {
@@ -248,6 +253,10 @@ impl CreateOptions {
         }
         if self.overlay {
             a.push("--overlay".into());
+        }
+        if let Some(image) = &self.from {
+            a.push("--restore".into());
+            a.push(image.to_string_lossy().into_owned());
         }
         Ok(a)
     }
@@ -566,6 +575,42 @@ impl Store {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+
+    /// Saves running sandbox `name` into directory `image` (made when
+    /// missing); it runs on. What the save said (`saved`).
+    pub fn snapshot(&self, name: &str, image: &Path) -> Result<String, Error> {
+        let info = self.info(name)?;
+        if info.state != "running" {
+            return Err(Error::Ended {
+                name: name.into(),
+                why: Some("nothing to save".into()),
+            });
+        }
+        let file = crate::container::open_image_for_save(image)
+            .map_err(Error::io(format_args!("{}", image.display())))?;
+        control::checkpoint(&self.socket(name), &file, true)
+            .map_err(|e| Error::Guest(format!("sandbox {name:?} was not saved (it runs on): {e}")))
+    }
+
+    /// Makes sandbox `new` as a copy of running sandbox `name`: a snapshot
+    /// (kept in `new`'s folder), then a sandbox made from it with `name`'s
+    /// options. The two run on apart.
+    pub fn fork(&self, name: &str, new: &str) -> Result<(Info, Child), Error> {
+        check_name(new)?;
+        if self.path(new).exists() {
+            return Err(Error::Exists(new.into()));
+        }
+        let options = self.meta(name)?.options;
+        let image = self.root.join(".forks").join(new);
+        std::fs::create_dir_all(self.root.join(".forks")).map_err(Error::io("the forks folder"))?;
+        self.snapshot(name, &image)?;
+        let opts = CreateOptions {
+            from: Some(image),
+            hostname: Some(options.hostname.clone().unwrap_or_else(|| name.to_string())),
+            ..options
+        };
+        self.create(new, &opts)
     }
 
     /// Sandbox `name` now.

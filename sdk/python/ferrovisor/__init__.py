@@ -51,7 +51,7 @@ class NotFoundError(FerrovisorError):
 
 
 class NotSupportedError(FerrovisorError):
-    """Something ferrovisor does not do yet (snapshot and fork today)."""
+    """Something ferrovisor does not do yet."""
 
 
 def _error(status: int, body: bytes) -> FerrovisorError:
@@ -245,8 +245,11 @@ class Sandbox:
         """Makes a sandbox. `options` are `ferrovisor do`'s flags by their
         long names: `root` or `image`, `overlay`, `volumes`, `tmpfs`, `network`,
         `allow_host`, `allow_cidr`, `allow_http`, `secrets`, `env`, `pids`,
-        `hostname`, `memory`, `cpus`, `idle_timeout`, `timeout`, `platform`."""
+        `hostname`, `memory`, `cpus`, `idle_timeout`, `timeout`, `platform`,
+        and `from_` (a snapshot's folder)."""
         client = client or Client()
+        if "from_" in options:
+            options["from"] = options.pop("from_")
         name = name or f"sb-{uuid.uuid4().hex[:12]}"
         info = client.request("POST", "/v1/sandboxes", {"name": name, "options": options})
         return cls(name, client, info)
@@ -326,16 +329,19 @@ class Sandbox:
         self.client.request("POST", f"/v1/sandboxes/{_q(self.name)}/egress",
                             {"allow": list(allow), "deny": list(deny)})
 
-    def snapshot(self) -> Dict[str, Any]:
-        """Saves the sandbox (raises `NotSupportedError` until ferrovisor has
-        checkpoint/restore)."""
-        return self.client.request("POST", f"/v1/sandboxes/{_q(self.name)}/snapshot")
+    def snapshot(self, image: str) -> str:
+        """Saves the running sandbox into host folder `image` (made when
+        missing); it runs on. `Sandbox.create(..., from_=image)` with the
+        same options starts a copy where it stood. Returns `image`."""
+        r = self.client.request("POST", f"/v1/sandboxes/{_q(self.name)}/snapshot",
+                                {"image": image})
+        return r["image"]
 
     def fork(self, name: Optional[str] = None) -> "Sandbox":
-        """A copy of this sandbox (raises `NotSupportedError` until ferrovisor
-        has checkpoint/restore)."""
-        body = {"name": name} if name else None
-        info = self.client.request("POST", f"/v1/sandboxes/{_q(self.name)}/fork", body)
+        """A copy of this running sandbox, which goes on apart from it."""
+        name = name or f"{self.name}-fork-{uuid.uuid4().hex[:8]}"
+        info = self.client.request("POST", f"/v1/sandboxes/{_q(self.name)}/fork",
+                                   {"name": name})
         return Sandbox(info["name"], self.client, info)
 
     def stop(self) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from ferrovisor import (Client, FerrovisorError, NotFoundError,  # noqa: E402
-                        NotSupportedError, Sandbox)
+                        Sandbox)
 
 BIN = os.environ.get("FERROVISOR_BIN") or os.path.join(
     os.path.dirname(__file__), "..", "..", "..", "target", "debug", "ferrovisor")
@@ -114,11 +114,11 @@ def test_an_agent_session_runs_as_natively(client):
             assert body == open(os.path.join(sb_dir, "app.py"), "rb").read(), body
             with pytest.raises(FerrovisorError, match="guest's port"):
                 sb.port(0)
-            # Snapshot and fork are refused, and say why.
-            with pytest.raises(NotSupportedError, match="checkpoint"):
-                sb.snapshot()
-            with pytest.raises(NotSupportedError, match="checkpoint"):
-                sb.fork()
+            # A listening socket is not saved yet: the snapshot says so,
+            # and the sandbox runs on.
+            with pytest.raises(FerrovisorError, match="not saved"):
+                sb.snapshot(os.path.join(sb_dir, ".snap"))
+            assert sb.exec("true").ok
         assert all(s["name"] != sb.name for s in client.list())
     finally:
         subprocess.run(["rm", "-rf", nat_dir, sb_dir])
@@ -163,3 +163,15 @@ def test_exec_streams_and_ends_as_told(client):
             sb.exec("exit 1", check=True)
     with pytest.raises(NotFoundError, match="no sandbox named"):
         Sandbox.connect("never-made", client=client)
+
+
+def test_snapshot_and_forks_go_apart(client, tmp_path):
+    with Sandbox.create(client=client) as sb:
+        sb.files.write("/tmp/state", b"base\n")
+        image = sb.snapshot(str(tmp_path / "snap"))
+        first, second = sb.fork(), sb.fork()
+        with first, second, Sandbox.create(client=client, from_=image) as copy:
+            first.files.write("/tmp/state", b"first\n")
+            second.files.write("/tmp/state", b"second\n")
+            got = [s.files.read("/tmp/state") for s in (sb, first, second, copy)]
+            assert got == [b"base\n", b"first\n", b"second\n", b"base\n"], got

@@ -456,7 +456,13 @@ pub fn sys_rt_sigtimedwait(task: &mut Task, a: &Args) -> Result<u64, Errno> {
                 }
                 return Ok(sig as u64);
             }
-            if p.group_exit.is_some() || (t.pending.bits | p.pending.bits) & !t.mask & !set != 0 {
+            // (a save of the sandbox also ends the wait; it restarts)
+            let saving =
+                crate::kernel::task::CHECKPOINT_ASKED.load(std::sync::atomic::Ordering::Relaxed);
+            if p.group_exit.is_some()
+                || saving
+                || (t.pending.bits | p.pending.bits) & !t.mask & !set != 0
+            {
                 return Err(Errno::EINTR);
             }
         }
