@@ -4,7 +4,8 @@ re, asyncio, sqlite3, email and http.client and waits on stdin is saved
 (`do --save`), then restored N times (`do --restore`). Prints the save time
 and image size, the restore time in the Sentry and to the first byte of
 output after input, and beside them a fresh start of the same imports
-natively and in the sandbox.
+natively and in the sandbox; then the time `sandbox fork` takes to a copy
+that runs a command, and the host memory (PSS) each fork adds.
 
 Usage (as root): benches/scripts/checkpoint.py [FERROVISOR] [N]
 """
@@ -77,7 +78,57 @@ def main():
     print(f"restore to first output after input: {median_ms(restored):.1f} ms")
     print(f"fresh start, same imports: native {median_ms(native):.1f} ms, "
           f"sandbox {median_ms(fresh):.1f} ms")
+    forks(work)
     subprocess.run(["rm", "-rf", work])
+
+
+def pss_kb(pids):
+    """Proportional set size of these host processes and their children."""
+    total = 0
+    seen = set()
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            for line in open(f"/proc/{pid}/smaps_rollup"):
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+            for t in os.listdir(f"/proc/{pid}/task"):
+                kids = open(f"/proc/{pid}/task/{t}/children").read().split()
+                todo.extend(int(k) for k in kids)
+        except OSError:
+            pass
+    return total
+
+
+def forks(work):
+    """`sandbox fork` of a sandbox whose Python imported the modules: time to
+    a copy that answers an exec, and the PSS each copy adds."""
+    root = os.path.join(work, "sandboxes")
+    sb = [BIN, "--root", root, "sandbox"]
+    subprocess.run(sb + ["create", "base"], check=True, stdout=subprocess.DEVNULL)
+    wait = IMPORTS.strip() + "; import time; print('ready', flush=True); time.sleep(100000)"
+    subprocess.run(sb + ["exec", "base", "--", "sh", "-c",
+                         f"python3 -c \"{wait}\" < /dev/null > /tmp/ready 2>&1 &"], check=True)
+    while subprocess.run(sb + ["exec", "base", "--", "cat", "/tmp/ready"],
+                         capture_output=True).stdout != b"ready\n":
+        time.sleep(0.05)
+    took = []
+    for i in range(N):
+        t = time.perf_counter()
+        subprocess.run(sb + ["fork", "base", f"f{i}"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(sb + ["exec", f"f{i}", "--", "true"], check=True)
+        took.append(time.perf_counter() - t)
+    meta = lambda n: __import__("json").load(open(os.path.join(root, ".sandboxes", n, "sandbox.json")))
+    base = pss_kb([meta("base")["pid"]])
+    each = [pss_kb([meta(f"f{i}")["pid"]]) for i in range(N)]
+    print(f"sandbox fork to a copy that ran an exec: {median_ms(took):.1f} ms; "
+          f"host memory (PSS) {base / 1024:.1f} MiB the original, "
+          f"{statistics.median(each) / 1024:.1f} MiB each fork")
+    subprocess.run(sb + ["rm", "base"] + [f"f{i}" for i in range(N)], stdout=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":

@@ -135,6 +135,9 @@ enum Command {
     Checkpoint(CheckpointArgs),
     /// Create and start a container from a checkpoint's --image-path.
     Restore(RestoreArgs),
+    /// Make container NEW-ID as a copy of running container ID (its
+    /// bundle, its state saved and restored); both run on apart.
+    Fork(ForkArgs),
     /// Print every x86-64 system call and how the sandbox supports it
     /// (number, name, support, note).
     Syscalls(SyscallsArgs),
@@ -259,6 +262,14 @@ impl CriuFlags {
             None
         }
     }
+}
+
+#[derive(Debug, clap::Args)]
+struct ForkArgs {
+    /// The running container.
+    id: String,
+    /// The copy's id.
+    new_id: String,
 }
 
 /// runc's `restore`: `create` and `start` in one, from an image.
@@ -1629,6 +1640,28 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
                 return Err(Error::NotSupported(format!("checkpoint {flag}")));
             }
             rt.checkpoint(&a.id, &a.image_path, a.leave_running)?;
+        }
+        Command::Fork(a) => {
+            runsc_shim::state::check_id(&a.new_id)?;
+            if rt.state.read(&a.new_id).is_ok_and(|r| r.is_some()) {
+                return Err(Error::Usage(format!(
+                    "container {} exists already",
+                    a.new_id
+                )));
+            }
+            let dir = rt.state.root().join(".forks").join(&a.new_id);
+            std::fs::create_dir_all(rt.state.root().join(".forks"))
+                .map_err(|e| Error::Usage(format!("{}: {e}", dir.display())))?;
+            rt.checkpoint(&a.id, &dir, true)?;
+            let opts = CreateOptions {
+                bundle: rt.state(&a.id)?.bundle,
+                restore: Some(dir.clone()),
+                ..CreateOptions::default()
+            };
+            let made = rt.run(&a.new_id, &opts, true);
+            // Read whole by the copy's boot process before `create` returned.
+            let _ = std::fs::remove_dir_all(&dir);
+            made?;
         }
         Command::Restore(a) => {
             if let Some(flag) = a.criu.refused() {

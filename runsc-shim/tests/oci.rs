@@ -4277,6 +4277,34 @@ fn checkpoint_and_restore(argv: &[&str]) {
         lines_in(&w, "r1.out", n.len() + 2).len() >= n.len() + 2,
         "counts on"
     );
+    // fork: a second container goes on from the same number; both count.
+    w.ids.push("cpf".into());
+    let mut cmd = w.command(&["fork", "cp1", "cpf"]);
+    cmd.stdout(std::fs::File::create(w.dir.path().join("f.out")).expect("out"))
+        .stderr(std::fs::File::create(w.dir.path().join("f.err")).expect("err"));
+    let status = code(wait_child(cmd.spawn().expect("fork"), "fork"));
+    assert_eq!(
+        status,
+        0,
+        "fork: {}",
+        std::fs::read_to_string(w.dir.path().join("f.err")).unwrap_or_default()
+    );
+    assert_eq!(
+        (w.status("cp1"), w.status("cpf")),
+        ("running".into(), "running".into())
+    );
+    let forked = lines_in(&w, "f.out", 2);
+    let so_far =
+        common::counted(&std::fs::read_to_string(w.dir.path().join("r1.out")).unwrap_or_default());
+    assert!(
+        forked.len() >= 2 && forked[0] > next && forked[1] == forked[0] + 1,
+        "{forked:?} forked from {so_far:?}"
+    );
+    assert!(
+        lines_in(&w, "r1.out", so_far.len() + 2).len() >= so_far.len() + 2,
+        "the original counts on"
+    );
+    assert_eq!(w.cli(&["delete", "--force", "cpf"]).status, 0);
     assert_eq!(w.cli(&["delete", "--force", "cp1"]).status, 0);
 
     // A corrupt image: one line, and no container.

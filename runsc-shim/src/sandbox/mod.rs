@@ -606,11 +606,14 @@ impl Store {
         std::fs::create_dir_all(self.root.join(".forks")).map_err(Error::io("the forks folder"))?;
         self.snapshot(name, &image)?;
         let opts = CreateOptions {
-            from: Some(image),
+            from: Some(image.clone()),
             hostname: Some(options.hostname.clone().unwrap_or_else(|| name.to_string())),
             ..options
         };
-        self.create(new, &opts)
+        let made = self.create(new, &opts);
+        // Read whole by the copy's Sentry before it answered.
+        let _ = std::fs::remove_dir_all(&image);
+        made
     }
 
     /// Sandbox `name` now.
