@@ -151,13 +151,13 @@ fn a_saved_python_process_goes_on_after_restore_as_if_never_stopped() {
 fn what_cannot_be_saved_yet_is_named_and_the_sandbox_runs_on() {
     let fx = Fixture::new("ckpt-refused");
     let images = fx.images();
-    // An epoll set is not saved yet: named, and the process runs on.
+    // A pty is not saved yet: named, and the process runs on.
     let out = saving(
         &images,
         &[
             "python3",
             "-c",
-            "import select\nep = select.epoll()\n\
+            "import os\nm, s = os.openpty()\n\
              open('/proc/ferrovisor/checkpoint', 'w').write('x')\n\
              print(open('/proc/ferrovisor/checkpoint').read(), end='')\nprint('still running')",
         ],
@@ -621,4 +621,32 @@ fn an_armed_interval_timer_fires_after_restore() {
     assert_eq!(first.stdout, "saved alarm\n", "{}", show(&first));
     let again = restore(&images, "seccomp", b"");
     assert_eq!(again.stdout, "restored alarm\n", "{}", show(&again));
+}
+
+/// An epoll set watching a pipe, and an eventfd's count, as the save
+/// left them: the restored copy sees the pipe's next byte through the
+/// epoll, as the run natively does.
+#[test]
+fn an_epoll_set_and_an_eventfd_come_back() {
+    let script = "import os, select, sys\nr, w = os.pipe()\nep = select.epoll()\n\
+                  ep.register(r, select.EPOLLIN)\nev = os.eventfd(5)\nos.eventfd_write(ev, 2)\n\
+                  try:\n    open('/proc/ferrovisor/checkpoint', 'w').write('x')\n    \
+                  state = open('/proc/ferrovisor/checkpoint').read().strip()\n\
+                  except FileNotFoundError:\n    state = 'native'\n\
+                  before = ep.poll(0)\nos.write(w, b'!')\n\
+                  after = [(fd == r, e) for fd, e in ep.poll(1)]\n\
+                  print(state, before, after, os.eventfd_read(ev), sys.stdin.readline().strip())\n";
+    let native = {
+        let mut cmd = command("python3", &[]);
+        cmd.args(["-c", script]);
+        run(cmd, Some(b"one\n"), TIMEOUT)
+    };
+    let rest = " [] [(True, 1)] 7 one\n";
+    assert_eq!(native.stdout, format!("native{rest}"), "{}", show(&native));
+    let dir = TempDir::new("ckpt-epoll");
+    let images = dir.path().join("images").display().to_string();
+    let first = saving(&images, &["python3", "-c", script], b"one\n");
+    assert_eq!(first.stdout, format!("saved{rest}"), "{}", show(&first));
+    let again = restore(&images, "seccomp", b"one\n");
+    assert_eq!(again.stdout, format!("restored{rest}"), "{}", show(&again));
 }

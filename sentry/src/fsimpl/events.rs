@@ -148,6 +148,18 @@ struct Interest {
     disabled: bool,
 }
 
+impl Interest {
+    fn new(file: &Arc<FileDescription>, events: u32, data: u64, disabled: bool) -> Interest {
+        Interest {
+            file: Arc::downgrade(file),
+            events: events & !EPOLLWAKEUP,
+            data,
+            last: None,
+            disabled,
+        }
+    }
+}
+
 /// An `epoll` instance.
 #[derive(Debug, Default)]
 pub struct Epoll {
@@ -180,6 +192,30 @@ impl Epoll {
         self.interests.locked().get(&fd)?.file.upgrade()
     }
 
+    /// Every interest whose file is still open: number, file, events,
+    /// data, and whether a one-shot has fired (a checkpoint's view).
+    pub fn interests(&self) -> Vec<(i32, Arc<FileDescription>, u32, u64, bool)> {
+        let map = self.interests.locked();
+        map.iter()
+            .filter_map(|(fd, i)| Some((*fd, i.file.upgrade()?, i.events, i.data, i.disabled)))
+            .collect()
+    }
+
+    /// Puts back an interest [`Epoll::interests`] gave (edge-triggered
+    /// ones report their next edge anew).
+    pub fn restore_interest(
+        &self,
+        fd: i32,
+        file: &Arc<FileDescription>,
+        events: u32,
+        data: u64,
+        disabled: bool,
+    ) {
+        self.interests
+            .locked()
+            .insert(fd, Interest::new(file, events, data, disabled));
+    }
+
     /// `epoll_ctl`.
     pub fn ctl(
         &self,
@@ -210,16 +246,7 @@ impl Epoll {
                 if map.len() >= MAX_INTERESTS {
                     return Err(Errno::ENOSPC);
                 }
-                map.insert(
-                    fd,
-                    Interest {
-                        file: Arc::downgrade(file),
-                        events: events & !EPOLLWAKEUP,
-                        data,
-                        last: None,
-                        disabled: false,
-                    },
-                );
+                map.insert(fd, Interest::new(file, events, data, false));
             }
             EPOLL_CTL_DEL => {
                 if !known {

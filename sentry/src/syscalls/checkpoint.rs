@@ -20,6 +20,7 @@ use std::time::Duration;
 use abi::{Errno, KSigaction, OpenFlags, StackT};
 use zerocopy::{FromBytes, IntoBytes};
 
+use crate::fsimpl::events::{Epoll, EventFd};
 use crate::fsimpl::pipe::{Pipe, PipeEnd};
 use crate::fsimpl::tmpfs::{MemInode, MemKind};
 use crate::kernel::auth::{CapSets, Creds};
@@ -52,6 +53,16 @@ const FD_STDIO: u8 = 0;
 const FD_PATH: u8 = 1;
 const FD_CONSOLE: u8 = 2;
 const FD_PIPE: u8 = 3;
+const FD_EVENTFD: u8 = 4;
+const FD_EPOLL: u8 = 5;
+
+/// Kernel objects the open files of an image share: pipes (their bytes)
+/// and epoll instances (their interests), each saved once.
+#[derive(Default)]
+struct Objects {
+    pipes: Vec<Arc<Pipe>>,
+    epolls: Vec<Arc<FileDescription>>,
+}
 
 /// A 64-bit checksum of the payload, eight bytes a step (a torn or
 /// corrupt image, not an attacker, is what it catches: who may restore
@@ -775,7 +786,7 @@ fn restore_tmpfs(kernel: &Kernel, d: &mut Dec<'_>) -> Result<(), Error> {
 /// description) triples.
 fn save_files(kernel: &Kernel, tables: &[Arc<Mutex<FdTable>>], e: &mut Enc) -> Result<(), String> {
     let mut files: Vec<Arc<FileDescription>> = Vec::new();
-    let mut pipes: Vec<Arc<Pipe>> = Vec::new();
+    let mut objects = Objects::default();
     let mut file_bytes = Enc::default();
     let mut table_bytes = Enc::default();
     table_bytes.u64(tables.len() as u64);
@@ -792,19 +803,46 @@ fn save_files(kernel: &Kernel, tables: &[Arc<Mutex<FdTable>>], e: &mut Enc) -> R
             let known = files.len();
             let at = index_of(&mut files, &entry.file);
             if at as usize == known {
-                describe_file(kernel, fd, &entry.file, &mut pipes, &mut file_bytes)?;
+                describe_file(kernel, fd, &entry.file, &mut objects, &mut file_bytes)?;
             }
             table_bytes.u32(at);
         }
     }
+    // Each epoll's interests, by file (those files described too: an
+    // interest may outlive its descriptor).
+    let mut epoll_bytes = Enc::default();
+    let mut i = 0;
+    while let Some(ep) = objects.epolls.get(i).cloned() {
+        let Some(ep) = ep.downcast::<Epoll>() else {
+            return Err("an epoll changed".into());
+        };
+        let interests = ep.interests();
+        epoll_bytes.u64(interests.len() as u64);
+        for (fd, target, events, data, disabled) in interests {
+            let known = files.len();
+            let at = index_of(&mut files, &target);
+            if at as usize == known {
+                describe_file(kernel, fd as usize, &target, &mut objects, &mut file_bytes)?;
+            }
+            epoll_bytes.u32(fd as u32);
+            epoll_bytes.u32(at);
+            epoll_bytes.u32(events);
+            epoll_bytes.u64(data);
+            epoll_bytes.u8(u8::from(disabled));
+        }
+        i += 1;
+    }
     e.u64(files.len() as u64);
     e.buf.extend_from_slice(&file_bytes.buf);
     // The pipes' queued bytes: the ends above name them.
+    let pipes = &objects.pipes;
     e.u64(pipes.len() as u64);
-    for p in &pipes {
+    for p in pipes {
         e.u64(p.capacity() as u64);
         e.bytes(&p.contents());
     }
+    e.u64(objects.epolls.len() as u64);
+    e.buf.extend_from_slice(&epoll_bytes.buf);
     e.buf.extend_from_slice(&table_bytes.buf);
     Ok(())
 }
@@ -814,7 +852,7 @@ fn describe_file(
     kernel: &Kernel,
     fd: usize,
     file: &Arc<FileDescription>,
-    pipes: &mut Vec<Arc<Pipe>>,
+    objects: &mut Objects,
     e: &mut Enc,
 ) -> Result<(), String> {
     let console = kernel.checkpoint.console.get();
@@ -834,8 +872,20 @@ fn describe_file(
                 return Err("the pipe changed".into());
             };
             e.u8(FD_PIPE);
-            e.u32(index_of(pipes, &end.pipe));
+            e.u32(index_of(&mut objects.pipes, &end.pipe));
             e.u8(u8::from(end.reader));
+        }
+        FileKind::Impl(_) if file.downcast::<EventFd>().is_some() => {
+            let Some(ev) = file.downcast::<EventFd>() else {
+                return Err("the eventfd changed".into());
+            };
+            e.u8(FD_EVENTFD);
+            e.u64(ev.count());
+            e.u8(u8::from(ev.semaphore));
+        }
+        FileKind::Impl(_) if file.downcast::<Epoll>().is_some() => {
+            e.u8(FD_EPOLL);
+            e.u32(index_of(&mut objects.epolls, file));
         }
         FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Impl(_) => {
             // Files that opening their path again gives back: host
@@ -988,6 +1038,11 @@ enum FileHow {
         pipe: usize,
         reader: bool,
     },
+    EventFd {
+        count: u64,
+        semaphore: bool,
+    },
+    Epoll(usize),
     Path {
         path: Vec<u8>,
         pos: u64,
@@ -1010,6 +1065,11 @@ fn read_file(d: &mut Dec<'_>) -> Result<SavedFile, Bad> {
             pipe: d.u32()? as usize,
             reader: d.u8()? != 0,
         },
+        FD_EVENTFD => FileHow::EventFd {
+            count: d.u64()?,
+            semaphore: d.u8()? != 0,
+        },
+        FD_EPOLL => FileHow::Epoll(d.u32()? as usize),
         FD_PATH => FileHow::Path {
             path: d.bytes()?.to_vec(),
             pos: d.u64()?,
@@ -1376,6 +1436,26 @@ pub fn restore_process(
             .ok_or_else(|| fail("a pipe of the image does not fit its capacity".into()))?;
         pipes.push(pipe);
     }
+    // Each epoll's interests: (number, file, events, data, one-shot fired).
+    let n = d.count(8).map_err(b)?;
+    let mut interests = Vec::with_capacity(n);
+    for _ in 0..n {
+        let m = d.count(21).map_err(b)?;
+        let mut list = Vec::with_capacity(m);
+        for _ in 0..m {
+            let fd = d.u32().map_err(b)? as i32;
+            let file = d.u32().map_err(b)? as usize;
+            let events = d.u32().map_err(b)?;
+            let data = d.u64().map_err(b)?;
+            let disabled = d.u8().map_err(b)? != 0;
+            if file >= files.len() {
+                return Err(fail("an epoll names a file the image does not have".into()));
+            }
+            list.push((fd, file, events, data, disabled));
+        }
+        interests.push(list);
+    }
+    let epolls: Vec<Arc<Epoll>> = (0..interests.len()).map(|_| Arc::default()).collect();
     let n = d.count(8).map_err(b)?;
     let mut tables = Vec::with_capacity(n);
     for _ in 0..n {
@@ -1578,7 +1658,21 @@ pub fn restore_process(
     // The files, opened through init, then the tables that hold them.
     let mut opened = Vec::with_capacity(files.len());
     for (i, f) in files.into_iter().enumerate() {
-        opened.push(reopen(&mut task, i, f, console_file.as_ref(), &pipes)?);
+        opened.push(reopen(
+            &mut task,
+            i,
+            f,
+            console_file.as_ref(),
+            &pipes,
+            &epolls,
+        )?);
+    }
+    for (ep, list) in epolls.iter().zip(&interests) {
+        for &(fd, file, events, data, disabled) in list {
+            if let Some(f) = &opened[file] {
+                ep.restore_interest(fd, f, events, data, disabled);
+            }
+        }
     }
     for (table, entries) in shared.fds.iter().zip(&tables) {
         let mut t = table.locked();
@@ -1668,6 +1762,7 @@ fn reopen(
     f: SavedFile,
     console: Option<&Arc<FileDescription>>,
     pipes: &[Arc<Pipe>],
+    epolls: &[Arc<Epoll>],
 ) -> Result<Option<Arc<FileDescription>>, Error> {
     let fail = Error::Restore;
     match f.how {
@@ -1682,6 +1777,24 @@ fn reopen(
             // (the access mode and O_NONBLOCK come back with the flags)
             let end = FileKind::Impl(Arc::new(pipe.open_end(reader)));
             Ok(Some(FileDescription::new(end, None, f.flags)))
+        }
+        FileHow::EventFd { count, semaphore } => {
+            if count == u64::MAX {
+                return Err(fail(format!(
+                    "open file {i}: an eventfd past its largest count"
+                )));
+            }
+            let ev = FileKind::Impl(EventFd::new(count, semaphore));
+            Ok(Some(FileDescription::new(ev, None, f.flags)))
+        }
+        FileHow::Epoll(n) => {
+            let ep = epolls.get(n).ok_or_else(|| {
+                fail(format!(
+                    "open file {i} names an epoll the image does not have"
+                ))
+            })?;
+            let kind = FileKind::Impl(ep.clone());
+            Ok(Some(FileDescription::new(kind, None, f.flags)))
         }
         FileHow::Path {
             path,
