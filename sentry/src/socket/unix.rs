@@ -843,6 +843,95 @@ fn connect_pair(a: &Arc<UnixSocket>, b: &Arc<UnixSocket>, a_creds: Creds, b_cred
     sb.was_connected = true;
 }
 
+/// An unnamed socket as a checkpoint holds it: its state, and its queued
+/// messages (the unread part of each, and its sender's credentials).
+#[derive(Clone, Debug)]
+pub struct Saved {
+    pub kind: SockType,
+    pub peer_creds: Option<Creds>,
+    pub rd_shut: bool,
+    pub wr_shut: bool,
+    pub peer_gone: bool,
+    pub was_connected: bool,
+    pub passcred: bool,
+    pub rcvbuf: usize,
+    pub sndbuf: usize,
+    pub messages: Vec<(Vec<u8>, Creds)>,
+}
+
+impl UnixSocket {
+    /// What a checkpoint saves of this socket, and its live peer; why not,
+    /// for what is not saved yet (a bound or listening socket, passed
+    /// descriptors, a datagram's sender address).
+    pub fn saved(&self) -> Result<(Saved, Option<Arc<UnixSocket>>), &'static str> {
+        let st = self.state();
+        if st.addr != UnixAddr::Unnamed || st.peer_addr != UnixAddr::Unnamed {
+            return Err("a bound or named Unix socket");
+        }
+        if st.listening.is_some() {
+            return Err("a listening Unix socket");
+        }
+        if st.rx.msgs.iter().any(|m| !m.rights.is_empty()) {
+            return Err("a Unix socket with descriptors queued in it");
+        }
+        if st.rx.msgs.iter().any(|m| m.from != UnixAddr::Unnamed) {
+            return Err("a Unix socket with datagrams from a named socket");
+        }
+        let saved = Saved {
+            kind: self.kind,
+            peer_creds: st.peer_creds,
+            rd_shut: st.rd_shut,
+            wr_shut: st.wr_shut,
+            peer_gone: st.peer_gone,
+            was_connected: st.was_connected,
+            passcred: st.passcred,
+            rcvbuf: st.rcvbuf,
+            sndbuf: st.sndbuf,
+            messages: st
+                .rx
+                .msgs
+                .iter()
+                .map(|m| (m.data[m.consumed.min(m.data.len())..].to_vec(), m.creds))
+                .collect(),
+        };
+        Ok((saved, st.peer.as_ref().and_then(Weak::upgrade)))
+    }
+
+    /// A socket as [`UnixSocket::saved`] described it, not yet connected
+    /// ([`UnixSocket::link_restored`]).
+    pub fn restored(s: &Saved, registry: Arc<Registry>) -> Arc<UnixSocket> {
+        let sock = UnixSocket::new(s.kind, registry);
+        {
+            let mut st = sock.state();
+            st.peer_creds = s.peer_creds;
+            st.rd_shut = s.rd_shut;
+            st.wr_shut = s.wr_shut;
+            st.peer_gone = s.peer_gone;
+            st.was_connected = s.was_connected;
+            st.passcred = s.passcred;
+            st.rcvbuf = s.rcvbuf.clamp(MIN_RCVBUF, 2 * BUF_MAX);
+            st.sndbuf = s.sndbuf.clamp(MIN_SNDBUF, 2 * BUF_MAX);
+            for (data, creds) in &s.messages {
+                st.rx.bytes += data.len();
+                st.rx.msgs.push_back(Message {
+                    data: data.clone(),
+                    consumed: 0,
+                    rights: Vec::new(),
+                    creds: *creds,
+                    from: UnixAddr::Unnamed,
+                    _charge: None,
+                });
+            }
+        }
+        sock
+    }
+
+    /// Points a restored socket at its restored peer.
+    pub fn link_restored(self: &Arc<Self>, peer: &Arc<UnixSocket>) {
+        self.state().peer = Some(Arc::downgrade(peer));
+    }
+}
+
 /// The open-file side of a socket: closing the last description releases
 /// it.
 #[derive(Debug)]

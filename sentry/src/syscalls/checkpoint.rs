@@ -28,6 +28,7 @@ use crate::kernel::task::{FsContext, Process, ProcessState, Task, Thread, CHECKP
 use crate::kernel::{Error, Kernel};
 use crate::mm::snapshot::{bad, Bad, Dec, Enc, Files};
 use crate::mm::{Mappable, MemoryManager};
+use crate::socket::unix::{Creds as UnixCreds, Saved as UnixSaved, SockType, UnixSocket};
 use crate::sync::Locked;
 use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
 
@@ -55,6 +56,7 @@ const FD_CONSOLE: u8 = 2;
 const FD_PIPE: u8 = 3;
 const FD_EVENTFD: u8 = 4;
 const FD_EPOLL: u8 = 5;
+const FD_UNIX: u8 = 6;
 
 /// Kernel objects the open files of an image share: pipes (their bytes)
 /// and epoll instances (their interests), each saved once.
@@ -62,6 +64,113 @@ const FD_EPOLL: u8 = 5;
 struct Objects {
     pipes: Vec<Arc<Pipe>>,
     epolls: Vec<Arc<FileDescription>>,
+    unix: Vec<Arc<UnixSocket>>,
+}
+
+/// A Unix socket of the image: what it was, its queued messages, and its
+/// peer (an index among them).
+fn save_unix(objects: &mut Objects, e: &mut Enc) -> Result<(), String> {
+    let mut body = Enc::default();
+    let mut i = 0;
+    while let Some(sock) = objects.unix.get(i).cloned() {
+        let (s, peer) = sock
+            .saved()
+            .map_err(|why| format!("{why} (not saved yet)"))?;
+        body.u8(match s.kind {
+            SockType::Stream => 0,
+            SockType::Dgram => 1,
+            SockType::SeqPacket => 2,
+        });
+        body.u32(peer.map_or(0, |p| index_of(&mut objects.unix, &p) + 1));
+        match s.peer_creds {
+            Some(c) => {
+                body.u8(1);
+                body.u32(c.pid as u32);
+                body.u32(c.uid);
+                body.u32(c.gid);
+            }
+            None => body.u8(0),
+        }
+        let flags = u8::from(s.rd_shut)
+            | u8::from(s.wr_shut) << 1
+            | u8::from(s.peer_gone) << 2
+            | u8::from(s.was_connected) << 3
+            | u8::from(s.passcred) << 4;
+        body.u8(flags);
+        body.u64(s.rcvbuf as u64);
+        body.u64(s.sndbuf as u64);
+        body.u64(s.messages.len() as u64);
+        for (data, c) in &s.messages {
+            body.bytes(data);
+            body.u32(c.pid as u32);
+            body.u32(c.uid);
+            body.u32(c.gid);
+        }
+        i += 1;
+    }
+    e.u64(objects.unix.len() as u64);
+    e.buf.extend_from_slice(&body.buf);
+    Ok(())
+}
+
+/// The Unix sockets [`save_unix`] wrote, connected to each other again.
+fn read_unix(d: &mut Dec<'_>, kernel: &Kernel) -> Result<Vec<Arc<UnixSocket>>, Bad> {
+    let n = d.count(34)?;
+    let registry = crate::socket::state(kernel).unix.clone();
+    let mut socks = Vec::with_capacity(n);
+    let mut peers = Vec::with_capacity(n);
+    for _ in 0..n {
+        let kind = match d.u8()? {
+            0 => SockType::Stream,
+            1 => SockType::Dgram,
+            2 => SockType::SeqPacket,
+            _ => return bad("the image has a socket of an unknown type"),
+        };
+        peers.push(d.u32()? as usize);
+        let creds = |d: &mut Dec<'_>| -> Result<UnixCreds, Bad> {
+            Ok(UnixCreds {
+                pid: d.u32()? as i32,
+                uid: d.u32()?,
+                gid: d.u32()?,
+            })
+        };
+        let peer_creds = if d.u8()? != 0 { Some(creds(d)?) } else { None };
+        let flags = d.u8()?;
+        let (rcvbuf, sndbuf) = (d.u64()? as usize, d.u64()? as usize);
+        let m = d.count(20)?;
+        let mut messages = Vec::with_capacity(m);
+        let mut queued = 0usize;
+        for _ in 0..m {
+            let data = d.bytes()?.to_vec();
+            queued = queued.saturating_add(data.len());
+            messages.push((data, creds(d)?));
+        }
+        if queued > 4 * crate::socket::unix::BUF_MAX {
+            return bad("a socket of the image holds more than its buffer");
+        }
+        let s = UnixSaved {
+            kind,
+            peer_creds,
+            rd_shut: flags & 1 != 0,
+            wr_shut: flags & 2 != 0,
+            peer_gone: flags & 4 != 0,
+            was_connected: flags & 8 != 0,
+            passcred: flags & 16 != 0,
+            rcvbuf,
+            sndbuf,
+            messages,
+        };
+        socks.push(UnixSocket::restored(&s, registry.clone()));
+    }
+    for (sock, peer) in socks.iter().zip(peers) {
+        if peer > socks.len() {
+            return bad("a socket of the image names a peer it does not have");
+        }
+        if peer > 0 {
+            sock.link_restored(&socks[peer - 1]);
+        }
+    }
+    Ok(socks)
 }
 
 /// A 64-bit checksum of the payload, eight bytes a step (a torn or
@@ -843,6 +952,7 @@ fn save_files(kernel: &Kernel, tables: &[Arc<Mutex<FdTable>>], e: &mut Enc) -> R
     }
     e.u64(objects.epolls.len() as u64);
     e.buf.extend_from_slice(&epoll_bytes.buf);
+    save_unix(&mut objects, e)?;
     e.buf.extend_from_slice(&table_bytes.buf);
     Ok(())
 }
@@ -882,6 +992,13 @@ fn describe_file(
             e.u8(FD_EVENTFD);
             e.u64(ev.count());
             e.u8(u8::from(ev.semaphore));
+        }
+        FileKind::Impl(_) if unix_of(file).is_some() => {
+            let Some(sock) = unix_of(file) else {
+                return Err("the socket changed".into());
+            };
+            e.u8(FD_UNIX);
+            e.u32(index_of(&mut objects.unix, &sock));
         }
         FileKind::Impl(_) if file.downcast::<Epoll>().is_some() => {
             e.u8(FD_EPOLL);
@@ -931,6 +1048,15 @@ fn describe_file(
         _ => return Err(what(&kind_name(&file.kind))),
     }
     Ok(())
+}
+
+/// The Unix socket behind `file`, if it is one.
+fn unix_of(file: &FileDescription) -> Option<Arc<UnixSocket>> {
+    let s = crate::socket::of(file)?;
+    let h = s
+        .as_any()
+        .downcast_ref::<crate::socket::unix::SocketHandle>()?;
+    Some(h.0.clone())
 }
 
 /// What an open file is, in a word or two.
@@ -1043,6 +1169,7 @@ enum FileHow {
         semaphore: bool,
     },
     Epoll(usize),
+    Unix(usize),
     Path {
         path: Vec<u8>,
         pos: u64,
@@ -1070,6 +1197,7 @@ fn read_file(d: &mut Dec<'_>) -> Result<SavedFile, Bad> {
             semaphore: d.u8()? != 0,
         },
         FD_EPOLL => FileHow::Epoll(d.u32()? as usize),
+        FD_UNIX => FileHow::Unix(d.u32()? as usize),
         FD_PATH => FileHow::Path {
             path: d.bytes()?.to_vec(),
             pos: d.u64()?,
@@ -1456,6 +1584,7 @@ pub fn restore_process(
         interests.push(list);
     }
     let epolls: Vec<Arc<Epoll>> = (0..interests.len()).map(|_| Arc::default()).collect();
+    let socks = read_unix(&mut d, kernel).map_err(b)?;
     let n = d.count(8).map_err(b)?;
     let mut tables = Vec::with_capacity(n);
     for _ in 0..n {
@@ -1658,14 +1787,8 @@ pub fn restore_process(
     // The files, opened through init, then the tables that hold them.
     let mut opened = Vec::with_capacity(files.len());
     for (i, f) in files.into_iter().enumerate() {
-        opened.push(reopen(
-            &mut task,
-            i,
-            f,
-            console_file.as_ref(),
-            &pipes,
-            &epolls,
-        )?);
+        let objects = (&pipes[..], &epolls[..], &socks[..]);
+        opened.push(reopen(&mut task, i, f, console_file.as_ref(), objects)?);
     }
     for (ep, list) in epolls.iter().zip(&interests) {
         for &(fd, file, events, data, disabled) in list {
@@ -1750,6 +1873,9 @@ pub fn restore_process(
     Ok(task)
 }
 
+/// The restored objects open files point into: pipes, epolls, sockets.
+type Shareds<'a> = (&'a [Arc<Pipe>], &'a [Arc<Epoll>], &'a [Arc<UnixSocket>]);
+
 /// The most descriptors a table may hold (Linux's `NR_OPEN`).
 const NR_OPEN: u64 = 1 << 20;
 
@@ -1761,8 +1887,7 @@ fn reopen(
     i: usize,
     f: SavedFile,
     console: Option<&Arc<FileDescription>>,
-    pipes: &[Arc<Pipe>],
-    epolls: &[Arc<Epoll>],
+    (pipes, epolls, socks): Shareds<'_>,
 ) -> Result<Option<Arc<FileDescription>>, Error> {
     let fail = Error::Restore;
     match f.how {
@@ -1794,6 +1919,16 @@ fn reopen(
                 ))
             })?;
             let kind = FileKind::Impl(ep.clone());
+            Ok(Some(FileDescription::new(kind, None, f.flags)))
+        }
+        FileHow::Unix(n) => {
+            let sock = socks.get(n).ok_or_else(|| {
+                fail(format!(
+                    "open file {i} names a socket the image does not have"
+                ))
+            })?;
+            let kind =
+                crate::socket::SocketFile::kind(crate::socket::unix::SocketHandle(sock.clone()));
             Ok(Some(FileDescription::new(kind, None, f.flags)))
         }
         FileHow::Path {
