@@ -681,3 +681,53 @@ fn an_asyncio_program_with_a_socketpair_goes_on() {
         assert_eq!(again.stdout, format!("restored{rest}"), "{}", show(&again));
     }
 }
+
+/// A System V semaphore set (its values, its `SEM_UNDO` adjustment) as
+/// the save left it; a semop after the restore sees the saved value.
+const SEM_C: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sem.h>
+#include <unistd.h>
+int main(void) {
+    int id = semget(0x5eed, 2, IPC_CREAT | 0600);
+    struct sembuf up = {0, 3, SEM_UNDO}, other = {1, 7, 0};
+    semop(id, &up, 1);
+    semop(id, &other, 1);
+    const char *state = "native";
+    char buf[32] = {0};
+    int fd = open("/proc/ferrovisor/checkpoint", O_WRONLY);
+    if (fd >= 0) {
+        write(fd, "x", 1);
+        close(fd);
+        fd = open("/proc/ferrovisor/checkpoint", O_RDONLY);
+        read(fd, buf, sizeof buf - 1);
+        buf[strcspn(buf, "\n")] = 0;
+        state = buf;
+    }
+    struct sembuf down = {0, -1, 0};
+    semop(id, &down, 1);
+    printf("%s %d %d %d\n", state, semget(0x5eed, 0, 0) == id, semctl(id, 0, GETVAL),
+           semctl(id, 1, GETVAL));
+    semctl(id, 0, IPC_RMID);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_system_v_semaphore_set_comes_back() {
+    let dir = TempDir::new("ckpt-sem");
+    let bin = common::compile_static(dir.path(), "sem", SEM_C);
+    let bin = bin.display().to_string();
+    // (natively in an IPC namespace of its own: the host's stays as it was)
+    let mut cmd = command("unshare", &[]);
+    cmd.args(["--ipc", &bin]);
+    let native = run(cmd, None, TIMEOUT);
+    assert_eq!(native.stdout, "native 1 2 7\n", "{}", show(&native));
+    let images = dir.path().join("images").display().to_string();
+    let first = saving(&images, &[&bin], b"");
+    assert_eq!(first.stdout, "saved 1 2 7\n", "{}", show(&first));
+    let again = restore(&images, "seccomp", b"");
+    assert_eq!(again.stdout, "restored 1 2 7\n", "{}", show(&again));
+}

@@ -677,6 +677,17 @@ fn encode(
     let mut e = Enc::default();
     // (the FPU state's layout is the platform's)
     e.bytes(kernel.platform.name().as_bytes());
+    let queues = kernel.mqueue.queues.locked().len();
+    for (n, what) in [
+        (kernel.sysv_shm.count(), "System V shared memory"),
+        (kernel.sysv_msg.count(), "a System V message queue"),
+        (queues, "a POSIX message queue"),
+    ] {
+        if n > 0 {
+            return Err(format!("the sandbox has {what} (not saved yet)"));
+        }
+    }
+    kernel.sysv_sem.save(&mut e);
     save_tmpfs(kernel, &mut e)?;
     save_files(kernel, &tables, &mut e)?;
     e.u64(dirs.len() as u64);
@@ -1547,6 +1558,7 @@ pub fn restore_process(
             kernel.platform.name()
         )));
     }
+    kernel.sysv_sem.restore(&mut d).map_err(b)?;
     restore_tmpfs(kernel, &mut d)?;
     let n = d.count(5).map_err(b)?;
     let mut files = Vec::with_capacity(n);

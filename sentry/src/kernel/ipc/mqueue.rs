@@ -195,7 +195,8 @@ pub struct Create {
 /// The sandbox's queues by name (the root of its mqueue file system).
 #[derive(Debug, Default)]
 pub struct Registry {
-    queues: Mutex<BTreeMap<Vec<u8>, Arc<MsgQueue>>>,
+    /// by name
+    pub queues: Mutex<BTreeMap<Vec<u8>, Arc<MsgQueue>>>,
     acct: Arc<Accounting>,
     next_ino: AtomicU64,
     /// the limits, which the container's sysctls and root's writes to

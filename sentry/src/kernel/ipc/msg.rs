@@ -85,6 +85,11 @@ impl IpcObject for Queue {
 }
 
 impl Registry {
+    /// Queues in the namespace.
+    pub fn count(&self) -> usize {
+        self.lock().queues.len()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -23,6 +23,7 @@ use crate::kernel::ipc::shm::{
 };
 use crate::kernel::task::Task;
 use crate::kernel::wait::WaitQueue;
+use crate::mm::snapshot::{bad, Bad, Dec, Enc};
 
 use abi::ipc::{
     GETALL, GETNCNT, GETPID, GETVAL, GETZCNT, SEMAEM, SEMMNI, SEMMNS, SEMOPM, SEMVMX, SEM_INFO,
@@ -92,6 +93,103 @@ impl IpcObject for SemSet {
 impl Registry {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The sets and `SEM_UNDO` adjustments, as a checkpoint saves them
+    /// (waiters are not: a `semop` that waited starts again).
+    pub fn save(&self, e: &mut Enc) {
+        let g = self.lock();
+        e.u32(u32::from(g.seq));
+        e.u32(g.last_idx as u32);
+        e.u64(g.sets.len() as u64);
+        for (idx, s) in &g.sets {
+            e.u32(*idx as u32);
+            e.u32(s.key as u32);
+            let o = &s.owner;
+            for w in [o.uid, o.gid, o.cuid, o.cgid, o.mode] {
+                e.u32(w);
+            }
+            e.u32(u32::from(s.seq));
+            e.u64(s.otime as u64);
+            e.u64(s.ctime as u64);
+            e.u64(s.vals.len() as u64);
+            for (v, p) in s.vals.iter().zip(&s.pids) {
+                e.u32(*v as u32);
+                e.u32(*p as u32);
+            }
+        }
+        e.u64(g.undo.len() as u64);
+        for ((pid, id), adj) in &g.undo {
+            e.u32(*pid as u32);
+            e.u32(*id as u32);
+            e.u64(adj.len() as u64);
+            for a in adj {
+                e.u32(*a as u32);
+            }
+        }
+    }
+
+    /// Puts back what [`Registry::save`] wrote, in a new sandbox.
+    pub fn restore(&self, d: &mut Dec<'_>) -> Result<(), Bad> {
+        let mut g = self.lock();
+        g.seq = d.u32()? as u16;
+        g.last_idx = d.u32()? as i32;
+        let n = d.count(48)?;
+        let mut total = 0usize;
+        for _ in 0..n {
+            let idx = d.u32()? as i32;
+            let key = d.u32()? as i32;
+            let mut w = [0u32; 5];
+            for x in &mut w {
+                *x = d.u32()?;
+            }
+            let seq = d.u32()? as u16;
+            let (otime, ctime) = (d.u64()? as i64, d.u64()? as i64);
+            let m = d.count(8)?;
+            total += m;
+            if !(0..SEMMNI as i32).contains(&idx) || m == 0 || total > SENTRY_MAX_SEMS {
+                return bad("the image's semaphore sets are out of range");
+            }
+            let (mut vals, mut pids) = (Vec::with_capacity(m), Vec::with_capacity(m));
+            for _ in 0..m {
+                let v = d.u32()? as i32;
+                if !(0..=SEMVMX).contains(&v) {
+                    return bad("a semaphore of the image is out of range");
+                }
+                vals.push(v);
+                pids.push(d.u32()? as i32);
+            }
+            let set = SemSet {
+                key,
+                owner: Owner {
+                    uid: w[0],
+                    gid: w[1],
+                    cuid: w[2],
+                    cgid: w[3],
+                    mode: w[4] & 0o777,
+                },
+                seq,
+                otime,
+                ctime,
+                ncnt: vec![0; m],
+                zcnt: vec![0; m],
+                vals,
+                pids,
+                waiters: WaitQueue::new(),
+            };
+            g.sets.insert(idx, set);
+        }
+        let n = d.count(16)?;
+        for _ in 0..n {
+            let (pid, id) = (d.u32()? as i32, d.u32()? as i32);
+            let m = d.count(4)?;
+            let mut adj = Vec::with_capacity(m);
+            for _ in 0..m {
+                adj.push(d.u32()? as i32);
+            }
+            g.undo.insert((pid, id), adj);
+        }
+        Ok(())
     }
 }
 

@@ -98,6 +98,11 @@ struct Inner {
 }
 
 impl Registry {
+    /// Segments in the namespace.
+    pub fn count(&self) -> usize {
+        self.lock().segs.len()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         // Removed segments whose last mapping went.
