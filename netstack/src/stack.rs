@@ -543,6 +543,18 @@ impl Socket {
         self.stack.op(self.id, |s, e| s.shutdown(e, how))
     }
 
+    /// A listening TCP socket as a checkpoint saves it: its address and
+    /// backlog. `None` for any other socket, or one with connections
+    /// waiting or being made (they are not saved yet).
+    pub fn idle_listener(&self) -> Result<Option<(SocketAddr, i32)>, Errno> {
+        self.stack.query(self.id, |_, e| match (&e.state, e.local) {
+            (State::Listen(l), Some(local)) if l.ready.is_empty() && l.half_open.is_empty() => {
+                Some((local, l.capacity.saturating_sub(1) as i32))
+            }
+            _ => None,
+        })
+    }
+
     /// `getsockname(2)`: the unspecified address and port 0 before bind.
     pub fn local_addr(&self) -> Result<SocketAddr, Errno> {
         self.stack.query(self.id, |s, e| s.local_addr(e))

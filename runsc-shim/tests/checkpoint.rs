@@ -176,13 +176,13 @@ fn what_cannot_be_saved_yet_is_named_and_the_sandbox_runs_on() {
         show(&out)
     );
     assert!(out.stdout.ends_with("still running\n"), "{}", show(&out));
-    // A TCP socket is not saved yet.
+    // A UDP socket is not saved yet.
     let out = saving(
         &images,
         &[
             "python3",
             "-c",
-            "import socket\na = socket.socket()\na.bind(('127.0.0.1', 0))\na.listen()\n\
+            "import socket\na = socket.socket(type=socket.SOCK_DGRAM)\na.bind(('127.0.0.1', 0))\n\
              open('/proc/ferrovisor/checkpoint', 'w').write('x')\n\
              print(open('/proc/ferrovisor/checkpoint').read(), end='')",
         ],
@@ -190,7 +190,8 @@ fn what_cannot_be_saved_yet_is_named_and_the_sandbox_runs_on() {
     );
     assert_eq!(out.status, 0, "{}", show(&out));
     assert!(
-        out.stdout.starts_with("failed: descriptor 3 (SocketFile)"),
+        out.stdout
+            .starts_with("failed: descriptor 3 (a TCP or UDP socket"),
         "{}",
         show(&out)
     );
@@ -730,4 +731,31 @@ fn a_system_v_semaphore_set_comes_back() {
     assert_eq!(first.stdout, "saved 1 2 7\n", "{}", show(&first));
     let again = restore(&images, "seccomp", b"");
     assert_eq!(again.stdout, "restored 1 2 7\n", "{}", show(&again));
+}
+
+/// A TCP socket listening on the sandbox's loopback listens again on the
+/// same port in the restored copy, and takes a connection there.
+#[test]
+fn a_listening_loopback_socket_listens_again() {
+    let script = "import socket, sys\nsrv = socket.socket()\nsrv.bind(('127.0.0.1', 0))\n\
+                  srv.listen()\nport = srv.getsockname()[1]\n\
+                  try:\n    open('/proc/ferrovisor/checkpoint', 'w').write('x')\n    \
+                  state = open('/proc/ferrovisor/checkpoint').read().strip()\n\
+                  except FileNotFoundError:\n    state = 'native'\n\
+                  c = socket.create_connection(('127.0.0.1', port))\nc.sendall(b'hello')\n\
+                  conn, _ = srv.accept()\n\
+                  print(state, conn.recv(100), port == srv.getsockname()[1])\n";
+    let native = {
+        let mut cmd = command("python3", &[]);
+        cmd.args(["-c", script]);
+        run(cmd, None, TIMEOUT)
+    };
+    let rest = " b'hello' True\n";
+    assert_eq!(native.stdout, format!("native{rest}"), "{}", show(&native));
+    let dir = TempDir::new("ckpt-listen");
+    let images = dir.path().join("images").display().to_string();
+    let first = saving(&images, &["python3", "-c", script], b"");
+    assert_eq!(first.stdout, format!("saved{rest}"), "{}", show(&first));
+    let again = restore(&images, "seccomp", b"");
+    assert_eq!(again.stdout, format!("restored{rest}"), "{}", show(&again));
 }

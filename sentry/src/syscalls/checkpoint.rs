@@ -57,6 +57,7 @@ const FD_PIPE: u8 = 3;
 const FD_EVENTFD: u8 = 4;
 const FD_EPOLL: u8 = 5;
 const FD_UNIX: u8 = 6;
+const FD_LISTENER: u8 = 7;
 
 /// Kernel objects the open files of an image share: pipes (their bytes)
 /// and epoll instances (their interests), each saved once.
@@ -1011,6 +1012,23 @@ fn describe_file(
             e.u8(FD_UNIX);
             e.u32(index_of(&mut objects.unix, &sock));
         }
+        FileKind::Impl(_) if inet_of(file).is_some() => {
+            // A TCP listener with no connection waiting: listening again at
+            // restore. Connections and UDP are not saved yet.
+            let listener = inet_of(file)
+                .filter(|s| s.is_listening() && s.ty == netstack::SocketType::Stream)
+                .and_then(|s| Some((s.domain, s.sock.idle_listener().ok()??)));
+            let Some((domain, (addr, backlog))) = listener else {
+                return Err(format!(
+                    "descriptor {fd} (a TCP or UDP socket other than a listener with no \
+                     connection waiting): not saved yet"
+                ));
+            };
+            e.u8(FD_LISTENER);
+            e.u8(u8::from(domain == netstack::Domain::Inet6));
+            e.bytes(addr.to_string().as_bytes());
+            e.u32(backlog as u32);
+        }
         FileKind::Impl(_) if file.downcast::<Epoll>().is_some() => {
             e.u8(FD_EPOLL);
             e.u32(index_of(&mut objects.epolls, file));
@@ -1059,6 +1077,14 @@ fn describe_file(
         _ => return Err(what(&kind_name(&file.kind))),
     }
     Ok(())
+}
+
+/// The TCP/UDP socket of the sandbox's netstack behind `file`, if it is
+/// one.
+fn inet_of(file: &FileDescription) -> Option<&crate::socket::inet::InetSocket> {
+    crate::socket::of(file)?
+        .as_any()
+        .downcast_ref::<crate::socket::inet::InetSocket>()
 }
 
 /// The Unix socket behind `file`, if it is one.
@@ -1181,6 +1207,11 @@ enum FileHow {
     },
     Epoll(usize),
     Unix(usize),
+    Listener {
+        v6: bool,
+        addr: std::net::SocketAddr,
+        backlog: i32,
+    },
     Path {
         path: Vec<u8>,
         pos: u64,
@@ -1209,6 +1240,18 @@ fn read_file(d: &mut Dec<'_>) -> Result<SavedFile, Bad> {
         },
         FD_EPOLL => FileHow::Epoll(d.u32()? as usize),
         FD_UNIX => FileHow::Unix(d.u32()? as usize),
+        FD_LISTENER => {
+            let v6 = d.u8()? != 0;
+            let addr = d
+                .string()?
+                .parse()
+                .or_else(|_| bad("a listening socket of the image has a bad address"))?;
+            FileHow::Listener {
+                v6,
+                addr,
+                backlog: d.u32()? as i32,
+            }
+        }
         FD_PATH => FileHow::Path {
             path: d.bytes()?.to_vec(),
             pos: d.u64()?,
@@ -1931,6 +1974,32 @@ fn reopen(
                 ))
             })?;
             let kind = FileKind::Impl(ep.clone());
+            Ok(Some(FileDescription::new(kind, None, f.flags)))
+        }
+        FileHow::Listener { v6, addr, backlog } => {
+            let kernel = task.kernel.clone();
+            let domain = if v6 {
+                netstack::Domain::Inet6
+            } else {
+                netstack::Domain::Inet
+            };
+            let shown = |e: Errno| fail(format!("the socket listening on {addr}: {e}"));
+            let s = kernel
+                .net
+                .socket(domain, netstack::SocketType::Stream)
+                .map_err(shown)?;
+            let queues = &crate::socket::state(&kernel).inet_queues;
+            let sock = crate::socket::inet::InetSocket::new(
+                s,
+                domain,
+                netstack::SocketType::Stream,
+                queues,
+            );
+            sock.sock.bind(addr).map_err(shown)?;
+            sock.sock.listen(backlog).map_err(shown)?;
+            sock.listening
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            let kind = crate::socket::SocketFile::kind(sock);
             Ok(Some(FileDescription::new(kind, None, f.flags)))
         }
         FileHow::Unix(n) => {
