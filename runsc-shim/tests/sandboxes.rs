@@ -241,6 +241,30 @@ fn snapshots_and_forks_start_where_the_sandbox_stood() {
     );
     let ls = root.ok(&["ls"]);
     assert_eq!(ls.matches("running").count(), 3, "{ls}");
+    // A program exec started in the background is forked too (the exec's
+    // stdin it holds is /dev/null in the copy), and counts on there.
+    root.ok(&[
+        "exec",
+        "base",
+        "--",
+        "sh",
+        "-c",
+        "(i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.05; done) > /dev/null 2>&1 & \
+         sleep 0.2",
+    ]);
+    root.ok(&["fork", "base", "busy"]);
+    let count = |name: &str| -> u64 {
+        root.ok(&["exec", name, "--", "cat", "/tmp/c"])
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let first = count("busy");
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(
+        first > 0 && count("busy") > first,
+        "the copy's counter runs on"
+    );
     let o = root.cli(&["fork", "base", "forked"]);
     assert!(
         o.status != 0 && o.stderr.contains("exists already"),

@@ -58,6 +58,7 @@ const FD_EVENTFD: u8 = 4;
 const FD_EPOLL: u8 = 5;
 const FD_UNIX: u8 = 6;
 const FD_LISTENER: u8 = 7;
+const FD_DETACHED: u8 = 8;
 
 /// Kernel objects the open files of an image share: pipes (their bytes)
 /// and epoll instances (their interests), each saved once.
@@ -983,10 +984,14 @@ fn describe_file(
         format!("descriptor {fd} ({kind}): only standard descriptors, pipes and files opened by path are saved yet")
     };
     match &file.kind {
-        FileKind::Stdio(n) => {
+        FileKind::Stdio(n) if *n <= 2 => {
             e.u8(FD_STDIO);
             e.u32(*n as u32);
         }
+        // A descriptor that `exec` from outside brought in (its client's
+        // input or output): that client is not the copy's, so a restored
+        // copy reads and writes /dev/null there.
+        FileKind::Stdio(_) => e.u8(FD_DETACHED),
         _ if console.is_some_and(|c| Arc::ptr_eq(c, file)) => e.u8(FD_CONSOLE),
         FileKind::Impl(_) if file.location.is_none() && file.downcast::<PipeEnd>().is_some() => {
             // An anonymous pipe's end: the pipe and its bytes are saved once.
@@ -1230,6 +1235,11 @@ fn read_file(d: &mut Dec<'_>) -> Result<SavedFile, Bad> {
             FileHow::Stdio(n)
         }
         FD_CONSOLE => FileHow::Console,
+        FD_DETACHED => FileHow::Path {
+            path: b"/dev/null".to_vec(),
+            pos: 0,
+            identity: Vec::new(),
+        },
         FD_PIPE => FileHow::Pipe {
             pipe: d.u32()? as usize,
             reader: d.u8()? != 0,
