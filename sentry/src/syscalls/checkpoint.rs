@@ -36,7 +36,7 @@ use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
 const MAGIC: &[u8; 8] = b"FVSNAP\r\n";
 
 /// The layout this Sentry writes and reads.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 /// Magic, version, flags, payload length, checksum.
 const HEADER: usize = 8 + 4 + 4 + 8 + 8;
