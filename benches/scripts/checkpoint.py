@@ -74,7 +74,7 @@ def main():
     inside = re.search(r"sandbox restored from \d+ bytes in ([\d.]+) ms", open(rlog).read())
     print(f"CPU: {cpu()}; medians of {N} runs")
     print(f"checkpoint: {saved.group(2)} ms, image {int(saved.group(1)) / 1e6:.1f} MB")
-    print(f"restore in the Sentry (image parsed, memory and files in place): {inside.group(1)} ms")
+    print(f"restore in the Sentry (memory and files in place): {inside.group(1)} ms")
     print(f"restore to first output after input: {median_ms(restored):.1f} ms")
     print(f"fresh start, same imports: native {median_ms(native):.1f} ms, "
           f"sandbox {median_ms(fresh):.1f} ms")

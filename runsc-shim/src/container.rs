@@ -979,18 +979,34 @@ impl Runtime {
         tracing::info!("container {id}: {saved} into {}", dir.display());
         drop(locked);
         if !leave_running {
-            // As runc's: the command returns once the container has stopped.
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while std::time::Instant::now() < deadline {
-                match self.state.read(id)? {
-                    Some(r) if r.observed() != Status::Stopped => {
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                    _ => break,
-                }
-            }
+            // As runc's: the command returns once the container has stopped
+            // (the Sentry ended it after the save).
+            let _ = self.wait(id);
         }
         Ok(saved)
+    }
+
+    /// Makes container `new_id` a copy of running container `id`: its
+    /// state saved (it runs on) and restored with its bundle, detached,
+    /// with the caller's stdio. The image is removed once read.
+    pub fn fork(&self, id: &str, new_id: &str) -> Result<(), Error> {
+        state::check_id(new_id)?;
+        if self.state.read(new_id).is_ok_and(|r| r.is_some()) {
+            return Err(Error::Usage(format!("container {new_id} exists already")));
+        }
+        let forks = self.state.root().join(".forks");
+        std::fs::create_dir_all(&forks).map_err(io(format!("making {}", forks.display())))?;
+        let dir = forks.join(new_id);
+        self.checkpoint(id, &dir, true)?;
+        let opts = CreateOptions {
+            bundle: self.state(id)?.bundle,
+            restore: Some(dir.clone()),
+            ..CreateOptions::default()
+        };
+        let made = self.run(new_id, &opts, true);
+        // Read whole by the copy's boot process before `create` returned.
+        let _ = std::fs::remove_dir_all(&dir);
+        made.map(|_| ())
     }
 
     /// Changes the resource limits of created, running or paused container

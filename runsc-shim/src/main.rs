@@ -1641,28 +1641,7 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
             }
             rt.checkpoint(&a.id, &a.image_path, a.leave_running)?;
         }
-        Command::Fork(a) => {
-            runsc_shim::state::check_id(&a.new_id)?;
-            if rt.state.read(&a.new_id).is_ok_and(|r| r.is_some()) {
-                return Err(Error::Usage(format!(
-                    "container {} exists already",
-                    a.new_id
-                )));
-            }
-            let dir = rt.state.root().join(".forks").join(&a.new_id);
-            std::fs::create_dir_all(rt.state.root().join(".forks"))
-                .map_err(|e| Error::Usage(format!("{}: {e}", dir.display())))?;
-            rt.checkpoint(&a.id, &dir, true)?;
-            let opts = CreateOptions {
-                bundle: rt.state(&a.id)?.bundle,
-                restore: Some(dir.clone()),
-                ..CreateOptions::default()
-            };
-            let made = rt.run(&a.new_id, &opts, true);
-            // Read whole by the copy's boot process before `create` returned.
-            let _ = std::fs::remove_dir_all(&dir);
-            made?;
-        }
+        Command::Fork(a) => rt.fork(&a.id, &a.new_id)?,
         Command::Restore(a) => {
             if let Some(flag) = a.criu.refused() {
                 return Err(Error::NotSupported(format!("restore {flag}")));

@@ -610,18 +610,7 @@ fn an_armed_interval_timer_fires_after_restore() {
                   t = time.monotonic()\n\
                   while not fired and time.monotonic() - t < 5:\n    time.sleep(0.05)\n\
                   print(state, 'alarm' if fired else 'no alarm')\n";
-    let native = {
-        let mut cmd = command("python3", &[]);
-        cmd.args(["-c", script]);
-        run(cmd, None, TIMEOUT)
-    };
-    assert_eq!(native.stdout, "native alarm\n", "{}", show(&native));
-    let dir = TempDir::new("ckpt-timer");
-    let images = dir.path().join("images").display().to_string();
-    let first = saving(&images, &["python3", "-c", script], b"");
-    assert_eq!(first.stdout, "saved alarm\n", "{}", show(&first));
-    let again = restore(&images, "seccomp", b"");
-    assert_eq!(again.stdout, "restored alarm\n", "{}", show(&again));
+    goes_on_as_natively("ckpt-timer", script, b"", " alarm\n", 1);
 }
 
 /// An epoll set watching a pipe, and an eventfd's count, as the save
@@ -637,19 +626,7 @@ fn an_epoll_set_and_an_eventfd_come_back() {
                   before = ep.poll(0)\nos.write(w, b'!')\n\
                   after = [(fd == r, e) for fd, e in ep.poll(1)]\n\
                   print(state, before, after, os.eventfd_read(ev), sys.stdin.readline().strip())\n";
-    let native = {
-        let mut cmd = command("python3", &[]);
-        cmd.args(["-c", script]);
-        run(cmd, Some(b"one\n"), TIMEOUT)
-    };
-    let rest = " [] [(True, 1)] 7 one\n";
-    assert_eq!(native.stdout, format!("native{rest}"), "{}", show(&native));
-    let dir = TempDir::new("ckpt-epoll");
-    let images = dir.path().join("images").display().to_string();
-    let first = saving(&images, &["python3", "-c", script], b"one\n");
-    assert_eq!(first.stdout, format!("saved{rest}"), "{}", show(&first));
-    let again = restore(&images, "seccomp", b"one\n");
-    assert_eq!(again.stdout, format!("restored{rest}"), "{}", show(&again));
+    goes_on_as_natively("ckpt-epoll", script, b"one\n", " [] [(True, 1)] 7 one\n", 1);
 }
 
 /// An asyncio program (its epoll, its self-pipe socketpair, a worker
@@ -666,21 +643,13 @@ fn an_asyncio_program_with_a_socketpair_goes_on() {
                   await asyncio.sleep(0.2)\n    data = await loop.sock_recv(b, 100)\n    \
                   line = await loop.run_in_executor(None, sys.stdin.readline)\n    \
                   print(state, data, line.strip())\nasyncio.run(main())\n";
-    let native = {
-        let mut cmd = command("python3", &[]);
-        cmd.args(["-c", script]);
-        run(cmd, Some(b"one\n"), TIMEOUT)
-    };
-    let rest = " b'queued in a socket' one\n";
-    assert_eq!(native.stdout, format!("native{rest}"), "{}", show(&native));
-    let dir = TempDir::new("ckpt-asyncio");
-    let images = dir.path().join("images").display().to_string();
-    let first = saving(&images, &["python3", "-c", script], b"one\n");
-    assert_eq!(first.stdout, format!("saved{rest}"), "{}", show(&first));
-    for _ in 0..2 {
-        let again = restore(&images, "seccomp", b"one\n");
-        assert_eq!(again.stdout, format!("restored{rest}"), "{}", show(&again));
-    }
+    goes_on_as_natively(
+        "ckpt-asyncio",
+        script,
+        b"one\n",
+        " b'queued in a socket' one\n",
+        2,
+    );
 }
 
 /// A System V semaphore set (its values, its `SEM_UNDO` adjustment) as
@@ -745,17 +714,26 @@ fn a_listening_loopback_socket_listens_again() {
                   c = socket.create_connection(('127.0.0.1', port))\nc.sendall(b'hello')\n\
                   conn, _ = srv.accept()\n\
                   print(state, conn.recv(100), port == srv.getsockname()[1])\n";
+    goes_on_as_natively("ckpt-listen", script, b"", " b'hello' True\n", 1);
+}
+
+/// Runs Python `script` natively, then saving (`do --save`) and restored
+/// `restores` times, each with `stdin`: every run prints its state
+/// (`native`, `saved`, `restored`) and then `rest`, as the script reads
+/// it from /proc/ferrovisor/checkpoint.
+fn goes_on_as_natively(tag: &str, script: &str, stdin: &[u8], rest: &str, restores: usize) {
     let native = {
         let mut cmd = command("python3", &[]);
         cmd.args(["-c", script]);
-        run(cmd, None, TIMEOUT)
+        run(cmd, Some(stdin), TIMEOUT)
     };
-    let rest = " b'hello' True\n";
     assert_eq!(native.stdout, format!("native{rest}"), "{}", show(&native));
-    let dir = TempDir::new("ckpt-listen");
+    let dir = TempDir::new(tag);
     let images = dir.path().join("images").display().to_string();
-    let first = saving(&images, &["python3", "-c", script], b"");
+    let first = saving(&images, &["python3", "-c", script], stdin);
     assert_eq!(first.stdout, format!("saved{rest}"), "{}", show(&first));
-    let again = restore(&images, "seccomp", b"");
-    assert_eq!(again.stdout, format!("restored{rest}"), "{}", show(&again));
+    for _ in 0..restores {
+        let again = restore(&images, "seccomp", stdin);
+        assert_eq!(again.stdout, format!("restored{rest}"), "{}", show(&again));
+    }
 }

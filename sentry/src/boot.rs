@@ -111,7 +111,8 @@ pub struct SandboxConfig<'a> {
     /// guest cannot save the sandbox
     pub save: Option<std::fs::File>,
     /// a sandbox image to go on from instead of starting `argv` (`do
-    /// --restore`)
+    /// --restore`), one [`crate::check_image`] accepted (its checksum is
+    /// not computed again)
     pub restore: Option<Vec<u8>>,
 }
 
@@ -407,10 +408,10 @@ where
     if let Some((_, file)) = &console {
         let _ = kernel.checkpoint.console.set(file.clone());
     }
-    let task = match &config.restore {
+    let task = match config.restore {
         Some(image) => crate::syscalls::checkpoint::restore_process(
             &kernel,
-            image,
+            Arc::new(image),
             console.as_ref().map(|(c, f)| {
                 let tty: Arc<dyn crate::kernel::task::Terminal> = c.pty().clone();
                 (f.clone(), tty)

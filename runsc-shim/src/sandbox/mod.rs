@@ -594,8 +594,8 @@ impl Store {
     }
 
     /// Makes sandbox `new` as a copy of running sandbox `name`: a snapshot
-    /// (kept in `new`'s folder), then a sandbox made from it with `name`'s
-    /// options. The two run on apart.
+    /// (under `.forks`, removed once read), then a sandbox made from it
+    /// with `name`'s options. The two run on apart.
     pub fn fork(&self, name: &str, new: &str) -> Result<(Info, Child), Error> {
         check_name(new)?;
         if self.path(new).exists() {

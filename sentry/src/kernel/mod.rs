@@ -306,15 +306,15 @@ impl ProcTable {
         self.threads.len() + zombies
     }
 
-    /// Allocates a free PID for a new task (process or thread). `EAGAIN`
-    /// once the guest holds its `pids.limit` of tasks, as `fork(2)` and
-    /// `clone(2)` answer when a pids cgroup is full.
     /// Makes `pid` the last one given (a restored sandbox's ids are
     /// taken; new ones come after them, as they would have).
     pub(crate) fn set_last_pid(&mut self, pid: i32) {
         self.next = pid.clamp(1, PID_MAX);
     }
 
+    /// Allocates a free PID for a new task (process or thread). `EAGAIN`
+    /// once the guest holds its `pids.limit` of tasks, as `fork(2)` and
+    /// `clone(2)` answer when a pids cgroup is full.
     pub fn alloc_pid(&mut self) -> Result<i32, Errno> {
         if self.map.len() >= MAX_PROCS {
             return Err(Errno::EAGAIN);

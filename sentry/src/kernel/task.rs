@@ -1916,13 +1916,13 @@ thread_local! {
     static CURRENT: std::cell::Cell<(i32, i32)> = const { std::cell::Cell::new((0, 0)) };
 }
 
-/// Records which guest task the calling host thread runs.
 /// Set while a save of the sandbox is asked for and not yet made: every
 /// blocking call gives up (and restarts), so that its task comes to a
 /// boundary. (One Sentry per process: one sandbox to save.)
 pub static CHECKPOINT_ASKED: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
+/// Records which guest task the calling host thread runs.
 pub fn set_current(pid: i32, tid: i32) {
     CURRENT.with(|c| c.set((pid, tid)));
 }

@@ -71,6 +71,11 @@ impl<'a> Dec<'a> {
         Dec { data }
     }
 
+    /// How many bytes are left to read.
+    pub fn left(&self) -> usize {
+        self.data.len()
+    }
+
     /// The next `n` bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], Bad> {
         if n > self.data.len() {

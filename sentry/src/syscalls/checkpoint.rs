@@ -1119,8 +1119,20 @@ fn kind_name(kind: &FileKind) -> String {
     }
 }
 
-/// An image's payload, its header checked.
+/// An image's payload, its header and checksum checked (what the runtime
+/// does before it starts a restore).
 pub fn payload(image: &[u8]) -> Result<&[u8], Bad> {
+    let body = framed(image)?;
+    let sum = u64::from_le_bytes(image[24..32].try_into().or_else(|_| bad("no checksum"))?);
+    if checksum(body) != sum {
+        return bad("the image is corrupt (its checksum does not match)");
+    }
+    Ok(body)
+}
+
+/// An image's payload, its magic, version and length checked (the
+/// checksum is [`payload`]'s: the runtime checked it already).
+fn framed(image: &[u8]) -> Result<&[u8], Bad> {
     if image.len() < HEADER || &image[..8] != MAGIC {
         return bad("not a ferrovisor sandbox image");
     }
@@ -1135,16 +1147,13 @@ pub fn payload(image: &[u8]) -> Result<&[u8], Bad> {
             "an image of version {version}; this ferrovisor reads version {VERSION}"
         ));
     }
-    let (len, sum) = (word(16), word(24));
+    let len = word(16);
     let body = &image[HEADER..];
     if body.len() as u64 != len {
         return bad(format!(
             "the image is truncated or has bytes past its end ({} of {len} bytes)",
             body.len()
         ));
-    }
-    if checksum(body) != sum {
-        return bad("the image is corrupt (its checksum does not match)");
     }
     Ok(body)
 }
@@ -1448,29 +1457,8 @@ fn read_process(
 }
 
 /// Where an address space comes to be built: the host thread of its
-/// first thread fills it, the others of its threads wait for it.
-type MmSlot = Arc<(
-    Mutex<Option<Result<Arc<Mutex<MemoryManager>>, String>>>,
-    std::sync::Condvar,
-)>;
-
-fn fill(slot: &MmSlot, mm: Result<Arc<Mutex<MemoryManager>>, String>) {
-    *slot.0.locked() = Some(mm);
-    slot.1.notify_all();
-}
-
-fn wait_for(slot: &MmSlot) -> Result<Arc<Mutex<MemoryManager>>, String> {
-    let mut held = slot.0.locked();
-    loop {
-        if let Some(r) = held.as_ref() {
-            return r.clone();
-        }
-        held = slot
-            .1
-            .wait(held)
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-    }
-}
+/// first thread sets it, the others of its threads wait for it.
+type MmSlot = Arc<std::sync::OnceLock<Result<Arc<Mutex<MemoryManager>>, String>>>;
 
 /// Builds address space `blob` for a thread on its own host thread (the
 /// one that will run it).
@@ -1495,7 +1483,9 @@ fn build_mm(kernel: &Arc<Kernel>, blob: &[u8]) -> Result<Arc<Mutex<MemoryManager
 /// What every restored thread shares: the tables it points into.
 struct Shared {
     kernel: Arc<Kernel>,
-    blobs: Vec<Arc<Vec<u8>>>,
+    /// the image, and where in it each address space is
+    image: Arc<Vec<u8>>,
+    blobs: Vec<std::ops::Range<usize>>,
     slots: Vec<MmSlot>,
     owner: Vec<i32>,
     fds: Vec<Arc<Mutex<FdTable>>>,
@@ -1507,11 +1497,11 @@ impl Shared {
     /// for by the others.
     fn mm_for(&self, t: &SavedThread) -> Result<Arc<Mutex<MemoryManager>>, String> {
         if self.owner[t.mm] == t.tid {
-            let mm = build_mm(&self.kernel, &self.blobs[t.mm]);
-            fill(&self.slots[t.mm], mm.clone());
+            let mm = build_mm(&self.kernel, &self.image[self.blobs[t.mm].clone()]);
+            let _ = self.slots[t.mm].set(mm.clone());
             return mm;
         }
-        let mm = wait_for(&self.slots[t.mm])?;
+        let mm = self.slots[t.mm].wait().clone()?;
         {
             let mut m = mm.locked();
             m.address_space()
@@ -1565,26 +1555,8 @@ impl Shared {
     }
 }
 
-/// Tells restored threads whether to run (`Some(true)`) or to end.
-type Gate = Arc<(Mutex<Option<bool>>, std::sync::Condvar)>;
-
-fn open_gate(gate: &Gate, go: bool) {
-    *gate.0.locked() = Some(go);
-    gate.1.notify_all();
-}
-
-fn wait_gate(gate: &Gate) -> bool {
-    let mut held = gate.0.locked();
-    loop {
-        if let Some(go) = *held {
-            return go;
-        }
-        held = gate
-            .1
-            .wait(held)
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-    }
-}
+/// Tells restored threads whether to run (`true`) or to end, once.
+type Gate = Arc<std::sync::OnceLock<bool>>;
 
 /// Builds the saved sandbox from `image` in the new sandbox `kernel`: its
 /// processes and threads, each thread on a host thread of its own. The
@@ -1593,14 +1565,13 @@ fn wait_gate(gate: &Gate) -> bool {
 /// place. `console` is the sandbox's terminal, if it has one.
 pub fn restore_process(
     kernel: &Arc<Kernel>,
-    image: &[u8],
+    image: Arc<Vec<u8>>,
     console: Option<(Arc<FileDescription>, Arc<dyn crate::kernel::task::Terminal>)>,
 ) -> Result<Task, Error> {
     let fail = Error::Restore;
     let b = |e: Bad| Error::Restore(e.0);
     let started = std::time::Instant::now();
-    let body = payload(image).map_err(b)?;
-    let checked = started.elapsed();
+    let body = framed(&image).map_err(b)?;
     let mut d = Dec::new(body);
     let platform = d.bytes().map_err(b)?;
     if platform != kernel.platform.name().as_bytes() {
@@ -1694,7 +1665,10 @@ pub fn restore_process(
     let n = d.count(8).map_err(b)?;
     let mut blobs = Vec::with_capacity(n);
     for _ in 0..n {
-        blobs.push(Arc::new(d.bytes().map_err(b)?.to_vec()));
+        // (read in place by the thread that builds it)
+        let blob = d.bytes().map_err(b)?.len();
+        let end = image.len() - d.left();
+        blobs.push(end - blob..end);
     }
     let sizes = (blobs.len(), tables.len(), dirs.len());
     let n = d.count(8).map_err(b)?;
@@ -1833,6 +1807,7 @@ pub fn restore_process(
     let shared = Arc::new(Shared {
         kernel: kernel.clone(),
         slots: (0..blobs.len()).map(|_| MmSlot::default()).collect(),
+        image: image.clone(),
         blobs,
         owner,
         fds: (0..tables.len()).map(|_| Arc::default()).collect(),
@@ -1894,7 +1869,7 @@ pub fn restore_process(
             let ok = made.as_ref().map(|_| ()).map_err(Clone::clone);
             let _ = ready.send(ok);
             let Ok(mut task) = made else { return };
-            if !wait_gate(&gate) {
+            if !*gate.wait() {
                 return;
             }
             if leader {
@@ -1914,11 +1889,11 @@ pub fn restore_process(
         match ready_rx.recv() {
             Ok(Ok(())) => {}
             Ok(Err(why)) => {
-                open_gate(&gate, false);
+                let _ = gate.set(false);
                 return Err(fail(why));
             }
             Err(_) => {
-                open_gate(&gate, false);
+                let _ = gate.set(false);
                 return Err(fail("a restored thread ended before it was ready".into()));
             }
         }
@@ -1926,16 +1901,24 @@ pub fn restore_process(
     *kernel.checkpoint.status.locked() = "restored\n".into();
     task.publish_info();
     task.publish_privileges();
-    open_gate(&gate, true);
+    let _ = gate.set(true);
     tracing::info!(
-        "sandbox restored from {} bytes in {:.2} ms (image checked in {:.2} ms, init's address space in {:.2} ms, {} more threads)",
+        "sandbox restored from {} bytes in {:.2} ms (init's address space in {:.2} ms, {} more threads)",
         image.len(),
         started.elapsed().as_secs_f64() * 1e3,
-        checked.as_secs_f64() * 1e3,
         mm_took.as_secs_f64() * 1e3,
         spawned,
     );
     Ok(task)
+}
+
+/// Object `n` of one kind (`what`) that open file `i` of the image names.
+fn object<T: Clone>(list: &[T], n: usize, what: &str, i: usize) -> Result<T, Error> {
+    list.get(n).cloned().ok_or_else(|| {
+        Error::Restore(format!(
+            "open file {i} names {what} the image does not have"
+        ))
+    })
 }
 
 /// The restored objects open files point into: pipes, epolls, sockets.
@@ -1959,11 +1942,7 @@ fn reopen(
         FileHow::Stdio(n) => Ok(crate::kernel::stdio_file(n)),
         FileHow::Console => Ok(console.cloned()),
         FileHow::Pipe { pipe, reader } => {
-            let pipe = pipes.get(pipe).ok_or_else(|| {
-                fail(format!(
-                    "open file {i} names a pipe the image does not have"
-                ))
-            })?;
+            let pipe = object(pipes, pipe, "a pipe", i)?;
             // (the access mode and O_NONBLOCK come back with the flags)
             let end = FileKind::Impl(Arc::new(pipe.open_end(reader)));
             Ok(Some(FileDescription::new(end, None, f.flags)))
@@ -1978,12 +1957,7 @@ fn reopen(
             Ok(Some(FileDescription::new(ev, None, f.flags)))
         }
         FileHow::Epoll(n) => {
-            let ep = epolls.get(n).ok_or_else(|| {
-                fail(format!(
-                    "open file {i} names an epoll the image does not have"
-                ))
-            })?;
-            let kind = FileKind::Impl(ep.clone());
+            let kind = FileKind::Impl(object(epolls, n, "an epoll", i)?);
             Ok(Some(FileDescription::new(kind, None, f.flags)))
         }
         FileHow::Listener { v6, addr, backlog } => {
@@ -2013,13 +1987,8 @@ fn reopen(
             Ok(Some(FileDescription::new(kind, None, f.flags)))
         }
         FileHow::Unix(n) => {
-            let sock = socks.get(n).ok_or_else(|| {
-                fail(format!(
-                    "open file {i} names a socket the image does not have"
-                ))
-            })?;
-            let kind =
-                crate::socket::SocketFile::kind(crate::socket::unix::SocketHandle(sock.clone()));
+            let sock = object(socks, n, "a socket", i)?;
+            let kind = crate::socket::SocketFile::kind(crate::socket::unix::SocketHandle(sock));
             Ok(Some(FileDescription::new(kind, None, f.flags)))
         }
         FileHow::Path {
