@@ -44,6 +44,10 @@ int main(void)
 	EXPECT_TRUE(waitpid(c, &st, WUNTRACED) == c);
 	EXPECT_TRUE(WIFSTOPPED(st));
 	EXPECT(WSTOPSIG(st), SIGSTOP);
+	/* The stopping child marks itself stopped before it signals its
+	 * parent, so waitpid can return before SIGCHLD is delivered. */
+	for (int i = 0; i < 200 && last_code != CLD_STOPPED; i++)
+		usleep(10000);
 	EXPECT(last_code, CLD_STOPPED);
 	/* The stop is reported once. */
 	EXPECT(waitpid(c, &st, WUNTRACED | WNOHANG), 0);
