@@ -15,7 +15,7 @@ use platform::{AddressSpace, Error, Prot, Regs, Result, PAGE_SIZE};
 
 use crate::control::{Control, Started};
 use crate::fpu;
-use crate::stub::{StubImage, TrapConfig, SLOTS_BASE, STUB_BASE, STUB_MEMFD};
+use crate::stub::{StubImage, TrapConfig, SLOTS_BASE, STUB_BASE, STUB_BASEFD, STUB_MEMFD};
 use crate::sys::{self, WaitStatus};
 use crate::tracee::{event_of, Tracee};
 use crate::trap::{Runner, SlotRegion};
@@ -554,14 +554,20 @@ impl AddressSpace for PtraceAddressSpace {
             return Err(Error::Misuse("memory file offset not page aligned"));
         }
         let flags = (libc::MAP_SHARED | libc::MAP_FIXED) as u64;
-        let args = [
-            addr,
-            len,
-            prot.bits(),
-            flags,
-            STUB_MEMFD as u64,
-            file_offset,
-        ];
+        let (fd, offset) = match self.shared.image.base.get() {
+            Some(b) if (b.window..b.window + b.len).contains(&file_offset) => {
+                match b.file_offset(file_offset, len) {
+                    Some(at) if !prot.write => (STUB_BASEFD, at),
+                    _ => {
+                        return Err(Error::Misuse(
+                            "mapping past or writably into the image's window",
+                        ))
+                    }
+                }
+            }
+            _ => (STUB_MEMFD, file_offset),
+        };
+        let args = [addr, len, prot.bits(), flags, fd as u64, offset];
         let got = self.with_caller(|t| t.inject(libc::SYS_mmap, args, "mmap in stub"))?;
         if got != addr {
             return Err(Error::StubDied(format!(

@@ -162,7 +162,9 @@ fn filter(ips: &StubIps, trap: Option<&TrapIps>, memfd: u32) -> Result<Vec<SockF
     a.load_arg_high(3);
     a.jeq(0, Next, kill);
     a.load_arg_low(4);
-    a.jeq(memfd, allow, kill);
+    a.jeq(memfd, allow, Next);
+    // (a restored image's pages, open read-only: no writable mapping)
+    a.jeq(crate::stub::STUB_BASEFD as u32, allow, kill);
 
     a.bind(clone);
     a.load_nr();

@@ -311,6 +311,24 @@ impl Platform for PtracePlatform {
         Ok(Arc::new(self.new_ptrace_address_space()?))
     }
 
+    fn share_base(&self, file: BorrowedFd<'_>, pos: u64, len: u64, window: u64) -> bool {
+        // (a spare made before this would lack the image: none is made
+        // before a second address space)
+        if self.spares.ready_pid().is_some() {
+            return false;
+        }
+        let Ok(fd) = sys::dup_cloexec(file) else {
+            return false;
+        };
+        let base = stub::Base {
+            fd,
+            window,
+            pos,
+            len,
+        };
+        self.image.base.set(base).is_ok()
+    }
+
     fn new_context(&self) -> Result<Box<dyn Context>> {
         Ok(Box::new(self.new_ptrace_context()))
     }

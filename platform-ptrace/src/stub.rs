@@ -90,6 +90,10 @@ pub const STUB_SLOTFD: i32 = 4;
 /// The stub's descriptor for the patched-site tables' memfd during setup
 /// (closed before the filter is installed).
 pub const STUB_FASTFD: i32 = 5;
+/// The stub's descriptor for a restored sandbox image (read-only), whose
+/// pages guest memory shares until written (see
+/// [`platform::Platform::share_base`]); open for the stub's life.
+pub const STUB_BASEFD: i32 = 6;
 /// Offset in a slot of the signal stack's lowest byte.
 pub const SLOT_STACK: u64 = PAGE_SIZE;
 /// Offset in a slot of the `ucontext` a new runner thread enters the guest
@@ -792,6 +796,31 @@ pub(crate) struct StubImage {
     /// The `clone` flags stubs are forked with: [`STUB_FORK_CLONE_FLAGS`]
     /// or [`STUB_FORK_SHARED_NET_CLONE_FLAGS`].
     pub(crate) fork_flags: u64,
+    /// The restored image stubs made from now on map pages of.
+    pub(crate) base: std::sync::OnceLock<Base>,
+}
+
+/// A restored sandbox image's pages, shown to guests read-only where the
+/// Sentry maps the memory-file offsets of its window.
+#[derive(Debug)]
+pub(crate) struct Base {
+    /// the image file, read-only
+    pub fd: OwnedFd,
+    /// the window's first memory-file offset
+    pub window: u64,
+    /// the pages' first byte in the file
+    pub pos: u64,
+    /// their length
+    pub len: u64,
+}
+
+impl Base {
+    /// The file offset behind memory-file offsets `[off, off + len)`, when
+    /// they lie in the window.
+    pub(crate) fn file_offset(&self, off: u64, len: u64) -> Option<u64> {
+        let rel = off.checked_sub(self.window)?;
+        (rel.checked_add(len)? <= self.len).then_some(self.pos + rel)
+    }
 }
 
 /// How the seccomp-trap handler of an image behaves.
@@ -891,6 +920,7 @@ impl StubImage {
             trap,
             fast,
             fork_flags: STUB_FORK_CLONE_FLAGS,
+            base: std::sync::OnceLock::new(),
         })
     }
 
@@ -946,6 +976,7 @@ pub(crate) fn fork_stub(
     let memfd_raw = memfd.as_raw_fd();
     let slotfd_raw = slotfd.map_or(-1, |f| f.as_raw_fd());
     let fastfd_raw = image.fast.as_ref().map_or(-1, |f| f.fd().as_raw_fd());
+    let basefd_raw = image.base.get().map_or(-1, |b| b.fd.as_raw_fd());
     let handler = STUB_BASE + image.layout.handler;
     let trap = image.trap.is_some();
     if trap != slotfd.is_some() {
@@ -974,9 +1005,12 @@ pub(crate) fn fork_stub(
         // private copy of the parent's memory.
         unsafe {
             stub_child(
-                memfd_raw,
-                slotfd_raw,
-                fastfd_raw,
+                ChildFds {
+                    memfd: memfd_raw,
+                    slotfd: slotfd_raw,
+                    fastfd: fastfd_raw,
+                    basefd: basefd_raw,
+                },
                 trap.then_some(handler),
                 parent_raw,
                 image_ptr,
@@ -996,6 +1030,16 @@ pub(crate) fn fork_stub(
     })
 }
 
+/// The Sentry's descriptors a new stub keeps (-1: none), at the numbers
+/// they have in the Sentry.
+#[derive(Clone, Copy)]
+struct ChildFds {
+    memfd: RawFd,
+    slotfd: RawFd,
+    fastfd: RawFd,
+    basefd: RawFd,
+}
+
 /// Child side of [`fork_stub`]. Only raw system calls: the Sentry may be
 /// multithreaded and this is a fork of one thread, so locks held by other
 /// threads (the allocator's among them) stay locked forever here.
@@ -1010,15 +1054,19 @@ pub(crate) fn fork_stub(
 /// Must only be called in the child of the fork in [`fork_stub`], with
 /// `image` pointing to [`STUB_LEN`] readable bytes.
 unsafe fn stub_child(
-    memfd: RawFd,
-    slotfd: RawFd,
-    fastfd: RawFd,
+    fds: ChildFds,
     handler: Option<u64>,
     parent: RawFd,
     image: *const u8,
     setup: u64,
 ) -> ! {
     use libc::{c_long, syscall};
+    let ChildFds {
+        memfd,
+        slotfd,
+        fastfd,
+        basefd,
+    } = fds;
     // SAFETY: each call is a raw system call with integer arguments or
     // pointers to live locals of this frame, failures exit; the final copy
     // writes STUB_LEN bytes into the fresh mapping `first` from `image`
@@ -1143,16 +1191,33 @@ unsafe fn stub_child(
         } else {
             -1
         };
-        if memfd < 0 || (handler.is_some() && slotfd < 0) {
+        let basefd = if basefd >= 0 {
+            syscall(libc::SYS_fcntl, basefd, libc::F_DUPFD, 10) as RawFd
+        } else {
+            -2
+        };
+        if memfd < 0 || (handler.is_some() && slotfd < 0) || basefd == -1 {
             fail(106);
         }
         if syscall(libc::SYS_dup2, memfd, STUB_MEMFD) != STUB_MEMFD.into()
             || (slotfd >= 0 && syscall(libc::SYS_dup2, slotfd, STUB_SLOTFD) != STUB_SLOTFD.into())
             || (fastfd >= 0 && syscall(libc::SYS_dup2, fastfd, STUB_FASTFD) != STUB_FASTFD.into())
+            || (basefd >= 0 && syscall(libc::SYS_dup2, basefd, STUB_BASEFD) != STUB_BASEFD.into())
         {
             fail(106);
         }
-        let last = if fastfd >= 0 {
+        // (numbers below the image's that nothing was given: closed too)
+        if basefd >= 0 {
+            if slotfd < 0 {
+                syscall(libc::SYS_close, STUB_SLOTFD);
+            }
+            if fastfd < 0 {
+                syscall(libc::SYS_close, STUB_FASTFD);
+            }
+        }
+        let last = if basefd >= 0 {
+            STUB_BASEFD
+        } else if fastfd >= 0 {
             STUB_FASTFD
         } else if slotfd >= 0 {
             STUB_SLOTFD

@@ -236,6 +236,22 @@ pub trait Platform: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Lets address spaces made from now on map `len` bytes of `file`
+    /// from `pos` on (a restored sandbox image's pages), read-only,
+    /// wherever the Sentry maps the memory-file offsets `[window, window +
+    /// len)`. Called before the first address space; false when the
+    /// platform cannot (the Sentry then copies those pages).
+    fn share_base(
+        &self,
+        file: std::os::fd::BorrowedFd<'_>,
+        pos: u64,
+        len: u64,
+        window: u64,
+    ) -> bool {
+        let _ = (file, pos, len, window);
+        false
+    }
+
     /// The `clone(2)` flag sets the platform's host processes and threads
     /// use once it runs guests (a new stub, a stub's thread): the Sentry's
     /// own seccomp filter, which those processes inherit, allows exactly

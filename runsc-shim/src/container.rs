@@ -179,33 +179,86 @@ pub struct CreateOptions {
 pub const IMAGE_NAME: &str = "sandbox.img";
 
 /// The image file in `dir` (made, mode 0700, when missing), open for the
-/// Sentry to write (an earlier image stays until it does).
+/// Sentry to write (an earlier image stays until it does). An image that
+/// a running sandbox was restored from (it holds a shared lock: its memory
+/// shares the file's pages) is never written over: it is unlinked, and
+/// the new image gets a file of its own.
 pub fn open_image_for_save(dir: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
         _ => {}
     }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(dir.join(IMAGE_NAME))
+    let path = dir.join(IMAGE_NAME);
+    let open = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+    };
+    let file = open()?;
+    if lock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+        // (only a test of the lock: writers do not hold it)
+        lock(&file, libc::LOCK_UN);
+        return Ok(file);
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    open()
 }
 
-/// The image saved in `dir`, checked (magic, version, length, checksum);
-/// the error names `dir` and what is wrong.
-pub fn read_image(dir: &Path) -> Result<Vec<u8>, String> {
-    let image = std::fs::read(dir.join(IMAGE_NAME)).map_err(|e| {
-        format!(
-            "{}: {e} (give a directory that `do --save` or `checkpoint` wrote)",
-            dir.display()
-        )
+/// `flock(2)` on `file`; whether it was granted.
+fn lock(file: &std::fs::File, op: libc::c_int) -> bool {
+    // SAFETY: plain syscall on a descriptor we own.
+    unsafe { libc::flock(file.as_raw_fd(), op) == 0 }
+}
+
+/// The image saved in `dir`, checked (magic, version, lengths, both
+/// checksums), and locked shared for as long as it is open (a save into
+/// `dir` then makes a new file); the error names `dir` and what is wrong.
+/// The pages' checksum is computed once per version of the file: a stamp
+/// beside it remembers the check, so restoring many sandboxes from one
+/// image reads its pages only as their guests touch them.
+pub fn read_image(dir: &Path) -> Result<sentry::Image, String> {
+    let path = dir.join(IMAGE_NAME);
+    let named = |e: String| format!("{}: {e}", dir.display());
+    let file = std::fs::File::open(&path).map_err(|e| {
+        named(format!(
+            "{e} (give a directory that `do --save` or `checkpoint` wrote)"
+        ))
     })?;
-    sentry::check_image(&image).map_err(|e| format!("{}: {e}", dir.display()))?;
+    lock(&file, libc::LOCK_SH);
+    let image = sentry::Image::open(file).map_err(|e| named(e.0))?;
+    let stamp = file_stamp(image.file());
+    let stamp_path = dir.join(format!("{IMAGE_NAME}.checked"));
+    let checked =
+        !stamp.is_empty() && std::fs::read_to_string(&stamp_path).is_ok_and(|s| s.trim() == stamp);
+    if !checked {
+        image.check_pages().map_err(|e| named(e.0))?;
+        // (a directory the caller may not write: checked again next time)
+        let _ = std::fs::write(&stamp_path, format!("{stamp}\n"));
+    }
     Ok(image)
+}
+
+/// What identifies one version of a file: device, inode, size and change
+/// time (which every write moves on, and no one can set back).
+fn file_stamp(file: &std::fs::File) -> String {
+    use std::os::unix::fs::MetadataExt;
+    match file.metadata() {
+        Ok(m) => format!(
+            "{} {} {} {}.{:09}",
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.ctime(),
+            m.ctime_nsec()
+        ),
+        Err(_) => String::new(),
+    }
 }
 
 /// Descriptors to become a sandbox's standard input, output and error.

@@ -1090,17 +1090,19 @@ fn run_do(args: DoArgs) -> ExitCode {
     };
     // The image file, opened or read while this process may still open
     // host paths.
-    let save = match &args.save {
-        Some(dir) => match container::open_image_for_save(dir) {
-            Ok(f) => Some(f),
-            Err(e) => return fail(2, format_args!("--save {}: {e}", dir.display())),
-        },
-        None => None,
-    };
+    // (the image restored from first: a save into the same directory
+    // then gets a new file, since the restored memory shares this one's)
     let restore = match &args.restore {
         Some(dir) => match container::read_image(dir) {
             Ok(image) => Some(image),
             Err(e) => return fail(2, format_args!("--restore {e}")),
+        },
+        None => None,
+    };
+    let save = match &args.save {
+        Some(dir) => match container::open_image_for_save(dir) {
+            Ok(f) => Some(f),
+            Err(e) => return fail(2, format_args!("--save {}: {e}", dir.display())),
         },
         None => None,
     };

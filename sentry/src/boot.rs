@@ -111,9 +111,8 @@ pub struct SandboxConfig<'a> {
     /// guest cannot save the sandbox
     pub save: Option<std::fs::File>,
     /// a sandbox image to go on from instead of starting `argv` (`do
-    /// --restore`), one [`crate::check_image`] accepted (its checksum is
-    /// not computed again)
-    pub restore: Option<Vec<u8>>,
+    /// --restore`)
+    pub restore: Option<crate::Image>,
 }
 
 /// A file system mounted over a guest path.
@@ -411,7 +410,7 @@ where
     let task = match config.restore {
         Some(image) => crate::syscalls::checkpoint::restore_process(
             &kernel,
-            Arc::new(image),
+            image,
             console.as_ref().map(|(c, f)| {
                 let tty: Arc<dyn crate::kernel::task::Terminal> = c.pty().clone();
                 (f.clone(), tty)

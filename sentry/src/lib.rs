@@ -38,6 +38,7 @@ pub use kernel::Kernel;
 pub use kernel::{spawn_process, CpuMax, Error, Privileges, ProcessSpec, ProcessSummary, Stdio};
 pub use socket::inet::LoopbackConn;
 pub use syscalls::checkpoint::payload as check_image;
+pub use syscalls::checkpoint::Image;
 
 /// The guest's network view (its devices, addresses and routes), which
 /// the runtime builds from the host's.

@@ -257,6 +257,8 @@ pub struct Checkpointing {
     /// the sandbox's terminal as the first process has it, which a
     /// restored copy gets its own terminal in place of
     pub console: std::sync::OnceLock<Arc<crate::vfs::file::FileDescription>>,
+    /// the image file a restored sandbox's memory shares pages with
+    pub base: std::sync::OnceLock<std::fs::File>,
 }
 
 /// The sandbox's processes.

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use abi::Errno;
 
@@ -27,6 +27,9 @@ pub struct MemoryFile {
     base: *mut u8,
     size: u64,
     free: Mutex<BTreeMap<u64, u64>>,
+    /// the window of offsets that shows a sandbox image's pages, read-only
+    /// (see [`MemoryFile::attach_base`])
+    window: OnceLock<(u64, u64)>,
 }
 
 // SAFETY: `base` points at a shared mapping that lives as long as `self`; all
@@ -72,6 +75,7 @@ impl MemoryFile {
                         base: p.cast(),
                         size,
                         free: Mutex::new(free),
+                        window: OnceLock::new(),
                     });
                 }
             }
@@ -85,6 +89,45 @@ impl MemoryFile {
     /// The memfd, for platforms to map from.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// Shows `len` bytes of `file` from `pos` on (both page-aligned: a
+    /// restored sandbox image's pages) at a window of offsets of their
+    /// own, read-only, so that guest memory can share them until written;
+    /// the window's first offset. Once per memory file: the window lives
+    /// as long as it does. Nothing may write to the window's offsets.
+    pub fn attach_base(&self, file: BorrowedFd<'_>, pos: u64, len: u64) -> Result<u64, Errno> {
+        if !pos.is_multiple_of(PAGE_SIZE) || len == 0 || self.window.get().is_some() {
+            return Err(Errno::EINVAL);
+        }
+        let len = len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let at = self.allocate(len)?;
+        // SAFETY: replaces part of our own mapping of the memory file (in
+        // bounds: `allocate` gave it) with a read-only view of `file`.
+        let p = unsafe {
+            libc::mmap(
+                self.ptr(at, len).cast(),
+                len as usize,
+                libc::PROT_READ,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                file.as_raw_fd(),
+                pos as i64,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = Errno::from_io(&std::io::Error::last_os_error());
+            self.release(at, len);
+            return Err(e);
+        }
+        let _ = self.window.set((at, len));
+        Ok(at)
+    }
+
+    /// Whether offset `off` lies in the window of [`MemoryFile::attach_base`].
+    pub fn in_window(&self, off: u64) -> bool {
+        self.window
+            .get()
+            .is_some_and(|&(at, len)| off >= at && off - at < len)
     }
 
     /// Allocates `len` bytes (a multiple of the page size) of file offsets.
@@ -204,6 +247,11 @@ impl MemoryFile {
     /// Sets `out[i]` to 1 where page `i` of `[from, from + out.len()
     /// pages)` holds memory (is no hole): `mincore(2)`'s residency.
     pub fn mark_populated(&self, from: u64, out: &mut [u8]) {
+        if self.in_window(from) {
+            // an image's page: present, in the image's file
+            out.fill(1);
+            return;
+        }
         let pages = out.len();
         self.for_each_data(from, pages as u64 * PAGE_SIZE, |s, e| {
             let first = ((s - from) / PAGE_SIZE) as usize;

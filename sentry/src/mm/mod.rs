@@ -16,6 +16,12 @@
 //! into the mapping's own offsets and maps the copy instead
 //! ([`Vma::image_pages`]). Any other fault the Sentry sees is a real guest
 //! error.
+//!
+//! A restored sandbox's memory shares its image's pages the same way: the
+//! image's file is shown read-only at a window of memory-file offsets
+//! ([`MemoryFile::attach_base`]), and a restored VMA's saved pages are
+//! views of it ([`Vma::base`]) until written. Every sandbox restored from
+//! one image shares the host's cached pages of that file.
 
 pub mod fileimage;
 pub mod guestio;
@@ -215,6 +221,9 @@ pub struct Vma {
     /// for a private mapping of a file's image: which pages still are the
     /// image's (see the module's documentation)
     pub image_pages: Option<ImagePages>,
+    /// for memory restored from a sandbox image: where its saved pages
+    /// are in the image's window (those `image_pages` marks still are)
+    pub base: Option<BasePages>,
     /// the NUMA policy `mbind(2)` gave it (`None`: the default)
     pub mempolicy: Option<MemPolicy>,
     /// sealed by `mseal(2)`: its range can no longer be unmapped, moved,
@@ -289,6 +298,41 @@ impl ImagePages {
     }
 }
 
+/// The saved pages of a restored VMA in the image's window: page numbers
+/// (counted from where the VMA started when it was restored) and their
+/// memory-file offsets, in order. Sparse: a huge reservation saved few.
+#[derive(Clone, Debug)]
+pub struct BasePages {
+    slots: Arc<[(u64, u64)]>,
+    /// the number, among `slots`', of this VMA's first page
+    first: u64,
+}
+
+impl BasePages {
+    /// `slots` must be sorted by page number.
+    pub fn new(slots: Vec<(u64, u64)>) -> BasePages {
+        debug_assert!(slots.windows(2).all(|w| w[0].0 < w[1].0));
+        BasePages {
+            slots: slots.into(),
+            first: 0,
+        }
+    }
+
+    /// The window offset of the VMA's page `i`, if it was saved.
+    fn offset(&self, i: u64) -> Option<u64> {
+        let k = self.first + i;
+        let j = self.slots.binary_search_by_key(&k, |s| s.0).ok()?;
+        Some(self.slots[j].1)
+    }
+
+    /// Page numbers (of the VMA) that were saved.
+    fn pages(&self) -> impl Iterator<Item = u64> + '_ {
+        self.slots
+            .iter()
+            .filter_map(|&(k, _)| k.checked_sub(self.first))
+    }
+}
+
 /// What [`MemoryManager::handle_fault`] made of a fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultFix {
@@ -318,6 +362,7 @@ impl Vma {
             sigbus_from: None,
             writer: None,
             image_pages: None,
+            base: None,
             mempolicy: None,
             sealed: false,
         }
@@ -343,6 +388,9 @@ impl Vma {
             .image_pages
             .as_ref()
             .map(|p| p.split_off(delta / PAGE_SIZE, (self.end - self.start) / PAGE_SIZE));
+        if let Some(b) = &mut right.base {
+            b.first += delta / PAGE_SIZE;
+        }
         self.end = at;
         right
     }
@@ -351,6 +399,14 @@ impl Vma {
     /// VMA), when its page still is the image's.
     fn image_offset(&self, addr: u64) -> Option<u64> {
         let pages = self.image_pages.as_ref()?;
+        if let Some(b) = &self.base {
+            let i = (addr - self.start) / PAGE_SIZE;
+            return pages
+                .get(i)
+                .then(|| b.offset(i))
+                .flatten()
+                .map(|o| o + (addr - self.start) % PAGE_SIZE);
+        }
         let Backing::File {
             image: Some(img),
             pos,
@@ -704,7 +760,12 @@ impl MemoryManager {
         } else {
             page_down(avail)
         };
-        if bytes == 0 || !pos.is_multiple_of(PAGE_SIZE) {
+        // (a position and length from a sandbox image, not only from
+        // `mmap`, which keeps them inside the file)
+        let inside = pos
+            .checked_add(bytes)
+            .is_some_and(|e| e <= page_up(img.size()).unwrap_or(0));
+        if bytes == 0 || !pos.is_multiple_of(PAGE_SIZE) || !inside {
             return Ok(None);
         }
         img.fill(file, pos, bytes)?;
@@ -730,7 +791,14 @@ impl MemoryManager {
         while at < e {
             let image = v.image_offset(at);
             let mut end = at + PAGE_SIZE;
-            while end < e && v.image_offset(end).is_some() == image.is_some() {
+            // (a run of the image's pages must lie in a row there too)
+            while end < e
+                && match (image, v.image_offset(end)) {
+                    (Some(a), Some(b)) => b == a + (end - at),
+                    (None, None) => true,
+                    _ => false,
+                }
+            {
                 end += PAGE_SIZE;
             }
             match image {
@@ -775,6 +843,31 @@ impl MemoryManager {
                 at += PAGE_SIZE;
             }
         }
+    }
+
+    /// Makes the saved pages of the private mapping `[start, end)` (one
+    /// VMA, just restored, holding nothing of its own) views of the
+    /// image's pages in `base`, until written.
+    pub fn share_base(&mut self, start: u64, end: u64, base: BasePages) -> Result<(), Errno> {
+        let keys = self.isolate(start, end);
+        let [key] = keys[..] else {
+            return Err(Errno::EINVAL);
+        };
+        let Some(v) = self.vmas.get_mut(&key) else {
+            return Err(Errno::EINVAL);
+        };
+        if v.shared || v.image_pages.is_some() || v.start != start || v.end != end {
+            return Err(Errno::EINVAL);
+        }
+        let pages = ImagePages::new((end - start) / PAGE_SIZE, 0);
+        for i in base.pages() {
+            pages.set(i, true);
+        }
+        v.image_pages = Some(pages);
+        v.base = Some(base);
+        let v = v.clone();
+        self.map_pieces(&v, v.start, v.end)
+            .map_err(|_| Errno::ENOMEM)
     }
 
     /// Makes every page of the VMA at `key` its own (before `mremap`,

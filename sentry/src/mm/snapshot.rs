@@ -4,6 +4,10 @@
 //! and rebuilt from that file (whose identity the caller checks), so pages
 //! still shared with the file's image cost the image nothing.
 //!
+//! The pages themselves go to the image's page area (page-aligned in its
+//! file), each VMA naming its pages' slots there; a restore maps that area
+//! and shares it until the guest writes ([`crate::mm::BasePages`]).
+//!
 //! [`Enc`] and [`Dec`] are the image's little-endian encoding; [`Dec`]
 //! reads untrusted bytes and fails, never panics, on any that do not fit.
 
@@ -12,7 +16,7 @@ use std::sync::Arc;
 use platform::Prot;
 
 use crate::mm::fileimage::FileImage;
-use crate::mm::{Backing, Mappable, MemoryManager, SharedRegion};
+use crate::mm::{Backing, BasePages, Mappable, MemoryManager, SharedRegion};
 use crate::PAGE_SIZE;
 
 /// Appends values to an image.
@@ -137,6 +141,19 @@ const KIND_ANON: u8 = 0;
 const KIND_FILE: u8 = 1;
 const KIND_TIME: u8 = 2;
 
+/// Where a restore finds the image's page area: at memory-file offset
+/// `at` (the window), `pages` pages; `share`: the platform maps the window
+/// too, so restored memory may share it (else each page is copied).
+#[derive(Clone, Copy, Debug)]
+pub struct PageArea {
+    /// the window's first offset
+    pub at: u64,
+    /// pages in the area
+    pub pages: u64,
+    /// whether restored memory shares the area's pages
+    pub share: bool,
+}
+
 /// A mapped file found again, and its image for private mappings.
 pub type Found = (Arc<dyn Mappable>, Option<Arc<FileImage>>);
 
@@ -163,12 +180,14 @@ fn prot_of(b: u8) -> Prot {
 }
 
 impl MemoryManager {
-    /// Writes this address space to `out`. `time` is the sandbox's time
-    /// page, mapped in every process and made anew at restore. What the
-    /// image cannot hold yet (shared memory) is refused in words.
+    /// Writes this address space to `out`, its pages to the page area
+    /// `pages`. `time` is the sandbox's time page, mapped in every process
+    /// and made anew at restore. What the image cannot hold yet (shared
+    /// memory) is refused in words.
     pub fn save(
         &self,
         out: &mut Enc,
+        pages: &mut Vec<u8>,
         time: &Arc<SharedRegion>,
         files: &dyn Files,
     ) -> Result<(), String> {
@@ -237,7 +256,8 @@ impl MemoryManager {
                 }
             }
             // The pages the VMA holds of its own: populated ones that are
-            // not its file's image's, and not all zeros.
+            // not its file's image's, and not all zeros; and those it still
+            // shares with the image it was restored from.
             // (walked run by run: a huge reservation holds few pages)
             let mut own = Vec::new();
             self.mf.for_each_data(v.offset, v.end - v.start, |s, e| {
@@ -248,9 +268,15 @@ impl MemoryManager {
                         && v.sigbus_from.is_none_or(|b| v.start + i * PAGE_SIZE < b)
                 }));
             });
+            if let (Some(b), Some(p)) = (&v.base, &v.image_pages) {
+                let n = (v.end - v.start) / PAGE_SIZE;
+                own.extend(b.pages().filter(|&i| i < n && p.get(i)));
+                own.sort_unstable();
+            }
             let mut kept = Vec::new();
             for i in own {
-                self.mf.read(v.offset + i * PAGE_SIZE, &mut page);
+                let (off, _) = v.locate(v.start + i * PAGE_SIZE);
+                self.mf.read(off, &mut page);
                 if page.iter().any(|&b| b != 0) {
                     kept.push((i, page.clone()));
                 }
@@ -261,7 +287,8 @@ impl MemoryManager {
             out.u64(kept.len() as u64);
             for (i, data) in kept {
                 out.u64(i);
-                out.buf.extend_from_slice(&data);
+                out.u64((pages.len() as u64) / PAGE_SIZE);
+                pages.extend_from_slice(&data);
             }
         }
         Ok(())
@@ -309,10 +336,11 @@ impl MemoryManager {
     }
 
     /// Rebuilds the address space [`MemoryManager::save`] wrote into this
-    /// empty one, with `time` as the time page.
+    /// empty one, with `time` as the time page and its pages in `area`.
     pub fn restore(
         &mut self,
         inp: &mut Dec<'_>,
+        area: PageArea,
         time: &Arc<SharedRegion>,
         files: &dyn Files,
     ) -> Result<(), String> {
@@ -404,14 +432,38 @@ impl MemoryManager {
                 self.seal(start, end)
                     .map_err(|e| format!("sealing {start:#x}: {e}"))?;
             }
-            let pages = inp.count(8 + PAGE_SIZE as usize).map_err(err)?;
-            for _ in 0..pages {
+            let n = inp.count(16).map_err(err)?;
+            let mut slots = Vec::with_capacity(n);
+            for _ in 0..n {
                 let i = inp.u64().map_err(err)?;
-                let data = inp.take(PAGE_SIZE as usize).map_err(err)?;
-                if i >= len / PAGE_SIZE {
-                    return Err("the image holds a page outside its mapping".into());
+                let slot = inp.u64().map_err(err)?;
+                if i >= len / PAGE_SIZE || slots.last().is_some_and(|&(j, _)| j >= i) {
+                    return Err(
+                        "the image holds a page outside its mapping, or out of order".into(),
+                    );
                 }
-                self.poke(start + i * PAGE_SIZE, data)
+                if slot >= area.pages {
+                    return Err("the image names a page past its page area".into());
+                }
+                slots.push((i, area.at + slot * PAGE_SIZE));
+            }
+            if slots.is_empty() {
+                continue;
+            }
+            let shared_base = area.share
+                && self.covers(start, end)
+                && self
+                    .find_vma(start)
+                    .is_some_and(|v| !v.shared && v.image_pages.is_none());
+            if shared_base {
+                self.share_base(start, end, BasePages::new(slots))
+                    .map_err(|e| format!("the pages at {start:#x}: {e}"))?;
+                continue;
+            }
+            let mut page = vec![0u8; PAGE_SIZE as usize];
+            for (i, off) in slots {
+                self.mf.read(off, &mut page);
+                self.poke(start + i * PAGE_SIZE, &page)
                     .map_err(|e| format!("a page at {:#x}: {e}", start + i * PAGE_SIZE))?;
             }
         }

@@ -8,10 +8,12 @@
 //! task, a pipe or socket, shared memory, an armed timer) is named in the
 //! one line the checkpoint fails with, and the sandbox runs on.
 //!
-//! The image: a header (magic, version, payload length, checksum), then
-//! the process, its address space ([`crate::mm::snapshot`]) and its
-//! descriptors. Standard descriptors become the restoring caller's; other
-//! files are opened again by path and must be unchanged.
+//! The image: a header (magic, version, the payload's length and checksum,
+//! the page area's), the payload (processes, address spaces
+//! ([`crate::mm::snapshot`]), descriptors), then, page-aligned, the page
+//! area that a restore maps and shares ([`Image`]). Standard descriptors
+//! become the restoring caller's; other files are opened again by path
+//! and must be unchanged.
 
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
@@ -26,7 +28,7 @@ use crate::fsimpl::tmpfs::{MemInode, MemKind};
 use crate::kernel::auth::{CapSets, Creds};
 use crate::kernel::task::{FsContext, Process, ProcessState, Task, Thread, CHECKPOINT_ASKED};
 use crate::kernel::{Error, Kernel};
-use crate::mm::snapshot::{bad, Bad, Dec, Enc, Files};
+use crate::mm::snapshot::{bad, Bad, Dec, Enc, Files, PageArea};
 use crate::mm::{Mappable, MemoryManager};
 use crate::socket::unix::{Creds as UnixCreds, Saved as UnixSaved, SockType, UnixSocket};
 use crate::sync::Locked;
@@ -36,10 +38,16 @@ use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
 const MAGIC: &[u8; 8] = b"FVSNAP\r\n";
 
 /// The layout this Sentry writes and reads.
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 
-/// Magic, version, flags, payload length, checksum.
-const HEADER: usize = 8 + 4 + 4 + 8 + 8;
+/// Magic, version, flags, payload length and checksum, page area length
+/// and checksum.
+const HEADER: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8;
+
+/// Where the page area of an image whose payload is `len` bytes starts.
+fn pages_at(len: u64) -> u64 {
+    (HEADER as u64 + len).div_ceil(crate::PAGE_SIZE) * crate::PAGE_SIZE
+}
 
 /// The kinds of tmpfs node an image holds.
 const NODE_DIR: u8 = 0;
@@ -179,19 +187,119 @@ fn read_unix(d: &mut Dec<'_>, kernel: &Kernel) -> Result<Vec<Arc<UnixSocket>>, B
 /// corrupt image, not an attacker, is what it catches: who may restore
 /// an image is the host's file permissions' business).
 fn checksum(data: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ data.len() as u64;
-    let mut words = data.chunks_exact(8);
-    for w in &mut words {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        h = (h ^ u64::from_le_bytes(b))
-            .wrapping_mul(0x0000_0100_0000_01b3)
-            .rotate_left(23);
+    let mut sum = Checksum::new(data.len() as u64);
+    let whole = data.len() / 8 * 8;
+    sum.words(&data[..whole]);
+    sum.end(&data[whole..])
+}
+
+/// [`checksum`] over data that comes in pieces (each but the last a
+/// multiple of eight bytes long).
+struct Checksum(u64);
+
+impl Checksum {
+    fn new(len: u64) -> Checksum {
+        Checksum(0xcbf2_9ce4_8422_2325u64 ^ len)
     }
-    for &b in words.remainder() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+
+    fn words(&mut self, data: &[u8]) {
+        for w in data.chunks_exact(8) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            self.0 = (self.0 ^ u64::from_le_bytes(b))
+                .wrapping_mul(0x0000_0100_0000_01b3)
+                .rotate_left(23);
+        }
     }
-    h
+
+    fn end(mut self, rest: &[u8]) -> u64 {
+        for &b in rest {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0
+    }
+}
+
+/// A sandbox image opened for a restore: its header and payload read and
+/// checked; its page area stays in the file, which the restore maps (so
+/// every sandbox restored from one file shares the host's cached pages).
+#[derive(Debug)]
+pub struct Image {
+    /// header and payload
+    bytes: Vec<u8>,
+    file: std::fs::File,
+}
+
+impl Image {
+    /// Reads the header and payload of the image in `file` and checks
+    /// them (magic, version, sizes, the payload's checksum).
+    pub fn open(file: std::fs::File) -> Result<Image, Bad> {
+        let mut head = [0u8; HEADER];
+        let size = file
+            .metadata()
+            .or_else(|e| bad(format!("reading the image: {e}")))?
+            .len();
+        if size < HEADER as u64 {
+            return bad("not a ferrovisor sandbox image (too short)");
+        }
+        file.read_exact_at(&mut head, 0)
+            .or_else(|e| bad(format!("reading the image: {e}")))?;
+        framed(&head, true)?;
+        let (len, pages) = (word(&head, 16), word(&head, 32));
+        let want = (len < size)
+            .then(|| pages_at(len).checked_add(pages))
+            .flatten();
+        if want != Some(size) {
+            return bad(format!(
+                "the image is truncated or has bytes past its end ({size} bytes, not {})",
+                want.map_or_else(|| "that many".to_string(), |w| w.to_string())
+            ));
+        }
+        let mut bytes = vec![0u8; HEADER + len as usize];
+        bytes[..HEADER].copy_from_slice(&head);
+        file.read_exact_at(&mut bytes[HEADER..], HEADER as u64)
+            .or_else(|e| bad(format!("reading the image: {e}")))?;
+        payload(&bytes)?;
+        Ok(Image { bytes, file })
+    }
+
+    /// The file the image was read from.
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+
+    /// Where the page area is in the file, and its length.
+    fn page_area(&self) -> (u64, u64) {
+        (pages_at(word(&self.bytes, 16)), word(&self.bytes, 32))
+    }
+
+    /// Reads the page area and checks its checksum (which [`Image::open`]
+    /// leaves to the caller: a runtime may remember it checked this file).
+    pub fn check_pages(&self) -> Result<(), Bad> {
+        let (at, len) = self.page_area();
+        let mut sum = Checksum::new(len);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(buf.len() as u64) as usize;
+            self.file
+                .read_exact_at(&mut buf[..n], at + done)
+                .or_else(|e| bad(format!("reading the image's pages: {e}")))?;
+            sum.words(&buf[..n / 8 * 8]);
+            done += n as u64;
+        }
+        if sum.end(&[]) != word(&self.bytes, 40) {
+            return bad("the image is corrupt (the checksum of its pages does not match)");
+        }
+        Ok(())
+    }
+}
+
+/// The little-endian word at `at` of an image's header.
+fn word(head: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&head[at..at + 8]);
+    u64::from_le_bytes(b)
 }
 
 /// A process's seccomp state in an image: none, or the filter every
@@ -459,26 +567,36 @@ fn gather_and_save(
             .0;
     };
     let result = gathered.and_then(|()| {
-        let payload = encode(&kernel, &f.records)?;
-        write_image(target, &payload)
+        let (payload, pages) = encode(&kernel, &f.records)?;
+        write_image(target, &payload, &pages)
     });
     (result, f)
 }
 
-/// Writes header and `payload` into `target`; the image's size.
-fn write_image(target: &std::fs::File, payload: &[u8]) -> Result<u64, String> {
+/// Writes header, `payload` and the page area `pages` into `target`; the
+/// image's size.
+fn write_image(target: &std::fs::File, payload: &[u8], pages: &[u8]) -> Result<u64, String> {
     let mut head = Vec::with_capacity(HEADER);
     head.extend_from_slice(MAGIC);
     head.extend_from_slice(&VERSION.to_le_bytes());
     head.extend_from_slice(&0u32.to_le_bytes());
-    head.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    head.extend_from_slice(&checksum(payload).to_le_bytes());
+    for w in [
+        payload.len() as u64,
+        checksum(payload),
+        pages.len() as u64,
+        checksum(pages),
+    ] {
+        head.extend_from_slice(&w.to_le_bytes());
+    }
     let io = |e: std::io::Error| format!("writing the image: {e}");
+    let at = pages_at(payload.len() as u64);
     target.set_len(0).map_err(io)?;
     target.write_all_at(&head, 0).map_err(io)?;
     target.write_all_at(payload, HEADER as u64).map_err(io)?;
+    target.write_all_at(pages, at).map_err(io)?;
+    target.set_len(at + pages.len() as u64).map_err(io)?;
     target.sync_all().map_err(io)?;
-    Ok((HEADER + payload.len()) as u64)
+    Ok(at + pages.len() as u64)
 }
 
 fn record_of(task: &mut Task) -> (i32, Result<Record, String>) {
@@ -590,7 +708,7 @@ const KILLED: u8 = 2;
 fn encode(
     kernel: &Arc<Kernel>,
     records: &[(i32, Result<Record, String>)],
-) -> Result<Vec<u8>, String> {
+) -> Result<(Vec<u8>, Vec<u8>), String> {
     let mut procs: Vec<Arc<Process>> = kernel.procs().map.values().cloned().collect();
     procs.sort_by_key(|p| (p.pid != 1, p.pid));
     let record = |tid: i32| {
@@ -702,17 +820,22 @@ fn encode(
         e.u32(fs.umask);
     }
     e.u64(mms.len() as u64);
+    let mut pages = Vec::new();
     for mm in &mms {
         // A length, then the address space: written in place.
         let at = e.buf.len();
         e.u64(0);
-        mm.locked()
-            .save(&mut e, kernel.timekeeper.region(), &SandboxFiles(kernel))?;
+        mm.locked().save(
+            &mut e,
+            &mut pages,
+            kernel.timekeeper.region(),
+            &SandboxFiles(kernel),
+        )?;
         let len = (e.buf.len() - at - 8) as u64;
         e.buf[at..at + 8].copy_from_slice(&len.to_le_bytes());
     }
     e.buf.extend_from_slice(&body.buf);
-    Ok(e.buf)
+    Ok((e.buf, pages))
 }
 
 fn save_meta(n: &MemInode, e: &mut Enc) {
@@ -1122,7 +1245,7 @@ fn kind_name(kind: &FileKind) -> String {
 /// An image's payload, its header and checksum checked (what the runtime
 /// does before it starts a restore).
 pub fn payload(image: &[u8]) -> Result<&[u8], Bad> {
-    let body = framed(image)?;
+    let body = framed(image, false)?;
     let sum = u64::from_le_bytes(image[24..32].try_into().or_else(|_| bad("no checksum"))?);
     if checksum(body) != sum {
         return bad("the image is corrupt (its checksum does not match)");
@@ -1130,26 +1253,22 @@ pub fn payload(image: &[u8]) -> Result<&[u8], Bad> {
     Ok(body)
 }
 
-/// An image's payload, its magic, version and length checked (the
-/// checksum is [`payload`]'s: the runtime checked it already).
-fn framed(image: &[u8]) -> Result<&[u8], Bad> {
+/// An image's payload (`image`: its header and payload), its magic,
+/// version and length checked (the checksum is [`payload`]'s: the runtime
+/// checked it already); with `head_only`, the header alone.
+fn framed(image: &[u8], head_only: bool) -> Result<&[u8], Bad> {
     if image.len() < HEADER || &image[..8] != MAGIC {
         return bad("not a ferrovisor sandbox image");
     }
-    let word = |at: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&image[at..at + 8]);
-        u64::from_le_bytes(b)
-    };
     let version = u32::from_le_bytes([image[8], image[9], image[10], image[11]]);
     if version != VERSION {
         return bad(format!(
             "an image of version {version}; this ferrovisor reads version {VERSION}"
         ));
     }
-    let len = word(16);
+    let len = word(image, 16);
     let body = &image[HEADER..];
-    if body.len() as u64 != len {
+    if !head_only && body.len() as u64 != len {
         return bad(format!(
             "the image is truncated or has bytes past its end ({} of {len} bytes)",
             body.len()
@@ -1462,7 +1581,11 @@ type MmSlot = Arc<std::sync::OnceLock<Result<Arc<Mutex<MemoryManager>>, String>>
 
 /// Builds address space `blob` for a thread on its own host thread (the
 /// one that will run it).
-fn build_mm(kernel: &Arc<Kernel>, blob: &[u8]) -> Result<Arc<Mutex<MemoryManager>>, String> {
+fn build_mm(
+    kernel: &Arc<Kernel>,
+    blob: &[u8],
+    area: PageArea,
+) -> Result<Arc<Mutex<MemoryManager>>, String> {
     let space = kernel
         .platform
         .new_address_space()
@@ -1473,7 +1596,12 @@ fn build_mm(kernel: &Arc<Kernel>, blob: &[u8]) -> Result<Arc<Mutex<MemoryManager
         kernel.platform.max_user_address(),
     );
     let mut d = Dec::new(blob);
-    mm.restore(&mut d, kernel.timekeeper.region(), &SandboxFiles(kernel))?;
+    mm.restore(
+        &mut d,
+        area,
+        kernel.timekeeper.region(),
+        &SandboxFiles(kernel),
+    )?;
     if !d.is_empty() {
         return Err("an address space has bytes past its end".into());
     }
@@ -1486,6 +1614,8 @@ struct Shared {
     /// the image, and where in it each address space is
     image: Arc<Vec<u8>>,
     blobs: Vec<std::ops::Range<usize>>,
+    /// the image's page area
+    area: PageArea,
     slots: Vec<MmSlot>,
     owner: Vec<i32>,
     fds: Vec<Arc<Mutex<FdTable>>>,
@@ -1497,7 +1627,11 @@ impl Shared {
     /// for by the others.
     fn mm_for(&self, t: &SavedThread) -> Result<Arc<Mutex<MemoryManager>>, String> {
         if self.owner[t.mm] == t.tid {
-            let mm = build_mm(&self.kernel, &self.image[self.blobs[t.mm].clone()]);
+            let mm = build_mm(
+                &self.kernel,
+                &self.image[self.blobs[t.mm].clone()],
+                self.area,
+            );
             let _ = self.slots[t.mm].set(mm.clone());
             return mm;
         }
@@ -1565,13 +1699,37 @@ type Gate = Arc<std::sync::OnceLock<bool>>;
 /// place. `console` is the sandbox's terminal, if it has one.
 pub fn restore_process(
     kernel: &Arc<Kernel>,
-    image: Arc<Vec<u8>>,
+    image: Image,
     console: Option<(Arc<FileDescription>, Arc<dyn crate::kernel::task::Terminal>)>,
 ) -> Result<Task, Error> {
     let fail = Error::Restore;
     let b = |e: Bad| Error::Restore(e.0);
     let started = std::time::Instant::now();
-    let body = framed(&image).map_err(b)?;
+    let (at, len) = image.page_area();
+    let area = if len == 0 {
+        PageArea {
+            at: 0,
+            pages: 0,
+            share: false,
+        }
+    } else {
+        let file = std::os::fd::AsFd::as_fd(&image.file);
+        let window = kernel
+            .memory
+            .attach_base(file, at, len)
+            .map_err(|e| fail(format!("mapping the image's pages: {e}")))?;
+        PageArea {
+            at: window,
+            pages: len / crate::PAGE_SIZE,
+            share: kernel.platform.share_base(file, at, len, window),
+        }
+    };
+    let Image { bytes, file } = image;
+    // (kept open for the sandbox's life: the runtime's lock on it says a
+    // sandbox shares its pages)
+    let _ = kernel.checkpoint.base.set(file);
+    let image = Arc::new(bytes);
+    let body = framed(&image, false).map_err(b)?;
     let mut d = Dec::new(body);
     let platform = d.bytes().map_err(b)?;
     if platform != kernel.platform.name().as_bytes() {
@@ -1808,6 +1966,7 @@ pub fn restore_process(
         kernel: kernel.clone(),
         slots: (0..blobs.len()).map(|_| MmSlot::default()).collect(),
         image: image.clone(),
+        area,
         blobs,
         owner,
         fds: (0..tables.len()).map(|_| Arc::default()).collect(),
@@ -2040,8 +2199,46 @@ mod tests {
         v.extend_from_slice(&0u32.to_le_bytes());
         v.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         v.extend_from_slice(&checksum(payload).to_le_bytes());
+        v.extend_from_slice(&0u64.to_le_bytes());
+        v.extend_from_slice(&checksum(&[]).to_le_bytes());
         v.extend_from_slice(payload);
         v
+    }
+
+    /// A fresh unnamed file in the target directory.
+    fn scratch() -> std::fs::File {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("ferrovisor-image-test-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .expect("scratch file");
+        let _ = std::fs::remove_file(&path);
+        f
+    }
+
+    #[test]
+    fn the_page_area_is_page_aligned_and_checked_on_its_own() {
+        let f = scratch();
+        let pages: Vec<u8> = (0..2 * crate::PAGE_SIZE as usize)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let size = write_image(&f, b"payload bytes", &pages).expect("written");
+        assert_eq!(size, 2 * crate::PAGE_SIZE + crate::PAGE_SIZE);
+        let img = Image::open(f.try_clone().expect("dup")).expect("opens");
+        assert_eq!(img.page_area(), (crate::PAGE_SIZE, 2 * crate::PAGE_SIZE));
+        assert_eq!(img.check_pages(), Ok(()));
+        // A flipped byte of a page: the payload still reads, the pages do not.
+        f.write_all_at(&[0xff], crate::PAGE_SIZE + 77)
+            .expect("flip");
+        let img = Image::open(f.try_clone().expect("dup")).expect("opens");
+        assert!(img.check_pages().is_err_and(|e| e.0.contains("pages")));
+        // A file cut short is refused at once.
+        f.set_len(2 * crate::PAGE_SIZE).expect("cut");
+        assert!(Image::open(f).is_err_and(|e| e.0.contains("truncated")));
     }
 
     #[test]
