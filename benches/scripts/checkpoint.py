@@ -5,7 +5,8 @@ re, asyncio, sqlite3, email and http.client and waits on stdin is saved
 and image size, the restore time in the Sentry and to the first byte of
 output after input, and beside them a fresh start of the same imports
 natively and in the sandbox; then the time `sandbox fork` takes to a copy
-that runs a command, and the host memory (PSS) each fork adds.
+that runs a command, and the host memory (PSS) each fork adds; and the
+same for `sandbox create --from` one snapshot, whose copies share its pages.
 
 Usage (as root): benches/scripts/checkpoint.py [FERROVISOR] [N]
 """
@@ -128,7 +129,19 @@ def forks(work):
     print(f"sandbox fork to a copy that ran an exec: {median_ms(took):.1f} ms; "
           f"host memory (PSS) {base / 1024:.1f} MiB the original, "
           f"{statistics.median(each) / 1024:.1f} MiB each fork")
-    subprocess.run(sb + ["rm", "base"] + [f"f{i}" for i in range(N)], stdout=subprocess.DEVNULL)
+    snap = os.path.join(work, "snap")
+    subprocess.run(sb + ["snapshot", "base", snap], check=True, stdout=subprocess.DEVNULL)
+    took = []
+    for i in range(N):
+        t = time.perf_counter()
+        subprocess.run(sb + ["create", f"s{i}", "--from", snap], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(sb + ["exec", f"s{i}", "--", "true"], check=True)
+        took.append(time.perf_counter() - t)
+    each = [pss_kb([meta(f"s{i}")["pid"]]) for i in range(N)]
+    print(f"sandbox create --from one snapshot, to a copy that ran an exec: "
+          f"{median_ms(took):.1f} ms; host memory (PSS) {statistics.median(each) / 1024:.1f} MiB each")
+    names = [f"f{i}" for i in range(N)] + [f"s{i}" for i in range(N)]
+    subprocess.run(sb + ["rm", "base"] + names, stdout=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":

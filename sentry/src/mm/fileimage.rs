@@ -75,6 +75,9 @@ pub struct FileImage {
     stamp: Stamp,
     /// one bit per page: read from the host already
     filled: Mutex<Vec<u64>>,
+    /// its pages are a restored sandbox image's (in its window, whose
+    /// offsets are never given back)
+    windowed: bool,
 }
 
 impl FileImage {
@@ -86,6 +89,21 @@ impl FileImage {
     /// The file's size when the image was made.
     pub fn size(&self) -> u64 {
         self.stamp.2.max(0) as u64
+    }
+
+    /// Its offsets: the file's size in whole pages.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the file is empty (never: such files get no image).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies the image's pages into `out` ([`FileImage::len`] bytes).
+    pub fn read_all(&self, out: &mut [u8]) {
+        self.mf.read(self.off, &mut out[..self.len as usize]);
     }
 
     /// Makes sure the pages holding `[pos, pos + len)` (clamped to the
@@ -119,7 +137,9 @@ impl FileImage {
 
 impl Drop for FileImage {
     fn drop(&mut self) {
-        self.mf.release(self.off, self.len);
+        if !self.windowed {
+            self.mf.release(self.off, self.len);
+        }
     }
 }
 
@@ -178,6 +198,7 @@ impl Images {
                     len,
                     stamp,
                     filled: Mutex::new(vec![0; (len / PAGE_SIZE).div_ceil(64) as usize]),
+                    windowed: false,
                 });
                 // Entries of images gone are dropped before the map could
                 // outgrow the images alive.
@@ -190,6 +211,42 @@ impl Images {
         };
         kept.remember(img.clone(), self.budget);
         Ok(Some(img))
+    }
+
+    /// Makes the `len` bytes at memory-file offset `off` (in a restored
+    /// sandbox image's window, holding `file`'s bytes as they are now) the
+    /// image of `file`, all read, in place of any made before.
+    pub fn adopt(
+        &self,
+        file: &dyn Mappable,
+        mf: &Arc<MemoryFile>,
+        off: u64,
+        len: u64,
+    ) -> Result<(), Errno> {
+        let stamp = stamp_of(file)?;
+        let size = stamp.2.max(0) as u64;
+        if size == 0 || size.div_ceil(PAGE_SIZE) * PAGE_SIZE != len {
+            return Err(Errno::EINVAL);
+        }
+        let pages = len / PAGE_SIZE;
+        let mut filled = vec![0u64; pages.div_ceil(64) as usize];
+        for p in 0..pages {
+            filled[(p / 64) as usize] |= 1 << (p % 64);
+        }
+        let img = Arc::new(FileImage {
+            mf: mf.clone(),
+            off,
+            len,
+            stamp,
+            filled: Mutex::new(filled),
+            windowed: true,
+        });
+        let mut kept = self.inner.locked();
+        kept.recent.retain(|r| r.stamp != stamp);
+        kept.recent_bytes = kept.recent.iter().map(|r| r.len).sum();
+        kept.live.insert(stamp, Arc::downgrade(&img));
+        kept.remember(img, self.budget);
+        Ok(())
     }
 
     /// Bytes of the images kept among the recent ones.
@@ -263,6 +320,28 @@ mod tests {
         let mut back = vec![0u8; data.len()];
         mf.read(again.offset(), &mut back);
         assert_eq!(back, data);
+    }
+
+    #[test]
+    fn an_adopted_image_is_found_read_and_keeps_its_offsets() {
+        let mf = memory_file();
+        let images = Arc::new(Images::new(1 << 30));
+        let data = vec![5u8; PAGE_SIZE as usize + 10];
+        let (file, _w) = file_with(&data, &images);
+        let off = mf.allocate(2 * PAGE_SIZE).expect("offsets");
+        mf.write(off, &data);
+        // A length that is not the file's, in whole pages: refused.
+        assert_eq!(images.adopt(&file, &mf, off, PAGE_SIZE), Err(Errno::EINVAL));
+        images
+            .adopt(&file, &mf, off, 2 * PAGE_SIZE)
+            .expect("adopted");
+        let img = image_of(&file, &mf);
+        assert_eq!(img.offset(), off);
+        assert!(img.filled.lock().expect("lock")[0] & 0b11 == 0b11);
+        drop(img);
+        drop(images);
+        // Its offsets were never given back: the next allocation is elsewhere.
+        assert_ne!(mf.allocate(2 * PAGE_SIZE).expect("more"), off);
     }
 
     #[test]

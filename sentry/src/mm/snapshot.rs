@@ -154,6 +154,43 @@ pub struct PageArea {
     pub share: bool,
 }
 
+/// The largest file whose image a sandbox image holds whole (a larger
+/// one is read from the host again at restore).
+const MAX_SAVED_IMAGE: u64 = 64 << 20;
+
+/// A file's image that private mappings share, with the file's guest
+/// path and the file.
+pub type UsedImage = (String, Arc<dyn Mappable>, Arc<FileImage>);
+
+/// Writes the images in `used` (of files no larger than
+/// [`MAX_SAVED_IMAGE`]) to `out`, their pages to the page area `pages`:
+/// a restore then shares them with every copy instead of reading the
+/// files again.
+pub fn save_file_images(
+    used: &[UsedImage],
+    out: &mut Enc,
+    pages: &mut Vec<u8>,
+    files: &dyn Files,
+) -> Result<(), String> {
+    let kept: Vec<_> = used
+        .iter()
+        .filter(|(_, _, img)| img.len() <= MAX_SAVED_IMAGE)
+        .collect();
+    out.u64(kept.len() as u64);
+    for (name, file, img) in kept {
+        img.fill(&**file, 0, img.len())
+            .map_err(|e| format!("reading {name}: {e}"))?;
+        out.bytes(name.as_bytes());
+        out.bytes(&files.describe(name, file)?);
+        out.u64(pages.len() as u64 / PAGE_SIZE);
+        out.u64(img.len() / PAGE_SIZE);
+        let at = pages.len();
+        pages.resize(at + img.len() as usize, 0);
+        img.read_all(&mut pages[at..]);
+    }
+    Ok(())
+}
+
 /// A mapped file found again, and its image for private mappings.
 pub type Found = (Arc<dyn Mappable>, Option<Arc<FileImage>>);
 
@@ -292,6 +329,27 @@ impl MemoryManager {
             }
         }
         Ok(())
+    }
+
+    /// Adds to `used` the files' images that this address space's private
+    /// mappings share pages with, each once.
+    pub fn file_images(&self, used: &mut Vec<UsedImage>) {
+        for v in self.vmas.values() {
+            if let (
+                Backing::File {
+                    file,
+                    name,
+                    image: Some(img),
+                    ..
+                },
+                Some(_),
+            ) = (&v.backing, &v.image_pages)
+            {
+                if !used.iter().any(|(_, _, i)| Arc::ptr_eq(i, img)) {
+                    used.push((name.clone(), file.clone(), img.clone()));
+                }
+            }
+        }
     }
 
     /// Puts back the code of every patched system call site in `pages`
@@ -460,11 +518,23 @@ impl MemoryManager {
                     .map_err(|e| format!("the pages at {start:#x}: {e}"))?;
                 continue;
             }
-            let mut page = vec![0u8; PAGE_SIZE as usize];
-            for (i, off) in slots {
-                self.mf.read(off, &mut page);
-                self.poke(start + i * PAGE_SIZE, &page)
-                    .map_err(|e| format!("a page at {:#x}: {e}", start + i * PAGE_SIZE))?;
+            // Copies, a run of pages at once (each store to a file's image
+            // maps the run's copy into the guest anew).
+            let mut k = 0;
+            while k < slots.len() {
+                let mut j = k + 1;
+                while j < slots.len() && slots[j].0 == slots[j - 1].0 + 1 {
+                    j += 1;
+                }
+                let ps = PAGE_SIZE as usize;
+                let mut run = vec![0u8; (j - k) * ps];
+                for (n, &(_, off)) in slots[k..j].iter().enumerate() {
+                    self.mf.read(off, &mut run[n * ps..(n + 1) * ps]);
+                }
+                let at = start + slots[k].0 * PAGE_SIZE;
+                self.poke(at, &run)
+                    .map_err(|e| format!("the pages at {at:#x}: {e}"))?;
+                k = j;
             }
         }
         Ok(())

@@ -807,6 +807,13 @@ fn encode(
             return Err(format!("the sandbox has {what} (not saved yet)"));
         }
     }
+    let mut pages = Vec::new();
+    let mut used = Vec::new();
+    for mm in &mms {
+        mm.locked().file_images(&mut used);
+    }
+    crate::mm::snapshot::save_file_images(&used, &mut e, &mut pages, &SandboxFiles(kernel))?;
+    drop(used);
     kernel.sysv_sem.save(&mut e);
     save_tmpfs(kernel, &mut e)?;
     save_files(kernel, &tables, &mut e)?;
@@ -820,7 +827,6 @@ fn encode(
         e.u32(fs.umask);
     }
     e.u64(mms.len() as u64);
-    let mut pages = Vec::new();
     for mm in &mms {
         // A length, then the address space: written in place.
         let at = e.buf.len();
@@ -1575,6 +1581,38 @@ fn read_process(
     })
 }
 
+/// The files' images [`crate::mm::snapshot::save_file_images`] wrote,
+/// made the sandbox's images of those files where their pages can be
+/// shared (else the files are read again as mappings need them).
+fn adopt_file_images(kernel: &Arc<Kernel>, d: &mut Dec<'_>, area: PageArea) -> Result<(), Error> {
+    let b = |e: Bad| Error::Restore(e.0);
+    let n = d.count(32).map_err(b)?;
+    for _ in 0..n {
+        let name = d.string().map_err(b)?;
+        let identity = d.bytes().map_err(b)?;
+        let (slot, pages) = (d.u64().map_err(b)?, d.u64().map_err(b)?);
+        let inside = slot.checked_add(pages).is_some_and(|e| e <= area.pages);
+        if !inside || pages == 0 {
+            return Err(Error::Restore(format!(
+                "the image of {name} lies outside the image's page area"
+            )));
+        }
+        if !area.share {
+            continue;
+        }
+        let (file, _) = SandboxFiles(kernel)
+            .find(&name, identity)
+            .map_err(Error::Restore)?;
+        if let Some(images) = file.images() {
+            let off = area.at + slot * crate::PAGE_SIZE;
+            images
+                .adopt(&*file, &kernel.memory, off, pages * crate::PAGE_SIZE)
+                .map_err(|e| Error::Restore(format!("{name}: its image: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
 /// Where an address space comes to be built: the host thread of its
 /// first thread sets it, the others of its threads wait for it.
 type MmSlot = Arc<std::sync::OnceLock<Result<Arc<Mutex<MemoryManager>>, String>>>;
@@ -1740,6 +1778,7 @@ pub fn restore_process(
             kernel.platform.name()
         )));
     }
+    adopt_file_images(kernel, &mut d, area)?;
     kernel.sysv_sem.restore(&mut d).map_err(b)?;
     restore_tmpfs(kernel, &mut d)?;
     let n = d.count(5).map_err(b)?;
