@@ -1006,6 +1006,11 @@ impl Runtime {
     /// paused container is thawed for the save (its guest stops again at
     /// once) and frozen again after it.
     pub fn checkpoint(&self, id: &str, dir: &Path, leave_running: bool) -> Result<String, Error> {
+        self.save(id, dir, leave_running, false)
+    }
+
+    /// [`Runtime::checkpoint`]; `lean`: for one restore at once (`fork`).
+    fn save(&self, id: &str, dir: &Path, leave_running: bool, lean: bool) -> Result<String, Error> {
         let locked = self.state.lock(id)?;
         let record = locked.record()?;
         let status = record.observed();
@@ -1020,7 +1025,7 @@ impl Runtime {
             cg.as_ref().ok_or(crate::cgroup::Error::NoFreezer)?.thaw()?;
         }
         let socket = self.state.dir(id).join(crate::control::SOCKET);
-        let saved = crate::control::checkpoint(&socket, &image, leave_running);
+        let saved = crate::control::checkpoint(&socket, &image, leave_running, lean);
         if paused && leave_running {
             if let Some(cg) = &cg {
                 cg.freeze()?;
@@ -1050,7 +1055,7 @@ impl Runtime {
         let forks = self.state.root().join(".forks");
         std::fs::create_dir_all(&forks).map_err(io(format!("making {}", forks.display())))?;
         let dir = forks.join(new_id);
-        self.checkpoint(id, &dir, true)?;
+        self.save(id, &dir, true, true)?;
         let opts = CreateOptions {
             bundle: self.state(id)?.bundle,
             restore: Some(dir.clone()),

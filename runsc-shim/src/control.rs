@@ -400,6 +400,10 @@ enum Request {
 pub struct CheckpointRequest {
     /// the sandbox runs on after the save (else it ends, as under runc)
     pub leave_running: bool,
+    /// leave out the root files' images (a copy restored once, at once:
+    /// `fork`), which make later restores faster but the save slower
+    #[serde(default)]
+    pub lean: bool,
 }
 
 /// How long a checkpoint waits for the guest to come to a point where it
@@ -590,7 +594,7 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
                         &Reply::Failed("a checkpoint request carries the image file".into()),
                     );
                 };
-                let saved = kernel.checkpoint_into(image.into(), CHECKPOINT_PATIENCE);
+                let saved = kernel.checkpoint_into(image.into(), CHECKPOINT_PATIENCE, c.lean);
                 let reply = match saved {
                     Ok(s) => {
                         tracing::info!(leave_running = c.leave_running, "checkpoint: {s}");
@@ -871,14 +875,20 @@ pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Res
 }
 
 /// Asks the sandbox behind `socket` to save itself into `image` (opened
-/// for writing by the caller) and, unless `leave_running`, to end.
+/// for writing by the caller) and, unless `leave_running`, to end; `lean`:
+/// see [`CheckpointRequest::lean`].
 pub fn checkpoint(
     socket: &Path,
     image: &std::fs::File,
     leave_running: bool,
+    lean: bool,
 ) -> Result<String, Error> {
     let conn = connect(socket)?;
-    let mut line = serde_json::to_vec(&Request::Checkpoint(CheckpointRequest { leave_running }))?;
+    let request = CheckpointRequest {
+        leave_running,
+        lean,
+    };
+    let mut line = serde_json::to_vec(&Request::Checkpoint(request))?;
     line.push(b'\n');
     sys::send_with_fds(conn.as_fd(), &line, &[image.as_fd()]).map_err(|source| Error::Send {
         what: "sending the checkpoint request",

@@ -580,6 +580,11 @@ impl Store {
     /// Saves running sandbox `name` into directory `image` (made when
     /// missing); it runs on. What the save said (`saved`).
     pub fn snapshot(&self, name: &str, image: &Path) -> Result<String, Error> {
+        self.save(name, image, false)
+    }
+
+    /// [`Sandboxes::snapshot`]; `lean`: for one restore at once (`fork`).
+    fn save(&self, name: &str, image: &Path, lean: bool) -> Result<String, Error> {
         let info = self.info(name)?;
         if info.state != "running" {
             return Err(Error::Ended {
@@ -589,7 +594,7 @@ impl Store {
         }
         let file = crate::container::open_image_for_save(image)
             .map_err(Error::io(format_args!("{}", image.display())))?;
-        control::checkpoint(&self.socket(name), &file, true)
+        control::checkpoint(&self.socket(name), &file, true, lean)
             .map_err(|e| Error::Guest(format!("sandbox {name:?} was not saved (it runs on): {e}")))
     }
 
@@ -604,7 +609,7 @@ impl Store {
         let options = self.meta(name)?.options;
         let image = self.root.join(".forks").join(new);
         std::fs::create_dir_all(self.root.join(".forks")).map_err(Error::io("the forks folder"))?;
-        self.snapshot(name, &image)?;
+        self.save(name, &image, true)?;
         let opts = CreateOptions {
             from: Some(image.clone()),
             hostname: Some(options.hostname.clone().unwrap_or_else(|| name.to_string())),

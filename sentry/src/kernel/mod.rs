@@ -257,6 +257,9 @@ pub struct Checkpointing {
     /// the sandbox's terminal as the first process has it, which a
     /// restored copy gets its own terminal in place of
     pub console: std::sync::OnceLock<Arc<crate::vfs::file::FileDescription>>,
+    /// the save asked for from outside leaves the root files' images out
+    /// (a copy restored once, at once: `fork`)
+    pub lean: AtomicBool,
     /// the image file a restored sandbox's memory shares pages with
     pub base: std::sync::OnceLock<std::fs::File>,
 }
@@ -559,12 +562,14 @@ impl Kernel {
         &self,
         image: std::fs::File,
         patience: std::time::Duration,
+        lean: bool,
     ) -> Result<String, String> {
         let ck = &self.checkpoint;
         let mut status = ck.status.locked();
         if ck.requested.load(Ordering::Acquire) {
             return Err("a save is under way already".into());
         }
+        ck.lean.store(lean, Ordering::Release);
         *ck.once.locked() = Some(image);
         let round = ck.rounds.load(Ordering::Acquire);
         self.ask_checkpoint();
