@@ -579,6 +579,7 @@ impl Kernel {
             if left.is_zero() && ck.requested.swap(false, Ordering::AcqRel) {
                 crate::kernel::task::CHECKPOINT_ASKED.store(false, Ordering::Release);
                 ck.once.locked().take();
+                ck.lean.store(false, Ordering::Release);
                 return Err(format!(
                     "no task came to a point where it can be saved within {} s",
                     patience.as_secs()
@@ -595,6 +596,8 @@ impl Kernel {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
         }
+        // (a save that failed before it encoded anything leaves it set)
+        ck.lean.store(false, Ordering::Release);
         match status.strip_prefix("failed: ") {
             Some(why) => Err(why.trim_end().to_string()),
             None => Ok(status.trim_end().to_string()),
