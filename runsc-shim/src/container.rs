@@ -200,20 +200,14 @@ pub fn open_image_for_save(dir: &Path) -> std::io::Result<std::fs::File> {
             .open(&path)
     };
     let file = open()?;
-    if lock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+    if crate::sys::flock(file.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_ok() {
         // (only a test of the lock: writers do not hold it)
-        lock(&file, libc::LOCK_UN);
+        crate::sys::flock(file.as_fd(), libc::LOCK_UN)?;
         return Ok(file);
     }
     drop(file);
     std::fs::remove_file(&path)?;
     open()
-}
-
-/// `flock(2)` on `file`; whether it was granted.
-fn lock(file: &std::fs::File, op: libc::c_int) -> bool {
-    // SAFETY: plain syscall on a descriptor we own.
-    unsafe { libc::flock(file.as_raw_fd(), op) == 0 }
 }
 
 /// The image saved in `dir`, checked (magic, version, lengths, both
@@ -230,7 +224,8 @@ pub fn read_image(dir: &Path) -> Result<sentry::Image, String> {
             "{e} (give a directory that `do --save` or `checkpoint` wrote)"
         ))
     })?;
-    lock(&file, libc::LOCK_SH);
+    crate::sys::flock(file.as_fd(), libc::LOCK_SH)
+        .map_err(|e| named(format!("locking it: {e}")))?;
     let image = sentry::Image::open(file).map_err(|e| named(e.0))?;
     let stamp = file_stamp(image.file());
     let stamp_path = dir.join(format!("{IMAGE_NAME}.checked"));

@@ -33,9 +33,14 @@ pub fn mkfifo(path: &Path, mode: u32) -> io::Result<()> {
 /// `flock(fd, LOCK_EX)`: blocks until this process holds the lock; it is
 /// released when the descriptor is closed.
 pub fn lock_exclusive(fd: BorrowedFd<'_>) -> io::Result<()> {
+    flock(fd, libc::LOCK_EX)
+}
+
+/// `flock(fd, op)`, again when interrupted.
+pub fn flock(fd: BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
     loop {
         // SAFETY: `fd` is a live descriptor for the duration of the call.
-        match cvt(unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) }) {
+        match cvt(unsafe { libc::flock(fd.as_raw_fd(), op) }) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             r => return r.map(drop),
         }

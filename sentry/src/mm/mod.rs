@@ -1641,21 +1641,6 @@ impl MemoryManager {
         n * PAGE_SIZE
     }
 
-    /// Bytes of memory-file pages this address space holds of its own (an
-    /// upper bound of what a save writes of it).
-    pub fn populated_bytes(&self) -> u64 {
-        self.vmas
-            .values()
-            .filter(|v| !v.shared)
-            .map(|v| {
-                self.mf.populated(v.offset, v.end - v.start)
-                    + v.base
-                        .as_ref()
-                        .map_or(0, |b| b.slots.len() as u64 * PAGE_SIZE)
-            })
-            .sum()
-    }
-
     /// The VMA containing `addr`, if any.
     pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
         self.vmas

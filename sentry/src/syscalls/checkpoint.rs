@@ -824,11 +824,7 @@ fn encode(
     for mm in mms.iter().filter(|_| !lean) {
         mm.locked().file_images(&mut used);
     }
-    // (room for the files' images and every populated page: the area is
-    // copied once, not again each time it grows)
-    let populated: u64 = mms.iter().map(|m| m.locked().populated_bytes()).sum();
-    let images: u64 = used.iter().map(|(_, _, i)| i.len()).sum();
-    let mut pages = Vec::with_capacity((populated + images) as usize);
+    let mut pages = Vec::new();
     crate::mm::snapshot::save_file_images(&used, &mut e, &mut pages, &SandboxFiles(kernel))?;
     drop(used);
     kernel.sysv_sem.save(&mut e);
