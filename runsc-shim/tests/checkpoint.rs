@@ -151,13 +151,13 @@ fn a_saved_python_process_goes_on_after_restore_as_if_never_stopped() {
 fn what_cannot_be_saved_yet_is_named_and_the_sandbox_runs_on() {
     let fx = Fixture::new("ckpt-refused");
     let images = fx.images();
-    // A pty is not saved yet: named, and the process runs on.
+    // A memfd is not saved yet: named, and the process runs on.
     let out = saving(
         &images,
         &[
             "python3",
             "-c",
-            "import os\nm, s = os.openpty()\n\
+            "import os\nm = os.memfd_create('x')\n\
              open('/proc/ferrovisor/checkpoint', 'w').write('x')\n\
              print(open('/proc/ferrovisor/checkpoint').read(), end='')\nprint('still running')",
         ],
@@ -741,6 +741,61 @@ fn a_listening_loopback_socket_listens_again() {
                   conn, _ = srv.accept()\n\
                   print(state, conn.recv(100), port == srv.getsockname()[1])\n";
     goes_on_as_natively("ckpt-listen", script, b"", " b'hello' True\n", 1);
+}
+
+/// A pty pair with bytes queued both ways, a half-typed line, its own
+/// settings and window size, and a child whose controlling terminal it
+/// is, blocked reading it: after the restore the child reads the whole
+/// line and is still the terminal's foreground, as natively.
+#[test]
+fn a_pty_and_its_line_discipline_come_back() {
+    let script = "import fcntl, os, struct, termios\nm, s = os.openpty()\n\
+                  name = os.ttyname(s)\na = termios.tcgetattr(s)\na[3] &= ~termios.ECHO\n\
+                  termios.tcsetattr(s, termios.TCSANOW, a)\n\
+                  fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 80, 0, 0))\n\
+                  os.write(m, b'half a ')\nos.write(s, b'from the slave\\n')\nr, w = os.pipe()\n\
+                  pid = os.fork()\nif pid == 0:\n    os.setsid()\n    t = os.open(name, os.O_RDWR)\n    \
+                  os.write(w, b'ready')\n    got = os.read(os.open('/dev/tty', os.O_RDONLY), 100)\n    \
+                  fg = os.tcgetpgrp(t) == os.getpid()\n    os.write(w, got + (b'fg' if fg else b'bg'))\n    \
+                  os._exit(0)\nos.read(r, 5)\n\
+                  try:\n    open('/proc/ferrovisor/checkpoint', 'w').write('x')\n    \
+                  state = open('/proc/ferrovisor/checkpoint').read().strip()\n\
+                  except FileNotFoundError:\n    state = 'native'\n\
+                  os.write(m, b'line\\n')\nos.waitpid(pid, 0)\n\
+                  print(state, os.read(r, 100), os.read(m, 100), os.ttyname(s) == name,\n      \
+                  tuple(os.get_terminal_size(s)), termios.tcgetattr(s)[3] & termios.ECHO)\n";
+    goes_on_as_natively(
+        "ckpt-pty",
+        script,
+        b"",
+        " b'half a line\\nfg' b'from the slave\\r\\n' True (80, 24) 0\n",
+        2,
+    );
+}
+
+/// A sandbox saved at a terminal (its standard descriptors the
+/// terminal's pty) and restored without one writes to the restoring
+/// caller's standard output instead.
+#[test]
+fn saved_at_a_terminal_restored_without_one_uses_the_callers_stdio() {
+    let dir = TempDir::new("ckpt-console");
+    let images = dir.path().join("images").display().to_string();
+    let guest = "import os, sys\n\
+                 open('/proc/ferrovisor/checkpoint', 'w').write('x')\n\
+                 state = open('/proc/ferrovisor/checkpoint').read().strip()\n\
+                 print(state, os.isatty(1), sys.stdin.readline().strip() or 'eof')";
+    let line = format!("{FERROVISOR} do --save {images} -- python3 -c \"{guest}\"");
+    let mut cmd = command("script", &[]);
+    cmd.args(["-qec", &line, "/dev/null"]);
+    let at_tty = run(cmd, Some(b""), TIMEOUT);
+    assert!(at_tty.stdout.contains("saved True"), "{}", show(&at_tty));
+    let again = restore(&images, "seccomp", b"from the caller\n");
+    assert_eq!(
+        again.stdout,
+        "restored False from the caller\n",
+        "{}",
+        show(&again)
+    );
 }
 
 /// Runs Python `script` natively, then saving (`do --save`) and restored

@@ -3,10 +3,9 @@
 //!
 //! A write to `/proc/ferrovisor/checkpoint` asks; the image is written as
 //! that call returns, so the writer stands at a system call boundary, and
-//! a restored copy goes on from the same return. This first version saves
-//! a sandbox of one process with one thread; what it cannot save (another
-//! task, a pipe or socket, shared memory, an armed timer) is named in the
-//! one line the checkpoint fails with, and the sandbox runs on.
+//! a restored copy goes on from the same return. What it cannot save yet
+//! (docs/checkpoint.md lists it) is named in the one line the checkpoint
+//! fails with, and the sandbox runs on.
 //!
 //! The image: a header (magic, version, the payload's length and checksum,
 //! the page area's), the payload (processes, address spaces
@@ -22,6 +21,7 @@ use std::time::Duration;
 use abi::{Errno, KSigaction, OpenFlags, StackT};
 use zerocopy::{FromBytes, IntoBytes};
 
+use crate::fsimpl::devpts::{Pty, PtyEnd};
 use crate::fsimpl::events::{Epoll, EventFd};
 use crate::fsimpl::pipe::{Pipe, PipeEnd};
 use crate::fsimpl::tmpfs::{MemInode, MemKind};
@@ -38,7 +38,7 @@ use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
 const MAGIC: &[u8; 8] = b"FVSNAP\r\n";
 
 /// The layout this Sentry writes and reads.
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 
 /// Magic, version, flags, payload length and checksum, page area length
 /// and checksum.
@@ -67,14 +67,28 @@ const FD_EPOLL: u8 = 5;
 const FD_UNIX: u8 = 6;
 const FD_LISTENER: u8 = 7;
 const FD_DETACHED: u8 = 8;
+const FD_PTY: u8 = 9;
+const FD_CONSOLE_SLAVE: u8 = 10;
 
-/// Kernel objects the open files of an image share: pipes (their bytes)
-/// and epoll instances (their interests), each saved once.
+/// A process's controlling terminal in an image.
+const CTTY_NONE: u8 = 0;
+const CTTY_CONSOLE: u8 = 1;
+const CTTY_PTY: u8 = 2;
+
+/// Kernel objects the open files of an image share: pipes (their bytes),
+/// epoll instances (their interests), sockets and ptys, each saved once.
 #[derive(Default)]
 struct Objects {
     pipes: Vec<Arc<Pipe>>,
     epolls: Vec<Arc<FileDescription>>,
     unix: Vec<Arc<UnixSocket>>,
+    ptys: Vec<Arc<Pty>>,
+}
+
+/// The pty behind the sandbox's terminal (`do` at a tty), if it has one.
+fn console_pty(kernel: &Kernel) -> Option<Arc<Pty>> {
+    let c = kernel.checkpoint.console.get()?;
+    Some(c.downcast::<PtyEnd>()?.pty.clone())
 }
 
 /// A Unix socket of the image: what it was, its queued messages, and its
@@ -727,6 +741,8 @@ fn encode(
     };
     let (mut mms, mut tables, mut dirs) = (Vec::new(), Vec::new(), Vec::new());
     let mut body = Enc::default();
+    let mut objects = Objects::default();
+    let console = console_pty(kernel);
     body.u64(procs.len() as u64);
     for p in &procs {
         let st = p.state();
@@ -788,7 +804,19 @@ fn encode(
                 .and_then(|t| t.fg_pgrp())
                 .map_or(0, |g| g as u32),
         );
-        body.u8(u8::from(st.ctty.is_some()));
+        let ctty = st.ctty.clone().map(|t| {
+            (t as Arc<dyn std::any::Any + Send + Sync>)
+                .downcast::<Pty>()
+                .ok()
+        });
+        match ctty {
+            None => body.u8(CTTY_NONE),
+            Some(Some(p)) if console.as_ref().is_none_or(|c| !Arc::ptr_eq(c, &p)) => {
+                body.u8(CTTY_PTY);
+                body.u32(index_of(&mut objects.ptys, &p));
+            }
+            Some(_) => body.u8(CTTY_CONSOLE),
+        }
         let threads = st.threads.clone();
         drop(st);
         body.u64(threads.len() as u64);
@@ -829,7 +857,7 @@ fn encode(
     drop(used);
     kernel.sysv_sem.save(&mut e);
     save_tmpfs(kernel, &mut e)?;
-    save_files(kernel, &tables, &mut e)?;
+    save_files(kernel, &tables, &mut objects, &mut e)?;
     e.u64(dirs.len() as u64);
     for fs in &dirs {
         let fs = fs.locked();
@@ -1048,9 +1076,13 @@ fn restore_tmpfs(kernel: &Kernel, d: &mut Dec<'_>) -> Result<(), Error> {
 /// each, however many descriptors and processes share it, so a shared
 /// offset stays shared), then each table as (descriptor, close-on-exec,
 /// description) triples.
-fn save_files(kernel: &Kernel, tables: &[Arc<Mutex<FdTable>>], e: &mut Enc) -> Result<(), String> {
+fn save_files(
+    kernel: &Kernel,
+    tables: &[Arc<Mutex<FdTable>>],
+    objects: &mut Objects,
+    e: &mut Enc,
+) -> Result<(), String> {
     let mut files: Vec<Arc<FileDescription>> = Vec::new();
-    let mut objects = Objects::default();
     let mut file_bytes = Enc::default();
     let mut table_bytes = Enc::default();
     table_bytes.u64(tables.len() as u64);
@@ -1067,7 +1099,7 @@ fn save_files(kernel: &Kernel, tables: &[Arc<Mutex<FdTable>>], e: &mut Enc) -> R
             let known = files.len();
             let at = index_of(&mut files, &entry.file);
             if at as usize == known {
-                describe_file(kernel, fd, &entry.file, &mut objects, &mut file_bytes)?;
+                describe_file(kernel, fd, &entry.file, objects, &mut file_bytes)?;
             }
             table_bytes.u32(at);
         }
@@ -1086,7 +1118,7 @@ fn save_files(kernel: &Kernel, tables: &[Arc<Mutex<FdTable>>], e: &mut Enc) -> R
             let known = files.len();
             let at = index_of(&mut files, &target);
             if at as usize == known {
-                describe_file(kernel, fd as usize, &target, &mut objects, &mut file_bytes)?;
+                describe_file(kernel, fd as usize, &target, objects, &mut file_bytes)?;
             }
             epoll_bytes.u32(fd as u32);
             epoll_bytes.u32(at);
@@ -1107,7 +1139,11 @@ fn save_files(kernel: &Kernel, tables: &[Arc<Mutex<FdTable>>], e: &mut Enc) -> R
     }
     e.u64(objects.epolls.len() as u64);
     e.buf.extend_from_slice(&epoll_bytes.buf);
-    save_unix(&mut objects, e)?;
+    save_unix(objects, e)?;
+    e.u64(objects.ptys.len() as u64);
+    for p in &objects.ptys {
+        p.save(e)?;
+    }
     e.buf.extend_from_slice(&table_bytes.buf);
     Ok(())
 }
@@ -1143,6 +1179,32 @@ fn describe_file(
             e.u8(FD_PIPE);
             e.u32(index_of(&mut objects.pipes, &end.pipe));
             e.u8(u8::from(end.reader));
+        }
+        FileKind::Impl(_) if file.downcast::<PtyEnd>().is_some() => {
+            let Some(end) = file.downcast::<PtyEnd>() else {
+                return Err("the pty changed".into());
+            };
+            let Some(loc) = file.location.as_ref() else {
+                return Err(format!(
+                    "descriptor {fd} (a pty end without a path): not saved yet"
+                ));
+            };
+            let console = console_pty(kernel);
+            if console.is_some_and(|c| Arc::ptr_eq(&c, &end.pty)) {
+                // Another opening of the terminal's slave: the restored
+                // sandbox's terminal takes its place.
+                if end.master {
+                    return Err(format!(
+                        "descriptor {fd} (the terminal's master): not saved"
+                    ));
+                }
+                e.u8(FD_CONSOLE_SLAVE);
+            } else {
+                e.u8(FD_PTY);
+                e.u32(index_of(&mut objects.ptys, &end.pty));
+                e.u8(u8::from(end.master));
+            }
+            e.bytes(loc.path().as_bytes());
         }
         FileKind::Impl(_) if file.downcast::<EventFd>().is_some() => {
             let Some(ev) = file.downcast::<EventFd>() else {
@@ -1336,8 +1398,18 @@ struct SavedProcess {
     comm: String,
     pending: Vec<(i32, abi::SigInfo)>,
     fg_pgrp: i32,
-    ctty: bool,
+    ctty: Ctty,
     threads: Vec<SavedThread>,
+}
+
+/// A process's controlling terminal as the image holds it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ctty {
+    None,
+    /// the sandbox's terminal (the restored sandbox's own)
+    Console,
+    /// a pty of the image, by index
+    Pty(usize),
 }
 
 /// An open file description as the image holds it.
@@ -1359,6 +1431,12 @@ enum FileHow {
     },
     Epoll(usize),
     Unix(usize),
+    Pty {
+        pty: usize,
+        master: bool,
+        path: Vec<u8>,
+    },
+    ConsoleSlave(Vec<u8>),
     Listener {
         v6: bool,
         addr: std::net::SocketAddr,
@@ -1397,6 +1475,12 @@ fn read_file(d: &mut Dec<'_>) -> Result<SavedFile, Bad> {
         },
         FD_EPOLL => FileHow::Epoll(d.u32()? as usize),
         FD_UNIX => FileHow::Unix(d.u32()? as usize),
+        FD_PTY => FileHow::Pty {
+            pty: d.u32()? as usize,
+            master: d.u8()? != 0,
+            path: d.bytes()?.to_vec(),
+        },
+        FD_CONSOLE_SLAVE => FileHow::ConsoleSlave(d.bytes()?.to_vec()),
         FD_LISTENER => {
             let v6 = d.u8()? != 0;
             let addr = d
@@ -1562,7 +1646,12 @@ fn read_process(
     let comm = d.string()?;
     let pending = read_sigqueue(d)?;
     let fg_pgrp = d.u32()? as i32;
-    let ctty = d.u8()? != 0;
+    let ctty = match d.u8()? {
+        CTTY_NONE => Ctty::None,
+        CTTY_CONSOLE => Ctty::Console,
+        CTTY_PTY => Ctty::Pty(d.u32()? as usize),
+        _ => return bad("the image's controlling terminal is of an unknown kind"),
+    };
     let n = d.count(8)?;
     let mut threads = Vec::with_capacity(n);
     for _ in 0..n {
@@ -1831,6 +1920,11 @@ pub fn restore_process(
     }
     let epolls: Vec<Arc<Epoll>> = (0..interests.len()).map(|_| Arc::default()).collect();
     let socks = read_unix(&mut d, kernel).map_err(b)?;
+    let n = d.count(40).map_err(b)?;
+    let mut ptys = Vec::with_capacity(n);
+    for _ in 0..n {
+        ptys.push(kernel.fs.devpts.restore(&mut d).map_err(b)?);
+    }
     let n = d.count(8).map_err(b)?;
     let mut tables = Vec::with_capacity(n);
     for _ in 0..n {
@@ -1950,12 +2044,25 @@ pub fn restore_process(
                 for (sig, info) in &sp.pending {
                     st.pending.enqueue(*sig, *info);
                 }
-                if let (true, Some(t)) = (sp.ctty, &tty) {
-                    if sp.sid == sp.pid {
-                        let fg = if sp.fg_pgrp > 0 { sp.fg_pgrp } else { sp.pgid };
-                        let _ = t.attach(sp.sid, fg);
+                match (sp.ctty, &tty) {
+                    (Ctty::Console, Some(t)) => {
+                        if sp.sid == sp.pid {
+                            let fg = if sp.fg_pgrp > 0 { sp.fg_pgrp } else { sp.pgid };
+                            let _ = t.attach(sp.sid, fg);
+                        }
+                        st.ctty = Some(t.clone());
                     }
-                    st.ctty = Some(t.clone());
+                    // (the pty's own state names its session and group)
+                    (Ctty::Pty(n), _) => {
+                        let pty = ptys.get(n).cloned().ok_or_else(|| {
+                            fail(format!(
+                                "process {} has a terminal the image has not",
+                                sp.pid
+                            ))
+                        })?;
+                        st.ctty = Some(pty as Arc<dyn crate::kernel::task::Terminal>);
+                    }
+                    _ => {}
                 }
             }
             let mut threads = Vec::with_capacity(sp.threads.len());
@@ -2037,8 +2144,12 @@ pub fn restore_process(
 
     // The files, opened through init, then the tables that hold them.
     let mut opened = Vec::with_capacity(files.len());
+    let was_console: Vec<bool> = files
+        .iter()
+        .map(|f| matches!(f.how, FileHow::Console))
+        .collect();
     for (i, f) in files.into_iter().enumerate() {
-        let objects = (&pipes[..], &epolls[..], &socks[..]);
+        let objects = (&pipes[..], &epolls[..], &socks[..], &ptys[..]);
         opened.push(reopen(&mut task, i, f, console_file.as_ref(), objects)?);
     }
     for (ep, list) in epolls.iter().zip(&interests) {
@@ -2051,7 +2162,14 @@ pub fn restore_process(
     for (table, entries) in shared.fds.iter().zip(&tables) {
         let mut t = table.locked();
         for &(fd, cloexec, i) in entries {
-            if let Some(file) = opened[i].clone() {
+            // Saved at a terminal, restored without one: the caller's
+            // standard descriptors stand in for the terminal's.
+            let stand_in = || {
+                (was_console[i] && console_file.is_none() && fd <= 2)
+                    .then(|| crate::kernel::stdio_file(fd as i32))
+                    .flatten()
+            };
+            if let Some(file) = opened[i].clone().or_else(stand_in) {
                 t.insert_at(fd, FdEntry { file, cloexec }, NR_OPEN)
                     .map_err(|e| fail(format!("descriptor {fd}: {e}")))?;
             }
@@ -2132,8 +2250,26 @@ fn object<T: Clone>(list: &[T], n: usize, what: &str, i: usize) -> Result<T, Err
     })
 }
 
-/// The restored objects open files point into: pipes, epolls, sockets.
-type Shareds<'a> = (&'a [Arc<Pipe>], &'a [Arc<Epoll>], &'a [Arc<UnixSocket>]);
+/// The restored objects open files point into: pipes, epolls, sockets,
+/// ptys.
+type Shareds<'a> = (
+    &'a [Arc<Pipe>],
+    &'a [Arc<Epoll>],
+    &'a [Arc<UnixSocket>],
+    &'a [Arc<Pty>],
+);
+
+/// Where saved file `i` was opened (a device node: the description is
+/// made again, not opened).
+fn found_at(task: &Task, path: &[u8], i: usize) -> Result<crate::vfs::Location, Error> {
+    let fs = &task.kernel.fs;
+    fs.resolve(&fs.root(), path, true).map_err(|e| {
+        Error::Restore(format!(
+            "{} (open file {i}): {e}",
+            String::from_utf8_lossy(path)
+        ))
+    })
+}
 
 /// The most descriptors a table may hold (Linux's `NR_OPEN`).
 const NR_OPEN: u64 = 1 << 20;
@@ -2146,7 +2282,7 @@ fn reopen(
     i: usize,
     f: SavedFile,
     console: Option<&Arc<FileDescription>>,
-    (pipes, epolls, socks): Shareds<'_>,
+    (pipes, epolls, socks, ptys): Shareds<'_>,
 ) -> Result<Option<Arc<FileDescription>>, Error> {
     let fail = Error::Restore;
     match f.how {
@@ -2196,6 +2332,20 @@ fn reopen(
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             let kind = crate::socket::SocketFile::kind(sock);
             Ok(Some(FileDescription::new(kind, None, f.flags)))
+        }
+        FileHow::Pty { pty, master, path } => {
+            let pty = object(ptys, pty, "a pty", i)?;
+            let loc = found_at(task, &path, i)?;
+            let end = FileKind::Impl(Arc::new(pty.restored_end(master)));
+            Ok(Some(FileDescription::new(end, Some(loc), f.flags)))
+        }
+        FileHow::ConsoleSlave(path) => {
+            let Some(c) = console.and_then(|c| c.downcast::<PtyEnd>()) else {
+                return Ok(None);
+            };
+            let loc = found_at(task, &path, i)?;
+            let end = FileKind::Impl(Arc::new(c.pty.restored_end(false)));
+            Ok(Some(FileDescription::new(end, Some(loc), f.flags)))
         }
         FileHow::Unix(n) => {
             let sock = object(socks, n, "a socket", i)?;
