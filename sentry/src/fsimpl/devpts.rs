@@ -72,16 +72,28 @@ impl Devpts {
         let index = (0u32..)
             .find(|i| !map.contains_key(i))
             .ok_or(Errno::ENOSPC)?;
+        let pty = self.insert(&mut map, kernel, index, Inner::new());
+        Ok(PtyEnd { pty, master: true })
+    }
+
+    /// A new pair at `index` (free in `map`) with terminal state `inner`.
+    fn insert(
+        self: &Arc<Self>,
+        map: &mut BTreeMap<u32, Arc<Pty>>,
+        kernel: Weak<Kernel>,
+        index: u32,
+        inner: Inner,
+    ) -> Arc<Pty> {
         let pty = Arc::new(Pty {
             index,
             devpts: Arc::downgrade(self),
             kernel,
             waiters: WaitQueue::new(),
-            inner: Mutex::new(Inner::new()),
+            inner: Mutex::new(inner),
             fasync: Default::default(),
         });
         map.insert(index, pty.clone());
-        Ok(PtyEnd { pty, master: true })
+        pty
     }
 
     /// The pair with slave `/dev/pts/index`, while its master is open.
@@ -1024,6 +1036,13 @@ impl crate::kernel::task::Terminal for Pty {
 }
 
 impl Pty {
+    /// The pair behind a controlling terminal (every one is a pty here).
+    pub fn of(t: &Arc<dyn crate::kernel::task::Terminal>) -> Option<Arc<Pty>> {
+        (t.clone() as Arc<dyn std::any::Any + Send + Sync>)
+            .downcast::<Pty>()
+            .ok()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.locked()
     }
@@ -1290,16 +1309,7 @@ impl Devpts {
                  without a terminal (stdin not a tty)"
             ));
         }
-        let pty = Arc::new(Pty {
-            index,
-            devpts: Arc::downgrade(self),
-            kernel,
-            waiters: WaitQueue::new(),
-            inner: Mutex::new(inner),
-            fasync: Default::default(),
-        });
-        map.insert(index, pty.clone());
-        Ok(pty)
+        Ok(self.insert(&mut map, kernel, index, inner))
     }
 }
 

@@ -83,12 +83,24 @@ struct Objects {
     epolls: Vec<Arc<FileDescription>>,
     unix: Vec<Arc<UnixSocket>>,
     ptys: Vec<Arc<Pty>>,
+    /// the pty of the sandbox's terminal (`do` at a tty): not saved, the
+    /// restored sandbox's own terminal takes its place
+    console: Option<Arc<Pty>>,
 }
 
-/// The pty behind the sandbox's terminal (`do` at a tty), if it has one.
-fn console_pty(kernel: &Kernel) -> Option<Arc<Pty>> {
-    let c = kernel.checkpoint.console.get()?;
-    Some(c.downcast::<PtyEnd>()?.pty.clone())
+impl Objects {
+    fn new(kernel: &Kernel) -> Objects {
+        let console = kernel.checkpoint.console.get();
+        Objects {
+            console: console.and_then(|c| Some(c.downcast::<PtyEnd>()?.pty.clone())),
+            ..Objects::default()
+        }
+    }
+
+    /// Whether `pty` is the sandbox's terminal.
+    fn is_console(&self, pty: &Arc<Pty>) -> bool {
+        self.console.as_ref().is_some_and(|c| Arc::ptr_eq(c, pty))
+    }
 }
 
 /// A Unix socket of the image: what it was, its queued messages, and its
@@ -741,8 +753,7 @@ fn encode(
     };
     let (mut mms, mut tables, mut dirs) = (Vec::new(), Vec::new(), Vec::new());
     let mut body = Enc::default();
-    let mut objects = Objects::default();
-    let console = console_pty(kernel);
+    let mut objects = Objects::new(kernel);
     body.u64(procs.len() as u64);
     for p in &procs {
         let st = p.state();
@@ -804,14 +815,9 @@ fn encode(
                 .and_then(|t| t.fg_pgrp())
                 .map_or(0, |g| g as u32),
         );
-        let ctty = st.ctty.clone().map(|t| {
-            (t as Arc<dyn std::any::Any + Send + Sync>)
-                .downcast::<Pty>()
-                .ok()
-        });
-        match ctty {
+        match st.ctty.as_ref().map(Pty::of) {
             None => body.u8(CTTY_NONE),
-            Some(Some(p)) if console.as_ref().is_none_or(|c| !Arc::ptr_eq(c, &p)) => {
+            Some(Some(p)) if !objects.is_console(&p) => {
                 body.u8(CTTY_PTY);
                 body.u32(index_of(&mut objects.ptys, &p));
             }
@@ -1189,8 +1195,7 @@ fn describe_file(
                     "descriptor {fd} (a pty end without a path): not saved yet"
                 ));
             };
-            let console = console_pty(kernel);
-            if console.is_some_and(|c| Arc::ptr_eq(&c, &end.pty)) {
+            if objects.is_console(&end.pty) {
                 // Another opening of the terminal's slave: the restored
                 // sandbox's terminal takes its place.
                 if end.master {
@@ -1403,7 +1408,7 @@ struct SavedProcess {
 }
 
 /// A process's controlling terminal as the image holds it.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Ctty {
     None,
     /// the sandbox's terminal (the restored sandbox's own)

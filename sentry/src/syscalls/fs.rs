@@ -763,10 +763,7 @@ pub(crate) fn open_path(
             Node::Dev(crate::vfs::Device::Tty) => {
                 // The caller's controlling terminal (ENXIO without one).
                 let ctty = task.proc_.state().ctty.clone().ok_or(Errno::ENXIO)?;
-                // Every controlling terminal is a pty of devpts.
-                let ctty = (ctty as Arc<dyn std::any::Any + Send + Sync>)
-                    .downcast::<crate::fsimpl::devpts::Pty>()
-                    .map_err(|_| Errno::ENXIO)?;
+                let ctty = crate::fsimpl::devpts::Pty::of(&ctty).ok_or(Errno::ENXIO)?;
                 FileKind::Impl(Arc::new(ctty.open_slave()?))
             }
             Node::Pts(n) => {
