@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
@@ -39,8 +39,40 @@ use crate::oci;
 use crate::state::{self, Locked, Record, StateDir, Status, EXEC_FIFO};
 use crate::sys;
 
-/// The descriptor on which the boot process reports readiness to `create`.
-pub const READY_FD: i32 = 3;
+/// The descriptor on which the boot process reports readiness to
+/// `create`: the first past those it hands down (`--preserve-fds`).
+fn ready_fd(preserve_fds: u32) -> i32 {
+    3 + preserve_fds as i32
+}
+
+/// Fails unless descriptors 3 .. 3+`n`, which `--preserve-fds n` hands
+/// down, are all open.
+fn check_preserved(n: u32) -> Result<(), Error> {
+    match sys::first_closed_past_stdio(n) {
+        Some(fd) => Err(Error::Usage(format!(
+            "--preserve-fds {n}: descriptor {fd} is not open (it passes descriptors 3 to {}, \
+             which must all be open)",
+            2 + n
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The descriptors `create` hands down to the boot process.
+#[derive(Clone, Copy, Debug)]
+pub struct Handed {
+    /// where it reports readiness
+    pub ready_fd: i32,
+    /// 3 .. 3+this are the first process's (`--preserve-fds`)
+    pub preserve_fds: u32,
+}
+
+/// Descriptors 3 .. 3+`n` of this process (`--preserve-fds n`), taken as
+/// its own.
+fn take_preserved(n: u32) -> Result<Vec<OwnedFd>, Error> {
+    check_preserved(n)?;
+    sys::take_past_stdio(n).map_err(io("taking the descriptors --preserve-fds names"))
+}
 
 /// How long `delete` waits for a killed sandbox to go away.
 const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -445,7 +477,13 @@ fn console(socket: &Path, size: Option<(u16, u16)>, raw: bool) -> Result<OwnedFd
 }
 
 impl Runtime {
-    fn boot_command(&self, id: &str, bundle: &Path, restore: Option<&Path>) -> Command {
+    fn boot_command(
+        &self,
+        id: &str,
+        bundle: &Path,
+        restore: Option<&Path>,
+        preserve_fds: u32,
+    ) -> Command {
         let mut cmd = Command::new(&self.exe);
         cmd.arg("--root").arg(self.state.root());
         if let Some(log) = &self.log {
@@ -464,7 +502,10 @@ impl Runtime {
             .arg("--bundle")
             .arg(bundle)
             .arg("--ready-fd")
-            .arg(READY_FD.to_string());
+            .arg(ready_fd(preserve_fds).to_string());
+        if preserve_fds > 0 {
+            cmd.arg("--preserve-fds").arg(preserve_fds.to_string());
+        }
         if let Some(dir) = restore {
             cmd.arg("--restore").arg(dir);
         }
@@ -488,11 +529,7 @@ impl Runtime {
                 "--console-socket given but process.terminal is false".into(),
             ));
         }
-        if opts.preserve_fds > 0 {
-            return Err(Error::NotSupported(
-                "--preserve-fds (the Sentry passes only stdio into the sandbox)".into(),
-            ));
-        }
+        check_preserved(opts.preserve_fds)?;
         for note in &plan.notes {
             tracing::warn!("container {id}: {note}");
         }
@@ -560,7 +597,9 @@ impl Runtime {
         // the record is written (and its EOF, that `create` died first).
         let (mut ready_r, ready_w) =
             std::os::unix::net::UnixStream::pair().map_err(io("making a socket pair"))?;
-        let mut cmd = self.boot_command(id, &bundle.dir, opts.restore.as_deref());
+        let mut cmd =
+            self.boot_command(id, &bundle.dir, opts.restore.as_deref(), opts.preserve_fds);
+        sys::keep_open(&mut cmd, 3..ready_fd(opts.preserve_fds));
         if let Some(stdio) = &opts.stdio {
             if tty.is_some() {
                 return Err(Error::Usage(
@@ -572,7 +611,7 @@ impl Runtime {
         sys::prepare_child(
             &mut cmd,
             ready_w.as_raw_fd(),
-            READY_FD,
+            ready_fd(opts.preserve_fds),
             !opts.foreground,
             tty.as_ref().map(|t| t.as_raw_fd()),
         );
@@ -1141,6 +1180,8 @@ impl Runtime {
         let status = self.state(id)?.status;
         require_running(id, status)?;
         let socket = self.state.dir(id).join(crate::control::SOCKET);
+        let preserved = take_preserved(req.preserve_fds)?;
+        let preserved: Vec<BorrowedFd<'_>> = preserved.iter().map(AsFd::as_fd).collect();
         let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
         // With a terminal: a new one whose master goes to the console
         // socket, or the caller's own.
@@ -1169,7 +1210,7 @@ impl Runtime {
         // (blocked) until they can be passed on.
         sentry::hostsig::block_forwarded().map_err(io("blocking signals"))?;
         if !detach {
-            let started = crate::control::exec(&socket, req, stdio)
+            let started = crate::control::exec(&socket, req, stdio, &preserved)
                 .map_err(|e| Error::Boot(format!("container {id}: exec {:?}: {e}", req.args)))?;
             if let Some(p) = pid_file {
                 write_atomic(p, std::process::id().to_string().as_bytes())?;
@@ -1183,7 +1224,7 @@ impl Runtime {
                 .map_err(|e| Error::Boot(format!("container {id}: exec: {e}")));
         }
         let (child, started) = sys::fork_reporting(|| {
-            let started = crate::control::exec(&socket, req, stdio)?;
+            let started = crate::control::exec(&socket, req, stdio, &preserved)?;
             // This process stands for the program: signals to it (what
             // containerd's runc shim sends to the pid file's pid) reach it.
             let _ = started.forward_host_signals();
@@ -1474,15 +1515,21 @@ pub fn boot(
     state: &StateDir,
     id: &str,
     bundle: &Path,
-    ready_fd: i32,
+    handed: Handed,
     network: &Network,
     overlay: bool,
     restore: Option<&Path>,
 ) -> i32 {
-    let mut ready = match sys::inherited_fd(ready_fd) {
-        Ok(fd) => std::fs::File::from(fd),
+    let handed = sys::inherited_fd(handed.ready_fd).and_then(|r| {
+        Ok((
+            std::fs::File::from(r),
+            sys::take_past_stdio(handed.preserve_fds)?,
+        ))
+    });
+    let (mut ready, preserved) = match handed {
+        Ok(h) => h,
         Err(e) => {
-            eprintln!("ferrovisor boot: descriptor {ready_fd}: {e} (boot is started by 'create')");
+            eprintln!("ferrovisor boot: the descriptors create hands down: {e} (boot is started by 'create')");
             return 1;
         }
     };
@@ -1752,6 +1799,7 @@ pub fn boot(
         sysctls: plan.sysctls,
         save: None,
         restore: image,
+        preserved_fds: preserved,
     };
     // Last, with the gofers started and every host path opened: the
     // Sentry's own process in new namespaces, as an unprivileged user.

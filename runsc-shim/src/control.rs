@@ -64,6 +64,17 @@ pub struct ExecRequest {
     /// long-lived sandbox's execs see its secrets' placeholders)
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inherit_env: bool,
+    /// descriptors the request carries past stdio, which become the
+    /// process's 3, 4, ... (`exec --preserve-fds`)
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preserve_fds: u32,
+}
+
+/// The most descriptors past stdio one exec request carries.
+pub const MAX_PRESERVED_FDS: u32 = sys::MAX_FDS as u32 - 3;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// `base` (`NAME=VALUE` strings joined by NULs, as `/proc/PID/environ`)
@@ -631,10 +642,16 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
         Ok(r) => r,
         Err(e) => return send(&mut conn, &Reply::Failed(format!("bad request: {e}"))),
     };
-    let Ok(stdio) = <[std::os::fd::OwnedFd; 3]>::try_from(fds) else {
+    let want = 3 + req.preserve_fds as usize;
+    let mut fds = fds;
+    let preserved = fds.split_off(3.min(fds.len()));
+    let (Ok(stdio), true) = (
+        <[std::os::fd::OwnedFd; 3]>::try_from(fds),
+        preserved.len() + 3 == want,
+    ) else {
         return send(
             &mut conn,
-            &Reply::Failed("the request must carry three descriptors".into()),
+            &Reply::Failed(format!("the request must carry {want} descriptors")),
         );
     };
     let kernel_weak = kernel.clone();
@@ -658,6 +675,7 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
         ids: Some((req.uid, req.gid)),
         ppid: 0,
         stdio: sentry::Stdio::Owned(stdio),
+        preserved,
         privileges: req.privileges.to_sentry(),
     };
     let started = sentry::spawn_process(&kernel, spec);
@@ -851,12 +869,19 @@ fn connect(socket: &Path) -> Result<UnixStream, Error> {
 }
 
 /// Asks the sandbox behind `socket` to run `req` with `stdio` as its
-/// standard descriptors.
-pub fn exec(socket: &Path, req: &ExecRequest, stdio: [BorrowedFd<'_>; 3]) -> Result<Exec, Error> {
+/// standard descriptors and `preserved` (`req.preserve_fds` of them) as
+/// its next ones.
+pub fn exec(
+    socket: &Path,
+    req: &ExecRequest,
+    stdio: [BorrowedFd<'_>; 3],
+    preserved: &[BorrowedFd<'_>],
+) -> Result<Exec, Error> {
     let conn = connect(socket)?;
     let mut line = serde_json::to_vec(req)?;
     line.push(b'\n');
-    sys::send_with_fds(conn.as_fd(), &line, &stdio).map_err(|source| Error::Send {
+    let fds: Vec<BorrowedFd<'_>> = stdio.into_iter().chain(preserved.iter().copied()).collect();
+    sys::send_with_fds(conn.as_fd(), &line, &fds).map_err(|source| Error::Send {
         what: "sending the request",
         source,
     })?;

@@ -584,6 +584,9 @@ struct BootArgs {
     /// Go on from the image in DIR (`restore`).
     #[arg(long, value_name = "DIR")]
     restore: Option<PathBuf>,
+    /// Descriptors 3 .. 3+N are the first process's (`create --preserve-fds`).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    preserve_fds: u32,
     /// Container id.
     id: String,
 }
@@ -838,11 +841,14 @@ fn exec_request(
     ),
     container::Error,
 > {
-    let unsupported = |what: &str| Err(container::Error::NotSupported(format!("exec {what}")));
     let mut tty = a.tty;
     let mut size = None;
-    if a.preserve_fds > 0 {
-        return unsupported("--preserve-fds");
+    if a.preserve_fds > runsc_shim::control::MAX_PRESERVED_FDS {
+        return Err(container::Error::Usage(format!(
+            "exec --preserve-fds {}: at most {} (what one message to the sandbox carries)",
+            a.preserve_fds,
+            runsc_shim::control::MAX_PRESERVED_FDS
+        )));
     }
     let (mut uid, mut gid) = (0u32, 0u32);
     let mut req = if let Some(path) = &a.process {
@@ -877,6 +883,7 @@ fn exec_request(
             gid,
             privileges,
             inherit_env: false,
+            preserve_fds: a.preserve_fds,
         }
     } else {
         let mut privileges = base()?;
@@ -909,6 +916,7 @@ fn exec_request(
             gid,
             privileges,
             inherit_env: false,
+            preserve_fds: a.preserve_fds,
         }
     };
     if req.args.is_empty() {
@@ -1188,6 +1196,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         sysctls: Vec::new(),
         save,
         restore,
+        preserved_fds: Vec::new(),
     };
     // Last, with the gofers started: the Sentry's own process in new
     // namespaces, as an unprivileged user.
@@ -1430,7 +1439,10 @@ fn main() -> ExitCode {
                 &rt.state,
                 &args.id,
                 &args.bundle,
-                args.ready_fd,
+                container::Handed {
+                    ready_fd: args.ready_fd,
+                    preserve_fds: args.preserve_fds,
+                },
                 &rt.network,
                 rt.overlay,
                 args.restore.as_deref(),

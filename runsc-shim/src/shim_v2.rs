@@ -989,7 +989,12 @@ impl Service {
             let m = Arc::new(m);
             wire_terminal(&paths.0, &paths.1, &m, &pipe).map_err(internal)?;
             master = Some(m);
-            crate::control::exec(&socket, &req, [slave.as_fd(), slave.as_fd(), slave.as_fd()])
+            crate::control::exec(
+                &socket,
+                &req,
+                [slave.as_fd(), slave.as_fd(), slave.as_fd()],
+                &[],
+            )
         } else {
             let stdio = open_stdio(StdioPaths::of(&paths.0, &paths.1, &paths.2), &pipe)
                 .map_err(internal)?;
@@ -1002,6 +1007,7 @@ impl Service {
                     stdio.stdout.as_fd(),
                     stdio.stderr.as_fd(),
                 ],
+                &[],
             )
         }
         .map_err(|e| fail(e.to_string()))?;
@@ -1728,6 +1734,7 @@ impl shim::Task for Service {
             gid: process.user().gid(),
             privileges: crate::oci::privileges(&process, "").map_err(field)?,
             inherit_env: false,
+            preserve_fds: 0,
         };
         let mut tasks = self.tasks();
         if tasks.get(&req.id)?.phase != Phase::Running {

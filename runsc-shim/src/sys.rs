@@ -325,8 +325,47 @@ pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>, name: &[u8]) -> io::Res
     send_with_fds(sock, payload, &[fd])
 }
 
-/// Most descriptors one message carries here.
-const MAX_FDS: usize = 4;
+/// Most descriptors one message carries (Linux's SCM_MAX_FD).
+pub const MAX_FDS: usize = 253;
+
+/// Room for one cmsghdr carrying [`MAX_FDS`] ints, in 8-byte words.
+const CONTROL_WORDS: usize = (std::mem::size_of::<libc::cmsghdr>() + MAX_FDS * 4).div_ceil(8);
+
+/// The first of descriptors 3 .. 3+`n` (those a caller hands down with
+/// `--preserve-fds n`) that is not open, if one is not.
+pub fn first_closed_past_stdio(n: u32) -> Option<RawFd> {
+    // SAFETY: F_GETFD only inspects the descriptor table.
+    (3..3 + n as RawFd).find(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0)
+}
+
+/// Takes descriptors 3 .. 3+`n`, handed down by the caller, as this
+/// process's own, close-on-exec (so that no child of ours inherits them).
+pub fn take_past_stdio(n: u32) -> io::Result<Vec<OwnedFd>> {
+    (3..3 + n as RawFd)
+        .map(|fd| {
+            let owned = inherited_fd(fd)?;
+            // SAFETY: F_SETFD on a descriptor this process owns.
+            cvt(unsafe { libc::fcntl(owned.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) })?;
+            Ok(owned)
+        })
+        .collect()
+}
+
+/// Keeps descriptors `fds` open across the exec of `cmd` (they are
+/// handed down to it).
+pub fn keep_open(cmd: &mut Command, fds: std::ops::Range<RawFd>) {
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls fcntl on integers.
+    unsafe {
+        cmd.pre_exec(move || {
+            for fd in fds.clone() {
+                let flags = cvt(libc::fcntl(fd, libc::F_GETFD))?;
+                cvt(libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC))?;
+            }
+            Ok(())
+        });
+    }
+}
 
 /// Sends `data` with `fds` attached (SCM_RIGHTS) in one message; `data`
 /// must not be empty.
@@ -338,8 +377,7 @@ pub fn send_with_fds(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) 
         iov_base: data.as_ptr() as *mut libc::c_void,
         iov_len: data.len(),
     };
-    // Room for one cmsghdr carrying MAX_FDS ints, 8-byte aligned.
-    let mut control = [0u64; 6];
+    let mut control = [0u64; CONTROL_WORDS];
     let bytes = std::mem::size_of_val(fds) as u32;
     // SAFETY: CMSG_SPACE is a pure computation.
     let space = unsafe { libc::CMSG_SPACE(bytes) } as usize;
@@ -394,7 +432,7 @@ pub fn recv_with_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize,
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
-    let mut control = [0u64; 6];
+    let mut control = [0u64; CONTROL_WORDS];
     // SAFETY: msghdr is plain data; all-zero is a valid empty value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;

@@ -4319,3 +4319,93 @@ fn checkpoint_and_restore(argv: &[&str]) {
     assert!(err.contains("checksum") || err.contains("corrupt"), "{err}");
     assert_ne!(w.cli(&["state", "cp1"]).status, 0, "no container left");
 }
+
+impl World {
+    /// `args` for `bin`, started by a shell that first opens `redirects`
+    /// (descriptors past stdio for `--preserve-fds` to hand down).
+    fn handing_down(&self, redirects: &str, bin: &str, args: &[&str]) -> Command {
+        let inner = self.command_of(bin, args);
+        let mut cmd = Command::new("/bin/sh");
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .arg("-c")
+            .arg(format!("{redirects}; exec \"$0\" \"$@\""))
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        cmd
+    }
+}
+
+#[test]
+fn preserve_fds_hands_descriptors_past_stdio_down_as_runc() {
+    let script = "echo to three >&3; cat <&4; echo to five >&5 || echo five is not open; \
+                  ls -l /proc/self/fd/3 | cut -c1-10";
+    let mut seen = Vec::new();
+    for bin in runtimes("preserve_fds_hands_descriptors_past_stdio_down_as_runc") {
+        let mut w = World::new("preserve-fds", |v| set_args(v, &["sh", "-c", script]));
+        std::fs::write(w.dir.path().join("four"), "from four\n").expect("four");
+        let bundle = w.bundle_str();
+        w.ids.push("p1".into());
+        let cmd = w.handing_down(
+            "exec 3>three 4<four",
+            &bin,
+            &["run", "--preserve-fds", "2", "--bundle", &bundle, "p1"],
+        );
+        let out = run(cmd, None, TIMEOUT);
+        assert_eq!(out.status, 0, "{bin}: {out:?}");
+        let three = std::fs::read_to_string(w.dir.path().join("three")).unwrap_or_default();
+        seen.push((bin.clone(), out.stdout.clone(), three));
+
+        // exec hands its own down too, while the container runs.
+        w.edit_config(|v| set_args(v, &["sleep", "60"]));
+        assert_eq!(w.create_of(&bin, &[], "p2").status, 0, "{bin} create");
+        assert_eq!(w.cli_of(&bin, &["start", "p2"]).status, 0, "{bin} start");
+        let cmd = w.handing_down(
+            "exec 3>exec-three",
+            &bin,
+            &[
+                "exec",
+                "--preserve-fds",
+                "1",
+                "p2",
+                "sh",
+                "-c",
+                "echo exec to three >&3",
+            ],
+        );
+        let out = run(cmd, None, TIMEOUT);
+        assert_eq!(out.status, 0, "{bin} exec: {out:?}");
+        let exec_three =
+            std::fs::read_to_string(w.dir.path().join("exec-three")).unwrap_or_default();
+        assert_eq!(exec_three, "exec to three\n", "{bin}");
+        assert_eq!(w.cli_of(&bin, &["delete", "--force", "p2"]).status, 0);
+    }
+    let (bin, stdout, three) = &seen[0];
+    assert_eq!(
+        (stdout.as_str(), three.as_str()),
+        ("from four\nfive is not open\nl-wx------\n", "to three\n"),
+        "{bin}"
+    );
+    for (bin, stdout, three) in &seen[1..] {
+        assert_eq!((stdout, three), (&seen[0].1, &seen[0].2), "{bin} differs");
+    }
+
+    // A descriptor that is not open: one line, nothing created.
+    let w = World::new("preserve-fds-closed", |v| set_args(v, &["true"]));
+    let bundle = w.bundle_str();
+    let cmd = w.handing_down(
+        "exec 3>three",
+        FERROVISOR,
+        &["create", "--preserve-fds", "2", "--bundle", &bundle, "p3"],
+    );
+    let out = run(cmd, None, TIMEOUT);
+    assert_one_line(&out);
+    assert!(
+        out.stderr.contains("descriptor 4 is not open"),
+        "{}",
+        out.stderr
+    );
+    assert_ne!(w.cli(&["state", "p3"]).status, 0, "no container left");
+}

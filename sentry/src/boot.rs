@@ -113,6 +113,9 @@ pub struct SandboxConfig<'a> {
     /// a sandbox image to go on from instead of starting `argv` (`do
     /// --restore`)
     pub restore: Option<crate::Image>,
+    /// host descriptors that become the first process's 3, 4, ... (runc's
+    /// `--preserve-fds`)
+    pub preserved_fds: Vec<std::os::fd::OwnedFd>,
 }
 
 /// A file system mounted over a guest path.
@@ -425,6 +428,7 @@ where
                 ids: config.ids,
                 ppid: 0,
                 stdio,
+                preserved: config.preserved_fds,
                 privileges: config.privileges,
             },
         )?,

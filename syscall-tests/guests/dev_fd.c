@@ -139,5 +139,18 @@ int main(void)
 	fflush(stdout);
 	EXPECT(write(out, "written to /proc/self/fd/1\n", 27), 27);
 	EXPECT(close(out), 0);
+
+	/* The links' modes say the access mode: r-x, -wx, rwx, and none for
+	 * O_PATH. */
+	const int modes[] = {O_RDONLY, O_WRONLY, O_RDWR, O_PATH};
+	snprintf(path, sizeof path, "/tmp/dev_fd.%d", getpid());
+	EXPECT(close(EXPECT(open(path, O_CREAT | O_WRONLY, 0600), 3)), 0);
+	for (unsigned i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+		int f = EXPECT(open(path, modes[i]), 3);
+		EXPECT(lstat("/proc/self/fd/3", &st), 0);
+		SHOW("open mode %#o: link mode %03o", modes[i], st.st_mode & 0777);
+		EXPECT(close(f), 0);
+	}
+	EXPECT(unlink(path), 0);
 	return t_done();
 }

@@ -357,6 +357,7 @@ impl ExecOptions {
             gid,
             privileges: control::Privileges::default(),
             inherit_env: true,
+            preserve_fds: 0,
         })
     }
 }
@@ -689,7 +690,7 @@ impl Store {
     ) -> Result<Running, Error> {
         let req = opts.request()?;
         let socket = self.running(name)?;
-        let exec = control::exec(&socket, &req, stdio).map_err(|e| match e {
+        let exec = control::exec(&socket, &req, stdio, &[]).map_err(|e| match e {
             control::Error::Refused(why) => Error::Guest(why),
             e => Error::Control(e),
         })?;

@@ -137,10 +137,17 @@ impl ProcNode {
             ProcNode::FdLink(i, f, _) if f.downcast::<crate::fsimpl::nsfs::NsFile>().is_some() => {
                 (abi::S_IFLNK | 0o777, *i)
             }
-            ProcNode::FdLink(i, f, _) => (
-                abi::S_IFLNK | if f.flags() & 3 == 0 { 0o500 } else { 0o700 },
-                *i,
-            ),
+            // (r-x for reading, -wx for writing, none for O_PATH, as
+            // Linux's tid_fd_update_inode)
+            ProcNode::FdLink(i, f, _) => {
+                let mode = match f.flags() & abi::O_ACCMODE {
+                    _ if matches!(f.kind, FileKind::Path) => 0,
+                    0 => 0o500,
+                    1 => 0o300,
+                    _ => 0o700,
+                };
+                (abi::S_IFLNK | mode, *i)
+            }
         }
     }
 }

@@ -713,6 +713,9 @@ pub struct ProcessSpec {
     pub ppid: i32,
     /// what becomes descriptors 0-2
     pub stdio: Stdio,
+    /// host descriptors that become 3, 4, ... (runc's `--preserve-fds`);
+    /// the process's own from then on, as [`Stdio::Owned`]'s are
+    pub preserved: Vec<std::os::fd::OwnedFd>,
     /// capabilities, `no_new_privs` and resource limits
     pub privileges: Privileges,
 }
@@ -925,7 +928,13 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
             [-1; 3]
         }
     };
-    for (i, fd) in stdio.into_iter().enumerate() {
+    let preserved = spec.preserved.into_iter().map(|fd| {
+        // (the description closes it; if none is made, it closes here)
+        let usable = crate::host::getfl(std::os::fd::AsFd::as_fd(&fd)).is_ok();
+        usable.then(|| std::os::fd::IntoRawFd::into_raw_fd(fd))
+    });
+    let preserved: Vec<i32> = preserved.map(|fd| fd.unwrap_or(-1)).collect();
+    for (i, fd) in stdio.into_iter().chain(preserved).enumerate() {
         let Some(file) = stdio_file(fd) else {
             continue;
         };
