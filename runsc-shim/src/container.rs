@@ -1557,6 +1557,14 @@ pub fn boot(
             return 1;
         }
     }
+    // `linux.memoryPolicy`, before the Sentry's threads and stubs exist:
+    // they inherit it, so the guest's memory is placed by it.
+    if let Some((mode, nodes)) = &plan.mempolicy {
+        if let Err(e) = sys::set_mempolicy(*mode, nodes) {
+            let _ = writeln!(ready, "linux.memoryPolicy: the host refused it: {e}");
+            return 1;
+        }
+    }
     let _ = ready.write_all(b"ok\n");
     // Nothing may outlive a `create` that dies before it wrote the record
     // (a client that gave up): `delete` could not find this process.
@@ -1800,6 +1808,11 @@ pub fn boot(
         save: None,
         restore: image,
         preserved_fds: preserved,
+        mempolicy: plan
+            .mempolicy
+            .as_ref()
+            .and_then(|(mode, nodes)| sentry::NumaPolicy::new(*mode, nodes).ok())
+            .unwrap_or_default(),
     };
     // Last, with the gofers started and every host path opened: the
     // Sentry's own process in new namespaces, as an unprivileged user.

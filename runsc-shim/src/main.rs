@@ -1197,6 +1197,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         save,
         restore,
         preserved_fds: Vec::new(),
+        mempolicy: Default::default(),
     };
     // Last, with the gofers started: the Sentry's own process in new
     // namespaces, as an unprivileged user.

@@ -329,6 +329,9 @@ pub struct Plan {
     pub seccomp: Option<Vec<abi::bpf::SockFilter>>,
     /// `linux.resources.cpu.cpus`: the host CPUs the sandbox runs on
     pub cpus: Option<Vec<usize>>,
+    /// `linux.memoryPolicy`: the mode (with its flags) and nodes the
+    /// sandbox's memory is placed by, on the host and in the guest's view
+    pub mempolicy: Option<(i32, Vec<usize>)>,
     /// `root.readonly`
     pub readonly: bool,
     /// `process.args`
@@ -753,6 +756,41 @@ pub fn resources(r: &LinuxResources) -> Result<Limits, Error> {
     Ok(limits)
 }
 
+/// `linux.memoryPolicy` as `set_mempolicy(2)` takes it: the mode ORed
+/// with its flags, and the nodes; refused as the Sentry would refuse the
+/// guest's own call.
+fn memory_policy(p: &oci_spec::runtime::LinuxMemoryPolicy) -> Result<(i32, Vec<usize>), Error> {
+    use oci_spec::runtime::{MemoryPolicyFlagType as F, MemoryPolicyModeType as M};
+    let mode = match p.mode() {
+        M::MpolDefault => 0,
+        M::MpolPreferred => 1,
+        M::MpolBind => 2,
+        M::MpolInterleave => 3,
+        M::MpolLocal => 4,
+        M::MpolPreferredMany => 5,
+        M::MpolWeightedInterleave => 6,
+    };
+    let flags = p.flags().iter().flatten().fold(0, |acc, f| {
+        acc | match f {
+            F::MpolFStaticNodes => 1 << 15,
+            F::MpolFRelativeNodes => 1 << 14,
+            F::MpolFNumaBalancing => 1 << 13,
+        }
+    });
+    let nodes = match p.nodes().as_deref().map(str::trim) {
+        None | Some("") => Vec::new(),
+        Some(text) => parse_cpu_list(text).ok_or_else(|| {
+            field(
+                "linux.memoryPolicy.nodes",
+                format!("\"{text}\": not a list such as 0-3,6"),
+            )
+        })?,
+    };
+    sentry::NumaPolicy::new(mode | flags, &nodes)
+        .map_err(|why| field("linux.memoryPolicy", format!("{}: {why}", p.mode())))?;
+    Ok((mode | flags, nodes))
+}
+
 /// Takes `cpu.cpus` and `cpu.mems` out of `r`: the CPUs the sandbox may
 /// run on (its host threads' affinity), and memory nodes, which must be all
 /// of the host's (there is no cpuset cgroup here to hold fewer).
@@ -1014,6 +1052,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
 
     let mut limits = Limits::default();
     let mut cpus = None;
+    let mut mempolicy = None;
     let mut cgroups_path = None;
     let mut sysctls = Vec::new();
     let mut masked_paths = Vec::new();
@@ -1190,9 +1229,11 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
                 return Err(unsupported("linux.personality.flags", format!("flag {f}")));
             }
         }
+        if let Some(p) = linux.memory_policy() {
+            mempolicy = Some(memory_policy(p)?);
+        }
         let refused = [
             ("linux.intelRdt", linux.intel_rdt().is_some()),
-            ("linux.memoryPolicy", linux.memory_policy().is_some()),
             ("linux.timeOffsets", linux.time_offsets().is_some()),
             ("linux.netDevices", linux.net_devices().is_some()),
         ];
@@ -1243,6 +1284,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
         rootfs,
         seccomp,
         cpus,
+        mempolicy,
         readonly,
         argv,
         env,

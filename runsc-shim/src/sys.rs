@@ -920,6 +920,27 @@ pub fn set_affinity(cpus: &[usize]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `set_mempolicy(2)` of the calling thread (those it starts, and the
+/// processes it forks, inherit it): `mode` with its flags, over `nodes`.
+pub fn set_mempolicy(mode: i32, nodes: &[usize]) -> io::Result<()> {
+    let words = nodes.iter().max().map_or(0, |&n| n / 64 + 1);
+    let mut mask = vec![0u64; words];
+    for &n in nodes {
+        mask[n / 64] |= 1 << (n % 64);
+    }
+    let (ptr, maxnode) = match words {
+        0 => (std::ptr::null(), 0),
+        _ => (mask.as_ptr(), words as u64 * 64 + 1),
+    };
+    // SAFETY: the kernel reads `maxnode - 1` bits from `ptr`, which has
+    // that many (or is null with none).
+    let r = unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, ptr, maxnode) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Reads `path` as if `root` were `/` (`openat2(RESOLVE_IN_ROOT)`): a
 /// link in a container's rootfs cannot lead to a host file.
 pub fn read_in_root(root: &Path, path: &str) -> io::Result<Vec<u8>> {

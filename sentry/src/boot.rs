@@ -116,6 +116,8 @@ pub struct SandboxConfig<'a> {
     /// host descriptors that become the first process's 3, 4, ... (runc's
     /// `--preserve-fds`)
     pub preserved_fds: Vec<std::os::fd::OwnedFd>,
+    /// the first process's NUMA policy (OCI `linux.memoryPolicy`)
+    pub mempolicy: crate::NumaPolicy,
 }
 
 /// A file system mounted over a guest path.
@@ -419,19 +421,23 @@ where
                 (f.clone(), tty)
             }),
         )?,
-        None => start_process(
-            &kernel,
-            ProcessSpec {
-                argv,
-                envp: config.envp,
-                cwd: config.cwd,
-                ids: config.ids,
-                ppid: 0,
-                stdio,
-                preserved: config.preserved_fds,
-                privileges: config.privileges,
-            },
-        )?,
+        None => {
+            let task = start_process(
+                &kernel,
+                ProcessSpec {
+                    argv,
+                    envp: config.envp,
+                    cwd: config.cwd,
+                    ids: config.ids,
+                    ppid: 0,
+                    stdio,
+                    preserved: config.preserved_fds,
+                    privileges: config.privileges,
+                },
+            )?;
+            config.mempolicy.apply(&task);
+            task
+        }
     };
     if let Some((c, _)) = &console {
         c.start()

@@ -39,6 +39,7 @@ pub use kernel::{spawn_process, CpuMax, Error, Privileges, ProcessSpec, ProcessS
 pub use socket::inet::LoopbackConn;
 pub use syscalls::checkpoint::payload as check_image;
 pub use syscalls::checkpoint::Image;
+pub use syscalls::numa::NumaPolicy;
 
 /// The guest's network view (its devices, addresses and routes), which
 /// the runtime builds from the host's.

@@ -22,7 +22,7 @@ mod mount;
 mod mqueue;
 mod netlink;
 mod ns;
-mod numa;
+pub(crate) mod numa;
 mod poll;
 mod process;
 mod ptrace;

@@ -163,6 +163,45 @@ fn new_policy(mode: i32, flags: i32, nodes: Nodes) -> Result<Option<MemPolicy>, 
     }))
 }
 
+/// A NUMA policy the sandbox's first thread starts with (OCI
+/// `linux.memoryPolicy`), as its own `set_mempolicy(2)` would set it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NumaPolicy(Option<MemPolicy>);
+
+impl NumaPolicy {
+    /// `mode` (an `MPOL_*` ORed with `MPOL_F_*` flags) over `nodes`, or
+    /// why `set_mempolicy(2)` would refuse it here.
+    pub fn new(mode: i32, nodes: &[usize]) -> Result<NumaPolicy, String> {
+        let (m, flags) = split_mode(mode).map_err(|_| {
+            "the mode and flags do not go together (STATIC_NODES with RELATIVE_NODES, \
+             or NUMA_BALANCING but with BIND or PREFERRED_MANY)"
+                .to_string()
+        })?;
+        let mut mask = Nodes::default();
+        for &n in nodes {
+            match n {
+                0..64 => mask.first |= 1 << n,
+                _ if (n as u64) < MAX_NUMNODES => mask.rest = true,
+                _ => return Err(format!("node {n} is past the last node there can be")),
+            }
+        }
+        new_policy(m, flags, mask).map(NumaPolicy).map_err(|_| {
+            if mask.is_empty() {
+                "this mode needs nodes".to_string()
+            } else if matches!(m, MPOL_DEFAULT | MPOL_LOCAL) {
+                "this mode takes no nodes".to_string()
+            } else {
+                "the sandbox has one memory node, node 0".to_string()
+            }
+        })
+    }
+
+    /// Gives `task` this policy.
+    pub(crate) fn apply(self, task: &Task) {
+        task.thread.state().mempolicy = self.0;
+    }
+}
+
 pub fn sys_set_mempolicy(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let (mode, flags) = split_mode(a.i32(0))?;
     let nodes = get_nodes(task, a.ptr(1), a.u64(2))?;
