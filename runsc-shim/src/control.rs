@@ -68,6 +68,11 @@ pub struct ExecRequest {
     /// process's 3, 4, ... (`exec --preserve-fds`)
     #[serde(default, skip_serializing_if = "is_zero")]
     pub preserve_fds: u32,
+    /// `USER[:GROUP]`, names or numbers, found in the sandbox's own
+    /// /etc/passwd and /etc/group when it runs (over `uid`, `gid` and the
+    /// groups); `None`: those as given
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// The most descriptors past stdio one exec request carries.
@@ -667,16 +672,26 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
     } else {
         req.env.into_iter().map(String::into_bytes).collect()
     };
+    let (mut ids, mut privileges) = ((req.uid, req.gid), req.privileges.to_sentry());
+    if let Some(spec) = &req.user {
+        match sentry::guest_user(&kernel, spec) {
+            Ok(u) => {
+                ids = (u.uid, u.gid);
+                privileges.groups = Some(u.groups);
+            }
+            Err(why) => return send(&mut conn, &Reply::Failed(why)),
+        }
+    }
     let running = Running::start();
     let spec = sentry::ProcessSpec {
         argv: req.args.into_iter().map(String::into_bytes).collect(),
         envp,
         cwd: req.cwd.into_bytes(),
-        ids: Some((req.uid, req.gid)),
+        ids: Some(ids),
         ppid: 0,
         stdio: sentry::Stdio::Owned(stdio),
         preserved,
-        privileges: req.privileges.to_sentry(),
+        privileges,
     };
     let started = sentry::spawn_process(&kernel, spec);
     drop(kernel);

@@ -884,6 +884,7 @@ fn exec_request(
             privileges,
             inherit_env: false,
             preserve_fds: a.preserve_fds,
+            user: None,
         }
     } else {
         let mut privileges = base()?;
@@ -917,6 +918,7 @@ fn exec_request(
             privileges,
             inherit_env: false,
             preserve_fds: a.preserve_fds,
+            user: None,
         }
     };
     if req.args.is_empty() {

@@ -1735,6 +1735,7 @@ impl shim::Task for Service {
             privileges: crate::oci::privileges(&process, "").map_err(field)?,
             inherit_env: false,
             preserve_fds: 0,
+            user: None,
         };
         let mut tasks = self.tasks();
         if tasks.get(&req.id)?.phase != Phase::Running {

@@ -28,6 +28,11 @@ impl Root {
         run(cmd, None, TIMEOUT)
     }
 
+    /// `exec NAME -- sh -c SCRIPT`, which must succeed: its stdout.
+    fn sh(&self, name: &str, script: &str) -> String {
+        self.ok(&["exec", name, "--", "sh", "-c", script])
+    }
+
     fn ok(&self, args: &[&str]) -> String {
         let o = self.cli(args);
         assert_eq!(o.status, 0, "{args:?}: {}", common::show(&o));
@@ -69,14 +74,7 @@ fn a_sandbox_keeps_its_state_between_execs() {
         "hello\nbox\n"
     );
     // A file written by one exec is there for the next.
-    root.ok(&[
-        "exec",
-        "box",
-        "--",
-        "sh",
-        "-c",
-        "echo kept > /etc/new; mkdir -p /work",
-    ]);
+    root.sh("box", "echo kept > /etc/new; mkdir -p /work");
     assert_eq!(root.ok(&["exec", "box", "--", "cat", "/etc/new"]), "kept\n");
     // A background process started by one exec outlives it.
     root.ok(&[
@@ -108,6 +106,39 @@ fn a_sandbox_keeps_its_state_between_execs() {
         ]),
         "/work\n1000\n100\ny\n"
     );
+    // Users by name or number, from the sandbox's own /etc/passwd and
+    // /etc/group (written here by an exec, into the overlay), as docker
+    // exec --user finds them: the passwd entry's group unless one is
+    // given, and the groups that list the user.
+    root.sh(
+        "box",
+        "echo 'alice:x:1234:2345::/home/alice:/bin/sh' >> /etc/passwd; \
+         echo 'team:x:2345:' >> /etc/group; echo 'extra:x:3456:bob,alice' >> /etc/group",
+    );
+    let ids = "id -u; id -g; id -G";
+    let as_user = |u: &str| root.ok(&["exec", "box", "-u", u, "--", "sh", "-c", ids]);
+    assert_eq!(as_user("alice"), "1234\n2345\n2345 3456\n");
+    assert_eq!(as_user("1234"), "1234\n2345\n2345 3456\n");
+    assert_eq!(as_user("alice:extra"), "1234\n3456\n3456\n");
+    assert_eq!(as_user("alice:77"), "1234\n77\n77 3456\n");
+    assert_eq!(as_user("4321"), "4321\n0\n0\n");
+    assert_eq!(
+        as_user("nobody"),
+        native(&format!(
+            "setpriv --reuid=nobody --regid=$(id -g nobody) --init-groups sh -c '{ids}'"
+        ))
+    );
+    for (user, why) in [
+        ("mallory", "no user \"mallory\""),
+        ("alice:nosuch", "no group \"nosuch\""),
+    ] {
+        let o = root.cli(&["exec", "box", "-u", user, "--", "true"]);
+        assert!(
+            o.status != 0 && o.stderr.contains(why),
+            "{user}: {}",
+            common::show(&o)
+        );
+    }
     let o = root.cli(&["exec", "box", "--timeout", "0.3", "--", "sleep", "10"]);
     assert_eq!(o.status, 137, "{}", common::show(&o));
     assert!(o.stderr.contains("--timeout"), "{}", o.stderr);

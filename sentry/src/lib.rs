@@ -34,7 +34,7 @@ pub use kernel::auth::CapSets;
 pub use kernel::hostsig;
 pub use kernel::task::ExitStatus;
 pub use kernel::task::{si, user_info};
-pub use kernel::Kernel;
+pub use kernel::{guest_user, GuestUser, Kernel};
 pub use kernel::{spawn_process, CpuMax, Error, Privileges, ProcessSpec, ProcessSummary, Stdio};
 pub use socket::inet::LoopbackConn;
 pub use syscalls::checkpoint::payload as check_image;

@@ -26,8 +26,9 @@ pub enum Command {
         /// NAME=VALUE over the sandbox's environment; repeatable.
         #[arg(long, short = 'e', value_name = "NAME=VALUE")]
         env: Vec<String>,
-        /// UID[:GID] to run as (default 0:0).
-        #[arg(long, short = 'u', value_name = "UID[:GID]")]
+        /// USER[:GROUP] to run as, names or numbers from the sandbox's
+        /// /etc/passwd and /etc/group (default 0:0).
+        #[arg(long, short = 'u', value_name = "USER[:GROUP]")]
         user: Option<String>,
         /// Kill the program after SECONDS (status 137).
         #[arg(long, value_name = "SECONDS")]

@@ -308,7 +308,8 @@ pub struct ExecOptions {
     /// working directory (default `/`)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// `UID[:GID]` (default 0:0)
+    /// `USER[:GROUP]`, names or numbers, as the sandbox's /etc/passwd and
+    /// /etc/group have them (default 0:0)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     /// seconds before the program is killed
@@ -324,20 +325,6 @@ impl ExecOptions {
         if self.args.is_empty() {
             return Err(Error::Usage("give the command to run".into()));
         }
-        let (uid, gid) = match &self.user {
-            None => (0, 0),
-            Some(u) => {
-                let (us, gs) = u.split_once(':').unwrap_or((u, "0"));
-                match (us.parse(), gs.parse()) {
-                    (Ok(u), Ok(g)) => (u, g),
-                    _ => {
-                        return Err(Error::Usage(format!(
-                            "user {u:?}: give UID[:GID] as numbers"
-                        )))
-                    }
-                }
-            }
-        };
         if let Some(e) = self.env.iter().find(|e| !e.contains('=')) {
             return Err(Error::Usage(format!("env {e:?}: give NAME=VALUE")));
         }
@@ -353,11 +340,12 @@ impl ExecOptions {
             args: self.args.clone(),
             env: self.env.clone(),
             cwd: self.cwd.clone().unwrap_or_else(|| "/".into()),
-            uid,
-            gid,
+            uid: 0,
+            gid: 0,
             privileges: control::Privileges::default(),
             inherit_env: true,
             preserve_fds: 0,
+            user: self.user.clone(),
         })
     }
 }
@@ -1025,15 +1013,14 @@ mod tests {
     }
 
     #[test]
-    fn exec_users_are_numbers() {
+    fn exec_users_go_to_the_sandbox_to_be_found() {
         let o = |u: &str| ExecOptions {
             args: vec!["id".into()],
             user: Some(u.into()),
             ..Default::default()
         };
-        let r = o("1000:100").request().expect("valid");
-        assert_eq!((r.uid, r.gid), (1000, 100));
-        assert!(o("nobody").request().is_err());
+        let r = o("nobody:nogroup").request().expect("valid");
+        assert_eq!(r.user.as_deref(), Some("nobody:nogroup"));
         assert!(ExecOptions::default().request().is_err());
     }
 }

@@ -778,36 +778,114 @@ const PASSWD_MAX: usize = 4 << 20;
 /// (passwd(5)); `/` when there is none. (Anything but a regular file
 /// reads as none: neither the gofer nor tmpfs reads another kind.)
 fn passwd_home(fs: &FileSystem, uid: u32) -> Vec<u8> {
-    let read = || -> Option<Vec<u8>> {
-        let loc = fs.resolve(&fs.root(), b"/etc/passwd", true).ok()?;
-        let host = match loc.node() {
-            Node::Mem(_) => None,
-            _ => Some(fs.open_host(&loc).ok()?),
-        };
-        let (mut data, mut chunk) = (Vec::new(), vec![0u8; 64 << 10]);
-        while data.len() < PASSWD_MAX {
-            let pos = data.len() as u64;
-            let n = match (loc.node(), &host) {
-                (Node::Mem(m), _) => m.read_at(pos, &mut chunk).ok()?,
-                (_, Some(f)) => crate::host::pread(f.fd(), &mut chunk, pos).ok()?,
-                (_, None) => return None,
-            };
-            if n == 0 {
-                break;
-            }
-            data.extend_from_slice(&chunk[..n]);
-        }
-        Some(data)
-    };
-    let data = read().unwrap_or_default();
-    let uid_of = |f: &[&[u8]]| std::str::from_utf8(f.get(2)?).ok()?.parse::<u32>().ok();
-    data.split(|&b| b == b'\n')
-        .map(|l| l.trim_ascii().split(|&b| b == b':').collect::<Vec<_>>())
-        .find(|f| uid_of(f) == Some(uid))
+    let data = read_etc(fs, b"/etc/passwd").unwrap_or_default();
+    let home = entries(&data)
+        .find(|f| field_id(f, 2) == Some(uid))
         .map_or_else(
             || b"/".to_vec(),
             |f| f.get(5).copied().unwrap_or_default().to_vec(),
-        )
+        );
+    home
+}
+
+/// The first [`PASSWD_MAX`] bytes of the guest's regular file `path`;
+/// `None` when there is none.
+fn read_etc(fs: &FileSystem, path: &[u8]) -> Option<Vec<u8>> {
+    let loc = fs.resolve(&fs.root(), path, true).ok()?;
+    let host = match loc.node() {
+        Node::Mem(_) => None,
+        _ => Some(fs.open_host(&loc).ok()?),
+    };
+    let (mut data, mut chunk) = (Vec::new(), vec![0u8; 64 << 10]);
+    while data.len() < PASSWD_MAX {
+        let pos = data.len() as u64;
+        let n = match (loc.node(), &host) {
+            (Node::Mem(m), _) => m.read_at(pos, &mut chunk).ok()?,
+            (_, Some(f)) => crate::host::pread(f.fd(), &mut chunk, pos).ok()?,
+            (_, None) => return None,
+        };
+        if n == 0 {
+            break;
+        }
+        data.extend_from_slice(&chunk[..n]);
+    }
+    Some(data)
+}
+
+/// The colon-separated fields of each line of a passwd(5) or group(5)
+/// file.
+fn entries(data: &[u8]) -> impl Iterator<Item = Vec<&[u8]>> {
+    data.split(|&b| b == b'\n')
+        .map(|l| l.trim_ascii().split(|&b| b == b':').collect::<Vec<_>>())
+        .filter(|f| f.len() > 2 && !f[0].starts_with(b"#"))
+}
+
+/// Field `i` of an entry as a numeric id.
+fn field_id(f: &[&[u8]], i: usize) -> Option<u32> {
+    std::str::from_utf8(f.get(i)?).ok()?.parse().ok()
+}
+
+/// A user as `docker exec --user` takes it, found in the sandbox's own
+/// files: `(uid, gid, supplementary groups)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestUser {
+    /// the user id
+    pub uid: u32,
+    /// the primary group
+    pub gid: u32,
+    /// the groups of `/etc/group` that list the user
+    pub groups: Vec<u32>,
+}
+
+/// Finds `spec` (`USER[:GROUP]`, each a name or a number) in the
+/// guest's `/etc/passwd` and `/etc/group`, as runc's user lookup does: a
+/// name must be there; a number need not be, and then has group 0 and
+/// no others; the user's primary group is its passwd entry's unless
+/// `GROUP` says otherwise. `Err` says why, for a person.
+pub fn guest_user(kernel: &Kernel, spec: &str) -> Result<GuestUser, String> {
+    let (user, group) = match spec.split_once(':') {
+        Some((u, g)) => (u, Some(g)),
+        None => (spec, None),
+    };
+    if user.is_empty() || group.is_some_and(str::is_empty) {
+        return Err(format!("user {spec:?}: give USER[:GROUP]"));
+    }
+    let passwd = read_etc(&kernel.fs, b"/etc/passwd").unwrap_or_default();
+    let by_uid = user.parse::<u32>().ok();
+    let entry = entries(&passwd).find(|f| match by_uid {
+        Some(uid) => field_id(f, 2) == Some(uid),
+        None => f[0] == user.as_bytes(),
+    });
+    let (uid, mut gid, name) = match (entry, by_uid) {
+        (Some(f), _) => (
+            field_id(&f, 2).ok_or_else(|| format!("user {user:?}: a bad entry in /etc/passwd"))?,
+            field_id(&f, 3).unwrap_or(0),
+            Some(f[0].to_vec()),
+        ),
+        (None, Some(uid)) => (uid, 0, None),
+        (None, None) => return Err(format!("no user {user:?} in the sandbox's /etc/passwd")),
+    };
+    let groups_file = read_etc(&kernel.fs, b"/etc/group").unwrap_or_default();
+    if let Some(g) = group {
+        gid = match g.parse::<u32>() {
+            Ok(n) => n,
+            Err(_) => entries(&groups_file)
+                .find(|f| f[0] == g.as_bytes())
+                .and_then(|f| field_id(&f, 2))
+                .ok_or_else(|| format!("no group {g:?} in the sandbox's /etc/group"))?,
+        };
+    }
+    let groups = match &name {
+        Some(n) => entries(&groups_file)
+            .filter(|f| {
+                f.get(3)
+                    .is_some_and(|m| m.split(|&b| b == b',').any(|m| m.trim_ascii() == n))
+            })
+            .filter_map(|f| field_id(&f, 2))
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(GuestUser { uid, gid, groups })
 }
 
 /// The Sentry's own descriptor `fd` as a guest file, with the caller's
