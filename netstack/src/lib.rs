@@ -51,7 +51,7 @@ use std::time::Duration;
 
 pub use abi::Errno;
 pub use policy::{Decision, IpNet, Policy};
-pub use stack::{Socket, Stack, EGRESS_ADDR_V4, EGRESS_ADDR_V6};
+pub use stack::{KeepaliveDefaults, Socket, Stack, EGRESS_ADDR_V4, EGRESS_ADDR_V6};
 
 /// A socket's identity within its stack, stable for its lifetime and never
 /// reused by the same stack. The notifier reports these.

@@ -70,18 +70,41 @@ const SYN_RECV_TIMEOUT: Duration = Duration::from_secs(63);
 /// retransmission.
 const SYN_RECV_EVICT_AGE: Duration = Duration::from_secs(1);
 
-/// Linux's default `TCP_KEEPIDLE`.
-const DEFAULT_KEEPIDLE: Duration = Duration::from_secs(7200);
-/// Linux's default `TCP_KEEPINTVL`.
-const DEFAULT_KEEPINTVL: Duration = Duration::from_secs(75);
-/// Linux's default `TCP_KEEPCNT`.
-const DEFAULT_KEEPCNT: u8 = 9;
+/// What a new TCP socket's `TCP_KEEPIDLE`, `TCP_KEEPINTVL` and
+/// `TCP_KEEPCNT` are: the `net.ipv4.tcp_keepalive_time`, `_intvl` and
+/// `_probes` sysctls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeepaliveDefaults {
+    /// idle time before the first probe
+    pub time: Duration,
+    /// time between probes
+    pub intvl: Duration,
+    /// probes unanswered before the connection is dropped
+    pub probes: u8,
+}
+
+impl Default for KeepaliveDefaults {
+    /// Linux's.
+    fn default() -> Self {
+        KeepaliveDefaults {
+            time: Duration::from_secs(7200),
+            intvl: Duration::from_secs(75),
+            probes: 9,
+        }
+    }
+}
 
 /// A std duration as smoltcp's, capped at ten years so that adding it to
 /// a timestamp can never overflow.
 fn sdur(d: Duration) -> SDuration {
     const TEN_YEARS_US: u128 = 10 * 365 * 24 * 3600 * 1_000_000;
     SDuration::from_micros(d.as_micros().min(TEN_YEARS_US) as u64)
+}
+
+/// How often smoltcp sends keep-alives on an idle connection: the idle
+/// time, but at most once a second (`tcp_keepalive_time` may be 0).
+fn keep_alive_every(idle: Duration) -> SDuration {
+    sdur(idle.max(Duration::from_secs(1)))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -162,6 +185,17 @@ impl Stack {
         }
         lock(&self.inner).ports.set_range(lo, hi);
         Ok(())
+    }
+
+    /// The `net.ipv4.tcp_keepalive_*` sysctls: what new TCP sockets'
+    /// keepalive options are.
+    pub fn keepalive_defaults(&self) -> KeepaliveDefaults {
+        lock(&self.inner).keepalive
+    }
+
+    /// Sets [`Stack::keepalive_defaults`] (sockets made before keep theirs).
+    pub fn set_keepalive_defaults(&self, k: KeepaliveDefaults) {
+        lock(&self.inner).keepalive = k;
     }
 
     /// Sets the function called when socket readiness may have changed.
@@ -666,6 +700,8 @@ struct Inner {
     /// The connection each TOS-marked smoltcp socket was marked for
     /// (see `mark_tcp`).
     tcp_marked: HashMap<SocketHandle, (SocketAddr, SocketAddr)>,
+    /// what new TCP sockets' keepalive options are
+    keepalive: KeepaliveDefaults,
 }
 
 fn proto(ty: SocketType) -> &'static str {
@@ -1103,6 +1139,7 @@ impl Inner {
             audit: config.audit.clone(),
             tls: config.tls.clone(),
             tcp_marked: HashMap::new(),
+            keepalive: KeepaliveDefaults::default(),
         }
     }
 
@@ -1139,9 +1176,9 @@ impl Inner {
             reuse_addr: false,
             reuse_port: false,
             keepalive: false,
-            keepidle: DEFAULT_KEEPIDLE,
-            keepintvl: DEFAULT_KEEPINTVL,
-            keepcnt: DEFAULT_KEEPCNT,
+            keepidle: self.keepalive.time,
+            keepintvl: self.keepalive.intvl,
+            keepcnt: self.keepalive.probes,
             rcvbuf: buf,
             sndbuf: buf,
             linger: None,
@@ -1198,7 +1235,7 @@ impl Inner {
         );
         s.set_nagle_enabled(!opts.nodelay);
         if opts.keepalive {
-            s.set_keep_alive(Some(sdur(opts.keepidle)));
+            s.set_keep_alive(Some(keep_alive_every(opts.keepidle)));
         }
         // On loopback an ACK costs one trip through the queue; delaying it
         // only delays the sender (write-write-read stalls with Nagle).
@@ -2206,7 +2243,7 @@ impl Inner {
             let hop = e.opts.tcp_hop_limit(v4);
             let s = self.tcp(h);
             s.set_nagle_enabled(!nodelay);
-            s.set_keep_alive(keepalive.then(|| sdur(idle)));
+            s.set_keep_alive(keepalive.then(|| keep_alive_every(idle)));
             s.set_hop_limit(hop);
             if tos_changed {
                 self.mark_tcp(h, &e.opts);

@@ -654,11 +654,19 @@ const SYSCTLS_AS_IS: &[(&str, &str, &str)] = &[
         "the Sentry reserves no port for privileged users",
     ),
     (
-        "net.ipv4.ping_group_range",
-        "0 2147483647",
-        "the Sentry has no ICMP sockets to restrict",
+        "net.ipv4.ip_forward",
+        "0",
+        "the sandbox forwards no packets, as 0 says",
     ),
 ];
+
+/// Whether `value` is one Linux takes for `net.ipv4.ping_group_range`
+/// (two group ids): whatever the range, the Sentry has no ICMP sockets
+/// for it to open or close.
+fn ping_group_range(value: &str) -> bool {
+    let ids: Vec<_> = value.split_whitespace().map(str::parse::<u32>).collect();
+    matches!(ids[..], [Ok(a), Ok(b)] if a <= i32::MAX as u32 && b <= i32::MAX as u32)
+}
 
 /// True for JSON that sets nothing: null, false, 0, "", and arrays or
 /// objects of such. Engines send e.g. `"memory": {}` or `"cpu":
@@ -1192,6 +1200,13 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
                 .find(|(n, v, _)| n == name && v == value)
             {
                 ignored.push(format!("linux.sysctl {name}={value} not applied: {why}"));
+                continue;
+            }
+            if name == "net.ipv4.ping_group_range" && ping_group_range(value) {
+                ignored.push(format!(
+                    "linux.sysctl {name}={value} not applied: the Sentry has no ICMP sockets \
+                     to allow or refuse"
+                ));
                 continue;
             }
             if !sentry::sysctl::emulated(name) {

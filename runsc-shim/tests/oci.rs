@@ -3610,7 +3610,8 @@ fn sysctls_are_applied_or_refused_by_name() {
                 "-c",
                 "mq_limits; cat /proc/sys/fs/mqueue/msg_max /proc/sys/fs/mqueue/queues_max \
                  /proc/sys/kernel/shmmax /proc/sys/kernel/sem /proc/sys/fs/mqueue/msgsize_max \
-                 /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/ip_local_port_range",
+                 /proc/sys/net/core/somaxconn /proc/sys/net/ipv4/ip_local_port_range \
+                 /proc/sys/net/ipv4/tcp_keepalive_time /proc/sys/net/ipv4/tcp_keepalive_probes",
             ],
         );
         // (root may pass the limits: CAP_SYS_RESOURCE)
@@ -3620,6 +3621,8 @@ fn sysctls_are_applied_or_refused_by_name() {
             "kernel.shmmax": "68719476736", "kernel.sem": "250 32000 100 128",
             "net.ipv4.ip_unprivileged_port_start": "0", "net.core.somaxconn": "2",
             "net.ipv4.ip_local_port_range": "40000 40002",
+            "net.ipv4.tcp_keepalive_time": "300", "net.ipv4.tcp_keepalive_probes": "3",
+            "net.ipv4.ip_forward": "0", "net.ipv4.ping_group_range": "1 0",
         });
     });
     let bin = common::compile_static(w.dir.path(), "mq_limits", MQ_LIMITS);
@@ -3630,7 +3633,7 @@ fn sysctls_are_applied_or_refused_by_name() {
         out.stdout,
         "maxmsg 15: ok\nmaxmsg 21: Invalid argument\nsecond queue: No space left on device\n\
          connected: 3\nport in range: yes\n20\n1\n68719476736\n250\t32000\t100\t128\n8192\n2\n\
-         40000\t40002\n",
+         40000\t40002\n300\n3\n",
         "{out:?}"
     );
 
@@ -3647,6 +3650,21 @@ fn sysctls_are_applied_or_refused_by_name() {
             "linux.sysctl.net.ipv4.tcp_syncookies",
         ),
         ("kernel.hostname", "x", "linux.sysctl.kernel.hostname"),
+        (
+            "net.ipv4.ip_forward",
+            "1",
+            "linux.sysctl.net.ipv4.ip_forward",
+        ),
+        (
+            "net.ipv4.ping_group_range",
+            "0",
+            "linux.sysctl.net.ipv4.ping_group_range",
+        ),
+        (
+            "net.ipv4.tcp_keepalive_probes",
+            "256",
+            "linux.sysctl.net.ipv4.tcp_keepalive_probes",
+        ),
         ("fs.mqueue.msg_max", "0", "linux.sysctl.fs.mqueue.msg_max"),
         (
             "net.ipv4.ip_local_port_range",

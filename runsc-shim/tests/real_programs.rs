@@ -2668,3 +2668,27 @@ fn the_local_port_range_is_written_as_in_a_network_namespace() {
     assert_eq!(out.status, 0, "{out:?}");
     assert_eq!(out.stdout, nat.stdout);
 }
+
+/// `net.ipv4.tcp_keepalive_{time,intvl,probes}` written by the guest's
+/// root as Linux takes them in a network namespace of its own, and what a
+/// new TCP socket's `TCP_KEEPIDLE`, `TCP_KEEPINTVL` and `TCP_KEEPCNT` are
+/// then (compared with a native run in a new network namespace).
+#[test]
+fn the_keepalive_sysctls_are_new_sockets_defaults_as_in_a_network_namespace() {
+    let script = "d=/proc/sys/net/ipv4; cat $d/tcp_keepalive_time $d/tcp_keepalive_intvl \
+                  $d/tcp_keepalive_probes; \
+                  for v in 600 0 2147483 99999999999 abc '7 8'; do \
+                  echo \"$v\" > $d/tcp_keepalive_time 2>/dev/null; \
+                  echo \"time $v: $? $(cat $d/tcp_keepalive_time)\"; done; \
+                  for v in 256 -1 4; do echo $v > $d/tcp_keepalive_probes 2>/dev/null; \
+                  echo \"probes $v: $? $(cat $d/tcp_keepalive_probes)\"; done; \
+                  echo 600 > $d/tcp_keepalive_time; echo 30 > $d/tcp_keepalive_intvl; \
+                  python3 -c 'import socket as s; k = s.socket(); \
+                  print(*(k.getsockopt(6, o) for o in (s.TCP_KEEPIDLE, s.TCP_KEEPINTVL, s.TCP_KEEPCNT)))'";
+    let nat = native(&["unshare", "-n", "/bin/sh", "-c", script], &[], None);
+    assert_eq!(nat.status, 0, "native: {nat:?}");
+    assert!(nat.stdout.ends_with("600 30 4\n"), "{}", nat.stdout);
+    let out = sandboxed(&[], &["/bin/sh", "-c", script], &[], None);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(out.stdout, nat.stdout);
+}

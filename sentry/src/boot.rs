@@ -208,7 +208,7 @@ where
         crate::fsimpl::mqueue::MqueueRoot(mqueue.clone()),
     )));
     let sysv_limits = sysctls.sysv;
-    let port_range = sysctls.port_range;
+    let (port_range, keepalive) = (sysctls.port_range, sysctls.keepalive);
     fs.proc.set_sysctls(sysctls);
     for m in config.mounts {
         let r = match m.source {
@@ -308,6 +308,7 @@ where
         // (`plan` checked the pair)
         let _ = kernel.net.set_local_port_range(lo, hi);
     }
+    kernel.net.set_keepalive_defaults(keepalive);
     if matches!(config.network.mode, netstack::Mode::Egress) {
         // Names resolve only through the Sentry's DNS server, which the
         // guest's resolv.conf names; hosts is the sandbox's own.

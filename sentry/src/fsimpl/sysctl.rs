@@ -115,7 +115,21 @@ const SYSCTLS: &[(&str, Kind)] = &[
         },
     ),
     ("net.ipv4.ip_local_port_range", Kind::PortRange),
+    ("net.ipv4.tcp_keepalive_intvl", KEEPALIVE_SECONDS),
+    (
+        "net.ipv4.tcp_keepalive_probes",
+        Kind::Int { min: 0, max: 255 },
+    ),
+    ("net.ipv4.tcp_keepalive_time", KEEPALIVE_SECONDS),
 ];
+
+/// `tcp_keepalive_time` and `_intvl`: seconds, as `proc_dointvec_jiffies`
+/// takes them up to `INT_MAX / HZ` (with `HZ` 1000, the largest there is);
+/// a negative time, which Linux stores, is refused.
+const KEEPALIVE_SECONDS: Kind = Kind::Int {
+    min: 0,
+    max: i32::MAX as i64 / 1000,
+};
 
 /// What the container's sysctls make of the sandbox.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,6 +145,8 @@ pub struct Values {
     pub somaxconn: u32,
     /// `net.ipv4.ip_local_port_range`, when set
     pub port_range: Option<(u16, u16)>,
+    /// `net.ipv4.tcp_keepalive_*`: new TCP sockets' keepalive options
+    pub keepalive: netstack::KeepaliveDefaults,
 }
 
 impl Default for Values {
@@ -141,6 +157,7 @@ impl Default for Values {
             sysv: crate::kernel::ipc::SysvLimits::default(),
             somaxconn: MAX_SOMAXCONN as u32,
             port_range: None,
+            keepalive: netstack::KeepaliveDefaults::default(),
         }
     }
 }
@@ -239,6 +256,17 @@ pub fn plan(sysctls: &[(String, String)]) -> Result<Values, String> {
                 let mut p = v.split('\t').map(|w| w.parse::<u16>().unwrap_or(1));
                 out.port_range = p.next().zip(p.next());
             }
+            "net.ipv4.tcp_keepalive_time" | "net.ipv4.tcp_keepalive_intvl" => {
+                let d = std::time::Duration::from_secs(n.unsigned_abs());
+                if name.ends_with("time") {
+                    out.keepalive.time = d;
+                } else {
+                    out.keepalive.intvl = d;
+                }
+            }
+            "net.ipv4.tcp_keepalive_probes" => {
+                out.keepalive.probes = u8::try_from(n).unwrap_or(u8::MAX);
+            }
             _ => {}
         }
         out.files.insert(name.replace('.', "/"), format!("{v}\n"));
@@ -266,6 +294,9 @@ pub const WRITABLE: &[&str] = &[
     "kernel/shmmax",
     "kernel/shmmni",
     "net/ipv4/ip_local_port_range",
+    "net/ipv4/tcp_keepalive_intvl",
+    "net/ipv4/tcp_keepalive_probes",
+    "net/ipv4/tcp_keepalive_time",
 ];
 
 /// Linux's `pid_max` as /proc/sys/kernel/pid_max shows it: the most
@@ -310,6 +341,11 @@ pub fn show(kernel: &crate::kernel::Kernel, path: &str) -> Option<String> {
             let (lo, hi) = kernel.net.local_port_range();
             format!("{lo}\t{hi}")
         }
+        "net/ipv4/tcp_keepalive_time" => kernel.net.keepalive_defaults().time.as_secs().to_string(),
+        "net/ipv4/tcp_keepalive_intvl" => {
+            kernel.net.keepalive_defaults().intvl.as_secs().to_string()
+        }
+        "net/ipv4/tcp_keepalive_probes" => kernel.net.keepalive_defaults().probes.to_string(),
         _ => return None,
     };
     Some(text + "\n")
@@ -446,6 +482,17 @@ pub fn write(
 /// Sets int sysctl `path` (checked) to `v`.
 fn set_int(kernel: &crate::kernel::Kernel, path: &str, v: i64) {
     let int = v as i32;
+    if let Some(name) = path.strip_prefix("net/ipv4/tcp_keepalive_") {
+        let mut k = kernel.net.keepalive_defaults();
+        let secs = std::time::Duration::from_secs(v.unsigned_abs());
+        match name {
+            "time" => k.time = secs,
+            "intvl" => k.intvl = secs,
+            _ => k.probes = u8::try_from(v).unwrap_or(u8::MAX),
+        }
+        kernel.net.set_keepalive_defaults(k);
+        return;
+    }
     if let Some(name) = path.strip_prefix("fs/mqueue/") {
         let mut mq = kernel.mqueue.limits();
         match name {
