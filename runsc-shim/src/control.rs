@@ -679,7 +679,7 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
                 ids = (u.uid, u.gid);
                 privileges.groups = Some(u.groups);
             }
-            Err(why) => return send(&mut conn, &Reply::Failed(why)),
+            Err(why) => return send(&mut conn, &Reply::Failed(why.to_string())),
         }
     }
     let running = Running::start();

@@ -825,6 +825,23 @@ fn field_id(f: &[&[u8]], i: usize) -> Option<u32> {
     std::str::from_utf8(f.get(i)?).ok()?.parse().ok()
 }
 
+/// Why [`guest_user`] finds no user.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GuestUserError {
+    /// not `USER[:GROUP]`
+    #[error("user {0:?}: give USER[:GROUP]")]
+    Syntax(String),
+    /// a name the guest's /etc/passwd does not have
+    #[error("no user {0:?} in the sandbox's /etc/passwd")]
+    NoUser(String),
+    /// its entry's uid is not a number
+    #[error("user {0:?}: a bad entry in /etc/passwd")]
+    BadEntry(String),
+    /// a name the guest's /etc/group does not have
+    #[error("no group {0:?} in the sandbox's /etc/group")]
+    NoGroup(String),
+}
+
 /// A user as `docker exec --user` takes it, found in the sandbox's own
 /// files: `(uid, gid, supplementary groups)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -841,14 +858,14 @@ pub struct GuestUser {
 /// guest's `/etc/passwd` and `/etc/group`, as runc's user lookup does: a
 /// name must be there; a number need not be, and then has group 0 and
 /// no others; the user's primary group is its passwd entry's unless
-/// `GROUP` says otherwise. `Err` says why, for a person.
-pub fn guest_user(kernel: &Kernel, spec: &str) -> Result<GuestUser, String> {
+/// `GROUP` says otherwise.
+pub fn guest_user(kernel: &Kernel, spec: &str) -> Result<GuestUser, GuestUserError> {
     let (user, group) = match spec.split_once(':') {
         Some((u, g)) => (u, Some(g)),
         None => (spec, None),
     };
     if user.is_empty() || group.is_some_and(str::is_empty) {
-        return Err(format!("user {spec:?}: give USER[:GROUP]"));
+        return Err(GuestUserError::Syntax(spec.into()));
     }
     let passwd = read_etc(&kernel.fs, b"/etc/passwd").unwrap_or_default();
     let by_uid = user.parse::<u32>().ok();
@@ -858,12 +875,12 @@ pub fn guest_user(kernel: &Kernel, spec: &str) -> Result<GuestUser, String> {
     });
     let (uid, mut gid, name) = match (entry, by_uid) {
         (Some(f), _) => (
-            field_id(&f, 2).ok_or_else(|| format!("user {user:?}: a bad entry in /etc/passwd"))?,
+            field_id(&f, 2).ok_or_else(|| GuestUserError::BadEntry(user.into()))?,
             field_id(&f, 3).unwrap_or(0),
             Some(f[0].to_vec()),
         ),
         (None, Some(uid)) => (uid, 0, None),
-        (None, None) => return Err(format!("no user {user:?} in the sandbox's /etc/passwd")),
+        (None, None) => return Err(GuestUserError::NoUser(user.into())),
     };
     let groups_file = read_etc(&kernel.fs, b"/etc/group").unwrap_or_default();
     if let Some(g) = group {
@@ -872,7 +889,7 @@ pub fn guest_user(kernel: &Kernel, spec: &str) -> Result<GuestUser, String> {
             Err(_) => entries(&groups_file)
                 .find(|f| f[0] == g.as_bytes())
                 .and_then(|f| field_id(&f, 2))
-                .ok_or_else(|| format!("no group {g:?} in the sandbox's /etc/group"))?,
+                .ok_or_else(|| GuestUserError::NoGroup(g.into()))?,
         };
     }
     let groups = match &name {

@@ -163,6 +163,28 @@ fn new_policy(mode: i32, flags: i32, nodes: Nodes) -> Result<Option<MemPolicy>, 
     }))
 }
 
+/// Why [`NumaPolicy::new`] refuses a policy: what `set_mempolicy(2)`
+/// answers `EINVAL` for here.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NumaPolicyError {
+    /// STATIC_NODES with RELATIVE_NODES, or NUMA_BALANCING without BIND
+    /// or PREFERRED_MANY
+    #[error("the mode and flags do not go together (STATIC_NODES with RELATIVE_NODES, or NUMA_BALANCING but with BIND or PREFERRED_MANY)")]
+    Flags,
+    /// a node past `MAX_NUMNODES`
+    #[error("node {0} is past the last node there can be")]
+    NoSuchNode(usize),
+    /// a mode that needs nodes, given none
+    #[error("this mode needs nodes")]
+    NeedsNodes,
+    /// DEFAULT or LOCAL, given nodes
+    #[error("this mode takes no nodes")]
+    TakesNoNodes,
+    /// nodes, none of them node 0
+    #[error("the sandbox has one memory node, node 0")]
+    OneNode,
+}
+
 /// A NUMA policy the sandbox's first thread starts with (OCI
 /// `linux.memoryPolicy`), as its own `set_mempolicy(2)` would set it.
 #[derive(Clone, Copy, Debug, Default)]
@@ -171,27 +193,23 @@ pub struct NumaPolicy(Option<MemPolicy>);
 impl NumaPolicy {
     /// `mode` (an `MPOL_*` ORed with `MPOL_F_*` flags) over `nodes`, or
     /// why `set_mempolicy(2)` would refuse it here.
-    pub fn new(mode: i32, nodes: &[usize]) -> Result<NumaPolicy, String> {
-        let (m, flags) = split_mode(mode).map_err(|_| {
-            "the mode and flags do not go together (STATIC_NODES with RELATIVE_NODES, \
-             or NUMA_BALANCING but with BIND or PREFERRED_MANY)"
-                .to_string()
-        })?;
+    pub fn new(mode: i32, nodes: &[usize]) -> Result<NumaPolicy, NumaPolicyError> {
+        let (m, flags) = split_mode(mode).map_err(|_| NumaPolicyError::Flags)?;
         let mut mask = Nodes::default();
         for &n in nodes {
             match n {
                 0..64 => mask.first |= 1 << n,
                 _ if (n as u64) < MAX_NUMNODES => mask.rest = true,
-                _ => return Err(format!("node {n} is past the last node there can be")),
+                _ => return Err(NumaPolicyError::NoSuchNode(n)),
             }
         }
         new_policy(m, flags, mask).map(NumaPolicy).map_err(|_| {
             if mask.is_empty() {
-                "this mode needs nodes".to_string()
+                NumaPolicyError::NeedsNodes
             } else if matches!(m, MPOL_DEFAULT | MPOL_LOCAL) {
-                "this mode takes no nodes".to_string()
+                NumaPolicyError::TakesNoNodes
             } else {
-                "the sandbox has one memory node, node 0".to_string()
+                NumaPolicyError::OneNode
             }
         })
     }
