@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 
 static int in_mounts(const char *needle)
 {
@@ -16,6 +17,32 @@ static int in_mounts(const char *needle)
 	if (f)
 		fclose(f);
 	return found;
+}
+
+/* Whether the mount at `path` lists option `opt` in /proc/self/mounts. */
+static int has_option(const char *path, const char *opt)
+{
+	FILE *f = fopen("/proc/self/mounts", "r");
+	char line[512], where[256], opts[256];
+	int found = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "%*s %255s %*s %255s", where, opts) == 2 && !strcmp(where, path)) {
+			found = 0;
+			for (char *o = strtok(opts, ","); o; o = strtok(NULL, ","))
+				found |= !strcmp(o, opt);
+		}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static void show_flags(const char *when, const char *path)
+{
+	struct statfs sf;
+	EXPECT_OK(statfs(path, &sf));
+	SHOW("%s: statfs nosuid %d nodev %d noexec %d; listed nosuid %d nodev %d noexec %d", when,
+	     !!(sf.f_flags & ST_NOSUID), !!(sf.f_flags & ST_NODEV), !!(sf.f_flags & ST_NOEXEC),
+	     has_option(path, "nosuid"), has_option(path, "nodev"), has_option(path, "noexec"));
 }
 
 int main(void)
@@ -136,6 +163,40 @@ int main(void)
 	unlink("/tmp/mount_tmpfs_src/rw");
 	rmdir("/tmp/mount_tmpfs_src/sub");
 	rmdir(src);
+
+	/* Per-mount flags: listed and in statfs; on a noexec mount a program
+	 * is not executable (access, execve: EACCES) nor mappable with
+	 * PROT_EXEC (EPERM); a remount sets the flags anew, and a bind takes
+	 * those of the mount it binds. */
+	EXPECT(mount("none", d, "tmpfs", MS_NOSUID | MS_NOEXEC, NULL), 0);
+	show_flags("nosuid,noexec", d);
+	int in = open("/bin/true", O_RDONLY), out = open("/tmp/mount_tmpfs_t/prog", O_CREAT | O_WRONLY, 0755);
+	EXPECT_TRUE(in >= 0 && out >= 0);
+	while ((n = read(in, chunk, sizeof chunk)) > 0)
+		EXPECT(write(out, chunk, n), n);
+	close(in);
+	close(out);
+	EXPECT_ERR(access("/tmp/mount_tmpfs_t/prog", X_OK), EACCES);
+	EXPECT_OK(access("/tmp/mount_tmpfs_t/prog", R_OK));
+	char *args[] = {"prog", NULL};
+	EXPECT_ERR(execve("/tmp/mount_tmpfs_t/prog", args, args + 1), EACCES);
+	fd = open("/tmp/mount_tmpfs_t/prog", O_RDONLY);
+	EXPECT_TRUE(mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0) == MAP_FAILED && errno == EPERM);
+	void *p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	EXPECT_TRUE(p != MAP_FAILED);
+	munmap(p, 4096);
+	close(fd);
+	EXPECT(mount(NULL, d, NULL, MS_REMOUNT | MS_NODEV, NULL), 0);
+	show_flags("remounted nodev", d);
+	EXPECT_OK(access("/tmp/mount_tmpfs_t/prog", X_OK));
+	mkdir("/tmp/mount_tmpfs_t2", 0755);
+	EXPECT(mount(NULL, d, NULL, MS_REMOUNT | MS_NOEXEC, NULL), 0);
+	EXPECT(mount(d, "/tmp/mount_tmpfs_t2", NULL, MS_BIND | MS_NOSUID, NULL), 0);
+	show_flags("bound from noexec", "/tmp/mount_tmpfs_t2");
+	EXPECT_ERR(access("/tmp/mount_tmpfs_t2/prog", X_OK), EACCES);
+	EXPECT(umount("/tmp/mount_tmpfs_t2"), 0);
+	rmdir("/tmp/mount_tmpfs_t2");
+	EXPECT(umount(d), 0);
 
 	unlink("/tmp/mount_tmpfs_t/under");
 	rmdir(d);

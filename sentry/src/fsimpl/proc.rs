@@ -1833,7 +1833,7 @@ fn mangle(path: &str) -> String {
 
 /// `/proc/[pid]/mounts` or `mountinfo` for a process whose root is `root`:
 /// the sandbox's root (`root_opt` "ro" or "rw"), the standard mounts, then
-/// `extra` (path, type, read-only) in the order they were made, then the
+/// `extra` (path, type, read-only, options) in the order they were made, then the
 /// mounts of read-only and masked paths (`locked`) as runc makes them,
 /// leaving out those outside `root` and naming the others from it. A
 /// mount's parent is the closest mount above it (shown or not, as Linux's
@@ -1842,7 +1842,7 @@ fn mount_table(
     info: bool,
     root_opt: &str,
     standard: &[(&str, &'static str, &str)],
-    extra: &[(String, &'static str, bool)],
+    extra: &[(String, &'static str, bool, String)],
     locked: &[(String, crate::vfs::LockedMount)],
     root: &str,
 ) -> String {
@@ -1850,9 +1850,9 @@ fn mount_table(
     for (p, t, o) in standard {
         all.push((p.to_string(), t, o.to_string()));
     }
-    for (p, t, ro) in extra {
+    for (p, t, ro, options) in extra {
         let o = if *ro { "ro" } else { "rw" };
-        all.push((p.clone(), t, format!("{o},nosuid,nodev")));
+        all.push((p.clone(), t, format!("{o}{options}")));
     }
     for (p, kind) in locked {
         let (t, o) = match kind {
@@ -2268,7 +2268,12 @@ mod tests {
 
     #[test]
     fn a_chroot_sees_only_the_mounts_at_or_below_its_root() {
-        let extra = vec![("/srv/data".to_string(), "bind", true)];
+        let extra = vec![(
+            "/srv/data".to_string(),
+            "bind",
+            true,
+            ",nosuid,nodev".to_string(),
+        )];
         let std = standard_mounts_of(true, false);
         let all = mount_table(true, "ro", &std, &extra, &[], "/");
         assert!(all.contains(" / / ro - ferrovisor none ro\n"), "{all}");
@@ -2300,7 +2305,12 @@ mod tests {
     #[test]
     fn read_only_and_masked_paths_are_mounts_as_runc_makes_them() {
         use crate::vfs::LockedMount::{MaskedDir, MaskedFile, ReadOnly};
-        let extra = vec![("/data".to_string(), "tmpfs", false)];
+        let extra = vec![(
+            "/data".to_string(),
+            "tmpfs",
+            false,
+            ",nosuid,nodev".to_string(),
+        )];
         let std = standard_mounts_of(true, false);
         let locked = [
             ("/proc/sys".to_string(), ReadOnly),

@@ -107,7 +107,7 @@ fn open_exec(
     if st.mode & abi::S_IFMT != abi::S_IFREG {
         return Err(Errno::EACCES);
     }
-    if st.mode & 0o111 == 0 || fs.noexec(loc.node()) {
+    if st.mode & 0o111 == 0 || fs.noexec(loc.node()) || fs.guest_mount_flags(&loc).noexec {
         return Err(Errno::EACCES);
     }
     if let Some(c) = creds {
@@ -459,7 +459,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
             mode: st.mode,
             uid: st.uid,
             gid: st.gid,
-            nosuid: nosuid(&loc),
+            nosuid: nosuid(&loc) || fs.guest_mount_flags(&loc).nosuid,
         };
         break (parse_elf(file_ref, loc.path(), &head)?, loc.path(), file);
     };

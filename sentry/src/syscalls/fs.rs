@@ -1453,6 +1453,18 @@ fn faccess(task: &Task, dirfd: u64, path_addr: u64, mode: u32, flags: u32) -> Re
         let start = dir_arg(task, dirfd, &path)?;
         task.resolve(&start, &path, flags & AT_SYMLINK_NOFOLLOW == 0)?
     };
+    // A regular file on a noexec mount is not executable, whoever asks
+    // (do_faccessat(), before the permission check).
+    let fs = &task.kernel.fs;
+    if mode & 1 != 0
+        && (fs.noexec(loc.node()) || fs.guest_mount_flags(&loc).noexec)
+        && loc
+            .node()
+            .stat()
+            .is_ok_and(|st| st.mode & abi::S_IFMT == abi::S_IFREG)
+    {
+        return Err(Errno::EACCES);
+    }
     if flags & abi::AT_EACCESS != 0 {
         check_access(task, &loc, mode)?;
     } else {
@@ -3315,13 +3327,14 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
 pub fn sys_statfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let path = path_arg(task, a[0])?;
     let loc = task.resolve(&task.cwd(), &path, true)?;
-    let s = statfs_of(&task.kernel.fs, loc.node())?;
+    let mut s = statfs_of(&task.kernel.fs, loc.node())?;
+    s.f_flags |= task.kernel.fs.guest_mount_flags(&loc).statfs_bits();
     task.mm().write_obj(a[1], &s).map(|()| 0)
 }
 
 pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let file = task.fds().file(a[0] as i32 as i64)?;
-    let s = match (file.node(), &file.kind) {
+    let mut s = match (file.node(), &file.kind) {
         (Some(n), _) => statfs_of(&task.kernel.fs, n)?,
         // A memfd: the internal tmpfs it lives in.
         (None, FileKind::Mem(m)) => statfs_of(&task.kernel.fs, &Node::Mem(m.clone()))?,
@@ -3337,6 +3350,9 @@ pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         }
         (None, _) => statfs_of(&task.kernel.fs, &Node::DevDir)?,
     };
+    if let Some(l) = &file.location {
+        s.f_flags |= task.kernel.fs.guest_mount_flags(l).statfs_bits();
+    }
     task.mm().write_obj(a[1], &s).map(|()| 0)
 }
 

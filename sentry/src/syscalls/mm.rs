@@ -82,6 +82,13 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         if !readable {
             return Err(Errno::EACCES);
         }
+        // (do_mmap(): no executable mapping of a file on a noexec mount)
+        let fs = &task.kernel.fs;
+        let noexec =
+            |l: &crate::vfs::Location| fs.noexec(l.node()) || fs.guest_mount_flags(l).noexec;
+        if prot.exec && file.location.as_ref().is_some_and(noexec) {
+            return Err(Errno::EPERM);
+        }
         match &file.kind {
             FileKind::Dev(Device::Zero) => {}
             FileKind::Mem(m) if !m.is_dir() => {

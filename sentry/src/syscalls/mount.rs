@@ -23,6 +23,7 @@ use super::args::{Args, SyscallArgs};
 use super::{dir_arg, path_arg, string_arg};
 use crate::kernel::task::Task;
 use crate::vfs::file::{FileDescription, FileKind};
+use crate::vfs::MountFlags;
 
 /// `AT_SYMLINK_NOFOLLOW`.
 const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
@@ -119,7 +120,7 @@ pub fn sys_mount(task: &mut Task, a: &Args) -> Result<u64, Errno> {
             return Err(Errno::EPERM);
         }
         return fs
-            .guest_remount(&target, flags & MS_RDONLY != 0)
+            .guest_remount(&target, flags & MS_RDONLY != 0, MountFlags::of_mount(flags))
             .map(|()| 0);
     }
     if flags & MS_BIND != 0 {
@@ -142,7 +143,8 @@ pub fn sys_mount(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         });
     }
     let (mode, size) = tmpfs_options(data.as_deref().unwrap_or_default(), fs.memory_limit())?;
-    fs.guest_mount_tmpfs(&target, mode, size, flags & MS_RDONLY != 0)
+    let ro = flags & MS_RDONLY != 0;
+    fs.guest_mount_tmpfs(&target, mode, size, ro, MountFlags::of_mount(flags))
         .map(|()| 0)
 }
 

@@ -686,6 +686,52 @@ struct MountPoint {
     path: Vec<Vec<u8>>,
     /// what a walk through the path reaches instead
     root: Node,
+    /// its per-mount flags (the guest's mounts; the sandbox's own have
+    /// none here)
+    flags: MountFlags,
+}
+
+/// The per-mount flags `mount(2)` sets with `MS_NOSUID`, `MS_NODEV` and
+/// `MS_NOEXEC`: shown in the mount table and by `statfs`; set-ID bits do
+/// not count and programs do not run on a mount that has them (no device
+/// node can be made in the sandbox, so `nodev` has nothing to refuse).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MountFlags {
+    /// `MS_NOSUID`
+    pub nosuid: bool,
+    /// `MS_NODEV`
+    pub nodev: bool,
+    /// `MS_NOEXEC`
+    pub noexec: bool,
+}
+
+impl MountFlags {
+    /// Those of `mount(2)`'s `flags`.
+    pub fn of_mount(flags: u64) -> MountFlags {
+        MountFlags {
+            nosuid: flags & 2 != 0,
+            nodev: flags & 4 != 0,
+            noexec: flags & 8 != 0,
+        }
+    }
+
+    /// As the mount table lists them after `rw` or `ro`.
+    pub fn options(self) -> String {
+        [
+            (self.nosuid, ",nosuid"),
+            (self.nodev, ",nodev"),
+            (self.noexec, ",noexec"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, o)| *o)
+        .collect()
+    }
+
+    /// `statfs`'s `ST_NOSUID`, `ST_NODEV` and `ST_NOEXEC`.
+    pub fn statfs_bits(self) -> i64 {
+        i64::from(self.nosuid) * 2 + i64::from(self.nodev) * 4 + i64::from(self.noexec) * 8
+    }
 }
 
 thread_local! {
@@ -966,6 +1012,7 @@ impl FileSystem {
         mode: u32,
         size: Option<u64>,
         read_only: bool,
+        flags: MountFlags,
     ) -> Result<(), Errno> {
         let path = at.names();
         if path.is_empty() {
@@ -980,7 +1027,7 @@ impl FileSystem {
             return Err(Errno::ENOSPC);
         }
         let root = self.new_tmpfs(mode, size.map(|s| s.min(self.pool.limit())));
-        g.push((MountPoint { path, root }, Writes::refused(read_only)));
+        g.push((MountPoint { path, root, flags }, Writes::refused(read_only)));
         self.any_guest_mount.store(true, Ordering::Release);
         Ok(())
     }
@@ -1009,11 +1056,14 @@ impl FileSystem {
         } else {
             Writes::refused(self.in_read_only_guest_mount(from))
         };
+        // (Linux's bind copies the flags of the mount it binds from)
+        let flags = self.guest_mount_flags(from);
         let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
         let mut new = vec![(
             MountPoint {
                 path: path.clone(),
                 root: from.node().clone(),
+                flags,
             },
             read_only,
         )];
@@ -1029,6 +1079,7 @@ impl FileSystem {
                     MountPoint {
                         path: moved(&m.path),
                         root: m.root.clone(),
+                        flags: m.flags,
                     },
                     Writes::Allowed,
                 ));
@@ -1038,6 +1089,7 @@ impl FileSystem {
                     MountPoint {
                         path: moved(&m.path),
                         root: m.root.clone(),
+                        flags: m.flags,
                     },
                     *ro,
                 ));
@@ -1090,20 +1142,53 @@ impl FileSystem {
         }
     }
 
-    /// Makes what the guest mounted at `at` read-only or writable again.
-    pub fn guest_remount(&self, at: &Location, read_only: bool) -> Result<(), Errno> {
+    /// Makes what the guest mounted at `at` read-only or writable again,
+    /// with `flags` (a remount sets the mount's flags to those given).
+    pub fn guest_remount(
+        &self,
+        at: &Location,
+        read_only: bool,
+        flags: MountFlags,
+    ) -> Result<(), Errno> {
         let path = at.names();
         let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
-        match g.iter_mut().rev().find(|(m, _)| m.path == path) {
+        let Some((m, w)) = g.iter_mut().rev().find(|(m, _)| m.path == path) else {
+            return Err(Errno::EPERM);
+        };
+        match w {
             // A bind of a read-only place stays read-only.
-            Some((_, Writes::RefusedForGood)) if !read_only => Err(Errno::EPERM),
-            Some((_, Writes::RefusedForGood)) => Ok(()),
-            Some((_, w)) => {
-                *w = Writes::refused(read_only);
-                Ok(())
-            }
-            None => Err(Errno::EPERM),
+            Writes::RefusedForGood if !read_only => return Err(Errno::EPERM),
+            Writes::RefusedForGood => {}
+            w => *w = Writes::refused(read_only),
         }
+        m.flags = flags;
+        Ok(())
+    }
+
+    /// The flags of the mount the guest made that `loc` is on (none when
+    /// it is on none).
+    pub fn guest_mount_flags(&self, loc: &Location) -> MountFlags {
+        self.innermost_guest_mount(loc, |(m, _)| m.flags)
+            .unwrap_or_default()
+    }
+
+    /// `f` of the innermost mount the guest made that holds `loc`.
+    fn innermost_guest_mount<T>(
+        &self,
+        loc: &Location,
+        f: impl FnOnce(&(MountPoint, Writes)) -> T,
+    ) -> Option<T> {
+        if !self.any_guest_mount.load(Ordering::Acquire) {
+            return None;
+        }
+        let names: Vec<&[u8]> = loc.chain[1..].iter().map(|(n, _)| n.as_slice()).collect();
+        let g = self.guest_mounts.read().unwrap_or_else(|e| e.into_inner());
+        g.iter()
+            .filter(|(m, _)| {
+                m.path.len() <= names.len() && m.path.iter().zip(&names).all(|(a, b)| a == b)
+            })
+            .max_by_key(|(m, _)| m.path.len())
+            .map(f)
     }
 
     /// What the in-memory file systems may hold together.
@@ -1113,17 +1198,8 @@ impl FileSystem {
 
     /// Whether `loc` is on a tmpfs the guest mounted read-only.
     fn in_read_only_guest_mount(&self, loc: &Location) -> bool {
-        if !self.any_guest_mount.load(Ordering::Acquire) {
-            return false;
-        }
-        let names: Vec<&[u8]> = loc.chain[1..].iter().map(|(n, _)| n.as_slice()).collect();
-        let g = self.guest_mounts.read().unwrap_or_else(|e| e.into_inner());
-        g.iter()
-            .filter(|(m, _)| {
-                m.path.len() <= names.len() && m.path.iter().zip(&names).all(|(a, b)| a == b)
-            })
-            .max_by_key(|(m, _)| m.path.len())
-            .is_some_and(|(_, w)| *w != Writes::Allowed)
+        self.innermost_guest_mount(loc, |(_, w)| *w != Writes::Allowed)
+            .unwrap_or(false)
     }
 
     fn add_mount(&mut self, dest: &[u8], root: Node) -> Result<(), Errno> {
@@ -1134,7 +1210,11 @@ impl FileSystem {
         self.make_mount_point(&path, root.is_dir())?;
         // A later mount at the same place hides the earlier one.
         self.mounts.retain(|m| m.path != path);
-        self.mounts.push(MountPoint { path, root });
+        self.mounts.push(MountPoint {
+            path,
+            root,
+            flags: MountFlags::default(),
+        });
         Ok(())
     }
 
@@ -1187,8 +1267,8 @@ impl FileSystem {
     }
 
     /// The mounts made over the root's paths: (path, file system type,
-    /// read-only), for `/proc/self/mounts`.
-    pub fn mount_list(&self) -> Vec<(String, &'static str, bool)> {
+    /// read-only, the options after `rw` or `ro`), for `/proc/self/mounts`.
+    pub fn mount_list(&self) -> Vec<(String, &'static str, bool, String)> {
         self.mounts
             .iter()
             .map(|m| {
@@ -1197,7 +1277,8 @@ impl FileSystem {
                     Node::Host { h, .. } => ("bind", h.volume != Some(VolumeKind::ReadWrite)),
                     _ => ("tmpfs", false),
                 };
-                (path, typ, ro)
+                // (as an OCI runtime mounts volumes and tmpfs)
+                (path, typ, ro, ",nosuid,nodev".to_string())
             })
             .chain(
                 self.guest_mounts
@@ -1211,7 +1292,7 @@ impl FileSystem {
                             Node::Proc(_) => "proc",
                             _ => "bind",
                         };
-                        (path, typ, *ro != Writes::Allowed)
+                        (path, typ, *ro != Writes::Allowed, m.flags.options())
                     }),
             )
             .collect()
@@ -1349,7 +1430,11 @@ impl FileSystem {
                 Node::Dev(Device::Null)
             };
             locked.masks.retain(|m| m.path != names);
-            locked.masks.push(MountPoint { path: names, root });
+            locked.masks.push(MountPoint {
+                path: names,
+                root,
+                flags: MountFlags::default(),
+            });
         }
         self.locked.set(locked).map_err(|_| Errno::EBUSY)?;
         Ok(skipped)
@@ -1917,6 +2002,7 @@ impl FileSystem {
                 MountPoint {
                     path,
                     root: Node::Mem(f),
+                    flags: MountFlags::default(),
                 },
                 Writes::Allowed,
             ));
