@@ -1773,6 +1773,7 @@ pub fn boot(
             .memory
             .filter(|&m| m > 0)
             .and_then(|m| u64::try_from(m).ok()),
+        memory_watch: false,
         // `kill` is kill(2) from outside the container's PID namespace, as
         // with runc: init gets only what it handles (and SIGKILL).
         host_signals: sentry::hostsig::HostSignals::FromOutside,

@@ -796,6 +796,11 @@ struct DoArgs {
     /// Internal (`sandbox create`): join these cgroup directories first.
     #[arg(long = "cgroup", value_name = "DIR", hide = true)]
     cgroup: Vec<PathBuf>,
+    /// Most memory the guest may fill (bytes, or with a k, m or g suffix);
+    /// past it the process holding the most is killed, as by Linux's
+    /// memory cgroup. The guest is told of it (/proc/meminfo).
+    #[arg(long, value_name = "SIZE", conflicts_with = "memory_limit")]
+    memory: Option<String>,
     /// Internal (`sandbox create`): the memory limit the guest is told of.
     #[arg(long = "memory-limit", value_name = "BYTES", hide = true)]
     memory_limit: Option<u64>,
@@ -990,6 +995,16 @@ fn run_do(args: DoArgs) -> ExitCode {
         Ok(n) => n,
         Err(e) => return fail(2, format_args!("{e:#}")),
     };
+    let memory = match args.memory.as_deref().map(runsc_shim::cgroup::parse_bytes) {
+        None => None,
+        Some(Some(n)) if n > 0 => Some(n as u64),
+        Some(_) => {
+            return fail(
+                2,
+                format_args!("--memory: give bytes like 268435456 or 256m"),
+            )
+        }
+    };
     let max_tasks = match args.pids {
         -1 => None,
         n if n > 0 => Some(n as usize),
@@ -1181,7 +1196,8 @@ fn run_do(args: DoArgs) -> ExitCode {
         ids: None,
         // (a root guest has every capability, as before)
         privileges: sentry::Privileges::default(),
-        memory_limit: args.memory_limit,
+        memory_limit: memory.or(args.memory_limit),
+        memory_watch: memory.is_some(),
         // The guest's first process is the sandbox's init, which would
         // drop a ^C it has no handler for; `do` stands for the command at
         // the user's terminal, so such a signal ends it as it would natively.

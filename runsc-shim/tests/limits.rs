@@ -109,3 +109,41 @@ fn threads_past_the_seccomp_platforms_limit_get_eagain() {
     let n = threads_until_eagain(&out, "seccomp");
     assert!((1000..1024).contains(&n), "{n} threads");
 }
+
+/// `do --memory`: past the limit the process holding the most memory is
+/// killed (SIGKILL, as Linux's memory cgroup does), with one line saying
+/// so; the rest of the sandbox goes on, and the guest is told of the
+/// limit.
+#[test]
+fn past_do_memory_the_largest_process_is_killed_and_the_rest_goes_on() {
+    let script = "python3 -c 'b = bytearray(300 << 20)'; echo \"status $?\"; \
+                  python3 -c 'b = bytearray(16 << 20); print(len(b))'; head -1 /proc/meminfo";
+    for platform in ["seccomp", "ptrace"] {
+        let out = sandbox(&[
+            "--platform",
+            platform,
+            "--memory",
+            "64m",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]);
+        assert_eq!(out.status, 0, "{platform}: {}", common::show(&out));
+        assert_eq!(
+            out.stdout, "status 137\n16777216\nMemTotal:          65536 kB\n",
+            "{platform}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr
+                .contains("the sandbox's memory limit (64 MiB) was reached: killed process")
+                && out.stderr.contains("(python3)"),
+            "{platform}: {}",
+            out.stderr
+        );
+    }
+    let out = sandbox(&["--memory", "lots", "--", "true"]);
+    assert_eq!(out.status, 2, "{}", common::show(&out));
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+}

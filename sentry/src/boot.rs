@@ -83,6 +83,9 @@ pub struct SandboxConfig<'a> {
     /// what `/proc/meminfo` and `sysinfo` report when smaller than the
     /// host's memory, and what default tmpfs sizes are half of
     pub memory_limit: Option<u64>,
+    /// the Sentry holds `memory_limit` itself (no host cgroup does): past
+    /// it, the guest process holding the most memory is killed
+    pub memory_watch: bool,
     /// what host signals forwarded to the guest's first process mean
     pub host_signals: crate::kernel::hostsig::HostSignals,
     /// the Sentry's descriptors 0 and 1 are a terminal in raw mode: the
@@ -287,6 +290,10 @@ where
             None => None,
         },
     });
+    if config.memory_watch && config.memory_limit.is_some() {
+        crate::kernel::oom::watch(&kernel)
+            .map_err(|e| Error::Spawn(format!("the memory limit's watcher thread: {e}")))?;
+    }
     // What the guest sees of its network (netlink, interface ioctls,
     // /sys/class/net, /proc/net): the netstack's interfaces. With
     // `--network host` the guest's sockets are host sockets, and it sees

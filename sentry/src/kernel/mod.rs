@@ -9,6 +9,7 @@ pub mod hostsig;
 pub mod ipc;
 pub mod keys;
 pub mod netdev;
+pub(crate) mod oom;
 pub mod ptrace;
 pub mod seccomp;
 pub mod task;

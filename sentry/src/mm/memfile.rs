@@ -30,6 +30,8 @@ pub struct MemoryFile {
     /// the window of offsets that shows a sandbox image's pages, read-only
     /// (see [`MemoryFile::attach_base`])
     window: OnceLock<(u64, u64)>,
+    /// address spaces being torn down (their pages going back) right now
+    tearing_down: std::sync::atomic::AtomicUsize,
 }
 
 // SAFETY: `base` points at a shared mapping that lives as long as `self`; all
@@ -76,6 +78,7 @@ impl MemoryFile {
                         size,
                         free: Mutex::new(free),
                         window: OnceLock::new(),
+                        tearing_down: Default::default(),
                     });
                 }
             }
@@ -141,6 +144,21 @@ impl MemoryFile {
             free.insert(start + len, flen - len);
         }
         Ok(start)
+    }
+
+    /// Runs `f`, which gives an address space's pages back, counted in
+    /// [`MemoryFile::tearing_down`].
+    pub fn tear_down(&self, f: impl FnOnce()) {
+        use std::sync::atomic::Ordering;
+        self.tearing_down.fetch_add(1, Ordering::SeqCst);
+        f();
+        self.tearing_down.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Whether an address space is giving its pages back right now (what
+    /// the memory file holds is about to shrink).
+    pub fn tearing_down(&self) -> bool {
+        self.tearing_down.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
     /// Returns `[off, off + len)` to the allocator and releases its pages.

@@ -1815,14 +1815,17 @@ impl MemoryManager {
 
 impl Drop for MemoryManager {
     fn drop(&mut self) {
-        for v in std::mem::take(&mut self.vmas).into_values() {
-            if v.owns_offsets() {
-                self.mf.release(v.offset, v.end - v.start);
+        let (vmas, heap) = (std::mem::take(&mut self.vmas), self.heap_offset.take());
+        self.mf.tear_down(|| {
+            for v in vmas.into_values() {
+                if v.owns_offsets() {
+                    self.mf.release(v.offset, v.end - v.start);
+                }
             }
-        }
-        if let Some(off) = self.heap_offset.take() {
-            self.mf.release(off, HEAP_RESERVE);
-        }
+            if let Some(off) = heap {
+                self.mf.release(off, HEAP_RESERVE);
+            }
+        });
     }
 }
 
