@@ -129,6 +129,33 @@ pub enum Error {
          limits cannot change"
     )]
     NoCgroup(String),
+    /// the egress rules' log, secrets or trust store cannot be set up
+    #[error(transparent)]
+    Egress(#[from] crate::network::ApplyError),
+    /// a checkpoint image that cannot be opened
+    #[error("{}: {source} (give a directory that `do --save` or `checkpoint` wrote)", dir.display())]
+    OpenImage {
+        /// the image's directory
+        dir: PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// a checkpoint image that cannot be locked shared
+    #[error("{}: locking it: {source}", dir.display())]
+    LockImage {
+        /// the image's directory
+        dir: PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// a checkpoint image that is not one, or is damaged
+    #[error("{}: {reason}", dir.display())]
+    BadImage {
+        /// the image's directory
+        dir: PathBuf,
+        /// what is wrong with it
+        reason: String,
+    },
     /// a host operation failed
     #[error("{what}: {source}")]
     Io {
@@ -248,23 +275,29 @@ pub fn open_image_for_save(dir: &Path) -> std::io::Result<std::fs::File> {
 /// The pages' checksum is computed once per version of the file: a stamp
 /// beside it remembers the check, so restoring many sandboxes from one
 /// image reads its pages only as their guests touch them.
-pub fn read_image(dir: &Path) -> Result<sentry::Image, String> {
+pub fn read_image(dir: &Path) -> Result<sentry::Image, Error> {
     let path = dir.join(IMAGE_NAME);
-    let named = |e: String| format!("{}: {e}", dir.display());
-    let file = std::fs::File::open(&path).map_err(|e| {
-        named(format!(
-            "{e} (give a directory that `do --save` or `checkpoint` wrote)"
-        ))
+    let file = std::fs::File::open(&path).map_err(|source| Error::OpenImage {
+        dir: dir.to_path_buf(),
+        source,
     })?;
-    crate::sys::flock(file.as_fd(), libc::LOCK_SH)
-        .map_err(|e| named(format!("locking it: {e}")))?;
-    let image = sentry::Image::open(file).map_err(|e| named(e.0))?;
+    crate::sys::flock(file.as_fd(), libc::LOCK_SH).map_err(|source| Error::LockImage {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let image = sentry::Image::open(file).map_err(|e| Error::BadImage {
+        dir: dir.to_path_buf(),
+        reason: e.0,
+    })?;
     let stamp = file_stamp(image.file());
     let stamp_path = dir.join(format!("{IMAGE_NAME}.checked"));
     let checked =
         !stamp.is_empty() && std::fs::read_to_string(&stamp_path).is_ok_and(|s| s.trim() == stamp);
     if !checked {
-        image.check_pages().map_err(|e| named(e.0))?;
+        image.check_pages().map_err(|e| Error::BadImage {
+            dir: dir.to_path_buf(),
+            reason: e.0,
+        })?;
         // (a directory the caller may not write: checked again next time)
         let _ = std::fs::write(&stamp_path, format!("{stamp}\n"));
     }
@@ -1970,10 +2003,7 @@ fn prepare(
     let mut plan = plan;
     if let Some(rules) = network.egress() {
         let trust = crate::network::guest_trust_store(&plan.rootfs);
-        let env = rules
-            .extras
-            .apply(&mut stack, &trust)
-            .map_err(Error::Usage)?;
+        let env = rules.extras.apply(&mut stack, &trust)?;
         let mut e: Vec<Vec<u8>> = plan.env.iter().map(|v| v.clone().into_bytes()).collect();
         env.edit(&mut e);
         plan.env = e

@@ -202,9 +202,20 @@ pub fn show_duration(d: Duration) -> String {
     }
 }
 
+/// Why [`parse_duration`] refuses a text, naming it.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// not a number with `ms`, `s`, `m` or `h`
+    #[error("{0:?}: give a duration like 90s, 15m or 8h")]
+    NotADuration(String),
+    /// more than 10^9 seconds
+    #[error("{0:?}: too long")]
+    TooLong(String),
+}
+
 /// A duration: a number with `ms`, `s`, `m` or `h` (a bare number is
 /// seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
@@ -214,16 +225,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .parse()
         .ok()
         .filter(|n: &f64| n.is_finite() && *n >= 0.0)
-        .ok_or_else(|| format!("{text:?}: give a duration like 90s, 15m or 8h"))?;
+        .ok_or_else(|| DurationError::NotADuration(text.to_owned()))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "" | "s" => n,
         "m" => n * 60.0,
         "h" => n * 3600.0,
-        _ => return Err(format!("{text:?}: give a duration like 90s, 15m or 8h")),
+        _ => return Err(DurationError::NotADuration(text.to_owned())),
     };
     if secs > 1e9 {
-        return Err(format!("{text:?}: too long"));
+        return Err(DurationError::TooLong(text.to_owned()));
     }
     Ok(Duration::from_secs_f64(secs))
 }

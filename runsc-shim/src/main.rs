@@ -678,13 +678,11 @@ fn network_of(
     allow_cidr: Vec<String>,
     allow_host: Vec<String>,
     extras: network::Extras,
-) -> Result<Network, String> {
+) -> Result<Network, network::Error> {
     let mode = mode
         .map(NetworkKind::mode)
         .or_else(|| extras.given().then_some(network::Mode::Sandbox));
-    Network::new(mode, allow_cidr, allow_host, Spelling::Flags)
-        .map_err(|e| e.to_string())?
-        .with_extras(extras)
+    Network::new(mode, allow_cidr, allow_host, Spelling::Flags)?.with_extras(extras)
 }
 
 /// The network of a `do` sandbox from its flags: the netstack's
@@ -698,8 +696,7 @@ fn network_config(
         args.allow_cidr.clone(),
         args.allow_host.clone(),
         args.egress.extras(),
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     // The host's own addresses stay closed unless a rule names them.
     let host_addrs = match net.egress() {
         Some(_) => container::host_addresses()
@@ -711,6 +708,8 @@ fn network_config(
         Some(rules) => rules
             .extras
             .apply(&mut config, &network::guest_trust_store(&args.root))
+            // (as text: the message names its cause already, which `{:#}`
+            // would print again)
             .map_err(anyhow::Error::msg)?,
         None => network::GuestEnv::default(),
     };

@@ -110,6 +110,93 @@ pub enum Error {
         /// the rule
         rule: String,
     },
+    /// `--allow-http`, `--secret` or `--egress-log` without `sandbox`
+    #[error(
+        "--allow-http, --secret and --egress-log need --network sandbox \
+         (the Sentry's relays carry what leaves)"
+    )]
+    ExtrasNeedSandbox,
+    /// an `--allow-http` rule that does not parse (the netstack's reason,
+    /// naming the rule)
+    #[error("--allow-http {0}")]
+    BadHttp(String),
+    /// an `--allow-http` rule whose host part is no domain name
+    #[error("--allow-http {0:?}: not a domain name before ':'")]
+    HttpNotADomain(String),
+    /// a `--secret` that does not parse
+    #[error(
+        "--secret {spec:?}: {what} \
+         (give NAME=@FILE:HOST[,HOST...] or NAME=env:VAR:HOST[,HOST...])"
+    )]
+    BadSecret {
+        /// the flag's value
+        spec: String,
+        /// what is wrong with it
+        what: &'static str,
+    },
+    /// two `--secret`s of one name
+    #[error("--secret {0}: given twice")]
+    SecretTwice(String),
+}
+
+/// Why [`Extras::apply`] cannot put the rules in place: one line naming
+/// the flag or file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// a rule refused (as [`Network::with_extras`] refuses it)
+    #[error(transparent)]
+    Rules(#[from] Error),
+    /// the `--egress-log` file cannot be opened
+    #[error("--egress-log {}: {source}", path.display())]
+    EgressLog {
+        /// the file
+        path: std::path::PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// a secret's file cannot be read
+    #[error("--secret {name}: cannot read {}: {source}", path.display())]
+    ReadSecret {
+        /// the secret's name
+        name: String,
+        /// its file
+        path: std::path::PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// a secret's variable is not in this process's environment
+    #[error("--secret {name}: the variable {var} is not set")]
+    SecretUnset {
+        /// the secret's name
+        name: String,
+        /// its variable
+        var: String,
+    },
+    /// a secret whose value is empty
+    #[error("--secret {0}: the value is empty")]
+    EmptySecret(String),
+    /// no random bytes for a secret's placeholder
+    #[error("getrandom: {0}")]
+    Random(#[source] std::io::Error),
+    /// the netstack's policy is shared already and cannot take the rules
+    #[error("internal error: the egress policy is already in use")]
+    PolicyInUse,
+    /// the host's trust store cannot be read
+    #[error("the host's trust store {}: {source} (set SSL_CERT_FILE)", path.display())]
+    ReadTrustStore {
+        /// the file
+        path: std::path::PathBuf,
+        /// the host's answer
+        source: std::io::Error,
+    },
+    /// the host's trust store holds no certificate the interceptor takes
+    #[error("{}: {reason}", path.display())]
+    BadTrustStore {
+        /// the file
+        path: std::path::PathBuf,
+        /// the interceptor's reason
+        reason: String,
+    },
 }
 
 /// The network mode, without its rules.
@@ -215,7 +302,7 @@ impl Network {
     }
 
     /// The network with `extras` (checked: they need `sandbox`).
-    pub fn with_extras(self, extras: Extras) -> Result<Network, String> {
+    pub fn with_extras(self, extras: Extras) -> Result<Network, Error> {
         extras.check_syntax()?;
         extras.check(&self)?;
         Ok(match self {
@@ -341,9 +428,10 @@ pub enum SecretSource {
 impl SecretSpec {
     /// Parses `NAME=@FILE:HOST[,HOST...][:body]` or
     /// `NAME=env:VAR:HOST[,HOST...][:body]`.
-    pub fn parse(s: &str) -> Result<SecretSpec, String> {
-        let bad = |what: &str| {
-            format!("--secret {s:?}: {what} (give NAME=@FILE:HOST[,HOST...] or NAME=env:VAR:HOST[,HOST...])")
+    pub fn parse(s: &str) -> Result<SecretSpec, Error> {
+        let bad = |what| Error::BadSecret {
+            spec: s.to_owned(),
+            what,
         };
         let (name, rest) = s.split_once('=').ok_or_else(|| bad("no '='"))?;
         let (rest, in_body) = match rest.strip_suffix(":body") {
@@ -387,11 +475,13 @@ impl SecretSpec {
 
     /// Reads the value: a file's contents less one final newline, or a
     /// variable of this process's environment.
-    pub fn value(&self) -> Result<Vec<u8>, String> {
+    pub fn value(&self) -> Result<Vec<u8>, ApplyError> {
         let v = match &self.source {
             SecretSource::File(f) => {
-                let mut v = std::fs::read(f).map_err(|e| {
-                    format!("--secret {}: cannot read {}: {e}", self.name, f.display())
+                let mut v = std::fs::read(f).map_err(|source| ApplyError::ReadSecret {
+                    name: self.name.clone(),
+                    path: f.clone(),
+                    source,
                 })?;
                 if v.last() == Some(&b'\n') {
                     v.pop();
@@ -403,10 +493,13 @@ impl SecretSpec {
             }
             SecretSource::Env(var) => std::env::var_os(var)
                 .map(std::os::unix::ffi::OsStringExt::into_vec)
-                .ok_or_else(|| format!("--secret {}: the variable {var} is not set", self.name))?,
+                .ok_or_else(|| ApplyError::SecretUnset {
+                    name: self.name.clone(),
+                    var: var.clone(),
+                })?,
         };
         if v.is_empty() {
-            return Err(format!("--secret {}: the value is empty", self.name));
+            return Err(ApplyError::EmptySecret(self.name.clone()));
         }
         Ok(v)
     }
@@ -426,31 +519,27 @@ impl Extras {
     }
 
     /// Checks that they come with a `sandbox` network.
-    pub fn check(&self, network: &Network) -> Result<(), String> {
+    pub fn check(&self, network: &Network) -> Result<(), Error> {
         if self.given() && network.egress().is_none() {
-            return Err(
-                "--allow-http, --secret and --egress-log need --network sandbox (the Sentry's relays carry what leaves)"
-                    .into(),
-            );
+            return Err(Error::ExtrasNeedSandbox);
         }
         Ok(())
     }
 
     /// Checks the rules' syntax (values are read later, by
     /// [`Extras::apply`]).
-    pub fn check_syntax(&self) -> Result<(), String> {
+    pub fn check_syntax(&self) -> Result<(), Error> {
         for h in &self.allow_http {
-            let r =
-                netstack::policy::HttpRule::parse(h).map_err(|e| format!("--allow-http {e}"))?;
+            let r = netstack::policy::HttpRule::parse(h).map_err(Error::BadHttp)?;
             if !is_domain_rule(&r.pattern) {
-                return Err(format!("--allow-http {h:?}: not a domain name before ':'"));
+                return Err(Error::HttpNotADomain(h.clone()));
             }
         }
         let mut names = Vec::new();
         for s in &self.secrets {
             let spec = SecretSpec::parse(s)?;
             if names.contains(&spec.name) {
-                return Err(format!("--secret {}: given twice", spec.name));
+                return Err(Error::SecretTwice(spec.name));
             }
             names.push(spec.name);
         }
@@ -467,7 +556,7 @@ impl Extras {
         &self,
         config: &mut netstack::StackConfig,
         guest_trust: &[u8],
-    ) -> Result<GuestEnv, String> {
+    ) -> Result<GuestEnv, ApplyError> {
         let mut env = GuestEnv::default();
         if let Some(path) = &self.egress_log {
             use std::os::unix::fs::OpenOptionsExt;
@@ -476,7 +565,10 @@ impl Extras {
                 .append(true)
                 .mode(0o600)
                 .open(path)
-                .map_err(|e| format!("--egress-log {}: {e}", path.display()))?;
+                .map_err(|source| ApplyError::EgressLog {
+                    path: path.clone(),
+                    source,
+                })?;
             config.audit = Some(std::sync::Arc::new(netstack::audit::AuditLog::new(
                 Box::new(f),
             )));
@@ -502,8 +594,7 @@ impl Extras {
             .iter()
             .filter_map(|h| netstack::policy::HttpRule::parse(h).ok())
             .collect();
-        let policy = std::sync::Arc::get_mut(&mut config.policy)
-            .ok_or("internal error: the egress policy is already in use")?;
+        let policy = std::sync::Arc::get_mut(&mut config.policy).ok_or(ApplyError::PolicyInUse)?;
         policy.set_http_rules(http);
         policy.set_secrets(secrets);
         // Real hosts are verified against the trust store this process
@@ -511,14 +602,15 @@ impl Extras {
         let roots_path = std::env::var_os("SSL_CERT_FILE")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| TRUST_STORE.into());
-        let roots = std::fs::read(&roots_path).map_err(|e| {
-            format!(
-                "the host's trust store {}: {e} (set SSL_CERT_FILE)",
-                roots_path.display()
-            )
+        let roots = std::fs::read(&roots_path).map_err(|source| ApplyError::ReadTrustStore {
+            path: roots_path.clone(),
+            source,
         })?;
         let tls = netstack::tls::Interceptor::new(&roots)
-            .map_err(|e| format!("{}: {e}", roots_path.display()))?
+            .map_err(|reason| ApplyError::BadTrustStore {
+                path: roots_path.clone(),
+                reason,
+            })?
             .with_guest_trust(guest_trust);
         for var in TRUST_VARIABLES {
             env.set.push((var.to_string(), TRUST_STORE.to_string()));
@@ -584,12 +676,12 @@ impl GuestEnv {
 }
 
 /// A random placeholder, unlike any real token.
-fn placeholder() -> Result<String, String> {
+fn placeholder() -> Result<String, ApplyError> {
     let mut b = [0u8; 16];
     // SAFETY: getrandom writes at most b.len() bytes into b.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
     if n != b.len() as isize {
-        return Err(format!("getrandom: {}", std::io::Error::last_os_error()));
+        return Err(ApplyError::Random(std::io::Error::last_os_error()));
     }
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
     Ok(format!("ferrovisor-secret-{hex}"))

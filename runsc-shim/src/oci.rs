@@ -54,6 +54,47 @@ pub enum Error {
         /// what the sandbox would have to do
         why: String,
     },
+    /// `linux.seccomp` does not compile
+    #[error("config.json: linux.seccomp: {0}")]
+    Seccomp(#[source] crate::seccomp::Error),
+    /// a `linux.devices` entry for a device the guest does not have
+    #[error(
+        "config.json: linux.devices[{index}]: not supported by ferrovisor yet ({path}: the \
+         sandbox has only its own {} (host devices are not passed through))",
+        guest_device_names()
+    )]
+    HostDevice {
+        /// the entry's place in `linux.devices`
+        index: usize,
+        /// its path
+        path: String,
+    },
+    /// a `linux.devices` entry for a guest device, of another type or number
+    #[error(
+        "config.json: linux.devices[{index}]: not supported by ferrovisor yet ({path} is the \
+         character device {major}:{minor} here)"
+    )]
+    DeviceNumber {
+        /// the entry's place in `linux.devices`
+        index: usize,
+        /// its path
+        path: String,
+        /// the guest's device's major number
+        major: i64,
+        /// and its minor number
+        minor: i64,
+    },
+    /// a `linux.devices` entry for a guest device, of another mode or owner
+    #[error(
+        "config.json: linux.devices[{index}]: not supported by ferrovisor yet ({path} is mode \
+         0666, owned by root, here)"
+    )]
+    DeviceMode {
+        /// the entry's place in `linux.devices`
+        index: usize,
+        /// its path
+        path: String,
+    },
 }
 
 fn field(field: impl Into<String>, reason: impl Into<String>) -> Error {
@@ -1223,13 +1264,12 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             sysctls.push((name.clone(), value.clone()));
         }
         for (i, d) in linux.devices().iter().flatten().enumerate() {
-            check_device(d).map_err(|why| unsupported(format!("linux.devices[{i}]"), why))?;
+            check_device(i, d)?;
         }
         // As runc, the profile filters the guest's calls: the Sentry runs
         // it before answering each (its own host filter stays as it is).
         if let Some(profile) = linux.seccomp() {
-            let prog =
-                crate::seccomp::compile(profile).map_err(|why| field("linux.seccomp", why))?;
+            let prog = crate::seccomp::compile(profile).map_err(Error::Seccomp)?;
             seccomp = Some(prog);
         }
         // The guest is a 64-bit Linux program: LINUX is what it has.
@@ -1342,35 +1382,40 @@ const GUEST_DEVICES: &[(&str, i64, i64)] = &[
     ("/dev/ptmx", 5, 2),
 ];
 
-/// A `linux.devices` entry is taken when it asks for one of the devices
-/// the Sentry gives every guest, as the guest has it; any other would need
-/// the host's device, which the sandbox does not pass through.
-fn check_device(d: &oci_spec::runtime::LinuxDevice) -> Result<(), String> {
+/// The paths of [`GUEST_DEVICES`], for messages.
+fn guest_device_names() -> String {
+    GUEST_DEVICES
+        .iter()
+        .map(|(p, ..)| *p)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A `linux.devices` entry (`index`) is taken when it asks for one of the
+/// devices the Sentry gives every guest, as the guest has it; any other
+/// would need the host's device, which the sandbox does not pass through.
+fn check_device(index: usize, d: &oci_spec::runtime::LinuxDevice) -> Result<(), Error> {
     let path = d.path().display().to_string();
     let known = GUEST_DEVICES.iter().find(|(p, ..)| *p == path);
     let Some(&(_, major, minor)) = known else {
-        return Err(format!(
-            "{path}: the sandbox has only its own {} (host devices are not passed through)",
-            GUEST_DEVICES
-                .iter()
-                .map(|(p, ..)| *p)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        return Err(Error::HostDevice { index, path });
     };
     let char_dev = matches!(
         d.typ(),
         oci_spec::runtime::LinuxDeviceType::C | oci_spec::runtime::LinuxDeviceType::U
     );
     if !char_dev || d.major() != major || d.minor() != minor {
-        return Err(format!(
-            "{path} is the character device {major}:{minor} here"
-        ));
+        return Err(Error::DeviceNumber {
+            index,
+            path,
+            major,
+            minor,
+        });
     }
     let mode_ok = d.file_mode().is_none_or(|m| m & 0o7777 == 0o666);
     let owner_ok = d.uid().is_none_or(|u| u == 0) && d.gid().is_none_or(|g| g == 0);
     if !mode_ok || !owner_ok {
-        return Err(format!("{path} is mode 0666, owned by root, here"));
+        return Err(Error::DeviceMode { index, path });
     }
     Ok(())
 }

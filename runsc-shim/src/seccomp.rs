@@ -11,6 +11,32 @@ use oci_spec::runtime::{LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArg, Linux
 /// The first x32 call number (`__X32_SYSCALL_BIT`).
 const X32_BIT: u32 = 0x4000_0000;
 
+/// Why a profile does not compile: one line naming the field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// a seccomp agent (`listenerPath`, or `SCMP_ACT_NOTIFY` as the
+    /// default action), which the Sentry has none of to consult
+    #[error("SCMP_ACT_NOTIFY (a seccomp agent) is not supported")]
+    Agent,
+    /// `SCMP_ACT_NOTIFY` as the action at `field`
+    #[error("{field}: SCMP_ACT_NOTIFY (a seccomp agent) is not supported")]
+    AgentAction {
+        /// `defaultAction` or `syscalls[N].action`
+        field: String,
+    },
+    /// a condition on an argument no system call has
+    #[error("syscalls[{rule}].args: no argument {index}")]
+    NoArgument {
+        /// the rule's place in `syscalls`
+        rule: usize,
+        /// the argument's index (6 or more)
+        index: usize,
+    },
+    /// a program past what classic BPF can hold or jump across
+    #[error("{0} (the profile is too large)")]
+    TooLarge(#[source] bpf::AsmError),
+}
+
 /// One call's rule: its number, the conditions that must all hold, and
 /// the action.
 struct Rule<'a> {
@@ -20,21 +46,29 @@ struct Rule<'a> {
 }
 
 /// Compiles `profile`; the error names the field at fault.
-pub fn compile(profile: &LinuxSeccomp) -> Result<Vec<SockFilter>, String> {
+pub fn compile(profile: &LinuxSeccomp) -> Result<Vec<SockFilter>, Error> {
     if profile.listener_path().is_some()
         || matches!(profile.default_action(), LinuxSeccompAction::ScmpActNotify)
     {
-        return Err("SCMP_ACT_NOTIFY (a seccomp agent) is not supported".into());
+        return Err(Error::Agent);
     }
-    let default = action(&profile.default_action(), profile.default_errno_ret())
-        .map_err(|e| format!("defaultAction: {e}"))?;
+    let default =
+        action(&profile.default_action(), profile.default_errno_ret()).ok_or_else(|| {
+            Error::AgentAction {
+                field: "defaultAction".into(),
+            }
+        })?;
     let mut rules = Vec::new();
     for (i, call) in profile.syscalls().iter().flatten().enumerate() {
-        let act = action(&call.action(), call.errno_ret())
-            .map_err(|e| format!("syscalls[{i}].action: {e}"))?;
+        let act = action(&call.action(), call.errno_ret()).ok_or_else(|| Error::AgentAction {
+            field: format!("syscalls[{i}].action"),
+        })?;
         let args = call.args().as_deref().unwrap_or_default();
         if let Some(a) = args.iter().find(|a| a.index() >= 6) {
-            return Err(format!("syscalls[{i}].args: no argument {}", a.index()));
+            return Err(Error::NoArgument {
+                rule: i,
+                index: a.index(),
+            });
         }
         // As runc: conditions on one argument twice are alternatives.
         let repeats = args
@@ -77,15 +111,15 @@ pub fn compile(profile: &LinuxSeccomp) -> Result<Vec<SockFilter>, String> {
         emit_rule(&mut a, rule);
     }
     a.ret(default);
-    a.finish()
-        .map_err(|e| format!("{e} (the profile is too large)"))
+    a.finish().map_err(Error::TooLarge)
 }
 
 /// `SECCOMP_RET_*` of an OCI action; `errno` is its `errnoRet` (EPERM
-/// when absent, as the runtime spec says).
-fn action(act: &LinuxSeccompAction, errno: Option<u32>) -> Result<u32, String> {
+/// when absent, as the runtime spec says). `None` for `SCMP_ACT_NOTIFY`,
+/// which has none: it hands the call to a seccomp agent.
+fn action(act: &LinuxSeccompAction, errno: Option<u32>) -> Option<u32> {
     let data = errno.unwrap_or(libc::EPERM as u32) & bpf::SECCOMP_RET_DATA;
-    Ok(match act {
+    Some(match act {
         LinuxSeccompAction::ScmpActKill | LinuxSeccompAction::ScmpActKillThread => {
             bpf::SECCOMP_RET_KILL_THREAD
         }
@@ -95,9 +129,7 @@ fn action(act: &LinuxSeccompAction, errno: Option<u32>) -> Result<u32, String> {
         LinuxSeccompAction::ScmpActTrace => bpf::SECCOMP_RET_TRACE | data,
         LinuxSeccompAction::ScmpActLog => bpf::SECCOMP_RET_LOG,
         LinuxSeccompAction::ScmpActAllow => bpf::SECCOMP_RET_ALLOW,
-        LinuxSeccompAction::ScmpActNotify => {
-            return Err("SCMP_ACT_NOTIFY (a seccomp agent) is not supported".into())
-        }
+        LinuxSeccompAction::ScmpActNotify => return None,
     })
 }
 
@@ -287,7 +319,8 @@ mod tests {
             "defaultAction": "SCMP_ACT_ALLOW",
             "syscalls": [{"names": ["mount"], "action": "SCMP_ACT_NOTIFY"}]
         })))
-        .expect_err("refused");
+        .expect_err("refused")
+        .to_string();
         assert!(e.contains("SCMP_ACT_NOTIFY"), "{e}");
     }
 }

@@ -152,8 +152,8 @@ pub enum ConfigError {
     #[error(transparent)]
     Network(#[from] network::Error),
     /// `allow_http`, `secret` or `egress_log` refused
-    #[error("{0}")]
-    Egress(String),
+    #[error(transparent)]
+    Egress(network::Error),
 }
 
 /// Why a task's runtime options, or the config file they name, are
