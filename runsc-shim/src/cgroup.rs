@@ -100,6 +100,13 @@ impl Limits {
         self.cpu_shares.is_some() || self.cpu_quota.is_some() || self.cpu_period.is_some()
     }
 
+    /// Whether the Sentry can hold every limit set here without a host
+    /// cgroup: memory (its own watcher; with no swap, `swap` adds nothing
+    /// and `reservation` is soft) and pids (its task count), not CPU time.
+    pub fn sentry_can_hold(&self) -> bool {
+        !self.wants_cpu()
+    }
+
     /// Whether any limit is set (then the cgroup is required, not a
     /// convenience for `pause`).
     pub fn any(&self) -> bool {

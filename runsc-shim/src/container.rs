@@ -1752,7 +1752,9 @@ pub fn boot(
     // What `update` changed before the control socket was there to hear
     // it (read after binding: an update that found no socket recorded its
     // limits first).
-    let updated = state.read(id).ok().flatten().and_then(|r| r.guest_limits);
+    let record = state.read(id).ok().flatten();
+    let no_cgroup = record.as_ref().is_some_and(|r| r.cgroup.is_none());
+    let updated = record.and_then(|r| r.guest_limits);
     let config = sentry::SandboxConfig {
         root: client,
         _marker: std::marker::PhantomData,
@@ -1806,7 +1808,12 @@ pub fn boot(
             .memory
             .filter(|&m| m > 0)
             .and_then(|m| u64::try_from(m).ok()),
-        memory_watch: false,
+        // Without a host cgroup, the Sentry holds it.
+        memory_watch: if no_cgroup {
+            sentry::MemoryWatch::Log
+        } else {
+            sentry::MemoryWatch::Off
+        },
         // `kill` is kill(2) from outside the container's PID namespace, as
         // with runc: init gets only what it handles (and SIGKILL).
         host_signals: sentry::hostsig::HostSignals::FromOutside,
@@ -2037,15 +2044,23 @@ fn exit_code(record: &Record) -> Option<i32> {
     })
 }
 
-/// The sandbox's host cgroup: required when the bundle sets limits or a
-/// `linux.cgroupsPath`; otherwise made where the host lets us (for
-/// `pause`), and done without where it does not (a caller without rights
-/// on the cgroup file system).
+/// The sandbox's host cgroup: required when the bundle sets a
+/// `linux.cgroupsPath` or a CPU limit; otherwise made where the host lets
+/// us, and done without where it does not (a caller without rights on the
+/// cgroup file system): then the Sentry holds the memory and pids limits
+/// itself, and `pause` does not work.
 fn sandbox_cgroup(id: &str, scope: &str, plan: &oci::Plan) -> Result<Option<Cgroup>, Error> {
     match Cgroup::create(id, scope, plan.cgroups_path.as_deref(), &plan.limits) {
         Ok(cg) => Ok(Some(cg)),
-        Err(e) if !plan.limits.any() && plan.cgroups_path.is_none() => {
-            tracing::info!("container {id}: no cgroup of its own, pause will not work: {e}");
+        Err(e) if plan.limits.sentry_can_hold() && plan.cgroups_path.is_none() => {
+            if plan.limits.any() {
+                tracing::warn!(
+                    "container {id}: no cgroup of its own ({e}): the Sentry holds its memory and \
+                     pids limits, and pause will not work"
+                );
+            } else {
+                tracing::info!("container {id}: no cgroup of its own, pause will not work: {e}");
+            }
             Ok(None)
         }
         Err(e) => Err(e.into()),

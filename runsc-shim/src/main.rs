@@ -1196,7 +1196,11 @@ fn run_do(args: DoArgs) -> ExitCode {
         // (a root guest has every capability, as before)
         privileges: sentry::Privileges::default(),
         memory_limit: memory.or(args.memory_limit),
-        memory_watch: memory.is_some(),
+        memory_watch: if memory.is_some() {
+            sentry::MemoryWatch::Say
+        } else {
+            sentry::MemoryWatch::Off
+        },
         // The guest's first process is the sandbox's init, which would
         // drop a ^C it has no handler for; `do` stands for the command at
         // the user's terminal, so such a signal ends it as it would natively.

@@ -4494,3 +4494,75 @@ fn memory_policy_is_set_as_set_mempolicy_sets_it() {
         assert_eq!(w.container_stdout(&id), expected, "{policy}");
     }
 }
+
+/// Writes `argv[1]` MiB of memory, one MiB a millisecond (the Sentry's
+/// watcher looks every millisecond or so near the limit; a faster writer
+/// passes it by more before it is stopped), then says so.
+const HOG: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 0) : 1;
+	char *p = malloc(mib << 20);
+	if (!p) return 2;
+	for (size_t i = 0; i < mib; i++) {
+		memset(p + (i << 20), 1, 1 << 20);
+		usleep(1000);
+	}
+	printf("filled %zu MiB\n", mib);
+	return 0;
+}
+"#;
+
+/// Where the host's cgroups cannot be used (here: an empty, read-only
+/// /sys/fs/cgroup in a mount namespace of the runtime's own), memory and
+/// pids limits are held by the Sentry: past the memory limit the process
+/// holding the most is killed, as a memory cgroup's OOM killer does, and
+/// the container goes on; a CPU limit, which the Sentry cannot hold, is
+/// refused in one line.
+#[test]
+fn memory_and_pids_limits_hold_without_a_host_cgroup() {
+    let mut w = World::new("no-cgroup", |v| {
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                "/bin/hog 300; echo \"status $?\"; /bin/hog 8; grep MemTotal /proc/meminfo; \
+                 cat /sys/fs/cgroup/pids.max",
+            ],
+        );
+        v["linux"]["resources"] =
+            serde_json::json!({"memory": {"limit": 64 << 20}, "pids": {"limit": 30}});
+    });
+    let hog = compile_static(w.dir.path(), "hog", HOG);
+    std::fs::copy(&hog, w.bundle().join("rootfs/bin/hog")).expect("copy hog");
+    let bundle = w.bundle_str();
+    w.ids.extend(["nc1".into(), "nc2".into()]);
+    let without_cgroups = |args: &[&str]| {
+        let inner = w.command(args);
+        let mut cmd = Command::new("unshare");
+        cmd.args(["-m", "--propagation", "private", "/bin/sh", "-c"])
+            .arg("mount -t tmpfs -o ro none /sys/fs/cgroup && exec \"$0\" \"$@\"")
+            .arg(inner.get_program())
+            .args(inner.get_args())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(Stdio::null());
+        run(cmd, None, TIMEOUT)
+    };
+    let out = without_cgroups(&["run", "--bundle", &bundle, "nc1"]);
+    assert_eq!(out.status, 0, "{}", common::show(&out));
+    assert_eq!(
+        out.stdout,
+        "status 137\nfilled 8 MiB\nMemTotal:          65536 kB\n30\n"
+    );
+
+    w.edit_config(|v| {
+        v["linux"]["resources"] = serde_json::json!({"cpu": {"quota": 50000, "period": 100000}});
+    });
+    let out = without_cgroups(&["run", "--bundle", &bundle, "nc2"]);
+    assert_one_line(&out);
+}

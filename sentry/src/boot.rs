@@ -83,9 +83,9 @@ pub struct SandboxConfig<'a> {
     /// what `/proc/meminfo` and `sysinfo` report when smaller than the
     /// host's memory, and what default tmpfs sizes are half of
     pub memory_limit: Option<u64>,
-    /// the Sentry holds `memory_limit` itself (no host cgroup does): past
-    /// it, the guest process holding the most memory is killed
-    pub memory_watch: bool,
+    /// whether the Sentry holds `memory_limit` itself (no host cgroup
+    /// does): past it, the guest process holding the most is killed
+    pub memory_watch: MemoryWatch,
     /// what host signals forwarded to the guest's first process mean
     pub host_signals: crate::kernel::hostsig::HostSignals,
     /// the Sentry's descriptors 0 and 1 are a terminal in raw mode: the
@@ -121,6 +121,21 @@ pub struct SandboxConfig<'a> {
     pub preserved_fds: Vec<std::os::fd::OwnedFd>,
     /// the first process's NUMA policy (OCI `linux.memoryPolicy`)
     pub mempolicy: crate::NumaPolicy,
+}
+
+/// Whether the Sentry holds the sandbox's memory limit itself, and who
+/// hears of a process it kills for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryWatch {
+    /// no: a host cgroup holds it, or there is none
+    #[default]
+    Off,
+    /// yes, and the log says which process it killed (a container's
+    /// stderr is its program's)
+    Log,
+    /// yes, and a line on the Sentry's stderr says so too (`do`: the
+    /// user's terminal)
+    Say,
 }
 
 /// A file system mounted over a guest path.
@@ -290,8 +305,9 @@ where
             None => None,
         },
     });
-    if config.memory_watch && config.memory_limit.is_some() {
-        crate::kernel::oom::watch(&kernel)
+    if config.memory_watch != MemoryWatch::Off && config.memory_limit.is_some() {
+        let say = config.memory_watch == MemoryWatch::Say;
+        crate::kernel::oom::watch(&kernel, say)
             .map_err(|e| Error::Spawn(format!("the memory limit's watcher thread: {e}")))?;
     }
     // What the guest sees of its network (netlink, interface ioctls,

@@ -27,7 +27,9 @@ pub fn remember_caller_ids() {
     host::groups();
 }
 
-pub use boot::{run, Mount, MountSource, RootWrites, SandboxConfig, SettleHook, StartHook};
+pub use boot::{
+    run, MemoryWatch, Mount, MountSource, RootWrites, SandboxConfig, SettleHook, StartHook,
+};
 pub use fsimpl::sysctl;
 pub use host::filter::drop_capabilities;
 pub use kernel::auth::CapSets;
