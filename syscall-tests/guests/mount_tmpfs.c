@@ -164,6 +164,23 @@ int main(void)
 	rmdir("/tmp/mount_tmpfs_src/sub");
 	rmdir(src);
 
+	/* A bind of a read-only tmpfs remounted writable (with MS_BIND: that
+	 * mount only) stays read-only, as the file system is; a remount of
+	 * the tmpfs itself makes both writable. */
+	EXPECT(mount("none", d, "tmpfs", MS_RDONLY, NULL), 0);
+	mkdir("/tmp/mount_tmpfs_t2", 0755);
+	EXPECT(mount(d, "/tmp/mount_tmpfs_t2", NULL, MS_BIND, NULL), 0);
+	EXPECT(mount(NULL, "/tmp/mount_tmpfs_t2", NULL, MS_REMOUNT | MS_BIND, NULL), 0);
+	EXPECT_ERR(open("/tmp/mount_tmpfs_t2/w", O_CREAT | O_WRONLY, 0644), EROFS);
+	EXPECT(mount(NULL, d, NULL, MS_REMOUNT, NULL), 0);
+	fd = open("/tmp/mount_tmpfs_t2/w", O_CREAT | O_WRONLY, 0644);
+	EXPECT_TRUE(fd >= 0);
+	close(fd);
+	EXPECT_OK(access("/tmp/mount_tmpfs_t/w", F_OK));
+	EXPECT(umount("/tmp/mount_tmpfs_t2"), 0);
+	rmdir("/tmp/mount_tmpfs_t2");
+	EXPECT(umount(d), 0);
+
 	/* Per-mount flags: listed and in statfs; on a noexec mount a program
 	 * is not executable (access, execve: EACCES) nor mappable with
 	 * PROT_EXEC (EPERM); a remount sets the flags anew, and a bind takes

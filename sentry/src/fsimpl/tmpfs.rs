@@ -104,12 +104,25 @@ pub struct MemFs {
     /// what all of the sandbox's in-memory file systems may hold together
     pool: Arc<Quota>,
     inodes: AtomicU64,
+    /// the superblock is read-only (a guest's `mount -o ro`, until a
+    /// remount of it): no mount of it takes writes
+    read_only: std::sync::atomic::AtomicBool,
 }
 
 /// Most inodes one tmpfs holds (`nr_inodes`).
 const MAX_INODES: u64 = 1 << 20;
 
 impl MemFs {
+    /// Whether the file system itself is read-only (whatever its mounts).
+    pub fn read_only(&self) -> bool {
+        self.read_only.load(Ordering::Relaxed)
+    }
+
+    /// Makes the file system read-only or writable (a remount of it).
+    pub fn set_read_only(&self, read_only: bool) {
+        self.read_only.store(read_only, Ordering::Relaxed);
+    }
+
     /// A new, empty file system of at most `limit` bytes, drawn from
     /// `pool`, with root directory mode `mode`; returns its root directory.
     pub fn new_root(
@@ -126,6 +139,7 @@ impl MemFs {
             quota: Quota::unshared(limit),
             pool: pool.clone(),
             inodes: AtomicU64::new(1),
+            read_only: Default::default(),
         });
         let (uid, gid) = crate::host::ids();
         Arc::new(MemInode {

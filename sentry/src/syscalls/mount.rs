@@ -120,7 +120,12 @@ pub fn sys_mount(task: &mut Task, a: &Args) -> Result<u64, Errno> {
             return Err(Errno::EPERM);
         }
         return fs
-            .guest_remount(&target, flags & MS_RDONLY != 0, MountFlags::of_mount(flags))
+            .guest_remount(
+                &target,
+                flags & MS_RDONLY != 0,
+                MountFlags::of_mount(flags),
+                flags & MS_BIND != 0,
+            )
             .map(|()| 0);
     }
     if flags & MS_BIND != 0 {

@@ -1027,6 +1027,9 @@ impl FileSystem {
             return Err(Errno::ENOSPC);
         }
         let root = self.new_tmpfs(mode, size.map(|s| s.min(self.pool.limit())));
+        if let Node::Mem(m) = &root {
+            m.fs().set_read_only(read_only);
+        }
         g.push((MountPoint { path, root, flags }, Writes::refused(read_only)));
         self.any_guest_mount.store(true, Ordering::Release);
         Ok(())
@@ -1143,12 +1146,15 @@ impl FileSystem {
     }
 
     /// Makes what the guest mounted at `at` read-only or writable again,
-    /// with `flags` (a remount sets the mount's flags to those given).
+    /// with `flags` (a remount sets the mount's flags to those given);
+    /// without `bind`, a tmpfs there is remounted too, as its superblock
+    /// is on Linux (with it, only this mount changes).
     pub fn guest_remount(
         &self,
         at: &Location,
         read_only: bool,
         flags: MountFlags,
+        bind: bool,
     ) -> Result<(), Errno> {
         let path = at.names();
         let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
@@ -1162,6 +1168,9 @@ impl FileSystem {
             w => *w = Writes::refused(read_only),
         }
         m.flags = flags;
+        if let (false, Node::Mem(root)) = (bind, &m.root) {
+            root.fs().set_read_only(read_only);
+        }
         Ok(())
     }
 
@@ -1198,8 +1207,10 @@ impl FileSystem {
 
     /// Whether `loc` is on a tmpfs the guest mounted read-only.
     fn in_read_only_guest_mount(&self, loc: &Location) -> bool {
-        self.innermost_guest_mount(loc, |(_, w)| *w != Writes::Allowed)
-            .unwrap_or(false)
+        self.innermost_guest_mount(loc, |(m, w)| {
+            *w != Writes::Allowed || matches!(&m.root, Node::Mem(r) if r.fs().read_only())
+        })
+        .unwrap_or(false)
     }
 
     fn add_mount(&mut self, dest: &[u8], root: Node) -> Result<(), Errno> {
