@@ -73,6 +73,11 @@ pub struct ExecRequest {
     /// groups); `None`: those as given
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// the program gets a terminal of the sandbox's own, relayed to the
+    /// standard input and output the request carries (the caller's
+    /// terminal, raw); its standard error goes there too
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
 }
 
 /// The most descriptors past stdio one exec request carries.
@@ -694,13 +699,22 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
         }
     }
     let running = Running::start();
+    let (stdio, console) = if req.tty {
+        let [input, output, _] = stdio;
+        match sentry::exec_terminal(&kernel, input, output) {
+            Ok((c, s)) => (s, Some(c)),
+            Err(e) => return send(&mut conn, &Reply::Failed(e.to_string())),
+        }
+    } else {
+        (sentry::Stdio::Owned(stdio), None)
+    };
     let spec = sentry::ProcessSpec {
         argv: req.args.into_iter().map(String::into_bytes).collect(),
         envp,
         cwd: req.cwd.into_bytes(),
         ids: Some(ids),
         ppid: 0,
-        stdio: sentry::Stdio::Owned(stdio),
+        stdio,
         preserved,
         privileges,
     };
@@ -710,19 +724,28 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
         Ok(v) => v,
         Err(e) => return send(&mut conn, &Reply::Failed(e.to_string())),
     };
+    if let Some(c) = &console {
+        if let Err(e) = c.start() {
+            tracing::warn!(pid, "exec: no terminal relay: {e}");
+        }
+    }
     tracing::info!(pid, "exec: started");
     send(&mut conn, &Reply::Started(pid))?;
     if let Ok(rd) = conn.try_clone() {
         let k = kernel_weak.clone();
+        let c = console.clone();
         let _ = std::thread::Builder::new()
             .name("control-signals".into())
-            .spawn(move || relay_signals(rd, &k, pid));
+            .spawn(move || relay_signals(rd, &k, pid, c.as_deref()));
     }
     // The sandbox ending (its first process exits) ends this one too.
     let status = exited
         .recv()
         .map_or(128 + libc::SIGKILL, |s| s.shell_code());
     tracing::info!(pid, status, "exec: exited");
+    if let Some(c) = &console {
+        c.end();
+    }
     drop(running);
     send(&mut conn, &Reply::Exited(status))
 }
@@ -783,13 +806,25 @@ fn relay_port(conn: UnixStream, c: sentry::LoopbackConn) {
 
 /// Delivers the signals the client asks for to process `pid`, until the
 /// client closes its side.
-fn relay_signals(conn: UnixStream, kernel: &Weak<sentry::Kernel>, pid: i32) {
+/// Passes the signals the client sends on to process `pid`; with a
+/// terminal of its own, `SIGWINCH` is the caller's terminal's new size,
+/// which the terminal takes (signalling its foreground group).
+fn relay_signals(
+    conn: UnixStream,
+    kernel: &Weak<sentry::Kernel>,
+    pid: i32,
+    console: Option<&sentry::Console>,
+) {
     for line in BufReader::new(conn).lines() {
         let Ok(line) = line else { return };
         let Ok(Control::Signal(sig)) = serde_json::from_str(&line) else {
             continue;
         };
         if !(1..=64).contains(&sig) {
+            continue;
+        }
+        if let (Some(c), libc::SIGWINCH) = (console, sig) {
+            c.resize();
             continue;
         }
         let Some(k) = kernel.upgrade() else { return };

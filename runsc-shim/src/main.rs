@@ -889,6 +889,7 @@ fn exec_request(
             inherit_env: false,
             preserve_fds: a.preserve_fds,
             user: None,
+            tty: false,
         }
     } else {
         let mut privileges = base()?;
@@ -923,6 +924,7 @@ fn exec_request(
             inherit_env: false,
             preserve_fds: a.preserve_fds,
             user: None,
+            tty: false,
         }
     };
     if req.args.is_empty() {

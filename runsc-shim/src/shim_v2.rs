@@ -1736,6 +1736,7 @@ impl shim::Task for Service {
             inherit_env: false,
             preserve_fds: 0,
             user: None,
+            tty: false,
         };
         let mut tasks = self.tasks();
         if tasks.get(&req.id)?.phase != Phase::Running {

@@ -520,19 +520,46 @@ fn console(
     ),
     Error,
 > {
-    use crate::vfs::file::{FileDescription, FileKind};
     let fail = |e: abi::Errno| Error::Spawn(format!("the sandbox's terminal: {e:?}"));
     let c = crate::fsimpl::devpts::Console::new(&kernel.fs.devpts).map_err(fail)?;
-    let slave = c.pty().open_slave().map_err(fail)?;
+    let file = slave_file(kernel, &c).map_err(fail)?;
+    Ok((c, file))
+}
+
+/// A terminal of the sandbox's own for a program `exec --tty` brings in:
+/// a new pty whose master the Sentry relays to `input` and `output` (the
+/// caller's terminal, in raw mode), and the program's [`Stdio`] on its
+/// slave. Start the console's relays once the program is, and
+/// [`Console::end`] them once it has ended.
+///
+/// [`Console::end`]: crate::fsimpl::devpts::Console::end
+pub fn exec_terminal(
+    kernel: &Arc<Kernel>,
+    input: std::os::fd::OwnedFd,
+    output: std::os::fd::OwnedFd,
+) -> Result<(Arc<crate::fsimpl::devpts::Console>, Stdio), Error> {
+    let fail = |e: abi::Errno| Error::Spawn(format!("a terminal for the program: {e:?}"));
+    let c = crate::fsimpl::devpts::Console::on(&kernel.fs.devpts, input, output).map_err(fail)?;
+    let file = slave_file(kernel, &c).map_err(fail)?;
+    let tty: Arc<dyn crate::kernel::task::Terminal> = c.pty().clone();
+    Ok((c, Stdio::Terminal { file, tty }))
+}
+
+/// An open description of `c`'s slave, read-write, at its /dev/pts path.
+fn slave_file(
+    kernel: &Arc<Kernel>,
+    c: &crate::fsimpl::devpts::Console,
+) -> Result<Arc<crate::vfs::file::FileDescription>, abi::Errno> {
+    use crate::vfs::file::{FileDescription, FileKind};
+    let slave = c.pty().open_slave()?;
     let path = format!("/dev/pts/{}", c.pty().index);
     let loc = kernel
         .fs
         .resolve(&kernel.fs.root(), path.as_bytes(), true)
         .ok();
-    let file = FileDescription::new(
+    Ok(FileDescription::new(
         FileKind::Impl(Arc::new(slave)),
         loc,
         abi::OpenFlags::RDWR.bits(),
-    );
-    Ok((c, file))
+    ))
 }

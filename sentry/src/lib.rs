@@ -28,8 +28,10 @@ pub fn remember_caller_ids() {
 }
 
 pub use boot::{
-    run, MemoryWatch, Mount, MountSource, RootWrites, SandboxConfig, SettleHook, StartHook,
+    exec_terminal, run, MemoryWatch, Mount, MountSource, RootWrites, SandboxConfig, SettleHook,
+    StartHook,
 };
+pub use fsimpl::devpts::Console;
 pub use fsimpl::sysctl;
 pub use host::filter::drop_capabilities;
 pub use kernel::auth::CapSets;

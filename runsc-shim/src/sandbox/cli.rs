@@ -33,6 +33,10 @@ pub enum Command {
         /// Kill the program after SECONDS (status 137).
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<f64>,
+        /// Give the program a terminal of the sandbox's own (job control,
+        /// ^C, window size), relayed to this one, which must be a terminal.
+        #[arg(long, short = 't')]
+        tty: bool,
         /// The command and its arguments.
         #[arg(
             required = true,
@@ -97,6 +101,7 @@ pub fn run(store: &Store, cmd: Command) -> ExitCode {
             env,
             user,
             timeout,
+            tty,
             command,
         } => {
             let opts = ExecOptions {
@@ -106,8 +111,27 @@ pub fn run(store: &Store, cmd: Command) -> ExitCode {
                 user,
                 timeout,
                 stdin: None,
+                tty,
             };
             let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+            // Raw while the program runs: its terminal's line discipline
+            // is the sandbox's (put back when this ends).
+            if tty && !std::io::IsTerminal::is_terminal(&stdin) {
+                eprintln!(
+                    "ferrovisor: sandbox exec --tty: standard input is not a terminal (leave out \
+                     --tty)"
+                );
+                return ExitCode::from(2);
+            }
+            let _cooked = match tty.then(crate::confine::Tty::make_raw).transpose() {
+                Ok(t) => t.map(Cooked),
+                Err(e) => {
+                    eprintln!(
+                        "ferrovisor: sandbox exec --tty: putting the terminal in raw mode: {e}"
+                    );
+                    return ExitCode::from(2);
+                }
+            };
             let running = match store.exec(
                 &name,
                 &opts,
@@ -222,5 +246,14 @@ pub fn run(store: &Store, cmd: Command) -> ExitCode {
             }
             Err(e) => fail(e),
         },
+    }
+}
+
+/// The terminal, put back as it was when dropped.
+struct Cooked(crate::confine::Tty);
+
+impl Drop for Cooked {
+    fn drop(&mut self) {
+        self.0.restore();
     }
 }

@@ -318,6 +318,10 @@ pub struct ExecOptions {
     /// the program's input, base64 (the API's; the CLI passes its own)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdin: Option<String>,
+    /// a terminal of the sandbox's own, relayed to the caller's (the
+    /// CLI's `--tty`; the API's streams are no terminal)
+    #[serde(skip)]
+    pub tty: bool,
 }
 
 impl ExecOptions {
@@ -346,6 +350,7 @@ impl ExecOptions {
             inherit_env: true,
             preserve_fds: 0,
             user: self.user.clone(),
+            tty: self.tty,
         })
     }
 }

@@ -864,30 +864,78 @@ impl Drop for PtyEnd {
 }
 
 /// The terminal of a sandbox run at the user's terminal (`ferrovisor do`
-/// on a tty): a pty of the Sentry's own, whose slave is the first
-/// process's standard descriptors and controlling terminal, and whose
-/// master the Sentry relays to its host descriptors 0 and 1 (which the
-/// caller put in raw mode). So the guest's line discipline, job control
-/// and `SIGWINCH` are the Sentry's, and the host terminal sees only bytes.
+/// on a tty), or of a program `exec --tty` brings in: a pty of the
+/// Sentry's own, whose slave is the process's standard descriptors and
+/// controlling terminal, and whose master the Sentry relays to host
+/// descriptors (its own 0 and 1, or the caller's terminal an `exec`
+/// passed in; the caller put it in raw mode). So the guest's line
+/// discipline, job control and `SIGWINCH` are the Sentry's, and the host
+/// terminal sees only bytes.
 #[derive(Debug)]
 pub struct Console {
     master: PtyEnd,
     /// held while output is taken from the pty and written to the host,
     /// so that [`Console::flush`] at the end loses and reorders nothing
     out: Mutex<()>,
+    /// the host descriptors typed input comes from and output goes to
+    host: [i32; 2],
+    /// those descriptors, when they are not the Sentry's own 0 and 1
+    _owned: Option<[std::os::fd::OwnedFd; 2]>,
+    /// set by [`Console::end`]: the relays stop
+    ended: std::sync::atomic::AtomicBool,
 }
 
+/// How long the input relay waits for input before it looks whether its
+/// console has ended.
+const INPUT_POLL_MS: i32 = 200;
+
 impl Console {
-    /// A new pty, unlocked, at the host terminal's size.
+    /// A new pty, unlocked, at the host terminal's size, relayed to the
+    /// Sentry's descriptors 0 and 1.
     pub fn new(devpts: &Arc<Devpts>) -> Result<Arc<Console>, Errno> {
+        Self::relayed(devpts, [0, 1], None)
+    }
+
+    /// A new pty relayed to host descriptors `input` and `output` (an
+    /// `exec`'s terminal), at their terminal's size.
+    pub fn on(
+        devpts: &Arc<Devpts>,
+        input: std::os::fd::OwnedFd,
+        output: std::os::fd::OwnedFd,
+    ) -> Result<Arc<Console>, Errno> {
+        use std::os::fd::AsRawFd;
+        let host = [input.as_raw_fd(), output.as_raw_fd()];
+        Self::relayed(devpts, host, Some([input, output]))
+    }
+
+    fn relayed(
+        devpts: &Arc<Devpts>,
+        host: [i32; 2],
+        owned: Option<[std::os::fd::OwnedFd; 2]>,
+    ) -> Result<Arc<Console>, Errno> {
         let master = devpts.allocate()?;
         master.pty.lock().locked = false;
         let c = Arc::new(Console {
             master,
             out: Mutex::new(()),
+            host,
+            _owned: owned,
+            ended: Default::default(),
         });
         c.resize();
         Ok(c)
+    }
+
+    /// Stops the relays once the program is done: what it wrote is
+    /// written out first; later output is dropped, later input not read.
+    pub fn end(&self) {
+        self.flush();
+        self.ended.store(true, std::sync::atomic::Ordering::Release);
+        self.pty().waiters.notify();
+    }
+
+    fn ended(&self) -> bool {
+        self.ended.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The pty.
@@ -900,7 +948,7 @@ impl Console {
     pub fn resize(&self) {
         let host =
             |fd| crate::host::get_winsize(crate::vfs::file::FileDescription::stdio_borrow(fd));
-        let Ok(w) = host(1).or_else(|_| host(0)) else {
+        let Ok(w) = host(self.host[1]).or_else(|_| host(self.host[0])) else {
             return;
         };
         let pgrp = {
@@ -933,11 +981,20 @@ impl Console {
     /// Host input, as typed, into the line discipline (as a write of the
     /// master); ends with the host's input.
     fn relay_in(&self) {
-        let stdin = crate::vfs::file::FileDescription::stdio_borrow(0);
+        let stdin = crate::vfs::file::FileDescription::stdio_borrow(self.host[0]);
         let mut buf = [0u8; 4096];
         let waiter = crate::kernel::wait::Waiter::new();
         let queues = [self.pty().waiters.clone()];
         loop {
+            // (a blocking read would outlive an exec's program)
+            while crate::host::poll_for(stdin, libc::POLLIN, INPUT_POLL_MS) == 0 {
+                if self.ended() {
+                    return;
+                }
+            }
+            if self.ended() {
+                return;
+            }
             let n = match crate::host::read(stdin, &mut buf) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
@@ -964,6 +1021,9 @@ impl Console {
                 self.pty().raise(raised);
                 self.pty().wake_up();
                 if took == 0 {
+                    if self.ended() {
+                        return;
+                    }
                     waiter.sleep(None);
                 }
             }
@@ -990,12 +1050,15 @@ impl Console {
                 if !wait {
                     return true;
                 }
+                if self.ended() {
+                    return false;
+                }
                 waiter.sleep(None);
                 continue;
             }
             self.pty().waiters.notify();
             self.pty().unthrottled(true);
-            let stdout = crate::vfs::file::FileDescription::stdio_borrow(1);
+            let stdout = crate::vfs::file::FileDescription::stdio_borrow(self.host[1]);
             let mut at = 0;
             while at < data.len() {
                 match crate::host::write(stdout, &data[at..]) {

@@ -306,13 +306,19 @@ pub fn poll_in(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
 
 /// `poll` of one host descriptor without waiting; returns `revents`.
 pub fn poll_events(fd: BorrowedFd<'_>, events: i16) -> i16 {
+    poll_for(fd, events, 0)
+}
+
+/// `poll` of one host descriptor for up to `timeout_ms`; returns
+/// `revents` (0 when it timed out or failed).
+pub fn poll_for(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> i16 {
     let mut p = libc::pollfd {
         fd: fd.as_raw_fd(),
         events,
         revents: 0,
     };
     // SAFETY: one valid pollfd.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
     if n <= 0 {
         0
     } else {
