@@ -59,7 +59,8 @@ def second_layer():
 
 
 CONFIG = json.dumps({"architecture": "amd64", "os": "linux",
-                     "config": {"Env": ["PATH=/bin", "IMAGE_VAR=from-image"]},
+                     "config": {"Env": ["PATH=/bin", "IMAGE_VAR=from-image"],
+                                "WorkingDir": "/data", "User": "65534:65533"},
                      "rootfs": {"type": "layers", "diff_ids": []}}).encode()
 
 

@@ -470,6 +470,18 @@ fn a_sandbox_runs_an_oci_image_with_its_layers_and_whiteouts() {
             "hello from the image\nc\nfrom-image\nold.txt gone\n",
             "{name}"
         );
+        // The config's WorkingDir and User, unless the exec says.
+        let ids = "pwd; id -u; id -g";
+        assert_eq!(
+            root.ok(&["exec", name, "--", "sh", "-c", ids]),
+            "/data\n65534\n65533\n",
+            "{name}"
+        );
+        assert_eq!(
+            root.ok(&["exec", name, "--cwd", "/", "-u", "0", "--", "sh", "-c", ids]),
+            "/\n0\n0\n",
+            "{name}"
+        );
     }
     // A second sandbox of the same image reuses what was unpacked.
     root.ok(&[
@@ -513,4 +525,38 @@ fn a_sandbox_runs_an_oci_image_with_its_layers_and_whiteouts() {
     );
     let ls = root.ok(&["ls"]);
     assert!(!ls.contains("evil") && !ls.contains("corrupt"), "{ls}");
+}
+
+/// Without a host cgroup (here: an empty, read-only /sys/fs/cgroup in a
+/// mount namespace of the sandbox's own), `--memory` is held by the
+/// Sentry: a program past it is killed and the sandbox lives on; `--cpus`
+/// is refused in one line.
+#[test]
+fn memory_limits_hold_without_a_host_cgroup() {
+    let root = Root::new("sb-nocg");
+    let without_cgroups = |args: &[&str]| {
+        let mut cmd = command("unshare", &[]);
+        cmd.args(["-m", "--propagation", "private", "/bin/sh", "-c"])
+            .arg("mount -t tmpfs -o ro none /sys/fs/cgroup && exec \"$0\" \"$@\"")
+            .arg(FERROVISOR)
+            .arg("--root")
+            .arg(root.0.path())
+            .arg("sandbox")
+            .args(args);
+        run(cmd, None, TIMEOUT)
+    };
+    let made = without_cgroups(&["create", "lim", "--memory", "64m"]);
+    assert_eq!(made.status, 0, "{}", common::show(&made));
+    // (a MiB at a time with a pause, as limits.rs says why)
+    let hog = "python3 -c 'import time\nb = []\nfor _ in range(300): \
+               b.append(bytearray(1 << 20)); time.sleep(0.001)'; echo \"status $?\"; \
+               cat /sys/fs/cgroup/memory.max";
+    assert_eq!(root.sh("lim", hog), "status 137\n67108864\n");
+    assert_eq!(root.sh("lim", "echo alive"), "alive\n");
+    let o = without_cgroups(&["create", "cpu", "--cpus", "0.5"]);
+    assert!(
+        o.status != 0 && o.stderr.trim_end().lines().count() == 1,
+        "{}",
+        common::show(&o)
+    );
 }

@@ -15,11 +15,31 @@ use super::Error;
 
 const READY: &str = "ready";
 
-/// What an image gives a sandbox: its root, and its config's environment.
+/// What an image gives a sandbox: its root, and its config's environment
+/// and defaults for the programs `exec` runs.
 #[derive(Debug, Clone)]
 pub struct Image {
     pub rootfs: PathBuf,
     pub env: Vec<String>,
+    pub defaults: ExecDefaults,
+}
+
+/// An image config's `WorkingDir` and `User`: where and as whom `exec`
+/// runs a program that says neither, as `docker exec` does.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ExecDefaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+/// What [`unpack`] keeps of an image's config (`config.json` beside its
+/// root).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Kept {
+    env: Vec<String>,
+    defaults: ExecDefaults,
 }
 
 fn bad(image: &Path, why: impl std::fmt::Display) -> Error {
@@ -52,25 +72,32 @@ pub fn prepare(images: &Path, source: &Path) -> Result<Image, Error> {
     let key = key_of(source)?;
     let dir = images.join(&key);
     let rootfs = dir.join("rootfs");
-    let env_file = dir.join("env.json");
-    if dir.join(READY).exists() {
-        let env = std::fs::read(&env_file)
-            .ok()
-            .and_then(|t| serde_json::from_slice(&t).ok())
-            .unwrap_or_default();
-        return Ok(Image { rootfs, env });
+    let kept_file = dir.join("config.json");
+    let kept = std::fs::read(&kept_file)
+        .ok()
+        .and_then(|t| serde_json::from_slice::<Kept>(&t).ok());
+    if let (true, Some(k)) = (dir.join(READY).exists(), kept) {
+        return Ok(Image {
+            rootfs,
+            env: k.env,
+            defaults: k.defaults,
+        });
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&rootfs).map_err(Error::io(rootfs.display()))?;
     super::set_mode(images, 0o700)?;
     let made = unpack(source, &dir, &rootfs);
     match made {
-        Ok(env) => {
-            let text = serde_json::to_vec(&env).unwrap_or_default();
-            std::fs::write(&env_file, text).map_err(Error::io(env_file.display()))?;
+        Ok(k) => {
+            let text = serde_json::to_vec(&k).unwrap_or_default();
+            std::fs::write(&kept_file, text).map_err(Error::io(kept_file.display()))?;
             std::fs::write(dir.join(READY), b"").map_err(Error::io(dir.display()))?;
             let _ = std::fs::remove_dir_all(dir.join("src"));
-            Ok(Image { rootfs, env })
+            Ok(Image {
+                rootfs,
+                env: k.env,
+                defaults: k.defaults,
+            })
         }
         Err(e) => {
             let _ = std::fs::remove_dir_all(&dir);
@@ -80,7 +107,7 @@ pub fn prepare(images: &Path, source: &Path) -> Result<Image, Error> {
 }
 
 /// The layers (paths) and config of the image at `source`, then applied.
-fn unpack(source: &Path, dir: &Path, rootfs: &Path) -> Result<Vec<String>, Error> {
+fn unpack(source: &Path, dir: &Path, rootfs: &Path) -> Result<Kept, Error> {
     let meta = std::fs::metadata(source).map_err(Error::io(source.display()))?;
     let layout = if meta.is_dir() {
         source.to_path_buf()
@@ -120,7 +147,18 @@ fn unpack(source: &Path, dir: &Path, rootfs: &Path) -> Result<Vec<String>, Error
                 .collect()
         })
         .unwrap_or_default();
-    Ok(env)
+    let text = |key: &str| {
+        let v = config
+            .as_ref()?
+            .pointer(&format!("/config/{key}"))?
+            .as_str()?;
+        (!v.is_empty()).then(|| v.to_string())
+    };
+    let defaults = ExecDefaults {
+        cwd: text("WorkingDir"),
+        user: text("User"),
+    };
+    Ok(Kept { env, defaults })
 }
 
 fn read_json(image: &Path, path: &Path) -> Result<Value, Error> {

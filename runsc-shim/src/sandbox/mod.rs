@@ -275,6 +275,10 @@ struct Meta {
     /// the host cgroup holding `--memory` and `--cpus`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cgroup: Option<crate::cgroup::Cgroup>,
+    /// its image's working directory and user, for programs that say
+    /// neither
+    #[serde(default)]
+    defaults: image::ExecDefaults,
 }
 
 /// A sandbox as `ls` and the API show it.
@@ -448,9 +452,11 @@ impl Store {
     fn start(&self, name: &str, opts: &CreateOptions, dir: &Path) -> Result<(Info, Child), Error> {
         let mut args = vec!["do".to_string()];
         let limits = opts.limits()?;
+        let mut defaults = image::ExecDefaults::default();
         match &opts.image {
             Some(source) => {
                 let img = image::prepare(&self.root.join(".images"), source)?;
+                defaults = img.defaults;
                 let mut env = img.env;
                 env.extend(opts.env.iter().cloned());
                 let with_root = CreateOptions {
@@ -465,11 +471,19 @@ impl Store {
         }
         let cgroup = if limits.any() {
             let scope = crate::cgroup::scope_of(&self.root);
-            let cg =
-                crate::cgroup::Cgroup::create(&format!("sandbox-{name}"), &scope, None, &limits)
-                    .map_err(|e| {
-                        Error::Usage(format!("--memory and --cpus need a host cgroup: {e}"))
-                    })?;
+            let made =
+                crate::cgroup::Cgroup::create(&format!("sandbox-{name}"), &scope, None, &limits);
+            let cg = match made {
+                Ok(cg) => cg,
+                // Without one, the Sentry holds a memory limit itself.
+                Err(_) if limits.sentry_can_hold() => {
+                    if let Some(m) = limits.memory {
+                        args.extend(["--memory".into(), m.to_string()]);
+                    }
+                    return self.spawn(name, opts, dir, args, (None, defaults));
+                }
+                Err(e) => return Err(Error::Usage(format!("--cpus needs a host cgroup: {e}"))),
+            };
             for d in &cg.dirs {
                 args.extend(["--cgroup".into(), d.to_string_lossy().into_owned()]);
             }
@@ -483,7 +497,7 @@ impl Store {
         } else {
             None
         };
-        let started = self.spawn(name, opts, dir, args, cgroup.clone());
+        let started = self.spawn(name, opts, dir, args, (cgroup.clone(), defaults));
         if started.is_err() {
             if let Some(cg) = cgroup {
                 let _ = cg.destroy();
@@ -498,7 +512,7 @@ impl Store {
         opts: &CreateOptions,
         dir: &Path,
         mut args: Vec<String>,
-        cgroup: Option<crate::cgroup::Cgroup>,
+        (cgroup, defaults): (Option<crate::cgroup::Cgroup>, image::ExecDefaults),
     ) -> Result<(Info, Child), Error> {
         let socket = dir.join(control::SOCKET);
         args.extend([
@@ -528,6 +542,7 @@ impl Store {
             start_time: start_time(pid).unwrap_or(0),
             options: opts.clone(),
             cgroup,
+            defaults,
         };
         let text = serde_json::to_vec_pretty(&meta).map_err(|e| Error::Io {
             what: META.into(),
@@ -681,6 +696,13 @@ impl Store {
         opts: &ExecOptions,
         stdio: [BorrowedFd<'_>; 3],
     ) -> Result<Running, Error> {
+        // (as docker exec: the image's, unless the program says)
+        let defaults = self.meta(name)?.defaults;
+        let opts = ExecOptions {
+            cwd: opts.cwd.clone().or(defaults.cwd),
+            user: opts.user.clone().or(defaults.user),
+            ..opts.clone()
+        };
         let req = opts.request()?;
         let socket = self.running(name)?;
         let exec = control::exec(&socket, &req, stdio, &[]).map_err(|e| match e {
