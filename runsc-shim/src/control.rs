@@ -425,7 +425,25 @@ enum Request {
     Egress(EgressUpdate),
     Connect(u16),
     Checkpoint(CheckpointRequest),
+    /// watch a directory of the sandbox: its changes stream back
+    Watch(String),
 }
+
+/// A change in a watched directory, as the watch streams it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// `create`, `write`, `remove`, `moved_from`, `moved_to`, `chmod`, or
+    /// `gone` (the directory itself went: the watch ends)
+    pub kind: String,
+    /// the entry's name in the directory (empty for `gone`)
+    pub name: String,
+    /// whether the entry is a directory
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dir: bool,
+}
+
+/// How often a watch with nothing to say looks whether its client left.
+const WATCH_POLL: Duration = Duration::from_millis(500);
 
 /// `ferrovisor checkpoint`: the image file comes with the request.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
@@ -469,6 +487,8 @@ enum Reply {
     Signalled,
     Connected,
     Saved(String),
+    Watching,
+    Changed(FileChange),
 }
 
 /// A socket's path in a form `bind` and `connect` accept: a Unix socket
@@ -642,6 +662,23 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
                 };
                 send(&mut conn, &reply)
             }
+            Request::Watch(path) => {
+                let watch = match sentry::DirWatch::new(&kernel, &path) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        let why = match e {
+                            abi::Errno::ENOENT => "no such directory".to_string(),
+                            abi::Errno::ENOTDIR => "not a directory".to_string(),
+                            e => format!("{e:?}"),
+                        };
+                        return send(&mut conn, &Reply::Failed(format!("watch {path}: {why}")));
+                    }
+                };
+                let weak = std::sync::Arc::downgrade(&kernel);
+                drop(kernel);
+                send(&mut conn, &Reply::Watching)?;
+                stream_changes(conn, &watch, &weak)
+            }
             Request::Signal(sig) => {
                 if !(1..=64).contains(&sig) {
                     return send(&mut conn, &Reply::Failed(format!("no signal {sig}")));
@@ -748,6 +785,59 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
     }
     drop(running);
     send(&mut conn, &Reply::Exited(status))
+}
+
+/// Sends `watch`'s changes to the client until it leaves, the directory
+/// goes or the sandbox ends.
+fn stream_changes(
+    mut conn: UnixStream,
+    watch: &sentry::DirWatch,
+    kernel: &Weak<sentry::Kernel>,
+) -> std::io::Result<()> {
+    let _running = Running::start();
+    loop {
+        let changes = watch.next(WATCH_POLL);
+        for c in &changes {
+            let change = FileChange {
+                kind: c.kind.into(),
+                name: c.name.clone(),
+                dir: c.dir,
+            };
+            send(&mut conn, &Reply::Changed(change))?;
+        }
+        if changes.iter().any(|c| c.kind == "gone") || kernel.strong_count() == 0 {
+            return Ok(());
+        }
+        if sys::peer_left(conn.as_fd()) {
+            return Ok(());
+        }
+    }
+}
+
+/// Changes in a watched directory, as they come ([`watch`]).
+pub struct Watch(BufReader<UnixStream>);
+
+impl Iterator for Watch {
+    type Item = FileChange;
+
+    fn next(&mut self) -> Option<FileChange> {
+        match read_reply(&mut self.0).ok()? {
+            Reply::Changed(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// Watches directory `path` of the sandbox behind `socket`.
+pub fn watch(socket: &Path, path: &str) -> Result<Watch, Error> {
+    let conn = connect(socket)?;
+    send_request(&conn, &Request::Watch(path.into()), "sending the request")?;
+    let mut reader = BufReader::new(conn);
+    match read_reply(&mut reader)? {
+        Reply::Watching => Ok(Watch(reader)),
+        Reply::Failed(why) => Err(Error::Refused(why)),
+        _ => Err(Error::UnexpectedReply),
+    }
 }
 
 /// Carries bytes both ways between the client and a guest's connection;
@@ -956,7 +1046,9 @@ pub fn exec(
         | Reply::Processes(_)
         | Reply::Signalled
         | Reply::Connected
-        | Reply::Saved(_) => Err(Error::UnexpectedReply),
+        | Reply::Saved(_)
+        | Reply::Watching
+        | Reply::Changed(_) => Err(Error::UnexpectedReply),
     }
 }
 
@@ -1138,7 +1230,9 @@ impl Exec {
             | Reply::Processes(_)
             | Reply::Signalled
             | Reply::Connected
-            | Reply::Saved(_) => Err(Error::UnexpectedReply),
+            | Reply::Saved(_)
+            | Reply::Watching
+            | Reply::Changed(_) => Err(Error::UnexpectedReply),
         }
     }
 }

@@ -425,6 +425,19 @@ pub fn send_with_fds(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) 
     Ok(())
 }
 
+/// Whether the peer of connected socket `fd` has closed its end (or sent
+/// something, which a client that only listens never does).
+pub fn peer_left(fd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, and no wait.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents != 0
+}
+
 /// Receives one message into `buf`, with the descriptors attached to it
 /// (close-on-exec): `(bytes, descriptors)`.
 pub fn recv_with_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {

@@ -560,3 +560,49 @@ fn memory_limits_hold_without_a_host_cgroup() {
         common::show(&o)
     );
 }
+
+/// `sandbox watch NAME DIR` prints the folder's changes as they come and
+/// ends when the folder goes (the SDK's test compares them with a native
+/// inotify watch); a folder that is not there gets one line.
+#[test]
+fn watch_prints_a_folders_changes_until_it_goes() {
+    use std::io::BufRead;
+    let root = Root::new("sb-watch");
+    root.ok(&["create", "w"]);
+    root.sh("w", "mkdir /tmp/w");
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.arg("--root")
+        .arg(root.0.path())
+        .args(["sandbox", "watch", "w", "/tmp/w"])
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("watch");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // (it prints nothing until a change: the watch is set once a first
+    // exec's change arrives, so the changes are made until one does)
+    let first = loop {
+        root.sh("w", "touch /tmp/w/first");
+        if let Some(Ok(l)) = lines.next() {
+            break l;
+        }
+    };
+    assert_eq!(first, "create first");
+    root.sh(
+        "w",
+        "mkdir /tmp/w/d; rm /tmp/w/first; rmdir /tmp/w/d; rmdir /tmp/w",
+    );
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    // (touch's own chmod and write of `first` come before)
+    assert!(rest.contains(&"create d/".to_string()), "{rest:?}");
+    assert!(
+        rest.ends_with(&["remove first".into(), "remove d/".into(), "gone".into()]),
+        "{rest:?}"
+    );
+    let o = root.cli(&["watch", "w", "/tmp/nope"]);
+    assert!(
+        o.status != 0 && o.stderr.contains("no such directory"),
+        "{}",
+        common::show(&o)
+    );
+}

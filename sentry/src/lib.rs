@@ -35,6 +35,7 @@ pub use fsimpl::devpts::Console;
 pub use fsimpl::sysctl;
 pub use host::filter::drop_capabilities;
 pub use kernel::auth::CapSets;
+pub use kernel::dirwatch::{Change, DirWatch};
 pub use kernel::hostsig;
 pub use kernel::task::ExitStatus;
 pub use kernel::task::{si, user_info};

@@ -30,6 +30,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("PUT", "/v1/sandboxes/{name}/files"),
     ("GET", "/v1/sandboxes/{name}/dir"),
     ("GET", "/v1/sandboxes/{name}/stat"),
+    ("GET", "/v1/sandboxes/{name}/watch"),
     ("POST", "/v1/sandboxes/{name}/egress"),
     ("POST", "/v1/sandboxes/{name}/ports"),
     ("POST", "/v1/sandboxes/{name}/snapshot"),
@@ -242,6 +243,7 @@ impl Server {
                 .logs(n)
                 .map(|l| (200, "text/plain; charset=utf-8", l)),
             ("POST", ["v1", "sandboxes", n, "exec"]) => return self.exec(n, &req.body, w, keep),
+            ("GET", ["v1", "sandboxes", n, "watch"]) => return self.watch(n, req, w, keep),
             ("GET", ["v1", "sandboxes", n, "files"]) => path_of(req)
                 .and_then(|p| self.store.read_file(n, p))
                 .map(|d| (200, "application/octet-stream", d)),
@@ -356,6 +358,33 @@ impl Server {
             .unwrap_or_else(|e| e.into_inner())
             .push(name);
         (201, "application/json", json(&info))
+    }
+
+    /// A folder's changes as JSON lines, until it goes, the sandbox ends
+    /// or the client leaves.
+    fn watch(
+        &self,
+        name: &str,
+        req: &Request,
+        w: &mut impl Write,
+        keep: bool,
+    ) -> std::io::Result<()> {
+        let changes = match path_of(req).and_then(|p| self.store.watch(name, p)) {
+            Ok(c) => c,
+            Err(e) => {
+                let body = json(&ErrorBody {
+                    error: &e.to_string(),
+                });
+                return http::respond(w, status_of(&e), "application/json", &body, keep);
+            }
+        };
+        http::start_chunked(w, "application/x-ndjson")?;
+        for c in changes {
+            let mut line = json(&c);
+            line.push(b'\n');
+            http::chunk(w, &line)?;
+        }
+        http::end_chunks(w)
     }
 
     fn exec(&self, name: &str, body: &[u8], w: &mut impl Write, keep: bool) -> std::io::Result<()> {

@@ -55,6 +55,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the changes in directory PATH of sandbox NAME as they come,
+    /// one line each (KIND NAME: create, write, remove, moved_from,
+    /// moved_to, chmod; a folder's name ends in /), until the directory
+    /// goes or the sandbox ends.
+    Watch {
+        name: String,
+        path: String,
+        /// Print JSON lines instead.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print what the sandbox's host process said (errors, why it ended).
     Logs { name: String },
     /// End sandbox NAME (its programs killed); `ls` still shows it.
@@ -193,6 +204,28 @@ pub fn run(store: &Store, cmd: Command) -> ExitCode {
                     tasks,
                     i.ended.unwrap_or_default()
                 );
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Watch { name, path, json } => {
+            use std::io::Write;
+            let changes = match store.watch(&name, &path) {
+                Ok(w) => w,
+                Err(e) => return fail(e),
+            };
+            let mut out = std::io::stdout();
+            for c in changes {
+                let line = if json {
+                    serde_json::to_string(&c).unwrap_or_default()
+                } else {
+                    let slash = if c.dir { "/" } else { "" };
+                    format!("{} {}{slash}", c.kind, c.name)
+                        .trim_end()
+                        .to_string()
+                };
+                if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                    break;
+                }
             }
             ExitCode::SUCCESS
         }

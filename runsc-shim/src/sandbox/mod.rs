@@ -689,6 +689,16 @@ impl Store {
         Ok(self.socket(name))
     }
 
+    /// Watches directory `path` of running sandbox `name`: its changes as
+    /// they come.
+    pub fn watch(&self, name: &str, path: &str) -> Result<control::Watch, Error> {
+        let socket = self.running(name)?;
+        control::watch(&socket, path).map_err(|e| match e {
+            control::Error::Refused(why) => Error::Guest(why),
+            e => Error::Control(e),
+        })
+    }
+
     /// Starts `opts` in sandbox `name` with `stdio` as its descriptors 0-2.
     pub fn exec(
         &self,

@@ -138,6 +138,30 @@ class Client:
     def stream(self, path: str, body: Any) -> Iterator[Dict[str, Any]]:
         """A request whose answer is JSON lines, each as it comes."""
         r = self._send("POST", path, json.dumps(body).encode(), "application/json", None)
+        return self._lines(r)
+
+    def watch(self, path: str, query: Dict[str, str]) -> Iterator[Dict[str, Any]]:
+        """A GET whose answer streams for as long as it lasts, on a
+        connection of its own (so that other calls go on meanwhile); it
+        returns once the server has answered, so nothing after is missed."""
+        conn = self._connect()
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        conn.request("GET", path + "?" + urllib.parse.urlencode(query), headers=headers)
+        r = conn.getresponse()
+        if r.status >= 400:
+            payload = r.read()
+            conn.close()
+            raise _error(r.status, payload)
+
+        def lines() -> Iterator[Dict[str, Any]]:
+            try:
+                yield from self._lines(r)
+            finally:
+                conn.close()
+        return lines()
+
+    @staticmethod
+    def _lines(r: http.client.HTTPResponse) -> Iterator[Dict[str, Any]]:
         if r.status >= 400:
             raise _error(r.status, r.read())
         while True:
@@ -221,6 +245,13 @@ class Files:
 
     def stat(self, path: str) -> Entry:
         return Entry(**self._sb.client.request("GET", self._path("stat"), query={"path": path}))
+
+    def watch(self, path: str) -> Iterator[Dict[str, Any]]:
+        """The changes in folder `path` as they come: dicts with `kind`
+        (create, write, remove, moved_from, moved_to, chmod, gone), `name`
+        and, for a folder, `dir`. It ends when the folder goes (`gone`) or
+        the sandbox ends; stop iterating to stop watching."""
+        return self._sb.client.watch(self._path("watch"), {"path": path})
 
     def exists(self, path: str) -> bool:
         try:

@@ -176,3 +176,51 @@ def test_snapshot_and_forks_go_apart(client, tmp_path):
             second.files.write("/tmp/state", b"second\n")
             got = [s.files.read("/tmp/state") for s in (sb, first, second, copy)]
             assert got == [b"base\n", b"first\n", b"second\n", b"base\n"], got
+
+
+WATCHED = {0x100: "create", 0x8: "write", 0x200: "remove", 0x40: "moved_from",
+           0x80: "moved_to", 0x4: "chmod", 0x400: "gone", 0x800: "gone"}
+CHANGES = ("echo hi > $D/a.txt; mkdir $D/sub; mv $D/a.txt $D/b.txt; chmod 600 $D/b.txt; "
+           "rm $D/b.txt; rmdir $D/sub; rmdir $D")
+
+
+def native_changes(script):
+    """What inotify tells a native watcher of folder $D while `script`
+    runs, as (kind, name, dir) in the order it comes."""
+    import ctypes
+    import struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    d = tempfile.mkdtemp()
+    fd = libc.inotify_init1(0)
+    assert fd >= 0
+    assert libc.inotify_add_watch(fd, d.encode(), sum(set(WATCHED))) >= 0
+    subprocess.run(["sh", "-c", script], env=dict(os.environ, D=d), check=True)
+    out = []
+    while not out or out[-1][0] != "gone":
+        data = os.read(fd, 65536)
+        at = 0
+        while at < len(data):
+            _, mask, _, n = struct.unpack_from("iIII", data, at)
+            name = data[at + 16:at + 16 + n].rstrip(b"\0").decode()
+            at += 16 + n
+            kind = next((k for bit, k in WATCHED.items() if mask & bit), None)
+            if kind:
+                out.append((kind, name, bool(mask & 0x40000000)))
+    os.close(fd)
+    return out
+
+
+def test_a_folder_is_watched_as_inotify_watches_it(client):
+    expected = native_changes(CHANGES)
+    with Sandbox.create(client=client) as sb:
+        sb.exec("mkdir /tmp/w", check=True)
+        changes = sb.files.watch("/tmp/w")
+        sb.exec(["sh", "-c", CHANGES], env={"D": "/tmp/w"}, check=True)
+        seen = []
+        for c in changes:
+            seen.append((c["kind"], c["name"], c.get("dir", False)))
+            if c["kind"] == "gone":
+                break
+        assert seen == expected
+        with pytest.raises(FerrovisorError, match="no such directory"):
+            sb.files.watch("/tmp/nope")

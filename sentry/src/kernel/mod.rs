@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod coredump;
+pub mod dirwatch;
 pub mod fasync;
 pub mod futex;
 pub mod hostsig;

@@ -320,6 +320,18 @@ impl Inotify {
         Ok(Some(out))
     }
 
+    /// Takes every queued event: `(mask, name)` each.
+    pub fn take_all(&self) -> Vec<(u32, Vec<u8>)> {
+        crate::vfs::volume_watch::drain();
+        let mut st = self.state.locked();
+        let taken: Vec<_> = st.queue.drain(..).map(|e| (e.mask, e.name)).collect();
+        st.queued_bytes = 0;
+        st.overflowed = false;
+        drop(st);
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        taken
+    }
+
     /// Whether events are queued.
     pub fn readable(&self) -> bool {
         crate::vfs::volume_watch::drain();
