@@ -69,11 +69,11 @@ fn run(weak: &Weak<Kernel>, say: bool) {
         let mib = |b: u64| b >> 20;
         if say {
             eprintln!(
-            "ferrovisor: the sandbox's memory limit ({} MiB) was reached: killed process {pid} \
-             ({comm}), which held {} MiB",
-            mib(limit),
-            mib(rss)
-        );
+                "ferrovisor: the sandbox's memory limit ({} MiB) was reached: killed process \
+                 {pid} ({comm}), which held {} MiB",
+                mib(limit),
+                mib(rss)
+            );
         }
         let info = user_info(abi::signal::SIGKILL, 0, 0, si::KERNEL);
         victim.send_signal_from_outside(&k, abi::signal::SIGKILL, info);
