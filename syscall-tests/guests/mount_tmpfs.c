@@ -201,6 +201,8 @@ int main(void)
 	EXPECT_TRUE(mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0) == MAP_FAILED && errno == EPERM);
 	void *p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
 	EXPECT_TRUE(p != MAP_FAILED);
+	/* nor made executable later (no VM_MAYEXEC) */
+	EXPECT_ERR(mprotect(p, 4096, PROT_READ | PROT_EXEC), EACCES);
 	munmap(p, 4096);
 	close(fd);
 	EXPECT(mount(NULL, d, NULL, MS_REMOUNT | MS_NODEV, NULL), 0);

@@ -61,7 +61,7 @@ pub fn install(mm: &mut MemoryManager, time: &TimeKeeper) -> Result<u64, Errno> 
         exec: false,
     };
     mm.map_region(start, VVAR_SIZE, read_only, time.region().clone(), 0)?;
-    mm.set_limits(start, false, None);
+    mm.set_limits(start, (false, true), None);
     let base = start + VVAR_SIZE;
     let rx = Prot {
         read: true,

@@ -212,6 +212,9 @@ pub struct Vma {
     /// `mprotect` may add `PROT_WRITE` (false for shared mappings of files
     /// opened read-only)
     pub may_write: bool,
+    /// `mprotect` may add `PROT_EXEC` (false for a file on a `noexec`
+    /// mount, as Linux's `VM_MAYEXEC`)
+    pub may_exec: bool,
     /// from this address on, pages lie past the end of the mapped file:
     /// touching them is `SIGBUS`, so they are not mapped into the guest
     pub sigbus_from: Option<u64>,
@@ -359,6 +362,7 @@ impl Vma {
             backing,
             heap: false,
             may_write: true,
+            may_exec: true,
             sigbus_from: None,
             writer: None,
             image_pages: None,
@@ -901,12 +905,18 @@ impl MemoryManager {
     }
 
     /// Records limits `mmap` learned from the file: whether `mprotect` may
-    /// add write access, and where the file's pages end.
-    pub fn set_limits(&mut self, start: u64, may_write: bool, sigbus_from: Option<u64>) {
+    /// add write or execute access, and where the file's pages end.
+    pub fn set_limits(
+        &mut self,
+        start: u64,
+        (may_write, may_exec): (bool, bool),
+        sigbus_from: Option<u64>,
+    ) {
         let Some(v) = self.vmas.get_mut(&start) else {
             return;
         };
         v.may_write = may_write;
+        v.may_exec = may_exec;
         v.sigbus_from = sigbus_from;
         if let Some(b) = sigbus_from.filter(|&b| b < v.end) {
             let end = v.end;
@@ -1061,7 +1071,7 @@ impl MemoryManager {
             if v.sealed {
                 return Err(Errno::EPERM);
             }
-            if prot.write && !v.may_write {
+            if (prot.write && !v.may_write) || (prot.exec && !v.may_exec) {
                 return Err(Errno::EACCES);
             }
             at = v.end;
@@ -1258,6 +1268,7 @@ impl MemoryManager {
         self.unmap_range(old, old_end)?;
         self.install(Vma {
             mempolicy: v.mempolicy,
+            may_exec: v.may_exec,
             ..Vma::new(dest, dest + new_len, v.prot, v.shared, offset, backing)
         })?;
         Ok(dest)
@@ -1321,7 +1332,7 @@ impl MemoryManager {
                 let _ = self.unmap_range(dest, dest + at);
                 return Some(Err(e));
             }
-            self.set_limits(dest + at, v.may_write, None);
+            self.set_limits(dest + at, (v.may_write, v.may_exec), None);
             self.set_writer(dest + at, v.writer.clone());
         }
         Some(Ok(dest))

@@ -249,7 +249,10 @@ impl MemoryManager {
             out.u8(u8::from(v.heap)
                 | u8::from(v.may_write) << 1
                 | u8::from(v.sealed) << 2
-                | u8::from(v.shared) << 3);
+                | u8::from(v.shared) << 3
+                // (set for a file on a noexec mount: images made before
+                // this bit read as executable, as they were)
+                | u8::from(!v.may_exec) << 4);
             out.u64(v.sigbus_from.unwrap_or(0));
             match &v.backing {
                 Backing::Shared(r) if Arc::ptr_eq(r, time) => {
@@ -436,6 +439,7 @@ impl MemoryManager {
             let flags = inp.u8().map_err(err)?;
             let sigbus_from = inp.u64().map_err(err)?;
             let (heap, may_write, sealed) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
+            let may_exec = flags & 16 == 0;
             // (a shared mapping of a file that can never be written: its
             // pages are the file's)
             let shared = flags & 8 != 0 && !may_write;
@@ -485,7 +489,8 @@ impl MemoryManager {
                 }
                 _ => return Err("the image holds a mapping of an unknown kind".into()),
             }
-            self.set_limits(start, may_write, (sigbus_from != 0).then_some(sigbus_from));
+            let limits = (may_write, may_exec);
+            self.set_limits(start, limits, (sigbus_from != 0).then_some(sigbus_from));
             if sealed {
                 self.seal(start, end)
                     .map_err(|e| format!("sealing {start:#x}: {e}"))?;

@@ -70,6 +70,7 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let mut mem_content: Option<(Arc<crate::fsimpl::tmpfs::MemInode>, u64, u64)> = None;
     let mut shared_region = None;
     let mut may_write = true;
+    let mut may_exec = true;
     let mut writer = None;
     let mut sigbus_from = None;
     let mut cached: Option<Arc<crate::vfs::HostFile>> = None;
@@ -86,8 +87,11 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         let fs = &task.kernel.fs;
         let noexec =
             |l: &crate::vfs::Location| fs.noexec(l.node()) || fs.guest_mount_flags(l).noexec;
-        if prot.exec && file.location.as_ref().is_some_and(noexec) {
-            return Err(Errno::EPERM);
+        if file.location.as_ref().is_some_and(noexec) {
+            if prot.exec {
+                return Err(Errno::EPERM);
+            }
+            may_exec = false;
         }
         match &file.kind {
             FileKind::Dev(Device::Zero) => {}
@@ -212,7 +216,7 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
                 let _ = mm.unmap_range(start, start + at);
                 return Err(e);
             }
-            mm.set_limits(start + at, may_write, None);
+            mm.set_limits(start + at, (may_write, may_exec), None);
         }
         return Ok(start);
     }
@@ -220,7 +224,7 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let start = place(&mm)?;
     if let Some(region) = shared_region {
         mm.map_region(start, len, prot, region, off)?;
-        mm.set_limits(start, may_write, None);
+        mm.set_limits(start, (may_write, may_exec), None);
         mm.set_writer(start, writer);
         return Ok(start);
     }
@@ -243,7 +247,7 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
             done += got as u64;
         }
     }
-    mm.set_limits(start, may_write, sigbus_from.map(|v| start + v));
+    mm.set_limits(start, (may_write, may_exec), sigbus_from.map(|v| start + v));
     Ok(start)
 }
 

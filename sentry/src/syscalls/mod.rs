@@ -437,7 +437,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::MOUNT,
         mount::sys_mount,
-        "tmpfs (size=, mode=; nosuid, nodev and noexec per mount, held at execve, access and mmap), binds of the sandbox's own tree, read-only remounts and propagation types; move mounts and other file systems EPERM",
+        "tmpfs (size=, mode=; nosuid, nodev and noexec per mount, held at execve, access, mmap and mprotect), binds of the sandbox's own tree, read-only remounts and propagation types; move mounts and other file systems EPERM",
     ),
     partial(
         nr::UMOUNT2,

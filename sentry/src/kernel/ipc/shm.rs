@@ -382,7 +382,7 @@ pub fn shmat(task: &Task, id: i32, addr: u64, flags: u64) -> Result<u64, Errno> 
             at
         };
         mm.map_region(start, len, prot, region, 0)?;
-        mm.set_limits(start, flags & SHM_RDONLY == 0, None);
+        mm.set_limits(start, (flags & SHM_RDONLY == 0, true), None);
         start
     };
     let mut g = reg.lock();
