@@ -2097,6 +2097,15 @@ pub fn features(overlay: bool) -> serde_json::Value {
             "apparmor": { "enabled": false },
             "selinux": { "enabled": false },
             "intelRdt": { "enabled": false },
+            // (what `oci::plan` takes; a policy naming only other nodes
+            // than the guest's one is refused)
+            "memoryPolicy": {
+                "modes": [
+                    "MPOL_DEFAULT", "MPOL_BIND", "MPOL_INTERLEAVE", "MPOL_WEIGHTED_INTERLEAVE",
+                    "MPOL_PREFERRED", "MPOL_PREFERRED_MANY", "MPOL_LOCAL"
+                ],
+                "flags": ["MPOL_F_NUMA_BALANCING", "MPOL_F_RELATIVE_NODES", "MPOL_F_STATIC_NODES"],
+            },
         },
         // Where a writable root's writes go with these global flags.
         "annotations": { ROOT_ANNOTATION: if overlay { "memory" } else { "rootfs" } },

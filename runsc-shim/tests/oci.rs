@@ -978,6 +978,16 @@ fn features_and_unsupported_commands() {
     );
     assert_eq!(v["linux"]["cgroup"]["v1"], true, "{v}");
     assert_eq!(v["linux"]["cgroup"]["systemd"], false, "{v}");
+    let policies = &v["linux"]["memoryPolicy"];
+    assert!(
+        policies["modes"]
+            .as_array()
+            .is_some_and(|m| m.contains(&"MPOL_BIND".into()))
+            && policies["flags"]
+                .as_array()
+                .is_some_and(|f| f.contains(&"MPOL_F_STATIC_NODES".into())),
+        "{v}"
+    );
     // runc's seccomp actions but the agent's, and all of its operators.
     let seccomp = &v["linux"]["seccomp"];
     assert_eq!(seccomp["enabled"], true, "{v}");
