@@ -880,7 +880,7 @@ pub struct Console {
     /// the host descriptors typed input comes from and output goes to
     host: [i32; 2],
     /// those descriptors, when they are not the Sentry's own 0 and 1
-    _owned: Option<[std::os::fd::OwnedFd; 2]>,
+    owned: Option<[std::os::fd::OwnedFd; 2]>,
     /// set by [`Console::end`]: the relays stop
     ended: std::sync::atomic::AtomicBool,
 }
@@ -919,7 +919,7 @@ impl Console {
             master,
             out: Mutex::new(()),
             host,
-            _owned: owned,
+            owned,
             ended: Default::default(),
         });
         c.resize();
@@ -986,8 +986,14 @@ impl Console {
         let waiter = crate::kernel::wait::Waiter::new();
         let queues = [self.pty().waiters.clone()];
         loop {
-            // (a blocking read would outlive an exec's program)
-            while crate::host::poll_for(stdin, libc::POLLIN, INPUT_POLL_MS) == 0 {
+            // (a blocking read would outlive an exec's program; the
+            // Sentry's own terminal lasts as long as the sandbox)
+            let wait = if self.owned.is_some() {
+                INPUT_POLL_MS
+            } else {
+                -1
+            };
+            while crate::host::poll_for(stdin, libc::POLLIN, wait) == 0 {
                 if self.ended() {
                     return;
                 }

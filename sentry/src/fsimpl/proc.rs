@@ -959,8 +959,7 @@ impl ProcFs {
                 // pages but kept on the anon LRU: they cannot be dropped,
                 // only swapped, and there is no swap) hold `file`; the rest
                 // is the guest's anonymous memory.
-                let current =
-                    crate::host::fstat(k.memory.fd()).map_or(0, |st| st.st_blocks as u64 * 512);
+                let current = k.memory.used_bytes();
                 let file = k.fs.tmpfs_used();
                 let anon = current.saturating_sub(file);
                 let mut text = String::new();
@@ -1003,9 +1002,7 @@ impl ProcFs {
             "fs/cgroup/memory.low" | "fs/cgroup/memory.min" => "0".into(),
             // The guest's memory pages in use: the memory file's allocated
             // blocks (it is sparse).
-            "fs/cgroup/memory.current" => crate::host::fstat(k.memory.fd())
-                .map_or(0, |st| st.st_blocks as u64 * 512)
-                .to_string(),
+            "fs/cgroup/memory.current" => k.memory.used_bytes().to_string(),
             // /proc/meminfo's SwapTotal is 0: the sandbox has no swap.
             "fs/cgroup/memory.swap.current" | "fs/cgroup/memory.swap.max" => "0".into(),
             "fs/cgroup/pids.current" => k.procs().task_count().to_string(),

@@ -256,16 +256,8 @@ pub fn plan(sysctls: &[(String, String)]) -> Result<Values, String> {
                 let mut p = v.split('\t').map(|w| w.parse::<u16>().unwrap_or(1));
                 out.port_range = p.next().zip(p.next());
             }
-            "net.ipv4.tcp_keepalive_time" | "net.ipv4.tcp_keepalive_intvl" => {
-                let d = std::time::Duration::from_secs(n.unsigned_abs());
-                if name.ends_with("time") {
-                    out.keepalive.time = d;
-                } else {
-                    out.keepalive.intvl = d;
-                }
-            }
-            "net.ipv4.tcp_keepalive_probes" => {
-                out.keepalive.probes = u8::try_from(n).unwrap_or(u8::MAX);
+            k if k.starts_with("net.ipv4.tcp_keepalive_") => {
+                set_keepalive(&mut out.keepalive, &k["net.ipv4.tcp_keepalive_".len()..], n);
             }
             _ => {}
         }
@@ -479,17 +471,23 @@ pub fn write(
     Ok(used)
 }
 
+/// Sets `tcp_keepalive_NAME` (`time`, `intvl` or `probes`, checked) of
+/// `k` to `v`.
+fn set_keepalive(k: &mut netstack::KeepaliveDefaults, name: &str, v: i64) {
+    let secs = std::time::Duration::from_secs(v.unsigned_abs());
+    match name {
+        "time" => k.time = secs,
+        "intvl" => k.intvl = secs,
+        _ => k.probes = u8::try_from(v).unwrap_or(u8::MAX),
+    }
+}
+
 /// Sets int sysctl `path` (checked) to `v`.
 fn set_int(kernel: &crate::kernel::Kernel, path: &str, v: i64) {
     let int = v as i32;
     if let Some(name) = path.strip_prefix("net/ipv4/tcp_keepalive_") {
         let mut k = kernel.net.keepalive_defaults();
-        let secs = std::time::Duration::from_secs(v.unsigned_abs());
-        match name {
-            "time" => k.time = secs,
-            "intvl" => k.intvl = secs,
-            _ => k.probes = u8::try_from(v).unwrap_or(u8::MAX),
-        }
+        set_keepalive(&mut k, name, v);
         kernel.net.set_keepalive_defaults(k);
         return;
     }

@@ -46,7 +46,7 @@ fn run(weak: &Weak<Kernel>, say: bool) {
             wait = MAX_PERIOD;
             continue;
         };
-        let now = used(&k);
+        let now = k.memory.used_bytes();
         if now <= limit {
             let room = Duration::from_secs_f64((limit - now) as f64 / FILL_RATE as f64);
             wait = room.clamp(MIN_PERIOD, MAX_PERIOD);
@@ -88,7 +88,7 @@ fn run(weak: &Weak<Kernel>, say: bool) {
             let Some(k) = weak.upgrade() else {
                 return;
             };
-            if used(&k) <= limit {
+            if k.memory.used_bytes() <= limit {
                 break;
             }
             let gone = victim.state().info.mm.upgrade().is_none();
@@ -99,11 +99,6 @@ fn run(weak: &Weak<Kernel>, say: bool) {
             };
         }
     }
-}
-
-/// Bytes of the memory file the guest has filled (it is sparse).
-fn used(k: &Kernel) -> u64 {
-    crate::host::fstat(k.memory.fd()).map_or(0, |st| st.st_blocks as u64 * 512)
 }
 
 /// The live process whose address space holds the most of the memory

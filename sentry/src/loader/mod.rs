@@ -107,7 +107,7 @@ fn open_exec(
     if st.mode & abi::S_IFMT != abi::S_IFREG {
         return Err(Errno::EACCES);
     }
-    if st.mode & 0o111 == 0 || fs.noexec(loc.node()) || fs.guest_mount_flags(&loc).noexec {
+    if st.mode & 0o111 == 0 || fs.noexec(&loc) {
         return Err(Errno::EACCES);
     }
     if let Some(c) = creds {

@@ -94,6 +94,12 @@ impl MemoryFile {
         self.fd.as_fd()
     }
 
+    /// Bytes of memory the file holds (it is sparse): the guest's pages
+    /// in use, its tmpfs files' included.
+    pub fn used_bytes(&self) -> u64 {
+        crate::host::fstat(self.fd()).map_or(0, |st| st.st_blocks as u64 * 512)
+    }
+
     /// Shows `len` bytes of `file` from `pos` on (both page-aligned: a
     /// restored sandbox image's pages) at a window of offsets of their
     /// own, read-only, so that guest memory can share them until written;

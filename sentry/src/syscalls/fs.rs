@@ -1457,7 +1457,7 @@ fn faccess(task: &Task, dirfd: u64, path_addr: u64, mode: u32, flags: u32) -> Re
     // (do_faccessat(), before the permission check).
     let fs = &task.kernel.fs;
     if mode & 1 != 0
-        && (fs.noexec(loc.node()) || fs.guest_mount_flags(&loc).noexec)
+        && fs.noexec(&loc)
         && loc
             .node()
             .stat()

@@ -85,9 +85,7 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         }
         // (do_mmap(): no executable mapping of a file on a noexec mount)
         let fs = &task.kernel.fs;
-        let noexec =
-            |l: &crate::vfs::Location| fs.noexec(l.node()) || fs.guest_mount_flags(l).noexec;
-        if file.location.as_ref().is_some_and(noexec) {
+        if file.location.as_ref().is_some_and(|l| fs.noexec(l)) {
             if prot.exec {
                 return Err(Errno::EPERM);
             }

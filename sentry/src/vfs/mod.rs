@@ -1590,9 +1590,11 @@ impl FileSystem {
         !self.tmpfs_tmp
     }
 
-    /// Whether `node` is on a `noexec` mount: programs there do not run.
-    pub fn noexec(&self, node: &Node) -> bool {
-        self.container_dev() && matches!(node, Node::Mem(m) if Arc::ptr_eq(m.fs(), self.shm.fs()))
+    /// Whether `loc` is on a `noexec` mount (a container's `/dev/shm`, or
+    /// a mount the guest made so): programs there do not run.
+    pub fn noexec(&self, loc: &Location) -> bool {
+        let shm = |n: &Node| matches!(n, Node::Mem(m) if Arc::ptr_eq(m.fs(), self.shm.fs()));
+        (self.container_dev() && shm(loc.node())) || self.guest_mount_flags(loc).noexec
     }
 
     /// Whether the guest's writes to its root (outside volumes and
