@@ -259,6 +259,13 @@ pub trait Platform: Send + Sync + fmt::Debug {
     fn host_clone_flags(&self) -> &'static [u64] {
         &[]
     }
+
+    /// The `ioctl(2)` requests the platform makes once it runs guests (on
+    /// descriptors of its own, such as KVM's): the Sentry's seccomp filter
+    /// allows exactly these besides its own few.
+    fn host_ioctls(&self) -> &'static [u64] {
+        &[]
+    }
 }
 
 /// A guest address space: the guest-visible mappings of memory-file pages.

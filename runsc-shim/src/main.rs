@@ -612,6 +612,9 @@ enum PlatformKind {
     /// different CPUs, both spinning briefly before they sleep: faster
     /// system calls for a guest that makes many, for a second busy core
     SeccompSpin,
+    /// guest code in ring 3 of a KVM virtual machine whose page tables the
+    /// Sentry writes: no stub processes (needs /dev/kvm)
+    Kvm,
 }
 
 /// `--network`, of `do` and of the OCI runtime.
@@ -992,6 +995,14 @@ fn run_do(args: DoArgs) -> ExitCode {
             return fail(2, format_args!("{e:#}"));
         }
     }
+    // Opened while this process may: the Sentry later runs unprivileged.
+    let kvm = match args.platform {
+        PlatformKind::Kvm => match platform_kvm::Device::open() {
+            Ok(d) => Some(d),
+            Err(e) => return fail(125, e),
+        },
+        _ => None,
+    };
     let (network, host_network, guest_env) = match network_config(&args) {
         Ok(n) => n,
         Err(e) => return fail(2, format_args!("{e:#}")),
@@ -1248,6 +1259,10 @@ fn run_do(args: DoArgs) -> ExitCode {
     let stub_net_ns = confinement.host_sockets;
     let platform = args.platform;
     let result = sentry::run(config, |memfd| {
+        if let Some(device) = kvm {
+            return platform_kvm::KvmPlatform::new(device, memfd)
+                .map(|p| Box::new(p) as Box<dyn platform::Platform>);
+        }
         let options = match platform {
             PlatformKind::Ptrace => platform_ptrace::PtraceOptions::default(),
             PlatformKind::Seccomp => platform_ptrace::PtraceOptions {
@@ -1266,6 +1281,7 @@ fn run_do(args: DoArgs) -> ExitCode {
                 yields: 0,
                 ..Default::default()
             },
+            PlatformKind::Kvm => unreachable!("made above"),
         };
         platform_ptrace::PtracePlatform::with_options(
             memfd,

@@ -409,6 +409,7 @@ where
         host_listen: config.host_network,
         host_resolver: egress,
         platform_clone_flags: kernel.platform.host_clone_flags(),
+        platform_ioctls: kernel.platform.host_ioctls(),
     })
     .map_err(Error::HostFilter)?;
     let console = if config.terminal {

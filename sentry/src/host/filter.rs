@@ -35,6 +35,9 @@ pub struct Needs {
     pub host_resolver: bool,
     /// the platform's own `clone` flag sets ([`platform::Platform::host_clone_flags`])
     pub platform_clone_flags: &'static [u64],
+    /// the platform's own `ioctl` requests ([`platform::Platform::host_ioctls`]:
+    /// KVM's, on the VM and vCPU descriptors)
+    pub platform_ioctls: &'static [u64],
 }
 
 /// `clone` flags of a C library thread (`pthread_create`).
@@ -181,6 +184,7 @@ pub fn policy(needs: Needs) -> Policy {
         1,
         &[TCGETS, TIOCGWINSZ, FIONREAD, FIONBIO],
     ));
+    rules.extend(int_one_of(SYS_ioctl, 1, needs.platform_ioctls));
     // Unix sockets always (the gofer's, the control socket's peers);
     // TCP and UDP ones when the sandbox reaches the host's network.
     let mut families = vec![AF_UNIX];

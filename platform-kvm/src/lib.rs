@@ -1,0 +1,301 @@
+//! The KVM platform: guest code runs in ring 3 of a KVM virtual machine
+//! whose page tables, descriptor tables and entry points the Sentry owns.
+//! Only guest code runs in the VM; the Sentry stays a host process.
+//!
+//! * Guest-physical memory is the memory file (from 0) plus two regions of
+//!   the platform's own: [`layout`] (descriptor tables, entry stubs, a
+//!   ring-0 stack per vCPU) and the page-table frames ([`paging`]).
+//! * Each guest address space is a 4-level page-table tree the Sentry
+//!   writes ([`paging::KvmAddressSpace`]); the platform's pages sit in the
+//!   upper half, supervisor-only, in every tree.
+//! * Each Sentry task thread owns a vCPU ([`vcpu::KvmContext`]). Every
+//!   vector and `syscall` lands in a ring-0 stub of two instructions, an
+//!   `out` that exits to the Sentry at once; the registers come and go
+//!   through `KVM_CAP_SYNC_REGS`, so a system call costs one exit and one
+//!   `KVM_RUN`.
+//! * On PVM hosts (no VMX), `syscall` from ring 3 jumps to `LSTAR` without
+//!   leaving ring 3: the fetch of the supervisor-only stub page faults, and
+//!   the page fault's stub exits instead. Both paths are decoded.
+//!
+//! All `unsafe` is in `sys`.
+
+mod layout;
+mod paging;
+mod sys;
+mod vcpu;
+
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+
+use kvm_bindings::{kvm_userspace_memory_region, CpuId, KVM_MAX_CPUID_ENTRIES};
+use kvm_ioctls::{Cap, Kvm, VmFd};
+use platform::{AddressSpace, Context, Error, Platform, Result};
+
+pub use paging::KvmAddressSpace;
+pub use vcpu::KvmContext;
+
+/// Why this host cannot run `--platform kvm`, in one line a person can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum Unusable {
+    /// no `/dev/kvm`
+    #[error("/dev/kvm does not exist: load the kvm module (kvm_intel, kvm_amd or kvm_pvm) or pick another --platform")]
+    Missing,
+    /// `/dev/kvm` exists but cannot be opened
+    #[error(
+        "cannot open /dev/kvm ({0}): run as root or join the kvm group, or pick another --platform"
+    )]
+    Denied(std::io::Error),
+    /// the KVM found lacks what the platform needs
+    #[error("/dev/kvm lacks {0}, which --platform kvm needs; pick another --platform")]
+    Lacks(&'static str),
+}
+
+/// `/dev/kvm`, opened and checked while the process may still open it
+/// (before the Sentry gives up its privileges and installs its filter).
+#[derive(Debug)]
+pub struct Device(Kvm);
+
+impl Device {
+    /// Opens and checks `/dev/kvm`.
+    pub fn open() -> std::result::Result<Device, Unusable> {
+        open().map(Device)
+    }
+}
+
+fn open() -> std::result::Result<Kvm, Unusable> {
+    let kvm = match Kvm::new() {
+        Ok(k) => k,
+        Err(e) if e.errno() == libc::ENOENT || e.errno() == libc::ENODEV => {
+            return Err(Unusable::Missing)
+        }
+        Err(e) => {
+            return Err(Unusable::Denied(std::io::Error::from_raw_os_error(
+                e.errno(),
+            )))
+        }
+    };
+    if kvm.get_api_version() != 12 {
+        return Err(Unusable::Lacks("API version 12"));
+    }
+    for (cap, name) in [
+        (Cap::SyncRegs, "KVM_CAP_SYNC_REGS"),
+        (Cap::UserMemory, "KVM_CAP_USER_MEMORY"),
+        (Cap::ExtCpuid, "KVM_CAP_EXT_CPUID"),
+    ] {
+        if !kvm.check_extension(cap) {
+            return Err(Unusable::Lacks(name));
+        }
+    }
+    Ok(kvm)
+}
+
+/// Memory slots of the VM.
+const SLOT_MEMORY_FILE: u32 = 0;
+const SLOT_SYSTEM: u32 = 1;
+const SLOT_TABLES: u32 = 2;
+
+/// What every address space and vCPU of the platform shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    vm: VmFd,
+    cpuid: CpuId,
+    /// the platform's view of the memory file (slot 0, from guest-physical 0)
+    memory: sys::Region,
+    /// descriptor tables, stubs, stacks (slot 1, at [`layout::SYSTEM_GPA`])
+    system: sys::Region,
+    /// page-table frames
+    system_gpa: u64,
+    pub(crate) tables: paging::Pool,
+    /// vCPUs of ended guest threads, for the next ones
+    idle: std::sync::Mutex<Vec<vcpu::Idle>>,
+    next_vcpu: AtomicU32,
+    max_vcpus: u32,
+    /// the Sentry's process id, for kicks
+    pid: i32,
+    /// bytes of the XSAVE area the Sentry's signal frames get
+    xsave_len: usize,
+    /// the guest's XCR0 (the host's)
+    xcr0: u64,
+}
+
+impl Shared {
+    fn register(&self, slot: u32, gpa: u64, region: &sys::Region) -> Result<()> {
+        let r = kvm_userspace_memory_region {
+            slot,
+            flags: 0,
+            guest_phys_addr: gpa,
+            memory_size: region.len() as u64,
+            userspace_addr: region.host_address(),
+        };
+        // SAFETY: the region stays mapped as long as the VM (both live in
+        // `Shared`, the VM dropped first).
+        unsafe { self.vm.set_user_memory_region(r) }.map_err(|e| Error::Host {
+            op: "KVM_SET_USER_MEMORY_REGION",
+            source: std::io::Error::from_raw_os_error(e.errno()),
+        })
+    }
+
+    /// Removes and re-adds slot `slot`, which makes KVM drop every shadow
+    /// page built from page-table frames in it (before they are reused).
+    pub(crate) fn reload_slot(&self, slot: u32, gpa: u64, region: &sys::Region) -> Result<()> {
+        let r = kvm_userspace_memory_region {
+            slot,
+            flags: 0,
+            guest_phys_addr: gpa,
+            memory_size: 0,
+            userspace_addr: region.host_address(),
+        };
+        // SAFETY: deleting a slot we made.
+        unsafe { self.vm.set_user_memory_region(r) }.map_err(|e| Error::Host {
+            op: "KVM_SET_USER_MEMORY_REGION (delete)",
+            source: std::io::Error::from_raw_os_error(e.errno()),
+        })?;
+        self.register(slot, gpa, region)
+    }
+}
+
+/// The KVM platform; see the crate docs.
+#[derive(Debug)]
+pub struct KvmPlatform {
+    shared: Arc<Shared>,
+}
+
+impl KvmPlatform {
+    /// A platform on `device` whose guests' memory is `memory_file` (its
+    /// whole current size, which the Sentry reserves at once).
+    pub fn new(device: Device, memory_file: BorrowedFd<'_>) -> Result<Self> {
+        let kvm = device.0;
+        let vm = kvm.create_vm().map_err(|e| Error::Host {
+            op: "KVM_CREATE_VM",
+            source: std::io::Error::from_raw_os_error(e.errno()),
+        })?;
+        let cpuid = kvm
+            .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+            .map_err(|e| Error::Host {
+                op: "KVM_GET_SUPPORTED_CPUID",
+                source: std::io::Error::from_raw_os_error(e.errno()),
+            })?;
+        let phys_bits = cpuid
+            .as_slice()
+            .iter()
+            .find(|e| e.function == 0x8000_0008)
+            .map_or(36, |e| e.eax & 0xff);
+        let size = sys::file_size(memory_file)?;
+        let (system_gpa, tables_gpa) = layout::physical(size);
+        if tables_gpa + paging::POOL_SIZE > 1u64 << phys_bits {
+            return Err(Error::Host {
+                op: "laying out guest-physical memory",
+                source: std::io::Error::other(format!(
+                    "the memory file ({size} bytes) and the platform's pages do not fit in {phys_bits} physical address bits"
+                )),
+            });
+        }
+        let memory = sys::Region::file(memory_file, size as usize)?;
+        let system = layout::build(system_gpa)?;
+        let tables = paging::Pool::new(tables_gpa)?;
+        let xcr0 = sys::xcr0();
+        let xsave_len = if xcr0 == 0 {
+            512
+        } else {
+            (sys::cpuid(0xd, 0)[1] as usize).clamp(512 + 64, 4096)
+        };
+        sys::install_kick_handler()?;
+        let max_vcpus = (kvm.get_max_vcpus() as u32).min(layout::MAX_VCPUS);
+        let shared = Arc::new(Shared {
+            vm,
+            cpuid,
+            memory,
+            system,
+            system_gpa,
+            tables,
+            idle: std::sync::Mutex::new(Vec::new()),
+            next_vcpu: AtomicU32::new(0),
+            max_vcpus,
+            pid: sys::getpid(),
+            xsave_len,
+            xcr0,
+        });
+        shared.register(SLOT_MEMORY_FILE, 0, &shared.memory)?;
+        shared.register(SLOT_SYSTEM, system_gpa, &shared.system)?;
+        shared.register(SLOT_TABLES, tables_gpa, shared.tables.region())?;
+        Ok(KvmPlatform { shared })
+    }
+}
+
+/// The ioctl requests the platform makes after the Sentry's filter is in
+/// place (on the VM and vCPU descriptors).
+pub(crate) mod ioctls {
+    use kvm_bindings::*;
+    use std::mem::size_of;
+
+    const fn io(nr: u64) -> u64 {
+        0xae00 | nr
+    }
+    const fn ior(nr: u64, size: usize) -> u64 {
+        (2 << 30) | ((size as u64) << 16) | 0xae00 | nr
+    }
+    const fn iow(nr: u64, size: usize) -> u64 {
+        (1 << 30) | ((size as u64) << 16) | 0xae00 | nr
+    }
+
+    pub(crate) const RUN: u64 = io(0x80);
+    pub(crate) const CREATE_VCPU: u64 = io(0x41);
+    pub(crate) const SET_USER_MEMORY_REGION: u64 =
+        iow(0x46, size_of::<kvm_userspace_memory_region>());
+    pub(crate) const GET_REGS: u64 = ior(0x81, size_of::<kvm_regs>());
+    pub(crate) const SET_REGS: u64 = iow(0x82, size_of::<kvm_regs>());
+    pub(crate) const GET_SREGS: u64 = ior(0x83, size_of::<kvm_sregs>());
+    pub(crate) const SET_SREGS: u64 = iow(0x84, size_of::<kvm_sregs>());
+    pub(crate) const SET_MSRS: u64 = iow(0x89, size_of::<kvm_msrs>());
+    pub(crate) const SET_SIGNAL_MASK: u64 = iow(0x8b, 4);
+    pub(crate) const SET_CPUID2: u64 = iow(0x90, size_of::<kvm_cpuid2>());
+    pub(crate) const GET_XSAVE: u64 = ior(0xa4, size_of::<kvm_xsave>());
+    pub(crate) const SET_XSAVE: u64 = iow(0xa5, size_of::<kvm_xsave>());
+    pub(crate) const SET_XCRS: u64 = iow(0xa7, size_of::<kvm_xcrs>());
+    pub(crate) const GET_VCPU_MMAP_SIZE: u64 = io(0x04);
+
+    /// All of them, for the Sentry's seccomp filter.
+    pub(crate) const ALL: &[u64] = &[
+        RUN,
+        CREATE_VCPU,
+        SET_USER_MEMORY_REGION,
+        GET_REGS,
+        SET_REGS,
+        GET_SREGS,
+        SET_SREGS,
+        SET_MSRS,
+        SET_SIGNAL_MASK,
+        SET_CPUID2,
+        GET_XSAVE,
+        SET_XSAVE,
+        SET_XCRS,
+        GET_VCPU_MMAP_SIZE,
+    ];
+}
+
+impl Platform for KvmPlatform {
+    fn name(&self) -> &'static str {
+        "kvm"
+    }
+
+    fn max_user_address(&self) -> u64 {
+        layout::MAX_USER_ADDRESS
+    }
+
+    fn new_address_space(&self) -> Result<Arc<dyn AddressSpace>> {
+        Ok(Arc::new(KvmAddressSpace::new(self.shared.clone())?))
+    }
+
+    fn new_context(&self) -> Result<Box<dyn Context>> {
+        Ok(Box::new(KvmContext::new(self.shared.clone())?))
+    }
+
+    fn supports_threads(&self) -> bool {
+        true
+    }
+
+    fn host_ioctls(&self) -> &'static [u64] {
+        ioctls::ALL
+    }
+}
