@@ -30,6 +30,9 @@ pub(crate) const SYSCALL_STUB: u64 = STUBS + 0x800;
 const OTHER_STUB: u64 = STUBS + 0x810;
 pub(crate) const PORT_SYSCALL: u16 = 0x80;
 pub(crate) const PORT_OTHER: u16 = 0x81;
+/// `int $0x80` from ring 3 (the 32-bit system call ABI).
+pub(crate) const PORT_INT80: u16 = 0x82;
+const INT80_STUB: u64 = STUBS + 0x820;
 
 /// Selectors, as Linux's.
 pub(crate) const KERNEL_CS: u16 = 0x10;
@@ -100,12 +103,14 @@ pub(crate) fn build(gpa: u64) -> Result<Region> {
     }
     r.write(SYSCALL_STUB, &[0xe6, PORT_SYSCALL as u8, 0x0f, 0x0b]);
     r.write(OTHER_STUB, &[0xe6, PORT_OTHER as u8, 0x0f, 0x0b]);
+    r.write(INT80_STUB, &[0xe6, PORT_INT80 as u8, 0x0f, 0x0b]);
     // IDT: the 32 exceptions to their stubs (#BP and #OF reachable from
     // ring 3, as on Linux), the rest to one stub.
     let mut idt = Vec::with_capacity(512);
     for v in 0..256u64 {
         let (handler, dpl) = match v {
             3 | 4 => (KBASE + STUBS + v * 16, 3),
+            0x80 => (KBASE + INT80_STUB, 3),
             0..32 => (KBASE + STUBS + v * 16, 0),
             _ => (KBASE + OTHER_STUB, 0),
         };

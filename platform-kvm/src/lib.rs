@@ -117,6 +117,9 @@ pub(crate) struct Shared {
     xsave_len: usize,
     /// the guest's XCR0 (the host's)
     xcr0: u64,
+    /// whether guest programs may use `wrfsbase` and friends (as the
+    /// host's Linux lets them)
+    fsgsbase: bool,
 }
 
 impl Shared {
@@ -170,13 +173,20 @@ impl KvmPlatform {
             op: "KVM_CREATE_VM",
             source: std::io::Error::from_raw_os_error(e.errno()),
         })?;
-        let cpuid = kvm
+        let supported = kvm
             .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
             .map_err(|e| Error::Host {
                 op: "KVM_GET_SUPPORTED_CPUID",
                 source: std::io::Error::from_raw_os_error(e.errno()),
             })?;
-        let phys_bits = cpuid
+        let cpuid = guest_cpuid(&supported)?;
+        let fsgsbase = sys::cpuid(7, 0)[1] & 1 != 0
+            && supported
+                .as_slice()
+                .iter()
+                .any(|e| e.function == 7 && e.index == 0 && e.ebx & 1 != 0)
+            && sys::hwcap2() & 2 != 0;
+        let phys_bits = supported
             .as_slice()
             .iter()
             .find(|e| e.function == 0x8000_0008)
@@ -215,6 +225,7 @@ impl KvmPlatform {
             pid: sys::getpid(),
             xsave_len,
             xcr0,
+            fsgsbase,
         });
         shared.register(SLOT_MEMORY_FILE, 0, &shared.memory)?;
         shared.register(SLOT_SYSTEM, system_gpa, &shared.system)?;
@@ -222,6 +233,51 @@ impl KvmPlatform {
         Ok(KvmPlatform { shared })
     }
 }
+
+/// What the guest's `cpuid` says: the host's answer for every leaf KVM
+/// knows (as the other platforms, whose guests ask the CPU itself), but
+/// KVM's for its own leaves and for the features a hypervisor must enable
+/// for a guest to use them (`rdtscp`/`rdpid`, protection keys, `umwait`,
+/// 5-level paging).
+fn guest_cpuid(supported: &CpuId) -> Result<CpuId> {
+    let consent: &[(u32, u32, usize, u32)] = &[
+        // (leaf, subleaf, register, bits)
+        (0x8000_0001, 0, 3, 1 << 27),
+        (
+            7,
+            0,
+            2,
+            (1 << 22) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 16),
+        ),
+    ];
+    let host_max = sys::cpuid(0, 0)[0];
+    let host_ext_max = sys::cpuid(0x8000_0000, 0)[0];
+    let mut entries = supported.as_slice().to_vec();
+    for e in &mut entries {
+        let known = if e.function >= 0x8000_0000 {
+            e.function <= host_ext_max
+        } else {
+            e.function < 0x4000_0000 && e.function <= host_max
+        };
+        if !known {
+            continue;
+        }
+        let mut regs = sys::cpuid(e.function, e.index);
+        let kvm = [e.eax, e.ebx, e.ecx, e.edx];
+        for &(leaf, sub, reg, bits) in consent {
+            if e.function == leaf && e.index == sub {
+                regs[reg] = (regs[reg] & !bits) | (kvm[reg] & bits);
+            }
+        }
+        [e.eax, e.ebx, e.ecx, e.edx] = regs;
+    }
+    CpuId::from_entries(&entries).map_err(|_| Error::Misuse("CPUID entries"))
+}
+
+/// The `ioctl` requests the platform makes once the Sentry's filter is in
+/// place (the filter allows these on any descriptor: seccomp cannot tell
+/// KVM's descriptors from others, so each request is one only KVM takes).
+pub const HOST_IOCTLS: &[u64] = ioctls::ALL;
 
 /// The ioctl requests the platform makes after the Sentry's filter is in
 /// place (on the VM and vCPU descriptors).
@@ -297,5 +353,9 @@ impl Platform for KvmPlatform {
 
     fn host_ioctls(&self) -> &'static [u64] {
         ioctls::ALL
+    }
+
+    fn uses_stubs(&self) -> bool {
+        false
     }
 }

@@ -143,6 +143,8 @@ pub struct KvmAddressSpace {
     root: u64,
     /// every frame of the tree, the root first
     frames: Mutex<Vec<u64>>,
+    /// time its vCPUs spent in `KVM_RUN`
+    guest_ns: std::sync::atomic::AtomicU64,
 }
 
 impl KvmAddressSpace {
@@ -156,12 +158,43 @@ impl KvmAddressSpace {
             shared,
             root,
             frames: Mutex::new(vec![root]),
+            guest_ns: Default::default(),
         })
     }
 
     /// The `CR3` of this address space.
     pub(crate) fn root(&self) -> u64 {
         self.root
+    }
+
+    /// Whether `va` is mapped, accessible or not (a fault there is an
+    /// access error, not a missing page).
+    pub(crate) fn holds(&self, va: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        va < layout::MAX_USER_ADDRESS
+            && matches!(self.leaf(va, false), Ok(Ok(w)) if w.load(Ordering::Acquire) & PTE_HELD != 0)
+    }
+
+    /// The byte the guest reads at `va`, if it may read there.
+    pub(crate) fn read_byte(&self, va: u64) -> Option<u8> {
+        use std::sync::atomic::Ordering;
+        if va >= layout::MAX_USER_ADDRESS {
+            return None;
+        }
+        let e = match self.leaf(va, false) {
+            Ok(Ok(w)) => w.load(Ordering::Acquire),
+            _ => return None,
+        };
+        if e & PTE_P == 0 {
+            return None;
+        }
+        self.shared.memory.byte((e & ADDR) + (va & (PAGE_SIZE - 1)))
+    }
+
+    /// Adds time spent running guest code here.
+    pub(crate) fn add_guest_time(&self, d: std::time::Duration) {
+        self.guest_ns
+            .fetch_add(d.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn pool(&self) -> &Pool {
@@ -277,6 +310,12 @@ impl AddressSpace for KvmAddressSpace {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+
+    fn cpu_time(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_nanos(
+            self.guest_ns.load(std::sync::atomic::Ordering::Relaxed),
+        ))
     }
 }
 

@@ -100,6 +100,16 @@ impl Region {
         };
     }
 
+    /// The byte at `off`, if inside.
+    pub(crate) fn byte(&self, off: u64) -> Option<u8> {
+        if off >= self.len as u64 {
+            return None;
+        }
+        // SAFETY: inside the mapping (checked); a racy byte read of guest
+        // memory is what a kernel does.
+        Some(unsafe { self.base.add(off as usize).read_volatile() })
+    }
+
     /// Reads the 64-bit word at `off` (8-aligned, inside).
     pub(crate) fn read_u64(&self, off: u64) -> u64 {
         self.word(off).load(std::sync::atomic::Ordering::Relaxed)
@@ -216,19 +226,20 @@ pub(crate) fn drain_kicks() {
 /// `KVM_SET_SIGNAL_MASK`: while the vCPU runs, every signal but the kick
 /// stays blocked (the Sentry's own signals wait for its other threads).
 pub(crate) fn set_run_signal_mask(vcpu: BorrowedFd<'_>) -> Result<()> {
-    #[repr(C)]
-    struct Mask {
-        len: u32,
-        set: u64,
-    }
-    // Bit n-1 stands for signal n in the kernel's sigset.
-    let mask = Mask {
-        len: 8,
-        set: !(1u64 << (KICK_SIGNAL - 1)),
+    // kvm_signal_mask: a u32 length, then the set right after it (no
+    // padding); bit n-1 stands for signal n.
+    let mut mask = [0u8; 12];
+    mask[..4].copy_from_slice(&8u32.to_ne_bytes());
+    mask[4..].copy_from_slice(&(!(1u64 << (KICK_SIGNAL - 1))).to_ne_bytes());
+    // SAFETY: the buffer is a kvm_signal_mask with 8 bytes of set; the
+    // descriptor is a vCPU's.
+    let r = unsafe {
+        libc::ioctl(
+            vcpu.as_raw_fd(),
+            crate::ioctls::SET_SIGNAL_MASK as _,
+            mask.as_ptr(),
+        )
     };
-    // SAFETY: the struct is the kernel's kvm_signal_mask with 8 bytes of
-    // set; the descriptor is a vCPU's.
-    let r = unsafe { libc::ioctl(vcpu.as_raw_fd(), crate::ioctls::SET_SIGNAL_MASK as _, &mask) };
     if r != 0 {
         return Err(Error::last_os("KVM_SET_SIGNAL_MASK"));
     }
@@ -239,6 +250,12 @@ pub(crate) fn set_run_signal_mask(vcpu: BorrowedFd<'_>) -> Result<()> {
 pub(crate) fn cpuid(leaf: u32, sub: u32) -> [u32; 4] {
     let r = std::arch::x86_64::__cpuid_count(leaf, sub);
     [r.eax, r.ebx, r.ecx, r.edx]
+}
+
+/// The host kernel's `AT_HWCAP2` (bit 1: user FSGSBASE allowed).
+pub(crate) fn hwcap2() -> u64 {
+    // SAFETY: getauxval has no preconditions.
+    unsafe { libc::getauxval(libc::AT_HWCAP2) }
 }
 
 /// The host's XCR0 (0 without OSXSAVE).

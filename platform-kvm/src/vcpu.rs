@@ -7,7 +7,9 @@ use kvm_bindings::{kvm_msr_entry, kvm_regs, kvm_segment, kvm_sregs, kvm_xcrs, kv
 use kvm_ioctls::{SyncReg, VcpuExit, VcpuFd};
 use platform::{Access, Context, Error, Event, Interrupter, Regs, Result};
 
-use crate::layout::{self, KBASE, KERNEL_CS, PORT_OTHER, PORT_SYSCALL, USER_CS, USER_DS};
+use crate::layout::{
+    self, KBASE, KERNEL_CS, PORT_INT80, PORT_OTHER, PORT_SYSCALL, USER_CS, USER_DS,
+};
 use crate::paging::KvmAddressSpace;
 use crate::{sys, Shared};
 
@@ -62,7 +64,13 @@ fn set_up(shared: &Shared, vcpu: &mut VcpuFd, id: u32) -> Result<kvm_sregs> {
     let mut s = vcpu.get_sregs().map_err(|e| host("KVM_GET_SREGS", e))?;
     // PE MP ET NE WP AM PG; PAE OSFXSR OSXMMEXCPT (OSXSAVE); SCE LME LMA NXE.
     s.cr0 = 0x8005_0033;
-    s.cr4 = (1 << 5) | (1 << 9) | (1 << 10) | if shared.xcr0 != 0 { 1 << 18 } else { 0 };
+    // PAE OSFXSR OSXMMEXCPT, FSGSBASE as the host's Linux offers it to
+    // programs, OSXSAVE with the host's XCR0.
+    s.cr4 = (1 << 5)
+        | (1 << 9)
+        | (1 << 10)
+        | if shared.fsgsbase { 1 << 16 } else { 0 }
+        | if shared.xcr0 != 0 { 1 << 18 } else { 0 };
     s.efer = 0x1 | 0x100 | 0x400 | 0x800;
     let (gdt, limit) = layout::gdt(id);
     s.gdt.base = gdt;
@@ -148,13 +156,34 @@ fn set_up(shared: &Shared, vcpu: &mut VcpuFd, id: u32) -> Result<kvm_sregs> {
 #[derive(Debug)]
 struct Kick {
     pid: i32,
-    tid: i32,
+    /// the host thread that last switched to the context (0: none yet)
+    tid: std::sync::atomic::AtomicI32,
 }
 
 impl Interrupter for Kick {
     fn interrupt(&self) {
-        sys::kick(self.pid, self.tid);
+        let tid = self.tid.load(std::sync::atomic::Ordering::Acquire);
+        if tid != 0 {
+            sys::kick(self.pid, tid);
+        }
     }
+}
+
+thread_local! {
+    /// This host thread's id once it blocked the kick (0 before).
+    static KICKABLE: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+}
+
+/// The calling thread's id, the kick blocked in it.
+fn kickable_thread() -> Result<i32> {
+    let tid = KICKABLE.get();
+    if tid != 0 {
+        return Ok(tid);
+    }
+    sys::block_kick()?;
+    let tid = sys::gettid();
+    KICKABLE.set(tid);
+    Ok(tid)
 }
 
 /// One guest thread's context: a vCPU bound to the calling host thread.
@@ -163,11 +192,12 @@ pub struct KvmContext {
     shared: Arc<Shared>,
     idle: Option<Idle>,
     kick: Arc<Kick>,
+    /// the address space it last ran in
+    root: u64,
 }
 
 impl KvmContext {
     pub(crate) fn new(shared: Arc<Shared>) -> Result<Self> {
-        sys::block_kick()?;
         let reused = shared.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let idle = match reused {
             Some(i) => i,
@@ -191,8 +221,9 @@ impl KvmContext {
             idle: Some(idle),
             kick: Arc::new(Kick {
                 pid: shared.pid,
-                tid: sys::gettid(),
+                tid: Default::default(),
             }),
+            root: 0,
         })
     }
 
@@ -205,6 +236,145 @@ impl KvmContext {
             .vcpu
             .get_xsave()
             .map_err(|e| host("KVM_GET_XSAVE", e))
+    }
+    /// Runs the guest from `regs` until something the Sentry decides.
+    fn run(&mut self, space: &KvmAddressSpace, regs: &mut Regs) -> Result<Event> {
+        let root = space.root();
+        let shared = self.shared.clone();
+        let cpu = self.idle.as_mut().ok_or(Error::Misuse("vCPU gone"))?;
+        let id = cpu.id;
+        loop {
+            {
+                let mut s = cpu.template;
+                s.fs.base = regs.fs_base;
+                s.gs.base = regs.gs_base;
+                s.cr3 = root;
+                let sync = cpu.vcpu.sync_regs_mut();
+                sync.regs = load(regs);
+                sync.sregs = s;
+            }
+            cpu.vcpu.set_sync_dirty_reg(SyncReg::Register);
+            cpu.vcpu.set_sync_dirty_reg(SyncReg::SystemRegister);
+            let port = loop {
+                match cpu.vcpu.run() {
+                    Ok(VcpuExit::IoOut(port, _)) => break port,
+                    Ok(VcpuExit::Intr) => {}
+                    Ok(other) => {
+                        let what = format!("{other:?}");
+                        let s = cpu.vcpu.sync_regs();
+                        return Err(Error::Host {
+                            op: "KVM_RUN",
+                            source: std::io::Error::other(format!(
+                                "unexpected exit {what} at rip {:#x} (cs {:#x}, cr2 {:#x})",
+                                s.regs.rip, s.sregs.cs.selector, s.sregs.cr2
+                            )),
+                        });
+                    }
+                    Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {}
+                    Err(e) => return Err(host("KVM_RUN", e)),
+                }
+                // A kick: report it unless the vCPU is between a vector
+                // and its stub's exit (ring 0), which it finishes first.
+                sys::drain_kicks();
+                let s = cpu.vcpu.sync_regs();
+                if s.sregs.cs.selector & 3 == 3 {
+                    store(regs, &s.regs, &s.sregs);
+                    if s.regs.rip == KBASE + layout::SYSCALL_STUB {
+                        // (PVM) between `syscall` and its fault on the stub:
+                        // the call is made.
+                        return Ok(syscall(regs, s.regs.rcx, s.regs.r11, s.regs.rsp));
+                    }
+                    return Ok(Event::Interrupted);
+                }
+            };
+            let s = cpu.vcpu.sync_regs();
+            store(regs, &s.regs, &s.sregs);
+            if port == PORT_SYSCALL {
+                // `syscall` reached ring 0 (VMX): rcx and r11 hold the return.
+                return Ok(syscall(regs, s.regs.rcx, s.regs.r11, s.regs.rsp));
+            }
+            // A vector: its frame is on this vCPU's ring-0 stack.
+            let vector = match port {
+                PORT_OTHER => 32,
+                PORT_INT80 => 0x80,
+                p => p as u8,
+            };
+            let top = layout::stack_top(id);
+            let at = s.regs.rsp.wrapping_sub(KBASE);
+            let words = if layout::has_error_code(vector) { 6 } else { 5 };
+            if at > top || top - at != words * 8 {
+                return Err(Error::Host {
+                    op: "KVM exception frame",
+                    source: std::io::Error::other(format!(
+                        "vector {vector}: ring-0 stack at {:#x}, expected {words} words below {:#x}",
+                        s.regs.rsp,
+                        KBASE + top
+                    )),
+                });
+            }
+            let frame: Vec<u64> = (0..words)
+                .map(|i| shared.system.read_u64(at + i * 8))
+                .collect();
+            let (error, f) = if words == 6 {
+                (frame[0], &frame[1..])
+            } else {
+                (0, &frame[..])
+            };
+            let (rip, cs, rflags, rsp) = (f[0], f[1], f[2], f[3]);
+            if cs & 3 != 3 {
+                return Err(Error::Host {
+                    op: "KVM exception",
+                    source: std::io::Error::other(format!(
+                        "vector {vector} in ring 0 at {rip:#x} (cr2 {:#x})",
+                        s.sregs.cr2
+                    )),
+                });
+            }
+            let lstar = KBASE + layout::SYSCALL_STUB;
+            if vector == 14 && s.sregs.cr2 == lstar && rip == lstar && rflags & RFLAGS_IF == 0 {
+                // `syscall` stayed in ring 3 (PVM) and faulted on the stub.
+                return Ok(syscall(regs, s.regs.rcx, s.regs.r11, rsp));
+            }
+            regs.rip = rip;
+            regs.rsp = rsp;
+            regs.eflags = rflags;
+            // PVM raises #UD for `int $n` itself (at the instruction),
+            // where a CPU would take gate n: 0x80 is ours, any other a #GP.
+            let mut vector = vector;
+            let int_n = (vector == 6 && space.read_byte(rip) == Some(0xcd))
+                .then(|| space.read_byte(rip.wrapping_add(1)))
+                .flatten();
+            let int80_ud = int_n == Some(0x80);
+            match int_n {
+                Some(0x80) => regs.rip = rip + 2,
+                // the gates a program may take: traps, past the instruction
+                Some(n @ (3 | 4)) => {
+                    regs.rip = rip + 2;
+                    vector = n;
+                }
+                Some(_) => vector = 13,
+                None => {}
+            }
+            match vector {
+                // No 32-bit ABI: ENOSYS, as on the other platforms.
+                0x80 => {
+                    regs.rax = (-i64::from(libc::ENOSYS)) as u64;
+                    continue;
+                }
+                6 if int80_ud => {
+                    regs.rax = (-i64::from(libc::ENOSYS)) as u64;
+                    continue;
+                }
+                32 => return Ok(Event::Interrupted),
+                _ => {}
+            }
+            let cr2 = s.sregs.cr2;
+            let held = vector == 14 && space.holds(cr2);
+            let vcpu = &cpu.vcpu;
+            return Ok(vector_event(vector, error, rip, cr2, held, || {
+                vcpu.get_xsave().map(|x| x.region[6]).unwrap_or(0)
+            }));
+        }
     }
 }
 
@@ -271,7 +441,14 @@ fn store(regs: &mut Regs, r: &kvm_regs, s: &kvm_sregs) {
 
 /// What a vector raised in ring 3 means to a Linux program (as Linux's
 /// trap handlers say it).
-fn vector_event(vector: u8, error: u64, rip: u64, cr2: u64, mxcsr: impl FnOnce() -> u32) -> Event {
+fn vector_event(
+    vector: u8,
+    error: u64,
+    rip: u64,
+    cr2: u64,
+    held: bool,
+    mxcsr: impl FnOnce() -> u32,
+) -> Event {
     const SI_KERNEL: i32 = 0x80;
     let signal = |signo, code, addr| Event::Signal { signo, code, addr };
     match vector {
@@ -290,9 +467,12 @@ fn vector_event(vector: u8, error: u64, rip: u64, cr2: u64, mxcsr: impl FnOnce()
             Event::Fault {
                 signo: libc::SIGSEGV,
                 // SEGV_PKUERR, SEGV_ACCERR, SEGV_MAPERR
+                // (the kernel half is "not mapped" to a program, as Linux says)
                 code: if error & 0x20 != 0 {
                     4
-                } else if error & 1 != 0 {
+                } else if cr2 >= 1 << 47 {
+                    1
+                } else if error & 1 != 0 || held {
                     2
                 } else {
                     1
@@ -336,102 +516,24 @@ impl Context for KvmContext {
             .as_any()
             .downcast_ref::<KvmAddressSpace>()
             .ok_or(Error::Misuse("not a KVM address space"))?;
+        let tid = kickable_thread()?;
+        self.kick
+            .tid
+            .store(tid, std::sync::atomic::Ordering::Release);
         let root = space.root();
-        let cpu = self.cpu()?;
-        let id = cpu.id;
-        {
-            let mut s = cpu.template;
-            s.fs.base = regs.fs_base;
-            s.gs.base = regs.gs_base;
-            s.cr3 = root;
-            let sync = cpu.vcpu.sync_regs_mut();
-            sync.regs = load(regs);
-            sync.sregs = s;
-        }
-        cpu.vcpu.set_sync_dirty_reg(SyncReg::Register);
-        cpu.vcpu.set_sync_dirty_reg(SyncReg::SystemRegister);
-        let port = loop {
-            match cpu.vcpu.run() {
-                Ok(VcpuExit::IoOut(port, _)) => break port,
-                Ok(VcpuExit::Intr) => {}
-                Ok(other) => {
-                    let what = format!("{other:?}");
-                    let s = cpu.vcpu.sync_regs();
-                    return Err(Error::Host {
-                        op: "KVM_RUN",
-                        source: std::io::Error::other(format!(
-                            "unexpected exit {what} at rip {:#x} (cs {:#x}, cr2 {:#x})",
-                            s.regs.rip, s.sregs.cs.selector, s.sregs.cr2
-                        )),
-                    });
-                }
-                Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {}
-                Err(e) => return Err(host("KVM_RUN", e)),
+        if self.root != root {
+            // A thread changes address space only at execve, which starts
+            // the FPU afresh (the Sentry resets it itself only when the
+            // old address space stays).
+            if self.root != 0 {
+                self.reset_fpstate()?;
             }
-            // A kick: report it unless the vCPU is between a vector and its
-            // stub's exit (ring 0), which it finishes first.
-            sys::drain_kicks();
-            let s = cpu.vcpu.sync_regs();
-            if s.sregs.cs.selector & 3 == 3 {
-                store(regs, &s.regs, &s.sregs);
-                return Ok(Event::Interrupted);
-            }
-        };
-        let s = cpu.vcpu.sync_regs();
-        store(regs, &s.regs, &s.sregs);
-        if port == PORT_SYSCALL {
-            // `syscall` reached ring 0 (VMX): rcx and r11 hold the return.
-            return Ok(syscall(regs, s.regs.rcx, s.regs.r11, s.regs.rsp));
+            self.root = root;
         }
-        // A vector: its frame is on this vCPU's ring-0 stack.
-        let vector = if port == PORT_OTHER { 32 } else { port as u8 };
-        let top = layout::stack_top(id);
-        let at = s.regs.rsp.wrapping_sub(KBASE);
-        let words = if layout::has_error_code(vector) { 6 } else { 5 };
-        if at > top || top - at != words * 8 {
-            return Err(Error::Host {
-                op: "KVM exception frame",
-                source: std::io::Error::other(format!(
-                    "vector {vector}: ring-0 stack at {:#x}, expected {words} words below {:#x}",
-                    s.regs.rsp,
-                    KBASE + top
-                )),
-            });
-        }
-        let frame: Vec<u64> = (0..words)
-            .map(|i| self.shared.system.read_u64(at + i * 8))
-            .collect();
-        let (error, f) = if words == 6 {
-            (frame[0], &frame[1..])
-        } else {
-            (0, &frame[..])
-        };
-        let (rip, cs, rflags, rsp) = (f[0], f[1], f[2], f[3]);
-        if cs & 3 != 3 {
-            return Err(Error::Host {
-                op: "KVM exception",
-                source: std::io::Error::other(format!(
-                    "vector {vector} in ring 0 at {rip:#x} (cr2 {:#x})",
-                    s.sregs.cr2
-                )),
-            });
-        }
-        let lstar = KBASE + layout::SYSCALL_STUB;
-        if vector == 14 && s.sregs.cr2 == lstar && rip == lstar && rflags & RFLAGS_IF == 0 {
-            // `syscall` stayed in ring 3 (PVM) and faulted on the stub.
-            return Ok(syscall(regs, s.regs.rcx, s.regs.r11, rsp));
-        }
-        regs.rip = rip;
-        regs.rsp = rsp;
-        regs.eflags = rflags;
-        if vector == 32 {
-            return Ok(Event::Interrupted);
-        }
-        let cr2 = s.sregs.cr2;
-        let event = vector_event(vector, error, rip, cr2, || {
-            self.xsave().map(|x| x.region[6]).unwrap_or(0)
-        });
-        Ok(event)
+        let started = std::time::Instant::now();
+        let event = self.run(space, regs);
+        space.add_guest_time(started.elapsed());
+        event
     }
 
     fn interrupter(&self) -> Arc<dyn Interrupter> {
@@ -480,7 +582,7 @@ mod tests {
     fn vectors_mean_what_linux_says() {
         let none = || 0;
         assert_eq!(
-            vector_event(0, 0, 0x1000, 0, none),
+            vector_event(0, 0, 0x1000, 0, false, none),
             Event::Signal {
                 signo: libc::SIGFPE,
                 code: 1,
@@ -488,7 +590,7 @@ mod tests {
             }
         );
         assert_eq!(
-            vector_event(6, 0, 0x1000, 0, none),
+            vector_event(6, 0, 0x1000, 0, false, none),
             Event::Signal {
                 signo: libc::SIGILL,
                 code: 2,
@@ -496,7 +598,7 @@ mod tests {
             }
         );
         assert_eq!(
-            vector_event(13, 0, 0x1000, 0, none),
+            vector_event(13, 0, 0x1000, 0, false, none),
             Event::Signal {
                 signo: libc::SIGSEGV,
                 code: 0x80,
@@ -504,7 +606,7 @@ mod tests {
             }
         );
         assert_eq!(
-            vector_event(14, 6, 0x1000, 0xdead000, none),
+            vector_event(14, 6, 0x1000, 0xdead000, false, none),
             Event::Fault {
                 signo: libc::SIGSEGV,
                 code: 1,
@@ -513,7 +615,7 @@ mod tests {
             }
         );
         assert_eq!(
-            vector_event(14, 0x15, 0x1000, 0x2000, none),
+            vector_event(14, 0x15, 0x1000, 0x2000, false, none),
             Event::Fault {
                 signo: libc::SIGSEGV,
                 code: 2,
@@ -521,9 +623,29 @@ mod tests {
                 access: Some(Access::Execute)
             }
         );
+        // the platform's own pages, present but not the program's
+        assert_eq!(
+            vector_event(14, 5, 0x1000, KBASE, false, none),
+            Event::Fault {
+                signo: libc::SIGSEGV,
+                code: 1,
+                addr: KBASE,
+                access: Some(Access::Read)
+            }
+        );
+        // a PROT_NONE page: not present, but mapped
+        assert_eq!(
+            vector_event(14, 4, 0x1000, 0x3000, true, none),
+            Event::Fault {
+                signo: libc::SIGSEGV,
+                code: 2,
+                addr: 0x3000,
+                access: Some(Access::Read)
+            }
+        );
         // divide by zero raised, not masked
         assert_eq!(
-            vector_event(19, 0, 0x1000, 0, || 0x1f80 & !(1 << 9) | 4),
+            vector_event(19, 0, 0x1000, 0, false, || 0x1f80 & !(1 << 9) | 4),
             Event::Signal {
                 signo: libc::SIGFPE,
                 code: 3,

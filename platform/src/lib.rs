@@ -260,6 +260,13 @@ pub trait Platform: Send + Sync + fmt::Debug {
         &[]
     }
 
+    /// Whether guest code runs in host processes the platform traces and
+    /// filters (stubs): the Sentry's filter then allows `ptrace`,
+    /// `seccomp` and the stubs' own calls.
+    fn uses_stubs(&self) -> bool {
+        true
+    }
+
     /// The `ioctl(2)` requests the platform makes once it runs guests (on
     /// descriptors of its own, such as KVM's): the Sentry's seccomp filter
     /// allows exactly these besides its own few.

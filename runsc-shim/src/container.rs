@@ -195,7 +195,53 @@ pub struct Runtime {
     /// the bundle's rootfs stays as it was (else they reach it, as under
     /// runc)
     pub overlay: bool,
+    /// `--platform`: how containers' code runs
+    pub platform: Platform,
 }
+
+/// How a container's code runs (the OCI runtime's `--platform`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Platform {
+    /// the seccomp-trap platform, adaptive hand-off (`do`'s default)
+    #[default]
+    Seccomp,
+    /// ring 3 of a KVM virtual machine (needs /dev/kvm)
+    Kvm,
+}
+
+impl Platform {
+    /// The flag's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Seccomp => "seccomp",
+            Platform::Kvm => "kvm",
+        }
+    }
+
+    /// From the shim's config file.
+    pub fn parse(s: &str) -> Option<Platform> {
+        match s {
+            // (gVisor's name for its own)
+            "seccomp" | "systrap" => Some(Platform::Seccomp),
+            "kvm" => Some(Platform::Kvm),
+            _ => None,
+        }
+    }
+}
+
+/// The global flags `create` hands the boot process.
+#[derive(Clone, Copy, Debug)]
+pub struct BootFlags<'a> {
+    /// `--network` and its rules
+    pub network: &'a Network,
+    /// `--overlay`
+    pub overlay: bool,
+    /// `--platform`
+    pub platform: Platform,
+}
+
+/// The key under which `features` lists the platforms this host can use.
+pub const PLATFORMS_ANNOTATION: &str = "dev.ferrovisor.platforms";
 
 /// How long `start` waits at most for the guest's first program to set
 /// itself up (see [`Runtime::start`]).
@@ -530,6 +576,9 @@ impl Runtime {
         cmd.args(self.network.to_args());
         if self.overlay {
             cmd.arg("--overlay");
+        }
+        if self.platform != Platform::Seccomp {
+            cmd.arg("--platform").arg(self.platform.as_str());
         }
         cmd.arg("boot")
             .arg("--bundle")
@@ -1549,10 +1598,14 @@ pub fn boot(
     id: &str,
     bundle: &Path,
     handed: Handed,
-    network: &Network,
-    overlay: bool,
+    flags: BootFlags<'_>,
     restore: Option<&Path>,
 ) -> i32 {
+    let BootFlags {
+        network,
+        overlay,
+        platform,
+    } = flags;
     let handed = sys::inherited_fd(handed.ready_fd).and_then(|r| {
         Ok((
             std::fs::File::from(r),
@@ -1598,6 +1651,17 @@ pub fn boot(
             return 1;
         }
     }
+    // Opened while this process may: the Sentry later runs unprivileged.
+    let mut kvm = match platform {
+        Platform::Kvm => match platform_kvm::Device::open() {
+            Ok(d) => Some(d),
+            Err(e) => {
+                let _ = writeln!(ready, "--platform kvm: {e}");
+                return 1;
+            }
+        },
+        Platform::Seccomp => None,
+    };
     let _ = ready.write_all(b"ok\n");
     // Nothing may outlive a `create` that dies before it wrote the record
     // (a client that gave up): `delete` could not find this process.
@@ -1870,6 +1934,10 @@ pub fn boot(
         return 125;
     }
     let code = match sentry::run(config, |memfd| {
+        if let Some(device) = kvm.take() {
+            return platform_kvm::KvmPlatform::new(device, memfd)
+                .map(|p| Box::new(p) as Box<dyn platform::Platform>);
+        }
         // In a network namespace of its own the Sentry holds nothing
         // there: its stubs may share it.
         let options = platform_ptrace::PtraceOptions {
@@ -2074,6 +2142,12 @@ fn sandbox_cgroup(id: &str, scope: &str, plan: &oci::Plan) -> Result<Option<Cgro
 /// only, no agent); no AppArmor or SELinux; namespaces emulated by the
 /// Sentry.
 pub fn features(overlay: bool) -> serde_json::Value {
+    // (`do` offers the ptrace and seccomp variants too)
+    let platforms = if platform_kvm::Device::open().is_ok() {
+        "seccomp,seccomp-yield,seccomp-spin,ptrace,kvm"
+    } else {
+        "seccomp,seccomp-yield,seccomp-spin,ptrace"
+    };
     serde_json::json!({
         "ociVersionMin": "1.0.0",
         "ociVersionMax": oci_spec::runtime::VERSION,
@@ -2108,7 +2182,10 @@ pub fn features(overlay: bool) -> serde_json::Value {
             },
         },
         // Where a writable root's writes go with these global flags.
-        "annotations": { ROOT_ANNOTATION: if overlay { "memory" } else { "rootfs" } },
+        "annotations": {
+            ROOT_ANNOTATION: if overlay { "memory" } else { "rootfs" },
+            PLATFORMS_ANNOTATION: platforms,
+        },
     })
 }
 

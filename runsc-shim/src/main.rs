@@ -69,6 +69,11 @@ struct Cli {
     /// runc.
     #[arg(long)]
     overlay: bool,
+    /// How containers' code runs: seccomp (the default) or kvm (ring 3 of
+    /// a KVM virtual machine; needs /dev/kvm). For 'do', give --platform
+    /// after 'do'.
+    #[arg(long, value_enum, value_name = "PLATFORM", default_value = "seccomp")]
+    platform: container::Platform,
     #[command(subcommand)]
     command: Command,
 }
@@ -1441,6 +1446,7 @@ fn main() -> ExitCode {
         debug: cli.debug,
         network,
         overlay: cli.overlay,
+        platform: cli.platform,
     };
     match cli.command {
         Command::Do(args) => run_do(args),
@@ -1458,7 +1464,7 @@ fn main() -> ExitCode {
         }
         Command::Syscalls(args) => {
             let text = if args.host_filters {
-                sentry::host_filters_markdown()
+                sentry::host_filters_markdown(platform_kvm::HOST_IOCTLS)
             } else if args.markdown {
                 sentry::syscall_table_markdown()
             } else {
@@ -1483,8 +1489,11 @@ fn main() -> ExitCode {
                     ready_fd: args.ready_fd,
                     preserve_fds: args.preserve_fds,
                 },
-                &rt.network,
-                rt.overlay,
+                container::BootFlags {
+                    network: &rt.network,
+                    overlay: rt.overlay,
+                    platform: rt.platform,
+                },
                 args.restore.as_deref(),
             );
             ExitCode::from(code as u8)

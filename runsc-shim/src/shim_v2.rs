@@ -121,6 +121,9 @@ pub enum ConfigError {
     /// `network` is not one of the modes
     #[error("network: must be \"none\", \"sandbox\" or \"host\", not {0}")]
     BadNetwork(String),
+    /// `platform` is not one of the platforms
+    #[error("platform: must be \"seccomp\" or \"kvm\", not {0}")]
+    BadPlatform(String),
     /// an allow list that is not a list of strings
     #[error("{key}: must be an array of strings, not {what}")]
     NotStrings {
@@ -393,6 +396,7 @@ fn runtime(bundle: &Path, namespace: &str, exe: PathBuf) -> Runtime {
         // `RuntimeConfig`).
         network: Network::None,
         overlay: false,
+        platform: crate::container::Platform::Seccomp,
     }
 }
 
@@ -425,20 +429,22 @@ fn config_path_of(encoded: &[u8]) -> Result<Option<PathBuf>, OptionsError> {
 /// runsc flags. Only `network = "none" | "sandbox" | "host"`,
 /// `allow_cidr = ["CIDR[:PORT]", ...]`, `allow_host = ["DOMAIN", ...]`,
 /// `allow_http = ["HOST:METHODS", ...]`, `secret = ["NAME=@FILE:HOSTS",
-/// ...]`, `egress_log = "FILE"` and `overlay = true` (the global flags of
-/// the same names, with their checks and meaning) for now; any other key is
-/// refused.
+/// ...]`, `egress_log = "FILE"`, `overlay = true` and `platform = "seccomp"
+/// | "kvm"` (the global flags of the same names, with their checks and
+/// meaning) for now; any other key is refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct RuntimeConfig {
     /// the containers' network and its allow rules
     network: Network,
     /// `--overlay`: a writable root's writes stay in memory
     overlay: bool,
+    /// `--platform`
+    platform: crate::container::Platform,
 }
 
 /// The keys [`RuntimeConfig`] takes.
 const RUNTIME_CONFIG_KEYS: &str =
-    "`network`, `allow_cidr`, `allow_host`, `allow_http`, `secret`, `egress_log` and `overlay`";
+    "`network`, `allow_cidr`, `allow_host`, `allow_http`, `secret`, `egress_log`, `overlay` and `platform`";
 
 impl RuntimeConfig {
     /// Reads and parses the file at `path`; errors are one line naming it.
@@ -472,8 +478,15 @@ impl RuntimeConfig {
         let (mut allow_cidr, mut allow_host) = (Vec::new(), Vec::new());
         let mut extras = network::Extras::default();
         let mut overlay = false;
+        let mut platform = crate::container::Platform::Seccomp;
         for (key, item) in doc.as_table().iter() {
             match key {
+                "platform" => {
+                    platform = item
+                        .as_str()
+                        .and_then(crate::container::Platform::parse)
+                        .ok_or_else(|| ConfigError::BadPlatform(what(item)))?;
+                }
                 "overlay" => {
                     overlay = item.as_bool().ok_or_else(|| ConfigError::NotBool {
                         key: key.to_owned(),
@@ -520,7 +533,11 @@ impl RuntimeConfig {
         let network = Network::new(mode, allow_cidr, allow_host, Spelling::ConfigFile)?
             .with_extras(extras)
             .map_err(ConfigError::Egress)?;
-        Ok(RuntimeConfig { network, overlay })
+        Ok(RuntimeConfig {
+            network,
+            overlay,
+            platform,
+        })
     }
 }
 
@@ -844,6 +861,7 @@ impl Service {
         }
         rt.network = config.network;
         rt.overlay = config.overlay;
+        rt.platform = config.platform;
 
         let rootfs = bundle.join("rootfs");
         let mounted = !req.rootfs.is_empty();
@@ -1867,7 +1885,7 @@ mod tests {
     fn runtime_config_takes_network_and_allow_rules_only() {
         let host = RuntimeConfig {
             network: Network::Host,
-            overlay: false,
+            ..Default::default()
         };
         assert_eq!(
             RuntimeConfig::parse("network = \"host\"\n"),
@@ -1885,13 +1903,24 @@ mod tests {
                 ..Default::default()
             })
         );
+        assert_eq!(
+            RuntimeConfig::parse("platform = \"kvm\"\n"),
+            Ok(RuntimeConfig {
+                platform: crate::container::Platform::Kvm,
+                ..Default::default()
+            })
+        );
+        assert_eq!(
+            RuntimeConfig::parse("platform = \"vmx\"").map_err(|e| e.to_string()),
+            Err("platform: must be \"seccomp\" or \"kvm\", not \"vmx\"".to_owned())
+        );
         let rules = |cidr: &[&str], host: &[&str]| RuntimeConfig {
             network: Network::Sandbox(network::EgressRules {
                 allow_cidr: cidr.iter().map(|s| s.to_string()).collect(),
                 allow_host: host.iter().map(|s| s.to_string()).collect(),
                 extras: Default::default(),
             }),
-            overlay: false,
+            ..Default::default()
         };
         assert_eq!(
             RuntimeConfig::parse(
@@ -1915,8 +1944,8 @@ mod tests {
         );
         for (text, says) in [
             (
-                "network = \"host\"\nplatform = \"systrap\"",
-                "unknown key `platform`",
+                "network = \"host\"\nplatform = \"ptrace\"",
+                "platform: must be \"seccomp\" or \"kvm\", not \"ptrace\"",
             ),
             (
                 "[runsc_config]\nnetwork = \"host\"",
@@ -2057,6 +2086,7 @@ mod tests {
             debug: false,
             network: Network::None,
             overlay: false,
+            platform: Default::default(),
         };
         let id = "shim-update-unit";
         // A "running" container whose sandbox is this test process.

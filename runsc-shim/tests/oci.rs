@@ -346,6 +346,36 @@ fn run_prints_hello_and_returns_the_exit_status() {
     assert_eq!(list.stdout, "", "{list:?}");
 }
 
+/// The global `--platform kvm` (issue 17): the same container, its code in
+/// a KVM virtual machine; a platform the runtime does not know is refused
+/// in one line.
+#[test]
+fn run_on_the_kvm_platform() {
+    let w = World::new("run-kvm", |v| {
+        set_args(v, &["sh", "-c", "echo hello; echo $((6 * 7)); exit 3"]);
+    });
+    let out = w.cli(&[
+        "--platform",
+        "kvm",
+        "run",
+        "--bundle",
+        &w.bundle_str(),
+        "k1",
+    ]);
+    assert_eq!(out.status, 3, "run: {out:?}");
+    assert_eq!(out.stdout, "hello\n42\n", "{out:?}");
+    let out = w.cli(&[
+        "--platform",
+        "vmx",
+        "run",
+        "--bundle",
+        &w.bundle_str(),
+        "k2",
+    ]);
+    assert_ne!(out.status, 0, "{out:?}");
+    assert!(out.stderr.contains("vmx"), "{out:?}");
+}
+
 #[test]
 fn bind_and_tmpfs_mounts_from_the_config() {
     let host = TempDir::new("bind-source");

@@ -410,6 +410,7 @@ where
         host_resolver: egress,
         platform_clone_flags: kernel.platform.host_clone_flags(),
         platform_ioctls: kernel.platform.host_ioctls(),
+        no_stubs: !kernel.platform.uses_stubs(),
     })
     .map_err(Error::HostFilter)?;
     let console = if config.terminal {

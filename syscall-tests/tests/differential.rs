@@ -179,6 +179,7 @@ guests! {
     segv_null => 128 + 11,
     sigfpe => 128 + 8,
     fault_signals => 128 + 4,
+    privileged => 0,
     // execve
     execve_echo,
     execve_static => 5,
@@ -391,14 +392,21 @@ fn auxv_with_arguments() {
 /// caller still running (issue 21).
 #[test]
 fn execve_reserved_addresses() {
-    sandbox_only("execve_malformed", "reserved");
+    // (KVM keeps its own pages in the upper half, so there is no such
+    // segment there: Linux's answer holds, which `execve_malformed` checks)
+    sandbox_only_on("execve_malformed", "reserved", |p| p != "kvm");
 }
 
 /// Runs guest `name` with argument `arg` in the sandbox alone, on every
 /// platform: its checks are the sandbox's own answers, not Linux's.
 fn sandbox_only(name: &str, arg: &str) {
+    sandbox_only_on(name, arg, |_| true);
+}
+
+/// [`sandbox_only`] on the platforms `which` takes.
+fn sandbox_only_on(name: &str, arg: &str, which: impl Fn(&str) -> bool) {
     let guest = guest_path(name);
-    for platform in harness::platforms() {
+    for platform in harness::platforms().into_iter().filter(|p| which(p)) {
         let sb = harness::run_sandboxed_on(&platform, name, &guest, &[arg]);
         assert_eq!(
             (sb.status, sb.stdout.lines().last()),

@@ -38,6 +38,10 @@ pub struct Needs {
     /// the platform's own `ioctl` requests ([`platform::Platform::host_ioctls`]:
     /// KVM's, on the VM and vCPU descriptors)
     pub platform_ioctls: &'static [u64],
+    /// the platform runs guests in stub processes it traces
+    /// ([`platform::Platform::uses_stubs`]; false: no `ptrace`, `seccomp`
+    /// or the stubs' `arch_prctl`)
+    pub no_stubs: bool,
 }
 
 /// `clone` flags of a C library thread (`pthread_create`).
@@ -145,6 +149,7 @@ pub fn policy(needs: Needs) -> Policy {
         SYS_seccomp,
     ]
     .into_iter()
+    .filter(|nr| !(needs.no_stubs && [SYS_ptrace, SYS_seccomp, SYS_arch_prctl].contains(nr)))
     .map(Rule::allow)
     .collect();
     // fstat: a descriptor's (AT_EMPTY_PATH), never a path's.
@@ -614,6 +619,25 @@ mod tests {
         assert_eq!(open(O_RDWR), REFUSED);
         assert_eq!(open(O_RDONLY | O_CREAT), REFUSED);
         assert_eq!(open(O_RDONLY | O_TRUNC), REFUSED);
+    }
+
+    /// A platform without stubs (KVM) gets its ioctls and loses the
+    /// stubs' calls.
+    #[test]
+    fn a_platform_without_stubs_gets_its_ioctls_and_no_ptrace() {
+        use libc::*;
+        const KVM_RUN: u64 = 0xae80;
+        let kvm = Needs {
+            platform_ioctls: &[KVM_RUN],
+            no_stubs: true,
+            ..Needs::default()
+        };
+        assert_eq!(run(kvm, SYS_ioctl, [5, KVM_RUN, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(run(needs(), SYS_ioctl, [5, KVM_RUN, 0, 0, 0, 0]), TRAP);
+        for nr in [SYS_ptrace, SYS_seccomp, SYS_arch_prctl] {
+            assert_eq!(run(kvm, nr, [0; 6]), TRAP, "{nr}");
+            assert_eq!(run(needs(), nr, [0; 6]), ALLOW, "{nr}");
+        }
     }
 
     #[test]
