@@ -21,6 +21,7 @@ const GUESTS: &[&str] = &[
     "tcp_rr_latency",
     "connect_accept",
     "stat_loop",
+    "page_faults",
     "readdir",
     "pipe_pingpong_blocked",
 ];

@@ -116,6 +116,8 @@ pub enum Guest {
     ConnectAccept,
     /// `stat_loop N`: N `stat`s of /usr/bin/env.
     StatLoop,
+    /// `page_faults N`: first touches of N fresh anonymous pages.
+    PageFaults,
     /// `readdir N`: N listings (open, every entry, close) of /usr/bin.
     Readdir,
     /// `pipe_pingpong_blocked N`: N one-byte round trips between two
@@ -138,6 +140,7 @@ impl Guest {
             Guest::TcpRrLatency => "tcp_rr_latency",
             Guest::ConnectAccept => "connect_accept",
             Guest::StatLoop => "stat_loop",
+            Guest::PageFaults => "page_faults",
             Guest::Readdir => "readdir",
             Guest::PipePingpongBlocked => "pipe_pingpong_blocked",
         };
@@ -175,6 +178,8 @@ impl Guest {
             Guest::ConnectAccept => 100,
             // A microsecond or so natively: as for getppid, many calls.
             Guest::StatLoop => 10_000,
+            // A fraction of a microsecond natively, tens of them on PVM.
+            Guest::PageFaults => 10_000,
             // Tens of microseconds natively (a thousand entries).
             Guest::Readdir => 100,
             // Tens of microseconds a round trip natively, so the clock
@@ -361,7 +366,14 @@ pub fn runners() -> Vec<Runner> {
         exit_with(&message);
     }
 
-    for &platform in PLATFORMS {
+    // KVM's where /dev/kvm opens (its own line beside the others).
+    let kvm = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok();
+    let extra: &[&'static str] = if kvm { &["kvm"] } else { &[] };
+    for &platform in PLATFORMS.iter().chain(extra) {
         let runner = Runner::Sandbox {
             bin: bin.clone(),
             platform,
@@ -376,9 +388,10 @@ pub fn runners() -> Vec<Runner> {
         runners.push(runner);
     }
     eprintln!(
-        "sandbox: {} (platforms: {})",
+        "sandbox: {} (platforms: {}{})",
         bin.display(),
-        PLATFORMS.join(", ")
+        PLATFORMS.join(", "),
+        if kvm { ", kvm" } else { "" }
     );
     if mode != RunMode::List {
         runners.extend(gvisor());
@@ -773,6 +786,7 @@ mod tests {
             Guest::TcpRrLatency,
             Guest::ConnectAccept,
             Guest::StatLoop,
+            Guest::PageFaults,
             Guest::Readdir,
             Guest::PipePingpongBlocked,
         ] {

@@ -481,8 +481,13 @@ fn shim_v2_runtime_config_sets_the_network() {
     for (id, config, says) in [
         (
             "cfg-bad",
-            "network = \"host\"\nplatform = \"kvm\"\n",
-            "unknown key `platform` (only `network`, `allow_cidr`, `allow_host`, `allow_http`, `secret`, `egress_log` and `overlay` are supported)",
+            "network = \"host\"\nplatform = \"vmx\"\n",
+            "platform: must be \"seccomp\" or \"kvm\", not \"vmx\"",
+        ),
+        (
+            "cfg-bad-key",
+            "network = \"host\"\nplatforms = \"kvm\"\n",
+            "unknown key `platforms` (only `network`, `allow_cidr`, `allow_host`, `allow_http`, `secret`, `egress_log`, `overlay` and `platform` are supported)",
         ),
         (
             "cfg-bad-rule",
@@ -502,6 +507,24 @@ fn shim_v2_runtime_config_sets_the_network() {
         let out = e.run(id, &rt, &["true"]);
         assert_ne!(out.status, 0, "{id}: accepted: {out:?}");
         assert!(out.stderr.contains(says), "{id}: {out:?}");
+    }
+    // `platform = "kvm"`: the container's code in a KVM virtual machine.
+    if common::kvm_usable() {
+        let cfg = e.dir.join("cfg-kvm.toml");
+        std::fs::write(&cfg, "platform = \"kvm\"\n").expect("write config");
+        let cfg = cfg.to_string_lossy().into_owned();
+        let rt = [
+            "--runtime",
+            "io.containerd.ferrovisor.v1",
+            "--runtime-config-path",
+            cfg.as_str(),
+        ];
+        let out = e.run("cfg-kvm", &rt, &["sh", "-c", "echo kvm $((6 * 7))"]);
+        assert_eq!(
+            (out.status, out.stdout.as_str()),
+            (0, "kvm 42\n"),
+            "{out:?}"
+        );
     }
 }
 

@@ -101,3 +101,9 @@ fn fuzz_seccomp_spin() {
 fn fuzz_ptrace() {
     fuzz("ptrace");
 }
+
+/// Where `/dev/kvm` opens (harness::platforms lists kvm then).
+#[test]
+fn fuzz_kvm() {
+    fuzz("kvm");
+}

@@ -249,3 +249,12 @@ pub fn compile_static(dir: &Path, name: &str, source: &str) -> PathBuf {
 pub fn counted(text: &str) -> Vec<u64> {
     text.lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
+
+/// Whether `/dev/kvm` opens here (the KVM platform's tests run where it does).
+pub fn kvm_usable() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok()
+}

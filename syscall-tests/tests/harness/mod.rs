@@ -129,13 +129,25 @@ pub fn run_native(native: Native, program: &Path, args: &[&str]) -> Outcome {
 }
 
 /// The platforms every sandboxed check runs under: `$FERROVISOR_PLATFORM`
-/// alone when set, else every platform `ferrovisor do` offers.
+/// alone when set, else every platform `ferrovisor do` offers here (KVM's
+/// where `/dev/kvm` can be opened, as on CI's machines).
 pub fn platforms() -> Vec<String> {
     match std::env::var("FERROVISOR_PLATFORM") {
         Ok(p) if !p.is_empty() => vec![p],
-        _ => ["seccomp", "seccomp-spin", "ptrace"]
-            .map(str::to_owned)
-            .to_vec(),
+        _ => {
+            let mut all: Vec<String> = ["seccomp", "seccomp-spin", "ptrace"]
+                .map(str::to_owned)
+                .to_vec();
+            let kvm = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/kvm")
+                .is_ok();
+            if kvm {
+                all.push("kvm".into());
+            }
+            all
+        }
     }
 }
 
