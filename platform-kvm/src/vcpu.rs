@@ -149,6 +149,7 @@ fn set_up(shared: &Shared, vcpu: &mut VcpuFd, id: u32) -> Result<kvm_sregs> {
     sys::set_run_signal_mask(fd)?;
     vcpu.set_sync_valid_reg(SyncReg::Register);
     vcpu.set_sync_valid_reg(SyncReg::SystemRegister);
+    vcpu.set_sync_valid_reg(SyncReg::VcpuEvents);
     Ok(s)
 }
 
@@ -277,7 +278,12 @@ impl KvmContext {
                 // and its stub's exit (ring 0), which it finishes first.
                 sys::drain_kicks();
                 let s = cpu.vcpu.sync_regs();
-                if s.sregs.cs.selector & 3 == 3 {
+                // (an exception KVM is yet to deliver belongs to the code
+                // at hand: let it reach its stub first)
+                let delivering = s.events.exception.injected != 0
+                    || s.events.exception.pending != 0
+                    || s.events.nmi.injected != 0;
+                if s.sregs.cs.selector & 3 == 3 && !delivering {
                     store(regs, &s.regs, &s.sregs);
                     if s.regs.rip == KBASE + layout::SYSCALL_STUB {
                         // (PVM) between `syscall` and its fault on the stub:
