@@ -90,10 +90,14 @@ fn open() -> std::result::Result<Kvm, Unusable> {
     Ok(kvm)
 }
 
-/// Memory slots of the VM.
-const SLOT_MEMORY_FILE: u32 = 0;
+/// Memory slots of the VM: the platform's two, then the memory file's in
+/// [`MEMORY_CHUNK`]s, each registered when a guest mapping first reaches
+/// it (KVM keeps per-page bookkeeping for every registered byte: a slot
+/// over the whole reservation would cost gigabytes and most of a second).
 const SLOT_SYSTEM: u32 = 1;
 const SLOT_TABLES: u32 = 2;
+const SLOT_MEMORY_FIRST: u32 = 3;
+const MEMORY_CHUNK: u64 = 1 << 30;
 
 /// What every address space and vCPU of the platform shares.
 #[derive(Debug)]
@@ -109,6 +113,8 @@ pub(crate) struct Shared {
     pub(crate) tables: paging::Pool,
     /// vCPUs of ended guest threads, for the next ones
     idle: std::sync::Mutex<Vec<vcpu::Idle>>,
+    /// which chunks of the memory file have their slot
+    chunks: std::sync::Mutex<Vec<bool>>,
     next_vcpu: AtomicU32,
     max_vcpus: u32,
     /// the Sentry's process id, for kicks
@@ -124,12 +130,24 @@ pub(crate) struct Shared {
 
 impl Shared {
     fn register(&self, slot: u32, gpa: u64, region: &sys::Region) -> Result<()> {
+        self.register_part(slot, gpa, region, 0, region.len() as u64)
+    }
+
+    /// Makes `[off, off + len)` of `region` guest-physical memory at `gpa`.
+    fn register_part(
+        &self,
+        slot: u32,
+        gpa: u64,
+        region: &sys::Region,
+        off: u64,
+        len: u64,
+    ) -> Result<()> {
         let r = kvm_userspace_memory_region {
             slot,
             flags: 0,
             guest_phys_addr: gpa,
-            memory_size: region.len() as u64,
-            userspace_addr: region.host_address(),
+            memory_size: len,
+            userspace_addr: region.host_address() + off,
         };
         // SAFETY: the region stays mapped as long as the VM (both live in
         // `Shared`, the VM dropped first).
@@ -137,6 +155,28 @@ impl Shared {
             op: "KVM_SET_USER_MEMORY_REGION",
             source: std::io::Error::from_raw_os_error(e.errno()),
         })
+    }
+
+    /// Gives the memory file's pages in `[off, off + len)` their slots.
+    pub(crate) fn ensure_memory(&self, off: u64, len: u64) -> Result<()> {
+        let size = self.memory.len() as u64;
+        let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        let first = off / MEMORY_CHUNK;
+        let last = (off + len).saturating_sub(1) / MEMORY_CHUNK;
+        for c in first..=last {
+            let i = c as usize;
+            if chunks.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            let start = c * MEMORY_CHUNK;
+            let n = MEMORY_CHUNK.min(size - start);
+            self.register_part(SLOT_MEMORY_FIRST + c as u32, start, &self.memory, start, n)?;
+            if chunks.len() <= i {
+                chunks.resize(i + 1, false);
+            }
+            chunks[i] = true;
+        }
+        Ok(())
     }
 
     /// Removes and re-adds slot `slot`, which makes KVM drop every shadow
@@ -220,6 +260,7 @@ impl KvmPlatform {
             system_gpa,
             tables,
             idle: std::sync::Mutex::new(Vec::new()),
+            chunks: std::sync::Mutex::new(Vec::new()),
             next_vcpu: AtomicU32::new(0),
             max_vcpus,
             pid: sys::getpid(),
@@ -227,7 +268,6 @@ impl KvmPlatform {
             xcr0,
             fsgsbase,
         });
-        shared.register(SLOT_MEMORY_FILE, 0, &shared.memory)?;
         shared.register(SLOT_SYSTEM, system_gpa, &shared.system)?;
         shared.register(SLOT_TABLES, tables_gpa, shared.tables.region())?;
         Ok(KvmPlatform { shared })

@@ -19,7 +19,7 @@ use crate::sys::Region;
 use crate::Shared;
 
 /// Guest-physical bytes of page-table frames the pool may hand out.
-pub(crate) const POOL_SIZE: u64 = 4 << 30;
+pub(crate) const POOL_SIZE: u64 = 1 << 30;
 /// Marks an entry that holds a page, present or not (`PROT_NONE`).
 const PTE_HELD: u64 = 1 << 9;
 const ADDR: u64 = 0x000f_ffff_ffff_f000;
@@ -279,6 +279,7 @@ impl AddressSpace for KvmAddressSpace {
         {
             return Err(Error::Misuse("memory-file range outside the file"));
         }
+        self.shared.ensure_memory(file_offset, len)?;
         let mut forget = Forget::default();
         let mut va = addr;
         while va < end {
