@@ -133,3 +133,27 @@ fn features_name_kvm_where_it_can_run() {
     );
     assert!(platforms.split(',').any(|p| p == "seccomp"), "{platforms}");
 }
+
+#[test]
+fn a_sandbox_saved_on_kvm_restores_there_and_only_there() {
+    let dir = TempDir::new("kvm-save");
+    let img = dir.path().join("img");
+    let img = img.to_str().expect("utf-8 path");
+    let script = "import sys\n\
+                  open('/proc/ferrovisor/checkpoint', 'w').write('save')\n\
+                  print(open('/proc/ferrovisor/checkpoint').read().strip(), sys.stdin.readline().strip())";
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.args(["do", "--platform", "kvm", "--save", img, "--", "python3", "-c", script]);
+    let out = run(cmd, Some(b"first\n"), TIMEOUT);
+    assert_eq!((out.status, out.stdout.as_str()), (0, "saved first\n"), "{out:?}");
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.args(["do", "--platform", "kvm", "--restore", img]);
+    let out = run(cmd, Some(b"second\n"), TIMEOUT);
+    assert_eq!((out.status, out.stdout.as_str()), (0, "restored second\n"), "{out:?}");
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.args(["do", "--restore", img]);
+    let out = run(cmd, Some(b"third\n"), TIMEOUT);
+    assert_eq!(out.status, 125, "{out:?}");
+    assert!(out.stderr.contains("--platform"), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+}
