@@ -200,6 +200,7 @@ pub struct KvmContext {
 impl KvmContext {
     pub(crate) fn new(shared: Arc<Shared>) -> Result<Self> {
         let reused = shared.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let fresh = reused.is_none();
         let idle = match reused {
             Some(i) => i,
             None => {
@@ -217,7 +218,7 @@ impl KvmContext {
                 Idle { id, vcpu, template }
             }
         };
-        Ok(KvmContext {
+        let mut ctx = KvmContext {
             shared: shared.clone(),
             idle: Some(idle),
             kick: Arc::new(Kick {
@@ -225,7 +226,12 @@ impl KvmContext {
                 tid: Default::default(),
             }),
             root: 0,
-        })
+        };
+        if !fresh {
+            // Nothing of the thread that had it before may show.
+            ctx.reset_fpstate()?;
+        }
+        Ok(ctx)
     }
 
     fn cpu(&mut self) -> Result<&mut Idle> {
@@ -238,6 +244,7 @@ impl KvmContext {
             .get_xsave()
             .map_err(|e| host("KVM_GET_XSAVE", e))
     }
+
     /// Runs the guest from `regs` until something the Sentry decides.
     fn run(&mut self, space: &KvmAddressSpace, regs: &mut Regs) -> Result<Event> {
         let root = space.root();

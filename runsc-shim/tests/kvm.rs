@@ -143,13 +143,31 @@ fn a_sandbox_saved_on_kvm_restores_there_and_only_there() {
                   open('/proc/ferrovisor/checkpoint', 'w').write('save')\n\
                   print(open('/proc/ferrovisor/checkpoint').read().strip(), sys.stdin.readline().strip())";
     let mut cmd = command(FERROVISOR, &[]);
-    cmd.args(["do", "--platform", "kvm", "--save", img, "--", "python3", "-c", script]);
+    cmd.args([
+        "do",
+        "--platform",
+        "kvm",
+        "--save",
+        img,
+        "--",
+        "python3",
+        "-c",
+        script,
+    ]);
     let out = run(cmd, Some(b"first\n"), TIMEOUT);
-    assert_eq!((out.status, out.stdout.as_str()), (0, "saved first\n"), "{out:?}");
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, "saved first\n"),
+        "{out:?}"
+    );
     let mut cmd = command(FERROVISOR, &[]);
     cmd.args(["do", "--platform", "kvm", "--restore", img]);
     let out = run(cmd, Some(b"second\n"), TIMEOUT);
-    assert_eq!((out.status, out.stdout.as_str()), (0, "restored second\n"), "{out:?}");
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, "restored second\n"),
+        "{out:?}"
+    );
     let mut cmd = command(FERROVISOR, &[]);
     cmd.args(["do", "--restore", img]);
     let out = run(cmd, Some(b"third\n"), TIMEOUT);

@@ -180,6 +180,7 @@ guests! {
     sigfpe => 128 + 8,
     fault_signals => 128 + 4,
     privileged => 0,
+    thread_fpu => 0,
     // execve
     execve_echo,
     execve_static => 5,
