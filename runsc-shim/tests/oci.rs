@@ -351,6 +351,10 @@ fn run_prints_hello_and_returns_the_exit_status() {
 /// in one line.
 #[test]
 fn run_on_the_kvm_platform() {
+    if !common::kvm_usable() {
+        eprintln!("run_on_the_kvm_platform: skipped, /dev/kvm does not open here");
+        return;
+    }
     let w = World::new("run-kvm", |v| {
         set_args(v, &["sh", "-c", "echo hello; echo $((6 * 7)); exit 3"]);
     });
