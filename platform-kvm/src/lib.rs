@@ -33,7 +33,7 @@ use kvm_ioctls::{Cap, Kvm, VmFd};
 use platform::{AddressSpace, Context, Error, Platform, Result};
 
 pub use paging::KvmAddressSpace;
-pub use vcpu::KvmContext;
+pub use vcpu::{exit_stats, ExitStats, KvmContext};
 
 /// Why this host cannot run `--platform kvm`, in one line a person can act on.
 #[derive(Debug, thiserror::Error)]

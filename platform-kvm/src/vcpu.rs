@@ -23,6 +23,41 @@ const RFLAGS_IF: u64 = 0x200;
 /// The flags a user program may hold (arithmetic, TF, DF, RF, AC, ID).
 const USER_FLAGS: u64 = 0x25_0dd5;
 
+/// What the vCPUs' exits were, for `ferrovisor do --stats`: each
+/// `KVM_RUN` that returned is one exit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExitStats {
+    /// system calls
+    pub syscalls: u64,
+    /// exceptions handed to the Sentry (faults, traps)
+    pub faults: u64,
+    /// returns for a kick
+    pub kicks: u64,
+    /// exits the platform answered itself (`int $0x80`, a kick during an
+    /// exception's delivery)
+    pub inner: u64,
+}
+
+static SYSCALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static FAULTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static KICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static INNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn count(c: &std::sync::atomic::AtomicU64) {
+    c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The counts so far (every KVM platform of the process).
+pub fn exit_stats() -> ExitStats {
+    use std::sync::atomic::Ordering::Relaxed;
+    ExitStats {
+        syscalls: SYSCALLS.load(Relaxed),
+        faults: FAULTS.load(Relaxed),
+        kicks: KICKS.load(Relaxed),
+        inner: INNER.load(Relaxed),
+    }
+}
+
 /// An idle vCPU, kept for the next guest thread (KVM has no way to
 /// destroy one short of the VM).
 #[derive(Debug)]
@@ -295,15 +330,19 @@ impl KvmContext {
                     if s.regs.rip == KBASE + layout::SYSCALL_STUB {
                         // (PVM) between `syscall` and its fault on the stub:
                         // the call is made.
+                        count(&SYSCALLS);
                         return Ok(syscall(regs, s.regs.rcx, s.regs.r11, s.regs.rsp));
                     }
+                    count(&KICKS);
                     return Ok(Event::Interrupted);
                 }
+                count(&INNER);
             };
             let s = cpu.vcpu.sync_regs();
             store(regs, &s.regs, &s.sregs);
             if port == PORT_SYSCALL {
                 // `syscall` reached ring 0 (VMX): rcx and r11 hold the return.
+                count(&SYSCALLS);
                 return Ok(syscall(regs, s.regs.rcx, s.regs.r11, s.regs.rsp));
             }
             // A vector: its frame is on this vCPU's ring-0 stack.
@@ -346,6 +385,7 @@ impl KvmContext {
             let lstar = KBASE + layout::SYSCALL_STUB;
             if vector == 14 && s.sregs.cr2 == lstar && rip == lstar && rflags & RFLAGS_IF == 0 {
                 // `syscall` stayed in ring 3 (PVM) and faulted on the stub.
+                count(&SYSCALLS);
                 return Ok(syscall(regs, s.regs.rcx, s.regs.r11, rsp));
             }
             regs.rip = rip;
@@ -371,19 +411,25 @@ impl KvmContext {
             match vector {
                 // No 32-bit ABI: ENOSYS, as on the other platforms.
                 0x80 => {
+                    count(&INNER);
                     regs.rax = (-i64::from(libc::ENOSYS)) as u64;
                     continue;
                 }
                 6 if int80_ud => {
+                    count(&INNER);
                     regs.rax = (-i64::from(libc::ENOSYS)) as u64;
                     continue;
                 }
-                32 => return Ok(Event::Interrupted),
+                32 => {
+                    count(&KICKS);
+                    return Ok(Event::Interrupted);
+                }
                 _ => {}
             }
             let cr2 = s.sregs.cr2;
             let held = vector == 14 && space.holds(cr2);
             let vcpu = &cpu.vcpu;
+            count(&FAULTS);
             return Ok(vector_event(vector, error, rip, cr2, held, || {
                 vcpu.get_xsave().map(|x| x.region[6]).unwrap_or(0)
             }));

@@ -1299,7 +1299,13 @@ fn run_do(args: DoArgs) -> ExitCode {
     });
     let h = platform_ptrace::handoff_stats();
     tracing::info!(?h, "hand-offs");
-    if args.stats && platform != PlatformKind::Seccomp {
+    if args.stats && platform == PlatformKind::Kvm {
+        let k = platform_kvm::exit_stats();
+        eprintln!(
+            "ferrovisor: kvm exits: {} system calls, {} faults, {} kicks, {} answered inside (one exit and one KVM_RUN each)",
+            k.syscalls, k.faults, k.kicks, k.inner
+        );
+    } else if args.stats && platform != PlatformKind::Seccomp {
         eprintln!("ferrovisor: hand-offs: fixed on this platform (only `seccomp` chooses)");
     } else if args.stats {
         eprintln!(

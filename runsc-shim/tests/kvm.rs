@@ -196,3 +196,35 @@ fn a_sandbox_saved_on_kvm_restores_there_and_only_there() {
     assert!(out.stderr.contains("--platform"), "{out:?}");
     assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
 }
+
+/// `do --stats` counts the exits: every system call one.
+#[test]
+fn stats_count_one_exit_per_system_call() {
+    if !kvm_here("stats_count_one_exit_per_system_call") {
+        return;
+    }
+    let dir = TempDir::new("kvm-stats");
+    let bin = compile_static(
+        dir.path(),
+        "calls",
+        "#include <unistd.h>\n#include <sys/syscall.h>\n\
+         int main(void) { for (int i = 0; i < 2000; i++) syscall(SYS_getppid); return 0; }\n",
+    );
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.args(["do", "--platform", "kvm", "--stats", "--"])
+        .arg(&bin);
+    let out = run(cmd, None, TIMEOUT);
+    assert_eq!(out.status, 0, "{out:?}");
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("ferrovisor: kvm exits:"))
+        .unwrap_or_else(|| panic!("no stats: {out:?}"));
+    let calls: u64 = line
+        .split_whitespace()
+        .nth(3)
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    // the loop's calls, and start-up's and exit's few dozen
+    assert!((2000..2100).contains(&calls), "{line}");
+}
