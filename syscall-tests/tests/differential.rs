@@ -181,6 +181,7 @@ guests! {
     fault_signals => 128 + 4,
     privileged => 0,
     thread_fpu => 0,
+    vector_state => 0,
     // execve
     execve_echo,
     execve_static => 5,
