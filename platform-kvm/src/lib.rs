@@ -244,12 +244,8 @@ impl KvmPlatform {
         let memory = sys::Region::file(memory_file, size as usize)?;
         let system = layout::build(system_gpa)?;
         let tables = paging::Pool::new(tables_gpa)?;
-        let xcr0 = sys::xcr0();
-        let xsave_len = if xcr0 == 0 {
-            512
-        } else {
-            (sys::cpuid(0xd, 0)[1] as usize).clamp(512 + 64, 4096)
-        };
+        let xcr0 = guest_xcr0(&supported);
+        let xsave_len = xsave_size(xcr0);
         sys::install_kick_handler()?;
         let max_vcpus = (kvm.get_max_vcpus() as u32).min(layout::MAX_VCPUS);
         let shared = Arc::new(Shared {
@@ -272,6 +268,35 @@ impl KvmPlatform {
         shared.register(SLOT_TABLES, tables_gpa, shared.tables.region())?;
         Ok(KvmPlatform { shared })
     }
+}
+
+/// The guest's XCR0: the host's, as far as KVM supports it, without the
+/// components a VMM must ask the host kernel for (AMX's tiles, which also
+/// would not fit `KVM_GET_XSAVE`'s 4 KiB).
+fn guest_xcr0(supported: &CpuId) -> u64 {
+    const AMX: u64 = (1 << 17) | (1 << 18);
+    let kvm = supported
+        .as_slice()
+        .iter()
+        .find(|e| e.function == 0xd && e.index == 0)
+        .map_or(0, |e| u64::from(e.eax) | (u64::from(e.edx) << 32));
+    sys::xcr0() & kvm & !AMX
+}
+
+/// Bytes of the standard-format XSAVE area for `xcr0` (the legacy area
+/// alone without XSAVE).
+fn xsave_size(xcr0: u64) -> usize {
+    if xcr0 == 0 {
+        return 512;
+    }
+    let mut end = 512 + 64;
+    for i in 2..63 {
+        if xcr0 & (1 << i) != 0 {
+            let [size, offset, ..] = sys::cpuid(0xd, i);
+            end = end.max((offset + size) as usize);
+        }
+    }
+    end.min(4096)
 }
 
 /// What the guest's `cpuid` says: the host's answer for every leaf KVM
@@ -397,5 +422,23 @@ impl Platform for KvmPlatform {
 
     fn uses_stubs(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size worked out from the components is the one the CPU gives
+    /// for this host's XCR0 (where that has no AMX).
+    #[test]
+    fn xsave_size_is_the_cpus() {
+        let xcr0 = sys::xcr0();
+        if xcr0 == 0 || xcr0 & (3 << 17) != 0 {
+            return;
+        }
+        assert_eq!(xsave_size(xcr0), sys::cpuid(0xd, 0)[1] as usize);
+        assert_eq!(xsave_size(0), 512);
+        assert_eq!(xsave_size(3), 576);
     }
 }
