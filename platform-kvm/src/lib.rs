@@ -119,6 +119,9 @@ pub(crate) struct Shared {
     max_vcpus: u32,
     /// the Sentry's process id, for kicks
     pid: i32,
+    /// the descriptor numbers of the VM (the last) and its vCPUs (from the
+    /// first): start and length, a power of two, aligned
+    pub(crate) window: (u64, u64),
     /// bytes of the XSAVE area the Sentry's signal frames get
     xsave_len: usize,
     /// the guest's XCR0 (the host's)
@@ -213,6 +216,22 @@ impl KvmPlatform {
             op: "KVM_CREATE_VM",
             source: std::io::Error::from_raw_os_error(e.errno()),
         })?;
+        // The VM's and the vCPUs' descriptors live in a window of numbers
+        // of their own, the only ones the Sentry's filter lets KVM's
+        // requests reach.
+        let window = fd_window(sys::raise_nofile()?)?;
+        let vm = {
+            use std::os::fd::AsRawFd;
+            // SAFETY: the VM's descriptor, open while `vm` lives.
+            let old = unsafe { BorrowedFd::borrow_raw(vm.as_raw_fd()) };
+            let fd = sys::dup_to(old, (window.0 + window.1 - 1) as i32)?;
+            drop(vm);
+            // SAFETY: `fd` is the VM's descriptor, ours alone now.
+            unsafe { kvm.create_vmfd_from_rawfd(fd) }.map_err(|e| Error::Host {
+                op: "KVM VM descriptor",
+                source: std::io::Error::from_raw_os_error(e.errno()),
+            })?
+        };
         let supported = kvm
             .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
             .map_err(|e| Error::Host {
@@ -247,7 +266,9 @@ impl KvmPlatform {
         let xcr0 = guest_xcr0(&supported);
         let xsave_len = xsave_size(xcr0);
         sys::install_kick_handler()?;
-        let max_vcpus = (kvm.get_max_vcpus() as u32).min(layout::MAX_VCPUS);
+        let max_vcpus = (kvm.get_max_vcpus() as u32)
+            .min(layout::MAX_VCPUS)
+            .min(window.1 as u32 - 1);
         let shared = Arc::new(Shared {
             vm,
             cpuid,
@@ -260,6 +281,7 @@ impl KvmPlatform {
             next_vcpu: AtomicU32::new(0),
             max_vcpus,
             pid: sys::getpid(),
+            window,
             xsave_len,
             xcr0,
             fsgsbase,
@@ -268,6 +290,23 @@ impl KvmPlatform {
         shared.register(SLOT_TABLES, tables_gpa, shared.tables.region())?;
         Ok(KvmPlatform { shared })
     }
+}
+
+/// Descriptor numbers `[start, start + len)` for the VM and its vCPUs
+/// under a hard `RLIMIT_NOFILE` of `limit`: 1,024 aligned numbers, the
+/// highest that fit.
+fn fd_window(limit: u64) -> Result<(u64, u64)> {
+    const LEN: u64 = 1024;
+    let limit = limit.min(1 << 20);
+    if limit < 2 * LEN {
+        return Err(Error::Host {
+            op: "RLIMIT_NOFILE",
+            source: std::io::Error::other(format!(
+                "the hard limit is {limit}; the KVM platform needs 2048 descriptors"
+            )),
+        });
+    }
+    Ok(((limit - LEN) / LEN * LEN, LEN))
 }
 
 /// The guest's XCR0: the host's, as far as KVM supports it, without the
@@ -374,7 +413,6 @@ pub(crate) mod ioctls {
     pub(crate) const GET_XSAVE: u64 = ior(0xa4, size_of::<kvm_xsave>());
     pub(crate) const SET_XSAVE: u64 = iow(0xa5, size_of::<kvm_xsave>());
     pub(crate) const SET_XCRS: u64 = iow(0xa7, size_of::<kvm_xcrs>());
-    pub(crate) const GET_VCPU_MMAP_SIZE: u64 = io(0x04);
 
     /// All of them, for the Sentry's seccomp filter.
     pub(crate) const ALL: &[u64] = &[
@@ -391,7 +429,6 @@ pub(crate) mod ioctls {
         GET_XSAVE,
         SET_XSAVE,
         SET_XCRS,
-        GET_VCPU_MMAP_SIZE,
     ];
 }
 
@@ -418,6 +455,10 @@ impl Platform for KvmPlatform {
 
     fn host_ioctls(&self) -> &'static [u64] {
         ioctls::ALL
+    }
+
+    fn host_ioctl_fds(&self) -> Option<(u64, u64)> {
+        Some(self.shared.window)
     }
 
     fn uses_stubs(&self) -> bool {

@@ -147,6 +147,68 @@ impl Drop for Region {
     }
 }
 
+/// Raises this process's descriptor limit to its hard limit, which it
+/// returns.
+pub(crate) fn raise_nofile() -> Result<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(Error::last_os("getrlimit(RLIMIT_NOFILE)"));
+    }
+    r.rlim_cur = r.rlim_max;
+    // SAFETY: a valid limit we read.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+        return Err(Error::last_os("setrlimit(RLIMIT_NOFILE)"));
+    }
+    Ok(r.rlim_max)
+}
+
+/// Moves descriptor `fd` (which the caller owns) to number `to`, which must
+/// be free; returns `to`.
+pub(crate) fn move_fd(fd: i32, to: i32) -> Result<i32> {
+    // SAFETY: the caller owns `fd` for the call.
+    let new = dup_to(unsafe { BorrowedFd::borrow_raw(fd) }, to);
+    // SAFETY: the caller gave up `fd`.
+    unsafe { libc::close(fd) };
+    new
+}
+
+/// A copy of `fd` at number `to`, which must be free.
+pub(crate) fn dup_to(fd: BorrowedFd<'_>, to: i32) -> Result<i32> {
+    // SAFETY: fcntl on a descriptor the caller holds.
+    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, to) };
+    if new < 0 {
+        return Err(Error::last_os("fcntl(F_DUPFD_CLOEXEC) of a KVM descriptor"));
+    }
+    if new != to {
+        // SAFETY: ours, just made.
+        unsafe { libc::close(new) };
+        return Err(Error::Misuse(
+            "the KVM platform's descriptor number is taken",
+        ));
+    }
+    Ok(new)
+}
+
+/// `KVM_CREATE_VCPU` on `vm`: the new vCPU's descriptor.
+pub(crate) fn create_vcpu(vm: BorrowedFd<'_>, id: u32) -> Result<i32> {
+    // SAFETY: an ioctl with an integer argument on the VM's descriptor.
+    let fd = unsafe {
+        libc::ioctl(
+            vm.as_raw_fd(),
+            crate::ioctls::CREATE_VCPU as _,
+            libc::c_ulong::from(id),
+        )
+    };
+    if fd < 0 {
+        return Err(Error::last_os("KVM_CREATE_VCPU"));
+    }
+    Ok(fd)
+}
+
 /// The size of a file (the memory file's reservation).
 pub(crate) fn file_size(file: BorrowedFd<'_>) -> Result<u64> {
     // SAFETY: fstat into a zeroed struct we own.

@@ -245,10 +245,13 @@ impl KvmContext {
                 if id >= shared.max_vcpus {
                     return Err(Error::Misuse("out of KVM vCPUs for guest threads"));
                 }
-                let mut vcpu = shared
-                    .vm
-                    .create_vcpu(u64::from(id))
-                    .map_err(|e| host("KVM_CREATE_VCPU", e))?;
+                // SAFETY: the VM's descriptor, open as long as `shared`.
+                let vm = unsafe { BorrowedFd::borrow_raw(shared.vm.as_raw_fd()) };
+                let raw = sys::create_vcpu(vm, id)?;
+                let fd = sys::move_fd(raw, (shared.window.0 + u64::from(id)) as i32)?;
+                // SAFETY: `fd` is the new vCPU's descriptor, ours alone.
+                let mut vcpu = unsafe { shared.vm.create_vcpu_from_rawfd(fd) }
+                    .map_err(|e| host("KVM vCPU descriptor", e))?;
                 let template = set_up(&shared, &mut vcpu, id)?;
                 Idle { id, vcpu, template }
             }

@@ -273,6 +273,14 @@ pub trait Platform: Send + Sync + fmt::Debug {
     fn host_ioctls(&self) -> &'static [u64] {
         &[]
     }
+
+    /// The descriptor numbers those requests are made on, when the
+    /// platform keeps them together: `(start, len)`, `len` a power of two
+    /// and `start` a multiple of it. The filter then allows the requests
+    /// on those numbers only.
+    fn host_ioctl_fds(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// A guest address space: the guest-visible mappings of memory-file pages.

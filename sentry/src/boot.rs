@@ -410,6 +410,7 @@ where
         host_resolver: egress,
         platform_clone_flags: kernel.platform.host_clone_flags(),
         platform_ioctls: kernel.platform.host_ioctls(),
+        platform_ioctl_fds: kernel.platform.host_ioctl_fds(),
         no_stubs: !kernel.platform.uses_stubs(),
     })
     .map_err(Error::HostFilter)?;

@@ -38,6 +38,10 @@ pub struct Needs {
     /// the platform's own `ioctl` requests ([`platform::Platform::host_ioctls`]:
     /// KVM's, on the VM and vCPU descriptors)
     pub platform_ioctls: &'static [u64],
+    /// the descriptor numbers those are made on, `(start, len)`, a power
+    /// of two, aligned ([`platform::Platform::host_ioctl_fds`]); `None`:
+    /// any
+    pub platform_ioctl_fds: Option<(u64, u64)>,
     /// the platform runs guests in stub processes it traces
     /// ([`platform::Platform::uses_stubs`]; false: no `ptrace`, `seccomp`
     /// or the stubs' `arch_prctl`)
@@ -189,7 +193,18 @@ pub fn policy(needs: Needs) -> Policy {
         1,
         &[TCGETS, TIOCGWINSZ, FIONREAD, FIONBIO],
     ));
-    rules.extend(int_one_of(SYS_ioctl, 1, needs.platform_ioctls));
+    for &req in needs.platform_ioctls {
+        let mut checks = vec![ArgCheck::int_eq(1, req)];
+        if let Some((start, len)) = needs.platform_ioctl_fds {
+            // (an int: the high half of the register is not the caller's)
+            checks.push(ArgCheck {
+                arg: 0,
+                mask: 0xffff_ffff & !(len - 1),
+                value: start,
+            });
+        }
+        rules.push(Rule::allow_when(SYS_ioctl, checks));
+    }
     // Unix sockets always (the gofer's, the control socket's peers);
     // TCP and UDP ones when the sandbox reaches the host's network.
     let mut families = vec![AF_UNIX];
@@ -629,11 +644,25 @@ mod tests {
         const KVM_RUN: u64 = 0xae80;
         let kvm = Needs {
             platform_ioctls: &[KVM_RUN],
+            platform_ioctl_fds: Some((4096, 1024)),
             no_stubs: true,
             ..Needs::default()
         };
-        assert_eq!(run(kvm, SYS_ioctl, [5, KVM_RUN, 0, 0, 0, 0]), ALLOW);
-        assert_eq!(run(needs(), SYS_ioctl, [5, KVM_RUN, 0, 0, 0, 0]), TRAP);
+        // On the platform's descriptors only.
+        for (fd, want) in [
+            (4096, ALLOW),
+            (5119, ALLOW),
+            (5, TRAP),
+            (5120, TRAP),
+            (4095, TRAP),
+        ] {
+            assert_eq!(
+                run(kvm, SYS_ioctl, [fd, KVM_RUN, 0, 0, 0, 0]),
+                want,
+                "fd {fd}"
+            );
+        }
+        assert_eq!(run(needs(), SYS_ioctl, [4096, KVM_RUN, 0, 0, 0, 0]), TRAP);
         for nr in [SYS_ptrace, SYS_seccomp, SYS_arch_prctl] {
             assert_eq!(run(kvm, nr, [0; 6]), TRAP, "{nr}");
             assert_eq!(run(needs(), nr, [0; 6]), ALLOW, "{nr}");

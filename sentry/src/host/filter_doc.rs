@@ -90,9 +90,11 @@ pub fn markdown(kvm_ioctls: &'static [u64]) -> String {
             },
         ),
         (
-            "`--platform kvm` (no stubs: `ptrace`, `seccomp` and `arch_prctl` go)",
+            "`--platform kvm` (no stubs: `ptrace`, `seccomp` and `arch_prctl` go; KVM's requests only on the 1,024 descriptor numbers of the VM and its vCPUs, here those a hard `RLIMIT_NOFILE` of 20,000 gives)",
             Needs {
                 platform_ioctls: kvm_ioctls,
+                // (the window a hard RLIMIT_NOFILE of 20,000 gives)
+                platform_ioctl_fds: Some((18432, 1024)),
                 no_stubs: true,
                 ..base
             },
