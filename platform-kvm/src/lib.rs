@@ -17,7 +17,9 @@
 //!   leaving ring 3: the fetch of the supervisor-only stub page faults, and
 //!   the page fault's stub exits instead. Both paths are decoded.
 //!
-//! All `unsafe` is in `sys`.
+//! Host calls outside `kvm-ioctls` are in `sys`; the few other `unsafe`
+//! blocks are `kvm-ioctls`' own unsafe calls (memory slots, descriptors
+//! taken over, `KVM_SET_XSAVE`).
 
 mod layout;
 mod paging;
@@ -104,9 +106,10 @@ const MEMORY_CHUNK: u64 = 1 << 30;
 pub(crate) struct Shared {
     vm: VmFd,
     cpuid: CpuId,
-    /// the platform's view of the memory file (slot 0, from guest-physical 0)
+    /// the platform's view of the memory file (from guest-physical 0, in
+    /// slots of [`MEMORY_CHUNK`])
     memory: sys::Region,
-    /// descriptor tables, stubs, stacks (slot 1, at [`layout::SYSTEM_GPA`])
+    /// descriptor tables, stubs, stacks (slot 1, at `system_gpa`)
     system: sys::Region,
     /// page-table frames
     system_gpa: u64,
