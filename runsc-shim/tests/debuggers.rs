@@ -13,7 +13,13 @@ use common::{command, run};
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
-const PLATFORMS: [&str; 3] = ["seccomp", "seccomp-spin", "ptrace"];
+fn platforms() -> Vec<&'static str> {
+    let mut all = vec!["seccomp", "seccomp-spin", "ptrace"];
+    if common::kvm_usable() {
+        all.push("kvm");
+    }
+    all
+}
 
 fn have_strace() -> bool {
     std::path::Path::new("/usr/bin/strace").exists()
@@ -31,7 +37,7 @@ fn compare(script: &str) {
         nat.stderr
     );
     assert!(!nat.stdout.trim().is_empty(), "the native trace is empty");
-    for platform in PLATFORMS {
+    for platform in platforms() {
         let mut cmd = command(FERROVISOR, &[]);
         cmd.args(["do", "--platform", platform, "--", "/bin/sh", "-c", script]);
         let sb = run(cmd, None, TIMEOUT);
@@ -246,7 +252,7 @@ fn gdb_reads_the_core_file_of_a_crash_as_native_gdb_sees_the_crash() {
         gdb_filter()
     );
     let want = format!("status 139\n-rw------- nonempty\n{}", nat.stdout);
-    for platform in PLATFORMS {
+    for platform in platforms() {
         let mut cmd = command(FERROVISOR, &[]);
         cmd.args(["do", "--platform", platform, "--", "/bin/sh", "-c", &script]);
         let sb = run(cmd, None, TIMEOUT);
