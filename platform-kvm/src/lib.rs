@@ -297,10 +297,11 @@ impl KvmPlatform {
 
 /// Descriptor numbers `[start, start + len)` for the VM and its vCPUs
 /// under a hard `RLIMIT_NOFILE` of `limit`: 1,024 aligned numbers, the
-/// highest that fit.
+/// highest that fit below 65,536 (the kernel sizes a process's descriptor
+/// table by its highest number).
 fn fd_window(limit: u64) -> Result<(u64, u64)> {
     const LEN: u64 = 1024;
-    let limit = limit.min(1 << 20);
+    let limit = limit.min(1 << 16);
     if limit < 2 * LEN {
         return Err(Error::Host {
             op: "RLIMIT_NOFILE",
@@ -484,5 +485,13 @@ mod tests {
         assert_eq!(xsave_size(xcr0), sys::cpuid(0xd, 0)[1] as usize);
         assert_eq!(xsave_size(0), 512);
         assert_eq!(xsave_size(3), 576);
+    }
+
+    #[test]
+    fn the_descriptor_window_is_aligned_and_below_the_limit() {
+        assert_eq!(fd_window(20_000).ok(), Some((18_432, 1024)));
+        assert_eq!(fd_window(4096).ok(), Some((3072, 1024)));
+        assert_eq!(fd_window(1 << 20).ok(), Some((64_512, 1024)));
+        assert!(fd_window(2047).is_err());
     }
 }
