@@ -299,7 +299,7 @@ impl KvmPlatform {
 /// under a hard `RLIMIT_NOFILE` of `limit`: 1,024 aligned numbers, the
 /// highest that fit below 65,536 (the kernel sizes a process's descriptor
 /// table by its highest number).
-fn fd_window(limit: u64) -> Result<(u64, u64)> {
+pub fn fd_window(limit: u64) -> Result<(u64, u64)> {
     const LEN: u64 = 1024;
     let limit = limit.min(1 << 16);
     if limit < 2 * LEN {

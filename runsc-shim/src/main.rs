@@ -1470,7 +1470,10 @@ fn main() -> ExitCode {
         }
         Command::Syscalls(args) => {
             let text = if args.host_filters {
-                sentry::host_filters_markdown(platform_kvm::HOST_IOCTLS)
+                sentry::host_filters_markdown(
+                    platform_kvm::HOST_IOCTLS,
+                    platform_kvm::fd_window(20_000).ok(),
+                )
             } else if args.markdown {
                 sentry::syscall_table_markdown()
             } else {

@@ -13,13 +13,7 @@ use common::{command, run};
 
 const FERROVISOR: &str = env!("CARGO_BIN_EXE_ferrovisor");
 const TIMEOUT: Duration = Duration::from_secs(120);
-fn platforms() -> Vec<&'static str> {
-    let mut all = vec!["seccomp", "seccomp-spin", "ptrace"];
-    if common::kvm_usable() {
-        all.push("kvm");
-    }
-    all
-}
+use common::platforms;
 
 fn have_strace() -> bool {
     std::path::Path::new("/usr/bin/strace").exists()
@@ -39,7 +33,7 @@ fn compare(script: &str) {
     assert!(!nat.stdout.trim().is_empty(), "the native trace is empty");
     for platform in platforms() {
         let mut cmd = command(FERROVISOR, &[]);
-        cmd.args(["do", "--platform", platform, "--", "/bin/sh", "-c", script]);
+        cmd.args(["do", "--platform", &platform, "--", "/bin/sh", "-c", script]);
         let sb = run(cmd, None, TIMEOUT);
         assert_eq!(
             (sb.status, sb.stdout.as_str()),
@@ -254,7 +248,15 @@ fn gdb_reads_the_core_file_of_a_crash_as_native_gdb_sees_the_crash() {
     let want = format!("status 139\n-rw------- nonempty\n{}", nat.stdout);
     for platform in platforms() {
         let mut cmd = command(FERROVISOR, &[]);
-        cmd.args(["do", "--platform", platform, "--", "/bin/sh", "-c", &script]);
+        cmd.args([
+            "do",
+            "--platform",
+            &platform,
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ]);
         let sb = run(cmd, None, TIMEOUT);
         assert_eq!(
             sb.stdout, want,

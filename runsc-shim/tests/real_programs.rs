@@ -87,22 +87,7 @@ fn compare_within(
     }
 }
 
-/// Every comparison runs under each platform: `$FERROVISOR_PLATFORM`
-/// alone when set, else all, KVM's where `/dev/kvm` can be opened.
-fn platforms() -> Vec<String> {
-    if let Ok(p) = std::env::var("FERROVISOR_PLATFORM") {
-        if !p.is_empty() {
-            return vec![p];
-        }
-    }
-    let mut all: Vec<String> = ["seccomp", "seccomp-spin", "ptrace"]
-        .map(str::to_owned)
-        .to_vec();
-    if common::kvm_usable() {
-        all.push("kvm".into());
-    }
-    all
-}
+use common::platforms;
 
 fn compare(argv: &[&str]) {
     compare_with(argv, &[], None, 0);

@@ -48,12 +48,8 @@ fn bash_at_a_terminal_has_job_control_keys_and_its_size_as_native() {
         return;
     }
     let (bash, nat) = native_session();
-    let mut platforms = vec!["seccomp", "seccomp-spin", "ptrace"];
-    if common::kvm_usable() {
-        platforms.push("kvm");
-    }
-    for platform in platforms {
-        let mut cmd = vec![FERROVISOR, "do", "--platform", platform, "--"];
+    for platform in common::platforms() {
+        let mut cmd = vec![FERROVISOR, "do", "--platform", &platform, "--"];
         cmd.extend(bash);
         let sb = driver(&cmd);
         assert_eq!(

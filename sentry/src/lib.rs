@@ -68,8 +68,8 @@ pub fn syscall_table_markdown() -> String {
 /// docs/filters.md: the host system calls the Sentry and the gofer may
 /// make, from their seccomp filters; `kvm_ioctls` are the KVM platform's
 /// requests (`platform::Platform::host_ioctls`).
-pub fn host_filters_markdown(kvm_ioctls: &'static [u64]) -> String {
-    host::filters_markdown(kvm_ioctls)
+pub fn host_filters_markdown(kvm_ioctls: &'static [u64], kvm_fds: Option<(u64, u64)>) -> String {
+    host::filters_markdown(kvm_ioctls, kvm_fds)
 }
 
 /// Guest page size.

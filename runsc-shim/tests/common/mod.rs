@@ -250,6 +250,23 @@ pub fn counted(text: &str) -> Vec<u64> {
     text.lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
+/// The platforms a comparison runs under: `$FERROVISOR_PLATFORM` alone
+/// when set, else all of `do`'s, KVM's where `/dev/kvm` opens.
+pub fn platforms() -> Vec<String> {
+    if let Ok(p) = std::env::var("FERROVISOR_PLATFORM") {
+        if !p.is_empty() {
+            return vec![p];
+        }
+    }
+    let mut all: Vec<String> = ["seccomp", "seccomp-spin", "ptrace"]
+        .map(str::to_owned)
+        .to_vec();
+    if kvm_usable() {
+        all.push("kvm".into());
+    }
+    all
+}
+
 /// Whether `/dev/kvm` opens here (the KVM platform's tests run where it does).
 pub fn kvm_usable() -> bool {
     std::fs::OpenOptions::new()
