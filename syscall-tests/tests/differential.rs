@@ -14,8 +14,9 @@
 //! files both runs leave there must agree as well.
 //!
 //! Environment knobs: `FERROVISOR_BIN` (binary to test), `FERROVISOR_PLATFORM`
-//! (run under that platform only; by default every guest runs under both
-//! `seccomp` and `ptrace`), `FERROVISOR_DEBUG_DIR` (keep a debug log per run).
+//! (run under that platform only; by default every guest runs under
+//! `seccomp`, `seccomp-spin`, `ptrace`, and `kvm` where `/dev/kvm` opens),
+//! `FERROVISOR_DEBUG_DIR` (keep a debug log per run).
 
 mod harness;
 
