@@ -34,6 +34,7 @@ pub mod audit;
 mod device;
 pub mod dns;
 mod http;
+pub mod jks;
 pub mod policy;
 mod ports;
 mod relay;

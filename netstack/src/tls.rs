@@ -17,6 +17,8 @@ pub struct Interceptor {
     ca_pem: String,
     /// The guest's trust store: its own, with the CA added.
     guest_bundle: Vec<u8>,
+    /// Java's trust stores of the guest (path, contents), the CA added.
+    java_stores: Vec<(String, Vec<u8>)>,
     ca_cert: rcgen::Certificate,
     ca_key: rcgen::KeyPair,
     provider: Arc<rustls::crypto::CryptoProvider>,
@@ -77,6 +79,7 @@ impl Interceptor {
         let ca_cert = params.self_signed(&ca_key).map_err(|e| e.to_string())?;
         Ok(Interceptor {
             guest_bundle: ca_cert.pem().into_bytes(),
+            java_stores: Vec::new(),
             ca_pem: ca_cert.pem(),
             ca_cert,
             ca_key,
@@ -106,6 +109,40 @@ impl Interceptor {
     /// The trust store the guest sees.
     pub fn guest_bundle(&self) -> &[u8] {
         &self.guest_bundle
+    }
+
+    /// The interceptor, with the guest's Java trust stores (`found`: its
+    /// path in the guest and what the guest's root holds there) made to
+    /// trust the CA too: a JKS store is added to, any other made from the
+    /// guest's PEM store (call [`Interceptor::with_guest_trust`] first).
+    pub fn with_java_stores(mut self, found: Vec<(String, Vec<u8>)>) -> Interceptor {
+        let bundle: Vec<CertificateDer> = CertificateDer::pem_slice_iter(&self.guest_bundle)
+            .filter_map(Result::ok)
+            .filter(|c| c.as_ref() != self.ca_cert.der().as_ref())
+            .collect();
+        let bundle: Vec<&[u8]> = bundle.iter().map(|c| c.as_ref()).collect();
+        let millis = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.java_stores = found
+            .into_iter()
+            .filter_map(|(path, existing)| {
+                let store = crate::jks::trust_store(
+                    &existing,
+                    &bundle,
+                    self.ca_cert.der(),
+                    "ferrovisor-sandbox-ca",
+                    millis,
+                )?;
+                Some((path, store))
+            })
+            .collect();
+        self
+    }
+
+    /// Java's trust stores the guest sees (path, contents).
+    pub fn java_stores(&self) -> &[(String, Vec<u8>)] {
+        &self.java_stores
     }
 
     /// The guest-facing configuration for `name`: a certificate for it,
@@ -339,6 +376,70 @@ mod tests {
         )
         .expect("config");
         (ca.pem(), Arc::new(config))
+    }
+
+    /// What Java's `keytool` lists of `store`: its entry count, and the
+    /// type of the sandbox CA's entry if there is one.
+    fn keytool_list(store: &[u8]) -> (usize, Option<String>) {
+        assert!(
+            std::path::Path::new("/usr/bin/keytool").exists(),
+            "no /usr/bin/keytool: install openjdk-17-jre-headless (.ci/run does)"
+        );
+        let path = std::env::temp_dir().join(format!("ferrovisor-jks-{}", std::process::id()));
+        std::fs::write(&path, store).expect("write the store");
+        let out = std::process::Command::new("keytool")
+            .args(["-list", "-storepass", "changeit", "-keystore"])
+            .arg(&path)
+            .output()
+            .expect("keytool");
+        let _ = std::fs::remove_file(&path);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "keytool: {text}");
+        let count = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Your keystore contains "))
+            .and_then(|l| l.split(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {text}"));
+        let ca = text
+            .lines()
+            .find(|l| l.starts_with("ferrovisor-sandbox-ca,"))
+            .and_then(|l| {
+                Some(
+                    l.trim_end()
+                        .trim_end_matches(',')
+                        .rsplit(", ")
+                        .next()?
+                        .into(),
+                )
+            });
+        (count, ca)
+    }
+
+    #[test]
+    fn java_reads_the_guests_trust_stores_with_the_sandbox_ca() {
+        let (ca, _) = upstream();
+        let (other, _) = upstream();
+        let guest_pem = format!("{ca}{other}");
+        let debian = "/etc/ssl/certs/java/cacerts";
+        let existing = std::fs::read(debian).unwrap_or_else(|e| {
+            panic!("{debian}: {e} (install openjdk-17-jre-headless, as .ci/run does)")
+        });
+        let ic = Interceptor::new(ca.as_bytes())
+            .expect("interceptor")
+            .with_guest_trust(guest_pem.as_bytes())
+            .with_java_stores(vec![
+                ("/made".into(), b"\x30\x82 not JKS".to_vec()),
+                ("/added".into(), existing.clone()),
+            ]);
+        let stores = ic.java_stores();
+        assert_eq!(stores.len(), 2);
+        let trusted = Some("trustedCertEntry".to_string());
+        // Made from the guest's PEM store: its two roots and the CA.
+        assert_eq!(keytool_list(&stores[0].1), (3, trusted.clone()));
+        // Debian's own store, with one entry more.
+        let (before, none) = keytool_list(&existing);
+        assert_eq!(none, None);
+        assert_eq!(keytool_list(&stores[1].1), (before + 1, trusted));
     }
 
     #[test]

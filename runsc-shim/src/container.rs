@@ -2077,8 +2077,8 @@ fn prepare(
     let mut stack = network.stack_config(own_addresses, true);
     let mut plan = plan;
     if let Some(rules) = network.egress() {
-        let trust = crate::network::guest_trust_store(&plan.rootfs);
-        let env = rules.extras.apply(&mut stack, &trust)?;
+        let trust = crate::network::guest_trust(&plan.rootfs);
+        let env = rules.extras.apply(&mut stack, trust)?;
         let mut e: Vec<Vec<u8>> = plan.env.iter().map(|v| v.clone().into_bytes()).collect();
         env.edit(&mut e);
         plan.env = e

@@ -548,14 +548,14 @@ impl Extras {
 
     /// Puts the rules into `config` (built by [`Network::stack_config`]):
     /// reads the secrets, makes the sandbox's CA when a host needs
-    /// interception, opens the egress log. `guest_trust` is the guest
-    /// root's own trust store. Returns what the guest's environment gets
+    /// interception, opens the egress log. `guest_trust` is what the guest
+    /// root trusts already ([`guest_trust`]). Returns what the guest's environment gets
     /// (placeholders and the trust store's variables) and the variables it
     /// must not see (the secrets' sources).
     pub fn apply(
         &self,
         config: &mut netstack::StackConfig,
-        guest_trust: &[u8],
+        guest_trust: GuestTrust,
     ) -> Result<GuestEnv, ApplyError> {
         let mut env = GuestEnv::default();
         if let Some(path) = &self.egress_log {
@@ -611,7 +611,8 @@ impl Extras {
                 path: roots_path.clone(),
                 reason,
             })?
-            .with_guest_trust(guest_trust);
+            .with_guest_trust(&guest_trust.pem)
+            .with_java_stores(guest_trust.java);
         for var in TRUST_VARIABLES {
             env.set.push((var.to_string(), TRUST_STORE.to_string()));
         }
@@ -633,20 +634,101 @@ const TRUST_VARIABLES: &[&str] = &[
     "GIT_SSL_CAINFO",
 ];
 
-/// The trust store of the guest's root `root` (a host directory), read
-/// without leaving it: a link that points outside (an untrusted image's
-/// way to show the guest a host file) counts as none.
-pub fn guest_trust_store(root: &std::path::Path) -> Vec<u8> {
-    let path = root.join(TRUST_STORE.trim_start_matches('/'));
-    let (Ok(real), Ok(root)) = (path.canonicalize(), root.canonicalize()) else {
-        return Vec::new();
-    };
-    match std::fs::metadata(&real) {
-        Ok(m) if m.is_file() && m.len() <= 16 << 20 && real.starts_with(&root) => {
-            std::fs::read(&real).unwrap_or_default()
+/// Where Java keeps its trust store: Debian's and Alpine's, Fedora's, and
+/// a JDK's own (`lib/security/cacerts` below `/usr/lib/jvm/*` or the
+/// official images' `/opt/java/openjdk`); most of the last are links to
+/// the first.
+const JAVA_STORES: &[&str] = &[
+    "/etc/ssl/certs/java/cacerts",
+    "/etc/pki/ca-trust/extracted/java/cacerts",
+    "/opt/java/openjdk/lib/security/cacerts",
+];
+
+/// The trust stores the guest's root holds, which the sandbox's CA is
+/// added to when it intercepts.
+#[derive(Debug, Default)]
+pub struct GuestTrust {
+    /// the PEM store at [`TRUST_STORE`]
+    pub pem: Vec<u8>,
+    /// Java's stores: the path in the guest (no links in it) and contents
+    pub java: Vec<(String, Vec<u8>)>,
+}
+
+/// The trust stores of the guest's root `root` (a host directory), read
+/// without leaving it: links are followed as the guest would follow them,
+/// and a file that is not a plain file of at most 16 MiB counts as none.
+pub fn guest_trust(root: &std::path::Path) -> GuestTrust {
+    let read = |guest: &str| {
+        let real = in_root(root, guest)?;
+        let host = root.join(real.trim_start_matches('/'));
+        let meta = std::fs::symlink_metadata(&host).ok()?;
+        if !meta.is_file() || meta.len() > 16 << 20 {
+            return None;
         }
-        _ => Vec::new(),
+        Some((real, std::fs::read(&host).ok()?))
+    };
+    let mut java: Vec<(String, Vec<u8>)> = Vec::new();
+    let jdks = std::fs::read_dir(root.join("usr/lib/jvm"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some(format!("/usr/lib/jvm/{}", e.file_name().to_str()?)));
+    let candidates = JAVA_STORES
+        .iter()
+        .map(|p| p.to_string())
+        .chain(jdks.flat_map(|jdk| {
+            [
+                format!("{jdk}/lib/security/cacerts"),
+                format!("{jdk}/jre/lib/security/cacerts"),
+            ]
+        }));
+    for path in candidates {
+        if let Some((real, bytes)) = read(&path) {
+            if !java.iter().any(|(p, _)| *p == real) {
+                java.push((real, bytes));
+            }
+        }
     }
+    GuestTrust {
+        pem: read(TRUST_STORE).map(|(_, b)| b).unwrap_or_default(),
+        java,
+    }
+}
+
+/// `path` (absolute, in the guest) with every link in it resolved as the
+/// guest sees its root `root`: an absolute target starts again at `root`,
+/// and `..` stops there. `None` if a part is missing or links go round.
+fn in_root(root: &std::path::Path, path: &str) -> Option<String> {
+    let mut todo: Vec<String> = path.split('/').rev().map(str::to_owned).collect();
+    let mut done: Vec<String> = Vec::new();
+    let mut links = 0;
+    while let Some(part) = todo.pop() {
+        match part.as_str() {
+            "" | "." => continue,
+            ".." => {
+                done.pop();
+                continue;
+            }
+            _ => {}
+        }
+        let host = root.join(done.join("/")).join(&part);
+        let meta = std::fs::symlink_metadata(&host).ok()?;
+        if !meta.file_type().is_symlink() {
+            done.push(part);
+            continue;
+        }
+        links += 1;
+        if links > 40 {
+            return None;
+        }
+        let target = std::fs::read_link(&host).ok()?;
+        let target = target.to_str()?;
+        if target.starts_with('/') {
+            done.clear();
+        }
+        todo.extend(target.split('/').rev().map(str::to_owned));
+    }
+    Some(format!("/{}", done.join("/")))
 }
 
 /// What the guest's environment gets from [`Extras::apply`].
@@ -741,6 +823,55 @@ fn is_domain_rule(h: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_guests_trust_stores_are_found_as_the_guest_resolves_links() {
+        use std::os::unix::fs::symlink;
+        let root = std::env::temp_dir().join(format!("ferrovisor-trust-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let mk = |p: &str| std::fs::create_dir_all(root.join(p)).expect("dir");
+        mk("etc/ssl/certs/java");
+        mk("usr/lib/jvm/jdk-a/lib/security");
+        mk("usr/lib/jvm/jdk-b/lib/security");
+        mk("usr/lib/jvm/jdk-c/lib/security");
+        std::fs::write(root.join("etc/ssl/certs/ca-certificates.crt"), "pem").expect("pem");
+        std::fs::write(root.join("etc/ssl/certs/java/cacerts"), "debian").expect("jks");
+        // An absolute link means the guest's root, not the host's.
+        symlink(
+            "/etc/ssl/certs/java/cacerts",
+            root.join("usr/lib/jvm/jdk-a/lib/security/cacerts"),
+        )
+        .expect("link");
+        std::fs::write(root.join("usr/lib/jvm/jdk-b/lib/security/cacerts"), "own").expect("own");
+        // `..` stops at the root; a link that leads nowhere is none.
+        symlink(
+            "../../../../../../../../../etc/passwd",
+            root.join("usr/lib/jvm/jdk-c/lib/security/cacerts"),
+        )
+        .expect("link");
+        symlink("jdk-b", root.join("usr/lib/jvm/default")).expect("link");
+        let t = guest_trust(&root);
+        assert_eq!(t.pem, b"pem");
+        let mut java: Vec<(String, String)> = t
+            .java
+            .into_iter()
+            .map(|(p, b)| (p, String::from_utf8_lossy(&b).into_owned()))
+            .collect();
+        java.sort();
+        assert_eq!(
+            java,
+            vec![
+                ("/etc/ssl/certs/java/cacerts".into(), "debian".into()),
+                (
+                    "/usr/lib/jvm/jdk-b/lib/security/cacerts".into(),
+                    "own".into()
+                ),
+            ]
+        );
+        symlink("loop", root.join("loop")).expect("link");
+        assert_eq!(in_root(&root, "/loop"), None);
+        let _ = std::fs::remove_dir_all(&root);
+    }
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()

@@ -51,12 +51,26 @@ if len(sys.argv) > 5:
 srv.serve_forever()
 "#;
 
+/// A Java client: GET of its argument with `Authorization: Bearer $TOKEN`.
+const JAVA_CLIENT: &str = r#"
+import java.net.URI;
+import java.net.http.*;
+public class Get {
+  public static void main(String[] a) throws Exception {
+    var r = HttpRequest.newBuilder(URI.create(a[0]))
+        .header("Authorization", "Bearer " + System.getenv("TOKEN")).build();
+    HttpClient.newHttpClient().send(r, HttpResponse.BodyHandlers.ofString());
+  }
+}
+"#;
+
 /// Runs `body` (shell) with the two hosts up outside, `$FV` the binary,
-/// `$DIR` a scratch directory (`$DIR/seen`: the servers' log,
+/// `$DIR` a scratch directory (`$DIR/seen`: the servers' log, `Get.java`,
 /// `$DIR/egress.log`: for `--egress-log`), and `$CA` the test's CA.
 fn scenario(label: &str, body: &str) -> Outcome {
     let dir = TempDir::new(label);
     std::fs::write(dir.path().join("server.py"), SERVER).expect("server");
+    std::fs::write(dir.path().join("Get.java"), JAVA_CLIENT).expect("client");
     std::fs::write(
         dir.path().join("hosts"),
         format!("127.0.0.1 localhost\n{API} api.test\n{OTHER} other.test\n"),
@@ -128,6 +142,7 @@ fn a_secret_reaches_only_its_host_and_never_the_sandbox() {
     let body = format!(
         r#"export REAL_TOKEN={TOKEN}
 mkdir "$DIR/sync"
+cp "$DIR/Get.java" "$DIR/sync/"
 SSL_CERT_FILE=$CA timeout -s KILL 150 $FV do -v "$DIR/sync:/sync" --allow-host api.test --allow-http 'other.test:GET,POST' \
   --secret TOKEN=env:REAL_TOKEN:api.test --secret BODY_TOKEN=env:REAL_TOKEN:api.test:body \
   --egress-log "$DIR/egress.log" -- sh -c '
@@ -140,6 +155,8 @@ SSL_CERT_FILE=$CA timeout -s KILL 150 $FV do -v "$DIR/sync:/sync" --allow-host a
     fi
     node -e "fetch(\"https://$h/node\", {{headers: {{Authorization: \"Bearer \" + process.env.TOKEN}}}}).then(r => r.text())"
     git -c http.extraHeader="Authorization: Bearer $TOKEN" ls-remote https://$h/repo.git >/dev/null 2>&1
+    # Java: its own trust store (the JKS cacerts), made to hold the CA.
+    if [ -x /usr/bin/java ]; then java /sync/Get.java https://$h/java; fi
   done
   echo "=== guest"
   echo "env: $(env | rev | grep -c {reversed})"
@@ -209,6 +226,9 @@ cat "$DIR/egress.log"
     ];
     if o.stdout.contains("\"path\": \"/requests\"") {
         clients.push("/requests");
+    }
+    if std::path::Path::new("/usr/bin/java").exists() {
+        clients.push("/java");
     }
     for path in &clients {
         assert_eq!(

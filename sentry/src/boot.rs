@@ -362,6 +362,17 @@ where
                     0o644,
                 )
                 .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
+            for (path, store) in tls.java_stores() {
+                let parts: Vec<&[u8]> = path
+                    .split('/')
+                    .filter(|p| !p.is_empty())
+                    .map(str::as_bytes)
+                    .collect();
+                kernel
+                    .fs
+                    .provide_file(&parts, store, 0o644)
+                    .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
+            }
         }
     }
     {
