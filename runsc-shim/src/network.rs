@@ -549,9 +549,9 @@ impl Extras {
     /// Puts the rules into `config` (built by [`Network::stack_config`]):
     /// reads the secrets, makes the sandbox's CA when a host needs
     /// interception, opens the egress log. `guest_trust` is what the guest
-    /// root trusts already ([`guest_trust`]). Returns what the guest's environment gets
-    /// (placeholders and the trust store's variables) and the variables it
-    /// must not see (the secrets' sources).
+    /// root trusts already ([`guest_trust`]). Returns what the guest's
+    /// environment gets (placeholders and the trust store's variables) and
+    /// the variables it must not see (the secrets' sources).
     pub fn apply(
         &self,
         config: &mut netstack::StackConfig,

@@ -162,6 +162,7 @@ SSL_CERT_FILE=$CA timeout -s KILL 150 $FV do -v "$DIR/sync:/sync" --allow-host a
   echo "env: $(env | rev | grep -c {reversed})"
   echo "proc: $(cat /proc/self/environ /proc/1/environ 2>/dev/null | tr "\\0" "\\n" | rev | grep -c {reversed})"
   echo "placeholder: $(echo $TOKEN | grep -c ^ferrovisor-secret-)"
+  echo "guest core: $(ulimit -c)"
   # Held until the memory file has been scanned from outside.
   touch /sync/served
   for i in $(seq 1200); do [ -e /sync/scanned ] && break; sleep 0.05; done
@@ -207,6 +208,15 @@ print("scan:", "real", real, "placeholder", placeholder > 0, "scanned", size > 0
 EOF
   sleep 0.1
 done
+# The Sentry, which holds the value, leaves no core file; the guest keeps
+# the caller's limit.
+for f in /proc/[0-9]*/fd/*; do
+  case "$(readlink $f 2>/dev/null)" in *ferrovisor-memory*)
+    q=${{f#/proc/}}; q=${{q%%/*}}
+    [ "$(cat /proc/$q/comm)" = ferrovisor ] && ours $q && echo "sentry core: $(sed -n 's/^Max core file size *//p' /proc/$q/limits)";;
+  esac
+done | sort -u
+echo "host core: $(ulimit -c)"
 touch "$DIR/sync/scanned"
 wait $SB
 echo "=== seen"
@@ -275,6 +285,26 @@ cat "$DIR/egress.log"
     assert!(o.stdout.contains("env: 0\n"), "{}", show(&o));
     assert!(o.stdout.contains("proc: 0\n"), "{}", show(&o));
     assert!(o.stdout.contains("placeholder: 1\n"), "{}", show(&o));
+    let sentry_core: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("sentry core: "))
+        .collect();
+    assert_eq!(sentry_core.len(), 1, "{}", show(&o));
+    assert_eq!(
+        sentry_core[0].split_whitespace().collect::<Vec<_>>(),
+        ["1", "1", "bytes"],
+        "{}",
+        show(&o)
+    );
+    let core = |who: &str| {
+        o.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(who))
+            .map(str::to_owned)
+    };
+    assert!(core("host core: ").is_some(), "{}", show(&o));
+    assert_eq!(core("guest core: "), core("host core: "), "{}", show(&o));
     assert!(
         o.stdout
             .contains("scan: real 0 placeholder True scanned True"),

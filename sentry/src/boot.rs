@@ -351,6 +351,10 @@ where
                 .provide_file(&[b"etc", name], text.as_bytes(), 0o644)
                 .map_err(|e| Error::Network(std::io::Error::from_raw_os_error(e.0)))?;
         }
+        if !config.network.policy.secrets().is_empty() {
+            crate::host::no_core_files()
+                .map_err(|e| Error::Spawn(format!("no core files with secrets held: {e}")))?;
+        }
         // Hosts with secrets or HTTP rules are reached through the
         // sandbox's CA: the guest's trust store holds it.
         if let Some(tls) = &config.network.tls {

@@ -209,8 +209,31 @@ fn clock_getres(clock: i32) -> io::Result<abi::Timespec> {
     })
 }
 
+/// The core-file limit the Sentry had before [`no_core_files`].
+static CORE_BEFORE: std::sync::OnceLock<abi::Rlimit> = std::sync::OnceLock::new();
+
+/// No core file of the Sentry's process, wherever the host sends them
+/// (it holds secrets): a limit of one byte is below the page an ELF core
+/// needs, and the one value for which the kernel refuses to pipe a core to
+/// a `core_pattern` handler, which ignores zero. Guests still see the
+/// limit the caller gave.
+pub fn no_core_files() -> std::io::Result<()> {
+    let _ = CORE_BEFORE.set(getrlimit(libc::RLIMIT_CORE));
+    let one = libc::rlimit {
+        rlim_cur: 1,
+        rlim_max: 1,
+    };
+    // SAFETY: setrlimit reads the struct we pass.
+    cvt(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &one) }.into()).map(drop)
+}
+
 /// `getrlimit` of the host process, to hand the guest the caller's limits.
 pub fn getrlimit(res: u32) -> abi::Rlimit {
+    if res == libc::RLIMIT_CORE {
+        if let Some(r) = CORE_BEFORE.get() {
+            return *r;
+        }
+    }
     let mut r = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
