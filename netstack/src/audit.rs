@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -11,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// confined.
 pub struct AuditLog {
     out: Mutex<Box<dyn Write + Send>>,
+    mirrored: AtomicBool,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -99,13 +101,23 @@ impl AuditLog {
     pub fn new(out: Box<dyn Write + Send>) -> AuditLog {
         AuditLog {
             out: Mutex::new(out),
+            mirrored: AtomicBool::new(false),
         }
+    }
+
+    /// Each record also goes to the runtime's log (an OCI runtime's
+    /// `--log`), where an engine collects what its runtimes say.
+    pub fn mirror_to_log(&self) {
+        self.mirrored.store(true, Ordering::Relaxed);
     }
 
     /// Writes `r` as ended now. A failing log does not stop the network
     /// (it is the debug log's to report).
     pub fn write(&self, r: &Record) {
         let mut line = r.to_json(SystemTime::now());
+        if self.mirrored.load(Ordering::Relaxed) {
+            tracing::info!(target: "egress", "{line}");
+        }
         line.push('\n');
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {

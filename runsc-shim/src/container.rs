@@ -2079,6 +2079,9 @@ fn prepare(
     if let Some(rules) = network.egress() {
         let trust = crate::network::guest_trust(&plan.rootfs);
         let env = rules.extras.apply(&mut stack, trust)?;
+        if let Some(audit) = &stack.audit {
+            audit.mirror_to_log();
+        }
         let mut e: Vec<Vec<u8>> = plan.env.iter().map(|v| v.clone().into_bytes()).collect();
         env.edit(&mut e);
         plan.env = e

@@ -3949,11 +3949,14 @@ fn network_sandbox_takes_secrets_and_logs_each_connection() {
     let bundle = w.bundle_str();
     let log = w.dir.path().join("egress.log");
     let log_s = log.to_str().expect("utf-8").to_owned();
+    let runtime_log = w.dir.path().join("runtime.log");
     let allowed = format!("{}/32:8080", net.server_ip);
     w.ids.push("sc1".into());
     let mut cmd = w.command_of(
         FERROVISOR,
         &[
+            "--log",
+            runtime_log.to_str().expect("utf-8"),
             "--allow-cidr",
             &allowed,
             "--secret",
@@ -4001,6 +4004,14 @@ fn network_sandbox_takes_secrets_and_logs_each_connection() {
             .is_some_and(|r| r.starts_with("cidr")),
         "{text}"
     );
+    // The same record in the runtime's log, where an engine looks.
+    let said = std::fs::read_to_string(&runtime_log).expect("runtime log");
+    assert!(
+        said.lines()
+            .any(|l| l.contains(" egress: ") && l.contains(text.trim_end())),
+        "{said}"
+    );
+    assert!(!said.contains("oci-real-value-91"), "{said}");
 }
 
 /// A writable root is the bundle's rootfs, as under runc: what the guest
