@@ -221,6 +221,19 @@ pub(crate) fn file_size(file: BorrowedFd<'_>) -> Result<u64> {
 }
 
 /// The calling thread's id.
+/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+pub(crate) fn thread_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 pub(crate) fn gettid() -> i32 {
     // SAFETY: no arguments.
     unsafe { libc::gettid() }

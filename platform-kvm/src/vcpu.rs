@@ -38,6 +38,12 @@ pub struct ExitStats {
     pub inner: u64,
 }
 
+thread_local! {
+    /// CPU time this host thread has run guest code for.
+    static GUEST_CPU: std::cell::Cell<std::time::Duration> =
+        const { std::cell::Cell::new(std::time::Duration::ZERO) };
+}
+
 static SYSCALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static FAULTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static KICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -592,14 +598,22 @@ impl Context for KvmContext {
             }
             self.root = root;
         }
-        let started = std::time::Instant::now();
+        // CPU time, not wall time: a vCPU thread the host preempts in
+        // KVM_RUN runs no guest code meanwhile.
+        let started = sys::thread_cpu();
         let event = self.run(space, regs);
-        space.add_guest_time(started.elapsed());
+        let used = sys::thread_cpu().saturating_sub(started);
+        space.add_guest_time(used);
+        GUEST_CPU.with(|c| c.set(c.get() + used));
         event
     }
 
     fn interrupter(&self) -> Arc<dyn Interrupter> {
         self.kick.clone()
+    }
+
+    fn guest_cpu_of_this_thread(&self) -> std::time::Duration {
+        GUEST_CPU.with(|c| c.get())
     }
 
     fn fpstate(&mut self) -> Result<Vec<u8>> {

@@ -375,6 +375,13 @@ pub trait Context: Send + fmt::Debug {
     /// A handle other threads use to interrupt this context.
     fn interrupter(&self) -> Arc<dyn Interrupter>;
 
+    /// CPU time the calling host thread has spent running guest code, on
+    /// a platform that runs it in the Sentry's own threads (whose CPU
+    /// clocks then hold it beside the Sentry's own work).
+    fn guest_cpu_of_this_thread(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
     /// The guest thread's floating-point/vector state as of the last
     /// [`Context::switch`], in the `FXSAVE` layout (512 bytes) or a larger
     /// `XSAVE` layout, for signal frames.

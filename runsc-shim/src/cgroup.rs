@@ -102,9 +102,11 @@ impl Limits {
 
     /// Whether the Sentry can hold every limit set here without a host
     /// cgroup: memory (its own watcher; with no swap, `swap` adds nothing
-    /// and `reservation` is soft) and pids (its task count), not CPU time.
+    /// and `reservation` is soft), pids (its task count) and a CPU quota
+    /// (its throttle), not `cpu.shares` (a weight among the host's
+    /// cgroups).
     pub fn sentry_can_hold(&self) -> bool {
-        !self.wants_cpu()
+        self.cpu_shares.is_none()
     }
 
     /// Whether any limit is set (then the cgroup is required, not a

@@ -1891,8 +1891,10 @@ pub fn boot(
             .pids
             .filter(|n| *n > 0)
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
-        // The host cgroup enforces the quota; the guest reads it in
-        // `cpu.max`, as a container reads its own cgroup's.
+        // The host cgroup enforces the quota (without one, the Sentry);
+        // the guest reads it in `cpu.max`, as a container reads its own
+        // cgroup's.
+        cpu_watch: no_cgroup,
         cpu_max: crate::control::GuestLimits {
             cpu_quota: plan.limits.cpu_quota,
             cpu_period: plan.limits.cpu_period,
@@ -2118,16 +2120,16 @@ fn exit_code(record: &Record) -> Option<i32> {
 /// The sandbox's host cgroup: required when the bundle sets a
 /// `linux.cgroupsPath` or a CPU limit; otherwise made where the host lets
 /// us, and done without where it does not (a caller without rights on the
-/// cgroup file system): then the Sentry holds the memory and pids limits
-/// itself, and `pause` does not work.
+/// cgroup file system): then the Sentry holds the memory, pids and CPU
+/// quota limits itself, and `pause` does not work.
 fn sandbox_cgroup(id: &str, scope: &str, plan: &oci::Plan) -> Result<Option<Cgroup>, Error> {
     match Cgroup::create(id, scope, plan.cgroups_path.as_deref(), &plan.limits) {
         Ok(cg) => Ok(Some(cg)),
         Err(e) if plan.limits.sentry_can_hold() && plan.cgroups_path.is_none() => {
             if plan.limits.any() {
                 tracing::warn!(
-                    "container {id}: no cgroup of its own ({e}): the Sentry holds its memory and \
-                     pids limits, and pause will not work"
+                    "container {id}: no cgroup of its own ({e}): the Sentry holds its memory, \
+                     pids and CPU limits, and pause will not work"
                 );
             } else {
                 tracing::info!("container {id}: no cgroup of its own, pause will not work: {e}");

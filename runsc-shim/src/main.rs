@@ -808,6 +808,11 @@ struct DoArgs {
     /// memory cgroup. The guest is told of it (/proc/meminfo).
     #[arg(long, value_name = "SIZE", conflicts_with = "memory_limit")]
     memory: Option<String>,
+    /// Most CPU time the sandbox may use, in CPUs (0.5: half of one, 2:
+    /// two), held per 100 ms period as a cgroup's `cpu.max` is: once a
+    /// period's share is spent, guest code waits for the next.
+    #[arg(long, value_name = "CPUS", conflicts_with = "cpu_quota")]
+    cpus: Option<f64>,
     /// Internal (`sandbox create`): the memory limit the guest is told of.
     #[arg(long = "memory-limit", value_name = "BYTES", hide = true)]
     memory_limit: Option<u64>,
@@ -1022,6 +1027,16 @@ fn run_do(args: DoArgs) -> ExitCode {
             )
         }
     };
+    let cpus = match args.cpus {
+        None => None,
+        Some(c) if (0.01..=1024.0).contains(&c) => Some((c * 100_000.0) as u64),
+        Some(c) => {
+            return fail(
+                2,
+                format_args!("--cpus {c}: give a number of CPUs like 0.5 or 2"),
+            )
+        }
+    };
     let max_tasks = match args.pids {
         -1 => None,
         n if n > 0 => Some(n as usize),
@@ -1225,11 +1240,13 @@ fn run_do(args: DoArgs) -> ExitCode {
         host_signals: sentry::hostsig::HostSignals::Terminate,
         terminal,
         max_tasks,
-        // `do` itself sets no CPU quota: `cpu.max` says `max 100000`.
+        // Without --cpus (or a cgroup's quota, from `sandbox create`),
+        // `cpu.max` says `max 100000`.
         cpu_max: sentry::CpuMax {
-            quota: args.cpu_quota,
+            quota: cpus.or(args.cpu_quota),
             ..sentry::CpuMax::default()
         },
+        cpu_watch: cpus.is_some(),
         masked_paths: Vec::new(),
         readonly_paths: Vec::new(),
         sysctls: Vec::new(),

@@ -2,7 +2,7 @@
 //! (`--pids`, 4,096 unless told), past which new threads and processes get
 //! EAGAIN, and the seccomp platform's 1,024 threads per address space,
 //! past which `pthread_create` fails with EAGAIN instead of the process
-//! being killed.
+//! being killed; and `--cpus`, which the Sentry holds per period.
 
 mod common;
 
@@ -148,6 +148,51 @@ fn past_do_memory_the_largest_process_is_killed_and_the_rest_goes_on() {
         );
     }
     let out = sandbox(&["--memory", "lots", "--", "true"]);
+    assert_eq!(out.status, 2, "{}", common::show(&out));
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+}
+
+#[test]
+fn past_do_cpus_the_guest_waits_for_the_next_period_on_every_platform() {
+    // Two processes spin for 3 s under half a CPU. The host's own count of
+    // the sandbox's CPU time (its processes' rusage, as bash's `time` reads
+    // it) is at most half the wall time, with room for the runtime's start
+    // before the limit holds; without the limit it would be about twice
+    // the wall time on two CPUs.
+    let spin = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 3: pass";
+    for platform in common::platforms() {
+        let script = format!(
+            "TIMEFORMAT='used %U %S %R'; time {FERROVISOR} do --platform {platform} --cpus 0.5 \
+             -- sh -c 'cat /sys/fs/cgroup/cpu.max; python3 -c \"{spin}\" & python3 -c \"{spin}\" & wait'"
+        );
+        let mut cmd = command("bash", &[]);
+        cmd.arg("-c").arg(&script);
+        let out = run(cmd, None, TIMEOUT);
+        assert_eq!(out.status, 0, "{platform}: {}", common::show(&out));
+        assert_eq!(
+            out.stdout,
+            "50000 100000\n",
+            "{platform}: {}",
+            common::show(&out)
+        );
+        let used: Vec<f64> = out
+            .stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("used "))
+            .map(|l| l.split(' ').filter_map(|v| v.parse().ok()).collect())
+            .unwrap_or_default();
+        let [user, sys, wall] = used[..] else {
+            panic!("{platform}: no times in {}", out.stderr);
+        };
+        assert!(wall >= 3.0, "{platform}: {wall} s");
+        assert!(
+            user + sys <= 0.5 * wall * 1.15 + 0.3,
+            "{platform}: {user} s user and {sys} s system in {wall} s under --cpus 0.5"
+        );
+    }
+    let out = sandbox(&["--cpus", "lots", "--", "true"]);
+    assert_eq!(out.status, 2, "{}", common::show(&out));
+    let out = sandbox(&["--cpus", "0", "--", "true"]);
     assert_eq!(out.status, 2, "{}", common::show(&out));
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
 }

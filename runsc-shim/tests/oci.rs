@@ -4575,8 +4575,9 @@ int main(int argc, char **argv) {
 /// /sys/fs/cgroup in a mount namespace of the runtime's own), memory and
 /// pids limits are held by the Sentry: past the memory limit the process
 /// holding the most is killed, as a memory cgroup's OOM killer does, and
-/// the container goes on; a CPU limit, which the Sentry cannot hold, is
-/// refused in one line.
+/// the container goes on; a CPU quota is held too (the guest's `cpu.max`
+/// says it); `cpu.shares`, a weight among host cgroups, is refused in one
+/// line.
 #[test]
 fn memory_and_pids_limits_hold_without_a_host_cgroup() {
     let mut w = World::new("no-cgroup", |v| {
@@ -4595,7 +4596,7 @@ fn memory_and_pids_limits_hold_without_a_host_cgroup() {
     let hog = compile_static(w.dir.path(), "hog", HOG);
     std::fs::copy(&hog, w.bundle().join("rootfs/bin/hog")).expect("copy hog");
     let bundle = w.bundle_str();
-    w.ids.extend(["nc1".into(), "nc2".into()]);
+    w.ids.extend(["nc1".into(), "nc2".into(), "nc3".into()]);
     let without_cgroups = |args: &[&str]| {
         let inner = w.command(args);
         let mut cmd = Command::new("unshare");
@@ -4616,8 +4617,15 @@ fn memory_and_pids_limits_hold_without_a_host_cgroup() {
     );
 
     w.edit_config(|v| {
+        set_args(v, &["cat", "/sys/fs/cgroup/cpu.max"]);
         v["linux"]["resources"] = serde_json::json!({"cpu": {"quota": 50000, "period": 100000}});
     });
     let out = without_cgroups(&["run", "--bundle", &bundle, "nc2"]);
+    assert_eq!(out.status, 0, "{}", common::show(&out));
+    assert_eq!(out.stdout, "50000 100000\n", "{}", common::show(&out));
+    w.edit_config(|v| {
+        v["linux"]["resources"] = serde_json::json!({"cpu": {"shares": 512}});
+    });
+    let out = without_cgroups(&["run", "--bundle", &bundle, "nc3"]);
     assert_one_line(&out);
 }

@@ -100,6 +100,9 @@ pub struct SandboxConfig<'a> {
     /// `linux.resources.cpu.quota`/`period`): what the guest's
     /// `/sys/fs/cgroup/cpu.max` says
     pub cpu_max: CpuMax,
+    /// whether the Sentry holds `cpu_max` itself (no host cgroup does):
+    /// once a period's quota is spent, guest code waits for the next
+    pub cpu_watch: bool,
     /// guest paths masked (OCI `linux.maskedPaths`): a directory shows
     /// empty and read-only, anything else as the null device; a path that
     /// does not exist is skipped
@@ -271,6 +274,7 @@ where
         host_memory,
         memory_limit: AtomicU64::new(config.memory_limit.unwrap_or(u64::MAX)),
         cpu_max: Mutex::new(config.cpu_max),
+        cpu_throttle: Default::default(),
         unsupported_seen: (0..abi::MAX_SYSCALL)
             .map(|_| AtomicBool::new(false))
             .collect(),
@@ -305,6 +309,10 @@ where
             None => None,
         },
     });
+    if config.cpu_watch {
+        crate::kernel::cpulimit::watch(&kernel)
+            .map_err(|e| Error::Spawn(format!("the CPU limit's watcher thread: {e}")))?;
+    }
     if config.memory_watch != MemoryWatch::Off && config.memory_limit.is_some() {
         let say = config.memory_watch == MemoryWatch::Say;
         crate::kernel::oom::watch(&kernel, say)

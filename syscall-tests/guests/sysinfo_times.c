@@ -1,8 +1,10 @@
-/* sysinfo, times, getrusage: calls succeed with plausible values. */
+/* sysinfo, times, getrusage: calls succeed with plausible values, and the
+ * CPU time of a thread that spins is no more than the time it spun. */
 #include "t.h"
 #include <sys/resource.h>
 #include <sys/sysinfo.h>
 #include <sys/times.h>
+#include <time.h>
 
 int main(void)
 {
@@ -35,5 +37,27 @@ int main(void)
 	EXPECT(getrusage(RUSAGE_THREAD, &ru), 0);
 	EXPECT_ERR(getrusage(42, &ru), EINVAL);
 	EXPECT_ERR(syscall(SYS_getrusage, RUSAGE_SELF, BADPTR), EFAULT);
+
+	/* 300 ms of spinning: the process's CPU time, by its clock and by
+	 * getrusage, grew by no more than that (and by something). */
+	struct timespec w0, w1, c0, c1;
+	struct rusage r0, r1;
+	clock_gettime(CLOCK_MONOTONIC, &w0);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+	getrusage(RUSAGE_SELF, &r0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &w1);
+	while ((w1.tv_sec - w0.tv_sec) * 1000000000L + (w1.tv_nsec - w0.tv_nsec) < 300000000L);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+	getrusage(RUSAGE_SELF, &r1);
+	clock_gettime(CLOCK_MONOTONIC, &w1);
+	long wall = (w1.tv_sec - w0.tv_sec) * 1000000L + (w1.tv_nsec - w0.tv_nsec) / 1000;
+	long clock = (c1.tv_sec - c0.tv_sec) * 1000000L + (c1.tv_nsec - c0.tv_nsec) / 1000;
+	long used = (r1.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_utime.tv_sec - r0.ru_stime.tv_sec) *
+			    1000000L +
+		    (r1.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_utime.tv_usec - r0.ru_stime.tv_usec);
+	/* (getrusage counts in ticks on some paths: a tick of slack) */
+	EXPECT_TRUE(clock > 0 && clock <= wall + 1000);
+	EXPECT_TRUE(used <= wall + 10000);
 	return t_done();
 }

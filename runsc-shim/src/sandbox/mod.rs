@@ -475,10 +475,13 @@ impl Store {
                 crate::cgroup::Cgroup::create(&format!("sandbox-{name}"), &scope, None, &limits);
             let cg = match made {
                 Ok(cg) => cg,
-                // Without one, the Sentry holds a memory limit itself.
+                // Without one, the Sentry holds the limits itself.
                 Err(_) if limits.sentry_can_hold() => {
                     if let Some(m) = limits.memory {
                         args.extend(["--memory".into(), m.to_string()]);
+                    }
+                    if let Some(q) = limits.cpu_quota {
+                        args.extend(["--cpus".into(), (q as f64 / 100_000.0).to_string()]);
                     }
                     return self.spawn(name, opts, dir, args, (None, defaults));
                 }

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod coredump;
+pub mod cpulimit;
 pub mod dirwatch;
 pub mod fasync;
 pub mod futex;
@@ -201,6 +202,9 @@ pub struct Kernel {
     /// the sandbox's CPU bandwidth limit as set: what
     /// `/sys/fs/cgroup/cpu.max` says; `update` may change it
     pub(crate) cpu_max: Mutex<CpuMax>,
+    /// where guest threads wait while the Sentry holds `cpu_max` itself
+    /// and this period's quota is spent ([`cpulimit`])
+    pub cpu_throttle: cpulimit::Throttle,
     pub(crate) unsupported_seen: Vec<AtomicBool>,
     /// every process, by PID (zombies included until reaped)
     pub procs: Mutex<ProcTable>,
@@ -385,8 +389,8 @@ impl Kernel {
     }
 
     /// Sets the sandbox's CPU bandwidth limit (an OCI runtime's `update
-    /// --cpu-quota`/`--cpu-period`), as its host cgroup now has it. The
-    /// Sentry does not throttle the guest itself: the host cgroup does.
+    /// --cpu-quota`/`--cpu-period`): as its host cgroup now has it, or as
+    /// the Sentry holds it where no cgroup does ([`cpulimit`]).
     pub fn set_cpu_max(&self, max: CpuMax) {
         *self.cpu_max.locked() = max;
     }

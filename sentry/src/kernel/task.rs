@@ -1127,6 +1127,7 @@ impl Task {
             } else {
                 None
             };
+            self.kernel.cpu_throttle.pass();
             let space = self.mm().address_space();
             let event = self.ctx.switch(space.as_ref(), &mut self.regs)?;
             drop(space);
@@ -1677,8 +1678,14 @@ impl Task {
         let p = self.proc_.state();
         CpuTimes {
             user: p.cpu.user + space.saturating_sub(p.as_cpu_start),
-            sys: p.cpu.sys + host_thread_cpu(),
+            sys: p.cpu.sys + self.sentry_cpu_of_this_thread(),
         }
+    }
+
+    /// The Sentry's CPU time for this thread: its host thread's, less the
+    /// guest code that ran there (on a platform that runs it so).
+    fn sentry_cpu_of_this_thread(&self) -> std::time::Duration {
+        host_thread_cpu().saturating_sub(self.ctx.guest_cpu_of_this_thread())
     }
 
     /// Moves the current address space's CPU time into the process's total
@@ -1699,7 +1706,8 @@ impl Task {
         self.thread.set_interrupter(None);
         // (before its tid is cleared: a joiner may act at once)
         self.thread.state().exiting = true;
-        self.proc_.state().cpu.sys += host_thread_cpu();
+        let sys = self.sentry_cpu_of_this_thread();
+        self.proc_.state().cpu.sys += sys;
         crate::kernel::futex::exit_robust_list(self);
         let space = self.address_space_cpu();
         let (last, group_status) = {
