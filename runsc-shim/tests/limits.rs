@@ -93,11 +93,60 @@ fn threads_past_the_pids_limit_get_eagain_on_every_platform() {
     let dir = TempDir::new("pids");
     let bin = compile_static(dir.path(), "threads", THREADS);
     let bin = bin.to_str().expect("UTF-8 path");
-    for platform in ["seccomp", "ptrace"] {
-        let out = sandbox(&["--platform", platform, "--pids", "40", "--", bin, "100"]);
+    for platform in common::platforms() {
+        let out = sandbox(&["--platform", &platform, "--pids", "40", "--", bin, "100"]);
         // The main thread counts too.
-        assert_eq!(threads_until_eagain(&out, platform), 39, "{platform}");
+        assert_eq!(threads_until_eagain(&out, &platform), 39, "{platform}");
     }
+}
+
+#[test]
+fn a_sandbox_at_its_pids_limit_leaves_the_host_able_to_start_another() {
+    // A guest starts `sleep`s until the limit refuses one (EAGAIN), then
+    // tries for two seconds more; meanwhile a second sandbox starts and
+    // answers.
+    let bomb = "import errno, subprocess, time\n\
+                t, kids, refused = time.monotonic() + 60, [], set()\n\
+                while time.monotonic() < t:\n\
+                \x20   try:\n\
+                \x20       kids.append(subprocess.Popen(['sleep', '30']))\n\
+                \x20   except OSError as e:\n\
+                \x20       if not refused:\n\
+                \x20           t = time.monotonic() + 2\n\
+                \x20           print('at the limit', flush=True)\n\
+                \x20       refused.add(errno.errorcode[e.errno])\n\
+                print(len(kids) < 64, sorted(refused))";
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.args(["do", "--pids", "64", "--", "python3", "-c", bomb])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut first = cmd.spawn().expect("spawn the first sandbox");
+    let mut said = std::io::BufReader::new(first.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut said, &mut line).expect("read");
+    assert_eq!(line, "at the limit\n");
+    let out = sandbox(&["--", "sh", "-c", "echo second"]);
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (0, "second\n"),
+        "{}",
+        out.stderr
+    );
+    let done = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = first.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(done.elapsed() < TIMEOUT, "the first sandbox never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // (the sleeps it started end with the sandbox)
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut said, &mut rest).expect("read");
+    assert_eq!(
+        (status.code(), rest.as_str()),
+        (Some(0), "True ['EAGAIN']\n")
+    );
 }
 
 #[test]
