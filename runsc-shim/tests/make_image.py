@@ -1,6 +1,7 @@
 """Writes small OCI images for the image tests, from the host's static
 busybox: KIND is `layout` (an OCI image layout folder, gzip then plain
-layers), `docker` (a `docker save` tar), `evil` (a layout whose second
+layers), `zstd` (the same with a zstd first layer of several frames and a
+skippable one, as zstd:chunked writes them), `docker` (a `docker save` tar), `evil` (a layout whose second
 layer writes through a symlink the first made to HOST_DIR) or `corrupt`
 (a layout whose layer does not match its digest).
 
@@ -12,6 +13,8 @@ import hashlib
 import io
 import json
 import os
+import struct
+import subprocess
 import sys
 import tarfile
 
@@ -64,6 +67,15 @@ CONFIG = json.dumps({"architecture": "amd64", "os": "linux",
                      "rootfs": {"type": "layers", "diff_ids": []}}).encode()
 
 
+def zstd(data):
+    """Two zstd frames with a skippable frame between them."""
+    def frame(part):
+        return subprocess.run(["zstd", "-q", "-c"], input=part, capture_output=True, check=True).stdout
+    half = len(data) // 2
+    skip = struct.pack("<II", 0x184D2A50, 5) + b"extra"
+    return frame(data[:half]) + skip + frame(data[half:])
+
+
 def layout(layers, corrupt=False):
     os.makedirs(os.path.join(OUT, "blobs", "sha256"))
 
@@ -74,16 +86,15 @@ def layout(layers, corrupt=False):
         return {"digest": "sha256:" + d, "size": len(data)}
 
     descs = []
-    for i, (data, gz) in enumerate(layers):
-        blob = gzip.compress(data, mtime=0) if gz else data
+    for i, (data, how) in enumerate(layers):
+        blob = {"gzip": lambda d: gzip.compress(d, mtime=0), "zstd": zstd, None: lambda d: d}[how](data)
         desc = put(blob)
         if corrupt and i == 0:
             path = os.path.join(OUT, "blobs", "sha256", desc["digest"][7:])
             raw = bytearray(open(path, "rb").read())
             raw[len(raw) // 2] ^= 0xff
             open(path, "wb").write(bytes(raw))
-        desc["mediaType"] = ("application/vnd.oci.image.layer.v1.tar+gzip" if gz
-                             else "application/vnd.oci.image.layer.v1.tar")
+        desc["mediaType"] = "application/vnd.oci.image.layer.v1.tar" + ("+" + how if how else "")
         descs.append(desc)
     config = put(CONFIG)
     config["mediaType"] = "application/vnd.oci.image.config.v1+json"
@@ -96,14 +107,16 @@ def layout(layers, corrupt=False):
 
 
 if KIND == "layout":
-    layout([(base_layer(), True), (second_layer(), False)])
+    layout([(base_layer(), "gzip"), (second_layer(), None)])
+elif KIND == "zstd":
+    layout([(base_layer(), "zstd"), (second_layer(), None)])
 elif KIND == "corrupt":
-    layout([(base_layer(), True), (second_layer(), False)], corrupt=True)
+    layout([(base_layer(), "gzip"), (second_layer(), None)], corrupt=True)
 elif KIND == "evil":
     host = sys.argv[3]
-    layout([(base_layer(), True),
-            (tar_of([("escape", "link", host, 0o777)]), False),
-            (tar_of([("escape/pwned", "file", b"written outside\n", 0o644)]), False)])
+    layout([(base_layer(), "gzip"),
+            (tar_of([("escape", "link", host, 0o777)]), None),
+            (tar_of([("escape/pwned", "file", b"written outside\n", 0o644)]), None)])
 elif KIND == "docker":
     entries = [("manifest.json", "file", json.dumps([{"Config": "config.json", "RepoTags": ["t:1"],
                                                       "Layers": ["l1/layer.tar", "l2/layer.tar"]}]).encode(), 0o644),

@@ -457,11 +457,13 @@ fn a_sandbox_runs_an_oci_image_with_its_layers_and_whiteouts() {
     let dir = TempDir::new("sb-image-src");
     let layout = dir.path().join("layout");
     let saved = dir.path().join("saved.tar");
+    let zstd = dir.path().join("zstd");
     make_image("layout", &layout, None);
     make_image("docker", &saved, None);
+    make_image("zstd", &zstd, None);
     let script =
         "cat /etc/greeting; ls /data; echo $IMAGE_VAR; [ -e /etc/old.txt ] || echo old.txt gone";
-    for (name, image) in [("oci", &layout), ("docker", &saved)] {
+    for (name, image) in [("oci", &layout), ("docker", &saved), ("zstd", &zstd)] {
         root.ok(&["create", name, "--image", image.to_str().expect("utf-8")]);
         // The second layer's file, its opaque folder and whiteout, and the
         // config's environment.
@@ -493,7 +495,7 @@ fn a_sandbox_runs_an_oci_image_with_its_layers_and_whiteouts() {
     let unpacked = std::fs::read_dir(root.0.path().join(".images"))
         .expect(".images")
         .count();
-    assert_eq!(unpacked, 2);
+    assert_eq!(unpacked, 3);
     // An image whose layer writes through a symlink to a host folder is
     // refused, and the folder stays empty.
     let host = TempDir::new("sb-image-host");

@@ -239,13 +239,6 @@ fn oci_layers(image: &Path, layout: &Path) -> Result<Layers, Error> {
         let mut layers = Vec::new();
         for l in m["layers"].as_array().into_iter().flatten() {
             let digest = l["digest"].as_str().unwrap_or_default().to_string();
-            let media = l["mediaType"].as_str().unwrap_or_default();
-            if media.contains("zstd") {
-                return Err(bad(
-                    image,
-                    "zstd layers are not supported yet (gzip and plain tar are)",
-                ));
-            }
             layers.push((blob(image, layout, &digest)?, Some(digest)));
         }
         return Ok((layers, config));
@@ -285,7 +278,8 @@ fn docker_layers(image: &Path, layout: &Path) -> Result<Layers, Error> {
     Ok((layers, config))
 }
 
-/// A layer's entries, through gzip when it is compressed.
+/// A layer's entries, through gzip or zstd when it is compressed (the
+/// magic number says which, whatever the media type claims).
 fn open_layer(image: &Path, path: &Path) -> Result<tar::Archive<Box<dyn Read>>, Error> {
     let mut f = std::fs::File::open(path)
         .map_err(|e| bad(image, format_args!("{}: {e}", path.display())))?;
@@ -294,12 +288,11 @@ fn open_layer(image: &Path, path: &Path) -> Result<tar::Archive<Box<dyn Read>>, 
     let f = std::fs::File::open(path).map_err(Error::io(path.display()))?;
     let reader: Box<dyn Read> = match &magic[..n] {
         [0x1f, 0x8b, ..] => Box::new(flate2::read::GzDecoder::new(f)),
-        [0x28, 0xb5, 0x2f, 0xfd] => {
-            return Err(bad(
-                image,
-                "zstd layers are not supported yet (gzip and plain tar are)",
-            ))
-        }
+        [0x28, 0xb5, 0x2f, 0xfd] => Box::new(ZstdFrames {
+            source: std::io::BufReader::new(f),
+            frame: ruzstd::decoding::FrameDecoder::new(),
+            open: false,
+        }),
         _ => Box::new(f),
     };
     let mut a = tar::Archive::new(reader);
@@ -311,6 +304,63 @@ fn open_layer(image: &Path, path: &Path) -> Result<tar::Archive<Box<dyn Read>>, 
 
 /// `rel` under `root`, or `None` when a component on the way is a
 /// symlink or not a folder (a whiteout there removes nothing).
+/// A zstd stream of any number of frames (zstd:chunked layers have many),
+/// skippable frames skipped, as the `zstd` tool reads one.
+struct ZstdFrames<R> {
+    source: std::io::BufReader<R>,
+    frame: ruzstd::decoding::FrameDecoder,
+    /// a frame is being decoded
+    open: bool,
+}
+
+impl<R: Read> Read for ZstdFrames<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+        use std::io::BufRead;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if !self.open {
+                if self.source.fill_buf()?.is_empty() {
+                    return Ok(0);
+                }
+                match self.frame.reset(&mut self.source) {
+                    Ok(()) => self.open = true,
+                    Err(FrameDecoderError::ReadFrameHeaderError(
+                        ReadFrameHeaderError::SkipFrame { length, .. },
+                    )) => {
+                        let skipped = std::io::copy(
+                            &mut (&mut self.source).take(length.into()),
+                            &mut std::io::sink(),
+                        )?;
+                        if skipped < length.into() {
+                            return Err(std::io::ErrorKind::UnexpectedEof.into());
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(std::io::Error::other(e)),
+                }
+            }
+            while self.frame.can_collect() < buf.len() && !self.frame.is_finished() {
+                let want = buf.len() - self.frame.can_collect();
+                self.frame
+                    .decode_blocks(
+                        &mut self.source,
+                        ruzstd::decoding::BlockDecodingStrategy::UptoBytes(want),
+                    )
+                    .map_err(std::io::Error::other)?;
+            }
+            let n = self.frame.read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            // This frame is done: the next one, if there is one.
+            self.open = false;
+        }
+    }
+}
+
 fn beneath(root: &Path, rel: &Path) -> Option<PathBuf> {
     let mut at = root.to_path_buf();
     let comps: Vec<Component> = rel.components().collect();
