@@ -496,6 +496,31 @@ fn a_sandbox_runs_an_oci_image_with_its_layers_and_whiteouts() {
         .expect(".images")
         .count();
     assert_eq!(unpacked, 3);
+    // `prune` keeps what sandboxes use, ended ones too, and removes the
+    // rest.
+    root.ok(&["stop", "docker"]);
+    assert_eq!(root.ok(&["prune"]), "0 images, 0.0 MiB\n");
+    root.ok(&["rm", "docker", "zstd"]);
+    let said = root.ok(&["prune"]);
+    assert_eq!(
+        said.lines()
+            .filter(|l| l.starts_with("removed image "))
+            .count(),
+        2,
+        "{said}"
+    );
+    assert!(
+        said.ends_with(" MiB\n") && said.contains("\n2 images, "),
+        "{said}"
+    );
+    let unpacked = std::fs::read_dir(root.0.path().join(".images"))
+        .expect(".images")
+        .count();
+    assert_eq!(unpacked, 1);
+    assert_eq!(
+        root.sh("again", "cat /etc/greeting"),
+        "hello from the image\n"
+    );
     // An image whose layer writes through a symlink to a host folder is
     // refused, and the folder stays empty.
     let host = TempDir::new("sb-image-host");

@@ -35,6 +35,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/sandboxes/{name}/ports"),
     ("POST", "/v1/sandboxes/{name}/snapshot"),
     ("POST", "/v1/sandboxes/{name}/fork"),
+    ("POST", "/v1/images/prune"),
 ];
 
 /// Where `serve` listens.
@@ -220,6 +221,10 @@ impl Server {
                 .list()
                 .map(|l| (200, "application/json", json(&l))),
             ("POST", ["v1", "sandboxes"]) => self.create(&req.body),
+            ("POST", ["v1", "images", "prune"]) => self
+                .store
+                .prune_images()
+                .map(|gone| (200, "application/json", json(&gone))),
             ("GET", ["v1", "sandboxes", n]) => self
                 .store
                 .info(n)

@@ -89,6 +89,9 @@ pub enum Command {
     Snapshot { name: String, image: PathBuf },
     /// Make sandbox NEW as a copy of running sandbox NAME.
     Fork { name: String, new: String },
+    /// Remove the unpacked images (`create --image`) that no sandbox uses;
+    /// print each with the space it held.
+    Prune,
 }
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {
@@ -275,6 +278,21 @@ pub fn run(store: &Store, cmd: Command) -> ExitCode {
         Command::Fork { name, new } => match store.fork(&name, &new) {
             Ok(_) => {
                 println!("{new}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        Command::Prune => match store.prune_images() {
+            Ok(gone) => {
+                for p in &gone {
+                    println!(
+                        "removed image {} ({:.1} MiB)",
+                        p.key,
+                        p.bytes as f64 / 1048576.0
+                    );
+                }
+                let total: u64 = gone.iter().map(|p| p.bytes).sum();
+                println!("{} images, {:.1} MiB", gone.len(), total as f64 / 1048576.0);
                 ExitCode::SUCCESS
             }
             Err(e) => fail(e),

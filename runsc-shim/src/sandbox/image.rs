@@ -19,6 +19,8 @@ const READY: &str = "ready";
 /// and defaults for the programs `exec` runs.
 #[derive(Debug, Clone)]
 pub struct Image {
+    /// its folder's name under `.images`
+    pub key: String,
     pub rootfs: PathBuf,
     pub env: Vec<String>,
     pub defaults: ExecDefaults,
@@ -78,6 +80,7 @@ pub fn prepare(images: &Path, source: &Path) -> Result<Image, Error> {
         .and_then(|t| serde_json::from_slice::<Kept>(&t).ok());
     if let (true, Some(k)) = (dir.join(READY).exists(), kept) {
         return Ok(Image {
+            key,
             rootfs,
             env: k.env,
             defaults: k.defaults,
@@ -94,6 +97,7 @@ pub fn prepare(images: &Path, source: &Path) -> Result<Image, Error> {
             std::fs::write(dir.join(READY), b"").map_err(Error::io(dir.display()))?;
             let _ = std::fs::remove_dir_all(dir.join("src"));
             Ok(Image {
+                key,
                 rootfs,
                 env: k.env,
                 defaults: k.defaults,
@@ -104,6 +108,54 @@ pub fn prepare(images: &Path, source: &Path) -> Result<Image, Error> {
             Err(e)
         }
     }
+}
+
+/// An unpacked image [`prune`] removed, and the bytes it held.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Pruned {
+    pub key: String,
+    pub bytes: u64,
+}
+
+/// Removes every unpacked image under `images` whose key is not in
+/// `used` (the sandboxes that exist, running or not), and what is left
+/// of an unpack that failed half-way.
+pub fn prune(images: &Path, used: &[String]) -> Result<Vec<Pruned>, Error> {
+    let rd = match std::fs::read_dir(images) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(images.display())(e)),
+    };
+    let mut gone = Vec::new();
+    for e in rd.flatten() {
+        let Ok(key) = e.file_name().into_string() else {
+            continue;
+        };
+        if used.contains(&key) {
+            continue;
+        }
+        let dir = e.path();
+        let bytes = disk_bytes(&dir);
+        std::fs::remove_dir_all(&dir).map_err(Error::io(dir.display()))?;
+        gone.push(Pruned { key, bytes });
+    }
+    gone.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(gone)
+}
+
+/// The disk space a folder's files take (links not followed).
+fn disk_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => m.blocks() * 512 + disk_bytes(&e.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// The layers (paths) and config of the image at `source`, then applied.

@@ -34,6 +34,8 @@ use crate::control;
 const FOLDER: &str = ".sandboxes";
 const META: &str = "sandbox.json";
 const LOG: &str = "log";
+/// The key of the unpacked image a sandbox's root is (`create --image`).
+const IMAGE_KEY: &str = "image";
 
 /// What goes wrong, each said for a person.
 #[derive(Debug, thiserror::Error)]
@@ -456,6 +458,8 @@ impl Store {
         match &opts.image {
             Some(source) => {
                 let img = image::prepare(&self.root.join(".images"), source)?;
+                // (what `prune` keeps while the sandbox exists)
+                std::fs::write(dir.join(IMAGE_KEY), &img.key).map_err(Error::io(dir.display()))?;
                 defaults = img.defaults;
                 let mut env = img.env;
                 env.extend(opts.env.iter().cloned());
@@ -848,6 +852,20 @@ impl Store {
                 );
             }
         }
+    }
+
+    /// Removes the unpacked images (`create --image`) no sandbox uses, as
+    /// `docker image prune` does; a sandbox that ended but was not removed
+    /// keeps its image.
+    pub fn prune_images(&self) -> Result<Vec<image::Pruned>, Error> {
+        // (every sandbox folder, one still being made too)
+        let used: Vec<String> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join(IMAGE_KEY)).ok())
+            .collect();
+        image::prune(&self.root.join(".images"), &used)
     }
 
     /// Ends sandbox `name` and forgets it.
