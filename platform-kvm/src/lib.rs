@@ -241,7 +241,7 @@ impl KvmPlatform {
                 op: "KVM_GET_SUPPORTED_CPUID",
                 source: std::io::Error::from_raw_os_error(e.errno()),
             })?;
-        let cpuid = guest_cpuid(&supported)?;
+        let cpuid = guest_cpuid(&supported, sys::is_pvm())?;
         let fsgsbase = sys::cpuid(7, 0)[1] & 1 != 0
             && supported
                 .as_slice()
@@ -346,17 +346,16 @@ fn xsave_size(xcr0: u64) -> usize {
 /// knows (as the other platforms, whose guests ask the CPU itself), but
 /// KVM's for its own leaves and for the features a hypervisor must enable
 /// for a guest to use them (`rdtscp`/`rdpid`, protection keys, `umwait`,
-/// 5-level paging).
-fn guest_cpuid(supported: &CpuId) -> Result<CpuId> {
+/// 5-level paging). Under PVM (`pvm`), whose guests' user code runs in the
+/// host CPU's own user mode, `rdtscp` and `rdpid` work as on the host
+/// (reading the host's `TSC_AUX`, as guests of the other platforms do)
+/// whatever KVM's list says, so the host's bits stand for them.
+fn guest_cpuid(supported: &CpuId, pvm: bool) -> Result<CpuId> {
+    let (rdtscp, rdpid) = if pvm { (0, 0) } else { (1 << 27, 1 << 22) };
     let consent: &[(u32, u32, usize, u32)] = &[
         // (leaf, subleaf, register, bits)
-        (0x8000_0001, 0, 3, 1 << 27),
-        (
-            7,
-            0,
-            2,
-            (1 << 22) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 16),
-        ),
+        (0x8000_0001, 0, 3, rdtscp),
+        (7, 0, 2, rdpid | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 16)),
     ];
     let host_max = sys::cpuid(0, 0)[0];
     let host_ext_max = sys::cpuid(0x8000_0000, 0)[0];

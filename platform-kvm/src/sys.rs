@@ -221,6 +221,12 @@ pub(crate) fn file_size(file: BorrowedFd<'_>) -> Result<u64> {
 }
 
 /// The calling thread's id.
+/// Whether the host's KVM is PVM's (paravirtual, no VMX or SVM): its
+/// module is loaded.
+pub(crate) fn is_pvm() -> bool {
+    std::path::Path::new("/sys/module/kvm_pvm").exists()
+}
+
 /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
 pub(crate) fn thread_cpu() -> std::time::Duration {
     let mut ts = libc::timespec {

@@ -181,6 +181,7 @@ guests! {
     sigfpe => 128 + 8,
     fault_signals => 128 + 4,
     privileged => 0,
+    cpuid_features,
     thread_fpu => 0,
     vector_state => 0,
     // execve
