@@ -728,6 +728,70 @@ fn a_system_v_semaphore_set_comes_back() {
     assert_eq!(again.stdout, "restored 1 2 7\n", "{}", show(&again));
 }
 
+/// A System V message queue with two messages of two types queued, as
+/// the save left it: after the restore, the second type is taken first,
+/// then the first, and the queue's counts and limits are as saved.
+const MSG_C: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/msg.h>
+#include <unistd.h>
+struct m { long type; char text[32]; };
+int main(void) {
+    int id = msgget(0x5eed, IPC_CREAT | 0640);
+    struct m a = {1, "first"}, b = {2, "second"}, got;
+    msgsnd(id, &a, 6, 0);
+    msgsnd(id, &b, 7, 0);
+    struct msqid_ds ds;
+    msgctl(id, IPC_STAT, &ds);
+    ds.msg_qbytes = 4000;
+    msgctl(id, IPC_SET, &ds);
+    const char *state = "native";
+    char buf[32] = {0};
+    int fd = open("/proc/ferrovisor/checkpoint", O_WRONLY);
+    if (fd >= 0) {
+        write(fd, "x", 1);
+        close(fd);
+        fd = open("/proc/ferrovisor/checkpoint", O_RDONLY);
+        read(fd, buf, sizeof buf - 1);
+        buf[strcspn(buf, "\n")] = 0;
+        state = buf;
+    }
+    msgctl(id, IPC_STAT, &ds);
+    printf("%s %d %lu %lu %lu %o", state, msgget(0x5eed, 0) == id, (unsigned long)ds.msg_qnum,
+           (unsigned long)ds.msg_cbytes, (unsigned long)ds.msg_qbytes, ds.msg_perm.mode & 0777);
+    long n = msgrcv(id, &got, sizeof got.text, 2, IPC_NOWAIT);
+    printf(" %ld %s", n, got.text);
+    n = msgrcv(id, &got, sizeof got.text, 0, IPC_NOWAIT);
+    printf(" %ld %s", n, got.text);
+    n = msgrcv(id, &got, sizeof got.text, 0, IPC_NOWAIT);
+    printf(" %ld\n", n);
+    msgctl(id, IPC_RMID, NULL);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_system_v_message_queue_comes_back_with_its_messages() {
+    let dir = TempDir::new("ckpt-msg");
+    let bin = common::compile_static(dir.path(), "msg", MSG_C);
+    let bin = bin.display().to_string();
+    // (natively in an IPC namespace of its own: the host's stays as it was)
+    let mut cmd = command("unshare", &[]);
+    cmd.args(["--ipc", &bin]);
+    let native = run(cmd, None, TIMEOUT);
+    let rest = " 1 2 13 4000 640 7 second 6 first -1\n";
+    assert_eq!(native.stdout, format!("native{rest}"), "{}", show(&native));
+    let images = dir.path().join("images").display().to_string();
+    let first = saving(&images, &[&bin], b"");
+    assert_eq!(first.stdout, format!("saved{rest}"), "{}", show(&first));
+    for _ in 0..2 {
+        let again = restore(&images, "seccomp", b"");
+        assert_eq!(again.stdout, format!("restored{rest}"), "{}", show(&again));
+    }
+}
+
 /// A TCP socket listening on the sandbox's loopback listens again on the
 /// same port in the restored copy, and takes a connection there.
 #[test]

@@ -38,7 +38,7 @@ use crate::vfs::file::{FdEntry, FdTable, FileDescription, FileKind};
 const MAGIC: &[u8; 8] = b"FVSNAP\r\n";
 
 /// The layout this Sentry writes and reads.
-const VERSION: u32 = 6;
+const VERSION: u32 = 7;
 
 /// Magic, version, flags, payload length and checksum, page area length
 /// and checksum.
@@ -843,7 +843,6 @@ fn encode(
     let queues = kernel.mqueue.queues.locked().len();
     for (n, what) in [
         (kernel.sysv_shm.count(), "System V shared memory"),
-        (kernel.sysv_msg.count(), "a System V message queue"),
         (queues, "a POSIX message queue"),
     ] {
         if n > 0 {
@@ -862,6 +861,7 @@ fn encode(
     crate::mm::snapshot::save_file_images(&used, &mut e, &mut pages, &SandboxFiles(kernel))?;
     drop(used);
     kernel.sysv_sem.save(&mut e);
+    kernel.sysv_msg.save(&mut e);
     save_tmpfs(kernel, &mut e)?;
     save_files(kernel, &tables, &mut objects, &mut e)?;
     e.u64(dirs.len() as u64);
@@ -1887,6 +1887,7 @@ pub fn restore_process(
     }
     adopt_file_images(kernel, &mut d, area)?;
     kernel.sysv_sem.restore(&mut d).map_err(b)?;
+    kernel.sysv_msg.restore(&mut d).map_err(b)?;
     restore_tmpfs(kernel, &mut d)?;
     let n = d.count(5).map_err(b)?;
     let mut files = Vec::with_capacity(n);

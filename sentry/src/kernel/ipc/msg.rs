@@ -21,6 +21,7 @@ use crate::kernel::ipc::shm::{
 };
 use crate::kernel::task::Task;
 use crate::kernel::wait::WaitQueue;
+use crate::mm::snapshot::{bad, Bad, Dec, Enc};
 
 use abi::ipc::{
     IPC_NOWAIT, MSGMNB, MSGMNI, MSG_COPY, MSG_EXCEPT, MSG_INFO, MSG_NOERROR, MSG_STAT, MSG_STAT_ANY,
@@ -92,6 +93,100 @@ impl Registry {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The queues and their messages, as a checkpoint saves them (waiters
+    /// are not: a `msgsnd` or `msgrcv` that waited starts again).
+    pub fn save(&self, e: &mut Enc) {
+        let g = self.lock();
+        e.u32(u32::from(g.seq));
+        e.u32(g.last_idx as u32);
+        e.u64(g.queues.len() as u64);
+        for (idx, q) in &g.queues {
+            e.u32(*idx as u32);
+            e.u32(q.key as u32);
+            let o = &q.owner;
+            for w in [o.uid, o.gid, o.cuid, o.cgid, o.mode] {
+                e.u32(w);
+            }
+            e.u32(u32::from(q.seq));
+            for t in [q.stime, q.rtime, q.ctime] {
+                e.u64(t as u64);
+            }
+            e.u32(q.lspid as u32);
+            e.u32(q.lrpid as u32);
+            e.u64(q.qbytes);
+            e.u64(q.msgs.len() as u64);
+            for (ty, text) in &q.msgs {
+                e.u64(*ty as u64);
+                e.bytes(text);
+            }
+        }
+    }
+
+    /// Puts back what [`Registry::save`] wrote, in a new sandbox; an image
+    /// whose queues Linux could not hold, or past the Sentry's bytes, is
+    /// refused.
+    pub fn restore(&self, d: &mut Dec<'_>) -> Result<(), Bad> {
+        let mut g = self.lock();
+        g.seq = d.u32()? as u16;
+        g.last_idx = d.u32()? as i32;
+        let n = d.count(80)?;
+        let mut total = 0u64;
+        for _ in 0..n {
+            let idx = d.u32()? as i32;
+            let key = d.u32()? as i32;
+            let mut w = [0u32; 5];
+            for x in &mut w {
+                *x = d.u32()?;
+            }
+            let seq = d.u32()? as u16;
+            let (stime, rtime, ctime) = (d.u64()? as i64, d.u64()? as i64, d.u64()? as i64);
+            let (lspid, lrpid) = (d.u32()? as i32, d.u32()? as i32);
+            let qbytes = d.u64()?;
+            let m = d.count(12)?;
+            let mut msgs = VecDeque::with_capacity(m);
+            let mut cbytes = 0u64;
+            for _ in 0..m {
+                let ty = d.u64()? as i64;
+                let text = d.bytes()?.to_vec();
+                if ty <= 0 {
+                    return bad("a message of the image has no type");
+                }
+                cbytes += text.len() as u64;
+                msgs.push_back((ty, text));
+            }
+            total += cbytes;
+            if !(0..MSGMNI as i32).contains(&idx)
+                || g.queues.contains_key(&idx)
+                || cbytes > qbytes
+                || total > SENTRY_MAX_BYTES
+            {
+                return bad("the image's message queues are out of range");
+            }
+            let queue = Queue {
+                key,
+                owner: Owner {
+                    uid: w[0],
+                    gid: w[1],
+                    cuid: w[2],
+                    cgid: w[3],
+                    mode: w[4] & 0o777,
+                },
+                seq,
+                stime,
+                rtime,
+                ctime,
+                lspid,
+                lrpid,
+                qbytes,
+                cbytes,
+                msgs,
+                waiters: WaitQueue::new(),
+            };
+            g.queues.insert(idx, queue);
+        }
+        Ok(())
     }
 }
 
@@ -489,4 +584,68 @@ pub fn proc_table(reg: &Registry) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(msgs: &[(i64, &[u8])]) -> Queue {
+        Queue {
+            key: 7,
+            owner: Owner {
+                uid: 1,
+                gid: 2,
+                cuid: 1,
+                cgid: 2,
+                mode: 0o640,
+            },
+            seq: 3,
+            stime: 10,
+            rtime: 11,
+            ctime: 12,
+            lspid: 5,
+            lrpid: 6,
+            qbytes: 4000,
+            cbytes: msgs.iter().map(|(_, t)| t.len() as u64).sum(),
+            msgs: msgs.iter().map(|(ty, t)| (*ty, t.to_vec())).collect(),
+            waiters: WaitQueue::new(),
+        }
+    }
+
+    #[test]
+    fn queues_round_trip_and_mangled_images_are_refused_or_read() {
+        let reg = Registry::default();
+        reg.lock()
+            .queues
+            .insert(4, queue(&[(1, b"first"), (2, b"second")]));
+        let mut e = Enc::default();
+        reg.save(&mut e);
+        let back = Registry::default();
+        back.restore(&mut Dec::new(&e.buf)).expect("restored");
+        let g = back.lock();
+        let q = g.queues.get(&4).expect("queue 4");
+        assert_eq!(q.msgs, queue(&[(1, b"first"), (2, b"second")]).msgs);
+        assert_eq!(
+            (q.cbytes, q.qbytes, q.owner.mode, q.lrpid),
+            (11, 4000, 0o640, 6)
+        );
+        drop(g);
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..3_000 {
+            let mut m = e.buf.clone();
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let i = (rng as usize) % m.len();
+            m[i] = (rng >> 40) as u8;
+            let r = Registry::default();
+            if r.restore(&mut Dec::new(&m)).is_ok() {
+                let g = r.lock();
+                for q in g.queues.values() {
+                    assert!(q.cbytes <= q.qbytes && q.msgs.iter().all(|(t, _)| *t > 0));
+                }
+            }
+        }
+    }
 }
