@@ -772,6 +772,70 @@ int main(void) {
 }
 "#;
 
+/// A timerfd armed before the save fires after the restore, within what
+/// it had left; a signalfd reads the signal left pending at the save.
+const TIMERFD_C: &str = r#"
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+int main(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int sfd = signalfd(-1, &set, 0);
+    int tfd = timerfd_create(CLOCK_MONOTONIC, 0);
+    struct itimerspec it = {{0, 0}, {0, 300000000}};
+    timerfd_settime(tfd, 0, &it, NULL);
+    raise(SIGUSR1);
+    const char *state = "native";
+    char buf[32] = {0};
+    int fd = open("/proc/ferrovisor/checkpoint", O_WRONLY);
+    if (fd >= 0) {
+        write(fd, "x", 1);
+        close(fd);
+        fd = open("/proc/ferrovisor/checkpoint", O_RDONLY);
+        read(fd, buf, sizeof buf - 1);
+        buf[strcspn(buf, "\n")] = 0;
+        state = buf;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct itimerspec left;
+    timerfd_gettime(tfd, &left);
+    struct signalfd_siginfo si;
+    long n = read(sfd, &si, sizeof si);
+    uint64_t fired = 0;
+    read(tfd, &fired, sizeof fired);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("%s sig %ld %u fired %llu left<=300ms %d waited<1s %d\n", state, n, si.ssi_signo,
+           (unsigned long long)fired, left.it_value.tv_sec == 0, waited < 1.0);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_timerfd_and_a_signalfd_come_back() {
+    let dir = TempDir::new("ckpt-tfd");
+    let bin = common::compile_static(dir.path(), "tfd", TIMERFD_C);
+    let bin = bin.display().to_string();
+    let native = run(command(&bin, &[]), None, TIMEOUT);
+    let rest = " sig 128 10 fired 1 left<=300ms 1 waited<1s 1\n";
+    assert_eq!(native.stdout, format!("native{rest}"), "{}", show(&native));
+    let images = dir.path().join("images").display().to_string();
+    let first = saving(&images, &[&bin], b"");
+    assert_eq!(first.stdout, format!("saved{rest}"), "{}", show(&first));
+    let again = restore(&images, "seccomp", b"");
+    assert_eq!(again.stdout, format!("restored{rest}"), "{}", show(&again));
+}
+
 #[test]
 fn a_system_v_message_queue_comes_back_with_its_messages() {
     let dir = TempDir::new("ckpt-msg");

@@ -22,7 +22,7 @@ use abi::{Errno, KSigaction, OpenFlags, StackT};
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::fsimpl::devpts::{Pty, PtyEnd};
-use crate::fsimpl::events::{Epoll, EventFd};
+use crate::fsimpl::events::{Epoll, EventFd, SignalFd, TimerFd};
 use crate::fsimpl::pipe::{Pipe, PipeEnd};
 use crate::fsimpl::tmpfs::{MemInode, MemKind};
 use crate::kernel::auth::{CapSets, Creds};
@@ -69,6 +69,8 @@ const FD_LISTENER: u8 = 7;
 const FD_DETACHED: u8 = 8;
 const FD_PTY: u8 = 9;
 const FD_CONSOLE_SLAVE: u8 = 10;
+const FD_TIMERFD: u8 = 11;
+const FD_SIGNALFD: u8 = 12;
 
 /// A process's controlling terminal in an image.
 const CTTY_NONE: u8 = 0;
@@ -1219,6 +1221,26 @@ fn describe_file(
             e.u64(ev.count());
             e.u8(u8::from(ev.semaphore));
         }
+        FileKind::Impl(_) if file.downcast::<TimerFd>().is_some() => {
+            // Its clock, the expirations not yet read, and the time left
+            // and interval (an absolute time is saved as the time left).
+            let Some(t) = file.downcast::<TimerFd>() else {
+                return Err("the timerfd changed".into());
+            };
+            let (left, interval) = t.service().get(t.id).unwrap_or_default();
+            e.u8(FD_TIMERFD);
+            e.u32(t.clock as u32);
+            e.u64(t.count.load(std::sync::atomic::Ordering::Relaxed));
+            e.u64(left.as_nanos() as u64);
+            e.u64(interval.as_nanos() as u64);
+        }
+        FileKind::Impl(_) if file.downcast::<SignalFd>().is_some() => {
+            let Some(s) = file.downcast::<SignalFd>() else {
+                return Err("the signalfd changed".into());
+            };
+            e.u8(FD_SIGNALFD);
+            e.u64(*s.mask.locked());
+        }
         FileKind::Impl(_) if unix_of(file).is_some() => {
             let Some(sock) = unix_of(file) else {
                 return Err("the socket changed".into());
@@ -1434,6 +1456,13 @@ enum FileHow {
         count: u64,
         semaphore: bool,
     },
+    TimerFd {
+        clock: i32,
+        count: u64,
+        left: Duration,
+        interval: Duration,
+    },
+    SignalFd(u64),
     Epoll(usize),
     Unix(usize),
     Pty {
@@ -1478,6 +1507,13 @@ fn read_file(d: &mut Dec<'_>) -> Result<SavedFile, Bad> {
             count: d.u64()?,
             semaphore: d.u8()? != 0,
         },
+        FD_TIMERFD => FileHow::TimerFd {
+            clock: d.u32()? as i32,
+            count: d.u64()?,
+            left: Duration::from_nanos(d.u64()?),
+            interval: Duration::from_nanos(d.u64()?),
+        },
+        FD_SIGNALFD => FileHow::SignalFd(d.u64()?),
         FD_EPOLL => FileHow::Epoll(d.u32()? as usize),
         FD_UNIX => FileHow::Unix(d.u32()? as usize),
         FD_PTY => FileHow::Pty {
@@ -2308,6 +2344,35 @@ fn reopen(
             }
             let ev = FileKind::Impl(EventFd::new(count, semaphore));
             Ok(Some(FileDescription::new(ev, None, f.flags)))
+        }
+        FileHow::TimerFd {
+            clock,
+            count,
+            left,
+            interval,
+        } => {
+            // (the clocks timerfd_create takes)
+            if !matches!(clock, 0 | 1 | 7 | 8 | 9) {
+                return Err(fail(format!("open file {i}: a timerfd on clock {clock}")));
+            }
+            let t = TimerFd::new(task.kernel.timers.clone(), clock)
+                .ok_or_else(|| fail("no room for the image's timers".into()))?;
+            t.count.store(count, std::sync::atomic::Ordering::Relaxed);
+            if !left.is_zero() {
+                task.kernel.timers.arm(&task.kernel, t.id, left, interval);
+            }
+            let kind = FileKind::Impl(Arc::new(t));
+            Ok(Some(FileDescription::new(kind, None, f.flags)))
+        }
+        FileHow::SignalFd(mask) => {
+            let s = SignalFd {
+                mask: Mutex::new(mask & !crate::kernel::task::UNBLOCKABLE),
+            };
+            Ok(Some(FileDescription::new(
+                FileKind::Impl(Arc::new(s)),
+                None,
+                f.flags,
+            )))
         }
         FileHow::Epoll(n) => {
             let kind = FileKind::Impl(object(epolls, n, "an epoll", i)?);
