@@ -1928,7 +1928,12 @@ pub fn restore_process(
     let n = d.count(40).map_err(b)?;
     let mut ptys = Vec::with_capacity(n);
     for _ in 0..n {
-        ptys.push(kernel.fs.devpts.restore(&mut d).map_err(b)?);
+        ptys.push(
+            crate::fsimpl::builtins(&kernel.fs)
+                .devpts
+                .restore(&mut d)
+                .map_err(b)?,
+        );
     }
     let n = d.count(8).map_err(b)?;
     let mut tables = Vec::with_capacity(n);

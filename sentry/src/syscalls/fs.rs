@@ -757,9 +757,9 @@ pub(crate) fn open_path(
                 FileKind::Mem(m)
             }
             Node::Ovl(_) => FileKind::SynthDir,
-            Node::Dev(crate::vfs::Device::Ptmx) => {
-                FileKind::Impl(Arc::new(task.kernel.fs.devpts.allocate()?))
-            }
+            Node::Dev(crate::vfs::Device::Ptmx) => FileKind::Impl(Arc::new(
+                crate::fsimpl::builtins(&task.kernel.fs).devpts.allocate()?,
+            )),
             Node::Dev(crate::vfs::Device::Tty) => {
                 // The caller's controlling terminal (ENXIO without one).
                 let ctty = task.proc_.state().ctty.clone().ok_or(Errno::ENXIO)?;
@@ -767,7 +767,10 @@ pub(crate) fn open_path(
                 FileKind::Impl(Arc::new(ctty.open_slave()?))
             }
             Node::Pts(n) => {
-                let pty = task.kernel.fs.devpts.get(*n).ok_or(Errno::ENOENT)?;
+                let pty = crate::fsimpl::builtins(&task.kernel.fs)
+                    .devpts
+                    .get(*n)
+                    .ok_or(Errno::ENOENT)?;
                 let end = pty.open_slave()?;
                 if !flags.contains(OpenFlags::NOCTTY) && acc != abi::OpenFlags::WRONLY.bits() {
                     acquire_ctty(task, &pty);
@@ -775,27 +778,7 @@ pub(crate) fn open_path(
                 FileKind::Impl(Arc::new(end))
             }
             Node::Dev(d) => FileKind::Dev(*d),
-            Node::Inode(i) if !i.is_dir() => {
-                let Some(crate::fsimpl::mqueue::MqueueNode(q)) = loc.node().inode() else {
-                    return Err(Errno::ENXIO);
-                };
-                let want = match acc {
-                    0 => 4,
-                    1 => 2,
-                    _ => 6,
-                };
-                if !q.permits(&task.creds, want) {
-                    return Err(Errno::EACCES);
-                }
-                mqueue_file(q.clone())
-            }
-            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::Inode(_) => {
-                if wants_write {
-                    return Err(Errno::EROFS);
-                }
-                FileKind::SynthDir
-            }
-            Node::Proc(p) => match p {
+            n if let Some(p) = crate::fsimpl::proc::ProcInode::of(n) => match p {
                 crate::fsimpl::proc::ProcNode::FdLink(_, file, _) => {
                     // Reopening /proc/self/fd/N of an object with no path:
                     // the same object, in the requested direction.
@@ -866,6 +849,26 @@ pub(crate) fn open_path(
                 }
                 _ => FileKind::SynthDir,
             },
+            Node::Inode(i) if !i.is_dir() => {
+                let Some(crate::fsimpl::mqueue::MqueueNode(q)) = loc.node().inode() else {
+                    return Err(Errno::ENXIO);
+                };
+                let want = match acc {
+                    0 => 4,
+                    1 => 2,
+                    _ => 6,
+                };
+                if !q.permits(&task.creds, want) {
+                    return Err(Errno::EACCES);
+                }
+                mqueue_file(q.clone())
+            }
+            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::Inode(_) => {
+                if wants_write {
+                    return Err(Errno::EROFS);
+                }
+                FileKind::SynthDir
+            }
             Node::Mem(m) => match &m.kind {
                 MemKind::Fifo(pipe) => {
                     // O_RDWR is served as the read end (a partial fifo(7)).
@@ -1224,9 +1227,7 @@ fn stat_path(task: &Task, dirfd: u64, path_addr: u64, flags: u32) -> Result<Stat
     let loc = task.resolve(&start, &path, follow)?;
     // A followed /proc/[pid]/fd/N of an object with no path (a pipe, a
     // socket) is the object itself.
-    if let (true, Node::Proc(crate::fsimpl::proc::ProcNode::FdLink(_, file, _))) =
-        (follow, loc.node())
-    {
+    if let (true, Some(file)) = (follow, loc.node().open_file()) {
         return file.stat();
     }
     loc.node().stat()
@@ -1424,6 +1425,8 @@ fn check_access_as(task: &Task, creds: &Creds, loc: &Location, mode: u32) -> Res
     }
     let st = loc.node().stat()?;
     let writable_fs = match loc.node() {
+        // (/proc and /sys: a read-only file system to access(2)'s W_OK)
+        Node::Inode(i) if i.mount_key() == crate::vfs::PROC_MOUNT_KEY => false,
         Node::Dev(_) | Node::Pts(_) | Node::Mem(_) | Node::Inode(_) => true,
         Node::Host { h, .. } if h.volume().is_some() => h.volume() == Some(VolumeKind::ReadWrite),
         Node::Host { .. } | Node::Ovl(_) => task.kernel.fs.overlay,
@@ -2468,7 +2471,7 @@ fn link(
         task.resolve(&start, &path, flags & abi::AT_SYMLINK_FOLLOW != 0)?
     };
     // /proc/self/fd/N is the file itself.
-    if let Node::Proc(crate::fsimpl::proc::ProcNode::FdLink(_, file, _)) = src.node() {
+    if let Some(file) = src.node().open_file() {
         if matches!(file.kind, FileKind::Mem(_)) {
             src = linkable_file(task, file)?;
         }
@@ -3287,7 +3290,6 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
             s.f_frsize = h.fragment_size as i64;
             s.f_flags = i64::from(ro); // ST_RDONLY
         }
-        Node::Inode(i) => i.statfs(&mut s),
         Node::Mem(m) => {
             let (total, used) = m.fs().usage();
             s.f_type = 0x0102_1994; // TMPFS_MAGIC
@@ -3298,28 +3300,8 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
             s.f_namelen = 255;
             s.f_frsize = 4096;
         }
-        // /sys and its cgroup file system (what runtimes check to tell
-        // cgroup v2 from v1), both read-only.
-        Node::Proc(crate::fsimpl::proc::ProcNode::Sys(d))
-            if d.starts_with(crate::fsimpl::proc::SYSFS) =>
-        {
-            s.f_type = if d.starts_with(crate::fsimpl::proc::SYSFS_CGROUP) {
-                0x6367_7270 // CGROUP2_SUPER_MAGIC
-            } else {
-                0x6265_6572 // SYSFS_MAGIC
-            };
-            s.f_bsize = 4096;
-            s.f_namelen = 255;
-            s.f_frsize = 4096;
-            s.f_flags = 1 | 2 | 4 | 8; // ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC
-        }
-        _ => {
-            s.f_type = 0x0102_1994; // TMPFS_MAGIC
-            s.f_bsize = 4096;
-            s.f_namelen = 255;
-            s.f_frsize = 4096;
-            s.f_flags = 1;
-        }
+        Node::Inode(i) => i.statfs(&mut s),
+        _ => crate::vfs::synth_statfs(&mut s),
     }
     Ok(s)
 }

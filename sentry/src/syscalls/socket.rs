@@ -231,7 +231,7 @@ pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_listen(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     // `net.core.somaxconn` bounds every family's backlog, and a negative
     // one (as unsigned) means as many as it allows (__sys_listen()).
-    let somaxconn = task.kernel.fs.proc.somaxconn();
+    let somaxconn = crate::fsimpl::builtins(&task.kernel.fs).proc.somaxconn();
     let backlog = if a[1] as u32 > somaxconn {
         somaxconn as i32
     } else {

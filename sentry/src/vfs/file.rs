@@ -880,7 +880,7 @@ impl FileDescription {
                 vfs::Node::Ovl(o) => fs.ovl_list(o)?,
                 vfs::Node::PtsDir => fs.pts_list(),
                 vfs::Node::DevDir => fs.dev_list(),
-                n => vfs::list_dir(n, host, Some(&fs.proc))?,
+                n => vfs::list_dir(n, host)?,
             });
         }
         Ok(d)

@@ -143,6 +143,12 @@ const UPPER_DEV: u64 = SYNTH_DEV + 0x13;
 /// Device number of the Sentry's synthetic file systems.
 const SYNTH_DEV: u64 = 0x3_0000_0000;
 
+/// Device number (`st_dev`) of /proc.
+pub const PROC_DEV: u64 = SYNTH_DEV + 0x20;
+
+/// [`mount_key`] of /proc (and /sys, which the same generator serves).
+pub const PROC_MOUNT_KEY: usize = 3;
+
 fn makedev(major: u64, minor: u64) -> u64 {
     ((major & 0xfff) << 8) | (minor & 0xff) | ((minor & !0xff) << 12)
 }
@@ -248,8 +254,6 @@ pub enum Node {
     },
     /// a tmpfs inode
     Mem(Arc<crate::fsimpl::tmpfs::MemInode>),
-    /// a /proc node
-    Proc(crate::fsimpl::proc::ProcNode),
     /// a directory of the root overlay: a read-only host directory below,
     /// the sandbox's own changes (a tmpfs tree) above
     Ovl(Arc<OvlDir>),
@@ -257,7 +261,8 @@ pub enum Node {
     PtsDir,
     /// `/dev/pts/N`, a pty slave
     Pts(u32),
-    /// a node of a file system implemented outside vfs (`/dev/mqueue`)
+    /// a node of a file system implemented outside vfs (`/proc`, `/sys`,
+    /// `/dev/mqueue`)
     Inode(Arc<dyn Inode>),
 }
 
@@ -283,6 +288,45 @@ pub trait Inode: Send + Sync + fmt::Debug + std::any::Any {
     fn mount_key(&self) -> usize;
     /// `statfs(2)` of its file system.
     fn statfs(&self, s: &mut abi::Statfs);
+    /// Whether it is a symbolic link.
+    fn is_symlink(&self) -> bool {
+        false
+    }
+    /// A symbolic link's target.
+    fn readlink(&self) -> Result<Vec<u8>, Errno> {
+        Err(Errno::EINVAL)
+    }
+    /// The open file a `/proc/[pid]/fd/N` link names: a walk through it
+    /// goes to that file, not to a path.
+    fn open_file(&self) -> Option<&Arc<file::FileDescription>> {
+        None
+    }
+    /// Whether, found as `name` in `parent`, it is one of /proc's "magic"
+    /// links, which name an object rather than a path (`openat2`'s
+    /// `RESOLVE_NO_MAGICLINKS`).
+    fn is_magic_link(&self, parent: &Node, name: &[u8]) -> bool {
+        let _ = (parent, name);
+        false
+    }
+    /// Its file system's type as the mount table names it; `None`: a
+    /// guest's mount of it shows as a bind.
+    fn fs_type(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// The file systems above vfs that it puts in the tree itself, which boot
+/// hands it: vfs mounts `/proc`, `/sys` and `/dev/pts` at their places
+/// without knowing their types.
+pub trait FsImpls: Send + Sync + fmt::Debug + std::any::Any {
+    /// `/proc`'s root.
+    fn proc_root(&self) -> Node;
+    /// `/sys`'s root.
+    fn sys_root(&self) -> Node;
+    /// Whether pseudo-terminal `n` is live (its `/dev/pts/N` exists).
+    fn pty_exists(&self, n: u32) -> bool;
+    /// The live pseudo-terminals' numbers, for listing `/dev/pts`.
+    fn ptys(&self) -> Vec<u32>;
 }
 
 impl Node {
@@ -290,6 +334,14 @@ impl Node {
     pub fn inode<T: Inode>(&self) -> Option<&T> {
         match self {
             Node::Inode(i) => (&**i as &dyn std::any::Any).downcast_ref(),
+            _ => None,
+        }
+    }
+
+    /// The open file a `/proc/[pid]/fd/N` link names, if this is one.
+    pub fn open_file(&self) -> Option<&Arc<file::FileDescription>> {
+        match self {
+            Node::Inode(i) => i.open_file(),
             _ => None,
         }
     }
@@ -315,7 +367,6 @@ impl Node {
             Node::Dev(_) | Node::Pts(_) => false,
             Node::Inode(i) => i.is_dir(),
             Node::Mem(m) => m.is_dir(),
-            Node::Proc(p) => p.is_dir(),
             Node::Ovl(_) => true,
         }
     }
@@ -325,10 +376,7 @@ impl Node {
         match self {
             Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFLNK,
             Node::Mem(m) => m.readlink().is_some(),
-            Node::Proc(p) => matches!(
-                p,
-                crate::fsimpl::proc::ProcNode::Link(..) | crate::fsimpl::proc::ProcNode::FdLink(..)
-            ),
+            Node::Inode(i) => i.is_symlink(),
             _ => false,
         }
     }
@@ -347,10 +395,7 @@ impl Node {
                 Ok(h.target.get_or_init(|| t).clone())
             }
             Node::Mem(m) => m.readlink().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
-            Node::Proc(
-                crate::fsimpl::proc::ProcNode::Link(_, t)
-                | crate::fsimpl::proc::ProcNode::FdLink(_, _, t),
-            ) => Ok(t.clone()),
+            Node::Inode(i) => i.readlink(),
             _ => Err(Errno::EINVAL),
         }
     }
@@ -365,31 +410,6 @@ impl Node {
 
     /// `stat` of this node.
     pub fn stat(&self) -> Result<Stat, Errno> {
-        let (uid, gid) = host::ids();
-        let synth = |mode: u32, ino: u64, rdev: u64| Stat {
-            dev: SYNTH_DEV,
-            ino,
-            nlink: if mode & abi::S_IFMT == abi::S_IFDIR {
-                2
-            } else {
-                1
-            },
-            mode,
-            uid,
-            gid,
-            pad0: 0,
-            rdev,
-            size: 0,
-            blksize: 4096,
-            blocks: 0,
-            atime: 0,
-            atime_nsec: 0,
-            mtime: 0,
-            mtime_nsec: 0,
-            ctime: 0,
-            ctime_nsec: 0,
-            unused: [0; 3],
-        };
         match self {
             Node::Host { h, .. } => h.stat(),
             Node::Mem(m) => Ok(m.stat()),
@@ -415,12 +435,6 @@ impl Node {
                     (None, Some(l)) => l.stat(),
                     (None, None) => Err(Errno::ENOENT),
                 }
-            }
-            Node::Proc(p) => {
-                let (mode, ino) = p.mode_ino();
-                let mut st = synth(mode, ino, 0);
-                st.dev = crate::fsimpl::proc::PROC_DEV;
-                Ok(st)
             }
             Node::DevDir => Ok(synth(abi::S_IFDIR | 0o755, 1, 0)),
             // An OCI mask is runc's read-only tmpfs, whose root keeps
@@ -448,7 +462,7 @@ impl Node {
                 let mut st = synth(
                     abi::S_IFCHR | 0o620,
                     u64::from(*n) + 3,
-                    makedev(crate::fsimpl::devpts::PTS_MAJOR, u64::from(*n)),
+                    makedev(abi::tty::UNIX98_PTY_SLAVE_MAJOR, u64::from(*n)),
                 );
                 st.dev = DEVPTS_DEV;
                 Ok(st)
@@ -456,6 +470,83 @@ impl Node {
             Node::Inode(i) => i.stat(),
         }
     }
+}
+
+/// `stat` of a synthetic object of the Sentry's: owned by the sandbox's
+/// user, empty, with no times.
+pub fn synth(mode: u32, ino: u64, rdev: u64) -> Stat {
+    let (uid, gid) = host::ids();
+    Stat {
+        dev: SYNTH_DEV,
+        ino,
+        nlink: if mode & abi::S_IFMT == abi::S_IFDIR {
+            2
+        } else {
+            1
+        },
+        mode,
+        uid,
+        gid,
+        pad0: 0,
+        rdev,
+        size: 0,
+        blksize: 4096,
+        blocks: 0,
+        atime: 0,
+        atime_nsec: 0,
+        mtime: 0,
+        mtime_nsec: 0,
+        ctime: 0,
+        ctime_nsec: 0,
+        unused: [0; 3],
+    }
+}
+
+/// A symbolic link of the Sentry's own in `/dev` (`/dev/fd`, the stdio
+/// links, a container's `/dev/ptmx`): shown as /proc's links are, on
+/// /proc's device.
+#[derive(Debug)]
+struct DevLink {
+    ino: u64,
+    target: &'static [u8],
+}
+
+impl Inode for DevLink {
+    fn stat(&self) -> Result<Stat, Errno> {
+        let mut st = synth(abi::S_IFLNK | 0o777, self.ino, 0);
+        st.dev = PROC_DEV;
+        Ok(st)
+    }
+
+    fn is_dir(&self) -> bool {
+        false
+    }
+
+    fn mount_key(&self) -> usize {
+        PROC_MOUNT_KEY
+    }
+
+    fn statfs(&self, s: &mut abi::Statfs) {
+        synth_statfs(s);
+    }
+
+    fn is_symlink(&self) -> bool {
+        true
+    }
+
+    fn readlink(&self) -> Result<Vec<u8>, Errno> {
+        Ok(self.target.to_vec())
+    }
+}
+
+/// `statfs` of the Sentry's read-only synthetic file systems (`/dev`,
+/// `/proc`): a read-only tmpfs.
+pub fn synth_statfs(s: &mut abi::Statfs) {
+    s.f_type = 0x0102_1994; // TMPFS_MAGIC
+    s.f_bsize = 4096;
+    s.f_namelen = 255;
+    s.f_frsize = 4096;
+    s.f_flags = 1;
 }
 
 /// A path from the root: the chain of directories down to an object, which
@@ -590,10 +681,11 @@ pub struct FileSystem {
     /// the internal tmpfs `memfd_create` files live in (Linux's `shm_mnt`):
     /// never mounted, bounded by the shared pool
     memfd: Arc<crate::fsimpl::tmpfs::MemInode>,
-    /// the /proc generator
-    pub proc: crate::fsimpl::proc::ProcFs,
-    /// the pseudo-terminals of `/dev/pts`
-    pub devpts: Arc<crate::fsimpl::devpts::Devpts>,
+    /// the file systems above vfs that it mounts itself
+    impls: Arc<dyn FsImpls>,
+    /// `/proc`'s and `/sys`'s roots, asked of `impls` once
+    proc_root: Node,
+    sys_root: Node,
     /// `/dev/mqueue`'s root, which boot gives
     mqueue_root: std::sync::OnceLock<Node>,
     /// the root overlay's upper layer
@@ -815,6 +907,7 @@ impl FileSystem {
         writes: RootWrites,
         tmpfs_tmp: bool,
         total_memory: u64,
+        impls: Arc<dyn FsImpls>,
     ) -> Result<Self, Errno> {
         let client = Arc::new(client);
         let root = client.attach()?;
@@ -864,8 +957,9 @@ impl FileSystem {
             dcache: Mutex::new(HashMap::new()),
             tmp: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x10, size, 0o1777),
             run: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x11, size, 0o755),
-            proc: Default::default(),
-            devpts: Default::default(),
+            proc_root: impls.proc_root(),
+            sys_root: impls.sys_root(),
+            impls,
             mqueue_root: Default::default(),
             shm: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x12, size, 0o1777),
             memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
@@ -1300,7 +1394,7 @@ impl FileSystem {
                         let path = names_path(&m.path);
                         let typ = match &m.root {
                             Node::Mem(_) => "tmpfs",
-                            Node::Proc(_) => "proc",
+                            Node::Inode(i) => i.fs_type().unwrap_or("bind"),
                             _ => "bind",
                         };
                         (path, typ, *ro != Writes::Allowed, m.flags.options())
@@ -1554,10 +1648,8 @@ impl FileSystem {
     fn synthetic_top(&self, name: &[u8]) -> Option<Node> {
         Some(match name {
             b"dev" => Node::DevDir,
-            b"proc" => Node::Proc(crate::fsimpl::proc::ProcNode::Root),
-            b"sys" => Node::Proc(crate::fsimpl::proc::ProcNode::Sys(
-                crate::fsimpl::proc::SYSFS,
-            )),
+            b"proc" => self.proc_root.clone(),
+            b"sys" => self.sys_root.clone(),
             b"tmp" if self.tmpfs_tmp => Node::Mem(self.tmp.clone()),
             b"run" if self.tmpfs_tmp => Node::Mem(self.run.clone()),
             _ => return None,
@@ -1648,25 +1740,27 @@ impl FileSystem {
                     b"stdout" => b"/proc/self/fd/1",
                     _ => b"/proc/self/fd/2",
                 };
-                Ok(Node::Proc(crate::fsimpl::proc::ProcNode::Link(
-                    20 + name.len() as u64,
-                    target.to_vec(),
-                )))
+                Ok(Node::Inode(Arc::new(DevLink {
+                    ino: 20 + name.len() as u64,
+                    target,
+                })))
             }
             Node::DevDir if name == b"pts" => Ok(Node::PtsDir),
-            Node::DevDir if name == b"ptmx" && self.container_dev() => Ok(Node::Proc(
-                crate::fsimpl::proc::ProcNode::Link(PTMX_LINK_INO, b"pts/ptmx".to_vec()),
-            )),
+            Node::DevDir if name == b"ptmx" && self.container_dev() => {
+                Ok(Node::Inode(Arc::new(DevLink {
+                    ino: PTMX_LINK_INO,
+                    target: b"pts/ptmx",
+                })))
+            }
             Node::DevDir if name == b"mqueue" => self.mqueue_root().ok_or(Errno::ENOENT),
             Node::Inode(i) => i.lookup(name),
             Node::PtsDir if name == b"ptmx" => Ok(Node::Dev(Device::Ptmx)),
             Node::PtsDir => std::str::from_utf8(name)
                 .ok()
                 .and_then(|s| s.parse::<u32>().ok().filter(|n| n.to_string() == s))
-                .filter(|&n| self.devpts.get(n).is_some())
+                .filter(|&n| self.impls.pty_exists(n))
                 .map(Node::Pts)
                 .ok_or(Errno::ENOENT),
-            Node::Proc(p) => self.proc.lookup(p, name).map(Node::Proc),
             Node::Mem(m) => m.lookup(name).map(Node::Mem),
             Node::DevDir => DEVICES
                 .iter()
@@ -1676,6 +1770,11 @@ impl FileSystem {
             Node::Masked { .. } => Err(Errno::ENOENT),
             Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
         }
+    }
+
+    /// The file systems above vfs that it mounts itself, which boot gave.
+    pub fn impls(&self) -> &dyn FsImpls {
+        &*self.impls
     }
 
     /// `/dev/mqueue`'s root (once boot has given it).
@@ -1812,7 +1911,7 @@ impl FileSystem {
                 return Err(Errno::EXDEV);
             }
             // /proc/[pid]/fd/N names the open file itself, not a path.
-            if let Node::Proc(crate::fsimpl::proc::ProcNode::FdLink(_, file, _)) = &child {
+            if let Some(file) = child.open_file() {
                 if !last || follow || must_be_dir {
                     // (an O_TMPFILE file's description names the
                     // directory it was made in, not the file)
@@ -2179,7 +2278,7 @@ impl FileSystem {
                 chain: vec![(Vec::new(), lower.clone())],
             };
             let f = self.open_host(&loc)?;
-            for e in list_dir(lower, Some(&f), None)? {
+            for e in list_dir(lower, Some(&f))? {
                 if e.name != b"." && e.name != b".." {
                     by_name.insert(e.name.clone(), e);
                 }
@@ -2208,7 +2307,7 @@ impl FileSystem {
 
     /// Lists `/dev`; a container's `ptmx` is a link, as runc makes it.
     pub fn dev_list(&self) -> Vec<DirEntry> {
-        let mut v = list_dir(&Node::DevDir, None, None).unwrap_or_default();
+        let mut v = list_dir(&Node::DevDir, None).unwrap_or_default();
         if self.container_dev() {
             for e in v.iter_mut().filter(|e| e.name == b"ptmx") {
                 (e.ino, e.kind) = (PTMX_LINK_INO, abi::dt::LNK);
@@ -2225,7 +2324,7 @@ impl FileSystem {
             kind: abi::dt::CHR,
             name: b"ptmx".to_vec(),
         });
-        for n in self.devpts.indices() {
+        for n in self.impls.ptys() {
             v.push(DirEntry {
                 ino: u64::from(n) + 3,
                 kind: abi::dt::CHR,
@@ -2282,7 +2381,6 @@ pub fn mount_key(node: &Node) -> usize {
         Node::Mem(m) if m.stat().dev == UPPER_DEV => 0,
         Node::DevDir | Node::Dev(_) => 1,
         Node::Masked { ino } => 2 + ((*ino as usize) << 4),
-        Node::Proc(_) => 3,
         Node::PtsDir | Node::Pts(_) => 5,
         Node::Inode(i) => i.mount_key(),
         Node::Mem(m) => Arc::as_ptr(m.fs()) as usize,
@@ -2292,13 +2390,8 @@ pub fn mount_key(node: &Node) -> usize {
 /// Whether `child`, found as `name` in `parent`, is one of /proc's "magic"
 /// links, which name an object rather than a path.
 fn is_magic_link(parent: &Node, name: &[u8], child: &Node) -> bool {
-    use crate::fsimpl::proc::ProcNode;
     match child {
-        Node::Proc(ProcNode::FdLink(..)) => true,
-        Node::Proc(ProcNode::Link(..)) => {
-            matches!(parent, Node::Proc(ProcNode::Pid(..)))
-                && matches!(name, b"exe" | b"cwd" | b"root")
-        }
+        Node::Inode(i) => i.is_magic_link(parent, name),
         _ => false,
     }
 }
@@ -2449,11 +2542,7 @@ pub fn dot_entries(ino: u64) -> Vec<DirEntry> {
 
 /// Lists a directory node completely (the Sentry serves `getdents64` from
 /// this snapshot, as Linux's own readdir sees a directory at one time).
-pub fn list_dir(
-    node: &Node,
-    file: Option<&HostFile>,
-    fs_proc: Option<&crate::fsimpl::proc::ProcFs>,
-) -> Result<Vec<DirEntry>, Errno> {
+pub fn list_dir(node: &Node, file: Option<&HostFile>) -> Result<Vec<DirEntry>, Errno> {
     let dot = dot_entries;
     match node {
         Node::DevDir => {
@@ -2492,7 +2581,6 @@ pub fn list_dir(
         }
         Node::Masked { ino } => Ok(dot(*ino)),
         Node::PtsDir => Err(Errno::EIO),
-        Node::Proc(p) => fs_proc.ok_or(Errno::EIO)?.list(p),
         Node::Ovl(_) => Err(Errno::EIO),
         Node::Mem(m) => {
             let mut v = dot(m.ino);
