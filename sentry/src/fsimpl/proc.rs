@@ -1802,13 +1802,6 @@ fn link_name(file: &FileDescription) -> Vec<u8> {
     }
     match &file.kind {
         FileKind::Stdio(fd) => stdio_name(*fd),
-        // As Linux names a memfd: its file on the internal tmpfs, unlinked.
-        FileKind::Mem(m) if m.memfd_name().is_some() => {
-            let mut name = b"/memfd:".to_vec();
-            name.extend_from_slice(m.memfd_name().unwrap_or_default());
-            name.extend_from_slice(b" (deleted)");
-            name
-        }
         _ => file
             .location
             .as_ref()

@@ -12,8 +12,10 @@ use abi::{Errno, Stat, Timespec};
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::mm::memfile::MemoryFile;
 use crate::mm::quota::{Quota, WritableMapping};
+use crate::mm::GuestSlice;
 use crate::mm::SharedRegion;
 use crate::sync::Locked;
+use crate::vfs::file::{Blocker, Caller, FileDescription, FileImpl};
 use crate::PAGE_SIZE;
 
 /// A regular file's contents: pages of the memory file, so that shared
@@ -345,6 +347,108 @@ impl Drop for MemInode {
             self.fs.refund(len);
         }
         self.fs.inodes.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An open tmpfs file or directory (a memfd too): its description reads
+/// and writes the inode itself, at the description's position.
+impl FileImpl for MemInode {
+    fn read(
+        &self,
+        file: &FileDescription,
+        _blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let mut pos_guard = file.pos.locked();
+        let mut pos = at.unwrap_or(*pos_guard);
+        let mut total = 0u64;
+        for b in bufs {
+            if self.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            let n = self.read_to_guest(pos, &GuestBufs::new(std::slice::from_ref(b)))?;
+            total += n as u64;
+            pos += n as u64;
+            if n < b.len() {
+                break;
+            }
+        }
+        if at.is_none() {
+            *pos_guard = pos;
+        }
+        Ok(total)
+    }
+
+    fn write_with(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+        append: Option<bool>,
+    ) -> Result<u64, Errno> {
+        self.remove_privs(blk.caller.capable(crate::kernel::auth::cap::FSETID), |g| {
+            blk.caller.in_group(g)
+        });
+        // An O_APPEND description appends even for pwrite (pwrite(2),
+        // BUGS), leaving the position alone.
+        let append = append.unwrap_or(file.flags() & abi::OpenFlags::APPEND.bits() != 0);
+        let mut pos = file.pos.locked();
+        let (end, written) = self.write_from(at.unwrap_or(*pos), &GuestBufs::new(bufs), append)?;
+        if at.is_none() {
+            *pos = end;
+        }
+        Ok(written as u64)
+    }
+
+    fn write(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        self.write_with(file, blk, bufs, at, None)
+    }
+
+    fn poll(&self, _caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
+        use abi::poll::*;
+        POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
+    }
+
+    fn seekable(&self) -> bool {
+        true
+    }
+
+    fn stat(&self, _file: &FileDescription) -> Result<Stat, Errno> {
+        Ok(MemInode::stat(self))
+    }
+
+    fn link_name(&self) -> Option<Vec<u8>> {
+        // As Linux names a memfd: its file on the internal tmpfs, unlinked.
+        let memfd = self.memfd_name()?;
+        let mut name = b"/memfd:".to_vec();
+        name.extend_from_slice(memfd);
+        name.extend_from_slice(b" (deleted)");
+        Some(name)
+    }
+
+    fn is_dir(&self) -> Option<bool> {
+        Some(MemInode::is_dir(self))
+    }
+
+    fn inode_id(&self) -> Option<usize> {
+        Some(self as *const MemInode as usize)
+    }
+
+    // Linux's shmem has no poll.
+    fn pollable(&self) -> bool {
+        false
+    }
+
+    fn inotify(&self) -> bool {
+        true
     }
 }
 

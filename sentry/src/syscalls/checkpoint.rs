@@ -1247,6 +1247,25 @@ fn describe_file(
             e.u8(FD_EPOLL);
             e.u32(index_of(&mut objects.epolls, file));
         }
+        FileKind::Impl(_) if let Some(m) = file.downcast_arc::<MemInode>() => {
+            let m = &m;
+            // A file of the tmpfs the image carries, while it still
+            // has its name there.
+            let fs = &kernel.fs;
+            let named = file.location.as_ref().filter(|loc| {
+                fs.resolve(&fs.root(), loc.path().as_bytes(), false)
+                    .is_ok_and(|l| l.node().mem().is_some_and(|n| Arc::ptr_eq(n, m)))
+            });
+            let Some(loc) = named else {
+                return Err(format!(
+                    "descriptor {fd} (a tmpfs file without its name, or of a tmpfs not saved): not saved yet"
+                ));
+            };
+            e.u8(FD_PATH);
+            e.bytes(loc.path().as_bytes());
+            e.u64(*file.pos.locked());
+            e.bytes(&[]);
+        }
         FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Impl(_) => {
             // Files that opening their path again gives back: host
             // files of the root and volumes, devices, /proc files.
@@ -1269,24 +1288,6 @@ fn describe_file(
                 _ => Vec::new(),
             };
             e.bytes(&identity);
-        }
-        FileKind::Mem(m) => {
-            // A file of the tmpfs the image carries, while it still
-            // has its name there.
-            let fs = &kernel.fs;
-            let named = file.location.as_ref().filter(|loc| {
-                fs.resolve(&fs.root(), loc.path().as_bytes(), false)
-                    .is_ok_and(|l| l.node().mem().is_some_and(|n| Arc::ptr_eq(n, m)))
-            });
-            let Some(loc) = named else {
-                return Err(format!(
-                    "descriptor {fd} (a tmpfs file without its name, or of a tmpfs not saved): not saved yet"
-                ));
-            };
-            e.u8(FD_PATH);
-            e.bytes(loc.path().as_bytes());
-            e.u64(*file.pos.locked());
-            e.bytes(&[]);
         }
         _ => return Err(what(&kind_name(&file.kind))),
     }
@@ -1318,7 +1319,7 @@ fn kind_name(kind: &FileKind) -> String {
         FileKind::SynthDir => "a directory".into(),
         FileKind::Stdio(_) => "a standard descriptor".into(),
         FileKind::Path => "an O_PATH descriptor".into(),
-        FileKind::Mem(_) => "a tmpfs file".into(),
+        FileKind::Impl(i) if (&**i as &dyn std::any::Any).is::<MemInode>() => "a tmpfs file".into(),
         // (`Pipe(...)`, `SocketFile { ... }`: the type's name is enough)
         FileKind::Impl(i) => {
             let full = format!("{i:?}");

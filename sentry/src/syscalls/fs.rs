@@ -10,7 +10,7 @@ use abi::{
 use zerocopy::FromZeros;
 
 use super::{dir_arg, path_arg};
-use crate::fsimpl::tmpfs::MemKind;
+use crate::fsimpl::tmpfs::{MemInode, MemKind};
 use crate::host;
 use crate::kernel::auth::{cap, Creds, MAY_EXEC, MAY_READ, MAY_WRITE};
 use crate::kernel::task::Task;
@@ -198,11 +198,7 @@ pub(super) fn is_positional(file: &FileDescription) -> bool {
 fn positional(file: &FileDescription) -> Result<(), Errno> {
     match &file.kind {
         FileKind::Impl(i) if i.seekable() => Ok(()),
-        FileKind::Stdio(_)
-        | FileKind::Host(_)
-        | FileKind::Mem(_)
-        | FileKind::Dev(_)
-        | FileKind::SynthDir => Ok(()),
+        FileKind::Stdio(_) | FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir => Ok(()),
         FileKind::Path => Err(Errno::EBADF),
         _ => Err(Errno::ESPIPE),
     }
@@ -274,7 +270,8 @@ fn rwf_supported(file: &FileDescription, write: bool) -> RwfFlags {
     let base = R::HIPRI | R::DSYNC | R::SYNC | R::APPEND | R::NOAPPEND | R::NOSIGNAL;
     match &file.kind {
         FileKind::Dev(Device::Full) if write => R::HIPRI,
-        FileKind::Dev(Device::Full) | FileKind::Mem(_) => base,
+        FileKind::Dev(Device::Full) => base,
+        FileKind::Impl(_) if file.downcast::<MemInode>().is_some() => base,
         FileKind::Host(_) if write => base | R::DONTCACHE,
         FileKind::Host(_) => base | R::NOWAIT | R::DONTCACHE,
         _ => base | R::NOWAIT,
@@ -741,7 +738,7 @@ pub(crate) fn open_path(
                     last_component(&path).unwrap_or_default(),
                     Node::Mem(m.clone()),
                 );
-                return install_file(task, FileKind::Mem(m), l, acc, flags);
+                return install_file(task, FileKind::Impl(m), l, acc, flags);
             }
             Node::Host { .. } => {
                 if wants_write {
@@ -754,7 +751,7 @@ pub(crate) fn open_path(
                 let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
                 let m = crate::fsimpl::tmpfs::MemInode::unlinked_file(upper.fs(), mode, task.ids)?;
                 m.set_linkable(!flags.contains(OpenFlags::EXCL));
-                FileKind::Mem(m)
+                FileKind::Impl(m)
             }
             Node::Ovl(_) => FileKind::SynthDir,
             Node::Dev(crate::vfs::Device::Ptmx) => FileKind::Impl(Arc::new(
@@ -797,7 +794,7 @@ pub(crate) fn open_path(
                             | (flags & (OpenFlags::APPEND | OpenFlags::NONBLOCK)).bits()
                             | OpenFlags::LARGEFILE.bits();
                         let reopened = FileDescription::new(
-                            FileKind::Mem(m.clone()),
+                            FileKind::Impl(m.clone()),
                             file.location.clone(),
                             status,
                         );
@@ -894,9 +891,9 @@ pub(crate) fn open_path(
                         let f =
                             crate::fsimpl::tmpfs::MemInode::unlinked_file(m.fs(), mode, task.ids)?;
                         f.set_linkable(!flags.contains(OpenFlags::EXCL));
-                        FileKind::Mem(f)
+                        FileKind::Impl(f)
                     } else {
-                        FileKind::Mem(m.clone())
+                        FileKind::Impl(m.clone())
                     }
                 }
             },
@@ -906,11 +903,8 @@ pub(crate) fn open_path(
 }
 
 /// The tmpfs file (not directory) an open description is of.
-fn reopenable_mem(file: &FileDescription) -> Option<&Arc<crate::fsimpl::tmpfs::MemInode>> {
-    match &file.kind {
-        FileKind::Mem(m) if !m.is_dir() => Some(m),
-        _ => None,
-    }
+fn reopenable_mem(file: &FileDescription) -> Option<Arc<MemInode>> {
+    file.downcast_arc::<MemInode>().filter(|m| !m.is_dir())
 }
 
 /// A session leader without a controlling terminal that opens a terminal
@@ -1315,7 +1309,9 @@ pub fn sys_lseek(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         0..=2 => file.seek(a[1] as i64, whence),
         3 | 4 => {
             let st = file.stat()?;
-            if !matches!(file.kind, FileKind::Host(_) | FileKind::Mem(_)) || file.is_dir() {
+            if !(matches!(file.kind, FileKind::Host(_)) || file.downcast::<MemInode>().is_some())
+                || file.is_dir()
+            {
                 return Err(Errno::EINVAL);
             }
             let off = a[1] as i64;
@@ -2050,7 +2046,7 @@ pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             }
             Ok(0)
         }
-        FileKind::Mem(m) => {
+        FileKind::Impl(_) if let Some(m) = file.downcast::<MemInode>() => {
             const KEEP_SIZE: u64 = 0x1;
             const PUNCH_HOLE: u64 = 0x2;
             let mode = a[1] & 0xffff_ffff;
@@ -2472,7 +2468,7 @@ fn link(
     };
     // /proc/self/fd/N is the file itself.
     if let Some(file) = src.node().open_file() {
-        if matches!(file.kind, FileKind::Mem(_)) {
+        if file.downcast::<MemInode>().is_some() {
             src = linkable_file(task, file)?;
         }
     }
@@ -2524,7 +2520,7 @@ fn link(
 /// Where the file `file` is open on can be linked from: a tmpfs file
 /// with no name (O_TMPFILE) may get one, unless it was made `O_EXCL`.
 fn linkable_file(task: &Task, file: &FileDescription) -> Result<Location, Errno> {
-    if let FileKind::Mem(m) = &file.kind {
+    if let Some(m) = &file.downcast_arc::<MemInode>() {
         if let Some(l) = named_location(file, m) {
             return Ok(l);
         }
@@ -3033,7 +3029,9 @@ fn file_loc(task: &Task, fd: u64) -> Result<Location, Errno> {
         FileKind::Stdio(_) => Err(Errno::EPERM),
         _ if file.downcast::<crate::fsimpl::pipe::PipeEnd>().is_some() => Err(Errno::EPERM),
         // Unlinked files (O_TMPFILE) have no location: give them one.
-        FileKind::Mem(m) => Ok(named_location(&file, m).unwrap_or_else(|| nameless(task, m))),
+        FileKind::Impl(_) if let Some(m) = &file.downcast_arc::<MemInode>() => {
+            Ok(named_location(&file, m).unwrap_or_else(|| nameless(task, m)))
+        }
         _ => file.location.clone().ok_or(Errno::EBADF),
     }
 }
@@ -3236,7 +3234,11 @@ pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     match &file.kind {
         FileKind::Path => return Err(Errno::EBADF),
-        FileKind::Mem(m) if file.flags() & abi::O_ACCMODE != 0 => {
+        FileKind::Impl(_)
+            if let Some(m) = file
+                .downcast::<MemInode>()
+                .filter(|_| file.flags() & abi::O_ACCMODE != 0) =>
+        {
             m.truncate(a[1])?;
             m.remove_privs(task.capable(cap::FSETID), |g| task.creds.in_group(g));
         }
@@ -3319,7 +3321,9 @@ pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut s = match (file.node(), &file.kind) {
         (Some(n), _) => statfs_of(&task.kernel.fs, n)?,
         // A memfd: the internal tmpfs it lives in.
-        (None, FileKind::Mem(m)) => statfs_of(&task.kernel.fs, &Node::Mem(m.clone()))?,
+        (None, _) if let Some(m) = file.downcast_arc::<MemInode>() => {
+            statfs_of(&task.kernel.fs, &Node::Mem(m))?
+        }
         (None, _)
             if file
                 .downcast::<crate::fsimpl::mqueue::MqueueFile>()

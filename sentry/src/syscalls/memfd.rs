@@ -59,7 +59,7 @@ pub fn sys_memfd_create(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     }
     // Linux opens the file O_RDWR | O_LARGEFILE (F_GETFL shows both).
     let status = OpenFlags::RDWR.bits() | OpenFlags::LARGEFILE.bits();
-    let file = FileDescription::new(FileKind::Mem(inode), None, status);
+    let file = FileDescription::new(FileKind::Impl(inode), None, status);
     task.install_fd(file, flags & MFD_CLOEXEC != 0)
 }
 
@@ -67,8 +67,8 @@ pub fn sys_memfd_create(task: &mut Task, a: &Args) -> Result<u64, Errno> {
 /// (`/tmp`, `/dev/shm`, memfds) have seals; everything else, including the
 /// root overlay's files (overlayfs has none on Linux), is `EINVAL`.
 fn sealable(task: &Task, file: &FileDescription) -> Result<Arc<MemInode>, Errno> {
-    match &file.kind {
-        FileKind::Mem(m) if !Arc::ptr_eq(m.fs(), task.kernel.fs.upper.fs()) => Ok(m.clone()),
+    match file.downcast_arc::<MemInode>() {
+        Some(m) if !Arc::ptr_eq(m.fs(), task.kernel.fs.upper.fs()) => Ok(m),
         _ => Err(Errno::EINVAL),
     }
 }

@@ -338,6 +338,16 @@ impl Node {
         }
     }
 
+    /// Identifies the object of a file system whose open files are its
+    /// inodes themselves (see [`file::FileImpl::inode_id`]).
+    pub fn inode_id(&self) -> Option<usize> {
+        match self {
+            Node::Mem(m) => Some(Arc::as_ptr(m) as usize),
+            Node::Inode(i) => Some(Arc::as_ptr(i) as *const () as usize),
+            _ => None,
+        }
+    }
+
     /// The open file a `/proc/[pid]/fd/N` link names, if this is one.
     pub fn open_file(&self) -> Option<&Arc<file::FileDescription>> {
         match self {
@@ -1916,9 +1926,9 @@ impl FileSystem {
                     // (an O_TMPFILE file's description names the
                     // directory it was made in, not the file)
                     let own = |t: &&Location| match &file.kind {
-                        crate::vfs::file::FileKind::Mem(m) => {
-                            t.node().mem().is_some_and(|x| Arc::ptr_eq(x, m))
-                        }
+                        file::FileKind::Impl(i) => i
+                            .inode_id()
+                            .is_none_or(|id| t.node().inode_id() == Some(id)),
                         _ => true,
                     };
                     if let Some(target) = file.location.as_ref().filter(own) {
