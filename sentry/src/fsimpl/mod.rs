@@ -15,7 +15,7 @@ pub mod tmpfs;
 
 use std::sync::Arc;
 
-use crate::vfs::{FileSystem, FsImpls, Node};
+use crate::vfs::{FileSystem, FsImpls, Inode, Node};
 
 /// The file systems vfs mounts itself, as boot makes them: the /proc
 /// generator and the pseudo-terminals of `/dev/pts`.
@@ -42,6 +42,17 @@ impl FsImpls for Builtins {
 
     fn ptys(&self) -> Vec<u32> {
         self.devpts.indices()
+    }
+
+    fn new_tmpfs(
+        &self,
+        mf: &Arc<crate::mm::memfile::MemoryFile>,
+        pool: &Arc<crate::mm::quota::Quota>,
+        dev: u64,
+        size: u64,
+        mode: u32,
+    ) -> Arc<dyn Inode> {
+        tmpfs::MemFs::new_root(mf.clone(), pool, dev, size, mode)
     }
 }
 

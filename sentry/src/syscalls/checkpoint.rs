@@ -420,7 +420,7 @@ impl Files for SandboxFiles<'_> {
             .map_err(gone)?;
         // (a file the Sentry keeps in memory, as its own init, is mapped
         // from a copy: its size is what can be compared)
-        let in_memory = matches!(loc.node(), crate::vfs::Node::Mem(_));
+        let in_memory = crate::fsimpl::tmpfs::mem_of(loc.node()).is_some();
         let host = fs.open_exec(&loc).map_err(gone)?;
         let st = crate::host::fstat(host.fd()).map_err(|e| format!("{name}: {e}"))?;
         let now = identity_of(&crate::host::to_abi_stat(&st));
@@ -913,7 +913,7 @@ fn save_meta(n: &MemInode, e: &mut Enc) {
 /// entry's name and node. (A loop, not recursion: the guest decides how
 /// deep the tree is.)
 fn save_tmpfs(kernel: &Kernel, e: &mut Enc) -> Result<(), String> {
-    for (top, root) in kernel.fs.saved_tmpfs()? {
+    for (top, root) in saved_tmpfs(kernel)? {
         // (name in its directory, node, path for messages)
         let mut stack: Vec<(Option<Vec<u8>>, Arc<MemInode>, String)> =
             vec![(None, root.clone(), top.to_string())];
@@ -1010,11 +1010,26 @@ fn apply_meta(n: &MemInode, m: &SavedMeta) -> Result<(), Errno> {
     Ok(())
 }
 
+/// The sandbox's own tmpfs an image carries (see
+/// [`crate::vfs::FileSystem::saved_tmpfs`]), as tmpfs inodes.
+fn saved_tmpfs(kernel: &Kernel) -> Result<Vec<(&'static str, Arc<MemInode>)>, String> {
+    kernel
+        .fs
+        .saved_tmpfs()?
+        .into_iter()
+        .map(|(top, root)| {
+            crate::fsimpl::tmpfs::downcast(root.clone())
+                .map(|m| (top, m))
+                .ok_or_else(|| format!("{top}: not a tmpfs"))
+        })
+        .collect()
+}
+
 /// Fills the new sandbox's own tmpfs from what [`save_tmpfs`] wrote.
 fn restore_tmpfs(kernel: &Kernel, d: &mut Dec<'_>) -> Result<(), Error> {
     let b = |e: Bad| Error::Restore(e.0);
-    let roots = kernel.fs.saved_tmpfs().map_err(Error::Restore)?;
-    for (top, root) in roots {
+    let roots = saved_tmpfs(kernel).map_err(Error::Restore)?;
+    for (top, root) in &roots {
         let fail = |what: &dyn std::fmt::Display| Error::Restore(format!("{top}: {what}"));
         if d.u8().map_err(b)? != NODE_DIR {
             return Err(fail(&"the image's tmpfs does not start with a directory"));
@@ -1254,7 +1269,10 @@ fn describe_file(
             let fs = &kernel.fs;
             let named = file.location.as_ref().filter(|loc| {
                 fs.resolve(&fs.root(), loc.path().as_bytes(), false)
-                    .is_ok_and(|l| l.node().mem().is_some_and(|n| Arc::ptr_eq(n, m)))
+                    .is_ok_and(|l| {
+                        crate::fsimpl::tmpfs::mem_of(l.node())
+                            .is_some_and(|n| std::ptr::eq(n, &**m))
+                    })
             });
             let Some(loc) = named else {
                 return Err(format!(

@@ -10,7 +10,7 @@ use abi::{
 use zerocopy::FromZeros;
 
 use super::{dir_arg, path_arg};
-use crate::fsimpl::tmpfs::{MemInode, MemKind};
+use crate::fsimpl::tmpfs::{downcast, mem_arc, mem_of, MemInode, MemKind};
 use crate::host;
 use crate::kernel::auth::{cap, Creds, MAY_EXEC, MAY_READ, MAY_WRITE};
 use crate::kernel::task::Task;
@@ -646,13 +646,12 @@ pub(crate) fn open_path(
                     return install_file(task, mqueue_file(q), loc, acc, flags);
                 }
                 let dir = match parent.node() {
-                    Node::Mem(m) => m.clone(),
                     Node::Ovl(d) => {
-                        let u = task.kernel.fs.ensure_upper(d)?;
+                        let u = upper_mem(task.kernel.fs.ensure_upper(d)?)?;
                         u.clear_whiteout(&name);
                         u
                     }
-                    n => return Err(ro_error(n)),
+                    n => mem_arc(n).ok_or_else(|| ro_error(n))?,
                 };
                 may_write_dir(task, &parent)?;
                 let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
@@ -660,7 +659,7 @@ pub(crate) fn open_path(
                     dir.create(&name, mode, task.ids, || MemKind::File(Default::default()))?;
                 created = true;
                 *made = true;
-                child_of(&parent, name, Node::Mem(node))
+                child_of(&parent, name, Node::Inode(node))
             } else {
                 return Err(if path.ends_with(b"/") && create {
                     Errno::EISDIR
@@ -727,7 +726,7 @@ pub(crate) fn open_path(
             }
             // Writing a host file below the overlay copies it up.
             Node::Host { .. } if wants_write && matches!(loc.parent(), Some((Node::Ovl(_), _))) => {
-                let m = task.kernel.fs.copy_up(&loc)?;
+                let m = upper_mem(task.kernel.fs.copy_up(&loc)?)?;
                 if flags.contains(OpenFlags::TRUNC) {
                     m.truncate(0)?;
                 }
@@ -736,7 +735,7 @@ pub(crate) fn open_path(
                 let l = child_of(
                     &l,
                     last_component(&path).unwrap_or_default(),
-                    Node::Mem(m.clone()),
+                    Node::Inode(m.clone()),
                 );
                 return install_file(task, FileKind::Impl(m), l, acc, flags);
             }
@@ -747,7 +746,7 @@ pub(crate) fn open_path(
                 FileKind::Host(task.kernel.fs.open_host(&loc)?)
             }
             Node::Ovl(d) if tmpfile => {
-                let upper = task.kernel.fs.ensure_upper(d)?;
+                let upper = upper_mem(task.kernel.fs.ensure_upper(d)?)?;
                 let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
                 let m = crate::fsimpl::tmpfs::MemInode::unlinked_file(upper.fs(), mode, task.ids)?;
                 m.set_linkable(!flags.contains(OpenFlags::EXCL));
@@ -846,27 +845,7 @@ pub(crate) fn open_path(
                 }
                 _ => FileKind::SynthDir,
             },
-            Node::Inode(i) if !i.is_dir() => {
-                let Some(crate::fsimpl::mqueue::MqueueNode(q)) = loc.node().inode() else {
-                    return Err(Errno::ENXIO);
-                };
-                let want = match acc {
-                    0 => 4,
-                    1 => 2,
-                    _ => 6,
-                };
-                if !q.permits(&task.creds, want) {
-                    return Err(Errno::EACCES);
-                }
-                mqueue_file(q.clone())
-            }
-            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::Inode(_) => {
-                if wants_write {
-                    return Err(Errno::EROFS);
-                }
-                FileKind::SynthDir
-            }
-            Node::Mem(m) => match &m.kind {
+            n if let Some(m) = mem_arc(n) => match &m.kind {
                 MemKind::Fifo(pipe) => {
                     // O_RDWR is served as the read end (a partial fifo(7)).
                     let reader = acc != abi::OpenFlags::WRONLY.bits();
@@ -897,6 +876,26 @@ pub(crate) fn open_path(
                     }
                 }
             },
+            Node::Inode(i) if !i.is_dir() => {
+                let Some(crate::fsimpl::mqueue::MqueueNode(q)) = loc.node().inode() else {
+                    return Err(Errno::ENXIO);
+                };
+                let want = match acc {
+                    0 => 4,
+                    1 => 2,
+                    _ => 6,
+                };
+                if !q.permits(&task.creds, want) {
+                    return Err(Errno::EACCES);
+                }
+                mqueue_file(q.clone())
+            }
+            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::Inode(_) => {
+                if wants_write {
+                    return Err(Errno::EROFS);
+                }
+                FileKind::SynthDir
+            }
         }
     };
     install_file(task, kind, loc, acc, flags)
@@ -1041,7 +1040,7 @@ fn may_open(
     if created || flags.contains(OpenFlags::PATH) {
         return Ok(());
     }
-    if !matches!(loc.node(), Node::Host { .. } | Node::Mem(_) | Node::Ovl(_)) {
+    if !matches!(loc.node(), Node::Host { .. } | Node::Ovl(_)) && mem_of(loc.node()).is_none() {
         return Ok(());
     }
     if flags.contains(OpenFlags::TMPFILE) {
@@ -1423,7 +1422,7 @@ fn check_access_as(task: &Task, creds: &Creds, loc: &Location, mode: u32) -> Res
     let writable_fs = match loc.node() {
         // (/proc and /sys: a read-only file system to access(2)'s W_OK)
         Node::Inode(i) if i.mount_key() == crate::vfs::PROC_MOUNT_KEY => false,
-        Node::Dev(_) | Node::Pts(_) | Node::Mem(_) | Node::Inode(_) => true,
+        Node::Dev(_) | Node::Pts(_) | Node::Inode(_) => true,
         Node::Host { h, .. } if h.volume().is_some() => h.volume() == Some(VolumeKind::ReadWrite),
         Node::Host { .. } | Node::Ovl(_) => task.kernel.fs.overlay,
         _ => false,
@@ -2279,6 +2278,11 @@ fn entry_at(task: &Task, dirfd: u64, path: Vec<u8>, follow: bool) -> Result<Entr
     }
 }
 
+/// The overlay's upper-layer inode `i` as the tmpfs inode it is.
+fn upper_mem(i: Arc<dyn crate::vfs::Inode>) -> Result<Arc<MemInode>, Errno> {
+    downcast(i).ok_or(Errno::EIO)
+}
+
 /// The tmpfs directory an entry's parent is, or the error a read-only or
 /// synthetic parent gives.
 fn mem_dir(
@@ -2287,8 +2291,8 @@ fn mem_dir(
 ) -> Result<std::sync::Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
     match e.parent.node() {
         // Writing below an overlay directory copies it up first.
-        Node::Ovl(d) => task.kernel.fs.ensure_upper(d),
-        n => n.mem().cloned().ok_or_else(|| ro_error(n)),
+        Node::Ovl(d) => upper_mem(task.kernel.fs.ensure_upper(d)?),
+        n => mem_arc(n).ok_or_else(|| ro_error(n)),
     }
 }
 
@@ -2308,10 +2312,9 @@ fn writable(
     loc: &Location,
 ) -> Result<std::sync::Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
     match loc.node() {
-        Node::Mem(m) => Ok(m.clone()),
-        Node::Ovl(d) => task.kernel.fs.ensure_upper(d),
-        Node::Host { .. } => task.kernel.fs.copy_up(loc),
-        n => Err(ro_error(n)),
+        Node::Ovl(d) => upper_mem(task.kernel.fs.ensure_upper(d)?),
+        Node::Host { .. } => upper_mem(task.kernel.fs.copy_up(loc)?),
+        n => mem_arc(n).ok_or_else(|| ro_error(n)),
     }
 }
 
@@ -2502,12 +2505,11 @@ fn link(
     }
     let dir = mem_dir(task, &e)?;
     let node = match src.node() {
-        Node::Mem(m) => m.clone(),
         // A host file below the overlay is copied up, then linked.
         Node::Host { .. } if matches!(src.parent(), Some((Node::Ovl(_), _))) => {
-            task.kernel.fs.copy_up(&src)?
+            upper_mem(task.kernel.fs.copy_up(&src)?)?
         }
-        _ => return Err(Errno::EXDEV),
+        n => mem_arc(n).ok_or(Errno::EXDEV)?,
     };
     may_write_dir(task, &e.parent)?;
     dir.clear_whiteout(&e.name);
@@ -2540,7 +2542,7 @@ fn named_location(
 ) -> Option<Location> {
     file.location
         .clone()
-        .filter(|l| l.node().mem().is_some_and(|x| Arc::ptr_eq(x, m)))
+        .filter(|l| mem_of(l.node()).is_some_and(|x| std::ptr::eq(x, &**m)))
 }
 
 pub fn sys_link(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -2627,7 +2629,8 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
     // A read-only parent refuses before the name is even looked at.
     match e.parent.node() {
         Node::Ovl(_) if !task.kernel.fs.overlay => return Err(Errno::EROFS),
-        Node::Ovl(_) | Node::Mem(_) => {}
+        Node::Ovl(_) => {}
+        n if mem_of(n).is_some() => {}
         n => return Err(ro_error(n)),
     }
     let Some(existing) = &e.existing else {
@@ -2645,16 +2648,17 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
                     return Err(Errno::ENOTEMPTY);
                 }
             }
-            Node::Mem(m) if m.is_dir() && !dir => return Err(Errno::EISDIR),
-            Node::Mem(m) if !m.is_dir() && dir => return Err(Errno::ENOTDIR),
+            n if mem_of(n).is_some_and(|m| m.is_dir() && !dir) => return Err(Errno::EISDIR),
+            n if mem_of(n).is_some_and(|m| !m.is_dir() && dir) => return Err(Errno::ENOTDIR),
             Node::Host { .. } if dir != existing.node().is_dir() => {
                 return Err(if dir { Errno::ENOTDIR } else { Errno::EISDIR })
             }
-            Node::Host { .. } | Node::Mem(_) => {}
+            Node::Host { .. } => {}
+            n if mem_of(n).is_some() => {}
             _ => return Err(Errno::EBUSY),
         }
         may_delete(task, &e.parent, Some(existing))?;
-        let upper = task.kernel.fs.ensure_upper(d)?;
+        let upper = upper_mem(task.kernel.fs.ensure_upper(d)?)?;
         if in_lower {
             // Hide the host's entry.
             upper.whiteout(&e.name)?;
@@ -2663,7 +2667,7 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
         }
         return Ok(0);
     }
-    if existing.node().mem().is_none() {
+    if mem_of(existing.node()).is_none() {
         // A mount point (the root of a tmpfs) cannot be removed.
         return Err(Errno::EBUSY);
     }
@@ -2760,7 +2764,8 @@ fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u
     }
     match from.parent.node() {
         Node::Ovl(_) if !task.kernel.fs.overlay => return Err(Errno::EROFS),
-        Node::Ovl(_) | Node::Mem(_) => {}
+        Node::Ovl(_) => {}
+        n if mem_of(n).is_some() => {}
         n => return Err(ro_error(n)),
     }
     let Some(src) = &from.existing else {
@@ -2787,7 +2792,7 @@ fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u
         return Err(Errno::EBUSY);
     }
     // A directory cannot move below itself.
-    if let Some(s) = src.node().mem() {
+    if let Some(s) = mem_of(src.node()) {
         if s.is_dir() && to.parent.chain_contains(s) {
             return Err(Errno::EINVAL);
         }
@@ -3039,7 +3044,7 @@ fn file_loc(task: &Task, fd: u64) -> Result<Location, Errno> {
 /// A location for a tmpfs file with no name (`O_TMPFILE`, memfd).
 fn nameless(task: &Task, m: &std::sync::Arc<crate::fsimpl::tmpfs::MemInode>) -> Location {
     let mut l = task.kernel.fs.root();
-    l.push(Vec::new(), Node::Mem(m.clone()));
+    l.push(Vec::new(), Node::Inode(m.clone()));
     l
 }
 
@@ -3292,16 +3297,6 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
             s.f_frsize = h.fragment_size as i64;
             s.f_flags = i64::from(ro); // ST_RDONLY
         }
-        Node::Mem(m) => {
-            let (total, used) = m.fs().usage();
-            s.f_type = 0x0102_1994; // TMPFS_MAGIC
-            s.f_bsize = 4096;
-            s.f_blocks = total / 4096;
-            s.f_bfree = (total - used) / 4096;
-            s.f_bavail = s.f_bfree;
-            s.f_namelen = 255;
-            s.f_frsize = 4096;
-        }
         Node::Inode(i) => i.statfs(&mut s),
         _ => crate::vfs::synth_statfs(&mut s),
     }
@@ -3322,7 +3317,7 @@ pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         (Some(n), _) => statfs_of(&task.kernel.fs, n)?,
         // A memfd: the internal tmpfs it lives in.
         (None, _) if let Some(m) = file.downcast_arc::<MemInode>() => {
-            statfs_of(&task.kernel.fs, &Node::Mem(m))?
+            statfs_of(&task.kernel.fs, &Node::Inode(m))?
         }
         (None, _)
             if file
@@ -3393,9 +3388,8 @@ fn xattr_allowed(task: &Task, loc: &Location, name: &[u8], write: bool) -> Resul
 /// overlay directory's upper half; none for the read-only lower layer).
 fn xattr_inode(task: &Task, loc: &Location) -> Option<Arc<crate::fsimpl::tmpfs::MemInode>> {
     match loc.node() {
-        Node::Mem(m) => Some(m.clone()),
-        Node::Ovl(d) => task.kernel.fs.existing_upper(d),
-        _ => None,
+        Node::Ovl(d) => task.kernel.fs.existing_upper(d).and_then(downcast),
+        n => mem_arc(n),
     }
 }
 
@@ -3470,7 +3464,8 @@ fn change_xattr(
         }
     } else {
         let m = match loc.node() {
-            Node::Mem(_) | Node::Ovl(_) | Node::Host { .. } => writable(task, loc)?,
+            Node::Ovl(_) | Node::Host { .. } => writable(task, loc)?,
+            n if mem_of(n).is_some() => writable(task, loc)?,
             _ => return Err(Errno::EOPNOTSUPP),
         };
         match value {

@@ -200,7 +200,7 @@ fn lookup(task: &Task, addr: &UnixAddr, kind: SockType) -> Result<Arc<UnixSocket
         UnixAddr::Path(p) => {
             let loc = task.resolve(&task.cwd(), p, true)?;
             let target = match loc.node() {
-                Node::Mem(m) => match &m.kind {
+                n if let Some(m) = crate::fsimpl::tmpfs::mem_of(n) => match &m.kind {
                     MemKind::Socket(w) => w
                         .upgrade()
                         .and_then(|s| s.downcast::<UnixSocket>().ok())
@@ -711,7 +711,7 @@ impl Socket for SocketHandle {
                 }
             };
             match parent.node() {
-                Node::Mem(dir) => {
+                n if let Some(dir) = crate::fsimpl::tmpfs::mem_of(n) => {
                     dir.create(&name, mode, task.ids, || MemKind::Socket(weak))
                         .map_err(in_use)?;
                 }

@@ -137,8 +137,13 @@ impl Writes {
 const MAX_GUEST_MOUNTS: usize = 1000;
 
 /// Device number of the root overlay's upper layer (a tmpfs of the
-/// Sentry's): one mount with the root's image below it.
-const UPPER_DEV: u64 = SYNTH_DEV + 0x13;
+/// Sentry's): one mount with the root's image below it, so its
+/// [`mount_key`] is the root's, 0.
+pub const UPPER_DEV: u64 = SYNTH_DEV + 0x13;
+
+/// The type tmpfs gives in the mount table ([`Inode::fs_type`]): the
+/// in-memory file systems the Sentry itself writes to are those.
+pub const TMPFS: &str = "tmpfs";
 
 /// Device number of the Sentry's synthetic file systems.
 const SYNTH_DEV: u64 = 0x3_0000_0000;
@@ -252,8 +257,6 @@ pub enum Node {
         /// inode number to report
         ino: u64,
     },
-    /// a tmpfs inode
-    Mem(Arc<crate::fsimpl::tmpfs::MemInode>),
     /// a directory of the root overlay: a read-only host directory below,
     /// the sandbox's own changes (a tmpfs tree) above
     Ovl(Arc<OvlDir>),
@@ -261,8 +264,8 @@ pub enum Node {
     PtsDir,
     /// `/dev/pts/N`, a pty slave
     Pts(u32),
-    /// a node of a file system implemented outside vfs (`/proc`, `/sys`,
-    /// `/dev/mqueue`)
+    /// a node of a file system implemented outside vfs (tmpfs and the
+    /// overlay's upper layer, `/proc`, `/sys`, `/dev/mqueue`)
     Inode(Arc<dyn Inode>),
 }
 
@@ -313,6 +316,99 @@ pub trait Inode: Send + Sync + fmt::Debug + std::any::Any {
     fn fs_type(&self) -> Option<&'static str> {
         None
     }
+    /// A regular file's bytes from `pos` (`EINVAL` for what holds none).
+    fn read_at(&self, pos: u64, out: &mut [u8]) -> Result<usize, Errno> {
+        let _ = (pos, out);
+        Err(Errno::EINVAL)
+    }
+    /// Whether its file system refuses writes (a guest's `mount -o ro`).
+    fn read_only(&self) -> bool {
+        false
+    }
+    /// Makes its file system read-only or writable (a remount).
+    fn set_read_only(&self, read_only: bool) {
+        let _ = read_only;
+    }
+
+    // What the root overlay asks of its upper layer, an in-memory file
+    // system (and what vfs puts in a tmpfs itself: mount points, the
+    // Sentry's own files).
+
+    /// Whether it marks a lower entry of its name deleted (an overlay
+    /// whiteout).
+    fn is_whiteout(&self) -> bool {
+        false
+    }
+    /// Whether a directory hides the lower one of its name (opaque).
+    fn is_opaque(&self) -> bool {
+        false
+    }
+    /// A directory's entries, whiteouts included: name, inode number,
+    /// `st_mode`.
+    fn entries_all(&self) -> Result<Vec<(Vec<u8>, u64, u32)>, Errno> {
+        Err(Errno::ENOTDIR)
+    }
+    /// Makes `name` in this directory, of `mode` (its type agreeing with
+    /// `kind`), owned by `owner`.
+    fn create(
+        &self,
+        name: &[u8],
+        mode: u32,
+        owner: (u32, u32),
+        kind: NewInode,
+    ) -> Result<Arc<dyn Inode>, Errno> {
+        let _ = (name, mode, owner, kind);
+        Err(Errno::EROFS)
+    }
+    /// Removes the whiteout `name`, if there is one (something is about to
+    /// be made there); whether there was.
+    fn clear_whiteout(&self, name: &[u8]) -> bool {
+        let _ = name;
+        false
+    }
+    /// Removes entry `name`, whatever it is.
+    fn unlink_any(&self, name: &[u8]) -> Result<(), Errno> {
+        let _ = name;
+        Err(Errno::EROFS)
+    }
+    /// Writes all of `data` at `pos`.
+    fn write_all_at(&self, pos: u64, data: &[u8]) -> Result<(), Errno> {
+        let _ = (pos, data);
+        Err(Errno::EROFS)
+    }
+    /// Gives it an owner.
+    fn set_owner(&self, uid: u32, gid: u32) {
+        let _ = (uid, gid);
+    }
+    /// Sets its three times (a copy keeps its original's).
+    fn restore_times(&self, atime: abi::Timespec, mtime: abi::Timespec, ctime: abi::Timespec) {
+        let _ = (atime, mtime, ctime);
+    }
+}
+
+/// What [`Inode::create`] makes.
+#[derive(Debug)]
+pub enum NewInode {
+    /// an empty directory
+    Dir,
+    /// an empty regular file
+    File,
+    /// a symbolic link to the target
+    Symlink(Vec<u8>),
+}
+
+/// The child `name` of directory `dir` as an inode (an in-memory file
+/// system's children are all inodes).
+fn child_inode(dir: &dyn Inode, name: &[u8]) -> Result<Arc<dyn Inode>, Errno> {
+    match dir.lookup(name)? {
+        Node::Inode(i) => Ok(i),
+        _ => Err(Errno::EIO),
+    }
+}
+
+/// Identifies an inode as [`Node::inode_id`] does.
+fn inode_id(i: &dyn Inode) -> usize {
+    i as *const dyn Inode as *const () as usize
 }
 
 /// The file systems above vfs that it puts in the tree itself, which boot
@@ -327,6 +423,16 @@ pub trait FsImpls: Send + Sync + fmt::Debug + std::any::Any {
     fn pty_exists(&self, n: u32) -> bool;
     /// The live pseudo-terminals' numbers, for listing `/dev/pts`.
     fn ptys(&self) -> Vec<u32>;
+    /// The root of a new tmpfs with device number `dev`, of at most
+    /// `size` bytes drawn from `pool`, with permission bits `mode`.
+    fn new_tmpfs(
+        &self,
+        mf: &Arc<crate::mm::memfile::MemoryFile>,
+        pool: &Arc<crate::mm::quota::Quota>,
+        dev: u64,
+        size: u64,
+        mode: u32,
+    ) -> Arc<dyn Inode>;
 }
 
 impl Node {
@@ -342,8 +448,16 @@ impl Node {
     /// inodes themselves (see [`file::FileImpl::inode_id`]).
     pub fn inode_id(&self) -> Option<usize> {
         match self {
-            Node::Mem(m) => Some(Arc::as_ptr(m) as usize),
-            Node::Inode(i) => Some(Arc::as_ptr(i) as *const () as usize),
+            Node::Inode(i) => Some(inode_id(&**i)),
+            _ => None,
+        }
+    }
+
+    /// The inode, if this is one of a tmpfs (the overlay's upper layer
+    /// included): what the Sentry may write itself.
+    fn tmpfs(&self) -> Option<&Arc<dyn Inode>> {
+        match self {
+            Node::Inode(i) if i.fs_type() == Some(TMPFS) => Some(i),
             _ => None,
         }
     }
@@ -376,7 +490,6 @@ impl Node {
             Node::DevDir | Node::Masked { .. } | Node::PtsDir => true,
             Node::Dev(_) | Node::Pts(_) => false,
             Node::Inode(i) => i.is_dir(),
-            Node::Mem(m) => m.is_dir(),
             Node::Ovl(_) => true,
         }
     }
@@ -385,7 +498,6 @@ impl Node {
     pub fn is_symlink(&self) -> bool {
         match self {
             Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFLNK,
-            Node::Mem(m) => m.readlink().is_some(),
             Node::Inode(i) => i.is_symlink(),
             _ => false,
         }
@@ -404,17 +516,8 @@ impl Node {
                 let t = h.client.readlink(h.handle)?;
                 Ok(h.target.get_or_init(|| t).clone())
             }
-            Node::Mem(m) => m.readlink().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
             Node::Inode(i) => i.readlink(),
             _ => Err(Errno::EINVAL),
-        }
-    }
-
-    /// The tmpfs inode, if this is one.
-    pub fn mem(&self) -> Option<&Arc<crate::fsimpl::tmpfs::MemInode>> {
-        match self {
-            Node::Mem(m) => Some(m),
-            _ => None,
         }
     }
 
@@ -422,7 +525,6 @@ impl Node {
     pub fn stat(&self) -> Result<Stat, Errno> {
         match self {
             Node::Host { h, .. } => h.stat(),
-            Node::Mem(m) => Ok(m.stat()),
             Node::Ovl(d) => {
                 let upper = OVL_UPPER
                     .with(|u| u.borrow().clone())
@@ -432,7 +534,7 @@ impl Node {
                     // sandbox changed (mode, owner, times) from the upper one.
                     (Some(u), Some(l)) => {
                         let mut st = l.stat()?;
-                        let us = u.stat();
+                        let us = u.stat()?;
                         st.mode = us.mode;
                         st.uid = us.uid;
                         st.gid = us.gid;
@@ -441,7 +543,7 @@ impl Node {
                         (st.ctime, st.ctime_nsec) = (us.ctime, us.ctime_nsec);
                         Ok(st)
                     }
-                    (Some(u), None) => Ok(u.stat()),
+                    (Some(u), None) => u.stat(),
                     (None, Some(l)) => l.stat(),
                     (None, None) => Err(Errno::ENOENT),
                 }
@@ -635,11 +737,10 @@ impl Location {
         Some(String::from_utf8_lossy(&s).into_owned())
     }
 
-    /// Whether tmpfs inode `m` is on the path to this location.
-    pub fn chain_contains(&self, m: &Arc<crate::fsimpl::tmpfs::MemInode>) -> bool {
-        self.chain
-            .iter()
-            .any(|(_, n)| n.mem().is_some_and(|x| Arc::ptr_eq(x, m)))
+    /// Whether inode `m` is on the path to this location.
+    pub fn chain_contains(&self, m: &dyn Inode) -> bool {
+        let id = inode_id(m);
+        self.chain.iter().any(|(_, n)| n.inode_id() == Some(id))
     }
 
     /// Appends a child (for objects just created).
@@ -685,12 +786,12 @@ pub struct FileSystem {
     /// host lookups already made: (parent handle's address, name) → the
     /// child, with the parent kept alive so the address stays its own
     dcache: Mutex<DentryCache>,
-    tmp: Arc<crate::fsimpl::tmpfs::MemInode>,
-    run: Arc<crate::fsimpl::tmpfs::MemInode>,
-    shm: Arc<crate::fsimpl::tmpfs::MemInode>,
+    tmp: Arc<dyn Inode>,
+    run: Arc<dyn Inode>,
+    shm: Arc<dyn Inode>,
     /// the internal tmpfs `memfd_create` files live in (Linux's `shm_mnt`):
     /// never mounted, bounded by the shared pool
-    memfd: Arc<crate::fsimpl::tmpfs::MemInode>,
+    memfd: Arc<dyn Inode>,
     /// the file systems above vfs that it mounts itself
     impls: Arc<dyn FsImpls>,
     /// `/proc`'s and `/sys`'s roots, asked of `impls` once
@@ -699,7 +800,7 @@ pub struct FileSystem {
     /// `/dev/mqueue`'s root, which boot gives
     mqueue_root: std::sync::OnceLock<Node>,
     /// the root overlay's upper layer
-    pub upper: Arc<crate::fsimpl::tmpfs::MemInode>,
+    pub upper: Arc<dyn Inode>,
     /// writes to the root go to the upper layer (else they are `EROFS`)
     pub overlay: bool,
     /// the root is the host directory itself, writable through its gofer
@@ -728,7 +829,7 @@ pub struct FileSystem {
     /// the files [`FileSystem::provide_file`] put in the upper layer, with
     /// their size and modification time then: a sandbox image does not
     /// carry them (the restored sandbox provides its own)
-    provided: Mutex<Vec<(Arc<crate::fsimpl::tmpfs::MemInode>, u64, abi::Timespec)>>,
+    provided: Mutex<Vec<Provided>>,
     mf: Arc<crate::mm::memfile::MemoryFile>,
     /// what all the in-memory file systems may hold together
     pool: Arc<crate::mm::quota::Quota>,
@@ -737,6 +838,18 @@ pub struct FileSystem {
     /// the images of the root's files that private mappings share
     pub images: Arc<crate::mm::fileimage::Images>,
 }
+
+/// A file [`FileSystem::provide_file`] put in the upper layer, with its
+/// size and modification time then.
+struct Provided {
+    file: Arc<dyn Inode>,
+    size: i64,
+    mtime: abi::Timespec,
+}
+
+/// One of the sandbox's own tmpfs a sandbox image carries: its guest path
+/// and root.
+pub type SavedTmpfs<'a> = (&'static str, &'a Arc<dyn Inode>);
 
 /// What `linux.maskedPaths` and `linux.readonlyPaths` made of the tree:
 /// runc's mounts over those paths, which no guest can undo (its `umount`
@@ -839,17 +952,14 @@ impl MountFlags {
 thread_local! {
     /// The upper layer of the overlay this host thread's sandbox uses (one
     /// sandbox per Sentry process; set when a task starts).
-    static OVL_UPPER: std::cell::RefCell<Option<Arc<crate::fsimpl::tmpfs::MemInode>>> = const { std::cell::RefCell::new(None) };
+    static OVL_UPPER: std::cell::RefCell<Option<Arc<dyn Inode>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Walks the upper tree along `path`; `None` if a directory is missing.
-fn upper_walk(
-    root: &Arc<crate::fsimpl::tmpfs::MemInode>,
-    path: &[Vec<u8>],
-) -> Option<Arc<crate::fsimpl::tmpfs::MemInode>> {
+fn upper_walk(root: &Arc<dyn Inode>, path: &[Vec<u8>]) -> Option<Arc<dyn Inode>> {
     let mut cur = root.clone();
     for c in path {
-        let next = cur.lookup(c).ok()?;
+        let next = child_inode(&*cur, c).ok()?;
         if !next.is_dir() {
             return None;
         }
@@ -922,11 +1032,11 @@ impl FileSystem {
         let client = Arc::new(client);
         let root = client.attach()?;
         let host_root = writes == RootWrites::Host;
-        use crate::fsimpl::tmpfs::MemFs;
         use crate::mm::quota::Quota;
         let size = default_tmpfs_size(total_memory);
         let pool = Quota::new(size);
-        let upper = MemFs::new_root(mf.clone(), &pool, UPPER_DEV, size, root.stat.mode & 0o7777);
+        let tmpfs = |dev, mode| impls.new_tmpfs(&mf, &pool, dev, size, mode);
+        let upper = tmpfs(UPPER_DEV, root.stat.mode & 0o7777);
         {
             let st = root.stat.to_linux();
             upper.set_owner(st.uid, st.gid);
@@ -965,14 +1075,13 @@ impl FileSystem {
             host_sockets: Default::default(),
             masked_devs: Mutex::new(HashMap::new()),
             dcache: Mutex::new(HashMap::new()),
-            tmp: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x10, size, 0o1777),
-            run: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x11, size, 0o755),
+            tmp: tmpfs(SYNTH_DEV + 0x10, 0o1777),
+            run: tmpfs(SYNTH_DEV + 0x11, 0o755),
             proc_root: impls.proc_root(),
             sys_root: impls.sys_root(),
-            impls,
             mqueue_root: Default::default(),
-            shm: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x12, size, 0o1777),
-            memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
+            shm: tmpfs(SYNTH_DEV + 0x12, 0o1777),
+            memfd: tmpfs(SYNTH_DEV + 0x14, 0o1777),
             mounts: Vec::new(),
             locked: Default::default(),
             tmpfs_mounts: AtomicU64::new(0),
@@ -984,6 +1093,7 @@ impl FileSystem {
             images: Arc::new(crate::mm::fileimage::Images::new(total_memory)),
             mf,
             pool,
+            impls,
         })
     }
 
@@ -1017,11 +1127,8 @@ impl FileSystem {
     /// error naming what else in memory holds files (the overlay's upper
     /// layer, `--tmpfs` and guest mounts), which an image does not carry
     /// yet.
-    pub fn saved_tmpfs(
-        &self,
-    ) -> Result<[(&'static str, &Arc<crate::fsimpl::tmpfs::MemInode>); 3], String> {
-        let holds =
-            |m: &crate::fsimpl::tmpfs::MemInode| m.entries_all().is_ok_and(|e| !e.is_empty());
+    pub fn saved_tmpfs(&self) -> Result<[SavedTmpfs<'_>; 3], String> {
+        let holds = |m: &Arc<dyn Inode>| m.entries_all().is_ok_and(|e| !e.is_empty());
         if !self.upper_holds_only_provided() {
             return Err("files written over the root (--overlay; not saved yet)".into());
         }
@@ -1037,7 +1144,7 @@ impl FileSystem {
             return Err("a file system the guest mounted (not saved yet)".into());
         }
         for m in &self.mounts {
-            if let Node::Mem(root) = &m.root {
+            if let Some(root) = m.root.tmpfs() {
                 if holds(root) {
                     return Err(format!(
                         "the tmpfs at /{} (--tmpfs; not saved yet)",
@@ -1063,17 +1170,24 @@ impl FileSystem {
                 return false;
             };
             // (an empty directory there is the guest's own)
-            if entries.is_empty() && !Arc::ptr_eq(&dir, &self.upper) {
+            if entries.is_empty() && inode_id(&*dir) != inode_id(&*self.upper) {
                 return false;
             }
             for (name, _, _) in entries {
-                let Ok(n) = dir.lookup(&name) else {
+                let Ok(n) = child_inode(&*dir, &name) else {
                     return false;
                 };
                 if n.is_dir() {
                     stack.push(n);
-                } else if !provided.iter().any(|(p, size, mtime)| {
-                    Arc::ptr_eq(p, &n) && n.size() == *size && n.meta().mtime == *mtime
+                    continue;
+                }
+                let Ok(st) = n.stat() else {
+                    return false;
+                };
+                if !provided.iter().any(|p| {
+                    inode_id(&*p.file) == inode_id(&*n)
+                        && st.size == p.size
+                        && ts(st.mtime, st.mtime_nsec) == p.mtime
                 }) {
                     return false;
                 }
@@ -1082,9 +1196,9 @@ impl FileSystem {
         true
     }
 
-    /// The file system `memfd_create` files are made in.
-    pub fn memfd_fs(&self) -> &Arc<crate::fsimpl::tmpfs::MemFs> {
-        self.memfd.fs()
+    /// The root of the file system `memfd_create` files are made in.
+    pub fn memfd_root(&self) -> &Arc<dyn Inode> {
+        &self.memfd
     }
 
     /// Mounts a new tmpfs at guest path `dest` (an OCI `tmpfs` mount at a
@@ -1099,13 +1213,10 @@ impl FileSystem {
     fn new_tmpfs(&self, mode: u32, size: Option<u64>) -> Node {
         let dev = EXTRA_TMPFS_DEV + self.tmpfs_mounts.fetch_add(1, Ordering::Relaxed);
         let size = size.unwrap_or(self.pool.limit());
-        Node::Mem(crate::fsimpl::tmpfs::MemFs::new_root(
-            self.mf.clone(),
-            &self.pool,
-            dev,
-            size,
-            mode & 0o7777,
-        ))
+        Node::Inode(
+            self.impls
+                .new_tmpfs(&self.mf, &self.pool, dev, size, mode & 0o7777),
+        )
     }
 
     /// The guest's `mount -t tmpfs` over the directory `at` (not the
@@ -1131,8 +1242,8 @@ impl FileSystem {
             return Err(Errno::ENOSPC);
         }
         let root = self.new_tmpfs(mode, size.map(|s| s.min(self.pool.limit())));
-        if let Node::Mem(m) = &root {
-            m.fs().set_read_only(read_only);
+        if let Node::Inode(m) = &root {
+            m.set_read_only(read_only);
         }
         g.push((MountPoint { path, root, flags }, Writes::refused(read_only)));
         self.any_guest_mount.store(true, Ordering::Release);
@@ -1272,8 +1383,8 @@ impl FileSystem {
             w => *w = Writes::refused(read_only),
         }
         m.flags = flags;
-        if let (false, Node::Mem(root)) = (bind, &m.root) {
-            root.fs().set_read_only(read_only);
+        if let (false, Node::Inode(root)) = (bind, &m.root) {
+            root.set_read_only(read_only);
         }
         Ok(())
     }
@@ -1312,7 +1423,7 @@ impl FileSystem {
     /// Whether `loc` is on a tmpfs the guest mounted read-only.
     fn in_read_only_guest_mount(&self, loc: &Location) -> bool {
         self.innermost_guest_mount(loc, |(m, w)| {
-            *w != Writes::Allowed || matches!(&m.root, Node::Mem(r) if r.fs().read_only())
+            *w != Writes::Allowed || matches!(&m.root, Node::Inode(r) if r.read_only())
         })
         .unwrap_or(false)
     }
@@ -1353,25 +1464,21 @@ impl FileSystem {
                 Err(Errno::ENOENT) => {
                     let parent = match loc.node() {
                         Node::Ovl(d) => self.upper_dir(d)?,
-                        Node::Mem(m) => m.clone(),
+                        n if let Some(m) = n.tmpfs() => m.clone(),
                         // Elsewhere (a volume, /proc): the mount still
                         // works for paths that name it.
                         _ => return Ok(()),
                     };
                     parent.clear_whiteout(c);
                     let made = if dir || !last {
-                        parent.create(c, abi::S_IFDIR | 0o755, (0, 0), || {
-                            crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
-                        })?
+                        parent.create(c, abi::S_IFDIR | 0o755, (0, 0), NewInode::Dir)?
                     } else {
-                        parent.create(c, abi::S_IFREG | 0o644, (0, 0), || {
-                            crate::fsimpl::tmpfs::MemKind::File(Default::default())
-                        })?
+                        parent.create(c, abi::S_IFREG | 0o644, (0, 0), NewInode::File)?
                     };
                     // Found again, so an overlay directory is one.
                     match self.lookup_child(loc.node(), loc.chain.len() - 1, c) {
                         Ok(n) => n,
-                        Err(_) => Node::Mem(made),
+                        Err(_) => Node::Inode(made),
                     }
                 }
                 Err(e) => return Err(e),
@@ -1403,7 +1510,6 @@ impl FileSystem {
                     .map(|(m, ro)| {
                         let path = names_path(&m.path);
                         let typ = match &m.root {
-                            Node::Mem(_) => "tmpfs",
                             Node::Inode(i) => i.fs_type().unwrap_or("bind"),
                             _ => "bind",
                         };
@@ -1660,8 +1766,8 @@ impl FileSystem {
             b"dev" => Node::DevDir,
             b"proc" => self.proc_root.clone(),
             b"sys" => self.sys_root.clone(),
-            b"tmp" if self.tmpfs_tmp => Node::Mem(self.tmp.clone()),
-            b"run" if self.tmpfs_tmp => Node::Mem(self.run.clone()),
+            b"tmp" if self.tmpfs_tmp => Node::Inode(self.tmp.clone()),
+            b"run" if self.tmpfs_tmp => Node::Inode(self.run.clone()),
             _ => return None,
         })
     }
@@ -1695,7 +1801,7 @@ impl FileSystem {
     /// Whether `loc` is on a `noexec` mount (a container's `/dev/shm`, or
     /// a mount the guest made so): programs there do not run.
     pub fn noexec(&self, loc: &Location) -> bool {
-        let shm = |n: &Node| matches!(n, Node::Mem(m) if Arc::ptr_eq(m.fs(), self.shm.fs()));
+        let shm = |n: &Node| matches!(n, Node::Inode(m) if m.mount_key() == self.shm.mount_key());
         (self.container_dev() && shm(loc.node())) || self.guest_mount_flags(loc).noexec
     }
 
@@ -1742,7 +1848,7 @@ impl FileSystem {
                 cache.insert(key, (h.clone(), child.clone()));
                 child.ok_or(Errno::ENOENT)
             }
-            Node::DevDir if name == b"shm" => Ok(Node::Mem(self.shm.clone())),
+            Node::DevDir if name == b"shm" => Ok(Node::Inode(self.shm.clone())),
             Node::DevDir if matches!(name, b"fd" | b"stdin" | b"stdout" | b"stderr") => {
                 let target: &[u8] = match name {
                     b"fd" => b"/proc/self/fd",
@@ -1771,7 +1877,6 @@ impl FileSystem {
                 .filter(|&n| self.impls.pty_exists(n))
                 .map(Node::Pts)
                 .ok_or(Errno::ENOENT),
-            Node::Mem(m) => m.lookup(name).map(Node::Mem),
             Node::DevDir => DEVICES
                 .iter()
                 .find(|(n, _, _)| n.as_bytes() == name)
@@ -2002,10 +2107,10 @@ impl FileSystem {
     /// as a private snapshot in an anonymous memory file (never a host
     /// path), so the loader reads both the same way.
     pub fn open_exec(&self, loc: &Location) -> Result<Arc<HostFile>, Errno> {
-        let Node::Mem(m) = loc.node() else {
+        let Some(m) = loc.node().tmpfs() else {
             return self.open_host(loc);
         };
-        let size = m.size();
+        let size = m.stat()?.size.max(0) as u64;
         if size > 1 << 30 {
             return Err(Errno::ENOMEM);
         }
@@ -2067,7 +2172,7 @@ impl FileSystem {
     fn ovl_lookup(&self, d: &OvlDir, depth: usize, name: &[u8]) -> Result<Node, Errno> {
         let mut path = d.path.clone();
         path.push(name.to_vec());
-        let upper = upper_walk(&self.upper, &d.path).and_then(|u| u.lookup(name).ok());
+        let upper = upper_walk(&self.upper, &d.path).and_then(|u| child_inode(&*u, name).ok());
         let lower_child = |lower: &Option<Node>| -> Result<Option<Node>, Errno> {
             match lower {
                 Some(l) => match self.lookup_child(l, depth, name) {
@@ -2088,7 +2193,7 @@ impl FileSystem {
                 };
                 Ok(Node::Ovl(Arc::new(OvlDir { path, lower })))
             }
-            Some(u) => Ok(Node::Mem(u)),
+            Some(u) => Ok(Node::Inode(u)),
             None => match lower_child(&d.lower)? {
                 Some(n @ Node::Host { .. }) if n.is_dir() => Ok(Node::Ovl(Arc::new(OvlDir {
                     path,
@@ -2111,19 +2216,17 @@ impl FileSystem {
             // The host's directory is the container's and stays as it was:
             // the file is bound over the path, as an engine binds its
             // `/etc/resolv.conf`.
-            let Node::Mem(dir) = self.new_tmpfs(0o755, None) else {
+            let Node::Inode(dir) = self.new_tmpfs(0o755, None) else {
                 return Err(Errno::EIO);
             };
-            let f = dir.create(name, abi::S_IFREG | (perm & 0o7777), (0, 0), || {
-                crate::fsimpl::tmpfs::MemKind::File(Default::default())
-            })?;
+            let f = dir.create(name, abi::S_IFREG | (perm & 0o7777), (0, 0), NewInode::File)?;
             f.write_all_at(0, contents)?;
             let path = path.iter().map(|c| c.to_vec()).collect();
             let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
             g.push((
                 MountPoint {
                     path,
-                    root: Node::Mem(f),
+                    root: Node::Inode(f),
                     flags: MountFlags::default(),
                 },
                 Writes::Allowed,
@@ -2137,7 +2240,7 @@ impl FileSystem {
             let lower = low
                 .as_ref()
                 .and_then(|n| self.lookup_child(n, depth, dir).ok());
-            up = match up.lookup(dir) {
+            up = match child_inode(&*up, dir) {
                 Ok(d) if d.is_dir() => d,
                 Ok(_) => return Err(Errno::ENOTDIR),
                 Err(_) => {
@@ -2147,31 +2250,32 @@ impl FileSystem {
                         }
                         _ => (abi::S_IFDIR | 0o755, 0, 0),
                     };
-                    up.create(dir, mode, (uid, gid), || {
-                        crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
-                    })?
+                    up.create(dir, mode, (uid, gid), NewInode::Dir)?
                 }
             };
             low = lower;
         }
         let _ = up.unlink_any(name);
-        let f = up.create(name, abi::S_IFREG | (perm & 0o7777), (0, 0), || {
-            crate::fsimpl::tmpfs::MemKind::File(Default::default())
-        })?;
+        let f = up.create(name, abi::S_IFREG | (perm & 0o7777), (0, 0), NewInode::File)?;
         f.write_all_at(0, contents)?;
-        let mtime = f.meta().mtime;
-        self.provided.locked().push((f.clone(), f.size(), mtime));
+        let st = f.stat()?;
+        let mtime = ts(st.mtime, st.mtime_nsec);
+        self.provided.locked().push(Provided {
+            file: f,
+            size: st.size,
+            mtime,
+        });
         Ok(())
     }
 
     /// The upper half of overlay directory `d`, if the sandbox made one.
-    pub fn existing_upper(&self, d: &OvlDir) -> Option<Arc<crate::fsimpl::tmpfs::MemInode>> {
+    pub fn existing_upper(&self, d: &OvlDir) -> Option<Arc<dyn Inode>> {
         upper_walk(&self.upper, &d.path)
     }
 
     /// The upper directory for overlay directory `d`, created (with the
     /// lower directories' modes and owners) if needed: "copy-up".
-    pub fn ensure_upper(&self, d: &OvlDir) -> Result<Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
+    pub fn ensure_upper(&self, d: &OvlDir) -> Result<Arc<dyn Inode>, Errno> {
         if !self.overlay {
             return Err(Errno::EROFS);
         }
@@ -2180,7 +2284,7 @@ impl FileSystem {
 
     /// [`FileSystem::ensure_upper`], also when the guest may not write to
     /// the root (for what the Sentry itself puts there).
-    fn upper_dir(&self, d: &OvlDir) -> Result<Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
+    fn upper_dir(&self, d: &OvlDir) -> Result<Arc<dyn Inode>, Errno> {
         let mut cur = self.upper.clone();
         let mut lower = self.root.clone();
         for (i, c) in d.path.iter().enumerate() {
@@ -2191,7 +2295,7 @@ impl FileSystem {
                     .and_then(|l| self.lookup_child(l, i, c).ok()),
                 n => self.lookup_child(n, i, c).ok(),
             };
-            let next = match cur.lookup(c) {
+            let next = match child_inode(&*cur, c) {
                 Ok(n) if n.is_dir() => n,
                 Ok(_) => return Err(Errno::ENOTDIR),
                 Err(_) => {
@@ -2200,9 +2304,7 @@ impl FileSystem {
                         .map(Node::stat)
                         .transpose()?
                         .ok_or(Errno::ENOENT)?;
-                    let n = cur.create(c, st.mode, (st.uid, st.gid), || {
-                        crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
-                    })?;
+                    let n = cur.create(c, st.mode, (st.uid, st.gid), NewInode::Dir)?;
                     n.restore_times(
                         ts(st.atime, st.atime_nsec),
                         ts(st.mtime, st.mtime_nsec),
@@ -2219,7 +2321,7 @@ impl FileSystem {
 
     /// Copies a lower (host) file or symlink at `loc` into the upper layer
     /// and returns the copy, which then stands for it.
-    pub fn copy_up(&self, loc: &Location) -> Result<Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
+    pub fn copy_up(&self, loc: &Location) -> Result<Arc<dyn Inode>, Errno> {
         if !self.overlay {
             return Err(Errno::EROFS);
         }
@@ -2237,9 +2339,7 @@ impl FileSystem {
         let copy = match kind {
             abi::S_IFREG => {
                 let src = self.open_host(loc)?;
-                let f = dir.create(name, st.mode, (st.uid, st.gid), || {
-                    crate::fsimpl::tmpfs::MemKind::File(Default::default())
-                })?;
+                let f = dir.create(name, st.mode, (st.uid, st.gid), NewInode::File)?;
                 let mut buf = vec![0u8; 1 << 20];
                 let mut pos = 0u64;
                 loop {
@@ -2254,9 +2354,7 @@ impl FileSystem {
             }
             abi::S_IFLNK => {
                 let target = node.readlink()?;
-                dir.create(name, st.mode, (st.uid, st.gid), || {
-                    crate::fsimpl::tmpfs::MemKind::Symlink(target)
-                })?
+                dir.create(name, st.mode, (st.uid, st.gid), NewInode::Symlink(target))?
             }
             _ => return Err(Errno::EROFS),
         };
@@ -2388,12 +2486,10 @@ pub fn mount_key(node: &Node) -> usize {
     match node {
         Node::Host { h, .. } if h.volume.is_some() => h.mount_id(),
         Node::Host { .. } | Node::Ovl(_) => 0,
-        Node::Mem(m) if m.stat().dev == UPPER_DEV => 0,
         Node::DevDir | Node::Dev(_) => 1,
         Node::Masked { ino } => 2 + ((*ino as usize) << 4),
         Node::PtsDir | Node::Pts(_) => 5,
         Node::Inode(i) => i.mount_key(),
-        Node::Mem(m) => Arc::as_ptr(m.fs()) as usize,
     }
 }
 
@@ -2592,17 +2688,6 @@ pub fn list_dir(node: &Node, file: Option<&HostFile>) -> Result<Vec<DirEntry>, E
         Node::Masked { ino } => Ok(dot(*ino)),
         Node::PtsDir => Err(Errno::EIO),
         Node::Ovl(_) => Err(Errno::EIO),
-        Node::Mem(m) => {
-            let mut v = dot(m.ino);
-            for (name, ino, mode) in m.entries()? {
-                v.push(DirEntry {
-                    ino,
-                    kind: abi::dt::from_mode(mode),
-                    name,
-                });
-            }
-            Ok(v)
-        }
         Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
         Node::Inode(i) => i.list(),
         Node::Host { .. } => {
