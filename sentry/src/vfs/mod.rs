@@ -412,8 +412,9 @@ fn inode_id(i: &dyn Inode) -> usize {
 }
 
 /// The file systems above vfs that it puts in the tree itself, which boot
-/// hands it: vfs mounts `/proc`, `/sys` and `/dev/pts` at their places
-/// without knowing their types.
+/// hands it: vfs mounts `/proc`, `/sys`, `/dev/pts` and its tmpfs (`/tmp`,
+/// `/run`, `/dev/shm`, the overlay's upper layer, memfds' own) at their
+/// places without knowing their types.
 pub trait FsImpls: Send + Sync + fmt::Debug + std::any::Any {
     /// `/proc`'s root.
     fn proc_root(&self) -> Node;
