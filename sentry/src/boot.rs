@@ -214,12 +214,14 @@ where
     let total_memory = config
         .memory_limit
         .map_or(host_memory, |l| l.min(host_memory));
+    let builtins = Arc::new(crate::fsimpl::Builtins::default());
     let mut fs = FileSystem::new(
         config.root,
         memory.clone(),
         config.root_writes,
         config.tmpfs_tmp,
         total_memory,
+        builtins.clone(),
     )
     .map_err(|e| Error::Root(std::io::Error::from_raw_os_error(e.0)))?;
     let sysctls = crate::fsimpl::sysctl::plan(&config.sysctls).map_err(Error::Sysctl)?;
@@ -230,7 +232,7 @@ where
     )));
     let sysv_limits = sysctls.sysv;
     let (port_range, keepalive) = (sysctls.port_range, sysctls.keepalive);
-    fs.proc.set_sysctls(sysctls);
+    builtins.proc.set_sysctls(sysctls);
     for m in config.mounts {
         let r = match m.source {
             MountSource::Volume { client, read_only } => {
@@ -402,8 +404,8 @@ where
                 }
             }));
     }
-    kernel.fs.proc.attach(&kernel);
-    kernel.fs.devpts.attach(&kernel);
+    builtins.proc.attach(&kernel);
+    builtins.devpts.attach(&kernel);
     // Over everything mounted, with /proc and /sys able to answer.
     let skipped = kernel
         .fs
@@ -547,7 +549,8 @@ fn console(
     Error,
 > {
     let fail = |e: abi::Errno| Error::Spawn(format!("the sandbox's terminal: {e:?}"));
-    let c = crate::fsimpl::devpts::Console::new(&kernel.fs.devpts).map_err(fail)?;
+    let c = crate::fsimpl::devpts::Console::new(&crate::fsimpl::builtins(&kernel.fs).devpts)
+        .map_err(fail)?;
     let file = slave_file(kernel, &c).map_err(fail)?;
     Ok((c, file))
 }
@@ -565,7 +568,12 @@ pub fn exec_terminal(
     output: std::os::fd::OwnedFd,
 ) -> Result<(Arc<crate::fsimpl::devpts::Console>, Stdio), Error> {
     let fail = |e: abi::Errno| Error::Spawn(format!("a terminal for the program: {e:?}"));
-    let c = crate::fsimpl::devpts::Console::on(&kernel.fs.devpts, input, output).map_err(fail)?;
+    let c = crate::fsimpl::devpts::Console::on(
+        &crate::fsimpl::builtins(&kernel.fs).devpts,
+        input,
+        output,
+    )
+    .map_err(fail)?;
     let file = slave_file(kernel, &c).map_err(fail)?;
     let tty: Arc<dyn crate::kernel::task::Terminal> = c.pty().clone();
     Ok((c, Stdio::Terminal { file, tty }))

@@ -15,10 +15,7 @@ use crate::mm::guestmem::copy_to_slices_at;
 use crate::mm::GuestSlice;
 use crate::sync::Locked;
 use crate::vfs::file::{gather, Blocker, Caller, FileDescription, FileImpl, FileKind};
-use crate::vfs::{DirEntry, Node};
-
-/// Device number of /proc.
-pub const PROC_DEV: u64 = 0x3_0000_0020;
+use crate::vfs::{DirEntry, Inode, Node, PROC_DEV};
 
 /// A node of /proc.
 #[derive(Clone)]
@@ -149,6 +146,109 @@ impl ProcNode {
                 (abi::S_IFLNK | mode, *i)
             }
         }
+    }
+}
+
+/// A node of /proc (or /sys) as vfs holds it: where it is, and the
+/// generator that answers for it.
+#[derive(Debug)]
+pub struct ProcInode {
+    /// the generator
+    pub fs: Arc<ProcFs>,
+    /// where it is
+    pub node: ProcNode,
+}
+
+impl ProcInode {
+    /// `node` of the generator `fs`, as vfs holds it.
+    pub fn node(fs: &Arc<ProcFs>, node: ProcNode) -> Node {
+        Node::Inode(Arc::new(ProcInode {
+            fs: fs.clone(),
+            node,
+        }))
+    }
+
+    /// The /proc node `node` is, if it is one.
+    pub fn of(node: &Node) -> Option<&ProcNode> {
+        node.inode::<ProcInode>().map(|p| &p.node)
+    }
+}
+
+impl Inode for ProcInode {
+    fn stat(&self) -> Result<abi::Stat, Errno> {
+        let (mode, ino) = self.node.mode_ino();
+        let mut st = crate::vfs::synth(mode, ino, 0);
+        st.dev = PROC_DEV;
+        Ok(st)
+    }
+
+    fn is_dir(&self) -> bool {
+        self.node.is_dir()
+    }
+
+    fn lookup(&self, name: &[u8]) -> Result<Node, Errno> {
+        let child = self.fs.lookup(&self.node, name)?;
+        Ok(ProcInode::node(&self.fs, child))
+    }
+
+    fn list(&self) -> Result<Vec<DirEntry>, Errno> {
+        self.fs.list(&self.node)
+    }
+
+    fn mount_key(&self) -> usize {
+        crate::vfs::PROC_MOUNT_KEY
+    }
+
+    fn statfs(&self, s: &mut abi::Statfs) {
+        match &self.node {
+            // /sys and its cgroup file system (what runtimes check to tell
+            // cgroup v2 from v1), both read-only.
+            ProcNode::Sys(d) if d.starts_with(SYSFS) => {
+                s.f_type = if d.starts_with(SYSFS_CGROUP) {
+                    0x6367_7270 // CGROUP2_SUPER_MAGIC
+                } else {
+                    0x6265_6572 // SYSFS_MAGIC
+                };
+                s.f_bsize = 4096;
+                s.f_namelen = 255;
+                s.f_frsize = 4096;
+                s.f_flags = 1 | 2 | 4 | 8; // ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC
+            }
+            _ => crate::vfs::synth_statfs(s),
+        }
+    }
+
+    fn is_symlink(&self) -> bool {
+        matches!(self.node, ProcNode::Link(..) | ProcNode::FdLink(..))
+    }
+
+    fn readlink(&self) -> Result<Vec<u8>, Errno> {
+        match &self.node {
+            ProcNode::Link(_, t) | ProcNode::FdLink(_, _, t) => Ok(t.clone()),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    fn open_file(&self) -> Option<&Arc<FileDescription>> {
+        match &self.node {
+            ProcNode::FdLink(_, file, _) => Some(file),
+            _ => None,
+        }
+    }
+
+    fn is_magic_link(&self, parent: &Node, name: &[u8]) -> bool {
+        match self.node {
+            ProcNode::FdLink(..) => true,
+            ProcNode::Link(..) => {
+                matches!(ProcInode::of(parent), Some(ProcNode::Pid(..)))
+                    && matches!(name, b"exe" | b"cwd" | b"root")
+            }
+            _ => false,
+        }
+    }
+
+    fn fs_type(&self) -> Option<&'static str> {
+        Some("proc")
     }
 }
 
@@ -1702,13 +1802,6 @@ fn link_name(file: &FileDescription) -> Vec<u8> {
     }
     match &file.kind {
         FileKind::Stdio(fd) => stdio_name(*fd),
-        // As Linux names a memfd: its file on the internal tmpfs, unlinked.
-        FileKind::Mem(m) if m.memfd_name().is_some() => {
-            let mut name = b"/memfd:".to_vec();
-            name.extend_from_slice(m.memfd_name().unwrap_or_default());
-            name.extend_from_slice(b" (deleted)");
-            name
-        }
         _ => file
             .location
             .as_ref()
@@ -2428,11 +2521,11 @@ impl ProcFile {
         let mut g = self.0.locked();
         if pos == 0 && g.1 {
             let fresh = file.location.as_ref().and_then(|l| blk.fs.look_up_again(l));
-            if let Some(Node::Proc(
+            if let Some(
                 ProcNode::File(_, d) | ProcNode::Sysctl(_, _, d) | ProcNode::Checkpoint(d),
-            )) = fresh
+            ) = fresh.as_ref().and_then(ProcInode::of)
             {
-                g.0 = d;
+                g.0 = d.clone();
             }
         }
         g.1 = true;
@@ -2467,13 +2560,20 @@ impl FileImpl for ProcFile {
         at: Option<u64>,
     ) -> Result<u64, Errno> {
         use crate::kernel::auth::cap;
-        match file.location.as_ref().map(|l| l.node()) {
-            Some(Node::Proc(ProcNode::OomScoreAdj(_, p, _))) => {
+        let Some(inode) = file
+            .location
+            .as_ref()
+            .and_then(|l| l.node().inode::<ProcInode>())
+        else {
+            return Err(Errno::EINVAL);
+        };
+        match &inode.node {
+            ProcNode::OomScoreAdj(_, p, _) => {
                 let (len, data) = gather(bufs, 23);
                 write_oom_score_adj(p, &data, blk.caller.capable(cap::SYS_RESOURCE))?;
                 Ok(len as u64)
             }
-            Some(Node::Proc(ProcNode::Sysctl(_, path, _))) => {
+            ProcNode::Sysctl(_, path, _) => {
                 // Linux reads the whole write; numbers past the first 64
                 // KiB would be ignored as surplus anyway.
                 let (len, data) = gather(bufs, 65536);
@@ -2481,17 +2581,14 @@ impl FileImpl for ProcFile {
                     || blk.caller.capable(cap::CHECKPOINT_RESTORE);
                 let mut pos = file.pos.locked();
                 let start = at.unwrap_or(*pos);
-                let used = blk
-                    .fs
-                    .proc
-                    .write_sysctl(path, &data, len, start, privileged)?;
+                let used = inode.fs.write_sysctl(path, &data, len, start, privileged)?;
                 if at.is_none() {
                     *pos = start + used as u64;
                 }
                 Ok(used as u64)
             }
-            Some(Node::Proc(ProcNode::Checkpoint(_))) => {
-                let k = blk.fs.proc.kernel()?;
+            ProcNode::Checkpoint(_) => {
+                let k = inode.fs.kernel()?;
                 if k.checkpoint.target.is_none() {
                     return Err(Errno::EOPNOTSUPP);
                 }

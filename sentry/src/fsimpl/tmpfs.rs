@@ -12,8 +12,11 @@ use abi::{Errno, Stat, Timespec};
 use crate::mm::guestio::{ByteSource, GuestBufs, Stage, IO_CHUNK};
 use crate::mm::memfile::MemoryFile;
 use crate::mm::quota::{Quota, WritableMapping};
+use crate::mm::GuestSlice;
 use crate::mm::SharedRegion;
 use crate::sync::Locked;
+use crate::vfs::file::{Blocker, Caller, FileDescription, FileImpl};
+use crate::vfs::{DirEntry, Inode, NewInode, Node};
 use crate::PAGE_SIZE;
 
 /// A regular file's contents: pages of the memory file, so that shared
@@ -28,11 +31,6 @@ impl FileData {
     /// Bytes in the file.
     pub fn len(&self) -> u64 {
         self.len
-    }
-
-    /// Whether the file is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     fn cap(&self) -> u64 {
@@ -345,6 +343,249 @@ impl Drop for MemInode {
             self.fs.refund(len);
         }
         self.fs.inodes.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A tmpfs inode as vfs sees it: the tree's node, and the overlay's upper
+/// layer (which is a tmpfs).
+impl Inode for MemInode {
+    fn stat(&self) -> Result<Stat, Errno> {
+        Ok(MemInode::stat(self))
+    }
+
+    fn is_dir(&self) -> bool {
+        MemInode::is_dir(self)
+    }
+
+    fn lookup(&self, name: &[u8]) -> Result<Node, Errno> {
+        MemInode::lookup(self, name).map(|m| Node::Inode(m))
+    }
+
+    fn list(&self) -> Result<Vec<DirEntry>, Errno> {
+        let mut v = crate::vfs::dot_entries(self.ino);
+        for (name, ino, mode) in self.entries()? {
+            v.push(DirEntry {
+                ino,
+                kind: abi::dt::from_mode(mode),
+                name,
+            });
+        }
+        Ok(v)
+    }
+
+    fn mount_key(&self) -> usize {
+        // The overlay's upper layer is one mount with the root's image.
+        if self.fs.dev == crate::vfs::UPPER_DEV {
+            0
+        } else {
+            Arc::as_ptr(&self.fs) as usize
+        }
+    }
+
+    fn statfs(&self, s: &mut abi::Statfs) {
+        let (total, used) = self.fs.usage();
+        s.f_type = 0x0102_1994; // TMPFS_MAGIC
+        s.f_bsize = 4096;
+        s.f_blocks = total / 4096;
+        s.f_bfree = (total - used) / 4096;
+        s.f_bavail = s.f_bfree;
+        s.f_namelen = 255;
+        s.f_frsize = 4096;
+    }
+
+    fn is_symlink(&self) -> bool {
+        MemInode::readlink(self).is_some()
+    }
+
+    fn readlink(&self) -> Result<Vec<u8>, Errno> {
+        MemInode::readlink(self)
+            .map(<[u8]>::to_vec)
+            .ok_or(Errno::EINVAL)
+    }
+
+    fn fs_type(&self) -> Option<&'static str> {
+        Some(crate::vfs::TMPFS)
+    }
+
+    fn read_at(&self, pos: u64, out: &mut [u8]) -> Result<usize, Errno> {
+        MemInode::read_at(self, pos, out)
+    }
+
+    fn read_only(&self) -> bool {
+        self.fs.read_only()
+    }
+
+    fn set_read_only(&self, read_only: bool) {
+        self.fs.set_read_only(read_only);
+    }
+
+    fn is_whiteout(&self) -> bool {
+        MemInode::is_whiteout(self)
+    }
+
+    fn is_opaque(&self) -> bool {
+        MemInode::is_opaque(self)
+    }
+
+    fn entries_all(&self) -> Result<Vec<(Vec<u8>, u64, u32)>, Errno> {
+        MemInode::entries_all(self)
+    }
+
+    fn create(
+        &self,
+        name: &[u8],
+        mode: u32,
+        owner: (u32, u32),
+        kind: NewInode,
+    ) -> Result<Arc<dyn Inode>, Errno> {
+        let made = MemInode::create(self, name, mode, owner, || match kind {
+            NewInode::Dir => MemKind::Dir(Default::default()),
+            NewInode::File => MemKind::File(Default::default()),
+            NewInode::Symlink(target) => MemKind::Symlink(target),
+        })?;
+        Ok(made)
+    }
+
+    fn clear_whiteout(&self, name: &[u8]) -> bool {
+        MemInode::clear_whiteout(self, name)
+    }
+
+    fn unlink_any(&self, name: &[u8]) -> Result<(), Errno> {
+        MemInode::unlink_any(self, name)
+    }
+
+    fn write_all_at(&self, pos: u64, data: &[u8]) -> Result<(), Errno> {
+        MemInode::write_all_at(self, pos, data)
+    }
+
+    fn set_owner(&self, uid: u32, gid: u32) {
+        MemInode::set_owner(self, uid, gid);
+    }
+
+    fn restore_times(&self, atime: Timespec, mtime: Timespec, ctime: Timespec) {
+        MemInode::restore_times(self, atime, mtime, ctime);
+    }
+}
+
+/// The tmpfs inode `node` is, if it is one.
+pub fn mem_of(node: &Node) -> Option<&MemInode> {
+    node.inode::<MemInode>()
+}
+
+/// [`mem_of`], shared.
+pub fn mem_arc(node: &Node) -> Option<Arc<MemInode>> {
+    match node {
+        Node::Inode(i) => downcast(i.clone()),
+        _ => None,
+    }
+}
+
+/// The tmpfs inode `inode` is, if it is one.
+pub fn downcast(inode: Arc<dyn Inode>) -> Option<Arc<MemInode>> {
+    (inode as Arc<dyn std::any::Any + Send + Sync>)
+        .downcast()
+        .ok()
+}
+
+/// An open tmpfs file or directory (a memfd too): its description reads
+/// and writes the inode itself, at the description's position.
+impl FileImpl for MemInode {
+    fn read(
+        &self,
+        file: &FileDescription,
+        _blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        let mut pos_guard = file.pos.locked();
+        let mut pos = at.unwrap_or(*pos_guard);
+        let mut total = 0u64;
+        for b in bufs {
+            if self.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            let n = self.read_to_guest(pos, &GuestBufs::new(std::slice::from_ref(b)))?;
+            total += n as u64;
+            pos += n as u64;
+            if n < b.len() {
+                break;
+            }
+        }
+        if at.is_none() {
+            *pos_guard = pos;
+        }
+        Ok(total)
+    }
+
+    fn write_with(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+        append: Option<bool>,
+    ) -> Result<u64, Errno> {
+        self.remove_privs(blk.caller.capable(crate::kernel::auth::cap::FSETID), |g| {
+            blk.caller.in_group(g)
+        });
+        // An O_APPEND description appends even for pwrite (pwrite(2),
+        // BUGS), leaving the position alone.
+        let append = append.unwrap_or(file.flags() & abi::OpenFlags::APPEND.bits() != 0);
+        let mut pos = file.pos.locked();
+        let (end, written) = self.write_from(at.unwrap_or(*pos), &GuestBufs::new(bufs), append)?;
+        if at.is_none() {
+            *pos = end;
+        }
+        Ok(written as u64)
+    }
+
+    fn write(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+    ) -> Result<u64, Errno> {
+        self.write_with(file, blk, bufs, at, None)
+    }
+
+    fn poll(&self, _caller: &dyn Caller, _events: i16, _depth: u32) -> i16 {
+        use abi::poll::*;
+        POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
+    }
+
+    fn seekable(&self) -> bool {
+        true
+    }
+
+    fn stat(&self, _file: &FileDescription) -> Result<Stat, Errno> {
+        Ok(MemInode::stat(self))
+    }
+
+    fn link_name(&self) -> Option<Vec<u8>> {
+        // As Linux names a memfd: its file on the internal tmpfs, unlinked.
+        let memfd = self.memfd_name()?;
+        let mut name = b"/memfd:".to_vec();
+        name.extend_from_slice(memfd);
+        name.extend_from_slice(b" (deleted)");
+        Some(name)
+    }
+
+    fn is_dir(&self) -> Option<bool> {
+        Some(MemInode::is_dir(self))
+    }
+
+    fn inode_id(&self) -> Option<usize> {
+        Some(self as *const MemInode as usize)
+    }
+
+    // Linux's shmem has no poll.
+    fn pollable(&self) -> bool {
+        false
+    }
+
+    fn inotify(&self) -> bool {
+        true
     }
 }
 

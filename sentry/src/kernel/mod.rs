@@ -799,14 +799,14 @@ fn passwd_home(fs: &FileSystem, uid: u32) -> Vec<u8> {
 fn read_etc(fs: &FileSystem, path: &[u8]) -> Option<Vec<u8>> {
     let loc = fs.resolve(&fs.root(), path, true).ok()?;
     let host = match loc.node() {
-        Node::Mem(_) => None,
+        Node::Inode(_) => None,
         _ => Some(fs.open_host(&loc).ok()?),
     };
     let (mut data, mut chunk) = (Vec::new(), vec![0u8; 64 << 10]);
     while data.len() < PASSWD_MAX {
         let pos = data.len() as u64;
         let n = match (loc.node(), &host) {
-            (Node::Mem(m), _) => m.read_at(pos, &mut chunk).ok()?,
+            (Node::Inode(m), _) => m.read_at(pos, &mut chunk).ok()?,
             (_, Some(f)) => crate::host::pread(f.fd(), &mut chunk, pos).ok()?,
             (_, None) => return None,
         };

@@ -359,7 +359,8 @@ fn signal(resfd: &Option<Arc<FileDescription>>) {
 
 /// Whether the file has an `fsync` (pipes, sockets and devices do not).
 fn has_fsync(file: &FileDescription) -> bool {
-    matches!(file.kind, FileKind::Mem(_) | FileKind::Host(_))
+    matches!(file.kind, FileKind::Host(_))
+        || file.downcast::<crate::fsimpl::tmpfs::MemInode>().is_some()
 }
 
 /// Puts an event in the ring and wakes the reapers.

@@ -53,7 +53,9 @@ pub fn sys_cachestat(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         r.off.wrapping_add(r.len).wrapping_sub(1) / PAGE_SIZE
     };
     let cached = match &file.kind {
-        FileKind::Mem(m) => m.resident_pages(first, last),
+        FileKind::Impl(_) if let Some(m) = file.downcast::<crate::fsimpl::tmpfs::MemInode>() => {
+            m.resident_pages(first, last)
+        }
         FileKind::Host(_) if !file.is_dir() => {
             let pages = file.stat()?.size.max(0) as u64;
             let pages = pages.div_ceil(PAGE_SIZE);

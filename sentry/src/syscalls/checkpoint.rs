@@ -422,7 +422,7 @@ impl Files for SandboxFiles<'_> {
             .map_err(gone)?;
         // (a file the Sentry keeps in memory, as its own init, is mapped
         // from a copy: its size is what can be compared)
-        let in_memory = matches!(loc.node(), crate::vfs::Node::Mem(_));
+        let in_memory = crate::fsimpl::tmpfs::mem_of(loc.node()).is_some();
         let host = fs.open_exec(&loc).map_err(gone)?;
         let st = crate::host::fstat(host.fd()).map_err(|e| format!("{name}: {e}"))?;
         let now = identity_of(&crate::host::to_abi_stat(&st));
@@ -915,7 +915,7 @@ fn save_meta(n: &MemInode, e: &mut Enc) {
 /// entry's name and node. (A loop, not recursion: the guest decides how
 /// deep the tree is.)
 fn save_tmpfs(kernel: &Kernel, e: &mut Enc) -> Result<(), String> {
-    for (top, root) in kernel.fs.saved_tmpfs()? {
+    for (top, root) in saved_tmpfs(kernel)? {
         // (name in its directory, node, path for messages)
         let mut stack: Vec<(Option<Vec<u8>>, Arc<MemInode>, String)> =
             vec![(None, root.clone(), top.to_string())];
@@ -1012,11 +1012,26 @@ fn apply_meta(n: &MemInode, m: &SavedMeta) -> Result<(), Errno> {
     Ok(())
 }
 
+/// The sandbox's own tmpfs an image carries (see
+/// [`crate::vfs::FileSystem::saved_tmpfs`]), as tmpfs inodes.
+fn saved_tmpfs(kernel: &Kernel) -> Result<Vec<(&'static str, Arc<MemInode>)>, String> {
+    kernel
+        .fs
+        .saved_tmpfs()?
+        .into_iter()
+        .map(|(top, root)| {
+            crate::fsimpl::tmpfs::downcast(root.clone())
+                .map(|m| (top, m))
+                .ok_or_else(|| format!("{top}: not a tmpfs"))
+        })
+        .collect()
+}
+
 /// Fills the new sandbox's own tmpfs from what [`save_tmpfs`] wrote.
 fn restore_tmpfs(kernel: &Kernel, d: &mut Dec<'_>) -> Result<(), Error> {
     let b = |e: Bad| Error::Restore(e.0);
-    let roots = kernel.fs.saved_tmpfs().map_err(Error::Restore)?;
-    for (top, root) in roots {
+    let roots = saved_tmpfs(kernel).map_err(Error::Restore)?;
+    for (top, root) in &roots {
         let fail = |what: &dyn std::fmt::Display| Error::Restore(format!("{top}: {what}"));
         if d.u8().map_err(b)? != NODE_DIR {
             return Err(fail(&"the image's tmpfs does not start with a directory"));
@@ -1269,6 +1284,28 @@ fn describe_file(
             e.u8(FD_EPOLL);
             e.u32(index_of(&mut objects.epolls, file));
         }
+        FileKind::Impl(_) if let Some(m) = file.downcast_arc::<MemInode>() => {
+            let m = &m;
+            // A file of the tmpfs the image carries, while it still
+            // has its name there.
+            let fs = &kernel.fs;
+            let named = file.location.as_ref().filter(|loc| {
+                fs.resolve(&fs.root(), loc.path().as_bytes(), false)
+                    .is_ok_and(|l| {
+                        crate::fsimpl::tmpfs::mem_of(l.node())
+                            .is_some_and(|n| std::ptr::eq(n, &**m))
+                    })
+            });
+            let Some(loc) = named else {
+                return Err(format!(
+                    "descriptor {fd} (a tmpfs file without its name, or of a tmpfs not saved): not saved yet"
+                ));
+            };
+            e.u8(FD_PATH);
+            e.bytes(loc.path().as_bytes());
+            e.u64(*file.pos.locked());
+            e.bytes(&[]);
+        }
         FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Impl(_) => {
             // Files that opening their path again gives back: host
             // files of the root and volumes, devices, /proc files.
@@ -1291,24 +1328,6 @@ fn describe_file(
                 _ => Vec::new(),
             };
             e.bytes(&identity);
-        }
-        FileKind::Mem(m) => {
-            // A file of the tmpfs the image carries, while it still
-            // has its name there.
-            let fs = &kernel.fs;
-            let named = file.location.as_ref().filter(|loc| {
-                fs.resolve(&fs.root(), loc.path().as_bytes(), false)
-                    .is_ok_and(|l| l.node().mem().is_some_and(|n| Arc::ptr_eq(n, m)))
-            });
-            let Some(loc) = named else {
-                return Err(format!(
-                    "descriptor {fd} (a tmpfs file without its name, or of a tmpfs not saved): not saved yet"
-                ));
-            };
-            e.u8(FD_PATH);
-            e.bytes(loc.path().as_bytes());
-            e.u64(*file.pos.locked());
-            e.bytes(&[]);
         }
         _ => return Err(what(&kind_name(&file.kind))),
     }
@@ -1340,7 +1359,7 @@ fn kind_name(kind: &FileKind) -> String {
         FileKind::SynthDir => "a directory".into(),
         FileKind::Stdio(_) => "a standard descriptor".into(),
         FileKind::Path => "an O_PATH descriptor".into(),
-        FileKind::Mem(_) => "a tmpfs file".into(),
+        FileKind::Impl(i) if (&**i as &dyn std::any::Any).is::<MemInode>() => "a tmpfs file".into(),
         // (`Pipe(...)`, `SocketFile { ... }`: the type's name is enough)
         FileKind::Impl(i) => {
             let full = format!("{i:?}");
@@ -1965,7 +1984,12 @@ pub fn restore_process(
     let n = d.count(40).map_err(b)?;
     let mut ptys = Vec::with_capacity(n);
     for _ in 0..n {
-        ptys.push(kernel.fs.devpts.restore(&mut d).map_err(b)?);
+        ptys.push(
+            crate::fsimpl::builtins(&kernel.fs)
+                .devpts
+                .restore(&mut d)
+                .map_err(b)?,
+        );
     }
     let n = d.count(8).map_err(b)?;
     let mut tables = Vec::with_capacity(n);

@@ -10,7 +10,7 @@ use abi::{
 use zerocopy::FromZeros;
 
 use super::{dir_arg, path_arg};
-use crate::fsimpl::tmpfs::MemKind;
+use crate::fsimpl::tmpfs::{downcast, mem_arc, mem_of, MemInode, MemKind};
 use crate::host;
 use crate::kernel::auth::{cap, Creds, MAY_EXEC, MAY_READ, MAY_WRITE};
 use crate::kernel::task::Task;
@@ -198,11 +198,7 @@ pub(super) fn is_positional(file: &FileDescription) -> bool {
 fn positional(file: &FileDescription) -> Result<(), Errno> {
     match &file.kind {
         FileKind::Impl(i) if i.seekable() => Ok(()),
-        FileKind::Stdio(_)
-        | FileKind::Host(_)
-        | FileKind::Mem(_)
-        | FileKind::Dev(_)
-        | FileKind::SynthDir => Ok(()),
+        FileKind::Stdio(_) | FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir => Ok(()),
         FileKind::Path => Err(Errno::EBADF),
         _ => Err(Errno::ESPIPE),
     }
@@ -274,7 +270,8 @@ fn rwf_supported(file: &FileDescription, write: bool) -> RwfFlags {
     let base = R::HIPRI | R::DSYNC | R::SYNC | R::APPEND | R::NOAPPEND | R::NOSIGNAL;
     match &file.kind {
         FileKind::Dev(Device::Full) if write => R::HIPRI,
-        FileKind::Dev(Device::Full) | FileKind::Mem(_) => base,
+        FileKind::Dev(Device::Full) => base,
+        FileKind::Impl(_) if file.downcast::<MemInode>().is_some() => base,
         FileKind::Host(_) if write => base | R::DONTCACHE,
         FileKind::Host(_) => base | R::NOWAIT | R::DONTCACHE,
         _ => base | R::NOWAIT,
@@ -649,13 +646,12 @@ pub(crate) fn open_path(
                     return install_file(task, mqueue_file(q), loc, acc, flags);
                 }
                 let dir = match parent.node() {
-                    Node::Mem(m) => m.clone(),
                     Node::Ovl(d) => {
-                        let u = task.kernel.fs.ensure_upper(d)?;
+                        let u = upper_mem(task.kernel.fs.ensure_upper(d)?)?;
                         u.clear_whiteout(&name);
                         u
                     }
-                    n => return Err(ro_error(n)),
+                    n => mem_arc(n).ok_or_else(|| ro_error(n))?,
                 };
                 may_write_dir(task, &parent)?;
                 let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
@@ -663,7 +659,7 @@ pub(crate) fn open_path(
                     dir.create(&name, mode, task.ids, || MemKind::File(Default::default()))?;
                 created = true;
                 *made = true;
-                child_of(&parent, name, Node::Mem(node))
+                child_of(&parent, name, Node::Inode(node))
             } else {
                 return Err(if path.ends_with(b"/") && create {
                     Errno::EISDIR
@@ -730,7 +726,7 @@ pub(crate) fn open_path(
             }
             // Writing a host file below the overlay copies it up.
             Node::Host { .. } if wants_write && matches!(loc.parent(), Some((Node::Ovl(_), _))) => {
-                let m = task.kernel.fs.copy_up(&loc)?;
+                let m = upper_mem(task.kernel.fs.copy_up(&loc)?)?;
                 if flags.contains(OpenFlags::TRUNC) {
                     m.truncate(0)?;
                 }
@@ -739,9 +735,9 @@ pub(crate) fn open_path(
                 let l = child_of(
                     &l,
                     last_component(&path).unwrap_or_default(),
-                    Node::Mem(m.clone()),
+                    Node::Inode(m.clone()),
                 );
-                return install_file(task, FileKind::Mem(m), l, acc, flags);
+                return install_file(task, FileKind::Impl(m), l, acc, flags);
             }
             Node::Host { .. } => {
                 if wants_write {
@@ -750,16 +746,16 @@ pub(crate) fn open_path(
                 FileKind::Host(task.kernel.fs.open_host(&loc)?)
             }
             Node::Ovl(d) if tmpfile => {
-                let upper = task.kernel.fs.ensure_upper(d)?;
+                let upper = upper_mem(task.kernel.fs.ensure_upper(d)?)?;
                 let mode = abi::S_IFREG | (mode & 0o7777 & !task.fs_ctx().umask);
                 let m = crate::fsimpl::tmpfs::MemInode::unlinked_file(upper.fs(), mode, task.ids)?;
                 m.set_linkable(!flags.contains(OpenFlags::EXCL));
-                FileKind::Mem(m)
+                FileKind::Impl(m)
             }
             Node::Ovl(_) => FileKind::SynthDir,
-            Node::Dev(crate::vfs::Device::Ptmx) => {
-                FileKind::Impl(Arc::new(task.kernel.fs.devpts.allocate()?))
-            }
+            Node::Dev(crate::vfs::Device::Ptmx) => FileKind::Impl(Arc::new(
+                crate::fsimpl::builtins(&task.kernel.fs).devpts.allocate()?,
+            )),
             Node::Dev(crate::vfs::Device::Tty) => {
                 // The caller's controlling terminal (ENXIO without one).
                 let ctty = task.proc_.state().ctty.clone().ok_or(Errno::ENXIO)?;
@@ -767,7 +763,10 @@ pub(crate) fn open_path(
                 FileKind::Impl(Arc::new(ctty.open_slave()?))
             }
             Node::Pts(n) => {
-                let pty = task.kernel.fs.devpts.get(*n).ok_or(Errno::ENOENT)?;
+                let pty = crate::fsimpl::builtins(&task.kernel.fs)
+                    .devpts
+                    .get(*n)
+                    .ok_or(Errno::ENOENT)?;
                 let end = pty.open_slave()?;
                 if !flags.contains(OpenFlags::NOCTTY) && acc != abi::OpenFlags::WRONLY.bits() {
                     acquire_ctty(task, &pty);
@@ -775,27 +774,7 @@ pub(crate) fn open_path(
                 FileKind::Impl(Arc::new(end))
             }
             Node::Dev(d) => FileKind::Dev(*d),
-            Node::Inode(i) if !i.is_dir() => {
-                let Some(crate::fsimpl::mqueue::MqueueNode(q)) = loc.node().inode() else {
-                    return Err(Errno::ENXIO);
-                };
-                let want = match acc {
-                    0 => 4,
-                    1 => 2,
-                    _ => 6,
-                };
-                if !q.permits(&task.creds, want) {
-                    return Err(Errno::EACCES);
-                }
-                mqueue_file(q.clone())
-            }
-            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::Inode(_) => {
-                if wants_write {
-                    return Err(Errno::EROFS);
-                }
-                FileKind::SynthDir
-            }
-            Node::Proc(p) => match p {
+            n if let Some(p) = crate::fsimpl::proc::ProcInode::of(n) => match p {
                 crate::fsimpl::proc::ProcNode::FdLink(_, file, _) => {
                     // Reopening /proc/self/fd/N of an object with no path:
                     // the same object, in the requested direction.
@@ -814,7 +793,7 @@ pub(crate) fn open_path(
                             | (flags & (OpenFlags::APPEND | OpenFlags::NONBLOCK)).bits()
                             | OpenFlags::LARGEFILE.bits();
                         let reopened = FileDescription::new(
-                            FileKind::Mem(m.clone()),
+                            FileKind::Impl(m.clone()),
                             file.location.clone(),
                             status,
                         );
@@ -866,7 +845,7 @@ pub(crate) fn open_path(
                 }
                 _ => FileKind::SynthDir,
             },
-            Node::Mem(m) => match &m.kind {
+            n if let Some(m) = mem_arc(n) => match &m.kind {
                 MemKind::Fifo(pipe) => {
                     // O_RDWR is served as the read end (a partial fifo(7)).
                     let reader = acc != abi::OpenFlags::WRONLY.bits();
@@ -891,23 +870,40 @@ pub(crate) fn open_path(
                         let f =
                             crate::fsimpl::tmpfs::MemInode::unlinked_file(m.fs(), mode, task.ids)?;
                         f.set_linkable(!flags.contains(OpenFlags::EXCL));
-                        FileKind::Mem(f)
+                        FileKind::Impl(f)
                     } else {
-                        FileKind::Mem(m.clone())
+                        FileKind::Impl(m.clone())
                     }
                 }
             },
+            Node::Inode(i) if !i.is_dir() => {
+                let Some(crate::fsimpl::mqueue::MqueueNode(q)) = loc.node().inode() else {
+                    return Err(Errno::ENXIO);
+                };
+                let want = match acc {
+                    0 => 4,
+                    1 => 2,
+                    _ => 6,
+                };
+                if !q.permits(&task.creds, want) {
+                    return Err(Errno::EACCES);
+                }
+                mqueue_file(q.clone())
+            }
+            Node::DevDir | Node::Masked { .. } | Node::PtsDir | Node::Inode(_) => {
+                if wants_write {
+                    return Err(Errno::EROFS);
+                }
+                FileKind::SynthDir
+            }
         }
     };
     install_file(task, kind, loc, acc, flags)
 }
 
 /// The tmpfs file (not directory) an open description is of.
-fn reopenable_mem(file: &FileDescription) -> Option<&Arc<crate::fsimpl::tmpfs::MemInode>> {
-    match &file.kind {
-        FileKind::Mem(m) if !m.is_dir() => Some(m),
-        _ => None,
-    }
+fn reopenable_mem(file: &FileDescription) -> Option<Arc<MemInode>> {
+    file.downcast_arc::<MemInode>().filter(|m| !m.is_dir())
 }
 
 /// A session leader without a controlling terminal that opens a terminal
@@ -1044,7 +1040,7 @@ fn may_open(
     if created || flags.contains(OpenFlags::PATH) {
         return Ok(());
     }
-    if !matches!(loc.node(), Node::Host { .. } | Node::Mem(_) | Node::Ovl(_)) {
+    if !matches!(loc.node(), Node::Host { .. } | Node::Ovl(_)) && mem_of(loc.node()).is_none() {
         return Ok(());
     }
     if flags.contains(OpenFlags::TMPFILE) {
@@ -1224,9 +1220,7 @@ fn stat_path(task: &Task, dirfd: u64, path_addr: u64, flags: u32) -> Result<Stat
     let loc = task.resolve(&start, &path, follow)?;
     // A followed /proc/[pid]/fd/N of an object with no path (a pipe, a
     // socket) is the object itself.
-    if let (true, Node::Proc(crate::fsimpl::proc::ProcNode::FdLink(_, file, _))) =
-        (follow, loc.node())
-    {
+    if let (true, Some(file)) = (follow, loc.node().open_file()) {
         return file.stat();
     }
     loc.node().stat()
@@ -1314,7 +1308,9 @@ pub fn sys_lseek(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         0..=2 => file.seek(a[1] as i64, whence),
         3 | 4 => {
             let st = file.stat()?;
-            if !matches!(file.kind, FileKind::Host(_) | FileKind::Mem(_)) || file.is_dir() {
+            if !(matches!(file.kind, FileKind::Host(_)) || file.downcast::<MemInode>().is_some())
+                || file.is_dir()
+            {
                 return Err(Errno::EINVAL);
             }
             let off = a[1] as i64;
@@ -1424,7 +1420,9 @@ fn check_access_as(task: &Task, creds: &Creds, loc: &Location, mode: u32) -> Res
     }
     let st = loc.node().stat()?;
     let writable_fs = match loc.node() {
-        Node::Dev(_) | Node::Pts(_) | Node::Mem(_) | Node::Inode(_) => true,
+        // (/proc and /sys: a read-only file system to access(2)'s W_OK)
+        Node::Inode(i) if i.mount_key() == crate::vfs::PROC_MOUNT_KEY => false,
+        Node::Dev(_) | Node::Pts(_) | Node::Inode(_) => true,
         Node::Host { h, .. } if h.volume().is_some() => h.volume() == Some(VolumeKind::ReadWrite),
         Node::Host { .. } | Node::Ovl(_) => task.kernel.fs.overlay,
         _ => false,
@@ -2047,7 +2045,7 @@ pub fn sys_fallocate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
             }
             Ok(0)
         }
-        FileKind::Mem(m) => {
+        FileKind::Impl(_) if let Some(m) = file.downcast::<MemInode>() => {
             const KEEP_SIZE: u64 = 0x1;
             const PUNCH_HOLE: u64 = 0x2;
             let mode = a[1] & 0xffff_ffff;
@@ -2280,6 +2278,11 @@ fn entry_at(task: &Task, dirfd: u64, path: Vec<u8>, follow: bool) -> Result<Entr
     }
 }
 
+/// The overlay's upper-layer inode `i` as the tmpfs inode it is.
+fn upper_mem(i: Arc<dyn crate::vfs::Inode>) -> Result<Arc<MemInode>, Errno> {
+    downcast(i).ok_or(Errno::EIO)
+}
+
 /// The tmpfs directory an entry's parent is, or the error a read-only or
 /// synthetic parent gives.
 fn mem_dir(
@@ -2288,8 +2291,8 @@ fn mem_dir(
 ) -> Result<std::sync::Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
     match e.parent.node() {
         // Writing below an overlay directory copies it up first.
-        Node::Ovl(d) => task.kernel.fs.ensure_upper(d),
-        n => n.mem().cloned().ok_or_else(|| ro_error(n)),
+        Node::Ovl(d) => upper_mem(task.kernel.fs.ensure_upper(d)?),
+        n => mem_arc(n).ok_or_else(|| ro_error(n)),
     }
 }
 
@@ -2309,10 +2312,9 @@ fn writable(
     loc: &Location,
 ) -> Result<std::sync::Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
     match loc.node() {
-        Node::Mem(m) => Ok(m.clone()),
-        Node::Ovl(d) => task.kernel.fs.ensure_upper(d),
-        Node::Host { .. } => task.kernel.fs.copy_up(loc),
-        n => Err(ro_error(n)),
+        Node::Ovl(d) => upper_mem(task.kernel.fs.ensure_upper(d)?),
+        Node::Host { .. } => upper_mem(task.kernel.fs.copy_up(loc)?),
+        n => mem_arc(n).ok_or_else(|| ro_error(n)),
     }
 }
 
@@ -2468,8 +2470,8 @@ fn link(
         task.resolve(&start, &path, flags & abi::AT_SYMLINK_FOLLOW != 0)?
     };
     // /proc/self/fd/N is the file itself.
-    if let Node::Proc(crate::fsimpl::proc::ProcNode::FdLink(_, file, _)) = src.node() {
-        if matches!(file.kind, FileKind::Mem(_)) {
+    if let Some(file) = src.node().open_file() {
+        if file.downcast::<MemInode>().is_some() {
             src = linkable_file(task, file)?;
         }
     }
@@ -2503,12 +2505,11 @@ fn link(
     }
     let dir = mem_dir(task, &e)?;
     let node = match src.node() {
-        Node::Mem(m) => m.clone(),
         // A host file below the overlay is copied up, then linked.
         Node::Host { .. } if matches!(src.parent(), Some((Node::Ovl(_), _))) => {
-            task.kernel.fs.copy_up(&src)?
+            upper_mem(task.kernel.fs.copy_up(&src)?)?
         }
-        _ => return Err(Errno::EXDEV),
+        n => mem_arc(n).ok_or(Errno::EXDEV)?,
     };
     may_write_dir(task, &e.parent)?;
     dir.clear_whiteout(&e.name);
@@ -2521,7 +2522,7 @@ fn link(
 /// Where the file `file` is open on can be linked from: a tmpfs file
 /// with no name (O_TMPFILE) may get one, unless it was made `O_EXCL`.
 fn linkable_file(task: &Task, file: &FileDescription) -> Result<Location, Errno> {
-    if let FileKind::Mem(m) = &file.kind {
+    if let Some(m) = &file.downcast_arc::<MemInode>() {
         if let Some(l) = named_location(file, m) {
             return Ok(l);
         }
@@ -2541,7 +2542,7 @@ fn named_location(
 ) -> Option<Location> {
     file.location
         .clone()
-        .filter(|l| l.node().mem().is_some_and(|x| Arc::ptr_eq(x, m)))
+        .filter(|l| mem_of(l.node()).is_some_and(|x| std::ptr::eq(x, &**m)))
 }
 
 pub fn sys_link(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -2628,7 +2629,8 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
     // A read-only parent refuses before the name is even looked at.
     match e.parent.node() {
         Node::Ovl(_) if !task.kernel.fs.overlay => return Err(Errno::EROFS),
-        Node::Ovl(_) | Node::Mem(_) => {}
+        Node::Ovl(_) => {}
+        n if mem_of(n).is_some() => {}
         n => return Err(ro_error(n)),
     }
     let Some(existing) = &e.existing else {
@@ -2646,16 +2648,17 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
                     return Err(Errno::ENOTEMPTY);
                 }
             }
-            Node::Mem(m) if m.is_dir() && !dir => return Err(Errno::EISDIR),
-            Node::Mem(m) if !m.is_dir() && dir => return Err(Errno::ENOTDIR),
+            n if mem_of(n).is_some_and(|m| m.is_dir() && !dir) => return Err(Errno::EISDIR),
+            n if mem_of(n).is_some_and(|m| !m.is_dir() && dir) => return Err(Errno::ENOTDIR),
             Node::Host { .. } if dir != existing.node().is_dir() => {
                 return Err(if dir { Errno::ENOTDIR } else { Errno::EISDIR })
             }
-            Node::Host { .. } | Node::Mem(_) => {}
+            Node::Host { .. } => {}
+            n if mem_of(n).is_some() => {}
             _ => return Err(Errno::EBUSY),
         }
         may_delete(task, &e.parent, Some(existing))?;
-        let upper = task.kernel.fs.ensure_upper(d)?;
+        let upper = upper_mem(task.kernel.fs.ensure_upper(d)?)?;
         if in_lower {
             // Hide the host's entry.
             upper.whiteout(&e.name)?;
@@ -2664,7 +2667,7 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
         }
         return Ok(0);
     }
-    if existing.node().mem().is_none() {
+    if mem_of(existing.node()).is_none() {
         // A mount point (the root of a tmpfs) cannot be removed.
         return Err(Errno::EBUSY);
     }
@@ -2761,7 +2764,8 @@ fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u
     }
     match from.parent.node() {
         Node::Ovl(_) if !task.kernel.fs.overlay => return Err(Errno::EROFS),
-        Node::Ovl(_) | Node::Mem(_) => {}
+        Node::Ovl(_) => {}
+        n if mem_of(n).is_some() => {}
         n => return Err(ro_error(n)),
     }
     let Some(src) = &from.existing else {
@@ -2788,7 +2792,7 @@ fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u
         return Err(Errno::EBUSY);
     }
     // A directory cannot move below itself.
-    if let Some(s) = src.node().mem() {
+    if let Some(s) = mem_of(src.node()) {
         if s.is_dir() && to.parent.chain_contains(s) {
             return Err(Errno::EINVAL);
         }
@@ -3030,7 +3034,9 @@ fn file_loc(task: &Task, fd: u64) -> Result<Location, Errno> {
         FileKind::Stdio(_) => Err(Errno::EPERM),
         _ if file.downcast::<crate::fsimpl::pipe::PipeEnd>().is_some() => Err(Errno::EPERM),
         // Unlinked files (O_TMPFILE) have no location: give them one.
-        FileKind::Mem(m) => Ok(named_location(&file, m).unwrap_or_else(|| nameless(task, m))),
+        FileKind::Impl(_) if let Some(m) = &file.downcast_arc::<MemInode>() => {
+            Ok(named_location(&file, m).unwrap_or_else(|| nameless(task, m)))
+        }
         _ => file.location.clone().ok_or(Errno::EBADF),
     }
 }
@@ -3038,7 +3044,7 @@ fn file_loc(task: &Task, fd: u64) -> Result<Location, Errno> {
 /// A location for a tmpfs file with no name (`O_TMPFILE`, memfd).
 fn nameless(task: &Task, m: &std::sync::Arc<crate::fsimpl::tmpfs::MemInode>) -> Location {
     let mut l = task.kernel.fs.root();
-    l.push(Vec::new(), Node::Mem(m.clone()));
+    l.push(Vec::new(), Node::Inode(m.clone()));
     l
 }
 
@@ -3233,7 +3239,11 @@ pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     match &file.kind {
         FileKind::Path => return Err(Errno::EBADF),
-        FileKind::Mem(m) if file.flags() & abi::O_ACCMODE != 0 => {
+        FileKind::Impl(_)
+            if let Some(m) = file
+                .downcast::<MemInode>()
+                .filter(|_| file.flags() & abi::O_ACCMODE != 0) =>
+        {
             m.truncate(a[1])?;
             m.remove_privs(task.capable(cap::FSETID), |g| task.creds.in_group(g));
         }
@@ -3288,38 +3298,7 @@ fn statfs_of(fs: &crate::vfs::FileSystem, node: &Node) -> Result<abi::Statfs, Er
             s.f_flags = i64::from(ro); // ST_RDONLY
         }
         Node::Inode(i) => i.statfs(&mut s),
-        Node::Mem(m) => {
-            let (total, used) = m.fs().usage();
-            s.f_type = 0x0102_1994; // TMPFS_MAGIC
-            s.f_bsize = 4096;
-            s.f_blocks = total / 4096;
-            s.f_bfree = (total - used) / 4096;
-            s.f_bavail = s.f_bfree;
-            s.f_namelen = 255;
-            s.f_frsize = 4096;
-        }
-        // /sys and its cgroup file system (what runtimes check to tell
-        // cgroup v2 from v1), both read-only.
-        Node::Proc(crate::fsimpl::proc::ProcNode::Sys(d))
-            if d.starts_with(crate::fsimpl::proc::SYSFS) =>
-        {
-            s.f_type = if d.starts_with(crate::fsimpl::proc::SYSFS_CGROUP) {
-                0x6367_7270 // CGROUP2_SUPER_MAGIC
-            } else {
-                0x6265_6572 // SYSFS_MAGIC
-            };
-            s.f_bsize = 4096;
-            s.f_namelen = 255;
-            s.f_frsize = 4096;
-            s.f_flags = 1 | 2 | 4 | 8; // ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC
-        }
-        _ => {
-            s.f_type = 0x0102_1994; // TMPFS_MAGIC
-            s.f_bsize = 4096;
-            s.f_namelen = 255;
-            s.f_frsize = 4096;
-            s.f_flags = 1;
-        }
+        _ => crate::vfs::synth_statfs(&mut s),
     }
     Ok(s)
 }
@@ -3337,7 +3316,9 @@ pub fn sys_fstatfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     let mut s = match (file.node(), &file.kind) {
         (Some(n), _) => statfs_of(&task.kernel.fs, n)?,
         // A memfd: the internal tmpfs it lives in.
-        (None, FileKind::Mem(m)) => statfs_of(&task.kernel.fs, &Node::Mem(m.clone()))?,
+        (None, _) if let Some(m) = file.downcast_arc::<MemInode>() => {
+            statfs_of(&task.kernel.fs, &Node::Inode(m))?
+        }
         (None, _)
             if file
                 .downcast::<crate::fsimpl::mqueue::MqueueFile>()
@@ -3407,9 +3388,8 @@ fn xattr_allowed(task: &Task, loc: &Location, name: &[u8], write: bool) -> Resul
 /// overlay directory's upper half; none for the read-only lower layer).
 fn xattr_inode(task: &Task, loc: &Location) -> Option<Arc<crate::fsimpl::tmpfs::MemInode>> {
     match loc.node() {
-        Node::Mem(m) => Some(m.clone()),
-        Node::Ovl(d) => task.kernel.fs.existing_upper(d),
-        _ => None,
+        Node::Ovl(d) => task.kernel.fs.existing_upper(d).and_then(downcast),
+        n => mem_arc(n),
     }
 }
 
@@ -3484,7 +3464,8 @@ fn change_xattr(
         }
     } else {
         let m = match loc.node() {
-            Node::Mem(_) | Node::Ovl(_) | Node::Host { .. } => writable(task, loc)?,
+            Node::Ovl(_) | Node::Host { .. } => writable(task, loc)?,
+            n if mem_of(n).is_some() => writable(task, loc)?,
             _ => return Err(Errno::EOPNOTSUPP),
         };
         match value {

@@ -46,8 +46,10 @@ pub fn sys_memfd_create(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         return Err(Errno::ENOSYS);
     }
     let noexec = flags & MFD_NOEXEC_SEAL != 0;
+    let root =
+        crate::fsimpl::tmpfs::downcast(task.kernel.fs.memfd_root().clone()).ok_or(Errno::EIO)?;
     let inode = MemInode::memfd(
-        task.kernel.fs.memfd_fs(),
+        root.fs(),
         name,
         flags & MFD_ALLOW_SEALING != 0 || noexec,
         task.ids,
@@ -59,7 +61,7 @@ pub fn sys_memfd_create(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     }
     // Linux opens the file O_RDWR | O_LARGEFILE (F_GETFL shows both).
     let status = OpenFlags::RDWR.bits() | OpenFlags::LARGEFILE.bits();
-    let file = FileDescription::new(FileKind::Mem(inode), None, status);
+    let file = FileDescription::new(FileKind::Impl(inode), None, status);
     task.install_fd(file, flags & MFD_CLOEXEC != 0)
 }
 
@@ -67,8 +69,9 @@ pub fn sys_memfd_create(task: &mut Task, a: &Args) -> Result<u64, Errno> {
 /// (`/tmp`, `/dev/shm`, memfds) have seals; everything else, including the
 /// root overlay's files (overlayfs has none on Linux), is `EINVAL`.
 fn sealable(task: &Task, file: &FileDescription) -> Result<Arc<MemInode>, Errno> {
-    match &file.kind {
-        FileKind::Mem(m) if !Arc::ptr_eq(m.fs(), task.kernel.fs.upper.fs()) => Ok(m.clone()),
+    let upper = crate::fsimpl::tmpfs::downcast(task.kernel.fs.upper.clone());
+    match file.downcast_arc::<MemInode>() {
+        Some(m) if !upper.is_some_and(|u| Arc::ptr_eq(m.fs(), u.fs())) => Ok(m),
         _ => Err(Errno::EINVAL),
     }
 }

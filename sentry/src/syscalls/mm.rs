@@ -93,7 +93,12 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         }
         match &file.kind {
             FileKind::Dev(Device::Zero) => {}
-            FileKind::Mem(m) if !m.is_dir() => {
+            FileKind::Impl(_)
+                if let Some(m) = file
+                    .downcast_arc::<crate::fsimpl::tmpfs::MemInode>()
+                    .filter(|m| !m.is_dir()) =>
+            {
+                let m = &m;
                 if shared {
                     // A shared mapping writes the file: only through a
                     // description open for writing (EACCES), and never

@@ -8,7 +8,6 @@ use super::args::{Args, SyscallArgs};
 use crate::kernel::auth::cap;
 use crate::kernel::task::{si, user_info, Process, Task, Thread, UNBLOCKABLE};
 use crate::vfs::file::FileKind;
-use crate::vfs::Node;
 
 fn sig_arg(sig: i32) -> Result<usize, Errno> {
     if !(1..=64).contains(&sig) {
@@ -298,7 +297,10 @@ pub fn sys_pidfd_send_signal(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let held = file.downcast::<crate::fsimpl::pidfd::PidFd>();
     let target = match (&file.kind, file.location.as_ref().map(|l| l.node())) {
         _ if held.is_some() => held.map(|p| p.0.clone()).ok_or(Errno::EBADF)?,
-        (FileKind::SynthDir, Some(Node::Proc(crate::fsimpl::proc::ProcNode::Pid(pid, None)))) => {
+        (FileKind::SynthDir, Some(n))
+            if let Some(crate::fsimpl::proc::ProcNode::Pid(pid, None)) =
+                crate::fsimpl::proc::ProcInode::of(n) =>
+        {
             task.kernel.process(*pid).ok_or(Errno::ESRCH)?
         }
         _ => return Err(Errno::EBADF),

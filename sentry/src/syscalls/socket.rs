@@ -200,7 +200,7 @@ fn lookup(task: &Task, addr: &UnixAddr, kind: SockType) -> Result<Arc<UnixSocket
         UnixAddr::Path(p) => {
             let loc = task.resolve(&task.cwd(), p, true)?;
             let target = match loc.node() {
-                Node::Mem(m) => match &m.kind {
+                n if let Some(m) = crate::fsimpl::tmpfs::mem_of(n) => match &m.kind {
                     MemKind::Socket(w) => w
                         .upgrade()
                         .and_then(|s| s.downcast::<UnixSocket>().ok())
@@ -231,7 +231,7 @@ pub fn sys_bind(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
 pub fn sys_listen(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     // `net.core.somaxconn` bounds every family's backlog, and a negative
     // one (as unsigned) means as many as it allows (__sys_listen()).
-    let somaxconn = task.kernel.fs.proc.somaxconn();
+    let somaxconn = crate::fsimpl::builtins(&task.kernel.fs).proc.somaxconn();
     let backlog = if a[1] as u32 > somaxconn {
         somaxconn as i32
     } else {
@@ -711,7 +711,7 @@ impl Socket for SocketHandle {
                 }
             };
             match parent.node() {
-                Node::Mem(dir) => {
+                n if let Some(dir) = crate::fsimpl::tmpfs::mem_of(n) => {
                     dir.create(&name, mode, task.ids, || MemKind::Socket(weak))
                         .map_err(in_use)?;
                 }

@@ -42,7 +42,9 @@ fn appending(f: &FileDescription) -> bool {
 /// position the Sentry keeps (the reads here pass it explicitly).
 fn regular(f: &FileDescription) -> bool {
     match &f.kind {
-        FileKind::Mem(m) => matches!(m.kind, crate::fsimpl::tmpfs::MemKind::File(_)),
+        FileKind::Impl(_) if let Some(m) = f.downcast::<crate::fsimpl::tmpfs::MemInode>() => {
+            matches!(m.kind, crate::fsimpl::tmpfs::MemKind::File(_))
+        }
         FileKind::Host(_) => !f.is_dir(),
         _ => false,
     }
@@ -436,7 +438,14 @@ fn direct(
 /// within one file.
 fn same_inode(a: &FileDescription, b: &FileDescription) -> bool {
     match (&a.kind, &b.kind) {
-        (FileKind::Mem(x), FileKind::Mem(y)) => Arc::ptr_eq(x, y),
+        (FileKind::Impl(_), FileKind::Impl(_))
+            if let (Some(x), Some(y)) = (
+                a.downcast::<crate::fsimpl::tmpfs::MemInode>(),
+                b.downcast::<crate::fsimpl::tmpfs::MemInode>(),
+            ) =>
+        {
+            std::ptr::eq(x, y)
+        }
         (FileKind::Host(_), FileKind::Host(_)) => match (a.stat(), b.stat()) {
             (Ok(x), Ok(y)) => x.dev == y.dev && x.ino == y.ino,
             _ => false,

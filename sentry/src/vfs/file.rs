@@ -27,11 +27,9 @@ pub enum FileKind {
     Stdio(i32),
     /// an `O_PATH` descriptor: only a location
     Path,
-    /// a tmpfs file or directory
-    Mem(Arc<crate::fsimpl::tmpfs::MemInode>),
     /// a file whose kind implements [`FileImpl`] in its own module
-    /// (eventfd, timerfd, signalfd, epoll, inotify, pidfd, message queue,
-    /// sockets)
+    /// (tmpfs, eventfd, timerfd, signalfd, epoll, inotify, pidfd, message
+    /// queue, sockets)
     Impl(Arc<dyn FileImpl>),
 }
 
@@ -63,6 +61,47 @@ pub trait FileImpl: std::any::Any + Send + Sync + fmt::Debug {
     ) -> Result<u64, Errno> {
         let _ = (file, blk, bufs, at);
         Err(Errno::EINVAL)
+    }
+
+    /// [`FileImpl::write`] with `O_APPEND` overridden for this write when
+    /// `append` is given (`pwritev2`'s `RWF_APPEND`, `RWF_NOAPPEND`);
+    /// kinds that do not append ignore it.
+    fn write_with(
+        &self,
+        file: &FileDescription,
+        blk: Blocker<'_>,
+        bufs: &[GuestSlice],
+        at: Option<u64>,
+        append: Option<bool>,
+    ) -> Result<u64, Errno> {
+        let _ = append;
+        self.write(file, blk, bufs, at)
+    }
+
+    /// Whether it is a directory, where its location does not say (an
+    /// `O_TMPFILE` file's location is the directory it was made in).
+    fn is_dir(&self) -> Option<bool> {
+        None
+    }
+
+    /// Identifies it, when the open file is an inode itself (a tmpfs
+    /// file) as [`vfs::Node::inode_id`] does: a location holding another
+    /// object is not where it is (an `O_TMPFILE` file's location is the
+    /// directory it was made in).
+    fn inode_id(&self) -> Option<usize> {
+        None
+    }
+
+    /// Whether it can sit in an epoll set (`EPERM` for regular files and
+    /// directories).
+    fn pollable(&self) -> bool {
+        true
+    }
+
+    /// Whether reads and writes of it raise inotify events on its
+    /// location (a file of a file system, unlike a pipe or a socket).
+    fn inotify(&self) -> bool {
+        false
     }
 
     /// The `poll(2)` bits that hold now (the caller masks them).
@@ -476,8 +515,7 @@ impl FileDescription {
     /// Whether this is a directory.
     pub fn is_dir(&self) -> bool {
         match &self.kind {
-            // An O_TMPFILE file's location is the directory it was made in.
-            FileKind::Mem(m) => m.is_dir(),
+            FileKind::Impl(i) if let Some(dir) = i.is_dir() => dir,
             _ => self.location.as_ref().is_some_and(|l| l.node().is_dir()),
         }
     }
@@ -499,7 +537,12 @@ impl FileDescription {
 
     /// inotify: raises `m` on the file this is, if it is one.
     fn notify(&self, m: u32) {
-        if let (FileKind::Mem(_) | FileKind::Host(_), Some(loc)) = (&self.kind, &self.location) {
+        let of_file = match &self.kind {
+            FileKind::Host(_) => true,
+            FileKind::Impl(i) => i.inotify(),
+            _ => false,
+        };
+        if let (true, Some(loc)) = (of_file, &self.location) {
             crate::vfs::inotify::on_object(loc, m);
         }
     }
@@ -542,12 +585,6 @@ impl FileDescription {
         let mut total = 0u64;
         for b in bufs {
             let n = match &self.kind {
-                FileKind::Mem(m) => {
-                    if m.is_dir() {
-                        return Err(Errno::EISDIR);
-                    }
-                    m.read_to_guest(pos, &GuestBufs::new(std::slice::from_ref(b)))?
-                }
                 FileKind::Host(f) => {
                     if self.is_dir() {
                         return Err(Errno::EISDIR);
@@ -582,7 +619,7 @@ impl FileDescription {
                 break;
             }
         }
-        if at.is_none() && matches!(self.kind, FileKind::Host(_) | FileKind::Mem(_)) {
+        if at.is_none() && matches!(self.kind, FileKind::Host(_)) {
             *pos_guard = pos;
         }
         Ok(total)
@@ -625,21 +662,7 @@ impl FileDescription {
             return Err(Errno::EBADF);
         }
         if let FileKind::Impl(i) = &self.kind {
-            return i.write(self, blk, bufs, at);
-        }
-        if let FileKind::Mem(m) = &self.kind {
-            m.remove_privs(blk.caller.capable(crate::kernel::auth::cap::FSETID), |g| {
-                blk.caller.in_group(g)
-            });
-            // An O_APPEND description appends even for pwrite (pwrite(2),
-            // BUGS), leaving the position alone.
-            let append = append.unwrap_or(self.flags() & OpenFlags::APPEND.bits() != 0);
-            let mut pos = self.pos.locked();
-            let (end, written) = m.write_from(at.unwrap_or(*pos), &GuestBufs::new(bufs), append)?;
-            if at.is_none() {
-                *pos = end;
-            }
-            return Ok(written as u64);
+            return i.write_with(self, blk, bufs, at, append);
         }
         if let FileKind::Host(f) = &self.kind {
             // A volume's file, opened for writing by the gofer.
@@ -747,7 +770,7 @@ impl FileDescription {
             FileKind::Impl(i) => i.poll(caller, events, depth),
             FileKind::Stdio(fd) => host::poll_events(Self::stdio_borrow(*fd), events),
             FileKind::Path => POLLNVAL,
-            FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Mem(_) => {
+            FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir => {
                 POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM
             }
         };
@@ -765,11 +788,7 @@ impl FileDescription {
         match &self.kind {
             FileKind::Impl(i) => return i.wait_queues(out, depth),
             FileKind::Stdio(_) => return true,
-            FileKind::Host(_)
-            | FileKind::Dev(_)
-            | FileKind::SynthDir
-            | FileKind::Path
-            | FileKind::Mem(_) => {}
+            FileKind::Host(_) | FileKind::Dev(_) | FileKind::SynthDir | FileKind::Path => {}
         }
         false
     }
@@ -786,11 +805,11 @@ impl FileDescription {
     /// Whether the object can sit in an epoll set (regular files and
     /// directories cannot: `EPERM`).
     pub fn pollable(&self) -> bool {
-        !matches!(
-            self.kind,
-            // tmpfs files and memfds too: Linux's shmem has no poll.
-            FileKind::Host(_) | FileKind::SynthDir | FileKind::Path | FileKind::Mem(_)
-        )
+        match &self.kind {
+            FileKind::Host(_) | FileKind::SynthDir | FileKind::Path => false,
+            FileKind::Impl(i) => i.pollable(),
+            _ => true,
+        }
     }
 
     /// Waits until the caller's standard descriptor `fd` has input, waking
@@ -819,7 +838,7 @@ impl FileDescription {
             FileKind::Stdio(fd) => Ok(host::lseek(Self::stdio_borrow(*fd), off, whence as i32)?),
             FileKind::Dev(_) => Ok(0),
             FileKind::Path => Err(Errno::EBADF),
-            FileKind::Host(_) | FileKind::SynthDir | FileKind::Mem(_) | FileKind::Impl(_) => {
+            FileKind::Host(_) | FileKind::SynthDir | FileKind::Impl(_) => {
                 let mut pos = self.pos.locked();
                 let base: i64 = match whence {
                     0 => 0,
@@ -848,7 +867,6 @@ impl FileDescription {
     /// `fstat(2)`.
     pub fn stat(&self) -> Result<Stat, Errno> {
         match (&self.kind, &self.location) {
-            (FileKind::Mem(m), _) => Ok(m.stat()),
             (FileKind::Impl(i), _) => i.stat(self),
             (FileKind::Stdio(fd), _) => {
                 Ok(host::to_abi_stat(&host::fstat(Self::stdio_borrow(*fd))?))
@@ -880,7 +898,7 @@ impl FileDescription {
                 vfs::Node::Ovl(o) => fs.ovl_list(o)?,
                 vfs::Node::PtsDir => fs.pts_list(),
                 vfs::Node::DevDir => fs.dev_list(),
-                n => vfs::list_dir(n, host, Some(&fs.proc))?,
+                n => vfs::list_dir(n, host)?,
             });
         }
         Ok(d)

@@ -137,11 +137,22 @@ impl Writes {
 const MAX_GUEST_MOUNTS: usize = 1000;
 
 /// Device number of the root overlay's upper layer (a tmpfs of the
-/// Sentry's): one mount with the root's image below it.
-const UPPER_DEV: u64 = SYNTH_DEV + 0x13;
+/// Sentry's): one mount with the root's image below it, so its
+/// [`mount_key`] is the root's, 0.
+pub const UPPER_DEV: u64 = SYNTH_DEV + 0x13;
+
+/// The type tmpfs gives in the mount table ([`Inode::fs_type`]): the
+/// in-memory file systems the Sentry itself writes to are those.
+pub const TMPFS: &str = "tmpfs";
 
 /// Device number of the Sentry's synthetic file systems.
 const SYNTH_DEV: u64 = 0x3_0000_0000;
+
+/// Device number (`st_dev`) of /proc.
+pub const PROC_DEV: u64 = SYNTH_DEV + 0x20;
+
+/// [`mount_key`] of /proc (and /sys, which the same generator serves).
+pub const PROC_MOUNT_KEY: usize = 3;
 
 fn makedev(major: u64, minor: u64) -> u64 {
     ((major & 0xfff) << 8) | (minor & 0xff) | ((minor & !0xff) << 12)
@@ -246,10 +257,6 @@ pub enum Node {
         /// inode number to report
         ino: u64,
     },
-    /// a tmpfs inode
-    Mem(Arc<crate::fsimpl::tmpfs::MemInode>),
-    /// a /proc node
-    Proc(crate::fsimpl::proc::ProcNode),
     /// a directory of the root overlay: a read-only host directory below,
     /// the sandbox's own changes (a tmpfs tree) above
     Ovl(Arc<OvlDir>),
@@ -257,7 +264,8 @@ pub enum Node {
     PtsDir,
     /// `/dev/pts/N`, a pty slave
     Pts(u32),
-    /// a node of a file system implemented outside vfs (`/dev/mqueue`)
+    /// a node of a file system implemented outside vfs (tmpfs and the
+    /// overlay's upper layer, `/proc`, `/sys`, `/dev/mqueue`)
     Inode(Arc<dyn Inode>),
 }
 
@@ -283,6 +291,149 @@ pub trait Inode: Send + Sync + fmt::Debug + std::any::Any {
     fn mount_key(&self) -> usize;
     /// `statfs(2)` of its file system.
     fn statfs(&self, s: &mut abi::Statfs);
+    /// Whether it is a symbolic link.
+    fn is_symlink(&self) -> bool {
+        false
+    }
+    /// A symbolic link's target.
+    fn readlink(&self) -> Result<Vec<u8>, Errno> {
+        Err(Errno::EINVAL)
+    }
+    /// The open file a `/proc/[pid]/fd/N` link names: a walk through it
+    /// goes to that file, not to a path.
+    fn open_file(&self) -> Option<&Arc<file::FileDescription>> {
+        None
+    }
+    /// Whether, found as `name` in `parent`, it is one of /proc's "magic"
+    /// links, which name an object rather than a path (`openat2`'s
+    /// `RESOLVE_NO_MAGICLINKS`).
+    fn is_magic_link(&self, parent: &Node, name: &[u8]) -> bool {
+        let _ = (parent, name);
+        false
+    }
+    /// Its file system's type as the mount table names it; `None`: a
+    /// guest's mount of it shows as a bind.
+    fn fs_type(&self) -> Option<&'static str> {
+        None
+    }
+    /// A regular file's bytes from `pos` (`EINVAL` for what holds none).
+    fn read_at(&self, pos: u64, out: &mut [u8]) -> Result<usize, Errno> {
+        let _ = (pos, out);
+        Err(Errno::EINVAL)
+    }
+    /// Whether its file system refuses writes (a guest's `mount -o ro`).
+    fn read_only(&self) -> bool {
+        false
+    }
+    /// Makes its file system read-only or writable (a remount).
+    fn set_read_only(&self, read_only: bool) {
+        let _ = read_only;
+    }
+
+    // What the root overlay asks of its upper layer, an in-memory file
+    // system (and what vfs puts in a tmpfs itself: mount points, the
+    // Sentry's own files).
+
+    /// Whether it marks a lower entry of its name deleted (an overlay
+    /// whiteout).
+    fn is_whiteout(&self) -> bool {
+        false
+    }
+    /// Whether a directory hides the lower one of its name (opaque).
+    fn is_opaque(&self) -> bool {
+        false
+    }
+    /// A directory's entries, whiteouts included: name, inode number,
+    /// `st_mode`.
+    fn entries_all(&self) -> Result<Vec<(Vec<u8>, u64, u32)>, Errno> {
+        Err(Errno::ENOTDIR)
+    }
+    /// Makes `name` in this directory, of `mode` (its type agreeing with
+    /// `kind`), owned by `owner`.
+    fn create(
+        &self,
+        name: &[u8],
+        mode: u32,
+        owner: (u32, u32),
+        kind: NewInode,
+    ) -> Result<Arc<dyn Inode>, Errno> {
+        let _ = (name, mode, owner, kind);
+        Err(Errno::EROFS)
+    }
+    /// Removes the whiteout `name`, if there is one (something is about to
+    /// be made there); whether there was.
+    fn clear_whiteout(&self, name: &[u8]) -> bool {
+        let _ = name;
+        false
+    }
+    /// Removes entry `name`, whatever it is.
+    fn unlink_any(&self, name: &[u8]) -> Result<(), Errno> {
+        let _ = name;
+        Err(Errno::EROFS)
+    }
+    /// Writes all of `data` at `pos`.
+    fn write_all_at(&self, pos: u64, data: &[u8]) -> Result<(), Errno> {
+        let _ = (pos, data);
+        Err(Errno::EROFS)
+    }
+    /// Gives it an owner.
+    fn set_owner(&self, uid: u32, gid: u32) {
+        let _ = (uid, gid);
+    }
+    /// Sets its three times (a copy keeps its original's).
+    fn restore_times(&self, atime: abi::Timespec, mtime: abi::Timespec, ctime: abi::Timespec) {
+        let _ = (atime, mtime, ctime);
+    }
+}
+
+/// What [`Inode::create`] makes.
+#[derive(Debug)]
+pub enum NewInode {
+    /// an empty directory
+    Dir,
+    /// an empty regular file
+    File,
+    /// a symbolic link to the target
+    Symlink(Vec<u8>),
+}
+
+/// The child `name` of directory `dir` as an inode (an in-memory file
+/// system's children are all inodes).
+fn child_inode(dir: &dyn Inode, name: &[u8]) -> Result<Arc<dyn Inode>, Errno> {
+    match dir.lookup(name)? {
+        Node::Inode(i) => Ok(i),
+        _ => Err(Errno::EIO),
+    }
+}
+
+/// Identifies an inode as [`Node::inode_id`] does.
+fn inode_id(i: &dyn Inode) -> usize {
+    i as *const dyn Inode as *const () as usize
+}
+
+/// The file systems above vfs that it puts in the tree itself, which boot
+/// hands it: vfs mounts `/proc`, `/sys`, `/dev/pts` and its tmpfs (`/tmp`,
+/// `/run`, `/dev/shm`, the overlay's upper layer, memfds' own) at their
+/// places without knowing their types.
+pub trait FsImpls: Send + Sync + fmt::Debug + std::any::Any {
+    /// `/proc`'s root.
+    fn proc_root(&self) -> Node;
+    /// `/sys`'s root.
+    fn sys_root(&self) -> Node;
+    /// Whether pseudo-terminal `n` is live (its `/dev/pts/N` exists).
+    fn pty_exists(&self, n: u32) -> bool;
+    /// The live pseudo-terminals' numbers, for listing `/dev/pts`.
+    fn ptys(&self) -> Vec<u32>;
+    /// The root of a new tmpfs with device number `dev`, of at most
+    /// `size` bytes drawn from `pool`, with permission bits `mode`.
+    fn new_tmpfs(
+        &self,
+        mf: &Arc<crate::mm::memfile::MemoryFile>,
+        pool: &Arc<crate::mm::quota::Quota>,
+        dev: u64,
+        size: u64,
+        mode: u32,
+    ) -> Arc<dyn Inode>;
 }
 
 impl Node {
@@ -290,6 +441,32 @@ impl Node {
     pub fn inode<T: Inode>(&self) -> Option<&T> {
         match self {
             Node::Inode(i) => (&**i as &dyn std::any::Any).downcast_ref(),
+            _ => None,
+        }
+    }
+
+    /// Identifies the object of a file system whose open files are its
+    /// inodes themselves (see [`file::FileImpl::inode_id`]).
+    pub fn inode_id(&self) -> Option<usize> {
+        match self {
+            Node::Inode(i) => Some(inode_id(&**i)),
+            _ => None,
+        }
+    }
+
+    /// The inode, if this is one of a tmpfs (the overlay's upper layer
+    /// included): what the Sentry may write itself.
+    fn tmpfs(&self) -> Option<&Arc<dyn Inode>> {
+        match self {
+            Node::Inode(i) if i.fs_type() == Some(TMPFS) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// The open file a `/proc/[pid]/fd/N` link names, if this is one.
+    pub fn open_file(&self) -> Option<&Arc<file::FileDescription>> {
+        match self {
+            Node::Inode(i) => i.open_file(),
             _ => None,
         }
     }
@@ -314,8 +491,6 @@ impl Node {
             Node::DevDir | Node::Masked { .. } | Node::PtsDir => true,
             Node::Dev(_) | Node::Pts(_) => false,
             Node::Inode(i) => i.is_dir(),
-            Node::Mem(m) => m.is_dir(),
-            Node::Proc(p) => p.is_dir(),
             Node::Ovl(_) => true,
         }
     }
@@ -324,11 +499,7 @@ impl Node {
     pub fn is_symlink(&self) -> bool {
         match self {
             Node::Host { mode, .. } => mode & abi::S_IFMT == abi::S_IFLNK,
-            Node::Mem(m) => m.readlink().is_some(),
-            Node::Proc(p) => matches!(
-                p,
-                crate::fsimpl::proc::ProcNode::Link(..) | crate::fsimpl::proc::ProcNode::FdLink(..)
-            ),
+            Node::Inode(i) => i.is_symlink(),
             _ => false,
         }
     }
@@ -346,53 +517,15 @@ impl Node {
                 let t = h.client.readlink(h.handle)?;
                 Ok(h.target.get_or_init(|| t).clone())
             }
-            Node::Mem(m) => m.readlink().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
-            Node::Proc(
-                crate::fsimpl::proc::ProcNode::Link(_, t)
-                | crate::fsimpl::proc::ProcNode::FdLink(_, _, t),
-            ) => Ok(t.clone()),
+            Node::Inode(i) => i.readlink(),
             _ => Err(Errno::EINVAL),
-        }
-    }
-
-    /// The tmpfs inode, if this is one.
-    pub fn mem(&self) -> Option<&Arc<crate::fsimpl::tmpfs::MemInode>> {
-        match self {
-            Node::Mem(m) => Some(m),
-            _ => None,
         }
     }
 
     /// `stat` of this node.
     pub fn stat(&self) -> Result<Stat, Errno> {
-        let (uid, gid) = host::ids();
-        let synth = |mode: u32, ino: u64, rdev: u64| Stat {
-            dev: SYNTH_DEV,
-            ino,
-            nlink: if mode & abi::S_IFMT == abi::S_IFDIR {
-                2
-            } else {
-                1
-            },
-            mode,
-            uid,
-            gid,
-            pad0: 0,
-            rdev,
-            size: 0,
-            blksize: 4096,
-            blocks: 0,
-            atime: 0,
-            atime_nsec: 0,
-            mtime: 0,
-            mtime_nsec: 0,
-            ctime: 0,
-            ctime_nsec: 0,
-            unused: [0; 3],
-        };
         match self {
             Node::Host { h, .. } => h.stat(),
-            Node::Mem(m) => Ok(m.stat()),
             Node::Ovl(d) => {
                 let upper = OVL_UPPER
                     .with(|u| u.borrow().clone())
@@ -402,7 +535,7 @@ impl Node {
                     // sandbox changed (mode, owner, times) from the upper one.
                     (Some(u), Some(l)) => {
                         let mut st = l.stat()?;
-                        let us = u.stat();
+                        let us = u.stat()?;
                         st.mode = us.mode;
                         st.uid = us.uid;
                         st.gid = us.gid;
@@ -411,16 +544,10 @@ impl Node {
                         (st.ctime, st.ctime_nsec) = (us.ctime, us.ctime_nsec);
                         Ok(st)
                     }
-                    (Some(u), None) => Ok(u.stat()),
+                    (Some(u), None) => u.stat(),
                     (None, Some(l)) => l.stat(),
                     (None, None) => Err(Errno::ENOENT),
                 }
-            }
-            Node::Proc(p) => {
-                let (mode, ino) = p.mode_ino();
-                let mut st = synth(mode, ino, 0);
-                st.dev = crate::fsimpl::proc::PROC_DEV;
-                Ok(st)
             }
             Node::DevDir => Ok(synth(abi::S_IFDIR | 0o755, 1, 0)),
             // An OCI mask is runc's read-only tmpfs, whose root keeps
@@ -448,7 +575,7 @@ impl Node {
                 let mut st = synth(
                     abi::S_IFCHR | 0o620,
                     u64::from(*n) + 3,
-                    makedev(crate::fsimpl::devpts::PTS_MAJOR, u64::from(*n)),
+                    makedev(abi::tty::UNIX98_PTY_SLAVE_MAJOR, u64::from(*n)),
                 );
                 st.dev = DEVPTS_DEV;
                 Ok(st)
@@ -456,6 +583,83 @@ impl Node {
             Node::Inode(i) => i.stat(),
         }
     }
+}
+
+/// `stat` of a synthetic object of the Sentry's: owned by the sandbox's
+/// user, empty, with no times.
+pub fn synth(mode: u32, ino: u64, rdev: u64) -> Stat {
+    let (uid, gid) = host::ids();
+    Stat {
+        dev: SYNTH_DEV,
+        ino,
+        nlink: if mode & abi::S_IFMT == abi::S_IFDIR {
+            2
+        } else {
+            1
+        },
+        mode,
+        uid,
+        gid,
+        pad0: 0,
+        rdev,
+        size: 0,
+        blksize: 4096,
+        blocks: 0,
+        atime: 0,
+        atime_nsec: 0,
+        mtime: 0,
+        mtime_nsec: 0,
+        ctime: 0,
+        ctime_nsec: 0,
+        unused: [0; 3],
+    }
+}
+
+/// A symbolic link of the Sentry's own in `/dev` (`/dev/fd`, the stdio
+/// links, a container's `/dev/ptmx`): shown as /proc's links are, on
+/// /proc's device.
+#[derive(Debug)]
+struct DevLink {
+    ino: u64,
+    target: &'static [u8],
+}
+
+impl Inode for DevLink {
+    fn stat(&self) -> Result<Stat, Errno> {
+        let mut st = synth(abi::S_IFLNK | 0o777, self.ino, 0);
+        st.dev = PROC_DEV;
+        Ok(st)
+    }
+
+    fn is_dir(&self) -> bool {
+        false
+    }
+
+    fn mount_key(&self) -> usize {
+        PROC_MOUNT_KEY
+    }
+
+    fn statfs(&self, s: &mut abi::Statfs) {
+        synth_statfs(s);
+    }
+
+    fn is_symlink(&self) -> bool {
+        true
+    }
+
+    fn readlink(&self) -> Result<Vec<u8>, Errno> {
+        Ok(self.target.to_vec())
+    }
+}
+
+/// `statfs` of the Sentry's read-only synthetic file systems (`/dev`,
+/// `/proc`): a read-only tmpfs.
+pub fn synth_statfs(s: &mut abi::Statfs) {
+    s.f_type = 0x0102_1994; // TMPFS_MAGIC
+    s.f_bsize = 4096;
+    s.f_namelen = 255;
+    s.f_frsize = 4096;
+    s.f_flags = 1;
 }
 
 /// A path from the root: the chain of directories down to an object, which
@@ -534,11 +738,10 @@ impl Location {
         Some(String::from_utf8_lossy(&s).into_owned())
     }
 
-    /// Whether tmpfs inode `m` is on the path to this location.
-    pub fn chain_contains(&self, m: &Arc<crate::fsimpl::tmpfs::MemInode>) -> bool {
-        self.chain
-            .iter()
-            .any(|(_, n)| n.mem().is_some_and(|x| Arc::ptr_eq(x, m)))
+    /// Whether inode `m` is on the path to this location.
+    pub fn chain_contains(&self, m: &dyn Inode) -> bool {
+        let id = inode_id(m);
+        self.chain.iter().any(|(_, n)| n.inode_id() == Some(id))
     }
 
     /// Appends a child (for objects just created).
@@ -584,20 +787,21 @@ pub struct FileSystem {
     /// host lookups already made: (parent handle's address, name) → the
     /// child, with the parent kept alive so the address stays its own
     dcache: Mutex<DentryCache>,
-    tmp: Arc<crate::fsimpl::tmpfs::MemInode>,
-    run: Arc<crate::fsimpl::tmpfs::MemInode>,
-    shm: Arc<crate::fsimpl::tmpfs::MemInode>,
+    tmp: Arc<dyn Inode>,
+    run: Arc<dyn Inode>,
+    shm: Arc<dyn Inode>,
     /// the internal tmpfs `memfd_create` files live in (Linux's `shm_mnt`):
     /// never mounted, bounded by the shared pool
-    memfd: Arc<crate::fsimpl::tmpfs::MemInode>,
-    /// the /proc generator
-    pub proc: crate::fsimpl::proc::ProcFs,
-    /// the pseudo-terminals of `/dev/pts`
-    pub devpts: Arc<crate::fsimpl::devpts::Devpts>,
+    memfd: Arc<dyn Inode>,
+    /// the file systems above vfs that it mounts itself
+    impls: Arc<dyn FsImpls>,
+    /// `/proc`'s and `/sys`'s roots, asked of `impls` once
+    proc_root: Node,
+    sys_root: Node,
     /// `/dev/mqueue`'s root, which boot gives
     mqueue_root: std::sync::OnceLock<Node>,
     /// the root overlay's upper layer
-    pub upper: Arc<crate::fsimpl::tmpfs::MemInode>,
+    pub upper: Arc<dyn Inode>,
     /// writes to the root go to the upper layer (else they are `EROFS`)
     pub overlay: bool,
     /// the root is the host directory itself, writable through its gofer
@@ -626,7 +830,7 @@ pub struct FileSystem {
     /// the files [`FileSystem::provide_file`] put in the upper layer, with
     /// their size and modification time then: a sandbox image does not
     /// carry them (the restored sandbox provides its own)
-    provided: Mutex<Vec<(Arc<crate::fsimpl::tmpfs::MemInode>, u64, abi::Timespec)>>,
+    provided: Mutex<Vec<Provided>>,
     mf: Arc<crate::mm::memfile::MemoryFile>,
     /// what all the in-memory file systems may hold together
     pool: Arc<crate::mm::quota::Quota>,
@@ -635,6 +839,18 @@ pub struct FileSystem {
     /// the images of the root's files that private mappings share
     pub images: Arc<crate::mm::fileimage::Images>,
 }
+
+/// A file [`FileSystem::provide_file`] put in the upper layer, with its
+/// size and modification time then.
+struct Provided {
+    file: Arc<dyn Inode>,
+    size: i64,
+    mtime: abi::Timespec,
+}
+
+/// One of the sandbox's own tmpfs a sandbox image carries: its guest path
+/// and root.
+pub type SavedTmpfs<'a> = (&'static str, &'a Arc<dyn Inode>);
 
 /// What `linux.maskedPaths` and `linux.readonlyPaths` made of the tree:
 /// runc's mounts over those paths, which no guest can undo (its `umount`
@@ -737,17 +953,14 @@ impl MountFlags {
 thread_local! {
     /// The upper layer of the overlay this host thread's sandbox uses (one
     /// sandbox per Sentry process; set when a task starts).
-    static OVL_UPPER: std::cell::RefCell<Option<Arc<crate::fsimpl::tmpfs::MemInode>>> = const { std::cell::RefCell::new(None) };
+    static OVL_UPPER: std::cell::RefCell<Option<Arc<dyn Inode>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Walks the upper tree along `path`; `None` if a directory is missing.
-fn upper_walk(
-    root: &Arc<crate::fsimpl::tmpfs::MemInode>,
-    path: &[Vec<u8>],
-) -> Option<Arc<crate::fsimpl::tmpfs::MemInode>> {
+fn upper_walk(root: &Arc<dyn Inode>, path: &[Vec<u8>]) -> Option<Arc<dyn Inode>> {
     let mut cur = root.clone();
     for c in path {
-        let next = cur.lookup(c).ok()?;
+        let next = child_inode(&*cur, c).ok()?;
         if !next.is_dir() {
             return None;
         }
@@ -815,15 +1028,16 @@ impl FileSystem {
         writes: RootWrites,
         tmpfs_tmp: bool,
         total_memory: u64,
+        impls: Arc<dyn FsImpls>,
     ) -> Result<Self, Errno> {
         let client = Arc::new(client);
         let root = client.attach()?;
         let host_root = writes == RootWrites::Host;
-        use crate::fsimpl::tmpfs::MemFs;
         use crate::mm::quota::Quota;
         let size = default_tmpfs_size(total_memory);
         let pool = Quota::new(size);
-        let upper = MemFs::new_root(mf.clone(), &pool, UPPER_DEV, size, root.stat.mode & 0o7777);
+        let tmpfs = |dev, mode| impls.new_tmpfs(&mf, &pool, dev, size, mode);
+        let upper = tmpfs(UPPER_DEV, root.stat.mode & 0o7777);
         {
             let st = root.stat.to_linux();
             upper.set_owner(st.uid, st.gid);
@@ -862,13 +1076,13 @@ impl FileSystem {
             host_sockets: Default::default(),
             masked_devs: Mutex::new(HashMap::new()),
             dcache: Mutex::new(HashMap::new()),
-            tmp: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x10, size, 0o1777),
-            run: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x11, size, 0o755),
-            proc: Default::default(),
-            devpts: Default::default(),
+            tmp: tmpfs(SYNTH_DEV + 0x10, 0o1777),
+            run: tmpfs(SYNTH_DEV + 0x11, 0o755),
+            proc_root: impls.proc_root(),
+            sys_root: impls.sys_root(),
             mqueue_root: Default::default(),
-            shm: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x12, size, 0o1777),
-            memfd: MemFs::new_root(mf.clone(), &pool, SYNTH_DEV + 0x14, size, 0o1777),
+            shm: tmpfs(SYNTH_DEV + 0x12, 0o1777),
+            memfd: tmpfs(SYNTH_DEV + 0x14, 0o1777),
             mounts: Vec::new(),
             locked: Default::default(),
             tmpfs_mounts: AtomicU64::new(0),
@@ -880,6 +1094,7 @@ impl FileSystem {
             images: Arc::new(crate::mm::fileimage::Images::new(total_memory)),
             mf,
             pool,
+            impls,
         })
     }
 
@@ -913,11 +1128,8 @@ impl FileSystem {
     /// error naming what else in memory holds files (the overlay's upper
     /// layer, `--tmpfs` and guest mounts), which an image does not carry
     /// yet.
-    pub fn saved_tmpfs(
-        &self,
-    ) -> Result<[(&'static str, &Arc<crate::fsimpl::tmpfs::MemInode>); 3], String> {
-        let holds =
-            |m: &crate::fsimpl::tmpfs::MemInode| m.entries_all().is_ok_and(|e| !e.is_empty());
+    pub fn saved_tmpfs(&self) -> Result<[SavedTmpfs<'_>; 3], String> {
+        let holds = |m: &Arc<dyn Inode>| m.entries_all().is_ok_and(|e| !e.is_empty());
         if !self.upper_holds_only_provided() {
             return Err("files written over the root (--overlay; not saved yet)".into());
         }
@@ -933,7 +1145,7 @@ impl FileSystem {
             return Err("a file system the guest mounted (not saved yet)".into());
         }
         for m in &self.mounts {
-            if let Node::Mem(root) = &m.root {
+            if let Some(root) = m.root.tmpfs() {
                 if holds(root) {
                     return Err(format!(
                         "the tmpfs at /{} (--tmpfs; not saved yet)",
@@ -959,17 +1171,24 @@ impl FileSystem {
                 return false;
             };
             // (an empty directory there is the guest's own)
-            if entries.is_empty() && !Arc::ptr_eq(&dir, &self.upper) {
+            if entries.is_empty() && inode_id(&*dir) != inode_id(&*self.upper) {
                 return false;
             }
             for (name, _, _) in entries {
-                let Ok(n) = dir.lookup(&name) else {
+                let Ok(n) = child_inode(&*dir, &name) else {
                     return false;
                 };
                 if n.is_dir() {
                     stack.push(n);
-                } else if !provided.iter().any(|(p, size, mtime)| {
-                    Arc::ptr_eq(p, &n) && n.size() == *size && n.meta().mtime == *mtime
+                    continue;
+                }
+                let Ok(st) = n.stat() else {
+                    return false;
+                };
+                if !provided.iter().any(|p| {
+                    inode_id(&*p.file) == inode_id(&*n)
+                        && st.size == p.size
+                        && ts(st.mtime, st.mtime_nsec) == p.mtime
                 }) {
                     return false;
                 }
@@ -978,9 +1197,9 @@ impl FileSystem {
         true
     }
 
-    /// The file system `memfd_create` files are made in.
-    pub fn memfd_fs(&self) -> &Arc<crate::fsimpl::tmpfs::MemFs> {
-        self.memfd.fs()
+    /// The root of the file system `memfd_create` files are made in.
+    pub fn memfd_root(&self) -> &Arc<dyn Inode> {
+        &self.memfd
     }
 
     /// Mounts a new tmpfs at guest path `dest` (an OCI `tmpfs` mount at a
@@ -995,13 +1214,10 @@ impl FileSystem {
     fn new_tmpfs(&self, mode: u32, size: Option<u64>) -> Node {
         let dev = EXTRA_TMPFS_DEV + self.tmpfs_mounts.fetch_add(1, Ordering::Relaxed);
         let size = size.unwrap_or(self.pool.limit());
-        Node::Mem(crate::fsimpl::tmpfs::MemFs::new_root(
-            self.mf.clone(),
-            &self.pool,
-            dev,
-            size,
-            mode & 0o7777,
-        ))
+        Node::Inode(
+            self.impls
+                .new_tmpfs(&self.mf, &self.pool, dev, size, mode & 0o7777),
+        )
     }
 
     /// The guest's `mount -t tmpfs` over the directory `at` (not the
@@ -1027,8 +1243,8 @@ impl FileSystem {
             return Err(Errno::ENOSPC);
         }
         let root = self.new_tmpfs(mode, size.map(|s| s.min(self.pool.limit())));
-        if let Node::Mem(m) = &root {
-            m.fs().set_read_only(read_only);
+        if let Node::Inode(m) = &root {
+            m.set_read_only(read_only);
         }
         g.push((MountPoint { path, root, flags }, Writes::refused(read_only)));
         self.any_guest_mount.store(true, Ordering::Release);
@@ -1168,8 +1384,8 @@ impl FileSystem {
             w => *w = Writes::refused(read_only),
         }
         m.flags = flags;
-        if let (false, Node::Mem(root)) = (bind, &m.root) {
-            root.fs().set_read_only(read_only);
+        if let (false, Node::Inode(root)) = (bind, &m.root) {
+            root.set_read_only(read_only);
         }
         Ok(())
     }
@@ -1208,7 +1424,7 @@ impl FileSystem {
     /// Whether `loc` is on a tmpfs the guest mounted read-only.
     fn in_read_only_guest_mount(&self, loc: &Location) -> bool {
         self.innermost_guest_mount(loc, |(m, w)| {
-            *w != Writes::Allowed || matches!(&m.root, Node::Mem(r) if r.fs().read_only())
+            *w != Writes::Allowed || matches!(&m.root, Node::Inode(r) if r.read_only())
         })
         .unwrap_or(false)
     }
@@ -1249,25 +1465,21 @@ impl FileSystem {
                 Err(Errno::ENOENT) => {
                     let parent = match loc.node() {
                         Node::Ovl(d) => self.upper_dir(d)?,
-                        Node::Mem(m) => m.clone(),
+                        n if let Some(m) = n.tmpfs() => m.clone(),
                         // Elsewhere (a volume, /proc): the mount still
                         // works for paths that name it.
                         _ => return Ok(()),
                     };
                     parent.clear_whiteout(c);
                     let made = if dir || !last {
-                        parent.create(c, abi::S_IFDIR | 0o755, (0, 0), || {
-                            crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
-                        })?
+                        parent.create(c, abi::S_IFDIR | 0o755, (0, 0), NewInode::Dir)?
                     } else {
-                        parent.create(c, abi::S_IFREG | 0o644, (0, 0), || {
-                            crate::fsimpl::tmpfs::MemKind::File(Default::default())
-                        })?
+                        parent.create(c, abi::S_IFREG | 0o644, (0, 0), NewInode::File)?
                     };
                     // Found again, so an overlay directory is one.
                     match self.lookup_child(loc.node(), loc.chain.len() - 1, c) {
                         Ok(n) => n,
-                        Err(_) => Node::Mem(made),
+                        Err(_) => Node::Inode(made),
                     }
                 }
                 Err(e) => return Err(e),
@@ -1299,8 +1511,7 @@ impl FileSystem {
                     .map(|(m, ro)| {
                         let path = names_path(&m.path);
                         let typ = match &m.root {
-                            Node::Mem(_) => "tmpfs",
-                            Node::Proc(_) => "proc",
+                            Node::Inode(i) => i.fs_type().unwrap_or("bind"),
                             _ => "bind",
                         };
                         (path, typ, *ro != Writes::Allowed, m.flags.options())
@@ -1554,12 +1765,10 @@ impl FileSystem {
     fn synthetic_top(&self, name: &[u8]) -> Option<Node> {
         Some(match name {
             b"dev" => Node::DevDir,
-            b"proc" => Node::Proc(crate::fsimpl::proc::ProcNode::Root),
-            b"sys" => Node::Proc(crate::fsimpl::proc::ProcNode::Sys(
-                crate::fsimpl::proc::SYSFS,
-            )),
-            b"tmp" if self.tmpfs_tmp => Node::Mem(self.tmp.clone()),
-            b"run" if self.tmpfs_tmp => Node::Mem(self.run.clone()),
+            b"proc" => self.proc_root.clone(),
+            b"sys" => self.sys_root.clone(),
+            b"tmp" if self.tmpfs_tmp => Node::Inode(self.tmp.clone()),
+            b"run" if self.tmpfs_tmp => Node::Inode(self.run.clone()),
             _ => return None,
         })
     }
@@ -1593,7 +1802,7 @@ impl FileSystem {
     /// Whether `loc` is on a `noexec` mount (a container's `/dev/shm`, or
     /// a mount the guest made so): programs there do not run.
     pub fn noexec(&self, loc: &Location) -> bool {
-        let shm = |n: &Node| matches!(n, Node::Mem(m) if Arc::ptr_eq(m.fs(), self.shm.fs()));
+        let shm = |n: &Node| matches!(n, Node::Inode(m) if m.mount_key() == self.shm.mount_key());
         (self.container_dev() && shm(loc.node())) || self.guest_mount_flags(loc).noexec
     }
 
@@ -1640,7 +1849,7 @@ impl FileSystem {
                 cache.insert(key, (h.clone(), child.clone()));
                 child.ok_or(Errno::ENOENT)
             }
-            Node::DevDir if name == b"shm" => Ok(Node::Mem(self.shm.clone())),
+            Node::DevDir if name == b"shm" => Ok(Node::Inode(self.shm.clone())),
             Node::DevDir if matches!(name, b"fd" | b"stdin" | b"stdout" | b"stderr") => {
                 let target: &[u8] = match name {
                     b"fd" => b"/proc/self/fd",
@@ -1648,26 +1857,27 @@ impl FileSystem {
                     b"stdout" => b"/proc/self/fd/1",
                     _ => b"/proc/self/fd/2",
                 };
-                Ok(Node::Proc(crate::fsimpl::proc::ProcNode::Link(
-                    20 + name.len() as u64,
-                    target.to_vec(),
-                )))
+                Ok(Node::Inode(Arc::new(DevLink {
+                    ino: 20 + name.len() as u64,
+                    target,
+                })))
             }
             Node::DevDir if name == b"pts" => Ok(Node::PtsDir),
-            Node::DevDir if name == b"ptmx" && self.container_dev() => Ok(Node::Proc(
-                crate::fsimpl::proc::ProcNode::Link(PTMX_LINK_INO, b"pts/ptmx".to_vec()),
-            )),
+            Node::DevDir if name == b"ptmx" && self.container_dev() => {
+                Ok(Node::Inode(Arc::new(DevLink {
+                    ino: PTMX_LINK_INO,
+                    target: b"pts/ptmx",
+                })))
+            }
             Node::DevDir if name == b"mqueue" => self.mqueue_root().ok_or(Errno::ENOENT),
             Node::Inode(i) => i.lookup(name),
             Node::PtsDir if name == b"ptmx" => Ok(Node::Dev(Device::Ptmx)),
             Node::PtsDir => std::str::from_utf8(name)
                 .ok()
                 .and_then(|s| s.parse::<u32>().ok().filter(|n| n.to_string() == s))
-                .filter(|&n| self.devpts.get(n).is_some())
+                .filter(|&n| self.impls.pty_exists(n))
                 .map(Node::Pts)
                 .ok_or(Errno::ENOENT),
-            Node::Proc(p) => self.proc.lookup(p, name).map(Node::Proc),
-            Node::Mem(m) => m.lookup(name).map(Node::Mem),
             Node::DevDir => DEVICES
                 .iter()
                 .find(|(n, _, _)| n.as_bytes() == name)
@@ -1676,6 +1886,11 @@ impl FileSystem {
             Node::Masked { .. } => Err(Errno::ENOENT),
             Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
         }
+    }
+
+    /// The file systems above vfs that it mounts itself, which boot gave.
+    pub fn impls(&self) -> &dyn FsImpls {
+        &*self.impls
     }
 
     /// `/dev/mqueue`'s root (once boot has given it).
@@ -1812,14 +2027,14 @@ impl FileSystem {
                 return Err(Errno::EXDEV);
             }
             // /proc/[pid]/fd/N names the open file itself, not a path.
-            if let Node::Proc(crate::fsimpl::proc::ProcNode::FdLink(_, file, _)) = &child {
+            if let Some(file) = child.open_file() {
                 if !last || follow || must_be_dir {
                     // (an O_TMPFILE file's description names the
                     // directory it was made in, not the file)
                     let own = |t: &&Location| match &file.kind {
-                        crate::vfs::file::FileKind::Mem(m) => {
-                            t.node().mem().is_some_and(|x| Arc::ptr_eq(x, m))
-                        }
+                        file::FileKind::Impl(i) => i
+                            .inode_id()
+                            .is_none_or(|id| t.node().inode_id() == Some(id)),
                         _ => true,
                     };
                     if let Some(target) = file.location.as_ref().filter(own) {
@@ -1893,10 +2108,10 @@ impl FileSystem {
     /// as a private snapshot in an anonymous memory file (never a host
     /// path), so the loader reads both the same way.
     pub fn open_exec(&self, loc: &Location) -> Result<Arc<HostFile>, Errno> {
-        let Node::Mem(m) = loc.node() else {
+        let Some(m) = loc.node().tmpfs() else {
             return self.open_host(loc);
         };
-        let size = m.size();
+        let size = m.stat()?.size.max(0) as u64;
         if size > 1 << 30 {
             return Err(Errno::ENOMEM);
         }
@@ -1958,7 +2173,7 @@ impl FileSystem {
     fn ovl_lookup(&self, d: &OvlDir, depth: usize, name: &[u8]) -> Result<Node, Errno> {
         let mut path = d.path.clone();
         path.push(name.to_vec());
-        let upper = upper_walk(&self.upper, &d.path).and_then(|u| u.lookup(name).ok());
+        let upper = upper_walk(&self.upper, &d.path).and_then(|u| child_inode(&*u, name).ok());
         let lower_child = |lower: &Option<Node>| -> Result<Option<Node>, Errno> {
             match lower {
                 Some(l) => match self.lookup_child(l, depth, name) {
@@ -1979,7 +2194,7 @@ impl FileSystem {
                 };
                 Ok(Node::Ovl(Arc::new(OvlDir { path, lower })))
             }
-            Some(u) => Ok(Node::Mem(u)),
+            Some(u) => Ok(Node::Inode(u)),
             None => match lower_child(&d.lower)? {
                 Some(n @ Node::Host { .. }) if n.is_dir() => Ok(Node::Ovl(Arc::new(OvlDir {
                     path,
@@ -2002,19 +2217,17 @@ impl FileSystem {
             // The host's directory is the container's and stays as it was:
             // the file is bound over the path, as an engine binds its
             // `/etc/resolv.conf`.
-            let Node::Mem(dir) = self.new_tmpfs(0o755, None) else {
+            let Node::Inode(dir) = self.new_tmpfs(0o755, None) else {
                 return Err(Errno::EIO);
             };
-            let f = dir.create(name, abi::S_IFREG | (perm & 0o7777), (0, 0), || {
-                crate::fsimpl::tmpfs::MemKind::File(Default::default())
-            })?;
+            let f = dir.create(name, abi::S_IFREG | (perm & 0o7777), (0, 0), NewInode::File)?;
             f.write_all_at(0, contents)?;
             let path = path.iter().map(|c| c.to_vec()).collect();
             let mut g = self.guest_mounts.write().unwrap_or_else(|e| e.into_inner());
             g.push((
                 MountPoint {
                     path,
-                    root: Node::Mem(f),
+                    root: Node::Inode(f),
                     flags: MountFlags::default(),
                 },
                 Writes::Allowed,
@@ -2028,7 +2241,7 @@ impl FileSystem {
             let lower = low
                 .as_ref()
                 .and_then(|n| self.lookup_child(n, depth, dir).ok());
-            up = match up.lookup(dir) {
+            up = match child_inode(&*up, dir) {
                 Ok(d) if d.is_dir() => d,
                 Ok(_) => return Err(Errno::ENOTDIR),
                 Err(_) => {
@@ -2038,31 +2251,32 @@ impl FileSystem {
                         }
                         _ => (abi::S_IFDIR | 0o755, 0, 0),
                     };
-                    up.create(dir, mode, (uid, gid), || {
-                        crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
-                    })?
+                    up.create(dir, mode, (uid, gid), NewInode::Dir)?
                 }
             };
             low = lower;
         }
         let _ = up.unlink_any(name);
-        let f = up.create(name, abi::S_IFREG | (perm & 0o7777), (0, 0), || {
-            crate::fsimpl::tmpfs::MemKind::File(Default::default())
-        })?;
+        let f = up.create(name, abi::S_IFREG | (perm & 0o7777), (0, 0), NewInode::File)?;
         f.write_all_at(0, contents)?;
-        let mtime = f.meta().mtime;
-        self.provided.locked().push((f.clone(), f.size(), mtime));
+        let st = f.stat()?;
+        let mtime = ts(st.mtime, st.mtime_nsec);
+        self.provided.locked().push(Provided {
+            file: f,
+            size: st.size,
+            mtime,
+        });
         Ok(())
     }
 
     /// The upper half of overlay directory `d`, if the sandbox made one.
-    pub fn existing_upper(&self, d: &OvlDir) -> Option<Arc<crate::fsimpl::tmpfs::MemInode>> {
+    pub fn existing_upper(&self, d: &OvlDir) -> Option<Arc<dyn Inode>> {
         upper_walk(&self.upper, &d.path)
     }
 
     /// The upper directory for overlay directory `d`, created (with the
     /// lower directories' modes and owners) if needed: "copy-up".
-    pub fn ensure_upper(&self, d: &OvlDir) -> Result<Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
+    pub fn ensure_upper(&self, d: &OvlDir) -> Result<Arc<dyn Inode>, Errno> {
         if !self.overlay {
             return Err(Errno::EROFS);
         }
@@ -2071,7 +2285,7 @@ impl FileSystem {
 
     /// [`FileSystem::ensure_upper`], also when the guest may not write to
     /// the root (for what the Sentry itself puts there).
-    fn upper_dir(&self, d: &OvlDir) -> Result<Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
+    fn upper_dir(&self, d: &OvlDir) -> Result<Arc<dyn Inode>, Errno> {
         let mut cur = self.upper.clone();
         let mut lower = self.root.clone();
         for (i, c) in d.path.iter().enumerate() {
@@ -2082,7 +2296,7 @@ impl FileSystem {
                     .and_then(|l| self.lookup_child(l, i, c).ok()),
                 n => self.lookup_child(n, i, c).ok(),
             };
-            let next = match cur.lookup(c) {
+            let next = match child_inode(&*cur, c) {
                 Ok(n) if n.is_dir() => n,
                 Ok(_) => return Err(Errno::ENOTDIR),
                 Err(_) => {
@@ -2091,9 +2305,7 @@ impl FileSystem {
                         .map(Node::stat)
                         .transpose()?
                         .ok_or(Errno::ENOENT)?;
-                    let n = cur.create(c, st.mode, (st.uid, st.gid), || {
-                        crate::fsimpl::tmpfs::MemKind::Dir(Default::default())
-                    })?;
+                    let n = cur.create(c, st.mode, (st.uid, st.gid), NewInode::Dir)?;
                     n.restore_times(
                         ts(st.atime, st.atime_nsec),
                         ts(st.mtime, st.mtime_nsec),
@@ -2110,7 +2322,7 @@ impl FileSystem {
 
     /// Copies a lower (host) file or symlink at `loc` into the upper layer
     /// and returns the copy, which then stands for it.
-    pub fn copy_up(&self, loc: &Location) -> Result<Arc<crate::fsimpl::tmpfs::MemInode>, Errno> {
+    pub fn copy_up(&self, loc: &Location) -> Result<Arc<dyn Inode>, Errno> {
         if !self.overlay {
             return Err(Errno::EROFS);
         }
@@ -2128,9 +2340,7 @@ impl FileSystem {
         let copy = match kind {
             abi::S_IFREG => {
                 let src = self.open_host(loc)?;
-                let f = dir.create(name, st.mode, (st.uid, st.gid), || {
-                    crate::fsimpl::tmpfs::MemKind::File(Default::default())
-                })?;
+                let f = dir.create(name, st.mode, (st.uid, st.gid), NewInode::File)?;
                 let mut buf = vec![0u8; 1 << 20];
                 let mut pos = 0u64;
                 loop {
@@ -2145,9 +2355,7 @@ impl FileSystem {
             }
             abi::S_IFLNK => {
                 let target = node.readlink()?;
-                dir.create(name, st.mode, (st.uid, st.gid), || {
-                    crate::fsimpl::tmpfs::MemKind::Symlink(target)
-                })?
+                dir.create(name, st.mode, (st.uid, st.gid), NewInode::Symlink(target))?
             }
             _ => return Err(Errno::EROFS),
         };
@@ -2179,7 +2387,7 @@ impl FileSystem {
                 chain: vec![(Vec::new(), lower.clone())],
             };
             let f = self.open_host(&loc)?;
-            for e in list_dir(lower, Some(&f), None)? {
+            for e in list_dir(lower, Some(&f))? {
                 if e.name != b"." && e.name != b".." {
                     by_name.insert(e.name.clone(), e);
                 }
@@ -2208,7 +2416,7 @@ impl FileSystem {
 
     /// Lists `/dev`; a container's `ptmx` is a link, as runc makes it.
     pub fn dev_list(&self) -> Vec<DirEntry> {
-        let mut v = list_dir(&Node::DevDir, None, None).unwrap_or_default();
+        let mut v = list_dir(&Node::DevDir, None).unwrap_or_default();
         if self.container_dev() {
             for e in v.iter_mut().filter(|e| e.name == b"ptmx") {
                 (e.ino, e.kind) = (PTMX_LINK_INO, abi::dt::LNK);
@@ -2225,7 +2433,7 @@ impl FileSystem {
             kind: abi::dt::CHR,
             name: b"ptmx".to_vec(),
         });
-        for n in self.devpts.indices() {
+        for n in self.impls.ptys() {
             v.push(DirEntry {
                 ino: u64::from(n) + 3,
                 kind: abi::dt::CHR,
@@ -2279,26 +2487,18 @@ pub fn mount_key(node: &Node) -> usize {
     match node {
         Node::Host { h, .. } if h.volume.is_some() => h.mount_id(),
         Node::Host { .. } | Node::Ovl(_) => 0,
-        Node::Mem(m) if m.stat().dev == UPPER_DEV => 0,
         Node::DevDir | Node::Dev(_) => 1,
         Node::Masked { ino } => 2 + ((*ino as usize) << 4),
-        Node::Proc(_) => 3,
         Node::PtsDir | Node::Pts(_) => 5,
         Node::Inode(i) => i.mount_key(),
-        Node::Mem(m) => Arc::as_ptr(m.fs()) as usize,
     }
 }
 
 /// Whether `child`, found as `name` in `parent`, is one of /proc's "magic"
 /// links, which name an object rather than a path.
 fn is_magic_link(parent: &Node, name: &[u8], child: &Node) -> bool {
-    use crate::fsimpl::proc::ProcNode;
     match child {
-        Node::Proc(ProcNode::FdLink(..)) => true,
-        Node::Proc(ProcNode::Link(..)) => {
-            matches!(parent, Node::Proc(ProcNode::Pid(..)))
-                && matches!(name, b"exe" | b"cwd" | b"root")
-        }
+        Node::Inode(i) => i.is_magic_link(parent, name),
         _ => false,
     }
 }
@@ -2449,11 +2649,7 @@ pub fn dot_entries(ino: u64) -> Vec<DirEntry> {
 
 /// Lists a directory node completely (the Sentry serves `getdents64` from
 /// this snapshot, as Linux's own readdir sees a directory at one time).
-pub fn list_dir(
-    node: &Node,
-    file: Option<&HostFile>,
-    fs_proc: Option<&crate::fsimpl::proc::ProcFs>,
-) -> Result<Vec<DirEntry>, Errno> {
+pub fn list_dir(node: &Node, file: Option<&HostFile>) -> Result<Vec<DirEntry>, Errno> {
     let dot = dot_entries;
     match node {
         Node::DevDir => {
@@ -2492,19 +2688,7 @@ pub fn list_dir(
         }
         Node::Masked { ino } => Ok(dot(*ino)),
         Node::PtsDir => Err(Errno::EIO),
-        Node::Proc(p) => fs_proc.ok_or(Errno::EIO)?.list(p),
         Node::Ovl(_) => Err(Errno::EIO),
-        Node::Mem(m) => {
-            let mut v = dot(m.ino);
-            for (name, ino, mode) in m.entries()? {
-                v.push(DirEntry {
-                    ino,
-                    kind: abi::dt::from_mode(mode),
-                    name,
-                });
-            }
-            Ok(v)
-        }
         Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
         Node::Inode(i) => i.list(),
         Node::Host { .. } => {
