@@ -425,8 +425,12 @@ enum Request {
     Egress(EgressUpdate),
     Connect(u16),
     Checkpoint(CheckpointRequest),
-    /// watch a directory of the sandbox: its changes stream back
-    Watch(String),
+    /// watch a directory of the sandbox (and, recursive, the folders
+    /// below it): its changes stream back
+    Watch {
+        path: String,
+        recursive: bool,
+    },
 }
 
 /// A change in a watched directory, as the watch streams it.
@@ -435,7 +439,8 @@ pub struct FileChange {
     /// `create`, `write`, `remove`, `moved_from`, `moved_to`, `chmod`, or
     /// `gone` (the directory itself went: the watch ends)
     pub kind: String,
-    /// the entry's name in the directory (empty for `gone`)
+    /// the entry's name in the directory, or its path from it in a
+    /// recursive watch (empty for `gone`)
     pub name: String,
     /// whether the entry is a directory
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -662,8 +667,8 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
                 };
                 send(&mut conn, &reply)
             }
-            Request::Watch(path) => {
-                let watch = match sentry::DirWatch::new(&kernel, &path) {
+            Request::Watch { path, recursive } => {
+                let watch = match sentry::DirWatch::new(&kernel, &path, recursive) {
                     Ok(w) => w,
                     Err(e) => {
                         let why = match e {
@@ -828,10 +833,15 @@ impl Iterator for Watch {
     }
 }
 
-/// Watches directory `path` of the sandbox behind `socket`.
-pub fn watch(socket: &Path, path: &str) -> Result<Watch, Error> {
+/// Watches directory `path` of the sandbox behind `socket` (and the
+/// folders below it, `recursive`).
+pub fn watch(socket: &Path, path: &str, recursive: bool) -> Result<Watch, Error> {
     let conn = connect(socket)?;
-    send_request(&conn, &Request::Watch(path.into()), "sending the request")?;
+    let req = Request::Watch {
+        path: path.into(),
+        recursive,
+    };
+    send_request(&conn, &req, "sending the request")?;
     let mut reader = BufReader::new(conn);
     match read_reply(&mut reader)? {
         Reply::Watching => Ok(Watch(reader)),

@@ -33,7 +33,7 @@ fn the_python_sdk_passes_its_tests_against_serve() {
     ]);
     let o = run(cmd, None, Duration::from_secs(600));
     assert_eq!(o.status, 0, "{}", common::show(&o));
-    assert!(o.stdout.contains("5 passed"), "{}", o.stdout);
+    assert!(o.stdout.contains("6 passed"), "{}", o.stdout);
 }
 
 #[test]

@@ -633,3 +633,65 @@ fn watch_prints_a_folders_changes_until_it_goes() {
         common::show(&o)
     );
 }
+
+/// `sandbox watch -r` follows the folders below too: those there at the
+/// start, those made later (with what they held before their watch was
+/// set), and a folder moved within the tree under its new name.
+#[test]
+fn a_recursive_watch_follows_the_folders_below() {
+    use std::io::BufRead;
+    let root = Root::new("sb-rwatch");
+    root.ok(&["create", "w"]);
+    root.sh("w", "mkdir -p /tmp/r/a");
+    let mut cmd = command(FERROVISOR, &[]);
+    cmd.arg("--root")
+        .arg(root.0.path())
+        .args(["sandbox", "watch", "-r", "w", "/tmp/r"])
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("watch");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = loop {
+        root.sh("w", "echo > /tmp/r/a/first");
+        if let Some(Ok(l)) = lines.next() {
+            break l;
+        }
+    };
+    assert_eq!(first, "create a/first");
+    root.sh(
+        "w",
+        "mkdir -p /tmp/r/a/b/c/d; sleep 0.3; echo x > /tmp/r/a/b/c/f; rm /tmp/r/a/b/c/f; \
+         mv /tmp/r/a/b /tmp/r/m; sleep 0.3; echo y > /tmp/r/m/c/g; sleep 0.3; rm -r /tmp/r",
+    );
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    for want in [
+        "create a/b/",
+        "create a/b/c/",
+        "create a/b/c/d/",
+        "create a/b/c/f",
+        "write a/b/c/f",
+        "remove a/b/c/f",
+        "moved_from a/b/",
+        "moved_to m/",
+        "create m/c/",
+        "create m/c/d/",
+        "create m/c/g",
+        "write m/c/g",
+        "remove m/c/g",
+        "remove m/",
+        "gone",
+    ] {
+        assert!(rest.iter().any(|l| l == want), "{want:?} in {rest:?}");
+    }
+    // Nothing under the old name once it moved, and `gone` last.
+    let moved = rest
+        .iter()
+        .position(|l| l == "moved_from a/b/")
+        .unwrap_or(0);
+    assert!(
+        !rest[moved + 1..].iter().any(|l| l.contains(" a/b")),
+        "{rest:?}"
+    );
+    assert_eq!(rest.last().map(String::as_str), Some("gone"), "{rest:?}");
+}

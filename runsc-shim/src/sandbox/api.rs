@@ -374,7 +374,8 @@ impl Server {
         w: &mut impl Write,
         keep: bool,
     ) -> std::io::Result<()> {
-        let changes = match path_of(req).and_then(|p| self.store.watch(name, p)) {
+        let recursive = matches!(req.param("recursive"), Some("true" | "1"));
+        let changes = match path_of(req).and_then(|p| self.store.watch(name, p, recursive)) {
             Ok(c) => c,
             Err(e) => {
                 let body = json(&ErrorBody {

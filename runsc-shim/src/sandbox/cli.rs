@@ -65,6 +65,10 @@ pub enum Command {
         /// Print JSON lines instead.
         #[arg(long)]
         json: bool,
+        /// The folders below it too, each watched as it appears (its first
+        /// entries told as made); names are paths from PATH.
+        #[arg(long, short = 'r')]
+        recursive: bool,
     },
     /// Print what the sandbox's host process said (errors, why it ended).
     Logs { name: String },
@@ -210,9 +214,14 @@ pub fn run(store: &Store, cmd: Command) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Watch { name, path, json } => {
+        Command::Watch {
+            name,
+            path,
+            json,
+            recursive,
+        } => {
             use std::io::Write;
-            let changes = match store.watch(&name, &path) {
+            let changes = match store.watch(&name, &path, recursive) {
                 Ok(w) => w,
                 Err(e) => return fail(e),
             };

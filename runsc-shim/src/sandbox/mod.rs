@@ -698,9 +698,9 @@ impl Store {
 
     /// Watches directory `path` of running sandbox `name`: its changes as
     /// they come.
-    pub fn watch(&self, name: &str, path: &str) -> Result<control::Watch, Error> {
+    pub fn watch(&self, name: &str, path: &str, recursive: bool) -> Result<control::Watch, Error> {
         let socket = self.running(name)?;
-        control::watch(&socket, path).map_err(|e| match e {
+        control::watch(&socket, path, recursive).map_err(|e| match e {
             control::Error::Refused(why) => Error::Guest(why),
             e => Error::Control(e),
         })

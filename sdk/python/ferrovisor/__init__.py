@@ -246,12 +246,16 @@ class Files:
     def stat(self, path: str) -> Entry:
         return Entry(**self._sb.client.request("GET", self._path("stat"), query={"path": path}))
 
-    def watch(self, path: str) -> Iterator[Dict[str, Any]]:
+    def watch(self, path: str, recursive: bool = False) -> Iterator[Dict[str, Any]]:
         """The changes in folder `path` as they come: dicts with `kind`
         (create, write, remove, moved_from, moved_to, chmod, gone), `name`
-        and, for a folder, `dir`. It ends when the folder goes (`gone`) or
-        the sandbox ends; stop iterating to stop watching."""
-        return self._sb.client.watch(self._path("watch"), {"path": path})
+        and, for a folder, `dir`. With `recursive`, the folders below it
+        too, `name` a path from `path`. It ends when the folder goes
+        (`gone`) or the sandbox ends; stop iterating to stop watching."""
+        query = {"path": path}
+        if recursive:
+            query["recursive"] = "true"
+        return self._sb.client.watch(self._path("watch"), query)
 
     def exists(self, path: str) -> bool:
         try:

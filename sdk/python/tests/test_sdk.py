@@ -224,3 +224,22 @@ def test_a_folder_is_watched_as_inotify_watches_it(client):
         assert seen == expected
         with pytest.raises(FerrovisorError, match="no such directory"):
             sb.files.watch("/tmp/nope")
+
+
+def test_a_recursive_watch_names_paths_below_the_folder(client):
+    with Sandbox.create(client=client) as sb:
+        sb.exec("mkdir -p /tmp/rw/old", check=True)
+        changes = sb.files.watch("/tmp/rw", recursive=True)
+        sb.exec(
+            ["sh", "-c", "echo > /tmp/rw/old/a; mkdir /tmp/rw/new; sleep 0.3; echo > /tmp/rw/new/b; "
+             "sleep 0.3; rm -r /tmp/rw"],
+            check=True,
+        )
+        seen = []
+        for c in changes:
+            seen.append((c["kind"], c["name"]))
+            if c["kind"] == "gone":
+                break
+        for want in [("create", "old/a"), ("write", "old/a"), ("create", "new"),
+                     ("create", "new/b"), ("write", "new/b"), ("remove", "new/b"), ("gone", "")]:
+            assert want in seen, (want, seen)

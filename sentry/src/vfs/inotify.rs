@@ -320,11 +320,11 @@ impl Inotify {
         Ok(Some(out))
     }
 
-    /// Takes every queued event: `(mask, name)` each.
-    pub fn take_all(&self) -> Vec<(u32, Vec<u8>)> {
+    /// Takes every queued event: `(wd, mask, name)` each.
+    pub fn take_all(&self) -> Vec<(i32, u32, Vec<u8>)> {
         crate::vfs::volume_watch::drain();
         let mut st = self.state.locked();
-        let taken: Vec<_> = st.queue.drain(..).map(|e| (e.mask, e.name)).collect();
+        let taken: Vec<_> = st.queue.drain(..).map(|e| (e.wd, e.mask, e.name)).collect();
         st.queued_bytes = 0;
         st.overflowed = false;
         drop(st);

@@ -2414,6 +2414,18 @@ impl FileSystem {
         Ok(v)
     }
 
+    /// The entries of directory `loc`, as `getdents` of a new opening of
+    /// it lists them.
+    pub fn list(&self, loc: &Location) -> Result<Vec<DirEntry>, Errno> {
+        match loc.node() {
+            Node::Ovl(o) => self.ovl_list(o),
+            Node::PtsDir => Ok(self.pts_list()),
+            Node::DevDir => Ok(self.dev_list()),
+            n @ Node::Host { .. } => list_dir(n, Some(&*self.open_host(loc)?)),
+            n => list_dir(n, None),
+        }
+    }
+
     /// Lists `/dev`; a container's `ptmx` is a link, as runc makes it.
     pub fn dev_list(&self) -> Vec<DirEntry> {
         let mut v = list_dir(&Node::DevDir, None).unwrap_or_default();
