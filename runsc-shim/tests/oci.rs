@@ -4125,14 +4125,15 @@ fn a_signal_right_after_start_reaches_the_programs_handler() {
 
 /// What the guest sees of its container as under runc: the identity id
 /// maps of one user namespace, `process.oomScoreAdj` in its own /proc, the
-/// mounts of runc's default spec in that order (`/dev/pts` too), `/dev/ptmx`
+/// mounts of runc's default spec in that order with their sources (the
+/// cgroup one's is the host's cgroup version's), `/dev/pts` too, `/dev/ptmx`
 /// a link to `pts/ptmx`, and a `noexec` `/dev/shm` that runs no program.
 #[test]
 fn the_guest_sees_its_container_as_under_runc() {
     let script = "cat /proc/self/uid_map /proc/self/gid_map /proc/self/setgroups \
                   /proc/self/oom_score_adj; \
-                  cut -d' ' -f2 /proc/self/mounts | \
-                  grep -xE '/proc|/dev|/dev/pts|/dev/shm|/dev/mqueue|/sys|/sys/fs/cgroup'; \
+                  awk '{ if (index(\" /proc /dev /dev/pts /dev/shm /dev/mqueue /sys \", \" \" $2 \" \")) \
+                  print $1, $2; else if ($2 == \"/sys/fs/cgroup\") print $2 }' /proc/self/mounts; \
                   grep ' /dev/shm ' /proc/self/mounts | grep -c noexec; \
                   busybox readlink /dev/ptmx; stat -L -c %t:%T /dev/ptmx; \
                   busybox ls -l /dev | grep -c ' ptmx -> pts/ptmx'; \
@@ -4144,7 +4145,8 @@ fn the_guest_sees_its_container_as_under_runc() {
     });
     let want = format!(
         "{0:>10} {1:>10} {2:>10}\n{0:>10} {1:>10} {2:>10}\nallow\n100\n\
-         /proc\n/dev\n/dev/pts\n/dev/shm\n/dev/mqueue\n/sys\n/sys/fs/cgroup\n1\npts/ptmx\n5:2\n1\nrefused\n",
+         proc /proc\ntmpfs /dev\ndevpts /dev/pts\nshm /dev/shm\nmqueue /dev/mqueue\nsysfs /sys\n\
+         /sys/fs/cgroup\n1\npts/ptmx\n5:2\n1\nrefused\n",
         0,
         0,
         u32::MAX

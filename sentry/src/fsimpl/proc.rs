@@ -1842,7 +1842,7 @@ fn uuid() -> String {
 }
 
 /// The sandbox's own mounts after the root: (path, type, options), in the
-/// order of runc's default spec. /sys and its cgroup file system are
+/// order of runc's default spec (their sources: [`source_of`]). /sys and its cgroup file system are
 /// read-only, as an OCI runtime mounts them for an unprivileged container;
 /// a container's `/dev/shm` is `noexec` as runc's ([`FileSystem::container_dev`]).
 /// `do`'s `/tmp` and `/run` are not `nosuid`: set-ID programs there count,
@@ -1889,6 +1889,17 @@ fn standard_mounts_of(
         v.extend([("/tmp", "tmpfs", "rw,nodev"), ("/run", "tmpfs", "rw,nodev")]);
     }
     v
+}
+
+/// A mount's source in the tables: its type, as the host's own show them,
+/// but `none` for the root and, in a container, `shm` for `/dev/shm`, as
+/// runc's default spec (and Docker) name it.
+fn source_of<'a>(path: &str, typ: &'a str, container: bool) -> &'a str {
+    match (typ, path) {
+        ("ferrovisor", _) => "none",
+        ("tmpfs", "/dev/shm") if container => "shm",
+        _ => typ,
+    }
 }
 
 /// Mount point `path` as a process whose root is `root` sees it (`root`
@@ -1974,9 +1985,11 @@ fn mount_table(
         };
         all.push((p.clone(), t, o));
     }
+    // (a container's devpts line is runc's, and so is its /dev/shm source)
+    let container = standard.iter().any(|(p, _, _)| *p == "/dev/pts");
     let mut out = String::new();
     for (i, (path, typ, opts)) in all.iter().enumerate() {
-        let source = if *typ == "ferrovisor" { "none" } else { typ };
+        let source = source_of(path, typ, container);
         let Some(shown) = path_from_root(path, root) else {
             continue;
         };
