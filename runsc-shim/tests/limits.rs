@@ -212,18 +212,24 @@ fn past_do_cpus_the_guest_waits_for_the_next_period_on_every_platform() {
     for platform in common::platforms() {
         let script = format!(
             "TIMEFORMAT='used %U %S %R'; time {FERROVISOR} do --platform {platform} --cpus 0.5 \
-             -- sh -c 'cat /sys/fs/cgroup/cpu.max; python3 -c \"{spin}\" & python3 -c \"{spin}\" & wait'"
+             -- sh -c 'cat /sys/fs/cgroup/cpu.max; python3 -c \"{spin}\" & python3 -c \"{spin}\" & wait; \
+             grep -E \"^nr_(periods|throttled) \" /sys/fs/cgroup/cpu.stat'"
         );
         let mut cmd = command("bash", &[]);
         cmd.arg("-c").arg(&script);
         let out = run(cmd, None, TIMEOUT);
         assert_eq!(out.status, 0, "{platform}: {}", common::show(&out));
-        assert_eq!(
-            out.stdout,
-            "50000 100000\n",
-            "{platform}: {}",
-            common::show(&out)
-        );
+        let mut lines = out.stdout.lines();
+        let show = || format!("{platform}: {}", common::show(&out));
+        assert_eq!(lines.next(), Some("50000 100000"), "{}", show());
+        // (about 30 periods in 3 s, nearly all of them throttled)
+        for name in ["nr_periods", "nr_throttled"] {
+            let n: u64 = lines
+                .next()
+                .and_then(|l| l.strip_prefix(name)?.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {name}: {}", show()));
+            assert!(n >= 10, "{name} {n}: {}", show());
+        }
         let used: Vec<f64> = out
             .stderr
             .lines()

@@ -1045,12 +1045,14 @@ impl ProcFs {
             "fs/cgroup/cpu.stat" => {
                 let cpu = self.guest_cpu()?;
                 let (user, sys) = (cpu.user.as_micros(), cpu.sys.as_micros());
-                // The host cgroup throttles under a quota; its periods
-                // and throttling are not counted here.
+                // The periods and throttling of a quota the Sentry holds
+                // (a host cgroup's are not counted here).
+                let (periods, throttled, held) = k.cpu_throttle.stats();
                 format!(
-                    "usage_usec {}\nuser_usec {user}\nsystem_usec {sys}\nnr_periods 0\n\
-                     nr_throttled 0\nthrottled_usec 0\nnr_bursts 0\nburst_usec 0",
-                    user + sys
+                    "usage_usec {}\nuser_usec {user}\nsystem_usec {sys}\nnr_periods {periods}\n\
+                     nr_throttled {throttled}\nthrottled_usec {}\nnr_bursts 0\nburst_usec 0",
+                    user + sys,
+                    held.as_micros()
                 )
             }
             "fs/cgroup/memory.stat" => {

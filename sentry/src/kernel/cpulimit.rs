@@ -22,8 +22,10 @@ pub struct Throttle {
     held: AtomicBool,
     lock: Mutex<()>,
     cv: Condvar,
-    /// periods in which the quota ran out, and the time threads were held
-    /// (nanoseconds): `cpu.stat`'s `nr_throttled` and `throttled_usec`
+    /// periods run under a quota, those in which it ran out, and the time
+    /// threads were held (nanoseconds): `cpu.stat`'s `nr_periods`,
+    /// `nr_throttled` and `throttled_usec`
+    periods: AtomicU64,
     throttled: AtomicU64,
     held_ns: AtomicU64,
 }
@@ -56,9 +58,11 @@ impl Throttle {
         self.cv.notify_all();
     }
 
-    /// Periods throttled and the time held so far.
-    pub fn stats(&self) -> (u64, Duration) {
+    /// Periods run under a quota, periods throttled and the time held so
+    /// far.
+    pub fn stats(&self) -> (u64, u64, Duration) {
         (
+            self.periods.load(Ordering::Relaxed),
             self.throttled.load(Ordering::Relaxed),
             Duration::from_nanos(self.held_ns.load(Ordering::Relaxed)),
         )
@@ -97,6 +101,7 @@ fn run(weak: &Weak<Kernel>, cpus: u32) {
         let quota = Duration::from_micros(quota);
         let period = Duration::from_micros(max.period.max(1_000));
         let end = Instant::now() + period;
+        k.cpu_throttle.periods.fetch_add(1, Ordering::Relaxed);
         meter.take(&k);
         drop(k);
         let mut spent = debt;
