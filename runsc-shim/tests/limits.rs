@@ -143,9 +143,13 @@ fn a_sandbox_at_its_pids_limit_leaves_the_host_able_to_start_another() {
     // (the sleeps it started end with the sandbox)
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut said, &mut rest).expect("read");
-    assert_eq!(
-        (status.code(), rest.as_str()),
-        (Some(0), "True ['EAGAIN']\n")
+    // Past the limit, EAGAIN; a host short of processes under a loaded
+    // test run may also answer a fork ENOMEM, as Linux does when it cannot
+    // make the task.
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(
+        rest == "True ['EAGAIN']\n" || rest == "True ['EAGAIN', 'ENOMEM']\n",
+        "{rest}"
     );
 }
 
