@@ -2079,8 +2079,7 @@ fn prepare(
     let mut stack = network.stack_config(own_addresses, true);
     let mut plan = plan;
     if let Some(rules) = network.egress() {
-        let trust = crate::network::guest_trust(&plan.rootfs);
-        let env = rules.extras.apply(&mut stack, trust)?;
+        let env = rules.extras.apply(&mut stack, &plan.rootfs)?;
         if let Some(audit) = &stack.audit {
             audit.mirror_to_log();
         }

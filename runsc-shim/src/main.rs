@@ -715,7 +715,7 @@ fn network_config(
     let env = match net.egress() {
         Some(rules) => rules
             .extras
-            .apply(&mut config, network::guest_trust(&args.root))
+            .apply(&mut config, &args.root)
             // (as text: the message names its cause already, which `{:#}`
             // would print again)
             .map_err(anyhow::Error::msg)?,

@@ -548,14 +548,15 @@ impl Extras {
 
     /// Puts the rules into `config` (built by [`Network::stack_config`]):
     /// reads the secrets, makes the sandbox's CA when a host needs
-    /// interception, opens the egress log. `guest_trust` is what the guest
-    /// root trusts already ([`guest_trust`]). Returns what the guest's
-    /// environment gets (placeholders and the trust store's variables) and
-    /// the variables it must not see (the secrets' sources).
+    /// interception (adding it to what the guest's root `root` trusts
+    /// already, [`guest_trust`], read only then), opens the egress log.
+    /// Returns what the guest's environment gets (placeholders and the
+    /// trust store's variables) and the variables it must not see (the
+    /// secrets' sources).
     pub fn apply(
         &self,
         config: &mut netstack::StackConfig,
-        guest_trust: GuestTrust,
+        root: &std::path::Path,
     ) -> Result<GuestEnv, ApplyError> {
         let mut env = GuestEnv::default();
         if let Some(path) = &self.egress_log {
@@ -606,13 +607,14 @@ impl Extras {
             path: roots_path.clone(),
             source,
         })?;
+        let trust = guest_trust(root);
         let tls = netstack::tls::Interceptor::new(&roots)
             .map_err(|reason| ApplyError::BadTrustStore {
                 path: roots_path.clone(),
                 reason,
             })?
-            .with_guest_trust(&guest_trust.pem)
-            .with_java_stores(guest_trust.java);
+            .with_guest_trust(&trust.pem)
+            .with_java_stores(trust.java);
         for var in TRUST_VARIABLES {
             env.set.push((var.to_string(), TRUST_STORE.to_string()));
         }
@@ -644,20 +646,23 @@ const JAVA_STORES: &[&str] = &[
     "/opt/java/openjdk/lib/security/cacerts",
 ];
 
+/// The most Java trust stores the sandbox's CA is added to.
+const MAX_JAVA_STORES: usize = 16;
+
 /// The trust stores the guest's root holds, which the sandbox's CA is
 /// added to when it intercepts.
 #[derive(Debug, Default)]
-pub struct GuestTrust {
+struct GuestTrust {
     /// the PEM store at [`TRUST_STORE`]
-    pub pem: Vec<u8>,
+    pem: Vec<u8>,
     /// Java's stores: the path in the guest (no links in it) and contents
-    pub java: Vec<(String, Vec<u8>)>,
+    java: Vec<(String, Vec<u8>)>,
 }
 
 /// The trust stores of the guest's root `root` (a host directory), read
 /// without leaving it: links are followed as the guest would follow them,
 /// and a file that is not a plain file of at most 16 MiB counts as none.
-pub fn guest_trust(root: &std::path::Path) -> GuestTrust {
+fn guest_trust(root: &std::path::Path) -> GuestTrust {
     let read = |guest: &str| {
         let real = in_root(root, guest)?;
         let host = root.join(real.trim_start_matches('/'));
@@ -668,21 +673,29 @@ pub fn guest_trust(root: &std::path::Path) -> GuestTrust {
         Some((real, std::fs::read(&host).ok()?))
     };
     let mut java: Vec<(String, Vec<u8>)> = Vec::new();
-    let jdks = std::fs::read_dir(root.join("usr/lib/jvm"))
+    // (the folder as the guest finds it, and only so many: an image could
+    // hold any number of them)
+    let jdks: Vec<String> = in_root(root, "/usr/lib/jvm")
+        .and_then(|jvm| std::fs::read_dir(root.join(jvm.trim_start_matches('/'))).ok())
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| Some(format!("/usr/lib/jvm/{}", e.file_name().to_str()?)));
+        .take(MAX_JAVA_STORES)
+        .filter_map(|e| Some(format!("/usr/lib/jvm/{}", e.file_name().to_str()?)))
+        .collect();
     let candidates = JAVA_STORES
         .iter()
         .map(|p| p.to_string())
-        .chain(jdks.flat_map(|jdk| {
+        .chain(jdks.into_iter().flat_map(|jdk| {
             [
                 format!("{jdk}/lib/security/cacerts"),
                 format!("{jdk}/jre/lib/security/cacerts"),
             ]
         }));
     for path in candidates {
+        if java.len() == MAX_JAVA_STORES {
+            break;
+        }
         if let Some((real, bytes)) = read(&path) {
             if !java.iter().any(|(p, _)| *p == real) {
                 java.push((real, bytes));

@@ -678,6 +678,28 @@ fn an_asyncio_program_with_a_socketpair_goes_on() {
     );
 }
 
+/// C the guests below start with: `save()` asks the Sentry to save the
+/// sandbox and says what became of it (`saved`, `restored`), or `native`
+/// outside a sandbox.
+const SAVE_C: &str = r#"
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+static const char *save(void) {
+    static char buf[32];
+    int fd = open("/proc/ferrovisor/checkpoint", O_WRONLY);
+    if (fd < 0)
+        return "native";
+    write(fd, "x", 1);
+    close(fd);
+    fd = open("/proc/ferrovisor/checkpoint", O_RDONLY);
+    read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[strcspn(buf, "\n")] = 0;
+    return buf;
+}
+"#;
+
 /// A System V semaphore set (its values, its `SEM_UNDO` adjustment) as
 /// the save left it; a semop after the restore sees the saved value.
 const SEM_C: &str = r#"
@@ -691,17 +713,7 @@ int main(void) {
     struct sembuf up = {0, 3, SEM_UNDO}, other = {1, 7, 0};
     semop(id, &up, 1);
     semop(id, &other, 1);
-    const char *state = "native";
-    char buf[32] = {0};
-    int fd = open("/proc/ferrovisor/checkpoint", O_WRONLY);
-    if (fd >= 0) {
-        write(fd, "x", 1);
-        close(fd);
-        fd = open("/proc/ferrovisor/checkpoint", O_RDONLY);
-        read(fd, buf, sizeof buf - 1);
-        buf[strcspn(buf, "\n")] = 0;
-        state = buf;
-    }
+    const char *state = save();
     struct sembuf down = {0, -1, 0};
     semop(id, &down, 1);
     printf("%s %d %d %d\n", state, semget(0x5eed, 0, 0) == id, semctl(id, 0, GETVAL),
@@ -714,7 +726,7 @@ int main(void) {
 #[test]
 fn a_system_v_semaphore_set_comes_back() {
     let dir = TempDir::new("ckpt-sem");
-    let bin = common::compile_static(dir.path(), "sem", SEM_C);
+    let bin = common::compile_static(dir.path(), "sem", &format!("{SAVE_C}{SEM_C}"));
     let bin = bin.display().to_string();
     // (natively in an IPC namespace of its own: the host's stays as it was)
     let mut cmd = command("unshare", &[]);
@@ -747,17 +759,7 @@ int main(void) {
     msgctl(id, IPC_STAT, &ds);
     ds.msg_qbytes = 4000;
     msgctl(id, IPC_SET, &ds);
-    const char *state = "native";
-    char buf[32] = {0};
-    int fd = open("/proc/ferrovisor/checkpoint", O_WRONLY);
-    if (fd >= 0) {
-        write(fd, "x", 1);
-        close(fd);
-        fd = open("/proc/ferrovisor/checkpoint", O_RDONLY);
-        read(fd, buf, sizeof buf - 1);
-        buf[strcspn(buf, "\n")] = 0;
-        state = buf;
-    }
+    const char *state = save();
     msgctl(id, IPC_STAT, &ds);
     printf("%s %d %lu %lu %lu %o", state, msgget(0x5eed, 0) == id, (unsigned long)ds.msg_qnum,
            (unsigned long)ds.msg_cbytes, (unsigned long)ds.msg_qbytes, ds.msg_perm.mode & 0777);
@@ -794,17 +796,7 @@ int main(void) {
     struct itimerspec it = {{0, 0}, {0, 300000000}};
     timerfd_settime(tfd, 0, &it, NULL);
     raise(SIGUSR1);
-    const char *state = "native";
-    char buf[32] = {0};
-    int fd = open("/proc/ferrovisor/checkpoint", O_WRONLY);
-    if (fd >= 0) {
-        write(fd, "x", 1);
-        close(fd);
-        fd = open("/proc/ferrovisor/checkpoint", O_RDONLY);
-        read(fd, buf, sizeof buf - 1);
-        buf[strcspn(buf, "\n")] = 0;
-        state = buf;
-    }
+    const char *state = save();
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     struct itimerspec left;
@@ -824,7 +816,7 @@ int main(void) {
 #[test]
 fn a_timerfd_and_a_signalfd_come_back() {
     let dir = TempDir::new("ckpt-tfd");
-    let bin = common::compile_static(dir.path(), "tfd", TIMERFD_C);
+    let bin = common::compile_static(dir.path(), "tfd", &format!("{SAVE_C}{TIMERFD_C}"));
     let bin = bin.display().to_string();
     let native = run(command(&bin, &[]), None, TIMEOUT);
     let rest = " sig 128 10 fired 1 left<=300ms 1 waited<1s 1\n";
@@ -839,7 +831,7 @@ fn a_timerfd_and_a_signalfd_come_back() {
 #[test]
 fn a_system_v_message_queue_comes_back_with_its_messages() {
     let dir = TempDir::new("ckpt-msg");
-    let bin = common::compile_static(dir.path(), "msg", MSG_C);
+    let bin = common::compile_static(dir.path(), "msg", &format!("{SAVE_C}{MSG_C}"));
     let bin = bin.display().to_string();
     // (natively in an IPC namespace of its own: the host's stays as it was)
     let mut cmd = command("unshare", &[]);

@@ -2375,8 +2375,7 @@ fn reopen(
             left,
             interval,
         } => {
-            // (the clocks timerfd_create takes)
-            if !matches!(clock, 0 | 1 | 7 | 8 | 9) {
+            if crate::syscalls::events::clock_ok(clock).is_err() {
                 return Err(fail(format!("open file {i}: a timerfd on clock {clock}")));
             }
             let t = TimerFd::new(task.kernel.timers.clone(), clock)

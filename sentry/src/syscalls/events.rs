@@ -69,7 +69,8 @@ fn timespec(d: Duration) -> Timespec {
     }
 }
 
-fn clock_ok(clock: i32) -> Result<(), Errno> {
+/// The clocks `timerfd_create` takes (`EINVAL` for others).
+pub(crate) fn clock_ok(clock: i32) -> Result<(), Errno> {
     // CLOCK_REALTIME, MONOTONIC, BOOTTIME, REALTIME_ALARM, BOOTTIME_ALARM.
     if matches!(clock, 0 | 1 | 7 | 8 | 9) {
         Ok(())

@@ -2742,26 +2742,9 @@ pub fn list_dir(node: &Node, file: Option<&HostFile>) -> Result<Vec<DirEntry>, E
 
 /// `fstat` of an anonymous object (pipe, socket) with `mode`.
 pub fn pipe_stat_like(mode: u32) -> Stat {
-    let (uid, gid) = host::ids();
     Stat {
         dev: SYNTH_DEV + 1,
-        ino: 0,
-        nlink: 1,
-        mode,
-        uid,
-        gid,
-        pad0: 0,
-        rdev: 0,
-        size: 0,
-        blksize: 4096,
-        blocks: 0,
-        atime: 0,
-        atime_nsec: 0,
-        mtime: 0,
-        mtime_nsec: 0,
-        ctime: 0,
-        ctime_nsec: 0,
-        unused: [0; 3],
+        ..synth(mode, 0, 0)
     }
 }
 

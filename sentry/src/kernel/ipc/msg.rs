@@ -105,10 +105,7 @@ impl Registry {
         for (idx, q) in &g.queues {
             e.u32(*idx as u32);
             e.u32(q.key as u32);
-            let o = &q.owner;
-            for w in [o.uid, o.gid, o.cuid, o.cgid, o.mode] {
-                e.u32(w);
-            }
+            q.owner.save(e);
             e.u32(u32::from(q.seq));
             for t in [q.stime, q.rtime, q.ctime] {
                 e.u64(t as u64);
@@ -136,10 +133,7 @@ impl Registry {
         for _ in 0..n {
             let idx = d.u32()? as i32;
             let key = d.u32()? as i32;
-            let mut w = [0u32; 5];
-            for x in &mut w {
-                *x = d.u32()?;
-            }
+            let owner = Owner::restore(d)?;
             let seq = d.u32()? as u16;
             let (stime, rtime, ctime) = (d.u64()? as i64, d.u64()? as i64, d.u64()? as i64);
             let (lspid, lrpid) = (d.u32()? as i32, d.u32()? as i32);
@@ -166,13 +160,7 @@ impl Registry {
             }
             let queue = Queue {
                 key,
-                owner: Owner {
-                    uid: w[0],
-                    gid: w[1],
-                    cuid: w[2],
-                    cgid: w[3],
-                    mode: w[4] & 0o777,
-                },
+                owner,
                 seq,
                 stime,
                 rtime,

@@ -105,10 +105,7 @@ impl Registry {
         for (idx, s) in &g.sets {
             e.u32(*idx as u32);
             e.u32(s.key as u32);
-            let o = &s.owner;
-            for w in [o.uid, o.gid, o.cuid, o.cgid, o.mode] {
-                e.u32(w);
-            }
+            s.owner.save(e);
             e.u32(u32::from(s.seq));
             e.u64(s.otime as u64);
             e.u64(s.ctime as u64);
@@ -139,10 +136,7 @@ impl Registry {
         for _ in 0..n {
             let idx = d.u32()? as i32;
             let key = d.u32()? as i32;
-            let mut w = [0u32; 5];
-            for x in &mut w {
-                *x = d.u32()?;
-            }
+            let owner = Owner::restore(d)?;
             let seq = d.u32()? as u16;
             let (otime, ctime) = (d.u64()? as i64, d.u64()? as i64);
             let m = d.count(8)?;
@@ -161,13 +155,7 @@ impl Registry {
             }
             let set = SemSet {
                 key,
-                owner: Owner {
-                    uid: w[0],
-                    gid: w[1],
-                    cuid: w[2],
-                    cgid: w[3],
-                    mode: w[4] & 0o777,
-                },
+                owner,
                 seq,
                 otime,
                 ctime,

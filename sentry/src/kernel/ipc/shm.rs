@@ -195,6 +195,28 @@ pub(crate) struct Owner {
     pub mode: u32,
 }
 
+impl Owner {
+    /// The five words a checkpoint image holds of it.
+    pub(crate) fn save(&self, e: &mut crate::mm::snapshot::Enc) {
+        for w in [self.uid, self.gid, self.cuid, self.cgid, self.mode] {
+            e.u32(w);
+        }
+    }
+
+    /// What [`Owner::save`] wrote (only the mode's permission bits).
+    pub(crate) fn restore(
+        d: &mut crate::mm::snapshot::Dec<'_>,
+    ) -> Result<Owner, crate::mm::snapshot::Bad> {
+        Ok(Owner {
+            uid: d.u32()?,
+            gid: d.u32()?,
+            cuid: d.u32()?,
+            cgid: d.u32()?,
+            mode: d.u32()? & 0o777,
+        })
+    }
+}
+
 /// The ipc permission check (Linux's `ipcperms`): the owner's or
 /// creator's bits, the group's, the others'; `CAP_IPC_OWNER` passes.
 pub(crate) fn ipc_permitted(task: &Task, o: &Owner, want: u32) -> bool {
