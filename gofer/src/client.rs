@@ -29,7 +29,13 @@ pub struct Client {
     follow: bool,
     /// the CPU the server was last asked to run on (-1: none yet)
     server_cpu: AtomicI32,
+    /// handles given up with [`Client::release`], not yet closed
+    released: Mutex<Vec<Handle>>,
 }
+
+/// How many released handles are closed together: one round trip per
+/// batch instead of one per handle.
+const RELEASE_BATCH: usize = 64;
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,6 +71,7 @@ impl Client {
             }),
             follow: false,
             server_cpu: AtomicI32::new(-1),
+            released: Mutex::new(Vec::new()),
         }
     }
 
@@ -127,6 +134,17 @@ impl Client {
     /// A handle on the root and its attributes.
     pub fn attach(&self) -> Result<Node, Errno> {
         Ok(self.call(&proto::Attach {})?.0)
+    }
+
+    /// Looks `name` up in `dir` as [`Client::walk`] does; a directory found
+    /// comes with a descriptor open for reading it, when it can be read.
+    pub fn walk_open_dir(
+        &self,
+        dir: Handle,
+        name: &[u8],
+    ) -> Result<(proto::WalkReply, Option<OwnedFd>), Errno> {
+        let name = name.to_vec();
+        self.call(&proto::WalkOpenDir { dir, name })
     }
 
     /// Looks `names` up from `dir`, one handle per name found. A symlink is
@@ -336,6 +354,23 @@ impl Client {
     pub fn close(&self, handle: Handle) -> Result<(), Errno> {
         self.call(&proto::Close { handle })?;
         Ok(())
+    }
+
+    /// Releases a handle later, with others: for a caller that does not
+    /// need the server to have let go of it yet (a dropped cache entry).
+    pub fn release(&self, handle: Handle) {
+        let batch = {
+            let Ok(mut r) = self.released.lock() else {
+                return;
+            };
+            r.push(handle);
+            if r.len() < RELEASE_BATCH {
+                return;
+            }
+            std::mem::take(&mut *r)
+        };
+        // A handle the server no longer knows is no loss.
+        let _ = self.call(&proto::CloseMany { handles: batch });
     }
 }
 

@@ -530,6 +530,22 @@ ops! {
         /// the host's watch descriptor
         wd: i32,
     } -> ();
+    /// `Walk` of one name that also opens a directory it finds for reading
+    /// and donates that descriptor (none for anything else, or when the
+    /// directory cannot be read): a directory listed right after its
+    /// lookup then costs one round trip, not two.
+    27 WalkOpenDir {
+        /// starting directory
+        dir: Handle,
+        /// the name
+        name: Name,
+    } -> WalkReply, donates true;
+    /// Releases several handles (at most [`MAX_WALK`]); EBADF if one is
+    /// unknown, after releasing the others.
+    28 CloseMany {
+        /// the handles
+        handles: Vec<Handle>,
+    } -> ();
 }
 
 /// The `IN_*` events a host watch may ask for: changes to objects and
@@ -793,6 +809,9 @@ pub(crate) mod tests {
             (h(), prop_oneof![Just(WATCH_EVENTS), any::<u32>()])
                 .prop_map(|(handle, mask)| Request::AddWatch(AddWatch { handle, mask })),
             any::<i32>().prop_map(|wd| Request::RmWatch(RmWatch { wd })),
+            (h(), name()).prop_map(|(dir, name)| Request::WalkOpenDir(WalkOpenDir { dir, name })),
+            proptest::collection::vec(h(), 0..300)
+                .prop_map(|handles| Request::CloseMany(CloseMany { handles })),
         ]
     }
 

@@ -584,6 +584,38 @@ impl Session {
                 self.handles.remove(&r.handle.0).ok_or(Errno::EBADF)?;
                 reply(&())
             }
+            Request::CloseMany(r) => {
+                if r.handles.len() > proto::MAX_WALK {
+                    return Err(Errno::E2BIG);
+                }
+                let mut unknown = false;
+                for h in r.handles {
+                    unknown |= self.handles.remove(&h.0).is_none();
+                }
+                if unknown {
+                    return Err(Errno::EBADF);
+                }
+                reply(&())
+            }
+            Request::WalkOpenDir(r) => {
+                let mut found = None;
+                let status =
+                    self.walk(r.dir, std::slice::from_ref(&r.name), |s, inode, stat| {
+                        let handle = s.insert(Rc::clone(&inode))?;
+                        found = Some((inode, proto::Node { handle, stat }));
+                        Ok(())
+                    })?;
+                let fd = found.as_ref().and_then(|(inode, _)| {
+                    inode
+                        .is_dir()
+                        .then(|| inode.reopen(libc::O_RDONLY | libc::O_NONBLOCK).ok())
+                        .flatten()
+                });
+                let nodes = found.into_iter().map(|(_, n)| n).collect();
+                let mut rep = reply(&proto::WalkReply { status, nodes })?;
+                rep.fd = fd;
+                Ok(rep)
+            }
             Request::Follow(r) => {
                 sys::run_on_cpu(r.cpu)?;
                 reply(&())

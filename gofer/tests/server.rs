@@ -518,6 +518,49 @@ fn handle_table_is_bounded() {
 }
 
 #[test]
+fn walk_open_dir_donates_a_readable_directory_and_release_batches_closes() {
+    let t = TempDir::new("walkdir");
+    populate(t.path());
+    let s = serve_dir(t.path(), ServerOptions::default());
+    let c = &s.client;
+    let root = c.attach().expect("attach").handle;
+    // A directory comes open for reading: its listing is the host's.
+    let (w, fd) = c.walk_open_dir(root, b"a").expect("walk a");
+    assert_eq!((w.status, w.nodes.len()), (WalkStatus::Complete, 1));
+    let fd = fd.expect("a directory comes with a descriptor");
+    let (fdfl, fl) = fd_flags(&fd);
+    assert_ne!(fdfl & libc::FD_CLOEXEC, 0);
+    assert_eq!(fl & libc::O_ACCMODE, libc::O_RDONLY);
+    let listed = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .expect("list the donated descriptor")
+        .map(|e| e.expect("entry").file_name())
+        .collect::<Vec<_>>();
+    assert_eq!(listed, ["b"]);
+    // A file, a symlink and a missing name come without one.
+    let (w, fd) = c.walk_open_dir(root, b"top.txt").expect("walk file");
+    assert!(fd.is_none() && w.nodes[0].stat.size == 3);
+    let (w, fd) = c.walk_open_dir(root, b"esc").expect("walk link");
+    assert!(fd.is_none() && w.nodes.len() == 1);
+    let (w, fd) = c.walk_open_dir(root, b"nope").expect("walk missing");
+    assert!(fd.is_none() && w.status == WalkStatus::Missing && w.nodes.is_empty());
+    assert_eq!(c.walk_open_dir(root, b"..").err(), Some(Errno::EINVAL));
+
+    // Released handles go in batches: the first ones still work until a
+    // whole batch is given up.
+    let handles: Vec<Handle> = (0..64)
+        .map(|_| c.walk(root, &[b"a"]).expect("walk").nodes[0].handle)
+        .collect();
+    for &h in &handles[..63] {
+        c.release(h);
+    }
+    assert!(c.stat(handles[0]).is_ok(), "not closed before its batch");
+    c.release(handles[63]);
+    for &h in &handles {
+        assert_eq!(c.stat(h).err(), Some(Errno::EBADF));
+    }
+}
+
+#[test]
 fn either_side_may_die() {
     let t = TempDir::new("die");
     populate(t.path());

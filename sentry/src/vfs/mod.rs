@@ -1057,6 +1057,7 @@ impl FileSystem {
                 volume: host_root.then_some(VolumeKind::ReadWrite),
                 file: Default::default(),
                 target: Default::default(),
+                dir: Default::default(),
             }),
             mode: root.stat.mode,
         };
@@ -1075,7 +1076,7 @@ impl FileSystem {
             tmpfs_tmp,
             host_sockets: Default::default(),
             masked_devs: Mutex::new(HashMap::new()),
-            dcache: Mutex::new(HashMap::new()),
+            dcache: Mutex::new(DentryCache::default()),
             tmp: tmpfs(SYNTH_DEV + 0x10, 0o1777),
             run: tmpfs(SYNTH_DEV + 0x11, 0o755),
             proc_root: impls.proc_root(),
@@ -1118,6 +1119,7 @@ impl FileSystem {
                 volume: Some(kind),
                 file: Default::default(),
                 target: Default::default(),
+                dir: Default::default(),
             }),
             mode: root.stat.mode,
         };
@@ -1732,12 +1734,23 @@ impl FileSystem {
     /// Asks the gofer for `name` in host directory `h`.
     fn walk_host(&self, h: &Arc<GoferRef>, name: &[u8]) -> Result<Node, Errno> {
         // The gofer refuses names with `/`, `..` or NUL itself; a name it
-        // cannot walk is simply not there.
-        let reply = h.client.walk(h.handle, &[name])?;
+        // cannot walk is simply not there. A directory of the root comes
+        // open, for the listing that usually follows its lookup (a
+        // volume's are looked up at every walk, so they are not).
+        let (reply, dir) =
+            if h.volume.is_none() && DIRS_KEPT.load(Ordering::Relaxed) < MAX_DIRS_KEPT {
+                h.client.walk_open_dir(h.handle, name)?
+            } else {
+                (h.client.walk(h.handle, &[name])?, None)
+            };
         let Some(node) = reply.nodes.first() else {
             return Err(Errno::ENOENT);
         };
         let child = h.child(*node);
+        if let Some(fd) = dir {
+            DIRS_KEPT.fetch_add(1, Ordering::Relaxed);
+            *child.dir.locked() = Some(fd);
+        }
         let st = node.stat;
         if st.is_dir() && self.is_masked_dev(&child, st.dev()) {
             return Ok(Node::Masked { ino: st.ino });
@@ -1828,12 +1841,14 @@ impl FileSystem {
             Node::Host { h, .. } => {
                 // The root the gofer serves is the container's image, which
                 // nobody changes under a running sandbox: a lookup made
-                // once stands (each cached handle is one open descriptor in
-                // the gofer, hence the bound).
-                const DCACHE_MAX: usize = 1024;
+                // once stands.
                 let key = (Arc::as_ptr(h) as usize, name.to_vec());
-                if let Some((_, n)) = self.lock_dcache().get(&key) {
-                    return n.clone().ok_or(Errno::ENOENT);
+                let (hit, gone) = self.lock_dcache().get(&key);
+                // (dropped here, outside the lock: dropping handles may
+                // ask the gofer to close them)
+                drop(gone);
+                if let Some(n) = hit {
+                    return n.ok_or(Errno::ENOENT);
                 }
                 // Misses are remembered too: programs probe many paths
                 // that are not there (the loader, Python's imports).
@@ -1842,11 +1857,8 @@ impl FileSystem {
                     Err(Errno::ENOENT) => None,
                     Err(e) => return Err(e),
                 };
-                let mut cache = self.lock_dcache();
-                if cache.len() >= DCACHE_MAX {
-                    cache.clear();
-                }
-                cache.insert(key, (h.clone(), child.clone()));
+                let gone = self.lock_dcache().insert(key, (h.clone(), child.clone()));
+                drop(gone);
                 child.ok_or(Errno::ENOENT)
             }
             Node::DevDir if name == b"shm" => Ok(Node::Inode(self.shm.clone())),
@@ -2133,6 +2145,9 @@ impl FileSystem {
             return Err(Errno::EACCES);
         }
         let dir = if kind == abi::S_IFDIR {
+            if let Some(fd) = h.take_dir() {
+                return Ok(Arc::new(HostFile::new(fd)));
+            }
             libc::O_DIRECTORY
         } else {
             0
@@ -2533,6 +2548,9 @@ pub struct GoferRef {
     stat: gofer::proto::Stat,
     /// on a volume (a host directory the user mounted), not the root
     volume: Option<VolumeKind>,
+    /// a directory of the root opened for reading at its lookup, until the
+    /// first open takes it (see [`FileSystem::open_host`])
+    dir: Mutex<Option<OwnedFd>>,
 }
 
 /// A socket of the socket layer, as the file system holds it (weakly: its
@@ -2596,7 +2614,15 @@ impl GoferRef {
             volume: self.volume,
             file: Default::default(),
             target: Default::default(),
+            dir: Default::default(),
         }
+    }
+
+    /// The descriptor the lookup opened, if no open has taken it yet.
+    fn take_dir(&self) -> Option<OwnedFd> {
+        let fd = self.dir.locked().take()?;
+        DIRS_KEPT.fetch_sub(1, Ordering::Relaxed);
+        Some(fd)
     }
 
     /// Current attributes (cached for the root's read-only lower layer).
@@ -2624,13 +2650,58 @@ impl Drop for GoferRef {
         if self.file.get().is_some() {
             OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);
         }
-        let _ = self.client.close(self.handle);
+        drop(self.take_dir());
+        self.client.release(self.handle);
     }
 }
 
-/// Host lookups made: (parent handle's address, name) → (parent, child or
-/// `None` when it is not there).
-type DentryCache = HashMap<(usize, Vec<u8>), (Arc<GoferRef>, Option<Node>)>;
+/// Directories held open from their lookup (see `GoferRef::dir`).
+static DIRS_KEPT: AtomicUsize = AtomicUsize::new(0);
+const MAX_DIRS_KEPT: usize = 256;
+
+type DentryKey = (usize, Vec<u8>);
+/// A lookup: the parent (kept alive, as the key names it by address) and
+/// the child, or `None` when it is not there.
+type Dentry = (Arc<GoferRef>, Option<Node>);
+
+/// Host lookups made, by (parent handle's address, name). Each entry holds
+/// a handle, one open descriptor in the gofer, hence the bound: entries
+/// live in two generations, and when the young one is full the old one
+/// goes, so entries in use stay (a hit in the old one moves it young).
+#[derive(Default)]
+struct DentryCache {
+    young: DentryMap,
+    old: DentryMap,
+}
+
+type DentryMap = HashMap<DentryKey, Dentry>;
+
+impl DentryCache {
+    /// Entries per generation.
+    const GENERATION: usize = 1024;
+
+    /// The lookup cached for `key`, and the generation it pushed out, if
+    /// any, for the caller to drop.
+    fn get(&mut self, key: &DentryKey) -> (Option<Option<Node>>, Option<DentryMap>) {
+        if let Some((_, n)) = self.young.get(key) {
+            return (Some(n.clone()), None);
+        }
+        let Some((k, v)) = self.old.remove_entry(key) else {
+            return (None, None);
+        };
+        let n = v.1.clone();
+        (Some(n), self.insert(k, v))
+    }
+
+    /// Caches a lookup; returns the generation it pushed out, if any.
+    #[must_use]
+    fn insert(&mut self, key: DentryKey, v: Dentry) -> Option<DentryMap> {
+        let gone = (self.young.len() >= Self::GENERATION)
+            .then(|| std::mem::replace(&mut self.old, std::mem::take(&mut self.young)));
+        self.young.insert(key, v);
+        gone
+    }
+}
 
 /// One directory entry, as `getdents64` reports it.
 #[derive(Clone, Debug)]
