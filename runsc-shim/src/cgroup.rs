@@ -89,6 +89,10 @@ pub struct Limits {
     pub cpu_period: Option<u64>,
     /// `pids.limit`, -1 for none
     pub pids: Option<i64>,
+    /// `cpu.cpus`, a kernel CPU list (`0-3,6`)
+    pub cpuset_cpus: Option<String>,
+    /// `cpu.mems`, a kernel node list
+    pub cpuset_mems: Option<String>,
 }
 
 impl Limits {
@@ -100,11 +104,15 @@ impl Limits {
         self.cpu_shares.is_some() || self.cpu_quota.is_some() || self.cpu_period.is_some()
     }
 
+    fn wants_cpuset(&self) -> bool {
+        self.cpuset_cpus.is_some() || self.cpuset_mems.is_some()
+    }
+
     /// Whether the Sentry can hold every limit set here without a host
     /// cgroup: memory (its own watcher; with no swap, `swap` adds nothing
-    /// and `reservation` is soft), pids (its task count) and a CPU quota
-    /// (its throttle), not `cpu.shares` (a weight among the host's
-    /// cgroups).
+    /// and `reservation` is soft), pids (its task count), a CPU quota
+    /// (its throttle) and a CPU set (its threads' affinity), not
+    /// `cpu.shares` (a weight among the host's cgroups).
     pub fn sentry_can_hold(&self) -> bool {
         self.cpu_shares.is_none()
     }
@@ -112,7 +120,7 @@ impl Limits {
     /// Whether any limit is set (then the cgroup is required, not a
     /// convenience for `pause`).
     pub fn any(&self) -> bool {
-        self.wants_memory() || self.wants_cpu() || self.pids.is_some()
+        self.wants_memory() || self.wants_cpu() || self.wants_cpuset() || self.pids.is_some()
     }
 }
 
@@ -354,6 +362,35 @@ impl Cgroup {
                 "freezer" => self.freezer = Some(dir),
                 _ => {}
             }
+        }
+        // A v1 cpuset starts with no CPUs and no nodes, and no task may
+        // join it so: joined only when asked for, each new level filled
+        // from its parent before the sandbox's own set is written.
+        if limits.wants_cpuset() {
+            let (field, controller) = ("linux.resources.cpu.cpus", "cpuset");
+            let (mount, root) =
+                v1_mount(controller).ok_or(Error::NoController { field, controller })?;
+            let dir = place(&mount, &root, own_cgroup(controller), absolute, inner);
+            if !self.dirs.contains(&dir) {
+                self.make_dir(&dir, shared)?;
+            }
+            let mut levels: Vec<&Path> = dir
+                .ancestors()
+                .take_while(|a| a.starts_with(&mount) && *a != mount)
+                .collect();
+            levels.reverse();
+            for d in levels {
+                for file in ["cpuset.cpus", "cpuset.mems"] {
+                    let now = std::fs::read_to_string(d.join(file)).unwrap_or_default();
+                    if now.trim().is_empty() {
+                        let parent = d.parent().unwrap_or(&mount).join(file);
+                        let from = std::fs::read_to_string(&parent)
+                            .map_err(io(format!("{field}: reading"), &parent))?;
+                        set(d, file, Some(from.trim()), field)?;
+                    }
+                }
+            }
+            write_cpuset(&dir, limits)?;
         }
         write_v1(memory.as_deref(), cpu.as_deref(), pids.as_deref(), limits)
     }
@@ -666,7 +703,19 @@ fn wanted_v2(limits: &Limits) -> Vec<(&'static str, &'static str)> {
     if limits.pids.is_some() {
         wanted.push(("linux.resources.pids", "pids"));
     }
+    if limits.wants_cpuset() {
+        wanted.push(("linux.resources.cpu.cpus", "cpuset"));
+    }
     wanted
+}
+
+/// Writes the CPU and memory node lists into a cpuset cgroup (both
+/// hierarchies name the files alike).
+fn write_cpuset(dir: &Path, limits: &Limits) -> Result<(), Error> {
+    let cpus = limits.cpuset_cpus.as_deref();
+    set(dir, "cpuset.cpus", cpus, "linux.resources.cpu.cpus")?;
+    let mems = limits.cpuset_mems.as_deref();
+    set(dir, "cpuset.mems", mems, "linux.resources.cpu.mems")
 }
 
 /// Has every cgroup between v2 root `root` and `dir` hand the `wanted`
@@ -828,7 +877,8 @@ fn write_v2(dir: &Path, limits: &Limits) -> Result<(), Error> {
     };
     set(dir, "cpu.max", max, "linux.resources.cpu.quota")?;
     let max = limits.pids.map(host_pids_max);
-    set(dir, "pids.max", max, "linux.resources.pids.limit")
+    set(dir, "pids.max", max, "linux.resources.pids.limit")?;
+    write_cpuset(dir, limits)
 }
 
 /// The processes in cgroup `dir`.

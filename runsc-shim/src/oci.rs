@@ -782,6 +782,7 @@ fn resource_limits(r: &LinuxResources) -> Result<Limits, Error> {
         cpu_quota: limit(cpu.and_then(|c| c.quota()), "cpu.quota")?,
         cpu_period: cpu.and_then(|c| c.period()).filter(|p| *p != 0),
         pids: limit(r.pids().as_ref().map(|p| p.limit()), "pids.limit")?,
+        ..Limits::default()
     })
 }
 
@@ -841,12 +842,13 @@ fn memory_policy(p: &oci_spec::runtime::LinuxMemoryPolicy) -> Result<(i32, Vec<u
 }
 
 /// Takes `cpu.cpus` and `cpu.mems` out of `r`: the CPUs the sandbox may
-/// run on (its host threads' affinity), and memory nodes, which must be all
-/// of the host's (there is no cpuset cgroup here to hold fewer).
-fn cpu_set(r: &LinuxResources) -> Result<(Option<Vec<usize>>, LinuxResources), Error> {
+/// run on (its host threads' affinity, and its cpuset cgroup's), and
+/// memory nodes, which must be all of the host's (the Sentry places guest
+/// memory by its own policy, `linux.memoryPolicy`).
+fn cpu_set(r: &LinuxResources) -> Result<(CpuSet, LinuxResources), Error> {
     let mut r = r.clone();
     let Some(mut cpu) = r.cpu().clone() else {
-        return Ok((None, r));
+        return Ok((CpuSet::default(), r));
     };
     let given = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
     let list = |name: &str, text: &str| {
@@ -877,23 +879,34 @@ fn cpu_set(r: &LinuxResources) -> Result<(Option<Vec<usize>>, LinuxResources), E
         }
         None => None,
     };
-    if let Some(text) = given(cpu.mems()) {
-        let set = list("mems", &text)?;
-        let on = online("/sys/devices/system/node/online");
-        if set != on {
-            return Err(unsupported(
-                "linux.resources.cpu.mems",
-                format!(
-                    "memory nodes {text} of the host's {}: only all of them",
-                    cpu_list_text(&on)
-                ),
-            ));
+    let mems = match given(cpu.mems()) {
+        Some(text) => {
+            let set = list("mems", &text)?;
+            let on = online("/sys/devices/system/node/online");
+            if set != on {
+                return Err(unsupported(
+                    "linux.resources.cpu.mems",
+                    format!(
+                        "memory nodes {text} of the host's {}: only all of them",
+                        cpu_list_text(&on)
+                    ),
+                ));
+            }
+            Some(set)
         }
-    }
+        None => None,
+    };
     cpu.set_cpus(None);
     cpu.set_mems(None);
     r.set_cpu(Some(cpu));
-    Ok((cpus, r))
+    Ok((CpuSet { cpus, mems }, r))
+}
+
+/// `linux.resources.cpu.cpus` and `.mems`, as lists.
+#[derive(Default)]
+struct CpuSet {
+    cpus: Option<Vec<usize>>,
+    mems: Option<Vec<usize>>,
 }
 
 /// A kernel CPU or node list (`0-3,6`), sorted, each once.
@@ -1216,8 +1229,10 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             // Device rules are harmless to skip: the Sentry exposes no host
             // device node to the guest in any case.
             let (set, r) = cpu_set(r)?;
-            cpus = set;
             limits = resources(&r)?;
+            limits.cpuset_cpus = set.cpus.as_deref().map(cpu_list_text);
+            limits.cpuset_mems = set.mems.as_deref().map(cpu_list_text);
+            cpus = set.cpus;
             if r.memory().as_ref().and_then(|m| m.disable_oom_killer()) == Some(true) {
                 ignored.push(
                     "linux.resources.memory.disableOOMKiller not applied: the sandbox is killed \
@@ -1964,6 +1979,7 @@ mod tests {
                 cpu_quota: Some(50000),
                 cpu_period: Some(100000),
                 pids: Some(20),
+                ..Limits::default()
             }
         );
         assert_eq!(p.cgroups_path.as_deref(), Some(Path::new("/ferrovisor/x")));

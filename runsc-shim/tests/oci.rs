@@ -1702,6 +1702,29 @@ fn resource_limits_hold_the_whole_sandbox_until_delete() {
     }
 }
 
+/// `cpu.cpus` and `cpu.mems` are the sandbox's cpuset cgroup's, as under
+/// runc (runtime-tools reads them there); the guest sees one CPU.
+#[test]
+fn a_cpu_set_is_written_to_the_cpuset_cgroup() {
+    if !host_cgroups() {
+        return;
+    }
+    let mut w = World::new("cpuset", |v| {
+        set_args(v, &["sh", "-c", "nproc; sleep 1000"]);
+        v["linux"]["resources"] = serde_json::json!({"cpu": {"cpus": "0", "mems": "0"}});
+    });
+    let out = w.create("cs1");
+    assert_eq!(out.status, 0, "create: {}", out.stderr);
+    let pid = w.state("cs1")["pid"].as_i64().expect("pid");
+    let cpuset = cgroup_dir(pid, "cpuset");
+    assert_ne!(cpuset, cgroup_dir(i64::from(std::process::id()), "cpuset"));
+    assert_eq!(read_trim(&cpuset.join("cpuset.cpus")), "0");
+    assert_eq!(read_trim(&cpuset.join("cpuset.mems")), "0");
+    let out = w.cli(&["delete", "--force", "cs1"]);
+    assert_eq!(out.status, 0, "delete: {}", out.stderr);
+    assert!(!cpuset.exists(), "{} left behind", cpuset.display());
+}
+
 #[test]
 fn a_memory_limit_holds_the_whole_sandbox() {
     if !host_cgroups() {
