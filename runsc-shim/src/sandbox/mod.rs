@@ -325,8 +325,9 @@ pub struct ExecOptions {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdin: Option<String>,
     /// a terminal of the sandbox's own, relayed to the caller's (the
-    /// CLI's `--tty`; the API's streams are no terminal)
-    #[serde(skip)]
+    /// CLI's `--tty`); through the API, its output is the `stdout` stream
+    /// and its input `stdin`, through its line discipline (echoed, CR-LF)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tty: bool,
 }
 

@@ -307,10 +307,11 @@ class Sandbox:
              on_stderr: Optional[Callable[[bytes], None]] = None, timeout: Optional[float] = None,
              env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
              user: Optional[Union[int, str]] = None, stdin: Optional[Union[bytes, str]] = None,
-             check: bool = False) -> ExecResult:
+             tty: bool = False, check: bool = False) -> ExecResult:
         """Runs `cmd` (a list, or a string for `sh -c`) and waits for its end;
-        output reaches `on_stdout`/`on_stderr` as it comes. With `check`, a
-        non-zero status raises `FerrovisorError`."""
+        output reaches `on_stdout`/`on_stderr` as it comes. With `tty`, it
+        runs on a terminal of the sandbox's own, whose output is all stdout.
+        With `check`, a non-zero status raises `FerrovisorError`."""
         args = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         body: Dict[str, Any] = {"args": args}
         if env:
@@ -324,6 +325,8 @@ class Sandbox:
         if stdin is not None:
             data = stdin.encode() if isinstance(stdin, str) else stdin
             body["stdin"] = base64.b64encode(data).decode()
+        if tty:
+            body["tty"] = True
         out, err = bytearray(), bytearray()
         end: Optional[Dict[str, Any]] = None
         for line in self.client.stream(f"/v1/sandboxes/{_q(self.name)}/exec", body):

@@ -158,6 +158,12 @@ def test_exec_streams_and_ends_as_told(client):
         assert (r.status, r.timed_out) == (137, True)
         r = sb.exec(["id", "-u"], user=1000)
         assert r.stdout == "1000\n"
+        # On a terminal: both streams on it, input echoed, newlines CR-LF.
+        r = sb.exec("test -t 0 && test -t 1 && tty; read x; echo got $x >&2", tty=True,
+                    stdin="hi\n")
+        assert re.fullmatch(r"hi\r\n/dev/pts/\d+\r\ngot hi\r\n|/dev/pts/\d+\r\nhi\r\ngot hi\r\n",
+                            r.stdout), repr(r.stdout)
+        assert (r.status, r.stderr) == (0, "")
         with pytest.raises(FerrovisorError, match="no-such-program"):
             sb.exec(["no-such-program"])
         with pytest.raises(FerrovisorError):
