@@ -1,6 +1,7 @@
 /* Calls older programs and runtimes still make: the old getdents (its
  * linux_dirent with d_type as the record's last byte), setrlimit,
- * readahead and sync_file_range, with Linux's errnos in Linux's order. */
+ * readahead, sync_file_range, sysfs and restart_syscall, with Linux's
+ * errnos in Linux's order. */
 #include "t.h"
 #include <dirent.h>
 #include <sys/resource.h>
@@ -92,5 +93,28 @@ int main(void)
 	EXPECT_ERR(syscall(SYS_sync_file_range, p[1], 0L, 0L, 2), ESPIPE);
 	int s = socket(AF_UNIX, SOCK_STREAM, 0);
 	EXPECT_ERR(syscall(SYS_sync_file_range, s, 0L, 0L, 2), ESPIPE);
+
+	/* sysfs: the file system types by index and by name, each way
+	 * agreeing (the list itself is the kernel's own). */
+	long types = syscall(SYS_sysfs, 3);
+	EXPECT_TRUE(types > 0);
+	int agree = 1, proc = 0, tmpfs = 0;
+	for (long i = 0; i < types; i++) {
+		char name[64] = {0};
+		agree &= syscall(SYS_sysfs, 2, i, name) == 0 && syscall(SYS_sysfs, 1, name) == i;
+		proc |= !strcmp(name, "proc");
+		tmpfs |= !strcmp(name, "tmpfs");
+	}
+	SHOW("sysfs: indexes and names agree %d, proc %d, tmpfs %d", agree, proc, tmpfs);
+	char name[64];
+	EXPECT_ERR(syscall(SYS_sysfs, 2, types, name), EINVAL);
+	EXPECT_ERR(syscall(SYS_sysfs, 2, 0L, BADPTR), EFAULT);
+	EXPECT_ERR(syscall(SYS_sysfs, 1, "no-such-fs"), EINVAL);
+	EXPECT_ERR(syscall(SYS_sysfs, 1, BADPTR), EFAULT);
+	EXPECT_ERR(syscall(SYS_sysfs, 0), EINVAL);
+	EXPECT_ERR(syscall(SYS_sysfs, 4), EINVAL);
+
+	/* restart_syscall with nothing to restart. */
+	EXPECT_ERR(syscall(SYS_restart_syscall), EINTR);
 	return t_done();
 }

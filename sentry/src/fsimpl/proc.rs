@@ -17,6 +17,17 @@ use crate::sync::Locked;
 use crate::vfs::file::{gather, Blocker, Caller, FileDescription, FileImpl, FileKind};
 use crate::vfs::{DirEntry, Inode, Node, PROC_DEV};
 
+/// The file system types the sandbox has, and whether each needs no block
+/// device (`/proc/filesystems`, `sysfs(2)`), in the kernel's order.
+pub const FILESYSTEMS: &[(&str, bool)] = &[
+    ("proc", true),
+    ("tmpfs", true),
+    ("devpts", true),
+    ("sysfs", true),
+    ("cgroup2", true),
+    ("ext4", false),
+];
+
 /// A node of /proc.
 #[derive(Clone)]
 pub enum ProcNode {
@@ -765,7 +776,12 @@ impl ProcFs {
                         crate::kernel::UTS_VERSION
                     )),
                     "filesystems" => file(
-                        "nodev\tproc\nnodev\ttmpfs\nnodev\tdevpts\nnodev\tsysfs\nnodev\tcgroup2\n\text4\n".into(),
+                        FILESYSTEMS
+                            .iter()
+                            .map(|(name, nodev)| {
+                                format!("{}\t{name}\n", if *nodev { "nodev" } else { "" })
+                            })
+                            .collect(),
                     ),
                     "mounts" => Ok(ProcNode::Link(4, b"self/mounts".to_vec())),
                     "net" => Ok(ProcNode::Link(5, b"self/net".to_vec())),

@@ -2126,6 +2126,41 @@ fn getdents(task: &mut Task, a: &[u64; 6], old: bool) -> Result<u64, Errno> {
     Ok(out.len() as u64)
 }
 
+/// `sysfs(2)`: the file system types of `/proc/filesystems` by name (1),
+/// by index (2), and how many (3).
+pub fn sys_sysfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    use crate::fsimpl::proc::FILESYSTEMS;
+    match a[0] {
+        1 => {
+            let name = super::path_arg(task, a[1])?;
+            FILESYSTEMS
+                .iter()
+                .position(|(n, _)| n.as_bytes() == name)
+                .map(|i| i as u64)
+                .ok_or(Errno::EINVAL)
+        }
+        2 => {
+            let (name, _) = usize::try_from(a[1])
+                .ok()
+                .and_then(|i| FILESYSTEMS.get(i))
+                .ok_or(Errno::EINVAL)?;
+            let mut out = name.as_bytes().to_vec();
+            out.push(0);
+            task.mm().copy_out(a[2], &out)?;
+            Ok(0)
+        }
+        3 => Ok(FILESYSTEMS.len() as u64),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// `restart_syscall(2)` called by the program itself: the Sentry restarts
+/// interrupted calls on its own and leaves none to finish here, so this is
+/// Linux's answer for a thread with nothing to restart.
+pub fn sys_restart_syscall(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Err(Errno::EINTR)
+}
+
 /// `readahead(2)`, checked as Linux checks it: a descriptor open for
 /// reading, of a regular file. The host's page cache reads ahead itself.
 pub fn sys_readahead(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {

@@ -370,7 +370,7 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::USTAT, "obsolete (statfs works)"),
     full(nr::STATFS, fs::sys_statfs),
     full(nr::FSTATFS, fs::sys_fstatfs),
-    unsupported(nr::SYSFS, "obsolete"),
+    full(nr::SYSFS, fs::sys_sysfs),
     partial(
         nr::GETPRIORITY,
         process::sys_getpriority,
@@ -520,7 +520,7 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::REMAP_FILE_PAGES, "nonlinear mappings"),
     full(nr::GETDENTS64, fs::sys_getdents64),
     full(nr::SET_TID_ADDRESS, process::sys_set_tid_address),
-    unsupported(nr::RESTART_SYSCALL, "restart blocks"),
+    full(nr::RESTART_SYSCALL, fs::sys_restart_syscall),
     full(nr::SEMTIMEDOP, sysv::sys_semtimedop),
     full(nr::FADVISE64, fs::sys_fadvise64),
     partial(
