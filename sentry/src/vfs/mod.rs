@@ -2651,7 +2651,14 @@ impl Drop for GoferRef {
             OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);
         }
         drop(self.take_dir());
-        self.client.release(self.handle);
+        // A volume's object may be deleted on the host, whose inotify
+        // tells DELETE_SELF only once no descriptor holds it: closed now.
+        // The root's image does not change: its handles close in batches.
+        if self.volume.is_some() {
+            let _ = self.client.close(self.handle);
+        } else {
+            self.client.release(self.handle);
+        }
     }
 }
 
