@@ -272,6 +272,11 @@ impl Context for PtraceContext {
         if let Some(fp) = &self.fp {
             return Ok(fp.clone());
         }
+        // A forked thread saved before it first ran (a checkpoint right
+        // after a fork) has the state it was given.
+        if let (None, Some(fp)) = (&self.current, &self.pending_fp) {
+            return Ok(fp.clone());
+        }
         let mut st = self.last_thread()?;
         if let Some(runner) = st.runner.as_mut() {
             return runner.fpstate();

@@ -942,6 +942,9 @@ impl Runner {
         if let Some(fp) = &self.fp {
             return Ok(fp.clone());
         }
+        if let (Frame::Initial, Some(fp)) = (self.frame, &self.init_fp) {
+            return Ok(fp.clone());
+        }
         if self.frame == Frame::Fast {
             self.convert()?;
         }

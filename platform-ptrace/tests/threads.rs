@@ -479,6 +479,12 @@ fn fpstate_reads_and_writes_xmm0() {
     );
     assert_eq!(regs.syscall_nr(), 60);
     assert_eq!(regs.syscall_args()[0], v2, "guest sees the new xmm0");
+
+    // A forked thread's state, given before its first switch, reads back
+    // as given (a checkpoint may come before it runs).
+    let mut child = p.new_context().expect("context");
+    child.set_fpstate(&fp).expect("set before the first switch");
+    assert_eq!(child.fpstate().expect("read before the first switch"), fp);
 }
 
 #[test]
