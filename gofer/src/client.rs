@@ -33,6 +33,10 @@ pub struct Client {
     released: Mutex<Vec<Handle>>,
 }
 
+/// A directory [`Client::walk_dirs`] found, with its descriptor if it
+/// could be opened.
+pub type OpenedDir = (Node, Option<OwnedFd>);
+
 /// How many released handles are closed together: one round trip per
 /// batch instead of one per handle.
 const RELEASE_BATCH: usize = 64;
@@ -103,6 +107,12 @@ impl Client {
     /// Sends one request and waits for its reply, with the donated
     /// descriptor if the operation carries one.
     pub fn call<O: Op>(&self, req: &O) -> Result<(O::Reply, Option<OwnedFd>), Errno> {
+        let (reply, fds) = self.call_all(req)?;
+        Ok((reply, fds.into_iter().next()))
+    }
+
+    /// [`Client::call`] with every descriptor donated, in order.
+    pub fn call_all<O: Op>(&self, req: &O) -> Result<(O::Reply, Vec<OwnedFd>), Errno> {
         let payload = postcard::to_stdvec(req).map_err(|_| Errno::EINVAL)?;
         if payload.len() > proto::MAX_PAYLOAD as usize {
             return Err(Errno::E2BIG);
@@ -134,6 +144,27 @@ impl Client {
     /// A handle on the root and its attributes.
     pub fn attach(&self) -> Result<Node, Errno> {
         Ok(self.call(&proto::Attach {})?.0)
+    }
+
+    /// The directories among `names` in `dir` (at most
+    /// [`proto::MAX_WALK_DIRS`]), each with a descriptor open for reading it
+    /// when it could be opened; `None` for the others.
+    pub fn walk_dirs(&self, dir: Handle, names: &[&[u8]]) -> Result<Vec<Option<OpenedDir>>, Errno> {
+        let names = names.iter().map(|n| n.to_vec()).collect();
+        let (found, fds) = self.call_all(&proto::WalkDirs { dir, names })?;
+        let mut fds = fds.into_iter();
+        // A reply that promises more descriptors than came is nonsense.
+        found
+            .into_iter()
+            .map(|f| match f {
+                None => Ok(None),
+                Some(d) if d.open => fds
+                    .next()
+                    .map(|fd| Some((d.node, Some(fd))))
+                    .ok_or(Errno::EIO),
+                Some(d) => Ok(Some((d.node, None))),
+            })
+            .collect()
     }
 
     /// Looks `name` up in `dir` as [`Client::walk`] does; a directory found
@@ -377,13 +408,13 @@ impl Client {
 /// The connection can no longer be used.
 struct Fatal;
 
-type Answer<O> = Result<(<O as Op>::Reply, Option<OwnedFd>), Errno>;
+type Answer<O> = Result<(<O as Op>::Reply, Vec<OwnedFd>), Errno>;
 
 fn exchange<O: Op>(conn: &mut Conn, payload: &[u8]) -> Result<Answer<O>, Fatal> {
     conn.tag = conn.tag.wrapping_add(1);
     let tag = conn.tag;
     let sock = conn.sock.as_fd();
-    server::send_frame(sock, O::KIND, tag, payload, None).map_err(|_| Fatal)?;
+    server::send_frame(sock, O::KIND, tag, payload, &[]).map_err(|_| Fatal)?;
     let mut fds = Vec::new();
     let mut hdr = [0u8; proto::HEADER_LEN];
     match sys::recv_exact(sock, &mut hdr, &mut fds) {
@@ -408,11 +439,9 @@ fn exchange<O: Op>(conn: &mut Conn, payload: &[u8]) -> Result<Answer<O>, Fatal> 
         return Err(Fatal);
     }
     let reply = proto::decode_exact::<O::Reply>(&body).map_err(|_| Fatal)?;
-    // Any descriptor beyond the one expected is closed here.
-    let fd = if O::DONATES_FD {
-        fds.into_iter().next()
-    } else {
-        None
-    };
-    Ok(Ok((reply, fd)))
+    // Descriptors an operation does not donate are closed here.
+    if !O::DONATES_FD {
+        fds.clear();
+    }
+    Ok(Ok((reply, fds)))
 }

@@ -546,6 +546,18 @@ ops! {
         /// the handles
         handles: Vec<Handle>,
     } -> ();
+    /// Looks up each of `names` in `dir` (at most [`MAX_WALK_DIRS`]) and
+    /// returns, in order, a handle on each that is a directory, opened for
+    /// reading as `WalkOpenDir` does (its descriptors donated in order, one
+    /// for each entry whose `open` is set); `None` for one that is missing
+    /// or not a directory. A client that lists a directory asks for its
+    /// subdirectories ahead of a walk, in one round trip.
+    29 WalkDirs {
+        /// the directory
+        dir: Handle,
+        /// names in it
+        names: Vec<Name>,
+    } -> Vec<Option<WalkedDir>>, donates true;
 }
 
 /// The `IN_*` events a host watch may ask for: changes to objects and
@@ -565,6 +577,18 @@ pub const WATCH_EVENTS: u32 = 0x2 // IN_MODIFY
 /// Most host watches one connection holds (each pins a host inode and
 /// counts against the user's `max_user_watches`).
 pub const MAX_WATCHES: usize = 8192;
+
+/// Most names in one `WalkDirs`: its descriptors fit one frame.
+pub const MAX_WALK_DIRS: usize = crate::sys::MAX_FDS;
+
+/// A directory `WalkDirs` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalkedDir {
+    /// its handle and attributes
+    pub node: Node,
+    /// whether a descriptor open for reading it came with the reply
+    pub open: bool,
+}
 
 /// Reply to `Walk`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -812,6 +836,8 @@ pub(crate) mod tests {
             (h(), name()).prop_map(|(dir, name)| Request::WalkOpenDir(WalkOpenDir { dir, name })),
             proptest::collection::vec(h(), 0..300)
                 .prop_map(|handles| Request::CloseMany(CloseMany { handles })),
+            (h(), proptest::collection::vec(name(), 0..40))
+                .prop_map(|(dir, names)| Request::WalkDirs(WalkDirs { dir, names })),
         ]
     }
 

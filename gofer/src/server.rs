@@ -214,7 +214,8 @@ fn to_stat(st: &libc::statx) -> Stat {
 /// A reply ready to send.
 struct Reply {
     payload: Vec<u8>,
-    fd: Option<OwnedFd>,
+    /// descriptors donated with it, in order
+    fds: Vec<OwnedFd>,
     /// the connection's inotify descriptor goes with it (`WatchInit`)
     inotify: bool,
 }
@@ -222,7 +223,7 @@ struct Reply {
 fn reply<T: Serialize>(v: &T) -> Result<Reply, Errno> {
     Ok(Reply {
         payload: postcard::to_stdvec(v).map_err(|_| Errno::EIO)?,
-        fd: None,
+        fds: Vec::new(),
         inotify: false,
     })
 }
@@ -385,7 +386,7 @@ impl Session {
                 }
                 let fd = inode.reopen(flags)?;
                 let mut rep = reply(&())?;
-                rep.fd = Some(fd);
+                rep.fds.push(fd);
                 Ok(rep)
             }
             Request::Create(r) => {
@@ -410,7 +411,7 @@ impl Session {
                     return Err(Errno::ESTALE);
                 }
                 let mut rep = reply(&node)?;
-                rep.fd = Some(fd);
+                rep.fds.push(fd);
                 Ok(rep)
             }
             Request::Mkdir(r) => {
@@ -613,7 +614,39 @@ impl Session {
                 });
                 let nodes = found.into_iter().map(|(_, n)| n).collect();
                 let mut rep = reply(&proto::WalkReply { status, nodes })?;
-                rep.fd = fd;
+                rep.fds.extend(fd);
+                Ok(rep)
+            }
+            Request::WalkDirs(r) => {
+                if r.names.len() > proto::MAX_WALK_DIRS {
+                    return Err(Errno::E2BIG);
+                }
+                for n in &r.names {
+                    proto::check_name(n)?;
+                }
+                let dir = self.dir(r.dir)?;
+                let mut found = Vec::with_capacity(r.names.len());
+                let mut fds = Vec::new();
+                for n in &r.names {
+                    // Anything but a directory, or one gone, is left out.
+                    let dir_found = Self::lookup(&dir, n).ok().filter(|(i, _)| i.is_dir());
+                    let Some((inode, stat)) = dir_found else {
+                        found.push(None);
+                        continue;
+                    };
+                    let fd = inode.reopen(libc::O_RDONLY | libc::O_NONBLOCK).ok();
+                    let Ok(handle) = self.insert(inode) else {
+                        found.push(None);
+                        continue;
+                    };
+                    found.push(Some(proto::WalkedDir {
+                        node: proto::Node { handle, stat },
+                        open: fd.is_some(),
+                    }));
+                    fds.extend(fd);
+                }
+                let mut rep = reply(&found)?;
+                rep.fds = fds;
                 Ok(rep)
             }
             Request::Follow(r) => {
@@ -960,32 +993,31 @@ fn serve_inode(root: Rc<Inode>, conn: UnixStream, opts: ServerOptions) -> Result
                     proto::KIND_ERROR,
                     Reply {
                         payload: postcard::to_stdvec(&e.0).unwrap_or_default(),
-                        fd: None,
+                        fds: Vec::new(),
                         inotify: false,
                     },
                 )
             }
         };
-        let fd = match (&rep.fd, rep.inotify) {
-            (Some(fd), _) => Some(fd.as_fd()),
-            (None, true) => session.inotify.as_ref().map(AsFd::as_fd),
-            (None, false) => None,
-        };
-        if send_frame(sock, kind, h.tag, &rep.payload, fd).is_err() {
+        let mut fds: Vec<BorrowedFd<'_>> = rep.fds.iter().map(AsFd::as_fd).collect();
+        if rep.inotify {
+            fds.extend(session.inotify.as_ref().map(AsFd::as_fd));
+        }
+        if send_frame(sock, kind, h.tag, &rep.payload, &fds).is_err() {
             // The client is gone: nothing more to serve.
             return Ok(());
         }
     }
 }
 
-/// Sends one frame (header and payload in one buffer, so a descriptor rides
+/// Sends one frame (header and payload in one buffer, so descriptors ride
 /// on the header's first byte).
 pub(crate) fn send_frame(
     sock: BorrowedFd<'_>,
     kind: u16,
     tag: u16,
     payload: &[u8],
-    fd: Option<BorrowedFd<'_>>,
+    fds: &[BorrowedFd<'_>],
 ) -> Result<(), Errno> {
     let len = u32::try_from(payload.len()).map_err(|_| Errno::EMSGSIZE)?;
     if len > proto::MAX_PAYLOAD {
@@ -994,7 +1026,7 @@ pub(crate) fn send_frame(
     let mut frame = Vec::with_capacity(proto::HEADER_LEN + payload.len());
     frame.extend_from_slice(&Header { len, kind, tag }.encode());
     frame.extend_from_slice(payload);
-    sys::send_all(sock, &frame, fd)
+    sys::send_all(sock, &frame, fds)
 }
 
 #[cfg(test)]

@@ -404,40 +404,46 @@ pub fn fremovexattr(fd: BorrowedFd<'_>, name: &CStr) -> Result<(), Errno> {
     check(unsafe { libc::fremovexattr(fd.as_raw_fd(), name.as_ptr()) })
 }
 
+/// Most descriptors one frame carries (`WalkDirs`' batch).
+pub const MAX_FDS: usize = 32;
+
 /// Sends all of `data` on a stream socket, with `fd` (if any) as
 /// `SCM_RIGHTS` on the first byte. `MSG_NOSIGNAL`: a peer that went away is
 /// EPIPE, not a SIGPIPE that kills the gofer.
-pub fn send_all(
-    sock: BorrowedFd<'_>,
-    data: &[u8],
-    fd: Option<BorrowedFd<'_>>,
-) -> Result<(), Errno> {
+pub fn send_all(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> Result<(), Errno> {
+    if fds.len() > MAX_FDS {
+        return Err(Errno::EINVAL);
+    }
     let mut sent = 0;
-    let mut fd = fd;
-    // Room for one descriptor's control message, aligned as cmsghdr wants.
-    let mut cbuf = [0u64; 4];
+    let mut fds = fds;
+    // Room for MAX_FDS descriptors' control message, aligned as cmsghdr
+    // wants.
+    let mut cbuf = [0u64; 2 + MAX_FDS / 2];
     while sent < data.len() {
         let iov = [IoSlice::new(&data[sent..])];
         // SAFETY: msghdr is plain old data; all-zero is a valid value.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
         msg.msg_iovlen = 1;
-        if let Some(f) = fd {
-            let raw = f.as_raw_fd();
+        if !fds.is_empty() {
+            let bytes = std::mem::size_of_val(fds) as u32;
             // SAFETY: CMSG_SPACE is a pure size computation.
-            let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+            let space = unsafe { libc::CMSG_SPACE(bytes) } as usize;
             debug_assert!(space <= std::mem::size_of_val(&cbuf));
             msg.msg_control = cbuf.as_mut_ptr().cast();
             msg.msg_controllen = space;
             // SAFETY: msg_control points at `space` writable bytes, enough
-            // for one cmsghdr carrying one descriptor, so CMSG_FIRSTHDR is
-            // non-null and CMSG_DATA lies inside the buffer.
+            // for one cmsghdr carrying the descriptors, so CMSG_FIRSTHDR is
+            // non-null and CMSG_DATA has room for each.
             unsafe {
                 let c = libc::CMSG_FIRSTHDR(&msg);
                 (*c).cmsg_level = libc::SOL_SOCKET;
                 (*c).cmsg_type = libc::SCM_RIGHTS;
-                (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), raw);
+                (*c).cmsg_len = libc::CMSG_LEN(bytes) as usize;
+                for (i, f) in fds.iter().enumerate() {
+                    let at = libc::CMSG_DATA(c).cast::<RawFd>().add(i);
+                    std::ptr::write_unaligned(at, f.as_raw_fd());
+                }
             }
         }
         // SAFETY: `msg` points at live buffers for the duration of the call.
@@ -449,7 +455,7 @@ pub fn send_all(
             }
             return Err(e);
         }
-        fd = None;
+        fds = &[];
         sent += usize::try_from(r).map_err(|_| Errno::EIO)?;
     }
     Ok(())

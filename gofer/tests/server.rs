@@ -545,6 +545,30 @@ fn walk_open_dir_donates_a_readable_directory_and_release_batches_closes() {
     assert!(fd.is_none() && w.status == WalkStatus::Missing && w.nodes.is_empty());
     assert_eq!(c.walk_open_dir(root, b"..").err(), Some(Errno::EINVAL));
 
+    // Several at once: directories come with handles and descriptors,
+    // anything else as None.
+    std::fs::create_dir(t.path().join("a/c")).expect("mkdir");
+    let a = c.walk(root, &[b"a"]).expect("walk").nodes[0].handle;
+    let found = c.walk_dirs(a, &[b"b", b"nope", b"c"]).expect("walk dirs");
+    assert_eq!(found.len(), 3);
+    assert!(found[1].is_none());
+    for (i, f) in [(0, "a/b"), (2, "a/c")] {
+        let (node, fd) = found[i].as_ref().expect("a directory");
+        let meta = std::fs::metadata(t.path().join(f)).expect("meta");
+        assert_eq!(node.stat.ino, meta.ino());
+        assert!(c.stat(node.handle).is_ok());
+        let fd = fd.as_ref().expect("open for reading");
+        let n = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .expect("list")
+            .count();
+        assert_eq!(n, usize::from(i == 0));
+    }
+    let files = c.walk_dirs(root, &[b"top.txt", b"esc"]).expect("files");
+    assert!(files.iter().all(Option::is_none));
+    assert_eq!(c.walk_dirs(a, &[b".."]).err(), Some(Errno::EINVAL));
+    let many: Vec<&[u8]> = vec![b"b"; gofer::proto::MAX_WALK_DIRS + 1];
+    assert_eq!(c.walk_dirs(a, &many).err(), Some(Errno::E2BIG));
+
     // Released handles go in batches: the first ones still work until a
     // whole batch is given up.
     let handles: Vec<Handle> = (0..64)

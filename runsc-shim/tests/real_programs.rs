@@ -1785,6 +1785,21 @@ fn tar_gzip_round_trip_of_usr_share_doc() {
     );
 }
 
+/// Walks down large read-only trees, twice (the second served from what
+/// the first looked up, and looked up ahead), then one directory at a time:
+/// every name, type, size, inode and link count as natively.
+#[test]
+fn find_and_du_walk_the_root_as_natively() {
+    compare_script(
+        "set -e
+         walk() { find /usr/lib/python3* /usr/share/zoneinfo -printf '%p %y %s %i %n %m\\n' | LC_ALL=C sort | md5sum; }
+         walk; walk
+         du -s --apparent-size /usr/share/zoneinfo /usr/lib/python3*
+         for d in /usr/share/zoneinfo/*/; do ls \"$d\" > /dev/null; done
+         find /usr/share/zoneinfo -type d | LC_ALL=C sort | md5sum",
+    );
+}
+
 #[test]
 fn gcc_compiles_and_runs_a_program() {
     compare_script(

@@ -898,6 +898,7 @@ impl FileDescription {
                 vfs::Node::Ovl(o) => fs.ovl_list(o)?,
                 vfs::Node::PtsDir => fs.pts_list(),
                 vfs::Node::DevDir => fs.dev_list(),
+                n @ vfs::Node::Host { .. } => fs.list_host(n, host.ok_or(Errno::EBADF)?)?,
                 n => vfs::list_dir(n, host)?,
             });
         }

@@ -787,6 +787,9 @@ pub struct FileSystem {
     /// host lookups already made: (parent handle's address, name) → the
     /// child, with the parent kept alive so the address stays its own
     dcache: Mutex<DentryCache>,
+    /// how much looking subdirectories up ahead has paid lately (see
+    /// `look_ahead`)
+    walker: std::sync::atomic::AtomicI32,
     tmp: Arc<dyn Inode>,
     run: Arc<dyn Inode>,
     shm: Arc<dyn Inode>,
@@ -1058,6 +1061,7 @@ impl FileSystem {
                 file: Default::default(),
                 target: Default::default(),
                 dir: Default::default(),
+                listed: Default::default(),
             }),
             mode: root.stat.mode,
         };
@@ -1077,6 +1081,7 @@ impl FileSystem {
             host_sockets: Default::default(),
             masked_devs: Mutex::new(HashMap::new()),
             dcache: Mutex::new(DentryCache::default()),
+            walker: Default::default(),
             tmp: tmpfs(SYNTH_DEV + 0x10, 0o1777),
             run: tmpfs(SYNTH_DEV + 0x11, 0o755),
             proc_root: impls.proc_root(),
@@ -1120,6 +1125,7 @@ impl FileSystem {
                 file: Default::default(),
                 target: Default::default(),
                 dir: Default::default(),
+                listed: Default::default(),
             }),
             mode: root.stat.mode,
         };
@@ -1751,6 +1757,11 @@ impl FileSystem {
             DIRS_KEPT.fetch_add(1, Ordering::Relaxed);
             *child.dir.locked() = Some(fd);
         }
+        if node.stat.is_dir() && h.listed.load(Ordering::Relaxed) {
+            // A walk down a tree just listed: looking ahead would have
+            // saved this round trip.
+            self.walker_paid(1);
+        }
         let st = node.stat;
         if st.is_dir() && self.is_masked_dev(&child, st.dev()) {
             return Ok(Node::Masked { ino: st.ino });
@@ -1847,7 +1858,10 @@ impl FileSystem {
                 // (dropped here, outside the lock: dropping handles may
                 // ask the gofer to close them)
                 drop(gone);
-                if let Some(n) = hit {
+                if let Some((n, ahead)) = hit {
+                    if ahead {
+                        self.walker_paid(1);
+                    }
                     return n.ok_or(Errno::ENOENT);
                 }
                 // Misses are remembered too: programs probe many paths
@@ -1857,7 +1871,9 @@ impl FileSystem {
                     Err(Errno::ENOENT) => None,
                     Err(e) => return Err(e),
                 };
-                let gone = self.lock_dcache().insert(key, (h.clone(), child.clone()));
+                let gone = self
+                    .lock_dcache()
+                    .insert(key, (h.clone(), child.clone()), false);
                 drop(gone);
                 child.ok_or(Errno::ENOENT)
             }
@@ -2402,7 +2418,7 @@ impl FileSystem {
                 chain: vec![(Vec::new(), lower.clone())],
             };
             let f = self.open_host(&loc)?;
-            for e in list_dir(lower, Some(&f))? {
+            for e in self.list_host(lower, &f)? {
                 if e.name != b"." && e.name != b".." {
                     by_name.insert(e.name.clone(), e);
                 }
@@ -2436,9 +2452,84 @@ impl FileSystem {
             Node::Ovl(o) => self.ovl_list(o),
             Node::PtsDir => Ok(self.pts_list()),
             Node::DevDir => Ok(self.dev_list()),
-            n @ Node::Host { .. } => list_dir(n, Some(&*self.open_host(loc)?)),
+            n @ Node::Host { .. } => self.list_host(n, &*self.open_host(loc)?),
             n => list_dir(n, None),
         }
+    }
+
+    /// Lists host directory `node` through its open `file`; on the root's
+    /// image, while walks down listed trees are common (`find`, `du`,
+    /// `tar`, `ls -R`), its subdirectories are looked up ahead, together.
+    pub fn list_host(&self, node: &Node, file: &HostFile) -> Result<Vec<DirEntry>, Errno> {
+        let entries = list_dir(node, Some(file))?;
+        if let Node::Host { h, .. } = node {
+            if h.volume.is_none() {
+                h.listed.store(true, Ordering::Relaxed);
+                self.look_ahead(h, &entries);
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Adds `n` to the look-ahead score (a walk a look-ahead saved or would
+    /// have saved; a look-ahead made costs one), kept within bounds so that
+    /// it follows what the guest does now.
+    fn walker_paid(&self, n: i32) {
+        let _ = self
+            .walker
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                Some((s + n).clamp(-WALKER_MAX, WALKER_MAX))
+            });
+    }
+
+    /// Looks the subdirectories among `entries` of root directory `h` up in
+    /// one gofer round trip (at most [`gofer::proto::MAX_WALK_DIRS`], those
+    /// not already cached), when looking ahead has paid lately.
+    fn look_ahead(&self, h: &Arc<GoferRef>, entries: &[DirEntry]) {
+        if self.walker.load(Ordering::Relaxed) < WALKER_ON {
+            return;
+        }
+        let names: Vec<&[u8]> = {
+            let cache = self.lock_dcache();
+            entries
+                .iter()
+                .filter(|e| e.kind == abi::dt::DIR && e.name != b"." && e.name != b"..")
+                .filter(|e| !cache.contains(&(Arc::as_ptr(h) as usize, e.name.clone())))
+                .map(|e| e.name.as_slice())
+                .take(gofer::proto::MAX_WALK_DIRS)
+                .collect()
+        };
+        if names.is_empty() {
+            return;
+        }
+        self.walker_paid(-1);
+        let Ok(found) = h.client.walk_dirs(h.handle, &names) else {
+            return;
+        };
+        let mut gone = Vec::new();
+        for (name, f) in names.iter().zip(found) {
+            let Some((node, fd)) = f else { continue };
+            let child = h.child(node);
+            if let Some(fd) = fd {
+                if DIRS_KEPT.fetch_add(1, Ordering::Relaxed) < MAX_DIRS_KEPT {
+                    *child.dir.locked() = Some(fd);
+                } else {
+                    DIRS_KEPT.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            let n = if self.is_masked_dev(&child, node.stat.dev()) {
+                Node::Masked { ino: node.stat.ino }
+            } else {
+                Node::Host {
+                    h: Arc::new(child),
+                    mode: node.stat.mode,
+                }
+            };
+            let key = (Arc::as_ptr(h) as usize, name.to_vec());
+            gone.extend(self.lock_dcache().insert(key, (h.clone(), Some(n)), true));
+        }
+        // (dropped outside the lock)
+        drop(gone);
     }
 
     /// Lists `/dev`; a container's `ptmx` is a link, as runc makes it.
@@ -2551,6 +2642,8 @@ pub struct GoferRef {
     /// a directory of the root opened for reading at its lookup, until the
     /// first open takes it (see [`FileSystem::open_host`])
     dir: Mutex<Option<OwnedFd>>,
+    /// a directory the guest has listed (see `FileSystem::look_ahead`)
+    listed: AtomicBool,
 }
 
 /// A socket of the socket layer, as the file system holds it (weakly: its
@@ -2615,6 +2708,7 @@ impl GoferRef {
             file: Default::default(),
             target: Default::default(),
             dir: Default::default(),
+            listed: Default::default(),
         }
     }
 
@@ -2664,12 +2758,20 @@ impl Drop for GoferRef {
 
 /// Directories held open from their lookup (see `GoferRef::dir`).
 static DIRS_KEPT: AtomicUsize = AtomicUsize::new(0);
-const MAX_DIRS_KEPT: usize = 256;
+const MAX_DIRS_KEPT: usize = 512;
+
+/// The look-ahead score at which subdirectories are looked up ahead, and
+/// its bound either way (so a change of habit shows within a few lists).
+const WALKER_ON: i32 = 4;
+const WALKER_MAX: i32 = 16;
 
 type DentryKey = (usize, Vec<u8>);
 /// A lookup: the parent (kept alive, as the key names it by address) and
 /// the child, or `None` when it is not there.
 type Dentry = (Arc<GoferRef>, Option<Node>);
+
+/// A cached lookup, and whether it was made ahead and not used yet.
+type CachedDentry = (Dentry, bool);
 
 /// Host lookups made, by (parent handle's address, name). Each entry holds
 /// a handle, one open descriptor in the gofer, hence the bound: entries
@@ -2681,31 +2783,37 @@ struct DentryCache {
     old: DentryMap,
 }
 
-type DentryMap = HashMap<DentryKey, Dentry>;
+type DentryMap = HashMap<DentryKey, CachedDentry>;
 
 impl DentryCache {
     /// Entries per generation.
     const GENERATION: usize = 1024;
 
-    /// The lookup cached for `key`, and the generation it pushed out, if
-    /// any, for the caller to drop.
-    fn get(&mut self, key: &DentryKey) -> (Option<Option<Node>>, Option<DentryMap>) {
-        if let Some((_, n)) = self.young.get(key) {
-            return (Some(n.clone()), None);
+    /// The lookup cached for `key` (and whether this is the first use of
+    /// one made ahead), and the generation it pushed out, if any, for the
+    /// caller to drop.
+    fn get(&mut self, key: &DentryKey) -> (Option<(Option<Node>, bool)>, Option<DentryMap>) {
+        if let Some(((_, n), ahead)) = self.young.get_mut(key) {
+            return (Some((n.clone(), std::mem::take(ahead))), None);
         }
-        let Some((k, v)) = self.old.remove_entry(key) else {
+        let Some((k, (v, ahead))) = self.old.remove_entry(key) else {
             return (None, None);
         };
         let n = v.1.clone();
-        (Some(n), self.insert(k, v))
+        (Some((n, ahead)), self.insert(k, v, false))
     }
 
-    /// Caches a lookup; returns the generation it pushed out, if any.
+    fn contains(&self, key: &DentryKey) -> bool {
+        self.young.contains_key(key) || self.old.contains_key(key)
+    }
+
+    /// Caches a lookup (`ahead`: made before the guest asked); returns the
+    /// generation it pushed out, if any.
     #[must_use]
-    fn insert(&mut self, key: DentryKey, v: Dentry) -> Option<DentryMap> {
+    fn insert(&mut self, key: DentryKey, v: Dentry, ahead: bool) -> Option<DentryMap> {
         let gone = (self.young.len() >= Self::GENERATION)
             .then(|| std::mem::replace(&mut self.old, std::mem::take(&mut self.young)));
-        self.young.insert(key, v);
+        self.young.insert(key, (v, ahead));
         gone
     }
 }
