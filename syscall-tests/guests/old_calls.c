@@ -1,10 +1,12 @@
 /* Calls older programs and runtimes still make: the old getdents (its
  * linux_dirent with d_type as the record's last byte), setrlimit,
- * readahead, sync_file_range, sysfs and restart_syscall, with Linux's
+ * readahead, sync_file_range, sysfs, ustat and restart_syscall, with Linux's
  * errnos in Linux's order. */
 #include "t.h"
 #include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/socket.h>
 
 struct old_dirent {
@@ -113,6 +115,17 @@ int main(void)
 	EXPECT_ERR(syscall(SYS_sysfs, 1, BADPTR), EFAULT);
 	EXPECT_ERR(syscall(SYS_sysfs, 0), EINVAL);
 	EXPECT_ERR(syscall(SYS_sysfs, 4), EINVAL);
+
+	/* ustat: the root's device, one nothing is mounted from, a bad
+	 * buffer. */
+	struct stat root;
+	EXPECT(stat("/", &root), 0);
+	struct { int tfree; unsigned long tinode; char fname[6], fpack[6]; } u;
+	memset(&u, 0x55, sizeof u);
+	EXPECT(syscall(SYS_ustat, (unsigned)root.st_dev, &u), 0);
+	SHOW("ustat of /: names empty %d", u.fname[0] == 0 && u.fpack[0] == 0);
+	EXPECT_ERR(syscall(SYS_ustat, (unsigned)makedev(4095, 1048575), &u), EINVAL);
+	EXPECT_ERR(syscall(SYS_ustat, (unsigned)root.st_dev, BADPTR), EFAULT);
 
 	/* restart_syscall with nothing to restart. */
 	EXPECT_ERR(syscall(SYS_restart_syscall), EINTR);

@@ -2154,6 +2154,58 @@ pub fn sys_sysfs(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
 }
 
+/// `ustat(2)`: free blocks and inodes of the mounted file system whose
+/// device is `dev` (Linux's 32-bit `new_encode_dev` form), EINVAL for a
+/// device nothing is mounted from.
+pub fn sys_ustat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    let dev = a[0] as u32;
+    let want = (
+        u64::from((dev & 0xfff00) >> 8),
+        u64::from((dev & 0xff) | ((dev >> 12) & 0xfff00)),
+    );
+    let parts = |d: u64| {
+        (
+            ((d >> 8) & 0xfff) | ((d >> 32) & !0xfff),
+            (d & 0xff) | ((d >> 12) & !0xff),
+        )
+    };
+    let fs = &task.kernel.fs;
+    let root = task.root();
+    let points = [
+        "/",
+        "/proc",
+        "/sys",
+        "/dev",
+        "/dev/pts",
+        "/dev/shm",
+        "/dev/mqueue",
+        "/tmp",
+    ]
+    .into_iter()
+    .map(String::from)
+    .chain(fs.mount_list().into_iter().map(|(path, ..)| path));
+    for p in points {
+        let Ok(loc) = task.resolve(&root, p.as_bytes(), true) else {
+            continue;
+        };
+        let Ok(st) = loc.node().stat() else {
+            continue;
+        };
+        if parts(st.dev) != want {
+            continue;
+        }
+        let s = statfs_of(fs, loc.node())?;
+        // struct ustat: f_tfree (int), f_tinode (ino_t), f_fname[6],
+        // f_fpack[6], padded to 32 bytes.
+        let mut out = [0u8; 32];
+        out[0..4].copy_from_slice(&(s.f_bfree as i32).to_ne_bytes());
+        out[8..16].copy_from_slice(&s.f_ffree.to_ne_bytes());
+        task.mm().copy_out(a[1], &out)?;
+        return Ok(0);
+    }
+    Err(Errno::EINVAL)
+}
+
 /// `restart_syscall(2)` called by the program itself: the Sentry restarts
 /// interrupted calls on its own and leaves none to finish here, so this is
 /// Linux's answer for a thread with nothing to restart.

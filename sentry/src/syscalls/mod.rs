@@ -367,7 +367,7 @@ pub const ROWS: &[Entry] = &[
     full(nr::MKNOD, fs::sys_mknod),
     unsupported(nr::USELIB, "obsolete"),
     partial(nr::PERSONALITY, process::sys_personality, "every persona runs as PER_LINUX; of its flags only ADDR_NO_RANDOMIZE acts"),
-    unsupported(nr::USTAT, "obsolete (statfs works)"),
+    partial(nr::USTAT, fs::sys_ustat, "the devices of the sandbox's standard mounts and volumes"),
     full(nr::STATFS, fs::sys_statfs),
     full(nr::FSTATFS, fs::sys_fstatfs),
     full(nr::SYSFS, fs::sys_sysfs),
