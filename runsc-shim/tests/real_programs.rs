@@ -1800,6 +1800,25 @@ fn find_and_du_walk_the_root_as_natively() {
     );
 }
 
+/// Under a low hard descriptor limit (the Sentry's and the gofer's both),
+/// a walk over a large tree still sees every file: the caches the walk
+/// fills shrink to fit (before, `find /usr/lib` failed with EMFILE after a
+/// few hundred files at 256).
+#[test]
+fn a_walk_under_a_low_descriptor_limit_sees_every_file() {
+    let walk = "find /usr/lib/python3* /usr/share -type f | wc -l";
+    let want = native(&["sh", "-c", walk], &[], None);
+    assert_eq!(want.status, 0, "{want:?}");
+    let script = format!("ulimit -n 256 && exec {FERROVISOR} do -- sh -c '{walk}'");
+    let got = native(&["sh", "-c", &script], &[], None);
+    assert_eq!(
+        (got.status, &got.stdout),
+        (0, &want.stdout),
+        "{}",
+        got.stderr
+    );
+}
+
 #[test]
 fn gcc_compiles_and_runs_a_program() {
     compare_script(

@@ -1080,7 +1080,7 @@ impl FileSystem {
             tmpfs_tmp,
             host_sockets: Default::default(),
             masked_devs: Mutex::new(HashMap::new()),
-            dcache: Mutex::new(DentryCache::default()),
+            dcache: Mutex::new(DentryCache::new()),
             walker: Default::default(),
             tmp: tmpfs(SYNTH_DEV + 0x10, 0o1777),
             run: tmpfs(SYNTH_DEV + 0x11, 0o755),
@@ -1744,7 +1744,7 @@ impl FileSystem {
         // open, for the listing that usually follows its lookup (a
         // volume's are looked up at every walk, so they are not).
         let (reply, dir) =
-            if h.volume.is_none() && DIRS_KEPT.load(Ordering::Relaxed) < MAX_DIRS_KEPT {
+            if h.volume.is_none() && DIRS_KEPT.load(Ordering::Relaxed) < max_kept(8, 512) {
                 h.client.walk_open_dir(h.handle, name)?
             } else {
                 (h.client.walk(h.handle, &[name])?, None)
@@ -2191,7 +2191,7 @@ impl FileSystem {
         } else {
             HostFile::new(fd)
         });
-        if shared && OPEN_FILES_KEPT.fetch_add(1, Ordering::Relaxed) < MAX_OPEN_FILES_KEPT {
+        if shared && OPEN_FILES_KEPT.fetch_add(1, Ordering::Relaxed) < max_kept(4, 256) {
             if h.file.set(f.clone()).is_err() {
                 OPEN_FILES_KEPT.fetch_sub(1, Ordering::Relaxed);
             }
@@ -2511,7 +2511,7 @@ impl FileSystem {
             let Some((node, fd)) = f else { continue };
             let child = h.child(node);
             if let Some(fd) = fd {
-                if DIRS_KEPT.fetch_add(1, Ordering::Relaxed) < MAX_DIRS_KEPT {
+                if DIRS_KEPT.fetch_add(1, Ordering::Relaxed) < max_kept(8, 512) {
                     *child.dir.locked() = Some(fd);
                 } else {
                     DIRS_KEPT.fetch_sub(1, Ordering::Relaxed);
@@ -2734,10 +2734,9 @@ impl fmt::Debug for GoferRef {
     }
 }
 
-/// Host descriptors of root files kept open for reuse, and the most kept
-/// (a sandbox's descriptor limit may be as low as 1024).
+/// Host descriptors of root files kept open for reuse (at most 256, or a
+/// quarter of a low descriptor limit: see `max_kept`).
 static OPEN_FILES_KEPT: AtomicUsize = AtomicUsize::new(0);
-const MAX_OPEN_FILES_KEPT: usize = 256;
 
 impl Drop for GoferRef {
     fn drop(&mut self) {
@@ -2756,9 +2755,20 @@ impl Drop for GoferRef {
     }
 }
 
-/// Directories held open from their lookup (see `GoferRef::dir`).
+/// Directories held open from their lookup (see `GoferRef::dir`; at most
+/// 512, or an eighth of a low descriptor limit).
 static DIRS_KEPT: AtomicUsize = AtomicUsize::new(0);
-const MAX_DIRS_KEPT: usize = 512;
+
+/// How many descriptors a cache may hold: `most`, or the `share`th part
+/// of the Sentry's descriptor limit when that is low (each is a host
+/// descriptor of its own, beside those the guest's files take).
+fn max_kept(share: u64, most: usize) -> usize {
+    static SOFT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let soft = *SOFT.get_or_init(|| host::getrlimit(libc::RLIMIT_NOFILE).cur);
+    usize::try_from(soft / share)
+        .unwrap_or(usize::MAX)
+        .min(most)
+}
 
 /// The look-ahead score at which subdirectories are looked up ahead, and
 /// its bound either way (so a change of habit shows within a few lists).
@@ -2777,17 +2787,30 @@ type CachedDentry = (Dentry, bool);
 /// a handle, one open descriptor in the gofer, hence the bound: entries
 /// live in two generations, and when the young one is full the old one
 /// goes, so entries in use stay (a hit in the old one moves it young).
-#[derive(Default)]
 struct DentryCache {
     young: DentryMap,
     old: DentryMap,
+    /// entries per generation
+    generation: usize,
 }
 
 type DentryMap = HashMap<DentryKey, CachedDentry>;
 
 impl DentryCache {
-    /// Entries per generation.
-    const GENERATION: usize = 1024;
+    /// 1,024 entries a generation, or fewer under a low hard descriptor
+    /// limit, which the gofer has too (an eighth of it: the gofer also
+    /// holds the guest's open files and walks in progress).
+    fn new() -> DentryCache {
+        let hard = host::getrlimit(libc::RLIMIT_NOFILE).max;
+        let generation = usize::try_from(hard / 8)
+            .unwrap_or(usize::MAX)
+            .clamp(16, 1024);
+        DentryCache {
+            young: DentryMap::new(),
+            old: DentryMap::new(),
+            generation,
+        }
+    }
 
     /// The lookup cached for `key` (and whether this is the first use of
     /// one made ahead), and the generation it pushed out, if any, for the
@@ -2811,7 +2834,7 @@ impl DentryCache {
     /// generation it pushed out, if any.
     #[must_use]
     fn insert(&mut self, key: DentryKey, v: Dentry, ahead: bool) -> Option<DentryMap> {
-        let gone = (self.young.len() >= Self::GENERATION)
+        let gone = (self.young.len() >= self.generation)
             .then(|| std::mem::replace(&mut self.old, std::mem::take(&mut self.young)));
         self.young.insert(key, (v, ahead));
         gone
