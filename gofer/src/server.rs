@@ -171,6 +171,14 @@ impl Inode {
         }
     }
 
+    /// A directory opened for reading its listing, for the client to
+    /// list it itself; `None` for anything else or one it cannot read.
+    fn open_listing(&self) -> Option<OwnedFd> {
+        self.is_dir()
+            .then(|| self.reopen(libc::O_RDONLY | libc::O_NONBLOCK).ok())
+            .flatten()
+    }
+
     /// A read-only descriptor for calls that need a real open file (xattrs,
     /// fsync).
     fn open_for_meta(&self) -> Result<OwnedFd, Errno> {
@@ -606,12 +614,7 @@ impl Session {
                         found = Some((inode, proto::Node { handle, stat }));
                         Ok(())
                     })?;
-                let fd = found.as_ref().and_then(|(inode, _)| {
-                    inode
-                        .is_dir()
-                        .then(|| inode.reopen(libc::O_RDONLY | libc::O_NONBLOCK).ok())
-                        .flatten()
-                });
+                let fd = found.as_ref().and_then(|(inode, _)| inode.open_listing());
                 let nodes = found.into_iter().map(|(_, n)| n).collect();
                 let mut rep = reply(&proto::WalkReply { status, nodes })?;
                 rep.fds.extend(fd);
@@ -634,7 +637,7 @@ impl Session {
                         found.push(None);
                         continue;
                     };
-                    let fd = inode.reopen(libc::O_RDONLY | libc::O_NONBLOCK).ok();
+                    let fd = inode.open_listing();
                     let Ok(handle) = self.insert(inode) else {
                         found.push(None);
                         continue;

@@ -407,8 +407,8 @@ pub fn fremovexattr(fd: BorrowedFd<'_>, name: &CStr) -> Result<(), Errno> {
 /// Most descriptors one frame carries (`WalkDirs`' batch).
 pub const MAX_FDS: usize = 32;
 
-/// Sends all of `data` on a stream socket, with `fd` (if any) as
-/// `SCM_RIGHTS` on the first byte. `MSG_NOSIGNAL`: a peer that went away is
+/// Sends all of `data` on a stream socket, with `fds` (at most
+/// [`MAX_FDS`]) as `SCM_RIGHTS` on the first byte. `MSG_NOSIGNAL`: a peer that went away is
 /// EPIPE, not a SIGPIPE that kills the gofer.
 pub fn send_all(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> Result<(), Errno> {
     if fds.len() > MAX_FDS {

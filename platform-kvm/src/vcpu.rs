@@ -42,9 +42,6 @@ thread_local! {
     /// CPU time this host thread has run guest code for.
     static GUEST_CPU: std::cell::Cell<std::time::Duration> =
         const { std::cell::Cell::new(std::time::Duration::ZERO) };
-}
-
-thread_local! {
     /// This thread's CPU clock and the time when it was last read.
     static LAST_CPU: std::cell::Cell<Option<(std::time::Duration, std::time::Instant)>> =
         const { std::cell::Cell::new(None) };

@@ -1860,14 +1860,17 @@ fn uuid() -> String {
 }
 
 /// The sandbox's own mounts after the root: (path, type, options), in the
-/// order of runc's default spec (their sources: [`source_of`]). /sys and its cgroup file system are
-/// read-only, as an OCI runtime mounts them for an unprivileged container;
+/// order of runc's default spec (their sources: [`source_of`]). /sys and
+/// its cgroup file system are read-only, as an OCI runtime mounts them for
+/// an unprivileged container;
 /// a container's `/dev/shm` is `noexec` as runc's ([`FileSystem::container_dev`]).
 /// `do`'s `/tmp` and `/run` are not `nosuid`: set-ID programs there count,
 /// as they do in a container's own `/tmp`.
 ///
 /// [`FileSystem::container_dev`]: crate::vfs::FileSystem::container_dev
-fn standard_mounts(fs: &crate::vfs::FileSystem) -> Vec<(&'static str, &'static str, &'static str)> {
+pub(crate) fn standard_mounts(
+    fs: &crate::vfs::FileSystem,
+) -> Vec<(&'static str, &'static str, &'static str)> {
     standard_mounts_of(fs.sandbox_tmp(), fs.container_dev())
 }
 

@@ -2171,19 +2171,12 @@ pub fn sys_ustat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     };
     let fs = &task.kernel.fs;
     let root = task.root();
-    let points = [
-        "/",
-        "/proc",
-        "/sys",
-        "/dev",
-        "/dev/pts",
-        "/dev/shm",
-        "/dev/mqueue",
-        "/tmp",
-    ]
-    .into_iter()
-    .map(String::from)
-    .chain(fs.mount_list().into_iter().map(|(path, ..)| path));
+    // (the mount points /proc/self/mounts lists)
+    let standard = crate::fsimpl::proc::standard_mounts(fs).into_iter();
+    let points = std::iter::once("/")
+        .chain(standard.map(|(path, ..)| path))
+        .map(String::from)
+        .chain(fs.mount_list().into_iter().map(|(path, ..)| path));
     for p in points {
         let Ok(loc) = task.resolve(&root, p.as_bytes(), true) else {
             continue;

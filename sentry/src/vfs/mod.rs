@@ -1744,7 +1744,7 @@ impl FileSystem {
         // open, for the listing that usually follows its lookup (a
         // volume's are looked up at every walk, so they are not).
         let (reply, dir) =
-            if h.volume.is_none() && DIRS_KEPT.load(Ordering::Relaxed) < max_kept(8, 512) {
+            if h.volume.is_none() && DIRS_KEPT.load(Ordering::Relaxed) < max_dirs_kept() {
                 h.client.walk_open_dir(h.handle, name)?
             } else {
                 (h.client.walk(h.handle, &[name])?, None)
@@ -1754,8 +1754,7 @@ impl FileSystem {
         };
         let child = h.child(*node);
         if let Some(fd) = dir {
-            DIRS_KEPT.fetch_add(1, Ordering::Relaxed);
-            *child.dir.locked() = Some(fd);
+            child.keep_dir(fd);
         }
         if node.stat.is_dir() && h.listed.load(Ordering::Relaxed) {
             // A walk down a tree just listed: looking ahead would have
@@ -2511,11 +2510,7 @@ impl FileSystem {
             let Some((node, fd)) = f else { continue };
             let child = h.child(node);
             if let Some(fd) = fd {
-                if DIRS_KEPT.fetch_add(1, Ordering::Relaxed) < max_kept(8, 512) {
-                    *child.dir.locked() = Some(fd);
-                } else {
-                    DIRS_KEPT.fetch_sub(1, Ordering::Relaxed);
-                }
+                child.keep_dir(fd);
             }
             let n = if self.is_masked_dev(&child, node.stat.dev()) {
                 Node::Masked { ino: node.stat.ino }
@@ -2712,6 +2707,16 @@ impl GoferRef {
         }
     }
 
+    /// Keeps `fd`, this directory opened for reading, for its first open,
+    /// if fewer than [`max_dirs_kept`] are kept (else it is closed).
+    fn keep_dir(&self, fd: OwnedFd) {
+        if DIRS_KEPT.fetch_add(1, Ordering::Relaxed) < max_dirs_kept() {
+            *self.dir.locked() = Some(fd);
+        } else {
+            DIRS_KEPT.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// The descriptor the lookup opened, if no open has taken it yet.
     fn take_dir(&self) -> Option<OwnedFd> {
         let fd = self.dir.locked().take()?;
@@ -2755,9 +2760,14 @@ impl Drop for GoferRef {
     }
 }
 
-/// Directories held open from their lookup (see `GoferRef::dir`; at most
-/// 512, or an eighth of a low descriptor limit).
+/// Directories held open from their lookup (see `GoferRef::dir`).
 static DIRS_KEPT: AtomicUsize = AtomicUsize::new(0);
+
+/// At most 512 directories are kept open, or an eighth of a low
+/// descriptor limit.
+fn max_dirs_kept() -> usize {
+    max_kept(8, 512)
+}
 
 /// How many descriptors a cache may hold: `most`, or the `share`th part
 /// of the Sentry's descriptor limit when that is low (each is a host
