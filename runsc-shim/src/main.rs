@@ -146,12 +146,24 @@ enum Command {
     /// Print every x86-64 system call and how the sandbox supports it
     /// (number, name, support, note).
     Syscalls(SyscallsArgs),
+    /// NVIDIA GPU support: the driver versions nvproxy can proxy
+    /// (docs/gpu.md).
+    #[command(subcommand)]
+    Nvproxy(NvproxyCommand),
     /// Internal: the sandbox process of a container (started by 'create').
     #[command(hide = true)]
     Boot(BootArgs),
     /// Internal: serve a root directory to a Sentry (started by `do`, `boot`).
     #[command(hide = true)]
     Gofer(GoferArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum NvproxyCommand {
+    /// Print the NVIDIA driver versions nvproxy supports, one per line.
+    ListSupportedDrivers,
+    /// Say whether this host's NVIDIA driver is one of them (exit 1 if not).
+    CheckHost,
 }
 
 #[derive(Debug, clap::Args)]
@@ -1500,6 +1512,33 @@ fn main() -> ExitCode {
             let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
             ExitCode::SUCCESS
         }
+        Command::Nvproxy(NvproxyCommand::ListSupportedDrivers) => {
+            let mut out = String::new();
+            for v in nvproxy::supported() {
+                out.push_str(&format!("{v}\n"));
+            }
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Command::Nvproxy(NvproxyCommand::CheckHost) => {
+            let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok();
+            match nvproxy::host_abi(text.as_deref()) {
+                Ok((v, abi)) => {
+                    println!(
+                        "NVIDIA driver {v}: supported ({} frontend escapes, {} UVM requests, {} control commands, {} classes)",
+                        abi.frontend.len(),
+                        abi.uvm.len(),
+                        abi.control.len(),
+                        abi.alloc.len()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("ferrovisor: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Gofer(args) => {
             ferrovisor_lib_gofer(&args.root, args.file.as_deref(), args.fd, args.ro)
         }
@@ -1585,6 +1624,7 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
         | Command::Mcp(_)
         | Command::Boot(_)
         | Command::Gofer(_)
+        | Command::Nvproxy(_)
         | Command::Syscalls(_) => {
             unreachable!("handled by main")
         }
