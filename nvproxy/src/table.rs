@@ -149,6 +149,32 @@ pub struct Abi {
     pub alloc: BTreeMap<u32, Entry>,
 }
 
+impl Abi {
+    /// Every ioctl request number the Sentry may pass to the host for this
+    /// table, sorted: the host filter allows exactly these (with a GPU).
+    /// Each frontend escape is `_IOWR('F', nr, size)` for each size it
+    /// accepts; UVM requests are their own numbers.
+    pub fn host_requests(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.uvm.keys().copied().collect();
+        for (&nr, e) in &self.frontend {
+            match e.size {
+                Size::Exact(n) => v.push(crate::abi::frontend_request(nr, n)),
+                Size::OneOf(sizes) => {
+                    v.extend(sizes.iter().map(|&n| crate::abi::frontend_request(nr, n)))
+                }
+                Size::Array { unit, max } => v.extend(
+                    (unit..=max)
+                        .step_by(unit)
+                        .map(|n| crate::abi::frontend_request(nr, n)),
+                ),
+            }
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
 const CU: Caps = Caps::DEFAULT;
 const ALL: Caps = Caps::all();
 
@@ -730,6 +756,32 @@ mod tests {
         assert_eq!(abi.alloc[&0x80].size, Size::Exact(56));
         assert_eq!(abi.alloc[&0xcbc0].name, "HOPPER_COMPUTE_A");
         assert_eq!(abi.uvm[&75].name, "UVM_MM_INITIALIZE");
+    }
+
+    #[test]
+    fn the_host_filter_gets_exactly_the_tables_requests() {
+        let abi = abi_for(Version::parse("580.105.08").expect("a listed version"))
+            .expect("a listed version");
+        let r = abi.host_requests();
+        // 19 fixed-size escapes, RM_ALLOC's two sizes, 32 card-info and
+        // 32 attach sizes, 36 UVM requests.
+        assert_eq!(r.len(), 19 + 2 + 32 + 32 + 36);
+        for want in [
+            0xc020_462a,
+            0xc030_462b,
+            0xc020_462b,
+            0xc048_46c8,
+            0xc004_46c9,
+            0x3000_0001,
+            75,
+        ] {
+            assert!(r.binary_search(&want).is_ok(), "{want:#x}");
+        }
+        // Not the wrong size of a known escape, nor an unknown one.
+        assert!(r.binary_search(&0xc018_462a).is_err());
+        assert!(r
+            .binary_search(&crate::abi::frontend_request(0x99, 16))
+            .is_err());
     }
 
     #[test]
