@@ -7,7 +7,7 @@
 use abi::Errno;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
-use crate::abi::{self as nv, status, RmAlloc, RmAllocWithRights, RmControl};
+use crate::abi::{self as nv, status, RmAlloc, RmAllocMemoryWithFd, RmAllocWithRights, RmControl};
 use crate::table::{Abi, Caps, Entry, List, Params, Size};
 
 /// The guest's address space, as the proxy reads and writes it.
@@ -129,6 +129,21 @@ impl Proxy {
         let (ret, inner) = match e.params {
             Params::Control => self.control(mem, drv, request, &mut buf),
             Params::Alloc => self.alloc(mem, drv, request, &mut buf),
+            Params::AllocMemory(classes) => {
+                let class = RmAllocMemoryWithFd::read_from_bytes(&buf).map_or(0, |p| p.h_class);
+                if !classes.contains(&class) {
+                    return refused(
+                        Err(Errno::EINVAL),
+                        format!("{} of class {class:#x}", e.name),
+                        "only plain memory classes",
+                    );
+                }
+                let fds = Params::Fds(crate::table::ALLOC_MEMORY_FDS);
+                (
+                    with_fds(drv, fds, &mut buf, |b| drv.ioctl(request, b)),
+                    None,
+                )
+            }
             p => (with_fds(drv, p, &mut buf, |b| drv.ioctl(request, b)), None),
         };
         // The driver copies its parameters back unless the copy-in faulted.

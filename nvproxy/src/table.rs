@@ -121,6 +121,11 @@ pub enum Params {
     Control,
     /// `NV_ESC_RM_ALLOC`: the class is looked up in the class table
     Alloc,
+    /// `NV_ESC_RM_ALLOC_MEMORY`: only the classes whose `pMemory` the
+    /// driver does not read as an address of the caller's (not
+    /// `NV01_MEMORY_SYSTEM_OS_DESCRIPTOR`, which pins the caller's pages:
+    /// those would be the Sentry's), the descriptor translated
+    AllocMemory(&'static [u32]),
 }
 
 /// One allowed command.
@@ -191,7 +196,13 @@ fn entry(name: &'static str, size: Size, params: Params, caps: Caps) -> Entry {
 const REGISTER_FD_FDS: &[usize] = &[core::mem::offset_of!(RegisterFd, ctl_fd)];
 const OS_EVENT_FDS: &[usize] = &[core::mem::offset_of!(OsEvent, fd)];
 const MAP_MEMORY_FDS: &[usize] = &[core::mem::offset_of!(crate::abi::RmMapMemoryWithFd, fd)];
-const ALLOC_MEMORY_FDS: &[usize] = &[core::mem::offset_of!(crate::abi::RmAllocMemoryWithFd, fd)];
+/// The descriptor of `NV_ESC_RM_ALLOC_MEMORY`.
+pub const ALLOC_MEMORY_FDS: &[usize] =
+    &[core::mem::offset_of!(crate::abi::RmAllocMemoryWithFd, fd)];
+/// `NV01_MEMORY_SYSTEM`, `NV01_MEMORY_LOCAL_PRIVILEGED`, `NV01_MEMORY_LOCAL_USER`.
+/// (`NV_ESC_RM_VID_HEAP_CONTROL` is left out for the same reason: most of
+/// its functions carry addresses of the caller's.)
+const ALLOC_MEMORY_CLASSES: &[u32] = &[0x3e, 0x3f, 0x40];
 const UVM_REGISTER_GPU_FDS: &[usize] = &[core::mem::offset_of!(UvmRegisterGpu, rm_ctrl_fd)];
 const UVM_MM_INITIALIZE_FDS: &[usize] = &[core::mem::offset_of!(UvmMmInitialize, uvm_fd)];
 /// `rmCtrlFd` of `UVM_REGISTER_GPU_VASPACE_PARAMS` and
@@ -267,7 +278,7 @@ fn base_580(abi: &mut Abi) {
             esc::RM_ALLOC_MEMORY,
             "NV_ESC_RM_ALLOC_MEMORY",
             ex(56),
-            Fds(ALLOC_MEMORY_FDS),
+            AllocMemory(ALLOC_MEMORY_CLASSES),
             ALL,
         ),
         (esc::RM_FREE, "NV_ESC_RM_FREE", ex(16), Copy, ALL),
@@ -287,13 +298,6 @@ fn base_580(abi: &mut Abi) {
             ALL,
         ),
         (esc::RM_SHARE, "NV_ESC_RM_SHARE", ex(24), Copy, ALL),
-        (
-            esc::RM_VID_HEAP_CONTROL,
-            "NV_ESC_RM_VID_HEAP_CONTROL",
-            ex(184),
-            Copy,
-            ALL,
-        ),
         (
             esc::RM_MAP_MEMORY,
             "NV_ESC_RM_MAP_MEMORY",
@@ -763,9 +767,9 @@ mod tests {
         let abi = abi_for(Version::parse("580.105.08").expect("a listed version"))
             .expect("a listed version");
         let r = abi.host_requests();
-        // 19 fixed-size escapes, RM_ALLOC's two sizes, 32 card-info and
+        // 18 fixed-size escapes, RM_ALLOC's two sizes, 32 card-info and
         // 32 attach sizes, 36 UVM requests.
-        assert_eq!(r.len(), 19 + 2 + 32 + 32 + 36);
+        assert_eq!(r.len(), 18 + 2 + 32 + 32 + 36);
         for want in [
             0xc020_462a,
             0xc030_462b,

@@ -393,3 +393,34 @@ fn records_read_as_one_line_each() {
         "refused control 0x2080dead: not in the table"
     );
 }
+
+#[test]
+fn calls_that_would_aim_the_driver_at_proxy_memory_are_refused() {
+    use nvproxy::abi::RmAllocMemoryWithFd;
+    let (mem, drv, p) = (Mem::new(), FakeDriver::default(), proxy(Caps::all()));
+    // NV01_MEMORY_SYSTEM_OS_DESCRIPTOR pins the caller's pages at pMemory:
+    // the caller is the proxy, so a guest could name the proxy's memory.
+    let req = frontend_request(esc::RM_ALLOC_MEMORY, 56);
+    let a = RmAllocMemoryWithFd {
+        h_class: 0x71,
+        p_memory: 0x5555_0000,
+        limit: 0xfff,
+        fd: 7,
+        ..zerocopy::FromZeros::new_zeroed()
+    };
+    mem.put(BASE, a.as_bytes());
+    assert_eq!(p.frontend(&mem, &drv, req, BASE).ret, Err(Errno::EINVAL));
+    // NV_ESC_RM_VID_HEAP_CONTROL (NVOS32) carries such addresses too.
+    let vid_heap = frontend_request(esc::RM_VID_HEAP_CONTROL, 184);
+    assert_eq!(
+        p.frontend(&mem, &drv, vid_heap, BASE).ret,
+        Err(Errno::EINVAL)
+    );
+    assert!(drv.calls.borrow().is_empty());
+    // NV01_MEMORY_SYSTEM goes through, its descriptor translated.
+    mem.put(BASE, RmAllocMemoryWithFd { h_class: 0x3e, ..a }.as_bytes());
+    assert_eq!(p.frontend(&mem, &drv, req, BASE).ret, Ok(0));
+    let sent = RmAllocMemoryWithFd::read_from_bytes(&drv.calls.borrow()[0].params)
+        .expect("well-formed test data");
+    assert_eq!(sent.fd, 107);
+}
