@@ -6,6 +6,7 @@
 //! reads and writes go straight from the Sentry to the host file.
 
 pub mod client;
+pub mod devices;
 pub mod jail;
 pub mod proto;
 pub mod seccomp;

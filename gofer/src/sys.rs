@@ -823,3 +823,25 @@ pub fn adopt_socket(fd: RawFd) -> Result<OwnedFd, Errno> {
     // it from the process's arguments) that nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+/// How the device opener opens a device for a guest: read-write, never a
+/// controlling terminal, never through a symbolic link.
+pub const DEVICE_OPEN_FLAGS: i32 =
+    libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NOFOLLOW;
+
+/// Opens `name` under `dir` with [`DEVICE_OPEN_FLAGS`]; ENXIO unless it is a
+/// character device (a regular file or a FIFO put there is not one).
+pub fn open_device(dir: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
+    // SAFETY: `name` is NUL-terminated; openat returns a new descriptor.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), DEVICE_OPEN_FLAGS) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let st = statx(std::os::fd::AsFd::as_fd(&fd))?;
+    if u32::from(st.stx_mode) & libc::S_IFMT != libc::S_IFCHR {
+        return Err(Errno::ENXIO);
+    }
+    Ok(fd)
+}

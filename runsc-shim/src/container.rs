@@ -1915,6 +1915,7 @@ pub fn boot(
         save: None,
         restore: image,
         preserved_fds: preserved,
+        gpu: None,
         mempolicy: plan
             .mempolicy
             .as_ref()

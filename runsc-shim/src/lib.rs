@@ -11,6 +11,7 @@ pub mod confine;
 pub mod container;
 pub mod control;
 pub mod gofer_proc;
+pub mod gpu;
 pub mod hooks;
 pub mod host_net;
 pub mod logging;

@@ -156,6 +156,22 @@ enum Command {
     /// Internal: serve a root directory to a Sentry (started by `do`, `boot`).
     #[command(hide = true)]
     Gofer(GoferArgs),
+    /// Internal: open the GPU's devices for a Sentry (started by `do --gpus`).
+    #[command(hide = true)]
+    DeviceOpener(DeviceOpenerArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct DeviceOpenerArgs {
+    /// the host directory of the devices
+    #[arg(long)]
+    dir: PathBuf,
+    /// the inherited socket
+    #[arg(long)]
+    fd: i32,
+    /// the device names it may open
+    #[arg(long = "allow")]
+    allow: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -802,6 +818,39 @@ struct DoArgs {
     /// Set NAME=VALUE in the command's environment; repeatable.
     #[arg(long, short = 'e', value_name = "NAME=VALUE")]
     env: Vec<String>,
+    /// Give the sandbox the host's NVIDIA GPUs through nvproxy: `all`, or
+    /// indices (`0,1`). Needs a supported driver (docs/gpu.md).
+    #[arg(long, value_name = "all|N,...")]
+    gpus: Option<String>,
+    /// With --gpus: what the sandbox may do with them (compute, utility,
+    /// graphics, video, all).
+    #[arg(
+        long = "nvproxy-capabilities",
+        value_name = "CAPS",
+        default_value = "compute,utility",
+        requires = "gpus"
+    )]
+    nvproxy_capabilities: String,
+    /// With --gpus: write each forwarded and each refused NVIDIA command
+    /// to FILE, one per line.
+    #[arg(long = "nvproxy-log", value_name = "FILE", requires = "gpus")]
+    nvproxy_log: Option<PathBuf>,
+    /// With --gpus: take the driver version as VERSION instead of reading
+    /// /proc/driver/nvidia/version.
+    #[arg(
+        long = "nvproxy-driver-version",
+        value_name = "VERSION",
+        requires = "gpus"
+    )]
+    nvproxy_driver_version: Option<String>,
+    /// Internal (tests): the host directory holding the NVIDIA devices.
+    #[arg(
+        long = "nvproxy-dev-dir",
+        value_name = "DIR",
+        default_value = "/dev",
+        hide = true
+    )]
+    nvproxy_dev_dir: PathBuf,
     /// Start from an environment of PATH and HOME only, not the caller's.
     #[arg(long = "clean-env")]
     clean_env: bool,
@@ -1179,6 +1228,19 @@ fn run_do(args: DoArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(125, e),
     };
+    let gpu = match &args.gpus {
+        None => None,
+        Some(which) => match runsc_shim::gpu::config(
+            which,
+            &args.nvproxy_capabilities,
+            args.nvproxy_driver_version.as_deref(),
+            &args.nvproxy_dev_dir,
+            args.nvproxy_log.as_deref(),
+        ) {
+            Ok(g) => Some(g),
+            Err(e) => return fail(125, e),
+        },
+    };
     // At a terminal the command gets one of the sandbox's (job control,
     // raw keys, SIGWINCH), relayed to this one in raw mode.
     let terminal =
@@ -1266,6 +1328,7 @@ fn run_do(args: DoArgs) -> ExitCode {
         restore,
         preserved_fds: Vec::new(),
         mempolicy: Default::default(),
+        gpu,
     };
     // Last, with the gofers started: the Sentry's own process in new
     // namespaces, as an unprivileged user.
@@ -1539,6 +1602,13 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::DeviceOpener(a) => match gofer::devices::inherited(a.fd) {
+            Ok(sock) => gofer::devices::run_opener_process(&a.dir, a.allow, sock),
+            Err(e) => {
+                eprintln!("ferrovisor device-opener: the socket: {e:?}");
+                ExitCode::from(2)
+            }
+        },
         Command::Gofer(args) => {
             ferrovisor_lib_gofer(&args.root, args.file.as_deref(), args.fd, args.ro)
         }
@@ -1625,6 +1695,7 @@ fn runtime_command(rt: &Runtime, command: Command) -> Result<ExitCode, container
         | Command::Boot(_)
         | Command::Gofer(_)
         | Command::Nvproxy(_)
+        | Command::DeviceOpener(_)
         | Command::Syscalls(_) => {
             unreachable!("handled by main")
         }

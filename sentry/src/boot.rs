@@ -124,6 +124,23 @@ pub struct SandboxConfig<'a> {
     pub preserved_fds: Vec<std::os::fd::OwnedFd>,
     /// the first process's NUMA policy (OCI `linux.memoryPolicy`)
     pub mempolicy: crate::NumaPolicy,
+    /// an NVIDIA GPU through nvproxy (`do --gpus`); `None`: no
+    /// `/dev/nvidia*`, and no NVIDIA ioctl in the host filter
+    pub gpu: Option<GpuConfig>,
+}
+
+/// What a sandbox with a GPU is given.
+#[derive(Debug)]
+pub struct GpuConfig {
+    /// the running driver's table and the capabilities granted
+    pub abi: nvproxy::Abi,
+    pub caps: nvproxy::Caps,
+    /// the process outside the Sentry that opens the devices
+    pub opener: gofer::devices::DeviceOpener,
+    /// the devices `/dev` shows
+    pub devices: Vec<crate::vfs::NvDevice>,
+    /// where each forwarded and refused command is written (`--nvproxy-log`)
+    pub log: Option<std::fs::File>,
 }
 
 /// Whether the Sentry holds the sandbox's memory limit itself, and who
@@ -215,6 +232,15 @@ where
         .memory_limit
         .map_or(host_memory, |l| l.min(host_memory));
     let builtins = Arc::new(crate::fsimpl::Builtins::default());
+    // The host requests the GPU needs, for the filter (once per sandbox).
+    let mut gpu_ioctls: &'static [u64] = &[];
+    if let Some(g) = config.gpu {
+        let proxy = nvproxy::Proxy::new(g.abi, g.caps);
+        let gpu = crate::fsimpl::nvidia::Gpu::new(proxy, g.opener, g.devices, g.log);
+        let reqs: Vec<u64> = gpu.host_requests().into_iter().map(u64::from).collect();
+        gpu_ioctls = Box::leak(reqs.into_boxed_slice());
+        let _ = builtins.gpu.set(Arc::new(gpu));
+    }
     let mut fs = FileSystem::new(
         config.root,
         memory.clone(),
@@ -437,6 +463,7 @@ where
         platform_ioctls: kernel.platform.host_ioctls(),
         platform_ioctl_fds: kernel.platform.host_ioctl_fds(),
         no_stubs: !kernel.platform.uses_stubs(),
+        gpu_ioctls,
     })
     .map_err(Error::HostFilter)?;
     let console = if config.terminal {

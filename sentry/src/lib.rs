@@ -28,8 +28,8 @@ pub fn remember_caller_ids() {
 }
 
 pub use boot::{
-    exec_terminal, run, MemoryWatch, Mount, MountSource, RootWrites, SandboxConfig, SettleHook,
-    StartHook,
+    exec_terminal, run, GpuConfig, MemoryWatch, Mount, MountSource, RootWrites, SandboxConfig,
+    SettleHook, StartHook,
 };
 pub use fsimpl::devpts::Console;
 pub use fsimpl::sysctl;
@@ -45,6 +45,7 @@ pub use socket::inet::LoopbackConn;
 pub use syscalls::checkpoint::payload as check_image;
 pub use syscalls::checkpoint::Image;
 pub use syscalls::numa::NumaPolicy;
+pub use vfs::NvDevice;
 
 /// The guest's network view (its devices, addresses and routes), which
 /// the runtime builds from the host's.

@@ -6,6 +6,7 @@ pub mod devpts;
 pub mod events;
 pub mod mqueue;
 pub mod nsfs;
+pub mod nvidia;
 pub mod pidfd;
 pub mod pipe;
 pub mod proc;
@@ -25,6 +26,8 @@ pub struct Builtins {
     pub proc: Arc<proc::ProcFs>,
     /// the pseudo-terminals
     pub devpts: Arc<devpts::Devpts>,
+    /// the GPU's device files, when the sandbox has one (set at boot)
+    pub gpu: std::sync::OnceLock<Arc<nvidia::Gpu>>,
 }
 
 impl FsImpls for Builtins {
@@ -42,6 +45,10 @@ impl FsImpls for Builtins {
 
     fn ptys(&self) -> Vec<u32> {
         self.devpts.indices()
+    }
+
+    fn gpu_devices(&self) -> Vec<crate::vfs::NvDevice> {
+        self.gpu.get().map(|g| g.devices()).unwrap_or_default()
     }
 
     fn new_tmpfs(

@@ -46,6 +46,9 @@ pub struct Needs {
     /// ([`platform::Platform::uses_stubs`]; false: no `ptrace`, `seccomp`
     /// or the stubs' `arch_prctl`)
     pub no_stubs: bool,
+    /// the NVIDIA ioctl requests nvproxy makes, exactly (`do --gpus`;
+    /// empty without a GPU)
+    pub gpu_ioctls: &'static [u64],
 }
 
 /// `clone` flags of a C library thread (`pthread_create`).
@@ -205,6 +208,8 @@ pub fn policy(needs: Needs) -> Policy {
         }
         rules.push(Rule::allow_when(SYS_ioctl, checks));
     }
+    // nvproxy's requests, each an exact number from the driver's table.
+    rules.extend(int_one_of(SYS_ioctl, 1, needs.gpu_ioctls));
     // Unix sockets always (the gofer's, the control socket's peers);
     // TCP and UDP ones when the sandbox reaches the host's network.
     let mut families = vec![AF_UNIX];

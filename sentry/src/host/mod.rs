@@ -124,6 +124,31 @@ pub fn tcgets(fd: BorrowedFd<'_>) -> io::Result<abi::Termios> {
     Ok(t)
 }
 
+/// `ioctl(fd, request, params)` on an NVIDIA device for nvproxy: the
+/// driver reads and writes `params` and the proxy buffers its embedded
+/// pointers name. The return value, or the errno.
+pub fn nv_ioctl(fd: BorrowedFd<'_>, request: u32, params: &mut [u8]) -> Result<i32, abi::Errno> {
+    // SAFETY: `params` is live and writable for its length, which is the
+    // size the table (and so the driver) gives the request; the pointers
+    // inside it point at buffers nvproxy keeps alive across the call.
+    let r = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::c_ulong::from(request),
+            params.as_mut_ptr(),
+        )
+    };
+    if r < 0 {
+        Err(abi::Errno(
+            io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO),
+        ))
+    } else {
+        Ok(r)
+    }
+}
+
 /// `ioctl(fd, TIOCGWINSZ)`.
 pub fn get_winsize(fd: BorrowedFd<'_>) -> io::Result<abi::Winsize> {
     let mut w = <abi::Winsize as zerocopy::FromZeros>::new_zeroed();

@@ -756,6 +756,13 @@ pub(crate) fn open_path(
             Node::Dev(crate::vfs::Device::Ptmx) => FileKind::Impl(Arc::new(
                 crate::fsimpl::builtins(&task.kernel.fs).devpts.allocate()?,
             )),
+            Node::Dev(crate::vfs::Device::Nvidia(d)) => {
+                let gpu = crate::fsimpl::builtins(&task.kernel.fs)
+                    .gpu
+                    .get()
+                    .ok_or(Errno::ENOENT)?;
+                FileKind::Impl(gpu.open(*d)?)
+            }
             Node::Dev(crate::vfs::Device::Tty) => {
                 // The caller's controlling terminal (ENXIO without one).
                 let ctty = task.proc_.state().ctty.clone().ok_or(Errno::ENXIO)?;
@@ -1370,6 +1377,10 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 .ok_or(Errno::ENOTTY)?;
             super::seccomp::listener_ioctl(task, &n, cmd as u32, a[2])
         }
+        cmd if file.downcast::<crate::fsimpl::nvidia::NvFile>().is_some() => file
+            .downcast::<crate::fsimpl::nvidia::NvFile>()
+            .ok_or(Errno::ENOTTY)?
+            .ioctl(task, cmd as u32, a[2]),
         cmd if file.downcast::<crate::fsimpl::devpts::PtyEnd>().is_some() => {
             let end = file
                 .downcast::<crate::fsimpl::devpts::PtyEnd>()

@@ -592,8 +592,11 @@ impl FileDescription {
                     b.pread_from(f.fd(), pos)?
                 }
                 FileKind::Dev(Device::Null) => 0,
-                // Never opened as such: opening them yields a pty end.
-                FileKind::Dev(Device::Tty | Device::Ptmx) => return Err(Errno::EIO),
+                // Never opened as such: opening them yields a pty end, or
+                // the GPU's device file.
+                FileKind::Dev(Device::Tty | Device::Ptmx | Device::Nvidia(_)) => {
+                    return Err(Errno::EIO)
+                }
                 FileKind::Dev(Device::Zero | Device::Full) => {
                     b.zero();
                     b.len()

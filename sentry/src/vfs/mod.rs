@@ -76,6 +76,50 @@ pub enum Device {
     Tty,
     /// `/dev/ptmx` (and `/dev/pts/ptmx`): opening allocates a pty pair
     Ptmx,
+    /// an NVIDIA device of a sandbox given a GPU (nvproxy)
+    Nvidia(NvDevice),
+}
+
+/// The NVIDIA device files a sandbox with a GPU has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NvDevice {
+    /// `/dev/nvidiactl`
+    Ctl,
+    /// `/dev/nvidia-uvm`
+    Uvm,
+    /// `/dev/nvidiaN`
+    Gpu(u8),
+}
+
+impl NvDevice {
+    /// Its name in `/dev` (and on the host).
+    pub fn name(self) -> String {
+        match self {
+            NvDevice::Ctl => "nvidiactl".into(),
+            NvDevice::Uvm => "nvidia-uvm".into(),
+            NvDevice::Gpu(n) => format!("nvidia{n}"),
+        }
+    }
+
+    /// `(major, minor)`: nvidia.ko's major 195, the control device minor
+    /// 255, GPU N minor N; nvidia-uvm's major is given out at load time,
+    /// and 511 stands for it.
+    pub fn number(self) -> (u64, u64) {
+        match self {
+            NvDevice::Ctl => (195, 255),
+            NvDevice::Uvm => (511, 0),
+            NvDevice::Gpu(n) => (195, u64::from(n)),
+        }
+    }
+
+    /// Its inode number in `/dev` (after the memory and terminal devices').
+    fn ino(self) -> u64 {
+        match self {
+            NvDevice::Ctl => 300,
+            NvDevice::Uvm => 301,
+            NvDevice::Gpu(n) => 302 + u64::from(n),
+        }
+    }
 }
 
 const DEVICES: &[(&str, Device, u32)] = &[
@@ -97,8 +141,20 @@ impl Device {
             .find(|(_, d, _)| *d == self)
             .map_or(3, |&(_, _, m)| u64::from(m));
         match self {
+            Device::Nvidia(d) => d.number(),
             Device::Tty | Device::Ptmx => (5, minor),
             _ => (1, minor),
+        }
+    }
+
+    /// Its inode number in `/dev`.
+    pub fn ino(self) -> u64 {
+        match self {
+            Device::Nvidia(d) => d.ino(),
+            _ => {
+                let (major, minor) = self.number();
+                10 + (major - 1) * 16 + minor
+            }
         }
     }
 }
@@ -424,6 +480,10 @@ pub trait FsImpls: Send + Sync + fmt::Debug + std::any::Any {
     fn pty_exists(&self, n: u32) -> bool;
     /// The live pseudo-terminals' numbers, for listing `/dev/pts`.
     fn ptys(&self) -> Vec<u32>;
+    /// The NVIDIA devices `/dev` shows: none without a GPU.
+    fn gpu_devices(&self) -> Vec<NvDevice> {
+        Vec::new()
+    }
     /// The root of a new tmpfs with device number `dev`, of at most
     /// `size` bytes drawn from `pool`, with permission bits `mode`.
     fn new_tmpfs(
@@ -558,11 +618,7 @@ impl Node {
             Node::Masked { ino } => Ok(synth(abi::S_IFDIR | 0o555, *ino, 0)),
             Node::Dev(d) => {
                 let (major, minor) = d.number();
-                Ok(synth(
-                    abi::S_IFCHR | 0o666,
-                    10 + (major - 1) * 16 + minor,
-                    makedev(major, minor),
-                ))
+                Ok(synth(abi::S_IFCHR | 0o666, d.ino(), makedev(major, minor)))
             }
             Node::PtsDir => {
                 let mut st = synth(abi::S_IFDIR | 0o755, 1, 0);
@@ -1909,6 +1965,11 @@ impl FileSystem {
                 .iter()
                 .find(|(n, _, _)| n.as_bytes() == name)
                 .map(|&(_, d, _)| Node::Dev(d))
+                .or_else(|| {
+                    (self.impls.gpu_devices().into_iter())
+                        .find(|d| d.name().as_bytes() == name)
+                        .map(|d| Node::Dev(Device::Nvidia(d)))
+                })
                 .ok_or(Errno::ENOENT),
             Node::Masked { .. } => Err(Errno::ENOENT),
             Node::Dev(_) | Node::Pts(_) => Err(Errno::ENOTDIR),
@@ -2530,6 +2591,13 @@ impl FileSystem {
     /// Lists `/dev`; a container's `ptmx` is a link, as runc makes it.
     pub fn dev_list(&self) -> Vec<DirEntry> {
         let mut v = list_dir(&Node::DevDir, None).unwrap_or_default();
+        for d in self.impls.gpu_devices() {
+            v.push(DirEntry {
+                ino: Device::Nvidia(d).ino(),
+                kind: abi::dt::CHR,
+                name: d.name().into_bytes(),
+            });
+        }
         if self.container_dev() {
             for e in v.iter_mut().filter(|e| e.name == b"ptmx") {
                 (e.ino, e.kind) = (PTMX_LINK_INO, abi::dt::LNK);
