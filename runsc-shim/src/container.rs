@@ -197,6 +197,44 @@ pub struct Runtime {
     pub overlay: bool,
     /// `--platform`: how containers' code runs
     pub platform: Platform,
+    /// `--nvproxy` and its flags
+    pub nvproxy: NvproxyFlags,
+}
+
+/// `--nvproxy` and its flags: a container whose `linux.devices` names
+/// NVIDIA devices (as the NVIDIA container toolkit writes them) gets them
+/// through nvproxy (docs/gpu.md); without it such a container is refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NvproxyFlags {
+    /// `--nvproxy`
+    pub on: bool,
+    /// `--nvproxy-capabilities`; else the container's
+    /// `NVIDIA_DRIVER_CAPABILITIES`
+    pub capabilities: Option<String>,
+    /// `--nvproxy-driver-version`; else the host's
+    pub driver_version: Option<String>,
+    /// where the host's devices are (tests); else `/dev`
+    pub dev_dir: Option<PathBuf>,
+}
+
+impl NvproxyFlags {
+    /// The global flags that say the same, for the boot process.
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        let mut v: Vec<std::ffi::OsString> = Vec::new();
+        if self.on {
+            v.push("--nvproxy".into());
+        }
+        if let Some(c) = &self.capabilities {
+            v.extend(["--nvproxy-capabilities".into(), c.into()]);
+        }
+        if let Some(d) = &self.driver_version {
+            v.extend(["--nvproxy-driver-version".into(), d.into()]);
+        }
+        if let Some(d) = &self.dev_dir {
+            v.extend(["--nvproxy-dev-dir".into(), d.into()]);
+        }
+        v
+    }
 }
 
 /// How a container's code runs (the OCI runtime's `--platform`).
@@ -238,6 +276,8 @@ pub struct BootFlags<'a> {
     pub overlay: bool,
     /// `--platform`
     pub platform: Platform,
+    /// `--nvproxy` and its flags
+    pub nvproxy: &'a NvproxyFlags,
 }
 
 /// The key under which `features` lists the platforms this host can use.
@@ -580,6 +620,7 @@ impl Runtime {
         if self.platform != Platform::Seccomp {
             cmd.arg("--platform").arg(self.platform.as_str());
         }
+        cmd.args(self.nvproxy.to_args());
         cmd.arg("boot")
             .arg("--bundle")
             .arg(bundle)
@@ -601,6 +642,16 @@ impl Runtime {
         state::check_id(id)?;
         let bundle = oci::load(&opts.bundle)?;
         let plan = oci::plan(&bundle, id)?;
+        if let Some(d) = plan.nvidia_devices.first() {
+            if !self.nvproxy.on {
+                return Err(Error::Usage(format!(
+                    "config.json: linux.devices names /dev/{d}: give the runtime --nvproxy to pass NVIDIA GPUs through (docs/gpu.md)"
+                )));
+            }
+            // Refused now, in one line, rather than by the boot process.
+            crate::gpu::driver_abi(self.nvproxy.driver_version.as_deref())
+                .map_err(|e| Error::Usage(e.to_string()))?;
+        }
         if plan.terminal && opts.console_socket.is_none() {
             return Err(Error::Usage(
                 "process.terminal is true: give --console-socket (or set it to false)".into(),
@@ -1605,6 +1656,7 @@ pub fn boot(
         network,
         overlay,
         platform,
+        nvproxy,
     } = flags;
     let handed = sys::inherited_fd(handed.ready_fd).and_then(|r| {
         Ok((
@@ -1816,6 +1868,28 @@ pub fn boot(
     // What `update` changed before the control socket was there to hear
     // it (read after binding: an update that found no socket recorded its
     // limits first).
+    let gpu = if nvproxy.on && !plan.nvidia_devices.is_empty() {
+        let dir = nvproxy
+            .dev_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/dev"));
+        match crate::gpu::oci_config(
+            &plan.nvidia_devices,
+            nvproxy.capabilities.as_deref(),
+            &plan.env,
+            nvproxy.driver_version.as_deref(),
+            &dir,
+        ) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                eprintln!("ferrovisor: {e}");
+                tracing::error!("container {id}: {e}");
+                return 125;
+            }
+        }
+    } else {
+        None
+    };
     let record = state.read(id).ok().flatten();
     let no_cgroup = record.as_ref().is_some_and(|r| r.cgroup.is_none());
     let updated = record.and_then(|r| r.guest_limits);
@@ -1915,7 +1989,7 @@ pub fn boot(
         save: None,
         restore: image,
         preserved_fds: preserved,
-        gpu: None,
+        gpu,
         mempolicy: plan
             .mempolicy
             .as_ref()

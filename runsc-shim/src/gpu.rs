@@ -46,22 +46,68 @@ pub fn config(
     log: Option<&Path>,
 ) -> Result<sentry::GpuConfig, Error> {
     let caps = nvproxy::Caps::parse(caps).map_err(Error::Caps)?;
-    let abi = match version {
-        Some(v) => {
-            let parsed = nvproxy::Version::parse(v).ok_or_else(|| Error::BadVersion(v.into()))?;
-            nvproxy::abi_for(parsed).ok_or_else(|| {
-                Error::Driver(format!(
-                    "NVIDIA driver {v} is not supported by nvproxy; supported: {}",
-                    nvproxy::supported_list()
-                ))
-            })?
-        }
-        None => {
-            let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok();
-            nvproxy::host_abi(text.as_deref()).map_err(Error::Driver)?.1
-        }
-    };
+    let abi = driver_abi(version)?;
     let devices = devices(which, dir)?;
+    finish(abi, caps, devices, dir, log)
+}
+
+/// The GPU part of a container's config (the runtime's `--nvproxy`): the
+/// devices `linux.devices` names, the capabilities of `caps` (the
+/// runtime's `--nvproxy-capabilities`) or else of the container's
+/// `NVIDIA_DRIVER_CAPABILITIES`, compute and utility when neither says.
+pub fn oci_config(
+    names: &[String],
+    caps: Option<&str>,
+    env: &[String],
+    version: Option<&str>,
+    dir: &Path,
+) -> Result<sentry::GpuConfig, Error> {
+    let from_env = env
+        .iter()
+        .find_map(|e| e.strip_prefix("NVIDIA_DRIVER_CAPABILITIES="))
+        .filter(|v| !v.is_empty());
+    let caps = caps.or(from_env).unwrap_or("compute,utility");
+    let caps = nvproxy::Caps::parse(caps).map_err(Error::Caps)?;
+    let abi = driver_abi(version)?;
+    let ctl = dir.join("nvidiactl");
+    if !ctl.exists() {
+        return Err(Error::Driver(format!(
+            "no NVIDIA device on this host ({} is missing)",
+            ctl.display()
+        )));
+    }
+    let mut devices = vec![NvDevice::Ctl];
+    for n in names {
+        let d = match n.as_str() {
+            "nvidiactl" => continue,
+            "nvidia-uvm" => NvDevice::Uvm,
+            n => n
+                .strip_prefix("nvidia")
+                .and_then(|i| i.parse().ok())
+                .map(NvDevice::Gpu)
+                .ok_or_else(|| Error::BadList(n.into()))?,
+        };
+        let path = dir.join(d.name());
+        if !path.exists() {
+            return Err(Error::Driver(format!(
+                "config.json: linux.devices names {}, which this host lacks",
+                path.display()
+            )));
+        }
+        if !devices.contains(&d) {
+            devices.push(d);
+        }
+    }
+    finish(abi, caps, devices, dir, None)
+}
+
+fn finish(
+    abi: nvproxy::Abi,
+    caps: nvproxy::Caps,
+    devices: Vec<NvDevice>,
+    dir: &Path,
+    log: Option<&Path>,
+) -> Result<sentry::GpuConfig, Error> {
     let log = match log {
         Some(p) => Some(std::fs::File::create(p).map_err(|source| Error::Log {
             path: p.to_path_buf(),
@@ -76,6 +122,25 @@ pub fn config(
         opener,
         devices,
         log,
+    })
+}
+
+/// The table of driver `version`, or of the host's driver.
+pub fn driver_abi(version: Option<&str>) -> Result<nvproxy::Abi, Error> {
+    Ok(match version {
+        Some(v) => {
+            let parsed = nvproxy::Version::parse(v).ok_or_else(|| Error::BadVersion(v.into()))?;
+            nvproxy::abi_for(parsed).ok_or_else(|| {
+                Error::Driver(format!(
+                    "NVIDIA driver {v} is not supported by nvproxy; supported: {}",
+                    nvproxy::supported_list()
+                ))
+            })?
+        }
+        None => {
+            let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok();
+            nvproxy::host_abi(text.as_deref()).map_err(Error::Driver)?.1
+        }
     })
 }
 

@@ -69,6 +69,36 @@ struct Cli {
     /// runc.
     #[arg(long)]
     overlay: bool,
+    /// Pass NVIDIA GPUs through to containers whose config.json's
+    /// linux.devices names /dev/nvidia* (as the NVIDIA container toolkit
+    /// writes them), by ioctl filtering (docs/gpu.md).
+    #[arg(long)]
+    nvproxy: bool,
+    /// With --nvproxy: what containers may do with the GPUs (compute,
+    /// utility, graphics, video, all); default: each container's
+    /// NVIDIA_DRIVER_CAPABILITIES, else compute,utility.
+    #[arg(
+        long = "nvproxy-capabilities",
+        value_name = "CAPS",
+        requires = "nvproxy"
+    )]
+    nvproxy_capabilities: Option<String>,
+    /// With --nvproxy: take the driver version as VERSION instead of
+    /// reading /proc/driver/nvidia/version.
+    #[arg(
+        long = "nvproxy-driver-version",
+        value_name = "VERSION",
+        requires = "nvproxy"
+    )]
+    nvproxy_driver_version: Option<String>,
+    /// Internal (tests): the host directory holding the NVIDIA devices.
+    #[arg(
+        long = "nvproxy-dev-dir",
+        value_name = "DIR",
+        hide = true,
+        requires = "nvproxy"
+    )]
+    nvproxy_dev_dir: Option<PathBuf>,
     /// How containers' code runs: seccomp (the default) or kvm (ring 3 of
     /// a KVM virtual machine; needs /dev/kvm). For 'do', give --platform
     /// after 'do'.
@@ -1545,6 +1575,12 @@ fn main() -> ExitCode {
         network,
         overlay: cli.overlay,
         platform: cli.platform,
+        nvproxy: container::NvproxyFlags {
+            on: cli.nvproxy,
+            capabilities: cli.nvproxy_capabilities.clone(),
+            driver_version: cli.nvproxy_driver_version.clone(),
+            dev_dir: cli.nvproxy_dev_dir.clone(),
+        },
     };
     match cli.command {
         Command::Do(args) => run_do(args),
@@ -1628,6 +1664,7 @@ fn main() -> ExitCode {
                     network: &rt.network,
                     overlay: rt.overlay,
                     platform: rt.platform,
+                    nvproxy: &rt.nvproxy,
                 },
                 args.restore.as_deref(),
             );

@@ -368,6 +368,10 @@ pub struct Plan {
     pub rootfs: PathBuf,
     /// `linux.seccomp` as the program the Sentry runs for the guest
     pub seccomp: Option<Vec<abi::bpf::SockFilter>>,
+    /// the NVIDIA devices `linux.devices` names (`nvidiactl`, `nvidia0`,
+    /// `nvidia-uvm`), as the NVIDIA container toolkit writes them: given to
+    /// the guest through nvproxy with the runtime's `--nvproxy`
+    pub nvidia_devices: Vec<String>,
     /// `linux.resources.cpu.cpus`: the host CPUs the sandbox runs on
     pub cpus: Option<Vec<usize>>,
     /// `linux.memoryPolicy`: the mode (with its flags) and nodes the
@@ -1117,6 +1121,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
     let mut mempolicy = None;
     let mut cgroups_path = None;
     let mut sysctls = Vec::new();
+    let mut nvidia_devices = Vec::new();
     let mut masked_paths = Vec::new();
     let mut readonly_paths = Vec::new();
     if let Some(linux) = spec.linux() {
@@ -1279,7 +1284,10 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
             sysctls.push((name.clone(), value.clone()));
         }
         for (i, d) in linux.devices().iter().flatten().enumerate() {
-            check_device(i, d)?;
+            match nvidia_device(d) {
+                Some(name) => nvidia_devices.extend(name),
+                None => check_device(i, d)?,
+            }
         }
         // As runc, the profile filters the guest's calls: the Sentry runs
         // it before answering each (its own host filter stays as it is).
@@ -1353,6 +1361,7 @@ pub fn plan(bundle: &Bundle, id: &str) -> Result<Plan, Error> {
     Ok(Plan {
         rootfs,
         seccomp,
+        nvidia_devices,
         cpus,
         mempolicy,
         readonly,
@@ -1404,6 +1413,20 @@ fn guest_device_names() -> String {
         .map(|(p, ..)| *p)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Whether a `linux.devices` entry is an NVIDIA device, and the name the
+/// sandbox gives it (`None` inside for those it has no use for:
+/// `nvidia-modeset`, `nvidia-uvm-tools`, the capability devices).
+fn nvidia_device(d: &oci_spec::runtime::LinuxDevice) -> Option<Option<String>> {
+    let path = d.path().to_str()?;
+    let name = path.strip_prefix("/dev/nvidia")?;
+    let gpu = name.parse::<u8>().ok().filter(|n| n.to_string() == name);
+    Some(match name {
+        "ctl" | "-uvm" => Some(format!("nvidia{name}")),
+        _ if gpu.is_some() => Some(format!("nvidia{name}")),
+        _ => None,
+    })
 }
 
 /// A `linux.devices` entry (`index`) is taken when it asks for one of the

@@ -397,6 +397,7 @@ fn runtime(bundle: &Path, namespace: &str, exe: PathBuf) -> Runtime {
         network: Network::None,
         overlay: false,
         platform: crate::container::Platform::Seccomp,
+        nvproxy: Default::default(),
     }
 }
 
@@ -429,9 +430,10 @@ fn config_path_of(encoded: &[u8]) -> Result<Option<PathBuf>, OptionsError> {
 /// runsc flags. Only `network = "none" | "sandbox" | "host"`,
 /// `allow_cidr = ["CIDR[:PORT]", ...]`, `allow_host = ["DOMAIN", ...]`,
 /// `allow_http = ["HOST:METHODS", ...]`, `secret = ["NAME=@FILE:HOSTS",
-/// ...]`, `egress_log = "FILE"`, `overlay = true` and `platform = "seccomp"
-/// | "kvm"` (the global flags of the same names, with their checks and
-/// meaning) for now; any other key is refused.
+/// ...]`, `egress_log = "FILE"`, `overlay = true`, `platform = "seccomp"
+/// | "kvm"`, `nvproxy = true` and `nvproxy_capabilities = "CAPS"` (the
+/// global flags of the same names, with their checks and meaning) for now;
+/// any other key is refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct RuntimeConfig {
     /// the containers' network and its allow rules
@@ -440,11 +442,14 @@ struct RuntimeConfig {
     overlay: bool,
     /// `--platform`
     platform: crate::container::Platform,
+    /// `--nvproxy` (`nvproxy = true`) and `--nvproxy-capabilities`
+    /// (`nvproxy_capabilities = "compute,utility"`)
+    nvproxy: crate::container::NvproxyFlags,
 }
 
 /// The keys [`RuntimeConfig`] takes.
 const RUNTIME_CONFIG_KEYS: &str =
-    "`network`, `allow_cidr`, `allow_host`, `allow_http`, `secret`, `egress_log`, `overlay` and `platform`";
+    "`network`, `allow_cidr`, `allow_host`, `allow_http`, `secret`, `egress_log`, `overlay`, `platform`, `nvproxy` and `nvproxy_capabilities`";
 
 impl RuntimeConfig {
     /// Reads and parses the file at `path`; errors are one line naming it.
@@ -479,6 +484,7 @@ impl RuntimeConfig {
         let mut extras = network::Extras::default();
         let mut overlay = false;
         let mut platform = crate::container::Platform::Seccomp;
+        let mut nvproxy = crate::container::NvproxyFlags::default();
         for (key, item) in doc.as_table().iter() {
             match key {
                 "platform" => {
@@ -492,6 +498,19 @@ impl RuntimeConfig {
                         key: key.to_owned(),
                         what: what(item),
                     })?;
+                }
+                "nvproxy" => {
+                    nvproxy.on = item.as_bool().ok_or_else(|| ConfigError::NotBool {
+                        key: key.to_owned(),
+                        what: what(item),
+                    })?;
+                }
+                "nvproxy_capabilities" => {
+                    let caps = item.as_str().ok_or_else(|| ConfigError::NotString {
+                        key: key.to_owned(),
+                        what: what(item),
+                    })?;
+                    nvproxy.capabilities = Some(caps.to_owned());
                 }
                 "network" => {
                     mode = Some(
@@ -537,6 +556,7 @@ impl RuntimeConfig {
             network,
             overlay,
             platform,
+            nvproxy,
         })
     }
 }
@@ -862,6 +882,7 @@ impl Service {
         rt.network = config.network;
         rt.overlay = config.overlay;
         rt.platform = config.platform;
+        rt.nvproxy = config.nvproxy;
 
         let rootfs = bundle.join("rootfs");
         let mounted = !req.rootfs.is_empty();
@@ -1911,6 +1932,18 @@ mod tests {
             })
         );
         assert_eq!(
+            RuntimeConfig::parse("nvproxy = true\nnvproxy_capabilities = \"compute\"\n"),
+            Ok(RuntimeConfig {
+                nvproxy: crate::container::NvproxyFlags {
+                    on: true,
+                    capabilities: Some("compute".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+        );
+        assert!(RuntimeConfig::parse("nvproxy = \"yes\"").is_err());
+        assert_eq!(
             RuntimeConfig::parse("platform = \"vmx\"").map_err(|e| e.to_string()),
             Err("platform: must be \"seccomp\" or \"kvm\", not \"vmx\"".to_owned())
         );
@@ -2087,6 +2120,7 @@ mod tests {
             network: Network::None,
             overlay: false,
             platform: Default::default(),
+            nvproxy: Default::default(),
         };
         let id = "shim-update-unit";
         // A "running" container whose sandbox is this test process.

@@ -89,6 +89,9 @@ print('wrong size', call(iowr(0x2a, 24), bytes(24))[0])
 r, out = call(iowr(0x2a, 32), struct.pack('IIIIQII', 1, 2, 0x2080dead, 0, 0, 0, 0))
 print('unknown control', r, hex(struct.unpack('IIIIQII', out)[6]))
 print('rm free', call(iowr(0x29, 16), bytes(16))[0])
+import select
+p = select.poll(); p.register(fd, select.POLLIN | select.POLLOUT)
+print('poll', p.poll(1000) == [(fd, select.POLLIN | select.POLLOUT)])
 for dev in ('/dev/nvidia-uvm', '/dev/nvidia1'):
     try:
         os.open(dev, os.O_RDWR)
@@ -124,6 +127,7 @@ fn a_guest_reaches_the_host_driver_only_through_the_table() {
          wrong size EINVAL\n\
          unknown control ok 0x56\n\
          rm free ENOTTY\n\
+         poll True\n\
          /dev/nvidia-uvm ENOENT\n\
          /dev/nvidia1 ENOENT\n"
     );

@@ -4655,3 +4655,93 @@ fn memory_and_pids_limits_hold_without_a_host_cgroup() {
     let out = without_cgroups(&["run", "--bundle", &bundle, "nc3"]);
     assert_one_line(&out);
 }
+
+/// What libcuda asks first, on the container's /dev/nvidiactl.
+const NV_GUEST: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#define IOWR_F(nr, size) ((3u << 30) | ((size) << 16) | ('F' << 8) | (nr))
+static const char *res(int r) { return r == 0 ? "ok" : strerror(errno); }
+int main(void) {
+    int fd = open("/dev/nvidiactl", O_RDWR);
+    if (fd < 0) { printf("open: %s\n", strerror(errno)); return 1; }
+    unsigned char buf[32] = {0};
+    printf("unknown escape: %s\n", res(ioctl(fd, IOWR_F(0x99, 16), buf)));
+    printf("rm free: %s\n", res(ioctl(fd, IOWR_F(0x29, 16), buf)));
+    printf("gpu 1: %s\n", open("/dev/nvidia1", O_RDWR) < 0 ? strerror(errno) : "open");
+    return 0;
+}
+"#;
+
+/// `--nvproxy` (issue 16): linux.devices' /dev/nvidia* reach the guest
+/// through nvproxy, over character devices with /dev/null's numbers
+/// standing for the host's; without the flag such a config is refused in
+/// one line.
+#[test]
+fn nvproxy_gives_the_devices_linux_devices_names() {
+    let devices = serde_json::json!([
+        {"path": "/dev/nvidiactl", "type": "c", "major": 195, "minor": 255, "fileMode": 438},
+        {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": 438},
+        {"path": "/dev/nvidia-modeset", "type": "c", "major": 195, "minor": 254, "fileMode": 438}
+    ]);
+    let mut w = World::new("nvproxy", |v| {
+        set_args(v, &["/bin/nvguest"]);
+        v["linux"]["devices"] = devices;
+    });
+    let bin = compile_static(w.dir.path(), "nvguest", NV_GUEST);
+    std::fs::copy(&bin, w.bundle().join("rootfs/bin/nvguest")).expect("copy the guest");
+    let dev = w.dir.path().join("hostdev");
+    std::fs::create_dir(&dev).expect("mkdir");
+    for name in ["nvidiactl", "nvidia0"] {
+        let st = Command::new("mknod")
+            .arg(dev.join(name))
+            .args(["c", "1", "3"])
+            .status();
+        assert!(st.expect("mknod").success(), "mknod (tests run as root)");
+    }
+    let out = w.cli(&["run", "--bundle", &w.bundle_str(), "nv1"]);
+    assert_eq!(out.status, 1, "{out:?}");
+    assert_one_line(&out);
+    assert!(
+        out.stderr
+            .contains("linux.devices names /dev/nvidiactl: give the runtime --nvproxy"),
+        "{out:?}"
+    );
+    let dev_dir = dev.to_string_lossy().into_owned();
+    let flags = [
+        "--nvproxy",
+        "--nvproxy-driver-version",
+        "580.105.08",
+        "--nvproxy-dev-dir",
+        &dev_dir,
+    ];
+    let out = w.cli(&[&flags[..], &["run", "--bundle", &w.bundle_str(), "nv2"]].concat());
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        out.stdout,
+        "unknown escape: Invalid argument\n\
+         rm free: Inappropriate ioctl for device\n\
+         gpu 1: No such file or directory\n",
+        "{out:?}"
+    );
+    let out = w.cli(&[
+        "--nvproxy",
+        "--nvproxy-driver-version",
+        "550.54.14",
+        "run",
+        "--bundle",
+        &w.bundle_str(),
+        "nv3",
+    ]);
+    assert_eq!(out.status, 1, "{out:?}");
+    assert_one_line(&out);
+    assert!(
+        out.stderr
+            .contains("NVIDIA driver 550.54.14 is not supported"),
+        "{out:?}"
+    );
+    w.ids.push("nv2".into());
+}

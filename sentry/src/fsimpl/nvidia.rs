@@ -156,6 +156,12 @@ impl FileImpl for NvFile {
         host::poll_events(self.host.as_fd(), events)
     }
 
+    /// The driver's events (`NV_ESC_ALLOC_OS_EVENT`) come with no
+    /// notification the Sentry hears of: a waiter looks again now and then.
+    fn wait_queues(&self, _out: &mut Vec<crate::kernel::wait::WaitQueue>, _depth: u32) -> bool {
+        true
+    }
+
     fn stat(&self, file: &FileDescription) -> Result<abi::Stat, Errno> {
         file.location.as_ref().ok_or(Errno::EBADF)?.node().stat()
     }
