@@ -343,6 +343,23 @@ impl Proxy {
                 "parameters outside guest memory",
             );
         }
+        // An event's `data` (offset 16, 64 bits) is a descriptor; its
+        // class (offset 8) must be the OS event: the others carry kernel
+        // callbacks.
+        let mut event_data = None;
+        if e.params == Params::OsEvent {
+            if size != 24 || field_u32(&inner, 8) != Some(NV01_EVENT_OS_EVENT) {
+                return answer(
+                    buf,
+                    status::INVALID_CLASS,
+                    "an event other than an OS event",
+                );
+            }
+            let guest = field_u64(&inner, 16).unwrap_or_default();
+            let host = drv.host_fd(guest as u32 as i32).unwrap_or(-1);
+            inner[16..24].copy_from_slice(&(host as i64 as u64).to_ne_bytes());
+            event_data = Some(guest);
+        }
         let mut rights = [0u8; 4];
         if let Some(r) = rights_ptr.filter(|&r| r != 0) {
             if mem.read(r, &mut rights).is_err() {
@@ -371,12 +388,18 @@ impl Proxy {
         patch(buf, proxy_params, rights.as_mut_ptr() as u64);
         let ret = with_fds(drv, e.params, &mut inner, |_| drv.ioctl(request, buf));
         patch(buf, params_ptr, rights_ptr.unwrap_or(0));
+        if let Some(guest) = event_data {
+            inner[16..24].copy_from_slice(&guest.to_ne_bytes());
+        }
         if size != 0 && mem.write(params_ptr, &inner).is_err() {
             return (Err(Errno::EFAULT), Some(Ok(e.name)));
         }
         (ret, Some(Ok(e.name)))
     }
 }
+
+/// The class of `NV0005_ALLOC_PARAMETERS` that takes a descriptor (cl0079.h).
+const NV01_EVENT_OS_EVENT: u32 = 0x79;
 
 fn e_name(e: &Errno) -> String {
     format!("errno {}", e.0)

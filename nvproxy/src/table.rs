@@ -126,6 +126,10 @@ pub enum Params {
     /// `NV01_MEMORY_SYSTEM_OS_DESCRIPTOR`, which pins the caller's pages:
     /// those would be the Sentry's), the descriptor translated
     AllocMemory(&'static [u32]),
+    /// `NV01_EVENT` and `NV01_EVENT_OS_EVENT` (`NV0005_ALLOC_PARAMETERS`):
+    /// RM allocates the class the parameters' `hClass` names, and only the
+    /// OS event passes, whose 64-bit `data` is an NVIDIA descriptor
+    OsEvent,
 }
 
 /// One allowed command.
@@ -511,6 +515,11 @@ fn base_580(abi: &mut Abi) {
     for &(class, name, size, caps) in crate::rm::CLASSES_580 {
         abi.alloc
             .insert(class, entry(name, Exact(size), Copy, caps));
+    }
+    // sizeof(NV0005_ALLOC_PARAMETERS) is 24 (cl0005.h).
+    for (class, name) in [(0x05, "NV01_EVENT"), (0x79, "NV01_EVENT_OS_EVENT")] {
+        abi.alloc
+            .insert(class, entry(name, Exact(24), OsEvent, ALL));
     }
     // The generated rows are 580.105.08's; before 580.95.05 the encoder's
     // capability table (NV0080_CTRL_MSENC_CAPS_TBL_SIZE) was 4 bytes, not 5.

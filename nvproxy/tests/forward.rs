@@ -424,3 +424,51 @@ fn calls_that_would_aim_the_driver_at_proxy_memory_are_refused() {
         .expect("well-formed test data");
     assert_eq!(sent.fd, 107);
 }
+
+#[test]
+fn an_os_event_carries_a_descriptor_and_no_other_event_passes() {
+    let (mem, drv, p) = (Mem::new(), FakeDriver::default(), proxy(Caps::DEFAULT));
+    let req = frontend_request(esc::RM_ALLOC, 48);
+    let event = |class: u32, data: u64| {
+        // NV0005_ALLOC_PARAMETERS: hParentClient, hSrcResource, hClass, notifyIndex, data.
+        let params = [
+            0xc1d0_0001u32.to_ne_bytes(),
+            0x5c00_0001u32.to_ne_bytes(),
+            class.to_ne_bytes(),
+            1u32.to_ne_bytes(),
+        ]
+        .concat();
+        mem.put(
+            BASE + 0x100,
+            &[params, data.to_ne_bytes().to_vec()].concat(),
+        );
+        let a = RmAllocWithRights {
+            h_root: 0xc1d0_0001,
+            h_class: 0x05, // NV01_EVENT: RM takes the class from the parameters
+            p_alloc_parms: BASE + 0x100,
+            params_size: 24,
+            ..zerocopy::FromZeros::new_zeroed()
+        };
+        mem.put(BASE, a.as_bytes());
+    };
+    event(0x79, 7);
+    assert_eq!(p.frontend(&mem, &drv, req, BASE).ret, Ok(0));
+    let seen = drv.seen_inner.borrow()[0].clone();
+    assert_eq!(
+        seen[16..24],
+        107u64.to_ne_bytes(),
+        "the host descriptor, 64 bits"
+    );
+    assert_eq!(
+        mem.get(BASE + 0x110, 8),
+        7u64.to_ne_bytes(),
+        "the guest's own again"
+    );
+    // NV01_EVENT_KERNEL_CALLBACK_EX (0x7e): its data is a kernel function.
+    event(0x7e, 0xffff_ffff_8100_0000);
+    assert_eq!(p.frontend(&mem, &drv, req, BASE).ret, Ok(0));
+    let back =
+        RmAllocWithRights::read_from_bytes(&mem.get(BASE, 48)).expect("well-formed test data");
+    assert_eq!(back.status, status::INVALID_CLASS);
+    assert_eq!(drv.calls.borrow().len(), 1);
+}
