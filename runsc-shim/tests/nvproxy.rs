@@ -89,6 +89,11 @@ print('wrong size', call(iowr(0x2a, 24), bytes(24))[0])
 r, out = call(iowr(0x2a, 32), struct.pack('IIIIQII', 1, 2, 0x2080dead, 0, 0, 0, 0))
 print('unknown control', r, hex(struct.unpack('IIIIQII', out)[6]))
 print('rm free', call(iowr(0x29, 16), bytes(16))[0])
+import mmap
+try:
+    mmap.mmap(fd, 4096)
+except OSError as e:
+    print('mmap', errno.errorcode[e.errno])
 import select
 p = select.poll(); p.register(fd, select.POLLIN | select.POLLOUT)
 print('poll', p.poll(1000) == [(fd, select.POLLIN | select.POLLOUT)])
@@ -127,6 +132,7 @@ fn a_guest_reaches_the_host_driver_only_through_the_table() {
          wrong size EINVAL\n\
          unknown control ok 0x56\n\
          rm free ENOTTY\n\
+         mmap ENODEV\n\
          poll True\n\
          /dev/nvidia-uvm ENOENT\n\
          /dev/nvidia1 ENOENT\n"
@@ -137,7 +143,8 @@ fn a_guest_reaches_the_host_driver_only_through_the_table() {
         "refused frontend escape 0x99: not in the table\n\
          refused NV_ESC_RM_CONTROL with 24 bytes: wrong parameter size\n\
          refused control 0x2080dead: not in the table\n\
-         forwarded NV_ESC_RM_FREE\n"
+         forwarded NV_ESC_RM_FREE\n\
+         refused mmap of /dev/nvidiactl (0x1000 bytes at offset 0x0): device mappings are not implemented yet\n"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -151,6 +151,23 @@ impl NvFile {
     }
 }
 
+impl NvFile {
+    /// `mmap(2)` of device or UVM memory: not there yet (the platforms map
+    /// only the memory file), so it is refused with `ENODEV`, recorded so
+    /// that a workload's first mapping is one line to find.
+    pub fn refuse_mmap(&self, offset: u64, len: u64) -> Errno {
+        let what = format!(
+            "mmap of /dev/{} ({len:#x} bytes at offset {offset:#x})",
+            self.dev.name()
+        );
+        self.gpu.record(&nvproxy::Record::Refused(
+            what,
+            "device mappings are not implemented yet",
+        ));
+        Errno::ENODEV
+    }
+}
+
 impl FileImpl for NvFile {
     fn poll(&self, _caller: &dyn Caller, events: i16, _depth: u32) -> i16 {
         host::poll_events(self.host.as_fd(), events)

@@ -181,6 +181,11 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
                     image,
                 };
             }
+            FileKind::Impl(_)
+                if let Some(nv) = file.downcast::<crate::fsimpl::nvidia::NvFile>() =>
+            {
+                return Err(nv.refuse_mmap(off, len));
+            }
             _ => return Err(Errno::ENODEV),
         }
     }
