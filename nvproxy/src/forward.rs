@@ -187,7 +187,15 @@ impl Proxy {
                 return refused(Err(err), e.name.into(), "parameters outside guest memory");
             }
         }
+        let asked = (e.params == Params::UvmInitialize).then(|| field_u64(&buf, 0).unwrap_or(0));
+        if let Some(flags) = asked {
+            buf[0..8].copy_from_slice(&(flags | UVM_INIT_FLAGS_FORCED).to_ne_bytes());
+        }
         let ret = with_fds(drv, e.params, &mut buf, |b| drv.ioctl(request, b));
+        // The guest sees the flags it gave.
+        if let Some(flags) = asked {
+            buf[0..8].copy_from_slice(&flags.to_ne_bytes());
+        }
         let ret = match ret {
             Ok(r) if size > 0 => mem.write(arg, &buf).map(|()| r as u64),
             r => r.map(|r| r as u64),
@@ -397,6 +405,10 @@ impl Proxy {
         (ret, Some(Ok(e.name)))
     }
 }
+
+/// `UVM_INIT_FLAGS_DISABLE_HMM | UVM_INIT_FLAGS_MULTI_PROCESS_SHARING_MODE`
+/// (uvm_types.h), set on every `UVM_INITIALIZE`.
+const UVM_INIT_FLAGS_FORCED: u64 = 0x1 | 0x2;
 
 /// The class of `NV0005_ALLOC_PARAMETERS` that takes a descriptor (cl0079.h).
 const NV01_EVENT_OS_EVENT: u32 = 0x79;

@@ -130,6 +130,12 @@ pub enum Params {
     /// RM allocates the class the parameters' `hClass` names, and only the
     /// OS event passes, whose 64-bit `data` is an NVIDIA descriptor
     OsEvent,
+    /// `UVM_INITIALIZE`: the VA space is made one of no process's
+    /// (`UVM_INIT_FLAGS_MULTI_PROCESS_SHARING_MODE`) and without HMM
+    /// (`UVM_INIT_FLAGS_DISABLE_HMM`), whatever the guest asked: the
+    /// process that makes the call is the Sentry, and with HMM the GPU
+    /// would fault its pages in
+    UvmInitialize,
 }
 
 /// One allowed command.
@@ -355,7 +361,7 @@ fn base_580(abi: &mut Abi) {
         abi.frontend.insert(nr, entry(name, size, params, caps));
     }
     for (nr, name, size, params) in [
-        (uvm::INITIALIZE, "UVM_INITIALIZE", 16, Copy),
+        (uvm::INITIALIZE, "UVM_INITIALIZE", 16, UvmInitialize),
         (uvm::DEINITIALIZE, "UVM_DEINITIALIZE", 0, Copy),
         (uvm::CREATE_RANGE_GROUP, "UVM_CREATE_RANGE_GROUP", 16, Copy),
         (

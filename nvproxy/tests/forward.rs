@@ -472,3 +472,26 @@ fn an_os_event_carries_a_descriptor_and_no_other_event_passes() {
     assert_eq!(back.status, status::INVALID_CLASS);
     assert_eq!(drv.calls.borrow().len(), 1);
 }
+
+#[test]
+fn uvm_never_ties_its_va_space_to_the_proxys_memory() {
+    use nvproxy::abi::UvmInitialize;
+    let (mem, drv, p) = (Mem::new(), FakeDriver::default(), proxy(Caps::DEFAULT));
+    let init = UvmInitialize {
+        flags: 0,
+        ..zerocopy::FromZeros::new_zeroed()
+    };
+    mem.put(BASE, init.as_bytes());
+    assert_eq!(p.uvm(&mem, &drv, uvm::INITIALIZE, BASE).ret, Ok(0));
+    // The driver got DISABLE_HMM | MULTI_PROCESS_SHARING_MODE (uvm_types.h)...
+    let sent = UvmInitialize::read_from_bytes(&drv.calls.borrow()[0].params)
+        .expect("well-formed test data");
+    assert_eq!(sent.flags, 0x3);
+    // ...and the guest sees the flags it asked for.
+    assert_eq!(
+        UvmInitialize::read_from_bytes(&mem.get(BASE, 16))
+            .expect("well-formed test data")
+            .flags,
+        0
+    );
+}
