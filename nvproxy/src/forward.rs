@@ -265,7 +265,7 @@ impl Proxy {
             p.params = inner.as_mut_ptr() as u64;
         }
         buf.copy_from_slice(p.as_bytes());
-        let ret = drv.ioctl(request, buf);
+        let ret = with_fds(drv, e.params, &mut inner, |_| drv.ioctl(request, buf));
         // What goes back names the guest's own pointers again.
         let mut back = RmControl::read_from_bytes(buf).unwrap_or(p);
         back.params = guest_params;

@@ -673,6 +673,18 @@ pub const CONTROL_LISTS_580: &[(u32, &str, usize, &[List])] = &[
         CHANNEL_LIST,
     ),
     (
+        0x0080_1104,
+        "NV0080_CTRL_CMD_GR_GET_INFO",
+        16,
+        &[info_list(58)],
+    ),
+    (
+        0x2080_0802,
+        "NV2080_CTRL_CMD_BIOS_GET_INFO",
+        16,
+        &[info_list(15)],
+    ),
+    (
         0x2080_0101,
         "NV2080_CTRL_CMD_GPU_GET_INFO",
         16,
@@ -726,6 +738,54 @@ pub const CONTROL_LISTS_580: &[(u32, &str, usize, &[List])] = &[
             elem: 8,
             max: 52,
         }],
+    ),
+];
+
+/// An `NVXXXX_CTRL_*_INFO` list (8-byte index and data pairs) of at most
+/// `max` entries, behind the pointer at offset 8, its count at offset 0.
+const fn info_list(max: u32) -> List {
+    List {
+        ptr: 8,
+        count: 0,
+        elem: 8,
+        max,
+    }
+}
+
+/// Control commands whose parameters carry a guest descriptor (of an
+/// NVIDIA file) at an offset: `(id, name, size, offset)`, the
+/// `NV0000_CTRL_CMD_OS_UNIX_*` calls that export and import RM objects
+/// through descriptors (ctrl0000unix.h).
+pub const CONTROL_FDS_580: &[(u32, &str, usize, &[usize])] = &[
+    (
+        0x3d05,
+        "NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD",
+        24,
+        &[16],
+    ),
+    (
+        0x3d06,
+        "NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD",
+        20,
+        &[0],
+    ),
+    (
+        0x3d08,
+        "NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO",
+        80,
+        &[0],
+    ),
+    (
+        0x3d0b,
+        "NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD",
+        2128,
+        &[0],
+    ),
+    (
+        0x3d0c,
+        "NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD",
+        652,
+        &[0],
     ),
 ];
 

@@ -518,6 +518,10 @@ fn base_580(abi: &mut Abi) {
         abi.control
             .insert(cmd, entry(name, Exact(size), Lists(lists), CU));
     }
+    for &(cmd, name, size, fds) in crate::rm::CONTROL_FDS_580 {
+        abi.control
+            .insert(cmd, entry(name, Exact(size), Fds(fds), CU));
+    }
     for &(class, name, size, caps) in crate::rm::CLASSES_580 {
         abi.alloc
             .insert(class, entry(name, Exact(size), Copy, caps));

@@ -495,3 +495,16 @@ fn uvm_never_ties_its_va_space_to_the_proxys_memory() {
         0
     );
 }
+
+#[test]
+fn a_control_that_exports_an_object_gets_the_host_descriptor() {
+    let (mem, drv, p) = (Mem::new(), FakeDriver::default(), proxy(Caps::DEFAULT));
+    // NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TO_FD_PARAMS: the object (16 bytes), fd, flags.
+    let mut params = vec![0u8; 24];
+    params[16..20].copy_from_slice(&8i32.to_ne_bytes());
+    mem.put(BASE + 0x100, &params);
+    let arg = control(&mem, 0x3d05, BASE + 0x100, 24);
+    assert_eq!(p.frontend(&mem, &drv, RM_CONTROL, arg).ret, Ok(0));
+    assert_eq!(drv.seen_inner.borrow()[0][16..20], 108i32.to_ne_bytes());
+    assert_eq!(mem.get(BASE + 0x110, 4), 8i32.to_ne_bytes());
+}
