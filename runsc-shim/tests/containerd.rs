@@ -487,7 +487,7 @@ fn shim_v2_runtime_config_sets_the_network() {
         (
             "cfg-bad-key",
             "network = \"host\"\nplatforms = \"kvm\"\n",
-            "unknown key `platforms` (only `network`, `allow_cidr`, `allow_host`, `allow_http`, `secret`, `egress_log`, `overlay` and `platform` are supported)",
+            "unknown key `platforms` (only `network`, `allow_cidr`, `allow_host`, `allow_http`, `secret`, `egress_log`, `overlay`, `platform`, `nvproxy` and `nvproxy_capabilities` are supported)",
         ),
         (
             "cfg-bad-rule",
