@@ -107,6 +107,10 @@ impl std::fmt::Debug for NvFile {
     }
 }
 
+/// Bytes past a request's parameters that the driver may write into
+/// harmlessly (see [`HostDriver`]'s `ioctl`).
+const SLACK: usize = 4096;
+
 /// The guest's memory, as the proxy reads and writes it.
 struct TaskMemory<'a>(&'a Task);
 
@@ -128,7 +132,15 @@ struct HostDriver<'a> {
 
 impl nvproxy::Driver for HostDriver<'_> {
     fn ioctl(&self, request: u32, params: &mut [u8]) -> Result<i32, Errno> {
-        host::nv_ioctl(self.file.host.as_fd(), request, params)
+        // A UVM request's size is the table's, not the request's: should a
+        // driver's structure be larger than the table says, it writes into
+        // this slack, never past the Sentry's buffer.
+        let mut padded = vec![0u8; params.len() + SLACK];
+        padded[..params.len()].copy_from_slice(params);
+        let r = host::nv_ioctl(self.file.host.as_fd(), request, &mut padded);
+        let len = params.len();
+        params.copy_from_slice(&padded[..len]);
+        r
     }
     fn host_fd(&self, guest_fd: i32) -> Option<i32> {
         let file = self.task.fds().file(i64::from(guest_fd)).ok()?;

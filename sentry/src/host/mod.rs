@@ -128,7 +128,7 @@ pub fn tcgets(fd: BorrowedFd<'_>) -> io::Result<abi::Termios> {
 /// driver reads and writes `params` and the proxy buffers its embedded
 /// pointers name. The return value, or the errno.
 pub fn nv_ioctl(fd: BorrowedFd<'_>, request: u32, params: &mut [u8]) -> Result<i32, abi::Errno> {
-    // SAFETY: `params` is live and writable for its length, which is the
+    // SAFETY: `params` is live and writable for its length, at least the
     // size the table (and so the driver) gives the request; the pointers
     // inside it point at buffers nvproxy keeps alive across the call.
     let r = unsafe {
