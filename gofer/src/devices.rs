@@ -147,11 +147,3 @@ pub fn run_opener_process(dir: &Path, allowed: Vec<String>, socket: OwnedFd) -> 
     };
     std::process::exit(code)
 }
-
-/// Adopts an inherited socket descriptor for [`run_opener_process`].
-pub fn inherited(fd: RawFd) -> Result<OwnedFd, Errno> {
-    if fd < 3 {
-        return Err(Errno::EBADF);
-    }
-    sys::adopt_socket(fd)
-}

@@ -52,10 +52,12 @@ fn refused(ret: Result<u64, Errno>, what: String, why: &'static str) -> Outcome 
     }
 }
 
-/// The most bytes of parameters one RM call carries through the proxy
-/// (the driver's own `NV_ABSOLUTE_MAX_IOCTL_SIZE` is 16 KiB; control
-/// parameters are far smaller).
-pub const MAX_PARAMS: usize = 64 << 10;
+/// What a control or an allocation made of its command: the driver's
+/// answer, and the command's name or why the proxy answered instead.
+type Inner = (
+    Result<i32, Errno>,
+    Option<Result<&'static str, (String, &'static str)>>,
+);
 
 /// The proxy of one sandbox: the running driver's table and what the
 /// sandbox may do.
@@ -123,8 +125,8 @@ impl Proxy {
             );
         }
         let mut buf = vec![0u8; size];
-        if let Err(e) = mem.read(arg, &mut buf) {
-            return refused(Err(e), e_name(&e), "parameters outside guest memory");
+        if let Err(err) = mem.read(arg, &mut buf) {
+            return refused(Err(err), e.name.into(), "parameters outside guest memory");
         }
         let (ret, inner) = match e.params {
             Params::Control => self.control(mem, drv, request, &mut buf),
@@ -209,17 +211,13 @@ impl Proxy {
     /// `NV_ESC_RM_CONTROL`: the command's own parameters come in behind
     /// `params`. An unknown command is answered as RM answers it, with
     /// `NV_ERR_NOT_SUPPORTED` in `status` and success from the ioctl.
-    #[allow(clippy::type_complexity)]
     fn control(
         &self,
         mem: &dyn GuestMemory,
         drv: &dyn Driver,
         request: u32,
         buf: &mut [u8],
-    ) -> (
-        Result<i32, Errno>,
-        Option<Result<&'static str, (String, &'static str)>>,
-    ) {
+    ) -> Inner {
         let Ok(mut p) = RmControl::read_from_bytes(buf) else {
             return (Err(Errno::EINVAL), None);
         };
@@ -286,17 +284,13 @@ impl Proxy {
     /// `NV_ESC_RM_ALLOC` (`NVOS21` or `NVOS64`): the class's parameters
     /// come in behind `pAllocParms`, an unknown class is answered with
     /// `NV_ERR_INVALID_CLASS`.
-    #[allow(clippy::type_complexity)]
     fn alloc(
         &self,
         mem: &dyn GuestMemory,
         drv: &dyn Driver,
         request: u32,
         buf: &mut [u8],
-    ) -> (
-        Result<i32, Errno>,
-        Option<Result<&'static str, (String, &'static str)>>,
-    ) {
+    ) -> Inner {
         // Both shapes start alike; NVOS64 adds the rights pointer.
         let (class, params_ptr, params_size, rights_ptr) =
             if buf.len() == size_of::<RmAllocWithRights>() {
@@ -412,10 +406,6 @@ const UVM_INIT_FLAGS_FORCED: u64 = 0x1 | 0x2;
 
 /// The class of `NV0005_ALLOC_PARAMETERS` that takes a descriptor (cl0079.h).
 const NV01_EVENT_OS_EVENT: u32 = 0x79;
-
-fn e_name(e: &Errno) -> String {
-    format!("errno {}", e.0)
-}
 
 /// Runs `call` with the descriptor fields of `buf` that `params` names
 /// turned into host descriptors, and the guest's values put back after.

@@ -695,8 +695,7 @@ pub fn abi_for(v: Version) -> Option<Abi> {
 /// (`NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.105.08  Release Build ...`).
 pub fn version_from_proc(text: &str) -> Option<Version> {
     let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
-    line.split_whitespace()
-        .find_map(|w| Version::parse(w).filter(|_| w.bytes().filter(|&b| b == b'.').count() >= 1))
+    line.split_whitespace().find_map(Version::parse)
 }
 
 /// The supported versions as one comma-separated line, for messages.

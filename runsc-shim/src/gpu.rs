@@ -69,35 +69,16 @@ pub fn oci_config(
     let caps = caps.or(from_env).unwrap_or("compute,utility");
     let caps = nvproxy::Caps::parse(caps).map_err(Error::Caps)?;
     let abi = driver_abi(version)?;
-    let ctl = dir.join("nvidiactl");
-    if !ctl.exists() {
-        return Err(Error::Driver(format!(
-            "no NVIDIA device on this host ({} is missing)",
-            ctl.display()
-        )));
-    }
-    let mut devices = vec![NvDevice::Ctl];
+    let mut named = Vec::new();
     for n in names {
-        let d = match n.as_str() {
-            "nvidiactl" => continue,
-            "nvidia-uvm" => NvDevice::Uvm,
-            n => n
-                .strip_prefix("nvidia")
-                .and_then(|i| i.parse().ok())
-                .map(NvDevice::Gpu)
-                .ok_or_else(|| Error::BadList(n.into()))?,
-        };
-        let path = dir.join(d.name());
-        if !path.exists() {
-            return Err(Error::Driver(format!(
-                "config.json: linux.devices names {}, which this host lacks",
-                path.display()
-            )));
-        }
-        if !devices.contains(&d) {
-            devices.push(d);
-        }
+        named.push(NvDevice::from_name(n).ok_or_else(|| Error::BadList(n.clone()))?);
     }
+    let devices = present(dir, named, |_, path| {
+        Error::Driver(format!(
+            "config.json: linux.devices names {}, which this host lacks",
+            path.display()
+        ))
+    })?;
     finish(abi, caps, devices, dir, None)
 }
 
@@ -146,6 +127,33 @@ pub fn driver_abi(version: Option<&str>) -> Result<nvproxy::Abi, Error> {
 
 /// The control device, UVM (when loaded) and the GPUs `which` names.
 fn devices(which: &str, dir: &Path) -> Result<Vec<NvDevice>, Error> {
+    let mut gpus: Vec<NvDevice> = Vec::new();
+    if which == "all" {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let d = e.file_name().to_str().and_then(NvDevice::from_name);
+            gpus.extend(d.filter(|d| matches!(d, NvDevice::Gpu(_))));
+        }
+        gpus.sort_unstable_by_key(|d| d.number());
+    } else {
+        for w in which.split(',') {
+            let n: u8 = w.trim().parse().map_err(|_| Error::BadList(which.into()))?;
+            gpus.push(NvDevice::Gpu(n));
+        }
+    }
+    let uvm = dir.join("nvidia-uvm").exists().then_some(NvDevice::Uvm);
+    present(dir, uvm.into_iter().chain(gpus), |d, path| match d {
+        NvDevice::Gpu(n) => Error::Missing(n, path),
+        _ => Error::Driver(format!("{} is missing", path.display())),
+    })
+}
+
+/// The control device, then each of `others` once: each must be in `dir`
+/// (`missing` says what to tell of one that is not).
+fn present(
+    dir: &Path,
+    others: impl IntoIterator<Item = NvDevice>,
+    missing: impl Fn(NvDevice, PathBuf) -> Error,
+) -> Result<Vec<NvDevice>, Error> {
     let ctl = dir.join("nvidiactl");
     if !ctl.exists() {
         return Err(Error::Driver(format!(
@@ -153,32 +161,16 @@ fn devices(which: &str, dir: &Path) -> Result<Vec<NvDevice>, Error> {
             ctl.display()
         )));
     }
-    let mut gpus: Vec<u8> = Vec::new();
-    if which == "all" {
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let name = e.file_name();
-            let rest = name.to_str().and_then(|n| n.strip_prefix("nvidia"));
-            let n = rest.and_then(|r| r.parse::<u8>().ok().filter(|n| n.to_string() == r));
-            gpus.extend(n);
-        }
-        gpus.sort_unstable();
-    } else {
-        for w in which.split(',') {
-            let n: u8 = w.trim().parse().map_err(|_| Error::BadList(which.into()))?;
-            let path = dir.join(format!("nvidia{n}"));
-            if !path.exists() {
-                return Err(Error::Missing(n, path));
-            }
-            if !gpus.contains(&n) {
-                gpus.push(n);
-            }
-        }
-    }
     let mut v = vec![NvDevice::Ctl];
-    if dir.join("nvidia-uvm").exists() {
-        v.push(NvDevice::Uvm);
+    for d in others {
+        let path = dir.join(d.name());
+        if !path.exists() {
+            return Err(missing(d, path));
+        }
+        if !v.contains(&d) {
+            v.push(d);
+        }
     }
-    v.extend(gpus.into_iter().map(NvDevice::Gpu));
     Ok(v)
 }
 

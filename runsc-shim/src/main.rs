@@ -1638,10 +1638,10 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::DeviceOpener(a) => match gofer::devices::inherited(a.fd) {
+        Command::DeviceOpener(a) => match gofer::jail::inherited_socket(a.fd) {
             Ok(sock) => gofer::devices::run_opener_process(&a.dir, a.allow, sock),
             Err(e) => {
-                eprintln!("ferrovisor device-opener: the socket: {e:?}");
+                eprintln!("ferrovisor device-opener: {e}");
                 ExitCode::from(2)
             }
         },

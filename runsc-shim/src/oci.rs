@@ -1419,14 +1419,9 @@ fn guest_device_names() -> String {
 /// sandbox gives it (`None` inside for those it has no use for:
 /// `nvidia-modeset`, `nvidia-uvm-tools`, the capability devices).
 fn nvidia_device(d: &oci_spec::runtime::LinuxDevice) -> Option<Option<String>> {
-    let path = d.path().to_str()?;
-    let name = path.strip_prefix("/dev/nvidia")?;
-    let gpu = name.parse::<u8>().ok().filter(|n| n.to_string() == name);
-    Some(match name {
-        "ctl" | "-uvm" => Some(format!("nvidia{name}")),
-        _ if gpu.is_some() => Some(format!("nvidia{name}")),
-        _ => None,
-    })
+    let name = d.path().to_str()?.strip_prefix("/dev/")?;
+    name.starts_with("nvidia")
+        .then(|| sentry::NvDevice::from_name(name).map(|d| d.name()))
 }
 
 /// A `linux.devices` entry (`index`) is taken when it asks for one of the

@@ -107,7 +107,7 @@ impl std::fmt::Debug for NvFile {
     }
 }
 
-/// Bytes past a request's parameters that the driver may write into
+/// Bytes past a UVM request's parameters that the driver may write into
 /// harmlessly (see [`HostDriver`]'s `ioctl`).
 const SLACK: usize = 4096;
 
@@ -132,9 +132,13 @@ struct HostDriver<'a> {
 
 impl nvproxy::Driver for HostDriver<'_> {
     fn ioctl(&self, request: u32, params: &mut [u8]) -> Result<i32, Errno> {
-        // A UVM request's size is the table's, not the request's: should a
-        // driver's structure be larger than the table says, it writes into
-        // this slack, never past the Sentry's buffer.
+        // A frontend request carries its size and the driver copies that
+        // much; a UVM request's size is the table's alone: should the
+        // driver's structure be larger, it writes into this slack, never
+        // past the Sentry's buffer.
+        if self.file.dev != NvDevice::Uvm {
+            return host::nv_ioctl(self.file.host.as_fd(), request, params);
+        }
         let mut padded = vec![0u8; params.len() + SLACK];
         padded[..params.len()].copy_from_slice(params);
         let r = host::nv_ioctl(self.file.host.as_fd(), request, &mut padded);

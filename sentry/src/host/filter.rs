@@ -208,8 +208,6 @@ pub fn policy(needs: Needs) -> Policy {
         }
         rules.push(Rule::allow_when(SYS_ioctl, checks));
     }
-    // nvproxy's requests, each an exact number from the driver's table.
-    rules.extend(int_one_of(SYS_ioctl, 1, needs.gpu_ioctls));
     // Unix sockets always (the gofer's, the control socket's peers);
     // TCP and UDP ones when the sandbox reaches the host's network.
     let mut families = vec![AF_UNIX];
@@ -293,6 +291,9 @@ pub fn policy(needs: Needs) -> Policy {
             action: Action::Errno(EACCES),
         });
     }
+    // nvproxy's requests, each an exact number from the driver's table:
+    // last, since the filter tries rules in order and these are a hundred.
+    rules.extend(int_one_of(SYS_ioctl, 1, needs.gpu_ioctls));
     Policy {
         rules,
         default: Action::Trap,
@@ -672,6 +673,21 @@ mod tests {
             assert_eq!(run(kvm, nr, [0; 6]), TRAP, "{nr}");
             assert_eq!(run(needs(), nr, [0; 6]), ALLOW, "{nr}");
         }
+    }
+
+    #[test]
+    fn a_gpu_adds_exactly_its_ioctl_requests() {
+        use libc::*;
+        // _IOWR('F', 0x2a, 32) (NV_ESC_RM_CONTROL) and the same at 24 bytes.
+        let (control, wrong_size) = (0xc020_462a_u64, 0xc018_462a_u64);
+        let gpu = Needs {
+            gpu_ioctls: &[0xc020_462a],
+            ..needs()
+        };
+        assert_eq!(run(gpu, SYS_ioctl, [9, control, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(run(gpu, SYS_ioctl, [9, wrong_size, 0, 0, 0, 0]), TRAP);
+        assert_eq!(run(needs(), SYS_ioctl, [9, control, 0, 0, 0, 0]), TRAP);
+        assert_eq!(run(gpu, SYS_ioctl, [0, TCGETS, 0, 0, 0, 0]), ALLOW);
     }
 
     #[test]

@@ -92,6 +92,20 @@ pub enum NvDevice {
 }
 
 impl NvDevice {
+    /// The device named `name` in `/dev` (`nvidiactl`, `nvidia-uvm`,
+    /// `nvidia0`; not `nvidia00`).
+    pub fn from_name(name: &str) -> Option<NvDevice> {
+        match name.strip_prefix("nvidia")? {
+            "ctl" => Some(NvDevice::Ctl),
+            "-uvm" => Some(NvDevice::Uvm),
+            n => n
+                .parse::<u8>()
+                .ok()
+                .filter(|i| i.to_string() == n)
+                .map(NvDevice::Gpu),
+        }
+    }
+
     /// Its name in `/dev` (and on the host).
     pub fn name(self) -> String {
         match self {
