@@ -78,6 +78,10 @@ pub struct ExecRequest {
     /// terminal, raw); its standard error goes there too
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tty: bool,
+    /// that terminal's rows and columns, where the caller's output is no
+    /// terminal to take them from (an API client's)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<(u16, u16)>,
 }
 
 /// The most descriptors past stdio one exec request carries.
@@ -478,6 +482,8 @@ pub struct EgressUpdate {
 #[serde(rename_all = "lowercase")]
 enum Control {
     Signal(i32),
+    /// rows and columns of the program's terminal
+    Resize(u16, u16),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -744,7 +750,12 @@ fn handle(mut conn: UnixStream, kernel: Weak<sentry::Kernel>) -> std::io::Result
     let (stdio, console) = if req.tty {
         let [input, output, _] = stdio;
         match sentry::exec_terminal(&kernel, input, output) {
-            Ok((c, s)) => (s, Some(c)),
+            Ok((c, s)) => {
+                if let Some((rows, cols)) = req.size {
+                    c.set_size(rows, cols);
+                }
+                (s, Some(c))
+            }
             Err(e) => return send(&mut conn, &Reply::Failed(e.to_string())),
         }
     } else {
@@ -917,8 +928,15 @@ fn relay_signals(
 ) {
     for line in BufReader::new(conn).lines() {
         let Ok(line) = line else { return };
-        let Ok(Control::Signal(sig)) = serde_json::from_str(&line) else {
-            continue;
+        let sig = match serde_json::from_str(&line) {
+            Ok(Control::Signal(sig)) => sig,
+            Ok(Control::Resize(rows, cols)) => {
+                if let Some(c) = console {
+                    c.set_size(rows, cols);
+                }
+                continue;
+            }
+            Err(_) => continue,
         };
         if !(1..=64).contains(&sig) {
             continue;
@@ -942,7 +960,17 @@ pub struct Signaller(UnixStream);
 impl Signaller {
     /// Asks the sandbox to send `sig` to the process.
     pub fn signal(&self, sig: i32) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(&Control::Signal(sig)).map_err(std::io::Error::other)?;
+        self.send(&Control::Signal(sig))
+    }
+
+    /// Gives the program's terminal (`tty`) a new size; the sandbox
+    /// signals its foreground group with `SIGWINCH`.
+    pub fn resize(&self, rows: u16, cols: u16) -> std::io::Result<()> {
+        self.send(&Control::Resize(rows, cols))
+    }
+
+    fn send(&self, c: &Control) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(c).map_err(std::io::Error::other)?;
         line.push(b'\n');
         (&self.0).write_all(&line)
     }

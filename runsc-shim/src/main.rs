@@ -994,6 +994,7 @@ fn exec_request(
             preserve_fds: a.preserve_fds,
             user: None,
             tty: false,
+            size: None,
         }
     } else {
         let mut privileges = base()?;
@@ -1029,6 +1030,7 @@ fn exec_request(
             preserve_fds: a.preserve_fds,
             user: None,
             tty: false,
+            size: None,
         }
     };
     if req.args.is_empty() {

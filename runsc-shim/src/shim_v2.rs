@@ -1776,6 +1776,7 @@ impl shim::Task for Service {
             preserve_fds: 0,
             user: None,
             tty: false,
+            size: None,
         };
         let mut tasks = self.tasks();
         if tasks.get(&req.id)?.phase != Phase::Running {

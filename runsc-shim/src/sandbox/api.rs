@@ -4,6 +4,7 @@
 //! route of [`ROUTES`] (a test keeps them in step). Sandboxes made through
 //! the API end when `serve` does.
 
+use std::collections::HashMap;
 use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;
@@ -26,6 +27,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/sandboxes/{name}/stop"),
     ("GET", "/v1/sandboxes/{name}/logs"),
     ("POST", "/v1/sandboxes/{name}/exec"),
+    ("POST", "/v1/sandboxes/{name}/processes/{pid}/signal"),
+    ("POST", "/v1/sandboxes/{name}/processes/{pid}/resize"),
     ("GET", "/v1/sandboxes/{name}/files"),
     ("PUT", "/v1/sandboxes/{name}/files"),
     ("GET", "/v1/sandboxes/{name}/dir"),
@@ -89,6 +92,35 @@ struct PortBody {
     host_port: u16,
 }
 
+/// `POST .../processes/{pid}/signal`: a number or a name (`TERM`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignalBody {
+    signal: SignalName,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum SignalName {
+    Number(i32),
+    Name(String),
+}
+
+/// `POST .../processes/{pid}/resize`: the terminal's new size.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SizeBody {
+    rows: u16,
+    cols: u16,
+}
+
+/// A program that `exec` runs now.
+struct Live {
+    signaller: crate::control::Signaller,
+    /// on a terminal of its own
+    tty: bool,
+}
+
 /// `POST .../snapshot`: the folder to save the image in.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,6 +159,9 @@ pub struct Server {
     made: Mutex<Vec<String>>,
     /// ports forwarded, by sandbox: closed with it
     ports: Mutex<Vec<(String, super::ports::Forward)>>,
+    /// the programs `exec` runs now, by sandbox and guest pid, for
+    /// their signals and terminal sizes
+    live: Mutex<HashMap<(String, i32), Live>>,
 }
 
 fn status_of(e: &Error) -> u16 {
@@ -156,6 +191,7 @@ impl Server {
             token,
             made: Mutex::new(Vec::new()),
             ports: Mutex::new(Vec::new()),
+            live: Mutex::new(HashMap::new()),
         })
     }
 
@@ -248,6 +284,35 @@ impl Server {
                 .logs(n)
                 .map(|l| (200, "text/plain; charset=utf-8", l)),
             ("POST", ["v1", "sandboxes", n, "exec"]) => return self.exec(n, &req.body, w, keep),
+            ("POST", ["v1", "sandboxes", n, "processes", pid, "signal"]) => {
+                serde_json::from_slice::<SignalBody>(&req.body)
+                    .map_err(|e| Error::Usage(format!("the request: {e}")))
+                    .and_then(|b| {
+                        let sig = match b.signal {
+                            SignalName::Number(s) if (1..=64).contains(&s) => s,
+                            SignalName::Number(s) => {
+                                return Err(Error::Usage(format!("signal {s}: give 1 to 64")))
+                            }
+                            SignalName::Name(s) => crate::container::parse_signal(&s)
+                                .ok()
+                                .filter(|s| *s > 0)
+                                .ok_or_else(|| {
+                                    Error::Usage(format!("signal {s:?}: give a name like TERM"))
+                                })?,
+                        };
+                        self.to_process(n, pid, false, |s| s.signal(sig))
+                    })
+                    .map(|()| (204, "", Vec::new()))
+            }
+            ("POST", ["v1", "sandboxes", n, "processes", pid, "resize"]) => {
+                serde_json::from_slice::<SizeBody>(&req.body)
+                    .map_err(|e| Error::Usage(format!("the request: {e}")))
+                    .and_then(|b| {
+                        super::TermSize::new(b.rows, b.cols)?;
+                        self.to_process(n, pid, true, |s| s.resize(b.rows, b.cols))
+                    })
+                    .map(|()| (204, "", Vec::new()))
+            }
             ("GET", ["v1", "sandboxes", n, "watch"]) => return self.watch(n, req, w, keep),
             ("GET", ["v1", "sandboxes", n, "files"]) => path_of(req)
                 .and_then(|p| self.store.read_file(n, p))
@@ -393,6 +458,31 @@ impl Server {
         http::end_chunks(w)
     }
 
+    /// Sends to the program that `exec` runs as guest pid `pid` in `name`
+    /// (which must have a terminal, with `tty`).
+    fn to_process(
+        &self,
+        name: &str,
+        pid: &str,
+        tty: bool,
+        send: impl FnOnce(&crate::control::Signaller) -> std::io::Result<()>,
+    ) -> Result<(), Error> {
+        let gone = || {
+            Error::NotFound(format!(
+                "no program {pid} that exec started runs in sandbox {name}"
+            ))
+        };
+        let pid: i32 = pid.parse().map_err(|_| gone())?;
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let l = live.get(&(name.to_string(), pid)).ok_or_else(gone)?;
+        if tty && !l.tty {
+            return Err(Error::Usage(format!(
+                "program {pid} runs without a terminal: no size to change (exec with tty)"
+            )));
+        }
+        send(&l.signaller).map_err(|_| gone())
+    }
+
     fn exec(&self, name: &str, body: &[u8], w: &mut impl Write, keep: bool) -> std::io::Result<()> {
         let refuse = |w: &mut dyn Write, e: Error| {
             let mut w = w;
@@ -406,7 +496,12 @@ impl Server {
                 keep,
             )
         };
-        let opts: ExecOptions = match serde_json::from_slice(body) {
+        let opts: ExecOptions = match serde_json::from_slice::<ExecOptions>(body) {
+            // (the client's output is a pipe, which has no size to take)
+            Ok(o) if o.tty && o.size.is_none() => ExecOptions {
+                size: Some(super::TermSize { rows: 24, cols: 80 }),
+                ..o
+            },
             Ok(o) => o,
             Err(e) => return refuse(w, Error::Usage(format!("the request: {e}"))),
         };
@@ -421,9 +516,17 @@ impl Server {
         };
         let mut out: Option<std::io::Result<()>> = None;
         let b64 = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
+        let mut started = None;
         let result = self.store.exec_streaming(name, &opts, stdin, |o| {
             let line = match o {
-                Output::Started(pid) => {
+                Output::Started(pid, running) => {
+                    if let Ok(signaller) = running.signaller() {
+                        let key = (name.to_string(), pid);
+                        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+                        let tty = opts.tty;
+                        live.insert(key.clone(), Live { signaller, tty });
+                        started = Some(key);
+                    }
                     out = Some(http::start_chunked(w, "application/x-ndjson"));
                     Line::Started { pid }.to_line()
                 }
@@ -434,6 +537,12 @@ impl Server {
                 out = Some(http::chunk(w, &line));
             }
         });
+        if let Some(key) = started {
+            self.live
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+        }
         match (out, result) {
             (None, Err(e)) => refuse(w, e),
             (None, Ok(_)) => refuse(w, Error::Guest("the program did not start".into())),

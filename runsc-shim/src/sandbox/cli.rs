@@ -130,6 +130,7 @@ pub fn run(store: &Store, cmd: Command) -> ExitCode {
                 timeout,
                 stdin: None,
                 tty,
+                size: None,
             };
             let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
             // Raw while the program runs: its terminal's line discipline

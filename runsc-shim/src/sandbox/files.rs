@@ -81,7 +81,7 @@ impl Store {
         let outcome = self.exec_streaming(name, &opts, stdin, |o| match o {
             Output::Data(Stream::Stdout, d) => out.extend_from_slice(d),
             Output::Data(Stream::Stderr, d) => err.extend_from_slice(d),
-            Output::Started(_) => {}
+            Output::Started(..) => {}
         })?;
         Ok((outcome, out, err))
     }

@@ -347,7 +347,7 @@ impl Server {
             .exec_streaming(&self.name, opts, stdin, |o| match o {
                 Output::Data(Stream::Stdout, d) => out.extend_from_slice(d),
                 Output::Data(Stream::Stderr, d) => err.extend_from_slice(d),
-                Output::Started(_) => {}
+                Output::Started(..) => {}
             });
         match r {
             Ok(o) => {

@@ -329,6 +329,30 @@ pub struct ExecOptions {
     /// and its input `stdin`, through its line discipline (echoed, CR-LF)
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tty: bool,
+    /// that terminal's size (default 24 by 80); a running program's
+    /// changes with `POST .../processes/{pid}/resize`
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<TermSize>,
+}
+
+/// A terminal's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TermSize {
+    pub rows: u16,
+    pub cols: u16,
+}
+
+impl TermSize {
+    /// Checked: a terminal has at least one row and one column.
+    pub fn new(rows: u16, cols: u16) -> Result<TermSize, Error> {
+        if rows == 0 || cols == 0 {
+            return Err(Error::Usage(format!(
+                "size {rows}x{cols}: give at least 1 row and 1 column"
+            )));
+        }
+        Ok(TermSize { rows, cols })
+    }
 }
 
 impl ExecOptions {
@@ -347,6 +371,12 @@ impl ExecOptions {
                 "timeout: give a positive number of seconds".into(),
             ));
         }
+        if let Some(s) = self.size {
+            if !self.tty {
+                return Err(Error::Usage("size: only with tty".into()));
+            }
+            TermSize::new(s.rows, s.cols)?;
+        }
         Ok(control::ExecRequest {
             args: self.args.clone(),
             env: self.env.clone(),
@@ -358,6 +388,7 @@ impl ExecOptions {
             preserve_fds: 0,
             user: self.user.clone(),
             tty: self.tty,
+            size: self.size.map(|s| (s.rows, s.cols)),
         })
     }
 }
@@ -750,7 +781,7 @@ impl Store {
         let (err_r, err_w) = pipe("a pipe")?;
         let running = self.exec(name, opts, [in_r.as_fd(), out_w.as_fd(), err_w.as_fd()])?;
         drop((in_r, out_w, err_w));
-        sink(Output::Started(running.pid()));
+        sink(Output::Started(running.pid(), &running));
         std::thread::spawn(move || {
             use std::io::Write;
             let _ = in_w.write_all(&stdin);
@@ -903,7 +934,7 @@ pub enum Stream {
 #[derive(Debug)]
 pub enum Output<'a> {
     /// the program runs, with this guest pid
-    Started(i32),
+    Started(i32, &'a Running),
     /// some of its output
     Data(Stream, &'a [u8]),
 }
@@ -944,10 +975,21 @@ pub struct Running {
     timeout: Option<Duration>,
 }
 
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Running({})", self.exec.pid)
+    }
+}
+
 impl Running {
     /// The guest's pid.
     pub fn pid(&self) -> i32 {
         self.exec.pid
+    }
+
+    /// A sender of signals and terminal sizes to the program.
+    pub fn signaller(&self) -> std::io::Result<control::Signaller> {
+        self.exec.signaller()
     }
 
     /// This process's ^C, `kill` and the rest go to the program.

@@ -20,7 +20,7 @@ import socket
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "Client",
@@ -138,7 +138,19 @@ class Client:
     def stream(self, path: str, body: Any) -> Iterator[Dict[str, Any]]:
         """A request whose answer is JSON lines, each as it comes."""
         r = self._send("POST", path, json.dumps(body).encode(), "application/json", None)
-        return self._lines(r)
+        # Held by the stream, so that calls meanwhile (`signal`, `resize`)
+        # take another; kept after if the answer was read to its end.
+        conn, self._conn = self._conn, None
+
+        def lines() -> Iterator[Dict[str, Any]]:
+            try:
+                yield from self._lines(r)
+            finally:
+                if conn is not None and r.isclosed() and self._conn is None:
+                    self._conn = conn
+                elif conn is not None:
+                    conn.close()
+        return lines()
 
     def watch(self, path: str, query: Dict[str, str]) -> Iterator[Dict[str, Any]]:
         """A GET whose answer streams for as long as it lasts, on a
@@ -307,11 +319,14 @@ class Sandbox:
              on_stderr: Optional[Callable[[bytes], None]] = None, timeout: Optional[float] = None,
              env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
              user: Optional[Union[int, str]] = None, stdin: Optional[Union[bytes, str]] = None,
-             tty: bool = False, check: bool = False) -> ExecResult:
+             tty: bool = False, size: Optional[Tuple[int, int]] = None,
+             on_start: Optional[Callable[[int], None]] = None, check: bool = False) -> ExecResult:
         """Runs `cmd` (a list, or a string for `sh -c`) and waits for its end;
-        output reaches `on_stdout`/`on_stderr` as it comes. With `tty`, it
-        runs on a terminal of the sandbox's own, whose output is all stdout.
-        With `check`, a non-zero status raises `FerrovisorError`."""
+        output reaches `on_stdout`/`on_stderr` as it comes, and its guest pid
+        `on_start` (for `signal` and `resize`). With `tty`, it runs on a
+        terminal of the sandbox's own (`size` rows and columns, default 24 by
+        80), whose output is all stdout. With `check`, a non-zero status
+        raises `FerrovisorError`."""
         args = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         body: Dict[str, Any] = {"args": args}
         if env:
@@ -327,6 +342,8 @@ class Sandbox:
             body["stdin"] = base64.b64encode(data).decode()
         if tty:
             body["tty"] = True
+        if size is not None:
+            body["size"] = {"rows": size[0], "cols": size[1]}
         out, err = bytearray(), bytearray()
         end: Optional[Dict[str, Any]] = None
         for line in self.client.stream(f"/v1/sandboxes/{_q(self.name)}/exec", body):
@@ -340,6 +357,9 @@ class Sandbox:
                 err += chunk
                 if on_stderr:
                     on_stderr(chunk)
+            elif "started" in line:
+                if on_start:
+                    on_start(line["started"]["pid"])
             elif "exit" in line:
                 end = line["exit"]
             elif "error" in line:
@@ -351,6 +371,17 @@ class Sandbox:
         if check and not r.ok:
             raise FerrovisorError(422, f"{args!r} exited with status {r.status}: {r.stderr.strip()}")
         return r
+
+    def signal(self, pid: int, sig: Union[int, str] = "TERM") -> None:
+        """Sends `sig` (a number or a name) to a program `exec` runs now."""
+        self.client.request("POST", f"/v1/sandboxes/{_q(self.name)}/processes/{pid}/signal",
+                            {"signal": sig})
+
+    def resize(self, pid: int, rows: int, cols: int) -> None:
+        """Gives the terminal of a program `exec(tty=True)` runs now a new
+        size; its foreground process group gets SIGWINCH."""
+        self.client.request("POST", f"/v1/sandboxes/{_q(self.name)}/processes/{pid}/resize",
+                            {"rows": rows, "cols": cols})
 
     def port(self, guest_port: int, host_port: int = 0) -> str:
         """Makes the guest's `127.0.0.1:guest_port` reachable on the host;

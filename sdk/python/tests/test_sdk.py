@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from typing import List
 
 import pytest
 
@@ -164,6 +165,39 @@ def test_exec_streams_and_ends_as_told(client):
         assert re.fullmatch(r"hi\r\n/dev/pts/\d+\r\ngot hi\r\n|/dev/pts/\d+\r\nhi\r\ngot hi\r\n",
                             r.stdout), repr(r.stdout)
         assert (r.status, r.stderr) == (0, "")
+        # Its size, given and changed while it runs (SIGWINCH).
+        pids: List[int] = []
+
+        def resize_once(chunk: bytes) -> None:
+            if b"ready" in chunk and len(pids) == 1:
+                sb.resize(pids[0], 40, 120)
+                pids.append(0)
+        r = sb.exec("stty size; trap 'stty size; exit 0' WINCH; echo ready; "
+                    "while :; do sleep 0.05; done", tty=True, size=(30, 100),
+                    on_start=pids.append, on_stdout=resize_once, timeout=20)
+        assert (r.status, r.stdout) == (0, "30 100\r\nready\r\n40 120\r\n"), repr(r.stdout)
+        # A signal to a running program, by name; none to an ended one.
+        pids.clear()
+
+        def term_once(chunk: bytes) -> None:
+            if b"ready" in chunk:
+                sb.signal(pids[0], "TERM")
+        r = sb.exec("trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done",
+                    on_start=pids.append, on_stdout=term_once, timeout=20)
+        assert (r.status, r.stdout) == (7, "ready\ngot TERM\n"), (r.status, r.stdout)
+        errors: List[str] = []
+
+        def resize_plain(chunk: bytes) -> None:
+            try:
+                sb.resize(pids[1], 10, 10)
+            except FerrovisorError as e:
+                errors.append(str(e))
+        sb.exec("echo x; sleep 2", on_start=pids.append, on_stdout=resize_plain)
+        assert len(errors) == 1 and "without a terminal" in errors[0], errors
+        with pytest.raises(NotFoundError, match="no program"):
+            sb.signal(pids[0], 15)
+        with pytest.raises(FerrovisorError, match="only with tty"):
+            sb.exec(["true"], size=(10, 10))
         with pytest.raises(FerrovisorError, match="no-such-program"):
             sb.exec(["no-such-program"])
         with pytest.raises(FerrovisorError):

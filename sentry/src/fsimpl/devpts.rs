@@ -948,9 +948,23 @@ impl Console {
     pub fn resize(&self) {
         let host =
             |fd| crate::host::get_winsize(crate::vfs::file::FileDescription::stdio_borrow(fd));
-        let Ok(w) = host(self.host[1]).or_else(|_| host(self.host[0])) else {
-            return;
-        };
+        if let Ok(w) = host(self.host[1]).or_else(|_| host(self.host[0])) {
+            self.take_size(w);
+        }
+    }
+
+    /// Sets the size to `rows` by `cols` (a size an API client gives, its
+    /// output being no terminal); `SIGWINCH` as for [`Console::resize`].
+    pub fn set_size(&self, rows: u16, cols: u16) {
+        self.take_size(Winsize {
+            row: rows,
+            col: cols,
+            xpixel: 0,
+            ypixel: 0,
+        });
+    }
+
+    fn take_size(&self, w: Winsize) {
         let pgrp = {
             let mut i = self.pty().lock();
             if i.winsize == w {
