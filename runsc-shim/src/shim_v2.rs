@@ -479,6 +479,20 @@ impl RuntimeConfig {
             item.as_str()
                 .map_or_else(|| item.type_name().to_string(), |v| format!("{v:?}"))
         };
+        let boolean = |key: &str, item: &toml_edit::Item| {
+            item.as_bool().ok_or_else(|| ConfigError::NotBool {
+                key: key.to_owned(),
+                what: what(item),
+            })
+        };
+        let string = |key: &str, item: &toml_edit::Item| {
+            item.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| ConfigError::NotString {
+                    key: key.to_owned(),
+                    what: what(item),
+                })
+        };
         let mut mode = None;
         let (mut allow_cidr, mut allow_host) = (Vec::new(), Vec::new());
         let mut extras = network::Extras::default();
@@ -494,23 +508,13 @@ impl RuntimeConfig {
                         .ok_or_else(|| ConfigError::BadPlatform(what(item)))?;
                 }
                 "overlay" => {
-                    overlay = item.as_bool().ok_or_else(|| ConfigError::NotBool {
-                        key: key.to_owned(),
-                        what: what(item),
-                    })?;
+                    overlay = boolean(key, item)?;
                 }
                 "nvproxy" => {
-                    nvproxy.on = item.as_bool().ok_or_else(|| ConfigError::NotBool {
-                        key: key.to_owned(),
-                        what: what(item),
-                    })?;
+                    nvproxy.on = boolean(key, item)?;
                 }
                 "nvproxy_capabilities" => {
-                    let caps = item.as_str().ok_or_else(|| ConfigError::NotString {
-                        key: key.to_owned(),
-                        what: what(item),
-                    })?;
-                    nvproxy.capabilities = Some(caps.to_owned());
+                    nvproxy.capabilities = Some(string(key, item)?);
                 }
                 "network" => {
                     mode = Some(
@@ -520,11 +524,7 @@ impl RuntimeConfig {
                     );
                 }
                 "egress_log" => {
-                    let path = item.as_str().ok_or_else(|| ConfigError::NotString {
-                        key: key.to_owned(),
-                        what: what(item),
-                    })?;
-                    extras.egress_log = Some(path.into());
+                    extras.egress_log = Some(string(key, item)?.into());
                 }
                 "allow_cidr" | "allow_host" | "allow_http" | "secret" => {
                     let bad = || ConfigError::NotStrings {
