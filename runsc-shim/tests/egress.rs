@@ -415,23 +415,27 @@ fn udp_without_a_rule_is_refused_without_a_host_socket() {
     // socket: none was opened for the refused destination.
     let body = format!(
         r#"{servers}
+# Each run writes its own file: the background job truncates it only when
+# it runs, so a reused file could show the last run's lines.
+n=0
 for flags in "--allow-cidr {SERVER}/32:9999" "--network sandbox"; do
-  LINGER=3 $FV do $flags -- python3 -I -c '{UDP_CLIENT}' {SERVER} 5353 > "$DIR/out" &
+  n=$((n + 1))
+  LINGER=3 $FV do $flags -- python3 -I -c '{UDP_CLIENT}' {SERVER} 5353 > "$DIR/out$n" &
   F=$!
-  for i in $(seq 200); do grep -q '^connect' "$DIR/out" && break; sleep 0.05; done
+  for i in $(seq 200); do grep -q '^connect' "$DIR/out$n" 2>/dev/null && break; sleep 0.05; done
   echo "udp sockets $(ss -Huan | wc -l)"
   wait $F
-  cat "$DIR/out"
+  cat "$DIR/out$n"
 done
 echo "datagrams refused $(wc -l < "$DIR/udp.log")"
 # The measure works: an allowed guest holds a host UDP socket for each of
 # its two sockets.
-LINGER=3 $FV do --allow-cidr {SERVER}/32:5353 -- python3 -I -c '{UDP_CLIENT}' {SERVER} 5353 > "$DIR/out" &
+LINGER=3 $FV do --allow-cidr {SERVER}/32:5353 -- python3 -I -c '{UDP_CLIENT}' {SERVER} 5353 > "$DIR/allowed" &
 F=$!
-for i in $(seq 200); do grep -q '^connect' "$DIR/out" && break; sleep 0.05; done
+for i in $(seq 200); do grep -q '^connect' "$DIR/allowed" 2>/dev/null && break; sleep 0.05; done
 echo "allowed: udp sockets $(ss -Huan | wc -l)"
 wait $F
-cat "$DIR/out"
+cat "$DIR/allowed"
 "#,
         servers = udp_servers()
     );
