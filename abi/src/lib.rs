@@ -6,6 +6,7 @@ pub mod bpf;
 mod consts;
 mod errno;
 pub mod ipc;
+pub mod landlock;
 pub mod netlink;
 pub mod socket;
 mod syscalls;

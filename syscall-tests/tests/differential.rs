@@ -125,6 +125,8 @@ guests! {
     // NUMA with one node, cachestat, mseal (issue 20)
     numa,
     cachestat,
+    // Landlock, ABI 3 (issue 20)
+    landlock,
     mseal,
     // AIO (issue 20)
     aio,

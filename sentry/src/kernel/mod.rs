@@ -10,6 +10,7 @@ pub mod futex;
 pub mod hostsig;
 pub mod ipc;
 pub mod keys;
+pub mod landlock;
 pub mod netdev;
 pub(crate) mod oom;
 pub mod ptrace;
@@ -964,6 +965,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         argv: spec.argv,
         envp,
         creds: None,
+        may_exec: None,
         user_range: space.min_user_address()..kernel.platform.max_user_address(),
     };
     let prepared = loader::prepare(req).map_err(|e| match e {
@@ -1129,6 +1131,7 @@ pub fn start_process(kernel: &Arc<Kernel>, spec: ProcessSpec) -> Result<Task, Er
         patch_checked: 0,
         stale_fault: None,
         seccomp_copy: Default::default(),
+        landlock: None,
     };
     {
         let mut p = proc_.state();

@@ -647,6 +647,8 @@ pub struct ThreadState {
     pub seccomp: crate::kernel::seccomp::Seccomp,
     /// a `TSYNC` gave it the caller's `no_new_privs` too
     pub seccomp_sets_no_new_privs: bool,
+    /// its Landlock domain (ptrace's check from another thread)
+    pub landlock: Option<Arc<crate::kernel::landlock::Domain>>,
     /// its tracer's link, while traced
     pub ptrace: Option<Box<crate::kernel::ptrace::Tracee>>,
 }
@@ -924,6 +926,9 @@ pub struct Task {
     /// its copy of the thread's seccomp state, read without a lock on
     /// each call ([`Task::seccomp`] refreshes it)
     pub(crate) seccomp_copy: crate::kernel::seccomp::Seccomp,
+    /// its Landlock domain (`landlock_restrict_self`), inherited by every
+    /// clone and kept across `execve`; its thread's state holds the same
+    pub landlock: Option<Arc<crate::kernel::landlock::Domain>>,
     /// set for the length of a `preadv2`/`pwritev2` with `RWF_NOWAIT`:
     /// what would sleep answers `EAGAIN` instead
     pub nowait: bool,

@@ -39,7 +39,6 @@ const STACK_SIZE: u64 = 8 << 20;
 const ET_DYN_BASE: u64 = 0x5555_5555_4000;
 
 /// What `execve` needs from the caller's context.
-#[derive(Debug)]
 pub struct ExecRequest<'a> {
     /// the file system
     pub fs: &'a FileSystem,
@@ -58,10 +57,16 @@ pub struct ExecRequest<'a> {
     /// (and its interpreter) need; `None` for the sandbox's first
     /// program, which only needs an execute bit
     pub creds: Option<&'a crate::kernel::auth::Creds>,
+    /// a further check of each file opened to execute (the program, a
+    /// `#!` interpreter, the ELF interpreter): the caller's Landlock domain
+    pub may_exec: Option<&'a ExecCheck<'a>>,
     /// the addresses guest mappings may use (the platform keeps the rest
     /// for itself)
     pub user_range: Range<u64>,
 }
+
+/// A check of a file about to be executed, at its location.
+pub type ExecCheck<'a> = dyn Fn(&Location) -> Result<(), Errno> + 'a;
 
 /// The result of a successful load.
 #[derive(Debug)]
@@ -101,6 +106,7 @@ fn open_exec(
     cwd: &Location,
     path: &[u8],
     creds: Option<&crate::kernel::auth::Creds>,
+    may_exec: Option<&ExecCheck<'_>>,
 ) -> Result<(Arc<HostFile>, Location, abi::Stat), Errno> {
     let loc = fs.resolve_in(root, cwd, path, true)?;
     let st = loc.node().stat()?;
@@ -112,6 +118,9 @@ fn open_exec(
     }
     if let Some(c) = creds {
         c.may_access(st.mode, st.uid, st.gid, crate::kernel::auth::MAY_EXEC)?;
+    }
+    if let Some(check) = may_exec {
+        check(&loc)?;
     }
     Ok((fs.open_exec(&loc)?, loc, st))
 }
@@ -419,6 +428,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
         mut argv,
         envp,
         creds,
+        may_exec,
         user_range,
     } = req;
     let execfn = path.clone();
@@ -436,7 +446,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
         })
     };
     let (elf, exe, file) = loop {
-        let (file_ref, loc, st) = open_exec(fs, root, cwd, &path, creds)?;
+        let (file_ref, loc, st) = open_exec(fs, root, cwd, &path, creds, may_exec)?;
         if depth > MAX_INTERP_DEPTH {
             return Err(Errno::ELOOP);
         }
@@ -481,7 +491,7 @@ pub fn prepare(req: ExecRequest<'_>) -> Result<Prepared, Errno> {
             }
             let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
             name.truncate(len);
-            let (file, loc, st) = open_exec(fs, root, cwd, &interp_path(name), creds)?;
+            let (file, loc, st) = open_exec(fs, root, cwd, &interp_path(name), creds, may_exec)?;
             unreadable |= !readable(&st);
             let mut head = [0u8; std::mem::size_of::<Elf64Ehdr>()];
             if pread_exact(&file, &mut head, 0)? != head.len() {

@@ -689,6 +689,9 @@ fn own_state(task: &mut Task) -> Result<Vec<u8>, String> {
         if t.ptrace.is_some() {
             return Err("it is traced (ptrace is not saved yet)".into());
         }
+        if t.landlock.is_some() {
+            return Err("it enforces a Landlock ruleset (not saved yet)".into());
+        }
         e.u64(t.mask);
         save_sigqueue(&t.pending, &mut e);
     }
@@ -1885,6 +1888,7 @@ impl Shared {
             patch_checked: 0,
             stale_fault: None,
             seccomp_copy: Default::default(),
+            landlock: None,
         })
     }
 }

@@ -240,6 +240,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
             t.uid = task.creds.uid;
             t.gid = task.creds.gid;
             t.groups.clone_from(&task.creds.groups);
+            t.landlock.clone_from(&task.landlock);
         }
         {
             // Filters are inherited under the process's lock, which a
@@ -304,6 +305,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
         }
     }
     let creds = task.creds.clone();
+    let landlock = task.landlock.clone();
     let keyrings = task.keyrings.for_child(f & CLONE_THREAD != 0);
     let (ids, exe, comm, no_new_privs) = (
         task.ids,
@@ -406,6 +408,7 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 stale_fault: None,
                 // (picked up from the thread's state at its first call)
                 seccomp_copy: Default::default(),
+                landlock,
             };
             if flags & CLONE_CHILD_SETTID != 0 {
                 let _ = child.mm().write_obj(child_tid, &id);

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use abi::landlock::access;
 use abi::{
     Errno, Iovec, OpenFlags, RwfFlags, Stat, Statx, StatxTimestamp, AT_EMPTY_PATH, AT_FDCWD,
     AT_NO_AUTOMOUNT, AT_STATX_SYNC_TYPE, AT_SYMLINK_NOFOLLOW,
@@ -13,6 +14,7 @@ use super::{dir_arg, path_arg};
 use crate::fsimpl::tmpfs::{downcast, mem_arc, mem_of, MemInode, MemKind};
 use crate::host;
 use crate::kernel::auth::{cap, Creds, MAY_EXEC, MAY_READ, MAY_WRITE};
+use crate::kernel::landlock;
 use crate::kernel::task::Task;
 use crate::mm::guestio::GuestBufs;
 use crate::mm::GuestSlice;
@@ -620,6 +622,7 @@ pub(crate) fn open_path(
             if create && !path.ends_with(b"/") {
                 let name = last_component(&path).ok_or(Errno::ENOENT)?;
                 read_only_path(task, &parent)?;
+                landlocked(task, &parent, access::MAKE_REG)?;
                 if let Some(v) = volume(parent.node()) {
                     let h = v?;
                     may_write_dir(task, &parent)?;
@@ -634,6 +637,8 @@ pub(crate) fn open_path(
                     let loc = child_of(&parent, name, child);
                     let kind = FileKind::Host(Arc::new(HostFile::new(fd)));
                     *made = true;
+                    // Made, then opened: Linux checks the open after.
+                    landlocked(task, &loc, landlock::open_rights(false, acc, false))?;
                     return install_file(task, kind, loc, acc, flags);
                 }
                 if let Some(root) = parent.node().inode::<crate::fsimpl::mqueue::MqueueRoot>() {
@@ -698,6 +703,15 @@ pub(crate) fn open_path(
             check_access(task, &loc, want)?;
         }
         return Err(Errno::EROFS);
+    }
+    if !path_only {
+        // security_file_open(): an O_TMPFILE file is a new file in `loc`.
+        let trunc = flags.contains(OpenFlags::TRUNC) && !created;
+        landlocked(
+            task,
+            &loc,
+            landlock::open_rights(node.is_dir() && !tmpfile, acc, trunc),
+        )?;
     }
     let kind = if path_only {
         FileKind::Path
@@ -1012,9 +1026,25 @@ fn install_file(
     } else {
         acc | (flags & keep).bits() | OpenFlags::LARGEFILE.bits()
     };
+    let denies_truncate = !path_only
+        && task
+            .landlock
+            .as_ref()
+            .is_some_and(|d| !d.allows(&loc, access::TRUNCATE));
     let file = FileDescription::new(kind, Some(loc), status);
+    if denies_truncate {
+        file.deny_truncate();
+    }
     let cloexec = flags.contains(OpenFlags::CLOEXEC);
     task.install_fd(file, cloexec)
+}
+
+/// Landlock's check (landlock(7)) of `want` at `loc` for the caller.
+pub(super) fn landlocked(task: &Task, loc: &Location, want: u64) -> Result<(), Errno> {
+    match &task.landlock {
+        Some(d) => d.check(loc, want),
+        None => Ok(()),
+    }
 }
 
 /// The last component of `path` (trailing slashes ignored).
@@ -2415,6 +2445,7 @@ fn mkdir(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
         return Err(Errno::EEXIST);
     }
     read_only_path(task, &e.parent)?;
+    landlocked(task, &e.parent, access::MAKE_DIR)?;
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
         may_write_dir(task, &e.parent)?;
@@ -2452,6 +2483,11 @@ fn mknod(task: &Task, dirfd: u64, path: u64, mode: u32) -> Result<u64, Errno> {
         return Err(Errno::EEXIST);
     }
     read_only_path(task, &e.parent)?;
+    landlocked(
+        task,
+        &e.parent,
+        landlock::make_right(kind).ok_or(Errno::EINVAL)?,
+    )?;
     let perm = mode & 0o7777 & !task.fs_ctx().umask;
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
@@ -2508,6 +2544,7 @@ fn symlink(task: &Task, target: u64, dirfd: u64, path: u64) -> Result<u64, Errno
         return Err(Errno::EEXIST);
     }
     read_only_path(task, &e.parent)?;
+    landlocked(task, &e.parent, access::MAKE_SYM)?;
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
         may_write_dir(task, &e.parent)?;
@@ -2578,6 +2615,18 @@ fn link(
         return Err(Errno::EXDEV);
     }
     read_only_path(task, &e.parent)?;
+    if let Some(d) = &task.landlock {
+        let mut from = src.clone();
+        from.pop();
+        d.check_move(&landlock::Move {
+            from: &from,
+            to: &e.parent,
+            mode: src.node().stat()?.mode,
+            rename: false,
+            target: None,
+            exchange: false,
+        })?;
+    }
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
         let Node::Host { h: s, .. } = src.node() else {
@@ -2691,6 +2740,14 @@ fn unlink_entry(task: &Task, e: &Entry, dir: bool) -> Result<u64, Errno> {
     }
     // (do_unlinkat() asks for write access to the mount before the name)
     read_only_path(task, &e.parent)?;
+    if e.existing.is_some() {
+        let right = if dir {
+            access::REMOVE_DIR
+        } else {
+            access::REMOVE_FILE
+        };
+        landlocked(task, &e.parent, right)?;
+    }
     if let Some(v) = volume(e.parent.node()) {
         let h = v?;
         if e.existing.is_none() {
@@ -2839,6 +2896,7 @@ fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u
     {
         return Err(Errno::EBUSY);
     }
+    landlock_rename(task, from, to, flags)?;
     if let (Some(a), Some(b)) = (volume(from.parent.node()), volume(to.parent.node())) {
         let (a, b) = (a?, b?);
         if from.existing.is_none() {
@@ -2895,6 +2953,35 @@ fn rename_entries(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<u
         src_dir.whiteout(&from.name)?;
     }
     Ok(0)
+}
+
+/// Landlock's check of a rename (security_path_rename()), made once the
+/// names are known to exist as `flags` require (Linux looks them up
+/// first: `ENOENT`, `EEXIST` come before it).
+fn landlock_rename(task: &Task, from: &Entry, to: &Entry, flags: u32) -> Result<(), Errno> {
+    const RENAME_NOREPLACE: u32 = 1;
+    const RENAME_EXCHANGE: u32 = 2;
+    let (Some(d), Some(src)) = (&task.landlock, &from.existing) else {
+        return Ok(());
+    };
+    let exchange = flags & RENAME_EXCHANGE != 0;
+    if (exchange && to.existing.is_none())
+        || (flags & RENAME_NOREPLACE != 0 && to.existing.is_some())
+    {
+        return Ok(());
+    }
+    let target = match &to.existing {
+        Some(t) => Some(t.node().stat()?.mode),
+        None => None,
+    };
+    d.check_move(&landlock::Move {
+        from: &from.parent,
+        to: &to.parent,
+        mode: src.node().stat()?.mode,
+        rename: true,
+        target,
+        exchange,
+    })
 }
 
 pub fn sys_rename(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
@@ -3300,6 +3387,7 @@ pub fn sys_truncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     }
     read_only_path(task, &loc)?;
     check_access(task, &loc, 2)?;
+    landlocked(task, &loc, access::TRUNCATE)?;
     if let Some(v) = volume(loc.node()) {
         let attr = gofer::client::SetAttr {
             size: Some(a[1]),
@@ -3335,10 +3423,16 @@ pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 .downcast::<MemInode>()
                 .filter(|_| file.flags() & abi::O_ACCMODE != 0) =>
         {
+            if file.truncate_denied() {
+                return Err(Errno::EACCES);
+            }
             m.truncate(a[1])?;
             m.remove_privs(task.capable(cap::FSETID), |g| task.creds.in_group(g));
         }
         FileKind::Host(f) if file.flags() & abi::O_ACCMODE != 0 && !file.is_dir() => {
+            if file.truncate_denied() {
+                return Err(Errno::EACCES);
+            }
             let cut = || host::ftruncate(f.fd(), a[1]).map_err(Errno::from);
             match task.kernel.fs.page_caches.lookup(f) {
                 Some(cache) => cache.around_host_change(cut)?,

@@ -16,6 +16,7 @@ mod inet;
 mod ioprio;
 mod kcmp;
 mod keys;
+mod landlock;
 mod memfd;
 mod mm;
 mod mount;
@@ -788,9 +789,17 @@ pub const ROWS: &[Entry] = &[
         "the new mount API is not offered (mount(2) is): EPERM",
     ),
     unsupported(nr::QUOTACTL_FD, "disk quotas"),
-    unsupported(nr::LANDLOCK_CREATE_RULESET, "Landlock"),
-    unsupported(nr::LANDLOCK_ADD_RULE, "Landlock"),
-    unsupported(nr::LANDLOCK_RESTRICT_SELF, "Landlock"),
+    partial(
+        nr::LANDLOCK_CREATE_RULESET,
+        landlock::sys_landlock_create_ruleset,
+        "ABI 3: file-system rights; no TCP port rules (ABI 4) or scopes (ABI 6)",
+    ),
+    partial(
+        nr::LANDLOCK_ADD_RULE,
+        landlock::sys_landlock_add_rule,
+        "a rule holds at its file's place: not through other bind mounts, and not after the file moves",
+    ),
+    full(nr::LANDLOCK_RESTRICT_SELF, landlock::sys_landlock_restrict_self),
     unsupported(nr::MEMFD_SECRET, "secret memory"),
     unsupported(nr::PROCESS_MRELEASE, "another process's memory"),
     full(nr::FUTEX_WAITV, process::sys_futex_waitv),

@@ -104,7 +104,9 @@ pub fn sys_mount(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     if flags & 0xffff_0000 == MS_MGC_VAL {
         flags &= 0xffff;
     }
-    if !task.capable(crate::kernel::auth::cap::SYS_ADMIN) {
+    // A Landlock domain forbids every mount change (landlock(7)): one
+    // could hide a rule's file behind another.
+    if !task.capable(crate::kernel::auth::cap::SYS_ADMIN) || task.landlock.is_some() {
         return Err(Errno::EPERM);
     }
     let fs = &task.kernel.fs;
@@ -203,7 +205,7 @@ pub fn sys_umount2(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     }
     let path = path_arg(task, a.ptr(0))?;
     let target = task.resolve(&task.cwd(), &path, a.u64(1) & UMOUNT_NOFOLLOW == 0)?;
-    if !task.capable(crate::kernel::auth::cap::SYS_ADMIN) {
+    if !task.capable(crate::kernel::auth::cap::SYS_ADMIN) || task.landlock.is_some() {
         return Err(Errno::EPERM);
     }
     const MNT_DETACH: u64 = 2;

@@ -1,6 +1,7 @@
 //! Process identity, limits, `execve`, `exit`, and other per-task calls. The
 //! sandbox holds one process today, PID 1 in its own numbering.
 
+use abi::landlock::access;
 use abi::{Errno, Rlimit, Rusage, Tms, Utsname};
 use zerocopy::FromZeros;
 
@@ -1425,6 +1426,12 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
     let start = super::dir_arg(task, dirfd, &path)?;
     let kernel = task.kernel.clone();
     let root = task.root();
+    // Landlock: the file is opened to read and to execute (open_exec()).
+    let domain = task.landlock.clone();
+    let landlock = move |loc: &crate::vfs::Location| match &domain {
+        Some(d) => d.check(loc, access::READ_FILE | access::EXECUTE),
+        None => Ok(()),
+    };
     let req = ExecRequest {
         fs: &kernel.fs,
         root: &root,
@@ -1433,6 +1440,7 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
         argv,
         envp,
         creds: Some(&task.creds),
+        may_exec: Some(&landlock),
         user_range: task.mm().user_range(),
     };
     let prepared = loader::prepare(req)?;

@@ -88,6 +88,12 @@ fn traceme(task: &mut Task) -> Result<u64, Errno> {
     if task.thread.state().ptrace.is_some() {
         return Err(Errno::EPERM);
     }
+    // A tracer in a Landlock domain may trace only its own or nested ones.
+    let leader = parent.state().threads.first().cloned();
+    let theirs = leader.and_then(|t| t.state().landlock.clone());
+    if theirs.is_some_and(|d| !d.is_ancestor_of(task.landlock.as_ref())) {
+        return Err(Errno::EPERM);
+    }
     ptrace::link(&parent, &task.thread, Tracee::new(ppid, false, 0), None);
     Ok(0)
 }
@@ -120,19 +126,27 @@ fn attach(task: &mut Task, pid: i32, seize: bool, addr: u64, data: u64) -> Resul
 
 /// Linux's "ptrace access mode" check: the target is of the caller's own
 /// process, or the caller's real user is the target's every user and the
-/// target is dumpable, or the caller has `CAP_SYS_PTRACE`.
+/// target is dumpable, or the caller has `CAP_SYS_PTRACE`; and then a
+/// caller in a Landlock domain reaches only threads in that domain or one
+/// nested in it (landlock(7)), capability or not.
 pub(crate) fn may_access(task: &Task, th: &Thread) -> Result<(), Errno> {
-    if Arc::ptr_eq(&th.process, &task.proc_) || task.capable(cap::SYS_PTRACE) {
+    if Arc::ptr_eq(&th.process, &task.proc_) {
         return Ok(());
     }
-    let dumpable = th.process.state().dumpable;
-    let t = th.state();
-    let me = task.creds.uid[0];
-    if dumpable && t.uid[..3].iter().all(|&u| u == me) {
-        Ok(())
-    } else {
-        Err(Errno::EPERM)
+    if !task.capable(cap::SYS_PTRACE) {
+        let dumpable = th.process.state().dumpable;
+        let t = th.state();
+        let me = task.creds.uid[0];
+        if !dumpable || !t.uid[..3].iter().all(|&u| u == me) {
+            return Err(Errno::EPERM);
+        }
     }
+    if let Some(d) = &task.landlock {
+        if !d.is_ancestor_of(th.state().landlock.as_ref()) {
+            return Err(Errno::EPERM);
+        }
+    }
+    Ok(())
 }
 
 /// The thread `pid` this task traces (`ESRCH` for any other).

@@ -696,6 +696,7 @@ impl Socket for SocketHandle {
             if task.kernel.fs.read_only_at(&parent) {
                 return Err(Errno::EROFS);
             }
+            super::fs::landlocked(task, &parent, abi::landlock::access::MAKE_SOCK)?;
             let name = p
                 .split(|&b| b == b'/')
                 .rfind(|c| !c.is_empty())

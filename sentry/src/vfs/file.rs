@@ -339,6 +339,9 @@ pub struct FileDescription {
     locks: Mutex<Option<(Arc<crate::vfs::lock::LockTable>, crate::vfs::lock::FileKey)>>,
     /// who gets its I/O signals (`F_SETOWN`, `F_SETSIG`)
     owner: Mutex<crate::vfs::fasync::Owner>,
+    /// opened under a Landlock domain that denies truncating it: so does
+    /// `ftruncate`, whoever holds it (landlock(7))
+    no_truncate: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for FileDescription {
@@ -421,7 +424,19 @@ impl FileDescription {
             dir: Mutex::new(None),
             locks: Mutex::new(None),
             owner: Mutex::new(crate::vfs::fasync::Owner::default()),
+            no_truncate: Default::default(),
         })
+    }
+
+    /// Whether `ftruncate` of it is refused (see [`FileDescription::deny_truncate`]).
+    pub fn truncate_denied(&self) -> bool {
+        self.no_truncate.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Its opener's Landlock domain denies truncating the file.
+    pub fn deny_truncate(&self) {
+        self.no_truncate
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The owner of its I/O signals.

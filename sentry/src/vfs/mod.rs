@@ -755,6 +755,12 @@ impl Location {
         }
     }
 
+    /// Each step from the sandbox's root down: its name (the root's is
+    /// empty) and its node.
+    pub fn steps(&self) -> impl Iterator<Item = (&[u8], &Node)> {
+        self.chain.iter().map(|(n, node)| (n.as_slice(), node))
+    }
+
     /// The names from the sandbox's root down to this location.
     pub fn names(&self) -> Vec<Vec<u8>> {
         self.chain[1..].iter().map(|(n, _)| n.clone()).collect()
