@@ -125,8 +125,9 @@ guests! {
     // NUMA with one node, cachestat, mseal (issue 20)
     numa,
     cachestat,
-    // Landlock, ABI 3 (issue 20)
+    // Landlock, ABI 3, and membarrier (issue 20)
     landlock,
+    membarrier,
     mseal,
     // AIO (issue 20)
     aio,

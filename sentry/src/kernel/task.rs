@@ -243,6 +243,9 @@ pub struct ProcessState {
     /// the process has called `execve` (its parent may no longer move it
     /// to another group)
     pub did_exec: bool,
+    /// its address space's `membarrier` registrations (the
+    /// `MEMBARRIER_CMD_REGISTER_*` bits); a new address space has none
+    pub membarrier: u32,
     /// CPU time of address spaces the process has left and of threads
     /// that have exited
     pub cpu: CpuTimes,
@@ -374,6 +377,7 @@ impl ProcessState {
             wait_report: None,
             vfork_done: false,
             did_exec: false,
+            membarrier: 0,
             cpu: CpuTimes::default(),
             as_cpu_start: std::time::Duration::ZERO,
             children_cpu: CpuTimes::default(),
@@ -669,6 +673,10 @@ pub struct Thread {
     /// whether it is traced and how (`kernel::ptrace::TRACED`, ...), read
     /// before each call
     pub ptrace_flags: std::sync::atomic::AtomicU8,
+    /// odd while it runs guest code, and one more each time it enters or
+    /// leaves it; written by its own host thread alone (see
+    /// [`Thread::barrier`])
+    guest_epoch: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for Thread {
@@ -691,7 +699,42 @@ impl Thread {
             waiter: Waiter::new(),
             seccomp: Default::default(),
             ptrace_flags: Default::default(),
+            guest_epoch: Default::default(),
         })
+    }
+
+    /// Marks the thread as entering (`true`) or leaving guest code. Plain
+    /// stores: only this thread writes, and x86 keeps stores in order.
+    #[inline]
+    fn set_in_guest(&self, on: bool) {
+        use std::sync::atomic::Ordering;
+        let e = self.guest_epoch.load(Ordering::Relaxed);
+        if (e & 1 == 1) != on {
+            self.guest_epoch.store(e + 1, Ordering::Release);
+        }
+    }
+
+    /// `membarrier(2)`'s barrier on this thread: if it runs guest code,
+    /// it is interrupted and waited for until it has left it, which passes
+    /// through the host kernel on its CPU (a full barrier). A thread in the
+    /// Sentry meets one before its guest code runs again.
+    pub fn barrier(&self) {
+        use std::sync::atomic::Ordering;
+        let e = self.guest_epoch.load(Ordering::SeqCst);
+        if e & 1 == 0 {
+            return;
+        }
+        self.interrupt();
+        // Bounded: a thread that never leaves (its host side gone) must
+        // not hold the caller forever.
+        let start = std::time::Instant::now();
+        while self.guest_epoch.load(Ordering::SeqCst) == e {
+            if start.elapsed() > std::time::Duration::from_secs(1) {
+                tracing::warn!(thread = ?self, "membarrier: thread did not leave guest code");
+                return;
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// Locks the per-thread state (after the process state, if both).
@@ -1134,7 +1177,10 @@ impl Task {
             };
             self.kernel.cpu_throttle.pass();
             let space = self.mm().address_space();
-            let event = self.ctx.switch(space.as_ref(), &mut self.regs)?;
+            self.thread.set_in_guest(true);
+            let event = self.ctx.switch(space.as_ref(), &mut self.regs);
+            self.thread.set_in_guest(false);
+            let event = event?;
             drop(space);
             if let Some(w) = watch {
                 if self.ptrace_watch_check(w, &event) {

@@ -215,6 +215,9 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                 ps.ctty = st.ctty.clone();
                 ps.dumpable = st.dumpable;
                 ps.personality = st.personality;
+                // The address space is copied (or shared), and with it
+                // its membarrier registrations.
+                ps.membarrier = st.membarrier;
             }
             drop(st);
             procs.map.insert(id, p.clone());

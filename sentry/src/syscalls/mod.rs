@@ -17,6 +17,7 @@ mod ioprio;
 mod kcmp;
 mod keys;
 mod landlock;
+mod membarrier;
 mod memfd;
 mod mm;
 mod mount;
@@ -718,7 +719,11 @@ pub const ROWS: &[Entry] = &[
         "file capabilities not honoured; AT_SYMLINK_NOFOLLOW ignored",
     ),
     unsupported(nr::USERFAULTFD, "userfaultfd"),
-    unsupported(nr::MEMBARRIER, "membarrier"),
+    partial(
+        nr::MEMBARRIER,
+        membarrier::sys_membarrier,
+        "no SYNC_CORE or RSEQ commands; GLOBAL_EXPEDITED reaches every process",
+    ),
     partial(nr::MLOCK2, mm::sys_mlock2, "nothing is locked; RLIMIT_MEMLOCK is not counted"),
     full(nr::COPY_FILE_RANGE, splice::sys_copy_file_range),
     partial(

@@ -1540,6 +1540,8 @@ fn execve(task: &mut Task, dirfd: u64, path: Vec<u8>, argv: u64, envp: u64) -> R
                 let mut st = task.proc_.state();
                 st.reset_actions_for_exec();
                 st.did_exec = true;
+                // A new address space: no membarrier registrations.
+                st.membarrier = 0;
                 for (_, (id, _)) in std::mem::take(&mut st.posix_timers) {
                     kernel.timers.delete(id);
                 }
