@@ -128,6 +128,7 @@ guests! {
     // Landlock, ABI 3, and membarrier (issue 20)
     landlock,
     membarrier,
+    remap_file_pages,
     mseal,
     // AIO (issue 20)
     aio,

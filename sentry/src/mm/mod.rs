@@ -232,6 +232,9 @@ pub struct Vma {
     /// sealed by `mseal(2)`: its range can no longer be unmapped, moved,
     /// replaced or reprotected
     pub sealed: bool,
+    /// what a shared mapping maps (the open file, opaque here), which
+    /// `remap_file_pages(2)` maps again at another offset
+    pub source: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// A NUMA memory policy as `get_mempolicy(2)` reports it: the mode with
@@ -369,6 +372,7 @@ impl Vma {
             base: None,
             mempolicy: None,
             sealed: false,
+            source: None,
         }
     }
 
@@ -932,6 +936,13 @@ impl MemoryManager {
         }
     }
 
+    /// Records what the VMA at `start` maps (see [`Vma::source`]).
+    pub fn set_source(&mut self, start: u64, source: Option<Arc<dyn std::any::Any + Send + Sync>>) {
+        if let Some(v) = self.vmas.get_mut(&start) {
+            v.source = source;
+        }
+    }
+
     /// Lets go of every tmpfs file this address space pins through
     /// writable shared mappings (its owner is exiting).
     pub fn drop_file_pins(&mut self) {
@@ -1269,6 +1280,7 @@ impl MemoryManager {
         self.install(Vma {
             mempolicy: v.mempolicy,
             may_exec: v.may_exec,
+            source: v.source.clone(),
             ..Vma::new(dest, dest + new_len, v.prot, v.shared, offset, backing)
         })?;
         Ok(dest)
@@ -1334,6 +1346,7 @@ impl MemoryManager {
             }
             self.set_limits(dest + at, (v.may_write, v.may_exec), None);
             self.set_writer(dest + at, v.writer.clone());
+            self.set_source(dest + at, v.source.clone());
         }
         Some(Ok(dest))
     }

@@ -8,8 +8,8 @@ use platform::Prot;
 use super::args::{Args, SyscallArgs};
 use crate::kernel::task::Task;
 use crate::mm::guestio::{Stage, IO_CHUNK};
-use crate::mm::{page_up, Backing, MemoryManager};
-use crate::vfs::file::FileKind;
+use crate::mm::{page_down, page_up, Backing, MemoryManager};
+use crate::vfs::file::{FileDescription, FileKind};
 use crate::vfs::Device;
 use crate::PAGE_SIZE;
 
@@ -24,13 +24,29 @@ fn prot_arg(bits: u64) -> Result<Prot, Errno> {
 pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let (addr, len, prot, fd, off) = (a.ptr(0), a.u64(1), a.u64(2), a.fd(4), a.u64(5));
     let flags: MapFlags = a.flags(3);
-    let anonymous = flags.contains(MapFlags::ANONYMOUS);
     // The descriptor is looked at first, as mmap(2)'s EBADF comes first.
-    let file = if anonymous {
+    let file = if flags.contains(MapFlags::ANONYMOUS) {
         None
     } else {
         Some(task.fds().file(fd.into())?)
     };
+    mmap(task, addr, len, prot, flags, file, off)
+}
+
+/// `mmap` of `file` (`None`: anonymous memory).
+fn mmap(
+    task: &mut Task,
+    addr: u64,
+    len: u64,
+    prot: u64,
+    flags: MapFlags,
+    file: Option<Arc<FileDescription>>,
+    off: u64,
+) -> Result<u64, Errno> {
+    let anonymous = file.is_none();
+    let source = file
+        .clone()
+        .map(|f| f as Arc<dyn std::any::Any + Send + Sync>);
     let prot = prot_arg(prot)?;
     let kind = flags.bits() & MAP_TYPE;
     let shared = match kind {
@@ -59,7 +75,7 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         }
         _ => return Err(Errno::EINVAL),
     };
-    if len == 0 || off % PAGE_SIZE != 0 {
+    if len == 0 || !off.is_multiple_of(PAGE_SIZE) {
         return Err(Errno::EINVAL);
     }
     let len = page_up(len).ok_or(Errno::ENOMEM)?;
@@ -190,7 +206,7 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         }
     }
     let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
-    if fixed && addr % PAGE_SIZE != 0 {
+    if fixed && !addr.is_multiple_of(PAGE_SIZE) {
         return Err(Errno::EINVAL);
     }
     let no_replace = flags.contains(MapFlags::FIXED_NOREPLACE) && !flags.contains(MapFlags::FIXED);
@@ -225,6 +241,7 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
                 return Err(e);
             }
             mm.set_limits(start + at, (may_write, may_exec), None);
+            mm.set_source(start + at, source.clone());
         }
         return Ok(start);
     }
@@ -234,6 +251,7 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         mm.map_region(start, len, prot, region, off)?;
         mm.set_limits(start, (may_write, may_exec), None);
         mm.set_writer(start, writer);
+        mm.set_source(start, source);
         return Ok(start);
     }
     mm.map_fixed(start, len, prot, shared, backing)?;
@@ -256,7 +274,63 @@ pub fn sys_mmap(task: &mut Task, a: &Args) -> Result<u64, Errno> {
         }
     }
     mm.set_limits(start, (may_write, may_exec), sigbus_from.map(|v| start + v));
+    if shared {
+        mm.set_source(start, source);
+    }
     Ok(start)
+}
+
+/// `remap_file_pages(start, size, prot, pgoff, flags)`, as Linux has done
+/// it since 4.0: the range, within one shared file mapping (or several
+/// adjacent ones of the same file), is mapped again from page `pgoff` of
+/// the file, with the mapping's protection; `prot` must be 0.
+pub fn sys_remap_file_pages(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    // `flags`: Linux keeps MAP_NONBLOCK alone, which changes nothing here.
+    let (start, size, prot, pgoff) = (a.ptr(0), a.u64(1), a.u64(2), a.u64(3));
+    if prot != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let (start, size) = (page_down(start), page_down(size));
+    let end = start
+        .checked_add(size)
+        .filter(|&e| e > start)
+        .ok_or(Errno::EINVAL)?;
+    let pos = pgoff
+        .checked_add(size / PAGE_SIZE)
+        .and_then(|_| pgoff.checked_mul(PAGE_SIZE))
+        .ok_or(Errno::EINVAL)?;
+    let (file, vprot) = {
+        let mm = task.mm();
+        let first = mm.find_vma(start).ok_or(Errno::EINVAL)?;
+        if !first.shared {
+            return Err(Errno::EINVAL);
+        }
+        let src = first.source.clone().ok_or(Errno::EINVAL)?;
+        // Adjacent VMAs of the same file with the same protection, no hole.
+        let (mut at, prot) = (first.end, first.prot);
+        while at < end {
+            let v = mm.find_vma(at).ok_or(Errno::EINVAL)?;
+            let same = v.source.as_ref().is_some_and(|s| Arc::ptr_eq(s, &src));
+            if v.start != at || !v.shared || !same || v.prot != prot {
+                return Err(Errno::EINVAL);
+            }
+            at = v.end;
+        }
+        let file = src
+            .downcast::<FileDescription>()
+            .map_err(|_| Errno::EINVAL)?;
+        (file, prot)
+    };
+    mmap(
+        task,
+        start,
+        size,
+        vprot.bits(),
+        MapFlags::SHARED | MapFlags::FIXED,
+        Some(file),
+        pos,
+    )
+    .map(|_| 0)
 }
 
 /// Whether `file` is on a volume mounted writable (its shared mappings

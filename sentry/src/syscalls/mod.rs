@@ -519,7 +519,11 @@ pub const ROWS: &[Entry] = &[
     full(nr::EPOLL_CREATE, events::sys_epoll_create),
     unsupported(nr::EPOLL_CTL_OLD, "not implemented by Linux"),
     unsupported(nr::EPOLL_WAIT_OLD, "not implemented by Linux"),
-    unsupported(nr::REMAP_FILE_PAGES, "nonlinear mappings"),
+    partial(
+        nr::REMAP_FILE_PAGES,
+        mm::sys_remap_file_pages,
+        "as Linux emulates it (a new mapping of the range); not for shared anonymous memory",
+    ),
     full(nr::GETDENTS64, fs::sys_getdents64),
     full(nr::SET_TID_ADDRESS, process::sys_set_tid_address),
     full(nr::RESTART_SYSCALL, fs::sys_restart_syscall),
