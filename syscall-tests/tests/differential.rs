@@ -129,6 +129,7 @@ guests! {
     landlock,
     membarrier,
     remap_file_pages,
+    vhangup,
     mseal,
     // AIO (issue 20)
     aio,

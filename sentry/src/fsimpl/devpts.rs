@@ -73,7 +73,11 @@ impl Devpts {
             .find(|i| !map.contains_key(i))
             .ok_or(Errno::ENOSPC)?;
         let pty = self.insert(&mut map, kernel, index, Inner::new());
-        Ok(PtyEnd { pty, master: true })
+        Ok(PtyEnd {
+            pty,
+            master: true,
+            opened_at: 0,
+        })
     }
 
     /// A new pair at `index` (free in `map`) with terminal state `inner`.
@@ -139,6 +143,9 @@ struct Inner {
     exclusive: [bool; 2],
     /// the master is open (once closed, the slave is hung up for good)
     master_open: bool,
+    /// `vhangup(2)`s so far: a slave description opened before the last
+    /// one is hung up, later ones are not
+    vhangups: u64,
     /// open slave descriptions
     slaves: usize,
     /// the slave was opened and every opening is closed again (Linux's
@@ -250,6 +257,7 @@ impl Inner {
             master_open: true,
             slaves: 0,
             slave_closed: false,
+            vhangups: 0,
             session: 0,
             pgrp: 0,
             pending: VecDeque::new(),
@@ -779,9 +787,23 @@ pub struct PtyEnd {
     pub pty: Arc<Pty>,
     /// the master (`/dev/ptmx`), else the slave
     pub master: bool,
+    /// the pair's `vhangups` when this slave description was opened
+    opened_at: u64,
 }
 
 impl PtyEnd {
+    /// Whether this description reads end of file and fails writes: the
+    /// master closed, or a `vhangup` since this slave was opened
+    /// (hung_up_tty_fops).
+    fn hung(&self, i: &Inner) -> bool {
+        !i.master_open || (!self.master && i.vhangups != self.opened_at)
+    }
+
+    /// [`PtyEnd::hung`], for a slave, taking the lock.
+    fn slave_hung(&self) -> bool {
+        !self.master && self.hung(&self.pty.lock())
+    }
+
     /// The `O_ASYNC` list of this end.
     pub fn fasync(&self) -> &crate::vfs::fasync::Fasync {
         &self.pty.fasync[usize::from(self.master)]
@@ -829,7 +851,8 @@ impl FileImpl for PtyEnd {
     }
 
     fn generation(&self) -> u64 {
-        self.pty.generation(self.master)
+        // (the top bit is free: queue lengths never reach it)
+        self.pty.generation(self.master) | u64::from(self.slave_hung()) << 63
     }
 
     // The device node it was opened at.
@@ -1142,11 +1165,13 @@ impl Pty {
         }
         i.slaves += 1;
         i.slave_closed = false;
+        let opened_at = i.vhangups;
         drop(i);
         self.waiters.notify();
         Ok(PtyEnd {
             pty: self.clone(),
             master: false,
+            opened_at,
         })
     }
 
@@ -1194,6 +1219,29 @@ impl Pty {
         if let Some(d) = self.devpts.upgrade() {
             d.lock().remove(&self.index);
         }
+        self.hung_up_session(sid, pgrp);
+    }
+
+    /// `vhangup(2)` of the terminal: every slave description open now is
+    /// hung up (later opens are not), pending input is dropped, and the
+    /// session loses it as for a master's close.
+    pub fn vhangup(&self) {
+        let (sid, pgrp) = {
+            let mut i = self.lock();
+            i.vhangups += 1;
+            i.flush_input();
+            let r = (i.session, i.pgrp);
+            i.session = 0;
+            i.pgrp = 0;
+            r
+        };
+        self.hung_up_session(sid, pgrp);
+    }
+
+    /// After a hang-up: wakes every waiter; session `sid` (foreground group
+    /// `pgrp`) loses its controlling terminal and its leader gets `SIGHUP`
+    /// and `SIGCONT`.
+    fn hung_up_session(&self, sid: i32, pgrp: i32) {
         self.waiters.notify();
         if let Some(k) = self.kernel() {
             if sid != 0 {
@@ -1359,14 +1407,15 @@ impl Pty {
     /// An end of a restored pair, for an open file description of the
     /// image (a slave end counts as an opening of the slave).
     pub fn restored_end(self: &Arc<Self>, master: bool) -> PtyEnd {
+        let mut i = self.lock();
         if !master {
-            let mut i = self.lock();
             i.slaves += 1;
             i.slave_closed = false;
         }
         PtyEnd {
             pty: self.clone(),
             master,
+            opened_at: i.vhangups,
         }
     }
 }
@@ -1481,6 +1530,7 @@ impl Inner {
             master_open: true,
             slaves: 0,
             slave_closed: bit(3),
+            vhangups: 0,
             session,
             pgrp,
             pending,
@@ -1630,7 +1680,7 @@ pub fn read(
         }
         let (done, raised) = {
             let mut i = pty.lock();
-            if !i.master_open {
+            if end.hung(&i) {
                 // Hung up: end of file, whatever was queued.
                 drop(i);
                 return Ok(copy_out(bufs, &got));
@@ -1682,7 +1732,7 @@ pub fn read(
         }
         match wait(blk, pty, deadline, || {
             let i = pty.lock();
-            !i.master_open || i.slave_readable(false)
+            end.hung(&i) || i.slave_readable(false)
         }) {
             Ok(true) => {}
             Ok(false) => return Ok(copy_out(bufs, &got)),
@@ -1724,7 +1774,7 @@ pub fn write(
                 i.pending.extend(&chunk[..n]);
                 (n, i.feed())
             } else {
-                if !i.master_open {
+                if end.hung(&i) {
                     return if done > 0 {
                         Ok(done as u64)
                     } else {
@@ -1849,7 +1899,7 @@ pub fn ioctl(
         )
     };
     let has_ctty = ctx.thread.process.state().ctty.is_some();
-    if !end.master && pty.hung_up() {
+    if end.slave_hung() {
         // hung_up_tty_ioctl()
         return Err(if cmd == TIOCSPGRP {
             Errno::ENOTTY
@@ -2170,6 +2220,10 @@ pub fn ioctl(
 /// Readiness of one end for `poll`/`epoll`.
 pub fn poll_events(end: &PtyEnd) -> i16 {
     use crate::fsimpl::events::poll::*;
+    if end.slave_hung() {
+        // hung_up_tty_poll()
+        return POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDNORM | POLLWRNORM;
+    }
     let (r, w, hup) = end.pty.poll_state(end.master);
     let mut ev = 0;
     let status = end.master && end.pty.packet_status_pending();

@@ -73,6 +73,8 @@ pub mod cap {
     pub const SYS_NICE: u32 = 23;
     /// raise hard resource limits, lower `oom_score_adj`, pass queue limits
     pub const SYS_RESOURCE: u32 = 24;
+    /// `vhangup(2)`
+    pub const SYS_TTY_CONFIG: u32 = 26;
     /// set `ns_last_pid` (as `SYS_ADMIN` does), for checkpointing tools
     pub const CHECKPOINT_RESTORE: u32 = 40;
 }

@@ -394,6 +394,18 @@ pub fn sys_openat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     )
 }
 
+/// `fanotify_init(2)`: refused as a container refuses it (Docker's profile
+/// allows it only with `CAP_SYS_ADMIN`, which containers do not get), so
+/// tools fall back to inotify, which the Sentry has.
+pub fn sys_fanotify_init(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Err(Errno::EPERM)
+}
+
+/// `fanotify_mark(2)`: refused with `fanotify_init`.
+pub fn sys_fanotify_mark(_task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
+    Err(Errno::EPERM)
+}
+
 pub fn sys_inotify_init(task: &mut Task, _a: &[u64; 6]) -> Result<u64, Errno> {
     inotify_init(task, 0)
 }

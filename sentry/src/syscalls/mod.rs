@@ -412,7 +412,11 @@ pub const ROWS: &[Entry] = &[
     ),
     partial(nr::MLOCKALL, mm::sys_mlockall, "nothing is locked; RLIMIT_MEMLOCK is not counted"),
     full(nr::MUNLOCKALL, mm::sys_munlockall),
-    unsupported(nr::VHANGUP, "terminal hang-up"),
+    partial(
+        nr::VHANGUP,
+        process::sys_vhangup,
+        "ptys: the slave's open descriptions hang up; a --tty run's host terminal is not touched",
+    ),
     unsupported(nr::MODIFY_LDT, "LDT"),
     partial(
         nr::PIVOT_ROOT,
@@ -671,8 +675,16 @@ pub const ROWS: &[Entry] = &[
         socket::sys_recvmmsg,
         "MSG_ERRQUEUE: only loopback port-unreachable errors, without timestamp or IP_PKTINFO",
     ),
-    unsupported(nr::FANOTIFY_INIT, "fanotify (inotify works)"),
-    unsupported(nr::FANOTIFY_MARK, "fanotify (inotify works)"),
+    partial(
+        nr::FANOTIFY_INIT,
+        fs::sys_fanotify_init,
+        "refused with EPERM, as in a container without CAP_SYS_ADMIN (inotify works)",
+    ),
+    partial(
+        nr::FANOTIFY_MARK,
+        fs::sys_fanotify_mark,
+        "refused with EPERM, as in a container without CAP_SYS_ADMIN (inotify works)",
+    ),
     full(nr::PRLIMIT64, process::sys_prlimit64),
     partial(
         nr::NAME_TO_HANDLE_AT,
@@ -745,7 +757,10 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::PKEY_FREE, "memory protection keys"),
     full(nr::STATX, fs::sys_statx),
     full(nr::IO_PGETEVENTS, aio::sys_io_pgetevents),
-    unsupported(nr::RSEQ, "restartable sequences"),
+    unsupported(
+        nr::RSEQ,
+        "restartable sequences: the Sentry cannot see the host preempt a thread to abort its critical section; glibc and tcmalloc run without",
+    ),
     full(nr::PIDFD_SEND_SIGNAL, signal::sys_pidfd_send_signal),
     unsupported(nr::IO_URING_SETUP, "io_uring"),
     unsupported(nr::IO_URING_ENTER, "io_uring"),

@@ -110,6 +110,21 @@ pub fn sys_setpgid(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     Ok(0)
 }
 
+/// `vhangup(2)`: with `CAP_SYS_TTY_CONFIG`, the caller's controlling
+/// terminal (if it has one) is hung up for every description open on it,
+/// as a modem's carrier loss would (`login` and `getty` call it before
+/// giving the terminal to the next user).
+pub fn sys_vhangup(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
+    if !task.capable(cap::SYS_TTY_CONFIG) {
+        return Err(Errno::EPERM);
+    }
+    let ctty = task.proc_.state().ctty.clone();
+    if let Some(pty) = ctty.as_ref().and_then(crate::fsimpl::devpts::Pty::of) {
+        pty.vhangup();
+    }
+    Ok(0)
+}
+
 pub fn sys_setsid(task: &mut Task, _a: &Args) -> Result<u64, Errno> {
     let me = task.pid();
     let leader = task
