@@ -433,7 +433,7 @@ impl Stdio {
 }
 
 /// The state of a container as `state` prints it: the OCI state plus runc's
-/// `rootfs`, `created` and `owner`.
+/// `rootfs`, `created` and `owner`, and where a writable root's writes go.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OciState {
@@ -455,6 +455,9 @@ pub struct OciState {
     pub owner: String,
     /// `annotations` from config.json
     pub annotations: BTreeMap<String, String>,
+    /// where a writable root's writes go (`rootfs`, `memory`, `read-only`)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_writes: Option<String>,
 }
 
 impl OciState {
@@ -470,6 +473,7 @@ impl OciState {
             created: r.created.clone(),
             owner: r.owner.to_string(),
             annotations: r.annotations.clone(),
+            root_writes: Some(r.root_writes.clone()).filter(|w| !w.is_empty()),
         }
     }
 
@@ -484,6 +488,7 @@ impl OciState {
             created: String::new(),
             owner: String::new(),
             annotations: BTreeMap::new(),
+            root_writes: None,
         }
     }
 }
@@ -819,16 +824,14 @@ impl Runtime {
             rootfs: plan.rootfs.clone(),
             created: state::rfc3339(std::time::SystemTime::now()),
             owner: sys::ids().0,
-            annotations: {
-                let mut a = plan.annotations.clone();
-                let writes = match (plan.readonly, self.overlay) {
-                    (true, _) => "read-only",
-                    (false, true) => "memory",
-                    (false, false) => "rootfs",
-                };
-                a.insert(ROOT_ANNOTATION.into(), writes.into());
-                a
-            },
+            // config.json's own, untouched: hooks and engines compare them.
+            annotations: plan.annotations.clone(),
+            root_writes: match (plan.readonly, self.overlay) {
+                (true, _) => "read-only",
+                (false, true) => "memory",
+                (false, false) => "rootfs",
+            }
+            .into(),
             exit_status: None,
             kill_signal: None,
             cgroup: cgroup.cloned(),

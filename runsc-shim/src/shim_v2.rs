@@ -2139,6 +2139,7 @@ mod tests {
                 created: String::new(),
                 owner: 0,
                 annotations: Default::default(),
+                root_writes: String::new(),
                 exit_status: None,
                 kill_signal: None,
                 cgroup: Some(crate::cgroup::Cgroup {

@@ -124,6 +124,10 @@ pub struct Record {
     pub owner: u32,
     /// `annotations` from config.json
     pub annotations: BTreeMap<String, String>,
+    /// where a writable root's writes go: `rootfs`, `memory` or
+    /// `read-only` (empty in records older than the field)
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub root_writes: String,
     /// the container's exit status (0-255, 128+N for signal N) once known
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,

@@ -4052,10 +4052,11 @@ fn a_writable_root_is_the_bundles_rootfs_unless_overlay() {
     });
     let rootfs = w.bundle().join("rootfs");
     std::fs::set_permissions(&rootfs, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    // In the state's own field: its annotations are config.json's alone.
     let annotation = |w: &World, id: &str| {
-        w.state(id)["annotations"]["dev.ferrovisor.root-writes"]
-            .as_str()
-            .map(str::to_owned)
+        let state = w.state(id);
+        assert_eq!(state["annotations"], serde_json::json!({}), "{state}");
+        state["rootWrites"].as_str().map(str::to_owned)
     };
     let runtimes = [("ferrovisor", FERROVISOR.to_owned())]
         .into_iter()
