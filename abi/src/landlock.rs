@@ -7,8 +7,16 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 pub const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1 << 0;
 /// `landlock_add_rule`'s rule type: a file hierarchy.
 pub const LANDLOCK_RULE_PATH_BENEATH: u32 = 1;
-/// `landlock_add_rule`'s rule type: a TCP port (ABI 4, not offered).
+/// `landlock_add_rule`'s rule type: a TCP port (ABI 4).
 pub const LANDLOCK_RULE_NET_PORT: u32 = 2;
+
+/// The network access rights (`LANDLOCK_ACCESS_NET_*`, ABI 4).
+pub mod net {
+    /// bind a TCP socket to the port
+    pub const BIND_TCP: u64 = 1 << 0;
+    /// connect a TCP socket to the port
+    pub const CONNECT_TCP: u64 = 1 << 1;
+}
 
 /// The file-system access rights (`LANDLOCK_ACCESS_FS_*`).
 pub mod access {
@@ -71,3 +79,15 @@ pub struct PathBeneathAttr {
 }
 
 const _: () = assert!(size_of::<PathBeneathAttr>() == 12);
+
+/// `struct landlock_net_port_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct NetPortAttr {
+    /// the rights the rule allows for the port
+    pub allowed_access: u64,
+    /// the port, host order
+    pub port: u64,
+}
+
+const _: () = assert!(size_of::<NetPortAttr>() == 16);

@@ -1,10 +1,12 @@
-/* Landlock (landlock(7)), ABI 3: the three calls' errors, then each kind
+/* Landlock (landlock(7)), ABI 4: the three calls' errors, then each kind
  * of access checked in a child that restricted itself: opens for reading,
  * writing, listing and truncating, exec, make and remove, renames and
  * links within and across directories (REFER), mounts, pathname sockets,
- * a rule on a single file, stacked layers, inheritance by fork, and the
- * no_new_privs requirement. */
+ * a rule on a single file, stacked layers, inheritance by fork, the
+ * no_new_privs requirement, and TCP bind and connect by port. */
 #include "t.h"
+
+#include <netinet/in.h>
 
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -18,6 +20,12 @@
 #define LL_REFER (1ULL << 13)
 #define LL_TRUNCATE (1ULL << 14)
 #define LL_ALL ((1ULL << 15) - 1)
+#define LL_BIND_TCP (1ULL << 0)
+#define LL_CONNECT_TCP (1ULL << 1)
+
+struct ll_port {
+	unsigned long long allowed, port;
+};
 
 struct ll_attr {
 	unsigned long long fs, net, scoped, pad;
@@ -117,7 +125,7 @@ static int run(const char *prog)
 static void errors(void)
 {
 	struct ll_attr a = { .fs = LL_READ_FILE };
-	EXPECT_TRUE(syscall(SYS_landlock_create_ruleset, NULL, 0, 1) >= 3);
+	EXPECT_TRUE(syscall(SYS_landlock_create_ruleset, NULL, 0, 1) >= 4);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, &a, 8, 1), EINVAL);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, NULL, 0, 1 << 7), EINVAL);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, &a, 4, 0), EINVAL);
@@ -269,6 +277,79 @@ static void enforce(void)
 	EXPECT(WEXITSTATUS(status), 0);
 }
 
+/* A TCP socket on 127.0.0.1: bound to `port` (0: any), listening if
+ * `listening`; returns it, and its port in *got. */
+static int tcp(int port, int listening, int *got)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	if (bind(s, (struct sockaddr *)&a, sizeof a) || (listening && listen(s, 4)))
+		return -1;
+	socklen_t n = sizeof a;
+	getsockname(s, (struct sockaddr *)&a, &n);
+	*got = ntohs(a.sin_port);
+	return s;
+}
+
+static int port_in(int port, int want_connect)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int r = want_connect ? connect(s, (struct sockaddr *)&a, sizeof a)
+			     : bind(s, (struct sockaddr *)&a, sizeof a);
+	int e = errno;
+	close(s);
+	errno = e;
+	return r;
+}
+
+static void network(void)
+{
+	/* Listeners made before the domain: one the rules name, one not. */
+	int open_port, shut_port, free_port, other_port;
+	int l1 = tcp(0, 1, &open_port), l2 = tcp(0, 1, &shut_port);
+	close(tcp(0, 0, &free_port));
+	close(tcp(0, 0, &other_port));
+	EXPECT_TRUE(l1 >= 0 && l2 >= 0);
+	struct ll_attr a = { .net = LL_BIND_TCP | LL_CONNECT_TCP };
+	int rs = syscall(SYS_landlock_create_ruleset, &a, 16, 0);
+	EXPECT_TRUE(rs >= 0);
+	struct ll_port r = { .allowed = LL_CONNECT_TCP, .port = open_port };
+	EXPECT(syscall(SYS_landlock_add_rule, rs, 2, &r, 0), 0);
+	r = (struct ll_port){ .allowed = LL_BIND_TCP, .port = free_port };
+	EXPECT(syscall(SYS_landlock_add_rule, rs, 2, &r, 0), 0);
+	r.port = 65536;
+	EXPECT_ERR(syscall(SYS_landlock_add_rule, rs, 2, &r, 0), EINVAL);
+	r = (struct ll_port){ .allowed = 0, .port = 80 };
+	EXPECT_ERR(syscall(SYS_landlock_add_rule, rs, 2, &r, 0), ENOMSG);
+	r.allowed = 1 << 5;
+	EXPECT_ERR(syscall(SYS_landlock_add_rule, rs, 2, &r, 0), EINVAL);
+	/* No file rights handled: a path rule does not fit. */
+	EXPECT_ERR(add_rule(rs, base, LL_READ_FILE), EINVAL);
+	EXPECT(restrict_self(rs), 0);
+
+	EXPECT(port_in(open_port, 1), 0);
+	EXPECT_ERR(port_in(shut_port, 1), EACCES);
+	EXPECT(port_in(free_port, 0), 0);
+	EXPECT_ERR(port_in(other_port, 0), EACCES);
+	/* UDP is not TCP: not restricted. */
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in ua = { .sin_family = AF_INET, .sin_port = htons(other_port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	EXPECT(bind(u, (struct sockaddr *)&ua, sizeof ua), 0);
+	close(u);
+	/* Files are left alone, renames across directories too. */
+	int fd = open(at("other/g"), O_RDONLY);
+	EXPECT_TRUE(fd >= 0);
+	close(fd);
+	EXPECT(rename(at("other/g"), at("rw/g")), 0);
+	EXPECT(rename(at("rw/g"), at("other/g")), 0);
+	close(l1);
+	close(l2);
+}
+
 static void exec_only(void)
 {
 	/* Execute without read is not enough: the file is opened to read. */
@@ -378,6 +459,7 @@ int main(int argc, char **argv)
 	kill(held, SIGKILL);
 	waitpid(held, NULL, 0);
 	EXPECT(in_child(layers, 1), 0);
+	EXPECT(in_child(network, 1), 0);
 
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", base);

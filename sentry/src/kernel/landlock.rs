@@ -1,8 +1,8 @@
-//! Landlock (landlock(7)), ABI 3: a thread restricts itself and its future
-//! children to the file hierarchies its rulesets name. The Sentry checks
-//! each open, exec, create, remove, rename, link and truncate against the
-//! thread's domain, one layer per `landlock_restrict_self`; the host kernel
-//! is never asked.
+//! Landlock (landlock(7)), ABI 4: a thread restricts itself and its future
+//! children to the file hierarchies and TCP ports its rulesets name. The
+//! Sentry checks each open, exec, create, remove, rename, link, truncate,
+//! TCP bind and connect against the thread's domain, one layer per
+//! `landlock_restrict_self`; the host kernel is never asked.
 //!
 //! A rule is tied to its file where the rule was added: the place (the
 //! names from the sandbox's root) and the file's identity there. A file
@@ -22,7 +22,9 @@ use crate::vfs::file::FileImpl;
 use crate::vfs::{Location, Node};
 
 /// The ABI version this Sentry offers.
-pub const ABI: u64 = 3;
+pub const ABI: u64 = 4;
+/// Every network right of [`ABI`].
+pub const ALL_NET: u64 = abi::landlock::net::BIND_TCP | abi::landlock::net::CONNECT_TCP;
 /// Every file-system right of [`ABI`].
 pub const ALL_FS: u64 = (TRUNCATE << 1) - 1;
 /// The rights a rule on a file that is not a directory may hold.
@@ -85,7 +87,9 @@ fn identity(node: &Node) -> Result<(u64, u64), Errno> {
 #[derive(Debug)]
 pub struct Ruleset {
     handled: u64,
+    handled_net: u64,
     rules: Mutex<Tree>,
+    ports: Mutex<HashMap<u16, u64>>,
 }
 
 impl FileImpl for Ruleset {
@@ -102,17 +106,30 @@ impl FileImpl for Ruleset {
 }
 
 impl Ruleset {
-    /// A ruleset handling `handled` (nonzero, within [`ALL_FS`]).
-    pub fn new(handled: u64) -> Ruleset {
+    /// A ruleset handling file rights `handled` (within [`ALL_FS`]) and
+    /// network rights `handled_net` (within [`ALL_NET`]), not both none.
+    pub fn new(handled: u64, handled_net: u64) -> Ruleset {
         Ruleset {
             handled,
+            handled_net,
             rules: Mutex::default(),
+            ports: Mutex::default(),
         }
     }
 
-    /// The rights it handles.
+    /// The file rights it handles.
     pub fn handled(&self) -> u64 {
         self.handled
+    }
+
+    /// The network rights it handles.
+    pub fn handled_net(&self) -> u64 {
+        self.handled_net
+    }
+
+    /// `LANDLOCK_RULE_NET_PORT`: `rights` (nonzero, handled) for `port`.
+    pub fn add_port(&self, port: u16, rights: u64) {
+        *self.ports.locked().entry(port).or_default() |= rights;
     }
 
     /// `LANDLOCK_RULE_PATH_BENEATH`: `rights` (nonzero, handled) beneath
@@ -130,9 +147,13 @@ impl Ruleset {
 #[derive(Debug)]
 struct Layer {
     /// rights this layer denies unless a rule allows them ([`REFER`]
-    /// always among them: reparenting needs a rule in every layer)
+    /// among them whenever it handles any file right: reparenting then
+    /// needs a rule)
     handled: u64,
     rules: Tree,
+    /// network rights it denies unless a port rule allows them
+    handled_net: u64,
+    ports: HashMap<u16, u64>,
 }
 
 impl Layer {
@@ -203,11 +224,20 @@ impl Domain {
             layers.extend(p.layers.iter().map(|l| Layer {
                 handled: l.handled,
                 rules: l.rules.clone(),
+                handled_net: l.handled_net,
+                ports: l.ports.clone(),
             }));
         }
+        // A layer of network rights alone leaves files alone, renames too.
+        let handled = match ruleset.handled {
+            0 => 0,
+            fs => fs | REFER,
+        };
         layers.push(Layer {
-            handled: ruleset.handled | REFER,
+            handled,
             rules: ruleset.rules.locked().clone(),
+            handled_net: ruleset.handled_net,
+            ports: ruleset.ports.locked().clone(),
         });
         Ok(Domain {
             layers,
@@ -218,6 +248,19 @@ impl Domain {
     /// Whether every layer allows `want` at `loc`.
     pub fn allows(&self, loc: &Location, want: u64) -> bool {
         want == 0 || self.layers.iter().all(|l| l.allowed(loc) & want == want)
+    }
+
+    /// A TCP `bind` (`want` = `BIND_TCP`) or `connect` (`CONNECT_TCP`) to
+    /// `port`: `EACCES` unless every layer handling it has a rule for it.
+    pub fn check_port(&self, want: u64, port: u16) -> Result<(), Errno> {
+        let denied = self.layers.iter().any(|l| {
+            l.handled_net & want != 0 && l.ports.get(&port).copied().unwrap_or(0) & want == 0
+        });
+        if denied {
+            Err(Errno::EACCES)
+        } else {
+            Ok(())
+        }
     }
 
     /// [`Domain::allows`], as `EACCES`.

@@ -321,7 +321,11 @@ impl Socket for HostInetSocket {
             .get(..2)
             .map(|f| i32::from(u16::from_ne_bytes([f[0], f[1]])));
         if raw.len() >= 4 && matches!(family, Some(libc::AF_INET | libc::AF_INET6)) {
-            super::inet::may_bind_port(task, u16::from_be_bytes([raw[2], raw[3]]))?;
+            let port = u16::from_be_bytes([raw[2], raw[3]]);
+            if s.ty == SocketType::Stream {
+                super::landlock::check_tcp(task, abi::landlock::net::BIND_TCP, port)?;
+            }
+            super::inet::may_bind_port(task, port)?;
         }
         host_sys::bind(s.fd(), &raw).map_err(err).map(|()| 0)
     }
@@ -340,6 +344,16 @@ impl Socket for HostInetSocket {
     ) -> Result<u64, Errno> {
         let s = self;
         let raw = read_addr(task, addr, len)?;
+        let family = raw
+            .get(..2)
+            .map(|f| i32::from(u16::from_ne_bytes([f[0], f[1]])));
+        if s.ty == SocketType::Stream
+            && raw.len() >= 4
+            && matches!(family, Some(libc::AF_INET | libc::AF_INET6))
+        {
+            let port = u16::from_be_bytes([raw[2], raw[3]]);
+            super::landlock::check_tcp(task, abi::landlock::net::CONNECT_TCP, port)?;
+        }
         let pending = match host_sys::connect(s.fd(), &raw).map_err(err) {
             Ok(()) => return Ok(0),
             // A blocking connect waits for the handshake; after a signal

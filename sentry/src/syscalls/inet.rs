@@ -512,6 +512,9 @@ impl Socket for InetSocket {
     fn bind(&self, task: &Task, _: &FileDescription, addr: u64, len: u64) -> Result<u64, Errno> {
         let s = self;
         let a = read_sockaddr(task, addr, len, s.domain)?;
+        if s.ty == SocketType::Stream {
+            super::landlock::check_tcp(task, abi::landlock::net::BIND_TCP, a.port())?;
+        }
         may_bind_port(task, a.port())?;
         s.sock.bind(a).map(|()| 0)
     }
@@ -543,6 +546,9 @@ impl Socket for InetSocket {
             }
         }
         let a = read_sockaddr(task, addr, len, s.domain)?;
+        if s.ty == SocketType::Stream {
+            super::landlock::check_tcp(task, abi::landlock::net::CONNECT_TCP, a.port())?;
+        }
         if matches!(task.kernel.net.mode(), netstack::Mode::Egress) {
             // For the egress log: who is connecting.
             s.sock

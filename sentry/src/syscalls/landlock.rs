@@ -5,20 +5,22 @@
 use std::sync::Arc;
 
 use abi::landlock::{
-    PathBeneathAttr, RulesetAttr, LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_NET_PORT,
-    LANDLOCK_RULE_PATH_BENEATH,
+    NetPortAttr, PathBeneathAttr, RulesetAttr, LANDLOCK_CREATE_RULESET_VERSION,
+    LANDLOCK_RULE_NET_PORT, LANDLOCK_RULE_PATH_BENEATH,
 };
 use abi::{Errno, OpenFlags};
 use zerocopy::FromBytes;
 
 use super::args::{Args, SyscallArgs};
 use crate::kernel::auth::cap;
-use crate::kernel::landlock::{Domain, Ruleset, ABI, ALL_FS};
+use crate::kernel::landlock::{Domain, Ruleset, ABI, ALL_FS, ALL_NET};
 use crate::kernel::task::Task;
 use crate::vfs::file::FileDescription;
 
-/// Bytes of `struct landlock_ruleset_attr` that ABI 3 knows.
-const KNOWN_ATTR: usize = 8;
+/// Bytes of `struct landlock_ruleset_attr` that ABI 4 knows (the file
+/// and network rights), and the least a caller may pass (the first).
+const KNOWN_ATTR: usize = 16;
+const MIN_ATTR: usize = 8;
 /// Largest attribute struct read (Linux's limit: a page).
 const MAX_ATTR: usize = 4096;
 
@@ -34,7 +36,7 @@ pub fn sys_landlock_create_ruleset(task: &mut Task, a: &Args) -> Result<u64, Err
     }
     // copy_min_struct_from_user(): at least the first field, at most a
     // page, and zeros past what this ABI knows.
-    if size < KNOWN_ATTR {
+    if size < MIN_ATTR {
         return Err(Errno::EINVAL);
     }
     if size > MAX_ATTR {
@@ -42,24 +44,39 @@ pub fn sys_landlock_create_ruleset(task: &mut Task, a: &Args) -> Result<u64, Err
     }
     let mut raw = vec![0u8; size];
     task.mm().copy_in(addr, &mut raw)?;
-    if raw[KNOWN_ATTR..].iter().any(|&b| b != 0) {
+    if raw
+        .get(KNOWN_ATTR..)
+        .is_some_and(|tail| tail.iter().any(|&b| b != 0))
+    {
         return Err(Errno::E2BIG);
     }
     raw.resize(size_of::<RulesetAttr>().max(size), 0);
     let (attr, _) = RulesetAttr::read_from_prefix(&raw).map_err(|_| Errno::EINVAL)?;
-    if attr.handled_access_fs & !ALL_FS != 0 {
+    if attr.handled_access_fs & !ALL_FS != 0 || attr.handled_access_net & !ALL_NET != 0 {
         return Err(Errno::EINVAL);
     }
-    if attr.handled_access_fs == 0 {
+    if attr.handled_access_fs == 0 && attr.handled_access_net == 0 {
         // Nothing handled: a ruleset that could restrict nothing.
         return Err(Errno::ENOMSG);
     }
     let file = FileDescription::of_impl(
-        Arc::new(Ruleset::new(attr.handled_access_fs)),
+        Arc::new(Ruleset::new(
+            attr.handled_access_fs,
+            attr.handled_access_net,
+        )),
         None,
         OpenFlags::RDWR.bits(),
     );
     task.install_fd(file, true)
+}
+
+/// Landlock's check of a TCP `bind` or `connect` (`want`: `BIND_TCP` or
+/// `CONNECT_TCP`) to `port` by the caller.
+pub(super) fn check_tcp(task: &Task, want: u64, port: u16) -> Result<(), Errno> {
+    match &task.landlock {
+        Some(d) => d.check_port(want, port),
+        None => Ok(()),
+    }
 }
 
 /// The ruleset behind descriptor `fd`: `EBADFD` for another kind of file.
@@ -76,8 +93,18 @@ pub fn sys_landlock_add_rule(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let ruleset = ruleset_of(task, a.i32(0))?;
     match a.u32(1) {
         LANDLOCK_RULE_PATH_BENEATH => {}
-        // TCP port rules are ABI 4; this Sentry offers 3.
-        LANDLOCK_RULE_NET_PORT => return Err(Errno::EINVAL),
+        LANDLOCK_RULE_NET_PORT => {
+            let attr: NetPortAttr = task.mm().read_obj(a.ptr(2))?;
+            if attr.allowed_access == 0 {
+                return Err(Errno::ENOMSG);
+            }
+            if attr.allowed_access & !ruleset.handled_net() != 0 {
+                return Err(Errno::EINVAL);
+            }
+            let port = u16::try_from(attr.port).map_err(|_| Errno::EINVAL)?;
+            ruleset.add_port(port, attr.allowed_access);
+            return Ok(0);
+        }
         _ => return Err(Errno::EINVAL),
     }
     let attr: PathBeneathAttr = task.mm().read_obj(a.ptr(2))?;
