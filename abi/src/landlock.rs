@@ -50,6 +50,8 @@ pub mod access {
     pub const REFER: u64 = 1 << 13;
     /// truncate a file (ABI 3)
     pub const TRUNCATE: u64 = 1 << 14;
+    /// `ioctl` on a character or block device (ABI 5)
+    pub const IOCTL_DEV: u64 = 1 << 15;
 }
 
 /// `struct landlock_ruleset_attr`: what a ruleset handles (denies unless a

@@ -1,12 +1,15 @@
-/* Landlock (landlock(7)), ABI 4: the three calls' errors, then each kind
+/* Landlock (landlock(7)), ABI 5: the three calls' errors, then each kind
  * of access checked in a child that restricted itself: opens for reading,
  * writing, listing and truncating, exec, make and remove, renames and
  * links within and across directories (REFER), mounts, pathname sockets,
  * a rule on a single file, stacked layers, inheritance by fork, the
- * no_new_privs requirement, and TCP bind and connect by port. */
+ * no_new_privs requirement, TCP bind and connect by port, and ioctls on
+ * devices. */
 #include "t.h"
 
 #include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -19,7 +22,8 @@
 #define LL_READ_DIR (1ULL << 3)
 #define LL_REFER (1ULL << 13)
 #define LL_TRUNCATE (1ULL << 14)
-#define LL_ALL ((1ULL << 15) - 1)
+#define LL_IOCTL_DEV (1ULL << 15)
+#define LL_ALL ((1ULL << 16) - 1)
 #define LL_BIND_TCP (1ULL << 0)
 #define LL_CONNECT_TCP (1ULL << 1)
 
@@ -125,7 +129,7 @@ static int run(const char *prog)
 static void errors(void)
 {
 	struct ll_attr a = { .fs = LL_READ_FILE };
-	EXPECT_TRUE(syscall(SYS_landlock_create_ruleset, NULL, 0, 1) >= 4);
+	EXPECT_TRUE(syscall(SYS_landlock_create_ruleset, NULL, 0, 1) >= 5);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, &a, 8, 1), EINVAL);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, NULL, 0, 1 << 7), EINVAL);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, &a, 4, 0), EINVAL);
@@ -350,6 +354,37 @@ static void network(void)
 	close(l2);
 }
 
+static int early = -1;
+
+static void ioctls(void)
+{
+	int rs = create_ruleset(LL_READ_FILE | LL_WRITE_FILE | LL_IOCTL_DEV);
+	EXPECT(add_rule(rs, "/dev/null", LL_READ_FILE | LL_WRITE_FILE), 0);
+	EXPECT(add_rule(rs, "/dev/zero", LL_READ_FILE | LL_WRITE_FILE | LL_IOCTL_DEV), 0);
+	EXPECT(add_rule(rs, at("ro"), LL_READ_FILE | LL_IOCTL_DEV), 0);
+	EXPECT(restrict_self(rs), 0);
+	struct termios tio;
+	int null = open("/dev/null", O_RDWR), zero = open("/dev/zero", O_RDONLY);
+	EXPECT_TRUE(null >= 0 && zero >= 0);
+	EXPECT_ERR(ioctl(null, TCGETS, &tio), EACCES);
+	EXPECT_ERR(ioctl(zero, TCGETS, &tio), ENOTTY);
+	/* Opened before the domain: not restricted. */
+	EXPECT_ERR(ioctl(early, TCGETS, &tio), ENOTTY);
+	/* About the descriptor, not the device: allowed. */
+	int one = 1;
+	EXPECT(ioctl(null, FIONBIO, &one), 0);
+	EXPECT(ioctl(null, FIOCLEX), 0);
+	EXPECT(fcntl(null, F_GETFD), FD_CLOEXEC);
+	EXPECT(ioctl(null, FIONCLEX), 0);
+	/* Not a device: not restricted. */
+	int f = open(at("ro/f"), O_RDONLY), n = -1;
+	EXPECT(ioctl(f, FIONREAD, &n), 0);
+	EXPECT(n, 5);
+	close(f);
+	close(null);
+	close(zero);
+}
+
 static void exec_only(void)
 {
 	/* Execute without read is not enough: the file is opened to read. */
@@ -460,6 +495,9 @@ int main(int argc, char **argv)
 	waitpid(held, NULL, 0);
 	EXPECT(in_child(layers, 1), 0);
 	EXPECT(in_child(network, 1), 0);
+	early = open("/dev/null", O_RDWR);
+	EXPECT(in_child(ioctls, 1), 0);
+	close(early);
 
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", base);

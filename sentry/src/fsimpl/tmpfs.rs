@@ -608,6 +608,11 @@ impl MemInode {
         matches!(self.kind, MemKind::Dir(_))
     }
 
+    /// Whether this is a regular file.
+    pub fn is_file(&self) -> bool {
+        matches!(self.kind, MemKind::File(_))
+    }
+
     /// `stat`.
     pub fn stat(&self) -> Stat {
         let m = self.meta();

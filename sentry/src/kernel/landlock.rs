@@ -1,8 +1,8 @@
-//! Landlock (landlock(7)), ABI 4: a thread restricts itself and its future
+//! Landlock (landlock(7)), ABI 5: a thread restricts itself and its future
 //! children to the file hierarchies and TCP ports its rulesets name. The
 //! Sentry checks each open, exec, create, remove, rename, link, truncate,
-//! TCP bind and connect against the thread's domain, one layer per
-//! `landlock_restrict_self`; the host kernel is never asked.
+//! device ioctl, TCP bind and connect against the thread's domain, one
+//! layer per `landlock_restrict_self`; the host kernel is never asked.
 //!
 //! A rule is tied to its file where the rule was added: the place (the
 //! names from the sandbox's root) and the file's identity there. A file
@@ -22,13 +22,13 @@ use crate::vfs::file::FileImpl;
 use crate::vfs::{Location, Node};
 
 /// The ABI version this Sentry offers.
-pub const ABI: u64 = 4;
+pub const ABI: u64 = 5;
 /// Every network right of [`ABI`].
 pub const ALL_NET: u64 = abi::landlock::net::BIND_TCP | abi::landlock::net::CONNECT_TCP;
 /// Every file-system right of [`ABI`].
-pub const ALL_FS: u64 = (TRUNCATE << 1) - 1;
+pub const ALL_FS: u64 = (IOCTL_DEV << 1) - 1;
 /// The rights a rule on a file that is not a directory may hold.
-pub const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE;
+pub const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV;
 /// Layers one thread may stack (Linux's `LANDLOCK_MAX_NUM_LAYERS`).
 const MAX_LAYERS: usize = 16;
 
@@ -263,6 +263,13 @@ impl Domain {
         }
     }
 
+    /// The rights among `asked` that some layer denies at `loc`.
+    pub fn denied(&self, loc: &Location, asked: u64) -> u64 {
+        self.layers
+            .iter()
+            .fold(0, |d, l| d | (asked & !l.allowed(loc)))
+    }
+
     /// [`Domain::allows`], as `EACCES`.
     pub fn check(&self, loc: &Location, want: u64) -> Result<(), Errno> {
         if self.allows(loc, want) {
@@ -334,6 +341,28 @@ impl Domain {
     pub fn depth(&self) -> usize {
         self.layers.len()
     }
+}
+
+/// The `ioctl`s `IOCTL_DEV` never denies: those about the descriptor or
+/// the file system rather than the device (is_masked_device_ioctl()).
+pub fn ioctl_always_allowed(cmd: u32) -> bool {
+    matches!(
+        cmd,
+        0x5451 // FIOCLEX
+            | 0x5450 // FIONCLEX
+            | 0x5421 // FIONBIO
+            | 0x5452 // FIOASYNC
+            | 0x5460 // FIOQSIZE
+            | 0xc004_5877 // FIFREEZE
+            | 0xc004_5878 // FITHAW
+            | 0xc020_660b // FS_IOC_FIEMAP
+            | 2 // FIGETBSZ
+            | 0x4004_9409 // FICLONE
+            | 0x4020_940d // FICLONERANGE
+            | 0xc018_9436 // FIDEDUPERANGE
+            | 0x8011_1500 // FS_IOC_GETFSUUID
+            | 0x8081_1501 // FS_IOC_GETFSSYSFSPATH
+    )
 }
 
 /// The rights an `open` with access mode `acc` (0, 1, 2) and `O_TRUNC`

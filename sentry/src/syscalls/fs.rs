@@ -1038,15 +1038,25 @@ fn install_file(
     } else {
         acc | (flags & keep).bits() | OpenFlags::LARGEFILE.bits()
     };
-    let denies_truncate = !path_only
-        && task
-            .landlock
-            .as_ref()
-            .is_some_and(|d| !d.allows(&loc, access::TRUNCATE));
+    // What the open's domain denies is kept with the file: truncating it,
+    // and ioctls on a device (landlock(7)).
+    let denied = match &task.landlock {
+        Some(d) if !path_only => {
+            let device = loc
+                .node()
+                .stat()
+                .is_ok_and(|st| matches!(st.mode & abi::S_IFMT, abi::S_IFCHR | abi::S_IFBLK));
+            let asked = if device {
+                access::TRUNCATE | access::IOCTL_DEV
+            } else {
+                access::TRUNCATE
+            };
+            d.denied(&loc, asked)
+        }
+        _ => 0,
+    };
     let file = FileDescription::new(kind, Some(loc), status);
-    if denies_truncate {
-        file.deny_truncate();
-    }
+    file.set_landlock_denied(denied);
     let cloexec = flags.contains(OpenFlags::CLOEXEC);
     task.install_fd(file, cloexec)
 }
@@ -1390,6 +1400,9 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     if matches!(file.kind, FileKind::Path) {
         return Err(Errno::EBADF);
     }
+    if file.landlock_denies(access::IOCTL_DEV) && !landlock::ioctl_always_allowed(a[1] as u32) {
+        return Err(Errno::EACCES);
+    }
     match a[1] as u32 as u64 {
         FIOCLEX | FIONCLEX => {
             task.fds().get_mut(fd)?.cloexec = a[1] as u32 as u64 == FIOCLEX;
@@ -1443,6 +1456,14 @@ pub fn sys_ioctl(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         FIONREAD => {
             let n: i32 = match (&file.kind, file.stdio()) {
                 (_, Some(h)) => host::fionread(h)?,
+                // A tmpfs file: what is left to read from its position, as
+                // for any regular file (file_ioctl()).
+                (FileKind::Impl(_), _)
+                    if let Some(m) = file.downcast::<MemInode>().filter(|m| m.is_file()) =>
+                {
+                    let pos = *file.pos.locked();
+                    m.size().saturating_sub(pos).min(i32::MAX as u64) as i32
+                }
                 (FileKind::Impl(i), _) => i.bytes_readable().unwrap_or(Err(Errno::ENOTTY))?,
                 (FileKind::Host(_), _) if !file.is_dir() => {
                     let size = file.stat()?.size as u64;
@@ -3435,14 +3456,14 @@ pub fn sys_ftruncate(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
                 .downcast::<MemInode>()
                 .filter(|_| file.flags() & abi::O_ACCMODE != 0) =>
         {
-            if file.truncate_denied() {
+            if file.landlock_denies(access::TRUNCATE) {
                 return Err(Errno::EACCES);
             }
             m.truncate(a[1])?;
             m.remove_privs(task.capable(cap::FSETID), |g| task.creds.in_group(g));
         }
         FileKind::Host(f) if file.flags() & abi::O_ACCMODE != 0 && !file.is_dir() => {
-            if file.truncate_denied() {
+            if file.landlock_denies(access::TRUNCATE) {
                 return Err(Errno::EACCES);
             }
             let cut = || host::ftruncate(f.fd(), a[1]).map_err(Errno::from);

@@ -816,7 +816,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::LANDLOCK_CREATE_RULESET,
         landlock::sys_landlock_create_ruleset,
-        "ABI 4: file rights and TCP port rules; no device ioctl right (ABI 5) or scopes (ABI 6)",
+        "ABI 5: file rights, device ioctls and TCP port rules; no IPC scopes (ABI 6)",
     ),
     partial(
         nr::LANDLOCK_ADD_RULE,

@@ -339,9 +339,9 @@ pub struct FileDescription {
     locks: Mutex<Option<(Arc<crate::vfs::lock::LockTable>, crate::vfs::lock::FileKey)>>,
     /// who gets its I/O signals (`F_SETOWN`, `F_SETSIG`)
     owner: Mutex<crate::vfs::fasync::Owner>,
-    /// opened under a Landlock domain that denies truncating it: so does
-    /// `ftruncate`, whoever holds it (landlock(7))
-    no_truncate: std::sync::atomic::AtomicBool,
+    /// the Landlock rights its opener's domain denied it, checked later by
+    /// `ftruncate` and `ioctl` whoever holds it (landlock(7))
+    landlock_denied: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for FileDescription {
@@ -424,19 +424,22 @@ impl FileDescription {
             dir: Mutex::new(None),
             locks: Mutex::new(None),
             owner: Mutex::new(crate::vfs::fasync::Owner::default()),
-            no_truncate: Default::default(),
+            landlock_denied: Default::default(),
         })
     }
 
-    /// Whether `ftruncate` of it is refused (see [`FileDescription::deny_truncate`]).
-    pub fn truncate_denied(&self) -> bool {
-        self.no_truncate.load(std::sync::atomic::Ordering::Relaxed)
+    /// Whether its opener's Landlock domain denied it `right`.
+    pub fn landlock_denies(&self, right: u64) -> bool {
+        self.landlock_denied
+            .load(std::sync::atomic::Ordering::Relaxed)
+            & right
+            != 0
     }
 
-    /// Its opener's Landlock domain denies truncating the file.
-    pub fn deny_truncate(&self) {
-        self.no_truncate
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+    /// Records the Landlock rights its opener's domain denied it.
+    pub fn set_landlock_denied(&self, rights: u64) {
+        self.landlock_denied
+            .store(rights, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The owner of its I/O signals.
