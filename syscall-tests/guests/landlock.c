@@ -1,13 +1,14 @@
-/* Landlock (landlock(7)), ABI 5: the three calls' errors, then each kind
+/* Landlock (landlock(7)), ABI 6: the three calls' errors, then each kind
  * of access checked in a child that restricted itself: opens for reading,
  * writing, listing and truncating, exec, make and remove, renames and
  * links within and across directories (REFER), mounts, pathname sockets,
  * a rule on a single file, stacked layers, inheritance by fork, the
- * no_new_privs requirement, TCP bind and connect by port, and ioctls on
- * devices. */
+ * no_new_privs requirement, TCP bind and connect by port, ioctls on
+ * devices, and signals and abstract Unix sockets scoped to the domain. */
 #include "t.h"
 
 #include <netinet/in.h>
+#include <stddef.h>
 #include <sys/ioctl.h>
 #include <termios.h>
 
@@ -129,7 +130,7 @@ static int run(const char *prog)
 static void errors(void)
 {
 	struct ll_attr a = { .fs = LL_READ_FILE };
-	EXPECT_TRUE(syscall(SYS_landlock_create_ruleset, NULL, 0, 1) >= 5);
+	EXPECT_TRUE(syscall(SYS_landlock_create_ruleset, NULL, 0, 1) >= 6);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, &a, 8, 1), EINVAL);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, NULL, 0, 1 << 7), EINVAL);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, &a, 4, 0), EINVAL);
@@ -355,6 +356,83 @@ static void network(void)
 }
 
 static int early = -1;
+static pid_t outsider;
+
+/* An abstract Unix stream socket named `tag` (with this process's pid),
+ * listening; or, with `dial`, a connection attempt to one. */
+static int abstract(const char *tag, pid_t pid, int dial)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "ll-%d-%s", (int)pid, tag);
+	socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + n;
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (dial) {
+		int r = connect(s, (struct sockaddr *)&a, len);
+		int e = errno;
+		close(s);
+		errno = e;
+		return r;
+	}
+	if (bind(s, (struct sockaddr *)&a, len) || listen(s, 4))
+		return -1;
+	return s;
+}
+
+static long restrict_scoped(void)
+{
+	struct ll_attr a = { .scoped = 3 };
+	int rs = syscall(SYS_landlock_create_ruleset, &a, 24, 0);
+	long r = restrict_self(rs);
+	close(rs);
+	return r;
+}
+
+static void scopes(void)
+{
+	struct ll_attr bad = { .scoped = 1 << 5 };
+	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, &bad, 24, 0), EINVAL);
+	EXPECT(restrict_scoped(), 0);
+	/* Signals: not out of the domain, even as root; within it, yes. */
+	EXPECT_ERR(kill(outsider, 0), EPERM);
+	EXPECT_ERR(kill(getppid(), 0), EPERM);
+	EXPECT(kill(getpid(), 0), 0);
+	/* Abstract sockets: not one made outside; one made inside, yes. */
+	EXPECT_ERR(abstract("out", getppid(), 1), EPERM);
+	int mine = abstract("in", getpid(), 0);
+	EXPECT_TRUE(mine >= 0);
+	EXPECT(abstract("in", getpid(), 1), 0);
+	int go[2];
+	EXPECT_OK(pipe(go));
+	fflush(stdout);
+	pid_t kid = fork();
+	if (kid == 0) {
+		/* The same domain: the parent's socket and the parent. */
+		close(go[1]);
+		int ok = abstract("in", getppid(), 1) == 0 && kill(getppid(), 0) == 0;
+		/* A nested scoped domain: the parent's socket is outside it. */
+		ok = ok && restrict_scoped() == 0;
+		ok = ok && abstract("in", getppid(), 1) < 0 && errno == EPERM;
+		ok = ok && kill(getppid(), 0) < 0 && errno == EPERM;
+		int nested = abstract("nested", getpid(), 0);
+		char c;
+		/* Held open until the parent has tried it. */
+		ssize_t r = nested >= 0 ? read(go[0], &c, 1) : -1;
+		(void)r;
+		_exit(ok ? 0 : 1);
+	}
+	close(go[0]);
+	/* From the outer domain into the nested one: allowed. */
+	int tries = 0;
+	while (abstract("nested", kid, 1) < 0 && errno == ECONNREFUSED && tries++ < 200)
+		usleep(5000);
+	EXPECT(abstract("nested", kid, 1), 0);
+	EXPECT(kill(kid, 0), 0);
+	close(go[1]);
+	int st;
+	waitpid(kid, &st, 0);
+	EXPECT(WEXITSTATUS(st), 0);
+	close(mine);
+}
 
 static void ioctls(void)
 {
@@ -498,6 +576,18 @@ int main(int argc, char **argv)
 	early = open("/dev/null", O_RDWR);
 	EXPECT(in_child(ioctls, 1), 0);
 	close(early);
+	fflush(stdout);
+	outsider = fork();
+	if (outsider == 0) {
+		pause();
+		_exit(0);
+	}
+	int out = abstract("out", getpid(), 0);
+	EXPECT_TRUE(out >= 0);
+	EXPECT(in_child(scopes, 1), 0);
+	close(out);
+	kill(outsider, SIGKILL);
+	waitpid(outsider, NULL, 0);
 
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", base);

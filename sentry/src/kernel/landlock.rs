@@ -1,8 +1,10 @@
-//! Landlock (landlock(7)), ABI 5: a thread restricts itself and its future
-//! children to the file hierarchies and TCP ports its rulesets name. The
+//! Landlock (landlock(7)), ABI 6: a thread restricts itself and its future
+//! children to the file hierarchies and TCP ports its rulesets name, and
+//! may scope signals and abstract Unix sockets to its own domain. The
 //! Sentry checks each open, exec, create, remove, rename, link, truncate,
-//! device ioctl, TCP bind and connect against the thread's domain, one
-//! layer per `landlock_restrict_self`; the host kernel is never asked.
+//! device ioctl, TCP bind and connect, signal and abstract connect against
+//! the thread's domain, one layer per `landlock_restrict_self`; the host
+//! kernel is never asked.
 //!
 //! A rule is tied to its file where the rule was added: the place (the
 //! names from the sandbox's root) and the file's identity there. A file
@@ -22,7 +24,14 @@ use crate::vfs::file::FileImpl;
 use crate::vfs::{Location, Node};
 
 /// The ABI version this Sentry offers.
-pub const ABI: u64 = 5;
+pub const ABI: u64 = 6;
+/// `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`: no connecting to an abstract
+/// socket made outside the domain.
+pub const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+/// `LANDLOCK_SCOPE_SIGNAL`: no signals to processes outside the domain.
+pub const SCOPE_SIGNAL: u64 = 1 << 1;
+/// Every scope of [`ABI`].
+pub const ALL_SCOPES: u64 = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL;
 /// Every network right of [`ABI`].
 pub const ALL_NET: u64 = abi::landlock::net::BIND_TCP | abi::landlock::net::CONNECT_TCP;
 /// Every file-system right of [`ABI`].
@@ -88,6 +97,7 @@ fn identity(node: &Node) -> Result<(u64, u64), Errno> {
 pub struct Ruleset {
     handled: u64,
     handled_net: u64,
+    scoped: u64,
     rules: Mutex<Tree>,
     ports: Mutex<HashMap<u16, u64>>,
 }
@@ -106,12 +116,14 @@ impl FileImpl for Ruleset {
 }
 
 impl Ruleset {
-    /// A ruleset handling file rights `handled` (within [`ALL_FS`]) and
-    /// network rights `handled_net` (within [`ALL_NET`]), not both none.
-    pub fn new(handled: u64, handled_net: u64) -> Ruleset {
+    /// A ruleset handling file rights `handled` (within [`ALL_FS`]),
+    /// network rights `handled_net` (within [`ALL_NET`]) and scopes
+    /// `scoped` (within [`ALL_SCOPES`]), not all none.
+    pub fn new(handled: u64, handled_net: u64, scoped: u64) -> Ruleset {
         Ruleset {
             handled,
             handled_net,
+            scoped,
             rules: Mutex::default(),
             ports: Mutex::default(),
         }
@@ -154,6 +166,8 @@ struct Layer {
     /// network rights it denies unless a port rule allows them
     handled_net: u64,
     ports: HashMap<u16, u64>,
+    /// what it scopes to the domain ([`SCOPE_SIGNAL`], ...)
+    scoped: u64,
 }
 
 impl Layer {
@@ -166,7 +180,9 @@ impl Layer {
 /// A thread's Landlock domain: the layers it enforced, oldest first.
 #[derive(Debug)]
 pub struct Domain {
-    layers: Vec<Layer>,
+    /// shared with the domains made from this one: a layer's identity
+    /// says which domains descend from where it was enforced
+    layers: Vec<Arc<Layer>>,
     /// the domain this one was made from (its threads' ancestors'), for
     /// ptrace's sub-domain check
     parent: Option<Arc<Domain>>,
@@ -216,29 +232,25 @@ impl Domain {
     /// The domain of a thread in `parent` after it enforces `ruleset`;
     /// `E2BIG` past [`MAX_LAYERS`].
     pub fn restrict(parent: Option<&Arc<Domain>>, ruleset: &Ruleset) -> Result<Domain, Errno> {
-        let mut layers: Vec<Layer> = Vec::new();
+        let mut layers = Vec::new();
         if let Some(p) = parent {
             if p.layers.len() >= MAX_LAYERS {
                 return Err(Errno::E2BIG);
             }
-            layers.extend(p.layers.iter().map(|l| Layer {
-                handled: l.handled,
-                rules: l.rules.clone(),
-                handled_net: l.handled_net,
-                ports: l.ports.clone(),
-            }));
+            layers.extend(p.layers.iter().cloned());
         }
         // A layer of network rights alone leaves files alone, renames too.
         let handled = match ruleset.handled {
             0 => 0,
             fs => fs | REFER,
         };
-        layers.push(Layer {
+        layers.push(Arc::new(Layer {
             handled,
             rules: ruleset.rules.locked().clone(),
             handled_net: ruleset.handled_net,
             ports: ruleset.ports.locked().clone(),
-        });
+            scoped: ruleset.scoped,
+        }));
         Ok(Domain {
             layers,
             parent: parent.cloned(),
@@ -261,6 +273,17 @@ impl Domain {
         } else {
             Ok(())
         }
+    }
+
+    /// Whether `scope` keeps this domain's threads from reaching a thread
+    /// (or socket maker) in `other`: the youngest layer scoping it must be
+    /// one of `other`'s too, so `other` is this domain or nested in it
+    /// from that layer on (Linux's domain_is_scoped()).
+    pub fn scoped_out(&self, scope: u64, other: Option<&Arc<Domain>>) -> bool {
+        let Some(mine) = self.layers.iter().rev().find(|l| l.scoped & scope != 0) else {
+            return false;
+        };
+        !other.is_some_and(|o| o.layers.iter().any(|l| Arc::ptr_eq(l, mine)))
     }
 
     /// The rights among `asked` that some layer denies at `loc`.

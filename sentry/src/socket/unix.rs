@@ -203,6 +203,9 @@ pub struct UnixSocket {
     nospace: std::sync::atomic::AtomicBool,
     /// bytes of this socket's datagrams that wait unread (`sk_wmem_alloc`)
     wmem: Arc<AtomicUsize>,
+    /// the Landlock domain of the thread that made it, for abstract-socket
+    /// scoping (landlock(7))
+    pub maker_domain: std::sync::OnceLock<Arc<crate::kernel::landlock::Domain>>,
 }
 
 impl fmt::Debug for UnixSocket {
@@ -272,6 +275,7 @@ impl UnixSocket {
             timeouts: Default::default(),
             nospace: Default::default(),
             wmem: Arc::default(),
+            maker_domain: Default::default(),
         })
     }
 

@@ -13,13 +13,13 @@ use zerocopy::FromBytes;
 
 use super::args::{Args, SyscallArgs};
 use crate::kernel::auth::cap;
-use crate::kernel::landlock::{Domain, Ruleset, ABI, ALL_FS, ALL_NET};
+use crate::kernel::landlock::{Domain, Ruleset, ABI, ALL_FS, ALL_NET, ALL_SCOPES};
 use crate::kernel::task::Task;
 use crate::vfs::file::FileDescription;
 
-/// Bytes of `struct landlock_ruleset_attr` that ABI 4 knows (the file
-/// and network rights), and the least a caller may pass (the first).
-const KNOWN_ATTR: usize = 16;
+/// Bytes of `struct landlock_ruleset_attr` that ABI 6 knows (file and
+/// network rights, scopes), and the least a caller may pass (the first).
+const KNOWN_ATTR: usize = 24;
 const MIN_ATTR: usize = 8;
 /// Largest attribute struct read (Linux's limit: a page).
 const MAX_ATTR: usize = 4096;
@@ -52,10 +52,13 @@ pub fn sys_landlock_create_ruleset(task: &mut Task, a: &Args) -> Result<u64, Err
     }
     raw.resize(size_of::<RulesetAttr>().max(size), 0);
     let (attr, _) = RulesetAttr::read_from_prefix(&raw).map_err(|_| Errno::EINVAL)?;
-    if attr.handled_access_fs & !ALL_FS != 0 || attr.handled_access_net & !ALL_NET != 0 {
+    if attr.handled_access_fs & !ALL_FS != 0
+        || attr.handled_access_net & !ALL_NET != 0
+        || attr.scoped & !ALL_SCOPES != 0
+    {
         return Err(Errno::EINVAL);
     }
-    if attr.handled_access_fs == 0 && attr.handled_access_net == 0 {
+    if attr.handled_access_fs == 0 && attr.handled_access_net == 0 && attr.scoped == 0 {
         // Nothing handled: a ruleset that could restrict nothing.
         return Err(Errno::ENOMSG);
     }
@@ -63,6 +66,7 @@ pub fn sys_landlock_create_ruleset(task: &mut Task, a: &Args) -> Result<u64, Err
         Arc::new(Ruleset::new(
             attr.handled_access_fs,
             attr.handled_access_net,
+            attr.scoped,
         )),
         None,
         OpenFlags::RDWR.bits(),

@@ -816,7 +816,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::LANDLOCK_CREATE_RULESET,
         landlock::sys_landlock_create_ruleset,
-        "ABI 5: file rights, device ioctls and TCP port rules; no IPC scopes (ABI 6)",
+        "ABI 6: file rights, device ioctls, TCP port rules, signal and abstract-socket scopes; not ABI 7's audit flags",
     ),
     partial(
         nr::LANDLOCK_ADD_RULE,

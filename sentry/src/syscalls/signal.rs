@@ -138,8 +138,23 @@ pub fn sys_sigaltstack(task: &mut Task, a: &Args) -> Result<u64, Errno> {
 /// (kill(2)): its real or effective uid is the target's real or saved
 /// uid, or it holds `CAP_KILL`; `SIGCONT` also goes anywhere in the
 /// caller's session. A target whose credentials are gone (a zombie) may
-/// be signalled: the signal goes nowhere.
+/// be signalled: the signal goes nowhere. A caller whose Landlock domain
+/// scopes signals reaches only its own process and its domain's.
 fn may_signal(task: &Task, p: &Process, t: Option<&Thread>, sig: i32) -> bool {
+    if let Some(d) = &task.landlock {
+        if !std::ptr::eq(p, &*task.proc_) {
+            let target = t.map(|t| t.state().landlock.clone()).or_else(|| {
+                let leader = p.state().threads.first().cloned();
+                leader.map(|l| l.state().landlock.clone())
+            });
+            // (a zombie has no thread left: its signal goes nowhere)
+            if let Some(theirs) = target {
+                if d.scoped_out(crate::kernel::landlock::SCOPE_SIGNAL, theirs.as_ref()) {
+                    return false;
+                }
+            }
+        }
+    }
     if task.capable(cap::KILL) {
         return true;
     }

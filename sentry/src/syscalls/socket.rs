@@ -93,6 +93,9 @@ pub fn sys_socket(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
         return Err(Errno::EPROTONOSUPPORT);
     }
     let sock = UnixSocket::new(kind, crate::socket::state(&task.kernel).unix.clone());
+    if let Some(d) = &task.landlock {
+        let _ = sock.maker_domain.set(d.clone());
+    }
     install(task, sock, ty & !0xf).map(|fd| fd as u64)
 }
 
@@ -192,11 +195,24 @@ fn write_addr(task: &Task, addr: u64, len_addr: u64, a: &UnixAddr) -> Result<(),
 fn lookup(task: &Task, addr: &UnixAddr, kind: SockType) -> Result<Arc<UnixSocket>, Errno> {
     match addr {
         UnixAddr::Unnamed => Err(Errno::EINVAL),
-        UnixAddr::Abstract(n) => crate::socket::state(&task.kernel)
-            .unix
-            .lookup(n)
-            .filter(|s| s.kind == kind)
-            .ok_or(Errno::ECONNREFUSED),
+        UnixAddr::Abstract(n) => {
+            let target = crate::socket::state(&task.kernel)
+                .unix
+                .lookup(n)
+                .filter(|s| s.kind == kind)
+                .ok_or(Errno::ECONNREFUSED)?;
+            // Landlock: an abstract socket made outside the caller's
+            // domain is out of reach when the domain scopes them.
+            let scope = crate::kernel::landlock::SCOPE_ABSTRACT_UNIX_SOCKET;
+            if task
+                .landlock
+                .as_ref()
+                .is_some_and(|d| d.scoped_out(scope, target.maker_domain.get()))
+            {
+                return Err(Errno::EPERM);
+            }
+            Ok(target)
+        }
         UnixAddr::Path(p) => {
             let loc = task.resolve(&task.cwd(), p, true)?;
             let target = match loc.node() {
