@@ -1,4 +1,4 @@
-/* Landlock (landlock(7)), ABI 6: the three calls' errors, then each kind
+/* Landlock (landlock(7)), ABI 7: the three calls' errors, then each kind
  * of access checked in a child that restricted itself: opens for reading,
  * writing, listing and truncating, exec, make and remove, renames and
  * links within and across directories (REFER), mounts, pathname sockets,
@@ -130,7 +130,10 @@ static int run(const char *prog)
 static void errors(void)
 {
 	struct ll_attr a = { .fs = LL_READ_FILE };
-	EXPECT_TRUE(syscall(SYS_landlock_create_ruleset, NULL, 0, 1) >= 6);
+	EXPECT_TRUE(syscall(SYS_landlock_create_ruleset, NULL, 0, 1) >= 7);
+	/* The errata bitmask (whatever it holds). */
+	EXPECT_TRUE(syscall(SYS_landlock_create_ruleset, NULL, 0, 2) >= 0);
+	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, &a, 8, 2), EINVAL);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, &a, 8, 1), EINVAL);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, NULL, 0, 1 << 7), EINVAL);
 	EXPECT_ERR(syscall(SYS_landlock_create_ruleset, &a, 4, 0), EINVAL);
@@ -185,6 +188,10 @@ static void no_nnp(void)
 	EXPECT_OK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
 	EXPECT_ERR(syscall(SYS_landlock_restrict_self, rs, 1 << 7), EINVAL);
 	EXPECT(restrict_self(rs), 0);
+	/* ABI 7's audit flags; LOG_SUBDOMAINS_OFF alone needs no ruleset. */
+	EXPECT(syscall(SYS_landlock_restrict_self, -1, 4), 0);
+	EXPECT_ERR(syscall(SYS_landlock_restrict_self, -1, 1), EBADF);
+	EXPECT(syscall(SYS_landlock_restrict_self, rs, 3), 0);
 }
 
 static void enforce(void)

@@ -1,4 +1,4 @@
-//! Landlock (landlock(7)), ABI 6: a thread restricts itself and its future
+//! Landlock (landlock(7)), ABI 7: a thread restricts itself and its future
 //! children to the file hierarchies and TCP ports its rulesets name, and
 //! may scope signals and abstract Unix sockets to its own domain. The
 //! Sentry checks each open, exec, create, remove, rename, link, truncate,
@@ -24,7 +24,7 @@ use crate::vfs::file::FileImpl;
 use crate::vfs::{Location, Node};
 
 /// The ABI version this Sentry offers.
-pub const ABI: u64 = 6;
+pub const ABI: u64 = 7;
 /// `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`: no connecting to an abstract
 /// socket made outside the domain.
 pub const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;

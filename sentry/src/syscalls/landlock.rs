@@ -21,6 +21,13 @@ use crate::vfs::file::FileDescription;
 /// network rights, scopes), and the least a caller may pass (the first).
 const KNOWN_ATTR: usize = 24;
 const MIN_ATTR: usize = 8;
+/// `landlock_create_ruleset`'s flag: answer the errata fixed (ABI 7).
+const LANDLOCK_CREATE_RULESET_ERRATA: u32 = 1 << 1;
+/// `landlock_restrict_self`'s flags (ABI 7): LOG_SAME_EXEC_OFF,
+/// LOG_NEW_EXEC_ON, LOG_SUBDOMAINS_OFF.
+const RESTRICT_SELF_FLAGS: u32 = 0x7;
+const RESTRICT_SELF_LOG_SUBDOMAINS_OFF: u32 = 1 << 2;
+
 /// Largest attribute struct read (Linux's limit: a page).
 const MAX_ATTR: usize = 4096;
 
@@ -29,10 +36,15 @@ const MAX_ATTR: usize = 4096;
 pub fn sys_landlock_create_ruleset(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let (addr, size, flags) = (a.ptr(0), a.usize(1), a.u32(2));
     if flags != 0 {
-        if flags == LANDLOCK_CREATE_RULESET_VERSION && addr == 0 && size == 0 {
-            return Ok(ABI);
+        if addr != 0 || size != 0 {
+            return Err(Errno::EINVAL);
         }
-        return Err(Errno::EINVAL);
+        return match flags {
+            LANDLOCK_CREATE_RULESET_VERSION => Ok(ABI),
+            // The errata fixed here: none is claimed.
+            LANDLOCK_CREATE_RULESET_ERRATA => Ok(0),
+            _ => Err(Errno::EINVAL),
+        };
     }
     // copy_min_struct_from_user(): at least the first field, at most a
     // page, and zeros past what this ABI knows.
@@ -135,8 +147,14 @@ pub fn sys_landlock_restrict_self(task: &mut Task, a: &Args) -> Result<u64, Errn
     if !task.no_new_privs && !task.capable(cap::SYS_ADMIN) {
         return Err(Errno::EPERM);
     }
-    if a.u32(1) != 0 {
+    // ABI 7's audit flags: taken, and nothing to do (the sandbox keeps no
+    // audit log); with only LOG_SUBDOMAINS_OFF no ruleset is needed.
+    let flags = a.u32(1);
+    if flags & !RESTRICT_SELF_FLAGS != 0 {
         return Err(Errno::EINVAL);
+    }
+    if a.i32(0) == -1 && flags == RESTRICT_SELF_LOG_SUBDOMAINS_OFF {
+        return Ok(0);
     }
     let ruleset = ruleset_of(task, a.i32(0))?;
     let domain = Arc::new(Domain::restrict(task.landlock.as_ref(), &ruleset)?);

@@ -816,7 +816,7 @@ pub const ROWS: &[Entry] = &[
     partial(
         nr::LANDLOCK_CREATE_RULESET,
         landlock::sys_landlock_create_ruleset,
-        "ABI 6: file rights, device ioctls, TCP port rules, signal and abstract-socket scopes; not ABI 7's audit flags",
+        "ABI 7: file rights, device ioctls, TCP port rules, signal and abstract-socket scopes; the audit flags change nothing (no audit log); no errata claimed",
     ),
     partial(
         nr::LANDLOCK_ADD_RULE,
