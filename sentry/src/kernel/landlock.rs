@@ -40,6 +40,10 @@ pub const ALL_FS: u64 = (IOCTL_DEV << 1) - 1;
 pub const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV;
 /// Layers one thread may stack (Linux's `LANDLOCK_MAX_NUM_LAYERS`).
 const MAX_LAYERS: usize = 16;
+/// Rules one ruleset may hold. Linux's bound is the memory its cgroup
+/// allows; the Sentry's own memory is no guest's to fill, so a ruleset
+/// past this many (far more than any policy names) gets `ENOMEM`.
+const MAX_RULES: usize = 1 << 14;
 
 /// Rules by place: each level is one name below its parent.
 #[derive(Clone, Debug, Default)]
@@ -100,6 +104,8 @@ pub struct Ruleset {
     scoped: u64,
     rules: Mutex<Tree>,
     ports: Mutex<HashMap<u16, u64>>,
+    /// path rules added so far (see [`MAX_RULES`])
+    count: std::sync::atomic::AtomicUsize,
 }
 
 impl FileImpl for Ruleset {
@@ -126,6 +132,7 @@ impl Ruleset {
             scoped,
             rules: Mutex::default(),
             ports: Mutex::default(),
+            count: Default::default(),
         }
     }
 
@@ -151,6 +158,14 @@ impl Ruleset {
             return Err(Errno::EINVAL);
         }
         let id = identity(loc.node())?;
+        let n = self
+            .count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n >= MAX_RULES {
+            self.count
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            return Err(Errno::ENOMEM);
+        }
         self.rules.locked().add(loc, id, rights);
         Ok(())
     }
