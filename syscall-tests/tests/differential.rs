@@ -130,6 +130,7 @@ guests! {
     membarrier,
     remap_file_pages,
     vhangup,
+    xattrat,
     mseal,
     // AIO (issue 20)
     aio,

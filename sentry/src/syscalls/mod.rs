@@ -844,22 +844,10 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::LSM_SET_SELF_ATTR, "LSM attributes"),
     unsupported(nr::LSM_LIST_MODULES, "LSM attributes"),
     full(nr::MSEAL, mm::sys_mseal),
-    unsupported(
-        nr::SETXATTRAT,
-        "the *xattrat calls (the path and fd forms work)",
-    ),
-    unsupported(
-        nr::GETXATTRAT,
-        "the *xattrat calls (the path and fd forms work)",
-    ),
-    unsupported(
-        nr::LISTXATTRAT,
-        "the *xattrat calls (the path and fd forms work)",
-    ),
-    unsupported(
-        nr::REMOVEXATTRAT,
-        "the *xattrat calls (the path and fd forms work)",
-    ),
+    full(nr::SETXATTRAT, fs::sys_setxattrat),
+    full(nr::GETXATTRAT, fs::sys_getxattrat),
+    full(nr::LISTXATTRAT, fs::sys_listxattrat),
+    full(nr::REMOVEXATTRAT, fs::sys_removexattrat),
     partial(
         nr::OPEN_TREE_ATTR,
         mount::sys_open_tree_attr,
