@@ -131,6 +131,7 @@ guests! {
     remap_file_pages,
     vhangup,
     xattrat,
+    futex2,
     mseal,
     // AIO (issue 20)
     aio,

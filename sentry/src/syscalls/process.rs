@@ -1338,68 +1338,148 @@ pub fn sys_futex(task: &mut Task, a: &Args) -> Result<u64, Errno> {
 /// `CLOCK_MONOTONIC` or `CLOCK_REALTIME`.
 pub fn sys_futex_waitv(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const FUTEX_WAITV_MAX: u32 = 128;
-    const FUTEX2_SIZE_MASK: u32 = 3;
-    const FUTEX2_SIZE_U32: u32 = 2;
-    const FUTEX2_NUMA: u32 = 4;
-    const FUTEX2_MPOL: u32 = 8;
-    const FUTEX2_PRIVATE: u32 = 128;
-    /// `FUTEX_NO_NODE`: the kernel picks the node and writes it back.
-    const NO_NODE: u32 = u32::MAX;
     let (waiters, n, flags, timeout, clock) = (a.ptr(0), a.u32(1), a.u32(2), a.ptr(3), a.i32(4));
     if flags != 0 || n == 0 || n > FUTEX_WAITV_MAX || waiters == 0 {
         return Err(Errno::EINVAL);
     }
-    let deadline = if timeout == 0 {
-        None
-    } else {
-        if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
-            return Err(Errno::EINVAL);
+    let deadline = futex2_deadline(task, timeout, clock)?;
+    let list = futex2_waiters(task, waiters, n)?;
+    let words: Vec<(u64, u32)> = list.iter().map(|w| (w.uaddr, w.val as u32)).collect();
+    crate::kernel::futex::wait_multiple(task, &words, deadline)
+}
+
+/// futex2's `FUTEX2_*` flags.
+const FUTEX2_SIZE_MASK: u32 = 3;
+const FUTEX2_SIZE_U32: u32 = 2;
+const FUTEX2_NUMA: u32 = 4;
+const FUTEX2_MPOL: u32 = 8;
+const FUTEX2_PRIVATE: u32 = 128;
+
+/// Whether futex2 `flags` are valid: known bits, a 32-bit futex (the only
+/// size Linux implements).
+fn futex2_flags_ok(flags: u32) -> bool {
+    let valid = FUTEX2_SIZE_MASK | FUTEX2_NUMA | FUTEX2_MPOL | FUTEX2_PRIVATE;
+    flags & !valid == 0 && flags & FUTEX2_SIZE_MASK == FUTEX2_SIZE_U32
+}
+
+/// The futex2 word at `uaddr` with `flags`: aligned to its size (a NUMA
+/// futex is two words, the value and its node), and a NUMA futex's node
+/// is the one node there is.
+fn futex2_word(task: &Task, uaddr: u64, flags: u32) -> Result<(), Errno> {
+    /// `FUTEX_NO_NODE`: the kernel picks the node and writes it back.
+    const NO_NODE: u32 = u32::MAX;
+    let size = if flags & FUTEX2_NUMA != 0 { 8 } else { 4 };
+    if !uaddr.is_multiple_of(size) {
+        return Err(Errno::EINVAL);
+    }
+    if flags & FUTEX2_NUMA != 0 {
+        let node: u32 = task.mm().read_obj(uaddr + 4)?;
+        match node {
+            0 => {}
+            // Node 0, the only one, is the caller's.
+            NO_NODE => task.mm().write_obj(uaddr + 4, &0u32)?,
+            _ => return Err(Errno::EINVAL),
         }
-        let ts: abi::Timespec = task.mm().read_obj(timeout)?;
-        if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
-            return Err(Errno::EINVAL);
-        }
-        let want = std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
-        let now = crate::host::clock_gettime(clock)?;
-        let now = std::time::Duration::new(
-            now.tv_sec.max(0) as u64,
-            now.tv_nsec.clamp(0, 999_999_999) as u32,
-        );
-        Some(std::time::Instant::now() + want.saturating_sub(now))
-    };
-    // Parsed whole first (EFAULT, EINVAL), then the keys (alignment, and a
-    // NUMA futex's node word), then the values, as Linux does.
+    }
+    Ok(())
+}
+
+/// An absolute futex2 timeout on `clock` (`CLOCK_MONOTONIC` or
+/// `CLOCK_REALTIME`); `None` without one.
+fn futex2_deadline(
+    task: &Task,
+    timeout: u64,
+    clock: i32,
+) -> Result<Option<std::time::Instant>, Errno> {
+    if timeout == 0 {
+        return Ok(None);
+    }
+    if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
+        return Err(Errno::EINVAL);
+    }
+    let ts: abi::Timespec = task.mm().read_obj(timeout)?;
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return Err(Errno::EINVAL);
+    }
+    let want = std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+    let now = crate::host::clock_gettime(clock)?;
+    let now = std::time::Duration::new(
+        now.tv_sec.max(0) as u64,
+        now.tv_nsec.clamp(0, 999_999_999) as u32,
+    );
+    Ok(Some(std::time::Instant::now() + want.saturating_sub(now)))
+}
+
+/// `n` `struct futex_waitv`s at `addr`: parsed whole first (EFAULT,
+/// EINVAL), then the keys (alignment, a NUMA futex's node word), as Linux
+/// does.
+fn futex2_waiters(task: &Task, addr: u64, n: u32) -> Result<Vec<abi::FutexWaitv>, Errno> {
     let mut list = Vec::with_capacity(n as usize);
     for i in 0..u64::from(n) {
-        let w: abi::FutexWaitv = task.mm().read_obj(waiters + i * 24)?;
-        let valid = FUTEX2_SIZE_MASK | FUTEX2_NUMA | FUTEX2_MPOL | FUTEX2_PRIVATE;
-        if w.flags & !valid != 0
-            || w.reserved != 0
-            || w.flags & FUTEX2_SIZE_MASK != FUTEX2_SIZE_U32
-            || w.val > u64::from(u32::MAX)
-        {
+        let w: abi::FutexWaitv = task.mm().read_obj(addr + i * 24)?;
+        if !futex2_flags_ok(w.flags) || w.reserved != 0 || w.val > u64::from(u32::MAX) {
             return Err(Errno::EINVAL);
         }
         list.push(w);
     }
     for w in &list {
-        // A NUMA futex is two words, the value and its node.
-        let size = if w.flags & FUTEX2_NUMA != 0 { 8 } else { 4 };
-        if !w.uaddr.is_multiple_of(size) {
-            return Err(Errno::EINVAL);
-        }
-        if w.flags & FUTEX2_NUMA != 0 {
-            let node: u32 = task.mm().read_obj(w.uaddr + 4)?;
-            match node {
-                0 => {}
-                // Node 0, the only one, is the caller's.
-                NO_NODE => task.mm().write_obj(w.uaddr + 4, &0u32)?,
-                _ => return Err(Errno::EINVAL),
-            }
-        }
+        futex2_word(task, w.uaddr, w.flags)?;
     }
-    let words: Vec<(u64, u32)> = list.iter().map(|w| (w.uaddr, w.val as u32)).collect();
-    crate::kernel::futex::wait_multiple(task, &words, deadline)
+    Ok(list)
+}
+
+/// `futex_wake(uaddr, mask, nr, flags)` (Linux 6.7): wakes up to `nr`
+/// waiters whose bitset meets `mask`; `nr` 0 wakes none.
+pub fn sys_futex_wake(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (uaddr, mask, nr, flags) = (a.ptr(0), a.u64(1), a.i32(2), a.u32(3));
+    if !futex2_flags_ok(flags) || mask > u64::from(u32::MAX) {
+        return Err(Errno::EINVAL);
+    }
+    if mask == 0 {
+        return Err(Errno::EINVAL);
+    }
+    futex2_word(task, uaddr, flags)?;
+    match nr {
+        0 => crate::kernel::futex::wake(task, uaddr, 0, mask as u32).map(|_| 0),
+        // (a negative count still wakes one, as Linux's loop does)
+        n => crate::kernel::futex::wake(task, uaddr, n.max(1) as u32, mask as u32),
+    }
+}
+
+/// `futex_wait(uaddr, val, mask, flags, timeout, clockid)` (Linux 6.7):
+/// sleeps while the word is `val`, until a wake meeting `mask` or the
+/// absolute `timeout` on `clockid`.
+pub fn sys_futex_wait(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (uaddr, val, mask, flags) = (a.ptr(0), a.u64(1), a.u64(2), a.u32(3));
+    let (timeout, clock) = (a.ptr(4), a.i32(5));
+    if !futex2_flags_ok(flags) || val > u64::from(u32::MAX) || mask > u64::from(u32::MAX) {
+        return Err(Errno::EINVAL);
+    }
+    let deadline = futex2_deadline(task, timeout, clock)?;
+    futex2_word(task, uaddr, flags)?;
+    crate::kernel::futex::wait(task, uaddr, val as u32, mask as u32, deadline)
+}
+
+/// `futex_requeue(waiters, flags, nr_wake, nr_requeue)` (Linux 6.7): the
+/// first futex (whose word must still be its `val`: `EAGAIN`) has
+/// `nr_wake` waiters woken and `nr_requeue` moved to the second.
+pub fn sys_futex_requeue(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (waiters, flags, nr_wake, nr_requeue) = (a.ptr(0), a.u32(1), a.i32(2), a.i32(3));
+    if flags != 0 || waiters == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let w = futex2_waiters(task, waiters, 2)?;
+    if nr_wake < 0 || nr_requeue < 0 {
+        return Err(Errno::EINVAL);
+    }
+    crate::kernel::futex::requeue(
+        task,
+        w[0].uaddr,
+        w[1].uaddr,
+        nr_wake as u32,
+        nr_requeue as u32,
+        Some(w[0].val as u32),
+    )
 }
 
 /// Reads a NULL-terminated array of string pointers (`argv`, `envp`).
