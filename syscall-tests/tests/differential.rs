@@ -132,6 +132,7 @@ guests! {
     vhangup,
     xattrat,
     futex2,
+    lsm,
     mseal,
     // AIO (issue 20)
     aio,

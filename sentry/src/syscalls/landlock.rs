@@ -1,6 +1,7 @@
 //! `landlock_create_ruleset`, `landlock_add_rule`, `landlock_restrict_self`
 //! (landlock(7)); the checks themselves are in [`crate::kernel::landlock`]
-//! and at each file operation.
+//! and at each file operation. Also the LSM calls (Linux 6.8) that name
+//! the security modules the Sentry implements: capabilities and Landlock.
 
 use std::sync::Arc;
 
@@ -84,6 +85,58 @@ pub fn sys_landlock_create_ruleset(task: &mut Task, a: &Args) -> Result<u64, Err
         OpenFlags::RDWR.bits(),
     );
     task.install_fd(file, true)
+}
+
+/// `LSM_ID_CAPABILITY` and `LSM_ID_LANDLOCK`: the security modules the
+/// Sentry itself is (uapi/linux/lsm.h).
+const LSM_IDS: [u64; 2] = [100, 110];
+
+/// `lsm_list_modules(ids, size, flags)`: the modules' ids; `E2BIG`, with
+/// the size needed, when `*size` bytes do not hold them.
+pub fn sys_lsm_list_modules(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (ids, size_at, flags) = (a.ptr(0), a.ptr(1), a.u32(2));
+    if flags != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let have: u32 = task.mm().read_obj(size_at)?;
+    let need = (LSM_IDS.len() * 8) as u32;
+    task.mm().write_obj(size_at, &need)?;
+    if have < need {
+        return Err(Errno::E2BIG);
+    }
+    for (i, id) in LSM_IDS.iter().enumerate() {
+        task.mm().write_obj(ids + 8 * i as u64, id)?;
+    }
+    Ok(LSM_IDS.len() as u64)
+}
+
+/// `lsm_get_self_attr(attr, ctx, size, flags)`: neither module keeps a
+/// process attribute (no `current`, `exec` context, as SELinux or
+/// AppArmor have): none to give.
+pub fn sys_lsm_get_self_attr(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    const LSM_FLAG_SINGLE: u32 = 1;
+    let (size_at, flags) = (a.ptr(2), a.u32(3));
+    if flags & !LSM_FLAG_SINGLE != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if size_at != 0 {
+        task.mm().write_obj(size_at, &0u32)?;
+    }
+    Err(Errno::EOPNOTSUPP)
+}
+
+/// `lsm_set_self_attr(attr, ctx, size, flags)`: a well-formed context is
+/// still refused (`EINVAL`): no module takes one.
+pub fn sys_lsm_set_self_attr(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    /// `struct lsm_ctx`'s header: id, flags, len, ctx_len.
+    const HEADER: u64 = 32;
+    let (ctx, size, flags) = (a.ptr(1), a.u64(2), a.u32(3));
+    if flags != 0 || !(HEADER..=crate::PAGE_SIZE).contains(&size) {
+        return Err(Errno::EINVAL);
+    }
+    let mut raw = vec![0u8; size as usize];
+    task.mm().copy_in(ctx, &mut raw)?;
+    Err(Errno::EINVAL)
 }
 
 /// Landlock's check of a TCP `bind` or `connect` (`want`: `BIND_TCP` or
