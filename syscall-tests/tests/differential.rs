@@ -133,6 +133,7 @@ guests! {
     xattrat,
     futex2,
     lsm,
+    mempolicy_home,
     mseal,
     // AIO (issue 20)
     aio,

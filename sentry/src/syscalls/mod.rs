@@ -827,7 +827,7 @@ pub const ROWS: &[Entry] = &[
     unsupported(nr::MEMFD_SECRET, "secret memory"),
     unsupported(nr::PROCESS_MRELEASE, "another process's memory"),
     full(nr::FUTEX_WAITV, process::sys_futex_waitv),
-    unsupported(nr::SET_MEMPOLICY_HOME_NODE, "NUMA"),
+    full(nr::SET_MEMPOLICY_HOME_NODE, numa::sys_set_mempolicy_home_node),
     partial(
         nr::CACHESTAT,
         cachestat::sys_cachestat,

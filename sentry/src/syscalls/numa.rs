@@ -346,6 +346,37 @@ pub fn sys_mbind(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     Ok(0)
 }
 
+/// `set_mempolicy_home_node(start, len, home_node, flags)`: the node to
+/// allocate from first for the `MPOL_BIND` and `MPOL_PREFERRED_MANY`
+/// mappings of the range (others: `EOPNOTSUPP`; those without a policy are
+/// passed over, and a range with none at all is `ENOENT`). With one node,
+/// node 0 is the only home, and the call changes nothing else.
+pub fn sys_set_mempolicy_home_node(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    let (start, len, home, flags) = (a.ptr(0), a.u64(1), a.u64(2), a.u64(3));
+    if flags != 0 || home != 0 || !start.is_multiple_of(PAGE_SIZE) {
+        return Err(Errno::EINVAL);
+    }
+    let end = start.wrapping_add(page_up(len).unwrap_or(0));
+    if end < start {
+        return Err(Errno::EINVAL);
+    }
+    if end == start {
+        return Ok(0);
+    }
+    let mm = task.mm();
+    let mut r = Err(Errno::ENOENT);
+    for v in mm.vmas().filter(|v| v.start < end && v.end > start) {
+        if let Some(p) = &v.mempolicy {
+            let mode = p.mode & !MPOL_MODE_FLAGS;
+            if mode != MPOL_BIND && mode != MPOL_PREFERRED_MANY {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            r = Ok(0);
+        }
+    }
+    r
+}
+
 /// Whether a page of `[start, end)` holds memory.
 fn any_present(mm: &MemoryManager, start: u64, end: u64) -> bool {
     let mut chunk = [0u8; 64];
