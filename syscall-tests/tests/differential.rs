@@ -134,6 +134,7 @@ guests! {
     futex2,
     lsm,
     mempolicy_home,
+    process_madvise,
     mseal,
     // AIO (issue 20)
     aio,

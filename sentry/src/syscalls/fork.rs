@@ -884,7 +884,7 @@ const PIDFD_NONBLOCK: u32 = 0o4000;
 /// The process pidfd `file` names (`EBADF` for another kind of file), and
 /// whether it is still the live one of its ID (not reaped, its ID not
 /// reused).
-fn pidfd_process(
+pub(super) fn pidfd_process(
     task: &Task,
     file: &crate::vfs::file::FileDescription,
 ) -> Result<(Arc<Process>, bool), Errno> {

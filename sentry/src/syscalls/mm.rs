@@ -375,6 +375,96 @@ pub fn sys_brk(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     Ok(task.mm().brk(a.ptr(0)))
 }
 
+/// `process_madvise(pidfd, iovec, vlen, advice, flags)`: `madvise` over
+/// each range of the vector, in the caller's own memory with any advice,
+/// in another process's only with the hints (`MADV_COLD`, `PAGEOUT`,
+/// `WILLNEED`, `COLLAPSE`: nothing to do here beyond checking the ranges),
+/// under the ptrace check and `CAP_SYS_NICE`. The bytes advised; after a
+/// failure part-way, those before it.
+pub fn sys_process_madvise(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    const UIO_MAXIOV: u64 = 1024;
+    const HINTS: [u64; 4] = [20, 21, 3, 25];
+    let (pidfd, iov, vlen, advice, flags) = (a.i32(0), a.ptr(1), a.u64(2), a.u64(3), a.u32(4));
+    if flags != 0 || vlen > UIO_MAXIOV {
+        return Err(Errno::EINVAL);
+    }
+    let mut ranges = Vec::with_capacity(vlen as usize);
+    for i in 0..vlen {
+        let v: abi::Iovec = task.mm().read_obj(iov + 16 * i)?;
+        ranges.push((v.base, v.len));
+    }
+    let file = task.fds().file(i64::from(pidfd))?;
+    let (target, live) = super::fork::pidfd_process(task, &file)?;
+    if !live {
+        return Err(Errno::ESRCH);
+    }
+    let mine = Arc::ptr_eq(&target, &task.proc_);
+    if !mine && !HINTS.contains(&advice) {
+        return Err(Errno::EINVAL);
+    }
+    let other = if mine {
+        None
+    } else {
+        let leader = target
+            .state()
+            .threads
+            .first()
+            .cloned()
+            .ok_or(Errno::ESRCH)?;
+        super::ptrace::may_access(task, &leader)?;
+        if !task.capable(crate::kernel::auth::cap::SYS_NICE) {
+            return Err(Errno::EPERM);
+        }
+        Some(target.state().info.mm.upgrade().ok_or(Errno::ESRCH)?)
+    };
+    let mut done = 0u64;
+    for (base, len) in ranges {
+        let r = match &other {
+            None => sys_madvise(task, &[base, len, advice, 0, 0, 0]),
+            Some(mm) => hint_range(&crate::sync::Locked::locked(&**mm), base, len),
+        };
+        match r {
+            Ok(_) => done += len,
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(done)
+}
+
+/// A hint for `[base, base + len)` of `mm`: every page must be mapped.
+fn hint_range(mm: &MemoryManager, base: u64, len: u64) -> Result<u64, Errno> {
+    let (start, end) = range(base, len)?;
+    let mut at = start;
+    for v in mm.vmas().filter(|v| v.end > start && v.start < end) {
+        if v.start > at {
+            return Err(Errno::ENOMEM);
+        }
+        at = v.end;
+    }
+    if at < end {
+        return Err(Errno::ENOMEM);
+    }
+    Ok(0)
+}
+
+/// `process_mrelease(pidfd, flags)`: the memory of a process being killed
+/// is freed as its last thread goes, so there is nothing to hurry; a
+/// process that is not dying is `EINVAL`, as on Linux.
+pub fn sys_process_mrelease(task: &mut Task, a: &Args) -> Result<u64, Errno> {
+    if a.u32(1) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let file = task.fds().file(i64::from(a.i32(0)))?;
+    let (target, _) = super::fork::pidfd_process(task, &file)?;
+    let st = target.state();
+    if st.group_exit.is_some() || st.exit.is_some() {
+        Ok(0)
+    } else {
+        Err(Errno::EINVAL)
+    }
+}
+
 pub fn sys_madvise(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     const MADV_DONTNEED: u64 = 4;
     const MADV_FREE: u64 = 8;

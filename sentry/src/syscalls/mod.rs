@@ -805,7 +805,7 @@ pub const ROWS: &[Entry] = &[
     full(nr::OPENAT2, fs::sys_openat2),
     full(nr::PIDFD_GETFD, fork::sys_pidfd_getfd),
     full(nr::FACCESSAT2, fs::sys_faccessat2),
-    unsupported(nr::PROCESS_MADVISE, "another process's memory"),
+    full(nr::PROCESS_MADVISE, mm::sys_process_madvise),
     full(nr::EPOLL_PWAIT2, events::sys_epoll_pwait2),
     partial(
         nr::MOUNT_SETATTR,
@@ -825,7 +825,7 @@ pub const ROWS: &[Entry] = &[
     ),
     full(nr::LANDLOCK_RESTRICT_SELF, landlock::sys_landlock_restrict_self),
     unsupported(nr::MEMFD_SECRET, "secret memory"),
-    unsupported(nr::PROCESS_MRELEASE, "another process's memory"),
+    full(nr::PROCESS_MRELEASE, mm::sys_process_mrelease),
     full(nr::FUTEX_WAITV, process::sys_futex_waitv),
     full(nr::SET_MEMPOLICY_HOME_NODE, numa::sys_set_mempolicy_home_node),
     partial(
