@@ -405,13 +405,7 @@ pub fn sys_process_madvise(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     let other = if mine {
         None
     } else {
-        let leader = target
-            .state()
-            .threads
-            .first()
-            .cloned()
-            .ok_or(Errno::ESRCH)?;
-        super::ptrace::may_access(task, &leader)?;
+        super::ptrace::may_access_process(task, &target)?;
         if !task.capable(crate::kernel::auth::cap::SYS_NICE) {
             return Err(Errno::EPERM);
         }

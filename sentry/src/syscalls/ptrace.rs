@@ -149,6 +149,16 @@ pub(crate) fn may_access(task: &Task, th: &Thread) -> Result<(), Errno> {
     Ok(())
 }
 
+/// [`may_access`] for process `p`, by its leader (`ESRCH` once it has no
+/// thread left).
+pub(crate) fn may_access_process(
+    task: &Task,
+    p: &crate::kernel::task::Process,
+) -> Result<(), Errno> {
+    let leader = p.state().threads.first().cloned().ok_or(Errno::ESRCH)?;
+    may_access(task, &leader)
+}
+
 /// The thread `pid` this task traces (`ESRCH` for any other).
 fn tracee(task: &Task, pid: i32) -> Result<Arc<Thread>, Errno> {
     let me = task.pid();
@@ -598,13 +608,7 @@ fn process_vm(task: &mut Task, a: &Args, write: bool) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let target = task.kernel.process(pid).ok_or(Errno::ESRCH)?;
-    let leader = target
-        .state()
-        .threads
-        .first()
-        .cloned()
-        .ok_or(Errno::ESRCH)?;
-    may_access(task, &leader)?;
+    may_access_process(task, &target)?;
     let read_iovs = |task: &Task, at: u64, n: u64| -> Result<Vec<(u64, u64)>, Errno> {
         (0..n)
             .map(|i| {
