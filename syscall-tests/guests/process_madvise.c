@@ -2,7 +2,8 @@
  * caller's own memory (MADV_DONTNEED empties the pages), hints into a
  * child's, and their errors: flags, advice a child's memory does not
  * take, a descriptor that is no pidfd, an unmapped range; mrelease of a
- * process that is not dying. */
+ * process that is not dying. And process_vm_readv/writev of the child's
+ * memory, which share the same check of the target. */
 #include "t.h"
 
 #include <sys/uio.h>
@@ -45,6 +46,18 @@ int main(void)
 	EXPECT_ERR(syscall(SYS_process_mrelease, pk, 0), EINVAL);
 	EXPECT_ERR(syscall(SYS_process_mrelease, pk, 1), EINVAL);
 	EXPECT_ERR(syscall(SYS_process_mrelease, me, 0), EINVAL);
+	/* The child's copy of page 2 (now empty here) still holds 7s. */
+	char got[4] = { 0 };
+	struct iovec local = { got, sizeof got }, remote = { p + PG, sizeof got };
+	EXPECT(process_vm_readv(kid, &local, 1, &remote, 1, 0), 4);
+	EXPECT(got[0] + got[3], 14);
+	memcpy(got, "abcd", 4);
+	EXPECT(process_vm_writev(kid, &local, 1, &remote, 1, 0), 4);
+	memset(got, 0, 4);
+	EXPECT(process_vm_readv(kid, &local, 1, &remote, 1, 0), 4);
+	EXPECT(got[3], 'd');
+	EXPECT_ERR(process_vm_readv(kid, &local, 1, &remote, 1, 1), EINVAL);
+	EXPECT_ERR(process_vm_readv(kid, &local, 1, &gone, 1, 0), EFAULT);
 	kill(kid, SIGKILL);
 	waitpid(kid, NULL, 0);
 	return t_done();
