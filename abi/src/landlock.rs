@@ -5,10 +5,25 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// `landlock_create_ruleset`'s flag: answer the ABI version, make nothing.
 pub const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1 << 0;
+/// `landlock_create_ruleset`'s flag: answer the errata fixed (ABI 7).
+pub const LANDLOCK_CREATE_RULESET_ERRATA: u32 = 1 << 1;
+/// `landlock_restrict_self`'s flags (ABI 7): `LOG_SAME_EXEC_OFF`,
+/// `LOG_NEW_EXEC_ON`, `LOG_SUBDOMAINS_OFF`.
+pub const LANDLOCK_RESTRICT_SELF_FLAGS: u32 = 0x7;
+/// `LANDLOCK_RESTRICT_SELF_LOG_SUBDOMAINS_OFF`.
+pub const LANDLOCK_RESTRICT_SELF_LOG_SUBDOMAINS_OFF: u32 = 1 << 2;
 /// `landlock_add_rule`'s rule type: a file hierarchy.
 pub const LANDLOCK_RULE_PATH_BENEATH: u32 = 1;
 /// `landlock_add_rule`'s rule type: a TCP port (ABI 4).
 pub const LANDLOCK_RULE_NET_PORT: u32 = 2;
+
+/// What a ruleset may scope to its domain (`LANDLOCK_SCOPE_*`, ABI 6).
+pub mod scope {
+    /// no connecting to an abstract Unix socket made outside the domain
+    pub const ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+    /// no signals to processes outside the domain
+    pub const SIGNAL: u64 = 1 << 1;
+}
 
 /// The network access rights (`LANDLOCK_ACCESS_NET_*`, ABI 4).
 pub mod net {

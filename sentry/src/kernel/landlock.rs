@@ -1,17 +1,10 @@
-//! Landlock (landlock(7)), ABI 7: a thread restricts itself and its future
-//! children to the file hierarchies and TCP ports its rulesets name, and
-//! may scope signals and abstract Unix sockets to its own domain. The
-//! Sentry checks each open, exec, create, remove, rename, link, truncate,
-//! device ioctl, TCP bind and connect, signal and abstract connect against
-//! the thread's domain, one layer per `landlock_restrict_self`; the host
-//! kernel is never asked.
+//! Landlock (landlock(7)), ABI 7, held by the Sentry: a thread's domain of
+//! stacked layers, checked at each file, TCP, signal and abstract-socket
+//! operation; the host kernel is never asked.
 //!
-//! A rule is tied to its file where the rule was added: the place (the
-//! names from the sandbox's root) and the file's identity there. A file
-//! moved away from that place loses the rule (stricter than Linux, whose
-//! rules follow the inode), and another file moved into the place does
-//! not gain it. The same file reached through another bind mount is not
-//! covered either.
+//! A rule holds at its file's place (the names from the sandbox's root)
+//! while the file there is the same (`dev`, `ino`): a file moved away loses
+//! it, one moved in does not gain it, another bind mount is not covered.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,13 +18,9 @@ use crate::vfs::{Location, Node};
 
 /// The ABI version this Sentry offers.
 pub const ABI: u64 = 7;
-/// `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`: no connecting to an abstract
-/// socket made outside the domain.
-pub const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
-/// `LANDLOCK_SCOPE_SIGNAL`: no signals to processes outside the domain.
-pub const SCOPE_SIGNAL: u64 = 1 << 1;
 /// Every scope of [`ABI`].
-pub const ALL_SCOPES: u64 = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL;
+pub const ALL_SCOPES: u64 =
+    abi::landlock::scope::ABSTRACT_UNIX_SOCKET | abi::landlock::scope::SIGNAL;
 /// Every network right of [`ABI`].
 pub const ALL_NET: u64 = abi::landlock::net::BIND_TCP | abi::landlock::net::CONNECT_TCP;
 /// Every file-system right of [`ABI`].
@@ -181,7 +170,7 @@ struct Layer {
     /// network rights it denies unless a port rule allows them
     handled_net: u64,
     ports: HashMap<u16, u64>,
-    /// what it scopes to the domain ([`SCOPE_SIGNAL`], ...)
+    /// what it scopes to the domain (`abi::landlock::scope`)
     scoped: u64,
 }
 

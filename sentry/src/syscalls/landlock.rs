@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use abi::landlock::{
-    NetPortAttr, PathBeneathAttr, RulesetAttr, LANDLOCK_CREATE_RULESET_VERSION,
-    LANDLOCK_RULE_NET_PORT, LANDLOCK_RULE_PATH_BENEATH,
+    NetPortAttr, PathBeneathAttr, RulesetAttr, LANDLOCK_CREATE_RULESET_ERRATA,
+    LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RESTRICT_SELF_FLAGS,
+    LANDLOCK_RESTRICT_SELF_LOG_SUBDOMAINS_OFF, LANDLOCK_RULE_NET_PORT, LANDLOCK_RULE_PATH_BENEATH,
 };
 use abi::{Errno, OpenFlags};
 use zerocopy::FromBytes;
@@ -22,13 +23,6 @@ use crate::vfs::file::FileDescription;
 /// network rights, scopes), and the least a caller may pass (the first).
 const KNOWN_ATTR: usize = 24;
 const MIN_ATTR: usize = 8;
-/// `landlock_create_ruleset`'s flag: answer the errata fixed (ABI 7).
-const LANDLOCK_CREATE_RULESET_ERRATA: u32 = 1 << 1;
-/// `landlock_restrict_self`'s flags (ABI 7): LOG_SAME_EXEC_OFF,
-/// LOG_NEW_EXEC_ON, LOG_SUBDOMAINS_OFF.
-const RESTRICT_SELF_FLAGS: u32 = 0x7;
-const RESTRICT_SELF_LOG_SUBDOMAINS_OFF: u32 = 1 << 2;
-
 /// Largest attribute struct read (Linux's limit: a page).
 const MAX_ATTR: usize = 4096;
 
@@ -203,10 +197,10 @@ pub fn sys_landlock_restrict_self(task: &mut Task, a: &Args) -> Result<u64, Errn
     // ABI 7's audit flags: taken, and nothing to do (the sandbox keeps no
     // audit log); with only LOG_SUBDOMAINS_OFF no ruleset is needed.
     let flags = a.u32(1);
-    if flags & !RESTRICT_SELF_FLAGS != 0 {
+    if flags & !LANDLOCK_RESTRICT_SELF_FLAGS != 0 {
         return Err(Errno::EINVAL);
     }
-    if a.i32(0) == -1 && flags == RESTRICT_SELF_LOG_SUBDOMAINS_OFF {
+    if a.i32(0) == -1 && flags == LANDLOCK_RESTRICT_SELF_LOG_SUBDOMAINS_OFF {
         return Ok(0);
     }
     let ruleset = ruleset_of(task, a.i32(0))?;

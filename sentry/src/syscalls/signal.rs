@@ -149,7 +149,7 @@ fn may_signal(task: &Task, p: &Process, t: Option<&Thread>, sig: i32) -> bool {
             });
             // (a zombie has no thread left: its signal goes nowhere)
             if let Some(theirs) = target {
-                if d.scoped_out(crate::kernel::landlock::SCOPE_SIGNAL, theirs.as_ref()) {
+                if d.scoped_out(abi::landlock::scope::SIGNAL, theirs.as_ref()) {
                     return false;
                 }
             }

@@ -203,7 +203,7 @@ fn lookup(task: &Task, addr: &UnixAddr, kind: SockType) -> Result<Arc<UnixSocket
                 .ok_or(Errno::ECONNREFUSED)?;
             // Landlock: an abstract socket made outside the caller's
             // domain is out of reach when the domain scopes them.
-            let scope = crate::kernel::landlock::SCOPE_ABSTRACT_UNIX_SOCKET;
+            let scope = abi::landlock::scope::ABSTRACT_UNIX_SOCKET;
             if task
                 .landlock
                 .as_ref()
