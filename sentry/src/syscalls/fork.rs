@@ -379,6 +379,11 @@ fn do_clone(task: &mut Task, args: CloneArgs) -> Result<u64, Errno> {
                     return;
                 }
             };
+            // The child's memory is reachable (/proc, process_vm_readv,
+            // process_madvise) from the moment fork returns, as on Linux.
+            if flags & CLONE_THREAD == 0 {
+                child_thread.process.state().info.mm = Arc::downgrade(&mm);
+            }
             let _ = ready_tx.send(true);
             child_thread.set_interrupter(Some(ctx.interrupter()));
             let mut child = Task {
