@@ -39,6 +39,9 @@ abi_struct!(
     /// `struct futex_waitv` (`futex_waitv(2)`).
     FutexWaitv, 24, { val: u64, uaddr: u64, flags: u32, reserved: u32 });
 abi_struct!(
+    /// `struct xattr_args` (`setxattrat(2)`, `getxattrat(2)`).
+    XattrArgs, 16, { value: u64, size: u32, flags: u32 });
+abi_struct!(
     /// `struct rlimit` / `struct rlimit64`.
     Rlimit, 16, { cur: u64, max: u64 });
 abi_struct!(

@@ -3774,12 +3774,17 @@ pub fn sys_fremovexattr(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
     remove_xattr(task, &loc, a[1])
 }
 
-/// The object of an `*xattrat` call (Linux 6.13): `dirfd`, `path` and
-/// `at_flags` (`AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH`; others `EINVAL`).
-fn xattrat_target(task: &Task, dirfd: u64, path: u64, at_flags: u64) -> Result<Location, Errno> {
+/// An `*xattrat` call's `at_flags` (Linux 6.13): `AT_SYMLINK_NOFOLLOW` and
+/// `AT_EMPTY_PATH`, others `EINVAL` (checked before anything is read).
+fn xattrat_flags(at_flags: u64) -> Result<(), Errno> {
     if at_flags & !(abi::AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) as u64 != 0 {
         return Err(Errno::EINVAL);
     }
+    Ok(())
+}
+
+/// The object of an `*xattrat` call: `dirfd`, `path` and valid `at_flags`.
+fn xattrat_target(task: &Task, dirfd: u64, path: u64, at_flags: u64) -> Result<Location, Errno> {
     target(
         task,
         dirfd,
@@ -3789,61 +3794,57 @@ fn xattrat_target(task: &Task, dirfd: u64, path: u64, at_flags: u64) -> Result<L
     )
 }
 
-/// `struct xattr_args` of `setxattrat` and `getxattrat`: `value`, `size`,
-/// `flags` (16 bytes; a longer struct must be zero past them).
-fn xattr_args(task: &Task, addr: u64, usize_: u64) -> Result<(u64, u64, u64), Errno> {
-    const VER0: u64 = 16;
-    if usize_ > crate::PAGE_SIZE {
+/// `struct xattr_args` of `setxattrat` and `getxattrat` (a longer struct
+/// must be zero past it; at most a page).
+fn xattr_args(task: &Task, addr: u64, len: u64) -> Result<abi::XattrArgs, Errno> {
+    const VER0: usize = size_of::<abi::XattrArgs>();
+    if len > crate::PAGE_SIZE {
         return Err(Errno::E2BIG);
     }
-    if usize_ < VER0 {
+    if (len as usize) < VER0 {
         return Err(Errno::EINVAL);
     }
-    let mut raw = vec![0u8; usize_ as usize];
+    let mut raw = vec![0u8; len as usize];
     task.mm().copy_in(addr, &mut raw)?;
-    if raw[VER0 as usize..].iter().any(|&b| b != 0) {
+    if raw[VER0..].iter().any(|&b| b != 0) {
         return Err(Errno::E2BIG);
     }
-    let word = |at: usize, n: usize| {
-        let mut b = [0u8; 8];
-        b[..n].copy_from_slice(&raw[at..at + n]);
-        u64::from_le_bytes(b)
-    };
-    Ok((word(0, 8), word(8, 4), word(12, 4)))
+    <abi::XattrArgs as zerocopy::FromBytes>::read_from_prefix(&raw)
+        .map(|(x, _)| x)
+        .map_err(|_| Errno::EINVAL)
 }
 
 /// `setxattrat(dirfd, path, at_flags, name, args, size)`.
 pub fn sys_setxattrat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[2] & !(abi::AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) as u64 != 0 {
-        return Err(Errno::EINVAL);
-    }
-    let (value, size, flags) = xattr_args(task, a[4], a[5])?;
+    xattrat_flags(a[2])?;
+    let x = xattr_args(task, a[4], a[5])?;
     let loc = xattrat_target(task, a[0], a[1], a[2])?;
-    set_xattr(task, &loc, &[0, a[3], value, size, flags, 0])
+    let (size, flags) = (u64::from(x.size), u64::from(x.flags));
+    set_xattr(task, &loc, &[0, a[3], x.value, size, flags, 0])
 }
 
 /// `getxattrat(dirfd, path, at_flags, name, args, size)`: `args.flags`
 /// must be 0.
 pub fn sys_getxattrat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
-    if a[2] & !(abi::AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) as u64 != 0 {
-        return Err(Errno::EINVAL);
-    }
-    let (value, size, flags) = xattr_args(task, a[4], a[5])?;
-    if flags != 0 {
+    xattrat_flags(a[2])?;
+    let x = xattr_args(task, a[4], a[5])?;
+    if x.flags != 0 {
         return Err(Errno::EINVAL);
     }
     let loc = xattrat_target(task, a[0], a[1], a[2])?;
-    get_xattr(task, &loc, &[0, a[3], value, size, 0, 0])
+    get_xattr(task, &loc, &[0, a[3], x.value, u64::from(x.size), 0, 0])
 }
 
 /// `listxattrat(dirfd, path, at_flags, list, size)`.
 pub fn sys_listxattrat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    xattrat_flags(a[2])?;
     let loc = xattrat_target(task, a[0], a[1], a[2])?;
     list_xattr(task, &loc, &[0, a[3], a[4], 0, 0, 0])
 }
 
 /// `removexattrat(dirfd, path, at_flags, name)`.
 pub fn sys_removexattrat(task: &mut Task, a: &[u64; 6]) -> Result<u64, Errno> {
+    xattrat_flags(a[2])?;
     let loc = xattrat_target(task, a[0], a[1], a[2])?;
     remove_xattr(task, &loc, a[3])
 }

@@ -1273,29 +1273,20 @@ pub fn sys_futex(task: &mut Task, a: &Args) -> Result<u64, Errno> {
                     absolute: bool,
                     realtime: bool|
      -> Result<Option<std::time::Instant>, Errno> {
-        if timeout == 0 {
-            return Ok(None);
-        }
-        let ts: abi::Timespec = task.mm().read_obj(timeout)?;
-        if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
-            return Err(Errno::EINVAL);
-        }
-        let want = std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
-        let rel = if absolute {
+        if absolute {
             let clock = if realtime || op & FUTEX_CLOCK_REALTIME != 0 {
                 libc::CLOCK_REALTIME
             } else {
                 libc::CLOCK_MONOTONIC
             };
-            let now = crate::host::clock_gettime(clock)?;
-            want.saturating_sub(std::time::Duration::new(
-                now.tv_sec.max(0) as u64,
-                now.tv_nsec.clamp(0, 999_999_999) as u32,
-            ))
-        } else {
-            want
-        };
-        Ok(Some(std::time::Instant::now() + rel))
+            return futex_deadline(task, timeout, clock);
+        }
+        if timeout == 0 {
+            return Ok(None);
+        }
+        Ok(Some(
+            std::time::Instant::now() + futex_timespec(task, timeout)?,
+        ))
     };
     match cmd {
         FUTEX_WAIT => {
@@ -1342,7 +1333,7 @@ pub fn sys_futex_waitv(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     if flags != 0 || n == 0 || n > FUTEX_WAITV_MAX || waiters == 0 {
         return Err(Errno::EINVAL);
     }
-    let deadline = futex2_deadline(task, timeout, clock)?;
+    let deadline = futex_deadline(task, timeout, clock)?;
     let list = futex2_waiters(task, waiters, n)?;
     let words: Vec<(u64, u32)> = list.iter().map(|w| (w.uaddr, w.val as u32)).collect();
     crate::kernel::futex::wait_multiple(task, &words, deadline)
@@ -1384,9 +1375,22 @@ fn futex2_word(task: &Task, uaddr: u64, flags: u32) -> Result<(), Errno> {
     Ok(())
 }
 
-/// An absolute futex2 timeout on `clock` (`CLOCK_MONOTONIC` or
-/// `CLOCK_REALTIME`); `None` without one.
-fn futex2_deadline(
+/// A futex timeout's `struct timespec` at `addr` (`EINVAL` when negative
+/// or not normalised).
+fn futex_timespec(task: &Task, addr: u64) -> Result<std::time::Duration, Errno> {
+    let ts: abi::Timespec = task.mm().read_obj(addr)?;
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(std::time::Duration::new(
+        ts.tv_sec as u64,
+        ts.tv_nsec as u32,
+    ))
+}
+
+/// An absolute futex timeout at `timeout` on `clock` (`CLOCK_MONOTONIC`
+/// or `CLOCK_REALTIME`) as an instant; `None` without one.
+fn futex_deadline(
     task: &Task,
     timeout: u64,
     clock: i32,
@@ -1397,11 +1401,7 @@ fn futex2_deadline(
     if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
         return Err(Errno::EINVAL);
     }
-    let ts: abi::Timespec = task.mm().read_obj(timeout)?;
-    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
-        return Err(Errno::EINVAL);
-    }
-    let want = std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+    let want = futex_timespec(task, timeout)?;
     let now = crate::host::clock_gettime(clock)?;
     let now = std::time::Duration::new(
         now.tv_sec.max(0) as u64,
@@ -1455,7 +1455,7 @@ pub fn sys_futex_wait(task: &mut Task, a: &Args) -> Result<u64, Errno> {
     if !futex2_flags_ok(flags) || val > u64::from(u32::MAX) || mask > u64::from(u32::MAX) {
         return Err(Errno::EINVAL);
     }
-    let deadline = futex2_deadline(task, timeout, clock)?;
+    let deadline = futex_deadline(task, timeout, clock)?;
     futex2_word(task, uaddr, flags)?;
     crate::kernel::futex::wait(task, uaddr, val as u32, mask as u32, deadline)
 }
